@@ -1,0 +1,299 @@
+/**
+ * ServiceClient: a typed client of every endpoint in the EndpointTable. One `send()` does the wire work;
+ * signing, retries and token refresh are layers around it.
+ */
+import { Agent, request, type Dispatcher } from 'undici';
+import { ENDPOINTS, findEndpoint, validateParams, ParamError, type EndpointDef, type Endpoints, type Family, type ParamsOf, type ResultOf } from '../shared/endpoints.js';
+import { sign, isCreateFilePath, CREATE_FILE_UNSIGNED, type Params } from '../shared/sign.js';
+import { ServiceError, ErrorCode } from './errors.js';
+import { normalizeResult } from './normalize.js';
+
+export interface LibraryCredential { org_client_id: string; org_client_secret: string }
+export interface ClientSecretPair { client_id: string; client_secret: string }
+export interface UserCredential {
+  /** The access token; refreshed in place when it expires and `refresh_token` is known. */
+  token: string;
+  /** The secret of the application the token was issued to (signs every user-API call). */
+  client_secret: string;
+  /** The application's id (needed only to refresh the token). */
+  client_id?: string;
+  refresh_token?: string;
+}
+export interface Credentials {
+  library?: LibraryCredential;
+  enterprise?: ClientSecretPair;
+  partner?: ClientSecretPair;
+  user?: UserCredential;
+  /** An application pair (for the token endpoint). Defaults to the user credential's pair. */
+  application?: ClientSecretPair;
+}
+
+export interface ClientOptions {
+  /** The service's base URL, e.g. `http://127.0.0.1:8900`. */
+  baseUrl: string;
+  credentials: Credentials;
+  /** Per-request deadline in milliseconds, headers and body. Default 30 000. */
+  timeoutMs?: number;
+  /** Attempts after the first for calls that are safe to retry. Default 3. */
+  retries?: number;
+  /** First retry delay in ms; doubles each attempt, with jitter, capped at 5 s. Default 200. */
+  retryBaseMs?: number;
+  /** Clock in milliseconds (for `dateline`). Default Date.now. */
+  clock?: () => number;
+  /** undici dispatcher; default a keep-alive Agent owned by the client. */
+  dispatcher?: Dispatcher;
+  /** Header prefix of the upload protocol. Default `x-svc-`. */
+  uploadHeaderPrefix?: string;
+  /** Called when a user token was refreshed, so the caller can persist it. */
+  onTokenRefresh?: (user: UserCredential) => void;
+}
+
+export interface CallOptions {
+  signal?: AbortSignal;
+  /** Override the client's timeout for this call (ms). */
+  timeoutMs?: number;
+}
+
+type CamelCase<S extends string> = S extends `${infer H}_${infer T}` ? `${H}${Capitalize<CamelCase<T>>}` : S;
+export type FamilyClient<F extends Family> = {
+  [K in keyof Endpoints[F] & string as CamelCase<K>]: (
+    params: ParamsOf<Endpoints[F][K] & { params: object }>,
+    opts?: CallOptions,
+  ) => Promise<ResultOf<Endpoints[F][K] & { result: unknown }>>;
+};
+
+export function camelCase(s: string): string {
+  return s.replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
+}
+
+const RETRY_STATUS = new Set([429, 500, 502, 503, 504]);
+/** Errors raised before any byte of the request could have reached the service. */
+const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
+
+export class ServiceClient {
+  readonly baseUrl: string;
+  readonly credentials: Credentials;
+  readonly dispatcher: Dispatcher;
+  readonly uploadHeaderPrefix: string;
+  readonly clock: () => number;
+  private readonly ownsDispatcher: boolean;
+  private readonly timeoutMs: number;
+  private readonly retries: number;
+  private readonly retryBaseMs: number;
+  private readonly onTokenRefresh?: (user: UserCredential) => void;
+
+  readonly file: FamilyClient<'file'>;
+  readonly file2: FamilyClient<'file2'>;
+  readonly user: FamilyClient<'user'>;
+  readonly org: FamilyClient<'org'>;
+  readonly ent: FamilyClient<'ent'>;
+  readonly partner: FamilyClient<'partner'>;
+
+  constructor(opts: ClientOptions) {
+    if (!/^https?:\/\//.test(opts.baseUrl)) throw new TypeError(`baseUrl: expected an http(s) URL, got ${JSON.stringify(opts.baseUrl)}`);
+    this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
+    this.credentials = opts.credentials;
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+    this.retries = opts.retries ?? 3;
+    this.retryBaseMs = opts.retryBaseMs ?? 200;
+    this.clock = opts.clock ?? Date.now;
+    this.uploadHeaderPrefix = opts.uploadHeaderPrefix ?? 'x-svc-';
+    this.onTokenRefresh = opts.onTokenRefresh;
+    this.ownsDispatcher = !opts.dispatcher;
+    this.dispatcher = opts.dispatcher ?? new Agent({ keepAliveTimeout: 30_000, connections: 32, pipelining: 1 });
+    this.file = this.familyClient('file');
+    this.file2 = this.familyClient('file2');
+    this.user = this.familyClient('user');
+    this.org = this.familyClient('org');
+    this.ent = this.familyClient('ent');
+    this.partner = this.familyClient('partner');
+  }
+
+  /** A copy of this client acting with other credentials (shares the connection pool). */
+  withCredentials(credentials: Credentials): ServiceClient {
+    return new ServiceClient({
+      baseUrl: this.baseUrl, credentials, timeoutMs: this.timeoutMs, retries: this.retries, retryBaseMs: this.retryBaseMs,
+      clock: this.clock, dispatcher: this.dispatcher, uploadHeaderPrefix: this.uploadHeaderPrefix, onTokenRefresh: this.onTokenRefresh,
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsDispatcher) await this.dispatcher.close();
+  }
+
+  private familyClient<F extends Family>(family: F): FamilyClient<F> {
+    const out: Record<string, unknown> = {};
+    for (const name of Object.keys(ENDPOINTS[family])) {
+      if (family === ('upload' as Family)) continue;
+      out[camelCase(name)] = (params: Record<string, unknown>, opts?: CallOptions) => this.call(family, name, params, opts);
+    }
+    return out as FamilyClient<F>;
+  }
+
+  /** Calls an endpoint by family and snake_case name, validating parameters against the table first. */
+  async call(family: string, name: string, params: Record<string, unknown> = {}, opts: CallOptions = {}): Promise<any> {
+    const ref = findEndpoint(family, name);
+    if (!ref || family === 'upload') throw new ParamError('method', `unknown endpoint ${family}.${name}`);
+    validateParams(ref.def, params);
+    const endpoint = `${family}.${name}`;
+    let refreshed = false;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const raw = await this.send(ref.def, endpoint, params, opts);
+        return normalizeResult(raw);
+      } catch (err) {
+        if (!(err instanceof ServiceError)) throw err;
+        if (err.code === ErrorCode.TokenExpired && ref.def.credential === 'token' && !refreshed && this.credentials.user?.refresh_token) {
+          refreshed = true;
+          await this.refreshToken();
+          attempt--;
+          continue;
+        }
+        if (attempt >= this.retries || !this.retryable(ref.def, err) || opts.signal?.aborted) throw err;
+        await sleep(backoff(this.retryBaseMs, attempt), opts.signal);
+      }
+    }
+  }
+
+  private retryable(def: EndpointDef, err: ServiceError): boolean {
+    const notSent = err.transport && NOT_SENT_CODES.has(String((err.cause as { code?: string } | undefined)?.code));
+    if (notSent) return true;
+    if (!def.idempotent) return false;
+    return err.transport || RETRY_STATUS.has(err.status);
+  }
+
+  /** Refreshes the user token with its refresh token (spec/decisions.md, user access tokens). */
+  async refreshToken(): Promise<void> {
+    const user = this.credentials.user;
+    const app = this.credentials.application ?? (user?.client_id ? { client_id: user.client_id, client_secret: user.client_secret } : undefined);
+    if (!user?.refresh_token || !app) throw new ServiceError({ status: 401, code: ErrorCode.TokenExpired, message: 'token expired and no refresh token is known', endpoint: 'user.token' });
+    const grant = (await this.withCredentials({ ...this.credentials, application: app }).send(ENDPOINTS.user.token, 'user.token', { grant_type: 'refresh_token', refresh_token: user.refresh_token }, {})) as { access_token: string; refresh_token?: string };
+    user.token = grant.access_token;
+    if (grant.refresh_token) user.refresh_token = grant.refresh_token;
+    this.onTokenRefresh?.(user);
+  }
+
+  /** The signed wire parameters of a call: the endpoint's own, plus the credential's. */
+  signedParams(def: EndpointDef, params: Record<string, unknown>): Record<string, string> {
+    const wire: Record<string, string> = {};
+    for (const [k, v] of Object.entries(params)) {
+      if (v === undefined || v === null) continue;
+      const text = typeof v === 'string' ? v : typeof v === 'object' ? JSON.stringify(v) : String(v);
+      if (text === '' && !allowsEmpty(def, k)) continue; // never send an empty value (decisions: signing)
+      wire[k] = text;
+    }
+    const dateline = String(Math.floor(this.clock() / 1000));
+    let secret: string;
+    switch (def.credential) {
+      case 'library': {
+        const c = need(this.credentials.library, 'library authorization (org_client_id / org_client_secret)');
+        wire.org_client_id = c.org_client_id; secret = c.org_client_secret; break;
+      }
+      case 'enterprise': {
+        const c = need(this.credentials.enterprise, 'enterprise client_id / client_secret');
+        wire.client_id = c.client_id; secret = c.client_secret; break;
+      }
+      case 'partner': {
+        const c = need(this.credentials.partner, 'partner client_id / client_secret');
+        wire.client_id = c.client_id; secret = c.client_secret; break;
+      }
+      case 'application': {
+        const u = this.credentials.user;
+        const c = need(this.credentials.application ?? (u?.client_id ? { client_id: u.client_id, client_secret: u.client_secret } : undefined), 'application client_id / client_secret');
+        wire.client_id = c.client_id; secret = c.client_secret; break;
+      }
+      case 'token': {
+        const c = need(this.credentials.user, 'user access token and application secret');
+        wire.token = c.token; secret = c.client_secret; break;
+      }
+      default:
+        throw new ParamError('credential', `endpoint ${def.path} is not a signed JSON endpoint`);
+    }
+    wire.dateline = dateline;
+    wire.sign = sign(secret, wire as Params, { exclude: isCreateFilePath(def.path) ? CREATE_FILE_UNSIGNED : [] });
+    return wire;
+  }
+
+  /** One HTTP exchange: sign, send, parse. No retries. */
+  async send(def: EndpointDef, endpoint: string, params: Record<string, unknown>, opts: CallOptions): Promise<unknown> {
+    const wire = this.signedParams(def, params);
+    const body = new URLSearchParams(wire).toString();
+    const timeout = opts.timeoutMs ?? this.timeoutMs;
+    const url = def.method === 'GET' ? `${this.baseUrl}${def.path}?${body}` : `${this.baseUrl}${def.path}`;
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await request(url, {
+        method: def.method,
+        dispatcher: this.dispatcher,
+        headers: def.method === 'GET' ? {} : { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' },
+        body: def.method === 'GET' ? undefined : body,
+        headersTimeout: timeout,
+        bodyTimeout: timeout,
+        signal: opts.signal,
+      });
+    } catch (err) {
+      throw new ServiceError({ status: 0, code: 0, message: describeTransport(err), endpoint, transport: true, cause: err });
+    }
+    let text: string;
+    try {
+      text = await res.body.text();
+    } catch (err) {
+      throw new ServiceError({ status: res.statusCode, code: 0, message: describeTransport(err), endpoint, transport: true, cause: err });
+    }
+    return parseResponse(res.statusCode, text, endpoint);
+  }
+}
+
+export function parseResponse(status: number, text: string, endpoint: string): unknown {
+  let body: unknown = undefined;
+  if (text.trim() !== '') {
+    try {
+      body = JSON.parse(text);
+    } catch {
+      if (status >= 400) throw new ServiceError({ status, code: 0, message: truncate(text), endpoint });
+      throw new ServiceError({ status, code: 0, message: `response is not JSON: ${truncate(text)}`, endpoint });
+    }
+  }
+  if (status >= 400) {
+    const b = (body ?? {}) as { error_code?: unknown; error_msg?: unknown; error?: unknown; error_description?: unknown };
+    const code = Number(b.error_code ?? 0) || 0;
+    const msg = String(b.error_msg ?? b.error_description ?? b.error ?? `HTTP ${status}`);
+    throw new ServiceError({ status, code, message: msg, endpoint });
+  }
+  return body ?? {};
+}
+
+function allowsEmpty(def: EndpointDef, name: string): boolean {
+  // Parameters whose empty value has a meaning of its own in the spec ("empty string = top level / removed /
+  // no limit"). Everything else is left out when empty.
+  const meaningful = new Set(['fullpath', 'path', 'group_out_ids', 'parent_out_id', 'leader_out_id', 'leader_account', 'org_capacity', 'parent_group_path', 'group_path', 'role_id', 'mode']);
+  return meaningful.has(name) && name in def.params;
+}
+
+function need<T>(v: T | undefined, what: string): T {
+  if (!v) throw new ParamError('credentials', `this call needs the ${what}, which the client was not given`);
+  return v;
+}
+
+export function backoff(baseMs: number, attempt: number): number {
+  const exp = Math.min(5_000, baseMs * 2 ** attempt);
+  return Math.round(exp / 2 + Math.random() * (exp / 2));
+}
+
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const t = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve(); }, ms);
+    const onAbort = () => { clearTimeout(t); reject(signal!.reason); };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function describeTransport(err: unknown): string {
+  const e = err as { code?: string; message?: string };
+  return `${e.code ? e.code + ': ' : ''}${e.message ?? String(err)}`;
+}
+
+function truncate(s: string): string {
+  return s.length > 300 ? s.slice(0, 300) + '…' : s;
+}

@@ -1,0 +1,50 @@
+/**
+ * The one error type of the client: what the service answered, for which endpoint. Never carries a
+ * secret, a signature, or a token.
+ */
+export class ServiceError extends Error {
+  /** HTTP status (0 when no response was received). */
+  readonly status: number;
+  /** The service's `error_code` (0 when the body had none). */
+  readonly code: number;
+  /** The service's `error_msg`, or a description of the transport failure. */
+  readonly serviceMessage: string;
+  /** `family.name` of the endpoint, e.g. `file.ls`. */
+  readonly endpoint: string;
+  /** True when the request may not have reached the service (connect error, timeout before a response). */
+  readonly transport: boolean;
+
+  constructor(args: { status: number; code: number; message: string; endpoint: string; transport?: boolean; cause?: unknown }) {
+    super(`${args.endpoint}: ${args.status ? `HTTP ${args.status}` : 'no response'}${args.code ? ` error_code ${args.code}` : ''}: ${args.message}`, { cause: args.cause });
+    this.name = 'ServiceError';
+    this.status = args.status;
+    this.code = args.code;
+    this.serviceMessage = args.message;
+    this.endpoint = args.endpoint;
+    this.transport = args.transport ?? false;
+  }
+}
+
+/** Error codes of spec/decisions.md that the gateway reacts to. */
+export const ErrorCode = {
+  BadParam: 40003,
+  MoveIntoItself: 40013,
+  SignatureFailed: 401041,
+  TokenInvalid: 40101,
+  TokenExpired: 40102,
+  ClientNotFound: 40103,
+  FeatureNotEnabled: 40306,
+  NoPermission: 40310,
+  NoLibraryAccess: 40311,
+  CapacityExceeded: 40321,
+  MemberLimit: 40332,
+  LibraryMissing: 40401,
+  FileMissing: 40402,
+  MemberMissing: 40406,
+  GroupMissing: 40407,
+  EnterpriseMissing: 40410,
+  NameExists: 40901,
+  Locked: 42301,
+  Internal: 50001,
+  NoUploadServer: 50301,
+} as const;

@@ -1,0 +1,64 @@
+/**
+ * The `cloudlib` command. Each subcommand lives in its own module and is loaded on demand, so `--help`
+ * and `ctl` start fast.
+ */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+
+export interface Subcommand {
+  summary: string;
+  usage: string;
+  options: NonNullable<ParseArgsConfig['options']>;
+  run(values: Record<string, unknown>, positionals: string[]): Promise<number | void>;
+}
+
+const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
+  service: async () => (await import('./service.js')).serviceCommand,
+};
+
+export function registerSubcommand(name: string, load: () => Promise<Subcommand>): void {
+  SUBCOMMANDS[name] = load;
+}
+
+function mainHelp(): string {
+  return [
+    'cloudlib — every library of a cloud file library service as a drive',
+    '',
+    'Usage: cloudlib <command> [options]',
+    '',
+    'Commands:',
+    ...Object.keys(SUBCOMMANDS).map((n) => `  ${n}`),
+    '',
+    'Run `cloudlib <command> --help` for the options of a command.',
+  ].join('\n');
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    const lines = [mainHelp()];
+    if (name === undefined) process.stdout.write(lines.join('\n') + '\n');
+    else process.stdout.write(lines.join('\n') + '\n');
+    return;
+  }
+  const load = SUBCOMMANDS[name];
+  if (!load) {
+    process.stderr.write(`cloudlib: unknown command '${name}'\n\n${mainHelp()}\n`);
+    process.exitCode = 2;
+    return;
+  }
+  const cmd = await load();
+  let parsed;
+  try {
+    parsed = parseArgs({ args: rest, options: { ...cmd.options, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true });
+  } catch (err) {
+    process.stderr.write(`cloudlib ${name}: ${(err as Error).message}\n\n${cmd.usage}\n`);
+    process.exitCode = 2;
+    return;
+  }
+  if (parsed.values.help) {
+    process.stdout.write(`${cmd.summary}\n\n${cmd.usage}\n`);
+    return;
+  }
+  const code = await cmd.run(parsed.values as Record<string, unknown>, parsed.positionals);
+  if (typeof code === 'number') process.exitCode = code;
+}

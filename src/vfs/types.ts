@@ -1,0 +1,135 @@
+/**
+ * The Vfs contract that both front ends (webdav/, fuse/) program against. Paths are absolute POSIX-style
+ * gateway paths: `/` lists the libraries, `/<library>/<fullpath>` is a file or folder inside one.
+ * Errors are VfsError with a protocol-neutral errno-like code; each front end translates them.
+ */
+import type { Readable } from 'node:stream';
+
+export type VfsErrorCode =
+  | 'ENOENT' // no such file or folder
+  | 'EEXIST' // target exists (exclusive create, mkdir, rename with noReplace)
+  | 'ENOTEMPTY' // rmdir of a non-empty folder
+  | 'ENOTDIR' // a path component is a file, or rmdir of a file
+  | 'EISDIR' // file operation on a folder
+  | 'EACCES' // permission denied by the service
+  | 'EPERM' // operation not permitted here (e.g. removing a library folder)
+  | 'ENOSPC' // library capacity exceeded
+  | 'EIO' // the service failed or is unreachable
+  | 'EAGAIN' // try again (service temporarily unavailable)
+  | 'ENAMETOOLONG' // a name over 255 UTF-8 bytes
+  | 'EINVAL' // a name the service refuses, or a bad argument
+  | 'EROFS' // read-only gateway or user
+  | 'EXDEV' // not possible across libraries
+  | 'EBUSY' // in use
+  | 'ELOCKED' // locked by another member on the service
+  | 'ENOSYS' // not supported
+  | 'ENOTSUP'; // extended operation not supported on this object
+
+export class VfsError extends Error {
+  constructor(readonly code: VfsErrorCode, message: string, options?: { cause?: unknown }) {
+    super(`${code}: ${message}`, options);
+    this.name = 'VfsError';
+  }
+}
+
+export interface Attr {
+  /** Gateway path, e.g. `/Projects/docs/a.txt`. */
+  path: string;
+  name: string;
+  isDir: boolean;
+  /** Bytes; 0 for folders. */
+  size: number;
+  /** Last modification, ms since the epoch. */
+  mtimeMs: number;
+  /** Creation, ms since the epoch. */
+  ctimeMs: number;
+  /** Stable identifier of the object on the service (`hash`), unchanged by rename; absent for the root. */
+  id?: string;
+  /** Content hash (SHA-1) when known; absent for folders and for local data not yet hashed. */
+  contentHash?: string;
+  /** True while local data is waiting to be uploaded. */
+  dirty?: boolean;
+  /** Locked on the service (by anyone). */
+  locked?: boolean;
+  /** Tags of the service, if any. */
+  tags?: string[];
+  /** Operator name of the last change, if known. */
+  lastModifiedBy?: string;
+}
+
+export interface StatFs {
+  /** Capacity in bytes (Number.MAX_SAFE_INTEGER when unlimited). */
+  total: number;
+  used: number;
+  free: number;
+  /** Files in the library (when known). */
+  files?: number;
+}
+
+export interface OpenFlags {
+  read?: boolean;
+  write?: boolean;
+  /** Create if missing. */
+  create?: boolean;
+  /** With create: fail with EEXIST if it exists. */
+  exclusive?: boolean;
+  /** Truncate to 0 on open. */
+  truncate?: boolean;
+  append?: boolean;
+}
+
+/** Who acts: passed through to the service as op_id / op_name. */
+export interface Operator { opId?: string; opName?: string }
+
+export interface CallContext {
+  operator?: Operator;
+  signal?: AbortSignal;
+}
+
+export interface FileHandle {
+  readonly path: string;
+  /** Reads up to `length` bytes at `position`; fewer at end of file, empty past it. */
+  read(position: number, length: number): Promise<Buffer>;
+  /** Writes at `position`; returns the number of bytes written. */
+  write(position: number, data: Buffer): Promise<number>;
+  truncate(size: number): Promise<void>;
+  /** Current attributes as this handle sees them (local size while dirty). */
+  stat(): Promise<Attr>;
+  /** Makes written data durable in the upload journal; the upload happens in the background. */
+  flush(): Promise<void>;
+  /** As flush. */
+  fsync(): Promise<void>;
+  /** Closes the handle; dirty data is journaled (durable) before this resolves. */
+  release(): Promise<void>;
+}
+
+export interface Vfs {
+  stat(path: string, ctx?: CallContext): Promise<Attr>;
+  readdir(path: string, ctx?: CallContext): Promise<Attr[]>;
+  open(path: string, flags: OpenFlags, ctx?: CallContext): Promise<FileHandle>;
+  mkdir(path: string, ctx?: CallContext): Promise<Attr>;
+  /** Renames or moves a file or folder. `noReplace`: EEXIST when the target exists (else replaced). */
+  rename(from: string, to: string, opts?: { noReplace?: boolean }, ctx?: CallContext): Promise<void>;
+  unlink(path: string, ctx?: CallContext): Promise<void>;
+  rmdir(path: string, ctx?: CallContext): Promise<void>;
+  /** Copies a file or folder (recursive). `noReplace`: EEXIST when the target exists. */
+  copy(from: string, to: string, opts?: { noReplace?: boolean }, ctx?: CallContext): Promise<void>;
+  statfs(path: string, ctx?: CallContext): Promise<StatFs>;
+  /** Sets the modification time as far as the service keeps it (locally until committed). */
+  setTimes(path: string, mtimeMs: number, ctx?: CallContext): Promise<void>;
+
+  /** Streams `[start, end]` (inclusive) of a file, fetching only that range. */
+  createReadStream(path: string, range?: { start?: number; end?: number }, ctx?: CallContext): Promise<Readable>;
+  /** Replaces (or creates) a file with the stream's bytes, without holding them all in memory. */
+  writeFile(path: string, source: Readable | Buffer, ctx?: CallContext): Promise<Attr>;
+
+  getTags(path: string, ctx?: CallContext): Promise<string[]>;
+  setTags(path: string, tags: string[], ctx?: CallContext): Promise<void>;
+  /** Locks (or unlocks) the file on the service. */
+  setLocked(path: string, locked: boolean, ctx?: CallContext): Promise<void>;
+
+  /** Waits until every pending upload has been confirmed by the service (or failed). */
+  flushAll(opts?: { timeoutMs?: number }): Promise<void>;
+  /** Stops feeds and queues; pending uploads stay in the journal. */
+  close(): Promise<void>;
+}
