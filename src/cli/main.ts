@@ -13,6 +13,7 @@ export interface Subcommand {
 
 const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
   service: async () => (await import('./service.js')).serviceCommand,
+  ctl: async () => (await import('./ctl.js')).ctlCommand,
 };
 
 export function registerSubcommand(name: string, load: () => Promise<Subcommand>): void {

@@ -1,0 +1,143 @@
+/**
+ * The control socket's method table: one method per endpoint of the EndpointTable (`file.ls`,
+ * `org.bind`, `partner.create_ent`, …) signed with the gateway's stored credentials, plus the gateway's
+ * own methods. Help and completion for `cloudlib ctl` are generated from the same table.
+ */
+import { allEndpoints, validateParams, ParamError, type EndpointDef, type Family } from '../shared/endpoints.js';
+import { ServiceError } from '../api/errors.js';
+import type { ServiceClient } from '../api/client.js';
+import { RpcErrorCode, RpcFailure } from './protocol.js';
+
+export interface MethodParamHelp { name: string; required: boolean; type: string; note?: string }
+export interface MethodInfo {
+  name: string;
+  summary: string;
+  params: MethodParamHelp[];
+  /** Groups of which exactly one is required. */
+  oneOf?: string[][];
+}
+
+export interface CallEnv {
+  /** Sends a progress notification to the caller (upload, download, flush). */
+  progress(p: { done: number; total: number; what?: string }): void;
+  signal: AbortSignal;
+}
+
+export interface ControlMethod extends MethodInfo {
+  handler(params: Record<string, unknown>, env: CallEnv): Promise<unknown>;
+}
+
+/** A library the gateway serves, with a client that holds its library authorization. */
+export interface ServedLibrary { name: string; client: ServiceClient }
+
+/** What the control socket needs from the running gateway. */
+export interface ControlTarget {
+  /** The libraries served, by gateway name. */
+  libraries(): ServedLibrary[];
+  /** A client holding the credentials of a family (`user`, `org`, `ent`, `partner`); undefined if not configured. */
+  clientFor(credential: 'enterprise' | 'partner' | 'token'): ServiceClient | undefined;
+}
+
+/** Families reachable by name, and the wire families behind them. */
+export const RPC_FAMILIES: Family[] = ['file', 'file2', 'user', 'org', 'ent', 'partner'];
+
+/** Parameters of library file methods that hold a path and may be given as a gateway path `/<library>/<fullpath>`. */
+const PATH_PARAMS = ['fullpath', 'from_fullpath', 'dest_fullpath'];
+const MULTI_PATH_PARAMS = ['fullpaths', 'from_fullpaths'];
+
+export function endpointMethods(target: ControlTarget): ControlMethod[] {
+  const out: ControlMethod[] = [];
+  for (const { family, name, def } of allEndpoints()) {
+    if (!RPC_FAMILIES.includes(family)) continue;
+    const libraryScoped = def.credential === 'library';
+    const params: MethodParamHelp[] = Object.entries(def.params).map(([n, p]) => ({ name: n, required: p.required, type: p.type }));
+    if (libraryScoped) params.unshift({ name: 'library', required: false, type: 'string', note: 'library name (needed when the gateway serves several and no gateway path is given)' });
+    out.push({
+      name: `${family}.${name}`,
+      summary: `${def.method} ${def.path}${def.unmarked ? ' (parameter marking decided by cloudlib)' : ''}`,
+      params,
+      oneOf: def.oneOf?.map((g) => [...g]),
+      handler: async (raw) => {
+        const params = { ...raw };
+        let client: ServiceClient | undefined;
+        if (libraryScoped) {
+          client = resolveLibrary(target, params).client;
+        } else {
+          client = target.clientFor(def.credential as 'enterprise' | 'partner' | 'token');
+          if (!client) throw new RpcFailure(RpcErrorCode.InvalidParams, `the gateway has no ${def.credential} credentials configured for ${family}.${name}`);
+        }
+        checkParams(def, params);
+        try {
+          return await client.call(family, name, params);
+        } catch (err) {
+          throw toRpcFailure(err);
+        }
+      },
+    });
+  }
+  return out;
+}
+
+/**
+ * Picks the library for a library-scoped call from `library=NAME` or from gateway paths
+ * (`/<library>/<fullpath>`) in the path parameters, rewriting those to plain fullpaths. Mutates `params`.
+ */
+export function resolveLibrary(target: ControlTarget, params: Record<string, unknown>): ServedLibrary {
+  const libs = target.libraries();
+  let name = params.library === undefined ? undefined : String(params.library);
+  delete params.library;
+  const pick = (n: string) => {
+    if (name !== undefined && name !== n) throw new RpcFailure(RpcErrorCode.InvalidParams, `paths name two libraries: '${name}' and '${n}'`);
+    name = n;
+  };
+  for (const key of PATH_PARAMS) {
+    const v = params[key];
+    if (typeof v === 'string' && v.startsWith('/')) {
+      const [lib, rest] = splitGatewayPath(v);
+      pick(lib);
+      params[key] = rest;
+    }
+  }
+  for (const key of MULTI_PATH_PARAMS) {
+    const v = params[key];
+    if (typeof v === 'string' && v.includes('/') && v.split('|').every((p) => p.startsWith('/'))) {
+      params[key] = v.split('|').map((p) => { const [lib, rest] = splitGatewayPath(p); pick(lib); return rest; }).join('|');
+    }
+  }
+  if (name === undefined) {
+    if (libs.length === 1) return libs[0]!;
+    throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter 'library' is required: the gateway serves ${libs.length} libraries (${libs.map((l) => l.name).join(', ')})`);
+  }
+  const lib = libs.find((l) => l.name === name);
+  if (!lib) throw new RpcFailure(RpcErrorCode.InvalidParams, `unknown library '${name}'; served: ${libs.map((l) => l.name).join(', ') || 'none'}`);
+  return lib;
+}
+
+/** `/<library>/<fullpath>` → [library, fullpath]. */
+export function splitGatewayPath(p: string): [string, string] {
+  const parts = p.split('/').filter((s) => s !== '');
+  if (parts.length === 0) throw new RpcFailure(RpcErrorCode.InvalidParams, `gateway path '${p}' names no library`);
+  return [parts[0]!, parts.slice(1).join('/')];
+}
+
+function checkParams(def: EndpointDef, params: Record<string, unknown>): void {
+  try {
+    validateParams(def, params);
+  } catch (err) {
+    if (err instanceof ParamError) throw new RpcFailure(RpcErrorCode.InvalidParams, err.message, { param: err.param });
+    throw err;
+  }
+}
+
+export function toRpcFailure(err: unknown): RpcFailure {
+  if (err instanceof RpcFailure) return err;
+  if (err instanceof ServiceError) {
+    return new RpcFailure(RpcErrorCode.ServiceError, err.message, {
+      status: err.status, error_code: err.code, error_msg: err.serviceMessage, endpoint: err.endpoint,
+    });
+  }
+  if (err instanceof ParamError) return new RpcFailure(RpcErrorCode.InvalidParams, err.message, { param: err.param });
+  const e = err as { code?: unknown; message?: string; name?: string };
+  if (e?.name === 'VfsError') return new RpcFailure(RpcErrorCode.GatewayError, e.message ?? String(err), { code: e.code });
+  return new RpcFailure(RpcErrorCode.Internal, e?.message ?? String(err));
+}
