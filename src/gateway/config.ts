@@ -1,0 +1,262 @@
+/**
+ * GatewayConfig: what `cloudlib up` serves and where. Read from a config file (TOML or JSON), then
+ * environment variables, then flags (each later source wins). Secrets come from a file or an environment
+ * variable, never only from the command line. Every key is documented in docs/configuration.md.
+ */
+import { readFile } from 'node:fs/promises';
+import { resolve, dirname, isAbsolute } from 'node:path';
+import { parse as parseToml } from 'smol-toml';
+
+export interface LibraryAuthConfig { name?: string; org_client_id: string; org_client_secret: string }
+export interface UserConfig { name: string; password: string; op_id?: string; op_name?: string; read_only?: boolean }
+
+export interface GatewayConfig {
+  /** Data folder: journal, caches, embedded service data, control socket. Default `./.cloudlib` or $CLOUDLIB_HOME. */
+  data: string;
+  /** A remote service; absent = the embedded service. */
+  service?: {
+    base_url: string;
+    /** Upload protocol header prefix. Default `x-svc-`. */
+    upload_header_prefix: string;
+    libraries: LibraryAuthConfig[];
+    enterprise?: { client_id: string; client_secret: string };
+    partner?: { client_id: string; client_secret: string };
+    user?: { token: string; client_id?: string; client_secret: string; refresh_token?: string };
+  };
+  /** Embedded service listen address (ignored with a remote service). Default 127.0.0.1:0 (any free port). */
+  service_listen: string;
+  webdav: {
+    /** HOST:PORT, or null to serve no WebDAV. Default 127.0.0.1:8080. */
+    listen: string | null;
+    /** Users; default one user `cloudlib` with a generated password kept in <data>/webdav-user.json. */
+    users: UserConfig[];
+    anonymous: false | 'read-only' | 'read-write';
+    /** Keep `.DS_Store`, `._*`, `Thumbs.db`, `desktop.ini` local-only. Default true. */
+    keep_junk_local: boolean;
+  };
+  mount: {
+    /** Mount point, or null for no mount. Default `./mnt` when FUSE is usable. */
+    path: string | null;
+    uid?: number;
+    gid?: number;
+    umask?: number;
+    allow_other: boolean;
+    read_only: boolean;
+  };
+  cache: {
+    /** Metadata entries kept. Default 100 000. */
+    metadata_entries: number;
+    /** In-memory block cache, MiB. Default 256. */
+    block_cache_mb: number;
+    /** On-disk content cache, MiB (0 = off). Default 1024. */
+    disk_cache_mb: number;
+  };
+  feed: { /** Updates feed poll interval, ms. Default 2000. */ interval_ms: number };
+  /** Admin HTTP listener for /metrics and /healthz, or null. Default 127.0.0.1:0 (any free port). */
+  admin_listen: string | null;
+  log: { level: string };
+}
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+export interface ConfigFlags {
+  config?: string;
+  data?: string;
+  webdav?: string;
+  mount?: string;
+  noMount?: boolean;
+  serviceListen?: string;
+  adminListen?: string;
+  logLevel?: string;
+  readOnly?: boolean;
+}
+
+const HOSTPORT = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
+
+export function parseHostPort(text: string, what: string): { host: string; port: number } {
+  const m = HOSTPORT.exec(text.trim());
+  if (!m || Number(m[2]) > 65535) throw new ConfigError(`${what}: expected HOST:PORT, got '${text}'`);
+  return { host: m[1]!.replace(/^\[|\]$/g, ''), port: Number(m[2]) };
+}
+
+/** A secret from `<key>`, `<key>_file` or `<key>_env` of a config table. */
+async function secret(table: Record<string, unknown>, key: string, where: string, baseDir: string, env: NodeJS.ProcessEnv): Promise<string | undefined> {
+  if (typeof table[key] === 'string') return table[key] as string;
+  const file = table[`${key}_file`];
+  if (typeof file === 'string') {
+    const p = isAbsolute(file) ? file : resolve(baseDir, file);
+    try {
+      return (await readFile(p, 'utf8')).trim();
+    } catch (err) {
+      throw new ConfigError(`${where}.${key}_file: cannot read ${p}: ${(err as Error).message}`);
+    }
+  }
+  const envName = table[`${key}_env`];
+  if (typeof envName === 'string') {
+    const v = env[envName];
+    if (v === undefined) throw new ConfigError(`${where}.${key}_env: environment variable ${envName} is not set`);
+    return v;
+  }
+  return undefined;
+}
+
+function obj(v: unknown, where: string): Record<string, unknown> {
+  if (v === undefined) return {};
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ConfigError(`${where}: expected a table, got ${JSON.stringify(v)}`);
+  return v as Record<string, unknown>;
+}
+function str(v: unknown, where: string): string | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string') throw new ConfigError(`${where}: expected a string, got ${JSON.stringify(v)}`);
+  return v;
+}
+function num(v: unknown, where: string, min = 0): number | undefined {
+  if (v === undefined) return undefined;
+  const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isFinite(n) || n < min) throw new ConfigError(`${where}: expected a number ≥ ${min}, got ${JSON.stringify(v)}`);
+  return n;
+}
+function bool(v: unknown, where: string): boolean | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v === 'boolean') return v;
+  if (v === '1' || v === 'true') return true;
+  if (v === '0' || v === 'false') return false;
+  throw new ConfigError(`${where}: expected true or false, got ${JSON.stringify(v)}`);
+}
+
+const KNOWN_TOP = new Set(['data', 'service', 'service_listen', 'webdav', 'mount', 'cache', 'feed', 'admin_listen', 'log']);
+
+/** Loads and validates the configuration. `fuseUsable` decides the default mount. */
+export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = process.env, opts: { fuseUsable: boolean; cwd?: string } = { fuseUsable: false }): Promise<GatewayConfig> {
+  const cwd = opts.cwd ?? process.cwd();
+  const file = flags.config ?? env.CLOUDLIB_CONFIG;
+  let raw: Record<string, unknown> = {};
+  let baseDir = cwd;
+  if (file) {
+    const p = resolve(cwd, file);
+    baseDir = dirname(p);
+    let text: string;
+    try {
+      text = await readFile(p, 'utf8');
+    } catch (err) {
+      throw new ConfigError(`config file ${p}: ${(err as Error).message}`);
+    }
+    try {
+      raw = p.endsWith('.json') ? JSON.parse(text) : (parseToml(text) as Record<string, unknown>);
+    } catch (err) {
+      throw new ConfigError(`config file ${p}: ${(err as Error).message}`);
+    }
+    for (const k of Object.keys(raw)) if (!KNOWN_TOP.has(k)) throw new ConfigError(`config file ${p}: unknown key '${k}'`);
+  }
+
+  const data = resolve(cwd, flags.data ?? env.CLOUDLIB_HOME ?? str(raw.data, 'data') ?? '.cloudlib');
+
+  // Remote service.
+  const svc = obj(raw.service, 'service');
+  const baseUrl = env.CLOUDLIB_BASE_URL ?? str(svc.base_url, 'service.base_url');
+  let service: GatewayConfig['service'];
+  if (baseUrl) {
+    if (!/^https?:\/\/[^/]+/.test(baseUrl)) throw new ConfigError(`service.base_url: expected an http(s) URL, got '${baseUrl}'`);
+    const libraries: LibraryAuthConfig[] = [];
+    const libs = svc.libraries === undefined ? [] : svc.libraries;
+    if (!Array.isArray(libs)) throw new ConfigError('service.libraries: expected an array of tables');
+    for (const [k, l] of libs.entries()) {
+      const t = obj(l, `service.libraries[${k}]`);
+      const id = str(t.org_client_id, `service.libraries[${k}].org_client_id`);
+      const sec = await secret(t, 'org_client_secret', `service.libraries[${k}]`, baseDir, env);
+      if (!id || !sec) throw new ConfigError(`service.libraries[${k}]: org_client_id and org_client_secret (or _file / _env) are required`);
+      libraries.push({ name: str(t.name, `service.libraries[${k}].name`), org_client_id: id, org_client_secret: sec });
+    }
+    if (env.CLOUDLIB_ORG_CLIENT_ID) {
+      const sec = env.CLOUDLIB_ORG_CLIENT_SECRET ?? (env.CLOUDLIB_ORG_CLIENT_SECRET_FILE ? (await readFile(env.CLOUDLIB_ORG_CLIENT_SECRET_FILE, 'utf8')).trim() : undefined);
+      if (!sec) throw new ConfigError('CLOUDLIB_ORG_CLIENT_ID is set but neither CLOUDLIB_ORG_CLIENT_SECRET nor CLOUDLIB_ORG_CLIENT_SECRET_FILE');
+      libraries.push({ org_client_id: env.CLOUDLIB_ORG_CLIENT_ID, org_client_secret: sec });
+    }
+    const pair = async (key: 'enterprise' | 'partner', envPrefix: string) => {
+      const t = obj(svc[key], `service.${key}`);
+      const id = env[`${envPrefix}_CLIENT_ID`] ?? str(t.client_id, `service.${key}.client_id`);
+      const sec = env[`${envPrefix}_CLIENT_SECRET`] ?? (await secret(t, 'client_secret', `service.${key}`, baseDir, env));
+      if (!id && !sec) return undefined;
+      if (!id || !sec) throw new ConfigError(`service.${key}: client_id and client_secret (or _file / _env) go together`);
+      return { client_id: id, client_secret: sec };
+    };
+    const enterprise = await pair('enterprise', 'CLOUDLIB_ENT');
+    const partner = await pair('partner', 'CLOUDLIB_PARTNER');
+    if (!libraries.length && !enterprise) throw new ConfigError('service: give library authorizations (service.libraries) or an enterprise client_id/secret (service.enterprise) to list and bind libraries');
+    const u = obj(svc.user, 'service.user');
+    const token = await secret(u, 'token', 'service.user', baseDir, env);
+    const userSecret = await secret(u, 'client_secret', 'service.user', baseDir, env);
+    service = {
+      base_url: baseUrl.replace(/\/+$/, ''),
+      upload_header_prefix: env.CLOUDLIB_UPLOAD_HEADER_PREFIX ?? str(svc.upload_header_prefix, 'service.upload_header_prefix') ?? 'x-svc-',
+      libraries,
+      enterprise,
+      partner,
+      user: token && userSecret ? { token, client_secret: userSecret, client_id: str(u.client_id, 'service.user.client_id'), refresh_token: await secret(u, 'refresh_token', 'service.user', baseDir, env) } : undefined,
+    };
+    if (!/^[a-z0-9-]+-$/i.test(service.upload_header_prefix)) throw new ConfigError(`service.upload_header_prefix: expected a header prefix ending in '-', got '${service.upload_header_prefix}'`);
+  }
+
+  const wd = obj(raw.webdav, 'webdav');
+  let webdavListen: string | null = flags.webdav ?? env.CLOUDLIB_WEBDAV ?? (wd.listen === false ? null : str(wd.listen, 'webdav.listen')) ?? '127.0.0.1:8080';
+  if (webdavListen === 'off') webdavListen = null;
+  if (webdavListen) parseHostPort(webdavListen, 'webdav listen address');
+  const users: UserConfig[] = [];
+  const rawUsers = wd.users === undefined ? [] : wd.users;
+  if (!Array.isArray(rawUsers)) throw new ConfigError('webdav.users: expected an array of tables');
+  for (const [k, u] of rawUsers.entries()) {
+    const t = obj(u, `webdav.users[${k}]`);
+    const name = str(t.name, `webdav.users[${k}].name`);
+    const password = await secret(t, 'password', `webdav.users[${k}]`, baseDir, env);
+    if (!name || !password) throw new ConfigError(`webdav.users[${k}]: name and password (or password_file / password_env) are required`);
+    users.push({ name, password, op_id: str(t.op_id, `webdav.users[${k}].op_id`), op_name: str(t.op_name, `webdav.users[${k}].op_name`), read_only: bool(t.read_only, `webdav.users[${k}].read_only`) });
+  }
+  const anon = wd.anonymous ?? false;
+  if (![false, 'read-only', 'read-write'].includes(anon as string | boolean)) throw new ConfigError(`webdav.anonymous: expected false, "read-only" or "read-write", got ${JSON.stringify(anon)}`);
+
+  const mt = obj(raw.mount, 'mount');
+  let mountPath: string | null;
+  if (flags.noMount || env.CLOUDLIB_MOUNT === 'off' || mt.path === false) mountPath = null;
+  else {
+    const explicit = flags.mount ?? env.CLOUDLIB_MOUNT ?? str(mt.path, 'mount.path');
+    mountPath = explicit ? resolve(cwd, explicit) : opts.fuseUsable ? resolve(cwd, 'mnt') : null;
+  }
+
+  const cache = obj(raw.cache, 'cache');
+  const feed = obj(raw.feed, 'feed');
+  const log = obj(raw.log, 'log');
+  const adminListen = flags.adminListen ?? env.CLOUDLIB_ADMIN ?? (raw.admin_listen === false ? null : str(raw.admin_listen, 'admin_listen')) ?? '127.0.0.1:0';
+  if (adminListen) parseHostPort(adminListen, 'admin listen address');
+  const serviceListen = flags.serviceListen ?? env.CLOUDLIB_SERVICE_LISTEN ?? str(raw.service_listen, 'service_listen') ?? '127.0.0.1:0';
+  parseHostPort(serviceListen, 'service listen address');
+  const level = flags.logLevel ?? env.CLOUDLIB_LOG_LEVEL ?? str(log.level, 'log.level') ?? 'info';
+  if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(level)) throw new ConfigError(`log level: expected trace, debug, info, warn, error, fatal or silent, got '${level}'`);
+
+  return {
+    data,
+    service,
+    service_listen: serviceListen,
+    webdav: { listen: webdavListen, users, anonymous: anon as GatewayConfig['webdav']['anonymous'], keep_junk_local: bool(wd.keep_junk_local, 'webdav.keep_junk_local') ?? true },
+    mount: {
+      path: mountPath,
+      uid: num(mt.uid, 'mount.uid'),
+      gid: num(mt.gid, 'mount.gid'),
+      umask: mt.umask === undefined ? undefined : typeof mt.umask === 'string' ? parseInt(mt.umask, 8) : num(mt.umask, 'mount.umask'),
+      allow_other: bool(mt.allow_other, 'mount.allow_other') ?? false,
+      read_only: flags.readOnly ?? bool(mt.read_only, 'mount.read_only') ?? false,
+    },
+    cache: {
+      metadata_entries: num(cache.metadata_entries, 'cache.metadata_entries', 100) ?? 100_000,
+      block_cache_mb: num(cache.block_cache_mb, 'cache.block_cache_mb', 1) ?? 256,
+      disk_cache_mb: num(cache.disk_cache_mb, 'cache.disk_cache_mb') ?? 1024,
+    },
+    feed: { interval_ms: num(env.CLOUDLIB_FEED_INTERVAL_MS ?? feed.interval_ms, 'feed.interval_ms', 100) ?? 2000 },
+    admin_listen: adminListen,
+    log: { level },
+  };
+}

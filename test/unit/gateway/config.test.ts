@@ -1,0 +1,82 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { loadConfig, ConfigError, parseHostPort } from '../../../src/gateway/config.js';
+
+let dir: string;
+beforeEach(async () => { dir = await mkdtemp(join(tmpdir(), 'cloudlib-config-')); });
+afterEach(async () => { await rm(dir, { recursive: true, force: true }); });
+
+describe('gateway configuration', () => {
+  it('defaults to the embedded service, WebDAV on 127.0.0.1:8080 and a mount where FUSE is usable', async () => {
+    const c = await loadConfig({}, {}, { fuseUsable: true, cwd: dir });
+    expect(c.service).toBeUndefined();
+    expect(c.data).toBe(join(dir, '.cloudlib'));
+    expect(c.webdav.listen).toBe('127.0.0.1:8080');
+    expect(c.mount.path).toBe(join(dir, 'mnt'));
+    expect(c.feed.interval_ms).toBe(2000);
+    const noFuse = await loadConfig({}, {}, { fuseUsable: false, cwd: dir });
+    expect(noFuse.mount.path).toBeNull();
+  });
+
+  it('takes the exact flags of `cloudlib up`', async () => {
+    const c = await loadConfig({ data: 'd', webdav: '127.0.0.1:9999', noMount: true, serviceListen: '127.0.0.1:7000' }, { CLOUDLIB_HOME: 'ignored' }, { fuseUsable: true, cwd: dir });
+    expect(c.data).toBe(join(dir, 'd'));
+    expect(c.webdav.listen).toBe('127.0.0.1:9999');
+    expect(c.mount.path).toBeNull();
+    expect(c.service_listen).toBe('127.0.0.1:7000');
+  });
+
+  it('reads a TOML file with secrets from a file and from the environment', async () => {
+    await writeFile(join(dir, 'secret.txt'), 'file-secret\n');
+    await writeFile(join(dir, 'cloudlib.toml'), [
+      'data = "state"',
+      '[service]',
+      'base_url = "https://files.example.com/"',
+      'upload_header_prefix = "x-acme-"',
+      '[[service.libraries]]',
+      'name = "Projects"',
+      'org_client_id = "oc1"',
+      'org_client_secret_file = "secret.txt"',
+      '[service.enterprise]',
+      'client_id = "ent1"',
+      'client_secret_env = "ENT_SECRET"',
+      '[webdav]',
+      'listen = "0.0.0.0:8081"',
+      '[[webdav.users]]',
+      'name = "alice"',
+      'password_env = "ALICE_PW"',
+      'op_name = "Alice"',
+      'read_only = true',
+      '[feed]',
+      'interval_ms = 500',
+    ].join('\n'));
+    const c = await loadConfig({ config: 'cloudlib.toml' }, { ENT_SECRET: 'env-secret', ALICE_PW: 'pw' }, { fuseUsable: false, cwd: dir });
+    expect(c.data).toBe(join(dir, 'state'));
+    expect(c.service).toEqual({
+      base_url: 'https://files.example.com', upload_header_prefix: 'x-acme-',
+      libraries: [{ name: 'Projects', org_client_id: 'oc1', org_client_secret: 'file-secret' }],
+      enterprise: { client_id: 'ent1', client_secret: 'env-secret' }, partner: undefined, user: undefined,
+    });
+    expect(c.webdav.users).toEqual([{ name: 'alice', password: 'pw', op_id: undefined, op_name: 'Alice', read_only: true }]);
+    expect(c.feed.interval_ms).toBe(500);
+  });
+
+  it('refuses bad input with a message naming the key', async () => {
+    await writeFile(join(dir, 'bad.json'), JSON.stringify({ service: { base_url: 'https://x' } }));
+    await expect(loadConfig({ config: 'bad.json' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/library authorizations .* or an enterprise/);
+    await writeFile(join(dir, 'bad2.json'), JSON.stringify({ colour: 'blue' }));
+    await expect(loadConfig({ config: 'bad2.json' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/unknown key 'colour'/);
+    await expect(loadConfig({ webdav: 'nope' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(ConfigError);
+    await writeFile(join(dir, 'bad3.json'), JSON.stringify({ service: { base_url: 'https://x', enterprise: { client_id: 'a', client_secret_env: 'MISSING' } } }));
+    await expect(loadConfig({ config: 'bad3.json' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/MISSING is not set/);
+    await expect(loadConfig({ logLevel: 'loud' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/log level/);
+  });
+
+  it('parses host:port', () => {
+    expect(parseHostPort('127.0.0.1:80', 'x')).toEqual({ host: '127.0.0.1', port: 80 });
+    expect(parseHostPort('[::1]:8080', 'x')).toEqual({ host: '::1', port: 8080 });
+    expect(() => parseHostPort('127.0.0.1:99999', 'x')).toThrow(/expected HOST:PORT/);
+  });
+});
