@@ -1,0 +1,406 @@
+/**
+ * UploadServer: the embedded service's upload server (spec section G, "Chunked upload protocol", and web
+ * upload). A request handler the service mounts under its upload address; it owns upload sessions,
+ * temporary files, block checks and content verification, and calls its UploadHost to authorize callers
+ * and to commit verified content.
+ */
+import type { Hash } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { mkdir, open, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { silentLogger, type Logger } from '../../shared/log.js';
+import { parseCrc32 } from '../../shared/crc32.js';
+import type { UploadServers } from '../../shared/records.js';
+import { receiveBlock } from './block-receiver.js';
+import { sha1OfFilePrefix } from './content-hash.js';
+import { UploadError, UploadErrorCode, isStatusError, missingParam } from './errors.js';
+import { UploadSessionJournal, type SessionRecord } from './session-journal.js';
+import type { UploadCaller, UploadHost } from './types.js';
+import { WebUploadKeys } from './upload-keys.js';
+import { receiveWebUpload } from './web-upload.js';
+
+export interface UploadServerOptions {
+  /** Prefix of the protocol's headers. Default `x-svc-`. */
+  headerPrefix?: string;
+  /** An open session with no request for this long expires and its temporary file is removed (ms). Default 86 400 000 (24 h). */
+  sessionTtlMs?: number;
+  /** A finished session answers repeated upload_finish calls for this long (ms). Default 600 000 (10 min). */
+  finishedTtlMs?: number;
+  /** Interval of the expiry sweep (ms). Default min(sessionTtlMs / 4, 300 000). */
+  sweepIntervalMs?: number;
+  /** Largest accepted block (bytes). Default 10 MiB. */
+  maxBlock?: number;
+  /** How long upload_finish waits for the commit before answering 202 (ms). Default 1 500. */
+  finishWaitMs?: number;
+  /** Clock in milliseconds. Default Date.now. */
+  clock?: () => number;
+  logger?: Logger;
+}
+
+/** In-memory state of one session. `busy` guards the temporary file: one writer (a part or the finish) at a time. */
+interface LiveSession {
+  record: SessionRecord;
+  /** Last request, ms (expiry). */
+  touchedAt: number;
+  busy: 'part' | 'finish' | null;
+  /** SHA-1 over the first `hashedBytes` of the temporary file; recomputed from the file when stale. */
+  hash?: Hash;
+  hashedBytes: number;
+  /** The running commit of upload_finish. */
+  finishing?: Promise<void>;
+  /** Why the last finish failed (answered once to the next finish call, then the session is gone). */
+  failure?: unknown;
+}
+
+const SHA1_RE = /^[0-9a-f]{40}$/;
+
+export class UploadServer {
+  private readonly prefix: string;
+  private readonly sessionTtlMs: number;
+  private readonly finishedTtlMs: number;
+  private readonly maxBlock: number;
+  private readonly finishWaitMs: number;
+  private readonly clock: () => number;
+  private readonly log: Logger;
+  private readonly journal: UploadSessionJournal;
+  private readonly webDir: string;
+  private readonly sessions = new Map<string, LiveSession>();
+  private readonly sweepIntervalMs: number;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  readonly webUploadKeys: WebUploadKeys;
+
+  constructor(private readonly host: UploadHost, opts: UploadServerOptions = {}) {
+    this.prefix = (opts.headerPrefix ?? 'x-svc-').toLowerCase();
+    this.sessionTtlMs = opts.sessionTtlMs ?? 86_400_000;
+    this.finishedTtlMs = opts.finishedTtlMs ?? 600_000;
+    this.sweepIntervalMs = opts.sweepIntervalMs ?? Math.min(this.sessionTtlMs / 4, 300_000);
+    this.maxBlock = opts.maxBlock ?? 10 * 1024 * 1024;
+    this.finishWaitMs = opts.finishWaitMs ?? 1_500;
+    this.clock = opts.clock ?? Date.now;
+    this.log = (opts.logger ?? silentLogger).child({ component: 'upload-server' });
+    this.journal = new UploadSessionJournal(join(host.tempDir, 'sessions'));
+    this.webDir = join(host.tempDir, 'web');
+    this.webUploadKeys = new WebUploadKeys({ clock: this.clock });
+  }
+
+  /** Loads the sessions of a previous run (they resume), removes expired ones, starts the expiry sweep. */
+  async open(): Promise<void> {
+    await this.journal.open();
+    await mkdir(this.webDir, { recursive: true });
+    const { sessions } = await this.journal.scan();
+    for (const [id, mtime] of sessions) {
+      const record = await this.journal.load(id).catch(() => undefined);
+      if (record) this.sessions.set(id, { record, touchedAt: mtime, busy: null, hashedBytes: -1 });
+    }
+    await this.sweep();
+    this.sweepTimer = setInterval(() => void this.sweep().catch((e) => this.log.warn({ err: e }, 'upload sweep failed')), this.sweepIntervalMs);
+    this.sweepTimer.unref();
+    this.log.info({ sessions: this.sessions.size }, 'upload server open');
+  }
+
+  /** Stops the sweep and waits for running commits. Sessions stay on disk for the next run. */
+  async close(): Promise<void> {
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.sweepTimer = undefined;
+    await Promise.allSettled([...this.sessions.values()].map((s) => s.finishing));
+  }
+
+  /** Open (unfinished) sessions; for tests and metrics. */
+  get openSessions(): number {
+    return [...this.sessions.values()].filter((s) => !s.record.result).length;
+  }
+
+  /**
+   * The `upload_servers` endpoint's answer, after the service checked the call's signature and params:
+   * a new web upload key for `libraryId` and this server's address.
+   */
+  issueWebUploadKey(args: { libraryId: number; fullpath: string; timeoutSec: number; serverUrl: string }): UploadServers {
+    const key = this.webUploadKeys.issue(args.libraryId, args.fullpath, args.timeoutSec);
+    return { 'm-upload': [args.serverUrl], key };
+  }
+
+  /** Handles one request; `path` is the request path below the upload server's mount point. */
+  async handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    const route = path.replace(/\/+$/, '') || '/';
+    try {
+      if (req.method === 'POST' && route === '/upload_init') return await this.init(req, res);
+      if ((req.method === 'PUT' || req.method === 'POST') && route === '/upload_part') return await this.part(req, res);
+      if (req.method === 'POST' && route === '/upload_req') return await this.req(req, res);
+      if (req.method === 'POST' && route === '/upload_finish') return await this.finish(req, res);
+      if (req.method === 'POST' && route === '/upload_abort') return await this.abort(req, res);
+      if (req.method === 'POST' && route === '/2/web_upload') {
+        const result = await receiveWebUpload(req, { host: this.host, keys: this.webUploadKeys, tempDir: this.webDir, log: this.log });
+        return sendJson(res, 200, result);
+      }
+      sendJson(res, 404, { error_code: 40400, error_msg: `no upload endpoint ${req.method} ${route}` });
+    } catch (e) {
+      this.sendError(res, e, route);
+    }
+  }
+
+  private sendError(res: ServerResponse, e: unknown, route: string): void {
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    if (isStatusError(e)) {
+      if (e.status >= 500) this.log.error({ err: e, route }, 'upload request failed');
+      else this.log.debug({ route, status: e.status, code: e.code, msg: e.message }, 'upload request refused');
+      sendJson(res, e.status, { error_code: e.code, error_msg: e.message, ...(e.extra ?? {}) });
+      return;
+    }
+    this.log.error({ err: e, route }, 'upload request failed');
+    sendJson(res, 500, { error_code: UploadErrorCode.Internal, error_msg: 'internal error' });
+  }
+
+  private header(req: IncomingMessage, name: string): string | undefined {
+    const v = req.headers[this.prefix + name];
+    const text = Array.isArray(v) ? v[0] : v;
+    return text === undefined || text === '' ? undefined : text;
+  }
+
+  private requireHeader(req: IncomingMessage, name: string): string {
+    const v = this.header(req, name);
+    if (v === undefined) throw missingParam(this.prefix + name);
+    return v;
+  }
+
+  private async caller(req: IncomingMessage): Promise<UploadCaller> {
+    const orgClientId = new URL(req.url ?? '/', 'http://upload').searchParams.get('org_client_id');
+    if (orgClientId) return this.host.authorizeLibrary(orgClientId);
+    const token = this.header(req, 'token');
+    if (token) return this.host.authorizeToken(token);
+    throw missingParam(`org_client_id' or '${this.prefix}token`);
+  }
+
+  /** The session a request names; 400 without the header, 401/40104 when unknown. */
+  private session(req: IncomingMessage): LiveSession {
+    const id = this.requireHeader(req, 'upload-session');
+    const s = this.sessions.get(id);
+    if (!s) throw new UploadError(401, UploadErrorCode.SessionUnknown, 'upload session unknown, expired, finished or aborted');
+    s.touchedAt = this.clock();
+    return s;
+  }
+
+  private async committed(s: LiveSession): Promise<number> {
+    const n = await this.journal.committedBytes(s.record.id);
+    if (n === undefined) {
+      throw new UploadError(500, UploadErrorCode.NotInitialised, 'upload session not initialised (temporary file missing): call upload_init again');
+    }
+    return n;
+  }
+
+  private async init(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const filenameRaw = this.requireHeader(req, 'upload-filename');
+    const pathhash = this.requireHeader(req, 'upload-pathhash');
+    const filehash = this.requireHeader(req, 'upload-filehash').toLowerCase();
+    const filesizeText = this.requireHeader(req, 'upload-filesize');
+    let filename: string;
+    try {
+      filename = decodeURIComponent(filenameRaw);
+    } catch {
+      throw new UploadError(400, UploadErrorCode.BadParam, `${this.prefix}upload-filename expected an RFC 3986 URL-encoded name, got ${JSON.stringify(filenameRaw)}`);
+    }
+    if (!SHA1_RE.test(filehash)) throw new UploadError(400, UploadErrorCode.BadParam, `${this.prefix}upload-filehash expected 40 hex characters (SHA-1), got ${JSON.stringify(filehash)}`);
+    if (!/^\d+$/.test(filesizeText)) throw new UploadError(400, UploadErrorCode.BadParam, `${this.prefix}upload-filesize expected a non-negative integer, got ${JSON.stringify(filesizeText)}`);
+    const filesize = Number(filesizeText);
+    const caller = await this.caller(req);
+    const pending = await this.host.pendingUpload(caller, pathhash);
+    if (!pending) throw new UploadError(404, UploadErrorCode.PathhashUnknown, `no pending create_file step with hash ${JSON.stringify(pathhash)} for this caller`);
+    if (pending.filehash !== filehash || pending.filesize !== filesize) {
+      throw new UploadError(400, UploadErrorCode.BadParam,
+        `upload declares filehash ${filehash} and filesize ${filesize}, expected ${pending.filehash} and ${pending.filesize} as given to create_file`);
+    }
+    // A session already open for this create_file step is resumed, not duplicated.
+    for (const s of this.sessions.values()) {
+      if (s.record.pathhash === pathhash && !s.record.result && s.record.filehash === filehash) {
+        s.touchedAt = this.clock();
+        this.log.info({ session: s.record.id.slice(0, 8), fullpath: pending.fullpath }, 'upload session resumed');
+        return sendJson(res, 200, { session: s.record.id });
+      }
+    }
+    if (await this.host.blobExists(filehash)) {
+      const result = await this.host.completeUpload(pathhash, null);
+      this.log.info({ fullpath: result.fullpath, size: filesize }, 'instant upload');
+      return sendJson(res, 202, result);
+    }
+    const remaining = await this.host.remainingCapacity(pending.libraryId);
+    if (filesize > remaining) {
+      throw new UploadError(403, UploadErrorCode.CapacityExceeded, `library capacity exceeded: upload needs ${filesize} bytes, ${Math.max(0, remaining)} left`);
+    }
+    const record: SessionRecord = {
+      id: UploadSessionJournal.newId(), pathhash, libraryId: pending.libraryId, fullpath: pending.fullpath, filename,
+      filehash, filesize, createdAt: this.clock(),
+    };
+    await writeFile(this.journal.partPath(record.id), new Uint8Array(0));
+    await this.journal.save(record);
+    this.sessions.set(record.id, { record, touchedAt: this.clock(), busy: null, hash: createHash('sha1'), hashedBytes: 0 });
+    this.log.info({ session: record.id.slice(0, 8), fullpath: record.fullpath, size: filesize }, 'upload session open');
+    sendJson(res, 200, { session: record.id });
+  }
+
+  private parseRange(text: string, filesize: number): { start: number; length: number } {
+    const m = /^\s*(?:bytes[= ])?(\d+)-(\d+)\s*$/.exec(text);
+    if (!m) throw new UploadError(416, UploadErrorCode.BadRange, `${this.prefix}upload-range expected "<first>-<last>" byte positions, got ${JSON.stringify(text)}`);
+    const start = Number(m[1]);
+    const end = Number(m[2]);
+    if (end < start || end >= filesize) {
+      throw new UploadError(416, UploadErrorCode.BadRange, `${this.prefix}upload-range expected a range within 0-${filesize - 1}, got ${JSON.stringify(text)}`);
+    }
+    return { start, length: end - start + 1 };
+  }
+
+  private async part(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const s = this.session(req);
+    const rangeText = this.requireHeader(req, 'upload-range');
+    const crcText = this.header(req, 'upload-crc');
+    if (s.record.result) throw new UploadError(410, UploadErrorCode.TempFileBusy, 'upload already finished');
+    if (s.busy) throw new UploadError(410, UploadErrorCode.TempFileBusy, `temporary file busy (${s.busy === 'part' ? 'another block is being written' : 'being finished'})`);
+    const { start, length } = this.parseRange(rangeText, s.record.filesize);
+    const declared = Number(req.headers['content-length'] ?? NaN);
+    if (length > this.maxBlock || declared > this.maxBlock) {
+      throw new UploadError(413, UploadErrorCode.BlockTooLarge, `block too large: ${Math.max(length, declared || 0)} bytes, at most ${this.maxBlock}`);
+    }
+    let crc: number | undefined;
+    if (crcText !== undefined) {
+      crc = parseCrc32(crcText);
+      if (crc === undefined) throw new UploadError(400, UploadErrorCode.BadParam, `${this.prefix}upload-crc expected an unsigned 32-bit integer, got ${JSON.stringify(crcText)}`);
+    }
+    s.busy = 'part';
+    try {
+      const committed = await this.committed(s);
+      if (start !== committed) {
+        throw new UploadError(409, UploadErrorCode.UnexpectedOffset, `block starts at ${start}, expected ${committed}`, { expect: committed });
+      }
+      if (!s.hash || s.hashedBytes !== committed) {
+        s.hash = await sha1OfFilePrefix(this.journal.partPath(s.record.id), committed);
+        s.hashedBytes = committed;
+      }
+      s.hash = await receiveBlock(req, this.journal.partPath(s.record.id), { start, length, crc }, s.hash);
+      s.hashedBytes = committed + length;
+    } catch (e) {
+      if (!isStatusError(e) && (req.destroyed || req.readableAborted)) {
+        this.log.info({ session: s.record.id.slice(0, 8), start }, 'block cut off by the client; temporary file kept at its start');
+        return;
+      }
+      throw e;
+    } finally {
+      s.busy = null;
+      s.touchedAt = this.clock();
+    }
+    const complete = start + length === s.record.filesize;
+    sendJson(res, complete ? 202 : 200, {});
+  }
+
+  private async req(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const s = this.session(req);
+    const n = s.record.result ? s.record.filesize : await this.committed(s);
+    res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': String(String(n).length) });
+    res.end(String(n));
+  }
+
+  private async finish(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const s = this.session(req);
+    if (s.record.result) return sendJson(res, 200, s.record.result);
+    if (s.failure !== undefined) {
+      // reported once; a refusal ends the session, a fault leaves it for another finish
+      const failure = s.failure;
+      s.failure = undefined;
+      if (isStatusError(failure) && failure.status < 500) this.sessions.delete(s.record.id);
+      throw failure;
+    }
+    if (!s.finishing) {
+      if (s.busy) throw new UploadError(410, UploadErrorCode.TempFileBusy, 'temporary file busy (a block is being written)');
+      const committed = await this.committed(s);
+      if (committed < s.record.filesize) {
+        throw new UploadError(409, UploadErrorCode.UnexpectedOffset, `data incomplete: ${committed} of ${s.record.filesize} bytes received`, { expect: committed });
+      }
+      s.busy = 'finish';
+      s.finishing = this.commit(s).then(
+        () => { s.busy = null; s.finishing = undefined; },
+        (e) => { s.busy = null; s.finishing = undefined; this.onCommitFailure(s, e); },
+      );
+    }
+    const current = s.finishing;
+    let timer: NodeJS.Timeout | undefined;
+    const done = await Promise.race([
+      current.then(() => true),
+      new Promise<false>((resolve) => { timer = setTimeout(() => resolve(false), this.finishWaitMs); }),
+    ]);
+    clearTimeout(timer);
+    if (!done) return sendJson(res, 202, {});
+    return this.finish(req, res);
+  }
+
+  /** Verifies size and SHA-1 of the temporary file, then hands it to the host to commit. */
+  private async commit(s: LiveSession): Promise<void> {
+    const { record } = s;
+    const partPath = this.journal.partPath(record.id);
+    const size = (await stat(partPath)).size;
+    if (!s.hash || s.hashedBytes !== size) s.hash = await sha1OfFilePrefix(partPath, size);
+    const sha1 = s.hash.copy().digest('hex');
+    if (size !== record.filesize || sha1 !== record.filehash) {
+      throw new UploadError(400, UploadErrorCode.ContentMismatch,
+        `content mismatch: received ${size} bytes with SHA-1 ${sha1}, expected ${record.filesize} bytes with SHA-1 ${record.filehash}`,
+        { received: sha1, expected: record.filehash });
+    }
+    const fh = await open(partPath, 'r');
+    try {
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    const result = await this.host.completeUpload(record.pathhash, { tempFilePath: partPath, sha1, size });
+    record.result = result;
+    await this.journal.save(record);
+    await this.journal.removePart(record.id);
+    s.touchedAt = this.clock();
+    this.log.info({ session: record.id.slice(0, 8), fullpath: result.fullpath, size }, 'upload finished');
+  }
+
+  /** A refused commit (bad content, host refusal) ends the session; a fault keeps it for another finish. */
+  private onCommitFailure(s: LiveSession, e: unknown): void {
+    s.failure = e;
+    if (isStatusError(e) && e.status < 500) {
+      this.log.warn({ session: s.record.id.slice(0, 8), code: e.code, msg: e.message }, 'upload refused at finish');
+      void this.journal.remove(s.record.id).catch((err) => this.log.warn({ err }, 'removing a refused session failed'));
+    } else {
+      this.log.error({ err: e, session: s.record.id.slice(0, 8) }, 'upload commit failed');
+    }
+  }
+
+  private async abort(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const s = this.session(req);
+    if (s.busy) throw new UploadError(410, UploadErrorCode.TempFileBusy, `temporary file busy (${s.busy === 'part' ? 'a block is being written' : 'being finished'})`);
+    this.sessions.delete(s.record.id);
+    await this.journal.remove(s.record.id);
+    this.log.info({ session: s.record.id.slice(0, 8), fullpath: s.record.fullpath }, 'upload aborted');
+    sendJson(res, 200, {});
+  }
+
+  /** Removes expired sessions with their temporary files, and stray temporary files older than the TTL. */
+  async sweep(): Promise<void> {
+    const now = this.clock();
+    for (const [id, s] of this.sessions) {
+      if (s.busy || s.finishing) continue;
+      const ttl = s.record.result ? this.finishedTtlMs : this.sessionTtlMs;
+      if (now - s.touchedAt < ttl) continue;
+      this.sessions.delete(id);
+      await this.journal.remove(id);
+      if (!s.record.result) this.log.info({ session: id.slice(0, 8), fullpath: s.record.fullpath }, 'upload session expired');
+    }
+    const { strays } = await this.journal.scan();
+    const webFiles = (await readdir(this.webDir).catch(() => [] as string[])).map((n) => join(this.webDir, n));
+    for (const path of [...strays, ...webFiles]) {
+      const mtime = await stat(path).then((st) => st.mtimeMs, () => undefined);
+      if (mtime !== undefined && now - mtime >= this.sessionTtlMs) await rm(path, { force: true, recursive: true });
+    }
+  }
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(text)) });
+  res.end(text);
+}
