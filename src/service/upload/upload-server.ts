@@ -47,6 +47,8 @@ interface LiveSession {
   /** SHA-1 over the first `hashedBytes` of the temporary file; recomputed from the file when stale. */
   hash?: Hash;
   hashedBytes: number;
+  /** Start of the block being written while `busy` is 'part' (what upload_req reports meanwhile); -1 before writing. */
+  writingFrom: number;
   /** The running commit of upload_finish. */
   finishing?: Promise<void>;
   /** Why the last finish failed (answered once to the next finish call, then the session is gone). */
@@ -91,7 +93,7 @@ export class UploadServer {
     const { sessions } = await this.journal.scan();
     for (const [id, mtime] of sessions) {
       const record = await this.journal.load(id).catch(() => undefined);
-      if (record) this.sessions.set(id, { record, touchedAt: mtime, busy: null, hashedBytes: -1 });
+      if (record) this.sessions.set(id, { record, touchedAt: mtime, busy: null, hashedBytes: -1, writingFrom: 0 });
     }
     await this.sweep();
     this.sweepTimer = setInterval(() => void this.sweep().catch((e) => this.log.warn({ err: e }, 'upload sweep failed')), this.sweepIntervalMs);
@@ -235,7 +237,7 @@ export class UploadServer {
     };
     await writeFile(this.journal.partPath(record.id), new Uint8Array(0));
     await this.journal.save(record);
-    this.sessions.set(record.id, { record, touchedAt: this.clock(), busy: null, hash: createHash('sha1'), hashedBytes: 0 });
+    this.sessions.set(record.id, { record, touchedAt: this.clock(), busy: null, hash: createHash('sha1'), hashedBytes: 0, writingFrom: 0 });
     this.log.info({ session: record.id.slice(0, 8), fullpath: record.fullpath, size: filesize }, 'upload session open');
     sendJson(res, 200, { session: record.id });
   }
@@ -268,8 +270,10 @@ export class UploadServer {
       if (crc === undefined) throw new UploadError(400, UploadErrorCode.BadParam, `${this.prefix}upload-crc expected an unsigned 32-bit integer, got ${JSON.stringify(crcText)}`);
     }
     s.busy = 'part';
+    s.writingFrom = -1;
     try {
       const committed = await this.committed(s);
+      s.writingFrom = committed;
       if (start !== committed) {
         throw new UploadError(409, UploadErrorCode.UnexpectedOffset, `block starts at ${start}, expected ${committed}`, { expect: committed });
       }
@@ -295,7 +299,8 @@ export class UploadServer {
 
   private async req(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const s = this.session(req);
-    const n = s.record.result ? s.record.filesize : await this.committed(s);
+    // while a block is being written, only the bytes before it are committed
+    const n = s.record.result ? s.record.filesize : s.busy === 'part' && s.writingFrom >= 0 ? s.writingFrom : await this.committed(s);
     res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': String(String(n).length) });
     res.end(String(n));
   }
@@ -317,10 +322,9 @@ export class UploadServer {
         throw new UploadError(409, UploadErrorCode.UnexpectedOffset, `data incomplete: ${committed} of ${s.record.filesize} bytes received`, { expect: committed });
       }
       s.busy = 'finish';
-      s.finishing = this.commit(s).then(
-        () => { s.busy = null; s.finishing = undefined; },
-        (e) => { s.busy = null; s.finishing = undefined; this.onCommitFailure(s, e); },
-      );
+      s.finishing = this.commit(s)
+        .catch((e) => this.onCommitFailure(s, e))
+        .finally(() => { s.busy = null; s.finishing = undefined; });
     }
     const current = s.finishing;
     let timer: NodeJS.Timeout | undefined;
@@ -360,11 +364,11 @@ export class UploadServer {
   }
 
   /** A refused commit (bad content, host refusal) ends the session; a fault keeps it for another finish. */
-  private onCommitFailure(s: LiveSession, e: unknown): void {
+  private async onCommitFailure(s: LiveSession, e: unknown): Promise<void> {
     s.failure = e;
     if (isStatusError(e) && e.status < 500) {
       this.log.warn({ session: s.record.id.slice(0, 8), code: e.code, msg: e.message }, 'upload refused at finish');
-      void this.journal.remove(s.record.id).catch((err) => this.log.warn({ err }, 'removing a refused session failed'));
+      await this.journal.remove(s.record.id).catch((err) => this.log.warn({ err }, 'removing a refused session failed'));
     } else {
       this.log.error({ err: e, session: s.record.id.slice(0, 8) }, 'upload commit failed');
     }
