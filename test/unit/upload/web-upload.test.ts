@@ -25,7 +25,7 @@ afterEach(async () => {
 /** Posts a form; fields in the given order, the file (if any) last unless `fileFirst`. */
 async function post(fields: Record<string, string>, file?: Buffer, opts: { fileFirst?: boolean; fileField?: string } = {}) {
   const form = new FormData();
-  const addFile = () => { if (file) form.append(opts.fileField ?? 'file', new Blob([file]), 'upload.bin'); };
+  const addFile = () => { if (file) form.append(opts.fileField ?? 'file', new Blob([new Uint8Array(file)]), 'upload.bin'); };
   if (opts.fileFirst) addFile();
   for (const [k, v] of Object.entries(fields)) form.append(k, v);
   if (!opts.fileFirst) addFile();
