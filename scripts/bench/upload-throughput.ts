@@ -10,6 +10,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { request, Agent } from 'undici';
 import { crc32 } from '../../src/shared/crc32.js';
 import { FakeUploadHost, listen } from '../../test/unit/upload/fake-host.js';
@@ -97,7 +98,7 @@ async function main(): Promise<void> {
     }
     const t1 = performance.now();
     const web = await request(`${srv.url}/2/web_upload`, {
-      method: 'POST', dispatcher, body: form(), headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
+      method: 'POST', dispatcher, body: Readable.from(form()), headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
     });
     const webBody = (await web.body.json()) as { filesize?: number };
     if (web.statusCode !== 200 || webBody.filesize !== SIZE) throw new Error(`web_upload answered ${web.statusCode} ${JSON.stringify(webBody)}`);
