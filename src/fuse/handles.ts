@@ -1,0 +1,59 @@
+/**
+ * HandleTable: the numbers the kernel knows open files by (`fh`), each bound to one Vfs FileHandle.
+ * Keyed by number, never by path: a rename of an open file keeps its handle.
+ */
+import type { FileHandle } from '../vfs/types.js';
+import { FuseOpError } from './errno.js';
+
+export interface OpenFile {
+  readonly fh: number;
+  readonly handle: FileHandle;
+  readonly writable: boolean;
+}
+
+/** Highest handle number before wrapping around (fuse-native passes handles as uint32). */
+const FH_MAX = 0x7fff_ffff;
+
+export class HandleTable {
+  /** Guarded by the event loop: only touched from operation callbacks on the main thread. */
+  private readonly open = new Map<number, OpenFile>();
+  private next = 1;
+
+  get size(): number {
+    return this.open.size;
+  }
+
+  add(handle: FileHandle, writable: boolean): OpenFile {
+    let fh = this.next;
+    while (this.open.has(fh)) fh = fh >= FH_MAX ? 1 : fh + 1;
+    this.next = fh >= FH_MAX ? 1 : fh + 1;
+    const file: OpenFile = { fh, handle, writable };
+    this.open.set(fh, file);
+    return file;
+  }
+
+  get(fh: number): OpenFile {
+    const file = this.open.get(fh);
+    if (!file) throw new FuseOpError('EBADF', `no open file with handle ${fh}`);
+    return file;
+  }
+
+  /** Removes the handle from the table (the caller releases it). */
+  take(fh: number): OpenFile {
+    const file = this.get(fh);
+    this.open.delete(fh);
+    return file;
+  }
+
+  /** Every open file, in no particular order. */
+  list(): OpenFile[] {
+    return [...this.open.values()];
+  }
+
+  /** Removes and returns every open file (shutdown). */
+  takeAll(): OpenFile[] {
+    const all = [...this.open.values()];
+    this.open.clear();
+    return all;
+  }
+}

@@ -1,0 +1,308 @@
+/**
+ * FuseOperations: the fuse-native operation table over a Vfs. Each operation translates its arguments
+ * into one or two Vfs calls and the result (or VfsError) back into what the kernel expects; nothing is
+ * cached here (the Vfs owns caching) and every operation runs through `replyWithin`, so it answers
+ * exactly once and within its deadline.
+ */
+import type { Logger } from 'pino';
+import type { Attr, CallContext, OpenFlags, Vfs } from '../vfs/types.js';
+import { Errno, FuseOpError } from './errno.js';
+import { HandleTable, type OpenFile } from './handles.js';
+import { InFlightCounter, replyWithin, type NativeCallback, type OperationResult, type OperationScope } from './reply.js';
+import { permissionBits, toKernelStat, toKernelStatFs, type Ownership } from './stat.js';
+import {
+  XATTR_CREATE, XATTR_LOCK, XATTR_NAMES, XATTR_TAGS, XATTR_VALUE_MAX,
+  decodeLock, decodeTags, encodeLock, encodeTags, encodeXattrNames, fillXattrBuffer,
+} from './xattr.js';
+
+/** Time budgets of operations; past it the operation answers EIO and its late result is dropped. */
+export interface OperationDeadlines {
+  /** getattr, readdir, mkdir, unlink, rmdir, rename, utimens, statfs, access, xattrs; ms. Default 30 000. */
+  metadataMs: number;
+  /** read and write; ms. Default 60 000. */
+  dataMs: number;
+  /** open, create, truncate, flush, fsync, release (may wait for the upload journal); ms. Default 120 000. */
+  durableMs: number;
+  /** fsync of a folder, which waits for every pending upload to reach the service; ms. Default 300 000. */
+  syncMs: number;
+}
+
+export const DEFAULT_DEADLINES: Readonly<OperationDeadlines> = {
+  metadataMs: 30_000,
+  dataMs: 60_000,
+  durableMs: 120_000,
+  syncMs: 300_000,
+};
+
+export interface FuseOperationsOptions {
+  vfs: Vfs;
+  ownership: Ownership;
+  deadlines: OperationDeadlines;
+  logger: Logger;
+}
+
+type Op = (...args: any[]) => void;
+
+// open(2) flags (Linux).
+const O_ACCMODE = 0o3;
+const O_WRONLY = 0o1;
+const O_RDWR = 0o2;
+const O_TRUNC = 0o1000;
+const O_APPEND = 0o2000;
+// access(2) mode.
+const W_OK = 2;
+
+/** Open flags of open(2) → Vfs OpenFlags. */
+export function toOpenFlags(flags: number): OpenFlags {
+  const access = flags & O_ACCMODE;
+  const write = access === O_WRONLY || access === O_RDWR;
+  return {
+    read: access !== O_WRONLY,
+    write,
+    truncate: write && (flags & O_TRUNC) !== 0,
+    append: write && (flags & O_APPEND) !== 0,
+  };
+}
+
+export class FuseOperations {
+  readonly handles = new HandleTable();
+  readonly inFlight = new InFlightCounter();
+  private readonly vfs: Vfs;
+  private readonly own: Ownership;
+  private readonly deadlines: OperationDeadlines;
+  private readonly logger: Logger;
+
+  constructor(opts: FuseOperationsOptions) {
+    this.vfs = opts.vfs;
+    this.own = opts.ownership;
+    this.deadlines = opts.deadlines;
+    this.logger = opts.logger;
+  }
+
+  /** Runs `work` as operation `op` with the budget of its class. */
+  private run(op: string, path: string | undefined, budget: keyof OperationDeadlines, cb: NativeCallback, work: (scope: OperationScope, ctx: CallContext) => Promise<OperationResult>): void {
+    replyWithin({ op, path, deadlineMs: this.deadlines[budget], logger: this.logger, inFlight: this.inFlight }, cb, (scope) => work(scope, { signal: scope.signal }));
+  }
+
+  /** As `run`, but answers EROFS at once on a read-only mount. */
+  private mutate(op: string, path: string, budget: keyof OperationDeadlines, cb: NativeCallback, work: (scope: OperationScope, ctx: CallContext) => Promise<OperationResult>): void {
+    if (this.own.readOnly) {
+      cb(-Errno.EROFS);
+      return;
+    }
+    this.run(op, path, budget, cb, work);
+  }
+
+  private stat(attr: Attr): ReturnType<typeof toKernelStat> {
+    return toKernelStat(attr, this.own);
+  }
+
+  private async openFile(path: string, flags: OpenFlags, ctx: CallContext, scope: OperationScope): Promise<OperationResult> {
+    if (this.own.readOnly && (flags.write || flags.create || flags.truncate)) throw new FuseOpError('EROFS', 'read-only mount');
+    const handle = await this.vfs.open(path, flags, ctx);
+    if (!scope.live()) {
+      // The kernel was already told the open failed: nobody will ever release this handle.
+      handle.release().catch((err: unknown) => this.logger.warn({ path, err: String(err) }, 'fuse: releasing a handle opened too late failed'));
+      return -Errno.EIO;
+    }
+    return [0, this.handles.add(handle, !!flags.write).fh];
+  }
+
+  private writableFile(fh: number): OpenFile {
+    const file = this.handles.get(fh);
+    if (!file.writable) throw new FuseOpError('EBADF', `handle ${fh} is not open for writing`);
+    return file;
+  }
+
+  /** The operation table fuse-native takes (plus `fgetattr` and raw xattr forms used by MountedFuse). */
+  toNative(): Record<string, Op> {
+    const vfs = this.vfs;
+    return {
+      getattr: (path: string, cb: NativeCallback) =>
+        this.run('getattr', path, 'metadataMs', cb, async (_s, ctx) => [0, this.stat(await vfs.stat(path, ctx))]),
+
+      fgetattr: (path: string, fh: number, cb: NativeCallback) =>
+        this.run('fgetattr', path, 'metadataMs', cb, async () => [0, this.stat(await this.handles.get(fh).handle.stat())]),
+
+      readdir: (path: string, cb: NativeCallback) =>
+        this.run('readdir', path, 'metadataMs', cb, async (_s, ctx) => {
+          const entries = await vfs.readdir(path, ctx);
+          const dir = toKernelStat({ path, name: '', isDir: true, size: 0, mtimeMs: 0, ctimeMs: 0 }, this.own);
+          const names = ['.', '..'];
+          const stats = [dir, dir];
+          for (const e of entries) {
+            names.push(e.name);
+            stats.push(this.stat(e));
+          }
+          return [0, names, stats];
+        }),
+
+      access: (path: string, mode: number, cb: NativeCallback) =>
+        this.run('access', path, 'metadataMs', cb, async (_s, ctx) => {
+          const attr = await vfs.stat(path, ctx);
+          if ((mode & W_OK) !== 0 && (permissionBits(attr.isDir, this.own) & 0o222) === 0) return -Errno.EROFS;
+          return 0;
+        }),
+
+      statfs: (path: string, cb: NativeCallback) =>
+        this.run('statfs', path, 'metadataMs', cb, async (_s, ctx) => [0, toKernelStatFs(await vfs.statfs(path, ctx), { readOnly: this.own.readOnly })]),
+
+      open: (path: string, flags: number, cb: NativeCallback) =>
+        this.run('open', path, 'durableMs', cb, (scope, ctx) => this.openFile(path, toOpenFlags(flags), ctx, scope)),
+
+      // fuse-native passes no open flags to create: open read-write, never truncating an existing file.
+      create: (path: string, _mode: number, cb: NativeCallback) =>
+        this.mutate('create', path, 'durableMs', cb, (scope, ctx) => this.openFile(path, { read: true, write: true, create: true }, ctx, scope)),
+
+      read: (path: string, fh: number, buf: Buffer, len: number, pos: number, cb: NativeCallback) =>
+        this.run('read', path, 'dataMs', cb, async (scope) => {
+          const data = await this.handles.get(fh).handle.read(pos, len);
+          if (!scope.live()) return 0; // answered already: the kernel's buffer is gone
+          const n = Math.min(len, data.length);
+          data.copy(buf, 0, 0, n);
+          return n;
+        }),
+
+      write: (path: string, fh: number, buf: Buffer, len: number, pos: number, cb: NativeCallback) => {
+        // The kernel's buffer lives only until this operation answers: the Vfs gets its own copy.
+        const data = Buffer.from(buf.subarray(0, len));
+        this.run('write', path, 'dataMs', cb, async () => this.writableFile(fh).handle.write(pos, data));
+      },
+
+      truncate: (path: string, size: number, cb: NativeCallback) =>
+        this.mutate('truncate', path, 'durableMs', cb, async (_s, ctx) => {
+          const handle = await vfs.open(path, { write: true }, ctx);
+          try {
+            await handle.truncate(size);
+          } finally {
+            await handle.release();
+          }
+          return 0;
+        }),
+
+      ftruncate: (path: string, fh: number, size: number, cb: NativeCallback) =>
+        this.run('ftruncate', path, 'durableMs', cb, async () => {
+          await this.writableFile(fh).handle.truncate(size);
+          return 0;
+        }),
+
+      flush: (path: string, fh: number, cb: NativeCallback) =>
+        this.run('flush', path, 'durableMs', cb, async () => {
+          const file = this.handles.get(fh);
+          if (file.writable) await file.handle.flush();
+          return 0;
+        }),
+
+      fsync: (path: string, _datasync: number, fh: number, cb: NativeCallback) =>
+        this.run('fsync', path, 'durableMs', cb, async () => {
+          const file = this.handles.get(fh);
+          if (file.writable) await file.handle.fsync();
+          return 0;
+        }),
+
+      // fsync of a folder (`sync <folder>`): every pending upload reaches the service.
+      fsyncdir: (path: string, _datasync: number, _fh: number, cb: NativeCallback) =>
+        this.run('fsyncdir', path, 'syncMs', cb, async () => {
+          await vfs.flushAll({ timeoutMs: this.deadlines.syncMs });
+          return 0;
+        }),
+
+      release: (path: string, fh: number, cb: NativeCallback) =>
+        this.run('release', path, 'durableMs', cb, async () => {
+          await this.handles.take(fh).handle.release();
+          return 0;
+        }),
+
+      unlink: (path: string, cb: NativeCallback) =>
+        this.mutate('unlink', path, 'metadataMs', cb, async (_s, ctx) => {
+          await vfs.unlink(path, ctx);
+          return 0;
+        }),
+
+      mkdir: (path: string, _mode: number, cb: NativeCallback) =>
+        this.mutate('mkdir', path, 'metadataMs', cb, async (_s, ctx) => {
+          await vfs.mkdir(path, ctx);
+          return 0;
+        }),
+
+      rmdir: (path: string, cb: NativeCallback) =>
+        this.mutate('rmdir', path, 'metadataMs', cb, async (_s, ctx) => {
+          await vfs.rmdir(path, ctx);
+          return 0;
+        }),
+
+      // libfuse 2 has no rename flags: the kernel itself answers EEXIST for RENAME_NOREPLACE when it
+      // knows the target, and EINVAL otherwise (callers such as mv then check and rename plainly).
+      rename: (from: string, to: string, cb: NativeCallback) =>
+        this.mutate('rename', from, 'metadataMs', cb, async (_s, ctx) => {
+          await vfs.rename(from, to, { noReplace: false }, ctx);
+          return 0;
+        }),
+
+      utimens: (path: string, _atime: number, mtime: number, cb: NativeCallback) =>
+        this.mutate('utimens', path, 'metadataMs', cb, async (_s, ctx) => {
+          await vfs.setTimes(path, mtime, ctx);
+          return 0;
+        }),
+
+      // The service keeps no owner or mode: asking for what is shown succeeds, anything else is EPERM.
+      chmod: (path: string, mode: number, cb: NativeCallback) =>
+        this.run('chmod', path, 'metadataMs', cb, async (_s, ctx) => {
+          const attr = await vfs.stat(path, ctx);
+          return (mode & 0o7777) === permissionBits(attr.isDir, this.own) ? 0 : -Errno.EPERM;
+        }),
+
+      chown: (path: string, uid: number, gid: number, cb: NativeCallback) =>
+        this.run('chown', path, 'metadataMs', cb, async (_s, ctx) => {
+          await vfs.stat(path, ctx);
+          const keeps = (id: number, own: number): boolean => id === own || id === 0xffff_ffff || id === -1;
+          return keeps(uid, this.own.uid) && keeps(gid, this.own.gid) ? 0 : -Errno.EPERM;
+        }),
+
+      // POSIX: EPERM when the file system does not support links.
+      link: (_from: string, _to: string, cb: NativeCallback) => cb(-Errno.EPERM),
+      symlink: (_target: string, _path: string, cb: NativeCallback) => cb(-Errno.EPERM),
+      mknod: (_path: string, _mode: number, _dev: number, cb: NativeCallback) => cb(-Errno.EPERM),
+
+      setxattr: (path: string, name: string, value: Buffer, _position: number, flags: number, cb: NativeCallback) => {
+        const copy = Buffer.from(value);
+        this.mutate('setxattr', path, 'metadataMs', cb, async (_s, ctx) => {
+          if (!XATTR_NAMES.includes(name)) return -Errno.ENOTSUP;
+          if (copy.length > XATTR_VALUE_MAX) return -Errno.ERANGE;
+          // Both attributes always exist: XATTR_CREATE cannot succeed, XATTR_REPLACE always can.
+          if (flags & XATTR_CREATE) return -Errno.EEXIST;
+          if (name === XATTR_TAGS) await vfs.setTags(path, decodeTags(copy), ctx);
+          else await vfs.setLocked(path, decodeLock(copy), ctx);
+          return 0;
+        });
+      },
+
+      removexattr: (path: string, name: string, cb: NativeCallback) =>
+        this.mutate('removexattr', path, 'metadataMs', cb, async (_s, ctx) => {
+          if (name === XATTR_TAGS) await vfs.setTags(path, [], ctx);
+          else if (name === XATTR_LOCK) await vfs.setLocked(path, false, ctx);
+          else return -Errno.ENODATA;
+          return 0;
+        }),
+
+      // Raw forms: `target` is the kernel's buffer (length 0 = size query); answered by MountedFuse.
+      getxattrRaw: (path: string, name: string, target: Buffer, cb: NativeCallback) =>
+        this.run('getxattr', path, 'metadataMs', cb, async (scope, ctx) => {
+          let value: Buffer;
+          if (name === XATTR_TAGS) value = encodeTags(await vfs.getTags(path, ctx));
+          else if (name === XATTR_LOCK) value = encodeLock(!!(await vfs.stat(path, ctx)).locked);
+          else return -Errno.ENODATA;
+          if (!scope.live()) return -Errno.EIO;
+          return fillXattrBuffer(target, value);
+        }),
+
+      listxattrRaw: (path: string, target: Buffer, cb: NativeCallback) =>
+        this.run('listxattr', path, 'metadataMs', cb, async (scope, ctx) => {
+          const attr = await vfs.stat(path, ctx);
+          const list = encodeXattrNames(attr.id === undefined ? [] : XATTR_NAMES);
+          if (!scope.live()) return -Errno.EIO;
+          return fillXattrBuffer(target, list);
+        }),
+    };
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * Attribute shapes for the kernel: Vfs Attr → `struct stat` fields, StatFs → `struct statvfs` fields,
+ * as fuse-native takes them. The service keeps no owner or mode: every object shows the mount's owner
+ * and a mode derived from the umask (and read-only setting).
+ */
+import type { Attr, StatFs } from '../vfs/types.js';
+
+/** Owner and permission bits every object of the mount shows. */
+export interface Ownership {
+  uid: number;
+  gid: number;
+  /** Bits cleared from 0777 (folders) and 0666 (files). */
+  umask: number;
+  /** Show no write permission. */
+  readOnly: boolean;
+}
+
+/** Fields of `struct stat` that fuse-native passes on (times in ms since the epoch). */
+export interface KernelStat {
+  mode: number;
+  uid: number;
+  gid: number;
+  size: number;
+  nlink: number;
+  blksize: number;
+  blocks: number;
+  atime: number;
+  mtime: number;
+  ctime: number;
+}
+
+/** Fields of `struct statvfs` (each at most 2^32 - 1: fuse-native passes 32-bit values). */
+export interface KernelStatFs {
+  bsize: number;
+  frsize: number;
+  blocks: number;
+  bfree: number;
+  bavail: number;
+  files: number;
+  ffree: number;
+  favail: number;
+  fsid: number;
+  flag: number;
+  namemax: number;
+}
+
+export const S_IFDIR = 0o040000;
+export const S_IFREG = 0o100000;
+
+/** Preferred I/O size shown to applications (cp, dd, tar size their buffers by it), bytes. */
+export const PREFERRED_IO_SIZE = 128 * 1024;
+
+/** Longest name, bytes (the service's limit). */
+export const NAME_MAX = 255;
+
+const UINT32_MAX = 0xffff_ffff;
+
+export function permissionBits(isDir: boolean, own: Ownership): number {
+  let bits = (isDir ? 0o777 : 0o666) & ~own.umask;
+  if (own.readOnly) bits &= ~0o222;
+  return bits;
+}
+
+export function toKernelStat(attr: Attr, own: Ownership): KernelStat {
+  const size = attr.isDir ? 0 : Math.max(0, attr.size);
+  const mtime = attr.mtimeMs;
+  return {
+    mode: (attr.isDir ? S_IFDIR : S_IFREG) | permissionBits(attr.isDir, own),
+    uid: own.uid,
+    gid: own.gid,
+    size,
+    nlink: attr.isDir ? 2 : 1,
+    blksize: PREFERRED_IO_SIZE,
+    blocks: Math.ceil(size / 512),
+    atime: mtime,
+    mtime,
+    // The service keeps no status-change time; the last change of content or name is the closest.
+    ctime: Math.max(mtime, attr.ctimeMs),
+  };
+}
+
+/**
+ * statvfs of a library: capacity and use in blocks of `frsize` bytes, with `frsize` grown (4 KiB × 2^k)
+ * until the block counts fit in 32 bits; an unlimited capacity shows as used + free where free is the
+ * largest count that fits.
+ */
+export function toKernelStatFs(fs: StatFs, opts: { readOnly: boolean }): KernelStatFs {
+  const total = Math.max(0, fs.total);
+  const used = Math.max(0, Math.min(fs.used, total));
+  const free = Math.max(0, Math.min(fs.free, total - used));
+  let frsize = 4096;
+  while (total / frsize > UINT32_MAX && frsize < 2 ** 30) frsize *= 2;
+  const blocks = Math.min(UINT32_MAX, Math.floor(total / frsize));
+  const bfree = Math.min(blocks, Math.floor(free / frsize));
+  const files = Math.min(UINT32_MAX, fs.files ?? 0);
+  const ST_RDONLY = 1;
+  return {
+    bsize: PREFERRED_IO_SIZE,
+    frsize,
+    blocks,
+    bfree,
+    bavail: bfree,
+    // The service has no inode limit: report what exists plus everything else as free.
+    files: UINT32_MAX,
+    ffree: UINT32_MAX - files,
+    favail: UINT32_MAX - files,
+    fsid: 0,
+    flag: opts.readOnly ? ST_RDONLY : 0,
+    namemax: NAME_MAX,
+  };
+}

@@ -1,0 +1,107 @@
+/**
+ * MountHarness: starts mount-child.ts in a child process on a fresh temp mount point and talks to it
+ * over IPC. Teardown always unmounts (asking the child, then `fusermount -uz`, then fusectl abort) and
+ * removes the temp folder. Everything here is async: the test process never blocks on the mount.
+ */
+import { execFile, fork, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const CHILD = fileURLToPath(new URL('./mount-child.ts', import.meta.url));
+
+export interface MountHarness {
+  /** The mount point; `/Lib` and `/Other` are its libraries. */
+  mnt: string;
+  /** A temp folder on local disk (not the mount) for reference copies. */
+  local: string;
+  call<T = unknown>(cmd: string, args?: Record<string, unknown>, timeoutMs?: number): Promise<T>;
+  stop(): Promise<void>;
+  child: ChildProcess;
+}
+
+/** Runs a command with a time limit, never through a shell; resolves with its output, rejects on failure. */
+export function sh(cmd: string, args: string[], opts: { cwd?: string; timeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): Promise<{ stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    execFile(cmd, args, { cwd: opts.cwd, timeout: opts.timeoutMs ?? 30_000, killSignal: 'SIGKILL', maxBuffer: 64 * 1024 * 1024, env: opts.env ?? process.env }, (err, stdout, stderr) => {
+      if (err) reject(Object.assign(new Error(`${cmd} ${args.join(' ')}: ${err.message}\n${stderr}`), { stderr, code: (err as { code?: unknown }).code }));
+      else resolve({ stdout: String(stdout), stderr: String(stderr) });
+    });
+  });
+}
+
+export async function startMount(options: Record<string, unknown> = {}, env: Record<string, string> = {}): Promise<MountHarness> {
+  const base = await mkdtemp(join(tmpdir(), 'cloudlib-fuse-'));
+  const mnt = join(base, 'mnt');
+  const local = join(base, 'local');
+  const child = fork(CHILD, [mnt], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, ...env, FUSE_TEST_OPTIONS: JSON.stringify(options) },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  let nextId = 1;
+  const pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
+  const ready = new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('mount child did not become ready in 30 s')), 30_000);
+    child.on('message', (msg: { ready?: boolean; id?: number; result?: unknown; error?: string }) => {
+      if (msg.ready) {
+        clearTimeout(timer);
+        resolve();
+        return;
+      }
+      const p = msg.id !== undefined ? pending.get(msg.id) : undefined;
+      if (!p) return;
+      pending.delete(msg.id!);
+      if (msg.error) p.reject(new Error(msg.error));
+      else p.resolve(msg.result);
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`mount child exited with ${code}`));
+      for (const p of pending.values()) p.reject(new Error(`mount child exited with ${code}`));
+      pending.clear();
+    });
+  });
+
+  const call = <T>(cmd: string, args: Record<string, unknown> = {}, timeoutMs = 30_000): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const id = nextId++;
+      const timer = setTimeout(() => {
+        pending.delete(id);
+        reject(new Error(`${cmd}: no answer from the mount child in ${timeoutMs} ms`));
+      }, timeoutMs);
+      pending.set(id, {
+        resolve: (v) => (clearTimeout(timer), resolve(v as T)),
+        reject: (e) => (clearTimeout(timer), reject(e)),
+      });
+      child.send({ id, cmd, args });
+    });
+
+  let stopped: Promise<void> | undefined;
+  const stop = (): Promise<void> =>
+    (stopped ??= (async () => {
+      const exited = new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) resolve();
+        else child.once('exit', () => resolve());
+      });
+      if (child.connected) await call('unmount', {}, 20_000).catch(() => undefined);
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      if (child.connected) child.disconnect();
+      await exited;
+      clearTimeout(timer);
+      // A mount left behind (child killed): clear it without touching it from this process.
+      await sh('fusermount', ['-uz', mnt], { timeoutMs: 10_000 }).catch(() => undefined);
+      await rm(base, { recursive: true, force: true, maxRetries: 3 }).catch(() => undefined);
+    })());
+
+  try {
+    await ready;
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  const { mkdir } = await import('node:fs/promises');
+  await mkdir(local, { recursive: true });
+  return { mnt, local, call, stop, child };
+}
