@@ -1,0 +1,155 @@
+/** The operation table driven directly (no kernel): argument and errno mapping over an in-memory Vfs. */
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_DEADLINES, FuseOperations, toOpenFlags } from '../../../src/fuse/operations.js';
+import { silentLogger } from '../../../src/shared/log.js';
+import { MemoryVfs } from '../../e2e/fuse/memory-vfs.js';
+
+function setup(opts: { readOnly?: boolean; deadlines?: Partial<typeof DEFAULT_DEADLINES> } = {}) {
+  const vfs = new MemoryVfs(['Lib']);
+  const ops = new FuseOperations({
+    vfs,
+    ownership: { uid: 1000, gid: 100, umask: 0o027, readOnly: !!opts.readOnly },
+    deadlines: { ...DEFAULT_DEADLINES, ...opts.deadlines },
+    logger: silentLogger,
+  }).toNative();
+  /** Calls an operation and resolves with what it answered. */
+  const call = (name: string, ...args: unknown[]): Promise<unknown[]> =>
+    new Promise((resolve) => ops[name]!(...args, (...answer: unknown[]) => resolve(answer)));
+  return { vfs, ops, call };
+}
+
+describe('FuseOperations', () => {
+  it('maps open(2) flags', () => {
+    expect(toOpenFlags(0)).toEqual({ read: true, write: false, truncate: false, append: false });
+    expect(toOpenFlags(0o1 | 0o1000)).toEqual({ read: false, write: true, truncate: true, append: false });
+    expect(toOpenFlags(0o2 | 0o2000)).toEqual({ read: true, write: true, truncate: false, append: true });
+  });
+
+  it('create, write, read, fgetattr, release round-trip through handles', async () => {
+    const { call } = setup();
+    const [code, fh] = await call('create', '/Lib/f.txt', 0o644);
+    expect(code).toBe(0);
+    const data = Buffer.from('hello world');
+    expect(await call('write', '/Lib/f.txt', fh, data, data.length, 0)).toEqual([11]);
+    const [, st] = (await call('fgetattr', '/Lib/f.txt', fh)) as [number, { size: number; mode: number; uid: number; gid: number }];
+    expect(st).toMatchObject({ size: 11, mode: 0o100640, uid: 1000, gid: 100 });
+    const buf = Buffer.alloc(64);
+    expect(await call('read', '/Lib/f.txt', fh, buf, 64, 6)).toEqual([5]);
+    expect(buf.subarray(0, 5).toString()).toBe('world');
+    expect(await call('release', '/Lib/f.txt', fh)).toEqual([0]);
+    expect(await call('read', '/Lib/f.txt', fh, buf, 64, 0)).toEqual([-9]); // EBADF after release
+  });
+
+  it('answers the right errno for each failure', async () => {
+    const { call } = setup();
+    expect(await call('getattr', '/Lib/missing')).toEqual([-2]);
+    expect(await call('mkdir', '/Lib/d', 0o755)).toEqual([0]);
+    expect(await call('mkdir', '/Lib/d', 0o755)).toEqual([-17]);
+    await call('create', '/Lib/d/x', 0o644);
+    expect(await call('rmdir', '/Lib/d')).toEqual([-39]);
+    expect(await call('unlink', '/Lib/d')).toEqual([-21]);
+    expect(await call('mkdir', '/NewLibrary', 0o755)).toEqual([-1]);
+    expect(await call('mkdir', `/Lib/${'n'.repeat(256)}`, 0o755)).toEqual([-36]);
+    expect(await call('rename', '/Lib/d/x', '/Other/x')).toEqual([-2]);
+    expect(await call('link', '/Lib/d/x', '/Lib/y')).toEqual([-1]);
+    expect(await call('symlink', 'x', '/Lib/y')).toEqual([-1]);
+  });
+
+  it('answers ENOSPC when the library is full', async () => {
+    const { call, vfs } = setup();
+    vfs.capacity = 4;
+    const [, fh] = await call('create', '/Lib/big', 0o644);
+    expect(await call('write', '/Lib/big', fh, Buffer.alloc(8), 8, 0)).toEqual([-28]);
+  });
+
+  it('answers EACCES for a file locked on the service', async () => {
+    const { call, vfs } = setup();
+    await call('create', '/Lib/l', 0o644);
+    await vfs.setLocked('/Lib/l', true);
+    expect(await call('open', '/Lib/l', 0o2)).toEqual([-13]);
+  });
+
+  it('answers EIO at the deadline when the service does not answer, and never twice', async () => {
+    const { call, vfs } = setup({ deadlines: { metadataMs: 40 } });
+    vfs.faults.delayMs = 300;
+    const started = Date.now();
+    expect(await call('getattr', '/Lib')).toEqual([-5]);
+    expect(Date.now() - started).toBeLessThan(250);
+  });
+
+  it('a read that answers late never writes into the kernel buffer', async () => {
+    const { call, vfs } = setup({ deadlines: { dataMs: 30 } });
+    const [, fh] = await call('create', '/Lib/r', 0o644);
+    await call('write', '/Lib/r', fh, Buffer.from('abc'), 3, 0);
+    vfs.faults.delayMs = 100;
+    const buf = Buffer.alloc(8);
+    expect(await call('read', '/Lib/r', fh, buf, 8, 0)).toEqual([-5]);
+    await new Promise((r) => setTimeout(r, 150));
+    expect(buf.equals(Buffer.alloc(8))).toBe(true);
+  });
+
+  it('refuses every change on a read-only mount with EROFS', async () => {
+    const { call } = setup({ readOnly: true });
+    expect(await call('mkdir', '/Lib/d', 0o755)).toEqual([-30]);
+    expect(await call('create', '/Lib/f', 0o644)).toEqual([-30]);
+    expect(await call('open', '/Lib/f', 0o1)).toEqual([-30]);
+    const [code, st] = (await call('getattr', '/Lib')) as [number, { mode: number }];
+    expect(code).toBe(0);
+    expect(st.mode & 0o222).toBe(0);
+  });
+
+  it('truncate without a handle, utimens, statfs', async () => {
+    const { call, vfs } = setup();
+    const [, fh] = await call('create', '/Lib/t', 0o644);
+    await call('write', '/Lib/t', fh, Buffer.alloc(100, 1), 100, 0);
+    expect(await call('truncate', '/Lib/t', 10)).toEqual([0]);
+    expect((await vfs.stat('/Lib/t')).size).toBe(10);
+    expect(await call('utimens', '/Lib/t', 1_500_000_000_000, 1_500_000_000_000)).toEqual([0]);
+    expect((await vfs.stat('/Lib/t')).mtimeMs).toBe(1_500_000_000_000);
+    const [code, fs] = (await call('statfs', '/Lib')) as [number, { bfree: number; blocks: number; namemax: number }];
+    expect(code).toBe(0);
+    expect(fs.namemax).toBe(255);
+    expect(fs.blocks).toBeGreaterThan(fs.bfree - 1);
+  });
+
+  it('chmod/chown succeed only for what is shown', async () => {
+    const { call } = setup();
+    await call('create', '/Lib/c', 0o644);
+    expect(await call('chmod', '/Lib/c', 0o100640)).toEqual([0]);
+    expect(await call('chmod', '/Lib/c', 0o100755)).toEqual([-1]);
+    expect(await call('chown', '/Lib/c', 1000, 100)).toEqual([0]);
+    expect(await call('chown', '/Lib/c', 0, 0)).toEqual([-1]);
+  });
+
+  it('readdir lists names with their attributes', async () => {
+    const { call } = setup();
+    await call('mkdir', '/Lib/sub', 0o755);
+    await call('create', '/Lib/a', 0o644);
+    const [code, names, stats] = (await call('readdir', '/Lib')) as [number, string[], Array<{ mode: number }>];
+    expect(code).toBe(0);
+    expect(names.sort()).toEqual(['.', '..', 'a', 'sub']);
+    expect(stats).toHaveLength(4);
+  });
+
+  it('xattrs: tags and lock, size queries and ERANGE', async () => {
+    const { call, vfs } = setup();
+    await call('create', '/Lib/x', 0o644);
+    expect(await call('setxattr', '/Lib/x', 'user.cloudlib.tags', Buffer.from('red; blue;red'), 0, 0)).toEqual([0]);
+    expect(await vfs.getTags('/Lib/x')).toEqual(['red', 'blue']);
+    expect(await call('getxattrRaw', '/Lib/x', 'user.cloudlib.tags', Buffer.alloc(0))).toEqual([8]);
+    expect(await call('getxattrRaw', '/Lib/x', 'user.cloudlib.tags', Buffer.alloc(3))).toEqual([-34]);
+    const buf = Buffer.alloc(32);
+    expect(await call('getxattrRaw', '/Lib/x', 'user.cloudlib.tags', buf)).toEqual([8]);
+    expect(buf.subarray(0, 8).toString()).toBe('red;blue');
+    expect(await call('setxattr', '/Lib/x', 'user.cloudlib.lock', Buffer.from('1'), 0, 0)).toEqual([0]);
+    expect((await vfs.stat('/Lib/x')).locked).toBe(true);
+    expect(await call('setxattr', '/Lib/x', 'user.cloudlib.lock', Buffer.from('maybe'), 0, 0)).toEqual([-22]);
+    expect(await call('removexattr', '/Lib/x', 'user.cloudlib.lock')).toEqual([0]);
+    expect((await vfs.stat('/Lib/x')).locked).toBe(false);
+    expect(await call('getxattrRaw', '/Lib/x', 'user.other', Buffer.alloc(10))).toEqual([-61]);
+    expect(await call('setxattr', '/Lib/x', 'user.other', Buffer.from('v'), 0, 0)).toEqual([-95]);
+    const list = Buffer.alloc(64);
+    const [n] = (await call('listxattrRaw', '/Lib/x', list)) as [number];
+    expect(list.subarray(0, n).toString()).toBe('user.cloudlib.tags\0user.cloudlib.lock\0');
+  });
+});
