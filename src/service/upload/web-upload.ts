@@ -121,17 +121,20 @@ function capacityError(size: number, remaining: number): UploadError {
 }
 
 /** Streams the file part to `path`; stops early when an early grant fails or the capacity is passed. */
-async function storeFile(stream: Readable, path: string, early: Promise<Grant> | undefined, ctx: WebUploadContext): Promise<VerifiedContent> {
+function storeFile(stream: Readable, path: string, early: Promise<Grant> | undefined, ctx: WebUploadContext): Promise<VerifiedContent> {
+  return streamFilePart(stream, path, early?.then((g) => ctx.host.remainingCapacity(g.libraryId)));
+}
+
+/**
+ * Streams a form's file part to a new file at `path`, computing SHA-1 and size. `limit` (bytes, when it
+ * resolves) stops the transfer with 403/40321 once passed; its rejection stops it with that error.
+ */
+export async function streamFilePart(stream: Readable, path: string, limitPromise?: Promise<number>): Promise<VerifiedContent> {
   const hash = createHash('sha1');
   let size = 0;
   let limit = Infinity;
   let refusal: unknown;
-  if (early) {
-    early.then(
-      (g) => ctx.host.remainingCapacity(g.libraryId).then((r) => { limit = r; }, (e) => { refusal = e; }),
-      (e) => { refusal = e; },
-    );
-  }
+  limitPromise?.then((r) => { limit = r; }, (e) => { refusal = e; });
   const meter = new Transform({
     transform(chunk: Buffer, _enc, cb) {
       size += chunk.length;
