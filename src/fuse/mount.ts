@@ -90,11 +90,11 @@ class MountedFuse extends Fuse {
   }
 
   _op_getxattr(signal: NativeCallback, path: string, name: string, valueBuf: Buffer): void {
-    this.ops.getxattrRaw!(path, name, valueBuf, (code: number) => signal(code, valueBuf.buffer));
+    this.ops.getxattr!(path, name, valueBuf, (code: number) => signal(code, valueBuf.buffer));
   }
 
   _op_listxattr(signal: NativeCallback, path: string, listBuf: Buffer): void {
-    this.ops.listxattrRaw!(path, listBuf, (code: number) => signal(code, listBuf.buffer));
+    this.ops.listxattr!(path, listBuf, (code: number) => signal(code, listBuf.buffer));
   }
 }
 

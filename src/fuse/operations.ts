@@ -114,7 +114,7 @@ export class FuseOperations {
     return file;
   }
 
-  /** The operation table fuse-native takes (plus `fgetattr` and raw xattr forms used by MountedFuse). */
+  /** The operation table fuse-native takes (`fgetattr`, `getxattr` and `listxattr` take the forms MountedFuse calls). */
   toNative(): Record<string, Op> {
     const vfs = this.vfs;
     return {
@@ -285,8 +285,8 @@ export class FuseOperations {
           return 0;
         }),
 
-      // Raw forms: `target` is the kernel's buffer (length 0 = size query); answered by MountedFuse.
-      getxattrRaw: (path: string, name: string, target: Buffer, cb: NativeCallback) =>
+      // `target` is the kernel's buffer (length 0 = size query); MountedFuse passes it through.
+      getxattr: (path: string, name: string, target: Buffer, cb: NativeCallback) =>
         this.run('getxattr', path, 'metadataMs', cb, async (scope, ctx) => {
           let value: Buffer;
           if (name === XATTR_TAGS) value = encodeTags(await vfs.getTags(path, ctx));
@@ -296,7 +296,7 @@ export class FuseOperations {
           return fillXattrBuffer(target, value);
         }),
 
-      listxattrRaw: (path: string, target: Buffer, cb: NativeCallback) =>
+      listxattr: (path: string, target: Buffer, cb: NativeCallback) =>
         this.run('listxattr', path, 'metadataMs', cb, async (scope, ctx) => {
           const attr = await vfs.stat(path, ctx);
           const list = encodeXattrNames(attr.id === undefined ? [] : XATTR_NAMES);

@@ -31,9 +31,19 @@ export function sh(cmd: string, args: string[], opts: { cwd?: string; timeoutMs?
   });
 }
 
-export async function startMount(options: Record<string, unknown> = {}, env: Record<string, string> = {}): Promise<MountHarness> {
+export interface StartMountOptions {
+  /** mountVfs options passed to the child (JSON). */
+  mount?: Record<string, unknown>;
+  env?: Record<string, string>;
+  /** Mount here instead of a fresh temp folder (that folder is then not removed). */
+  mountpoint?: string;
+}
+
+export async function startMount(opts: StartMountOptions = {}): Promise<MountHarness> {
+  const options = opts.mount ?? {};
+  const env = opts.env ?? {};
   const base = await mkdtemp(join(tmpdir(), 'cloudlib-fuse-'));
-  const mnt = join(base, 'mnt');
+  const mnt = opts.mountpoint ?? join(base, 'mnt');
   const local = join(base, 'local');
   const child = fork(CHILD, [mnt], {
     execArgv: ['--import', 'tsx'],

@@ -1,0 +1,225 @@
+/**
+ * A real FUSE mount served by a child process; this process only does async I/O on it and runs real
+ * tools (cp, mv, rm, mkdir, ls, git, tar, python for xattrs) against it, checking results through the
+ * backend the way another client of the service would see them.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdir, open, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { sh, startMount, type MountHarness } from './harness.js';
+
+const T = 60_000;
+
+async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > until) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function errCode(p: Promise<unknown>): Promise<string | undefined> {
+  try {
+    await p;
+    return undefined;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code;
+  }
+}
+
+describe('FUSE mount', () => {
+  let h: MountHarness;
+  let lib: string;
+
+  beforeAll(async () => {
+    h = await startMount({ mount: { attrTimeoutS: 1 } });
+    lib = join(h.mnt, 'Lib');
+  }, T);
+  afterAll(async () => {
+    await h?.stop();
+  }, T);
+
+  it('lists the libraries at the root', async () => {
+    expect((await readdir(h.mnt)).sort()).toEqual(['Lib', 'Other']);
+  });
+
+  it('cp, mv, rm, mkdir, ls through the mount show up on the service', async () => {
+    const src = join(h.local, 'src.bin');
+    const data = Buffer.alloc(3 * 1024 * 1024 + 17);
+    for (let i = 0; i < data.length; i++) data[i] = (i * 7 + (i >> 10)) & 0xff;
+    await writeFile(src, data);
+    await sh('mkdir', ['-p', join(lib, 'tools/a/b')]);
+    await sh('cp', [src, join(lib, 'tools/a/b/copy.bin')]);
+    const remote = Buffer.from(await h.call<string>('remoteRead', { path: '/Lib/tools/a/b/copy.bin' }), 'base64');
+    expect(remote.equals(data)).toBe(true);
+    await sh('mv', [join(lib, 'tools/a/b/copy.bin'), join(lib, 'tools/moved.bin')]);
+    expect(await h.call('remoteList', { path: '/Lib/tools' })).toEqual(['a', 'moved.bin']);
+    const ls = await sh('ls', ['-l', join(lib, 'tools')]);
+    expect(ls.stdout).toMatch(new RegExp(`-rw-r--r-- 1 \\S+ \\S+ ${data.length} .* moved\\.bin`));
+    await sh('cmp', [src, join(lib, 'tools/moved.bin')]);
+    await sh('rm', ['-r', join(lib, 'tools/a')]);
+    await sh('rm', [join(lib, 'tools/moved.bin')]);
+    expect(await h.call('remoteList', { path: '/Lib/tools' })).toEqual([]);
+  }, T);
+
+  it('answers exact errnos', async () => {
+    await mkdir(join(lib, 'e'));
+    await writeFile(join(lib, 'e/f'), 'x');
+    expect(await errCode(mkdir(join(lib, 'e')))).toBe('EEXIST');
+    expect(await errCode(rm(join(lib, 'e'), { recursive: false }))).toBe('ERR_FS_EISDIR');
+    expect(await errCode(sh('rmdir', [join(lib, 'e')]).catch((e: { stderr: string }) => Promise.reject(Object.assign(new Error(), { code: /not empty/.test(e.stderr) ? 'ENOTEMPTY' : e.stderr }))))).toBe('ENOTEMPTY');
+    expect(await errCode(stat(join(lib, 'nope')))).toBe('ENOENT');
+    expect(await errCode(writeFile(join(lib, 'n'.repeat(256)), 'x'))).toBe('ENAMETOOLONG');
+    expect(await errCode(mkdir(join(h.mnt, 'NewLibrary')))).toBe('EPERM');
+    const wx = await open(join(lib, 'e/f'), 'r');
+    await wx.close();
+    expect(await errCode(open(join(lib, 'e/f'), 'wx'))).toBe('EEXIST');
+  }, T);
+
+  it('a file written by another client shows up within the attribute timeout', async () => {
+    await h.call('remoteWrite', { path: '/Lib/from-elsewhere.txt', data: Buffer.from('remote data').toString('base64') });
+    const names = await eventually('listing shows the file', async () => {
+      const list = await readdir(lib);
+      return list.includes('from-elsewhere.txt') ? list : undefined;
+    }, 3_000);
+    expect(names).toContain('from-elsewhere.txt');
+    expect(await readFile(join(lib, 'from-elsewhere.txt'), 'utf8')).toBe('remote data');
+  }, T);
+
+  it('an editor-style save (write temp, fsync, rename over) replaces the file', async () => {
+    const target = join(lib, 'doc.txt');
+    await writeFile(target, 'version 1');
+    const tmp = join(lib, '.doc.txt.swp');
+    const fh = await open(tmp, 'w');
+    await fh.writeFile('version 2, longer than before');
+    await fh.sync();
+    await fh.close();
+    await rename(tmp, target);
+    expect(await readFile(target, 'utf8')).toBe('version 2, longer than before');
+    expect(Buffer.from(await h.call<string>('remoteRead', { path: '/Lib/doc.txt' }), 'base64').toString()).toBe('version 2, longer than before');
+    expect(await h.call('remoteStat', { path: '/Lib/.doc.txt.swp' })).toBeNull();
+  }, T);
+
+  it('git clone into the mount, then git status is clean', async () => {
+    const repo = join(h.local, 'repo');
+    const git = (args: string[], cwd: string) => sh('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=t', '-c', 'init.defaultBranch=main', ...args], { cwd, timeoutMs: 30_000 });
+    await mkdir(join(repo, 'src'), { recursive: true });
+    for (let i = 0; i < 20; i++) await writeFile(join(repo, 'src', `f${i}.txt`), `line ${i}\n`.repeat(i * 50 + 1));
+    await writeFile(join(repo, 'run.sh'), '#!/bin/sh\necho hi\n', { mode: 0o755 });
+    await git(['init', '-q'], repo);
+    await git(['add', '.'], repo);
+    await git(['commit', '-q', '-m', 'one'], repo);
+    await writeFile(join(repo, 'src/f1.txt'), 'changed\n');
+    await git(['commit', '-q', '-am', 'two'], repo);
+    await git(['clone', '-q', `file://${repo}`, join(lib, 'clone')], h.local);
+    const status = await git(['status', '--porcelain'], join(lib, 'clone'));
+    expect(status.stdout).toBe('');
+    const log = await git(['log', '--oneline'], join(lib, 'clone'));
+    expect(log.stdout.trim().split('\n')).toHaveLength(2);
+    await sh('diff', ['-r', '--exclude=.git', repo, join(lib, 'clone')]);
+  }, T);
+
+  it('tar extract into the mount matches the archive', async () => {
+    const tree = join(h.local, 'tree');
+    for (let d = 0; d < 5; d++) {
+      await mkdir(join(tree, `d${d}`, 'sub'), { recursive: true });
+      for (let f = 0; f < 10; f++) await writeFile(join(tree, `d${d}`, f % 2 ? 'sub' : '', `file${f}.dat`), Buffer.alloc(f * 1000 + d, d + f));
+    }
+    const archive = join(h.local, 'tree.tar');
+    await sh('tar', ['-cf', archive, '-C', h.local, 'tree']);
+    await mkdir(join(lib, 'x'));
+    await sh('tar', ['-xf', archive, '-C', join(lib, 'x'), '--no-same-owner', '--no-same-permissions']);
+    await sh('diff', ['-r', tree, join(lib, 'x/tree')]);
+    const list = await h.call<string[]>('remoteList', { path: '/Lib/x/tree/d3/sub' });
+    expect(list).toEqual(['file1.dat', 'file3.dat', 'file5.dat', 'file7.dat', 'file9.dat']);
+  }, T);
+
+  it('tags and lock as extended attributes', async () => {
+    const f = join(lib, 'tagged.txt');
+    await writeFile(f, 'x');
+    const py = (code: string) => sh('python3', ['-c', code, f]);
+    await py(`import os,sys; os.setxattr(sys.argv[1], 'user.cloudlib.tags', b'red;green')`);
+    expect((await h.call<{ tags: string[] }>('remoteStat', { path: '/Lib/tagged.txt' })).tags).toEqual(['red', 'green']);
+    const got = await py(`import os,sys; print(os.getxattr(sys.argv[1], 'user.cloudlib.tags').decode()); print(sorted(os.listxattr(sys.argv[1])))`);
+    expect(got.stdout).toBe("red;green\n['user.cloudlib.lock', 'user.cloudlib.tags']\n");
+    await py(`import os,sys; os.setxattr(sys.argv[1], 'user.cloudlib.lock', b'1')`);
+    expect((await h.call<{ locked: boolean }>('remoteStat', { path: '/Lib/tagged.txt' })).locked).toBe(true);
+    const denied = await py(`import os,sys\ntry:\n  open(sys.argv[1],'w')\nexcept OSError as e: print(e.errno)`);
+    expect(denied.stdout.trim()).toBe('13');
+    await py(`import os,sys; os.removexattr(sys.argv[1], 'user.cloudlib.lock')`);
+    expect((await h.call<{ locked: boolean }>('remoteStat', { path: '/Lib/tagged.txt' })).locked).toBe(false);
+    const missing = await py(`import os,sys\ntry:\n  os.getxattr(sys.argv[1], 'user.nothing')\nexcept OSError as e: print(e.errno)`);
+    expect(missing.stdout.trim()).toBe('61');
+  }, T);
+
+  it('df shows the capacity and use of the library', async () => {
+    const out = await sh('df', ['-B1', '--output=size,used,target', lib]);
+    const [size, used] = out.stdout.trim().split('\n')[1]!.trim().split(/\s+/).map(Number);
+    expect(size).toBe(10 * 1024 ** 3);
+    expect(used).toBeGreaterThan(0);
+  }, T);
+
+  it('sync on a folder of the mount flushes pending uploads', async () => {
+    await writeFile(join(lib, 's.txt'), 'sync me');
+    await sh('sync', [lib]);
+  }, T);
+});
+
+describe('FUSE mount lifecycle', () => {
+  it('answers EIO within the deadline when the service does not answer', async () => {
+    const h = await startMount({ mount: { attrTimeoutS: 0, deadlines: { metadataMs: 500, durableMs: 500, dataMs: 500 } } });
+    try {
+      await writeFile(join(h.mnt, 'Lib/ok.txt'), 'ok');
+      await h.call('faults', { delayMs: 2_000 });
+      const started = Date.now();
+      expect(await errCode(stat(join(h.mnt, 'Lib/ok.txt')))).toBe('EIO');
+      expect(Date.now() - started).toBeLessThan(3_000);
+      await h.call('faults', { delayMs: 0 });
+      // The mount survives the late answers: the next operation works.
+      await new Promise((r) => setTimeout(r, 200));
+      expect((await stat(join(h.mnt, 'Lib/ok.txt'))).size).toBe(2);
+    } finally {
+      await h.stop();
+    }
+  }, T);
+
+  it('read-only mount refuses changes with EROFS', async () => {
+    const h = await startMount({ mount: { readOnly: true } });
+    try {
+      expect(await errCode(writeFile(join(h.mnt, 'Lib/x'), 'x'))).toBe('EROFS');
+      expect(await errCode(mkdir(join(h.mnt, 'Lib/d')))).toBe('EROFS');
+      expect((await stat(join(h.mnt, 'Lib'))).mode & 0o222).toBe(0);
+    } finally {
+      await h.stop();
+    }
+  }, T);
+
+  it('SIGTERM flushes and unmounts; a mount left by a killed process is cleared on the next start', async () => {
+    const first = await startMount();
+    const mnt = first.mnt;
+    await writeFile(join(mnt, 'Lib/a.txt'), 'a');
+    const exited = new Promise<number | null>((r) => first.child.once('exit', (code) => r(code)));
+    first.child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    const mounts = await readFile('/proc/self/mountinfo', 'utf8');
+    expect(mounts).not.toContain(` ${mnt} `);
+    await first.stop();
+
+    const second = await startMount({ mountpoint: mnt });
+    const crashed = new Promise<void>((r) => second.child.once('exit', () => r()));
+    second.child.kill('SIGKILL');
+    await crashed;
+    expect(await errCode(stat(join(mnt, 'Lib')))).toBe('ENOTCONN');
+
+    const third = await startMount({ mountpoint: mnt });
+    try {
+      expect((await readdir(mnt)).sort()).toEqual(['Lib', 'Other']);
+    } finally {
+      await third.stop();
+      await second.stop();
+      await rm(dirname(mnt), { recursive: true, force: true });
+    }
+  }, T);
+});
