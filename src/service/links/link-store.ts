@@ -4,8 +4,9 @@
  * change is cheap; a visit counter change is one such write.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, rename } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { writeFileDurably } from '../upload/durable-file.js';
 
 export type LinkAuth = 'preview' | 'download' | 'upload';
 
@@ -83,17 +84,7 @@ export class LinkStore {
   /** Persists changes made to records in place. */
   async persist(): Promise<void> {
     const data: StoreFile = { secret: this.secret, links: [...this.links.values()] };
-    const run = this.writing.then(async () => {
-      const tmp = `${this.path}.tmp`;
-      const fh = await open(tmp, 'w');
-      try {
-        await fh.writeFile(JSON.stringify(data));
-        await fh.sync();
-      } finally {
-        await fh.close();
-      }
-      await rename(tmp, this.path);
-    });
+    const run = this.writing.then(() => writeFileDurably(this.path, JSON.stringify(data)));
     this.writing = run.catch(() => undefined);
     await run;
   }

@@ -5,8 +5,9 @@
  * committed byte count; the journal holds what was declared at upload_init and, once finished, the result.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { writeFileDurably } from './durable-file.js';
 import type { UploadedFile } from './types.js';
 
 export interface SessionRecord {
@@ -51,16 +52,7 @@ export class UploadSessionJournal {
 
   /** Writes the journal durably (the rename is atomic; a crash leaves the old or the new one). */
   async save(record: SessionRecord): Promise<void> {
-    const final = this.journalPath(record.id);
-    const tmp = `${final}.${randomBytes(4).toString('hex')}.tmp`;
-    const fh = await open(tmp, 'w');
-    try {
-      await fh.writeFile(JSON.stringify(record));
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    await rename(tmp, final);
+    await writeFileDurably(this.journalPath(record.id), JSON.stringify(record));
   }
 
   async load(id: string): Promise<SessionRecord | undefined> {
