@@ -14,6 +14,7 @@ export interface Subcommand {
 const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
   service: async () => (await import('./service.js')).serviceCommand,
   ctl: async () => (await import('./ctl.js')).ctlCommand,
+  mount: async () => (await import('./mount.js')).mountCommand,
 };
 
 export function registerSubcommand(name: string, load: () => Promise<Subcommand>): void {

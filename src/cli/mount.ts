@@ -1,0 +1,116 @@
+/**
+ * `cloudlib mount MOUNTPOINT`: serves every library of the configured service as folders of a FUSE
+ * mount, until SIGINT/SIGTERM (then: open files flushed to the upload journal, pending uploads given a
+ * bounded time to reach the service, unmount). A mount left behind by a crash is cleared on start.
+ */
+import { loadConfig, ConfigError, type GatewayConfig } from '../gateway/config.js';
+import { createLogger, type Logger } from '../shared/log.js';
+import type { Vfs } from '../vfs/types.js';
+import { mountVfs } from '../fuse/index.js';
+import type { Subcommand } from './main.js';
+
+const USAGE = `Usage: cloudlib mount MOUNTPOINT [options]
+
+Options:
+  --config FILE        gateway configuration (TOML or JSON)
+  --data DIR           data folder (journal, caches); default ./.cloudlib or $CLOUDLIB_HOME
+  --uid N, --gid N     owner shown for every file (default: this process)
+  --umask OCTAL        permission bits cleared (default 022)
+  --allow-other        let other users use the mount
+  --read-only          refuse every change (EROFS)
+  --attr-timeout S     seconds the kernel trusts names and attributes (default: feed interval)
+  --log-level LEVEL    trace, debug, info, warn, error (default info)`;
+
+function intOption(value: unknown, what: string, radix = 10): number | undefined {
+  if (value === undefined) return undefined;
+  const text = String(value);
+  const n = radix === 8 ? Number.parseInt(text, 8) : Number(text);
+  if (!/^\d+$/.test(text) || !Number.isInteger(n) || (radix === 8 && /[89]/.test(text))) {
+    throw new ConfigError(`${what}: expected ${radix === 8 ? 'an octal number like 022' : 'a whole number'}, got '${text}'`);
+  }
+  return n;
+}
+
+/**
+ * The gateway core for a configuration. Loaded on demand: the Vfs module exports
+ * `createVfs({ config, logger }) → Promise<Vfs>`.
+ */
+async function openVfs(config: GatewayConfig, logger: Logger): Promise<Vfs> {
+  const specifier = '../vfs/index.js';
+  let mod: { createVfs?: (opts: { config: GatewayConfig; logger: Logger }) => Promise<Vfs> };
+  try {
+    mod = (await import(specifier)) as typeof mod;
+  } catch (err) {
+    throw new Error(`cloudlib mount: not supported in this build: the gateway core (vfs) is missing (${(err as Error).message})`);
+  }
+  if (typeof mod.createVfs !== 'function') throw new Error('cloudlib mount: not supported in this build: the gateway core has no createVfs');
+  return mod.createVfs({ config, logger });
+}
+
+export const mountCommand: Subcommand = {
+  summary: 'Mount every library as a folder of a FUSE mount point',
+  usage: USAGE,
+  options: {
+    config: { type: 'string' },
+    data: { type: 'string' },
+    uid: { type: 'string' },
+    gid: { type: 'string' },
+    umask: { type: 'string' },
+    'allow-other': { type: 'boolean' },
+    'read-only': { type: 'boolean' },
+    'attr-timeout': { type: 'string' },
+    'log-level': { type: 'string' },
+  },
+  async run(values, positionals) {
+    if (positionals.length !== 1) {
+      process.stderr.write(`cloudlib mount: expected one MOUNTPOINT, got ${positionals.length}\n\n${USAGE}\n`);
+      return 2;
+    }
+    let config: GatewayConfig;
+    let uid: number | undefined, gid: number | undefined, umask: number | undefined, attrTimeoutS: number | undefined;
+    try {
+      config = await loadConfig(
+        { config: values.config as string | undefined, data: values.data as string | undefined, mount: positionals[0], logLevel: values['log-level'] as string | undefined, readOnly: values['read-only'] as boolean | undefined },
+        process.env,
+        { fuseUsable: true },
+      );
+      uid = intOption(values.uid, '--uid') ?? config.mount.uid;
+      gid = intOption(values.gid, '--gid') ?? config.mount.gid;
+      umask = intOption(values.umask, '--umask', 8) ?? config.mount.umask;
+      const t = values['attr-timeout'];
+      if (t !== undefined && !(Number(t) >= 0)) throw new ConfigError(`--attr-timeout: expected seconds >= 0, got '${String(t)}'`);
+      attrTimeoutS = t !== undefined ? Number(t) : config.feed.interval_ms / 1000;
+    } catch (err) {
+      if (err instanceof ConfigError) {
+        process.stderr.write(`cloudlib mount: ${err.message}\n`);
+        return 2;
+      }
+      throw err;
+    }
+    const logger = createLogger({ level: config.log.level });
+    const vfs = await openVfs(config, logger);
+    const mounted = await mountVfs({
+      vfs,
+      mountpoint: positionals[0]!,
+      uid,
+      gid,
+      umask,
+      allowOther: !!values['allow-other'] || config.mount.allow_other,
+      readOnly: config.mount.read_only,
+      attrTimeoutS,
+      logger,
+    });
+    process.stderr.write(`cloudlib: mounted on ${mounted.mountpoint}; Ctrl-C to unmount\n`);
+    await new Promise<void>((resolve) => {
+      const stop = (signal: string): void => {
+        logger.info({ signal }, 'cloudlib mount: stopping');
+        resolve();
+      };
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
+    await mounted.unmount();
+    await vfs.close();
+    return 0;
+  },
+};
