@@ -52,6 +52,14 @@ const O_APPEND = 0o2000;
 // access(2) mode.
 const W_OK = 2;
 
+/**
+ * Answer for an attribute we do not store: ENODATA in the `user.` namespace (it could exist, it does
+ * not); ENOTSUP for the others (security., system., trusted.), which tools cache per file system.
+ */
+export function unknownXattrErrno(name: string): number {
+  return name.startsWith('user.') ? Errno.ENODATA : Errno.ENOTSUP;
+}
+
 /** Open flags of open(2) → Vfs OpenFlags. */
 export function toOpenFlags(flags: number): OpenFlags {
   const access = flags & O_ACCMODE;
@@ -277,24 +285,26 @@ export class FuseOperations {
         });
       },
 
-      removexattr: (path: string, name: string, cb: NativeCallback) =>
+      removexattr: (path: string, name: string, cb: NativeCallback) => {
+        if (!XATTR_NAMES.includes(name)) return cb(-unknownXattrErrno(name));
         this.mutate('removexattr', path, 'metadataMs', cb, async (_s, ctx) => {
           if (name === XATTR_TAGS) await vfs.setTags(path, [], ctx);
-          else if (name === XATTR_LOCK) await vfs.setLocked(path, false, ctx);
-          else return -Errno.ENODATA;
+          else await vfs.setLocked(path, false, ctx);
           return 0;
-        }),
+        });
+      },
 
       // `target` is the kernel's buffer (length 0 = size query); MountedFuse passes it through.
-      getxattr: (path: string, name: string, target: Buffer, cb: NativeCallback) =>
+      getxattr: (path: string, name: string, target: Buffer, cb: NativeCallback) => {
+        // Answered at once, without the service: ls -l asks for security.selinux and
+        // system.posix_acl_access on every file, and caches ENOTSUP per device (not ENODATA).
+        if (!XATTR_NAMES.includes(name)) return cb(-unknownXattrErrno(name));
         this.run('getxattr', path, 'metadataMs', cb, async (scope, ctx) => {
-          let value: Buffer;
-          if (name === XATTR_TAGS) value = encodeTags(await vfs.getTags(path, ctx));
-          else if (name === XATTR_LOCK) value = encodeLock(!!(await vfs.stat(path, ctx)).locked);
-          else return -Errno.ENODATA;
+          const value = name === XATTR_TAGS ? encodeTags(await vfs.getTags(path, ctx)) : encodeLock(!!(await vfs.stat(path, ctx)).locked);
           if (!scope.live()) return -Errno.EIO;
           return fillXattrBuffer(target, value);
-        }),
+        });
+      },
 
       listxattr: (path: string, target: Buffer, cb: NativeCallback) =>
         this.run('listxattr', path, 'metadataMs', cb, async (scope, ctx) => {

@@ -46,7 +46,8 @@ export async function startMount(opts: StartMountOptions = {}): Promise<MountHar
   const mnt = opts.mountpoint ?? join(base, 'mnt');
   const local = join(base, 'local');
   const child = fork(CHILD, [mnt], {
-    execArgv: ['--import', 'tsx'],
+    // FUSE_CHILD_NODE_ARGS: extra node flags for the mount child (e.g. --cpu-prof when profiling).
+    execArgv: ['--import', 'tsx', ...(process.env.FUSE_CHILD_NODE_ARGS?.split(' ').filter(Boolean) ?? [])],
     env: { ...process.env, ...env, FUSE_TEST_OPTIONS: JSON.stringify(options) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });

@@ -120,12 +120,11 @@ export class MemoryVfs implements Vfs {
     const capacity = this.capacity;
     const resize = (size: number): void => {
       if (size > n.data.length) {
-        const grown = Buffer.alloc(Math.max(size, n.data.length * 2));
+        const grown = Buffer.allocUnsafe(Math.max(size, n.data.length * 2));
         n.data.copy(grown, 0, 0, n.size);
         n.data = grown;
-      } else if (size > n.size) {
-        n.data.fill(0, n.size, size);
       }
+      if (size > n.size) n.data.fill(0, n.size, size);
       n.size = size;
       n.mtimeMs = Date.now();
     };
@@ -139,7 +138,11 @@ export class MemoryVfs implements Vfs {
       async write(position, data) {
         const at = flags.append ? n.size : position;
         if (used() + Math.max(0, at + data.length - n.size) > capacity) throw new VfsError('ENOSPC', path);
-        if (at + data.length > n.size) resize(at + data.length);
+        if (at + data.length > n.size) {
+          if (at > n.size) resize(at);
+          if (at + data.length > n.data.length) resize(at + data.length);
+          else n.size = at + data.length;
+        }
         data.copy(n.data, at);
         n.mtimeMs = Date.now();
         return data.length;

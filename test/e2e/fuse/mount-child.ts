@@ -55,6 +55,31 @@ function memoryBackend(): Backend {
   };
 }
 
+/** Creates `count` empty files `f00000`… in folder `path` (for listing benchmarks). */
+async function populate(vfs: Vfs, path: string, count: number): Promise<void> {
+  await vfs.mkdir(path).catch(() => undefined);
+  for (let i = 0; i < count; i++) await (await vfs.open(`${path}/f${String(i).padStart(5, '0')}`, { write: true, create: true })).release();
+}
+
+/** Sequential write then read of `bytes` through the Vfs itself, 1 MiB at a time: the baseline of the mount. */
+async function benchDirect(vfs: Vfs, path: string, bytes: number): Promise<{ writeMBps: number; readMBps: number }> {
+  const chunk = Buffer.alloc(1024 * 1024, 0x5a);
+  let t0 = performance.now();
+  const w = await vfs.open(path, { write: true, create: true, truncate: true });
+  for (let pos = 0; pos < bytes; pos += chunk.length) await w.write(pos, chunk.subarray(0, Math.min(chunk.length, bytes - pos)));
+  await w.fsync();
+  await w.release();
+  const writeMs = performance.now() - t0;
+  t0 = performance.now();
+  const r = await vfs.open(path, { read: true });
+  for (let pos = 0; pos < bytes; pos += chunk.length) await r.read(pos, chunk.length);
+  await r.release();
+  const readMs = performance.now() - t0;
+  await vfs.unlink(path);
+  const mbps = (ms: number): number => bytes / 1e6 / (ms / 1000);
+  return { writeMBps: mbps(writeMs), readMBps: mbps(readMs) };
+}
+
 async function main(): Promise<void> {
   const mountpoint = process.argv[2];
   if (!mountpoint || !process.send) throw new Error('usage: forked with IPC, argv MOUNTPOINT');
@@ -87,6 +112,8 @@ async function main(): Promise<void> {
         case 'remoteStat': return backend.remoteStat(a.path);
         case 'faults': return backend.setFaults(a);
         case 'flushAll': return backend.vfs.flushAll({ timeoutMs: 30_000 });
+        case 'populate': return populate(backend.vfs, a.path, a.count);
+        case 'benchDirect': return benchDirect(backend.vfs, a.path, a.bytes);
         case 'unmount': return stop();
         default: throw new Error(`unknown command ${msg.cmd}`);
       }

@@ -147,6 +147,9 @@ describe('FuseOperations', () => {
     expect(await call('removexattr', '/Lib/x', 'user.cloudlib.lock')).toEqual([0]);
     expect((await vfs.stat('/Lib/x')).locked).toBe(false);
     expect(await call('getxattr', '/Lib/x', 'user.other', Buffer.alloc(10))).toEqual([-61]);
+    // Other namespaces are not supported at all (ls caches that per file system).
+    expect(await call('getxattr', '/Lib/x', 'security.selinux', Buffer.alloc(10))).toEqual([-95]);
+    expect(await call('getxattr', '/Lib/x', 'system.posix_acl_access', Buffer.alloc(10))).toEqual([-95]);
     expect(await call('setxattr', '/Lib/x', 'user.other', Buffer.from('v'), 0, 0)).toEqual([-95]);
     const list = Buffer.alloc(64);
     const [n] = (await call('listxattr', '/Lib/x', list)) as [number];
