@@ -11,7 +11,7 @@ import { HandleTable, type OpenFile } from './handles.js';
 import { InFlightCounter, replyWithin, type NativeCallback, type OperationResult, type OperationScope } from './reply.js';
 import { permissionBits, toKernelStat, toKernelStatFs, type Ownership } from './stat.js';
 import {
-  XATTR_CREATE, XATTR_LOCK, XATTR_NAMES, XATTR_TAGS, XATTR_VALUE_MAX,
+  XATTR_CREATE, XATTR_NAMES, XATTR_TAGS, XATTR_VALUE_MAX,
   decodeLock, decodeTags, encodeLock, encodeTags, encodeXattrNames, fillXattrBuffer,
 } from './xattr.js';
 
