@@ -26,6 +26,7 @@ export const Errno = {
   ENOSYS: 38,
   ENOTEMPTY: 39,
   ENODATA: 61,
+  EILSEQ: 84,
   ENOTSUP: 95,
   ENOTCONN: 107,
   ETIMEDOUT: 110,

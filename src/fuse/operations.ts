@@ -60,6 +60,15 @@ export function unknownXattrErrno(name: string): number {
   return name.startsWith('user.') ? Errno.ENODATA : Errno.ENOTSUP;
 }
 
+/**
+ * A name the kernel passed as bytes that are not UTF-8 reaches us with U+FFFD in their place (the
+ * binding decodes paths as UTF-8); the service stores UTF-8 names, so creating one would silently store
+ * another name. Such names are refused with EILSEQ (so is, unavoidably, a name really containing U+FFFD).
+ */
+export function checkNewName(path: string): void {
+  if (path.includes('\uFFFD')) throw new FuseOpError('EILSEQ', `expected a UTF-8 file name, got bytes that are not UTF-8 in '${path}'`);
+}
+
 /** Open flags of open(2) → Vfs OpenFlags. */
 export function toOpenFlags(flags: number): OpenFlags {
   const access = flags & O_ACCMODE;
@@ -160,7 +169,10 @@ export class FuseOperations {
 
       // fuse-native passes no open flags to create: open read-write, never truncating an existing file.
       create: (path: string, _mode: number, cb: NativeCallback) =>
-        this.mutate('create', path, 'durableMs', cb, (scope, ctx) => this.openFile(path, { read: true, write: true, create: true }, ctx, scope)),
+        this.mutate('create', path, 'durableMs', cb, (scope, ctx) => {
+          checkNewName(path);
+          return this.openFile(path, { read: true, write: true, create: true }, ctx, scope);
+        }),
 
       read: (path: string, fh: number, buf: Buffer, len: number, pos: number, cb: NativeCallback) =>
         this.run('read', path, 'dataMs', cb, async (scope) => {
@@ -229,6 +241,7 @@ export class FuseOperations {
 
       mkdir: (path: string, _mode: number, cb: NativeCallback) =>
         this.mutate('mkdir', path, 'metadataMs', cb, async (_s, ctx) => {
+          checkNewName(path);
           await vfs.mkdir(path, ctx);
           return 0;
         }),
@@ -243,6 +256,7 @@ export class FuseOperations {
       // knows the target, and EINVAL otherwise (callers such as mv then check and rename plainly).
       rename: (from: string, to: string, cb: NativeCallback) =>
         this.mutate('rename', from, 'metadataMs', cb, async (_s, ctx) => {
+          checkNewName(to);
           await vfs.rename(from, to, { noReplace: false }, ctx);
           return 0;
         }),

@@ -88,13 +88,17 @@ async function main(): Promise<void> {
   const backend = memoryBackend();
   const state: { mounted?: MountedVfs } = {};
 
-  const stop = async (): Promise<void> => {
-    await state.mounted?.unmount();
-    await backend.vfs.close();
-    await backend.close();
-  };
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> =>
+    (stopping ??= (async () => {
+      await state.mounted?.unmount();
+      await backend.vfs.close();
+      await backend.close();
+    })());
   process.once('SIGTERM', () => void stop().then(() => process.exit(0)));
   process.once('SIGINT', () => void stop().then(() => process.exit(0)));
+  // The test process went away (crashed, killed): never leave a mount behind.
+  process.once('disconnect', () => void stop().then(() => process.exit(0)));
 
   process.on('message', (msg: { id: number; cmd: string; args: Record<string, any> }) => {
     const reply = (result: unknown, error?: string): void => {

@@ -52,6 +52,9 @@ describe('FuseOperations', () => {
     expect(await call('mkdir', `/Lib/${'n'.repeat(256)}`, 0o755)).toEqual([-36]);
     expect(await call('rename', '/Lib/d/x', '/Other/x')).toEqual([-2]);
     expect(await call('link', '/Lib/d/x', '/Lib/y')).toEqual([-1]);
+    expect(await call('create', '/Lib/bad\uFFFDname', 0o644)).toEqual([-84]); // not UTF-8 at the kernel
+    expect(await call('mkdir', '/Lib/\uFFFD', 0o755)).toEqual([-84]);
+    expect(await call('rename', '/Lib/d/x', '/Lib/\uFFFD')).toEqual([-84]);
     expect(await call('symlink', 'x', '/Lib/y')).toEqual([-1]);
   });
 
