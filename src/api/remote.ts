@@ -1,0 +1,327 @@
+/**
+ * LibraryRemote: the gateway's Remote over the library file API (one library authorization). Service
+ * errors become protocol-neutral VfsErrors here. Reads are HTTP range requests on download links over the
+ * client's keep-alive pool; links are cached until shortly before they expire and refreshed when a range
+ * fails. Uploads go through the client's uploader (create_file with overwrite, instant or chunked).
+ */
+import { request } from 'undici';
+import { Readable } from 'node:stream';
+import { LRUCache } from 'lru-cache';
+import type { ServiceClient } from './client.js';
+import { ServiceError, ErrorCode } from './errors.js';
+import { VfsError, type VfsErrorCode } from '../vfs/types.js';
+import { baseName } from '../vfs/remote.js';
+import type {
+  ChangesPage, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteEntry, RemoteInfo, RemoteQuota,
+} from '../vfs/remote.js';
+import type { FileRecord, UpdateItem, FileInfo } from '../shared/records.js';
+
+export interface LibraryRemoteOptions {
+  /** A client holding the library authorization (`credentials.library`). */
+  client: ServiceClient;
+  /** Download links are used until this long before they expire, ms. Default 60 000. */
+  linkMarginMs?: number;
+  /** Lifetime assumed for a download link, ms (the spec: "generally 10 minutes"). Default 600 000. */
+  linkLifetimeMs?: number;
+  /** Download links cached. Default 10 000. */
+  maxLinks?: number;
+  /** Page size of `ls`. Default 100 (the service's default page). */
+  pageSize?: number;
+  /** Deadline of one range request until its headers arrive, ms. Default 30 000. */
+  rangeTimeoutMs?: number;
+  /** Interval between polls of an asynchronous copy's queue status, ms. Default 200. */
+  copyPollMs?: number;
+}
+
+/** The uploader's interface (api/upload.ts). */
+interface UploadSource { size: number; filehash?: string; open(start: number): Readable }
+interface UploaderModule {
+  fileSource(path: string, knownSha1?: string): UploadSource;
+  uploadFile(client: ServiceClient, source: UploadSource, opts: {
+    fullpath: string; overwrite?: boolean; operator?: { op_id?: string; op_name?: string }; signal?: AbortSignal;
+  }): Promise<{ hash: string; fullpath: string; filehash: string; filesize: number; instant: boolean }>;
+}
+
+let uploader: Promise<UploaderModule> | undefined;
+function loadUploader(): Promise<UploaderModule> {
+  // Loaded on first use: the chunked upload protocol lives in its own module.
+  const specifier = './upload.js';
+  uploader ??= (import(specifier) as Promise<UploaderModule>).catch((err: Error) => {
+    uploader = undefined;
+    throw new VfsError('ENOSYS', `uploads not supported in this build: the uploader module is missing (${err.message})`);
+  });
+  return uploader;
+}
+
+interface Link { url: string; expiresMs: number }
+
+export class LibraryRemote implements Remote {
+  readonly client: ServiceClient;
+  private readonly links: LRUCache<string, Link>;
+  private readonly linkMarginMs: number;
+  private readonly linkLifetimeMs: number;
+  private readonly pageSize: number;
+  private readonly rangeTimeoutMs: number;
+  private readonly copyPollMs: number;
+  readonly counters = { linkFetches: 0, rangeRequests: 0 };
+
+  constructor(opts: LibraryRemoteOptions) {
+    if (!opts.client.credentials.library) throw new TypeError('client: expected a client with a library authorization (credentials.library), got none');
+    this.client = opts.client;
+    this.linkMarginMs = opts.linkMarginMs ?? 60_000;
+    this.linkLifetimeMs = opts.linkLifetimeMs ?? 600_000;
+    this.pageSize = opts.pageSize ?? 100;
+    this.rangeTimeoutMs = opts.rangeTimeoutMs ?? 30_000;
+    this.copyPollMs = opts.copyPollMs ?? 200;
+    this.links = new LRUCache<string, Link>({ max: opts.maxLinks ?? 10_000 });
+  }
+
+  async info(opts?: RemoteCallOptions): Promise<RemoteInfo> {
+    const s = await this.wrap(() => this.client.file.stat({}, { signal: opts?.signal }), '');
+    return { id: String(s.org_id), name: String(s.org_name ?? `library ${s.org_id}`) };
+  }
+
+  async list(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]> {
+    const out: RemoteEntry[] = [];
+    for (let start = 0; ; start += this.pageSize) {
+      const page = await this.wrap(() => this.client.file.ls({ fullpath, start, size: this.pageSize }, { signal: opts?.signal }), fullpath);
+      const list = page.list ?? [];
+      for (const r of list) out.push(fromRecord(r));
+      if (list.length < this.pageSize || out.length >= Number(page.count ?? Infinity)) break;
+    }
+    return out;
+  }
+
+  async stat(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null> {
+    if (fullpath === '') return { id: '', fullpath: '', name: '', isDir: true, size: 0, mtimeMs: 0, ctimeMs: 0 };
+    try {
+      const info = await this.client.file.info({ fullpath, ignores: 'favorite,permission,url,preview,thumbnail' }, { signal: opts?.signal });
+      return fromInfo(info);
+    } catch (err) {
+      const e = toVfsError(err, fullpath);
+      if (e.code === 'ENOENT') return null;
+      throw e;
+    }
+  }
+
+  async openRange(fullpath: string, start: number, end: number, opts: RangeCallOptions = {}): Promise<Readable> {
+    if (end < start) return Readable.from([]);
+    for (let attempt = 1; ; attempt++) {
+      const link = await this.link(fullpath, opts, opts.freshLink || attempt > 1);
+      this.counters.rangeRequests++;
+      let res;
+      try {
+        res = await request(link.url, {
+          method: 'GET', dispatcher: this.client.dispatcher, headers: { range: `bytes=${start}-${end}` },
+          headersTimeout: this.rangeTimeoutMs, bodyTimeout: this.rangeTimeoutMs, signal: opts.signal,
+        });
+      } catch (err) {
+        this.links.delete(linkKey(fullpath, opts.contentHash));
+        if (attempt >= 2) throw new VfsError('EIO', `range of '${fullpath}': ${(err as Error).message}`, { cause: err });
+        continue;
+      }
+      if (res.statusCode === 206 || (res.statusCode === 200 && start === 0)) return res.body as unknown as Readable;
+      if (res.statusCode === 200) return skipBytes(res.body as unknown as Readable, start, end - start + 1);
+      await res.body.dump().catch(() => undefined);
+      this.links.delete(linkKey(fullpath, opts.contentHash));
+      if (res.statusCode === 416) return Readable.from([]);
+      if (attempt >= 2) {
+        const code: VfsErrorCode = res.statusCode === 404 ? 'ENOENT' : res.statusCode === 403 ? 'EACCES' : 'EIO';
+        throw new VfsError(code, `range of '${fullpath}': HTTP ${res.statusCode}`);
+      }
+    }
+  }
+
+  async commit(fullpath: string, source: CommitSource, opts?: RemoteCallOptions): Promise<RemoteEntry> {
+    const up = await loadUploader();
+    const started = Date.now();
+    const res = await this.wrap(() => up.uploadFile(this.client, up.fileSource(source.path, source.sha1), {
+      fullpath, overwrite: true, operator: operatorParams(opts), signal: opts?.signal,
+    }), fullpath);
+    for (const key of this.links.keys()) if (key.startsWith(`${fullpath}\0`)) this.links.delete(key);
+    return {
+      id: res.hash, fullpath: res.fullpath || fullpath, name: baseName(res.fullpath || fullpath), isDir: false,
+      size: Number(res.filesize ?? source.size), contentHash: res.filehash || source.sha1, mtimeMs: started, ctimeMs: started,
+      lastModifiedBy: opts?.operator?.opName,
+    };
+  }
+
+  async mkdir(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry> {
+    const res = await this.wrap(() => this.client.file.createFolder({ fullpath, ...operatorParams(opts) }, { signal: opts?.signal }), fullpath);
+    const now = Date.now();
+    return { id: res.hash, fullpath: res.fullpath || fullpath, name: baseName(res.fullpath || fullpath), isDir: true, size: 0, mtimeMs: now, ctimeMs: now, lastModifiedBy: opts?.operator?.opName };
+  }
+
+  async move(from: string, to: string, opts?: RemoteCallOptions): Promise<void> {
+    await this.wrap(() => this.client.file.move({ fullpath: from, dest_fullpath: to, ...operatorParams(opts) }, { signal: opts?.signal }), from);
+    this.forgetLinks(from);
+  }
+
+  async copy(from: string, to: string, opts?: RemoteCallOptions): Promise<void> {
+    const res = await this.wrap(() => this.client.file.copy({ from_fullpath: from, fullpath: to, ...operatorParams(opts) }, { signal: opts?.signal }), from);
+    if (!res.queue_id) return;
+    // Asynchronous copy: wait for the queue to finish it.
+    for (;;) {
+      const q = await this.wrap(() => this.client.file.queueStatus({ queue_id: String(res.queue_id) }, { signal: opts?.signal }), from);
+      if (q.status === 2) return;
+      if (q.status === 3) throw new VfsError('EIO', `copy of '${from}' to '${to}' failed on the service`);
+      await new Promise((r) => setTimeout(r, this.copyPollMs));
+    }
+  }
+
+  async remove(fullpath: string, opts?: RemoteCallOptions): Promise<void> {
+    await this.wrap(() => this.client.file.del({ fullpath, ...operatorParams(opts) }, { signal: opts?.signal }), fullpath);
+    this.forgetLinks(fullpath);
+  }
+
+  async changes(cursor: number, opts?: RemoteCallOptions): Promise<ChangesPage> {
+    const res = await this.wrap(() => this.client.file.updates({ mode: 'compare', fetch_dateline: cursor }, { signal: opts?.signal }), '');
+    const list = res.list ?? [];
+    const next = Number(res.fetch_dateline);
+    return {
+      cursor: list.length > 0 && Number.isFinite(next) ? next : cursor,
+      changes: list.map((item) => ({ kind: item.cmd === 0 ? 'delete' as const : 'upsert' as const, entry: fromRecord(item) })),
+    };
+  }
+
+  async headCursor(opts?: RemoteCallOptions): Promise<number> {
+    // The newest changes first (mode empty, from now); their time is in seconds, so start one second early.
+    const res = await this.wrap(() => this.client.file.updates({ fetch_dateline: 0 }, { signal: opts?.signal }), '');
+    const latest = Math.max(0, ...(res.list ?? []).map((i) => Number(i.last_dateline) || 0));
+    return latest > 0 ? latest * 1000 - 1000 : 0;
+  }
+
+  async quota(opts?: RemoteCallOptions): Promise<RemoteQuota> {
+    const s = await this.wrap(() => this.client.file.stat({}, { signal: opts?.signal }), '');
+    const capacity = Number(s.capacity);
+    return { total: capacity > 0 ? capacity : undefined, used: Number(s.size) || 0, files: Number(s.count_file) || 0 };
+  }
+
+  async lock(fullpath: string, locked: boolean, opts?: RemoteCallOptions): Promise<void> {
+    await this.wrap(() => this.client.file.lock({ fullpath, lock: locked ? 'lock' : 'unlock', ...operatorParams(opts) }, { signal: opts?.signal }), fullpath);
+  }
+
+  async addTags(fullpath: string, tags: string[], opts?: RemoteCallOptions): Promise<void> {
+    if (tags.length === 0) return;
+    await this.wrap(() => this.client.file.addTag({ fullpath, tag: tags.join(';'), ...operatorParams(opts) }, { signal: opts?.signal }), fullpath);
+  }
+
+  async removeTags(fullpath: string, tags: string[], opts?: RemoteCallOptions): Promise<void> {
+    if (tags.length === 0) return;
+    await this.wrap(() => this.client.file.delTag({ fullpath, tag: tags.join(';'), ...operatorParams(opts) }, { signal: opts?.signal }), fullpath);
+  }
+
+  private async link(fullpath: string, opts: RangeCallOptions, fresh: boolean): Promise<Link> {
+    const key = linkKey(fullpath, opts.contentHash);
+    const cached = fresh ? undefined : this.links.get(key);
+    if (cached && cached.expiresMs - this.linkMarginMs > Date.now()) return cached;
+    this.counters.linkFetches++;
+    const fetchedAt = Date.now();
+    const res = await this.wrap(() => this.client.file.downloadUrl({ fullpath, ...operatorParams(opts) }, { signal: opts.signal }), fullpath);
+    const url = (res.urls ?? [])[0];
+    if (!url) throw new VfsError('EIO', `download_url of '${fullpath}' returned no link`);
+    const link = { url, expiresMs: fetchedAt + this.linkLifetimeMs };
+    this.links.set(key, link);
+    return link;
+  }
+
+  private forgetLinks(fullpath: string): void {
+    for (const key of this.links.keys()) if (key === fullpath || key.startsWith(`${fullpath}\0`) || key.startsWith(`${fullpath}/`)) this.links.delete(key);
+  }
+
+  private async wrap<T>(fn: () => Promise<T>, path: string): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw toVfsError(err, path);
+    }
+  }
+}
+
+function linkKey(fullpath: string, contentHash?: string): string {
+  return `${fullpath}\0${contentHash ?? ''}`;
+}
+
+function operatorParams(opts?: RemoteCallOptions): { op_id?: string; op_name?: string } {
+  const op = opts?.operator;
+  if (!op) return {};
+  const out: { op_id?: string; op_name?: string } = {};
+  if (op.opId) out.op_id = op.opId;
+  if (op.opName) out.op_name = op.opName;
+  return out;
+}
+
+/** A service error as a VfsError (the code that the front ends translate). */
+export function toVfsError(err: unknown, path: string): VfsError {
+  if (err instanceof VfsError) return err;
+  if (err instanceof ServiceError) {
+    const code = vfsCodeOf(err);
+    return new VfsError(code, `'${path}': ${err.serviceMessage} (${err.endpoint}${err.code ? ` error_code ${err.code}` : ''})`, { cause: err });
+  }
+  const e = err as { name?: string; code?: string; message?: string };
+  if (e?.name === 'AbortError' || e?.code === 'ABORT_ERR') return new VfsError('EIO', `'${path}': aborted`, { cause: err });
+  if (e?.name === 'ParamError') return new VfsError('EINVAL', `'${path}': ${e.message}`, { cause: err });
+  return new VfsError('EIO', `'${path}': ${e?.message ?? String(err)}`, { cause: err });
+}
+
+function vfsCodeOf(err: ServiceError): VfsErrorCode {
+  switch (err.code) {
+    case ErrorCode.FileMissing: case ErrorCode.LibraryMissing: return 'ENOENT';
+    case ErrorCode.NameExists: return 'EEXIST';
+    case ErrorCode.Locked: return 'ELOCKED';
+    case ErrorCode.CapacityExceeded: return 'ENOSPC';
+    case ErrorCode.NoPermission: case ErrorCode.NoLibraryAccess: case ErrorCode.SignatureFailed: case ErrorCode.ClientNotFound: return 'EACCES';
+    case ErrorCode.BadParam: case ErrorCode.MoveIntoItself: return 'EINVAL';
+    case ErrorCode.FeatureNotEnabled: return 'ENOTSUP';
+    default: break;
+  }
+  if (err.transport || err.status === 0) return 'EIO';
+  if (err.status === 404) return 'ENOENT';
+  if (err.status === 409) return 'EEXIST';
+  if (err.status === 423) return 'ELOCKED';
+  if (err.status === 403 || err.status === 401) return 'EACCES';
+  if (err.status === 503 || err.status === 429) return 'EAGAIN';
+  if (err.status === 400) return 'EINVAL';
+  return 'EIO';
+}
+
+function tagsOf(property: unknown, tag?: unknown): string[] | undefined {
+  const raw = typeof tag === 'string' ? tag : (property as { tag?: unknown } | undefined)?.tag;
+  if (typeof raw !== 'string') return undefined;
+  return raw.split(';').map((t) => t.trim()).filter((t) => t !== '');
+}
+
+function fromRecord(r: FileRecord | UpdateItem): RemoteEntry {
+  const fullpath = String(r.fullpath ?? '');
+  const isDir = Number(r.dir) === 1;
+  return {
+    id: String(r.hash), fullpath, name: r.filename || baseName(fullpath), isDir, size: isDir ? 0 : Number(r.filesize) || 0,
+    contentHash: isDir || !r.filehash ? undefined : String(r.filehash),
+    mtimeMs: (Number(r.last_dateline) || 0) * 1000, ctimeMs: (Number(r.create_dateline) || Number(r.last_dateline) || 0) * 1000,
+    lastModifiedBy: r.last_member_name || undefined,
+    tags: 'property' in r ? tagsOf(r.property) : undefined,
+  };
+}
+
+function fromInfo(i: FileInfo): RemoteEntry {
+  const e = fromRecord({ ...(i as unknown as FileRecord), property: i.property ?? {}, filehash: i.filehash ?? '' });
+  return { ...e, tags: tagsOf(i.property, i.tag), locked: i.lock === undefined ? undefined : Number(i.lock) === 1 };
+}
+
+/** A whole-content body when the server ignored the range: skip to `start`, stop after `length`. */
+function skipBytes(body: Readable, start: number, length: number): Readable {
+  async function* gen(): AsyncGenerator<Buffer> {
+    let pos = 0;
+    let sent = 0;
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      const from = Math.max(0, start - pos);
+      pos += chunk.length;
+      if (from >= chunk.length) continue;
+      const piece = chunk.subarray(from, from + (length - sent));
+      sent += piece.length;
+      yield piece;
+      if (sent >= length) { body.destroy(); return; }
+    }
+  }
+  return Readable.from(gen(), { objectMode: false });
+}

@@ -1,0 +1,173 @@
+/**
+ * ContentCache: an optional on-disk cache of file content keyed by content hash (SHA-1), so content that
+ * has not changed is never fetched twice, even across restarts and renames. Each content is a sparse file
+ * plus a sidecar listing the byte ranges present. Bounded by total bytes; whole contents are evicted,
+ * least recently used first.
+ */
+import { mkdir, open, readFile, readdir, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { constants } from 'node:fs';
+import type { Logger } from '../shared/log.js';
+
+export interface ContentCacheOptions {
+  /** Folder of the cache. */
+  dir: string;
+  /** Bytes kept on disk at most. Default 1 GiB. */
+  maxBytes?: number;
+  logger: Logger;
+}
+
+type Range = [start: number, end: number]; // [start, end)
+
+interface Item { hash: string; ranges: Range[]; bytes: number; lastUse: number; fh?: FileHandle; sidecarDirty: boolean; savedAtMs: number }
+
+/** The sidecar of a content being written is saved at most this often (and on close), ms. */
+const SIDECAR_EVERY_MS = 1000;
+
+const HASH_RE = /^[0-9a-f]{40}$/;
+
+export class ContentCache {
+  private readonly items = new Map<string, Item>();
+  private readonly maxBytes: number;
+  private total = 0;
+  private useClock = 0;
+  /** Serialises writes per content (sparse-file writes and the sidecar). */
+  private readonly chains = new Map<string, Promise<void>>();
+  readonly counters = { hits: 0, misses: 0, writtenBytes: 0, evictions: 0 };
+
+  constructor(private readonly opts: ContentCacheOptions) {
+    this.maxBytes = opts.maxBytes ?? 1024 * 1024 * 1024;
+  }
+
+  /** Loads what a previous run left. */
+  async init(): Promise<void> {
+    await mkdir(this.opts.dir, { recursive: true });
+    for (const name of await readdir(this.opts.dir)) {
+      if (!name.endsWith('.ranges')) continue;
+      const hash = name.slice(0, -'.ranges'.length);
+      if (!HASH_RE.test(hash)) continue;
+      try {
+        const ranges = JSON.parse(await readFile(join(this.opts.dir, name), 'utf8')) as Range[];
+        const bytes = ranges.reduce((n, [s, e]) => n + (e - s), 0);
+        this.items.set(hash, { hash, ranges, bytes, lastUse: 0, sidecarDirty: false, savedAtMs: 0 });
+        this.total += bytes;
+      } catch { /* a torn sidecar: ignore the content */ }
+    }
+  }
+
+  /** True when `[start, end)` of the content is on disk. */
+  has(hash: string | undefined, start: number, end: number): boolean {
+    if (!hash) return false;
+    const item = this.items.get(hash);
+    const hit = !!item && covers(item.ranges, start, end);
+    if (hit) this.counters.hits++;
+    else this.counters.misses++;
+    return hit;
+  }
+
+  /** Reads `[start, end)`; call only after `has()` said yes. */
+  async read(hash: string, start: number, end: number): Promise<Buffer> {
+    const item = this.items.get(hash);
+    if (!item) throw new Error(`content ${hash} is not cached`);
+    item.lastUse = ++this.useClock;
+    const fh = await this.handle(item);
+    const buf = Buffer.allocUnsafe(end - start);
+    let done = 0;
+    while (done < buf.length) {
+      const { bytesRead } = await fh.read(buf, done, buf.length - done, start + done);
+      if (bytesRead === 0) break;
+      done += bytesRead;
+    }
+    return buf.subarray(0, done);
+  }
+
+  /** Stores bytes at `position` (asynchronously; failures only logged). */
+  write(hash: string | undefined, position: number, data: Buffer): Promise<void> {
+    if (!hash || !HASH_RE.test(hash) || data.length === 0 || data.length > this.maxBytes) return Promise.resolve();
+    const copy = Buffer.from(data);
+    const prev = this.chains.get(hash) ?? Promise.resolve();
+    const next = prev.then(() => this.doWrite(hash, position, copy)).catch((err: Error) => {
+      this.opts.logger.warn({ err: err.message, hash }, 'content cache: write failed');
+    });
+    this.chains.set(hash, next);
+    void next.finally(() => { if (this.chains.get(hash) === next) this.chains.delete(hash); });
+    return next;
+  }
+
+  stats(): { contents: number; bytes: number; maxBytes: number; hits: number; misses: number; writtenBytes: number; evictions: number } {
+    return { contents: this.items.size, bytes: this.total, maxBytes: this.maxBytes, ...this.counters };
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.chains.values()]);
+    for (const item of this.items.values()) {
+      if (item.sidecarDirty) await this.saveSidecar(item).catch(() => undefined);
+      await item.fh?.close().catch(() => undefined);
+      item.fh = undefined;
+    }
+  }
+
+  private async doWrite(hash: string, position: number, data: Buffer): Promise<void> {
+    let item = this.items.get(hash);
+    if (!item) {
+      item = { hash, ranges: [], bytes: 0, lastUse: ++this.useClock, sidecarDirty: false, savedAtMs: 0 };
+      this.items.set(hash, item);
+    }
+    if (covers(item.ranges, position, position + data.length)) return;
+    const fh = await this.handle(item);
+    await fh.write(data, 0, data.length, position);
+    const before = item.bytes;
+    item.ranges = addRange(item.ranges, position, position + data.length);
+    item.bytes = item.ranges.reduce((n, [s, e]) => n + (e - s), 0);
+    item.lastUse = ++this.useClock;
+    this.total += item.bytes - before;
+    this.counters.writtenBytes += item.bytes - before;
+    item.sidecarDirty = true;
+    const now = Date.now();
+    if (now - item.savedAtMs >= SIDECAR_EVERY_MS) await this.saveSidecar(item);
+    await this.evict(hash);
+  }
+
+  private async handle(item: Item): Promise<FileHandle> {
+    if (!item.fh) item.fh = await open(join(this.opts.dir, `${item.hash}.data`), constants.O_RDWR | constants.O_CREAT, 0o600);
+    return item.fh;
+  }
+
+  private async saveSidecar(item: Item): Promise<void> {
+    const file = join(this.opts.dir, `${item.hash}.ranges`);
+    await writeFile(`${file}.tmp`, JSON.stringify(item.ranges));
+    await rename(`${file}.tmp`, file);
+    item.sidecarDirty = false;
+    item.savedAtMs = Date.now();
+  }
+
+  private async evict(keep: string): Promise<void> {
+    while (this.total > this.maxBytes) {
+      let victim: Item | undefined;
+      for (const item of this.items.values()) if (item.hash !== keep && (!victim || item.lastUse < victim.lastUse)) victim = item;
+      if (!victim) return;
+      this.items.delete(victim.hash);
+      this.total -= victim.bytes;
+      this.counters.evictions++;
+      await victim.fh?.close().catch(() => undefined);
+      await rm(join(this.opts.dir, `${victim.hash}.ranges`), { force: true });
+      await rm(join(this.opts.dir, `${victim.hash}.data`), { force: true });
+    }
+  }
+}
+
+function covers(ranges: Range[], start: number, end: number): boolean {
+  if (end <= start) return true;
+  return ranges.some(([s, e]) => s <= start && e >= end);
+}
+
+function addRange(ranges: Range[], start: number, end: number): Range[] {
+  const all = [...ranges, [start, end] as Range].sort((a, b) => a[0] - b[0]);
+  const out: Range[] = [];
+  for (const r of all) {
+    const last = out[out.length - 1];
+    if (last && r[0] <= last[1]) last[1] = Math.max(last[1], r[1]);
+    else out.push([r[0], r[1]]);
+  }
+  return out;
+}

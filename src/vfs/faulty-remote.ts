@@ -1,0 +1,157 @@
+/**
+ * FaultyRemote: a Remote wrapper that fails, delays or cuts calls on command (fault injection as part of
+ * the product: the control socket and the benches use it as much as the tests). With no rule active it
+ * forwards every call unchanged.
+ *
+ * - `fail`: the call throws `code` (default EIO) without reaching the inner remote.
+ * - `delay`: the call waits `delayMs` first (abortable by the call's signal).
+ * - `cut`: a connection lost mid-way. openRange streams `afterBytes` bytes then error; any other call
+ *   reaches the inner remote and then throws EIO, so the caller does not know the outcome.
+ */
+import { Readable } from 'node:stream';
+import { VfsError, type VfsErrorCode } from './types.js';
+import type { RangeCallOptions, ChangesPage, CommitSource, Remote, RemoteCallOptions, RemoteEntry, RemoteInfo, RemoteQuota } from './remote.js';
+
+export type RemoteMethod = keyof Remote;
+
+export interface FaultRule {
+  kind: 'fail' | 'delay' | 'cut';
+  /** Methods the rule applies to; default all. */
+  methods?: RemoteMethod[];
+  /** Only calls whose (first) path starts with this prefix; default any path. */
+  pathPrefix?: string;
+  /** Error code of `fail`. Default EIO. */
+  code?: VfsErrorCode;
+  /** Wait of `delay`, ms. Default 1000. */
+  delayMs?: number;
+  /** Bytes delivered before a `cut` of openRange. Default 0. */
+  afterBytes?: number;
+  /** Number of calls the rule applies to, then it is removed; default unlimited. */
+  times?: number;
+  /** Absolute time (ms, the wrapper's clock) after which the rule is removed; default never. */
+  untilMs?: number;
+}
+
+interface ActiveRule extends FaultRule { id: number; hits: number }
+
+export class FaultyRemote implements Remote {
+  private rules: ActiveRule[] = [];
+  private nextId = 1;
+  /** Calls affected by a rule, per kind (for tests and the status output). */
+  readonly injected = { fail: 0, delay: 0, cut: 0 };
+
+  constructor(readonly inner: Remote, private readonly clock: () => number = Date.now) {}
+
+  /** Adds a rule; returns a function that removes it. */
+  inject(rule: FaultRule): () => void {
+    const active: ActiveRule = { ...rule, id: this.nextId++, hits: 0 };
+    this.rules.push(active);
+    return () => { this.rules = this.rules.filter((r) => r.id !== active.id); };
+  }
+
+  /** The service unreachable for `ms` milliseconds: every call fails with EIO. */
+  down(ms: number): void {
+    this.inject({ kind: 'fail', code: 'EIO', untilMs: this.clock() + ms });
+  }
+
+  /** Removes every rule. */
+  heal(): void {
+    this.rules = [];
+  }
+
+  /** Rules still active. */
+  activeRules(): FaultRule[] {
+    this.expire();
+    return this.rules.map(({ id: _id, hits: _hits, ...r }) => r);
+  }
+
+  info(opts?: RemoteCallOptions): Promise<RemoteInfo> { return this.run('info', '', opts, () => this.inner.info(opts)); }
+  list(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]> { return this.run('list', p, opts, () => this.inner.list(p, opts)); }
+  stat(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null> { return this.run('stat', p, opts, () => this.inner.stat(p, opts)); }
+  commit(p: string, s: CommitSource, opts?: RemoteCallOptions): Promise<RemoteEntry> { return this.run('commit', p, opts, () => this.inner.commit(p, s, opts)); }
+  mkdir(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry> { return this.run('mkdir', p, opts, () => this.inner.mkdir(p, opts)); }
+  move(a: string, b: string, opts?: RemoteCallOptions): Promise<void> { return this.run('move', a, opts, () => this.inner.move(a, b, opts)); }
+  copy(a: string, b: string, opts?: RemoteCallOptions): Promise<void> { return this.run('copy', a, opts, () => this.inner.copy(a, b, opts)); }
+  remove(p: string, opts?: RemoteCallOptions): Promise<void> { return this.run('remove', p, opts, () => this.inner.remove(p, opts)); }
+  changes(c: number, opts?: RemoteCallOptions): Promise<ChangesPage> { return this.run('changes', '', opts, () => this.inner.changes(c, opts)); }
+  headCursor(opts?: RemoteCallOptions): Promise<number> { return this.run('headCursor', '', opts, () => this.inner.headCursor(opts)); }
+  quota(opts?: RemoteCallOptions): Promise<RemoteQuota> { return this.run('quota', '', opts, () => this.inner.quota(opts)); }
+  lock(p: string, l: boolean, opts?: RemoteCallOptions): Promise<void> { return this.run('lock', p, opts, () => this.inner.lock(p, l, opts)); }
+  addTags(p: string, t: string[], opts?: RemoteCallOptions): Promise<void> { return this.run('addTags', p, opts, () => this.inner.addTags(p, t, opts)); }
+  removeTags(p: string, t: string[], opts?: RemoteCallOptions): Promise<void> { return this.run('removeTags', p, opts, () => this.inner.removeTags(p, t, opts)); }
+
+  async openRange(p: string, start: number, end: number, opts?: RangeCallOptions): Promise<Readable> {
+    const cut = this.match('openRange', p, 'cut');
+    const stream = await this.run('openRange', p, opts, () => this.inner.openRange(p, start, end, opts), ['fail', 'delay']);
+    if (!cut) return stream;
+    this.injected.cut++;
+    return cutAfter(stream, cut.afterBytes ?? 0);
+  }
+
+  private async run<T>(method: RemoteMethod, path: string, opts: RemoteCallOptions | undefined, call: () => Promise<T>, kinds: FaultRule['kind'][] = ['fail', 'delay', 'cut']): Promise<T> {
+    if (kinds.includes('delay')) {
+      const delay = this.match(method, path, 'delay');
+      if (delay) {
+        this.injected.delay++;
+        await wait(delay.delayMs ?? 1000, opts?.signal);
+      }
+    }
+    if (kinds.includes('fail')) {
+      const fail = this.match(method, path, 'fail');
+      if (fail) {
+        this.injected.fail++;
+        throw new VfsError(fail.code ?? 'EIO', `${method} '${path}': injected failure`);
+      }
+    }
+    const cut = kinds.includes('cut') ? this.match(method, path, 'cut') : undefined;
+    const result = await call();
+    if (cut) {
+      this.injected.cut++;
+      throw new VfsError('EIO', `${method} '${path}': connection cut (injected), outcome unknown`);
+    }
+    return result;
+  }
+
+  /** The first active rule of `kind` for this call; counts the hit. */
+  private match(method: RemoteMethod, path: string, kind: FaultRule['kind']): ActiveRule | undefined {
+    this.expire();
+    const rule = this.rules.find((r) => r.kind === kind && (!r.methods || r.methods.includes(method)) && (!r.pathPrefix || path.startsWith(r.pathPrefix)));
+    if (!rule) return undefined;
+    rule.hits++;
+    if (rule.times !== undefined && rule.hits >= rule.times) this.rules = this.rules.filter((r) => r !== rule);
+    return rule;
+  }
+
+  private expire(): void {
+    const now = this.clock();
+    this.rules = this.rules.filter((r) => r.untilMs === undefined || r.untilMs > now);
+  }
+}
+
+function wait(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(new VfsError('EIO', 'aborted'));
+    const t = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve(); }, ms);
+    const onAbort = (): void => { clearTimeout(t); reject(new VfsError('EIO', 'aborted')); };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** A stream that delivers `limit` bytes of `source` and then fails like a dropped connection. */
+function cutAfter(source: Readable, limit: number): Readable {
+  let sent = 0;
+  async function* gen(): AsyncGenerator<Buffer> {
+    for await (const chunk of source as AsyncIterable<Buffer>) {
+      const room = limit - sent;
+      if (chunk.length >= room) {
+        if (room > 0) yield chunk.subarray(0, room);
+        source.destroy();
+        throw new VfsError('EIO', `connection cut after ${limit} bytes (injected)`);
+      }
+      sent += chunk.length;
+      yield chunk;
+    }
+    throw new VfsError('EIO', `connection cut after ${sent} bytes (injected)`);
+  }
+  return Readable.from(gen(), { objectMode: false });
+}

@@ -1,0 +1,238 @@
+/**
+ * MemoryRemote: a whole library held in memory. It is the reference model of the Remote contract (the
+ * same contract suite runs on it and on LibraryRemote over the embedded service) and the backend of the
+ * gateway's unit tests and of the front ends' tests. Content lives in Buffers, so it is for small data
+ * only. Every change is logged with a strictly increasing millisecond time, like the service's feed.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { Readable } from 'node:stream';
+import { VfsError } from './types.js';
+import {
+  baseName, isWithin, parentOf,
+  type ChangesPage, type CommitSource, type Remote, type RemoteCallOptions, type RemoteChange, type RemoteEntry, type RemoteInfo, type RemoteQuota,
+} from './remote.js';
+
+interface MemoryNode {
+  entry: RemoteEntry;
+  data: Buffer;
+}
+
+interface LoggedChange { timeMs: number; change: RemoteChange }
+
+export interface MemoryRemoteOptions {
+  /** Library display name. Default `Library`. */
+  name?: string;
+  /** Library id. Default a random hex string. */
+  id?: string;
+  /** Capacity in bytes; undefined = unlimited. */
+  capacity?: number;
+  /** Clock, ms. Default Date.now. */
+  clock?: () => number;
+}
+
+export class MemoryRemote implements Remote {
+  private readonly nodes = new Map<string, MemoryNode>();
+  private readonly log: LoggedChange[] = [];
+  private lastTime = 0;
+  private readonly clock: () => number;
+  readonly libraryName: string;
+  readonly libraryId: string;
+  capacity: number | undefined;
+
+  constructor(opts: MemoryRemoteOptions = {}) {
+    this.clock = opts.clock ?? Date.now;
+    this.libraryName = opts.name ?? 'Library';
+    this.libraryId = opts.id ?? randomBytes(4).toString('hex');
+    this.capacity = opts.capacity;
+  }
+
+  async info(): Promise<RemoteInfo> {
+    return { id: this.libraryId, name: this.libraryName };
+  }
+
+  async list(fullpath: string): Promise<RemoteEntry[]> {
+    if (fullpath !== '') {
+      const n = this.nodes.get(fullpath);
+      if (!n) throw new VfsError('ENOENT', `no folder '${fullpath}'`);
+      if (!n.entry.isDir) throw new VfsError('ENOTDIR', `'${fullpath}' is a file`);
+    }
+    const out: RemoteEntry[] = [];
+    for (const [p, n] of this.nodes) if (parentOf(p) === fullpath) out.push({ ...n.entry });
+    return out.sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  async stat(fullpath: string): Promise<RemoteEntry | null> {
+    const n = this.nodes.get(fullpath);
+    return n ? { ...n.entry } : null;
+  }
+
+  async openRange(fullpath: string, start: number, end: number): Promise<Readable> {
+    const n = this.nodes.get(fullpath);
+    if (!n) throw new VfsError('ENOENT', `no file '${fullpath}'`);
+    if (n.entry.isDir) throw new VfsError('EISDIR', `'${fullpath}' is a folder`);
+    return Readable.from([n.data.subarray(start, end + 1)]);
+  }
+
+  async commit(fullpath: string, source: CommitSource, opts?: RemoteCallOptions): Promise<RemoteEntry> {
+    const data = await readFile(source.path);
+    if (data.length !== source.size) throw new VfsError('EIO', `commit of '${fullpath}': expected ${source.size} bytes, got ${data.length}`);
+    const sha1 = createHash('sha1').update(data).digest('hex');
+    if (sha1 !== source.sha1) throw new VfsError('EIO', `commit of '${fullpath}': expected SHA-1 ${source.sha1}, got ${sha1}`);
+    return this.putFile(fullpath, data, opts);
+  }
+
+  /** Writes a file directly (tests: a change made by another client). */
+  putFile(fullpath: string, data: Buffer, opts?: RemoteCallOptions): RemoteEntry {
+    this.needParentFolder(fullpath);
+    const existing = this.nodes.get(fullpath);
+    if (existing?.entry.isDir) throw new VfsError('EISDIR', `'${fullpath}' is a folder`);
+    const used = this.usedBytes() - (existing?.data.length ?? 0) + data.length;
+    if (this.capacity !== undefined && used > this.capacity) throw new VfsError('ENOSPC', `library capacity ${this.capacity} bytes exceeded`);
+    const now = this.tick();
+    const entry: RemoteEntry = {
+      id: existing?.entry.id ?? randomBytes(8).toString('hex'), fullpath, name: baseName(fullpath), isDir: false,
+      size: data.length, contentHash: createHash('sha1').update(data).digest('hex'), mtimeMs: now, ctimeMs: existing?.entry.ctimeMs ?? now,
+      lastModifiedBy: opts?.operator?.opName, tags: existing?.entry.tags, locked: existing?.entry.locked,
+    };
+    this.nodes.set(fullpath, { entry, data: Buffer.from(data) });
+    this.record('upsert', entry, now);
+    return { ...entry };
+  }
+
+  async mkdir(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry> {
+    this.needParentFolder(fullpath);
+    if (this.nodes.has(fullpath)) throw new VfsError('EEXIST', `'${fullpath}' exists`);
+    const now = this.tick();
+    const entry: RemoteEntry = {
+      id: randomBytes(8).toString('hex'), fullpath, name: baseName(fullpath), isDir: true, size: 0, mtimeMs: now, ctimeMs: now,
+      lastModifiedBy: opts?.operator?.opName,
+    };
+    this.nodes.set(fullpath, { entry, data: Buffer.alloc(0) });
+    this.record('upsert', entry, now);
+    return { ...entry };
+  }
+
+  async move(from: string, to: string): Promise<void> {
+    const n = this.nodes.get(from);
+    if (!n) throw new VfsError('ENOENT', `no '${from}'`);
+    if (from === to) return;
+    if (this.nodes.has(to)) throw new VfsError('EEXIST', `'${to}' exists`);
+    if (n.entry.isDir && isWithin(to, from)) throw new VfsError('EINVAL', `cannot move '${from}' into itself`);
+    this.needParentFolder(to);
+    const now = this.tick();
+    for (const [p, node] of [...this.nodes]) {
+      if (!isWithin(p, from)) continue;
+      const np = to + p.slice(from.length);
+      this.nodes.delete(p);
+      node.entry = { ...node.entry, fullpath: np, name: baseName(np), mtimeMs: p === from ? now : node.entry.mtimeMs };
+      this.nodes.set(np, node);
+      this.record('delete', { ...node.entry, fullpath: p, name: baseName(p) }, now);
+      this.record('upsert', node.entry, now);
+    }
+  }
+
+  async copy(from: string, to: string): Promise<void> {
+    const n = this.nodes.get(from);
+    if (!n) throw new VfsError('ENOENT', `no '${from}'`);
+    if (this.nodes.has(to)) throw new VfsError('EEXIST', `'${to}' exists`);
+    if (n.entry.isDir && isWithin(to, from)) throw new VfsError('EINVAL', `cannot copy '${from}' into itself`);
+    this.needParentFolder(to);
+    const now = this.tick();
+    for (const [p, node] of [...this.nodes]) {
+      if (!isWithin(p, from)) continue;
+      const np = to + p.slice(from.length);
+      const entry = { ...node.entry, id: randomBytes(8).toString('hex'), fullpath: np, name: baseName(np), mtimeMs: now, ctimeMs: now };
+      this.nodes.set(np, { entry, data: node.data });
+      this.record('upsert', entry, now);
+    }
+  }
+
+  async remove(fullpath: string): Promise<void> {
+    if (!this.nodes.has(fullpath)) throw new VfsError('ENOENT', `no '${fullpath}'`);
+    const now = this.tick();
+    for (const [p, node] of [...this.nodes]) {
+      if (!isWithin(p, fullpath)) continue;
+      this.nodes.delete(p);
+      this.record('delete', node.entry, now);
+    }
+  }
+
+  async changes(cursor: number): Promise<ChangesPage> {
+    const page = this.log.filter((c) => c.timeMs > cursor).slice(0, 100);
+    if (page.length === 0) return { cursor, changes: [] };
+    return { cursor: page[page.length - 1].timeMs, changes: page.map((c) => c.change) };
+  }
+
+  async headCursor(): Promise<number> {
+    return this.lastTime;
+  }
+
+  async quota(): Promise<RemoteQuota> {
+    let files = 0;
+    for (const n of this.nodes.values()) if (!n.entry.isDir) files++;
+    return { total: this.capacity, used: this.usedBytes(), files };
+  }
+
+  async lock(fullpath: string, locked: boolean): Promise<void> {
+    const n = this.need(fullpath);
+    n.entry = { ...n.entry, locked };
+    this.record('upsert', n.entry, this.tick());
+  }
+
+  async addTags(fullpath: string, tags: string[]): Promise<void> {
+    const n = this.need(fullpath);
+    const set = new Set(n.entry.tags ?? []);
+    for (const t of tags) set.add(t);
+    n.entry = { ...n.entry, tags: [...set] };
+    this.record('upsert', n.entry, this.tick());
+  }
+
+  async removeTags(fullpath: string, tags: string[]): Promise<void> {
+    const n = this.need(fullpath);
+    n.entry = { ...n.entry, tags: (n.entry.tags ?? []).filter((t) => !tags.includes(t)) };
+    this.record('upsert', n.entry, this.tick());
+  }
+
+  /** The content of a file (tests). */
+  read(fullpath: string): Buffer {
+    const n = this.need(fullpath);
+    return Buffer.from(n.data);
+  }
+
+  /** Every path, sorted (tests). */
+  paths(): string[] {
+    return [...this.nodes.keys()].sort();
+  }
+
+  private need(fullpath: string): MemoryNode {
+    const n = this.nodes.get(fullpath);
+    if (!n) throw new VfsError('ENOENT', `no '${fullpath}'`);
+    return n;
+  }
+
+  private needParentFolder(fullpath: string): void {
+    const parent = parentOf(fullpath);
+    if (parent === '') return;
+    const p = this.nodes.get(parent);
+    if (!p) throw new VfsError('ENOENT', `no folder '${parent}'`);
+    if (!p.entry.isDir) throw new VfsError('ENOTDIR', `'${parent}' is a file`);
+  }
+
+  private usedBytes(): number {
+    let used = 0;
+    for (const n of this.nodes.values()) used += n.data.length;
+    return used;
+  }
+
+  private tick(): number {
+    this.lastTime = Math.max(this.clock(), this.lastTime + 1);
+    return this.lastTime;
+  }
+
+  /** Logs a change at its own feed time (every change gets a distinct time, so no page splits one). */
+  private record(kind: RemoteChange['kind'], entry: RemoteEntry, timeMs: number): void {
+    this.log.push({ timeMs: timeMs === this.lastTime && this.log.at(-1)?.timeMs !== timeMs ? timeMs : this.tick(), change: { kind, entry: { ...entry } } });
+  }
+}
+

@@ -1,0 +1,178 @@
+/**
+ * MetadataCache: what the gateway knows about the service's tree, per library. Two LRU caches bounded by
+ * count and by (estimated) memory: entries by path (with negative entries: "known not to exist") and
+ * complete folder listings. Changes arrive from the gateway's own operations (read-your-writes) and from
+ * the UpdatesFeed. For a file change the parent listing is patched; for a folder change the folder's
+ * listing and its parent's are invalidated rather than patched (when in doubt, invalidate).
+ */
+import { LRUCache } from 'lru-cache';
+import { baseName, isWithin, parentOf, type RemoteEntry } from './remote.js';
+
+export interface MetadataCacheOptions {
+  /** Entries (paths, positive or negative) kept. Default 100 000. */
+  maxEntries?: number;
+  /** Folder listings kept. Default 10 000. */
+  maxListings?: number;
+  /** Memory bound of entries and listings together, bytes (estimated). Default 64 MiB. */
+  maxBytes?: number;
+  /** Age after which a cached entry or listing is not trusted, ms; 0 = trusted until changed. Default 0. */
+  ttlMs?: number;
+}
+
+/** Marks a path known not to exist. */
+const MISSING = Symbol('missing');
+type Slot = RemoteEntry | typeof MISSING;
+
+const ENTRY_OVERHEAD = 200;
+
+function entryBytes(e: RemoteEntry): number {
+  return ENTRY_OVERHEAD + 2 * (e.fullpath.length + e.name.length + (e.lastModifiedBy?.length ?? 0));
+}
+
+export class MetadataCache {
+  private readonly entries: LRUCache<string, Slot>;
+  private readonly listings: LRUCache<string, RemoteEntry[]>;
+  /** id → key of its path, to see a move as delete + create. */
+  private readonly paths: LRUCache<string, string>;
+  /** Listings created per library, for `stats()`. */
+  readonly counters = { hits: 0, misses: 0, invalidations: 0 };
+
+  constructor(opts: MetadataCacheOptions = {}) {
+    const maxEntries = opts.maxEntries ?? 100_000;
+    const maxBytes = opts.maxBytes ?? 64 * 1024 * 1024;
+    const ttl = opts.ttlMs && opts.ttlMs > 0 ? opts.ttlMs : undefined;
+    this.entries = new LRUCache<string, Slot>({
+      max: maxEntries, maxSize: Math.max(1, Math.floor(maxBytes / 2)), ttl,
+      sizeCalculation: (v, k) => (v === MISSING ? 64 + 2 * k.length : entryBytes(v)),
+    });
+    this.listings = new LRUCache<string, RemoteEntry[]>({
+      max: opts.maxListings ?? 10_000, maxSize: Math.max(1, Math.floor(maxBytes / 2)), ttl,
+      sizeCalculation: (v, k) => 64 + 2 * k.length + v.reduce((n, e) => n + entryBytes(e), 0),
+    });
+    this.paths = new LRUCache<string, string>({ max: maxEntries });
+  }
+
+  /** The entry, null when known missing, undefined when unknown. */
+  getEntry(lib: string, fullpath: string): RemoteEntry | null | undefined {
+    const v = this.entries.get(key(lib, fullpath));
+    if (v === undefined) {
+      // A cached listing of the parent answers too.
+      const listing = fullpath === '' ? undefined : this.listings.get(key(lib, parentOf(fullpath)));
+      if (listing) {
+        this.counters.hits++;
+        return listing.find((e) => e.name === baseName(fullpath)) ?? null;
+      }
+      this.counters.misses++;
+      return undefined;
+    }
+    this.counters.hits++;
+    return v === MISSING ? null : v;
+  }
+
+  setEntry(lib: string, fullpath: string, entry: RemoteEntry | null): void {
+    const k = key(lib, fullpath);
+    if (entry === null) {
+      this.entries.set(k, MISSING);
+      return;
+    }
+    this.entries.set(k, entry);
+    this.paths.set(`${lib}\0${entry.id}`, k);
+  }
+
+  getListing(lib: string, fullpath: string): RemoteEntry[] | undefined {
+    const v = this.listings.get(key(lib, fullpath));
+    if (v) this.counters.hits++;
+    else this.counters.misses++;
+    return v;
+  }
+
+  setListing(lib: string, fullpath: string, list: RemoteEntry[]): void {
+    this.listings.set(key(lib, fullpath), list);
+    for (const e of list) this.paths.set(`${lib}\0${e.id}`, key(lib, e.fullpath));
+  }
+
+  /** A file or folder was created or changed at `entry.fullpath` (a move: same id, new path). */
+  upsert(lib: string, entry: RemoteEntry): void {
+    const k = key(lib, entry.fullpath);
+    const oldKey = this.paths.get(`${lib}\0${entry.id}`);
+    if (oldKey !== undefined && oldKey !== k) {
+      // Moved: the old path is gone, with everything below it.
+      this.removeTree(lib, oldKey.slice(lib.length + 1), true);
+    }
+    this.setEntry(lib, entry.fullpath, entry);
+    const parentKey = key(lib, parentOf(entry.fullpath));
+    if (entry.isDir) {
+      this.invalidate(parentKey);
+      if (oldKey !== undefined && oldKey !== k) this.invalidate(k);
+      return;
+    }
+    const listing = this.listings.get(parentKey);
+    if (listing) {
+      const next = listing.filter((e) => e.name !== entry.name);
+      next.push(entry);
+      this.listings.set(parentKey, next);
+    }
+  }
+
+  /** `fullpath` (and anything below it) no longer exists. */
+  remove(lib: string, fullpath: string): void {
+    this.removeTree(lib, fullpath, true);
+  }
+
+  /** Forgets what is known about `fullpath` (entry and listing), without claiming it is missing. */
+  forget(lib: string, fullpath: string): void {
+    this.entries.delete(key(lib, fullpath));
+    this.invalidate(key(lib, fullpath));
+    this.invalidate(key(lib, parentOf(fullpath)));
+  }
+
+  /** Forgets a folder's listing. */
+  invalidateListing(lib: string, fullpath: string): void {
+    this.invalidate(key(lib, fullpath));
+  }
+
+  /** Drops everything known about a library (feed failure, cursor too old). */
+  dropLibrary(lib: string): void {
+    const prefix = `${lib}\0`;
+    for (const k of [...this.entries.keys()]) if (k.startsWith(prefix)) this.entries.delete(k);
+    for (const k of [...this.listings.keys()]) if (k.startsWith(prefix)) this.listings.delete(k);
+    for (const k of [...this.paths.keys()]) if (k.startsWith(prefix)) this.paths.delete(k);
+    this.counters.invalidations++;
+  }
+
+  stats(): { entries: number; listings: number; bytes: number; hits: number; misses: number; invalidations: number } {
+    return { entries: this.entries.size, listings: this.listings.size, bytes: this.entries.calculatedSize + this.listings.calculatedSize, ...this.counters };
+  }
+
+  private removeTree(lib: string, fullpath: string, markMissing: boolean): void {
+    const base = key(lib, fullpath);
+    const prefix = `${lib}\0`;
+    const known = this.entries.peek(base);
+    const isFile = known !== undefined && known !== MISSING && !known.isDir;
+    if (!isFile) this.removeBelow(prefix, base, fullpath);
+    if (markMissing) this.entries.set(base, MISSING);
+    else this.entries.delete(base);
+    const parentKey = key(lib, parentOf(fullpath));
+    const listing = this.listings.get(parentKey);
+    if (listing) this.listings.set(parentKey, listing.filter((e) => e.name !== baseName(fullpath)));
+    this.counters.invalidations++;
+  }
+
+  /** Forgets every entry and listing below a folder (a scan of the cache: folder changes only). */
+  private removeBelow(prefix: string, base: string, fullpath: string): void {
+    for (const k of [...this.entries.keys()]) {
+      if (k.startsWith(prefix) && k !== base && isWithin(k.slice(prefix.length), fullpath)) this.entries.delete(k);
+    }
+    for (const k of [...this.listings.keys()]) {
+      if (k.startsWith(prefix) && isWithin(k.slice(prefix.length), fullpath)) this.listings.delete(k);
+    }
+  }
+
+  private invalidate(k: string): void {
+    if (this.listings.delete(k)) this.counters.invalidations++;
+  }
+}
+
+function key(lib: string, fullpath: string): string {
+  return `${lib}\0${fullpath}`;
+}

@@ -1,0 +1,250 @@
+/**
+ * RangeReader: reads of one version of one remote file, turned into as few range requests as possible.
+ * Sequential access (each read starting where the last ended) is served from one streaming range whose
+ * window grows (1 MiB → 64 MiB by default) as the streak goes on; random access fetches only the small
+ * aligned blocks it touches, kept in a shared in-memory BlockCache. With a ContentCache, bytes are looked
+ * up on disk first (keyed by content hash) and what is fetched is stored there. A range that fails is
+ * retried with a fresh download link.
+ */
+import type { Readable } from 'node:stream';
+import type { Logger } from '../shared/log.js';
+import type { BlockCache } from './block-cache.js';
+import type { ContentCache } from './content-cache.js';
+import type { Remote, RemoteCallOptions } from './remote.js';
+import { VfsError } from './types.js';
+
+export interface RangeReaderOptions {
+  remote: Remote;
+  fullpath: string;
+  size: number;
+  /** Content hash of the version read (keys the caches; absent = not cached on disk). */
+  contentHash?: string;
+  /** Key of this version in the block cache. */
+  contentKey: string;
+  blocks: BlockCache;
+  disk?: ContentCache;
+  /** First read-ahead window of a sequential streak, bytes. Default 1 MiB. */
+  initialWindow?: number;
+  /** Largest read-ahead window, bytes. Default 64 MiB. */
+  maxWindow?: number;
+  /** Attempts per range (the first included). Default 3. */
+  attempts?: number;
+  call?: RemoteCallOptions;
+  logger: Logger;
+}
+
+/** An open streaming range with a read position: take(n) returns the next n bytes. */
+class StreamCursor {
+  private chunks: Buffer[] = [];
+  private buffered = 0;
+  private ended = false;
+  private error: Error | undefined;
+  private wake: (() => void) | undefined;
+
+  constructor(private readonly stream: Readable, public position: number, readonly end: number) {
+    stream.on('data', (c: Buffer) => {
+      this.chunks.push(c);
+      this.buffered += c.length;
+      // Back-pressure: hold at most 8 MiB in memory beyond what was asked.
+      if (this.buffered > 8 * 1024 * 1024) stream.pause();
+      this.notify();
+    });
+    stream.on('end', () => { this.ended = true; this.notify(); });
+    stream.on('error', (err) => { this.error = err; this.notify(); });
+  }
+
+  /** Bytes left in the window (inclusive end). */
+  get remaining(): number {
+    return this.end + 1 - this.position;
+  }
+
+  async take(n: number): Promise<Buffer> {
+    while (this.buffered < n && !this.ended && !this.error) {
+      if (this.stream.isPaused()) this.stream.resume();
+      await new Promise<void>((r) => { this.wake = r; });
+    }
+    if (this.buffered < n && this.error) throw this.error;
+    const want = Math.min(n, this.buffered);
+    const parts: Buffer[] = [];
+    let need = want;
+    while (need > 0) {
+      const c = this.chunks[0];
+      if (c.length <= need) {
+        parts.push(c);
+        this.chunks.shift();
+        need -= c.length;
+      } else {
+        parts.push(c.subarray(0, need));
+        this.chunks[0] = c.subarray(need);
+        need = 0;
+      }
+    }
+    const out = parts.length === 1 ? parts[0] : Buffer.concat(parts, want);
+    this.buffered -= want;
+    this.position += want;
+    if (this.buffered < 4 * 1024 * 1024 && this.stream.isPaused()) this.stream.resume();
+    return out;
+  }
+
+  close(): void {
+    this.stream.destroy();
+  }
+
+  private notify(): void {
+    const w = this.wake;
+    this.wake = undefined;
+    w?.();
+  }
+}
+
+export class RangeReader {
+  private nextPosition = -1;
+  private streak = 0;
+  private window: number;
+  private cursor: StreamCursor | undefined;
+  private readonly initialWindow: number;
+  private readonly maxWindow: number;
+  private readonly attempts: number;
+  /** Serialises reads (a FUSE read and a read-ahead must not interleave on one cursor). */
+  private chain: Promise<unknown> = Promise.resolve();
+  readonly counters = { requests: 0, retries: 0, sequentialBytes: 0, randomBytes: 0, diskBytes: 0 };
+
+  constructor(private readonly opts: RangeReaderOptions) {
+    this.initialWindow = opts.initialWindow ?? 1024 * 1024;
+    this.maxWindow = opts.maxWindow ?? 64 * 1024 * 1024;
+    this.attempts = opts.attempts ?? 3;
+    this.window = this.initialWindow;
+  }
+
+  /** Up to `length` bytes at `position`; fewer at the end of the file, empty past it. */
+  read(position: number, length: number): Promise<Buffer> {
+    const run = this.chain.then(() => this.doRead(position, length));
+    this.chain = run.catch(() => undefined);
+    return run;
+  }
+
+  close(): void {
+    this.cursor?.close();
+    this.cursor = undefined;
+  }
+
+  private async doRead(position: number, length: number): Promise<Buffer> {
+    if (!Number.isInteger(position) || position < 0) throw new VfsError('EINVAL', `expected a read position >= 0, got ${position}`);
+    if (!Number.isInteger(length) || length < 0) throw new VfsError('EINVAL', `expected a read length >= 0, got ${length}`);
+    const end = Math.min(this.opts.size, position + length);
+    if (end <= position) return Buffer.alloc(0);
+    const sequential = position === this.nextPosition;
+    this.nextPosition = end;
+    const { disk, contentHash } = this.opts;
+    if (disk && disk.has(contentHash, position, end)) {
+      this.counters.diskBytes += end - position;
+      return disk.read(contentHash!, position, end);
+    }
+    if (sequential || position === 0) {
+      this.streak = sequential ? this.streak + 1 : 1;
+      return this.readSequential(position, end);
+    }
+    this.streak = 0;
+    this.window = this.initialWindow;
+    this.cursor?.close();
+    this.cursor = undefined;
+    return this.readBlocks(position, end);
+  }
+
+  /** From the streaming cursor, opening a new (larger) window when needed. */
+  private async readSequential(position: number, end: number): Promise<Buffer> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        if (!this.cursor || this.cursor.position !== position || this.cursor.remaining <= 0) {
+          this.cursor?.close();
+          const windowEnd = Math.min(this.opts.size - 1, Math.max(end - 1, position + this.window - 1));
+          this.cursor = new StreamCursor(await this.open(position, windowEnd, attempt > 1), position, windowEnd);
+          this.window = Math.min(this.maxWindow, this.window * 2);
+        }
+        const parts: Buffer[] = [];
+        let at = position;
+        while (at < end) {
+          if (this.cursor.remaining <= 0) {
+            this.cursor.close();
+            const windowEnd = Math.min(this.opts.size - 1, Math.max(end - 1, at + this.window - 1));
+            this.cursor = new StreamCursor(await this.open(at, windowEnd, false), at, windowEnd);
+            this.window = Math.min(this.maxWindow, this.window * 2);
+          }
+          const piece = await this.cursor.take(Math.min(end - at, this.cursor.remaining));
+          if (piece.length === 0) throw new VfsError('EIO', `range of '${this.opts.fullpath}' ended early at ${at}`);
+          parts.push(piece);
+          at += piece.length;
+        }
+        const out = parts.length === 1 ? parts[0] : Buffer.concat(parts);
+        this.counters.sequentialBytes += out.length;
+        void this.opts.disk?.write(this.opts.contentHash, position, out);
+        return out;
+      } catch (err) {
+        this.cursor?.close();
+        this.cursor = undefined;
+        if (attempt >= this.attempts || isPermanent(err)) throw asVfsError(err, this.opts.fullpath);
+        this.counters.retries++;
+        this.opts.logger.debug({ path: this.opts.fullpath, position, attempt, err: (err as Error).message }, 'range read failed, retrying with a fresh link');
+      }
+    }
+  }
+
+  /** Aligned blocks through the block cache; missing neighbours fetched in one range. */
+  private async readBlocks(position: number, end: number): Promise<Buffer> {
+    const bs = this.opts.blocks.blockSize;
+    const first = Math.floor(position / bs);
+    const last = Math.floor((end - 1) / bs);
+    const blocks: Buffer[] = [];
+    for (let i = first; i <= last; i++) {
+      const cached = this.opts.blocks.get(this.opts.contentKey, i);
+      if (cached) { blocks.push(cached); continue; }
+      let j = i;
+      while (j + 1 <= last && !this.opts.blocks.get(this.opts.contentKey, j + 1)) j++;
+      const start = i * bs;
+      const stop = Math.min(this.opts.size, (j + 1) * bs);
+      const data = await this.fetch(start, stop - 1);
+      void this.opts.disk?.write(this.opts.contentHash, start, data);
+      for (let k = i; k <= j; k++) {
+        const b = data.subarray((k - i) * bs, Math.min(data.length, (k - i + 1) * bs));
+        this.opts.blocks.set(this.opts.contentKey, k, b);
+        blocks.push(b);
+      }
+      i = j;
+    }
+    const all = blocks.length === 1 ? blocks[0] : Buffer.concat(blocks);
+    const out = all.subarray(position - first * bs, end - first * bs);
+    this.counters.randomBytes += out.length;
+    return out;
+  }
+
+  /** One whole range into memory (small: random-access blocks). */
+  private async fetch(start: number, end: number): Promise<Buffer> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const stream = await this.open(start, end, attempt > 1);
+        const chunks: Buffer[] = [];
+        for await (const c of stream as AsyncIterable<Buffer>) chunks.push(c);
+        const data = Buffer.concat(chunks);
+        if (data.length !== end - start + 1) throw new VfsError('EIO', `range ${start}-${end} of '${this.opts.fullpath}': expected ${end - start + 1} bytes, got ${data.length}`);
+        return data;
+      } catch (err) {
+        if (attempt >= this.attempts || isPermanent(err)) throw asVfsError(err, this.opts.fullpath);
+        this.counters.retries++;
+      }
+    }
+  }
+
+  private open(start: number, end: number, freshLink: boolean): Promise<Readable> {
+    this.counters.requests++;
+    return this.opts.remote.openRange(this.opts.fullpath, start, end, { ...this.opts.call, contentHash: this.opts.contentHash, freshLink });
+  }
+}
+
+function isPermanent(err: unknown): boolean {
+  return err instanceof VfsError && ['ENOENT', 'EISDIR', 'EACCES', 'EINVAL'].includes(err.code);
+}
+
+function asVfsError(err: unknown, path: string): VfsError {
+  if (err instanceof VfsError) return err;
+  return new VfsError('EIO', `reading '${path}': ${(err as Error).message ?? String(err)}`, { cause: err });
+}

@@ -1,0 +1,129 @@
+/**
+ * Remote: the small interface the gateway core needs from one library of the service. Paths are the
+ * service's `fullpath` (no leading slash; the library root is the empty string). Implementations throw
+ * VfsError (protocol-neutral codes); anything they cannot do throws ENOSYS, never a default.
+ *
+ * Implemented by LibraryRemote (api/remote.ts, the library file API), MemoryRemote (the reference model
+ * and the backend of unit tests) and wrapped by FaultyRemote (fault injection on command).
+ */
+import type { Readable } from 'node:stream';
+import type { Operator } from './types.js';
+
+export interface RemoteEntry {
+  /** The service's `hash`: stable across rename and move. */
+  id: string;
+  /** Library-relative path, no leading slash. */
+  fullpath: string;
+  name: string;
+  isDir: boolean;
+  /** Bytes; 0 for folders. */
+  size: number;
+  /** SHA-1 of the content (lowercase hex); absent for folders. */
+  contentHash?: string;
+  /** Last change, ms since the epoch (the service keeps seconds). */
+  mtimeMs: number;
+  ctimeMs: number;
+  lastModifiedBy?: string;
+  tags?: string[];
+  locked?: boolean;
+}
+
+export interface RemoteChange {
+  /** `upsert`: created or changed (a move shows as the new path with the same id); `delete`: gone. */
+  kind: 'upsert' | 'delete';
+  entry: RemoteEntry;
+}
+
+export interface ChangesPage {
+  /** Cursor to pass next time (the service's millisecond `fetch_dateline`). */
+  cursor: number;
+  changes: RemoteChange[];
+}
+
+export interface RemoteQuota {
+  /** Capacity in bytes; undefined when unlimited. */
+  total?: number;
+  used: number;
+  files?: number;
+}
+
+export interface RemoteInfo {
+  /** The library's id on the service (stable; used for name collisions). */
+  id: string;
+  name: string;
+}
+
+export interface RemoteCallOptions {
+  operator?: Operator;
+  signal?: AbortSignal;
+}
+
+export interface RangeCallOptions extends RemoteCallOptions {
+  /** Content hash of the version expected. */
+  contentHash?: string;
+  /** Do not reuse a cached download link (a previous attempt with it failed). */
+  freshLink?: boolean;
+}
+
+/** A local file to commit as the content of `fullpath`. */
+export interface CommitSource {
+  /** Local file holding the bytes. */
+  path: string;
+  size: number;
+  /** SHA-1 of the bytes, lowercase hex. */
+  sha1: string;
+}
+
+export interface Remote {
+  /** Library id and display name. */
+  info(opts?: RemoteCallOptions): Promise<RemoteInfo>;
+  /** Every entry of a folder (all pages). ENOENT when missing, ENOTDIR for a file. */
+  list(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]>;
+  /** One entry, or null when it does not exist. */
+  stat(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null>;
+  /**
+   * Bytes `[start, end]` (inclusive) of a file's content. `contentHash` names the version expected; a
+   * remote may use it to detect a change. Range past the end: what exists.
+   */
+  openRange(fullpath: string, start: number, end: number, opts?: RangeCallOptions): Promise<Readable>;
+  /** Replaces or creates the file with the local file's bytes (overwrite; the service keeps the old version). */
+  commit(fullpath: string, source: CommitSource, opts?: RemoteCallOptions): Promise<RemoteEntry>;
+  /** Creates a folder; EEXIST when something exists there. */
+  mkdir(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry>;
+  /** Moves or renames. EEXIST when the target exists. */
+  move(from: string, to: string, opts?: RemoteCallOptions): Promise<void>;
+  /** Copies a file or folder inside the library. EEXIST when the target exists. */
+  copy(from: string, to: string, opts?: RemoteCallOptions): Promise<void>;
+  /** Removes to the recycle bin. */
+  remove(fullpath: string, opts?: RemoteCallOptions): Promise<void>;
+  /** Changes after `cursor` (0 = from the beginning), one page; an empty page means up to date. */
+  changes(cursor: number, opts?: RemoteCallOptions): Promise<ChangesPage>;
+  /** A cursor from which changes from now on will be seen (may be slightly early: changes are idempotent). */
+  headCursor(opts?: RemoteCallOptions): Promise<number>;
+  quota(opts?: RemoteCallOptions): Promise<RemoteQuota>;
+  lock(fullpath: string, locked: boolean, opts?: RemoteCallOptions): Promise<void>;
+  addTags(fullpath: string, tags: string[], opts?: RemoteCallOptions): Promise<void>;
+  removeTags(fullpath: string, tags: string[], opts?: RemoteCallOptions): Promise<void>;
+}
+
+/** Parent folder of a library-relative path ('' for the root's children). */
+export function parentOf(fullpath: string): string {
+  const i = fullpath.lastIndexOf('/');
+  return i < 0 ? '' : fullpath.slice(0, i);
+}
+
+/** Last component of a library-relative path. */
+export function baseName(fullpath: string): string {
+  const i = fullpath.lastIndexOf('/');
+  return i < 0 ? fullpath : fullpath.slice(i + 1);
+}
+
+/** `child` joined under `parent` ('' = library root). */
+export function joinPath(parent: string, child: string): string {
+  return parent === '' ? child : `${parent}/${child}`;
+}
+
+/** True when `path` is `ancestor` or below it. */
+export function isWithin(path: string, ancestor: string): boolean {
+  return ancestor === '' || path === ancestor || path.startsWith(`${ancestor}/`);
+}

@@ -1,0 +1,185 @@
+/**
+ * UpdatesFeed: keeps one library's part of the MetadataCache coherent with changes made by others. Every
+ * interval it reads the service's change feed from its millisecond cursor, every page until an empty one,
+ * applies each change to the cache, and persists the cursor. When the feed fails, or the backlog is so
+ * long that the cursor is clearly too old, the library's cache is dropped (and rebuilt on demand from
+ * listings): stale data is never served for longer than one interval after a failure.
+ */
+import { mkdir, readFile, rename, writeFile, open } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import type { Logger } from '../shared/log.js';
+import type { MetadataCache } from './metadata-cache.js';
+import type { Remote, RemoteChange } from './remote.js';
+
+export interface UpdatesFeedOptions {
+  /** Library key in the cache. */
+  library: string;
+  remote: Remote;
+  cache: MetadataCache;
+  /** Poll interval, ms. Default 2000; 0 = no timer (poll only when `pollNow()` is called). */
+  intervalMs?: number;
+  /** File that keeps the cursor across restarts; none = not persisted. */
+  cursorFile?: string;
+  /** Pages read in one poll before the cursor is judged too old and the cache rebuilt. Default 50. */
+  maxPagesPerPoll?: number;
+  /** Called for each change after the cache has applied it. */
+  onChange?: (change: RemoteChange) => void;
+  logger: Logger;
+}
+
+export interface UpdatesFeedStatus {
+  library: string;
+  cursor: number;
+  healthy: boolean;
+  lastPollMs?: number;
+  lastError?: string;
+  changesApplied: number;
+  rebuilds: number;
+}
+
+export class UpdatesFeed {
+  private cursor = -1;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+  private readonly intervalMs: number;
+  private readonly maxPages: number;
+  private readonly status: UpdatesFeedStatus;
+
+  constructor(private readonly opts: UpdatesFeedOptions) {
+    this.intervalMs = opts.intervalMs ?? 2000;
+    this.maxPages = opts.maxPagesPerPoll ?? 50;
+    if (!Number.isFinite(this.intervalMs) || this.intervalMs < 0) throw new TypeError(`intervalMs: expected a number of ms >= 0, got ${opts.intervalMs}`);
+    this.status = { library: opts.library, cursor: -1, healthy: false, changesApplied: 0, rebuilds: 0 };
+  }
+
+  /** Loads the cursor (or takes the service's head) and starts polling. */
+  async start(): Promise<void> {
+    this.cursor = await this.loadCursor();
+    if (this.cursor < 0) {
+      try {
+        this.cursor = await this.opts.remote.headCursor();
+        await this.saveCursor();
+        this.status.healthy = true;
+      } catch (err) {
+        this.fail(err);
+      }
+    } else {
+      // Unknown what changed while we were away: start from an empty cache, catch up from the cursor.
+      this.status.healthy = true;
+    }
+    this.status.cursor = this.cursor;
+    this.schedule();
+  }
+
+  /** Polls now (waits for a poll under way first). */
+  async pollNow(): Promise<void> {
+    if (this.running) await this.running;
+    this.running = this.poll().finally(() => { this.running = undefined; });
+    await this.running;
+  }
+
+  get healthy(): boolean {
+    return this.status.healthy;
+  }
+
+  snapshot(): UpdatesFeedStatus {
+    return { ...this.status };
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.running) await this.running.catch(() => undefined);
+  }
+
+  private schedule(): void {
+    if (this.stopped || this.intervalMs === 0) return;
+    this.timer = setTimeout(() => {
+      this.pollNow().catch(() => undefined).finally(() => this.schedule());
+    }, this.intervalMs);
+    this.timer.unref();
+  }
+
+  private async poll(): Promise<void> {
+    if (this.stopped) return;
+    const { remote, cache, library, logger } = this.opts;
+    try {
+      if (this.cursor < 0) {
+        // No cursor yet (the head could not be read): rebuild from scratch.
+        cache.dropLibrary(library);
+        this.cursor = await remote.headCursor();
+      }
+      for (let page = 0; ; page++) {
+        if (page >= this.maxPages) {
+          logger.warn({ library, cursor: this.cursor }, 'updates feed: backlog too long, rebuilding the cache');
+          cache.dropLibrary(library);
+          this.status.rebuilds++;
+          this.cursor = await remote.headCursor();
+          break;
+        }
+        const res = await remote.changes(this.cursor);
+        if (res.changes.length === 0) break;
+        for (const change of res.changes) this.apply(change);
+        if (res.cursor <= this.cursor) {
+          // The service did not advance: treat like a too-old cursor rather than loop forever.
+          cache.dropLibrary(library);
+          this.status.rebuilds++;
+          this.cursor = await remote.headCursor();
+          break;
+        }
+        this.cursor = res.cursor;
+      }
+      await this.saveCursor();
+      if (!this.status.healthy) logger.info({ library }, 'updates feed: healthy again');
+      this.status.healthy = true;
+      this.status.lastError = undefined;
+    } catch (err) {
+      this.fail(err);
+    } finally {
+      this.status.cursor = this.cursor;
+      this.status.lastPollMs = Date.now();
+    }
+  }
+
+  private apply(change: RemoteChange): void {
+    const { cache, library } = this.opts;
+    if (change.kind === 'delete') cache.remove(library, change.entry.fullpath);
+    else cache.upsert(library, change.entry);
+    this.status.changesApplied++;
+    this.opts.onChange?.(change);
+  }
+
+  private fail(err: unknown): void {
+    const { cache, library, logger } = this.opts;
+    const message = (err as Error).message ?? String(err);
+    if (this.status.healthy || this.status.lastError === undefined) logger.warn({ library, err: message }, 'updates feed failed: cache dropped until it recovers');
+    // What is cached may be stale now, and stays unknown until the feed works again.
+    cache.dropLibrary(library);
+    this.status.rebuilds++;
+    this.status.healthy = false;
+    this.status.lastError = message;
+  }
+
+  private async loadCursor(): Promise<number> {
+    if (!this.opts.cursorFile) return -1;
+    try {
+      const data = JSON.parse(await readFile(this.opts.cursorFile, 'utf8')) as { cursor?: unknown };
+      return typeof data.cursor === 'number' && data.cursor >= 0 ? data.cursor : -1;
+    } catch {
+      return -1;
+    }
+  }
+
+  private async saveCursor(): Promise<void> {
+    const file = this.opts.cursorFile;
+    if (!file || this.cursor < 0) return;
+    await mkdir(dirname(file), { recursive: true });
+    const tmp = `${file}.tmp`;
+    await writeFile(tmp, JSON.stringify({ cursor: this.cursor }));
+    const fh = await open(tmp, 'r');
+    try { await fh.sync(); } finally { await fh.close(); }
+    await rename(tmp, file);
+  }
+}

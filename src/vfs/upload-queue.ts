@@ -1,0 +1,212 @@
+/**
+ * UploadQueue: commits journaled files to the service in the background. A p-queue bounds the uploads
+ * under way; each attempt hashes the spool off the main thread, then commits it (create_file with
+ * overwrite, instant upload or the chunked protocol). A failed attempt is retried with exponential
+ * backoff, capped, for as long as it takes: the data is in the journal and is never dropped. A task can
+ * be cancelled (the file was modified, renamed or deleted); its state is visible through `status()`.
+ */
+import PQueue from 'p-queue';
+import type { Logger } from '../shared/log.js';
+import type { FileHasher } from './file-hasher.js';
+import type { Remote, RemoteEntry } from './remote.js';
+import { VfsError, type Operator } from './types.js';
+
+/** What the queue needs to know about a file to upload; read afresh at each attempt (renames move it). */
+export interface PendingFile {
+  readonly id: string;
+  readonly library: string;
+  readonly fullpath: string;
+  readonly spoolPath: string;
+  /** Bumped by every local modification. */
+  readonly generation: number;
+  readonly operator?: Operator;
+}
+
+export type UploadState = 'queued' | 'hashing' | 'uploading' | 'retrying';
+
+export interface UploadStatus {
+  id: string;
+  library: string;
+  fullpath: string;
+  state: UploadState;
+  /** Failed attempts so far. */
+  failures: number;
+  lastError?: string;
+  /** When the next attempt starts (retrying), ms since the epoch. */
+  nextAttemptMs?: number;
+  /** When the task was queued, ms since the epoch. */
+  queuedMs: number;
+}
+
+export interface UploadQueueOptions {
+  /** Uploads under way at once. Default 4. */
+  concurrency?: number;
+  /** First retry delay, ms; doubles per failure. Default 1000. */
+  retryBaseMs?: number;
+  /** Longest retry delay, ms. Default 30 000. */
+  retryMaxMs?: number;
+  hasher: FileHasher;
+  remoteFor: (library: string) => Remote | undefined;
+  /**
+   * The service has the content as it was at `generation` under `fullpath`. Called before the task
+   * counts as done; it decides whether the journal entry can go.
+   */
+  onCommitted: (file: PendingFile, entry: RemoteEntry, snapshot: { generation: number; fullpath: string; library: string }) => Promise<void>;
+  /** Before retrying an attempt that failed with ENOENT (a parent folder vanished). */
+  onMissingParent?: (file: PendingFile) => Promise<void>;
+  logger: Logger;
+}
+
+interface Task {
+  file: PendingFile;
+  status: UploadStatus;
+  abort?: AbortController;
+  timer?: NodeJS.Timeout;
+  cancelled: boolean;
+  /** Settles when the current attempt has finished. */
+  attempt?: Promise<void>;
+  /** Failures counted since a flushAll() started waiting. */
+  failedSinceMark: boolean;
+}
+
+export class UploadQueue {
+  private readonly tasks = new Map<string, Task>();
+  private readonly queue: PQueue;
+  private readonly waiters = new Set<() => void>();
+  private closed = false;
+  readonly counters = { committed: 0, failures: 0, cancelled: 0 };
+
+  constructor(private readonly opts: UploadQueueOptions) {
+    const concurrency = opts.concurrency ?? 4;
+    if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError(`concurrency: expected a whole number >= 1, got ${opts.concurrency}`);
+    this.queue = new PQueue({ concurrency });
+  }
+
+  /** Queues an upload of `file` (replacing a queued or running one: it is cancelled first). */
+  async enqueue(file: PendingFile): Promise<void> {
+    if (this.closed) return;
+    await this.cancel(file.id);
+    const task: Task = {
+      file, cancelled: false, failedSinceMark: false,
+      status: { id: file.id, library: file.library, fullpath: file.fullpath, state: 'queued', failures: 0, queuedMs: Date.now() },
+    };
+    this.tasks.set(file.id, task);
+    this.schedule(task);
+  }
+
+  /** True when an upload of this file is queued, running or waiting to retry. */
+  has(id: string): boolean {
+    return this.tasks.has(id);
+  }
+
+  /** Stops the file's upload (queued, running or waiting); resolves when a running attempt has ended. */
+  async cancel(id: string): Promise<void> {
+    const task = this.tasks.get(id);
+    if (!task) return;
+    task.cancelled = true;
+    this.tasks.delete(id);
+    if (task.timer) clearTimeout(task.timer);
+    task.abort?.abort(new VfsError('EBUSY', 'upload cancelled: the file changed'));
+    this.counters.cancelled++;
+    await task.attempt?.catch(() => undefined);
+    this.notify();
+  }
+
+  status(): UploadStatus[] {
+    return [...this.tasks.values()].map((t) => ({ ...t.status, fullpath: t.file.fullpath, library: t.file.library }));
+  }
+
+  get pending(): number {
+    return this.tasks.size;
+  }
+
+  /**
+   * Resolves when every task present has been confirmed by the service, or has failed at least once since
+   * this call (it stays queued for retry), or after `timeoutMs`.
+   */
+  async settle(timeoutMs?: number): Promise<void> {
+    for (const t of this.tasks.values()) t.failedSinceMark = false;
+    const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
+    while (this.tasks.size > 0 && [...this.tasks.values()].some((t) => !t.failedSinceMark)) {
+      const left = deadline - Date.now();
+      if (left <= 0) return;
+      await new Promise<void>((resolve) => {
+        const t = left === Infinity ? undefined : setTimeout(done, left);
+        function done(): void { if (t) clearTimeout(t); resolve(); }
+        this.waiters.add(() => { done(); });
+      });
+    }
+  }
+
+  /** Stops scheduling; running attempts are aborted (the journal keeps their data). */
+  async close(): Promise<void> {
+    this.closed = true;
+    const running = [...this.tasks.values()];
+    for (const t of running) {
+      t.cancelled = true;
+      if (t.timer) clearTimeout(t.timer);
+      t.abort?.abort(new VfsError('EIO', 'gateway closing'));
+    }
+    this.queue.clear();
+    await Promise.all(running.map((t) => t.attempt?.catch(() => undefined)));
+    this.tasks.clear();
+    this.notify();
+  }
+
+  private schedule(task: Task): void {
+    void this.queue.add(async () => {
+      if (task.cancelled || this.closed) return;
+      task.attempt = this.attempt(task);
+      await task.attempt;
+    });
+  }
+
+  private async attempt(task: Task): Promise<void> {
+    const { file } = task;
+    const snapshot = { generation: file.generation, fullpath: file.fullpath, library: file.library };
+    const abort = new AbortController();
+    task.abort = abort;
+    try {
+      const remote = this.opts.remoteFor(snapshot.library);
+      if (!remote) throw new VfsError('ENOENT', `library '${snapshot.library}' is not configured`);
+      task.status.state = 'hashing';
+      const { sha1, size } = await this.opts.hasher.hash(file.spoolPath);
+      if (task.cancelled) return;
+      task.status.state = 'uploading';
+      const entry = await remote.commit(snapshot.fullpath, { path: file.spoolPath, size, sha1 }, { operator: file.operator, signal: abort.signal });
+      if (task.cancelled) return;
+      await this.opts.onCommitted(file, entry, snapshot);
+      this.counters.committed++;
+      if (this.tasks.get(file.id) === task) this.tasks.delete(file.id);
+      this.opts.logger.debug({ library: snapshot.library, path: snapshot.fullpath, size }, 'upload committed');
+    } catch (err) {
+      if (task.cancelled || this.closed) return;
+      const failures = ++task.status.failures;
+      this.counters.failures++;
+      const delay = Math.min(this.opts.retryMaxMs ?? 30_000, (this.opts.retryBaseMs ?? 1000) * 2 ** Math.min(failures - 1, 20));
+      task.status.state = 'retrying';
+      task.status.lastError = (err as Error).message ?? String(err);
+      task.status.nextAttemptMs = Date.now() + delay;
+      task.failedSinceMark = true;
+      this.opts.logger.warn({ library: snapshot.library, path: snapshot.fullpath, failures, retryInMs: delay, err: task.status.lastError }, 'upload failed, will retry');
+      if (err instanceof VfsError && err.code === 'ENOENT' && this.opts.onMissingParent) {
+        await this.opts.onMissingParent(file).catch(() => undefined);
+      }
+      task.timer = setTimeout(() => {
+        task.timer = undefined;
+        if (task.cancelled || this.closed) return;
+        task.status.state = 'queued';
+        this.schedule(task);
+      }, delay);
+    } finally {
+      task.abort = undefined;
+      this.notify();
+    }
+  }
+
+  private notify(): void {
+    const ws = [...this.waiters];
+    this.waiters.clear();
+    for (const w of ws) w();
+  }
+}
