@@ -1,0 +1,285 @@
+import { describe, it, expect, afterEach } from 'vitest';
+import { createMemoryVfs, type GatewayVfs, type MemoryRemote, FaultyRemote, VfsError } from '../../../src/vfs/index.js';
+
+let open: GatewayVfs[] = [];
+afterEach(async () => {
+  for (const v of open) await v.close();
+  open = [];
+});
+
+async function setup(opts: Parameters<typeof createMemoryVfs>[0] = {}): Promise<{ vfs: GatewayVfs; remotes: Map<string, MemoryRemote> }> {
+  const r = await createMemoryVfs({ names: ['A', 'B'], upload: { retryBaseMs: 20, retryMaxMs: 100 }, ...opts });
+  open.push(r.vfs);
+  return r;
+}
+
+async function code(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return 'ok';
+  } catch (err) {
+    if (err instanceof VfsError) return err.code;
+    throw err;
+  }
+}
+
+async function readAll(vfs: GatewayVfs, path: string): Promise<string> {
+  const h = await vfs.open(path, { read: true });
+  try {
+    const st = await h.stat();
+    return (await h.read(0, st.size + 10)).toString();
+  } finally {
+    await h.release();
+  }
+}
+
+describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
+  it('lists one folder per library at the root and maps paths one to one', async () => {
+    const { vfs, remotes } = await setup();
+    expect((await vfs.readdir('/')).map((a) => a.name)).toEqual(['A', 'B']);
+    remotes.get('A')!.putFile('hello.txt', Buffer.from('hi'));
+    const st = await vfs.stat('/A/hello.txt');
+    expect(st).toMatchObject({ path: '/A/hello.txt', name: 'hello.txt', isDir: false, size: 2 });
+    expect(await readAll(vfs, '/A/hello.txt')).toBe('hi');
+    expect(await code(vfs.stat('/C'))).toBe('ENOENT');
+    expect(await code(vfs.stat('/A/missing'))).toBe('ENOENT');
+  });
+
+  it('mkdir, readdir, rmdir; rmdir of a non-empty folder is refused like POSIX', async () => {
+    const { vfs, remotes } = await setup();
+    await vfs.mkdir('/A/d');
+    expect(await code(vfs.mkdir('/A/d'))).toBe('EEXIST');
+    expect(await code(vfs.mkdir('/A/x/y'))).toBe('ENOENT');
+    await vfs.writeFile('/A/d/f', Buffer.from('1'));
+    expect(await code(vfs.rmdir('/A/d'))).toBe('ENOTEMPTY');
+    expect(await code(vfs.rmdir('/A/d/f'))).toBe('ENOTDIR');
+    expect(await code(vfs.unlink('/A/d'))).toBe('EISDIR');
+    await vfs.unlink('/A/d/f');
+    await vfs.rmdir('/A/d');
+    expect(remotes.get('A')!.paths()).toEqual([]);
+    expect(await code(vfs.mkdir('/New'))).toBe('EPERM');
+    expect(await code(vfs.mkdir('/A'))).toBe('EEXIST');
+    expect(await code(vfs.rmdir('/A'))).toBe('EPERM');
+  });
+
+  it('refuses names the service refuses and changes nothing', async () => {
+    const { vfs, remotes } = await setup();
+    expect(await code(vfs.writeFile('/A/bad\0name', Buffer.from('x')))).toBe('EINVAL');
+    expect(await code(vfs.mkdir(`/A/${'é'.repeat(128)}`))).toBe('ENAMETOOLONG');
+    expect(await code(vfs.mkdir('/A/../B'))).toBe('EINVAL');
+    expect(await code(vfs.rename('/A', '/A/x'))).toBe('EPERM');
+    expect(remotes.get('A')!.paths()).toEqual([]);
+    expect((await vfs.readdir('/A'))).toEqual([]);
+  });
+
+  it('writes are visible at once (read-your-writes) and reach the service on flush', async () => {
+    const { vfs, remotes } = await setup();
+    const h = await vfs.open('/A/new.txt', { write: true, create: true });
+    await h.write(0, Buffer.from('hello'));
+    expect((await vfs.stat('/A/new.txt')).size).toBe(5);
+    expect((await vfs.readdir('/A')).map((a) => [a.name, a.size, a.dirty])).toEqual([['new.txt', 5, true]]);
+    expect((await h.read(0, 100)).toString()).toBe('hello');
+    await h.release();
+    await vfs.flushAll();
+    expect(remotes.get('A')!.read('new.txt').toString()).toBe('hello');
+    const st = await vfs.stat('/A/new.txt');
+    expect(st.dirty).toBeFalsy();
+    expect(st.contentHash).toBe('aaf4c61ddcc5e8a2dabede0f3b482cd9aea9434d');
+  });
+
+  it('exclusive create, truncate, append', async () => {
+    const { vfs, remotes } = await setup();
+    await vfs.writeFile('/A/f', Buffer.from('0123456789'));
+    expect(await code(vfs.open('/A/f', { write: true, create: true, exclusive: true }))).toBe('EEXIST');
+    expect(await code(vfs.open('/A/nope', { read: true }))).toBe('ENOENT');
+    let h = await vfs.open('/A/f', { write: true, append: true });
+    await h.write(0, Buffer.from('AB'));
+    await h.release();
+    await vfs.flushAll();
+    expect(remotes.get('A')!.read('f').toString()).toBe('0123456789AB');
+    h = await vfs.open('/A/f', { write: true });
+    await h.truncate(4);
+    await h.release();
+    await vfs.flushAll();
+    expect(remotes.get('A')!.read('f').toString()).toBe('0123');
+    h = await vfs.open('/A/f', { write: true, truncate: true });
+    await h.release();
+    await vfs.flushAll();
+    expect(remotes.get('A')!.read('f').length).toBe(0);
+  });
+
+  it('a partial write into the middle of an existing file keeps the rest (never uploads a truncated file)', async () => {
+    const { vfs, remotes } = await setup();
+    const big = Buffer.alloc(300_000, 'a');
+    remotes.get('A')!.putFile('big', big);
+    const h = await vfs.open('/A/big', { write: true, read: true });
+    expect((await h.read(1000, 3)).toString()).toBe('aaa');
+    await h.write(150_000, Buffer.from('XYZ'));
+    await h.release();
+    await vfs.flushAll();
+    const after = remotes.get('A')!.read('big');
+    expect(after.length).toBe(300_000);
+    expect(after.subarray(149_999, 150_004).toString()).toBe('aXYZa');
+  });
+
+  it('unlink and rename of files and folders; rename onto an existing file replaces it; noReplace refuses', async () => {
+    const { vfs, remotes } = await setup();
+    const a = remotes.get('A')!;
+    await vfs.mkdir('/A/d');
+    await vfs.writeFile('/A/d/1', Buffer.from('one'));
+    await vfs.writeFile('/A/2', Buffer.from('two'));
+    await vfs.flushAll();
+    await vfs.rename('/A/d', '/A/e');
+    expect(a.paths()).toEqual(['2', 'e', 'e/1']);
+    expect(await code(vfs.rename('/A/2', '/A/e/1', { noReplace: true }))).toBe('EEXIST');
+    await vfs.rename('/A/2', '/A/e/1');
+    expect(a.paths()).toEqual(['e', 'e/1']);
+    expect(a.read('e/1').toString()).toBe('two');
+    expect(await code(vfs.rename('/A/e', '/A/e/sub'))).toBe('EINVAL');
+    expect(await code(vfs.rename('/A/missing', '/A/x'))).toBe('ENOENT');
+    await vfs.unlink('/A/e/1');
+    expect(await code(vfs.stat('/A/e/1'))).toBe('ENOENT');
+    expect(a.paths()).toEqual(['e']);
+  });
+
+  it('renaming a file whose upload is pending moves the pending upload (nothing lands at the old path)', async () => {
+    const { vfs } = await setup({ faults: true });
+    const faulty = vfs.remoteOf('A') as FaultyRemote;
+    const inner = faulty.inner as MemoryRemote;
+    faulty.inject({ kind: 'delay', methods: ['commit'], delayMs: 300, times: 1 });
+    await vfs.writeFile('/A/draft', Buffer.from('text'));
+    await vfs.rename('/A/draft', '/A/final');
+    expect((await vfs.readdir('/A')).map((x) => x.name)).toEqual(['final']);
+    await vfs.flushAll();
+    expect(inner.paths()).toEqual(['final']);
+    expect(inner.read('final').toString()).toBe('text');
+  });
+
+  it('moves across libraries as copy then delete', async () => {
+    const { vfs, remotes } = await setup();
+    await vfs.mkdir('/A/d');
+    await vfs.writeFile('/A/d/f', Buffer.from('payload'));
+    await vfs.flushAll();
+    await vfs.rename('/A/d', '/B/d2');
+    expect(remotes.get('A')!.paths()).toEqual([]);
+    expect(remotes.get('B')!.paths()).toEqual(['d2', 'd2/f']);
+    expect(remotes.get('B')!.read('d2/f').toString()).toBe('payload');
+    await vfs.copy('/B/d2', '/A/back');
+    expect(remotes.get('A')!.read('back/f').toString()).toBe('payload');
+    await vfs.copy('/A/back/f', '/A/copy');
+    expect(remotes.get('A')!.read('copy').toString()).toBe('payload');
+  });
+
+  it('failed uploads retry with backoff until the service takes them; status() shows them', async () => {
+    const { vfs } = await setup({ faults: true });
+    const faulty = vfs.remoteOf('A') as FaultyRemote;
+    faulty.inject({ kind: 'fail', methods: ['commit'], code: 'EIO', times: 3 });
+    await vfs.writeFile('/A/f', Buffer.from('data'));
+    await new Promise((r) => setTimeout(r, 30));
+    const pending = vfs.status().uploads;
+    expect(pending).toHaveLength(1);
+    expect(pending[0]).toMatchObject({ library: 'A', fullpath: 'f' });
+    for (let i = 0; i < 100 && vfs.status().uploads.length > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(vfs.status().uploads).toHaveLength(0);
+    expect((faulty.inner as MemoryRemote).read('f').toString()).toBe('data');
+    expect(faulty.injected.fail).toBe(3);
+  });
+
+  it('modifying a file whose upload is under way cancels it and uploads the new content', async () => {
+    const { vfs } = await setup({ faults: true });
+    const faulty = vfs.remoteOf('A') as FaultyRemote;
+    faulty.inject({ kind: 'delay', methods: ['commit'], delayMs: 200, times: 1 });
+    const h = await vfs.open('/A/f', { write: true, create: true });
+    await h.write(0, Buffer.from('first'));
+    await h.flush();
+    await new Promise((r) => setTimeout(r, 50));
+    await h.write(0, Buffer.from('second'));
+    await h.release();
+    await vfs.flushAll();
+    expect((faulty.inner as MemoryRemote).read('f').toString()).toBe('second');
+  });
+
+  it('the local version wins when the file changed on the service while open', async () => {
+    const { vfs, remotes } = await setup();
+    remotes.get('A')!.putFile('doc', Buffer.from('v1'));
+    const h = await vfs.open('/A/doc', { write: true });
+    await h.write(0, Buffer.from('local'));
+    remotes.get('A')!.putFile('doc', Buffer.from('other client'));
+    await h.release();
+    await vfs.flushAll();
+    expect(remotes.get('A')!.read('doc').toString()).toBe('local');
+  });
+
+  it('unlink of a file with a pending upload cancels it', async () => {
+    const { vfs } = await setup({ faults: true });
+    const faulty = vfs.remoteOf('A') as FaultyRemote;
+    faulty.inject({ kind: 'fail', methods: ['commit'], times: 1 });
+    await vfs.writeFile('/A/tmp', Buffer.from('x'));
+    await vfs.unlink('/A/tmp');
+    await vfs.flushAll({ timeoutMs: 500 });
+    await new Promise((r) => setTimeout(r, 100));
+    expect((faulty.inner as MemoryRemote).paths()).toEqual([]);
+    expect(vfs.status().uploads).toEqual([]);
+  });
+
+  it('read-only gateway refuses changes with EROFS', async () => {
+    const { vfs, remotes } = await setup({ readOnly: true });
+    remotes.get('A')!.putFile('f', Buffer.from('x'));
+    expect(await code(vfs.mkdir('/A/d'))).toBe('EROFS');
+    expect(await code(vfs.open('/A/f', { write: true }))).toBe('EROFS');
+    expect(await code(vfs.unlink('/A/f'))).toBe('EROFS');
+    expect(await readAll(vfs, '/A/f')).toBe('x');
+  });
+
+  it('statfs from the library quota; tags and lock as extended operations; operator passed through', async () => {
+    const { vfs, remotes } = await setup();
+    const a = remotes.get('A')!;
+    a.capacity = 1000;
+    await vfs.writeFile('/A/f', Buffer.from('12345'), { operator: { opName: 'alice' } });
+    await vfs.flushAll();
+    expect(await vfs.statfs('/A')).toMatchObject({ total: 1000, used: 5, free: 995, files: 1 });
+    expect((await vfs.statfs('/')).total).toBe(Number.MAX_SAFE_INTEGER);
+    expect(a.read('f').toString()).toBe('12345');
+    expect((await a.stat('f'))!.lastModifiedBy).toBe('alice');
+    await vfs.setTags('/A/f', ['red', 'blue']);
+    expect((await vfs.getTags('/A/f')).sort()).toEqual(['blue', 'red']);
+    await vfs.setTags('/A/f', ['blue']);
+    expect(await vfs.getTags('/A/f')).toEqual(['blue']);
+    expect(await code(vfs.setTags('/A/f', ['a;b']))).toBe('EINVAL');
+    await vfs.setLocked('/A/f', true);
+    expect((await a.stat('f'))!.locked).toBe(true);
+  });
+
+  it('capacity exceeded surfaces as ENOSPC in the upload status and the data stays journaled', async () => {
+    const { vfs, remotes } = await setup();
+    remotes.get('A')!.capacity = 3;
+    await vfs.writeFile('/A/f', Buffer.from('too big'));
+    await vfs.flushAll({ timeoutMs: 2000 });
+    const [u] = vfs.status().uploads;
+    expect(u.lastError).toMatch(/ENOSPC/);
+    remotes.get('A')!.capacity = undefined;
+    for (let i = 0; i < 100 && vfs.status().uploads.length > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(remotes.get('A')!.read('f').toString()).toBe('too big');
+  });
+
+  it('createReadStream serves ranges from the service and from local data', async () => {
+    const { vfs, remotes } = await setup();
+    remotes.get('A')!.putFile('f', Buffer.from('0123456789'));
+    const chunks: Buffer[] = [];
+    for await (const c of await vfs.createReadStream('/A/f', { start: 2, end: 5 })) chunks.push(c as Buffer);
+    expect(Buffer.concat(chunks).toString()).toBe('2345');
+    const h = await vfs.open('/A/g', { write: true, create: true });
+    await h.write(0, Buffer.from('local bytes'));
+    const out: Buffer[] = [];
+    for await (const c of await vfs.createReadStream('/A/g', { start: 6 })) out.push(c as Buffer);
+    expect(Buffer.concat(out).toString()).toBe('bytes');
+    await h.release();
+  });
+
+  it('setTimes is kept for a clean file until the service changes it, and for local files until commit', async () => {
+    const { vfs, remotes } = await setup();
+    remotes.get('A')!.putFile('f', Buffer.from('x'));
+    await vfs.setTimes('/A/f', 1_000_000);
+    expect((await vfs.stat('/A/f')).mtimeMs).toBe(1_000_000);
+  });
+});
