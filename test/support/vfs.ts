@@ -1,0 +1,75 @@
+/**
+ * startTestVfs(): a GatewayVfs over a real embedded service on an ephemeral port, with a temporary data
+ * folder; `close()` stops both and removes the folders. The service comes from test/support/service.ts.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { ServiceClient } from '../../src/api/client.js';
+import { createVfs, type CreateVfsOptions } from '../../src/vfs/index.js';
+import type { GatewayVfs } from '../../src/vfs/gateway-vfs.js';
+
+/** What test/support/service.ts returns (the part used here). */
+export interface TestService {
+  service: unknown;
+  client: ServiceClient;
+  dir: string;
+  close(): Promise<void>;
+}
+
+export interface TestVfs {
+  vfs: GatewayVfs;
+  service: unknown;
+  /** A client of the same library (acts as "another client" of the service). */
+  client: ServiceClient;
+  /** The service's test handle (start another Vfs on it with `openVfs`). */
+  testService: TestService;
+  /** The Vfs's data folder. */
+  dataDir: string;
+  /** Another Vfs on the same library with its own data folder (closed by `close()`). */
+  openVfs(opts?: Partial<CreateVfsOptions>): Promise<GatewayVfs>;
+  close(): Promise<void>;
+}
+
+export async function startTestService(): Promise<TestService> {
+  const specifier = './service.js';
+  const mod = (await import(specifier)) as { startTestService: () => Promise<TestService> };
+  return mod.startTestService();
+}
+
+export async function startTestVfs(opts: Partial<CreateVfsOptions> & { testService?: TestService } = {}): Promise<TestVfs> {
+  const { testService: given, ...vfsOpts } = opts;
+  const testService = given ?? (await startTestService());
+  const extra: { vfs: GatewayVfs; dir: string }[] = [];
+  const open = async (o: Partial<CreateVfsOptions> = {}): Promise<{ vfs: GatewayVfs; dir: string }> => {
+    const dir = o.dataDir ?? (await mkdtemp(join(tmpdir(), 'cloudlib-testvfs-')));
+    const vfs = await createVfs({
+      libraries: [{ name: 'Library', client: testService.client }],
+      feedIntervalMs: 200,
+      upload: { retryBaseMs: 50, retryMaxMs: 500 },
+      ...o,
+      dataDir: dir,
+    });
+    return { vfs, dir };
+  };
+  const first = await open(vfsOpts);
+  return {
+    vfs: first.vfs,
+    service: testService.service,
+    client: testService.client,
+    testService,
+    dataDir: first.dir,
+    async openVfs(o = {}) {
+      const v = await open(o);
+      extra.push(v);
+      return v.vfs;
+    },
+    async close() {
+      for (const v of [first, ...extra]) {
+        await v.vfs.close().catch(() => undefined);
+        await rm(v.dir, { recursive: true, force: true });
+      }
+      if (!given) await testService.close();
+    },
+  };
+}
