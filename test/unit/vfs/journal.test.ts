@@ -1,0 +1,103 @@
+import { describe, it, expect, afterEach } from 'vitest';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { GatewayVfs } from '../../../src/vfs/gateway-vfs.js';
+import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
+import { FaultyRemote } from '../../../src/vfs/faulty-remote.js';
+import { UploadJournal } from '../../../src/vfs/upload-journal.js';
+import { nameLibraries } from '../../../src/vfs/library-set.js';
+import { MetadataCache } from '../../../src/vfs/metadata-cache.js';
+import { silentLogger } from '../../../src/shared/log.js';
+
+const dirs: string[] = [];
+afterEach(async () => {
+  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+});
+
+async function tempDir(): Promise<string> {
+  const d = await mkdtemp(join(tmpdir(), 'journal-'));
+  dirs.push(d);
+  return d;
+}
+
+describe('UploadJournal and replay', { timeout: 15_000 }, () => {
+  it('data acknowledged by close survives a stop before upload and is uploaded by the next start', async () => {
+    const dataDir = await tempDir();
+    const inner = new MemoryRemote({ name: 'L', id: '7' });
+    const down = new FaultyRemote(inner);
+    down.inject({ kind: 'fail', methods: ['commit'] });
+    const first = await GatewayVfs.open({ libraries: [{ name: 'L', id: '7', remote: down }], dataDir, feedIntervalMs: 0, logger: silentLogger, upload: { retryBaseMs: 10_000 } });
+    await first.writeFile('/L/kept.txt', Buffer.from('acknowledged'));
+    expect(first.status().uploads).toHaveLength(1);
+    await first.close();
+    expect(inner.paths()).toEqual([]);
+    const entries = await new UploadJournal(join(dataDir, 'journal')).entries();
+    expect(entries.map((e) => [e.library, e.fullpath, e.size])).toEqual([['L', 'kept.txt', 12]]);
+
+    const second = await GatewayVfs.open({ libraries: [{ name: 'L', id: '7', remote: inner }], dataDir, feedIntervalMs: 0, logger: silentLogger });
+    expect((await second.stat('/L/kept.txt')).size).toBe(12);
+    await second.flushAll();
+    expect(inner.read('kept.txt').toString()).toBe('acknowledged');
+    expect(await readdir(join(dataDir, 'journal', 'entries'))).toEqual([]);
+    expect(await readdir(join(dataDir, 'journal', 'spool'))).toEqual([]);
+    await second.close();
+  });
+
+  it('entries of a library no longer configured are kept (stranded), not dropped', async () => {
+    const dataDir = await tempDir();
+    const journal = new UploadJournal(join(dataDir, 'journal'));
+    await journal.init();
+    const id = journal.newId();
+    await writeFile(journal.spoolPath(id), 'x');
+    await journal.put({ id, library: 'Gone', fullpath: 'f', size: 1, mtimeMs: 1, createdMs: 1 });
+    const vfs = await GatewayVfs.open({ libraries: [{ name: 'L', id: '1', remote: new MemoryRemote() }], dataDir, feedIntervalMs: 0, logger: silentLogger });
+    expect(vfs.status().stranded).toEqual([{ id, library: 'Gone', fullpath: 'f' }]);
+    await vfs.close();
+    expect((await journal.entries()).map((e) => e.id)).toEqual([id]);
+  });
+
+  it('spool files without an entry (never acknowledged) are removed on start', async () => {
+    const dataDir = await tempDir();
+    const journal = new UploadJournal(join(dataDir, 'journal'));
+    await journal.init();
+    await writeFile(journal.spoolPath(journal.newId()), 'half written');
+    expect(await journal.entries()).toEqual([]);
+    expect(await readdir(journal.spoolDir)).toEqual([]);
+  });
+});
+
+describe('library folder names', () => {
+  it('collisions get a stable suffix from the library id; the smallest id keeps the name', () => {
+    const named = nameLibraries([
+      { wanted: 'Team', id: '12' }, { wanted: 'Docs', id: '3' }, { wanted: 'Team', id: '4' },
+    ]);
+    expect(named.map((l) => l.name)).toEqual(['Team (12)', 'Docs', 'Team']);
+    const reordered = nameLibraries([{ wanted: 'Team', id: '4' }, { wanted: 'Team', id: '12' }]);
+    expect(reordered.map((l) => l.name)).toEqual(['Team', 'Team (12)']);
+  });
+});
+
+describe('MetadataCache', () => {
+  it('is bounded by count, keeps negative entries, and invalidates a moved folder below', () => {
+    const cache = new MetadataCache({ maxEntries: 10 });
+    for (let i = 0; i < 50; i++) cache.setEntry('L', `f${i}`, { id: `i${i}`, fullpath: `f${i}`, name: `f${i}`, isDir: false, size: 1, mtimeMs: 0, ctimeMs: 0 });
+    expect(cache.stats().entries).toBe(10);
+    cache.setEntry('L', 'missing', null);
+    expect(cache.getEntry('L', 'missing')).toBeNull();
+    cache.setEntry('L', 'd', { id: 'D', fullpath: 'd', name: 'd', isDir: true, size: 0, mtimeMs: 0, ctimeMs: 0 });
+    cache.setListing('L', 'd', [{ id: 'X', fullpath: 'd/x', name: 'x', isDir: false, size: 1, mtimeMs: 0, ctimeMs: 0 }]);
+    expect(cache.getEntry('L', 'd/x')!.id).toBe('X');
+    cache.upsert('L', { id: 'D', fullpath: 'e', name: 'e', isDir: true, size: 0, mtimeMs: 0, ctimeMs: 0 });
+    expect(cache.getEntry('L', 'd')).toBeNull();
+    expect(cache.getListing('L', 'd')).toBeUndefined();
+    expect(cache.getEntry('L', 'd/x')).toBeUndefined();
+  });
+
+  it('is bounded by memory', () => {
+    const cache = new MetadataCache({ maxBytes: 100_000 });
+    for (let i = 0; i < 5000; i++) cache.setEntry('L', `f${i}`, { id: `i${i}`, fullpath: `f${i}`, name: `f${i}`, isDir: false, size: 1, mtimeMs: 0, ctimeMs: 0 });
+    expect(cache.stats().bytes).toBeLessThanOrEqual(100_000);
+    expect(cache.stats().entries).toBeLessThan(5000);
+  });
+});

@@ -1,0 +1,112 @@
+import { describe, it, expect, afterEach } from 'vitest';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
+import { FaultyRemote } from '../../../src/vfs/faulty-remote.js';
+import { BlockCache } from '../../../src/vfs/block-cache.js';
+import { ContentCache } from '../../../src/vfs/content-cache.js';
+import { RangeReader } from '../../../src/vfs/range-reader.js';
+import { silentLogger } from '../../../src/shared/log.js';
+
+const dirs: string[] = [];
+afterEach(async () => {
+  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+});
+
+const MiB = 1024 * 1024;
+
+async function fixture(size: number): Promise<{ remote: FaultyRemote; data: Buffer; hash: string }> {
+  const inner = new MemoryRemote();
+  const data = randomBytes(size);
+  const e = inner.putFile('f', data);
+  return { remote: new FaultyRemote(inner), data, hash: e.contentHash! };
+}
+
+function reader(remote: FaultyRemote, data: Buffer, hash: string, extra: Partial<ConstructorParameters<typeof RangeReader>[0]> = {}): RangeReader {
+  return new RangeReader({
+    remote, fullpath: 'f', size: data.length, contentHash: hash, contentKey: hash, blocks: new BlockCache({ blockSize: 4096 }),
+    initialWindow: 256 * 1024, maxWindow: 2 * MiB, logger: silentLogger, ...extra,
+  });
+}
+
+describe('RangeReader', { timeout: 20_000 }, () => {
+  it('sequential reads use few requests with a growing window', async () => {
+    const { remote, data, hash } = await fixture(8 * MiB);
+    const rr = reader(remote, data, hash);
+    const parts: Buffer[] = [];
+    for (let pos = 0; pos < data.length; pos += 128 * 1024) parts.push(await rr.read(pos, 128 * 1024));
+    expect(Buffer.concat(parts).equals(data)).toBe(true);
+    // 256K, 512K, 1M, 2M, 2M, 2M... → 6 windows for 8 MiB instead of 64 reads.
+    expect(rr.counters.requests).toBeLessThanOrEqual(7);
+    expect((await rr.read(data.length, 10)).length).toBe(0);
+    rr.close();
+  });
+
+  it('random reads fetch only small aligned blocks and reuse the block cache', async () => {
+    const { remote, data, hash } = await fixture(4 * MiB);
+    const rr = reader(remote, data, hash);
+    const positions = [3 * MiB + 5, 17, 2 * MiB + 4000, 3 * MiB + 100];
+    for (const p of positions) expect((await rr.read(p, 200)).equals(data.subarray(p, p + 200))).toBe(true);
+    expect(rr.counters.randomBytes).toBe(800);
+    expect(rr.counters.requests).toBe(3); // the last read hit the cached block
+    rr.close();
+  });
+
+  it('retries a range cut mid-way (with a fresh link) and returns the right bytes', async () => {
+    const { remote, data, hash } = await fixture(2 * MiB);
+    remote.inject({ kind: 'cut', methods: ['openRange'], afterBytes: 100_000, times: 1 });
+    const rr = reader(remote, data, hash);
+    const got = await rr.read(0, 1 * MiB);
+    expect(got.equals(data.subarray(0, MiB))).toBe(true);
+    expect(rr.counters.retries).toBe(1);
+    expect(remote.injected.cut).toBe(1);
+    rr.close();
+  });
+
+  it('gives up after the attempts with EIO', async () => {
+    const { remote, data, hash } = await fixture(100_000);
+    remote.inject({ kind: 'fail', methods: ['openRange'], code: 'EIO' });
+    const rr = reader(remote, data, hash);
+    await expect(rr.read(0, 10)).rejects.toMatchObject({ code: 'EIO' });
+    rr.close();
+  });
+
+  it('with a content cache, unchanged content is never fetched twice (across readers)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'cc-'));
+    dirs.push(dir);
+    const disk = new ContentCache({ dir, maxBytes: 16 * MiB, logger: silentLogger });
+    await disk.init();
+    const { remote, data, hash } = await fixture(3 * MiB);
+    const first = reader(remote, data, hash, { disk });
+    for (let pos = 0; pos < data.length; pos += MiB) await first.read(pos, MiB);
+    first.close();
+    await disk.close();
+    const again = new ContentCache({ dir, maxBytes: 16 * MiB, logger: silentLogger });
+    await again.init();
+    remote.inject({ kind: 'fail', methods: ['openRange'] });
+    const second = reader(remote, data, hash, { disk: again });
+    const got: Buffer[] = [];
+    for (let pos = 0; pos < data.length; pos += MiB) got.push(await second.read(pos, MiB));
+    expect(Buffer.concat(got).equals(data)).toBe(true);
+    expect(second.counters.requests).toBe(0);
+    await again.close();
+  });
+
+  it('the content cache evicts whole contents, least recently used first, within its bound', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'cc-'));
+    dirs.push(dir);
+    const disk = new ContentCache({ dir, maxBytes: 1000, logger: silentLogger });
+    await disk.init();
+    const a = 'a'.repeat(40);
+    const b = 'b'.repeat(40);
+    await disk.write(a, 0, Buffer.alloc(600, 1));
+    await disk.write(b, 0, Buffer.alloc(600, 2));
+    expect(disk.has(a, 0, 600)).toBe(false);
+    expect(disk.has(b, 0, 600)).toBe(true);
+    expect(disk.stats().bytes).toBe(600);
+    expect((await disk.read(b, 10, 20)).equals(Buffer.alloc(10, 2))).toBe(true);
+    await disk.close();
+  });
+});

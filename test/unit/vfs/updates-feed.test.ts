@@ -1,0 +1,95 @@
+import { describe, it, expect, afterEach } from 'vitest';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
+import { FaultyRemote } from '../../../src/vfs/faulty-remote.js';
+import { MetadataCache } from '../../../src/vfs/metadata-cache.js';
+import { UpdatesFeed } from '../../../src/vfs/updates-feed.js';
+import { createMemoryVfs, type GatewayVfs } from '../../../src/vfs/index.js';
+import { silentLogger } from '../../../src/shared/log.js';
+
+const dirs: string[] = [];
+const vfses: GatewayVfs[] = [];
+afterEach(async () => {
+  for (const v of vfses.splice(0)) await v.close();
+  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+});
+
+describe('UpdatesFeed', { timeout: 10_000 }, () => {
+  it('applies creates, changes, deletes and moves to the cache and persists its cursor', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'feed-'));
+    dirs.push(dir);
+    const remote = new MemoryRemote();
+    const cache = new MetadataCache();
+    const feed = new UpdatesFeed({ library: 'L', remote, cache, intervalMs: 0, cursorFile: join(dir, 'cursor.json'), logger: silentLogger });
+    await remote.mkdir('d');
+    await feed.start();
+    cache.setListing('L', 'd', await remote.list('d'));
+    cache.setListing('L', '', await remote.list(''));
+    remote.putFile('d/f', Buffer.from('1'));
+    await feed.pollNow();
+    expect(cache.getListing('L', 'd')!.map((e) => e.name)).toEqual(['f']);
+    expect(cache.getEntry('L', 'd/f')!.size).toBe(1);
+    remote.putFile('d/f', Buffer.from('22'));
+    await feed.pollNow();
+    expect(cache.getEntry('L', 'd/f')!.size).toBe(2);
+    const id = cache.getEntry('L', 'd/f')!.id;
+    await remote.move('d/f', 'g');
+    await feed.pollNow();
+    expect(cache.getEntry('L', 'd/f')).toBeNull();
+    expect(cache.getEntry('L', 'g')!.id).toBe(id);
+    await remote.remove('g');
+    await feed.pollNow();
+    expect(cache.getEntry('L', 'g')).toBeNull();
+    const saved = JSON.parse(await readFile(join(dir, 'cursor.json'), 'utf8')) as { cursor: number };
+    expect(saved.cursor).toBe(await remote.headCursor());
+    expect(feed.snapshot()).toMatchObject({ healthy: true, changesApplied: 5 }) // 2 writes, a move (delete + create), a delete;
+    await feed.stop();
+  });
+
+  it('drops the cache when the feed fails, and recovers', async () => {
+    const remote = new FaultyRemote(new MemoryRemote());
+    const cache = new MetadataCache();
+    const feed = new UpdatesFeed({ library: 'L', remote, cache, intervalMs: 0, logger: silentLogger });
+    await feed.start();
+    cache.setListing('L', '', []);
+    remote.inject({ kind: 'fail', methods: ['changes'], times: 1 });
+    await feed.pollNow();
+    expect(feed.healthy).toBe(false);
+    expect(cache.getListing('L', '')).toBeUndefined();
+    await feed.pollNow();
+    expect(feed.healthy).toBe(true);
+    await feed.stop();
+  });
+
+  it('rebuilds instead of replaying a backlog longer than the page limit (cursor too old)', async () => {
+    const remote = new MemoryRemote();
+    const cache = new MetadataCache();
+    const feed = new UpdatesFeed({ library: 'L', remote, cache, intervalMs: 0, maxPagesPerPoll: 2, logger: silentLogger });
+    await feed.start();
+    for (let i = 0; i < 250; i++) remote.putFile(`f${i}`, Buffer.from('x'));
+    cache.setListing('L', '', []);
+    await feed.pollNow();
+    expect(feed.snapshot().rebuilds).toBe(1);
+    expect(cache.getListing('L', '')).toBeUndefined();
+    expect(feed.snapshot().cursor).toBe(await remote.headCursor());
+    await feed.stop();
+  });
+
+  it('a change by another client shows in a listing within one interval', async () => {
+    const { vfs, remotes } = await createMemoryVfs({ feedIntervalMs: 100 });
+    vfses.push(vfs);
+    expect(await vfs.readdir('/Library')).toEqual([]);
+    remotes.get('Library')!.putFile('other.txt', Buffer.from('from elsewhere'));
+    const t0 = Date.now();
+    let names: string[] = [];
+    while (Date.now() - t0 < 2000) {
+      names = (await vfs.readdir('/Library')).map((a) => a.name);
+      if (names.length > 0) break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(names).toEqual(['other.txt']);
+    expect(Date.now() - t0).toBeLessThan(400);
+  });
+});
