@@ -57,10 +57,6 @@ function needFolder(m: Model, p: string): void {
 function children(m: Model, p: string): string[] {
   return [...m.keys()].filter((k) => parent(k) === p);
 }
-function removeTree(m: Model, p: string): void {
-  for (const k of [...m.keys()]) if (within(k, p)) m.delete(k);
-}
-
 /** The model's answer: mutates `m`, throws VfsError like POSIX would. */
 function applyModel(m: Model, o: Op): void {
   switch (o.op) {
