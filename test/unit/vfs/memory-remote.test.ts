@@ -1,0 +1,4 @@
+import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
+import { remoteContract } from './remote-contract.js';
+
+remoteContract('MemoryRemote', async () => ({ remote: new MemoryRemote(), close: async () => {} }));

@@ -1,0 +1,170 @@
+/**
+ * The Remote contract, written once and run on every implementation: MemoryRemote (unit) and
+ * LibraryRemote over the embedded service (integration). Each test works in a fresh folder.
+ */
+import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Remote } from '../../../src/vfs/remote.js';
+import { VfsError } from '../../../src/vfs/types.js';
+
+export interface ContractTarget {
+  remote: Remote;
+  close(): Promise<void>;
+}
+
+async function code(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return 'ok';
+  } catch (err) {
+    if (err instanceof VfsError) return err.code;
+    throw err;
+  }
+}
+
+async function readRange(remote: Remote, path: string, start: number, end: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const c of await remote.openRange(path, start, end)) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
+
+export function remoteContract(name: string, open: () => Promise<ContractTarget>): void {
+  describe(`Remote contract: ${name}`, { timeout: 30_000 }, () => {
+    let target: ContractTarget;
+    let remote: Remote;
+    let tmp: string;
+    let n = 0;
+    const folder = (): string => `contract-${Date.now().toString(36)}-${n++}`;
+
+    async function commitBytes(path: string, data: Buffer) {
+      const file = join(tmp, `c${n++}`);
+      await writeFile(file, data);
+      return remote.commit(path, { path: file, size: data.length, sha1: createHash('sha1').update(data).digest('hex') });
+    }
+
+    beforeAll(async () => {
+      target = await open();
+      remote = target.remote;
+      tmp = await mkdtemp(join(tmpdir(), 'contract-'));
+    });
+    afterAll(async () => {
+      await target?.close();
+      await rm(tmp, { recursive: true, force: true });
+    });
+
+    it('info names the library', async () => {
+      const info = await remote.info();
+      expect(info.id).not.toBe('');
+      expect(typeof info.name).toBe('string');
+    });
+
+    it('mkdir, list, stat; EEXIST and ENOENT', async () => {
+      const d = folder();
+      const e = await remote.mkdir(d);
+      expect(e).toMatchObject({ fullpath: d, name: d, isDir: true });
+      expect(await code(remote.mkdir(d))).toBe('EEXIST');
+      await remote.mkdir(`${d}/sub`);
+      expect((await remote.list(d)).map((x) => [x.name, x.isDir])).toEqual([['sub', true]]);
+      expect(await remote.stat(`${d}/nope`)).toBeNull();
+      expect(await code(remote.list(`${d}/nope`))).toBe('ENOENT');
+      expect((await remote.stat(d))!.id).toBe(e.id);
+    });
+
+    it('commit then read ranges; overwrite keeps the id and changes the content hash', async () => {
+      const d = folder();
+      await remote.mkdir(d);
+      const data = randomBytes(100_000);
+      const e = await commitBytes(`${d}/f.bin`, data);
+      expect(e).toMatchObject({ fullpath: `${d}/f.bin`, isDir: false, size: 100_000, contentHash: createHash('sha1').update(data).digest('hex') });
+      expect((await readRange(remote, `${d}/f.bin`, 0, 99_999)).equals(data)).toBe(true);
+      expect((await readRange(remote, `${d}/f.bin`, 1000, 1999)).equals(data.subarray(1000, 2000))).toBe(true);
+      const st = await remote.stat(`${d}/f.bin`);
+      expect(st).toMatchObject({ size: 100_000, contentHash: e.contentHash });
+      const next = await commitBytes(`${d}/f.bin`, Buffer.from('new'));
+      expect(next.id).toBe(st!.id);
+      expect((await readRange(remote, `${d}/f.bin`, 0, 2)).toString()).toBe('new');
+      expect((await remote.list(d)).map((x) => [x.name, x.size])).toEqual([['f.bin', 3]]);
+    });
+
+    it('lists every page of a large folder', async () => {
+      const d = folder();
+      await remote.mkdir(d);
+      for (let i = 0; i < 130; i++) await commitBytes(`${d}/f${String(i).padStart(3, '0')}`, Buffer.from([i]));
+      const names = (await remote.list(d)).map((x) => x.name).sort();
+      expect(names).toHaveLength(130);
+      expect(names[129]).toBe('f129');
+    });
+
+    it('move keeps the id; moving onto an existing name is refused; remove', async () => {
+      const d = folder();
+      await remote.mkdir(d);
+      const f = await commitBytes(`${d}/a`, Buffer.from('a'));
+      await commitBytes(`${d}/b`, Buffer.from('b'));
+      expect(await code(remote.move(`${d}/a`, `${d}/b`))).toBe('EEXIST');
+      await remote.move(`${d}/a`, `${d}/c`);
+      expect((await remote.stat(`${d}/c`))!.id).toBe(f.id);
+      expect(await remote.stat(`${d}/a`)).toBeNull();
+      await remote.mkdir(`${d}/sub`);
+      await remote.move(`${d}/sub`, `${d}/sub2`);
+      await remote.move(`${d}/c`, `${d}/sub2/c`);
+      expect((await remote.list(`${d}/sub2`)).map((x) => x.name)).toEqual(['c']);
+      await remote.remove(`${d}/sub2`);
+      expect(await remote.stat(`${d}/sub2/c`)).toBeNull();
+      expect((await remote.list(d)).map((x) => x.name)).toEqual(['b']);
+    });
+
+    it('copy a file and a folder', async () => {
+      const d = folder();
+      await remote.mkdir(d);
+      await remote.mkdir(`${d}/src`);
+      await commitBytes(`${d}/src/x`, Buffer.from('xyz'));
+      await remote.copy(`${d}/src`, `${d}/dst`);
+      expect((await readRange(remote, `${d}/dst/x`, 0, 2)).toString()).toBe('xyz');
+      await remote.copy(`${d}/src/x`, `${d}/y`);
+      expect((await remote.stat(`${d}/y`))!.size).toBe(3);
+    });
+
+    it('changes after a cursor: creates, updates, deletes; an empty page when up to date', async () => {
+      const d = folder();
+      let cursor = await remote.headCursor();
+      // Catch up to now (the head may be slightly early).
+      for (;;) {
+        const page = await remote.changes(cursor);
+        if (page.changes.length === 0) break;
+        cursor = page.cursor;
+      }
+      await remote.mkdir(d);
+      await commitBytes(`${d}/f`, Buffer.from('1'));
+      await remote.remove(`${d}/f`);
+      const seen: string[] = [];
+      for (;;) {
+        const page = await remote.changes(cursor);
+        if (page.changes.length === 0) break;
+        expect(page.cursor).toBeGreaterThan(cursor);
+        cursor = page.cursor;
+        for (const c of page.changes) if (c.entry.fullpath.startsWith(d)) seen.push(`${c.kind} ${c.entry.fullpath}`);
+      }
+      expect(seen).toContain(`upsert ${d}`);
+      expect(seen).toContain(`delete ${d}/f`);
+    });
+
+    it('quota, lock and tags', async () => {
+      const d = folder();
+      await remote.mkdir(d);
+      await commitBytes(`${d}/t`, Buffer.from('tagged'));
+      const q = await remote.quota();
+      expect(q.used).toBeGreaterThanOrEqual(6);
+      await remote.addTags(`${d}/t`, ['red', 'blue']);
+      expect(((await remote.stat(`${d}/t`))!.tags ?? []).sort()).toEqual(['blue', 'red']);
+      await remote.removeTags(`${d}/t`, ['red']);
+      expect((await remote.stat(`${d}/t`))!.tags).toEqual(['blue']);
+      await remote.lock(`${d}/t`, true);
+      expect((await remote.stat(`${d}/t`))!.locked).toBe(true);
+      await remote.lock(`${d}/t`, false);
+      expect((await remote.stat(`${d}/t`))!.locked).toBe(false);
+    });
+  });
+}
