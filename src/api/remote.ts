@@ -217,7 +217,9 @@ export class LibraryRemote implements Remote {
     if (cached && cached.expiresMs - this.linkMarginMs > Date.now()) return cached;
     this.counters.linkFetches++;
     const fetchedAt = Date.now();
-    const res = await this.wrap(() => this.client.file.downloadUrl({ fullpath, ...operatorParams(opts) }, { signal: opts.signal }), fullpath);
+    // Naming the content hash pins the link to the version being read (a concurrent overwrite does not
+    // change the bytes under an open handle).
+    const res = await this.wrap(() => this.client.file.downloadUrl({ fullpath, ...(opts.contentHash ? { filehash: opts.contentHash } : {}), ...operatorParams(opts) }, { signal: opts.signal }), fullpath);
     const url = (res.urls ?? [])[0];
     if (!url) throw new VfsError('EIO', `download_url of '${fullpath}' returned no link`);
     const link = { url, expiresMs: fetchedAt + this.linkLifetimeMs };

@@ -1,0 +1,135 @@
+/**
+ * Gateway core figures against the embedded service, each against a baseline measured in the same run:
+ * - sequential read of BENCH_VFS_BYTES (default 1 GiB) through a Vfs handle in 128 KiB reads (what FUSE
+ *   asks) vs one plain ranged download of the same file (target ≥ 0.9×);
+ * - random 4 KiB reads per second through a Vfs handle (BENCH_VFS_RANDOM_S seconds, default 5);
+ * - write + commit of BENCH_VFS_BYTES through the Vfs (open, 1 MiB writes, close, until the service
+ *   confirmed) vs the client's uploader alone on a file of the same size (target ≥ 0.9×);
+ * - peak RSS while streaming BENCH_VFS_STREAM_BYTES (default 4 GiB) through Vfs reads (target < 200 MB).
+ * Prints one JSON line per figure. Run: `node --import tsx scripts/bench/vfs.ts`.
+ */
+import { mkdtemp, open, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { request } from 'undici';
+import { startTestService } from '../../test/support/vfs.js';
+import { createVfs } from '../../src/vfs/index.js';
+import type { ServiceClient } from '../../src/api/client.js';
+
+const MiB = 1024 * 1024;
+const SIZE = Number(process.env.BENCH_VFS_BYTES ?? 1024 * MiB);
+const RANDOM_S = Number(process.env.BENCH_VFS_RANDOM_S ?? 5);
+const STREAM = Number(process.env.BENCH_VFS_STREAM_BYTES ?? 4 * 1024 * MiB);
+const BLOCK = 4 * MiB;
+const seedBlock = randomBytes(BLOCK);
+
+function print(figure: Record<string, unknown>): void {
+  process.stdout.write(JSON.stringify(figure) + '\n');
+}
+const round = (n: number, digits = 2): number => Number(n.toFixed(digits));
+const mibs = (bytes: number, ms: number): number => round(bytes / MiB / (ms / 1000), 1);
+
+/** Block `i` of synthetic file `tag`: distinct content per file and block, no big buffer. */
+function block(tag: number, i: number, size: number): Buffer {
+  const len = Math.min(BLOCK, size - i * BLOCK);
+  const b = Buffer.from(seedBlock.subarray(0, len));
+  b.writeUInt32BE(i, 0);
+  b.writeUInt32BE(tag, 4);
+  return b;
+}
+
+async function makeFile(path: string, tag: number, size: number): Promise<void> {
+  const fh = await open(path, 'w');
+  try {
+    for (let i = 0; i * BLOCK < size; i++) await fh.write(block(tag, i, size));
+  } finally {
+    await fh.close();
+  }
+}
+
+async function uploader(): Promise<{ uploadFile: (c: ServiceClient, s: unknown, o: { fullpath: string; overwrite?: boolean }) => Promise<unknown>; fileSource: (p: string) => unknown }> {
+  const specifier = '../../src/api/upload.js';
+  return (await import(specifier)) as never;
+}
+
+async function main(): Promise<void> {
+  const svc = await startTestService();
+  const tmp = await mkdtemp(join(tmpdir(), 'cloudlib-bench-vfs-'));
+  const vfs = await createVfs({ libraries: [{ name: 'Library', client: svc.client }], dataDir: join(tmp, 'gateway'), feedIntervalMs: 2000 });
+  try {
+    // Baseline upload: the client's uploader alone.
+    const src = join(tmp, 'source.bin');
+    await makeFile(src, 1, SIZE);
+    const up = await uploader();
+    let t0 = performance.now();
+    await up.uploadFile(svc.client, up.fileSource(src), { fullpath: 'bench-read.bin', overwrite: true });
+    const baseUpMs = performance.now() - t0;
+    print({ bench: 'vfs.baseline_uploader', bytes: SIZE, mib_per_s: mibs(SIZE, baseUpMs) });
+
+    // Write + commit through the Vfs (other content, so no instant upload).
+    t0 = performance.now();
+    const wh = await vfs.open('/Library/bench-write.bin', { write: true, create: true, truncate: true });
+    for (let i = 0; i * BLOCK < SIZE; i++) {
+      const b = block(2, i, SIZE);
+      for (let at = 0; at < b.length; at += MiB) await wh.write(i * BLOCK + at, b.subarray(at, at + MiB));
+    }
+    await wh.release();
+    await vfs.flushAll();
+    const vfsUpMs = performance.now() - t0;
+    if (vfs.status().uploads.length > 0) throw new Error(`upload not confirmed: ${JSON.stringify(vfs.status().uploads)}`);
+    print({ bench: 'vfs.write_commit', bytes: SIZE, mib_per_s: mibs(SIZE, vfsUpMs), ratio_to_uploader: round(baseUpMs / vfsUpMs), target: 0.9 });
+
+    // Baseline read: one plain ranged download.
+    const { urls } = await svc.client.file.downloadUrl({ fullpath: 'bench-read.bin' });
+    t0 = performance.now();
+    const res = await request(urls[0], { headers: { range: `bytes=0-${SIZE - 1}` }, dispatcher: svc.client.dispatcher });
+    let got = 0;
+    for await (const c of res.body) got += (c as Buffer).length;
+    const baseReadMs = performance.now() - t0;
+    if (got !== SIZE) throw new Error(`plain download: expected ${SIZE} bytes, got ${got}`);
+    print({ bench: 'vfs.baseline_ranged_download', bytes: SIZE, mib_per_s: mibs(SIZE, baseReadMs) });
+
+    // Sequential read through the Vfs in 128 KiB reads.
+    t0 = performance.now();
+    const rh = await vfs.open('/Library/bench-read.bin', { read: true });
+    got = 0;
+    for (let pos = 0; pos < SIZE; pos += 128 * 1024) got += (await rh.read(pos, 128 * 1024)).length;
+    const vfsReadMs = performance.now() - t0;
+    if (got !== SIZE) throw new Error(`vfs read: expected ${SIZE} bytes, got ${got}`);
+    print({ bench: 'vfs.sequential_read', bytes: SIZE, read_size: 128 * 1024, mib_per_s: mibs(SIZE, vfsReadMs), ratio_to_ranged_download: round(baseReadMs / vfsReadMs), target: 0.9 });
+
+    // Random 4 KiB reads.
+    let reads = 0;
+    t0 = performance.now();
+    while (performance.now() - t0 < RANDOM_S * 1000) {
+      const pos = Math.floor(Math.random() * (SIZE - 4096) / 4096) * 4096;
+      await rh.read(pos, 4096);
+      reads++;
+    }
+    const randomMs = performance.now() - t0;
+    await rh.release();
+    print({ bench: 'vfs.random_4k_reads', reads, per_s: round(reads / (randomMs / 1000), 0) });
+
+    // Peak RSS while streaming STREAM bytes (passes over the file, fresh handle each).
+    let peak = process.memoryUsage().rss;
+    const sampler = setInterval(() => { peak = Math.max(peak, process.memoryUsage().rss); }, 50);
+    const rssBefore = process.memoryUsage().rss;
+    let streamed = 0;
+    t0 = performance.now();
+    while (streamed < STREAM) {
+      const h = await vfs.open('/Library/bench-read.bin', { read: true });
+      for (let pos = 0; pos < SIZE && streamed < STREAM; pos += 128 * 1024) streamed += (await h.read(pos, 128 * 1024)).length;
+      await h.release();
+    }
+    clearInterval(sampler);
+    peak = Math.max(peak, process.memoryUsage().rss);
+    print({ bench: 'vfs.stream_peak_rss', bytes: streamed, mib_per_s: mibs(streamed, performance.now() - t0), rss_before_mb: round(rssBefore / MiB, 0), peak_rss_mb: round(peak / MiB, 0), target_mb: 200 });
+  } finally {
+    await vfs.close();
+    await svc.close();
+    await rm(tmp, { recursive: true, force: true });
+  }
+}
+
+await main();
