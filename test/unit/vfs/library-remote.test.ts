@@ -1,0 +1,122 @@
+/**
+ * LibraryRemote's mapping of the library file API, against a scripted service (undici MockAgent):
+ * paging, error codes, the feed's records, download-link caching and refresh, ranges.
+ */
+import { describe, it, expect, beforeEach, afterEach } from 'vitest';
+import { MockAgent } from 'undici';
+import { ServiceClient } from '../../../src/api/client.js';
+import { LibraryRemote } from '../../../src/api/remote.js';
+
+const BASE = 'http://svc.test';
+const FILES = 'http://files.test';
+let agent: MockAgent;
+let client: ServiceClient;
+
+function record(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { hash: `h-${name}`, dir: 0, fullpath: name, filename: name, filehash: 'a'.repeat(40), filesize: 3, create_member_name: 'x', create_dateline: 100, last_member_name: 'y', last_dateline: 200, property: { tag: 'red;blue' }, ...extra };
+}
+
+function bodyParams(body: unknown): URLSearchParams {
+  return new URLSearchParams(String(body));
+}
+
+beforeEach(() => {
+  agent = new MockAgent();
+  agent.disableNetConnect();
+  client = new ServiceClient({ baseUrl: BASE, credentials: { library: { org_client_id: 'cid', org_client_secret: 'secret' } }, dispatcher: agent, retries: 0 });
+});
+afterEach(async () => {
+  await agent.close();
+});
+
+describe('LibraryRemote', () => {
+  it('lists every page of ls and maps records', async () => {
+    const pool = agent.get(BASE);
+    const starts: string[] = [];
+    pool.intercept({ path: '/m-open/1/file/ls', method: 'POST' }).reply((opts) => {
+      const p = bodyParams(opts.body);
+      starts.push(p.get('start')!);
+      const start = Number(p.get('start'));
+      const list = start === 0 ? [record('a'), record('b')] : [record('c', { dir: 1, filehash: '', filesize: 0 })];
+      return { statusCode: 200, data: JSON.stringify({ count: 3, list }) };
+    }).times(2);
+    const remote = new LibraryRemote({ client, pageSize: 2 });
+    const list = await remote.list('');
+    expect(starts).toEqual(['0', '2']);
+    expect(list.map((e) => [e.name, e.isDir, e.size])).toEqual([['a', false, 3], ['b', false, 3], ['c', true, 0]]);
+    expect(list[0]).toMatchObject({ id: 'h-a', contentHash: 'a'.repeat(40), mtimeMs: 200_000, ctimeMs: 100_000, tags: ['red', 'blue'], lastModifiedBy: 'y' });
+  });
+
+  it('maps service errors to VfsError codes; stat of a missing path is null', async () => {
+    const pool = agent.get(BASE);
+    pool.intercept({ path: '/m-open/1/file/info', method: 'POST' }).reply(404, { error_code: 40402, error_msg: 'missing' });
+    pool.intercept({ path: '/m-open/1/file/create_folder', method: 'POST' }).reply(409, { error_code: 40901, error_msg: 'exists' });
+    pool.intercept({ path: '/m-open/1/file/move', method: 'POST' }).reply(403, { error_code: 40321, error_msg: 'full' });
+    pool.intercept({ path: '/m-open/1/file/del', method: 'POST' }).reply(423, { error_code: 42301, error_msg: 'locked' });
+    const remote = new LibraryRemote({ client });
+    expect(await remote.stat('nope')).toBeNull();
+    await expect(remote.mkdir('d')).rejects.toMatchObject({ code: 'EEXIST' });
+    await expect(remote.move('a', 'b')).rejects.toMatchObject({ code: 'ENOSPC' });
+    await expect(remote.remove('a')).rejects.toMatchObject({ code: 'ELOCKED' });
+  });
+
+  it('reads the change feed in compare mode from the cursor', async () => {
+    const pool = agent.get(BASE);
+    let params: URLSearchParams | undefined;
+    pool.intercept({ path: '/m-open/1/file/updates', method: 'POST' }).reply((opts) => {
+      params = bodyParams(opts.body);
+      return { statusCode: 200, data: JSON.stringify({ fetch_dateline: 5000, list: [{ ...record('gone'), cmd: 0 }, { ...record('new'), cmd: 1 }] }) };
+    });
+    const remote = new LibraryRemote({ client });
+    const page = await remote.changes(1234);
+    expect(params!.get('mode')).toBe('compare');
+    expect(params!.get('fetch_dateline')).toBe('1234');
+    expect(page.cursor).toBe(5000);
+    expect(page.changes.map((c) => `${c.kind} ${c.entry.fullpath}`)).toEqual(['delete gone', 'upsert new']);
+  });
+
+  it('caches download links per version, sends Range, and fetches a fresh link when a range fails', async () => {
+    const pool = agent.get(BASE);
+    const files = agent.get(FILES);
+    let links = 0;
+    const filehashes: (string | null)[] = [];
+    pool.intercept({ path: '/m-open/1/file/download_url', method: 'POST' }).reply((opts) => {
+      links++;
+      filehashes.push(bodyParams(opts.body).get('filehash'));
+      return { statusCode: 200, data: JSON.stringify({ urls: [`${FILES}/dl/${links}`] }) };
+    }).times(2);
+    const ranges: string[] = [];
+    files.intercept({ path: '/dl/1', method: 'GET' }).reply((opts) => {
+      ranges.push(String((opts.headers as Record<string, string>).range));
+      return { statusCode: 206, data: 'bcd' };
+    });
+    files.intercept({ path: '/dl/1', method: 'GET' }).reply(403, 'expired');
+    files.intercept({ path: '/dl/2', method: 'GET' }).reply(206, 'xyz');
+    const remote = new LibraryRemote({ client });
+    const read = async (s: number, e: number): Promise<string> => {
+      const chunks: Buffer[] = [];
+      for await (const c of await remote.openRange('f', s, e, { contentHash: 'a'.repeat(40) })) chunks.push(c as Buffer);
+      return Buffer.concat(chunks).toString();
+    };
+    expect(await read(1, 3)).toBe('bcd');
+    expect(ranges).toEqual(['bytes=1-3']);
+    expect(await read(4, 6)).toBe('xyz');
+    expect(links).toBe(2);
+    expect(filehashes).toEqual(['a'.repeat(40), 'a'.repeat(40)]);
+  });
+
+  it('a server that ignores Range: the wanted bytes are cut out of the whole body', async () => {
+    agent.get(BASE).intercept({ path: '/m-open/1/file/download_url', method: 'POST' }).reply(200, { urls: [`${FILES}/whole`] });
+    agent.get(FILES).intercept({ path: '/whole', method: 'GET' }).reply(200, '0123456789');
+    const remote = new LibraryRemote({ client });
+    const chunks: Buffer[] = [];
+    for await (const c of await remote.openRange('f', 3, 5)) chunks.push(c as Buffer);
+    expect(Buffer.concat(chunks).toString()).toBe('345');
+  });
+
+  it('quota from stat: capacity ≤ 0 is unlimited', async () => {
+    agent.get(BASE).intercept({ path: '/m-open/1/file/stat', method: 'POST' }).reply(200, { org_id: 1, org_name: 'L', mount_id: 1, capacity: -1, size: 42, size_recycle: 0, count_file: 3, storage_point: '' });
+    const q = await new LibraryRemote({ client }).quota();
+    expect(q).toEqual({ total: undefined, used: 42, files: 3 });
+  });
+});
