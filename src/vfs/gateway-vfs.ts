@@ -514,7 +514,7 @@ export class GatewayVfs implements Vfs {
   async persist(file: LocalFile): Promise<void> {
     if (file.deleted || file.generation === file.journaledGeneration) return;
     const generation = file.generation;
-    await file.sync();
+    await file.syncAndHash(this.hasher);
     await this.journal.put(this.journalEntry(file));
     file.journaledGeneration = Math.max(file.journaledGeneration, generation);
     await this.uploads.enqueue(file);

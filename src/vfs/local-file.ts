@@ -33,6 +33,8 @@ export class LocalFile implements PendingFile {
   /** True when the spool holds the whole current content. */
   baseReady: boolean;
   operator?: Operator;
+  /** SHA-1 of the spool as of `generation` (computed with the fsync of a flush). */
+  private hashed: { generation: number; sha1: string; size: number } | undefined;
   private fh: FsHandle | undefined;
   private chain: Promise<unknown> = Promise.resolve();
 
@@ -142,6 +144,30 @@ export class LocalFile implements PendingFile {
     await this.exclusive(async () => {
       const fh = await this.handle(true);
       await fh.sync();
+    });
+  }
+
+  /**
+   * Makes the spool durable and hashes it, both at once (the hash runs in a worker while the kernel
+   * writes the data out), with no change in between. The hash is kept for the upload.
+   */
+  async syncAndHash(hasher: { hash(path: string): Promise<{ sha1: string; size: number }> }): Promise<void> {
+    await this.exclusive(async () => {
+      const fh = await this.handle(true);
+      const generation = this.generation;
+      const [, h] = await Promise.all([fh.sync(), hasher.hash(this.spoolPath)]);
+      this.hashed = { generation, ...h };
+    });
+  }
+
+  /** SHA-1, size and generation of the spool now (reuses the flush's hash when nothing changed since). */
+  async snapshotHash(hasher: { hash(path: string): Promise<{ sha1: string; size: number }> }): Promise<{ generation: number; sha1: string; size: number }> {
+    return this.exclusive(async () => {
+      if (this.hashed && this.hashed.generation === this.generation) return this.hashed;
+      const generation = this.generation;
+      const h = await hasher.hash(this.spoolPath);
+      this.hashed = { generation, ...h };
+      return this.hashed;
     });
   }
 

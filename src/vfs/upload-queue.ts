@@ -20,6 +20,8 @@ export interface PendingFile {
   /** Bumped by every local modification. */
   readonly generation: number;
   readonly operator?: Operator;
+  /** SHA-1 and size of the spool with the generation they belong to, taken with no change in between. */
+  snapshotHash(hasher: FileHasher): Promise<{ generation: number; sha1: string; size: number }>;
 }
 
 export type UploadState = 'queued' | 'hashing' | 'uploading' | 'retrying';
@@ -170,7 +172,8 @@ export class UploadQueue {
       const remote = this.opts.remoteFor(snapshot.library);
       if (!remote) throw new VfsError('ENOENT', `library '${snapshot.library}' is not configured`);
       task.status.state = 'hashing';
-      const { sha1, size } = await this.opts.hasher.hash(file.spoolPath);
+      const { sha1, size, generation } = await file.snapshotHash(this.opts.hasher);
+      snapshot.generation = generation;
       if (task.cancelled) return;
       task.status.state = 'uploading';
       const entry = await remote.commit(snapshot.fullpath, { path: file.spoolPath, size, sha1 }, { operator: file.operator, signal: abort.signal });
