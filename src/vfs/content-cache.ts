@@ -8,6 +8,7 @@ import { mkdir, open, readFile, readdir, rename, rm, writeFile, type FileHandle 
 import { join } from 'node:path';
 import { constants } from 'node:fs';
 import type { Logger } from '../shared/log.js';
+import { addRange, covers, rangeBytes, type ByteRange } from './byte-ranges.js';
 
 export interface ContentCacheOptions {
   /** Folder of the cache. */
@@ -17,7 +18,7 @@ export interface ContentCacheOptions {
   logger: Logger;
 }
 
-type Range = [start: number, end: number]; // [start, end)
+type Range = ByteRange;
 
 interface Item { hash: string; ranges: Range[]; bytes: number; lastUse: number; fh?: FileHandle; sidecarDirty: boolean; savedAtMs: number }
 
@@ -48,7 +49,7 @@ export class ContentCache {
       if (!HASH_RE.test(hash)) continue;
       try {
         const ranges = JSON.parse(await readFile(join(this.opts.dir, name), 'utf8')) as Range[];
-        const bytes = ranges.reduce((n, [s, e]) => n + (e - s), 0);
+        const bytes = rangeBytes(ranges);
         this.items.set(hash, { hash, ranges, bytes, lastUse: 0, sidecarDirty: false, savedAtMs: 0 });
         this.total += bytes;
       } catch { /* a torn sidecar: ignore the content */ }
@@ -118,7 +119,7 @@ export class ContentCache {
     await fh.write(data, 0, data.length, position);
     const before = item.bytes;
     item.ranges = addRange(item.ranges, position, position + data.length);
-    item.bytes = item.ranges.reduce((n, [s, e]) => n + (e - s), 0);
+    item.bytes = rangeBytes(item.ranges);
     item.lastUse = ++this.useClock;
     this.total += item.bytes - before;
     this.counters.writtenBytes += item.bytes - before;
@@ -154,20 +155,4 @@ export class ContentCache {
       await rm(join(this.opts.dir, `${victim.hash}.data`), { force: true });
     }
   }
-}
-
-function covers(ranges: Range[], start: number, end: number): boolean {
-  if (end <= start) return true;
-  return ranges.some(([s, e]) => s <= start && e >= end);
-}
-
-function addRange(ranges: Range[], start: number, end: number): Range[] {
-  const all = [...ranges, [start, end] as Range].sort((a, b) => a[0] - b[0]);
-  const out: Range[] = [];
-  for (const r of all) {
-    const last = out[out.length - 1];
-    if (last && r[0] <= last[1]) last[1] = Math.max(last[1], r[1]);
-    else out.push([r[0], r[1]]);
-  }
-  return out;
 }

@@ -55,6 +55,8 @@ export interface GatewayVfsOptions {
     /** Longest retry delay, ms. Default 30 000. */
     retryMaxMs?: number;
   };
+  /** Existing files opened for writing: up to `wholeMaxBytes` fetched whole at the first change (default 8 MiB); larger ones on demand, at least `chunkBytes` per fetch (default 1 MiB). */
+  partialFetch?: { wholeMaxBytes?: number; chunkBytes?: number };
   /** Refuse every change with EROFS. Default false. */
   readOnly?: boolean;
   logger: Logger;
@@ -88,6 +90,7 @@ export interface GatewayStatus {
 }
 
 const LIB_ROOT_ATTR_TIME = Date.now();
+
 
 export class GatewayVfs implements Vfs {
   private readonly libs = new Map<string, Library>();
@@ -159,7 +162,7 @@ export class GatewayVfs implements Vfs {
         this.stranded.push(e);
         continue;
       }
-      const local = new LocalFile(e.id, this.journal.spoolPath(e.id), e.library, e.fullpath, undefined, { baseReady: true, size: e.size, mtimeMs: e.mtimeMs });
+      const local = new LocalFile(e.id, this.journal.spoolPath(e.id), e.library, e.fullpath, undefined, { baseSize: 0, mtimeMs: e.mtimeMs });
       try {
         await local.loadSize();
       } catch {
@@ -255,7 +258,8 @@ export class GatewayVfs implements Vfs {
     const end = Math.min(range.end ?? entry.size - 1, entry.size - 1);
     if (!Number.isInteger(start) || start < 0) throw new VfsError('EINVAL', `expected a range start >= 0, got ${range.start}`);
     if (end < start) return Readable.from([]);
-    if (local && !local.deleted && local.baseReady) {
+    if (local && !local.deleted && (local.baseReady || local.generation > 0)) {
+      await local.fillAll();
       await local.sync();
       return createReadStream(local.spoolPath, { start, end, highWaterMark: 1024 * 1024 });
     }
@@ -504,7 +508,11 @@ export class GatewayVfs implements Vfs {
 
   private newLocal(library: string, fullpath: string, base: RemoteEntry | undefined, ctx?: CallContext): LocalFile {
     const id = this.journal.newId();
-    const file = new LocalFile(id, this.journal.spoolPath(id), library, fullpath, base, { baseReady: false, size: base?.size ?? 0, mtimeMs: base?.mtimeMs });
+    const file: LocalFile = new LocalFile(id, this.journal.spoolPath(id), library, fullpath, base, {
+      baseSize: base?.size ?? 0, mtimeMs: base?.mtimeMs, fetchChunk: this.opts.partialFetch?.chunkBytes,
+      // The base is wherever the file is now (a rename moves it on the service too), in the version it had.
+      openBase: base ? (start, end) => this.libs.get(file.library)!.remote.openRange(file.fullpath, start, end, { ...this.call(ctx), contentHash: base.contentHash }) : undefined,
+    });
     file.operator = ctx?.operator;
     this.locals.set(localKey(library, fullpath), file);
     return file;
@@ -513,6 +521,7 @@ export class GatewayVfs implements Vfs {
   /** Journals the file's current content (durable) and queues its upload. */
   async persist(file: LocalFile): Promise<void> {
     if (file.deleted || file.generation === file.journaledGeneration) return;
+    await file.fillAll();
     const generation = file.generation;
     await file.syncAndHash(this.hasher);
     await this.journal.put(this.journalEntry(file));
@@ -603,12 +612,16 @@ export class GatewayVfs implements Vfs {
     const id = this.journal.newId();
     const spool = this.journal.spoolPath(id);
     try {
-      if (local && !local.deleted && local.baseReady) {
+      if (local && !local.deleted && (local.baseReady || local.generation > 0)) {
+        await local.fillAll();
         await local.sync();
         await copyFile(local.spoolPath, spool);
       } else {
-        const tmp = new LocalFile(id, spool, to.name, toPath, src, { baseReady: false, size: src.size });
-        await tmp.fillBase(() => from.remote.openRange(fromPath, 0, Math.max(0, src.size - 1), { ...this.call(ctx), contentHash: src.contentHash }));
+        const tmp = new LocalFile(id, spool, to.name, toPath, src, {
+          baseSize: src.size, openBase: (start, end) => from.remote.openRange(fromPath, start, end, { ...this.call(ctx), contentHash: src.contentHash }),
+        });
+        await tmp.fillAll();
+        await tmp.sync();
         await tmp.closeSpool();
       }
       const { sha1, size } = await this.hasher.hash(spool);
@@ -706,7 +719,7 @@ export class GatewayVfs implements Vfs {
   private localEntry(l: LocalFile): RemoteEntry {
     return {
       id: l.base?.id ?? `local:${l.id}`, fullpath: l.fullpath, name: baseName(l.fullpath), isDir: false,
-      size: l.baseReady ? l.size : l.base?.size ?? 0, contentHash: l.dirty ? undefined : l.base?.contentHash,
+      size: l.size, contentHash: l.dirty ? undefined : l.base?.contentHash,
       mtimeMs: l.mtimeMs, ctimeMs: l.ctimeMs, tags: l.base?.tags, locked: l.base?.locked, lastModifiedBy: l.operator?.opName ?? l.base?.lastModifiedBy,
     };
   }
@@ -746,10 +759,11 @@ export class GatewayVfs implements Vfs {
   private handleFor(path: string, lib: Library, file: LocalFile, mode: { read: boolean; write: boolean; append: boolean }, ctx?: CallContext): FileHandle {
     file.openCount++;
     const base = file.base;
-    const baseReader = !file.baseReady && base ? this.reader(lib, base, ctx) : undefined;
+    // While nothing is changed, reads of an existing file go through a RangeReader (read-ahead).
+    const baseReader = !file.baseReady && file.generation === 0 && base ? this.reader(lib, base, ctx) : undefined;
     return new LocalFileHandle(path, file, mode, {
       baseReader,
-      fillBase: () => file.fillBase(() => lib.remote.openRange(base!.fullpath === file.fullpath ? file.fullpath : base!.fullpath, 0, Math.max(0, (base?.size ?? 1) - 1), { ...this.call(ctx), contentHash: base?.contentHash })),
+      wholeFetchMax: this.opts.partialFetch?.wholeMaxBytes ?? 8 * 1024 * 1024,
       persist: () => this.persist(file),
       cancelUpload: () => this.uploads.cancel(file.id),
       attr: () => this.toAttr(lib, this.localEntry(file)),
@@ -773,7 +787,8 @@ class RemoteReadHandle implements FileHandle {
 
 interface LocalHandleHost {
   baseReader?: RangeReader;
-  fillBase(): Promise<void>;
+  /** Base size up to which the first change fetches the whole file. */
+  wholeFetchMax: number;
   persist(): Promise<void>;
   cancelUpload(): Promise<void>;
   attr(): Attr;
@@ -789,7 +804,7 @@ class LocalFileHandle implements FileHandle {
 
   async read(position: number, length: number): Promise<Buffer> {
     this.open();
-    if (!this.file.baseReady && this.host.baseReader) return this.host.baseReader.read(position, length);
+    if (!this.file.baseReady && this.file.generation === 0 && this.host.baseReader) return this.host.baseReader.read(position, length);
     return this.file.read(position, length);
   }
 
@@ -844,7 +859,8 @@ class LocalFileHandle implements FileHandle {
 
   /** Before a change: the content is local, and an upload under way is stopped (it is queued again on flush). */
   private async prepareChange(): Promise<void> {
-    if (!this.file.baseReady) await this.host.fillBase();
+    // Small files are fetched whole at the first change; larger ones on demand (and in full before commit).
+    if (!this.file.baseReady && this.file.baseSize <= this.host.wholeFetchMax) await this.file.fillAll();
     if (this.file.journaledGeneration === this.file.generation && this.file.journaledGeneration > 0) await this.host.cancelUpload();
   }
 

@@ -1,20 +1,39 @@
 /**
  * LocalFile: a file the gateway holds locally because it is being written or its upload is pending. Its
- * bytes live in a spool file of the UploadJournal; reads, writes and truncates go there, serialised. An
- * existing file opened for writing gets its current content (the "base") copied into the spool before
- * the first change, so an upload never carries a truncated file.
+ * bytes live in a spool file of the UploadJournal; reads, writes and truncates go there, serialised.
  *
- * Which field is guarded by what: `fh`, `size`, `generation`, `baseReady` change only inside `exclusive()`.
- * `library`/`fullpath` change only in GatewayVfs.rename (after the upload is cancelled). `openCount` and
- * the generations are touched only by GatewayVfs.
+ * An existing file opened for writing starts with none of its current content (the "base") local. The
+ * spool is sparse: `present` records which byte ranges hold valid data (written locally or fetched).
+ * Reads of absent base ranges fetch them on demand (at least `fetchChunk` bytes at a time) and keep
+ * them; `fillAll()` fetches every absent range before the file is committed, so an upload never carries
+ * a truncated or partial file. Small files are fetched whole at the first change instead (one request).
+ *
+ * Which field is guarded by what: `size`, `baseSize`, `present`, `baseReady`, `generation` and the spool
+ * descriptor change only inside `exclusive()`. `library`/`fullpath` change only in GatewayVfs.rename
+ * (after the upload is cancelled). `openCount` and the other generations are touched only by GatewayVfs.
  */
 import { open, stat, type FileHandle as FsHandle } from 'node:fs/promises';
 import { constants } from 'node:fs';
-import { pipeline } from 'node:stream/promises';
-import { Writable, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import type { PendingFile } from './upload-queue.js';
 import type { RemoteEntry } from './remote.js';
+import { addRange, clipRanges, gaps, type ByteRange } from './byte-ranges.js';
 import { VfsError, type Operator } from './types.js';
+
+/** Opens bytes `[start, end]` (inclusive) of the base content. */
+export type BaseOpener = (start: number, end: number) => Promise<Readable>;
+
+interface Hasher { hash(path: string): Promise<{ sha1: string; size: number }> }
+
+export interface LocalFileOptions {
+  /** Bytes of the base content (0 for a new file). */
+  baseSize: number;
+  /** Where absent base bytes come from (absent for a new file or a replayed journal entry). */
+  openBase?: BaseOpener;
+  /** Smallest fetch of absent base bytes on a read, bytes. Default 1 MiB. */
+  fetchChunk?: number;
+  mtimeMs?: number;
+}
 
 export class LocalFile implements PendingFile {
   /** Bumped by every modification. */
@@ -27,16 +46,24 @@ export class LocalFile implements PendingFile {
   openCount = 0;
   /** Unlinked while open: never committed, removed when the last handle closes. */
   deleted = false;
+  /** Logical size. */
   size: number;
+  /** Bytes of the base still part of the file (a truncate below it shortens it). */
+  baseSize: number;
   mtimeMs: number;
   ctimeMs: number;
-  /** True when the spool holds the whole current content. */
+  /** True when every base byte still part of the file is in the spool. */
   baseReady: boolean;
   operator?: Operator;
+  /** Spool ranges holding valid data (meaningful while !baseReady). */
+  private present: ByteRange[] = [];
+  private readonly openBase?: BaseOpener;
+  private readonly fetchChunk: number;
   /** SHA-1 of the spool as of `generation` (computed with the fsync of a flush). */
   private hashed: { generation: number; sha1: string; size: number } | undefined;
   private fh: FsHandle | undefined;
   private chain: Promise<unknown> = Promise.resolve();
+  readonly counters = { fetchedBytes: 0, fetches: 0 };
 
   constructor(
     readonly id: string,
@@ -45,10 +72,13 @@ export class LocalFile implements PendingFile {
     public fullpath: string,
     /** The service's version this local copy started from (undefined for a new file). */
     public base: RemoteEntry | undefined,
-    opts: { baseReady: boolean; size: number; mtimeMs?: number },
+    opts: LocalFileOptions,
   ) {
-    this.baseReady = opts.baseReady;
-    this.size = opts.size;
+    this.baseSize = opts.baseSize;
+    this.size = opts.baseSize;
+    this.openBase = opts.openBase;
+    this.fetchChunk = opts.fetchChunk ?? 1024 * 1024;
+    this.baseReady = opts.baseSize === 0 || !opts.openBase;
     this.mtimeMs = opts.mtimeMs ?? Date.now();
     this.ctimeMs = base?.ctimeMs ?? this.mtimeMs;
   }
@@ -58,43 +88,33 @@ export class LocalFile implements PendingFile {
     return this.generation > this.uploadedGeneration;
   }
 
-  /** Runs `fn` with the file to itself (no other read, write, truncate or fill in between). */
+  /** Runs `fn` with the file to itself (no other read, write, truncate or fetch in between). */
   exclusive<T>(fn: () => Promise<T>): Promise<T> {
     const run = this.chain.then(fn);
     this.chain = run.catch(() => undefined);
     return run;
   }
 
-  /** Creates an empty spool (a new or truncated file). */
+  /** Empties the file (a new or truncated file): no base any more. */
   async startEmpty(): Promise<void> {
     await this.exclusive(async () => {
-      await this.handle(true);
-      await this.fh!.truncate(0);
+      const fh = await this.handle();
+      await fh.truncate(0);
       this.size = 0;
+      this.baseSize = 0;
+      this.present = [];
       this.baseReady = true;
     });
   }
 
-  /** Copies the base content into the spool (once), streaming. */
-  async fillBase(openBase: () => Promise<Readable>): Promise<void> {
+  /** Fetches every absent base byte (before a commit, or at the first change of a small file). */
+  async fillAll(): Promise<void> {
     if (this.baseReady) return;
     await this.exclusive(async () => {
       if (this.baseReady) return;
-      const fh = await this.handle(true);
-      await fh.truncate(0);
-      let position = 0;
-      const expected = this.base?.size ?? 0;
-      if (expected > 0) {
-        const source = await openBase();
-        await pipeline(source, new Writable({
-          write(chunk: Buffer, _enc, cb) {
-            fh.write(chunk, 0, chunk.length, position).then(({ bytesWritten }) => { position += bytesWritten; cb(); }, cb);
-          },
-        }));
-      }
-      if (position !== expected) throw new VfsError('EIO', `fetching '${this.fullpath}' before changing it: expected ${expected} bytes, got ${position}`);
-      this.size = position;
+      for (const [s, e] of gaps(this.present, 0, this.baseSize)) await this.fetch(s, e);
       this.baseReady = true;
+      this.present = [];
     });
   }
 
@@ -102,27 +122,34 @@ export class LocalFile implements PendingFile {
     return this.exclusive(async () => {
       const end = Math.min(this.size, position + length);
       if (end <= position) return Buffer.alloc(0);
-      const fh = await this.handle(false);
-      const buf = Buffer.allocUnsafe(end - position);
+      if (!this.baseReady) {
+        for (const [s, e] of gaps(this.present, position, Math.min(end, this.baseSize))) {
+          // Fetch at least a chunk (up to the next present range), so sequential reads stay efficient.
+          const next = gaps(this.present, s, Math.min(this.baseSize, Math.max(e, s + this.fetchChunk)))[0];
+          await this.fetch(s, Math.max(e, next ? next[1] : e));
+        }
+      }
+      const fh = await this.handle();
+      const buf = Buffer.alloc(end - position);
       let done = 0;
       while (done < buf.length) {
         const { bytesRead } = await fh.read(buf, done, buf.length - done, position + done);
-        if (bytesRead === 0) break;
+        if (bytesRead === 0) break; // beyond the spool's end: a hole, zeros
         done += bytesRead;
       }
-      return buf.subarray(0, done);
+      return buf;
     });
   }
 
   async write(position: number, data: Buffer): Promise<number> {
     return this.exclusive(async () => {
-      if (!this.baseReady) throw new VfsError('EIO', `internal: write to '${this.fullpath}' before its content was fetched`);
-      const fh = await this.handle(true);
+      const fh = await this.handle();
       let done = 0;
       while (done < data.length) {
         const { bytesWritten } = await fh.write(data, done, data.length - done, position + done);
         done += bytesWritten;
       }
+      if (!this.baseReady) this.present = addRange(this.present, position, position + data.length);
       this.size = Math.max(this.size, position + data.length);
       this.touch();
       return done;
@@ -131,19 +158,13 @@ export class LocalFile implements PendingFile {
 
   async truncate(size: number): Promise<void> {
     await this.exclusive(async () => {
-      if (!this.baseReady) throw new VfsError('EIO', `internal: truncate of '${this.fullpath}' before its content was fetched`);
-      const fh = await this.handle(true);
+      const fh = await this.handle();
       await fh.truncate(size);
+      if (size < this.baseSize) this.baseSize = size;
+      this.present = clipRanges(this.present, size);
+      if (this.baseSize === 0) this.baseReady = true;
       this.size = size;
       this.touch();
-    });
-  }
-
-  /** Makes the spool's bytes durable. */
-  async sync(): Promise<void> {
-    await this.exclusive(async () => {
-      const fh = await this.handle(true);
-      await fh.sync();
     });
   }
 
@@ -151,9 +172,10 @@ export class LocalFile implements PendingFile {
    * Makes the spool durable and hashes it, both at once (the hash runs in a worker while the kernel
    * writes the data out), with no change in between. The hash is kept for the upload.
    */
-  async syncAndHash(hasher: { hash(path: string): Promise<{ sha1: string; size: number }> }): Promise<void> {
+  async syncAndHash(hasher: Hasher): Promise<void> {
     await this.exclusive(async () => {
-      const fh = await this.handle(true);
+      const fh = await this.handle();
+      await this.padToSize(fh);
       const generation = this.generation;
       const [, h] = await Promise.all([fh.sync(), hasher.hash(this.spoolPath)]);
       this.hashed = { generation, ...h };
@@ -161,13 +183,22 @@ export class LocalFile implements PendingFile {
   }
 
   /** SHA-1, size and generation of the spool now (reuses the flush's hash when nothing changed since). */
-  async snapshotHash(hasher: { hash(path: string): Promise<{ sha1: string; size: number }> }): Promise<{ generation: number; sha1: string; size: number }> {
+  async snapshotHash(hasher: Hasher): Promise<{ generation: number; sha1: string; size: number }> {
     return this.exclusive(async () => {
       if (this.hashed && this.hashed.generation === this.generation) return this.hashed;
       const generation = this.generation;
       const h = await hasher.hash(this.spoolPath);
       this.hashed = { generation, ...h };
       return this.hashed;
+    });
+  }
+
+  /** Makes the spool's bytes durable. */
+  async sync(): Promise<void> {
+    await this.exclusive(async () => {
+      const fh = await this.handle();
+      await this.padToSize(fh);
+      await fh.sync();
     });
   }
 
@@ -191,11 +222,41 @@ export class LocalFile implements PendingFile {
     this.mtimeMs = Date.now();
   }
 
-  private async handle(create: boolean): Promise<FsHandle> {
-    if (!this.fh) {
-      const flags = create ? constants.O_RDWR | constants.O_CREAT : constants.O_RDWR;
-      this.fh = await open(this.spoolPath, flags, 0o600);
+  /** Copies base bytes `[start, end)` into the spool. */
+  private async fetch(start: number, end: number): Promise<void> {
+    if (end <= start) return;
+    if (!this.openBase) throw new VfsError('EIO', `'${this.fullpath}': part of its content is not local and has no source`);
+    const fh = await this.handle();
+    const source = await this.openBase(start, end - 1);
+    let at = start;
+    try {
+      for await (const chunk of source as AsyncIterable<Buffer>) {
+        const piece = chunk.subarray(0, Math.max(0, end - at));
+        let done = 0;
+        while (done < piece.length) {
+          const { bytesWritten } = await fh.write(piece, done, piece.length - done, at + done);
+          done += bytesWritten;
+        }
+        at += piece.length;
+        if (at >= end) break;
+      }
+    } finally {
+      source.destroy();
     }
+    if (at !== end) throw new VfsError('EIO', `fetching '${this.fullpath}' bytes ${start}-${end - 1}: expected ${end - start} bytes, got ${at - start}`);
+    this.present = addRange(this.present, start, end);
+    this.counters.fetches++;
+    this.counters.fetchedBytes += end - start;
+  }
+
+  /** A logical size beyond the last byte written: the spool file gets that length (zeros). */
+  private async padToSize(fh: FsHandle): Promise<void> {
+    const st = await fh.stat();
+    if (st.size < this.size) await fh.truncate(this.size);
+  }
+
+  private async handle(): Promise<FsHandle> {
+    this.fh ??= await open(this.spoolPath, constants.O_RDWR | constants.O_CREAT, 0o600);
     return this.fh;
   }
 }

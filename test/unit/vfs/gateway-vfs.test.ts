@@ -1,5 +1,21 @@
 import { describe, it, expect, afterEach } from 'vitest';
-import { createMemoryVfs, type GatewayVfs, type MemoryRemote, FaultyRemote, VfsError } from '../../../src/vfs/index.js';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import { createMemoryVfs, GatewayVfs, MemoryRemote, FaultyRemote, VfsError } from '../../../src/vfs/index.js';
+import { silentLogger } from '../../../src/shared/log.js';
+
+/** A MemoryRemote that counts the content bytes read from it. */
+class CountingRemote extends MemoryRemote {
+  bytes = 0;
+  override async openRange(fullpath: string, start: number, end: number): Promise<Readable> {
+    const s = await super.openRange(fullpath, start, end);
+    s.on('data', (c: Buffer) => { this.bytes += c.length; });
+    return s;
+  }
+}
 
 let open: GatewayVfs[] = [];
 afterEach(async () => {
@@ -120,6 +136,32 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     const after = remotes.get('A')!.read('big');
     expect(after.length).toBe(300_000);
     expect(after.subarray(149_999, 150_004).toString()).toBe('aXYZa');
+  });
+
+  it('a large file is fetched on demand: a write fetches nothing, a read only around it, the commit the rest', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'vfs-ondemand-'));
+    const remote = new CountingRemote({ name: 'L', id: '1' });
+    const size = 20 * 1024 * 1024;
+    const original = randomBytes(size);
+    remote.putFile('big', original);
+    const vfs = await GatewayVfs.open({ libraries: [{ name: 'L', id: '1', remote }], dataDir, feedIntervalMs: 0, logger: silentLogger });
+    try {
+      const h = await vfs.open('/L/big', { read: true, write: true });
+      await h.write(10 * 1024 * 1024, Buffer.from('MIDDLE'));
+      expect(remote.bytes).toBe(0);
+      expect((await h.read(15 * 1024 * 1024, 4)).equals(original.subarray(15 * 1024 * 1024, 15 * 1024 * 1024 + 4))).toBe(true);
+      expect(remote.bytes).toBe(1024 * 1024);
+      expect((await h.read(10 * 1024 * 1024 - 2, 10)).toString('latin1').slice(2, 8)).toBe('MIDDLE');
+      await h.release();
+      await vfs.flushAll();
+      expect(remote.bytes).toBeLessThanOrEqual(size);
+      const expected = Buffer.from(original);
+      expected.write('MIDDLE', 10 * 1024 * 1024, 'latin1');
+      expect(remote.read('big').equals(expected)).toBe(true);
+    } finally {
+      await vfs.close();
+      await rm(dataDir, { recursive: true, force: true });
+    }
   });
 
   it('unlink and rename of files and folders; rename onto an existing file replaces it; noReplace refuses', async () => {
