@@ -6,7 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ServiceClient } from '../../src/api/client.js';
-import { createVfs, type CreateVfsOptions } from '../../src/vfs/index.js';
+import { createVfs, VfsError, type CreateVfsOptions } from '../../src/vfs/index.js';
 import type { GatewayVfs } from '../../src/vfs/gateway-vfs.js';
 
 /** What test/support/service.ts returns (the part used here). */
@@ -72,4 +72,15 @@ export async function startTestVfs(opts: Partial<CreateVfsOptions> & { testServi
       if (!given) await testService.close();
     },
   };
+}
+
+/** The VfsError code a call ends with, or 'ok' (other errors are rethrown). */
+export async function vfsCode(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return 'ok';
+  } catch (err) {
+    if (err instanceof VfsError) return err.code;
+    throw err;
+  }
 }

@@ -4,8 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { createMemoryVfs, GatewayVfs, MemoryRemote, FaultyRemote, VfsError } from '../../../src/vfs/index.js';
+import { createMemoryVfs, GatewayVfs, MemoryRemote, FaultyRemote } from '../../../src/vfs/index.js';
 import { silentLogger } from '../../../src/shared/log.js';
+import { vfsCode } from '../../support/vfs.js';
 
 /** A MemoryRemote that counts the content bytes read from it. */
 class CountingRemote extends MemoryRemote {
@@ -29,16 +30,6 @@ async function setup(opts: Parameters<typeof createMemoryVfs>[0] = {}): Promise<
   return r;
 }
 
-async function code(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-    return 'ok';
-  } catch (err) {
-    if (err instanceof VfsError) return err.code;
-    throw err;
-  }
-}
-
 async function readAll(vfs: GatewayVfs, path: string): Promise<string> {
   const h = await vfs.open(path, { read: true });
   try {
@@ -57,33 +48,33 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     const st = await vfs.stat('/A/hello.txt');
     expect(st).toMatchObject({ path: '/A/hello.txt', name: 'hello.txt', isDir: false, size: 2 });
     expect(await readAll(vfs, '/A/hello.txt')).toBe('hi');
-    expect(await code(vfs.stat('/C'))).toBe('ENOENT');
-    expect(await code(vfs.stat('/A/missing'))).toBe('ENOENT');
+    expect(await vfsCode(vfs.stat('/C'))).toBe('ENOENT');
+    expect(await vfsCode(vfs.stat('/A/missing'))).toBe('ENOENT');
   });
 
   it('mkdir, readdir, rmdir; rmdir of a non-empty folder is refused like POSIX', async () => {
     const { vfs, remotes } = await setup();
     await vfs.mkdir('/A/d');
-    expect(await code(vfs.mkdir('/A/d'))).toBe('EEXIST');
-    expect(await code(vfs.mkdir('/A/x/y'))).toBe('ENOENT');
+    expect(await vfsCode(vfs.mkdir('/A/d'))).toBe('EEXIST');
+    expect(await vfsCode(vfs.mkdir('/A/x/y'))).toBe('ENOENT');
     await vfs.writeFile('/A/d/f', Buffer.from('1'));
-    expect(await code(vfs.rmdir('/A/d'))).toBe('ENOTEMPTY');
-    expect(await code(vfs.rmdir('/A/d/f'))).toBe('ENOTDIR');
-    expect(await code(vfs.unlink('/A/d'))).toBe('EISDIR');
+    expect(await vfsCode(vfs.rmdir('/A/d'))).toBe('ENOTEMPTY');
+    expect(await vfsCode(vfs.rmdir('/A/d/f'))).toBe('ENOTDIR');
+    expect(await vfsCode(vfs.unlink('/A/d'))).toBe('EISDIR');
     await vfs.unlink('/A/d/f');
     await vfs.rmdir('/A/d');
     expect(remotes.get('A')!.paths()).toEqual([]);
-    expect(await code(vfs.mkdir('/New'))).toBe('EPERM');
-    expect(await code(vfs.mkdir('/A'))).toBe('EEXIST');
-    expect(await code(vfs.rmdir('/A'))).toBe('EPERM');
+    expect(await vfsCode(vfs.mkdir('/New'))).toBe('EPERM');
+    expect(await vfsCode(vfs.mkdir('/A'))).toBe('EEXIST');
+    expect(await vfsCode(vfs.rmdir('/A'))).toBe('EPERM');
   });
 
   it('refuses names the service refuses and changes nothing', async () => {
     const { vfs, remotes } = await setup();
-    expect(await code(vfs.writeFile('/A/bad\0name', Buffer.from('x')))).toBe('EINVAL');
-    expect(await code(vfs.mkdir(`/A/${'é'.repeat(128)}`))).toBe('ENAMETOOLONG');
-    expect(await code(vfs.mkdir('/A/../B'))).toBe('EINVAL');
-    expect(await code(vfs.rename('/A', '/A/x'))).toBe('EPERM');
+    expect(await vfsCode(vfs.writeFile('/A/bad\0name', Buffer.from('x')))).toBe('EINVAL');
+    expect(await vfsCode(vfs.mkdir(`/A/${'é'.repeat(128)}`))).toBe('ENAMETOOLONG');
+    expect(await vfsCode(vfs.mkdir('/A/../B'))).toBe('EINVAL');
+    expect(await vfsCode(vfs.rename('/A', '/A/x'))).toBe('EPERM');
     expect(remotes.get('A')!.paths()).toEqual([]);
     expect((await vfs.readdir('/A'))).toEqual([]);
   });
@@ -106,8 +97,8 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
   it('exclusive create, truncate, append', async () => {
     const { vfs, remotes } = await setup();
     await vfs.writeFile('/A/f', Buffer.from('0123456789'));
-    expect(await code(vfs.open('/A/f', { write: true, create: true, exclusive: true }))).toBe('EEXIST');
-    expect(await code(vfs.open('/A/nope', { read: true }))).toBe('ENOENT');
+    expect(await vfsCode(vfs.open('/A/f', { write: true, create: true, exclusive: true }))).toBe('EEXIST');
+    expect(await vfsCode(vfs.open('/A/nope', { read: true }))).toBe('ENOENT');
     let h = await vfs.open('/A/f', { write: true, append: true });
     await h.write(0, Buffer.from('AB'));
     await h.release();
@@ -173,14 +164,14 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     await vfs.flushAll();
     await vfs.rename('/A/d', '/A/e');
     expect(a.paths()).toEqual(['2', 'e', 'e/1']);
-    expect(await code(vfs.rename('/A/2', '/A/e/1', { noReplace: true }))).toBe('EEXIST');
+    expect(await vfsCode(vfs.rename('/A/2', '/A/e/1', { noReplace: true }))).toBe('EEXIST');
     await vfs.rename('/A/2', '/A/e/1');
     expect(a.paths()).toEqual(['e', 'e/1']);
     expect(a.read('e/1').toString()).toBe('two');
-    expect(await code(vfs.rename('/A/e', '/A/e/sub'))).toBe('EINVAL');
-    expect(await code(vfs.rename('/A/missing', '/A/x'))).toBe('ENOENT');
+    expect(await vfsCode(vfs.rename('/A/e', '/A/e/sub'))).toBe('EINVAL');
+    expect(await vfsCode(vfs.rename('/A/missing', '/A/x'))).toBe('ENOENT');
     await vfs.unlink('/A/e/1');
-    expect(await code(vfs.stat('/A/e/1'))).toBe('ENOENT');
+    expect(await vfsCode(vfs.stat('/A/e/1'))).toBe('ENOENT');
     expect(a.paths()).toEqual(['e']);
   });
 
@@ -267,9 +258,9 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
   it('read-only gateway refuses changes with EROFS', async () => {
     const { vfs, remotes } = await setup({ readOnly: true });
     remotes.get('A')!.putFile('f', Buffer.from('x'));
-    expect(await code(vfs.mkdir('/A/d'))).toBe('EROFS');
-    expect(await code(vfs.open('/A/f', { write: true }))).toBe('EROFS');
-    expect(await code(vfs.unlink('/A/f'))).toBe('EROFS');
+    expect(await vfsCode(vfs.mkdir('/A/d'))).toBe('EROFS');
+    expect(await vfsCode(vfs.open('/A/f', { write: true }))).toBe('EROFS');
+    expect(await vfsCode(vfs.unlink('/A/f'))).toBe('EROFS');
     expect(await readAll(vfs, '/A/f')).toBe('x');
   });
 
@@ -287,7 +278,7 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     expect((await vfs.getTags('/A/f')).sort()).toEqual(['blue', 'red']);
     await vfs.setTags('/A/f', ['blue']);
     expect(await vfs.getTags('/A/f')).toEqual(['blue']);
-    expect(await code(vfs.setTags('/A/f', ['a;b']))).toBe('EINVAL');
+    expect(await vfsCode(vfs.setTags('/A/f', ['a;b']))).toBe('EINVAL');
     await vfs.setLocked('/A/f', true);
     expect((await a.stat('f'))!.locked).toBe(true);
   });

@@ -8,21 +8,11 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Remote } from '../../../src/vfs/remote.js';
-import { VfsError } from '../../../src/vfs/types.js';
+import { vfsCode } from '../../support/vfs.js';
 
 export interface ContractTarget {
   remote: Remote;
   close(): Promise<void>;
-}
-
-async function code(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-    return 'ok';
-  } catch (err) {
-    if (err instanceof VfsError) return err.code;
-    throw err;
-  }
 }
 
 async function readRange(remote: Remote, path: string, start: number, end: number): Promise<Buffer> {
@@ -65,11 +55,11 @@ export function remoteContract(name: string, open: () => Promise<ContractTarget>
       const d = folder();
       const e = await remote.mkdir(d);
       expect(e).toMatchObject({ fullpath: d, name: d, isDir: true });
-      expect(await code(remote.mkdir(d))).toBe('EEXIST');
+      expect(await vfsCode(remote.mkdir(d))).toBe('EEXIST');
       await remote.mkdir(`${d}/sub`);
       expect((await remote.list(d)).map((x) => [x.name, x.isDir])).toEqual([['sub', true]]);
       expect(await remote.stat(`${d}/nope`)).toBeNull();
-      expect(await code(remote.list(`${d}/nope`))).toBe('ENOENT');
+      expect(await vfsCode(remote.list(`${d}/nope`))).toBe('ENOENT');
       expect((await remote.stat(d))!.id).toBe(e.id);
     });
 
@@ -103,7 +93,7 @@ export function remoteContract(name: string, open: () => Promise<ContractTarget>
       await remote.mkdir(d);
       const f = await commitBytes(`${d}/a`, Buffer.from('a'));
       await commitBytes(`${d}/b`, Buffer.from('b'));
-      expect(await code(remote.move(`${d}/a`, `${d}/b`))).toBe('EEXIST');
+      expect(await vfsCode(remote.move(`${d}/a`, `${d}/b`))).toBe('EEXIST');
       await remote.move(`${d}/a`, `${d}/c`);
       expect((await remote.stat(`${d}/c`))!.id).toBe(f.id);
       expect(await remote.stat(`${d}/a`)).toBeNull();
