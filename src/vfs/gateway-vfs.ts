@@ -300,7 +300,7 @@ export class GatewayVfs implements Vfs {
     if (await this.lookup(lib, t.fullpath, ctx)) throw new VfsError('EEXIST', `${t.path} exists`);
     await this.needFolder(lib, parentOf(t.fullpath), ctx);
     const entry = await lib.remote.mkdir(t.fullpath, this.call(ctx));
-    this.cache.upsert(lib.name, entry);
+    this.ownUpsert(lib.name, entry);
     return this.toAttr(lib, entry);
   }
 
@@ -316,7 +316,7 @@ export class GatewayVfs implements Vfs {
     if (local) await this.dropLocal(local);
     const remoteEntry = await lib.remote.stat(t.fullpath, this.call(ctx));
     if (remoteEntry) await lib.remote.remove(t.fullpath, this.call(ctx));
-    this.cache.remove(lib.name, t.fullpath);
+    this.ownRemove(lib.name, t.fullpath);
   }
 
   async rmdir(path: string, ctx?: CallContext): Promise<void> {
@@ -332,7 +332,7 @@ export class GatewayVfs implements Vfs {
     const pending = [...this.locals.values()].some((l) => !l.deleted && l.library === lib.name && isWithin(l.fullpath, t.fullpath) && l.fullpath !== t.fullpath);
     if (children.length > 0 || pending) throw new VfsError('ENOTEMPTY', `${t.path} is not empty`);
     await lib.remote.remove(t.fullpath, this.call(ctx));
-    this.cache.remove(lib.name, t.fullpath);
+    this.ownRemove(lib.name, t.fullpath);
   }
 
   async rename(from: string, to: string, opts: { noReplace?: boolean } = {}, ctx?: CallContext): Promise<void> {
@@ -370,8 +370,8 @@ export class GatewayVfs implements Vfs {
       this.locals.set(localKey(l.library, l.fullpath), l);
       await this.requeue(l);
     }
-    this.cache.remove(lib.name, a.fullpath);
-    if (onService) this.cache.upsert(lib.name, { ...onService, fullpath: b.fullpath, name: baseName(b.fullpath) });
+    this.ownRemove(lib.name, a.fullpath);
+    if (onService) this.ownUpsert(lib.name, { ...onService, fullpath: b.fullpath, name: baseName(b.fullpath) });
     if (src.isDir) this.cache.invalidateListing(lib.name, b.fullpath);
   }
 
@@ -393,7 +393,7 @@ export class GatewayVfs implements Vfs {
     const hasLocal = [...this.locals.values()].some((l) => !l.deleted && l.library === a.lib!.name && isWithin(l.fullpath, a.fullpath));
     if (a.lib === b.lib && !hasLocal) {
       await a.lib.remote.copy(a.fullpath, b.fullpath, this.call(ctx));
-      this.cache.forget(b.lib.name, b.fullpath);
+      this.ownForget(b.lib.name, b.fullpath);
       return;
     }
     await this.copyAcross(a.lib, a.fullpath, b.lib, b.fullpath, ctx);
@@ -437,7 +437,7 @@ export class GatewayVfs implements Vfs {
     const wanted = [...new Set(tags.map((x) => x.trim()))];
     await lib.remote.removeTags(t.fullpath, current.filter((x) => !wanted.includes(x)), this.call(ctx));
     await lib.remote.addTags(t.fullpath, wanted.filter((x) => !current.includes(x)), this.call(ctx));
-    this.cache.forget(lib.name, t.fullpath);
+    this.ownForget(lib.name, t.fullpath);
   }
 
   async setLocked(path: string, locked: boolean, ctx?: CallContext): Promise<void> {
@@ -449,7 +449,7 @@ export class GatewayVfs implements Vfs {
     if (!e) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (e.isDir) throw new VfsError('ENOTSUP', `folders cannot be locked: ${t.path}`);
     await lib.remote.lock(t.fullpath, locked, this.call(ctx));
-    this.cache.forget(lib.name, t.fullpath);
+    this.ownForget(lib.name, t.fullpath);
   }
 
   // ---- lifecycle ------------------------------------------------------------------------------------------
@@ -545,7 +545,7 @@ export class GatewayVfs implements Vfs {
   }
 
   private async committed(file: LocalFile, entry: RemoteEntry, snapshot: { generation: number; fullpath: string; library: string }): Promise<void> {
-    this.cache.upsert(snapshot.library, { ...entry, mtimeMs: Math.max(entry.mtimeMs, file.mtimeMs) });
+    this.ownUpsert(snapshot.library, { ...entry, mtimeMs: Math.max(entry.mtimeMs, file.mtimeMs) });
     file.uploadedGeneration = Math.max(file.uploadedGeneration, snapshot.generation);
     file.base = entry;
     if (file.generation !== snapshot.generation || file.deleted) return; // changed since: its next flush uploads again
@@ -593,7 +593,7 @@ export class GatewayVfs implements Vfs {
     for (const p of parts) {
       at = joinPath(at, p);
       const e = await lib.remote.stat(at);
-      if (!e) this.cache.upsert(lib.name, await lib.remote.mkdir(at));
+      if (!e) this.ownUpsert(lib.name, await lib.remote.mkdir(at));
     }
   }
 
@@ -602,7 +602,7 @@ export class GatewayVfs implements Vfs {
     const src = await this.entryOf(from, fromPath, ctx);
     if (!src) throw new VfsError('ENOENT', `no such file or folder: ${gatewayPathOf(from.name, fromPath)}`);
     if (src.isDir) {
-      this.cache.upsert(to.name, await to.remote.mkdir(toPath, this.call(ctx)));
+      this.ownUpsert(to.name, await to.remote.mkdir(toPath, this.call(ctx)));
       for (const child of await this.listDir(from, fromPath, ctx)) {
         await this.copyAcross(from, joinPath(fromPath, child.name), to, joinPath(toPath, child.name), ctx);
       }
@@ -626,7 +626,7 @@ export class GatewayVfs implements Vfs {
       }
       const { sha1, size } = await this.hasher.hash(spool);
       const entry = await to.remote.commit(toPath, { path: spool, size, sha1 }, this.call(ctx));
-      this.cache.upsert(to.name, entry);
+      this.ownUpsert(to.name, entry);
     } finally {
       await this.journal.discardSpool(id);
     }
@@ -636,8 +636,28 @@ export class GatewayVfs implements Vfs {
   private async removeTree(lib: Library, fullpath: string, isDir: boolean, ctx?: CallContext): Promise<void> {
     for (const l of [...this.locals.values()]) if (l.library === lib.name && isWithin(l.fullpath, fullpath)) await this.dropLocal(l);
     if (await lib.remote.stat(fullpath, this.call(ctx))) await lib.remote.remove(fullpath, this.call(ctx));
-    this.cache.remove(lib.name, fullpath);
+    this.ownRemove(lib.name, fullpath);
     void isDir;
+  }
+
+  // ---- internals: the gateway's own changes ----------------------------------------------------------------
+
+  /** The gateway created or changed an entry: the cache shows it at once, the feed will not undo it. */
+  private ownUpsert(library: string, entry: RemoteEntry): void {
+    this.cache.upsert(library, entry);
+    this.libs.get(library)?.feed?.noteLocalChange(entry.fullpath);
+  }
+
+  /** The gateway removed (or moved away) a path. */
+  private ownRemove(library: string, fullpath: string): void {
+    this.cache.remove(library, fullpath);
+    this.libs.get(library)?.feed?.noteLocalChange(fullpath);
+  }
+
+  /** The gateway changed a path in a way the cache cannot patch (tags, lock, a copy): asked again next time. */
+  private ownForget(library: string, fullpath: string): void {
+    this.cache.forget(library, fullpath);
+    this.libs.get(library)?.feed?.noteLocalChange(fullpath);
   }
 
   // ---- internals: lookups ---------------------------------------------------------------------------------

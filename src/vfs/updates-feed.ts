@@ -45,6 +45,11 @@ export class UpdatesFeed {
   private readonly intervalMs: number;
   private readonly maxPages: number;
   private readonly status: UpdatesFeedStatus;
+  /**
+   * Paths the gateway changed itself since the current poll began. A change the poll brings for one of
+   * them (or below one) may predate the gateway's own: the path is forgotten (asked again) instead.
+   */
+  private touched = new Set<string>();
 
   constructor(private readonly opts: UpdatesFeedOptions) {
     this.intervalMs = opts.intervalMs ?? 2000;
@@ -79,6 +84,11 @@ export class UpdatesFeed {
     await this.running;
   }
 
+  /** The gateway changed `fullpath` itself (its cache already shows the result). */
+  noteLocalChange(fullpath: string): void {
+    if (this.running) this.touched.add(fullpath);
+  }
+
   get healthy(): boolean {
     return this.status.healthy;
   }
@@ -105,6 +115,7 @@ export class UpdatesFeed {
   private async poll(): Promise<void> {
     if (this.stopped) return;
     const { remote, cache, library, logger } = this.opts;
+    this.touched = new Set();
     try {
       if (this.cursor < 0) {
         // No cursor yet (the head could not be read): rebuild from scratch.
@@ -145,10 +156,19 @@ export class UpdatesFeed {
 
   private apply(change: RemoteChange): void {
     const { cache, library } = this.opts;
-    if (change.kind === 'delete') cache.remove(library, change.entry.fullpath);
+    if (this.isTouched(change.entry.fullpath)) cache.forget(library, change.entry.fullpath);
+    else if (change.kind === 'delete') cache.remove(library, change.entry.fullpath);
     else cache.upsert(library, change.entry);
     this.status.changesApplied++;
     this.opts.onChange?.(change);
+  }
+
+  private isTouched(fullpath: string): boolean {
+    if (this.touched.size === 0) return false;
+    for (let p = fullpath; ; p = p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '') {
+      if (this.touched.has(p)) return true;
+      if (p === '') return false;
+    }
   }
 
   private fail(err: unknown): void {

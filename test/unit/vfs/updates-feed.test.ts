@@ -6,7 +6,7 @@ import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
 import { FaultyRemote } from '../../../src/vfs/faulty-remote.js';
 import { MetadataCache } from '../../../src/vfs/metadata-cache.js';
 import { UpdatesFeed } from '../../../src/vfs/updates-feed.js';
-import { createMemoryVfs, type GatewayVfs } from '../../../src/vfs/index.js';
+import { createMemoryVfs, GatewayVfs } from '../../../src/vfs/index.js';
 import { silentLogger } from '../../../src/shared/log.js';
 
 const dirs: string[] = [];
@@ -75,6 +75,36 @@ describe('UpdatesFeed', { timeout: 10_000 }, () => {
     expect(cache.getListing('L', '')).toBeUndefined();
     expect(feed.snapshot().cursor).toBe(await remote.headCursor());
     await feed.stop();
+  });
+
+  it('a poll that brings an old change does not undo the gateway\'s own change made meanwhile', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'feed-race-'));
+    dirs.push(dataDir);
+    let gate: Promise<void> | undefined;
+    let fetched: () => void = () => undefined;
+    class SlowFeedRemote extends MemoryRemote {
+      override async changes(cursor: number) {
+        const page = await super.changes(cursor);
+        if (gate && page.changes.length > 0) { fetched(); await gate; }
+        return page;
+      }
+    }
+    const remote = new SlowFeedRemote({ name: 'L', id: '1' });
+    const vfs = await GatewayVfs.open({ libraries: [{ name: 'L', id: '1', remote }], dataDir, feedIntervalMs: 60_000, logger: silentLogger });
+    vfses.push(vfs);
+    await vfs.writeFile('/L/f', Buffer.from('x'));
+    await vfs.flushAll();
+    let open: () => void = () => undefined;
+    gate = new Promise((r) => { open = r; });
+    const hasFetched = new Promise<void>((r) => { fetched = r; });
+    const poll = vfs.refresh();
+    await hasFetched; // the poll holds the creation of f, not yet applied
+    await vfs.unlink('/L/f');
+    gate = undefined;
+    open();
+    await poll;
+    expect((await vfs.readdir('/L')).map((a) => a.name)).toEqual([]);
+    await expect(vfs.stat('/L/f')).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
   it('a change by another client shows in a listing within one interval', async () => {
