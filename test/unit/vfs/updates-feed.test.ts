@@ -80,30 +80,42 @@ describe('UpdatesFeed', { timeout: 10_000 }, () => {
   it('a poll that brings an old change does not undo the gateway\'s own change made meanwhile', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'feed-race-'));
     dirs.push(dataDir);
-    let gate: Promise<void> | undefined;
-    let fetched: () => void = () => undefined;
+    /** Each non-empty page waits for the test: `held` resolves when a page is held, `release()` lets it go. */
+    let hold: { held: () => void; released: Promise<void> } | undefined;
     class SlowFeedRemote extends MemoryRemote {
       override async changes(cursor: number) {
         const page = await super.changes(cursor);
-        if (gate && page.changes.length > 0) { fetched(); await gate; }
+        const h = hold;
+        if (h && page.changes.length > 0) { hold = undefined; h.held(); await h.released; }
         return page;
       }
     }
+    const holdNext = (): { held: Promise<void>; release: () => void } => {
+      let held: () => void = () => undefined;
+      let release: () => void = () => undefined;
+      const heldP = new Promise<void>((r) => { held = r; });
+      hold = { held, released: new Promise<void>((r) => { release = r; }) };
+      return { held: heldP, release };
+    };
     const remote = new SlowFeedRemote({ name: 'L', id: '1' });
     const vfs = await GatewayVfs.open({ libraries: [{ name: 'L', id: '1', remote }], dataDir, feedIntervalMs: 60_000, logger: silentLogger });
     vfses.push(vfs);
     await vfs.writeFile('/L/f', Buffer.from('x'));
     await vfs.flushAll();
-    let open: () => void = () => undefined;
-    gate = new Promise((r) => { open = r; });
-    const hasFetched = new Promise<void>((r) => { fetched = r; });
+    const first = holdNext();
     const poll = vfs.refresh();
-    await hasFetched; // the poll holds the creation of f, not yet applied
+    await first.held; // the poll holds the old creation of f
     await vfs.unlink('/L/f');
-    gate = undefined;
-    open();
-    await poll;
-    expect((await vfs.readdir('/L')).map((a) => a.name)).toEqual([]);
+    const second = holdNext();
+    first.release();
+    await second.held; // the creation is applied; the deletion waits in the next page
+    try {
+      await expect(vfs.stat('/L/f')).rejects.toMatchObject({ code: 'ENOENT' });
+      expect((await vfs.readdir('/L')).map((a) => a.name)).toEqual([]);
+    } finally {
+      second.release();
+      await poll;
+    }
     await expect(vfs.stat('/L/f')).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
