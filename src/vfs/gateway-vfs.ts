@@ -579,8 +579,9 @@ export class GatewayVfs implements Vfs {
       return;
     }
     if (this.uploads.has(file.id) || file.dirty) return; // kept until the service confirmed
+    // Clean: its journal entry (if any) went when the upload was confirmed; only the spool is left.
     await file.closeSpool();
-    await this.journal.remove(file.id);
+    await this.journal.discardSpool(file.id);
     if (this.locals.get(localKey(file.library, file.fullpath)) === file) this.locals.delete(localKey(file.library, file.fullpath));
   }
 
