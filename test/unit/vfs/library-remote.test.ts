@@ -6,6 +6,7 @@ import { describe, it, expect, beforeEach, afterEach } from 'vitest';
 import { MockAgent } from 'undici';
 import { ServiceClient } from '../../../src/api/client.js';
 import { LibraryRemote } from '../../../src/api/remote.js';
+import { enterpriseLibraries, resolveLibraries } from '../../../src/vfs/library-set.js';
 
 const BASE = 'http://svc.test';
 const FILES = 'http://files.test';
@@ -118,5 +119,33 @@ describe('LibraryRemote', () => {
     agent.get(BASE).intercept({ path: '/m-open/1/file/stat', method: 'POST' }).reply(200, { org_id: 1, org_name: 'L', mount_id: 1, capacity: -1, size: 42, size_recycle: 0, count_file: 3, storage_point: '' });
     const q = await new LibraryRemote({ client }).quota();
     expect(q).toEqual({ total: undefined, used: 42, files: 3 });
+  });
+});
+
+describe('libraries of an enterprise', () => {
+  it('lists them with org/ls, binds each with org/bind, names them (collisions get the library id)', async () => {
+    const ent = new ServiceClient({ baseUrl: BASE, credentials: { enterprise: { client_id: 'ent', client_secret: 'es' } }, dispatcher: agent, retries: 0 });
+    const pool = agent.get(BASE);
+    pool.intercept({ path: '/m-open/1/org/ls', method: 'POST' }).reply(200, { list: [
+      { org_id: 5, org_name: 'Docs', org_logo_url: '', size_org_total: -1, size_org_use: 0, mount_id: 50, owner_id: 0 },
+      { org_id: 2, org_name: 'Docs', org_logo_url: '', size_org_total: -1, size_org_use: 0, mount_id: 20, owner_id: 0 },
+      { org_id: 9, org_name: 'Team/A', org_logo_url: '', size_org_total: -1, size_org_use: 0, mount_id: 90, owner_id: 0 },
+    ] });
+    const bound: string[] = [];
+    pool.intercept({ path: '/m-open/1/org/bind', method: 'POST' }).reply((opts) => {
+      const p = bodyParams(opts.body);
+      bound.push(`${p.get('org_id')}:${p.get('title')}:${p.get('client_id')}`);
+      return { statusCode: 200, data: JSON.stringify({ org_client_id: `lib${p.get('org_id')}`, org_client_secret: `s${p.get('org_id')}` }) };
+    }).times(3);
+    pool.intercept({ path: '/m-open/1/file/stat', method: 'POST' }).reply((opts) => {
+      const id = bodyParams(opts.body).get('org_client_id')!.slice(3);
+      const names: Record<string, string> = { 5: 'Docs', 2: 'Docs', 9: 'Team/A' };
+      return { statusCode: 200, data: JSON.stringify({ org_id: Number(id), org_name: names[id], mount_id: 1, capacity: -1, size: 0, size_recycle: 0, count_file: 0, storage_point: '' }) };
+    }).times(3);
+    const specs = await enterpriseLibraries(ent);
+    expect(bound).toEqual(['5:cloudlib gateway:ent', '2:cloudlib gateway:ent', '9:cloudlib gateway:ent']);
+    expect(specs.map((s) => s.client!.credentials.library!.org_client_id)).toEqual(['lib5', 'lib2', 'lib9']);
+    const libs = await resolveLibraries(specs);
+    expect(libs.map((l) => [l.name, l.id])).toEqual([['Docs (5)', '5'], ['Docs', '2'], ['Team_A', '9']]);
   });
 });
