@@ -549,19 +549,29 @@ export class GatewayVfs implements Vfs {
     file.uploadedGeneration = Math.max(file.uploadedGeneration, snapshot.generation);
     file.base = entry;
     if (file.generation !== snapshot.generation || file.deleted) return; // changed since: its next flush uploads again
-    await this.journal.remove(file.id, { keepSpool: file.openCount > 0 });
     file.journaledGeneration = file.generation;
-    if (file.openCount === 0) {
-      await file.closeSpool();
-      if (this.locals.get(localKey(file.library, file.fullpath)) === file) this.locals.delete(localKey(file.library, file.fullpath));
+    // Decided with no await before: a handle opened meanwhile must find either this file with its spool,
+    // or nothing (then it reads the service's version, which is this one).
+    const drop = file.openCount === 0;
+    if (drop) {
+      this.forgetLocal(file);
+      file.retire();
     }
+    await this.journal.remove(file.id, { keepSpool: !drop });
+    if (drop) await file.closeSpool();
+  }
+
+  /** Takes a local file out of the path index (synchronously: no handle can find it after this). */
+  private forgetLocal(file: LocalFile): void {
+    const key = localKey(file.library, file.fullpath);
+    if (this.locals.get(key) === file) this.locals.delete(key);
   }
 
   /** Forgets a local file (unlinked, replaced): upload cancelled, journal entry and spool removed. */
   private async dropLocal(file: LocalFile): Promise<void> {
     file.deleted = true;
+    this.forgetLocal(file);
     await this.uploads.cancel(file.id);
-    if (this.locals.get(localKey(file.library, file.fullpath)) === file) this.locals.delete(localKey(file.library, file.fullpath));
     if (file.openCount === 0) {
       await file.closeSpool();
       await this.journal.remove(file.id);
@@ -579,10 +589,12 @@ export class GatewayVfs implements Vfs {
       return;
     }
     if (this.uploads.has(file.id) || file.dirty) return; // kept until the service confirmed
-    // Clean: its journal entry (if any) went when the upload was confirmed; only the spool is left.
+    // Clean: its journal entry (if any) went when the upload was confirmed; only the spool is left. Out of
+    // the index first, so that an open from now on reads the service's version instead of this spool.
+    this.forgetLocal(file);
+    file.retire();
     await file.closeSpool();
     await this.journal.discardSpool(file.id);
-    if (this.locals.get(localKey(file.library, file.fullpath)) === file) this.locals.delete(localKey(file.library, file.fullpath));
   }
 
   /** Recreates missing parent folders of a pending upload (they vanished on the service). */

@@ -62,6 +62,8 @@ export class LocalFile implements PendingFile {
   /** SHA-1 of the spool as of `generation` (computed with the fsync of a flush). */
   private hashed: { generation: number; sha1: string; size: number } | undefined;
   private fh: FsHandle | undefined;
+  /** The spool was discarded: any further access is a bug, answered EIO rather than a new empty spool. */
+  private retired = false;
   private chain: Promise<unknown> = Promise.resolve();
   readonly counters = { fetchedBytes: 0, fetches: 0 };
 
@@ -211,6 +213,11 @@ export class LocalFile implements PendingFile {
     });
   }
 
+  /** Marks the spool as discarded (done with the file). */
+  retire(): void {
+    this.retired = true;
+  }
+
   /** Reads the spool's size from disk (journal replay). */
   async loadSize(): Promise<void> {
     this.size = (await stat(this.spoolPath)).size;
@@ -256,6 +263,7 @@ export class LocalFile implements PendingFile {
   }
 
   private async handle(): Promise<FsHandle> {
+    if (this.retired) throw new VfsError('EIO', `'${this.fullpath}': local copy already discarded`);
     this.fh ??= await open(this.spoolPath, constants.O_RDWR | constants.O_CREAT, 0o600);
     return this.fh;
   }

@@ -155,6 +155,24 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     }
   });
 
+  it('regression: an open racing with the last release of a committed local file keeps the content', async () => {
+    // Found on a FUSE mount: `cmp` closing while `dd conv=notrunc` opened the same file. The release
+    // discarded the spool the new handle had just picked up, and the next upload carried zeros.
+    const { vfs, remotes } = await setup();
+    const data = randomBytes(20 * 1024 * 1024);
+    await vfs.writeFile('/A/r.bin', data);
+    const reader = await vfs.open('/A/r.bin', { read: true });
+    await vfs.flushAll();
+    const released = reader.release();
+    const writer = await vfs.open('/A/r.bin', { read: true, write: true });
+    await released;
+    await writer.write(1000, Buffer.from('XYZ'));
+    await writer.release();
+    await vfs.flushAll();
+    data.write('XYZ', 1000, 'latin1');
+    expect(remotes.get('A')!.read('r.bin').equals(data)).toBe(true);
+  });
+
   it('unlink and rename of files and folders; rename onto an existing file replaces it; noReplace refuses', async () => {
     const { vfs, remotes } = await setup();
     const a = remotes.get('A')!;
