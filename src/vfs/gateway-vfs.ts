@@ -103,8 +103,11 @@ export class GatewayVfs implements Vfs {
   /** Local files by `library\0fullpath`. */
   private readonly locals = new Map<string, LocalFile>();
   private readonly stranded: JournalEntry[] = [];
-  /** Times set by setTimes on clean files: `library\0id` → the service's time it overrides, and the time. */
-  private readonly timeOverrides = new LRUCache<string, { remoteMtimeMs: number; mtimeMs: number }>({ max: 10_000 });
+  /**
+   * Times set by setTimes: `library\0id` → the version they apply to (content hash, or the service's time
+   * for a folder) and the time. A new version on the service ends the override.
+   */
+  private readonly timeOverrides = new LRUCache<string, { version: string; mtimeMs: number }>({ max: 10_000 });
   private readonly logger: Logger;
   private closed = false;
 
@@ -407,11 +410,12 @@ export class GatewayVfs implements Vfs {
     const local = this.locals.get(localKey(lib.name, t.fullpath));
     if (local && !local.deleted) {
       local.mtimeMs = mtimeMs;
+      local.explicitMtimeMs = mtimeMs;
       return;
     }
     const e = await this.lookup(lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
-    this.timeOverrides.set(`${lib.name}\0${e.id}`, { remoteMtimeMs: e.mtimeMs, mtimeMs });
+    this.timeOverrides.set(`${lib.name}\0${e.id}`, { version: versionOf(e), mtimeMs });
   }
 
   // ---- extended operations ---------------------------------------------------------------------------------
@@ -547,6 +551,8 @@ export class GatewayVfs implements Vfs {
   private async committed(file: LocalFile, entry: RemoteEntry, snapshot: { generation: number; fullpath: string; library: string }): Promise<void> {
     this.ownUpsert(snapshot.library, { ...entry, mtimeMs: Math.max(entry.mtimeMs, file.mtimeMs) });
     file.uploadedGeneration = Math.max(file.uploadedGeneration, snapshot.generation);
+    // A time set by the application outlives the local copy, for as long as this version is current.
+    if (file.explicitMtimeMs !== undefined) this.timeOverrides.set(`${snapshot.library}\0${entry.id}`, { version: versionOf(entry), mtimeMs: file.explicitMtimeMs });
     file.base = entry;
     if (file.generation !== snapshot.generation || file.deleted) return; // changed since: its next flush uploads again
     file.journaledGeneration = file.generation;
@@ -760,7 +766,7 @@ export class GatewayVfs implements Vfs {
   private toAttr(lib: Library, e: RemoteEntry): Attr {
     const local = e.isDir ? undefined : this.locals.get(localKey(lib.name, e.fullpath));
     const override = this.timeOverrides.get(`${lib.name}\0${e.id}`);
-    const mtimeMs = override && override.remoteMtimeMs === e.mtimeMs ? override.mtimeMs : e.mtimeMs;
+    const mtimeMs = override && override.version === versionOf(e) ? override.mtimeMs : e.mtimeMs;
     return {
       path: gatewayPathOf(lib.name, e.fullpath), name: e.fullpath === '' ? lib.name : e.name, isDir: e.isDir, size: e.isDir ? 0 : e.size,
       mtimeMs, ctimeMs: e.ctimeMs, id: e.id.startsWith('local:') ? undefined : e.id, contentHash: e.contentHash,
@@ -900,6 +906,11 @@ class LocalFileHandle implements FileHandle {
   private open(): void {
     if (this.releasedOnce) throw new VfsError('EINVAL', `${this.path}: handle already released`);
   }
+}
+
+/** What identifies a version of an entry for a time override. */
+function versionOf(e: RemoteEntry): string {
+  return e.contentHash ?? `t${e.mtimeMs}`;
 }
 
 function localKey(library: string, fullpath: string): string {

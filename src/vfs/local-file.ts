@@ -51,6 +51,8 @@ export class LocalFile implements PendingFile {
   /** Bytes of the base still part of the file (a truncate below it shortens it). */
   baseSize: number;
   mtimeMs: number;
+  /** A time set by the application (utimens), kept after the commit. */
+  explicitMtimeMs?: number;
   ctimeMs: number;
   /** True when every base byte still part of the file is in the spool. */
   baseReady: boolean;
@@ -227,6 +229,7 @@ export class LocalFile implements PendingFile {
   touch(): void {
     this.generation++;
     this.mtimeMs = Date.now();
+    this.explicitMtimeMs = undefined;
   }
 
   /** Copies base bytes `[start, end)` into the spool. */

@@ -332,5 +332,16 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     remotes.get('A')!.putFile('f', Buffer.from('x'));
     await vfs.setTimes('/A/f', 1_000_000);
     expect((await vfs.stat('/A/f')).mtimeMs).toBe(1_000_000);
+    // A local file: the time survives the commit (as `touch -d` after a write, or tar, need).
+    const h = await vfs.open('/A/g', { write: true, create: true });
+    await h.write(0, Buffer.from('data'));
+    await h.release();
+    await vfs.setTimes('/A/g', 2_000_000);
+    await vfs.flushAll();
+    expect((await vfs.stat('/A/g')).mtimeMs).toBe(2_000_000);
+    // A new version on the service ends it.
+    remotes.get('A')!.putFile('f', Buffer.from('changed'));
+    vfs.cache.forget('A', 'f');
+    expect((await vfs.stat('/A/f')).mtimeMs).not.toBe(1_000_000);
   });
 });
