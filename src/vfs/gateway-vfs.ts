@@ -599,6 +599,8 @@ export class GatewayVfs implements Vfs {
     // the index first, so that an open from now on reads the service's version instead of this spool.
     this.forgetLocal(file);
     file.retire();
+    // A time set through a handle that changed nothing (touch, cp -p) stays with the service's version.
+    if (file.explicitMtimeMs !== undefined && file.base) this.timeOverrides.set(`${file.library}\0${file.base.id}`, { version: versionOf(file.base), mtimeMs: file.explicitMtimeMs });
     await file.closeSpool();
     await this.journal.discardSpool(file.id);
   }

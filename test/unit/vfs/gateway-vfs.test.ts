@@ -339,6 +339,11 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     await vfs.setTimes('/A/g', 2_000_000);
     await vfs.flushAll();
     expect((await vfs.stat('/A/g')).mtimeMs).toBe(2_000_000);
+    // Set through a handle that changes nothing (touch): kept after the handle closes.
+    const t = await vfs.open('/A/g', { write: true });
+    await vfs.setTimes('/A/g', 3_000_000);
+    await t.release();
+    expect((await vfs.stat('/A/g')).mtimeMs).toBe(3_000_000);
     // A new version on the service ends it.
     remotes.get('A')!.putFile('f', Buffer.from('changed'));
     vfs.cache.forget('A', 'f');
