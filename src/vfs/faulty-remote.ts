@@ -36,6 +36,8 @@ interface ActiveRule extends FaultRule { id: number; hits: number }
 
 export class FaultyRemote implements Remote {
   private rules: ActiveRule[] = [];
+  /** Calls under way, each with the controller that cuts it off. */
+  private readonly inFlight = new Set<AbortController>();
   private nextId = 1;
   /** Calls affected by a rule, per kind (for tests and the status output). */
   readonly injected = { fail: 0, delay: 0, cut: 0 };
@@ -49,9 +51,16 @@ export class FaultyRemote implements Remote {
     return () => { this.rules = this.rules.filter((r) => r.id !== active.id); };
   }
 
-  /** The service unreachable for `ms` milliseconds: every call fails with EIO. */
-  down(ms: number): void {
+  /**
+   * The service unreachable for `ms` milliseconds: every call fails with EIO. With `cutInFlight`, calls
+   * under way (an upload, a range) are aborted too, like connections dropped.
+   */
+  down(ms: number, opts: { cutInFlight?: boolean } = {}): void {
     this.inject({ kind: 'fail', code: 'EIO', untilMs: this.clock() + ms });
+    if (opts.cutInFlight) {
+      for (const flight of this.inFlight) flight.abort(new VfsError('EIO', 'connection cut (injected outage)'));
+      this.injected.cut += this.inFlight.size;
+    }
   }
 
   /** Removes every rule. */
@@ -65,50 +74,67 @@ export class FaultyRemote implements Remote {
     return this.rules.map(({ id: _id, hits: _hits, ...r }) => r);
   }
 
-  info(opts?: RemoteCallOptions): Promise<RemoteInfo> { return this.run('info', '', opts, () => this.inner.info(opts)); }
-  list(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]> { return this.run('list', p, opts, () => this.inner.list(p, opts)); }
-  stat(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null> { return this.run('stat', p, opts, () => this.inner.stat(p, opts)); }
-  commit(p: string, s: CommitSource, opts?: RemoteCallOptions): Promise<RemoteEntry> { return this.run('commit', p, opts, () => this.inner.commit(p, s, opts)); }
-  mkdir(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry> { return this.run('mkdir', p, opts, () => this.inner.mkdir(p, opts)); }
-  move(a: string, b: string, opts?: RemoteCallOptions): Promise<void> { return this.run('move', a, opts, () => this.inner.move(a, b, opts)); }
-  copy(a: string, b: string, opts?: RemoteCallOptions): Promise<void> { return this.run('copy', a, opts, () => this.inner.copy(a, b, opts)); }
-  remove(p: string, opts?: RemoteCallOptions): Promise<void> { return this.run('remove', p, opts, () => this.inner.remove(p, opts)); }
-  changes(c: number, opts?: RemoteCallOptions): Promise<ChangesPage> { return this.run('changes', '', opts, () => this.inner.changes(c, opts)); }
-  headCursor(opts?: RemoteCallOptions): Promise<number> { return this.run('headCursor', '', opts, () => this.inner.headCursor(opts)); }
-  quota(opts?: RemoteCallOptions): Promise<RemoteQuota> { return this.run('quota', '', opts, () => this.inner.quota(opts)); }
-  lock(p: string, l: boolean, opts?: RemoteCallOptions): Promise<void> { return this.run('lock', p, opts, () => this.inner.lock(p, l, opts)); }
-  addTags(p: string, t: string[], opts?: RemoteCallOptions): Promise<void> { return this.run('addTags', p, opts, () => this.inner.addTags(p, t, opts)); }
-  removeTags(p: string, t: string[], opts?: RemoteCallOptions): Promise<void> { return this.run('removeTags', p, opts, () => this.inner.removeTags(p, t, opts)); }
+  info(opts?: RemoteCallOptions): Promise<RemoteInfo> { return this.run('info', '', opts, (o) => this.inner.info(o)); }
+  list(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]> { return this.run('list', p, opts, (o) => this.inner.list(p, o)); }
+  stat(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null> { return this.run('stat', p, opts, (o) => this.inner.stat(p, o)); }
+  commit(p: string, s: CommitSource, opts?: RemoteCallOptions): Promise<RemoteEntry> { return this.run('commit', p, opts, (o) => this.inner.commit(p, s, o)); }
+  mkdir(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry> { return this.run('mkdir', p, opts, (o) => this.inner.mkdir(p, o)); }
+  move(a: string, b: string, opts?: RemoteCallOptions): Promise<void> { return this.run('move', a, opts, (o) => this.inner.move(a, b, o)); }
+  copy(a: string, b: string, opts?: RemoteCallOptions): Promise<void> { return this.run('copy', a, opts, (o) => this.inner.copy(a, b, o)); }
+  remove(p: string, opts?: RemoteCallOptions): Promise<void> { return this.run('remove', p, opts, (o) => this.inner.remove(p, o)); }
+  changes(c: number, opts?: RemoteCallOptions): Promise<ChangesPage> { return this.run('changes', '', opts, (o) => this.inner.changes(c, o)); }
+  headCursor(opts?: RemoteCallOptions): Promise<number> { return this.run('headCursor', '', opts, (o) => this.inner.headCursor(o)); }
+  quota(opts?: RemoteCallOptions): Promise<RemoteQuota> { return this.run('quota', '', opts, (o) => this.inner.quota(o)); }
+  lock(p: string, l: boolean, opts?: RemoteCallOptions): Promise<void> { return this.run('lock', p, opts, (o) => this.inner.lock(p, l, o)); }
+  addTags(p: string, t: string[], opts?: RemoteCallOptions): Promise<void> { return this.run('addTags', p, opts, (o) => this.inner.addTags(p, t, o)); }
+  removeTags(p: string, t: string[], opts?: RemoteCallOptions): Promise<void> { return this.run('removeTags', p, opts, (o) => this.inner.removeTags(p, t, o)); }
 
   async openRange(p: string, start: number, end: number, opts?: RangeCallOptions): Promise<Readable> {
     const cut = this.match('openRange', p, 'cut');
-    const stream = await this.run('openRange', p, opts, () => this.inner.openRange(p, start, end, opts), ['fail', 'delay']);
+    const stream = await this.run('openRange', p, opts, (o) => this.inner.openRange(p, start, end, { ...opts, ...o }), ['fail', 'delay']);
     if (!cut) return stream;
     this.injected.cut++;
     return cutAfter(stream, cut.afterBytes ?? 0);
   }
 
-  private async run<T>(method: RemoteMethod, path: string, opts: RemoteCallOptions | undefined, call: () => Promise<T>, kinds: FaultRule['kind'][] = ['fail', 'delay', 'cut']): Promise<T> {
-    if (kinds.includes('delay')) {
-      const delay = this.match(method, path, 'delay');
-      if (delay) {
-        this.injected.delay++;
-        await wait(delay.delayMs ?? 1000, opts?.signal);
+  private async run<T>(method: RemoteMethod, path: string, opts: RemoteCallOptions | undefined, call: (o: RemoteCallOptions) => Promise<T>, kinds: FaultRule['kind'][] = ['fail', 'delay', 'cut']): Promise<T> {
+    // Each call can be cut off while under way (`down(ms, { cutInFlight: true })`), delays included.
+    const flight = new AbortController();
+    const onAbort = (): void => flight.abort(opts?.signal?.reason);
+    opts?.signal?.addEventListener('abort', onAbort, { once: true });
+    this.inFlight.add(flight);
+    const cutOff = (): boolean => flight.signal.aborted && !opts?.signal?.aborted;
+    let result: T;
+    try {
+      if (kinds.includes('delay')) {
+        const delay = this.match(method, path, 'delay');
+        if (delay) {
+          this.injected.delay++;
+          await wait(delay.delayMs ?? 1000, flight.signal);
+        }
       }
-    }
-    if (kinds.includes('fail')) {
-      const fail = this.match(method, path, 'fail');
-      if (fail) {
-        this.injected.fail++;
-        throw new VfsError(fail.code ?? 'EIO', `${method} '${path}': injected failure`);
+      if (kinds.includes('fail')) {
+        const fail = this.match(method, path, 'fail');
+        if (fail) {
+          this.injected.fail++;
+          throw new VfsError(fail.code ?? 'EIO', `${method} '${path}': injected failure`);
+        }
       }
+      const cut = kinds.includes('cut') ? this.match(method, path, 'cut') : undefined;
+      result = await call({ ...opts, signal: flight.signal });
+      if (cut) {
+        this.injected.cut++;
+        throw new VfsError('EIO', `${method} '${path}': connection cut (injected), outcome unknown`);
+      }
+    } catch (err) {
+      if (cutOff()) throw new VfsError('EIO', `${method} '${path}': connection cut (injected outage)`, { cause: err });
+      throw err;
+    } finally {
+      this.inFlight.delete(flight);
+      opts?.signal?.removeEventListener('abort', onAbort);
     }
-    const cut = kinds.includes('cut') ? this.match(method, path, 'cut') : undefined;
-    const result = await call();
-    if (cut) {
-      this.injected.cut++;
-      throw new VfsError('EIO', `${method} '${path}': connection cut (injected), outcome unknown`);
-    }
+    // Cut off while under way, by a remote that did not stop: the caller never hears the outcome.
+    if (cutOff()) throw new VfsError('EIO', `${method} '${path}': connection cut (injected outage), outcome unknown`);
     return result;
   }
 

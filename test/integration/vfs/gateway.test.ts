@@ -142,9 +142,9 @@ describe('GatewayVfs over the embedded service', { timeout: 60_000 }, () => {
     const outageMs = Number(process.env.CLOUDLIB_TEST_OUTAGE_MS ?? 2000);
     const faulty = t.vfs.remoteOf('Library') as FaultyRemote;
     const data = randomBytes(1_000_000);
-    faulty.down(outageMs);
     const t0 = Date.now();
     await t.vfs.writeFile('/Library/outage.bin', data);
+    faulty.down(outageMs, { cutInFlight: true });
     expect(t.vfs.status().uploads).toHaveLength(1);
     await until(async () => t.vfs.status().uploads.length === 0, outageMs + 10_000);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(outageMs - 50);

@@ -236,6 +236,22 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     expect(faulty.injected.fail).toBe(3);
   });
 
+  it('an outage that cuts the upload in flight: retried until the service is back', async () => {
+    const { vfs } = await setup({ faults: true });
+    const faulty = vfs.remoteOf('A') as FaultyRemote;
+    faulty.inject({ kind: 'delay', methods: ['commit'], delayMs: 100, times: 1 });
+    await vfs.writeFile('/A/f', Buffer.from('survives'));
+    await new Promise((r) => setTimeout(r, 30));
+    expect(vfs.status().uploads[0].state).toBe('uploading');
+    faulty.down(300, { cutInFlight: true });
+    const t0 = Date.now();
+    await vfs.flushAll({ timeoutMs: 50 });
+    expect(vfs.status().uploads[0].failures).toBeGreaterThanOrEqual(1);
+    for (let i = 0; i < 200 && vfs.status().uploads.length > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(250);
+    expect((faulty.inner as MemoryRemote).read('f').toString()).toBe('survives');
+  });
+
   it('modifying a file whose upload is under way cancels it and uploads the new content', async () => {
     const { vfs } = await setup({ faults: true });
     const faulty = vfs.remoteOf('A') as FaultyRemote;
