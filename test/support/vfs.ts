@@ -2,7 +2,8 @@
  * startTestVfs(): a GatewayVfs over a real embedded service on an ephemeral port, with a temporary data
  * folder; `close()` stops both and removes the folders. The service comes from test/support/service.ts.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { access, mkdtemp, rm } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ServiceClient } from '../../src/api/client.js';
@@ -29,6 +30,16 @@ export interface TestVfs {
   /** Another Vfs on the same library with its own data folder (closed by `close()`). */
   openVfs(opts?: Partial<CreateVfsOptions>): Promise<GatewayVfs>;
   close(): Promise<void>;
+}
+
+/** True when the embedded service's test support is part of this tree (integration tests need it). */
+export async function serviceAvailable(): Promise<boolean> {
+  try {
+    await access(fileURLToPath(new URL('./service.ts', import.meta.url)));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export async function startTestService(): Promise<TestService> {

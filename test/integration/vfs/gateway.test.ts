@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes, createHash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { startTestVfs, startTestService, vfsCode, type TestVfs } from '../../support/vfs.js';
+import { startTestVfs, startTestService, serviceAvailable, vfsCode, type TestVfs } from '../../support/vfs.js';
 import { createVfs, type FaultyRemote, type GatewayVfs } from '../../../src/vfs/index.js';
 import { LibraryRemote } from '../../../src/api/remote.js';
 
@@ -29,7 +29,9 @@ async function until(cond: () => Promise<boolean>, ms: number): Promise<number> 
   throw new Error(`condition not met within ${ms} ms`);
 }
 
-describe('GatewayVfs over the embedded service', { timeout: 60_000 }, () => {
+const withService = await serviceAvailable();
+
+describe.skipIf(!withService)('GatewayVfs over the embedded service', { timeout: 60_000 }, () => {
   let t: TestVfs;
   beforeAll(async () => { t = await startTestVfs({ faults: true }); });
   afterAll(async () => { await t?.close(); });
@@ -154,7 +156,7 @@ describe('GatewayVfs over the embedded service', { timeout: 60_000 }, () => {
   });
 });
 
-describe('crash safety', { timeout: 60_000 }, () => {
+describe.skipIf(!withService)('crash safety', { timeout: 60_000 }, () => {
   it('kill -9 with an acknowledged upload pending: the next start uploads it', async () => {
     const svc = await startTestService();
     const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-crash-'));

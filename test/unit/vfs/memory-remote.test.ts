@@ -1,4 +1,4 @@
 import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
 import { remoteContract } from './remote-contract.js';
 
-remoteContract('MemoryRemote', async () => ({ remote: new MemoryRemote(), close: async () => {} }));
+remoteContract('MemoryRemote', true, async () => ({ remote: new MemoryRemote(), close: async () => {} }));

@@ -21,8 +21,9 @@ async function readRange(remote: Remote, path: string, start: number, end: numbe
   return Buffer.concat(chunks);
 }
 
-export function remoteContract(name: string, open: () => Promise<ContractTarget>): void {
-  describe(`Remote contract: ${name}`, { timeout: 30_000 }, () => {
+/** Registers the suite; `enabled` false skips it (its backend is not available in this tree). */
+export function remoteContract(name: string, enabled: boolean, open: () => Promise<ContractTarget>): void {
+  describe.skipIf(!enabled)(`Remote contract: ${name}`, { timeout: 30_000 }, () => {
     let target: ContractTarget;
     let remote: Remote;
     let tmp: string;
