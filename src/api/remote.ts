@@ -218,8 +218,16 @@ export class LibraryRemote implements Remote {
     this.counters.linkFetches++;
     const fetchedAt = Date.now();
     // Naming the content hash pins the link to the version being read (a concurrent overwrite does not
-    // change the bytes under an open handle).
-    const res = await this.wrap(() => this.client.file.downloadUrl({ fullpath, ...(opts.contentHash ? { filehash: opts.contentHash } : {}), ...operatorParams(opts) }, { signal: opts.signal }), fullpath);
+    // change the bytes under an open handle). A service that does not know the current version by its
+    // hash (only history versions) gets the plain request.
+    const ask = (filehash?: string) => this.wrap(() => this.client.file.downloadUrl({ fullpath, ...(filehash ? { filehash } : {}), ...operatorParams(opts) }, { signal: opts.signal }), fullpath);
+    let res: { urls: string[] };
+    try {
+      res = await ask(opts.contentHash);
+    } catch (err) {
+      if (!opts.contentHash || !(err instanceof VfsError) || !['ENOENT', 'EINVAL'].includes(err.code)) throw err;
+      res = await ask(undefined);
+    }
     const url = (res.urls ?? [])[0];
     if (!url) throw new VfsError('EIO', `download_url of '${fullpath}' returned no link`);
     const link = { url, expiresMs: fetchedAt + this.linkLifetimeMs };

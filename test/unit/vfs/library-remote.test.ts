@@ -106,6 +106,21 @@ describe('LibraryRemote', () => {
     expect(filehashes).toEqual(['a'.repeat(40), 'a'.repeat(40)]);
   });
 
+  it('a service that does not find the current version by its hash is asked for the current version', async () => {
+    const pool = agent.get(BASE);
+    const asked: (string | null)[] = [];
+    pool.intercept({ path: '/m-open/1/file/download_url', method: 'POST' }).reply((opts) => {
+      const fh = bodyParams(opts.body).get('filehash');
+      asked.push(fh);
+      return fh ? { statusCode: 404, data: JSON.stringify({ error_code: 40402, error_msg: 'no such version' }) } : { statusCode: 200, data: JSON.stringify({ urls: [`${FILES}/cur`] }) };
+    }).times(2);
+    agent.get(FILES).intercept({ path: '/cur', method: 'GET' }).reply(206, 'abc');
+    const chunks: Buffer[] = [];
+    for await (const c of await new LibraryRemote({ client }).openRange('f', 0, 2, { contentHash: 'b'.repeat(40) })) chunks.push(c as Buffer);
+    expect(Buffer.concat(chunks).toString()).toBe('abc');
+    expect(asked).toEqual(['b'.repeat(40), null]);
+  });
+
   it('a server that ignores Range: the wanted bytes are cut out of the whole body', async () => {
     agent.get(BASE).intercept({ path: '/m-open/1/file/download_url', method: 'POST' }).reply(200, { urls: [`${FILES}/whole`] });
     agent.get(FILES).intercept({ path: '/whole', method: 'GET' }).reply(200, '0123456789');
