@@ -339,18 +339,12 @@ export class GatewayVfs implements Vfs {
   }
 
   async rename(from: string, to: string, opts: { noReplace?: boolean } = {}, ctx?: CallContext): Promise<void> {
-    const a = this.target(from);
-    const b = this.target(to);
-    if (!a.lib || a.fullpath === '' || !b.lib || b.fullpath === '') throw new VfsError('EPERM', `libraries cannot be renamed or replaced: ${a.path} → ${b.path}`);
-    this.writable(a.path);
-    if (a.path === b.path) return;
-    const src = await this.entryOf(a.lib, a.fullpath, ctx);
-    if (!src) throw new VfsError('ENOENT', `no such file or folder: ${a.path}`);
-    if (src.isDir && a.lib === b.lib && isWithin(b.fullpath, a.fullpath)) throw new VfsError('EINVAL', `cannot move ${a.path} into itself`);
-    await this.needFolder(b.lib, parentOf(b.fullpath), ctx);
-    const dst = await this.entryOf(b.lib, b.fullpath, ctx);
+    if (this.target(from).path === this.target(to).path) {
+      this.writable(from);
+      return;
+    }
+    const { a, b, src, dst } = await this.transferEnds('renamed', from, to, opts, ctx);
     if (dst) {
-      if (opts.noReplace) throw new VfsError('EEXIST', `${b.path} exists`);
       if (src.isDir && !dst.isDir) throw new VfsError('ENOTDIR', `${b.path} is a file`);
       if (!src.isDir && dst.isDir) throw new VfsError('EISDIR', `${b.path} is a folder`);
       if (dst.isDir) await this.rmdir(b.path, ctx);
@@ -379,17 +373,8 @@ export class GatewayVfs implements Vfs {
   }
 
   async copy(from: string, to: string, opts: { noReplace?: boolean } = {}, ctx?: CallContext): Promise<void> {
-    const a = this.target(from);
-    const b = this.target(to);
-    if (!a.lib || a.fullpath === '' || !b.lib || b.fullpath === '') throw new VfsError('EPERM', `libraries cannot be copied or replaced: ${a.path} → ${b.path}`);
-    this.writable(b.path);
-    const src = await this.entryOf(a.lib, a.fullpath, ctx);
-    if (!src) throw new VfsError('ENOENT', `no such file or folder: ${a.path}`);
-    if (src.isDir && a.lib === b.lib && isWithin(b.fullpath, a.fullpath)) throw new VfsError('EINVAL', `cannot copy ${a.path} into itself`);
-    await this.needFolder(b.lib, parentOf(b.fullpath), ctx);
-    const dst = await this.entryOf(b.lib, b.fullpath, ctx);
+    const { a, b, src, dst } = await this.transferEnds('copied', from, to, opts, ctx);
     if (dst) {
-      if (opts.noReplace) throw new VfsError('EEXIST', `${b.path} exists`);
       if (dst.isDir) await this.removeTree(b.lib, b.fullpath, true, ctx);
       else await this.unlink(b.path, ctx);
     }
@@ -400,6 +385,22 @@ export class GatewayVfs implements Vfs {
       return;
     }
     await this.copyAcross(a.lib, a.fullpath, b.lib, b.fullpath, ctx);
+  }
+
+  /** Both ends of a rename or copy, checked: source exists, not into itself, target's folder exists, noReplace. */
+  private async transferEnds(verb: string, from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext):
+    Promise<{ a: Target & { lib: Library }; b: Target & { lib: Library }; src: RemoteEntry; dst: RemoteEntry | null }> {
+    const a = this.target(from);
+    const b = this.target(to);
+    if (!a.lib || a.fullpath === '' || !b.lib || b.fullpath === '') throw new VfsError('EPERM', `libraries cannot be ${verb} or replaced: ${a.path} → ${b.path}`);
+    this.writable(b.path);
+    const src = await this.entryOf(a.lib, a.fullpath, ctx);
+    if (!src) throw new VfsError('ENOENT', `no such file or folder: ${a.path}`);
+    if (src.isDir && a.lib === b.lib && isWithin(b.fullpath, a.fullpath)) throw new VfsError('EINVAL', `cannot put ${a.path} into itself`);
+    await this.needFolder(b.lib, parentOf(b.fullpath), ctx);
+    const dst = await this.entryOf(b.lib, b.fullpath, ctx);
+    if (dst && opts.noReplace) throw new VfsError('EEXIST', `${b.path} exists`);
+    return { a: a as Target & { lib: Library }, b: b as Target & { lib: Library }, src, dst };
   }
 
   async setTimes(path: string, mtimeMs: number, ctx?: CallContext): Promise<void> {
