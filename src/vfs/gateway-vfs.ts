@@ -373,7 +373,7 @@ export class GatewayVfs implements Vfs {
   }
 
   async copy(from: string, to: string, opts: { noReplace?: boolean } = {}, ctx?: CallContext): Promise<void> {
-    const { a, b, src, dst } = await this.transferEnds('copied', from, to, opts, ctx);
+    const { a, b, dst } = await this.transferEnds('copied', from, to, opts, ctx);
     if (dst) {
       if (dst.isDir) await this.removeTree(b.lib, b.fullpath, true, ctx);
       else await this.unlink(b.path, ctx);
