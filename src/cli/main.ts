@@ -12,7 +12,6 @@ export interface Subcommand {
 }
 
 const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
-  service: async () => (await import('./service.js')).serviceCommand,
   ctl: async () => (await import('./ctl.js')).ctlCommand,
   mount: async () => (await import('./mount.js')).mountCommand,
 };
