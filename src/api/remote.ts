@@ -36,7 +36,7 @@ export interface LibraryRemoteOptions {
 /** The uploader's interface (api/upload.ts). */
 interface UploadSource { size: number; filehash?: string; open(start: number): Readable }
 interface UploaderModule {
-  fileSource(path: string, knownSha1?: string): UploadSource;
+  fileSource(path: string, knownSha1?: string): Promise<UploadSource>;
   uploadFile(client: ServiceClient, source: UploadSource, opts: {
     fullpath: string; overwrite?: boolean; operator?: { op_id?: string; op_name?: string }; signal?: AbortSignal;
   }): Promise<{ hash: string; fullpath: string; filehash: string; filesize: number; instant: boolean }>;
@@ -135,7 +135,7 @@ export class LibraryRemote implements Remote {
   async commit(fullpath: string, source: CommitSource, opts?: RemoteCallOptions): Promise<RemoteEntry> {
     const up = await loadUploader();
     const started = Date.now();
-    const res = await this.wrap(() => up.uploadFile(this.client, up.fileSource(source.path, source.sha1), {
+    const res = await this.wrap(async () => up.uploadFile(this.client, await up.fileSource(source.path, source.sha1), {
       fullpath, overwrite: true, operator: operatorParams(opts), signal: opts?.signal,
     }), fullpath);
     for (const key of this.links.keys()) if (key.startsWith(`${fullpath}\0`)) this.links.delete(key);
