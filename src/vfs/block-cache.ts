@@ -36,6 +36,10 @@ export class BlockCache {
     this.lru.set(`${content}:${index}`, block);
   }
 
+  clear(): void {
+    this.lru.clear();
+  }
+
   stats(): { blocks: number; bytes: number; hits: number; misses: number } {
     return { blocks: this.lru.size, bytes: this.lru.calculatedSize, ...this.counters };
   }

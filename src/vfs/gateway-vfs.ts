@@ -144,17 +144,60 @@ export class GatewayVfs implements Vfs {
       if (this.libs.has(l.name)) throw new TypeError(`libraries: expected unique folder names, got '${l.name}' twice`);
       this.libs.set(l.name, { name: l.name, id: l.id, remote: l.remote });
     }
-    const interval = this.opts.feedIntervalMs ?? 2000;
-    if (interval > 0) {
-      for (const lib of this.libs.values()) {
-        lib.feed = new UpdatesFeed({
-          library: lib.name, remote: lib.remote, cache: this.cache, intervalMs: interval, logger: this.logger,
-          cursorFile: join(this.opts.dataDir, 'feeds', `${safeFileName(lib.id)}.json`),
-        });
-      }
-      await Promise.all([...this.libs.values()].map((l) => l.feed!.start()));
-    }
+    await Promise.all([...this.libs.values()].map((l) => this.startFeed(l)));
     await this.replayJournal();
+  }
+
+  private async startFeed(lib: Library): Promise<void> {
+    const interval = this.opts.feedIntervalMs ?? 2000;
+    if (interval <= 0) return;
+    lib.feed = new UpdatesFeed({
+      library: lib.name, remote: lib.remote, cache: this.cache, intervalMs: interval, logger: this.logger,
+      cursorFile: join(this.opts.dataDir, 'feeds', `${safeFileName(lib.id)}.json`),
+    });
+    await lib.feed.start();
+  }
+
+  /**
+   * Serves one more library folder at run time. Journal entries kept for a library of that name (from a
+   * previous run) are uploaded now.
+   */
+  async addLibrary(l: ResolvedLibrary): Promise<void> {
+    if (this.closed) throw new VfsError('EIO', 'the gateway is closing');
+    if (this.libs.has(l.name)) throw new VfsError('EEXIST', `a library folder named '${l.name}' is already served`);
+    const lib: Library = { name: l.name, id: l.id, remote: l.remote };
+    this.libs.set(l.name, lib);
+    try {
+      await this.startFeed(lib);
+    } catch (err) {
+      this.libs.delete(l.name);
+      throw err;
+    }
+    const kept = this.stranded.filter((e) => e.library === l.name);
+    this.stranded.splice(0, this.stranded.length, ...this.stranded.filter((e) => e.library !== l.name));
+    for (const e of kept) await this.resume(e);
+    this.logger.info({ library: l.name, id: l.id, requeued: kept.length }, 'library added');
+  }
+
+  /**
+   * Stops serving a library folder. Refused (EBUSY) while it has open or pending local files: flush
+   * first. The service's data is not touched.
+   */
+  async removeLibrary(name: string): Promise<void> {
+    const lib = this.libs.get(name);
+    if (!lib) throw new VfsError('ENOENT', `no library folder named '${name}' is served`);
+    const busy = [...this.locals.values()].filter((f) => f.library === name && !f.deleted).length;
+    if (busy > 0) throw new VfsError('EBUSY', `library '${name}' has ${busy} open or pending file(s): flush, close them, then remove`);
+    this.libs.delete(name);
+    await lib.feed?.stop();
+    this.cache.dropLibrary(name);
+    this.logger.info({ library: name }, 'library removed');
+  }
+
+  /** Drops cached metadata and blocks (not local files or pending uploads). */
+  dropCaches(): void {
+    for (const name of this.libs.keys()) this.cache.dropLibrary(name);
+    this.blocks.clear();
   }
 
   /** Journal entries of a previous run are uploaded again. */
@@ -165,21 +208,26 @@ export class GatewayVfs implements Vfs {
         this.stranded.push(e);
         continue;
       }
-      const local = new LocalFile(e.id, this.journal.spoolPath(e.id), e.library, e.fullpath, undefined, { baseSize: 0, mtimeMs: e.mtimeMs });
-      try {
-        await local.loadSize();
-      } catch {
-        this.logger.error({ library: e.library, path: e.fullpath }, 'journal entry without its spool file: dropped');
-        await this.journal.remove(e.id);
-        continue;
-      }
-      local.operator = e.operator;
-      local.generation = 1;
-      local.journaledGeneration = 1;
-      this.locals.set(localKey(e.library, e.fullpath), local);
-      this.logger.info({ library: e.library, path: e.fullpath, size: local.size }, 'journal replay: upload queued again');
-      await this.uploads.enqueue(local);
+      await this.resume(e);
     }
+  }
+
+  /** A journal entry's upload queued again. */
+  private async resume(e: JournalEntry): Promise<void> {
+    const local = new LocalFile(e.id, this.journal.spoolPath(e.id), e.library, e.fullpath, undefined, { baseSize: 0, mtimeMs: e.mtimeMs });
+    try {
+      await local.loadSize();
+    } catch {
+      this.logger.error({ library: e.library, path: e.fullpath }, 'journal entry without its spool file: dropped');
+      await this.journal.remove(e.id);
+      return;
+    }
+    local.operator = e.operator;
+    local.generation = 1;
+    local.journaledGeneration = 1;
+    this.locals.set(localKey(e.library, e.fullpath), local);
+    this.logger.info({ library: e.library, path: e.fullpath, size: local.size }, 'journal replay: upload queued again');
+    await this.uploads.enqueue(local);
   }
 
   // ---- metadata -------------------------------------------------------------------------------------------
