@@ -12,6 +12,7 @@ export interface Subcommand {
 }
 
 const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
+  up: async () => (await import('./up.js')).upCommand,
   ctl: async () => (await import('./ctl.js')).ctlCommand,
   mount: async () => (await import('./mount.js')).mountCommand,
 };

@@ -1,0 +1,126 @@
+/**
+ * `cloudlib up`: the main job. With no configuration: the embedded service on the data folder, its
+ * library as a WebDAV drive on http://127.0.0.1:8080/ and, where FUSE is usable, a mount on ./mnt, with
+ * the control socket beside. Pointed at a real service by a config file, environment or flags.
+ * SIGTERM/SIGINT: stop accepting, flush pending uploads (bounded), unmount, exit 0.
+ */
+import { loadConfig, ConfigError, type GatewayConfig } from '../gateway/config.js';
+import { Gateway, fuseUsable } from '../gateway/gateway.js';
+import { createLogger } from '../shared/log.js';
+import type { Subcommand } from './main.js';
+
+const USAGE = `Usage: cloudlib up [options]
+
+Options:
+  --config FILE            gateway configuration, TOML or JSON (docs/configuration.md); or $CLOUDLIB_CONFIG
+  --data DIR               data folder (journal, caches, embedded service, control socket);
+                           default ./.cloudlib or $CLOUDLIB_HOME
+  --webdav HOST:PORT       WebDAV listen address (default 127.0.0.1:8080; 'off' for none)
+  --mount DIR              FUSE mount point (default ./mnt where FUSE is usable)
+  --no-mount               no FUSE mount
+  --service-listen H:P     embedded service listen address (default 127.0.0.1:0, any free port)
+  --admin-listen H:P       /metrics and /healthz listener (default 127.0.0.1:0; 'off' for none)
+  --read-only              refuse every change
+  --stop-flush S           on stop, seconds to wait for pending uploads (default 10; the rest stay journaled)
+  --log-level LEVEL        trace, debug, info, warn, error (default info)
+
+Writes <data>/endpoints.json when ready. Stop with Ctrl-C or SIGTERM.`;
+
+function banner(g: Gateway, config: GatewayConfig): string {
+  const lines = ['', 'cloudlib is up.'];
+  lines.push(`  Service:   ${g.serviceUrl}${g.service ? ` (embedded, data in ${config.data}/service)` : ''}`);
+  lines.push(`  Libraries: ${g.vfs.libraryNames().join(', ')}`);
+  if (g.webdavUrl) {
+    lines.push(`  WebDAV:    ${g.webdavUrl}`);
+    if (g.webdavUser) lines.push(`  Login:     ${g.webdavUser.name} / ${g.webdavUser.password}`);
+    else if (config.webdav.users.length) lines.push(`  Login:     the users of the configuration (${config.webdav.users.map((u) => u.name).join(', ')})`);
+  }
+  if (g.mount) lines.push(`  Mount:     ${g.mount.mountpoint}`);
+  lines.push(`  Control:   cloudlib ctl --socket ${g.control.socketPath} status`);
+  if (g.adminUrl) lines.push(`  Metrics:   ${g.adminUrl}/metrics`);
+  if (g.webdavUrl) {
+    const u = g.webdavUrl.replace(/\/$/, '');
+    lines.push('', 'Connect:');
+    lines.push(`  Windows:   net use Z: ${u} /user:${g.webdavUser?.name ?? 'USER'} *   (or Explorer → Map network drive)`);
+    lines.push(`  macOS:     Finder → Go → Connect to Server → ${u}`);
+    lines.push(`  Linux:     Files → Other Locations → ${u.replace(/^http/, 'dav')}   or   rclone lsd :webdav: --webdav-url ${u}`);
+  }
+  lines.push('', 'Ctrl-C stops (pending uploads are flushed first).', '');
+  return lines.join('\n');
+}
+
+export const upCommand: Subcommand = {
+  summary: 'Serve every library as a WebDAV drive and a FUSE mount (embedded service by default)',
+  usage: USAGE,
+  options: {
+    config: { type: 'string' },
+    data: { type: 'string' },
+    webdav: { type: 'string' },
+    mount: { type: 'string' },
+    'no-mount': { type: 'boolean' },
+    'service-listen': { type: 'string' },
+    'admin-listen': { type: 'string' },
+    'read-only': { type: 'boolean' },
+    'stop-flush': { type: 'string' },
+    'log-level': { type: 'string' },
+  },
+  async run(values, positionals) {
+    if (positionals.length > 0) {
+      process.stderr.write(`cloudlib up: unexpected argument '${positionals[0]}'\n\n${USAGE}\n`);
+      return 2;
+    }
+    let config: GatewayConfig;
+    let stopFlushMs = 10_000;
+    const usable = await fuseUsable();
+    try {
+      const admin = values['admin-listen'] as string | undefined;
+      config = await loadConfig({
+        config: values.config as string | undefined,
+        data: values.data as string | undefined,
+        webdav: values.webdav as string | undefined,
+        mount: values.mount as string | undefined,
+        noMount: values['no-mount'] as boolean | undefined,
+        serviceListen: values['service-listen'] as string | undefined,
+        adminListen: admin === 'off' ? undefined : admin,
+        logLevel: values['log-level'] as string | undefined,
+        readOnly: values['read-only'] as boolean | undefined,
+      }, process.env, { fuseUsable: usable });
+      if (admin === 'off') config.admin_listen = null;
+      if (values['stop-flush'] !== undefined) {
+        const s = Number(values['stop-flush']);
+        if (!(Number.isFinite(s) && s >= 0)) throw new ConfigError(`--stop-flush: expected seconds >= 0, got '${String(values['stop-flush'])}'`);
+        stopFlushMs = s * 1000;
+      }
+      if (config.mount.path && !usable) {
+        throw new ConfigError(`mount ${config.mount.path}: FUSE is not usable on this machine (needs /dev/fuse and libfuse2); use --no-mount`);
+      }
+    } catch (err) {
+      if (err instanceof ConfigError) {
+        process.stderr.write(`cloudlib up: ${err.message}\n`);
+        return 2;
+      }
+      throw err;
+    }
+    const logger = createLogger({ level: config.log.level });
+    let gateway: Gateway;
+    try {
+      gateway = await Gateway.start({ config, logger, stopFlushMs });
+    } catch (err) {
+      logger.error({ err: (err as Error).message }, 'cloudlib up: start failed');
+      process.stderr.write(`cloudlib up: ${(err as Error).message}\n`);
+      return 1;
+    }
+    process.stderr.write(banner(gateway, config));
+    const signal = await new Promise<string>((resolve) => {
+      process.once('SIGINT', () => resolve('SIGINT'));
+      process.once('SIGTERM', () => resolve('SIGTERM'));
+    });
+    logger.info({ signal }, 'cloudlib up: stopping');
+    // A second signal while stopping: stop waiting for uploads (they stay journaled) and leave.
+    const hard = (): void => { logger.warn('second signal: exiting now; pending uploads stay in the journal'); process.exit(1); };
+    process.once('SIGINT', hard);
+    process.once('SIGTERM', hard);
+    await gateway.stop();
+    return 0;
+  },
+};
