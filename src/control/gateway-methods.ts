@@ -82,6 +82,18 @@ function progressCounter(env: CallEnv, total: number, what: string): Transform {
   });
 }
 
+/** Creates the missing folders above a gateway path (like the service's create_file does). */
+async function mkdirParents(vfs: GatewayVfs, path: string): Promise<void> {
+  const parts = path.split('/').filter(Boolean).slice(0, -1);
+  for (let i = 2; i <= parts.length; i++) {
+    const dir = '/' + parts.slice(0, i).join('/');
+    const st = await vfs.stat(dir).catch(() => undefined);
+    if (st?.isDir) continue;
+    if (st) throw new RpcFailure(RpcErrorCode.InvalidParams, `'${dir}' is a file, not a folder`, { param: 'path' });
+    await vfs.mkdir(dir);
+  }
+}
+
 /** Finds a history version of a file by its id (`hid`) or content hash. */
 async function findVersion(client: ServiceClient, fullpath: string, version: string): Promise<HistoryItem> {
   const pageSize = 100;
@@ -196,6 +208,7 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         const path = gatewayPath(params, 'path');
         const st = await stat(local).catch((err: Error) => { throw new RpcFailure(RpcErrorCode.InvalidParams, `local file '${local}': ${err.message}`, { param: 'local' }); });
         if (!st.isFile()) throw new RpcFailure(RpcErrorCode.InvalidParams, `local file '${local}' is not a regular file`, { param: 'local' });
+        await mkdirParents(vfs, path);
         const source = createReadStream(local);
         const counted = source.pipe(progressCounter(env, st.size, 'read'));
         source.on('error', (err) => counted.destroy(err));

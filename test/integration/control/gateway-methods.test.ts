@@ -1,0 +1,129 @@
+/**
+ * The gateway's own control methods over a real socket, on a gateway core over memory libraries:
+ * status, flush with progress, cache.drop, library.ls/remove, upload and download of local files, bad
+ * input, the socket's mode, two clients at once.
+ */
+import { describe, it, expect, beforeEach, afterEach } from 'vitest';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createMemoryVfs, type GatewayVfs, type MemoryRemote } from '../../../src/vfs/index.js';
+import { ControlServer } from '../../../src/control/server.js';
+import { ControlClient, ControlCallError } from '../../../src/control/client.js';
+import { gatewayMethods, type GatewayControlTarget } from '../../../src/control/gateway-methods.js';
+import { RpcErrorCode } from '../../../src/control/protocol.js';
+
+let dir: string;
+let vfs: GatewayVfs;
+let remotes: Map<string, MemoryRemote>;
+let server: ControlServer;
+let client: ControlClient;
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'ctl-'));
+  ({ vfs, remotes } = await createMemoryVfs({ names: ['A', 'B'], upload: { retryBaseMs: 20, retryMaxMs: 100 } }));
+  const target: GatewayControlTarget = {
+    vfs,
+    libraries: () => vfs.libraryNames().map((name) => ({ name, client: undefined as never })),
+    clientFor: () => undefined,
+    addLibrary: async () => { throw new Error('not supported over memory libraries'); },
+    removeLibrary: (name) => vfs.removeLibrary(name),
+    describe: () => ({ webdav_url: 'http://127.0.0.1:1/' }),
+  };
+  server = new ControlServer({ socketPath: join(dir, 'control.sock'), methods: gatewayMethods(target) });
+  await server.start();
+  client = await ControlClient.connect(server.socketPath);
+});
+
+afterEach(async () => {
+  client.close();
+  await server.close();
+  await vfs.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function failure(p: Promise<unknown>): Promise<ControlCallError> {
+  const err = await p.then(() => undefined, (e: unknown) => e);
+  expect(err).toBeInstanceOf(ControlCallError);
+  return err as ControlCallError;
+}
+
+describe('gateway control methods', { timeout: 20_000 }, () => {
+  it('the socket is owner-only (0600)', async () => {
+    expect((await stat(server.socketPath)).mode & 0o777).toBe(0o600);
+  });
+
+  it('status reports libraries, feeds, caches with hit rates, and pending uploads', async () => {
+    await vfs.writeFile('/A/x.txt', Buffer.from('x'));
+    const s = (await client.call('status')) as Record<string, any>;
+    expect(s.libraries.map((l: { name: string }) => l.name)).toEqual(['A', 'B']);
+    expect(s.webdav_url).toBe('http://127.0.0.1:1/');
+    expect(s.caches.metadata).toHaveProperty('hitRate');
+    expect(typeof s.uploads.pending).toBe('number');
+  });
+
+  it('upload copies a local file to a gateway path and returns once it is on the service, with progress', async () => {
+    const local = join(dir, 'in.bin');
+    const body = Buffer.alloc(300_000, 7);
+    await writeFile(local, body);
+    const progress: Record<string, unknown>[] = [];
+    const res = await client.call('upload', { local, path: '/A/docs/in.bin' }, (p) => progress.push(p));
+    expect(res).toEqual({ path: '/A/docs/in.bin', size: body.length });
+    expect(remotes.get('A')!.read('docs/in.bin').equals(body)).toBe(true);
+    expect(progress.at(-1)).toMatchObject({ done: body.length, total: body.length });
+  });
+
+  it('download writes a local file whole', async () => {
+    remotes.get('B')!.putFile('r.txt', Buffer.from('remote bytes'));
+    const local = join(dir, 'out.txt');
+    expect(await client.call('download', { path: '/B/r.txt', local })).toEqual({ local, size: 12 });
+    expect(await readFile(local, 'utf8')).toBe('remote bytes');
+  });
+
+  it('bad input is refused with invalid-params naming the parameter, and changes nothing', async () => {
+    expect((await failure(client.call('upload', { local: 'relative.txt', path: '/A/x' }))).data).toMatchObject({ param: 'local' });
+    expect((await failure(client.call('upload', { local: join(dir, 'missing'), path: '/A/x' }))).code).toBe(RpcErrorCode.InvalidParams);
+    expect((await failure(client.call('download', { path: 'no-slash', local: join(dir, 'o') }))).data).toMatchObject({ param: 'path' });
+    expect((await failure(client.call('status', { extra: 1 }))).data).toMatchObject({ param: 'extra' });
+    expect((await failure(client.call('flush', { timeout_s: -1 }))).data).toMatchObject({ param: 'timeout_s' });
+    expect((await failure(client.call('no.such.method'))).code).toBe(RpcErrorCode.MethodNotFound);
+    expect(remotes.get('A')!.paths()).toEqual([]);
+  });
+
+  it('a download of a missing file is a gateway error with its code, and leaves no local file', async () => {
+    const local = join(dir, 'never.txt');
+    const err = await failure(client.call('download', { path: '/A/none.txt', local }));
+    expect(err.code).toBe(RpcErrorCode.GatewayError);
+    expect(err.data).toMatchObject({ code: 'ENOENT' });
+    await expect(stat(local)).rejects.toThrow();
+  });
+
+  it('flush waits for pending uploads; cache.drop empties the caches', async () => {
+    await vfs.writeFile('/A/f1.txt', Buffer.from('1'));
+    await vfs.writeFile('/A/f2.txt', Buffer.from('2'));
+    expect(await client.call('flush')).toEqual({ pending: 0 });
+    expect(remotes.get('A')!.paths().sort()).toEqual(['f1.txt', 'f2.txt']);
+    await vfs.stat('/A/f1.txt');
+    expect(await client.call('cache.drop')).toEqual({ dropped: true });
+    expect(vfs.status().metadata.entries).toBe(0);
+  });
+
+  it('library.ls lists, library.remove stops serving one', async () => {
+    expect(((await client.call('library.ls')) as { name: string }[]).map((l) => l.name)).toEqual(['A', 'B']);
+    expect(await client.call('library.remove', { name: 'B' })).toEqual({ removed: 'B' });
+    expect(vfs.libraryNames()).toEqual(['A']);
+    const err = await failure(client.call('library.remove', { name: 'B' }));
+    expect(err.data).toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('two clients at once are answered independently', async () => {
+    const other = await ControlClient.connect(server.socketPath);
+    try {
+      const [a, b] = await Promise.all([client.call('library.ls'), other.call('status')]);
+      expect(a).toHaveLength(2);
+      expect(b).toHaveProperty('libraries');
+    } finally {
+      other.close();
+    }
+  });
+});
