@@ -1,0 +1,190 @@
+/**
+ * `cloudlib up` as a user runs it: a child process on a temp data folder. Files put through WebDAV are
+ * seen through the service's API and the mount; SIGTERM with an upload pending keeps it in the journal
+ * and the next `up` finishes it; a config file pointing `up` at a separately started `cloudlib service`
+ * works like the embedded default.
+ */
+import { describe, it, expect, afterEach } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { access, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { ServiceClient } from '../../../src/api/client.js';
+import { ControlClient } from '../../../src/control/client.js';
+import type { EndpointsFile, ServiceCredentialsFile } from '../../../src/gateway/gateway.js';
+import { fuseUsable } from '../../../src/gateway/gateway.js';
+
+const root = fileURLToPath(new URL('../../../', import.meta.url));
+const bin = join(root, 'bin', 'cloudlib.js');
+const ready = existsSync(join(root, 'src/service/index.ts')) && existsSync(join(root, 'src/webdav/index.ts'));
+const canMount = ready && (await fuseUsable());
+
+const children: ChildProcess[] = [];
+const dirs: string[] = [];
+afterEach(async () => {
+  for (const c of children.splice(0)) {
+    if (c.exitCode === null && c.signalCode === null) {
+      c.kill('SIGCONT');
+      c.kill('SIGTERM');
+      await exited(c, 15_000).catch(() => c.kill('SIGKILL'));
+    }
+  }
+  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+});
+
+async function tempDir(): Promise<string> {
+  const d = await mkdtemp(join(tmpdir(), 'cloudlib-up-'));
+  dirs.push(d);
+  return d;
+}
+
+function start(args: string[], env: NodeJS.ProcessEnv = {}): ChildProcess & { output: () => string } {
+  const child = spawn(process.execPath, [bin, ...args], { env: { ...process.env, CLOUDLIB_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (c: Buffer) => { out += c.toString(); });
+  child.stderr!.on('data', (c: Buffer) => { out += c.toString(); });
+  children.push(child);
+  return Object.assign(child, { output: () => out });
+}
+
+function exited(child: ChildProcess, timeoutMs: number): Promise<number | null> {
+  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`process did not exit within ${timeoutMs} ms`)), timeoutMs);
+    child.once('exit', (code) => { clearTimeout(t); resolve(code); });
+  });
+}
+
+async function waitForFile(path: string, child: ChildProcess & { output: () => string }, timeoutMs = 30_000): Promise<string> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await access(path);
+      return await readFile(path, 'utf8');
+    } catch {
+      if (child.exitCode !== null) throw new Error(`exited with ${child.exitCode} before ${path} appeared:\n${child.output()}`);
+      if (Date.now() > until) throw new Error(`${path} did not appear within ${timeoutMs} ms:\n${child.output()}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
+async function up(data: string, extra: string[] = []): Promise<{ child: ChildProcess & { output: () => string }; endpoints: EndpointsFile }> {
+  const child = start(['up', '--data', data, '--webdav', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', ...extra]);
+  const endpoints = JSON.parse(await waitForFile(join(data, 'endpoints.json'), child)) as EndpointsFile;
+  return { child, endpoints };
+}
+
+function auth(e: EndpointsFile): string {
+  return 'Basic ' + Buffer.from(`${e.webdav_user}:${e.webdav_password}`).toString('base64');
+}
+
+async function davPut(e: EndpointsFile, path: string, body: Buffer | string): Promise<number> {
+  const res = await request(new URL(path, e.webdav_url!), { method: 'PUT', body, headers: { authorization: auth(e) } });
+  await res.body.dump();
+  return res.statusCode;
+}
+
+async function davGet(e: EndpointsFile, path: string): Promise<{ status: number; body: string }> {
+  const res = await request(new URL(path, e.webdav_url!), { method: 'GET', headers: { authorization: auth(e) } });
+  return { status: res.statusCode, body: await res.body.text() };
+}
+
+async function libraryClient(credentialsPath: string): Promise<{ client: ServiceClient; creds: ServiceCredentialsFile }> {
+  const creds = JSON.parse(await readFile(credentialsPath, 'utf8')) as ServiceCredentialsFile;
+  return { creds, client: new ServiceClient({ baseUrl: creds.base_url, credentials: { library: creds.library } }) };
+}
+
+async function libraryFolder(e: EndpointsFile): Promise<string> {
+  const ctl = await ControlClient.connect(e.control_socket);
+  try {
+    const libs = (await ctl.call('library.ls')) as { name: string }[];
+    return libs[0]!.name;
+  } finally {
+    ctl.close();
+  }
+}
+
+describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
+  it('serves the embedded library over WebDAV; files put there are on the service; SIGTERM exits 0 and removes endpoints.json', async () => {
+    const data = await tempDir();
+    const { child, endpoints } = await up(data, ['--no-mount']);
+    expect(endpoints).toMatchObject({ mount: null, credentials: join(data, 'service', 'credentials.json') });
+    expect(endpoints.webdav_url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+    const lib = await libraryFolder(endpoints);
+    expect(await davPut(endpoints, `/${encodeURIComponent(lib)}/hello.txt`, 'hello from WebDAV')).toBeLessThan(300);
+    const ctl = await ControlClient.connect(endpoints.control_socket);
+    await ctl.call('flush');
+    ctl.close();
+    const { client } = await libraryClient(endpoints.credentials!);
+    const info = await client.file.info({ fullpath: 'hello.txt' });
+    expect(Number(info.filesize)).toBe(17);
+    const metrics = await request(`${endpoints.admin_url}/metrics`);
+    expect(await metrics.body.text()).toMatch(/cloudlib_uploads_pending 0/);
+    const health = await request(`${endpoints.admin_url}/healthz`);
+    expect(health.statusCode).toBe(200);
+    await health.body.dump();
+    await client.close();
+    child.kill('SIGTERM');
+    expect(await exited(child, 20_000)).toBe(0);
+    expect(existsSync(join(data, 'endpoints.json'))).toBe(false);
+  });
+
+  it.skipIf(!canMount)('with a mount: a file put through WebDAV is read through the mount', async () => {
+    const data = await tempDir();
+    const mnt = join(data, 'mnt');
+    const { child, endpoints } = await up(data, ['--mount', mnt]);
+    try {
+      expect(endpoints.mount).toBe(mnt);
+      const lib = await libraryFolder(endpoints);
+      expect(await davPut(endpoints, `/${encodeURIComponent(lib)}/both.txt`, 'seen both ways')).toBeLessThan(300);
+      expect(await readFile(join(mnt, lib, 'both.txt'), 'utf8')).toBe('seen both ways');
+      await writeFile(join(mnt, lib, 'from-mount.txt'), 'written on the mount');
+      expect((await davGet(endpoints, `/${encodeURIComponent(lib)}/from-mount.txt`)).body).toBe('written on the mount');
+    } finally {
+      child.kill('SIGTERM');
+      expect(await exited(child, 30_000)).toBe(0);
+    }
+  });
+
+  it('pointed at a separate `cloudlib service` by a config file; SIGTERM with an upload pending keeps it, the next `up` finishes it', async () => {
+    const base = await tempDir();
+    const svcDir = join(base, 'svc');
+    const service = start(['service', '--data', svcDir, '--listen', '127.0.0.1:0']);
+    const { client, creds } = await libraryClient(await waitForFile(join(svcDir, 'credentials.json'), service).then(() => join(svcDir, 'credentials.json')));
+    const config = join(base, 'cloudlib.json');
+    await writeFile(config, JSON.stringify({
+      service: { base_url: creds.base_url, libraries: [{ name: 'Remote', org_client_id: creds.library.org_client_id, org_client_secret: creds.library.org_client_secret }] },
+      feed: { interval_ms: 500 },
+    }));
+    const data = join(base, 'gw');
+    const first = await up(data, ['--no-mount', '--config', config, '--stop-flush', '1']);
+    expect(first.endpoints.credentials).toBeNull();
+    expect(first.endpoints.service_url).toBe(creds.base_url);
+    expect(await davPut(first.endpoints, '/Remote/direct.txt', 'through a remote service')).toBeLessThan(300);
+    const ctl = await ControlClient.connect(first.endpoints.control_socket);
+    await ctl.call('flush');
+    ctl.close();
+    expect(Number((await client.file.info({ fullpath: 'direct.txt' })).filesize)).toBe(24);
+
+    // The service stops answering: the next upload cannot finish before the gateway is stopped.
+    service.kill('SIGSTOP');
+    expect(await davPut(first.endpoints, '/Remote/pending.txt', 'kept in the journal')).toBeLessThan(300);
+    first.child.kill('SIGTERM');
+    expect(await exited(first.child, 60_000)).toBe(0);
+    service.kill('SIGCONT');
+    await expect(client.file.info({ fullpath: 'pending.txt' })).rejects.toThrow();
+
+    const second = await up(data, ['--no-mount', '--config', config]);
+    const ctl2 = await ControlClient.connect(second.endpoints.control_socket);
+    await ctl2.call('flush');
+    ctl2.close();
+    expect(Number((await client.file.info({ fullpath: 'pending.txt' })).filesize)).toBe(19);
+    await client.close();
+    second.child.kill('SIGTERM');
+    expect(await exited(second.child, 20_000)).toBe(0);
+  });
+});
