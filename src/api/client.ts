@@ -5,8 +5,9 @@
 import { Agent, request, type Dispatcher } from 'undici';
 import { ENDPOINTS, findEndpoint, validateParams, ParamError, type EndpointDef, type Endpoints, type Family, type ParamsOf, type ResultOf } from '../shared/endpoints.js';
 import { sign, isCreateFilePath, CREATE_FILE_UNSIGNED, type Params } from '../shared/sign.js';
-import { ServiceError, ErrorCode } from './errors.js';
+import { ServiceError, ErrorCode, redactSecrets, transportCodeOf } from './errors.js';
 import { normalizeResult } from './normalize.js';
+import { silentLogger, type Logger } from '../shared/log.js';
 
 export interface LibraryCredential { org_client_id: string; org_client_secret: string }
 export interface ClientSecretPair { client_id: string; client_secret: string }
@@ -46,6 +47,8 @@ export interface ClientOptions {
   uploadHeaderPrefix?: string;
   /** Called when a user token was refreshed, so the caller can persist it. */
   onTokenRefresh?: (user: UserCredential) => void;
+  /** Structured logger: one debug line per exchange, a warning per retry. Never given parameters. Default silent. */
+  logger?: Logger;
 }
 
 export interface CallOptions {
@@ -68,7 +71,7 @@ export function camelCase(s: string): string {
 
 const RETRY_STATUS = new Set([429, 500, 502, 503, 504]);
 /** Errors raised before any byte of the request could have reached the service. */
-const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
+export const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
 
 export class ServiceClient {
   readonly baseUrl: string;
@@ -76,11 +79,17 @@ export class ServiceClient {
   readonly dispatcher: Dispatcher;
   readonly uploadHeaderPrefix: string;
   readonly clock: () => number;
+  /** Per-request deadline (ms): connect, headers and body of one exchange together. */
+  readonly timeoutMs: number;
+  /** Attempts after the first for calls that are safe to retry. */
+  readonly retries: number;
+  /** First retry delay (ms). */
+  readonly retryBaseMs: number;
+  readonly logger: Logger;
   private readonly ownsDispatcher: boolean;
-  private readonly timeoutMs: number;
-  private readonly retries: number;
-  private readonly retryBaseMs: number;
   private readonly onTokenRefresh?: (user: UserCredential) => void;
+  /** The token refresh under way, shared by every call that met the expired token. */
+  private refreshing?: Promise<void>;
 
   readonly file: FamilyClient<'file'>;
   readonly file2: FamilyClient<'file2'>;
@@ -99,6 +108,9 @@ export class ServiceClient {
     this.clock = opts.clock ?? Date.now;
     this.uploadHeaderPrefix = opts.uploadHeaderPrefix ?? 'x-svc-';
     this.onTokenRefresh = opts.onTokenRefresh;
+    this.logger = opts.logger ?? silentLogger;
+    if (!Number.isFinite(this.timeoutMs) || this.timeoutMs <= 0) throw new TypeError(`timeoutMs: expected a positive number of milliseconds, got ${String(opts.timeoutMs)}`);
+    if (!Number.isInteger(this.retries) || this.retries < 0) throw new TypeError(`retries: expected a non-negative integer, got ${String(opts.retries)}`);
     this.ownsDispatcher = !opts.dispatcher;
     this.dispatcher = opts.dispatcher ?? new Agent({ keepAliveTimeout: 30_000, connections: 32, pipelining: 1 });
     this.file = this.familyClient('file');
@@ -114,6 +126,7 @@ export class ServiceClient {
     return new ServiceClient({
       baseUrl: this.baseUrl, credentials, timeoutMs: this.timeoutMs, retries: this.retries, retryBaseMs: this.retryBaseMs,
       clock: this.clock, dispatcher: this.dispatcher, uploadHeaderPrefix: this.uploadHeaderPrefix, onTokenRefresh: this.onTokenRefresh,
+      logger: this.logger,
     });
   }
 
@@ -138,39 +151,64 @@ export class ServiceClient {
     const endpoint = `${family}.${name}`;
     let refreshed = false;
     for (let attempt = 0; ; attempt++) {
+      const tokenUsed = this.credentials.user?.token;
       try {
         const raw = await this.send(ref.def, endpoint, params, opts);
         return normalizeResult(raw);
       } catch (err) {
         if (!(err instanceof ServiceError)) throw err;
-        if (err.code === ErrorCode.TokenExpired && ref.def.credential === 'token' && !refreshed && this.credentials.user?.refresh_token) {
+        if (err.code === ErrorCode.TokenExpired && ref.def.credential === 'token' && !refreshed && this.credentials.user) {
+          // Refresh once and replay (decisions: user access tokens). When another call refreshed the token
+          // since this one was signed, replaying is enough.
           refreshed = true;
-          await this.refreshToken();
+          if (this.credentials.user.token === tokenUsed) await this.refreshToken();
           attempt--;
           continue;
         }
         if (attempt >= this.retries || !this.retryable(ref.def, err) || opts.signal?.aborted) throw err;
-        await sleep(backoff(this.retryBaseMs, attempt), opts.signal);
+        const delay = backoff(this.retryBaseMs, attempt);
+        this.logger.warn({ endpoint, attempt: attempt + 1, status: err.status, error_code: err.code || undefined, retryInMs: delay }, 'service call failed, retrying');
+        await sleep(delay, opts.signal);
       }
     }
   }
 
   private retryable(def: EndpointDef, err: ServiceError): boolean {
-    const notSent = err.transport && NOT_SENT_CODES.has(String((err.cause as { code?: string } | undefined)?.code));
-    if (notSent) return true;
+    if (err.transport && NOT_SENT_CODES.has(err.transportCode ?? '')) return true;
     if (!def.idempotent) return false;
     return err.transport || RETRY_STATUS.has(err.status);
   }
 
-  /** Refreshes the user token with its refresh token (spec/decisions.md, user access tokens). */
-  async refreshToken(): Promise<void> {
+  /**
+   * Refreshes the user token with its refresh token (spec/decisions.md, user access tokens). Concurrent
+   * callers share one refresh: a refresh token may be good for one use only.
+   */
+  refreshToken(): Promise<void> {
+    this.refreshing ??= this.doRefreshToken().finally(() => { this.refreshing = undefined; });
+    return this.refreshing;
+  }
+
+  private async doRefreshToken(): Promise<void> {
     const user = this.credentials.user;
     const app = this.credentials.application ?? (user?.client_id ? { client_id: user.client_id, client_secret: user.client_secret } : undefined);
-    if (!user?.refresh_token || !app) throw new ServiceError({ status: 401, code: ErrorCode.TokenExpired, message: 'token expired and no refresh token is known', endpoint: 'user.token' });
-    const grant = (await this.withCredentials({ ...this.credentials, application: app }).send(ENDPOINTS.user.token, 'user.token', { grant_type: 'refresh_token', refresh_token: user.refresh_token }, {})) as { access_token: string; refresh_token?: string };
+    if (!user?.refresh_token || !app) throw new ServiceError({ status: 401, code: ErrorCode.TokenExpired, message: 'token expired and no refresh token (or application client_id) is known', endpoint: 'user.token' });
+    const grant = (await this.withCredentials({ ...this.credentials, application: app }).send(ENDPOINTS.user.token, 'user.token', { grant_type: 'refresh_token', refresh_token: user.refresh_token }, {})) as { access_token?: unknown; refresh_token?: unknown };
+    if (typeof grant.access_token !== 'string' || grant.access_token === '') {
+      throw new ServiceError({ status: 200, code: 0, message: 'token refresh answered no access_token', endpoint: 'user.token' });
+    }
     user.token = grant.access_token;
-    if (grant.refresh_token) user.refresh_token = grant.refresh_token;
+    if (typeof grant.refresh_token === 'string' && grant.refresh_token !== '') user.refresh_token = grant.refresh_token;
+    this.logger.info({ endpoint: 'user.token' }, 'user access token refreshed');
     this.onTokenRefresh?.(user);
+  }
+
+  /** Every secret value known to this client (secrets, tokens): scrubbed from errors and never logged. */
+  secretValues(): string[] {
+    const c = this.credentials;
+    return [
+      c.library?.org_client_secret, c.enterprise?.client_secret, c.partner?.client_secret, c.application?.client_secret,
+      c.user?.client_secret, c.user?.token, c.user?.refresh_token,
+    ].filter((v): v is string => typeof v === 'string' && v !== '');
   }
 
   /** The signed wire parameters of a call: the endpoint's own, plus the credential's. */
@@ -214,34 +252,83 @@ export class ServiceClient {
     return wire;
   }
 
-  /** One HTTP exchange: sign, send, parse. No retries. */
+  /** One HTTP exchange: sign, send, parse, within the per-request deadline. No retries. */
   async send(def: EndpointDef, endpoint: string, params: Record<string, unknown>, opts: CallOptions): Promise<unknown> {
     const wire = this.signedParams(def, params);
+    const secrets = [...this.secretValues(), wire.sign ?? ''];
     const body = new URLSearchParams(wire).toString();
-    const timeout = opts.timeoutMs ?? this.timeoutMs;
     const url = def.method === 'GET' ? `${this.baseUrl}${def.path}?${body}` : `${this.baseUrl}${def.path}`;
-    let res: Dispatcher.ResponseData;
+    const started = Date.now();
+    const deadline = new Deadline(opts.timeoutMs ?? this.timeoutMs, opts.signal);
+    let status = 0;
     try {
-      res = await request(url, {
+      const res = await request(url, {
         method: def.method,
         dispatcher: this.dispatcher,
         headers: def.method === 'GET' ? {} : { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' },
         body: def.method === 'GET' ? undefined : body,
-        headersTimeout: timeout,
-        bodyTimeout: timeout,
-        signal: opts.signal,
-      });
+        signal: deadline.signal,
+      }).catch((err: unknown) => { throw transportError(err, 0, endpoint, deadline, secrets); });
+      status = res.statusCode;
+      const text = await res.body.text().catch((err: unknown) => { throw transportError(err, res.statusCode, endpoint, deadline, secrets); });
+      const out = parseResponse(res.statusCode, redactSecrets(text, secrets), endpoint);
+      this.logger.debug({ endpoint, method: def.method, status, ms: Date.now() - started }, 'service call');
+      return out;
     } catch (err) {
-      throw new ServiceError({ status: 0, code: 0, message: describeTransport(err), endpoint, transport: true, cause: err });
+      if (err instanceof ServiceError) {
+        this.logger.debug({ endpoint, method: def.method, status: err.status, error_code: err.code || undefined, transport: err.transport || undefined, ms: Date.now() - started }, 'service call failed');
+      }
+      throw err;
+    } finally {
+      deadline.clear();
     }
-    let text: string;
-    try {
-      text = await res.body.text();
-    } catch (err) {
-      throw new ServiceError({ status: res.statusCode, code: 0, message: describeTransport(err), endpoint, transport: true, cause: err });
-    }
-    return parseResponse(res.statusCode, text, endpoint);
   }
+}
+
+/**
+ * The deadline of one exchange: an AbortSignal that fires when the caller aborts or when `ms` have passed,
+ * whichever comes first (undici's own timeouts are per phase, not per request).
+ */
+export class Deadline {
+  readonly signal: AbortSignal;
+  private readonly controller = new AbortController();
+  private readonly timer: NodeJS.Timeout;
+  private expired = false;
+  private readonly onAbort?: () => void;
+  private readonly parent?: AbortSignal;
+
+  constructor(readonly ms: number, parent?: AbortSignal) {
+    this.signal = this.controller.signal;
+    this.timer = setTimeout(() => { this.expired = true; this.controller.abort(new Error(`timed out after ${ms} ms`)); }, ms);
+    this.timer.unref?.();
+    if (parent) {
+      this.parent = parent;
+      if (parent.aborted) this.controller.abort(parent.reason);
+      else {
+        this.onAbort = () => this.controller.abort(parent.reason);
+        parent.addEventListener('abort', this.onAbort, { once: true });
+      }
+    }
+  }
+
+  /** True when the deadline (not the caller) ended the exchange. */
+  get timedOut(): boolean { return this.expired; }
+
+  clear(): void {
+    clearTimeout(this.timer);
+    if (this.onAbort) this.parent?.removeEventListener('abort', this.onAbort);
+  }
+}
+
+/** A transport failure as a ServiceError: no response (or a cut body), message scrubbed of secrets. */
+export function transportError(err: unknown, status: number, endpoint: string, deadline: Deadline | undefined, secrets: readonly string[]): ServiceError {
+  if (err instanceof ServiceError) return err;
+  const timedOut = deadline?.timedOut ?? false;
+  const message = timedOut ? `timed out after ${deadline!.ms} ms` : describeTransport(err);
+  return new ServiceError({
+    status, code: 0, message: redactSecrets(message, secrets), endpoint, transport: true,
+    transportCode: timedOut ? 'ETIMEDOUT' : transportCodeOf(err),
+  });
 }
 
 export function parseResponse(status: number, text: string, endpoint: string): unknown {
