@@ -1,0 +1,180 @@
+/**
+ * What every method handler works with: the shared parts of the server (Vfs, lock table, dead property
+ * store, junk store, deferred empty files) and the request's own state (principal, target path, If
+ * header), with the checks several methods share: existence, lock tokens, service locks, body reading.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createHash } from 'node:crypto';
+import type { Logger } from '../shared/log.js';
+import type { Attr, CallContext, Vfs } from '../vfs/types.js';
+import type { Principal } from './auth.js';
+import type { DeadPropertyStore } from './dead-properties.js';
+import { DavError, vfsCodeOf } from './errors.js';
+import { evaluateIf, parseIfHeader, submittedTokens, type IfList } from './if-header.js';
+import { isWithin, type DavLock, type LockTable } from './lock-table.js';
+import { isJunkName, type JunkStore } from './junk-store.js';
+import type { EmptyCreates } from './empty-creates.js';
+import { baseName, hrefOf, parentPath, pathFromUrl } from './paths.js';
+
+/** The parts of the server every request shares. */
+export interface DavShared {
+  vfs: Vfs;
+  locks: LockTable;
+  props: DeadPropertyStore;
+  junk: JunkStore;
+  emptyCreates: EmptyCreates;
+  keepJunkLocal: boolean;
+  logger: Logger;
+  /** Largest XML body accepted, bytes. */
+  maxXmlBytes: number;
+}
+
+/** The entity tag of a file: its content hash when known, else id (or path), size and time. */
+export function etagOf(a: Attr): string {
+  if (a.contentHash) return `"${a.contentHash}"`;
+  const who = a.id ?? createHash('sha1').update(a.path).digest('hex').slice(0, 16);
+  return `"${who}-${a.size.toString(16)}-${Math.floor(a.mtimeMs).toString(16)}"`;
+}
+
+export class DavRequest {
+  readonly path: string;
+  readonly call: CallContext;
+  private ifLists?: IfList[] | null;
+
+  constructor(readonly shared: DavShared, readonly req: IncomingMessage, readonly res: ServerResponse, readonly principal: Principal) {
+    this.path = pathFromUrl(req.url ?? '/');
+    this.call = { operator: principal.operator };
+  }
+
+  get vfs(): Vfs {
+    return this.shared.vfs;
+  }
+
+  /** True when the path names operating-system junk kept on the gateway's disk. */
+  isJunk(path: string): boolean {
+    return this.shared.keepJunkLocal && path.split('/').length > 2 && isJunkName(baseName(path));
+  }
+
+  /** Attributes of a path, or undefined when nothing is there. */
+  async stat(path: string): Promise<Attr | undefined> {
+    if (this.isJunk(path)) return this.shared.junk.stat(path);
+    try {
+      return await this.vfs.stat(path, this.call);
+    } catch (err) {
+      const code = vfsCodeOf(err);
+      if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+      throw err;
+    }
+  }
+
+  /** The parsed If header (null when absent). */
+  ifHeader(): IfList[] | null {
+    if (this.ifLists === undefined) {
+      const h = this.req.headers.if;
+      this.ifLists = typeof h === 'string' && h.trim() !== '' ? parseIfHeader(h) : null;
+    }
+    return this.ifLists;
+  }
+
+  /** Lock tokens the request submits in its If header. */
+  tokens(): string[] {
+    const lists = this.ifHeader();
+    return lists ? submittedTokens(lists) : [];
+  }
+
+  /** Evaluates the If header; a false header is 412 Precondition Failed. */
+  async checkIf(): Promise<void> {
+    const lists = this.ifHeader();
+    if (!lists) return;
+    const ok = await evaluateIf(
+      lists,
+      this.path,
+      (resource) => {
+        try {
+          return pathFromUrl(resource);
+        } catch {
+          return undefined;
+        }
+      },
+      async (path) => {
+        const a = await this.stat(path);
+        return { etag: a && !a.isDir ? etagOf(a) : a ? `"dir"` : undefined, lockTokens: this.shared.locks.covering(path).map((l) => l.token) };
+      },
+    );
+    if (!ok) throw new DavError(412, 'the If header does not match the state of the resource');
+  }
+
+  /**
+   * Refuses a change of `path` (423) unless the request submits the token of every lock on it: locks
+   * covering it, with `members` those below it too (DELETE, MOVE of a folder), with `parent` a depth-0 lock
+   * of its folder (a member added or removed).
+   */
+  assertUnlocked(path: string, opts: { members?: boolean; parent?: boolean } = {}): void {
+    const { locks } = this.shared;
+    const relevant = new Map<string, DavLock>();
+    for (const l of locks.covering(path)) relevant.set(l.token, l);
+    if (opts.members) for (const l of locks.within(path)) relevant.set(l.token, l);
+    if (opts.parent && path !== '/') for (const l of locks.covering(parentPath(path))) relevant.set(l.token, l);
+    if (relevant.size === 0) return;
+    const submitted = new Set(this.tokens());
+    const held = (l: DavLock): boolean => submitted.has(l.token) && (l.user === null || l.user === this.principal.user);
+    const byRoot = new Map<string, DavLock[]>();
+    for (const l of relevant.values()) byRoot.set(l.root, [...(byRoot.get(l.root) ?? []), l]);
+    for (const [root, group] of byRoot) {
+      // Shared locks on one resource: any one of them submitted is enough.
+      if (!group.some(held)) {
+        const isDir = group[0]!.depth === 'infinity' || root !== path;
+        throw new DavError(423, `${root} is locked; submit its lock token in an If header`, 'lock-token-submitted', [hrefOf(root, isDir && root !== path)]);
+      }
+    }
+  }
+
+  /** Refuses a change of a file locked on the service by someone else (not by one of our locks). */
+  assertNotLockedElsewhere(attr: Attr | undefined): void {
+    if (!attr?.locked || attr.isDir) return;
+    const ours = this.shared.locks.covering(attr.path).some((l) => l.serviceLock && l.root === attr.path);
+    if (!ours) throw new DavError(423, `${attr.path} is locked by another member on the service`);
+  }
+
+  /** Refuses any change by a read-only principal. */
+  assertWritable(): void {
+    if (this.principal.readOnly) throw new DavError(403, 'read-only access: changes are not allowed');
+  }
+
+  /** The request body as text, bounded; refuses larger bodies with 413. */
+  async bodyText(): Promise<string> {
+    const max = this.shared.maxXmlBytes;
+    const declared = Number(this.req.headers['content-length'] ?? NaN);
+    if (declared > max) throw new DavError(413, `expected an XML body of at most ${max} bytes, got ${declared}`);
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const c of this.req as AsyncIterable<Buffer>) {
+      size += c.length;
+      if (size > max) throw new DavError(413, `expected an XML body of at most ${max} bytes, got more`);
+      chunks.push(c);
+    }
+    return Buffer.concat(chunks).toString('utf8');
+  }
+
+  /** True when the request carries a body (a length above 0, or chunked). */
+  hasBody(): boolean {
+    const len = this.req.headers['content-length'];
+    if (len !== undefined) return Number(len) > 0;
+    return this.req.headers['transfer-encoding'] !== undefined;
+  }
+
+  /** Throws 409 unless the parent of `path` is an existing folder. */
+  async assertParentFolder(path: string): Promise<void> {
+    const parent = await this.stat(parentPath(path));
+    if (!parent || !parent.isDir) throw new DavError(409, `the folder of ${path} does not exist`);
+  }
+
+  /** The gateway path of the Destination header (COPY, MOVE). */
+  destination(): string {
+    const d = this.req.headers.destination;
+    if (typeof d !== 'string' || d === '') throw new DavError(400, 'expected a Destination header, got none');
+    return pathFromUrl(d);
+  }
+}
+
+export { isWithin };

@@ -1,0 +1,3 @@
+/** The WebDAV front end: `createWebdavServer({ vfs, users, anonymous, keepJunkLocal, dataDir, logger })`. */
+export { createWebdavServer, type WebdavServer, type WebdavServerOptions, type WebdavMetrics } from './server.js';
+export type { WebdavUser, Principal } from './auth.js';

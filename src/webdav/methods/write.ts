@@ -1,0 +1,134 @@
+/** PUT (streamed into the Vfs write path), MKCOL and DELETE (a folder with everything in it). */
+import type { Attr, FileHandle } from '../../vfs/types.js';
+import { DavRequest, etagOf } from '../context.js';
+import { DavError, statusOf, vfsCodeOf } from '../errors.js';
+import { hrefOf, isTopLevel } from '../paths.js';
+import { MULTISTATUS_CLOSE, MULTISTATUS_OPEN, statusResponse } from '../properties.js';
+import { sendStatus, sendXml } from '../reply.js';
+
+export async function put(r: DavRequest): Promise<void> {
+  r.assertWritable();
+  if (isTopLevel(r.path)) throw new DavError(405, `files cannot be put at the top level: ${r.path}`);
+  if (r.req.headers['content-range'] !== undefined) throw new DavError(400, 'expected a whole body, got Content-Range (partial PUT is not supported)');
+  const existing = await r.stat(r.path);
+  if (existing?.isDir) throw new DavError(405, `${r.path} is a folder`);
+  if (!existing) await r.assertParentFolder(r.path);
+  r.assertUnlocked(r.path, { parent: !existing });
+  r.assertNotLockedElsewhere(existing);
+  if (r.req.headers['if-none-match']?.trim() === '*' && existing) throw new DavError(412, `${r.path} exists (If-None-Match: *)`);
+  const im = r.req.headers['if-match'];
+  if (im !== undefined && im.trim() !== '*' && (!existing || !im.split(',').some((t) => t.trim() === etagOf(existing)))) throw new DavError(412, 'If-Match does not match the current entity tag');
+  if (im?.trim() === '*' && !existing) throw new DavError(412, `${r.path} does not exist (If-Match: *)`);
+
+  if (r.isJunk(r.path)) {
+    await r.shared.junk.write(r.path, r.req);
+    sendStatus(r.res, existing ? 204 : 201);
+    return;
+  }
+  const empty = r.req.headers['content-length'] === '0' || (r.req.headers['content-length'] === undefined && r.req.headers['transfer-encoding'] === undefined);
+  if (!existing && empty) {
+    // An empty new file is held briefly: the content that usually follows becomes its first version.
+    await r.shared.emptyCreates.create(r.path, r.call);
+    sendStatus(r.res, 201);
+    return;
+  }
+  let attr: Attr;
+  try {
+    attr = await writeRetryingOpen(r);
+  } catch (err) {
+    if (!existing && r.req.readableAborted) await r.vfs.unlink(r.path, r.call).catch(() => undefined);
+    throw err;
+  } finally {
+    await r.shared.emptyCreates.commit(r.path);
+  }
+  if (r.req.readableAborted) return;
+  sendStatus(r.res, existing ? 204 : 201, { etag: etagOf(attr) });
+}
+
+/**
+ * Streams the request body into the file through a Vfs handle (what Vfs.writeFile does), with a probe
+ * before the body is read: the Vfs can answer EIO to an open that races with the end of the previous
+ * upload of the same file; such an open is tried again (twice at most).
+ */
+async function writeRetryingOpen(r: DavRequest): Promise<Attr> {
+  let handle: FileHandle;
+  for (let attempt = 0; ; attempt++) {
+    handle = await r.vfs.open(r.path, { write: true, create: true, truncate: true }, r.call);
+    try {
+      await handle.truncate(0);
+      break;
+    } catch (err) {
+      await handle.release().catch(() => undefined);
+      if (attempt >= 2 || vfsCodeOf(err) !== 'EIO') throw err;
+      r.shared.logger.debug({ err, path: r.path }, 'webdav: PUT open raced with an upload; trying again');
+    }
+  }
+  try {
+    let position = 0;
+    for await (const chunk of r.req as AsyncIterable<Buffer>) position += await handle.write(position, chunk);
+    await handle.flush();
+    return await handle.stat();
+  } finally {
+    await handle.release();
+  }
+}
+
+export async function mkcol(r: DavRequest): Promise<void> {
+  r.assertWritable();
+  if (r.hasBody()) throw new DavError(415, 'expected MKCOL without a body, got one');
+  if (await r.stat(r.path)) throw new DavError(405, `${r.path} exists`);
+  if (isTopLevel(r.path)) throw new DavError(403, `libraries are not created through WebDAV: ${r.path}`);
+  await r.assertParentFolder(r.path);
+  r.assertUnlocked(r.path, { parent: true });
+  await r.vfs.mkdir(r.path, r.call);
+  sendStatus(r.res, 201);
+}
+
+/**
+ * Removes a file or a folder with everything in it, children first. Returns the failures (href, status);
+ * a folder whose content could not all be removed is kept.
+ */
+export async function removeTree(r: DavRequest, a: Attr): Promise<{ href: string; status: number }[]> {
+  if (!a.isDir) {
+    if (r.isJunk(a.path)) await r.shared.junk.remove(a.path);
+    else {
+      await r.shared.emptyCreates.commit(a.path);
+      await r.vfs.unlink(a.path, r.call);
+    }
+    await r.shared.props.remove(a).catch(() => undefined);
+    return [];
+  }
+  const failures: { href: string; status: number }[] = [];
+  for (const c of await r.vfs.readdir(a.path, r.call)) {
+    try {
+      failures.push(...(await removeTree(r, c)));
+    } catch (err) {
+      failures.push({ href: hrefOf(c.path, c.isDir), status: statusOf(err) });
+    }
+  }
+  if (failures.length > 0) return failures;
+  await r.shared.junk.remove(a.path);
+  try {
+    await r.vfs.rmdir(a.path, r.call);
+  } catch (err) {
+    if (vfsCodeOf(err) !== 'ENOENT') throw err;
+  }
+  await r.shared.props.remove(a).catch(() => undefined);
+  return [];
+}
+
+export async function del(r: DavRequest): Promise<void> {
+  r.assertWritable();
+  const a = await r.stat(r.path);
+  if (!a) throw new DavError(404, `no such file or folder: ${r.path}`);
+  if (isTopLevel(r.path)) throw new DavError(403, `libraries are not removed through WebDAV: ${r.path}`);
+  r.assertUnlocked(r.path, { members: true, parent: true });
+  r.assertNotLockedElsewhere(a);
+  const failures = await removeTree(r, a);
+  if (failures.length > 0) {
+    sendXml(r.res, 207, MULTISTATUS_OPEN + failures.map((f) => statusResponse(f.href, f.status)).join('') + MULTISTATUS_CLOSE);
+    return;
+  }
+  for (const l of r.shared.locks.within(r.path)) r.shared.locks.remove(l.token);
+  sendStatus(r.res, 204);
+}
