@@ -321,7 +321,7 @@ export class Deadline {
 }
 
 /** A transport failure as a ServiceError: no response (or a cut body), message scrubbed of secrets. */
-export function transportError(err: unknown, status: number, endpoint: string, deadline: Deadline | undefined, secrets: readonly string[]): ServiceError {
+export function transportError(err: unknown, status: number, endpoint: string, deadline: { readonly timedOut: boolean; readonly ms: number } | undefined, secrets: readonly string[]): ServiceError {
   if (err instanceof ServiceError) return err;
   const timedOut = deadline?.timedOut ?? false;
   const message = timedOut ? `timed out after ${deadline!.ms} ms` : describeTransport(err);
