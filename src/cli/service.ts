@@ -1,0 +1,52 @@
+/**
+ * `cloudlib service`: runs the embedded service in the foreground until SIGTERM or SIGINT.
+ */
+import { createLogger } from '../shared/log.js';
+import type { Subcommand } from './main.js';
+
+export const serviceCommand: Subcommand = {
+  summary: 'Run the embedded cloud file library service in the foreground.',
+  usage: [
+    'Usage: cloudlib service --data DIR [--listen HOST:PORT] [--log-level LEVEL]',
+    '',
+    '  --data DIR          data folder (created; reused on later starts); DIR/credentials.json is written',
+    '                      (mode 0600) once the service is ready',
+    '  --listen HOST:PORT  address to listen on (default 127.0.0.1:8900; port 0 = any free port)',
+    '  --log-level LEVEL   pino level (default info)',
+  ].join('\n'),
+  options: {
+    data: { type: 'string' },
+    listen: { type: 'string' },
+    'log-level': { type: 'string' },
+  },
+  async run(values) {
+    const data = values.data;
+    if (typeof data !== 'string' || data === '') {
+      process.stderr.write('cloudlib service: --data DIR is required\n');
+      return 2;
+    }
+    const logger = createLogger({ level: typeof values['log-level'] === 'string' ? values['log-level'] : undefined, name: 'cloudlib-service' });
+    const { EmbeddedService } = await import('../service/index.js');
+    let service;
+    try {
+      service = await EmbeddedService.start({ dataDir: data, listen: typeof values.listen === 'string' ? values.listen : '127.0.0.1:8900', logger });
+    } catch (err) {
+      process.stderr.write(`cloudlib service: ${(err as Error).message}\n`);
+      return 1;
+    }
+    process.stdout.write(`cloudlib service listening on ${service.baseUrl} (credentials in ${data}/credentials.json)\n`);
+    await new Promise<void>((resolve) => {
+      const stop = () => resolve();
+      process.once('SIGTERM', stop);
+      process.once('SIGINT', stop);
+    });
+    const force = setTimeout(() => {
+      logger.error('service did not stop within 8 s; exiting');
+      process.exit(1);
+    }, 8_000);
+    force.unref();
+    await service.close();
+    clearTimeout(force);
+    return 0;
+  },
+};

@@ -1,0 +1,223 @@
+/**
+ * The library file API (`/m-open/1/file/*`): each endpoint's parameters read and handed to the domain.
+ */
+import type { FileInfo } from '../../shared/records.js';
+import { toFileRecord, parseTags, tagsOf, ALL_PERMISSIONS, type EntryRow } from '../domain/entries.js';
+import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
+import { SHA1_RE } from '../store/blob-store.js';
+import { normalizePath } from '../domain/paths.js';
+import type { RequestContext, Router } from '../http/router.js';
+import { libraryOf, operatorOf, type ServiceParts } from './context.js';
+
+const INFO_IGNORES = new Set(['tag', 'favorite', 'property', 'permission', 'lock', 'url', 'preview', 'thumbnail']);
+
+export function registerFileApi(router: Router, parts: ServiceParts): void {
+  const { directory, tree, queries, uploads, copies, downloads } = parts;
+  const on = (name: string, handler: (ctx: RequestContext, libraryId: number) => unknown) =>
+    router.register('file', name, (ctx) => handler(ctx, libraryOf(ctx).id));
+  const op = (ctx: RequestContext) => operatorOf(ctx, directory);
+  const target = (ctx: RequestContext, libraryId: number): EntryRow => {
+    if (ctx.params.has('hash') && ctx.params.str('hash') !== '') return tree.resolve(libraryId, { hash: ctx.params.str('hash') });
+    return tree.resolve(libraryId, { fullpath: ctx.params.path('fullpath') });
+  };
+  const notEnabled = (what: string) => () => {
+    throw new ServiceFault(FaultCode.FeatureNotEnabled, `${what} is not enabled on this service`);
+  };
+
+  on('ls', (ctx, lib) => {
+    const p = ctx.params;
+    const tag = p.str('tag');
+    const hashs = p.str('hashs');
+    return queries.ls(lib, p.path('fullpath', { allowRoot: true }), {
+      ...p.page(100),
+      tags: tag ? parseTags(tag) : undefined,
+      hashs: hashs ? hashs.split(',').map((h) => h.trim()).filter((h) => h !== '') : undefined,
+    });
+  });
+
+  on('info', (ctx, lib) => {
+    const p = ctx.params;
+    const attribute = p.int('attribute', 0);
+    if (![0, 1, 10].includes(attribute)) throw badParam('attribute', '0, 1 or 10', p.str('attribute'));
+    const row = target(ctx, lib);
+    let content = { filehash: row.filehash, filesize: row.filesize };
+    const hid = p.str('hid');
+    if (hid) {
+      const e = queries.event(row, hid);
+      content = { filehash: e.filehash, filesize: e.filesize };
+    }
+    const basic = { hash: row.hash, dir: row.dir, fullpath: row.fullpath, filename: row.name, filehash: row.dir ? '' : content.filehash, filesize: row.dir ? 0 : content.filesize };
+    if (attribute === 10) return basic;
+    const record = toFileRecord(row);
+    const info: FileInfo & Record<string, unknown> = {
+      ...record, ...basic,
+      uri: row.dir ? '' : downloads.url({ sha1: content.filehash, size: content.filesize, filename: row.name, modifiedMs: row.last_ms }),
+      preview: '', thumbnail: '', tag: tagsOf(row.tags).join(';'),
+      lock: row.lock_member_name !== null ? 1 : 0,
+      lock_member_name: row.lock_member_name ?? '',
+      permission: ALL_PERMISSIONS,
+    };
+    if (attribute === 1) Object.assign(info, queries.folderTotals(row));
+    const ignores = (p.str('ignores') ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+    for (const name of ignores) {
+      if (!INFO_IGNORES.has(name)) throw badParam('ignores', `a comma-separated subset of ${[...INFO_IGNORES].join(',')}`, p.str('ignores'));
+      if (name === 'url') delete info.uri;
+      else if (name === 'lock') { delete info.lock; delete info.lock_member_name; }
+      else delete info[name];
+    }
+    return info;
+  });
+
+  on('create_folder', (ctx, lib) => {
+    const row = tree.createFolder(lib, ctx.params.path('fullpath'), op(ctx));
+    return { hash: row.hash, fullpath: row.fullpath };
+  });
+
+  on('create_file', (ctx, lib) => {
+    const p = ctx.params;
+    const filehash = p.required('filehash');
+    if (!SHA1_RE.test(filehash)) throw badParam('filehash', 'SHA-1 as 40 lowercase hex characters', filehash);
+    const filesize = p.int('filesize', -1, { min: 0 });
+    if (filesize < 0) throw badParam('filesize', 'a size in bytes', p.str('filesize') ?? null);
+    const overwrite = p.int('overwrite', 0, { min: 0, max: 1 }) === 1;
+    return uploads.create(lib, p.path('fullpath'), filehash, filesize, overwrite, op(ctx), parts.uploadServerUrl);
+  });
+
+  on('upload_servers', (ctx, lib) => {
+    const p = ctx.params;
+    const fullpath = p.path('fullpath', { allowRoot: true });
+    p.required('rand');
+    const timeoutSec = p.int('timeout', 0, { min: 1, max: 7 * 86_400 });
+    return parts.uploadServer.issueWebUploadKey({ libraryId: lib, fullpath, timeoutSec, serverUrl: parts.uploadServerUrl });
+  });
+
+  on('download_url', (ctx, lib) => {
+    const p = ctx.params;
+    const row = target(ctx, lib);
+    if (row.dir) throw new ServiceFault(FaultCode.NotAFolder, `${JSON.stringify(row.fullpath)} is a folder; only files have download links`);
+    const filehash = p.str('filehash') || row.filehash;
+    if (!SHA1_RE.test(filehash)) throw badParam('filehash', 'SHA-1 as 40 lowercase hex characters', filehash);
+    if (!queries.hasVersion(row, filehash)) throw new ServiceFault(FaultCode.FileMissing, `no version ${filehash} of ${JSON.stringify(row.fullpath)}`);
+    const size = filehash === row.filehash ? row.filesize : blobSize(parts, filehash);
+    const filename = p.str('filename') || row.name;
+    return { urls: [downloads.url({ sha1: filehash, size, filename, open: p.flag('open'), modifiedMs: row.last_ms })] };
+  });
+
+  on('move', (ctx, lib) => {
+    tree.move(lib, ctx.params.path('fullpath'), ctx.params.path('dest_fullpath'), op(ctx));
+  });
+
+  on('del', (ctx, lib) => {
+    const p = ctx.params;
+    const destroy = p.flag('destroy');
+    const tag = p.str('tag');
+    if (tag !== undefined && tag !== '') {
+      tree.removeByTags(lib, parseTags(tag), p.path('path', { allowRoot: true }), destroy, op(ctx));
+    } else {
+      tree.remove(lib, p.path('fullpath'), destroy, op(ctx));
+    }
+    parts.content.scheduleCollect();
+  });
+
+  on('del_completely', (ctx, lib) => {
+    const p = ctx.params;
+    const tag = p.str('tag');
+    if (tag) tree.destroy(lib, { tags: parseTags(tag) }, op(ctx));
+    else tree.destroy(lib, { fullpaths: p.paths('fullpaths') }, op(ctx));
+    parts.content.scheduleCollect();
+  });
+
+  on('recycle', (ctx, lib) => {
+    const p = ctx.params;
+    return queries.recycle(lib, p.page(100), p.str('order') || undefined, p.str('keyword') || undefined);
+  });
+
+  on('recover', (ctx, lib) => {
+    tree.recover(lib, ctx.params.paths('fullpaths'), op(ctx));
+  });
+
+  on('history', (ctx, lib) => queries.history(lib, ctx.params.path('fullpath'), ctx.params.page(20)));
+
+  on('lock', (ctx, lib) => {
+    const mode = ctx.params.required('lock');
+    if (mode !== 'lock' && mode !== 'unlock') throw badParam('lock', "'lock' or 'unlock'", mode);
+    tree.setLock(lib, ctx.params.path('fullpath'), mode === 'lock', op(ctx));
+  });
+
+  const tagChange = (add: boolean) => (ctx: RequestContext, lib: number) => {
+    const tags = parseTags(ctx.params.required('tag'));
+    if (tags.length === 0) throw badParam('tag', 'one or more tags separated by ;', ctx.params.str('tag'));
+    tree.changeTags(lib, ctx.params.path('fullpath', { allowRoot: false }), tags, add, op(ctx));
+  };
+  on('add_tag', tagChange(true));
+  on('del_tag', tagChange(false));
+
+  on('stat', (_ctx, lib) => queries.stat(lib));
+
+  on('copy', (ctx, lib) => {
+    const p = ctx.params;
+    return copies.copy(lib, p.path('from_fullpath'), p.path('fullpath'), p.int('overwrite', 0, { min: 0, max: 1 }) === 1, op(ctx));
+  });
+
+  on('mcopy', (ctx, lib) => {
+    const p = ctx.params;
+    const folders = p.required('paths').split('|').map((f) => normalizePath('paths', f, { allowRoot: true }));
+    return copies.mcopy(lib, p.paths('from_fullpaths'), folders, op(ctx));
+  });
+
+  on('queue_status', (ctx, lib) => copies.status(lib, ctx.params.required('queue_id')));
+
+  on('search', (ctx, lib) => {
+    const p = ctx.params;
+    const scope = parseScope(p.str('scope'));
+    if (scope.content) throw new ServiceFault(FaultCode.FeatureNotEnabled, 'full-text search (scope content) is not enabled on this service');
+    return queries.search(lib, p.required('keywords'), p.path('path', { allowRoot: true }), scope, p.page(100));
+  });
+
+  on('updates', (ctx, lib) => {
+    const p = ctx.params;
+    const mode = p.str('mode') ?? '';
+    if (mode !== '' && mode !== 'compare') throw badParam('mode', "'' or 'compare'", mode);
+    const dirParam = p.str('dir');
+    const dir = dirParam === undefined || dirParam === '' ? undefined : p.int('dir', 0, { min: 0, max: 1 });
+    return queries.updates(lib, { compare: mode === 'compare', fetchMs: p.int('fetch_dateline', 0, { min: 0 }), dir });
+  });
+
+  on('updates_count', (ctx, lib) => {
+    const p = ctx.params;
+    return { count: queries.updatesCount(lib, p.int('begin_dateline', 0, { min: 0 }), p.int('end_dateline', 0, { min: 0 }), p.flag('showdel')) };
+  });
+
+  on('link', (ctx, lib) => parts.links.createLink(lib, ctx.params.raw, { opId: ctx.params.str('op_id'), opName: operatorOf(ctx, directory).name }));
+  on('links', (ctx, lib) => parts.links.listLinks(lib, ctx.params.raw));
+  on('link_close', async (ctx, lib) => {
+    await parts.links.closeLinks(lib, ctx.params.raw, { opId: ctx.params.str('op_id'), opName: operatorOf(ctx, directory).name });
+  });
+
+  on('preview_url', notEnabled('preview'));
+  on('preview_download_url', notEnabled('export (preview_download_url)'));
+  on('cedit_url', notEnabled('co-editing (cedit_url)'));
+  on('set_metadata', notEnabled('metadata templates'));
+  on('del_metadata', notEnabled('metadata templates'));
+}
+
+/** `scope`: JSON array of filename, tag, content; default [filename, tag]. */
+function parseScope(raw: string | undefined): { filename: boolean; tag: boolean; content: boolean } {
+  if (raw === undefined || raw === '') return { filename: true, tag: true, content: false };
+  let list: unknown;
+  try {
+    list = JSON.parse(raw);
+  } catch {
+    list = undefined;
+  }
+  const ok = Array.isArray(list) && list.length > 0 && list.every((s) => s === 'filename' || s === 'tag' || s === 'content');
+  if (!ok) throw badParam('scope', 'a JSON array of "filename", "tag", "content"', raw);
+  const set = new Set(list as string[]);
+  return { filename: set.has('filename'), tag: set.has('tag'), content: set.has('content') };
+}
+
+function blobSize(parts: ServiceParts, sha1: string): number {
+  const row = parts.tree.db.prepare('SELECT size FROM blobs WHERE sha1 = ?').get(sha1) as { size: number } | undefined;
+  if (!row) throw new ServiceFault(FaultCode.FileMissing, `content ${sha1} is no longer stored`);
+  return row.size;
+}

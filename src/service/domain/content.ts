@@ -1,0 +1,89 @@
+/**
+ * LibraryContent: brings verified bytes into a library (ingest a temporary file into the BlobStore and
+ * write the file record in one transaction) and collects blobs nothing references any more. A blob's
+ * ingest and its collection run under the BlobStore's per-blob lock, so a collection never removes a
+ * file that a concurrent ingest has just put in place.
+ */
+import { rm } from 'node:fs/promises';
+import type { Logger } from '../../shared/log.js';
+import type { BlobStore } from '../store/blob-store.js';
+import type { EntryRow } from './entries.js';
+import type { Content, FileTree } from './file-tree.js';
+
+export interface VerifiedFile { tempFilePath: string; sha1: string; size: number }
+
+export class LibraryContent {
+  private collecting: Promise<void> | undefined;
+  private again = false;
+
+  constructor(private readonly tree: FileTree, readonly blobs: BlobStore, private readonly log: Logger) {}
+
+  /**
+   * Ingests `file` (its SHA-1 and size verified by the caller) and runs `place` in the same transaction
+   * that records the blob. On refusal nothing stays: neither the record nor the bytes.
+   */
+  async ingest(libraryId: number, file: VerifiedFile, place: (content: Content) => EntryRow): Promise<EntryRow> {
+    const content = { sha1: file.sha1, size: file.size };
+    try {
+      this.tree.checkCapacity(libraryId, 0);
+      return await this.blobs.lock(file.sha1, async () => {
+        const known = this.tree.blobStored(file.sha1);
+        if (known) await rm(file.tempFilePath, { force: true });
+        else await this.blobs.ingest(file.tempFilePath, file.sha1, file.size);
+        try {
+          return this.tree.tx(() => {
+            this.tree.addBlob(content);
+            return place(content);
+          });
+        } catch (err) {
+          if (!this.tree.blobStored(file.sha1)) await this.blobs.remove(file.sha1);
+          throw err;
+        }
+      });
+    } finally {
+      await rm(file.tempFilePath, { force: true });
+      this.scheduleCollect();
+    }
+  }
+
+  /** Runs `place` against a blob already stored (instant upload, copy), under the blob's lock. */
+  async reuse(sha1: string, place: () => EntryRow): Promise<EntryRow> {
+    return this.blobs.lock(sha1, () => this.tree.tx(place));
+  }
+
+  /** Starts a collection soon (coalesced); errors are logged. */
+  scheduleCollect(): void {
+    if (this.collecting) {
+      this.again = true;
+      return;
+    }
+    this.collecting = (async () => {
+      do {
+        this.again = false;
+        await this.collect().catch((err: unknown) => this.log.error({ err }, 'blob collection failed'));
+      } while (this.again);
+    })().finally(() => { this.collecting = undefined; });
+  }
+
+  /** Waits for a running collection (tests, shutdown). */
+  async settled(): Promise<void> {
+    while (this.collecting) await this.collecting;
+  }
+
+  /** Removes every blob with no reference left; returns how many. */
+  async collect(): Promise<number> {
+    const rows = this.tree.db.prepare('SELECT sha1 FROM blobs WHERE refs <= 0').all() as { sha1: string }[];
+    let removed = 0;
+    for (const { sha1 } of rows) {
+      await this.blobs.lock(sha1, async () => {
+        const gone = this.tree.tx(() => this.tree.db.prepare('DELETE FROM blobs WHERE sha1 = ? AND refs <= 0').run(sha1).changes > 0);
+        if (gone) {
+          await this.blobs.remove(sha1);
+          removed++;
+        }
+      });
+    }
+    if (removed) this.log.debug({ removed }, 'unreferenced blobs removed');
+    return removed;
+  }
+}

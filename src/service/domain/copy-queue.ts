@@ -1,0 +1,161 @@
+/**
+ * FileCopies: `copy` and `mcopy`. A file is copied at once (the copy references the same blob). A
+ * folder's target is created at once and its content is copied by a queue in the background: batches
+ * of entries, each batch one transaction (parents before children, so the tree is whole between
+ * batches). Queue status: 0 queued → 1 running → 2 finished, or 3 failed (reason kept in `error`).
+ * Items queued or running when the service stopped are marked failed on the next start.
+ */
+import type { CopyResult, QueueStatus } from '../../shared/records.js';
+import type { Logger } from '../../shared/log.js';
+import { seconds, type EntryRow, type Operator } from './entries.js';
+import { FaultCode, ServiceFault } from './fault.js';
+import { Act, type FileTree } from './file-tree.js';
+import type { LibraryContent } from './content.js';
+import type { FileQueries } from './file-queries.js';
+import { baseOf, isWithin, joinPath, parentOf } from './paths.js';
+
+interface QueueRow {
+  id: number; library_id: number; source_id: number; target_id: number; fullpath: string; status: number;
+  op_id: number; op_name: string; error: string | null; add_ms: number; start_ms: number | null; finish_ms: number | null;
+}
+
+export interface FileCopiesOptions {
+  /** Entries copied per transaction. Default 500. */
+  batchSize?: number;
+}
+
+export class FileCopies {
+  private running: Promise<void> | undefined;
+  private closed = false;
+  private readonly batchSize: number;
+
+  constructor(
+    private readonly tree: FileTree, private readonly queries: FileQueries, private readonly content: LibraryContent,
+    private readonly clock: () => number, private readonly log: Logger, opts: FileCopiesOptions = {},
+  ) {
+    this.batchSize = opts.batchSize ?? 500;
+  }
+
+  /** Marks items left queued or running by a previous run as failed. */
+  open(): void {
+    this.tree.db.prepare("UPDATE copy_queue SET status = 3, error = 'interrupted: the service stopped', finish_ms = ? WHERE status IN (0, 1)").run(this.clock());
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.running;
+  }
+
+  /** Copies `from` to `to` (full path including the name). A taken name gets a number unless `overwrite`. */
+  async copy(libraryId: number, from: string, to: string, overwrite: boolean, op: Operator): Promise<CopyResult> {
+    const src = this.tree.require(libraryId, from);
+    if (src.dir && isWithin(to, from)) throw new ServiceFault(FaultCode.MoveIntoItself, `cannot copy ${JSON.stringify(from)} into itself (${JSON.stringify(to)})`);
+    if (!src.dir) {
+      const row = await this.content.reuse(src.filehash, () => {
+        const existing = this.tree.byPath(libraryId, to);
+        if (existing?.dir && overwrite) this.tree.remove(libraryId, to, false, op);
+        return this.tree.placeContent(libraryId, to, { sha1: src.filehash, size: src.filesize }, overwrite, op);
+      });
+      return { hash: row.hash, fullpath: row.fullpath };
+    }
+    const result = this.tree.tx(() => {
+      this.tree.checkCapacity(libraryId, this.queries.folderTotals(src).files_size);
+      const existing = this.tree.byPath(libraryId, to);
+      if (existing && overwrite) this.tree.remove(libraryId, to, false, op);
+      const folder = parentOf(to);
+      const parentId = this.tree.ensureFolder(libraryId, folder, op);
+      const name = existing && !overwrite ? this.tree.freeName(libraryId, folder, baseOf(to), true) : baseOf(to);
+      const target = this.tree.insert(libraryId, parentId, joinPath(folder, name), { dir: 1, tags: src.tags }, op);
+      this.tree.event(target, Act.Create, op, { property: { copied_from: from } });
+      const queueId = Number(this.tree.db.prepare('INSERT INTO copy_queue (library_id, source_id, target_id, fullpath, op_id, op_name, add_ms) VALUES (?, ?, ?, ?, ?, ?, ?)')
+        .run(libraryId, src.id, target.id, target.fullpath, op.id, op.name, this.clock()).lastInsertRowid);
+      return { hash: target.hash, fullpath: target.fullpath, queue_id: String(queueId) };
+    });
+    this.kick();
+    return result;
+  }
+
+  /** `mcopy`: each source into its destination folder (one folder for all, or one per source). */
+  async mcopy(libraryId: number, froms: string[], folders: string[], op: Operator): Promise<CopyResult[]> {
+    if (folders.length !== 1 && folders.length !== froms.length) {
+      throw new ServiceFault(FaultCode.BadParam, `parameter 'paths': expected 1 or ${froms.length} folders (one per source), got ${folders.length}`);
+    }
+    const out: CopyResult[] = [];
+    for (let i = 0; i < froms.length; i++) {
+      const folder = folders.length === 1 ? folders[0]! : folders[i]!;
+      if (folder !== '') this.tree.folderId(libraryId, folder);
+      out.push(await this.copy(libraryId, froms[i]!, joinPath(folder, baseOf(froms[i]!)), false, op));
+    }
+    return out;
+  }
+
+  status(libraryId: number, queueId: string): QueueStatus {
+    const row = /^\d+$/.test(queueId) ? this.tree.db.prepare('SELECT * FROM copy_queue WHERE id = ? AND library_id = ?').get(Number(queueId), libraryId) as QueueRow | undefined : undefined;
+    if (!row) throw new ServiceFault(FaultCode.QueueItemMissing, `no copy queue item ${JSON.stringify(queueId)}`);
+    return {
+      status: row.status, fullpath: row.fullpath, add_dateline: seconds(row.add_ms),
+      start_dateline: row.start_ms ? seconds(row.start_ms) : 0, finish_dateline: row.finish_ms ? seconds(row.finish_ms) : 0,
+    };
+  }
+
+  /** Waits until the queue is empty (tests). */
+  async drained(): Promise<void> {
+    while (this.running) await this.running;
+  }
+
+  private kick(): void {
+    if (this.running || this.closed) return;
+    this.running = (async () => {
+      await new Promise((r) => setImmediate(r));
+      for (;;) {
+        if (this.closed) return;
+        const item = this.tree.db.prepare('SELECT * FROM copy_queue WHERE status = 0 ORDER BY id LIMIT 1').get() as QueueRow | undefined;
+        if (!item) return;
+        await this.run(item);
+      }
+    })().finally(() => { this.running = undefined; });
+  }
+
+  private async run(item: QueueRow): Promise<void> {
+    const db = this.tree.db;
+    db.prepare('UPDATE copy_queue SET status = 1, start_ms = ? WHERE id = ?').run(this.clock(), item.id);
+    try {
+      const source = this.tree.byId(item.source_id);
+      if (!source || source.state !== 0) throw new Error('the source folder no longer exists');
+      const sourcePath = source.fullpath;
+      const pending = this.tree.subtree(source).map((r) => r.id);
+      const targetOf = new Map<number, number>([[source.id, item.target_id]]);
+      const op = { id: item.op_id, name: item.op_name };
+      for (let i = 0; i < pending.length; i += this.batchSize) {
+        if (this.closed) throw new Error('interrupted: the service stopped');
+        this.tree.tx(() => {
+          const target = this.tree.byId(item.target_id);
+          if (!target || target.state !== 0) throw new Error('the target folder was removed during the copy');
+          for (const id of pending.slice(i, i + this.batchSize)) {
+            const s = this.tree.byId(id);
+            if (!s || s.state !== 0 || !isWithin(s.fullpath, sourcePath)) continue;
+            const parentTarget = s.parent_id === null ? undefined : targetOf.get(s.parent_id);
+            if (parentTarget === undefined) continue;
+            const fullpath = target.fullpath + s.fullpath.slice(sourcePath.length);
+            if (!s.dir) this.tree.checkCapacity(item.library_id, s.filesize);
+            const copy = this.copyRow(s, parentTarget, fullpath, op);
+            targetOf.set(s.id, copy.id);
+          }
+        });
+        await new Promise((r) => setImmediate(r));
+      }
+      db.prepare('UPDATE copy_queue SET status = 2, finish_ms = ? WHERE id = ?').run(this.clock(), item.id);
+    } catch (err) {
+      this.log.warn({ err, queueId: item.id }, 'folder copy failed');
+      db.prepare('UPDATE copy_queue SET status = 3, error = ?, finish_ms = ? WHERE id = ?').run((err as Error).message, this.clock(), item.id);
+    }
+  }
+
+  private copyRow(s: EntryRow, parentId: number, fullpath: string, op: Operator): EntryRow {
+    const existing = this.tree.byPath(s.library_id, fullpath);
+    if (existing) return existing;
+    const row = this.tree.insert(s.library_id, parentId, fullpath, { dir: s.dir, content: s.dir ? undefined : { sha1: s.filehash, size: s.filesize }, tags: s.tags }, op);
+    this.tree.event(row, Act.Create, op);
+    return row;
+  }
+}

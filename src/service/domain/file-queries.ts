@@ -1,0 +1,156 @@
+/**
+ * Read-only views of a library's tree: listing, search, recycle bin, history, statistics and the
+ * updates feed (spec "updates" rules 1–4).
+ */
+import type { FileList, HistoryList, LibraryStat, RecycleList, UpdateItem, Updates } from '../../shared/records.js';
+import type { Db } from '../store/database.js';
+import type { Directory } from './directory.js';
+import { FaultCode, ServiceFault, badParam } from './fault.js';
+import { basicFields, seconds, toFileRecord, type EntryRow } from './entries.js';
+import { ACT_NAMES, escapeLike, type FileTree } from './file-tree.js';
+
+/** Items per page of `updates` (spec rule 3). */
+export const UPDATES_PAGE = 100;
+
+export interface Page { start: number; size: number }
+
+const RECYCLE_ORDERS: Record<string, string> = {
+  filename: 'name', filesize: 'filesize', fullpath: 'fullpath', last_dateline: 'last_ms', dateline: 'recycled_ms', create_dateline: 'create_ms',
+};
+
+export class FileQueries {
+  private readonly db: Db;
+
+  constructor(private readonly tree: FileTree, private readonly directory: Directory) {
+    this.db = tree.db;
+  }
+
+  /** Children of a folder (folders first, then by name), or entries by `tag` at any depth, or by `hashs`. */
+  ls(libraryId: number, folder: string, opts: Page & { tags?: string[]; hashs?: string[] }): FileList {
+    const parentId = this.tree.folderId(libraryId, folder);
+    if (opts.hashs) {
+      const marks = opts.hashs.map(() => '?').join(',');
+      const rows = this.db.prepare(`SELECT * FROM entries WHERE library_id = ? AND state = 0 AND hash IN (${marks}) ORDER BY dir DESC, name`).all(libraryId, ...opts.hashs) as EntryRow[];
+      return { count: rows.length, list: rows.slice(opts.start, opts.start + opts.size).map(toFileRecord) };
+    }
+    if (opts.tags) {
+      const rows = this.tree.withTags(libraryId, opts.tags, folder, 0);
+      return { count: rows.length, list: rows.slice(opts.start, opts.start + opts.size).map(toFileRecord) };
+    }
+    const where = parentId === null ? 'library_id = ? AND parent_id IS NULL AND state = 0' : 'parent_id = ? AND state = 0';
+    const key = parentId ?? libraryId;
+    const count = (this.db.prepare(`SELECT COUNT(*) AS n FROM entries WHERE ${where}`).get(key) as { n: number }).n;
+    const rows = this.db.prepare(`SELECT * FROM entries WHERE ${where} ORDER BY dir DESC, name LIMIT ? OFFSET ?`).all(key, opts.size, opts.start) as EntryRow[];
+    return { count, list: rows.map(toFileRecord) };
+  }
+
+  /** Entries below `path` whose name (scope filename) or tags (scope tag) contain `keywords`. */
+  search(libraryId: number, keywords: string, path: string, scope: { filename: boolean; tag: boolean }, page: Page): FileList {
+    this.tree.folderId(libraryId, path);
+    const like = `%${escapeLike(keywords)}%`;
+    const conds: string[] = [];
+    const args: (string | number)[] = [libraryId];
+    if (scope.filename) { conds.push("name LIKE ? ESCAPE '\\'"); args.push(like); }
+    if (scope.tag) { conds.push("tags LIKE ? ESCAPE '\\'"); args.push(like); }
+    const inPath = path === '' ? '' : 'AND fullpath > ? AND fullpath < ?';
+    if (path !== '') args.push(`${path}/`, `${path}0`);
+    const sql = `FROM entries WHERE library_id = ? AND state = 0 AND (${conds.join(' OR ')}) ${inPath}`;
+    const count = (this.db.prepare(`SELECT COUNT(*) AS n ${sql}`).get(...args) as { n: number }).n;
+    const rows = this.db.prepare(`SELECT * ${sql} ORDER BY dir DESC, fullpath LIMIT ? OFFSET ?`).all(...args, page.size, page.start) as EntryRow[];
+    return { count, list: rows.map(toFileRecord) };
+  }
+
+  /** Items deleted to the recycle bin (one per `del`), newest first unless `order` says otherwise. */
+  recycle(libraryId: number, page: Page, order?: string, keyword?: string): RecycleList {
+    let orderBy = 'recycled_ms DESC, id DESC';
+    if (order) {
+      const m = /^\s*([a-z_]+)(?:[\s_]+(asc|desc))?\s*$/i.exec(order);
+      const column = m ? RECYCLE_ORDERS[m[1]!.toLowerCase()] : undefined;
+      if (!column) throw badParam('order', `one of ${Object.keys(RECYCLE_ORDERS).join(', ')} (optionally followed by asc or desc)`, order);
+      orderBy = `${column} ${(m![2] ?? 'asc').toUpperCase()}, id DESC`;
+    }
+    const args: (string | number)[] = [libraryId];
+    let filter = '';
+    if (keyword) { filter = "AND name LIKE ? ESCAPE '\\'"; args.push(`%${escapeLike(keyword)}%`); }
+    const sql = `FROM entries WHERE library_id = ? AND state = 1 AND recycle_root = id ${filter}`;
+    const count = (this.db.prepare(`SELECT COUNT(*) AS n ${sql}`).get(...args) as { n: number }).n;
+    const rows = this.db.prepare(`SELECT * ${sql} ORDER BY ${orderBy} LIMIT ? OFFSET ?`).all(...args, page.size, page.start) as EntryRow[];
+    return { count, list: rows.map(basicFields) };
+  }
+
+  /** Events of a file or folder, newest first. */
+  history(libraryId: number, fullpath: string, page: Page): HistoryList {
+    const row = this.tree.require(libraryId, fullpath);
+    const count = (this.db.prepare('SELECT COUNT(*) AS n FROM file_events WHERE entry_id = ?').get(row.id) as { n: number }).n;
+    const events = this.db.prepare('SELECT * FROM file_events WHERE entry_id = ? ORDER BY id DESC LIMIT ? OFFSET ?').all(row.id, page.size, page.start) as EventRow[];
+    return {
+      count,
+      list: events.map((e) => ({
+        hid: String(e.id), act: e.act, act_name: ACT_NAMES[e.act] ?? String(e.act), dir: e.dir, hash: e.hash, fullpath: e.fullpath,
+        filename: e.fullpath.slice(e.fullpath.lastIndexOf('/') + 1), filehash: e.filehash, filesize: e.filesize,
+        member_id: e.member_id, member_name: e.member_name, dateline: seconds(e.ms), property: e.property,
+      })),
+    };
+  }
+
+  /** An event of `row` by its `hid`. */
+  event(row: EntryRow, hid: string): EventRow {
+    const e = /^\d+$/.test(hid) ? this.db.prepare('SELECT * FROM file_events WHERE id = ? AND entry_id = ?').get(Number(hid), row.id) as EventRow | undefined : undefined;
+    if (!e) throw new ServiceFault(FaultCode.FileMissing, `no version ${JSON.stringify(hid)} of ${JSON.stringify(row.fullpath)}`);
+    return e;
+  }
+
+  /** Whether `filehash` is the content of `row` now or of one of its versions. */
+  hasVersion(row: EntryRow, filehash: string): boolean {
+    if (row.filehash === filehash) return true;
+    return !!this.db.prepare('SELECT 1 FROM file_events WHERE entry_id = ? AND filehash = ? AND keeps_blob = 1').get(row.id, filehash);
+  }
+
+  /** Counts of everything below a folder (all depths) and the size of its files. */
+  folderTotals(row: EntryRow): { file_count: number; folder_count: number; files_size: number } {
+    if (!row.dir) return { file_count: 0, folder_count: 0, files_size: 0 };
+    const r = this.db.prepare('SELECT SUM(dir = 0) AS files, SUM(dir = 1) AS folders, SUM(filesize) AS size FROM entries WHERE library_id = ? AND state = 0 AND fullpath > ? AND fullpath < ?')
+      .get(row.library_id, `${row.fullpath}/`, `${row.fullpath}0`) as { files: number | null; folders: number | null; size: number | null };
+    return { file_count: r.files ?? 0, folder_count: r.folders ?? 0, files_size: r.size ?? 0 };
+  }
+
+  stat(libraryId: number): LibraryStat {
+    const lib = this.directory.requireLibrary(libraryId);
+    return {
+      org_id: lib.id, org_name: lib.name, mount_id: lib.mount_id, capacity: lib.capacity, size: lib.size_used,
+      size_recycle: lib.size_recycle, count_file: lib.file_count, storage_point: 'local',
+    };
+  }
+
+  /**
+   * The updates feed. `compare`: ascending, after `fetchMs` (0 = from the start), deleted entries as cmd 0;
+   * otherwise descending, before `fetchMs` (0 = from now), present entries only. At most 100 items.
+   */
+  updates(libraryId: number, opts: { compare: boolean; fetchMs: number; dir?: number }): Updates {
+    this.directory.requireLibrary(libraryId);
+    const dirFilter = opts.dir === 0 || opts.dir === 1 ? `AND dir = ${opts.dir}` : '';
+    let rows: EntryRow[];
+    if (opts.compare) {
+      rows = this.db.prepare(`SELECT * FROM entries WHERE library_id = ? AND op_ms > ? ${dirFilter} ORDER BY op_ms LIMIT ?`).all(libraryId, opts.fetchMs, UPDATES_PAGE) as EntryRow[];
+    } else {
+      const before = opts.fetchMs > 0 ? opts.fetchMs : Number.MAX_SAFE_INTEGER;
+      rows = this.db.prepare(`SELECT * FROM entries WHERE library_id = ? AND state = 0 AND op_ms < ? ${dirFilter} ORDER BY op_ms DESC LIMIT ?`).all(libraryId, before, UPDATES_PAGE) as EntryRow[];
+    }
+    const list: UpdateItem[] = rows.map((r) => (opts.compare ? { cmd: r.state === 0 ? 1 : 0, ...basicFields(r) } : basicFields(r)));
+    const fetch_dateline = rows.length > 0 ? rows[rows.length - 1]!.op_ms : opts.fetchMs;
+    return { fetch_dateline, list };
+  }
+
+  /** Changes with an operation time in [begin, end) ms; deleted entries only with `showdel`. */
+  updatesCount(libraryId: number, beginMs: number, endMs: number, showdel: boolean): number {
+    this.directory.requireLibrary(libraryId);
+    const r = this.db.prepare(`SELECT COUNT(*) AS n FROM entries WHERE library_id = ? AND op_ms >= ? AND op_ms < ? ${showdel ? '' : 'AND state = 0'}`).get(libraryId, beginMs, endMs) as { n: number };
+    return r.n;
+  }
+}
+
+export interface EventRow {
+  id: number; library_id: number; entry_id: number | null; hash: string; act: number; dir: number; fullpath: string; filehash: string;
+  filesize: number; member_id: number; member_name: string; ms: number; property: string; keeps_blob: number;
+}
+

@@ -1,0 +1,82 @@
+/**
+ * PendingUploads: the create_file step. Content already stored completes at once (instant upload,
+ * state 1); otherwise a pending upload is recorded under a random `pathhash`, which the upload server
+ * presents when the content arrives. Capacity is checked here, before any byte is sent.
+ */
+import { randomBytes } from 'node:crypto';
+import type { CreateFileResult } from '../../shared/records.js';
+import type { EntryRow, Operator } from './entries.js';
+import { FaultCode, ServiceFault } from './fault.js';
+import type { FileTree } from './file-tree.js';
+import type { LibraryContent, VerifiedFile } from './content.js';
+import { baseOf, joinPath, parentOf } from './paths.js';
+
+export interface PendingRow {
+  pathhash: string; library_id: number; fullpath: string; filehash: string; filesize: number; overwrite: number;
+  op_id: number; op_name: string; created_ms: number;
+}
+
+/** A pending upload older than this is forgotten (ms): 7 days. */
+export const PENDING_TTL_MS = 7 * 86_400_000;
+
+export class PendingUploads {
+  constructor(private readonly tree: FileTree, private readonly content: LibraryContent, private readonly clock: () => number) {}
+
+  async create(libraryId: number, fullpath: string, sha1: string, size: number, overwrite: boolean, op: Operator, server: string): Promise<CreateFileResult> {
+    const check = () => {
+      const folder = parentOf(fullpath);
+      const parent = this.tree.byPath(libraryId, folder);
+      if (folder !== '' && parent && !parent.dir) throw new ServiceFault(FaultCode.NotAFolder, `not a folder: ${JSON.stringify(folder)}`);
+      const existing = this.tree.byPath(libraryId, fullpath);
+      const replaces = existing && overwrite && !existing.dir ? existing : undefined;
+      if (replaces) this.tree.checkUnlocked(replaces, op);
+      this.tree.checkCapacity(libraryId, size - (replaces?.filesize ?? 0));
+      return { existing, replaces };
+    };
+    check();
+    if (this.tree.blobStored(sha1)) {
+      const row = await this.content.reuse(sha1, () => {
+        check();
+        return this.tree.placeContent(libraryId, fullpath, { sha1, size }, overwrite, op);
+      }).catch((err: unknown) => {
+        if (err instanceof ServiceFault && err.code === FaultCode.FileMissing) return undefined; // collected meanwhile
+        throw err;
+      });
+      if (row) return { hash: row.hash, fullpath: row.fullpath, state: 1, server };
+    }
+    return this.tree.tx(() => {
+      const { existing, replaces } = check();
+      const folder = parentOf(fullpath);
+      const target = existing && !replaces ? joinPath(folder, this.tree.freeName(libraryId, folder, baseOf(fullpath), false)) : fullpath;
+      const pathhash = randomBytes(20).toString('hex');
+      this.tree.db.prepare('INSERT INTO pending_uploads (pathhash, library_id, fullpath, filehash, filesize, overwrite, op_id, op_name, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
+        .run(pathhash, libraryId, target, sha1, size, overwrite ? 1 : 0, op.id, op.name, this.clock());
+      return { hash: pathhash, fullpath: target, state: 0, server };
+    });
+  }
+
+  get(pathhash: string): PendingRow | undefined {
+    return this.tree.db.prepare('SELECT * FROM pending_uploads WHERE pathhash = ?').get(pathhash) as PendingRow | undefined;
+  }
+
+  /** Writes the file of a pending upload: `file` ingested, or (null) the blob already stored. */
+  async complete(pathhash: string, file: VerifiedFile | null): Promise<EntryRow> {
+    const p = this.get(pathhash);
+    if (!p) throw new ServiceFault(FaultCode.FileMissing, 'no pending upload with this pathhash');
+    if (file && (file.sha1 !== p.filehash || file.size !== p.filesize)) {
+      throw new ServiceFault(FaultCode.BadParam, `content expected sha1 ${p.filehash} and ${p.filesize} bytes, got ${file.sha1} and ${file.size} bytes`);
+    }
+    const op = { id: p.op_id, name: p.op_name };
+    const place = () => {
+      if (!this.get(pathhash)) throw new ServiceFault(FaultCode.FileMissing, 'no pending upload with this pathhash');
+      this.tree.db.prepare('DELETE FROM pending_uploads WHERE pathhash = ?').run(pathhash);
+      return this.tree.placeContent(p.library_id, p.fullpath, { sha1: p.filehash, size: p.filesize }, p.overwrite === 1, op);
+    };
+    return file ? this.content.ingest(p.library_id, file, place) : this.content.reuse(p.filehash, place);
+  }
+
+  /** Forgets pending uploads older than PENDING_TTL_MS. */
+  expire(): number {
+    return this.tree.db.prepare('DELETE FROM pending_uploads WHERE created_ms < ?').run(this.clock() - PENDING_TTL_MS).changes;
+  }
+}

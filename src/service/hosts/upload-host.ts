@@ -1,0 +1,88 @@
+/**
+ * LibraryUploadHost: the UploadHost of the upload server over the service's storage (authorization,
+ * pending create_file steps, blob lookup, commit of verified content).
+ */
+import type { PendingUpload, UploadCaller, UploadedFile, UploadHost, VerifiedContent, WebUploadTarget } from '../upload/types.js';
+import type { Directory } from '../domain/directory.js';
+import type { FileTree } from '../domain/file-tree.js';
+import type { LibraryContent } from '../domain/content.js';
+import type { PendingUploads } from '../domain/pending-uploads.js';
+import type { EntryRow, Operator } from '../domain/entries.js';
+import { FaultCode, ServiceFault } from '../domain/fault.js';
+import { joinPath, nameProblem, normalizePath } from '../domain/paths.js';
+
+export class LibraryUploadHost implements UploadHost {
+  constructor(
+    readonly tempDir: string,
+    private readonly directory: Directory,
+    private readonly tree: FileTree,
+    private readonly content: LibraryContent,
+    private readonly uploads: PendingUploads,
+    private readonly clock: () => number,
+  ) {}
+
+  async authorizeLibrary(orgClientId: string): Promise<UploadCaller> {
+    const auth = this.directory.libraryAuth(orgClientId);
+    if (!auth) throw new ServiceFault(FaultCode.ClientNotFound, 'org_client_id not found');
+    return { kind: 'library', libraryId: auth.library_id, orgClientId };
+  }
+
+  async authorizeToken(token: string): Promise<UploadCaller> {
+    const row = this.directory.accessToken(token);
+    if (!row) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
+    if (row.expires_ms <= this.clock()) throw new ServiceFault(FaultCode.TokenExpired, 'access token expired');
+    return { kind: 'user', memberId: row.member_id, token };
+  }
+
+  async pendingUpload(caller: UploadCaller, pathhash: string): Promise<PendingUpload | undefined> {
+    const p = this.uploads.get(pathhash);
+    if (!p || !this.mayWrite(caller, p.library_id)) return undefined;
+    return { libraryId: p.library_id, fullpath: p.fullpath, filehash: p.filehash, filesize: p.filesize };
+  }
+
+  async blobExists(sha1: string): Promise<boolean> {
+    return this.tree.blobStored(sha1);
+  }
+
+  async completeUpload(pathhash: string, content: VerifiedContent | null): Promise<UploadedFile> {
+    return uploaded(await this.uploads.complete(pathhash, content));
+  }
+
+  async libraryOfMount(caller: UploadCaller, mountId: number): Promise<number> {
+    const lib = this.tree.db.prepare('SELECT id FROM libraries WHERE mount_id = ? AND deleted = 0').get(mountId) as { id: number } | undefined;
+    if (!lib) throw new ServiceFault(FaultCode.LibraryMissing, `library with mount_id ${mountId} not found`);
+    if (!this.mayWrite(caller, lib.id)) throw new ServiceFault(FaultCode.NoLibraryAccess, `no access to the library with mount_id ${mountId}`);
+    return lib.id;
+  }
+
+  async remainingCapacity(libraryId: number): Promise<number> {
+    return this.tree.remainingCapacity(libraryId);
+  }
+
+  async webUpload(caller: UploadCaller, target: WebUploadTarget, content: VerifiedContent): Promise<UploadedFile> {
+    if (!this.mayWrite(caller, target.libraryId)) throw new ServiceFault(FaultCode.NoLibraryAccess, 'no access to this library');
+    const problem = nameProblem(target.name);
+    if (problem) throw new ServiceFault(FaultCode.BadParam, `parameter 'name': expected ${problem}, got ${JSON.stringify(target.name)}`);
+    const fullpath = joinPath(normalizePath('path', target.folder, { allowRoot: true }), target.name);
+    const op = this.operator(caller, target.opId, target.opName);
+    const row = await this.content.ingest(target.libraryId, content, (c) => this.tree.placeContent(target.libraryId, fullpath, c, target.overwrite, op));
+    return uploaded(row);
+  }
+
+  private mayWrite(caller: UploadCaller, libraryId: number): boolean {
+    return caller.kind === 'library' ? caller.libraryId === libraryId : this.directory.memberInLibrary(caller.memberId, libraryId);
+  }
+
+  private operator(caller: UploadCaller, opId?: string, opName?: string): Operator {
+    if (caller.kind === 'user') {
+      const m = this.directory.member(caller.memberId);
+      return { id: caller.memberId, name: m?.name ?? '' };
+    }
+    if (opId && /^\d+$/.test(opId)) return { id: Number(opId), name: this.directory.member(Number(opId))?.name ?? opName ?? `member ${opId}` };
+    return { id: 0, name: opName || (this.directory.libraryAuth(caller.orgClientId)?.title ?? '') };
+  }
+}
+
+export function uploaded(row: EntryRow): UploadedFile {
+  return { hash: row.hash, fullpath: row.fullpath, filesize: row.filesize, filehash: row.filehash };
+}

@@ -1,0 +1,96 @@
+/**
+ * Authenticator: who sent a request and whether its signature is right (spec/signature.md). The
+ * credential of the endpoint names the client id and secret; any signature variant of
+ * `signatureVariants` is accepted; `dateline` must be within 15 minutes of the service's clock.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type { Credential } from '../../shared/endpoints.js';
+import { signatureVariants } from '../../shared/sign.js';
+import type { ApplicationRow, Directory, EnterpriseRow, LibraryAuthRow, LibraryRow, MemberRow, PartnerRow } from '../domain/directory.js';
+import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
+
+/** Largest accepted distance between `dateline` and the service's clock (ms): 15 minutes. */
+export const DATELINE_WINDOW_MS = 15 * 60_000;
+
+export interface Caller {
+  credential: Credential;
+  library?: LibraryRow;
+  libraryAuth?: LibraryAuthRow;
+  enterprise?: EnterpriseRow;
+  partner?: PartnerRow;
+  member?: MemberRow;
+  application?: ApplicationRow;
+}
+
+export class Authenticator {
+  constructor(private readonly directory: Directory, private readonly clock: () => number) {}
+
+  authenticate(credential: Credential, path: string, params: Record<string, string>): Caller {
+    const { caller, secret } = this.identify(credential, params);
+    const dateline = params.dateline;
+    if (credential !== 'token' || dateline !== undefined) {
+      if (dateline === undefined || dateline === '') throw badParam('dateline', 'unix time in seconds', dateline ?? null);
+      if (!/^\d+$/.test(dateline)) throw badParam('dateline', 'unix time in seconds', dateline);
+      if (Math.abs(Number(dateline) * 1000 - this.clock()) > DATELINE_WINDOW_MS) {
+        throw new ServiceFault(FaultCode.DatelineOutOfWindow, `dateline ${dateline} is more than 15 minutes away from the service's time ${Math.floor(this.clock() / 1000)}`);
+      }
+    }
+    const given = params.sign;
+    if (given === undefined || given === '') throw badParam('sign', 'the request signature', given ?? null);
+    const ok = signatureVariants(secret, params, path).some((v) => safeEqual(v, given));
+    if (!ok) throw new ServiceFault(FaultCode.SignatureFailed, 'signature verification failed');
+    return caller;
+  }
+
+  private identify(credential: Credential, params: Record<string, string>): { caller: Caller; secret: string } {
+    const need = (name: string): string => {
+      const v = params[name];
+      if (v === undefined || v === '') throw badParam(name, 'a client id', v ?? null);
+      return v;
+    };
+    const unknown = (name: string) => new ServiceFault(FaultCode.ClientNotFound, `${name} not found`);
+    switch (credential) {
+      case 'library': {
+        const auth = this.directory.libraryAuth(need('org_client_id'));
+        if (!auth) throw unknown('org_client_id');
+        const library = this.directory.library(auth.library_id);
+        if (!library) throw new ServiceFault(FaultCode.LibraryMissing, `library ${auth.library_id} not found or deleted`);
+        return { caller: { credential, library, libraryAuth: auth }, secret: auth.org_client_secret };
+      }
+      case 'enterprise': {
+        const enterprise = this.directory.enterpriseByClientId(need('client_id'));
+        if (!enterprise) throw unknown('client_id');
+        return { caller: { credential, enterprise }, secret: enterprise.client_secret };
+      }
+      case 'partner': {
+        const partner = this.directory.partnerByClientId(need('client_id'));
+        if (!partner) throw unknown('client_id');
+        return { caller: { credential, partner }, secret: partner.client_secret };
+      }
+      case 'application': {
+        const application = this.directory.application(need('client_id'));
+        if (!application) throw unknown('client_id');
+        return { caller: { credential, application }, secret: application.client_secret };
+      }
+      case 'token': {
+        const token = params.token;
+        if (token === undefined || token === '') throw badParam('token', 'an access token', token ?? null);
+        const row = this.directory.accessToken(token);
+        if (!row) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
+        if (row.expires_ms <= this.clock()) throw new ServiceFault(FaultCode.TokenExpired, 'access token expired');
+        const application = this.directory.application(row.client_id);
+        const member = this.directory.member(row.member_id);
+        if (!application || !member) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
+        return { caller: { credential, application, member }, secret: application.client_secret };
+      }
+      default:
+        throw new ServiceFault(FaultCode.NotSupported, `credential ${credential} is not a signed JSON credential`);
+    }
+  }
+}
+
+function safeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}

@@ -1,0 +1,182 @@
+/**
+ * EmbeddedService: the service of spec/service-api.md on one HTTP listener — the JSON endpoints
+ * (`/m-open/*`, `/m-api/*`), the upload server below `/upload`, share-link pages below `/link`, download
+ * links below `/download` and `GET /m-open/status`. Data lives in one folder: `service.db` (SQLite),
+ * `blobs/` (content by SHA-1), `tmp/` (uploads in progress), `links.json`, and `credentials.json`
+ * (written once the service is ready to serve).
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { chmod, mkdir, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { silentLogger, type Logger } from '../shared/log.js';
+import { openDatabase, type Db } from './store/database.js';
+import { BlobStore } from './store/blob-store.js';
+import { Directory, type BootstrapCredentials } from './domain/directory.js';
+import { FileTree } from './domain/file-tree.js';
+import { FileQueries } from './domain/file-queries.js';
+import { LibraryContent } from './domain/content.js';
+import { PendingUploads } from './domain/pending-uploads.js';
+import { FileCopies } from './domain/copy-queue.js';
+import { Authenticator } from './http/auth.js';
+import { Router } from './http/router.js';
+import { DownloadLinks } from './http/download-links.js';
+import { sendFault, sendJson } from './http/reply.js';
+import { FaultCode, ServiceFault } from './domain/fault.js';
+import { UploadServer } from './upload/upload-server.js';
+import { ShareLinks } from './links/share-links.js';
+import { LinkPages } from './links/link-pages.js';
+import { LibraryUploadHost } from './hosts/upload-host.js';
+import { LibraryLinkHost } from './hosts/link-host.js';
+import { registerFileApi } from './api/file.js';
+import { registerOrgApi } from './api/org.js';
+import type { ServiceParts } from './api/context.js';
+
+/** The content of `credentials.json`. */
+export interface ServiceCredentials extends BootstrapCredentials {
+  base_url: string;
+  upload_server: string;
+}
+
+export interface EmbeddedServiceOptions {
+  /** Folder of the service's data (created when missing). */
+  dataDir: string;
+  /** `host:port` to listen on. Default `127.0.0.1:0` (an ephemeral port). */
+  listen?: string;
+  logger?: Logger;
+  /** Clock in milliseconds. Default Date.now. */
+  clock?: () => number;
+}
+
+export class EmbeddedService {
+  readonly dataDir: string;
+  readonly baseUrl: string;
+  readonly uploadServer: string;
+  readonly credentials: ServiceCredentials;
+  /** The service's parts (tests and benchmarks reach storage through them). */
+  readonly parts: ServiceParts;
+  readonly router: Router;
+  private closing: Promise<void> | undefined;
+
+  private constructor(args: { dataDir: string; baseUrl: string; credentials: ServiceCredentials; parts: ServiceParts; router: Router; server: Server; db: Db }) {
+    this.dataDir = args.dataDir;
+    this.baseUrl = args.baseUrl;
+    this.uploadServer = `${args.baseUrl}/upload`;
+    this.credentials = args.credentials;
+    this.parts = args.parts;
+    this.router = args.router;
+    this.server = args.server;
+    this.db = args.db;
+  }
+
+  private readonly server: Server;
+  private readonly db: Db;
+
+  static async start(opts: EmbeddedServiceOptions): Promise<EmbeddedService> {
+    const clock = opts.clock ?? Date.now;
+    const log = (opts.logger ?? silentLogger).child({ component: 'service' });
+    const { host, port } = parseListen(opts.listen ?? '127.0.0.1:0');
+    const dataDir = opts.dataDir;
+    await mkdir(dataDir, { recursive: true, mode: 0o700 });
+    const tmp = join(dataDir, 'tmp');
+    const blobs = new BlobStore({ root: join(dataDir, 'blobs'), tempDir: tmp });
+    await blobs.open();
+    await mkdir(join(tmp, 'upload'), { recursive: true });
+    await mkdir(join(tmp, 'links'), { recursive: true });
+
+    const db = openDatabase(join(dataDir, 'service.db'));
+    try {
+      const directory = new Directory(db, clock);
+      const boot = directory.bootstrap();
+      const tree = new FileTree(db, directory, clock);
+      const queries = new FileQueries(tree, directory);
+      const content = new LibraryContent(tree, blobs, log);
+      const uploads = new PendingUploads(tree, content, clock);
+      uploads.expire();
+      const copies = new FileCopies(tree, queries, content, clock, log);
+      copies.open();
+      const uploadHost = new LibraryUploadHost(join(tmp, 'upload'), directory, tree, content, uploads, clock);
+      const uploadServer = new UploadServer(uploadHost, { logger: log, clock });
+      await uploadServer.open();
+
+      // The listener starts before the parts that need the address; nothing is announced until
+      // credentials.json exists, and requests arriving earlier are answered 503.
+      const ready: { handler?: (req: IncomingMessage, res: ServerResponse) => void } = {};
+      const server = createServer((req, res) => {
+        if (ready.handler) ready.handler(req, res);
+        else sendJson(res, 503, { error_code: 50301, error_msg: 'starting' });
+      });
+      server.keepAliveTimeout = 30_000;
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => { server.off('error', reject); resolve(); });
+      });
+      const addr = server.address() as AddressInfo;
+      const baseUrl = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
+      const uploadServerUrl = `${baseUrl}/upload`;
+
+      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock), { dataDir, baseUrl, clock, logger: log });
+      await links.open();
+      const pages = new LinkPages(links);
+      const downloads = new DownloadLinks({ baseUrl, key: directory.secret('download-links'), blobs, clock, logger: log });
+      const parts: ServiceParts = { directory, tree, queries, content, uploads, copies, downloads, links, uploadServer, uploadServerUrl, clock };
+      const router = new Router(new Authenticator(directory, clock), log);
+      registerFileApi(router, parts);
+      registerOrgApi(router, parts);
+
+      ready.handler = (req, res) => {
+        void dispatch(req, res).catch((err: unknown) => sendFault(res, err, log));
+      };
+      const dispatch = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+        const url = new URL(req.url ?? '/', baseUrl);
+        const path = url.pathname;
+        if (path.startsWith('/upload/')) return uploadServer.handle(req, res, path.slice('/upload'.length));
+        if (path.startsWith('/link/')) return pages.handle(req, res, path.slice('/link'.length));
+        if (path.startsWith('/download/')) return downloads.handle(req, res, path.slice('/download'.length));
+        if (path === '/m-open/status') return sendJson(res, 200, { status: 'ok' });
+        if (router.owns(path)) return router.handle(req, res, url);
+        req.resume();
+        sendFault(res, new ServiceFault(FaultCode.NoSuchEndpoint, `no endpoint ${path}`), log);
+      };
+
+      const credentials: ServiceCredentials = { base_url: baseUrl, upload_server: uploadServerUrl, ...boot };
+      const service = new EmbeddedService({ dataDir, baseUrl, credentials, parts, router, server, db });
+      await writeCredentials(join(dataDir, 'credentials.json'), credentials);
+      log.info({ baseUrl, dataDir }, 'service ready');
+      return service;
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+  }
+
+  /** Stops listening, ends open connections, waits for background work, closes the database. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+      this.server.closeIdleConnections();
+      const force = setTimeout(() => this.server.closeAllConnections(), 2_000);
+      await closed;
+      clearTimeout(force);
+      await this.parts.uploadServer.close();
+      await this.parts.copies.close();
+      await this.parts.content.settled();
+      this.db.close();
+    })();
+    return this.closing;
+  }
+}
+
+export function parseListen(listen: string): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(listen.trim());
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port > 65_535) throw new TypeError(`listen: expected host:port (e.g. 127.0.0.1:8900), got ${JSON.stringify(listen)}`);
+  return { host: m[1] ?? m[2]!, port };
+}
+
+async function writeCredentials(file: string, credentials: ServiceCredentials): Promise<void> {
+  const tmp = `${file}.tmp`;
+  await writeFile(tmp, JSON.stringify(credentials, null, 2) + '\n', { mode: 0o600 });
+  await chmod(tmp, 0o600);
+  await rename(tmp, file);
+}

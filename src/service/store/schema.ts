@@ -1,0 +1,235 @@
+/**
+ * The service's SQLite schema as versioned migrations. A migration runs once, in its own transaction;
+ * `PRAGMA user_version` records the last one applied. Never edit a released migration: add one.
+ *
+ * Triggers keep the derived counters exact whatever code path changes a row:
+ * - `blobs.refs`: references to a blob from current file content (present or in the recycle bin) and
+ *   from file events that keep it (history versions);
+ * - `libraries.size_used` / `size_recycle` / `file_count` / `dir_count`.
+ */
+export const MIGRATIONS: readonly string[] = [
+  // 1: enterprise directory, file tree, events, blobs, pending uploads, copy queue.
+  `
+  CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+  CREATE TABLE partners (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    client_id TEXT NOT NULL UNIQUE,
+    client_secret TEXT NOT NULL
+  );
+
+  CREATE TABLE enterprises (
+    id INTEGER PRIMARY KEY,
+    partner_id INTEGER REFERENCES partners(id),
+    out_id TEXT,
+    name TEXT NOT NULL,
+    client_id TEXT NOT NULL UNIQUE,
+    client_secret TEXT NOT NULL,
+    trial INTEGER NOT NULL DEFAULT 1,
+    end_dateline INTEGER NOT NULL DEFAULT 0,
+    member_limit INTEGER NOT NULL DEFAULT 1000,
+    space INTEGER NOT NULL DEFAULT -1,
+    created_ms INTEGER NOT NULL
+  );
+  CREATE UNIQUE INDEX enterprises_out_id ON enterprises(partner_id, out_id) WHERE out_id IS NOT NULL;
+
+  CREATE TABLE members (
+    id INTEGER PRIMARY KEY,
+    ent_id INTEGER NOT NULL REFERENCES enterprises(id),
+    out_id TEXT,
+    account TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    email TEXT NOT NULL DEFAULT '',
+    phone TEXT NOT NULL DEFAULT '',
+    title TEXT NOT NULL DEFAULT '',
+    state INTEGER NOT NULL DEFAULT 1,
+    password_md5 TEXT,
+    created_ms INTEGER NOT NULL
+  );
+
+  CREATE TABLE applications (
+    client_id TEXT PRIMARY KEY,
+    client_secret TEXT NOT NULL,
+    title TEXT NOT NULL
+  );
+
+  CREATE TABLE access_tokens (
+    token TEXT PRIMARY KEY,
+    member_id INTEGER NOT NULL REFERENCES members(id) ON DELETE CASCADE,
+    client_id TEXT NOT NULL REFERENCES applications(client_id) ON DELETE CASCADE,
+    refresh_token TEXT UNIQUE,
+    expires_ms INTEGER NOT NULL
+  );
+
+  CREATE TABLE libraries (
+    id INTEGER PRIMARY KEY,
+    mount_id INTEGER NOT NULL UNIQUE,
+    ent_id INTEGER NOT NULL REFERENCES enterprises(id),
+    name TEXT NOT NULL,
+    logo_url TEXT NOT NULL DEFAULT '',
+    out_id TEXT,
+    type INTEGER NOT NULL DEFAULT 1,
+    owner_id INTEGER NOT NULL DEFAULT 0,
+    capacity INTEGER NOT NULL DEFAULT -1,
+    size_used INTEGER NOT NULL DEFAULT 0,
+    size_recycle INTEGER NOT NULL DEFAULT 0,
+    file_count INTEGER NOT NULL DEFAULT 0,
+    dir_count INTEGER NOT NULL DEFAULT 0,
+    last_op_ms INTEGER NOT NULL DEFAULT 0,
+    deleted INTEGER NOT NULL DEFAULT 0,
+    created_ms INTEGER NOT NULL
+  );
+
+  CREATE TABLE library_members (
+    library_id INTEGER NOT NULL REFERENCES libraries(id) ON DELETE CASCADE,
+    member_id INTEGER NOT NULL REFERENCES members(id) ON DELETE CASCADE,
+    role_id INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (library_id, member_id)
+  );
+
+  CREATE TABLE library_auths (
+    org_client_id TEXT PRIMARY KEY,
+    org_client_secret TEXT NOT NULL,
+    library_id INTEGER NOT NULL REFERENCES libraries(id) ON DELETE CASCADE,
+    ent_client_id TEXT NOT NULL,
+    title TEXT NOT NULL,
+    created_ms INTEGER NOT NULL
+  );
+  CREATE UNIQUE INDEX library_auths_once ON library_auths(library_id, ent_client_id);
+
+  CREATE TABLE blobs (
+    sha1 TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    refs INTEGER NOT NULL DEFAULT 0,
+    created_ms INTEGER NOT NULL
+  );
+  CREATE INDEX blobs_unreferenced ON blobs(refs) WHERE refs = 0;
+
+  -- state: 0 present, 1 in the recycle bin, 2 removed for good (kept as a tombstone for the updates feed).
+  CREATE TABLE entries (
+    id INTEGER PRIMARY KEY,
+    library_id INTEGER NOT NULL REFERENCES libraries(id) ON DELETE CASCADE,
+    hash TEXT NOT NULL UNIQUE,
+    parent_id INTEGER REFERENCES entries(id),
+    fullpath TEXT NOT NULL,
+    name TEXT NOT NULL,
+    dir INTEGER NOT NULL,
+    filehash TEXT NOT NULL DEFAULT '',
+    filesize INTEGER NOT NULL DEFAULT 0,
+    create_member_id INTEGER NOT NULL DEFAULT 0,
+    create_member_name TEXT NOT NULL DEFAULT '',
+    create_ms INTEGER NOT NULL,
+    last_member_id INTEGER NOT NULL DEFAULT 0,
+    last_member_name TEXT NOT NULL DEFAULT '',
+    last_ms INTEGER NOT NULL,
+    op_ms INTEGER NOT NULL,
+    state INTEGER NOT NULL DEFAULT 0,
+    tags TEXT NOT NULL DEFAULT '',
+    lock_member_id INTEGER,
+    lock_member_name TEXT,
+    recycle_root INTEGER,
+    recycled_ms INTEGER,
+    recycled_by TEXT
+  );
+  CREATE UNIQUE INDEX entries_path ON entries(library_id, fullpath) WHERE state = 0;
+  CREATE INDEX entries_children ON entries(parent_id, state, dir DESC, name);
+  CREATE INDEX entries_root_children ON entries(library_id, state, dir DESC, name) WHERE parent_id IS NULL;
+  CREATE INDEX entries_feed ON entries(library_id, op_ms);
+  CREATE INDEX entries_recycle ON entries(library_id, recycled_ms) WHERE state = 1 AND recycle_root = id;
+  CREATE INDEX entries_filehash ON entries(filehash) WHERE filehash <> '';
+
+  CREATE TABLE file_events (
+    id INTEGER PRIMARY KEY,
+    library_id INTEGER NOT NULL REFERENCES libraries(id) ON DELETE CASCADE,
+    entry_id INTEGER REFERENCES entries(id),
+    hash TEXT NOT NULL DEFAULT '',
+    act INTEGER NOT NULL,
+    dir INTEGER NOT NULL DEFAULT 0,
+    fullpath TEXT NOT NULL,
+    filehash TEXT NOT NULL DEFAULT '',
+    filesize INTEGER NOT NULL DEFAULT 0,
+    member_id INTEGER NOT NULL DEFAULT 0,
+    member_name TEXT NOT NULL DEFAULT '',
+    ms INTEGER NOT NULL,
+    property TEXT NOT NULL DEFAULT '{}',
+    keeps_blob INTEGER NOT NULL DEFAULT 0
+  );
+  CREATE INDEX file_events_entry ON file_events(entry_id, id);
+  CREATE INDEX file_events_library ON file_events(library_id, ms);
+
+  CREATE TABLE pending_uploads (
+    pathhash TEXT PRIMARY KEY,
+    library_id INTEGER NOT NULL REFERENCES libraries(id) ON DELETE CASCADE,
+    fullpath TEXT NOT NULL,
+    filehash TEXT NOT NULL,
+    filesize INTEGER NOT NULL,
+    overwrite INTEGER NOT NULL,
+    op_id INTEGER NOT NULL DEFAULT 0,
+    op_name TEXT NOT NULL DEFAULT '',
+    created_ms INTEGER NOT NULL
+  );
+
+  -- status: 0 queued, 1 running, 2 finished, 3 failed.
+  CREATE TABLE copy_queue (
+    id INTEGER PRIMARY KEY,
+    library_id INTEGER NOT NULL REFERENCES libraries(id) ON DELETE CASCADE,
+    source_id INTEGER NOT NULL,
+    target_id INTEGER NOT NULL,
+    fullpath TEXT NOT NULL,
+    status INTEGER NOT NULL DEFAULT 0,
+    op_id INTEGER NOT NULL DEFAULT 0,
+    op_name TEXT NOT NULL DEFAULT '',
+    error TEXT,
+    add_ms INTEGER NOT NULL,
+    start_ms INTEGER,
+    finish_ms INTEGER
+  );
+
+  -- Blob references.
+  CREATE TRIGGER entries_blob_ins AFTER INSERT ON entries WHEN NEW.dir = 0 AND NEW.filehash <> '' AND NEW.state < 2
+  BEGIN UPDATE blobs SET refs = refs + 1 WHERE sha1 = NEW.filehash; END;
+  CREATE TRIGGER entries_blob_del AFTER DELETE ON entries WHEN OLD.dir = 0 AND OLD.filehash <> '' AND OLD.state < 2
+  BEGIN UPDATE blobs SET refs = refs - 1 WHERE sha1 = OLD.filehash; END;
+  CREATE TRIGGER entries_blob_upd AFTER UPDATE OF filehash, state ON entries
+  BEGIN
+    UPDATE blobs SET refs = refs - 1 WHERE OLD.dir = 0 AND OLD.filehash <> '' AND OLD.state < 2 AND sha1 = OLD.filehash;
+    UPDATE blobs SET refs = refs + 1 WHERE NEW.dir = 0 AND NEW.filehash <> '' AND NEW.state < 2 AND sha1 = NEW.filehash;
+  END;
+  CREATE TRIGGER events_blob_ins AFTER INSERT ON file_events WHEN NEW.keeps_blob = 1
+  BEGIN UPDATE blobs SET refs = refs + 1 WHERE sha1 = NEW.filehash; END;
+  CREATE TRIGGER events_blob_upd AFTER UPDATE OF keeps_blob ON file_events WHEN OLD.keeps_blob <> NEW.keeps_blob
+  BEGIN UPDATE blobs SET refs = refs + (NEW.keeps_blob - OLD.keeps_blob) WHERE sha1 = NEW.filehash; END;
+  CREATE TRIGGER events_blob_del AFTER DELETE ON file_events WHEN OLD.keeps_blob = 1
+  BEGIN UPDATE blobs SET refs = refs - 1 WHERE sha1 = OLD.filehash; END;
+
+  -- Library counters: used = present + recycle bin; recycle = recycle bin only; counts = present only.
+  CREATE TRIGGER entries_usage_ins AFTER INSERT ON entries
+  BEGIN
+    UPDATE libraries SET
+      size_used = size_used + (CASE WHEN NEW.state < 2 THEN NEW.filesize ELSE 0 END),
+      size_recycle = size_recycle + (CASE WHEN NEW.state = 1 THEN NEW.filesize ELSE 0 END),
+      file_count = file_count + (CASE WHEN NEW.state = 0 AND NEW.dir = 0 THEN 1 ELSE 0 END),
+      dir_count = dir_count + (CASE WHEN NEW.state = 0 AND NEW.dir = 1 THEN 1 ELSE 0 END)
+    WHERE id = NEW.library_id;
+  END;
+  CREATE TRIGGER entries_usage_del AFTER DELETE ON entries
+  BEGIN
+    UPDATE libraries SET
+      size_used = size_used - (CASE WHEN OLD.state < 2 THEN OLD.filesize ELSE 0 END),
+      size_recycle = size_recycle - (CASE WHEN OLD.state = 1 THEN OLD.filesize ELSE 0 END),
+      file_count = file_count - (CASE WHEN OLD.state = 0 AND OLD.dir = 0 THEN 1 ELSE 0 END),
+      dir_count = dir_count - (CASE WHEN OLD.state = 0 AND OLD.dir = 1 THEN 1 ELSE 0 END)
+    WHERE id = OLD.library_id;
+  END;
+  CREATE TRIGGER entries_usage_upd AFTER UPDATE OF filesize, state ON entries
+  BEGIN
+    UPDATE libraries SET
+      size_used = size_used - (CASE WHEN OLD.state < 2 THEN OLD.filesize ELSE 0 END) + (CASE WHEN NEW.state < 2 THEN NEW.filesize ELSE 0 END),
+      size_recycle = size_recycle - (CASE WHEN OLD.state = 1 THEN OLD.filesize ELSE 0 END) + (CASE WHEN NEW.state = 1 THEN NEW.filesize ELSE 0 END),
+      file_count = file_count - (CASE WHEN OLD.state = 0 AND OLD.dir = 0 THEN 1 ELSE 0 END) + (CASE WHEN NEW.state = 0 AND NEW.dir = 0 THEN 1 ELSE 0 END),
+      dir_count = dir_count - (CASE WHEN OLD.state = 0 AND OLD.dir = 1 THEN 1 ELSE 0 END) + (CASE WHEN NEW.state = 0 AND NEW.dir = 1 THEN 1 ELSE 0 END)
+    WHERE id = NEW.library_id;
+  END;
+  `,
+];
