@@ -17,7 +17,8 @@ export function parseRange(header: string | undefined, size: number): RangeAnswe
   }
   const start = Number(m[1]);
   const end = m[2] === '' ? size - 1 : Number(m[2]);
-  if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || end < start) return { kind: 'whole' };
+  if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end)) return { kind: 'whole' };
   if (start >= size) return { kind: 'unsatisfiable' };
+  if (end < start) return { kind: 'whole' };
   return { kind: 'partial', start, end: Math.min(end, size - 1) };
 }
