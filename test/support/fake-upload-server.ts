@@ -48,6 +48,9 @@ interface Session {
 
 export interface StoredFile { fullpath: string; filehash: string; filesize: number; content?: Buffer }
 
+/** The answer of a service API path: status, JSON body, and a delay before answering (ms). */
+export type Responder = (r: RecordedRequest) => { status: number; body: unknown; delayMs?: number };
+
 export interface FakeUploadServerOptions {
   /** Keep uploaded bytes in memory (default true); false only hashes them. */
   keepBytes?: boolean;
@@ -70,7 +73,7 @@ export class FakeUploadServer {
   readonly sessions = new Map<string, Session>();
   /** Peak bytes of one upload_part body. */
   maxBlock = 0;
-  private readonly responders = new Map<string, (r: RecordedRequest) => { status: number; body: unknown }>();
+  private readonly responders = new Map<string, Responder>();
   private readonly pathhashes = new Map<string, string>();
   private server?: Server;
   private seq = 0;
@@ -108,13 +111,21 @@ export class FakeUploadServer {
   }
 
   /** Sets the answer of a path of the service API. */
-  respond(path: string, fn: (r: RecordedRequest) => { status: number; body: unknown }): void {
+  respond(path: string, fn: Responder): void {
     this.responders.set(path, fn);
   }
 
   /** Requests to paths ending with `suffix`. */
   calls(suffix: string): RecordedRequest[] {
     return this.requests.filter((r) => r.path.endsWith(suffix));
+  }
+
+  /** Forgets recorded requests, answers set by respond(), and pending faults. */
+  reset(): void {
+    this.requests.length = 0;
+    this.partFaults.length = 0;
+    this.finishProcessing = 0;
+    this.responders.clear();
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -147,7 +158,9 @@ export class FakeUploadServer {
     const custom = this.responders.get(url.pathname);
     if (custom) {
       const a = custom(rec);
-      return json(res, a.status, a.body);
+      if (a.delayMs) await new Promise((resolve) => setTimeout(resolve, a.delayMs));
+      if (!res.destroyed) json(res, a.status, a.body);
+      return;
     }
     if (url.pathname === '/m-open/1/file/create_file' || url.pathname === '/m-api/2/file/create_file') {
       const pathhash = `h${++this.seq}`;
