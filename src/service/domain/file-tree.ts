@@ -110,13 +110,13 @@ export class FileTree {
     return created.id;
   }
 
-  insert(libraryId: number, parentId: number | null, fullpath: string, what: { dir: number; content?: Content; tags?: string }, op: Operator): EntryRow {
+  insert(libraryId: number, parentId: number | null, fullpath: string, what: { dir: number; content?: Content; tags?: string; hash?: string }, op: Operator): EntryRow {
     const now = this.clock();
     const opMs = this.opClock.next(libraryId);
     const id = Number(this.db.prepare(`INSERT INTO entries (library_id, hash, parent_id, fullpath, name, dir, filehash, filesize,
         create_member_id, create_member_name, create_ms, last_member_id, last_member_name, last_ms, op_ms, state, tags)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)`)
-      .run(libraryId, newHash(), parentId, fullpath, baseOf(fullpath), what.dir, what.content?.sha1 ?? '', what.content?.size ?? 0,
+      .run(libraryId, what.hash ?? newHash(), parentId, fullpath, baseOf(fullpath), what.dir, what.content?.sha1 ?? '', what.content?.size ?? 0,
         op.id, op.name, now, op.id, op.name, now, opMs, what.tags ?? '').lastInsertRowid);
     return this.byId(id)!;
   }
@@ -169,11 +169,11 @@ export class FileTree {
 
   // ---- mutations -------------------------------------------------------------------------------------
 
-  /** Creates a folder and its missing parents; an existing folder is answered as is. */
+  /** Creates a folder and its missing parents; an existing name is refused (40901). */
   createFolder(libraryId: number, fullpath: string, op: Operator): EntryRow {
     return this.tx(() => {
       const existing = this.byPath(libraryId, fullpath);
-      if (existing && !existing.dir) throw new ServiceFault(FaultCode.NameExists, `a file named ${JSON.stringify(fullpath)} exists`);
+      if (existing) throw new ServiceFault(FaultCode.NameExists, `${JSON.stringify(fullpath)} already exists`);
       const id = this.ensureFolder(libraryId, fullpath, op);
       return this.byId(id!)!;
     });
@@ -183,7 +183,7 @@ export class FileTree {
    * Places stored content at `fullpath` (call inside a transaction; the blob row exists). An existing file
    * is replaced when `overwrite` (a new version), otherwise the content gets a numbered name.
    */
-  placeContent(libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator): EntryRow {
+  placeContent(libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator, hash?: string): EntryRow {
     if (!this.blobStored(content.sha1)) throw new ServiceFault(FaultCode.FileMissing, `content ${content.sha1} is no longer stored; upload it again`);
     const folder = parentOf(fullpath);
     const parentId = this.ensureFolder(libraryId, folder, op);
@@ -200,7 +200,8 @@ export class FileTree {
     }
     this.checkCapacity(libraryId, content.size);
     const name = existing ? this.freeName(libraryId, folder, baseOf(fullpath), false) : baseOf(fullpath);
-    const row = this.insert(libraryId, parentId, joinPath(folder, name), { dir: 0, content }, op);
+    const free = hash !== undefined && !this.db.prepare('SELECT 1 FROM entries WHERE hash = ?').get(hash);
+    const row = this.insert(libraryId, parentId, joinPath(folder, name), { dir: 0, content, hash: free ? hash : undefined }, op);
     this.event(row, Act.Create, op);
     return row;
   }

@@ -48,8 +48,9 @@ export class PendingUploads {
       const { existing, replaces } = check();
       const folder = parentOf(fullpath);
       const target = existing && !replaces ? joinPath(folder, this.tree.freeName(libraryId, folder, baseOf(fullpath), false)) : fullpath;
-      const pathhash = randomBytes(20).toString('hex');
-      this.tree.db.prepare('INSERT INTO pending_uploads (pathhash, library_id, fullpath, filehash, filesize, overwrite, op_id, op_name, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
+      // The pathhash is the hash the file will have: the replaced file's, or a fresh one for a new file.
+      const pathhash = replaces?.hash ?? randomBytes(20).toString('hex');
+      this.tree.db.prepare('INSERT OR REPLACE INTO pending_uploads (pathhash, library_id, fullpath, filehash, filesize, overwrite, op_id, op_name, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
         .run(pathhash, libraryId, target, sha1, size, overwrite ? 1 : 0, op.id, op.name, this.clock());
       return { hash: pathhash, fullpath: target, state: 0, server };
     });
@@ -70,7 +71,7 @@ export class PendingUploads {
     const place = () => {
       if (!this.get(pathhash)) throw new ServiceFault(FaultCode.FileMissing, 'no pending upload with this pathhash');
       this.tree.db.prepare('DELETE FROM pending_uploads WHERE pathhash = ?').run(pathhash);
-      return this.tree.placeContent(p.library_id, p.fullpath, { sha1: p.filehash, size: p.filesize }, p.overwrite === 1, op);
+      return this.tree.placeContent(p.library_id, p.fullpath, { sha1: p.filehash, size: p.filesize }, p.overwrite === 1, op, pathhash);
     };
     return file ? this.content.ingest(p.library_id, file, place) : this.content.reuse(p.filehash, place);
   }
