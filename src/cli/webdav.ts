@@ -1,0 +1,82 @@
+/**
+ * `cloudlib webdav --listen HOST:PORT`: serves every library of the configured (remote) service as a
+ * WebDAV drive, until SIGINT/SIGTERM (then: held files committed, pending uploads given a bounded time to
+ * reach the service). `cloudlib up` serves the same front end together with the embedded service.
+ */
+import { join } from 'node:path';
+import { loadConfig, ConfigError, parseHostPort, type GatewayConfig } from '../gateway/config.js';
+import { createLogger } from '../shared/log.js';
+import { createVfs } from '../vfs/index.js';
+import { createWebdavServer } from '../webdav/index.js';
+import type { Subcommand } from './main.js';
+
+const USAGE = `Usage: cloudlib webdav [options]
+
+Options:
+  --listen HOST:PORT   address to serve (default 127.0.0.1:8080, or webdav.listen of the configuration)
+  --config FILE        gateway configuration (TOML or JSON): service, libraries, webdav.users
+  --data DIR           data folder (journal, caches, properties, locks); default ./.cloudlib or $CLOUDLIB_HOME
+  --read-only          refuse every change
+  --log-level LEVEL    trace, debug, info, warn, error (default info)`;
+
+export const webdavCommand: Subcommand = {
+  summary: 'Serve every library as a WebDAV drive (remote service from the configuration)',
+  usage: USAGE,
+  options: {
+    listen: { type: 'string' },
+    config: { type: 'string' },
+    data: { type: 'string' },
+    'read-only': { type: 'boolean' },
+    'log-level': { type: 'string' },
+  },
+  async run(values, positionals) {
+    if (positionals.length !== 0) {
+      process.stderr.write(`cloudlib webdav: expected no arguments, got ${positionals.length}\n\n${USAGE}\n`);
+      return 2;
+    }
+    let config: GatewayConfig;
+    let host: string, port: number;
+    try {
+      config = await loadConfig(
+        { config: values.config as string | undefined, data: values.data as string | undefined, webdav: values.listen as string | undefined, logLevel: values['log-level'] as string | undefined, readOnly: values['read-only'] as boolean | undefined, noMount: true },
+        process.env,
+        { fuseUsable: false },
+      );
+      if (!config.webdav.listen) throw new ConfigError('--listen: expected HOST:PORT, got off');
+      ({ host, port } = parseHostPort(config.webdav.listen, '--listen'));
+      if (config.webdav.users.length === 0 && !config.webdav.anonymous) {
+        throw new ConfigError('webdav.users: expected at least one user (or webdav.anonymous) in the configuration, got none');
+      }
+    } catch (err) {
+      if (err instanceof ConfigError) {
+        process.stderr.write(`cloudlib webdav: ${err.message}\n`);
+        return 2;
+      }
+      throw err;
+    }
+    const logger = createLogger({ level: config.log.level });
+    const vfs = await createVfs({ config, logger });
+    const server = createWebdavServer({
+      vfs,
+      users: config.webdav.users.map((u) => ({ name: u.name, password: u.password, opId: u.op_id, opName: u.op_name, readOnly: u.read_only || config.mount.read_only })),
+      anonymous: config.webdav.anonymous === false ? false : { readOnly: config.webdav.anonymous === 'read-only' || config.mount.read_only },
+      keepJunkLocal: config.webdav.keep_junk_local,
+      dataDir: join(config.data, 'webdav'),
+      logger: logger.child({ part: 'webdav' }),
+    });
+    const url = await server.listen(host, port);
+    process.stderr.write(`cloudlib: WebDAV on ${url}; Ctrl-C to stop\n`);
+    await new Promise<void>((resolve) => {
+      const stop = (signal: string): void => {
+        logger.info({ signal }, 'cloudlib webdav: stopping');
+        resolve();
+      };
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
+    await server.close();
+    await vfs.flushAll({ timeoutMs: 10_000 }).catch(() => undefined);
+    await vfs.close();
+    return 0;
+  },
+};
