@@ -7,7 +7,7 @@ import { ENDPOINTS, findEndpoint, validateParams, ParamError, type EndpointDef, 
 import { sign, isCreateFilePath, CREATE_FILE_UNSIGNED, type Params } from '../shared/sign.js';
 import { ServiceError, ErrorCode, redactSecrets, transportCodeOf } from './errors.js';
 import { normalizeResult } from './normalize.js';
-import { silentLogger, type Logger } from '../shared/log.js';
+import { REDACT_KEYS, silentLogger, type Logger } from '../shared/log.js';
 
 export interface LibraryCredential { org_client_id: string; org_client_secret: string }
 export interface ClientSecretPair { client_id: string; client_secret: string }
@@ -255,7 +255,8 @@ export class ServiceClient {
   /** One HTTP exchange: sign, send, parse, within the per-request deadline. No retries. */
   async send(def: EndpointDef, endpoint: string, params: Record<string, unknown>, opts: CallOptions): Promise<unknown> {
     const wire = this.signedParams(def, params);
-    const secrets = [...this.secretValues(), wire.sign ?? ''];
+    // Secrets of the client, and every parameter of this request whose name says it is one (sign, password, refresh_token…).
+    const secrets = [...this.secretValues(), ...Object.entries(wire).filter(([k]) => REDACT_KEYS.includes(k)).map(([, v]) => v)];
     const body = new URLSearchParams(wire).toString();
     const url = def.method === 'GET' ? `${this.baseUrl}${def.path}?${body}` : `${this.baseUrl}${def.path}`;
     const started = Date.now();

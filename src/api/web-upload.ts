@@ -13,6 +13,7 @@ import { transportError, type ServiceClient } from './client.js';
 import { ServiceError, ErrorCode, redactSecrets } from './errors.js';
 import { normalizeResult, normalizeServer } from './normalize.js';
 import { SourceChangedError, type UploadSource } from './upload-source.js';
+import { REDACT_KEYS } from '../shared/log.js';
 
 export type { WebUploadResult };
 
@@ -93,7 +94,7 @@ async function send(client: ServiceClient, url: string, endpoint: string, fields
   );
   const tail = Buffer.from(`\r\n--${boundary}--\r\n`, 'utf8');
   const total = args.source.size;
-  const secrets = client.secretValues();
+  const secrets = [...client.secretValues(), ...fields.filter(([k]) => REDACT_KEYS.includes(k)).map(([, v]) => v)];
   const watchdog = new IdleWatchdog(client.timeoutMs, args.signal);
   const body = Readable.from(formBody(head, tail, args.source, watchdog, args.onProgress), { objectMode: false });
   try {
