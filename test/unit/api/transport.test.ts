@@ -5,13 +5,13 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createServer } from 'node:net';
-import { Writable } from 'node:stream';
+import { Readable, Writable } from 'node:stream';
 import { pino } from 'pino';
+import type { Logger } from '../../../src/shared/log.js';
 import { ServiceClient, type ClientOptions } from '../../../src/api/client.js';
 import { ServiceError } from '../../../src/api/errors.js';
 import { webUpload } from '../../../src/api/upload.js';
 import { FakeUploadServer } from '../../support/fake-upload-server.js';
-import { Readable } from 'node:stream';
 
 const SECRETS = {
   library: 'LIBSECRET-8f3a1c77e2',
@@ -21,10 +21,10 @@ const SECRETS = {
   refresh: 'REFRESH-5566778899',
 };
 
-function logCapture(): { logger: ReturnType<typeof pino>; lines: string[] } {
+function logCapture(): { logger: Logger; lines: string[] } {
   const lines: string[] = [];
   const sink = new Writable({ write(chunk: Buffer, _enc, cb) { lines.push(chunk.toString('utf8')); cb(); } });
-  return { logger: pino({ level: 'trace' }, sink), lines };
+  return { logger: pino({ level: 'trace' }, sink) as unknown as Logger, lines };
 }
 
 describe('transport policy', { timeout: 20_000 }, () => {
