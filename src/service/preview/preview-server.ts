@@ -101,6 +101,11 @@ export class PreviewServer {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT' && !res.headersSent) {
         return page(res, 404, renderMessage('Not found', 'The content of this file is no longer available.'));
       }
+      if (res.destroyed && (e as NodeJS.ErrnoException).code === 'ERR_STREAM_PREMATURE_CLOSE') {
+        // the viewer went away mid-stream (a player seeking, a closed tab): nothing failed
+        this.log.debug({ path: path.slice(0, 3) }, 'preview client closed the connection');
+        return;
+      }
       this.log.error({ err: e, path: path.slice(0, 3) }, 'preview request failed');
       if (!res.headersSent) page(res, 500, renderMessage('Error', 'Something went wrong. Try again later.'));
       else res.destroy();

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { silentLogger } from '../../../src/shared/log.js';
+import { silentLogger, type Logger } from '../../../src/shared/log.js';
 import { PreviewServer, type ByteRange, type PreviewHost, type PreviewServerOptions, type TrafficKind } from '../../../src/service/preview/index.js';
 
 export class BlobFolderHost implements PreviewHost {
@@ -53,7 +53,7 @@ export class BlobFolderHost implements PreviewHost {
 export class PreviewTestService {
   private constructor(readonly host: BlobFolderHost, readonly previews: PreviewServer, private readonly server: Server, readonly baseUrl: string) {}
 
-  static async start(opts: Omit<PreviewServerOptions, 'host' | 'logger'> = {}): Promise<PreviewTestService> {
+  static async start(opts: Omit<PreviewServerOptions, 'host' | 'logger'> & { logger?: Logger } = {}): Promise<PreviewTestService> {
     const host = await BlobFolderHost.create();
     const previews = new PreviewServer({ host, logger: silentLogger, ...opts });
     const server = createServer((req, res) => {

@@ -232,3 +232,28 @@ describe('previewUrlResult', { timeout: 20_000 }, () => {
     expect(await refusal(previewUrlResult(server, file, { thumbnail: 'yes' }, 'http://h'))).toEqual([400, 40003, 'thumbnail: expected 0 or 1, got yes']);
   });
 });
+
+describe('a viewer closing the connection mid-stream', { timeout: 20_000 }, () => {
+  it('is not logged as an error, and the bytes sent are still counted', async () => {
+    const { pino } = await import('pino');
+    const { Writable } = await import('node:stream');
+    const lines: string[] = [];
+    const sink = new Writable({ write(chunk, _enc, done) { lines.push(String(chunk)); done(); } });
+    const s = await PreviewTestService.start({ logger: pino({ level: 'debug' }, sink) });
+    try {
+      const { url } = await s.file('long.webm', Buffer.alloc(32 * 1024 * 1024, 3));
+      const content = linkIn(await (await fetch(url)).text(), 'c', s.baseUrl);
+      const ac = new AbortController();
+      const res = await fetch(content, { signal: ac.signal });
+      const reader = res.body!.getReader();
+      await reader.read();
+      ac.abort();
+      await expect.poll(() => s.host.traffic.preview, { timeout: 5_000 }).toBeGreaterThan(0);
+      await expect.poll(() => lines.some((l) => l.includes('closed the connection')), { timeout: 5_000 }).toBe(true);
+      expect(lines.filter((l) => /"level":50/.test(l))).toEqual([]);
+      expect(s.host.traffic.preview).toBeLessThan(32 * 1024 * 1024);
+    } finally {
+      await s.stop();
+    }
+  });
+});
