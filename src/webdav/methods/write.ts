@@ -45,6 +45,9 @@ export async function put(r: DavRequest): Promise<void> {
   sendStatus(r.res, existing ? 204 : 201, { etag: etagOf(attr) });
 }
 
+/** Bytes gathered from the request body before one write into the Vfs. */
+const WRITE_PIECE_BYTES = 1024 * 1024;
+
 /**
  * Streams the request body into the file through a Vfs handle (what Vfs.writeFile does), with a probe
  * before the body is read: the Vfs can answer EIO to an open that races with the end of the previous
@@ -64,8 +67,20 @@ async function writeRetryingOpen(r: DavRequest): Promise<Attr> {
     }
   }
   try {
+    // Socket reads are small (64 KiB); they are written in pieces of up to WRITE_PIECE_BYTES.
     let position = 0;
-    for await (const chunk of r.req as AsyncIterable<Buffer>) position += await handle.write(position, chunk);
+    let pending: Buffer[] = [];
+    let pendingBytes = 0;
+    for await (const chunk of r.req as AsyncIterable<Buffer>) {
+      pending.push(chunk);
+      pendingBytes += chunk.length;
+      if (pendingBytes >= WRITE_PIECE_BYTES) {
+        position += await handle.write(position, Buffer.concat(pending, pendingBytes));
+        pending = [];
+        pendingBytes = 0;
+      }
+    }
+    if (pendingBytes > 0) position += await handle.write(position, Buffer.concat(pending, pendingBytes));
     await handle.flush();
     return await handle.stat();
   } finally {
