@@ -88,7 +88,7 @@ export class BlobStore {
 
   /** Streams bytes `start`..`end` (inclusive; default the whole blob). */
   read(sha1: string, range: { start?: number; end?: number } = {}): ReadStream {
-    return createReadStream(this.pathOf(sha1), { start: range.start, end: range.end, highWaterMark: 1024 * 1024 });
+    return createReadStream(this.pathOf(sha1), { start: range.start, end: range.end, highWaterMark: 4 * 1024 * 1024 });
   }
 
   /** A fresh temporary file name in `tempDir`. */
