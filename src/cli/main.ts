@@ -13,6 +13,8 @@ export interface Subcommand {
 
 const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
   up: async () => (await import('./up.js')).upCommand,
+  service: async () => (await import('./service.js')).serviceCommand,
+  webdav: async () => (await import('./webdav.js')).webdavCommand,
   ctl: async () => (await import('./ctl.js')).ctlCommand,
   mount: async () => (await import('./mount.js')).mountCommand,
 };

@@ -27,6 +27,8 @@ export interface DavShared {
   logger: Logger;
   /** Largest XML body accepted, bytes. */
   maxXmlBytes: number;
+  /** Counts bytes of a PUT body as they are written (metrics). */
+  countBodyBytes?: (n: number) => void;
 }
 
 /** The entity tag of a file: its content hash when known, else id (or path), size and time. */

@@ -73,6 +73,9 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
     keepJunkLocal: opts.keepJunkLocal ?? true,
     logger,
     maxXmlBytes: opts.maxXmlBytes ?? 1024 * 1024,
+    // Counted where the body is consumed: a 'data' listener here would switch the request to flowing
+    // mode and lose the bytes that arrive before the handler reads them.
+    countBodyBytes: opts.metrics?.bytesWritten ? (n) => opts.metrics!.bytesWritten!.inc({ frontend: 'webdav' }, n) : undefined,
     locks: new LockTable({
       dataDir: opts.dataDir,
       logger,
@@ -126,7 +129,6 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
     const method = (req.method ?? 'GET').toUpperCase();
     req.on('error', (err) => logger.debug({ err }, 'webdav: request stream error'));
     res.on('error', (err) => logger.debug({ err }, 'webdav: response stream error'));
-    if (opts.metrics?.bytesWritten && method === 'PUT') req.on('data', (c: Buffer) => opts.metrics!.bytesWritten!.inc({ frontend: 'webdav' }, c.length));
     res.on('finish', () => {
       opts.metrics?.requests.inc(labels(method, res.statusCode));
       logger.debug({ method, url: req.url, status: res.statusCode, ms: Date.now() - t0 }, 'webdav request');

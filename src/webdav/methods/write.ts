@@ -74,6 +74,7 @@ async function writeRetryingOpen(r: DavRequest): Promise<Attr> {
     for await (const chunk of r.req as AsyncIterable<Buffer>) {
       pending.push(chunk);
       pendingBytes += chunk.length;
+      r.shared.countBodyBytes?.(chunk.length);
       if (pendingBytes >= WRITE_PIECE_BYTES) {
         position += await handle.write(position, Buffer.concat(pending, pendingBytes));
         pending = [];

@@ -49,6 +49,7 @@ describe('WebDAV clients', { timeout: 30_000 }, () => {
     expect((await dav(d.url, 'UNLOCK', '/Library/finder.bin', { headers: { 'lock-token': `<${token}>` } })).status).toBe(204);
     await d.vfs.flushAll();
     expect(lib().read('finder.bin').equals(Buffer.concat(parts))).toBe(true);
+    expect(d.metrics.bytesWritten.get({ frontend: 'webdav' })).toBeGreaterThanOrEqual(370_005);
     expect(lib().paths()).not.toContain('._finder.bin');
     expect(lib().paths()).not.toContain('.DS_Store');
     expect((await dav(d.url, 'GET', '/Library/._finder.bin')).body).toBe('resource fork');

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { createMemoryVfs } from '../../../src/vfs/index.js';
 import { createWebdavServer, type WebdavServer } from '../../../src/webdav/index.js';
 import { silentLogger, type Logger } from '../../../src/shared/log.js';
+import { GatewayMetrics } from '../../../src/gateway/metrics.js';
 
 export interface MemoryDav {
   url: string;
@@ -15,14 +16,18 @@ export interface MemoryDav {
   vfs: Awaited<ReturnType<typeof createMemoryVfs>>['vfs'];
   remotes: Awaited<ReturnType<typeof createMemoryVfs>>['remotes'];
   dataDir: string;
+  /** The metrics the server counts into (as `cloudlib up` passes them). */
+  metrics: GatewayMetrics;
   close(): Promise<void>;
 }
 
 export async function startMemoryDav(opts: { port?: number; names?: string[]; logger?: Logger; emptyCreateGraceMs?: number } = {}): Promise<MemoryDav> {
   const { vfs, remotes } = await createMemoryVfs({ names: opts.names ?? ['Library'] });
   const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-dav-'));
+  const metrics = new GatewayMetrics();
   const server = createWebdavServer({
     vfs,
+    metrics,
     users: [{ name: 'alice', password: 'secret', opName: 'Alice' }, { name: 'reader', password: 'secret', readOnly: true }],
     dataDir,
     logger: opts.logger ?? silentLogger,
@@ -30,7 +35,7 @@ export async function startMemoryDav(opts: { port?: number; names?: string[]; lo
   });
   const url = await server.listen('127.0.0.1', opts.port ?? 0);
   return {
-    url, server, vfs, remotes, dataDir,
+    url, server, vfs, remotes, dataDir, metrics,
     async close() {
       await server.close();
       await vfs.close();
