@@ -41,6 +41,8 @@ export class UpdatesFeed {
   private cursor = -1;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
+  /** Aborts the poll under way when the feed stops (a stop never waits for a hung service). */
+  private readonly aborter = new AbortController();
   private stopped = false;
   private readonly intervalMs: number;
   private readonly maxPages: number;
@@ -101,6 +103,7 @@ export class UpdatesFeed {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    this.aborter.abort(new Error('updates feed stopped'));
     if (this.running) await this.running.catch(() => undefined);
   }
 
@@ -115,29 +118,30 @@ export class UpdatesFeed {
   private async poll(): Promise<void> {
     if (this.stopped) return;
     const { remote, cache, library, logger } = this.opts;
+    const call = { signal: this.aborter.signal };
     this.touched = new Set();
     try {
       if (this.cursor < 0) {
         // No cursor yet (the head could not be read): rebuild from scratch.
         cache.dropLibrary(library);
-        this.cursor = await remote.headCursor();
+        this.cursor = await remote.headCursor(call);
       }
       for (let page = 0; ; page++) {
         if (page >= this.maxPages) {
           logger.warn({ library, cursor: this.cursor }, 'updates feed: backlog too long, rebuilding the cache');
           cache.dropLibrary(library);
           this.status.rebuilds++;
-          this.cursor = await remote.headCursor();
+          this.cursor = await remote.headCursor(call);
           break;
         }
-        const res = await remote.changes(this.cursor);
+        const res = await remote.changes(this.cursor, call);
         if (res.changes.length === 0) break;
         for (const change of res.changes) this.apply(change);
         if (res.cursor <= this.cursor) {
           // The service did not advance: treat like a too-old cursor rather than loop forever.
           cache.dropLibrary(library);
           this.status.rebuilds++;
-          this.cursor = await remote.headCursor();
+          this.cursor = await remote.headCursor(call);
           break;
         }
         this.cursor = res.cursor;
@@ -147,6 +151,7 @@ export class UpdatesFeed {
       this.status.healthy = true;
       this.status.lastError = undefined;
     } catch (err) {
+      if (this.stopped) return;
       this.fail(err);
     } finally {
       this.status.cursor = this.cursor;

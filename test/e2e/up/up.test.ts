@@ -8,6 +8,7 @@ import { describe, it, expect, afterEach } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { access, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -170,19 +171,23 @@ describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
     ctl.close();
     expect(Number((await client.file.info({ fullpath: 'direct.txt' })).filesize)).toBe(24);
 
-    // The service stops answering: the next upload cannot finish before the gateway is stopped.
+    // The PUT returns once the content is journaled; the service then stops answering, so the upload
+    // that follows cannot finish before the gateway is stopped.
+    const pending = randomBytes(32 * 1024 * 1024);
+    expect(await davPut(first.endpoints, '/Remote/pending.bin', pending)).toBeLessThan(300);
     service.kill('SIGSTOP');
-    expect(await davPut(first.endpoints, '/Remote/pending.txt', 'kept in the journal')).toBeLessThan(300);
     first.child.kill('SIGTERM');
     expect(await exited(first.child, 60_000)).toBe(0);
     service.kill('SIGCONT');
-    await expect(client.file.info({ fullpath: 'pending.txt' })).rejects.toThrow();
+    await expect(client.file.info({ fullpath: 'pending.bin' })).rejects.toThrow();
 
     const second = await up(data, ['--no-mount', '--config', config]);
     const ctl2 = await ControlClient.connect(second.endpoints.control_socket);
     await ctl2.call('flush');
     ctl2.close();
-    expect(Number((await client.file.info({ fullpath: 'pending.txt' })).filesize)).toBe(19);
+    const info = await client.file.info({ fullpath: 'pending.bin', attribute: 10 });
+    expect(Number(info.filesize)).toBe(pending.length);
+    expect(info.filehash).toBe(createHash('sha1').update(pending).digest('hex'));
     await client.close();
     second.child.kill('SIGTERM');
     expect(await exited(second.child, 20_000)).toBe(0);

@@ -17,6 +17,24 @@ afterEach(async () => {
 });
 
 describe('UpdatesFeed', { timeout: 10_000 }, () => {
+  it('stop() aborts a poll stuck on a service that does not answer, and leaves the cache alone', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'feed-'));
+    dirs.push(dir);
+    const remote = new FaultyRemote(new MemoryRemote());
+    const cache = new MetadataCache();
+    const feed = new UpdatesFeed({ library: 'L', remote, cache, intervalMs: 0, cursorFile: join(dir, 'cursor.json'), logger: silentLogger });
+    await feed.start();
+    cache.setListing('L', '', []);
+    remote.inject({ kind: 'delay', methods: ['changes'], delayMs: 60_000 });
+    const poll = feed.pollNow();
+    await new Promise((r) => setTimeout(r, 50));
+    const t0 = Date.now();
+    await feed.stop();
+    await poll;
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    expect(cache.getListing('L', '')).toEqual([]);
+  });
+
   it('applies creates, changes, deletes and moves to the cache and persists its cursor', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'feed-'));
     dirs.push(dir);
