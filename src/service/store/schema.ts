@@ -232,4 +232,53 @@ export const MIGRATIONS: readonly string[] = [
     WHERE id = NEW.library_id;
   END;
   `,
+  // Access-token refresh expiry, folder permissions (simple and advanced, one model), favorites,
+  // metadata templates and their values.
+  `
+  ALTER TABLE access_tokens ADD COLUMN refresh_expires_ms INTEGER;
+
+  -- One row per subject (kind 'm' member, 'g' department) and folder (entry_id 0 = library root).
+  -- codes: JSON object advanced code -> 1 / -1 (0 omitted); role_id > 0 adds the codes of that role.
+  CREATE TABLE folder_permissions (
+    library_id INTEGER NOT NULL REFERENCES libraries(id) ON DELETE CASCADE,
+    entry_id INTEGER NOT NULL,
+    subject_kind TEXT NOT NULL,
+    subject_id INTEGER NOT NULL,
+    role_id INTEGER NOT NULL DEFAULT 0,
+    codes TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (library_id, entry_id, subject_kind, subject_id)
+  );
+  CREATE TABLE folder_inherit (
+    entry_id INTEGER PRIMARY KEY,
+    inherit INTEGER NOT NULL
+  );
+
+  CREATE TABLE favorites (
+    member_id INTEGER NOT NULL REFERENCES members(id) ON DELETE CASCADE,
+    fav_id INTEGER NOT NULL,
+    entry_id INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+    created_ms INTEGER NOT NULL,
+    PRIMARY KEY (member_id, fav_id, entry_id)
+  );
+
+  CREATE TABLE metadata_templates (
+    ent_id INTEGER NOT NULL REFERENCES enterprises(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    name TEXT NOT NULL,
+    attributes TEXT NOT NULL,
+    PRIMARY KEY (ent_id, key)
+  );
+  CREATE TABLE library_metadata_templates (
+    library_id INTEGER NOT NULL REFERENCES libraries(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    PRIMARY KEY (library_id, key)
+  );
+  CREATE TABLE entry_metadata (
+    entry_id INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    display TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (entry_id, key)
+  );
+  `,
 ];
