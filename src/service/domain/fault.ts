@@ -18,6 +18,12 @@ export const FaultCode = {
   CapacityExceeded: 40321,
   LibraryMissing: 40401,
   FileMissing: 40402,
+  /** Member missing (user API and permissions: a member named by id, account or out_id). */
+  MemberMissing: 40406,
+  /** Department missing. */
+  DepartmentMissing: 40407,
+  /** (ours) Token endpoint: the grant (account and password, or refresh token) is wrong or expired. */
+  GrantInvalid: 40004,
   /** (ours) No copy queue item with this id. */
   QueueItemMissing: 40405,
   /** (ours) No route for this path (and method). */
