@@ -282,18 +282,29 @@ export class GatewayVfs implements Vfs {
       return new RemoteReadHandle(t.path, existing!, this.reader(lib, existing!, ctx), () => this.toAttr(lib, existing!));
     }
     if (!existing) await this.needFolder(lib, parentOf(t.fullpath), ctx);
+    // The local copy found above may have been retired while we waited (its upload was confirmed and it
+    // had no handle): start over, the service now has that version.
+    if (local && !local.deleted && this.locals.get(localKey(lib.name, t.fullpath)) !== local) return this.open(path, flags, ctx);
     let file = local && !local.deleted ? local : undefined;
-    if (!file) {
-      file = this.newLocal(lib.name, t.fullpath, existing ?? undefined, ctx);
-      if (!existing) {
+    const created = !file;
+    if (!file) file = this.newLocal(lib.name, t.fullpath, existing ?? undefined, ctx);
+    // Pinned while we wait below: an upload confirmed meanwhile keeps the spool of a file that is open.
+    file.openCount++;
+    try {
+      if (created && !existing) {
         await file.startEmpty();
         file.touch();
       }
+      if (flags.truncate && (file.size > 0 || !file.baseReady)) {
+        await file.startEmpty();
+        file.touch();
+      }
+    } catch (err) {
+      file.openCount--;
+      await this.released(file).catch(() => undefined);
+      throw err;
     }
-    if (flags.truncate && (file.size > 0 || !file.baseReady)) {
-      await file.startEmpty();
-      file.touch();
-    }
+    file.openCount--;
     if (ctx?.operator) file.operator = ctx.operator;
     return this.handleFor(t.path, lib, file, { write: !!(flags.write || flags.append || flags.truncate || flags.create), append: !!flags.append, read: flags.read !== false }, ctx);
   }
@@ -809,7 +820,8 @@ export class GatewayVfs implements Vfs {
   private localEntry(l: LocalFile): RemoteEntry {
     return {
       id: l.base?.id ?? `local:${l.id}`, fullpath: l.fullpath, name: baseName(l.fullpath), isDir: false,
-      size: l.size, contentHash: l.dirty ? undefined : l.base?.contentHash,
+      // Once flushed, the content's hash is known before the upload: entity tags stay the same across it.
+      size: l.size, contentHash: l.dirty ? l.currentSha1() : l.base?.contentHash,
       mtimeMs: l.mtimeMs, ctimeMs: l.ctimeMs, tags: l.base?.tags, locked: l.base?.locked, lastModifiedBy: l.operator?.opName ?? l.base?.lastModifiedBy,
     };
   }

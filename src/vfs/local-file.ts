@@ -186,6 +186,11 @@ export class LocalFile implements PendingFile {
     });
   }
 
+  /** SHA-1 of the content now, when the last flush hashed it and nothing changed since. */
+  currentSha1(): string | undefined {
+    return this.hashed && this.hashed.generation === this.generation ? this.hashed.sha1 : undefined;
+  }
+
   /** SHA-1, size and generation of the spool now (reuses the flush's hash when nothing changed since). */
   async snapshotHash(hasher: Hasher): Promise<{ generation: number; sha1: string; size: number }> {
     return this.exclusive(async () => {
