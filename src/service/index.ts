@@ -28,6 +28,8 @@ import { ShareLinks } from './links/share-links.js';
 import { LinkPages } from './links/link-pages.js';
 import { LibraryUploadHost } from './hosts/upload-host.js';
 import { LibraryLinkHost } from './hosts/link-host.js';
+import { LibraryPreviewHost } from './hosts/preview-host.js';
+import { PreviewServer } from './preview/index.js';
 import { registerFileApi } from './api/file.js';
 import { registerOrgApi } from './api/org.js';
 import type { ServiceParts } from './api/context.js';
@@ -119,7 +121,14 @@ export class EmbeddedService {
       await links.open();
       const pages = new LinkPages(links);
       const downloads = new DownloadLinks({ baseUrl, key: directory.secret('download-links'), blobs, clock, logger: log });
-      const parts: ServiceParts = { directory, tree, queries, content, uploads, copies, downloads, links, uploadServer, uploadServerUrl, clock };
+      const counting: { parts?: ServiceParts } = {};
+      const previews = new PreviewServer({
+        host: new LibraryPreviewHost(blobs, directory.secret('preview-links'), join(dataDir, 'cache'), (lib, kind, bytes) => counting.parts?.countTraffic?.(lib, kind, bytes)),
+        logger: log.child({ component: 'preview' }),
+        clock,
+      });
+      const parts: ServiceParts = { directory, tree, queries, content, uploads, copies, downloads, links, uploadServer, uploadServerUrl, baseUrl, previews, clock };
+      counting.parts = parts;
       const router = new Router(new Authenticator(directory, clock), log);
       registerFileApi(router, parts);
       registerOrgApi(router, parts);
@@ -133,6 +142,7 @@ export class EmbeddedService {
         if (path.startsWith('/upload/')) return uploadServer.handle(req, res, path.slice('/upload'.length));
         if (path.startsWith('/link/')) return pages.handle(req, res, path.slice('/link'.length));
         if (path.startsWith('/download/')) return downloads.handle(req, res, path.slice('/download'.length));
+        if (path.startsWith('/preview/')) return previews.handle(req, res, path.slice('/preview'.length));
         if (path === '/m-open/status') return sendJson(res, 200, { status: 'ok' });
         if (router.owns(path)) return router.handle(req, res, url);
         req.resume();

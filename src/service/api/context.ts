@@ -14,6 +14,7 @@ import type { DownloadLinks } from '../http/download-links.js';
 import type { RequestContext } from '../http/router.js';
 import type { ShareLinks } from '../links/share-links.js';
 import type { UploadServer } from '../upload/upload-server.js';
+import type { PreviewServer, TrafficKind } from '../preview/index.js';
 
 export interface ServiceParts {
   directory: Directory;
@@ -27,6 +28,15 @@ export interface ServiceParts {
   uploadServer: UploadServer;
   /** `${baseUrl}/upload`. */
   uploadServerUrl: string;
+  /** The service's own address (links it issues start with it). */
+  baseUrl: string;
+  /** Preview pages below `/preview`. */
+  previews: PreviewServer;
+  /**
+   * Adds bytes served for a library to the day's traffic statistics (`ent_daily_stats`): downloads,
+   * previews, share-link downloads. Set by the part that keeps the statistics.
+   */
+  countTraffic?: (libraryId: number, kind: TrafficKind, bytes: number) => void;
   clock: () => number;
 }
 

@@ -8,6 +8,7 @@ import { SHA1_RE } from '../store/blob-store.js';
 import { normalizePath } from '../domain/paths.js';
 import type { RequestContext, Router } from '../http/router.js';
 import { libraryOf, operatorOf, type ServiceParts } from './context.js';
+import { previewUrlResult } from '../preview/index.js';
 
 const INFO_IGNORES = new Set(['tag', 'favorite', 'property', 'permission', 'lock', 'url', 'preview', 'thumbnail']);
 
@@ -194,7 +195,14 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     await parts.links.closeLinks(lib, ctx.params.raw, { opId: ctx.params.str('op_id'), opName: operatorOf(ctx, directory).name });
   });
 
-  on('preview_url', notEnabled('preview'));
+  on('preview_url', (ctx, lib) => {
+    const p = ctx.params;
+    const row = target(ctx, lib);
+    return previewUrlResult(parts.previews, { libraryId: lib, fullpath: row.fullpath, filename: row.name, filehash: row.filehash, filesize: row.filesize, dir: !!row.dir }, {
+      watermark: p.str('watermark'), wm_content: p.str('wm_content'), member_name: p.str('member_name'), thumbnail: p.str('thumbnail'),
+      annotation: p.str('annotation'), annotation_mode: p.str('annotation_mode'),
+    }, parts.baseUrl);
+  });
   on('preview_download_url', notEnabled('export (preview_download_url)'));
   on('cedit_url', notEnabled('co-editing (cedit_url)'));
   on('set_metadata', notEnabled('metadata templates'));

@@ -285,9 +285,8 @@ describe('files', () => {
     expect(await codeOf(t.client.file.search({ keywords: 'x', scope: 'nope' }))).toBe(40003);
   });
 
-  it('preview_url, preview_download_url and cedit_url answer 40306', async () => {
+  it('preview_download_url and cedit_url answer 40306 (preview_url: preview.test.ts)', async () => {
     await put(t.client, 'pv.txt', 'p');
-    expect(await codeOf(t.client.file.previewUrl({ fullpath: 'pv.txt' }))).toBe(40306);
     expect(await codeOf(t.client.file.previewDownloadUrl({ fullpath: 'pv.txt' }))).toBe(40306);
     expect(await codeOf(t.client.file.ceditUrl({ fullpath: 'pv.txt', op_id: '1' }))).toBe(40306);
   });
