@@ -251,6 +251,7 @@ export const ctlCommand: Subcommand = {
   summary: 'Talk to a running gateway through its control socket (the whole service API, and the gateway\'s own state).',
   get usage() { return `${USAGE}\n${verbsHelp()}\n\nThe socket: --socket PATH, else $CLOUDLIB_SOCKET, else $CLOUDLIB_HOME/control.sock (default ./.cloudlib).\nPATH arguments are gateway paths: /<library>/<path inside it>.`; },
   options: { socket: { type: 'string' }, json: { type: 'boolean' } },
+  passThrough: true,
   async run(values, positionals) {
     const json = Boolean(values.json);
     const socket = String(values.socket ?? defaultSocketPath());

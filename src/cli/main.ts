@@ -9,6 +9,34 @@ export interface Subcommand {
   usage: string;
   options: NonNullable<ParseArgsConfig['options']>;
   run(values: Record<string, unknown>, positionals: string[]): Promise<number | void>;
+  /**
+   * The command parses its own arguments after its `options` (verbs with options of their own, like
+   * `ctl link create PATH --expires 7d`): the declared options are taken wherever they appear, every
+   * other argument is passed on as a positional.
+   */
+  passThrough?: boolean;
+}
+
+/** Takes the declared options out of `args` (anywhere), leaves everything else in order. */
+function splitDeclared(args: string[], options: Subcommand['options']): { values: Record<string, unknown>; positionals: string[] } {
+  const values: Record<string, unknown> = {};
+  const positionals: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    const m = /^--([^=]+)(?:=(.*))?$/.exec(a);
+    const name = m?.[1];
+    const def = name !== undefined ? options[name] : undefined;
+    if (!m || !def) {
+      positionals.push(a);
+    } else if (def.type === 'boolean') {
+      values[name!] = true;
+    } else {
+      const v = m[2] ?? args[++i];
+      if (v === undefined) throw new Error(`option '--${name}' needs a value`);
+      values[name!] = v;
+    }
+  }
+  return { values, positionals };
 }
 
 const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
@@ -53,7 +81,10 @@ export async function main(argv: string[]): Promise<void> {
   const cmd = await load();
   let parsed;
   try {
-    parsed = parseArgs({ args: rest, options: { ...cmd.options, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true });
+    if (cmd.passThrough) {
+      const help = rest[0] === '--help' || rest[0] === '-h' || rest.length === 0;
+      parsed = help ? { values: { help: true }, positionals: [] } : splitDeclared(rest, cmd.options);
+    } else parsed = parseArgs({ args: rest, options: { ...cmd.options, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true });
   } catch (err) {
     process.stderr.write(`cloudlib ${name}: ${(err as Error).message}\n\n${cmd.usage}\n`);
     process.exitCode = 2;
