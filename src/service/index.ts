@@ -32,6 +32,7 @@ import { LibraryPreviewHost } from './hosts/preview-host.js';
 import { PreviewServer } from './preview/index.js';
 import { registerFileApi } from './api/file.js';
 import { registerOrgApi } from './api/org.js';
+import { registerMemberApis } from './api/permissions.js';
 import type { ServiceParts } from './api/context.js';
 
 /** The content of `credentials.json`. */
@@ -132,6 +133,7 @@ export class EmbeddedService {
       const router = new Router(new Authenticator(directory, clock), log);
       registerFileApi(router, parts);
       registerOrgApi(router, parts);
+      registerMemberApis(router, parts);
 
       ready.handler = (req, res) => {
         void dispatch(req, res).catch((err: unknown) => sendFault(res, err, log));

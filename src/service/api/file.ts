@@ -205,8 +205,6 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
   });
   on('preview_download_url', notEnabled('export (preview_download_url)'));
   on('cedit_url', notEnabled('co-editing (cedit_url)'));
-  on('set_metadata', notEnabled('metadata templates'));
-  on('del_metadata', notEnabled('metadata templates'));
 }
 
 /** `scope`: JSON array of filename, tag, content; default [filename, tag]. */

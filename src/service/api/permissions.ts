@@ -1,0 +1,135 @@
+/**
+ * Folder permissions of the library file API: the simple endpoints of `/m-open/1/file/`
+ * (file_permission, get_permission, get_all_permission, reset_permission, set_permission_inherit) over
+ * the one permission model of FolderPermissions. Also the registration of everything built on that
+ * model: the user file API, the advanced permissions of `/m-open/2/file/` and metadata.
+ */
+import type { Directory } from '../domain/directory.js';
+import { badParam } from '../domain/fault.js';
+import { FolderPermissions, type Subject } from '../domain/permissions.js';
+import { PERMISSION_CODES, codesToSimple, entryStates, simpleToCodes, type CodeStates } from '../domain/permissions-codes.js';
+import { SqlDepartments } from '../domain/permissions-departments.js';
+import { AccessTokens } from '../domain/tokens.js';
+import { MetadataTemplates } from '../domain/metadata.js';
+import type { RequestContext, Router } from '../http/router.js';
+import { libraryOf, type ServiceParts } from './context.js';
+import { registerFile2Api } from './file2.js';
+import { registerMetadataApi } from './metadata.js';
+import { registerUserApi } from './user.js';
+
+/** Registers the user file API, the simple and advanced permission endpoints, and metadata. */
+export function registerMemberApis(router: Router, parts: ServiceParts): void {
+  const permissions = new FolderPermissions(parts.tree, parts.directory, new SqlDepartments(parts.tree.db));
+  const tokens = new AccessTokens(parts.tree.db, parts.clock);
+  tokens.expire();
+  registerUserApi(router, parts, { tokens, permissions });
+  registerPermissionApi(router, parts, permissions);
+  registerFile2Api(router, parts, permissions);
+  registerMetadataApi(router, parts, new MetadataTemplates(parts.tree.db));
+}
+
+const DENY_ALL: CodeStates = Object.fromEntries(PERMISSION_CODES.map((c) => [c, -1])) as CodeStates;
+
+export function registerPermissionApi(router: Router, parts: ServiceParts, permissions: FolderPermissions): void {
+  const { directory, tree } = parts;
+  const on = (name: string, handler: (ctx: RequestContext) => unknown) => router.register('file', name, handler);
+  const folderOf = (ctx: RequestContext) => {
+    const lib = libraryOf(ctx);
+    return { lib, ...permissions.folder(lib.id, ctx.params.path('fullpath', { allowRoot: true })) };
+  };
+
+  on('set_permission_inherit', (ctx) => {
+    const { lib, entryId } = folderOf(ctx);
+    permissions.setInherit(lib.id, entryId, ctx.params.int('inherit', 0, { min: 0, max: 1 }) === 1, true);
+  });
+
+  on('get_all_permission', (ctx) => {
+    const { lib, entryId } = folderOf(ctx);
+    const out = { members: {} as Record<string, string[]>, groups: {} as Record<string, string[]> };
+    for (const e of permissions.entriesAt(lib.id, entryId)) {
+      (e.subject.kind === 'm' ? out.members : out.groups)[String(e.subject.id)] = codesToSimple(entryStates(e.roleId, e.codes));
+    }
+    return out;
+  });
+
+  on('file_permission', (ctx) => {
+    const { lib, entryId } = folderOf(ctx);
+    const p = ctx.params;
+    const map = parseJsonObject(p.required('permissions'), 'permissions');
+    const isGroup = p.flag('is_group');
+    const isOut = p.flag('is_out');
+    tree.tx(() => {
+      for (const [id, names] of Object.entries(map)) {
+        const codes = simpleToCodes(names, `permissions.${id}`);
+        if (!isOut && !/^\d+$/.test(id)) throw badParam('permissions', `${isGroup ? 'department' : 'member'} ids as keys`, id);
+        const subject = isGroup
+          ? permissions.groups(lib.ent_id, isOut ? 'out_id' : 'id', [id])
+          : permissions.members(lib.ent_id, isOut ? 'out_id' : 'id', [isOut ? id : Number(id)]);
+        permissions.set(lib.id, entryId, subject, 0, codes);
+      }
+    });
+  });
+
+  on('reset_permission', (ctx) => {
+    const { lib, entryId } = folderOf(ctx);
+    const p = ctx.params;
+    const members = permissions.members(lib.ent_id, 'id', idList(p.str('members'), 'members'));
+    const groups = permissions.groups(lib.ent_id, 'id', idList(p.str('groups'), 'groups'));
+    const inheriting = permissions.inherits(entryId);
+    tree.tx(() => {
+      permissions.remove(lib.id, entryId, [...members, ...groups]);
+      if (inheriting || !p.flag('clear')) return;
+      // Not inheriting, clear=1: a member who still has a permission here through a department gets none.
+      const held = members.filter((m) => Object.values(permissions.memberStates(lib.id, m.id, entryId)).some((v) => v === 1));
+      if (held.length) permissions.set(lib.id, entryId, held, 0, DENY_ALL);
+    });
+  });
+
+  on('get_permission', (ctx) => {
+    const lib = libraryOf(ctx);
+    const p = ctx.params;
+    const fullpath = p.path('fullpath', { allowRoot: true });
+    const row = fullpath === '' ? undefined : tree.require(lib.id, fullpath);
+    const entryId = !row ? 0 : row.dir ? row.id : (row.parent_id ?? 0);
+    const one = memberNamed(directory, permissions, lib.ent_id, ctx);
+    if (one) return codesToSimple(permissions.memberStates(lib.id, one.id, entryId));
+    const members: Record<string, string[]> = {};
+    for (const id of permissions.candidates(lib.id)) {
+      const names = codesToSimple(permissions.memberStates(lib.id, id, entryId));
+      if (names.length) members[String(id)] = names;
+    }
+    return { members };
+  });
+}
+
+/** The member named by one of member_id / out_id / account, if any is given. */
+export function memberNamed(_directory: Directory, permissions: FolderPermissions, entId: number, ctx: RequestContext): Subject | undefined {
+  const p = ctx.params;
+  if (p.str('member_id')) {
+    const v = p.str('member_id')!;
+    if (!/^\d+$/.test(v)) throw badParam('member_id', 'a member id (integer)', v);
+    return permissions.members(entId, 'id', [Number(v)])[0];
+  }
+  if (p.str('out_id')) return permissions.members(entId, 'out_id', [p.str('out_id')!])[0];
+  if (p.str('account')) return permissions.members(entId, 'account', [p.str('account')!])[0];
+  return undefined;
+}
+
+export function parseJsonObject(raw: string, name: string): Record<string, unknown> {
+  let v: unknown;
+  try {
+    v = JSON.parse(raw);
+  } catch {
+    v = undefined;
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw badParam(name, 'a JSON object', raw);
+  return v as Record<string, unknown>;
+}
+
+function idList(raw: string | undefined, name: string): number[] {
+  if (raw === undefined || raw === '') return [];
+  return raw.split(',').map((s) => s.trim()).filter((s) => s !== '').map((s) => {
+    if (!/^\d+$/.test(s)) throw badParam(name, 'comma-separated ids', raw);
+    return Number(s);
+  });
+}

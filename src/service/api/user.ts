@@ -1,0 +1,358 @@
+/**
+ * The user file API (`/m-api/*`, access token + sign) and its token endpoint (`/m-api/oauth2/token2`,
+ * application client_id + sign). Every call acts as the token's member and is checked against the
+ * member's permissions (FolderPermissions through MemberAccess): a refusal is 403/40310, a library the
+ * member takes no part in 403/40311. File changes go through the same FileTree as the library file API.
+ */
+import type { UserFileRecord, UserLibraryItem } from '../../shared/records.js';
+import type { LibraryRow, MemberRow } from '../domain/directory.js';
+import { seconds, type EntryRow, type Operator } from '../domain/entries.js';
+import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
+import { DEFAULT_FAVORITES, Favorites } from '../domain/favorites.js';
+import { MemberAccess } from '../domain/permissions-access.js';
+import { MemberListing, page } from '../domain/permissions-listing.js';
+import type { FolderPermissions } from '../domain/permissions.js';
+import { baseOf, joinPath, nameProblem, parentOf } from '../domain/paths.js';
+import { OAuthFault, type AccessTokens } from '../domain/tokens.js';
+import { Act } from '../domain/file-tree.js';
+import { previewUrlResult } from '../preview/index.js';
+import type { RequestContext, Router } from '../http/router.js';
+import type { ServiceParts } from './context.js';
+
+const SHA1_RE = /^[0-9a-f]{40}$/;
+
+export interface UserApiParts { tokens: AccessTokens; permissions: FolderPermissions }
+
+export function registerUserApi(router: Router, parts: ServiceParts, extra: UserApiParts): void {
+  const { directory, tree, uploads, copies, downloads, queries } = parts;
+  const { tokens, permissions } = extra;
+  const favorites = new Favorites(tree.db, parts.clock);
+  const listing = new MemberListing(tree);
+
+  const memberOf = (ctx: RequestContext): MemberRow => {
+    const m = ctx.caller.member;
+    if (!m) throw new ServiceFault(FaultCode.TokenInvalid, 'this call needs a user access token');
+    if (m.state !== 1) throw new ServiceFault(FaultCode.NoPermission, 'the account is disabled');
+    return m;
+  };
+  const opOf = (m: MemberRow): Operator => ({ id: m.id, name: m.name });
+  const libraryByMount = (mountId: number): LibraryRow => {
+    const lib = tree.db.prepare('SELECT * FROM libraries WHERE mount_id = ? AND deleted = 0').get(mountId) as LibraryRow | undefined;
+    if (!lib) throw new ServiceFault(FaultCode.LibraryMissing, `library mount_id=${mountId} not found or deleted`);
+    return lib;
+  };
+  /** The library of `mount_id` and the member's access to it. */
+  const scope = (ctx: RequestContext, param = 'mount_id') => {
+    const member = memberOf(ctx);
+    const lib = libraryByMount(ctx.params.int(param, 0, { min: 1 }));
+    return { member, lib, op: opOf(member), access: MemberAccess.open(permissions, tree, lib.id, member.id) };
+  };
+  const target = (ctx: RequestContext, libId: number): EntryRow => {
+    const hash = ctx.params.str('hash');
+    if (hash) return tree.resolve(libId, { hash });
+    return tree.resolve(libId, { fullpath: ctx.params.path('fullpath') });
+  };
+  const record = (row: EntryRow, mountId: number): UserFileRecord => ({
+    hash: row.hash, mount_id: mountId, dir: row.dir, fullpath: row.fullpath, filename: row.name,
+    filehash: row.dir ? '' : row.filehash, filesize: row.dir ? 0 : row.filesize,
+    create_member_id: String(row.create_member_id), create_member_name: row.create_member_name, create_dateline: seconds(row.create_ms),
+    last_member_id: String(row.last_member_id), last_member_name: row.last_member_name, last_dateline: seconds(row.last_ms),
+  });
+  const withLock = (row: EntryRow, mountId: number) => ({ ...record(row, mountId), thumbnail: '', lock: row.lock_member_name !== null ? 1 : 0 });
+  const on = (name: string, handler: (ctx: RequestContext) => unknown) => router.register('user', name, handler);
+
+  // ---- token ------------------------------------------------------------------------------------
+
+  on('token', (ctx) => {
+    const app = ctx.caller.application;
+    if (!app) throw new OAuthFault('invalid_client', 'client_id not found');
+    const p = ctx.params;
+    const grant = p.str('grant_type');
+    if (grant === 'password') return tokens.grantPassword(app, p.str('username'), p.str('password'));
+    if (grant === 'refresh_token') return tokens.grantRefresh(app, p.str('refresh_token'));
+    throw new OAuthFault('invalid_request', `parameter 'grant_type': expected 'password' or 'refresh_token', got ${JSON.stringify(grant ?? null)}`);
+  });
+
+  // ---- libraries --------------------------------------------------------------------------------
+
+  on('mount', (ctx) => {
+    const member = memberOf(ctx);
+    const count = tree.db.prepare('SELECT COUNT(*) AS n FROM library_members WHERE library_id = ?');
+    const libs = (tree.db.prepare('SELECT * FROM libraries WHERE deleted = 0 AND ent_id = ? ORDER BY id').all(member.ent_id) as LibraryRow[])
+      .filter((lib) => permissions.takesPart(lib.id, member.id));
+    const list: UserLibraryItem[] = libs.map((lib) => ({
+      ent_id: lib.ent_id, org_id: lib.id, org_name: lib.name, mount_id: lib.mount_id, org_type: lib.type,
+      member_count: (count.get(lib.id) as { n: number }).n, owner_member_id: lib.owner_id, org_logo_url: lib.logo_url,
+      size_org_total: lib.capacity, size_org_use: lib.size_used, storage_point: 'local', storage_ethernet: 1,
+    }));
+    return { list };
+  });
+
+  on('library_create', (ctx) => {
+    const member = memberOf(ctx);
+    const p = ctx.params;
+    const entId = p.int('ent_id', member.ent_id, { min: 0 });
+    if (entId !== member.ent_id) throw new ServiceFault(FaultCode.NoPermission, `a member creates libraries in their own enterprise (${member.ent_id}), got ent_id ${entId}`);
+    const storage = p.str('storage_point');
+    if (storage !== undefined && storage !== '' && storage !== 'local') throw badParam('storage_point', "'local' (the only storage point)", storage);
+    const lib = tree.tx(() => {
+      const created = directory.createLibrary(entId, { name: p.required('name'), capacity: p.int('capacity', -1, { min: -1 }), ownerId: member.id });
+      tree.db.prepare('INSERT INTO library_members (library_id, member_id, role_id) VALUES (?, ?, 1)').run(created.id, member.id);
+      return created;
+    });
+    return { org_id: lib.id, mount_id: lib.mount_id, storage_point: 'local' };
+  });
+
+  // ---- reading ----------------------------------------------------------------------------------
+
+  on('ls', (ctx) => {
+    const { lib, access } = scope(ctx);
+    const p = ctx.params;
+    const pg = p.page(100);
+    const order = p.str('order') || undefined;
+    const sort = p.str('sort');
+    let rows: EntryRow[];
+    if (sort !== undefined && sort !== '') {
+      rows = listing.byKind(access, p.int('sort', 0), order);
+    } else {
+      const folder = p.path('fullpath', { allowRoot: true });
+      const folderId = tree.folderId(lib.id, folder) ?? 0;
+      access.requireIn(folderId, 'cd', 'open this folder');
+      rows = listing.children(access, folderId, { dirsOnly: p.flag('dir'), order });
+    }
+    const out = page(rows, pg);
+    return { count: out.count, list: out.list.map((r) => withLock(r, lib.mount_id)) };
+  });
+
+  on('open', (ctx) => {
+    const { lib, op, access } = scope(ctx);
+    const row = target(ctx, lib.id);
+    if (row.dir) throw new ServiceFault(FaultCode.NotAFolder, `${JSON.stringify(row.fullpath)} is a folder; only files are opened`);
+    access.requireOn(row, 'dl', 'download this file');
+    tree.event(row, Act.Download, op);
+    return {
+      hash: row.hash, filehash: row.filehash, filesize: row.filesize, lock: row.lock_member_name !== null ? 1 : 0,
+      uris: [downloads.url({ sha1: row.filehash, size: row.filesize, filename: row.name, modifiedMs: row.last_ms })],
+    };
+  });
+
+  on('preview_url', (ctx) => {
+    const { lib, access } = scope(ctx);
+    const row = target(ctx, lib.id);
+    if (row.dir) throw new ServiceFault(FaultCode.NotAFolder, `${JSON.stringify(row.fullpath)} is a folder; only files have previews`);
+    access.requireOn(row, 'pv', 'preview this file');
+    return previewUrlResult(parts.previews, { libraryId: lib.id, fullpath: row.fullpath, filename: row.name, filehash: row.filehash, filesize: row.filesize, dir: false },
+      { watermark: ctx.params.str('watermark'), member_name: memberOf(ctx).name }, parts.baseUrl);
+  });
+
+  on('info', (ctx) => {
+    const { lib, access } = scope(ctx);
+    const row = target(ctx, lib.id);
+    if (!access.mayDisplay(row)) access.requireOn(row, 'ls', 'see this item', 'ss');
+    const info: Record<string, unknown> = { ...record(row, lib.mount_id), lock: row.lock_member_name !== null ? 1 : 0 };
+    if (!row.dir) Object.assign(info, { preview: '', thumbnail: '' });
+    return info;
+  });
+
+  on('attribute', (ctx) => {
+    const { lib, access } = scope(ctx);
+    const row = target(ctx, lib.id);
+    if (!access.mayDisplay(row)) access.requireOn(row, 'ls', 'see this item', 'ss');
+    const totals = queries.folderTotals(row);
+    return { file_count: totals.file_count, folder_count: totals.folder_count };
+  });
+
+  on('search', (ctx) => {
+    const member = memberOf(ctx);
+    const p = ctx.params;
+    const keyword = p.required('keyword');
+    const scopeSet = parseJsonList(p.str('scope'), 'scope', ['filename', 'tag']);
+    for (const s of scopeSet) if (!['filename', 'tag', 'content'].includes(s)) throw badParam('scope', 'a JSON array of "filename", "tag", "content"', p.str('scope'));
+    if (scopeSet.includes('content')) throw new ServiceFault(FaultCode.FeatureNotEnabled, 'full-text search (scope content) is not enabled on this service');
+    const extList = parseJsonList(p.str('ext'), 'ext', []).map((e) => e.toLowerCase().replace(/^\./, ''));
+    const ext = { dirs: extList.includes('dir'), files: extList.includes('file'), extensions: new Set(extList.filter((e) => e !== 'dir' && e !== 'file')) };
+    const mountId = p.int('mount_id', 0, { min: 0 });
+    const folder = p.path('fullpath', { allowRoot: true });
+    if (mountId === 0 && folder !== '') throw badParam('fullpath', 'empty when searching all libraries (mount_id 0)', folder);
+    const libs = mountId === 0
+      ? (tree.db.prepare('SELECT * FROM libraries WHERE deleted = 0 AND ent_id = ? ORDER BY id').all(member.ent_id) as LibraryRow[]).filter((l) => permissions.takesPart(l.id, member.id))
+      : [libraryByMount(mountId)];
+    const sc = { filename: scopeSet.includes('filename'), tag: scopeSet.includes('tag') };
+    const found: UserFileRecord[] = [];
+    for (const lib of libs) {
+      const access = MemberAccess.open(permissions, tree, lib.id, member.id);
+      for (const r of listing.search(access, keyword, folder, sc, ext)) found.push(record(r, lib.mount_id));
+    }
+    return page(found, p.page(100));
+  });
+
+  // ---- changes ----------------------------------------------------------------------------------
+
+  on('create_folder', (ctx) => {
+    const { lib, op, access } = scope(ctx);
+    const p = ctx.params;
+    const fullpath = p.path('fullpath');
+    const overwrite = p.int('overwrite', 1, { min: 0, max: 1 }) === 1;
+    access.requireIn(access.nearestFolder(fullpath), 'mk', 'create a folder here');
+    const existing = tree.byPath(lib.id, fullpath);
+    if (existing && overwrite) {
+      if (!existing.dir) throw new ServiceFault(FaultCode.NameExists, `${JSON.stringify(fullpath)} is a file`);
+      return { hash: existing.hash, fullpath: existing.fullpath };
+    }
+    const row = tree.tx(() => {
+      const folder = parentOf(fullpath);
+      const name = existing ? tree.freeName(lib.id, folder, baseOf(fullpath), true) : baseOf(fullpath);
+      return tree.createFolder(lib.id, joinPath(folder, name), op);
+    });
+    return { hash: row.hash, fullpath: row.fullpath };
+  });
+
+  on('create_file', (ctx) => {
+    const { lib, op, access } = scope(ctx);
+    const p = ctx.params;
+    const fullpath = p.path('fullpath');
+    const filehash = p.required('filehash');
+    if (!SHA1_RE.test(filehash)) throw badParam('filehash', 'SHA-1 as 40 lowercase hex characters', filehash);
+    const filesize = p.int('filesize', -1, { min: 0 });
+    if (filesize < 0) throw badParam('filesize', 'a size in bytes', p.str('filesize') ?? null);
+    const overwrite = p.int('overwrite', 0, { min: 0, max: 1 }) === 1;
+    const existing = tree.byPath(lib.id, fullpath);
+    if (existing && !existing.dir && overwrite) access.requireOn(existing, 'w', 'change this file');
+    else access.requireIn(access.nearestFolder(fullpath), 'ul', 'add a file here');
+    return uploads.create(lib.id, fullpath, filehash, filesize, overwrite, op, parts.uploadServerUrl);
+  });
+
+  on('upload_server', (ctx) => {
+    scope(ctx);
+    return { server: parts.uploadServerUrl };
+  });
+
+  on('copy', async (ctx) => {
+    const { lib, op, access } = scope(ctx);
+    const p = ctx.params;
+    const sources = sourcePaths(ctx);
+    const targetMount = p.int('target_mount_id', 0, { min: 0 });
+    const dest = targetMount === 0 || targetMount === lib.mount_id ? { lib, access } : (() => {
+      const l = libraryByMount(targetMount);
+      return { lib: l, access: MemberAccess.open(permissions, tree, l.id, access.memberId) };
+    })();
+    const folder = p.path('target_fullpath', { allowRoot: true });
+    const folderId = tree.folderId(dest.lib.id, folder) ?? 0;
+    const overwrite = p.flag('overwrite');
+    const deleteFrom = p.flag('delete_from');
+    const rows = sources.map((s) => tree.require(lib.id, s));
+    for (const row of rows) {
+      if (row.dir) access.requireIn(row.id, 'cd', 'copy this folder');
+      else access.requireOn(row, 'dl', 'copy this file');
+      dest.access.requireIn(folderId, row.dir ? 'mk' : 'ul', row.dir ? 'create a folder here' : 'add a file here');
+      if (deleteFrom) access.requireOn(row, 'rm', 'delete this item', 'srm');
+    }
+    for (const row of rows) {
+      const to = joinPath(folder, row.name);
+      if (dest.lib.id === lib.id) await copies.copy(lib.id, row.fullpath, to, overwrite && !row.dir, op);
+      else copyAcross(row, dest.lib.id, to, overwrite && !row.dir, op);
+      if (deleteFrom) tree.remove(lib.id, row.fullpath, false, op);
+    }
+  });
+
+  /** Copies an entry (and its subtree) into another library at once; contents are shared blobs. */
+  const copyAcross = (src: EntryRow, targetLib: number, to: string, overwrite: boolean, op: Operator): void => {
+    tree.tx(() => {
+      if (!src.dir) {
+        tree.placeContent(targetLib, to, { sha1: src.filehash, size: src.filesize }, overwrite, op);
+        return;
+      }
+      tree.checkCapacity(targetLib, queries.folderTotals(src).files_size);
+      const folder = parentOf(to);
+      const top = joinPath(folder, tree.freeName(targetLib, folder, baseOf(to), true));
+      tree.ensureFolder(targetLib, top, op);
+      for (const d of tree.subtree(src)) {
+        const path = top + d.fullpath.slice(src.fullpath.length);
+        if (d.dir) tree.ensureFolder(targetLib, path, op);
+        else tree.placeContent(targetLib, path, { sha1: d.filehash, size: d.filesize }, false, op);
+      }
+    });
+  };
+
+  on('move', (ctx) => {
+    const { lib, op, access } = scope(ctx);
+    const folder = ctx.params.path('target_fullpath', { allowRoot: true });
+    const folderId = tree.folderId(lib.id, folder) ?? 0;
+    const rows = sourcePaths(ctx).map((s) => tree.require(lib.id, s));
+    for (const row of rows) {
+      access.requireOn(row, 'rm', 'move this item away', 'srm');
+      access.requireIn(folderId, row.dir ? 'mk' : 'ul', row.dir ? 'create a folder here' : 'add a file here');
+    }
+    tree.tx(() => {
+      for (const row of rows) tree.move(lib.id, row.fullpath, joinPath(folder, row.name), op);
+    });
+  });
+
+  on('rename', (ctx) => {
+    const { lib, op, access } = scope(ctx);
+    const row = tree.require(lib.id, ctx.params.path('fullpath'));
+    const newname = ctx.params.required('newname');
+    const problem = nameProblem(newname);
+    if (problem) throw badParam('newname', problem, newname);
+    access.requireOn(row, 'ren', 'rename this item', 'sren');
+    tree.move(lib.id, row.fullpath, joinPath(parentOf(row.fullpath), newname), op);
+  });
+
+  on('del', (ctx) => {
+    const { lib, op, access } = scope(ctx);
+    const row = tree.require(lib.id, ctx.params.path('fullpath'));
+    access.requireOn(row, 'rm', 'delete this item', 'srm');
+    tree.remove(lib.id, row.fullpath, false, op);
+    parts.content.scheduleCollect();
+  });
+
+  // ---- favorites --------------------------------------------------------------------------------
+
+  const favId = (ctx: RequestContext) => ctx.params.int('fav_id', DEFAULT_FAVORITES, { min: -1 });
+  on('favorites_add_file', (ctx) => {
+    const { lib, member, access } = scope(ctx);
+    const row = tree.require(lib.id, ctx.params.path('fullpath'));
+    if (!access.mayDisplay(row)) access.requireOn(row, 'ls', 'see this item', 'ss');
+    favorites.add(member.id, favId(ctx), row);
+  });
+  on('favorites_del_file', (ctx) => {
+    const { lib, member } = scope(ctx);
+    const row = tree.require(lib.id, ctx.params.path('fullpath'));
+    if (!favorites.remove(member.id, favId(ctx), row)) throw new ServiceFault(FaultCode.FileMissing, `${JSON.stringify(row.fullpath)} is not in favorites ${favId(ctx)}`);
+  });
+  on('favorites_get_files', (ctx) => {
+    const member = memberOf(ctx);
+    const accessByLib = new Map<number, MemberAccess | null>();
+    const visible = favorites.entries(member.id, favId(ctx)).filter((row) => {
+      if (!accessByLib.has(row.library_id)) {
+        accessByLib.set(row.library_id, directory.library(row.library_id) && permissions.takesPart(row.library_id, member.id) ? new MemberAccess(permissions, tree, row.library_id, member.id) : null);
+      }
+      return accessByLib.get(row.library_id)?.mayDisplay(row) ?? false;
+    });
+    const mounts = new Map<number, number>();
+    const mountOf = (libId: number) => {
+      if (!mounts.has(libId)) mounts.set(libId, directory.library(libId)!.mount_id);
+      return mounts.get(libId)!;
+    };
+    const { start, size } = ctx.params.page(100);
+    return { list: visible.slice(start, start + size).map((r) => record(r, mountOf(r.library_id))) };
+  });
+}
+
+/** `fullpath` or `fullpaths` (`|`-separated). */
+function sourcePaths(ctx: RequestContext): string[] {
+  if (ctx.params.str('fullpaths')) return ctx.params.paths('fullpaths');
+  return [ctx.params.path('fullpath')];
+}
+
+function parseJsonList(raw: string | undefined, name: string, fallback: string[]): string[] {
+  if (raw === undefined || raw === '') return fallback;
+  let v: unknown;
+  try {
+    v = JSON.parse(raw);
+  } catch {
+    v = undefined;
+  }
+  if (!Array.isArray(v) || !v.every((s) => typeof s === 'string')) throw badParam(name, 'a JSON array of strings', raw);
+  return v as string[];
+}
