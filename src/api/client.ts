@@ -49,6 +49,8 @@ export interface ClientOptions {
   onTokenRefresh?: (user: UserCredential) => void;
   /** Structured logger: one debug line per exchange, a warning per retry. Never given parameters. Default silent. */
   logger?: Logger;
+  /** Called after every exchange with the service (metrics): endpoint `family.name`, HTTP status (0 = no answer), milliseconds. */
+  onExchange?: (e: { endpoint: string; status: number; ms: number }) => void;
 }
 
 export interface CallOptions {
@@ -86,6 +88,7 @@ export class ServiceClient {
   /** First retry delay (ms). */
   readonly retryBaseMs: number;
   readonly logger: Logger;
+  readonly onExchange?: (e: { endpoint: string; status: number; ms: number }) => void;
   private readonly ownsDispatcher: boolean;
   private readonly onTokenRefresh?: (user: UserCredential) => void;
   /** The token refresh under way, shared by every call that met the expired token. */
@@ -109,6 +112,7 @@ export class ServiceClient {
     this.uploadHeaderPrefix = opts.uploadHeaderPrefix ?? 'x-svc-';
     this.onTokenRefresh = opts.onTokenRefresh;
     this.logger = opts.logger ?? silentLogger;
+    this.onExchange = opts.onExchange;
     if (!Number.isFinite(this.timeoutMs) || this.timeoutMs <= 0) throw new TypeError(`timeoutMs: expected a positive number of milliseconds, got ${String(opts.timeoutMs)}`);
     if (!Number.isInteger(this.retries) || this.retries < 0) throw new TypeError(`retries: expected a non-negative integer, got ${String(opts.retries)}`);
     this.ownsDispatcher = !opts.dispatcher;
@@ -126,7 +130,7 @@ export class ServiceClient {
     return new ServiceClient({
       baseUrl: this.baseUrl, credentials, timeoutMs: this.timeoutMs, retries: this.retries, retryBaseMs: this.retryBaseMs,
       clock: this.clock, dispatcher: this.dispatcher, uploadHeaderPrefix: this.uploadHeaderPrefix, onTokenRefresh: this.onTokenRefresh,
-      logger: this.logger,
+      logger: this.logger, onExchange: this.onExchange,
     });
   }
 
@@ -274,10 +278,12 @@ export class ServiceClient {
       const text = await res.body.text().catch((err: unknown) => { throw transportError(err, res.statusCode, endpoint, deadline, secrets); });
       const out = parseResponse(res.statusCode, redactSecrets(text, secrets), endpoint);
       this.logger.debug({ endpoint, method: def.method, status, ms: Date.now() - started }, 'service call');
+      this.onExchange?.({ endpoint, status, ms: Date.now() - started });
       return out;
     } catch (err) {
       if (err instanceof ServiceError) {
         this.logger.debug({ endpoint, method: def.method, status: err.status, error_code: err.code || undefined, transport: err.transport || undefined, ms: Date.now() - started }, 'service call failed');
+        this.onExchange?.({ endpoint, status: err.status, ms: Date.now() - started });
       }
       throw err;
     } finally {

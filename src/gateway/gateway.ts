@@ -168,7 +168,7 @@ export class Gateway {
     for (const [role, credentials] of roles) if (credentials) this.roleClients[role] = this.newClient(service.base_url, service.upload_header_prefix, credentials);
 
     // 2. The Vfs.
-    this.vfs = await createVfs({ config: { ...config, service }, logger: logger.child({ part: 'vfs' }) });
+    this.vfs = await createVfs({ config: { ...config, service }, logger: logger.child({ part: 'vfs' }), onExchange: this.metrics.observeExchange });
 
     // 3. The control socket (before the front ends: `ctl status` works while they come up).
     const controlTarget = {
@@ -229,7 +229,7 @@ export class Gateway {
   }
 
   private newClient(baseUrl: string, prefix: string, credentials: Credentials): ServiceClient {
-    const c = new ServiceClient({ baseUrl, credentials, uploadHeaderPrefix: prefix });
+    const c = new ServiceClient({ baseUrl, credentials, uploadHeaderPrefix: prefix, onExchange: this.metrics.observeExchange });
     this.clients.push(c);
     return c;
   }

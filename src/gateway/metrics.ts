@@ -80,4 +80,12 @@ export class GatewayMetrics {
   readonly requests = this.registry.counter('cloudlib_requests_total', 'Front-end requests by front end, operation and status');
   readonly bytesRead = this.registry.counter('cloudlib_bytes_read_total', 'Bytes served to clients, by front end');
   readonly bytesWritten = this.registry.counter('cloudlib_bytes_written_total', 'Bytes received from clients, by front end');
+  readonly serviceRequests = this.registry.counter('cloudlib_service_requests_total', 'Calls to the service by endpoint and HTTP status (0 = no answer)');
+  readonly serviceSeconds = this.registry.counter('cloudlib_service_request_seconds_total', 'Time spent in calls to the service, by endpoint');
+
+  /** Counts one exchange with the service (a ServiceClient `onExchange` observer). */
+  readonly observeExchange = (e: { endpoint: string; status: number; ms: number }): void => {
+    this.serviceRequests.inc({ endpoint: e.endpoint, status: String(e.status) });
+    this.serviceSeconds.inc({ endpoint: e.endpoint }, e.ms / 1000);
+  };
 }

@@ -6,7 +6,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { ServiceClient } from '../api/client.js';
+import { ServiceClient, type ClientOptions } from '../api/client.js';
 import type { GatewayConfig } from '../gateway/config.js';
 import { silentLogger, type Logger } from '../shared/log.js';
 import { GatewayVfs, type GatewayVfsOptions } from './gateway-vfs.js';
@@ -34,8 +34,8 @@ export interface CreateVfsOptions extends Omit<GatewayVfsOptions, 'libraries' | 
 }
 
 /** The gateway's Vfs. Also accepts `{ config, logger }` (a GatewayConfig, as `cloudlib mount` passes). */
-export async function createVfs(opts: CreateVfsOptions | { config: GatewayConfig; logger: Logger }): Promise<GatewayVfs> {
-  if ('config' in opts) return createVfsFromConfig(opts.config, opts.logger);
+export async function createVfs(opts: CreateVfsOptions | { config: GatewayConfig; logger: Logger; onExchange?: ClientOptions['onExchange'] }): Promise<GatewayVfs> {
+  if ('config' in opts) return createVfsFromConfig(opts.config, opts.logger, opts.onExchange);
   const specs: LibrarySpec[] = [...(opts.libraries ?? [])];
   if (opts.enterprise) specs.push(...(await enterpriseLibraries(opts.enterprise.client, { title: opts.enterprise.title })));
   if (specs.length === 0) throw new TypeError('createVfs: expected at least one library (libraries or enterprise), got none');
@@ -48,14 +48,14 @@ export async function createVfs(opts: CreateVfsOptions | { config: GatewayConfig
   });
 }
 
-async function createVfsFromConfig(config: GatewayConfig, logger: Logger): Promise<GatewayVfs> {
+async function createVfsFromConfig(config: GatewayConfig, logger: Logger, onExchange?: ClientOptions['onExchange']): Promise<GatewayVfs> {
   if (!config.service) {
     throw new Error('not supported: a gateway over the embedded service is started by `cloudlib up`; give a remote service (service.base_url and libraries) to mount alone');
   }
   const svc = config.service;
   const clients: ServiceClient[] = [];
   const client = (credentials: ConstructorParameters<typeof ServiceClient>[0]['credentials']): ServiceClient => {
-    const c = new ServiceClient({ baseUrl: svc.base_url, credentials, uploadHeaderPrefix: svc.upload_header_prefix });
+    const c = new ServiceClient({ baseUrl: svc.base_url, credentials, uploadHeaderPrefix: svc.upload_header_prefix, onExchange });
     clients.push(c);
     return c;
   };

@@ -124,7 +124,11 @@ describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
     const info = await client.file.info({ fullpath: 'hello.txt' });
     expect(Number(info.filesize)).toBe(17);
     const metrics = await request(`${endpoints.admin_url}/metrics`);
-    expect(await metrics.body.text()).toMatch(/cloudlib_uploads_pending 0/);
+    const text = await metrics.body.text();
+    expect(text).toMatch(/cloudlib_uploads_pending 0/);
+    expect(text).toMatch(/cloudlib_service_requests_total\{endpoint="file.create_file",status="200"\} [1-9]/);
+    expect(text).toMatch(/cloudlib_requests_total\{frontend="webdav",op="put",status="201"\} 1/);
+    expect(text).toMatch(/cloudlib_bytes_written_total\{frontend="webdav"\} 17/);
     const health = await request(`${endpoints.admin_url}/healthz`);
     expect(health.statusCode).toBe(200);
     await health.body.dump();
