@@ -3,6 +3,7 @@
  */
 import { createLogger } from '../shared/log.js';
 import type { Subcommand } from './main.js';
+import { SERVICE_ADMIN_OPTIONS, SERVICE_ADMIN_USAGE, runServiceAdmin } from './service-token.js';
 
 export const serviceCommand: Subcommand = {
   summary: 'Run the embedded cloud file library service in the foreground.',
@@ -13,13 +14,15 @@ export const serviceCommand: Subcommand = {
     '                      (mode 0600) once the service is ready',
     '  --listen HOST:PORT  address to listen on (default 127.0.0.1:8900; port 0 = any free port)',
     '  --log-level LEVEL   pino level (default info)',
-  ].join('\n'),
+  ].join('\n') + '\n' + SERVICE_ADMIN_USAGE,
   options: {
     data: { type: 'string' },
     listen: { type: 'string' },
     'log-level': { type: 'string' },
+    ...SERVICE_ADMIN_OPTIONS,
   },
-  async run(values) {
+  async run(values, positionals) {
+    if (positionals.length > 0) return runServiceAdmin(positionals[0]!, values);
     const data = values.data;
     if (typeof data !== 'string' || data === '') {
       process.stderr.write('cloudlib service: --data DIR is required\n');
