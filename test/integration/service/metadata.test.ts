@@ -1,0 +1,64 @@
+/**
+ * Metadata templates: defined per enterprise, linked to a library; set_metadata checks every value
+ * against its attribute type and changes nothing on a refusal; del_metadata; `cloudlib service metadata`.
+ */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MetadataTemplates } from '../../../src/service/domain/metadata.js';
+import { startTestService, type TestService } from '../../support/service.js';
+import { codeOf, put } from './helpers.js';
+
+const run = promisify(execFile);
+let t: TestService;
+let templates: MetadataTemplates;
+beforeAll(async () => {
+  t = await startTestService();
+  templates = new MetadataTemplates(t.service.parts.tree.db);
+  await put(t.client, 'contract.pdf', 'pdf');
+});
+afterAll(async () => { await t?.close(); });
+
+const TEMPLATE = {
+  key: 'contract', name: 'Contract',
+  attributes: [
+    { key: 'party', name: 'Party', type: 'string' }, { key: 'amount', type: 'number' }, { key: 'signed', type: 'date' },
+    { key: 'due', type: 'time' }, { key: 'status', type: 'single', options: ['draft', 'final'] }, { key: 'labels', type: 'multiple', options: ['a', 'b', 'c'] },
+  ],
+};
+
+describe('metadata', () => {
+  it('a template not linked to the library answers 40306; once linked, valid values are stored', async () => {
+    const set = (metadata: unknown, display?: string) => t.client.file.setMetadata({ fullpath: 'contract.pdf', key: 'contract', metadata: JSON.stringify(metadata), display });
+    expect(await codeOf(set({ party: 'ACME' }))).toBe(40306);
+    const ent = t.service.credentials.enterprise.ent_id;
+    templates.define(ent, TEMPLATE);
+    templates.link(t.service.credentials.library.org_id, 'contract');
+    await set({ party: 'ACME', amount: 12.5, signed: '2024-02-29', due: '2024-03-01 17:30:00', status: 'final', labels: ['a', 'c'] }, 'party,status');
+    const entry = t.service.parts.tree.byPath(t.service.credentials.library.org_id, 'contract.pdf')!;
+    expect(templates.valuesOf(entry.id)).toEqual({
+      contract: { metadata: { party: 'ACME', amount: 12.5, signed: '2024-02-29', due: '2024-03-01 17:30:00', status: 'final', labels: ['a', 'c'] }, display: ['party', 'status'] },
+    });
+    for (const bad of [{ amount: 'lots' }, { signed: '2023-02-29' }, { due: '2024-03-01 25:00:00' }, { status: 'lost' }, { labels: ['z'] }, { party: 3 }, { colour: 'red' }]) {
+      expect(await codeOf(set(bad)), JSON.stringify(bad)).toBe(40003);
+    }
+    expect(await codeOf(set({ party: 'x' }, 'nothing'))).toBe(40003);
+    expect(templates.valuesOf(entry.id).contract!.metadata.party).toBe('ACME');
+    await t.client.file.delMetadata({ fullpath: 'contract.pdf', key: 'contract' });
+    expect(templates.valuesOf(entry.id)).toEqual({});
+  });
+
+  it('template definitions are checked', () => {
+    const ent = t.service.credentials.enterprise.ent_id;
+    expect(() => templates.define(ent, { key: 'k', name: 'K', attributes: [{ key: 'a', type: 'colour' }] })).toThrow(/type/);
+    expect(() => templates.define(ent, { key: 'k', name: 'K', attributes: [{ key: 'a', type: 'single' }] })).toThrow(/options/);
+    expect(() => templates.define(ent, { key: 'k', name: 'K', attributes: [] })).toThrow(/attributes/);
+  });
+
+  it('cloudlib service metadata defines and links a template', async () => {
+    const tpl = JSON.stringify({ key: 'project', name: 'Project', attributes: [{ key: 'code', type: 'string' }] });
+    const { stdout } = await run(process.execPath, ['bin/cloudlib.js', 'service', 'metadata', '--data', t.dir, '--template', tpl], { timeout: 30_000 });
+    expect(JSON.parse(stdout)).toMatchObject({ org_id: t.service.credentials.library.org_id, template: { key: 'project' } });
+    await t.client.file.setMetadata({ fullpath: 'contract.pdf', key: 'project', metadata: JSON.stringify({ code: 'P-1' }) });
+  }, 60_000);
+});
