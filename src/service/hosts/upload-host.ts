@@ -10,8 +10,13 @@ import type { PendingUploads } from '../domain/pending-uploads.js';
 import type { EntryRow, Operator } from '../domain/entries.js';
 import { FaultCode, ServiceFault } from '../domain/fault.js';
 import { joinPath, nameProblem, normalizePath } from '../domain/paths.js';
+import { FolderPermissions } from '../domain/permissions.js';
+import { MemberAccess } from '../domain/permissions-access.js';
+import { SqlDepartments } from '../domain/permissions-departments.js';
 
 export class LibraryUploadHost implements UploadHost {
+  private readonly permissions: FolderPermissions;
+
   constructor(
     readonly tempDir: string,
     private readonly directory: Directory,
@@ -19,7 +24,9 @@ export class LibraryUploadHost implements UploadHost {
     private readonly content: LibraryContent,
     private readonly uploads: PendingUploads,
     private readonly clock: () => number,
-  ) {}
+  ) {
+    this.permissions = new FolderPermissions(tree, directory, new SqlDepartments(tree.db));
+  }
 
   async authorizeLibrary(orgClientId: string): Promise<UploadCaller> {
     const auth = this.directory.libraryAuth(orgClientId);
@@ -64,6 +71,13 @@ export class LibraryUploadHost implements UploadHost {
     const problem = nameProblem(target.name);
     if (problem) throw new ServiceFault(FaultCode.BadParam, `parameter 'name': expected ${problem}, got ${JSON.stringify(target.name)}`);
     const fullpath = joinPath(normalizePath('path', target.folder, { allowRoot: true }), target.name);
+    if (caller.kind === 'user') {
+      // A member's web upload needs what the user API's create_file needs: `w` to replace, `ul` to add.
+      const access = MemberAccess.open(this.permissions, this.tree, target.libraryId, caller.memberId);
+      const existing = this.tree.byPath(target.libraryId, fullpath);
+      if (existing && !existing.dir && target.overwrite) access.requireOn(existing, 'w', 'change this file');
+      else access.requireIn(access.nearestFolder(fullpath), 'ul', 'add a file here');
+    }
     const op = this.operator(caller, target.opId, target.opName);
     const row = await this.content.ingest(target.libraryId, content, (c) => this.tree.placeContent(target.libraryId, fullpath, c, target.overwrite, op));
     return uploaded(row);
