@@ -4,12 +4,14 @@
  * synchronous call on it).
  *
  * argv: MOUNTPOINT; env FUSE_TEST_OPTIONS: JSON of extra mountVfs options; FUSE_TEST_BACKEND: `memory`
- * (default until a service-backed test Vfs exists) or `service`.
+ * (default: an in-memory Vfs) or `service` (the gateway's Vfs over a real embedded service).
  */
 import { mountVfs, type MountedVfs } from '../../../src/fuse/index.js';
 import { createLogger } from '../../../src/shared/log.js';
 import type { Vfs } from '../../../src/vfs/types.js';
 import { MemoryVfs } from './memory-vfs.js';
+import { Readable } from 'node:stream';
+import { request } from 'undici';
 
 /** What a test can ask of the backend behind the mount ("another client" of the service). */
 interface Backend {
@@ -55,6 +57,61 @@ function memoryBackend(): Backend {
   };
 }
 
+/**
+ * The gateway's Vfs over a real embedded service (library folder `Lib`); "another client" is the
+ * project's ServiceClient on the same library, so what the mount did is verified through the API.
+ */
+async function serviceBackend(): Promise<Backend> {
+  const { startTestService } = await import('../../support/service.js');
+  const { createVfs } = await import('../../../src/vfs/index.js');
+  const { uploadFile } = await import('../../../src/api/upload.js');
+  const { mkdtemp, rm } = await import('node:fs/promises');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const svc = await startTestService();
+  const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-fuse-vfs-'));
+  const vfs = await createVfs({ libraries: [{ name: 'Lib', client: svc.client }], dataDir, feedIntervalMs: 300, upload: { retryBaseMs: 50, retryMaxMs: 500 } });
+  const fullpath = (path: string): string => {
+    if (!path.startsWith('/Lib')) throw new Error(`the service backend has only the library folder /Lib, got ${path}`);
+    return path.slice('/Lib'.length).replace(/^\/+/, '');
+  };
+  return {
+    vfs,
+    async remoteWrite(path, data) {
+      await uploadFile(svc.client, { size: data.length, open: (start) => Readable.from([data.subarray(start)]) }, { fullpath: fullpath(path) });
+    },
+    async remoteRead(path) {
+      const { urls } = await svc.client.file.downloadUrl({ fullpath: fullpath(path) });
+      const res = await request(urls[0]!);
+      return Buffer.from(await res.body.arrayBuffer());
+    },
+    async remoteList(path) {
+      const names: string[] = [];
+      for (let start = 0; ; start += 100) {
+        const page = await svc.client.file.ls({ fullpath: fullpath(path), start, size: 100 });
+        names.push(...page.list.map((e) => e.filename));
+        if (page.list.length < 100) break;
+      }
+      return names.sort();
+    },
+    async remoteStat(path) {
+      try {
+        const i = await svc.client.file.info({ fullpath: fullpath(path) });
+        return { size: Number(i.filesize), isDir: Number(i.dir) === 1, tags: i.tag ? String(i.tag).split(';').filter(Boolean) : [] };
+      } catch {
+        return null;
+      }
+    },
+    setFaults() {
+      throw new Error('not supported: fault injection needs the memory backend');
+    },
+    async close() {
+      await svc.close();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
 /** Creates `count` empty files `f00000`… in folder `path` (for listing benchmarks). */
 async function populate(vfs: Vfs, path: string, count: number): Promise<void> {
   await vfs.mkdir(path).catch(() => undefined);
@@ -85,7 +142,7 @@ async function main(): Promise<void> {
   if (!mountpoint || !process.send) throw new Error('usage: forked with IPC, argv MOUNTPOINT');
   const logger = createLogger({ name: 'fuse-test', level: process.env.FUSE_TEST_LOG ?? 'warn' });
   const extra = JSON.parse(process.env.FUSE_TEST_OPTIONS ?? '{}') as Record<string, unknown>;
-  const backend = memoryBackend();
+  const backend = process.env.FUSE_TEST_BACKEND === 'service' ? await serviceBackend() : memoryBackend();
   const state: { mounted?: MountedVfs } = {};
 
   let stopping: Promise<void> | undefined;
