@@ -50,10 +50,14 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     const basic = { hash: row.hash, dir: row.dir, fullpath: row.fullpath, filename: row.name, filehash: row.dir ? '' : content.filehash, filesize: row.dir ? 0 : content.filesize };
     if (attribute === 10) return basic;
     const record = toFileRecord(row);
+    // Links to the preview page and (images) the thumbnail of the version shown, valid 10 minutes.
+    const links = row.dir ? undefined : parts.previews.issue({
+      libraryId: lib, fullpath: row.fullpath, filehash: content.filehash, filename: row.name, filesize: content.filesize, thumbnail: true, baseUrl: parts.baseUrl,
+    });
     const info: FileInfo & Record<string, unknown> = {
       ...record, ...basic,
       uri: row.dir ? '' : downloads.url({ sha1: content.filehash, size: content.filesize, filename: row.name, modifiedMs: row.last_ms }),
-      preview: '', thumbnail: '', tag: tagsOf(row.tags).join(';'),
+      preview: links?.url ?? '', thumbnail: links?.thumbnail ?? '', tag: tagsOf(row.tags).join(';'),
       lock: row.lock_member_name !== null ? 1 : 0,
       lock_member_name: row.lock_member_name ?? '',
       permission: ALL_PERMISSIONS,

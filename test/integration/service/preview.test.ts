@@ -51,3 +51,25 @@ describe('preview_url', { timeout: 30_000 }, () => {
     expect(await codeOf(t.client.file.previewUrl({ fullpath: 'docs/none.md' }))).toBeGreaterThan(40000);
   });
 });
+
+describe('info carries the preview and thumbnail links', { timeout: 30_000 }, () => {
+  it('a file has a working preview link; an image also a thumbnail link; a folder neither; ignores drops them', async () => {
+    const info = await t.client.file.info({ fullpath: 'docs/readme.md' });
+    expect(info.preview).toMatch(/\/preview\/v\//);
+    expect(info.thumbnail).toBe('');
+    expect((await get(String(info.preview))).status).toBe(200);
+    const folder = await t.client.file.info({ fullpath: 'docs/sub' });
+    expect(folder.preview).toBe('');
+    const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64');
+    await put(t.client, 'docs/dot.png', png);
+    const image = await t.client.file.info({ fullpath: 'docs/dot.png' });
+    expect(image.thumbnail).toMatch(/\/preview\/t\//);
+    const thumb = await request(String(image.thumbnail));
+    expect(thumb.statusCode).toBe(200);
+    expect(String(thumb.headers['content-type'])).toMatch(/^image\//);
+    await thumb.body.dump();
+    const trimmed = await t.client.file.info({ fullpath: 'docs/dot.png', ignores: 'preview,thumbnail' });
+    expect(trimmed).not.toHaveProperty('preview');
+    expect(trimmed).not.toHaveProperty('thumbnail');
+  });
+});
