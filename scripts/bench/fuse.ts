@@ -4,7 +4,7 @@
  *   mount, vs the same through the Vfs directly (target ≥ 0.8×); the read is cold (page cache dropped);
  * - creating 1,000 files of 4 KiB (files/s) through the mount vs on local disk;
  * - `ls -l` of a 10,000-entry folder, warm (target < 0.5 s), vs the same on local disk;
- * - the peer, rclone mounting our WebDAV front end, when that front end exists.
+ * - the peer, rclone mounting our WebDAV front end (rclone's own FUSE mount, same steps).
  * Prints one JSON line per figure. Run: `node --import tsx scripts/bench/fuse.ts`.
  */
 import { mkdir, rm, writeFile } from 'node:fs/promises';
@@ -43,6 +43,47 @@ async function lsWarm(dir: string): Promise<number> {
   return ms / 1000;
 }
 
+/**
+ * The peer: rclone (`rclone mount :webdav:`, --vfs-cache-mode writes) mounting our WebDAV front end over
+ * the same kind of in-memory Vfs, with the same steps. rclone serves that mount from its own process.
+ */
+async function peerRcloneMount(scratch: string): Promise<void> {
+  const { startMemoryDav } = await import('../../test/e2e/webdav/serve-memory.js');
+  const dav = await startMemoryDav();
+  // The listed folder is made before rclone mounts (rclone caches listings for minutes).
+  await dav.vfs.mkdir('/Library/many');
+  for (let i = 0; i < LIST_ENTRIES; i++) await (await dav.vfs.open(`/Library/many/f${String(i).padStart(5, '0')}`, { write: true, create: true })).release();
+  const mnt = join(scratch, 'rclone-mnt');
+  const cache = join(scratch, 'rclone-cache');
+  await mkdir(mnt, { recursive: true });
+  const pass = (await sh('rclone', ['obscure', 'secret'])).stdout.trim();
+  const { spawn } = await import('node:child_process');
+  const rclone = spawn('rclone', ['mount', ':webdav:', mnt, '--webdav-url', dav.url, '--webdav-user', 'alice', '--webdav-pass', pass, '--vfs-cache-mode', 'writes', '--cache-dir', cache], { stdio: 'ignore' });
+  try {
+    for (let i = 0; ; i++) {
+      const mounted = (await sh('awk', ['-v', `m=${mnt}`, '$5==m{f=1} END{exit !f}', '/proc/self/mountinfo']).then(() => true, () => false));
+      if (mounted) break;
+      if (i > 60 || rclone.exitCode !== null) throw new Error('rclone mount did not come up');
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    const mib = BYTES / 1024 / 1024;
+    const file = join(mnt, 'Library', 'dd.bin');
+    const write = await timed(() => sh('dd', ['if=/dev/zero', `of=${file}`, 'bs=1M', `count=${mib}`, 'conv=fsync'], { timeoutMs: 900_000 }));
+    await sh('dd', [`if=${file}`, 'iflag=nocache', 'count=0'], { timeoutMs: 60_000 });
+    const read = await timed(() => sh('dd', [`if=${file}`, 'of=/dev/null', 'bs=1M'], { timeoutMs: 900_000 }));
+    print({ figure: 'peer.rclone_webdav.seq_write', bytes: BYTES, MBps: round(BYTES / 1e6 / (write.ms / 1000)) });
+    print({ figure: 'peer.rclone_webdav.seq_read', bytes: BYTES, MBps: round(BYTES / 1e6 / (read.ms / 1000)) });
+    const files = await createSmallFiles(join(mnt, 'Library', 'small'));
+    print({ figure: 'peer.rclone_webdav.create_4k_files', files: SMALL_FILES, files_per_s: round(files, 0) });
+    print({ figure: 'peer.rclone_webdav.ls_l_warm', entries: LIST_ENTRIES, s: round(await lsWarm(join(mnt, 'Library', 'many')), 3) });
+  } finally {
+    await sh('fusermount', ['-uz', mnt]).catch(() => undefined);
+    rclone.kill('SIGTERM');
+    await dav.close();
+    await rm(cache, { recursive: true, force: true });
+  }
+}
+
 async function main(): Promise<void> {
   const h = await startMount({ mount: { attrTimeoutS: 2 } });
   try {
@@ -75,7 +116,7 @@ async function main(): Promise<void> {
     if (!existsSync(new URL('../../src/webdav/index.ts', import.meta.url))) {
       print({ figure: 'peer.rclone_webdav_mount', skipped: 'the WebDAV front end is not in this build' });
     } else {
-      print({ figure: 'peer.rclone_webdav_mount', skipped: 'not automated yet: mount the WebDAV front end with rclone and run the same steps' });
+      await peerRcloneMount(h.local);
     }
   } finally {
     await h.stop();
