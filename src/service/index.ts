@@ -28,6 +28,8 @@ import { ShareLinks } from './links/share-links.js';
 import { LinkPages } from './links/link-pages.js';
 import { LibraryUploadHost } from './hosts/upload-host.js';
 import { LibraryLinkHost } from './hosts/link-host.js';
+import { DailyTraffic, type TrafficKind } from './domain/daily-traffic.js';
+import { registerTrafficStats } from './api/traffic-stats.js';
 import { LibraryPreviewHost } from './hosts/preview-host.js';
 import { PreviewServer } from './preview/index.js';
 import { registerFileApi } from './api/file.js';
@@ -118,21 +120,22 @@ export class EmbeddedService {
       const baseUrl = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
       const uploadServerUrl = `${baseUrl}/upload`;
 
-      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock), { dataDir, baseUrl, clock, logger: log });
+      const traffic = new DailyTraffic(db, (id) => directory.library(id)?.ent_id, clock);
+      const countTraffic = (lib: number, kind: TrafficKind, bytes: number): void => traffic.count(lib, kind, bytes);
+      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic), { dataDir, baseUrl, clock, logger: log });
       await links.open();
       const pages = new LinkPages(links);
-      const downloads = new DownloadLinks({ baseUrl, key: directory.secret('download-links'), blobs, clock, logger: log });
-      const counting: { parts?: ServiceParts } = {};
+      const downloads = new DownloadLinks({ baseUrl, key: directory.secret('download-links'), blobs, clock, logger: log, countTraffic });
       const previews = new PreviewServer({
-        host: new LibraryPreviewHost(blobs, directory.secret('preview-links'), join(dataDir, 'cache'), (lib, kind, bytes) => counting.parts?.countTraffic?.(lib, kind, bytes)),
+        host: new LibraryPreviewHost(blobs, directory.secret('preview-links'), join(dataDir, 'cache'), countTraffic),
         logger: log.child({ component: 'preview' }),
         clock,
       });
-      const parts: ServiceParts = { directory, tree, queries, content, uploads, copies, downloads, links, uploadServer, uploadServerUrl, baseUrl, previews, clock };
-      counting.parts = parts;
+      const parts: ServiceParts = { directory, tree, queries, content, uploads, copies, downloads, links, uploadServer, uploadServerUrl, baseUrl, previews, countTraffic, traffic, clock };
       const router = new Router(new Authenticator(directory, clock), log);
       registerFileApi(router, parts);
       registerOrgApi(router, parts);
+      registerTrafficStats(router, parts);
       registerMemberApis(router, parts);
 
       ready.handler = (req, res) => {
@@ -173,6 +176,7 @@ export class EmbeddedService {
       await this.parts.uploadServer.close();
       await this.parts.copies.close();
       await this.parts.content.settled();
+      this.parts.traffic.flush();
       this.db.close();
     })();
     return this.closing;

@@ -15,6 +15,7 @@ import type { RequestContext } from '../http/router.js';
 import type { ShareLinks } from '../links/share-links.js';
 import type { UploadServer } from '../upload/upload-server.js';
 import type { PreviewServer, TrafficKind } from '../preview/index.js';
+import type { DailyTraffic } from '../domain/daily-traffic.js';
 
 export interface ServiceParts {
   directory: Directory;
@@ -37,6 +38,8 @@ export interface ServiceParts {
    * previews, share-link downloads. Set by the part that keeps the statistics.
    */
   countTraffic?: (libraryId: number, kind: TrafficKind, bytes: number) => void;
+  /** Bytes served per enterprise and day (ent_daily_stats). */
+  traffic: DailyTraffic;
   clock: () => number;
 }
 

@@ -56,7 +56,7 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     });
     const info: FileInfo & Record<string, unknown> = {
       ...record, ...basic,
-      uri: row.dir ? '' : downloads.url({ sha1: content.filehash, size: content.filesize, filename: row.name, modifiedMs: row.last_ms }),
+      uri: row.dir ? '' : downloads.url({ sha1: content.filehash, size: content.filesize, filename: row.name, modifiedMs: row.last_ms, libraryId: lib }),
       preview: links?.url ?? '', thumbnail: links?.thumbnail ?? '', tag: tagsOf(row.tags).join(';'),
       lock: row.lock_member_name !== null ? 1 : 0,
       lock_member_name: row.lock_member_name ?? '',
@@ -105,7 +105,7 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     if (!queries.hasVersion(row, filehash)) throw new ServiceFault(FaultCode.FileMissing, `no version ${filehash} of ${JSON.stringify(row.fullpath)}`);
     const size = filehash === row.filehash ? row.filesize : blobSize(parts, filehash);
     const filename = p.str('filename') || row.name;
-    return { urls: [downloads.url({ sha1: filehash, size, filename, open: p.flag('open'), modifiedMs: row.last_ms })] };
+    return { urls: [downloads.url({ sha1: filehash, size, filename, open: p.flag('open'), modifiedMs: row.last_ms, libraryId: lib })] };
   });
 
   on('move', (ctx, lib) => {

@@ -132,7 +132,7 @@ export function registerUserApi(router: Router, parts: ServiceParts, extra: User
     tree.event(row, Act.Download, op);
     return {
       hash: row.hash, filehash: row.filehash, filesize: row.filesize, lock: row.lock_member_name !== null ? 1 : 0,
-      uris: [downloads.url({ sha1: row.filehash, size: row.filesize, filename: row.name, modifiedMs: row.last_ms })],
+      uris: [downloads.url({ sha1: row.filehash, size: row.filesize, filename: row.name, modifiedMs: row.last_ms, libraryId: row.library_id })],
     };
   });
 

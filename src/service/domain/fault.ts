@@ -22,6 +22,8 @@ export const FaultCode = {
   MemberMissing: 40406,
   /** Department missing. */
   DepartmentMissing: 40407,
+  /** decisions.md: enterprise missing. */
+  EnterpriseMissing: 40410,
   /** (ours) Token endpoint: the grant (account and password, or refresh token) is wrong or expired. */
   GrantInvalid: 40004,
   /** (ours) No copy queue item with this id. */

@@ -13,7 +13,15 @@ import { joinPath } from '../domain/paths.js';
 import { uploaded } from './upload-host.js';
 
 export class LibraryLinkHost implements LinkHost {
-  constructor(readonly tempDir: string, private readonly tree: FileTree, private readonly queries: FileQueries, private readonly content: LibraryContent, private readonly clock: () => number) {}
+  constructor(
+    readonly tempDir: string,
+    private readonly tree: FileTree,
+    private readonly queries: FileQueries,
+    private readonly content: LibraryContent,
+    private readonly clock: () => number,
+    /** Counts the bytes of share-link downloads in the traffic statistics. */
+    private readonly countTraffic?: (libraryId: number, kind: 'link', bytes: number) => void,
+  ) {}
 
   async entryByPath(libraryId: number, fullpath: string): Promise<LinkEntry | undefined> {
     if (fullpath === '') return { hash: '', dir: true, fullpath: '', filename: '', filesize: 0, filehash: '', lastDateline: 0 };
@@ -38,9 +46,13 @@ export class LibraryLinkHost implements LinkHost {
     }
   }
 
-  async openContent(_libraryId: number, filehash: string): Promise<Readable> {
+  async openContent(libraryId: number, filehash: string): Promise<Readable> {
     if (!this.tree.blobStored(filehash)) throw new ServiceFault(FaultCode.FileMissing, 'content no longer stored');
-    return this.content.blobs.read(filehash);
+    const stream = this.content.blobs.read(filehash);
+    const count = this.countTraffic;
+    // A second 'data' listener on a stream the page pipes: it sees each chunk as it is sent.
+    if (count) stream.on('data', (chunk: string | Buffer) => count(libraryId, 'link', chunk.length));
+    return stream;
   }
 
   async remainingCapacity(libraryId: number): Promise<number> {

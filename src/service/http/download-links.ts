@@ -28,6 +28,8 @@ interface LinkPayload {
   o: number;
   /** Last modification of the file, ms. */
   m: number;
+  /** Library the content was read from (traffic statistics). */
+  l?: number;
 }
 
 export interface DownloadLinksOptions {
@@ -39,6 +41,8 @@ export interface DownloadLinksOptions {
   logger: Logger;
   /** Link validity (ms). Default 600 000. */
   ttlMs?: number;
+  /** Counts the bytes served in the traffic statistics. */
+  countTraffic?: (libraryId: number, kind: 'download', bytes: number) => void;
 }
 
 export class DownloadLinks {
@@ -49,8 +53,8 @@ export class DownloadLinks {
   }
 
   /** A signed link to blob `sha1` under the name `filename`. */
-  url(args: { sha1: string; size: number; filename: string; open?: boolean; modifiedMs: number }): string {
-    const payload: LinkPayload = { h: args.sha1, s: args.size, n: args.filename, e: this.opts.clock() + this.ttlMs, o: args.open ? 1 : 0, m: args.modifiedMs };
+  url(args: { sha1: string; size: number; filename: string; open?: boolean; modifiedMs: number; libraryId?: number }): string {
+    const payload: LinkPayload = { h: args.sha1, s: args.size, n: args.filename, e: this.opts.clock() + this.ttlMs, o: args.open ? 1 : 0, m: args.modifiedMs, ...(args.libraryId !== undefined ? { l: args.libraryId } : {}) };
     const body = Buffer.from(JSON.stringify(payload)).toString('base64url');
     return `${this.opts.baseUrl}/download/${body}.${this.mac(body)}/${encodeURIComponent(args.filename)}`;
   }
@@ -112,7 +116,10 @@ export class DownloadLinks {
       res.end();
       return;
     }
-    await pipeline(this.opts.blobs.read(link.h, { start, end }), res).catch((err: NodeJS.ErrnoException) => {
+    const body = this.opts.blobs.read(link.h, { start, end });
+    const count = this.opts.countTraffic;
+    if (count && link.l !== undefined) body.on('data', (chunk: string | Buffer) => count(link.l!, 'download', chunk.length));
+    await pipeline(body, res).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== 'ERR_STREAM_PREMATURE_CLOSE') this.opts.logger.warn({ err }, 'download stream failed');
     });
   }

@@ -281,4 +281,15 @@ export const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (entry_id, key)
   );
   `,
+  // traffic statistics per enterprise and day (ent_daily_stats): downloads, share-link downloads, previews.
+  `
+  CREATE TABLE traffic_daily (
+    ent_id INTEGER NOT NULL REFERENCES enterprises(id) ON DELETE CASCADE,
+    day TEXT NOT NULL,
+    download INTEGER NOT NULL DEFAULT 0,
+    link INTEGER NOT NULL DEFAULT 0,
+    preview INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (ent_id, day)
+  );
+  `,
 ];

@@ -1,0 +1,80 @@
+/**
+ * Traffic statistics: bytes served through download links, preview pages and share-link downloads are
+ * counted per enterprise and day, survive a restart, and are answered by partner/ent_daily_stats (days
+ * up to yesterday, as the spec says; bad input refused).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { ServiceClient } from '../../../src/api/client.js';
+import { EmbeddedService } from '../../../src/service/index.js';
+import { dayOf } from '../../../src/service/domain/daily-traffic.js';
+import { codeOf, put } from './helpers.js';
+
+const cleanup: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const f of cleanup.splice(0).reverse()) await f().catch(() => undefined);
+});
+
+async function start(dir: string): Promise<{ service: EmbeddedService; client: ServiceClient; partner: ServiceClient; close: () => Promise<void> }> {
+  const service = await EmbeddedService.start({ dataDir: dir });
+  const client = new ServiceClient({ baseUrl: service.baseUrl, credentials: { library: service.credentials.library } });
+  const partner = client.withCredentials({ partner: service.credentials.partner });
+  const close = async () => { await client.close(); await service.close(); };
+  cleanup.push(close);
+  return { service, client, partner, close };
+}
+
+async function fetchBytes(url: string): Promise<number> {
+  const res = await request(url);
+  expect(res.statusCode).toBe(200);
+  return (await res.body.arrayBuffer()).byteLength;
+}
+
+describe('traffic statistics', { timeout: 30_000 }, () => {
+  it('downloads, previews and share-link downloads are counted for the day, and kept across a restart', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'svc-traffic-'));
+    cleanup.push(() => rm(dir, { recursive: true, force: true }));
+    const s = await start(dir);
+    const body = 'x'.repeat(5000);
+    await put(s.client, 'stats/file.txt', body);
+
+    const { urls } = await s.client.file.downloadUrl({ fullpath: 'stats/file.txt' });
+    expect(await fetchBytes(urls[0]!)).toBe(5000);
+
+    const { link } = await s.client.file.link({ fullpath: 'stats/file.txt', auth: 'download' });
+    const page = await (await request(link)).body.text();
+    const href = /href="([^"]*download[^"]*)"/.exec(page)?.[1];
+    expect(href).toBeDefined();
+    expect(await fetchBytes(new URL(href!.replace(/&amp;/g, '&'), link).toString())).toBe(5000);
+
+    const ent = s.service.credentials.enterprise.ent_id;
+    const today = dayOf(Date.now());
+    await new Promise((r) => setTimeout(r, 50));
+    const [row] = s.service.parts.traffic.days(Number(ent), today, today);
+    expect(row).toMatchObject({ date: today, download: 5000, link: 5000 });
+
+    await s.close();
+    const again = await start(dir);
+    expect(again.service.parts.traffic.days(Number(ent), today, today)[0]).toMatchObject({ download: 5000, link: 5000 });
+  });
+
+  it('ent_daily_stats answers one row per day up to yesterday; refuses bad input', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'svc-traffic-'));
+    cleanup.push(() => rm(dir, { recursive: true, force: true }));
+    const s = await start(dir);
+    const day = (n: number) => dayOf(Date.now() - n * 86_400_000);
+    const res = await s.partner.partner.entDailyStats({ out_id: 'default', type: 'flow', start_date: day(3) });
+    expect(res.list.map((r) => r.date)).toEqual([day(3), day(2), day(1)]);
+    expect(res.list.every((r) => r.download === 0 && r.link === 0 && r.preview === 0)).toBe(true);
+    const withToday = await s.partner.partner.entDailyStats({ out_id: 'default', type: 'flow', start_date: day(1), end_date: day(0) });
+    expect(withToday.list.map((r) => r.date)).toEqual([day(1)]);
+    expect(await codeOf(s.partner.partner.entDailyStats({ out_id: 'default', type: 'other', start_date: day(1) }))).toBe(40003);
+    expect(await codeOf(s.partner.partner.entDailyStats({ out_id: 'nobody', type: 'flow', start_date: day(1) }))).toBe(40410);
+    expect(await codeOf(s.partner.partner.entDailyStats({ out_id: 'default', type: 'flow', start_date: '2026-13-01' }))).toBe(40003);
+    expect(await codeOf(s.partner.partner.entDailyStats({ out_id: 'default', type: 'flow', start_date: day(1), end_date: day(2) }))).toBe(40003);
+    expect(await codeOf(s.partner.partner.entDailyStats({ out_id: 'default', type: 'flow', start_date: day(400), end_date: day(1) }))).toBe(40003);
+  });
+});
