@@ -30,6 +30,7 @@ import { LibraryUploadHost } from './hosts/upload-host.js';
 import { LibraryLinkHost } from './hosts/link-host.js';
 import { DailyTraffic, type TrafficKind } from './domain/daily-traffic.js';
 import { registerTrafficStats } from './api/traffic-stats.js';
+import { registerOrgLog } from './api/org-log.js';
 import { LibraryPreviewHost } from './hosts/preview-host.js';
 import { PreviewServer } from './preview/index.js';
 import { registerFileApi } from './api/file.js';
@@ -136,6 +137,7 @@ export class EmbeddedService {
       registerFileApi(router, parts);
       registerOrgApi(router, parts);
       registerTrafficStats(router, parts);
+      registerOrgLog(router, parts);
       registerMemberApis(router, parts);
 
       ready.handler = (req, res) => {
