@@ -12,6 +12,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
+import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { startTestService } from '../../test/support/service.js';
@@ -69,6 +70,16 @@ export async function benchService(opts: ServiceBenchOptions = {}): Promise<Reco
     const disk = bytes / MiB / (diskMs / 1000);
     const http = bytes / MiB / (httpMs / 1000);
     print({ bench: 'service.download', bytes, disk_mib_s: round(disk), download_mib_s: round(http), ratio: round(http / disk, 2), target_ratio: 0.8 });
+    // The same download by a client in another process (curl), as a real client runs.
+    const curlMs = await timed(() => new Promise<void>((resolve, reject) => {
+      const c = spawn('curl', ['-sf', '-o', '/dev/null', urls[0]!]);
+      c.on('error', reject);
+      c.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`curl exited ${code}`))));
+    })).catch(() => undefined);
+    if (curlMs !== undefined) {
+      const curl = bytes / MiB / (curlMs / 1000);
+      print({ bench: 'service.download_other_process', bytes, disk_mib_s: round(disk), download_mib_s: round(curl), ratio: round(curl / disk, 2), target_ratio: 0.8 });
+    }
 
     // 2. ls on a folder of `folderEntries` entries.
     tree.tx(() => {
