@@ -31,6 +31,7 @@ import { LibraryLinkHost } from './hosts/link-host.js';
 import { DailyTraffic, type TrafficKind } from './domain/daily-traffic.js';
 import { registerTrafficStats } from './api/traffic-stats.js';
 import { registerOrgLog } from './api/org-log.js';
+import { registerEntMembers } from './api/ent-members.js';
 import { LibraryPreviewHost } from './hosts/preview-host.js';
 import { PreviewServer } from './preview/index.js';
 import { registerFileApi } from './api/file.js';
@@ -138,6 +139,7 @@ export class EmbeddedService {
       registerOrgApi(router, parts);
       registerTrafficStats(router, parts);
       registerOrgLog(router, parts);
+      registerEntMembers(router, parts);
       registerMemberApis(router, parts);
 
       ready.handler = (req, res) => {
