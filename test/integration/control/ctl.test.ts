@@ -99,6 +99,13 @@ describe('cloudlib ctl against a running gateway', { timeout: 60_000 }, () => {
     expect(((await json('call', 'file.info', `fullpath=/${lib}/gone.txt`)) as { filesize: number }).filesize).toBeDefined();
   });
 
+  it('member add, ls, disable, enable', async () => {
+    expect((await ctl('member', 'add', 'erin@example.com', '--name', 'Erin')).code).toBe(0);
+    expect(JSON.stringify(await json('member', 'ls'))).toContain('erin@example.com');
+    expect(await json('member', 'disable', 'erin@example.com')).toMatchObject({ state: 0 });
+    expect(await json('member', 'enable', 'erin@example.com')).toMatchObject({ state: 1 });
+  });
+
   it('each family is reached through `ctl call` with the gateway\'s credentials', async () => {
     expect(((await json('call', 'file.ls', `fullpath=/${lib}/`)) as { list: unknown[] }).list.length).toBeGreaterThan(0);
     expect(JSON.stringify(await json('call', 'org.ls'))).toContain(lib);
