@@ -292,4 +292,58 @@ export const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (ent_id, day)
   );
   `,
+  // Enterprise directory: departments (tree by parent_id, 0 = top level), department membership,
+  // departments of libraries with a role, member fields of the sync API, the enterprise log, enterprise
+  // settings of the partner API, one-time admin console login tickets.
+  `
+  CREATE TABLE departments (
+    id INTEGER PRIMARY KEY,
+    ent_id INTEGER NOT NULL REFERENCES enterprises(id) ON DELETE CASCADE,
+    parent_id INTEGER NOT NULL DEFAULT 0,
+    name TEXT NOT NULL,
+    out_id TEXT,
+    orderby INTEGER NOT NULL DEFAULT 0,
+    state INTEGER NOT NULL DEFAULT 1,
+    created_ms INTEGER NOT NULL
+  );
+  CREATE UNIQUE INDEX departments_name ON departments(ent_id, parent_id, name);
+  CREATE UNIQUE INDEX departments_out_id ON departments(ent_id, out_id) WHERE out_id IS NOT NULL;
+  CREATE TABLE department_members (
+    group_id INTEGER NOT NULL REFERENCES departments(id) ON DELETE CASCADE,
+    member_id INTEGER NOT NULL REFERENCES members(id) ON DELETE CASCADE,
+    PRIMARY KEY (group_id, member_id)
+  );
+  CREATE INDEX department_members_member ON department_members(member_id);
+  CREATE TABLE library_groups (
+    library_id INTEGER NOT NULL REFERENCES libraries(id) ON DELETE CASCADE,
+    group_id INTEGER NOT NULL REFERENCES departments(id) ON DELETE CASCADE,
+    role_id INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (library_id, group_id)
+  );
+  ALTER TABLE members ADD COLUMN expire INTEGER;
+  ALTER TABLE members ADD COLUMN leader_id INTEGER;
+  ALTER TABLE members ADD COLUMN listed INTEGER NOT NULL DEFAULT 1;
+  ALTER TABLE members ADD COLUMN admin_type INTEGER;
+  ALTER TABLE members ADD COLUMN personal_capacity INTEGER;
+  CREATE UNIQUE INDEX members_out_id ON members(ent_id, out_id) WHERE out_id IS NOT NULL;
+  ALTER TABLE enterprises ADD COLUMN sync_enabled INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE enterprises ADD COLUMN max_link_flow INTEGER NOT NULL DEFAULT -1;
+  ALTER TABLE enterprises ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';
+  ALTER TABLE enterprises ADD COLUMN state INTEGER NOT NULL DEFAULT 1;
+  CREATE TABLE ent_log (
+    id INTEGER PRIMARY KEY,
+    ent_id INTEGER NOT NULL REFERENCES enterprises(id) ON DELETE CASCADE,
+    type INTEGER NOT NULL,
+    admin TEXT NOT NULL,
+    content TEXT NOT NULL,
+    ip TEXT NOT NULL DEFAULT '',
+    ms INTEGER NOT NULL
+  );
+  CREATE INDEX ent_log_time ON ent_log(ent_id, ms);
+  CREATE TABLE sso_tickets (
+    ticket TEXT PRIMARY KEY,
+    ent_id INTEGER NOT NULL REFERENCES enterprises(id) ON DELETE CASCADE,
+    expires_ms INTEGER NOT NULL
+  );
+  `,
 ];
