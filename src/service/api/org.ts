@@ -1,14 +1,25 @@
 /**
- * The library management API (`/m-open/1/org/*`), enterprise credential: create, info, ls, bind, unbind.
+ * The library management API (`/m-open/1/org/*`), enterprise credential: create, set, info, search, ls,
+ * personal libraries (info_by_member, set_by_member), bind, unbind, members and departments of a
+ * library with their roles, set_owner, destroy. (`log` is in org-log.ts.)
  */
-import type { LibraryListItem } from '../../shared/records.js';
+import type { LibraryListItem, LibraryMember } from '../../shared/records.js';
 import type { EnterpriseRow, LibraryRow } from '../domain/directory.js';
+import { Departments } from '../domain/departments.js';
+import { EnterpriseLibraries } from '../domain/enterprise-libraries.js';
+import { EnterpriseLog, EntLogType } from '../domain/enterprise-log.js';
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
+import { EnterpriseMembers, splitList, type MemberKey } from '../domain/members.js';
 import type { RequestContext, Router } from '../http/router.js';
 import type { ServiceParts } from './context.js';
 
 export function registerOrgApi(router: Router, parts: ServiceParts): void {
   const { directory } = parts;
+  const db = parts.tree.db;
+  const members = new EnterpriseMembers(db, parts.clock);
+  const departments = new Departments(db, parts.clock);
+  const libraries = new EnterpriseLibraries(db, directory);
+  const entLog = new EnterpriseLog(db, parts.clock);
   const enterpriseOf = (ctx: RequestContext): EnterpriseRow => {
     if (!ctx.caller.enterprise) throw new ServiceFault(FaultCode.NoPermission, 'this call needs the enterprise client_id');
     return ctx.caller.enterprise;
@@ -30,10 +41,168 @@ export function registerOrgApi(router: Router, parts: ServiceParts): void {
   router.register('org', 'create', (ctx) => {
     const ent = enterpriseOf(ctx);
     const p = ctx.params;
-    const lib = directory.createLibrary(ent.id, {
-      name: p.required('org_name'), capacity: p.int('org_capacity', -1, { min: -1 }), logoUrl: p.str('org_logo'), outId: p.str('out_id') || undefined,
-    });
+    const name = p.required('org_name');
+    const capacity = p.int('org_capacity', -1, { min: -1 });
+    const outId = p.str('out_id') || undefined;
+    if (outId !== undefined && directory.libraryBy('out_id', outId, ent.id)) throw new ServiceFault(FaultCode.NameExists, `a library with out_id ${JSON.stringify(outId)} exists`);
+    const lib = directory.createLibrary(ent.id, { name, capacity, logoUrl: p.str('org_logo'), outId });
+    entLog.record(ent.id, EntLogType.Library, `library ${lib.id} created: ${name}`, ctx.ip);
     return { org_id: lib.id, mount_id: lib.mount_id };
+  });
+
+  router.register('org', 'set', (ctx) => {
+    const ent = enterpriseOf(ctx);
+    const lib = libraryOf(ctx, ent);
+    const p = ctx.params;
+    const name = p.str('org_name');
+    if (name !== undefined && name.trim() === '') throw badParam('org_name', 'a non-empty name (omit it to keep the name)', name);
+    const cap = p.str('org_capacity');
+    const capacity = cap === undefined ? lib.capacity : cap === '' ? -1 : p.int('org_capacity', -1, { min: -1 });
+    db.prepare('UPDATE libraries SET name = ?, logo_url = ?, capacity = ? WHERE id = ?').run(name ?? lib.name, p.str('org_logo') ?? lib.logo_url, capacity, lib.id);
+    entLog.record(ent.id, EntLogType.Library, `library ${lib.id} changed`, ctx.ip);
+  });
+
+  router.register('org', 'search', (ctx) => {
+    const ent = enterpriseOf(ctx);
+    const p = ctx.params;
+    const size = p.int('size', 10, { min: 1, max: 1000 });
+    const name = p.str('name');
+    const rows = name !== undefined && name !== ''
+      ? db.prepare('SELECT * FROM libraries WHERE ent_id = ? AND deleted = 0 AND name = ? ORDER BY id LIMIT ?').all(ent.id, name, size)
+      : db.prepare("SELECT * FROM libraries WHERE ent_id = ? AND deleted = 0 AND substr(name, 1, length(?)) = ? ORDER BY name, id LIMIT ?").all(ent.id, p.required('prefix'), p.required('prefix'), size);
+    return { list: (rows as LibraryRow[]).map(listItem) };
+  });
+
+  const memberOf = (ctx: RequestContext, ent: EnterpriseRow) => {
+    for (const key of ['member_id', 'out_id', 'account', 'email'] as const satisfies readonly MemberKey[]) {
+      const v = ctx.params.str(key);
+      if (v !== undefined && v !== '') return members.require(ent.id, key, v);
+    }
+    throw badParam('member_id', 'one of member_id, out_id, account, email', null);
+  };
+
+  router.register('org', 'info_by_member', (ctx) => {
+    const member = memberOf(ctx, enterpriseOf(ctx));
+    const lib = libraries.personalOf(member.id);
+    if (!lib) return { info: { size_org_total: member.personal_capacity ?? -1 } };
+    return {
+      info: {
+        org_id: lib.id, org_name: lib.name, org_logo_url: lib.logo_url, size_org_total: lib.capacity, size_org_use: lib.size_used,
+        file_count: lib.file_count, dir_count: lib.dir_count, mount_id: lib.mount_id,
+      },
+    };
+  });
+
+  router.register('org', 'set_by_member', (ctx) => {
+    const ent = enterpriseOf(ctx);
+    const capacity = ctx.params.int('capacity', -1, { min: -1 });
+    const member = memberOf(ctx, ent);
+    libraries.setPersonalCapacity(member, capacity);
+    entLog.record(ent.id, EntLogType.Library, `personal library capacity of ${member.account}: ${capacity}`, ctx.ip);
+  });
+
+  /** Member ids of a comma-separated list, each a member of the enterprise. */
+  const memberIdsOf = (ctx: RequestContext, ent: EnterpriseRow): number[] =>
+    members.requireList(ent.id, 'member_id', ctx.params.required('member_ids'), 'member_ids').map((m) => m.id);
+  const roleOf = (ctx: RequestContext): number => ctx.params.int('role_id', 0, { min: 0 });
+
+  router.register('org', 'get_members', (ctx) => {
+    const lib = libraryOf(ctx, enterpriseOf(ctx));
+    const { start, size } = ctx.params.page(20);
+    return libraries.members(lib.id, start, size);
+  });
+
+  router.register('org', 'get_member', (ctx) => {
+    const ent = enterpriseOf(ctx);
+    const lib = libraryOf(ctx, ent);
+    const type = ctx.params.required('type');
+    if (type !== 'account' && type !== 'out_id' && type !== 'member_id') throw badParam('type', 'account, out_id or member_id', type);
+    const out: Record<string, LibraryMember> = {};
+    for (const id of splitList(ctx.params.required('ids'))) {
+      const m = members.find(ent.id, type, id);
+      const lm = m ? libraries.member(lib.id, m.id) : undefined;
+      if (lm) out[id] = lm;
+    }
+    return out;
+  });
+
+  router.register('org', 'add_member', (ctx) => {
+    const ent = enterpriseOf(ctx);
+    const lib = libraryOf(ctx, ent);
+    const ids = memberIdsOf(ctx, ent);
+    libraries.addMembers(lib.id, ids, roleOf(ctx));
+    entLog.record(ent.id, EntLogType.Library, `library ${lib.id}: members ${ids.join(',')} added`, ctx.ip);
+  });
+
+  router.register('org', 'set_member_role', (ctx) => {
+    const ent = enterpriseOf(ctx);
+    const lib = libraryOf(ctx, ent);
+    const ids = memberIdsOf(ctx, ent);
+    libraries.setMemberRole(lib.id, ids, roleOf(ctx));
+    entLog.record(ent.id, EntLogType.Library, `library ${lib.id}: role of members ${ids.join(',')} set`, ctx.ip);
+  });
+
+  router.register('org', 'del_member', (ctx) => {
+    const ent = enterpriseOf(ctx);
+    const lib = libraryOf(ctx, ent);
+    const ids = memberIdsOf(ctx, ent);
+    libraries.removeMembers(lib, ids);
+    entLog.record(ent.id, EntLogType.Library, `library ${lib.id}: members ${ids.join(',')} removed`, ctx.ip);
+  });
+
+  router.register('org', 'set_owner', (ctx) => {
+    const ent = enterpriseOf(ctx);
+    const lib = libraryOf(ctx, ent);
+    const owner = members.require(ent.id, 'member_id', ctx.params.required('member_id'));
+    const role = ctx.params.str('role_id');
+    libraries.setOwner(lib, owner.id, role === undefined || role === '' ? undefined : roleOf(ctx));
+    entLog.record(ent.id, EntLogType.Library, `library ${lib.id}: owner ${owner.account}`, ctx.ip);
+  });
+
+  const groupOf = (ctx: RequestContext, ent: EnterpriseRow): number => {
+    const id = ctx.params.int('group_id', 0, { min: 1 });
+    return departments.requireId(ent.id, id).id;
+  };
+
+  router.register('org', 'get_groups', (ctx) => libraries.groups(libraryOf(ctx, enterpriseOf(ctx)).id));
+
+  router.register('org', 'add_group', (ctx) => {
+    const ent = enterpriseOf(ctx);
+    const lib = libraryOf(ctx, ent);
+    const role = roleOf(ctx);
+    libraries.setGroup(lib.id, groupOf(ctx, ent), role, false);
+    entLog.record(ent.id, EntLogType.Library, `library ${lib.id}: department ${ctx.params.str('group_id')} added`, ctx.ip);
+  });
+
+  router.register('org', 'set_group_role', (ctx) => {
+    const ent = enterpriseOf(ctx);
+    const lib = libraryOf(ctx, ent);
+    const role = roleOf(ctx);
+    libraries.setGroup(lib.id, groupOf(ctx, ent), role, true);
+    entLog.record(ent.id, EntLogType.Library, `library ${lib.id}: role of department ${ctx.params.str('group_id')} set`, ctx.ip);
+  });
+
+  router.register('org', 'del_group', (ctx) => {
+    const ent = enterpriseOf(ctx);
+    const lib = libraryOf(ctx, ent);
+    libraries.removeGroup(lib.id, groupOf(ctx, ent));
+    entLog.record(ent.id, EntLogType.Library, `library ${lib.id}: department ${ctx.params.str('group_id')} removed`, ctx.ip);
+  });
+
+  router.register('org', 'destroy', (ctx) => {
+    const ent = enterpriseOf(ctx);
+    const orgClientId = ctx.params.str('org_client_id');
+    let lib: LibraryRow;
+    if (orgClientId !== undefined && orgClientId !== '' && !ctx.params.str('org_id')) {
+      const auth = directory.libraryAuth(orgClientId);
+      if (!auth || auth.ent_client_id !== ent.client_id) throw new ServiceFault(FaultCode.ClientNotFound, 'org_client_id not found for this enterprise');
+      lib = directory.requireLibrary(auth.library_id);
+    } else {
+      lib = libraryOf(ctx, ent);
+    }
+    libraries.destroy(lib.id);
+    parts.content.scheduleCollect();
+    entLog.record(ent.id, EntLogType.Library, `library ${lib.id} destroyed: ${lib.name}`, ctx.ip);
   });
 
   router.register('org', 'info', (ctx) => {
