@@ -32,6 +32,8 @@ import { DailyTraffic, type TrafficKind } from './domain/daily-traffic.js';
 import { registerTrafficStats } from './api/traffic-stats.js';
 import { registerOrgLog } from './api/org-log.js';
 import { registerEntMembers } from './api/ent-members.js';
+import { registerEntApi } from './api/ent.js';
+import { registerEntSync } from './api/ent-sync.js';
 import { LibraryPreviewHost } from './hosts/preview-host.js';
 import { PreviewServer } from './preview/index.js';
 import { registerFileApi } from './api/file.js';
@@ -140,6 +142,8 @@ export class EmbeddedService {
       registerTrafficStats(router, parts);
       registerOrgLog(router, parts);
       registerEntMembers(router, parts);
+      registerEntApi(router, parts);
+      registerEntSync(router, parts);
       registerMemberApis(router, parts);
 
       ready.handler = (req, res) => {

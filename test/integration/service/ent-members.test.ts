@@ -26,7 +26,7 @@ describe('ent members', { timeout: 30_000 }, () => {
     expect(await codeOf(ent.ent.addMember({ account: 'bob@example.com' }))).toBe(40901);
     expect(await codeOf(ent.ent.addMember({ account: 'not-an-email' }))).toBe(40003);
     expect(await codeOf(ent.ent.setMember({ account: 'nobody@example.com', state: 0 }))).toBe(40406);
-    expect(await codeOf(ent.ent.addMember({ account: 'carol@example.com', group_path: 'Sales' }))).toBe(50101);
+    expect(await codeOf(ent.ent.addMember({ account: 'carol@example.com', group_path: 'Sales' }))).toBe(40407);
     expect((await ent.ent.getMembers({ size: 100 })).list.some((m) => m.account === 'carol@example.com')).toBe(false);
   });
 

@@ -1,0 +1,178 @@
+/**
+ * The enterprise API (/m-open/1/ent/, enterprise credential) beyond add/set/get_members (ent-members.ts)
+ * and the synchronisation endpoints (ent-sync.ts): del_member, departments by path (add, set incl. move,
+ * del), membership, get_member (with groups and libraries), get_groups, get_group_members, get_roles, log.
+ */
+import type { EntMember } from '../../shared/records.js';
+import type { EnterpriseRow } from '../domain/directory.js';
+import { Departments, type DepartmentRow } from '../domain/departments.js';
+import { EnterpriseLog, EntLogType } from '../domain/enterprise-log.js';
+import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
+import { EnterpriseMembers, splitList, type MemberDbRow, type MemberKey } from '../domain/members.js';
+import { LIBRARY_ROLES } from '../domain/permissions-codes.js';
+import type { RequestContext, Router } from '../http/router.js';
+import type { ServiceParts } from './context.js';
+
+export function registerEntApi(router: Router, parts: ServiceParts): void {
+  const db = parts.tree.db;
+  const members = new EnterpriseMembers(db, parts.clock);
+  const departments = new Departments(db, parts.clock);
+  const entLog = new EnterpriseLog(db, parts.clock);
+  // Temporary accounts stop at the end of their day even when no enterprise call arrives.
+  const sweep = setInterval(() => {
+    if (db.open) members.expireDue();
+    else clearInterval(sweep);
+  }, 60_000).unref();
+
+  const entOf = (ctx: RequestContext): EnterpriseRow => {
+    if (!ctx.caller.enterprise) throw new ServiceFault(FaultCode.NoPermission, 'this call needs the enterprise client_id');
+    members.expireDue();
+    return ctx.caller.enterprise;
+  };
+  const accounts = (ctx: RequestContext, ent: EnterpriseRow, param = 'members'): MemberDbRow[] =>
+    members.requireList(ent.id, 'account', ctx.params.required(param), param);
+  /** The department of `group_path`; omitted or empty = top level (0). */
+  const groupAt = (ctx: RequestContext, ent: EnterpriseRow): number => {
+    const path = ctx.params.str('group_path');
+    return path === undefined || path.trim() === '' ? 0 : departments.requirePath(ent.id, path).id;
+  };
+  const state = (ctx: RequestContext): number | undefined => {
+    const v = ctx.params.str('state');
+    return v === undefined || v === '' ? undefined : ctx.params.int('state', 1, { min: 0, max: 1 });
+  };
+  const orderby = (ctx: RequestContext): number | undefined => {
+    const v = ctx.params.str('orderby');
+    return v === undefined || v === '' ? undefined : ctx.params.int('orderby', 0);
+  };
+
+  router.register('ent', 'del_member', (ctx) => {
+    const ent = entOf(ctx);
+    const list = accounts(ctx, ent);
+    members.remove(list);
+    entLog.record(ent.id, EntLogType.Member, `members removed: ${list.map((m) => m.account).join(',')}`, ctx.ip);
+  });
+
+  router.register('ent', 'add_group', (ctx) => {
+    const ent = entOf(ctx);
+    const p = ctx.params;
+    const name = p.required('group_name').trim();
+    const parentId = departments.parentOf(ent.id, p.str('parent_group_path'), 'parent_group_path');
+    const id = departments.add(ent.id, { name, parentId, orderby: orderby(ctx), state: state(ctx) });
+    entLog.record(ent.id, EntLogType.Structure, `department added: ${name}`, ctx.ip);
+    return { group_id: id };
+  });
+
+  router.register('ent', 'set_group', (ctx) => {
+    const ent = entOf(ctx);
+    const p = ctx.params;
+    const row = departments.requirePath(ent.id, p.required('group_path'));
+    const name = p.str('group_name');
+    if (name !== undefined && name.trim() === '') throw badParam('group_name', 'a non-empty name (omit it to keep the name)', name);
+    const parent = p.str('parent_group_path');
+    departments.update(row, {
+      name: name?.trim(),
+      parentId: parent === undefined ? undefined : departments.parentOf(ent.id, parent, 'parent_group_path'),
+      orderby: orderby(ctx), state: state(ctx),
+    });
+    entLog.record(ent.id, EntLogType.Structure, `department changed: ${p.str('group_path')}`, ctx.ip);
+  });
+
+  router.register('ent', 'del_group', (ctx) => {
+    const ent = entOf(ctx);
+    const rows = splitList(ctx.params.required('groups')).map((path) => departments.requirePath(ent.id, path, 'groups'));
+    departments.remove(rows);
+    entLog.record(ent.id, EntLogType.Structure, `departments removed: ${ctx.params.str('groups')}`, ctx.ip);
+  });
+
+  router.register('ent', 'add_group_member', (ctx) => {
+    const ent = entOf(ctx);
+    const group = groupAt(ctx, ent);
+    const list = accounts(ctx, ent);
+    departments.addMembers(group, list.map((m) => m.id));
+    entLog.record(ent.id, EntLogType.Structure, `members ${list.map((m) => m.account).join(',')} added to department ${group}`, ctx.ip);
+  });
+
+  router.register('ent', 'del_group_member', (ctx) => {
+    const ent = entOf(ctx);
+    const group = groupAt(ctx, ent);
+    const list = accounts(ctx, ent);
+    departments.removeMembers(group, list.map((m) => m.id));
+    entLog.record(ent.id, EntLogType.Structure, `members ${list.map((m) => m.account).join(',')} taken out of department ${group}`, ctx.ip);
+  });
+
+  router.register('ent', 'del_member_group', (ctx) => {
+    const ent = entOf(ctx);
+    const list = accounts(ctx, ent);
+    departments.clearMemberships(list.map((m) => m.id));
+    entLog.record(ent.id, EntLogType.Structure, `members ${list.map((m) => m.account).join(',')} taken out of every department`, ctx.ip);
+  });
+
+  router.register('ent', 'get_member', (ctx) => {
+    const ent = entOf(ctx);
+    let row: MemberDbRow | undefined;
+    for (const key of ['member_id', 'out_id', 'account', 'email'] as const satisfies readonly MemberKey[]) {
+      const v = ctx.params.str(key);
+      if (v !== undefined && v !== '') { row = members.require(ent.id, key, v); break; }
+    }
+    if (!row) throw badParam('member_id', 'one of member_id, out_id, account, email', null);
+    const out: EntMember = members.record(row);
+    if (ctx.params.flag('show_groups')) {
+      out.groups = departments.ofMember(row.id).map((d) => ({ id: d.id, name: d.name, group_code: departments.code(d.id), out_id: d.out_id ?? '' }));
+    }
+    if (ctx.params.flag('show_orgs')) out.orgs = orgsOf(row.id);
+    return out;
+  });
+
+  const roleNames = new Map(LIBRARY_ROLES.map((r) => [r.id, r.name]));
+  const orgsOf = (memberId: number): NonNullable<EntMember['orgs']> => {
+    const rows = db.prepare(`SELECT l.*, lm.role_id, COALESCE(o.name, '') AS owner_name,
+        (SELECT COUNT(*) FROM library_members x WHERE x.library_id = l.id) AS member_count
+      FROM library_members lm JOIN libraries l ON l.id = lm.library_id LEFT JOIN members o ON o.id = l.owner_id
+      WHERE lm.member_id = ? AND l.deleted = 0 ORDER BY l.id`).all(memberId) as {
+      id: number; name: string; type: number; owner_id: number; owner_name: string; member_count: number; capacity: number; size_used: number; mount_id: number; role_id: number;
+    }[];
+    return rows.map((l) => {
+      const org: NonNullable<EntMember['orgs']>[number] = {
+        id: l.id, name: l.name, type: l.type, owner: l.owner_name, owner_id: l.owner_id, member_count: l.member_count,
+        size_total: l.capacity, size_used: l.size_used, mount_id: l.mount_id,
+      };
+      if (l.owner_id !== memberId) org.roles = l.role_id ? { [String(l.role_id)]: roleNames.get(l.role_id) ?? '' } : {};
+      return org;
+    });
+  };
+
+  router.register('ent', 'get_groups', (ctx) => departments.all(entOf(ctx).id).map((d) => departments.record(d)));
+
+  router.register('ent', 'get_group_members', (ctx) => {
+    const ent = entOf(ctx);
+    const p = ctx.params;
+    let group: DepartmentRow;
+    if (p.str('group_id')) group = departments.requireId(ent.id, p.int('group_id', 0, { min: 1 }));
+    else if (p.str('group_path')) group = departments.requirePath(ent.id, p.required('group_path'));
+    else group = departments.requireOutId(ent.id, p.required('out_id'));
+    const ids = p.flag('show_child') ? departments.subtree(group.id) : [group.id];
+    const { start, size } = p.page(20);
+    const page = members.page(ent.id, start, size, `id IN (SELECT member_id FROM department_members WHERE group_id IN (${ids.map(() => '?').join(',')}))`, ids);
+    return { list: page.list.map((m) => members.record(m)), count: page.count };
+  });
+
+  router.register('ent', 'get_roles', (ctx) => {
+    entOf(ctx);
+    return LIBRARY_ROLES.map((r) => ({ id: r.id, name: r.name }));
+  });
+
+  router.register('ent', 'log', (ctx) => {
+    const ent = entOf(ctx);
+    const p = ctx.params;
+    const order = p.str('orderby') ?? 'desc';
+    if (order !== 'asc' && order !== 'desc') throw badParam('orderby', "'asc' or 'desc'", order);
+    const type = p.str('type');
+    const { start, size } = p.page(100);
+    return entLog.query(ent.id, {
+      types: type === undefined || type === '' ? undefined : [p.int('type', 0, { min: 1, max: 9 })],
+      order, start, size,
+      startS: p.str('start_dateline') ? p.int('start_dateline', 0, { min: 0 }) : undefined,
+      endS: p.str('end_dateline') ? p.int('end_dateline', 0, { min: 0 }) : undefined,
+    });
+  });
+}
