@@ -30,10 +30,12 @@ import { LibraryUploadHost } from './hosts/upload-host.js';
 import { LibraryLinkHost } from './hosts/link-host.js';
 import { DailyTraffic, type TrafficKind } from './domain/daily-traffic.js';
 import { registerTrafficStats } from './api/traffic-stats.js';
+import { LinkTrafficCap } from './domain/traffic-cap.js';
 import { registerOrgLog } from './api/org-log.js';
 import { registerEntMembers } from './api/ent-members.js';
 import { registerEntApi } from './api/ent.js';
 import { registerEntSync } from './api/ent-sync.js';
+import { registerPartnerApi } from './api/partner.js';
 import { LibraryPreviewHost } from './hosts/preview-host.js';
 import { PreviewServer } from './preview/index.js';
 import { registerFileApi } from './api/file.js';
@@ -126,7 +128,8 @@ export class EmbeddedService {
 
       const traffic = new DailyTraffic(db, (id) => directory.library(id)?.ent_id, clock);
       const countTraffic = (lib: number, kind: TrafficKind, bytes: number): void => traffic.count(lib, kind, bytes);
-      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic), { dataDir, baseUrl, clock, logger: log });
+      const linkCap = new LinkTrafficCap(db, traffic);
+      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic, (id) => linkCap.check(id)), { dataDir, baseUrl, clock, logger: log });
       await links.open();
       const pages = new LinkPages(links);
       const downloads = new DownloadLinks({ baseUrl, key: directory.secret('download-links'), blobs, clock, logger: log, countTraffic });
@@ -144,6 +147,7 @@ export class EmbeddedService {
       registerEntMembers(router, parts);
       registerEntApi(router, parts);
       registerEntSync(router, parts);
+      const consoleLogin = registerPartnerApi(router, parts);
       registerMemberApis(router, parts);
 
       ready.handler = (req, res) => {
@@ -157,6 +161,7 @@ export class EmbeddedService {
         if (path.startsWith('/download/')) return downloads.handle(req, res, path.slice('/download'.length));
         if (path.startsWith('/preview/')) return previews.handle(req, res, path.slice('/preview'.length));
         if (path === '/m-open/status') return sendJson(res, 200, { status: 'ok' });
+        if (consoleLogin.owns(path)) return consoleLogin.handle(req, res, path);
         if (router.owns(path)) return router.handle(req, res, url);
         req.resume();
         sendFault(res, new ServiceFault(FaultCode.NoSuchEndpoint, `no endpoint ${path}`), log);

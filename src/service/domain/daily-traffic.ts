@@ -51,6 +51,13 @@ export class DailyTraffic {
     this.db.transaction(() => { for (const r of rows) up.run(r.entId, r.day, r.download, r.link, r.preview); })();
   }
 
+  /** Bytes of one kind served today (UTC) for an enterprise, counts not yet written included. */
+  today(entId: number, kind: TrafficKind): number {
+    const day = dayOf(this.clock());
+    const row = this.db.prepare(`SELECT ${kind} AS n FROM traffic_daily WHERE ent_id = ? AND day = ?`).get(entId, day) as { n: number } | undefined;
+    return (row?.n ?? 0) + (this.pending.get(`${entId}:${day}`)?.[kind] ?? 0);
+  }
+
   /** Days from `start` to `end` inclusive (`YYYY-MM-DD`), one row per day (zeros where nothing was served). */
   days(entId: number, start: string, end: string): TrafficDay[] {
     this.flush();

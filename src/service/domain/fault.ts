@@ -38,6 +38,10 @@ export const FaultCode = {
   NotAFolder: 40902,
   /** (ours) The request body is larger than the limit of form requests. */
   BodyTooLarge: 41301,
+  /** (ours) The enterprise's daily share-link traffic cap (`set_ent_setting` max_link_flow) is reached. */
+  LinkTrafficCapReached: 40333,
+  /** (ours) A one-time admin console login link already used, expired or unknown. */
+  LoginLinkInvalid: 40411,
   /** (ours) File locked by another member. */
   Locked: 42301,
   Internal: 50001,

@@ -21,6 +21,8 @@ export class LibraryLinkHost implements LinkHost {
     private readonly clock: () => number,
     /** Counts the bytes of share-link downloads in the traffic statistics. */
     private readonly countTraffic?: (libraryId: number, kind: 'link', bytes: number) => void,
+    /** Throws when the library's enterprise may serve no more share-link traffic today. */
+    private readonly checkLinkTraffic?: (libraryId: number) => void,
   ) {}
 
   async entryByPath(libraryId: number, fullpath: string): Promise<LinkEntry | undefined> {
@@ -48,6 +50,7 @@ export class LibraryLinkHost implements LinkHost {
 
   async openContent(libraryId: number, filehash: string): Promise<Readable> {
     if (!this.tree.blobStored(filehash)) throw new ServiceFault(FaultCode.FileMissing, 'content no longer stored');
+    this.checkLinkTraffic?.(libraryId);
     const stream = this.content.blobs.read(filehash);
     const count = this.countTraffic;
     // A second 'data' listener on a stream the page pipes: it sees each chunk as it is sent.

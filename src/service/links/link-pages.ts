@@ -20,6 +20,7 @@ import type { LinkRecord } from './link-store.js';
 import { renderFile, renderFolder, renderMessage, renderPassword } from './link-html.js';
 import type { LinkRefusal, ShareLinks } from './share-links.js';
 import { LinkLogAct, type LinkEntry } from './types.js';
+import { ServiceFault } from '../domain/fault.js';
 
 const FORM_LIMIT = 16 * 1024;
 
@@ -44,6 +45,7 @@ export class LinkPages {
       if (action === 'upload' && req.method === 'POST') return await this.upload(req, res, link, entry);
       res.writeHead(405, { allow: action === 'upload' ? 'POST' : 'GET, POST' }).end();
     } catch (e) {
+      if (e instanceof ServiceFault && e.status < 500 && !res.headersSent) return html(res, e.status, renderMessage('Not available', e.message));
       this.links.log.error({ err: e, code }, 'link request failed');
       if (!res.headersSent) html(res, 500, renderMessage('Error', 'Something went wrong. Try again later.'));
       else res.destroy();

@@ -1,0 +1,161 @@
+/**
+ * PartnerEnterprises: the enterprises a partner opens and sells (`/m-api/1/thirdparty/`): creation with
+ * its limits (trial days ≤ 90, space ≤ 51200 GB, a globally unique administrator account whose generated
+ * password is returned once), the partner enterprise record, the list, orders (trial.extend, subscribe,
+ * renew, upgrade, unsubscribe), the enterprise's own client_id/secret, and its settings.
+ */
+import { randomBytes } from 'node:crypto';
+import type { PartnerEnt } from '../../shared/records.js';
+import type { Db } from '../store/database.js';
+import { newId, newSecret, type PartnerRow } from './directory.js';
+import { EnterpriseLog, EntLogType } from './enterprise-log.js';
+import { FaultCode, ServiceFault, badParam } from './fault.js';
+import { md5Hex } from './tokens.js';
+
+export const GB = 1024 ** 3;
+const DAY_S = 86_400;
+/** Limits of `create_ent` (spec "Limits"). */
+export const ENT_LIMITS = { maxTrialDays: 90, defaultTrialDays: 90, maxSpaceGb: 51_200, defaultSpaceGb: 500, defaultMembers: 1000 } as const;
+
+export interface EnterpriseDbRow {
+  id: number; partner_id: number | null; out_id: string | null; name: string; client_id: string; client_secret: string; trial: number;
+  end_dateline: number; member_limit: number; space: number; created_ms: number; sync_enabled: number; max_link_flow: number; settings: string;
+}
+
+export interface NewEnterprise {
+  outId: string; name: string; memberCount: number; days: number; spaceGb: number; account?: string;
+  /** `__setting_<name>` values given at creation (`sync` = 1 turns the synchronisation endpoints on). */
+  settings: Record<string, string>;
+}
+
+export type OrderType = 'trial.extend' | 'subscribe' | 'renew' | 'upgrade' | 'unsubscribe';
+export const ORDER_TYPES: readonly OrderType[] = ['trial.extend', 'subscribe', 'renew', 'upgrade', 'unsubscribe'];
+
+/** `seconds` plus `months` calendar months (UTC; the 31st becomes the last day of a shorter month). */
+export function addMonths(seconds: number, months: number): number {
+  const d = new Date(seconds * 1000);
+  const day = d.getUTCDate();
+  d.setUTCDate(1);
+  d.setUTCMonth(d.getUTCMonth() + months);
+  const last = new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 0)).getUTCDate();
+  d.setUTCDate(Math.min(day, last));
+  return Math.floor(d.getTime() / 1000);
+}
+
+export class PartnerEnterprises {
+  private readonly entLog: EnterpriseLog;
+
+  constructor(private readonly db: Db, private readonly clock: () => number) {
+    this.entLog = new EnterpriseLog(db, clock);
+  }
+
+  private nowS(): number {
+    return Math.floor(this.clock() / 1000);
+  }
+
+  require(partner: PartnerRow, outId: string): EnterpriseDbRow {
+    const row = this.db.prepare('SELECT * FROM enterprises WHERE partner_id = ? AND out_id = ?').get(partner.id, outId) as EnterpriseDbRow | undefined;
+    if (!row) throw new ServiceFault(FaultCode.EnterpriseMissing, `no enterprise with out_id ${JSON.stringify(outId)} for this partner`);
+    return row;
+  }
+
+  /** Creates a trial enterprise; the administrator's password is in the answer and nowhere else. */
+  create(partner: PartnerRow, e: NewEnterprise): { id: number; end_dateline: number; account?: string; password?: string } {
+    if (this.db.prepare('SELECT 1 FROM enterprises WHERE partner_id = ? AND out_id = ?').get(partner.id, e.outId)) {
+      throw new ServiceFault(FaultCode.NameExists, `an enterprise with out_id ${JSON.stringify(e.outId)} exists`);
+    }
+    if (e.account !== undefined && this.db.prepare('SELECT 1 FROM members WHERE account = ?').get(e.account)) {
+      throw new ServiceFault(FaultCode.NameExists, `account ${JSON.stringify(e.account)} exists`);
+    }
+    const sync = e.settings.sync;
+    if (sync !== undefined && sync !== '0' && sync !== '1') throw badParam('__setting_sync', '0 or 1', sync);
+    return this.db.transaction(() => {
+      const now = this.clock();
+      const end = this.nowS() + e.days * DAY_S;
+      const id = Number(this.db.prepare(`INSERT INTO enterprises (partner_id, out_id, name, client_id, client_secret, trial, end_dateline, member_limit, space, created_ms, sync_enabled, settings)
+        VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`).run(partner.id, e.outId, e.name, newId('ent_'), newSecret(), end, e.memberCount, e.spaceGb * GB, now, sync === '1' ? 1 : 0, JSON.stringify(e.settings)).lastInsertRowid);
+      this.entLog.record(id, EntLogType.Settings, `enterprise opened by partner: ${e.name}`);
+      if (e.account === undefined) return { id, end_dateline: end };
+      const password = randomBytes(9).toString('base64url');
+      this.db.prepare('INSERT INTO members (ent_id, account, name, email, state, password_md5, admin_type, created_ms) VALUES (?, ?, ?, ?, 1, ?, 1, ?)')
+        .run(id, e.account, e.account.split('@')[0]!, e.account, md5Hex(password), now);
+      this.entLog.record(id, EntLogType.SubAdmin, `super administrator: ${e.account}`);
+      return { id, end_dateline: end, account: e.account, password };
+    })();
+  }
+
+  record(row: EnterpriseDbRow, withListFields: boolean): PartnerEnt {
+    const members = (this.db.prepare('SELECT COUNT(*) AS n FROM members WHERE ent_id = ?').get(row.id) as { n: number }).n;
+    const size = (this.db.prepare('SELECT COALESCE(SUM(size_used), 0) AS n FROM libraries WHERE ent_id = ? AND deleted = 0').get(row.id) as { n: number }).n;
+    const out: PartnerEnt = { id: row.id, name: row.name, trial: row.trial, end_dateline: row.end_dateline, member_limit: row.member_limit, member_count: members, space: row.space, size };
+    if (withListFields) {
+      const admin = this.db.prepare('SELECT account FROM members WHERE ent_id = ? AND admin_type = 1 ORDER BY id LIMIT 1').get(row.id) as { account: string } | undefined;
+      return { ...out, out_id: row.out_id ?? '', account: admin?.account ?? '' };
+    }
+    return out;
+  }
+
+  /** Enterprises opened in [begin, end) (UTC dates), in opening order or reversed. */
+  list(partner: PartnerRow, q: { begin?: string; end?: string; start: number; size: number; order: 'asc' | 'desc' }): PartnerEnt[] {
+    const where = ['partner_id = ?'];
+    const args: number[] = [partner.id];
+    if (q.begin) { where.push('created_ms >= ?'); args.push(Date.parse(`${q.begin}T00:00:00Z`)); }
+    if (q.end) { where.push('created_ms < ?'); args.push(Date.parse(`${q.end}T00:00:00Z`)); }
+    const rows = this.db.prepare(`SELECT * FROM enterprises WHERE ${where.join(' AND ')} ORDER BY id ${q.order} LIMIT ? OFFSET ?`).all(...args, q.size, q.start) as EnterpriseDbRow[];
+    return rows.map((r) => this.record(r, true));
+  }
+
+  /** Applies an order at once. Amounts are validated by the caller (positive integers). */
+  order(row: EnterpriseDbRow, type: OrderType, o: { days?: number; memberCount?: number; spaceGb?: number; months?: number }): void {
+    const now = this.nowS();
+    const need = (v: number | undefined, name: string): number => {
+      if (v === undefined) throw badParam(name, `a positive integer for ${type}`, null);
+      return v;
+    };
+    const paid = (): void => {
+      if (row.trial === 1) throw new ServiceFault(FaultCode.BadParam, `order ${type}: the enterprise has no subscription (it is a trial)`);
+    };
+    let change: Partial<Pick<EnterpriseDbRow, 'trial' | 'end_dateline' | 'member_limit' | 'space'>>;
+    switch (type) {
+      case 'trial.extend': {
+        if (row.trial !== 1) throw new ServiceFault(FaultCode.BadParam, 'order trial.extend: the enterprise is not a trial');
+        change = { end_dateline: Math.max(now, row.end_dateline) + need(o.days, 'days') * DAY_S };
+        break;
+      }
+      case 'subscribe': {
+        const members = need(o.memberCount, 'member_count');
+        const space = need(o.spaceGb, 'space');
+        const months = need(o.months, 'month');
+        // From a trial the subscription starts now; an active subscription is replaced from its end.
+        const from = row.trial === 1 ? now : Math.max(now, row.end_dateline);
+        change = { trial: 0, member_limit: members, space: space * GB, end_dateline: addMonths(from, months) };
+        break;
+      }
+      case 'renew':
+        paid();
+        change = { end_dateline: addMonths(Math.max(now, row.end_dateline), need(o.months, 'month')) };
+        break;
+      case 'upgrade': {
+        paid();
+        const members = o.memberCount ?? 0;
+        const space = o.spaceGb ?? 0;
+        if (members === 0 && space === 0) throw badParam('member_count', 'member_count and/or space to add for upgrade', null);
+        change = { member_limit: row.member_limit + members, space: row.space + space * GB };
+        break;
+      }
+      case 'unsubscribe':
+        paid();
+        change = { end_dateline: Math.min(row.end_dateline, now) };
+        break;
+    }
+    const next = { ...row, ...change };
+    this.db.prepare('UPDATE enterprises SET trial = ?, end_dateline = ?, member_limit = ?, space = ? WHERE id = ?')
+      .run(next.trial, next.end_dateline, next.member_limit, next.space, row.id);
+    this.entLog.record(row.id, EntLogType.Settings, `order ${type} applied`);
+  }
+
+  setMaxLinkFlow(row: EnterpriseDbRow, bytes: number): void {
+    this.db.prepare('UPDATE enterprises SET max_link_flow = ? WHERE id = ?').run(bytes, row.id);
+    this.entLog.record(row.id, EntLogType.Settings, `daily share-link traffic cap: ${bytes < 0 ? 'unlimited' : `${bytes} bytes`}`);
+  }
+}
