@@ -106,6 +106,35 @@ describe('cloudlib ctl against a running gateway', { timeout: 60_000 }, () => {
     expect(await json('member', 'enable', 'erin@example.com')).toMatchObject({ state: 1 });
   });
 
+  it('dept add, ls, rm; org create, ls, bind; partner ent create, ls, order; perm set and show', async () => {
+    expect((await ctl('dept', 'add', 'Sales')).code).toBe(0);
+    expect((await ctl('dept', 'add', 'East', '--parent', 'Sales')).code).toBe(0);
+    expect(JSON.stringify(await json('dept', 'ls'))).toContain('East');
+    expect((await ctl('dept', 'rm', 'Sales/East')).code).toBe(0);
+    expect(JSON.stringify(await json('dept', 'ls'))).not.toContain('East');
+
+    const created = (await json('org', 'create', 'Projects')) as { org_id: number };
+    expect(JSON.stringify(await json('org', 'ls'))).toContain('Projects');
+    const bound = (await json('org', 'bind', String(created.org_id))) as { org_client_id: string };
+    expect(bound.org_client_id).toBeTruthy();
+
+    expect((await ctl('partner', 'ent', 'create', 'acme-1', 'Acme', '--account', 'admin@acme.example', '--days', '30')).code).toBe(0);
+    expect(JSON.stringify(await json('partner', 'ent', 'ls'))).toContain('acme-1');
+    expect((await ctl('partner', 'ent', 'order', 'acme-1', 'trial.extend', '--days', '10')).code).toBe(0);
+
+    expect((await ctl('member', 'add', 'perm@example.com', '--name', 'Perm')).code).toBe(0);
+    await writeFile(join(dir, 'p.txt'), 'p');
+    expect((await ctl('upload', join(dir, 'p.txt'), `/${lib}/perms/p.txt`)).code).toBe(0);
+    const set = await ctl('perm', 'set', `/${lib}/perms`, '--member', 'perm@example.com', '--allow', 'ls,cd,dl', '--deny', 'rm');
+    expect(set.code, set.stderr).toBe(0);
+    const all = await ctl('--json', 'perm', 'show', `/${lib}/perms`);
+    expect(all.code, all.stderr).toBe(0);
+    const shown = await ctl('--json', 'perm', 'show', `/${lib}/perms`, '--member', 'perm@example.com');
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(Object.keys((JSON.parse(all.stdout) as { members: Record<string, unknown> }).members)).toHaveLength(1);
+    expect(JSON.parse(shown.stdout)).toMatchObject({ ls: 1, cd: 1, dl: 1, rm: -1, w: 0 });
+  });
+
   it('each family is reached through `ctl call` with the gateway\'s credentials', async () => {
     expect(((await json('call', 'file.ls', `fullpath=/${lib}/`)) as { list: unknown[] }).list.length).toBeGreaterThan(0);
     expect(JSON.stringify(await json('call', 'org.ls'))).toContain(lib);
