@@ -32,6 +32,13 @@ export interface UploadOptions {
   blockSize?: number;
   /** Called with the bytes the server holds and the total, after each block (and 0 at the start). */
   onProgress?: (sent: number, total: number) => void;
+  /**
+   * Stops the upload. An exchange that makes the file land (create_file, upload_init answering that the
+   * server holds the content, upload_finish and its polls) is never cut: the abort is checked before it
+   * and honoured after it. So once the returned promise settles the file has either landed (it resolves)
+   * or will not land from this upload (it rejects), and a caller that moves or deletes the path next
+   * never races a late commit.
+   */
   signal?: AbortSignal;
   /** Wait between polls of `upload_finish` while it answers 202, ms. Default 2 000. */
   finishWaitMs?: number;
@@ -68,6 +75,7 @@ interface Policy {
 export async function uploadFile(client: ServiceClient, source: UploadSource, opts: UploadOptions): Promise<UploadResult> {
   const policy = checkOptions(client, source, opts);
   const filehash = source.filehash !== undefined ? checkSha1(source.filehash) : await sha1Of(source, opts.signal);
+  opts.signal?.throwIfAborted();
   const created = await createFile(client, opts, filehash, source.size);
   const fullpath = typeof created.fullpath === 'string' && created.fullpath !== '' ? created.fullpath : opts.fullpath;
   const result = (instant: boolean): UploadResult => ({ hash: String(created.hash), fullpath, filehash, filesize: source.size, instant });
@@ -134,7 +142,7 @@ function needToken(client: ServiceClient): string {
 
 async function createFile(client: ServiceClient, opts: UploadOptions, filehash: string, filesize: number) {
   const overwrite = opts.overwrite === false ? 0 : 1;
-  const call = { signal: opts.signal };
+  const call = {}; // lands the file when the content is known: never cut (see UploadOptions.signal)
   if (opts.mountId !== undefined) {
     return client.user.createFile({ mount_id: opts.mountId, fullpath: opts.fullpath, filehash, filesize, overwrite }, call);
   }
@@ -159,18 +167,32 @@ class ChunkedUpload {
   /** The block in the reader's buffer and where it starts (-1: none). */
   private block?: Buffer;
   private blockAt = -1;
+  /** An exchange that may make the file land is under way: the caller's abort waits for its end. */
+  private landing = false;
 
   constructor(private readonly wire: UploadServerClient, private readonly source: UploadSource, private readonly p: Policy) {}
 
   /** upload_init; repeated after a failure that may be transient (the server resumes the same step's session). */
   async init(h: Parameters<UploadServerClient['init']>[0]) {
     for (;;) {
+      this.p.signal?.throwIfAborted();
+      let answer;
+      this.landing = true; // the server may hold the content already and place the file at once
       try {
-        return await this.wire.init(h, this.p.signal);
+        answer = await this.wire.init(h);
       } catch (err) {
+        this.landing = false;
         await this.failed(err);
+        continue;
       }
+      this.landing = false;
+      return answer;
     }
+  }
+
+  /** The caller's signal, except while an exchange that may make the file land is under way. */
+  private get signal(): AbortSignal | undefined {
+    return this.landing ? undefined : this.p.signal;
   }
 
   async run(session: string): Promise<void> {
@@ -179,7 +201,14 @@ class ChunkedUpload {
       this.p.onProgress?.(0, this.p.total);
       for (;;) {
         await this.sendFrom(session, offset);
-        const resumeAt = await this.finish(session);
+        this.p.signal?.throwIfAborted();
+        let resumeAt;
+        this.landing = true;
+        try {
+          resumeAt = await this.finish(session);
+        } finally {
+          this.landing = false;
+        }
         if (resumeAt === undefined) return;
         offset = resumeAt;
       }
@@ -193,13 +222,13 @@ class ChunkedUpload {
     let offset = start;
     let crcRejects = 0;
     while (offset < this.p.total) {
-      this.p.signal?.throwIfAborted();
+      this.signal?.throwIfAborted();
       const block = await this.blockFrom(offset);
       let answer;
       try {
-        answer = await this.wire.part(session, offset, block, crc32(block), this.p.signal);
+        answer = await this.wire.part(session, offset, block, crc32(block), this.signal);
       } catch (err) {
-        if (err instanceof ServiceError && err.status === 400 && err.code === CRC_MISMATCH && !this.p.signal?.aborted) {
+        if (err instanceof ServiceError && err.status === 400 && err.code === CRC_MISMATCH && !this.signal?.aborted) {
           // Corrupted on the way: the same bytes again, a bounded number of times.
           if (++crcRejects > this.p.retries) throw err;
           continue;
@@ -232,7 +261,7 @@ class ChunkedUpload {
     for (let polls = 0; ;) {
       let answer: FinishAnswer;
       try {
-        answer = await this.wire.finish(session, this.p.signal);
+        answer = await this.wire.finish(session, this.signal);
       } catch (err) {
         await this.failed(err);
         continue;
@@ -245,7 +274,7 @@ class ChunkedUpload {
       if (++polls > this.p.finishPolls) {
         throw new ServiceError({ status: 202, code: 0, message: `still processing after ${this.p.finishPolls} polls ${this.p.finishWaitMs} ms apart`, endpoint: 'upload.upload_finish' });
       }
-      await sleep(this.p.finishWaitMs, this.p.signal);
+      await sleep(this.p.finishWaitMs, this.signal);
     }
   }
 
@@ -253,7 +282,7 @@ class ChunkedUpload {
   private async received(session: string): Promise<number> {
     for (;;) {
       try {
-        const n = await this.wire.received(session, this.p.signal);
+        const n = await this.wire.received(session, this.signal);
         if (n > this.p.total) throw new ServiceError({ status: 200, code: 0, message: `server holds ${n} bytes, expected at most ${this.p.total}`, endpoint: 'upload.upload_req' });
         return n;
       } catch (err) {
@@ -268,10 +297,10 @@ class ChunkedUpload {
    * is spent; otherwise waits the backoff (unless `wait` is false: the server told where to go on).
    */
   private async failed(err: unknown, wait = true): Promise<void> {
-    if (!(err instanceof ServiceError) || this.p.signal?.aborted) throw err;
+    if (!(err instanceof ServiceError) || this.signal?.aborted) throw err;
     if (err.status !== 409 && !resumable(err)) throw err;
     if (++this.failures > this.p.retries) throw err;
-    if (wait) await sleep(backoff(this.p.retryBaseMs, this.failures - 1), this.p.signal);
+    if (wait) await sleep(backoff(this.p.retryBaseMs, this.failures - 1), this.signal);
   }
 
   /** The block that starts at `start`: the buffered one again, or read on from the stream (reopened when elsewhere). */

@@ -192,6 +192,29 @@ describe('uploadFile', { timeout: 15_000 }, () => {
     expect(fake.files.has('abort.bin')).toBe(false);
   });
 
+  it('an abort while upload_finish is processing waits for it: the file lands and the upload resolves', async () => {
+    const ac = new AbortController();
+    const data = randomBytes(20_000);
+    fake.finishProcessing = 2;
+    const res = await uploadFile(client, memorySource(data), {
+      fullpath: 'late.bin', blockSize: 10_000, finishWaitMs: 30, signal: ac.signal,
+      onProgress: (sent, total) => { if (sent === total) setTimeout(() => ac.abort(new Error('stop')), 5); },
+    });
+    expect(ac.signal.aborted).toBe(true);
+    expect(res.instant).toBe(false);
+    expect(fake.files.has('late.bin')).toBe(true);
+    expect(fake.calls('/upload_finish').length).toBe(3);
+    expect(fake.calls('/upload_abort')).toHaveLength(0);
+  });
+
+  it('an abort before create_file sends nothing; create_file itself is never cut', async () => {
+    const ac = new AbortController();
+    ac.abort(new Error('stop'));
+    const data = randomBytes(1000);
+    await expect(uploadFile(client, memorySource(data, { filehash: sha1(data) }), { fullpath: 'never.bin', signal: ac.signal })).rejects.toThrow('stop');
+    expect(fake.calls('/create_file')).toHaveLength(0);
+  });
+
   it('user-token API: /m-api/2/file/create_file with mount_id, the token header on upload_init', async () => {
     const data = randomBytes(12_000);
     const res = await uploadFile(client, memorySource(data), { fullpath: 'u/x.txt', mountId: 7, blockSize: 5000 });
