@@ -5,7 +5,9 @@
  * - random 4 KiB reads per second through a Vfs handle (BENCH_VFS_RANDOM_S seconds, default 5);
  * - write + commit of BENCH_VFS_BYTES through the Vfs (open, 1 MiB writes, close, until the service
  *   confirmed) vs the client's uploader alone on a file of the same size (target ≥ 0.9×);
- * - peak RSS while streaming BENCH_VFS_STREAM_BYTES (default 4 GiB) through Vfs reads (target < 200 MB).
+ * - peak RSS of a fresh gateway process streaming BENCH_VFS_STREAM_BYTES (default 4 GiB) through Vfs reads
+ *   (target < 200 MB).
+ * The embedded service runs in a process of its own, as beside a production gateway.
  * Prints one JSON line per figure. Run: `node --import tsx scripts/bench/vfs.ts`.
  */
 import { mkdtemp, open, rm } from 'node:fs/promises';
@@ -13,7 +15,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
-import { startTestService } from '../../test/support/vfs.js';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { ServiceClient } from '../../src/api/client.js';
+import { startServiceProcess } from '../../test/support/service-process.js';
 import { createVfs } from '../../src/vfs/index.js';
 import { fileSource, uploadFile } from '../../src/api/upload.js';
 
@@ -49,8 +54,49 @@ async function makeFile(path: string, tag: number, size: number): Promise<void> 
 }
 
 
+/** Child mode: a gateway process that only streams STREAM bytes of bench-read.bin and reports its peak RSS. */
+async function streamChild(): Promise<void> {
+  const { baseUrl, library } = JSON.parse(process.env.BENCH_VFS_STREAM_CHILD!) as { baseUrl: string; library: { org_client_id: string; org_client_secret: string } };
+  const client = new ServiceClient({ baseUrl, credentials: { library } });
+  const tmp = await mkdtemp(join(tmpdir(), 'cloudlib-bench-stream-'));
+  const vfs = await createVfs({ libraries: [{ name: 'Library', client }], dataDir: tmp, feedIntervalMs: 2000 });
+  try {
+    const size = (await vfs.stat('/Library/bench-read.bin')).size;
+    let peak = process.memoryUsage().rss;
+    const sampler = setInterval(() => { peak = Math.max(peak, process.memoryUsage().rss); }, 50);
+    const rssBefore = process.memoryUsage().rss;
+    let streamed = 0;
+    const t0 = performance.now();
+    while (streamed < STREAM) {
+      const h = await vfs.open('/Library/bench-read.bin', { read: true });
+      for (let pos = 0; pos < size && streamed < STREAM; pos += 128 * 1024) streamed += (await h.read(pos, 128 * 1024)).length;
+      await h.release();
+    }
+    clearInterval(sampler);
+    peak = Math.max(peak, process.memoryUsage().rss);
+    print({ bench: 'vfs.stream_peak_rss', bytes: streamed, mib_per_s: mibs(streamed, performance.now() - t0), rss_before_mb: round(rssBefore / MiB, 0), peak_rss_mb: round(peak / MiB, 0), target_mb: 200 });
+  } finally {
+    await vfs.close();
+    await client.close();
+    await rm(tmp, { recursive: true, force: true });
+  }
+}
+
+/** Runs streamChild() in a new process of this script and returns its figure. */
+async function streamInChild(baseUrl: string, credentials: ServiceClient['credentials']): Promise<Record<string, unknown>> {
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url)], {
+    env: { ...process.env, BENCH_VFS_STREAM_CHILD: JSON.stringify({ baseUrl, library: credentials.library }) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => { out += c.toString(); });
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  if (code !== 0) throw new Error(`streaming child exited with ${code}`);
+  return JSON.parse(out.trim().split('\n').pop()!) as Record<string, unknown>;
+}
+
 async function main(): Promise<void> {
-  const svc = await startTestService();
+  const svc = await startServiceProcess();
   const tmp = await mkdtemp(join(tmpdir(), 'cloudlib-bench-vfs-'));
   const vfs = await createVfs({ libraries: [{ name: 'Library', client: svc.client }], dataDir: join(tmp, 'gateway'), feedIntervalMs: 2000 });
   try {
@@ -106,20 +152,8 @@ async function main(): Promise<void> {
     await rh.release();
     print({ bench: 'vfs.random_4k_reads', reads, per_s: round(reads / (randomMs / 1000), 0) });
 
-    // Peak RSS while streaming STREAM bytes (passes over the file, fresh handle each).
-    let peak = process.memoryUsage().rss;
-    const sampler = setInterval(() => { peak = Math.max(peak, process.memoryUsage().rss); }, 50);
-    const rssBefore = process.memoryUsage().rss;
-    let streamed = 0;
-    t0 = performance.now();
-    while (streamed < STREAM) {
-      const h = await vfs.open('/Library/bench-read.bin', { read: true });
-      for (let pos = 0; pos < SIZE && streamed < STREAM; pos += 128 * 1024) streamed += (await h.read(pos, 128 * 1024)).length;
-      await h.release();
-    }
-    clearInterval(sampler);
-    peak = Math.max(peak, process.memoryUsage().rss);
-    print({ bench: 'vfs.stream_peak_rss', bytes: streamed, mib_per_s: mibs(streamed, performance.now() - t0), rss_before_mb: round(rssBefore / MiB, 0), peak_rss_mb: round(peak / MiB, 0), target_mb: 200 });
+    // Peak RSS while streaming STREAM bytes: a fresh gateway process (nothing else in its memory).
+    print(await streamInChild(svc.baseUrl, svc.client.credentials));
   } finally {
     await vfs.close();
     await svc.close();
@@ -127,4 +161,5 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+if (process.env.BENCH_VFS_STREAM_CHILD) await streamChild();
+else await main();

@@ -1,0 +1,64 @@
+/**
+ * startServiceProcess(): the embedded service in a process of its own (`cloudlib service` on an ephemeral
+ * port, temporary data folder), as it runs beside a gateway in production: the benchmarks measure the
+ * gateway with the service off its thread. Returns a library client like test/support/service.ts.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ServiceClient } from '../../src/api/client.js';
+
+export interface ServiceProcess {
+  client: ServiceClient;
+  baseUrl: string;
+  dir: string;
+  pid: number;
+  close(): Promise<void>;
+}
+
+const BIN = fileURLToPath(new URL('../../bin/cloudlib.js', import.meta.url));
+
+export async function startServiceProcess(opts: { readyTimeoutMs?: number } = {}): Promise<ServiceProcess> {
+  const dir = await mkdtemp(join(tmpdir(), 'cloudlib-svcproc-'));
+  const child = spawn(process.execPath, [BIN, 'service', '--data', dir, '--listen', '127.0.0.1:0', '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  try {
+    const creds = await waitForCredentials(join(dir, 'credentials.json'), child, opts.readyTimeoutMs ?? 30_000);
+    const client = new ServiceClient({
+      baseUrl: creds.base_url,
+      credentials: { library: { org_client_id: creds.library.org_client_id, org_client_secret: creds.library.org_client_secret } },
+      retries: 0,
+    });
+    return {
+      client, baseUrl: creds.base_url, dir, pid: child.pid!,
+      async close() {
+        await client.close();
+        child.kill('SIGTERM');
+        await exited;
+        await rm(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    child.kill('SIGKILL');
+    await exited;
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+interface Credentials { base_url: string; library: { org_client_id: string; org_client_secret: string } }
+
+async function waitForCredentials(path: string, child: ChildProcess, timeoutMs: number): Promise<Credentials> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`cloudlib service exited with ${child.exitCode} before it was ready`);
+    try {
+      return JSON.parse(await readFile(path, 'utf8')) as Credentials;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`cloudlib service: no ${path} within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}
