@@ -14,6 +14,7 @@ import type { Logger } from '../shared/log.js';
 import { BlockCache } from './block-cache.js';
 import { ContentCache } from './content-cache.js';
 import { FileHasher } from './file-hasher.js';
+import { Sha1Streams } from './sha1-streams.js';
 import { gatewayPathOf, parseGatewayPath } from './gateway-path.js';
 import { LocalFile } from './local-file.js';
 import { MetadataCache } from './metadata-cache.js';
@@ -99,6 +100,7 @@ export class GatewayVfs implements Vfs {
   private readonly disk: ContentCache | undefined;
   private readonly journal: UploadJournal;
   private readonly hasher = new FileHasher();
+  private readonly sha1Streams = new Sha1Streams();
   readonly uploads: UploadQueue;
   /** Local files by `library\0fullpath`. */
   private readonly locals = new Map<string, LocalFile>();
@@ -125,6 +127,12 @@ export class GatewayVfs implements Vfs {
       hasher: this.hasher, logger: opts.logger,
       remoteFor: (name) => this.libs.get(name)?.remote,
       onCommitted: (file, entry, snapshot) => this.committed(file as LocalFile, entry, snapshot),
+      // A last handle that went while the upload was being confirmed kept the file (it was still pending).
+      onDone: (file) => {
+        const l = file as LocalFile;
+        if (l.deleted || this.locals.get(localKey(l.library, l.fullpath)) !== l) return;
+        this.released(l).catch((err: Error) => this.logger.warn({ path: l.fullpath, err: err.message }, 'letting go of an uploaded local copy failed'));
+      },
       onMissingParent: (file) => this.ensureParents(file.library, file.fullpath),
     });
   }
@@ -502,6 +510,7 @@ export class GatewayVfs implements Vfs {
     await lib.remote.removeTags(t.fullpath, current.filter((x) => !wanted.includes(x)), this.call(ctx));
     await lib.remote.addTags(t.fullpath, wanted.filter((x) => !current.includes(x)), this.call(ctx));
     this.ownForget(lib.name, t.fullpath);
+    this.patchLocalBase(lib.name, t.fullpath, { tags: wanted });
   }
 
   async setLocked(path: string, locked: boolean, ctx?: CallContext): Promise<void> {
@@ -514,6 +523,13 @@ export class GatewayVfs implements Vfs {
     if (e.isDir) throw new VfsError('ENOTSUP', `folders cannot be locked: ${t.path}`);
     await lib.remote.lock(t.fullpath, locked, this.call(ctx));
     this.ownForget(lib.name, t.fullpath);
+    this.patchLocalBase(lib.name, t.fullpath, { locked });
+  }
+
+  /** A local copy shows the service's tags and lock of its base: keep them current when the gateway changes them. */
+  private patchLocalBase(library: string, fullpath: string, patch: Pick<RemoteEntry, 'tags'> | Pick<RemoteEntry, 'locked'>): void {
+    const local = this.locals.get(localKey(library, fullpath));
+    if (local?.base && !local.deleted) local.base = { ...local.base, ...patch };
   }
 
   // ---- lifecycle ------------------------------------------------------------------------------------------
@@ -564,6 +580,7 @@ export class GatewayVfs implements Vfs {
     await this.uploads.close();
     for (const l of this.locals.values()) await l.closeSpool().catch(() => undefined);
     await this.hasher.close();
+    await this.sha1Streams.close();
     await this.disk?.close();
     await this.opts.onClose?.();
   }
@@ -574,6 +591,7 @@ export class GatewayVfs implements Vfs {
     const id = this.journal.newId();
     const file: LocalFile = new LocalFile(id, this.journal.spoolPath(id), library, fullpath, base, {
       baseSize: base?.size ?? 0, mtimeMs: base?.mtimeMs, fetchChunk: this.opts.partialFetch?.chunkBytes,
+      sha1Stream: () => this.sha1Streams.open(this.journal.spoolPath(id)),
       // The base is wherever the file is now (a rename moves it on the service too), in the version it had.
       openBase: base ? (start, end) => this.libs.get(file.library)!.remote.openRange(file.fullpath, start, end, { ...this.call(ctx), contentHash: base.contentHash }) : undefined,
     });
@@ -582,15 +600,30 @@ export class GatewayVfs implements Vfs {
     return file;
   }
 
-  /** Journals the file's current content (durable) and queues its upload. */
+  /**
+   * Journals the file's current content (durable) and queues its upload. The upload is queued as soon as
+   * the spool's hash is known, while its fsync and journal entry are still being written (it reads the
+   * spool from the page cache meanwhile); the call returns once both are durable, and a confirmation of
+   * the upload waits for them (`committed`), so the entry can never outlive nor precede what it covers.
+   */
   async persist(file: LocalFile): Promise<void> {
     if (file.deleted || file.generation === file.journaledGeneration) return;
     await file.fillAll();
     const generation = file.generation;
-    await file.syncAndHash(this.hasher);
-    await this.journal.put(this.journalEntry(file));
-    file.journaledGeneration = Math.max(file.journaledGeneration, generation);
-    await this.uploads.enqueue(file);
+    let queued: Promise<void> | undefined;
+    const journaling = (async () => {
+      await file.syncAndHash(this.hasher, () => { if (!file.deleted) queued = this.uploads.enqueue(file); });
+      await this.journal.put(this.journalEntry(file));
+      file.journaledGeneration = Math.max(file.journaledGeneration, generation);
+    })();
+    file.journaling = journaling.catch(() => undefined);
+    try {
+      await journaling;
+    } catch (err) {
+      await this.uploads.cancel(file.id); // not durable: nothing may be confirmed for it
+      throw err;
+    }
+    await queued;
   }
 
   private journalEntry(file: LocalFile): JournalEntry {
@@ -609,6 +642,7 @@ export class GatewayVfs implements Vfs {
   }
 
   private async committed(file: LocalFile, entry: RemoteEntry, snapshot: { generation: number; fullpath: string; library: string }): Promise<void> {
+    await file.journaling; // the journal entry of this content is written before it can be removed
     this.ownUpsert(snapshot.library, { ...entry, mtimeMs: Math.max(entry.mtimeMs, file.mtimeMs) });
     file.uploadedGeneration = Math.max(file.uploadedGeneration, snapshot.generation);
     // A time set by the application outlives the local copy, for as long as this version is current.
@@ -646,7 +680,7 @@ export class GatewayVfs implements Vfs {
     }
   }
 
-  /** The last handle of a local file was released. */
+  /** The last handle of a local file was released, or its upload was confirmed after that. */
   private async released(file: LocalFile): Promise<void> {
     if (file.openCount > 0) return;
     if (file.deleted) {
@@ -868,6 +902,7 @@ export class GatewayVfs implements Vfs {
       wholeFetchMax: this.opts.partialFetch?.wholeMaxBytes ?? 8 * 1024 * 1024,
       persist: () => this.persist(file),
       cancelUpload: () => this.uploads.cancel(file.id),
+      uploading: () => this.uploads.has(file.id),
       attr: () => this.toAttr(lib, this.localEntry(file)),
       released: () => this.released(file),
       writable: () => this.writable(path),
@@ -893,6 +928,8 @@ interface LocalHandleHost {
   wholeFetchMax: number;
   persist(): Promise<void>;
   cancelUpload(): Promise<void>;
+  /** An upload of the file is queued, running or waiting to retry. */
+  uploading(): boolean;
   attr(): Attr;
   released(): Promise<void>;
   writable(): void;
@@ -963,7 +1000,7 @@ class LocalFileHandle implements FileHandle {
   private async prepareChange(): Promise<void> {
     // Small files are fetched whole at the first change; larger ones on demand (and in full before commit).
     if (!this.file.baseReady && this.file.baseSize <= this.host.wholeFetchMax) await this.file.fillAll();
-    if (this.file.journaledGeneration === this.file.generation && this.file.journaledGeneration > 0) await this.host.cancelUpload();
+    if (this.host.uploading()) await this.host.cancelUpload();
   }
 
   private open(): void {

@@ -18,6 +18,7 @@ import type { Readable } from 'node:stream';
 import type { PendingFile } from './upload-queue.js';
 import type { RemoteEntry } from './remote.js';
 import { addRange, clipRanges, gaps, type ByteRange } from './byte-ranges.js';
+import type { Sha1Stream } from './sha1-streams.js';
 import { VfsError, type Operator } from './types.js';
 
 /** Opens bytes `[start, end]` (inclusive) of the base content. */
@@ -32,6 +33,8 @@ export interface LocalFileOptions {
   openBase?: BaseOpener;
   /** Smallest fetch of absent base bytes on a read, bytes. Default 1 MiB. */
   fetchChunk?: number;
+  /** A SHA-1 kept up to date while the file is written front to back from empty (see Sha1Streams). */
+  sha1Stream?: () => Sha1Stream;
   mtimeMs?: number;
 }
 
@@ -44,6 +47,8 @@ export class LocalFile implements PendingFile {
   uploadedGeneration = 0;
   /** Handles open on this file. */
   openCount = 0;
+  /** The last flush's fsync and journal entry (settles, never rejects); an upload's confirmation waits for it. */
+  journaling: Promise<void> | undefined;
   /** Unlinked while open: never committed, removed when the last handle closes. */
   deleted = false;
   /** Logical size. */
@@ -64,6 +69,9 @@ export class LocalFile implements PendingFile {
   /** SHA-1 of the spool as of `generation` (computed with the fsync of a flush). */
   private hashed: { generation: number; sha1: string; size: number } | undefined;
   private fh: FsHandle | undefined;
+  private readonly newSha1Stream?: () => Sha1Stream;
+  /** Set while the spool has been written only front to back since it was emptied: its running SHA-1. */
+  private appended: Sha1Stream | undefined;
   /** The spool was discarded: any further access is a bug, answered EIO rather than a new empty spool. */
   private retired = false;
   private chain: Promise<unknown> = Promise.resolve();
@@ -82,6 +90,7 @@ export class LocalFile implements PendingFile {
     this.size = opts.baseSize;
     this.openBase = opts.openBase;
     this.fetchChunk = opts.fetchChunk ?? 1024 * 1024;
+    this.newSha1Stream = opts.sha1Stream;
     this.baseReady = opts.baseSize === 0 || !opts.openBase;
     this.mtimeMs = opts.mtimeMs ?? Date.now();
     this.ctimeMs = base?.ctimeMs ?? this.mtimeMs;
@@ -103,11 +112,14 @@ export class LocalFile implements PendingFile {
   async startEmpty(): Promise<void> {
     await this.exclusive(async () => {
       const fh = await this.handle();
+      this.generation++; // before the spool changes (see snapshotHash); callers touch() after
+      this.dropSha1Stream();
       await fh.truncate(0);
       this.size = 0;
       this.baseSize = 0;
       this.present = [];
       this.baseReady = true;
+      this.appended = this.newSha1Stream?.();
     });
   }
 
@@ -148,14 +160,21 @@ export class LocalFile implements PendingFile {
   async write(position: number, data: Buffer): Promise<number> {
     return this.exclusive(async () => {
       const fh = await this.handle();
+      this.touch(); // before the spool changes (see snapshotHash)
+      if (position !== this.size) this.dropSha1Stream(); // not an append: the running hash is of no use
       let done = 0;
-      while (done < data.length) {
-        const { bytesWritten } = await fh.write(data, done, data.length - done, position + done);
-        done += bytesWritten;
+      try {
+        while (done < data.length) {
+          const { bytesWritten } = await fh.write(data, done, data.length - done, position + done);
+          done += bytesWritten;
+        }
+      } catch (err) {
+        this.dropSha1Stream();
+        throw err;
       }
       if (!this.baseReady) this.present = addRange(this.present, position, position + data.length);
       this.size = Math.max(this.size, position + data.length);
-      this.touch();
+      this.appended?.extend(this.size);
       return done;
     });
   }
@@ -163,26 +182,36 @@ export class LocalFile implements PendingFile {
   async truncate(size: number): Promise<void> {
     await this.exclusive(async () => {
       const fh = await this.handle();
+      this.touch(); // before the spool changes (see snapshotHash)
+      if (size !== this.size) this.dropSha1Stream();
       await fh.truncate(size);
       if (size < this.baseSize) this.baseSize = size;
       this.present = clipRanges(this.present, size);
       if (this.baseSize === 0) this.baseReady = true;
       this.size = size;
-      this.touch();
     });
   }
 
   /**
    * Makes the spool durable and hashes it, both at once (the hash runs in a worker while the kernel
-   * writes the data out), with no change in between. The hash is kept for the upload.
+   * writes the data out), with no change in between. The hash is kept for the upload, and `onHashed`
+   * runs as soon as it is known, before the fsync has ended: an upload can start reading the spool (from
+   * the page cache) while the disk is still being written.
    */
-  async syncAndHash(hasher: Hasher): Promise<void> {
+  async syncAndHash(hasher: Hasher, onHashed?: () => void): Promise<void> {
     await this.exclusive(async () => {
       const fh = await this.handle();
       await this.padToSize(fh);
       const generation = this.generation;
-      const [, h] = await Promise.all([fh.sync(), hasher.hash(this.spoolPath)]);
+      const synced = fh.sync();
+      synced.catch(() => undefined); // awaited below, after the hash
+      const h = await this.hashNow(hasher).catch(async (err: unknown) => {
+        await synced.catch(() => undefined);
+        throw err;
+      });
       this.hashed = { generation, ...h };
+      onHashed?.();
+      await synced;
     });
   }
 
@@ -191,12 +220,17 @@ export class LocalFile implements PendingFile {
     return this.hashed && this.hashed.generation === this.generation ? this.hashed.sha1 : undefined;
   }
 
-  /** SHA-1, size and generation of the spool now (reuses the flush's hash when nothing changed since). */
+  /**
+   * SHA-1, size and generation of the spool now (reuses the flush's hash when nothing changed since: at
+   * once, even while a flush still holds the file for its fsync; every change bumps the generation
+   * before it touches the spool).
+   */
   async snapshotHash(hasher: Hasher): Promise<{ generation: number; sha1: string; size: number }> {
+    if (this.hashed && this.hashed.generation === this.generation) return this.hashed;
     return this.exclusive(async () => {
       if (this.hashed && this.hashed.generation === this.generation) return this.hashed;
       const generation = this.generation;
-      const h = await hasher.hash(this.spoolPath);
+      const h = await this.hashNow(hasher);
       this.hashed = { generation, ...h };
       return this.hashed;
     });
@@ -214,6 +248,7 @@ export class LocalFile implements PendingFile {
   /** Closes the spool's descriptor (the spool stays). */
   async closeSpool(): Promise<void> {
     await this.exclusive(async () => {
+      this.dropSha1Stream();
       const fh = this.fh;
       this.fh = undefined;
       await fh?.close();
@@ -235,6 +270,21 @@ export class LocalFile implements PendingFile {
     this.generation++;
     this.mtimeMs = Date.now();
     this.explicitMtimeMs = undefined;
+  }
+
+  /** SHA-1 and size of the spool now: the running hash when the file was only appended to, else a full pass. */
+  private async hashNow(hasher: Hasher): Promise<{ sha1: string; size: number }> {
+    if (this.appended) {
+      const h = await this.appended.digest().catch(() => undefined);
+      if (h && h.size === this.size) return h;
+      this.dropSha1Stream(); // failed or out of step: never trusted again for this spool
+    }
+    return hasher.hash(this.spoolPath);
+  }
+
+  private dropSha1Stream(): void {
+    this.appended?.close();
+    this.appended = undefined;
   }
 
   /** Copies base bytes `[start, end)` into the spool. */

@@ -4,7 +4,7 @@
  * gateway with the service off its thread. Returns a library client like test/support/service.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,10 +20,22 @@ export interface ServiceProcess {
 
 const BIN = fileURLToPath(new URL('../../bin/cloudlib.js', import.meta.url));
 
-export async function startServiceProcess(opts: { readyTimeoutMs?: number } = {}): Promise<ServiceProcess> {
-  const dir = await mkdtemp(join(tmpdir(), 'cloudlib-svcproc-'));
+export interface ServiceProcessOptions {
+  readyTimeoutMs?: number;
+  /**
+   * Keep the service's data in memory (/dev/shm where there is one): a service on another machine does
+   * not write to the gateway's disk, and one on the same disk would halve the disk's bandwidth for both.
+   */
+  memoryData?: boolean;
+}
+
+export async function startServiceProcess(opts: ServiceProcessOptions = {}): Promise<ServiceProcess> {
+  const root = opts.memoryData && (await isDir('/dev/shm')) ? '/dev/shm' : tmpdir();
+  const dir = await mkdtemp(join(root, 'cloudlib-svcproc-'));
   const child = spawn(process.execPath, [BIN, 'service', '--data', dir, '--listen', '127.0.0.1:0', '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'inherit'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const orphaned = (): void => { child.kill('SIGKILL'); };
+  process.once('exit', orphaned); // never outlive the process that started it
   try {
     const creds = await waitForCredentials(join(dir, 'credentials.json'), child, opts.readyTimeoutMs ?? 30_000);
     const client = new ServiceClient({
@@ -37,12 +49,14 @@ export async function startServiceProcess(opts: { readyTimeoutMs?: number } = {}
         await client.close();
         child.kill('SIGTERM');
         await exited;
+        process.off('exit', orphaned);
         await rm(dir, { recursive: true, force: true });
       },
     };
   } catch (err) {
     child.kill('SIGKILL');
     await exited;
+    process.off('exit', orphaned);
     await rm(dir, { recursive: true, force: true });
     throw err;
   }
@@ -61,4 +75,8 @@ async function waitForCredentials(path: string, child: ChildProcess, timeoutMs: 
       await new Promise((r) => setTimeout(r, 50));
     }
   }
+}
+
+async function isDir(path: string): Promise<boolean> {
+  return stat(path).then((s) => s.isDirectory(), () => false);
 }

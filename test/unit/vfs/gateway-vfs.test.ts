@@ -317,6 +317,21 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     expect((await a.stat('f'))!.locked).toBe(true);
   });
 
+  it('a file held locally (open for writing) shows the lock and tags the gateway sets, not its base\'s old ones', async () => {
+    const { vfs } = await setup();
+    await vfs.writeFile('/A/held', Buffer.from('v1'));
+    await vfs.flushAll();
+    const h = await vfs.open('/A/held', { write: true });
+    await h.write(0, Buffer.from('v2'));
+    await vfs.setLocked('/A/held', true);
+    expect((await vfs.stat('/A/held')).locked).toBe(true);
+    await vfs.setLocked('/A/held', false);
+    expect((await vfs.stat('/A/held')).locked).toBeFalsy();
+    await vfs.setTags('/A/held', ['x']);
+    expect((await vfs.stat('/A/held')).tags).toEqual(['x']);
+    await h.release();
+  });
+
   it('capacity exceeded surfaces as ENOSPC in the upload status and the data stays journaled', async () => {
     const { vfs, remotes } = await setup();
     remotes.get('A')!.capacity = 3;
