@@ -12,7 +12,7 @@ import { FaultCode, ServiceFault } from '../domain/fault.js';
 import { joinPath, nameProblem, normalizePath } from '../domain/paths.js';
 import { FolderPermissions } from '../domain/permissions.js';
 import { MemberAccess } from '../domain/permissions-access.js';
-import { SqlDepartments } from '../domain/permissions-departments.js';
+import { EnterpriseDepartments } from '../domain/permissions-departments.js';
 
 export class LibraryUploadHost implements UploadHost {
   private readonly permissions: FolderPermissions;
@@ -25,7 +25,7 @@ export class LibraryUploadHost implements UploadHost {
     private readonly uploads: PendingUploads,
     private readonly clock: () => number,
   ) {
-    this.permissions = new FolderPermissions(tree, directory, new SqlDepartments(tree.db));
+    this.permissions = new FolderPermissions(tree, directory, new EnterpriseDepartments(tree.db));
   }
 
   async authorizeLibrary(orgClientId: string): Promise<UploadCaller> {
