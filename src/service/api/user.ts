@@ -9,6 +9,7 @@ import type { LibraryRow, MemberRow } from '../domain/directory.js';
 import { seconds, type EntryRow, type Operator } from '../domain/entries.js';
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
 import { DEFAULT_FAVORITES, Favorites } from '../domain/favorites.js';
+import { accountRefusal } from '../domain/members.js';
 import { MemberAccess } from '../domain/permissions-access.js';
 import { MemberListing, page } from '../domain/permissions-listing.js';
 import type { FolderPermissions } from '../domain/permissions.js';
@@ -32,7 +33,8 @@ export function registerUserApi(router: Router, parts: ServiceParts, extra: User
   const memberOf = (ctx: RequestContext): MemberRow => {
     const m = ctx.caller.member;
     if (!m) throw new ServiceFault(FaultCode.TokenInvalid, 'this call needs a user access token');
-    if (m.state !== 1) throw new ServiceFault(FaultCode.NoPermission, 'the account is disabled');
+    const refusal = accountRefusal(m, parts.clock());
+    if (refusal) throw new ServiceFault(FaultCode.NoPermission, refusal);
     return m;
   };
   const opOf = (m: MemberRow): Operator => ({ id: m.id, name: m.name });

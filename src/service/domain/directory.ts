@@ -15,7 +15,7 @@ export interface LibraryRow {
 export interface LibraryAuthRow { org_client_id: string; org_client_secret: string; library_id: number; ent_client_id: string; title: string }
 export interface EnterpriseRow { id: number; partner_id: number | null; out_id: string | null; name: string; client_id: string; client_secret: string }
 export interface PartnerRow { id: number; name: string; client_id: string; client_secret: string }
-export interface MemberRow { id: number; ent_id: number; out_id: string | null; account: string; name: string; email: string; state: number }
+export interface MemberRow { id: number; ent_id: number; out_id: string | null; account: string; name: string; email: string; state: number; expire: number | null }
 export interface ApplicationRow { client_id: string; client_secret: string; title: string }
 export interface TokenRow { token: string; member_id: number; client_id: string; refresh_token: string | null; expires_ms: number }
 

@@ -10,6 +10,7 @@ import type { PendingUploads } from '../domain/pending-uploads.js';
 import type { EntryRow, Operator } from '../domain/entries.js';
 import { FaultCode, ServiceFault } from '../domain/fault.js';
 import { joinPath, nameProblem, normalizePath } from '../domain/paths.js';
+import { accountRefusal } from '../domain/members.js';
 import { FolderPermissions } from '../domain/permissions.js';
 import { MemberAccess } from '../domain/permissions-access.js';
 import { EnterpriseDepartments } from '../domain/permissions-departments.js';
@@ -38,6 +39,10 @@ export class LibraryUploadHost implements UploadHost {
     const row = this.directory.accessToken(token);
     if (!row) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
     if (row.expires_ms <= this.clock()) throw new ServiceFault(FaultCode.TokenExpired, 'access token expired');
+    const member = this.directory.member(row.member_id);
+    if (!member) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
+    const refusal = accountRefusal(member, this.clock());
+    if (refusal) throw new ServiceFault(FaultCode.NoPermission, refusal);
     return { kind: 'user', memberId: row.member_id, token };
   }
 

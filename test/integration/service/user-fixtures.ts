@@ -16,12 +16,13 @@ export function bootstrapApp(t: TestService): { client_id: string; client_secret
 export function addMember(t: TestService, name: string, opts: { libraryRole?: number; password?: string } = {}): TestMember {
   const db = t.service.parts.tree.db;
   const account = `${name}-${Math.random().toString(36).slice(2, 8)}@example.com`;
+  const clock = t.service.parts.clock;
   const id = Number(db.prepare('INSERT INTO members (ent_id, account, name, email, state, created_ms) VALUES (?, ?, ?, ?, 1, ?)')
-    .run(t.service.credentials.enterprise.ent_id, account, name, account, Date.now()).lastInsertRowid);
+    .run(t.service.credentials.enterprise.ent_id, account, name, account, clock()).lastInsertRowid);
   if (opts.libraryRole !== undefined) {
     db.prepare('INSERT INTO library_members (library_id, member_id, role_id) VALUES (?, ?, ?)').run(t.service.credentials.library.org_id, id, opts.libraryRole);
   }
-  const tokens = new AccessTokens(db, Date.now);
+  const tokens = new AccessTokens(db, clock);
   if (opts.password) tokens.setPassword(id, opts.password);
   const app = bootstrapApp(t);
   const grant = tokens.issue(id, app.client_id);
