@@ -95,7 +95,7 @@ export function registerOrgApi(router: Router, parts: ServiceParts): void {
 
   router.register('org', 'set_by_member', (ctx) => {
     const ent = enterpriseOf(ctx);
-    const capacity = ctx.params.int('capacity', -1, { min: -1 });
+    const capacity = ctx.params.requiredInt('capacity', { min: -1 });
     const member = memberOf(ctx, ent);
     libraries.setPersonalCapacity(member, capacity);
     entLog.record(ent.id, EntLogType.Library, `personal library capacity of ${member.account}: ${capacity}`, ctx.ip);

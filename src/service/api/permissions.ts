@@ -40,7 +40,7 @@ export function registerPermissionApi(router: Router, parts: ServiceParts, permi
 
   on('set_permission_inherit', (ctx) => {
     const { lib, entryId } = folderOf(ctx);
-    permissions.setInherit(lib.id, entryId, ctx.params.int('inherit', 0, { min: 0, max: 1 }) === 1, true);
+    permissions.setInherit(lib.id, entryId, ctx.params.requiredInt('inherit', { min: 0, max: 1 }) === 1, true);
   });
 
   on('get_all_permission', (ctx) => {

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService } from '../../support/service.js';
-import { codeOf, put, sha1 } from './helpers.js';
+import { codeOf, put, sha1, uncheckedCode } from './helpers.js';
 import { addMember, type TestMember } from './user-fixtures.js';
 
 let t: TestService;
@@ -165,5 +165,11 @@ describe('simple permissions (library API) seen through the user API', () => {
     expect(await codeOf(t.client.file2.setPermission({ fullpath: 'adv', permissions: JSON.stringify({ member_ids: [m.id], permission: { fly: 1 } }) }))).toBe(40003);
     expect(await codeOf(t.client.file2.setPermission({ fullpath: 'adv', permissions: JSON.stringify({ member_ids: [m.id], permission: { dl: 2 } }) }))).toBe(40003);
     expect(await codeOf(t.client.file2.getGroupPermission({ fullpath: 'adv', group_id: '424242' }))).toBe(40407);
+    // A missing inherit or member is refused, not defaulted; inheritance stays as it was (off).
+    const states = await t.client.file2.getMemberPermission({ fullpath: 'adv', member_id: String(m.id) });
+    expect(await uncheckedCode(t.client, 'file2', 'set_permission_inherit', { fullpath: 'adv', keep: '1' })).toBe(40003);
+    expect(await uncheckedCode(t.client, 'file', 'set_permission_inherit', { fullpath: 'adv' })).toBe(40003);
+    expect(await t.client.file2.getMemberPermission({ fullpath: 'adv', member_id: String(m.id) })).toEqual(states);
+    expect(await uncheckedCode(t.client, 'file2', 'get_member_permission', { fullpath: 'adv' })).toBe(40003);
   });
 });
