@@ -60,7 +60,19 @@ export function registerUserApi(router: Router, parts: ServiceParts, extra: User
     create_member_id: String(row.create_member_id), create_member_name: row.create_member_name, create_dateline: seconds(row.create_ms),
     last_member_id: String(row.last_member_id), last_member_name: row.last_member_name, last_dateline: seconds(row.last_ms),
   });
-  const withLock = (row: EntryRow, mountId: number) => ({ ...record(row, mountId), thumbnail: '', lock: row.lock_member_name !== null ? 1 : 0 });
+  /**
+   * Preview page (a path: the spec's "prefix the service host") and image thumbnail (a URL) of a file the
+   * member may preview; empty otherwise. Valid 10 minutes, like preview_url.
+   */
+  const previewLinks = (row: EntryRow, access: MemberAccess): { preview: string; thumbnail: string } => {
+    if (row.dir || !access.can(row.parent_id ?? 0, 'pv')) return { preview: '', thumbnail: '' };
+    const links = parts.previews.issue({
+      libraryId: row.library_id, fullpath: row.fullpath, filehash: row.filehash, filename: row.name, filesize: row.filesize, thumbnail: true, baseUrl: parts.baseUrl,
+    });
+    return { preview: new URL(links.url).pathname, thumbnail: links.thumbnail ?? '' };
+  };
+  const withLock = (row: EntryRow, mountId: number, access: MemberAccess) =>
+    ({ ...record(row, mountId), thumbnail: previewLinks(row, access).thumbnail, lock: row.lock_member_name !== null ? 1 : 0 });
   const on = (name: string, handler: (ctx: RequestContext) => unknown) => router.register('user', name, handler);
 
   // ---- token ------------------------------------------------------------------------------------
@@ -123,7 +135,7 @@ export function registerUserApi(router: Router, parts: ServiceParts, extra: User
       rows = listing.children(access, folderId, { dirsOnly: p.flag('dir'), order });
     }
     const out = page(rows, pg);
-    return { count: out.count, list: out.list.map((r) => withLock(r, lib.mount_id)) };
+    return { count: out.count, list: out.list.map((r) => withLock(r, lib.mount_id, access)) };
   });
 
   on('open', (ctx) => {
@@ -152,7 +164,7 @@ export function registerUserApi(router: Router, parts: ServiceParts, extra: User
     const row = target(ctx, lib.id);
     if (!access.mayDisplay(row)) access.requireOn(row, 'ls', 'see this item', 'ss');
     const info: Record<string, unknown> = { ...record(row, lib.mount_id), lock: row.lock_member_name !== null ? 1 : 0 };
-    if (!row.dir) Object.assign(info, { preview: '', thumbnail: '' });
+    if (!row.dir) Object.assign(info, previewLinks(row, access));
     return info;
   });
 

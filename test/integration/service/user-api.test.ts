@@ -54,6 +54,21 @@ describe('user file API', () => {
     expect(await res.text()).toBe('bbbb');
   });
 
+  it('info and ls carry preview and thumbnail links for a member who may preview, none otherwise', async () => {
+    await put(t.client, 'pics/p.png', 'not really a png');
+    const info = await editor.client.user.info({ mount_id: mount, fullpath: 'docs/b.txt' }) as unknown as { preview: string; thumbnail: string };
+    expect(info.preview).toMatch(/^\/preview\/v\//);
+    expect((await fetch(`${t.service.baseUrl}${info.preview}`)).status).toBe(200);
+    expect(info.thumbnail).toBe('');
+    const folder = await editor.client.user.info({ mount_id: mount, fullpath: 'docs' }) as unknown as Record<string, unknown>;
+    expect(folder.preview).toBeUndefined();
+    const listed = (await editor.client.user.ls({ mount_id: mount, fullpath: 'pics' })).list;
+    expect(listed[0]!.thumbnail).toMatch(/\/preview\/t\//);
+    const uploader = addMember(t, 'uploader', { libraryRole: 6 });
+    expect(await uploader.client.user.info({ mount_id: mount, fullpath: 'pics/p.png' })).toMatchObject({ preview: '', thumbnail: '' });
+    expect((await uploader.client.user.ls({ mount_id: mount, fullpath: 'pics' })).list[0]!.thumbnail).toBe('');
+  });
+
   it('create_folder (overwrite 1 returns the existing folder, 0 numbers the name) and create_file (instant when content is stored)', async () => {
     const f = await editor.client.user.createFolder({ mount_id: mount, fullpath: 'made/deep' });
     expect(f.fullpath).toBe('made/deep');
