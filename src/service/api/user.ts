@@ -10,6 +10,7 @@ import { seconds, type EntryRow, type Operator } from '../domain/entries.js';
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
 import { DEFAULT_FAVORITES, Favorites } from '../domain/favorites.js';
 import { accountRefusal } from '../domain/members.js';
+import { mayCreateLibraries } from '../domain/partner.js';
 import { MemberAccess } from '../domain/permissions-access.js';
 import { MemberListing, page } from '../domain/permissions-listing.js';
 import type { FolderPermissions } from '../domain/permissions.js';
@@ -107,6 +108,7 @@ export function registerUserApi(router: Router, parts: ServiceParts, extra: User
     const p = ctx.params;
     const entId = p.int('ent_id', member.ent_id, { min: 0 });
     if (entId !== member.ent_id) throw new ServiceFault(FaultCode.NoPermission, `a member creates libraries in their own enterprise (${member.ent_id}), got ent_id ${entId}`);
+    if (!mayCreateLibraries(tree.db, member.id)) throw new ServiceFault(FaultCode.NoPermission, 'no permission to create libraries: this enterprise reserves it to its administrators');
     const storage = p.str('storage_point');
     if (storage !== undefined && storage !== '' && storage !== 'local') throw badParam('storage_point', "'local' (the only storage point)", storage);
     const lib = tree.tx(() => {

@@ -4,9 +4,9 @@
  * simple permission endpoints of the library API as the user API sees them.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestService, type TestService } from '../../support/service.js';
+import { clientFor, startTestService, type TestService } from '../../support/service.js';
 import { codeOf, put, sha1, uncheckedCode } from './helpers.js';
-import { addMember, type TestMember } from './user-fixtures.js';
+import { addMember, memberClient, type TestMember } from './user-fixtures.js';
 
 let t: TestService;
 let mount: number;
@@ -99,6 +99,23 @@ describe('user file API', () => {
     await editor.client.user.del({ mount_id: mount, fullpath: 'docs/c.txt' });
     const bin = await t.client.file.recycle({});
     expect(bin.list.map((r) => r.fullpath)).toContain('docs/c.txt');
+  });
+
+  it('library/create: any member by default; with __setting_member_create_org=0 only the enterprise\'s administrators', async () => {
+    const partner = clientFor(t, 'partner');
+    await partner.call('partner', 'create_ent', { out_id: 'strict', ent_name: 'Strict', account: 'admin@strict.example', __setting_member_create_org: '0' });
+    const ent = t.client.withCredentials({ enterprise: await partner.partner.getClientId({ out_id: 'strict', title: 'test' }) });
+    const { member_id: plainId } = await ent.ent.addMember({ account: 'plain@strict.example' });
+    const { member_id: adminId } = await ent.ent.getMember({ account: 'admin@strict.example' });
+    const libraries = async () => (await ent.org.ls({})).list.length;
+    const before = await libraries();
+    const err = await memberClient(t, plainId).client.user.libraryCreate({ name: 'Mine', capacity: -1 }).catch((e: unknown) => e) as { code: number; message: string };
+    expect(err.code).toBe(40310);
+    expect(err.message).toContain('administrators');
+    expect(await libraries()).toBe(before);
+    const made = await memberClient(t, adminId).client.user.libraryCreate({ name: 'Team', capacity: -1 });
+    expect((await ent.org.info({ org_id: String(made.org_id) })).info.owner_id).toBe(adminId);
+    expect(await codeOf(partner.call('partner', 'create_ent', { out_id: 'bad', ent_name: 'Bad', __setting_member_create_org: 'no' }))).toBe(40003);
   });
 
   it('favorites follow the file through a rename and drop out when it is deleted', async () => {
