@@ -8,7 +8,6 @@ import type { Directory } from '../domain/directory.js';
 import { badParam } from '../domain/fault.js';
 import { FolderPermissions, type Subject } from '../domain/permissions.js';
 import { PERMISSION_CODES, codesToSimple, entryStates, simpleToCodes, type CodeStates } from '../domain/permissions-codes.js';
-import { EnterpriseDepartments } from '../domain/permissions-departments.js';
 import { AccessTokens } from '../domain/tokens.js';
 import { MetadataTemplates } from '../domain/metadata.js';
 import type { RequestContext, Router } from '../http/router.js';
@@ -19,7 +18,7 @@ import { registerUserApi } from './user.js';
 
 /** Registers the user file API, the simple and advanced permission endpoints, and metadata. */
 export function registerMemberApis(router: Router, parts: ServiceParts): void {
-  const permissions = new FolderPermissions(parts.tree, parts.directory, new EnterpriseDepartments(parts.tree.db));
+  const permissions = FolderPermissions.over(parts.tree, parts.directory);
   const tokens = new AccessTokens(parts.tree.db, parts.clock);
   tokens.expire();
   registerUserApi(router, parts, { tokens, permissions });

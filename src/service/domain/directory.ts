@@ -98,16 +98,11 @@ export class Directory {
     return lib;
   }
 
-  librariesOf(entId: number, opts: { type?: number; memberId?: number } = {}): LibraryRow[] {
+  librariesOf(entId: number, opts: { type?: number } = {}): LibraryRow[] {
     const where = ['ent_id = ?', 'deleted = 0'];
-    const args: (string | number)[] = [entId];
     if (opts.type === 1) where.push('type <> 20');
     if (opts.type === 2) where.push('type = 20');
-    if (opts.memberId) {
-      where.push('(owner_id = ? OR id IN (SELECT library_id FROM library_members WHERE member_id = ?))');
-      args.push(opts.memberId, opts.memberId);
-    }
-    return this.db.prepare(`SELECT * FROM libraries WHERE ${where.join(' AND ')} ORDER BY id`).all(...args) as LibraryRow[];
+    return this.db.prepare(`SELECT * FROM libraries WHERE ${where.join(' AND ')} ORDER BY id`).all(entId) as LibraryRow[];
   }
 
   /** The library authorization of `entClientId` for a library; a repeated call returns the earlier one. */

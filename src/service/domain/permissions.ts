@@ -17,7 +17,7 @@ import type { EntryRow } from './entries.js';
 import { FaultCode, ServiceFault, badParam } from './fault.js';
 import type { FileTree } from './file-tree.js';
 import { PERMISSION_CODES, entryStates, type CodeStates, type PermissionCode } from './permissions-codes.js';
-import type { DepartmentLookup } from './permissions-departments.js';
+import { EnterpriseDepartments, type DepartmentLookup } from './permissions-departments.js';
 
 export type SubjectKind = 'm' | 'g';
 export interface Subject { kind: SubjectKind; id: number }
@@ -32,6 +32,11 @@ export class FolderPermissions {
 
   constructor(private readonly tree: FileTree, private readonly directory: Directory, readonly departments: DepartmentLookup) {
     this.db = tree.db;
+  }
+
+  /** The model over the enterprise directory's departments. */
+  static over(tree: FileTree, directory: Directory): FolderPermissions {
+    return new FolderPermissions(tree, directory, new EnterpriseDepartments(tree.db));
   }
 
   // ---- reading -----------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ import { joinPath, nameProblem, normalizePath } from '../domain/paths.js';
 import { accountRefusal } from '../domain/members.js';
 import { FolderPermissions } from '../domain/permissions.js';
 import { MemberAccess } from '../domain/permissions-access.js';
-import { EnterpriseDepartments } from '../domain/permissions-departments.js';
 
 export class LibraryUploadHost implements UploadHost {
   private readonly permissions: FolderPermissions;
@@ -26,7 +25,7 @@ export class LibraryUploadHost implements UploadHost {
     private readonly uploads: PendingUploads,
     private readonly clock: () => number,
   ) {
-    this.permissions = new FolderPermissions(tree, directory, new EnterpriseDepartments(tree.db));
+    this.permissions = FolderPermissions.over(tree, directory);
   }
 
   async authorizeLibrary(orgClientId: string): Promise<UploadCaller> {

@@ -39,8 +39,12 @@ describe('department permissions (user API)', { timeout: 30_000 }, () => {
   it('a role given to a parent department reaches members of its sub-department', async () => {
     expect(await mounts(inChild)).not.toContain(orgId);
     expect(await codeOf(inChild.client.user.ls({ mount_id: mount, fullpath: '' }))).toBe(40311);
+    const orgLs = async (m: TestMember) => (await ent.org.ls({ member_id: m.id })).list.map((l) => l.org_id);
+    expect(await orgLs(inChild)).not.toContain(orgId);
     await ent.org.addGroup({ org_id: orgId, group_id: parent, role_id: 5 }); // Previewer
     expect(await mounts(inChild)).toContain(orgId);
+    expect(await orgLs(inChild)).toContain(orgId); // org/ls member_id agrees with account/mount
+    expect(await codeOf(ent.org.ls({ member_id: 987654 }))).toBe(40406);
     expect((await inChild.client.user.ls({ mount_id: mount, fullpath: '' })).list.map((r) => r.fullpath)).toContain('top.txt');
     expect(await open(inChild, 'top.txt')).toBe(40310); // a previewer may not download
     expect(await codeOf(outside.client.user.ls({ mount_id: mount, fullpath: '' }))).toBe(40311);
