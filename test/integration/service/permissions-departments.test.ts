@@ -44,6 +44,9 @@ describe('department permissions (user API)', { timeout: 30_000 }, () => {
     await ent.org.addGroup({ org_id: orgId, group_id: parent, role_id: 5 }); // Previewer
     expect(await mounts(inChild)).toContain(orgId);
     expect(await orgLs(inChild)).toContain(orgId); // org/ls member_id agrees with account/mount
+    const roleName = (await ent.ent.getRoles({})).find((r) => r.id === 5)!.name;
+    const orgs = (await ent.ent.getMember({ member_id: String(inChild.id), show_orgs: 1 })).orgs!;
+    expect(orgs.find((o) => o.id === orgId)).toMatchObject({ roles: { 5: roleName } });
     expect(await codeOf(ent.org.ls({ member_id: 987654 }))).toBe(40406);
     expect((await inChild.client.user.ls({ mount_id: mount, fullpath: '' })).list.map((r) => r.fullpath)).toContain('top.txt');
     expect(await open(inChild, 'top.txt')).toBe(40310); // a previewer may not download
