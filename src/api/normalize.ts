@@ -13,13 +13,18 @@ const NUMERIC = new Set([
 ]);
 const OBJECT_FIELDS = new Set(['property', 'members', 'groups', 'roles', 'query', 'export_msg']);
 
+/** `groups` is an object only in a permission result (beside `members`); in a member record it is an array. */
+const isObjectField = (key: string, parent: Record<string, unknown>): boolean =>
+  OBJECT_FIELDS.has(key) && (key !== 'groups' || 'members' in parent);
+
 export function normalizeResult(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(normalizeResult);
   if (v === null || typeof v !== 'object') return v;
   const out: Record<string, unknown> = {};
-  for (const [k, raw] of Object.entries(v as Record<string, unknown>)) {
+  const parent = v as Record<string, unknown>;
+  for (const [k, raw] of Object.entries(parent)) {
     let x = raw;
-    if (OBJECT_FIELDS.has(k)) {
+    if (isObjectField(k, parent)) {
       if (typeof x === 'string') {
         try { x = x.trim() === '' ? {} : JSON.parse(x); } catch { /* keep the text */ }
       }

@@ -9,6 +9,7 @@ import { Departments, type DepartmentRow } from '../domain/departments.js';
 import { EnterpriseLog, EntLogType } from '../domain/enterprise-log.js';
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
 import { EnterpriseMembers, splitList, type MemberDbRow, type MemberKey } from '../domain/members.js';
+import { FolderPermissions } from '../domain/permissions.js';
 import { LIBRARY_ROLES } from '../domain/permissions-codes.js';
 import type { RequestContext, Router } from '../http/router.js';
 import type { ServiceParts } from './context.js';
@@ -119,24 +120,34 @@ export function registerEntApi(router: Router, parts: ServiceParts): void {
     if (ctx.params.flag('show_groups')) {
       out.groups = departments.ofMember(row.id).map((d) => ({ id: d.id, name: d.name, group_code: departments.code(d.id), out_id: d.out_id ?? '' }));
     }
-    if (ctx.params.flag('show_orgs')) out.orgs = orgsOf(row.id);
+    if (ctx.params.flag('show_orgs')) out.orgs = orgsOf(row.ent_id, row.id);
     return out;
   });
 
   const roleNames = new Map(LIBRARY_ROLES.map((r) => [r.id, r.name]));
-  const orgsOf = (memberId: number): NonNullable<EntMember['orgs']> => {
-    const rows = db.prepare(`SELECT l.*, lm.role_id, COALESCE(o.name, '') AS owner_name,
+  const permissions = FolderPermissions.over(parts.tree, parts.directory);
+  /**
+   * The libraries a member takes part in (as account/mount counts it). `roles`: the member's own role in
+   * the library and the roles of their departments (with the departments above them); omitted for the owner.
+   */
+  const orgsOf = (entId: number, memberId: number): NonNullable<EntMember['orgs']> => {
+    const rows = db.prepare(`SELECT l.*, COALESCE(o.name, '') AS owner_name,
         (SELECT COUNT(*) FROM library_members x WHERE x.library_id = l.id) AS member_count
-      FROM library_members lm JOIN libraries l ON l.id = lm.library_id LEFT JOIN members o ON o.id = l.owner_id
-      WHERE lm.member_id = ? AND l.deleted = 0 ORDER BY l.id`).all(memberId) as {
-      id: number; name: string; type: number; owner_id: number; owner_name: string; member_count: number; capacity: number; size_used: number; mount_id: number; role_id: number;
+      FROM libraries l LEFT JOIN members o ON o.id = l.owner_id
+      WHERE l.ent_id = ? AND l.deleted = 0 ORDER BY l.id`).all(entId) as {
+      id: number; name: string; type: number; owner_id: number; owner_name: string; member_count: number; capacity: number; size_used: number; mount_id: number;
     }[];
-    return rows.map((l) => {
+    const groups = permissions.departments.departmentsOf(memberId);
+    return rows.filter((l) => permissions.takesPart(l.id, memberId)).map((l) => {
       const org: NonNullable<EntMember['orgs']>[number] = {
         id: l.id, name: l.name, type: l.type, owner: l.owner_name, owner_id: l.owner_id, member_count: l.member_count,
         size_total: l.capacity, size_used: l.size_used, mount_id: l.mount_id,
       };
-      if (l.owner_id !== memberId) org.roles = l.role_id ? { [String(l.role_id)]: roleNames.get(l.role_id) ?? '' } : {};
+      if (l.owner_id !== memberId) {
+        const groupRoles = permissions.departments.libraryRoles(l.id);
+        const roleIds = [permissions.memberRole(l.id, memberId), ...groups.map((g) => groupRoles.get(g))].filter((r): r is number => !!r);
+        org.roles = Object.fromEntries([...new Set(roleIds)].sort((a, b) => a - b).map((r) => [String(r), roleNames.get(r) ?? '']));
+      }
       return org;
     });
   };

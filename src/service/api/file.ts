@@ -92,7 +92,7 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     const p = ctx.params;
     const fullpath = p.path('fullpath', { allowRoot: true });
     p.required('rand');
-    const timeoutSec = p.int('timeout', 0, { min: 1, max: 7 * 86_400 });
+    const timeoutSec = p.requiredInt('timeout', { min: 1, max: 7 * 86_400 });
     return parts.uploadServer.issueWebUploadKey({ libraryId: lib, fullpath, timeoutSec, serverUrl: parts.uploadServerUrl });
   });
 

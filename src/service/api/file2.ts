@@ -52,13 +52,13 @@ export function registerFile2Api(router: Router, parts: ServiceParts, permission
     const p = ctx.params;
     const folders = p.paths('fullpaths').map((f) => permissions.folder(lib.id, f).entryId);
     const type = p.int('type', 0, { min: 0, max: 1 });
-    const inherit = p.str('inherit');
+    const inherit = p.str('inherit') ? p.int('inherit', 1, { min: 0, max: 1 }) === 1 : undefined;
     const obj = parseJsonObject(p.required('permissions'), 'permissions');
     const { roleId, codes } = permissionOf(obj);
     const subjects = subjectsOf(obj, lib.ent_id, 'permissions');
     tree.tx(() => {
       for (const entryId of folders) {
-        if (inherit !== undefined && inherit !== '') permissions.setInherit(lib.id, entryId, p.int('inherit', 1, { min: 0, max: 1 }) === 1, false);
+        if (inherit !== undefined) permissions.setInherit(lib.id, entryId, inherit, false);
         if (type === 1) permissions.remove(lib.id, entryId);
         permissions.set(lib.id, entryId, subjects, roleId, codes, type === 0);
       }
@@ -76,7 +76,7 @@ export function registerFile2Api(router: Router, parts: ServiceParts, permission
     const lib = libraryOf(ctx);
     const { entryId } = permissions.folder(lib.id, ctx.params.path('fullpath', { allowRoot: true }));
     const p = ctx.params;
-    permissions.setInherit(lib.id, entryId, p.int('inherit', 0, { min: 0, max: 1 }) === 1, p.flag('keep'));
+    permissions.setInherit(lib.id, entryId, p.requiredInt('inherit', { min: 0, max: 1 }) === 1, p.flag('keep'));
   });
 
   /** The folder whose permission applies to `fullpath` (a file: its folder). */
@@ -89,7 +89,8 @@ export function registerFile2Api(router: Router, parts: ServiceParts, permission
 
   on('get_member_permission', (ctx) => {
     const lib = libraryOf(ctx);
-    const member = memberNamed(directory, permissions, lib.ent_id, ctx)!;
+    const member = memberNamed(directory, permissions, lib.ent_id, ctx);
+    if (!member) throw badParam('member_id', 'one of member_id, out_id, account', null);
     return fullStates(permissions.memberStates(lib.id, member.id, evalFolder(ctx, lib.id)));
   });
 

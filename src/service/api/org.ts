@@ -10,6 +10,7 @@ import { EnterpriseLibraries } from '../domain/enterprise-libraries.js';
 import { EnterpriseLog, EntLogType } from '../domain/enterprise-log.js';
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
 import { EnterpriseMembers, splitList, type MemberKey } from '../domain/members.js';
+import { FolderPermissions } from '../domain/permissions.js';
 import type { RequestContext, Router } from '../http/router.js';
 import type { ServiceParts } from './context.js';
 
@@ -20,6 +21,7 @@ export function registerOrgApi(router: Router, parts: ServiceParts): void {
   const departments = new Departments(db, parts.clock);
   const libraries = new EnterpriseLibraries(db, directory);
   const entLog = new EnterpriseLog(db, parts.clock);
+  const permissions = FolderPermissions.over(parts.tree, directory);
   const enterpriseOf = (ctx: RequestContext): EnterpriseRow => {
     if (!ctx.caller.enterprise) throw new ServiceFault(FaultCode.NoPermission, 'this call needs the enterprise client_id');
     return ctx.caller.enterprise;
@@ -95,7 +97,7 @@ export function registerOrgApi(router: Router, parts: ServiceParts): void {
 
   router.register('org', 'set_by_member', (ctx) => {
     const ent = enterpriseOf(ctx);
-    const capacity = ctx.params.int('capacity', -1, { min: -1 });
+    const capacity = ctx.params.requiredInt('capacity', { min: -1 });
     const member = memberOf(ctx, ent);
     libraries.setPersonalCapacity(member, capacity);
     entLog.record(ent.id, EntLogType.Library, `personal library capacity of ${member.account}: ${capacity}`, ctx.ip);
@@ -218,8 +220,11 @@ export function registerOrgApi(router: Router, parts: ServiceParts): void {
   router.register('org', 'ls', (ctx) => {
     const ent = enterpriseOf(ctx);
     const type = ctx.params.int('type', 0, { min: 0, max: 2 });
-    const memberId = ctx.params.int('member_id', 0, { min: 0 });
-    return { list: directory.librariesOf(ent.id, { type, memberId: memberId || undefined }).map(listItem) };
+    const given = ctx.params.str('member_id');
+    // "Takes part" as in the user API's account/mount: owner, member, a department of theirs, a folder entry.
+    const member = given === undefined || given === '' ? undefined : members.require(ent.id, 'member_id', given);
+    const list = directory.librariesOf(ent.id, { type }).filter((lib) => !member || permissions.takesPart(lib.id, member.id));
+    return { list: list.map(listItem) };
   });
 
   router.register('org', 'bind', (ctx) => {

@@ -85,7 +85,7 @@ export function registerPartnerApi(router: Router, parts: ServiceParts): AdminCo
 
   router.register('partner', 'set_ent_setting', (ctx) => {
     const ent = entOf(ctx);
-    enterprises.setMaxLinkFlow(ent, ctx.params.int('max_link_flow', -1, { min: -1 }));
+    enterprises.setMaxLinkFlow(ent, ctx.params.requiredInt('max_link_flow', { min: -1 }));
   });
 
   return consoleLogin;

@@ -8,7 +8,6 @@ import type { Directory } from '../domain/directory.js';
 import { badParam } from '../domain/fault.js';
 import { FolderPermissions, type Subject } from '../domain/permissions.js';
 import { PERMISSION_CODES, codesToSimple, entryStates, simpleToCodes, type CodeStates } from '../domain/permissions-codes.js';
-import { SqlDepartments } from '../domain/permissions-departments.js';
 import { AccessTokens } from '../domain/tokens.js';
 import { MetadataTemplates } from '../domain/metadata.js';
 import type { RequestContext, Router } from '../http/router.js';
@@ -19,7 +18,7 @@ import { registerUserApi } from './user.js';
 
 /** Registers the user file API, the simple and advanced permission endpoints, and metadata. */
 export function registerMemberApis(router: Router, parts: ServiceParts): void {
-  const permissions = new FolderPermissions(parts.tree, parts.directory, new SqlDepartments(parts.tree.db));
+  const permissions = FolderPermissions.over(parts.tree, parts.directory);
   const tokens = new AccessTokens(parts.tree.db, parts.clock);
   tokens.expire();
   registerUserApi(router, parts, { tokens, permissions });
@@ -40,7 +39,7 @@ export function registerPermissionApi(router: Router, parts: ServiceParts, permi
 
   on('set_permission_inherit', (ctx) => {
     const { lib, entryId } = folderOf(ctx);
-    permissions.setInherit(lib.id, entryId, ctx.params.int('inherit', 0, { min: 0, max: 1 }) === 1, true);
+    permissions.setInherit(lib.id, entryId, ctx.params.requiredInt('inherit', { min: 0, max: 1 }) === 1, true);
   });
 
   on('get_all_permission', (ctx) => {

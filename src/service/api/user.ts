@@ -9,6 +9,8 @@ import type { LibraryRow, MemberRow } from '../domain/directory.js';
 import { seconds, type EntryRow, type Operator } from '../domain/entries.js';
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
 import { DEFAULT_FAVORITES, Favorites } from '../domain/favorites.js';
+import { accountRefusal } from '../domain/members.js';
+import { mayCreateLibraries } from '../domain/partner.js';
 import { MemberAccess } from '../domain/permissions-access.js';
 import { MemberListing, page } from '../domain/permissions-listing.js';
 import type { FolderPermissions } from '../domain/permissions.js';
@@ -32,7 +34,8 @@ export function registerUserApi(router: Router, parts: ServiceParts, extra: User
   const memberOf = (ctx: RequestContext): MemberRow => {
     const m = ctx.caller.member;
     if (!m) throw new ServiceFault(FaultCode.TokenInvalid, 'this call needs a user access token');
-    if (m.state !== 1) throw new ServiceFault(FaultCode.NoPermission, 'the account is disabled');
+    const refusal = accountRefusal(m, parts.clock());
+    if (refusal) throw new ServiceFault(FaultCode.NoPermission, refusal);
     return m;
   };
   const opOf = (m: MemberRow): Operator => ({ id: m.id, name: m.name });
@@ -58,7 +61,19 @@ export function registerUserApi(router: Router, parts: ServiceParts, extra: User
     create_member_id: String(row.create_member_id), create_member_name: row.create_member_name, create_dateline: seconds(row.create_ms),
     last_member_id: String(row.last_member_id), last_member_name: row.last_member_name, last_dateline: seconds(row.last_ms),
   });
-  const withLock = (row: EntryRow, mountId: number) => ({ ...record(row, mountId), thumbnail: '', lock: row.lock_member_name !== null ? 1 : 0 });
+  /**
+   * Preview page (a path: the spec's "prefix the service host") and image thumbnail (a URL) of a file the
+   * member may preview; empty otherwise. Valid 10 minutes, like preview_url.
+   */
+  const previewLinks = (row: EntryRow, access: MemberAccess): { preview: string; thumbnail: string } => {
+    if (row.dir || !access.can(row.parent_id ?? 0, 'pv')) return { preview: '', thumbnail: '' };
+    const links = parts.previews.issue({
+      libraryId: row.library_id, fullpath: row.fullpath, filehash: row.filehash, filename: row.name, filesize: row.filesize, thumbnail: true, baseUrl: parts.baseUrl,
+    });
+    return { preview: new URL(links.url).pathname, thumbnail: links.thumbnail ?? '' };
+  };
+  const withLock = (row: EntryRow, mountId: number, access: MemberAccess) =>
+    ({ ...record(row, mountId), thumbnail: previewLinks(row, access).thumbnail, lock: row.lock_member_name !== null ? 1 : 0 });
   const on = (name: string, handler: (ctx: RequestContext) => unknown) => router.register('user', name, handler);
 
   // ---- token ------------------------------------------------------------------------------------
@@ -93,6 +108,7 @@ export function registerUserApi(router: Router, parts: ServiceParts, extra: User
     const p = ctx.params;
     const entId = p.int('ent_id', member.ent_id, { min: 0 });
     if (entId !== member.ent_id) throw new ServiceFault(FaultCode.NoPermission, `a member creates libraries in their own enterprise (${member.ent_id}), got ent_id ${entId}`);
+    if (!mayCreateLibraries(tree.db, member.id)) throw new ServiceFault(FaultCode.NoPermission, 'no permission to create libraries: this enterprise reserves it to its administrators');
     const storage = p.str('storage_point');
     if (storage !== undefined && storage !== '' && storage !== 'local') throw badParam('storage_point', "'local' (the only storage point)", storage);
     const lib = tree.tx(() => {
@@ -121,7 +137,7 @@ export function registerUserApi(router: Router, parts: ServiceParts, extra: User
       rows = listing.children(access, folderId, { dirsOnly: p.flag('dir'), order });
     }
     const out = page(rows, pg);
-    return { count: out.count, list: out.list.map((r) => withLock(r, lib.mount_id)) };
+    return { count: out.count, list: out.list.map((r) => withLock(r, lib.mount_id, access)) };
   });
 
   on('open', (ctx) => {
@@ -150,7 +166,7 @@ export function registerUserApi(router: Router, parts: ServiceParts, extra: User
     const row = target(ctx, lib.id);
     if (!access.mayDisplay(row)) access.requireOn(row, 'ls', 'see this item', 'ss');
     const info: Record<string, unknown> = { ...record(row, lib.mount_id), lock: row.lock_member_name !== null ? 1 : 0 };
-    if (!row.dir) Object.assign(info, { preview: '', thumbnail: '' });
+    if (!row.dir) Object.assign(info, previewLinks(row, access));
     return info;
   });
 

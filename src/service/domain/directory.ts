@@ -15,7 +15,7 @@ export interface LibraryRow {
 export interface LibraryAuthRow { org_client_id: string; org_client_secret: string; library_id: number; ent_client_id: string; title: string }
 export interface EnterpriseRow { id: number; partner_id: number | null; out_id: string | null; name: string; client_id: string; client_secret: string }
 export interface PartnerRow { id: number; name: string; client_id: string; client_secret: string }
-export interface MemberRow { id: number; ent_id: number; out_id: string | null; account: string; name: string; email: string; state: number }
+export interface MemberRow { id: number; ent_id: number; out_id: string | null; account: string; name: string; email: string; state: number; expire: number | null }
 export interface ApplicationRow { client_id: string; client_secret: string; title: string }
 export interface TokenRow { token: string; member_id: number; client_id: string; refresh_token: string | null; expires_ms: number }
 
@@ -98,16 +98,11 @@ export class Directory {
     return lib;
   }
 
-  librariesOf(entId: number, opts: { type?: number; memberId?: number } = {}): LibraryRow[] {
+  librariesOf(entId: number, opts: { type?: number } = {}): LibraryRow[] {
     const where = ['ent_id = ?', 'deleted = 0'];
-    const args: (string | number)[] = [entId];
     if (opts.type === 1) where.push('type <> 20');
     if (opts.type === 2) where.push('type = 20');
-    if (opts.memberId) {
-      where.push('(owner_id = ? OR id IN (SELECT library_id FROM library_members WHERE member_id = ?))');
-      args.push(opts.memberId, opts.memberId);
-    }
-    return this.db.prepare(`SELECT * FROM libraries WHERE ${where.join(' AND ')} ORDER BY id`).all(...args) as LibraryRow[];
+    return this.db.prepare(`SELECT * FROM libraries WHERE ${where.join(' AND ')} ORDER BY id`).all(entId) as LibraryRow[];
   }
 
   /** The library authorization of `entClientId` for a library; a repeated call returns the earlier one. */

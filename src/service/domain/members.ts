@@ -20,6 +20,18 @@ const DAY_S = 86_400;
 /** An expiry in unix seconds reduced to its date (00:00 UTC of that day). */
 export const expiryDate = (seconds: number): number => Math.floor(seconds / DAY_S) * DAY_S;
 
+/**
+ * Why a member may not act now: disabled, or a temporary account whose day of expiry has ended (also
+ * before the sweep of expireDue has disabled it). Undefined when the account may act.
+ */
+export function accountRefusal(member: { state: number; expire?: number | null }, nowMs: number): string | undefined {
+  if (member.state !== 1) return 'the account is disabled';
+  if (member.expire != null && member.expire + DAY_S <= Math.floor(nowMs / 1000)) {
+    return `the temporary account expired at the end of ${new Date(member.expire * 1000).toISOString().slice(0, 10)}`;
+  }
+  return undefined;
+}
+
 export class EnterpriseMembers {
   constructor(private readonly db: Db, private readonly clock: () => number) {}
 

@@ -28,6 +28,20 @@ export interface NewEnterprise {
   settings: Record<string, string>;
 }
 
+/**
+ * `__setting_<name>` flags (0/1) the service acts on: `sync` turns the synchronisation endpoints on;
+ * `member_create_org=0` reserves the user API's library/create to the enterprise's administrators.
+ */
+export const FLAG_SETTINGS = ['sync', 'member_create_org'] as const;
+
+/** Whether a member may create libraries through the user API (see FLAG_SETTINGS). */
+export function mayCreateLibraries(db: Db, memberId: number): boolean {
+  const row = db.prepare('SELECT m.admin_type, e.settings FROM members m JOIN enterprises e ON e.id = m.ent_id WHERE m.id = ?').get(memberId) as
+    { admin_type: number | null; settings: string } | undefined;
+  if (!row) return false;
+  return (JSON.parse(row.settings) as Record<string, string>).member_create_org !== '0' || row.admin_type !== null;
+}
+
 export type OrderType = 'trial.extend' | 'subscribe' | 'renew' | 'upgrade' | 'unsubscribe';
 export const ORDER_TYPES: readonly OrderType[] = ['trial.extend', 'subscribe', 'renew', 'upgrade', 'unsubscribe'];
 
@@ -67,8 +81,11 @@ export class PartnerEnterprises {
     if (e.account !== undefined && this.db.prepare('SELECT 1 FROM members WHERE account = ?').get(e.account)) {
       throw new ServiceFault(FaultCode.NameExists, `account ${JSON.stringify(e.account)} exists`);
     }
+    for (const name of FLAG_SETTINGS) {
+      const v = e.settings[name];
+      if (v !== undefined && v !== '0' && v !== '1') throw badParam(`__setting_${name}`, '0 or 1', v);
+    }
     const sync = e.settings.sync;
-    if (sync !== undefined && sync !== '0' && sync !== '1') throw badParam('__setting_sync', '0 or 1', sync);
     return this.db.transaction(() => {
       const now = this.clock();
       const end = this.nowS() + e.days * DAY_S;

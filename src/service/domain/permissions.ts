@@ -17,7 +17,7 @@ import type { EntryRow } from './entries.js';
 import { FaultCode, ServiceFault, badParam } from './fault.js';
 import type { FileTree } from './file-tree.js';
 import { PERMISSION_CODES, entryStates, type CodeStates, type PermissionCode } from './permissions-codes.js';
-import type { DepartmentLookup } from './permissions-departments.js';
+import { EnterpriseDepartments, type DepartmentLookup } from './permissions-departments.js';
 
 export type SubjectKind = 'm' | 'g';
 export interface Subject { kind: SubjectKind; id: number }
@@ -32,6 +32,11 @@ export class FolderPermissions {
 
   constructor(private readonly tree: FileTree, private readonly directory: Directory, readonly departments: DepartmentLookup) {
     this.db = tree.db;
+  }
+
+  /** The model over the enterprise directory's departments. */
+  static over(tree: FileTree, directory: Directory): FolderPermissions {
+    return new FolderPermissions(tree, directory, new EnterpriseDepartments(tree.db));
   }
 
   // ---- reading -----------------------------------------------------------------------------------
@@ -111,7 +116,7 @@ export class FolderPermissions {
     return groups.some((g) => !!this.db.prepare("SELECT 1 FROM folder_permissions WHERE library_id = ? AND subject_kind = 'g' AND subject_id = ?").get(libraryId, g));
   }
 
-  /** Members who may have a permission on a folder: owner, library members, members with an entry, members of departments with one. */
+  /** Members who may have a permission on a folder: owner, library members, members with an entry, members of departments (and their sub-departments) with one. */
   candidates(libraryId: number): number[] {
     const lib = this.directory.requireLibrary(libraryId);
     const ids = new Set<number>();
@@ -119,9 +124,9 @@ export class FolderPermissions {
     for (const r of this.db.prepare('SELECT member_id FROM library_members WHERE library_id = ?').all(libraryId) as { member_id: number }[]) ids.add(r.member_id);
     for (const r of this.db.prepare('SELECT DISTINCT subject_kind AS k, subject_id AS id FROM folder_permissions WHERE library_id = ?').all(libraryId) as { k: SubjectKind; id: number }[]) {
       if (r.k === 'm') ids.add(r.id);
-      else for (const m of this.departments.membersOf(r.id)) ids.add(m);
+      else for (const m of this.departments.membersReached(r.id)) ids.add(m);
     }
-    for (const g of this.departments.libraryRoles(libraryId).keys()) for (const m of this.departments.membersOf(g)) ids.add(m);
+    for (const g of this.departments.libraryRoles(libraryId).keys()) for (const m of this.departments.membersReached(g)) ids.add(m);
     return [...ids].sort((a, b) => a - b);
   }
 

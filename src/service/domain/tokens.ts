@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import type { Db } from '../store/database.js';
 import { newId, type ApplicationRow, type MemberRow } from './directory.js';
 import { FaultCode, ServiceFault } from './fault.js';
+import { accountRefusal } from './members.js';
 
 export interface AccessTokensOptions {
   /** Lifetime of an access token (ms). Default 2 hours. */
@@ -55,7 +56,8 @@ export class AccessTokens {
     const member = this.db.prepare('SELECT * FROM members WHERE account = ?').get(account) as (MemberRow & { password_md5: string | null }) | undefined;
     // One answer for an unknown account, a wrong password and an account without password: no account probing.
     if (!member || !member.password_md5 || member.password_md5 !== passwordMd5) throw new OAuthFault('invalid_grant', 'account or password is wrong');
-    if (member.state !== 1) throw new OAuthFault('invalid_grant', 'the account is disabled');
+    const refusal = accountRefusal(member, this.clock());
+    if (refusal) throw new OAuthFault('invalid_grant', refusal);
     return this.issue(member.id, app.client_id);
   }
 
@@ -67,8 +69,9 @@ export class AccessTokens {
         { token: string; member_id: number; client_id: string; refresh_expires_ms: number | null } | undefined;
       if (!row || row.client_id !== app.client_id) throw new OAuthFault('invalid_grant', 'refresh token invalid');
       if (row.refresh_expires_ms !== null && row.refresh_expires_ms <= this.clock()) throw new OAuthFault('invalid_grant', 'refresh token expired');
-      const member = this.db.prepare('SELECT state FROM members WHERE id = ?').get(row.member_id) as { state: number } | undefined;
-      if (!member || member.state !== 1) throw new OAuthFault('invalid_grant', 'the account is disabled');
+      const member = this.db.prepare('SELECT state, expire FROM members WHERE id = ?').get(row.member_id) as { state: number; expire: number | null } | undefined;
+      const refusal = member ? accountRefusal(member, this.clock()) : 'the account is gone';
+      if (refusal) throw new OAuthFault('invalid_grant', refusal);
       this.db.prepare('DELETE FROM access_tokens WHERE token = ?').run(row.token);
       return this.issue(row.member_id, app.client_id);
     })();

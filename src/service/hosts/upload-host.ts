@@ -10,9 +10,9 @@ import type { PendingUploads } from '../domain/pending-uploads.js';
 import type { EntryRow, Operator } from '../domain/entries.js';
 import { FaultCode, ServiceFault } from '../domain/fault.js';
 import { joinPath, nameProblem, normalizePath } from '../domain/paths.js';
+import { accountRefusal } from '../domain/members.js';
 import { FolderPermissions } from '../domain/permissions.js';
 import { MemberAccess } from '../domain/permissions-access.js';
-import { SqlDepartments } from '../domain/permissions-departments.js';
 
 export class LibraryUploadHost implements UploadHost {
   private readonly permissions: FolderPermissions;
@@ -25,7 +25,7 @@ export class LibraryUploadHost implements UploadHost {
     private readonly uploads: PendingUploads,
     private readonly clock: () => number,
   ) {
-    this.permissions = new FolderPermissions(tree, directory, new SqlDepartments(tree.db));
+    this.permissions = FolderPermissions.over(tree, directory);
   }
 
   async authorizeLibrary(orgClientId: string): Promise<UploadCaller> {
@@ -38,6 +38,10 @@ export class LibraryUploadHost implements UploadHost {
     const row = this.directory.accessToken(token);
     if (!row) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
     if (row.expires_ms <= this.clock()) throw new ServiceFault(FaultCode.TokenExpired, 'access token expired');
+    const member = this.directory.member(row.member_id);
+    if (!member) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
+    const refusal = accountRefusal(member, this.clock());
+    if (refusal) throw new ServiceFault(FaultCode.NoPermission, refusal);
     return { kind: 'user', memberId: row.member_id, token };
   }
 

@@ -58,6 +58,12 @@ export class ParamReader {
     return n;
   }
 
+  /** An integer that must be given (the spec's "req"): omitted or empty is refused, not defaulted. */
+  requiredInt(name: string, range: { min?: number; max?: number } = {}): number {
+    this.required(name);
+    return this.int(name, 0, range);
+  }
+
   /** 0/1 flag. */
   flag(name: string): boolean {
     return this.int(name, 0, { min: 0, max: 1 }) === 1;

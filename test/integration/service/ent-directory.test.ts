@@ -98,8 +98,21 @@ describe('ent departments and membership', { timeout: 30_000 }, () => {
 describe('ent synchronisation by out_id', { timeout: 30_000 }, () => {
   it('is refused while the feature is off', async () => {
     setSync(false);
-    expect(await codeOf(ent.ent.addSyncGroup({ out_id: 'g1', name: 'G1' }))).toBe(40306);
-    expect(await codeOf(ent.ent.getMemberByOutId({ out_ids: 'x' }))).toBe(40306);
+    const calls: [string, Record<string, string>][] = [
+      ['add_sync_member', { out_id: 'u1', account: 'u1' }], ['del_sync_member', { members: 'u1' }],
+      ['add_sync_group', { out_id: 'g1', name: 'G1' }], ['del_sync_group', { groups: 'g1' }],
+      ['add_sync_group_member', { group_out_id: 'g1', members: 'u1' }], ['del_sync_group_member', { group_out_id: 'g1', members: 'u1' }],
+      ['del_sync_member_group', { members: 'u1' }], ['get_member_by_out_id', { out_ids: 'u1' }],
+      ['get_group_by_out_id', { out_ids: 'g1' }], ['add_sync_admin', { out_id: 'u1', type: '1' }],
+    ];
+    const groups = (await ent.ent.getGroups({})).length;
+    for (const [name, params] of calls) {
+      const err = await ent.call('ent', name, params).catch((e: unknown) => e) as { status: number; code: number; message: string };
+      expect([name, err.status, err.code]).toEqual([name, 403, 40306]);
+      expect(err.message).toContain('synchronisation is not enabled');
+    }
+    expect((await ent.ent.getGroups({})).length).toBe(groups);
+    expect((await ent.ent.getMembers({ size: 1000 })).list.some((m) => m.account === 'u1')).toBe(false);
   });
 
   it('adds and modifies departments and members with omitted = unchanged, empty = top level / removed', async () => {
@@ -155,6 +168,21 @@ describe('ent synchronisation by out_id', { timeout: 30_000 }, () => {
     expect(await ent.ent.getGroupByOutId({ out_ids: 'g-web' })).toEqual({});
     await ent.ent.delSyncMember({ members: 'u-dev' });
     expect(await ent.ent.getMemberByOutId({ out_ids: 'u-dev' })).toEqual({});
+  });
+
+  it('group_out_id omitted = the top level: listing a member without a department, and unlisting it', async () => {
+    setSync(true);
+    await ent.ent.addSyncMember({ out_id: 'u-top', account: 'top-only', member_name: 'Top' });
+    const listed = async () => (await ent.ent.getMembers({ size: 1000 })).list.some((m) => m.account === 'top-only');
+    expect(await listed()).toBe(false);
+    await ent.ent.addSyncGroupMember({ members: 'u-top' });
+    expect(await listed()).toBe(true);
+    expect((await ent.ent.getMember({ out_id: 'u-top', show_groups: 1 })).groups ?? []).toEqual([]);
+    await ent.ent.delSyncGroupMember({ members: 'u-top' });
+    expect(await listed()).toBe(false);
+    expect(await codeOf(ent.ent.addSyncGroupMember({ members: 'u-top,u-none' }))).toBe(40406);
+    expect(await listed()).toBe(false);
+    await ent.ent.delSyncMember({ members: 'u-top' });
   });
 
   it('enabled accounts beyond the limit are forced to disabled', async () => {

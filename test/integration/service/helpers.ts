@@ -5,6 +5,7 @@ import { request } from 'undici';
 import type { ServiceClient } from '../../../src/api/client.js';
 import { ServiceError } from '../../../src/api/errors.js';
 import { uploadFile, type UploadSource } from '../../../src/api/upload.js';
+import { ENDPOINTS, type EndpointDef, type Family } from '../../../src/shared/endpoints.js';
 
 export const sha1 = (data: Buffer | string): string => createHash('sha1').update(data).digest('hex');
 
@@ -48,4 +49,18 @@ export async function treeOf(client: ServiceClient, folder = ''): Promise<Map<st
     }
     if (page.list.length < 100) return out;
   }
+}
+
+/**
+ * The error_code (0 on success) of a request signed by `client` with exactly these parameters, past the
+ * client's own checks (for the service's answer to a missing required parameter).
+ */
+export async function uncheckedCode(client: ServiceClient, family: Family, name: string, params: Record<string, string>): Promise<number> {
+  const def = (ENDPOINTS as unknown as Record<string, Record<string, EndpointDef>>)[family]![name]!;
+  const wire = new URLSearchParams(client.signedParams(def, params)).toString();
+  const res = def.method === 'GET'
+    ? await request(`${client.baseUrl}${def.path}?${wire}`)
+    : await request(`${client.baseUrl}${def.path}`, { method: def.method, headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: wire });
+  const text = await res.body.text();
+  return res.statusCode < 400 ? 0 : ((JSON.parse(text) as { error_code?: number }).error_code ?? res.statusCode);
 }

@@ -4,10 +4,11 @@
  */
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceClient } from '../../../src/api/client.js';
 import { clientFor, startTestService, type TestService } from '../../support/service.js';
-import { codeOf, put } from './helpers.js';
+import { codeOf, fetchFile, put, uncheckedCode } from './helpers.js';
 
 let t: TestService;
 let ent: ServiceClient;
@@ -65,6 +66,8 @@ describe('org management', { timeout: 30_000 }, () => {
     expect((await ent.org.ls({ member_id: q })).list.map((l) => l.org_id)).toEqual([info.org_id]);
     expect(await codeOf(ent.org.infoByMember({ account: 'nobody@example.com' }))).toBe(40406);
     expect(await codeOf(ent.org.setByMember({ account: 'pat@example.com', capacity: -2 }))).toBe(40003);
+    expect(await uncheckedCode(ent, 'org', 'set_by_member', { account: 'pat@example.com' })).toBe(40003);
+    expect((await ent.org.infoByMember({ account: 'pat@example.com' })).info).toEqual({ size_org_total: 5000 });
   });
 
   it('members of a library with roles, get_member by type, set_owner, del_member', async () => {
@@ -111,7 +114,7 @@ describe('org management', { timeout: 30_000 }, () => {
     expect(await codeOf(ent.org.addGroup({ org_id, group_id: 999999, role_id: 2 }))).toBe(40407);
   });
 
-  it('destroy removes files, history and authorizations, and releases the blobs', async () => {
+  it('destroy removes files, history, links and authorizations, and releases the blobs no other library holds', async () => {
     const made = await ent.org.create({ org_name: 'Doomed' });
     const auth = await ent.org.bind({ org_id: String(made.org_id), title: 't' });
     const lib = t.client.withCredentials({ library: auth });
@@ -120,10 +123,21 @@ describe('org management', { timeout: 30_000 }, () => {
     await put(lib, 'a/unique-1.bin', 'content only in the doomed library 2');
     await put(lib, 'b.bin', 'content only in the doomed library 3');
     expect(await blobFiles(t.dir)).toBe(before + 3);
+    // Content the library shares with another library stays for the other one.
+    await put(lib, 'shared.bin', 'content in both libraries');
+    await put(t.client, 'kept.bin', 'content in both libraries');
+    const { link } = await lib.file.link({ fullpath: 'b.bin', auth: 'download' });
+    const shown = await request(link);
+    await shown.body.dump();
+    expect(shown.statusCode).toBe(200);
     expect(await codeOf(ent.org.destroy({ org_client_id: 'oc_none' }))).toBe(40103);
     await ent.org.destroy({ org_client_id: auth.org_client_id });
     await t.service.parts.content.settled();
-    expect(await blobFiles(t.dir)).toBe(before);
+    expect(await blobFiles(t.dir)).toBe(before + 1);
+    expect((await fetchFile(t.client, 'kept.bin')).body.toString()).toBe('content in both libraries');
+    const visit = await request(link);
+    await visit.body.dump();
+    expect(visit.statusCode).toBe(404);
     expect(await codeOf(lib.file.stat({}))).toBe(40103);
     expect(await codeOf(ent.org.info({ org_id: String(made.org_id) }))).toBe(40401);
     expect((await ent.org.ls({})).list.some((l) => l.org_id === made.org_id)).toBe(false);

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceClient } from '../../../src/api/client.js';
 import { GB, addMonths } from '../../../src/service/domain/partner.js';
 import { clientFor, startTestService, type TestService } from '../../support/service.js';
-import { codeOf, put } from './helpers.js';
+import { codeOf, put, uncheckedCode } from './helpers.js';
 
 let now = Date.parse('2026-05-01T10:00:00Z');
 const nowS = () => Math.floor(now / 1000);
@@ -139,6 +139,8 @@ describe('partner enterprises', { timeout: 30_000 }, () => {
       return { status: res.statusCode, body };
     };
     expect(await codeOf(partner.partner.setEntSetting({ out_id: 'default', max_link_flow: -2 }))).toBe(40003);
+    expect(await uncheckedCode(partner, 'partner', 'set_ent_setting', { out_id: 'default' })).toBe(40003);
+    expect(await codeOf(partner.call('partner', 'set_ent_setting', { out_id: 'nope', max_link_flow: '10' }))).toBe(40410);
     await partner.partner.setEntSetting({ out_id: 'default', max_link_flow: 4000 });
     expect(await download()).toMatchObject({ status: 200, body: data });
     expect(await download()).toMatchObject({ status: 200, body: data });

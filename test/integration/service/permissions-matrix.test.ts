@@ -2,9 +2,12 @@
  * Permission matrix through the user API: for each advanced code with a user-API action, a member
  * granted it (on the folder, by the advanced endpoint) can do the action and a member denied it cannot
  * (403/40310, or the item is not listed for display codes); the denied attempt changes nothing.
+ * The other codes (links, recycle bin, history, tags, comments, share participants, library settings)
+ * have no endpoint in the user file API: for them the model's answer (1 / -1) is checked.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceClient } from '../../../src/api/client.js';
+import { PERMISSION_CODES } from '../../../src/service/domain/permissions-codes.js';
 import { startTestService, type TestService } from '../../support/service.js';
 import { codeOf, put, sha1 } from './helpers.js';
 import { addMember, type TestMember } from './user-fixtures.js';
@@ -93,6 +96,21 @@ describe('permission matrix (user API)', () => {
       await c.check?.(folder);
     });
   }
+
+  const withoutUserAction = ['ln', 'rmk', 'rmka', 't', 'trm', 'p', 'ps', 'mls', 'b', 'br', 'be', 'mln', 'h', 'hr'];
+
+  it('every advanced code is in the matrix or has no user-API action', () => {
+    expect([...cases.map((c) => c.code), ...withoutUserAction].sort()).toEqual([...PERMISSION_CODES].sort());
+  });
+
+  it('codes without a user-API action: the granted member holds 1, the denied one -1', async () => {
+    await t.client.file.createFolder({ fullpath: 'matrix-rest' });
+    for (const code of withoutUserAction) {
+      await grantAndDeny('matrix-rest', code);
+      const [g, d] = await Promise.all([granted, denied].map((m) => t.client.file2.getMemberPermission({ fullpath: 'matrix-rest', member_id: String(m.id) })));
+      expect([code, g![code], d![code]]).toEqual([code, 1, -1]);
+    }
+  });
 
   it('refusals are 403 with a message naming the code and the folder; the library API keeps its top authority', async () => {
     await t.client.file.createFolder({ fullpath: 'guarded' });

@@ -115,6 +115,10 @@ describe('storage', () => {
     expect((await lib.file.stat({})).org_name).toBe('Design');
     await ent.org.unbind({ org_client_id: b1.org_client_id });
     expect(await codeOf(lib.file.stat({}))).toBe(40103);
+    expect(await codeOf(lib.file.createFolder({ fullpath: 'after-unbind' }))).toBe(40103);
+    const b3 = await ent.org.bind({ org_id: String(made.org_id), title: 'gw' });
+    expect(b3.org_client_id).not.toBe(b1.org_client_id);
+    expect(await codeOf(lib.file.stat({}))).toBe(40103);
     expect(await codeOf(ent.org.info({ org_id: '999' }))).toBe(40401);
     expect(await codeOf(ent.org.unbind({ org_client_id: 'oc_none' }))).toBe(40103);
   });

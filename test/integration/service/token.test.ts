@@ -5,9 +5,11 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Readable } from 'node:stream';
 import { request } from 'undici';
+import { webUpload } from '../../../src/api/upload.js';
 import { sign } from '../../../src/shared/sign.js';
-import { md5Hex } from '../../../src/service/domain/tokens.js';
+import { AccessTokens, md5Hex } from '../../../src/service/domain/tokens.js';
 import { startTestService, type TestService } from '../../support/service.js';
 import { codeOf } from './helpers.js';
 import { addMember, bootstrapApp } from './user-fixtures.js';
@@ -67,6 +69,35 @@ describe('token endpoint', () => {
       expect(list.list.length).toBeGreaterThan(0);
     } finally {
       now = Date.now();
+    }
+  });
+});
+
+describe('temporary accounts', () => {
+  it('once the day of expiry has ended, the user API, the token endpoint and the upload server refuse the account (before any sweep)', async () => {
+    const m = addMember(t, 'temp', { libraryRole: 3, password: 'tmp-pw' });
+    const day = Math.floor(now / 86_400_000) * 86_400;
+    const db = t.service.parts.tree.db;
+    db.prepare('UPDATE members SET expire = ? WHERE id = ?').run(day, m.id);
+    // A token that outlives the account, so the account's expiry (not the token's) is what is refused.
+    const app = bootstrapApp(t);
+    const long = new AccessTokens(db, () => now).issue(m.id, app.client_id, 3 * 86_400_000);
+    const user = t.client.withCredentials({ user: { token: long.access_token, client_secret: app.client_secret } });
+    const upload = () => webUpload(user, { path: '', name: 'temp.txt', source: { size: 1, open: () => Readable.from([Buffer.from('x')]) }, mountId: t.service.credentials.library.mount_id });
+    expect(await codeOf(user.user.mount({}))).toBe(0);
+    expect((await tokenCall({ grant_type: 'password', username: m.account, password: md5Hex('tmp-pw') })).status).toBe(200);
+    const saved = now;
+    now = (day + 86_400) * 1000 + 1000;
+    try {
+      const err = await user.user.mount({}).catch((e: unknown) => e) as { code: number; message: string };
+      expect(err.code).toBe(40310);
+      expect(err.message).toContain('expired');
+      expect(await codeOf(upload())).toBe(40310);
+      expect((await tokenCall({ grant_type: 'password', username: m.account, password: md5Hex('tmp-pw') })).body).toMatchObject({ error: 'invalid_grant' });
+      expect((await tokenCall({ grant_type: 'refresh_token', refresh_token: m.refresh_token })).body).toMatchObject({ error: 'invalid_grant' });
+      expect((await t.client.file.ls({ fullpath: '' })).list.some((r) => r.filename === 'temp.txt')).toBe(false);
+    } finally {
+      now = saved;
     }
   });
 });

@@ -4,9 +4,9 @@
  * simple permission endpoints of the library API as the user API sees them.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestService, type TestService } from '../../support/service.js';
-import { codeOf, put, sha1 } from './helpers.js';
-import { addMember, type TestMember } from './user-fixtures.js';
+import { clientFor, startTestService, type TestService } from '../../support/service.js';
+import { codeOf, put, sha1, uncheckedCode } from './helpers.js';
+import { addMember, memberClient, type TestMember } from './user-fixtures.js';
 
 let t: TestService;
 let mount: number;
@@ -54,6 +54,21 @@ describe('user file API', () => {
     expect(await res.text()).toBe('bbbb');
   });
 
+  it('info and ls carry preview and thumbnail links for a member who may preview, none otherwise', async () => {
+    await put(t.client, 'pics/p.png', 'not really a png');
+    const info = await editor.client.user.info({ mount_id: mount, fullpath: 'docs/b.txt' }) as unknown as { preview: string; thumbnail: string };
+    expect(info.preview).toMatch(/^\/preview\/v\//);
+    expect((await fetch(`${t.service.baseUrl}${info.preview}`)).status).toBe(200);
+    expect(info.thumbnail).toBe('');
+    const folder = await editor.client.user.info({ mount_id: mount, fullpath: 'docs' }) as unknown as Record<string, unknown>;
+    expect(folder.preview).toBeUndefined();
+    const listed = (await editor.client.user.ls({ mount_id: mount, fullpath: 'pics' })).list;
+    expect(listed[0]!.thumbnail).toMatch(/\/preview\/t\//);
+    const uploader = addMember(t, 'uploader', { libraryRole: 6 });
+    expect(await uploader.client.user.info({ mount_id: mount, fullpath: 'pics/p.png' })).toMatchObject({ preview: '', thumbnail: '' });
+    expect((await uploader.client.user.ls({ mount_id: mount, fullpath: 'pics' })).list[0]!.thumbnail).toBe('');
+  });
+
   it('create_folder (overwrite 1 returns the existing folder, 0 numbers the name) and create_file (instant when content is stored)', async () => {
     const f = await editor.client.user.createFolder({ mount_id: mount, fullpath: 'made/deep' });
     expect(f.fullpath).toBe('made/deep');
@@ -84,6 +99,23 @@ describe('user file API', () => {
     await editor.client.user.del({ mount_id: mount, fullpath: 'docs/c.txt' });
     const bin = await t.client.file.recycle({});
     expect(bin.list.map((r) => r.fullpath)).toContain('docs/c.txt');
+  });
+
+  it('library/create: any member by default; with __setting_member_create_org=0 only the enterprise\'s administrators', async () => {
+    const partner = clientFor(t, 'partner');
+    await partner.call('partner', 'create_ent', { out_id: 'strict', ent_name: 'Strict', account: 'admin@strict.example', __setting_member_create_org: '0' });
+    const ent = t.client.withCredentials({ enterprise: await partner.partner.getClientId({ out_id: 'strict', title: 'test' }) });
+    const { member_id: plainId } = await ent.ent.addMember({ account: 'plain@strict.example' });
+    const { member_id: adminId } = await ent.ent.getMember({ account: 'admin@strict.example' });
+    const libraries = async () => (await ent.org.ls({})).list.length;
+    const before = await libraries();
+    const err = await memberClient(t, plainId).client.user.libraryCreate({ name: 'Mine', capacity: -1 }).catch((e: unknown) => e) as { code: number; message: string };
+    expect(err.code).toBe(40310);
+    expect(err.message).toContain('administrators');
+    expect(await libraries()).toBe(before);
+    const made = await memberClient(t, adminId).client.user.libraryCreate({ name: 'Team', capacity: -1 });
+    expect((await ent.org.info({ org_id: String(made.org_id) })).info.owner_id).toBe(adminId);
+    expect(await codeOf(partner.call('partner', 'create_ent', { out_id: 'bad', ent_name: 'Bad', __setting_member_create_org: 'no' }))).toBe(40003);
   });
 
   it('favorites follow the file through a rename and drop out when it is deleted', async () => {
@@ -165,5 +197,11 @@ describe('simple permissions (library API) seen through the user API', () => {
     expect(await codeOf(t.client.file2.setPermission({ fullpath: 'adv', permissions: JSON.stringify({ member_ids: [m.id], permission: { fly: 1 } }) }))).toBe(40003);
     expect(await codeOf(t.client.file2.setPermission({ fullpath: 'adv', permissions: JSON.stringify({ member_ids: [m.id], permission: { dl: 2 } }) }))).toBe(40003);
     expect(await codeOf(t.client.file2.getGroupPermission({ fullpath: 'adv', group_id: '424242' }))).toBe(40407);
+    // A missing inherit or member is refused, not defaulted; inheritance stays as it was (off).
+    const states = await t.client.file2.getMemberPermission({ fullpath: 'adv', member_id: String(m.id) });
+    expect(await uncheckedCode(t.client, 'file2', 'set_permission_inherit', { fullpath: 'adv', keep: '1' })).toBe(40003);
+    expect(await uncheckedCode(t.client, 'file', 'set_permission_inherit', { fullpath: 'adv' })).toBe(40003);
+    expect(await t.client.file2.getMemberPermission({ fullpath: 'adv', member_id: String(m.id) })).toEqual(states);
+    expect(await uncheckedCode(t.client, 'file2', 'get_member_permission', { fullpath: 'adv' })).toBe(40003);
   });
 });

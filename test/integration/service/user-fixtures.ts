@@ -16,15 +16,20 @@ export function bootstrapApp(t: TestService): { client_id: string; client_secret
 export function addMember(t: TestService, name: string, opts: { libraryRole?: number; password?: string } = {}): TestMember {
   const db = t.service.parts.tree.db;
   const account = `${name}-${Math.random().toString(36).slice(2, 8)}@example.com`;
+  const clock = t.service.parts.clock;
   const id = Number(db.prepare('INSERT INTO members (ent_id, account, name, email, state, created_ms) VALUES (?, ?, ?, ?, 1, ?)')
-    .run(t.service.credentials.enterprise.ent_id, account, name, account, Date.now()).lastInsertRowid);
+    .run(t.service.credentials.enterprise.ent_id, account, name, account, clock()).lastInsertRowid);
   if (opts.libraryRole !== undefined) {
     db.prepare('INSERT INTO library_members (library_id, member_id, role_id) VALUES (?, ?, ?)').run(t.service.credentials.library.org_id, id, opts.libraryRole);
   }
-  const tokens = new AccessTokens(db, Date.now);
-  if (opts.password) tokens.setPassword(id, opts.password);
+  if (opts.password) new AccessTokens(db, clock).setPassword(id, opts.password);
+  return { id, account, ...memberClient(t, id) };
+}
+
+/** A token (of the bootstrap application) and a user client for an existing member. */
+export function memberClient(t: TestService, memberId: number): Omit<TestMember, 'id' | 'account'> {
   const app = bootstrapApp(t);
-  const grant = tokens.issue(id, app.client_id);
+  const grant = new AccessTokens(t.service.parts.tree.db, t.service.parts.clock).issue(memberId, app.client_id);
   const client = t.client.withCredentials({ user: { token: grant.access_token, client_secret: app.client_secret, client_id: app.client_id, refresh_token: grant.refresh_token } });
-  return { id, account, client, token: grant.access_token, refresh_token: grant.refresh_token };
+  return { client, token: grant.access_token, refresh_token: grant.refresh_token };
 }
