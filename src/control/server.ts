@@ -20,6 +20,8 @@ export interface ControlServerOptions {
 export class ControlServer {
   private readonly methods = new Map<string, ControlMethod>();
   private server?: Server;
+  /** Set once this server listens on the path: only then is the socket file ours to remove. */
+  private listening = false;
   private readonly sockets = new Set<Socket>();
   private readonly log: Logger;
   readonly socketPath: string;
@@ -58,6 +60,7 @@ export class ControlServer {
     } finally {
       process.umask(oldMask);
     }
+    this.listening = true;
     await chmod(this.socketPath, 0o600);
     server.on('error', (err) => this.log.error({ err }, 'control socket error'));
     this.log.info({ socket: this.socketPath }, 'control socket listening');
@@ -65,8 +68,10 @@ export class ControlServer {
 
   async close(): Promise<void> {
     for (const s of this.sockets) s.destroy();
-    if (this.server) await new Promise<void>((r) => this.server!.close(() => r()));
-    await unlink(this.socketPath).catch(() => {});
+    if (this.server?.listening) await new Promise<void>((r) => this.server!.close(() => r()));
+    // A server that never listened (another instance holds the path) leaves the path alone.
+    if (this.listening) await unlink(this.socketPath).catch(() => {});
+    this.listening = false;
   }
 
   private onConnection(sock: Socket): void {
