@@ -8,7 +8,7 @@ import { chmod, unlink, lstat } from 'node:fs/promises';
 import type { Logger } from '../shared/log.js';
 import { silentLogger } from '../shared/log.js';
 import { LineSplitter, RpcErrorCode, RpcFailure, type RpcRequest, type RpcResponse } from './protocol.js';
-import { toRpcFailure, type ControlMethod, type MethodInfo } from './methods.js';
+import { RPC_METHODS, toRpcFailure, type ControlMethod, type MethodInfo } from './methods.js';
 
 export interface ControlServerOptions {
   /** Socket path, e.g. `<data>/control.sock`. */
@@ -30,12 +30,7 @@ export class ControlServer {
     this.socketPath = opts.socketPath;
     this.log = opts.logger ?? silentLogger;
     for (const m of opts.methods) this.add(m);
-    this.add({
-      name: 'rpc.methods',
-      summary: 'Lists every method with its parameters (used for help and completion)',
-      params: [],
-      handler: async () => this.describe(),
-    });
+    this.add({ ...RPC_METHODS, handler: async () => this.describe() });
   }
 
   add(method: ControlMethod): void {
