@@ -300,7 +300,7 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         const overwrite = params.overwrite === undefined ? 0 : Number(params.overwrite);
         if (overwrite !== 0 && overwrite !== 1) throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter 'overwrite': expected 0 or 1, got ${JSON.stringify(params.overwrite)}`, { param: 'overwrite' });
         const total = await treeSize(vfs, from.path);
-        const report = throttledProgress(env, total.bytes, 'bytes', from.lib.name === to.lib.name ? 'copied by the service' : 'copied');
+        const report = throttledProgress(env, total.bytes, 'bytes', 'copied');
         let done = 0;
         report(0, true);
         await vfs.copy(from.path, to.path, { noReplace: overwrite === 0 }, { signal: env.signal, onCopied: (n) => report(done += n) });

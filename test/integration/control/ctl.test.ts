@@ -315,6 +315,9 @@ describe('cloudlib ctl against a running gateway', { timeout: 60_000 }, () => {
     expect((await ctl('help', 'partner.create_ent')).stdout).toMatch(/out_id\s+string, required/);
     expect((await ctl('partner', '--help')).stdout).toContain('partner ent order OUT_ID TYPE');
     expect((await ctl('help', 'frobnicate')).code).toBe(2);
+    const offline = await run(['ctl', '--socket', join(dir, 'none.sock'), 'member', 'add', '--help']);
+    expect(offline.code).toBe(0);
+    expect(offline.stdout).toContain('ent.add_member — ');
     const top = await run(['ctl', '--help']);
     expect(top.stdout).toContain('Exit codes: 0 done');
     const completion = await ctl('completion', 'bash');

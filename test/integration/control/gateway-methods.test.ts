@@ -96,6 +96,12 @@ describe('gateway control methods', { timeout: 20_000 }, () => {
     expect(progress.at(-1)).toMatchObject({ done: 200_000, total: 200_000 });
     expect(await client.call('copy', { from: 'src.bin', to: 'again.bin', library: 'A' })).toMatchObject({ to: '/A/again.bin', files: 1 });
     expect(remotes.get('A')!.read('again.bin').length).toBe(200_000);
+    // A folder across libraries: every file, bytes summed.
+    await remotes.get('A')!.mkdir('dir');
+    remotes.get('A')!.putFile('dir/one.txt', Buffer.from('one'));
+    remotes.get('A')!.putFile('dir/two.txt', Buffer.from('two!'));
+    expect(await client.call('copy', { from: '/A/dir', to: '/B/dir-copy' })).toMatchObject({ files: 2, size: 7 });
+    expect(remotes.get('B')!.read('dir-copy/two.txt').toString()).toBe('two!');
     // The target exists: refused unless overwrite=1, and nothing changes.
     remotes.get('B')!.putFile('keep.txt', Buffer.from('keep'));
     expect((await failure(client.call('copy', { from: '/A/src.bin', to: '/B/keep.txt' }))).data).toMatchObject({ code: 'EEXIST' });
