@@ -12,7 +12,7 @@ import { ServiceError, ErrorCode } from './errors.js';
 import { VfsError, type VfsErrorCode } from '../vfs/types.js';
 import { baseName } from '../vfs/remote.js';
 import type {
-  ChangesPage, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteEntry, RemoteInfo, RemoteQuota,
+  ChangesPage, CommitOptions, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteEntry, RemoteInfo, RemoteQuota,
 } from '../vfs/remote.js';
 import type { FileRecord, UpdateItem, FileInfo } from '../shared/records.js';
 
@@ -38,7 +38,7 @@ interface UploadSource { size: number; filehash?: string; open(start: number): R
 interface UploaderModule {
   fileSource(path: string, knownSha1?: string): Promise<UploadSource>;
   uploadFile(client: ServiceClient, source: UploadSource, opts: {
-    fullpath: string; overwrite?: boolean; operator?: { op_id?: string; op_name?: string }; signal?: AbortSignal;
+    fullpath: string; overwrite?: boolean; operator?: { op_id?: string; op_name?: string }; signal?: AbortSignal; onProgress?: (sent: number, total: number) => void;
   }): Promise<{ hash: string; fullpath: string; filehash: string; filesize: number; instant: boolean }>;
 }
 
@@ -132,11 +132,11 @@ export class LibraryRemote implements Remote {
     }
   }
 
-  async commit(fullpath: string, source: CommitSource, opts?: RemoteCallOptions): Promise<RemoteEntry> {
+  async commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> {
     const up = await loadUploader();
     const started = Date.now();
     const res = await this.wrap(async () => up.uploadFile(this.client, await up.fileSource(source.path, source.sha1), {
-      fullpath, overwrite: true, operator: operatorParams(opts), signal: opts?.signal,
+      fullpath, overwrite: true, operator: operatorParams(opts), signal: opts?.signal, onProgress: opts?.onProgress,
     }), fullpath);
     for (const key of this.links.keys()) if (key.startsWith(`${fullpath}\0`)) this.links.delete(key);
     return {

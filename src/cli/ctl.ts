@@ -7,6 +7,7 @@ import { resolve } from 'node:path';
 import { ControlClient, ControlCallError } from '../control/client.js';
 import { RpcErrorCode } from '../control/protocol.js';
 import type { MethodInfo } from '../control/methods.js';
+import { methodCatalog } from '../control/catalog.js';
 import type { Subcommand } from './main.js';
 
 export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3 } as const;
@@ -75,9 +76,13 @@ export function permissionObject(allow?: string, deny?: string): Record<string, 
 interface Verb {
   usage: string;
   help: string;
+  /** The methods the verb may call (its help lists their parameters). */
+  calls: string[];
   booleans?: string[];
-  /** Builds the method call, or runs several. */
+  /** Builds the method call. */
   build(pos: string[], opts: Record<string, string | boolean>): { method: string; params: Record<string, unknown> };
+  /** A one-line confirmation for a person (default: the result rendered). */
+  done?(result: unknown, call: { params: Record<string, unknown> }): string;
 }
 
 function need(pos: string[], i: number, what: string): string {
@@ -86,71 +91,91 @@ function need(pos: string[], i: number, what: string): string {
   return v;
 }
 const str = (v: string | boolean | undefined) => (typeof v === 'string' ? v : undefined);
+/** A whole number option (`--size 10`), checked here so that nothing is sent with a bad one. */
+function int(opts: Record<string, string | boolean>, name: string): number | undefined {
+  const v = opts[name];
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (typeof v !== 'string' || !/^\d+$/.test(v) || !Number.isSafeInteger(n)) throw new UsageError(`--${name}: expected a whole number, got '${String(v)}'`);
+  return n;
+}
+const field = (r: unknown, k: string) => String((r as Record<string, unknown> | null)?.[k] ?? '');
+const said = (text: string) => () => text;
+const p0 = (call: { params: Record<string, unknown> }, k = 'fullpath') => String(call.params[k]);
 
 /** The everyday verbs: `<noun> <verb>` or a single word. */
 export const VERBS: Record<string, Verb> = {
-  status: { usage: 'status', help: 'libraries, feeds, caches and pending uploads of the gateway', build: () => ({ method: 'status', params: {} }) },
-  flush: { usage: 'flush', help: 'wait until every pending upload is on the service', build: () => ({ method: 'flush', params: {} }) },
-  'cache drop': { usage: 'cache drop', help: 'drop the metadata and block caches', build: () => ({ method: 'cache.drop', params: {} }) },
-  'library ls': { usage: 'library ls', help: 'libraries served by the gateway', build: () => ({ method: 'library.ls', params: {} }) },
-  'library add': { usage: 'library add ORG_CLIENT_ID --secret-env VAR [--name NAME]', help: 'serve one more library (secret from an environment variable of ctl)', build: (pos, o) => {
+  status: { usage: 'status', help: 'libraries, feeds, caches and pending uploads of the gateway', calls: ['status'], build: () => ({ method: 'status', params: {} }) },
+  flush: { usage: 'flush [--timeout S]', help: 'wait until every pending upload is on the service', calls: ['flush'], build: (_p, o) => ({ method: 'flush', params: { timeout_s: int(o, 'timeout') } }), done: said('all uploads are on the service') },
+  'cache drop': { usage: 'cache drop', help: 'drop the metadata and block caches', calls: ['cache.drop'], build: () => ({ method: 'cache.drop', params: {} }), done: said('caches dropped') },
+  'library ls': { usage: 'library ls', help: 'libraries served by the gateway', calls: ['library.ls'], build: () => ({ method: 'library.ls', params: {} }) },
+  'library add': { usage: 'library add ORG_CLIENT_ID --secret-env VAR [--name NAME]', help: 'serve one more library (secret from an environment variable of ctl)', calls: ['library.add'], build: (pos, o) => {
     const env = str(o['secret-env']);
     if (!env || process.env[env] === undefined) throw new UsageError('--secret-env VAR is required and VAR must be set (secrets never go on the command line)');
     return { method: 'library.add', params: { org_client_id: need(pos, 0, 'ORG_CLIENT_ID'), org_client_secret: process.env[env], name: str(o.name) } };
-  } },
-  'library remove': { usage: 'library remove NAME', help: 'stop serving a library', build: (pos) => ({ method: 'library.remove', params: { name: need(pos, 0, 'NAME') } }) },
-  upload: { usage: 'upload LOCAL_FILE PATH', help: 'upload a local file to a gateway path /<library>/<fullpath>', build: (pos) => ({ method: 'upload', params: { local: resolve(need(pos, 0, 'LOCAL_FILE')), path: need(pos, 1, 'PATH') } }) },
-  download: { usage: 'download PATH LOCAL_FILE', help: 'download a file to a local path', build: (pos) => ({ method: 'download', params: { path: need(pos, 0, 'PATH'), local: resolve(need(pos, 1, 'LOCAL_FILE')) } }) },
-  'link create': { usage: 'link create PATH [--expires 7d] [--password P] [--auth preview|download|upload] [--limit N]', help: 'create a share link', build: (pos, o) => ({ method: 'file.link', params: {
+  }, done: (r) => `serving library /${field(r, 'name')}` },
+  'library remove': { usage: 'library remove NAME', help: 'stop serving a library', calls: ['library.remove'], build: (pos) => ({ method: 'library.remove', params: { name: need(pos, 0, 'NAME') } }), done: (r) => `no longer serving /${field(r, 'removed')}` },
+  upload: { usage: 'upload LOCAL_FILE PATH', help: 'upload a local file to a gateway path /<library>/<fullpath>', calls: ['upload'], build: (pos) => ({ method: 'upload', params: { local: resolve(need(pos, 0, 'LOCAL_FILE')), path: need(pos, 1, 'PATH') } }),
+    done: (r) => `uploaded ${field(r, 'path')} (${formatBytes(Number(field(r, 'size')))})` },
+  download: { usage: 'download PATH LOCAL_FILE', help: 'download a file to a local path', calls: ['download'], build: (pos) => ({ method: 'download', params: { path: need(pos, 0, 'PATH'), local: resolve(need(pos, 1, 'LOCAL_FILE')) } }),
+    done: (r) => `downloaded ${field(r, 'local')} (${formatBytes(Number(field(r, 'size')))})` },
+  cp: { usage: 'cp SRC DST [--overwrite]', help: 'copy a file or folder, within a library or across libraries (DST includes the name)', calls: ['copy'], booleans: ['overwrite'],
+    build: (pos, o) => ({ method: 'copy', params: { from: need(pos, 0, 'SRC'), to: need(pos, 1, 'DST'), overwrite: o.overwrite ? 1 : undefined } }),
+    done: (r) => `copied ${field(r, 'from')} to ${field(r, 'to')} (${field(r, 'files')} file(s), ${formatBytes(Number(field(r, 'size')))})` },
+  'link create': { usage: 'link create PATH [--expires 7d] [--password P] [--auth preview|download|upload] [--limit N] [--dir]', help: 'create a share link', calls: ['file.link'], booleans: ['dir'], build: (pos, o) => ({ method: 'file.link', params: {
     fullpath: need(pos, 0, 'PATH'), deadline: o.expires ? parseExpiry(String(o.expires)) : undefined, password: str(o.password), auth: str(o.auth),
-    access_limit: o.limit ? Number(o.limit) : undefined, dir: o.dir ? 1 : undefined,
-  } }), booleans: ['dir'] },
-  'link ls': { usage: 'link ls [--library NAME]', help: 'list share links', build: (_p, o) => ({ method: 'file.links', params: { library: str(o.library) } }) },
-  'link close': { usage: 'link close CODE|PATH [--library NAME]', help: 'close a link by code, or all links of a path', build: (pos, o) => {
+    access_limit: int(o, 'limit'), dir: o.dir ? 1 : undefined,
+  } }), done: (r) => `${field(r, 'link')}  (code ${field(r, 'code')})` },
+  'link ls': { usage: 'link ls [--library NAME]', help: 'list share links', calls: ['file.links'], build: (_p, o) => ({ method: 'file.links', params: { library: str(o.library) } }) },
+  'link close': { usage: 'link close CODE|PATH [--library NAME]', help: 'close a link by code, or all links of a path', calls: ['file.link_close'], build: (pos, o) => {
     const x = need(pos, 0, 'CODE or PATH');
     return { method: 'file.link_close', params: x.startsWith('/') ? { fullpath: x } : { code: x, library: str(o.library) } };
-  } },
-  'perm set': { usage: 'perm set PATH (--member ACCOUNT | --dept ID) [--allow codes] [--deny codes]', help: 'set advanced permissions on a folder', build: (pos, o) => {
-    const who = o.member ? { accounts: [String(o.member)] } : o.dept ? { group_ids: [Number(o.dept)] } : undefined;
+  }, done: said('link closed') },
+  'perm set': { usage: 'perm set PATH (--member ACCOUNT | --dept ID) [--allow codes] [--deny codes]', help: 'set advanced permissions on a folder', calls: ['file2.set_permission'], build: (pos, o) => {
+    const who = o.member ? { accounts: [String(o.member)] } : o.dept ? { group_ids: [int(o, 'dept')] } : undefined;
     if (!who) throw new UsageError('--member ACCOUNT or --dept ID is required');
     return { method: 'file2.set_permission', params: { fullpath: need(pos, 0, 'PATH'), permissions: JSON.stringify({ ...who, permission: permissionObject(str(o.allow), str(o.deny)) }) } };
-  } },
-  'perm show': { usage: 'perm show PATH [--member ACCOUNT]', help: 'show permissions set on a folder, or one member\'s', build: (pos, o) => o.member
+  }, done: (_r, c) => `permissions set on ${p0(c)}` },
+  'perm show': { usage: 'perm show PATH [--member ACCOUNT]', help: 'show permissions set on a folder, or one member\'s', calls: ['file.get_all_permission', 'file2.get_member_permission'], build: (pos, o) => o.member
     ? { method: 'file2.get_member_permission', params: { fullpath: need(pos, 0, 'PATH'), account: String(o.member) } }
     : { method: 'file.get_all_permission', params: { fullpath: need(pos, 0, 'PATH') } } },
-  lock: { usage: 'lock PATH', help: 'lock a file on the service', build: (pos) => ({ method: 'file.lock', params: { fullpath: need(pos, 0, 'PATH'), lock: 'lock' } }) },
-  unlock: { usage: 'unlock PATH', help: 'unlock a file', build: (pos) => ({ method: 'file.lock', params: { fullpath: need(pos, 0, 'PATH'), lock: 'unlock' } }) },
-  'tag add': { usage: 'tag add PATH TAG...', help: 'add tags', build: (pos) => ({ method: 'file.add_tag', params: { fullpath: need(pos, 0, 'PATH'), tag: tags(pos) } }) },
-  'tag rm': { usage: 'tag rm PATH TAG...', help: 'remove tags', build: (pos) => ({ method: 'file.del_tag', params: { fullpath: need(pos, 0, 'PATH'), tag: tags(pos) } }) },
-  history: { usage: 'history PATH [--size N]', help: 'versions and operations of a file', build: (pos, o) => ({ method: 'file.history', params: { fullpath: need(pos, 0, 'PATH'), size: o.size ? Number(o.size) : 100 } }) },
-  restore: { usage: 'restore PATH --version FILEHASH|HID', help: 'make an earlier version current again', build: (pos, o) => {
-    if (!o.version) throw new UsageError('--version is required (a filehash or hid from `ctl history`)');
+  lock: { usage: 'lock PATH', help: 'lock a file on the service', calls: ['file.lock'], build: (pos) => ({ method: 'file.lock', params: { fullpath: need(pos, 0, 'PATH'), lock: 'lock' } }), done: (_r, c) => `locked ${p0(c)}` },
+  unlock: { usage: 'unlock PATH', help: 'unlock a file', calls: ['file.lock'], build: (pos) => ({ method: 'file.lock', params: { fullpath: need(pos, 0, 'PATH'), lock: 'unlock' } }), done: (_r, c) => `unlocked ${p0(c)}` },
+  'tag add': { usage: 'tag add PATH TAG...', help: 'add tags', calls: ['file.add_tag'], build: (pos) => ({ method: 'file.add_tag', params: { fullpath: need(pos, 0, 'PATH'), tag: tags(pos) } }), done: (_r, c) => `tagged ${p0(c)}: ${p0(c, 'tag')}` },
+  'tag rm': { usage: 'tag rm PATH TAG...', help: 'remove tags', calls: ['file.del_tag'], build: (pos) => ({ method: 'file.del_tag', params: { fullpath: need(pos, 0, 'PATH'), tag: tags(pos) } }), done: (_r, c) => `untagged ${p0(c)}: ${p0(c, 'tag')}` },
+  history: { usage: 'history PATH [--size N]', help: 'versions and operations of a file', calls: ['file.history'], build: (pos, o) => ({ method: 'file.history', params: { fullpath: need(pos, 0, 'PATH'), size: int(o, 'size') ?? 100 } }) },
+  restore: { usage: 'restore PATH --version FILEHASH|HID', help: 'make an earlier version current again', calls: ['version.restore'], build: (pos, o) => {
+    if (!str(o.version)) throw new UsageError('--version is required (a filehash or hid from `ctl history`)');
     return { method: 'version.restore', params: { path: need(pos, 0, 'PATH'), version: String(o.version) } };
-  } },
-  'trash ls': { usage: 'trash ls [--library NAME] [--keyword K]', help: 'list the recycle bin', build: (_p, o) => ({ method: 'file.recycle', params: { library: str(o.library), keyword: str(o.keyword), size: 1000 } }) },
-  'trash restore': { usage: 'trash restore PATH...', help: 'restore deleted items to their paths', build: (pos) => ({ method: 'file.recover', params: { fullpaths: need(pos, 0, 'PATH') && pos.join('|') } }) },
-  'trash purge': { usage: 'trash purge PATH...', help: 'remove deleted items for good', build: (pos) => ({ method: 'file.del_completely', params: { fullpaths: need(pos, 0, 'PATH') && pos.join('|') } }) },
-  'member add': { usage: 'member add ACCOUNT [--name N] [--password-env VAR] [--dept PATH]', help: 'add an enterprise member', build: (pos, o) => ({ method: 'ent.add_member', params: {
-    account: need(pos, 0, 'ACCOUNT'), member_name: str(o.name), group_path: str(o.dept), password: o['password-env'] ? process.env[String(o['password-env'])] : undefined,
+  }, done: (r) => `restored ${field(r, 'path')} to ${field(r, 'filehash')}` },
+  'trash ls': { usage: 'trash ls [--library NAME] [--keyword K]', help: 'list the recycle bin', calls: ['file.recycle'], build: (_p, o) => ({ method: 'file.recycle', params: { library: str(o.library), keyword: str(o.keyword), size: 1000 } }) },
+  'trash restore': { usage: 'trash restore PATH...', help: 'restore deleted items to their paths', calls: ['file.recover'], build: (pos) => ({ method: 'file.recover', params: { fullpaths: need(pos, 0, 'PATH') && pos.join('|') } }), done: (_r, c) => `restored ${p0(c, 'fullpaths').split('|').join(', ')}` },
+  'trash purge': { usage: 'trash purge PATH...', help: 'remove deleted items for good', calls: ['file.del_completely'], build: (pos) => ({ method: 'file.del_completely', params: { fullpaths: need(pos, 0, 'PATH') && pos.join('|') } }), done: (_r, c) => `purged ${p0(c, 'fullpaths').split('|').join(', ')}` },
+  'member add': { usage: 'member add ACCOUNT [--name N] [--password-env VAR] [--dept PATH]', help: 'add an enterprise member', calls: ['ent.add_member'], build: (pos, o) => {
+    const env = str(o['password-env']);
+    if (env !== undefined && process.env[env] === undefined) throw new UsageError(`--password-env ${env}: the variable is not set`);
+    return { method: 'ent.add_member', params: { account: need(pos, 0, 'ACCOUNT'), member_name: str(o.name), group_path: str(o.dept), password: env ? process.env[env] : undefined } };
+  }, done: (r, c) => `added member ${p0(c, 'account')} (id ${field(r, 'member_id')}, state ${field(r, 'state')})` },
+  'member ls': { usage: 'member ls [--start N] [--size N]', help: 'list enterprise members', calls: ['ent.get_members'], build: (_p, o) => ({ method: 'ent.get_members', params: { start: int(o, 'start'), size: int(o, 'size') ?? 100 } }) },
+  'member disable': { usage: 'member disable ACCOUNT', help: 'disable a member', calls: ['ent.set_member'], build: (pos) => ({ method: 'ent.set_member', params: { account: need(pos, 0, 'ACCOUNT'), state: 0 } }), done: (r, c) => `member ${p0(c, 'account')}: state ${field(r, 'state')}` },
+  'member enable': { usage: 'member enable ACCOUNT', help: 'enable a member', calls: ['ent.set_member'], build: (pos) => ({ method: 'ent.set_member', params: { account: need(pos, 0, 'ACCOUNT'), state: 1 } }), done: (r, c) => `member ${p0(c, 'account')}: state ${field(r, 'state')}` },
+  'dept ls': { usage: 'dept ls', help: 'list departments', calls: ['ent.get_groups'], build: () => ({ method: 'ent.get_groups', params: {} }) },
+  'dept add': { usage: 'dept add NAME [--parent PATH]', help: 'add a department', calls: ['ent.add_group'], build: (pos, o) => ({ method: 'ent.add_group', params: { group_name: need(pos, 0, 'NAME'), parent_group_path: str(o.parent) } }),
+    done: (r, c) => `added department ${[c.params.parent_group_path, c.params.group_name].filter(Boolean).join('/')} (id ${field(r, 'group_id')})` },
+  'dept rm': { usage: 'dept rm PATH...', help: 'remove departments', calls: ['ent.del_group'], build: (pos) => ({ method: 'ent.del_group', params: { groups: need(pos, 0, 'PATH') && pos.join(',') } }), done: (_r, c) => `removed department(s) ${p0(c, 'groups')}` },
+  'dept members': { usage: 'dept members PATH', help: 'list a department\'s members', calls: ['ent.get_group_members'], build: (pos) => ({ method: 'ent.get_group_members', params: { group_path: need(pos, 0, 'PATH') } }) },
+  'org ls': { usage: 'org ls', help: 'list the enterprise\'s libraries', calls: ['org.ls'], build: () => ({ method: 'org.ls', params: {} }) },
+  'org create': { usage: 'org create NAME [--capacity BYTES]', help: 'create a library', calls: ['org.create'], build: (pos, o) => ({ method: 'org.create', params: { org_name: need(pos, 0, 'NAME'), org_capacity: int(o, 'capacity') } }),
+    done: (r, c) => `created library ${p0(c, 'org_name')} (org_id ${field(r, 'org_id')}, mount_id ${field(r, 'mount_id')})` },
+  'org bind': { usage: 'org bind ORG_ID [--title T]', help: 'create (or return) a library authorization', calls: ['org.bind'], build: (pos, o) => ({ method: 'org.bind', params: { org_id: need(pos, 0, 'ORG_ID'), title: str(o.title) ?? 'cloudlib' } }) },
+  'partner ent create': { usage: 'partner ent create OUT_ID NAME [--days N] [--space GB] [--members N] [--account A]', help: 'create an enterprise', calls: ['partner.create_ent'], build: (pos, o) => ({ method: 'partner.create_ent', params: {
+    out_id: need(pos, 0, 'OUT_ID'), ent_name: need(pos, 1, 'NAME'), days: int(o, 'days'), space: int(o, 'space'), member_count: int(o, 'members'), account: str(o.account),
   } }) },
-  'member ls': { usage: 'member ls [--start N] [--size N]', help: 'list enterprise members', build: (_p, o) => ({ method: 'ent.get_members', params: { start: o.start ? Number(o.start) : undefined, size: o.size ? Number(o.size) : 100 } }) },
-  'member disable': { usage: 'member disable ACCOUNT', help: 'disable a member', build: (pos) => ({ method: 'ent.set_member', params: { account: need(pos, 0, 'ACCOUNT'), state: 0 } }) },
-  'member enable': { usage: 'member enable ACCOUNT', help: 'enable a member', build: (pos) => ({ method: 'ent.set_member', params: { account: need(pos, 0, 'ACCOUNT'), state: 1 } }) },
-  'dept ls': { usage: 'dept ls', help: 'list departments', build: () => ({ method: 'ent.get_groups', params: {} }) },
-  'dept add': { usage: 'dept add NAME [--parent PATH]', help: 'add a department', build: (pos, o) => ({ method: 'ent.add_group', params: { group_name: need(pos, 0, 'NAME'), parent_group_path: str(o.parent) } }) },
-  'dept rm': { usage: 'dept rm PATH...', help: 'remove departments', build: (pos) => ({ method: 'ent.del_group', params: { groups: need(pos, 0, 'PATH') && pos.join(',') } }) },
-  'org ls': { usage: 'org ls', help: 'list the enterprise\'s libraries', build: () => ({ method: 'org.ls', params: {} }) },
-  'org create': { usage: 'org create NAME [--capacity BYTES]', help: 'create a library', build: (pos, o) => ({ method: 'org.create', params: { org_name: need(pos, 0, 'NAME'), org_capacity: o.capacity ? Number(o.capacity) : undefined } }) },
-  'org bind': { usage: 'org bind ORG_ID [--title T]', help: 'create (or return) a library authorization', build: (pos, o) => ({ method: 'org.bind', params: { org_id: need(pos, 0, 'ORG_ID'), title: str(o.title) ?? 'cloudlib' } }) },
-  'partner ent create': { usage: 'partner ent create OUT_ID NAME [--days N] [--space GB] [--members N] [--account A]', help: 'create an enterprise', build: (pos, o) => ({ method: 'partner.create_ent', params: {
-    out_id: need(pos, 0, 'OUT_ID'), ent_name: need(pos, 1, 'NAME'), days: o.days ? Number(o.days) : undefined, space: o.space ? Number(o.space) : undefined,
-    member_count: o.members ? Number(o.members) : undefined, account: str(o.account),
-  } }) },
-  'partner ent ls': { usage: 'partner ent ls', help: 'list enterprises', build: () => ({ method: 'partner.ent_list', params: { size: 1000 } }) },
-  'partner ent order': { usage: 'partner ent order OUT_ID TYPE [--days N] [--members N] [--space GB] [--month N]', help: 'trial.extend, subscribe, renew, upgrade, unsubscribe', build: (pos, o) => ({ method: 'partner.order', params: {
-    out_id: need(pos, 0, 'OUT_ID'), type: need(pos, 1, 'TYPE'), days: o.days ? Number(o.days) : undefined, member_count: o.members ? Number(o.members) : undefined,
-    space: o.space ? Number(o.space) : undefined, month: o.month ? Number(o.month) : undefined,
-  } }) },
+  'partner ent ls': { usage: 'partner ent ls', help: 'list enterprises', calls: ['partner.ent_list'], build: () => ({ method: 'partner.ent_list', params: { size: 1000 } }) },
+  'partner ent info': { usage: 'partner ent info OUT_ID', help: 'one enterprise', calls: ['partner.ent_info'], build: (pos) => ({ method: 'partner.ent_info', params: { out_id: need(pos, 0, 'OUT_ID') } }) },
+  'partner ent order': { usage: 'partner ent order OUT_ID TYPE [--days N] [--members N] [--space GB] [--month N]', help: 'trial.extend, subscribe, renew, upgrade, unsubscribe', calls: ['partner.order'], build: (pos, o) => ({ method: 'partner.order', params: {
+    out_id: need(pos, 0, 'OUT_ID'), type: need(pos, 1, 'TYPE'), days: int(o, 'days'), member_count: int(o, 'members'), space: int(o, 'space'), month: int(o, 'month'),
+  } }), done: (_r, c) => `order ${p0(c, 'type')} placed for ${p0(c, 'out_id')}` },
 };
 
 function tags(pos: string[]): string {
@@ -159,10 +184,10 @@ function tags(pos: string[]): string {
   return t.join(';');
 }
 
-function findVerb(words: string[]): { verb: Verb; rest: string[] } | undefined {
+function findVerb(words: string[]): { key: string; verb: Verb; rest: string[] } | undefined {
   for (const n of [3, 2, 1]) {
     const key = words.slice(0, n).join(' ');
-    if (VERBS[key]) return { verb: VERBS[key], rest: words.slice(n) };
+    if (VERBS[key]) return { key, verb: VERBS[key], rest: words.slice(n) };
   }
   return undefined;
 }
@@ -194,14 +219,18 @@ function table(rows: unknown[]): string {
   return [line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => cell((r as Record<string, unknown>)[c]))))].join('\n');
 }
 
-function progressBar(p: Record<string, unknown>, tty: boolean): void {
-  if (!tty) return;
+/** One line of progress: a bar when the total is known, a count otherwise. */
+export function progressLine(p: Record<string, unknown>): string {
   const done = Number(p.done ?? 0);
   const total = Number(p.total ?? 0);
-  const frac = total > 0 ? Math.min(1, done / total) : 0;
+  const amount = (n: number) => (p.unit === 'files' ? String(n) : formatBytes(n));
+  const what = p.what ? ` ${String(p.what)}` : '';
+  const unit = p.unit === 'files' ? ' files' : '';
+  if (!(total > 0)) return `${amount(done)}${unit}${what}`;
+  const frac = Math.min(1, done / total);
   const width = 30;
   const bar = '#'.repeat(Math.round(frac * width)).padEnd(width, '.');
-  process.stderr.write(`\r[${bar}] ${(frac * 100).toFixed(0).padStart(3)}% ${formatBytes(done)}/${formatBytes(total)} ${p.what ? String(p.what) : ''}`);
+  return `[${bar}] ${(frac * 100).toFixed(0).padStart(3)}% ${amount(done)}/${amount(total)}${unit}${what}`;
 }
 
 export function formatBytes(n: number): string {
@@ -219,51 +248,131 @@ export function verbsHelp(): string {
 }
 
 export function methodHelp(m: MethodInfo): string {
-  const lines = [`${m.name} — ${m.summary}`, '', 'Parameters:'];
-  for (const p of m.params) lines.push(`  ${p.name}${p.required ? ' (required)' : ''}  ${p.type}${p.note ? ` — ${p.note}` : ''}`);
+  const lines = [`${m.name} — ${m.summary}`, '', `Usage: cloudlib ctl call ${m.name}${m.params.map((p) => (p.required ? ` ${p.name}=…` : '')).join('')} [key=value …]`, '', 'Parameters:'];
+  const w = Math.max(0, ...m.params.map((p) => p.name.length));
+  for (const p of m.params) lines.push(`  ${p.name.padEnd(w)}  ${p.type}${p.required ? ', required' : ''}${p.note ? ` — ${p.note}` : ''}`);
   if (!m.params.length) lines.push('  (none)');
   for (const g of m.oneOf ?? []) lines.push(`  exactly one of: ${g.join(', ')}`);
   return lines.join('\n');
 }
 
-export function bashCompletion(methods: string[]): string {
-  const words = [...new Set([...Object.keys(VERBS).map((k) => k.split(' ')[0]), 'call', 'methods', 'help', 'completion'])].join(' ');
+/** Help of a verb: its usage, then the parameters of the methods it calls (from the method table). */
+export function verbHelp(verb: Verb, catalog = methodCatalog()): string {
+  const lines = [`Usage: cloudlib ctl ${verb.usage}`, '', `${verb.help[0]!.toUpperCase()}${verb.help.slice(1)}.`, `Calls ${verb.calls.join(', ')}; PATH is a gateway path /<library>/<path>.`];
+  for (const name of verb.calls) {
+    const m = catalog.find((x) => x.name === name);
+    if (m) lines.push('', methodHelp(m));
+  }
+  return lines.join('\n');
+}
+
+/** `ctl help WORDS…` and `ctl WORDS… --help`: a verb, a noun's verbs, or a method (`call METHOD`: the method). */
+export function helpFor(words: string[], usage: string, catalog = methodCatalog()): string {
+  const call = words[0] === 'call';
+  const w = call ? words.slice(1) : words;
+  if (w.length === 0) return usage;
+  const found = call ? undefined : findVerb(w);
+  if (found) return verbHelp(found.verb, catalog);
+  const method = catalog.find((m) => m.name === w[0]);
+  if (method) return methodHelp(method);
+  const prefix = w.join(' ') + ' ';
+  const under = Object.entries(VERBS).filter(([k]) => k.startsWith(prefix));
+  if (under.length) {
+    const width = Math.max(...under.map(([, v]) => v.usage.length));
+    return under.map(([, v]) => `  ${v.usage.padEnd(width)}  ${v.help}`).join('\n');
+  }
+  throw new UsageError(`no verb or method '${w.join(' ')}' (see \`cloudlib ctl methods\`)`);
+}
+
+const GLOBAL_WORDS = ['call', 'methods', 'help', 'completion'];
+
+/** A bash completion script (zsh: through bashcompinit), generated from the verb and method tables. */
+export function completionScript(shell: 'bash' | 'zsh', catalog = methodCatalog()): string {
+  const q = (words: Iterable<string>) => [...new Set(words)].join(' ');
+  const keys = Object.keys(VERBS);
+  // Words that may follow each partial verb ("" = the first word).
+  const next = new Map<string, string[]>();
+  for (const k of keys) {
+    const parts = k.split(' ');
+    for (let i = 0; i < parts.length; i++) {
+      const at = parts.slice(0, i).join(' ');
+      next.set(at, [...(next.get(at) ?? []), parts[i]!]);
+    }
+  }
+  next.set('', [...next.get('')!, ...GLOBAL_WORDS]);
+  const optionsOf = (v: Verb) => [...v.usage.matchAll(/--([a-z-]+)/g)].map((m) => `--${m[1]}`);
+  const byLength = [...keys].sort((a, b) => b.length - a.length);
   return [
-    '# cloudlib ctl completion for bash: source <(cloudlib ctl completion bash)',
+    `# cloudlib ctl completion for ${shell}: source <(cloudlib ctl completion ${shell})`,
+    ...(shell === 'zsh' ? ['autoload -U +X bashcompinit && bashcompinit'] : []),
     '_cloudlib_ctl() {',
-    '  local cur=${COMP_WORDS[COMP_CWORD]}',
-    '  if [ "${COMP_WORDS[1]}" = ctl ] && [ $COMP_CWORD -eq 2 ]; then COMPREPLY=($(compgen -W "' + words + '" -- "$cur")); return; fi',
-    '  if [ "${COMP_WORDS[2]}" = call ] && [ $COMP_CWORD -eq 3 ]; then COMPREPLY=($(compgen -W "' + methods.join(' ') + '" -- "$cur")); return; fi',
+    '  local cur=${COMP_WORDS[COMP_CWORD]} i words=()',
+    '  [ "${COMP_WORDS[1]}" = ctl ] || return 0',
+    '  for ((i = 2; i < COMP_CWORD; i++)); do',
+    '    case ${COMP_WORDS[i]} in --socket) ((i++)) ;; -*) ;; *) words+=("${COMP_WORDS[i]}") ;; esac',
+    '  done',
+    '  local key="${words[*]}"',
+    '  if [[ $cur == -* ]]; then',
+    '    local opts="--json --socket --help"',
+    '    case "$key" in',
+    ...byLength.filter((k) => optionsOf(VERBS[k]!).length).map((k) => `      "${k}"|"${k} "*) opts="$opts ${q(optionsOf(VERBS[k]!))}" ;;`),
+    '    esac',
+    '    COMPREPLY=($(compgen -W "$opts" -- "$cur")); return 0',
+    '  fi',
+    '  case "$key" in',
+    ...[...next].map(([at, words]) => `    "${at}") COMPREPLY=($(compgen -W "${q(words)}" -- "$cur")) ;;`),
+    `    call|help) COMPREPLY=($(compgen -W "${q(catalog.map((m) => m.name))}" -- "$cur")) ;;`,
+    '    "call "*)',
+    '      case "${words[1]}" in',
+    ...catalog.filter((m) => m.params.length).map((m) => `        ${m.name}) COMPREPLY=($(compgen -W "${q(m.params.map((p) => `${p.name}=`))}" -- "$cur")) ;;`),
+    '      esac',
+    '      [[ ${COMPREPLY[0]} == *= ]] && compopt -o nospace 2>/dev/null ;;',
+    '  esac',
     '}',
-    'complete -F _cloudlib_ctl cloudlib',
+    'complete -o default -F _cloudlib_ctl cloudlib',
   ].join('\n');
 }
 
 const USAGE = [
-  'Usage: cloudlib ctl [--socket PATH] [--json] <verb> [args]',
-  '       cloudlib ctl call METHOD [key=value ...]   any method by name (see `ctl methods`)',
-  '       cloudlib ctl methods | help METHOD | completion bash',
+  'Usage: cloudlib ctl [--socket PATH] [--json] <verb> [args]     (`cloudlib ctl <verb> --help` for one verb)',
+  '       cloudlib ctl call METHOD [key=value ...]   any method by name (`cloudlib ctl help METHOD`)',
+  '       cloudlib ctl methods | help VERB|METHOD | completion bash|zsh',
   '',
   'Verbs:',
 ].join('\n');
 
 export const ctlCommand: Subcommand = {
   summary: 'Talk to a running gateway through its control socket (the whole service API, and the gateway\'s own state).',
-  get usage() { return `${USAGE}\n${verbsHelp()}\n\nThe socket: --socket PATH, else $CLOUDLIB_SOCKET, else $CLOUDLIB_HOME/control.sock (default ./.cloudlib).\nPATH arguments are gateway paths: /<library>/<path inside it>.`; },
+  get usage() {
+    return `${USAGE}\n${verbsHelp()}\n\nThe socket: --socket PATH, else $CLOUDLIB_SOCKET, else $CLOUDLIB_HOME/control.sock (default ./.cloudlib).\n`
+      + 'PATH arguments are gateway paths: /<library>/<path inside it>.\n'
+      + 'Exit codes: 0 done, 1 the service or gateway refused, 2 bad usage or parameters (nothing was sent), 3 no gateway answering.';
+  },
   options: { socket: { type: 'string' }, json: { type: 'boolean' } },
   passThrough: true,
   async run(values, positionals) {
     const json = Boolean(values.json);
     const socket = String(values.socket ?? defaultSocketPath());
-    const out = (v: unknown) => process.stdout.write((json ? JSON.stringify(v, null, 2) : renderHuman(v)) + '\n');
+    const print = (text: string) => process.stdout.write(text + '\n');
+    let verb: Verb | undefined;
     try {
-      const [first, ...rest] = positionals;
+      const wantsHelp = positionals.some((w) => w === '--help' || w === '-h');
+      const words = positionals.filter((w) => w !== '--help' && w !== '-h');
+      const [first, ...rest] = words;
+      if (first === 'help' || wantsHelp) {
+        print(helpFor(first === 'help' ? rest : words, this.usage));
+        return EXIT.ok;
+      }
       if (!first) throw new UsageError('missing verb');
       if (first === 'completion') {
-        const client = await ControlClient.connect(socket).catch(() => undefined);
-        const methods = client ? ((await client.call('rpc.methods')) as MethodInfo[]).map((m) => m.name) : [];
-        client?.close();
-        process.stdout.write(bashCompletion(methods) + '\n');
+        const shell = rest[0] ?? 'bash';
+        if (shell !== 'bash' && shell !== 'zsh') throw new UsageError(`completion: expected bash or zsh, got '${shell}'`);
+        print(completionScript(shell));
+        return EXIT.ok;
+      }
+      if (first === 'methods') {
+        const methods = methodCatalog();
+        print(json ? JSON.stringify(methods, null, 2) : methods.map((m) => `  ${m.name.padEnd(36)} ${m.summary}`).join('\n'));
         return EXIT.ok;
       }
       let method: string;
@@ -272,37 +381,31 @@ export const ctlCommand: Subcommand = {
         method = rest[0] ?? '';
         if (!method) throw new UsageError('missing METHOD');
         params = parseKeyValues(rest.slice(1));
-      } else if (first === 'methods' || first === 'help') {
-        const client = await connectOrExit(socket);
-        const methods = (await client.call('rpc.methods')) as MethodInfo[];
-        client.close();
-        if (first === 'help' && rest[0]) {
-          const m = methods.find((x) => x.name === rest[0]);
-          if (!m) throw new UsageError(`unknown method '${rest[0]}'`);
-          process.stdout.write(methodHelp(m) + '\n');
-        } else if (json) out(methods);
-        else process.stdout.write(methods.map((m) => `  ${m.name.padEnd(36)} ${m.summary}`).join('\n') + '\n');
-        return EXIT.ok;
       } else {
-        const found = findVerb(positionals);
-        if (!found) throw new UsageError(`unknown verb '${positionals.slice(0, 2).join(' ')}'`);
-        const { pos, opts } = parseVerbArgs(found.rest, found.verb.booleans);
-        ({ method, params } = found.verb.build(pos, opts));
+        const found = findVerb(words);
+        if (!found) throw new UsageError(`unknown verb '${words.slice(0, 2).join(' ')}'`);
+        verb = found.verb;
+        const { pos, opts } = parseVerbArgs(found.rest, verb.booleans);
+        const known = new Set([...verb.usage.matchAll(/--([a-z-]+)/g)].map((m) => m[1]!));
+        for (const o of Object.keys(opts)) if (!known.has(o)) throw new UsageError(`${found.key}: unknown option --${o}`);
+        ({ method, params } = verb.build(pos, opts));
         for (const k of Object.keys(params)) if (params[k] === undefined) delete params[k];
       }
       const client = await connectOrExit(socket);
       const tty = process.stderr.isTTY === true && !json;
       try {
-        const result = await client.call(method, params, (p) => progressBar(p, tty));
-        if (tty) process.stderr.write('\n');
-        out(result);
+        const result = await client.call(method, params, (p) => {
+          if (tty) process.stderr.write(`\r${progressLine(p)}\x1b[K`);
+        });
+        if (tty) process.stderr.write('\r\x1b[K');
+        print(json ? JSON.stringify(result, null, 2) : verb?.done ? verb.done(result, { params }) : renderHuman(result));
       } finally {
         client.close();
       }
       return EXIT.ok;
     } catch (err) {
       if (err instanceof UsageError) {
-        process.stderr.write(`cloudlib ctl: ${err.message}\n\n${this.usage}\n`);
+        process.stderr.write(`cloudlib ctl: ${err.message}\n${verb ? `usage: cloudlib ctl ${verb.usage}` : 'run `cloudlib ctl --help` for the verbs'}\n`);
         return EXIT.usage;
       }
       if (err instanceof Unreachable) {
@@ -312,13 +415,16 @@ export const ctlCommand: Subcommand = {
       if (err instanceof ControlCallError) {
         process.stderr.write(`cloudlib ctl: ${err.message}\n`);
         if (json && err.data !== undefined) process.stderr.write(JSON.stringify(err.data) + '\n');
-        return err.code === RpcErrorCode.InvalidParams || err.code === RpcErrorCode.MethodNotFound ? EXIT.usage : EXIT.refused;
+        return USAGE_CODES.has(err.code) ? EXIT.usage : EXIT.refused;
       }
       process.stderr.write(`cloudlib ctl: ${(err as Error).message}\n`);
       return EXIT.refused;
     }
   },
 };
+
+/** JSON-RPC errors that mean the request was wrong (nothing was done): exit 2. */
+const USAGE_CODES = new Set<number>([RpcErrorCode.InvalidParams, RpcErrorCode.MethodNotFound, RpcErrorCode.InvalidRequest, RpcErrorCode.ParseError, RpcErrorCode.TooLarge]);
 
 class Unreachable extends Error {}
 

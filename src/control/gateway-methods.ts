@@ -12,7 +12,7 @@ import type { ServiceClient } from '../api/client.js';
 import type { GatewayVfs } from '../vfs/gateway-vfs.js';
 import type { HistoryItem } from '../shared/records.js';
 import { RpcErrorCode, RpcFailure } from './protocol.js';
-import { resolveLibrary, type CallEnv, type ControlMethod, type ControlTarget, type MethodParamHelp } from './methods.js';
+import { resolveLibrary, type CallEnv, type Progress, type ControlMethod, type ControlTarget, type MethodParamHelp, type ServedLibrary } from './methods.js';
 
 /** What the gateway methods need from the running gateway. */
 export interface GatewayControlTarget extends ControlTarget {
@@ -26,6 +26,10 @@ export interface GatewayControlTarget extends ControlTarget {
 }
 
 const FLUSH_POLL_MS = 200;
+/** Shortest time between two progress notifications of one call. */
+const PROGRESS_MS = 100;
+const PATH_PARAM = param('path', 'string', true, 'gateway path /<library>/<path>, or a path inside `library`');
+const LIBRARY_PARAM = param('library', 'string', false, 'library name, when `path` is not a gateway path (may be left out when the gateway serves one library)');
 
 function param(name: string, type = 'string', required = true, note?: string): MethodParamHelp {
   return { name, required, type, ...(note ? { note } : {}) };
@@ -53,33 +57,58 @@ function localPath(params: Record<string, unknown>, name: string): string {
   return p;
 }
 
-function gatewayPath(params: Record<string, unknown>, name: string): string {
-  const p = text(params, name);
-  if (!p.startsWith('/') || p.split('/').filter(Boolean).length < 2) {
-    throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter '${name}': expected a gateway path /<library>/<path>, got '${p}'`, { param: name });
-  }
-  return p;
+/**
+ * A path parameter of a gateway method: a gateway path `/<library>/<path>`, or a fullpath with
+ * `library` (which may be left out when the gateway serves one library).
+ */
+function gatewayPath(target: ControlTarget, params: Record<string, unknown>, name: string): { path: string; lib: ServedLibrary; fullpath: string } {
+  const p: Record<string, unknown> = { fullpath: text(params, name), ...(params.library !== undefined ? { library: params.library } : {}) };
+  const lib = resolveLibrary(target, p);
+  const fullpath = String(p.fullpath).replace(/^\/+|\/+$/g, '');
+  if (fullpath === '') throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter '${name}': expected a path inside a library, got '${String(params[name])}'`, { param: name });
+  return { path: `/${lib.name}/${fullpath}`, lib, fullpath };
 }
 
-/** Counts the bytes that pass and reports them as progress (at most every 100 ms, and at the end). */
+/** Reports progress at most every PROGRESS_MS, and always when `final`. */
+function throttledProgress(env: CallEnv, total: number, unit: Progress['unit'], what: string): (done: number, final?: boolean) => void {
+  let last = 0;
+  return (done, final = false) => {
+    const now = Date.now();
+    if (!final && now - last < PROGRESS_MS) return;
+    last = now;
+    env.progress({ done, total, unit, what });
+  };
+}
+
+/** Counts the bytes that pass and reports them as progress. */
 function progressCounter(env: CallEnv, total: number, what: string): Transform {
   let done = 0;
-  let last = 0;
+  const report = throttledProgress(env, total, 'bytes', what);
   return new Transform({
     transform(chunk: Buffer, _enc, cb) {
       done += chunk.length;
-      const now = Date.now();
-      if (now - last >= 100) {
-        last = now;
-        env.progress({ done, total, what });
-      }
+      report(done);
       cb(null, chunk);
     },
     flush(cb) {
-      env.progress({ done, total, what });
+      report(done, true);
       cb();
     },
   });
+}
+
+/** Bytes and files under a gateway path (a file: itself). */
+async function treeSize(vfs: GatewayVfs, path: string): Promise<{ bytes: number; files: number }> {
+  const attr = await vfs.stat(path);
+  if (!attr.isDir) return { bytes: attr.size, files: 1 };
+  let bytes = 0;
+  let files = 0;
+  for (const child of await vfs.readdir(path)) {
+    const sub = await treeSize(vfs, `${path}/${child.name}`);
+    bytes += sub.bytes;
+    files += sub.files;
+  }
+  return { bytes, files };
 }
 
 /** Creates the missing folders above a gateway path (like the service's create_file does). */
@@ -140,13 +169,21 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         onlyKnown(params, ['timeout_s'], 'flush');
         const t = params.timeout_s === undefined ? undefined : Number(params.timeout_s);
         if (t !== undefined && !(Number.isFinite(t) && t > 0)) throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter 'timeout_s': expected a number of seconds > 0, got ${JSON.stringify(params.timeout_s)}`, { param: 'timeout_s' });
-        const total = vfs.status().uploads.length + vfs.status().localFiles;
-        const timer = setInterval(() => env.progress({ done: Math.max(0, total - vfs.status().uploads.length), total, what: 'uploads' }), FLUSH_POLL_MS);
+        // Every upload seen pending while waiting counts; done are those no longer pending.
+        const seen = new Set<string>();
+        const report = (): void => {
+          const pending = vfs.status().uploads;
+          for (const u of pending) seen.add(u.id);
+          env.progress({ done: seen.size - pending.length, total: seen.size, unit: 'files', what: 'uploaded' });
+        };
+        report();
+        const timer = setInterval(report, FLUSH_POLL_MS);
         try {
           await vfs.flushAll({ timeoutMs: t === undefined ? undefined : t * 1000 });
         } finally {
           clearInterval(timer);
         }
+        report();
         const left = vfs.status().uploads;
         if (left.length > 0) {
           throw new RpcFailure(RpcErrorCode.GatewayError, `${left.length} upload(s) still pending after ${t} s (they go on; see status)`, { pending: left.map((u) => `/${u.library}/${u.fullpath}`) });
@@ -201,11 +238,11 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
     {
       name: 'upload',
       summary: 'Copies a local file to a gateway path /<library>/<path> and waits until it is on the service',
-      params: [param('local', 'string', true, 'absolute local path'), param('path', 'string', true, 'gateway path /<library>/<path>')],
+      params: [param('local', 'string', true, 'absolute local path'), PATH_PARAM, LIBRARY_PARAM],
       handler: async (params, env) => {
-        onlyKnown(params, ['local', 'path'], 'upload');
+        onlyKnown(params, ['local', 'path', 'library'], 'upload');
         const local = localPath(params, 'local');
-        const path = gatewayPath(params, 'path');
+        const { path } = gatewayPath(target, params, 'path');
         const st = await stat(local).catch((err: Error) => { throw new RpcFailure(RpcErrorCode.InvalidParams, `local file '${local}': ${err.message}`, { param: 'local' }); });
         if (!st.isFile()) throw new RpcFailure(RpcErrorCode.InvalidParams, `local file '${local}' is not a regular file`, { param: 'local' });
         await mkdirParents(vfs, path);
@@ -213,19 +250,30 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         const counted = source.pipe(progressCounter(env, st.size, 'read'));
         source.on('error', (err) => counted.destroy(err));
         const attr = await vfs.writeFile(path, counted);
-        await vfs.flushAll();
+        // Then the bytes the service has, from the upload queue, until it is done.
+        const report = throttledProgress(env, attr.size, 'bytes', 'uploaded');
+        const timer = setInterval(() => {
+          const u = vfs.status().uploads.find((x) => `/${x.library}/${x.fullpath}` === path);
+          if (u?.sentBytes !== undefined) report(u.sentBytes);
+        }, PROGRESS_MS);
+        try {
+          await vfs.flushAll();
+        } finally {
+          clearInterval(timer);
+        }
         const left = vfs.status().uploads.filter((u) => `/${u.library}/${u.fullpath}` === path);
         if (left.length) throw new RpcFailure(RpcErrorCode.GatewayError, `'${path}' is kept for upload but not on the service yet: ${left[0]!.lastError ?? 'retrying'}`);
+        report(attr.size, true);
         return { path, size: attr.size };
       },
     },
     {
       name: 'download',
       summary: 'Copies a file at a gateway path to a local file (written whole, then renamed into place)',
-      params: [param('path', 'string', true, 'gateway path /<library>/<path>'), param('local', 'string', true, 'absolute local path')],
+      params: [PATH_PARAM, param('local', 'string', true, 'absolute local path'), LIBRARY_PARAM],
       handler: async (params, env) => {
-        onlyKnown(params, ['path', 'local'], 'download');
-        const path = gatewayPath(params, 'path');
+        onlyKnown(params, ['path', 'local', 'library'], 'download');
+        const { path } = gatewayPath(target, params, 'path');
         const local = localPath(params, 'local');
         const attr = await vfs.stat(path);
         if (attr.isDir) throw new RpcFailure(RpcErrorCode.InvalidParams, `'${path}' is a folder`, { param: 'path' });
@@ -241,15 +289,33 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
       },
     },
     {
+      name: 'copy',
+      summary: 'Copies a file or folder, within a library (the service copies, queued for folders) or across libraries (through the gateway, with progress)',
+      params: [param('from', 'string', true, 'gateway path /<library>/<path>, or a path inside `library`'), param('to', 'string', true, 'the copy\'s path, including its name (same forms)'), LIBRARY_PARAM,
+        param('overwrite', 'int', false, '1 replaces what is at `to`; default 0 refuses')],
+      handler: async (params, env) => {
+        onlyKnown(params, ['from', 'to', 'library', 'overwrite'], 'copy');
+        const from = gatewayPath(target, params, 'from');
+        const to = gatewayPath(target, params, 'to');
+        const overwrite = params.overwrite === undefined ? 0 : Number(params.overwrite);
+        if (overwrite !== 0 && overwrite !== 1) throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter 'overwrite': expected 0 or 1, got ${JSON.stringify(params.overwrite)}`, { param: 'overwrite' });
+        const total = await treeSize(vfs, from.path);
+        const report = throttledProgress(env, total.bytes, 'bytes', 'copied');
+        let done = 0;
+        report(0, true);
+        await vfs.copy(from.path, to.path, { noReplace: overwrite === 0 }, { signal: env.signal, onCopied: (n) => report(done += n) });
+        report(total.bytes, true);
+        return { from: from.path, to: to.path, files: total.files, size: total.bytes };
+      },
+    },
+    {
       name: 'version.restore',
       summary: 'Makes a history version of a file its current content again (instant: the service holds it)',
-      params: [param('path', 'string', true, 'gateway path /<library>/<path>, or fullpath with library'), param('version', 'string', true, 'history version id (hid) or content hash (filehash)'), param('library', 'string', false)],
+      params: [PATH_PARAM, param('version', 'string', true, 'history version id (hid) or content hash (filehash)'), LIBRARY_PARAM],
       handler: async (params) => {
         onlyKnown(params, ['path', 'version', 'library'], 'version.restore');
         const version = text(params, 'version');
-        const p = { fullpath: text(params, 'path'), ...(params.library !== undefined ? { library: params.library } : {}) };
-        const lib = resolveLibrary(target, p);
-        const fullpath = String(p.fullpath).replace(/^\/+|\/+$/g, '');
+        const { lib, fullpath } = gatewayPath(target, params, 'path');
         const item = await findVersion(lib.client, fullpath, version);
         if (item.dir === 1 || !item.filehash) throw new RpcFailure(RpcErrorCode.InvalidParams, `version '${version}' of '${fullpath}' is a folder record, not content`);
         const res = await lib.client.file.createFile({ fullpath, filehash: item.filehash, filesize: item.filesize, overwrite: 1 });

@@ -17,15 +17,21 @@ export interface MethodInfo {
   oneOf?: string[][];
 }
 
+/** A progress notification's content: `done` of `total` (0 when not known) `unit`s, in the phase `what`. */
+export interface Progress { done: number; total: number; unit: 'bytes' | 'files'; what?: string }
+
 export interface CallEnv {
-  /** Sends a progress notification to the caller (upload, download, flush). */
-  progress(p: { done: number; total: number; what?: string }): void;
+  /** Sends a progress notification to the caller (upload, download, copy, flush). */
+  progress(p: Progress): void;
   signal: AbortSignal;
 }
 
 export interface ControlMethod extends MethodInfo {
   handler(params: Record<string, unknown>, env: CallEnv): Promise<unknown>;
 }
+
+/** `rpc.methods`: the server's own method, answered from its method table. */
+export const RPC_METHODS: MethodInfo = { name: 'rpc.methods', summary: 'Lists every method with its parameters (used for help and completion)', params: [] };
 
 /** A library the gateway serves, with a client that holds its library authorization. */
 export interface ServedLibrary { name: string; client: ServiceClient }
@@ -41,9 +47,13 @@ export interface ControlTarget {
 /** Families reachable by name, and the wire families behind them. */
 export const RPC_FAMILIES: Family[] = ['file', 'file2', 'user', 'org', 'ent', 'partner'];
 
-/** Parameters of library file methods that hold a path and may be given as a gateway path `/<library>/<fullpath>`. */
-const PATH_PARAMS = ['fullpath', 'from_fullpath', 'dest_fullpath'];
-const MULTI_PATH_PARAMS = ['fullpaths', 'from_fullpaths'];
+/**
+ * Parameters of library file methods that hold a path and may be given as a gateway path
+ * `/<library>/<fullpath>` (a fullpath of the service never starts with `/`); the multi-path ones are
+ * `|`-separated lists.
+ */
+export const PATH_PARAMS = ['fullpath', 'from_fullpath', 'dest_fullpath', 'path'];
+export const MULTI_PATH_PARAMS = ['fullpaths', 'from_fullpaths', 'paths'];
 
 export function endpointMethods(target: ControlTarget): ControlMethod[] {
   const out: ControlMethod[] = [];
@@ -87,7 +97,7 @@ export function resolveLibrary(target: ControlTarget, params: Record<string, unk
   let name = params.library === undefined ? undefined : String(params.library);
   delete params.library;
   const pick = (n: string) => {
-    if (name !== undefined && name !== n) throw new RpcFailure(RpcErrorCode.InvalidParams, `paths name two libraries: '${name}' and '${n}'`);
+    if (name !== undefined && name !== n) throw new RpcFailure(RpcErrorCode.InvalidParams, `paths name two libraries: '${name}' and '${n}'`, { param: 'library' });
     name = n;
   };
   for (const key of PATH_PARAMS) {
@@ -106,17 +116,17 @@ export function resolveLibrary(target: ControlTarget, params: Record<string, unk
   }
   if (name === undefined) {
     if (libs.length === 1) return libs[0]!;
-    throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter 'library' is required: the gateway serves ${libs.length} libraries (${libs.map((l) => l.name).join(', ')})`);
+    throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter 'library' is required: the gateway serves ${libs.length} libraries (${libs.map((l) => l.name).join(', ')}), or give a gateway path /<library>/<path>`, { param: 'library' });
   }
   const lib = libs.find((l) => l.name === name);
-  if (!lib) throw new RpcFailure(RpcErrorCode.InvalidParams, `unknown library '${name}'; served: ${libs.map((l) => l.name).join(', ') || 'none'}`);
+  if (!lib) throw new RpcFailure(RpcErrorCode.InvalidParams, `unknown library '${name}'; served: ${libs.map((l) => l.name).join(', ') || 'none'}`, { param: 'library' });
   return lib;
 }
 
 /** `/<library>/<fullpath>` → [library, fullpath]. */
 export function splitGatewayPath(p: string): [string, string] {
   const parts = p.split('/').filter((s) => s !== '');
-  if (parts.length === 0) throw new RpcFailure(RpcErrorCode.InvalidParams, `gateway path '${p}' names no library`);
+  if (parts.length === 0) throw new RpcFailure(RpcErrorCode.InvalidParams, `gateway path '${p}' names no library`, { param: 'library' });
   return [parts[0]!, parts.slice(1).join('/')];
 }
 

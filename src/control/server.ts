@@ -8,7 +8,7 @@ import { chmod, unlink, lstat } from 'node:fs/promises';
 import type { Logger } from '../shared/log.js';
 import { silentLogger } from '../shared/log.js';
 import { LineSplitter, RpcErrorCode, RpcFailure, type RpcRequest, type RpcResponse } from './protocol.js';
-import { toRpcFailure, type ControlMethod, type MethodInfo } from './methods.js';
+import { RPC_METHODS, toRpcFailure, type ControlMethod, type MethodInfo } from './methods.js';
 
 export interface ControlServerOptions {
   /** Socket path, e.g. `<data>/control.sock`. */
@@ -20,6 +20,8 @@ export interface ControlServerOptions {
 export class ControlServer {
   private readonly methods = new Map<string, ControlMethod>();
   private server?: Server;
+  /** Set once this server listens on the path: only then is the socket file ours to remove. */
+  private listening = false;
   private readonly sockets = new Set<Socket>();
   private readonly log: Logger;
   readonly socketPath: string;
@@ -28,12 +30,7 @@ export class ControlServer {
     this.socketPath = opts.socketPath;
     this.log = opts.logger ?? silentLogger;
     for (const m of opts.methods) this.add(m);
-    this.add({
-      name: 'rpc.methods',
-      summary: 'Lists every method with its parameters (used for help and completion)',
-      params: [],
-      handler: async () => this.describe(),
-    });
+    this.add({ ...RPC_METHODS, handler: async () => this.describe() });
   }
 
   add(method: ControlMethod): void {
@@ -58,6 +55,7 @@ export class ControlServer {
     } finally {
       process.umask(oldMask);
     }
+    this.listening = true;
     await chmod(this.socketPath, 0o600);
     server.on('error', (err) => this.log.error({ err }, 'control socket error'));
     this.log.info({ socket: this.socketPath }, 'control socket listening');
@@ -65,8 +63,10 @@ export class ControlServer {
 
   async close(): Promise<void> {
     for (const s of this.sockets) s.destroy();
-    if (this.server) await new Promise<void>((r) => this.server!.close(() => r()));
-    await unlink(this.socketPath).catch(() => {});
+    if (this.server?.listening) await new Promise<void>((r) => this.server!.close(() => r()));
+    // A server that never listened (another instance holds the path) leaves the path alone.
+    if (this.listening) await unlink(this.socketPath).catch(() => {});
+    this.listening = false;
   }
 
   private onConnection(sock: Socket): void {

@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { ServiceClient, type Credentials } from '../api/client.js';
 import { LibraryRemote } from '../api/remote.js';
-import { ControlServer } from '../control/server.js';
+import { ControlServer, clearStaleSocket } from '../control/server.js';
 import { endpointMethods, type ServedLibrary } from '../control/methods.js';
 import { gatewayMethods } from '../control/gateway-methods.js';
 import type { Logger } from '../shared/log.js';
@@ -125,6 +125,8 @@ export class Gateway {
   private readonly clients: ServiceClient[] = [];
   private readonly roleClients: Partial<Record<'enterprise' | 'partner' | 'token', ServiceClient>> = {};
   private stopping?: Promise<void>;
+  /** endpoints.json is this instance's (a start refused because another instance runs leaves that one's alone). */
+  private wroteEndpoints = false;
 
   private constructor(readonly config: GatewayConfig, private readonly logger: Logger, private readonly opts: GatewayStartOptions) {}
 
@@ -142,6 +144,8 @@ export class Gateway {
   private async startAll(): Promise<void> {
     const { config, logger } = this;
     await mkdir(config.data, { recursive: true, mode: 0o700 });
+    // Another instance serving this data folder answers on its control socket: refuse before touching anything.
+    await clearStaleSocket(join(config.data, 'control.sock'));
 
     // 1. The service: remote, or embedded in <data>/service.
     let service = config.service;
@@ -274,6 +278,7 @@ export class Gateway {
   }
 
   private async writeEndpoints(): Promise<void> {
+    this.wroteEndpoints = true;
     await writeFileAtomic(join(this.config.data, 'endpoints.json'), JSON.stringify(this.endpoints(), null, 2) + '\n');
   }
 
@@ -343,7 +348,7 @@ export class Gateway {
         log.error({ err: (err as Error).message }, `stop: ${what} failed`);
       }
     };
-    await rm(join(this.config.data, 'endpoints.json'), { force: true });
+    if (this.wroteEndpoints) await rm(join(this.config.data, 'endpoints.json'), { force: true });
     if (this.webdav) await step('closing WebDAV', () => this.webdav!.close());
     if (this.vfs) {
       await step('flushing uploads', () => this.vfs.flushAll({ timeoutMs: this.opts.stopFlushMs ?? 10_000 }));

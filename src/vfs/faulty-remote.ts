@@ -10,7 +10,7 @@
  */
 import { Readable } from 'node:stream';
 import { VfsError, type VfsErrorCode } from './types.js';
-import type { RangeCallOptions, ChangesPage, CommitSource, Remote, RemoteCallOptions, RemoteEntry, RemoteInfo, RemoteQuota } from './remote.js';
+import type { RangeCallOptions, ChangesPage, CommitOptions, CommitSource, Remote, RemoteCallOptions, RemoteEntry, RemoteInfo, RemoteQuota } from './remote.js';
 
 export type RemoteMethod = keyof Remote;
 
@@ -77,7 +77,7 @@ export class FaultyRemote implements Remote {
   info(opts?: RemoteCallOptions): Promise<RemoteInfo> { return this.run('info', '', opts, (o) => this.inner.info(o)); }
   list(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]> { return this.run('list', p, opts, (o) => this.inner.list(p, o)); }
   stat(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null> { return this.run('stat', p, opts, (o) => this.inner.stat(p, o)); }
-  commit(p: string, s: CommitSource, opts?: RemoteCallOptions): Promise<RemoteEntry> { return this.run('commit', p, opts, (o) => this.inner.commit(p, s, o)); }
+  commit(p: string, s: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> { return this.run('commit', p, opts, (o) => this.inner.commit(p, s, o)); }
   mkdir(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry> { return this.run('mkdir', p, opts, (o) => this.inner.mkdir(p, o)); }
   move(a: string, b: string, opts?: RemoteCallOptions): Promise<void> { return this.run('move', a, opts, (o) => this.inner.move(a, b, o)); }
   copy(a: string, b: string, opts?: RemoteCallOptions): Promise<void> { return this.run('copy', a, opts, (o) => this.inner.copy(a, b, o)); }

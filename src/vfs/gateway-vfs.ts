@@ -742,6 +742,7 @@ export class GatewayVfs implements Vfs {
       const { sha1, size } = await this.hasher.hash(spool);
       const entry = await to.remote.commit(toPath, { path: spool, size, sha1 }, this.call(ctx));
       this.ownUpsert(to.name, entry);
+      ctx?.onCopied?.(size);
     } finally {
       await this.journal.discardSpool(id);
     }

@@ -10,7 +10,7 @@ import { Readable } from 'node:stream';
 import { VfsError } from './types.js';
 import {
   baseName, isWithin, parentOf,
-  type ChangesPage, type CommitSource, type Remote, type RemoteCallOptions, type RemoteChange, type RemoteEntry, type RemoteInfo, type RemoteQuota,
+  type ChangesPage, type CommitOptions, type CommitSource, type Remote, type RemoteCallOptions, type RemoteChange, type RemoteEntry, type RemoteInfo, type RemoteQuota,
 } from './remote.js';
 
 interface MemoryNode {
@@ -74,12 +74,14 @@ export class MemoryRemote implements Remote {
     return Readable.from([n.data.subarray(start, end + 1)]);
   }
 
-  async commit(fullpath: string, source: CommitSource, opts?: RemoteCallOptions): Promise<RemoteEntry> {
+  async commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> {
     const data = await readFile(source.path);
     if (data.length !== source.size) throw new VfsError('EIO', `commit of '${fullpath}': expected ${source.size} bytes, got ${data.length}`);
     const sha1 = createHash('sha1').update(data).digest('hex');
     if (sha1 !== source.sha1) throw new VfsError('EIO', `commit of '${fullpath}': expected SHA-1 ${source.sha1}, got ${sha1}`);
-    return this.putFile(fullpath, data, opts);
+    const entry = this.putFile(fullpath, data, opts);
+    opts?.onProgress?.(data.length, data.length);
+    return entry;
   }
 
   /** Writes a file directly (tests: a change made by another client). */

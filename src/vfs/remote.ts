@@ -58,6 +58,11 @@ export interface RemoteCallOptions {
   signal?: AbortSignal;
 }
 
+export interface CommitOptions extends RemoteCallOptions {
+  /** Bytes of the content the service has so far, of `total` (at least once, at the end). */
+  onProgress?: (sent: number, total: number) => void;
+}
+
 export interface RangeCallOptions extends RemoteCallOptions {
   /** Content hash of the version expected. */
   contentHash?: string;
@@ -87,7 +92,7 @@ export interface Remote {
    */
   openRange(fullpath: string, start: number, end: number, opts?: RangeCallOptions): Promise<Readable>;
   /** Replaces or creates the file with the local file's bytes (overwrite; the service keeps the old version). */
-  commit(fullpath: string, source: CommitSource, opts?: RemoteCallOptions): Promise<RemoteEntry>;
+  commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry>;
   /** Creates a folder; EEXIST when something exists there. */
   mkdir(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry>;
   /** Moves or renames. EEXIST when the target exists. */

@@ -84,6 +84,8 @@ export interface Operator { opId?: string; opName?: string }
 export interface CallContext {
   operator?: Operator;
   signal?: AbortSignal;
+  /** A copy through the gateway (across libraries) reports each file's bytes once the service has them. */
+  onCopied?: (bytes: number) => void;
 }
 
 export interface FileHandle {

@@ -38,6 +38,10 @@ export interface UploadStatus {
   nextAttemptMs?: number;
   /** When the task was queued, ms since the epoch. */
   queuedMs: number;
+  /** Size of the content being uploaded (known once hashed). */
+  size?: number;
+  /** Bytes of the current attempt the service has (instant uploads jump to `size`). */
+  sentBytes?: number;
 }
 
 export interface UploadQueueOptions {
@@ -178,7 +182,11 @@ export class UploadQueue {
       snapshot.generation = generation;
       if (task.cancelled) return;
       task.status.state = 'uploading';
-      const entry = await remote.commit(snapshot.fullpath, { path: file.spoolPath, size, sha1 }, { operator: file.operator, signal: abort.signal });
+      task.status.size = size;
+      task.status.sentBytes = 0;
+      const entry = await remote.commit(snapshot.fullpath, { path: file.spoolPath, size, sha1 }, {
+        operator: file.operator, signal: abort.signal, onProgress: (sent) => { task.status.sentBytes = sent; },
+      });
       if (task.cancelled) return;
       await this.opts.onCommitted(file, entry, snapshot);
       this.counters.committed++;

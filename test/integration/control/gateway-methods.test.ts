@@ -1,13 +1,13 @@
 /**
  * The gateway's own control methods over a real socket, on a gateway core over memory libraries:
- * status, flush with progress, cache.drop, library.ls/remove, upload and download of local files, bad
- * input, the socket's mode, two clients at once.
+ * status, flush with progress, cache.drop, library.ls/remove, upload, download and copy with progress,
+ * both path forms, bad input, the socket's mode, two clients at once.
  */
 import { describe, it, expect, beforeEach, afterEach } from 'vitest';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createMemoryVfs, type GatewayVfs, type MemoryRemote } from '../../../src/vfs/index.js';
+import { createMemoryVfs, type FaultyRemote, type GatewayVfs, type MemoryRemote } from '../../../src/vfs/index.js';
 import { ControlServer } from '../../../src/control/server.js';
 import { ControlClient, ControlCallError } from '../../../src/control/client.js';
 import { gatewayMethods, type GatewayControlTarget } from '../../../src/control/gateway-methods.js';
@@ -21,7 +21,7 @@ let client: ControlClient;
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'ctl-'));
-  ({ vfs, remotes } = await createMemoryVfs({ names: ['A', 'B'], upload: { retryBaseMs: 20, retryMaxMs: 100 } }));
+  ({ vfs, remotes } = await createMemoryVfs({ names: ['A', 'B'], upload: { retryBaseMs: 20, retryMaxMs: 100 }, faults: true }));
   const target: GatewayControlTarget = {
     vfs,
     libraries: () => vfs.libraryNames().map((name) => ({ name, client: undefined as never })),
@@ -70,7 +70,60 @@ describe('gateway control methods', { timeout: 20_000 }, () => {
     const res = await client.call('upload', { local, path: '/A/docs/in.bin' }, (p) => progress.push(p));
     expect(res).toEqual({ path: '/A/docs/in.bin', size: body.length });
     expect(remotes.get('A')!.read('docs/in.bin').equals(body)).toBe(true);
-    expect(progress.at(-1)).toMatchObject({ done: body.length, total: body.length });
+    expect(progress.at(-1)).toMatchObject({ done: body.length, total: body.length, unit: 'bytes', what: 'uploaded' });
+    expect(progress.some((p) => p.what === 'read')).toBe(true);
+  });
+
+  it('path parameters take a gateway path, or a path inside `library`', async () => {
+    const local = join(dir, 'in.txt');
+    await writeFile(local, 'by library');
+    expect(await client.call('upload', { local, path: 'docs/by-lib.txt', library: 'B' })).toEqual({ path: '/B/docs/by-lib.txt', size: 10 });
+    expect(remotes.get('B')!.read('docs/by-lib.txt').toString()).toBe('by library');
+    const out = join(dir, 'out.txt');
+    expect(await client.call('download', { path: 'docs/by-lib.txt', library: 'B', local: out })).toEqual({ local: out, size: 10 });
+    expect(await client.call('download', { path: '/B/docs/by-lib.txt', library: 'B', local: out })).toEqual({ local: out, size: 10 });
+    // Two libraries served: a bare path names none of them.
+    expect((await failure(client.call('download', { path: 'docs/by-lib.txt', local: out }))).data).toMatchObject({ param: 'library' });
+    expect((await failure(client.call('download', { path: '/A/docs/by-lib.txt', library: 'B', local: out }))).data).toMatchObject({ param: 'library' });
+  });
+
+  it('copy across libraries goes through the gateway with byte progress; within a library the service copies', async () => {
+    remotes.get('A')!.putFile('src.bin', Buffer.alloc(200_000, 1));
+    const progress: Record<string, unknown>[] = [];
+    expect(await client.call('copy', { from: '/A/src.bin', to: '/B/copy.bin' }, (p) => progress.push(p))).toEqual({ from: '/A/src.bin', to: '/B/copy.bin', files: 1, size: 200_000 });
+    expect(remotes.get('B')!.read('copy.bin').equals(Buffer.alloc(200_000, 1))).toBe(true);
+    expect(progress[0]).toMatchObject({ done: 0, total: 200_000, unit: 'bytes', what: 'copied' });
+    expect(progress.at(-1)).toMatchObject({ done: 200_000, total: 200_000 });
+    expect(await client.call('copy', { from: 'src.bin', to: 'again.bin', library: 'A' })).toMatchObject({ to: '/A/again.bin', files: 1 });
+    expect(remotes.get('A')!.read('again.bin').length).toBe(200_000);
+    // A folder across libraries: every file, bytes summed.
+    await remotes.get('A')!.mkdir('dir');
+    remotes.get('A')!.putFile('dir/one.txt', Buffer.from('one'));
+    remotes.get('A')!.putFile('dir/two.txt', Buffer.from('two!'));
+    expect(await client.call('copy', { from: '/A/dir', to: '/B/dir-copy' })).toMatchObject({ files: 2, size: 7 });
+    expect(remotes.get('B')!.read('dir-copy/two.txt').toString()).toBe('two!');
+    // The target exists: refused unless overwrite=1, and nothing changes.
+    remotes.get('B')!.putFile('keep.txt', Buffer.from('keep'));
+    expect((await failure(client.call('copy', { from: '/A/src.bin', to: '/B/keep.txt' }))).data).toMatchObject({ code: 'EEXIST' });
+    expect(remotes.get('B')!.read('keep.txt').toString()).toBe('keep');
+    expect((await failure(client.call('copy', { from: '/A/src.bin', to: '/B/keep.txt', overwrite: 2 }))).data).toMatchObject({ param: 'overwrite' });
+    await client.call('copy', { from: '/A/src.bin', to: '/B/keep.txt', overwrite: 1 });
+    expect(remotes.get('B')!.read('keep.txt').length).toBe(200_000);
+  });
+
+  it('status shows an upload under way with its size and the bytes the service has; flush counts files', async () => {
+    const faulty = vfs.remoteOf('A') as FaultyRemote;
+    faulty.inject({ kind: 'delay', methods: ['commit'], delayMs: 400, times: 2 });
+    await vfs.writeFile('/A/slow1.txt', Buffer.from('slow!'));
+    await vfs.writeFile('/A/slow2.txt', Buffer.from('slow'));
+    for (let i = 0; i < 50 && !(vfs.status().uploads.every((u) => u.state === 'uploading')); i++) await new Promise((r) => setTimeout(r, 10));
+    const s = (await client.call('status')) as { uploads: { pending: number; list: { fullpath: string; state: string; size: number; sentBytes: number }[] } };
+    expect(s.uploads.pending).toBe(2);
+    expect(s.uploads.list.find((u) => u.fullpath === 'slow1.txt')).toMatchObject({ state: 'uploading', size: 5, sentBytes: 0 });
+    const progress: Record<string, unknown>[] = [];
+    expect(await client.call('flush', {}, (p) => progress.push(p))).toEqual({ pending: 0 });
+    expect(progress.length).toBeGreaterThan(0);
+    expect(progress[0]).toMatchObject({ total: 2, unit: 'files', what: 'uploaded' });
   });
 
   it('download writes a local file whole', async () => {
@@ -83,7 +136,9 @@ describe('gateway control methods', { timeout: 20_000 }, () => {
   it('bad input is refused with invalid-params naming the parameter, and changes nothing', async () => {
     expect((await failure(client.call('upload', { local: 'relative.txt', path: '/A/x' }))).data).toMatchObject({ param: 'local' });
     expect((await failure(client.call('upload', { local: join(dir, 'missing'), path: '/A/x' }))).code).toBe(RpcErrorCode.InvalidParams);
-    expect((await failure(client.call('download', { path: 'no-slash', local: join(dir, 'o') }))).data).toMatchObject({ param: 'path' });
+    expect((await failure(client.call('download', { path: '/A', local: join(dir, 'o') }))).data).toMatchObject({ param: 'path' });
+    expect((await failure(client.call('upload', { local: join(dir, 'missing'), path: 'x', library: 'Z' }))).data).toMatchObject({ param: 'library' });
+    expect((await failure(client.call('copy', { from: '/A/none', to: '/B/x', extra: 1 }))).data).toMatchObject({ param: 'extra' });
     expect((await failure(client.call('status', { extra: 1 }))).data).toMatchObject({ param: 'extra' });
     expect((await failure(client.call('flush', { timeout_s: -1 }))).data).toMatchObject({ param: 'timeout_s' });
     expect((await failure(client.call('no.such.method'))).code).toBe(RpcErrorCode.MethodNotFound);
