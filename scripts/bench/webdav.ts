@@ -1,6 +1,9 @@
 /**
- * WebDAV front end figures, each against a baseline measured in the same run, over an in-memory-backed Vfs
- * with a disk-backed upload journal (no service: the figures are the front end's own cost):
+ * WebDAV front end figures, each against a baseline measured in the same run:
+ * - over the embedded service (its own process, data in memory), with curl as the client: GET and PUT of
+ *   BENCH_WEBDAV_BYTES through WebDAV vs the same read / write through the Vfs directly (target ≥ 0.9×),
+ *   median of BENCH_WEBDAV_ROUNDS (default 3);
+ * - over an in-memory-backed Vfs with a disk-backed upload journal (no service: the front end's own cost):
  * - PUT of BENCH_WEBDAV_BYTES (default 1 GiB) through WebDAV vs Vfs.writeFile directly (target ≥ 0.9×);
  * - GET of the same file through WebDAV vs Vfs.createReadStream directly (target ≥ 0.9×);
  * - PROPFIND depth 1 of a BENCH_WEBDAV_ENTRIES-entry folder (default 10,000), warm (target < 300 ms).
@@ -10,7 +13,14 @@ import { request } from 'node:http';
 import { Readable } from 'node:stream';
 import { startMemoryDav } from '../../test/e2e/webdav/serve-memory.js';
 import { basicAuth } from '../../test/e2e/webdav/http.js';
-import { serviceAvailable, startTestVfs } from '../../test/support/vfs.js';
+import { serviceAvailable } from '../../test/support/vfs.js';
+import { startServiceProcess } from '../../test/support/service-process.js';
+import { createVfs } from '../../src/vfs/index.js';
+import { execFile } from 'node:child_process';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { pipeline } from 'node:stream/promises';
 import { createWebdavServer } from '../../src/webdav/index.js';
 import { silentLogger } from '../../src/shared/log.js';
 import { join } from 'node:path';
@@ -18,6 +28,15 @@ import { join } from 'node:path';
 const BYTES = Number(process.env.BENCH_WEBDAV_BYTES ?? 1024 * 1024 * 1024);
 const ENTRIES = Number(process.env.BENCH_WEBDAV_ENTRIES ?? 10_000);
 const CHUNK = 1024 * 1024;
+const ROUNDS = Number(process.env.BENCH_WEBDAV_ROUNDS ?? 3);
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** curl with the bench user, failing on an HTTP error. */
+function curl(args: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile('curl', ['-sS', '--fail', '-u', 'alice:secret', ...args], (err, _out, stderr) => (err ? reject(new Error(`curl ${args.join(' ')}: ${stderr || err.message}`)) : resolve()));
+  });
+}
 
 const round = (n: number, digits = 2): number => Number(n.toFixed(digits));
 const mbps = (bytes: number, ms: number): number => round(bytes / 1e6 / (ms / 1000), 1);
@@ -63,19 +82,38 @@ async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }>
 }
 
 const d = await startMemoryDav({ emptyCreateGraceMs: 0 });
-const t = (await serviceAvailable()) ? await startTestVfs({ feedIntervalMs: 0 }) : undefined;
-const serviceDav = t ? createWebdavServer({ vfs: t.vfs, users: [{ name: 'alice', password: 'secret' }], dataDir: join(t.dataDir, 'webdav'), logger: silentLogger, emptyCreateGraceMs: 0 }) : undefined;
+// Over the embedded service in a process of its own (data in memory: see test/support/service-process.ts).
+const svc = (await serviceAvailable()) ? await startServiceProcess({ memoryData: process.env.BENCH_SERVICE_DISK !== '1' }) : undefined;
+const svcDir = svc ? await mkdtemp(join(tmpdir(), 'cloudlib-bench-dav-')) : undefined;
+const svcVfs = svc && svcDir ? await createVfs({ libraries: [{ name: 'Library', client: svc.client }], dataDir: join(svcDir, 'gateway'), feedIntervalMs: 0 }) : undefined;
+const serviceDav = svcVfs && svcDir ? createWebdavServer({ vfs: svcVfs, users: [{ name: 'alice', password: 'secret' }], dataDir: join(svcDir, 'webdav'), logger: silentLogger, emptyCreateGraceMs: 0 }) : undefined;
 const serviceUrl = serviceDav ? await serviceDav.listen('127.0.0.1', 0) : undefined;
 try {
-  // Reads over the embedded service (when in the tree): both ways fetch ranges from the service.
-  if (t && serviceUrl) {
-    await t.vfs.writeFile('/Library/read.bin', source(BYTES));
-    await t.vfs.flushAll();
-    t.vfs.dropCaches();
-    const viaVfs = await timed(async () => drain((await t.vfs.createReadStream('/Library/read.bin')) as AsyncIterable<Buffer>));
-    const viaHttp = await timed(() => http('GET', `${serviceUrl}Library/read.bin`));
-    if (viaHttp.value.bytes !== BYTES) throw new Error(`GET read ${viaHttp.value.bytes} bytes, expected ${BYTES}`);
-    print({ figure: 'webdav_get_throughput_service', bytes: BYTES, vfs_mb_s: mbps(BYTES, viaVfs.ms), webdav_mb_s: mbps(BYTES, viaHttp.ms), ratio: round(viaVfs.ms / viaHttp.ms), target: '>= 0.9' });
+  // Over the service, with curl as the client (another process, as every real client is): both ways
+  // read ranges from the service and write into the journal; each figure is the median of ROUNDS.
+  if (svcVfs && serviceUrl && svcDir) {
+    const file = join(svcDir, 'put.bin');
+    await pipeline(source(BYTES), createWriteStream(file));
+    const get: { vfs: number; dav: number }[] = [];
+    const put: { vfs: number; dav: number }[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const direct = await timed(() => svcVfs.writeFile('/Library/direct.bin', createReadStream(file, { highWaterMark: CHUNK })));
+      await svcVfs.flushAll();
+      const viaDav = await timed(() => curl(['-T', file, `${serviceUrl}Library/dav.bin`]));
+      await svcVfs.flushAll();
+      put.push({ vfs: direct.ms, dav: viaDav.ms });
+      svcVfs.dropCaches();
+      const viaVfs = await timed(async () => drain((await svcVfs.createReadStream('/Library/direct.bin')) as AsyncIterable<Buffer>));
+      svcVfs.dropCaches();
+      const viaHttp = await timed(() => curl(['-o', '/dev/null', `${serviceUrl}Library/direct.bin`]));
+      if (viaVfs.value !== BYTES) throw new Error(`Vfs read ${viaVfs.value} bytes, expected ${BYTES}`);
+      get.push({ vfs: viaVfs.ms, dav: viaHttp.ms });
+    }
+    for (const [figure, xs] of [['webdav_get_throughput_service', get], ['webdav_put_throughput_service', put]] as const) {
+      const vfsMs = median(xs.map((x) => x.vfs));
+      const davMs = median(xs.map((x) => x.dav));
+      print({ figure, bytes: BYTES, rounds: ROUNDS, client: 'curl', vfs_mb_s: mbps(BYTES, vfsMs), webdav_mb_s: mbps(BYTES, davMs), ratio: round(vfsMs / davMs), ratios: xs.map((x) => round(x.vfs / x.dav)), target: '>= 0.9' });
+    }
   }
   // Writes: the Vfs directly, then through WebDAV (each then read back the same two ways).
   const direct = await timed(() => d.vfs.writeFile('/Library/direct.bin', source(BYTES)));
@@ -114,6 +152,8 @@ try {
   });
 } finally {
   await serviceDav?.close();
-  await t?.close();
+  await svcVfs?.close();
+  await svc?.close();
+  if (svcDir) await rm(svcDir, { recursive: true, force: true });
   await d.close();
 }
