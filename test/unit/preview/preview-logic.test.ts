@@ -25,7 +25,13 @@ describe('PreviewTokenSigner', () => {
     const [body, mac] = token.split('.') as [string, string];
     const forged = Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(body, 'base64url').toString()), e: 9e12 })).toString('base64url');
     expect(signer.verify(`${forged}.${mac}`, 'page', 0)).toBe('invalid');
-    expect(signer.verify(`${body}.${mac.slice(0, -2)}AA`, 'page', 0)).toBe('invalid');
+    const flip = (c: string): string => (c === 'A' ? 'B' : 'A');
+    expect(signer.verify(`${body}.${mac.slice(0, -2)}${flip(mac.at(-2)!)}${mac.at(-1)!}`, 'page', 0)).toBe('invalid');
+    // Same bytes once decoded, other spelling: the spare low bits of the last character.
+    const last = mac.at(-1)!;
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+    const sibling = alphabet[alphabet.indexOf(last) ^ 1]!;
+    expect(signer.verify(`${body}.${mac.slice(0, -1)}${sibling}`, 'page', 0)).toBe('invalid');
     expect(signer.verify(`${body}`, 'page', 0)).toBe('invalid');
     expect(new PreviewTokenSigner(randomBytes(32)).verify(token, 'page', 0)).toBe('invalid');
     expect(signer.verify(token, 'content', 0)).toBe('invalid');
