@@ -27,12 +27,14 @@ export interface ServiceProcessOptions {
    * not write to the gateway's disk, and one on the same disk would halve the disk's bandwidth for both.
    */
   memoryData?: boolean;
+  /** Extra node flags for the service process (e.g. `--cpu-prof` when profiling a benchmark). */
+  nodeArgs?: string[];
 }
 
 export async function startServiceProcess(opts: ServiceProcessOptions = {}): Promise<ServiceProcess> {
   const root = opts.memoryData && (await isDir('/dev/shm')) ? '/dev/shm' : tmpdir();
   const dir = await mkdtemp(join(root, 'cloudlib-svcproc-'));
-  const child = spawn(process.execPath, [BIN, 'service', '--data', dir, '--listen', '127.0.0.1:0', '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), BIN, 'service', '--data', dir, '--listen', '127.0.0.1:0', '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'inherit'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const orphaned = (): void => { child.kill('SIGKILL'); };
   process.once('exit', orphaned); // never outlive the process that started it
