@@ -97,8 +97,57 @@ class StreamCursor {
   }
 }
 
+/**
+ * The bytes a sequential streak streamed past most recently (at most `limit`, contiguous): the kernel's
+ * read-ahead sends several reads at once and they can arrive out of order, so a read just behind the
+ * cursor is served from here instead of ending the streak.
+ */
+class RecentBytes {
+  private pieces: Buffer[] = [];
+  private start = 0;
+  private bytes = 0;
+
+  constructor(private readonly limit: number) {}
+
+  add(position: number, piece: Buffer): void {
+    if (piece.length === 0) return;
+    if (position !== this.start + this.bytes) this.clear();
+    if (this.bytes === 0) this.start = position;
+    this.pieces.push(piece);
+    this.bytes += piece.length;
+    while (this.bytes - this.pieces[0]!.length >= this.limit) {
+      const first = this.pieces.shift()!;
+      this.start += first.length;
+      this.bytes -= first.length;
+    }
+  }
+
+  /** Bytes [position, end) when all of them are here. */
+  read(position: number, end: number): Buffer | undefined {
+    if (position < this.start || end > this.start + this.bytes || end <= position) return undefined;
+    const parts: Buffer[] = [];
+    let at = this.start;
+    for (const p of this.pieces) {
+      const pEnd = at + p.length;
+      if (pEnd > position && at < end) parts.push(p.subarray(Math.max(0, position - at), Math.min(p.length, end - at)));
+      if (pEnd >= end) break;
+      at = pEnd;
+    }
+    return parts.length === 1 ? parts[0] : Buffer.concat(parts, end - position);
+  }
+
+  clear(): void {
+    this.pieces = [];
+    this.bytes = 0;
+  }
+}
+
+/** How far ahead of the stream a read may start and still continue the streak (the gap is kept). */
+const REORDER_SLACK = 2 * 1024 * 1024;
+
 export class RangeReader {
   private nextPosition = -1;
+  private readonly recent = new RecentBytes(4 * 1024 * 1024);
   private streak = 0;
   private window: number;
   private cursor: StreamCursor | undefined;
@@ -126,6 +175,7 @@ export class RangeReader {
   close(): void {
     this.cursor?.close();
     this.cursor = undefined;
+    this.recent.clear();
   }
 
   private async doRead(position: number, length: number): Promise<Buffer> {
@@ -133,7 +183,17 @@ export class RangeReader {
     if (!Number.isInteger(length) || length < 0) throw new VfsError('EINVAL', `expected a read length >= 0, got ${length}`);
     const end = Math.min(this.opts.size, position + length);
     if (end <= position) return Buffer.alloc(0);
-    const sequential = position === this.nextPosition;
+    const recent = this.recent.read(position, end);
+    if (recent) {
+      this.counters.sequentialBytes += recent.length;
+      return recent;
+    }
+    // Where the streak goes on (a new reader: the start). A read a little ahead of it overtook the reads
+    // before it: the streak streams the bytes in between too, and keeps them for those reads.
+    const from = Math.max(0, this.nextPosition);
+    const ahead = position - from;
+    const overtook = ahead > 0 && ahead <= REORDER_SLACK && (this.nextPosition < 0 || this.streak > 0);
+    const sequential = ahead === 0 || overtook;
     this.nextPosition = end;
     const { disk, contentHash } = this.opts;
     if (disk && disk.has(contentHash, position, end)) {
@@ -142,7 +202,8 @@ export class RangeReader {
     }
     if (sequential || position === 0) {
       this.streak = sequential ? this.streak + 1 : 1;
-      return this.readSequential(position, end);
+      const out = await this.readSequential(overtook ? from : position, end);
+      return overtook ? out.subarray(ahead) : out;
     }
     this.streak = 0;
     this.window = this.initialWindow;
@@ -172,6 +233,7 @@ export class RangeReader {
           }
           const piece = await this.cursor.take(Math.min(end - at, this.cursor.remaining));
           if (piece.length === 0) throw new VfsError('EIO', `range of '${this.opts.fullpath}' ended early at ${at}`);
+          this.recent.add(at, piece);
           parts.push(piece);
           at += piece.length;
         }

@@ -44,6 +44,21 @@ describe('RangeReader', { timeout: 20_000 }, () => {
     rr.close();
   });
 
+  it('read-ahead arriving out of order (pairs swapped, several in flight) stays one streak', async () => {
+    const { remote, data, hash } = await fixture(8 * MiB);
+    const rr = reader(remote, data, hash);
+    const K = 128 * 1024;
+    const order: number[] = [];
+    for (let i = 0; i < data.length / K; i += 2) order.push((i + 1) * K, i * K); // 128K before 0, 384K before 256K…
+    const got = await Promise.all(order.map((pos) => rr.read(pos, K).then((b) => [pos, b] as const)));
+    for (const [pos, b] of got) expect(b.equals(data.subarray(pos, pos + K))).toBe(true);
+    expect(rr.counters.randomBytes).toBe(0);
+    expect(rr.counters.requests).toBeLessThanOrEqual(7);
+    // A read further back than the bytes kept is an ordinary random read, and still right.
+    expect((await rr.read(0, 100)).equals(data.subarray(0, 100))).toBe(true);
+    rr.close();
+  });
+
   it('random reads fetch only small aligned blocks and reuse the block cache', async () => {
     const { remote, data, hash } = await fixture(4 * MiB);
     const rr = reader(remote, data, hash);
