@@ -24,6 +24,9 @@ import { ServiceClient } from '../../src/api/client.js';
 import { startServiceProcess } from '../../test/support/service-process.js';
 import { createVfs } from '../../src/vfs/index.js';
 import { fileSource, uploadFile } from '../../src/api/upload.js';
+import { tuneGarbageCollector } from '../../src/shared/gc-tuning.js';
+
+tuneGarbageCollector(); // as the cloudlib command does
 
 const MiB = 1024 * 1024;
 const SIZE = Number(process.env.BENCH_VFS_BYTES ?? 1024 * MiB);

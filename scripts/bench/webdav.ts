@@ -24,6 +24,9 @@ import { pipeline } from 'node:stream/promises';
 import { createWebdavServer } from '../../src/webdav/index.js';
 import { silentLogger } from '../../src/shared/log.js';
 import { join } from 'node:path';
+import { tuneGarbageCollector } from '../../src/shared/gc-tuning.js';
+
+tuneGarbageCollector(); // as the cloudlib command does
 
 const BYTES = Number(process.env.BENCH_WEBDAV_BYTES ?? 1024 * 1024 * 1024);
 const ENTRIES = Number(process.env.BENCH_WEBDAV_ENTRIES ?? 10_000);

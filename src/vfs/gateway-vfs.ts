@@ -915,6 +915,7 @@ export class GatewayVfs implements Vfs {
 class RemoteReadHandle implements FileHandle {
   constructor(readonly path: string, private readonly entry: RemoteEntry, private readonly rr: RangeReader, private readonly attr: () => Attr) {}
   read(position: number, length: number): Promise<Buffer> { return this.rr.read(position, length); }
+  readParts(position: number, length: number): Promise<Buffer[]> { return this.rr.readParts(position, length); }
   async write(): Promise<number> { throw new VfsError('EACCES', `${this.path} was opened read-only`); }
   async truncate(): Promise<void> { throw new VfsError('EACCES', `${this.path} was opened read-only`); }
   async stat(): Promise<Attr> { return this.attr(); }
@@ -946,6 +947,12 @@ class LocalFileHandle implements FileHandle {
     this.open();
     if (!this.file.baseReady && this.file.generation === 0 && this.host.baseReader) return this.host.baseReader.read(position, length);
     return this.file.read(position, length);
+  }
+
+  async readParts(position: number, length: number): Promise<Buffer[]> {
+    this.open();
+    if (!this.file.baseReady && this.file.generation === 0 && this.host.baseReader) return this.host.baseReader.readParts(position, length);
+    return [await this.file.read(position, length)];
   }
 
   async write(position: number, data: Buffer): Promise<number> {

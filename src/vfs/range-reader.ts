@@ -122,8 +122,8 @@ class RecentBytes {
     }
   }
 
-  /** Bytes [position, end) when all of them are here. */
-  read(position: number, end: number): Buffer | undefined {
+  /** Bytes [position, end), in pieces, when all of them are here. */
+  read(position: number, end: number): Buffer[] | undefined {
     if (position < this.start || end > this.start + this.bytes || end <= position) return undefined;
     const parts: Buffer[] = [];
     let at = this.start;
@@ -133,13 +133,24 @@ class RecentBytes {
       if (pEnd >= end) break;
       at = pEnd;
     }
-    return parts.length === 1 ? parts[0] : Buffer.concat(parts, end - position);
+    return parts;
   }
 
   clear(): void {
     this.pieces = [];
     this.bytes = 0;
   }
+}
+
+/** The pieces less their first `n` bytes. */
+function skipBytes(parts: Buffer[], n: number): Buffer[] {
+  const out: Buffer[] = [];
+  for (const p of parts) {
+    if (n >= p.length) { n -= p.length; continue; }
+    out.push(n > 0 ? p.subarray(n) : p);
+    n = 0;
+  }
+  return out;
 }
 
 /** How far ahead of the stream a read may start and still continue the streak (the gap is kept). */
@@ -166,7 +177,16 @@ export class RangeReader {
   }
 
   /** Up to `length` bytes at `position`; fewer at the end of the file, empty past it. */
-  read(position: number, length: number): Promise<Buffer> {
+  async read(position: number, length: number): Promise<Buffer> {
+    const parts = await this.readParts(position, length);
+    return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+  }
+
+  /**
+   * As `read`, in the pieces the bytes arrived in (nothing is joined): a caller that copies them into a
+   * buffer of its own (the FUSE front end, into the kernel's) allocates nothing per read.
+   */
+  readParts(position: number, length: number): Promise<Buffer[]> {
     const run = this.chain.then(() => this.doRead(position, length));
     this.chain = run.catch(() => undefined);
     return run;
@@ -178,14 +198,14 @@ export class RangeReader {
     this.recent.clear();
   }
 
-  private async doRead(position: number, length: number): Promise<Buffer> {
+  private async doRead(position: number, length: number): Promise<Buffer[]> {
     if (!Number.isInteger(position) || position < 0) throw new VfsError('EINVAL', `expected a read position >= 0, got ${position}`);
     if (!Number.isInteger(length) || length < 0) throw new VfsError('EINVAL', `expected a read length >= 0, got ${length}`);
     const end = Math.min(this.opts.size, position + length);
-    if (end <= position) return Buffer.alloc(0);
+    if (end <= position) return [];
     const recent = this.recent.read(position, end);
     if (recent) {
-      this.counters.sequentialBytes += recent.length;
+      this.counters.sequentialBytes += end - position;
       return recent;
     }
     // Where the streak goes on (a new reader: the start). A read a little ahead of it overtook the reads
@@ -198,22 +218,22 @@ export class RangeReader {
     const { disk, contentHash } = this.opts;
     if (disk && disk.has(contentHash, position, end)) {
       this.counters.diskBytes += end - position;
-      return disk.read(contentHash!, position, end);
+      return [await disk.read(contentHash!, position, end)];
     }
     if (sequential || position === 0) {
       this.streak = sequential ? this.streak + 1 : 1;
-      const out = await this.readSequential(overtook ? from : position, end);
-      return overtook ? out.subarray(ahead) : out;
+      const parts = await this.readSequential(overtook ? from : position, end);
+      return overtook ? skipBytes(parts, ahead) : parts;
     }
     this.streak = 0;
     this.window = this.initialWindow;
     this.cursor?.close();
     this.cursor = undefined;
-    return this.readBlocks(position, end);
+    return [await this.readBlocks(position, end)];
   }
 
   /** From the streaming cursor, opening a new (larger) window when needed. */
-  private async readSequential(position: number, end: number): Promise<Buffer> {
+  private async readSequential(position: number, end: number): Promise<Buffer[]> {
     for (let attempt = 1; ; attempt++) {
       try {
         if (!this.cursor || this.cursor.position !== position || this.cursor.remaining <= 0) {
@@ -237,10 +257,9 @@ export class RangeReader {
           parts.push(piece);
           at += piece.length;
         }
-        const out = parts.length === 1 ? parts[0] : Buffer.concat(parts);
-        this.counters.sequentialBytes += out.length;
-        void this.opts.disk?.write(this.opts.contentHash, position, out);
-        return out;
+        this.counters.sequentialBytes += end - position;
+        if (this.opts.disk) void this.opts.disk.write(this.opts.contentHash, position, parts.length === 1 ? parts[0]! : Buffer.concat(parts));
+        return parts;
       } catch (err) {
         this.cursor?.close();
         this.cursor = undefined;

@@ -34,15 +34,30 @@ export class Sha1Streams {
     const sid = this.nextId++;
     worker.postMessage({ op: 'open', sid, path });
     let at = 0;
+    let posted = 0;
     let open = true;
+    let scheduled = false;
+    // One message per MiB (the rest within 20 ms, or with the digest) rather than one per write: a
+    // sequential write through FUSE is thousands of 128 KiB writes a second.
+    const post = (): void => {
+      scheduled = false;
+      if (!open || at <= posted) return;
+      posted = at;
+      this.worker?.postMessage({ op: 'extend', sid, to: at });
+    };
     return {
       extend: (to: number) => {
         if (!open || to <= at) return;
         at = to;
-        this.worker?.postMessage({ op: 'extend', sid, to });
+        if (at - posted >= 1024 * 1024) post();
+        else if (!scheduled) {
+          scheduled = true;
+          setTimeout(post, 20).unref();
+        }
       },
       digest: () => new Promise((resolve, reject) => {
         if (!open || !this.worker) return reject(new Error('sha1 stream is closed'));
+        post();
         const id = this.nextId++;
         this.pending.set(id, { resolve, reject });
         this.worker.postMessage({ op: 'digest', sid, id });

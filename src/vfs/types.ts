@@ -92,7 +92,9 @@ export interface FileHandle {
   readonly path: string;
   /** Reads up to `length` bytes at `position`; fewer at end of file, empty past it. */
   read(position: number, length: number): Promise<Buffer>;
-  /** Writes at `position`; returns the number of bytes written. */
+  /** As `read`, in pieces not joined into one buffer (when the handle has them that way). */
+  readParts?(position: number, length: number): Promise<Buffer[]>;
+  /** Writes at `position`; returns the number of bytes written. `data` is the caller's again once this settles. */
   write(position: number, data: Buffer): Promise<number>;
   truncate(size: number): Promise<void>;
   /** Current attributes as this handle sees them (local size while dirty). */

@@ -8,6 +8,7 @@
  * process) or `service-process` (the same with the service in a process of its own, its data in memory,
  * as beside a production gateway: what the benchmarks use).
  */
+import { tuneGarbageCollector } from '../../../src/shared/gc-tuning.js';
 import { mountVfs, type MountedVfs } from '../../../src/fuse/index.js';
 import { createLogger } from '../../../src/shared/log.js';
 import type { Vfs } from '../../../src/vfs/types.js';
@@ -146,6 +147,7 @@ async function benchDirectRead(vfs: Vfs, path: string): Promise<number> {
 }
 
 async function main(): Promise<void> {
+  tuneGarbageCollector(); // as the cloudlib command does
   const mountpoint = process.argv[2];
   if (!mountpoint || !process.send) throw new Error('usage: forked with IPC, argv MOUNTPOINT');
   const logger = createLogger({ name: 'fuse-test', level: process.env.FUSE_TEST_LOG ?? 'warn' });

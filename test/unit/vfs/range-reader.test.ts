@@ -59,6 +59,22 @@ describe('RangeReader', { timeout: 20_000 }, () => {
     rr.close();
   });
 
+  it('readParts gives the bytes of read, in the pieces they arrived in, out-of-order reads included', async () => {
+    const { remote, data, hash } = await fixture(3 * MiB + 333);
+    const rr = reader(remote, data, hash);
+    const K = 128 * 1024;
+    for (const pos of [K, 0, 2 * K, 4 * K, 3 * K]) {
+      const parts = await rr.readParts(pos, K);
+      expect(Buffer.concat(parts).equals(data.subarray(pos, pos + K))).toBe(true);
+    }
+    expect(rr.counters.randomBytes).toBe(0);
+    // A jump further than the reorder slack is a random read: still the right bytes, to the end of file.
+    const tail = await rr.readParts(3 * MiB, K);
+    expect(Buffer.concat(tail).equals(data.subarray(3 * MiB))).toBe(true);
+    expect(await rr.readParts(data.length, K)).toEqual([]);
+    rr.close();
+  });
+
   it('random reads fetch only small aligned blocks and reuse the block cache', async () => {
     const { remote, data, hash } = await fixture(4 * MiB);
     const rr = reader(remote, data, hash);
