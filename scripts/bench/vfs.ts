@@ -5,7 +5,7 @@
  * - random 4 KiB reads per second through a Vfs handle (BENCH_VFS_RANDOM_S seconds, default 5);
  * - write + commit of BENCH_VFS_BYTES through the Vfs (open, 1 MiB writes, close, until the service
  *   confirmed) vs the client's uploader alone on a file of the same size (target ≥ 0.9×), alternated for
- *   BENCH_VFS_ROUNDS rounds (default 3), median;
+ *   BENCH_VFS_ROUNDS rounds (default 6, each side first in every other one), median;
  * - peak RSS of a fresh gateway process streaming BENCH_VFS_STREAM_BYTES (default 4 GiB) through Vfs reads
  *   (target < 200 MB).
  * The embedded service runs in a process of its own, as beside a production gateway, with its data in
@@ -33,7 +33,7 @@ const SIZE = Number(process.env.BENCH_VFS_BYTES ?? 1024 * MiB);
 const RANDOM_S = Number(process.env.BENCH_VFS_RANDOM_S ?? 5);
 const STREAM = Number(process.env.BENCH_VFS_STREAM_BYTES ?? 4 * 1024 * MiB);
 const BLOCK = 4 * MiB;
-const ROUNDS = Number(process.env.BENCH_VFS_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_VFS_ROUNDS ?? 6);
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const seedBlock = randomBytes(BLOCK);
 
@@ -128,22 +128,24 @@ async function main(): Promise<void> {
   try {
     // Write + commit, alternating with the baseline (the client's uploader alone on a file of the same
     // size) for ROUNDS rounds; each side writes other content every time, so no upload is instant.
+    // The ratio is of the medians; `ratios` pairs each round's two runs.
     const src = join(tmp, 'source.bin');
     const baseMs: number[] = [];
     const vfsMs: number[] = [];
     const closeMs: number[] = [];
     const writeMs: number[] = [];
     const writeSysMs: number[] = [];
-    for (let round = 0; round < ROUNDS; round++) {
+    const baseline = async (round: number): Promise<void> => {
       await makeFile(src, 100 + round, SIZE);
       await recyclePages(tmp, SIZE * 2.5);
-      let t0 = performance.now();
+      const t0 = performance.now();
       await uploadFile(svc.client, await fileSource(src), { fullpath: 'bench-read.bin', overwrite: true });
       baseMs.push(performance.now() - t0);
-
+    };
+    const throughVfs = async (round: number): Promise<void> => {
       await recyclePages(tmp, SIZE * 2.5);
       const cpu0 = process.cpuUsage();
-      t0 = performance.now();
+      const t0 = performance.now();
       const wh = await vfs.open('/Library/bench-write.bin', { write: true, create: true, truncate: true });
       for (let i = 0; i * BLOCK < SIZE; i++) {
         const b = block(200 + round, i, SIZE);
@@ -156,6 +158,12 @@ async function main(): Promise<void> {
       await vfs.flushAll();
       vfsMs.push(performance.now() - t0);
       if (vfs.status().uploads.length > 0) throw new Error(`upload not confirmed: ${JSON.stringify(vfs.status().uploads)}`);
+    };
+    // Each side goes first in every other round: what one leaves behind (memory the service just took,
+    // pages being written back) weighs on both alike.
+    for (let round = 0; round < ROUNDS; round++) {
+      if (round % 2 === 0) { await baseline(round); await throughVfs(round); }
+      else { await throughVfs(round); await baseline(round); }
     }
     const baseUpMs = median(baseMs);
     const vfsUpMs = median(vfsMs);

@@ -123,12 +123,12 @@ async function populate(vfs: Vfs, path: string, count: number): Promise<void> {
 }
 
 /**
- * The baselines of the mount: a sequential write of `bytes` through the Vfs itself, 1 MiB at a time, made
- * durable the way a `dd conv=fsync` through the mount makes it (fsync, then close); and a sequential read,
- * 1 MiB at a time. Each answers the milliseconds it took.
+ * The baselines of the mount: a sequential write of `bytes` through the Vfs itself, `chunkBytes` at a time,
+ * made durable the way a `dd conv=fsync` through the mount makes it (fsync, then close); and a sequential
+ * read, `chunkBytes` at a time. Each answers the milliseconds it took.
  */
-async function benchDirectWrite(vfs: Vfs, path: string, bytes: number): Promise<number> {
-  const chunk = Buffer.alloc(1024 * 1024, 0x5a);
+async function benchDirectWrite(vfs: Vfs, path: string, bytes: number, chunkBytes: number): Promise<number> {
+  const chunk = Buffer.alloc(chunkBytes, 0x5a);
   const t0 = performance.now();
   const w = await vfs.open(path, { write: true, create: true, truncate: true });
   for (let pos = 0; pos < bytes; pos += chunk.length) await w.write(pos, chunk.subarray(0, Math.min(chunk.length, bytes - pos)));
@@ -137,11 +137,11 @@ async function benchDirectWrite(vfs: Vfs, path: string, bytes: number): Promise<
   return performance.now() - t0;
 }
 
-async function benchDirectRead(vfs: Vfs, path: string): Promise<number> {
+async function benchDirectRead(vfs: Vfs, path: string, chunkBytes: number): Promise<number> {
   const t0 = performance.now();
   const r = await vfs.open(path, { read: true });
   const size = (await r.stat()).size;
-  for (let pos = 0; pos < size; pos += 1024 * 1024) await r.read(pos, 1024 * 1024);
+  for (let pos = 0; pos < size; pos += chunkBytes) await r.read(pos, chunkBytes);
   await r.release();
   return performance.now() - t0;
 }
@@ -186,8 +186,8 @@ async function main(): Promise<void> {
         case 'faults': return backend.setFaults(a);
         case 'flushAll': return backend.vfs.flushAll({ timeoutMs: 30_000 });
         case 'populate': return populate(backend.vfs, a.path, a.count);
-        case 'benchDirectWrite': return benchDirectWrite(backend.vfs, a.path, a.bytes);
-        case 'benchDirectRead': return benchDirectRead(backend.vfs, a.path);
+        case 'benchDirectWrite': return benchDirectWrite(backend.vfs, a.path, a.bytes, a.chunkBytes);
+        case 'benchDirectRead': return benchDirectRead(backend.vfs, a.path, a.chunkBytes);
         case 'unmount': return stop();
         default: throw new Error(`unknown command ${msg.cmd}`);
       }
