@@ -2,7 +2,7 @@
  * WebDAV front end figures, each against a baseline measured in the same run:
  * - over the embedded service (its own process, data in memory), with curl as the client: GET and PUT of
  *   BENCH_WEBDAV_BYTES through WebDAV vs the same read / write through the Vfs directly (target ≥ 0.9×),
- *   median of BENCH_WEBDAV_ROUNDS (default 3);
+ *   median of BENCH_WEBDAV_ROUNDS (default 4; each way goes first in every other round);
  * - over an in-memory-backed Vfs with a disk-backed upload journal (no service: the front end's own cost):
  * - PUT of BENCH_WEBDAV_BYTES (default 1 GiB) through WebDAV vs Vfs.writeFile directly (target ≥ 0.9×);
  * - GET of the same file through WebDAV vs Vfs.createReadStream directly (target ≥ 0.9×);
@@ -31,7 +31,7 @@ tuneGarbageCollector(); // as the cloudlib command does
 const BYTES = Number(process.env.BENCH_WEBDAV_BYTES ?? 1024 * 1024 * 1024);
 const ENTRIES = Number(process.env.BENCH_WEBDAV_ENTRIES ?? 10_000);
 const CHUNK = 1024 * 1024;
-const ROUNDS = Number(process.env.BENCH_WEBDAV_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_WEBDAV_ROUNDS ?? 4);
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 /** curl with the bench user, failing on an HTTP error. */
@@ -100,17 +100,38 @@ try {
     const get: { vfs: number; dav: number }[] = [];
     const put: { vfs: number; dav: number }[] = [];
     for (let round = 0; round < ROUNDS; round++) {
-      const direct = await timed(() => svcVfs.writeFile('/Library/direct.bin', createReadStream(file, { highWaterMark: CHUNK })));
-      await svcVfs.flushAll();
-      const viaDav = await timed(() => curl(['-T', file, `${serviceUrl}Library/dav.bin`]));
-      await svcVfs.flushAll();
-      put.push({ vfs: direct.ms, dav: viaDav.ms });
-      svcVfs.dropCaches();
-      const viaVfs = await timed(async () => drain((await svcVfs.createReadStream('/Library/direct.bin')) as AsyncIterable<Buffer>));
-      svcVfs.dropCaches();
-      const viaHttp = await timed(() => curl(['-o', '/dev/null', `${serviceUrl}Library/direct.bin`]));
-      if (viaVfs.value !== BYTES) throw new Error(`Vfs read ${viaVfs.value} bytes, expected ${BYTES}`);
-      get.push({ vfs: viaVfs.ms, dav: viaHttp.ms });
+      // Each way goes first in every other round: what one leaves behind weighs on both alike.
+      const putDirect = async (): Promise<number> => {
+        const t = await timed(() => svcVfs.writeFile('/Library/direct.bin', createReadStream(file, { highWaterMark: CHUNK })));
+        await svcVfs.flushAll();
+        return t.ms;
+      };
+      const putDav = async (): Promise<number> => {
+        const t = await timed(() => curl(['-T', file, `${serviceUrl}Library/dav.bin`]));
+        await svcVfs.flushAll();
+        return t.ms;
+      };
+      const getDirect = async (): Promise<number> => {
+        svcVfs.dropCaches();
+        const t = await timed(async () => drain((await svcVfs.createReadStream('/Library/direct.bin')) as AsyncIterable<Buffer>));
+        if (t.value !== BYTES) throw new Error(`Vfs read ${t.value} bytes, expected ${BYTES}`);
+        return t.ms;
+      };
+      const getDav = async (): Promise<number> => {
+        svcVfs.dropCaches();
+        return (await timed(() => curl(['-o', '/dev/null', `${serviceUrl}Library/direct.bin`]))).ms;
+      };
+      if (round % 2 === 0) {
+        const vfs = await putDirect();
+        put.push({ vfs, dav: await putDav() });
+        const rv = await getDirect();
+        get.push({ vfs: rv, dav: await getDav() });
+      } else {
+        const dav = await putDav();
+        put.push({ vfs: await putDirect(), dav });
+        const rd = await getDav();
+        get.push({ vfs: await getDirect(), dav: rd });
+      }
     }
     for (const [figure, xs] of [['webdav_get_throughput_service', get], ['webdav_put_throughput_service', put]] as const) {
       const vfsMs = median(xs.map((x) => x.vfs));

@@ -67,21 +67,33 @@ async function writeRetryingOpen(r: DavRequest): Promise<Attr> {
     }
   }
   try {
-    // Socket reads are small (64 KiB); they are written in pieces of up to WRITE_PIECE_BYTES.
+    // Socket reads are small (64 KiB); they are gathered into pieces of WRITE_PIECE_BYTES, in two buffers
+    // used in turn: one is written while the body fills the other (nothing allocated per piece).
+    const buffers = [Buffer.allocUnsafeSlow(WRITE_PIECE_BYTES), Buffer.allocUnsafeSlow(WRITE_PIECE_BYTES)];
+    let current = 0;
+    let filled = 0;
     let position = 0;
-    let pending: Buffer[] = [];
-    let pendingBytes = 0;
+    let writing: Promise<number> | undefined;
+    const writePiece = async (): Promise<void> => {
+      if (writing) await writing;
+      const at = position;
+      position += filled;
+      writing = handle.write(at, buffers[current]!.subarray(0, filled));
+      writing.catch(() => undefined); // awaited before the next piece or at the end
+      current = 1 - current;
+      filled = 0;
+    };
     for await (const chunk of r.req as AsyncIterable<Buffer>) {
-      pending.push(chunk);
-      pendingBytes += chunk.length;
       r.shared.countBodyBytes?.(chunk.length);
-      if (pendingBytes >= WRITE_PIECE_BYTES) {
-        position += await handle.write(position, Buffer.concat(pending, pendingBytes));
-        pending = [];
-        pendingBytes = 0;
+      for (let at = 0; at < chunk.length;) {
+        const n = chunk.copy(buffers[current]!, filled, at);
+        filled += n;
+        at += n;
+        if (filled === WRITE_PIECE_BYTES) await writePiece();
       }
     }
-    if (pendingBytes > 0) position += await handle.write(position, Buffer.concat(pending, pendingBytes));
+    if (filled > 0) await writePiece();
+    if (writing) await writing;
     await handle.flush();
     return await handle.stat();
   } finally {
