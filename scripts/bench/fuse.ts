@@ -8,6 +8,8 @@
  *   the service, and the mount's read is cold (page cache dropped);
  * - creating 1,000 files of 4 KiB (files/s) through the mount vs on local disk;
  * - `ls -l` of a 10,000-entry folder, warm (target < 0.5 s), vs the same on local disk;
+ * - the ceiling: the same dd write and read through a fuse-native mount that answers every request at
+ *   once and stores nothing (scripts/bench/support/fuse-null-mount.ts), the cost of crossing FUSE alone;
  * - the peer, rclone mounting our WebDAV front end (rclone's own FUSE mount, same steps).
  * The mount serves the gateway's Vfs over the embedded service in a process of its own (its data in
  * memory), as in production; BENCH_FUSE_BACKEND=memory serves the in-memory test Vfs instead.
@@ -35,6 +37,33 @@ async function recyclePages(dir: string, bytes: number): Promise<void> {
   const path = join(dir, 'recycle.bin');
   await sh('dd', ['if=/dev/zero', `of=${path}`, 'bs=1M', `count=${Math.ceil(bytes / 1024 / 1024)}`], { timeoutMs: 600_000 });
   await rm(path);
+}
+
+/** dd write and read of BYTES through a mount that answers at once (see support/fuse-null-mount.ts). */
+async function nullMountCeiling(scratch: string): Promise<{ writeMBps: number; readMBps: number }> {
+  const { spawn } = await import('node:child_process');
+  const { fileURLToPath } = await import('node:url');
+  const mnt = join(scratch, 'null-mnt');
+  await mkdir(mnt, { recursive: true });
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./support/fuse-null-mount.ts', import.meta.url)), mnt, String(BYTES)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('null mount did not come up in 30 s')), 30_000);
+      child.stdout.on('data', (c: Buffer) => { if (c.toString().includes('mounted')) { clearTimeout(timer); resolve(); } });
+      child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`null mount exited with ${code}`)); });
+    });
+    const file = join(mnt, 'f');
+    const mib = BYTES / 1024 / 1024;
+    const write = await timed(() => sh('dd', ['if=/dev/zero', `of=${file}`, 'bs=1M', `count=${mib}`, 'conv=notrunc,fsync'], { timeoutMs: 600_000 }));
+    await sh('dd', [`if=${file}`, 'iflag=nocache', 'count=0'], { timeoutMs: 60_000 });
+    const read = await timed(() => sh('dd', [`if=${file}`, 'of=/dev/null', 'bs=1M'], { timeoutMs: 600_000 }));
+    return { writeMBps: BYTES / 1e6 / (write.ms / 1000), readMBps: BYTES / 1e6 / (read.ms / 1000) };
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 500));
+    await sh('fusermount', ['-uz', mnt]).catch(() => undefined);
+    child.kill('SIGKILL');
+  }
 }
 
 async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
@@ -128,6 +157,8 @@ async function main(): Promise<void> {
     const k = direct['128k']!;
     const m = direct['1m']!;
     print({ figure: 'fuse.seq_write', backend, bytes: BYTES, mount_MBps: MBps(write.ms), vfs_128k_MBps: MBps(k.writeMs), ratio: round(k.writeMs / write.ms), vfs_1m_MBps: MBps(m.writeMs), ratio_1m: round(m.writeMs / write.ms), target: 0.8 });
+    const ceiling = await nullMountCeiling(h.local);
+    print({ figure: 'fuse.null_mount_ceiling', bytes: BYTES, write_MBps: round(ceiling.writeMBps), read_MBps: round(ceiling.readMBps), write_ratio_to_vfs_128k: round(ceiling.writeMBps / (BYTES / 1e6 / (k.writeMs / 1000))), read_ratio_to_vfs_128k: round(ceiling.readMBps / (BYTES / 1e6 / (k.readMs / 1000))) });
     print({ figure: 'fuse.seq_read_cold', backend, bytes: BYTES, mount_MBps: MBps(read.ms), vfs_128k_MBps: MBps(k.readMs), ratio: round(k.readMs / read.ms), vfs_1m_MBps: MBps(m.readMs), ratio_1m: round(m.readMs / read.ms), target: 0.8 });
 
     const localFiles = await createSmallFiles(join(h.local, 'small'));
