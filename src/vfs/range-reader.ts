@@ -153,6 +153,9 @@ function skipBytes(parts: Buffer[], n: number): Buffer[] {
   return out;
 }
 
+/** How close to the end of its window the stream gets before the next window is requested. */
+const PREFETCH_BYTES = 4 * 1024 * 1024;
+
 /** How far ahead of the stream a read may start and still continue the streak (the gap is kept). */
 const REORDER_SLACK = 2 * 1024 * 1024;
 
@@ -162,6 +165,8 @@ export class RangeReader {
   private streak = 0;
   private window: number;
   private cursor: StreamCursor | undefined;
+  /** The window after the cursor's, requested before the cursor runs out (so no read waits for it). */
+  private next: { start: number; cursor: Promise<StreamCursor> } | undefined;
   private readonly initialWindow: number;
   private readonly maxWindow: number;
   private readonly attempts: number;
@@ -193,9 +198,52 @@ export class RangeReader {
   }
 
   close(): void {
+    this.dropStreams();
+    this.recent.clear();
+  }
+
+  /** Closes the cursor and the window requested after it. */
+  private dropStreams(): void {
     this.cursor?.close();
     this.cursor = undefined;
-    this.recent.clear();
+    void this.next?.cursor.then((c) => c.close(), () => undefined);
+    this.next = undefined;
+  }
+
+  /** A cursor on [start, end] of the file. */
+  private async openCursor(start: number, end: number, freshLink: boolean): Promise<StreamCursor> {
+    return new StreamCursor(await this.open(start, end, freshLink), start, end);
+  }
+
+  /**
+   * The cursor for the window starting at `at` (and covering at least to `end`): the one requested ahead
+   * when it is that one, else a new request (on a fresh link when asked: a retry).
+   */
+  private async cursorAt(at: number, end: number, freshLink = false): Promise<StreamCursor> {
+    const next = this.next;
+    this.next = undefined;
+    if (next && next.start === at && !freshLink) {
+      const c = await next.cursor.catch(() => undefined);
+      if (c) return c;
+    } else if (next) {
+      void next.cursor.then((c) => c.close(), () => undefined);
+    }
+    const windowEnd = Math.min(this.opts.size - 1, Math.max(end - 1, at + this.window - 1));
+    const c = await this.openCursor(at, windowEnd, freshLink);
+    this.window = Math.min(this.maxWindow, this.window * 2);
+    return c;
+  }
+
+  /** Requests the next window once the cursor is within PREFETCH_BYTES of its end. */
+  private prefetch(): void {
+    const c = this.cursor;
+    if (!c || this.next || c.remaining > PREFETCH_BYTES || c.end + 1 >= this.opts.size) return;
+    const start = c.end + 1;
+    const end = Math.min(this.opts.size - 1, start + this.window - 1);
+    const cursor = this.openCursor(start, end, false);
+    cursor.catch(() => undefined); // a failed prefetch is retried as an ordinary request when needed
+    this.next = { start, cursor };
+    this.window = Math.min(this.maxWindow, this.window * 2);
   }
 
   private async doRead(position: number, length: number): Promise<Buffer[]> {
@@ -227,8 +275,7 @@ export class RangeReader {
     }
     this.streak = 0;
     this.window = this.initialWindow;
-    this.cursor?.close();
-    this.cursor = undefined;
+    this.dropStreams();
     return [await this.readBlocks(position, end)];
   }
 
@@ -238,31 +285,28 @@ export class RangeReader {
       try {
         if (!this.cursor || this.cursor.position !== position || this.cursor.remaining <= 0) {
           this.cursor?.close();
-          const windowEnd = Math.min(this.opts.size - 1, Math.max(end - 1, position + this.window - 1));
-          this.cursor = new StreamCursor(await this.open(position, windowEnd, attempt > 1), position, windowEnd);
-          this.window = Math.min(this.maxWindow, this.window * 2);
+          this.cursor = undefined;
+          this.cursor = await this.cursorAt(position, end, attempt > 1);
         }
         const parts: Buffer[] = [];
         let at = position;
         while (at < end) {
           if (this.cursor.remaining <= 0) {
             this.cursor.close();
-            const windowEnd = Math.min(this.opts.size - 1, Math.max(end - 1, at + this.window - 1));
-            this.cursor = new StreamCursor(await this.open(at, windowEnd, false), at, windowEnd);
-            this.window = Math.min(this.maxWindow, this.window * 2);
+            this.cursor = await this.cursorAt(at, end);
           }
           const piece = await this.cursor.take(Math.min(end - at, this.cursor.remaining));
           if (piece.length === 0) throw new VfsError('EIO', `range of '${this.opts.fullpath}' ended early at ${at}`);
           this.recent.add(at, piece);
           parts.push(piece);
           at += piece.length;
+          this.prefetch();
         }
         this.counters.sequentialBytes += end - position;
         if (this.opts.disk) void this.opts.disk.write(this.opts.contentHash, position, parts.length === 1 ? parts[0]! : Buffer.concat(parts));
         return parts;
       } catch (err) {
-        this.cursor?.close();
-        this.cursor = undefined;
+        this.dropStreams();
         if (attempt >= this.attempts || isPermanent(err)) throw asVfsError(err, this.opts.fullpath);
         this.counters.retries++;
         this.opts.logger.debug({ path: this.opts.fullpath, position, attempt, err: (err as Error).message }, 'range read failed, retrying with a fresh link');

@@ -75,6 +75,30 @@ describe('RangeReader', { timeout: 20_000 }, () => {
     rr.close();
   });
 
+  it('requests the next window before the stream runs out, and closes it when the streak ends', async () => {
+    const { remote, data, hash } = await fixture(16 * MiB);
+    const opened: { start: number; stream: import('node:stream').Readable }[] = [];
+    const openRange = remote.openRange.bind(remote);
+    remote.openRange = async (p, start, end, o) => {
+      const stream = await openRange(p, start, end, o);
+      opened.push({ start, stream });
+      return stream;
+    };
+    const rr = reader(remote, data, hash, { initialWindow: 8 * MiB, maxWindow: 8 * MiB });
+    const K = 128 * 1024;
+    for (let pos = 0; pos < 5 * MiB; pos += K) expect((await rr.read(pos, K)).equals(data.subarray(pos, pos + K))).toBe(true);
+    // Within 4 MiB of the first window's end: the second window is already asked for.
+    await new Promise((r) => setTimeout(r, 20));
+    expect(opened.map((o) => o.start)).toEqual([0, 8 * MiB]);
+    for (let pos = 5 * MiB; pos < 9 * MiB; pos += K) expect((await rr.read(pos, K)).equals(data.subarray(pos, pos + K))).toBe(true);
+    expect(opened).toHaveLength(2); // the read across the boundary used it
+    // A jump ends the streak: both streams are closed.
+    expect((await rr.read(15 * MiB, 100)).equals(data.subarray(15 * MiB, 15 * MiB + 100))).toBe(true);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(opened.every((o) => o.stream.destroyed)).toBe(true);
+    rr.close();
+  });
+
   it('random reads fetch only small aligned blocks and reuse the block cache', async () => {
     const { remote, data, hash } = await fixture(4 * MiB);
     const rr = reader(remote, data, hash);
