@@ -574,7 +574,8 @@ export class GatewayVfs implements Vfs {
     // Dirty open files reach the journal; uploads under way stop (their journal entries stay).
     for (const l of [...this.locals.values()]) {
       if (!l.deleted && l.generation > l.journaledGeneration) {
-        await l.sync().then(() => this.journal.put(this.journalEntry(l))).catch((err: Error) => this.logger.error({ path: l.fullpath, err: err.message }, 'journaling on close failed'));
+        const generation = l.generation;
+        await l.sync().then(() => this.journal.put(this.journalEntry(l), { spoolSynced: l.generation === generation })).catch((err: Error) => this.logger.error({ path: l.fullpath, err: err.message }, 'journaling on close failed'));
       }
     }
     await this.uploads.close();
@@ -582,6 +583,7 @@ export class GatewayVfs implements Vfs {
     await this.hasher.close();
     await this.sha1Streams.close();
     await this.disk?.close();
+    await this.journal.close();
     await this.opts.onClose?.();
   }
 
@@ -613,7 +615,8 @@ export class GatewayVfs implements Vfs {
     let queued: Promise<void> | undefined;
     const journaling = (async () => {
       await file.syncAndHash(this.hasher, () => { if (!file.deleted) queued = this.uploads.enqueue(file); });
-      await this.journal.put(this.journalEntry(file));
+      // syncAndHash fsynced the spool; again only if it changed since (the entry records the size now).
+      await this.journal.put(this.journalEntry(file), { spoolSynced: file.generation === generation });
       file.journaledGeneration = Math.max(file.journaledGeneration, generation);
     })();
     file.journaling = journaling.catch(() => undefined);

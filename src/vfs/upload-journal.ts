@@ -6,7 +6,7 @@
  *
  * Layout under `dir`: `spool/<id>` (content) and `entries/<id>.json` (metadata).
  */
-import { mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Operator } from './types.js';
@@ -31,6 +31,9 @@ const ID_RE = /^[0-9a-f]{16}$/;
 export class UploadJournal {
   readonly spoolDir: string;
   private readonly entriesDir: string;
+  /** The two folders, kept open for their fsyncs (each file's close would otherwise open them again). */
+  private readonly folders = new Map<string, Promise<FileHandle>>();
+  private closed = false;
 
   constructor(readonly dir: string) {
     this.spoolDir = join(dir, 'spool');
@@ -52,9 +55,18 @@ export class UploadJournal {
     return join(this.spoolDir, id);
   }
 
-  /** Makes the entry durable: the spool's data, the metadata, and the folder entries, all fsynced. */
-  async put(entry: JournalEntry): Promise<void> {
-    await fsyncFile(this.spoolPath(entry.id));
+  /**
+   * Makes the entry durable: the spool's data, the metadata, and the folder entries, all fsynced.
+   * `spoolSynced`: the caller has just fsynced the spool with nothing written since (it is not done again).
+   */
+  async put(entry: JournalEntry, opts: { spoolSynced?: boolean } = {}): Promise<void> {
+    if (!opts.spoolSynced) await fsyncFile(this.spoolPath(entry.id));
+    // The spool's folder entry and the metadata file are independent: both made durable at once.
+    await Promise.all([this.syncFolder(this.spoolDir), this.writeEntry(entry)]);
+  }
+
+  /** The metadata file, written beside, fsynced, renamed into place, and its folder fsynced. */
+  private async writeEntry(entry: JournalEntry): Promise<void> {
     const file = join(this.entriesDir, `${entry.id}.json`);
     const tmp = `${file}.tmp`;
     const fh = await open(tmp, 'w', 0o600);
@@ -65,14 +77,33 @@ export class UploadJournal {
       await fh.close();
     }
     await rename(tmp, file);
-    await fsyncDir(this.entriesDir);
-    await fsyncDir(this.spoolDir);
+    await this.syncFolder(this.entriesDir);
+  }
+
+  /** Closes the folders kept open; later calls open them each time. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const handles = [...this.folders.values()];
+    this.folders.clear();
+    for (const h of handles) await h.then((fh) => fh.close(), () => undefined);
+  }
+
+  private async syncFolder(path: string): Promise<void> {
+    if (this.closed) return fsyncDir(path);
+    let handle = this.folders.get(path);
+    if (!handle) {
+      handle = open(path, 'r');
+      this.folders.set(path, handle);
+      handle.catch(() => this.folders.delete(path));
+    }
+    const fh = await handle;
+    try { await fh.sync(); } catch { /* some file systems refuse fsync on folders */ }
   }
 
   /** Forgets the entry (the service has the data); the spool is removed unless `keepSpool`. */
   async remove(id: string, opts: { keepSpool?: boolean } = {}): Promise<void> {
     await rm(join(this.entriesDir, `${id}.json`), { force: true });
-    await fsyncDir(this.entriesDir);
+    await this.syncFolder(this.entriesDir);
     if (!opts.keepSpool) await rm(this.spoolPath(id), { force: true });
   }
 

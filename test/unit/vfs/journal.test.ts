@@ -57,6 +57,22 @@ describe('UploadJournal and replay', { timeout: 15_000 }, () => {
     expect((await journal.entries()).map((e) => e.id)).toEqual([id]);
   });
 
+  it('put and remove work alike before and after close() (folders kept open, then opened each time)', async () => {
+    const dataDir = await tempDir();
+    const journal = new UploadJournal(join(dataDir, 'journal'));
+    await journal.init();
+    const ids = [journal.newId(), journal.newId()];
+    await writeFile(journal.spoolPath(ids[0]!), 'a');
+    await journal.put({ id: ids[0]!, library: 'L', fullpath: 'a', size: 1, mtimeMs: 1, createdMs: 1 });
+    await journal.close();
+    await writeFile(journal.spoolPath(ids[1]!), 'b');
+    await journal.put({ id: ids[1]!, library: 'L', fullpath: 'b', size: 1, mtimeMs: 1, createdMs: 2 }, { spoolSynced: false });
+    expect((await journal.entries()).map((e) => e.fullpath)).toEqual(['a', 'b']);
+    await journal.remove(ids[0]!);
+    expect((await journal.entries()).map((e) => e.fullpath)).toEqual(['b']);
+    expect(await readdir(journal.spoolDir)).toEqual([ids[1]]);
+  });
+
   it('spool files without an entry (never acknowledged) are removed on start', async () => {
     const dataDir = await tempDir();
     const journal = new UploadJournal(join(dataDir, 'journal'));
