@@ -371,6 +371,9 @@ export class GatewayVfs implements Vfs {
     await this.needFolder(lib, parentOf(t.fullpath), ctx);
     const entry = await lib.remote.mkdir(t.fullpath, this.call(ctx));
     this.ownUpsert(lib.name, entry);
+    // The service makes a folder only where there was none (an existing name is refused): it is empty, so
+    // looking up names in it (every file about to be created there) needs no request.
+    this.cache.setListing(lib.name, entry.fullpath, []);
     return this.toAttr(lib, entry);
   }
 

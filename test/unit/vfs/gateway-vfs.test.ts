@@ -69,6 +69,22 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     expect(await vfsCode(vfs.rmdir('/A'))).toBe('EPERM');
   });
 
+  it('a folder it just made is known empty: names looked up in it ask the service nothing', async () => {
+    const { vfs, remotes } = await setup();
+    await vfs.mkdir('/A/new');
+    const remote = remotes.get('A')!;
+    let stats = 0;
+    const stat = remote.stat.bind(remote);
+    remote.stat = async (...args: Parameters<typeof stat>) => { stats++; return stat(...args); };
+    expect(await vfsCode(vfs.stat('/A/new/f1'))).toBe('ENOENT');
+    await vfs.writeFile('/A/new/f1', Buffer.from('1'));
+    await vfs.flushAll();
+    expect(await vfsCode(vfs.stat('/A/new/f2'))).toBe('ENOENT');
+    expect((await vfs.stat('/A/new/f1')).size).toBe(1);
+    expect((await vfs.readdir('/A/new')).map((a) => a.name)).toEqual(['f1']);
+    expect(stats).toBe(0);
+  });
+
   it('refuses names the service refuses and changes nothing', async () => {
     const { vfs, remotes } = await setup();
     expect(await vfsCode(vfs.writeFile('/A/bad\0name', Buffer.from('x')))).toBe('EINVAL');
