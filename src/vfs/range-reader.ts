@@ -155,6 +155,8 @@ function skipBytes(parts: Buffer[], n: number): Buffer[] {
 
 /** How close to the end of its window the stream gets before the next window is requested. */
 const PREFETCH_BYTES = 4 * 1024 * 1024;
+/** Sequential reads in a row before the next window is requested ahead. */
+const PREFETCH_STREAK = 4;
 
 /** How far ahead of the stream a read may start and still continue the streak (the gap is kept). */
 const REORDER_SLACK = 2 * 1024 * 1024;
@@ -234,10 +236,14 @@ export class RangeReader {
     return c;
   }
 
-  /** Requests the next window once the cursor is within PREFETCH_BYTES of its end. */
+  /**
+   * Requests the next window once the cursor is within PREFETCH_BYTES of its end, when the streak has
+   * gone on for a few reads (a reader of a file's first bytes, a thumbnailer say, does not start a
+   * second request).
+   */
   private prefetch(): void {
     const c = this.cursor;
-    if (!c || this.next || c.remaining > PREFETCH_BYTES || c.end + 1 >= this.opts.size) return;
+    if (!c || this.next || this.streak < PREFETCH_STREAK || c.remaining > PREFETCH_BYTES || c.end + 1 >= this.opts.size) return;
     const start = c.end + 1;
     const end = Math.min(this.opts.size - 1, start + this.window - 1);
     const cursor = this.openCursor(start, end, false);

@@ -97,6 +97,14 @@ describe('RangeReader', { timeout: 20_000 }, () => {
     await new Promise((r) => setTimeout(r, 20));
     expect(opened.every((o) => o.stream.destroyed)).toBe(true);
     rr.close();
+
+    // A reader of the first bytes only (a few reads) asks for one window, not two.
+    opened.length = 0;
+    const head = reader(remote, data, hash, { initialWindow: 1 * MiB, maxWindow: 8 * MiB });
+    for (let pos = 0; pos < 3 * K; pos += K) await head.read(pos, K);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(opened.map((o) => o.start)).toEqual([0]);
+    head.close();
   });
 
   it('random reads fetch only small aligned blocks and reuse the block cache', async () => {
