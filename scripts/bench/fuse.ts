@@ -19,6 +19,7 @@ import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { existsSync } from 'node:fs';
 import { sh, startMount } from '../../test/e2e/fuse/harness.js';
+import { recyclePages } from './support/recycle-pages.js';
 
 const BYTES = Number(process.env.BENCH_FUSE_BYTES ?? 1024 * 1024 * 1024);
 const SMALL_FILES = Number(process.env.BENCH_FUSE_SMALL_FILES ?? 1000);
@@ -26,17 +27,6 @@ const LIST_ENTRIES = Number(process.env.BENCH_FUSE_LIST_ENTRIES ?? 10_000);
 
 function print(figure: Record<string, unknown>): void {
   process.stdout.write(JSON.stringify(figure) + '\n');
-}
-
-/**
- * Writes and deletes a scratch file of `bytes` on local disk, so the next timed write allocates page
- * cache the kernel has just recycled (see scripts/bench/vfs.ts: on a VM that hands freed memory back to
- * its host, a first touch costs seconds per GiB). Run before each side's timed write alike.
- */
-async function recyclePages(dir: string, bytes: number): Promise<void> {
-  const path = join(dir, 'recycle.bin');
-  await sh('dd', ['if=/dev/zero', `of=${path}`, 'bs=1M', `count=${Math.ceil(bytes / 1024 / 1024)}`], { timeoutMs: 600_000 });
-  await rm(path);
 }
 
 /** dd write and read of BYTES through a mount that answers at once (see support/fuse-null-mount.ts). */

@@ -26,6 +26,7 @@ import { startServiceProcess } from '../../test/support/service-process.js';
 import { createVfs } from '../../src/vfs/index.js';
 import { fileSource, uploadFile } from '../../src/api/upload.js';
 import { tuneGarbageCollector } from '../../src/shared/gc-tuning.js';
+import { recyclePages } from './support/recycle-pages.js';
 
 tuneGarbageCollector(); // as the cloudlib command does
 
@@ -56,20 +57,6 @@ function block(tag: number, i: number, size: number): Buffer {
   b.writeUInt32BE(i, 0);
   b.writeUInt32BE(tag, 4);
   return b;
-}
-
-/**
- * Writes and deletes a scratch file of `bytes` in `dir`, so the next timed window allocates page cache
- * the kernel has just recycled. On a VM whose freed memory is handed back to the host (virtio-balloon
- * free page reporting), a page used for the first time since costs a host fault: writing 1 GiB into new
- * page cache then takes seconds instead of a fraction of one, which measures the VM, not the code. Run
- * before each side's timed window alike; BENCH_VFS_RECYCLE=0 leaves it out.
- */
-async function recyclePages(dir: string, bytes: number): Promise<void> {
-  if (process.env.BENCH_VFS_RECYCLE === '0') return;
-  const path = join(dir, 'recycle.bin');
-  await makeFile(path, 0, bytes);
-  await rm(path);
 }
 
 async function makeFile(path: string, tag: number, size: number): Promise<void> {

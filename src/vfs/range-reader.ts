@@ -208,6 +208,11 @@ export class RangeReader {
   private dropStreams(): void {
     this.cursor?.close();
     this.cursor = undefined;
+    this.dropNext();
+  }
+
+  /** Forgets the window requested ahead, closing it once it has opened. */
+  private dropNext(): void {
     void this.next?.cursor.then((c) => c.close(), () => undefined);
     this.next = undefined;
   }
@@ -223,12 +228,12 @@ export class RangeReader {
    */
   private async cursorAt(at: number, end: number, freshLink = false): Promise<StreamCursor> {
     const next = this.next;
-    this.next = undefined;
     if (next && next.start === at && !freshLink) {
+      this.next = undefined;
       const c = await next.cursor.catch(() => undefined);
       if (c) return c;
-    } else if (next) {
-      void next.cursor.then((c) => c.close(), () => undefined);
+    } else {
+      this.dropNext();
     }
     const windowEnd = Math.min(this.opts.size - 1, Math.max(end - 1, at + this.window - 1));
     const c = await this.openCursor(at, windowEnd, freshLink);
@@ -291,7 +296,6 @@ export class RangeReader {
       try {
         if (!this.cursor || this.cursor.position !== position || this.cursor.remaining <= 0) {
           this.cursor?.close();
-          this.cursor = undefined;
           this.cursor = await this.cursorAt(position, end, attempt > 1);
         }
         const parts: Buffer[] = [];
