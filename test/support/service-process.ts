@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,8 +37,12 @@ export async function startServiceProcess(opts: ServiceProcessOptions = {}): Pro
   const dir = await mkdtemp(join(root, 'cloudlib-svcproc-'));
   const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), BIN, 'service', '--data', dir, '--listen', '127.0.0.1:0', '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'inherit'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const orphaned = (): void => { child.kill('SIGKILL'); };
-  process.once('exit', orphaned); // never outlive the process that started it
+  // Never outlive the process that started it, nor leave its data behind (in /dev/shm: memory).
+  const orphaned = (): void => {
+    child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('exit', orphaned);
   try {
     const creds = await waitForCredentials(join(dir, 'credentials.json'), child, opts.readyTimeoutMs ?? 30_000);
     const client = new ServiceClient({

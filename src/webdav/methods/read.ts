@@ -1,5 +1,4 @@
 /** OPTIONS, GET and HEAD (files with Range and If-Range, folders as an HTML page). */
-import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
 import { DavRequest, etagOf } from '../context.js';
 import { DavError } from '../errors.js';
@@ -7,6 +6,7 @@ import { parseRange } from '../byte-range.js';
 import { contentTypeOf } from '../content-type.js';
 import { folderPage } from '../html-listing.js';
 import { sendStatus } from '../reply.js';
+import { sendBatched } from '../batched-body.js';
 
 export const ALLOW = 'OPTIONS, GET, HEAD, PROPFIND, PROPPATCH, PUT, DELETE, MKCOL, COPY, MOVE, LOCK, UNLOCK';
 
@@ -76,5 +76,5 @@ export async function get(r: DavRequest, head: boolean): Promise<void> {
   }
   const source: Readable = r.isJunk(r.path) ? r.shared.junk.read(r.path, { start, end }) : await r.vfs.createReadStream(r.path, { start, end }, r.call);
   r.res.writeHead(status, headers);
-  await pipeline(source, r.res);
+  await sendBatched(source, r.res);
 }
