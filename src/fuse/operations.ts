@@ -121,7 +121,7 @@ export class FuseOperations {
 
   /** Runs `work` as operation `op` with the budget of its class. */
   private run(op: string, path: string | undefined, budget: keyof OperationDeadlines, cb: NativeCallback, work: (scope: OperationScope, ctx: CallContext) => Promise<OperationResult>): void {
-    replyWithin({ op, path, deadlineMs: this.deadlines[budget], logger: this.logger, inFlight: this.inFlight }, cb, (scope) => work(scope, { signal: scope.signal }));
+    replyWithin({ op, path, deadlineMs: this.deadlines[budget], logger: this.logger, inFlight: this.inFlight }, cb, (scope) => work(scope, { get signal() { return scope.signal; } }));
   }
 
   /** As `run`, but answers EROFS at once on a read-only mount. */

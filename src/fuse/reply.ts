@@ -85,10 +85,21 @@ export class InFlightCounter {
  */
 export function replyWithin(opts: ReplyOptions, cb: NativeCallback, work: (scope: OperationScope) => Promise<OperationResult>): void {
   const started = Date.now();
-  const controller = new AbortController();
+  // Made when the work first asks for it: most reads and writes never do (thousands per second).
+  let controller: AbortController | undefined;
+  let expired: Error | undefined;
   let answered = false;
   let timer: NodeJS.Timeout | undefined;
-  const scope: OperationScope = { signal: controller.signal, live: () => !answered };
+  const scope: OperationScope = {
+    get signal(): AbortSignal {
+      if (!controller) {
+        controller = new AbortController();
+        if (expired) controller.abort(expired);
+      }
+      return controller.signal;
+    },
+    live: () => !answered,
+  };
   opts.inFlight?.enter();
 
   const answer = (code: number, values: readonly unknown[]): void => {
@@ -107,7 +118,8 @@ export function replyWithin(opts: ReplyOptions, cb: NativeCallback, work: (scope
       const errno = opts.deadlineErrno ?? 'EIO';
       opts.logger.warn({ op: opts.op, path: opts.path, deadlineMs: opts.deadlineMs, errno }, 'fuse: operation passed its deadline');
       answer(-Errno[errno], []);
-      controller.abort(new Error(`fuse ${opts.op}: deadline of ${opts.deadlineMs} ms passed`));
+      expired = new Error(`fuse ${opts.op}: deadline of ${opts.deadlineMs} ms passed`);
+      controller?.abort(expired);
     }, opts.deadlineMs);
     timer.unref?.();
   }

@@ -33,7 +33,7 @@ export interface RangeReaderOptions {
   logger: Logger;
 }
 
-/** An open streaming range with a read position: take(n) returns the next n bytes. */
+/** An open streaming range with a read position: take(n) returns the next n bytes, as the pieces they arrived in. */
 class StreamCursor {
   private chunks: Buffer[] = [];
   private buffered = 0;
@@ -58,7 +58,8 @@ class StreamCursor {
     return this.end + 1 - this.position;
   }
 
-  async take(n: number): Promise<Buffer> {
+  /** The next `n` bytes (fewer only at the end of the stream), as the chunks they arrived in: not copied. */
+  async take(n: number): Promise<Buffer[]> {
     while (this.buffered < n && !this.ended && !this.error) {
       if (this.stream.isPaused()) this.stream.resume();
       await new Promise<void>((r) => { this.wake = r; });
@@ -79,11 +80,10 @@ class StreamCursor {
         need = 0;
       }
     }
-    const out = parts.length === 1 ? parts[0] : Buffer.concat(parts, want);
     this.buffered -= want;
     this.position += want;
     if (this.buffered < 4 * 1024 * 1024 && this.stream.isPaused()) this.stream.resume();
-    return out;
+    return parts;
   }
 
   close(): void {
@@ -305,11 +305,13 @@ export class RangeReader {
             this.cursor.close();
             this.cursor = await this.cursorAt(at, end);
           }
-          const piece = await this.cursor.take(Math.min(end - at, this.cursor.remaining));
-          if (piece.length === 0) throw new VfsError('EIO', `range of '${this.opts.fullpath}' ended early at ${at}`);
-          this.recent.add(at, piece);
-          parts.push(piece);
-          at += piece.length;
+          const pieces = await this.cursor.take(Math.min(end - at, this.cursor.remaining));
+          if (pieces.length === 0) throw new VfsError('EIO', `range of '${this.opts.fullpath}' ended early at ${at}`);
+          for (const piece of pieces) {
+            this.recent.add(at, piece);
+            parts.push(piece);
+            at += piece.length;
+          }
           this.prefetch();
         }
         this.counters.sequentialBytes += end - position;

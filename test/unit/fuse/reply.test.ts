@@ -51,6 +51,20 @@ describe('replyWithin', () => {
     expect(a.calls).toHaveLength(1);
   });
 
+  it('aborts a signal the work took before the deadline (the signal is made on first use)', async () => {
+    const a = answers();
+    let taken: AbortSignal | undefined;
+    replyWithin({ ...base, deadlineMs: 20 }, a.cb, (scope) => {
+      taken = scope.signal;
+      expect(scope.signal).toBe(taken); // one signal per operation
+      return new Promise(() => undefined);
+    });
+    expect(taken!.aborted).toBe(false);
+    expect(await a.next).toEqual([-5]);
+    expect(taken!.aborted).toBe(true);
+    expect(String(taken!.reason)).toMatch(/deadline of 20 ms passed/);
+  });
+
   it('uses the configured deadline errno', async () => {
     const a = answers();
     replyWithin({ ...base, deadlineMs: 10, deadlineErrno: 'EAGAIN' }, a.cb, () => new Promise(() => undefined));
