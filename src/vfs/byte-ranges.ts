@@ -1,6 +1,7 @@
 /**
  * Sets of byte ranges `[start, end)`, kept sorted and merged: which parts of a file are present in a
- * local copy (ContentCache, LocalFile).
+ * local copy (ContentCache, LocalFile). And bytes held as a list of pieces (as they arrived from the
+ * network), walked without joining them.
  */
 export type ByteRange = [start: number, end: number];
 
@@ -46,4 +47,15 @@ export function gaps(ranges: readonly ByteRange[], start: number, end: number): 
 /** Total bytes in the set. */
 export function rangeBytes(ranges: readonly ByteRange[]): number {
   return ranges.reduce((n, [s, e]) => n + (e - s), 0);
+}
+
+/** The pieces less their first `n` bytes. */
+export function skipBytes(parts: readonly Buffer[], n: number): Buffer[] {
+  const out: Buffer[] = [];
+  for (const p of parts) {
+    if (n >= p.length) { n -= p.length; continue; }
+    out.push(n > 0 ? p.subarray(n) : p);
+    n = 0;
+  }
+  return out;
 }

@@ -3,18 +3,24 @@
  * has not changed is never fetched twice, even across restarts and renames. Each content is a sparse file
  * plus a sidecar listing the byte ranges present. Bounded by total bytes; whole contents are evicted,
  * least recently used first.
+ *
+ * Writes are queued and done in the background, in the pieces the bytes arrived in (one writev each: no
+ * copy, no join). Bytes waiting to be written are bounded too: when the disk falls behind the network,
+ * what does not fit is not cached (counted in `skippedBytes`) rather than held in memory.
  */
 import { mkdir, open, readFile, readdir, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { constants } from 'node:fs';
 import type { Logger } from '../shared/log.js';
-import { addRange, covers, rangeBytes, type ByteRange } from './byte-ranges.js';
+import { addRange, covers, rangeBytes, skipBytes, type ByteRange } from './byte-ranges.js';
 
 export interface ContentCacheOptions {
   /** Folder of the cache. */
   dir: string;
   /** Bytes kept on disk at most. Default 1 GiB. */
   maxBytes?: number;
+  /** Bytes waiting to be written at most; beyond that, writes are skipped. Default 64 MiB. */
+  maxPendingBytes?: number;
   logger: Logger;
 }
 
@@ -30,14 +36,17 @@ const HASH_RE = /^[0-9a-f]{40}$/;
 export class ContentCache {
   private readonly items = new Map<string, Item>();
   private readonly maxBytes: number;
+  private readonly maxPendingBytes: number;
   private total = 0;
+  private pendingBytes = 0;
   private useClock = 0;
   /** Serialises writes per content (sparse-file writes and the sidecar). */
   private readonly chains = new Map<string, Promise<void>>();
-  readonly counters = { hits: 0, misses: 0, writtenBytes: 0, evictions: 0 };
+  readonly counters = { hits: 0, misses: 0, writtenBytes: 0, skippedBytes: 0, evictions: 0 };
 
   constructor(private readonly opts: ContentCacheOptions) {
     this.maxBytes = opts.maxBytes ?? 1024 * 1024 * 1024;
+    this.maxPendingBytes = opts.maxPendingBytes ?? 64 * 1024 * 1024;
   }
 
   /** Loads what a previous run left. */
@@ -82,20 +91,32 @@ export class ContentCache {
     return buf.subarray(0, done);
   }
 
-  /** Stores bytes at `position` (asynchronously; failures only logged). */
-  write(hash: string | undefined, position: number, data: Buffer): Promise<void> {
-    if (!hash || !HASH_RE.test(hash) || data.length === 0 || data.length > this.maxBytes) return Promise.resolve();
-    const copy = Buffer.from(data);
+  /**
+   * Stores bytes at `position`, the pieces one after the other, in the background (failures are only
+   * logged). The pieces are kept as they are until written: the caller must not change them afterwards.
+   */
+  write(hash: string | undefined, position: number, pieces: Buffer | readonly Buffer[]): Promise<void> {
+    const parts = Buffer.isBuffer(pieces) ? [pieces] : pieces;
+    let length = 0;
+    for (const p of parts) length += p.length;
+    if (!hash || !HASH_RE.test(hash) || length === 0 || length > this.maxBytes) return Promise.resolve();
+    if (this.pendingBytes + length > this.maxPendingBytes) {
+      this.counters.skippedBytes += length;
+      return Promise.resolve();
+    }
+    this.pendingBytes += length;
     const prev = this.chains.get(hash) ?? Promise.resolve();
-    const next = prev.then(() => this.doWrite(hash, position, copy)).catch((err: Error) => {
+    const next = prev.then(() => this.doWrite(hash, position, parts, length)).catch((err: Error) => {
       this.opts.logger.warn({ err: err.message, hash }, 'content cache: write failed');
+    }).finally(() => {
+      this.pendingBytes -= length;
     });
     this.chains.set(hash, next);
     void next.finally(() => { if (this.chains.get(hash) === next) this.chains.delete(hash); });
     return next;
   }
 
-  stats(): { contents: number; bytes: number; maxBytes: number; hits: number; misses: number; writtenBytes: number; evictions: number } {
+  stats(): { contents: number; bytes: number; maxBytes: number; hits: number; misses: number; writtenBytes: number; skippedBytes: number; evictions: number } {
     return { contents: this.items.size, bytes: this.total, maxBytes: this.maxBytes, ...this.counters };
   }
 
@@ -108,17 +129,23 @@ export class ContentCache {
     }
   }
 
-  private async doWrite(hash: string, position: number, data: Buffer): Promise<void> {
+  private async doWrite(hash: string, position: number, parts: readonly Buffer[], length: number): Promise<void> {
     let item = this.items.get(hash);
     if (!item) {
       item = { hash, ranges: [], bytes: 0, lastUse: ++this.useClock, sidecarDirty: false, savedAtMs: 0 };
       this.items.set(hash, item);
     }
-    if (covers(item.ranges, position, position + data.length)) return;
+    if (covers(item.ranges, position, position + length)) return;
     const fh = await this.handle(item);
-    await fh.write(data, 0, data.length, position);
+    let rest = parts;
+    for (let at = position, end = position + length; at < end;) {
+      const { bytesWritten } = await fh.writev(rest, at);
+      if (bytesWritten === 0) throw new Error(`writing the cached content at ${at}: nothing written`);
+      at += bytesWritten;
+      rest = skipBytes(rest, bytesWritten);
+    }
     const before = item.bytes;
-    item.ranges = addRange(item.ranges, position, position + data.length);
+    item.ranges = addRange(item.ranges, position, position + length);
     item.bytes = rangeBytes(item.ranges);
     item.lastUse = ++this.useClock;
     this.total += item.bytes - before;

@@ -11,6 +11,7 @@ import type { Logger } from '../shared/log.js';
 import type { BlockCache } from './block-cache.js';
 import type { ContentCache } from './content-cache.js';
 import type { Remote, RemoteCallOptions } from './remote.js';
+import { skipBytes } from './byte-ranges.js';
 import { VfsError } from './types.js';
 
 export interface RangeReaderOptions {
@@ -140,17 +141,6 @@ class RecentBytes {
     this.pieces = [];
     this.bytes = 0;
   }
-}
-
-/** The pieces less their first `n` bytes. */
-function skipBytes(parts: Buffer[], n: number): Buffer[] {
-  const out: Buffer[] = [];
-  for (const p of parts) {
-    if (n >= p.length) { n -= p.length; continue; }
-    out.push(n > 0 ? p.subarray(n) : p);
-    n = 0;
-  }
-  return out;
 }
 
 /** How close to the end of its window the stream gets before the next window is requested. */
@@ -315,7 +305,7 @@ export class RangeReader {
           this.prefetch();
         }
         this.counters.sequentialBytes += end - position;
-        if (this.opts.disk) void this.opts.disk.write(this.opts.contentHash, position, parts.length === 1 ? parts[0]! : Buffer.concat(parts));
+        if (this.opts.disk) void this.opts.disk.write(this.opts.contentHash, position, parts);
         return parts;
       } catch (err) {
         this.dropStreams();

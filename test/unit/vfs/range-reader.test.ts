@@ -172,4 +172,40 @@ describe('RangeReader', { timeout: 20_000 }, () => {
     expect((await disk.read(b, 10, 20)).equals(Buffer.alloc(10, 2))).toBe(true);
     await disk.close();
   });
+
+  it('the content cache writes pieces in order, as given, in the background', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'cc-'));
+    dirs.push(dir);
+    const disk = new ContentCache({ dir, maxBytes: 16 * MiB, logger: silentLogger });
+    await disk.init();
+    const h = 'c'.repeat(40);
+    const data = randomBytes(3 * MiB + 17);
+    // Uneven pieces, as a socket delivers them, starting past 0.
+    const pieces = [data.subarray(0, 1), data.subarray(1, 65_537), data.subarray(65_537, 2 * MiB), data.subarray(2 * MiB)];
+    await disk.write(h, 4096, pieces);
+    expect(disk.has(h, 4096, 4096 + data.length)).toBe(true);
+    expect(disk.has(h, 0, 4096)).toBe(false);
+    expect((await disk.read(h, 4096, 4096 + data.length)).equals(data)).toBe(true);
+    expect(disk.stats().writtenBytes).toBe(data.length);
+    await disk.close();
+  });
+
+  it('the content cache skips what does not fit in its write queue rather than holding it in memory', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'cc-'));
+    dirs.push(dir);
+    const disk = new ContentCache({ dir, maxBytes: 16 * MiB, maxPendingBytes: MiB, logger: silentLogger });
+    await disk.init();
+    const h = 'd'.repeat(40);
+    const first = disk.write(h, 0, Buffer.alloc(768 * 1024, 1));
+    const second = disk.write(h, 768 * 1024, Buffer.alloc(512 * 1024, 2)); // queued behind the first: over the bound
+    await Promise.all([first, second]);
+    expect(disk.has(h, 0, 768 * 1024)).toBe(true);
+    expect(disk.has(h, 768 * 1024, 1280 * 1024)).toBe(false);
+    expect(disk.stats().skippedBytes).toBe(512 * 1024);
+    // Once the queue has drained, writes are taken again.
+    await disk.write(h, 768 * 1024, Buffer.alloc(512 * 1024, 2));
+    expect(disk.has(h, 0, 1280 * 1024)).toBe(true);
+    expect((await disk.read(h, 768 * 1024, 768 * 1024 + 4)).equals(Buffer.alloc(4, 2))).toBe(true);
+    await disk.close();
+  });
 });
