@@ -26,6 +26,12 @@ export interface ContentCacheOptions {
 
 type Range = ByteRange;
 
+interface QueuedWrite { position: number; parts: readonly Buffer[]; length: number }
+
+/** Most pieces (iovecs) and bytes in one writev when queued writes are joined up. */
+const MAX_IOV = 1024;
+const MAX_WRITE_BYTES = 16 * 1024 * 1024;
+
 interface Item { hash: string; ranges: Range[]; bytes: number; lastUse: number; fh?: FileHandle; sidecarDirty: boolean; savedAtMs: number }
 
 /** The sidecar of a content being written is saved at most this often (and on close), ms. */
@@ -40,8 +46,8 @@ export class ContentCache {
   private total = 0;
   private pendingBytes = 0;
   private useClock = 0;
-  /** Serialises writes per content (sparse-file writes and the sidecar). */
-  private readonly chains = new Map<string, Promise<void>>();
+  /** Writes waiting, per content, and the loop writing them out (one at a time per content). */
+  private readonly queues = new Map<string, { writes: QueuedWrite[]; drained: Promise<void> }>();
   readonly counters = { hits: 0, misses: 0, writtenBytes: 0, skippedBytes: 0, evictions: 0 };
 
   constructor(private readonly opts: ContentCacheOptions) {
@@ -105,15 +111,41 @@ export class ContentCache {
       return Promise.resolve();
     }
     this.pendingBytes += length;
-    const prev = this.chains.get(hash) ?? Promise.resolve();
-    const next = prev.then(() => this.doWrite(hash, position, parts, length)).catch((err: Error) => {
-      this.opts.logger.warn({ err: err.message, hash }, 'content cache: write failed');
-    }).finally(() => {
-      this.pendingBytes -= length;
-    });
-    this.chains.set(hash, next);
-    void next.finally(() => { if (this.chains.get(hash) === next) this.chains.delete(hash); });
-    return next;
+    const queued = this.queues.get(hash);
+    if (queued) {
+      queued.writes.push({ position, parts, length });
+      return queued.drained;
+    }
+    const queue = { writes: [{ position, parts, length }], drained: Promise.resolve() };
+    this.queues.set(hash, queue);
+    queue.drained = this.drain(hash, queue.writes);
+    return queue.drained;
+  }
+
+  /**
+   * Writes out the queue of one content, joining writes that follow on from each other into one writev
+   * (sequential reads queue many small ones while one is being written).
+   */
+  private async drain(hash: string, writes: QueuedWrite[]): Promise<void> {
+    while (writes.length > 0) {
+      const first = writes.shift()!;
+      let parts = [...first.parts];
+      let length = first.length;
+      while (writes.length > 0 && writes[0]!.position === first.position + length
+        && parts.length + writes[0]!.parts.length <= MAX_IOV && length + writes[0]!.length <= MAX_WRITE_BYTES) {
+        const next = writes.shift()!;
+        parts = parts.concat(next.parts);
+        length += next.length;
+      }
+      try {
+        await this.doWrite(hash, first.position, parts, length);
+      } catch (err) {
+        this.opts.logger.warn({ err: (err as Error).message, hash }, 'content cache: write failed');
+      } finally {
+        this.pendingBytes -= length;
+      }
+    }
+    this.queues.delete(hash); // at once when empty: a write queued later starts a new loop
   }
 
   stats(): { contents: number; bytes: number; maxBytes: number; hits: number; misses: number; writtenBytes: number; skippedBytes: number; evictions: number } {
@@ -121,7 +153,7 @@ export class ContentCache {
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.chains.values()]);
+    await Promise.all([...this.queues.values()].map((q) => q.drained));
     for (const item of this.items.values()) {
       if (item.sidecarDirty) await this.saveSidecar(item).catch(() => undefined);
       await item.fh?.close().catch(() => undefined);

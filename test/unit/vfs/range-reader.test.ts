@@ -190,6 +190,26 @@ describe('RangeReader', { timeout: 20_000 }, () => {
     await disk.close();
   });
 
+  it('the content cache joins queued writes that follow on, and keeps apart those that do not', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'cc-'));
+    dirs.push(dir);
+    const disk = new ContentCache({ dir, maxBytes: 16 * MiB, logger: silentLogger });
+    await disk.init();
+    const h = 'e'.repeat(40);
+    const data = randomBytes(4 * MiB);
+    const writes: Promise<void>[] = [];
+    // 64 KiB reads arriving in order, each in two pieces, plus one far ahead (not contiguous).
+    for (let at = 0; at < 2 * MiB; at += 64 * 1024) writes.push(disk.write(h, at, [data.subarray(at, at + 1000), data.subarray(at + 1000, at + 64 * 1024)]));
+    writes.push(disk.write(h, 3 * MiB, data.subarray(3 * MiB)));
+    await Promise.all(writes);
+    expect(disk.has(h, 0, 2 * MiB)).toBe(true);
+    expect(disk.has(h, 2 * MiB, 3 * MiB)).toBe(false);
+    expect(disk.has(h, 3 * MiB, 4 * MiB)).toBe(true);
+    expect((await disk.read(h, 0, 2 * MiB)).equals(data.subarray(0, 2 * MiB))).toBe(true);
+    expect((await disk.read(h, 3 * MiB, 4 * MiB)).equals(data.subarray(3 * MiB))).toBe(true);
+    await disk.close();
+  });
+
   it('the content cache skips what does not fit in its write queue rather than holding it in memory', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'cc-'));
     dirs.push(dir);
