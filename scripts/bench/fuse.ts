@@ -10,6 +10,7 @@
  * - `ls -l` of a 10,000-entry folder, warm (target < 0.5 s), vs the same on local disk;
  * - the ceiling: the same dd write and read through a fuse-native mount that answers every request at
  *   once and stores nothing (scripts/bench/support/fuse-null-mount.ts), the cost of crossing FUSE alone;
+ *   and the same dd write through one that only writes each request to a local file before answering;
  * - the peer, rclone mounting our WebDAV front end (rclone's own FUSE mount, same steps).
  * The mount serves the gateway's Vfs over the embedded service in a process of its own (its data in
  * memory), as in production; BENCH_FUSE_BACKEND=memory serves the in-memory test Vfs instead.
@@ -29,13 +30,17 @@ function print(figure: Record<string, unknown>): void {
   process.stdout.write(JSON.stringify(figure) + '\n');
 }
 
-/** dd write and read of BYTES through a mount that answers at once (see support/fuse-null-mount.ts). */
-async function nullMountCeiling(scratch: string): Promise<{ writeMBps: number; readMBps: number }> {
+/**
+ * dd write and read of BYTES through a mount that answers at once, or (`spool`) that answers each write
+ * once it is written to a local file (see support/fuse-null-mount.ts).
+ */
+async function nullMountCeiling(scratch: string, spool = false): Promise<{ writeMBps: number; readMBps: number }> {
   const { spawn } = await import('node:child_process');
   const { fileURLToPath } = await import('node:url');
   const mnt = join(scratch, 'null-mnt');
+  const spoolFile = join(scratch, 'null-spool.bin');
   await mkdir(mnt, { recursive: true });
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./support/fuse-null-mount.ts', import.meta.url)), mnt, String(BYTES)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./support/fuse-null-mount.ts', import.meta.url)), mnt, String(BYTES), ...(spool ? [spoolFile] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error('null mount did not come up in 30 s')), 30_000);
@@ -53,6 +58,7 @@ async function nullMountCeiling(scratch: string): Promise<{ writeMBps: number; r
     await new Promise((r) => setTimeout(r, 500));
     await sh('fusermount', ['-uz', mnt]).catch(() => undefined);
     child.kill('SIGKILL');
+    await rm(spoolFile, { force: true });
   }
 }
 
@@ -149,6 +155,9 @@ async function main(): Promise<void> {
     print({ figure: 'fuse.seq_write', backend, bytes: BYTES, mount_MBps: MBps(write.ms), vfs_128k_MBps: MBps(k.writeMs), ratio: round(k.writeMs / write.ms), vfs_1m_MBps: MBps(m.writeMs), ratio_1m: round(m.writeMs / write.ms), target: 0.8 });
     const ceiling = await nullMountCeiling(h.local);
     print({ figure: 'fuse.null_mount_ceiling', bytes: BYTES, write_MBps: round(ceiling.writeMBps), read_MBps: round(ceiling.readMBps), write_ratio_to_vfs_128k: round(ceiling.writeMBps / (BYTES / 1e6 / (k.writeMs / 1000))), read_ratio_to_vfs_128k: round(ceiling.readMBps / (BYTES / 1e6 / (k.readMs / 1000))) });
+    await recyclePages(h.local, BYTES * 1.25);
+    const spooled = await nullMountCeiling(h.local, true);
+    print({ figure: 'fuse.spool_mount_ceiling', note: 'each write answered once written to a local file: no hash, no journal', bytes: BYTES, write_MBps: round(spooled.writeMBps), write_ratio_to_vfs_128k: round(spooled.writeMBps / (BYTES / 1e6 / (k.writeMs / 1000))) });
     print({ figure: 'fuse.seq_read_cold', backend, bytes: BYTES, mount_MBps: MBps(read.ms), vfs_128k_MBps: MBps(k.readMs), ratio: round(k.readMs / read.ms), vfs_1m_MBps: MBps(m.readMs), ratio_1m: round(m.readMs / read.ms), target: 0.8 });
 
     const localFiles = await createSmallFiles(join(h.local, 'small'));
