@@ -4,9 +4,10 @@
  * plus a sidecar listing the byte ranges present. Bounded by total bytes; whole contents are evicted,
  * least recently used first.
  *
- * Writes are queued and done in the background, in the pieces the bytes arrived in (one writev each: no
- * copy, no join). Bytes waiting to be written are bounded too: when the disk falls behind the network,
- * what does not fit is not cached (counted in `skippedBytes`) rather than held in memory.
+ * Writes are queued and done in the background, in the pieces the bytes arrived in (no copy, no join);
+ * queued writes that follow on from each other go out as one writev. Bytes waiting to be written are
+ * bounded too: when the disk falls behind the network, what does not fit is not cached (counted in
+ * `skippedBytes`) rather than held in memory.
  */
 import { mkdir, open, readFile, readdir, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
