@@ -24,6 +24,15 @@ async function fixture(size: number): Promise<{ remote: FaultyRemote; data: Buff
   return { remote: new FaultyRemote(inner), data, hash: e.contentHash! };
 }
 
+/** A ContentCache in a folder of its own (removed after the test). */
+async function contentCache(opts: Omit<ConstructorParameters<typeof ContentCache>[0], 'dir' | 'logger'>): Promise<ContentCache> {
+  const dir = await mkdtemp(join(tmpdir(), 'cc-'));
+  dirs.push(dir);
+  const disk = new ContentCache({ dir, logger: silentLogger, ...opts });
+  await disk.init();
+  return disk;
+}
+
 function reader(remote: FaultyRemote, data: Buffer, hash: string, extra: Partial<ConstructorParameters<typeof RangeReader>[0]> = {}): RangeReader {
   return new RangeReader({
     remote, fullpath: 'f', size: data.length, contentHash: hash, contentKey: hash, blocks: new BlockCache({ blockSize: 4096 }),
@@ -158,10 +167,7 @@ describe('RangeReader', { timeout: 20_000 }, () => {
   });
 
   it('the content cache evicts whole contents, least recently used first, within its bound', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'cc-'));
-    dirs.push(dir);
-    const disk = new ContentCache({ dir, maxBytes: 1000, logger: silentLogger });
-    await disk.init();
+    const disk = await contentCache({ maxBytes: 1000 });
     const a = 'a'.repeat(40);
     const b = 'b'.repeat(40);
     await disk.write(a, 0, Buffer.alloc(600, 1));
@@ -174,10 +180,7 @@ describe('RangeReader', { timeout: 20_000 }, () => {
   });
 
   it('the content cache writes pieces in order, as given, in the background', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'cc-'));
-    dirs.push(dir);
-    const disk = new ContentCache({ dir, maxBytes: 16 * MiB, logger: silentLogger });
-    await disk.init();
+    const disk = await contentCache({ maxBytes: 16 * MiB });
     const h = 'c'.repeat(40);
     const data = randomBytes(3 * MiB + 17);
     // Uneven pieces, as a socket delivers them, starting past 0.
@@ -191,10 +194,7 @@ describe('RangeReader', { timeout: 20_000 }, () => {
   });
 
   it('the content cache joins queued writes that follow on, and keeps apart those that do not', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'cc-'));
-    dirs.push(dir);
-    const disk = new ContentCache({ dir, maxBytes: 16 * MiB, logger: silentLogger });
-    await disk.init();
+    const disk = await contentCache({ maxBytes: 16 * MiB });
     const h = 'e'.repeat(40);
     const data = randomBytes(4 * MiB);
     const writes: Promise<void>[] = [];
@@ -211,10 +211,7 @@ describe('RangeReader', { timeout: 20_000 }, () => {
   });
 
   it('the content cache skips what does not fit in its write queue rather than holding it in memory', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'cc-'));
-    dirs.push(dir);
-    const disk = new ContentCache({ dir, maxBytes: 16 * MiB, maxPendingBytes: MiB, logger: silentLogger });
-    await disk.init();
+    const disk = await contentCache({ maxBytes: 16 * MiB, maxPendingBytes: MiB });
     const h = 'd'.repeat(40);
     const first = disk.write(h, 0, Buffer.alloc(768 * 1024, 1));
     const second = disk.write(h, 768 * 1024, Buffer.alloc(512 * 1024, 2)); // queued behind the first: over the bound
