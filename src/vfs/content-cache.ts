@@ -169,6 +169,13 @@ export class ContentCache {
       this.items.set(hash, item);
     }
     if (covers(item.ranges, position, position + length)) return;
+    // Room first: older contents are evicted for these bytes; a content that would overrun the limit on
+    // its own stops being cached (what it has stays), the limit is never exceeded.
+    await this.evict(hash, length);
+    if (this.total + length > this.maxBytes) {
+      this.counters.skippedBytes += length;
+      return;
+    }
     const fh = await this.handle(item);
     let rest = parts;
     for (let at = position, end = position + length; at < end;) {
@@ -186,7 +193,6 @@ export class ContentCache {
     item.sidecarDirty = true;
     const now = Date.now();
     if (now - item.savedAtMs >= SIDECAR_EVERY_MS) await this.saveSidecar(item);
-    await this.evict(hash);
   }
 
   private async handle(item: Item): Promise<FileHandle> {
@@ -202,8 +208,9 @@ export class ContentCache {
     item.savedAtMs = Date.now();
   }
 
-  private async evict(keep: string): Promise<void> {
-    while (this.total > this.maxBytes) {
+  /** Evicts whole contents, least recently used first, until `incoming` more bytes fit (never `keep`). */
+  private async evict(keep: string, incoming: number): Promise<void> {
+    while (this.total + incoming > this.maxBytes) {
       let victim: Item | undefined;
       for (const item of this.items.values()) if (item.hash !== keep && (!victim || item.lastUse < victim.lastUse)) victim = item;
       if (!victim) return;

@@ -1,28 +1,28 @@
 /**
  * GatewayVfs: the Vfs over a set of libraries. The root lists one folder per library; inside, gateway
  * paths map one to one to the library's `fullpath`. Metadata comes from the MetadataCache (kept coherent by
- * one UpdatesFeed per library and updated at once by the gateway's own changes), reads from RangeReaders,
- * and writes go to LocalFiles (spool files of the UploadJournal) committed by the UploadQueue on close and
- * fsync. What is and is not POSIX here is written down in docs/semantics.md.
+ * one UpdatesFeed per library and updated at once by the gateway's own changes) and reads from
+ * RangeReaders. Everything written is handed to the WriteBack, the one owner of local versions, their
+ * journal and their uploads. What is and is not POSIX here is written down in docs/semantics.md.
  */
-import { copyFile, mkdir } from 'node:fs/promises';
-import { createReadStream } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { LRUCache } from 'lru-cache';
 import type { Logger } from '../shared/log.js';
 import { BlockCache } from './block-cache.js';
 import { ContentCache } from './content-cache.js';
 import { FileHasher } from './file-hasher.js';
 import { Sha1Streams } from './sha1-streams.js';
 import { gatewayPathOf, parseGatewayPath } from './gateway-path.js';
-import { LocalFile } from './local-file.js';
+import { LocalVersion } from './local-version.js';
 import { MetadataCache } from './metadata-cache.js';
 import { RangeReader } from './range-reader.js';
 import { baseName, isWithin, joinPath, parentOf, type Remote, type RemoteCallOptions, type RemoteEntry } from './remote.js';
 import { UpdatesFeed, type UpdatesFeedStatus } from './updates-feed.js';
-import { UploadJournal, type JournalEntry } from './upload-journal.js';
-import { UploadQueue, type PendingFile, type UploadStatus } from './upload-queue.js';
+import type { PendingFile, UploadStatus } from './upload-queue.js';
+import { TimeOverrides } from './time-overrides.js';
+import { WriteBack } from './write-back.js';
+import type { DiskFaults } from './disk-faults.js';
 import { VfsError, type Attr, type CallContext, type FileHandle, type OpenFlags, type StatFs, type Vfs } from './types.js';
 import type { ResolvedLibrary } from './library-set.js';
 
@@ -58,6 +58,8 @@ export interface GatewayVfsOptions {
   };
   /** Existing files opened for writing: up to `wholeMaxBytes` fetched whole at the first change (default 8 MiB); larger ones on demand, at least `chunkBytes` per fetch (default 1 MiB). */
   partialFetch?: { wholeMaxBytes?: number; chunkBytes?: number };
+  /** Injected failures of the gateway's own disk (tests, fault drills). */
+  diskFaults?: DiskFaults;
   /** Refuse every change with EROFS. Default false. */
   readOnly?: boolean;
   logger: Logger;
@@ -98,18 +100,17 @@ export class GatewayVfs implements Vfs {
   readonly cache: MetadataCache;
   private readonly blocks: BlockCache;
   private readonly disk: ContentCache | undefined;
-  private readonly journal: UploadJournal;
   private readonly hasher = new FileHasher();
   private readonly sha1Streams = new Sha1Streams();
-  readonly uploads: UploadQueue;
-  /** Local files by `library\0fullpath`. */
-  private readonly locals = new Map<string, LocalFile>();
-  private readonly stranded: JournalEntry[] = [];
+  /** The owner of every local version: spools, journal, uploads. */
+  readonly writeBack: WriteBack;
+  /** Times programs saw, shown instead of the service's for as long as that version is current. */
+  private readonly times: TimeOverrides;
   /**
-   * Times set by setTimes: `library\0id` → the version they apply to (content hash, or the service's time
-   * for a folder) and the time. A new version on the service ends the override.
+   * Service locks taken through this gateway (`library\0fullpath` → who holds it: a front end's lock
+   * holder, '' for callers with none). Writers with another holder are refused (ELOCKED).
    */
-  private readonly timeOverrides = new LRUCache<string, { version: string; mtimeMs: number }>({ max: 10_000 });
+  private readonly lockHolds = new Map<string, string>();
   private readonly logger: Logger;
   private closed = false;
 
@@ -121,20 +122,29 @@ export class GatewayVfs implements Vfs {
     });
     this.blocks = new BlockCache({ maxBytes: opts.cache?.blockBytes, blockSize: opts.cache?.blockSize });
     this.disk = (opts.cache?.diskBytes ?? 0) > 0 ? new ContentCache({ dir: join(opts.dataDir, 'content'), maxBytes: opts.cache?.diskBytes, logger: opts.logger }) : undefined;
-    this.journal = new UploadJournal(join(opts.dataDir, 'journal'));
-    this.uploads = new UploadQueue({
-      concurrency: opts.upload?.concurrency, retryBaseMs: opts.upload?.retryBaseMs, retryMaxMs: opts.upload?.retryMaxMs,
-      hasher: this.hasher, logger: opts.logger,
-      remoteFor: (name) => this.libs.get(name)?.remote,
-      onCommitted: (file, entry, snapshot) => this.committed(file as LocalFile, entry, snapshot),
-      // A last handle that went while the upload was being confirmed kept the file (it was still pending).
-      onDone: (file) => {
-        const l = file as LocalFile;
-        if (l.deleted || this.locals.get(localKey(l.library, l.fullpath)) !== l) return;
-        this.released(l).catch((err: Error) => this.logger.warn({ path: l.fullpath, err: err.message }, 'letting go of an uploaded local copy failed'));
+    this.times = new TimeOverrides(join(opts.dataDir, 'times.jsonl'), opts.logger);
+    this.writeBack = new WriteBack({
+      journalDir: join(opts.dataDir, 'journal'), hasher: this.hasher, sha1Streams: this.sha1Streams,
+      upload: opts.upload, partialFetch: opts.partialFetch, logger: opts.logger, diskFaults: opts.diskFaults,
+      host: {
+        remoteFor: (name) => this.libs.get(name)?.remote,
+        baseReader: (name, base, ctx) => this.reader(this.libs.get(name)!, base, ctx),
+        uploaded: (name, entry, mtimeMs) => {
+          this.ownUpsert(name, entry);
+          if (entry.contentHash) this.times.set(name, entry.id, versionOf(entry), mtimeMs);
+        },
+        ensureParents: (name, fullpath) => this.ensureParents(name, fullpath),
+        attrOf: (name, entry) => {
+          const lib = this.libs.get(name);
+          return lib ? this.toAttr(lib, entry) : { path: gatewayPathOf(name, entry.fullpath), name: entry.name, isDir: false, size: entry.size, mtimeMs: entry.mtimeMs, ctimeMs: entry.ctimeMs, dirty: true };
+        },
       },
-      onMissingParent: (file) => this.ensureParents(file.library, file.fullpath),
     });
+  }
+
+  /** The upload queue (status, tests). */
+  get uploads(): WriteBack['uploads'] {
+    return this.writeBack.uploads;
   }
 
   /** Opens the gateway: journal replay, feeds started. */
@@ -145,15 +155,16 @@ export class GatewayVfs implements Vfs {
   }
 
   private async init(): Promise<void> {
-    await mkdir(this.opts.dataDir, { recursive: true });
-    await this.journal.init();
+    await mkdir(this.opts.dataDir, { recursive: true, mode: 0o700 });
+    await this.writeBack.init();
+    await this.times.load();
     await this.disk?.init();
     for (const l of this.opts.libraries) {
       if (this.libs.has(l.name)) throw new TypeError(`libraries: expected unique folder names, got '${l.name}' twice`);
       this.libs.set(l.name, { name: l.name, id: l.id, remote: l.remote });
     }
     await Promise.all([...this.libs.values()].map((l) => this.startFeed(l)));
-    await this.replayJournal();
+    await this.writeBack.replay((name) => this.libs.has(name));
   }
 
   private async startFeed(lib: Library): Promise<void> {
@@ -181,10 +192,8 @@ export class GatewayVfs implements Vfs {
       this.libs.delete(l.name);
       throw err;
     }
-    const kept = this.stranded.filter((e) => e.library === l.name);
-    this.stranded.splice(0, this.stranded.length, ...this.stranded.filter((e) => e.library !== l.name));
-    for (const e of kept) await this.resume(e);
-    this.logger.info({ library: l.name, id: l.id, requeued: kept.length }, 'library added');
+    const requeued = await this.writeBack.resumeLibrary(l.name);
+    this.logger.info({ library: l.name, id: l.id, requeued }, 'library added');
   }
 
   /**
@@ -194,7 +203,7 @@ export class GatewayVfs implements Vfs {
   async removeLibrary(name: string): Promise<void> {
     const lib = this.libs.get(name);
     if (!lib) throw new VfsError('ENOENT', `no library folder named '${name}' is served`);
-    const busy = [...this.locals.values()].filter((f) => f.library === name && !f.deleted).length;
+    const busy = this.writeBack.busy(name);
     if (busy > 0) throw new VfsError('EBUSY', `library '${name}' has ${busy} open or pending file(s): flush, close them, then remove`);
     this.libs.delete(name);
     await lib.feed?.stop();
@@ -206,36 +215,6 @@ export class GatewayVfs implements Vfs {
   dropCaches(): void {
     for (const name of this.libs.keys()) this.cache.dropLibrary(name);
     this.blocks.clear();
-  }
-
-  /** Journal entries of a previous run are uploaded again. */
-  private async replayJournal(): Promise<void> {
-    for (const e of await this.journal.entries()) {
-      if (!this.libs.has(e.library)) {
-        this.logger.error({ library: e.library, path: e.fullpath }, 'journal entry for a library that is not configured: kept, not uploaded');
-        this.stranded.push(e);
-        continue;
-      }
-      await this.resume(e);
-    }
-  }
-
-  /** A journal entry's upload queued again. */
-  private async resume(e: JournalEntry): Promise<void> {
-    const local = new LocalFile(e.id, this.journal.spoolPath(e.id), e.library, e.fullpath, undefined, { baseSize: 0, mtimeMs: e.mtimeMs });
-    try {
-      await local.loadSize();
-    } catch {
-      this.logger.error({ library: e.library, path: e.fullpath }, 'journal entry without its spool file: dropped');
-      await this.journal.remove(e.id);
-      return;
-    }
-    local.operator = e.operator;
-    local.generation = 1;
-    local.journaledGeneration = 1;
-    this.locals.set(localKey(e.library, e.fullpath), local);
-    this.logger.info({ library: e.library, path: e.fullpath, size: local.size }, 'journal replay: upload queued again');
-    await this.uploads.enqueue(local);
   }
 
   // ---- metadata -------------------------------------------------------------------------------------------
@@ -280,82 +259,55 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'open');
     const writing = !!(flags.write || flags.create || flags.truncate || flags.append);
     if (writing) this.writable(t.path);
-    const local = this.locals.get(localKey(lib.name, t.fullpath));
-    const existing = local && !local.deleted ? this.localEntry(local) : await this.lookup(lib, t.fullpath, ctx);
+    const existing = await this.lookup(lib, t.fullpath, ctx);
     if (existing?.isDir) throw new VfsError('EISDIR', `${t.path} is a folder`);
     if (existing && flags.create && flags.exclusive) throw new VfsError('EEXIST', `${t.path} exists`);
     if (!existing && !flags.create) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (!writing) {
-      if (local && !local.deleted) return this.handleFor(t.path, lib, local, { write: false, append: false, read: true }, ctx);
+      const local = this.writeBack.openRead(lib.name, t.fullpath);
+      if (local) return local;
       return new RemoteReadHandle(t.path, existing!, this.reader(lib, existing!, ctx), () => this.toAttr(lib, existing!));
     }
-    if (!existing) await this.needFolder(lib, parentOf(t.fullpath), ctx);
-    // The local copy found above may have been retired while we waited (its upload was confirmed and it
-    // had no handle): start over, the service now has that version.
-    if (local && !local.deleted && this.locals.get(localKey(lib.name, t.fullpath)) !== local) return this.open(path, flags, ctx);
-    let file = local && !local.deleted ? local : undefined;
-    const created = !file;
-    if (!file) file = this.newLocal(lib.name, t.fullpath, existing ?? undefined, ctx);
-    // Pinned while we wait below: an upload confirmed meanwhile keeps the spool of a file that is open.
-    file.openCount++;
-    try {
-      if (created && !existing) {
-        await file.startEmpty();
-        file.touch();
-      }
-      if (flags.truncate && (file.size > 0 || !file.baseReady)) {
-        await file.startEmpty();
-        file.touch();
-      }
-    } catch (err) {
-      file.openCount--;
-      await this.released(file).catch(() => undefined);
-      throw err;
-    }
-    file.openCount--;
-    if (ctx?.operator) file.operator = ctx.operator;
-    return this.handleFor(t.path, lib, file, { write: !!(flags.write || flags.append || flags.truncate || flags.create), append: !!flags.append, read: flags.read !== false }, ctx);
+    if (existing) this.assertLockHeld(lib, existing, ctx);
+    else await this.needFolder(lib, parentOf(t.fullpath), ctx);
+    // The service's version is the base when nothing is local (else the local version is).
+    const base = existing && !this.writeBack.current(lib.name, t.fullpath) ? existing : undefined;
+    return this.writeBack.openWrite(lib.name, t.fullpath, existing ? base ?? existing : undefined, flags, ctx);
   }
 
   async createReadStream(path: string, range: { start?: number; end?: number } = {}, ctx?: CallContext): Promise<Readable> {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'read');
-    const local = this.locals.get(localKey(lib.name, t.fullpath));
-    const entry = local && !local.deleted ? this.localEntry(local) : await this.lookup(lib, t.fullpath, ctx);
+    const entry = await this.lookup(lib, t.fullpath, ctx);
     if (!entry) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (entry.isDir) throw new VfsError('EISDIR', `${t.path} is a folder`);
     const start = range.start ?? 0;
     const end = Math.min(range.end ?? entry.size - 1, entry.size - 1);
     if (!Number.isInteger(start) || start < 0) throw new VfsError('EINVAL', `expected a range start >= 0, got ${range.start}`);
     if (end < start) return Readable.from([]);
-    if (local && !local.deleted && (local.baseReady || local.generation > 0)) {
-      await local.fillAll();
-      await local.sync();
-      return createReadStream(local.spoolPath, { start, end, highWaterMark: 1024 * 1024 });
-    }
+    const local = await this.writeBack.readStream(lib.name, t.fullpath, start, end);
+    if (local) return local;
     if (this.disk && entry.contentHash && this.disk.has(entry.contentHash, start, end + 1)) {
       return Readable.from(this.diskChunks(entry.contentHash, start, end + 1));
     }
     return lib.remote.openRange(t.fullpath, start, end, { ...this.call(ctx), contentHash: entry.contentHash });
   }
 
-  async writeFile(path: string, source: Readable | Buffer, ctx?: CallContext): Promise<Attr> {
-    const handle = await this.open(path, { write: true, create: true, truncate: true }, ctx);
-    try {
-      let position = 0;
-      if (Buffer.isBuffer(source)) {
-        position += await handle.write(0, source);
-      } else {
-        for await (const chunk of source as AsyncIterable<Buffer | string>) {
-          const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
-          position += await handle.write(position, buf);
-        }
-      }
-      await handle.flush();
-      return await handle.stat();
-    } finally {
-      await handle.release();
-    }
+  /**
+   * Replaces (or creates) a file with the source's bytes, atomically: nothing changes unless the source
+   * ends normally and the new version is journaled (see WriteBack.replace).
+   */
+  async writeFile(path: string, source: Readable | Buffer | AsyncIterable<Buffer>, ctx?: CallContext, opts: { holdUploadMs?: number } = {}): Promise<Attr> {
+    const t = this.target(path);
+    const lib = this.needLibrary(t, 'write');
+    this.writable(t.path);
+    const existing = await this.lookup(lib, t.fullpath, ctx);
+    if (existing?.isDir) throw new VfsError('EISDIR', `${t.path} is a folder`);
+    if (existing) this.assertLockHeld(lib, existing, ctx);
+    else await this.needFolder(lib, parentOf(t.fullpath), ctx);
+    const chunks = Buffer.isBuffer(source) ? source : asBuffers(source);
+    const entry = await this.writeBack.replace(lib.name, t.fullpath, existing ?? undefined, chunks, ctx, opts);
+    return this.toAttr(lib, entry);
   }
 
   // ---- namespace changes ----------------------------------------------------------------------------------
@@ -382,11 +334,11 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'unlink');
     if (t.fullpath === '') throw new VfsError('EPERM', `cannot remove a library: ${t.path}`);
     this.writable(t.path);
-    const local = this.locals.get(localKey(lib.name, t.fullpath));
-    const entry = local && !local.deleted ? this.localEntry(local) : await this.lookup(lib, t.fullpath, ctx);
+    const entry = await this.lookup(lib, t.fullpath, ctx);
     if (!entry) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (entry.isDir) throw new VfsError('EISDIR', `${t.path} is a folder (use rmdir)`);
-    if (local) await this.dropLocal(local);
+    this.assertLockHeld(lib, entry, ctx);
+    await this.writeBack.removed(lib.name, t.fullpath);
     const remoteEntry = await lib.remote.stat(t.fullpath, this.call(ctx));
     if (remoteEntry) await lib.remote.remove(t.fullpath, this.call(ctx));
     this.ownRemove(lib.name, t.fullpath);
@@ -402,7 +354,7 @@ export class GatewayVfs implements Vfs {
     if (!entry.isDir) throw new VfsError('ENOTDIR', `${t.path} is a file`);
     // Emptiness is checked on the service itself (not the cache) and against pending local files.
     const children = await lib.remote.list(t.fullpath, this.call(ctx));
-    const pending = [...this.locals.values()].some((l) => !l.deleted && l.library === lib.name && isWithin(l.fullpath, t.fullpath) && l.fullpath !== t.fullpath);
+    const pending = this.writeBack.hasWithin(lib.name, t.fullpath);
     if (children.length > 0 || pending) throw new VfsError('ENOTEMPTY', `${t.path} is not empty`);
     await lib.remote.remove(t.fullpath, this.call(ctx));
     this.ownRemove(lib.name, t.fullpath);
@@ -426,17 +378,18 @@ export class GatewayVfs implements Vfs {
       return;
     }
     const lib = a.lib;
-    // Pending uploads under the source stop first; they restart at the new path.
-    const moved = [...this.locals.values()].filter((l) => !l.deleted && l.library === lib.name && isWithin(l.fullpath, a.fullpath));
-    for (const l of moved) await this.uploads.cancel(l.id);
-    const onService = await lib.remote.stat(a.fullpath, this.call(ctx));
-    if (onService) await lib.remote.move(a.fullpath, b.fullpath, this.call(ctx));
-    for (const l of moved) {
-      this.locals.delete(localKey(l.library, l.fullpath));
-      l.fullpath = b.fullpath + l.fullpath.slice(a.fullpath.length);
-      this.locals.set(localKey(l.library, l.fullpath), l);
-      await this.requeue(l);
+    if (!src.isDir) this.assertLockHeld(lib, src, ctx);
+    // Uploads under the source stop first; the local versions move with it and their uploads restart there.
+    await this.writeBack.stopUploads(lib.name, a.fullpath);
+    let onService: RemoteEntry | null;
+    try {
+      onService = await lib.remote.stat(a.fullpath, this.call(ctx));
+      if (onService) await lib.remote.move(a.fullpath, b.fullpath, this.call(ctx));
+    } catch (err) {
+      this.writeBack.resumeUploads(lib.name, a.fullpath);
+      throw err;
     }
+    await this.writeBack.moved(lib.name, a.fullpath, b.fullpath);
     this.ownRemove(lib.name, a.fullpath);
     if (onService) this.ownUpsert(lib.name, { ...onService, fullpath: b.fullpath, name: baseName(b.fullpath) });
     if (src.isDir) this.cache.invalidateListing(lib.name, b.fullpath);
@@ -448,7 +401,7 @@ export class GatewayVfs implements Vfs {
       if (dst.isDir) await this.removeTree(b.lib, b.fullpath, true, ctx);
       else await this.unlink(b.path, ctx);
     }
-    const hasLocal = [...this.locals.values()].some((l) => !l.deleted && l.library === a.lib!.name && isWithin(l.fullpath, a.fullpath));
+    const hasLocal = !!this.writeBack.current(a.lib.name, a.fullpath) || this.writeBack.hasWithin(a.lib.name, a.fullpath);
     if (a.lib === b.lib && !hasLocal) {
       await a.lib.remote.copy(a.fullpath, b.fullpath, this.call(ctx));
       this.ownForget(b.lib.name, b.fullpath);
@@ -478,15 +431,10 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'setTimes');
     this.writable(t.path);
-    const local = this.locals.get(localKey(lib.name, t.fullpath));
-    if (local && !local.deleted) {
-      local.mtimeMs = mtimeMs;
-      local.explicitMtimeMs = mtimeMs;
-      return;
-    }
+    if (await this.writeBack.setTimes(lib.name, t.fullpath, mtimeMs)) return;
     const e = await this.lookup(lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
-    this.timeOverrides.set(`${lib.name}\0${e.id}`, { version: versionOf(e), mtimeMs });
+    this.times.set(lib.name, e.id, versionOf(e), mtimeMs);
   }
 
   // ---- extended operations ---------------------------------------------------------------------------------
@@ -513,7 +461,7 @@ export class GatewayVfs implements Vfs {
     await lib.remote.removeTags(t.fullpath, current.filter((x) => !wanted.includes(x)), this.call(ctx));
     await lib.remote.addTags(t.fullpath, wanted.filter((x) => !current.includes(x)), this.call(ctx));
     this.ownForget(lib.name, t.fullpath);
-    this.patchLocalBase(lib.name, t.fullpath, { tags: wanted });
+    this.writeBack.patchBase(lib.name, t.fullpath, { tags: wanted });
   }
 
   async setLocked(path: string, locked: boolean, ctx?: CallContext): Promise<void> {
@@ -524,31 +472,48 @@ export class GatewayVfs implements Vfs {
     const e = await this.lookup(lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (e.isDir) throw new VfsError('ENOTSUP', `folders cannot be locked: ${t.path}`);
+    const key = `${lib.name}\0${t.fullpath}`;
+    const holder = ctx?.lockHolder ?? '';
+    const held = this.lockHolds.get(key);
+    if (held !== undefined && held !== holder) throw new VfsError('ELOCKED', `${t.path} is locked through the gateway by another writer`);
     await lib.remote.lock(t.fullpath, locked, this.call(ctx));
+    if (locked) this.lockHolds.set(key, holder);
+    else this.lockHolds.delete(key);
     this.ownForget(lib.name, t.fullpath);
-    this.patchLocalBase(lib.name, t.fullpath, { locked });
+    this.writeBack.patchBase(lib.name, t.fullpath, { locked });
   }
 
-  /** A local copy shows the service's tags and lock of its base: keep them current when the gateway changes them. */
-  private patchLocalBase(library: string, fullpath: string, patch: Pick<RemoteEntry, 'tags'> | Pick<RemoteEntry, 'locked'>): void {
-    const local = this.locals.get(localKey(library, fullpath));
-    if (local?.base && !local.deleted) local.base = { ...local.base, ...patch };
+  /**
+   * Refuses a change of a file locked on the service by someone other than the caller: a lock taken
+   * through this gateway belongs to its holder (a WebDAV lock refuses the mount, and the other way round);
+   * a lock taken elsewhere refuses callers that hold none (the mount), while a front end that tracks locks
+   * itself (WebDAV) decides for its own callers.
+   */
+  private assertLockHeld(lib: Library, e: RemoteEntry, ctx?: CallContext): void {
+    if (e.isDir) return;
+    const held = this.lockHolds.get(`${lib.name}\0${e.fullpath}`);
+    const holder = ctx?.lockHolder ?? '';
+    if (held !== undefined) {
+      if (held !== holder) throw new VfsError('ELOCKED', `${gatewayPathOf(lib.name, e.fullpath)} is locked by another writer of the gateway`);
+      return;
+    }
+    if (e.locked && holder === '') throw new VfsError('ELOCKED', `${gatewayPathOf(lib.name, e.fullpath)} is locked on the service`);
   }
 
   // ---- lifecycle ------------------------------------------------------------------------------------------
 
   async flushAll(opts: { timeoutMs?: number } = {}): Promise<void> {
-    for (const l of [...this.locals.values()]) if (!l.deleted && l.generation > l.journaledGeneration) await this.persist(l);
-    await this.uploads.settle(opts.timeoutMs);
+    await this.writeBack.flushAll(opts);
   }
 
   /** What the gateway is doing (for the control socket). */
   status(): GatewayStatus {
+    const wb = this.writeBack.status();
     return {
-      uploads: this.uploads.status(),
-      stranded: this.stranded.map((e) => ({ id: e.id, library: e.library, fullpath: e.fullpath })),
+      uploads: wb.uploads,
+      stranded: wb.stranded,
       feeds: [...this.libs.values()].flatMap((l) => (l.feed ? [l.feed.snapshot()] : [])),
-      localFiles: this.locals.size,
+      localFiles: wb.localFiles,
       metadata: this.cache.stats(),
       blocks: this.blocks.stats(),
       disk: this.disk?.stats(),
@@ -574,135 +539,13 @@ export class GatewayVfs implements Vfs {
     if (this.closed) return;
     this.closed = true;
     await Promise.all([...this.libs.values()].map((l) => l.feed?.stop()));
-    // Dirty open files reach the journal; uploads under way stop (their journal entries stay).
-    for (const l of [...this.locals.values()]) {
-      if (!l.deleted && l.generation > l.journaledGeneration) {
-        const generation = l.generation;
-        await l.sync().then(() => this.journal.put(this.journalEntry(l), { spoolSynced: l.generation === generation })).catch((err: Error) => this.logger.error({ path: l.fullpath, err: err.message }, 'journaling on close failed'));
-      }
-    }
-    await this.uploads.close();
-    for (const l of this.locals.values()) await l.closeSpool().catch(() => undefined);
+    // Open versions reach the journal; uploads under way stop (their journal entries stay).
+    await this.writeBack.close();
     await this.hasher.close();
     await this.sha1Streams.close();
     await this.disk?.close();
-    await this.journal.close();
+    await this.times.close();
     await this.opts.onClose?.();
-  }
-
-  // ---- internals: write-back ------------------------------------------------------------------------------
-
-  private newLocal(library: string, fullpath: string, base: RemoteEntry | undefined, ctx?: CallContext): LocalFile {
-    const id = this.journal.newId();
-    const file: LocalFile = new LocalFile(id, this.journal.spoolPath(id), library, fullpath, base, {
-      baseSize: base?.size ?? 0, mtimeMs: base?.mtimeMs, fetchChunk: this.opts.partialFetch?.chunkBytes,
-      sha1Stream: () => this.sha1Streams.open(this.journal.spoolPath(id)),
-      // The base is wherever the file is now (a rename moves it on the service too), in the version it had.
-      openBase: base ? (start, end) => this.libs.get(file.library)!.remote.openRange(file.fullpath, start, end, { ...this.call(ctx), contentHash: base.contentHash }) : undefined,
-    });
-    file.operator = ctx?.operator;
-    this.locals.set(localKey(library, fullpath), file);
-    return file;
-  }
-
-  /**
-   * Journals the file's current content (durable) and queues its upload. The upload is queued as soon as
-   * the spool's hash is known, while its fsync and journal entry are still being written (it reads the
-   * spool from the page cache meanwhile); the call returns once both are durable, and a confirmation of
-   * the upload waits for them (`committed`), so the entry can never outlive nor precede what it covers.
-   */
-  async persist(file: LocalFile): Promise<void> {
-    if (file.deleted || file.generation === file.journaledGeneration) return;
-    await file.fillAll();
-    const generation = file.generation;
-    let queued: Promise<void> | undefined;
-    const journaling = (async () => {
-      await file.syncAndHash(this.hasher, () => { if (!file.deleted) queued = this.uploads.enqueue(file); });
-      // syncAndHash fsynced the spool; again only if it changed since (the entry records the size now).
-      await this.journal.put(this.journalEntry(file), { spoolSynced: file.generation === generation });
-      file.journaledGeneration = Math.max(file.journaledGeneration, generation);
-    })();
-    file.journaling = journaling.catch(() => undefined);
-    try {
-      await journaling;
-    } catch (err) {
-      await this.uploads.cancel(file.id); // not durable: nothing may be confirmed for it
-      throw err;
-    }
-    await queued;
-  }
-
-  private journalEntry(file: LocalFile): JournalEntry {
-    return { id: file.id, library: file.library, fullpath: file.fullpath, size: file.size, mtimeMs: file.mtimeMs, createdMs: Date.now(), operator: file.operator };
-  }
-
-  /** A renamed local file: journal rewritten and upload queued again (if it had been journaled). */
-  private async requeue(file: LocalFile): Promise<void> {
-    if (file.journaledGeneration === 0 || file.deleted) return;
-    if (file.uploadedGeneration >= file.generation) {
-      // Already on the service (moved with the folder): nothing to upload.
-      return;
-    }
-    await this.journal.put(this.journalEntry(file));
-    await this.uploads.enqueue(file);
-  }
-
-  private async committed(file: LocalFile, entry: RemoteEntry, snapshot: { generation: number; fullpath: string; library: string }): Promise<void> {
-    await file.journaling; // the journal entry of this content is written before it can be removed
-    this.ownUpsert(snapshot.library, { ...entry, mtimeMs: Math.max(entry.mtimeMs, file.mtimeMs) });
-    file.uploadedGeneration = Math.max(file.uploadedGeneration, snapshot.generation);
-    // A time set by the application outlives the local copy, for as long as this version is current.
-    if (file.explicitMtimeMs !== undefined) this.timeOverrides.set(`${snapshot.library}\0${entry.id}`, { version: versionOf(entry), mtimeMs: file.explicitMtimeMs });
-    file.base = entry;
-    if (file.generation !== snapshot.generation || file.deleted) return; // changed since: its next flush uploads again
-    file.journaledGeneration = file.generation;
-    // Decided with no await before: a handle opened meanwhile must find either this file with its spool,
-    // or nothing (then it reads the service's version, which is this one).
-    const drop = file.openCount === 0;
-    if (drop) {
-      this.forgetLocal(file);
-      file.retire();
-    }
-    await this.journal.remove(file.id, { keepSpool: !drop });
-    if (drop) await file.closeSpool();
-  }
-
-  /** Takes a local file out of the path index (synchronously: no handle can find it after this). */
-  private forgetLocal(file: LocalFile): void {
-    const key = localKey(file.library, file.fullpath);
-    if (this.locals.get(key) === file) this.locals.delete(key);
-  }
-
-  /** Forgets a local file (unlinked, replaced): upload cancelled, journal entry and spool removed. */
-  private async dropLocal(file: LocalFile): Promise<void> {
-    file.deleted = true;
-    this.forgetLocal(file);
-    await this.uploads.cancel(file.id);
-    if (file.openCount === 0) {
-      await file.closeSpool();
-      await this.journal.remove(file.id);
-    } else {
-      await this.journal.remove(file.id, { keepSpool: true });
-    }
-  }
-
-  /** The last handle of a local file was released, or its upload was confirmed after that. */
-  private async released(file: LocalFile): Promise<void> {
-    if (file.openCount > 0) return;
-    if (file.deleted) {
-      await file.closeSpool();
-      await this.journal.discardSpool(file.id);
-      return;
-    }
-    if (this.uploads.has(file.id) || file.dirty) return; // kept until the service confirmed
-    // Clean: its journal entry (if any) went when the upload was confirmed; only the spool is left. Out of
-    // the index first, so that an open from now on reads the service's version instead of this spool.
-    this.forgetLocal(file);
-    file.retire();
-    // A time set through a handle that changed nothing (touch, cp -p) stays with the service's version.
-    if (file.explicitMtimeMs !== undefined && file.base) this.timeOverrides.set(`${file.library}\0${file.base.id}`, { version: versionOf(file.base), mtimeMs: file.explicitMtimeMs });
-    await file.closeSpool();
-    await this.journal.discardSpool(file.id);
   }
 
   /** Recreates missing parent folders of a pending upload (they vanished on the service). */
@@ -729,16 +572,10 @@ export class GatewayVfs implements Vfs {
       }
       return;
     }
-    const local = this.locals.get(localKey(from.name, fromPath));
-    const id = this.journal.newId();
-    const spool = this.journal.spoolPath(id);
+    const { id, path: spool } = this.writeBack.scratchSpool();
     try {
-      if (local && !local.deleted && (local.baseReady || local.generation > 0)) {
-        await local.fillAll();
-        await local.sync();
-        await copyFile(local.spoolPath, spool);
-      } else {
-        const tmp = new LocalFile(id, spool, to.name, toPath, src, {
+      if (!(await this.writeBack.copyCurrent(from.name, fromPath, spool))) {
+        const tmp = new LocalVersion(id, spool, to.name, toPath, src, {
           baseSize: src.size, openBase: (start, end) => from.remote.openRange(fromPath, start, end, { ...this.call(ctx), contentHash: src.contentHash }),
         });
         await tmp.fillAll();
@@ -750,13 +587,13 @@ export class GatewayVfs implements Vfs {
       this.ownUpsert(to.name, entry);
       ctx?.onCopied?.(size);
     } finally {
-      await this.journal.discardSpool(id);
+      await this.writeBack.discardScratch(id);
     }
   }
 
   /** Removes a file or a whole folder (after a cross-library move). */
   private async removeTree(lib: Library, fullpath: string, isDir: boolean, ctx?: CallContext): Promise<void> {
-    for (const l of [...this.locals.values()]) if (l.library === lib.name && isWithin(l.fullpath, fullpath)) await this.dropLocal(l);
+    await this.writeBack.removed(lib.name, fullpath);
     if (await lib.remote.stat(fullpath, this.call(ctx))) await lib.remote.remove(fullpath, this.call(ctx));
     this.ownRemove(lib.name, fullpath);
     void isDir;
@@ -809,8 +646,8 @@ export class GatewayVfs implements Vfs {
   /** An entry as the gateway sees it: a local file first, then the cache, then the service. */
   private async lookup(lib: Library, fullpath: string, ctx?: CallContext): Promise<RemoteEntry | null> {
     if (fullpath === '') return { id: lib.id, fullpath: '', name: lib.name, isDir: true, size: 0, mtimeMs: LIB_ROOT_ATTR_TIME, ctimeMs: LIB_ROOT_ATTR_TIME };
-    const local = this.locals.get(localKey(lib.name, fullpath));
-    if (local && !local.deleted) return this.localEntry(local);
+    const local = this.writeBack.entry(lib.name, fullpath);
+    if (local) return local;
     // A path below a pending new file cannot exist; a parent known missing answers for its children.
     const cached = this.cache.getEntry(lib.name, fullpath);
     if (cached !== undefined) return cached;
@@ -823,8 +660,8 @@ export class GatewayVfs implements Vfs {
 
   /** As lookup, without the cache for the final answer (before a change). */
   private async entryOf(lib: Library, fullpath: string, ctx?: CallContext): Promise<RemoteEntry | null> {
-    const local = this.locals.get(localKey(lib.name, fullpath));
-    if (local && !local.deleted) return this.localEntry(local);
+    const local = this.writeBack.entry(lib.name, fullpath);
+    if (local) return local;
     const e = await lib.remote.stat(fullpath, this.call(ctx));
     this.cache.setEntry(lib.name, fullpath, e);
     return e;
@@ -850,31 +687,17 @@ export class GatewayVfs implements Vfs {
       this.cache.setListing(lib.name, fullpath, list);
     }
     const byName = new Map(list.map((e) => [e.name, e]));
-    for (const l of this.locals.values()) {
-      if (l.library !== lib.name || parentOf(l.fullpath) !== fullpath) continue;
-      if (l.deleted) byName.delete(baseName(l.fullpath));
-      else byName.set(baseName(l.fullpath), this.localEntry(l));
-    }
+    for (const e of this.writeBack.entriesIn(lib.name, fullpath)) byName.set(e.name, e);
     return [...byName.values()].sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
   }
 
-  private localEntry(l: LocalFile): RemoteEntry {
-    return {
-      id: l.base?.id ?? `local:${l.id}`, fullpath: l.fullpath, name: baseName(l.fullpath), isDir: false,
-      // Once flushed, the content's hash is known before the upload: entity tags stay the same across it.
-      size: l.size, contentHash: l.dirty ? l.currentSha1() : l.base?.contentHash,
-      mtimeMs: l.mtimeMs, ctimeMs: l.ctimeMs, tags: l.base?.tags, locked: l.base?.locked, lastModifiedBy: l.operator?.opName ?? l.base?.lastModifiedBy,
-    };
-  }
-
   private toAttr(lib: Library, e: RemoteEntry): Attr {
-    const local = e.isDir ? undefined : this.locals.get(localKey(lib.name, e.fullpath));
-    const override = this.timeOverrides.get(`${lib.name}\0${e.id}`);
-    const mtimeMs = override && override.version === versionOf(e) ? override.mtimeMs : e.mtimeMs;
+    const local = !e.isDir && this.writeBack.dirty(lib.name, e.fullpath);
+    const mtimeMs = e.id.startsWith('local:') ? e.mtimeMs : this.times.get(lib.name, e.id, versionOf(e)) ?? e.mtimeMs;
     return {
       path: gatewayPathOf(lib.name, e.fullpath), name: e.fullpath === '' ? lib.name : e.name, isDir: e.isDir, size: e.isDir ? 0 : e.size,
       mtimeMs, ctimeMs: e.ctimeMs, id: e.id.startsWith('local:') ? undefined : e.id, contentHash: e.contentHash,
-      dirty: local && !local.deleted ? local.dirty || this.uploads.has(local.id) : undefined,
+      dirty: local || undefined,
       locked: e.locked, tags: e.tags, lastModifiedBy: e.lastModifiedBy,
     };
   }
@@ -899,22 +722,6 @@ export class GatewayVfs implements Vfs {
     for (let at = start; at < end; at += 1024 * 1024) yield await this.disk!.read(hash, at, Math.min(end, at + 1024 * 1024));
   }
 
-  private handleFor(path: string, lib: Library, file: LocalFile, mode: { read: boolean; write: boolean; append: boolean }, ctx?: CallContext): FileHandle {
-    file.openCount++;
-    const base = file.base;
-    // While nothing is changed, reads of an existing file go through a RangeReader (read-ahead).
-    const baseReader = !file.baseReady && file.generation === 0 && base ? this.reader(lib, base, ctx) : undefined;
-    return new LocalFileHandle(path, file, mode, {
-      baseReader,
-      wholeFetchMax: this.opts.partialFetch?.wholeMaxBytes ?? 8 * 1024 * 1024,
-      persist: () => this.persist(file),
-      cancelUpload: () => this.uploads.cancel(file.id),
-      uploading: () => this.uploads.has(file.id),
-      attr: () => this.toAttr(lib, this.localEntry(file)),
-      released: () => this.released(file),
-      writable: () => this.writable(path),
-    });
-  }
 }
 
 /** A read handle on a service file (no local copy). */
@@ -930,105 +737,14 @@ class RemoteReadHandle implements FileHandle {
   async release(): Promise<void> { this.rr.close(); }
 }
 
-interface LocalHandleHost {
-  baseReader?: RangeReader;
-  /** Base size up to which the first change fetches the whole file. */
-  wholeFetchMax: number;
-  persist(): Promise<void>;
-  cancelUpload(): Promise<void>;
-  /** An upload of the file is queued, running or waiting to retry. */
-  uploading(): boolean;
-  attr(): Attr;
-  released(): Promise<void>;
-  writable(): void;
-}
-
-/** A handle on a LocalFile: reads and writes go to the spool; flush, fsync and release journal the data. */
-class LocalFileHandle implements FileHandle {
-  private releasedOnce = false;
-
-  constructor(readonly path: string, private readonly file: LocalFile, private readonly mode: { read: boolean; write: boolean; append: boolean }, private readonly host: LocalHandleHost) {}
-
-  async read(position: number, length: number): Promise<Buffer> {
-    this.open();
-    if (!this.file.baseReady && this.file.generation === 0 && this.host.baseReader) return this.host.baseReader.read(position, length);
-    return this.file.read(position, length);
-  }
-
-  async readParts(position: number, length: number): Promise<Buffer[]> {
-    this.open();
-    if (!this.file.baseReady && this.file.generation === 0 && this.host.baseReader) return this.host.baseReader.readParts(position, length);
-    return [await this.file.read(position, length)];
-  }
-
-  async write(position: number, data: Buffer): Promise<number> {
-    this.open();
-    if (!this.mode.write) throw new VfsError('EACCES', `${this.path} was opened read-only`);
-    this.host.writable();
-    if (!Number.isInteger(position) || position < 0) throw new VfsError('EINVAL', `expected a write position >= 0, got ${position}`);
-    await this.prepareChange();
-    return this.file.write(this.mode.append ? this.file.size : position, data);
-  }
-
-  async truncate(size: number): Promise<void> {
-    this.open();
-    if (!this.mode.write) throw new VfsError('EACCES', `${this.path} was opened read-only`);
-    this.host.writable();
-    if (!Number.isInteger(size) || size < 0) throw new VfsError('EINVAL', `expected a size >= 0, got ${size}`);
-    if (size === 0 && !this.file.baseReady) {
-      await this.host.cancelUpload();
-      await this.file.startEmpty();
-      this.file.touch();
-      return;
-    }
-    await this.prepareChange();
-    await this.file.truncate(size);
-  }
-
-  async stat(): Promise<Attr> {
-    return this.host.attr();
-  }
-
-  async flush(): Promise<void> {
-    this.open();
-    if (this.mode.write) await this.host.persist();
-  }
-
-  async fsync(): Promise<void> {
-    await this.flush();
-  }
-
-  async release(): Promise<void> {
-    if (this.releasedOnce) return;
-    this.releasedOnce = true;
-    try {
-      if (this.mode.write) await this.host.persist();
-    } finally {
-      this.file.openCount--;
-      this.host.baseReader?.close();
-      await this.host.released();
-    }
-  }
-
-  /** Before a change: the content is local, and an upload under way is stopped (it is queued again on flush). */
-  private async prepareChange(): Promise<void> {
-    // Small files are fetched whole at the first change; larger ones on demand (and in full before commit).
-    if (!this.file.baseReady && this.file.baseSize <= this.host.wholeFetchMax) await this.file.fillAll();
-    if (this.host.uploading()) await this.host.cancelUpload();
-  }
-
-  private open(): void {
-    if (this.releasedOnce) throw new VfsError('EINVAL', `${this.path}: handle already released`);
-  }
-}
-
 /** What identifies a version of an entry for a time override. */
 function versionOf(e: RemoteEntry): string {
   return e.contentHash ?? `t${e.mtimeMs}`;
 }
 
-function localKey(library: string, fullpath: string): string {
-  return `${library}\0${fullpath}`;
+/** A stream's chunks as Buffers. */
+async function* asBuffers(source: AsyncIterable<Buffer | string>): AsyncGenerator<Buffer> {
+  for await (const chunk of source) yield typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
 }
 
 function safeFileName(id: string): string {

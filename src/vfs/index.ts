@@ -17,6 +17,7 @@ import { FaultyRemote } from './faulty-remote.js';
 export { GatewayVfs, type GatewayStatus, type GatewayVfsOptions } from './gateway-vfs.js';
 export { MemoryRemote } from './memory-remote.js';
 export { FaultyRemote, type FaultRule } from './faulty-remote.js';
+export { DiskFaults } from './disk-faults.js';
 export type { Remote, RemoteEntry } from './remote.js';
 export type { LibrarySpec } from './library-set.js';
 export * from './types.js';

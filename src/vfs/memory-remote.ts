@@ -32,6 +32,8 @@ export interface MemoryRemoteOptions {
 }
 
 export class MemoryRemote implements Remote {
+  /** Every version committed through `commit` (the gateway's uploads), in order: what the service was given. */
+  readonly commits: { fullpath: string; data: Buffer }[] = [];
   private readonly nodes = new Map<string, MemoryNode>();
   private readonly log: LoggedChange[] = [];
   private lastTime = 0;
@@ -80,6 +82,7 @@ export class MemoryRemote implements Remote {
     const sha1 = createHash('sha1').update(data).digest('hex');
     if (sha1 !== source.sha1) throw new VfsError('EIO', `commit of '${fullpath}': expected SHA-1 ${source.sha1}, got ${sha1}`);
     const entry = this.putFile(fullpath, data, opts);
+    this.commits.push({ fullpath, data });
     opts?.onProgress?.(data.length, data.length);
     return entry;
   }

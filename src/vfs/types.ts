@@ -83,6 +83,11 @@ export interface Operator { opId?: string; opName?: string }
 
 export interface CallContext {
   operator?: Operator;
+  /**
+   * Who holds service locks taken with this call, and may write what they lock: a front end names its
+   * callers (WebDAV: 'webdav'); calls without one (the mount, the control socket) share the holder ''.
+   */
+  lockHolder?: string;
   signal?: AbortSignal;
   /** A copy through the gateway (across libraries) reports each file's bytes once the service has them. */
   onCopied?: (bytes: number) => void;
@@ -124,15 +129,23 @@ export interface Vfs {
 
   /** Streams `[start, end]` (inclusive) of a file, fetching only that range. */
   createReadStream(path: string, range?: { start?: number; end?: number }, ctx?: CallContext): Promise<Readable>;
-  /** Replaces (or creates) a file with the stream's bytes, without holding them all in memory. */
-  writeFile(path: string, source: Readable | Buffer, ctx?: CallContext): Promise<Attr>;
+  /**
+   * Replaces (or creates) a file with the stream's bytes, without holding them all in memory. Atomic: the
+   * file changes only if the stream ends normally (then the new content is journaled before this
+   * resolves); a failed or cut-off stream leaves the file as it was. `holdUploadMs`: the upload waits that
+   * long (an empty new file whose content usually follows at once; a newer version replaces it unsent).
+   */
+  writeFile(path: string, source: Readable | Buffer | AsyncIterable<Buffer>, ctx?: CallContext, opts?: { holdUploadMs?: number }): Promise<Attr>;
 
   getTags(path: string, ctx?: CallContext): Promise<string[]>;
   setTags(path: string, tags: string[], ctx?: CallContext): Promise<void>;
   /** Locks (or unlocks) the file on the service. */
   setLocked(path: string, locked: boolean, ctx?: CallContext): Promise<void>;
 
-  /** Waits until every pending upload has been confirmed by the service (or failed). */
+  /**
+   * Journals what open files hold and waits until every pending upload has been confirmed by the service.
+   * Throws when one failed meanwhile (it stays queued): ENOSPC when a library is full, else its error.
+   */
   flushAll(opts?: { timeoutMs?: number }): Promise<void>;
   /** Stops feeds and queues; pending uploads stay in the journal. */
   close(): Promise<void>;

@@ -23,6 +23,11 @@ export interface JournalEntry {
   mtimeMs: number;
   /** When the entry was first written, ms. */
   createdMs: number;
+  /**
+   * Order of acknowledgement across every entry (higher is newer). Of two entries for one path, the higher
+   * wins at replay; entries of older runs without it count by `createdMs`.
+   */
+  seq?: number;
   operator?: Operator;
 }
 
@@ -63,6 +68,11 @@ export class UploadJournal {
     if (!opts.spoolSynced) await fsyncFile(this.spoolPath(entry.id));
     // The spool's folder entry and the metadata file are independent: both made durable at once.
     await Promise.all([this.syncFolder(this.spoolDir), this.writeEntry(entry)]);
+  }
+
+  /** Rewrites an entry's metadata (a rename, a new time) of a spool already journaled. */
+  async rewrite(entry: JournalEntry): Promise<void> {
+    await this.writeEntry(entry);
   }
 
   /** The metadata file, written beside, fsynced, renamed into place, and its folder fsynced. */
@@ -129,8 +139,13 @@ export class UploadJournal {
     for (const name of await readdir(this.spoolDir)) {
       if (ID_RE.test(name) && !known.has(name)) await rm(join(this.spoolDir, name), { force: true });
     }
-    return out.sort((a, b) => a.createdMs - b.createdMs);
+    return out.sort((a, b) => orderOf(a) - orderOf(b));
   }
+}
+
+/** Acknowledgement order of an entry (see JournalEntry.seq). */
+export function orderOf(e: JournalEntry): number {
+  return e.seq ?? e.createdMs * 1000;
 }
 
 async function fsyncFile(path: string): Promise<void> {

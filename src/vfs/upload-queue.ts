@@ -34,6 +34,8 @@ export interface UploadStatus {
   /** Failed attempts so far. */
   failures: number;
   lastError?: string;
+  /** The code of the last failure (ENOSPC, ELOCKED, EIO…). */
+  lastErrorCode?: string;
   /** When the next attempt starts (retrying), ms since the epoch. */
   nextAttemptMs?: number;
   /** When the task was queued, ms since the epoch. */
@@ -128,6 +130,11 @@ export class UploadQueue {
     return this.tasks.size;
   }
 
+  /** Tasks that failed at least once since the last settle() began (still queued for retry). */
+  failedSinceMark(): UploadStatus[] {
+    return [...this.tasks.values()].filter((t) => t.failedSinceMark).map((t) => ({ ...t.status, fullpath: t.file.fullpath, library: t.file.library }));
+  }
+
   /**
    * Resolves when every task present has been confirmed by the service, or has failed at least once since
    * this call (it stays queued for retry), or after `timeoutMs`.
@@ -202,6 +209,7 @@ export class UploadQueue {
       const delay = Math.min(this.opts.retryMaxMs ?? 30_000, (this.opts.retryBaseMs ?? 1000) * 2 ** Math.min(failures - 1, 20));
       task.status.state = 'retrying';
       task.status.lastError = (err as Error).message ?? String(err);
+      task.status.lastErrorCode = err instanceof VfsError ? err.code : 'EIO';
       task.status.nextAttemptMs = Date.now() + delay;
       task.failedSinceMark = true;
       this.opts.logger.warn({ library: snapshot.library, path: snapshot.fullpath, failures, retryInMs: delay, err: task.status.lastError }, 'upload failed, will retry');

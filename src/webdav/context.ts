@@ -13,7 +13,6 @@ import { DavError, vfsCodeOf } from './errors.js';
 import { evaluateIf, parseIfHeader, submittedTokens, type IfList } from './if-header.js';
 import { isWithin, type DavLock, type LockTable } from './lock-table.js';
 import { isJunkName, type JunkStore } from './junk-store.js';
-import type { EmptyCreates } from './empty-creates.js';
 import { baseName, hrefOf, parentPath, pathFromUrl } from './paths.js';
 
 /** The parts of the server every request shares. */
@@ -22,7 +21,8 @@ export interface DavShared {
   locks: LockTable;
   props: DeadPropertyStore;
   junk: JunkStore;
-  emptyCreates: EmptyCreates;
+  /** How long the upload of a new empty file waits for the content that usually follows, ms. */
+  emptyCreateGraceMs: number;
   keepJunkLocal: boolean;
   logger: Logger;
   /** Largest XML body accepted, bytes. */
@@ -45,7 +45,8 @@ export class DavRequest {
 
   constructor(readonly shared: DavShared, readonly req: IncomingMessage, readonly res: ServerResponse, readonly principal: Principal) {
     this.path = pathFromUrl(req.url ?? '/');
-    this.call = { operator: principal.operator };
+    // Locks taken through WebDAV are held by WebDAV: the mount cannot write what a WebDAV client locked.
+    this.call = { operator: principal.operator, lockHolder: 'webdav' };
   }
 
   get vfs(): Vfs {

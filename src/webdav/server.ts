@@ -10,7 +10,6 @@ import type { Vfs } from '../vfs/types.js';
 import { Authenticator, type WebdavUser } from './auth.js';
 import { DavRequest, type DavShared } from './context.js';
 import { DeadPropertyStore } from './dead-properties.js';
-import { EmptyCreates } from './empty-creates.js';
 import { DavError, statusOf } from './errors.js';
 import { JunkStore } from './junk-store.js';
 import { LockTable } from './lock-table.js';
@@ -39,7 +38,7 @@ export interface WebdavServerOptions {
   dataDir: string;
   logger: Logger;
   metrics?: WebdavMetrics;
-  /** How long a new empty file is held for the content that usually follows, ms. Default 2000. */
+  /** How long the upload of a new empty file waits for the content that usually follows, ms. Default 2000. */
   emptyCreateGraceMs?: number;
   /** Largest XML request body, bytes. Default 1 MiB. */
   maxXmlBytes?: number;
@@ -52,7 +51,7 @@ export interface WebdavServer {
   handler(req: IncomingMessage, res: ServerResponse): void;
   /** Listens (host default 127.0.0.1); resolves with the base URL, e.g. `http://127.0.0.1:8080/`. */
   listen(host?: string, port?: number): Promise<string>;
-  /** Stops listening, commits held files, persists locks. */
+  /** Stops listening, persists locks. */
   close(): Promise<void>;
 }
 
@@ -64,12 +63,11 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
   const logger = opts.logger;
   const anonymous = opts.anonymous === true ? { readOnly: false } : opts.anonymous ? { readOnly: !!opts.anonymous.readOnly } : false;
   const auth = new Authenticator({ users: opts.users ?? [], anonymous, realm: opts.realm });
-  const emptyCreates = new EmptyCreates({ vfs: opts.vfs, logger, graceMs: opts.emptyCreateGraceMs });
   const shared: DavShared = {
     vfs: opts.vfs,
     props: new DeadPropertyStore(opts.dataDir),
     junk: new JunkStore(opts.dataDir),
-    emptyCreates,
+    emptyCreateGraceMs: opts.emptyCreateGraceMs ?? 2000,
     keepJunkLocal: opts.keepJunkLocal ?? true,
     logger,
     maxXmlBytes: opts.maxXmlBytes ?? 1024 * 1024,
@@ -207,7 +205,6 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
           setTimeout(() => { for (const c of sockets) c.destroy(); }, 2000).unref();
         });
       }
-      await emptyCreates.close();
       await opened;
       await shared.locks.close();
     },

@@ -68,7 +68,7 @@ export async function lock(r: DavRequest): Promise<void> {
     await r.assertParentFolder(r.path);
     r.assertUnlocked(r.path, { parent: true });
     if (r.isJunk(r.path)) await r.shared.junk.write(r.path, Readable.from([]));
-    else await r.shared.emptyCreates.create(r.path, r.call);
+    else await r.vfs.writeFile(r.path, Buffer.alloc(0), r.call, { holdUploadMs: r.shared.emptyCreateGraceMs });
     created = true;
     existing = await r.stat(r.path);
   }

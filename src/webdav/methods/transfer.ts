@@ -42,8 +42,6 @@ export async function transfer(r: DavRequest, move: boolean): Promise<void> {
   }
   r.assertUnlocked(dest, { members: !!existing, parent: true });
   r.assertNotLockedElsewhere(existing);
-  await r.shared.emptyCreates.commitWithin(r.path);
-  await r.shared.emptyCreates.commitWithin(dest);
 
   const crossStore = r.isJunk(r.path) !== r.isJunk(dest);
   const inPlace = existing && !existing.isDir && !src.isDir && (src.size <= REPLACE_IN_PLACE_MAX_BYTES || crossStore);

@@ -1,5 +1,5 @@
 /** PUT (streamed into the Vfs write path), MKCOL and DELETE (a folder with everything in it). */
-import type { Attr, FileHandle } from '../../vfs/types.js';
+import type { Attr } from '../../vfs/types.js';
 import { DavRequest, etagOf } from '../context.js';
 import { DavError, statusOf, vfsCodeOf } from '../errors.js';
 import { hrefOf, isTopLevel } from '../paths.js';
@@ -26,22 +26,10 @@ export async function put(r: DavRequest): Promise<void> {
     return;
   }
   const empty = r.req.headers['content-length'] === '0' || (r.req.headers['content-length'] === undefined && r.req.headers['transfer-encoding'] === undefined);
-  if (!existing && empty) {
-    // An empty new file is held briefly: the content that usually follows becomes its first version.
-    await r.shared.emptyCreates.create(r.path, r.call);
-    sendStatus(r.res, 201);
-    return;
-  }
-  let attr: Attr;
-  try {
-    attr = await writeRetryingOpen(r);
-  } catch (err) {
-    if (!existing && r.req.readableAborted) await r.vfs.unlink(r.path, r.call).catch(() => undefined);
-    throw err;
-  } finally {
-    await r.shared.emptyCreates.commit(r.path);
-  }
-  if (r.req.readableAborted) return;
+  // The body goes to a version of its own: the file changes only once the whole body is in and journaled;
+  // a cut-off body leaves the file as it was. An empty new file is journaled at once too, its upload held
+  // briefly: the content that usually follows replaces it unsent (Explorer and Finder create files so).
+  const attr = await r.vfs.writeFile(r.path, bodyPieces(r), r.call, { holdUploadMs: !existing && empty ? r.shared.emptyCreateGraceMs : 0 });
   sendStatus(r.res, existing ? 204 : 201, { etag: etagOf(attr) });
 }
 
@@ -49,56 +37,29 @@ export async function put(r: DavRequest): Promise<void> {
 const WRITE_PIECE_BYTES = 1024 * 1024;
 
 /**
- * Streams the request body into the file through a Vfs handle (what Vfs.writeFile does), with a probe
- * before the body is read: the Vfs can answer EIO to an open that races with the end of the previous
- * upload of the same file; such an open is tried again (twice at most).
+ * The request body in pieces of WRITE_PIECE_BYTES (socket reads are small, 64 KiB), from two buffers used
+ * in turn: the Vfs writes one while the body fills the other (it writes a piece before it asks for the one
+ * after next), nothing allocated per piece. A body that ends before its declared length throws.
  */
-async function writeRetryingOpen(r: DavRequest): Promise<Attr> {
-  let handle: FileHandle;
-  for (let attempt = 0; ; attempt++) {
-    handle = await r.vfs.open(r.path, { write: true, create: true, truncate: true }, r.call);
-    try {
-      await handle.truncate(0);
-      break;
-    } catch (err) {
-      await handle.release().catch(() => undefined);
-      if (attempt >= 2 || vfsCodeOf(err) !== 'EIO') throw err;
-      r.shared.logger.debug({ err, path: r.path }, 'webdav: PUT open raced with an upload; trying again');
-    }
-  }
-  try {
-    // Socket reads are small (64 KiB); they are gathered into pieces of WRITE_PIECE_BYTES, in two buffers
-    // used in turn: one is written while the body fills the other (nothing allocated per piece).
-    const buffers = [Buffer.allocUnsafeSlow(WRITE_PIECE_BYTES), Buffer.allocUnsafeSlow(WRITE_PIECE_BYTES)];
-    let current = 0;
-    let filled = 0;
-    let position = 0;
-    let writing: Promise<number> | undefined;
-    const writePiece = async (): Promise<void> => {
-      if (writing) await writing;
-      const at = position;
-      position += filled;
-      writing = handle.write(at, buffers[current]!.subarray(0, filled));
-      writing.catch(() => undefined); // awaited before the next piece or at the end
-      current = 1 - current;
-      filled = 0;
-    };
-    for await (const chunk of r.req as AsyncIterable<Buffer>) {
-      r.shared.countBodyBytes?.(chunk.length);
-      for (let at = 0; at < chunk.length;) {
-        const n = chunk.copy(buffers[current]!, filled, at);
-        filled += n;
-        at += n;
-        if (filled === WRITE_PIECE_BYTES) await writePiece();
+async function* bodyPieces(r: DavRequest): AsyncGenerator<Buffer> {
+  const buffers = [Buffer.allocUnsafeSlow(WRITE_PIECE_BYTES), Buffer.allocUnsafeSlow(WRITE_PIECE_BYTES)];
+  let current = 0;
+  let filled = 0;
+  for await (const chunk of r.req as AsyncIterable<Buffer>) {
+    r.shared.countBodyBytes?.(chunk.length);
+    for (let at = 0; at < chunk.length;) {
+      const n = chunk.copy(buffers[current]!, filled, at);
+      filled += n;
+      at += n;
+      if (filled === WRITE_PIECE_BYTES) {
+        yield buffers[current]!;
+        current = 1 - current;
+        filled = 0;
       }
     }
-    if (filled > 0) await writePiece();
-    if (writing) await writing;
-    await handle.flush();
-    return await handle.stat();
-  } finally {
-    await handle.release();
   }
+  if (!r.req.complete || r.req.readableAborted) throw new DavError(400, 'the request body ended before its declared length: nothing was changed');
+  if (filled > 0) yield buffers[current]!.subarray(0, filled);
 }
 
 export async function mkcol(r: DavRequest): Promise<void> {
@@ -119,10 +80,7 @@ export async function mkcol(r: DavRequest): Promise<void> {
 export async function removeTree(r: DavRequest, a: Attr): Promise<{ href: string; status: number }[]> {
   if (!a.isDir) {
     if (r.isJunk(a.path)) await r.shared.junk.remove(a.path);
-    else {
-      await r.shared.emptyCreates.commit(a.path);
-      await r.vfs.unlink(a.path, r.call);
-    }
+    else await r.vfs.unlink(a.path, r.call);
     await r.shared.props.remove(a).catch(() => undefined);
     return [];
   }

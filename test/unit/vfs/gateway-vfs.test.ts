@@ -261,7 +261,8 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     expect(vfs.status().uploads[0].state).toBe('uploading');
     faulty.down(300, { cutInFlight: true });
     const t0 = Date.now();
-    await vfs.flushAll({ timeoutMs: 50 });
+    // A flush reports the failing upload (as fsync of a folder does), which stays queued.
+    await expect(vfs.flushAll({ timeoutMs: 2000 })).rejects.toMatchObject({ code: 'EIO' });
     expect(vfs.status().uploads[0].failures).toBeGreaterThanOrEqual(1);
     for (let i = 0; i < 200 && vfs.status().uploads.length > 0; i++) await new Promise((r) => setTimeout(r, 10));
     expect(Date.now() - t0).toBeGreaterThanOrEqual(250);
@@ -352,7 +353,7 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     const { vfs, remotes } = await setup();
     remotes.get('A')!.capacity = 3;
     await vfs.writeFile('/A/f', Buffer.from('too big'));
-    await vfs.flushAll({ timeoutMs: 2000 });
+    await expect(vfs.flushAll({ timeoutMs: 2000 })).rejects.toMatchObject({ code: 'ENOSPC' });
     const [u] = vfs.status().uploads;
     expect(u.lastError).toMatch(/ENOSPC/);
     remotes.get('A')!.capacity = undefined;

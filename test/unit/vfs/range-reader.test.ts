@@ -176,6 +176,14 @@ describe('RangeReader', { timeout: 20_000 }, () => {
     expect(disk.has(b, 0, 600)).toBe(true);
     expect(disk.stats().bytes).toBe(600);
     expect((await disk.read(b, 10, 20)).equals(Buffer.alloc(10, 2))).toBe(true);
+    // One content larger than the bound (a big file being read): it stops being cached at the bound,
+    // what it has stays readable, and the cache never holds more than its limit.
+    await disk.write(b, 600, Buffer.alloc(300, 2));
+    await disk.write(b, 900, Buffer.alloc(300, 2));
+    expect(disk.stats().bytes).toBeLessThanOrEqual(1000);
+    expect(disk.stats().skippedBytes).toBe(300);
+    expect(disk.has(b, 0, 900)).toBe(true);
+    expect(disk.has(b, 900, 1200)).toBe(false);
     await disk.close();
   });
 

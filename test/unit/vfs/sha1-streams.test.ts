@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sha1Streams } from '../../../src/vfs/sha1-streams.js';
 import { FileHasher } from '../../../src/vfs/file-hasher.js';
-import { LocalFile } from '../../../src/vfs/local-file.js';
+import { LocalVersion as LocalFile } from '../../../src/vfs/local-version.js';
 
 const sha1 = (b: Buffer): string => createHash('sha1').update(b).digest('hex');
 
@@ -76,14 +76,15 @@ describe('LocalFile with a running SHA-1', () => {
     const data = randomBytes(3 * 1024 * 1024 + 5);
     for (let at = 0; at < data.length; at += 1024 * 1024) await f.write(at, data.subarray(at, at + 1024 * 1024));
     counted.full = 0;
-    await f.syncAndHash(hasher);
-    expect(f.currentSha1()).toBe(sha1(data));
-    expect(counted.full).toBe(0);
-    // Appending after a flush goes on with the same running hash.
+    // A snapshot in the middle uses the running hash too, and appending goes on with it.
+    expect((await f.snapshotHash(hasher)).sha1).toBe(sha1(data));
     const more = randomBytes(1000);
     await f.write(data.length, more);
-    expect((await f.snapshotHash(hasher)).sha1).toBe(sha1(Buffer.concat([data, more])));
+    await f.seal(hasher);
+    expect(f.currentSha1()).toBe(sha1(Buffer.concat([data, more])));
     expect(counted.full).toBe(0);
+    // Sealed: the bytes never change again.
+    await expect(f.write(0, more)).rejects.toMatchObject({ code: 'EIO' });
     await f.closeSpool();
   });
 
@@ -95,21 +96,20 @@ describe('LocalFile with a running SHA-1', () => {
     await f.write(10, patch);
     patch.copy(data, 10);
     counted.full = 0;
-    await f.syncAndHash(hasher);
+    await f.seal(hasher);
     expect(f.currentSha1()).toBe(sha1(data));
     expect(counted.full).toBe(1);
 
     const g = await newFile('truncated');
     await g.write(0, data);
     await g.truncate(5000);
-    await g.syncAndHash(hasher);
-    expect(g.currentSha1()).toBe(sha1(data.subarray(0, 5000)));
+    expect((await g.snapshotHash(hasher)).sha1).toBe(sha1(data.subarray(0, 5000)));
     // Emptied again (O_TRUNC): a new running hash from there.
     await g.startEmpty();
     g.touch();
     counted.full = 0;
     await g.write(0, patch);
-    await g.syncAndHash(hasher);
+    await g.seal(hasher);
     expect(g.currentSha1()).toBe(sha1(patch));
     expect(counted.full).toBe(0);
     await f.closeSpool();

@@ -1,21 +1,33 @@
 /**
- * LocalFile: a file the gateway holds locally because it is being written or its upload is pending. Its
- * bytes live in a spool file of the UploadJournal; reads, writes and truncates go there, serialised.
+ * LocalVersion: one version of a file that the gateway holds locally, in a spool file of the
+ * UploadJournal. Its life has explicit states, and only its owner (WriteBack) moves it along them:
  *
- * An existing file opened for writing starts with none of its current content (the "base") local. The
- * spool is sparse: `present` records which byte ranges hold valid data (written locally or fetched).
- * Reads of absent base ranges fetch them on demand (at least `fetchChunk` bytes at a time) and keep
- * them; `fillAll()` fetches every absent range before the file is committed, so an upload never carries
- * a truncated or partial file. Small files are fetched whole at the first change instead (one request).
+ *   writing → journaled → uploading → uploaded → retired
+ *
+ * - `writing`: the only state in which its bytes change. Writes, truncates and base fetches go to the
+ *   spool, serialised (`exclusive()`).
+ * - `journaled`: the spool and its journal entry are durable; from here on the version is immutable (a
+ *   later change is made in a new version, copied from this one). `uploading` is the same with its upload
+ *   running.
+ * - `uploaded`: the service has it; the spool stays only while a handle still reads it.
+ * - `retired`: the spool is gone; any access is a bug, answered EIO.
+ *
+ * A version of an existing file starts with none of the service's content (the "base") local. The spool
+ * is sparse: `present` records which byte ranges hold valid data (written locally or fetched). Reads of
+ * absent base ranges fetch them on demand (at least `fetchChunk` bytes at a time) and keep them;
+ * `fillAll()` fetches every absent range before the version is journaled, so an upload never carries a
+ * truncated or partial file. Small files are fetched whole at the first change instead (one request).
  *
  * Which field is guarded by what: `size`, `baseSize`, `present`, `baseReady`, `generation` and the spool
- * descriptor change only inside `exclusive()`. `library`/`fullpath` change only in GatewayVfs.rename
- * (after the upload is cancelled). `openCount` and the other generations are touched only by GatewayVfs.
+ * descriptor change only inside `exclusive()`. `library`/`fullpath` change only in WriteBack (a rename,
+ * after the upload is cancelled). `state`, `pins` and `failed` are changed only by WriteBack.
  */
-import { open, stat, type FileHandle as FsHandle } from 'node:fs/promises';
+import { copyFile, open, stat, type FileHandle as FsHandle } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import type { Readable } from 'node:stream';
 import type { PendingFile } from './upload-queue.js';
+import { fsErrorOf } from './fs-errors.js';
+import type { DiskFaults } from './disk-faults.js';
 import type { RemoteEntry } from './remote.js';
 import { addRange, clipRanges, gaps, type ByteRange } from './byte-ranges.js';
 import type { Sha1Stream } from './sha1-streams.js';
@@ -26,7 +38,7 @@ export type BaseOpener = (start: number, end: number) => Promise<Readable>;
 
 interface Hasher { hash(path: string): Promise<{ sha1: string; size: number }> }
 
-export interface LocalFileOptions {
+export interface LocalVersionOptions {
   /** Bytes of the base content (0 for a new file). */
   baseSize: number;
   /** Where absent base bytes come from (absent for a new file or a replayed journal entry). */
@@ -36,28 +48,36 @@ export interface LocalFileOptions {
   /** A SHA-1 kept up to date while the file is written front to back from empty (see Sha1Streams). */
   sha1Stream?: () => Sha1Stream;
   mtimeMs?: number;
+  /** Injected disk failures (tests). */
+  faults?: DiskFaults;
 }
 
-export class LocalFile implements PendingFile {
-  /** Bumped by every modification. */
+export type VersionState = 'writing' | 'journaled' | 'uploading' | 'uploaded' | 'retired';
+
+export class LocalVersion implements PendingFile {
+  state: VersionState = 'writing';
+  /** Bumped by every modification (while writing); names the content a hash belongs to. */
   generation = 0;
-  /** Generation last written to the journal. */
-  journaledGeneration = 0;
-  /** Generation the service confirmed. */
-  uploadedGeneration = 0;
-  /** Handles open on this file. */
-  openCount = 0;
-  /** The last flush's fsync and journal entry (settles, never rejects); an upload's confirmation waits for it. */
-  journaling: Promise<void> | undefined;
-  /** Unlinked while open: never committed, removed when the last handle closes. */
+  /** Order of acknowledgement (set when journaled): the highest of a path is the version that wins. */
+  seq = 0;
+  /** Handles, read streams and write sessions using the spool: it is kept while this is above 0. */
+  pins = 0;
+  /** A write, truncate or fetch failed: the version holds no content any writer meant, it is never journaled. */
+  failed: VfsError | undefined;
+  /** Unlinked, or superseded by a newer acknowledged version: never uploaded; the spool goes with the last pin. */
   deleted = false;
+  /** Settles once the journal entry of this version is written (or failed); an upload's confirmation waits for it. */
+  journaling: Promise<void> | undefined;
+  /** Hashed for its journal entry: the bytes no longer change (the entry may still be being written). */
+  sealed = false;
+  /** Upload held until this time (an empty new file that content usually follows), ms since the epoch. */
+  holdUntilMs = 0;
   /** Logical size. */
   size: number;
   /** Bytes of the base still part of the file (a truncate below it shortens it). */
   baseSize: number;
+  /** The modification time programs see (of the last change, or set by utimens); kept once uploaded. */
   mtimeMs: number;
-  /** A time set by the application (utimens), kept after the commit. */
-  explicitMtimeMs?: number;
   ctimeMs: number;
   /** True when every base byte still part of the file is in the spool. */
   baseReady: boolean;
@@ -70,10 +90,9 @@ export class LocalFile implements PendingFile {
   private hashed: { generation: number; sha1: string; size: number } | undefined;
   private fh: FsHandle | undefined;
   private readonly newSha1Stream?: () => Sha1Stream;
+  private readonly faults?: DiskFaults;
   /** Set while the spool has been written only front to back since it was emptied: its running SHA-1. */
   private appended: Sha1Stream | undefined;
-  /** The spool was discarded: any further access is a bug, answered EIO rather than a new empty spool. */
-  private retired = false;
   private chain: Promise<unknown> = Promise.resolve();
   readonly counters = { fetchedBytes: 0, fetches: 0 };
 
@@ -84,21 +103,27 @@ export class LocalFile implements PendingFile {
     public fullpath: string,
     /** The service's version this local copy started from (undefined for a new file). */
     public base: RemoteEntry | undefined,
-    opts: LocalFileOptions,
+    opts: LocalVersionOptions,
   ) {
     this.baseSize = opts.baseSize;
     this.size = opts.baseSize;
     this.openBase = opts.openBase;
     this.fetchChunk = opts.fetchChunk ?? 1024 * 1024;
     this.newSha1Stream = opts.sha1Stream;
+    this.faults = opts.faults;
     this.baseReady = opts.baseSize === 0 || !opts.openBase;
     this.mtimeMs = opts.mtimeMs ?? Date.now();
     this.ctimeMs = base?.ctimeMs ?? this.mtimeMs;
   }
 
-  /** Local changes not yet confirmed by the service. */
+  /** Bytes the service does not have yet (written, or journaled and not yet uploaded). */
   get dirty(): boolean {
-    return this.generation > this.uploadedGeneration;
+    return this.state !== 'uploaded' && this.state !== 'retired' && (this.generation > 0 || this.state !== 'writing');
+  }
+
+  /** True while the bytes may change. */
+  get mutable(): boolean {
+    return this.state === 'writing' && !this.sealed && !this.failed;
   }
 
   /** Runs `fn` with the file to itself (no other read, write, truncate or fetch in between). */
@@ -111,7 +136,7 @@ export class LocalFile implements PendingFile {
   /** Empties the file (a new or truncated file): no base any more. */
   async startEmpty(): Promise<void> {
     await this.exclusive(async () => {
-      const fh = await this.handle();
+      const fh = await this.changeHandle();
       this.generation++; // before the spool changes (see snapshotHash); callers touch() after
       this.dropSha1Stream();
       await fh.truncate(0);
@@ -128,6 +153,7 @@ export class LocalFile implements PendingFile {
     if (this.baseReady) return;
     await this.exclusive(async () => {
       if (this.baseReady) return;
+      this.assertMutable();
       for (const [s, e] of gaps(this.present, 0, this.baseSize)) await this.fetch(s, e);
       this.baseReady = true;
       this.present = [];
@@ -159,18 +185,19 @@ export class LocalFile implements PendingFile {
 
   async write(position: number, data: Buffer): Promise<number> {
     return this.exclusive(async () => {
-      const fh = await this.handle();
+      const fh = await this.changeHandle();
       this.touch(); // before the spool changes (see snapshotHash)
       if (position !== this.size) this.dropSha1Stream(); // not an append: the running hash is of no use
       let done = 0;
       try {
+        this.faults?.check('write', `writing '${this.fullpath}'`);
         while (done < data.length) {
           const { bytesWritten } = await fh.write(data, done, data.length - done, position + done);
           done += bytesWritten;
         }
       } catch (err) {
         this.dropSha1Stream();
-        throw err;
+        throw this.fail(err, `writing ${data.length} bytes at ${position}`);
       }
       if (!this.baseReady) this.present = addRange(this.present, position, position + data.length);
       this.size = Math.max(this.size, position + data.length);
@@ -181,10 +208,10 @@ export class LocalFile implements PendingFile {
 
   async truncate(size: number): Promise<void> {
     await this.exclusive(async () => {
-      const fh = await this.handle();
+      const fh = await this.changeHandle();
       this.touch(); // before the spool changes (see snapshotHash)
       if (size !== this.size) this.dropSha1Stream();
-      await fh.truncate(size);
+      await fh.truncate(size).catch((err: unknown) => { throw this.fail(err, `truncating to ${size}`); });
       if (size < this.baseSize) this.baseSize = size;
       this.present = clipRanges(this.present, size);
       if (this.baseSize === 0) this.baseReady = true;
@@ -193,25 +220,32 @@ export class LocalFile implements PendingFile {
   }
 
   /**
-   * Makes the spool durable and hashes it, both at once (the hash runs in a worker while the kernel
-   * writes the data out), with no change in between. The hash is kept for the upload, and `onHashed`
-   * runs as soon as it is known, before the fsync has ended: an upload can start reading the spool (from
-   * the page cache) while the disk is still being written.
+   * Ends the writing: from here on the bytes never change. Makes the spool durable and hashes it, both at
+   * once (the hash runs in a worker while the kernel writes the data out). `onHashed` runs as soon as the
+   * hash is known, before the fsync has ended: an upload can start reading the spool (from the page cache)
+   * while the disk is still being written; its confirmation waits for the journal entry.
    */
-  async syncAndHash(hasher: Hasher, onHashed?: () => void): Promise<void> {
+  async seal(hasher: Hasher, onHashed?: () => void): Promise<void> {
     await this.exclusive(async () => {
+      this.assertMutable();
       const fh = await this.handle();
-      await this.padToSize(fh);
-      const generation = this.generation;
-      const synced = fh.sync();
-      synced.catch(() => undefined); // awaited below, after the hash
-      const h = await this.hashNow(hasher).catch(async (err: unknown) => {
-        await synced.catch(() => undefined);
-        throw err;
-      });
-      this.hashed = { generation, ...h };
-      onHashed?.();
-      await synced;
+      try {
+        await this.padToSize(fh);
+        const generation = this.generation;
+        const synced = fh.sync();
+        synced.catch(() => undefined); // awaited below, after the hash
+        const h = await this.hashNow(hasher).catch(async (err: unknown) => {
+          await synced.catch(() => undefined);
+          throw err;
+        });
+        this.hashed = { generation, ...h };
+        this.sealed = true;
+        onHashed?.();
+        await synced;
+      } catch (err) {
+        throw this.fail(err, 'making the local copy durable');
+      }
+      this.dropSha1Stream();
     });
   }
 
@@ -255,9 +289,27 @@ export class LocalFile implements PendingFile {
     });
   }
 
-  /** Marks the spool as discarded (done with the file). */
+  /** Marks the spool as discarded (done with the version). */
   retire(): void {
-    this.retired = true;
+    this.state = 'retired';
+  }
+
+  /**
+   * A new version holding this one's content (a change of a journaled, immutable version): the spool is
+   * cloned where the file system can (reflink), else copied.
+   */
+  async derive(id: string, spoolPath: string, opts: Pick<LocalVersionOptions, 'fetchChunk'> = {}): Promise<LocalVersion> {
+    const next = new LocalVersion(id, spoolPath, this.library, this.fullpath, this.base, { baseSize: 0, mtimeMs: this.mtimeMs, fetchChunk: opts.fetchChunk });
+    await this.exclusive(async () => {
+      if (this.state === 'retired') throw new VfsError('EIO', `'${this.fullpath}': local copy already discarded`);
+      await copyFile(this.spoolPath, spoolPath, constants.COPYFILE_FICLONE).catch((err: unknown) => { throw fsErrorOf(err, `copying the local version of '${this.fullpath}'`); });
+    });
+    next.size = this.size;
+    next.baseSize = this.size;
+    next.baseReady = true;
+    next.ctimeMs = this.ctimeMs;
+    next.operator = this.operator;
+    return next;
   }
 
   /** Reads the spool's size from disk (journal replay). */
@@ -269,7 +321,25 @@ export class LocalFile implements PendingFile {
   touch(): void {
     this.generation++;
     this.mtimeMs = Date.now();
-    this.explicitMtimeMs = undefined;
+  }
+
+  /** Records the first failure of a change (the version can no longer be journaled) and returns it as a VfsError. */
+  private fail(err: unknown, what: string): VfsError {
+    const e = fsErrorOf(err, `${what} of '${this.fullpath}'`);
+    this.failed ??= e;
+    return e;
+  }
+
+  private assertMutable(): void {
+    if (this.failed) throw this.failed;
+    if (this.state !== 'writing' || this.sealed) throw new VfsError('EIO', `'${this.fullpath}': a journaled version cannot change (state ${this.state})`);
+    if (this.failed) throw this.failed;
+  }
+
+  /** The spool's descriptor for a change: only while writing, and not after a failed change. */
+  private async changeHandle(): Promise<FsHandle> {
+    this.assertMutable();
+    return this.handle();
   }
 
   /** SHA-1 and size of the spool now: the running hash when the file was only appended to, else a full pass. */
@@ -293,6 +363,17 @@ export class LocalFile implements PendingFile {
     if (!this.openBase) throw new VfsError('EIO', `'${this.fullpath}': part of its content is not local and has no source`);
     const fh = await this.handle();
     const source = await this.openBase(start, end - 1);
+    try {
+      await this.copyIn(fh, source, start, end);
+    } catch (err) {
+      throw err instanceof VfsError ? err : this.fail(err, `fetching bytes ${start}-${end - 1}`);
+    }
+    this.present = addRange(this.present, start, end);
+    this.counters.fetches++;
+    this.counters.fetchedBytes += end - start;
+  }
+
+  private async copyIn(fh: FsHandle, source: Readable, start: number, end: number): Promise<void> {
     let at = start;
     try {
       for await (const chunk of source as AsyncIterable<Buffer>) {
@@ -309,9 +390,6 @@ export class LocalFile implements PendingFile {
       source.destroy();
     }
     if (at !== end) throw new VfsError('EIO', `fetching '${this.fullpath}' bytes ${start}-${end - 1}: expected ${end - start} bytes, got ${at - start}`);
-    this.present = addRange(this.present, start, end);
-    this.counters.fetches++;
-    this.counters.fetchedBytes += end - start;
   }
 
   /** A logical size beyond the last byte written: the spool file gets that length (zeros). */
@@ -321,8 +399,8 @@ export class LocalFile implements PendingFile {
   }
 
   private async handle(): Promise<FsHandle> {
-    if (this.retired) throw new VfsError('EIO', `'${this.fullpath}': local copy already discarded`);
-    this.fh ??= await open(this.spoolPath, constants.O_RDWR | constants.O_CREAT, 0o600);
+    if (this.state === 'retired') throw new VfsError('EIO', `'${this.fullpath}': local copy already discarded`);
+    this.fh ??= await open(this.spoolPath, constants.O_RDWR | constants.O_CREAT, 0o600).catch((err: unknown) => { throw fsErrorOf(err, `opening the local copy of '${this.fullpath}'`); });
     return this.fh;
   }
 }

@@ -1,0 +1,883 @@
+/**
+ * WriteBack: the one owner of the gateway's local file versions — their spools, the upload journal and
+ * the upload queue. The namespace (GatewayVfs) asks it what a path holds locally and hands it every
+ * write; nothing else changes a version's state.
+ *
+ * Per path there is a slot:
+ * - `session`: the open version shared by the path's write handles (POSIX: one file, many descriptors).
+ *   What it holds becomes a version when a writer flushes, fsyncs or closes.
+ * - `current`: what reads of the path see, the version of the last change or the last acknowledgement.
+ * - `acked`: the newest acknowledged version the service does not have yet. Its journal entry is on disk.
+ *
+ * Rules (docs/semantics.md has each with its test):
+ * - A journaled version is immutable. A change after it is made in a new version, cloned from it (reflink
+ *   where the file system has one, else a copy) or empty when the change truncates.
+ * - An older acknowledged version stays journaled until a newer one is (then its upload is cancelled and
+ *   its entry removed): at any moment the journal holds the last acknowledged content of every path.
+ * - A replace (WebDAV PUT, `writeFile`) writes a version of its own, invisible until complete; a cut-off
+ *   source leaves nothing behind. The last complete one to be acknowledged wins.
+ * - A version is uploaded when no writer has it open any more, or when one fsyncs it (or flushAll asks):
+ *   an intermediate state nobody meant to keep (`echo x > f` flushes an empty file first) never reaches
+ *   the service, yet every acknowledged state is in the journal.
+ * - A failed write, truncate, fetch or journaling fails the version: it is never journaled, its spool is
+ *   removed with its last user, and the path shows the last acknowledged version again (or nothing).
+ *
+ * Lock order: none. Every state change below happens on the event loop with no await between the decision
+ * and the change (each such place says so), so an open from then on finds a consistent slot.
+ */
+import { createReadStream } from 'node:fs';
+import { copyFile } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import type { Logger } from '../shared/log.js';
+import type { FileHasher } from './file-hasher.js';
+import { fsErrorOf } from './fs-errors.js';
+import type { DiskFaults } from './disk-faults.js';
+import { LocalVersion } from './local-version.js';
+import type { RangeReader } from './range-reader.js';
+import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './remote.js';
+import type { Sha1Streams } from './sha1-streams.js';
+import { UploadJournal, orderOf, type JournalEntry } from './upload-journal.js';
+import { UploadQueue, type UploadStatus } from './upload-queue.js';
+import { VfsError, type Attr, type CallContext, type FileHandle, type OpenFlags } from './types.js';
+
+export interface WriteBackHost {
+  remoteFor(library: string): Remote | undefined;
+  /** A reader of a service version (read-ahead), for reads through a write handle before any change. */
+  baseReader(library: string, base: RemoteEntry, ctx?: CallContext): RangeReader;
+  /** The service confirmed a version: its entry is shown from now on, with the time programs saw. */
+  uploaded(library: string, entry: RemoteEntry, mtimeMs: number): void;
+  /** Recreates missing parent folders of a pending upload. */
+  ensureParents(library: string, fullpath: string): Promise<void>;
+  /** Attributes of a local entry, as the namespace shows them. */
+  attrOf(library: string, entry: RemoteEntry): Attr;
+}
+
+export interface WriteBackOptions {
+  journalDir: string;
+  hasher: FileHasher;
+  sha1Streams: Sha1Streams;
+  upload?: { concurrency?: number; retryBaseMs?: number; retryMaxMs?: number };
+  /** Existing files opened for writing: up to `wholeMaxBytes` fetched whole at the first change; larger ones on demand. */
+  partialFetch?: { wholeMaxBytes?: number; chunkBytes?: number };
+  host: WriteBackHost;
+  logger: Logger;
+  /** Injected disk failures (tests). */
+  diskFaults?: DiskFaults;
+}
+
+interface PathSlot {
+  library: string;
+  fullpath: string;
+  /** What reads of the path see (the last change or acknowledgement), while there is a local version. */
+  current?: LocalVersion;
+  /** The newest acknowledged version the service does not have yet. */
+  acked?: LocalVersion;
+  /** The write handles' shared open version. */
+  session?: WriteSession;
+}
+
+/** The open version of a path, shared by its write handles. */
+interface WriteSession {
+  slot: PathSlot;
+  /** What the handles read and write; replaced by a clone when it was journaled and is changed again. */
+  version: LocalVersion;
+  writers: number;
+  /** Handles open (readers of the session included). */
+  handles: number;
+  /** Unlinked while open: what is written is never journaled. */
+  deleted: boolean;
+  /** A change waiting for the clone of a journaled version (concurrent writes wait for the same one). */
+  cloning?: Promise<LocalVersion>;
+  /** Reads of the service version while nothing is changed (read-ahead). */
+  baseReader?: RangeReader;
+}
+
+export interface WriteBackStatus {
+  uploads: UploadStatus[];
+  stranded: { id: string; library: string; fullpath: string }[];
+  localFiles: number;
+}
+
+export class WriteBack {
+  private readonly journal: UploadJournal;
+  readonly uploads: UploadQueue;
+  private readonly slots = new Map<string, PathSlot>();
+  /** Slots by folder (`library\0parent`), for listings: no scan of every slot per readdir. */
+  private readonly byFolder = new Map<string, Set<PathSlot>>();
+  private readonly stranded: JournalEntry[] = [];
+  private lastSeq = 0;
+  private readonly holdTimers = new Set<NodeJS.Timeout>();
+  private closed = false;
+
+  constructor(private readonly opts: WriteBackOptions) {
+    this.journal = new UploadJournal(opts.journalDir);
+    this.uploads = new UploadQueue({
+      concurrency: opts.upload?.concurrency, retryBaseMs: opts.upload?.retryBaseMs, retryMaxMs: opts.upload?.retryMaxMs,
+      hasher: opts.hasher, logger: opts.logger,
+      remoteFor: (name) => opts.host.remoteFor(name),
+      onCommitted: (file, entry) => this.uploadedVersion(file as LocalVersion, entry),
+      onMissingParent: (file) => opts.host.ensureParents(file.library, file.fullpath),
+    });
+  }
+
+  async init(): Promise<void> {
+    await this.journal.init();
+  }
+
+  /**
+   * Journal entries of a previous run, queued again: of several for one path, the newest acknowledged
+   * wins and the others go. Entries of libraries not served are kept (stranded) until one is added.
+   */
+  async replay(served: (library: string) => boolean): Promise<void> {
+    const entries = await this.journal.entries();
+    const newest = new Map<string, JournalEntry>();
+    for (const e of entries) {
+      this.lastSeq = Math.max(this.lastSeq, orderOf(e));
+      newest.set(keyOf(e.library, e.fullpath), e); // sorted oldest first: the last one stays
+    }
+    for (const e of entries) {
+      if (newest.get(keyOf(e.library, e.fullpath)) !== e) {
+        this.opts.logger.info({ library: e.library, path: e.fullpath }, 'journal replay: an older acknowledged version superseded by a newer one, dropped');
+        await this.journal.remove(e.id);
+        continue;
+      }
+      if (!served(e.library)) {
+        this.opts.logger.error({ library: e.library, path: e.fullpath }, 'journal entry for a library that is not configured: kept, not uploaded');
+        this.stranded.push(e);
+        continue;
+      }
+      await this.resume(e);
+    }
+  }
+
+  /** Uploads what was kept for a library that is now served. */
+  async resumeLibrary(library: string): Promise<number> {
+    const kept = this.stranded.filter((e) => e.library === library);
+    this.stranded.splice(0, this.stranded.length, ...this.stranded.filter((e) => e.library !== library));
+    for (const e of kept) await this.resume(e);
+    return kept.length;
+  }
+
+  private async resume(e: JournalEntry): Promise<void> {
+    const v = new LocalVersion(e.id, this.journal.spoolPath(e.id), e.library, e.fullpath, undefined, { baseSize: 0, mtimeMs: e.mtimeMs });
+    try {
+      await v.loadSize();
+    } catch {
+      this.opts.logger.error({ library: e.library, path: e.fullpath }, 'journal entry without its spool file: dropped');
+      await this.journal.remove(e.id);
+      return;
+    }
+    if (v.size !== e.size) this.opts.logger.warn({ library: e.library, path: e.fullpath, size: v.size, journaled: e.size }, 'journal replay: spool size differs from its entry');
+    v.operator = e.operator;
+    v.generation = 1;
+    v.sealed = true;
+    v.state = 'journaled';
+    v.seq = orderOf(e);
+    const slot = this.slotFor(e.library, e.fullpath);
+    slot.acked = v;
+    slot.current = v;
+    this.opts.logger.info({ library: e.library, path: e.fullpath, size: v.size }, 'journal replay: upload queued again');
+    this.schedule(slot);
+  }
+
+  // ---- what the namespace asks ---------------------------------------------------------------------------
+
+  /** The local version reads of a path see, if any. */
+  current(library: string, fullpath: string): LocalVersion | undefined {
+    return this.slots.get(keyOf(library, fullpath))?.current;
+  }
+
+  /** The local entry of a path (what stat and listings show), if there is a local version. */
+  entry(library: string, fullpath: string): RemoteEntry | undefined {
+    const v = this.current(library, fullpath);
+    return v ? entryOf(v) : undefined;
+  }
+
+  /** Local entries directly inside a folder. */
+  entriesIn(library: string, folder: string): RemoteEntry[] {
+    const out: RemoteEntry[] = [];
+    for (const slot of this.byFolder.get(keyOf(library, folder)) ?? []) if (slot.current) out.push(entryOf(slot.current));
+    return out;
+  }
+
+  /** True when a local version exists strictly below `folder`. */
+  hasWithin(library: string, folder: string): boolean {
+    for (const slot of this.slots.values()) if (slot.library === library && slot.current && slot.fullpath !== folder && isWithin(slot.fullpath, folder)) return true;
+    return false;
+  }
+
+  /** Paths of a library with local versions (open, written or pending). */
+  busy(library: string): number {
+    let n = 0;
+    for (const slot of this.slots.values()) if (slot.library === library && (slot.current || slot.session || slot.acked)) n++;
+    return n;
+  }
+
+  /** True while the path's content is not yet all on the service. */
+  dirty(library: string, fullpath: string): boolean {
+    const slot = this.slots.get(keyOf(library, fullpath));
+    return !!slot && (!!slot.acked || !!slot.current?.dirty);
+  }
+
+  // ---- writes --------------------------------------------------------------------------------------------
+
+  /**
+   * A write handle on a path: joins the path's open version, or starts one (from the local version, the
+   * service's `base`, or empty). `truncate` empties it; a new file (`base` undefined, nothing local) starts
+   * empty and is listed from now on.
+   */
+  async openWrite(library: string, fullpath: string, base: RemoteEntry | undefined, flags: OpenFlags, ctx?: CallContext): Promise<FileHandle> {
+    const slot = this.slotFor(library, fullpath);
+    let session = slot.session;
+    if (!session) {
+      const start = slot.current;
+      // From a local version: it is shared until the first change, then cloned (it may be journaled).
+      const version = start ?? this.newVersion(library, fullpath, base, ctx);
+      session = { slot, version, writers: 0, handles: 0, deleted: false };
+      if (!start && base) session.baseReader = this.opts.host.baseReader(library, base, ctx);
+      version.pins++;
+      slot.session = session;
+    }
+    session.handles++;
+    session.writers++;
+    const s = session;
+    try {
+      if (!slot.current && !base) await this.change(s, { empty: true });
+      else if (flags.truncate && (s.version.size > 0 || !s.version.baseReady)) await this.change(s, { empty: true });
+    } catch (err) {
+      s.writers--;
+      await this.closeHandle(s);
+      throw err;
+    }
+    if (ctx?.operator) s.version.operator = ctx.operator;
+    return new SessionHandle(gatewayPath(library, fullpath), s, { write: true, append: !!flags.append }, this);
+  }
+
+  /** A read-only handle on the path's local version (pinned: it stays readable until released). */
+  openRead(library: string, fullpath: string): FileHandle | undefined {
+    const slot = this.slots.get(keyOf(library, fullpath));
+    if (!slot?.current) return undefined;
+    const v = slot.current;
+    v.pins++;
+    return new VersionReadHandle(gatewayPath(library, fullpath), v, this);
+  }
+
+  /** Bytes `[start, end]` of the path's local version, if any (the version stays readable until the stream ends). */
+  async readStream(library: string, fullpath: string, start: number, end: number): Promise<Readable | undefined> {
+    const v = this.current(library, fullpath);
+    if (!v) return undefined;
+    v.pins++;
+    try {
+      if (v.mutable) {
+        await v.fillAll();
+        await v.sync();
+      }
+    } catch (err) {
+      await this.unpin(v);
+      throw err;
+    }
+    const stream = createReadStream(v.spoolPath, { start, end, highWaterMark: 1024 * 1024 });
+    stream.once('close', () => void this.unpin(v));
+    return stream;
+  }
+
+  /** Copies the path's local content to `dest` (a spool of the caller's); false when nothing is local. */
+  async copyCurrent(library: string, fullpath: string, dest: string): Promise<boolean> {
+    const v = this.current(library, fullpath);
+    if (!v) return false;
+    v.pins++;
+    try {
+      if (v.mutable) await v.fillAll();
+      await v.exclusive(() => copyFile(v.spoolPath, dest).catch((err: unknown) => { throw fsErrorOf(err, `copying '${fullpath}'`); }));
+      return true;
+    } finally {
+      await this.unpin(v);
+    }
+  }
+
+  /**
+   * Replaces the path's content with the source's bytes, atomically: the bytes go to a version of their
+   * own, which becomes the path's version only once the source ended and the version is journaled. A
+   * source that fails (a cut-off request body) leaves nothing behind. `holdUploadMs`: the upload waits
+   * that long (an empty new file whose content usually follows at once).
+   */
+  async replace(library: string, fullpath: string, base: RemoteEntry | undefined, source: AsyncIterable<Buffer> | Buffer, ctx?: CallContext, opts: { holdUploadMs?: number } = {}): Promise<RemoteEntry> {
+    const v = this.newVersion(library, fullpath, undefined, ctx);
+    v.base = base;
+    v.pins++;
+    try {
+      await v.startEmpty();
+      v.touch();
+      if (Buffer.isBuffer(source)) {
+        if (source.length > 0) await v.write(0, source);
+      } else {
+        // Each piece is written before the one after next is asked for: a source that reuses its
+        // buffers (the WebDAV body) fills one while the other is being written.
+        let position = 0;
+        let writing: Promise<number> | undefined;
+        for await (const chunk of source) {
+          if (writing) await writing;
+          writing = v.write(position, chunk);
+          writing.catch(() => undefined); // awaited before the next piece or below
+          position += chunk.length;
+        }
+        if (writing) await writing;
+      }
+      if (opts.holdUploadMs) v.holdUntilMs = Date.now() + opts.holdUploadMs;
+      if (this.closed) throw new VfsError('EIO', 'the gateway is closing');
+      await this.journalVersion(v, undefined, { upload: false }); // no writer has it open: queued unless held
+      return entryOf(v);
+    } catch (err) {
+      v.failed ??= err instanceof VfsError ? err : fsErrorOf(err, `writing '${fullpath}'`);
+      throw err;
+    } finally {
+      await this.unpin(v);
+    }
+  }
+
+  /**
+   * Sets the time programs see of the path's local versions; false when none is shown (the service's
+   * version is what the path shows: the caller keeps the time for that one).
+   */
+  async setTimes(library: string, fullpath: string, mtimeMs: number): Promise<boolean> {
+    const slot = this.slots.get(keyOf(library, fullpath));
+    if (!slot) return false;
+    for (const v of new Set([slot.current, slot.session?.version, slot.acked])) if (v) v.mtimeMs = mtimeMs;
+    // A journaled version keeps its time across a restart too.
+    if (slot.acked && slot.acked.state !== 'uploaded') await this.journal.rewrite(this.journalEntry(slot.acked)).catch((err: unknown) => { throw fsErrorOf(err, `recording the time of '${fullpath}'`); });
+    return !!slot.current;
+  }
+
+  /** A local version shows the service's tags and lock of its base: kept current when the gateway changes them. */
+  patchBase(library: string, fullpath: string, patch: Pick<RemoteEntry, 'tags'> | Pick<RemoteEntry, 'locked'>): void {
+    const slot = this.slots.get(keyOf(library, fullpath));
+    for (const v of new Set([slot?.current, slot?.session?.version, slot?.acked])) if (v?.base) v.base = { ...v.base, ...patch };
+  }
+
+  // ---- namespace changes -----------------------------------------------------------------------------------
+
+  /**
+   * Before a rename: uploads at and below `from` stop (an upload finishing now would land at the old path).
+   * Follow with `moved()` once the service moved, or `resumeUploads()` when the rename failed.
+   */
+  async stopUploads(library: string, from: string): Promise<void> {
+    for (const slot of this.slots.values()) {
+      if (slot.library !== library || !isWithin(slot.fullpath, from) || !slot.acked) continue;
+      const v = slot.acked;
+      await this.uploads.cancel(v.id);
+      if (v.state === 'uploading') v.state = 'journaled';
+      v.holdUntilMs = Number.MAX_SAFE_INTEGER; // held until moved() or resumeUploads()
+    }
+  }
+
+  /** A rename that failed: the uploads stopped for it go on at their paths. */
+  resumeUploads(library: string, from: string): void {
+    for (const slot of this.slots.values()) {
+      if (slot.library !== library || !isWithin(slot.fullpath, from) || !slot.acked) continue;
+      slot.acked.holdUntilMs = 0;
+      this.schedule(slot);
+    }
+  }
+
+  /** A rename on the service (or of what is only local): local versions at and below `from` move to `to`. */
+  async moved(library: string, from: string, to: string): Promise<void> {
+    const moving = [...this.slots.values()].filter((s) => s.library === library && isWithin(s.fullpath, from));
+    for (const slot of moving) if (slot.acked) await this.uploads.cancel(slot.acked.id);
+    for (const slot of moving) {
+      const fullpath = to + slot.fullpath.slice(from.length);
+      // A slot already at the target (replaced by this rename) was removed by the caller first.
+      this.unindex(slot);
+      if (this.slots.get(keyOf(library, slot.fullpath)) === slot) this.slots.delete(keyOf(library, slot.fullpath));
+      slot.fullpath = fullpath;
+      this.slots.set(keyOf(library, fullpath), slot);
+      for (const v of this.versionsOf(slot)) v.fullpath = fullpath;
+      this.index(slot);
+      if (slot.acked) {
+        slot.acked.state = 'journaled';
+        slot.acked.holdUntilMs = 0;
+        await this.journal.rewrite(this.journalEntry(slot.acked));
+        this.schedule(slot);
+      }
+    }
+  }
+
+  /** An unlink or rmdir: local versions at and below `fullpath` are dropped (open handles keep theirs, never uploaded). */
+  async removed(library: string, fullpath: string): Promise<void> {
+    for (const slot of [...this.slots.values()]) {
+      if (slot.library !== library || !isWithin(slot.fullpath, fullpath)) continue;
+      this.unindex(slot);
+      this.slots.delete(keyOf(slot.library, slot.fullpath));
+      const versions = this.versionsOf(slot);
+      if (slot.session) {
+        slot.session.deleted = true;
+        slot.session.version.deleted = true;
+      }
+      const acked = slot.acked;
+      slot.acked = undefined;
+      slot.current = undefined;
+      if (acked) {
+        await this.uploads.cancel(acked.id);
+        acked.deleted = true;
+        await this.journal.remove(acked.id, { keepSpool: true });
+      }
+      for (const v of versions) await this.dropIfUnused(v);
+    }
+  }
+
+  // ---- lifecycle -----------------------------------------------------------------------------------------
+
+  /**
+   * Journals what open versions hold, uploads every acknowledged version (held or still open ones too) and
+   * waits until the service has them. Throws when an upload failed meanwhile (it stays queued): ENOSPC
+   * when the library is full, the failure's code otherwise.
+   */
+  async flushAll(opts: { timeoutMs?: number } = {}): Promise<void> {
+    for (const slot of [...this.slots.values()]) {
+      const s = slot.session;
+      if (s && !s.deleted && s.version.mutable && s.version.generation > 0) await this.journalVersion(s.version, s, { upload: true });
+    }
+    for (const slot of [...this.slots.values()]) this.schedule(slot, { force: true });
+    await this.uploads.settle(opts.timeoutMs);
+    const failing = this.uploads.failedSinceMark();
+    if (failing.length > 0) {
+      const code = failing.some((f) => f.lastErrorCode === 'ENOSPC') ? 'ENOSPC' : failing.find((f) => f.lastErrorCode)?.lastErrorCode ?? 'EIO';
+      const first = failing[0]!;
+      throw new VfsError(code as 'EIO', `${failing.length} upload(s) failing, still queued (first: /${first.library}/${first.fullpath}: ${first.lastError ?? 'unknown error'})`);
+    }
+  }
+
+  status(): WriteBackStatus {
+    return {
+      uploads: this.uploads.status(),
+      stranded: this.stranded.map((e) => ({ id: e.id, library: e.library, fullpath: e.fullpath })),
+      localFiles: this.slots.size,
+    };
+  }
+
+  /** Open versions are journaled (what was written stays); uploads stop, their entries stay. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const t of this.holdTimers) clearTimeout(t);
+    for (const slot of [...this.slots.values()]) {
+      const s = slot.session;
+      if (s && !s.deleted && s.version.mutable && s.version.generation > 0) {
+        await this.journalVersion(s.version, s, { upload: false }).catch((err: Error) => this.opts.logger.error({ path: s.version.fullpath, err: err.message }, 'journaling on close failed'));
+      }
+    }
+    await this.uploads.close();
+    for (const slot of this.slots.values()) for (const v of this.versionsOf(slot)) await v.closeSpool().catch(() => undefined);
+    await this.journal.close();
+  }
+
+  // ---- internals: sessions and handles ---------------------------------------------------------------------
+
+  /**
+   * Before a change through a session: its version is writable (a journaled one is cloned first; `empty`
+   * starts from nothing instead), the path shows it, and small files have their content local.
+   */
+  async change(s: WriteSession, opts: { empty?: boolean } = {}): Promise<LocalVersion> {
+    if (s.cloning) await s.cloning.catch(() => undefined);
+    if (s.version.failed) throw s.version.failed;
+    if (!s.version.mutable) {
+      const from = s.version;
+      s.cloning = (async () => {
+        const next = this.newVersion(from.library, from.fullpath, from.base, undefined);
+        if (!opts.empty) {
+          const cloned = await from.derive(next.id, next.spoolPath, { fetchChunk: this.opts.partialFetch?.chunkBytes });
+          cloned.deleted = from.deleted;
+          return cloned;
+        }
+        next.operator = from.operator;
+        next.ctimeMs = from.ctimeMs;
+        return next;
+      })();
+      let next: LocalVersion;
+      try {
+        next = await s.cloning;
+      } finally {
+        s.cloning = undefined;
+      }
+      // No await from here to the assignment: the session moves to its new version at once.
+      next.pins++;
+      s.version = next;
+      s.baseReader?.close();
+      s.baseReader = undefined;
+      await this.unpin(from);
+      if (opts.empty) {
+        await next.startEmpty();
+        next.touch();
+      }
+    } else if (opts.empty) {
+      s.baseReader?.close();
+      s.baseReader = undefined;
+      await s.version.startEmpty();
+      s.version.touch();
+    } else if (!s.version.baseReady && s.version.baseSize <= (this.opts.partialFetch?.wholeMaxBytes ?? 8 * 1024 * 1024)) {
+      await s.version.fillAll();
+    }
+    if (!s.deleted) {
+      s.slot.current = s.version;
+      this.index(s.slot);
+    }
+    return s.version;
+  }
+
+  /**
+   * A flush, fsync or close of a write handle: what the session holds becomes a journaled version (nothing
+   * to do when unchanged since). `upload`: queue it now even while other writers have it open (fsync).
+   */
+  async persist(s: WriteSession, opts: { upload: boolean }): Promise<void> {
+    if (s.cloning) await s.cloning.catch(() => undefined);
+    const v = s.version;
+    if (v.failed) {
+      this.failed(s.slot, v);
+      throw v.failed;
+    }
+    if (s.deleted) return;
+    if (v.mutable && v.generation > 0) await this.journalVersion(v, s, opts);
+    else if (opts.upload) this.schedule(s.slot, { force: true });
+  }
+
+  /** A handle of the session closed. The last writer's close queues the upload; the last handle ends the session. */
+  async closeHandle(s: WriteSession, wasWriter = false): Promise<void> {
+    if (wasWriter) s.writers--;
+    s.handles--;
+    if (s.writers === 0 && !s.deleted) this.schedule(s.slot);
+    if (s.handles > 0) return;
+    // No await before this: an open from now on starts a new session.
+    if (s.slot.session === s) s.slot.session = undefined;
+    s.baseReader?.close();
+    s.baseReader = undefined;
+    const v = s.version;
+    if (v.failed) this.failed(s.slot, v);
+    await this.unpin(v);
+    this.tidy(s.slot);
+  }
+
+  /** A version's user is done with it; the spool goes when nobody needs it any more. */
+  async unpin(v: LocalVersion): Promise<void> {
+    v.pins--;
+    await this.dropIfUnused(v);
+  }
+
+  /**
+   * Journals `v` (sealing it: immutable from here) and makes it the path's acknowledged version, superseding
+   * the previous one. The upload is queued as soon as the hash is known when `upload` says so or no writer
+   * has it open; its confirmation waits for the entry.
+   */
+  private async journalVersion(v: LocalVersion, s: WriteSession | undefined, opts: { upload: boolean }): Promise<void> {
+    await v.fillAll();
+    let resolveEntry!: () => void;
+    const entryWritten = new Promise<void>((resolve) => { resolveEntry = resolve; });
+    v.journaling = entryWritten;
+    try {
+      await v.seal(this.opts.hasher);
+      v.seq = this.nextSeq();
+      this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
+      await this.journal.put(this.journalEntry(v), { spoolSynced: true }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+    } catch (err) {
+      v.failed ??= err instanceof VfsError ? err : fsErrorOf(err, `journaling '${v.fullpath}'`);
+      resolveEntry();
+      const slot = s?.slot ?? this.slots.get(keyOf(v.library, v.fullpath));
+      if (slot) this.failed(slot, v);
+      await this.journal.remove(v.id, { keepSpool: true }).catch(() => undefined);
+      throw v.failed;
+    }
+    resolveEntry();
+    if (v.deleted || s?.deleted) {
+      // Unlinked while the entry was written: it must not be uploaded at the next start either.
+      await this.journal.remove(v.id, { keepSpool: true });
+      return;
+    }
+    // No await from here to the end of the install: the slot changes in one step.
+    const slot = this.slotFor(v.library, v.fullpath);
+    const old = slot.acked;
+    if (old && old.seq > v.seq) {
+      // A newer version was acknowledged meanwhile: this one is superseded at once.
+      await this.journal.remove(v.id, { keepSpool: true });
+      return;
+    }
+    v.state = 'journaled';
+    slot.acked = v;
+    // A session that changed on after this version was sealed shows its newer bytes; otherwise this version.
+    if (!s || !(slot.current && slot.current !== v && slot.current.mutable)) slot.current = v;
+    this.index(slot);
+    if (old && old !== v) await this.supersede(old);
+    this.schedule(slot, { force: opts.upload });
+  }
+
+  /** An older acknowledged version that a newer one replaced: its upload stops, its entry goes. */
+  private async supersede(old: LocalVersion): Promise<void> {
+    old.deleted = true; // superseded: never uploaded from now on
+    await this.uploads.cancel(old.id);
+    if (old.state === 'uploaded') return; // the service has it already; the newer one follows
+    await this.journal.remove(old.id, { keepSpool: true });
+    await this.dropIfUnused(old);
+  }
+
+  /**
+   * Queues the path's acknowledged version when nothing stops it: not while a writer still has it open
+   * (unless forced: fsync, flushAll), not before its hold ends.
+   */
+  private schedule(slot: PathSlot, opts: { force?: boolean } = {}): void {
+    const v = slot.acked;
+    if (!v || v.state !== 'journaled' || this.closed) return;
+    if (v.holdUntilMs === Number.MAX_SAFE_INTEGER) return; // a rename under way (stopUploads)
+    if (!opts.force) {
+      if (slot.session && slot.session.version === v && slot.session.writers > 0) return;
+      const wait = v.holdUntilMs - Date.now();
+      if (wait > 0) {
+        const t = setTimeout(() => { this.holdTimers.delete(t); this.schedule(slot); }, wait);
+        t.unref();
+        this.holdTimers.add(t);
+        return;
+      }
+    }
+    v.state = 'uploading';
+    void this.uploads.enqueue(v);
+  }
+
+  /** The service confirmed `v`. */
+  private async uploadedVersion(v: LocalVersion, entry: RemoteEntry): Promise<void> {
+    await v.journaling;
+    this.opts.host.uploaded(v.library, entry, v.mtimeMs);
+    if (v.deleted || v.state === 'retired') return;
+    v.state = 'uploaded';
+    v.base = entry;
+    const slot = this.slots.get(keyOf(v.library, v.fullpath));
+    // Decided with no await before: an open from now on finds either this version or the service's.
+    if (slot?.acked === v) slot.acked = undefined;
+    await this.journal.remove(v.id, { keepSpool: true });
+    await this.dropIfUnused(v);
+    if (slot) this.tidy(slot);
+  }
+
+  /** A failed version: the path shows its last acknowledged version again (or nothing). */
+  private failed(slot: PathSlot, v: LocalVersion): void {
+    if (slot.current === v) slot.current = slot.acked !== v ? slot.acked : undefined;
+    if (slot.acked === v) slot.acked = undefined;
+    this.tidy(slot);
+  }
+
+  /**
+   * Removes a version's spool once nothing uses it: no pin, not what the path shows or has acknowledged.
+   * An uploaded version that the path still shows is let go of here too (reads then go to the service).
+   */
+  private async dropIfUnused(v: LocalVersion): Promise<void> {
+    if (v.pins > 0 || v.state === 'retired') return;
+    const slot = this.slots.get(keyOf(v.library, v.fullpath));
+    if (slot?.acked === v) return;
+    const shown = slot?.current === v;
+    if (shown && v.state !== 'uploaded') return;
+    if ((v.state === 'journaled' || v.state === 'uploading') && !v.deleted) return;
+    // No await before this: nothing finds the version after it.
+    if (shown) {
+      slot!.current = undefined;
+      this.tidy(slot!);
+    }
+    v.retire();
+    await v.closeSpool().catch(() => undefined);
+    await this.journal.discardSpool(v.id).catch(() => undefined);
+  }
+
+  private newVersion(library: string, fullpath: string, base: RemoteEntry | undefined, ctx?: CallContext): LocalVersion {
+    const id = this.journal.newId();
+    const spool = this.journal.spoolPath(id);
+    const v: LocalVersion = new LocalVersion(id, spool, library, fullpath, base, {
+      baseSize: base?.size ?? 0, mtimeMs: base?.mtimeMs, fetchChunk: this.opts.partialFetch?.chunkBytes,
+      sha1Stream: () => this.opts.sha1Streams.open(spool), faults: this.opts.diskFaults,
+      // The base is wherever the file is now (a rename moves it on the service too), in the version it had.
+      openBase: base ? (start, end) => {
+        const remote = this.opts.host.remoteFor(v.library);
+        if (!remote) throw new VfsError('EIO', `library '${v.library}' is no longer served`);
+        return remote.openRange(v.fullpath, start, end, { operator: ctx?.operator, signal: ctx?.signal, contentHash: base.contentHash });
+      } : undefined,
+    });
+    v.operator = ctx?.operator;
+    return v;
+  }
+
+  private journalEntry(v: LocalVersion): JournalEntry {
+    return { id: v.id, library: v.library, fullpath: v.fullpath, size: v.size, mtimeMs: v.mtimeMs, createdMs: Date.now(), seq: v.seq, operator: v.operator };
+  }
+
+  private nextSeq(): number {
+    this.lastSeq = Math.max(this.lastSeq + 1, Date.now() * 1000);
+    return this.lastSeq;
+  }
+
+  private versionsOf(slot: PathSlot): LocalVersion[] {
+    return [...new Set([slot.current, slot.acked, slot.session?.version].filter((v): v is LocalVersion => !!v))];
+  }
+
+  private slotFor(library: string, fullpath: string): PathSlot {
+    const key = keyOf(library, fullpath);
+    let slot = this.slots.get(key);
+    if (!slot) {
+      slot = { library, fullpath };
+      this.slots.set(key, slot);
+      this.index(slot);
+    }
+    return slot;
+  }
+
+  /** Forgets a slot that holds nothing any more. */
+  private tidy(slot: PathSlot): void {
+    if (slot.current || slot.acked || slot.session) return;
+    const key = keyOf(slot.library, slot.fullpath);
+    if (this.slots.get(key) === slot) this.slots.delete(key);
+    this.unindex(slot);
+  }
+
+  private index(slot: PathSlot): void {
+    const k = keyOf(slot.library, parentOf(slot.fullpath));
+    let set = this.byFolder.get(k);
+    if (!set) this.byFolder.set(k, (set = new Set()));
+    set.add(slot);
+  }
+
+  private unindex(slot: PathSlot): void {
+    const k = keyOf(slot.library, parentOf(slot.fullpath));
+    const set = this.byFolder.get(k);
+    set?.delete(slot);
+    if (set?.size === 0) this.byFolder.delete(k);
+  }
+
+  /** A spool file for a copy through the gateway (removed at the next start if left behind). */
+  scratchSpool(): { id: string; path: string } {
+    const id = this.journal.newId();
+    return { id, path: this.journal.spoolPath(id) };
+  }
+
+  async discardScratch(id: string): Promise<void> {
+    await this.journal.discardSpool(id);
+  }
+
+  /** Attributes of a version, as the namespace shows them. */
+  attrOf(v: LocalVersion): Attr {
+    return this.opts.host.attrOf(v.library, entryOf(v));
+  }
+
+  /** Test hook: the state of a path's versions. */
+  describe(library: string, fullpath: string): { current?: string; acked?: string; session?: string; writers: number } | undefined {
+    const slot = this.slots.get(keyOf(library, fullpath));
+    if (!slot) return undefined;
+    return { current: slot.current?.state, acked: slot.acked?.state, session: slot.session?.version.state, writers: slot.session?.writers ?? 0 };
+  }
+}
+
+/** The entry of a local version, as lookups and listings show it. */
+function entryOf(v: LocalVersion): RemoteEntry {
+  return {
+    id: v.base?.id ?? `local:${v.id}`, fullpath: v.fullpath, name: baseName(v.fullpath), isDir: false,
+    // Once journaled, the content's hash is known before the upload: entity tags stay the same across it.
+    size: v.size, contentHash: v.mutable ? undefined : v.currentSha1() ?? (v.state === 'uploaded' ? v.base?.contentHash : undefined),
+    mtimeMs: v.mtimeMs, ctimeMs: v.ctimeMs, tags: v.base?.tags, locked: v.base?.locked, lastModifiedBy: v.operator?.opName ?? v.base?.lastModifiedBy,
+  };
+}
+
+function keyOf(library: string, fullpath: string): string {
+  return `${library}\0${fullpath}`;
+}
+
+function gatewayPath(library: string, fullpath: string): string {
+  return fullpath === '' ? `/${library}` : `/${library}/${fullpath}`;
+}
+
+/** A handle of a write session: reads and writes go to the session's version. */
+class SessionHandle implements FileHandle {
+  private releasedOnce = false;
+
+  constructor(readonly path: string, private readonly s: WriteSession, private readonly mode: { write: boolean; append: boolean }, private readonly wb: WriteBack) {}
+
+  async read(position: number, length: number): Promise<Buffer> {
+    this.open();
+    if (this.s.baseReader && this.s.version.generation === 0 && !this.s.version.baseReady) return this.s.baseReader.read(position, length);
+    return this.s.version.read(position, length);
+  }
+
+  async readParts(position: number, length: number): Promise<Buffer[]> {
+    this.open();
+    if (this.s.baseReader && this.s.version.generation === 0 && !this.s.version.baseReady) return this.s.baseReader.readParts(position, length);
+    return [await this.s.version.read(position, length)];
+  }
+
+  async write(position: number, data: Buffer): Promise<number> {
+    this.open();
+    if (!Number.isInteger(position) || position < 0) throw new VfsError('EINVAL', `expected a write position >= 0, got ${position}`);
+    const v = await this.wb.change(this.s);
+    return v.write(this.mode.append ? v.size : position, data);
+  }
+
+  async truncate(size: number): Promise<void> {
+    this.open();
+    if (!Number.isInteger(size) || size < 0) throw new VfsError('EINVAL', `expected a size >= 0, got ${size}`);
+    if (size === 0) {
+      await this.wb.change(this.s, { empty: true });
+      return;
+    }
+    const v = await this.wb.change(this.s);
+    await v.truncate(size);
+  }
+
+  async stat(): Promise<Attr> {
+    return this.wb.attrOf(this.s.version);
+  }
+
+  async flush(): Promise<void> {
+    this.open();
+    await this.wb.persist(this.s, { upload: false });
+  }
+
+  async fsync(): Promise<void> {
+    this.open();
+    await this.wb.persist(this.s, { upload: true });
+  }
+
+  async release(): Promise<void> {
+    if (this.releasedOnce) return;
+    this.releasedOnce = true;
+    try {
+      await this.wb.persist(this.s, { upload: false });
+    } finally {
+      await this.wb.closeHandle(this.s, this.mode.write);
+    }
+  }
+
+  private open(): void {
+    if (this.releasedOnce) throw new VfsError('EINVAL', `${this.path}: handle already released`);
+  }
+}
+
+/** A read-only handle on one local version (the version stays readable until released, whatever happens to the path). */
+class VersionReadHandle implements FileHandle {
+  private releasedOnce = false;
+
+  constructor(readonly path: string, private readonly v: LocalVersion, private readonly wb: WriteBack) {}
+
+  read(position: number, length: number): Promise<Buffer> {
+    this.open();
+    return this.v.read(position, length);
+  }
+
+  async write(): Promise<number> { throw new VfsError('EACCES', `${this.path} was opened read-only`); }
+  async truncate(): Promise<void> { throw new VfsError('EACCES', `${this.path} was opened read-only`); }
+
+  async stat(): Promise<Attr> {
+    return this.wb.attrOf(this.v);
+  }
+
+  async flush(): Promise<void> {}
+  async fsync(): Promise<void> {}
+
+  async release(): Promise<void> {
+    if (this.releasedOnce) return;
+    this.releasedOnce = true;
+    await this.wb.unpin(this.v);
+  }
+
+  private open(): void {
+    if (this.releasedOnce) throw new VfsError('EINVAL', `${this.path}: handle already released`);
+  }
+}
