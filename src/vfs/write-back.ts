@@ -345,7 +345,8 @@ export class WriteBack {
     for (const v of new Set([slot.current, slot.session?.version, slot.acked])) if (v) v.mtimeMs = mtimeMs;
     // A journaled version keeps its time across a restart too.
     if (slot.acked && slot.acked.state !== 'uploaded') await this.journal.rewrite(this.journalEntry(slot.acked)).catch((err: unknown) => { throw fsErrorOf(err, `recording the time of '${fullpath}'`); });
-    return !!slot.current;
+    // Once the service has the shown version, the caller keeps the time for the service's entry too.
+    return !!slot.current && slot.current.state !== 'uploaded';
   }
 
   /** A local version shows the service's tags and lock of its base: kept current when the gateway changes them. */

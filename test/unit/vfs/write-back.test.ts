@@ -1,0 +1,250 @@
+/**
+ * The write-back's promises, one test each: every acknowledged version whole, replaces atomic, nothing a
+ * writer did not complete ever reaches the service, times that never move back, locks across front ends,
+ * and failure paths that leave nothing half-done. "Crash" here is a gateway abandoned without close()
+ * (what kill -9 leaves), with a second one opened on the same data folder.
+ */
+import { describe, it, expect, afterEach } from 'vitest';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createVfs, DiskFaults, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../src/vfs/index.js';
+import { vfsCode } from '../../support/vfs.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+interface Setup { vfs: GatewayVfs; remote: MemoryRemote; faulty: FaultyRemote; dataDir: string; disk: DiskFaults }
+
+/** A gateway over one MemoryRemote (behind a FaultyRemote); `dataDir`/`remote` reuse an earlier one's. */
+async function gateway(opts: { dataDir?: string; remote?: MemoryRemote; feedIntervalMs?: number } = {}): Promise<Setup> {
+  const remote = opts.remote ?? new MemoryRemote({ name: 'A', id: '1' });
+  const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'cloudlib-wb-')));
+  if (!opts.dataDir) cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+  const faulty = new FaultyRemote(remote);
+  const disk = new DiskFaults();
+  const vfs = await createVfs({ libraries: [{ name: 'A', remote: faulty }], dataDir, feedIntervalMs: opts.feedIntervalMs ?? 0, upload: { retryBaseMs: 20, retryMaxMs: 100 }, diskFaults: disk });
+  cleanups.push(() => vfs.close());
+  return { vfs, remote, faulty, dataDir, disk };
+}
+
+/** Uploads held back until `release()` (the service is slow or away). */
+function holdUploads(faulty: FaultyRemote): void {
+  faulty.inject({ kind: 'delay', methods: ['commit'], delayMs: 600_000 });
+}
+
+async function readAll(vfs: GatewayVfs, path: string): Promise<string> {
+  const h = await vfs.open(path, { read: true });
+  try {
+    return (await h.read(0, (await h.stat()).size + 1)).toString();
+  } finally {
+    await h.release();
+  }
+}
+
+async function* slowly(parts: string[], gate?: Promise<void>): AsyncGenerator<Buffer> {
+  for (const [i, p] of parts.entries()) {
+    if (i === 1 && gate) await gate;
+    yield Buffer.from(p);
+  }
+}
+
+async function spools(dataDir: string): Promise<string[]> {
+  return readdir(join(dataDir, 'journal', 'spool'));
+}
+
+describe('write-back', () => {
+  it('a replace whose source is cut off leaves the file as it was, and nothing behind', async () => {
+    const { vfs, remote, dataDir } = await gateway();
+    remote.putFile('f', Buffer.from('old content'));
+    async function* cut(): AsyncGenerator<Buffer> {
+      yield Buffer.alloc(3_000_000, 1);
+      throw new Error('connection reset by the client');
+    }
+    await expect(vfs.writeFile('/A/f', cut())).rejects.toThrow(/connection reset/);
+    expect(await readAll(vfs, '/A/f')).toBe('old content');
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('old content');
+    expect(remote.commits).toEqual([]);
+    expect(await spools(dataDir)).toEqual([]);
+    expect(vfs.status().localFiles).toBe(0);
+    // A new file cut off never appears.
+    await expect(vfs.writeFile('/A/new', cut())).rejects.toThrow();
+    expect(await vfsCode(vfs.stat('/A/new'))).toBe('ENOENT');
+  });
+
+  it('two replaces at once: the last to complete wins whole, the service never gets a mix', async () => {
+    const { vfs, remote } = await gateway();
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => { open = resolve; });
+    const first = vfs.writeFile('/A/f', slowly(['first-1 ', 'first-2 ', 'first-3'], gate));
+    await new Promise((r) => setTimeout(r, 10));
+    await vfs.writeFile('/A/f', slowly(['second-1 ', 'second-2']));
+    expect(await readAll(vfs, '/A/f')).toBe('second-1 second-2');
+    open();
+    await first;
+    expect(await readAll(vfs, '/A/f')).toBe('first-1 first-2 first-3');
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('first-1 first-2 first-3');
+    for (const c of remote.commits) expect(['first-1 first-2 first-3', 'second-1 second-2']).toContain(c.data.toString());
+  });
+
+  it('a write handle and a replace of one path: each version whole, the last acknowledged wins', async () => {
+    const { vfs, remote } = await gateway();
+    remote.putFile('f', Buffer.from('service'));
+    const h = await vfs.open('/A/f', { write: true, truncate: true });
+    await h.write(0, Buffer.from('handle-1 '));
+    await vfs.writeFile('/A/f', Buffer.from('put body'));
+    await h.write(9, Buffer.from('handle-2'));
+    await h.release();
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('handle-1 handle-2');
+    for (const c of remote.commits) expect(['put body', 'handle-1 handle-2']).toContain(c.data.toString());
+  });
+
+  it('an empty new file is journaled before writeFile returns: a crash right after loses nothing', async () => {
+    const a = await gateway();
+    holdUploads(a.faulty);
+    await a.vfs.writeFile('/A/empty', Buffer.alloc(0), undefined, { holdUploadMs: 60_000 });
+    // Crash: the first gateway is abandoned, a second starts on the same data folder.
+    const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
+    await b.vfs.flushAll();
+    expect(a.remote.read('empty').length).toBe(0);
+  });
+
+  it('an acknowledged version is never changed in place: a truncating writer that never closes does not touch it', async () => {
+    const a = await gateway();
+    holdUploads(a.faulty);
+    const v2 = Buffer.alloc(100_000, 2);
+    await a.vfs.writeFile('/A/f', v2);
+    const h = await a.vfs.open('/A/f', { write: true, truncate: true });
+    await h.write(0, Buffer.alloc(1000, 3));
+    expect(await readAll(a.vfs, '/A/f')).toBe(Buffer.alloc(1000, 3).toString());
+    // Crash with the writer still open: what was acknowledged is what the service gets.
+    const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
+    await b.vfs.flushAll();
+    expect(a.remote.read('f').equals(v2)).toBe(true);
+    await h.release().catch(() => undefined);
+  });
+
+  it('echo x > existing: the emptied file flushed on the way is journaled but never published', async () => {
+    const { vfs, remote, dataDir } = await gateway();
+    remote.putFile('f', Buffer.alloc(30, 7));
+    const h = await vfs.open('/A/f', { write: true, truncate: true });
+    await h.flush(); // the shell closes its first descriptor of the file (FLUSH) before it writes
+    await h.write(0, Buffer.from('x\n'));
+    await h.release();
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('x\n');
+    expect(remote.commits.map((c) => c.data.toString())).toEqual(['x\n']);
+    expect(await spools(dataDir)).toEqual([]);
+  });
+
+  it('fsync uploads what the file holds while it stays open; close uploads after the last writer', async () => {
+    const { vfs, remote } = await gateway();
+    const h1 = await vfs.open('/A/f', { write: true, create: true });
+    const h2 = await vfs.open('/A/f', { write: true });
+    await h1.write(0, Buffer.from('one'));
+    await h1.release();
+    await vfs.writeBack.uploads.settle(200);
+    expect(remote.commits).toEqual([]); // h2 still has it open for writing
+    await h2.write(3, Buffer.from('two'));
+    await h2.fsync();
+    await vfs.writeBack.uploads.settle();
+    expect(remote.read('f').toString()).toBe('onetwo');
+    await h2.release();
+  });
+
+  it('times never move back: the time a program saw stays after the upload, the feed and a restart', async () => {
+    const a = await gateway();
+    const h = await a.vfs.open('/A/f', { write: true, create: true });
+    await h.write(0, Buffer.from('saved'));
+    await h.release();
+    const seen = (await a.vfs.stat('/A/f')).mtimeMs;
+    await a.vfs.flushAll();
+    a.vfs.cache.forget('A', 'f');
+    expect((await a.vfs.stat('/A/f')).mtimeMs).toBe(seen);
+    await a.vfs.close();
+    const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
+    expect((await b.vfs.stat('/A/f')).mtimeMs).toBe(seen);
+    // A new version from anyone else shows its own time.
+    const other = a.remote.putFile('f', Buffer.from('changed elsewhere'));
+    b.vfs.cache.forget('A', 'f');
+    expect((await b.vfs.stat('/A/f')).mtimeMs).toBe(other.mtimeMs);
+  });
+
+  it('a lock taken through one front end refuses the writers of the other; its holder writes as before', async () => {
+    const { vfs, remote } = await gateway();
+    remote.putFile('f', Buffer.from('locked'));
+    const webdav = { lockHolder: 'webdav' };
+    await vfs.setLocked('/A/f', true, webdav);
+    expect(await vfsCode(vfs.open('/A/f', { write: true }))).toBe('ELOCKED');
+    expect(await vfsCode(vfs.writeFile('/A/f', Buffer.from('mount')))).toBe('ELOCKED');
+    expect(await vfsCode(vfs.unlink('/A/f'))).toBe('ELOCKED');
+    expect(await vfsCode(vfs.rename('/A/f', '/A/g'))).toBe('ELOCKED');
+    expect(await vfsCode(vfs.setLocked('/A/f', false))).toBe('ELOCKED');
+    await vfs.writeFile('/A/f', Buffer.from('saved by the holder'), webdav);
+    await vfs.setLocked('/A/f', false, webdav);
+    await vfs.writeFile('/A/f', Buffer.from('mount again'));
+    // The other way round, and a lock taken elsewhere on the service refuses the mount too.
+    await vfs.setLocked('/A/f', true);
+    expect(await vfsCode(vfs.writeFile('/A/f', Buffer.from('webdav'), webdav))).toBe('ELOCKED');
+    await vfs.setLocked('/A/f', false);
+    remote.putFile('g', Buffer.from('theirs'));
+    await remote.lock('g', true);
+    vfs.dropCaches(); // another client's change (no feed in this test)
+    expect(await vfsCode(vfs.open('/A/g', { write: true }))).toBe('ELOCKED');
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('mount again');
+  });
+
+  it('a full disk: the write answers ENOSPC, nothing is listed or uploaded, no spool is left, the next write works', async () => {
+    const { vfs, remote, dataDir, disk } = await gateway();
+    // A copy that fails half way: what it wrote is never a version.
+    const h = await vfs.open('/A/copy', { write: true, create: true });
+    await h.write(0, Buffer.alloc(4096, 1));
+    disk.fail('write', 'ENOSPC', 1);
+    expect(await vfsCode(h.write(4096, Buffer.alloc(4096, 2)))).toBe('ENOSPC');
+    expect(await vfsCode(h.release())).toBe('ENOSPC');
+    expect(await vfsCode(vfs.stat('/A/copy'))).toBe('ENOENT');
+    expect((await vfs.readdir('/A')).map((a) => a.name)).toEqual([]);
+    // The journal entry cannot be written: same outcome, and an existing file keeps its version.
+    remote.putFile('kept', Buffer.from('v1'));
+    vfs.dropCaches(); // another client's change (no feed in this test)
+    disk.fail('journal', 'ENOSPC', 1);
+    expect(await vfsCode(vfs.writeFile('/A/kept', Buffer.from('v2')))).toBe('ENOSPC');
+    expect(await readAll(vfs, '/A/kept')).toBe('v1');
+    disk.fail('journal', 'EMFILE', 1);
+    expect(await vfsCode(vfs.writeFile('/A/other', Buffer.from('x')))).toBe('EIO');
+    await vfs.flushAll();
+    expect(remote.commits).toEqual([]);
+    expect(await spools(dataDir)).toEqual([]);
+    // Space again: writes work.
+    await vfs.writeFile('/A/copy', Buffer.from('whole'));
+    await vfs.flushAll();
+    expect(remote.read('copy').toString()).toBe('whole');
+    expect(await spools(dataDir)).toEqual([]);
+  });
+
+  it('of several journal entries for one path, only the newest acknowledged one is uploaded after a crash', async () => {
+    const a = await gateway();
+    holdUploads(a.faulty);
+    for (const v of ['one', 'two', 'three']) await a.vfs.writeFile('/A/f', Buffer.from(v));
+    const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
+    await b.vfs.flushAll();
+    expect(a.remote.read('f').toString()).toBe('three');
+    expect(a.remote.commits.map((c) => c.data.toString())).toEqual(['three']);
+  });
+
+  it('a version being read stays readable when the path is replaced or deleted', async () => {
+    const { vfs } = await gateway();
+    await vfs.writeFile('/A/f', Buffer.from('first version'));
+    const r = await vfs.open('/A/f', { read: true });
+    await vfs.writeFile('/A/f', Buffer.from('second'));
+    await vfs.unlink('/A/f');
+    expect((await r.read(0, 100)).toString()).toBe('first version');
+    await r.release();
+  });
+});
