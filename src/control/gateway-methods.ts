@@ -178,15 +178,19 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         };
         report();
         const timer = setInterval(report, FLUSH_POLL_MS);
+        let failure: string | undefined;
         try {
           await vfs.flushAll({ timeoutMs: t === undefined ? undefined : t * 1000 });
+        } catch (err) {
+          failure = (err as Error).message; // uploads failing: they stay queued, reported below
         } finally {
           clearInterval(timer);
         }
         report();
         const left = vfs.status().uploads;
         if (left.length > 0) {
-          throw new RpcFailure(RpcErrorCode.GatewayError, `${left.length} upload(s) still pending after ${t} s (they go on; see status)`, { pending: left.map((u) => `/${u.library}/${u.fullpath}`) });
+          const why = failure ?? (t === undefined ? 'still pending' : `still pending after ${t} s`);
+          throw new RpcFailure(RpcErrorCode.GatewayError, `${left.length} upload(s) not on the service: ${why} (they go on; see status)`, { pending: left.map((u) => `/${u.library}/${u.fullpath}`) });
         }
         return { pending: 0 };
       },
@@ -258,6 +262,8 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         }, PROGRESS_MS);
         try {
           await vfs.flushAll();
+        } catch {
+          // Some upload is failing (maybe this one): said below when it is this one.
         } finally {
           clearInterval(timer);
         }

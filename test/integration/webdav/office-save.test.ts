@@ -1,16 +1,21 @@
 /**
  * The WebDAV front end over the gateway core over the real embedded service, checked through the service's
  * own API: an office save (LOCK, PUT a temp file, MOVE over the original, UNLOCK) leaves one file with the
- * new content and a history version, no temp file, and no lock; a 0-byte-then-content PUT is one version.
+ * new content and a history version, no temp file, and no lock; a 0-byte-then-content PUT is one version;
+ * a PUT cut off mid-body changes nothing; two PUTs at once leave whole versions only; a WebDAV lock holds
+ * against the gateway's other writers.
  */
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { request } from 'node:http';
+import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { serviceAvailable, startTestVfs, type TestVfs } from '../../support/vfs.js';
 import { createWebdavServer, type WebdavServer } from '../../../src/webdav/index.js';
 import { silentLogger } from '../../../src/shared/log.js';
-import { dav, LOCK_BODY, lockTokenOf } from '../../e2e/webdav/http.js';
+import { basicAuth, dav, LOCK_BODY, lockTokenOf } from '../../e2e/webdav/http.js';
+import { vfsCode } from '../../support/vfs.js';
 
 const withService = await serviceAvailable();
 
@@ -68,5 +73,70 @@ describe.skipIf(!withService)('WebDAV over the embedded service', { timeout: 60_
     expect(await content('new.txt')).toBe('content');
     const history = await t.client.file.history({ fullpath: 'new.txt' });
     expect(history.list.filter((h) => h.dir === 0).length).toBe(1);
+  });
+
+  /** A PUT whose body is sent by `send` on an open request (the caller ends or destroys it). */
+  const putStream = (path: string, length: number, send: (req: ReturnType<typeof request>) => Promise<void>): Promise<number> =>
+    new Promise((resolve, reject) => {
+      const req = request(`${url}${path.slice(1)}`, { method: 'PUT', headers: { authorization: basicAuth(), 'content-length': length } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      req.on('error', reject);
+      send(req).catch(reject);
+    });
+
+  const settled = async (): Promise<void> => {
+    // The server notices a cut-off body on its own time: wait (bounded) until nothing local is left.
+    for (let i = 0; i < 200 && (t.vfs.status().localFiles > 0 || t.vfs.status().uploads.length > 0); i++) await new Promise((r) => setTimeout(r, 50));
+  };
+
+  it('a PUT cut off mid-body over an existing file changes nothing', async () => {
+    expect((await dav(url, 'PUT', '/Library/keep.bin', { body: 'the original' })).status).toBe(201);
+    await t.vfs.flushAll();
+    const aborted = putStream('/Library/keep.bin', 8_000_000, async (req) => {
+      await new Promise<void>((resolve) => req.write(Buffer.alloc(3_000_000, 1), () => resolve()));
+      req.destroy();
+    });
+    await expect(aborted).rejects.toThrow();
+    await settled();
+    await t.vfs.flushAll();
+    expect(await content('keep.bin')).toBe('the original');
+    const history = await t.client.file.history({ fullpath: 'keep.bin' });
+    expect(history.list.map((h) => h.filesize)).toEqual([12]);
+  });
+
+  it('two PUTs of one path at once: both acknowledged, only whole bodies become versions, the last wins', async () => {
+    const a = Buffer.alloc(3_000_000, 0x61);
+    const b = Buffer.alloc(1_000_000, 0x62);
+    let secondDone!: () => void;
+    const second = new Promise<void>((resolve) => { secondDone = resolve; });
+    const slow = putStream('/Library/both.bin', a.length, async (req) => {
+      await new Promise<void>((resolve) => req.write(a.subarray(0, 1_000_000), () => resolve()));
+      await second;
+      req.end(a.subarray(1_000_000));
+    });
+    expect((await dav(url, 'PUT', '/Library/both.bin', { body: b.toString() })).status).toBe(201);
+    secondDone();
+    expect([201, 204]).toContain(await slow); // 201 or 204: the path did not exist when it began
+    await t.vfs.flushAll();
+    const sha1 = (x: Buffer): string => createHash('sha1').update(x).digest('hex');
+    const { urls } = await t.client.file.downloadUrl({ fullpath: 'both.bin' });
+    expect(sha1(Buffer.from(await (await fetch(urls[0]!)).arrayBuffer()))).toBe(sha1(a));
+    const history = await t.client.file.history({ fullpath: 'both.bin' });
+    for (const h of history.list) expect([sha1(a), sha1(b)]).toContain(h.filehash);
+  });
+
+  it('a file locked through WebDAV refuses the gateway\'s other writers (the mount) until unlocked', async () => {
+    expect((await dav(url, 'PUT', '/Library/held.txt', { body: 'v1' })).status).toBe(201);
+    await t.vfs.flushAll();
+    const token = lockTokenOf(await dav(url, 'LOCK', '/Library/held.txt', { body: LOCK_BODY() }));
+    expect(await vfsCode(t.vfs.open('/Library/held.txt', { write: true }))).toBe('ELOCKED');
+    expect(await vfsCode(t.vfs.writeFile('/Library/held.txt', Buffer.from('mount')))).toBe('ELOCKED');
+    expect((await dav(url, 'PUT', '/Library/held.txt', { body: 'v2', headers: { if: `(<${token}>)` } })).status).toBe(204);
+    expect((await dav(url, 'UNLOCK', '/Library/held.txt', { headers: { 'lock-token': `<${token}>` } })).status).toBe(204);
+    await t.vfs.writeFile('/Library/held.txt', Buffer.from('mount'));
+    await t.vfs.flushAll();
+    expect(await content('held.txt')).toBe('mount');
   });
 });
