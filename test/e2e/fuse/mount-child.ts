@@ -24,6 +24,10 @@ interface Backend {
   remoteList(path: string): Promise<string[]>;
   remoteStat(path: string): Promise<{ size: number; isDir: boolean; tags?: string[]; locked?: boolean } | null>;
   setFaults(faults: { delayMs?: number; failWith?: string }): void;
+  /** Sizes of the file's versions on the service, newest first. */
+  remoteHistory(path: string): Promise<number[]>;
+  /** Locks or unlocks a file through the gateway as another front end (WebDAV) would. */
+  lockAs(path: string, locked: boolean, holder: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -55,6 +59,12 @@ function memoryBackend(): Backend {
     setFaults(faults) {
       vfs.faults.delayMs = faults.delayMs ?? 0;
       vfs.faults.failWith = faults.failWith as never;
+    },
+    async remoteHistory() {
+      throw new Error('not supported: file history needs the service backend');
+    },
+    async lockAs() {
+      throw new Error('not supported: lock holders need the service backend');
     },
     async close() {},
   };
@@ -108,6 +118,13 @@ async function serviceBackend(ownProcess: boolean): Promise<Backend> {
     },
     setFaults() {
       throw new Error('not supported: fault injection needs the memory backend');
+    },
+    async remoteHistory(path) {
+      const h = await svc.client.file.history({ fullpath: fullpath(path) });
+      return h.list.map((v) => Number(v.filesize));
+    },
+    async lockAs(path, locked, holder) {
+      await vfs.setLocked(path, locked, { lockHolder: holder });
     },
     async close() {
       await svc.close();
@@ -184,6 +201,8 @@ async function main(): Promise<void> {
         case 'remoteList': return backend.remoteList(a.path);
         case 'remoteStat': return backend.remoteStat(a.path);
         case 'faults': return backend.setFaults(a);
+        case 'remoteHistory': return backend.remoteHistory(a.path);
+        case 'lockAs': return backend.lockAs(a.path, !!a.locked, String(a.holder));
         case 'flushAll': return backend.vfs.flushAll({ timeoutMs: 30_000 });
         case 'populate': return populate(backend.vfs, a.path, a.count);
         case 'benchDirectWrite': return benchDirectWrite(backend.vfs, a.path, a.bytes, a.chunkBytes);
