@@ -64,8 +64,10 @@ export class LocalVersion implements PendingFile {
   pins = 0;
   /** A write, truncate or fetch failed: the version holds no content any writer meant, it is never journaled. */
   failed: VfsError | undefined;
-  /** Unlinked, or superseded by a newer acknowledged version: never uploaded; the spool goes with the last pin. */
+  /** Unlinked: never journaled or uploaded; the spool goes with the last pin. */
   deleted = false;
+  /** A newer acknowledged version of the path replaced this one: never uploaded; the spool goes with the last pin. */
+  superseded = false;
   /** Settles once the journal entry of this version is written (or failed); an upload's confirmation waits for it. */
   journaling: Promise<void> | undefined;
   /** Hashed for its journal entry: the bytes no longer change (the entry may still be being written). */
@@ -400,7 +402,9 @@ export class LocalVersion implements PendingFile {
 
   private async handle(): Promise<FsHandle> {
     if (this.state === 'retired') throw new VfsError('EIO', `'${this.fullpath}': local copy already discarded`);
-    this.fh ??= await open(this.spoolPath, constants.O_RDWR | constants.O_CREAT, 0o600).catch((err: unknown) => { throw fsErrorOf(err, `opening the local copy of '${this.fullpath}'`); });
+    // Only a version being written makes its spool; a journaled one must find its own (never zeros for a lost file).
+    const flags = this.state === 'writing' && !this.sealed ? constants.O_RDWR | constants.O_CREAT : constants.O_RDWR;
+    this.fh ??= await open(this.spoolPath, flags, 0o600).catch((err: unknown) => { throw fsErrorOf(err, `opening the local copy of '${this.fullpath}'`); });
     return this.fh;
   }
 }

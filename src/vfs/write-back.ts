@@ -486,7 +486,7 @@ export class WriteBack {
         const next = this.newVersion(from.library, from.fullpath, from.base, undefined);
         if (!opts.empty) {
           const cloned = await from.derive(next.id, next.spoolPath, { fetchChunk: this.opts.partialFetch?.chunkBytes });
-          cloned.deleted = from.deleted;
+          cloned.deleted = s.deleted;
           return cloned;
         }
         next.operator = from.operator;
@@ -610,7 +610,7 @@ export class WriteBack {
 
   /** An older acknowledged version that a newer one replaced: its upload stops, its entry goes. */
   private async supersede(old: LocalVersion): Promise<void> {
-    old.deleted = true; // superseded: never uploaded from now on
+    old.superseded = true; // never uploaded from now on
     await this.uploads.cancel(old.id);
     if (old.state === 'uploaded') return; // the service has it already; the newer one follows
     await this.journal.remove(old.id, { keepSpool: true });
@@ -643,7 +643,7 @@ export class WriteBack {
   private async uploadedVersion(v: LocalVersion, entry: RemoteEntry): Promise<void> {
     await v.journaling;
     this.opts.host.uploaded(v.library, entry, v.mtimeMs);
-    if (v.deleted || v.state === 'retired') return;
+    if (v.deleted || v.superseded || v.state === 'retired') return;
     v.state = 'uploaded';
     v.base = entry;
     const slot = this.slots.get(keyOf(v.library, v.fullpath));
@@ -671,7 +671,7 @@ export class WriteBack {
     if (slot?.acked === v) return;
     const shown = slot?.current === v;
     if (shown && v.state !== 'uploaded') return;
-    if ((v.state === 'journaled' || v.state === 'uploading') && !v.deleted) return;
+    if ((v.state === 'journaled' || v.state === 'uploading') && !v.deleted && !v.superseded) return;
     // No await before this: nothing finds the version after it.
     if (shown) {
       slot!.current = undefined;

@@ -247,4 +247,38 @@ describe('write-back', () => {
     expect((await r.read(0, 100)).toString()).toBe('first version');
     await r.release();
   });
+
+  // Regressions found by the write-back model (write-back-model.test.ts), kept by name.
+
+  it('regression: a handle that flushed, then a replace, then a write through the handle: the handle\'s bytes are uploaded', async () => {
+    const { vfs, remote } = await gateway();
+    const h = await vfs.open('/A/f', { read: true, write: true, create: true });
+    await h.flush();
+    await vfs.writeFile('/A/f', Buffer.alloc(0));
+    await h.write(0, Buffer.from([0]));
+    await h.release();
+    await vfs.flushAll();
+    expect([...remote.read('f')]).toEqual([0]);
+  });
+
+  it('regression: a handle closed after a replace makes its own content the path\'s (the last acknowledged)', async () => {
+    const { vfs } = await gateway();
+    const h = await vfs.open('/A/g', { read: true, write: true, create: true });
+    await vfs.writeFile('/A/g', Buffer.from([0]));
+    await h.release();
+    expect(await readAll(vfs, '/A/g')).toBe('');
+  });
+
+  it('regression: a journaled version whose spool vanished reads as EIO, never as zeros', async () => {
+    const a = await gateway();
+    holdUploads(a.faulty);
+    await a.vfs.writeFile('/A/f', Buffer.from('0123456789'));
+    await a.vfs.writeBack.uploads.close();
+    const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
+    holdUploads(b.faulty);
+    for (const name of await spools(a.dataDir)) await rm(join(a.dataDir, 'journal', 'spool', name));
+    const r = await b.vfs.open('/A/f', { read: true });
+    expect(await vfsCode(r.read(0, 10))).toBe('EIO');
+    await r.release();
+  });
 });
