@@ -92,10 +92,14 @@ export class UploadQueue {
     this.queue = new PQueue({ concurrency });
   }
 
-  /** Queues an upload of `file` (replacing a queued or running one: it is cancelled first). */
+  /**
+   * Queues an upload of `file` (replacing a queued or running one: it is cancelled first). A file with no
+   * task yet is registered at once (before this returns), so a settle() right after waits for it.
+   */
   async enqueue(file: PendingFile): Promise<void> {
     if (this.closed) return;
-    await this.cancel(file.id);
+    if (this.tasks.has(file.id)) await this.cancel(file.id);
+    if (this.closed) return;
     const task: Task = {
       file, cancelled: false, failedSinceMark: false,
       status: { id: file.id, library: file.library, fullpath: file.fullpath, state: 'queued', failures: 0, queuedMs: Date.now() },

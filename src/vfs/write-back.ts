@@ -560,6 +560,9 @@ export class WriteBack {
   async unpin(v: LocalVersion): Promise<void> {
     v.pins--;
     await this.dropIfUnused(v);
+    // Nobody has it open: its descriptor goes (a pending upload reads the spool by its path), so versions
+    // waiting for the service hold no descriptor however many there are.
+    if (v.pins === 0 && v.state !== 'retired') await v.closeSpool().catch(() => undefined);
   }
 
   /**

@@ -6,14 +6,10 @@
  * against the gateway's other writers.
  */
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { request } from 'node:http';
 import { createHash } from 'node:crypto';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { serviceAvailable, startTestVfs, type TestVfs } from '../../support/vfs.js';
-import { createWebdavServer, type WebdavServer } from '../../../src/webdav/index.js';
-import { silentLogger } from '../../../src/shared/log.js';
+import { serviceAvailable, type TestVfs } from '../../support/vfs.js';
+import { startDavOverService, type DavOverService } from '../../support/dav-over-service.js';
 import { basicAuth, dav, LOCK_BODY, lockTokenOf } from '../../e2e/webdav/http.js';
 import { vfsCode } from '../../support/vfs.js';
 
@@ -21,19 +17,14 @@ const withService = await serviceAvailable();
 
 describe.skipIf(!withService)('WebDAV over the embedded service', { timeout: 60_000 }, () => {
   let t: TestVfs;
-  let server: WebdavServer;
   let url: string;
-  let dataDir: string;
+  let d: DavOverService;
   beforeAll(async () => {
-    t = await startTestVfs();
-    dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-dav-int-'));
-    server = createWebdavServer({ vfs: t.vfs, users: [{ name: 'alice', password: 'secret', opName: 'Alice' }], dataDir, logger: silentLogger, emptyCreateGraceMs: 1000 });
-    url = await server.listen('127.0.0.1', 0);
+    d = await startDavOverService({ emptyCreateGraceMs: 1000 });
+    ({ t, url } = d);
   });
   afterAll(async () => {
-    await server?.close();
-    await t?.close();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    await d?.close();
   });
 
   const content = async (fullpath: string): Promise<string> => {

@@ -5,7 +5,7 @@
  * (what kill -9 leaves), with a second one opened on the same data folder.
  */
 import { describe, it, expect, afterEach } from 'vitest';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readlink, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createVfs, DiskFaults, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../src/vfs/index.js';
@@ -246,6 +246,25 @@ describe('write-back', () => {
     await vfs.unlink('/A/f');
     expect((await r.read(0, 100)).toString()).toBe('first version');
     await r.release();
+  });
+
+  it('versions waiting for the service hold no file descriptor', async () => {
+    const { vfs, faulty, dataDir } = await gateway();
+    holdUploads(faulty);
+    for (let i = 0; i < 50; i++) {
+      const h = await vfs.open(`/A/f${i}`, { write: true, create: true });
+      await h.write(0, Buffer.from(`file ${i}`));
+      await h.release();
+      await vfs.writeFile(`/A/p${i}`, Buffer.from(`put ${i}`));
+    }
+    expect(vfs.status().uploads.length).toBe(100);
+    const spoolDir = join(dataDir, 'journal', 'spool');
+    const held: string[] = [];
+    for (const fd of await readdir('/proc/self/fd')) {
+      const target = await readlink(join('/proc/self/fd', fd)).catch(() => '');
+      if (target.startsWith(`${spoolDir}/`)) held.push(target); // the folder itself stays open for its fsyncs
+    }
+    expect(held).toEqual([]);
   });
 
   // Regressions found by the write-back model (write-back-model.test.ts), kept by name.
