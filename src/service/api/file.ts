@@ -2,7 +2,7 @@
  * The library file API (`/m-open/1/file/*`): each endpoint's parameters read and handed to the domain.
  */
 import type { FileInfo } from '../../shared/records.js';
-import { toFileRecord, parseTags, tagsOf, ALL_PERMISSIONS, type EntryRow } from '../domain/entries.js';
+import { parseTags, tagsOf, ALL_PERMISSIONS, type EntryRow } from '../domain/entries.js';
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
 import { SHA1_RE } from '../store/blob-store.js';
 import { normalizePath } from '../domain/paths.js';
@@ -49,7 +49,7 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     }
     const basic = { hash: row.hash, dir: row.dir, fullpath: row.fullpath, filename: row.name, filehash: row.dir ? '' : content.filehash, filesize: row.dir ? 0 : content.filesize };
     if (attribute === 10) return basic;
-    const record = toFileRecord(row);
+    const record = queries.records([row])[0]!;
     // Links to the preview page and (images) the thumbnail of the version shown, valid 10 minutes.
     const links = row.dir ? undefined : parts.previews.issue({
       libraryId: lib, fullpath: row.fullpath, filehash: content.filehash, filename: row.name, filesize: content.filesize, thumbnail: true, baseUrl: parts.baseUrl,
@@ -118,6 +118,13 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     const tag = p.str('tag');
     if (tag !== undefined && tag !== '') {
       tree.removeByTags(lib, parseTags(tag), p.path('path', { allowRoot: true }), destroy, op(ctx));
+    } else if (p.has('fullpaths')) {
+      // The official SDKs delete with `fullpaths` (`|`-separated, as recover and del_completely take):
+      // all of them or none.
+      // A path inside another one of the list goes with it (listed once).
+      const listed = [...new Set(p.paths('fullpaths'))];
+      const paths = listed.filter((a) => !listed.some((b) => b !== a && a.startsWith(b + '/')));
+      tree.tx(() => { for (const path of paths) tree.remove(lib, path, destroy, op(ctx)); });
     } else {
       tree.remove(lib, p.path('fullpath'), destroy, op(ctx));
     }

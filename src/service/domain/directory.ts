@@ -45,7 +45,9 @@ export class Directory {
       const partner = { client_id: newId('pt_'), client_secret: newSecret() };
       const partnerId = Number(this.db.prepare('INSERT INTO partners (name, client_id, client_secret) VALUES (?, ?, ?)').run('Partner', partner.client_id, partner.client_secret).lastInsertRowid);
       const ent = { client_id: newId('ent_'), client_secret: newSecret() };
-      const entId = Number(this.db.prepare('INSERT INTO enterprises (partner_id, out_id, name, client_id, client_secret, trial, end_dateline, created_ms) VALUES (?, ?, ?, ?, ?, 0, 0, ?)')
+      // The demo enterprise has directory synchronisation on, so the ent/*sync* calls work on a fresh
+      // service (an enterprise made through the partner API keeps its own `__setting_sync`).
+      const entId = Number(this.db.prepare('INSERT INTO enterprises (partner_id, out_id, name, client_id, client_secret, trial, end_dateline, created_ms, sync_enabled) VALUES (?, ?, ?, ?, ?, 0, 0, ?, 1)')
         .run(partnerId, 'default', 'Enterprise', ent.client_id, ent.client_secret, now).lastInsertRowid);
       const memberId = Number(this.db.prepare('INSERT INTO members (ent_id, account, name, email, state, created_ms) VALUES (?, ?, ?, ?, 1, ?)')
         .run(entId, 'demo@example.com', 'Demo', 'demo@example.com', now).lastInsertRowid);
