@@ -251,10 +251,23 @@ export class ServiceClient {
       default:
         throw new ParamError('credential', `endpoint ${def.path} is not a signed JSON endpoint`);
     }
-    wire.dateline = dateline;
-    wire.sign = sign(secret, wire as Params, { exclude: isCreateFilePath(def.path) ? CREATE_FILE_UNSIGNED : [] });
+    // The signature covers values only: two calls with equal values in the same second would carry the
+    // same signature, which the service refuses for a second endpoint (replay guard). Such a call is
+    // signed with the next second instead.
+    const exclude = isCreateFilePath(def.path) ? CREATE_FILE_UNSIGNED : [];
+    for (let ahead = 0; ; ahead++) {
+      wire.dateline = String(Number(dateline) + ahead);
+      wire.sign = sign(secret, wire as Params, { exclude });
+      const used = this.recentSigns.get(wire.sign);
+      if (used === undefined || used === def.path || ahead >= 60) break;
+    }
+    this.recentSigns.set(wire.sign, def.path);
+    if (this.recentSigns.size > 4096) this.recentSigns.delete(this.recentSigns.keys().next().value as string);
     return wire;
   }
+
+  /** Signatures this client sent lately, with their endpoint path (newest last; at most 4096). */
+  private readonly recentSigns = new Map<string, string>();
 
   /** One HTTP exchange: sign, send, parse, within the per-request deadline. No retries. */
   async send(def: EndpointDef, endpoint: string, params: Record<string, unknown>, opts: CallOptions): Promise<unknown> {

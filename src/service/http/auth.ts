@@ -1,13 +1,15 @@
 /**
  * Authenticator: who sent a request and whether its signature is right (spec/signature.md). The
  * credential of the endpoint names the client id and secret; any signature variant of
- * `signatureVariants` is accepted; `dateline` must be within 15 minutes of the service's clock.
+ * `signatureVariants` is accepted; `dateline` must be within 15 minutes of the service's clock; a
+ * signature already used for another endpoint within that window is refused (SignatureLedger).
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { Credential } from '../../shared/endpoints.js';
 import { signatureVariants } from '../../shared/sign.js';
 import type { ApplicationRow, Directory, EnterpriseRow, LibraryAuthRow, LibraryRow, MemberRow, PartnerRow } from '../domain/directory.js';
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
+import { SignatureLedger } from './signature-ledger.js';
 
 /** Largest accepted distance between `dateline` and the service's clock (ms): 15 minutes. */
 export const DATELINE_WINDOW_MS = 15 * 60_000;
@@ -23,12 +25,19 @@ export interface Caller {
 }
 
 export class Authenticator {
-  constructor(private readonly directory: Directory, private readonly clock: () => number) {}
+  private readonly ledger: SignatureLedger;
+
+  constructor(private readonly directory: Directory, private readonly clock: () => number) {
+    // A signature is remembered while its dateline is accepted: up to the window after it.
+    this.ledger = new SignatureLedger({ windowMs: DATELINE_WINDOW_MS, clock });
+  }
 
   authenticate(credential: Credential, path: string, params: Record<string, string>): Caller {
     const { caller, secret } = this.identify(credential, params);
     const dateline = params.dateline;
-    if (credential !== 'token' || dateline !== undefined) {
+    // The user API and the token endpoint may omit dateline (the official SDKs' refresh_token grant
+    // sends none); when given, it must be in the window.
+    if ((credential !== 'token' && credential !== 'application') || dateline !== undefined) {
       if (dateline === undefined || dateline === '') throw badParam('dateline', 'unix time in seconds', dateline ?? null);
       if (!/^\d+$/.test(dateline)) throw badParam('dateline', 'unix time in seconds', dateline);
       if (Math.abs(Number(dateline) * 1000 - this.clock()) > DATELINE_WINDOW_MS) {
@@ -39,6 +48,10 @@ export class Authenticator {
     if (given === undefined || given === '') throw badParam('sign', 'the request signature', given ?? null);
     const ok = signatureVariants(secret, params, path).some((v) => safeEqual(v, given));
     if (!ok) throw new ServiceFault(FaultCode.SignatureFailed, 'signature verification failed');
+    const other = this.ledger.use(given, path, dateline ? Number(dateline) * 1000 : undefined);
+    if (other !== undefined) {
+      throw new ServiceFault(FaultCode.SignatureReplayed, `this signature was already used for ${other}; sign each call anew (the signature covers parameter values only)`);
+    }
     return caller;
   }
 
