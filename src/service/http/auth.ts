@@ -32,7 +32,12 @@ export class Authenticator {
     this.ledger = new SignatureLedger({ windowMs: DATELINE_WINDOW_MS, clock });
   }
 
-  authenticate(credential: Credential, path: string, params: Record<string, string>): Caller {
+  /**
+   * `changesState`: the endpoint changes something (not idempotent). Only such a call is refused when its
+   * exact signature was used for another endpoint within the window: a read with the same values as an
+   * earlier call of another endpoint passes (two parameterless reads in one second sign alike).
+   */
+  authenticate(credential: Credential, path: string, params: Record<string, string>, changesState = true): Caller {
     const { caller, secret } = this.identify(credential, params);
     const dateline = params.dateline;
     // The user API and the token endpoint may omit dateline (the official SDKs' refresh_token grant
@@ -49,7 +54,7 @@ export class Authenticator {
     const ok = signatureVariants(secret, params, path).some((v) => safeEqual(v, given));
     if (!ok) throw new ServiceFault(FaultCode.SignatureFailed, 'signature verification failed');
     const other = this.ledger.use(given, path, dateline ? Number(dateline) * 1000 : undefined);
-    if (other !== undefined) {
+    if (other !== undefined && changesState) {
       throw new ServiceFault(FaultCode.SignatureReplayed, `this signature was already used for ${other}; sign each call anew (the signature covers parameter values only)`);
     }
     return caller;
