@@ -126,6 +126,12 @@ export class Directory {
     return this.db.prepare('SELECT a.* FROM library_auths a JOIN libraries l ON l.id = a.library_id WHERE a.org_client_id = ? AND l.deleted = 0').get(orgClientId) as LibraryAuthRow | undefined;
   }
 
+  /** The enterprise a member administers (enabled account with an administrator type), if any. */
+  enterpriseOfAdministrator(memberId: number): EnterpriseRow | undefined {
+    return this.db.prepare('SELECT e.* FROM enterprises e JOIN members m ON m.ent_id = e.id WHERE m.id = ? AND m.admin_type IS NOT NULL AND m.state = 1')
+      .get(memberId) as EnterpriseRow | undefined;
+  }
+
   enterpriseByClientId(clientId: string): EnterpriseRow | undefined {
     return this.db.prepare('SELECT * FROM enterprises WHERE client_id = ?').get(clientId) as EnterpriseRow | undefined;
   }

@@ -38,11 +38,14 @@ export class Authenticator {
    * earlier call of another endpoint passes (two parameterless reads in one second sign alike).
    */
   authenticate(credential: Credential, path: string, params: Record<string, string>, changesState = true): Caller {
-    const { caller, secret } = this.identify(credential, params);
+    // The official SDKs call the enterprise and library management APIs either with client_id or, once
+    // they hold an enterprise token (partner get_token, exchanged), with `token` + `token_type=ent`.
+    const entToken = credential === 'enterprise' && !params.client_id && !!params.token;
+    const { caller, secret } = entToken ? this.identifyEnterpriseToken(params.token!) : this.identify(credential, params);
     const dateline = params.dateline;
-    // The user API and the token endpoint may omit dateline (the official SDKs' refresh_token grant
-    // sends none); when given, it must be in the window.
-    if ((credential !== 'token' && credential !== 'application') || dateline !== undefined) {
+    // The user API, the token endpoint and token calls may omit dateline (the official SDKs' refresh_token
+    // grant and token calls send none); when given, it must be in the window.
+    if ((credential !== 'token' && credential !== 'application' && !entToken) || dateline !== undefined) {
       if (dateline === undefined || dateline === '') throw badParam('dateline', 'unix time in seconds', dateline ?? null);
       if (!/^\d+$/.test(dateline)) throw badParam('dateline', 'unix time in seconds', dateline);
       if (Math.abs(Number(dateline) * 1000 - this.clock()) > DATELINE_WINDOW_MS) {
@@ -58,6 +61,22 @@ export class Authenticator {
       throw new ServiceFault(FaultCode.SignatureReplayed, `this signature was already used for ${other}; sign each call anew (the signature covers parameter values only)`);
     }
     return caller;
+  }
+
+  /**
+   * An access token of an enterprise administrator, used on the enterprise API: the caller is that
+   * enterprise, the secret the application's the token was issued to.
+   */
+  private identifyEnterpriseToken(token: string): { caller: Caller; secret: string } {
+    const row = this.directory.accessToken(token);
+    if (!row) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
+    if (row.expires_ms <= this.clock()) throw new ServiceFault(FaultCode.TokenExpired, 'access token expired');
+    const application = this.directory.application(row.client_id);
+    const member = this.directory.member(row.member_id);
+    if (!application || !member) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
+    const enterprise = this.directory.enterpriseOfAdministrator(member.id);
+    if (!enterprise) throw new ServiceFault(FaultCode.NoPermission, 'the enterprise API needs the token of an enterprise administrator');
+    return { caller: { credential: 'enterprise', enterprise, member, application }, secret: application.client_secret };
   }
 
   private identify(credential: Credential, params: Record<string, string>): { caller: Caller; secret: string } {

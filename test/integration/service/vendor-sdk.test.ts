@@ -39,6 +39,11 @@ async function javaCall(base: string, path: string, method: 'GET' | 'POST', para
   return { status: res.statusCode, body, text };
 }
 
+/** Token calls of the SDKs (OauthEngine.addAuthParams): no dateline, then sign. */
+function withSign(params: Record<string, string | null>, secret: string): Record<string, string | null> {
+  return { ...params, sign: javaSign(params, secret) };
+}
+
 /** A signed call the way the Java SDK makes it: its params + dateline, then sign. */
 function signed(params: Record<string, string | null>, secret: string): Record<string, string | null> {
   const p = { ...params, dateline: now() };
@@ -260,6 +265,18 @@ describe('library file calls as the SDKs make them', { timeout: 30_000 }, () => 
       signed({ org_client_id: lib.org_client_id, fullpath: 'perm/advanced', inherit: '1', keep: '0' }, lib.org_client_secret));
     expect(await inheritOf('advanced')).toBe(1);
   });
+
+  it('setPermission: the C# SDK lowercases its enum names (fileread), the Java SDK sends file_read', async () => {
+    await fileCall('create_folder', 'POST', { fullpath: 'perm/shared', op_name: 'sdk' });
+    const memberId = String(t.service.credentials.member.member_id);
+    const cs = await fileCall('file_permission', 'POST', { fullpath: 'perm/shared', permissions: JSON.stringify({ [memberId]: ['fileread', 'filepreview'] }).toLowerCase() });
+    expect(cs.status).toBe(200);
+    const got = await fileCall('get_permission', 'POST', { fullpath: 'perm/shared', member_id: memberId });
+    expect(got.body).toEqual(expect.arrayContaining(['file_preview', 'file_read']));
+    const java = await fileCall('file_permission', 'POST', { fullpath: 'perm/shared', permissions: JSON.stringify({ [memberId]: ['file_read', 'file_write'] }) });
+    expect(java.status).toBe(200);
+    expect((await fileCall('file_permission', 'POST', { fullpath: 'perm/shared', permissions: JSON.stringify({ [memberId]: ['filefly'] }) })).status).toBe(400);
+  });
 });
 
 describe('enterprise, partner and token calls as the SDKs make them', { timeout: 30_000 }, () => {
@@ -304,6 +321,17 @@ describe('enterprise, partner and token calls as the SDKs make them', { timeout:
     // The SDK signs the calls made with that token with the partner's secret.
     const mount = await javaCall(base, '/m-api/1/account/mount', 'GET', signed({ token: grant.access_token }, partner.client_secret));
     expect(mount.status).toBe(200);
+
+    // OauthEngine with that token: the library management and enterprise APIs take token + token_type=ent
+    const libs = await javaCall(base, '/m-open/1/org/ls', 'GET', { ...withSign({ token: grant.access_token, token_type: 'ent', type: '0' }, partner.client_secret) });
+    expect(libs.status).toBe(200);
+    expect(libs.body).toMatchObject({ list: [] }); // the new enterprise has no library yet
+    const created2 = await javaCall(base, '/m-open/1/org/create', 'POST', withSign({ token: grant.access_token, token_type: 'ent', org_name: 'By token', org_capacity: null }, partner.client_secret));
+    expect(created2.status).toBe(200);
+    const roles = await javaCall(base, '/m-open/1/ent/get_roles', 'POST', withSign({ token: grant.access_token, token_type: 'ent' }, partner.client_secret));
+    expect(roles.status).toBe(200);
+    const memberToken = await javaCall(base, '/m-open/1/ent/get_roles', 'POST', withSign({ token: t.service.credentials.member.token, token_type: 'ent' }, t.service.credentials.member.client_secret));
+    expect(memberToken.status).toBe(403); // the demo member administers nothing
 
     const member = t.service.credentials.member;
     const app = (t.service.parts.tree.db.prepare('SELECT client_id FROM applications WHERE client_secret = ?').get(member.client_secret) as { client_id: string }).client_id;
