@@ -6,7 +6,8 @@
  * - `/m-open/1/file/servers` (library): the service's servers of a kind, as host items;
  * - `/m-api/1/thirdparty/get_token` (partner): an access token of the enterprise's administrator;
  * - `/m-api/1/thirdparty/get_sso_url` (partner): an admin console login link, like `ent_sso_url`;
- * - `/m-api/oauth2/token` (application): the token endpoint under its other name.
+ * - `/m-api/oauth2/token` (application): the token endpoint under its other name;
+ * - `/m-open/1/ent/get_member_file_link` (enterprise): share links of a member's personal library.
  */
 import type { EndpointDef } from '../../shared/endpoints.js';
 import { FaultCode, ServiceFault } from '../domain/fault.js';
@@ -39,6 +40,7 @@ export const VENDOR_ENDPOINTS = {
   servers: { method: 'POST', path: '/m-open/1/file/servers', credential: 'library', idempotent: true, unmarked: true, params: { type: s }, result: res<ServerHostItem[]>() },
   get_token: { method: 'POST', path: '/m-api/1/thirdparty/get_token', credential: 'partner', idempotent: false, unmarked: true, params: { out_id: S }, result: res<unknown>() },
   get_sso_url: { method: 'POST', path: '/m-api/1/thirdparty/get_sso_url', credential: 'partner', idempotent: false, unmarked: true, params: { out_id: S, ticket: S }, result: res<{ url: string }>() },
+  get_member_file_link: { method: 'POST', path: '/m-open/1/ent/get_member_file_link', credential: 'enterprise', idempotent: true, unmarked: true, params: { member_id: S, file: s }, result: res<unknown[]>() },
   token: { method: 'POST', path: '/m-api/oauth2/token', credential: 'application', idempotent: false, unmarked: true, params: { grant_type: S, username: s, password: s, refresh_token: s, token: s }, result: res<unknown>() },
 } as const satisfies Record<string, EndpointDef>;
 
@@ -83,4 +85,15 @@ export function registerVendorRoutes(router: Router, parts: ServiceParts, consol
   });
 
   router.registerVendor('user', 'token_v1', VENDOR_ENDPOINTS.token, (ctx) => tokenGrant(ctx, tokens));
+
+  // The share links of a member's personal library (EntManager.getMemberFileLink), as file/links lists them.
+  router.registerVendor('ent', 'get_member_file_link', VENDOR_ENDPOINTS.get_member_file_link, (ctx) => {
+    const ent = ctx.caller.enterprise;
+    if (!ent) throw new ServiceFault(FaultCode.NoPermission, 'this call needs the enterprise client_id');
+    const memberId = ctx.params.int('member_id', 0, { min: 1 });
+    const member = parts.directory.member(memberId);
+    if (!member || member.ent_id !== ent.id) throw new ServiceFault(FaultCode.MemberMissing, `member ${memberId} not found in this enterprise`);
+    const personal = db.prepare('SELECT id FROM libraries WHERE ent_id = ? AND type = 20 AND owner_id = ? AND deleted = 0 ORDER BY id LIMIT 1').get(ent.id, memberId) as { id: number } | undefined;
+    return personal ? parts.links.listLinks(personal.id, ctx.params.raw) : [];
+  });
 }

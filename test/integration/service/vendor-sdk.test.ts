@@ -290,6 +290,27 @@ describe('enterprise, partner and token calls as the SDKs make them', { timeout:
     expect((await call('get_member_by_out_id', { out_ids: 'sdk-u' })).body).toMatchObject({ 'sdk-u': { account: 'sdk-u@example.com' } });
   });
 
+  it('getMemberFileLink: the share links of a member\'s personal library', async () => {
+    const ent = t.service.credentials.enterprise;
+    const call = (path: string, method: 'GET' | 'POST', params: Record<string, string | null>) =>
+      javaCall(base, path, method, signed({ client_id: ent.client_id, ...params }, ent.client_secret));
+    const added = await call('/m-open/1/ent/add_member', 'POST', { account: 'links@example.com', member_name: 'Links', create_personal_org: '1', state: '1' });
+    expect(added.status).toBe(200);
+    const memberId = String((added.body as { member_id: number }).member_id);
+    expect((await call('/m-open/1/ent/get_member_file_link', 'GET', { member_id: memberId, file: null })).body).toEqual([]);
+    const personal = await call('/m-open/1/org/info_by_member', 'POST', { member_id: memberId });
+    const orgId = String((personal.body as { info: { org_id: number } }).info.org_id);
+    const auth = (await call('/m-open/1/org/bind', 'POST', { org_id: orgId, title: 'sdk', url: null })).body as { org_client_id: string; org_client_secret: string };
+    const own = (name: string, params: Record<string, string | null>) =>
+      javaCall(base, `/m-open/1/file/${name}`, 'POST', signed({ org_client_id: auth.org_client_id, ...params }, auth.org_client_secret));
+    expect((await own('create_folder', { fullpath: 'shared', op_name: 'sdk' })).status).toBe(200);
+    expect((await own('link', { fullpath: 'shared', dir: '1', password: null })).status).toBe(200);
+    const links = await call('/m-open/1/ent/get_member_file_link', 'GET', { member_id: memberId, file: null });
+    expect(links.body).toMatchObject([{ filename: 'shared' }]);
+    expect((await call('/m-open/1/ent/get_member_file_link', 'GET', { member_id: memberId, file: '1' })).body).toEqual([]);
+    expect((await call('/m-open/1/ent/get_member_file_link', 'GET', { member_id: '999999', file: null })).status).toBe(404);
+  });
+
   it('order with the SDK type names; get_token, exchange_token and get_sso_url', async () => {
     const partner = t.service.credentials.partner;
     const call = (name: string, params: Record<string, string | null>) =>
