@@ -8,7 +8,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { crc32 } from '../../../src/shared/crc32.js';
@@ -185,6 +187,54 @@ describe('chunked upload as the official SDKs send it', { timeout: 30_000 }, () 
         await service.close();
       }
     } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('an upload across a crash of the service process (kill -9)', { timeout: 60_000 }, () => {
+  it('the next start reports the bytes kept and the upload finishes from there', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'svc-sdk-crash-'));
+    const bin = fileURLToPath(new URL('../../../bin/cloudlib.js', import.meta.url));
+    const run = async (listen: string) => {
+      const child = spawn(process.execPath, [bin, 'service', '--data', dir, '--listen', listen, '--log-level', 'warn'], { stdio: 'ignore' });
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      return { child, exited };
+    };
+    const credentials = async (notBefore: number) => {
+      for (let i = 0; i < 300; i++) {
+        const c = await readFile(join(dir, 'credentials.json'), 'utf8').then((x) => JSON.parse(x) as { base_url: string; library: typeof lib }).catch(() => undefined);
+        const fresh = await stat(join(dir, 'credentials.json')).then((st) => st.mtimeMs >= notBefore, () => false);
+        if (c && fresh) return c;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error('the service did not start');
+    };
+    let proc = await run('127.0.0.1:0');
+    try {
+      const c1 = await credentials(0);
+      const data = randomBytes(4 * 65_536 + 9);
+      const created = await javaCreateFile('crash/big.bin', data, c1.base_url, c1.library);
+      const init = await gkInit(created.server, c1.library.org_client_id, created.hash, 'big.bin', data);
+      for (const at of [0, 65_536]) expect(await gkPart(created.server, init.session, data, at, 65_536)).toBe(200);
+      proc.child.kill('SIGKILL');
+      await proc.exited;
+      const restarted = Date.now();
+      proc = await run(new URL(c1.base_url).host);
+      const c2 = await credentials(restarted - 1);
+      // the SDK repeats create_file, then upload_init and upload_req
+      const again = await javaCreateFile('crash/big.bin', data, c2.base_url, c2.library);
+      const init2 = await gkInit(again.server, c2.library.org_client_id, again.hash, 'big.bin', data);
+      expect(init2.session).toBe(init.session);
+      expect(await gkReq(again.server, init2.session)).toEqual({ status: 200, text: String(2 * 65_536) });
+      for (let at = 2 * 65_536; at < data.length; at += 65_536) await gkPart(again.server, init2.session, data, at, 65_536);
+      expect(await gkFinish(again.server, init2.session)).toBe(200);
+      const info = await javaCall(c2.base_url, '/m-open/1/file/info', 'GET', signed({ org_client_id: c2.library.org_client_id, fullpath: 'crash/big.bin', attribute: '10' }, c2.library.org_client_secret));
+      expect(info.body).toMatchObject({ filehash: sha1(data) });
+      expect((await readdir(join(dir, 'tmp', 'upload', 'sessions'))).filter((n) => n.endsWith('.part'))).toEqual([]);
+    } finally {
+      if (proc.child.exitCode === null && proc.child.signalCode === null) proc.child.kill('SIGKILL');
+      await proc.exited;
       await rm(dir, { recursive: true, force: true });
     }
   });
