@@ -252,6 +252,22 @@ describe('library file calls as the SDKs make them', { timeout: 30_000 }, () => 
     expect((await fileCall('info', 'GET', { fullpath: 'dir', attribute: '0' })).status).toBe(200); // nothing removed
   });
 
+  it('the dify data source posts its parameters in the query string with no body; the skills adapter signs create_file whole', async () => {
+    // GoKuai/base.py: requests.request('POST', url, data={}, params=body) — the body is empty
+    const q = signed({ org_client_id: lib.org_client_id, fullpath: '', size: '100', start: '0' }, lib.org_client_secret);
+    const res = await request(`${base}/m-open/1/file/ls?${new URLSearchParams(q as Record<string, string>)}`, { method: 'POST', headers: { 'user-agent': 'yunku-sdk-php/6.0.0' } });
+    expect(res.statusCode).toBe(200);
+    await res.body.dump();
+    // adapters/goukuai.py: every parameter signed, filehash and filesize included; values quoted with safe=''
+    const data = Buffer.from('skills adapter upload');
+    const params: Record<string, string> = { org_client_id: lib.org_client_id, fullpath: 'skills/a b.txt', filehash: sha1(data), filesize: String(data.length), overwrite: '0', dateline: now() };
+    params.sign = javaSign(params, lib.org_client_secret);
+    const body = Object.entries(params).map(([k, v]) => `${k}=${encodeURIComponent(v)}`).join('&');
+    const created = await request(`${base}/m-open/1/file/create_file`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded; charset=UTF-8' }, body });
+    expect(created.statusCode).toBe(200);
+    expect(JSON.parse(await created.body.text())).toMatchObject({ state: 0, fullpath: 'skills/a b.txt' });
+  });
+
   it('getFileList signs the empty fullpath and the values only; C# GetFileList asks with GET', async () => {
     const res = await fileCall('ls', 'GET', { fullpath: '', tag: null, start: '0', size: '100', order: null });
     expect(res.status).toBe(200);
