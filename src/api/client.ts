@@ -75,6 +75,13 @@ const RETRY_STATUS = new Set([429, 500, 502, 503, 504]);
 /** Errors raised before any byte of the request could have reached the service. */
 export const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
 
+/**
+ * Signatures sent lately by any client of this process, with their endpoint path (oldest first, at most
+ * 4096): clients sharing credentials (the gateway's, the control socket's) must not send one signature
+ * to two endpoints either.
+ */
+const RECENT_SIGNS = new Map<string, string>();
+
 export class ServiceClient {
   readonly baseUrl: string;
   readonly credentials: Credentials;
@@ -258,16 +265,13 @@ export class ServiceClient {
     for (let ahead = 0; ; ahead++) {
       wire.dateline = String(Number(dateline) + ahead);
       wire.sign = sign(secret, wire as Params, { exclude });
-      const used = this.recentSigns.get(wire.sign);
+      const used = RECENT_SIGNS.get(wire.sign);
       if (used === undefined || used === def.path || ahead >= 60) break;
     }
-    this.recentSigns.set(wire.sign, def.path);
-    if (this.recentSigns.size > 4096) this.recentSigns.delete(this.recentSigns.keys().next().value as string);
+    RECENT_SIGNS.set(wire.sign, def.path);
+    if (RECENT_SIGNS.size > 4096) RECENT_SIGNS.delete(RECENT_SIGNS.keys().next().value as string);
     return wire;
   }
-
-  /** Signatures this client sent lately, with their endpoint path (newest last; at most 4096). */
-  private readonly recentSigns = new Map<string, string>();
 
   /** One HTTP exchange: sign, send, parse, within the per-request deadline. No retries. */
   async send(def: EndpointDef, endpoint: string, params: Record<string, unknown>, opts: CallOptions): Promise<unknown> {
