@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import { Agent, request } from 'undici';
 import { ServiceClient } from '../../../src/api/client.js';
 import { EmbeddedService, parsePublicUrl } from '../../../src/service/index.js';
+import { put } from './helpers.js';
 
 let dir: string;
 let cert: Buffer;
@@ -40,6 +41,13 @@ describe('HTTPS', { timeout: 30_000 }, () => {
       await client.file.createFolder({ fullpath: 'secure' });
       const list = await client.file.ls({ fullpath: '' });
       expect(list.list.map((e) => e.filename)).toContain('secure');
+      // chunked upload and download link over TLS
+      const content = Buffer.from('over tls '.repeat(1000));
+      await put(client, 'secure/file.txt', content);
+      const { urls } = await client.file.downloadUrl({ fullpath: 'secure/file.txt' });
+      expect(urls[0]!.startsWith('https://')).toBe(true);
+      const got = await request(urls[0]!, { dispatcher: agent });
+      expect(Buffer.from(await got.body.arrayBuffer()).equals(content)).toBe(true);
       // plain HTTP on the TLS port is not served
       const plain = await request(service.baseUrl.replace('https:', 'http:') + '/m-open/status').then((r) => r.statusCode, () => 0);
       expect(plain).not.toBe(200);
