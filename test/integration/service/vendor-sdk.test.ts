@@ -93,12 +93,12 @@ async function gkReq(server: string, session: string): Promise<{ status: number;
   return { status: res.statusCode, text: await res.body.text() };
 }
 
-async function gkPart(server: string, session: string, data: Buffer, at: number, len: number): Promise<number> {
+async function gkPart(server: string, session: string, data: Buffer, at: number, len: number, contentType = 'application/octet-stream'): Promise<number> {
   const block = data.subarray(at, at + len);
   const res = await request(`${server}/upload_part`, {
     method: 'PUT',
     headers: {
-      'content-type': 'application/octet-stream', 'x-gk-upload-session': session,
+      'content-type': contentType, 'x-gk-upload-session': session,
       'x-gk-upload-range': `${at}-${at + block.length - 1}`, 'x-gk-upload-crc': String(crc32(block)),
     },
     body: block,
@@ -155,6 +155,26 @@ describe('chunked upload as the official SDKs send it', { timeout: 30_000 }, () 
     expect(abort.statusCode).toBe(200);
     await abort.body.dump();
     expect((await gkReq(created.server, session)).status).toBe(401);
+  });
+
+  it('the C# UploadManager: create_file with overwrite, 64 KiB blocks sent as a form content type, one finish', async () => {
+    const data = randomBytes(3 * 65_536 + 500);
+    // UploadManager.AddFile: org_client_id, dateline, fullpath, op_name, overwrite signed; filesize, filehash after
+    const params: Record<string, string | null> = { org_client_id: lib.org_client_id, dateline: now(), fullpath: 'sdk/csharp.bin', op_name: 'sdk', overwrite: '1' };
+    params.sign = javaSign(params, lib.org_client_secret);
+    params.filesize = String(data.length);
+    params.filehash = sha1(data);
+    const created = (await javaCall(base, '/m-open/1/file/create_file', 'POST', params)).body as { hash: string; server: string };
+    const init = await gkInit(created.server, lib.org_client_id, created.hash, 'csharp.bin', data);
+    const codes: number[] = [];
+    // HttpRequestSyn.DefautRequest: a PUT carries application/x-www-form-urlencoded unless told otherwise
+    for (let at = 0; at < data.length; at += 65_536) codes.push(await gkPart(created.server, init.session, data, at, 65_536, 'application/x-www-form-urlencoded'));
+    expect(codes).toEqual([200, 200, 200, 202]);
+    // UploadCheck: a single upload_finish that must answer 200
+    const fin = await request(`${created.server}/upload_finish`, { method: 'POST', headers: { 'x-gk-upload-session': init.session, 'content-type': 'application/x-www-form-urlencoded' } });
+    expect(fin.statusCode).toBe(200);
+    await fin.body.dump();
+    expect((await fileCall('info', 'GET', { fullpath: 'sdk/csharp.bin', attribute: '10' })).body).toMatchObject({ filehash: sha1(data) });
   });
 
   it('after a restart, a repeated create_file (a new pathhash) takes over the session: upload_req reports what was kept', async () => {
