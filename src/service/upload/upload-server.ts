@@ -60,6 +60,9 @@ interface LiveSession {
 
 const SHA1_RE = /^[0-9a-f]{40}$/;
 
+/** A session file without journal is removed once it has not changed for this long (ms): 10 minutes. */
+const STRAY_GRACE_MS = 600_000;
+
 /** Header prefix of the deployments the official SDKs talk to; accepted besides the configured one. */
 export const VENDOR_HEADER_PREFIX = 'x-gk-';
 
@@ -445,11 +448,15 @@ export class UploadServer {
       await this.journal.remove(id);
       if (!s.record.result) this.log.info({ session: id.slice(0, 8), fullpath: s.record.fullpath }, 'upload session expired');
     }
+    // A session file without its journal (the process died inside upload_init, a journal write was cut)
+    // can never be resumed: it goes once it has been still for STRAY_GRACE_MS (another process sharing the
+    // folder may be between the two writes). A web upload's file goes after the session TTL.
     const { strays } = await this.journal.scan();
     const webFiles = (await readdir(this.webDir).catch(() => [] as string[])).map((n) => join(this.webDir, n));
-    for (const path of [...strays, ...webFiles]) {
+    const strayTtl = Math.min(this.sessionTtlMs, STRAY_GRACE_MS);
+    for (const [path, ttl] of [...strays.map((p) => [p, strayTtl] as const), ...webFiles.map((p) => [p, this.sessionTtlMs] as const)]) {
       const mtime = await stat(path).then((st) => st.mtimeMs, () => undefined);
-      if (mtime !== undefined && now - mtime >= this.sessionTtlMs) await rm(path, { force: true, recursive: true });
+      if (mtime !== undefined && now - mtime >= ttl) await rm(path, { force: true, recursive: true });
     }
   }
 }
