@@ -75,6 +75,13 @@ const RETRY_STATUS = new Set([429, 500, 502, 503, 504]);
 /** Errors raised before any byte of the request could have reached the service. */
 export const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
 
+/**
+ * Signatures sent lately by any client of this process, with their endpoint path (oldest first, at most
+ * 4096): clients sharing credentials (the gateway's, the control socket's) must not send one signature
+ * to two endpoints either.
+ */
+const RECENT_SIGNS = new Map<string, string>();
+
 export class ServiceClient {
   readonly baseUrl: string;
   readonly credentials: Credentials;
@@ -251,8 +258,18 @@ export class ServiceClient {
       default:
         throw new ParamError('credential', `endpoint ${def.path} is not a signed JSON endpoint`);
     }
-    wire.dateline = dateline;
-    wire.sign = sign(secret, wire as Params, { exclude: isCreateFilePath(def.path) ? CREATE_FILE_UNSIGNED : [] });
+    // The signature covers values only: two calls with equal values in the same second would carry the
+    // same signature, which the service refuses for a second endpoint (replay guard). Such a call is
+    // signed with the next second instead.
+    const exclude = isCreateFilePath(def.path) ? CREATE_FILE_UNSIGNED : [];
+    for (let ahead = 0; ; ahead++) {
+      wire.dateline = String(Number(dateline) + ahead);
+      wire.sign = sign(secret, wire as Params, { exclude });
+      const used = RECENT_SIGNS.get(wire.sign);
+      if (used === undefined || used === def.path || ahead >= 60) break;
+    }
+    RECENT_SIGNS.set(wire.sign, def.path);
+    if (RECENT_SIGNS.size > 4096) RECENT_SIGNS.delete(RECENT_SIGNS.keys().next().value as string);
     return wire;
   }
 

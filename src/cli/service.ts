@@ -1,6 +1,7 @@
 /**
  * `cloudlib service`: runs the embedded service in the foreground until SIGTERM or SIGINT.
  */
+import { readFile } from 'node:fs/promises';
 import { createLogger } from '../shared/log.js';
 import type { Subcommand } from './main.js';
 import { SERVICE_ADMIN_OPTIONS, SERVICE_ADMIN_USAGE, runServiceAdmin } from './service-token.js';
@@ -8,16 +9,26 @@ import { SERVICE_ADMIN_OPTIONS, SERVICE_ADMIN_USAGE, runServiceAdmin } from './s
 export const serviceCommand: Subcommand = {
   summary: 'Run the embedded cloud file library service in the foreground.',
   usage: [
-    'Usage: cloudlib service --data DIR [--listen HOST:PORT] [--log-level LEVEL]',
+    'Usage: cloudlib service --data DIR [--listen HOST:PORT] [--tls-cert FILE --tls-key FILE] [--public-url URL] [--log-level LEVEL]',
     '',
     '  --data DIR          data folder (created; reused on later starts); DIR/credentials.json is written',
     '                      (mode 0600) once the service is ready',
     '  --listen HOST:PORT  address to listen on (default 127.0.0.1:8900; port 0 = any free port)',
+    '  --tls-cert FILE     serve HTTPS with this certificate (PEM); needs --tls-key',
+    '  --tls-key FILE      private key of --tls-cert (PEM)',
+    '  --public-url URL    address clients use when a proxy is in front (e.g. https://files.example.com);',
+    '                      links and credentials.json carry it',
     '  --log-level LEVEL   pino level (default info)',
+    '',
+    'Request signatures cover parameter values only: off the local machine, serve over HTTPS (--tls-cert)',
+    'or behind a TLS-terminating proxy (--public-url).',
   ].join('\n') + '\n' + SERVICE_ADMIN_USAGE,
   options: {
     data: { type: 'string' },
     listen: { type: 'string' },
+    'tls-cert': { type: 'string' },
+    'tls-key': { type: 'string' },
+    'public-url': { type: 'string' },
     'log-level': { type: 'string' },
     ...SERVICE_ADMIN_OPTIONS,
   },
@@ -28,11 +39,30 @@ export const serviceCommand: Subcommand = {
       process.stderr.write('cloudlib service: --data DIR is required\n');
       return 2;
     }
+    const certFile = typeof values['tls-cert'] === 'string' ? values['tls-cert'] : undefined;
+    const keyFile = typeof values['tls-key'] === 'string' ? values['tls-key'] : undefined;
+    if ((certFile === undefined) !== (keyFile === undefined)) {
+      process.stderr.write('cloudlib service: --tls-cert and --tls-key go together\n');
+      return 2;
+    }
+    let tls: { cert: Buffer; key: Buffer } | undefined;
+    if (certFile !== undefined && keyFile !== undefined) {
+      try {
+        tls = { cert: await readFile(certFile), key: await readFile(keyFile) };
+      } catch (err) {
+        process.stderr.write(`cloudlib service: reading the TLS certificate or key: ${(err as Error).message}\n`);
+        return 2;
+      }
+    }
+    const publicUrl = typeof values['public-url'] === 'string' ? values['public-url'] : undefined;
     const logger = createLogger({ level: typeof values['log-level'] === 'string' ? values['log-level'] : undefined, name: 'cloudlib-service' });
     const { EmbeddedService } = await import('../service/index.js');
     let service;
     try {
-      service = await EmbeddedService.start({ dataDir: data, listen: typeof values.listen === 'string' ? values.listen : '127.0.0.1:8900', logger });
+      service = await EmbeddedService.start({
+        dataDir: data, listen: typeof values.listen === 'string' ? values.listen : '127.0.0.1:8900', logger,
+        ...(tls ? { tls } : {}), ...(publicUrl !== undefined ? { publicUrl } : {}),
+      });
     } catch (err) {
       process.stderr.write(`cloudlib service: ${(err as Error).message}\n`);
       return 1;

@@ -6,8 +6,9 @@
  * (written once the service is ready to serve).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { chmod, mkdir, rename, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { silentLogger, type Logger } from '../shared/log.js';
 import { openDatabase, type Db } from './store/database.js';
@@ -41,6 +42,7 @@ import { PreviewServer } from './preview/index.js';
 import { registerFileApi } from './api/file.js';
 import { registerOrgApi } from './api/org.js';
 import { registerMemberApis } from './api/permissions.js';
+import { registerVendorRoutes } from './api/vendor-routes.js';
 import type { ServiceParts } from './api/context.js';
 
 /** The content of `credentials.json`. */
@@ -57,6 +59,16 @@ export interface EmbeddedServiceOptions {
   logger?: Logger;
   /** Clock in milliseconds. Default Date.now. */
   clock?: () => number;
+  /**
+   * Serve HTTPS with this certificate and key (PEM). The request signature covers values only, so on an
+   * open network the service belongs behind TLS (docs/service.md, "Signatures and TLS").
+   */
+  tls?: { cert: string | Buffer; key: string | Buffer };
+  /**
+   * The address clients reach the service at, when it is not the listener's own (a TLS-terminating proxy
+   * in front: `https://files.example.com`). Links, the upload server address and credentials.json use it.
+   */
+  publicUrl?: string;
 }
 
 export class EmbeddedService {
@@ -94,6 +106,8 @@ export class EmbeddedService {
     await blobs.open();
     await mkdir(join(tmp, 'upload'), { recursive: true });
     await mkdir(join(tmp, 'links'), { recursive: true });
+    await rm(join(tmp, 'forms'), { recursive: true, force: true }); // parts of requests cut by a stop
+    await mkdir(join(tmp, 'forms'), { recursive: true });
 
     const db = openDatabase(join(dataDir, 'service.db'));
     try {
@@ -113,17 +127,20 @@ export class EmbeddedService {
       // The listener starts before the parts that need the address; nothing is announced until
       // credentials.json exists, and requests arriving earlier are answered 503.
       const ready: { handler?: (req: IncomingMessage, res: ServerResponse) => void } = {};
-      const server = createServer((req, res) => {
+      const listener = (req: IncomingMessage, res: ServerResponse): void => {
         if (ready.handler) ready.handler(req, res);
         else sendJson(res, 503, { error_code: 50301, error_msg: 'starting' });
-      });
+      };
+      const server: Server = opts.tls ? createHttpsServer({ cert: opts.tls.cert, key: opts.tls.key }, listener) : createServer(listener);
       server.keepAliveTimeout = 30_000;
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);
         server.listen(port, host, () => { server.off('error', reject); resolve(); });
       });
       const addr = server.address() as AddressInfo;
-      const baseUrl = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
+      const baseUrl = opts.publicUrl !== undefined
+        ? parsePublicUrl(opts.publicUrl)
+        : `${opts.tls ? 'https' : 'http'}://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
       const uploadServerUrl = `${baseUrl}/upload`;
 
       const traffic = new DailyTraffic(db, (id) => directory.library(id)?.ent_id, clock);
@@ -139,7 +156,8 @@ export class EmbeddedService {
         clock,
       });
       const parts: ServiceParts = { directory, tree, queries, content, uploads, copies, downloads, links, uploadServer, uploadServerUrl, baseUrl, previews, countTraffic, traffic, clock };
-      const router = new Router(new Authenticator(directory, clock), log);
+      // create_file may carry its content as a multipart part (the official SDKs' createFile)
+      const router = new Router(new Authenticator(directory, clock), log, { tempDir: join(tmp, 'forms'), fileEndpoints: ['/m-open/1/file/create_file'] });
       registerFileApi(router, parts);
       registerOrgApi(router, parts);
       registerTrafficStats(router, parts);
@@ -149,6 +167,7 @@ export class EmbeddedService {
       registerEntSync(router, parts);
       const consoleLogin = registerPartnerApi(router, parts);
       registerMemberApis(router, parts);
+      registerVendorRoutes(router, parts, consoleLogin);
 
       ready.handler = (req, res) => {
         void dispatch(req, res).catch((err: unknown) => sendFault(res, err, log));
@@ -194,6 +213,20 @@ export class EmbeddedService {
     })();
     return this.closing;
   }
+}
+
+/** A public base URL: http(s), no query or fragment; the trailing `/` dropped. */
+export function parsePublicUrl(text: string): string {
+  let u: URL;
+  try {
+    u = new URL(text);
+  } catch {
+    throw new TypeError(`public URL: expected an http(s) URL such as https://files.example.com, got ${JSON.stringify(text)}`);
+  }
+  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.search !== '' || u.hash !== '' || u.username !== '' || u.password !== '') {
+    throw new TypeError(`public URL: expected an http(s) URL without query, fragment or user, got ${JSON.stringify(text)}`);
+  }
+  return `${u.origin}${u.pathname.replace(/\/+$/, '')}`;
 }
 
 export function parseListen(listen: string): { host: string; port: number } {

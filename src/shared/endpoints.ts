@@ -72,7 +72,7 @@ export const ENDPOINTS = {
     copy: { method: 'POST', path: FILE + 'copy', credential: 'library', idempotent: false, params: { from_fullpath: S, fullpath: S, overwrite: i, ...OP }, result: res<R.CopyResult>() },
     mcopy: { method: 'POST', path: FILE + 'mcopy', credential: 'library', idempotent: false, params: { from_fullpaths: S, paths: S, copy_all: i, sp: s, ...OP }, result: res<R.CopyResult[]>() },
     move: { method: 'POST', path: FILE + 'move', credential: 'library', idempotent: false, params: { fullpath: S, dest_fullpath: S, ...OP }, result: res<R.Ok>() },
-    del: { method: 'POST', path: FILE + 'del', credential: 'library', idempotent: false, params: { fullpath: s, tag: s, path: s, destroy: i, ...OP }, oneOf: [['fullpath', 'tag']], result: res<R.Ok>() },
+    del: { method: 'POST', path: FILE + 'del', credential: 'library', idempotent: false, params: { fullpath: s, fullpaths: s, tag: s, path: s, destroy: i, ...OP }, oneOf: [['fullpath', 'fullpaths', 'tag']], result: res<R.Ok>() },
     del_completely: { method: 'POST', path: FILE + 'del_completely', credential: 'library', idempotent: false, params: { fullpaths: s, tag: s, ...OP }, oneOf: [['fullpaths', 'tag']], result: res<R.Ok>() },
     recycle: { method: 'POST', path: FILE + 'recycle', credential: 'library', idempotent: true, params: { start: i, size: i, order: s, keyword: s }, result: res<R.RecycleList>() },
     recover: { method: 'POST', path: FILE + 'recover', credential: 'library', idempotent: false, params: { fullpaths: S, ...OP }, result: res<R.Ok>() },

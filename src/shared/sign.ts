@@ -38,7 +38,9 @@ export function sign(secret: string, params: Params, opts: SignOptions = {}): st
 /** The variants the embedded service accepts (spec/decisions.md, "Signing tolerance"). */
 export function signatureVariants(secret: string, params: Params, path: string): string[] {
   const out = new Set<string>();
-  const excludes: (readonly string[])[] = isCreateFilePath(path) ? [CREATE_FILE_UNSIGNED] : [[], CREATE_FILE_UNSIGNED];
+  // Some clients sign create_file's filehash/filesize too (the vendor's own skills adapter does), some
+  // leave them out everywhere: every path accepts both, the usual one of the path first.
+  const excludes: (readonly string[])[] = isCreateFilePath(path) ? [CREATE_FILE_UNSIGNED, []] : [[], CREATE_FILE_UNSIGNED];
   for (const exclude of excludes) {
     for (const skipEmpty of [false, true]) out.add(sign(secret, params, { exclude, skipEmpty }));
   }

@@ -2,11 +2,12 @@
  * The library file API (`/m-open/1/file/*`): each endpoint's parameters read and handed to the domain.
  */
 import type { FileInfo } from '../../shared/records.js';
-import { toFileRecord, parseTags, tagsOf, ALL_PERMISSIONS, type EntryRow } from '../domain/entries.js';
+import { parseTags, tagsOf, ALL_PERMISSIONS, type EntryRow } from '../domain/entries.js';
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
 import { SHA1_RE } from '../store/blob-store.js';
 import { normalizePath } from '../domain/paths.js';
 import type { RequestContext, Router } from '../http/router.js';
+import type { ReceivedFile } from '../http/form-data.js';
 import { libraryOf, operatorOf, type ServiceParts } from './context.js';
 import { previewUrlResult } from '../preview/index.js';
 
@@ -49,7 +50,7 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     }
     const basic = { hash: row.hash, dir: row.dir, fullpath: row.fullpath, filename: row.name, filehash: row.dir ? '' : content.filehash, filesize: row.dir ? 0 : content.filesize };
     if (attribute === 10) return basic;
-    const record = toFileRecord(row);
+    const record = queries.records([row])[0]!;
     // Links to the preview page and (images) the thumbnail of the version shown, valid 10 minutes.
     const links = row.dir ? undefined : parts.previews.issue({
       libraryId: lib, fullpath: row.fullpath, filehash: content.filehash, filename: row.name, filesize: content.filesize, thumbnail: true, baseUrl: parts.baseUrl,
@@ -78,8 +79,9 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     return { hash: row.hash, fullpath: row.fullpath };
   });
 
-  on('create_file', (ctx, lib) => {
+  on('create_file', async (ctx, lib) => {
     const p = ctx.params;
+    if (ctx.file) return createWithContent(ctx, lib, ctx.file);
     const filehash = p.required('filehash');
     if (!SHA1_RE.test(filehash)) throw badParam('filehash', 'SHA-1 as 40 lowercase hex characters', filehash);
     const filesize = p.int('filesize', -1, { min: 0 });
@@ -87,6 +89,25 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     const overwrite = p.int('overwrite', 0, { min: 0, max: 1 }) === 1;
     return uploads.create(lib, p.path('fullpath'), filehash, filesize, overwrite, op(ctx), parts.uploadServerUrl);
   });
+
+  /**
+   * create_file with the content as a multipart file part (the official SDKs' createFile, files up to
+   * 50 MB): the file is written at once. Declared filehash/filesize, when given, must match the part.
+   * Answers the record of the file (hash, fullpath, filehash, filesize) with state 1.
+   */
+  const createWithContent = async (ctx: RequestContext, lib: number, file: ReceivedFile) => {
+    const p = ctx.params;
+    const filefield = p.str('filefield') || 'file';
+    if (file.field !== filefield) throw badParam(filefield, `the file as form part '${filefield}' (filefield)`, file.field);
+    if (p.str('filehash') !== file.sha1) throw badParam('filehash', `the SHA-1 of the file part (${file.sha1})`, p.str('filehash') ?? null);
+    if (p.str('filesize') !== String(file.size)) throw badParam('filesize', `the size of the file part (${file.size})`, p.str('filesize') ?? null);
+    const fullpath = p.path('fullpath');
+    const overwrite = p.int('overwrite', 0, { min: 0, max: 1 }) === 1;
+    const operator = op(ctx);
+    const row = await parts.content.ingest(lib, { tempFilePath: file.tempFilePath, sha1: file.sha1, size: file.size },
+      (c) => tree.placeContent(lib, fullpath, c, overwrite, operator));
+    return { hash: row.hash, fullpath: row.fullpath, filehash: row.filehash, filesize: row.filesize, state: 1, server: parts.uploadServerUrl };
+  };
 
   on('upload_servers', (ctx, lib) => {
     const p = ctx.params;
@@ -118,6 +139,13 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     const tag = p.str('tag');
     if (tag !== undefined && tag !== '') {
       tree.removeByTags(lib, parseTags(tag), p.path('path', { allowRoot: true }), destroy, op(ctx));
+    } else if (p.has('fullpaths')) {
+      // The official SDKs delete with `fullpaths` (`|`-separated, as recover and del_completely take):
+      // all of them or none.
+      // A path inside another one of the list goes with it (listed once).
+      const listed = [...new Set(p.paths('fullpaths'))];
+      const paths = listed.filter((a) => !listed.some((b) => b !== a && a.startsWith(b + '/')));
+      tree.tx(() => { for (const path of paths) tree.remove(lib, path, destroy, op(ctx)); });
     } else {
       tree.remove(lib, p.path('fullpath'), destroy, op(ctx));
     }

@@ -14,6 +14,10 @@ import { EMAIL_RE } from './ent-members.js';
 
 const DATE_RE = /^\d{4}-\d{2}-\d{2}$/;
 const SETTING_PREFIX = '__setting_';
+/** Order type names of the official SDKs (ThirdPartyManager) → the spec's. */
+const SDK_ORDER_TYPES: Record<string, OrderType> = {
+  orderSubscribe: 'subscribe', orderUpgrade: 'upgrade', orderRenew: 'renew', orderUnsubscribe: 'unsubscribe',
+};
 
 export function registerPartnerApi(router: Router, parts: ServiceParts): AdminConsoleLogin {
   const db = parts.tree.db;
@@ -66,11 +70,16 @@ export function registerPartnerApi(router: Router, parts: ServiceParts): AdminCo
 
   router.register('partner', 'order', (ctx) => {
     const ent = entOf(ctx);
-    const type = ctx.params.required('type');
-    if (!(ORDER_TYPES as readonly string[]).includes(type)) throw badParam('type', ORDER_TYPES.join(', '), type);
+    const given = ctx.params.required('type');
+    // The official SDKs name the types orderSubscribe, orderUpgrade, orderRenew, orderUnsubscribe.
+    const type = SDK_ORDER_TYPES[given] ?? given;
+    if (!(ORDER_TYPES as readonly string[]).includes(type)) throw badParam('type', [...ORDER_TYPES, ...Object.keys(SDK_ORDER_TYPES)].join(', '), given);
+    const optional = (name: string, min: number): number | undefined =>
+      ctx.params.str(name) === undefined || ctx.params.str(name) === '' ? undefined : ctx.params.int(name, 0, { min });
     enterprises.order(ent, type as OrderType, {
-      days: positive(ctx, 'days', ENT_LIMITS.maxTrialDays), memberCount: positive(ctx, 'member_count'),
-      spaceGb: positive(ctx, 'space'), months: positive(ctx, 'month', 120),
+      // member_count -1 = no limit (the SDKs' documented value); 0 adds nothing on upgrade
+      days: positive(ctx, 'days', ENT_LIMITS.maxTrialDays), memberCount: optional('member_count', -1),
+      spaceGb: optional('space', 0), months: positive(ctx, 'month', 120),
     });
   });
 

@@ -78,15 +78,7 @@ export function registerUserApi(router: Router, parts: ServiceParts, extra: User
 
   // ---- token ------------------------------------------------------------------------------------
 
-  on('token', (ctx) => {
-    const app = ctx.caller.application;
-    if (!app) throw new OAuthFault('invalid_client', 'client_id not found');
-    const p = ctx.params;
-    const grant = p.str('grant_type');
-    if (grant === 'password') return tokens.grantPassword(app, p.str('username'), p.str('password'));
-    if (grant === 'refresh_token') return tokens.grantRefresh(app, p.str('refresh_token'));
-    throw new OAuthFault('invalid_request', `parameter 'grant_type': expected 'password' or 'refresh_token', got ${JSON.stringify(grant ?? null)}`);
-  });
+  on('token', (ctx) => tokenGrant(ctx, tokens));
 
   // ---- libraries --------------------------------------------------------------------------------
 
@@ -371,4 +363,19 @@ function parseJsonList(raw: string | undefined, name: string, fallback: string[]
   }
   if (!Array.isArray(v) || !v.every((s) => typeof s === 'string')) throw badParam(name, 'a JSON array of strings', raw);
   return v as string[];
+}
+
+/**
+ * The token endpoint's answer (`/m-api/oauth2/token2`, and `/m-api/oauth2/token` that the official SDKs
+ * also call): password, refresh_token and exchange_token grants.
+ */
+export function tokenGrant(ctx: RequestContext, tokens: AccessTokens): unknown {
+  const app = ctx.caller.application;
+  if (!app) throw new OAuthFault('invalid_client', 'client_id not found');
+  const p = ctx.params;
+  const grant = p.str('grant_type');
+  if (grant === 'password') return tokens.grantPassword(app, p.str('username'), p.str('password'));
+  if (grant === 'refresh_token') return tokens.grantRefresh(app, p.str('refresh_token'));
+  if (grant === 'exchange_token') return tokens.grantExchange(app, p.str('token'));
+  throw new OAuthFault('invalid_request', `parameter 'grant_type': expected 'password', 'refresh_token' or 'exchange_token', got ${JSON.stringify(grant ?? null)}`);
 }

@@ -45,7 +45,9 @@ export class Directory {
       const partner = { client_id: newId('pt_'), client_secret: newSecret() };
       const partnerId = Number(this.db.prepare('INSERT INTO partners (name, client_id, client_secret) VALUES (?, ?, ?)').run('Partner', partner.client_id, partner.client_secret).lastInsertRowid);
       const ent = { client_id: newId('ent_'), client_secret: newSecret() };
-      const entId = Number(this.db.prepare('INSERT INTO enterprises (partner_id, out_id, name, client_id, client_secret, trial, end_dateline, created_ms) VALUES (?, ?, ?, ?, ?, 0, 0, ?)')
+      // The demo enterprise has directory synchronisation on, so the ent/*sync* calls work on a fresh
+      // service (an enterprise made through the partner API keeps its own `__setting_sync`).
+      const entId = Number(this.db.prepare('INSERT INTO enterprises (partner_id, out_id, name, client_id, client_secret, trial, end_dateline, created_ms, sync_enabled) VALUES (?, ?, ?, ?, ?, 0, 0, ?, 1)')
         .run(partnerId, 'default', 'Enterprise', ent.client_id, ent.client_secret, now).lastInsertRowid);
       const memberId = Number(this.db.prepare('INSERT INTO members (ent_id, account, name, email, state, created_ms) VALUES (?, ?, ?, ?, 1, ?)')
         .run(entId, 'demo@example.com', 'Demo', 'demo@example.com', now).lastInsertRowid);
@@ -122,6 +124,12 @@ export class Directory {
 
   libraryAuth(orgClientId: string): LibraryAuthRow | undefined {
     return this.db.prepare('SELECT a.* FROM library_auths a JOIN libraries l ON l.id = a.library_id WHERE a.org_client_id = ? AND l.deleted = 0').get(orgClientId) as LibraryAuthRow | undefined;
+  }
+
+  /** The enterprise a member administers (enabled account with an administrator type), if any. */
+  enterpriseOfAdministrator(memberId: number): EnterpriseRow | undefined {
+    return this.db.prepare('SELECT e.* FROM enterprises e JOIN members m ON m.ent_id = e.id WHERE m.id = ? AND m.admin_type IS NOT NULL AND m.state = 1')
+      .get(memberId) as EnterpriseRow | undefined;
   }
 
   enterpriseByClientId(clientId: string): EnterpriseRow | undefined {

@@ -68,9 +68,10 @@ export function basicFields(row: EntryRow) {
   };
 }
 
-export function toFileRecord(row: EntryRow): FileRecord {
+/** The file record; `inherit` is false for a folder whose permission inheritance was turned off. */
+export function toFileRecord(row: EntryRow, inherit = true): FileRecord {
   return {
     ...basicFields(row),
-    property: { tag: tagsOf(row.tags).join(';'), op_name: row.last_member_name, inherit: 1, permisson: ALL_PERMISSIONS },
+    property: { tag: tagsOf(row.tags).join(';'), op_name: row.last_member_name, inherit: inherit ? 1 : 0, permisson: ALL_PERMISSIONS },
   };
 }

@@ -9,6 +9,8 @@ export const FaultCode = {
   SignatureFailed: 401041,
   /** (ours) `dateline` more than 15 minutes away from the service's clock. */
   DatelineOutOfWindow: 401042,
+  /** (ours) This exact signature was already used for another endpoint within the dateline window (replay). */
+  SignatureReplayed: 401043,
   TokenInvalid: 40101,
   TokenExpired: 40102,
   ClientNotFound: 40103,

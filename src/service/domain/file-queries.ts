@@ -2,7 +2,7 @@
  * Read-only views of a library's tree: listing, search, recycle bin, history, statistics and the
  * updates feed (spec "updates" rules 1–4).
  */
-import type { FileList, HistoryList, LibraryStat, RecycleList, UpdateItem, Updates } from '../../shared/records.js';
+import type { FileList, FileRecord, HistoryList, LibraryStat, RecycleList, UpdateItem, Updates } from '../../shared/records.js';
 import type { Db } from '../store/database.js';
 import type { Directory } from './directory.js';
 import { FaultCode, ServiceFault, badParam } from './fault.js';
@@ -25,23 +25,34 @@ export class FileQueries {
     this.db = tree.db;
   }
 
+  /** File records of `rows`, with `property.inherit` 0 for folders whose inheritance is off (one query). */
+  records(rows: EntryRow[]): FileRecord[] {
+    const dirs = rows.filter((r) => r.dir).map((r) => r.id);
+    const off = new Set<number>();
+    if (dirs.length > 0) {
+      const found = this.db.prepare('SELECT entry_id FROM folder_inherit WHERE inherit = 0 AND entry_id IN (SELECT value FROM json_each(?))').all(JSON.stringify(dirs)) as { entry_id: number }[];
+      for (const r of found) off.add(r.entry_id);
+    }
+    return rows.map((r) => toFileRecord(r, !off.has(r.id)));
+  }
+
   /** Children of a folder (folders first, then by name), or entries by `tag` at any depth, or by `hashs`. */
   ls(libraryId: number, folder: string, opts: Page & { tags?: string[]; hashs?: string[] }): FileList {
     const parentId = this.tree.folderId(libraryId, folder);
     if (opts.hashs) {
       const marks = opts.hashs.map(() => '?').join(',');
       const rows = this.db.prepare(`SELECT * FROM entries WHERE library_id = ? AND state = 0 AND hash IN (${marks}) ORDER BY dir DESC, name`).all(libraryId, ...opts.hashs) as EntryRow[];
-      return { count: rows.length, list: rows.slice(opts.start, opts.start + opts.size).map(toFileRecord) };
+      return { count: rows.length, list: this.records(rows.slice(opts.start, opts.start + opts.size)) };
     }
     if (opts.tags) {
       const rows = this.tree.withTags(libraryId, opts.tags, folder, 0);
-      return { count: rows.length, list: rows.slice(opts.start, opts.start + opts.size).map(toFileRecord) };
+      return { count: rows.length, list: this.records(rows.slice(opts.start, opts.start + opts.size)) };
     }
     const where = parentId === null ? 'library_id = ? AND parent_id IS NULL AND state = 0' : 'parent_id = ? AND state = 0';
     const key = parentId ?? libraryId;
     const count = (this.db.prepare(`SELECT COUNT(*) AS n FROM entries WHERE ${where}`).get(key) as { n: number }).n;
     const rows = this.db.prepare(`SELECT * FROM entries WHERE ${where} ORDER BY dir DESC, name LIMIT ? OFFSET ?`).all(key, opts.size, opts.start) as EntryRow[];
-    return { count, list: rows.map(toFileRecord) };
+    return { count, list: this.records(rows) };
   }
 
   /** Entries below `path` whose name (scope filename) or tags (scope tag) contain `keywords`. */
@@ -57,7 +68,7 @@ export class FileQueries {
     const sql = `FROM entries WHERE library_id = ? AND state = 0 AND (${conds.join(' OR ')}) ${inPath}`;
     const count = (this.db.prepare(`SELECT COUNT(*) AS n ${sql}`).get(...args) as { n: number }).n;
     const rows = this.db.prepare(`SELECT * ${sql} ORDER BY dir DESC, fullpath LIMIT ? OFFSET ?`).all(...args, page.size, page.start) as EntryRow[];
-    return { count, list: rows.map(toFileRecord) };
+    return { count, list: this.records(rows) };
   }
 
   /** Items deleted to the recycle bin (one per `del`), newest first unless `order` says otherwise. */

@@ -70,7 +70,7 @@ export class EnterpriseMembers {
     if (wanted !== 1) return 0;
     const limit = (this.db.prepare('SELECT member_limit FROM enterprises WHERE id = ?').get(entId) as { member_limit: number }).member_limit;
     const enabled = (this.db.prepare('SELECT COUNT(*) AS n FROM members WHERE ent_id = ? AND state = 1 AND id != ?').get(entId, exceptId) as { n: number }).n;
-    return enabled < limit ? 1 : 0;
+    return limit < 0 || enabled < limit ? 1 : 0;
   }
 
   /** Sets a member's state; a disabled account's access tokens end at once. */

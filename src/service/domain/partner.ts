@@ -122,7 +122,10 @@ export class PartnerEnterprises {
     return rows.map((r) => this.record(r, true));
   }
 
-  /** Applies an order at once. Amounts are validated by the caller (positive integers). */
+  /**
+   * Applies an order at once. Amounts are validated by the caller (integers; member_count may be -1 for
+   * no limit, space and member_count 0 on upgrade add nothing).
+   */
   order(row: EnterpriseDbRow, type: OrderType, o: { days?: number; memberCount?: number; spaceGb?: number; months?: number }): void {
     const now = this.nowS();
     const need = (v: number | undefined, name: string): number => {
@@ -141,7 +144,9 @@ export class PartnerEnterprises {
       }
       case 'subscribe': {
         const members = need(o.memberCount, 'member_count');
+        if (members === 0) throw badParam('member_count', 'a positive integer, or -1 for no limit', 0);
         const space = need(o.spaceGb, 'space');
+        if (space === 0) throw badParam('space', 'a positive integer (GB)', 0);
         const months = need(o.months, 'month');
         // From a trial the subscription starts now; an active subscription is replaced from its end.
         const from = row.trial === 1 ? now : Math.max(now, row.end_dateline);
@@ -157,7 +162,9 @@ export class PartnerEnterprises {
         const members = o.memberCount ?? 0;
         const space = o.spaceGb ?? 0;
         if (members === 0 && space === 0) throw badParam('member_count', 'member_count and/or space to add for upgrade', null);
-        change = { member_limit: row.member_limit + members, space: row.space + space * GB };
+        // -1 = no member limit from now on; a limit of -1 stays without limit
+        const limit = members === -1 || row.member_limit === -1 ? -1 : row.member_limit + members;
+        change = { member_limit: limit, space: row.space + space * GB };
         break;
       }
       case 'unsubscribe':

@@ -57,7 +57,8 @@ export function simpleToCodes(names: unknown, param: string): CodeStates {
   if (!Array.isArray(names) || !names.every((n) => typeof n === 'string')) throw badParam(param, 'an array of permission names', names);
   const states: CodeStates = {};
   for (const name of names as string[]) {
-    const codes = SIMPLE_PERMISSIONS[name];
+    // The C# SDK writes its enum names lowercased (`fileread`): the spec's name without the underscore.
+    const codes = SIMPLE_PERMISSIONS[name] ?? SIMPLE_PERMISSIONS[name.replace(/^file(?=[a-z])/, 'file_')];
     if (!codes) throw badParam(param, `permission names among ${Object.keys(SIMPLE_PERMISSIONS).join(', ')}`, name);
     for (const c of codes) states[c] = 1;
   }

@@ -77,6 +77,22 @@ export class AccessTokens {
     })();
   }
 
+  /**
+   * `grant_type=exchange_token`: a valid access token issued to another application (for instance by the
+   * partner's `get_token`) is exchanged for one of this application, for the same member. The given token
+   * stays valid until it expires.
+   */
+  grantExchange(app: ApplicationRow, token: string | undefined): TokenGrant {
+    if (!token) throw new OAuthFault('invalid_request', "parameter 'token': expected the access token to exchange, got nothing");
+    const row = this.db.prepare('SELECT member_id, expires_ms FROM access_tokens WHERE token = ?').get(token) as { member_id: number; expires_ms: number } | undefined;
+    if (!row) throw new OAuthFault('invalid_grant', 'access token invalid');
+    if (row.expires_ms <= this.clock()) throw new OAuthFault('invalid_grant', 'access token expired');
+    const member = this.db.prepare('SELECT state, expire FROM members WHERE id = ?').get(row.member_id) as { state: number; expire: number | null } | undefined;
+    const refusal = member ? accountRefusal(member, this.clock()) : 'the account is gone';
+    if (refusal) throw new OAuthFault('invalid_grant', refusal);
+    return this.issue(row.member_id, app.client_id);
+  }
+
   /** A new access token (and refresh token) for a member and application; `ttlMs` overrides the lifetime. */
   issue(memberId: number, clientId: string, ttlMs = this.accessTtlMs): TokenGrant {
     const now = this.clock();

@@ -1,13 +1,15 @@
 /**
  * Authenticator: who sent a request and whether its signature is right (spec/signature.md). The
  * credential of the endpoint names the client id and secret; any signature variant of
- * `signatureVariants` is accepted; `dateline` must be within 15 minutes of the service's clock.
+ * `signatureVariants` is accepted; `dateline` must be within 15 minutes of the service's clock; a
+ * signature already used for another endpoint within that window is refused (SignatureLedger).
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { Credential } from '../../shared/endpoints.js';
 import { signatureVariants } from '../../shared/sign.js';
 import type { ApplicationRow, Directory, EnterpriseRow, LibraryAuthRow, LibraryRow, MemberRow, PartnerRow } from '../domain/directory.js';
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
+import { SignatureLedger } from './signature-ledger.js';
 
 /** Largest accepted distance between `dateline` and the service's clock (ms): 15 minutes. */
 export const DATELINE_WINDOW_MS = 15 * 60_000;
@@ -23,12 +25,27 @@ export interface Caller {
 }
 
 export class Authenticator {
-  constructor(private readonly directory: Directory, private readonly clock: () => number) {}
+  private readonly ledger: SignatureLedger;
 
-  authenticate(credential: Credential, path: string, params: Record<string, string>): Caller {
-    const { caller, secret } = this.identify(credential, params);
+  constructor(private readonly directory: Directory, private readonly clock: () => number) {
+    // A signature is remembered while its dateline is accepted: up to the window after it.
+    this.ledger = new SignatureLedger({ windowMs: DATELINE_WINDOW_MS, clock });
+  }
+
+  /**
+   * `changesState`: the endpoint changes something (not idempotent). Only such a call is refused when its
+   * exact signature was used for another endpoint within the window: a read with the same values as an
+   * earlier call of another endpoint passes (two parameterless reads in one second sign alike).
+   */
+  authenticate(credential: Credential, path: string, params: Record<string, string>, changesState = true): Caller {
+    // The official SDKs call the enterprise and library management APIs either with client_id or, once
+    // they hold an enterprise token (partner get_token, exchanged), with `token` + `token_type=ent`.
+    const entToken = credential === 'enterprise' && !params.client_id && !!params.token;
+    const { caller, secret } = entToken ? this.identifyEnterpriseToken(params.token!) : this.identify(credential, params);
     const dateline = params.dateline;
-    if (credential !== 'token' || dateline !== undefined) {
+    // The user API, the token endpoint and token calls may omit dateline (the official SDKs' refresh_token
+    // grant and token calls send none); when given, it must be in the window.
+    if ((credential !== 'token' && credential !== 'application' && !entToken) || dateline !== undefined) {
       if (dateline === undefined || dateline === '') throw badParam('dateline', 'unix time in seconds', dateline ?? null);
       if (!/^\d+$/.test(dateline)) throw badParam('dateline', 'unix time in seconds', dateline);
       if (Math.abs(Number(dateline) * 1000 - this.clock()) > DATELINE_WINDOW_MS) {
@@ -39,7 +56,27 @@ export class Authenticator {
     if (given === undefined || given === '') throw badParam('sign', 'the request signature', given ?? null);
     const ok = signatureVariants(secret, params, path).some((v) => safeEqual(v, given));
     if (!ok) throw new ServiceFault(FaultCode.SignatureFailed, 'signature verification failed');
+    const other = this.ledger.use(given, path, dateline ? Number(dateline) * 1000 : undefined);
+    if (other !== undefined && changesState) {
+      throw new ServiceFault(FaultCode.SignatureReplayed, `this signature was already used for ${other}; sign each call anew (the signature covers parameter values only)`);
+    }
     return caller;
+  }
+
+  /**
+   * An access token of an enterprise administrator, used on the enterprise API: the caller is that
+   * enterprise, the secret the application's the token was issued to.
+   */
+  private identifyEnterpriseToken(token: string): { caller: Caller; secret: string } {
+    const row = this.directory.accessToken(token);
+    if (!row) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
+    if (row.expires_ms <= this.clock()) throw new ServiceFault(FaultCode.TokenExpired, 'access token expired');
+    const application = this.directory.application(row.client_id);
+    const member = this.directory.member(row.member_id);
+    if (!application || !member) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
+    const enterprise = this.directory.enterpriseOfAdministrator(member.id);
+    if (!enterprise) throw new ServiceFault(FaultCode.NoPermission, 'the enterprise API needs the token of an enterprise administrator');
+    return { caller: { credential: 'enterprise', enterprise, member, application }, secret: application.client_secret };
   }
 
   private identify(credential: Credential, params: Record<string, string>): { caller: Caller; secret: string } {

@@ -1,19 +1,39 @@
 /**
- * Request parameters: the query string and a form body (application/x-www-form-urlencoded), UTF-8,
- * merged (the body wins). `ParamReader` reads typed values with "expected X, got Y" errors.
+ * Request parameters: the query string and a form body (application/x-www-form-urlencoded or
+ * multipart/form-data), UTF-8, merged (the body wins). `ParamReader` reads typed values with "expected X, got Y" errors.
  */
 import type { IncomingMessage } from 'node:http';
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
 import { normalizePath } from '../domain/paths.js';
+import { isMultipart, readMultipart, type ReceivedFile } from './form-data.js';
 
 /** Largest form body accepted (bytes): 1 MiB. */
 export const MAX_FORM_BYTES = 1024 * 1024;
 
+/** Largest file part of a multipart API request (bytes): 50 MiB, the official SDKs' limit for create_file with content. */
+export const MAX_FORM_FILE_BYTES = 50 * 1024 * 1024;
+
 export async function readParams(req: IncomingMessage, url: URL): Promise<Record<string, string>> {
+  return (await readRequest(req, url)).params;
+}
+
+/**
+ * Parameters of a request: query string, then a URL-encoded or multipart/form-data body (the body wins).
+ * A multipart file part is accepted only with `fileDir` (see form-data.ts); the caller removes the file.
+ */
+export async function readRequest(req: IncomingMessage, url: URL, opts: { fileDir?: string } = {}): Promise<{ params: Record<string, string>; file?: ReceivedFile }> {
   const params: Record<string, string> = {};
   for (const [k, v] of url.searchParams) params[k] = v;
-  if (req.method === 'GET' || req.method === 'HEAD') return params;
+  if (req.method === 'GET' || req.method === 'HEAD') return { params };
   const type = String(req.headers['content-type'] ?? '').toLowerCase();
+  if (isMultipart(type)) {
+    const file = await readMultipart(req, params, { maxFieldBytes: MAX_FORM_BYTES, fileDir: opts.fileDir, maxFileBytes: MAX_FORM_FILE_BYTES });
+    return file ? { params, file } : { params };
+  }
+  return { params: await readFormBody(req, type, params) };
+}
+
+async function readFormBody(req: IncomingMessage, type: string, params: Record<string, string>): Promise<Record<string, string>> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
@@ -23,7 +43,7 @@ export async function readParams(req: IncomingMessage, url: URL): Promise<Record
   }
   if (size === 0) return params;
   if (type !== '' && !type.startsWith('application/x-www-form-urlencoded')) {
-    throw new ServiceFault(FaultCode.BadParam, `request body: expected application/x-www-form-urlencoded, got ${JSON.stringify(type)}`);
+    throw new ServiceFault(FaultCode.BadParam, `request body: expected application/x-www-form-urlencoded or multipart/form-data, got ${JSON.stringify(type)}`);
   }
   for (const [k, v] of new URLSearchParams(Buffer.concat(chunks).toString('utf8'))) params[k] = v;
   return params;

@@ -7,11 +7,13 @@
  * 501/50101 "not supported".
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { allEndpoints, findEndpoint, validateParams, type EndpointRef } from '../../shared/endpoints.js';
+import { allEndpoints, findEndpoint, validateParams, type EndpointDef, type EndpointRef, type Family } from '../../shared/endpoints.js';
 import type { Logger } from '../../shared/log.js';
 import { FaultCode, ServiceFault } from '../domain/fault.js';
 import type { Authenticator, Caller } from './auth.js';
-import { ParamReader, readParams } from './params.js';
+import { rm } from 'node:fs/promises';
+import type { ReceivedFile } from './form-data.js';
+import { ParamReader, readRequest } from './params.js';
 import { sendFault, sendJson } from './reply.js';
 
 export interface RequestContext {
@@ -20,6 +22,15 @@ export interface RequestContext {
   caller: Caller;
   /** Address of the client (for logs). */
   ip: string;
+  /** A file sent with the parameters as a multipart part (only where the router accepts one). */
+  file?: ReceivedFile;
+}
+
+export interface RouterOptions {
+  /** Folder for file parts of multipart requests (same file system as the blob store). */
+  tempDir?: string;
+  /** Paths whose multipart requests may carry a file part. */
+  fileEndpoints?: readonly string[];
 }
 
 /** Returns the JSON body; undefined answers `{}`. */
@@ -29,7 +40,10 @@ export class Router {
   private readonly handlers = new Map<string, { endpoint: EndpointRef; handler: Handler }>();
   private readonly byPath = new Map<string, EndpointRef>();
 
-  constructor(private readonly auth: Authenticator, private readonly log: Logger) {
+  private readonly fileEndpoints: Set<string>;
+
+  constructor(private readonly auth: Authenticator, private readonly log: Logger, private readonly opts: RouterOptions = {}) {
+    this.fileEndpoints = new Set(opts.tempDir ? opts.fileEndpoints ?? [] : []);
     for (const ref of allEndpoints()) {
       if (ref.family === 'upload') continue;
       if (!this.byPath.has(ref.def.path)) this.byPath.set(ref.def.path, ref);
@@ -45,6 +59,19 @@ export class Router {
     this.handlers.set(key, { endpoint, handler });
   }
 
+  /**
+   * Registers an endpoint that is not in the EndpointTable: a path the vendor's own clients call that the
+   * spec does not list (docs/service-decisions.md, "Endpoints the official clients call"). Its definition
+   * is the service's own; the client of this project never calls it.
+   */
+  registerVendor(family: Family, name: string, def: EndpointDef, handler: Handler): void {
+    if (findEndpoint(family, name)) throw new TypeError(`registerVendor: ${family}.${name} is in the EndpointTable; use register`);
+    if (this.byPath.has(def.path)) throw new TypeError(`registerVendor: ${def.path} is already routed`);
+    const endpoint: EndpointRef = { family, name, def };
+    this.byPath.set(def.path, endpoint);
+    this.handlers.set(`${family}.${name}`, { endpoint, handler });
+  }
+
   /** `family.name` of every registered endpoint. */
   registered(): string[] {
     return [...this.handlers.keys()];
@@ -57,17 +84,27 @@ export class Router {
 
   async handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     const endpoint = this.byPath.get(url.pathname);
+    let file: ReceivedFile | undefined;
     try {
       if (!endpoint) throw new ServiceFault(FaultCode.NoSuchEndpoint, `no endpoint ${url.pathname}`);
-      const raw = await readParams(req, url);
+      const request = await readRequest(req, url, { fileDir: this.fileEndpoints.has(url.pathname) ? this.opts.tempDir : undefined });
+      const raw = request.params;
+      file = request.file;
       const entry = this.handlers.get(`${endpoint.family}.${endpoint.name}`);
-      const caller = this.auth.authenticate(endpoint.def.credential, url.pathname, raw);
+      const caller = this.auth.authenticate(endpoint.def.credential, url.pathname, raw, !endpoint.def.idempotent);
       if (!entry) throw new ServiceFault(FaultCode.NotSupported, `${url.pathname} is not supported by the embedded service`);
+      if (file) {
+        // The content came with the call: what the table asks the client to declare is known.
+        raw.filehash ??= file.sha1;
+        raw.filesize ??= String(file.size);
+      }
       validateParams(endpoint.def, raw, { allowUnknown: true });
-      const body = await entry.handler({ endpoint, params: new ParamReader(raw), caller, ip: req.socket.remoteAddress ?? '' });
+      const body = await entry.handler({ endpoint, params: new ParamReader(raw), caller, ip: req.socket.remoteAddress ?? '', ...(file ? { file } : {}) });
       sendJson(res, 200, body ?? {});
     } catch (err) {
       sendFault(res, err, this.log, { path: url.pathname, endpoint: endpoint ? `${endpoint.family}.${endpoint.name}` : undefined });
+    } finally {
+      if (file) await rm(file.tempFilePath, { force: true });
     }
   }
 }

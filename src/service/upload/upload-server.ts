@@ -21,7 +21,10 @@ import { WebUploadKeys } from './upload-keys.js';
 import { receiveWebUpload } from './web-upload.js';
 
 export interface UploadServerOptions {
-  /** Prefix of the protocol's headers. Default `x-svc-`. */
+  /**
+   * Prefix of the protocol's headers. Default `x-svc-`. The vendor's prefix `x-gk-` (what the official
+   * SDKs send) is accepted besides it, always.
+   */
   headerPrefix?: string;
   /** An open session with no request for this long expires and its temporary file is removed (ms). Default 86 400 000 (24 h). */
   sessionTtlMs?: number;
@@ -57,8 +60,16 @@ interface LiveSession {
 
 const SHA1_RE = /^[0-9a-f]{40}$/;
 
+/** A session file without journal is removed once it has not changed for this long (ms): 10 minutes. */
+const STRAY_GRACE_MS = 600_000;
+
+/** Header prefix of the deployments the official SDKs talk to; accepted besides the configured one. */
+export const VENDOR_HEADER_PREFIX = 'x-gk-';
+
 export class UploadServer {
   private readonly prefix: string;
+  /** Every accepted header prefix: the configured one first (named in errors), then the vendor's. */
+  private readonly prefixes: string[];
   private readonly sessionTtlMs: number;
   private readonly finishedTtlMs: number;
   private readonly maxBlock: number;
@@ -74,6 +85,7 @@ export class UploadServer {
 
   constructor(private readonly host: UploadHost, opts: UploadServerOptions = {}) {
     this.prefix = (opts.headerPrefix ?? 'x-svc-').toLowerCase();
+    this.prefixes = [...new Set([this.prefix, 'x-svc-', VENDOR_HEADER_PREFIX])];
     this.sessionTtlMs = opts.sessionTtlMs ?? 86_400_000;
     this.finishedTtlMs = opts.finishedTtlMs ?? 600_000;
     this.sweepIntervalMs = opts.sweepIntervalMs ?? Math.min(this.sessionTtlMs / 4, 300_000);
@@ -128,9 +140,11 @@ export class UploadServer {
     try {
       if (req.method === 'POST' && route === '/upload_init') return await this.init(req, res);
       if ((req.method === 'PUT' || req.method === 'POST') && route === '/upload_part') return await this.part(req, res);
-      if (req.method === 'POST' && route === '/upload_req') return await this.req(req, res);
+      // upload_req: the spec says POST; the official Java SDK asks with GET. upload_abort: the C# SDK
+      // sends GET with the session as a URL parameter.
+      if ((req.method === 'POST' || req.method === 'GET') && route === '/upload_req') return await this.req(req, res);
       if (req.method === 'POST' && route === '/upload_finish') return await this.finish(req, res);
-      if (req.method === 'POST' && route === '/upload_abort') return await this.abort(req, res);
+      if ((req.method === 'POST' || req.method === 'GET') && route === '/upload_abort') return await this.abort(req, res);
       if (req.method === 'POST' && route === '/2/web_upload') {
         const result = await receiveWebUpload(req, { host: this.host, keys: this.webUploadKeys, tempDir: this.webDir, log: this.log });
         return sendJson(res, 200, result);
@@ -156,10 +170,14 @@ export class UploadServer {
     sendJson(res, 500, { error_code: UploadErrorCode.Internal, error_msg: 'internal error' });
   }
 
+  /** The protocol header `name` under any accepted prefix (`x-svc-`, `x-gk-`, the configured one). */
   private header(req: IncomingMessage, name: string): string | undefined {
-    const v = req.headers[this.prefix + name];
-    const text = Array.isArray(v) ? v[0] : v;
-    return text === undefined || text === '' ? undefined : text;
+    for (const prefix of this.prefixes) {
+      const v = req.headers[prefix + name];
+      const text = Array.isArray(v) ? v[0] : v;
+      if (text !== undefined && text !== '') return text;
+    }
+    return undefined;
   }
 
   private requireHeader(req: IncomingMessage, name: string): string {
@@ -178,11 +196,22 @@ export class UploadServer {
 
   /** The session a request names; 400 without the header, 401/40104 when unknown. */
   private session(req: IncomingMessage): LiveSession {
-    const id = this.requireHeader(req, 'upload-session');
+    const id = this.header(req, 'upload-session') ?? this.sessionParam(req);
+    if (id === undefined) throw missingParam(this.prefix + 'upload-session');
     const s = this.sessions.get(id);
     if (!s) throw new UploadError(401, UploadErrorCode.SessionUnknown, 'upload session unknown, expired, finished or aborted');
     s.touchedAt = this.clock();
     return s;
+  }
+
+  /** The session id as a URL parameter (`x-gk-upload-session=` / `x-svc-upload-session=`), as the C# SDK's abort sends it. */
+  private sessionParam(req: IncomingMessage): string | undefined {
+    const query = new URL(req.url ?? '/', 'http://upload').searchParams;
+    for (const prefix of this.prefixes) {
+      const v = query.get(prefix + 'upload-session');
+      if (v) return v;
+    }
+    return undefined;
   }
 
   private async committed(s: LiveSession): Promise<number> {
@@ -198,11 +227,13 @@ export class UploadServer {
     const pathhash = this.requireHeader(req, 'upload-pathhash');
     const filehash = this.requireHeader(req, 'upload-filehash').toLowerCase();
     const filesizeText = this.requireHeader(req, 'upload-filesize');
+    // The C# SDK sends the name as it is, not URL-encoded: a name that does not decode is taken as sent
+    // (it is informational; the file's name comes from create_file).
     let filename: string;
     try {
       filename = decodeURIComponent(filenameRaw);
     } catch {
-      throw new UploadError(400, UploadErrorCode.BadParam, `${this.prefix}upload-filename expected an RFC 3986 URL-encoded name, got ${JSON.stringify(filenameRaw)}`);
+      filename = filenameRaw;
     }
     if (!SHA1_RE.test(filehash)) throw new UploadError(400, UploadErrorCode.BadParam, `${this.prefix}upload-filehash expected 40 hex characters (SHA-1), got ${JSON.stringify(filehash)}`);
     if (!/^\d+$/.test(filesizeText)) throw new UploadError(400, UploadErrorCode.BadParam, `${this.prefix}upload-filesize expected a non-negative integer, got ${JSON.stringify(filesizeText)}`);
@@ -222,6 +253,12 @@ export class UploadServer {
         return sendJson(res, 200, { session: s.record.id });
       }
     }
+    // A client that lost its session (the service restarted under it, a connection failed) repeats
+    // create_file, which gives a new file a new pathhash. The open session for the same content and target
+    // is taken over by the new step, so the bytes it holds are kept (upload_req reports them) instead of
+    // starting again from byte 0 and leaving the old temporary file behind.
+    const adopted = await this.adopt(pathhash, pending.libraryId, pending.fullpath, filehash, filesize);
+    if (adopted) return sendJson(res, 200, { session: adopted.record.id });
     if (await this.host.blobExists(filehash)) {
       const result = await this.host.completeUpload(pathhash, null);
       this.log.info({ fullpath: result.fullpath, size: filesize }, 'instant upload');
@@ -240,6 +277,23 @@ export class UploadServer {
     this.sessions.set(record.id, { record, touchedAt: this.clock(), busy: null, hash: createHash('sha1'), hashedBytes: 0, writingFrom: 0 });
     this.log.info({ session: record.id.slice(0, 8), fullpath: record.fullpath, size: filesize }, 'upload session open');
     sendJson(res, 200, { session: record.id });
+  }
+
+  /** Moves an idle unfinished session for the same library, path and content to the create_file step `pathhash`. */
+  private async adopt(pathhash: string, libraryId: number, fullpath: string, filehash: string, filesize: number): Promise<LiveSession | undefined> {
+    for (const s of this.sessions.values()) {
+      const r = s.record;
+      if (r.result || s.busy || s.finishing || s.failure !== undefined) continue;
+      if (r.libraryId !== libraryId || r.fullpath !== fullpath || r.filehash !== filehash || r.filesize !== filesize) continue;
+      if ((await this.journal.committedBytes(r.id)) === undefined) continue;
+      const previous = r.pathhash;
+      r.pathhash = pathhash;
+      await this.journal.save(r);
+      s.touchedAt = this.clock();
+      this.log.info({ session: r.id.slice(0, 8), fullpath, previous: previous.slice(0, 8) }, 'upload session taken over by a repeated create_file');
+      return s;
+    }
+    return undefined;
   }
 
   private parseRange(text: string, filesize: number): { start: number; length: number } {
@@ -394,11 +448,15 @@ export class UploadServer {
       await this.journal.remove(id);
       if (!s.record.result) this.log.info({ session: id.slice(0, 8), fullpath: s.record.fullpath }, 'upload session expired');
     }
+    // A session file without its journal (the process died inside upload_init, a journal write was cut)
+    // can never be resumed: it goes once it has been still for STRAY_GRACE_MS (another process sharing the
+    // folder may be between the two writes). A web upload's file goes after the session TTL.
     const { strays } = await this.journal.scan();
     const webFiles = (await readdir(this.webDir).catch(() => [] as string[])).map((n) => join(this.webDir, n));
-    for (const path of [...strays, ...webFiles]) {
+    const strayTtl = Math.min(this.sessionTtlMs, STRAY_GRACE_MS);
+    for (const [path, ttl] of [...strays.map((p) => [p, strayTtl] as const), ...webFiles.map((p) => [p, this.sessionTtlMs] as const)]) {
       const mtime = await stat(path).then((st) => st.mtimeMs, () => undefined);
-      if (mtime !== undefined && now - mtime >= this.sessionTtlMs) await rm(path, { force: true, recursive: true });
+      if (mtime !== undefined && now - mtime >= ttl) await rm(path, { force: true, recursive: true });
     }
   }
 }

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { readdir, readFile, rm } from 'node:fs/promises';
+import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { crc32 } from '../../../src/shared/crc32.js';
@@ -274,5 +274,19 @@ describe('chunked upload: persistence and expiry', () => {
     await srv.server.sweep();
     expect((await wire.post('upload_req', session)).status).toBe(401);
     expect(await sessionFiles()).toEqual([]);
+  });
+
+  it('a temporary file without journal (the process died inside upload_init) goes after 10 minutes, not 24 h', { timeout: 10_000 }, async () => {
+    let now = Date.now();
+    await srv.close();
+    await start({ clock: () => now });
+    const stray = `${'ab'.repeat(16)}.part`;
+    await writeFile(join(host.tempDir, 'sessions', stray), Buffer.alloc(1000));
+    now = Date.now() + 5 * 60_000;
+    await srv.server.sweep();
+    expect(await sessionFiles()).toContain(stray);
+    now += 6 * 60_000;
+    await srv.server.sweep();
+    expect(await sessionFiles()).not.toContain(stray);
   });
 });
