@@ -94,10 +94,11 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
       options({ res } as DavRequest);
       return;
     }
-    const principal = auth.authenticate(req);
+    const outcome = auth.check(req);
+    const principal = outcome.principal;
     if (!principal) {
       const body = Buffer.from('401 authentication required\n');
-      res.writeHead(401, { 'www-authenticate': auth.challenges(), 'content-type': 'text/plain; charset=utf-8', 'content-length': String(body.length) });
+      res.writeHead(401, { 'www-authenticate': auth.challenges('stale' in outcome && outcome.stale), 'content-type': 'text/plain; charset=utf-8', 'content-length': String(body.length) });
       res.end(body);
       return;
     }
