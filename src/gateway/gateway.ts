@@ -328,6 +328,11 @@ export class Gateway {
         res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /metrics or /healthz\n');
       }
     });
+    // GET and HEAD only, answered from memory: a request that takes long is a client holding the socket.
+    server.headersTimeout = 10_000;
+    server.requestTimeout = 15_000;
+    server.keepAliveTimeout = 5_000;
+    server.timeout = 30_000;
     this.admin = server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
