@@ -5,7 +5,8 @@
  *
  * A Digest answer is bound to its request: its `uri` must name the request's target, its nonce must be
  * one this server issued and not expired (an expired one is challenged again with `stale=true`), and its
- * nonce count must grow with every use of the nonce (a repeated count is a replay and is refused).
+ * nonce count must not have been used before with that nonce (a repeated count is a replay and is
+ * refused; counts may arrive a little out of order, as over parallel connections).
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -61,6 +62,13 @@ export function parseAuthParams(s: string): Map<string, string> {
   return out;
 }
 
+/** How far behind the highest count of a nonce a count may arrive (parallel connections), and is still accepted once. */
+const NC_WINDOW = 64;
+const NC_MASK = (1n << BigInt(NC_WINDOW)) - 1n;
+
+/** The counts used with one nonce: the highest, and which of the NC_WINDOW below it (bit i = high - i). */
+interface NonceCounts { high: number; mask: bigint }
+
 /** The outcome of checking a request's credentials. */
 export type AuthOutcome = { principal: Principal } | { principal: null; stale: boolean };
 
@@ -83,7 +91,7 @@ export class Authenticator {
   private readonly clock: () => number;
   private readonly maxTrackedNonces: number;
   /** Highest nonce count seen per nonce (insertion order = first use, oldest first). */
-  private readonly counts = new Map<string, number>();
+  private readonly counts = new Map<string, NonceCounts>();
   /** Nonces issued so far (each nonce carries its number). */
   private issued = 0;
   /** Number of the newest nonce forgotten to keep `counts` bounded: unknown nonces up to it are stale. */
@@ -155,11 +163,26 @@ export class Authenticator {
     return Number.isFinite(t) && Number.isFinite(n) ? { t, n } : undefined;
   }
 
-  /** Records a use of a nonce with count `nc`; false when the count does not grow (a replay). */
+  /**
+   * Records a use of a nonce with count `nc`; false when that count was used before (a replay). Counts
+   * may arrive out of order by up to NC_WINDOW (a client sharing a nonce over parallel connections); one
+   * further behind than that is refused too.
+   */
   private countUse(nonce: string, issued: { t: number; n: number }, nc: number): boolean | 'stale' {
     const seen = this.counts.get(nonce);
     if (seen === undefined && issued.n <= this.forgottenUpTo) return 'stale';
-    if (seen !== undefined && nc <= seen) return false;
+    let next: NonceCounts;
+    if (seen === undefined) next = { high: nc, mask: 1n };
+    else if (nc > seen.high) {
+      const shift = BigInt(Math.min(nc - seen.high, NC_WINDOW));
+      next = { high: nc, mask: ((seen.mask << shift) | 1n) & NC_MASK };
+    } else {
+      const back = seen.high - nc;
+      if (back >= NC_WINDOW) return false;
+      const bit = 1n << BigInt(back);
+      if ((seen.mask & bit) !== 0n) return false;
+      next = { high: seen.high, mask: seen.mask | bit };
+    }
     if (seen === undefined && this.counts.size >= this.maxTrackedNonces) {
       const now = this.clock();
       for (const [n] of this.counts) {
@@ -170,7 +193,7 @@ export class Authenticator {
       }
     }
     this.counts.delete(nonce);
-    this.counts.set(nonce, nc);
+    this.counts.set(nonce, next);
     return true;
   }
 

@@ -206,6 +206,24 @@ describe('hostile requests meet limits, and the server goes on serving', { timeo
     expect((await dav(d.url, 'OPTIONS', '/')).status).toBe(200);
   });
 
+  it('headers that never finish arriving are cut (408) after the header timeout, however slowly they trickle', async () => {
+    const e = await startMemoryDav({ server: { limits: { headersTimeoutMs: 500, idleTimeoutMs: 30_000 } } });
+    try {
+      const { socket, answer } = rawConnection(e.url);
+      socket.write('GET /Library/ HTTP/1.1\r\nHost: x\r\n');
+      // One header byte every 100 ms: the connection is never idle, the headers never end.
+      const drip = setInterval(() => { if (!socket.destroyed) socket.write('X'); }, 100);
+      try {
+        expect(await answer).toMatch(/^HTTP\/1\.1 408/);
+      } finally {
+        clearInterval(drip);
+      }
+      expect((await dav(e.url, 'OPTIONS', '/')).status).toBe(200);
+    } finally {
+      await e.close();
+    }
+  });
+
   it('a connection that sends nothing is closed; one client holds a bounded number of connections (503 beyond)', async () => {
     const idle = rawConnection(d.url);
     expect(await idle.answer).toBe('');
