@@ -53,8 +53,8 @@ export function propertyBytes(p: DeadProperty): number {
 
 const nameKey = (p: { ns: string; name: string }): string => `${p.ns}\0${p.name}`;
 
-/** The live properties of an object as read from its log, and the log's size. */
-interface Loaded { props: Map<string, DeadProperty>; logBytes: number }
+/** The live properties of an object as read from its log, the log's size, and whether it ends with a whole line. */
+interface Loaded { props: Map<string, DeadProperty>; logBytes: number; whole: boolean }
 
 const FILE_MODE = 0o600;
 const DIR_MODE = 0o700;
@@ -104,12 +104,12 @@ export class DeadPropertyStore {
 
   private async load(key: string): Promise<Loaded> {
     const props = new Map<string, DeadProperty>();
-    if (!(await this.names()).has(basename(this.file(key)))) return { props, logBytes: 0 };
+    if (!(await this.names()).has(basename(this.file(key)))) return { props, logBytes: 0, whole: true };
     let text: string;
     try {
       text = await readFile(this.file(key), 'utf8');
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { props, logBytes: 0 };
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { props, logBytes: 0, whole: true };
       throw err;
     }
     for (const line of text.split('\n')) {
@@ -128,7 +128,7 @@ export class DeadPropertyStore {
       if (Array.isArray(rec.remove)) for (const r of rec.remove as DeadProperty[]) props.delete(nameKey(r));
       if (Array.isArray(rec.set)) for (const p of rec.set as DeadProperty[]) { props.delete(nameKey(p)); props.set(nameKey(p), p); }
     }
-    return { props, logBytes: Buffer.byteLength(text) };
+    return { props, logBytes: Buffer.byteLength(text), whole: text.endsWith('\n') };
   }
 
   /** Writes a snapshot of `props` (or removes the file when there is none). */
@@ -159,18 +159,33 @@ export class DeadPropertyStore {
     }
   }
 
+  /**
+   * Moves the properties kept under an object's path (set before it had an id) to its id. They are older
+   * than any kept under the id (once the id is known every change goes there), so those win.
+   */
+  private async adopt(obj: { id?: string; path: string }): Promise<void> {
+    if (!obj.id) return;
+    const byPath = `path:${obj.path}`;
+    if (!(await this.names()).has(basename(this.file(byPath)))) return;
+    const pending = await this.serial(byPath, async () => {
+      const p = [...(await this.load(byPath)).props.values()];
+      if (p.length > 0) await this.snapshot(byPath, []);
+      return p;
+    });
+    if (pending.length === 0) return;
+    const key = propertyKey(obj);
+    await this.serial(key, async () => {
+      const merged = new Map<string, DeadProperty>();
+      for (const p of pending) merged.set(nameKey(p), p);
+      for (const p of (await this.load(key)).props.values()) { merged.delete(nameKey(p)); merged.set(nameKey(p), p); }
+      await this.snapshot(key, [...merged.values()]);
+    });
+  }
+
   /** The properties of an object; those kept under its path move to its id. */
   async get(obj: { id?: string; path: string }): Promise<DeadProperty[]> {
+    await this.adopt(obj);
     const key = propertyKey(obj);
-    if (obj.id) {
-      const byPath = `path:${obj.path}`;
-      const pending = await this.serial(byPath, async () => {
-        const p = [...(await this.load(byPath)).props.values()];
-        if (p.length > 0) await this.snapshot(byPath, []);
-        return p;
-      });
-      if (pending.length > 0) return this.update(obj, pending, []);
-    }
     return this.serial(key, async () => [...(await this.load(key)).props.values()]);
   }
 
@@ -179,16 +194,18 @@ export class DeadPropertyStore {
    * PropertyLimitError (nothing changed) when the object would hold more than the limits allow.
    */
   async update(obj: { id?: string; path: string }, set: DeadProperty[], remove: { ns: string; name: string }[]): Promise<DeadProperty[]> {
+    await this.adopt(obj);
     const key = propertyKey(obj);
     return this.serial(key, async () => {
-      const { props, logBytes } = await this.load(key);
+      const { props, logBytes, whole } = await this.load(key);
       for (const r of remove) props.delete(nameKey(r));
       for (const p of set) { props.delete(nameKey(p)); props.set(nameKey(p), p); }
       this.checkLimits(props);
       const all = [...props.values()];
       const names = await this.names();
       const file = this.file(key);
-      if (all.length === 0 || logBytes === 0 || !names.has(basename(file))) {
+      // A log not ending with a whole line (a torn append, or a file of an earlier version) is rewritten.
+      if (all.length === 0 || logBytes === 0 || !whole || !names.has(basename(file))) {
         await this.snapshot(key, all);
         return all;
       }
