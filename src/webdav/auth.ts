@@ -204,7 +204,7 @@ export class Authenticator {
     const uri = p.get('uri') ?? '';
     const response = p.get('response') ?? '';
     const issued = this.issuedAt(nonce);
-    if (!u || issued === undefined || p.get('realm') !== this.realm) return undefined;
+    if (!u || p.get('realm') !== this.realm) return undefined;
     const algorithm = (p.get('algorithm') ?? 'MD5').toUpperCase();
     if (algorithm !== 'MD5') return undefined;
     // The answer covers the uri it names: that must be the target of this request.
@@ -220,7 +220,9 @@ export class Authenticator {
     const ha2 = md5(`${method}:${uri}`);
     const expected = md5(`${ha1}:${nonce}:${ncText}:${p.get('cnonce') ?? ''}:auth:${ha2}`);
     if (!sameText(expected, response.toLowerCase())) return undefined;
-    // Right password: an expired nonce is answered stale (the client retries with a new one, no prompt).
+    // Right password on a nonce this server did not issue (issued before a restart) or that has expired:
+    // answered stale, so the client retries with a new nonce without asking for the password again.
+    if (issued === undefined) return 'stale';
     const age = this.clock() - issued.t;
     if (age < 0 || age > this.nonceTtlMs) return 'stale';
     const use = this.countUse(nonce, issued, Number.parseInt(ncText, 16));

@@ -140,7 +140,7 @@ describe('Authentication', () => {
     expect(auth.authenticate(req(legacy, 'GET', '/Library/a.txt'))).toBeNull();
   });
 
-  it('an expired nonce with the right password is challenged again with stale=true', () => {
+  it('an expired nonce, or one issued before a restart, with the right password is challenged again with stale=true', () => {
     let now = 1_000_000;
     const auth = new Authenticator({ users: [{ name: 'bob', password: 'pw' }], anonymous: false, nonceTtlMs: 1000, clock: () => now });
     const nonce = nonceOf(auth);
@@ -149,6 +149,11 @@ describe('Authentication', () => {
     // A wrong password is not stale: the user must be asked again.
     expect(auth.check(req(digestFor(nonce, { uri: '/x', nc: '00000001', password: 'no' }), 'GET', '/x'))).toEqual({ principal: null, stale: false });
     expect(auth.challenges(true)[0]).toContain('stale=true');
+    // A nonce of another server instance (before a restart): stale with the right password, refused without.
+    const before = new Authenticator({ users: [{ name: 'bob', password: 'pw' }], anonymous: false });
+    const old = nonceOf(before);
+    expect(auth.check(req(digestFor(old, { uri: '/x', nc: '00000001' }), 'GET', '/x'))).toEqual({ principal: null, stale: true });
+    expect(auth.check(req(digestFor(old, { uri: '/x', nc: '00000001', password: 'no' }), 'GET', '/x'))).toEqual({ principal: null, stale: false });
     expect(auth.authenticate(req(digestFor(nonceOf(auth), { uri: '/x', nc: '00000001' }), 'GET', '/x'))?.user).toBe('bob');
   });
 
