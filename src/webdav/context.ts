@@ -43,6 +43,9 @@ export function etagOf(a: Attr): string {
   return `"${who}-${a.size.toString(16)}-${Math.floor(a.mtimeMs).toString(16)}"`;
 }
 
+/** Methods that change nothing (their If header is checked against the cached state). */
+const READ_ONLY_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'PROPFIND']);
+
 export class DavRequest {
   readonly path: string;
   readonly call: CallContext;
@@ -89,10 +92,15 @@ export class DavRequest {
     return lists ? submittedTokens(lists) : [];
   }
 
-  /** Evaluates the If header; a false header is 412 Precondition Failed. */
+  /**
+   * Evaluates the If header; a false header is 412 Precondition Failed. Entity tags in it are compared
+   * with the service's state when the request changes something (as If-Match is).
+   */
   async checkIf(): Promise<void> {
     const lists = this.ifHeader();
     if (!lists) return;
+    const changes = !READ_ONLY_METHODS.has((this.req.method ?? 'GET').toUpperCase());
+    const namesEtag = lists.some((l) => l.conditions.some((c) => c.etag !== undefined));
     const ok = await evaluateIf(
       lists,
       this.path,
@@ -104,7 +112,8 @@ export class DavRequest {
         }
       },
       async (path) => {
-        const a = await this.stat(path);
+        let a = await this.stat(path);
+        if (changes && namesEtag) a = await this.stateForPreconditions(a, path);
         return { etag: a && !a.isDir ? etagOf(a) : a ? `"dir"` : undefined, lockTokens: this.shared.locks.covering(path).map((l) => l.token) };
       },
     );
@@ -175,10 +184,10 @@ export class DavRequest {
    * `existing` could be behind it (a file with no local change waiting; another client may have changed
    * it since the cache was filled), else `existing`.
    */
-  async stateForPreconditions(existing: Attr | undefined): Promise<Attr | undefined> {
+  async stateForPreconditions(existing: Attr | undefined, path = this.path): Promise<Attr | undefined> {
     const serviceStat = this.shared.serviceStat;
-    if (!serviceStat || this.isJunk(this.path) || existing?.dirty || existing?.isDir) return existing;
-    const fresh = await serviceStat(this.path, this.call);
+    if (!serviceStat || this.isJunk(path) || existing?.dirty || existing?.isDir) return existing;
+    const fresh = await serviceStat(path, this.call);
     if (fresh === undefined) return existing;
     if (fresh === null) return undefined;
     if (existing && fresh.contentHash === existing.contentHash) return existing;

@@ -258,6 +258,9 @@ describe('hostile requests meet limits, and the server goes on serving', { timeo
     expect((await dav(d.url, 'PUT', '/Library/s.txt', { body: 'mine', headers: { 'if-none-match': now } })).status).toBe(412);
     d.remotes.get('Library')!.putFile('t.txt', Buffer.from('made elsewhere'));
     expect((await dav(d.url, 'PUT', '/Library/t.txt', { body: 'mine', headers: { 'if-none-match': '*' } })).status).toBe(412);
+    // The If header's entity tags on a change too (RFC 4918 §10.4).
+    expect((await dav(d.url, 'PUT', '/Library/s.txt', { body: 'mine', headers: { if: `([${before}])` } })).status).toBe(412);
+    expect((await dav(d.url, 'PROPPATCH', '/Library/s.txt', { headers: { if: `([${before}])` }, body: propertyUpdate('<Z:a>1</Z:a>') })).status).toBe(412);
     expect((await dav(d.url, 'PUT', '/Library/s.txt', { body: 'mine', headers: { 'if-match': now } })).status).toBe(204);
     expect((await dav(d.url, 'GET', '/Library/s.txt')).body).toBe('mine');
   });
