@@ -2,8 +2,10 @@
  * `cloudlib up`: the main job. With no configuration: the embedded service on the data folder, its
  * library as a WebDAV drive on http://127.0.0.1:8080/ and, where FUSE is usable, a mount on ./mnt, with
  * the control socket beside. Pointed at a real service by a config file, environment or flags.
- * SIGTERM/SIGINT: stop accepting, flush pending uploads (bounded), unmount, exit 0.
+ * SIGTERM/SIGINT/SIGHUP: stop accepting, flush pending uploads (bounded), unmount, exit 0.
  */
+import { join } from 'node:path';
+import { pino } from 'pino';
 import { loadConfig, ConfigError, type GatewayConfig } from '../gateway/config.js';
 import { Gateway, fuseUsable } from '../gateway/gateway.js';
 import { createLogger } from '../shared/log.js';
@@ -24,7 +26,7 @@ Options:
   --stop-flush S           on stop, seconds to wait for pending uploads (default 10; the rest stay journaled)
   --log-level LEVEL        trace, debug, info, warn, error (default info)
 
-Writes <data>/endpoints.json when ready. Stop with Ctrl-C or SIGTERM.`;
+Writes <data>/endpoints.json when ready. Stop with Ctrl-C, SIGTERM or SIGHUP.`;
 
 function banner(g: Gateway, config: GatewayConfig): string {
   const lines = ['', 'cloudlib is up.'];
@@ -32,7 +34,8 @@ function banner(g: Gateway, config: GatewayConfig): string {
   lines.push(`  Libraries: ${g.vfs.libraryNames().join(', ')}`);
   if (g.webdavUrl) {
     lines.push(`  WebDAV:    ${g.webdavUrl}`);
-    if (g.webdavUser) lines.push(`  Login:     ${g.webdavUser.name} / ${g.webdavUser.password}`);
+    // The password only on a terminal: stderr that is a file or a pipe ends up in journald and CI logs.
+    if (g.webdavUser) lines.push(`  Login:     ${g.webdavUser.name} / ${process.stderr.isTTY ? g.webdavUser.password : `(password in ${join(config.data, 'webdav-user.json')})`}`);
     else if (config.webdav.users.length) lines.push(`  Login:     the users of the configuration (${config.webdav.users.map((u) => u.name).join(', ')})`);
   }
   if (g.mount) lines.push(`  Mount:     ${g.mount.mountpoint}`);
@@ -114,13 +117,27 @@ export const upCommand: Subcommand = {
     const signal = await new Promise<string>((resolve) => {
       process.once('SIGINT', () => resolve('SIGINT'));
       process.once('SIGTERM', () => resolve('SIGTERM'));
+      // The terminal closed: a clean stop like SIGTERM (uploads flushed, mount released), not a kill.
+      process.once('SIGHUP', () => resolve('SIGHUP'));
     });
+    if (signal === 'SIGHUP') {
+      // The terminal is gone: writing to it fails (EIO); that must not end the stop half-way.
+      (logger as unknown as Record<symbol, NodeJS.EventEmitter | undefined>)[pino.symbols.streamSym]?.on('error', () => undefined);
+      process.stderr.on('error', () => undefined);
+    }
     logger.info({ signal }, 'cloudlib up: stopping');
     // A second signal while stopping: stop waiting for uploads (they stay journaled) and leave.
     const hard = (): void => { logger.warn('second signal: exiting now; pending uploads stay in the journal'); process.exit(1); };
     process.once('SIGINT', hard);
     process.once('SIGTERM', hard);
+    process.on('SIGHUP', () => undefined);
     await gateway.stop();
+    // Everything the gateway owns is stopped. Something still holding the process (a FUSE session whose
+    // mount was taken away from under it, e.g. by fusermount -uz) must not keep it running.
+    setTimeout(() => {
+      logger.warn('stopped, but something still holds the process; exiting');
+      process.exit();
+    }, 2000).unref();
     return 0;
   },
 };

@@ -1,13 +1,14 @@
 /**
  * `cloudlib webdav --listen HOST:PORT`: serves every library of the configured (remote) service as a
- * WebDAV drive, until SIGINT/SIGTERM (then: held files committed, pending uploads given a bounded time to
+ * WebDAV drive, until SIGINT/SIGTERM/SIGHUP (then: held files committed, pending uploads given a bounded time to
  * reach the service). `cloudlib up` serves the same front end together with the embedded service.
  */
 import { join } from 'node:path';
-import { loadConfig, ConfigError, parseHostPort, type GatewayConfig } from '../gateway/config.js';
+import { loadConfig, ConfigError, parseHostPort, webdavLimitsOf, type GatewayConfig } from '../gateway/config.js';
+import { makePrivateFolder } from '../gateway/private-folder.js';
 import { createLogger } from '../shared/log.js';
 import { createVfs } from '../vfs/index.js';
-import { createWebdavServer } from '../webdav/index.js';
+import { createWebdavServer, serviceStatThrough, type WebdavServerOptions } from '../webdav/index.js';
 import type { Subcommand } from './main.js';
 
 const USAGE = `Usage: cloudlib webdav [options]
@@ -55,9 +56,12 @@ export const webdavCommand: Subcommand = {
       throw err;
     }
     const logger = createLogger({ level: config.log.level });
+    await makePrivateFolder(config.data, logger);
     const vfs = await createVfs({ config, logger });
     const server = createWebdavServer({
+      ...(webdavLimitsOf(config.webdav) as Partial<WebdavServerOptions>),
       vfs,
+      serviceStat: serviceStatThrough(vfs),
       users: config.webdav.users.map((u) => ({ name: u.name, password: u.password, opId: u.op_id, opName: u.op_name, readOnly: u.read_only || config.mount.read_only })),
       anonymous: config.webdav.anonymous === false ? false : { readOnly: config.webdav.anonymous === 'read-only' || config.mount.read_only },
       keepJunkLocal: config.webdav.keep_junk_local,
@@ -73,6 +77,8 @@ export const webdavCommand: Subcommand = {
       };
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
+      // The terminal closing: stop the same way (held files committed, uploads given their time).
+      process.once('SIGHUP', stop);
     });
     await server.close();
     await vfs.flushAll({ timeoutMs: 10_000 }).catch(() => undefined);

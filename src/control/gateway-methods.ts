@@ -41,8 +41,8 @@ function text(params: Record<string, unknown>, name: string, opts: { optional?: 
     if (opts.optional) return '';
     throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter '${name}' is required`, { param: name });
   }
-  if (typeof v !== 'string' && typeof v !== 'number') throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter '${name}': expected a string, got ${JSON.stringify(v)}`, { param: name });
-  return String(v);
+  if (typeof v !== 'string') throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter '${name}': expected a string, got ${typeof v} ${JSON.stringify(v)}`, { param: name });
+  return v;
 }
 
 function onlyKnown(params: Record<string, unknown>, known: string[], method: string): void {

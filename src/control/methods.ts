@@ -68,6 +68,7 @@ export function endpointMethods(target: ControlTarget): ControlMethod[] {
       params,
       oneOf: def.oneOf?.map((g) => [...g]),
       handler: async (raw) => {
+        checkWireTypes(def, raw, libraryScoped);
         const params = { ...raw };
         let client: ServiceClient | undefined;
         if (libraryScoped) {
@@ -94,7 +95,10 @@ export function endpointMethods(target: ControlTarget): ControlMethod[] {
  */
 export function resolveLibrary(target: ControlTarget, params: Record<string, unknown>): ServedLibrary {
   const libs = target.libraries();
-  let name = params.library === undefined ? undefined : String(params.library);
+  if (params.library !== undefined && typeof params.library !== 'string') {
+    throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter 'library' expected a string, got ${JSON.stringify(params.library)}`, { param: 'library' });
+  }
+  let name = params.library === undefined ? undefined : params.library;
   delete params.library;
   const pick = (n: string) => {
     if (name !== undefined && name !== n) throw new RpcFailure(RpcErrorCode.InvalidParams, `paths name two libraries: '${name}' and '${n}'`, { param: 'library' });
@@ -128,6 +132,23 @@ export function splitGatewayPath(p: string): [string, string] {
   const parts = p.split('/').filter((s) => s !== '');
   if (parts.length === 0) throw new RpcFailure(RpcErrorCode.InvalidParams, `gateway path '${p}' names no library`, { param: 'library' });
   return [parts[0]!, parts.slice(1).join('/')];
+}
+
+/**
+ * The JSON types of a call as it arrives on the socket: a parameter the table says is a string must be a
+ * JSON string (`fullpath: 123` is refused, not read as the path "123"); an int a JSON number or a string
+ * of digits (what `key=value` on the command line gives); json any JSON value.
+ */
+function checkWireTypes(def: EndpointDef, params: Record<string, unknown>, libraryScoped: boolean): void {
+  const bad = (name: string, want: string, v: unknown): RpcFailure =>
+    new RpcFailure(RpcErrorCode.InvalidParams, `parameter '${name}' expected ${want}, got ${v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v} ${JSON.stringify(v)?.slice(0, 60) ?? ''}`.trim(), { param: name });
+  if (libraryScoped && params.library !== undefined && typeof params.library !== 'string') throw bad('library', 'a string', params.library);
+  for (const [name, p] of Object.entries(def.params)) {
+    const v = params[name];
+    if (v === undefined) continue;
+    if (p.type === 'string' && typeof v !== 'string') throw bad(name, 'a string', v);
+    if (p.type === 'int' && typeof v !== 'number' && typeof v !== 'string') throw bad(name, 'an integer', v);
+  }
 }
 
 function checkParams(def: EndpointDef, params: Record<string, unknown>): void {

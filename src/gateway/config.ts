@@ -31,8 +31,28 @@ export interface GatewayConfig {
     /** Users; default one user `cloudlib` with a generated password kept in <data>/webdav-user.json. */
     users: UserConfig[];
     anonymous: false | 'read-only' | 'read-write';
+    /** Anonymous read-write on an address other than loopback: refused unless this is true. Default false. */
+    allow_anonymous_write_from_network: boolean;
     /** Keep `.DS_Store`, `._*`, `Thumbs.db`, `desktop.ini` local-only. Default true. */
     keep_junk_local: boolean;
+    /** No byte of a request body (or of an answer taken) for this long cuts the connection, s. Default 60. */
+    idle_timeout_s: number;
+    /** A request's headers must arrive within this, s. Default 30. */
+    headers_timeout_s: number;
+    /** An idle kept-alive connection is closed after this, s. Default 5. */
+    keep_alive_timeout_s: number;
+    /** A whole request must arrive within this, s (0 = bounded by idle_timeout_s only). Default 21 600 (6 h). */
+    request_timeout_s: number;
+    /** Connections one client address may hold at once. Default 64. */
+    max_connections_per_client: number;
+    /** Largest XML request body (PROPFIND, PROPPATCH, LOCK), bytes. Default 1 048 576. */
+    max_xml_body_bytes: number;
+    /** Dead properties one file or folder may hold. Default 1000. */
+    max_properties_per_resource: number;
+    /** Bytes of dead properties one file or folder may hold. Default 1 048 576. */
+    max_property_bytes_per_resource: number;
+    /** Largest value of one dead property, bytes. Default 65 536. */
+    max_property_value_bytes: number;
   };
   mount: {
     /** Mount point, or null for no mount. Default `./mnt` when FUSE is usable. */
@@ -84,6 +104,29 @@ export function parseHostPort(text: string, what: string): { host: string; port:
   return { host: m[1]!.replace(/^\[|\]$/g, ''), port: Number(m[2]) };
 }
 
+/** True for an address only this machine reaches (127.0.0.0/8, ::1, localhost). */
+export function isLoopback(host: string): boolean {
+  const h = host.toLowerCase();
+  return h === 'localhost' || h === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h) || /^::ffff:127\./.test(h);
+}
+
+/** The WebDAV server's limits and timeouts from the configuration (createWebdavServer's options). */
+export function webdavLimitsOf(w: GatewayConfig['webdav']): Record<string, unknown> {
+  return {
+    maxXmlBytes: w.max_xml_body_bytes,
+    maxPropertiesPerResource: w.max_properties_per_resource,
+    maxPropertyBytesPerResource: w.max_property_bytes_per_resource,
+    maxPropertyValueBytes: w.max_property_value_bytes,
+    limits: {
+      idleTimeoutMs: w.idle_timeout_s * 1000,
+      headersTimeoutMs: w.headers_timeout_s * 1000,
+      keepAliveTimeoutMs: w.keep_alive_timeout_s * 1000,
+      requestTimeoutMs: w.request_timeout_s * 1000,
+      maxConnectionsPerClient: w.max_connections_per_client,
+    },
+  };
+}
+
 /** A secret from `<key>`, `<key>_file` or `<key>_env` of a config table. */
 async function secret(table: Record<string, unknown>, key: string, where: string, baseDir: string, env: NodeJS.ProcessEnv): Promise<string | undefined> {
   if (typeof table[key] === 'string') return table[key] as string;
@@ -129,6 +172,10 @@ function bool(v: unknown, where: string): boolean | undefined {
   throw new ConfigError(`${where}: expected true or false, got ${JSON.stringify(v)}`);
 }
 
+const KNOWN_WEBDAV = new Set([
+  'listen', 'users', 'anonymous', 'allow_anonymous_write_from_network', 'keep_junk_local', 'idle_timeout_s', 'headers_timeout_s', 'keep_alive_timeout_s',
+  'request_timeout_s', 'max_connections_per_client', 'max_xml_body_bytes', 'max_properties_per_resource', 'max_property_bytes_per_resource', 'max_property_value_bytes',
+]);
 const KNOWN_TOP = new Set(['data', 'service', 'service_listen', 'webdav', 'mount', 'cache', 'feed', 'admin_listen', 'log']);
 
 /** Loads and validates the configuration. `fuseUsable` decides the default mount. */
@@ -203,6 +250,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   }
 
   const wd = obj(raw.webdav, 'webdav');
+  for (const k of Object.keys(wd)) if (!KNOWN_WEBDAV.has(k)) throw new ConfigError(`webdav.${k}: unknown key (docs/configuration.md lists them)`);
   let webdavListen: string | null = flags.webdav ?? env.CLOUDLIB_WEBDAV ?? (wd.listen === false ? null : str(wd.listen, 'webdav.listen')) ?? '127.0.0.1:8080';
   if (webdavListen === 'off') webdavListen = null;
   if (webdavListen) parseHostPort(webdavListen, 'webdav listen address');
@@ -218,6 +266,15 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   }
   const anon = wd.anonymous ?? false;
   if (![false, 'read-only', 'read-write'].includes(anon as string | boolean)) throw new ConfigError(`webdav.anonymous: expected false, "read-only" or "read-write", got ${JSON.stringify(anon)}`);
+  const allowAnonymousWrite = bool(wd.allow_anonymous_write_from_network, 'webdav.allow_anonymous_write_from_network') ?? false;
+  if (anon === 'read-write' && webdavListen && !isLoopback(parseHostPort(webdavListen, 'webdav listen address').host) && !allowAnonymousWrite) {
+    throw new ConfigError(`webdav.anonymous = "read-write" on ${webdavListen} lets anyone who reaches that address change every library; listen on 127.0.0.1, or set webdav.allow_anonymous_write_from_network = true to mean it`);
+  }
+  const seconds = (key: string, dflt: number, min: number): number => {
+    const v = num(wd[key], `webdav.${key}`, min) ?? dflt;
+    if (key !== 'request_timeout_s' && v === 0) throw new ConfigError(`webdav.${key}: expected a number > 0, got 0`);
+    return v;
+  };
 
   const mt = obj(raw.mount, 'mount');
   let mountPath: string | null;
@@ -241,7 +298,22 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
     data,
     service,
     service_listen: serviceListen,
-    webdav: { listen: webdavListen, users, anonymous: anon as GatewayConfig['webdav']['anonymous'], keep_junk_local: bool(wd.keep_junk_local, 'webdav.keep_junk_local') ?? true },
+    webdav: {
+      listen: webdavListen,
+      users,
+      anonymous: anon as GatewayConfig['webdav']['anonymous'],
+      allow_anonymous_write_from_network: allowAnonymousWrite,
+      keep_junk_local: bool(wd.keep_junk_local, 'webdav.keep_junk_local') ?? true,
+      idle_timeout_s: seconds('idle_timeout_s', 60, 0),
+      headers_timeout_s: seconds('headers_timeout_s', 30, 0),
+      keep_alive_timeout_s: seconds('keep_alive_timeout_s', 5, 0),
+      request_timeout_s: seconds('request_timeout_s', 21_600, 0),
+      max_connections_per_client: num(wd.max_connections_per_client, 'webdav.max_connections_per_client', 1) ?? 64,
+      max_xml_body_bytes: num(wd.max_xml_body_bytes, 'webdav.max_xml_body_bytes', 1024) ?? 1024 * 1024,
+      max_properties_per_resource: num(wd.max_properties_per_resource, 'webdav.max_properties_per_resource', 1) ?? 1000,
+      max_property_bytes_per_resource: num(wd.max_property_bytes_per_resource, 'webdav.max_property_bytes_per_resource', 1024) ?? 1024 * 1024,
+      max_property_value_bytes: num(wd.max_property_value_bytes, 'webdav.max_property_value_bytes', 64) ?? 64 * 1024,
+    },
     mount: {
       path: mountPath,
       uid: num(mt.uid, 'mount.uid'),

@@ -5,7 +5,7 @@
  * ready it writes `<data>/endpoints.json` atomically; stop() stops accepting, flushes pending uploads
  * (bounded: what is left stays in the journal for the next start), unmounts and closes.
  */
-import { access, chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { access, chmod, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
@@ -19,7 +19,8 @@ import type { Logger } from '../shared/log.js';
 import { createVfs } from '../vfs/index.js';
 import type { GatewayVfs } from '../vfs/gateway-vfs.js';
 import { resolveLibraries } from '../vfs/library-set.js';
-import { parseHostPort, type GatewayConfig, type UserConfig } from './config.js';
+import { parseHostPort, webdavLimitsOf, type GatewayConfig, type UserConfig } from './config.js';
+import { makePrivateFolder } from './private-folder.js';
 import { GatewayMetrics } from './metrics.js';
 
 /** `<data>/service/credentials.json` of the embedded service. */
@@ -143,7 +144,9 @@ export class Gateway {
 
   private async startAll(): Promise<void> {
     const { config, logger } = this;
-    await mkdir(config.data, { recursive: true, mode: 0o700 });
+    // Everything below the data folder (journal, spool, caches, properties, locks, credentials) is the
+    // owner's only: the folder is 0700 (tightened, and said so, when others could read it).
+    await makePrivateFolder(config.data, logger);
     // Another instance serving this data folder answers on its control socket: refuse before touching anything.
     await clearStaleSocket(join(config.data, 'control.sock'));
 
@@ -193,9 +196,11 @@ export class Gateway {
     // 4. WebDAV.
     if (config.webdav.listen) {
       const users = config.webdav.users.length > 0 || config.webdav.anonymous ? config.webdav.users : [(this.webdavUser = await defaultWebdavUser(config.data))];
-      const mod = await load<{ createWebdavServer(o: Record<string, unknown>): WebdavServerHandle }>('../webdav/index.js');
+      const mod = await load<{ createWebdavServer(o: Record<string, unknown>): WebdavServerHandle; serviceStatThrough(vfs: GatewayVfs): unknown }>('../webdav/index.js');
       this.webdav = mod.createWebdavServer({
+        ...webdavLimitsOf(config.webdav),
         vfs: this.vfs,
+        serviceStat: mod.serviceStatThrough(this.vfs),
         users: users.map((u) => ({ name: u.name, password: u.password, opId: u.op_id, opName: u.op_name, readOnly: u.read_only })),
         anonymous: config.webdav.anonymous === false ? false : { readOnly: config.webdav.anonymous === 'read-only' },
         keepJunkLocal: config.webdav.keep_junk_local,
@@ -323,6 +328,11 @@ export class Gateway {
         res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /metrics or /healthz\n');
       }
     });
+    // GET and HEAD only, answered from memory: a request that takes long is a client holding the socket.
+    server.headersTimeout = 10_000;
+    server.requestTimeout = 15_000;
+    server.keepAliveTimeout = 5_000;
+    server.timeout = 30_000;
     this.admin = server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

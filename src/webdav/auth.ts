@@ -2,9 +2,15 @@
  * HTTP authentication of WebDAV requests: Basic and Digest (RFC 7616, MD5, qop=auth) against the users of
  * the gateway's configuration, each mapped to an operator. Anonymous access only when configured.
  * Passwords are compared in constant time and never logged.
+ *
+ * A Digest answer is bound to its request: its `uri` must name the request's target, its nonce must be
+ * one this server issued and not expired (an expired one is challenged again with `stale=true`), and its
+ * nonce count must not have been used before with that nonce (a repeated count is a replay and is
+ * refused; counts may arrive a little out of order, as over parallel connections).
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import { pathFromUrl } from './paths.js';
 import type { Operator } from '../vfs/types.js';
 
 export interface WebdavUser {
@@ -34,6 +40,8 @@ export interface AuthOptions {
   realm?: string;
   /** Digest nonce lifetime, ms. Default 300 000. */
   nonceTtlMs?: number;
+  /** Nonces whose counts are remembered at most (the oldest are forgotten, and then answered stale). Default 10 000. */
+  maxTrackedNonces?: number;
   /** Clock, ms. Default Date.now. */
   clock?: () => number;
 }
@@ -54,33 +62,73 @@ export function parseAuthParams(s: string): Map<string, string> {
   return out;
 }
 
+/** How far behind the highest count of a nonce a count may arrive (parallel connections), and is still accepted once. */
+const NC_WINDOW = 64;
+const NC_MASK = (1n << BigInt(NC_WINDOW)) - 1n;
+
+/** The counts used with one nonce: the highest, and which of the NC_WINDOW below it (bit i = high - i). */
+interface NonceCounts { high: number; mask: bigint }
+
+/** The outcome of checking a request's credentials. */
+export type AuthOutcome = { principal: Principal } | { principal: null; stale: boolean };
+
+/** The path and query of a request target or a Digest `uri` (absolute or not), for comparing the two. */
+function targetOf(uri: string): string | undefined {
+  try {
+    const q = uri.search(/[?#]/);
+    const query = q >= 0 && uri[q] === '?' ? uri.slice(q).split('#')[0]! : '';
+    return pathFromUrl(uri) + query;
+  } catch {
+    return undefined;
+  }
+}
+
 export class Authenticator {
   private readonly users: Map<string, WebdavUser>;
   private readonly realm: string;
   private readonly secret = randomBytes(32);
   private readonly nonceTtlMs: number;
   private readonly clock: () => number;
+  private readonly maxTrackedNonces: number;
+  /** Highest nonce count seen per nonce (insertion order = first use, oldest first). */
+  private readonly counts = new Map<string, NonceCounts>();
+  /** Nonces issued so far (each nonce carries its number). */
+  private issued = 0;
+  /** Number of the newest nonce forgotten to keep `counts` bounded: unknown nonces up to it are stale. */
+  private forgottenUpTo = 0;
 
   constructor(private readonly opts: AuthOptions) {
     this.users = new Map(opts.users.map((u) => [u.name, u]));
     this.realm = opts.realm ?? 'cloudlib';
     this.nonceTtlMs = opts.nonceTtlMs ?? 300_000;
     this.clock = opts.clock ?? Date.now;
+    this.maxTrackedNonces = opts.maxTrackedNonces ?? 10_000;
   }
 
   /** The principal of a request, or null when it must be challenged (401). */
   authenticate(req: IncomingMessage): Principal | null {
+    return this.check(req).principal;
+  }
+
+  /** The principal of a request, or why it must be challenged: `stale` when only the nonce is too old. */
+  check(req: IncomingMessage): AuthOutcome {
     const header = req.headers.authorization;
     if (header) {
       const space = header.indexOf(' ');
       const scheme = (space > 0 ? header.slice(0, space) : header).toLowerCase();
       const rest = space > 0 ? header.slice(space + 1).trim() : '';
-      const user = scheme === 'basic' ? this.basic(rest) : scheme === 'digest' ? this.digest(rest, req.method ?? 'GET') : undefined;
-      if (user) return { user: user.name, operator: { opId: user.opId, opName: user.opName ?? user.name }, readOnly: !!user.readOnly };
-      return null;
+      let user: WebdavUser | undefined;
+      if (scheme === 'basic') user = this.basic(rest);
+      else if (scheme === 'digest') {
+        const d = this.digest(rest, req.method ?? 'GET', req.url ?? '/');
+        if (d === 'stale') return { principal: null, stale: true };
+        user = d;
+      }
+      if (user) return { principal: { user: user.name, operator: { opId: user.opId, opName: user.opName ?? user.name }, readOnly: !!user.readOnly } };
+      return { principal: null, stale: false };
     }
-    if (this.opts.anonymous) return { user: null, readOnly: this.opts.anonymous.readOnly };
-    return null;
+    if (this.opts.anonymous) return { principal: { user: null, readOnly: this.opts.anonymous.readOnly } };
+    return { principal: null, stale: false };
   }
 
   /** `WWW-Authenticate` challenges (Basic and Digest). */
@@ -97,33 +145,88 @@ export class Authenticator {
     return u && sameText(u.password, text.slice(colon + 1)) ? u : undefined;
   }
 
+  /** A new nonce: issue time, issue number, a random part and a MAC of them. */
   private nonce(): string {
-    const t = this.clock().toString(36);
-    return `${t}.${createHmac('sha256', this.secret).update(t).digest('base64url').slice(0, 22)}`;
+    const body = `${this.clock().toString(36)}.${(++this.issued).toString(36)}.${randomBytes(6).toString('base64url')}`;
+    return `${body}.${createHmac('sha256', this.secret).update(body).digest('base64url').slice(0, 22)}`;
   }
 
-  private nonceValid(nonce: string): boolean {
-    const [t, mac] = nonce.split('.');
-    if (!t || !mac) return false;
-    const want = createHmac('sha256', this.secret).update(t).digest('base64url').slice(0, 22);
-    if (!sameText(want, mac)) return false;
-    const age = this.clock() - Number.parseInt(t, 36);
-    return age >= 0 && age <= this.nonceTtlMs;
+  /** Issue time and number of a nonce this server made, else undefined. */
+  private issuedAt(nonce: string): { t: number; n: number } | undefined {
+    const parts = nonce.split('.');
+    if (parts.length !== 4 || parts.some((x) => x === '')) return undefined;
+    const body = parts.slice(0, 3).join('.');
+    const want = createHmac('sha256', this.secret).update(body).digest('base64url').slice(0, 22);
+    if (!sameText(want, parts[3]!)) return undefined;
+    const t = Number.parseInt(parts[0]!, 36);
+    const n = Number.parseInt(parts[1]!, 36);
+    return Number.isFinite(t) && Number.isFinite(n) ? { t, n } : undefined;
   }
 
-  private digest(params: string, method: string): WebdavUser | undefined {
+  /**
+   * Records a use of a nonce with count `nc`; false when that count was used before (a replay). Counts
+   * may arrive out of order by up to NC_WINDOW (a client sharing a nonce over parallel connections); one
+   * further behind than that is refused too.
+   */
+  private countUse(nonce: string, issued: { t: number; n: number }, nc: number): boolean | 'stale' {
+    const seen = this.counts.get(nonce);
+    if (seen === undefined && issued.n <= this.forgottenUpTo) return 'stale';
+    let next: NonceCounts;
+    if (seen === undefined) next = { high: nc, mask: 1n };
+    else if (nc > seen.high) {
+      const shift = BigInt(Math.min(nc - seen.high, NC_WINDOW));
+      next = { high: nc, mask: ((seen.mask << shift) | 1n) & NC_MASK };
+    } else {
+      const back = seen.high - nc;
+      if (back >= NC_WINDOW) return false;
+      const bit = 1n << BigInt(back);
+      if ((seen.mask & bit) !== 0n) return false;
+      next = { high: seen.high, mask: seen.mask | bit };
+    }
+    if (seen === undefined && this.counts.size >= this.maxTrackedNonces) {
+      const now = this.clock();
+      for (const [n] of this.counts) {
+        const at = this.issuedAt(n);
+        if (this.counts.size < this.maxTrackedNonces && at && now - at.t <= this.nonceTtlMs) break;
+        this.counts.delete(n);
+        this.forgottenUpTo = Math.max(this.forgottenUpTo, at?.n ?? 0);
+      }
+    }
+    this.counts.delete(nonce);
+    this.counts.set(nonce, next);
+    return true;
+  }
+
+  private digest(params: string, method: string, target: string): WebdavUser | 'stale' | undefined {
     const p = parseAuthParams(params);
     const u = this.users.get(p.get('username') ?? '');
     const nonce = p.get('nonce') ?? '';
     const uri = p.get('uri') ?? '';
     const response = p.get('response') ?? '';
-    if (!u || !this.nonceValid(nonce) || p.get('realm') !== this.realm) return undefined;
+    const issued = this.issuedAt(nonce);
+    if (!u || p.get('realm') !== this.realm) return undefined;
     const algorithm = (p.get('algorithm') ?? 'MD5').toUpperCase();
     if (algorithm !== 'MD5') return undefined;
+    // The answer covers the uri it names: that must be the target of this request.
+    if (uri !== target) {
+      const a = targetOf(uri);
+      if (a === undefined || a !== targetOf(target)) return undefined;
+    }
+    // qop=auth only: without a nonce count and a client nonce a captured answer could be replayed.
+    if (p.get('qop') !== 'auth') return undefined;
+    const ncText = p.get('nc') ?? '';
+    if (!/^[0-9a-fA-F]{8}$/.test(ncText)) return undefined;
     const ha1 = md5(`${u.name}:${this.realm}:${u.password}`);
     const ha2 = md5(`${method}:${uri}`);
-    const qop = p.get('qop');
-    const expected = qop === 'auth' ? md5(`${ha1}:${nonce}:${p.get('nc') ?? ''}:${p.get('cnonce') ?? ''}:auth:${ha2}`) : qop === undefined ? md5(`${ha1}:${nonce}:${ha2}`) : '';
-    return expected !== '' && sameText(expected, response.toLowerCase()) ? u : undefined;
+    const expected = md5(`${ha1}:${nonce}:${ncText}:${p.get('cnonce') ?? ''}:auth:${ha2}`);
+    if (!sameText(expected, response.toLowerCase())) return undefined;
+    // Right password on a nonce this server did not issue (issued before a restart) or that has expired:
+    // answered stale, so the client retries with a new nonce without asking for the password again.
+    if (issued === undefined) return 'stale';
+    const age = this.clock() - issued.t;
+    if (age < 0 || age > this.nonceTtlMs) return 'stale';
+    const use = this.countUse(nonce, issued, Number.parseInt(ncText, 16));
+    if (use === 'stale') return 'stale';
+    return use ? u : undefined;
   }
 }

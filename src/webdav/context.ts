@@ -13,6 +13,7 @@ import { DavError, vfsCodeOf } from './errors.js';
 import { evaluateIf, parseIfHeader, submittedTokens, type IfList } from './if-header.js';
 import { isWithin, type DavLock, type LockTable } from './lock-table.js';
 import { isJunkName, type JunkStore } from './junk-store.js';
+import type { ServiceStat } from './service-stat.js';
 import { baseName, hrefOf, parentPath, pathFromUrl } from './paths.js';
 
 /** The parts of the server every request shares. */
@@ -27,8 +28,12 @@ export interface DavShared {
   logger: Logger;
   /** Largest XML body accepted, bytes. */
   maxXmlBytes: number;
+  /** Largest value of one dead property, bytes. */
+  maxPropertyValueBytes: number;
   /** Counts bytes of a PUT body as they are written (metrics). */
   countBodyBytes?: (n: number) => void;
+  /** Reads a path's state from the service, past the caches (preconditions of writes). */
+  serviceStat?: ServiceStat;
 }
 
 /** The entity tag of a file: its content hash when known, else id (or path), size and time. */
@@ -37,6 +42,9 @@ export function etagOf(a: Attr): string {
   const who = a.id ?? createHash('sha1').update(a.path).digest('hex').slice(0, 16);
   return `"${who}-${a.size.toString(16)}-${Math.floor(a.mtimeMs).toString(16)}"`;
 }
+
+/** Methods that change nothing (their If header is checked against the cached state). */
+const READ_ONLY_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'PROPFIND']);
 
 export class DavRequest {
   readonly path: string;
@@ -85,10 +93,15 @@ export class DavRequest {
     return lists ? submittedTokens(lists) : [];
   }
 
-  /** Evaluates the If header; a false header is 412 Precondition Failed. */
+  /**
+   * Evaluates the If header; a false header is 412 Precondition Failed. Entity tags in it are compared
+   * with the service's state when the request changes something (as If-Match is).
+   */
   async checkIf(): Promise<void> {
     const lists = this.ifHeader();
     if (!lists) return;
+    const changes = !READ_ONLY_METHODS.has((this.req.method ?? 'GET').toUpperCase());
+    const namesEtag = lists.some((l) => l.conditions.some((c) => c.etag !== undefined));
     const ok = await evaluateIf(
       lists,
       this.path,
@@ -100,7 +113,8 @@ export class DavRequest {
         }
       },
       async (path) => {
-        const a = await this.stat(path);
+        let a = await this.stat(path);
+        if (changes && namesEtag) a = await this.stateForPreconditions(a, path);
         return { etag: a && !a.isDir ? etagOf(a) : a ? `"dir"` : undefined, lockTokens: this.shared.locks.covering(path).map((l) => l.token) };
       },
     );
@@ -166,16 +180,47 @@ export class DavRequest {
     return this.req.headers['transfer-encoding'] !== undefined;
   }
 
+  /**
+   * The state a write's If-Match / If-None-Match is checked against: the service's own when the cached
+   * `existing` could be behind it (a file with no local change waiting; another client may have changed
+   * it since the cache was filled), else `existing`.
+   */
+  async stateForPreconditions(existing: Attr | undefined, path = this.path): Promise<Attr | undefined> {
+    const serviceStat = this.shared.serviceStat;
+    if (!serviceStat || this.isJunk(path) || existing?.dirty || existing?.isDir) return existing;
+    const fresh = await serviceStat(path, this.call);
+    if (fresh === undefined) return existing;
+    if (fresh === null) return undefined;
+    if (existing && fresh.contentHash === existing.contentHash) return existing;
+    return fresh;
+  }
+
   /** Throws 409 unless the parent of `path` is an existing folder. */
   async assertParentFolder(path: string): Promise<void> {
     const parent = await this.stat(parentPath(path));
     if (!parent || !parent.isDir) throw new DavError(409, `the folder of ${path} does not exist`);
   }
 
-  /** The gateway path of the Destination header (COPY, MOVE). */
+  /**
+   * The gateway path of the Destination header (COPY, MOVE). An absolute URL must name this server (the
+   * request's Host): a destination on another server is 502 (RFC 4918 §9.8.5, §9.9.4), nothing is done.
+   */
   destination(): string {
     const d = this.req.headers.destination;
     if (typeof d !== 'string' || d === '') throw new DavError(400, 'expected a Destination header, got none');
+    if (/^[a-z][a-z0-9+.-]*:/i.test(d)) {
+      let url: URL;
+      try {
+        url = new URL(d);
+      } catch {
+        throw new DavError(400, `expected a valid Destination URL, got '${d.slice(0, 200)}'`);
+      }
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new DavError(502, `the Destination ${url.protocol}… is not on this server`);
+      const host = (this.req.headers.host ?? '').toLowerCase();
+      if (host === '' || url.host.toLowerCase() !== host.replace(/:(80|443)$/, (m) => (m === ':80' && url.protocol === 'http:') || (m === ':443' && url.protocol === 'https:') ? '' : m)) {
+        throw new DavError(502, `the Destination ${url.host} is another server than this one (${host || 'no Host header'}); copy or move through that server`);
+      }
+    }
     return pathFromUrl(d);
   }
 }

@@ -1,3 +1,4 @@
 /** The WebDAV front end: `createWebdavServer({ vfs, users, anonymous, keepJunkLocal, dataDir, logger })`. */
-export { createWebdavServer, type WebdavServer, type WebdavServerOptions, type WebdavMetrics } from './server.js';
+export { createWebdavServer, DEFAULT_CONNECTION_LIMITS, type ConnectionLimits, type WebdavServer, type WebdavServerOptions, type WebdavMetrics } from './server.js';
 export type { WebdavUser, Principal } from './auth.js';
+export { serviceStatThrough, type ServiceStat } from './service-stat.js';

@@ -59,10 +59,10 @@ export class JunkStore {
 
   async write(path: string, source: Readable): Promise<void> {
     const file = this.local(path);
-    await mkdir(dirname(file), { recursive: true });
+    await mkdir(dirname(file), { recursive: true, mode: 0o700 });
     const tmp = `${file}.${process.pid}.part`;
     try {
-      await pipeline(source, createWriteStream(tmp));
+      await pipeline(source, createWriteStream(tmp, { mode: 0o600 }));
       await rename(tmp, file);
     } catch (err) {
       await rm(tmp, { force: true });
@@ -88,7 +88,7 @@ export class JunkStore {
     }
     const b = this.local(to);
     await rm(b, { recursive: true, force: true });
-    await mkdir(dirname(b), { recursive: true });
+    await mkdir(dirname(b), { recursive: true, mode: 0o700 });
     await rename(a, b);
   }
 }

@@ -5,7 +5,7 @@
  * server release what a lock holds (the service lock of a file).
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../shared/log.js';
 
@@ -95,9 +95,10 @@ export class LockTable {
       if (!this.dirty) return;
       this.dirty = false;
       try {
-        await mkdir(this.opts.dataDir, { recursive: true });
+        await mkdir(this.opts.dataDir, { recursive: true, mode: 0o700 });
         const tmp = `${this.file}.tmp`;
-        await writeFile(tmp, JSON.stringify([...this.locks.values()]));
+        await writeFile(tmp, JSON.stringify([...this.locks.values()]), { mode: 0o600 });
+        await chmod(tmp, 0o600);
         await rename(tmp, this.file);
       } catch (err) {
         this.opts.logger.warn({ err }, 'webdav: could not persist the lock table');

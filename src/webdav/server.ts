@@ -3,13 +3,14 @@
  * dispatches by method, and guards every request: whatever a request looks like, it ends in a response
  * (or a closed connection), never in an exception that reaches the process.
  */
+import { chmod, mkdir } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from '../shared/log.js';
 import type { Vfs } from '../vfs/types.js';
 import { Authenticator, type WebdavUser } from './auth.js';
 import { DavRequest, type DavShared } from './context.js';
-import { DeadPropertyStore } from './dead-properties.js';
+import { DEFAULT_PROPERTY_LIMITS, DeadPropertyStore } from './dead-properties.js';
 import { DavError, statusOf } from './errors.js';
 import { JunkStore } from './junk-store.js';
 import { LockTable } from './lock-table.js';
@@ -19,6 +20,7 @@ import { propfind, proppatch } from './methods/props.js';
 import { transfer } from './methods/transfer.js';
 import { del, mkcol, put } from './methods/write.js';
 import { sendError, sendStatus } from './reply.js';
+import type { ServiceStat } from './service-stat.js';
 
 /** Counters the gateway's /metrics shows (optional). */
 export interface WebdavMetrics {
@@ -40,11 +42,46 @@ export interface WebdavServerOptions {
   metrics?: WebdavMetrics;
   /** How long the upload of a new empty file waits for the content that usually follows, ms. Default 2000. */
   emptyCreateGraceMs?: number;
-  /** Largest XML request body, bytes. Default 1 MiB. */
+  /** Largest XML request body, bytes (larger: 413). Default 1 MiB. */
   maxXmlBytes?: number;
+  /** Dead properties one resource may hold (more: 507). Default 1000. */
+  maxPropertiesPerResource?: number;
+  /** Bytes of dead properties (names and values) one resource may hold (more: 507). Default 1 MiB. */
+  maxPropertyBytesPerResource?: number;
+  /** Largest value of one dead property, bytes (larger: 507). Default 64 KiB. */
+  maxPropertyValueBytes?: number;
   /** Realm shown by clients. Default `cloudlib`. */
   realm?: string;
+  /**
+   * Reads a path's state from the service past the Vfs's caches; a write's If-Match / If-None-Match is
+   * checked against it. Default: the cached state only (see serviceStatThrough).
+   */
+  serviceStat?: ServiceStat;
+  /** Connection limits and timeouts (docs/webdav.md). */
+  limits?: Partial<ConnectionLimits>;
 }
+
+/** How long a client may take and how much of the server it may hold. */
+export interface ConnectionLimits {
+  /** A request's headers must arrive within this, ms (else 408). Default 30 000. */
+  headersTimeoutMs: number;
+  /** A request body that stops arriving (no byte for this long, ms) is cut (408). Also an answer the client stops reading. Default 60 000. */
+  idleTimeoutMs: number;
+  /** An idle kept-alive connection is closed after this, ms. Default 5 000. */
+  keepAliveTimeoutMs: number;
+  /** A whole request (headers and body) must arrive within this, ms; 0 = no bound beyond the idle one. Default 21 600 000 (6 h). */
+  requestTimeoutMs: number;
+  /** Connections one client address may hold at once; more are answered 503 and closed. Default 64. */
+  maxConnectionsPerClient: number;
+}
+
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
+  headersTimeoutMs: 30_000,
+  idleTimeoutMs: 60_000,
+  keepAliveTimeoutMs: 5_000,
+  requestTimeoutMs: 6 * 3600_000,
+  maxConnectionsPerClient: 64,
+};
 
 export interface WebdavServer {
   /** The request handler (for an existing http.Server). */
@@ -65,12 +102,17 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
   const auth = new Authenticator({ users: opts.users ?? [], anonymous, realm: opts.realm });
   const shared: DavShared = {
     vfs: opts.vfs,
-    props: new DeadPropertyStore(opts.dataDir),
+    props: new DeadPropertyStore(opts.dataDir, {
+      maxPerObject: opts.maxPropertiesPerResource ?? DEFAULT_PROPERTY_LIMITS.maxPerObject,
+      maxBytesPerObject: opts.maxPropertyBytesPerResource ?? DEFAULT_PROPERTY_LIMITS.maxBytesPerObject,
+    }),
     junk: new JunkStore(opts.dataDir),
     emptyCreateGraceMs: opts.emptyCreateGraceMs ?? 2000,
     keepJunkLocal: opts.keepJunkLocal ?? true,
     logger,
+    serviceStat: opts.serviceStat,
     maxXmlBytes: opts.maxXmlBytes ?? 1024 * 1024,
+    maxPropertyValueBytes: opts.maxPropertyValueBytes ?? 64 * 1024,
     // Counted where the body is consumed: a 'data' listener here would switch the request to flowing
     // mode and lose the bytes that arrive before the handler reads them.
     countBodyBytes: opts.metrics?.bytesWritten ? (n) => opts.metrics!.bytesWritten!.inc({ frontend: 'webdav' }, n) : undefined,
@@ -82,7 +124,20 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
       },
     }),
   };
-  const opened = shared.locks.open().catch((err: unknown) => logger.warn({ err }, 'webdav: lock table not opened'));
+  // The folder holds properties, locks and local junk files: the owner's only (0700, files 0600).
+  const opened = mkdir(opts.dataDir, { recursive: true, mode: 0o700 })
+    .then(() => chmod(opts.dataDir, 0o700))
+    .catch((err: unknown) => logger.warn({ err, dir: opts.dataDir }, 'webdav: data folder not made private'))
+    .then(() => shared.locks.open())
+    .catch((err: unknown) => logger.warn({ err }, 'webdav: lock table not opened'));
+  const limits: ConnectionLimits = { ...DEFAULT_CONNECTION_LIMITS, ...opts.limits };
+  for (const [k, v] of Object.entries(limits)) {
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw new TypeError(`createWebdavServer: expected limits.${k} to be a number ≥ 0, got ${JSON.stringify(v)}`);
+  }
+  if (limits.idleTimeoutMs === 0 || limits.headersTimeoutMs === 0 || limits.keepAliveTimeoutMs === 0) {
+    throw new TypeError('createWebdavServer: the idle, header and keep-alive timeouts must be above 0 (a client could hold a connection forever)');
+  }
+  if (limits.maxConnectionsPerClient < 1) throw new TypeError(`createWebdavServer: expected limits.maxConnectionsPerClient ≥ 1, got ${limits.maxConnectionsPerClient}`);
   const labels = (method: string, status: number): Record<string, string> => ({ frontend: 'webdav', op: method.toLowerCase(), status: String(status) });
 
   async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -92,10 +147,11 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
       options({ res } as DavRequest);
       return;
     }
-    const principal = auth.authenticate(req);
+    const outcome = auth.check(req);
+    const principal = outcome.principal;
     if (!principal) {
       const body = Buffer.from('401 authentication required\n');
-      res.writeHead(401, { 'www-authenticate': auth.challenges(), 'content-type': 'text/plain; charset=utf-8', 'content-length': String(body.length) });
+      res.writeHead(401, { 'www-authenticate': auth.challenges('stale' in outcome && outcome.stale), 'content-type': 'text/plain; charset=utf-8', 'content-length': String(body.length) });
       res.end(body);
       return;
     }
@@ -122,9 +178,15 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
     }
   }
 
+  /** The request being served on each connection (the idle timeout tells a stalled client from a busy server). */
+  const serving = new WeakMap<Socket, { req: IncomingMessage; res: ServerResponse }>();
+
   function handler(req: IncomingMessage, res: ServerResponse): void {
     const t0 = Date.now();
     const method = (req.method ?? 'GET').toUpperCase();
+    const socket = req.socket;
+    serving.set(socket, { req, res });
+    res.on('close', () => { if (serving.get(socket)?.req === req) serving.delete(socket); });
     req.on('error', (err) => logger.debug({ err }, 'webdav: request stream error'));
     res.on('error', (err) => logger.debug({ err }, 'webdav: response stream error'));
     res.on('finish', () => {
@@ -171,16 +233,58 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
   return {
     handler,
     async listen(host = '127.0.0.1', port = 0) {
-      server = createServer({ requestTimeout: 0, headersTimeout: 60_000, keepAliveTimeout: 5_000 }, handler);
-      server.timeout = 0;
+      server = createServer({
+        requestTimeout: limits.requestTimeoutMs,
+        headersTimeout: limits.requestTimeoutMs > 0 ? Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) : limits.headersTimeoutMs,
+        keepAliveTimeout: limits.keepAliveTimeoutMs,
+        // How often the header and request timeouts are checked.
+        connectionsCheckingInterval: Math.max(100, Math.min(30_000, Math.floor(limits.headersTimeoutMs / 4))),
+      }, handler);
+      // Socket inactivity: a body that stops arriving, an answer not read, a connection left idle.
+      server.timeout = limits.idleTimeoutMs;
+      server.on('timeout', (socket: Socket) => {
+        const current = serving.get(socket);
+        if (current) {
+          const { req, res } = current;
+          // Waiting on the server, not on the client: the body is all in, or as much of it is buffered as
+          // is taken before the handler reads on (backpressure); and nothing is queued for the client to take.
+          const waitingOnUs = (req.complete || req.readableLength >= req.readableHighWaterMark) && socket.writableLength === 0;
+          if (waitingOnUs) return;
+          logger.info({ method: req.method, url: req.url, idleMs: limits.idleTimeoutMs, client: socket.remoteAddress }, req.complete ? 'webdav: client stopped reading the answer; connection closed' : 'webdav: request body stopped arriving; connection closed');
+          if (!res.headersSent && !req.complete) {
+            res.writeHead(408, { connection: 'close', 'content-type': 'text/plain; charset=utf-8' });
+            res.end(`408 no byte of the request body for ${Math.round(limits.idleTimeoutMs / 1000)} s\n`);
+            setTimeout(() => socket.destroy(), 1000).unref();
+            return;
+          }
+        }
+        socket.destroy();
+      });
       server.on('clientError', (err, socket) => {
         logger.debug({ err }, 'webdav: malformed HTTP');
-        if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+        const timedOut = (err as NodeJS.ErrnoException).code === 'ERR_HTTP_REQUEST_TIMEOUT';
+        if (socket.writable) socket.end(`HTTP/1.1 ${timedOut ? '408 Request Timeout' : '400 Bad Request'}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
         else socket.destroy();
       });
+      const perClient = new Map<string, number>();
       server.on('connection', (s: Socket) => {
+        const client = (s.remoteAddress ?? '').replace(/^::ffff:/, '');
+        const n = (perClient.get(client) ?? 0) + 1;
+        if (n > limits.maxConnectionsPerClient) {
+          logger.warn({ client, limit: limits.maxConnectionsPerClient }, 'webdav: too many connections from one client; refused');
+          s.on('error', () => undefined);
+          s.end('HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\nretry-after: 5\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: 34\r\n\r\n503 too many connections from you\n');
+          setTimeout(() => s.destroy(), 1000).unref();
+          return;
+        }
+        perClient.set(client, n);
         sockets.add(s);
-        s.on('close', () => sockets.delete(s));
+        s.on('close', () => {
+          sockets.delete(s);
+          const left = (perClient.get(client) ?? 1) - 1;
+          if (left <= 0) perClient.delete(client);
+          else perClient.set(client, left);
+        });
       });
       await new Promise<void>((resolve, reject) => {
         server!.once('error', reject);

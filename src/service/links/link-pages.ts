@@ -53,9 +53,25 @@ export class LinkPages {
   }
 
   private async password(req: IncomingMessage, res: ServerResponse, link: LinkRecord): Promise<void> {
+    const client = ip(req);
+    // Too many wrong passwords: refused without looking at this one (it tells a guesser nothing).
+    const waitMs = this.links.attempts.retryAfterMs(link.code, client);
+    if (waitMs > 0) {
+      req.resume();
+      const retryS = Math.ceil(waitMs / 1000);
+      this.links.log.warn({ code: link.code, client, retry_s: retryS }, 'link password: too many wrong attempts; refused');
+      const body = renderMessage('Too many attempts', `Too many wrong passwords. Try again in ${retryS} s.`);
+      res.writeHead(429, { 'content-type': 'text/html; charset=utf-8', 'content-length': String(Buffer.byteLength(body)), 'cache-control': 'no-store', 'retry-after': String(retryS) });
+      res.end(body);
+      return;
+    }
     const body = await readSmallBody(req, FORM_LIMIT);
     const attempt = new URLSearchParams(body).get('password') ?? '';
-    if (!(await this.links.checkPassword(link, attempt))) return html(res, 401, renderPassword(this.links.url(link.code), true));
+    if (!(await this.links.checkPassword(link, attempt))) {
+      this.links.attempts.failed(link.code, client);
+      return html(res, 401, renderPassword(this.links.url(link.code), true));
+    }
+    this.links.attempts.succeeded(link.code, client);
     res.writeHead(303, {
       location: this.links.url(link.code),
       'set-cookie': `${cookieName(link)}=${this.links.passCookie(link)}; Path=/link/${link.code}; HttpOnly; SameSite=Lax`,

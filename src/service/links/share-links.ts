@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import type { LinkItem, LinkResult } from '../../shared/records.js';
 import { silentLogger, type Logger } from '../../shared/log.js';
 import { LinkStore, type LinkAuth, type LinkRecord } from './link-store.js';
+import { PasswordAttempts, type PasswordAttemptLimits } from './password-attempts.js';
 import { LinkLogAct, type LinkEntry, type LinkHost } from './types.js';
 
 const scryptAsync = promisify(scrypt) as (password: string, salt: Buffer, keylen: number) => Promise<Buffer>;
@@ -37,6 +38,8 @@ export interface ShareLinksOptions {
   /** Clock in milliseconds. Default Date.now. */
   clock?: () => number;
   logger?: Logger;
+  /** How many wrong link passwords are taken per link and client (password-attempts.ts). */
+  passwordAttempts?: Partial<PasswordAttemptLimits>;
 }
 
 export interface Operator { opId?: string; opName?: string }
@@ -54,6 +57,8 @@ export class ShareLinks {
   private readonly defaultTtlSec: number;
   private readonly clock: () => number;
   readonly log: Logger;
+  /** Wrong password attempts, per link and client. */
+  readonly attempts: PasswordAttempts;
 
   constructor(readonly host: LinkHost, opts: ShareLinksOptions) {
     this.store = new LinkStore(opts.dataDir);
@@ -61,6 +66,7 @@ export class ShareLinks {
     this.defaultTtlSec = opts.defaultTtlSec ?? 172_800;
     this.clock = opts.clock ?? Date.now;
     this.log = (opts.logger ?? silentLogger).child({ component: 'share-links' });
+    this.attempts = new PasswordAttempts(this.clock, opts.passwordAttempts);
   }
 
   async open(): Promise<void> {

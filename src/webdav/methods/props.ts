@@ -1,7 +1,7 @@
 /** PROPFIND (depth 0 and 1; infinity refused as RFC 4918 allows) and PROPPATCH (atomic, RFC 4918 §9.2). */
 import type { Attr, StatFs } from '../../vfs/types.js';
 import { DavRequest } from '../context.js';
-import type { DeadProperty } from '../dead-properties.js';
+import { PropertyLimitError, type DeadProperty } from '../dead-properties.js';
 import { DavError, statusOf } from '../errors.js';
 import { CLOUDLIB_NS, isProtected, MULTISTATUS_CLOSE, MULTISTATUS_OPEN, propfindResponse, propXml, statusLine, type LiveSources, type PropfindRequest, type PropName } from '../properties.js';
 import { sendXml } from '../reply.js';
@@ -96,9 +96,17 @@ export async function proppatch(r: DavRequest): Promise<void> {
   const isTags = (p: PropName): boolean => p.ns === CLOUDLIB_NS && p.name === 'tags';
   // Validate everything first: a protected property fails the whole request (the rest 424), nothing changes.
   const failures = new Map<string, number>();
+  const values = new Map<XmlElement, string>();
   for (const op of ops) {
-    if (isProtected(op.prop)) failures.set(`${op.prop.ns}\0${op.prop.name}`, 403);
-    else if (isTags(op.prop) && (isTopLevel(r.path) || r.isJunk(r.path))) failures.set(`${op.prop.ns}\0${op.prop.name}`, 403);
+    const key = `${op.prop.ns}\0${op.prop.name}`;
+    if (isProtected(op.prop)) failures.set(key, 403);
+    else if (isTags(op.prop) && (isTopLevel(r.path) || r.isJunk(r.path))) failures.set(key, 403);
+    else if (op.kind === 'set' && !isTags(op.prop)) {
+      // A value larger than one property may hold cannot be stored (RFC 4918 §9.2.1: 507).
+      const xml = serializeContent(op.el);
+      if (Buffer.byteLength(xml) > r.shared.maxPropertyValueBytes) failures.set(key, 507);
+      else values.set(op.el, xml);
+    }
   }
   const results: { prop: PropName; status: number }[] = [];
   const seen = new Set<string>();
@@ -120,7 +128,7 @@ export async function proppatch(r: DavRequest): Promise<void> {
         continue;
       }
       if (op.kind === 'set') {
-        set.set(key, { ...op.prop, xml: serializeContent(op.el) });
+        set.set(key, { ...op.prop, xml: values.get(op.el) ?? serializeContent(op.el) });
         remove.delete(key);
         if (op.prop.ns === WIN32_NS && op.prop.name === 'Win32LastModifiedTime') {
           const t = Date.parse(op.el.text);
@@ -135,16 +143,26 @@ export async function proppatch(r: DavRequest): Promise<void> {
       if (tags !== undefined) await r.vfs.setTags(r.path, tags, r.call);
       if (set.size > 0 || remove.size > 0) await r.shared.props.update(self, [...set.values()], [...remove.values()]);
     } catch (err) {
-      const status = statusOf(err);
-      for (const x of results) x.status = status;
-      r.shared.logger.warn({ err, path: r.path }, 'webdav: PROPPATCH failed');
+      if (err instanceof PropertyLimitError) {
+        // Nothing was stored: the properties set are what did not fit (507), the rest fail with them (424).
+        for (const x of results) x.status = set.has(`${x.prop.ns}\0${x.prop.name}`) ? 507 : 424;
+        r.shared.logger.debug({ path: r.path, reason: err.message }, 'webdav: PROPPATCH refused: property limits');
+      } else {
+        const status = statusOf(err);
+        for (const x of results) x.status = status;
+        r.shared.logger.warn({ err, path: r.path }, 'webdav: PROPPATCH failed');
+      }
     }
     if (mtimeMs !== undefined && !r.isJunk(r.path)) {
       await r.vfs.setTimes(r.path, mtimeMs, r.call).catch((err: unknown) => r.shared.logger.debug({ err, path: r.path }, 'webdav: Win32LastModifiedTime not applied'));
     }
   }
   const byStatus = new Map<number, PropName[]>();
-  for (const x of results) byStatus.set(x.status, [...(byStatus.get(x.status) ?? []), x.prop]);
+  for (const x of results) {
+    const group = byStatus.get(x.status);
+    if (group) group.push(x.prop);
+    else byStatus.set(x.status, [x.prop]);
+  }
   let xml = `${MULTISTATUS_OPEN}<D:response><D:href>${escapeXml(hrefOf(self.path, self.isDir))}</D:href>`;
   for (const [status, props] of byStatus) xml += `<D:propstat><D:prop>${props.map((p) => propXml(p, '')).join('')}</D:prop><D:status>${statusLine(status)}</D:status></D:propstat>`;
   sendXml(r.res, 207, xml + `</D:response>${MULTISTATUS_CLOSE}`);

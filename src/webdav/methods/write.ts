@@ -15,10 +15,18 @@ export async function put(r: DavRequest): Promise<void> {
   if (!existing) await r.assertParentFolder(r.path);
   r.assertUnlocked(r.path, { parent: !existing });
   r.assertNotLockedElsewhere(existing);
-  if (r.req.headers['if-none-match']?.trim() === '*' && existing) throw new DavError(412, `${r.path} exists (If-None-Match: *)`);
+  // Preconditions against the service's current state, not a cache that may predate another client's change.
   const im = r.req.headers['if-match'];
-  if (im !== undefined && im.trim() !== '*' && (!existing || !im.split(',').some((t) => t.trim() === etagOf(existing)))) throw new DavError(412, 'If-Match does not match the current entity tag');
-  if (im?.trim() === '*' && !existing) throw new DavError(412, `${r.path} does not exist (If-Match: *)`);
+  const inm = r.req.headers['if-none-match'];
+  if (im !== undefined || inm !== undefined) {
+    const current = await r.stateForPreconditions(existing);
+    if (inm !== undefined) {
+      if (inm.trim() === '*' && current) throw new DavError(412, `${r.path} exists (If-None-Match: *)`);
+      if (inm.trim() !== '*' && current && !current.isDir && inm.split(',').some((t) => t.trim() === etagOf(current))) throw new DavError(412, 'If-None-Match matches the current entity tag');
+    }
+    if (im !== undefined && im.trim() !== '*' && (!current || current.isDir || !im.split(',').some((t) => t.trim() === etagOf(current)))) throw new DavError(412, 'If-Match does not match the current entity tag');
+    if (im?.trim() === '*' && !current) throw new DavError(412, `${r.path} does not exist (If-Match: *)`);
+  }
 
   if (r.isJunk(r.path)) {
     await r.shared.junk.write(r.path, r.req);

@@ -5,8 +5,8 @@
  * works like the embedded default.
  */
 import { describe, it, expect, afterEach } from 'vitest';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { access, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { access, chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { createHash, randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -195,5 +195,55 @@ describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
     await client.close();
     second.child.kill('SIGTERM');
     expect(await exited(second.child, 20_000)).toBe(0);
+  });
+
+  it('a data folder others could read is made private (and said so), what it holds is the owner\'s only, the banner keeps the password off a non-terminal, SIGHUP stops cleanly', async () => {
+    const base = await tempDir();
+    const data = join(base, 'open');
+    await mkdir(data);
+    await chmod(data, 0o755);
+    const { child, endpoints } = await up(data, ['--no-mount']);
+    expect((await stat(data)).mode & 0o777).toBe(0o700);
+    const until = Date.now() + 20_000;
+    while (!child.output().includes('cloudlib is up.') && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    const out = child.output();
+    expect(out).toMatch(/data folder was readable by others; made private/);
+    expect(out).toContain('cloudlib is up.');
+    expect(out).not.toContain(endpoints.webdav_password!);
+    expect(out).toContain(`(password in ${join(data, 'webdav-user.json')})`);
+    // Files the gateway writes: 0600 (the data folder around them is 0700 anyway).
+    const lib = await libraryFolder(endpoints);
+    expect(await davPut(endpoints, `/${encodeURIComponent(lib)}/p.txt`, 'x')).toBeLessThan(300);
+    const patch = await request(new URL(`/${encodeURIComponent(lib)}/p.txt`, endpoints.webdav_url!), {
+      method: 'PROPPATCH', headers: { authorization: auth(endpoints) },
+      body: '<D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:z"><D:set><D:prop><Z:a>1</Z:a></D:prop></D:set></D:propertyupdate>',
+    });
+    expect(patch.statusCode).toBe(207);
+    await patch.body.dump();
+    for (const f of ['endpoints.json', 'webdav-user.json']) expect((await stat(join(data, f))).mode & 0o777, f).toBe(0o600);
+    for (const f of await readdir(join(data, 'webdav', 'properties'))) expect((await stat(join(data, 'webdav', 'properties', f))).mode & 0o777, f).toBe(0o600);
+    expect((await stat(join(data, 'webdav'))).mode & 0o777).toBe(0o700);
+    // The terminal closing: a clean stop, not a kill.
+    child.kill('SIGHUP');
+    expect(await exited(child, 20_000)).toBe(0);
+    expect(child.signalCode).toBeNull();
+    expect(existsSync(join(data, 'endpoints.json'))).toBe(false);
+  });
+
+  it('anonymous read-write on a network address is refused at start', async () => {
+    const base = await tempDir();
+    await writeFile(join(base, 'anon.toml'), '[webdav]\nanonymous = "read-write"\n');
+    const child = start(['up', '--data', join(base, 'd'), '--config', join(base, 'anon.toml'), '--webdav', '0.0.0.0:0', '--no-mount']);
+    expect(await exited(child, 20_000)).toBe(2);
+    expect(child.output()).toMatch(/allow_anonymous_write_from_network/);
+  });
+
+  it.skipIf(!canMount)('after the mount was taken away (fusermount -uz), SIGTERM still ends the process', async () => {
+    const data = await tempDir();
+    const mnt = join(data, 'mnt');
+    const { child } = await up(data, ['--mount', mnt]);
+    await new Promise<void>((resolve, reject) => execFile('fusermount', ['-uz', mnt], (err) => (err ? reject(err) : resolve())));
+    child.kill('SIGTERM');
+    expect(await exited(child, 30_000)).toBe(0);
   });
 });

@@ -6,7 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createMemoryVfs } from '../../../src/vfs/index.js';
-import { createWebdavServer, type WebdavServer } from '../../../src/webdav/index.js';
+import { createWebdavServer, serviceStatThrough, type WebdavServer, type WebdavServerOptions } from '../../../src/webdav/index.js';
 import { silentLogger, type Logger } from '../../../src/shared/log.js';
 import { GatewayMetrics } from '../../../src/gateway/metrics.js';
 
@@ -21,7 +21,7 @@ export interface MemoryDav {
   close(): Promise<void>;
 }
 
-export async function startMemoryDav(opts: { port?: number; names?: string[]; logger?: Logger; emptyCreateGraceMs?: number } = {}): Promise<MemoryDav> {
+export async function startMemoryDav(opts: { port?: number; names?: string[]; logger?: Logger; emptyCreateGraceMs?: number; server?: Partial<WebdavServerOptions> } = {}): Promise<MemoryDav> {
   const { vfs, remotes } = await createMemoryVfs({ names: opts.names ?? ['Library'] });
   const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-dav-'));
   const metrics = new GatewayMetrics();
@@ -32,6 +32,8 @@ export async function startMemoryDav(opts: { port?: number; names?: string[]; lo
     dataDir,
     logger: opts.logger ?? silentLogger,
     emptyCreateGraceMs: opts.emptyCreateGraceMs,
+    serviceStat: serviceStatThrough(vfs),
+    ...opts.server,
   });
   const url = await server.listen('127.0.0.1', opts.port ?? 0);
   return {

@@ -215,6 +215,24 @@ describe('cloudlib ctl against a running gateway', { timeout: 60_000 }, () => {
     expect((await ctl('status')).code).toBe(0);
   });
 
+  it('a JSON number where the endpoint table says string is -32602, for endpoint and gateway methods alike', async () => {
+    const answers = await raw([
+      '{"jsonrpc":"2.0","id":1,"method":"file.info","params":{"fullpath":123}}\n',
+      `{"jsonrpc":"2.0","id":2,"method":"file.info","params":{"library":7,"fullpath":"a.txt"}}\n`,
+      '{"jsonrpc":"2.0","id":3,"method":"file.info","params":{"fullpath":["a"]}}\n',
+      `{"jsonrpc":"2.0","id":4,"method":"version.restore","params":{"path":"/${lib}/a.txt","version":5}}\n`,
+      '{"jsonrpc":"2.0","id":5,"method":"status"}\n',
+    ], 5);
+    const byId = new Map(answers.map((a) => [a.id, a]));
+    for (const id of [1, 2, 3, 4]) expect(byId.get(id)?.error?.code, `id ${id}: ${JSON.stringify(byId.get(id))}`).toBe(-32602);
+    expect(byId.get(1)!.error.message).toMatch(/'fullpath' expected a string, got number 123/);
+    expect(byId.get(5)!.result).toBeDefined();
+    // The command line sends its key=value words as strings: a file named 123 is fine there.
+    const r = await ctl('--json', 'call', 'file.info', 'fullpath=123');
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/40402|no such|not found/i);
+  });
+
   it('service errors come back with their error_code (exit 1); `call` takes both path forms', async () => {
     const r = await ctl('--json', 'call', 'file.info', `fullpath=/${lib}/no/such.txt`);
     expect(r.code).toBe(1);

@@ -74,6 +74,36 @@ describe('gateway configuration', () => {
     await expect(loadConfig({ logLevel: 'loud' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/log level/);
   });
 
+  it('anonymous read-write on a network address is refused unless the configuration says so explicitly', async () => {
+    const file = join(dir, 'anon.toml');
+    await writeFile(file, '[webdav]\nanonymous = "read-write"\n');
+    await expect(loadConfig({ config: file, webdav: '0.0.0.0:8080' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/allow_anonymous_write_from_network/);
+    await expect(loadConfig({ config: file, webdav: '[::]:8080' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(ConfigError);
+    await expect(loadConfig({ config: file, webdav: '192.168.1.5:8080' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(ConfigError);
+    // Loopback, read-only, or said so: fine.
+    expect((await loadConfig({ config: file, webdav: '127.0.0.1:8080' }, {}, { fuseUsable: false, cwd: dir })).webdav.anonymous).toBe('read-write');
+    expect((await loadConfig({ config: file, webdav: 'localhost:8080' }, {}, { fuseUsable: false, cwd: dir })).webdav.anonymous).toBe('read-write');
+    await writeFile(join(dir, 'ro.toml'), '[webdav]\nanonymous = "read-only"\n');
+    expect((await loadConfig({ config: join(dir, 'ro.toml'), webdav: '0.0.0.0:8080' }, {}, { fuseUsable: false, cwd: dir })).webdav.anonymous).toBe('read-only');
+    await writeFile(join(dir, 'meant.toml'), '[webdav]\nanonymous = "read-write"\nallow_anonymous_write_from_network = true\n');
+    expect((await loadConfig({ config: join(dir, 'meant.toml'), webdav: '0.0.0.0:8080' }, {}, { fuseUsable: false, cwd: dir })).webdav.allow_anonymous_write_from_network).toBe(true);
+  });
+
+  it('WebDAV limits and timeouts: defaults, overrides, and bad values refused', async () => {
+    const c = await loadConfig({}, {}, { fuseUsable: false, cwd: dir });
+    expect(c.webdav).toMatchObject({
+      idle_timeout_s: 60, headers_timeout_s: 30, keep_alive_timeout_s: 5, request_timeout_s: 21_600, max_connections_per_client: 64,
+      max_xml_body_bytes: 1024 * 1024, max_properties_per_resource: 1000, max_property_bytes_per_resource: 1024 * 1024, max_property_value_bytes: 64 * 1024,
+    });
+    const file = join(dir, 'limits.toml');
+    await writeFile(file, '[webdav]\nidle_timeout_s = 120\nrequest_timeout_s = 0\nmax_connections_per_client = 8\n');
+    expect((await loadConfig({ config: file }, {}, { fuseUsable: false, cwd: dir })).webdav).toMatchObject({ idle_timeout_s: 120, request_timeout_s: 0, max_connections_per_client: 8 });
+    for (const [text, key] of [['idle_timeout_s = 0', 'idle_timeout_s'], ['headers_timeout_s = -1', 'headers_timeout_s'], ['max_connections_per_client = 0', 'max_connections_per_client'], ['idle_timout_s = 5', 'idle_timout_s']]) {
+      await writeFile(file, `[webdav]\n${text}\n`);
+      await expect(loadConfig({ config: file }, {}, { fuseUsable: false, cwd: dir }), text).rejects.toThrow(new RegExp(`webdav\\.${key}`));
+    }
+  });
+
   it('parses host:port', () => {
     expect(parseHostPort('127.0.0.1:80', 'x')).toEqual({ host: '127.0.0.1', port: 80 });
     expect(parseHostPort('[::1]:8080', 'x')).toEqual({ host: '::1', port: 8080 });

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FormData, request } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { PasswordAttempts } from '../../../src/service/links/password-attempts.js';
 import { LinkPages } from '../../../src/service/links/link-pages.js';
 import { ShareLinks } from '../../../src/service/links/share-links.js';
 import type { LinkEntry, LinkHost } from '../../../src/service/links/types.js';
@@ -159,6 +160,26 @@ describe('share links', () => {
     expect((await links.listLinks(1))[0]).toMatchObject({ password: 1 });
   });
 
+  it('password guesses are limited per link and client: 429 with Retry-After, the right password refused too until the window passes', { timeout: 10_000 }, async () => {
+    const r = await links.createLink(1, { fullpath: 'docs/a.txt', password: 's3cret', auth: 'download' });
+    const other = await links.createLink(1, { fullpath: 'docs/a.txt', password: 'other', auth: 'download' });
+    const post = async (url: string, password: string) => {
+      const res = await request(url, { method: 'POST', body: `password=${password}`, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+      await res.body.dump();
+      return { status: res.statusCode, retry: res.headers['retry-after'] };
+    };
+    for (let k = 0; k < 5; k++) expect((await post(r.link, `guess${k}`)).status).toBe(401);
+    const limited = await post(r.link, 'guess5');
+    expect(limited.status).toBe(429);
+    expect(Number(limited.retry)).toBeGreaterThan(0);
+    // Not even the right password is looked at now.
+    expect((await post(r.link, 's3cret')).status).toBe(429);
+    // Another link is not affected.
+    expect((await post(other.link, 'other')).status).toBe(303);
+    now += 61_000;
+    expect((await post(r.link, 's3cret')).status).toBe(303);
+  });
+
   it('refusals: not yet started (403), expired (410), visit limit reached (410), closed (410), unknown (404)', { timeout: 10_000 }, async () => {
     const nowSec = Math.floor(now / 1000);
     const later = await links.createLink(1, { fullpath: 'docs/a.txt', startline: nowSec + 3600 });
@@ -231,3 +252,32 @@ describe('share links', () => {
     expect(again.store.get(r.code)).toMatchObject({ visits: 1, accessLimit: 5 });
   });
 });
+
+describe('PasswordAttempts', () => {
+  it('counts per link and client, and per link over all clients; the right password clears the client', () => {
+    let t = 0;
+    const a = new PasswordAttempts(() => t, { perClient: 2, perLink: 3, windowMs: 1000 });
+    a.failed('L', 'c1');
+    expect(a.retryAfterMs('L', 'c1')).toBe(0);
+    a.failed('L', 'c1');
+    expect(a.retryAfterMs('L', 'c1')).toBe(1000);
+    expect(a.retryAfterMs('L', 'c2')).toBe(0);
+    expect(a.retryAfterMs('M', 'c1')).toBe(0);
+    a.failed('L', 'c2');
+    // Three failures on L from two clients: the link's bound holds every client back.
+    expect(a.retryAfterMs('L', 'c3')).toBe(1000);
+    t = 1000;
+    expect(a.retryAfterMs('L', 'c1')).toBe(0);
+    expect(a.retryAfterMs('L', 'c3')).toBe(0);
+    a.failed('M', 'c1');
+    a.succeeded('M', 'c1');
+    a.failed('M', 'c1');
+    expect(a.retryAfterMs('M', 'c1')).toBe(0);
+  });
+  it('keeps a bounded number of records', () => {
+    const a = new PasswordAttempts(() => 0, { maxRecords: 100 });
+    for (let k = 0; k < 1000; k++) a.failed(`L${k}`, 'c');
+    expect((a as unknown as { records: Map<string, unknown> }).records.size).toBeLessThanOrEqual(100);
+  });
+});
+

@@ -88,7 +88,7 @@ describe('Timeout, paths, junk names', () => {
 
 describe('Authentication', () => {
   const md5 = (s: string): string => createHash('md5').update(s).digest('hex');
-  const req = (authorization?: string, method = 'PROPFIND'): IncomingMessage => ({ headers: authorization ? { authorization } : {}, method } as IncomingMessage);
+  const req = (authorization?: string, method = 'PROPFIND', url = '/x'): IncomingMessage => ({ headers: authorization ? { authorization } : {}, method, url } as IncomingMessage);
   it('Basic and Digest against the users; anonymous only when configured', () => {
     const auth = new Authenticator({ users: [{ name: 'bob', password: 'pw', opId: '7' }], anonymous: false });
     expect(auth.authenticate(req('Basic ' + Buffer.from('bob:pw').toString('base64')))).toEqual({ user: 'bob', operator: { opId: '7', opName: 'bob' }, readOnly: false });
@@ -104,5 +104,64 @@ describe('Authentication', () => {
     expect(auth.authenticate(req(header.replace(response, md5('nope'))))).toBeNull();
     expect(auth.authenticate(req(header.replace(nonce, 'forged.nonce')))).toBeNull();
     expect(new Authenticator({ users: [], anonymous: { readOnly: true } }).authenticate(req())).toEqual({ user: null, readOnly: true });
+  });
+
+  const digestFor = (nonce: string, opts: { method?: string; uri: string; nc: string; password?: string }): string => {
+    const ha1 = md5(`bob:cloudlib:${opts.password ?? 'pw'}`);
+    const ha2 = md5(`${opts.method ?? 'GET'}:${opts.uri}`);
+    const response = md5(`${ha1}:${nonce}:${opts.nc}:c1:auth:${ha2}`);
+    return `Digest username="bob", realm="cloudlib", nonce="${nonce}", uri="${opts.uri}", qop=auth, nc=${opts.nc}, cnonce="c1", response="${response}"`;
+  };
+  const nonceOf = (auth: Authenticator): string => parseAuthParams(auth.challenges()[0]!.slice(7)).get('nonce')!;
+
+  it('Digest is bound to the request: its uri must be the target, and a nonce count is never accepted twice', () => {
+    const auth = new Authenticator({ users: [{ name: 'bob', password: 'pw' }], anonymous: false });
+    const nonce = nonceOf(auth);
+    const forA = digestFor(nonce, { uri: '/Library/a.txt', nc: '00000001' });
+    expect(auth.authenticate(req(forA, 'GET', '/Library/a.txt'))?.user).toBe('bob');
+    // The same answer for another file: refused (with a fresh count too, since the uri is signed).
+    expect(auth.authenticate(req(digestFor(nonce, { uri: '/Library/a.txt', nc: '00000002' }), 'GET', '/Library/b.txt'))).toBeNull();
+    // The same nonce count again: a replay.
+    expect(auth.authenticate(req(forA, 'GET', '/Library/a.txt'))).toBeNull();
+    expect(auth.authenticate(req(digestFor(nonce, { uri: '/Library/a.txt', nc: '00000001' }), 'GET', '/Library/a.txt'))).toBeNull();
+    // A higher count goes on working; one a little behind (parallel connections) once, not twice; one far behind never.
+    expect(auth.authenticate(req(digestFor(nonce, { uri: '/Library/a.txt', nc: '00000003' }), 'GET', '/Library/a.txt'))?.user).toBe('bob');
+    expect(auth.authenticate(req(digestFor(nonce, { uri: '/Library/a.txt', nc: '00000002' }), 'GET', '/Library/a.txt'))?.user).toBe('bob');
+    expect(auth.authenticate(req(digestFor(nonce, { uri: '/Library/a.txt', nc: '00000002' }), 'GET', '/Library/a.txt'))).toBeNull();
+    expect(auth.authenticate(req(digestFor(nonce, { uri: '/Library/a.txt', nc: '000000c8' }), 'GET', '/Library/a.txt'))?.user).toBe('bob');
+    expect(auth.authenticate(req(digestFor(nonce, { uri: '/Library/a.txt', nc: '00000064' }), 'GET', '/Library/a.txt'))).toBeNull();
+    expect(auth.authenticate(req(digestFor(nonce, { uri: '/Library/a.txt', nc: '000000c8' }), 'GET', '/Library/a.txt'))).toBeNull();
+    // The uri may be written otherwise (absolute, other escaping) as long as it names the same target.
+    expect(auth.authenticate(req(digestFor(nonce, { uri: 'http://h:1/Library/%61.txt', nc: '000000c9' }), 'GET', '/Library/a.txt'))?.user).toBe('bob');
+    expect(auth.authenticate(req(digestFor(nonce, { uri: '/Library/a.txt?x=1', nc: '000000ca' }), 'GET', '/Library/a.txt'))).toBeNull();
+    // Without qop (no count to check) a Digest answer is refused.
+    const ha2 = md5('GET:/Library/a.txt');
+    const legacy = `Digest username="bob", realm="cloudlib", nonce="${nonce}", uri="/Library/a.txt", response="${md5(`${md5('bob:cloudlib:pw')}:${nonce}:${ha2}`)}"`;
+    expect(auth.authenticate(req(legacy, 'GET', '/Library/a.txt'))).toBeNull();
+  });
+
+  it('an expired nonce, or one issued before a restart, with the right password is challenged again with stale=true', () => {
+    let now = 1_000_000;
+    const auth = new Authenticator({ users: [{ name: 'bob', password: 'pw' }], anonymous: false, nonceTtlMs: 1000, clock: () => now });
+    const nonce = nonceOf(auth);
+    now += 5000;
+    expect(auth.check(req(digestFor(nonce, { uri: '/x', nc: '00000001' }), 'GET', '/x'))).toEqual({ principal: null, stale: true });
+    // A wrong password is not stale: the user must be asked again.
+    expect(auth.check(req(digestFor(nonce, { uri: '/x', nc: '00000001', password: 'no' }), 'GET', '/x'))).toEqual({ principal: null, stale: false });
+    expect(auth.challenges(true)[0]).toContain('stale=true');
+    // A nonce of another server instance (before a restart): stale with the right password, refused without.
+    const before = new Authenticator({ users: [{ name: 'bob', password: 'pw' }], anonymous: false });
+    const old = nonceOf(before);
+    expect(auth.check(req(digestFor(old, { uri: '/x', nc: '00000001' }), 'GET', '/x'))).toEqual({ principal: null, stale: true });
+    expect(auth.check(req(digestFor(old, { uri: '/x', nc: '00000001', password: 'no' }), 'GET', '/x'))).toEqual({ principal: null, stale: false });
+    expect(auth.authenticate(req(digestFor(nonceOf(auth), { uri: '/x', nc: '00000001' }), 'GET', '/x'))?.user).toBe('bob');
+  });
+
+  it('the nonce counts kept are bounded; a forgotten nonce is answered stale, never accepted again', () => {
+    const auth = new Authenticator({ users: [{ name: 'bob', password: 'pw' }], anonymous: false, maxTrackedNonces: 4 });
+    const nonces = Array.from({ length: 6 }, () => nonceOf(auth));
+    for (const n of nonces) expect(auth.authenticate(req(digestFor(n, { uri: '/x', nc: '00000001' }), 'GET', '/x'))?.user).toBe('bob');
+    const replay = auth.check(req(digestFor(nonces[0]!, { uri: '/x', nc: '00000001' }), 'GET', '/x'));
+    expect(replay.principal).toBeNull();
   });
 });
