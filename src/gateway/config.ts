@@ -72,6 +72,16 @@ export interface GatewayConfig {
     disk_cache_mb: number;
   };
   feed: { /** Updates feed poll interval, ms. Default 2000. */ interval_ms: number };
+  journal: {
+    /**
+     * When a closed file is safe against power loss: "group" (default) fsyncs within `group_commit_ms` of
+     * the close, and at once on fsync; "close" fsyncs at every close. A crash of the gateway loses nothing
+     * acknowledged either way.
+     */
+    durability: 'group' | 'close';
+    /** Longest wait of a closed file for its fsync with durability "group", ms. Default 1000. */
+    group_commit_ms: number;
+  };
   /** Admin HTTP listener for /metrics and /healthz, or null. Default 127.0.0.1:0 (any free port). */
   admin_listen: string | null;
   log: { level: string };
@@ -286,6 +296,12 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
 
   const cache = obj(raw.cache, 'cache');
   const feed = obj(raw.feed, 'feed');
+  const journal = obj(raw.journal, 'journal');
+  for (const k of Object.keys(journal)) if (k !== 'durability' && k !== 'group_commit_ms') throw new ConfigError(`journal.${k}: unknown key (docs/configuration.md lists them)`);
+  const durability = str(journal.durability, 'journal.durability') ?? 'group';
+  if (durability !== 'group' && durability !== 'close') throw new ConfigError(`journal.durability: expected "group" or "close", got ${JSON.stringify(durability)}`);
+  const groupCommitMs = num(journal.group_commit_ms, 'journal.group_commit_ms', 1) ?? 1000;
+  if (groupCommitMs > 60_000) throw new ConfigError(`journal.group_commit_ms: expected at most 60000, got ${groupCommitMs}`);
   const log = obj(raw.log, 'log');
   const adminListen = flags.adminListen ?? env.CLOUDLIB_ADMIN ?? (raw.admin_listen === false ? null : str(raw.admin_listen, 'admin_listen')) ?? '127.0.0.1:0';
   if (adminListen) parseHostPort(adminListen, 'admin listen address');
@@ -328,6 +344,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
       disk_cache_mb: num(cache.disk_cache_mb, 'cache.disk_cache_mb') ?? 1024,
     },
     feed: { interval_ms: num(env.CLOUDLIB_FEED_INTERVAL_MS ?? feed.interval_ms, 'feed.interval_ms', 100) ?? 2000 },
+    journal: { durability, group_commit_ms: groupCommitMs },
     admin_listen: adminListen,
     log: { level },
   };

@@ -56,6 +56,12 @@ export interface GatewayVfsOptions {
     /** Longest retry delay, ms. Default 30 000. */
     retryMaxMs?: number;
   };
+  /**
+   * When a closed file is safe against power loss: `group` (default) fsyncs the journal within
+   * `groupCommitMs` (default 1000) of the close, and at once on fsync, flushAll and `ctl flush` (a crash of
+   * the gateway loses nothing either way); `close` fsyncs at every close.
+   */
+  durability?: { mode?: 'group' | 'close'; groupCommitMs?: number };
   /** Existing files opened for writing: up to `wholeMaxBytes` fetched whole at the first change (default 8 MiB); larger ones on demand, at least `chunkBytes` per fetch (default 1 MiB). */
   partialFetch?: { wholeMaxBytes?: number; chunkBytes?: number };
   /** Injected failures of the gateway's own disk (tests, fault drills). */
@@ -125,7 +131,7 @@ export class GatewayVfs implements Vfs {
     this.times = new TimeOverrides(join(opts.dataDir, 'times.jsonl'), opts.logger);
     this.writeBack = new WriteBack({
       journalDir: join(opts.dataDir, 'journal'), hasher: this.hasher, sha1Streams: this.sha1Streams,
-      upload: opts.upload, partialFetch: opts.partialFetch, logger: opts.logger, diskFaults: opts.diskFaults,
+      upload: opts.upload, partialFetch: opts.partialFetch, logger: opts.logger, diskFaults: opts.diskFaults, durability: opts.durability,
       host: {
         remoteFor: (name) => this.libs.get(name)?.remote,
         baseReader: (name, base, ctx) => this.reader(this.libs.get(name)!, base, ctx),

@@ -66,6 +66,7 @@ async function createVfsFromConfig(config: GatewayConfig, logger: Logger, onExch
     enterprise: svc.enterprise && libraries.length === 0 ? { client: client({ enterprise: svc.enterprise }) } : undefined,
     dataDir: resolve(config.data, 'gateway'),
     feedIntervalMs: config.feed.interval_ms,
+    durability: { mode: config.journal.durability, groupCommitMs: config.journal.group_commit_ms },
     cache: {
       metadataEntries: config.cache.metadata_entries,
       blockBytes: config.cache.block_cache_mb * 1024 * 1024,

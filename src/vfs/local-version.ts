@@ -222,19 +222,18 @@ export class LocalVersion implements PendingFile {
   }
 
   /**
-   * Ends the writing: from here on the bytes never change. Makes the spool durable and hashes it, both at
-   * once (the hash runs in a worker while the kernel writes the data out). `onHashed` runs as soon as the
-   * hash is known, before the fsync has ended: an upload can start reading the spool (from the page cache)
-   * while the disk is still being written; its confirmation waits for the journal entry.
+   * Ends the writing: from here on the bytes never change. Hashes the spool and, with `sync`, makes it
+   * durable at the same time (the hash runs in a worker while the kernel writes the data out). `onHashed`
+   * runs as soon as the hash is known, before the fsync has ended.
    */
-  async seal(hasher: Hasher, onHashed?: () => void): Promise<void> {
+  async seal(hasher: Hasher, opts: { sync?: boolean; onHashed?: () => void } = {}): Promise<void> {
     await this.exclusive(async () => {
       this.assertMutable();
       const fh = await this.handle();
       try {
         await this.padToSize(fh);
         const generation = this.generation;
-        const synced = fh.sync();
+        const synced = opts.sync === false ? Promise.resolve() : fh.sync();
         synced.catch(() => undefined); // awaited below, after the hash
         const h = await this.hashNow(hasher).catch(async (err: unknown) => {
           await synced.catch(() => undefined);
@@ -242,7 +241,7 @@ export class LocalVersion implements PendingFile {
         });
         this.hashed = { generation, ...h };
         this.sealed = true;
-        onHashed?.();
+        opts.onHashed?.();
         await synced;
       } catch (err) {
         throw this.fail(err, 'making the local copy durable');

@@ -54,6 +54,12 @@ export interface WriteBackHost {
 
 export interface WriteBackOptions {
   journalDir: string;
+  /**
+   * When a version is safe against power loss. `group` (default): close() journals to the page cache
+   * (safe against a crash of the gateway) and a group commit fsyncs within `groupCommitMs`; fsync,
+   * flushAll and `ctl flush` fsync at once. `close`: every close fsyncs.
+   */
+  durability?: { mode?: 'group' | 'close'; groupCommitMs?: number };
   hasher: FileHasher;
   sha1Streams: Sha1Streams;
   upload?: { concurrency?: number; retryBaseMs?: number; retryMaxMs?: number };
@@ -107,10 +113,12 @@ export class WriteBack {
   private readonly stranded: JournalEntry[] = [];
   private lastSeq = 0;
   private readonly holdTimers = new Set<NodeJS.Timeout>();
+  private readonly syncOnClose: boolean;
   private closed = false;
 
   constructor(private readonly opts: WriteBackOptions) {
-    this.journal = new UploadJournal(opts.journalDir);
+    this.journal = new UploadJournal(opts.journalDir, opts.durability?.groupCommitMs ?? 1000);
+    this.syncOnClose = opts.durability?.mode === 'close';
     this.uploads = new UploadQueue({
       concurrency: opts.upload?.concurrency, retryBaseMs: opts.upload?.retryBaseMs, retryMaxMs: opts.upload?.retryMaxMs,
       hasher: opts.hasher, logger: opts.logger,
@@ -167,7 +175,17 @@ export class WriteBack {
       await this.journal.remove(e.id);
       return;
     }
-    if (v.size !== e.size) this.opts.logger.warn({ library: e.library, path: e.fullpath, size: v.size, journaled: e.size }, 'journal replay: spool size differs from its entry');
+    if (e.sha1 !== undefined) {
+      // Closed but not yet fsynced when the power went: the entry may have reached the disk and its bytes not.
+      const h = await this.opts.hasher.hash(v.spoolPath).catch(() => undefined);
+      if (!h || h.sha1 !== e.sha1 || h.size !== e.size) {
+        this.opts.logger.error({ library: e.library, path: e.fullpath, size: h?.size, journaled: e.size }, 'journal replay: the bytes of this entry never reached the disk (lost before its group commit): dropped, never uploaded');
+        await this.journal.remove(e.id);
+        return;
+      }
+    } else if (v.size !== e.size) {
+      this.opts.logger.warn({ library: e.library, path: e.fullpath, size: v.size, journaled: e.size }, 'journal replay: spool size differs from its entry');
+    }
     v.operator = e.operator;
     v.generation = 1;
     v.sealed = true;
@@ -325,7 +343,7 @@ export class WriteBack {
       }
       if (opts.holdUploadMs) v.holdUntilMs = Date.now() + opts.holdUploadMs;
       if (this.closed) throw new VfsError('EIO', 'the gateway is closing');
-      await this.journalVersion(v, undefined, { upload: false }); // no writer has it open: queued unless held
+      await this.journalVersion(v, undefined, { upload: false, sync: this.syncOnClose }); // no writer has it open: queued unless held
       return entryOf(v);
     } catch (err) {
       v.failed ??= err instanceof VfsError ? err : fsErrorOf(err, `writing '${fullpath}'`);
@@ -435,8 +453,9 @@ export class WriteBack {
   async flushAll(opts: { timeoutMs?: number } = {}): Promise<void> {
     for (const slot of [...this.slots.values()]) {
       const s = slot.session;
-      if (s && !s.deleted && s.version.mutable && s.version.generation > 0) await this.journalVersion(s.version, s, { upload: true });
+      if (s && !s.deleted && s.version.mutable && s.version.generation > 0) await this.journalVersion(s.version, s, { upload: true, sync: true });
     }
+    await this.journal.syncAll().catch((err: unknown) => { throw fsErrorOf(err, 'making the journal durable'); });
     for (const slot of [...this.slots.values()]) this.schedule(slot, { force: true });
     await this.uploads.settle(opts.timeoutMs);
     const failing = this.uploads.failedSinceMark();
@@ -463,7 +482,7 @@ export class WriteBack {
     for (const slot of [...this.slots.values()]) {
       const s = slot.session;
       if (s && !s.deleted && s.version.mutable && s.version.generation > 0) {
-        await this.journalVersion(s.version, s, { upload: false }).catch((err: Error) => this.opts.logger.error({ path: s.version.fullpath, err: err.message }, 'journaling on close failed'));
+        await this.journalVersion(s.version, s, { upload: false, sync: true }).catch((err: Error) => this.opts.logger.error({ path: s.version.fullpath, err: err.message }, 'journaling on close failed'));
       }
     }
     await this.uploads.close();
@@ -526,9 +545,11 @@ export class WriteBack {
 
   /**
    * A flush, fsync or close of a write handle: what the session holds becomes a journaled version (nothing
-   * to do when unchanged since). `upload`: queue it now even while other writers have it open (fsync).
+   * to do when unchanged since). `fsync`: durable against power loss before this resolves, and queued for
+   * upload now even while other writers have it open; else durable against a crash of the gateway (the
+   * group commit follows), unless the durability mode is `close`.
    */
-  async persist(s: WriteSession, opts: { upload: boolean }): Promise<void> {
+  async persist(s: WriteSession, opts: { fsync: boolean }): Promise<void> {
     if (s.cloning) await s.cloning.catch(() => undefined);
     const v = s.version;
     if (v.failed) {
@@ -536,8 +557,15 @@ export class WriteBack {
       throw v.failed;
     }
     if (s.deleted) return;
-    if (v.mutable && v.generation > 0) await this.journalVersion(v, s, opts);
-    else if (opts.upload) this.schedule(s.slot, { force: true });
+    if (v.mutable && v.generation > 0) {
+      await this.journalVersion(v, s, { upload: opts.fsync, sync: opts.fsync || this.syncOnClose });
+      return;
+    }
+    if (opts.fsync) {
+      // Journaled by an earlier close: the group commit may still owe it its fsync.
+      if (v.state !== 'writing') await this.journal.sync(v.id).catch((err: unknown) => { throw fsErrorOf(err, `making '${v.fullpath}' durable`); });
+      this.schedule(s.slot, { force: true });
+    }
   }
 
   /** A handle of the session closed. The last writer's close queues the upload; the last handle ends the session. */
@@ -570,16 +598,16 @@ export class WriteBack {
    * the previous one. The upload is queued as soon as the hash is known when `upload` says so or no writer
    * has it open; its confirmation waits for the entry.
    */
-  private async journalVersion(v: LocalVersion, s: WriteSession | undefined, opts: { upload: boolean }): Promise<void> {
+  private async journalVersion(v: LocalVersion, s: WriteSession | undefined, opts: { upload: boolean; sync: boolean }): Promise<void> {
     await v.fillAll();
     let resolveEntry!: () => void;
     const entryWritten = new Promise<void>((resolve) => { resolveEntry = resolve; });
     v.journaling = entryWritten;
     try {
-      await v.seal(this.opts.hasher);
+      await v.seal(this.opts.hasher, { sync: opts.sync });
       v.seq = this.nextSeq();
       this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
-      await this.journal.put(this.journalEntry(v), { spoolSynced: true }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+      await this.journal.put(this.journalEntry(v), { spoolSynced: opts.sync, sync: opts.sync }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
     } catch (err) {
       v.failed ??= err instanceof VfsError ? err : fsErrorOf(err, `journaling '${v.fullpath}'`);
       resolveEntry();
@@ -703,7 +731,7 @@ export class WriteBack {
   }
 
   private journalEntry(v: LocalVersion): JournalEntry {
-    return { id: v.id, library: v.library, fullpath: v.fullpath, size: v.size, mtimeMs: v.mtimeMs, createdMs: Date.now(), seq: v.seq, operator: v.operator };
+    return { id: v.id, library: v.library, fullpath: v.fullpath, size: v.size, mtimeMs: v.mtimeMs, createdMs: Date.now(), seq: v.seq, sha1: v.currentSha1(), operator: v.operator };
   }
 
   private nextSeq(): number {
@@ -761,6 +789,11 @@ export class WriteBack {
   /** Attributes of a version, as the namespace shows them. */
   attrOf(v: LocalVersion): Attr {
     return this.opts.host.attrOf(v.library, entryOf(v));
+  }
+
+  /** Journal files written since their last fsync (what a power loss now could take). */
+  unsyncedFiles(): string[] {
+    return this.journal.unsyncedFiles();
   }
 
   /** Test hook: the state of a path's versions. */
@@ -831,19 +864,19 @@ class SessionHandle implements FileHandle {
 
   async flush(): Promise<void> {
     this.open();
-    await this.wb.persist(this.s, { upload: false });
+    await this.wb.persist(this.s, { fsync: false });
   }
 
   async fsync(): Promise<void> {
     this.open();
-    await this.wb.persist(this.s, { upload: true });
+    await this.wb.persist(this.s, { fsync: true });
   }
 
   async release(): Promise<void> {
     if (this.releasedOnce) return;
     this.releasedOnce = true;
     try {
-      await this.wb.persist(this.s, { upload: false });
+      await this.wb.persist(this.s, { fsync: false });
     } finally {
       await this.wb.closeHandle(this.s, this.mode.write);
     }
