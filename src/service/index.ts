@@ -85,7 +85,9 @@ export class EmbeddedService {
 
   static async start(opts: EmbeddedServiceOptions): Promise<EmbeddedService> {
     const clock = opts.clock ?? Date.now;
-    const log = (opts.logger ?? silentLogger).child({ component: 'service' });
+    // Parts bind their own `component`: they are children of the base logger, not of `log` (a key bound twice repeats in the line).
+    const baseLog = opts.logger ?? silentLogger;
+    const log = baseLog.child({ component: 'service' });
     const { host, port } = parseListen(opts.listen ?? '127.0.0.1:0');
     const dataDir = opts.dataDir;
     await mkdir(dataDir, { recursive: true, mode: 0o700 });
@@ -107,7 +109,7 @@ export class EmbeddedService {
       const copies = new FileCopies(tree, queries, content, clock, log);
       copies.open();
       const uploadHost = new LibraryUploadHost(join(tmp, 'upload'), directory, tree, content, uploads, clock);
-      const uploadServer = new UploadServer(uploadHost, { logger: log, clock });
+      const uploadServer = new UploadServer(uploadHost, { logger: baseLog, clock });
       await uploadServer.open();
 
       // The listener starts before the parts that need the address; nothing is announced until
@@ -129,13 +131,13 @@ export class EmbeddedService {
       const traffic = new DailyTraffic(db, (id) => directory.library(id)?.ent_id, clock);
       const countTraffic = (lib: number, kind: TrafficKind, bytes: number): void => traffic.count(lib, kind, bytes);
       const linkCap = new LinkTrafficCap(db, traffic);
-      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic, (id) => linkCap.check(id)), { dataDir, baseUrl, clock, logger: log });
+      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic, (id) => linkCap.check(id)), { dataDir, baseUrl, clock, logger: baseLog });
       await links.open();
       const pages = new LinkPages(links);
       const downloads = new DownloadLinks({ baseUrl, key: directory.secret('download-links'), blobs, clock, logger: log, countTraffic });
       const previews = new PreviewServer({
         host: new LibraryPreviewHost(blobs, directory.secret('preview-links'), join(dataDir, 'cache'), countTraffic),
-        logger: log.child({ component: 'preview' }),
+        logger: baseLog.child({ component: 'preview' }),
         clock,
       });
       const parts: ServiceParts = { directory, tree, queries, content, uploads, copies, downloads, links, uploadServer, uploadServerUrl, baseUrl, previews, countTraffic, traffic, clock };

@@ -1,5 +1,13 @@
-/** Structured logging (pino). Secrets are redacted by key wherever they appear in a logged object. */
-import { pino, type Logger } from 'pino';
+/**
+ * Structured logging (pino). Secrets are redacted by key wherever they appear in a logged object.
+ *
+ * Lines are JSON (one object a line) unless they go to a terminal: there they are printed for a person,
+ * `12:03:04 WARN  part=vfs library=Demo feed poll failed` (CLOUDLIB_LOG_FORMAT=json or text chooses).
+ * Keys are never repeated within a line: a child logger must not bind a key its parent binds, and a
+ * logged object never has a `msg` key (the message is the second argument).
+ */
+import { isatty } from 'node:tty';
+import { pino, type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
 
@@ -7,13 +15,43 @@ export const REDACT_KEYS = [
   'sign', 'token', 'secret', 'password', 'client_secret', 'org_client_secret', 'refresh_token', 'access_token', 'key', 'authorization',
 ];
 
-export function createLogger(opts: { level?: string; name?: string; destination?: NodeJS.WritableStream | number } = {}): Logger {
+export type LogFormat = 'json' | 'text';
+
+const LEVEL_NAMES: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+
+/** One pino JSON line as a line for a person: time, level, the other keys as key=value, the message. */
+export function textLine(json: string): string {
+  let o: Record<string, unknown>;
+  try {
+    o = JSON.parse(json) as Record<string, unknown>;
+  } catch {
+    return json;
+  }
+  const { time, level, msg, name: _name, ...rest } = o;
+  const t = typeof time === 'number' ? new Date(time).toISOString().slice(11, 19) : '';
+  const lv = (LEVEL_NAMES[Number(level)] ?? String(level)).padEnd(5);
+  const fields = Object.entries(rest).map(([k, v]) => {
+    const s = typeof v === 'string' ? v : JSON.stringify(v);
+    return `${k}=${/[\s"=]/.test(s) ? JSON.stringify(s) : s}`;
+  });
+  return `${t} ${lv} ${[...fields, msg === undefined ? '' : String(msg)].filter(Boolean).join(' ')}\n`;
+}
+
+/** JSON, or text where the logs go to a terminal; `CLOUDLIB_LOG_FORMAT` overrides. */
+export function logFormatFor(fd: number, env: NodeJS.ProcessEnv = process.env): LogFormat {
+  const f = env.CLOUDLIB_LOG_FORMAT;
+  if (f === 'json' || f === 'text') return f;
+  return isatty(fd) ? 'text' : 'json';
+}
+
+export function createLogger(opts: { level?: string; name?: string; destination?: NodeJS.WritableStream | number; format?: LogFormat } = {}): Logger {
   const level = opts.level ?? process.env.CLOUDLIB_LOG_LEVEL ?? 'info';
   const paths = REDACT_KEYS.flatMap((k) => [k, `*.${k}`, `*.*.${k}`, `headers.${k}`]);
-  return pino(
-    { name: opts.name ?? 'cloudlib', level, redact: { paths, censor: '[redacted]' }, base: undefined },
-    pino.destination(typeof opts.destination === 'number' ? opts.destination : 2),
-  );
+  const fd = typeof opts.destination === 'number' ? opts.destination : 2;
+  const format = opts.format ?? (typeof opts.destination === 'object' ? 'json' : logFormatFor(fd));
+  const json: DestinationStream = typeof opts.destination === 'object' ? opts.destination : pino.destination(fd);
+  const destination: DestinationStream = format === 'json' ? json : { write: (line: string) => json.write(textLine(line)) };
+  return pino({ name: opts.name ?? 'cloudlib', level, redact: { paths, censor: '[redacted]' }, base: undefined }, destination);
 }
 
 /** A logger that drops everything (tests, library use). */
