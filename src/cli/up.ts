@@ -7,6 +7,8 @@
 import { loadConfig, ConfigError, type GatewayConfig } from '../gateway/config.js';
 import { Gateway, fuseUsable } from '../gateway/gateway.js';
 import { createLogger } from '../shared/log.js';
+import { resolve } from 'node:path';
+import { cloudlibCommand, shellWord } from './command-line.js';
 import type { Subcommand } from './main.js';
 
 const USAGE = `Usage: cloudlib up [options]
@@ -26,24 +28,34 @@ Options:
 
 Writes <data>/endpoints.json when ready. Stop with Ctrl-C or SIGTERM.`;
 
-function banner(g: Gateway, config: GatewayConfig): string {
+/**
+ * What `up` prints once ready: every command in it runs as printed (`cloudlib` only where that is the
+ * command on the PATH; the rclone line reads the generated password from its file).
+ */
+export function banner(g: Gateway, config: GatewayConfig, env: NodeJS.ProcessEnv = process.env): string {
   const lines = ['', 'cloudlib is up.'];
   lines.push(`  Service:   ${g.serviceUrl}${g.service ? ` (embedded, data in ${config.data}/service)` : ''}`);
   lines.push(`  Libraries: ${g.vfs.libraryNames().join(', ')}`);
   if (g.webdavUrl) {
-    lines.push(`  WebDAV:    ${g.webdavUrl}`);
+    lines.push(`  WebDAV:    ${g.webdavUrl}${g.webdavOnEveryInterface ? '   (on every interface: from other machines use this one\'s name or address)' : ''}`);
     if (g.webdavUser) lines.push(`  Login:     ${g.webdavUser.name} / ${g.webdavUser.password}`);
     else if (config.webdav.users.length) lines.push(`  Login:     the users of the configuration (${config.webdav.users.map((u) => u.name).join(', ')})`);
   }
   if (g.mount) lines.push(`  Mount:     ${g.mount.mountpoint}`);
-  lines.push(`  Control:   cloudlib ctl --socket ${g.control.socketPath} status`);
+  lines.push(`  Control:   ${cloudlibCommand(env)} ctl --socket ${shellWord(g.control.socketPath)} status`);
   if (g.adminUrl) lines.push(`  Metrics:   ${g.adminUrl}/metrics`);
   if (g.webdavUrl) {
     const u = g.webdavUrl.replace(/\/$/, '');
     lines.push('', 'Connect:');
     lines.push(`  Windows:   net use Z: ${u} /user:${g.webdavUser?.name ?? 'USER'} *   (or Explorer → Map network drive)`);
     lines.push(`  macOS:     Finder → Go → Connect to Server → ${u}`);
-    lines.push(`  Linux:     Files → Other Locations → ${u.replace(/^http/, 'dav')}   or   rclone lsd :webdav: --webdav-url ${u}`);
+    lines.push(`  Linux:     Files → Other Locations → ${u.replace(/^http/, 'dav')}`);
+    if (g.webdavUser) {
+      // rclone takes the password obscured; read from the file it is kept in, never printed here.
+      const file = resolve(config.data, 'webdav-user.json');
+      const password = `node -p "require(${JSON.stringify(file).replace(/"/g, "'")}).password"`;
+      lines.push(`  rclone:    rclone lsd :webdav: --webdav-url ${u}/ --webdav-user ${shellWord(g.webdavUser.name)} --webdav-pass "$(${password} | rclone obscure -)"`);
+    }
   }
   lines.push('', 'Ctrl-C stops (pending uploads are flushed first).', '');
   return lines.join('\n');

@@ -86,6 +86,20 @@ export async function fuseUsable(): Promise<boolean> {
   }
 }
 
+/** True for the wildcard addresses (listening on every interface). */
+export function isEveryInterface(host: string): boolean {
+  return host === '0.0.0.0' || host === '::' || host === '[::]';
+}
+
+/** A listener's URL as a client connects to it: the wildcard address is no address to connect to. */
+export function connectableUrl(url: string): string {
+  const u = new URL(url);
+  if (u.hostname === '0.0.0.0') u.hostname = '127.0.0.1';
+  else if (u.hostname === '[::]') u.hostname = '[::1]';
+  const text = u.toString();
+  return url.endsWith('/') || u.pathname !== '/' ? text : text.replace(/\/$/, '');
+}
+
 async function writeFileAtomic(path: string, text: string, mode = 0o600): Promise<void> {
   const tmp = `${path}.${process.pid}.tmp`;
   await writeFile(tmp, text, { mode });
@@ -113,7 +127,10 @@ export class Gateway {
   service?: EmbeddedServiceHandle;
   vfs!: GatewayVfs;
   webdav?: WebdavServerHandle;
+  /** The WebDAV URL a client on this machine connects to (127.0.0.1 when listening on every interface). */
   webdavUrl: string | null = null;
+  /** WebDAV listens on every interface (0.0.0.0 or ::): other machines connect by this one's address. */
+  webdavOnEveryInterface = false;
   mount?: MountHandle;
   control!: ControlServer;
   admin?: Server;
@@ -125,7 +142,7 @@ export class Gateway {
   private readonly clients: ServiceClient[] = [];
   private readonly roleClients: Partial<Record<'enterprise' | 'partner' | 'token', ServiceClient>> = {};
   private stopping?: Promise<void>;
-  /** endpoints.json is this instance's (a start refused because another instance runs leaves that one's alone). */
+  /** endpoints.json is this instance's to remove (a start refused because another instance runs leaves that one's alone). */
   private wroteEndpoints = false;
 
   private constructor(readonly config: GatewayConfig, private readonly logger: Logger, private readonly opts: GatewayStartOptions) {}
@@ -146,6 +163,10 @@ export class Gateway {
     await mkdir(config.data, { recursive: true, mode: 0o700 });
     // Another instance serving this data folder answers on its control socket: refuse before touching anything.
     await clearStaleSocket(join(config.data, 'control.sock'));
+    // A crashed instance's endpoints.json names endpoints nobody serves: gone before anything starts, so
+    // that a readiness check sees it only once this instance is ready.
+    await rm(join(config.data, 'endpoints.json'), { force: true });
+    this.wroteEndpoints = true;
 
     // 1. The service: remote, or embedded in <data>/service.
     let service = config.service;
@@ -204,7 +225,8 @@ export class Gateway {
         logger: logger.child({ part: 'webdav' }),
       });
       const { host, port } = parseHostPort(config.webdav.listen, 'webdav listen address');
-      this.webdavUrl = await this.webdav.listen(host, port);
+      this.webdavUrl = connectableUrl(await this.webdav.listen(host, port));
+      this.webdavOnEveryInterface = isEveryInterface(host);
     }
 
     // 5. The mount.
@@ -226,7 +248,7 @@ export class Gateway {
 
     // 6. Metrics and health.
     this.registerGauges();
-    if (config.admin_listen) this.adminUrl = await this.startAdmin(config.admin_listen);
+    if (config.admin_listen) this.adminUrl = connectableUrl(await this.startAdmin(config.admin_listen));
 
     await this.writeEndpoints();
     logger.info({ webdav: this.webdavUrl, mount: this.mount?.mountpoint ?? null, control: this.control.socketPath, admin: this.adminUrl }, 'gateway ready');
