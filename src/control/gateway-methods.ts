@@ -163,18 +163,28 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
     },
     {
       name: 'flush',
-      summary: 'Waits until every pending upload is on the service (progress: uploads done of those pending)',
+      summary: 'Waits until every pending upload is on the service (progress: bytes the service has of those pending)',
       params: [param('timeout_s', 'number', false, 'give up waiting after this many seconds (the uploads go on); default: wait')],
       handler: async (params, env) => {
         onlyKnown(params, ['timeout_s'], 'flush');
         const t = params.timeout_s === undefined ? undefined : Number(params.timeout_s);
         if (t !== undefined && !(Number.isFinite(t) && t > 0)) throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter 'timeout_s': expected a number of seconds > 0, got ${JSON.stringify(params.timeout_s)}`, { param: 'timeout_s' });
-        // Every upload seen pending while waiting counts; done are those no longer pending.
-        const seen = new Set<string>();
+        // Every upload seen pending while waiting counts, by its size (known once hashed); the bytes done
+        // are those the service has: all of a finished upload, `sentBytes` of one under way.
+        const seen = new Map<string, number>();
         const report = (): void => {
           const pending = vfs.status().uploads;
-          for (const u of pending) seen.add(u.id);
-          env.progress({ done: seen.size - pending.length, total: seen.size, unit: 'files', what: 'uploaded' });
+          const now = new Map(pending.map((u) => [u.id, u]));
+          for (const u of pending) seen.set(u.id, Math.max(seen.get(u.id) ?? 0, u.size ?? 0));
+          let total = 0;
+          let done = 0;
+          let filesDone = 0;
+          for (const [id, size] of seen) {
+            total += size;
+            const u = now.get(id);
+            if (!u) { done += size; filesDone++; } else done += Math.min(size, u.sentBytes ?? 0);
+          }
+          env.progress({ done, total, unit: 'bytes', what: `uploaded (${filesDone} of ${seen.size} files)` });
         };
         report();
         const timer = setInterval(report, FLUSH_POLL_MS);

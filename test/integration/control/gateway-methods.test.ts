@@ -111,7 +111,7 @@ describe('gateway control methods', { timeout: 20_000 }, () => {
     expect(remotes.get('B')!.read('keep.txt').length).toBe(200_000);
   });
 
-  it('status shows an upload under way with its size and the bytes the service has; flush counts files', async () => {
+  it('status shows an upload under way with its size and the bytes the service has; flush reports bytes as they reach the service', async () => {
     const faulty = vfs.remoteOf('A') as FaultyRemote;
     faulty.inject({ kind: 'delay', methods: ['commit'], delayMs: 400, times: 2 });
     await vfs.writeFile('/A/slow1.txt', Buffer.from('slow!'));
@@ -123,7 +123,8 @@ describe('gateway control methods', { timeout: 20_000 }, () => {
     const progress: Record<string, unknown>[] = [];
     expect(await client.call('flush', {}, (p) => progress.push(p))).toEqual({ pending: 0 });
     expect(progress.length).toBeGreaterThan(0);
-    expect(progress[0]).toMatchObject({ total: 2, unit: 'files', what: 'uploaded' });
+    expect(progress[0]).toMatchObject({ done: 0, total: 9, unit: 'bytes', what: 'uploaded (0 of 2 files)' });
+    expect(progress.at(-1)).toMatchObject({ done: 9, total: 9, what: 'uploaded (2 of 2 files)' });
   });
 
   it('download writes a local file whole', async () => {

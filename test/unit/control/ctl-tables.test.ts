@@ -50,7 +50,12 @@ describe('verbs', () => {
       expect(helpFor(key.split(' '), 'USAGE', catalog)).toBe(help);
     }
     expect(helpFor([], 'USAGE', catalog)).toBe('USAGE');
-    expect(helpFor(['trash'], 'USAGE', catalog).split('\n')).toHaveLength(3);
+    const trash = helpFor(['trash'], 'USAGE', catalog);
+    expect(trash.split('\n').filter((l) => /^ {2}trash /.test(l))).toHaveLength(3);
+    for (const l of trash.split('\n')) expect(l.length, l).toBeLessThanOrEqual(80);
+    // PATH is explained only where the verb takes one
+    expect(verbHelp(VERBS['library add']!, catalog)).not.toContain('PATH');
+    expect(verbHelp(VERBS.lock!, catalog)).toContain('PATH is a gateway path');
     expect(() => helpFor(['nothing'], 'USAGE', catalog)).toThrow(/no verb or method/);
   });
 });
