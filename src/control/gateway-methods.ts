@@ -223,7 +223,7 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
     },
     {
       name: 'library.add',
-      summary: 'Serves one more library, by its library authorization',
+      summary: 'Serves one more library, by its library authorization (also at later starts)',
       params: [param('org_client_id'), param('org_client_secret'), param('name', 'string', false, 'folder name; default the library name')],
       handler: async (params) => {
         onlyKnown(params, ['org_client_id', 'org_client_secret', 'name'], 'library.add');
@@ -236,7 +236,7 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
     },
     {
       name: 'library.remove',
-      summary: 'Stops serving a library (refused while files are pending; the service keeps its data)',
+      summary: 'Stops serving a library, also at later starts (refused while files are pending; the service keeps its data)',
       params: [param('name')],
       handler: async (params) => {
         onlyKnown(params, ['name'], 'library.remove');

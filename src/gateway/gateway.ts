@@ -21,6 +21,7 @@ import type { GatewayVfs } from '../vfs/gateway-vfs.js';
 import { resolveLibraries } from '../vfs/library-set.js';
 import { parseHostPort, type GatewayConfig, type UserConfig } from './config.js';
 import { GatewayMetrics } from './metrics.js';
+import { LibraryChoices } from './library-choices.js';
 
 /** `<data>/service/credentials.json` of the embedded service. */
 export interface ServiceCredentialsFile {
@@ -142,6 +143,7 @@ export class Gateway {
   private readonly clients: ServiceClient[] = [];
   private readonly roleClients: Partial<Record<'enterprise' | 'partner' | 'token', ServiceClient>> = {};
   private stopping?: Promise<void>;
+  private choices!: LibraryChoices;
   /** endpoints.json is this instance's to remove (a start refused because another instance runs leaves that one's alone). */
   private wroteEndpoints = false;
 
@@ -195,13 +197,41 @@ export class Gateway {
     // 2. The Vfs.
     this.vfs = await createVfs({ config: { ...config, service }, logger: logger.child({ part: 'vfs' }), onExchange: this.metrics.observeExchange });
 
+    // 2b. What `ctl library add/remove` changed in earlier runs. A library that cannot be served now
+    // (service unreachable, authorization revoked) is logged and kept on record; its journaled uploads
+    // stay in the journal (stranded) until it is served again.
+    this.choices = await LibraryChoices.open(config.data);
+    for (const a of this.choices.added) {
+      if (this.vfs.libraryNames().includes(a.folder)) continue;
+      try {
+        await this.addLibrary(service.base_url, service.upload_header_prefix, a);
+      } catch (err) {
+        logger.warn({ library: a.folder, err: (err as Error).message }, 'a library added by `ctl library add` is not served this time; its pending uploads are kept');
+      }
+    }
+    for (const folder of this.choices.removed) {
+      if (!this.vfs.libraryNames().includes(folder)) continue;
+      try {
+        await this.vfs.removeLibrary(folder);
+      } catch (err) {
+        logger.warn({ library: folder, err: (err as Error).message }, 'a library removed by `ctl library remove` is served again: it has pending files');
+      }
+    }
+
     // 3. The control socket (before the front ends: `ctl status` works while they come up).
     const controlTarget = {
       vfs: this.vfs,
       libraries: () => this.servedLibraries(),
       clientFor: (role: 'enterprise' | 'partner' | 'token') => this.roleClients[role],
-      addLibrary: (auth: { org_client_id: string; org_client_secret: string; name?: string }) => this.addLibrary(service.base_url, service.upload_header_prefix, auth),
-      removeLibrary: (name: string) => this.vfs.removeLibrary(name),
+      addLibrary: async (auth: { org_client_id: string; org_client_secret: string; name?: string }) => {
+        const added = await this.addLibrary(service.base_url, service.upload_header_prefix, auth);
+        await this.choices.recordAdded({ ...auth, folder: added.name });
+        return added;
+      },
+      removeLibrary: async (name: string) => {
+        await this.vfs.removeLibrary(name);
+        await this.choices.recordRemoved(name);
+      },
       describe: () => this.describe(),
     };
     this.control = new ControlServer({
