@@ -116,10 +116,15 @@ export const VERBS: Record<string, Verb> = {
   flush: { usage: 'flush [--timeout S]', help: 'wait until every pending upload is on the service', calls: ['flush'], build: (_p, o) => ({ method: 'flush', params: { timeout_s: int(o, 'timeout') } }), done: said('all uploads are on the service') },
   'cache drop': { usage: 'cache drop', help: 'drop the metadata and block caches', calls: ['cache.drop'], build: () => ({ method: 'cache.drop', params: {} }), done: said('caches dropped') },
   'library ls': { usage: 'library ls', help: 'libraries served by the gateway', calls: ['library.ls'], build: () => ({ method: 'library.ls', params: {} }), render: renderLibraries },
-  'library add': { usage: 'library add ORG_CLIENT_ID --secret-env VAR [--name NAME]', help: 'serve one more library, also after a restart (secret from an environment variable of ctl)', calls: ['library.add'], build: (pos, o) => {
+  'library add': { usage: 'library add (ORG_CLIENT_ID --secret-env VAR | --org NAME) [--name FOLDER]', help: 'serve one more library, now and after a restart: by its authorization (the secret from an environment variable of ctl) or by its name in the enterprise', calls: ['library.add'], build: (pos, o) => {
+    const org = str(o.org);
+    if (org !== undefined) {
+      if (pos.length || o['secret-env'] !== undefined) throw new UsageError('give --org NAME, or ORG_CLIENT_ID with --secret-env VAR, not both');
+      return { method: 'library.add', params: { org, name: str(o.name) } };
+    }
     const env = str(o['secret-env']);
-    if (!env || process.env[env] === undefined) throw new UsageError('--secret-env VAR is required and VAR must be set (secrets never go on the command line)');
-    return { method: 'library.add', params: { org_client_id: need(pos, 0, 'ORG_CLIENT_ID'), org_client_secret: process.env[env], name: str(o.name) } };
+    if (!env || process.env[env] === undefined) throw new UsageError('--secret-env VAR is required with ORG_CLIENT_ID, and VAR must be set (secrets never go on the command line)');
+    return { method: 'library.add', params: { org_client_id: need(pos, 0, 'ORG_CLIENT_ID (or --org NAME)'), org_client_secret: process.env[env], name: str(o.name) } };
   }, done: (r) => `serving library /${field(r, 'name')}` },
   'library remove': { usage: 'library remove NAME', help: 'stop serving a library', calls: ['library.remove'], build: (pos) => ({ method: 'library.remove', params: { name: need(pos, 0, 'NAME') } }), done: (r) => `no longer serving /${field(r, 'removed')}` },
   upload: { usage: 'upload LOCAL_FILE PATH', help: 'upload a local file to a gateway path /<library>/<fullpath>', calls: ['upload'], build: (pos) => ({ method: 'upload', params: { local: resolve(need(pos, 0, 'LOCAL_FILE')), path: need(pos, 1, 'PATH') } }),

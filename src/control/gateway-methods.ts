@@ -19,6 +19,8 @@ export interface GatewayControlTarget extends ControlTarget {
   vfs: GatewayVfs;
   /** Serves one more library, by its library authorization. Returns the folder name it got. */
   addLibrary(auth: { org_client_id: string; org_client_secret: string; name?: string }): Promise<{ name: string; id: string }>;
+  /** A library authorization for a library of the enterprise, by its name or org_id (needs enterprise credentials). */
+  bindLibrary(org: string): Promise<{ org_client_id: string; org_client_secret: string }>;
   /** Stops serving a library folder (refused while it has pending files). */
   removeLibrary(name: string): Promise<void>;
   /** Addresses and facts of the running gateway (service URL, WebDAV URL, mount point, start time). */
@@ -223,15 +225,17 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
     },
     {
       name: 'library.add',
-      summary: 'Serves one more library, by its library authorization (also at later starts)',
-      params: [param('org_client_id'), param('org_client_secret'), param('name', 'string', false, 'folder name; default the library name')],
+      summary: 'Serves one more library, by its library authorization or by its name in the enterprise (also at later starts)',
+      params: [param('org_client_id', 'string', false, 'with org_client_secret: the library authorization'), param('org_client_secret', 'string', false),
+        param('org', 'string', false, 'instead: a library of the enterprise by name or org_id (the gateway binds it with its enterprise credentials)'),
+        param('name', 'string', false, 'folder name; default the library name')],
       handler: async (params) => {
-        onlyKnown(params, ['org_client_id', 'org_client_secret', 'name'], 'library.add');
-        return target.addLibrary({
-          org_client_id: text(params, 'org_client_id'),
-          org_client_secret: text(params, 'org_client_secret'),
-          name: text(params, 'name', { optional: true }) || undefined,
-        });
+        onlyKnown(params, ['org_client_id', 'org_client_secret', 'org', 'name'], 'library.add');
+        const org = text(params, 'org', { optional: true });
+        const byAuth = params.org_client_id !== undefined || params.org_client_secret !== undefined;
+        if (!!org === byAuth) throw new RpcFailure(RpcErrorCode.InvalidParams, 'library.add: give either org_client_id and org_client_secret, or org', { param: org ? 'org' : 'org_client_id' });
+        const auth = org ? await target.bindLibrary(org) : { org_client_id: text(params, 'org_client_id'), org_client_secret: text(params, 'org_client_secret') };
+        return target.addLibrary({ ...auth, name: text(params, 'name', { optional: true }) || undefined });
       },
     },
     {

@@ -15,6 +15,7 @@ import { LibraryRemote } from '../api/remote.js';
 import { ControlServer, clearStaleSocket } from '../control/server.js';
 import { endpointMethods, type ServedLibrary } from '../control/methods.js';
 import { gatewayMethods } from '../control/gateway-methods.js';
+import { RpcErrorCode, RpcFailure } from '../control/protocol.js';
 import type { Logger } from '../shared/log.js';
 import { createVfs } from '../vfs/index.js';
 import type { GatewayVfs } from '../vfs/gateway-vfs.js';
@@ -228,6 +229,7 @@ export class Gateway {
         await this.choices.recordAdded({ ...auth, folder: added.name });
         return added;
       },
+      bindLibrary: (org: string) => this.bindLibrary(org),
       removeLibrary: async (name: string) => {
         await this.vfs.removeLibrary(name);
         await this.choices.recordRemoved(name);
@@ -302,6 +304,21 @@ export class Gateway {
     const [lib] = await resolveLibraries([{ name: auth.name, client }]);
     await this.vfs.addLibrary(lib!);
     return { name: lib!.name, id: lib!.id };
+  }
+
+  /** A library authorization for a library of the enterprise, found by name or org_id. */
+  private async bindLibrary(org: string): Promise<{ org_client_id: string; org_client_secret: string }> {
+    const ent = this.roleClients.enterprise;
+    if (!ent) throw new RpcFailure(RpcErrorCode.InvalidParams, 'the gateway has no enterprise credentials: give org_client_id and org_client_secret', { param: 'org' });
+    const { list } = await ent.org.ls({});
+    const hits = list.filter((l) => l.org_name === org || String(l.org_id) === org);
+    if (hits.length !== 1) {
+      throw new RpcFailure(RpcErrorCode.InvalidParams, hits.length === 0
+        ? `no library '${org}' in the enterprise (libraries: ${list.map((l) => l.org_name).join(', ') || 'none'})`
+        : `${hits.length} libraries are named '${org}': give its org_id (${hits.map((h) => h.org_id).join(', ')})`, { param: 'org' });
+    }
+    const bound = await ent.org.bind({ org_id: String(hits[0]!.org_id), title: 'cloudlib' });
+    return { org_client_id: bound.org_client_id, org_client_secret: bound.org_client_secret };
   }
 
   describe(): Record<string, unknown> {

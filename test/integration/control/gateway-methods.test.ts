@@ -27,6 +27,7 @@ beforeEach(async () => {
     libraries: () => vfs.libraryNames().map((name) => ({ name, client: undefined as never })),
     clientFor: () => undefined,
     addLibrary: async () => { throw new Error('not supported over memory libraries'); },
+    bindLibrary: async () => { throw new Error('not supported over memory libraries'); },
     removeLibrary: (name) => vfs.removeLibrary(name),
     describe: () => ({ webdav_url: 'http://127.0.0.1:1/' }),
   };

@@ -41,9 +41,11 @@ describe('library add and remove across a restart', { timeout: 60_000 }, () => {
     dir = await mkdtemp(join(tmpdir(), 'cloudlib-libs-'));
     let g = await start(0);
     const demo = g.vfs.libraryNames()[0]!;
-    const created = await call('org.create', { org_name: 'Archive' });
-    const bound = await call('org.bind', { org_id: created.org_id, title: 'test' });
-    expect(await call('library.add', { org_client_id: bound.org_client_id, org_client_secret: bound.org_client_secret })).toMatchObject({ name: 'Archive' });
+    await call('org.create', { org_name: 'Archive' });
+    // by name in the enterprise (the gateway binds it); either that or an authorization, not both
+    await expect(call('library.add', { org: 'Archive', org_client_id: 'x' })).rejects.toThrow(/either/);
+    await expect(call('library.add', { org: 'Nowhere' })).rejects.toThrow(/no library 'Nowhere'.*Archive/);
+    expect(await call('library.add', { org: 'Archive' })).toMatchObject({ name: 'Archive' });
     expect((await stat(join(dir, 'libraries.json'))).mode & 0o777).toBe(0o600);
 
     // A file journaled for Archive; the stop does not wait for its upload (stopFlushMs 0).
