@@ -21,6 +21,8 @@ Options:
   --mount DIR              FUSE mount point (default ./mnt where FUSE is usable)
   --no-mount               no FUSE mount
   --service-listen H:P     embedded service listen address (default 127.0.0.1:0, any free port)
+  --service-url URL        the embedded service's URL as clients reach it, in links, preview and
+                           download URLs (default: its listen address)
   --admin-listen H:P       /metrics and /healthz listener (default 127.0.0.1:0; 'off' for none)
   --read-only              refuse every change
   --stop-flush S           on stop, seconds to wait for pending uploads (default 10; the rest stay journaled)
@@ -71,6 +73,7 @@ export const upCommand: Subcommand = {
     mount: { type: 'string' },
     'no-mount': { type: 'boolean' },
     'service-listen': { type: 'string' },
+    'service-url': { type: 'string' },
     'admin-listen': { type: 'string' },
     'read-only': { type: 'boolean' },
     'stop-flush': { type: 'string' },
@@ -93,6 +96,7 @@ export const upCommand: Subcommand = {
         mount: values.mount as string | undefined,
         noMount: values['no-mount'] as boolean | undefined,
         serviceListen: values['service-listen'] as string | undefined,
+        serviceUrl: values['service-url'] as string | undefined,
         adminListen: admin === 'off' ? undefined : admin,
         logLevel: values['log-level'] as string | undefined,
         readOnly: values['read-only'] as boolean | undefined,

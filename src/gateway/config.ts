@@ -25,6 +25,11 @@ export interface GatewayConfig {
   };
   /** Embedded service listen address (ignored with a remote service). Default 127.0.0.1:0 (any free port). */
   service_listen: string;
+  /**
+   * The embedded service's URL as its clients reach it (share links, preview and download URLs carry
+   * it). Default: its listen address (127.0.0.1 for a listener on every interface).
+   */
+  service_url?: string;
   webdav: {
     /** HOST:PORT, or null to serve no WebDAV. Default 127.0.0.1:8080. */
     listen: string | null;
@@ -71,6 +76,7 @@ export interface ConfigFlags {
   mount?: string;
   noMount?: boolean;
   serviceListen?: string;
+  serviceUrl?: string;
   adminListen?: string;
   logLevel?: string;
   readOnly?: boolean;
@@ -129,7 +135,7 @@ function bool(v: unknown, where: string): boolean | undefined {
   throw new ConfigError(`${where}: expected true or false, got ${JSON.stringify(v)}`);
 }
 
-const KNOWN_TOP = new Set(['data', 'service', 'service_listen', 'webdav', 'mount', 'cache', 'feed', 'admin_listen', 'log']);
+const KNOWN_TOP = new Set(['data', 'service', 'service_listen', 'service_url', 'webdav', 'mount', 'cache', 'feed', 'admin_listen', 'log']);
 
 /** Loads and validates the configuration. `fuseUsable` decides the default mount. */
 export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = process.env, opts: { fuseUsable: boolean; cwd?: string } = { fuseUsable: false }): Promise<GatewayConfig> {
@@ -234,6 +240,8 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   if (adminListen) parseHostPort(adminListen, 'admin listen address');
   const serviceListen = flags.serviceListen ?? env.CLOUDLIB_SERVICE_LISTEN ?? str(raw.service_listen, 'service_listen') ?? '127.0.0.1:0';
   parseHostPort(serviceListen, 'service listen address');
+  const serviceUrl = flags.serviceUrl ?? env.CLOUDLIB_SERVICE_URL ?? str(raw.service_url, 'service_url');
+  if (serviceUrl !== undefined && !/^https?:\/\/[^/\s]+\/?$/.test(serviceUrl)) throw new ConfigError(`service url: expected http(s)://HOST[:PORT], got '${serviceUrl}'`);
   const level = flags.logLevel ?? env.CLOUDLIB_LOG_LEVEL ?? str(log.level, 'log.level') ?? 'info';
   if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(level)) throw new ConfigError(`log level: expected trace, debug, info, warn, error, fatal or silent, got '${level}'`);
 
@@ -241,6 +249,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
     data,
     service,
     service_listen: serviceListen,
+    ...(serviceUrl ? { service_url: serviceUrl.replace(/\/$/, '') } : {}),
     webdav: { listen: webdavListen, users, anonymous: anon as GatewayConfig['webdav']['anonymous'], keep_junk_local: bool(wd.keep_junk_local, 'webdav.keep_junk_local') ?? true },
     mount: {
       path: mountPath,

@@ -174,8 +174,8 @@ export class Gateway {
     // 1. The service: remote, or embedded in <data>/service.
     let service = config.service;
     if (!service) {
-      const mod = await load<{ EmbeddedService: { start(o: { dataDir: string; listen?: string; logger?: Logger }): Promise<EmbeddedServiceHandle> } }>('../service/index.js');
-      this.service = await mod.EmbeddedService.start({ dataDir: join(config.data, 'service'), listen: config.service_listen, logger: logger.child({ part: 'service' }) });
+      const mod = await load<{ EmbeddedService: { start(o: { dataDir: string; listen?: string; publicUrl?: string; logger?: Logger }): Promise<EmbeddedServiceHandle> } }>('../service/index.js');
+      this.service = await mod.EmbeddedService.start({ dataDir: join(config.data, 'service'), listen: config.service_listen, publicUrl: config.service_url, logger: logger.child({ part: 'service' }) });
       const c = this.service.credentials;
       this.credentialsPath = join(config.data, 'service', 'credentials.json');
       service = {

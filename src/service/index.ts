@@ -54,6 +54,11 @@ export interface EmbeddedServiceOptions {
   dataDir: string;
   /** `host:port` to listen on. Default `127.0.0.1:0` (an ephemeral port). */
   listen?: string;
+  /**
+   * The service's URL as its clients reach it (behind a port mapping or a proxy), put in credentials,
+   * share links, preview and download URLs. Default: the listen address (127.0.0.1 for 0.0.0.0).
+   */
+  publicUrl?: string;
   logger?: Logger;
   /** Clock in milliseconds. Default Date.now. */
   clock?: () => number;
@@ -125,7 +130,8 @@ export class EmbeddedService {
         server.listen(port, host, () => { server.off('error', reject); resolve(); });
       });
       const addr = server.address() as AddressInfo;
-      const baseUrl = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
+      const reachable = addr.address === '0.0.0.0' ? '127.0.0.1' : addr.address === '::' ? '::1' : addr.address;
+      const baseUrl = opts.publicUrl?.replace(/\/+$/, '') ?? `http://${reachable.includes(':') ? `[${reachable}]` : reachable}:${addr.port}`;
       const uploadServerUrl = `${baseUrl}/upload`;
 
       const traffic = new DailyTraffic(db, (id) => directory.library(id)?.ent_id, clock);
