@@ -7,7 +7,9 @@
 import { loadConfig, ConfigError, type GatewayConfig } from '../gateway/config.js';
 import { Gateway, fuseUsable } from '../gateway/gateway.js';
 import { createLogger } from '../shared/log.js';
-import { resolve } from 'node:path';
+import { writeWelcome } from '../gateway/welcome.js';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { cloudlibCommand, shellWord } from './command-line.js';
 import type { Subcommand } from './main.js';
 
@@ -118,9 +120,13 @@ export const upCommand: Subcommand = {
       throw err;
     }
     const logger = createLogger({ level: config.log.level });
+    // A fresh embedded service: its demo library gets a welcome file (once; deleting it is for good).
+    const freshDemo = !config.service && !existsSync(join(config.data, 'service', 'credentials.json'));
     let gateway: Gateway;
     try {
       gateway = await Gateway.start({ config, logger, stopFlushMs });
+      const demo = gateway.vfs.libraryNames()[0];
+      if (freshDemo && demo) await writeWelcome(gateway.vfs, demo).catch((err: Error) => logger.warn({ err: err.message }, 'the welcome file was not written'));
     } catch (err) {
       logger.error({ err: (err as Error).message }, 'cloudlib up: start failed');
       process.stderr.write(`cloudlib up: ${(err as Error).message}\n`);

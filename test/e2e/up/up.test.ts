@@ -128,7 +128,7 @@ async function bannerOf(child: ChildProcess & { output: () => string }): Promise
 }
 
 describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
-  it('every command the banner prints runs as printed', async () => {
+  it('every command the banner prints runs as printed; the demo library starts with a welcome file', async () => {
     const data = await tempDir();
     const { child, endpoints } = await up(data, ['--no-mount']);
     const text = await bannerOf(child);
@@ -147,6 +147,13 @@ describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
       expect(listed.code, listed.stderr).toBe(0);
       expect(listed.stdout).toContain(lib);
     }
+    // the fresh demo library starts with its welcome file
+    const ctl = await ControlClient.connect(endpoints.control_socket);
+    await ctl.call('flush');
+    ctl.close();
+    const { client } = await libraryClient(endpoints.credentials!);
+    expect(Number((await client.file.info({ fullpath: 'Welcome.md' })).filesize)).toBeGreaterThan(100);
+    await client.close();
     child.kill('SIGTERM');
     expect(await exited(child, 20_000)).toBe(0);
   });
