@@ -203,7 +203,7 @@ describe.skipIf(!haveChromium)('preview pages in Chromium', { timeout: 30_000 },
       .composite([{ input: Buffer.from('<svg width="640" height="360"><circle cx="320" cy="180" r="120" fill="#f4c542"/></svg>') }]).png().toBuffer();
     const cases: [string, string | Buffer, { watermark?: string; memberName?: string }][] = [
       ['photo.png', png, {}],
-      ['notes.md', '# Release notes\n\n- **Faster** previews\n- Safe *Markdown*: <script>alert(1)</script>\n\n```\nnpm run bench\n```\n', {}],
+      ['notes.md', '# Release notes\n\n- **Faster** previews\n- Safe *Markdown*: <script>alert(1)</script>\n\n| Part | Change |\n|---|--:|\n| Previews | 2× |\n\n```\nnpm run bench\n```\n', {}],
       ['main.ts', 'export function add(a: number, b: number): number {\n  return a + b;\n}\n', { watermark: 'ACME internal', memberName: 'Ann Lee' }],
     ];
     for (const [name, content, wm] of cases) {
@@ -218,7 +218,10 @@ describe.skipIf(!haveChromium)('preview pages in Chromium', { timeout: 30_000 },
         // the watermark lies over the text and lets clicks through
         expect(await frame.evaluate(() => getComputedStyle(document.querySelector('.watermark')!).pointerEvents)).toBe('none');
       }
-      if (name.endsWith('.md')) expect(await frame.locator('#markdown script').count()).toBe(0);
+      if (name.endsWith('.md')) {
+        expect(await frame.locator('#markdown script').count()).toBe(0);
+        expect(await frame.locator('#markdown table td.align-right').innerText()).toBe('2×');
+      }
       expect(violations).toEqual([]);
       await shot(page, name.split('.')[1]!.replace('ts', 'watermark'));
       await page.close();
