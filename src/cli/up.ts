@@ -6,7 +6,7 @@
  */
 import { loadConfig, ConfigError, type GatewayConfig } from '../gateway/config.js';
 import { Gateway, fuseUsable } from '../gateway/gateway.js';
-import { createLogger } from '../shared/log.js';
+import { createLogger, RecentProblems } from '../shared/log.js';
 import { writeWelcome } from '../gateway/welcome.js';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -25,7 +25,7 @@ Options:
   --service-listen H:P     embedded service listen address (default 127.0.0.1:0, any free port)
   --service-url URL        the embedded service's URL as clients reach it, in links, preview and
                            download URLs (default: its listen address)
-  --admin-listen H:P       /metrics and /healthz listener (default 127.0.0.1:0; 'off' for none)
+  --admin-listen H:P       status page (/), /metrics and /healthz (default 127.0.0.1:0; 'off' for none)
   --read-only              refuse every change
   --stop-flush S           on stop, seconds to wait for pending uploads (default 10; the rest stay journaled)
   --log-level LEVEL        trace, debug, info, warn, error (default info)
@@ -47,7 +47,7 @@ export function banner(g: Gateway, config: GatewayConfig, env: NodeJS.ProcessEnv
   }
   if (g.mount) lines.push(`  Mount:     ${g.mount.mountpoint}`);
   lines.push(`  Control:   ${cloudlibCommand(env)} ctl --socket ${shellWord(g.control.socketPath)} status`);
-  if (g.adminUrl) lines.push(`  Metrics:   ${g.adminUrl}/metrics`);
+  if (g.adminUrl) lines.push(`  Status:    ${g.adminUrl}/   (metrics: ${g.adminUrl}/metrics)`);
   if (g.webdavUrl) {
     const u = g.webdavUrl.replace(/\/$/, '');
     lines.push('', 'Connect:');
@@ -119,12 +119,13 @@ export const upCommand: Subcommand = {
       }
       throw err;
     }
-    const logger = createLogger({ level: config.log.level });
+    const problems = new RecentProblems();
+    const logger = createLogger({ level: config.log.level, problems });
     // A fresh embedded service: its demo library gets a welcome file (once; deleting it is for good).
     const freshDemo = !config.service && !existsSync(join(config.data, 'service', 'credentials.json'));
     let gateway: Gateway;
     try {
-      gateway = await Gateway.start({ config, logger, stopFlushMs });
+      gateway = await Gateway.start({ config, logger, stopFlushMs, problems });
       const demo = gateway.vfs.libraryNames()[0];
       if (freshDemo && demo) await writeWelcome(gateway.vfs, demo).catch((err: Error) => logger.warn({ err: err.message }, 'the welcome file was not written'));
     } catch (err) {

@@ -16,7 +16,8 @@ import { ControlServer, clearStaleSocket } from '../control/server.js';
 import { endpointMethods, type ServedLibrary } from '../control/methods.js';
 import { gatewayMethods } from '../control/gateway-methods.js';
 import { RpcErrorCode, RpcFailure } from '../control/protocol.js';
-import type { Logger } from '../shared/log.js';
+import type { Logger, RecentProblems } from '../shared/log.js';
+import { STATUS_SCRIPT, statusPage } from './status-page.js';
 import { createVfs } from '../vfs/index.js';
 import type { GatewayVfs } from '../vfs/gateway-vfs.js';
 import { resolveLibraries } from '../vfs/library-set.js';
@@ -70,6 +71,8 @@ export interface GatewayStartOptions {
   logger: Logger;
   /** Wait for pending uploads on stop, ms; what is left stays in the journal. Default 10 000. */
   stopFlushMs?: number;
+  /** Warnings and errors logged (the status page lists the recent ones). */
+  problems?: RecentProblems;
 }
 
 /** Loads a module by a computed specifier (front ends load on demand, so a machine without FUSE still serves WebDAV). */
@@ -381,6 +384,14 @@ export class Gateway {
       const path = (req.url ?? '/').split('?')[0];
       if (req.method !== 'GET' && req.method !== 'HEAD') {
         res.writeHead(405, { allow: 'GET, HEAD' }).end();
+      } else if (path === '/' || path === '/index.html') {
+        const html = statusPage({ describe: this.describe(), status: this.vfs.status(), libraries: this.vfs.libraryNames(), problems: this.opts.problems?.list() ?? [], nowMs: Date.now() });
+        res.writeHead(200, {
+          'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store',
+          'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        }).end(req.method === 'HEAD' ? undefined : html);
+      } else if (path === '/status.js') {
+        res.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache' }).end(req.method === 'HEAD' ? undefined : STATUS_SCRIPT);
       } else if (path === '/metrics') {
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' }).end(req.method === 'HEAD' ? undefined : this.metrics.registry.render());
       } else if (path === '/healthz') {
@@ -389,7 +400,7 @@ export class Gateway {
         const body = JSON.stringify({ ok: failing.length === 0, failing_feeds: failing, ...this.describe() });
         res.writeHead(failing.length === 0 ? 200 : 503, { 'content-type': 'application/json' }).end(req.method === 'HEAD' ? undefined : body);
       } else {
-        res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /metrics or /healthz\n');
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /, /metrics or /healthz\n');
       }
     });
     this.admin = server;

@@ -44,14 +44,55 @@ export function logFormatFor(fd: number, env: NodeJS.ProcessEnv = process.env): 
   return isatty(fd) ? 'text' : 'json';
 }
 
-export function createLogger(opts: { level?: string; name?: string; destination?: NodeJS.WritableStream | number; format?: LogFormat } = {}): Logger {
+/** One warning or error as the status page shows it: when, how bad, what, and a few safe fields. */
+export interface LoggedProblem { timeMs: number; level: 'warn' | 'error' | 'fatal'; msg: string; fields: Record<string, string> }
+
+/** Fields kept with a LoggedProblem (never secrets: those are redacted in log lines, and not kept here at all). */
+const PROBLEM_FIELDS = ['part', 'component', 'library', 'path', 'fullpath', 'err', 'error', 'code', 'status'];
+
+/** The last warnings and errors logged (bounded), newest first, for the admin status page. */
+export class RecentProblems {
+  private readonly items: LoggedProblem[] = [];
+  constructor(readonly capacity = 50) {}
+
+  record(level: number, args: unknown[], bindings: Record<string, unknown> = {}): void {
+    const [first, second] = args;
+    const obj = first !== null && typeof first === 'object' ? { ...bindings, ...(first as Record<string, unknown>) } : bindings;
+    const msg = typeof first === 'string' ? first : typeof second === 'string' ? second : '';
+    const fields: Record<string, string> = {};
+    for (const k of PROBLEM_FIELDS) {
+      const v = obj[k];
+      if (v === undefined || v === null) continue;
+      fields[k] = v instanceof Error ? v.message : typeof v === 'object' ? JSON.stringify(v) : String(v);
+    }
+    this.items.unshift({ timeMs: Date.now(), level: level >= 60 ? 'fatal' : level >= 50 ? 'error' : 'warn', msg, fields });
+    if (this.items.length > this.capacity) this.items.length = this.capacity;
+  }
+
+  list(): readonly LoggedProblem[] {
+    return this.items;
+  }
+}
+
+export function createLogger(opts: { level?: string; name?: string; destination?: NodeJS.WritableStream | number; format?: LogFormat; problems?: RecentProblems } = {}): Logger {
   const level = opts.level ?? process.env.CLOUDLIB_LOG_LEVEL ?? 'info';
   const paths = REDACT_KEYS.flatMap((k) => [k, `*.${k}`, `*.*.${k}`, `headers.${k}`]);
   const fd = typeof opts.destination === 'number' ? opts.destination : 2;
   const format = opts.format ?? (typeof opts.destination === 'object' ? 'json' : logFormatFor(fd));
   const json: DestinationStream = typeof opts.destination === 'object' ? opts.destination : pino.destination(fd);
   const destination: DestinationStream = format === 'json' ? json : { write: (line: string) => json.write(textLine(line)) };
-  return pino({ name: opts.name ?? 'cloudlib', level, redact: { paths, censor: '[redacted]' }, base: undefined }, destination);
+  const problems = opts.problems;
+  return pino({
+    name: opts.name ?? 'cloudlib', level, redact: { paths, censor: '[redacted]' }, base: undefined,
+    ...(problems ? {
+      hooks: {
+        logMethod(this: Logger, args: Parameters<Logger['info']>, method: (...a: unknown[]) => void, lv: number) {
+          if (lv >= 40) problems.record(lv, args as unknown[], this.bindings());
+          method.apply(this, args as unknown[]);
+        },
+      },
+    } : {}),
+  }, destination);
 }
 
 /** A logger that drops everything (tests, library use). */
