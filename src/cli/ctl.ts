@@ -251,10 +251,18 @@ export function verbsHelp(): string {
   return twoColumns(Object.values(VERBS).map((v) => [v.usage, v.help]));
 }
 
+/** `Usage: …` in 80 columns, continued lines indented under the command. */
+function usageLines(command: string): string[] {
+  return wrap(command, 73).map((l, i) => (i === 0 ? `Usage: ${l}` : `         ${l}`));
+}
+
 export function methodHelp(m: MethodInfo): string {
-  const lines = [`${m.name} — ${m.summary}`, '', `Usage: cloudlib ctl call ${m.name}${m.params.map((p) => (p.required ? ` ${p.name}=…` : '')).join('')} [key=value …]`, '', 'Parameters:'];
+  const lines = [...wrap(`${m.name} — ${m.summary}`, 80), '', ...usageLines(`cloudlib ctl call ${m.name}${m.params.map((p) => (p.required ? ` ${p.name}=…` : '')).join('')} [key=value …]`), '', 'Parameters:'];
   const w = Math.max(0, ...m.params.map((p) => p.name.length));
-  for (const p of m.params) lines.push(`  ${p.name.padEnd(w)}  ${p.type}${p.required ? ', required' : ''}${p.note ? ` — ${p.note}` : ''}`);
+  for (const p of m.params) {
+    const text = wrap(`${p.type}${p.required ? ', required' : ''}${p.note ? ` — ${p.note}` : ''}`, Math.max(30, 76 - w));
+    lines.push(`  ${p.name.padEnd(w)}  ${text[0]}`, ...text.slice(1).map((l) => `  ${' '.repeat(w)}  ${l}`));
+  }
   if (!m.params.length) lines.push('  (none)');
   for (const g of m.oneOf ?? []) lines.push(`  exactly one of: ${g.join(', ')}`);
   if (m.paramsNote) lines.push('', ...wrap(m.paramsNote, 78));
@@ -263,8 +271,8 @@ export function methodHelp(m: MethodInfo): string {
 
 /** Help of a verb: its usage, then the parameters of the methods it calls (from the method table). */
 export function verbHelp(verb: Verb, catalog = methodCatalog()): string {
-  const lines = [`Usage: cloudlib ctl ${verb.usage}`, '', `${verb.help[0]!.toUpperCase()}${verb.help.slice(1)}.`,
-    `Calls ${verb.calls.join(', ')}${/\bPATH\b/.test(verb.usage) ? '; PATH is a gateway path /<library>/<path>' : ''}.`];
+  const lines = [...usageLines(`cloudlib ctl ${verb.usage}`), '', ...wrap(`${verb.help[0]!.toUpperCase()}${verb.help.slice(1)}.`, 80),
+    ...wrap(`Calls ${verb.calls.join(', ')}${/\bPATH\b/.test(verb.usage) ? '; PATH is a gateway path /<library>/<path>' : ''}.`, 80)];
   for (const name of verb.calls) {
     const m = catalog.find((x) => x.name === name);
     if (m) lines.push('', methodHelp(m));
@@ -349,7 +357,7 @@ const USAGE = [
 ].join('\n');
 
 export const ctlCommand: Subcommand = {
-  summary: 'Talk to a running gateway through its control socket (the whole service API, and the gateway\'s own state).',
+  summary: 'Talk to a running gateway through its control socket (the whole service API,\nand the gateway\'s own state).',
   get usage() {
     return `${USAGE}\n${verbsHelp()}\n\n${[
       'The socket: --socket PATH, else $CLOUDLIB_SOCKET, else $CLOUDLIB_HOME/control.sock (default ./.cloudlib).',

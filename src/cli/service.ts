@@ -10,9 +10,10 @@ export const serviceCommand: Subcommand = {
   usage: [
     'Usage: cloudlib service --data DIR [--listen HOST:PORT] [--log-level LEVEL]',
     '',
-    '  --data DIR          data folder (created; reused on later starts); DIR/credentials.json is written',
-    '                      (mode 0600) once the service is ready',
-    '  --listen HOST:PORT  address to listen on (default 127.0.0.1:8900; port 0 = any free port)',
+    '  --data DIR          data folder (created; reused on later starts);',
+    '                      DIR/credentials.json is written (mode 0600) once ready',
+    '  --listen HOST:PORT  address to listen on (default 127.0.0.1:8900; port 0 = any',
+    '                      free port)',
     '  --log-level LEVEL   pino level (default info)',
   ].join('\n') + '\n' + SERVICE_ADMIN_USAGE,
   options: {

@@ -16,19 +16,24 @@ import type { Subcommand } from './main.js';
 const USAGE = `Usage: cloudlib up [options]
 
 Options:
-  --config FILE            gateway configuration, TOML or JSON (docs/configuration.md); or $CLOUDLIB_CONFIG
-  --data DIR               data folder (journal, caches, embedded service, control socket);
-                           default ./.cloudlib or $CLOUDLIB_HOME
-  --webdav HOST:PORT       WebDAV listen address (default 127.0.0.1:8080; 'off' for none)
-  --mount DIR              FUSE mount point (default ./mnt where FUSE is usable)
-  --no-mount               no FUSE mount
-  --service-listen H:P     embedded service listen address (default 127.0.0.1:0, any free port)
-  --service-url URL        the embedded service's URL as clients reach it, in links, preview and
-                           download URLs (default: its listen address)
-  --admin-listen H:P       status page (/), /metrics and /healthz (default 127.0.0.1:0; 'off' for none)
-  --read-only              refuse every change
-  --stop-flush S           on stop, seconds to wait for pending uploads (default 10; the rest stay journaled)
-  --log-level LEVEL        trace, debug, info, warn, error (default info)
+  --config FILE          gateway configuration, TOML or JSON
+                         (docs/configuration.md); or $CLOUDLIB_CONFIG
+  --data DIR             data folder (journal, caches, embedded service, control
+                         socket); default ./.cloudlib or $CLOUDLIB_HOME
+  --webdav HOST:PORT     WebDAV listen address (default 127.0.0.1:8080; off)
+  --mount DIR            FUSE mount point (default ./mnt where FUSE is usable)
+  --no-mount             no FUSE mount
+  --service-listen H:P   embedded service listen address (default 127.0.0.1:0,
+                         any free port)
+  --service-url URL      the embedded service's URL as clients reach it, in
+                         links, preview and download URLs (default: its listen
+                         address)
+  --admin-listen H:P     status page (/), /metrics and /healthz (default
+                         127.0.0.1:0; 'off': none)
+  --read-only            refuse every change
+  --stop-flush S         on stop, seconds to wait for pending uploads (default
+                         10; the rest stay journaled for the next start)
+  --log-level LEVEL      trace, debug, info, warn, error (default info)
 
 Writes <data>/endpoints.json when ready. Stop with Ctrl-C or SIGTERM.`;
 
@@ -66,7 +71,7 @@ export function banner(g: Gateway, config: GatewayConfig, env: NodeJS.ProcessEnv
 }
 
 export const upCommand: Subcommand = {
-  summary: 'Serve every library as a WebDAV drive and a FUSE mount (embedded service by default)',
+  summary: 'Serve every library as a WebDAV drive and a FUSE mount (embedded service\nby default).',
   usage: USAGE,
   options: {
     config: { type: 'string' },

@@ -50,3 +50,17 @@ describe('ctl output for people', () => {
     expect(methods).not.toContain('decided by');
   });
 });
+
+describe('help of every command in 80 columns', () => {
+  it('cloudlib up, service, mount, webdav, ctl, and every verb and method', async () => {
+    const { upCommand } = await import('../../../src/cli/up.js');
+    const { serviceCommand } = await import('../../../src/cli/service.js');
+    const { mountCommand } = await import('../../../src/cli/mount.js');
+    const { webdavCommand } = await import('../../../src/cli/webdav.js');
+    const { VERBS, verbHelp, methodHelp } = await import('../../../src/cli/ctl.js');
+    const texts = [upCommand, serviceCommand, mountCommand, webdavCommand, ctlCommand].map((c) => `${c.summary}\n${c.usage}`);
+    for (const v of Object.values(VERBS)) texts.push(verbHelp(v));
+    for (const m of methodCatalog()) texts.push(methodHelp(m));
+    for (const t of texts) for (const l of t.split('\n')) expect(l.length, l).toBeLessThanOrEqual(80);
+  });
+});
