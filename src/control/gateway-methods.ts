@@ -125,6 +125,31 @@ async function mkdirParents(vfs: GatewayVfs, path: string): Promise<void> {
   }
 }
 
+/**
+ * One file copied to another library with its bytes reported as they move: read into the gateway's
+ * journal (progress `read`), then uploaded like any written file (progress `copied`: the bytes the
+ * service has). Returns once the service has it; refuses an existing target unless replacing.
+ */
+async function copyFileAcross(vfs: GatewayVfs, from: string, to: string, noReplace: boolean, size: number, env: CallEnv): Promise<void> {
+  if (noReplace && (await vfs.stat(to).catch(() => undefined))) throw new RpcFailure(RpcErrorCode.GatewayError, `${to} exists (overwrite=1 replaces it)`, { code: 'EEXIST' });
+  const source = await vfs.createReadStream(from);
+  const counted = source.pipe(progressCounter(env, size, 'read'));
+  source.on('error', (err) => counted.destroy(err));
+  await vfs.writeFile(to, counted);
+  const report = throttledProgress(env, size, 'bytes', 'copied');
+  const timer = setInterval(() => {
+    const u = vfs.status().uploads.find((x) => `/${x.library}/${x.fullpath}` === to);
+    if (u?.sentBytes !== undefined) report(u.sentBytes);
+  }, PROGRESS_MS);
+  try {
+    await vfs.flushAll();
+  } finally {
+    clearInterval(timer);
+  }
+  const left = vfs.status().uploads.filter((u) => `/${u.library}/${u.fullpath}` === to);
+  if (left.length) throw new RpcFailure(RpcErrorCode.GatewayError, `'${to}' is kept for upload but not on the service yet: ${left[0]!.lastError ?? 'retrying'}`);
+}
+
 /** Finds a history version of a file by its id (`hid`) or content hash. */
 async function findVersion(client: ServiceClient, fullpath: string, version: string): Promise<HistoryItem> {
   const pageSize = 100;
@@ -317,7 +342,12 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         const report = throttledProgress(env, total.bytes, 'bytes', 'copied');
         let done = 0;
         report(0, true);
-        await vfs.copy(from.path, to.path, { noReplace: overwrite === 0 }, { signal: env.signal, onCopied: (n) => report(done += n) });
+        if (from.lib.name !== to.lib.name && total.files === 1 && !(await vfs.stat(from.path)).isDir) {
+          await copyFileAcross(vfs, from.path, to.path, overwrite === 0, total.bytes, env);
+        } else {
+          // Within a library the service copies (no bytes to report); a folder across libraries counts each file once it is there.
+          await vfs.copy(from.path, to.path, { noReplace: overwrite === 0 }, { signal: env.signal, onCopied: (n) => report(done += n) });
+        }
         report(total.bytes, true);
         return { from: from.path, to: to.path, files: total.files, size: total.bytes };
       },

@@ -95,6 +95,9 @@ describe('gateway control methods', { timeout: 20_000 }, () => {
     expect(remotes.get('B')!.read('copy.bin').equals(Buffer.alloc(200_000, 1))).toBe(true);
     expect(progress[0]).toMatchObject({ done: 0, total: 200_000, unit: 'bytes', what: 'copied' });
     expect(progress.at(-1)).toMatchObject({ done: 200_000, total: 200_000 });
+    // the bytes as they move: read into the journal, then those the service has
+    expect(progress.filter((p) => p.what === 'read').at(-1)).toMatchObject({ done: 200_000, total: 200_000 });
+    expect(progress.findIndex((p) => p.what === 'read')).toBeLessThan(progress.length - 1);
     expect(await client.call('copy', { from: 'src.bin', to: 'again.bin', library: 'A' })).toMatchObject({ to: '/A/again.bin', files: 1 });
     expect(remotes.get('A')!.read('again.bin').length).toBe(200_000);
     // A folder across libraries: every file, bytes summed.
