@@ -6,6 +6,9 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // The tests run the TypeScript sources, also in the processes they start through bin/cloudlib.js
+    // (which would otherwise run a build of dist/).
+    env: { CLOUDLIB_RUN_FROM: 'source' },
     teardownTimeout: 20_000,
   },
 });

@@ -9,6 +9,9 @@ import { RpcErrorCode } from '../control/protocol.js';
 import type { MethodInfo } from '../control/methods.js';
 import { methodCatalog } from '../control/catalog.js';
 import type { Subcommand } from './main.js';
+import { formatBytes, renderHuman, renderLibraries, renderPermissions, renderStatus, twoColumns, wrap } from './ctl-output.js';
+
+export { formatBytes, renderHuman };
 
 export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3 } as const;
 
@@ -83,6 +86,10 @@ interface Verb {
   build(pos: string[], opts: Record<string, string | boolean>): { method: string; params: Record<string, unknown> };
   /** A one-line confirmation for a person (default: the result rendered). */
   done?(result: unknown, call: { params: Record<string, unknown> }): string;
+  /** The result for a person, when a table of its own reads better than the generic rendering. */
+  render?(result: unknown): string;
+  /** Further calls that complete the result for a person (e.g. each member's permissions). */
+  follow?(result: unknown, call: (method: string, params: Record<string, unknown>) => Promise<unknown>, params: Record<string, unknown>): Promise<unknown>;
 }
 
 function need(pos: string[], i: number, what: string): string {
@@ -105,14 +112,19 @@ const p0 = (call: { params: Record<string, unknown> }, k = 'fullpath') => String
 
 /** The everyday verbs: `<noun> <verb>` or a single word. */
 export const VERBS: Record<string, Verb> = {
-  status: { usage: 'status', help: 'libraries, feeds, caches and pending uploads of the gateway', calls: ['status'], build: () => ({ method: 'status', params: {} }) },
+  status: { usage: 'status', help: 'libraries, feeds, caches and pending uploads of the gateway', calls: ['status'], build: () => ({ method: 'status', params: {} }), render: renderStatus },
   flush: { usage: 'flush [--timeout S]', help: 'wait until every pending upload is on the service', calls: ['flush'], build: (_p, o) => ({ method: 'flush', params: { timeout_s: int(o, 'timeout') } }), done: said('all uploads are on the service') },
   'cache drop': { usage: 'cache drop', help: 'drop the metadata and block caches', calls: ['cache.drop'], build: () => ({ method: 'cache.drop', params: {} }), done: said('caches dropped') },
-  'library ls': { usage: 'library ls', help: 'libraries served by the gateway', calls: ['library.ls'], build: () => ({ method: 'library.ls', params: {} }) },
-  'library add': { usage: 'library add ORG_CLIENT_ID --secret-env VAR [--name NAME]', help: 'serve one more library (secret from an environment variable of ctl)', calls: ['library.add'], build: (pos, o) => {
+  'library ls': { usage: 'library ls', help: 'libraries served by the gateway', calls: ['library.ls'], build: () => ({ method: 'library.ls', params: {} }), render: renderLibraries },
+  'library add': { usage: 'library add (ORG_CLIENT_ID --secret-env VAR | --org NAME) [--name FOLDER]', help: 'serve one more library, now and after a restart: by its authorization (the secret from an environment variable of ctl) or by its name in the enterprise', calls: ['library.add'], build: (pos, o) => {
+    const org = str(o.org);
+    if (org !== undefined) {
+      if (pos.length || o['secret-env'] !== undefined) throw new UsageError('give --org NAME, or ORG_CLIENT_ID with --secret-env VAR, not both');
+      return { method: 'library.add', params: { org, name: str(o.name) } };
+    }
     const env = str(o['secret-env']);
-    if (!env || process.env[env] === undefined) throw new UsageError('--secret-env VAR is required and VAR must be set (secrets never go on the command line)');
-    return { method: 'library.add', params: { org_client_id: need(pos, 0, 'ORG_CLIENT_ID'), org_client_secret: process.env[env], name: str(o.name) } };
+    if (!env || process.env[env] === undefined) throw new UsageError('--secret-env VAR is required with ORG_CLIENT_ID, and VAR must be set (secrets never go on the command line)');
+    return { method: 'library.add', params: { org_client_id: need(pos, 0, 'ORG_CLIENT_ID (or --org NAME)'), org_client_secret: process.env[env], name: str(o.name) } };
   }, done: (r) => `serving library /${field(r, 'name')}` },
   'library remove': { usage: 'library remove NAME', help: 'stop serving a library', calls: ['library.remove'], build: (pos) => ({ method: 'library.remove', params: { name: need(pos, 0, 'NAME') } }), done: (r) => `no longer serving /${field(r, 'removed')}` },
   upload: { usage: 'upload LOCAL_FILE PATH', help: 'upload a local file to a gateway path /<library>/<fullpath>', calls: ['upload'], build: (pos) => ({ method: 'upload', params: { local: resolve(need(pos, 0, 'LOCAL_FILE')), path: need(pos, 1, 'PATH') } }),
@@ -136,9 +148,34 @@ export const VERBS: Record<string, Verb> = {
     if (!who) throw new UsageError('--member ACCOUNT or --dept ID is required');
     return { method: 'file2.set_permission', params: { fullpath: need(pos, 0, 'PATH'), permissions: JSON.stringify({ ...who, permission: permissionObject(str(o.allow), str(o.deny)) }) } };
   }, done: (_r, c) => `permissions set on ${p0(c)}` },
-  'perm show': { usage: 'perm show PATH [--member ACCOUNT]', help: 'show permissions set on a folder, or one member\'s', calls: ['file.get_all_permission', 'file2.get_member_permission'], build: (pos, o) => o.member
-    ? { method: 'file2.get_member_permission', params: { fullpath: need(pos, 0, 'PATH'), account: String(o.member) } }
-    : { method: 'file.get_all_permission', params: { fullpath: need(pos, 0, 'PATH') } } },
+  'perm show': { usage: 'perm show PATH [--member ACCOUNT]', help: 'show the permissions set on a folder (simple and advanced, by member and department), or one member\'s', calls: ['file.get_all_permission', 'file2.get_member_permission', 'file2.get_group_permission'],
+    build: (pos, o) => o.member
+      ? { method: 'file2.get_member_permission', params: { fullpath: need(pos, 0, 'PATH'), account: String(o.member) } }
+      : { method: 'file.get_all_permission', params: { fullpath: need(pos, 0, 'PATH') } },
+    follow: async (result, call, params) => {
+      if (params.account !== undefined) return result;
+      const all = result as { members?: Record<string, string[]>; groups?: Record<string, string[]> };
+      const rows: { who: string; simple: string[]; allowed: string[]; denied: string[] }[] = [];
+      const split = (perm: unknown) => {
+        const codes = Object.entries((perm ?? {}) as Record<string, unknown>).filter(([k]) => k !== 'role_id');
+        const allowed = codes.filter(([, v]) => Number(v) === 1).map(([k]) => k);
+        return { allowed: ADVANCED_CODES.every((c) => allowed.includes(c)) ? ['all'] : allowed, denied: codes.filter(([, v]) => Number(v) === -1).map(([k]) => k) };
+      };
+      // Members by account where the gateway may list them (enterprise credentials), else by id.
+      const accounts = new Map<string, string>();
+      if (Object.keys(all.members ?? {}).length) {
+        const listed = await call('ent.get_members', { size: 1000 }).catch(() => undefined) as { list?: { member_id: unknown; account: string }[] } | undefined;
+        for (const m of listed?.list ?? []) accounts.set(String(m.member_id), m.account);
+      }
+      for (const [id, simple] of Object.entries(all.members ?? {})) {
+        rows.push({ who: accounts.get(id) ?? `member ${id}`, simple, ...split(await call('file2.get_member_permission', { fullpath: params.fullpath, member_id: id })) });
+      }
+      for (const [id, simple] of Object.entries(all.groups ?? {})) {
+        rows.push({ who: `department ${id}`, simple, ...split(await call('file2.get_group_permission', { fullpath: params.fullpath, group_id: id })) });
+      }
+      return rows;
+    },
+    render: (r) => (Array.isArray(r) ? renderPermissions(r) : renderHuman(r)) },
   lock: { usage: 'lock PATH', help: 'lock a file on the service', calls: ['file.lock'], build: (pos) => ({ method: 'file.lock', params: { fullpath: need(pos, 0, 'PATH'), lock: 'lock' } }), done: (_r, c) => `locked ${p0(c)}` },
   unlock: { usage: 'unlock PATH', help: 'unlock a file', calls: ['file.lock'], build: (pos) => ({ method: 'file.lock', params: { fullpath: need(pos, 0, 'PATH'), lock: 'unlock' } }), done: (_r, c) => `unlocked ${p0(c)}` },
   'tag add': { usage: 'tag add PATH TAG...', help: 'add tags', calls: ['file.add_tag'], build: (pos) => ({ method: 'file.add_tag', params: { fullpath: need(pos, 0, 'PATH'), tag: tags(pos) } }), done: (_r, c) => `tagged ${p0(c)}: ${p0(c, 'tag')}` },
@@ -194,31 +231,6 @@ function findVerb(words: string[]): { key: string; verb: Verb; rest: string[] } 
 
 // ---- output -------------------------------------------------------------------------------------------
 
-/** Renders a result for a person: tables for lists of records, key: value for records, one line otherwise. */
-export function renderHuman(result: unknown): string {
-  if (result === null || result === undefined) return 'ok';
-  if (typeof result !== 'object') return String(result);
-  const rows = Array.isArray(result) ? result : Array.isArray((result as { list?: unknown }).list) ? (result as { list: unknown[] }).list : undefined;
-  if (rows) {
-    const extra = Array.isArray(result) ? '' : Object.entries(result).filter(([k]) => k !== 'list').map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join('  ');
-    return [table(rows), extra].filter(Boolean).join('\n');
-  }
-  const entries = Object.entries(result as Record<string, unknown>);
-  if (entries.length === 0) return 'ok';
-  const w = Math.max(...entries.map(([k]) => k.length));
-  return entries.map(([k, v]) => `${k.padEnd(w)}  ${typeof v === 'object' ? JSON.stringify(v) : String(v)}`).join('\n');
-}
-
-function table(rows: unknown[]): string {
-  if (rows.length === 0) return '(none)';
-  if (rows.some((r) => typeof r !== 'object' || r === null)) return rows.map(String).join('\n');
-  const cols = [...new Set(rows.flatMap((r) => Object.keys(r as object)))].filter((c) => c !== 'property' || rows.length < 2);
-  const cell = (v: unknown) => (v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v));
-  const widths = cols.map((c) => Math.min(48, Math.max(c.length, ...rows.map((r) => cell((r as Record<string, unknown>)[c]).length))));
-  const line = (vals: string[]) => vals.map((v, k) => (v.length > widths[k]! ? v.slice(0, widths[k]! - 1) + '…' : v.padEnd(widths[k]!))).join('  ').trimEnd();
-  return [line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => cell((r as Record<string, unknown>)[c]))))].join('\n');
-}
-
 /** One line of progress: a bar when the total is known, a count otherwise. */
 export function progressLine(p: Record<string, unknown>): string {
   const done = Number(p.done ?? 0);
@@ -233,32 +245,34 @@ export function progressLine(p: Record<string, unknown>): string {
   return `[${bar}] ${(frac * 100).toFixed(0).padStart(3)}% ${amount(done)}/${amount(total)}${unit}${what}`;
 }
 
-export function formatBytes(n: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let k = 0;
-  while (n >= 1024 && k < units.length - 1) { n /= 1024; k++; }
-  return `${k === 0 ? n : n.toFixed(1)} ${units[k]}`;
-}
-
 // ---- help and completion ------------------------------------------------------------------------------
 
 export function verbsHelp(): string {
-  const w = Math.max(...Object.values(VERBS).map((v) => v.usage.length));
-  return Object.values(VERBS).map((v) => `  ${v.usage.padEnd(w)}  ${v.help}`).join('\n');
+  return twoColumns(Object.values(VERBS).map((v) => [v.usage, v.help]));
+}
+
+/** `Usage: …` in 80 columns, continued lines indented under the command. */
+function usageLines(command: string): string[] {
+  return wrap(command, 73).map((l, i) => (i === 0 ? `Usage: ${l}` : `         ${l}`));
 }
 
 export function methodHelp(m: MethodInfo): string {
-  const lines = [`${m.name} — ${m.summary}`, '', `Usage: cloudlib ctl call ${m.name}${m.params.map((p) => (p.required ? ` ${p.name}=…` : '')).join('')} [key=value …]`, '', 'Parameters:'];
+  const lines = [...wrap(`${m.name} — ${m.summary}`, 80), '', ...usageLines(`cloudlib ctl call ${m.name}${m.params.map((p) => (p.required ? ` ${p.name}=…` : '')).join('')} [key=value …]`), '', 'Parameters:'];
   const w = Math.max(0, ...m.params.map((p) => p.name.length));
-  for (const p of m.params) lines.push(`  ${p.name.padEnd(w)}  ${p.type}${p.required ? ', required' : ''}${p.note ? ` — ${p.note}` : ''}`);
+  for (const p of m.params) {
+    const text = wrap(`${p.type}${p.required ? ', required' : ''}${p.note ? ` — ${p.note}` : ''}`, Math.max(30, 76 - w));
+    lines.push(`  ${p.name.padEnd(w)}  ${text[0]}`, ...text.slice(1).map((l) => `  ${' '.repeat(w)}  ${l}`));
+  }
   if (!m.params.length) lines.push('  (none)');
   for (const g of m.oneOf ?? []) lines.push(`  exactly one of: ${g.join(', ')}`);
+  if (m.paramsNote) lines.push('', ...wrap(m.paramsNote, 78));
   return lines.join('\n');
 }
 
 /** Help of a verb: its usage, then the parameters of the methods it calls (from the method table). */
 export function verbHelp(verb: Verb, catalog = methodCatalog()): string {
-  const lines = [`Usage: cloudlib ctl ${verb.usage}`, '', `${verb.help[0]!.toUpperCase()}${verb.help.slice(1)}.`, `Calls ${verb.calls.join(', ')}; PATH is a gateway path /<library>/<path>.`];
+  const lines = [...usageLines(`cloudlib ctl ${verb.usage}`), '', ...wrap(`${verb.help[0]!.toUpperCase()}${verb.help.slice(1)}.`, 80),
+    ...wrap(`Calls ${verb.calls.join(', ')}${/\bPATH\b/.test(verb.usage) ? '; PATH is a gateway path /<library>/<path>' : ''}.`, 80)];
   for (const name of verb.calls) {
     const m = catalog.find((x) => x.name === name);
     if (m) lines.push('', methodHelp(m));
@@ -278,8 +292,7 @@ export function helpFor(words: string[], usage: string, catalog = methodCatalog(
   const prefix = w.join(' ') + ' ';
   const under = Object.entries(VERBS).filter(([k]) => k.startsWith(prefix));
   if (under.length) {
-    const width = Math.max(...under.map(([, v]) => v.usage.length));
-    return under.map(([, v]) => `  ${v.usage.padEnd(width)}  ${v.help}`).join('\n');
+    return twoColumns(under.map(([, v]) => [v.usage, v.help]));
   }
   throw new UsageError(`no verb or method '${w.join(' ')}' (see \`cloudlib ctl methods\`)`);
 }
@@ -334,19 +347,23 @@ export function completionScript(shell: 'bash' | 'zsh', catalog = methodCatalog(
 }
 
 const USAGE = [
-  'Usage: cloudlib ctl [--socket PATH] [--json] <verb> [args]     (`cloudlib ctl <verb> --help` for one verb)',
-  '       cloudlib ctl call METHOD [key=value ...]   any method by name (`cloudlib ctl help METHOD`)',
+  'Usage: cloudlib ctl [--socket PATH] [--json] <verb> [args]',
+  '       cloudlib ctl call METHOD [key=value ...]     any method by name',
   '       cloudlib ctl methods | help VERB|METHOD | completion bash|zsh',
+  '',
+  '`cloudlib ctl VERB --help`: one verb; `cloudlib ctl help METHOD`: one method.',
   '',
   'Verbs:',
 ].join('\n');
 
 export const ctlCommand: Subcommand = {
-  summary: 'Talk to a running gateway through its control socket (the whole service API, and the gateway\'s own state).',
+  summary: 'Talk to a running gateway through its control socket (the whole service API,\nand the gateway\'s own state).',
   get usage() {
-    return `${USAGE}\n${verbsHelp()}\n\nThe socket: --socket PATH, else $CLOUDLIB_SOCKET, else $CLOUDLIB_HOME/control.sock (default ./.cloudlib).\n`
-      + 'PATH arguments are gateway paths: /<library>/<path inside it>.\n'
-      + 'Exit codes: 0 done, 1 the service or gateway refused, 2 bad usage or parameters (nothing was sent), 3 no gateway answering.';
+    return `${USAGE}\n${verbsHelp()}\n\n${[
+      'The socket: --socket PATH, else $CLOUDLIB_SOCKET, else $CLOUDLIB_HOME/control.sock (default ./.cloudlib).',
+      'PATH arguments are gateway paths: /<library>/<path inside it>.',
+      'Exit codes: 0 done, 1 the service or gateway refused, 2 bad usage or parameters (nothing was sent), 3 no gateway answering.',
+    ].map((t) => wrap(t, 80).join('\n')).join('\n')}`;
   },
   options: { socket: { type: 'string' }, json: { type: 'boolean' } },
   passThrough: true,
@@ -372,7 +389,7 @@ export const ctlCommand: Subcommand = {
       }
       if (first === 'methods') {
         const methods = methodCatalog();
-        print(json ? JSON.stringify(methods, null, 2) : methods.map((m) => `  ${m.name.padEnd(36)} ${m.summary}`).join('\n'));
+        print(json ? JSON.stringify(methods, null, 2) : twoColumns(methods.map((m) => [m.name, m.summary])));
         return EXIT.ok;
       }
       let method: string;
@@ -394,11 +411,12 @@ export const ctlCommand: Subcommand = {
       const client = await connectOrExit(socket);
       const tty = process.stderr.isTTY === true && !json;
       try {
-        const result = await client.call(method, params, (p) => {
+        let result = await client.call(method, params, (p) => {
           if (tty) process.stderr.write(`\r${progressLine(p)}\x1b[K`);
         });
         if (tty) process.stderr.write('\r\x1b[K');
-        print(json ? JSON.stringify(result, null, 2) : verb?.done ? verb.done(result, { params }) : renderHuman(result));
+        if (!json && verb?.follow) result = await verb.follow(result, (m, p) => client.call(m, p), params);
+        print(json ? JSON.stringify(result, null, 2) : verb?.done ? verb.done(result, { params }) : verb?.render ? verb.render(result) : renderHuman(result));
       } finally {
         client.close();
       }

@@ -13,12 +13,14 @@ const USAGE = `Usage: cloudlib mount MOUNTPOINT [options]
 
 Options:
   --config FILE        gateway configuration (TOML or JSON)
-  --data DIR           data folder (journal, caches); default ./.cloudlib or $CLOUDLIB_HOME
+  --data DIR           data folder (journal, caches); default ./.cloudlib or
+                       $CLOUDLIB_HOME
   --uid N, --gid N     owner shown for every file (default: this process)
   --umask OCTAL        permission bits cleared (default 022)
   --allow-other        let other users use the mount
   --read-only          refuse every change (EROFS)
-  --attr-timeout S     seconds the kernel trusts names and attributes (default: feed interval)
+  --attr-timeout S     seconds the kernel trusts names and attributes (default:
+                       the feed interval)
   --log-level LEVEL    trace, debug, info, warn, error (default info)`;
 
 function intOption(value: unknown, what: string, radix = 10): number | undefined {

@@ -4,56 +4,76 @@
  * the control socket beside. Pointed at a real service by a config file, environment or flags.
  * SIGTERM/SIGINT/SIGHUP: stop accepting, flush pending uploads (bounded), unmount, exit 0.
  */
-import { join } from 'node:path';
 import { pino } from 'pino';
 import { loadConfig, ConfigError, type GatewayConfig } from '../gateway/config.js';
 import { Gateway, fuseUsable } from '../gateway/gateway.js';
-import { createLogger } from '../shared/log.js';
+import { createLogger, RecentProblems } from '../shared/log.js';
+import { writeWelcome } from '../gateway/welcome.js';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { cloudlibCommand, shellWord } from './command-line.js';
 import type { Subcommand } from './main.js';
 
 const USAGE = `Usage: cloudlib up [options]
 
 Options:
-  --config FILE            gateway configuration, TOML or JSON (docs/configuration.md); or $CLOUDLIB_CONFIG
-  --data DIR               data folder (journal, caches, embedded service, control socket);
-                           default ./.cloudlib or $CLOUDLIB_HOME
-  --webdav HOST:PORT       WebDAV listen address (default 127.0.0.1:8080; 'off' for none)
-  --mount DIR              FUSE mount point (default ./mnt where FUSE is usable)
-  --no-mount               no FUSE mount
-  --service-listen H:P     embedded service listen address (default 127.0.0.1:0, any free port)
-  --admin-listen H:P       /metrics and /healthz listener (default 127.0.0.1:0; 'off' for none)
-  --read-only              refuse every change
-  --stop-flush S           on stop, seconds to wait for pending uploads (default 10; the rest stay journaled)
-  --log-level LEVEL        trace, debug, info, warn, error (default info)
+  --config FILE          gateway configuration, TOML or JSON
+                         (docs/configuration.md); or $CLOUDLIB_CONFIG
+  --data DIR             data folder (journal, caches, embedded service, control
+                         socket); default ./.cloudlib or $CLOUDLIB_HOME
+  --webdav HOST:PORT     WebDAV listen address (default 127.0.0.1:8080; off)
+  --mount DIR            FUSE mount point (default ./mnt where FUSE is usable)
+  --no-mount             no FUSE mount
+  --service-listen H:P   embedded service listen address (default 127.0.0.1:0,
+                         any free port)
+  --service-url URL      the embedded service's URL as clients reach it, in
+                         links, preview and download URLs (default: its listen
+                         address)
+  --admin-listen H:P     status page (/), /metrics and /healthz (default
+                         127.0.0.1:0; 'off': none)
+  --read-only            refuse every change
+  --stop-flush S         on stop, seconds to wait for pending uploads (default
+                         10; the rest stay journaled for the next start)
+  --log-level LEVEL      trace, debug, info, warn, error (default info)
 
 Writes <data>/endpoints.json when ready. Stop with Ctrl-C, SIGTERM or SIGHUP.`;
 
-function banner(g: Gateway, config: GatewayConfig): string {
+/**
+ * What `up` prints once ready: every command in it runs as printed (`cloudlib` only where that is the
+ * command on the PATH; the rclone line reads the generated password from its file).
+ */
+export function banner(g: Gateway, config: GatewayConfig, env: NodeJS.ProcessEnv = process.env): string {
   const lines = ['', 'cloudlib is up.'];
   lines.push(`  Service:   ${g.serviceUrl}${g.service ? ` (embedded, data in ${config.data}/service)` : ''}`);
   lines.push(`  Libraries: ${g.vfs.libraryNames().join(', ')}`);
   if (g.webdavUrl) {
-    lines.push(`  WebDAV:    ${g.webdavUrl}`);
+    lines.push(`  WebDAV:    ${g.webdavUrl}${g.webdavOnEveryInterface ? '   (on every interface: from other machines use this one\'s name or address)' : ''}`);
     // The password only on a terminal: stderr that is a file or a pipe ends up in journald and CI logs.
     if (g.webdavUser) lines.push(`  Login:     ${g.webdavUser.name} / ${process.stderr.isTTY ? g.webdavUser.password : `(password in ${join(config.data, 'webdav-user.json')})`}`);
     else if (config.webdav.users.length) lines.push(`  Login:     the users of the configuration (${config.webdav.users.map((u) => u.name).join(', ')})`);
   }
   if (g.mount) lines.push(`  Mount:     ${g.mount.mountpoint}`);
-  lines.push(`  Control:   cloudlib ctl --socket ${g.control.socketPath} status`);
-  if (g.adminUrl) lines.push(`  Metrics:   ${g.adminUrl}/metrics`);
+  lines.push(`  Control:   ${cloudlibCommand(env)} ctl --socket ${shellWord(g.control.socketPath)} status`);
+  if (g.adminUrl) lines.push(`  Status:    ${g.adminUrl}/   (metrics: ${g.adminUrl}/metrics)`);
   if (g.webdavUrl) {
     const u = g.webdavUrl.replace(/\/$/, '');
     lines.push('', 'Connect:');
     lines.push(`  Windows:   net use Z: ${u} /user:${g.webdavUser?.name ?? 'USER'} *   (or Explorer → Map network drive)`);
     lines.push(`  macOS:     Finder → Go → Connect to Server → ${u}`);
-    lines.push(`  Linux:     Files → Other Locations → ${u.replace(/^http/, 'dav')}   or   rclone lsd :webdav: --webdav-url ${u}`);
+    lines.push(`  Linux:     Files → Other Locations → ${u.replace(/^http/, 'dav')}`);
+    if (g.webdavUser) {
+      // rclone takes the password obscured; read from the file it is kept in, never printed here.
+      const file = resolve(config.data, 'webdav-user.json');
+      const password = `node -p "require(${JSON.stringify(file).replace(/"/g, "'")}).password"`;
+      lines.push(`  rclone:    rclone lsd :webdav: --webdav-url ${u}/ --webdav-user ${shellWord(g.webdavUser.name)} --webdav-pass "$(${password} | rclone obscure -)"`);
+    }
   }
   lines.push('', 'Ctrl-C stops (pending uploads are flushed first).', '');
   return lines.join('\n');
 }
 
 export const upCommand: Subcommand = {
-  summary: 'Serve every library as a WebDAV drive and a FUSE mount (embedded service by default)',
+  summary: 'Serve every library as a WebDAV drive and a FUSE mount (embedded service\nby default).',
   usage: USAGE,
   options: {
     config: { type: 'string' },
@@ -62,6 +82,7 @@ export const upCommand: Subcommand = {
     mount: { type: 'string' },
     'no-mount': { type: 'boolean' },
     'service-listen': { type: 'string' },
+    'service-url': { type: 'string' },
     'admin-listen': { type: 'string' },
     'read-only': { type: 'boolean' },
     'stop-flush': { type: 'string' },
@@ -84,6 +105,7 @@ export const upCommand: Subcommand = {
         mount: values.mount as string | undefined,
         noMount: values['no-mount'] as boolean | undefined,
         serviceListen: values['service-listen'] as string | undefined,
+        serviceUrl: values['service-url'] as string | undefined,
         adminListen: admin === 'off' ? undefined : admin,
         logLevel: values['log-level'] as string | undefined,
         readOnly: values['read-only'] as boolean | undefined,
@@ -104,10 +126,15 @@ export const upCommand: Subcommand = {
       }
       throw err;
     }
-    const logger = createLogger({ level: config.log.level });
+    const problems = new RecentProblems();
+    const logger = createLogger({ level: config.log.level, problems });
+    // A fresh embedded service: its demo library gets a welcome file (once; deleting it is for good).
+    const freshDemo = !config.service && !existsSync(join(config.data, 'service', 'credentials.json'));
     let gateway: Gateway;
     try {
-      gateway = await Gateway.start({ config, logger, stopFlushMs });
+      gateway = await Gateway.start({ config, logger, stopFlushMs, problems });
+      const demo = gateway.vfs.libraryNames()[0];
+      if (freshDemo && demo) await writeWelcome(gateway.vfs, demo).catch((err: Error) => logger.warn({ err: err.message }, 'the welcome file was not written'));
     } catch (err) {
       logger.error({ err: (err as Error).message }, 'cloudlib up: start failed');
       process.stderr.write(`cloudlib up: ${(err as Error).message}\n`);

@@ -14,9 +14,12 @@ import type { Subcommand } from './main.js';
 const USAGE = `Usage: cloudlib webdav [options]
 
 Options:
-  --listen HOST:PORT   address to serve (default 127.0.0.1:8080, or webdav.listen of the configuration)
-  --config FILE        gateway configuration (TOML or JSON): service, libraries, webdav.users
-  --data DIR           data folder (journal, caches, properties, locks); default ./.cloudlib or $CLOUDLIB_HOME
+  --listen HOST:PORT   address to serve (default 127.0.0.1:8080, or
+                       webdav.listen of the configuration)
+  --config FILE        gateway configuration (TOML or JSON): service, libraries,
+                       webdav.users
+  --data DIR           data folder (journal, caches, properties, locks); default
+                       ./.cloudlib or $CLOUDLIB_HOME
   --read-only          refuse every change
   --log-level LEVEL    trace, debug, info, warn, error (default info)`;
 

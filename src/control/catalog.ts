@@ -9,5 +9,5 @@ import { gatewayMethods, type GatewayControlTarget } from './gateway-methods.js'
 const DESCRIBE_ONLY = new Proxy({}, { get: () => undefined }) as GatewayControlTarget;
 
 export function methodCatalog(): MethodInfo[] {
-  return [...endpointMethods(DESCRIBE_ONLY), ...gatewayMethods(DESCRIBE_ONLY), RPC_METHODS].map(({ name, summary, params, oneOf }) => ({ name, summary, params, oneOf }));
+  return [...endpointMethods(DESCRIBE_ONLY), ...gatewayMethods(DESCRIBE_ONLY), RPC_METHODS].map(({ name, summary, params, oneOf, paramsNote }) => ({ name, summary, params, oneOf, ...(paramsNote ? { paramsNote } : {}) }));
 }

@@ -19,6 +19,8 @@ export interface GatewayControlTarget extends ControlTarget {
   vfs: GatewayVfs;
   /** Serves one more library, by its library authorization. Returns the folder name it got. */
   addLibrary(auth: { org_client_id: string; org_client_secret: string; name?: string }): Promise<{ name: string; id: string }>;
+  /** A library authorization for a library of the enterprise, by its name or org_id (needs enterprise credentials). */
+  bindLibrary(org: string): Promise<{ org_client_id: string; org_client_secret: string }>;
   /** Stops serving a library folder (refused while it has pending files). */
   removeLibrary(name: string): Promise<void>;
   /** Addresses and facts of the running gateway (service URL, WebDAV URL, mount point, start time). */
@@ -123,6 +125,31 @@ async function mkdirParents(vfs: GatewayVfs, path: string): Promise<void> {
   }
 }
 
+/**
+ * One file copied to another library with its bytes reported as they move: read into the gateway's
+ * journal (progress `read`), then uploaded like any written file (progress `copied`: the bytes the
+ * service has). Returns once the service has it; refuses an existing target unless replacing.
+ */
+async function copyFileAcross(vfs: GatewayVfs, from: string, to: string, noReplace: boolean, size: number, env: CallEnv): Promise<void> {
+  if (noReplace && (await vfs.stat(to).catch(() => undefined))) throw new RpcFailure(RpcErrorCode.GatewayError, `${to} exists (overwrite=1 replaces it)`, { code: 'EEXIST' });
+  const source = await vfs.createReadStream(from);
+  const counted = source.pipe(progressCounter(env, size, 'read'));
+  source.on('error', (err) => counted.destroy(err));
+  await vfs.writeFile(to, counted);
+  const report = throttledProgress(env, size, 'bytes', 'copied');
+  const timer = setInterval(() => {
+    const u = vfs.status().uploads.find((x) => `/${x.library}/${x.fullpath}` === to);
+    if (u?.sentBytes !== undefined) report(u.sentBytes);
+  }, PROGRESS_MS);
+  try {
+    await vfs.flushAll();
+  } finally {
+    clearInterval(timer);
+  }
+  const left = vfs.status().uploads.filter((u) => `/${u.library}/${u.fullpath}` === to);
+  if (left.length) throw new RpcFailure(RpcErrorCode.GatewayError, `'${to}' is kept for upload but not on the service yet: ${left[0]!.lastError ?? 'retrying'}`);
+}
+
 /** Finds a history version of a file by its id (`hid`) or content hash. */
 async function findVersion(client: ServiceClient, fullpath: string, version: string): Promise<HistoryItem> {
   const pageSize = 100;
@@ -163,18 +190,28 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
     },
     {
       name: 'flush',
-      summary: 'Waits until every pending upload is on the service (progress: uploads done of those pending)',
+      summary: 'Waits until every pending upload is on the service (progress: bytes the service has of those pending)',
       params: [param('timeout_s', 'number', false, 'give up waiting after this many seconds (the uploads go on); default: wait')],
       handler: async (params, env) => {
         onlyKnown(params, ['timeout_s'], 'flush');
         const t = params.timeout_s === undefined ? undefined : Number(params.timeout_s);
         if (t !== undefined && !(Number.isFinite(t) && t > 0)) throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter 'timeout_s': expected a number of seconds > 0, got ${JSON.stringify(params.timeout_s)}`, { param: 'timeout_s' });
-        // Every upload seen pending while waiting counts; done are those no longer pending.
-        const seen = new Set<string>();
+        // Every upload seen pending while waiting counts, by its size (known once hashed); the bytes done
+        // are those the service has: all of a finished upload, `sentBytes` of one under way.
+        const seen = new Map<string, number>();
         const report = (): void => {
           const pending = vfs.status().uploads;
-          for (const u of pending) seen.add(u.id);
-          env.progress({ done: seen.size - pending.length, total: seen.size, unit: 'files', what: 'uploaded' });
+          const now = new Map(pending.map((u) => [u.id, u]));
+          for (const u of pending) seen.set(u.id, Math.max(seen.get(u.id) ?? 0, u.size ?? 0));
+          let total = 0;
+          let done = 0;
+          let filesDone = 0;
+          for (const [id, size] of seen) {
+            total += size;
+            const u = now.get(id);
+            if (!u) { done += size; filesDone++; } else done += Math.min(size, u.sentBytes ?? 0);
+          }
+          env.progress({ done, total, unit: 'bytes', what: `uploaded (${filesDone} of ${seen.size} files)` });
         };
         report();
         const timer = setInterval(report, FLUSH_POLL_MS);
@@ -217,20 +254,22 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
     },
     {
       name: 'library.add',
-      summary: 'Serves one more library, by its library authorization',
-      params: [param('org_client_id'), param('org_client_secret'), param('name', 'string', false, 'folder name; default the library name')],
+      summary: 'Serves one more library, by its library authorization or by its name in the enterprise (also at later starts)',
+      params: [param('org_client_id', 'string', false, 'with org_client_secret: the library authorization'), param('org_client_secret', 'string', false),
+        param('org', 'string', false, 'instead: a library of the enterprise by name or org_id (the gateway binds it with its enterprise credentials)'),
+        param('name', 'string', false, 'folder name; default the library name')],
       handler: async (params) => {
-        onlyKnown(params, ['org_client_id', 'org_client_secret', 'name'], 'library.add');
-        return target.addLibrary({
-          org_client_id: text(params, 'org_client_id'),
-          org_client_secret: text(params, 'org_client_secret'),
-          name: text(params, 'name', { optional: true }) || undefined,
-        });
+        onlyKnown(params, ['org_client_id', 'org_client_secret', 'org', 'name'], 'library.add');
+        const org = text(params, 'org', { optional: true });
+        const byAuth = params.org_client_id !== undefined || params.org_client_secret !== undefined;
+        if (!!org === byAuth) throw new RpcFailure(RpcErrorCode.InvalidParams, 'library.add: give either org_client_id and org_client_secret, or org', { param: org ? 'org' : 'org_client_id' });
+        const auth = org ? await target.bindLibrary(org) : { org_client_id: text(params, 'org_client_id'), org_client_secret: text(params, 'org_client_secret') };
+        return target.addLibrary({ ...auth, name: text(params, 'name', { optional: true }) || undefined });
       },
     },
     {
       name: 'library.remove',
-      summary: 'Stops serving a library (refused while files are pending; the service keeps its data)',
+      summary: 'Stops serving a library, also at later starts (refused while files are pending; the service keeps its data)',
       params: [param('name')],
       handler: async (params) => {
         onlyKnown(params, ['name'], 'library.remove');
@@ -309,7 +348,12 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         const report = throttledProgress(env, total.bytes, 'bytes', 'copied');
         let done = 0;
         report(0, true);
-        await vfs.copy(from.path, to.path, { noReplace: overwrite === 0 }, { signal: env.signal, onCopied: (n) => report(done += n) });
+        if (from.lib.name !== to.lib.name && total.files === 1 && !(await vfs.stat(from.path)).isDir) {
+          await copyFileAcross(vfs, from.path, to.path, overwrite === 0, total.bytes, env);
+        } else {
+          // Within a library the service copies (no bytes to report); a folder across libraries counts each file once it is there.
+          await vfs.copy(from.path, to.path, { noReplace: overwrite === 0 }, { signal: env.signal, onCopied: (n) => report(done += n) });
+        }
         report(total.bytes, true);
         return { from: from.path, to: to.path, files: total.files, size: total.bytes };
       },

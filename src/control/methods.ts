@@ -15,6 +15,8 @@ export interface MethodInfo {
   params: MethodParamHelp[];
   /** Groups of which exactly one is required. */
   oneOf?: string[][];
+  /** A remark on the parameters for the method's help. */
+  paramsNote?: string;
 }
 
 /** A progress notification's content: `done` of `total` (0 when not known) `unit`s, in the phase `what`. */
@@ -64,7 +66,8 @@ export function endpointMethods(target: ControlTarget): ControlMethod[] {
     if (libraryScoped) params.unshift({ name: 'library', required: false, type: 'string', note: 'library name (needed when the gateway serves several and no gateway path is given)' });
     out.push({
       name: `${family}.${name}`,
-      summary: `${def.method} ${def.path}${def.unmarked ? ' (parameter marking decided by cloudlib)' : ''}`,
+      summary: `${def.method} ${def.path}`,
+      ...(def.unmarked ? { paramsNote: 'The service\'s documentation does not say which of these are required; "required" here is how cloudlib reads it (docs/service-decisions.md).' } : {}),
       params,
       oneOf: def.oneOf?.map((g) => [...g]),
       handler: async (raw) => {

@@ -135,7 +135,7 @@ export class ControlServer {
       return hasId ? { jsonrpc: '2.0', id, result: result ?? null } : undefined;
     } catch (err) {
       const f = toRpcFailure(err);
-      this.log.info({ method: req.method, code: f.code, ms: Date.now() - started, msg: f.message }, 'control call failed');
+      this.log.info({ method: req.method, code: f.code, ms: Date.now() - started, error: f.message }, 'control call failed');
       return hasId ? { jsonrpc: '2.0', id, error: { code: f.code, message: f.message, ...(f.data !== undefined ? { data: f.data } : {}) } } : undefined;
     }
   }

@@ -25,6 +25,11 @@ export interface GatewayConfig {
   };
   /** Embedded service listen address (ignored with a remote service). Default 127.0.0.1:0 (any free port). */
   service_listen: string;
+  /**
+   * The embedded service's URL as its clients reach it (share links, preview and download URLs carry
+   * it). Default: its listen address (127.0.0.1 for a listener on every interface).
+   */
+  service_url?: string;
   webdav: {
     /** HOST:PORT, or null to serve no WebDAV. Default 127.0.0.1:8080. */
     listen: string | null;
@@ -101,6 +106,7 @@ export interface ConfigFlags {
   mount?: string;
   noMount?: boolean;
   serviceListen?: string;
+  serviceUrl?: string;
   adminListen?: string;
   logLevel?: string;
   readOnly?: boolean;
@@ -186,7 +192,7 @@ const KNOWN_WEBDAV = new Set([
   'listen', 'users', 'anonymous', 'allow_anonymous_write_from_network', 'keep_junk_local', 'idle_timeout_s', 'headers_timeout_s', 'keep_alive_timeout_s',
   'request_timeout_s', 'max_connections_per_client', 'max_xml_body_bytes', 'max_properties_per_resource', 'max_property_bytes_per_resource', 'max_property_value_bytes',
 ]);
-const KNOWN_TOP = new Set(['data', 'service', 'service_listen', 'webdav', 'mount', 'cache', 'feed', 'admin_listen', 'log']);
+const KNOWN_TOP = new Set(['data', 'service', 'service_listen', 'service_url', 'webdav', 'mount', 'cache', 'feed', 'journal', 'admin_listen', 'log']);
 
 /** Loads and validates the configuration. `fuseUsable` decides the default mount. */
 export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = process.env, opts: { fuseUsable: boolean; cwd?: string } = { fuseUsable: false }): Promise<GatewayConfig> {
@@ -307,6 +313,8 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   if (adminListen) parseHostPort(adminListen, 'admin listen address');
   const serviceListen = flags.serviceListen ?? env.CLOUDLIB_SERVICE_LISTEN ?? str(raw.service_listen, 'service_listen') ?? '127.0.0.1:0';
   parseHostPort(serviceListen, 'service listen address');
+  const serviceUrl = flags.serviceUrl ?? env.CLOUDLIB_SERVICE_URL ?? str(raw.service_url, 'service_url');
+  if (serviceUrl !== undefined && !/^https?:\/\/[^/\s]+\/?$/.test(serviceUrl)) throw new ConfigError(`service url: expected http(s)://HOST[:PORT], got '${serviceUrl}'`);
   const level = flags.logLevel ?? env.CLOUDLIB_LOG_LEVEL ?? str(log.level, 'log.level') ?? 'info';
   if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(level)) throw new ConfigError(`log level: expected trace, debug, info, warn, error, fatal or silent, got '${level}'`);
 
@@ -314,6 +322,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
     data,
     service,
     service_listen: serviceListen,
+    ...(serviceUrl ? { service_url: serviceUrl.replace(/\/$/, '') } : {}),
     webdav: {
       listen: webdavListen,
       users,

@@ -15,13 +15,16 @@ import { LibraryRemote } from '../api/remote.js';
 import { ControlServer, clearStaleSocket } from '../control/server.js';
 import { endpointMethods, type ServedLibrary } from '../control/methods.js';
 import { gatewayMethods } from '../control/gateway-methods.js';
-import type { Logger } from '../shared/log.js';
+import { RpcErrorCode, RpcFailure } from '../control/protocol.js';
+import type { Logger, RecentProblems } from '../shared/log.js';
+import { STATUS_SCRIPT, statusPage } from './status-page.js';
 import { createVfs } from '../vfs/index.js';
 import type { GatewayVfs } from '../vfs/gateway-vfs.js';
 import { resolveLibraries } from '../vfs/library-set.js';
 import { parseHostPort, webdavLimitsOf, type GatewayConfig, type UserConfig } from './config.js';
 import { makePrivateFolder } from './private-folder.js';
 import { GatewayMetrics } from './metrics.js';
+import { LibraryChoices } from './library-choices.js';
 
 /** `<data>/service/credentials.json` of the embedded service. */
 export interface ServiceCredentialsFile {
@@ -69,6 +72,8 @@ export interface GatewayStartOptions {
   logger: Logger;
   /** Wait for pending uploads on stop, ms; what is left stays in the journal. Default 10 000. */
   stopFlushMs?: number;
+  /** Warnings and errors logged (the status page lists the recent ones). */
+  problems?: RecentProblems;
 }
 
 /** Loads a module by a computed specifier (front ends load on demand, so a machine without FUSE still serves WebDAV). */
@@ -85,6 +90,20 @@ export async function fuseUsable(): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/** True for the wildcard addresses (listening on every interface). */
+export function isEveryInterface(host: string): boolean {
+  return host === '0.0.0.0' || host === '::' || host === '[::]';
+}
+
+/** A listener's URL as a client connects to it: the wildcard address is no address to connect to. */
+export function connectableUrl(url: string): string {
+  const u = new URL(url);
+  if (u.hostname === '0.0.0.0') u.hostname = '127.0.0.1';
+  else if (u.hostname === '[::]') u.hostname = '[::1]';
+  const text = u.toString();
+  return url.endsWith('/') || u.pathname !== '/' ? text : text.replace(/\/$/, '');
 }
 
 async function writeFileAtomic(path: string, text: string, mode = 0o600): Promise<void> {
@@ -114,7 +133,10 @@ export class Gateway {
   service?: EmbeddedServiceHandle;
   vfs!: GatewayVfs;
   webdav?: WebdavServerHandle;
+  /** The WebDAV URL a client on this machine connects to (127.0.0.1 when listening on every interface). */
   webdavUrl: string | null = null;
+  /** WebDAV listens on every interface (0.0.0.0 or ::): other machines connect by this one's address. */
+  webdavOnEveryInterface = false;
   mount?: MountHandle;
   control!: ControlServer;
   admin?: Server;
@@ -126,7 +148,8 @@ export class Gateway {
   private readonly clients: ServiceClient[] = [];
   private readonly roleClients: Partial<Record<'enterprise' | 'partner' | 'token', ServiceClient>> = {};
   private stopping?: Promise<void>;
-  /** endpoints.json is this instance's (a start refused because another instance runs leaves that one's alone). */
+  private choices!: LibraryChoices;
+  /** endpoints.json is this instance's to remove (a start refused because another instance runs leaves that one's alone). */
   private wroteEndpoints = false;
 
   private constructor(readonly config: GatewayConfig, private readonly logger: Logger, private readonly opts: GatewayStartOptions) {}
@@ -149,12 +172,16 @@ export class Gateway {
     await makePrivateFolder(config.data, logger);
     // Another instance serving this data folder answers on its control socket: refuse before touching anything.
     await clearStaleSocket(join(config.data, 'control.sock'));
+    // A crashed instance's endpoints.json names endpoints nobody serves: gone before anything starts, so
+    // that a readiness check sees it only once this instance is ready.
+    await rm(join(config.data, 'endpoints.json'), { force: true });
+    this.wroteEndpoints = true;
 
     // 1. The service: remote, or embedded in <data>/service.
     let service = config.service;
     if (!service) {
-      const mod = await load<{ EmbeddedService: { start(o: { dataDir: string; listen?: string; logger?: Logger }): Promise<EmbeddedServiceHandle> } }>('../service/index.js');
-      this.service = await mod.EmbeddedService.start({ dataDir: join(config.data, 'service'), listen: config.service_listen, logger: logger.child({ part: 'service' }) });
+      const mod = await load<{ EmbeddedService: { start(o: { dataDir: string; listen?: string; publicUrl?: string; logger?: Logger }): Promise<EmbeddedServiceHandle> } }>('../service/index.js');
+      this.service = await mod.EmbeddedService.start({ dataDir: join(config.data, 'service'), listen: config.service_listen, publicUrl: config.service_url, logger: logger.child({ part: 'service' }) });
       const c = this.service.credentials;
       this.credentialsPath = join(config.data, 'service', 'credentials.json');
       service = {
@@ -177,13 +204,42 @@ export class Gateway {
     // 2. The Vfs.
     this.vfs = await createVfs({ config: { ...config, service }, logger: logger.child({ part: 'vfs' }), onExchange: this.metrics.observeExchange });
 
+    // 2b. What `ctl library add/remove` changed in earlier runs. A library that cannot be served now
+    // (service unreachable, authorization revoked) is logged and kept on record; its journaled uploads
+    // stay in the journal (stranded) until it is served again.
+    this.choices = await LibraryChoices.open(config.data);
+    for (const a of this.choices.added) {
+      if (this.vfs.libraryNames().includes(a.folder)) continue;
+      try {
+        await this.addLibrary(service.base_url, service.upload_header_prefix, a);
+      } catch (err) {
+        logger.warn({ library: a.folder, err: (err as Error).message }, 'a library added by `ctl library add` is not served this time; its pending uploads are kept');
+      }
+    }
+    for (const folder of this.choices.removed) {
+      if (!this.vfs.libraryNames().includes(folder)) continue;
+      try {
+        await this.vfs.removeLibrary(folder);
+      } catch (err) {
+        logger.warn({ library: folder, err: (err as Error).message }, 'a library removed by `ctl library remove` is served again: it has pending files');
+      }
+    }
+
     // 3. The control socket (before the front ends: `ctl status` works while they come up).
     const controlTarget = {
       vfs: this.vfs,
       libraries: () => this.servedLibraries(),
       clientFor: (role: 'enterprise' | 'partner' | 'token') => this.roleClients[role],
-      addLibrary: (auth: { org_client_id: string; org_client_secret: string; name?: string }) => this.addLibrary(service.base_url, service.upload_header_prefix, auth),
-      removeLibrary: (name: string) => this.vfs.removeLibrary(name),
+      addLibrary: async (auth: { org_client_id: string; org_client_secret: string; name?: string }) => {
+        const added = await this.addLibrary(service.base_url, service.upload_header_prefix, auth);
+        await this.choices.recordAdded({ ...auth, folder: added.name });
+        return added;
+      },
+      bindLibrary: (org: string) => this.bindLibrary(org),
+      removeLibrary: async (name: string) => {
+        await this.vfs.removeLibrary(name);
+        await this.choices.recordRemoved(name);
+      },
       describe: () => this.describe(),
     };
     this.control = new ControlServer({
@@ -209,7 +265,8 @@ export class Gateway {
         logger: logger.child({ part: 'webdav' }),
       });
       const { host, port } = parseHostPort(config.webdav.listen, 'webdav listen address');
-      this.webdavUrl = await this.webdav.listen(host, port);
+      this.webdavUrl = connectableUrl(await this.webdav.listen(host, port));
+      this.webdavOnEveryInterface = isEveryInterface(host);
     }
 
     // 5. The mount.
@@ -231,7 +288,7 @@ export class Gateway {
 
     // 6. Metrics and health.
     this.registerGauges();
-    if (config.admin_listen) this.adminUrl = await this.startAdmin(config.admin_listen);
+    if (config.admin_listen) this.adminUrl = connectableUrl(await this.startAdmin(config.admin_listen));
 
     await this.writeEndpoints();
     logger.info({ webdav: this.webdavUrl, mount: this.mount?.mountpoint ?? null, control: this.control.socketPath, admin: this.adminUrl }, 'gateway ready');
@@ -255,6 +312,21 @@ export class Gateway {
     const [lib] = await resolveLibraries([{ name: auth.name, client }]);
     await this.vfs.addLibrary(lib!);
     return { name: lib!.name, id: lib!.id };
+  }
+
+  /** A library authorization for a library of the enterprise, found by name or org_id. */
+  private async bindLibrary(org: string): Promise<{ org_client_id: string; org_client_secret: string }> {
+    const ent = this.roleClients.enterprise;
+    if (!ent) throw new RpcFailure(RpcErrorCode.InvalidParams, 'the gateway has no enterprise credentials: give org_client_id and org_client_secret', { param: 'org' });
+    const { list } = await ent.org.ls({});
+    const hits = list.filter((l) => l.org_name === org || String(l.org_id) === org);
+    if (hits.length !== 1) {
+      throw new RpcFailure(RpcErrorCode.InvalidParams, hits.length === 0
+        ? `no library '${org}' in the enterprise (libraries: ${list.map((l) => l.org_name).join(', ') || 'none'})`
+        : `${hits.length} libraries are named '${org}': give its org_id (${hits.map((h) => h.org_id).join(', ')})`, { param: 'org' });
+    }
+    const bound = await ent.org.bind({ org_id: String(hits[0]!.org_id), title: 'cloudlib' });
+    return { org_client_id: bound.org_client_id, org_client_secret: bound.org_client_secret };
   }
 
   describe(): Record<string, unknown> {
@@ -317,6 +389,14 @@ export class Gateway {
       const path = (req.url ?? '/').split('?')[0];
       if (req.method !== 'GET' && req.method !== 'HEAD') {
         res.writeHead(405, { allow: 'GET, HEAD' }).end();
+      } else if (path === '/' || path === '/index.html') {
+        const html = statusPage({ describe: this.describe(), status: this.vfs.status(), libraries: this.vfs.libraryNames(), problems: this.opts.problems?.list() ?? [], nowMs: Date.now() });
+        res.writeHead(200, {
+          'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store',
+          'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        }).end(req.method === 'HEAD' ? undefined : html);
+      } else if (path === '/status.js') {
+        res.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache' }).end(req.method === 'HEAD' ? undefined : STATUS_SCRIPT);
       } else if (path === '/metrics') {
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' }).end(req.method === 'HEAD' ? undefined : this.metrics.registry.render());
       } else if (path === '/healthz') {
@@ -325,7 +405,7 @@ export class Gateway {
         const body = JSON.stringify({ ok: failing.length === 0, failing_feeds: failing, ...this.describe() });
         res.writeHead(failing.length === 0 ? 200 : 503, { 'content-type': 'application/json' }).end(req.method === 'HEAD' ? undefined : body);
       } else {
-        res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /metrics or /healthz\n');
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /, /metrics or /healthz\n');
       }
     });
     // GET and HEAD only, answered from memory: a request that takes long is a client holding the socket.

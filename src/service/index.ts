@@ -65,8 +65,9 @@ export interface EmbeddedServiceOptions {
    */
   tls?: { cert: string | Buffer; key: string | Buffer };
   /**
-   * The address clients reach the service at, when it is not the listener's own (a TLS-terminating proxy
-   * in front: `https://files.example.com`). Links, the upload server address and credentials.json use it.
+   * The address clients reach the service at, when it is not the listener's own (behind a port mapping,
+   * or a TLS-terminating proxy in front: `https://files.example.com`). Credentials, links, preview and
+   * download URLs and the upload server address use it. Default: the listen address (127.0.0.1 for 0.0.0.0).
    */
   publicUrl?: string;
 }
@@ -97,7 +98,9 @@ export class EmbeddedService {
 
   static async start(opts: EmbeddedServiceOptions): Promise<EmbeddedService> {
     const clock = opts.clock ?? Date.now;
-    const log = (opts.logger ?? silentLogger).child({ component: 'service' });
+    // Parts bind their own `component`: they are children of the base logger, not of `log` (a key bound twice repeats in the line).
+    const baseLog = opts.logger ?? silentLogger;
+    const log = baseLog.child({ component: 'service' });
     const { host, port } = parseListen(opts.listen ?? '127.0.0.1:0');
     const dataDir = opts.dataDir;
     await mkdir(dataDir, { recursive: true, mode: 0o700 });
@@ -121,7 +124,7 @@ export class EmbeddedService {
       const copies = new FileCopies(tree, queries, content, clock, log);
       copies.open();
       const uploadHost = new LibraryUploadHost(join(tmp, 'upload'), directory, tree, content, uploads, clock);
-      const uploadServer = new UploadServer(uploadHost, { logger: log, clock });
+      const uploadServer = new UploadServer(uploadHost, { logger: baseLog, clock });
       await uploadServer.open();
 
       // The listener starts before the parts that need the address; nothing is announced until
@@ -138,21 +141,22 @@ export class EmbeddedService {
         server.listen(port, host, () => { server.off('error', reject); resolve(); });
       });
       const addr = server.address() as AddressInfo;
+      const reachable = addr.address === '0.0.0.0' ? '127.0.0.1' : addr.address === '::' ? '::1' : addr.address;
       const baseUrl = opts.publicUrl !== undefined
         ? parsePublicUrl(opts.publicUrl)
-        : `${opts.tls ? 'https' : 'http'}://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
+        : `${opts.tls ? 'https' : 'http'}://${reachable.includes(':') ? `[${reachable}]` : reachable}:${addr.port}`;
       const uploadServerUrl = `${baseUrl}/upload`;
 
       const traffic = new DailyTraffic(db, (id) => directory.library(id)?.ent_id, clock);
       const countTraffic = (lib: number, kind: TrafficKind, bytes: number): void => traffic.count(lib, kind, bytes);
       const linkCap = new LinkTrafficCap(db, traffic);
-      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic, (id) => linkCap.check(id)), { dataDir, baseUrl, clock, logger: log });
+      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic, (id) => linkCap.check(id)), { dataDir, baseUrl, clock, logger: baseLog });
       await links.open();
       const pages = new LinkPages(links);
       const downloads = new DownloadLinks({ baseUrl, key: directory.secret('download-links'), blobs, clock, logger: log, countTraffic });
       const previews = new PreviewServer({
         host: new LibraryPreviewHost(blobs, directory.secret('preview-links'), join(dataDir, 'cache'), countTraffic),
-        logger: log.child({ component: 'preview' }),
+        logger: baseLog.child({ component: 'preview' }),
         clock,
       });
       const parts: ServiceParts = { directory, tree, queries, content, uploads, copies, downloads, links, uploadServer, uploadServerUrl, baseUrl, previews, countTraffic, traffic, clock };

@@ -1,6 +1,7 @@
 /**
  * A small, safe Markdown renderer for previews: headings, paragraphs, emphasis, inline code, fenced
- * and indented code blocks, block quotes, lists, horizontal rules and links. Every piece of source
+ * and indented code blocks, block quotes, lists, horizontal rules, links and GFM tables (a header row,
+ * a delimiter row of `---` cells with `:` for alignment, then rows until a blank line). Every piece of source
  * text is HTML-escaped before any markup is added, so raw HTML in the document shows as text; links
  * keep only http, https, mailto and relative targets. Images become links (the page loads nothing
  * from elsewhere).
@@ -46,6 +47,16 @@ export function renderMarkdown(src: string): string {
       out.push(`<blockquote>${renderMarkdown(body.join('\n'))}</blockquote>`);
       continue;
     }
+    const aligns = tableAt(lines, i);
+    if (aligns) {
+      const row = (cells: string[], tag: 'th' | 'td') => `<tr>${aligns.map((a, k) => `<${tag}${a ? ` class="align-${a}"` : ''}>${inline(cells[k] ?? '')}</${tag}>`).join('')}</tr>`;
+      const head = row(tableCells(lines[i]!), 'th');
+      i += 2;
+      const body: string[] = [];
+      while (i < lines.length && !/^\s*$/.test(lines[i]!) && !startsBlock(lines[i]!)) body.push(row(tableCells(lines[i++]!), 'td'));
+      out.push(`<table><thead>${head}</thead>${body.length ? `<tbody>${body.join('')}</tbody>` : ''}</table>`);
+      continue;
+    }
     const item = listItem(line);
     if (item) {
       const tag = item.ordered ? 'ol' : 'ul';
@@ -61,11 +72,34 @@ export function renderMarkdown(src: string): string {
       continue;
     }
     const para: string[] = [];
-    while (i < lines.length && !/^\s*$/.test(lines[i]!) && !startsBlock(lines[i]!)) para.push(lines[i++]!.trim());
+    while (i < lines.length && !/^\s*$/.test(lines[i]!) && !startsBlock(lines[i]!) && !(para.length && tableAt(lines, i))) para.push(lines[i++]!.trim());
     if (!para.length) para.push(lines[i++]!.trim());
     out.push(`<p>${inline(para.join('\n'))}</p>`);
   }
   return out.join('\n');
+}
+
+/** The cells of a table row: split on `|` (not on an escaped one), the outer pipes optional, `\|` kept as `|`. */
+function tableCells(line: string): string[] {
+  let t = line.trim();
+  if (t.startsWith('|')) t = t.slice(1);
+  if (t.endsWith('|') && !t.endsWith('\\|')) t = t.slice(0, -1);
+  return t.split(/(?<!\\)\|/).map((c) => c.trim().replace(/\\\|/g, '|'));
+}
+
+const DELIMITER_CELL = /^:?-+:?$/;
+
+/**
+ * When lines[i] starts a GFM table (a row with a pipe, then a delimiter row with as many cells), the
+ * alignment of each column ('' for none); else undefined.
+ */
+function tableAt(lines: string[], i: number): ('' | 'left' | 'center' | 'right')[] | undefined {
+  const head = lines[i]!;
+  const delim = lines[i + 1];
+  if (delim === undefined || !head.includes('|') || !delim.includes('-')) return undefined;
+  const cells = tableCells(delim);
+  if (!cells.every((c) => DELIMITER_CELL.test(c)) || cells.length !== tableCells(head).length) return undefined;
+  return cells.map((c) => (c.startsWith(':') && c.endsWith(':') ? 'center' : c.endsWith(':') ? 'right' : c.startsWith(':') ? 'left' : ''));
 }
 
 function listItem(line: string): { ordered: boolean; text: string } | undefined {

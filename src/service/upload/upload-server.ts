@@ -162,7 +162,7 @@ export class UploadServer {
     }
     if (isStatusError(e)) {
       if (e.status >= 500) this.log.error({ err: e, route }, 'upload request failed');
-      else this.log.debug({ route, status: e.status, code: e.code, msg: e.message }, 'upload request refused');
+      else this.log.debug({ route, status: e.status, code: e.code, error: e.message }, 'upload request refused');
       sendJson(res, e.status, { error_code: e.code, error_msg: e.message, ...(e.extra ?? {}) });
       return;
     }
@@ -421,7 +421,7 @@ export class UploadServer {
   private async onCommitFailure(s: LiveSession, e: unknown): Promise<void> {
     s.failure = e;
     if (isStatusError(e) && e.status < 500) {
-      this.log.warn({ session: s.record.id.slice(0, 8), code: e.code, msg: e.message }, 'upload refused at finish');
+      this.log.warn({ session: s.record.id.slice(0, 8), code: e.code, error: e.message }, 'upload refused at finish');
       await this.journal.remove(s.record.id).catch((err) => this.log.warn({ err }, 'removing a refused session failed'));
     } else {
       this.log.error({ err: e, session: s.record.id.slice(0, 8) }, 'upload commit failed');

@@ -74,7 +74,7 @@ export async function mkcol(r: DavRequest): Promise<void> {
   r.assertWritable();
   if (r.hasBody()) throw new DavError(415, 'expected MKCOL without a body, got one');
   if (await r.stat(r.path)) throw new DavError(405, `${r.path} exists`);
-  if (isTopLevel(r.path)) throw new DavError(403, `libraries are not created through WebDAV: ${r.path}`);
+  if (isTopLevel(r.path)) throw new DavError(403, `${r.path}: the root lists the libraries, one folder each, and libraries are not created through WebDAV; create folders inside a library (/<library>/…), and point clients and test suites such as litmus at a library URL`);
   await r.assertParentFolder(r.path);
   r.assertUnlocked(r.path, { parent: true });
   await r.vfs.mkdir(r.path, r.call);

@@ -146,7 +146,7 @@ describe.skipIf(!haveChromium)('preview pages in Chromium', { timeout: 30_000 },
     await page.close();
   });
 
-  it('a 12-second video played at 4x posts start, every-5-seconds and end events in media seconds', async () => {
+  it('a 12-second video played at 2x posts start, every-5-seconds and end events in media seconds', async () => {
     const clip = await readFile(new URL('clip-12s.webm', FIXTURES));
     const before = svc.host.traffic.preview;
     const { url } = await svc.file('clip.webm', clip);
@@ -156,7 +156,7 @@ describe.skipIf(!haveChromium)('preview pages in Chromium', { timeout: 30_000 },
     await frame.evaluate(async () => {
       const v = document.getElementById('media') as HTMLVideoElement;
       v.muted = true;
-      v.playbackRate = 4;
+      v.playbackRate = 2;
       await v.play();
     });
     const got = await until((e) => e.some((x) => x.progress && x.progress.current >= x.progress.total && x.progress.total > 0), 20_000);
@@ -165,18 +165,20 @@ describe.skipIf(!haveChromium)('preview pages in Chromium', { timeout: 30_000 },
     for (const p of progress) expect(p.total).toBeCloseTo(12, 0);
     expect(progress[0]!.current).toBeLessThan(1); // start
     const periodic = progress.slice(1, -1).map((p) => p.current);
-    expect(periodic).toHaveLength(2); // at ~5 s and ~10 s of media
+    // at the first moment the page saw past 5 s and 10 s of media (a busy browser may see it late: at
+    // the latest, the 10-second mark is posted just before the end event)
+    expect(periodic).toHaveLength(2);
     expect(periodic[0]).toBeGreaterThanOrEqual(5);
-    expect(periodic[0]).toBeLessThan(8);
+    expect(periodic[0]).toBeLessThan(10);
     expect(periodic[1]).toBeGreaterThanOrEqual(10);
-    expect(periodic[1]).toBeLessThan(12);
+    expect(periodic[1]).toBeLessThanOrEqual(progress.at(-1)!.total);
     expect(progress.at(-1)!.current).toBeCloseTo(progress.at(-1)!.total, 1); // end
     expect(svc.host.traffic.preview - before).toBeGreaterThan(0);
     expect(violations).toEqual([]);
     await page.close();
   });
 
-  it('audio posts start, periodic and end events', async () => {
+  it('audio posts start, periodic and end events (the 5-second mark even when the clip ends before a timeupdate)', async () => {
     const tone = await readFile(new URL('tone-6s.ogg', FIXTURES));
     const { url } = await svc.file('tone.ogg', tone);
     const { page, frame, until } = await embed(url);
@@ -201,7 +203,7 @@ describe.skipIf(!haveChromium)('preview pages in Chromium', { timeout: 30_000 },
       .composite([{ input: Buffer.from('<svg width="640" height="360"><circle cx="320" cy="180" r="120" fill="#f4c542"/></svg>') }]).png().toBuffer();
     const cases: [string, string | Buffer, { watermark?: string; memberName?: string }][] = [
       ['photo.png', png, {}],
-      ['notes.md', '# Release notes\n\n- **Faster** previews\n- Safe *Markdown*: <script>alert(1)</script>\n\n```\nnpm run bench\n```\n', {}],
+      ['notes.md', '# Release notes\n\n- **Faster** previews\n- Safe *Markdown*: <script>alert(1)</script>\n\n| Part | Change |\n|---|--:|\n| Previews | 2× |\n\n```\nnpm run bench\n```\n', {}],
       ['main.ts', 'export function add(a: number, b: number): number {\n  return a + b;\n}\n', { watermark: 'ACME internal', memberName: 'Ann Lee' }],
     ];
     for (const [name, content, wm] of cases) {
@@ -216,7 +218,10 @@ describe.skipIf(!haveChromium)('preview pages in Chromium', { timeout: 30_000 },
         // the watermark lies over the text and lets clicks through
         expect(await frame.evaluate(() => getComputedStyle(document.querySelector('.watermark')!).pointerEvents)).toBe('none');
       }
-      if (name.endsWith('.md')) expect(await frame.locator('#markdown script').count()).toBe(0);
+      if (name.endsWith('.md')) {
+        expect(await frame.locator('#markdown script').count()).toBe(0);
+        expect(await frame.locator('#markdown table td.align-right').innerText()).toBe('2×');
+      }
       expect(violations).toEqual([]);
       await shot(page, name.split('.')[1]!.replace('ts', 'watermark'));
       await page.close();

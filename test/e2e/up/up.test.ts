@@ -6,6 +6,7 @@
  */
 import { describe, it, expect, afterEach } from 'vitest';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
 import { access, chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { createHash, randomBytes } from 'node:crypto';
@@ -109,7 +110,69 @@ async function libraryFolder(e: EndpointsFile): Promise<string> {
   }
 }
 
+function shell(command: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile('bash', ['-c', command], { timeout: 60_000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 99) : 0, stdout, stderr });
+    });
+  });
+}
+
+async function bannerOf(child: ChildProcess & { output: () => string }): Promise<string> {
+  const until = Date.now() + 30_000;
+  while (!child.output().includes('Ctrl-C stops')) {
+    if (Date.now() > until) throw new Error(`no banner:\n${child.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return child.output();
+}
+
 describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
+  it('every command the banner prints runs as printed; the demo library starts with a welcome file', async () => {
+    const data = await tempDir();
+    const { child, endpoints } = await up(data, ['--no-mount']);
+    const text = await bannerOf(child);
+    const lib = await libraryFolder(endpoints);
+    const control = /^ {2}Control: +(.+)$/m.exec(text)?.[1];
+    expect(control, text).toBeDefined();
+    const status = await shell(control!);
+    expect(status.stderr).toBe('');
+    expect(status.code).toBe(0);
+    expect(status.stdout).toContain(lib);
+    const rclone = /^ {2}rclone: +(rclone .+)$/m.exec(text)?.[1];
+    expect(rclone, text).toBeDefined();
+    expect(rclone).not.toContain(endpoints.webdav_password!);
+    if (existsSync('/usr/bin/rclone')) {
+      const listed = await shell(rclone!);
+      expect(listed.code, listed.stderr).toBe(0);
+      expect(listed.stdout).toContain(lib);
+    }
+    // the fresh demo library starts with its welcome file
+    const ctl = await ControlClient.connect(endpoints.control_socket);
+    await ctl.call('flush');
+    ctl.close();
+    const { client } = await libraryClient(endpoints.credentials!);
+    expect(Number((await client.file.info({ fullpath: 'Welcome.md' })).filesize)).toBeGreaterThan(100);
+    await client.close();
+    child.kill('SIGTERM');
+    expect(await exited(child, 20_000)).toBe(0);
+  });
+
+  it('a stale endpoints.json (a crash) is removed at start, even when the start then fails', async () => {
+    const data = await tempDir();
+    await writeFile(join(data, 'endpoints.json'), JSON.stringify({ webdav_url: 'http://127.0.0.1:1/', control_socket: '/nowhere' }));
+    const busy = createServer();
+    await new Promise<void>((r) => busy.listen(0, '127.0.0.1', () => r()));
+    const port = (busy.address() as { port: number }).port;
+    try {
+      const child = start(['up', '--data', data, '--no-mount', '--webdav', `127.0.0.1:${port}`]);
+      expect(await exited(child, 30_000)).toBe(1);
+      expect(existsSync(join(data, 'endpoints.json'))).toBe(false);
+    } finally {
+      busy.close();
+    }
+  });
+
   it('serves the embedded library over WebDAV; files put there are on the service; SIGTERM exits 0 and removes endpoints.json', async () => {
     const data = await tempDir();
     const { child, endpoints } = await up(data, ['--no-mount']);

@@ -161,6 +161,10 @@ describe('cloudlib ctl against a running gateway', { timeout: 60_000 }, () => {
     expect(shown.code, shown.stderr).toBe(0);
     expect(Object.keys((JSON.parse(all.stdout) as { members: Record<string, unknown> }).members)).toHaveLength(1);
     expect(JSON.parse(shown.stdout)).toMatchObject({ ls: 1, cd: 1, dl: 1, rm: -1, w: 0 });
+    // for a person: the member by account, with the advanced permissions set (not an empty list)
+    const human = await ctl('perm', 'show', `/${lib}/perms`);
+    expect(human.code, human.stderr).toBe(0);
+    expect(human.stdout).toMatch(/^perm@example\.com +- +ls,cd,dl +rm$/m);
   });
 
   it('each family is reached through `ctl call` with the gateway\'s credentials', async () => {

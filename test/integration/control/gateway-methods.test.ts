@@ -27,6 +27,7 @@ beforeEach(async () => {
     libraries: () => vfs.libraryNames().map((name) => ({ name, client: undefined as never })),
     clientFor: () => undefined,
     addLibrary: async () => { throw new Error('not supported over memory libraries'); },
+    bindLibrary: async () => { throw new Error('not supported over memory libraries'); },
     removeLibrary: (name) => vfs.removeLibrary(name),
     describe: () => ({ webdav_url: 'http://127.0.0.1:1/' }),
   };
@@ -94,6 +95,9 @@ describe('gateway control methods', { timeout: 20_000 }, () => {
     expect(remotes.get('B')!.read('copy.bin').equals(Buffer.alloc(200_000, 1))).toBe(true);
     expect(progress[0]).toMatchObject({ done: 0, total: 200_000, unit: 'bytes', what: 'copied' });
     expect(progress.at(-1)).toMatchObject({ done: 200_000, total: 200_000 });
+    // the bytes as they move: read into the journal, then those the service has
+    expect(progress.filter((p) => p.what === 'read').at(-1)).toMatchObject({ done: 200_000, total: 200_000 });
+    expect(progress.findIndex((p) => p.what === 'read')).toBeLessThan(progress.length - 1);
     expect(await client.call('copy', { from: 'src.bin', to: 'again.bin', library: 'A' })).toMatchObject({ to: '/A/again.bin', files: 1 });
     expect(remotes.get('A')!.read('again.bin').length).toBe(200_000);
     // A folder across libraries: every file, bytes summed.
@@ -111,7 +115,7 @@ describe('gateway control methods', { timeout: 20_000 }, () => {
     expect(remotes.get('B')!.read('keep.txt').length).toBe(200_000);
   });
 
-  it('status shows an upload under way with its size and the bytes the service has; flush counts files', async () => {
+  it('status shows an upload under way with its size and the bytes the service has; flush reports bytes as they reach the service', async () => {
     const faulty = vfs.remoteOf('A') as FaultyRemote;
     faulty.inject({ kind: 'delay', methods: ['commit'], delayMs: 400, times: 2 });
     await vfs.writeFile('/A/slow1.txt', Buffer.from('slow!'));
@@ -123,7 +127,8 @@ describe('gateway control methods', { timeout: 20_000 }, () => {
     const progress: Record<string, unknown>[] = [];
     expect(await client.call('flush', {}, (p) => progress.push(p))).toEqual({ pending: 0 });
     expect(progress.length).toBeGreaterThan(0);
-    expect(progress[0]).toMatchObject({ total: 2, unit: 'files', what: 'uploaded' });
+    expect(progress[0]).toMatchObject({ done: 0, total: 9, unit: 'bytes', what: 'uploaded (0 of 2 files)' });
+    expect(progress.at(-1)).toMatchObject({ done: 9, total: 9, what: 'uploaded (2 of 2 files)' });
   });
 
   it('download writes a local file whole', async () => {

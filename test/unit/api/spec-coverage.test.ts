@@ -1,61 +1,21 @@
 /**
  * Every endpoint of the service spec has a definition in the EndpointTable (and so a typed client method),
- * with the spec's method where the spec gives one. The spec is read from the shared spec folder beside the
- * repository (`../shared/spec/service-api.md`).
+ * with the spec's method where the spec gives one. The spec's endpoints are kept in the repository
+ * (test/fixtures/spec/endpoints.json, extracted from the spec's "Endpoints" section by
+ * scripts/spec-endpoints.ts, which also refreshes it from a spec file given on its command line).
  */
 import { describe, expect, it } from 'vitest';
 import { readFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
 import { allEndpoints } from '../../../src/shared/endpoints.js';
+import { SPEC_ENDPOINTS_FIXTURE, specEndpoints, type SpecEndpoint } from '../../../scripts/spec-endpoints.js';
 
-const SPEC = fileURLToPath(new URL('../../../../shared/spec/service-api.md', import.meta.url));
-
-/** Paths of the table that the spec does not list itself (spec/decisions.md: the token endpoint). */
+/** Paths of the table that the spec does not list itself (the spec's decisions: the token endpoint). */
 const DOCUMENTED_EXTRAS = new Set(['POST /m-api/oauth2/token2']);
-
-interface SpecEndpoint { method?: string; path: string }
-
-/** The endpoints of the spec's "Endpoints" section, by subsection (A to G). */
-function specEndpoints(text: string): SpecEndpoint[] {
-  const out: SpecEndpoint[] = [];
-  const start = text.indexOf('\n## Endpoints');
-  const end = text.indexOf('\n## ', start + 5);
-  let section = '';
-  let prefix = '';
-  for (const line of text.slice(start, end).split('\n')) {
-    const heading = /^### ([A-G])\. .*?\(prefix `([^`]+)`/.exec(line) ?? /^### ([A-G])\./.exec(line);
-    if (heading) {
-      section = heading[1]!;
-      prefix = heading[2] ?? '';
-      continue;
-    }
-    if (section === 'A') {
-      const m = /^\*\*(\w+)\*\*(?: \/ \*\*(\w+)\*\*)?/.exec(line);
-      if (!m) continue;
-      for (const name of [m[1], m[2]].filter((n): n is string => !!n)) {
-        out.push(name === 'web_upload' ? { method: 'POST', path: '/2/web_upload' } : { path: prefix + name });
-      }
-    } else if (section === 'B' || section === 'D' || section === 'E' || section === 'F') {
-      const m = /^\| `(\w+)`/.exec(line);
-      if (!m) continue;
-      const path = section === 'B' ? '/m-open/2/file/' : prefix;
-      const explicit = /path is `([^`]+)`/.exec(line);
-      out.push({ path: explicit ? path + explicit[1] : path + m[1] });
-    } else if (section === 'C') {
-      const m = /^\| (GET|POST) `([^`]+)`/.exec(line);
-      if (m) out.push({ method: m[1], path: m[2]!.replace('{upload_server}', '') });
-    } else if (section === 'G') {
-      const m = /^\*\*(GET|POST|PUT) `([^`?]+)/.exec(line);
-      if (m) out.push({ method: m[1], path: m[2]! });
-    }
-  }
-  return out;
-}
 
 describe('EndpointTable against the spec', () => {
   it('lists every endpoint path of the spec, with its method', async () => {
-    const spec = specEndpoints(await readFile(SPEC, 'utf8'));
-    expect(spec.length).toBeGreaterThan(100); // the parser found the sections
+    const spec = JSON.parse(await readFile(SPEC_ENDPOINTS_FIXTURE, 'utf8')) as SpecEndpoint[];
+    expect(spec.length).toBeGreaterThan(100); // the list holds every section
     const table = allEndpoints();
     const missing: string[] = [];
     for (const e of spec) {

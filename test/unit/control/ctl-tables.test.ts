@@ -45,12 +45,17 @@ describe('verbs', () => {
   it('each has --help with its usage and the parameters of the methods it calls', () => {
     for (const [key, verb] of Object.entries(VERBS)) {
       const help = verbHelp(verb, catalog);
-      expect(help, key).toContain(`Usage: cloudlib ctl ${verb.usage}`);
+      expect(help.replace(/\s+/g, ' '), key).toContain(`Usage: cloudlib ctl ${verb.usage}`); // wrapped to 80 columns
       for (const c of verb.calls) expect(help, key).toContain(`${c} — `);
       expect(helpFor(key.split(' '), 'USAGE', catalog)).toBe(help);
     }
     expect(helpFor([], 'USAGE', catalog)).toBe('USAGE');
-    expect(helpFor(['trash'], 'USAGE', catalog).split('\n')).toHaveLength(3);
+    const trash = helpFor(['trash'], 'USAGE', catalog);
+    expect(trash.split('\n').filter((l) => /^ {2}trash /.test(l))).toHaveLength(3);
+    for (const l of trash.split('\n')) expect(l.length, l).toBeLessThanOrEqual(80);
+    // PATH is explained only where the verb takes one
+    expect(verbHelp(VERBS['library add']!, catalog)).not.toContain('PATH');
+    expect(verbHelp(VERBS.lock!, catalog)).toContain('PATH is a gateway path');
     expect(() => helpFor(['nothing'], 'USAGE', catalog)).toThrow(/no verb or method/);
   });
 });

@@ -28,6 +28,13 @@ describe('gateway configuration', () => {
     expect(c.service_listen).toBe('127.0.0.1:7000');
   });
 
+  it('the embedded service\'s URL for its clients: flag, environment, file; checked', async () => {
+    expect((await loadConfig({ data: 'd' }, {}, { fuseUsable: false, cwd: dir })).service_url).toBeUndefined();
+    expect((await loadConfig({ data: 'd', serviceUrl: 'http://files.example.com:8081/' }, {}, { fuseUsable: false, cwd: dir })).service_url).toBe('http://files.example.com:8081');
+    expect((await loadConfig({ data: 'd' }, { CLOUDLIB_SERVICE_URL: 'https://files.example.com' }, { fuseUsable: false, cwd: dir })).service_url).toBe('https://files.example.com');
+    await expect(loadConfig({ data: 'd', serviceUrl: 'files.example.com' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(ConfigError);
+  });
+
   it('reads a TOML file with secrets from a file and from the environment', async () => {
     await writeFile(join(dir, 'secret.txt'), 'file-secret\n');
     await writeFile(join(dir, 'cloudlib.toml'), [

@@ -80,6 +80,18 @@ describe('previewKind', () => {
 });
 
 describe('renderMarkdown', () => {
+  it('renders GFM tables: header, alignment, escaped pipes, inline markup; raw HTML in cells stays text', () => {
+    const html = renderMarkdown('Figures:\n\n| Quarter | Revenue | Note |\n|:--|--:|:-:|\n| Q1 | 10 | **good** |\n| Q2 | 12 | a \\| b <b>x</b> |\n\nAfter.');
+    expect(html).toContain('<table><thead><tr><th class="align-left">Quarter</th><th class="align-right">Revenue</th><th class="align-center">Note</th></tr></thead>');
+    expect(html).toContain('<tr><td class="align-left">Q1</td><td class="align-right">10</td><td class="align-center"><strong>good</strong></td></tr>');
+    expect(html).toContain('<td class="align-center">a | b &lt;b&gt;x&lt;/b&gt;</td>');
+    expect(html).toContain('<p>After.</p>');
+    // a table right after a paragraph line; no outer pipes; a row with fewer cells is padded
+    expect(renderMarkdown('Text\na | b\n--- | ---\n1')).toBe('<p>Text</p>\n<table><thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>1</td><td></td></tr></tbody></table>');
+    // not a table: the delimiter row does not match the header
+    expect(renderMarkdown('a | b\n--- | --- | ---')).not.toContain('<table>');
+  });
+
   it('renders headings, lists, emphasis, code and quotes', () => {
     const html = renderMarkdown('# Title\n\nSome *em* and **strong** and `a<b`.\n\n- one\n- two\n\n1. first\n2. second\n\n> quoted\n\n```\nx < y\n```\n\n---');
     expect(html).toContain('<h1>Title</h1>');

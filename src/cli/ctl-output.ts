@@ -1,0 +1,164 @@
+/**
+ * How `cloudlib ctl` shows results to a person: tables whose cells are plain words (never JSON), the
+ * gateway's status in sections, and help text that fits 80 columns. `--json` bypasses all of it.
+ */
+
+export function formatBytes(n: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let k = 0;
+  while (n >= 1024 && k < units.length - 1) { n /= 1024; k++; }
+  return `${k === 0 ? n : n.toFixed(1)} ${units[k]}`;
+}
+
+/** A duration for a person: `850 ms`, `4.2 s`, `3 min`, `2 h`. */
+export function formatDuration(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  if (ms < 3_600_000) return `${Math.round(ms / 60_000)} min`;
+  return `${Math.round(ms / 3_600_000)} h`;
+}
+
+/** One cell: scalars as they are; arrays joined by commas; objects as `key=value` words. */
+export function cellText(v: unknown): string {
+  if (v === undefined || v === null) return '';
+  if (Array.isArray(v)) return v.map(cellText).join(',');
+  if (typeof v === 'object') return Object.entries(v as Record<string, unknown>).map(([k, x]) => `${k}=${cellText(x)}`).join(' ');
+  return String(v);
+}
+
+const MAX_CELL = 48;
+
+/** A table of records: columns in first-seen order (or as given), headers in capitals. */
+export function table(rows: Record<string, unknown>[], columns?: string[], headers?: Record<string, string>): string {
+  if (rows.length === 0) return '(none)';
+  const cols = columns ?? [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  const texts = rows.map((r) => cols.map((c) => cellText(r[c])));
+  const heads = cols.map((c) => (headers?.[c] ?? c).toUpperCase());
+  const widths = cols.map((_, k) => Math.min(MAX_CELL, Math.max(heads[k]!.length, ...texts.map((t) => t[k]!.length))));
+  const line = (vals: string[]) => vals.map((v, k) => (v.length > widths[k]! ? v.slice(0, widths[k]! - 1) + '…' : v.padEnd(widths[k]!))).join('  ').trimEnd();
+  return [line(heads), ...texts.map(line)].join('\n');
+}
+
+/** Renders a result for a person: tables for lists of records, `key  value` lines for records (nested ones indented). */
+export function renderHuman(result: unknown, indent = ''): string {
+  if (result === null || result === undefined) return `${indent}ok`;
+  if (typeof result !== 'object') return `${indent}${String(result)}`;
+  const rows = Array.isArray(result) ? result : Array.isArray((result as { list?: unknown }).list) ? (result as { list: unknown[] }).list : undefined;
+  if (rows) {
+    const body = rows.some((r) => typeof r !== 'object' || r === null || Array.isArray(r))
+      ? rows.map((r) => cellText(r)).join('\n')
+      : table(rows.map((r) => withoutBulky(r as Record<string, unknown>, rows.length)));
+    const rest = Array.isArray(result) ? [] : Object.entries(result).filter(([k]) => k !== 'list');
+    const extra = rest.map(([k, v]) => `${k}: ${cellText(v)}`).join('  ');
+    return [body, extra].filter(Boolean).join('\n').replace(/^/gm, indent);
+  }
+  const entries = Object.entries(result as Record<string, unknown>);
+  if (entries.length === 0) return `${indent}ok`;
+  const w = Math.max(...entries.map(([k]) => k.length));
+  return entries.map(([k, v]) => {
+    if (v !== null && typeof v === 'object' && (Array.isArray(v) ? v.some((x) => typeof x === 'object' && x !== null) : Object.keys(v).length > 0)) {
+      return `${indent}${k}:\n${renderHuman(v, `${indent}  `)}`;
+    }
+    return `${indent}${k.padEnd(w)}  ${cellText(v) || (Array.isArray(v) ? '(none)' : '')}`.trimEnd();
+  }).join('\n');
+}
+
+/** The `property` column of file lists is a record of its own: left out of a table of several rows. */
+function withoutBulky(r: Record<string, unknown>, count: number): Record<string, unknown> {
+  if (count < 2 || !('property' in r)) return r;
+  const { property: _p, ...rest } = r;
+  return rest;
+}
+
+interface FeedRow { library: string; cursor: number; healthy: boolean; lagMs?: number | null; lastPollMs?: number; lastError?: string; changesApplied?: number }
+interface UploadRow { library: string; fullpath: string; state: string; size?: number; sentBytes?: number; failures?: number; lastError?: string }
+interface CacheRow { entries?: number; blocks?: number; contents?: number; bytes: number; maxBytes?: number; hits: number; misses: number; hitRate: number | null }
+
+function feedState(f: FeedRow | undefined | null): Record<string, unknown> {
+  if (!f) return { feed: 'none' };
+  return {
+    feed: f.healthy ? 'healthy' : 'failing',
+    lag: f.lagMs === null || f.lagMs === undefined ? (f.lastPollMs ? formatDuration(Date.now() - f.lastPollMs) : 'not polled yet') : formatDuration(f.lagMs),
+    cursor: f.cursor,
+    changes: f.changesApplied ?? 0,
+    error: f.lastError ?? '',
+  };
+}
+
+/** `ctl library ls`: one row per library, its feed in words. */
+export function renderLibraries(result: unknown): string {
+  const list = result as { name: string; feed: FeedRow | null }[];
+  return table(list.map((l) => ({ name: l.name, ...feedState(l.feed) })), ['name', 'feed', 'lag', 'cursor', 'changes', 'error']);
+}
+
+/** `ctl status`: the gateway, its libraries, uploads, and caches, each in its own section. */
+export function renderStatus(result: unknown): string {
+  const s = result as Record<string, unknown> & {
+    libraries: { name: string }[]; feeds: FeedRow[]; uploads: { pending: number; list: UploadRow[] };
+    stranded: { library: string; fullpath: string }[]; localFiles: number; caches: Record<string, CacheRow>;
+  };
+  const out: string[] = [];
+  const facts: [string, unknown][] = [
+    ['Service', `${String(s.service_url)}${s.embedded_service ? ' (embedded)' : ''}`],
+    ['WebDAV', s.webdav_url ?? 'off'], ['Mount', s.mount ?? 'none'], ['Control', s.control_socket], ['Admin', s.admin_url ?? 'off'],
+    ['Up for', typeof s.uptime_s === 'number' ? formatDuration(s.uptime_s * 1000) : ''],
+  ];
+  for (const [k, v] of facts) out.push(`${k.padEnd(9)} ${String(v)}`);
+  const feeds = new Map(s.feeds.map((f) => [f.library, f]));
+  out.push('', 'Libraries', table(s.libraries.map((l) => ({ name: l.name, ...feedState(feeds.get(l.name)) })), ['name', 'feed', 'lag', 'cursor', 'changes', 'error']));
+  out.push('', `Uploads: ${s.uploads.pending === 0 ? 'none pending' : `${s.uploads.pending} pending`}`);
+  if (s.uploads.list.length) {
+    out.push(table(s.uploads.list.map((u) => ({
+      path: `/${u.library}/${u.fullpath}`, state: u.state,
+      progress: u.size === undefined ? '' : `${formatBytes(u.sentBytes ?? 0)} / ${formatBytes(u.size)}`,
+      tries: u.failures ?? 0, error: u.lastError ?? '',
+    })), ['path', 'state', 'progress', 'tries', 'error']));
+  }
+  if (s.stranded.length) {
+    out.push('', `Stranded: ${s.stranded.length} journaled file(s) of libraries not served (kept; served again with \`ctl library add\`)`);
+    out.push(table(s.stranded.map((e) => ({ path: `/${e.library}/${e.fullpath}` }))));
+  }
+  out.push('', `Local files: ${s.localFiles} (open, written or pending)`, '', 'Caches');
+  out.push(table(Object.entries(s.caches).map(([name, c]) => ({
+    cache: name, items: c.entries ?? c.blocks ?? c.contents ?? 0,
+    size: c.maxBytes ? `${formatBytes(c.bytes)} of ${formatBytes(c.maxBytes)}` : formatBytes(c.bytes),
+    hits: c.hits, misses: c.misses, 'hit rate': c.hitRate === null ? '-' : `${Math.round(c.hitRate * 100)} %`,
+  })), ['cache', 'items', 'size', 'hits', 'misses', 'hit rate']));
+  return out.join('\n');
+}
+
+/** `ctl perm show PATH`: who has what set on the folder, simple and advanced permissions side by side. */
+export function renderPermissions(result: unknown): string {
+  const rows = result as { who: string; simple: string[]; allowed: string[]; denied: string[] }[];
+  if (rows.length === 0) return 'no permissions set on this folder (it inherits its parent\'s)';
+  return table(rows.map((r) => ({ who: r.who, simple: r.simple.join(',') || '-', allowed: r.allowed.join(',') || '-', denied: r.denied.join(',') || '-' })));
+}
+
+/** Words of `text` filled into lines of at most `width` columns. */
+export function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(/\s+/).filter(Boolean)) {
+    if (line && line.length + 1 + word.length > width) { lines.push(line); line = word; } else line = line ? `${line} ${word}` : word;
+  }
+  if (line) lines.push(line);
+  return lines;
+}
+
+/**
+ * A two-column list (usage, description) in 80 columns: the description beside the usage when both fit,
+ * else on the lines below, indented.
+ */
+export function twoColumns(items: [string, string][], width = 80): string {
+  const col = Math.min(32, Math.max(...items.map(([u]) => u.length)));
+  const out: string[] = [];
+  for (const [usage, help] of items) {
+    if (usage.length <= col) {
+      const lines = wrap(help, width - col - 4);
+      out.push(`  ${usage.padEnd(col)}  ${lines[0] ?? ''}`.trimEnd(), ...lines.slice(1).map((l) => `${' '.repeat(col + 4)}${l}`));
+    } else {
+      out.push(...wrap(usage, width - 2).map((l, i) => `  ${i ? '  ' : ''}${l}`), ...wrap(help, width - 8).map((l) => `        ${l}`));
+    }
+  }
+  return out.join('\n');
+}
