@@ -9,7 +9,8 @@ import { SERVICE_ADMIN_OPTIONS, SERVICE_ADMIN_USAGE, runServiceAdmin } from './s
 export const serviceCommand: Subcommand = {
   summary: 'Run the embedded cloud file library service in the foreground.',
   usage: [
-    'Usage: cloudlib service --data DIR [--listen HOST:PORT] [--tls-cert FILE --tls-key FILE] [--public-url URL] [--log-level LEVEL]',
+    'Usage: cloudlib service --data DIR [--listen HOST:PORT] [--public-url URL]',
+    '                        [--tls-cert FILE --tls-key FILE] [--log-level LEVEL]',
     '',
     '  --data DIR          data folder (created; reused on later starts);',
     '                      DIR/credentials.json is written (mode 0600) once ready',
