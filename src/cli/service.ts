@@ -23,8 +23,8 @@ export const serviceCommand: Subcommand = {
     '                      carry it',
     '  --log-level LEVEL   pino level (default info)',
     '',
-    'Request signatures cover parameter values only: off the local machine, serve over HTTPS (--tls-cert)',
-    'or behind a TLS-terminating proxy (--public-url).',
+    'Request signatures cover parameter values only: off the local machine, serve',
+    'over HTTPS (--tls-cert) or behind a TLS-terminating proxy (--public-url).',
   ].join('\n') + '\n' + SERVICE_ADMIN_USAGE,
   options: {
     data: { type: 'string' },
