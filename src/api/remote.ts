@@ -266,7 +266,9 @@ export function toVfsError(err: unknown, path: string): VfsError {
   if (err instanceof VfsError) return err;
   if (err instanceof ServiceError) {
     const code = vfsCodeOf(err);
-    return new VfsError(code, `'${path}': ${err.serviceMessage} (${err.endpoint}${err.code ? ` error_code ${err.code}` : ''})`, { cause: err });
+    // No answer at all, or a proxy in front saying the service behind it is not there: offline.
+    const unreachable = err.transport || err.status === 502 || err.status === 504 || (err.status === 503 && err.code === 0);
+    return new VfsError(code, `'${path}': ${err.serviceMessage} (${err.endpoint}${err.code ? ` error_code ${err.code}` : ''})`, { cause: err, unreachable });
   }
   const e = err as { name?: string; code?: string; message?: string };
   if (e?.name === 'AbortError' || e?.code === 'ABORT_ERR') return new VfsError('EIO', `'${path}': aborted`, { cause: err });

@@ -94,7 +94,7 @@ export function renderLibraries(result: unknown): string {
 /** `ctl status`: the gateway, its libraries, uploads, and caches, each in its own section. */
 export function renderStatus(result: unknown): string {
   const s = result as Record<string, unknown> & {
-    libraries: { name: string }[]; feeds: FeedRow[]; uploads: { pending: number; list: UploadRow[] };
+    libraries: { name: string; online?: boolean; offlineSinceMs?: number; pendingUploads?: number }[]; feeds: FeedRow[]; uploads: { pending: number; list: UploadRow[] };
     stranded: { library: string; fullpath: string }[]; localFiles: number; caches: Record<string, CacheRow>;
   };
   const out: string[] = [];
@@ -105,7 +105,9 @@ export function renderStatus(result: unknown): string {
   ];
   for (const [k, v] of facts) out.push(`${k.padEnd(9)} ${String(v)}`);
   const feeds = new Map(s.feeds.map((f) => [f.library, f]));
-  out.push('', 'Libraries', table(s.libraries.map((l) => ({ name: l.name, ...feedState(feeds.get(l.name)) })), ['name', 'feed', 'lag', 'cursor', 'changes', 'error']));
+  const service = (l: { online?: boolean; offlineSinceMs?: number }): string =>
+    l.online === false ? `offline ${l.offlineSinceMs ? formatDuration(Date.now() - l.offlineSinceMs) : ''}`.trim() : 'online';
+  out.push('', 'Libraries', table(s.libraries.map((l) => ({ name: l.name, service: service(l), waiting: l.pendingUploads ?? 0, ...feedState(feeds.get(l.name)) })), ['name', 'service', 'waiting', 'feed', 'lag', 'cursor', 'changes', 'error']));
   out.push('', `Uploads: ${s.uploads.pending === 0 ? 'none pending' : `${s.uploads.pending} pending`}`);
   if (s.uploads.list.length) {
     out.push(table(s.uploads.list.map((u) => ({

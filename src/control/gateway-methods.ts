@@ -175,7 +175,10 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         const rate = (h: number, m: number) => (h + m === 0 ? null : h / (h + m));
         return {
           ...target.describe(),
-          libraries: target.libraries().map((l) => ({ name: l.name })),
+          libraries: target.libraries().map((l) => {
+            const c = s.libraries.find((x) => x.library === l.name);
+            return { name: l.name, online: c?.online ?? true, offlineSinceMs: c?.offlineSinceMs, offlineError: c?.lastError, pendingUploads: c?.pendingUploads ?? 0 };
+          }),
           feeds: s.feeds.map((f) => ({ ...f, lagMs: f.lastPollMs ? Date.now() - f.lastPollMs : null })),
           uploads: { pending: s.uploads.length, list: s.uploads },
           stranded: s.stranded,

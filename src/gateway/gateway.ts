@@ -367,6 +367,8 @@ export class Gateway {
     reg.gauge('cloudlib_local_files', 'Files with local content (open, written, pending)', () => [{ value: status().localFiles }]);
     reg.gauge('cloudlib_feed_lag_seconds', 'Time since the last successful poll of each library feed', () =>
       status().feeds.map((f) => ({ labels: { library: f.library }, value: f.lastPollMs ? (Date.now() - f.lastPollMs) / 1000 : -1 })));
+    reg.gauge('cloudlib_library_online', 'Whether each library\'s service answers (1) or the library is served offline (0)', () =>
+      this.vfs.status().libraries.map((l) => ({ labels: { library: l.library }, value: l.online ? 1 : 0 })));
     reg.gauge('cloudlib_feed_healthy', 'Whether each library feed is healthy (1) or failing (0)', () =>
       status().feeds.map((f) => ({ labels: { library: f.library }, value: f.healthy ? 1 : 0 })));
     reg.gauge('cloudlib_cache_hits', 'Cache hits since start, by cache', () => {
@@ -400,10 +402,13 @@ export class Gateway {
       } else if (path === '/metrics') {
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' }).end(req.method === 'HEAD' ? undefined : this.metrics.registry.render());
       } else if (path === '/healthz') {
-        const feeds = this.vfs.status().feeds;
-        const failing = feeds.filter((f) => !f.healthy).map((f) => f.library);
-        const body = JSON.stringify({ ok: failing.length === 0, failing_feeds: failing, ...this.describe() });
-        res.writeHead(failing.length === 0 ? 200 : 503, { 'content-type': 'application/json' }).end(req.method === 'HEAD' ? undefined : body);
+        const status = this.vfs.status();
+        const failing = status.feeds.filter((f) => !f.healthy).map((f) => f.library);
+        const offline = status.libraries.filter((l) => !l.online).map((l) => ({ library: l.library, since: new Date(l.offlineSinceMs ?? 0).toISOString(), pending_uploads: l.pendingUploads }));
+        // Degraded: a library's service is away (served from what the gateway has) or its feed fails.
+        const state = failing.length === 0 && offline.length === 0 ? 'ok' : 'degraded';
+        const body = JSON.stringify({ ok: state === 'ok', status: state, offline, failing_feeds: failing, ...this.describe() });
+        res.writeHead(state === 'ok' ? 200 : 503, { 'content-type': 'application/json' }).end(req.method === 'HEAD' ? undefined : body);
       } else {
         res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /, /metrics or /healthz\n');
       }

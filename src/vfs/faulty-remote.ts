@@ -30,6 +30,8 @@ export interface FaultRule {
   times?: number;
   /** Absolute time (ms, the wrapper's clock) after which the rule is removed; default never. */
   untilMs?: number;
+  /** The failure says the service could not be reached (as a refused connection does). Default false. */
+  unreachable?: boolean;
 }
 
 interface ActiveRule extends FaultRule { id: number; hits: number }
@@ -56,9 +58,9 @@ export class FaultyRemote implements Remote {
    * under way (an upload, a range) are aborted too, like connections dropped.
    */
   down(ms: number, opts: { cutInFlight?: boolean } = {}): void {
-    this.inject({ kind: 'fail', code: 'EIO', untilMs: this.clock() + ms });
+    this.inject({ kind: 'fail', code: 'EIO', untilMs: this.clock() + ms, unreachable: true });
     if (opts.cutInFlight) {
-      for (const flight of this.inFlight) flight.abort(new VfsError('EIO', 'connection cut (injected outage)'));
+      for (const flight of this.inFlight) flight.abort(new VfsError('EIO', 'connection cut (injected outage)', { unreachable: true }));
       this.injected.cut += this.inFlight.size;
     }
   }
@@ -117,7 +119,7 @@ export class FaultyRemote implements Remote {
         const fail = this.match(method, path, 'fail');
         if (fail) {
           this.injected.fail++;
-          throw new VfsError(fail.code ?? 'EIO', `${method} '${path}': injected failure`);
+          throw new VfsError(fail.code ?? 'EIO', `${method} '${path}': injected failure${fail.unreachable ? ' (service unreachable)' : ''}`, { unreachable: fail.unreachable });
         }
       }
       const cut = kinds.includes('cut') ? this.match(method, path, 'cut') : undefined;
@@ -127,14 +129,14 @@ export class FaultyRemote implements Remote {
         throw new VfsError('EIO', `${method} '${path}': connection cut (injected), outcome unknown`);
       }
     } catch (err) {
-      if (cutOff()) throw new VfsError('EIO', `${method} '${path}': connection cut (injected outage)`, { cause: err });
+      if (cutOff()) throw new VfsError('EIO', `${method} '${path}': connection cut (injected outage)`, { cause: err, unreachable: true });
       throw err;
     } finally {
       this.inFlight.delete(flight);
       opts?.signal?.removeEventListener('abort', onAbort);
     }
     // Cut off while under way, by a remote that did not stop: the caller never hears the outcome.
-    if (cutOff()) throw new VfsError('EIO', `${method} '${path}': connection cut (injected outage), outcome unknown`);
+    if (cutOff()) throw new VfsError('EIO', `${method} '${path}': connection cut (injected outage), outcome unknown`, { unreachable: true });
     return result;
   }
 

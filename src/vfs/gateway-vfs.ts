@@ -7,7 +7,7 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import type { Logger } from '../shared/log.js';
 import { BlockCache } from './block-cache.js';
 import { ContentCache } from './content-cache.js';
@@ -17,8 +17,9 @@ import { gatewayPathOf, parseGatewayPath } from './gateway-path.js';
 import { LocalVersion } from './local-version.js';
 import { MetadataCache } from './metadata-cache.js';
 import { RangeReader } from './range-reader.js';
-import { baseName, isWithin, joinPath, parentOf, type Remote, type RemoteCallOptions, type RemoteEntry } from './remote.js';
+import { baseName, isWithin, joinPath, parentOf, type Remote, type RemoteCallOptions, type RemoteEntry, type RemoteQuota } from './remote.js';
 import { UpdatesFeed, type UpdatesFeedStatus } from './updates-feed.js';
+import { Connectivity, ReportingRemote, type LibraryConnectivity } from './connectivity.js';
 import type { PendingFile, UploadStatus } from './upload-queue.js';
 import { TimeOverrides } from './time-overrides.js';
 import { WriteBack } from './write-back.js';
@@ -76,8 +77,13 @@ export interface GatewayVfsOptions {
 interface Library {
   name: string;
   id: string;
+  /** The library's Remote as the gateway calls it: every outcome reported to the Connectivity. */
   remote: Remote;
+  /** The Remote as given (remoteOf: tests and the control socket reach fault injection through it). */
+  given: Remote;
   feed?: UpdatesFeed;
+  /** The last quota the service told (statfs answers it while offline). */
+  quota?: RemoteQuota;
 }
 
 /** Where a gateway path points. */
@@ -88,6 +94,8 @@ interface Target {
 }
 
 export interface GatewayStatus {
+  /** Per library: online, or offline since when (serving what it has), and its uploads waiting. */
+  libraries: (LibraryConnectivity & { pendingUploads: number })[];
   uploads: UploadStatus[];
   /** Journal entries whose library is not configured (kept, not uploaded). */
   stranded: { id: string; library: string; fullpath: string }[];
@@ -117,6 +125,8 @@ export class GatewayVfs implements Vfs {
    * holder, '' for callers with none). Writers with another holder are refused (ELOCKED).
    */
   private readonly lockHolds = new Map<string, string>();
+  /** Which libraries' service answers; offline ones are served from what the gateway has. */
+  readonly connectivity: Connectivity;
   private readonly logger: Logger;
   private closed = false;
 
@@ -129,6 +139,14 @@ export class GatewayVfs implements Vfs {
     this.blocks = new BlockCache({ maxBytes: opts.cache?.blockBytes, blockSize: opts.cache?.blockSize });
     this.disk = (opts.cache?.diskBytes ?? 0) > 0 ? new ContentCache({ dir: join(opts.dataDir, 'content'), maxBytes: opts.cache?.diskBytes, logger: opts.logger }) : undefined;
     this.times = new TimeOverrides(join(opts.dataDir, 'times.jsonl'), opts.logger);
+    this.connectivity = new Connectivity({
+      onOffline: (name, err) => this.logger.warn({ library: name, err: err.message }, 'library offline: the service cannot be reached; serving what is cached, writes go to the journal'),
+      onOnline: (name, offlineMs) => {
+        this.logger.info({ library: name, offlineMs }, 'library online again: uploads and folders made meanwhile go to the service');
+        this.writeBack.online(name);
+        void this.libs.get(name)?.feed?.pollNow().catch(() => undefined);
+      },
+    });
     this.writeBack = new WriteBack({
       journalDir: join(opts.dataDir, 'journal'), hasher: this.hasher, sha1Streams: this.sha1Streams,
       upload: opts.upload, partialFetch: opts.partialFetch, logger: opts.logger, diskFaults: opts.diskFaults, durability: opts.durability,
@@ -153,6 +171,10 @@ export class GatewayVfs implements Vfs {
     return this.writeBack.uploads;
   }
 
+  private library(l: ResolvedLibrary): Library {
+    return { name: l.name, id: l.id, remote: new ReportingRemote(l.remote, l.name, this.connectivity), given: l.remote };
+  }
+
   /** Opens the gateway: journal replay, feeds started. */
   static async open(opts: GatewayVfsOptions): Promise<GatewayVfs> {
     const vfs = new GatewayVfs(opts);
@@ -167,7 +189,7 @@ export class GatewayVfs implements Vfs {
     await this.disk?.init();
     for (const l of this.opts.libraries) {
       if (this.libs.has(l.name)) throw new TypeError(`libraries: expected unique folder names, got '${l.name}' twice`);
-      this.libs.set(l.name, { name: l.name, id: l.id, remote: l.remote });
+      this.libs.set(l.name, this.library(l));
     }
     await Promise.all([...this.libs.values()].map((l) => this.startFeed(l)));
     await this.writeBack.replay((name) => this.libs.has(name));
@@ -190,7 +212,7 @@ export class GatewayVfs implements Vfs {
   async addLibrary(l: ResolvedLibrary): Promise<void> {
     if (this.closed) throw new VfsError('EIO', 'the gateway is closing');
     if (this.libs.has(l.name)) throw new VfsError('EEXIST', `a library folder named '${l.name}' is already served`);
-    const lib: Library = { name: l.name, id: l.id, remote: l.remote };
+    const lib = this.library(l);
     this.libs.set(l.name, lib);
     try {
       await this.startFeed(lib);
@@ -214,6 +236,7 @@ export class GatewayVfs implements Vfs {
     this.libs.delete(name);
     await lib.feed?.stop();
     this.cache.dropLibrary(name);
+    this.connectivity.forget(name);
     this.logger.info({ library: name }, 'library removed');
   }
 
@@ -248,7 +271,15 @@ export class GatewayVfs implements Vfs {
     let files = 0;
     let unlimited = false;
     for (const lib of libs) {
-      const q = await lib.remote.quota(this.call(ctx));
+      let q: RemoteQuota;
+      try {
+        q = await lib.remote.quota(this.call(ctx));
+        lib.quota = q;
+      } catch (err) {
+        // Offline: the last figures the service gave.
+        if (!(err instanceof VfsError && err.unreachable && lib.quota)) throw err;
+        q = lib.quota;
+      }
       used += q.used;
       files += q.files ?? 0;
       if (q.total === undefined) unlimited = true;
@@ -296,7 +327,22 @@ export class GatewayVfs implements Vfs {
     if (this.disk && entry.contentHash && this.disk.has(entry.contentHash, start, end + 1)) {
       return Readable.from(this.diskChunks(entry.contentHash, start, end + 1));
     }
-    return lib.remote.openRange(t.fullpath, start, end, { ...this.call(ctx), contentHash: entry.contentHash });
+    const stream = await lib.remote.openRange(t.fullpath, start, end, { ...this.call(ctx), contentHash: entry.contentHash });
+    if (!this.disk || !entry.contentHash) return stream;
+    // What is streamed is kept in the content cache as it passes (read again later, or while offline).
+    const disk = this.disk;
+    const hash = entry.contentHash;
+    let at = start;
+    const tee = new Transform({
+      transform(chunk: Buffer, _enc, done) {
+        void disk.write(hash, at, chunk);
+        at += chunk.length;
+        done(null, chunk);
+      },
+    });
+    stream.on('error', (err) => tee.destroy(err));
+    tee.on('close', () => stream.destroy());
+    return stream.pipe(tee);
   }
 
   /**
@@ -327,7 +373,16 @@ export class GatewayVfs implements Vfs {
     const lib = t.lib!;
     if (await this.lookup(lib, t.fullpath, ctx)) throw new VfsError('EEXIST', `${t.path} exists`);
     await this.needFolder(lib, parentOf(t.fullpath), ctx);
-    const entry = await lib.remote.mkdir(t.fullpath, this.call(ctx));
+    let entry: RemoteEntry;
+    try {
+      entry = await lib.remote.mkdir(t.fullpath, this.call(ctx));
+    } catch (err) {
+      if (!(err instanceof VfsError && err.unreachable)) throw err;
+      // Offline: the folder is journaled, shown at once, and made on the service when it is back.
+      const pending = await this.writeBack.pendingFolder(lib.name, t.fullpath);
+      this.cache.setListing(lib.name, t.fullpath, []);
+      return this.toAttr(lib, pending);
+    }
     this.ownUpsert(lib.name, entry);
     // The service makes a folder only where there was none (an existing name is refused): it is empty, so
     // looking up names in it (every file about to be created there) needs no request.
@@ -516,6 +571,7 @@ export class GatewayVfs implements Vfs {
   status(): GatewayStatus {
     const wb = this.writeBack.status();
     return {
+      libraries: [...this.libs.values()].map((l) => ({ ...this.connectivity.of(l.name), pendingUploads: wb.uploads.filter((u) => u.library === l.name).length })),
       uploads: wb.uploads,
       stranded: wb.stranded,
       feeds: [...this.libs.values()].flatMap((l) => (l.feed ? [l.feed.snapshot()] : [])),
@@ -531,9 +587,9 @@ export class GatewayVfs implements Vfs {
     return [...this.libs.keys()];
   }
 
-  /** The Remote of a library folder (control socket, tests). */
+  /** The Remote of a library folder, as given (control socket, tests). */
   remoteOf(name: string): Remote | undefined {
-    return this.libs.get(name)?.remote;
+    return this.libs.get(name)?.given;
   }
 
   /** Polls every library's feed now (tests, `cloudlib ctl refresh`). */
@@ -705,6 +761,7 @@ export class GatewayVfs implements Vfs {
       mtimeMs, ctimeMs: e.ctimeMs, id: e.id.startsWith('local:') ? undefined : e.id, contentHash: e.contentHash,
       dirty: local || undefined,
       locked: e.locked, tags: e.tags, lastModifiedBy: e.lastModifiedBy,
+      stale: this.connectivity.online(lib.name) ? undefined : true,
     };
   }
 

@@ -26,9 +26,13 @@ export type VfsErrorCode =
   | 'ENOTSUP'; // extended operation not supported on this object
 
 export class VfsError extends Error {
-  constructor(readonly code: VfsErrorCode, message: string, options?: { cause?: unknown }) {
+  /** The service could not be reached (no answer, a cut connection): the library is offline. */
+  readonly unreachable: boolean;
+
+  constructor(readonly code: VfsErrorCode, message: string, options?: { cause?: unknown; unreachable?: boolean }) {
     super(`${code}: ${message}`, options);
     this.name = 'VfsError';
+    this.unreachable = options?.unreachable ?? false;
   }
 }
 
@@ -55,6 +59,8 @@ export interface Attr {
   tags?: string[];
   /** Operator name of the last change, if known. */
   lastModifiedBy?: string;
+  /** The library is offline: this is what was known when it went away. */
+  stale?: boolean;
 }
 
 export interface StatFs {

@@ -3,8 +3,11 @@
  * interval it reads the service's change feed from its millisecond cursor, every page until an empty one,
  * applies each change to the cache, and persists the cursor. When the feed fails, or the backlog is so
  * long that the cursor is clearly too old, the library's cache is dropped (and rebuilt on demand from
- * listings): stale data is never served for longer than one interval after a failure.
+ * listings): stale data is never served for longer than one interval after a failure. An outage (the
+ * service not reachable at all) is the exception: the cache is kept and served, marked stale, and the
+ * feed resumes from its cursor when the service is back, so nothing of what changed meanwhile is missed.
  */
+import { VfsError } from './types.js';
 import { mkdir, readFile, rename, writeFile, open } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Logger } from '../shared/log.js';
@@ -179,6 +182,13 @@ export class UpdatesFeed {
   private fail(err: unknown): void {
     const { cache, library, logger } = this.opts;
     const message = (err as Error).message ?? String(err);
+    if (err instanceof VfsError && err.unreachable && this.cursor >= 0) {
+      // Offline: what is cached stays (marked stale by the gateway); the cursor says where to resume.
+      if (this.status.healthy || this.status.lastError === undefined) logger.warn({ library, err: message }, 'updates feed: service unreachable, serving what is cached until it is back');
+      this.status.healthy = false;
+      this.status.lastError = message;
+      return;
+    }
     if (this.status.healthy || this.status.lastError === undefined) logger.warn({ library, err: message }, 'updates feed failed: cache dropped until it recovers');
     // What is cached may be stale now, and stays unknown until the feed works again.
     cache.dropLibrary(library);

@@ -34,6 +34,8 @@ export interface JournalEntry {
   createdMs: number;
   /** SHA-1 of the spool's content (checked at replay: a power loss may have kept the entry but not its bytes). */
   sha1?: string;
+  /** `folder`: a folder made while the library was offline, to be made on the service (no spool). Default a file. */
+  kind?: 'file' | 'folder';
   /**
    * Order of acknowledgement across every entry (higher is newer). Of two entries for one path, the higher
    * wins at replay; entries of older runs without it count by `createdMs`.
@@ -94,6 +96,11 @@ export class UploadJournal {
     this.unsynced.delete(this.spoolPath(entry.id));
     // The spool's folder entry and the metadata file are independent: both made durable at once.
     await Promise.all([this.syncFolder(this.spoolDir), this.writeEntry(entry, true)]);
+  }
+
+  /** Writes the entry of a folder made offline (it has no spool), fsynced. */
+  async putFolder(entry: JournalEntry): Promise<void> {
+    await this.writeEntry({ ...entry, kind: 'folder' }, true);
   }
 
   /** Makes one entry durable now if a group commit still owes it (an fsync of a file closed before). */

@@ -134,6 +134,17 @@ export class UploadQueue {
     return this.tasks.size;
   }
 
+  /** Attempts waiting out a retry delay start now (the service is back). */
+  retryNow(library?: string): void {
+    for (const task of this.tasks.values()) {
+      if (!task.timer || (library !== undefined && task.file.library !== library)) continue;
+      clearTimeout(task.timer);
+      task.timer = undefined;
+      task.status.state = 'queued';
+      this.schedule(task);
+    }
+  }
+
   /** Tasks that failed at least once since the last settle() began (still queued for retry). */
   failedSinceMark(): UploadStatus[] {
     return [...this.tasks.values()].filter((t) => t.failedSinceMark).map((t) => ({ ...t.status, fullpath: t.file.fullpath, library: t.file.library }));

@@ -111,6 +111,10 @@ export class WriteBack {
   /** Slots by folder (`library\0parent`), for listings: no scan of every slot per readdir. */
   private readonly byFolder = new Map<string, Set<PathSlot>>();
   private readonly stranded: JournalEntry[] = [];
+  /** Folders made while their library was offline (`library\0fullpath`): journaled, made on the service when it is back. */
+  private readonly pendingFolders = new Map<string, { id: string; library: string; entry: RemoteEntry }>();
+  /** The folder creation under way per library (one at a time). */
+  private readonly makingFolders = new Map<string, Promise<void>>();
   private lastSeq = 0;
   private readonly holdTimers = new Set<NodeJS.Timeout>();
   private readonly syncOnClose: boolean;
@@ -167,6 +171,11 @@ export class WriteBack {
   }
 
   private async resume(e: JournalEntry): Promise<void> {
+    if (e.kind === 'folder') {
+      this.pendingFolders.set(keyOf(e.library, e.fullpath), { id: e.id, library: e.library, entry: folderEntry(e.id, e.fullpath, e.mtimeMs) });
+      void this.makeFolders(e.library);
+      return;
+    }
     const v = new LocalVersion(e.id, this.journal.spoolPath(e.id), e.library, e.fullpath, undefined, { baseSize: 0, mtimeMs: e.mtimeMs });
     try {
       await v.loadSize();
@@ -200,21 +209,68 @@ export class WriteBack {
 
   // ---- what the namespace asks ---------------------------------------------------------------------------
 
+  // ---- folders made offline -------------------------------------------------------------------------------
+
+  /** A folder made while the library is offline: journaled (fsynced), shown from now on, made on the service later. */
+  async pendingFolder(library: string, fullpath: string): Promise<RemoteEntry> {
+    const id = this.journal.newId();
+    const now = Date.now();
+    await this.journal.putFolder({ id, library, fullpath, size: 0, mtimeMs: now, createdMs: now, seq: this.nextSeq() }).catch((err: unknown) => { throw fsErrorOf(err, `journaling the folder '${fullpath}'`); });
+    const entry = folderEntry(id, fullpath, now);
+    this.pendingFolders.set(keyOf(library, fullpath), { id, library, entry });
+    return entry;
+  }
+
+  /** The library's service answers again: the waiting uploads start now, and folders made meanwhile are made. */
+  online(library: string): void {
+    this.uploads.retryNow(library);
+    void this.makeFolders(library);
+  }
+
+  /** Makes the library's pending folders on the service, parents first; stops at the first unreachable call. */
+  private makeFolders(library: string): Promise<void> {
+    const running = this.makingFolders.get(library);
+    if (running) return running;
+    const run = (async () => {
+      const remote = this.opts.host.remoteFor(library);
+      if (!remote) return;
+      const mine = [...this.pendingFolders.entries()].filter(([, f]) => f.library === library)
+        .sort(([, a], [, b]) => a.entry.fullpath.split('/').length - b.entry.fullpath.split('/').length);
+      for (const [key, f] of mine) {
+        if (this.closed) return;
+        try {
+          // ensureParents makes every missing folder above a path: above a child of this one, this one too.
+          const made = (await remote.stat(f.entry.fullpath)) ?? (await this.opts.host.ensureParents(library, `${f.entry.fullpath}/-`).then(() => remote.stat(f.entry.fullpath)));
+          if (made && !made.isDir) this.opts.logger.error({ library, path: f.entry.fullpath }, 'a folder made offline: a file of that name is on the service now; the folder is dropped');
+          else if (made) this.opts.host.uploaded(library, made, f.entry.mtimeMs);
+        } catch (err) {
+          if (err instanceof VfsError && err.unreachable) return; // still away: again when it is back
+          this.opts.logger.error({ library, path: f.entry.fullpath, err: (err as Error).message }, 'a folder made offline could not be made on the service; dropped');
+        }
+        this.pendingFolders.delete(key);
+        await this.journal.remove(f.id).catch(() => undefined);
+      }
+    })().finally(() => this.makingFolders.delete(library));
+    this.makingFolders.set(library, run);
+    return run;
+  }
+
   /** The local version reads of a path see, if any. */
   current(library: string, fullpath: string): LocalVersion | undefined {
     return this.slots.get(keyOf(library, fullpath))?.current;
   }
 
-  /** The local entry of a path (what stat and listings show), if there is a local version. */
+  /** The local entry of a path (what stat and listings show), if there is a local version or a folder made offline. */
   entry(library: string, fullpath: string): RemoteEntry | undefined {
     const v = this.current(library, fullpath);
-    return v ? entryOf(v) : undefined;
+    return v ? entryOf(v) : this.pendingFolders.get(keyOf(library, fullpath))?.entry;
   }
 
   /** Local entries directly inside a folder. */
   entriesIn(library: string, folder: string): RemoteEntry[] {
     const out: RemoteEntry[] = [];
     for (const slot of this.byFolder.get(keyOf(library, folder)) ?? []) if (slot.current) out.push(entryOf(slot.current));
+    for (const f of this.pendingFolders.values()) if (f.library === library && parentOf(f.entry.fullpath) === folder) out.push(f.entry);
     return out;
   }
 
@@ -802,6 +858,11 @@ export class WriteBack {
     if (!slot) return undefined;
     return { current: slot.current?.state, acked: slot.acked?.state, session: slot.session?.version.state, writers: slot.session?.writers ?? 0 };
   }
+}
+
+/** The entry of a folder made offline (its id says it is only local). */
+function folderEntry(id: string, fullpath: string, mtimeMs: number): RemoteEntry {
+  return { id: `local:${id}`, fullpath, name: baseName(fullpath), isDir: true, size: 0, mtimeMs, ctimeMs: mtimeMs };
 }
 
 /** The entry of a local version, as lookups and listings show it. */

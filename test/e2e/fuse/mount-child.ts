@@ -23,7 +23,8 @@ interface Backend {
   remoteRead(path: string): Promise<Buffer>;
   remoteList(path: string): Promise<string[]>;
   remoteStat(path: string): Promise<{ size: number; isDir: boolean; tags?: string[]; locked?: boolean } | null>;
-  setFaults(faults: { delayMs?: number; failWith?: string }): void;
+  /** Memory backend: delays and failures; service backend: `down` takes the service away (an outage) or brings it back. */
+  setFaults(faults: { delayMs?: number; failWith?: string; down?: boolean }): void;
   /** Sizes of the file's versions on the service, newest first. */
   remoteHistory(path: string): Promise<number[]>;
   /** Locks or unlocks a file through the gateway as another front end (WebDAV) would. */
@@ -84,7 +85,8 @@ async function serviceBackend(ownProcess: boolean): Promise<Backend> {
   const { join } = await import('node:path');
   const svc = ownProcess ? await startServiceProcess({ memoryData: true }) : await startTestService();
   const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-fuse-vfs-'));
-  const vfs = await createVfs({ libraries: [{ name: 'Lib', client: svc.client }], dataDir, feedIntervalMs: 300, upload: { retryBaseMs: 50, retryMaxMs: 500 } });
+  const vfs = await createVfs({ libraries: [{ name: 'Lib', client: svc.client }], dataDir, feedIntervalMs: 300, upload: { retryBaseMs: 50, retryMaxMs: 500 }, faults: true, cache: { diskBytes: 64 * 1024 * 1024 } });
+  const faulty = vfs.remoteOf('Lib') as import('../../../src/vfs/index.js').FaultyRemote;
   const fullpath = (path: string): string => {
     if (!path.startsWith('/Lib')) throw new Error(`the service backend has only the library folder /Lib, got ${path}`);
     return path.slice('/Lib'.length).replace(/^\/+/, '');
@@ -116,8 +118,10 @@ async function serviceBackend(ownProcess: boolean): Promise<Backend> {
         return null;
       }
     },
-    setFaults() {
-      throw new Error('not supported: fault injection needs the memory backend');
+    setFaults(faults) {
+      if (faults.down === undefined) throw new Error('not supported: the service backend takes { down: boolean } only');
+      if (faults.down) faulty.down(3_600_000);
+      else faulty.heal();
     },
     async remoteHistory(path) {
       const h = await svc.client.file.history({ fullpath: fullpath(path) });

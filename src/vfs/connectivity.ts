@@ -1,0 +1,94 @@
+/**
+ * Connectivity: whether each library's service answers. Every call a library's Remote makes reports here
+ * (through ReportingRemote): one that fails because the service could not be reached (no answer, a cut
+ * connection, a gateway error of a proxy in front of it) takes the library offline; any answer brings it
+ * back online. While offline the gateway serves what it has — cached listings, attributes and content, the
+ * journal — and takes new writes into the journal; `onOnline` is where the waiting work resumes.
+ */
+import { VfsError } from './types.js';
+import type { ChangesPage, CommitOptions, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteEntry, RemoteInfo, RemoteQuota } from './remote.js';
+import type { Readable } from 'node:stream';
+
+export interface LibraryConnectivity {
+  library: string;
+  online: boolean;
+  /** Since when it is offline, ms since the epoch. */
+  offlineSinceMs?: number;
+  /** What the last unreachable call said. */
+  lastError?: string;
+}
+
+export class Connectivity {
+  private readonly state = new Map<string, LibraryConnectivity>();
+
+  constructor(private readonly hooks: { onOffline?: (library: string, err: VfsError) => void; onOnline?: (library: string, offlineMs: number) => void } = {}) {}
+
+  /** A call of `library` was answered (whatever the answer). */
+  answered(library: string): void {
+    const s = this.state.get(library);
+    if (!s || s.online) return;
+    const since = s.offlineSinceMs ?? Date.now();
+    this.state.set(library, { library, online: true });
+    this.hooks.onOnline?.(library, Date.now() - since);
+  }
+
+  /** A call of `library` failed: offline when the failure says the service could not be reached. */
+  failed(library: string, err: unknown): void {
+    if (!(err instanceof VfsError) || !err.unreachable) {
+      // The service answered with an error: it is there.
+      if (err instanceof VfsError) this.answered(library);
+      return;
+    }
+    const s = this.state.get(library);
+    if (s && !s.online) {
+      s.lastError = err.message;
+      return;
+    }
+    this.state.set(library, { library, online: false, offlineSinceMs: Date.now(), lastError: err.message });
+    this.hooks.onOffline?.(library, err);
+  }
+
+  online(library: string): boolean {
+    return this.state.get(library)?.online ?? true;
+  }
+
+  of(library: string): LibraryConnectivity {
+    return { ...(this.state.get(library) ?? { library, online: true }) };
+  }
+
+  forget(library: string): void {
+    this.state.delete(library);
+  }
+}
+
+/** A Remote that reports every call's outcome to a Connectivity. */
+export class ReportingRemote implements Remote {
+  constructor(readonly inner: Remote, private readonly library: string, private readonly link: Connectivity) {}
+
+  info(opts?: RemoteCallOptions): Promise<RemoteInfo> { return this.run(() => this.inner.info(opts)); }
+  list(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]> { return this.run(() => this.inner.list(p, opts)); }
+  stat(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null> { return this.run(() => this.inner.stat(p, opts)); }
+  openRange(p: string, start: number, end: number, opts?: RangeCallOptions): Promise<Readable> { return this.run(() => this.inner.openRange(p, start, end, opts)); }
+  commit(p: string, s: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> { return this.run(() => this.inner.commit(p, s, opts)); }
+  mkdir(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry> { return this.run(() => this.inner.mkdir(p, opts)); }
+  move(a: string, b: string, opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.move(a, b, opts)); }
+  copy(a: string, b: string, opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.copy(a, b, opts)); }
+  remove(p: string, opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.remove(p, opts)); }
+  changes(c: number, opts?: RemoteCallOptions): Promise<ChangesPage> { return this.run(() => this.inner.changes(c, opts)); }
+  headCursor(opts?: RemoteCallOptions): Promise<number> { return this.run(() => this.inner.headCursor(opts)); }
+  quota(opts?: RemoteCallOptions): Promise<RemoteQuota> { return this.run(() => this.inner.quota(opts)); }
+  lock(p: string, l: boolean, opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.lock(p, l, opts)); }
+  addTags(p: string, t: string[], opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.addTags(p, t, opts)); }
+  removeTags(p: string, t: string[], opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.removeTags(p, t, opts)); }
+
+  private async run<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      const result = await call();
+      this.link.answered(this.library);
+      return result;
+    } catch (err) {
+      this.link.failed(this.library, err);
+      throw err;
+    }
+  }
+}
