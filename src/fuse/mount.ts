@@ -1,6 +1,8 @@
 /**
- * mountVfs: serves a Vfs as a FUSE mount through fuse-native (libfuse 2.9), and takes it down cleanly.
+ * mountVfs: serves a Vfs as a FUSE mount, and takes it down cleanly. Two engines: `fuse3` (our own
+ * N-API addon over libfuse 3's low-level API, engine/) and `fuse-native` (libfuse 2.9).
  *
+ * For fuse-native:
  * MountedFuse fixes three spots of the binding: `fgetattr` reaches our handle table (the binding sends it
  * to `getattr`), getxattr/listxattr see the kernel's buffer (size queries and ERANGE), and the mount
  * options are ours (big writes, kernel cache timeouts, read-only).
@@ -12,7 +14,13 @@ import type { Logger } from 'pino';
 import type { Vfs } from '../vfs/types.js';
 import { DEFAULT_DEADLINES, FuseOperations, type OperationDeadlines } from './operations.js';
 import type { NativeCallback } from './reply.js';
-import { clearStaleMount, detachMount, findFuseMount } from './stale-mount.js';
+import { clearStaleMount, detachMount, findFuseMount, abortConnection } from './stale-mount.js';
+import { loadFuse3Binding } from './engine/binding.js';
+import { LowLevelMount } from './engine/lowlevel-mount.js';
+
+/** The FUSE engines: our libfuse 3 addon, or fuse-native (libfuse 2.9). */
+export type FuseEngine = 'fuse3' | 'fuse-native';
+export const FUSE_ENGINES: readonly FuseEngine[] = ['fuse3', 'fuse-native'];
 
 export interface MountOptions {
   vfs: Vfs;
@@ -39,6 +47,10 @@ export interface MountOptions {
   flushTimeoutMs?: number;
   /** Print libfuse's own trace of every request (very verbose). Default false. */
   debug?: boolean;
+  /** Which FUSE engine serves the mount. Default `fuse-native`. */
+  engine?: FuseEngine;
+  /** fuse3 engine: let the kernel cache writes and send them in large requests. Default true. */
+  writebackCache?: boolean;
   logger: Logger;
 }
 
@@ -135,6 +147,7 @@ function validate(opts: MountOptions): void {
   if (opts.attrTimeoutS !== undefined && !(typeof opts.attrTimeoutS === 'number' && opts.attrTimeoutS >= 0 && opts.attrTimeoutS <= 3600)) {
     throw new TypeError(`attrTimeoutS: expected seconds from 0 to 3600, got ${JSON.stringify(opts.attrTimeoutS)}`);
   }
+  if (opts.engine !== undefined && !FUSE_ENGINES.includes(opts.engine)) throw new TypeError(`engine: expected ${FUSE_ENGINES.join(' or ')}, got ${JSON.stringify(opts.engine)}`);
   for (const [k, v] of Object.entries(opts.deadlines ?? {})) {
     if (typeof v !== 'number' || !(v >= 0)) throw new TypeError(`deadlines.${k}: expected milliseconds >= 0, got ${JSON.stringify(v)}`);
   }
@@ -159,16 +172,12 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
     deadlines: { ...DEFAULT_DEADLINES, ...opts.deadlines },
     logger,
   });
-  const fuse = new MountedFuse(mnt, operations.toNative(), {
-    allowOther: !!opts.allowOther,
-    readOnly,
-    attrTimeoutS: opts.attrTimeoutS ?? 2,
-    debug: !!opts.debug,
-  });
-  await new Promise<void>((resolveMount, reject) => {
-    fuse.mount((err) => (err ? reject(new Error(`cannot mount ${mnt}: ${err.message}`)) : resolveMount()));
-  });
-  logger.info({ mountpoint: mnt, readOnly }, 'fuse: mounted');
+  const engine = opts.engine ?? 'fuse-native';
+  const attrTimeoutS = opts.attrTimeoutS ?? 2;
+  const served = engine === 'fuse3'
+    ? mountFuse3(mnt, operations, { ...opts, attrTimeoutS, readOnly }, logger)
+    : await mountFuseNative(mnt, operations, { allowOther: !!opts.allowOther, readOnly, attrTimeoutS, debug: !!opts.debug });
+  logger.info({ mountpoint: mnt, readOnly, engine }, 'fuse: mounted');
 
   let unmounting: Promise<void> | undefined;
   const unmount = (): Promise<void> => {
@@ -181,12 +190,7 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
         logger.warn({ err: String(err) }, 'fuse: uploads still pending at unmount; they stay in the journal');
       });
       // 3. Unmount, then release whatever the kernel still held open.
-      await new Promise<void>((resolveUnmount) => {
-        fuse.unmount((err) => {
-          if (err) logger.warn({ err: err.message }, 'fuse: unmount reported an error');
-          resolveUnmount();
-        });
-      });
+      await served.unmount();
       if (await findFuseMount(mnt)) await detachMount(mnt, logger);
       await operations.inFlight.drained(5_000);
       for (const file of operations.handles.takeAll()) {
@@ -197,4 +201,72 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
     return unmounting;
   };
   return { mountpoint: mnt, unmount };
+}
+
+interface ServedMount {
+  unmount(): Promise<void>;
+}
+
+async function mountFuseNative(mnt: string, operations: FuseOperations, config: MountedFuseConfig): Promise<ServedMount> {
+  const fuse = new MountedFuse(mnt, operations.toNative(), config);
+  await new Promise<void>((resolveMount, reject) => {
+    fuse.mount((err) => (err ? reject(new Error(`cannot mount ${mnt}: ${err.message}`)) : resolveMount()));
+  });
+  return {
+    unmount: () =>
+      new Promise<void>((resolveUnmount) => {
+        fuse.unmount((err) => {
+          if (err) operations.logger.warn({ err: err.message }, 'fuse: unmount reported an error');
+          resolveUnmount();
+        });
+      }),
+  };
+}
+
+/** What the libfuse 3 engine asks the kernel for at INIT. */
+export const FUSE3_SETTINGS = {
+  /** Largest write request, bytes (the kernel's limit with max_pages is 1 MiB on 4 KiB pages). */
+  maxWrite: 1024 * 1024,
+  /** Read-ahead window, bytes. */
+  maxReadahead: 1024 * 1024,
+  /** Requests the kernel keeps in flight in the background (read-ahead, writeback). */
+  maxBackground: 64,
+  congestionThreshold: 48,
+};
+
+function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions & { attrTimeoutS: number; readOnly: boolean }, logger: Logger): ServedMount {
+  const binding = loadFuse3Binding();
+  const options = ['fsname=cloudlib', 'subtype=cloudlib', 'default_permissions'];
+  if (opts.allowOther) options.push('allow_other');
+  if (opts.readOnly) options.push('ro');
+  const args = ['-o', options.join(',')];
+  if (opts.debug) args.push('-d');
+  const session = new LowLevelMount({
+    binding,
+    operations,
+    mountpoint: mnt,
+    mountOptions: args,
+    settings: { ...FUSE3_SETTINGS, writeback: opts.writebackCache === false ? 0 : 1, asyncRead: 1, readers: 1 },
+    attrTimeoutS: opts.attrTimeoutS,
+    logger,
+  });
+  try {
+    session.mount();
+  } catch (err) {
+    throw new Error(`cannot mount ${mnt}: ${(err as Error).message}`);
+  }
+  return {
+    async unmount() {
+      const entry = await findFuseMount(mnt);
+      await session.unmount();
+      // The readers stop once the kernel lets go of the connection; files still open elsewhere keep it.
+      const ended = await Promise.race([session.ended.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 5_000).unref())]);
+      if (!ended && entry) {
+        logger.warn({ mountpoint: mnt }, 'fuse: the kernel still holds the connection after unmount; aborting it');
+        await abortConnection(entry, logger);
+        await Promise.race([session.ended, new Promise<void>((r) => setTimeout(r, 5_000).unref())]);
+      }
+      session.destroy();
+    },
+  };
 }

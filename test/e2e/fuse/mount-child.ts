@@ -6,10 +6,11 @@
  * argv: MOUNTPOINT; env FUSE_TEST_OPTIONS: JSON of extra mountVfs options; FUSE_TEST_BACKEND: `memory`
  * (default: an in-memory Vfs), `service` (the gateway's Vfs over a real embedded service in this
  * process) or `service-process` (the same with the service in a process of its own, its data in memory,
- * as beside a production gateway: what the benchmarks use).
+ * as beside a production gateway: what the benchmarks use); FUSE_TEST_ENGINE: the mountVfs `engine`
+ * (default: mountVfs's own).
  */
 import { tuneGarbageCollector } from '../../../src/shared/gc-tuning.js';
-import { mountVfs, type MountedVfs } from '../../../src/fuse/index.js';
+import { mountVfs, type MountOptions, type MountedVfs } from '../../../src/fuse/index.js';
 import { createLogger } from '../../../src/shared/log.js';
 import type { Vfs } from '../../../src/vfs/types.js';
 import { MemoryVfs } from './memory-vfs.js';
@@ -194,7 +195,8 @@ async function main(): Promise<void> {
     })().then((r) => reply(r ?? null), (err: Error) => reply(null, err.message));
   });
 
-  const mounted = await mountVfs({ vfs: backend.vfs, mountpoint, logger, ...extra });
+  const engine = process.env.FUSE_TEST_ENGINE as MountOptions['engine'];
+  const mounted = await mountVfs({ vfs: backend.vfs, mountpoint, logger, ...(engine ? { engine } : {}), ...extra });
   state.mounted = mounted;
   process.send({ ready: true, mountpoint: mounted.mountpoint });
 }
