@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 enum op_code {
   OP_LOOKUP = 1, OP_FORGET = 2, OP_GETATTR = 3, OP_SETATTR = 4, OP_MKDIR = 5, OP_UNLINK = 6,
@@ -73,6 +74,8 @@ typedef struct session {
   uint32_t *free_slots;
   uint32_t free_count;
   int closed;
+  /* Notifications being written (destroy waits for them). */
+  int notifying;
 
   /* Asked for at INIT. */
   unsigned max_write, max_readahead, max_background, congestion_threshold;
@@ -811,6 +814,13 @@ static napi_value js_destroy(napi_env env, napi_callback_info info) {
     }
   }
   pthread_mutex_unlock(&s->lock);
+  for (;;) {
+    pthread_mutex_lock(&s->lock);
+    int busy = s->notifying;
+    pthread_mutex_unlock(&s->lock);
+    if (!busy) break;
+    usleep(1000);
+  }
   napi_release_threadsafe_function(s->tsfn, napi_tsfn_release);
   fuse_session_destroy(s->se);
   s->se = NULL;
@@ -1144,19 +1154,67 @@ static napi_value js_reply_statfs(napi_env env, napi_callback_info info) {
   return bool_value(env, 1);
 }
 
-/* invalidateEntry(session, parentIno, name): the kernel forgets a name it cached (changed elsewhere). */
+typedef struct {
+  napi_async_work work;
+  napi_deferred deferred;
+  session *s;
+  fuse_ino_t parent;
+  char *name;
+  int rc;
+} notify_job;
+
+static void notify_execute(napi_env env, void *data) {
+  notify_job *job = data;
+  session *s = job->s;
+  pthread_mutex_lock(&s->lock);
+  int closed = s->closed;
+  if (!closed) s->notifying++;
+  pthread_mutex_unlock(&s->lock);
+  if (closed) {
+    job->rc = -ENOTCONN;
+    return;
+  }
+  job->rc = fuse_lowlevel_notify_inval_entry(s->se, job->parent, job->name, strlen(job->name));
+  pthread_mutex_lock(&s->lock);
+  s->notifying--;
+  pthread_mutex_unlock(&s->lock);
+}
+
+static void notify_complete(napi_env env, napi_status status, void *data) {
+  notify_job *job = data;
+  napi_value rc;
+  napi_create_int32(env, job->rc, &rc);
+  napi_resolve_deferred(env, job->deferred, rc);
+  napi_delete_async_work(env, job->work);
+  free(job->name);
+  free(job);
+}
+
+/*
+ * invalidateEntry(session, parentIno, name) → Promise<rc>: the kernel forgets a name it cached (its
+ * file changed elsewhere), so the next path walk looks it up again. Runs off the main thread: the
+ * kernel may have to wait for a request on that folder that only the main thread answers.
+ */
 static napi_value js_invalidate_entry(napi_env env, napi_callback_info info) {
   size_t argc = 3;
   napi_value argv[3];
   NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   session *s = get_session(env, argv[0]);
-  if (!s || !s->se) return NULL;
-  char *name = get_string(env, argv[2]);
-  int rc = name ? fuse_lowlevel_notify_inval_entry(s->se, (fuse_ino_t)get_double(env, argv[1]), name, strlen(name)) : -ENOMEM;
-  free(name);
-  napi_value result;
-  napi_create_int32(env, rc, &result);
-  return result;
+  if (!s) return NULL;
+  notify_job *job = calloc(1, sizeof(notify_job));
+  if (!job) {
+    napi_throw_error(env, NULL, "out of memory");
+    return NULL;
+  }
+  job->s = s;
+  job->parent = (fuse_ino_t)get_double(env, argv[1]);
+  job->name = get_string(env, argv[2]);
+  napi_value promise, name;
+  NAPI_CALL(env, napi_create_promise(env, &job->deferred, &promise));
+  napi_create_string_utf8(env, "fuse3-notify", NAPI_AUTO_LENGTH, &name);
+  NAPI_CALL(env, napi_create_async_work(env, NULL, name, notify_execute, notify_complete, job, &job->work));
+  NAPI_CALL(env, napi_queue_async_work(env, job->work));
+  return promise;
 }
 
 static napi_value init(napi_env env, napi_value exports) {

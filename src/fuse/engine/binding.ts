@@ -78,7 +78,8 @@ export interface Fuse3Binding {
   replyDir(session: NativeSession, id: number, size: number, names: readonly string[], inos: Float64Array, dirs: Uint8Array, firstOffset: number): number;
   /** statfs: Float64Array [bsize, frsize, blocks, bfree, bavail, files, ffree, favail, fsid, flag, namemax]. */
   replyStatfs(session: NativeSession, id: number, statfs: Float64Array): boolean;
-  invalidateEntry(session: NativeSession, parentIno: number, name: string): number;
+  /** The kernel forgets a cached name (off the main thread); resolves with libfuse's result (0 or -errno). */
+  invalidateEntry(session: NativeSession, parentIno: number, name: string): Promise<number>;
 }
 
 /** Where node-gyp puts the addon, from this file (src/fuse/engine) or its build (dist/fuse/engine). */

@@ -25,6 +25,8 @@ export interface InodeNode {
   detached: boolean;
   /** Open file handles on this inode (the front end counts them). */
   opens: number;
+  /** Of those, the ones open for writing. */
+  writers: number;
   /** Size and mtime last shown to the kernel, to tell a change made elsewhere. */
   shown?: { size: number; mtimeMs: number };
   isDir: boolean;
@@ -43,7 +45,7 @@ export class InodeTable {
   readonly root: InodeNode;
 
   constructor() {
-    this.root = { ino: ROOT_INO, parent: undefined, name: '', lookups: 1, children: 0, detached: false, opens: 0, isDir: true };
+    this.root = { ino: ROOT_INO, parent: undefined, name: '', lookups: 1, children: 0, detached: false, opens: 0, writers: 0, isDir: true };
     this.byIno.set(ROOT_INO, this.root);
   }
 
@@ -98,7 +100,7 @@ export class InodeTable {
       node = undefined;
     }
     if (!node) {
-      node = { ino: this.next++, parent, name, lookups: 0, children: 0, detached: false, opens: 0, isDir };
+      node = { ino: this.next++, parent, name, lookups: 0, children: 0, detached: false, opens: 0, writers: 0, isDir };
       parent.children++;
       this.byIno.set(node.ino, node);
       this.byName.set(k, node);
@@ -160,12 +162,14 @@ export class InodeTable {
   }
 
   /** An open file on `ino` (keeps the inode while open). */
-  opened(node: InodeNode): void {
+  opened(node: InodeNode, writable: boolean): void {
     node.opens++;
+    if (writable) node.writers++;
   }
 
-  closed(node: InodeNode): void {
+  closed(node: InodeNode, writable: boolean): void {
     node.opens = Math.max(0, node.opens - 1);
+    if (writable) node.writers = Math.max(0, node.writers - 1);
     this.dropIfUnused(node);
   }
 }

@@ -104,8 +104,8 @@ export class LowLevelMount {
   private readonly logger: Logger;
   private readonly timeout: number;
   private session: NativeSession | undefined;
-  /** File handle → the inode it was opened on. */
-  private readonly openInodes = new Map<number, InodeNode>();
+  /** File handle → the inode it was opened on, and whether for writing. */
+  private readonly openInodes = new Map<number, { node: InodeNode; writable: boolean }>();
   private readonly dirs = new Map<number, DirListing | undefined>();
   private nextDirFh = DIR_FH_BASE;
   private writeback = false;
@@ -215,8 +215,12 @@ export class LowLevelMount {
         const node = this.inodes.get(req.ino);
         const reply: NativeCallback = (code, st) => {
           if (code < 0) return void b.replyErr(se, id, -code);
-          this.shown(node, st as KernelStat);
-          b.replyAttr(se, id, this.statArray(req.ino, st as KernelStat), this.timeout);
+          const stat = st as KernelStat;
+          // Changed elsewhere: keep what was shown, so the next lookup gives the name a new inode, and
+          // make the kernel look the name up again.
+          if (this.changedElsewhere(node, stat)) this.invalidate(node);
+          else this.shown(node, stat);
+          b.replyAttr(se, id, this.statArray(req.ino, stat), this.timeout);
         };
         if (this.isFileHandle(req.fh) && !node.isDir) this.ops.fgetattr(path, req.fh, reply);
         else this.ops.getattr(path, reply);
@@ -275,8 +279,11 @@ export class LowLevelMount {
         return;
       case Op.WRITE:
         this.operations.writeOwned(this.safePath(req.ino), req.fh!, req.data!, req.offset!, (code) => {
-          if (code < 0) b.replyErr(se, id, -code);
-          else b.replyWrite(se, id, code);
+          if (code < 0) return void b.replyErr(se, id, -code);
+          b.replyWrite(se, id, code);
+          // What this mount wrote is no change made elsewhere: compare again from the next attributes shown.
+          const open = this.openInodes.get(req.fh!);
+          if (open) open.node.shown = undefined;
         });
         return;
       case Op.FLUSH:
@@ -350,16 +357,28 @@ export class LowLevelMount {
   }
 
   private opened(node: InodeNode, fh: number): void {
-    this.inodes.opened(node);
-    this.openInodes.set(fh, node);
+    let writable = false;
+    try {
+      writable = this.operations.handles.get(fh).writable;
+    } catch {
+      // Released already (deadline): counted as read-only.
+    }
+    this.inodes.opened(node, writable);
+    this.openInodes.set(fh, { node, writable });
+  }
+
+  /** The kernel closed `fh` (or never got it). */
+  private forgetHandle(fh: number): { node: InodeNode; writable: boolean } | undefined {
+    const open = this.openInodes.get(fh);
+    this.openInodes.delete(fh);
+    return open;
   }
 
   /** An open the kernel gave up on (interrupted): release what it opened. */
   private closeUnanswered(path: string, fh: number): void {
     this.ops.release(path, fh, () => {
-      const node = this.openInodes.get(fh);
-      this.openInodes.delete(fh);
-      if (node) this.inodes.closed(node);
+      const open = this.forgetHandle(fh);
+      if (open) this.inodes.closed(open.node, open.writable);
     });
   }
 
@@ -382,10 +401,33 @@ export class LowLevelMount {
     if (code < 0) return void this.binding.replyErr(this.se, id, -code);
     const isDir = (st.mode & 0o170000) === 0o040000;
     const known = this.inodes.find(parent, name);
-    const changed = !created && !isDir && known?.shown !== undefined && known.opens === 0 && (known.shown.size !== st.size || known.shown.mtimeMs !== st.mtime);
+    const changed = !created && known !== undefined && this.changedElsewhere(known, st);
     const node = this.inodes.remember(parent, name, isDir, created || changed);
     this.shown(node, st);
     if (!this.binding.replyEntry(this.se, id, this.statArray(node.ino, st), this.timeout, this.timeout)) this.inodes.forget(node.ino, 1);
+  }
+
+  /** A file not open here whose size or mtime differs from what the kernel was last shown. */
+  private changedElsewhere(node: InodeNode, st: KernelStat): boolean {
+    return !node.isDir && node.writers === 0 && node.shown !== undefined && (node.shown.size !== st.size || node.shown.mtimeMs !== st.mtime);
+  }
+
+  /** True when the file changed elsewhere since the kernel last saw it (then its cached times are stale). */
+  private async staleKernelTimes(node: InodeNode, path: string): Promise<boolean> {
+    if (node.isDir || node.writers > 0 || !node.shown) return false;
+    const [code, st] = await answerOf((cb) => this.ops.getattr(path, cb));
+    return code === 0 && this.changedElsewhere(node, st as KernelStat);
+  }
+
+  private invalidate(node: InodeNode): void {
+    if (node.detached || !node.parent || !this.session) return;
+    const name = node.name;
+    this.binding.invalidateEntry(this.session, node.parent.ino, name).then(
+      (rc) => {
+        if (rc < 0 && rc !== -Errno.ENOENT) this.logger.debug({ name, rc }, 'fuse: invalidating a cached name failed');
+      },
+      (err: unknown) => this.logger.warn({ name, err: String(err) }, 'fuse: invalidating a cached name failed'),
+    );
   }
 
   private create(id: number, req: KernelRequest): void {
@@ -453,19 +495,19 @@ export class LowLevelMount {
     const path = this.safePath(ino);
     this.ops.release(path, fh, (code) => {
       this.binding.replyErr(this.se, id, code < 0 ? -code : 0);
-      const node = this.openInodes.get(fh);
-      this.openInodes.delete(fh);
-      if (!node) return;
+      const open = this.forgetHandle(fh);
+      if (!open) return;
+      const node = open.node;
       if (node.hidden && node.opens === 1 && !node.detached) {
         const hiddenPath = this.inodes.pathOf(node);
         this.ops.unlink(hiddenPath, (c) => {
           if (c < 0) this.logger.warn({ path: hiddenPath, errno: -c }, 'fuse: removing an unlinked file at its last close failed');
           if (!node.detached && node.parent) this.inodes.removeName(node.parent.ino, node.name);
-          this.inodes.closed(node);
+          this.inodes.closed(node, open.writable);
         });
         return;
       }
-      this.inodes.closed(node);
+      this.inodes.closed(node, open.writable);
     });
   }
 
@@ -529,11 +571,15 @@ export class LowLevelMount {
       }
       if (valid & (SET_MTIME | SET_MTIME_NOW)) {
         const mtime = valid & SET_MTIME_NOW ? Date.now() : req.mtimeMs!;
-        if (!(await step((cb) => this.ops.utimens(path, mtime, mtime, cb)))) return;
+        if (!(valid & SET_SIZE) && (await this.staleKernelTimes(node, path))) {
+          // The kernel writes back the times of what it cached long after: not over a newer version.
+          this.logger.debug({ path }, 'fuse: kept the times of a file changed elsewhere');
+        } else if (!(await step((cb) => this.ops.utimens(path, mtime, mtime, cb)))) return;
       }
       const [code, st] = await answerOf((cb) => (fh !== undefined ? this.ops.fgetattr(path, fh, cb) : this.ops.getattr(path, cb)));
       if (code < 0) return void b.replyErr(se, id, -code);
-      this.shown(node, st as KernelStat);
+      if (this.changedElsewhere(node, st as KernelStat)) this.invalidate(node);
+      else this.shown(node, st as KernelStat);
       b.replyAttr(se, id, this.statArray(req.ino, st as KernelStat), this.timeout);
     } catch (err) {
       b.replyErr(se, id, -errnoOf(err));
