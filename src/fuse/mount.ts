@@ -1,26 +1,15 @@
 /**
- * mountVfs: serves a Vfs as a FUSE mount, and takes it down cleanly. Two engines: `fuse3` (our own
- * N-API addon over libfuse 3's low-level API, engine/) and `fuse-native` (libfuse 2.9).
- *
- * For fuse-native:
- * MountedFuse fixes three spots of the binding: `fgetattr` reaches our handle table (the binding sends it
- * to `getattr`), getxattr/listxattr see the kernel's buffer (size queries and ERANGE), and the mount
- * options are ours (big writes, kernel cache timeouts, read-only).
+ * mountVfs: serves a Vfs as a FUSE mount through our libfuse 3 engine (engine/: an N-API addon over the
+ * low-level API, requests handed to JavaScript in batches), and takes it down cleanly.
  */
-import Fuse from 'fuse-native';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { Vfs } from '../vfs/types.js';
 import { DEFAULT_DEADLINES, FuseOperations, type OperationDeadlines } from './operations.js';
-import type { NativeCallback } from './reply.js';
 import { clearStaleMount, detachMount, findFuseMount, abortConnection } from './stale-mount.js';
 import { loadFuse3Binding } from './engine/binding.js';
 import { LowLevelMount } from './engine/lowlevel-mount.js';
-
-/** The FUSE engines: our libfuse 3 addon, or fuse-native (libfuse 2.9). */
-export type FuseEngine = 'fuse3' | 'fuse-native';
-export const FUSE_ENGINES: readonly FuseEngine[] = ['fuse3', 'fuse-native'];
 
 export interface MountOptions {
   vfs: Vfs;
@@ -47,9 +36,7 @@ export interface MountOptions {
   flushTimeoutMs?: number;
   /** Print libfuse's own trace of every request (very verbose). Default false. */
   debug?: boolean;
-  /** Which FUSE engine serves the mount. Default `fuse-native`. */
-  engine?: FuseEngine;
-  /** fuse3 engine: let the kernel cache writes and send them in large requests. Default true. */
+  /** Let the kernel cache writes and send them in large requests (libfuse 3 writeback cache). Default true. */
   writebackCache?: boolean;
   logger: Logger;
 }
@@ -58,80 +45,6 @@ export interface MountedVfs {
   readonly mountpoint: string;
   /** Makes open files durable, waits (bounded) for pending uploads, then unmounts. Idempotent. */
   unmount(): Promise<void>;
-}
-
-/** Largest write request the kernel sends, bytes. */
-const MAX_WRITE = 128 * 1024;
-
-interface MountedFuseConfig {
-  allowOther: boolean;
-  readOnly: boolean;
-  attrTimeoutS: number;
-  debug: boolean;
-}
-
-class MountedFuse extends Fuse {
-  constructor(mnt: string, ops: Record<string, (...args: any[]) => void>, private readonly config: MountedFuseConfig) {
-    super(mnt, ops, { timeout: false, mkdir: false, force: false });
-  }
-
-  protected override _fuseOptions(): string {
-    const c = this.config;
-    const t = String(c.attrTimeoutS);
-    const options = [
-      'fsname=cloudlib', 'subtype=cloudlib',
-      'big_writes', `max_write=${MAX_WRITE}`, `max_read=${MAX_WRITE}`,
-      // Keep file data in the page cache across opens while mtime and size are unchanged.
-      'auto_cache',
-      `entry_timeout=${t}`, `attr_timeout=${t}`, `negative_timeout=${t}`,
-      // Permission checks by the kernel against the modes we show (owner, umask, read-only).
-      'default_permissions',
-    ];
-    if (c.allowOther) options.push('allow_other');
-    if (c.readOnly) options.push('ro');
-    if (c.debug) options.push('debug');
-    return `-o${options.join(',')}`;
-  }
-
-  // The binding routes fgetattr to getattr; ours answers from the open handle (local size while dirty).
-  _op_fgetattr(signal: NativeCallback, path: string, fd: number): void {
-    this.ops.fgetattr!(path, fd, (code: number, stat?: unknown) => {
-      if (code < 0) return signal(code);
-      return signal(0, toStatArray(stat));
-    });
-  }
-
-  _op_getxattr(signal: NativeCallback, path: string, name: string, valueBuf: Buffer): void {
-    this.ops.getxattr!(path, name, valueBuf, (code: number) => signal(code, valueBuf.buffer));
-  }
-
-  _op_listxattr(signal: NativeCallback, path: string, listBuf: Buffer): void {
-    this.ops.listxattr!(path, listBuf, (code: number) => signal(code, listBuf.buffer));
-  }
-}
-
-/** fuse-native's stat array layout (the binding's own helper is not exported). */
-function toStatArray(stat: unknown): Uint32Array {
-  const s = (stat ?? {}) as Record<string, number>;
-  const ints = new Uint32Array(18);
-  const setDouble = (idx: number, n: number): void => {
-    ints[idx] = n % 4294967296;
-    ints[idx + 1] = (n - ints[idx]!) / 4294967296;
-  };
-  ints[0] = s.mode ?? 0;
-  ints[1] = s.uid ?? 0;
-  ints[2] = s.gid ?? 0;
-  setDouble(3, s.size ?? 0);
-  ints[5] = 0;
-  ints[6] = s.nlink ?? 1;
-  ints[7] = 0;
-  ints[8] = 0;
-  ints[9] = s.blksize ?? 0;
-  setDouble(10, s.blocks ?? 0);
-  setDouble(12, s.atime ?? 0);
-  setDouble(14, s.mtime ?? 0);
-  setDouble(16, s.ctime ?? 0);
-  return ints;
 }
 
 function validate(opts: MountOptions): void {
@@ -147,7 +60,6 @@ function validate(opts: MountOptions): void {
   if (opts.attrTimeoutS !== undefined && !(typeof opts.attrTimeoutS === 'number' && opts.attrTimeoutS >= 0 && opts.attrTimeoutS <= 3600)) {
     throw new TypeError(`attrTimeoutS: expected seconds from 0 to 3600, got ${JSON.stringify(opts.attrTimeoutS)}`);
   }
-  if (opts.engine !== undefined && !FUSE_ENGINES.includes(opts.engine)) throw new TypeError(`engine: expected ${FUSE_ENGINES.join(' or ')}, got ${JSON.stringify(opts.engine)}`);
   for (const [k, v] of Object.entries(opts.deadlines ?? {})) {
     if (typeof v !== 'number' || !(v >= 0)) throw new TypeError(`deadlines.${k}: expected milliseconds >= 0, got ${JSON.stringify(v)}`);
   }
@@ -172,12 +84,8 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
     deadlines: { ...DEFAULT_DEADLINES, ...opts.deadlines },
     logger,
   });
-  const engine = opts.engine ?? 'fuse-native';
-  const attrTimeoutS = opts.attrTimeoutS ?? 2;
-  const served = engine === 'fuse3'
-    ? mountFuse3(mnt, operations, { ...opts, attrTimeoutS, readOnly }, logger)
-    : await mountFuseNative(mnt, operations, { allowOther: !!opts.allowOther, readOnly, attrTimeoutS, debug: !!opts.debug });
-  logger.info({ mountpoint: mnt, readOnly, engine }, 'fuse: mounted');
+  const served = mountFuse3(mnt, operations, { ...opts, attrTimeoutS: opts.attrTimeoutS ?? 2, readOnly }, logger);
+  logger.info({ mountpoint: mnt, readOnly }, 'fuse: mounted');
 
   let unmounting: Promise<void> | undefined;
   const unmount = (): Promise<void> => {
@@ -207,22 +115,6 @@ interface ServedMount {
   unmount(): Promise<void>;
 }
 
-async function mountFuseNative(mnt: string, operations: FuseOperations, config: MountedFuseConfig): Promise<ServedMount> {
-  const fuse = new MountedFuse(mnt, operations.toNative(), config);
-  await new Promise<void>((resolveMount, reject) => {
-    fuse.mount((err) => (err ? reject(new Error(`cannot mount ${mnt}: ${err.message}`)) : resolveMount()));
-  });
-  return {
-    unmount: () =>
-      new Promise<void>((resolveUnmount) => {
-        fuse.unmount((err) => {
-          if (err) operations.logger.warn({ err: err.message }, 'fuse: unmount reported an error');
-          resolveUnmount();
-        });
-      }),
-  };
-}
-
 /** What the libfuse 3 engine asks the kernel for at INIT. */
 export const FUSE3_SETTINGS = {
   /** Largest write request, bytes (the kernel's limit with max_pages is 1 MiB on 4 KiB pages). */
@@ -233,6 +125,21 @@ export const FUSE3_SETTINGS = {
   maxBackground: 64,
   congestionThreshold: 48,
 };
+
+/**
+ * The kernel takes the read-ahead a FUSE file system asks for only up to its default window (128 KiB);
+ * a wider one is set on the mount's backing device (/sys/class/bdi/MAJOR:MINOR/read_ahead_kb, root only).
+ * Best effort: without it reads still work, in smaller requests.
+ */
+async function widenReadahead(mnt: string, bytes: number, logger: Logger): Promise<void> {
+  try {
+    const entry = await findFuseMount(mnt);
+    if (!entry) return;
+    await writeFile(`/sys/class/bdi/${entry.device}/read_ahead_kb`, String(Math.floor(bytes / 1024)));
+  } catch (err) {
+    logger.debug({ mountpoint: mnt, err: (err as Error).message }, 'fuse: could not widen the read-ahead window');
+  }
+}
 
 function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions & { attrTimeoutS: number; readOnly: boolean }, logger: Logger): ServedMount {
   const binding = loadFuse3Binding();
@@ -255,6 +162,7 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
   } catch (err) {
     throw new Error(`cannot mount ${mnt}: ${(err as Error).message}`);
   }
+  void widenReadahead(mnt, FUSE3_SETTINGS.maxReadahead, logger);
   return {
     async unmount() {
       const entry = await findFuseMount(mnt);

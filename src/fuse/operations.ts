@@ -1,5 +1,6 @@
 /**
- * FuseOperations: the fuse-native operation table over a Vfs. Each operation translates its arguments
+ * FuseOperations: the path-based FUSE operation table over a Vfs (the engine resolves the kernel's
+ * inode numbers to paths first). Each operation translates its arguments
  * into one or two Vfs calls and the result (or VfsError) back into what the kernel expects; nothing is
  * cached here (the Vfs owns caching) and every operation runs through `replyWithin`, so it answers
  * exactly once and within its deadline.
@@ -63,7 +64,7 @@ export function unknownXattrErrno(name: string): number {
 
 /**
  * A name the kernel passed as bytes that are not UTF-8 reaches us with U+FFFD in their place (the
- * binding decodes paths as UTF-8); the service stores UTF-8 names, so creating one would silently store
+ * engine decodes names as UTF-8); the service stores UTF-8 names, so creating one would silently store
  * another name. Such names are refused with EILSEQ (so is, unavoidably, a name really containing U+FFFD).
  */
 export function checkNewName(path: string): void {
@@ -254,7 +255,10 @@ export class FuseOperations {
     return file;
   }
 
-  /** The operation table fuse-native takes (`fgetattr`, `getxattr` and `listxattr` take the forms MountedFuse calls). */
+  /**
+   * The operation table by path: each takes its arguments and a callback `cb(code, ...values)` (`getxattr`
+   * and `listxattr` fill the buffer they are given; size 0 asks for the length).
+   */
   toNative(): Record<string, Op> {
     const vfs = this.vfs;
     return {
@@ -290,7 +294,7 @@ export class FuseOperations {
       open: (path: string, flags: number, cb: NativeCallback) =>
         this.run('open', path, 'durableMs', cb, (scope, ctx) => this.openFile(path, toOpenFlags(flags), ctx, scope)),
 
-      // fuse-native passes no open flags to create: open read-write, never truncating an existing file.
+      // Without the open flags (createWithFlags has them): open read-write, never truncating an existing file.
       create: (path: string, mode: number, cb: NativeCallback) =>
         this.mutate('create', path, 'durableMs', cb, async (scope, ctx) => {
           checkNewName(path);
@@ -389,8 +393,7 @@ export class FuseOperations {
           return 0;
         }),
 
-      // libfuse 2 has no rename flags: the kernel itself answers EEXIST for RENAME_NOREPLACE when it
-      // knows the target, and EINVAL otherwise (callers such as mv then check and rename plainly).
+      // Replaces the target, as rename(2); RENAME_NOREPLACE goes to renameNoReplace.
       rename: (from: string, to: string, cb: NativeCallback) =>
         this.mutate('rename', from, 'metadataMs', cb, async (_s, ctx) => {
           checkNewName(to);
@@ -451,7 +454,7 @@ export class FuseOperations {
         });
       },
 
-      // `target` is the kernel's buffer (length 0 = size query); MountedFuse passes it through.
+      // `target` is a buffer of the size the kernel asked for (length 0 = size query).
       getxattr: (path: string, name: string, target: Buffer, cb: NativeCallback) => {
         // Answered at once, without the service: ls -l asks for security.selinux and
         // system.posix_acl_access on every file, and caches ENOTSUP per device (not ENODATA).

@@ -401,6 +401,15 @@ static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 }
 
 static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
+  /*
+   * Only `user.` attributes are stored. The others are answered here without a crossing: the kernel
+   * asks for security.capability on every write(2) call, and ls -l for security.selinux and
+   * system.posix_acl_access on every file.
+   */
+  if (strncmp(name, "user.", 5) != 0) {
+    fuse_reply_err(req, EOPNOTSUPP);
+    return;
+  }
   BEGIN(OP_GETXATTR, ino);
   q->name = strdup(name);
   q->size = size;
