@@ -837,17 +837,6 @@ static napi_value js_destroy(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* unref(session): the request queue no longer keeps the event loop alive. */
-static napi_value js_unref(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  session *s = get_session(env, argv[0]);
-  if (!s) return NULL;
-  napi_unref_threadsafe_function(env, s->tsfn);
-  return NULL;
-}
-
 static int arg_request(napi_env env, napi_callback_info info, size_t want, napi_value *argv, session **s, fuse_req_t *req) {
   size_t argc = want;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < want) {
@@ -1234,7 +1223,6 @@ static napi_value init(napi_env env, napi_value exports) {
     { "mount", js_mount },
     { "unmount", js_unmount },
     { "destroy", js_destroy },
-    { "unref", js_unref },
     { "replyErr", js_reply_err },
     { "replyEntry", js_reply_entry },
     { "replyNegative", js_reply_negative },

@@ -62,7 +62,6 @@ export interface Fuse3Binding {
   mount(mountpoint: string, options: string[], settings: SessionSettings, onBatch: (batch: KernelRequest[]) => void): NativeSession;
   unmount(session: NativeSession): Promise<void>;
   destroy(session: NativeSession): void;
-  unref(session: NativeSession): void;
   replyErr(session: NativeSession, id: number, errno: number): boolean;
   /** stat: Float64Array [ino, mode, nlink, uid, gid, size, blocks, blksize, atimeMs, mtimeMs, ctimeMs]. */
   replyEntry(session: NativeSession, id: number, stat: Float64Array, entryTimeoutS: number, attrTimeoutS: number): boolean;
