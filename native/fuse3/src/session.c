@@ -536,8 +536,11 @@ static void set_str(napi_env env, napi_value obj, const char *key, const char *v
   napi_set_named_property(env, obj, key, str);
 }
 
+/* Finalizer of a write's data Buffer: frees it and tells V8 the memory is gone. */
 static void free_data(napi_env env, void *data, void *hint) {
+  int64_t ignored;
   free(data);
+  napi_adjust_external_memory(env, -(int64_t)(uintptr_t)hint, &ignored);
 }
 
 static napi_value request_object(napi_env env, session *s, queued *q) {
@@ -598,8 +601,11 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
     case OP_SETXATTR: {
       set_num(env, o, "flags", q->flags);
       napi_value buf;
-      if (napi_create_external_buffer(env, q->data_len, q->data, free_data, NULL, &buf) == napi_ok) {
-        q->data = NULL; /* the Buffer owns it now */
+      if (napi_create_external_buffer(env, q->data_len, q->data, free_data, (void *)(uintptr_t)q->data_len, &buf) == napi_ok) {
+        /* The Buffer owns it now; V8 counts it, so garbage collection keeps up with the data rate. */
+        int64_t ignored;
+        napi_adjust_external_memory(env, (int64_t)q->data_len, &ignored);
+        q->data = NULL;
       } else {
         napi_create_buffer_copy(env, q->data_len, q->data, NULL, &buf);
       }
