@@ -773,6 +773,12 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   return ext;
 }
 
+static napi_value bool_value(napi_env env, int b) {
+  napi_value v;
+  napi_get_boolean(env, b, &v);
+  return v;
+}
+
 typedef struct {
   napi_async_work work;
   napi_deferred deferred;
@@ -811,13 +817,27 @@ static napi_value js_unmount(napi_env env, napi_callback_info info) {
   return promise;
 }
 
-/* destroy(session): once the readers have ended (OP_END): joins them, answers what is still pending, frees. */
+/*
+ * destroy(session) → true once the readers have ended (OP_END): joins them, answers what is still
+ * pending with EIO, frees the libfuse session. With a reader still blocked on the device (the kernel
+ * kept the connection) it never blocks the main thread: it answers false and only stops the request
+ * queue from keeping the process alive.
+ */
 static napi_value js_destroy(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1];
   NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   session *s = get_session(env, argv[0]);
   if (!s) return NULL;
+  if (!s->se) return bool_value(env, 1);
+  pthread_mutex_lock(&s->lock);
+  int running = s->readers_running;
+  pthread_mutex_unlock(&s->lock);
+  if (running > 0) {
+    fuse_session_exit(s->se);
+    napi_unref_threadsafe_function(env, s->tsfn);
+    return bool_value(env, 0);
+  }
   for (int i = 0; i < s->reader_count; i++) pthread_join(s->readers[i], NULL);
   s->reader_count = 0;
   pthread_mutex_lock(&s->lock);
@@ -840,7 +860,7 @@ static napi_value js_destroy(napi_env env, napi_callback_info info) {
   fuse_session_destroy(s->se);
   s->se = NULL;
   /* The session record itself stays: the external may still be referenced from JavaScript. */
-  return NULL;
+  return bool_value(env, 1);
 }
 
 static int arg_request(napi_env env, napi_callback_info info, size_t want, napi_value *argv, session **s, fuse_req_t *req) {
@@ -858,12 +878,6 @@ static int arg_request(napi_env env, napi_callback_info info, size_t want, napi_
   }
   *req = slot_take(*s, id);
   return 1;
-}
-
-static napi_value bool_value(napi_env env, int b) {
-  napi_value v;
-  napi_get_boolean(env, b, &v);
-  return v;
 }
 
 /* Reads a stat record: Float64Array [ino, mode, nlink, uid, gid, size, blocks, blksize, atimeMs, mtimeMs, ctimeMs]. */

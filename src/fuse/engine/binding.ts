@@ -61,7 +61,8 @@ export type NativeSession = { readonly [sessionBrand]: true };
 export interface Fuse3Binding {
   mount(mountpoint: string, options: string[], settings: SessionSettings, onBatch: (batch: KernelRequest[]) => void): NativeSession;
   unmount(session: NativeSession): Promise<void>;
-  destroy(session: NativeSession): void;
+  /** False (nothing freed, nothing blocked) while a reader is still blocked on the device. */
+  destroy(session: NativeSession): boolean;
   replyErr(session: NativeSession, id: number, errno: number): boolean;
   /** stat: Float64Array [ino, mode, nlink, uid, gid, size, blocks, blksize, atimeMs, mtimeMs, ctimeMs]. */
   replyEntry(session: NativeSession, id: number, stat: Float64Array, entryTimeoutS: number, attrTimeoutS: number): boolean;

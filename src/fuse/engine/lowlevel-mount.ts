@@ -132,10 +132,17 @@ export class LowLevelMount {
     if (this.session) await this.binding.unmount(this.session);
   }
 
-  /** After `ended`: joins the readers, answers anything still pending with EIO, frees the session. */
+  /**
+   * After `ended`: joins the readers, answers anything still pending with EIO, frees the session. A
+   * reader still blocked on the device (the kernel kept the connection) is left as it is: logged, and
+   * the session no longer keeps the process alive.
+   */
   destroy(): void {
     if (!this.session) return;
-    this.binding.destroy(this.session);
+    if (!this.binding.destroy(this.session)) {
+      this.logger.warn({ mountpoint: this.opts.mountpoint }, 'fuse: the connection is still held by the kernel; leaving its reader thread');
+      return;
+    }
     this.session = undefined;
   }
 

@@ -32,7 +32,7 @@ function setup() {
       return {} as NativeSession;
     },
     unmount: async () => undefined,
-    destroy: () => undefined,
+    destroy: () => true,
     replyErr: answer('err'),
     replyEntry: answer('entry'),
     replyNegative: answer('negative'),
