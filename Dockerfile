@@ -12,12 +12,15 @@
 FROM node:20-bookworm-slim
 
 RUN apt-get update \
- && apt-get install -y --no-install-recommends fuse libfuse2 python3 make g++ ca-certificates \
+ && apt-get install -y --no-install-recommends fuse3 libfuse3-dev pkg-config python3 make g++ ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
+# The FUSE engine: an N-API addon built against libfuse 3 and the image's Node headers.
+COPY native ./native
+RUN npm run build:fuse3 -- --nodedir=/usr/local
 COPY tsconfig.json tsconfig.build.json ./
 COPY bin ./bin
 COPY scripts/build.js ./scripts/build.js

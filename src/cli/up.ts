@@ -117,7 +117,7 @@ export const upCommand: Subcommand = {
         stopFlushMs = s * 1000;
       }
       if (config.mount.path && !usable) {
-        throw new ConfigError(`mount ${config.mount.path}: FUSE is not usable on this machine (needs /dev/fuse and libfuse2); use --no-mount`);
+        throw new ConfigError(`mount ${config.mount.path}: FUSE is not usable on this machine (needs /dev/fuse, libfuse 3 and the engine built by scripts/bootstrap); use --no-mount`);
       }
     } catch (err) {
       if (err instanceof ConfigError) {

@@ -11,7 +11,7 @@ export interface OpenFile {
   readonly writable: boolean;
 }
 
-/** Highest handle number before wrapping around (fuse-native passes handles as uint32). */
+/** Highest handle number before wrapping around (the engine numbers folder handles from 2^40). */
 const FH_MAX = 0x7fff_ffff;
 
 export class HandleTable {

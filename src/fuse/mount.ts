@@ -1,18 +1,15 @@
 /**
- * mountVfs: serves a Vfs as a FUSE mount through fuse-native (libfuse 2.9), and takes it down cleanly.
- *
- * MountedFuse fixes three spots of the binding: `fgetattr` reaches our handle table (the binding sends it
- * to `getattr`), getxattr/listxattr see the kernel's buffer (size queries and ERANGE), and the mount
- * options are ours (big writes, kernel cache timeouts, read-only).
+ * mountVfs: serves a Vfs as a FUSE mount through our libfuse 3 engine (engine/: an N-API addon over the
+ * low-level API, requests handed to JavaScript in batches), and takes it down cleanly.
  */
-import Fuse from 'fuse-native';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { Vfs } from '../vfs/types.js';
 import { DEFAULT_DEADLINES, FuseOperations, type OperationDeadlines } from './operations.js';
-import type { NativeCallback } from './reply.js';
-import { clearStaleMount, detachMount, findFuseMount } from './stale-mount.js';
+import { clearStaleMount, detachMount, findFuseMount, abortConnection } from './stale-mount.js';
+import { loadFuse3Binding } from './engine/binding.js';
+import { LowLevelMount } from './engine/lowlevel-mount.js';
 
 export interface MountOptions {
   vfs: Vfs;
@@ -39,6 +36,8 @@ export interface MountOptions {
   flushTimeoutMs?: number;
   /** Print libfuse's own trace of every request (very verbose). Default false. */
   debug?: boolean;
+  /** Let the kernel cache writes and send them in large requests (libfuse 3 writeback cache). Default true. */
+  writebackCache?: boolean;
   logger: Logger;
 }
 
@@ -46,80 +45,6 @@ export interface MountedVfs {
   readonly mountpoint: string;
   /** Makes open files durable, waits (bounded) for pending uploads, then unmounts. Idempotent. */
   unmount(): Promise<void>;
-}
-
-/** Largest write request the kernel sends, bytes. */
-const MAX_WRITE = 128 * 1024;
-
-interface MountedFuseConfig {
-  allowOther: boolean;
-  readOnly: boolean;
-  attrTimeoutS: number;
-  debug: boolean;
-}
-
-class MountedFuse extends Fuse {
-  constructor(mnt: string, ops: Record<string, (...args: any[]) => void>, private readonly config: MountedFuseConfig) {
-    super(mnt, ops, { timeout: false, mkdir: false, force: false });
-  }
-
-  protected override _fuseOptions(): string {
-    const c = this.config;
-    const t = String(c.attrTimeoutS);
-    const options = [
-      'fsname=cloudlib', 'subtype=cloudlib',
-      'big_writes', `max_write=${MAX_WRITE}`, `max_read=${MAX_WRITE}`,
-      // Keep file data in the page cache across opens while mtime and size are unchanged.
-      'auto_cache',
-      `entry_timeout=${t}`, `attr_timeout=${t}`, `negative_timeout=${t}`,
-      // Permission checks by the kernel against the modes we show (owner, umask, read-only).
-      'default_permissions',
-    ];
-    if (c.allowOther) options.push('allow_other');
-    if (c.readOnly) options.push('ro');
-    if (c.debug) options.push('debug');
-    return `-o${options.join(',')}`;
-  }
-
-  // The binding routes fgetattr to getattr; ours answers from the open handle (local size while dirty).
-  _op_fgetattr(signal: NativeCallback, path: string, fd: number): void {
-    this.ops.fgetattr!(path, fd, (code: number, stat?: unknown) => {
-      if (code < 0) return signal(code);
-      return signal(0, toStatArray(stat));
-    });
-  }
-
-  _op_getxattr(signal: NativeCallback, path: string, name: string, valueBuf: Buffer): void {
-    this.ops.getxattr!(path, name, valueBuf, (code: number) => signal(code, valueBuf.buffer));
-  }
-
-  _op_listxattr(signal: NativeCallback, path: string, listBuf: Buffer): void {
-    this.ops.listxattr!(path, listBuf, (code: number) => signal(code, listBuf.buffer));
-  }
-}
-
-/** fuse-native's stat array layout (the binding's own helper is not exported). */
-function toStatArray(stat: unknown): Uint32Array {
-  const s = (stat ?? {}) as Record<string, number>;
-  const ints = new Uint32Array(18);
-  const setDouble = (idx: number, n: number): void => {
-    ints[idx] = n % 4294967296;
-    ints[idx + 1] = (n - ints[idx]!) / 4294967296;
-  };
-  ints[0] = s.mode ?? 0;
-  ints[1] = s.uid ?? 0;
-  ints[2] = s.gid ?? 0;
-  setDouble(3, s.size ?? 0);
-  ints[5] = 0;
-  ints[6] = s.nlink ?? 1;
-  ints[7] = 0;
-  ints[8] = 0;
-  ints[9] = s.blksize ?? 0;
-  setDouble(10, s.blocks ?? 0);
-  setDouble(12, s.atime ?? 0);
-  setDouble(14, s.mtime ?? 0);
-  setDouble(16, s.ctime ?? 0);
-  return ints;
 }
 
 function validate(opts: MountOptions): void {
@@ -159,15 +84,7 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
     deadlines: { ...DEFAULT_DEADLINES, ...opts.deadlines },
     logger,
   });
-  const fuse = new MountedFuse(mnt, operations.toNative(), {
-    allowOther: !!opts.allowOther,
-    readOnly,
-    attrTimeoutS: opts.attrTimeoutS ?? 2,
-    debug: !!opts.debug,
-  });
-  await new Promise<void>((resolveMount, reject) => {
-    fuse.mount((err) => (err ? reject(new Error(`cannot mount ${mnt}: ${err.message}`)) : resolveMount()));
-  });
+  const served = mountFuse3(mnt, operations, { ...opts, attrTimeoutS: opts.attrTimeoutS ?? 2, readOnly }, logger);
   logger.info({ mountpoint: mnt, readOnly }, 'fuse: mounted');
 
   let unmounting: Promise<void> | undefined;
@@ -181,12 +98,7 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
         logger.warn({ err: String(err) }, 'fuse: uploads still pending at unmount; they stay in the journal');
       });
       // 3. Unmount, then release whatever the kernel still held open.
-      await new Promise<void>((resolveUnmount) => {
-        fuse.unmount((err) => {
-          if (err) logger.warn({ err: err.message }, 'fuse: unmount reported an error');
-          resolveUnmount();
-        });
-      });
+      await served.unmount();
       if (await findFuseMount(mnt)) await detachMount(mnt, logger);
       await operations.inFlight.drained(5_000);
       for (const file of operations.handles.takeAll()) {
@@ -197,4 +109,72 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
     return unmounting;
   };
   return { mountpoint: mnt, unmount };
+}
+
+interface ServedMount {
+  unmount(): Promise<void>;
+}
+
+/** What the libfuse 3 engine asks the kernel for at INIT. */
+export const FUSE3_SETTINGS = {
+  /** Largest write request, bytes (the kernel's limit with max_pages is 1 MiB on 4 KiB pages). */
+  maxWrite: 1024 * 1024,
+  /** Read-ahead window, bytes. */
+  maxReadahead: 1024 * 1024,
+  /** Requests the kernel keeps in flight in the background (read-ahead, writeback). */
+  maxBackground: 64,
+  congestionThreshold: 48,
+};
+
+/**
+ * The kernel takes the read-ahead a FUSE file system asks for only up to its default window (128 KiB);
+ * a wider one is set on the mount's backing device (/sys/class/bdi/MAJOR:MINOR/read_ahead_kb, root only).
+ * Best effort: without it reads still work, in smaller requests.
+ */
+async function widenReadahead(mnt: string, bytes: number, logger: Logger): Promise<void> {
+  try {
+    const entry = await findFuseMount(mnt);
+    if (!entry) return;
+    await writeFile(`/sys/class/bdi/${entry.device}/read_ahead_kb`, String(Math.floor(bytes / 1024)));
+  } catch (err) {
+    logger.debug({ mountpoint: mnt, err: (err as Error).message }, 'fuse: could not widen the read-ahead window');
+  }
+}
+
+function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions & { attrTimeoutS: number; readOnly: boolean }, logger: Logger): ServedMount {
+  const binding = loadFuse3Binding();
+  const options = ['fsname=cloudlib', 'subtype=cloudlib', 'default_permissions'];
+  if (opts.allowOther) options.push('allow_other');
+  if (opts.readOnly) options.push('ro');
+  const args = ['-o', options.join(',')];
+  if (opts.debug) args.push('-d');
+  const session = new LowLevelMount({
+    binding,
+    operations,
+    mountpoint: mnt,
+    mountOptions: args,
+    settings: { ...FUSE3_SETTINGS, writeback: opts.writebackCache === false ? 0 : 1, asyncRead: 1, readers: 1 },
+    attrTimeoutS: opts.attrTimeoutS,
+    logger,
+  });
+  try {
+    session.mount();
+  } catch (err) {
+    throw new Error(`cannot mount ${mnt}: ${(err as Error).message}`);
+  }
+  void widenReadahead(mnt, FUSE3_SETTINGS.maxReadahead, logger);
+  return {
+    async unmount() {
+      const entry = await findFuseMount(mnt);
+      await session.unmount();
+      // The readers stop once the kernel lets go of the connection; files still open elsewhere keep it.
+      const ended = await Promise.race([session.ended.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 5_000).unref())]);
+      if (!ended && entry) {
+        logger.warn({ mountpoint: mnt }, 'fuse: the kernel still holds the connection after unmount; aborting it');
+        await abortConnection(entry, logger);
+        await Promise.race([session.ended, new Promise<void>((r) => setTimeout(r, 5_000).unref())]);
+      }
+      session.destroy();
+    },
+  };
 }

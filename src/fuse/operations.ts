@@ -1,11 +1,12 @@
 /**
- * FuseOperations: the fuse-native operation table over a Vfs. Each operation translates its arguments
+ * FuseOperations: the path-based FUSE operation table over a Vfs (the engine resolves the kernel's
+ * inode numbers to paths first). Each operation translates its arguments
  * into one or two Vfs calls and the result (or VfsError) back into what the kernel expects; nothing is
  * cached here (the Vfs owns caching) and every operation runs through `replyWithin`, so it answers
  * exactly once and within its deadline.
  */
 import type { Logger } from 'pino';
-import type { Attr, CallContext, OpenFlags, Vfs } from '../vfs/types.js';
+import type { Attr, CallContext, FileHandle, OpenFlags, Vfs } from '../vfs/types.js';
 import { Errno, FuseOpError } from './errno.js';
 import { HandleTable, type OpenFile } from './handles.js';
 import { InFlightCounter, replyWithin, type NativeCallback, type OperationResult, type OperationScope } from './reply.js';
@@ -49,6 +50,7 @@ const O_WRONLY = 0o1;
 const O_RDWR = 0o2;
 const O_TRUNC = 0o1000;
 const O_APPEND = 0o2000;
+const O_EXCL = 0o200;
 // access(2) mode.
 const W_OK = 2;
 
@@ -62,7 +64,7 @@ export function unknownXattrErrno(name: string): number {
 
 /**
  * A name the kernel passed as bytes that are not UTF-8 reaches us with U+FFFD in their place (the
- * binding decodes paths as UTF-8); the service stores UTF-8 names, so creating one would silently store
+ * engine decodes names as UTF-8); the service stores UTF-8 names, so creating one would silently store
  * another name. Such names are refused with EILSEQ (so is, unavoidably, a name really containing U+FFFD).
  */
 export function checkNewName(path: string): void {
@@ -103,14 +105,65 @@ class WriteBuffers {
   }
 }
 
+/**
+ * Modes and owners asked for with chmod/chown, kept in memory by path (the service keeps neither), as
+ * the Vfs keeps times it has not committed yet. Only what differs from what the mount shows by default
+ * is kept; a rename moves the entries of what it moves, unlink and rmdir drop them; they are gone after
+ * a restart of the mount.
+ */
+export class RequestedOwnership {
+  private readonly byPath = new Map<string, { mode?: number; uid?: number; gid?: number }>();
+
+  get size(): number {
+    return this.byPath.size;
+  }
+
+  get(path: string): { mode?: number; uid?: number; gid?: number } | undefined {
+    return this.byPath.get(path);
+  }
+
+  set(path: string, change: { mode?: number; uid?: number; gid?: number }, defaults: { mode: number; uid: number; gid: number }): void {
+    const next = { ...this.byPath.get(path), ...change };
+    if (next.mode === defaults.mode) delete next.mode;
+    if (next.uid === defaults.uid) delete next.uid;
+    if (next.gid === defaults.gid) delete next.gid;
+    if (next.mode === undefined && next.uid === undefined && next.gid === undefined) this.byPath.delete(path);
+    else this.byPath.set(path, next);
+  }
+
+  drop(path: string): void {
+    this.byPath.delete(path);
+  }
+
+  /** Moves the entries of `from` and of everything under it to `to`; what `to` had is dropped. */
+  move(from: string, to: string): void {
+    if (this.byPath.size === 0) return;
+    const prefix = `${from}/`;
+    for (const key of [...this.byPath.keys()]) {
+      if (key === to || key.startsWith(`${to}/`)) this.byPath.delete(key);
+    }
+    for (const [key, value] of [...this.byPath]) {
+      if (key !== from && !key.startsWith(prefix)) continue;
+      this.byPath.delete(key);
+      this.byPath.set(to + key.slice(from.length), value);
+    }
+  }
+}
+
+/** A FileHandle's readParts, or its read as one part. */
+async function readPieces(handle: FileHandle, pos: number, len: number): Promise<Buffer[]> {
+  return handle.readParts ? handle.readParts(pos, len) : [await handle.read(pos, len)];
+}
+
 export class FuseOperations {
   readonly handles = new HandleTable();
+  readonly requested = new RequestedOwnership();
   private readonly writeBuffers = new WriteBuffers(128 * 1024, 64);
   readonly inFlight = new InFlightCounter();
   private readonly vfs: Vfs;
   private readonly own: Ownership;
   private readonly deadlines: OperationDeadlines;
-  private readonly logger: Logger;
+  readonly logger: Logger;
 
   constructor(opts: FuseOperationsOptions) {
     this.vfs = opts.vfs;
@@ -133,8 +186,56 @@ export class FuseOperations {
     this.run(op, path, budget, cb, work);
   }
 
-  private stat(attr: Attr): ReturnType<typeof toKernelStat> {
-    return toKernelStat(attr, this.own);
+  /** The attributes shown for `attr`: the mount's owner and modes, or what chmod/chown asked for. */
+  stat(attr: Attr): ReturnType<typeof toKernelStat> {
+    const st = toKernelStat(attr, this.own);
+    const asked = this.requested.get(attr.path);
+    if (asked) {
+      if (asked.mode !== undefined) st.mode = (st.mode & ~0o7777) | asked.mode;
+      if (asked.uid !== undefined) st.uid = asked.uid;
+      if (asked.gid !== undefined) st.gid = asked.gid;
+    }
+    return st;
+  }
+
+  /**
+   * create with the flags of open(2) (libfuse 3 passes them): O_EXCL fails on an existing file, O_TRUNC
+   * empties one. Always open read-write: the handle also serves the writes of this open.
+   */
+  createWithFlags(path: string, flags: number, mode: number, cb: NativeCallback): void {
+    this.mutate('create', path, 'durableMs', cb, async (scope, ctx) => {
+      checkNewName(path);
+      const open = toOpenFlags(flags);
+      const result = await this.openFile(path, { read: true, write: true, create: true, exclusive: (flags & O_EXCL) !== 0, truncate: open.truncate }, ctx, scope);
+      this.keepCreatedMode(path, false, mode);
+      return result;
+    });
+  }
+
+  /** The mode a file or folder was created with (umask already applied by the kernel), kept as chmod's. */
+  private keepCreatedMode(path: string, isDir: boolean, mode: number): void {
+    this.requested.drop(path);
+    this.requested.set(path, { mode: mode & 0o7777 }, { mode: permissionBits(isDir, this.own), uid: this.own.uid, gid: this.own.gid });
+  }
+
+  /** rename with RENAME_NOREPLACE honoured by the Vfs (libfuse 3 passes the flag). */
+  renameNoReplace(from: string, to: string, cb: NativeCallback): void {
+    this.mutate('rename', from, 'metadataMs', cb, async (_s, ctx) => {
+      checkNewName(to);
+      await this.vfs.rename(from, to, { noReplace: true }, ctx);
+      this.requested.move(from, to);
+      return 0;
+    });
+  }
+
+  /** read answering the pieces themselves (`cb(0, pieces)`), for a caller that writes them to the kernel. */
+  readParts(path: string, fh: number, len: number, pos: number, cb: NativeCallback): void {
+    this.run('read', path, 'dataMs', cb, async () => [0, await readPieces(this.handles.get(fh).handle, pos, len)]);
+  }
+
+  /** write of a buffer that is already the Vfs's to keep (no copy). */
+  writeOwned(path: string, fh: number, data: Buffer, pos: number, cb: NativeCallback): void {
+    this.run('write', path, 'dataMs', cb, async () => this.writableFile(fh).handle.write(pos, data));
   }
 
   private async openFile(path: string, flags: OpenFlags, ctx: CallContext, scope: OperationScope): Promise<OperationResult> {
@@ -154,7 +255,10 @@ export class FuseOperations {
     return file;
   }
 
-  /** The operation table fuse-native takes (`fgetattr`, `getxattr` and `listxattr` take the forms MountedFuse calls). */
+  /**
+   * The operation table by path: each takes its arguments and a callback `cb(code, ...values)` (`getxattr`
+   * and `listxattr` fill the buffer they are given; size 0 asks for the length).
+   */
   toNative(): Record<string, Op> {
     const vfs = this.vfs;
     return {
@@ -190,17 +294,18 @@ export class FuseOperations {
       open: (path: string, flags: number, cb: NativeCallback) =>
         this.run('open', path, 'durableMs', cb, (scope, ctx) => this.openFile(path, toOpenFlags(flags), ctx, scope)),
 
-      // fuse-native passes no open flags to create: open read-write, never truncating an existing file.
-      create: (path: string, _mode: number, cb: NativeCallback) =>
-        this.mutate('create', path, 'durableMs', cb, (scope, ctx) => {
+      // Without the open flags (createWithFlags has them): open read-write, never truncating an existing file.
+      create: (path: string, mode: number, cb: NativeCallback) =>
+        this.mutate('create', path, 'durableMs', cb, async (scope, ctx) => {
           checkNewName(path);
-          return this.openFile(path, { read: true, write: true, create: true }, ctx, scope);
+          const result = await this.openFile(path, { read: true, write: true, create: true }, ctx, scope);
+          this.keepCreatedMode(path, false, mode);
+          return result;
         }),
 
       read: (path: string, fh: number, buf: Buffer, len: number, pos: number, cb: NativeCallback) =>
         this.run('read', path, 'dataMs', cb, async (scope) => {
-          const handle = this.handles.get(fh).handle;
-          const parts = handle.readParts ? await handle.readParts(pos, len) : [await handle.read(pos, len)];
+          const parts = await readPieces(this.handles.get(fh).handle, pos, len);
           if (!scope.live()) return 0; // answered already: the kernel's buffer is gone
           let n = 0;
           for (const part of parts) {
@@ -269,28 +374,31 @@ export class FuseOperations {
       unlink: (path: string, cb: NativeCallback) =>
         this.mutate('unlink', path, 'metadataMs', cb, async (_s, ctx) => {
           await vfs.unlink(path, ctx);
+          this.requested.drop(path);
           return 0;
         }),
 
-      mkdir: (path: string, _mode: number, cb: NativeCallback) =>
+      mkdir: (path: string, mode: number, cb: NativeCallback) =>
         this.mutate('mkdir', path, 'metadataMs', cb, async (_s, ctx) => {
           checkNewName(path);
           await vfs.mkdir(path, ctx);
+          this.keepCreatedMode(path, true, mode);
           return 0;
         }),
 
       rmdir: (path: string, cb: NativeCallback) =>
         this.mutate('rmdir', path, 'metadataMs', cb, async (_s, ctx) => {
           await vfs.rmdir(path, ctx);
+          this.requested.drop(path);
           return 0;
         }),
 
-      // libfuse 2 has no rename flags: the kernel itself answers EEXIST for RENAME_NOREPLACE when it
-      // knows the target, and EINVAL otherwise (callers such as mv then check and rename plainly).
+      // Replaces the target, as rename(2); RENAME_NOREPLACE goes to renameNoReplace.
       rename: (from: string, to: string, cb: NativeCallback) =>
         this.mutate('rename', from, 'metadataMs', cb, async (_s, ctx) => {
           checkNewName(to);
           await vfs.rename(from, to, { noReplace: false }, ctx);
+          this.requested.move(from, to);
           return 0;
         }),
 
@@ -300,18 +408,23 @@ export class FuseOperations {
           return 0;
         }),
 
-      // The service keeps no owner or mode: asking for what is shown succeeds, anything else is EPERM.
+      // The service keeps no owner or mode: what is asked for is kept in memory (RequestedOwnership).
       chmod: (path: string, mode: number, cb: NativeCallback) =>
-        this.run('chmod', path, 'metadataMs', cb, async (_s, ctx) => {
+        this.mutate('chmod', path, 'metadataMs', cb, async (_s, ctx) => {
           const attr = await vfs.stat(path, ctx);
-          return (mode & 0o7777) === permissionBits(attr.isDir, this.own) ? 0 : -Errno.EPERM;
+          this.requested.set(path, { mode: mode & 0o7777 }, { mode: permissionBits(attr.isDir, this.own), uid: this.own.uid, gid: this.own.gid });
+          return 0;
         }),
 
       chown: (path: string, uid: number, gid: number, cb: NativeCallback) =>
-        this.run('chown', path, 'metadataMs', cb, async (_s, ctx) => {
-          await vfs.stat(path, ctx);
-          const keeps = (id: number, own: number): boolean => id === own || id === 0xffff_ffff || id === -1;
-          return keeps(uid, this.own.uid) && keeps(gid, this.own.gid) ? 0 : -Errno.EPERM;
+        this.mutate('chown', path, 'metadataMs', cb, async (_s, ctx) => {
+          const attr = await vfs.stat(path, ctx);
+          const unchanged = (id: number): boolean => id === 0xffff_ffff || id === -1;
+          const change: { uid?: number; gid?: number } = {};
+          if (!unchanged(uid)) change.uid = uid;
+          if (!unchanged(gid)) change.gid = gid;
+          this.requested.set(path, change, { mode: permissionBits(attr.isDir, this.own), uid: this.own.uid, gid: this.own.gid });
+          return 0;
         }),
 
       // POSIX: EPERM when the file system does not support links.
@@ -341,7 +454,7 @@ export class FuseOperations {
         });
       },
 
-      // `target` is the kernel's buffer (length 0 = size query); MountedFuse passes it through.
+      // `target` is a buffer of the size the kernel asked for (length 0 = size query).
       getxattr: (path: string, name: string, target: Buffer, cb: NativeCallback) => {
         // Answered at once, without the service: ls -l asks for security.selinux and
         // system.posix_acl_access on every file, and caches ENOTSUP per device (not ENODATA).

@@ -1,16 +1,15 @@
 /**
  * OperationReply: answers one FUSE operation exactly once, within a deadline.
  *
- * fuse-native parks a libfuse worker thread until the JavaScript side calls the operation's callback;
- * a second call, or a write into the kernel's buffer after the answer (the binding detaches it when it
- * answers), corrupts or kills the process and leaves the mount "Transport endpoint is not connected".
- * So every operation runs through `replyWithin`: the work gets an AbortSignal and a `live()` check, the
+ * The kernel waits for the answer to each request (the application's system call with it); an answer
+ * that never comes hangs that application, a second one is refused by the engine and logged. So every
+ * operation runs through `replyWithin`: the work gets an AbortSignal and a `live()` check, the
  * first of (result, error, deadline) answers, and whatever comes later is logged and dropped.
  */
 import type { Logger } from 'pino';
 import { Errno, errnoNameOf, type ErrnoName } from './errno.js';
 
-/** Callback of a fuse-native operation: `cb(code, ...values)`; code 0 or a positive count = success. */
+/** Callback of an operation: `cb(code, ...values)`; code 0 or a positive count = success, negative = -errno. */
 export type NativeCallback = (code: number, ...values: unknown[]) => void;
 
 /** What the work of an operation sees. */

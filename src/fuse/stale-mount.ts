@@ -73,7 +73,7 @@ export async function probeMountPoint(mountPoint: string, timeoutMs = 3000): Pro
 }
 
 /** Aborts the fusectl connection of a mount (mounting fusectl first if needed); false if not possible. */
-async function abortConnection(entry: MountInfoEntry, logger: Logger): Promise<boolean> {
+export async function abortConnection(entry: MountInfoEntry, logger: Logger): Promise<boolean> {
   const minor = entry.device.split(':')[1];
   if (!minor) return false;
   try {

@@ -1,7 +1,8 @@
 /**
  * Attribute shapes for the kernel: Vfs Attr → `struct stat` fields, StatFs → `struct statvfs` fields,
- * as fuse-native takes them. The service keeps no owner or mode: every object shows the mount's owner
- * and a mode derived from the umask (and read-only setting).
+ * as the engine passes them to the kernel. The service keeps no owner or mode: every object shows the
+ * mount's owner and a mode derived from the umask (and read-only setting), unless chmod/chown asked for
+ * another (RequestedOwnership in operations.ts).
  */
 import type { Attr, StatFs } from '../vfs/types.js';
 
@@ -15,7 +16,7 @@ export interface Ownership {
   readOnly: boolean;
 }
 
-/** Fields of `struct stat` that fuse-native passes on (times in ms since the epoch). */
+/** Fields of `struct stat` that the engine passes on (times in ms since the epoch). */
 export interface KernelStat {
   mode: number;
   uid: number;
@@ -29,7 +30,7 @@ export interface KernelStat {
   ctime: number;
 }
 
-/** Fields of `struct statvfs` (each at most 2^32 - 1: fuse-native passes 32-bit values). */
+/** Fields of `struct statvfs` (each kept below 2^32, as tools that read 32-bit fields expect). */
 export interface KernelStatFs {
   bsize: number;
   frsize: number;

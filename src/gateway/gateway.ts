@@ -81,11 +81,12 @@ async function load<T>(specifier: string): Promise<T> {
   return (await import(specifier)) as T;
 }
 
-/** True when this machine can serve a FUSE mount: /dev/fuse usable and the binding loads. */
+/** True when this machine can serve a FUSE mount: /dev/fuse usable and the libfuse 3 engine built and loading. */
 export async function fuseUsable(): Promise<boolean> {
   try {
     await access('/dev/fuse', constants.R_OK | constants.W_OK);
-    await load('fuse-native');
+    const engine = await load<{ loadFuse3Binding(): unknown }>('../fuse/engine/binding.js');
+    engine.loadFuse3Binding();
     return true;
   } catch {
     return false;

@@ -2,7 +2,7 @@
  * Garbage collector setting of the cloudlib processes (gateway, mount, service).
  *
  * Moving file data allocates memory outside the JavaScript heap at the rate of the data: every socket
- * read is a new buffer, and fuse-native wraps each kernel request's buffer in one. V8 starts a full
+ * read is a new buffer, and so is the data of each write the FUSE engine hands over. V8 starts a full
  * collection for every 64 MiB of such memory, so at hundreds of MB/s a collection is almost always under
  * way. Incremental marking spreads each one over many small steps and a finalization task between
  * callbacks, and those land between the answers to the kernel's and the clients' requests: through a

@@ -1,59 +1,87 @@
 /**
- * The ceiling of a fuse-native file system on this machine: one file of BYTES whose reads and writes are
- * answered at once, with nothing read or stored (the same mount options as `cloudlib mount`: 128 KiB
- * requests). Every request still crosses from the kernel to a libfuse thread to Node's main thread and
- * back, which is all that this measures. Run in a child process of the FUSE benchmark (a process serving a
- * mount must never make a synchronous call on it): argv MOUNTPOINT BYTES [SPOOL]; prints `mounted`,
- * unmounts on SIGTERM.
+ * The ceiling of a FUSE file system on this machine with the libfuse 3 engine: one file of BYTES whose
+ * reads and writes are answered at once, with nothing read or stored (the same session settings as
+ * `cloudlib mount`: 1 MiB requests, read-ahead, the writeback cache). Every request still crosses from
+ * the kernel to the engine's reader thread to Node's main thread and back, which is all that this
+ * measures. Run in a child process of the FUSE benchmark (a process serving a mount must never make a
+ * synchronous call on it): argv MOUNTPOINT BYTES [SPOOL]; prints `mounted`, unmounts on SIGTERM.
  *
- * With SPOOL, each write is answered only once its bytes are written to that file (straight from the
- * kernel's buffer, no copy; fsync syncs it): the least that any mount keeping the data must do, with no
- * hashing and no journal.
+ * With SPOOL, each write is answered only once its bytes are written to that file (fsync syncs it): the
+ * least that any mount keeping the data must do, with no hashing and no journal.
  */
 import { fdatasync, openSync, write as writeToFile } from 'node:fs';
-import Fuse from 'fuse-native';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { Op, loadFuse3Binding, type KernelRequest, type NativeSession } from '../../../src/fuse/engine/binding.js';
+import { FUSE3_SETTINGS } from '../../../src/fuse/mount.js';
 
 const [mountpoint, bytesArg, spoolPath] = process.argv.slice(2);
 const size = Number(bytesArg);
-if (!mountpoint || !Number.isSafeInteger(size) || size <= 0) throw new Error('usage: fuse-null-mount.ts MOUNTPOINT BYTES');
+if (!mountpoint || !Number.isSafeInteger(size) || size <= 0) throw new Error('usage: fuse-null-mount.ts MOUNTPOINT BYTES [SPOOL]');
 
-type Cb = (...args: unknown[]) => void;
+const ENOENT = 2;
+const EIO = 5;
+const ENODATA = 61;
+const ENOSYS = 38;
+const FILE_INO = 2;
 // Opened before the mount exists (never a synchronous call on the mount itself).
 const spool = spoolPath ? openSync(spoolPath, 'w') : undefined;
-const now = new Date();
-const attr = (mode: number, length: number): Record<string, unknown> => ({ mtime: now, atime: now, ctime: now, nlink: 1, size: length, mode, uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 });
-const ops = {
-  readdir: (path: string, cb: Cb) => cb(0, path === '/' ? ['f'] : []),
-  getattr: (path: string, cb: Cb) => {
-    if (path === '/') return cb(0, attr(0o40755, 4096));
-    if (path === '/f') return cb(0, attr(0o100644, size));
-    cb(-2); // ENOENT
-  },
-  open: (_path: string, _flags: number, cb: Cb) => cb(0, 1),
-  release: (_path: string, _fd: number, cb: Cb) => cb(0),
-  truncate: (_path: string, _size: number, cb: Cb) => cb(0),
-  ftruncate: (_path: string, _fd: number, _size: number, cb: Cb) => cb(0),
-  flush: (_path: string, _fd: number, cb: Cb) => cb(0),
-  fsync: (_path: string, _fd: number, _datasync: boolean, cb: Cb) => (spool === undefined ? cb(0) : fdatasync(spool, (err) => cb(err ? -5 : 0))),
-  read: (_path: string, _fd: number, _buf: Buffer, len: number, pos: number, cb: Cb) => cb(Math.max(0, Math.min(len, size - pos))),
-  write: (_path: string, _fd: number, buf: Buffer, len: number, pos: number, cb: Cb) => {
-    if (spool === undefined) return cb(len);
-    writeToFile(spool, buf, 0, len, pos, (err, written) => cb(err ? -5 : written)); // EIO
-  },
-};
+const zeros = Buffer.alloc(FUSE3_SETTINGS.maxWrite);
+const now = Date.now();
+const uid = process.getuid?.() ?? 0;
+const gid = process.getgid?.() ?? 0;
+const dirStat = Float64Array.of(1, 0o40755, 2, uid, gid, 0, 0, 4096, now, now, now);
+const fileStat = Float64Array.of(FILE_INO, 0o100644, 1, uid, gid, size, Math.ceil(size / 512), 1024 * 1024, now, now, now);
+const fuse = loadFuse3Binding();
 
-class NullMount extends Fuse {
-  protected override _fuseOptions(): string {
-    return '-ofsname=cloudlib-null,big_writes,max_write=131072,max_read=131072';
+function serve(se: NativeSession, r: KernelRequest): void {
+  switch (r.op) {
+    case Op.INIT: case Op.END: case Op.FORGET:
+      return;
+    case Op.LOOKUP:
+      if (r.ino === 1 && r.name === 'f') fuse.replyEntry(se, r.id, fileStat, 3600, 3600);
+      else fuse.replyErr(se, r.id, ENOENT);
+      return;
+    case Op.GETATTR: case Op.SETATTR:
+      fuse.replyAttr(se, r.id, r.ino === 1 ? dirStat : fileStat, 3600);
+      return;
+    case Op.OPEN: case Op.OPENDIR:
+      fuse.replyOpen(se, r.id, 1, 0);
+      return;
+    case Op.READ:
+      fuse.replyData(se, r.id, [zeros], Math.max(0, Math.min(r.size!, size - r.offset!)));
+      return;
+    case Op.WRITE:
+      if (spool === undefined) return void fuse.replyWrite(se, r.id, r.data!.length);
+      writeToFile(spool, r.data!, 0, r.data!.length, r.offset!, (err, written) => (err ? fuse.replyErr(se, r.id, EIO) : fuse.replyWrite(se, r.id, written)));
+      return;
+    case Op.FSYNC:
+      if (spool === undefined) return void fuse.replyErr(se, r.id, 0);
+      fdatasync(spool, (err) => fuse.replyErr(se, r.id, err ? EIO : 0));
+      return;
+    case Op.FLUSH: case Op.RELEASE: case Op.RELEASEDIR: case Op.FSYNCDIR:
+      fuse.replyErr(se, r.id, 0);
+      return;
+    case Op.READDIR:
+      if (r.offset! > 0) return void fuse.replyData(se, r.id, [], 0);
+      fuse.replyDir(se, r.id, r.size!, ['.', '..', 'f'], Float64Array.of(1, 1, FILE_INO), Uint8Array.of(1, 1, 0), 0);
+      return;
+    case Op.GETXATTR: case Op.LISTXATTR:
+      fuse.replyErr(se, r.id, ENODATA);
+      return;
+    default:
+      fuse.replyErr(se, r.id, ENOSYS);
   }
 }
 
-const fuse = new NullMount(mountpoint, ops, { timeout: false, mkdir: true, force: true });
-fuse.mount((err: Error | null) => {
-  if (err) {
-    process.stderr.write(`fuse-null-mount: ${err.message}\n`);
-    process.exit(1);
-  }
-  process.stdout.write('mounted\n');
+await mkdir(mountpoint, { recursive: true });
+const session: NativeSession = fuse.mount(mountpoint, ['-o', 'fsname=cloudlib-null'], { ...FUSE3_SETTINGS, writeback: 1, asyncRead: 1, readers: 1 }, (batch) => {
+  for (const r of batch) serve(session, r);
 });
-process.once('SIGTERM', () => fuse.unmount(() => process.exit(0)));
+// As mountVfs does: the kernel's read-ahead window widened to what the session asks for.
+const device = (await readFile('/proc/self/mountinfo', 'utf8')).split('\n').map((l) => l.split(' ')).find((f) => f[4] === resolve(mountpoint))?.[2];
+if (device) await writeFile(`/sys/class/bdi/${device}/read_ahead_kb`, String(FUSE3_SETTINGS.maxReadahead / 1024)).catch(() => undefined);
+process.stdout.write('mounted\n');
+process.once('SIGTERM', () => {
+  void fuse.unmount(session).then(() => process.exit(0));
+});

@@ -167,6 +167,29 @@ async function benchDirectRead(vfs: Vfs, path: string, chunkBytes: number): Prom
   return performance.now() - t0;
 }
 
+/**
+ * The WebDAV front end over the same Vfs (and so the same service) as the mount, as `cloudlib up` serves
+ * both: what the benchmarks point rclone's mount at. User `alice`, password `secret`. Answers the URL.
+ */
+async function serveWebdav(vfs: Vfs, state: { webdav?: { close(): Promise<void> } }): Promise<string> {
+  const { createWebdavServer } = await import('../../../src/webdav/index.js');
+  const { GatewayMetrics } = await import('../../../src/gateway/metrics.js');
+  const { silentLogger } = await import('../../../src/shared/log.js');
+  const { mkdtemp, rm } = await import('node:fs/promises');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-fuse-dav-'));
+  const server = createWebdavServer({ vfs, metrics: new GatewayMetrics(), users: [{ name: 'alice', password: 'secret', opName: 'Alice' }], dataDir, logger: silentLogger });
+  const url = await server.listen('127.0.0.1', 0);
+  state.webdav = {
+    async close() {
+      await server.close();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+  return url;
+}
+
 async function main(): Promise<void> {
   tuneGarbageCollector(); // as the cloudlib command does
   const mountpoint = process.argv[2];
@@ -176,12 +199,13 @@ async function main(): Promise<void> {
   const kind = process.env.FUSE_TEST_BACKEND ?? 'memory';
   if (!['memory', 'service', 'service-process'].includes(kind)) throw new Error(`FUSE_TEST_BACKEND: expected memory, service or service-process, got ${kind}`);
   const backend = kind === 'memory' ? memoryBackend() : await serviceBackend(kind === 'service-process');
-  const state: { mounted?: MountedVfs } = {};
+  const state: { mounted?: MountedVfs; webdav?: { close(): Promise<void> } } = {};
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
       await state.mounted?.unmount();
+      await state.webdav?.close();
       await backend.vfs.close();
       await backend.close();
     })());
@@ -211,6 +235,7 @@ async function main(): Promise<void> {
         case 'populate': return populate(backend.vfs, a.path, a.count);
         case 'benchDirectWrite': return benchDirectWrite(backend.vfs, a.path, a.bytes, a.chunkBytes);
         case 'benchDirectRead': return benchDirectRead(backend.vfs, a.path, a.chunkBytes);
+        case 'serveWebdav': return serveWebdav(backend.vfs, state);
         case 'unmount': return stop();
         default: throw new Error(`unknown command ${msg.cmd}`);
       }

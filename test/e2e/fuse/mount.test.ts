@@ -185,6 +185,22 @@ describe('FUSE mount lifecycle', () => {
     }
   }, T);
 
+  it('without the writeback cache, what is written reads back the same', async () => {
+    const h = await startMount({ mount: { writebackCache: false } });
+    try {
+      const src = join(h.local, 'src.bin');
+      const data = Buffer.alloc(2 * 1024 * 1024 + 11);
+      for (let i = 0; i < data.length; i++) data[i] = (i * 31 + (i >> 12)) & 0xff;
+      await writeFile(src, data);
+      await sh('cp', [src, join(h.mnt, 'Lib/copy.bin')]);
+      await sh('cmp', [src, join(h.mnt, 'Lib/copy.bin')]);
+      const remote = Buffer.from(await h.call<string>('remoteRead', { path: '/Lib/copy.bin' }), 'base64');
+      expect(remote.equals(data)).toBe(true);
+    } finally {
+      await h.stop();
+    }
+  }, T);
+
   it('read-only mount refuses changes with EROFS', async () => {
     const h = await startMount({ mount: { readOnly: true } });
     try {

@@ -27,7 +27,7 @@ describe('FuseOperations', () => {
 
   it('create, write, read, fgetattr, release round-trip through handles', async () => {
     const { call } = setup();
-    const [code, fh] = await call('create', '/Lib/f.txt', 0o644);
+    const [code, fh] = await call('create', '/Lib/f.txt', 0o640);
     expect(code).toBe(0);
     const data = Buffer.from('hello world');
     expect(await call('write', '/Lib/f.txt', fh, data, data.length, 0)).toEqual([11]);
@@ -115,13 +115,33 @@ describe('FuseOperations', () => {
     expect(fs.blocks).toBeGreaterThan(fs.bfree - 1);
   });
 
-  it('chmod/chown succeed only for what is shown', async () => {
+  it('chmod/chown keep the mode and owner asked for, in memory, moved by rename and dropped by unlink', async () => {
     const { call } = setup();
-    await call('create', '/Lib/c', 0o644);
-    expect(await call('chmod', '/Lib/c', 0o100640)).toEqual([0]);
-    expect(await call('chmod', '/Lib/c', 0o100755)).toEqual([-1]);
-    expect(await call('chown', '/Lib/c', 1000, 100)).toEqual([0]);
-    expect(await call('chown', '/Lib/c', 0, 0)).toEqual([-1]);
+    const shown = async (path: string) => ((await call('getattr', path)) as [number, { mode: number; uid: number; gid: number }])[1];
+    await call('create', '/Lib/c', 0o640);
+    expect(await call('chmod', '/Lib/c', 0o100755)).toEqual([0]);
+    expect(await shown('/Lib/c')).toMatchObject({ mode: 0o100755, uid: 1000, gid: 100 });
+    expect(await call('chown', '/Lib/c', 0, 0xffff_ffff)).toEqual([0]);
+    expect(await shown('/Lib/c')).toMatchObject({ mode: 0o100755, uid: 0, gid: 100 });
+    expect(await call('chmod', '/Lib/missing', 0o644)).toEqual([-2]);
+    await call('mkdir', '/Lib/d', 0o700);
+    expect(await shown('/Lib/d')).toMatchObject({ mode: 0o040700 });
+    expect(await call('rename', '/Lib/c', '/Lib/d/c')).toEqual([0]);
+    expect(await shown('/Lib/d/c')).toMatchObject({ mode: 0o100755, uid: 0 });
+    expect(await call('rename', '/Lib/d', '/Lib/e')).toEqual([0]);
+    expect(await shown('/Lib/e/c')).toMatchObject({ mode: 0o100755, uid: 0 });
+    expect(await call('unlink', '/Lib/e/c')).toEqual([0]);
+    await call('create', '/Lib/e/c', 0o640);
+    expect(await shown('/Lib/e/c')).toMatchObject({ mode: 0o100640, uid: 1000 });
+    // Asking for what is shown by default keeps nothing.
+    expect(await call('chmod', '/Lib/e', 0o750)).toEqual([0]);
+    expect(await shown('/Lib/e')).toMatchObject({ mode: 0o040750 });
+  });
+
+  it('chmod/chown answer EROFS on a read-only mount', async () => {
+    const { call } = setup({ readOnly: true });
+    expect(await call('chmod', '/Lib', 0o755)).toEqual([-30]);
+    expect(await call('chown', '/Lib', 0, 0)).toEqual([-30]);
   });
 
   it('readdir lists names with their attributes', async () => {

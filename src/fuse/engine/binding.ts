@@ -1,0 +1,102 @@
+/**
+ * The native part of the libfuse 3 engine (`native/fuse3`, built from source by `scripts/bootstrap`
+ * with node-gyp against libfuse3-dev): a session over libfuse's low-level API whose reader thread hands
+ * requests to JavaScript in batches, and the reply functions that answer them by id.
+ */
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+/** Request kinds, as numbered by the native part. */
+export const Op = {
+  LOOKUP: 1, FORGET: 2, GETATTR: 3, SETATTR: 4, MKDIR: 5, UNLINK: 6, RMDIR: 7, RENAME: 8, OPEN: 9,
+  READ: 10, WRITE: 11, FLUSH: 12, RELEASE: 13, FSYNC: 14, OPENDIR: 15, READDIR: 16, RELEASEDIR: 17,
+  FSYNCDIR: 18, STATFS: 19, SETXATTR: 20, GETXATTR: 21, LISTXATTR: 22, REMOVEXATTR: 23, ACCESS: 24,
+  CREATE: 25, INIT: 98, END: 99,
+} as const;
+
+/** One request from the kernel; which fields are set depends on `op`. */
+export interface KernelRequest {
+  op: number;
+  /** Answer with this id (0 for FORGET, INIT and END, which take no answer). */
+  id: number;
+  ino: number;
+  fh?: number;
+  name?: string;
+  newparent?: number;
+  newname?: string;
+  flags?: number;
+  mode?: number;
+  size?: number;
+  offset?: number;
+  data?: Buffer;
+  nlookup?: number;
+  /** SETATTR: which fields to set (FUSE_SET_ATTR_*). */
+  valid?: number;
+  uid?: number;
+  gid?: number;
+  atimeMs?: number;
+  mtimeMs?: number;
+  /** INIT: what the kernel agreed to. */
+  maxWrite?: number;
+  maxReadahead?: number;
+  maxBackground?: number;
+  writeback?: number;
+}
+
+/** Session settings asked for at INIT. */
+export interface SessionSettings {
+  maxWrite: number;
+  maxReadahead: number;
+  maxBackground: number;
+  congestionThreshold: number;
+  writeback: number;
+  asyncRead: number;
+  readers: number;
+}
+
+declare const sessionBrand: unique symbol;
+export type NativeSession = { readonly [sessionBrand]: true };
+
+export interface Fuse3Binding {
+  mount(mountpoint: string, options: string[], settings: SessionSettings, onBatch: (batch: KernelRequest[]) => void): NativeSession;
+  unmount(session: NativeSession): Promise<void>;
+  /** False (nothing freed, nothing blocked) while a reader is still blocked on the device. */
+  destroy(session: NativeSession): boolean;
+  replyErr(session: NativeSession, id: number, errno: number): boolean;
+  /** stat: Float64Array [ino, mode, nlink, uid, gid, size, blocks, blksize, atimeMs, mtimeMs, ctimeMs]. */
+  replyEntry(session: NativeSession, id: number, stat: Float64Array, entryTimeoutS: number, attrTimeoutS: number): boolean;
+  replyNegative(session: NativeSession, id: number, timeoutS: number): boolean;
+  replyAttr(session: NativeSession, id: number, stat: Float64Array, attrTimeoutS: number): boolean;
+  /** flags: 1 direct_io, 2 keep_cache. False when the open was interrupted (nothing will release it). */
+  replyOpen(session: NativeSession, id: number, fh: number, flags: number): boolean;
+  replyCreate(session: NativeSession, id: number, stat: Float64Array, entryTimeoutS: number, attrTimeoutS: number, fh: number, flags: number): boolean;
+  replyWrite(session: NativeSession, id: number, count: number): boolean;
+  replyXattrSize(session: NativeSession, id: number, size: number): boolean;
+  replyData(session: NativeSession, id: number, parts: readonly Buffer[], limit: number): boolean;
+  /** Entries from `firstOffset` on, as many as fit in `size` bytes; answers how many went in (-1: not pending). */
+  replyDir(session: NativeSession, id: number, size: number, names: readonly string[], inos: Float64Array, dirs: Uint8Array, firstOffset: number): number;
+  /** statfs: Float64Array [bsize, frsize, blocks, bfree, bavail, files, ffree, favail, fsid, flag, namemax]. */
+  replyStatfs(session: NativeSession, id: number, statfs: Float64Array): boolean;
+  /** The kernel forgets a cached name (off the main thread); resolves with libfuse's result (0 or -errno). */
+  invalidateEntry(session: NativeSession, parentIno: number, name: string): Promise<number>;
+}
+
+/** Where node-gyp puts the addon, from this file (src/fuse/engine) or its build (dist/fuse/engine). */
+const CANDIDATES = ['../../../native/fuse3/build/Release/fuse3.node', '../../../../native/fuse3/build/Release/fuse3.node'];
+
+let loaded: Fuse3Binding | undefined;
+
+/** Loads the addon; throws with what to do when it was not built. */
+export function loadFuse3Binding(): Fuse3Binding {
+  if (loaded) return loaded;
+  const require = createRequire(import.meta.url);
+  for (const candidate of CANDIDATES) {
+    const file = fileURLToPath(new URL(candidate, import.meta.url));
+    if (existsSync(file)) {
+      loaded = require(file) as Fuse3Binding;
+      return loaded;
+    }
+  }
+  throw new Error('the libfuse 3 engine is not built: run scripts/bootstrap (it installs libfuse3-dev and runs `npm run build:fuse3`)');
+}

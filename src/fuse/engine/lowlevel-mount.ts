@@ -1,0 +1,595 @@
+/**
+ * LowLevelMount: serves FuseOperations through the libfuse 3 engine. Requests arrive by inode number in
+ * batches (one crossing from the native reader thread per batch); the InodeTable turns each into a
+ * gateway path, the path-based operation table does the work (deadlines, errnos, xattrs), and the
+ * answer goes back through the matching reply function.
+ */
+import type { Logger } from 'pino';
+import { Errno, errnoOf } from '../errno.js';
+import type { FuseOperations } from '../operations.js';
+import type { NativeCallback } from '../reply.js';
+import type { KernelStat, KernelStatFs } from '../stat.js';
+import { Op, type Fuse3Binding, type KernelRequest, type NativeSession, type SessionSettings } from './binding.js';
+import { InodeTable, ROOT_INO, type InodeNode } from './inode-table.js';
+
+export interface LowLevelMountOptions {
+  binding: Fuse3Binding;
+  operations: FuseOperations;
+  mountpoint: string;
+  /** libfuse mount options (`-o` list). */
+  mountOptions: string[];
+  settings: SessionSettings;
+  /** Seconds the kernel keeps names, attributes and negative lookups. */
+  attrTimeoutS: number;
+  logger: Logger;
+}
+
+/** What the kernel agreed to at INIT. */
+export interface NegotiatedSession {
+  maxWrite: number;
+  maxReadahead: number;
+  maxBackground: number;
+  writeback: boolean;
+}
+
+// setattr `valid` bits (FUSE_SET_ATTR_*).
+const SET_MODE = 1 << 0;
+const SET_UID = 1 << 1;
+const SET_GID = 1 << 2;
+const SET_SIZE = 1 << 3;
+const SET_MTIME = 1 << 5;
+const SET_MTIME_NOW = 1 << 8;
+// open(2) flags.
+const O_ACCMODE = 0o3;
+const O_WRONLY = 0o1;
+const O_RDWR = 0o2;
+const O_APPEND = 0o2000;
+// renameat2 flags.
+const RENAME_NOREPLACE = 1;
+// Open reply flags of the native part.
+const KEEP_CACHE = 2;
+/** Directory handles are numbered from here, apart from file handles (HandleTable, below 2^31). */
+const DIR_FH_BASE = 2 ** 40;
+/** d_ino of a listed entry the kernel has not looked up (FUSE_UNKNOWN_INO). */
+const UNKNOWN_INO = 0xffff_ffff;
+/** The smallest directory entry the kernel takes (24-byte header + name padded to 8). */
+const MIN_DIRENT = 32;
+
+interface DirListing {
+  ino: number;
+  names: string[];
+  inos: Float64Array;
+  dirs: Uint8Array;
+}
+
+type Answer = [number, ...unknown[]];
+
+/** The path-based operations of FuseOperations.toNative() this engine calls. */
+interface PathOperations {
+  getattr(path: string, cb: NativeCallback): void;
+  fgetattr(path: string, fh: number, cb: NativeCallback): void;
+  readdir(path: string, cb: NativeCallback): void;
+  access(path: string, mode: number, cb: NativeCallback): void;
+  statfs(path: string, cb: NativeCallback): void;
+  open(path: string, flags: number, cb: NativeCallback): void;
+  truncate(path: string, size: number, cb: NativeCallback): void;
+  ftruncate(path: string, fh: number, size: number, cb: NativeCallback): void;
+  flush(path: string, fh: number, cb: NativeCallback): void;
+  fsync(path: string, datasync: number, fh: number, cb: NativeCallback): void;
+  fsyncdir(path: string, datasync: number, fh: number, cb: NativeCallback): void;
+  release(path: string, fh: number, cb: NativeCallback): void;
+  unlink(path: string, cb: NativeCallback): void;
+  mkdir(path: string, mode: number, cb: NativeCallback): void;
+  rmdir(path: string, cb: NativeCallback): void;
+  rename(from: string, to: string, cb: NativeCallback): void;
+  utimens(path: string, atime: number, mtime: number, cb: NativeCallback): void;
+  chmod(path: string, mode: number, cb: NativeCallback): void;
+  chown(path: string, uid: number, gid: number, cb: NativeCallback): void;
+  setxattr(path: string, name: string, value: Buffer, position: number, flags: number, cb: NativeCallback): void;
+  removexattr(path: string, name: string, cb: NativeCallback): void;
+  getxattr(path: string, name: string, target: Buffer, cb: NativeCallback): void;
+  listxattr(path: string, target: Buffer, cb: NativeCallback): void;
+}
+
+/** Calls a path operation and resolves with what it answered (each answers exactly once). */
+function answerOf(start: (cb: NativeCallback) => void): Promise<Answer> {
+  return new Promise((resolve) => start((code, ...values) => resolve([code, ...values])));
+}
+
+export class LowLevelMount {
+  readonly inodes = new InodeTable();
+  private readonly binding: Fuse3Binding;
+  private readonly ops: PathOperations;
+  private readonly operations: FuseOperations;
+  private readonly logger: Logger;
+  private readonly timeout: number;
+  private session: NativeSession | undefined;
+  /** File handle → the inode it was opened on, and whether for writing. */
+  private readonly openInodes = new Map<number, { node: InodeNode; writable: boolean }>();
+  private readonly dirs = new Map<number, DirListing | undefined>();
+  private nextDirFh = DIR_FH_BASE;
+  private writeback = false;
+  private readonly scratch = new Float64Array(11);
+  private endedResolve!: () => void;
+  /** Resolves when the native readers have stopped (connection gone). */
+  readonly ended = new Promise<void>((resolve) => (this.endedResolve = resolve));
+  negotiated: NegotiatedSession | undefined;
+
+  constructor(private readonly opts: LowLevelMountOptions) {
+    this.binding = opts.binding;
+    this.operations = opts.operations;
+    this.ops = opts.operations.toNative() as unknown as PathOperations;
+    this.logger = opts.logger;
+    this.timeout = opts.attrTimeoutS;
+  }
+
+  mount(): void {
+    this.session = this.binding.mount(this.opts.mountpoint, this.opts.mountOptions, this.opts.settings, (batch) => this.onBatch(batch));
+  }
+
+  /** Unmounts (lazily, off the main thread); the readers stop once the kernel lets go of the connection. */
+  async unmount(): Promise<void> {
+    if (this.session) await this.binding.unmount(this.session);
+  }
+
+  /**
+   * After `ended`: joins the readers, answers anything still pending with EIO, frees the session. A
+   * reader still blocked on the device (the kernel kept the connection) is left as it is: logged, and
+   * the session no longer keeps the process alive.
+   */
+  destroy(): void {
+    if (!this.session) return;
+    if (!this.binding.destroy(this.session)) {
+      this.logger.warn({ mountpoint: this.opts.mountpoint }, 'fuse: the connection is still held by the kernel; leaving its reader thread');
+      return;
+    }
+    this.session = undefined;
+  }
+
+  private get se(): NativeSession {
+    return this.session!;
+  }
+
+  private onBatch(batch: KernelRequest[]): void {
+    for (const req of batch) {
+      try {
+        this.dispatch(req);
+      } catch (err) {
+        if (req.id) this.binding.replyErr(this.se, req.id, -errnoOf(err));
+      }
+    }
+  }
+
+  /** Attributes for the kernel, with this inode's number. */
+  private statArray(ino: number, st: KernelStat): Float64Array {
+    const a = this.scratch;
+    a[0] = ino;
+    a[1] = st.mode;
+    a[2] = st.nlink;
+    a[3] = st.uid;
+    a[4] = st.gid;
+    a[5] = st.size;
+    a[6] = st.blocks;
+    a[7] = st.blksize;
+    a[8] = st.atime;
+    a[9] = st.mtime;
+    a[10] = st.ctime;
+    return a;
+  }
+
+  private shown(node: InodeNode, st: KernelStat): void {
+    node.shown = { size: st.size, mtimeMs: st.mtime };
+  }
+
+  private replyCode(id: number): NativeCallback {
+    return (code) => {
+      this.binding.replyErr(this.se, id, code < 0 ? -code : 0);
+    };
+  }
+
+  private safePath(ino: number): string {
+    try {
+      return this.inodes.path(ino);
+    } catch {
+      return `(removed inode ${ino})`;
+    }
+  }
+
+  private isFileHandle(fh: number | undefined): fh is number {
+    return fh !== undefined && fh < DIR_FH_BASE;
+  }
+
+  private dispatch(req: KernelRequest): void {
+    const se = this.se;
+    const b = this.binding;
+    const id = req.id;
+    switch (req.op) {
+      case Op.INIT:
+        this.writeback = !!req.writeback;
+        this.negotiated = { maxWrite: req.maxWrite!, maxReadahead: req.maxReadahead!, maxBackground: req.maxBackground!, writeback: this.writeback };
+        this.logger.info(this.negotiated, 'fuse: session started (libfuse 3)');
+        return;
+      case Op.END:
+        this.endedResolve();
+        return;
+      case Op.FORGET:
+        this.inodes.forget(req.ino, req.nlookup!);
+        return;
+      case Op.LOOKUP:
+        return this.lookup(id, req.ino, req.name!);
+      case Op.GETATTR: {
+        const path = this.inodes.path(req.ino);
+        const node = this.inodes.get(req.ino);
+        const reply: NativeCallback = (code, st) => {
+          if (code < 0) return void b.replyErr(se, id, -code);
+          const stat = st as KernelStat;
+          // Changed elsewhere: keep what was shown, so the next lookup gives the name a new inode, and
+          // make the kernel look the name up again.
+          if (this.changedElsewhere(node, stat)) this.invalidate(node);
+          else this.shown(node, stat);
+          b.replyAttr(se, id, this.statArray(req.ino, stat), this.timeout);
+        };
+        if (this.isFileHandle(req.fh) && !node.isDir) this.ops.fgetattr(path, req.fh, reply);
+        else this.ops.getattr(path, reply);
+        return;
+      }
+      case Op.SETATTR:
+        void this.setattr(req);
+        return;
+      case Op.MKDIR: {
+        const path = this.inodes.childPath(req.ino, req.name!);
+        this.ops.mkdir(path, req.mode!, (code) => {
+          if (code < 0) return void b.replyErr(se, id, -code);
+          this.ops.getattr(path, (c, st) => this.replyNewEntry(id, req.ino, req.name!, c, st as KernelStat, true));
+        });
+        return;
+      }
+      case Op.UNLINK:
+        return this.unlink(id, req.ino, req.name!);
+      case Op.RMDIR: {
+        const path = this.inodes.childPath(req.ino, req.name!);
+        this.ops.rmdir(path, (code) => {
+          if (code === 0) this.inodes.removeName(req.ino, req.name!);
+          b.replyErr(se, id, code < 0 ? -code : 0);
+        });
+        return;
+      }
+      case Op.RENAME: {
+        if ((req.flags! & ~RENAME_NOREPLACE) !== 0) return void b.replyErr(se, id, Errno.EINVAL);
+        const from = this.inodes.childPath(req.ino, req.name!);
+        const to = this.inodes.childPath(req.newparent!, req.newname!);
+        const done: NativeCallback = (code) => {
+          if (code === 0) this.inodes.rename(req.ino, req.name!, req.newparent!, req.newname!);
+          b.replyErr(se, id, code < 0 ? -code : 0);
+        };
+        if (req.flags! & RENAME_NOREPLACE) this.operations.renameNoReplace(from, to, done);
+        else this.ops.rename(from, to, done);
+        return;
+      }
+      case Op.OPEN: {
+        const node = this.inodes.get(req.ino);
+        const path = this.inodes.pathOf(node);
+        this.ops.open(path, this.openFlags(req.flags!), (code, fh) => {
+          if (code < 0) return void b.replyErr(se, id, -code);
+          this.opened(node, fh as number);
+          if (!b.replyOpen(se, id, fh as number, KEEP_CACHE)) this.closeUnanswered(path, fh as number);
+        });
+        return;
+      }
+      case Op.CREATE:
+        return this.create(id, req);
+      case Op.READ:
+        this.operations.readParts(this.safePath(req.ino), req.fh!, req.size!, req.offset!, (code, parts) => {
+          if (code < 0) return void b.replyErr(se, id, -code);
+          b.replyData(se, id, parts as Buffer[], req.size!);
+        });
+        return;
+      case Op.WRITE:
+        this.operations.writeOwned(this.safePath(req.ino), req.fh!, req.data!, req.offset!, (code) => {
+          if (code < 0) return void b.replyErr(se, id, -code);
+          b.replyWrite(se, id, code);
+          // What this mount wrote is no change made elsewhere: compare again from the next attributes shown.
+          const open = this.openInodes.get(req.fh!);
+          if (open) open.node.shown = undefined;
+        });
+        return;
+      case Op.FLUSH:
+        this.ops.flush(this.safePath(req.ino), req.fh!, this.replyCode(id));
+        return;
+      case Op.FSYNC:
+        this.ops.fsync(this.safePath(req.ino), req.flags!, req.fh!, this.replyCode(id));
+        return;
+      case Op.RELEASE:
+        return this.release(id, req.ino, req.fh!);
+      case Op.OPENDIR: {
+        this.inodes.path(req.ino);
+        const fh = this.nextDirFh++;
+        this.dirs.set(fh, undefined);
+        b.replyOpen(se, id, fh, 0);
+        return;
+      }
+      case Op.READDIR:
+        return this.readdir(id, req);
+      case Op.RELEASEDIR:
+        this.dirs.delete(req.fh!);
+        b.replyErr(se, id, 0);
+        return;
+      case Op.FSYNCDIR:
+        this.ops.fsyncdir(this.safePath(req.ino), req.flags!, req.fh!, this.replyCode(id));
+        return;
+      case Op.STATFS:
+        this.ops.statfs(this.safePath(req.ino), (code, fs) => {
+          if (code < 0) return void b.replyErr(se, id, -code);
+          const s = fs as KernelStatFs;
+          b.replyStatfs(se, id, Float64Array.of(s.bsize, s.frsize, s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.favail, s.fsid, s.flag, s.namemax));
+        });
+        return;
+      case Op.SETXATTR:
+        this.ops.setxattr(this.inodes.path(req.ino), req.name!, req.data!, 0, req.flags!, this.replyCode(id));
+        return;
+      case Op.REMOVEXATTR:
+        this.ops.removexattr(this.inodes.path(req.ino), req.name!, this.replyCode(id));
+        return;
+      case Op.GETXATTR:
+      case Op.LISTXATTR: {
+        const size = req.size!;
+        const target = Buffer.alloc(size);
+        const reply: NativeCallback = (code) => {
+          if (code < 0) return void b.replyErr(se, id, -code);
+          if (size === 0) b.replyXattrSize(se, id, code);
+          else b.replyData(se, id, [target], code);
+        };
+        const path = this.inodes.path(req.ino);
+        if (req.op === Op.GETXATTR) this.ops.getxattr(path, req.name!, target, reply);
+        else this.ops.listxattr(path, target, reply);
+        return;
+      }
+      case Op.ACCESS:
+        this.ops.access(this.inodes.path(req.ino), req.flags!, this.replyCode(id));
+        return;
+      default:
+        b.replyErr(se, id, Errno.ENOSYS);
+    }
+  }
+
+  /**
+   * open(2) flags as the Vfs should see them: with the writeback cache the kernel reads pages of files
+   * opened write-only and computes append offsets itself.
+   */
+  private openFlags(flags: number): number {
+    if (!this.writeback) return flags;
+    let f = flags;
+    if ((f & O_ACCMODE) === O_WRONLY) f = (f & ~O_ACCMODE) | O_RDWR;
+    return f & ~O_APPEND;
+  }
+
+  private opened(node: InodeNode, fh: number): void {
+    let writable = false;
+    try {
+      writable = this.operations.handles.get(fh).writable;
+    } catch {
+      // Released already (deadline): counted as read-only.
+    }
+    this.inodes.opened(node, writable);
+    this.openInodes.set(fh, { node, writable });
+  }
+
+  /** The kernel closed `fh` (or never got it). */
+  private forgetHandle(fh: number): { node: InodeNode; writable: boolean } | undefined {
+    const open = this.openInodes.get(fh);
+    this.openInodes.delete(fh);
+    return open;
+  }
+
+  /** An open the kernel gave up on (interrupted): release what it opened. */
+  private closeUnanswered(path: string, fh: number): void {
+    this.ops.release(path, fh, () => {
+      const open = this.forgetHandle(fh);
+      if (open) this.inodes.closed(open.node, open.writable);
+    });
+  }
+
+  private lookup(id: number, parent: number, name: string): void {
+    const b = this.binding;
+    const se = this.se;
+    const path = this.inodes.childPath(parent, name);
+    this.ops.getattr(path, (code, st) => {
+      if (code === -Errno.ENOENT) return void b.replyNegative(se, id, this.timeout);
+      this.replyNewEntry(id, parent, name, code, st as KernelStat, false);
+    });
+  }
+
+  /**
+   * Answers a lookup (or mkdir) with the inode of `name`, counting the reference. A file whose size or
+   * mtime changed since the kernel last saw it, and that is not open, gets a new inode: the kernel's
+   * cached pages and size of the old one (kept as its own with the writeback cache) are then not used.
+   */
+  private replyNewEntry(id: number, parent: number, name: string, code: number, st: KernelStat, created: boolean): void {
+    if (code < 0) return void this.binding.replyErr(this.se, id, -code);
+    const isDir = (st.mode & 0o170000) === 0o040000;
+    const known = this.inodes.find(parent, name);
+    const changed = !created && known !== undefined && this.changedElsewhere(known, st);
+    const node = this.inodes.remember(parent, name, isDir, created || changed);
+    this.shown(node, st);
+    if (!this.binding.replyEntry(this.se, id, this.statArray(node.ino, st), this.timeout, this.timeout)) this.inodes.forget(node.ino, 1);
+  }
+
+  /** A file not open here whose size or mtime differs from what the kernel was last shown. */
+  private changedElsewhere(node: InodeNode, st: KernelStat): boolean {
+    return !node.isDir && node.writers === 0 && node.shown !== undefined && (node.shown.size !== st.size || node.shown.mtimeMs !== st.mtime);
+  }
+
+  /** True when the file changed elsewhere since the kernel last saw it (then its cached times are stale). */
+  private async staleKernelTimes(node: InodeNode, path: string): Promise<boolean> {
+    if (node.isDir || node.writers > 0 || !node.shown) return false;
+    const [code, st] = await answerOf((cb) => this.ops.getattr(path, cb));
+    return code === 0 && this.changedElsewhere(node, st as KernelStat);
+  }
+
+  private invalidate(node: InodeNode): void {
+    if (node.detached || !node.parent || !this.session) return;
+    const name = node.name;
+    this.binding.invalidateEntry(this.session, node.parent.ino, name).then(
+      (rc) => {
+        if (rc < 0 && rc !== -Errno.ENOENT) this.logger.debug({ name, rc }, 'fuse: invalidating a cached name failed');
+      },
+      (err: unknown) => this.logger.warn({ name, err: String(err) }, 'fuse: invalidating a cached name failed'),
+    );
+  }
+
+  private create(id: number, req: KernelRequest): void {
+    const b = this.binding;
+    const se = this.se;
+    const parent = req.ino;
+    const name = req.name!;
+    const path = this.inodes.childPath(parent, name);
+    this.operations.createWithFlags(path, req.flags!, req.mode!, (code, fh) => {
+      if (code < 0) return void b.replyErr(se, id, -code);
+      const handle = fh as number;
+      this.ops.fgetattr(path, handle, (c, st) => {
+        if (c < 0) {
+          b.replyErr(se, id, -c);
+          this.ops.release(path, handle, () => undefined);
+          return;
+        }
+        const stat = st as KernelStat;
+        let node: InodeNode;
+        try {
+          node = this.inodes.remember(parent, name, false, true);
+        } catch (err) {
+          b.replyErr(se, id, -errnoOf(err));
+          this.ops.release(path, handle, () => undefined);
+          return;
+        }
+        this.shown(node, stat);
+        this.opened(node, handle);
+        if (!b.replyCreate(se, id, this.statArray(node.ino, stat), this.timeout, this.timeout, handle, KEEP_CACHE)) {
+          this.inodes.forget(node.ino, 1);
+          this.closeUnanswered(path, handle);
+        }
+      });
+    });
+  }
+
+  /**
+   * unlink of a file still open here: renamed to `.fuse_hidden…` in its folder and removed at the last
+   * close (as libfuse's high-level API does), so its data stays readable and writable through the open
+   * descriptors and nothing written later recreates the name.
+   */
+  private unlink(id: number, parent: number, name: string): void {
+    const b = this.binding;
+    const se = this.se;
+    const path = this.inodes.childPath(parent, name);
+    const node = this.inodes.find(parent, name);
+    if (node && node.opens > 0 && !node.isDir) {
+      const hidden = `.fuse_hidden${node.ino.toString(16).padStart(8, '0')}${Date.now().toString(16).slice(-8)}`;
+      this.ops.rename(path, this.inodes.childPath(parent, hidden), (code) => {
+        if (code === 0) {
+          this.inodes.rename(parent, name, parent, hidden);
+          node.hidden = true;
+        }
+        b.replyErr(se, id, code < 0 ? -code : 0);
+      });
+      return;
+    }
+    this.ops.unlink(path, (code) => {
+      if (code === 0) this.inodes.removeName(parent, name);
+      b.replyErr(se, id, code < 0 ? -code : 0);
+    });
+  }
+
+  private release(id: number, ino: number, fh: number): void {
+    const path = this.safePath(ino);
+    this.ops.release(path, fh, (code) => {
+      this.binding.replyErr(this.se, id, code < 0 ? -code : 0);
+      const open = this.forgetHandle(fh);
+      if (!open) return;
+      const node = open.node;
+      if (node.hidden && node.opens === 1 && !node.detached) {
+        const hiddenPath = this.inodes.pathOf(node);
+        this.ops.unlink(hiddenPath, (c) => {
+          if (c < 0) this.logger.warn({ path: hiddenPath, errno: -c }, 'fuse: removing an unlinked file at its last close failed');
+          if (!node.detached && node.parent) this.inodes.removeName(node.parent.ino, node.name);
+          this.inodes.closed(node, open.writable);
+        });
+        return;
+      }
+      this.inodes.closed(node, open.writable);
+    });
+  }
+
+  private readdir(id: number, req: KernelRequest): void {
+    const b = this.binding;
+    const se = this.se;
+    const fh = req.fh!;
+    const offset = req.offset!;
+    const send = (listing: DirListing): void => {
+      const count = Math.floor(req.size! / MIN_DIRENT) + 1;
+      const end = Math.min(listing.names.length, offset + count);
+      if (offset >= end) return void b.replyData(se, id, [], 0);
+      b.replyDir(se, id, req.size!, listing.names.slice(offset, end), listing.inos.subarray(offset, end), listing.dirs.subarray(offset, end), offset);
+    };
+    const cached = this.dirs.get(fh);
+    if (cached && offset > 0) return send(cached);
+    const node = this.inodes.get(req.ino);
+    const path = this.inodes.pathOf(node);
+    this.ops.readdir(path, (code, names, stats) => {
+      if (code < 0) return void b.replyErr(se, id, -code);
+      const list = names as string[];
+      const sts = stats as KernelStat[];
+      const inos = new Float64Array(list.length);
+      const dirs = new Uint8Array(list.length);
+      for (let i = 0; i < list.length; i++) {
+        const n = list[i]!;
+        dirs[i] = (sts[i]!.mode & 0o170000) === 0o040000 ? 1 : 0;
+        if (n === '.') inos[i] = node.ino;
+        else if (n === '..') inos[i] = node.parent?.ino ?? ROOT_INO;
+        else inos[i] = this.inodes.find(node.ino, n)?.ino ?? UNKNOWN_INO;
+      }
+      const listing: DirListing = { ino: node.ino, names: list, inos, dirs };
+      if (this.dirs.has(fh)) this.dirs.set(fh, listing);
+      send(listing);
+    });
+  }
+
+  private async setattr(req: KernelRequest): Promise<void> {
+    const b = this.binding;
+    const se = this.se;
+    const id = req.id;
+    const valid = req.valid!;
+    try {
+      const node = this.inodes.get(req.ino);
+      const path = this.inodes.pathOf(node);
+      const fh = this.isFileHandle(req.fh) && !node.isDir ? req.fh : undefined;
+      const step = async (start: (cb: NativeCallback) => void): Promise<boolean> => {
+        const [code] = await answerOf(start);
+        if (code < 0) b.replyErr(se, id, -code);
+        return code >= 0;
+      };
+      if (valid & SET_SIZE) {
+        const ok = await step((cb) => (fh !== undefined ? this.ops.ftruncate(path, fh, req.size!, cb) : this.ops.truncate(path, req.size!, cb)));
+        if (!ok) return;
+      }
+      if (valid & SET_MODE && !(await step((cb) => this.ops.chmod(path, req.mode!, cb)))) return;
+      if (valid & (SET_UID | SET_GID)) {
+        const uid = valid & SET_UID ? req.uid! : 0xffff_ffff;
+        const gid = valid & SET_GID ? req.gid! : 0xffff_ffff;
+        if (!(await step((cb) => this.ops.chown(path, uid, gid, cb)))) return;
+      }
+      if (valid & (SET_MTIME | SET_MTIME_NOW)) {
+        const mtime = valid & SET_MTIME_NOW ? Date.now() : req.mtimeMs!;
+        if (!(valid & SET_SIZE) && (await this.staleKernelTimes(node, path))) {
+          // The kernel writes back the times of what it cached long after: not over a newer version.
+          this.logger.debug({ path }, 'fuse: kept the times of a file changed elsewhere');
+        } else if (!(await step((cb) => this.ops.utimens(path, mtime, mtime, cb)))) return;
+      }
+      const [code, st] = await answerOf((cb) => (fh !== undefined ? this.ops.fgetattr(path, fh, cb) : this.ops.getattr(path, cb)));
+      if (code < 0) return void b.replyErr(se, id, -code);
+      if (this.changedElsewhere(node, st as KernelStat)) this.invalidate(node);
+      else this.shown(node, st as KernelStat);
+      b.replyAttr(se, id, this.statArray(req.ino, st as KernelStat), this.timeout);
+    } catch (err) {
+      b.replyErr(se, id, -errnoOf(err));
+    }
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * Everyday tools that set modes, owners and times (tar x, cp -a, rsync -a) exit 0 through the mount and
+ * what they set shows (kept in memory by the front end); files changed by another client, unlinked or
+ * replaced while open behave as on a local disk.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chmod, mkdir, open, readFile, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { sh, startMount, type MountHarness } from './harness.js';
+
+const T = 60_000;
+
+async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > until) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('tools through the FUSE mount', () => {
+  let h: MountHarness;
+  let lib: string;
+  let tree: string;
+
+  beforeAll(async () => {
+    h = await startMount({ mount: { attrTimeoutS: 1 } });
+    lib = join(h.mnt, 'Lib');
+    tree = join(h.local, 'tree');
+    await mkdir(join(tree, 'bin'), { recursive: true });
+    await mkdir(join(tree, 'private'), { recursive: true });
+    await writeFile(join(tree, 'bin', 'run.sh'), '#!/bin/sh\necho hi\n');
+    await chmod(join(tree, 'bin', 'run.sh'), 0o755);
+    await writeFile(join(tree, 'private', 'key'), 'secret');
+    await chmod(join(tree, 'private', 'key'), 0o600);
+    await chmod(join(tree, 'private'), 0o700);
+    await writeFile(join(tree, 'data.bin'), Buffer.alloc(300_000, 9));
+    await sh('touch', ['-d', '2020-01-02 03:04:05', join(tree, 'data.bin')]);
+  }, T);
+  afterAll(async () => {
+    await h?.stop();
+  }, T);
+
+  const modeOf = async (p: string): Promise<number> => (await stat(p)).mode & 0o7777;
+
+  it('tar x keeping modes and owners exits 0, and the modes show', async () => {
+    const archive = join(h.local, 'tree.tar');
+    await sh('tar', ['-cf', archive, '-C', h.local, 'tree']);
+    await mkdir(join(lib, 'tar'));
+    await sh('tar', ['-xpf', archive, '-C', join(lib, 'tar'), '--same-owner']);
+    await sh('diff', ['-r', tree, join(lib, 'tar/tree')]);
+    expect(await modeOf(join(lib, 'tar/tree/bin/run.sh'))).toBe(0o755);
+    expect(await modeOf(join(lib, 'tar/tree/private/key'))).toBe(0o600);
+    expect(await modeOf(join(lib, 'tar/tree/private'))).toBe(0o700);
+    expect((await stat(join(lib, 'tar/tree/data.bin'))).mtime.toISOString()).toBe((await stat(join(tree, 'data.bin'))).mtime.toISOString());
+  }, T);
+
+  it('cp -a exits 0 and keeps modes and times', async () => {
+    await sh('cp', ['-a', tree, join(lib, 'cp')]);
+    await sh('diff', ['-r', tree, join(lib, 'cp')]);
+    expect(await modeOf(join(lib, 'cp/bin/run.sh'))).toBe(0o755);
+    expect(await modeOf(join(lib, 'cp/private/key'))).toBe(0o600);
+    expect((await stat(join(lib, 'cp/data.bin'))).mtimeMs).toBe((await stat(join(tree, 'data.bin'))).mtimeMs);
+  }, T);
+
+  it('rsync -a exits 0, and a second run finds nothing to copy', async () => {
+    await sh('rsync', ['-a', `${tree}/`, join(lib, 'rsync')]);
+    await sh('diff', ['-r', tree, join(lib, 'rsync')]);
+    expect(await modeOf(join(lib, 'rsync/bin/run.sh'))).toBe(0o755);
+    const again = await sh('rsync', ['-a', '--itemize-changes', `${tree}/`, join(lib, 'rsync')]);
+    expect(again.stdout.trim()).toBe('');
+  }, T);
+
+  it('chown to another owner shows it', async () => {
+    await writeFile(join(lib, 'owned'), 'x');
+    await sh('chown', ['1234:5678', join(lib, 'owned')]);
+    const st = await stat(join(lib, 'owned'));
+    expect([st.uid, st.gid]).toEqual([1234, 5678]);
+  }, T);
+
+  it('a file changed by another client shows its new content and size', async () => {
+    await writeFile(join(lib, 'shared.txt'), 'first version');
+    expect(await readFile(join(lib, 'shared.txt'), 'utf8')).toBe('first version');
+    await h.call('remoteWrite', { path: '/Lib/shared.txt', data: Buffer.from('second version, longer').toString('base64') });
+    const text = await eventually('the new content shows', async () => {
+      const t = await readFile(join(lib, 'shared.txt'), 'utf8');
+      return t === 'second version, longer' ? t : undefined;
+    }, 5_000);
+    expect(text).toBe('second version, longer');
+    expect((await stat(join(lib, 'shared.txt'))).size).toBe(22);
+  }, T);
+
+  it('a file unlinked while open stays readable and writable through its descriptor, and is gone after close', async () => {
+    const f = join(lib, 'open-unlinked.txt');
+    await writeFile(f, 'still here');
+    const fh = await open(f, 'r+');
+    try {
+      await sh('rm', [f]);
+      await expect(stat(f)).rejects.toMatchObject({ code: 'ENOENT' });
+      const buf = Buffer.alloc(10);
+      await fh.read(buf, 0, 10, 0);
+      expect(buf.toString()).toBe('still here');
+      await fh.write('STILL', 0);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await eventually('no hidden file left', async () => ((await h.call<string[]>('remoteList', { path: '/Lib' })).some((n) => n.startsWith('.fuse_hidden')) ? undefined : true), 5_000);
+    expect(await h.call('remoteStat', { path: '/Lib/open-unlinked.txt' })).toBeNull();
+  }, T);
+
+  it('mv -n does not replace an existing file', async () => {
+    await writeFile(join(lib, 'keep-a'), 'a');
+    await writeFile(join(lib, 'keep-b'), 'b');
+    await sh('mv', ['-n', join(lib, 'keep-a'), join(lib, 'keep-b')]).catch(() => undefined);
+    expect(await readFile(join(lib, 'keep-b'), 'utf8')).toBe('b');
+  }, T);
+});

@@ -1,0 +1,71 @@
+/** InodeTable: kernel inode numbers → gateway paths, with lookup/forget counting. */
+import { describe, expect, it } from 'vitest';
+import { InodeTable, ROOT_INO } from '../../../src/fuse/engine/inode-table.js';
+
+describe('InodeTable', () => {
+  it('resolves paths through parents and counts lookups', () => {
+    const t = new InodeTable();
+    const lib = t.remember(ROOT_INO, 'Lib', true);
+    const dir = t.remember(lib.ino, 'd', true);
+    const file = t.remember(dir.ino, 'f.txt', false);
+    expect(t.path(file.ino)).toBe('/Lib/d/f.txt');
+    expect(t.childPath(ROOT_INO, 'Lib')).toBe('/Lib');
+    expect(t.remember(dir.ino, 'f.txt', false)).toBe(file);
+    expect(file.lookups).toBe(2);
+    t.forget(file.ino, 1);
+    expect(t.path(file.ino)).toBe('/Lib/d/f.txt');
+    t.forget(file.ino, 1);
+    expect(() => t.get(file.ino)).toThrow(/ENOENT/);
+  });
+
+  it('keeps a folder while a child is known, and drops it with the last child', () => {
+    const t = new InodeTable();
+    const lib = t.remember(ROOT_INO, 'Lib', true);
+    const dir = t.remember(lib.ino, 'd', true);
+    const file = t.remember(dir.ino, 'f', false);
+    t.forget(dir.ino, 1);
+    t.forget(lib.ino, 1);
+    expect(t.path(file.ino)).toBe('/Lib/d/f');
+    t.forget(file.ino, 1);
+    expect(t.size).toBe(1);
+  });
+
+  it('rename moves the subtree; the replaced target loses its path', () => {
+    const t = new InodeTable();
+    const lib = t.remember(ROOT_INO, 'Lib', true);
+    const a = t.remember(lib.ino, 'a', true);
+    const f = t.remember(a.ino, 'f', false);
+    const b = t.remember(lib.ino, 'b', true);
+    const old = t.remember(b.ino, 'moved', true);
+    t.rename(lib.ino, 'a', b.ino, 'moved');
+    expect(t.path(f.ino)).toBe('/Lib/b/moved/f');
+    expect(() => t.path(old.ino)).toThrow(/ENOENT/);
+    expect(t.find(b.ino, 'moved')).toBe(a);
+    expect(t.find(lib.ino, 'a')).toBeUndefined();
+  });
+
+  it('an unlinked inode lives until forgotten and closed; numbers are never reused', () => {
+    const t = new InodeTable();
+    const lib = t.remember(ROOT_INO, 'Lib', true);
+    const f = t.remember(lib.ino, 'f', false);
+    t.opened(f, true);
+    t.removeName(lib.ino, 'f');
+    expect(() => t.path(f.ino)).toThrow(/ENOENT/);
+    t.forget(f.ino, 1);
+    expect(t.get(f.ino)).toBe(f);
+    t.closed(f, true);
+    expect(() => t.get(f.ino)).toThrow(/ENOENT/);
+    const again = t.remember(lib.ino, 'f', false);
+    expect(again.ino).toBeGreaterThan(f.ino);
+  });
+
+  it('a fresh lookup gives a name a new inode and detaches the old one', () => {
+    const t = new InodeTable();
+    const lib = t.remember(ROOT_INO, 'Lib', true);
+    const f = t.remember(lib.ino, 'f', false);
+    const g = t.remember(lib.ino, 'f', false, true);
+    expect(g.ino).not.toBe(f.ino);
+    expect(t.path(g.ino)).toBe('/Lib/f');
+    expect(() => t.path(f.ino)).toThrow(/ENOENT/);
+  });
+});

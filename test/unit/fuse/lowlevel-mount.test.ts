@@ -1,0 +1,135 @@
+/**
+ * LowLevelMount driven without a kernel: a recording stand-in for the native binding takes the replies,
+ * requests go in as the reader thread would hand them over, over the in-memory Vfs.
+ */
+import { describe, expect, it } from 'vitest';
+import { Op, type Fuse3Binding, type KernelRequest, type NativeSession } from '../../../src/fuse/engine/binding.js';
+import { LowLevelMount } from '../../../src/fuse/engine/lowlevel-mount.js';
+import { DEFAULT_DEADLINES, FuseOperations } from '../../../src/fuse/operations.js';
+import { silentLogger } from '../../../src/shared/log.js';
+import { MemoryVfs } from '../../e2e/fuse/memory-vfs.js';
+
+interface Reply {
+  kind: string;
+  args: unknown[];
+}
+
+function setup() {
+  const vfs = new MemoryVfs(['Lib']);
+  const operations = new FuseOperations({ vfs, ownership: { uid: 1000, gid: 100, umask: 0o022, readOnly: false }, deadlines: DEFAULT_DEADLINES, logger: silentLogger });
+  const waiting = new Map<number, (r: Reply) => void>();
+  let onBatch: (batch: KernelRequest[]) => void = () => undefined;
+  const answer = (kind: string) => (_s: NativeSession, id: number, ...args: unknown[]) => {
+    const w = waiting.get(id);
+    waiting.delete(id);
+    // Copy typed arrays: the engine reuses its stat array.
+    w?.({ kind, args: args.map((a) => (a instanceof Float64Array ? Array.from(a) : a)) });
+    return w !== undefined;
+  };
+  const binding: Fuse3Binding = {
+    mount: (_m, _o, _s, cb) => {
+      onBatch = cb;
+      return {} as NativeSession;
+    },
+    unmount: async () => undefined,
+    destroy: () => true,
+    replyErr: answer('err'),
+    replyEntry: answer('entry'),
+    replyNegative: answer('negative'),
+    replyAttr: answer('attr'),
+    replyOpen: answer('open'),
+    replyCreate: answer('create'),
+    replyWrite: answer('write'),
+    replyXattrSize: answer('xattrSize'),
+    replyData: (s, id, parts, limit) => answer('data')(s, id, Buffer.concat(parts as Buffer[]).subarray(0, limit)),
+    replyDir: (s, id, size, names) => {
+      answer('dir')(s, id, [...names]);
+      return names.length;
+    },
+    replyStatfs: answer('statfs'),
+    invalidateEntry: async () => 0,
+  };
+  const mount = new LowLevelMount({ binding, operations, mountpoint: '/unused', mountOptions: [], settings: { maxWrite: 1, maxReadahead: 1, maxBackground: 1, congestionThreshold: 1, writeback: 1, asyncRead: 1, readers: 1 }, attrTimeoutS: 1, logger: silentLogger });
+  mount.mount();
+  onBatch([{ op: Op.INIT, id: 0, ino: 0, writeback: 1, maxWrite: 1 << 20, maxReadahead: 1 << 20, maxBackground: 64 }]);
+  let nextId = 1;
+  const send = (req: Omit<KernelRequest, 'id'>): Promise<Reply> =>
+    new Promise((resolve) => {
+      const id = nextId++;
+      waiting.set(id, resolve);
+      onBatch([{ ...req, id }]);
+    });
+  return { vfs, mount, send, notify: (req: KernelRequest) => onBatch([req]) };
+}
+
+describe('LowLevelMount', () => {
+  it('lookup counts references; forget drops the inode; unknown names are negative entries', async () => {
+    const { mount, send, notify } = setup();
+    const lib = await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' });
+    expect(lib.kind).toBe('entry');
+    const libIno = (lib.args[0] as number[])[0]!;
+    expect(mount.inodes.path(libIno)).toBe('/Lib');
+    expect((await send({ op: Op.LOOKUP, ino: libIno, name: 'nope' })).kind).toBe('negative');
+    notify({ op: Op.FORGET, id: 0, ino: libIno, nlookup: 1 });
+    expect(() => mount.inodes.get(libIno)).toThrow(/ENOENT/);
+  });
+
+  it('create (with its mode), write, read, rename, getattr by inode; RENAME_EXCHANGE is EINVAL', async () => {
+    const { mount, send } = setup();
+    const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
+    const created = await send({ op: Op.CREATE, ino: libIno, name: 'f.txt', mode: 0o100755, flags: 0o1 | 0o100 });
+    expect(created.kind).toBe('create');
+    const [stat, , , fh] = created.args as [number[], number, number, number];
+    const ino = stat[0]!;
+    expect(stat[1]).toBe(0o100755);
+    expect(await send({ op: Op.WRITE, ino, fh, offset: 0, data: Buffer.from('hello world') })).toEqual({ kind: 'write', args: [11] });
+    const read = await send({ op: Op.READ, ino, fh, offset: 6, size: 100 });
+    expect((read.args[0] as Buffer).toString()).toBe('world');
+    expect((await send({ op: Op.RENAME, ino: libIno, name: 'f.txt', newparent: libIno, newname: 'g.txt', flags: 0 })).args).toEqual([0]);
+    expect(mount.inodes.path(ino)).toBe('/Lib/g.txt');
+    const attr = await send({ op: Op.GETATTR, ino });
+    expect((attr.args[0] as number[])[5]).toBe(11);
+    expect((await send({ op: Op.RENAME, ino: libIno, name: 'g.txt', newparent: libIno, newname: 'g.txt', flags: 2 })).args).toEqual([22]); // EXCHANGE: EINVAL
+    expect((await send({ op: Op.RELEASE, ino, fh })).args).toEqual([0]);
+  });
+
+  it('RENAME_NOREPLACE answers EEXIST over an existing name', async () => {
+    const { send } = setup();
+    const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
+    for (const name of ['a', 'b']) {
+      const c = await send({ op: Op.CREATE, ino: libIno, name, mode: 0o100644, flags: 0o1 });
+      await send({ op: Op.RELEASE, ino: (c.args[0] as number[])[0]!, fh: c.args[3] as number });
+    }
+    expect((await send({ op: Op.RENAME, ino: libIno, name: 'a', newparent: libIno, newname: 'b', flags: 1 })).args).toEqual([17]);
+  });
+
+  it('unlink of an open file hides it until the last release, then removes it', async () => {
+    const { vfs, send } = setup();
+    const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
+    const c = await send({ op: Op.CREATE, ino: libIno, name: 'open.txt', mode: 0o100644, flags: 0o2 });
+    const ino = (c.args[0] as number[])[0]!;
+    const fh = c.args[3] as number;
+    await send({ op: Op.WRITE, ino, fh, offset: 0, data: Buffer.from('data') });
+    expect((await send({ op: Op.UNLINK, ino: libIno, name: 'open.txt' })).args).toEqual([0]);
+    const names = (await vfs.readdir('/Lib')).map((a) => a.name);
+    expect(names).toHaveLength(1);
+    expect(names[0]).toMatch(/^\.fuse_hidden/);
+    expect(((await send({ op: Op.READ, ino, fh, offset: 0, size: 10 })).args[0] as Buffer).toString()).toBe('data');
+    await send({ op: Op.RELEASE, ino, fh });
+    await new Promise((r) => setTimeout(r, 10));
+    expect(await vfs.readdir('/Lib')).toEqual([]);
+  });
+
+  it('readdir lists from a snapshot in pieces by offset; errors of unknown inodes are ENOENT', async () => {
+    const { send } = setup();
+    const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
+    const dir = await send({ op: Op.OPENDIR, ino: libIno, flags: 0 });
+    const fh = dir.args[0] as number;
+    const all = await send({ op: Op.READDIR, ino: libIno, fh, offset: 0, size: 4096 });
+    expect(all.args[0]).toEqual(['.', '..']);
+    const end = await send({ op: Op.READDIR, ino: libIno, fh, offset: 2, size: 4096 });
+    expect(end.kind).toBe('data');
+    expect((end.args[0] as Buffer).length).toBe(0);
+    expect((await send({ op: Op.GETATTR, ino: 999 })).args).toEqual([2]);
+  });
+});
