@@ -130,6 +130,16 @@ export const upCommand: Subcommand = {
     const logger = createLogger({ level: config.log.level, problems });
     // A fresh embedded service: its demo library gets a welcome file (once; deleting it is for good).
     const freshDemo = !config.service && !existsSync(join(config.data, 'service', 'credentials.json'));
+    // Signals are taken from before the start: a stop asked for while starting (or right after
+    // endpoints.json appears) is a clean stop once the start is done, never the default kill.
+    let asked: string | undefined;
+    let wake: ((signal: string) => void) | undefined;
+    const onSignal = (signal: string): void => {
+      if (asked) return;
+      asked = signal;
+      wake?.(signal);
+    };
+    for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(s, () => onSignal(s));
     let gateway: Gateway;
     try {
       gateway = await Gateway.start({ config, logger, stopFlushMs, problems });
@@ -141,12 +151,8 @@ export const upCommand: Subcommand = {
       return 1;
     }
     process.stderr.write(banner(gateway, config));
-    const signal = await new Promise<string>((resolve) => {
-      process.once('SIGINT', () => resolve('SIGINT'));
-      process.once('SIGTERM', () => resolve('SIGTERM'));
-      // The terminal closed: a clean stop like SIGTERM (uploads flushed, mount released), not a kill.
-      process.once('SIGHUP', () => resolve('SIGHUP'));
-    });
+    // SIGHUP (the terminal closed) stops cleanly like SIGTERM: uploads flushed, mount released.
+    const signal = asked ?? (await new Promise<string>((resolve) => { wake = resolve; }));
     if (signal === 'SIGHUP') {
       // The terminal is gone: writing to it fails (EIO); that must not end the stop half-way.
       (logger as unknown as Record<symbol, NodeJS.EventEmitter | undefined>)[pino.symbols.streamSym]?.on('error', () => undefined);

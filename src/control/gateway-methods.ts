@@ -354,7 +354,7 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         if (from.lib.name !== to.lib.name && total.files === 1 && !(await vfs.stat(from.path)).isDir) {
           await copyFileAcross(vfs, from.path, to.path, overwrite === 0, total.bytes, env);
         } else {
-          // Within a library the service copies (no bytes to report); a folder across libraries counts each file once it is there.
+          // Within a library the service copies (no bytes to report); across libraries bytes count as the service takes them.
           await vfs.copy(from.path, to.path, { noReplace: overwrite === 0 }, { signal: env.signal, onCopied: (n) => report(done += n) });
         }
         report(total.bytes, true);

@@ -645,9 +645,15 @@ export class GatewayVfs implements Vfs {
         await tmp.closeSpool();
       }
       const { sha1, size } = await this.hasher.hash(spool);
-      const entry = await to.remote.commit(toPath, { path: spool, size, sha1 }, this.call(ctx));
+      // Bytes as the service takes them (all at once when it has the content already).
+      let reported = 0;
+      const progress = (sent: number): void => {
+        if (sent > reported) ctx?.onCopied?.(sent - reported);
+        reported = Math.max(reported, sent);
+      };
+      const entry = await to.remote.commit(toPath, { path: spool, size, sha1 }, { ...this.call(ctx), onProgress: progress });
       this.ownUpsert(to.name, entry);
-      ctx?.onCopied?.(size);
+      progress(size);
     } finally {
       await this.writeBack.discardScratch(id);
     }

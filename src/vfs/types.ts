@@ -95,7 +95,7 @@ export interface CallContext {
    */
   lockHolder?: string;
   signal?: AbortSignal;
-  /** A copy through the gateway (across libraries) reports each file's bytes once the service has them. */
+  /** A copy through the gateway (across libraries) reports bytes as the service takes them (each call: bytes added). */
   onCopied?: (bytes: number) => void;
 }
 

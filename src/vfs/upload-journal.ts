@@ -161,7 +161,9 @@ export class UploadJournal {
   /** The metadata file, written beside and renamed into place; with `sync`, fsynced and its folder too. */
   private async writeEntry(entry: JournalEntry, sync: boolean): Promise<void> {
     const file = this.entryPath(entry.id);
-    const tmp = `${file}.tmp`;
+    // A name of its own per write: two writes of one entry at once (a rename while its put is under way)
+    // never rename each other's temp file.
+    const tmp = `${file}.${randomBytes(4).toString('hex')}.tmp`;
     const fh = await open(tmp, 'w', 0o600);
     try {
       await fh.writeFile(JSON.stringify(entry));
