@@ -8,7 +8,7 @@ import { loadConfig, ConfigError, parseHostPort, webdavLimitsOf, type GatewayCon
 import { makePrivateFolder } from '../gateway/private-folder.js';
 import { createLogger } from '../shared/log.js';
 import { createVfs } from '../vfs/index.js';
-import { createWebdavServer, serviceStatThrough, type WebdavServerOptions } from '../webdav/index.js';
+import { createWebdavServer, type WebdavServerOptions } from '../webdav/index.js';
 import type { Subcommand } from './main.js';
 
 const USAGE = `Usage: cloudlib webdav [options]
@@ -64,7 +64,6 @@ export const webdavCommand: Subcommand = {
     const server = createWebdavServer({
       ...(webdavLimitsOf(config.webdav) as Partial<WebdavServerOptions>),
       vfs,
-      serviceStat: serviceStatThrough(vfs),
       users: config.webdav.users.map((u) => ({ name: u.name, password: u.password, opId: u.op_id, opName: u.op_name, readOnly: u.read_only || config.mount.read_only })),
       anonymous: config.webdav.anonymous === false ? false : { readOnly: config.webdav.anonymous === 'read-only' || config.mount.read_only },
       keepJunkLocal: config.webdav.keep_junk_local,

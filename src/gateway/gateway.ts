@@ -253,11 +253,10 @@ export class Gateway {
     // 4. WebDAV.
     if (config.webdav.listen) {
       const users = config.webdav.users.length > 0 || config.webdav.anonymous ? config.webdav.users : [(this.webdavUser = await defaultWebdavUser(config.data))];
-      const mod = await load<{ createWebdavServer(o: Record<string, unknown>): WebdavServerHandle; serviceStatThrough(vfs: GatewayVfs): unknown }>('../webdav/index.js');
+      const mod = await load<{ createWebdavServer(o: Record<string, unknown>): WebdavServerHandle }>('../webdav/index.js');
       this.webdav = mod.createWebdavServer({
         ...webdavLimitsOf(config.webdav),
         vfs: this.vfs,
-        serviceStat: mod.serviceStatThrough(this.vfs),
         users: users.map((u) => ({ name: u.name, password: u.password, opId: u.op_id, opName: u.op_name, readOnly: u.read_only })),
         anonymous: config.webdav.anonymous === false ? false : { readOnly: config.webdav.anonymous === 'read-only' },
         keepJunkLocal: config.webdav.keep_junk_local,

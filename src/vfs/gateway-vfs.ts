@@ -248,10 +248,10 @@ export class GatewayVfs implements Vfs {
 
   // ---- metadata -------------------------------------------------------------------------------------------
 
-  async stat(path: string, ctx?: CallContext): Promise<Attr> {
+  async stat(path: string, ctx?: CallContext, opts: { fresh?: boolean } = {}): Promise<Attr> {
     const t = this.target(path);
     if (!t.lib) return this.rootAttr();
-    const e = await this.lookup(t.lib, t.fullpath, ctx);
+    const e = opts.fresh && t.fullpath !== '' ? await this.entryOf(t.lib, t.fullpath, ctx) : await this.lookup(t.lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
     return this.toAttr(t.lib, e);
   }

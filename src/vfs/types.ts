@@ -119,7 +119,12 @@ export interface FileHandle {
 }
 
 export interface Vfs {
-  stat(path: string, ctx?: CallContext): Promise<Attr>;
+  /**
+   * Attributes of a path. `fresh`: asked of the service itself, past the metadata cache (which is updated
+   * with the answer), for a check that must not trust a cache that may predate another client's change
+   * (a write's If-Match); a file with local changes waiting is answered as it is locally.
+   */
+  stat(path: string, ctx?: CallContext, opts?: { fresh?: boolean }): Promise<Attr>;
   readdir(path: string, ctx?: CallContext): Promise<Attr[]>;
   open(path: string, flags: OpenFlags, ctx?: CallContext): Promise<FileHandle>;
   mkdir(path: string, ctx?: CallContext): Promise<Attr>;

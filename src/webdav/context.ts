@@ -13,7 +13,6 @@ import { DavError, vfsCodeOf } from './errors.js';
 import { evaluateIf, parseIfHeader, submittedTokens, type IfList } from './if-header.js';
 import { isWithin, type DavLock, type LockTable } from './lock-table.js';
 import { isJunkName, type JunkStore } from './junk-store.js';
-import type { ServiceStat } from './service-stat.js';
 import { baseName, hrefOf, parentPath, pathFromUrl } from './paths.js';
 
 /** The parts of the server every request shares. */
@@ -32,8 +31,6 @@ export interface DavShared {
   maxPropertyValueBytes: number;
   /** Counts bytes of a PUT body as they are written (metrics). */
   countBodyBytes?: (n: number) => void;
-  /** Reads a path's state from the service, past the caches (preconditions of writes). */
-  serviceStat?: ServiceStat;
 }
 
 /** The entity tag of a file: its content hash when known, else id (or path), size and time. */
@@ -186,11 +183,15 @@ export class DavRequest {
    * it since the cache was filled), else `existing`.
    */
   async stateForPreconditions(existing: Attr | undefined, path = this.path): Promise<Attr | undefined> {
-    const serviceStat = this.shared.serviceStat;
-    if (!serviceStat || this.isJunk(path) || existing?.dirty || existing?.isDir) return existing;
-    const fresh = await serviceStat(path, this.call);
-    if (fresh === undefined) return existing;
-    if (fresh === null) return undefined;
+    if (this.isJunk(path) || existing?.dirty || existing?.isDir) return existing;
+    let fresh: Attr;
+    try {
+      fresh = await this.vfs.stat(path, this.call, { fresh: true });
+    } catch (err) {
+      const code = vfsCodeOf(err);
+      if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+      throw err;
+    }
     if (existing && fresh.contentHash === existing.contentHash) return existing;
     return fresh;
   }

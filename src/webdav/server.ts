@@ -20,7 +20,6 @@ import { propfind, proppatch } from './methods/props.js';
 import { transfer } from './methods/transfer.js';
 import { del, mkcol, put } from './methods/write.js';
 import { sendError, sendStatus } from './reply.js';
-import type { ServiceStat } from './service-stat.js';
 
 /** Counters the gateway's /metrics shows (optional). */
 export interface WebdavMetrics {
@@ -52,11 +51,6 @@ export interface WebdavServerOptions {
   maxPropertyValueBytes?: number;
   /** Realm shown by clients. Default `cloudlib`. */
   realm?: string;
-  /**
-   * Reads a path's state from the service past the Vfs's caches; a write's If-Match / If-None-Match is
-   * checked against it. Default: the cached state only (see serviceStatThrough).
-   */
-  serviceStat?: ServiceStat;
   /** Connection limits and timeouts (docs/webdav.md). */
   limits?: Partial<ConnectionLimits>;
 }
@@ -110,7 +104,6 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
     emptyCreateGraceMs: opts.emptyCreateGraceMs ?? 2000,
     keepJunkLocal: opts.keepJunkLocal ?? true,
     logger,
-    serviceStat: opts.serviceStat,
     maxXmlBytes: opts.maxXmlBytes ?? 1024 * 1024,
     maxPropertyValueBytes: opts.maxPropertyValueBytes ?? 64 * 1024,
     // Counted where the body is consumed: a 'data' listener here would switch the request to flowing

@@ -6,7 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createMemoryVfs } from '../../../src/vfs/index.js';
-import { createWebdavServer, serviceStatThrough, type WebdavServer, type WebdavServerOptions } from '../../../src/webdav/index.js';
+import { createWebdavServer, type WebdavServer, type WebdavServerOptions } from '../../../src/webdav/index.js';
 import { silentLogger, type Logger } from '../../../src/shared/log.js';
 import { GatewayMetrics } from '../../../src/gateway/metrics.js';
 
@@ -32,7 +32,6 @@ export async function startMemoryDav(opts: { port?: number; names?: string[]; lo
     dataDir,
     logger: opts.logger ?? silentLogger,
     emptyCreateGraceMs: opts.emptyCreateGraceMs,
-    serviceStat: serviceStatThrough(vfs),
     ...opts.server,
   });
   const url = await server.listen('127.0.0.1', opts.port ?? 0);
