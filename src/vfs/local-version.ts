@@ -23,6 +23,7 @@
  * after the upload is cancelled). `state`, `pins` and `failed` are changed only by WriteBack.
  */
 import { copyFile, open, stat, type FileHandle as FsHandle } from 'node:fs/promises';
+import { createHash, type Hash } from 'node:crypto';
 import { constants } from 'node:fs';
 import type { Readable } from 'node:stream';
 import type { PendingFile } from './upload-queue.js';
@@ -50,7 +51,12 @@ export interface LocalVersionOptions {
   mtimeMs?: number;
   /** Injected disk failures (tests). */
   faults?: DiskFaults;
+  /** The spool does not exist yet (a fresh id): nothing to truncate or measure before the first write. */
+  newSpool?: boolean;
 }
+
+/** A file appended to from empty is hashed on the main thread up to this size (no worker round trip); beyond, by a Sha1Stream. */
+const SMALL_HASH_MAX = 256 * 1024;
 
 export type VersionState = 'writing' | 'journaled' | 'uploading' | 'uploaded' | 'retired';
 
@@ -95,6 +101,11 @@ export class LocalVersion implements PendingFile {
   private readonly faults?: DiskFaults;
   /** Set while the spool has been written only front to back since it was emptied: its running SHA-1. */
   private appended: Sha1Stream | undefined;
+  /** The same for a file still small: hashed here as it is written (`smallBytes` of it so far). */
+  private smallHash: Hash | undefined;
+  private smallBytes = 0;
+  /** Length of the spool file when known (saves an fstat, and a truncate of a spool that is empty). */
+  private spoolLength: number | undefined;
   private chain: Promise<unknown> = Promise.resolve();
   readonly counters = { fetchedBytes: 0, fetches: 0 };
 
@@ -113,6 +124,7 @@ export class LocalVersion implements PendingFile {
     this.fetchChunk = opts.fetchChunk ?? 1024 * 1024;
     this.newSha1Stream = opts.sha1Stream;
     this.faults = opts.faults;
+    if (opts.newSpool) this.spoolLength = 0;
     this.baseReady = opts.baseSize === 0 || !opts.openBase;
     this.mtimeMs = opts.mtimeMs ?? Date.now();
     this.ctimeMs = base?.ctimeMs ?? this.mtimeMs;
@@ -141,12 +153,16 @@ export class LocalVersion implements PendingFile {
       const fh = await this.changeHandle();
       this.generation++; // before the spool changes (see snapshotHash); callers touch() after
       this.dropSha1Stream();
-      await fh.truncate(0);
+      if (this.spoolLength !== 0) await fh.truncate(0);
+      this.spoolLength = 0;
       this.size = 0;
       this.baseSize = 0;
       this.present = [];
       this.baseReady = true;
-      this.appended = this.newSha1Stream?.();
+      if (this.newSha1Stream) {
+        this.smallHash = createHash('sha1');
+        this.smallBytes = 0;
+      }
     });
   }
 
@@ -190,6 +206,16 @@ export class LocalVersion implements PendingFile {
       const fh = await this.changeHandle();
       this.touch(); // before the spool changes (see snapshotHash)
       if (position !== this.size) this.dropSha1Stream(); // not an append: the running hash is of no use
+      else if (this.smallHash) {
+        if (this.smallBytes + data.length <= SMALL_HASH_MAX) {
+          this.smallHash.update(data);
+          this.smallBytes += data.length;
+        } else {
+          // Grown past small: the worker hashes from byte 0, reading back what is written.
+          this.smallHash = undefined;
+          this.appended = this.newSha1Stream?.();
+        }
+      }
       let done = 0;
       try {
         this.faults?.check('write', `writing '${this.fullpath}'`);
@@ -203,6 +229,7 @@ export class LocalVersion implements PendingFile {
       }
       if (!this.baseReady) this.present = addRange(this.present, position, position + data.length);
       this.size = Math.max(this.size, position + data.length);
+      if (this.spoolLength !== undefined) this.spoolLength = Math.max(this.spoolLength, position + data.length);
       this.appended?.extend(this.size);
       return done;
     });
@@ -214,6 +241,7 @@ export class LocalVersion implements PendingFile {
       this.touch(); // before the spool changes (see snapshotHash)
       if (size !== this.size) this.dropSha1Stream();
       await fh.truncate(size).catch((err: unknown) => { throw this.fail(err, `truncating to ${size}`); });
+      this.spoolLength = size;
       if (size < this.baseSize) this.baseSize = size;
       this.present = clipRanges(this.present, size);
       if (this.baseSize === 0) this.baseReady = true;
@@ -308,6 +336,7 @@ export class LocalVersion implements PendingFile {
     next.size = this.size;
     next.baseSize = this.size;
     next.baseReady = true;
+    next.spoolLength = this.size;
     next.ctimeMs = this.ctimeMs;
     next.operator = this.operator;
     return next;
@@ -345,6 +374,7 @@ export class LocalVersion implements PendingFile {
 
   /** SHA-1 and size of the spool now: the running hash when the file was only appended to, else a full pass. */
   private async hashNow(hasher: Hasher): Promise<{ sha1: string; size: number }> {
+    if (this.smallHash && this.smallBytes === this.size) return { sha1: this.smallHash.copy().digest('hex'), size: this.size };
     if (this.appended) {
       const h = await this.appended.digest().catch(() => undefined);
       if (h && h.size === this.size) return h;
@@ -356,6 +386,7 @@ export class LocalVersion implements PendingFile {
   private dropSha1Stream(): void {
     this.appended?.close();
     this.appended = undefined;
+    this.smallHash = undefined;
   }
 
   /** Copies base bytes `[start, end)` into the spool. */
@@ -370,6 +401,7 @@ export class LocalVersion implements PendingFile {
       throw err instanceof VfsError ? err : this.fail(err, `fetching bytes ${start}-${end - 1}`);
     }
     this.present = addRange(this.present, start, end);
+    if (this.spoolLength !== undefined) this.spoolLength = Math.max(this.spoolLength, end);
     this.counters.fetches++;
     this.counters.fetchedBytes += end - start;
   }
@@ -395,8 +427,9 @@ export class LocalVersion implements PendingFile {
 
   /** A logical size beyond the last byte written: the spool file gets that length (zeros). */
   private async padToSize(fh: FsHandle): Promise<void> {
-    const st = await fh.stat();
-    if (st.size < this.size) await fh.truncate(this.size);
+    const length = this.spoolLength ?? (await fh.stat()).size;
+    if (length < this.size) await fh.truncate(this.size);
+    this.spoolLength = Math.max(length, this.size);
   }
 
   private async handle(): Promise<FsHandle> {

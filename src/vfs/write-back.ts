@@ -774,7 +774,7 @@ export class WriteBack {
     const spool = this.journal.spoolPath(id);
     const v: LocalVersion = new LocalVersion(id, spool, library, fullpath, base, {
       baseSize: base?.size ?? 0, mtimeMs: base?.mtimeMs, fetchChunk: this.opts.partialFetch?.chunkBytes,
-      sha1Stream: () => this.opts.sha1Streams.open(spool), faults: this.opts.diskFaults,
+      sha1Stream: () => this.opts.sha1Streams.open(spool), faults: this.opts.diskFaults, newSpool: true,
       // The base is wherever the file is now (a rename moves it on the service too), in the version it had.
       openBase: base ? (start, end) => {
         const remote = this.opts.host.remoteFor(v.library);
