@@ -11,8 +11,8 @@
  */
 import { request } from 'node:http';
 import { Readable } from 'node:stream';
-import { startMemoryDav } from '../../test/e2e/webdav/serve-memory.js';
-import { basicAuth } from '../../test/e2e/webdav/http.js';
+import { startMemoryDav } from '../../test/support/serve-memory-dav.js';
+import { basicAuth } from '../../test/support/dav-http.js';
 import { serviceAvailable } from '../../test/support/vfs.js';
 import { startServiceProcess } from '../../test/support/service-process.js';
 import { createVfs } from '../../src/vfs/index.js';

@@ -12,7 +12,7 @@ import { tuneGarbageCollector } from '../../../src/shared/gc-tuning.js';
 import { mountVfs, type MountedVfs } from '../../../src/fuse/index.js';
 import { createLogger } from '../../../src/shared/log.js';
 import type { Vfs } from '../../../src/vfs/types.js';
-import { MemoryVfs } from './memory-vfs.js';
+import { MemoryVfs } from '../../support/memory-vfs.js';
 import { Readable } from 'node:stream';
 import { request } from 'undici';
 

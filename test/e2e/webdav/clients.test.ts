@@ -10,8 +10,8 @@ import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startMemoryDav, type MemoryDav } from './serve-memory.js';
-import { basicAuth, dav, LOCK_BODY, lockTokenOf } from './http.js';
+import { startMemoryDav, type MemoryDav } from '../../support/serve-memory-dav.js';
+import { basicAuth, dav, LOCK_BODY, lockTokenOf } from '../../support/dav-http.js';
 
 const run = promisify(execFile);
 

@@ -7,7 +7,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startMemoryDav, type MemoryDav } from './serve-memory.js';
+import { startMemoryDav, type MemoryDav } from '../../support/serve-memory-dav.js';
 
 const haveLitmus = spawnSync('litmus', ['--version']).error === undefined;
 

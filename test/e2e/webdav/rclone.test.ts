@@ -6,7 +6,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startMemoryDav, type MemoryDav } from './serve-memory.js';
+import { startMemoryDav, type MemoryDav } from '../../support/serve-memory-dav.js';
 
 const run = promisify(execFile);
 const haveRclone = spawnSync('rclone', ['version']).error === undefined;

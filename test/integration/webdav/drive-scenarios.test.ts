@@ -2,7 +2,7 @@
 import { afterAll, beforeAll } from 'vitest';
 import type { TestVfs } from '../../support/vfs.js';
 import { startDavOverService, type DavOverService } from '../../support/dav-over-service.js';
-import { dav } from '../../e2e/webdav/http.js';
+import { dav } from '../../support/dav-http.js';
 import { driveScenarios, serviceReader, type Drive } from '../../support/drive-scenarios.js';
 
 let t: TestVfs;

@@ -10,7 +10,7 @@ import { request } from 'node:http';
 import { createHash } from 'node:crypto';
 import { serviceAvailable, type TestVfs } from '../../support/vfs.js';
 import { startDavOverService, type DavOverService } from '../../support/dav-over-service.js';
-import { basicAuth, dav, LOCK_BODY, lockTokenOf } from '../../e2e/webdav/http.js';
+import { basicAuth, dav, LOCK_BODY, lockTokenOf } from '../../support/dav-http.js';
 import { vfsCode } from '../../support/vfs.js';
 
 const withService = await serviceAvailable();

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDavOverService, type DavOverService } from '../../support/dav-over-service.js';
 import { serviceReader } from '../../support/drive-scenarios.js';
-import { dav } from '../../e2e/webdav/http.js';
+import { dav } from '../../support/dav-http.js';
 import type { FaultyRemote } from '../../../src/vfs/index.js';
 
 describe('WebDAV while the service is away', { timeout: 60_000 }, () => {

@@ -7,7 +7,7 @@ import { Op, type Fuse3Binding, type KernelRequest, type NativeSession } from '.
 import { LowLevelMount } from '../../../src/fuse/engine/lowlevel-mount.js';
 import { DEFAULT_DEADLINES, FuseOperations } from '../../../src/fuse/operations.js';
 import { silentLogger } from '../../../src/shared/log.js';
-import { MemoryVfs } from '../../e2e/fuse/memory-vfs.js';
+import { MemoryVfs } from '../../support/memory-vfs.js';
 
 interface Reply {
   kind: string;

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_DEADLINES, FuseOperations, toOpenFlags } from '../../../src/fuse/operations.js';
 import { silentLogger } from '../../../src/shared/log.js';
-import { MemoryVfs } from '../../e2e/fuse/memory-vfs.js';
+import { MemoryVfs } from '../../support/memory-vfs.js';
 
 function setup(opts: { readOnly?: boolean; deadlines?: Partial<typeof DEFAULT_DEADLINES> } = {}) {
   const vfs = new MemoryVfs(['Lib']);

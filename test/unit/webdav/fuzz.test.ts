@@ -8,8 +8,8 @@ import { connect, type Socket } from 'node:net';
 import { createHash } from 'node:crypto';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startMemoryDav, type MemoryDav } from '../../e2e/webdav/serve-memory.js';
-import { dav, LOCK_BODY } from '../../e2e/webdav/http.js';
+import { startMemoryDav, type MemoryDav } from '../../support/serve-memory-dav.js';
+import { dav, LOCK_BODY } from '../../support/dav-http.js';
 
 const methods = ['GET', 'HEAD', 'PUT', 'DELETE', 'MKCOL', 'COPY', 'MOVE', 'PROPFIND', 'PROPPATCH', 'LOCK', 'UNLOCK', 'OPTIONS', 'POST', 'BREW'];
 const paths = fc.oneof(

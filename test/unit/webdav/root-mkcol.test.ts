@@ -1,7 +1,7 @@
 /** A client pointed at the WebDAV root (litmus, a careless script) is told why MKCOL there is refused. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startMemoryDav, type MemoryDav } from '../../e2e/webdav/serve-memory.js';
-import { dav } from '../../e2e/webdav/http.js';
+import { startMemoryDav, type MemoryDav } from '../../support/serve-memory-dav.js';
+import { dav } from '../../support/dav-http.js';
 
 let d: MemoryDav;
 beforeAll(async () => { d = await startMemoryDav(); });

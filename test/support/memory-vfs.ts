@@ -4,7 +4,7 @@
  * is unreachable). Only for tests.
  */
 import { Readable } from 'node:stream';
-import { VfsError, type Attr, type FileHandle, type OpenFlags, type StatFs, type Vfs } from '../../../src/vfs/types.js';
+import { VfsError, type Attr, type FileHandle, type OpenFlags, type StatFs, type Vfs } from '../../src/vfs/types.js';
 
 interface Node {
   id: string;

@@ -1,14 +1,14 @@
 /**
  * A WebDAV server over an in-memory Vfs in this process, for e2e tests and conformance runs:
- * `tsx test/e2e/webdav/serve-memory.ts [PORT]` prints the URL; user `alice`, password `secret`.
+ * `tsx test/support/serve-memory-dav.ts [PORT]` prints the URL; user `alice`, password `secret`.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createMemoryVfs } from '../../../src/vfs/index.js';
-import { createWebdavServer, type WebdavServer, type WebdavServerOptions } from '../../../src/webdav/index.js';
-import { silentLogger, type Logger } from '../../../src/shared/log.js';
-import { GatewayMetrics } from '../../../src/gateway/metrics.js';
+import { createMemoryVfs } from '../../src/vfs/index.js';
+import { createWebdavServer, type WebdavServer, type WebdavServerOptions } from '../../src/webdav/index.js';
+import { silentLogger, type Logger } from '../../src/shared/log.js';
+import { GatewayMetrics } from '../../src/gateway/metrics.js';
 
 export interface MemoryDav {
   url: string;
@@ -46,7 +46,7 @@ export async function startMemoryDav(opts: { port?: number; names?: string[]; lo
 }
 
 if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop()!)) {
-  const { createLogger } = await import('../../../src/shared/log.js');
+  const { createLogger } = await import('../../src/shared/log.js');
   const dav = await startMemoryDav({ port: Number(process.argv[2] ?? 0), logger: createLogger({ level: process.env.LOG_LEVEL ?? 'warn' }) });
   process.stdout.write(`${dav.url}\n`);
   const stop = (): void => { void dav.close().then(() => process.exit(0)); };
