@@ -38,15 +38,8 @@ function intOption(value: unknown, what: string, radix = 10): number | undefined
  * `createVfs({ config, logger }) → Promise<Vfs>`.
  */
 async function openVfs(config: GatewayConfig, logger: Logger): Promise<Vfs> {
-  const specifier = '../vfs/index.js';
-  let mod: { createVfs?: (opts: { config: GatewayConfig; logger: Logger }) => Promise<Vfs> };
-  try {
-    mod = (await import(specifier)) as typeof mod;
-  } catch (err) {
-    throw new Error(`cloudlib mount: not supported in this build: the gateway core (vfs) is missing (${(err as Error).message})`);
-  }
-  if (typeof mod.createVfs !== 'function') throw new Error('cloudlib mount: not supported in this build: the gateway core has no createVfs');
-  return mod.createVfs({ config, logger });
+  const { createVfs } = await import('../vfs/index.js');
+  return createVfs({ config, logger });
 }
 
 export const mountCommand: Subcommand = {

@@ -76,16 +76,12 @@ export interface GatewayStartOptions {
   problems?: RecentProblems;
 }
 
-/** Loads a module by a computed specifier (front ends load on demand, so a machine without FUSE still serves WebDAV). */
-async function load<T>(specifier: string): Promise<T> {
-  return (await import(specifier)) as T;
-}
-
 /** True when this machine can serve a FUSE mount: /dev/fuse usable and the libfuse 3 engine built and loading. */
 export async function fuseUsable(): Promise<boolean> {
   try {
     await access('/dev/fuse', constants.R_OK | constants.W_OK);
-    const engine = await load<{ loadFuse3Binding(): unknown }>('../fuse/engine/binding.js');
+    // Loaded on demand (as the front ends and the service are below): a machine without FUSE still serves WebDAV.
+    const engine = await import('../fuse/engine/binding.js');
     engine.loadFuse3Binding();
     return true;
   } catch {
@@ -181,7 +177,7 @@ export class Gateway {
     // 1. The service: remote, or embedded in <data>/service.
     let service = config.service;
     if (!service) {
-      const mod = await load<{ EmbeddedService: { start(o: { dataDir: string; listen?: string; publicUrl?: string; logger?: Logger }): Promise<EmbeddedServiceHandle> } }>('../service/index.js');
+      const mod = await import('../service/index.js');
       this.service = await mod.EmbeddedService.start({ dataDir: join(config.data, 'service'), listen: config.service_listen, publicUrl: config.service_url, logger: logger.child({ part: 'service' }) });
       const c = this.service.credentials;
       this.credentialsPath = join(config.data, 'service', 'credentials.json');
@@ -253,7 +249,7 @@ export class Gateway {
     // 4. WebDAV.
     if (config.webdav.listen) {
       const users = config.webdav.users.length > 0 || config.webdav.anonymous ? config.webdav.users : [(this.webdavUser = await defaultWebdavUser(config.data))];
-      const mod = await load<{ createWebdavServer(o: Record<string, unknown>): WebdavServerHandle }>('../webdav/index.js');
+      const mod = await import('../webdav/index.js');
       this.webdav = mod.createWebdavServer({
         ...webdavLimitsOf(config.webdav),
         vfs: this.vfs,
@@ -271,7 +267,7 @@ export class Gateway {
 
     // 5. The mount.
     if (config.mount.path) {
-      const fuse = await load<{ mountVfs(o: Record<string, unknown>): Promise<MountHandle> }>('../fuse/index.js');
+      const fuse = await import('../fuse/index.js');
       this.mount = await fuse.mountVfs({
         vfs: this.vfs,
         mountpoint: config.mount.path,
