@@ -27,6 +27,8 @@ export interface LibraryRemoteOptions {
   maxLinks?: number;
   /** Page size of `ls`. Default 100 (the service's default page). */
   pageSize?: number;
+  /** Pages of one `ls` asked for at once once the folder's entry count is known. Default 16. */
+  pageConcurrency?: number;
   /** Deadline of one range request until its headers arrive, ms. Default 30 000. */
   rangeTimeoutMs?: number;
   /** Interval between polls of an asynchronous copy's queue status, ms. Default 200. */
@@ -61,6 +63,7 @@ export class LibraryRemote implements Remote {
   private readonly linkMarginMs: number;
   private readonly linkLifetimeMs: number;
   private readonly pageSize: number;
+  private readonly pageConcurrency: number;
   private readonly rangeTimeoutMs: number;
   private readonly copyPollMs: number;
   readonly counters = { linkFetches: 0, rangeRequests: 0 };
@@ -71,6 +74,8 @@ export class LibraryRemote implements Remote {
     this.linkMarginMs = opts.linkMarginMs ?? 60_000;
     this.linkLifetimeMs = opts.linkLifetimeMs ?? 600_000;
     this.pageSize = opts.pageSize ?? 100;
+    this.pageConcurrency = opts.pageConcurrency ?? 16;
+    if (!Number.isInteger(this.pageConcurrency) || this.pageConcurrency < 1) throw new TypeError(`pageConcurrency: expected a whole number >= 1, got ${String(opts.pageConcurrency)}`);
     this.rangeTimeoutMs = opts.rangeTimeoutMs ?? 30_000;
     this.copyPollMs = opts.copyPollMs ?? 200;
     this.links = new LRUCache<string, Link>({ max: opts.maxLinks ?? 10_000 });
@@ -81,15 +86,51 @@ export class LibraryRemote implements Remote {
     return { id: String(s.org_id), name: String(s.org_name ?? `library ${s.org_id}`) };
   }
 
+  /**
+   * Every entry of a folder. The first page says how many there are; the pages after it are asked for
+   * together (at most `pageConcurrency` at once), so a large folder costs about two round trips instead
+   * of one per page. Pages beyond the count (the folder grew meanwhile) follow one after another.
+   */
   async list(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]> {
-    const out: RemoteEntry[] = [];
-    for (let start = 0; ; start += this.pageSize) {
-      const page = await this.wrap(() => this.client.file.ls({ fullpath, start, size: this.pageSize }, { signal: opts?.signal }), fullpath);
-      const list = page.list ?? [];
-      for (const r of list) out.push(fromRecord(r));
-      if (list.length < this.pageSize || out.length >= Number(page.count ?? Infinity)) break;
+    const size = this.pageSize;
+    const first = await this.page(fullpath, 0, opts);
+    const out = new Map<string, RemoteEntry>();
+    const add = (list: (FileRecord | UpdateItem)[]): void => {
+      for (const r of list) {
+        const e = fromRecord(r);
+        out.set(e.fullpath, e); // a page shifted by a concurrent change may repeat an entry
+      }
+    };
+    add(first.list);
+    let count = first.count;
+    if (first.list.length < size || out.size >= count) return [...out.values()];
+    let start = size;
+    if (Number.isFinite(count) && count > start) {
+      const starts: number[] = [];
+      for (let s = start; s < count; s += size) starts.push(s);
+      const pages = await inParallel(starts, this.pageConcurrency, (s) => this.page(fullpath, s, opts));
+      let short = false;
+      for (const p of pages) {
+        add(p.list);
+        if (p.list.length < size) short = true;
+        count = Math.max(count, p.count);
+      }
+      if (short || out.size >= count) return [...out.values()];
+      start = starts[starts.length - 1]! + size;
     }
-    return out;
+    for (; ; start += size) {
+      const p = await this.page(fullpath, start, opts);
+      add(p.list);
+      if (p.list.length < size || out.size >= p.count) break;
+    }
+    return [...out.values()];
+  }
+
+  /** One page of `ls`: its records and the folder's entry count (Infinity when the service gives none). */
+  private async page(fullpath: string, start: number, opts?: RemoteCallOptions): Promise<{ list: FileRecord[]; count: number }> {
+    const page = await this.wrap(() => this.client.file.ls({ fullpath, start, size: this.pageSize }, { signal: opts?.signal }), fullpath);
+    const count = Number(page.count ?? Infinity);
+    return { list: page.list ?? [], count: Number.isNaN(count) ? Infinity : count };
   }
 
   async stat(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null> {
@@ -246,6 +287,26 @@ export class LibraryRemote implements Remote {
       throw toVfsError(err, path);
     }
   }
+}
+
+/** fn over every item, at most `limit` at once; results in the items' order. The first failure rejects. */
+async function inParallel<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  let failed = false;
+  const worker = async (): Promise<void> => {
+    while (next < items.length && !failed) {
+      const i = next++;
+      try {
+        out[i] = await fn(items[i]!);
+      } catch (err) {
+        failed = true; // the others ask for no further item
+        throw err;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
 }
 
 function linkKey(fullpath: string, contentHash?: string): string {
