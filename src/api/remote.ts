@@ -33,6 +33,11 @@ export interface LibraryRemoteOptions {
   rangeTimeoutMs?: number;
   /** Interval between polls of an asynchronous copy's queue status, ms. Default 200. */
   copyPollMs?: number;
+  /**
+   * Files up to this many bytes are uploaded with create_file carrying the content (one exchange
+   * instead of four; see UploadOptions.inlineMaxBytes). Default 256 KiB; 0 = the chunked protocol always.
+   */
+  inlineUploadMaxBytes?: number;
 }
 
 /** The uploader's interface (api/upload.ts). */
@@ -40,7 +45,7 @@ interface UploadSource { size: number; filehash?: string; open(start: number): R
 interface UploaderModule {
   fileSource(path: string, knownSha1?: string): Promise<UploadSource>;
   uploadFile(client: ServiceClient, source: UploadSource, opts: {
-    fullpath: string; overwrite?: boolean; operator?: { op_id?: string; op_name?: string }; signal?: AbortSignal; onProgress?: (sent: number, total: number) => void;
+    fullpath: string; overwrite?: boolean; operator?: { op_id?: string; op_name?: string }; signal?: AbortSignal; onProgress?: (sent: number, total: number) => void; inlineMaxBytes?: number;
   }): Promise<{ hash: string; fullpath: string; filehash: string; filesize: number; instant: boolean }>;
 }
 
@@ -66,6 +71,7 @@ export class LibraryRemote implements Remote {
   private readonly pageConcurrency: number;
   private readonly rangeTimeoutMs: number;
   private readonly copyPollMs: number;
+  private readonly inlineUploadMaxBytes: number;
   readonly counters = { linkFetches: 0, rangeRequests: 0 };
 
   constructor(opts: LibraryRemoteOptions) {
@@ -78,6 +84,7 @@ export class LibraryRemote implements Remote {
     if (!Number.isInteger(this.pageConcurrency) || this.pageConcurrency < 1) throw new TypeError(`pageConcurrency: expected a whole number >= 1, got ${String(opts.pageConcurrency)}`);
     this.rangeTimeoutMs = opts.rangeTimeoutMs ?? 30_000;
     this.copyPollMs = opts.copyPollMs ?? 200;
+    this.inlineUploadMaxBytes = opts.inlineUploadMaxBytes ?? 256 * 1024;
     this.links = new LRUCache<string, Link>({ max: opts.maxLinks ?? 10_000 });
   }
 
@@ -177,7 +184,7 @@ export class LibraryRemote implements Remote {
     const up = await loadUploader();
     const started = Date.now();
     const res = await this.wrap(async () => up.uploadFile(this.client, await up.fileSource(source.path, source.sha1), {
-      fullpath, overwrite: true, operator: operatorParams(opts), signal: opts?.signal, onProgress: opts?.onProgress,
+      fullpath, overwrite: true, operator: operatorParams(opts), signal: opts?.signal, onProgress: opts?.onProgress, inlineMaxBytes: this.inlineUploadMaxBytes,
     }), fullpath);
     for (const key of this.links.keys()) if (key.startsWith(`${fullpath}\0`)) this.links.delete(key);
     return {

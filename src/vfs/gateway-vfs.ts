@@ -46,8 +46,11 @@ export interface GatewayVfsOptions {
     /** On-disk content cache, bytes; 0 = off. Default 0. */
     diskBytes?: number;
   };
-  /** Read-ahead window of sequential reads, bytes: first and largest. Default 1 MiB and 64 MiB. */
-  readAhead?: { initial?: number; max?: number };
+  /**
+   * Read-ahead of sequential reads: first and largest window (bytes; default 1 MiB and 8 MiB), ranges
+   * in flight at once (default 4) and bytes asked for ahead of the reader at most (default 32 MiB).
+   */
+  readAhead?: { initial?: number; max?: number; streams?: number; bytes?: number };
   upload?: {
     /** Uploads at once. Default 4. */
     concurrency?: number;
@@ -94,6 +97,9 @@ export interface GatewayStatus {
 
 const LIB_ROOT_ATTR_TIME = Date.now();
 
+
+/** Ranges of createReadStream larger than this are read with several windows in flight. */
+const PARALLEL_STREAM_BYTES = 4 * 1024 * 1024;
 
 export class GatewayVfs implements Vfs {
   private readonly libs = new Map<string, Library>();
@@ -289,6 +295,13 @@ export class GatewayVfs implements Vfs {
     if (local) return local;
     if (this.disk && entry.contentHash && this.disk.has(entry.contentHash, start, end + 1)) {
       return Readable.from(this.diskChunks(entry.contentHash, start, end + 1));
+    }
+    // A large range is read as a sequential streak (several ranged windows in flight); a small one is one request.
+    if (end - start + 1 > PARALLEL_STREAM_BYTES) {
+      const reader = this.reader(lib, entry, ctx, { startAt: start, disk: false });
+      // The first bytes before the stream is handed out: a failure to open is the call's, as for one request.
+      const first = await reader.readParts(start, 1024 * 1024).catch((err: unknown) => { reader.close(); throw err; });
+      return Readable.from(this.streakChunks(reader, first, start, end + 1));
     }
     return lib.remote.openRange(t.fullpath, start, end, { ...this.call(ctx), contentHash: entry.contentHash });
   }
@@ -710,12 +723,38 @@ export class GatewayVfs implements Vfs {
     return { path: `/${l.name}`, name: l.name, isDir: true, size: 0, mtimeMs: LIB_ROOT_ATTR_TIME, ctimeMs: LIB_ROOT_ATTR_TIME, id: l.id };
   }
 
-  private reader(lib: Library, e: RemoteEntry, ctx?: CallContext): RangeReader {
+  private reader(lib: Library, e: RemoteEntry, ctx?: CallContext, extra: { startAt?: number; disk?: false } = {}): RangeReader {
+    const ra = this.opts.readAhead;
     return new RangeReader({
       remote: lib.remote, fullpath: e.fullpath, size: e.size, contentHash: e.contentHash,
-      contentKey: e.contentHash ?? `${lib.name}\0${e.id}\0${e.size}\0${e.mtimeMs}`, blocks: this.blocks, disk: this.disk,
-      initialWindow: this.opts.readAhead?.initial, maxWindow: this.opts.readAhead?.max, call: this.call(ctx), logger: this.logger,
+      contentKey: e.contentHash ?? `${lib.name}\0${e.id}\0${e.size}\0${e.mtimeMs}`, blocks: this.blocks, disk: extra.disk === false ? undefined : this.disk,
+      initialWindow: ra?.initial, maxWindow: ra?.max, streams: ra?.streams, aheadBytes: ra?.bytes, startAt: extra.startAt,
+      call: this.call(ctx), logger: this.logger,
     });
+  }
+
+  /**
+   * Bytes [start, end) read in order through `reader` (the first ones already read: `first`), 1 MiB at a
+   * time; the reader is closed at the end (or when the stream is destroyed).
+   */
+  private async *streakChunks(reader: RangeReader, first: Buffer[], start: number, end: number): AsyncGenerator<Buffer> {
+    try {
+      let at = start;
+      for (const p of first) {
+        at += p.length;
+        yield p;
+      }
+      while (at < end) {
+        const parts = await reader.readParts(at, Math.min(1024 * 1024, end - at));
+        if (parts.length === 0) throw new VfsError('EIO', `range ended early at ${at}`);
+        for (const p of parts) {
+          at += p.length;
+          yield p;
+        }
+      }
+    } finally {
+      reader.close();
+    }
   }
 
   private async *diskChunks(hash: string, start: number, end: number): AsyncGenerator<Buffer> {
