@@ -116,6 +116,39 @@ describe('RangeReader', { timeout: 20_000 }, () => {
     head.close();
   });
 
+  it('keeps several windows in flight once the streak is established, within the streams and the byte budget', async () => {
+    const { remote, data, hash } = await fixture(16 * MiB);
+    const K = 128 * 1024;
+    const starts = async (extra: Partial<ConstructorParameters<typeof RangeReader>[0]>): Promise<number[]> => {
+      const opened: number[] = [];
+      const openRange = remote.openRange.bind(remote);
+      remote.openRange = (p, start, end, o) => { opened.push(start); return openRange(p, start, end, o); };
+      const rr = reader(remote, data, hash, { initialWindow: 1 * MiB, maxWindow: 4 * MiB, ...extra });
+      try {
+        for (let pos = 0; pos < 4 * K; pos += K) expect((await rr.read(pos, K)).equals(data.subarray(pos, pos + K))).toBe(true);
+        return [...opened];
+      } finally {
+        rr.close();
+        remote.openRange = openRange;
+      }
+    };
+    // After four reads (half the first window left): windows of 2 and 4 MiB ahead, the third range the limit.
+    expect(await starts({ streams: 3, aheadBytes: 8 * MiB })).toEqual([0, 1 * MiB, 3 * MiB]);
+    // The budget: 0.5 MiB left + 2 MiB fits in 3 MiB, another 4 MiB does not.
+    expect(await starts({ streams: 4, aheadBytes: 3 * MiB })).toEqual([0, 1 * MiB]);
+    // One stream: the next window only once the cursor is near its end (as a single stream always did).
+    expect(await starts({ streams: 1 })).toEqual([0]);
+    expect(() => reader(remote, data, hash, { streams: 0 })).toThrow(/streams/);
+
+    // Read to the end with the defaults: every byte right, whatever the order the windows arrive in.
+    const rr = reader(remote, data, hash, { initialWindow: 1 * MiB, maxWindow: 4 * MiB });
+    const parts: Buffer[] = [];
+    for (let pos = 0; pos < data.length; pos += K) parts.push(await rr.read(pos, K));
+    expect(Buffer.concat(parts).equals(data)).toBe(true);
+    expect(rr.counters.requests).toBe(6); // 1 + 2 + 4 + 4 + 4 + 1 MiB
+    rr.close();
+  });
+
   it('random reads fetch only small aligned blocks and reuse the block cache', async () => {
     const { remote, data, hash } = await fixture(4 * MiB);
     const rr = reader(remote, data, hash);
