@@ -27,7 +27,7 @@ export interface LibraryRemoteOptions {
   maxLinks?: number;
   /** Page size of `ls`. Default 100 (the service's default page). */
   pageSize?: number;
-  /** Pages of one `ls` asked for at once once the folder's entry count is known. Default 16. */
+  /** Pages of one `ls` asked for at once once the folder's entry count is known. Default 20 (a 2,000-entry folder in two round trips). */
   pageConcurrency?: number;
   /** Deadline of one range request until its headers arrive, ms. Default 30 000. */
   rangeTimeoutMs?: number;
@@ -72,7 +72,9 @@ export class LibraryRemote implements Remote {
   private readonly rangeTimeoutMs: number;
   private readonly copyPollMs: number;
   private readonly inlineUploadMaxBytes: number;
-  readonly counters = { linkFetches: 0, rangeRequests: 0 };
+  readonly counters = { linkFetches: 0, rangeRequests: 0, linksPrepared: 0 };
+  /** Download links being fetched, by key: a read waits for the fetch under way rather than asking again. */
+  private readonly pendingLinks = new Map<string, Promise<Link>>();
 
   constructor(opts: LibraryRemoteOptions) {
     if (!opts.client.credentials.library) throw new TypeError('client: expected a client with a library authorization (credentials.library), got none');
@@ -80,7 +82,7 @@ export class LibraryRemote implements Remote {
     this.linkMarginMs = opts.linkMarginMs ?? 60_000;
     this.linkLifetimeMs = opts.linkLifetimeMs ?? 600_000;
     this.pageSize = opts.pageSize ?? 100;
-    this.pageConcurrency = opts.pageConcurrency ?? 16;
+    this.pageConcurrency = opts.pageConcurrency ?? 20;
     if (!Number.isInteger(this.pageConcurrency) || this.pageConcurrency < 1) throw new TypeError(`pageConcurrency: expected a whole number >= 1, got ${String(opts.pageConcurrency)}`);
     this.rangeTimeoutMs = opts.rangeTimeoutMs ?? 30_000;
     this.copyPollMs = opts.copyPollMs ?? 200;
@@ -259,10 +261,37 @@ export class LibraryRemote implements Remote {
     await this.wrap(() => this.client.file.delTag({ fullpath, tag: tags.join(';'), ...operatorParams(opts) }, { signal: opts?.signal }), fullpath);
   }
 
-  private async link(fullpath: string, opts: RangeCallOptions, fresh: boolean): Promise<Link> {
+  /**
+   * Fetches the download links of these files now, together (at most PREPARE_LINKS at once, those not
+   * cached nor being fetched), so that reading each is one range request. Failures are forgotten: the
+   * read asks again.
+   */
+  prepareReads(files: { fullpath: string; contentHash?: string }[], opts?: RemoteCallOptions): void {
+    for (const f of files) {
+      if (this.pendingLinks.size >= PREPARE_LINKS) break;
+      const key = linkKey(f.fullpath, f.contentHash);
+      const cached = this.links.get(key);
+      if (this.pendingLinks.has(key) || (cached && cached.expiresMs - this.linkMarginMs > Date.now())) continue;
+      this.counters.linksPrepared++;
+      void this.link(f.fullpath, { ...opts, contentHash: f.contentHash }, false).catch(() => undefined);
+    }
+  }
+
+  private link(fullpath: string, opts: RangeCallOptions, fresh: boolean): Promise<Link> {
     const key = linkKey(fullpath, opts.contentHash);
     const cached = fresh ? undefined : this.links.get(key);
-    if (cached && cached.expiresMs - this.linkMarginMs > Date.now()) return cached;
+    if (cached && cached.expiresMs - this.linkMarginMs > Date.now()) return Promise.resolve(cached);
+    const pending = fresh ? undefined : this.pendingLinks.get(key);
+    if (pending) return pending;
+    const fetching = this.fetchLink(fullpath, opts).finally(() => {
+      if (this.pendingLinks.get(key) === fetching) this.pendingLinks.delete(key);
+    });
+    this.pendingLinks.set(key, fetching);
+    return fetching;
+  }
+
+  private async fetchLink(fullpath: string, opts: RangeCallOptions): Promise<Link> {
+    const key = linkKey(fullpath, opts.contentHash);
     this.counters.linkFetches++;
     const fetchedAt = Date.now();
     // Naming the content hash pins the link to the version being read (a concurrent overwrite does not
@@ -315,6 +344,9 @@ async function inParallel<T, R>(items: T[], limit: number, fn: (item: T) => Prom
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   return out;
 }
+
+/** Download links fetched ahead of reads at once, at most. */
+const PREPARE_LINKS = 16;
 
 function linkKey(fullpath: string, contentHash?: string): string {
   return `${fullpath}\0${contentHash ?? ''}`;

@@ -98,6 +98,9 @@ export interface GatewayStatus {
 const LIB_ROOT_ATTR_TIME = Date.now();
 
 
+/** Files after the one opened whose reads are prepared when a folder is read file after file. */
+const WALK_AHEAD = 16;
+
 /** Ranges of createReadStream larger than this are read with several windows in flight. */
 const PARALLEL_STREAM_BYTES = 4 * 1024 * 1024;
 
@@ -117,6 +120,8 @@ export class GatewayVfs implements Vfs {
    * holder, '' for callers with none). Writers with another holder are refused (ELOCKED).
    */
   private readonly lockHolds = new Map<string, string>();
+  /** Per library, the folder a service file was last opened for reading in (two in a row: a walk). */
+  private readonly lastReadFolder = new Map<string, string>();
   private readonly logger: Logger;
   private closed = false;
 
@@ -272,6 +277,7 @@ export class GatewayVfs implements Vfs {
     if (!writing) {
       const local = this.writeBack.openRead(lib.name, t.fullpath);
       if (local) return local;
+      this.walkAhead(lib, existing!, ctx);
       return new RemoteReadHandle(t.path, existing!, this.reader(lib, existing!, ctx), () => this.toAttr(lib, existing!));
     }
     if (existing) this.assertLockHeld(lib, existing, ctx);
@@ -650,6 +656,30 @@ export class GatewayVfs implements Vfs {
   private writable(path: string): void {
     if (this.opts.readOnly) throw new VfsError('EROFS', `read-only gateway: ${path}`);
     if (this.closed) throw new VfsError('EIO', 'gateway closed');
+  }
+
+  /**
+   * A folder being read file after file (`cat *`, `cp -r`, a backup): once two files of the same folder
+   * are opened in a row, the remote gets ready to read the next WALK_AHEAD files of its listing (their
+   * download links fetched together), so that each of those reads is one round trip instead of two.
+   */
+  private walkAhead(lib: Library, e: RemoteEntry, ctx?: CallContext): void {
+    if (!lib.remote.prepareReads) return;
+    const folder = parentOf(e.fullpath);
+    const previous = this.lastReadFolder.get(lib.name);
+    this.lastReadFolder.set(lib.name, folder);
+    if (previous !== folder) return;
+    const listing = this.cache.getListing(lib.name, folder);
+    if (!listing) return;
+    const at = listing.findIndex((x) => x.fullpath === e.fullpath);
+    if (at < 0) return;
+    const next: { fullpath: string; contentHash?: string }[] = [];
+    for (let i = at + 1; i < listing.length && next.length < WALK_AHEAD; i++) {
+      const x = listing[i]!;
+      if (!x.isDir && x.size > 0 && !this.writeBack.entry(lib.name, x.fullpath)) next.push({ fullpath: x.fullpath, contentHash: x.contentHash });
+    }
+    // Not tied to this call's signal: the links serve the reads after it.
+    if (next.length > 0) lib.remote.prepareReads(next, { operator: ctx?.operator });
   }
 
   private call(ctx?: CallContext): RemoteCallOptions {

@@ -11,7 +11,8 @@
  *
  * Run on its own (a process of its own keeps its work off the measured process):
  *   node --import tsx scripts/bench/support/latency-proxy.ts --delay-ms 12.5 [--window-bytes N] [--bytes-per-second N]
- * prints `listening PORT`, then reads commands from stdin: `target HOST:PORT`, `stats` (answers one JSON line).
+ * prints `listening PORT`, then reads commands from stdin: `target HOST:PORT`, `stats` (answers one JSON
+ * line), `link DELAY_MS WINDOW_BYTES` (new connections only: a setup step can go at loopback speed).
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -60,17 +61,29 @@ export class LatencyProxy {
   private readonly sockets = new Set<Socket>();
   private readonly up: LinkDirection;
   private readonly down: LinkDirection;
-  private readonly windowBytes: number;
+  private windowBytes: number;
   readonly stats: LatencyProxyStats = { connections: 0, open: 0, peakOpen: 0, bytesUp: 0, bytesDown: 0 };
 
-  constructor(private readonly opts: LatencyProxyOptions) {
+  constructor(private opts: LatencyProxyOptions) {
     if (!(opts.delayMs >= 0)) throw new TypeError(`delayMs: expected a delay >= 0 ms, got ${String(opts.delayMs)}`);
     this.windowBytes = opts.windowBytes ?? 1024 * 1024;
-    if (!(this.windowBytes >= 1)) throw new TypeError(`windowBytes: expected a byte count >= 1, got ${String(opts.windowBytes)}`);
+    this.checkLink();
     if (opts.bytesPerSecond !== undefined && !(opts.bytesPerSecond > 0)) throw new TypeError(`bytesPerSecond: expected a rate > 0, got ${String(opts.bytesPerSecond)}`);
     this.up = new LinkDirection(opts.bytesPerSecond);
     this.down = new LinkDirection(opts.bytesPerSecond);
     this.target = opts.target;
+  }
+
+  /** Delay and window of the connections accepted from now on. */
+  setLink(delayMs: number, windowBytes: number): void {
+    this.opts = { ...this.opts, delayMs };
+    this.windowBytes = windowBytes;
+    this.checkLink();
+  }
+
+  private checkLink(): void {
+    if (!(this.opts.delayMs >= 0)) throw new TypeError(`delayMs: expected a delay >= 0 ms, got ${String(this.opts.delayMs)}`);
+    if (!(this.windowBytes >= 1)) throw new TypeError(`windowBytes: expected a byte count >= 1, got ${String(this.windowBytes)}`);
   }
 
   setTarget(host: string, port: number): void {
@@ -95,6 +108,7 @@ export class LatencyProxy {
 
   private accept(client: Socket): void {
     const target = this.target;
+    const link = { delayMs: this.opts.delayMs, windowBytes: this.windowBytes };
     if (!target) {
       client.destroy();
       return;
@@ -115,7 +129,7 @@ export class LatencyProxy {
       this.sockets.delete(client);
       this.sockets.delete(upstream);
       // What is still on the way is delivered before the other side is ended.
-      setTimeout(() => { client.destroy(); upstream.destroy(); }, this.opts.delayMs + 1);
+      setTimeout(() => { client.destroy(); upstream.destroy(); }, link.delayMs + 1);
     };
     client.on('error', close);
     upstream.on('error', close);
@@ -126,25 +140,26 @@ export class LatencyProxy {
     // The handshake: the first byte moves one round trip after the connection was asked for.
     setTimeout(() => {
       if (closed) return;
-      this.pipe(client, upstream, this.up, (n) => { this.stats.bytesUp += n; });
-      this.pipe(upstream, client, this.down, (n) => { this.stats.bytesDown += n; });
-    }, 2 * this.opts.delayMs);
+      this.pipe(client, upstream, this.up, link, (n) => { this.stats.bytesUp += n; });
+      this.pipe(upstream, client, this.down, link, (n) => { this.stats.bytesDown += n; });
+    }, 2 * link.delayMs);
   }
 
   /** Forwards `from` to `to`, each chunk `delayMs` late, at most windowBytes unacknowledged. */
-  private pipe(from: Socket, to: Socket, link: LinkDirection, count: (n: number) => void): void {
-    const delay = this.opts.delayMs;
+  private pipe(from: Socket, to: Socket, link: LinkDirection, conn: { delayMs: number; windowBytes: number }, count: (n: number) => void): void {
+    const delay = conn.delayMs;
+    const windowBytes = conn.windowBytes;
     let inFlight = 0;
     let waitingForDrain = false;
     // Chunks leave in order: each is delivered no earlier than the one before it.
     let lastDelivery = 0;
     const maybeResume = (): void => {
-      if (inFlight < this.windowBytes && !waitingForDrain && !from.destroyed) from.resume();
+      if (inFlight < windowBytes && !waitingForDrain && !from.destroyed) from.resume();
     };
     from.on('data', (chunk: Buffer) => {
       const now = performance.now();
       inFlight += chunk.length;
-      if (inFlight >= this.windowBytes) from.pause();
+      if (inFlight >= windowBytes) from.pause();
       const delivery = Math.max(lastDelivery, link.departure(now, chunk.length) + delay);
       lastDelivery = delivery;
       setTimeout(() => {
@@ -185,10 +200,13 @@ async function main(argv: string[]): Promise<void> {
       const at = value.lastIndexOf(':');
       proxy.setTarget(value.slice(0, at), Number(value.slice(at + 1)));
       process.stdout.write('ok\n');
+    } else if (cmd === 'link' && value) {
+      proxy.setLink(Number(value), Number(line.trim().split(/\s+/)[2]));
+      process.stdout.write('ok\n');
     } else if (cmd === 'stats') {
       process.stdout.write(JSON.stringify(proxy.stats) + '\n');
     } else {
-      process.stdout.write(`error: expected 'target HOST:PORT' or 'stats', got ${JSON.stringify(line)}\n`);
+      process.stdout.write(`error: expected 'target HOST:PORT', 'link DELAY_MS WINDOW_BYTES' or 'stats', got ${JSON.stringify(line)}\n`);
     }
   }
   await proxy.close();
