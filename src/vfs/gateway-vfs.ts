@@ -100,6 +100,8 @@ const LIB_ROOT_ATTR_TIME = Date.now();
 
 /** Files after the one opened whose reads are prepared when a folder is read file after file. */
 const WALK_AHEAD = 16;
+/** Small files of a walk fetched at once, at most. */
+const WALK_FETCHES = 16;
 
 /** Ranges of createReadStream larger than this are read with several windows in flight. */
 const PARALLEL_STREAM_BYTES = 4 * 1024 * 1024;
@@ -122,6 +124,8 @@ export class GatewayVfs implements Vfs {
   private readonly lockHolds = new Map<string, string>();
   /** Per library, the folder a service file was last opened for reading in (two in a row: a walk). */
   private readonly lastReadFolder = new Map<string, string>();
+  /** Small files of a walk being fetched into the block cache, by content key. */
+  private readonly walkFetches = new Map<string, Promise<void>>();
   private readonly logger: Logger;
   private closed = false;
 
@@ -278,6 +282,8 @@ export class GatewayVfs implements Vfs {
       const local = this.writeBack.openRead(lib.name, t.fullpath);
       if (local) return local;
       this.walkAhead(lib, existing!, ctx);
+      // Fetched ahead already (a walk): its bytes are on the way, no request of its own.
+      await this.walkFetches.get(this.contentKey(lib, existing!));
       return new RemoteReadHandle(t.path, existing!, this.reader(lib, existing!, ctx), () => this.toAttr(lib, existing!));
     }
     if (existing) this.assertLockHeld(lib, existing, ctx);
@@ -660,8 +666,10 @@ export class GatewayVfs implements Vfs {
 
   /**
    * A folder being read file after file (`cat *`, `cp -r`, a backup): once two files of the same folder
-   * are opened in a row, the remote gets ready to read the next WALK_AHEAD files of its listing (their
-   * download links fetched together), so that each of those reads is one round trip instead of two.
+   * are opened in a row, the next WALK_AHEAD files of its listing are got ready: a small one (one block
+   * of the block cache at most) fetched whole into the block cache, at most WALK_FETCHES at once, so its
+   * read needs no request; a larger one's download link fetched (the remote's prepareReads), so its
+   * first read is one round trip instead of two.
    */
   private walkAhead(lib: Library, e: RemoteEntry, ctx?: CallContext): void {
     if (!lib.remote.prepareReads) return;
@@ -673,13 +681,36 @@ export class GatewayVfs implements Vfs {
     if (!listing) return;
     const at = listing.findIndex((x) => x.fullpath === e.fullpath);
     if (at < 0) return;
-    const next: { fullpath: string; contentHash?: string }[] = [];
-    for (let i = at + 1; i < listing.length && next.length < WALK_AHEAD; i++) {
+    const links: { fullpath: string; contentHash?: string }[] = [];
+    for (let i = at + 1, n = 0; i < listing.length && n < WALK_AHEAD; i++) {
       const x = listing[i]!;
-      if (!x.isDir && x.size > 0 && !this.writeBack.entry(lib.name, x.fullpath)) next.push({ fullpath: x.fullpath, contentHash: x.contentHash });
+      if (x.isDir || x.size === 0 || this.writeBack.entry(lib.name, x.fullpath)) continue;
+      n++;
+      if (x.size <= this.blocks.blockSize) this.fetchWhole(lib, x, ctx);
+      else links.push({ fullpath: x.fullpath, contentHash: x.contentHash });
     }
     // Not tied to this call's signal: the links serve the reads after it.
-    if (next.length > 0) lib.remote.prepareReads(next, { operator: ctx?.operator });
+    if (links.length > 0) lib.remote.prepareReads(links, { operator: ctx?.operator });
+  }
+
+  /** A small file fetched whole into the block cache (block 0), in the background; failures are forgotten. */
+  private fetchWhole(lib: Library, e: RemoteEntry, ctx?: CallContext): void {
+    const key = this.contentKey(lib, e);
+    if (this.walkFetches.size >= WALK_FETCHES || this.walkFetches.has(key) || this.blocks.get(key, 0)) return;
+    const fetching = (async () => {
+      const stream = await lib.remote.openRange(e.fullpath, 0, e.size - 1, { operator: ctx?.operator, contentHash: e.contentHash });
+      const chunks: Buffer[] = [];
+      for await (const c of stream as AsyncIterable<Buffer>) chunks.push(c);
+      const data = Buffer.concat(chunks);
+      if (data.length === e.size) this.blocks.set(key, 0, data);
+    })().catch((err: unknown) => {
+      this.logger.debug({ path: e.fullpath, err: (err as Error).message }, 'fetching ahead failed; the read will ask again');
+    }).finally(() => { this.walkFetches.delete(key); });
+    this.walkFetches.set(key, fetching);
+  }
+
+  private contentKey(lib: Library, e: RemoteEntry): string {
+    return e.contentHash ?? `${lib.name}\0${e.id}\0${e.size}\0${e.mtimeMs}`;
   }
 
   private call(ctx?: CallContext): RemoteCallOptions {
@@ -757,7 +788,7 @@ export class GatewayVfs implements Vfs {
     const ra = this.opts.readAhead;
     return new RangeReader({
       remote: lib.remote, fullpath: e.fullpath, size: e.size, contentHash: e.contentHash,
-      contentKey: e.contentHash ?? `${lib.name}\0${e.id}\0${e.size}\0${e.mtimeMs}`, blocks: this.blocks, disk: extra.disk === false ? undefined : this.disk,
+      contentKey: this.contentKey(lib, e), blocks: this.blocks, disk: extra.disk === false ? undefined : this.disk,
       initialWindow: ra?.initial, maxWindow: ra?.max, streams: ra?.streams, aheadBytes: ra?.bytes, startAt: extra.startAt,
       call: this.call(ctx), logger: this.logger,
     });

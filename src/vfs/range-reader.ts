@@ -304,6 +304,12 @@ export class RangeReader {
     const sequential = ahead === 0 || overtook;
     this.nextPosition = end;
     const { disk, contentHash } = this.opts;
+    // Blocks already held answer, unless the stream of a streak is right there (it goes on instead).
+    const held = this.cursor?.position === position ? undefined : this.fromBlocks(position, end);
+    if (held) {
+      this.counters.randomBytes += held.length;
+      return [held];
+    }
     if (disk && disk.has(contentHash, position, end)) {
       this.counters.diskBytes += end - position;
       return [await disk.read(contentHash!, position, end)];
@@ -353,6 +359,23 @@ export class RangeReader {
         this.opts.logger.debug({ path: this.opts.fullpath, position, attempt, err: (err as Error).message }, 'range read failed, retrying with a fresh link');
       }
     }
+  }
+
+  /** Bytes [position, end) when the block cache holds every block of them (a small file fetched ahead: a walk). */
+  private fromBlocks(position: number, end: number): Buffer | undefined {
+    const bs = this.opts.blocks.blockSize;
+    const first = Math.floor(position / bs);
+    const last = Math.floor((end - 1) / bs);
+    if (last - first > 1) return undefined; // a long read: the streaming path
+    const blocks: Buffer[] = [];
+    for (let i = first; i <= last; i++) {
+      const b = this.opts.blocks.peek(this.opts.contentKey, i);
+      if (!b) return undefined;
+      blocks.push(b);
+    }
+    const all = blocks.length === 1 ? blocks[0]! : Buffer.concat(blocks);
+    if (all.length < end - first * bs) return undefined;
+    return all.subarray(position - first * bs, end - first * bs);
   }
 
   /** Aligned blocks through the block cache; missing neighbours fetched in one range. */

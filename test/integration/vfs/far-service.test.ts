@@ -6,7 +6,7 @@
  * remote and the client the gateway uses.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -37,6 +37,7 @@ describe('gateway against a far-away service (latency proxy)', { timeout: 60_000
   let t: TestService;
   let dir: string;
   const file = randomBytes(24 * MiB);
+  const small = Array.from({ length: 40 }, () => randomBytes(3000));
 
   /** A client of the library through the proxy, with a connection pool of its own. */
   const freshClient = (): ServiceClient => {
@@ -81,6 +82,9 @@ describe('gateway against a far-away service (latency proxy)', { timeout: 60_000
     expect(t.service.baseUrl).toBe(`http://127.0.0.1:${proxyPort}`);
     await uploadFile(t.client, { size: file.length, open: (start) => Readable.from([file.subarray(start)]) }, { fullpath: 'big.bin' });
     for (let i = 0; i < 60; i++) await t.client.file.createFolder({ fullpath: `many/d${String(i).padStart(2, '0')}` });
+    for (const [i, data] of small.entries()) {
+      await t.client.createFileWithContent({ fullpath: `walk/f${String(i).padStart(2, '0')}`, filehash: createHash('sha1').update(data).digest('hex'), filesize: data.length, overwrite: 1 }, data);
+    }
   });
   afterAll(async () => {
     await t?.close();
@@ -116,6 +120,32 @@ describe('gateway against a far-away service (latency proxy)', { timeout: 60_000
       expect(Buffer.concat(chunks).equals(file.subarray(3 * MiB + 5))).toBe(true);
       expect(ranges.peak).toBeGreaterThanOrEqual(3);
       expect(ranges.now).toBe(0); // every range closed at the end
+    } finally {
+      await vfs.close();
+      await client.close();
+    }
+  });
+
+  it('a folder read file after file: the next small files are fetched ahead, their reads need no request', async () => {
+    const client = freshClient();
+    const { remote, ranges } = countedRemote(client);
+    const vfs = await createVfs({ libraries: [{ name: 'Lib', remote }], dataDir: join(dir, 'walk'), feedIntervalMs: 0, cache: { ttlMs: 600_000 } });
+    try {
+      const names = (await vfs.readdir('/Lib/walk')).map((a) => a.name).sort();
+      expect(names).toHaveLength(small.length);
+      const byOwnRead: number[] = [];
+      for (const name of names) {
+        const h = await vfs.open(`/Lib/walk/${name}`, { read: true });
+        const before = ranges.total;
+        const got = await h.read(0, 128 * 1024);
+        byOwnRead.push(ranges.total - before);
+        await h.release();
+        expect(got.equals(small[Number(name.slice(1))]!)).toBe(true);
+      }
+      // The first two reads ask for their file; from the third on the bytes were fetched ahead.
+      expect(byOwnRead.slice(0, 2)).toEqual([1, 1]);
+      expect(byOwnRead.slice(2).every((n) => n === 0)).toBe(true);
+      expect(ranges.total).toBe(small.length); // each file fetched once
     } finally {
       await vfs.close();
       await client.close();
