@@ -6,6 +6,7 @@
  */
 import { request } from 'undici';
 import { Readable } from 'node:stream';
+import { getMaxListeners, setMaxListeners } from 'node:events';
 import { LRUCache } from 'lru-cache';
 import type { ServiceClient } from './client.js';
 import { ServiceError, ErrorCode } from './errors.js';
@@ -117,6 +118,8 @@ export class LibraryRemote implements Remote {
     if (Number.isFinite(count) && count > start) {
       const starts: number[] = [];
       for (let s = start; s < count; s += size) starts.push(s);
+      // Each page in flight listens to the caller's signal.
+      if (opts?.signal) setMaxListeners(Math.max(getMaxListeners(opts.signal), this.pageConcurrency + 10), opts.signal);
       const pages = await inParallel(starts, this.pageConcurrency, (s) => this.page(fullpath, s, opts));
       let short = false;
       for (const p of pages) {

@@ -165,7 +165,7 @@ export class LatencyProxy {
       setTimeout(() => {
         if (to.destroyed) return;
         count(chunk.length);
-        if (!to.write(chunk)) {
+        if (!to.write(chunk) && !waitingForDrain) {
           waitingForDrain = true;
           from.pause();
           to.once('drain', () => { waitingForDrain = false; maybeResume(); });
