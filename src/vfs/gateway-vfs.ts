@@ -696,7 +696,7 @@ export class GatewayVfs implements Vfs {
   /** A small file fetched whole into the block cache (block 0), in the background; failures are forgotten. */
   private fetchWhole(lib: Library, e: RemoteEntry, ctx?: CallContext): void {
     const key = this.contentKey(lib, e);
-    if (this.walkFetches.size >= WALK_FETCHES || this.walkFetches.has(key) || this.blocks.get(key, 0)) return;
+    if (this.walkFetches.size >= WALK_FETCHES || this.walkFetches.has(key) || this.blocks.peek(key, 0)) return;
     const fetching = (async () => {
       const stream = await lib.remote.openRange(e.fullpath, 0, e.size - 1, { operator: ctx?.operator, contentHash: e.contentHash });
       const chunks: Buffer[] = [];
