@@ -16,7 +16,7 @@ import { Sha1Streams } from './sha1-streams.js';
 import { gatewayPathOf, parseGatewayPath } from './gateway-path.js';
 import { LocalVersion } from './local-version.js';
 import { MetadataCache } from './metadata-cache.js';
-import { RangeReader } from './range-reader.js';
+import { RangeReader, ReadAheadBudget } from './range-reader.js';
 import { baseName, isWithin, joinPath, parentOf, type Remote, type RemoteCallOptions, type RemoteEntry } from './remote.js';
 import { UpdatesFeed, type UpdatesFeedStatus } from './updates-feed.js';
 import type { PendingFile, UploadStatus } from './upload-queue.js';
@@ -48,9 +48,10 @@ export interface GatewayVfsOptions {
   };
   /**
    * Read-ahead of sequential reads: first and largest window (bytes; default 1 MiB and 8 MiB), ranges
-   * in flight at once (default 4) and bytes asked for ahead of the reader at most (default 32 MiB).
+   * in flight at once (default 4), bytes asked for ahead of one reader at most (default 32 MiB) and of
+   * all readers together (default 256 MiB).
    */
-  readAhead?: { initial?: number; max?: number; streams?: number; bytes?: number };
+  readAhead?: { initial?: number; max?: number; streams?: number; bytes?: number; totalBytes?: number };
   upload?: {
     /** Uploads at once. Default 4. */
     concurrency?: number;
@@ -124,6 +125,8 @@ export class GatewayVfs implements Vfs {
   private readonly lockHolds = new Map<string, string>();
   /** Per library, the folder a service file was last opened for reading in (two in a row: a walk). */
   private readonly lastReadFolder = new Map<string, string>();
+  /** The read-ahead memory of every reader together. */
+  private readonly readAheadBudget: ReadAheadBudget;
   /** Small files of a walk being fetched into the block cache, by content key. */
   private readonly walkFetches = new Map<string, Promise<void>>();
   private readonly logger: Logger;
@@ -136,6 +139,7 @@ export class GatewayVfs implements Vfs {
       maxEntries: opts.cache?.metadataEntries, maxBytes: opts.cache?.metadataBytes, ttlMs: opts.cache?.ttlMs ?? (feedOn ? 0 : 1000),
     });
     this.blocks = new BlockCache({ maxBytes: opts.cache?.blockBytes, blockSize: opts.cache?.blockSize });
+    this.readAheadBudget = new ReadAheadBudget(opts.readAhead?.totalBytes ?? 256 * 1024 * 1024);
     this.disk = (opts.cache?.diskBytes ?? 0) > 0 ? new ContentCache({ dir: join(opts.dataDir, 'content'), maxBytes: opts.cache?.diskBytes, logger: opts.logger }) : undefined;
     this.times = new TimeOverrides(join(opts.dataDir, 'times.jsonl'), opts.logger);
     this.writeBack = new WriteBack({
@@ -789,7 +793,7 @@ export class GatewayVfs implements Vfs {
     return new RangeReader({
       remote: lib.remote, fullpath: e.fullpath, size: e.size, contentHash: e.contentHash,
       contentKey: this.contentKey(lib, e), blocks: this.blocks, disk: extra.disk === false ? undefined : this.disk,
-      initialWindow: ra?.initial, maxWindow: ra?.max, streams: ra?.streams, aheadBytes: ra?.bytes, startAt: extra.startAt,
+      initialWindow: ra?.initial, maxWindow: ra?.max, streams: ra?.streams, aheadBytes: ra?.bytes, startAt: extra.startAt, budget: this.readAheadBudget,
       call: this.call(ctx), logger: this.logger,
     });
   }

@@ -41,10 +41,39 @@ export interface RangeReaderOptions {
   aheadBytes?: number;
   /** Where the first sequential streak starts (a stream of a range from there). Default 0. */
   startAt?: number;
+  /** Shared by every reader of a gateway: bytes of windows asked for ahead, all readers together. */
+  budget?: ReadAheadBudget;
   /** Attempts per range (the first included). Default 3. */
   attempts?: number;
   call?: RemoteCallOptions;
   logger: Logger;
+}
+
+/**
+ * The read-ahead memory of all readers together: a window asked for ahead of its reader holds what
+ * arrives until it is read, so the bytes of such windows are reserved here first (and given back when
+ * the window becomes the one being read, or is dropped). A reader that finds none left reads with the
+ * windows it has.
+ */
+export class ReadAheadBudget {
+  private used = 0;
+  constructor(readonly limit: number) {
+    if (!(limit >= 0)) throw new TypeError(`read-ahead budget: expected a byte count >= 0, got ${String(limit)}`);
+  }
+
+  take(bytes: number): boolean {
+    if (this.used + bytes > this.limit) return false;
+    this.used += bytes;
+    return true;
+  }
+
+  give(bytes: number): void {
+    this.used -= bytes;
+  }
+
+  get inUse(): number {
+    return this.used;
+  }
 }
 
 /** An open streaming range with a read position: take(n) returns the next n bytes, as the pieces they arrived in. */
@@ -171,7 +200,7 @@ export class RangeReader {
   private window: number;
   private cursor: StreamCursor | undefined;
   /** The windows after the cursor's, in order, requested before the cursor runs out (so no read waits for them). */
-  private ahead: { start: number; end: number; cursor: Promise<StreamCursor> }[] = [];
+  private ahead: { start: number; end: number; cursor: Promise<StreamCursor>; reserved: number }[] = [];
   private readonly initialWindow: number;
   private readonly maxWindow: number;
   private readonly streams: number;
@@ -226,7 +255,10 @@ export class RangeReader {
 
   /** Forgets the windows requested ahead, closing each once it has opened. */
   private dropAhead(): void {
-    for (const w of this.ahead.splice(0)) void w.cursor.then((c) => c.close(), () => undefined);
+    for (const w of this.ahead.splice(0)) {
+      this.opts.budget?.give(w.reserved);
+      void w.cursor.then((c) => c.close(), () => undefined);
+    }
   }
 
   /** Ranges of this reader in flight now (the cursor and the windows ahead). */
@@ -247,6 +279,7 @@ export class RangeReader {
     const next = this.ahead[0];
     if (next && next.start === at && !freshLink) {
       this.ahead.shift();
+      this.opts.budget?.give(next.reserved); // being read now: no longer ahead
       const c = await next.cursor.catch(() => undefined);
       if (c) return c;
       // That request failed: this window again, on its own (the windows after it stay).
@@ -277,9 +310,12 @@ export class RangeReader {
       const length = end - start + 1;
       const nextAnyway = this.ahead.length === 0 && c.remaining <= PREFETCH_BYTES;
       if (!nextAnyway && outstanding + length > this.aheadBytes) break;
+      // The shared budget: the window right after the cursor's goes anyway (as one stream always did).
+      const reserved = this.opts.budget?.take(length) ? length : 0;
+      if (!nextAnyway && this.opts.budget && reserved === 0) break;
       const cursor = this.openCursor(start, end, false);
       cursor.catch(() => undefined); // a failed prefetch is retried as an ordinary request when needed
-      this.ahead.push({ start, end, cursor });
+      this.ahead.push({ start, end, cursor, reserved });
       this.window = Math.min(this.maxWindow, this.window * 2);
       outstanding += length;
       last = end;

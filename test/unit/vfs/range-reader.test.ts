@@ -7,7 +7,7 @@ import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
 import { FaultyRemote } from '../../../src/vfs/faulty-remote.js';
 import { BlockCache } from '../../../src/vfs/block-cache.js';
 import { ContentCache } from '../../../src/vfs/content-cache.js';
-import { RangeReader } from '../../../src/vfs/range-reader.js';
+import { RangeReader, ReadAheadBudget } from '../../../src/vfs/range-reader.js';
 import { silentLogger } from '../../../src/shared/log.js';
 
 const dirs: string[] = [];
@@ -147,6 +147,32 @@ describe('RangeReader', { timeout: 20_000 }, () => {
     expect(Buffer.concat(parts).equals(data)).toBe(true);
     expect(rr.counters.requests).toBe(6); // 1 + 2 + 4 + 4 + 4 + 1 MiB
     rr.close();
+  });
+
+  it('readers sharing a read-ahead budget: windows ahead only within it, given back when read or dropped', async () => {
+    const { remote, data, hash } = await fixture(16 * MiB);
+    const K = 128 * 1024;
+    const budget = new ReadAheadBudget(6 * MiB);
+    const opened: number[] = [];
+    const openRange = remote.openRange.bind(remote);
+    remote.openRange = (p, start, end, o) => { opened.push(start); return openRange(p, start, end, o); };
+    const make = () => reader(remote, data, hash, { initialWindow: 1 * MiB, maxWindow: 4 * MiB, budget });
+    const a = make();
+    for (let pos = 0; pos < 4 * K; pos += K) await a.read(pos, K);
+    expect(opened).toEqual([0, 1 * MiB, 3 * MiB]); // 2 + 4 MiB ahead: the whole budget
+    expect(budget.inUse).toBe(6 * MiB);
+    opened.length = 0;
+    const b = make();
+    for (let pos = 0; pos < 4 * K; pos += K) await b.read(pos, K);
+    expect(opened).toEqual([0, 1 * MiB]); // only the window right after its own (as one stream always had)
+    expect(budget.inUse).toBe(6 * MiB);
+    // Reading on: a window ahead becomes the one read and its bytes are given back.
+    for (let pos = 4 * K; pos < 1 * MiB + K; pos += K) expect((await a.read(pos, K)).equals(data.subarray(pos, pos + K))).toBe(true);
+    expect(budget.inUse).toBe(4 * MiB); // the 2 MiB window is read now; the 4 MiB one still ahead
+    a.close();
+    b.close();
+    expect(budget.inUse).toBe(0);
+    remote.openRange = openRange;
   });
 
   it('random reads fetch only small aligned blocks and reuse the block cache', async () => {
