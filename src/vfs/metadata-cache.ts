@@ -3,10 +3,10 @@
  * count and by (estimated) memory: entries by path (with negative entries: "known not to exist") and
  * complete folder listings. Changes arrive from the gateway's own operations (read-your-writes) and from
  * the UpdatesFeed. For a file change the parent listing is patched; for a folder change the folder's
- * listing and its parent's are invalidated rather than patched (when in doubt, invalidate). A path
- * forgotten (its state in doubt) leaves its parent's listing answering for the other names: only that
+ * listing and its parent's are invalidated rather than patched (when in doubt, invalidate). A path the
+ * feed finds in doubt leaves its parent's listing answering for the other names: only that
  * name is unknown there, and the listing as a whole is fetched again before it is shown (so a folder
- * being filled while the feed runs does not cost a request per new name).
+ * being filled while the feed runs does not cost a request per new name: `doubt`).
  */
 import { LRUCache } from 'lru-cache';
 import { baseName, isWithin, parentOf, type RemoteEntry } from './remote.js';
@@ -129,12 +129,20 @@ export class MetadataCache {
     this.removeTree(lib, fullpath, true);
   }
 
-  /**
-   * Forgets what is known about `fullpath` (entry and listing), without claiming it is missing. The
-   * parent's listing keeps answering for its other names; this one is left out of it and in doubt
-   * until looked up, and the listing is fetched again before it is shown whole.
-   */
+  /** Forgets what is known about `fullpath` (entry and listing), without claiming it is missing. */
   forget(lib: string, fullpath: string): void {
+    this.entries.delete(key(lib, fullpath));
+    this.invalidate(key(lib, fullpath));
+    this.invalidate(key(lib, parentOf(fullpath)));
+  }
+
+  /**
+   * `fullpath` is in doubt (the gateway changed it while the feed was reading changes that may be older):
+   * its entry is forgotten, and in its parent's listing only its name, which is left out of the listing
+   * and looked up on its own; the listing keeps answering for the other names, and is fetched again
+   * before it is shown whole. A folder in doubt drops its parent's listing.
+   */
+  doubt(lib: string, fullpath: string): void {
     this.entries.delete(key(lib, fullpath));
     this.invalidate(key(lib, fullpath));
     if (fullpath === '') return;
