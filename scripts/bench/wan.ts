@@ -14,7 +14,8 @@
  * - reading 200 small files already listed (one `cat`): round trips per file (target ≤ 1);
  * - 1,000 files of 4 KiB copied into the mount (one `cp -r`) until all are on the service: files/s
  *   (target ≥ 100), with the gateway's default upload concurrency, vs the same copy with the service at
- *   loopback speed (what the gateway's local side allows).
+ *   loopback speed (what the work per upload allows). BENCH_WAN_UPLOAD_CONCURRENCY sets the Vfs's
+ *   `upload.concurrency` instead of the default.
  * Prints one JSON line per figure. Run: `node --import tsx scripts/bench/wan.ts` (or `npm run bench -- wan`).
  */
 import { spawn } from 'node:child_process';
@@ -45,6 +46,8 @@ const BYTES = Number(process.env.BENCH_WAN_BYTES ?? 1024 * 1024 * 1024);
 const ENTRIES = Number(process.env.BENCH_WAN_ENTRIES ?? 2000);
 const SMALL_READS = 200;
 const SMALL_WRITES = Number(process.env.BENCH_WAN_SMALL_FILES ?? 1000);
+/** Uploads at once of the gateway's Vfs (`upload.concurrency`); unset = the gateway's default (4). */
+const UPLOAD_CONCURRENCY = process.env.BENCH_WAN_UPLOAD_CONCURRENCY ? Number(process.env.BENCH_WAN_UPLOAD_CONCURRENCY) : undefined;
 const MiB = 1024 * 1024;
 
 const round = (n: number, digits = 2): number => Number(n.toFixed(digits));
@@ -141,7 +144,7 @@ try {
     return out;
   };
   const connections = async (): Promise<number> => (JSON.parse(await proxy.command('stats')) as { connections: number }).connections;
-  const vfs = await createVfs({ libraries: [{ name: 'Library', client }], dataDir: join(scratch, 'gateway') });
+  const vfs = await createVfs({ libraries: [{ name: 'Library', client }], dataDir: join(scratch, 'gateway'), upload: { concurrency: UPLOAD_CONCURRENCY } });
   const mounted = await mountVfs({ vfs, mountpoint: mnt, logger: silentLogger, attrTimeoutS: 2 });
   unmount = async () => { await mounted.unmount(); await vfs.close(); };
   const dav = createWebdavServer({ vfs, users: [{ name: 'alice', password: 'secret' }], dataDir: join(scratch, 'webdav'), logger: silentLogger });
@@ -233,7 +236,7 @@ try {
   if (onService.length !== SMALL_WRITES) throw new Error(`expected ${SMALL_WRITES} files on the service, found ${onService.length}`);
   print({
     figure: 'wan.copy_4k_files', files: SMALL_WRITES, cp_s: round((copy.value - t0) / 1000, 2), until_on_service_s: round(copy.ms / 1000, 2),
-    files_per_s: round(SMALL_WRITES / (copy.ms / 1000), 0), target: 100, loopback_files_per_s: round(SMALL_WRITES / (local.ms / 1000), 0), ratio_to_loopback: round(local.ms / copy.ms), upload_concurrency: 'default (4)',
+    files_per_s: round(SMALL_WRITES / (copy.ms / 1000), 0), target: 100, loopback_files_per_s: round(SMALL_WRITES / (local.ms / 1000), 0), ratio_to_loopback: round(local.ms / copy.ms), upload_concurrency: UPLOAD_CONCURRENCY ?? 'default (4)',
     calls: calls(), new_connections: (await connections()) - conns,
   });
   await serialClient.close();
