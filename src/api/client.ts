@@ -2,7 +2,7 @@
  * ServiceClient: a typed client of every endpoint in the EndpointTable. One `send()` does the wire work;
  * signing, retries and token refresh are layers around it.
  */
-import { Agent, request, type Dispatcher } from 'undici';
+import { Agent, FormData, request, type Dispatcher } from 'undici';
 import { ENDPOINTS, findEndpoint, validateParams, ParamError, type EndpointDef, type Endpoints, type Family, type ParamsOf, type ResultOf } from '../shared/endpoints.js';
 import { sign, isCreateFilePath, CREATE_FILE_UNSIGNED, type Params } from '../shared/sign.js';
 import { ServiceError, ErrorCode, redactSecrets, transportCodeOf } from './errors.js';
@@ -184,6 +184,26 @@ export class ServiceClient {
     }
   }
 
+  /**
+   * `create_file` with the content as a multipart part (what the official SDKs' createFile sends): one
+   * exchange places the file when the service takes content this way (it answers state 1); a service
+   * that does not answers as to a plain create_file (state 0 and an upload server) and the chunked
+   * protocol follows. Retried only when nothing was sent (create_file is not idempotent).
+   */
+  async createFileWithContent(params: ParamsOf<Endpoints['file']['create_file']>, content: Buffer, opts: CallOptions = {}): Promise<ResultOf<Endpoints['file']['create_file']>> {
+    const def = ENDPOINTS.file.create_file;
+    validateParams(def, params);
+    if (String(params.filesize) !== String(content.length)) throw new ParamError('filesize', `parameter 'filesize' expected the content's size (${content.length}), got ${JSON.stringify(params.filesize)}`);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return normalizeResult(await this.send(def, 'file.create_file', { ...params, filefield: 'file' }, opts, { field: 'file', data: content })) as ResultOf<Endpoints['file']['create_file']>;
+      } catch (err) {
+        if (!(err instanceof ServiceError) || attempt >= this.retries || !this.retryable(def, err) || opts.signal?.aborted) throw err;
+        await sleep(backoff(this.retryBaseMs, attempt), opts.signal);
+      }
+    }
+  }
+
   private retryable(def: EndpointDef, err: ServiceError): boolean {
     if (err.transport && NOT_SENT_CODES.has(err.transportCode ?? '')) return true;
     if (!def.idempotent) return false;
@@ -273,12 +293,22 @@ export class ServiceClient {
     return wire;
   }
 
-  /** One HTTP exchange: sign, send, parse, within the per-request deadline. No retries. */
-  async send(def: EndpointDef, endpoint: string, params: Record<string, unknown>, opts: CallOptions): Promise<unknown> {
+  /**
+   * One HTTP exchange: sign, send, parse, within the per-request deadline. No retries. With `file`, a
+   * POST is sent as multipart/form-data: the signed parameters as fields, then the file part.
+   */
+  async send(def: EndpointDef, endpoint: string, params: Record<string, unknown>, opts: CallOptions, file?: { field: string; data: Buffer }): Promise<unknown> {
     const wire = this.signedParams(def, params);
     // Secrets of the client, and every parameter of this request whose name says it is one (sign, password, refresh_token…).
     const secrets = [...this.secretValues(), ...Object.entries(wire).filter(([k]) => REDACT_KEYS.includes(k)).map(([, v]) => v)];
     const body = new URLSearchParams(wire).toString();
+    let form: FormData | undefined;
+    if (file && def.method !== 'GET') {
+      form = new FormData();
+      for (const [k, v] of Object.entries(wire)) form.append(k, v);
+      const name = typeof params.fullpath === 'string' ? params.fullpath.split('/').pop() || 'file' : 'file';
+      form.append(file.field, new Blob([file.data as Uint8Array<ArrayBuffer>]), name);
+    }
     const url = def.method === 'GET' ? `${this.baseUrl}${def.path}?${body}` : `${this.baseUrl}${def.path}`;
     const started = Date.now();
     const deadline = new Deadline(opts.timeoutMs ?? this.timeoutMs, opts.signal);
@@ -287,8 +317,8 @@ export class ServiceClient {
       const res = await request(url, {
         method: def.method,
         dispatcher: this.dispatcher,
-        headers: def.method === 'GET' ? {} : { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' },
-        body: def.method === 'GET' ? undefined : body,
+        headers: def.method === 'GET' || form ? {} : { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' },
+        body: def.method === 'GET' ? undefined : form ?? body,
         signal: deadline.signal,
       }).catch((err: unknown) => { throw transportError(err, 0, endpoint, deadline, secrets); });
       status = res.statusCode;

@@ -6,6 +6,7 @@
  */
 import { request } from 'undici';
 import { Readable } from 'node:stream';
+import { getMaxListeners, setMaxListeners } from 'node:events';
 import { LRUCache } from 'lru-cache';
 import type { ServiceClient } from './client.js';
 import { ServiceError, ErrorCode } from './errors.js';
@@ -27,10 +28,17 @@ export interface LibraryRemoteOptions {
   maxLinks?: number;
   /** Page size of `ls`. Default 100 (the service's default page). */
   pageSize?: number;
+  /** Pages of one `ls` asked for at once once the folder's entry count is known. Default 20 (a 2,000-entry folder in two round trips). */
+  pageConcurrency?: number;
   /** Deadline of one range request until its headers arrive, ms. Default 30 000. */
   rangeTimeoutMs?: number;
   /** Interval between polls of an asynchronous copy's queue status, ms. Default 200. */
   copyPollMs?: number;
+  /**
+   * Files up to this many bytes are uploaded with create_file carrying the content (one exchange
+   * instead of four; see UploadOptions.inlineMaxBytes). Default 256 KiB; 0 = the chunked protocol always.
+   */
+  inlineUploadMaxBytes?: number;
 }
 
 /** The uploader's interface (api/upload.ts). */
@@ -38,7 +46,7 @@ interface UploadSource { size: number; filehash?: string; open(start: number): R
 interface UploaderModule {
   fileSource(path: string, knownSha1?: string): Promise<UploadSource>;
   uploadFile(client: ServiceClient, source: UploadSource, opts: {
-    fullpath: string; overwrite?: boolean; operator?: { op_id?: string; op_name?: string }; signal?: AbortSignal; onProgress?: (sent: number, total: number) => void;
+    fullpath: string; overwrite?: boolean; operator?: { op_id?: string; op_name?: string }; signal?: AbortSignal; onProgress?: (sent: number, total: number) => void; inlineMaxBytes?: number;
   }): Promise<{ hash: string; fullpath: string; filehash: string; filesize: number; instant: boolean }>;
 }
 
@@ -61,9 +69,13 @@ export class LibraryRemote implements Remote {
   private readonly linkMarginMs: number;
   private readonly linkLifetimeMs: number;
   private readonly pageSize: number;
+  private readonly pageConcurrency: number;
   private readonly rangeTimeoutMs: number;
   private readonly copyPollMs: number;
-  readonly counters = { linkFetches: 0, rangeRequests: 0 };
+  private readonly inlineUploadMaxBytes: number;
+  readonly counters = { linkFetches: 0, rangeRequests: 0, linksPrepared: 0 };
+  /** Download links being fetched, by key: a read waits for the fetch under way rather than asking again. */
+  private readonly pendingLinks = new Map<string, Promise<Link>>();
 
   constructor(opts: LibraryRemoteOptions) {
     if (!opts.client.credentials.library) throw new TypeError('client: expected a client with a library authorization (credentials.library), got none');
@@ -71,8 +83,11 @@ export class LibraryRemote implements Remote {
     this.linkMarginMs = opts.linkMarginMs ?? 60_000;
     this.linkLifetimeMs = opts.linkLifetimeMs ?? 600_000;
     this.pageSize = opts.pageSize ?? 100;
+    this.pageConcurrency = opts.pageConcurrency ?? 20;
+    if (!Number.isInteger(this.pageConcurrency) || this.pageConcurrency < 1) throw new TypeError(`pageConcurrency: expected a whole number >= 1, got ${String(opts.pageConcurrency)}`);
     this.rangeTimeoutMs = opts.rangeTimeoutMs ?? 30_000;
     this.copyPollMs = opts.copyPollMs ?? 200;
+    this.inlineUploadMaxBytes = opts.inlineUploadMaxBytes ?? 256 * 1024;
     this.links = new LRUCache<string, Link>({ max: opts.maxLinks ?? 10_000 });
   }
 
@@ -81,15 +96,53 @@ export class LibraryRemote implements Remote {
     return { id: String(s.org_id), name: String(s.org_name ?? `library ${s.org_id}`) };
   }
 
+  /**
+   * Every entry of a folder. The first page says how many there are; the pages after it are asked for
+   * together (at most `pageConcurrency` at once), so a large folder costs about two round trips instead
+   * of one per page. Pages beyond the count (the folder grew meanwhile) follow one after another.
+   */
   async list(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]> {
-    const out: RemoteEntry[] = [];
-    for (let start = 0; ; start += this.pageSize) {
-      const page = await this.wrap(() => this.client.file.ls({ fullpath, start, size: this.pageSize }, { signal: opts?.signal }), fullpath);
-      const list = page.list ?? [];
-      for (const r of list) out.push(fromRecord(r));
-      if (list.length < this.pageSize || out.length >= Number(page.count ?? Infinity)) break;
+    const size = this.pageSize;
+    const first = await this.page(fullpath, 0, opts);
+    const out = new Map<string, RemoteEntry>();
+    const add = (list: (FileRecord | UpdateItem)[]): void => {
+      for (const r of list) {
+        const e = fromRecord(r);
+        out.set(e.fullpath, e); // a page shifted by a concurrent change may repeat an entry
+      }
+    };
+    add(first.list);
+    let count = first.count;
+    if (first.list.length < size || out.size >= count) return [...out.values()];
+    let start = size;
+    if (Number.isFinite(count) && count > start) {
+      const starts: number[] = [];
+      for (let s = start; s < count; s += size) starts.push(s);
+      // Each page in flight listens to the caller's signal.
+      if (opts?.signal) setMaxListeners(Math.max(getMaxListeners(opts.signal), this.pageConcurrency + 10), opts.signal);
+      const pages = await inParallel(starts, this.pageConcurrency, (s) => this.page(fullpath, s, opts));
+      let short = false;
+      for (const p of pages) {
+        add(p.list);
+        if (p.list.length < size) short = true;
+        count = Math.max(count, p.count);
+      }
+      if (short || out.size >= count) return [...out.values()];
+      start = starts[starts.length - 1]! + size;
     }
-    return out;
+    for (; ; start += size) {
+      const p = await this.page(fullpath, start, opts);
+      add(p.list);
+      if (p.list.length < size || out.size >= p.count) break;
+    }
+    return [...out.values()];
+  }
+
+  /** One page of `ls`: its records and the folder's entry count (Infinity when the service gives none). */
+  private async page(fullpath: string, start: number, opts?: RemoteCallOptions): Promise<{ list: FileRecord[]; count: number }> {
+    const page = await this.wrap(() => this.client.file.ls({ fullpath, start, size: this.pageSize }, { signal: opts?.signal }), fullpath);
+    const count = Number(page.count ?? Infinity);
+    return { list: page.list ?? [], count: Number.isNaN(count) ? Infinity : count };
   }
 
   async stat(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null> {
@@ -136,7 +189,7 @@ export class LibraryRemote implements Remote {
     const up = await loadUploader();
     const started = Date.now();
     const res = await this.wrap(async () => up.uploadFile(this.client, await up.fileSource(source.path, source.sha1), {
-      fullpath, overwrite: true, operator: operatorParams(opts), signal: opts?.signal, onProgress: opts?.onProgress,
+      fullpath, overwrite: true, operator: operatorParams(opts), signal: opts?.signal, onProgress: opts?.onProgress, inlineMaxBytes: this.inlineUploadMaxBytes,
     }), fullpath);
     for (const key of this.links.keys()) if (key.startsWith(`${fullpath}\0`)) this.links.delete(key);
     return {
@@ -211,10 +264,37 @@ export class LibraryRemote implements Remote {
     await this.wrap(() => this.client.file.delTag({ fullpath, tag: tags.join(';'), ...operatorParams(opts) }, { signal: opts?.signal }), fullpath);
   }
 
-  private async link(fullpath: string, opts: RangeCallOptions, fresh: boolean): Promise<Link> {
+  /**
+   * Fetches the download links of these files now, together (at most PREPARE_LINKS at once, those not
+   * cached nor being fetched), so that reading each is one range request. Failures are forgotten: the
+   * read asks again.
+   */
+  prepareReads(files: { fullpath: string; contentHash?: string }[], opts?: RemoteCallOptions): void {
+    for (const f of files) {
+      if (this.pendingLinks.size >= PREPARE_LINKS) break;
+      const key = linkKey(f.fullpath, f.contentHash);
+      const cached = this.links.get(key);
+      if (this.pendingLinks.has(key) || (cached && cached.expiresMs - this.linkMarginMs > Date.now())) continue;
+      this.counters.linksPrepared++;
+      void this.link(f.fullpath, { ...opts, contentHash: f.contentHash }, false).catch(() => undefined);
+    }
+  }
+
+  private link(fullpath: string, opts: RangeCallOptions, fresh: boolean): Promise<Link> {
     const key = linkKey(fullpath, opts.contentHash);
     const cached = fresh ? undefined : this.links.get(key);
-    if (cached && cached.expiresMs - this.linkMarginMs > Date.now()) return cached;
+    if (cached && cached.expiresMs - this.linkMarginMs > Date.now()) return Promise.resolve(cached);
+    const pending = fresh ? undefined : this.pendingLinks.get(key);
+    if (pending) return pending;
+    const fetching = this.fetchLink(fullpath, opts).finally(() => {
+      if (this.pendingLinks.get(key) === fetching) this.pendingLinks.delete(key);
+    });
+    this.pendingLinks.set(key, fetching);
+    return fetching;
+  }
+
+  private async fetchLink(fullpath: string, opts: RangeCallOptions): Promise<Link> {
+    const key = linkKey(fullpath, opts.contentHash);
     this.counters.linkFetches++;
     const fetchedAt = Date.now();
     // Naming the content hash pins the link to the version being read (a concurrent overwrite does not
@@ -247,6 +327,29 @@ export class LibraryRemote implements Remote {
     }
   }
 }
+
+/** fn over every item, at most `limit` at once; results in the items' order. The first failure rejects. */
+async function inParallel<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  let failed = false;
+  const worker = async (): Promise<void> => {
+    while (next < items.length && !failed) {
+      const i = next++;
+      try {
+        out[i] = await fn(items[i]!);
+      } catch (err) {
+        failed = true; // the others ask for no further item
+        throw err;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+/** Download links fetched ahead of reads at once, at most. */
+const PREPARE_LINKS = 16;
 
 function linkKey(fullpath: string, contentHash?: string): string {
   return `${fullpath}\0${contentHash ?? ''}`;

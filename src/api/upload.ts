@@ -1,10 +1,12 @@
 /**
- * The streaming uploader: `create_file` (instant upload when the service already holds the content),
+ * The streaming uploader: `create_file` (instant upload when the service already holds the content; a
+ * small file's content goes with it, so one exchange places it),
  * else the chunked protocol on the upload server it names: `upload_init`, blocks with their CRC-32 read
  * off one stream into one reused buffer (memory: one block, whatever the size), resumption at the offset
  * the server expects (409 `expect`, or `upload_req` after a 500, a 410 or a dropped connection),
  * `upload_finish` polled while it answers 202, and `upload_abort` when it gives up.
  */
+import { createHash } from 'node:crypto';
 import { basename } from 'node:path/posix';
 import { crc32 } from '../shared/crc32.js';
 import { backoff, sleep, type ServiceClient } from './client.js';
@@ -15,6 +17,11 @@ import { CRC_MISMATCH, UploadServerClient, type FinishAnswer } from './upload-se
 
 export { fileSource, sha1Of, SourceChangedError, type UploadSource } from './upload-source.js';
 export { webUpload, type WebUploadArgs, type WebUploadResult } from './web-upload.js';
+
+/** What the gateway sends with create_file as a multipart part (one round trip instead of four): files up to 256 KiB. */
+export const INLINE_MAX_BYTES = 256 * 1024;
+/** The official SDKs' limit for create_file with the content. */
+const INLINE_LIMIT = 50 * 1024 * 1024;
 
 /** Largest block the upload server takes (spec: "at most 10 MB"; decisions: 10 MiB). */
 export const MAX_BLOCK_SIZE = 10 * 1024 * 1024;
@@ -28,6 +35,14 @@ export interface UploadOptions {
   operator?: { op_id?: string; op_name?: string };
   /** Set: upload with the user token to this storage space (`/m-api/2/file/create_file`). */
   mountId?: number;
+  /**
+   * Files up to this many bytes are sent with create_file itself (multipart, as the official SDKs'
+   * createFile does: one exchange instead of create_file, upload_init, upload_part and upload_finish);
+   * a service that does not take content so answers as usual and the chunked protocol follows. Library
+   * file API only. Default 0 (off: the spec's protocol only); at most 50 MiB. The gateway's remote
+   * sets INLINE_MAX_BYTES.
+   */
+  inlineMaxBytes?: number;
   /** Block size in bytes, 1 to 10 MiB. Default 8 MiB. */
   blockSize?: number;
   /** Called with the bytes the server holds and the total, after each block (and 0 at the start). */
@@ -74,14 +89,16 @@ interface Policy {
 /** Uploads `source` to `opts.fullpath`. Throws ServiceError (what the service said), TypeError (bad options) or SourceChangedError. */
 export async function uploadFile(client: ServiceClient, source: UploadSource, opts: UploadOptions): Promise<UploadResult> {
   const policy = checkOptions(client, source, opts);
-  const filehash = source.filehash !== undefined ? checkSha1(source.filehash) : await sha1Of(source, opts.signal);
+  const inline = opts.mountId === undefined && source.size <= (opts.inlineMaxBytes ?? 0) && (opts.inlineMaxBytes ?? 0) > 0 ? await readWhole(source) : undefined;
+  const filehash = inline ? inline.sha1 : source.filehash !== undefined ? checkSha1(source.filehash) : await sha1Of(source, opts.signal);
+  if (inline && source.filehash !== undefined && checkSha1(source.filehash) !== inline.sha1) throw new SourceChangedError(source.size, source.size);
   opts.signal?.throwIfAborted();
-  const created = await createFile(client, opts, filehash, source.size);
+  const created = inline ? await createFileWithContent(client, opts, filehash, inline.data) : await createFile(client, opts, filehash, source.size);
   const fullpath = typeof created.fullpath === 'string' && created.fullpath !== '' ? created.fullpath : opts.fullpath;
   const result = (instant: boolean): UploadResult => ({ hash: String(created.hash), fullpath, filehash, filesize: source.size, instant });
   if (Number(created.state) === 1) {
     opts.onProgress?.(source.size, source.size);
-    return result(true);
+    return result(!inline);
   }
   const server = normalizeServer(String(created.server ?? ''));
   const endpoint = opts.mountId !== undefined ? 'user.create_file' : 'file.create_file';
@@ -122,6 +139,10 @@ function checkOptions(client: ServiceClient, source: UploadSource, opts: UploadO
   } else if (!client.credentials.library) {
     throw new TypeError('client: expected a library authorization (credentials.library) or mountId with a user token, got neither');
   }
+  const inlineMax = opts.inlineMaxBytes ?? 0;
+  if (!Number.isInteger(inlineMax) || inlineMax < 0 || inlineMax > INLINE_LIMIT) {
+    throw new TypeError(`inlineMaxBytes: expected an integer from 0 to ${INLINE_LIMIT} bytes, got ${String(opts.inlineMaxBytes)}`);
+  }
   const retries = opts.retries ?? 5;
   if (!Number.isInteger(retries) || retries < 0) throw new TypeError(`retries: expected a non-negative integer, got ${String(opts.retries)}`);
   const finishPolls = opts.finishPolls ?? 10;
@@ -150,6 +171,29 @@ async function createFile(client: ServiceClient, opts: UploadOptions, filehash: 
   if (opts.operator?.op_id) op.op_id = opts.operator.op_id;
   if (opts.operator?.op_name) op.op_name = opts.operator.op_name;
   return client.file.createFile({ fullpath: opts.fullpath, filehash, filesize, overwrite, ...op }, call);
+}
+
+/** create_file with the content as its file part (library file API). */
+function createFileWithContent(client: ServiceClient, opts: UploadOptions, filehash: string, data: Buffer) {
+  const overwrite = opts.overwrite === false ? 0 : 1;
+  const op: { op_id?: string; op_name?: string } = {};
+  if (opts.operator?.op_id) op.op_id = opts.operator.op_id;
+  if (opts.operator?.op_name) op.op_name = opts.operator.op_name;
+  // Never cut: it lands the file (see UploadOptions.signal).
+  return client.createFileWithContent({ fullpath: opts.fullpath, filehash, filesize: data.length, overwrite, ...op }, data, {});
+}
+
+/** A small source whole in memory, with its SHA-1; SourceChangedError when it is not `size` bytes long. */
+async function readWhole(source: UploadSource): Promise<{ data: Buffer; sha1: string }> {
+  const reader = new BlockReader(source.open(0), Math.max(1, source.size));
+  try {
+    const data = source.size === 0 ? Buffer.alloc(0) : await reader.read(source.size);
+    if (data.length !== source.size) throw new SourceChangedError(source.size, data.length);
+    if (await reader.hasMore()) throw new SourceChangedError(source.size, source.size + 1);
+    return { data: Buffer.from(data), sha1: createHash('sha1').update(data).digest('hex') };
+  } finally {
+    reader.close();
+  }
 }
 
 /** Whether a failed exchange may be resumed after asking the server what it holds. */

@@ -32,6 +32,13 @@ export class BlockCache {
     return b;
   }
 
+  /** The block when held (counted, and kept fresh, as `get`); a miss is not counted. */
+  peek(content: string, index: number): Buffer | undefined {
+    const b = this.lru.get(`${content}:${index}`);
+    if (b) this.counters.hits++;
+    return b;
+  }
+
   set(content: string, index: number, block: Buffer): void {
     this.lru.set(`${content}:${index}`, block);
   }

@@ -16,7 +16,7 @@ import { Sha1Streams } from './sha1-streams.js';
 import { gatewayPathOf, parseGatewayPath } from './gateway-path.js';
 import { LocalVersion } from './local-version.js';
 import { MetadataCache } from './metadata-cache.js';
-import { RangeReader } from './range-reader.js';
+import { RangeReader, ReadAheadBudget } from './range-reader.js';
 import { baseName, isWithin, joinPath, parentOf, type Remote, type RemoteCallOptions, type RemoteEntry, type RemoteQuota } from './remote.js';
 import { UpdatesFeed, type UpdatesFeedStatus } from './updates-feed.js';
 import { Connectivity, ReportingRemote, type LibraryConnectivity } from './connectivity.js';
@@ -47,8 +47,12 @@ export interface GatewayVfsOptions {
     /** On-disk content cache, bytes; 0 = off. Default 0. */
     diskBytes?: number;
   };
-  /** Read-ahead window of sequential reads, bytes: first and largest. Default 1 MiB and 64 MiB. */
-  readAhead?: { initial?: number; max?: number };
+  /**
+   * Read-ahead of sequential reads: first and largest window (bytes; default 1 MiB and 8 MiB), ranges
+   * in flight at once (default 4), bytes asked for ahead of one reader at most (default 32 MiB) and of
+   * all readers together (default 256 MiB).
+   */
+  readAhead?: { initial?: number; max?: number; streams?: number; bytes?: number; totalBytes?: number };
   upload?: {
     /** Uploads at once. Default 4. */
     concurrency?: number;
@@ -109,6 +113,14 @@ export interface GatewayStatus {
 const LIB_ROOT_ATTR_TIME = Date.now();
 
 
+/** Files after the one opened whose reads are prepared when a folder is read file after file. */
+const WALK_AHEAD = 16;
+/** Small files of a walk fetched at once, at most. */
+const WALK_FETCHES = 16;
+
+/** Ranges of createReadStream larger than this are read with several windows in flight. */
+const PARALLEL_STREAM_BYTES = 4 * 1024 * 1024;
+
 export class GatewayVfs implements Vfs {
   private readonly libs = new Map<string, Library>();
   readonly cache: MetadataCache;
@@ -127,6 +139,12 @@ export class GatewayVfs implements Vfs {
   private readonly lockHolds = new Map<string, string>();
   /** Which libraries' service answers; offline ones are served from what the gateway has. */
   readonly connectivity: Connectivity;
+  /** Per library, the folder a service file was last opened for reading in (two in a row: a walk). */
+  private readonly lastReadFolder = new Map<string, string>();
+  /** The read-ahead memory of every reader together. */
+  private readonly readAheadBudget: ReadAheadBudget;
+  /** Small files of a walk being fetched into the block cache, by content key. */
+  private readonly walkFetches = new Map<string, Promise<void>>();
   private readonly logger: Logger;
   private closed = false;
 
@@ -137,6 +155,7 @@ export class GatewayVfs implements Vfs {
       maxEntries: opts.cache?.metadataEntries, maxBytes: opts.cache?.metadataBytes, ttlMs: opts.cache?.ttlMs ?? (feedOn ? 0 : 1000),
     });
     this.blocks = new BlockCache({ maxBytes: opts.cache?.blockBytes, blockSize: opts.cache?.blockSize });
+    this.readAheadBudget = new ReadAheadBudget(opts.readAhead?.totalBytes ?? 256 * 1024 * 1024);
     this.disk = (opts.cache?.diskBytes ?? 0) > 0 ? new ContentCache({ dir: join(opts.dataDir, 'content'), maxBytes: opts.cache?.diskBytes, logger: opts.logger }) : undefined;
     this.times = new TimeOverrides(join(opts.dataDir, 'times.jsonl'), opts.logger);
     this.connectivity = new Connectivity({
@@ -303,6 +322,9 @@ export class GatewayVfs implements Vfs {
     if (!writing) {
       const local = this.writeBack.openRead(lib.name, t.fullpath);
       if (local) return local;
+      this.walkAhead(lib, existing!, ctx);
+      // Fetched ahead already (a walk): its bytes are on the way, no request of its own.
+      await this.walkFetches.get(this.contentKey(lib, existing!));
       return new RemoteReadHandle(t.path, existing!, this.reader(lib, existing!, ctx), () => this.toAttr(lib, existing!));
     }
     if (existing) this.assertLockHeld(lib, existing, ctx);
@@ -326,6 +348,13 @@ export class GatewayVfs implements Vfs {
     if (local) return local;
     if (this.disk && entry.contentHash && this.disk.has(entry.contentHash, start, end + 1)) {
       return Readable.from(this.diskChunks(entry.contentHash, start, end + 1));
+    }
+    // A large range is read as a sequential streak (several ranged windows in flight); a small one is one request.
+    if (end - start + 1 > PARALLEL_STREAM_BYTES) {
+      const reader = this.reader(lib, entry, ctx, { startAt: start });
+      // The first bytes before the stream is handed out: a failure to open is the call's, as for one request.
+      const first = await reader.readParts(start, 1024 * 1024).catch((err: unknown) => { reader.close(); throw err; });
+      return Readable.from(this.streakChunks(reader, first, start, end + 1));
     }
     const stream = await lib.remote.openRange(t.fullpath, start, end, { ...this.call(ctx), contentHash: entry.contentHash });
     if (!this.disk || !entry.contentHash) return stream;
@@ -707,6 +736,55 @@ export class GatewayVfs implements Vfs {
     if (this.closed) throw new VfsError('EIO', 'gateway closed');
   }
 
+  /**
+   * A folder being read file after file (`cat *`, `cp -r`, a backup): once two files of the same folder
+   * are opened in a row, the next WALK_AHEAD files of its listing are got ready: a small one (one block
+   * of the block cache at most) fetched whole into the block cache, at most WALK_FETCHES at once, so its
+   * read needs no request; a larger one's download link fetched (the remote's prepareReads), so its
+   * first read is one round trip instead of two.
+   */
+  private walkAhead(lib: Library, e: RemoteEntry, ctx?: CallContext): void {
+    if (!lib.remote.prepareReads) return;
+    const folder = parentOf(e.fullpath);
+    const previous = this.lastReadFolder.get(lib.name);
+    this.lastReadFolder.set(lib.name, folder);
+    if (previous !== folder) return;
+    const listing = this.cache.getListing(lib.name, folder);
+    if (!listing) return;
+    const at = listing.findIndex((x) => x.fullpath === e.fullpath);
+    if (at < 0) return;
+    const links: { fullpath: string; contentHash?: string }[] = [];
+    for (let i = at + 1, n = 0; i < listing.length && n < WALK_AHEAD; i++) {
+      const x = listing[i]!;
+      if (x.isDir || x.size === 0 || this.writeBack.entry(lib.name, x.fullpath)) continue;
+      n++;
+      if (x.size <= this.blocks.blockSize) this.fetchWhole(lib, x, ctx);
+      else links.push({ fullpath: x.fullpath, contentHash: x.contentHash });
+    }
+    // Not tied to this call's signal: the links serve the reads after it.
+    if (links.length > 0) lib.remote.prepareReads(links, { operator: ctx?.operator });
+  }
+
+  /** A small file fetched whole into the block cache (block 0), in the background; failures are forgotten. */
+  private fetchWhole(lib: Library, e: RemoteEntry, ctx?: CallContext): void {
+    const key = this.contentKey(lib, e);
+    if (this.walkFetches.size >= WALK_FETCHES || this.walkFetches.has(key) || this.blocks.peek(key, 0)) return;
+    const fetching = (async () => {
+      const stream = await lib.remote.openRange(e.fullpath, 0, e.size - 1, { operator: ctx?.operator, contentHash: e.contentHash });
+      const chunks: Buffer[] = [];
+      for await (const c of stream as AsyncIterable<Buffer>) chunks.push(c);
+      const data = Buffer.concat(chunks);
+      if (data.length === e.size) this.blocks.set(key, 0, data);
+    })().catch((err: unknown) => {
+      this.logger.debug({ path: e.fullpath, err: (err as Error).message }, 'fetching ahead failed; the read will ask again');
+    }).finally(() => { this.walkFetches.delete(key); });
+    this.walkFetches.set(key, fetching);
+  }
+
+  private contentKey(lib: Library, e: RemoteEntry): string {
+    return e.contentHash ?? `${lib.name}\0${e.id}\0${e.size}\0${e.mtimeMs}`;
+  }
+
   private call(ctx?: CallContext): RemoteCallOptions {
     return { operator: ctx?.operator, signal: ctx?.signal };
   }
@@ -779,12 +857,38 @@ export class GatewayVfs implements Vfs {
     return { path: `/${l.name}`, name: l.name, isDir: true, size: 0, mtimeMs: LIB_ROOT_ATTR_TIME, ctimeMs: LIB_ROOT_ATTR_TIME, id: l.id };
   }
 
-  private reader(lib: Library, e: RemoteEntry, ctx?: CallContext): RangeReader {
+  private reader(lib: Library, e: RemoteEntry, ctx?: CallContext, extra: { startAt?: number; disk?: false } = {}): RangeReader {
+    const ra = this.opts.readAhead;
     return new RangeReader({
       remote: lib.remote, fullpath: e.fullpath, size: e.size, contentHash: e.contentHash,
-      contentKey: e.contentHash ?? `${lib.name}\0${e.id}\0${e.size}\0${e.mtimeMs}`, blocks: this.blocks, disk: this.disk,
-      initialWindow: this.opts.readAhead?.initial, maxWindow: this.opts.readAhead?.max, call: this.call(ctx), logger: this.logger,
+      contentKey: this.contentKey(lib, e), blocks: this.blocks, disk: extra.disk === false ? undefined : this.disk,
+      initialWindow: ra?.initial, maxWindow: ra?.max, streams: ra?.streams, aheadBytes: ra?.bytes, startAt: extra.startAt, budget: this.readAheadBudget,
+      call: this.call(ctx), logger: this.logger,
     });
+  }
+
+  /**
+   * Bytes [start, end) read in order through `reader` (the first ones already read: `first`), 1 MiB at a
+   * time; the reader is closed at the end (or when the stream is destroyed).
+   */
+  private async *streakChunks(reader: RangeReader, first: Buffer[], start: number, end: number): AsyncGenerator<Buffer> {
+    try {
+      let at = start;
+      for (const p of first) {
+        at += p.length;
+        yield p;
+      }
+      while (at < end) {
+        const parts = await reader.readParts(at, Math.min(1024 * 1024, end - at));
+        if (parts.length === 0) throw new VfsError('EIO', `range ended early at ${at}`);
+        for (const p of parts) {
+          at += p.length;
+          yield p;
+        }
+      }
+    } finally {
+      reader.close();
+    }
   }
 
   private async *diskChunks(hash: string, start: number, end: number): AsyncGenerator<Buffer> {

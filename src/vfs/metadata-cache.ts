@@ -3,7 +3,10 @@
  * count and by (estimated) memory: entries by path (with negative entries: "known not to exist") and
  * complete folder listings. Changes arrive from the gateway's own operations (read-your-writes) and from
  * the UpdatesFeed. For a file change the parent listing is patched; for a folder change the folder's
- * listing and its parent's are invalidated rather than patched (when in doubt, invalidate).
+ * listing and its parent's are invalidated rather than patched (when in doubt, invalidate). A path the
+ * feed finds in doubt leaves its parent's listing answering for the other names: only that
+ * name is unknown there, and the listing as a whole is fetched again before it is shown (so a folder
+ * being filled while the feed runs does not cost a request per new name: `doubt`).
  */
 import { LRUCache } from 'lru-cache';
 import { baseName, isWithin, parentOf, type RemoteEntry } from './remote.js';
@@ -32,6 +35,8 @@ function entryBytes(e: RemoteEntry): number {
 export class MetadataCache {
   private readonly entries: LRUCache<string, Slot>;
   private readonly listings: LRUCache<string, RemoteEntry[]>;
+  /** Listing key → names in doubt in that listing (left out of it; looked up on their own). */
+  private readonly unsure = new Map<string, Set<string>>();
   /** id → key of its path, to see a move as delete + create. */
   private readonly paths: LRUCache<string, string>;
   /** Listings created per library, for `stats()`. */
@@ -57,8 +62,9 @@ export class MetadataCache {
     const v = this.entries.get(key(lib, fullpath));
     if (v === undefined) {
       // A cached listing of the parent answers too.
-      const listing = fullpath === '' ? undefined : this.listings.get(key(lib, parentOf(fullpath)));
-      if (listing) {
+      const parentKey = key(lib, parentOf(fullpath));
+      const listing = fullpath === '' ? undefined : this.listings.get(parentKey);
+      if (listing && !this.unsure.get(parentKey)?.has(baseName(fullpath))) {
         this.counters.hits++;
         return listing.find((e) => e.name === baseName(fullpath)) ?? null;
       }
@@ -71,6 +77,7 @@ export class MetadataCache {
 
   setEntry(lib: string, fullpath: string, entry: RemoteEntry | null): void {
     const k = key(lib, fullpath);
+    if (fullpath !== '') this.settle(key(lib, parentOf(fullpath)), baseName(fullpath), entry);
     if (entry === null) {
       this.entries.set(k, MISSING);
       return;
@@ -80,13 +87,15 @@ export class MetadataCache {
   }
 
   getListing(lib: string, fullpath: string): RemoteEntry[] | undefined {
-    const v = this.listings.get(key(lib, fullpath));
+    const k = key(lib, fullpath);
+    const v = this.unsure.has(k) ? undefined : this.listings.get(k);
     if (v) this.counters.hits++;
     else this.counters.misses++;
     return v;
   }
 
   setListing(lib: string, fullpath: string, list: RemoteEntry[]): void {
+    this.unsure.delete(key(lib, fullpath));
     this.listings.set(key(lib, fullpath), list);
     for (const e of list) this.paths.set(`${lib}\0${e.id}`, key(lib, e.fullpath));
   }
@@ -112,6 +121,7 @@ export class MetadataCache {
       next.push(entry);
       this.listings.set(parentKey, next);
     }
+    this.clearUnsure(parentKey, entry.name);
   }
 
   /** `fullpath` (and anything below it) no longer exists. */
@@ -126,6 +136,32 @@ export class MetadataCache {
     this.invalidate(key(lib, parentOf(fullpath)));
   }
 
+  /**
+   * `fullpath` is in doubt (the gateway changed it while the feed was reading changes that may be older):
+   * its entry is forgotten, and in its parent's listing only its name, which is left out of the listing
+   * and looked up on its own; the listing keeps answering for the other names, and is fetched again
+   * before it is shown whole. A folder in doubt drops its parent's listing.
+   */
+  doubt(lib: string, fullpath: string): void {
+    this.entries.delete(key(lib, fullpath));
+    this.invalidate(key(lib, fullpath));
+    if (fullpath === '') return;
+    const parentKey = key(lib, parentOf(fullpath));
+    const listing = this.listings.get(parentKey);
+    if (!listing) return;
+    const name = baseName(fullpath);
+    const known = listing.find((e) => e.name === name);
+    if (known?.isDir || this.unsure.size >= 10_000) {
+      this.invalidate(parentKey); // a folder in doubt: what is below it too (when in doubt, invalidate)
+      return;
+    }
+    this.listings.set(parentKey, listing.filter((e) => e.name !== name));
+    let names = this.unsure.get(parentKey);
+    if (!names) this.unsure.set(parentKey, (names = new Set()));
+    names.add(name);
+    this.counters.invalidations++;
+  }
+
   /** Forgets a folder's listing. */
   invalidateListing(lib: string, fullpath: string): void {
     this.invalidate(key(lib, fullpath));
@@ -137,6 +173,7 @@ export class MetadataCache {
     for (const k of [...this.entries.keys()]) if (k.startsWith(prefix)) this.entries.delete(k);
     for (const k of [...this.listings.keys()]) if (k.startsWith(prefix)) this.listings.delete(k);
     for (const k of [...this.paths.keys()]) if (k.startsWith(prefix)) this.paths.delete(k);
+    for (const k of [...this.unsure.keys()]) if (k.startsWith(prefix)) this.unsure.delete(k);
     this.counters.invalidations++;
   }
 
@@ -155,7 +192,23 @@ export class MetadataCache {
     const parentKey = key(lib, parentOf(fullpath));
     const listing = this.listings.get(parentKey);
     if (listing) this.listings.set(parentKey, listing.filter((e) => e.name !== baseName(fullpath)));
+    this.clearUnsure(parentKey, baseName(fullpath));
     this.counters.invalidations++;
+  }
+
+  /** A name in doubt in a listing was looked up: the listing holds its answer again. */
+  private settle(parentKey: string, name: string, entry: RemoteEntry | null): void {
+    if (!this.unsure.get(parentKey)?.has(name)) return;
+    const listing = this.listings.get(parentKey);
+    if (listing && entry) this.listings.set(parentKey, [...listing.filter((e) => e.name !== name), entry]);
+    this.clearUnsure(parentKey, name);
+  }
+
+  private clearUnsure(parentKey: string, name: string): void {
+    const names = this.unsure.get(parentKey);
+    if (!names) return;
+    names.delete(name);
+    if (names.size === 0) this.unsure.delete(parentKey);
   }
 
   /** Forgets every entry and listing below a folder (a scan of the cache: folder changes only). */
@@ -169,6 +222,7 @@ export class MetadataCache {
   }
 
   private invalidate(k: string): void {
+    this.unsure.delete(k);
     if (this.listings.delete(k)) this.counters.invalidations++;
   }
 }

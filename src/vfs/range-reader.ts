@@ -1,7 +1,11 @@
 /**
  * RangeReader: reads of one version of one remote file, turned into as few range requests as possible.
- * Sequential access (each read starting where the last ended) is served from one streaming range whose
- * window grows (1 MiB → 64 MiB by default) as the streak goes on; random access fetches only the small
+ * Sequential access (each read starting where the last ended) is served from streaming ranges whose
+ * window grows (1 MiB → 8 MiB by default) as the streak goes on; once the streak is established, the
+ * windows after the one being read are asked for at the same time (up to `streams` ranges in flight,
+ * at most `aheadBytes` asked for and not yet read), so a far-away service delivers several windows per
+ * round trip instead of one stream's worth (what rclone's multi-thread streams and mountpoint-s3's
+ * prefetcher do). Random access fetches only the small
  * aligned blocks it touches, kept in a shared in-memory BlockCache. With a ContentCache, bytes are looked
  * up on disk first (keyed by content hash) and what is fetched is stored there. A range that fails is
  * retried with a fresh download link.
@@ -26,12 +30,50 @@ export interface RangeReaderOptions {
   disk?: ContentCache;
   /** First read-ahead window of a sequential streak, bytes. Default 1 MiB. */
   initialWindow?: number;
-  /** Largest read-ahead window, bytes. Default 64 MiB. */
+  /** Largest read-ahead window, bytes. Default 8 MiB. */
   maxWindow?: number;
+  /** Ranges of one sequential streak in flight at once (the one being read included). Default 4. */
+  streams?: number;
+  /**
+   * Bytes asked for ahead of the reader and not yet read, at most (the memory the read-ahead may hold:
+   * a window ahead buffers what arrives until it is read). Default 32 MiB.
+   */
+  aheadBytes?: number;
+  /** Where the first sequential streak starts (a stream of a range from there). Default 0. */
+  startAt?: number;
+  /** Shared by every reader of a gateway: bytes of windows asked for ahead, all readers together. */
+  budget?: ReadAheadBudget;
   /** Attempts per range (the first included). Default 3. */
   attempts?: number;
   call?: RemoteCallOptions;
   logger: Logger;
+}
+
+/**
+ * The read-ahead memory of all readers together: a window asked for ahead of its reader holds what
+ * arrives until it is read, so the bytes of such windows are reserved here first (and given back when
+ * the window becomes the one being read, or is dropped). A reader that finds none left reads with the
+ * windows it has.
+ */
+export class ReadAheadBudget {
+  private used = 0;
+  constructor(readonly limit: number) {
+    if (!(limit >= 0)) throw new TypeError(`read-ahead budget: expected a byte count >= 0, got ${String(limit)}`);
+  }
+
+  take(bytes: number): boolean {
+    if (this.used + bytes > this.limit) return false;
+    this.used += bytes;
+    return true;
+  }
+
+  give(bytes: number): void {
+    this.used -= bytes;
+  }
+
+  get inUse(): number {
+    return this.used;
+  }
 }
 
 /** An open streaming range with a read position: take(n) returns the next n bytes, as the pieces they arrived in. */
@@ -42,12 +84,12 @@ class StreamCursor {
   private error: Error | undefined;
   private wake: (() => void) | undefined;
 
-  constructor(private readonly stream: Readable, public position: number, readonly end: number) {
+  constructor(private readonly stream: Readable, public position: number, readonly end: number, private readonly bufferLimit: number) {
     stream.on('data', (c: Buffer) => {
       this.chunks.push(c);
       this.buffered += c.length;
-      // Back-pressure: hold at most 8 MiB in memory beyond what was asked.
-      if (this.buffered > 8 * 1024 * 1024) stream.pause();
+      // Back-pressure: hold at most bufferLimit in memory beyond what was asked.
+      if (this.buffered > this.bufferLimit) stream.pause();
       this.notify();
     });
     stream.on('end', () => { this.ended = true; this.notify(); });
@@ -83,7 +125,7 @@ class StreamCursor {
     }
     this.buffered -= want;
     this.position += want;
-    if (this.buffered < 4 * 1024 * 1024 && this.stream.isPaused()) this.stream.resume();
+    if (this.buffered < this.bufferLimit / 2 && this.stream.isPaused()) this.stream.resume();
     return parts;
   }
 
@@ -143,7 +185,7 @@ class RecentBytes {
   }
 }
 
-/** How close to the end of its window the stream gets before the next window is requested. */
+/** How close to the end of its window the stream gets before the next window is requested regardless of the budget. */
 const PREFETCH_BYTES = 4 * 1024 * 1024;
 /** Sequential reads in a row before the next window is requested ahead. */
 const PREFETCH_STREAK = 4;
@@ -157,10 +199,13 @@ export class RangeReader {
   private streak = 0;
   private window: number;
   private cursor: StreamCursor | undefined;
-  /** The window after the cursor's, requested before the cursor runs out (so no read waits for it). */
-  private next: { start: number; cursor: Promise<StreamCursor> } | undefined;
+  /** The windows after the cursor's, in order, requested before the cursor runs out (so no read waits for them). */
+  private ahead: { start: number; end: number; cursor: Promise<StreamCursor>; reserved: number }[] = [];
   private readonly initialWindow: number;
   private readonly maxWindow: number;
+  private readonly streams: number;
+  private readonly aheadBytes: number;
+  private readonly bufferLimit: number;
   private readonly attempts: number;
   /** Serialises reads (a FUSE read and a read-ahead must not interleave on one cursor). */
   private chain: Promise<unknown> = Promise.resolve();
@@ -168,9 +213,16 @@ export class RangeReader {
 
   constructor(private readonly opts: RangeReaderOptions) {
     this.initialWindow = opts.initialWindow ?? 1024 * 1024;
-    this.maxWindow = opts.maxWindow ?? 64 * 1024 * 1024;
+    this.maxWindow = opts.maxWindow ?? 8 * 1024 * 1024;
+    this.streams = opts.streams ?? 4;
+    this.aheadBytes = opts.aheadBytes ?? 32 * 1024 * 1024;
+    if (!Number.isInteger(this.streams) || this.streams < 1) throw new TypeError(`streams: expected a whole number >= 1, got ${String(opts.streams)}`);
+    if (!(this.aheadBytes >= 0)) throw new TypeError(`aheadBytes: expected a byte count >= 0, got ${String(opts.aheadBytes)}`);
+    // A window ahead is held whole until it is read (it is never paused half-way, which would stall it).
+    this.bufferLimit = Math.max(8 * 1024 * 1024, this.maxWindow);
     this.attempts = opts.attempts ?? 3;
     this.window = this.initialWindow;
+    if (opts.startAt !== undefined) this.nextPosition = opts.startAt;
   }
 
   /** Up to `length` bytes at `position`; fewer at the end of the file, empty past it. */
@@ -194,22 +246,29 @@ export class RangeReader {
     this.recent.clear();
   }
 
-  /** Closes the cursor and the window requested after it. */
+  /** Closes the cursor and the windows requested after it. */
   private dropStreams(): void {
     this.cursor?.close();
     this.cursor = undefined;
-    this.dropNext();
+    this.dropAhead();
   }
 
-  /** Forgets the window requested ahead, closing it once it has opened. */
-  private dropNext(): void {
-    void this.next?.cursor.then((c) => c.close(), () => undefined);
-    this.next = undefined;
+  /** Forgets the windows requested ahead, closing each once it has opened. */
+  private dropAhead(): void {
+    for (const w of this.ahead.splice(0)) {
+      this.opts.budget?.give(w.reserved);
+      void w.cursor.then((c) => c.close(), () => undefined);
+    }
+  }
+
+  /** Ranges of this reader in flight now (the cursor and the windows ahead). */
+  get streamsOpen(): number {
+    return (this.cursor && this.cursor.remaining > 0 ? 1 : 0) + this.ahead.length;
   }
 
   /** A cursor on [start, end] of the file. */
   private async openCursor(start: number, end: number, freshLink: boolean): Promise<StreamCursor> {
-    return new StreamCursor(await this.open(start, end, freshLink), start, end);
+    return new StreamCursor(await this.open(start, end, freshLink), start, end, this.bufferLimit);
   }
 
   /**
@@ -217,14 +276,16 @@ export class RangeReader {
    * when it is that one, else a new request (on a fresh link when asked: a retry).
    */
   private async cursorAt(at: number, end: number, freshLink = false): Promise<StreamCursor> {
-    const next = this.next;
+    const next = this.ahead[0];
     if (next && next.start === at && !freshLink) {
-      this.next = undefined;
+      this.ahead.shift();
+      this.opts.budget?.give(next.reserved); // being read now: no longer ahead
       const c = await next.cursor.catch(() => undefined);
       if (c) return c;
-    } else {
-      this.dropNext();
+      // That request failed: this window again, on its own (the windows after it stay).
+      return this.openCursor(at, Math.max(next.end, Math.min(this.opts.size - 1, end - 1)), false);
     }
+    this.dropAhead();
     const windowEnd = Math.min(this.opts.size - 1, Math.max(end - 1, at + this.window - 1));
     const c = await this.openCursor(at, windowEnd, freshLink);
     this.window = Math.min(this.maxWindow, this.window * 2);
@@ -232,19 +293,33 @@ export class RangeReader {
   }
 
   /**
-   * Requests the next window once the cursor is within PREFETCH_BYTES of its end, when the streak has
-   * gone on for a few reads (a reader of a file's first bytes, a thumbnailer say, does not start a
-   * second request).
+   * Requests the windows after the cursor's once the streak has gone on for a few reads (a reader of a
+   * file's first bytes, a thumbnailer say, does not start a second request): up to `streams` ranges in
+   * flight, while the bytes asked for and not yet read stay within `aheadBytes`. The window right after
+   * the cursor's is asked for anyway once the cursor is within PREFETCH_BYTES of its end.
    */
   private prefetch(): void {
     const c = this.cursor;
-    if (!c || this.next || this.streak < PREFETCH_STREAK || c.remaining > PREFETCH_BYTES || c.end + 1 >= this.opts.size) return;
-    const start = c.end + 1;
-    const end = Math.min(this.opts.size - 1, start + this.window - 1);
-    const cursor = this.openCursor(start, end, false);
-    cursor.catch(() => undefined); // a failed prefetch is retried as an ordinary request when needed
-    this.next = { start, cursor };
-    this.window = Math.min(this.maxWindow, this.window * 2);
+    if (!c || this.streak < PREFETCH_STREAK) return;
+    let last = this.ahead.length > 0 ? this.ahead[this.ahead.length - 1]!.end : c.end;
+    let outstanding = c.remaining;
+    for (const w of this.ahead) outstanding += w.end - w.start + 1;
+    while (1 + this.ahead.length < this.streams + (c.remaining > 0 ? 0 : 1) && last + 1 < this.opts.size) {
+      const start = last + 1;
+      const end = Math.min(this.opts.size - 1, start + this.window - 1);
+      const length = end - start + 1;
+      const nextAnyway = this.ahead.length === 0 && c.remaining <= PREFETCH_BYTES;
+      if (!nextAnyway && outstanding + length > this.aheadBytes) break;
+      // The shared budget: the window right after the cursor's goes anyway (as one stream always did).
+      const reserved = this.opts.budget?.take(length) ? length : 0;
+      if (!nextAnyway && this.opts.budget && reserved === 0) break;
+      const cursor = this.openCursor(start, end, false);
+      cursor.catch(() => undefined); // a failed prefetch is retried as an ordinary request when needed
+      this.ahead.push({ start, end, cursor, reserved });
+      this.window = Math.min(this.maxWindow, this.window * 2);
+      outstanding += length;
+      last = end;
+    }
   }
 
   private async doRead(position: number, length: number): Promise<Buffer[]> {
@@ -265,6 +340,12 @@ export class RangeReader {
     const sequential = ahead === 0 || overtook;
     this.nextPosition = end;
     const { disk, contentHash } = this.opts;
+    // Blocks already held answer, unless the stream of a streak is right there (it goes on instead).
+    const held = this.cursor?.position === position ? undefined : this.fromBlocks(position, end);
+    if (held) {
+      this.counters.randomBytes += held.length;
+      return [held];
+    }
     if (disk && disk.has(contentHash, position, end)) {
       this.counters.diskBytes += end - position;
       return [await disk.read(contentHash!, position, end)];
@@ -314,6 +395,23 @@ export class RangeReader {
         this.opts.logger.debug({ path: this.opts.fullpath, position, attempt, err: (err as Error).message }, 'range read failed, retrying with a fresh link');
       }
     }
+  }
+
+  /** Bytes [position, end) when the block cache holds every block of them (a small file fetched ahead: a walk). */
+  private fromBlocks(position: number, end: number): Buffer | undefined {
+    const bs = this.opts.blocks.blockSize;
+    const first = Math.floor(position / bs);
+    const last = Math.floor((end - 1) / bs);
+    if (last - first > 1) return undefined; // a long read: the streaming path
+    const blocks: Buffer[] = [];
+    for (let i = first; i <= last; i++) {
+      const b = this.opts.blocks.peek(this.opts.contentKey, i);
+      if (!b) return undefined;
+      blocks.push(b);
+    }
+    const all = blocks.length === 1 ? blocks[0]! : Buffer.concat(blocks);
+    if (all.length < end - first * bs) return undefined;
+    return all.subarray(position - first * bs, end - first * bs);
   }
 
   /** Aligned blocks through the block cache; missing neighbours fetched in one range. */

@@ -91,6 +91,11 @@ export interface Remote {
    * remote may use it to detect a change. Range past the end: what exists.
    */
   openRange(fullpath: string, start: number, end: number, opts?: RangeCallOptions): Promise<Readable>;
+  /**
+   * Optional: gets ready to read these files soon (a remote with per-file download links fetches them
+   * now, together, so that each read is one request). Best effort: nothing is thrown, nothing waited for.
+   */
+  prepareReads?(files: { fullpath: string; contentHash?: string }[], opts?: RemoteCallOptions): void;
   /** Replaces or creates the file with the local file's bytes (overwrite; the service keeps the old version). */
   commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry>;
   /** Creates a folder; EEXIST when something exists there. */

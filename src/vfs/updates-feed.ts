@@ -164,7 +164,7 @@ export class UpdatesFeed {
 
   private apply(change: RemoteChange): void {
     const { cache, library } = this.opts;
-    if (this.isTouched(change.entry.fullpath)) cache.forget(library, change.entry.fullpath);
+    if (this.isTouched(change.entry.fullpath)) cache.doubt(library, change.entry.fullpath);
     else if (change.kind === 'delete') cache.remove(library, change.entry.fullpath);
     else cache.upsert(library, change.entry);
     this.status.changesApplied++;

@@ -30,12 +30,16 @@ export interface ServiceProcessOptions {
   memoryData?: boolean;
   /** Extra node flags for the service process (e.g. `--cpu-prof` when profiling a benchmark). */
   nodeArgs?: string[];
+  /** `host:port` to listen on. Default `127.0.0.1:0`. */
+  listen?: string;
+  /** The service's `--public-url` (a proxy in front: links, upload servers and credentials name it). */
+  publicUrl?: string;
 }
 
 export async function startServiceProcess(opts: ServiceProcessOptions = {}): Promise<ServiceProcess> {
   const root = opts.memoryData && (await isDir('/dev/shm')) ? '/dev/shm' : tmpdir();
   const dir = await mkdtemp(join(root, 'cloudlib-svcproc-'));
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), BIN, 'service', '--data', dir, '--listen', '127.0.0.1:0', '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), BIN, 'service', '--data', dir, '--listen', opts.listen ?? '127.0.0.1:0', '--log-level', 'warn', ...(opts.publicUrl ? ['--public-url', opts.publicUrl] : [])], { stdio: ['ignore', 'ignore', 'inherit'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   // Never outlive the process that started it, nor leave its data behind (in /dev/shm: memory).
   const orphaned = (): void => {

@@ -47,6 +47,45 @@ describe('uploader against the embedded service', { timeout: 30_000 }, () => {
     expect((await download(t.client, 'up/copy.bin')).equals(data)).toBe(true);
   });
 
+  it('a small file goes with create_file (one exchange), the empty file too; beyond the limit the chunked protocol', async () => {
+    const endpoints: string[] = [];
+    const c = t.service.credentials.library;
+    const client = new ServiceClient({
+      baseUrl: t.service.baseUrl, credentials: { library: { org_client_id: c.org_client_id, org_client_secret: c.org_client_secret } },
+      retries: 0, onExchange: (e) => endpoints.push(e.endpoint),
+    });
+    try {
+      const data = randomBytes(4096);
+      const small = await uploadFile(client, source(data), { fullpath: 'inline/small.bin', inlineMaxBytes: 8192, operator: { op_name: 'inline' } });
+      expect(small).toMatchObject({ fullpath: 'inline/small.bin', filehash: sha1(data), filesize: 4096, instant: false });
+      expect(endpoints).toEqual(['file.create_file']); // nothing on the upload server
+      expect((await download(client, 'inline/small.bin')).equals(data)).toBe(true);
+      const info = await client.file.info({ fullpath: 'inline/small.bin', attribute: 10 });
+      expect(info).toMatchObject({ hash: small.hash, filehash: sha1(data), filesize: 4096 });
+
+      endpoints.length = 0;
+      const empty = await uploadFile(client, source(Buffer.alloc(0)), { fullpath: 'inline/empty.bin', inlineMaxBytes: 8192 });
+      expect(empty).toMatchObject({ filesize: 0, filehash: sha1(Buffer.alloc(0)) });
+      expect(endpoints).toEqual(['file.create_file']);
+
+      // A source that is not what it declared sends nothing.
+      endpoints.length = 0;
+      const short: UploadSource = { size: 5000, open: () => Readable.from([data]) };
+      await expect(uploadFile(client, short, { fullpath: 'inline/short.bin', inlineMaxBytes: 8192 })).rejects.toThrow(/changed while being read/);
+      const wrongHash: UploadSource = { size: 4096, filehash: sha1(Buffer.alloc(4096)), open: () => Readable.from([data]) };
+      await expect(uploadFile(client, wrongHash, { fullpath: 'inline/wrong.bin', inlineMaxBytes: 8192 })).rejects.toThrow(/changed while being read/);
+      expect(endpoints).toEqual([]);
+
+      const large = randomBytes(8193);
+      const chunked = await uploadFile(client, source(large), { fullpath: 'inline/large.bin', inlineMaxBytes: 8192 });
+      expect(chunked.instant).toBe(false);
+      expect((await download(client, 'inline/large.bin')).equals(large)).toBe(true);
+      await expect(uploadFile(client, source(data), { fullpath: 'x', inlineMaxBytes: 51 * 1024 * 1024 })).rejects.toThrow(/inlineMaxBytes/);
+    } finally {
+      await client.close();
+    }
+  });
+
   it('a connection cut in the middle of a block: upload_req, then the rest', async () => {
     // A connector that cuts the first socket whose written bytes pass 1.5 blocks (inside the second block).
     const connect = buildConnector({});

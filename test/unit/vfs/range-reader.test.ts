@@ -7,7 +7,7 @@ import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
 import { FaultyRemote } from '../../../src/vfs/faulty-remote.js';
 import { BlockCache } from '../../../src/vfs/block-cache.js';
 import { ContentCache } from '../../../src/vfs/content-cache.js';
-import { RangeReader } from '../../../src/vfs/range-reader.js';
+import { RangeReader, ReadAheadBudget } from '../../../src/vfs/range-reader.js';
 import { silentLogger } from '../../../src/shared/log.js';
 
 const dirs: string[] = [];
@@ -114,6 +114,65 @@ describe('RangeReader', { timeout: 20_000 }, () => {
     await new Promise((r) => setTimeout(r, 20));
     expect(opened.map((o) => o.start)).toEqual([0]);
     head.close();
+  });
+
+  it('keeps several windows in flight once the streak is established, within the streams and the byte budget', async () => {
+    const { remote, data, hash } = await fixture(16 * MiB);
+    const K = 128 * 1024;
+    const starts = async (extra: Partial<ConstructorParameters<typeof RangeReader>[0]>): Promise<number[]> => {
+      const opened: number[] = [];
+      const openRange = remote.openRange.bind(remote);
+      remote.openRange = (p, start, end, o) => { opened.push(start); return openRange(p, start, end, o); };
+      const rr = reader(remote, data, hash, { initialWindow: 1 * MiB, maxWindow: 4 * MiB, ...extra });
+      try {
+        for (let pos = 0; pos < 4 * K; pos += K) expect((await rr.read(pos, K)).equals(data.subarray(pos, pos + K))).toBe(true);
+        return [...opened];
+      } finally {
+        rr.close();
+        remote.openRange = openRange;
+      }
+    };
+    // After four reads (half the first window left): windows of 2 and 4 MiB ahead, the third range the limit.
+    expect(await starts({ streams: 3, aheadBytes: 8 * MiB })).toEqual([0, 1 * MiB, 3 * MiB]);
+    // The budget: 0.5 MiB left + 2 MiB fits in 3 MiB, another 4 MiB does not.
+    expect(await starts({ streams: 4, aheadBytes: 3 * MiB })).toEqual([0, 1 * MiB]);
+    // One stream: the next window only once the cursor is near its end (as a single stream always did).
+    expect(await starts({ streams: 1 })).toEqual([0]);
+    expect(() => reader(remote, data, hash, { streams: 0 })).toThrow(/streams/);
+
+    // Read to the end with the defaults: every byte right, whatever the order the windows arrive in.
+    const rr = reader(remote, data, hash, { initialWindow: 1 * MiB, maxWindow: 4 * MiB });
+    const parts: Buffer[] = [];
+    for (let pos = 0; pos < data.length; pos += K) parts.push(await rr.read(pos, K));
+    expect(Buffer.concat(parts).equals(data)).toBe(true);
+    expect(rr.counters.requests).toBe(6); // 1 + 2 + 4 + 4 + 4 + 1 MiB
+    rr.close();
+  });
+
+  it('readers sharing a read-ahead budget: windows ahead only within it, given back when read or dropped', async () => {
+    const { remote, data, hash } = await fixture(16 * MiB);
+    const K = 128 * 1024;
+    const budget = new ReadAheadBudget(6 * MiB);
+    const opened: number[] = [];
+    const openRange = remote.openRange.bind(remote);
+    remote.openRange = (p, start, end, o) => { opened.push(start); return openRange(p, start, end, o); };
+    const make = () => reader(remote, data, hash, { initialWindow: 1 * MiB, maxWindow: 4 * MiB, budget });
+    const a = make();
+    for (let pos = 0; pos < 4 * K; pos += K) await a.read(pos, K);
+    expect(opened).toEqual([0, 1 * MiB, 3 * MiB]); // 2 + 4 MiB ahead: the whole budget
+    expect(budget.inUse).toBe(6 * MiB);
+    opened.length = 0;
+    const b = make();
+    for (let pos = 0; pos < 4 * K; pos += K) await b.read(pos, K);
+    expect(opened).toEqual([0, 1 * MiB]); // only the window right after its own (as one stream always had)
+    expect(budget.inUse).toBe(6 * MiB);
+    // Reading on: a window ahead becomes the one read and its bytes are given back.
+    for (let pos = 4 * K; pos < 1 * MiB + K; pos += K) expect((await a.read(pos, K)).equals(data.subarray(pos, pos + K))).toBe(true);
+    expect(budget.inUse).toBe(4 * MiB); // the 2 MiB window is read now; the 4 MiB one still ahead
+    a.close();
+    b.close();
+    expect(budget.inUse).toBe(0);
+    remote.openRange = openRange;
   });
 
   it('random reads fetch only small aligned blocks and reuse the block cache', async () => {

@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { MetadataCache } from '../../../src/vfs/metadata-cache.js';
+import type { RemoteEntry } from '../../../src/vfs/remote.js';
+
+const file = (fullpath: string, size = 1): RemoteEntry => ({ id: `id-${fullpath}-${size}`, fullpath, name: fullpath.split('/').pop()!, isDir: false, size, mtimeMs: 0, ctimeMs: 0 });
+const folder = (fullpath: string): RemoteEntry => ({ ...file(fullpath, 0), isDir: true });
+
+describe('MetadataCache: a path in doubt', () => {
+  it("leaves its parent's listing answering for the other names; the listing is fetched again before it is shown", () => {
+    const c = new MetadataCache();
+    const a = file('up/a');
+    const b = file('up/b');
+    c.setListing('L', 'up', [a, b]);
+    c.doubt('L', 'up/a');
+    expect(c.getEntry('L', 'up/b')).toEqual(b); // still answered by the listing
+    expect(c.getEntry('L', 'up/new')).toBeNull(); // a name never seen: known missing, no request
+    expect(c.getEntry('L', 'up/a')).toBeUndefined(); // in doubt: looked up on its own
+    expect(c.getListing('L', 'up')).toBeUndefined(); // not shown whole while a name is in doubt
+
+    // Looked up: the listing is whole again, with the answer.
+    const a2 = file('up/a', 2);
+    c.setEntry('L', 'up/a', a2);
+    expect(c.getListing('L', 'up')?.map((e) => e.size).sort()).toEqual([1, 2]);
+    expect(c.getEntry('L', 'up/a')).toEqual(a2);
+
+    // Missing after all: the listing is whole without it.
+    c.doubt('L', 'up/b');
+    c.setEntry('L', 'up/b', null);
+    expect(c.getListing('L', 'up')?.map((e) => e.name)).toEqual(['a']);
+
+    // A fresh listing settles every doubt; an upsert settles its name.
+    c.doubt('L', 'up/a');
+    c.setListing('L', 'up', [a]);
+    expect(c.getListing('L', 'up')).toEqual([a]);
+    c.doubt('L', 'up/a');
+    c.upsert('L', a2);
+    expect(c.getListing('L', 'up')).toEqual([a2]);
+  });
+
+  it('a folder in doubt drops its parent listing (what is below it may have changed too); forget drops the parent listing', () => {
+    const c = new MetadataCache();
+    c.setListing('L', '', [folder('up'), file('x')]);
+    c.setListing('L', 'up', [file('up/a')]);
+    c.doubt('L', 'up');
+    expect(c.getListing('L', '')).toBeUndefined();
+    expect(c.getListing('L', 'up')).toBeUndefined();
+    expect(c.getEntry('L', 'x')).toBeUndefined();
+    c.setListing('L', 'up', [file('up/a'), file('up/b')]);
+    c.forget('L', 'up/a');
+    expect(c.getListing('L', 'up')).toBeUndefined();
+    expect(c.getEntry('L', 'up/b')).toBeUndefined();
+  });
+});
