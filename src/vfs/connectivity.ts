@@ -63,7 +63,12 @@ export class Connectivity {
 
 /** A Remote that reports every call's outcome to a Connectivity. */
 export class ReportingRemote implements Remote {
-  constructor(readonly inner: Remote, private readonly library: string, private readonly link: Connectivity) {}
+  /** Present when the inner remote has it (an optional ability, forwarded as it is). */
+  readonly prepareReads?: Remote['prepareReads'];
+
+  constructor(readonly inner: Remote, private readonly library: string, private readonly link: Connectivity) {
+    if (inner.prepareReads) this.prepareReads = (files, opts) => inner.prepareReads!(files, opts);
+  }
 
   info(opts?: RemoteCallOptions): Promise<RemoteInfo> { return this.run(() => this.inner.info(opts)); }
   list(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]> { return this.run(() => this.inner.list(p, opts)); }
