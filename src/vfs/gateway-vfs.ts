@@ -137,6 +137,10 @@ export class GatewayVfs implements Vfs {
    * holder, '' for callers with none). Writers with another holder are refused (ELOCKED).
    */
   private readonly lockHolds = new Map<string, string>();
+  /** Read handles open on service files, by `library\0fullpath` (an unlink then waits for the last). */
+  private readonly readers = new Map<string, number>();
+  /** Files unlinked while read: gone from the namespace at once, removed on the service after their last reader. */
+  private readonly hidden = new Set<string>();
   /** Which libraries' service answers; offline ones are served from what the gateway has. */
   readonly connectivity: Connectivity;
   /** Per library, the folder a service file was last opened for reading in (two in a row: a walk). */
@@ -177,6 +181,10 @@ export class GatewayVfs implements Vfs {
           if (entry.contentHash) this.times.set(name, entry.id, versionOf(entry), mtimeMs);
         },
         ensureParents: (name, fullpath) => this.ensureParents(name, fullpath),
+        deleted: (name, fullpath) => {
+          this.hidden.delete(`${name}\0${fullpath}`);
+          this.ownRemove(name, fullpath);
+        },
         attrOf: (name, entry) => {
           const lib = this.libs.get(name);
           return lib ? this.toAttr(lib, entry) : { path: gatewayPathOf(name, entry.fullpath), name: entry.name, isDir: false, size: entry.size, mtimeMs: entry.mtimeMs, ctimeMs: entry.ctimeMs, dirty: true };
@@ -325,10 +333,23 @@ export class GatewayVfs implements Vfs {
       this.walkAhead(lib, existing!, ctx);
       // Fetched ahead already (a walk): its bytes are on the way, no request of its own.
       await this.walkFetches.get(this.contentKey(lib, existing!));
-      return new RemoteReadHandle(t.path, existing!, this.reader(lib, existing!, ctx), () => this.toAttr(lib, existing!));
+      const key = `${lib.name}\0${t.fullpath}`;
+      this.readers.set(key, (this.readers.get(key) ?? 0) + 1);
+      const released = (): void => {
+        const left = (this.readers.get(key) ?? 1) - 1;
+        if (left > 0) this.readers.set(key, left);
+        else {
+          this.readers.delete(key);
+          void this.writeBack.readersGone(lib.name, t.fullpath);
+        }
+      };
+      return new RemoteReadHandle(t.path, existing!, this.reader(lib, existing!, ctx), () => this.toAttr(lib, existing!), released);
     }
     if (existing) this.assertLockHeld(lib, existing, ctx);
-    else await this.needFolder(lib, parentOf(t.fullpath), ctx);
+    else {
+      await this.needFolder(lib, parentOf(t.fullpath), ctx);
+      await this.reuseHidden(lib, t.fullpath);
+    }
     // The service's version is the base when nothing is local (else the local version is).
     const base = existing && !this.writeBack.current(lib.name, t.fullpath) ? existing : undefined;
     return this.writeBack.openWrite(lib.name, t.fullpath, existing ? base ?? existing : undefined, flags, ctx);
@@ -385,7 +406,10 @@ export class GatewayVfs implements Vfs {
     const existing = await this.lookup(lib, t.fullpath, ctx);
     if (existing?.isDir) throw new VfsError('EISDIR', `${t.path} is a folder`);
     if (existing) this.assertLockHeld(lib, existing, ctx);
-    else await this.needFolder(lib, parentOf(t.fullpath), ctx);
+    else {
+      await this.needFolder(lib, parentOf(t.fullpath), ctx);
+      await this.reuseHidden(lib, t.fullpath);
+    }
     const chunks = Buffer.isBuffer(source) ? source : asBuffers(source);
     const entry = await this.writeBack.replace(lib.name, t.fullpath, existing ?? undefined, chunks, ctx, opts);
     return this.toAttr(lib, entry);
@@ -400,6 +424,7 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     this.writable(t.path);
     const lib = t.lib!;
+    await this.settleHidden(lib, t.fullpath);
     if (await this.lookup(lib, t.fullpath, ctx)) throw new VfsError('EEXIST', `${t.path} exists`);
     await this.needFolder(lib, parentOf(t.fullpath), ctx);
     let entry: RemoteEntry;
@@ -428,6 +453,15 @@ export class GatewayVfs implements Vfs {
     if (!entry) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (entry.isDir) throw new VfsError('EISDIR', `${t.path} is a folder (use rmdir)`);
     this.assertLockHeld(lib, entry, ctx);
+    const key = `${lib.name}\0${t.fullpath}`;
+    if ((this.readers.get(key) ?? 0) > 0 && !this.writeBack.entry(lib.name, t.fullpath) && !entry.id.startsWith('local:')) {
+      // Handles still read it: gone from the namespace now, removed on the service after the last one
+      // (as a local disk keeps an unlinked file readable until it is closed). Journaled: a crash still deletes it.
+      await this.writeBack.deferDelete(lib.name, t.fullpath, entry.id);
+      this.hidden.add(key);
+      this.ownRemove(lib.name, t.fullpath);
+      return;
+    }
     await this.writeBack.removed(lib.name, t.fullpath);
     const remoteEntry = await lib.remote.stat(t.fullpath, this.call(ctx));
     if (remoteEntry) await lib.remote.remove(t.fullpath, this.call(ctx));
@@ -500,6 +534,23 @@ export class GatewayVfs implements Vfs {
     await this.copyAcross(a.lib, a.fullpath, b.lib, b.fullpath, ctx);
   }
 
+  /**
+   * A new file where one unlinked while read is waiting for its readers: the new content replaces that
+   * object on the service instead (its readers keep reading their version, by its content hash).
+   */
+  private async reuseHidden(lib: Library, fullpath: string): Promise<void> {
+    const key = `${lib.name}\0${fullpath}`;
+    if (!this.hidden.has(key)) return;
+    await this.writeBack.cancelDelete(lib.name, fullpath);
+    this.hidden.delete(key);
+  }
+
+  /** A folder or a rename target where a file unlinked while read is waiting: it is removed now. */
+  private async settleHidden(lib: Library, fullpath: string): Promise<void> {
+    if (!this.hidden.has(`${lib.name}\0${fullpath}`)) return;
+    await this.writeBack.readersGone(lib.name, fullpath);
+  }
+
   /** Both ends of a rename or copy, checked: source exists, not into itself, target's folder exists, noReplace. */
   private async transferEnds(verb: string, from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext):
     Promise<{ a: Target & { lib: Library }; b: Target & { lib: Library }; src: RemoteEntry; dst: RemoteEntry | null }> {
@@ -511,6 +562,7 @@ export class GatewayVfs implements Vfs {
     if (!src) throw new VfsError('ENOENT', `no such file or folder: ${a.path}`);
     if (src.isDir && a.lib === b.lib && isWithin(b.fullpath, a.fullpath)) throw new VfsError('EINVAL', `cannot put ${a.path} into itself`);
     await this.needFolder(b.lib, parentOf(b.fullpath), ctx);
+    await this.settleHidden(b.lib, b.fullpath);
     const dst = await this.entryOf(b.lib, b.fullpath, ctx);
     if (dst && opts.noReplace) throw new VfsError('EEXIST', `${b.path} exists`);
     return { a: a as Target & { lib: Library }, b: b as Target & { lib: Library }, src, dst };
@@ -794,6 +846,7 @@ export class GatewayVfs implements Vfs {
     if (fullpath === '') return { id: lib.id, fullpath: '', name: lib.name, isDir: true, size: 0, mtimeMs: LIB_ROOT_ATTR_TIME, ctimeMs: LIB_ROOT_ATTR_TIME };
     const local = this.writeBack.entry(lib.name, fullpath);
     if (local) return local;
+    if (this.hidden.has(`${lib.name}\0${fullpath}`)) return null;
     // A path below a pending new file cannot exist; a parent known missing answers for its children.
     const cached = this.cache.getEntry(lib.name, fullpath);
     if (cached !== undefined) return cached;
@@ -808,6 +861,7 @@ export class GatewayVfs implements Vfs {
   private async entryOf(lib: Library, fullpath: string, ctx?: CallContext): Promise<RemoteEntry | null> {
     const local = this.writeBack.entry(lib.name, fullpath);
     if (local) return local;
+    if (this.hidden.has(`${lib.name}\0${fullpath}`)) return null;
     const e = await lib.remote.stat(fullpath, this.call(ctx));
     this.cache.setEntry(lib.name, fullpath, e);
     return e;
@@ -833,6 +887,10 @@ export class GatewayVfs implements Vfs {
       this.cache.setListing(lib.name, fullpath, list);
     }
     const byName = new Map(list.map((e) => [e.name, e]));
+    for (const key of this.hidden) {
+      const [name, path] = key.split('\0') as [string, string];
+      if (name === lib.name && parentOf(path) === fullpath) byName.delete(baseName(path));
+    }
     for (const e of this.writeBack.entriesIn(lib.name, fullpath)) byName.set(e.name, e);
     return [...byName.values()].sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
   }
@@ -899,7 +957,8 @@ export class GatewayVfs implements Vfs {
 
 /** A read handle on a service file (no local copy). */
 class RemoteReadHandle implements FileHandle {
-  constructor(readonly path: string, private readonly entry: RemoteEntry, private readonly rr: RangeReader, private readonly attr: () => Attr) {}
+  private releasedOnce = false;
+  constructor(readonly path: string, private readonly entry: RemoteEntry, private readonly rr: RangeReader, private readonly attr: () => Attr, private readonly onRelease: () => void) {}
   read(position: number, length: number): Promise<Buffer> { return this.rr.read(position, length); }
   readParts(position: number, length: number): Promise<Buffer[]> { return this.rr.readParts(position, length); }
   async write(): Promise<number> { throw new VfsError('EACCES', `${this.path} was opened read-only`); }
@@ -907,7 +966,12 @@ class RemoteReadHandle implements FileHandle {
   async stat(): Promise<Attr> { return this.attr(); }
   async flush(): Promise<void> {}
   async fsync(): Promise<void> {}
-  async release(): Promise<void> { this.rr.close(); }
+  async release(): Promise<void> {
+    if (this.releasedOnce) return;
+    this.releasedOnce = true;
+    this.rr.close();
+    this.onRelease();
+  }
 }
 
 /** What identifies a version of an entry for a time override. */

@@ -34,8 +34,14 @@ export interface JournalEntry {
   createdMs: number;
   /** SHA-1 of the spool's content (checked at replay: a power loss may have kept the entry but not its bytes). */
   sha1?: string;
-  /** `folder`: a folder made while the library was offline, to be made on the service (no spool). Default a file. */
-  kind?: 'file' | 'folder';
+  /**
+   * `folder`: a folder made while the library was offline, to be made on the service (no spool).
+   * `delete`: a file unlinked while handles still read it, to be removed on the service once they are
+   * closed (no spool; `objectId` names the object). Default a file.
+   */
+  kind?: 'file' | 'folder' | 'delete';
+  /** With `delete`: the service's id of the object to remove (a new file at the path is not it). */
+  objectId?: string;
   /**
    * Order of acknowledgement across every entry (higher is newer). Of two entries for one path, the higher
    * wins at replay; entries of older runs without it count by `createdMs`.
@@ -98,9 +104,9 @@ export class UploadJournal {
     await Promise.all([this.syncFolder(this.spoolDir), this.writeEntry(entry, true)]);
   }
 
-  /** Writes the entry of a folder made offline (it has no spool), fsynced. */
-  async putFolder(entry: JournalEntry): Promise<void> {
-    await this.writeEntry({ ...entry, kind: 'folder' }, true);
+  /** Writes an entry without a spool (a folder made offline, a deferred delete), fsynced. */
+  async putRecord(entry: JournalEntry & { kind: 'folder' | 'delete' }): Promise<void> {
+    await this.writeEntry(entry, true);
   }
 
   /** Makes one entry durable now if a group commit still owes it (an fsync of a file closed before). */

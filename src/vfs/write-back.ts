@@ -48,6 +48,8 @@ export interface WriteBackHost {
   uploaded(library: string, entry: RemoteEntry, mtimeMs: number): void;
   /** Recreates missing parent folders of a pending upload. */
   ensureParents(library: string, fullpath: string): Promise<void>;
+  /** A deferred delete was done on the service: the path's cached entry goes. */
+  deleted(library: string, fullpath: string): void;
   /** Attributes of a local entry, as the namespace shows them. */
   attrOf(library: string, entry: RemoteEntry): Attr;
 }
@@ -113,6 +115,8 @@ export class WriteBack {
   private readonly stranded: JournalEntry[] = [];
   /** Folders made while their library was offline (`library\0fullpath`): journaled, made on the service when it is back. */
   private readonly pendingFolders = new Map<string, { id: string; library: string; entry: RemoteEntry }>();
+  /** Deletes of files that handles still read (`library\0fullpath`): journaled, done when the last one closes. */
+  private readonly pendingDeletes = new Map<string, { id: string; library: string; fullpath: string; objectId: string; ready: boolean }>();
   /** The folder creation under way per library (one at a time). */
   private readonly makingFolders = new Map<string, Promise<void>>();
   private lastSeq = 0;
@@ -171,6 +175,12 @@ export class WriteBack {
   }
 
   private async resume(e: JournalEntry): Promise<void> {
+    if (e.kind === 'delete') {
+      // Its readers went with the previous run: the delete happens now (or when the service is back).
+      this.pendingDeletes.set(keyOf(e.library, e.fullpath), { id: e.id, library: e.library, fullpath: e.fullpath, objectId: e.objectId ?? '', ready: true });
+      void this.performDeletes(e.library);
+      return;
+    }
     if (e.kind === 'folder') {
       this.pendingFolders.set(keyOf(e.library, e.fullpath), { id: e.id, library: e.library, entry: folderEntry(e.id, e.fullpath, e.mtimeMs) });
       void this.makeFolders(e.library);
@@ -215,7 +225,7 @@ export class WriteBack {
   async pendingFolder(library: string, fullpath: string): Promise<RemoteEntry> {
     const id = this.journal.newId();
     const now = Date.now();
-    await this.journal.putFolder({ id, library, fullpath, size: 0, mtimeMs: now, createdMs: now, seq: this.nextSeq() }).catch((err: unknown) => { throw fsErrorOf(err, `journaling the folder '${fullpath}'`); });
+    await this.journal.putRecord({ id, library, fullpath, size: 0, mtimeMs: now, createdMs: now, seq: this.nextSeq(), kind: 'folder' }).catch((err: unknown) => { throw fsErrorOf(err, `journaling the folder '${fullpath}'`); });
     const entry = folderEntry(id, fullpath, now);
     this.pendingFolders.set(keyOf(library, fullpath), { id, library, entry });
     return entry;
@@ -225,6 +235,61 @@ export class WriteBack {
   online(library: string): void {
     this.uploads.retryNow(library);
     void this.makeFolders(library);
+    void this.performDeletes(library);
+  }
+
+  // ---- deletes deferred while handles read the file ----------------------------------------------------------
+
+  /**
+   * A file unlinked while handles still read it: journaled (fsynced), removed on the service once the last
+   * of them is closed (`performDeletes`), also after a crash.
+   */
+  async deferDelete(library: string, fullpath: string, objectId: string): Promise<void> {
+    const id = this.journal.newId();
+    const now = Date.now();
+    await this.journal.putRecord({ id, library, fullpath, size: 0, mtimeMs: now, createdMs: now, seq: this.nextSeq(), kind: 'delete', objectId }).catch((err: unknown) => { throw fsErrorOf(err, `journaling the delete of '${fullpath}'`); });
+    this.pendingDeletes.set(keyOf(library, fullpath), { id, library, fullpath, objectId, ready: false });
+  }
+
+  /** A deferred delete of the path, if any. */
+  deferredDelete(library: string, fullpath: string): { objectId: string } | undefined {
+    return this.pendingDeletes.get(keyOf(library, fullpath));
+  }
+
+  /** A new file at a path whose delete was deferred replaces the object instead (its readers keep their version). */
+  async cancelDelete(library: string, fullpath: string): Promise<void> {
+    const d = this.pendingDeletes.get(keyOf(library, fullpath));
+    if (!d) return;
+    this.pendingDeletes.delete(keyOf(library, fullpath));
+    await this.journal.remove(d.id).catch(() => undefined);
+  }
+
+  /** The last reader of a path whose delete was deferred is gone: the delete may happen now. */
+  async readersGone(library: string, fullpath: string): Promise<void> {
+    const d = this.pendingDeletes.get(keyOf(library, fullpath));
+    if (!d) return;
+    d.ready = true;
+    await this.performDeletes(library);
+  }
+
+  /** Removes on the service the deferred deletes that are ready (the object still at its path); an outage keeps them. */
+  private async performDeletes(library: string): Promise<void> {
+    const remote = this.opts.host.remoteFor(library);
+    if (!remote) return;
+    for (const [key, d] of [...this.pendingDeletes]) {
+      if (d.library !== library || !d.ready || this.closed) continue;
+      try {
+        const e = await remote.stat(d.fullpath);
+        if (e && !e.isDir && e.id === d.objectId) await remote.remove(d.fullpath);
+      } catch (err) {
+        if (err instanceof VfsError && err.unreachable) return; // again when the service is back
+        this.opts.logger.error({ library, path: d.fullpath, err: (err as Error).message }, 'a delete deferred for open readers failed on the service');
+      }
+      if (this.pendingDeletes.get(key) !== d) continue;
+      this.pendingDeletes.delete(key);
+      this.opts.host.deleted(library, d.fullpath);
+      await this.journal.remove(d.id).catch(() => undefined);
+    }
   }
 
   /** Makes the library's pending folders on the service, parents first; stops at the first unreachable call. */

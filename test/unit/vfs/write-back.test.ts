@@ -332,6 +332,35 @@ describe('write-back', () => {
     });
   });
 
+  it('a file unlinked while a handle reads it stays readable through that handle, and goes from the service when it is closed', async () => {
+    const a = await gateway();
+    const data = Buffer.alloc(3 * 1024 * 1024);
+    for (let i = 0; i < data.length; i++) data[i] = (i * 7) & 0xff;
+    a.remote.putFile('big.bin', data);
+    const r = await a.vfs.open('/A/big.bin', { read: true });
+    expect((await r.read(0, 1024 * 1024)).equals(data.subarray(0, 1024 * 1024))).toBe(true);
+    await a.vfs.unlink('/A/big.bin');
+    expect(await vfsCode(a.vfs.stat('/A/big.bin'))).toBe('ENOENT');
+    expect((await a.vfs.readdir('/A')).map((x) => x.name)).not.toContain('big.bin');
+    expect(await a.remote.stat('big.bin')).not.toBeNull(); // still readable where the handle reads
+    expect((await r.read(1024 * 1024, 2 * 1024 * 1024)).equals(data.subarray(1024 * 1024))).toBe(true);
+    await r.release();
+    for (let i = 0; i < 200 && (await a.remote.stat('big.bin')); i++) await new Promise((res) => setTimeout(res, 10));
+    expect(await a.remote.stat('big.bin')).toBeNull();
+
+    // The deferred delete is journaled: a crash while the reader is open still deletes the file.
+    a.remote.putFile('other.bin', data);
+    a.vfs.dropCaches(); // another client's file (no feed in this test)
+    const r2 = await a.vfs.open('/A/other.bin', { read: true });
+    await r2.read(0, 10);
+    await a.vfs.unlink('/A/other.bin');
+    await a.vfs.writeBack.uploads.close();
+    const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
+    for (let i = 0; i < 200 && (await a.remote.stat('other.bin')); i++) await new Promise((res) => setTimeout(res, 10));
+    expect(await a.remote.stat('other.bin')).toBeNull();
+    expect(await vfsCode(b.vfs.stat('/A/other.bin'))).toBe('ENOENT');
+  });
+
   // Regressions found by the write-back model (write-back-model.test.ts), kept by name.
 
   it('regression: a handle that flushed, then a replace, then a write through the handle: the handle\'s bytes are uploaded', async () => {
