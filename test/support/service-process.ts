@@ -30,12 +30,19 @@ export interface ServiceProcessOptions {
   memoryData?: boolean;
   /** Extra node flags for the service process (e.g. `--cpu-prof` when profiling a benchmark). */
   nodeArgs?: string[];
+  /** Extra `cloudlib service` options (e.g. `['--blobs', 's3://…']`). */
+  serviceArgs?: string[];
+  /** Extra environment variables of the service process (e.g. the object store's credentials). */
+  env?: Record<string, string>;
 }
 
 export async function startServiceProcess(opts: ServiceProcessOptions = {}): Promise<ServiceProcess> {
   const root = opts.memoryData && (await isDir('/dev/shm')) ? '/dev/shm' : tmpdir();
   const dir = await mkdtemp(join(root, 'cloudlib-svcproc-'));
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), BIN, 'service', '--data', dir, '--listen', '127.0.0.1:0', '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), BIN, 'service', '--data', dir, '--listen', '127.0.0.1:0', '--log-level', 'warn', ...(opts.serviceArgs ?? [])], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, ...opts.env },
+  });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   // Never outlive the process that started it, nor leave its data behind (in /dev/shm: memory).
   const orphaned = (): void => {
