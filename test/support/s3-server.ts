@@ -20,15 +20,25 @@ const SCRIPT = fileURLToPath(new URL('../../scripts/s3-server', import.meta.url)
 
 export async function startS3Server(readyTimeoutMs = 120_000): Promise<S3Server> {
   const dir = await mkdtemp(join(tmpdir(), 'cloudlib-s3-'));
-  const child = spawn('bash', [SCRIPT, dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // Its own process group: stopping it reaches every server it started, even if the script is stuck.
+  const child = spawn('bash', [SCRIPT, dir], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const orphaned = (): void => { child.kill('SIGTERM'); };
+  const signal = (sig: NodeJS.Signals): void => {
+    try {
+      process.kill(-child.pid!, sig);
+    } catch {
+      // already gone
+    }
+  };
+  const orphaned = (): void => signal('SIGTERM');
   process.once('exit', orphaned);
   let errors = '';
   child.stderr.on('data', (d: Buffer) => { errors = (errors + d.toString()).slice(-4000); });
   const stop = async (): Promise<void> => {
-    child.kill('SIGTERM');
-    await exited;
+    if (child.exitCode === null && child.signalCode === null) {
+      signal('SIGTERM');
+      await exited;
+    }
     process.off('exit', orphaned);
     await rm(dir, { recursive: true, force: true });
   };
