@@ -7,7 +7,7 @@
  * Runs standalone: `node --import tsx scripts/bench/service.ts`.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -57,9 +57,7 @@ export async function benchService(opts: ServiceBenchOptions = {}): Promise<Reco
     await once(out, 'finish');
     const sha1 = hash.digest('hex');
     await content.ingest(libraryId, { tempFilePath: temp, sha1, size: bytes }, (c) => tree.placeContent(libraryId, 'bench/large.bin', c, true, op));
-    const blobPath = content.blobs.pathOf(sha1);
-
-    const diskMs = await timed(async () => { for await (const _ of createReadStream(blobPath, { highWaterMark: MiB })) { /* drain */ } });
+    const diskMs = await timed(async () => { for await (const _ of content.blobs.read(sha1)) { /* drain */ } });
     const { urls } = await svc.client.file.downloadUrl({ fullpath: 'bench/large.bin' });
     let received = 0;
     const httpMs = await timed(async () => {

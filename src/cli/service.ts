@@ -9,11 +9,17 @@ import { SERVICE_ADMIN_OPTIONS, SERVICE_ADMIN_USAGE, runServiceAdmin } from './s
 export const serviceCommand: Subcommand = {
   summary: 'Run the embedded cloud file library service in the foreground.',
   usage: [
-    'Usage: cloudlib service --data DIR [--listen HOST:PORT] [--public-url URL]',
-    '                        [--tls-cert FILE --tls-key FILE] [--log-level LEVEL]',
+    'Usage: cloudlib service --data DIR [--blobs URL] [--listen HOST:PORT]',
+    '                        [--public-url URL] [--tls-cert FILE --tls-key FILE]',
+    '                        [--log-level LEVEL]',
     '',
     '  --data DIR          data folder (created; reused on later starts);',
     '                      DIR/credentials.json is written (mode 0600) once ready',
+    '  --blobs URL         where file content lives: file:///FOLDER (default',
+    '                      file://DIR/blobs) or s3://BUCKET?endpoint=URL[&region=R',
+    '                      &prefix=P&part_size_mb=N], an S3-compatible store; its',
+    '                      credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY',
+    '                      or AWS_SHARED_CREDENTIALS_FILE, never from the command line',
     '  --listen HOST:PORT  address to listen on (default 127.0.0.1:8900; port 0 = any',
     '                      free port)',
     '  --tls-cert FILE     serve HTTPS with this certificate (PEM); needs --tls-key',
@@ -28,6 +34,7 @@ export const serviceCommand: Subcommand = {
   ].join('\n') + '\n' + SERVICE_ADMIN_USAGE,
   options: {
     data: { type: 'string' },
+    blobs: { type: 'string' },
     listen: { type: 'string' },
     'tls-cert': { type: 'string' },
     'tls-key': { type: 'string' },
@@ -65,6 +72,7 @@ export const serviceCommand: Subcommand = {
       service = await EmbeddedService.start({
         dataDir: data, listen: typeof values.listen === 'string' ? values.listen : '127.0.0.1:8900', logger,
         ...(tls ? { tls } : {}), ...(publicUrl !== undefined ? { publicUrl } : {}),
+        ...(typeof values.blobs === 'string' ? { blobs: values.blobs } : {}),
       });
     } catch (err) {
       process.stderr.write(`cloudlib service: ${(err as Error).message}\n`);

@@ -2,7 +2,7 @@
  * EmbeddedService: the service of spec/service-api.md on one HTTP listener — the JSON endpoints
  * (`/m-open/*`, `/m-api/*`), the upload server below `/upload`, share-link pages below `/link`, download
  * links below `/download` and `GET /m-open/status`. Data lives in one folder: `service.db` (SQLite),
- * `blobs/` (content by SHA-1), `tmp/` (uploads in progress), `links.json`, and `credentials.json`
+ * `blobs/` (content by SHA-1, unless an S3-compatible store holds it), `tmp/` (uploads in progress), `links.json`, and `credentials.json`
  * (written once the service is ready to serve).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -12,7 +12,7 @@ import { chmod, mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { silentLogger, type Logger } from '../shared/log.js';
 import { openDatabase, type Db } from './store/database.js';
-import { BlobStore } from './store/blob-store.js';
+import { blobStoreAt } from './store/blob-location.js';
 import { Directory, type BootstrapCredentials } from './domain/directory.js';
 import { FileTree } from './domain/file-tree.js';
 import { FileQueries } from './domain/file-queries.js';
@@ -70,6 +70,11 @@ export interface EmbeddedServiceOptions {
    * download URLs and the upload server address use it. Default: the listen address (127.0.0.1 for 0.0.0.0).
    */
   publicUrl?: string;
+  /**
+   * Where file content lives (store/blob-location.ts): `file:///FOLDER` or `s3://BUCKET?endpoint=URL`.
+   * Default `file://<dataDir>/blobs`.
+   */
+  blobs?: string;
 }
 
 export class EmbeddedService {
@@ -105,7 +110,7 @@ export class EmbeddedService {
     const dataDir = opts.dataDir;
     await mkdir(dataDir, { recursive: true, mode: 0o700 });
     const tmp = join(dataDir, 'tmp');
-    const blobs = new BlobStore({ root: join(dataDir, 'blobs'), tempDir: tmp });
+    const blobs = blobStoreAt(opts.blobs, dataDir, tmp);
     await blobs.open();
     await mkdir(join(tmp, 'upload'), { recursive: true });
     await mkdir(join(tmp, 'links'), { recursive: true });
@@ -193,10 +198,11 @@ export class EmbeddedService {
       const credentials: ServiceCredentials = { base_url: baseUrl, upload_server: uploadServerUrl, ...boot };
       const service = new EmbeddedService({ dataDir, baseUrl, credentials, parts, router, server, db });
       await writeCredentials(join(dataDir, 'credentials.json'), credentials);
-      log.info({ baseUrl, dataDir }, 'service ready');
+      log.info({ baseUrl, dataDir, blobs: blobs.location }, 'service ready');
       return service;
     } catch (err) {
       db.close();
+      blobs.close();
       throw err;
     }
   }
@@ -214,6 +220,7 @@ export class EmbeddedService {
       await this.parts.content.settled();
       this.parts.traffic.flush();
       this.db.close();
+      this.parts.content.blobs.close();
     })();
     return this.closing;
   }

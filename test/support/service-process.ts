@@ -34,12 +34,19 @@ export interface ServiceProcessOptions {
   listen?: string;
   /** The service's `--public-url` (a proxy in front: links, upload servers and credentials name it). */
   publicUrl?: string;
+  /** Extra `cloudlib service` options (e.g. `['--blobs', 's3://…']`). */
+  serviceArgs?: string[];
+  /** Extra environment variables of the service process (e.g. the object store's credentials). */
+  env?: Record<string, string>;
 }
 
 export async function startServiceProcess(opts: ServiceProcessOptions = {}): Promise<ServiceProcess> {
   const root = opts.memoryData && (await isDir('/dev/shm')) ? '/dev/shm' : tmpdir();
   const dir = await mkdtemp(join(root, 'cloudlib-svcproc-'));
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), BIN, 'service', '--data', dir, '--listen', opts.listen ?? '127.0.0.1:0', '--log-level', 'warn', ...(opts.publicUrl ? ['--public-url', opts.publicUrl] : [])], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), BIN, 'service', '--data', dir, '--listen', opts.listen ?? '127.0.0.1:0', '--log-level', 'warn', ...(opts.publicUrl ? ['--public-url', opts.publicUrl] : []), ...(opts.serviceArgs ?? [])], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, ...opts.env },
+  });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   // Never outlive the process that started it, nor leave its data behind (in /dev/shm: memory).
   const orphaned = (): void => {

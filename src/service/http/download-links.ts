@@ -87,7 +87,7 @@ export class DownloadLinks {
   }
 
   private async serve(req: IncomingMessage, res: ServerResponse, link: LinkPayload): Promise<void> {
-    const size = await this.opts.blobs.sizeOnDisk(link.h);
+    const size = await this.opts.blobs.sizeOf(link.h);
     if (size === undefined) throw new ServiceFault(FaultCode.FileMissing, 'the content of this link is no longer stored');
     const etag = `"${link.h}"`;
     const lastModified = new Date(link.m).toUTCString();

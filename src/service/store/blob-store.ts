@@ -1,102 +1,68 @@
 /**
- * BlobStore: file content on disk, keyed by SHA-1 in fan-out folders (`ab/cd/abcd…`). A blob is written
- * once (temp file → fsync → rename → fsync of the folder) and never changed; equal content is stored
- * once. Which blobs exist and who references them is the database's business (table `blobs`); this
- * module only moves bytes. Callers hold `lock(sha1)` around an ingest or a removal and the database
- * change that goes with it.
+ * BlobStore: where file content lives, keyed by its SHA-1. A blob is written once and never changed;
+ * equal content is stored once. Which blobs exist and who references them is the metadata's business
+ * (table `blobs`); a BlobStore only moves bytes. Two implementations: FolderBlobStore (fan-out folders
+ * on a local file system, the default) and S3BlobStore (an S3-compatible object store). Callers hold
+ * `lock(sha1)` around an ingest or a removal and the metadata change that goes with it.
+ *
+ * Uploads always arrive in a local temporary folder first (`tempDir`, spooled while hashing); `ingest`
+ * then moves the verified file into the store.
  */
-import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream, type ReadStream } from 'node:fs';
-import { mkdir, open, rename, rm, stat, unlink } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { KeyedLock } from './keyed-lock.js';
 
 export const SHA1_RE = /^[0-9a-f]{40}$/;
 
-export interface BlobStoreOptions {
-  /** Folder of the blobs. */
-  root: string;
-  /** Folder of temporary files; must be on the same file system as `root` (ingest is a rename). */
-  tempDir: string;
+/** Bytes `start`..`end` of a blob, both inclusive; either may be left out. */
+export interface BlobRange { start?: number; end?: number }
+
+export interface BlobStore {
+  /** Folder of local temporary files (uploads being spooled). */
+  readonly tempDir: string;
+  /** Where the blobs live, for logs (never carries a secret). */
+  readonly location: string;
+  /** Prepares the store (folders, bucket); fails with a clear error when it cannot be reached. */
+  open(): Promise<void>;
+  /** Runs `fn` while no other ingest or removal of this blob runs in this process. */
+  lock<T>(sha1: string, fn: () => Promise<T> | T): Promise<T>;
+  /** Size of the stored blob, or undefined when it is not stored. */
+  sizeOf(sha1: string): Promise<number | undefined>;
+  /**
+   * Moves a verified temporary file (in `tempDir`) into the store as blob `sha1`; the temporary file
+   * is gone afterwards. When the blob is already stored with the right size nothing is written.
+   */
+  ingest(tempFile: string, sha1: string, size: number): Promise<void>;
+  /** Removes blob `sha1`; a missing blob is not an error. */
+  remove(sha1: string): Promise<void>;
+  /** Streams the blob (or a range of it); a missing blob fails the stream. */
+  read(sha1: string, range?: BlobRange): Readable;
+  /** A fresh temporary file name in `tempDir`. */
+  tempPath(suffix?: string): string;
+  /** Streams `source` into a temporary file, hashing on the way. The caller ingests or removes it. */
+  spool(source: Readable): Promise<{ tempFilePath: string; sha1: string; size: number }>;
+  /** Releases connections (the store is not used afterwards). */
+  close(): void;
 }
 
-export class BlobStore {
-  readonly root: string;
-  readonly tempDir: string;
+/** What both implementations share: the local temporary folder and the per-blob lock. */
+export abstract class LocalSpool {
   private readonly locks = new KeyedLock();
 
-  constructor(opts: BlobStoreOptions) {
-    this.root = opts.root;
-    this.tempDir = opts.tempDir;
-  }
+  constructor(readonly tempDir: string) {}
 
-  async open(): Promise<void> {
-    await mkdir(this.root, { recursive: true });
-    await mkdir(this.tempDir, { recursive: true });
-  }
-
-  pathOf(sha1: string): string {
-    if (!SHA1_RE.test(sha1)) throw new TypeError(`blob id: expected 40 lowercase hex characters, got ${JSON.stringify(sha1)}`);
-    return join(this.root, sha1.slice(0, 2), sha1.slice(2, 4), sha1);
-  }
-
-  /** Runs `fn` while no other ingest or removal of this blob runs. */
   lock<T>(sha1: string, fn: () => Promise<T> | T): Promise<T> {
     return this.locks.run(sha1, fn);
   }
 
-  /** Size of the blob's file, or undefined when it is not on disk. */
-  async sizeOnDisk(sha1: string): Promise<number | undefined> {
-    try {
-      return (await stat(this.pathOf(sha1))).size;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw err;
-    }
-  }
-
-  /**
-   * Moves a verified temporary file (same file system) into the store as blob `sha1`. The caller holds
-   * `lock(sha1)`. When the blob is already on disk with the right size the temporary file is removed.
-   */
-  async ingest(tempFile: string, sha1: string, size: number): Promise<void> {
-    const target = this.pathOf(sha1);
-    if ((await this.sizeOnDisk(sha1)) === size) {
-      await rm(tempFile, { force: true });
-      return;
-    }
-    const fh = await open(tempFile, 'r+');
-    try {
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    await mkdir(dirname(target), { recursive: true });
-    await rename(tempFile, target);
-    await syncDir(dirname(target));
-  }
-
-  /** Removes blob `sha1` from disk (the caller holds `lock(sha1)`); a missing file is not an error. */
-  async remove(sha1: string): Promise<void> {
-    await unlink(this.pathOf(sha1)).catch((err: NodeJS.ErrnoException) => {
-      if (err.code !== 'ENOENT') throw err;
-    });
-  }
-
-  /** Streams bytes `start`..`end` (inclusive; default the whole blob). */
-  read(sha1: string, range: { start?: number; end?: number } = {}): ReadStream {
-    return createReadStream(this.pathOf(sha1), { start: range.start, end: range.end, highWaterMark: 4 * 1024 * 1024 });
-  }
-
-  /** A fresh temporary file name in `tempDir`. */
   tempPath(suffix = '.tmp'): string {
     return join(this.tempDir, `${randomBytes(12).toString('hex')}${suffix}`);
   }
 
-  /** Streams `source` into a temporary file, hashing on the way. The caller ingests or removes it. */
   async spool(source: Readable): Promise<{ tempFilePath: string; sha1: string; size: number }> {
     const tempFilePath = this.tempPath();
     const hash = createHash('sha1');
@@ -112,13 +78,7 @@ export class BlobStore {
   }
 }
 
-async function syncDir(dir: string): Promise<void> {
-  const fh = await open(dir, 'r');
-  try {
-    await fh.sync();
-  } catch {
-    // Some file systems refuse fsync on a folder; the rename is still atomic.
-  } finally {
-    await fh.close();
-  }
+export function checkSha1(sha1: string): string {
+  if (!SHA1_RE.test(sha1)) throw new TypeError(`blob id: expected 40 lowercase hex characters, got ${JSON.stringify(sha1)}`);
+  return sha1;
 }

@@ -1,6 +1,7 @@
 /**
  * The service's SQLite schema as versioned migrations. A migration runs once, in its own transaction;
- * `PRAGMA user_version` records the last one applied. Never edit a released migration: add one.
+ * `PRAGMA user_version` records the last one applied. Never edit a released migration: add one, here and
+ * in PostgreSQL's dialect in pg-schema.ts (a test compares the two schemas' tables and columns).
  *
  * Triggers keep the derived counters exact whatever code path changes a row:
  * - `blobs.refs`: references to a blob from current file content (present or in the recycle bin) and

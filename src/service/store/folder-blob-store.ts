@@ -1,0 +1,103 @@
+/**
+ * FolderBlobStore: blobs as files in fan-out folders (`ab/cd/abcd…`) of a local file system. A blob is
+ * written as temp file → fsync → rename → fsync of the folder. With the temporary folder on the same file
+ * system an ingest is a rename; otherwise a copy next to the target, then a rename.
+ */
+import { createReadStream, type ReadStream } from 'node:fs';
+import { copyFile, mkdir, open, rename, rm, stat, unlink } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { LocalSpool, checkSha1, type BlobRange, type BlobStore } from './blob-store.js';
+
+export interface FolderBlobStoreOptions {
+  /** Folder of the blobs. */
+  root: string;
+  /** Folder of temporary files; best on the same file system as `root` (an ingest is then a rename). */
+  tempDir: string;
+}
+
+export class FolderBlobStore extends LocalSpool implements BlobStore {
+  readonly root: string;
+
+  constructor(opts: FolderBlobStoreOptions) {
+    super(opts.tempDir);
+    this.root = opts.root;
+  }
+
+  get location(): string {
+    return `file://${this.root}`;
+  }
+
+  async open(): Promise<void> {
+    await mkdir(this.root, { recursive: true });
+    await mkdir(this.tempDir, { recursive: true });
+  }
+
+  pathOf(sha1: string): string {
+    checkSha1(sha1);
+    return join(this.root, sha1.slice(0, 2), sha1.slice(2, 4), sha1);
+  }
+
+  async sizeOf(sha1: string): Promise<number | undefined> {
+    try {
+      return (await stat(this.pathOf(sha1))).size;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+  }
+
+  async ingest(tempFile: string, sha1: string, size: number): Promise<void> {
+    const target = this.pathOf(sha1);
+    if ((await this.sizeOf(sha1)) === size) {
+      await rm(tempFile, { force: true });
+      return;
+    }
+    const fh = await open(tempFile, 'r+');
+    try {
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await mkdir(dirname(target), { recursive: true });
+    try {
+      await rename(tempFile, target);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
+      // The blob folder is on another file system: copy next to the target, then rename there.
+      const near = `${target}.${process.pid}.incoming`;
+      await copyFile(tempFile, near);
+      const copied = await open(near, 'r+');
+      try {
+        await copied.sync();
+      } finally {
+        await copied.close();
+      }
+      await rename(near, target);
+      await rm(tempFile, { force: true });
+    }
+    await syncDir(dirname(target));
+  }
+
+  close(): void {}
+
+  async remove(sha1: string): Promise<void> {
+    await unlink(this.pathOf(sha1)).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw err;
+    });
+  }
+
+  read(sha1: string, range: BlobRange = {}): ReadStream {
+    return createReadStream(this.pathOf(sha1), { start: range.start, end: range.end, highWaterMark: 4 * 1024 * 1024 });
+  }
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const fh = await open(dir, 'r');
+  try {
+    await fh.sync();
+  } catch {
+    // Some file systems refuse fsync on a folder; the rename is still atomic.
+  } finally {
+    await fh.close();
+  }
+}
