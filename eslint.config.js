@@ -11,8 +11,10 @@ const ZONES = {
   service: [{ to: 'service' }, { to: 'shared' }],
   webdav: [{ to: 'webdav' }, { to: 'shared' }, { to: 'vfs', only: ['vfs/types.ts'] }],
   fuse: [{ to: 'fuse' }, { to: 'shared' }, { to: 'vfs', only: ['vfs/types.ts'] }],
-  // api/remote.ts is the service-backed Remote adapter: it implements the Vfs's Remote.
-  api: [{ to: 'api' }, { to: 'shared' }, { to: 'vfs', from: ['api/remote.ts'], only: ['vfs/types.ts', 'vfs/remote.ts'] }],
+  api: [{ to: 'api' }, { to: 'shared' }],
+  vfs: [{ to: 'vfs' }, { to: 'shared' }],
+  // The service-backed Remote adapter: it implements the Vfs's Remote over the client.
+  remote: [{ to: 'remote' }, { to: 'api' }, { to: 'shared' }, { to: 'vfs' }],
 };
 
 const srcDir = resolve(import.meta.dirname, 'src');

@@ -13,7 +13,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 import { startTestService } from '../../test/support/vfs.js';
-import { createVfs, type FaultyRemote } from '../../src/vfs/index.js';
+import { type FaultyRemote } from '../../src/vfs/index.js';
+import { createServiceVfs } from '../../src/remote/service-vfs.js';
 
 const SIZE = Number(process.env.BENCH_OUTAGE_BYTES ?? 64 * 1024 * 1024);
 const OUTAGE_MS = Number(process.env.BENCH_OUTAGE_MS ?? 20_000);
@@ -21,7 +22,7 @@ const OUTAGE_MS = Number(process.env.BENCH_OUTAGE_MS ?? 20_000);
 async function main(): Promise<void> {
   const svc = await startTestService();
   const tmp = await mkdtemp(join(tmpdir(), 'cloudlib-bench-outage-'));
-  const vfs = await createVfs({
+  const vfs = await createServiceVfs({
     libraries: [{ name: 'Library', client: svc.client }], dataDir: tmp, feedIntervalMs: 2000, faults: true,
     upload: { retryBaseMs: 500, retryMaxMs: 5000 },
   });

@@ -23,10 +23,10 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { ServiceClient } from '../../src/api/client.js';
 import { startServiceProcess } from '../../test/support/service-process.js';
-import { createVfs } from '../../src/vfs/index.js';
 import { fileSource, uploadFile } from '../../src/api/upload.js';
 import { tuneGarbageCollector } from '../../src/shared/gc-tuning.js';
 import { recyclePages } from './support/recycle-pages.js';
+import { createServiceVfs } from '../../src/remote/service-vfs.js';
 
 tuneGarbageCollector(); // as the cloudlib command does
 
@@ -76,7 +76,7 @@ async function streamChild(): Promise<void> {
   const { baseUrl, library } = JSON.parse(process.env.BENCH_VFS_STREAM_CHILD!) as { baseUrl: string; library: { org_client_id: string; org_client_secret: string } };
   const client = new ServiceClient({ baseUrl, credentials: { library } });
   const tmp = await mkdtemp(join(tmpdir(), 'cloudlib-bench-stream-'));
-  const vfs = await createVfs({ libraries: [{ name: 'Library', client }], dataDir: tmp, feedIntervalMs: 2000 });
+  const vfs = await createServiceVfs({ libraries: [{ name: 'Library', client }], dataDir: tmp, feedIntervalMs: 2000 });
   try {
     const size = (await vfs.stat('/Library/bench-read.bin')).size;
     let peak = process.memoryUsage().rss;
@@ -115,7 +115,7 @@ async function streamInChild(baseUrl: string, credentials: ServiceClient['creden
 async function main(): Promise<void> {
   const svc = await startServiceProcess({ memoryData: process.env.BENCH_SERVICE_DISK !== '1' });
   const tmp = await mkdtemp(join(tmpdir(), 'cloudlib-bench-vfs-'));
-  const vfs = await createVfs({ libraries: [{ name: 'Library', client: svc.client }], dataDir: join(tmp, 'gateway'), feedIntervalMs: 2000 });
+  const vfs = await createServiceVfs({ libraries: [{ name: 'Library', client: svc.client }], dataDir: join(tmp, 'gateway'), feedIntervalMs: 2000 });
   try {
     // Write + commit, alternating with the baseline (the client's uploader alone on a file of the same
     // size) for ROUNDS rounds; each side writes other content every time, so no upload is instant.

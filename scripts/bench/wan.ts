@@ -28,15 +28,15 @@ import { Readable } from 'node:stream';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { ServiceClient } from '../../src/api/client.js';
-import { LibraryRemote } from '../../src/api/remote.js';
+import { LibraryRemote } from '../../src/remote/library-remote.js';
 import { uploadFile } from '../../src/api/upload.js';
-import { createVfs } from '../../src/vfs/index.js';
 import { mountVfs } from '../../src/fuse/index.js';
 import { createWebdavServer } from '../../src/webdav/index.js';
 import { silentLogger } from '../../src/shared/log.js';
 import { tuneGarbageCollector } from '../../src/shared/gc-tuning.js';
 import { startServiceProcess } from '../../test/support/service-process.js';
 import { sh } from '../../test/e2e/fuse/harness.js';
+import { createServiceVfs } from '../../src/remote/service-vfs.js';
 
 tuneGarbageCollector(); // as the cloudlib command does
 
@@ -144,7 +144,7 @@ try {
     return out;
   };
   const connections = async (): Promise<number> => (JSON.parse(await proxy.command('stats')) as { connections: number }).connections;
-  const vfs = await createVfs({ libraries: [{ name: 'Library', client }], dataDir: join(scratch, 'gateway'), upload: { concurrency: UPLOAD_CONCURRENCY } });
+  const vfs = await createServiceVfs({ libraries: [{ name: 'Library', client }], dataDir: join(scratch, 'gateway'), upload: { concurrency: UPLOAD_CONCURRENCY } });
   const mounted = await mountVfs({ vfs, mountpoint: mnt, logger: silentLogger, attrTimeoutS: 2 });
   unmount = async () => { await mounted.unmount(); await vfs.close(); };
   const dav = createWebdavServer({ vfs, users: [{ name: 'alice', password: 'secret' }], dataDir: join(scratch, 'webdav'), logger: silentLogger });

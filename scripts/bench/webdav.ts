@@ -15,7 +15,6 @@ import { startMemoryDav } from '../../test/support/serve-memory-dav.js';
 import { basicAuth } from '../../test/support/dav-http.js';
 import { serviceAvailable } from '../../test/support/vfs.js';
 import { startServiceProcess } from '../../test/support/service-process.js';
-import { createVfs } from '../../src/vfs/index.js';
 import { execFile } from 'node:child_process';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -26,6 +25,7 @@ import { silentLogger } from '../../src/shared/log.js';
 import { join } from 'node:path';
 import { tuneGarbageCollector } from '../../src/shared/gc-tuning.js';
 import { recyclePages } from './support/recycle-pages.js';
+import { createServiceVfs } from '../../src/remote/service-vfs.js';
 
 tuneGarbageCollector(); // as the cloudlib command does
 
@@ -89,7 +89,7 @@ const d = await startMemoryDav({ emptyCreateGraceMs: 0 });
 // Over the embedded service in a process of its own (data in memory: see test/support/service-process.ts).
 const svc = (await serviceAvailable()) ? await startServiceProcess({ memoryData: process.env.BENCH_SERVICE_DISK !== '1' }) : undefined;
 const svcDir = svc ? await mkdtemp(join(tmpdir(), 'cloudlib-bench-dav-')) : undefined;
-const svcVfs = svc && svcDir ? await createVfs({ libraries: [{ name: 'Library', client: svc.client }], dataDir: join(svcDir, 'gateway'), feedIntervalMs: 0 }) : undefined;
+const svcVfs = svc && svcDir ? await createServiceVfs({ libraries: [{ name: 'Library', client: svc.client }], dataDir: join(svcDir, 'gateway'), feedIntervalMs: 0 }) : undefined;
 const serviceDav = svcVfs && svcDir ? createWebdavServer({ vfs: svcVfs, users: [{ name: 'alice', password: 'secret' }], dataDir: join(svcDir, 'webdav'), logger: silentLogger, emptyCreateGraceMs: 0 }) : undefined;
 const serviceUrl = serviceDav ? await serviceDav.listen('127.0.0.1', 0) : undefined;
 try {

@@ -35,11 +35,11 @@ function intOption(value: unknown, what: string, radix = 10): number | undefined
 
 /**
  * The gateway core for a configuration. Loaded on demand: the Vfs module exports
- * `createVfs({ config, logger }) → Promise<Vfs>`.
+ * `vfsFromConfig(config, logger) → Promise<Vfs>`.
  */
 async function openVfs(config: GatewayConfig, logger: Logger): Promise<Vfs> {
-  const { createVfs } = await import('../vfs/index.js');
-  return createVfs({ config, logger });
+  const { vfsFromConfig } = await import('../gateway/vfs-from-config.js');
+  return vfsFromConfig(config, logger);
 }
 
 export const mountCommand: Subcommand = {

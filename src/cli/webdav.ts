@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { loadConfig, ConfigError, parseHostPort, webdavLimitsOf, type GatewayConfig } from '../gateway/config.js';
 import { makePrivateFolder } from '../gateway/private-folder.js';
 import { createLogger } from '../shared/log.js';
-import { createVfs } from '../vfs/index.js';
+import { vfsFromConfig } from '../gateway/vfs-from-config.js';
 import { createWebdavServer, type WebdavServerOptions } from '../webdav/index.js';
 import type { Subcommand } from './main.js';
 
@@ -60,7 +60,7 @@ export const webdavCommand: Subcommand = {
     }
     const logger = createLogger({ level: config.log.level });
     await makePrivateFolder(config.data, logger);
-    const vfs = await createVfs({ config, logger });
+    const vfs = await vfsFromConfig(config, logger);
     const server = createWebdavServer({
       ...(webdavLimitsOf(config.webdav) as Partial<WebdavServerOptions>),
       vfs,

@@ -11,14 +11,15 @@ import { createServer, type Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { ServiceClient, type Credentials } from '../api/client.js';
-import { LibraryRemote } from '../api/remote.js';
+import { LibraryRemote } from '../remote/library-remote.js';
 import { ControlServer, clearStaleSocket } from '../control/server.js';
 import { endpointMethods, type ServedLibrary } from '../control/methods.js';
 import { gatewayMethods } from '../control/gateway-methods.js';
 import { RpcErrorCode, RpcFailure } from '../control/protocol.js';
 import type { Logger, RecentProblems } from '../shared/log.js';
 import { STATUS_SCRIPT, statusPage } from './status-page.js';
-import { createVfs } from '../vfs/index.js';
+import { vfsFromConfig } from './vfs-from-config.js';
+import { toLibrarySpec } from '../remote/service-vfs.js';
 import type { GatewayVfs } from '../vfs/gateway-vfs.js';
 import { resolveLibraries } from '../vfs/library-set.js';
 import { parseHostPort, webdavLimitsOf, type GatewayConfig, type UserConfig } from './config.js';
@@ -199,7 +200,7 @@ export class Gateway {
     for (const [role, credentials] of roles) if (credentials) this.roleClients[role] = this.newClient(service.base_url, service.upload_header_prefix, credentials);
 
     // 2. The Vfs.
-    this.vfs = await createVfs({ config: { ...config, service }, logger: logger.child({ part: 'vfs' }), onExchange: this.metrics.observeExchange });
+    this.vfs = await vfsFromConfig({ ...config, service }, logger.child({ part: 'vfs' }), this.metrics.observeExchange);
 
     // 2b. What `ctl library add/remove` changed in earlier runs. A library that cannot be served now
     // (service unreachable, authorization revoked) is logged and kept on record; its journaled uploads
@@ -305,7 +306,7 @@ export class Gateway {
 
   private async addLibrary(baseUrl: string, prefix: string, auth: { org_client_id: string; org_client_secret: string; name?: string }): Promise<{ name: string; id: string }> {
     const client = this.newClient(baseUrl, prefix, { library: { org_client_id: auth.org_client_id, org_client_secret: auth.org_client_secret } });
-    const [lib] = await resolveLibraries([{ name: auth.name, client }]);
+    const [lib] = await resolveLibraries([toLibrarySpec({ name: auth.name, client })]);
     await this.vfs.addLibrary(lib!);
     return { name: lib!.name, id: lib!.id };
   }

@@ -7,8 +7,9 @@ import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ServiceClient } from '../../src/api/client.js';
-import { createVfs, VfsError, type CreateVfsOptions } from '../../src/vfs/index.js';
+import { VfsError, type CreateVfsOptions } from '../../src/vfs/index.js';
 import type { GatewayVfs } from '../../src/vfs/gateway-vfs.js';
+import { createServiceVfs } from '../../src/remote/service-vfs.js';
 
 /** What test/support/service.ts returns (the part used here). */
 export interface TestService {
@@ -54,7 +55,7 @@ export async function startTestVfs(opts: Partial<CreateVfsOptions> & { testServi
   const extra: { vfs: GatewayVfs; dir: string }[] = [];
   const open = async (o: Partial<CreateVfsOptions> = {}): Promise<{ vfs: GatewayVfs; dir: string }> => {
     const dir = o.dataDir ?? (await mkdtemp(join(tmpdir(), 'cloudlib-testvfs-')));
-    const vfs = await createVfs({
+    const vfs = await createServiceVfs({
       libraries: [{ name: 'Library', client: testService.client }],
       feedIntervalMs: 200,
       upload: { retryBaseMs: 50, retryMaxMs: 500 },

@@ -78,14 +78,14 @@ function memoryBackend(): Backend {
 async function serviceBackend(ownProcess: boolean): Promise<Backend> {
   const { startTestService } = await import('../../support/service.js');
   const { startServiceProcess } = await import('../../support/service-process.js');
-  const { createVfs } = await import('../../../src/vfs/index.js');
+  const { createServiceVfs } = await import('../../../src/remote/service-vfs.js');
   const { uploadFile } = await import('../../../src/api/upload.js');
   const { mkdtemp, rm } = await import('node:fs/promises');
   const { tmpdir } = await import('node:os');
   const { join } = await import('node:path');
   const svc = ownProcess ? await startServiceProcess({ memoryData: true }) : await startTestService();
   const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-fuse-vfs-'));
-  const vfs = await createVfs({ libraries: [{ name: 'Lib', client: svc.client }], dataDir, feedIntervalMs: 300, upload: { retryBaseMs: 50, retryMaxMs: 500 }, faults: true, cache: { diskBytes: 64 * 1024 * 1024 } });
+  const vfs = await createServiceVfs({ libraries: [{ name: 'Lib', client: svc.client }], dataDir, feedIntervalMs: 300, upload: { retryBaseMs: 50, retryMaxMs: 500 }, faults: true, cache: { diskBytes: 64 * 1024 * 1024 } });
   const faulty = vfs.remoteOf('Lib') as import('../../../src/vfs/index.js').FaultyRemote;
   const fullpath = (path: string): string => {
     if (!path.startsWith('/Lib')) throw new Error(`the service backend has only the library folder /Lib, got ${path}`);

@@ -4,11 +4,12 @@
  * it waits to be killed.
  */
 import { ServiceClient, type Credentials } from '../../../src/api/client.js';
-import { createVfs, type FaultyRemote } from '../../../src/vfs/index.js';
+import { type FaultyRemote } from '../../../src/vfs/index.js';
+import { createServiceVfs } from '../../../src/remote/service-vfs.js';
 
 const args = JSON.parse(process.argv[2]) as { baseUrl: string; credentials: Credentials; dataDir: string; path: string; content: string };
 const client = new ServiceClient({ baseUrl: args.baseUrl, credentials: args.credentials });
-const vfs = await createVfs({ libraries: [{ name: 'Library', client }], dataDir: args.dataDir, feedIntervalMs: 0, faults: true });
+const vfs = await createServiceVfs({ libraries: [{ name: 'Library', client }], dataDir: args.dataDir, feedIntervalMs: 0, faults: true });
 (vfs.remoteOf('Library') as FaultyRemote).inject({ kind: 'delay', methods: ['commit'], delayMs: 600_000 });
 const h = await vfs.open(args.path, { write: true, create: true });
 const data = Buffer.from(args.content);

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { ServiceClient } from '../../../src/api/client.js';
-import { LibraryRemote } from '../../../src/api/remote.js';
+import { LibraryRemote } from '../../../src/remote/library-remote.js';
 import { uploadFile } from '../../../src/api/upload.js';
 import { createVfs } from '../../../src/vfs/index.js';
 import type { Readable as ReadableStream } from 'node:stream';

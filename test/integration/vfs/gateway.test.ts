@@ -11,8 +11,9 @@ import { join } from 'node:path';
 import { randomBytes, createHash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { startTestVfs, startTestService, serviceAvailable, vfsCode, type TestVfs } from '../../support/vfs.js';
-import { createVfs, type FaultyRemote, type GatewayVfs } from '../../../src/vfs/index.js';
-import { LibraryRemote } from '../../../src/api/remote.js';
+import { type FaultyRemote, type GatewayVfs } from '../../../src/vfs/index.js';
+import { LibraryRemote } from '../../../src/remote/library-remote.js';
+import { createServiceVfs } from '../../../src/remote/service-vfs.js';
 
 async function readAll(vfs: GatewayVfs, path: string): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -178,7 +179,7 @@ describe.skipIf(!withService)('crash safety', { timeout: 60_000 }, () => {
       await new Promise((r) => child.once('exit', r));
       // Killed before any upload: the service does not have the file yet.
       expect(await new LibraryRemote({ client: svc.client }).stat('crash.txt')).toBeNull();
-      const vfs = await createVfs({ libraries: [{ name: 'Library', client: svc.client }], dataDir, feedIntervalMs: 0 });
+      const vfs = await createServiceVfs({ libraries: [{ name: 'Library', client: svc.client }], dataDir, feedIntervalMs: 0 });
       await vfs.flushAll({ timeoutMs: 20_000 });
       await vfs.close();
       const info = await svc.client.file.info({ fullpath: 'crash.txt', attribute: 10 });

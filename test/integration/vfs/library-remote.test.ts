@@ -1,4 +1,4 @@
-import { LibraryRemote } from '../../../src/api/remote.js';
+import { LibraryRemote } from '../../../src/remote/library-remote.js';
 import { serviceAvailable, startTestService } from '../../support/vfs.js';
 import { remoteContract } from '../../unit/vfs/remote-contract.js';
 

@@ -8,8 +8,8 @@ import { request } from 'undici';
 import { Readable } from 'node:stream';
 import { getMaxListeners, setMaxListeners } from 'node:events';
 import { LRUCache } from 'lru-cache';
-import type { ServiceClient } from './client.js';
-import { ServiceError, ErrorCode } from './errors.js';
+import type { ServiceClient } from '../api/client.js';
+import { ServiceError, ErrorCode } from '../api/errors.js';
 import { VfsError, type VfsErrorCode } from '../vfs/types.js';
 import { baseName } from '../vfs/remote.js';
 import type {
@@ -41,20 +41,12 @@ export interface LibraryRemoteOptions {
   inlineUploadMaxBytes?: number;
 }
 
-/** The uploader's interface (api/upload.ts). */
-interface UploadSource { size: number; filehash?: string; open(start: number): Readable }
-interface UploaderModule {
-  fileSource(path: string, knownSha1?: string): Promise<UploadSource>;
-  uploadFile(client: ServiceClient, source: UploadSource, opts: {
-    fullpath: string; overwrite?: boolean; operator?: { op_id?: string; op_name?: string }; signal?: AbortSignal; onProgress?: (sent: number, total: number) => void; inlineMaxBytes?: number;
-  }): Promise<{ hash: string; fullpath: string; filehash: string; filesize: number; instant: boolean }>;
-}
+type UploaderModule = typeof import('../api/upload.js');
 
 let uploader: Promise<UploaderModule> | undefined;
 function loadUploader(): Promise<UploaderModule> {
   // Loaded on first use: the chunked upload protocol lives in its own module.
-  const specifier = './upload.js';
-  uploader ??= (import(specifier) as Promise<UploaderModule>).catch((err: Error) => {
+  uploader ??= import('../api/upload.js').catch((err: Error) => {
     uploader = undefined;
     throw new VfsError('ENOSYS', `uploads not supported in this build: the uploader module is missing (${err.message})`);
   });
