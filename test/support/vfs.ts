@@ -96,3 +96,13 @@ export async function vfsCode(p: Promise<unknown>): Promise<string> {
     throw err;
   }
 }
+
+/** A file's whole content through a read handle of the Vfs, as text. */
+export async function readAll(vfs: GatewayVfs, path: string): Promise<string> {
+  const h = await vfs.open(path, { read: true });
+  try {
+    return (await h.read(0, (await h.stat()).size + 1)).toString();
+  } finally {
+    await h.release();
+  }
+}

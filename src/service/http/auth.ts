@@ -63,17 +63,23 @@ export class Authenticator {
     return caller;
   }
 
-  /**
-   * An access token of an enterprise administrator, used on the enterprise API: the caller is that
-   * enterprise, the secret the application's the token was issued to.
-   */
-  private identifyEnterpriseToken(token: string): { caller: Caller; secret: string } {
+  /** The application and member an access token was issued to (refused when unknown or expired). */
+  private tokenHolder(token: string): { application: ApplicationRow; member: MemberRow } {
     const row = this.directory.accessToken(token);
     if (!row) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
     if (row.expires_ms <= this.clock()) throw new ServiceFault(FaultCode.TokenExpired, 'access token expired');
     const application = this.directory.application(row.client_id);
     const member = this.directory.member(row.member_id);
     if (!application || !member) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
+    return { application, member };
+  }
+
+  /**
+   * An access token of an enterprise administrator, used on the enterprise API: the caller is that
+   * enterprise, the secret the application's the token was issued to.
+   */
+  private identifyEnterpriseToken(token: string): { caller: Caller; secret: string } {
+    const { application, member } = this.tokenHolder(token);
     const enterprise = this.directory.enterpriseOfAdministrator(member.id);
     if (!enterprise) throw new ServiceFault(FaultCode.NoPermission, 'the enterprise API needs the token of an enterprise administrator');
     return { caller: { credential: 'enterprise', enterprise, member, application }, secret: application.client_secret };
@@ -112,12 +118,7 @@ export class Authenticator {
       case 'token': {
         const token = params.token;
         if (token === undefined || token === '') throw badParam('token', 'an access token', token ?? null);
-        const row = this.directory.accessToken(token);
-        if (!row) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
-        if (row.expires_ms <= this.clock()) throw new ServiceFault(FaultCode.TokenExpired, 'access token expired');
-        const application = this.directory.application(row.client_id);
-        const member = this.directory.member(row.member_id);
-        if (!application || !member) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
+        const { application, member } = this.tokenHolder(token);
         return { caller: { credential, application, member }, secret: application.client_secret };
       }
       default:

@@ -31,6 +31,17 @@ export function sh(cmd: string, args: string[], opts: { cwd?: string; timeoutMs?
   });
 }
 
+/** Polls `probe` until it gives a value (every 100 ms), or fails after `timeoutMs`. */
+export async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > until) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 export interface StartMountOptions {
   /** mountVfs options passed to the child (JSON). */
   mount?: Record<string, unknown>;

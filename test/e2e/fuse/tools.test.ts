@@ -6,19 +6,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chmod, mkdir, open, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { sh, startMount, type MountHarness } from './harness.js';
+import { eventually, sh, startMount, type MountHarness } from './harness.js';
 
 const T = 60_000;
-
-async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('tools through the FUSE mount', () => {
   let h: MountHarness;

@@ -9,7 +9,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../src/vfs/index.js';
-import { vfsCode } from '../../support/vfs.js';
+import { readAll, vfsCode } from '../../support/vfs.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -24,15 +24,6 @@ async function gateway(remote: MemoryRemote, dataDir?: string): Promise<{ vfs: G
   const vfs = await createVfs({ libraries: [{ name: 'A', remote: faulty }], dataDir: dir, feedIntervalMs: 3_600_000, cache: { diskBytes: 64 * 1024 * 1024 }, upload: { retryBaseMs: 20, retryMaxMs: 100 } });
   cleanups.push(() => vfs.close());
   return { vfs, faulty, dataDir: dir };
-}
-
-async function readAll(vfs: GatewayVfs, path: string): Promise<string> {
-  const h = await vfs.open(path, { read: true });
-  try {
-    return (await h.read(0, (await h.stat()).size + 1)).toString();
-  } finally {
-    await h.release();
-  }
 }
 
 async function names(vfs: GatewayVfs, path: string): Promise<string[]> {

@@ -9,7 +9,7 @@ import { mkdtemp, readdir, readlink, rm, truncate } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createVfs, DiskFaults, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../src/vfs/index.js';
-import { vfsCode } from '../../support/vfs.js';
+import { readAll, vfsCode } from '../../support/vfs.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -33,15 +33,6 @@ async function gateway(opts: { dataDir?: string; remote?: MemoryRemote; feedInte
 /** Uploads held back until `release()` (the service is slow or away). */
 function holdUploads(faulty: FaultyRemote): void {
   faulty.inject({ kind: 'delay', methods: ['commit'], delayMs: 600_000 });
-}
-
-async function readAll(vfs: GatewayVfs, path: string): Promise<string> {
-  const h = await vfs.open(path, { read: true });
-  try {
-    return (await h.read(0, (await h.stat()).size + 1)).toString();
-  } finally {
-    await h.release();
-  }
 }
 
 async function* slowly(parts: string[], gate?: Promise<void>): AsyncGenerator<Buffer> {
