@@ -8,7 +8,7 @@ import { ControlClient, ControlCallError } from '../control/client.js';
 import { RpcErrorCode } from '../control/protocol.js';
 import type { MethodInfo } from '../control/methods.js';
 import { methodCatalog } from '../control/catalog.js';
-import type { Subcommand } from './main.js';
+import type { Subcommand } from './subcommand.js';
 import { formatBytes, renderHuman, renderLibraries, renderPermissions, renderStatus, twoColumns, wrap } from './ctl-output.js';
 
 export { formatBytes, renderHuman };

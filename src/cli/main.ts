@@ -2,20 +2,10 @@
  * The `cloudlib` command. Each subcommand lives in its own module and is loaded on demand, so `--help`
  * and `ctl` start fast.
  */
-import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { parseArgs } from 'node:util';
+import type { Subcommand } from './subcommand.js';
 
-export interface Subcommand {
-  summary: string;
-  usage: string;
-  options: NonNullable<ParseArgsConfig['options']>;
-  run(values: Record<string, unknown>, positionals: string[]): Promise<number | void>;
-  /**
-   * The command parses its own arguments after its `options` (verbs with options of their own, like
-   * `ctl link create PATH --expires 7d`): the declared options are taken wherever they appear, every
-   * other argument is passed on as a positional.
-   */
-  passThrough?: boolean;
-}
+export type { Subcommand } from './subcommand.js';
 
 /** Takes the declared options out of `args` (anywhere), leaves everything else in order. */
 function splitDeclared(args: string[], options: Subcommand['options']): { values: Record<string, unknown>; positionals: string[] } {

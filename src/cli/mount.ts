@@ -7,7 +7,7 @@ import { loadConfig, ConfigError, type GatewayConfig } from '../gateway/config.j
 import { createLogger, type Logger } from '../shared/log.js';
 import type { Vfs } from '../vfs/types.js';
 import { mountVfs } from '../fuse/index.js';
-import type { Subcommand } from './main.js';
+import type { Subcommand } from './subcommand.js';
 
 const USAGE = `Usage: cloudlib mount MOUNTPOINT [options]
 

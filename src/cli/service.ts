@@ -3,7 +3,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { createLogger } from '../shared/log.js';
-import type { Subcommand } from './main.js';
+import type { Subcommand } from './subcommand.js';
 import { SERVICE_ADMIN_OPTIONS, SERVICE_ADMIN_USAGE, runServiceAdmin } from './service-token.js';
 
 export const serviceCommand: Subcommand = {

@@ -12,7 +12,7 @@ import { writeWelcome } from '../gateway/welcome.js';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { cloudlibCommand, shellWord } from './command-line.js';
-import type { Subcommand } from './main.js';
+import type { Subcommand } from './subcommand.js';
 
 const USAGE = `Usage: cloudlib up [options]
 

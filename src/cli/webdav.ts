@@ -9,7 +9,7 @@ import { makePrivateFolder } from '../gateway/private-folder.js';
 import { createLogger } from '../shared/log.js';
 import { vfsFromConfig } from '../gateway/vfs-from-config.js';
 import { createWebdavServer, type WebdavServerOptions } from '../webdav/index.js';
-import type { Subcommand } from './main.js';
+import type { Subcommand } from './subcommand.js';
 
 const USAGE = `Usage: cloudlib webdav [options]
 

@@ -8,7 +8,7 @@ import type { FolderPermissions, Subject } from '../domain/permissions.js';
 import { fullStates, parseAdvanced } from '../domain/permissions-codes.js';
 import type { RequestContext, Router } from '../http/router.js';
 import { libraryOf, type ServiceParts } from './context.js';
-import { memberNamed, parseJsonObject } from './permissions.js';
+import { memberNamed, parseJsonObject } from './request-params.js';
 
 export function registerFile2Api(router: Router, parts: ServiceParts, permissions: FolderPermissions): void {
   const { tree, directory } = parts;

@@ -5,7 +5,7 @@
 import type { MetadataTemplates } from '../domain/metadata.js';
 import type { RequestContext, Router } from '../http/router.js';
 import { libraryOf, type ServiceParts } from './context.js';
-import { parseJsonObject } from './permissions.js';
+import { parseJsonObject } from './request-params.js';
 
 export function registerMetadataApi(router: Router, parts: ServiceParts, templates: MetadataTemplates): void {
   const { tree } = parts;

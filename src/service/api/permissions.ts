@@ -4,9 +4,8 @@
  * the one permission model of FolderPermissions. Also the registration of everything built on that
  * model: the user file API, the advanced permissions of `/m-open/2/file/` and metadata.
  */
-import type { Directory } from '../domain/directory.js';
 import { badParam } from '../domain/fault.js';
-import { FolderPermissions, type Subject } from '../domain/permissions.js';
+import { FolderPermissions } from '../domain/permissions.js';
 import { PERMISSION_CODES, codesToSimple, entryStates, simpleToCodes, type CodeStates } from '../domain/permissions-codes.js';
 import { AccessTokens } from '../domain/tokens.js';
 import { MetadataTemplates } from '../domain/metadata.js';
@@ -15,6 +14,7 @@ import { libraryOf, type ServiceParts } from './context.js';
 import { registerFile2Api } from './file2.js';
 import { registerMetadataApi } from './metadata.js';
 import { registerUserApi } from './user.js';
+import { memberNamed, parseJsonObject } from './request-params.js';
 
 /** Registers the user file API, the simple and advanced permission endpoints, and metadata. */
 export function registerMemberApis(router: Router, parts: ServiceParts): void {
@@ -99,30 +99,6 @@ export function registerPermissionApi(router: Router, parts: ServiceParts, permi
     }
     return { members };
   });
-}
-
-/** The member named by one of member_id / out_id / account, if any is given. */
-export function memberNamed(_directory: Directory, permissions: FolderPermissions, entId: number, ctx: RequestContext): Subject | undefined {
-  const p = ctx.params;
-  if (p.str('member_id')) {
-    const v = p.str('member_id')!;
-    if (!/^\d+$/.test(v)) throw badParam('member_id', 'a member id (integer)', v);
-    return permissions.members(entId, 'id', [Number(v)])[0];
-  }
-  if (p.str('out_id')) return permissions.members(entId, 'out_id', [p.str('out_id')!])[0];
-  if (p.str('account')) return permissions.members(entId, 'account', [p.str('account')!])[0];
-  return undefined;
-}
-
-export function parseJsonObject(raw: string, name: string): Record<string, unknown> {
-  let v: unknown;
-  try {
-    v = JSON.parse(raw);
-  } catch {
-    v = undefined;
-  }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw badParam(name, 'a JSON object', raw);
-  return v as Record<string, unknown>;
 }
 
 function idList(raw: string | undefined, name: string): number[] {
