@@ -15,6 +15,8 @@ const ZONES = {
   vfs: [{ to: 'vfs' }, { to: 'shared' }],
   // The service-backed Remote adapter: it implements the Vfs's Remote over the client.
   remote: [{ to: 'remote' }, { to: 'api' }, { to: 'shared' }, { to: 'vfs' }],
+  // The control socket: the client for the endpoint methods, and the Vfs only through its entry point's types.
+  control: [{ to: 'control' }, { to: 'api' }, { to: 'shared' }, { to: 'vfs', only: ['vfs/index.ts', 'vfs/types.ts'] }],
 };
 
 const srcDir = resolve(import.meta.dirname, 'src');

@@ -9,14 +9,26 @@ import { dirname, basename, join, isAbsolute } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import type { ServiceClient } from '../api/client.js';
-import type { GatewayVfs } from '../vfs/gateway-vfs.js';
+import type { GatewayStatus, Vfs } from '../vfs/index.js';
 import type { HistoryItem } from '../shared/records.js';
 import { RpcErrorCode, RpcFailure } from './protocol.js';
 import { resolveLibrary, type CallEnv, type Progress, type ControlMethod, type ControlTarget, type MethodParamHelp, type ServedLibrary } from './methods.js';
 
+/**
+ * What the control methods use of the gateway's file system: the Vfs's file operations, the gateway's
+ * status and its cache controls (an interface of control's own, not the Vfs class).
+ */
+export interface AdminVfs extends Pick<Vfs, 'stat' | 'readdir' | 'mkdir' | 'copy' | 'createReadStream' | 'writeFile' | 'flushAll'> {
+  status(): GatewayStatus;
+  /** Drops cached metadata and blocks (not local files or pending uploads). */
+  dropCaches(): void;
+  /** Polls every library's updates feed now. */
+  refresh(): Promise<void>;
+}
+
 /** What the gateway methods need from the running gateway. */
 export interface GatewayControlTarget extends ControlTarget {
-  vfs: GatewayVfs;
+  vfs: AdminVfs;
   /** Serves one more library, by its library authorization. Returns the folder name it got. */
   addLibrary(auth: { org_client_id: string; org_client_secret: string; name?: string }): Promise<{ name: string; id: string }>;
   /** A library authorization for a library of the enterprise, by its name or org_id (needs enterprise credentials). */
@@ -100,7 +112,7 @@ function progressCounter(env: CallEnv, total: number, what: string): Transform {
 }
 
 /** Bytes and files under a gateway path (a file: itself). */
-async function treeSize(vfs: GatewayVfs, path: string): Promise<{ bytes: number; files: number }> {
+async function treeSize(vfs: AdminVfs, path: string): Promise<{ bytes: number; files: number }> {
   const attr = await vfs.stat(path);
   if (!attr.isDir) return { bytes: attr.size, files: 1 };
   let bytes = 0;
@@ -114,7 +126,7 @@ async function treeSize(vfs: GatewayVfs, path: string): Promise<{ bytes: number;
 }
 
 /** Creates the missing folders above a gateway path (like the service's create_file does). */
-async function mkdirParents(vfs: GatewayVfs, path: string): Promise<void> {
+async function mkdirParents(vfs: AdminVfs, path: string): Promise<void> {
   const parts = path.split('/').filter(Boolean).slice(0, -1);
   for (let i = 2; i <= parts.length; i++) {
     const dir = '/' + parts.slice(0, i).join('/');
@@ -130,7 +142,7 @@ async function mkdirParents(vfs: GatewayVfs, path: string): Promise<void> {
  * journal (progress `read`), then uploaded like any written file (progress `copied`: the bytes the
  * service has). Returns once the service has it; refuses an existing target unless replacing.
  */
-async function copyFileAcross(vfs: GatewayVfs, from: string, to: string, noReplace: boolean, size: number, env: CallEnv): Promise<void> {
+async function copyFileAcross(vfs: AdminVfs, from: string, to: string, noReplace: boolean, size: number, env: CallEnv): Promise<void> {
   if (noReplace && (await vfs.stat(to).catch(() => undefined))) throw new RpcFailure(RpcErrorCode.GatewayError, `${to} exists (overwrite=1 replaces it)`, { code: 'EEXIST' });
   const source = await vfs.createReadStream(from);
   const counted = source.pipe(progressCounter(env, size, 'read'));
