@@ -10,7 +10,7 @@ import { Readable } from 'node:stream';
 import { VfsError } from './types.js';
 import {
   baseName, isWithin, parentOf,
-  type ChangesPage, type CommitOptions, type CommitSource, type Remote, type RemoteCallOptions, type RemoteChange, type RemoteEntry, type RemoteInfo, type RemoteQuota,
+  type ChangesPage, type CommitOptions, type CommitSource, type RangeCallOptions, type Remote, type RemoteCallOptions, type RemoteChange, type RemoteEntry, type RemoteInfo, type RemoteQuota,
 } from './remote.js';
 
 interface MemoryNode {
@@ -34,6 +34,8 @@ export interface MemoryRemoteOptions {
 export class MemoryRemote implements Remote {
   /** Every version committed through `commit` (the gateway's uploads), in order: what the service was given. */
   readonly commits: { fullpath: string; data: Buffer }[] = [];
+  /** Earlier versions of files, by `id\0contentHash` (what openRange with an old content hash reads). */
+  private readonly versions = new Map<string, Buffer>();
   private readonly nodes = new Map<string, MemoryNode>();
   private readonly log: LoggedChange[] = [];
   private lastTime = 0;
@@ -69,11 +71,14 @@ export class MemoryRemote implements Remote {
     return n ? { ...n.entry } : null;
   }
 
-  async openRange(fullpath: string, start: number, end: number): Promise<Readable> {
+  async openRange(fullpath: string, start: number, end: number, opts?: RangeCallOptions): Promise<Readable> {
     const n = this.nodes.get(fullpath);
     if (!n) throw new VfsError('ENOENT', `no file '${fullpath}'`);
     if (n.entry.isDir) throw new VfsError('EISDIR', `'${fullpath}' is a folder`);
-    return Readable.from([n.data.subarray(start, end + 1)]);
+    // A version named by its content hash is served as it was (the service keeps a file's history).
+    const data = opts?.contentHash && opts.contentHash !== n.entry.contentHash ? this.versions.get(`${n.entry.id}\0${opts.contentHash}`) : n.data;
+    if (!data) throw new VfsError('ENOENT', `no version ${opts?.contentHash} of '${fullpath}'`);
+    return Readable.from([data.subarray(start, end + 1)]);
   }
 
   async commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> {
@@ -101,6 +106,7 @@ export class MemoryRemote implements Remote {
       lastModifiedBy: opts?.operator?.opName, tags: existing?.entry.tags, locked: existing?.entry.locked,
     };
     this.nodes.set(fullpath, { entry, data: Buffer.from(data) });
+    if (existing && !existing.entry.isDir) this.versions.set(`${existing.entry.id}\0${existing.entry.contentHash}`, existing.data);
     this.record('upsert', entry, now);
     return { ...entry };
   }

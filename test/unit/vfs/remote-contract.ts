@@ -15,9 +15,9 @@ export interface ContractTarget {
   close(): Promise<void>;
 }
 
-async function readRange(remote: Remote, path: string, start: number, end: number): Promise<Buffer> {
+async function readRange(remote: Remote, path: string, start: number, end: number, contentHash?: string): Promise<Buffer> {
   const chunks: Buffer[] = [];
-  for await (const c of await remote.openRange(path, start, end)) chunks.push(c as Buffer);
+  for await (const c of await remote.openRange(path, start, end, contentHash ? { contentHash } : undefined)) chunks.push(c as Buffer);
   return Buffer.concat(chunks);
 }
 
@@ -140,6 +140,33 @@ export function remoteContract(name: string, enabled: boolean, open: () => Promi
       }
       expect(seen).toContain(`upsert ${d}`);
       expect(seen).toContain(`delete ${d}/f`);
+    });
+
+    it('errors carry their meaning: ENOENT, EEXIST', async () => {
+      const d = folder();
+      await remote.mkdir(d);
+      await commitBytes(`${d}/file`, Buffer.from('x'));
+      expect(await vfsCode(remote.openRange(`${d}/missing`, 0, 10))).toBe('ENOENT');
+      expect(await vfsCode(remote.list(`${d}/missing`))).toBe('ENOENT');
+      expect(await vfsCode(remote.move(`${d}/missing`, `${d}/other`))).toBe('ENOENT');
+      expect(await vfsCode(remote.mkdir(`${d}/file`))).toBe('EEXIST');
+    });
+
+    it('a range past the end gives what exists (no error for a range beyond the last byte)', async () => {
+      const d = folder();
+      await remote.mkdir(d);
+      await commitBytes(`${d}/short`, Buffer.from('0123456789'));
+      expect((await readRange(remote, `${d}/short`, 5, 1_000_000)).toString()).toBe('56789');
+      expect((await readRange(remote, `${d}/short`, 0, 9)).toString()).toBe('0123456789');
+    });
+
+    it('a read names its version: after an overwrite, the old content hash still reads the old bytes', async () => {
+      const d = folder();
+      await remote.mkdir(d);
+      const first = await commitBytes(`${d}/v`, Buffer.from('first version'));
+      await commitBytes(`${d}/v`, Buffer.from('second'));
+      expect((await readRange(remote, `${d}/v`, 0, 100, first.contentHash)).toString()).toBe('first version');
+      expect((await readRange(remote, `${d}/v`, 0, 100)).toString()).toBe('second');
     });
 
     it('quota, lock and tags', async () => {
