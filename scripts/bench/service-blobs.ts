@@ -77,7 +77,8 @@ export async function benchServiceBlobs(bytes = Number(process.env.BENCH_BLOBS_B
   return results;
 }
 
-async function writeRandom(file: string, bytes: number): Promise<string> {
+/** A file of `bytes` random bytes (4 MiB blocks, never one big buffer); returns its SHA-1. */
+export async function writeRandom(file: string, bytes: number): Promise<string> {
   const hash = createHash('sha1');
   const out = createWriteStream(file);
   const block = randomBytes(4 * MiB);

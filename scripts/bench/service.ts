@@ -6,16 +6,14 @@
  * - updates paging rate over 100 000 changes (mode compare, pages of 100).
  * Runs standalone: `node --import tsx scripts/bench/service.ts`.
  */
-import { createHash, randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { once } from 'node:events';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { startTestService } from '../../test/support/service.js';
+import { writeRandom } from './service-blobs.js';
 
 const MiB = 1024 * 1024;
 
@@ -45,17 +43,7 @@ export async function benchService(opts: ServiceBenchOptions = {}): Promise<Reco
   try {
     // 1. A large file, written to the service's temp folder and ingested like a finished upload.
     const temp = content.blobs.tempPath();
-    const hash = createHash('sha1');
-    const out = createWriteStream(temp);
-    const block = randomBytes(4 * MiB);
-    for (let written = 0; written < bytes; written += block.length) {
-      const piece = block.subarray(0, Math.min(block.length, bytes - written));
-      hash.update(piece);
-      if (!out.write(piece)) await once(out, 'drain');
-    }
-    out.end();
-    await once(out, 'finish');
-    const sha1 = hash.digest('hex');
+    const sha1 = await writeRandom(temp, bytes);
     await content.ingest(libraryId, { tempFilePath: temp, sha1, size: bytes }, (c) => tree.placeContent(libraryId, 'bench/large.bin', c, true, op));
     const diskMs = await timed(async () => { for await (const _ of content.blobs.read(sha1)) { /* drain */ } });
     const { urls } = await svc.client.file.downloadUrl({ fullpath: 'bench/large.bin' });

@@ -21,7 +21,6 @@
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
-import { createServer, type AddressInfo } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -37,6 +36,7 @@ import { tuneGarbageCollector } from '../../src/shared/gc-tuning.js';
 import { startServiceProcess } from '../../test/support/service-process.js';
 import { sh } from '../../test/e2e/fuse/harness.js';
 import { createServiceVfs } from '../../src/remote/service-vfs.js';
+import { freePort } from '../../test/support/free-port.js';
 
 tuneGarbageCollector(); // as the cloudlib command does
 
@@ -77,14 +77,6 @@ async function startProxy(): Promise<{ port: number; command(line: string): Prom
     },
     stop() { child.kill('SIGTERM'); },
   };
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', () => resolve()));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
 }
 
 /** A deterministic file of `total` bytes, 1 MiB blocks each stamped with its index (distinct, no big buffer). */

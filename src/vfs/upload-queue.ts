@@ -60,8 +60,6 @@ export interface UploadQueueOptions {
    * counts as done; it decides whether the journal entry can go.
    */
   onCommitted: (file: PendingFile, entry: RemoteEntry, snapshot: { generation: number; fullpath: string; library: string }) => Promise<void>;
-  /** After a confirmed upload's task is gone (`has()` is false from here): the file may be let go of. */
-  onDone?: (file: PendingFile) => void;
   /** Before retrying an attempt that failed with ENOENT (a parent folder vanished). */
   onMissingParent?: (file: PendingFile) => Promise<void>;
   logger: Logger;
@@ -212,10 +210,7 @@ export class UploadQueue {
       if (task.cancelled) return;
       await this.opts.onCommitted(file, entry, snapshot);
       this.counters.committed++;
-      if (this.tasks.get(file.id) === task) {
-        this.tasks.delete(file.id);
-        this.opts.onDone?.(file);
-      }
+      if (this.tasks.get(file.id) === task) this.tasks.delete(file.id);
       this.opts.logger.debug({ library: snapshot.library, path: snapshot.fullpath, size }, 'upload committed');
     } catch (err) {
       if (task.cancelled || this.closed) return;

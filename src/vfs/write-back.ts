@@ -251,10 +251,7 @@ export class WriteBack {
     this.pendingDeletes.set(keyOf(library, fullpath), { id, library, fullpath, objectId, ready: false });
   }
 
-  /** A deferred delete of the path, if any. */
-  deferredDelete(library: string, fullpath: string): { objectId: string } | undefined {
-    return this.pendingDeletes.get(keyOf(library, fullpath));
-  }
+
 
   /** A new file at a path whose delete was deferred replaces the object instead (its readers keep their version). */
   async cancelDelete(library: string, fullpath: string): Promise<void> {
@@ -917,12 +914,7 @@ export class WriteBack {
     return this.journal.unsyncedFiles();
   }
 
-  /** Test hook: the state of a path's versions. */
-  describe(library: string, fullpath: string): { current?: string; acked?: string; session?: string; writers: number } | undefined {
-    const slot = this.slots.get(keyOf(library, fullpath));
-    if (!slot) return undefined;
-    return { current: slot.current?.state, acked: slot.acked?.state, session: slot.session?.version.state, writers: slot.session?.writers ?? 0 };
-  }
+
 }
 
 /** The entry of a folder made offline (its id says it is only local). */

@@ -7,8 +7,6 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash, randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,17 +18,9 @@ import { createVfs } from '../../../src/vfs/index.js';
 import type { Readable as ReadableStream } from 'node:stream';
 import { LatencyProxy } from '../../../scripts/bench/support/latency-proxy.js';
 import { startTestService, type TestService } from '../../support/service.js';
+import { freePort } from '../../support/free-port.js';
 
 const MiB = 1024 * 1024;
-
-/** A port free now (the service listens there; the proxy's address is its public URL). */
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', () => resolve()));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
-}
 
 describe('gateway against a far-away service (latency proxy)', { timeout: 60_000 }, () => {
   let proxy: LatencyProxy;
