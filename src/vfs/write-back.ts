@@ -346,6 +346,9 @@ export class WriteBack {
   busy(library: string): number {
     let n = 0;
     for (const slot of this.slots.values()) if (slot.library === library && (slot.current || slot.session || slot.acked)) n++;
+    // Folders made offline and deletes waiting for readers are the library's pending work too.
+    for (const f of this.pendingFolders.values()) if (f.library === library) n++;
+    for (const d of this.pendingDeletes.values()) if (d.library === library) n++;
     return n;
   }
 
