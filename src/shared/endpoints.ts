@@ -36,6 +36,12 @@ export interface EndpointDef {
   readonly extraPrefix?: string;
   /** Never retried automatically (changes state). Reads are retried; writes are not. */
   readonly idempotent: boolean;
+  /**
+   * Hands out a credential (an access token, a login link). The official clients call such an endpoint
+   * right after a read with the very same values (so the same signature): the service's replay guard
+   * lets that through from the address that made the first call only (docs/service.md).
+   */
+  readonly issuesCredential?: boolean;
   /** Phantom: the result type. */
   readonly result: unknown;
 }
@@ -102,7 +108,7 @@ export const ENDPOINTS = {
     get_group_permission: { method: 'POST', path: FILE2 + 'get_group_permission', credential: 'library', idempotent: true, unmarked: true, params: { fullpath: S, group_id: s, group_out_id: s }, oneOf: [['group_id', 'group_out_id']], result: res<Record<string, number>>() },
   },
   user: {
-    token: { method: 'POST', path: '/m-api/oauth2/token2', credential: 'application', idempotent: false, unmarked: true, params: { grant_type: S, username: s, password: s, refresh_token: s }, result: res<R.TokenGrant>() },
+    token: { method: 'POST', path: '/m-api/oauth2/token2', credential: 'application', idempotent: false, issuesCredential: true, unmarked: true, params: { grant_type: S, username: s, password: s, refresh_token: s }, result: res<R.TokenGrant>() },
     mount: { method: 'GET', path: '/m-api/1/account/mount', credential: 'token', idempotent: true, unmarked: true, params: {}, result: res<{ list: R.UserLibraryItem[] }>() },
     library_create: { method: 'POST', path: '/m-api/1/library/create', credential: 'token', idempotent: false, unmarked: true, params: { name: S, ent_id: i, capacity: i, storage_point: s }, result: res<{ org_id: number; mount_id: number; storage_point: string }>() },
     ls: { method: 'GET', path: '/m-api/1/file/ls', credential: 'token', idempotent: true, unmarked: true, params: { mount_id: I, fullpath: s, sort: i, dir: i, start: i, size: i, order: s }, atMostOne: [['fullpath', 'sort']], result: res<{ count: number; list: R.UserFileRecord[] }>() },
@@ -178,7 +184,7 @@ export const ENDPOINTS = {
     ent_list: { method: 'POST', path: PARTNER + 'ent_list', credential: 'partner', idempotent: true, params: { begin_date: s, end_date: s, start: i, size: i, order: s }, result: res<{ list: R.PartnerEnt[] }>() },
     order: { method: 'POST', path: PARTNER + 'order', credential: 'partner', idempotent: false, params: { out_id: S, type: S, days: i, member_count: i, space: i, month: i }, result: res<R.Ok>() },
     get_client_id: { method: 'POST', path: PARTNER + 'get_client_id', credential: 'partner', idempotent: true, params: { out_id: S, title: S }, result: res<{ client_id: string; client_secret: string }>() },
-    ent_sso_url: { method: 'POST', path: PARTNER + 'ent_sso_url', credential: 'partner', idempotent: false, params: { out_id: S }, result: res<{ url: string }>() },
+    ent_sso_url: { method: 'POST', path: PARTNER + 'ent_sso_url', credential: 'partner', idempotent: false, issuesCredential: true, params: { out_id: S }, result: res<{ url: string }>() },
     ent_daily_stats: { method: 'POST', path: PARTNER + 'ent_daily_stats', credential: 'partner', idempotent: true, params: { out_id: S, type: S, start_date: S, end_date: s }, result: res<{ list: { date: string; download: number; link: number; preview: number }[] }>() },
     set_ent_setting: { method: 'POST', path: PARTNER + 'set_ent_setting', credential: 'partner', idempotent: false, params: { out_id: S, max_link_flow: I }, result: res<R.Ok>() },
   },

@@ -38,10 +38,10 @@ export interface ServerHostItem {
 
 export const VENDOR_ENDPOINTS = {
   servers: { method: 'POST', path: '/m-open/1/file/servers', credential: 'library', idempotent: true, unmarked: true, params: { type: s }, result: res<ServerHostItem[]>() },
-  get_token: { method: 'POST', path: '/m-api/1/thirdparty/get_token', credential: 'partner', idempotent: false, unmarked: true, params: { out_id: S }, result: res<unknown>() },
-  get_sso_url: { method: 'POST', path: '/m-api/1/thirdparty/get_sso_url', credential: 'partner', idempotent: false, unmarked: true, params: { out_id: S, ticket: S }, result: res<{ url: string }>() },
+  get_token: { method: 'POST', path: '/m-api/1/thirdparty/get_token', credential: 'partner', idempotent: false, issuesCredential: true, unmarked: true, params: { out_id: S }, result: res<unknown>() },
+  get_sso_url: { method: 'POST', path: '/m-api/1/thirdparty/get_sso_url', credential: 'partner', idempotent: false, issuesCredential: true, unmarked: true, params: { out_id: S, ticket: S }, result: res<{ url: string }>() },
   get_member_file_link: { method: 'POST', path: '/m-open/1/ent/get_member_file_link', credential: 'enterprise', idempotent: true, unmarked: true, params: { member_id: S, file: s }, result: res<unknown[]>() },
-  token: { method: 'POST', path: '/m-api/oauth2/token', credential: 'application', idempotent: false, unmarked: true, params: { grant_type: S, username: s, password: s, refresh_token: s, token: s }, result: res<unknown>() },
+  token: { method: 'POST', path: '/m-api/oauth2/token', credential: 'application', idempotent: false, issuesCredential: true, unmarked: true, params: { grant_type: S, username: s, password: s, refresh_token: s, token: s }, result: res<unknown>() },
 } as const satisfies Record<string, EndpointDef>;
 
 /** The servers `/m-open/1/file/servers` knows: the upload server (`m-upload`). */

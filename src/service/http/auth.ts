@@ -14,6 +14,15 @@ import { SignatureLedger } from './signature-ledger.js';
 /** Largest accepted distance between `dateline` and the service's clock (ms): 15 minutes. */
 export const DATELINE_WINDOW_MS = 15 * 60_000;
 
+/** What the replay guard does with a signature already used for another endpoint (see authenticate). */
+export type ReplayGuard = 'read' | 'change' | 'credential';
+
+/** The guard an endpoint gets from its definition. */
+export function replayGuardOf(def: { idempotent: boolean; issuesCredential?: boolean }): ReplayGuard {
+  if (def.issuesCredential) return 'credential';
+  return def.idempotent ? 'read' : 'change';
+}
+
 export interface Caller {
   credential: Credential;
   library?: LibraryRow;
@@ -33,11 +42,14 @@ export class Authenticator {
   }
 
   /**
-   * `changesState`: the endpoint changes something (not idempotent). Only such a call is refused when its
-   * exact signature was used for another endpoint within the window: a read with the same values as an
-   * earlier call of another endpoint passes (two parameterless reads in one second sign alike).
+   * `guard` says what the replay guard does when the call's exact signature was already used for another
+   * endpoint within the window: `read` lets it through (a read with the same values as an earlier call of
+   * another endpoint; two parameterless reads in one second sign alike); `change` refuses it (a call that
+   * changes state); `credential` (a call that hands out a credential) lets it through only from the
+   * address (`peer`) that made the first call: the official clients ask for a token right after a read
+   * with the same values, while a signature captured on the wire and sent from elsewhere is refused.
    */
-  authenticate(credential: Credential, path: string, params: Record<string, string>, changesState = true): Caller {
+  authenticate(credential: Credential, path: string, params: Record<string, string>, guard: ReplayGuard = 'change', peer = ''): Caller {
     // The official SDKs call the enterprise and library management APIs either with client_id or, once
     // they hold an enterprise token (partner get_token, exchanged), with `token` + `token_type=ent`.
     const entToken = credential === 'enterprise' && !params.client_id && !!params.token;
@@ -56,9 +68,10 @@ export class Authenticator {
     if (given === undefined || given === '') throw badParam('sign', 'the request signature', given ?? null);
     const ok = signatureVariants(secret, params, path).some((v) => safeEqual(v, given));
     if (!ok) throw new ServiceFault(FaultCode.SignatureFailed, 'signature verification failed');
-    const other = this.ledger.use(given, path, dateline ? Number(dateline) * 1000 : undefined);
-    if (other !== undefined && changesState) {
-      throw new ServiceFault(FaultCode.SignatureReplayed, `this signature was already used for ${other}; sign each call anew (the signature covers parameter values only)`);
+    const other = this.ledger.use(given, path, dateline ? Number(dateline) * 1000 : undefined, peer);
+    if (other !== undefined && (guard === 'change' || (guard === 'credential' && other.peer !== peer))) {
+      const where = guard === 'credential' ? ' from another address' : '';
+      throw new ServiceFault(FaultCode.SignatureReplayed, `this signature was already used for ${other.path}${where}; sign each call anew (the signature covers parameter values only)`);
     }
     return caller;
   }

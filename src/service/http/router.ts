@@ -10,7 +10,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { allEndpoints, findEndpoint, validateParams, type EndpointDef, type EndpointRef, type Family } from '../../shared/endpoints.js';
 import type { Logger } from '../../shared/log.js';
 import { FaultCode, ServiceFault } from '../domain/fault.js';
-import type { Authenticator, Caller } from './auth.js';
+import { replayGuardOf, type Authenticator, type Caller } from './auth.js';
 import { rm } from 'node:fs/promises';
 import type { ReceivedFile } from './form-data.js';
 import { ParamReader, readRequest } from './params.js';
@@ -91,7 +91,7 @@ export class Router {
       const raw = request.params;
       file = request.file;
       const entry = this.handlers.get(`${endpoint.family}.${endpoint.name}`);
-      const caller = this.auth.authenticate(endpoint.def.credential, url.pathname, raw, !endpoint.def.idempotent);
+      const caller = this.auth.authenticate(endpoint.def.credential, url.pathname, raw, replayGuardOf(endpoint.def), req.socket.remoteAddress ?? '');
       if (!entry) throw new ServiceFault(FaultCode.NotSupported, `${url.pathname} is not supported by the embedded service`);
       if (file) {
         // The content came with the call: what the table asks the client to declare is known.

@@ -15,7 +15,10 @@ export interface SignatureLedgerOptions {
   clock: () => number;
 }
 
-interface Use { path: string; untilMs: number }
+/** The first use of a signature: the endpoint and the client address it came from. */
+export interface SignatureUse { path: string; peer: string }
+
+interface Use extends SignatureUse { untilMs: number }
 
 export class SignatureLedger {
   /** Insertion order = order of first use; the sweep walks from the oldest. */
@@ -32,20 +35,21 @@ export class SignatureLedger {
   }
 
   /**
-   * Records `sign` as used for `path` (its dateline in ms, or now when the call carries none). Returns the
-   * other endpoint's path when the signature was already used there and is still within the window.
+   * Records `sign` as used for `path` by `peer` (its dateline in ms, or now when the call carries none).
+   * Returns the first use when the signature was already used for another endpoint and is still within
+   * the window (the first use stays the one remembered).
    */
-  use(sign: string, path: string, datelineMs: number | undefined): string | undefined {
+  use(sign: string, path: string, datelineMs: number | undefined, peer = ''): SignatureUse | undefined {
     const now = this.opts.clock();
     this.sweep(now);
     const prior = this.uses.get(sign);
     if (prior && prior.untilMs > now) {
-      if (prior.path !== path) return prior.path;
+      if (prior.path !== path) return { path: prior.path, peer: prior.peer };
       return undefined;
     }
     if (prior) this.uses.delete(sign);
     const untilMs = Math.max(datelineMs ?? now, now) + this.opts.windowMs;
-    this.uses.set(sign, { path, untilMs });
+    this.uses.set(sign, { path, peer, untilMs });
     while (this.uses.size > this.maxEntries) this.uses.delete(this.uses.keys().next().value as string);
     return undefined;
   }

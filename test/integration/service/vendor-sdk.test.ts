@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { crc32 } from '../../../src/shared/crc32.js';
-import { request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import { EmbeddedService } from '../../../src/service/index.js';
 import { ServiceClient } from '../../../src/api/client.js';
 import { startTestService, type TestService } from '../../support/service.js';
@@ -29,12 +29,12 @@ function javaSign(params: Record<string, string | null>, secret: string): string
 }
 
 /** NetConnection.sendRequest of the Java SDK: a form body (POST) or a query string (GET), null values left out. */
-async function javaCall(base: string, path: string, method: 'GET' | 'POST', params: Record<string, string | null>): Promise<{ status: number; body: unknown; text: string }> {
+async function javaCall(base: string, path: string, method: 'GET' | 'POST', params: Record<string, string | null>, dispatcher?: Dispatcher): Promise<{ status: number; body: unknown; text: string }> {
   const form = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== null) form.append(k, v);
   const res = method === 'GET'
-    ? await request(`${base}${path}?${form}`, { method: 'GET' })
-    : await request(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' }, body: form.toString() });
+    ? await request(`${base}${path}?${form}`, { method: 'GET', dispatcher })
+    : await request(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' }, body: form.toString(), dispatcher });
   const text = await res.body.text();
   let body: unknown = text;
   try { body = JSON.parse(text); } catch { /* plain text */ }
@@ -411,17 +411,26 @@ describe('enterprise, partner and token calls as the SDKs make them', { timeout:
     expect((await call('order', { out_id: 'sdk-ent', type: 'orderUnsubscribe' })).status).toBe(200);
     expect((await call('order', { out_id: 'sdk-ent', type: 'orderNothing' })).status).toBe(400);
 
-    // ent_info and get_token carry the same values: in the same second they sign alike, and get_token
-    // (it hands out a credential) is refused as a replay; signed with the next second it passes.
+    // ent_info and get_token carry the same values: in the same second they sign alike. The Java SDK's
+    // ThirdPartyManager calls getEntInfo then getEntToken: get_token (it hands out a credential) passes
+    // from the address that made the first call, and is refused as a replay from any other address.
     const at = Number(now());
-    const callAt = (dateline: number, name: string, params: Record<string, string>) => {
+    const callAt = (dateline: number, name: string, params: Record<string, string>, dispatcher?: Dispatcher) => {
       const p: Record<string, string | null> = { client_id: partner.client_id, ...params, dateline: String(dateline) };
-      return javaCall(base, `/m-api/1/thirdparty/${name}`, 'POST', { ...p, sign: javaSign(p, partner.client_secret) });
+      return javaCall(base, `/m-api/1/thirdparty/${name}`, 'POST', { ...p, sign: javaSign(p, partner.client_secret) }, dispatcher);
     };
-    expect((await callAt(at - 5, 'ent_info', { out_id: 'sdk-ent' })).status).toBe(200);
-    const replayed = await callAt(at - 5, 'get_token', { out_id: 'sdk-ent' });
-    expect([replayed.status, (replayed.body as { error_code: number }).error_code]).toEqual([401, 401043]);
-    const token = await callAt(at - 4, 'get_token', { out_id: 'sdk-ent' });
+    const elsewhere = new Agent({ localAddress: '127.0.0.2' });
+    try {
+      expect((await callAt(at - 5, 'ent_info', { out_id: 'sdk-ent' })).status).toBe(200);
+      const captured = await callAt(at - 5, 'get_token', { out_id: 'sdk-ent' }, elsewhere);
+      expect([captured.status, (captured.body as { error_code: number }).error_code]).toEqual([401, 401043]);
+      const sso = await callAt(at - 5, 'ent_sso_url', { out_id: 'sdk-ent' }, elsewhere);
+      expect([sso.status, (sso.body as { error_code: number }).error_code]).toEqual([401, 401043]);
+      expect((await callAt(at - 5, 'ent_sso_url', { out_id: 'sdk-ent' })).status).toBe(200);
+    } finally {
+      await elsewhere.close();
+    }
+    const token = await callAt(at - 5, 'get_token', { out_id: 'sdk-ent' });
     expect(token.status).toBe(200);
     const grant = token.body as { access_token: string; expires_in: number };
     expect(grant.expires_in).toBeGreaterThan(0);

@@ -8,9 +8,9 @@ describe('SignatureLedger', () => {
     const ledger = new SignatureLedger({ windowMs: 60_000, clock: () => now });
     expect(ledger.use('s1', '/m-open/1/file/info', now)).toBeUndefined();
     expect(ledger.use('s1', '/m-open/1/file/info', now)).toBeUndefined();
-    expect(ledger.use('s1', '/m-open/1/file/del', now)).toBe('/m-open/1/file/info');
+    expect(ledger.use('s1', '/m-open/1/file/del', now)).toEqual({ path: '/m-open/1/file/info', peer: '' });
     now += 59_999;
-    expect(ledger.use('s1', '/m-open/1/file/del', now - 59_999)).toBe('/m-open/1/file/info');
+    expect(ledger.use('s1', '/m-open/1/file/del', now - 59_999)).toEqual({ path: '/m-open/1/file/info', peer: '' });
     now += 2; // the window after the dateline has passed: the dateline check refuses it anyway
     expect(ledger.use('s1', '/m-open/1/file/del', now - 60_001)).toBeUndefined();
   });
@@ -20,7 +20,7 @@ describe('SignatureLedger', () => {
     const ledger = new SignatureLedger({ windowMs: 1_000, clock: () => now });
     ledger.use('s', '/a', 5_000);
     now = 5_500;
-    expect(ledger.use('s', '/b', 5_000)).toBe('/a');
+    expect(ledger.use('s', '/b', 5_000)).toEqual({ path: '/a', peer: '' });
     now = 6_001;
     expect(ledger.use('s', '/b', 5_000)).toBeUndefined();
   });
@@ -30,10 +30,20 @@ describe('SignatureLedger', () => {
     const ledger = new SignatureLedger({ windowMs: 1_000, maxEntries: 100, clock: () => now });
     for (let i = 0; i < 250; i++) ledger.use(`s${i}`, '/a', now);
     expect(ledger.size).toBe(100);
-    expect(ledger.use('s249', '/b', now)).toBe('/a');
+    expect(ledger.use('s249', '/b', now)).toEqual({ path: '/a', peer: '' });
     expect(ledger.use('s0', '/b', now)).toBeUndefined(); // the oldest went first
     now = 10_000;
     ledger.use('fresh', '/a', now);
     expect(ledger.size).toBe(1);
+  });
+});
+
+describe('SignatureLedger: the first use keeps its address', () => {
+  it('reports the endpoint and the address of the first use, not of a later one', () => {
+    const now = 1_000_000;
+    const ledger = new SignatureLedger({ windowMs: 60_000, clock: () => now });
+    expect(ledger.use('s', '/m-api/1/thirdparty/ent_info', now, '127.0.0.1')).toBeUndefined();
+    expect(ledger.use('s', '/m-api/1/thirdparty/get_token', now, '127.0.0.2')).toEqual({ path: '/m-api/1/thirdparty/ent_info', peer: '127.0.0.1' });
+    expect(ledger.use('s', '/m-api/1/thirdparty/get_token', now, '127.0.0.1')).toEqual({ path: '/m-api/1/thirdparty/ent_info', peer: '127.0.0.1' });
   });
 });
