@@ -26,9 +26,14 @@ export interface LibraryRemoteOptions {
   linkLifetimeMs?: number;
   /** Download links cached. Default 10 000. */
   maxLinks?: number;
-  /** Page size of `ls`. Default 100 (the service's default page). */
+  /**
+   * Entries asked for per page of `ls`. Default 1 000 (the largest page the embedded service gives): a
+   * folder of up to 1 000 entries in one exchange, 2 000 in two on the same connection. A service that
+   * gives fewer per page is followed at the size it gives; one that refuses the size is asked again at
+   * its default page of 100 from then on.
+   */
   pageSize?: number;
-  /** Pages of one `ls` asked for at once once the folder's entry count is known. Default 20 (a 2,000-entry folder in two round trips). */
+  /** Pages of one `ls` asked for at once once the folder's entry count is known. Default 20. */
   pageConcurrency?: number;
   /** Deadline of one range request until its headers arrive, ms. Default 30 000. */
   rangeTimeoutMs?: number;
@@ -60,7 +65,8 @@ export class LibraryRemote implements Remote {
   private readonly links: LRUCache<string, Link>;
   private readonly linkMarginMs: number;
   private readonly linkLifetimeMs: number;
-  private readonly pageSize: number;
+  /** Lowered to the spec's default page (100) once the service refuses a larger one. */
+  private pageSize: number;
   private readonly pageConcurrency: number;
   private readonly rangeTimeoutMs: number;
   private readonly copyPollMs: number;
@@ -74,7 +80,8 @@ export class LibraryRemote implements Remote {
     this.client = opts.client;
     this.linkMarginMs = opts.linkMarginMs ?? 60_000;
     this.linkLifetimeMs = opts.linkLifetimeMs ?? 600_000;
-    this.pageSize = opts.pageSize ?? 100;
+    this.pageSize = opts.pageSize ?? 1000;
+    if (!Number.isInteger(this.pageSize) || this.pageSize < 1) throw new TypeError(`pageSize: expected a whole number >= 1, got ${String(opts.pageSize)}`);
     this.pageConcurrency = opts.pageConcurrency ?? 20;
     if (!Number.isInteger(this.pageConcurrency) || this.pageConcurrency < 1) throw new TypeError(`pageConcurrency: expected a whole number >= 1, got ${String(opts.pageConcurrency)}`);
     this.rangeTimeoutMs = opts.rangeTimeoutMs ?? 30_000;
@@ -91,11 +98,13 @@ export class LibraryRemote implements Remote {
   /**
    * Every entry of a folder. The first page says how many there are; the pages after it are asked for
    * together (at most `pageConcurrency` at once), so a large folder costs about two round trips instead
-   * of one per page. Pages beyond the count (the folder grew meanwhile) follow one after another.
+   * of one per page, and up to two pages' worth costs two exchanges on the connection already open. A
+   * page shorter than asked while the count says more exist means the service caps its pages: the rest
+   * is asked for at the size it gives. Pages beyond the count (the folder grew meanwhile) follow one
+   * after another.
    */
   async list(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]> {
-    const size = this.pageSize;
-    const first = await this.page(fullpath, 0, opts);
+    const first = await this.firstPage(fullpath, opts);
     const out = new Map<string, RemoteEntry>();
     const add = (list: (FileRecord | UpdateItem)[]): void => {
       for (const r of list) {
@@ -105,14 +114,16 @@ export class LibraryRemote implements Remote {
     };
     add(first.list);
     let count = first.count;
-    if (first.list.length < size || out.size >= count) return [...out.values()];
-    let start = size;
+    // Without a count, a short page is the last one; with one, it is the service's page size.
+    if (first.list.length === 0 || out.size >= count || (first.list.length < first.asked && !Number.isFinite(count))) return [...out.values()];
+    const size = Math.min(first.asked, first.list.length);
+    let start = first.list.length;
     if (Number.isFinite(count) && count > start) {
       const starts: number[] = [];
       for (let s = start; s < count; s += size) starts.push(s);
       // Each page in flight listens to the caller's signal.
       if (opts?.signal) setMaxListeners(Math.max(getMaxListeners(opts.signal), this.pageConcurrency + 10), opts.signal);
-      const pages = await inParallel(starts, this.pageConcurrency, (s) => this.page(fullpath, s, opts));
+      const pages = await inParallel(starts, this.pageConcurrency, (s) => this.page(fullpath, s, size, opts));
       let short = false;
       for (const p of pages) {
         add(p.list);
@@ -123,16 +134,28 @@ export class LibraryRemote implements Remote {
       start = starts[starts.length - 1]! + size;
     }
     for (; ; start += size) {
-      const p = await this.page(fullpath, start, opts);
+      const p = await this.page(fullpath, start, size, opts);
       add(p.list);
       if (p.list.length < size || out.size >= p.count) break;
     }
     return [...out.values()];
   }
 
+  /** The first page at `pageSize`; a service that refuses that size (40003 on `size`) at its default page. */
+  private async firstPage(fullpath: string, opts?: RemoteCallOptions): Promise<{ list: FileRecord[]; count: number; asked: number }> {
+    const asked = this.pageSize;
+    try {
+      return { ...(await this.page(fullpath, 0, asked, opts)), asked };
+    } catch (err) {
+      if (asked <= SPEC_PAGE_SIZE || !refusesPageSize(err)) throw err;
+      this.pageSize = SPEC_PAGE_SIZE;
+      return { ...(await this.page(fullpath, 0, SPEC_PAGE_SIZE, opts)), asked: SPEC_PAGE_SIZE };
+    }
+  }
+
   /** One page of `ls`: its records and the folder's entry count (Infinity when the service gives none). */
-  private async page(fullpath: string, start: number, opts?: RemoteCallOptions): Promise<{ list: FileRecord[]; count: number }> {
-    const page = await this.wrap(() => this.client.file.ls({ fullpath, start, size: this.pageSize }, { signal: opts?.signal }), fullpath);
+  private async page(fullpath: string, start: number, size: number, opts?: RemoteCallOptions): Promise<{ list: FileRecord[]; count: number }> {
+    const page = await this.wrap(() => this.client.file.ls({ fullpath, start, size }, { signal: opts?.signal }), fullpath);
     const count = Number(page.count ?? Infinity);
     return { list: page.list ?? [], count: Number.isNaN(count) ? Infinity : count };
   }
@@ -342,6 +365,14 @@ async function inParallel<T, R>(items: T[], limit: number, fn: (item: T) => Prom
 
 /** Download links fetched ahead of reads at once, at most. */
 const PREPARE_LINKS = 16;
+/** The page of `ls` the spec gives when none is asked for. */
+const SPEC_PAGE_SIZE = 100;
+
+/** The service refused the page size asked for (a bad `size` parameter). */
+function refusesPageSize(err: unknown): boolean {
+  const cause = err instanceof VfsError ? err.cause : err;
+  return cause instanceof ServiceError && cause.code === ErrorCode.BadParam && /\bsize\b/.test(cause.serviceMessage);
+}
 
 function linkKey(fullpath: string, contentHash?: string): string {
   return `${fullpath}\0${contentHash ?? ''}`;

@@ -49,6 +49,37 @@ describe('LibraryRemote', () => {
     expect(list[0]).toMatchObject({ id: 'h-a', contentHash: 'a'.repeat(40), mtimeMs: 200_000, ctimeMs: 100_000, tags: ['red', 'blue'], lastModifiedBy: 'y' });
   });
 
+  it('follows a service that gives fewer entries per page than asked, at the size it gives', async () => {
+    const pool = agent.get(BASE);
+    const asked: string[] = [];
+    const names = ['a', 'b', 'c', 'd', 'e'];
+    pool.intercept({ path: '/m-open/1/file/ls', method: 'POST' }).reply((opts) => {
+      const p = bodyParams(opts.body);
+      asked.push(`${p.get('start')}+${p.get('size')}`);
+      const start = Number(p.get('start'));
+      const list = names.slice(start, start + Math.min(2, Number(p.get('size')))).map((n) => record(n)); // caps its pages at 2
+      return { statusCode: 200, data: JSON.stringify({ count: names.length, list }) };
+    }).times(3);
+    const remote = new LibraryRemote({ client, pageSize: 10 });
+    expect((await remote.list('')).map((e) => e.name)).toEqual(names);
+    expect(asked.sort()).toEqual(['0+10', '2+2', '4+2']);
+  });
+
+  it('asks again at the default page of 100 when the service refuses the page size, and keeps to it', async () => {
+    const pool = agent.get(BASE);
+    const sizes: string[] = [];
+    pool.intercept({ path: '/m-open/1/file/ls', method: 'POST' }).reply((opts) => {
+      const size = bodyParams(opts.body).get('size')!;
+      sizes.push(size);
+      if (Number(size) > 100) return { statusCode: 400, data: JSON.stringify({ error_code: 40003, error_msg: "parameter 'size': expected at most 100" }) };
+      return { statusCode: 200, data: JSON.stringify({ count: 1, list: [record('a')] }) };
+    }).times(3);
+    const remote = new LibraryRemote({ client });
+    expect((await remote.list('')).map((e) => e.name)).toEqual(['a']);
+    expect((await remote.list('')).map((e) => e.name)).toEqual(['a']);
+    expect(sizes).toEqual(['1000', '100', '100']);
+  });
+
   it('maps service errors to VfsError codes; stat of a missing path is null', async () => {
     const pool = agent.get(BASE);
     pool.intercept({ path: '/m-open/1/file/info', method: 'POST' }).reply(404, { error_code: 40402, error_msg: 'missing' });
