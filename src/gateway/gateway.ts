@@ -5,7 +5,8 @@
  * ready it writes `<data>/endpoints.json` atomically; stop() stops accepting, flushes pending uploads
  * (bounded: what is left stays in the journal for the next start), unmounts and closes.
  */
-import { access, chmod, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { access, readFile, rm } from 'node:fs/promises';
+import { writeFileAtomic } from '../shared/atomic-file.js';
 import { constants } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
@@ -104,13 +105,6 @@ export function connectableUrl(url: string): string {
   return url.endsWith('/') || u.pathname !== '/' ? text : text.replace(/\/$/, '');
 }
 
-async function writeFileAtomic(path: string, text: string, mode = 0o600): Promise<void> {
-  const tmp = `${path}.${process.pid}.tmp`;
-  await writeFile(tmp, text, { mode });
-  await chmod(tmp, mode);
-  await rename(tmp, path);
-}
-
 /** The WebDAV login of a gateway with no users configured: one user, password generated once and kept. */
 async function defaultWebdavUser(dataDir: string): Promise<UserConfig> {
   const file = join(dataDir, 'webdav-user.json');
@@ -121,7 +115,8 @@ async function defaultWebdavUser(dataDir: string): Promise<UserConfig> {
     // first start, or an unreadable file: make a new one
   }
   const u: UserConfig = { name: 'cloudlib', password: randomBytes(12).toString('base64url') };
-  await writeFileAtomic(file, JSON.stringify(u) + '\n');
+  // Kept through a power loss: the password must not change under the clients that saved it.
+  await writeFileAtomic(file, JSON.stringify(u) + '\n', { durability: 'fsync-file-and-folder', mode: 0o600 });
   return u;
 }
 
@@ -353,7 +348,8 @@ export class Gateway {
 
   private async writeEndpoints(): Promise<void> {
     this.wroteEndpoints = true;
-    await writeFileAtomic(join(this.config.data, 'endpoints.json'), JSON.stringify(this.endpoints(), null, 2) + '\n');
+    // Written at every start and removed at stop: only readers now need it whole.
+    await writeFileAtomic(join(this.config.data, 'endpoints.json'), JSON.stringify(this.endpoints(), null, 2) + '\n', { durability: 'rename', mode: 0o600 });
   }
 
   private registerGauges(): void {
