@@ -12,17 +12,15 @@ import { createServer, type Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { ServiceClient, type Credentials } from '../api/client.js';
-import { LibraryRemote } from '../remote/library-remote.js';
 import { ControlServer, clearStaleSocket } from '../control/server.js';
-import { endpointMethods, type ServedLibrary } from '../control/methods.js';
+import { endpointMethods } from '../control/methods.js';
 import { gatewayMethods } from '../control/gateway-methods.js';
 import { RpcErrorCode, RpcFailure } from '../control/protocol.js';
 import type { Logger, RecentProblems } from '../shared/log.js';
 import { STATUS_SCRIPT, statusPage } from './status-page.js';
 import { vfsFromConfig } from './vfs-from-config.js';
-import { toLibrarySpec } from '../remote/service-vfs.js';
+import { ServedLibraries, serveLibraries } from '../remote/served-libraries.js';
 import type { GatewayVfs } from '../vfs/gateway-vfs.js';
-import { resolveLibraries } from '../vfs/library-set.js';
 import { parseHostPort, webdavLimitsOf, type GatewayConfig, type UserConfig } from './config.js';
 import { makePrivateFolder } from './private-folder.js';
 import { GatewayMetrics } from './metrics.js';
@@ -125,6 +123,8 @@ export class Gateway {
   readonly startedMs = Date.now();
   service?: EmbeddedServiceHandle;
   vfs!: GatewayVfs;
+  /** The libraries served: the Vfs serves these entries, the control socket calls the service with their clients. */
+  libraries!: ServedLibraries;
   webdav?: WebdavServerHandle;
   /** The WebDAV URL a client on this machine connects to (127.0.0.1 when listening on every interface). */
   webdavUrl: string | null = null;
@@ -195,14 +195,16 @@ export class Gateway {
     for (const [role, credentials] of roles) if (credentials) this.roleClients[role] = this.newClient(service.base_url, service.upload_header_prefix, credentials);
 
     // 2. The Vfs.
-    this.vfs = await vfsFromConfig({ ...config, service }, logger.child({ part: 'vfs' }), this.metrics.observeExchange);
+    const served = await vfsFromConfig({ ...config, service }, logger.child({ part: 'vfs' }), this.metrics.observeExchange);
+    this.vfs = served.vfs;
+    this.libraries = new ServedLibraries(served.libraries);
 
     // 2b. What `ctl library add/remove` changed in earlier runs. A library that cannot be served now
     // (service unreachable, authorization revoked) is logged and kept on record; its journaled uploads
     // stay in the journal (stranded) until it is served again.
     this.choices = await LibraryChoices.open(config.data);
     for (const a of this.choices.added) {
-      if (this.vfs.libraryNames().includes(a.folder)) continue;
+      if (this.libraries.has(a.folder)) continue;
       try {
         await this.addLibrary(service.base_url, service.upload_header_prefix, a);
       } catch (err) {
@@ -210,9 +212,9 @@ export class Gateway {
       }
     }
     for (const folder of this.choices.removed) {
-      if (!this.vfs.libraryNames().includes(folder)) continue;
+      if (!this.libraries.has(folder)) continue;
       try {
-        await this.vfs.removeLibrary(folder);
+        await this.removeLibrary(folder);
       } catch (err) {
         logger.warn({ library: folder, err: (err as Error).message }, 'a library removed by `ctl library remove` is served again: it has pending files');
       }
@@ -221,7 +223,7 @@ export class Gateway {
     // 3. The control socket (before the front ends: `ctl status` works while they come up).
     const controlTarget = {
       vfs: this.vfs,
-      libraries: () => this.servedLibraries(),
+      libraries: () => this.libraries.list(),
       clientFor: (role: 'enterprise' | 'partner' | 'token') => this.roleClients[role],
       addLibrary: async (auth: { org_client_id: string; org_client_secret: string; name?: string }) => {
         const added = await this.addLibrary(service.base_url, service.upload_header_prefix, auth);
@@ -230,7 +232,7 @@ export class Gateway {
       },
       bindLibrary: (org: string) => this.bindLibrary(org),
       removeLibrary: async (name: string) => {
-        await this.vfs.removeLibrary(name);
+        await this.removeLibrary(name);
         await this.choices.recordRemoved(name);
       },
       describe: () => this.describe(),
@@ -292,18 +294,18 @@ export class Gateway {
     return c;
   }
 
-  private servedLibraries(): ServedLibrary[] {
-    return this.vfs.libraryNames().flatMap((name) => {
-      const remote = this.vfs.remoteOf(name);
-      return remote instanceof LibraryRemote ? [{ name, client: remote.client }] : [];
-    });
-  }
-
   private async addLibrary(baseUrl: string, prefix: string, auth: { org_client_id: string; org_client_secret: string; name?: string }): Promise<{ name: string; id: string }> {
     const client = this.newClient(baseUrl, prefix, { library: { org_client_id: auth.org_client_id, org_client_secret: auth.org_client_secret } });
-    const [lib] = await resolveLibraries([toLibrarySpec({ name: auth.name, client })]);
+    const [lib] = await serveLibraries([{ name: auth.name, client }]);
     await this.vfs.addLibrary(lib!);
+    this.libraries.add(lib!);
     return { name: lib!.name, id: lib!.id };
+  }
+
+  /** Stops serving a library: the Vfs first (it refuses while files of the library are open or pending). */
+  private async removeLibrary(name: string): Promise<void> {
+    await this.vfs.removeLibrary(name);
+    this.libraries.remove(name);
   }
 
   /** A library authorization for a library of the enterprise, found by name or org_id. */

@@ -83,7 +83,7 @@ interface Library {
   id: string;
   /** The library's Remote as the gateway calls it: every outcome reported to the Connectivity. */
   remote: Remote;
-  /** The Remote as given (remoteOf: tests and the control socket reach fault injection through it). */
+  /** The Remote as given (remoteOf: tests reach fault injection through it). */
   given: Remote;
   feed?: UpdatesFeed;
   /** The last quota the service told (statfs answers it while offline). */
@@ -668,7 +668,7 @@ export class GatewayVfs implements Vfs {
     return [...this.libs.keys()];
   }
 
-  /** The Remote of a library folder, as given (control socket, tests). */
+  /** The Remote of a library folder, as given (tests: fault injection). */
   remoteOf(name: string): Remote | undefined {
     return this.libs.get(name)?.given;
   }

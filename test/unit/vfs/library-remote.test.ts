@@ -6,8 +6,8 @@ import { describe, it, expect, beforeEach, afterEach } from 'vitest';
 import { MockAgent } from 'undici';
 import { ServiceClient } from '../../../src/api/client.js';
 import { LibraryRemote } from '../../../src/remote/library-remote.js';
-import { resolveLibraries } from '../../../src/vfs/library-set.js';
-import { enterpriseLibraries, toLibrarySpec } from '../../../src/remote/service-vfs.js';
+import { enterpriseLibraries } from '../../../src/remote/service-vfs.js';
+import { serveLibraries } from '../../../src/remote/served-libraries.js';
 
 const BASE = 'http://svc.test';
 const FILES = 'http://files.test';
@@ -161,7 +161,7 @@ describe('libraries of an enterprise', () => {
     const specs = await enterpriseLibraries(ent);
     expect(bound).toEqual(['5:cloudlib gateway:ent', '2:cloudlib gateway:ent', '9:cloudlib gateway:ent']);
     expect(specs.map((s) => s.client!.credentials.library!.org_client_id)).toEqual(['lib5', 'lib2', 'lib9']);
-    const libs = await resolveLibraries(specs.map(toLibrarySpec));
+    const libs = await serveLibraries(specs);
     expect(libs.map((l) => [l.name, l.id])).toEqual([['Docs (5)', '5'], ['Docs', '2'], ['Team_A', '9']]);
   });
 });
