@@ -129,8 +129,12 @@ class StreamCursor {
     return parts;
   }
 
-  close(): void {
+  /** Stops the range; a take waiting for bytes is woken (with `reason` when given). */
+  close(reason?: Error): void {
     this.stream.destroy();
+    this.error ??= reason;
+    this.ended = true;
+    this.notify();
   }
 
   private notify(): void {
@@ -207,6 +211,8 @@ export class RangeReader {
   private readonly aheadBytes: number;
   private readonly bufferLimit: number;
   private readonly attempts: number;
+  /** The signal of the read under way, given to the ranges it opens. */
+  private readSignal: AbortSignal | undefined;
   /** Serialises reads (a FUSE read and a read-ahead must not interleave on one cursor). */
   private chain: Promise<unknown> = Promise.resolve();
   readonly counters = { requests: 0, retries: 0, sequentialBytes: 0, randomBytes: 0, diskBytes: 0 };
@@ -225,9 +231,13 @@ export class RangeReader {
     if (opts.startAt !== undefined) this.nextPosition = opts.startAt;
   }
 
-  /** Up to `length` bytes at `position`; fewer at the end of the file, empty past it. */
-  async read(position: number, length: number): Promise<Buffer> {
-    const parts = await this.readParts(position, length);
+  /**
+   * Up to `length` bytes at `position`; fewer at the end of the file, empty past it. When `ctx.signal`
+   * aborts (a FUSE deadline, a WebDAV client gone), the ranges this reader has in flight stop and the read
+   * fails; the signal is looked at only when the read goes to the service.
+   */
+  async read(position: number, length: number, ctx?: ReadContext): Promise<Buffer> {
+    const parts = await this.readParts(position, length, ctx);
     return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
   }
 
@@ -235,8 +245,8 @@ export class RangeReader {
    * As `read`, in the pieces the bytes arrived in (nothing is joined): a caller that copies them into a
    * buffer of its own (the FUSE front end, into the kernel's) allocates nothing per read.
    */
-  readParts(position: number, length: number): Promise<Buffer[]> {
-    const run = this.chain.then(() => this.doRead(position, length));
+  readParts(position: number, length: number, ctx?: ReadContext): Promise<Buffer[]> {
+    const run = this.chain.then(() => this.doRead(position, length, ctx));
     this.chain = run.catch(() => undefined);
     return run;
   }
@@ -246,11 +256,33 @@ export class RangeReader {
     this.recent.clear();
   }
 
-  /** Closes the cursor and the windows requested after it. */
-  private dropStreams(): void {
-    this.cursor?.close();
+  /** Closes the cursor and the windows requested after it (a take waiting on the cursor fails with `reason`). */
+  private dropStreams(reason?: Error): void {
+    this.cursor?.close(reason);
     this.cursor = undefined;
     this.dropAhead();
+  }
+
+  /**
+   * Runs a read's fetching under its caller's signal: the signal goes with every range opened meanwhile,
+   * and its abort closes the ranges in flight (a read waiting on one fails at once).
+   */
+  private async underSignal<T>(ctx: ReadContext | undefined, work: () => Promise<T>): Promise<T> {
+    const signal = ctx?.signal;
+    if (!signal) return work();
+    signal.throwIfAborted();
+    const onAbort = () => this.dropStreams(abortError(signal, this.opts.fullpath));
+    signal.addEventListener('abort', onAbort, { once: true });
+    this.readSignal = signal;
+    try {
+      return await work();
+    } catch (err) {
+      if (signal.aborted) throw abortError(signal, this.opts.fullpath);
+      throw err;
+    } finally {
+      this.readSignal = undefined;
+      signal.removeEventListener('abort', onAbort);
+    }
   }
 
   /** Forgets the windows requested ahead, closing each once it has opened. */
@@ -322,7 +354,7 @@ export class RangeReader {
     }
   }
 
-  private async doRead(position: number, length: number): Promise<Buffer[]> {
+  private async doRead(position: number, length: number, ctx?: ReadContext): Promise<Buffer[]> {
     if (!Number.isInteger(position) || position < 0) throw new VfsError('EINVAL', `expected a read position >= 0, got ${position}`);
     if (!Number.isInteger(length) || length < 0) throw new VfsError('EINVAL', `expected a read length >= 0, got ${length}`);
     const end = Math.min(this.opts.size, position + length);
@@ -352,13 +384,13 @@ export class RangeReader {
     }
     if (sequential || position === 0) {
       this.streak = sequential ? this.streak + 1 : 1;
-      const parts = await this.readSequential(overtook ? from : position, end);
+      const parts = await this.underSignal(ctx, () => this.readSequential(overtook ? from : position, end));
       return overtook ? skipBytes(parts, ahead) : parts;
     }
     this.streak = 0;
     this.window = this.initialWindow;
     this.dropStreams();
-    return [await this.readBlocks(position, end)];
+    return [await this.underSignal(ctx, () => this.readBlocks(position, end))];
   }
 
   /** From the streaming cursor, opening a new (larger) window when needed. */
@@ -390,7 +422,7 @@ export class RangeReader {
         return parts;
       } catch (err) {
         this.dropStreams();
-        if (attempt >= this.attempts || isPermanent(err)) throw asVfsError(err, this.opts.fullpath);
+        if (attempt >= this.attempts || isPermanent(err) || this.readSignal?.aborted) throw asVfsError(err, this.opts.fullpath);
         this.counters.retries++;
         this.opts.logger.debug({ path: this.opts.fullpath, position, attempt, err: (err as Error).message }, 'range read failed, retrying with a fresh link');
       }
@@ -453,7 +485,7 @@ export class RangeReader {
         if (data.length !== end - start + 1) throw new VfsError('EIO', `range ${start}-${end} of '${this.opts.fullpath}': expected ${end - start + 1} bytes, got ${data.length}`);
         return data;
       } catch (err) {
-        if (attempt >= this.attempts || isPermanent(err)) throw asVfsError(err, this.opts.fullpath);
+        if (attempt >= this.attempts || isPermanent(err) || this.readSignal?.aborted) throw asVfsError(err, this.opts.fullpath);
         this.counters.retries++;
       }
     }
@@ -461,8 +493,19 @@ export class RangeReader {
 
   private open(start: number, end: number, freshLink: boolean): Promise<Readable> {
     this.counters.requests++;
-    return this.opts.remote.openRange(this.opts.fullpath, start, end, { ...this.opts.call, contentHash: this.opts.contentHash, freshLink });
+    const call = this.opts.call;
+    const signal = !this.readSignal ? call?.signal : call?.signal ? AbortSignal.any([call.signal, this.readSignal]) : this.readSignal;
+    return this.opts.remote.openRange(this.opts.fullpath, start, end, { ...call, signal, contentHash: this.opts.contentHash, freshLink });
   }
+}
+
+/** What a read takes of its caller's context: the signal that stops it. */
+export interface ReadContext { readonly signal?: AbortSignal }
+
+/** A read stopped by its caller: a VfsError (EIO, as the front ends answer a read that did not finish). */
+function abortError(signal: AbortSignal, path: string): VfsError {
+  const why = signal.reason instanceof Error ? signal.reason.message : 'aborted';
+  return new VfsError('EIO', `reading '${path}' stopped: ${why}`, { cause: signal.reason });
 }
 
 function isPermanent(err: unknown): boolean {

@@ -949,15 +949,15 @@ class SessionHandle implements FileHandle {
 
   constructor(readonly path: string, private readonly s: WriteSession, private readonly mode: { write: boolean; append: boolean }, private readonly wb: WriteBack) {}
 
-  async read(position: number, length: number): Promise<Buffer> {
+  async read(position: number, length: number, ctx?: CallContext): Promise<Buffer> {
     this.open();
-    if (this.s.baseReader && this.s.version.generation === 0 && !this.s.version.baseReady) return this.s.baseReader.read(position, length);
+    if (this.s.baseReader && this.s.version.generation === 0 && !this.s.version.baseReady) return this.s.baseReader.read(position, length, ctx);
     return this.s.version.read(position, length);
   }
 
-  async readParts(position: number, length: number): Promise<Buffer[]> {
+  async readParts(position: number, length: number, ctx?: CallContext): Promise<Buffer[]> {
     this.open();
-    if (this.s.baseReader && this.s.version.generation === 0 && !this.s.version.baseReady) return this.s.baseReader.readParts(position, length);
+    if (this.s.baseReader && this.s.version.generation === 0 && !this.s.version.baseReady) return this.s.baseReader.readParts(position, length, ctx);
     return [await this.s.version.read(position, length)];
   }
 
