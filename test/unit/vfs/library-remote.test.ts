@@ -90,10 +90,10 @@ describe('LibraryRemote', () => {
     const ranges: string[] = [];
     files.intercept({ path: '/dl/1', method: 'GET' }).reply((opts) => {
       ranges.push(String((opts.headers as Record<string, string>).range));
-      return { statusCode: 206, data: 'bcd' };
+      return { statusCode: 206, data: 'bcd', responseOptions: { headers: { 'content-range': 'bytes 1-3/10' } } };
     });
     files.intercept({ path: '/dl/1', method: 'GET' }).reply(403, 'expired');
-    files.intercept({ path: '/dl/2', method: 'GET' }).reply(206, 'xyz');
+    files.intercept({ path: '/dl/2', method: 'GET' }).reply(206, 'xyz', { headers: { 'content-range': 'bytes 4-6/10' } });
     const remote = new LibraryRemote({ client });
     const read = async (s: number, e: number): Promise<string> => {
       const chunks: Buffer[] = [];
@@ -115,7 +115,7 @@ describe('LibraryRemote', () => {
       asked.push(fh);
       return fh ? { statusCode: 404, data: JSON.stringify({ error_code: 40402, error_msg: 'no such version' }) } : { statusCode: 200, data: JSON.stringify({ urls: [`${FILES}/cur`] }) };
     }).times(2);
-    agent.get(FILES).intercept({ path: '/cur', method: 'GET' }).reply(206, 'abc');
+    agent.get(FILES).intercept({ path: '/cur', method: 'GET' }).reply(206, 'abc', { headers: { 'content-range': 'bytes 0-2/10' } });
     const chunks: Buffer[] = [];
     for await (const c of await new LibraryRemote({ client }).openRange('f', 0, 2, { contentHash: 'b'.repeat(40) })) chunks.push(c as Buffer);
     expect(Buffer.concat(chunks).toString()).toBe('abc');
