@@ -578,6 +578,7 @@ export class WriteBack {
     }
     await this.journal.syncAll().catch((err: unknown) => { throw fsErrorOf(err, 'making the journal durable'); });
     for (const slot of [...this.slots.values()]) this.schedule(slot, { force: true });
+    this.uploads.retryFailed();
     await this.uploads.settle(opts.timeoutMs);
     const failing = this.uploads.failedSinceMark();
     if (failing.length > 0) {
