@@ -169,7 +169,7 @@ export class UploadJournal {
   private async writeEntry(entry: JournalEntry, sync: boolean): Promise<void> {
     const file = this.entryPath(entry.id);
     // The temp file has a name of its own per write: two writes of one entry at once (a rename while its
-    // put is under way) never rename each other's. The folder is synced here, not by the helper: the
+    // put is under way) never rename each other's. The folder is synced here, not by writeFileAtomic: the
     // journal keeps its folders open for the group commit.
     await writeFileAtomic(file, JSON.stringify(entry), { durability: sync ? 'fsync-file' : 'rename', mode: 0o600 });
     if (sync) await this.syncFolder(this.entriesDir);
