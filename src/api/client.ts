@@ -2,12 +2,13 @@
  * ServiceClient: a typed client of every endpoint in the EndpointTable. One `send()` does the wire work;
  * signing, retries and token refresh are layers around it.
  */
-import { Agent, FormData, request, type Dispatcher } from 'undici';
+import { Agent, FormData, interceptors, request, type Dispatcher } from 'undici';
 import { ENDPOINTS, findEndpoint, validateParams, ParamError, type EndpointDef, type Endpoints, type Family, type ParamsOf, type ResultOf } from '../shared/endpoints.js';
 import { sign, isCreateFilePath, CREATE_FILE_UNSIGNED, type Params } from '../shared/sign.js';
 import { ServiceError, ErrorCode, redactSecrets, transportCodeOf } from './errors.js';
 import { normalizeResult } from './normalize.js';
 import { REDACT_KEYS, silentLogger, type Logger } from '../shared/log.js';
+import { isTransient, TRANSIENT_STATUS, TRANSIENT_TRANSPORT_CODES } from '../shared/transient.js';
 
 export interface LibraryCredential { org_client_id: string; org_client_secret: string }
 export interface ClientSecretPair { client_id: string; client_secret: string }
@@ -71,7 +72,6 @@ export function camelCase(s: string): string {
   return s.replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
 }
 
-const RETRY_STATUS = new Set([429, 500, 502, 503, 504]);
 /** Errors raised before any byte of the request could have reached the service. */
 export const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
 
@@ -86,6 +86,12 @@ export class ServiceClient {
   readonly baseUrl: string;
   readonly credentials: Credentials;
   readonly dispatcher: Dispatcher;
+  /**
+   * The dispatcher of downloads (range requests on download links): the client's, with the client's retry
+   * policy composed on as undici's retry interceptor (transient failures asked again, up to `retries`
+   * times with backoff; a body cut mid-way resumed where it stopped; answers of the server passed on).
+   */
+  readonly rangeDispatcher: Dispatcher;
   readonly uploadHeaderPrefix: string;
   readonly clock: () => number;
   /** Per-request deadline (ms): connect, headers and body of one exchange together. */
@@ -124,6 +130,10 @@ export class ServiceClient {
     if (!Number.isInteger(this.retries) || this.retries < 0) throw new TypeError(`retries: expected a non-negative integer, got ${String(opts.retries)}`);
     this.ownsDispatcher = !opts.dispatcher;
     this.dispatcher = opts.dispatcher ?? new Agent({ keepAliveTimeout: 30_000, connections: 32, pipelining: 1 });
+    this.rangeDispatcher = this.dispatcher.compose(interceptors.retry({
+      maxRetries: this.retries, minTimeout: this.retryBaseMs, maxTimeout: 5_000, timeoutFactor: 2, throwOnError: false,
+      methods: ['GET'], statusCodes: [...TRANSIENT_STATUS], errorCodes: [...TRANSIENT_TRANSPORT_CODES],
+    }));
     this.file = this.familyClient('file');
     this.file2 = this.familyClient('file2');
     this.user = this.familyClient('user');
@@ -207,7 +217,7 @@ export class ServiceClient {
   private retryable(def: EndpointDef, err: ServiceError): boolean {
     if (err.transport && NOT_SENT_CODES.has(err.transportCode ?? '')) return true;
     if (!def.idempotent) return false;
-    return err.transport || RETRY_STATUS.has(err.status);
+    return isTransient(err);
   }
 
   /**

@@ -50,26 +50,5 @@ export function transportCodeOf(err: unknown): string | undefined {
   return undefined;
 }
 
-/** Error codes of spec/decisions.md that the gateway reacts to. */
-export const ErrorCode = {
-  BadParam: 40003,
-  MoveIntoItself: 40013,
-  SignatureFailed: 401041,
-  TokenInvalid: 40101,
-  TokenExpired: 40102,
-  ClientNotFound: 40103,
-  FeatureNotEnabled: 40306,
-  NoPermission: 40310,
-  NoLibraryAccess: 40311,
-  CapacityExceeded: 40321,
-  MemberLimit: 40332,
-  LibraryMissing: 40401,
-  FileMissing: 40402,
-  MemberMissing: 40406,
-  GroupMissing: 40407,
-  EnterpriseMissing: 40410,
-  NameExists: 40901,
-  Locked: 42301,
-  Internal: 50001,
-  NoUploadServer: 50301,
-} as const;
+/** The service's error codes (one table, shared with the embedded service). */
+export { ErrorCode } from '../shared/error-codes.js';

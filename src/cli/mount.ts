@@ -35,11 +35,11 @@ function intOption(value: unknown, what: string, radix = 10): number | undefined
 
 /**
  * The gateway core for a configuration. Loaded on demand: the Vfs module exports
- * `vfsFromConfig(config, logger) → Promise<Vfs>`.
+ * `vfsFromConfig(config, logger) → Promise<{ vfs }>`.
  */
 async function openVfs(config: GatewayConfig, logger: Logger): Promise<Vfs> {
   const { vfsFromConfig } = await import('../gateway/vfs-from-config.js');
-  return vfsFromConfig(config, logger);
+  return (await vfsFromConfig(config, logger)).vfs;
 }
 
 export const mountCommand: Subcommand = {

@@ -60,7 +60,7 @@ export const webdavCommand: Subcommand = {
     }
     const logger = createLogger({ level: config.log.level });
     await makePrivateFolder(config.data, logger);
-    const vfs = await vfsFromConfig(config, logger);
+    const { vfs } = await vfsFromConfig(config, logger);
     const server = createWebdavServer({
       ...(webdavLimitsOf(config.webdav) as Partial<WebdavServerOptions>),
       vfs,

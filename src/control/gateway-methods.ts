@@ -4,8 +4,9 @@
  * the endpoint methods (methods.ts) reach the service directly.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
-import { rename, rm, stat } from 'node:fs/promises';
-import { dirname, basename, join, isAbsolute } from 'node:path';
+import { stat } from 'node:fs/promises';
+import { isAbsolute } from 'node:path';
+import { replaceFile } from '../shared/atomic-file.js';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import type { ServiceClient } from '../api/client.js';
@@ -337,14 +338,10 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         const local = localPath(params, 'local');
         const attr = await vfs.stat(path);
         if (attr.isDir) throw new RpcFailure(RpcErrorCode.InvalidParams, `'${path}' is a folder`, { param: 'path' });
-        const tmp = join(dirname(local), `.${basename(local)}.cloudlib-${process.pid}-${Date.now()}`);
-        try {
-          await pipeline(await vfs.createReadStream(path), progressCounter(env, attr.size, 'received'), createWriteStream(tmp, { flags: 'wx' }), { signal: env.signal });
-          await rename(tmp, local);
-        } catch (err) {
-          await rm(tmp, { force: true });
-          throw err;
-        }
+        // The caller's file, as cp leaves it: replaced whole, not fsynced.
+        await replaceFile(local, async (_fh, tmp) => {
+          await pipeline(await vfs.createReadStream(path), progressCounter(env, attr.size, 'received'), createWriteStream(tmp, { flags: 'w' }), { signal: env.signal });
+        }, { durability: 'rename' });
         return { local, size: attr.size };
       },
     },

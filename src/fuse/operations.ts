@@ -150,9 +150,9 @@ export class RequestedOwnership {
   }
 }
 
-/** A FileHandle's readParts, or its read as one part. */
-async function readPieces(handle: FileHandle, pos: number, len: number): Promise<Buffer[]> {
-  return handle.readParts ? handle.readParts(pos, len) : [await handle.read(pos, len)];
+/** A FileHandle's readParts, or its read as one part; the operation's deadline (ctx.signal) stops its range fetch. */
+async function readPieces(handle: FileHandle, pos: number, len: number, ctx: CallContext): Promise<Buffer[]> {
+  return handle.readParts ? handle.readParts(pos, len, ctx) : [await handle.read(pos, len, ctx)];
 }
 
 export class FuseOperations {
@@ -230,7 +230,7 @@ export class FuseOperations {
 
   /** read answering the pieces themselves (`cb(0, pieces)`), for a caller that writes them to the kernel. */
   readParts(path: string, fh: number, len: number, pos: number, cb: NativeCallback): void {
-    this.run('read', path, 'dataMs', cb, async () => [0, await readPieces(this.handles.get(fh).handle, pos, len)]);
+    this.run('read', path, 'dataMs', cb, async (_scope, ctx) => [0, await readPieces(this.handles.get(fh).handle, pos, len, ctx)]);
   }
 
   /** write of a buffer that is already the Vfs's to keep (no copy). */
@@ -304,8 +304,8 @@ export class FuseOperations {
         }),
 
       read: (path: string, fh: number, buf: Buffer, len: number, pos: number, cb: NativeCallback) =>
-        this.run('read', path, 'dataMs', cb, async (scope) => {
-          const parts = await readPieces(this.handles.get(fh).handle, pos, len);
+        this.run('read', path, 'dataMs', cb, async (scope, ctx) => {
+          const parts = await readPieces(this.handles.get(fh).handle, pos, len, ctx);
           if (!scope.live()) return 0; // answered already: the kernel's buffer is gone
           let n = 0;
           for (const part of parts) {

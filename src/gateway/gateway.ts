@@ -5,23 +5,22 @@
  * ready it writes `<data>/endpoints.json` atomically; stop() stops accepting, flushes pending uploads
  * (bounded: what is left stays in the journal for the next start), unmounts and closes.
  */
-import { access, chmod, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { access, readFile, rm } from 'node:fs/promises';
+import { writeFileAtomic } from '../shared/atomic-file.js';
 import { constants } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { ServiceClient, type Credentials } from '../api/client.js';
-import { LibraryRemote } from '../remote/library-remote.js';
 import { ControlServer, clearStaleSocket } from '../control/server.js';
-import { endpointMethods, type ServedLibrary } from '../control/methods.js';
+import { endpointMethods } from '../control/methods.js';
 import { gatewayMethods } from '../control/gateway-methods.js';
 import { RpcErrorCode, RpcFailure } from '../control/protocol.js';
 import type { Logger, RecentProblems } from '../shared/log.js';
 import { STATUS_SCRIPT, statusPage } from './status-page.js';
 import { vfsFromConfig } from './vfs-from-config.js';
-import { toLibrarySpec } from '../remote/service-vfs.js';
+import { ServedLibraries, serveLibraries } from '../remote/served-libraries.js';
 import type { GatewayVfs } from '../vfs/gateway-vfs.js';
-import { resolveLibraries } from '../vfs/library-set.js';
 import { parseHostPort, webdavLimitsOf, type GatewayConfig, type UserConfig } from './config.js';
 import { makePrivateFolder } from './private-folder.js';
 import { GatewayMetrics } from './metrics.js';
@@ -104,13 +103,6 @@ export function connectableUrl(url: string): string {
   return url.endsWith('/') || u.pathname !== '/' ? text : text.replace(/\/$/, '');
 }
 
-async function writeFileAtomic(path: string, text: string, mode = 0o600): Promise<void> {
-  const tmp = `${path}.${process.pid}.tmp`;
-  await writeFile(tmp, text, { mode });
-  await chmod(tmp, mode);
-  await rename(tmp, path);
-}
-
 /** The WebDAV login of a gateway with no users configured: one user, password generated once and kept. */
 async function defaultWebdavUser(dataDir: string): Promise<UserConfig> {
   const file = join(dataDir, 'webdav-user.json');
@@ -121,7 +113,8 @@ async function defaultWebdavUser(dataDir: string): Promise<UserConfig> {
     // first start, or an unreadable file: make a new one
   }
   const u: UserConfig = { name: 'cloudlib', password: randomBytes(12).toString('base64url') };
-  await writeFileAtomic(file, JSON.stringify(u) + '\n');
+  // Kept through a power loss: the password must not change under the clients that saved it.
+  await writeFileAtomic(file, JSON.stringify(u) + '\n', { durability: 'fsync-file-and-folder', mode: 0o600 });
   return u;
 }
 
@@ -130,6 +123,8 @@ export class Gateway {
   readonly startedMs = Date.now();
   service?: EmbeddedServiceHandle;
   vfs!: GatewayVfs;
+  /** The libraries served: the Vfs serves these entries, the control socket calls the service with their clients. */
+  libraries!: ServedLibraries;
   webdav?: WebdavServerHandle;
   /** The WebDAV URL a client on this machine connects to (127.0.0.1 when listening on every interface). */
   webdavUrl: string | null = null;
@@ -200,14 +195,16 @@ export class Gateway {
     for (const [role, credentials] of roles) if (credentials) this.roleClients[role] = this.newClient(service.base_url, service.upload_header_prefix, credentials);
 
     // 2. The Vfs.
-    this.vfs = await vfsFromConfig({ ...config, service }, logger.child({ part: 'vfs' }), this.metrics.observeExchange);
+    const served = await vfsFromConfig({ ...config, service }, logger.child({ part: 'vfs' }), this.metrics.observeExchange);
+    this.vfs = served.vfs;
+    this.libraries = new ServedLibraries(served.libraries);
 
     // 2b. What `ctl library add/remove` changed in earlier runs. A library that cannot be served now
     // (service unreachable, authorization revoked) is logged and kept on record; its journaled uploads
     // stay in the journal (stranded) until it is served again.
     this.choices = await LibraryChoices.open(config.data);
     for (const a of this.choices.added) {
-      if (this.vfs.libraryNames().includes(a.folder)) continue;
+      if (this.libraries.has(a.folder)) continue;
       try {
         await this.addLibrary(service.base_url, service.upload_header_prefix, a);
       } catch (err) {
@@ -215,9 +212,9 @@ export class Gateway {
       }
     }
     for (const folder of this.choices.removed) {
-      if (!this.vfs.libraryNames().includes(folder)) continue;
+      if (!this.libraries.has(folder)) continue;
       try {
-        await this.vfs.removeLibrary(folder);
+        await this.removeLibrary(folder);
       } catch (err) {
         logger.warn({ library: folder, err: (err as Error).message }, 'a library removed by `ctl library remove` is served again: it has pending files');
       }
@@ -226,7 +223,7 @@ export class Gateway {
     // 3. The control socket (before the front ends: `ctl status` works while they come up).
     const controlTarget = {
       vfs: this.vfs,
-      libraries: () => this.servedLibraries(),
+      libraries: () => this.libraries.list(),
       clientFor: (role: 'enterprise' | 'partner' | 'token') => this.roleClients[role],
       addLibrary: async (auth: { org_client_id: string; org_client_secret: string; name?: string }) => {
         const added = await this.addLibrary(service.base_url, service.upload_header_prefix, auth);
@@ -235,7 +232,7 @@ export class Gateway {
       },
       bindLibrary: (org: string) => this.bindLibrary(org),
       removeLibrary: async (name: string) => {
-        await this.vfs.removeLibrary(name);
+        await this.removeLibrary(name);
         await this.choices.recordRemoved(name);
       },
       describe: () => this.describe(),
@@ -297,18 +294,18 @@ export class Gateway {
     return c;
   }
 
-  private servedLibraries(): ServedLibrary[] {
-    return this.vfs.libraryNames().flatMap((name) => {
-      const remote = this.vfs.remoteOf(name);
-      return remote instanceof LibraryRemote ? [{ name, client: remote.client }] : [];
-    });
-  }
-
   private async addLibrary(baseUrl: string, prefix: string, auth: { org_client_id: string; org_client_secret: string; name?: string }): Promise<{ name: string; id: string }> {
     const client = this.newClient(baseUrl, prefix, { library: { org_client_id: auth.org_client_id, org_client_secret: auth.org_client_secret } });
-    const [lib] = await resolveLibraries([toLibrarySpec({ name: auth.name, client })]);
+    const [lib] = await serveLibraries([{ name: auth.name, client }]);
     await this.vfs.addLibrary(lib!);
+    this.libraries.add(lib!);
     return { name: lib!.name, id: lib!.id };
+  }
+
+  /** Stops serving a library: the Vfs first (it refuses while files of the library are open or pending). */
+  private async removeLibrary(name: string): Promise<void> {
+    await this.vfs.removeLibrary(name);
+    this.libraries.remove(name);
   }
 
   /** A library authorization for a library of the enterprise, found by name or org_id. */
@@ -353,7 +350,8 @@ export class Gateway {
 
   private async writeEndpoints(): Promise<void> {
     this.wroteEndpoints = true;
-    await writeFileAtomic(join(this.config.data, 'endpoints.json'), JSON.stringify(this.endpoints(), null, 2) + '\n');
+    // Written at every start and removed at stop: only readers now need it whole.
+    await writeFileAtomic(join(this.config.data, 'endpoints.json'), JSON.stringify(this.endpoints(), null, 2) + '\n', { durability: 'rename', mode: 0o600 });
   }
 
   private registerGauges(): void {

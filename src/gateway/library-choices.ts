@@ -4,8 +4,9 @@
  * libraries added at run time are added again (their journaled uploads with them), libraries of the
  * configuration that were removed stay removed.
  */
-import { chmod, readFile, rename, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { writeFileAtomic } from '../shared/atomic-file.js';
 
 export interface AddedLibrary { org_client_id: string; org_client_secret: string; name?: string; folder: string }
 
@@ -53,9 +54,7 @@ export class LibraryChoices {
   }
 
   private async save(): Promise<void> {
-    const tmp = `${this.file}.${process.pid}.tmp`;
-    await writeFile(tmp, JSON.stringify(this.data, null, 2) + '\n', { mode: 0o600 });
-    await chmod(tmp, 0o600);
-    await rename(tmp, this.file);
+    // What an admin chose is kept through a power loss.
+    await writeFileAtomic(this.file, JSON.stringify(this.data, null, 2) + '\n', { durability: 'fsync-file-and-folder', mode: 0o600 });
   }
 }

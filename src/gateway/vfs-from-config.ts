@@ -3,10 +3,12 @@ import { resolve } from 'node:path';
 import { ServiceClient, type ClientOptions } from '../api/client.js';
 import type { Logger } from '../shared/log.js';
 import type { GatewayVfs } from '../vfs/gateway-vfs.js';
-import { createServiceVfs, type ServiceLibrarySpec } from '../remote/service-vfs.js';
+import { createServedVfs, type ServiceLibrarySpec } from '../remote/service-vfs.js';
+import type { ServedLibrary } from '../remote/served-libraries.js';
 import type { GatewayConfig } from './config.js';
 
-export async function vfsFromConfig(config: GatewayConfig, logger: Logger, onExchange?: ClientOptions['onExchange']): Promise<GatewayVfs> {
+/** The Vfs of a configuration, and the served libraries it was built over (the same entries). */
+export async function vfsFromConfig(config: GatewayConfig, logger: Logger, onExchange?: ClientOptions['onExchange']): Promise<{ vfs: GatewayVfs; libraries: ServedLibrary[] }> {
   if (!config.service) {
     throw new Error('not supported: a gateway over the embedded service is started by `cloudlib up`; give a remote service (service.base_url and libraries) to mount alone');
   }
@@ -18,7 +20,7 @@ export async function vfsFromConfig(config: GatewayConfig, logger: Logger, onExc
     return c;
   };
   const libraries: ServiceLibrarySpec[] = svc.libraries.map((l) => ({ name: l.name, client: client({ library: { org_client_id: l.org_client_id, org_client_secret: l.org_client_secret } }) }));
-  return createServiceVfs({
+  return createServedVfs({
     libraries,
     enterprise: svc.enterprise && libraries.length === 0 ? { client: client({ enterprise: svc.enterprise }) } : undefined,
     dataDir: resolve(config.data, 'gateway'),

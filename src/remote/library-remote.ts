@@ -172,31 +172,34 @@ export class LibraryRemote implements Remote {
     }
   }
 
+  /**
+   * Bytes [start, end] of the file, streamed from its download link. Retries are the dispatcher's (the
+   * client's retry policy: a failed or cut request is asked again, a cut body resumed where it stopped);
+   * what is left to this method is the link's freshness: a link the download server refuses (403, 404,
+   * 410: expired or no longer valid) is fetched anew once.
+   */
   async openRange(fullpath: string, start: number, end: number, opts: RangeCallOptions = {}): Promise<Readable> {
     if (end < start) return Readable.from([]);
-    for (let attempt = 1; ; attempt++) {
-      const link = await this.link(fullpath, opts, opts.freshLink || attempt > 1);
+    for (let renewed = false; ; renewed = true) {
+      const link = await this.link(fullpath, opts, renewed);
       this.counters.rangeRequests++;
       let res;
       try {
         res = await request(link.url, {
-          method: 'GET', dispatcher: this.client.dispatcher, headers: { range: `bytes=${start}-${end}` },
+          method: 'GET', dispatcher: this.client.rangeDispatcher, headers: { range: `bytes=${start}-${end}` },
           headersTimeout: this.rangeTimeoutMs, bodyTimeout: this.rangeTimeoutMs, signal: opts.signal,
         });
       } catch (err) {
-        this.links.delete(linkKey(fullpath, opts.contentHash));
-        if (attempt >= 2) throw new VfsError('EIO', `range of '${fullpath}': ${(err as Error).message}`, { cause: err });
-        continue;
+        throw new VfsError('EIO', `range of '${fullpath}': ${(err as Error).message}`, { cause: err });
       }
       if (res.statusCode === 206 || (res.statusCode === 200 && start === 0)) return res.body as unknown as Readable;
       if (res.statusCode === 200) return skipBytes(res.body as unknown as Readable, start, end - start + 1);
       await res.body.dump().catch(() => undefined);
-      this.links.delete(linkKey(fullpath, opts.contentHash));
       if (res.statusCode === 416) return Readable.from([]);
-      if (attempt >= 2) {
-        const code: VfsErrorCode = res.statusCode === 404 ? 'ENOENT' : res.statusCode === 403 ? 'EACCES' : 'EIO';
-        throw new VfsError(code, `range of '${fullpath}': HTTP ${res.statusCode}`);
-      }
+      if (LINK_REFUSED.includes(res.statusCode) && !renewed) continue;
+      this.links.delete(linkKey(fullpath, opts.contentHash));
+      const code: VfsErrorCode = res.statusCode === 404 || res.statusCode === 410 ? 'ENOENT' : res.statusCode === 403 ? 'EACCES' : res.statusCode === 503 || res.statusCode === 429 ? 'EAGAIN' : 'EIO';
+      throw new VfsError(code, `range of '${fullpath}': HTTP ${res.statusCode}`);
     }
   }
 
@@ -362,6 +365,9 @@ async function inParallel<T, R>(items: T[], limit: number, fn: (item: T) => Prom
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   return out;
 }
+
+/** Answers of a download server to a link it no longer takes (expired, altered): the link is renewed once. */
+const LINK_REFUSED = [403, 404, 410];
 
 /** Download links fetched ahead of reads at once, at most. */
 const PREPARE_LINKS = 16;

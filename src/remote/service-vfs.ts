@@ -4,18 +4,15 @@
  * authorizes each).
  */
 import type { ServiceClient } from '../api/client.js';
-import { createVfs, type CreateVfsOptions } from '../vfs/index.js';
+import { openVfs, type CreateVfsOptions } from '../vfs/index.js';
 import type { GatewayVfs } from '../vfs/gateway-vfs.js';
-import type { LibrarySpec } from '../vfs/library-set.js';
-import type { Remote } from '../vfs/remote.js';
-import { LibraryRemote } from './library-remote.js';
+import { serveLibraries, type ServedLibrary } from './served-libraries.js';
 
-/** A library by authorization: a client holding `credentials.library`, or any Remote. */
+/** A library by authorization: a client holding `credentials.library`. */
 export interface ServiceLibrarySpec {
   /** Folder name; default the library's name on the service. */
   name?: string;
-  client?: ServiceClient;
-  remote?: Remote;
+  client: ServiceClient;
 }
 
 export interface ServiceVfsOptions extends Omit<CreateVfsOptions, 'libraries'> {
@@ -27,19 +24,18 @@ export interface ServiceVfsOptions extends Omit<CreateVfsOptions, 'libraries'> {
 /** The application title under which an enterprise gateway binds libraries. */
 export const BIND_TITLE = 'cloudlib gateway';
 
-export async function createServiceVfs(opts: ServiceVfsOptions): Promise<GatewayVfs> {
+/** The Vfs over the service's libraries, and the set of served libraries it serves (for the control socket). */
+export async function createServedVfs(opts: ServiceVfsOptions): Promise<{ vfs: GatewayVfs; libraries: ServedLibrary[] }> {
   const specs: ServiceLibrarySpec[] = [...(opts.libraries ?? [])];
   if (opts.enterprise) specs.push(...(await enterpriseLibraries(opts.enterprise.client, { title: opts.enterprise.title })));
   if (specs.length === 0) throw new TypeError('createServiceVfs: expected at least one library (libraries or enterprise), got none');
+  const libraries = await serveLibraries(specs);
   const { libraries: _l, enterprise: _e, ...rest } = opts;
-  return createVfs({ ...rest, libraries: specs.map(toLibrarySpec) });
+  return { vfs: await openVfs({ ...rest, libraries }), libraries };
 }
 
-/** A library spec of the Vfs: a client becomes a LibraryRemote. */
-export function toLibrarySpec(spec: ServiceLibrarySpec): LibrarySpec {
-  const remote = spec.remote ?? (spec.client ? new LibraryRemote({ client: spec.client }) : undefined);
-  if (!remote) throw new TypeError('libraries: expected each library to have a client or a remote, got neither');
-  return { name: spec.name, remote };
+export async function createServiceVfs(opts: ServiceVfsOptions): Promise<GatewayVfs> {
+  return (await createServedVfs(opts)).vfs;
 }
 
 /** Lists the enterprise's libraries and binds each (one authorization per library; repeated binds return it). */

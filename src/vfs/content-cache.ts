@@ -9,9 +9,10 @@
  * bounded too: when the disk falls behind the network, what does not fit is not cached (counted in
  * `skippedBytes`) rather than held in memory.
  */
-import { mkdir, open, readFile, readdir, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readFile, readdir, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { constants } from 'node:fs';
+import { writeFileAtomic } from '../shared/atomic-file.js';
 import type { Logger } from '../shared/log.js';
 import { addRange, covers, rangeBytes, skipBytes, type ByteRange } from './byte-ranges.js';
 
@@ -202,8 +203,8 @@ export class ContentCache {
 
   private async saveSidecar(item: Item): Promise<void> {
     const file = join(this.opts.dir, `${item.hash}.ranges`);
-    await writeFile(`${file}.tmp`, JSON.stringify(item.ranges));
-    await rename(`${file}.tmp`, file);
+    // A cache: after a power loss a lost or older sidecar only costs fetching again.
+    await writeFileAtomic(file, JSON.stringify(item.ranges), { durability: 'rename' });
     item.sidecarDirty = false;
     item.savedAtMs = Date.now();
   }

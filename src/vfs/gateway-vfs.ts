@@ -83,7 +83,7 @@ interface Library {
   id: string;
   /** The library's Remote as the gateway calls it: every outcome reported to the Connectivity. */
   remote: Remote;
-  /** The Remote as given (remoteOf: tests and the control socket reach fault injection through it). */
+  /** The Remote as given (remoteOf: tests reach fault injection through it). */
   given: Remote;
   feed?: UpdatesFeed;
   /** The last quota the service told (statfs answers it while offline). */
@@ -374,8 +374,8 @@ export class GatewayVfs implements Vfs {
     if (end - start + 1 > PARALLEL_STREAM_BYTES) {
       const reader = this.reader(lib, entry, ctx, { startAt: start });
       // The first bytes before the stream is handed out: a failure to open is the call's, as for one request.
-      const first = await reader.readParts(start, 1024 * 1024).catch((err: unknown) => { reader.close(); throw err; });
-      return Readable.from(this.streakChunks(reader, first, start, end + 1));
+      const first = await reader.readParts(start, 1024 * 1024, ctx).catch((err: unknown) => { reader.close(); throw err; });
+      return Readable.from(this.streakChunks(reader, first, start, end + 1, ctx));
     }
     const stream = await lib.remote.openRange(t.fullpath, start, end, { ...this.call(ctx), contentHash: entry.contentHash });
     if (!this.disk || !entry.contentHash) return stream;
@@ -668,7 +668,7 @@ export class GatewayVfs implements Vfs {
     return [...this.libs.keys()];
   }
 
-  /** The Remote of a library folder, as given (control socket, tests). */
+  /** The Remote of a library folder, as given (tests: fault injection). */
   remoteOf(name: string): Remote | undefined {
     return this.libs.get(name)?.given;
   }
@@ -929,7 +929,7 @@ export class GatewayVfs implements Vfs {
    * Bytes [start, end) read in order through `reader` (the first ones already read: `first`), 1 MiB at a
    * time; the reader is closed at the end (or when the stream is destroyed).
    */
-  private async *streakChunks(reader: RangeReader, first: Buffer[], start: number, end: number): AsyncGenerator<Buffer> {
+  private async *streakChunks(reader: RangeReader, first: Buffer[], start: number, end: number, ctx?: CallContext): AsyncGenerator<Buffer> {
     try {
       let at = start;
       for (const p of first) {
@@ -937,7 +937,7 @@ export class GatewayVfs implements Vfs {
         yield p;
       }
       while (at < end) {
-        const parts = await reader.readParts(at, Math.min(1024 * 1024, end - at));
+        const parts = await reader.readParts(at, Math.min(1024 * 1024, end - at), ctx);
         if (parts.length === 0) throw new VfsError('EIO', `range ended early at ${at}`);
         for (const p of parts) {
           at += p.length;
@@ -959,8 +959,8 @@ export class GatewayVfs implements Vfs {
 class RemoteReadHandle implements FileHandle {
   private releasedOnce = false;
   constructor(readonly path: string, private readonly entry: RemoteEntry, private readonly rr: RangeReader, private readonly attr: () => Attr, private readonly onRelease: () => void) {}
-  read(position: number, length: number): Promise<Buffer> { return this.rr.read(position, length); }
-  readParts(position: number, length: number): Promise<Buffer[]> { return this.rr.readParts(position, length); }
+  read(position: number, length: number, ctx?: CallContext): Promise<Buffer> { return this.rr.read(position, length, ctx); }
+  readParts(position: number, length: number, ctx?: CallContext): Promise<Buffer[]> { return this.rr.readParts(position, length, ctx); }
   async write(): Promise<number> { throw new VfsError('EACCES', `${this.path} was opened read-only`); }
   async truncate(): Promise<void> { throw new VfsError('EACCES', `${this.path} was opened read-only`); }
   async stat(): Promise<Attr> { return this.attr(); }

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { silentLogger, type Logger } from '../shared/log.js';
 import { GatewayVfs, type GatewayVfsOptions } from './gateway-vfs.js';
-import { resolveLibraries, type LibrarySpec } from './library-set.js';
+import { resolveLibraries, type LibrarySpec, type ResolvedLibrary } from './library-set.js';
 import { MemoryRemote } from './memory-remote.js';
 import { FaultyRemote } from './faulty-remote.js';
 
@@ -18,7 +18,7 @@ export { MemoryRemote } from './memory-remote.js';
 export { FaultyRemote, type FaultRule } from './faulty-remote.js';
 export { DiskFaults } from './disk-faults.js';
 export type { Remote, RemoteEntry } from './remote.js';
-export type { LibrarySpec } from './library-set.js';
+export { resolveLibraries, type LibrarySpec, type ResolvedLibrary } from './library-set.js';
 export * from './types.js';
 
 export interface CreateVfsOptions extends Omit<GatewayVfsOptions, 'libraries' | 'logger' | 'onClose'> {
@@ -34,8 +34,13 @@ export interface CreateVfsOptions extends Omit<GatewayVfsOptions, 'libraries' | 
 /** The gateway's Vfs over a set of libraries. */
 export async function createVfs(opts: CreateVfsOptions): Promise<GatewayVfs> {
   if (opts.libraries.length === 0) throw new TypeError('createVfs: expected at least one library, got none');
-  const libraries = await resolveLibraries(opts.libraries);
-  const { libraries: _l, faults, logger, ...rest } = opts;
+  return openVfs({ ...opts, libraries: await resolveLibraries(opts.libraries) });
+}
+
+/** The gateway's Vfs over libraries already named (`resolveLibraries`): the very entries are served. */
+export async function openVfs(opts: Omit<CreateVfsOptions, 'libraries'> & { libraries: ResolvedLibrary[] }): Promise<GatewayVfs> {
+  if (opts.libraries.length === 0) throw new TypeError('openVfs: expected at least one library, got none');
+  const { libraries, faults, logger, ...rest } = opts;
   return GatewayVfs.open({
     ...rest,
     libraries: faults ? libraries.map((l) => ({ ...l, remote: new FaultyRemote(l.remote) })) : libraries,

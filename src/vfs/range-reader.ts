@@ -12,6 +12,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { Logger } from '../shared/log.js';
+import { isTransient } from '../shared/transient.js';
 import type { BlockCache } from './block-cache.js';
 import type { ContentCache } from './content-cache.js';
 import type { Remote, RemoteCallOptions } from './remote.js';
@@ -43,8 +44,6 @@ export interface RangeReaderOptions {
   startAt?: number;
   /** Shared by every reader of a gateway: bytes of windows asked for ahead, all readers together. */
   budget?: ReadAheadBudget;
-  /** Attempts per range (the first included). Default 3. */
-  attempts?: number;
   call?: RemoteCallOptions;
   logger: Logger;
 }
@@ -129,8 +128,12 @@ class StreamCursor {
     return parts;
   }
 
-  close(): void {
+  /** Stops the range; a take waiting for bytes is woken (with `reason` when given). */
+  close(reason?: Error): void {
     this.stream.destroy();
+    this.error ??= reason;
+    this.ended = true;
+    this.notify();
   }
 
   private notify(): void {
@@ -206,10 +209,11 @@ export class RangeReader {
   private readonly streams: number;
   private readonly aheadBytes: number;
   private readonly bufferLimit: number;
-  private readonly attempts: number;
+  /** The signal of the read under way, given to the ranges it opens. */
+  private readSignal: AbortSignal | undefined;
   /** Serialises reads (a FUSE read and a read-ahead must not interleave on one cursor). */
   private chain: Promise<unknown> = Promise.resolve();
-  readonly counters = { requests: 0, retries: 0, sequentialBytes: 0, randomBytes: 0, diskBytes: 0 };
+  readonly counters = { requests: 0, sequentialBytes: 0, randomBytes: 0, diskBytes: 0 };
 
   constructor(private readonly opts: RangeReaderOptions) {
     this.initialWindow = opts.initialWindow ?? 1024 * 1024;
@@ -220,14 +224,17 @@ export class RangeReader {
     if (!(this.aheadBytes >= 0)) throw new TypeError(`aheadBytes: expected a byte count >= 0, got ${String(opts.aheadBytes)}`);
     // A window ahead is held whole until it is read (it is never paused half-way, which would stall it).
     this.bufferLimit = Math.max(8 * 1024 * 1024, this.maxWindow);
-    this.attempts = opts.attempts ?? 3;
     this.window = this.initialWindow;
     if (opts.startAt !== undefined) this.nextPosition = opts.startAt;
   }
 
-  /** Up to `length` bytes at `position`; fewer at the end of the file, empty past it. */
-  async read(position: number, length: number): Promise<Buffer> {
-    const parts = await this.readParts(position, length);
+  /**
+   * Up to `length` bytes at `position`; fewer at the end of the file, empty past it. When `ctx.signal`
+   * aborts (a FUSE deadline, a WebDAV client gone), the ranges this reader has in flight stop and the read
+   * fails; the signal is looked at only when the read goes to the service.
+   */
+  async read(position: number, length: number, ctx?: ReadContext): Promise<Buffer> {
+    const parts = await this.readParts(position, length, ctx);
     return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
   }
 
@@ -235,8 +242,8 @@ export class RangeReader {
    * As `read`, in the pieces the bytes arrived in (nothing is joined): a caller that copies them into a
    * buffer of its own (the FUSE front end, into the kernel's) allocates nothing per read.
    */
-  readParts(position: number, length: number): Promise<Buffer[]> {
-    const run = this.chain.then(() => this.doRead(position, length));
+  readParts(position: number, length: number, ctx?: ReadContext): Promise<Buffer[]> {
+    const run = this.chain.then(() => this.doRead(position, length, ctx));
     this.chain = run.catch(() => undefined);
     return run;
   }
@@ -246,11 +253,33 @@ export class RangeReader {
     this.recent.clear();
   }
 
-  /** Closes the cursor and the windows requested after it. */
-  private dropStreams(): void {
-    this.cursor?.close();
+  /** Closes the cursor and the windows requested after it (a take waiting on the cursor fails with `reason`). */
+  private dropStreams(reason?: Error): void {
+    this.cursor?.close(reason);
     this.cursor = undefined;
     this.dropAhead();
+  }
+
+  /**
+   * Runs a read's fetching under its caller's signal: the signal goes with every range opened meanwhile,
+   * and its abort closes the ranges in flight (a read waiting on one fails at once).
+   */
+  private async underSignal<T>(ctx: ReadContext | undefined, work: () => Promise<T>): Promise<T> {
+    const signal = ctx?.signal;
+    if (!signal) return work();
+    signal.throwIfAborted();
+    const onAbort = () => this.dropStreams(abortError(signal, this.opts.fullpath));
+    signal.addEventListener('abort', onAbort, { once: true });
+    this.readSignal = signal;
+    try {
+      return await work();
+    } catch (err) {
+      if (signal.aborted) throw abortError(signal, this.opts.fullpath);
+      throw err;
+    } finally {
+      this.readSignal = undefined;
+      signal.removeEventListener('abort', onAbort);
+    }
   }
 
   /** Forgets the windows requested ahead, closing each once it has opened. */
@@ -267,27 +296,27 @@ export class RangeReader {
   }
 
   /** A cursor on [start, end] of the file. */
-  private async openCursor(start: number, end: number, freshLink: boolean): Promise<StreamCursor> {
-    return new StreamCursor(await this.open(start, end, freshLink), start, end, this.bufferLimit);
+  private async openCursor(start: number, end: number): Promise<StreamCursor> {
+    return new StreamCursor(await this.open(start, end), start, end, this.bufferLimit);
   }
 
   /**
    * The cursor for the window starting at `at` (and covering at least to `end`): the one requested ahead
-   * when it is that one, else a new request (on a fresh link when asked: a retry).
+   * when it is that one, else a new request.
    */
-  private async cursorAt(at: number, end: number, freshLink = false): Promise<StreamCursor> {
+  private async cursorAt(at: number, end: number): Promise<StreamCursor> {
     const next = this.ahead[0];
-    if (next && next.start === at && !freshLink) {
+    if (next && next.start === at) {
       this.ahead.shift();
       this.opts.budget?.give(next.reserved); // being read now: no longer ahead
       const c = await next.cursor.catch(() => undefined);
       if (c) return c;
       // That request failed: this window again, on its own (the windows after it stay).
-      return this.openCursor(at, Math.max(next.end, Math.min(this.opts.size - 1, end - 1)), false);
+      return this.openCursor(at, Math.max(next.end, Math.min(this.opts.size - 1, end - 1)));
     }
     this.dropAhead();
     const windowEnd = Math.min(this.opts.size - 1, Math.max(end - 1, at + this.window - 1));
-    const c = await this.openCursor(at, windowEnd, freshLink);
+    const c = await this.openCursor(at, windowEnd);
     this.window = Math.min(this.maxWindow, this.window * 2);
     return c;
   }
@@ -313,7 +342,7 @@ export class RangeReader {
       // The shared budget: the window right after the cursor's goes anyway (as one stream always did).
       const reserved = this.opts.budget?.take(length) ? length : 0;
       if (!nextAnyway && this.opts.budget && reserved === 0) break;
-      const cursor = this.openCursor(start, end, false);
+      const cursor = this.openCursor(start, end);
       cursor.catch(() => undefined); // a failed prefetch is retried as an ordinary request when needed
       this.ahead.push({ start, end, cursor, reserved });
       this.window = Math.min(this.maxWindow, this.window * 2);
@@ -322,7 +351,7 @@ export class RangeReader {
     }
   }
 
-  private async doRead(position: number, length: number): Promise<Buffer[]> {
+  private async doRead(position: number, length: number, ctx?: ReadContext): Promise<Buffer[]> {
     if (!Number.isInteger(position) || position < 0) throw new VfsError('EINVAL', `expected a read position >= 0, got ${position}`);
     if (!Number.isInteger(length) || length < 0) throw new VfsError('EINVAL', `expected a read length >= 0, got ${length}`);
     const end = Math.min(this.opts.size, position + length);
@@ -352,48 +381,49 @@ export class RangeReader {
     }
     if (sequential || position === 0) {
       this.streak = sequential ? this.streak + 1 : 1;
-      const parts = await this.readSequential(overtook ? from : position, end);
+      const parts = await this.underSignal(ctx, () => this.readSequential(overtook ? from : position, end));
       return overtook ? skipBytes(parts, ahead) : parts;
     }
     this.streak = 0;
     this.window = this.initialWindow;
     this.dropStreams();
-    return [await this.readBlocks(position, end)];
+    return [await this.underSignal(ctx, () => this.readBlocks(position, end))];
   }
 
-  /** From the streaming cursor, opening a new (larger) window when needed. */
+  /**
+   * From the streaming cursor, opening a new (larger) window when needed. A failure is the read's: the
+   * request was retried already where requests are (the HTTP dispatcher), and the download link is the
+   * Remote's to renew; the streams are dropped, so the next read opens a new range.
+   */
   private async readSequential(position: number, end: number): Promise<Buffer[]> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        if (!this.cursor || this.cursor.position !== position || this.cursor.remaining <= 0) {
-          this.cursor?.close();
-          this.cursor = await this.cursorAt(position, end, attempt > 1);
-        }
-        const parts: Buffer[] = [];
-        let at = position;
-        while (at < end) {
-          if (this.cursor.remaining <= 0) {
-            this.cursor.close();
-            this.cursor = await this.cursorAt(at, end);
-          }
-          const pieces = await this.cursor.take(Math.min(end - at, this.cursor.remaining));
-          if (pieces.length === 0) throw new VfsError('EIO', `range of '${this.opts.fullpath}' ended early at ${at}`);
-          for (const piece of pieces) {
-            this.recent.add(at, piece);
-            parts.push(piece);
-            at += piece.length;
-          }
-          this.prefetch();
-        }
-        this.counters.sequentialBytes += end - position;
-        if (this.opts.disk) void this.opts.disk.write(this.opts.contentHash, position, parts);
-        return parts;
-      } catch (err) {
-        this.dropStreams();
-        if (attempt >= this.attempts || isPermanent(err)) throw asVfsError(err, this.opts.fullpath);
-        this.counters.retries++;
-        this.opts.logger.debug({ path: this.opts.fullpath, position, attempt, err: (err as Error).message }, 'range read failed, retrying with a fresh link');
+    try {
+      if (!this.cursor || this.cursor.position !== position || this.cursor.remaining <= 0) {
+        this.cursor?.close();
+        this.cursor = await this.cursorAt(position, end);
       }
+      const parts: Buffer[] = [];
+      let at = position;
+      while (at < end) {
+        if (this.cursor.remaining <= 0) {
+          this.cursor.close();
+          this.cursor = await this.cursorAt(at, end);
+        }
+        const pieces = await this.cursor.take(Math.min(end - at, this.cursor.remaining));
+        if (pieces.length === 0) throw new VfsError('EIO', `range of '${this.opts.fullpath}' ended early at ${at}`);
+        for (const piece of pieces) {
+          this.recent.add(at, piece);
+          parts.push(piece);
+          at += piece.length;
+        }
+        this.prefetch();
+      }
+      this.counters.sequentialBytes += end - position;
+      if (this.opts.disk) void this.opts.disk.write(this.opts.contentHash, position, parts);
+      return parts;
+    } catch (err) {
+      this.dropStreams();
+      this.opts.logger.debug({ path: this.opts.fullpath, position, transient: isTransient(err), err: (err as Error).message }, 'range read failed');
+      throw asVfsError(err, this.opts.fullpath);
     }
   }
 
@@ -442,32 +472,37 @@ export class RangeReader {
     return out;
   }
 
-  /** One whole range into memory (small: random-access blocks). */
+  /** One whole range into memory (small: random-access blocks); a failure is the read's (see readSequential). */
   private async fetch(start: number, end: number): Promise<Buffer> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const stream = await this.open(start, end, attempt > 1);
-        const chunks: Buffer[] = [];
-        for await (const c of stream as AsyncIterable<Buffer>) chunks.push(c);
-        const data = Buffer.concat(chunks);
-        if (data.length !== end - start + 1) throw new VfsError('EIO', `range ${start}-${end} of '${this.opts.fullpath}': expected ${end - start + 1} bytes, got ${data.length}`);
-        return data;
-      } catch (err) {
-        if (attempt >= this.attempts || isPermanent(err)) throw asVfsError(err, this.opts.fullpath);
-        this.counters.retries++;
-      }
+    try {
+      const stream = await this.open(start, end);
+      const chunks: Buffer[] = [];
+      for await (const c of stream as AsyncIterable<Buffer>) chunks.push(c);
+      const data = Buffer.concat(chunks);
+      if (data.length !== end - start + 1) throw new VfsError('EIO', `range ${start}-${end} of '${this.opts.fullpath}': expected ${end - start + 1} bytes, got ${data.length}`);
+      return data;
+    } catch (err) {
+      throw asVfsError(err, this.opts.fullpath);
     }
   }
 
-  private open(start: number, end: number, freshLink: boolean): Promise<Readable> {
+  private open(start: number, end: number): Promise<Readable> {
     this.counters.requests++;
-    return this.opts.remote.openRange(this.opts.fullpath, start, end, { ...this.opts.call, contentHash: this.opts.contentHash, freshLink });
+    const call = this.opts.call;
+    const signal = !this.readSignal ? call?.signal : call?.signal ? AbortSignal.any([call.signal, this.readSignal]) : this.readSignal;
+    return this.opts.remote.openRange(this.opts.fullpath, start, end, { ...call, signal, contentHash: this.opts.contentHash });
   }
 }
 
-function isPermanent(err: unknown): boolean {
-  return err instanceof VfsError && ['ENOENT', 'EISDIR', 'EACCES', 'EINVAL'].includes(err.code);
+/** What a read takes of its caller's context: the signal that stops it. */
+export interface ReadContext { readonly signal?: AbortSignal }
+
+/** A read stopped by its caller: a VfsError (EIO, as the front ends answer a read that did not finish). */
+function abortError(signal: AbortSignal, path: string): VfsError {
+  const why = signal.reason instanceof Error ? signal.reason.message : 'aborted';
+  return new VfsError('EIO', `reading '${path}' stopped: ${why}`, { cause: signal.reason });
 }
+
 
 function asVfsError(err: unknown, path: string): VfsError {
   if (err instanceof VfsError) return err;

@@ -66,8 +66,6 @@ export interface CommitOptions extends RemoteCallOptions {
 export interface RangeCallOptions extends RemoteCallOptions {
   /** Content hash of the version expected. */
   contentHash?: string;
-  /** Do not reuse a cached download link (a previous attempt with it failed). */
-  freshLink?: boolean;
 }
 
 /** A local file to commit as the content of `fullpath`. */

@@ -8,7 +8,8 @@
  * Key: library folder and the object's stable id; a record applies only while the entry's version (its
  * content hash, or its service time for a folder) is the one recorded.
  */
-import { open, readFile, rename, type FileHandle } from 'node:fs/promises';
+import { open, readFile, type FileHandle } from 'node:fs/promises';
+import { writeFileAtomic } from '../shared/atomic-file.js';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from '../shared/log.js';
 
@@ -71,14 +72,8 @@ export class TimeOverrides {
     await this.fh?.close().catch(() => undefined);
     this.fh = undefined;
     const lines = [...this.map.entries()].reverse().map(([k, r]) => `${JSON.stringify([k, r.version, r.mtimeMs])}\n`).join('');
-    const tmp = `${this.file}.tmp`;
-    const fh = await open(tmp, 'w', 0o600);
-    try {
-      await fh.writeFile(lines);
-    } finally {
-      await fh.close();
-    }
-    await rename(tmp, this.file);
+    // Times shown are a convenience: a power loss may cost the compacted file (the service's times show).
+    await writeFileAtomic(this.file, lines, { durability: 'rename', mode: 0o600 });
     this.appended = 0;
   }
 

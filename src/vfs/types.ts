@@ -101,10 +101,13 @@ export interface CallContext {
 
 export interface FileHandle {
   readonly path: string;
-  /** Reads up to `length` bytes at `position`; fewer at end of file, empty past it. */
-  read(position: number, length: number): Promise<Buffer>;
+  /**
+   * Reads up to `length` bytes at `position`; fewer at end of file, empty past it. `ctx.signal` stops a
+   * read that goes to the service (its range fetch ends; the read fails with EIO).
+   */
+  read(position: number, length: number, ctx?: CallContext): Promise<Buffer>;
   /** As `read`, in pieces not joined into one buffer (when the handle has them that way). */
-  readParts?(position: number, length: number): Promise<Buffer[]>;
+  readParts?(position: number, length: number, ctx?: CallContext): Promise<Buffer[]>;
   /** Writes at `position`; returns the number of bytes written. `data` is the caller's again once this settles. */
   write(position: number, data: Buffer): Promise<number>;
   truncate(size: number): Promise<void>;

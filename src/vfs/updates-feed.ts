@@ -8,8 +8,9 @@
  * feed resumes from its cursor when the service is back, so nothing of what changed meanwhile is missed.
  */
 import { VfsError } from './types.js';
-import { mkdir, readFile, rename, writeFile, open } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { writeFileAtomic } from '../shared/atomic-file.js';
 import type { Logger } from '../shared/log.js';
 import type { MetadataCache } from './metadata-cache.js';
 import type { Remote, RemoteChange } from './remote.js';
@@ -211,10 +212,7 @@ export class UpdatesFeed {
     const file = this.opts.cursorFile;
     if (!file || this.cursor < 0) return;
     await mkdir(dirname(file), { recursive: true });
-    const tmp = `${file}.tmp`;
-    await writeFile(tmp, JSON.stringify({ cursor: this.cursor }));
-    const fh = await open(tmp, 'r');
-    try { await fh.sync(); } finally { await fh.close(); }
-    await rename(tmp, file);
+    // Whole after a power loss (an older cursor only replays changes the cache takes again).
+    await writeFileAtomic(file, JSON.stringify({ cursor: this.cursor }), { durability: 'fsync-file' });
   }
 }

@@ -15,7 +15,8 @@
  *
  * Layout under `dir`: `spool/<id>` (content) and `entries/<id>.json` (metadata).
  */
-import { mkdir, open, readdir, readFile, rename, rm, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rm, type FileHandle } from 'node:fs/promises';
+import { writeFileAtomic } from '../shared/atomic-file.js';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Operator } from './types.js';
@@ -167,17 +168,10 @@ export class UploadJournal {
   /** The metadata file, written beside and renamed into place; with `sync`, fsynced and its folder too. */
   private async writeEntry(entry: JournalEntry, sync: boolean): Promise<void> {
     const file = this.entryPath(entry.id);
-    // A name of its own per write: two writes of one entry at once (a rename while its put is under way)
-    // never rename each other's temp file.
-    const tmp = `${file}.${randomBytes(4).toString('hex')}.tmp`;
-    const fh = await open(tmp, 'w', 0o600);
-    try {
-      await fh.writeFile(JSON.stringify(entry));
-      if (sync) await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    await rename(tmp, file);
+    // The temp file has a name of its own per write: two writes of one entry at once (a rename while its
+    // put is under way) never rename each other's. The folder is synced here, not by writeFileAtomic: the
+    // journal keeps its folders open for the group commit.
+    await writeFileAtomic(file, JSON.stringify(entry), { durability: sync ? 'fsync-file' : 'rename', mode: 0o600 });
     if (sync) await this.syncFolder(this.entriesDir);
   }
 

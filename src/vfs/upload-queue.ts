@@ -1,12 +1,17 @@
 /**
  * UploadQueue: commits journaled files to the service in the background. A p-queue bounds the uploads
  * under way; each attempt hashes the spool off the main thread, then commits it (create_file with
- * overwrite, instant upload or the chunked protocol). A failed attempt is retried with exponential
- * backoff, capped, for as long as it takes: the data is in the journal and is never dropped. A task can
+ * overwrite, instant upload or the chunked protocol). An attempt that failed for a transient reason (no
+ * answer, a busy or failing service: `isTransient`) is retried with exponential backoff, capped, for as
+ * long as it takes. One the service refused (no permission, no space, a locked file, any other 4xx) is
+ * not repeated: it waits, `failed`, until asked again — a flush (`flushAll`, `ctl flush`, fsync of a
+ * folder), the service coming back, or the next start. A parent folder that vanished (ENOENT) is made
+ * again and the upload retried. The data is in the journal either way and is never dropped. A task can
  * be cancelled (the file was modified, renamed or deleted); its state is visible through `status()`.
  */
 import PQueue from 'p-queue';
 import type { Logger } from '../shared/log.js';
+import { isTransient } from '../shared/transient.js';
 import type { FileHasher } from './file-hasher.js';
 import type { Remote, RemoteEntry } from './remote.js';
 import { VfsError, type Operator } from './types.js';
@@ -24,7 +29,8 @@ export interface PendingFile {
   snapshotHash(hasher: FileHasher): Promise<{ generation: number; sha1: string; size: number }>;
 }
 
-export type UploadState = 'queued' | 'hashing' | 'uploading' | 'retrying';
+/** `retrying`: waiting out a backoff after a transient failure; `failed`: refused by the service, waiting to be asked again. */
+export type UploadState = 'queued' | 'hashing' | 'uploading' | 'retrying' | 'failed';
 
 export interface UploadStatus {
   id: string;
@@ -132,15 +138,25 @@ export class UploadQueue {
     return this.tasks.size;
   }
 
-  /** Attempts waiting out a retry delay start now (the service is back). */
+  /** Attempts waiting out a retry delay, and uploads the service refused, start now (the service is back). */
   retryNow(library?: string): void {
     for (const task of this.tasks.values()) {
-      if (!task.timer || (library !== undefined && task.file.library !== library)) continue;
-      clearTimeout(task.timer);
-      task.timer = undefined;
-      task.status.state = 'queued';
-      this.schedule(task);
+      if (!(task.timer || task.status.state === 'failed') || (library !== undefined && task.file.library !== library)) continue;
+      this.restart(task);
     }
+  }
+
+  /** Uploads the service refused start again (a flush asks for them). */
+  retryFailed(): void {
+    for (const task of this.tasks.values()) if (task.status.state === 'failed') this.restart(task);
+  }
+
+  private restart(task: Task): void {
+    if (task.timer) clearTimeout(task.timer);
+    task.timer = undefined;
+    task.status.state = 'queued';
+    task.status.nextAttemptMs = undefined;
+    this.schedule(task);
   }
 
   /** Tasks that failed at least once since the last settle() began (still queued for retry). */
@@ -217,15 +233,20 @@ export class UploadQueue {
       const failures = ++task.status.failures;
       this.counters.failures++;
       const delay = Math.min(this.opts.retryMaxMs ?? 30_000, (this.opts.retryBaseMs ?? 1000) * 2 ** Math.min(failures - 1, 20));
-      task.status.state = 'retrying';
       task.status.lastError = (err as Error).message ?? String(err);
       task.status.lastErrorCode = err instanceof VfsError ? err.code : 'EIO';
-      task.status.nextAttemptMs = Date.now() + delay;
       task.failedSinceMark = true;
-      this.opts.logger.warn({ library: snapshot.library, path: snapshot.fullpath, failures, retryInMs: delay, err: task.status.lastError }, 'upload failed, will retry');
-      if (err instanceof VfsError && err.code === 'ENOENT' && this.opts.onMissingParent) {
-        await this.opts.onMissingParent(file).catch(() => undefined);
+      const missingParent = err instanceof VfsError && err.code === 'ENOENT' && this.opts.onMissingParent !== undefined;
+      if (!missingParent && !isTransient(err)) {
+        task.status.state = 'failed';
+        task.status.nextAttemptMs = undefined;
+        this.opts.logger.warn({ library: snapshot.library, path: snapshot.fullpath, failures, err: task.status.lastError }, 'upload refused by the service; kept in the journal until a flush asks again');
+        return;
       }
+      task.status.state = 'retrying';
+      task.status.nextAttemptMs = Date.now() + delay;
+      this.opts.logger.warn({ library: snapshot.library, path: snapshot.fullpath, failures, retryInMs: delay, err: task.status.lastError }, 'upload failed, will retry');
+      if (missingParent) await this.opts.onMissingParent!(file).catch(() => undefined);
       task.timer = setTimeout(() => {
         task.timer = undefined;
         if (task.cancelled || this.closed) return;

@@ -578,6 +578,7 @@ export class WriteBack {
     }
     await this.journal.syncAll().catch((err: unknown) => { throw fsErrorOf(err, 'making the journal durable'); });
     for (const slot of [...this.slots.values()]) this.schedule(slot, { force: true });
+    this.uploads.retryFailed();
     await this.uploads.settle(opts.timeoutMs);
     const failing = this.uploads.failedSinceMark();
     if (failing.length > 0) {
@@ -949,15 +950,15 @@ class SessionHandle implements FileHandle {
 
   constructor(readonly path: string, private readonly s: WriteSession, private readonly mode: { write: boolean; append: boolean }, private readonly wb: WriteBack) {}
 
-  async read(position: number, length: number): Promise<Buffer> {
+  async read(position: number, length: number, ctx?: CallContext): Promise<Buffer> {
     this.open();
-    if (this.s.baseReader && this.s.version.generation === 0 && !this.s.version.baseReady) return this.s.baseReader.read(position, length);
+    if (this.s.baseReader && this.s.version.generation === 0 && !this.s.version.baseReady) return this.s.baseReader.read(position, length, ctx);
     return this.s.version.read(position, length);
   }
 
-  async readParts(position: number, length: number): Promise<Buffer[]> {
+  async readParts(position: number, length: number, ctx?: CallContext): Promise<Buffer[]> {
     this.open();
-    if (this.s.baseReader && this.s.version.generation === 0 && !this.s.version.baseReady) return this.s.baseReader.readParts(position, length);
+    if (this.s.baseReader && this.s.version.generation === 0 && !this.s.version.baseReady) return this.s.baseReader.readParts(position, length, ctx);
     return [await this.s.version.read(position, length)];
   }
 

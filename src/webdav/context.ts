@@ -51,7 +51,10 @@ export class DavRequest {
   constructor(readonly shared: DavShared, readonly req: IncomingMessage, readonly res: ServerResponse, readonly principal: Principal) {
     this.path = pathFromUrl(req.url ?? '/');
     // Locks taken through WebDAV are held by WebDAV: the mount cannot write what a WebDAV client locked.
-    this.call = { operator: principal.operator, lockHolder: 'webdav' };
+    // The signal aborts when the client goes before the answer is complete: what the Vfs fetches for it stops.
+    const gone = new AbortController();
+    res.once('close', () => { if (!res.writableFinished) gone.abort(new Error('the WebDAV client closed the connection')); });
+    this.call = { operator: principal.operator, lockHolder: 'webdav', signal: gone.signal };
   }
 
   get vfs(): Vfs {

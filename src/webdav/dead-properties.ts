@@ -13,8 +13,9 @@
  * is refused with PropertyLimitError and changes nothing.
  */
 import { createHash } from 'node:crypto';
-import { appendFile, chmod, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { appendFile, chmod, mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { basename, join } from 'node:path';
+import { writeFileAtomic } from '../shared/atomic-file.js';
 
 export interface DeadProperty {
   /** Namespace URI ('' for none). */
@@ -142,9 +143,7 @@ export class DeadPropertyStore {
       return;
     }
     await this.folder();
-    const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
-    await writeFile(tmp, JSON.stringify({ key, props }) + '\n', { mode: FILE_MODE });
-    await rename(tmp, file);
+    await writeFileAtomic(file, JSON.stringify({ key, props }) + '\n', { durability: 'rename', mode: FILE_MODE });
     names.add(basename(file));
   }
 

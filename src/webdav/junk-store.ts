@@ -7,6 +7,7 @@
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { replaceFile } from '../shared/atomic-file.js';
 import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
 import type { Attr } from '../vfs/types.js';
@@ -60,14 +61,8 @@ export class JunkStore {
   async write(path: string, source: Readable): Promise<void> {
     const file = this.local(path);
     await mkdir(dirname(file), { recursive: true, mode: 0o700 });
-    const tmp = `${file}.${process.pid}.part`;
-    try {
-      await pipeline(source, createWriteStream(tmp, { mode: 0o600 }));
-      await rename(tmp, file);
-    } catch (err) {
-      await rm(tmp, { force: true });
-      throw err;
-    }
+    // Junk of the clients (never uploaded): nothing to keep through a power loss.
+    await replaceFile(file, (_fh, tmp) => pipeline(source, createWriteStream(tmp, { flags: 'w' })), { durability: 'rename', mode: 0o600 });
   }
 
   read(path: string, range: { start?: number; end?: number } = {}): Readable {

@@ -5,8 +5,9 @@
  * server release what a lock holds (the service lock of a file).
  */
 import { randomUUID } from 'node:crypto';
-import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { writeFileAtomic } from '../shared/atomic-file.js';
 import type { Logger } from '../shared/log.js';
 
 export interface DavLock {
@@ -96,10 +97,9 @@ export class LockTable {
       this.dirty = false;
       try {
         await mkdir(this.opts.dataDir, { recursive: true, mode: 0o700 });
-        const tmp = `${this.file}.tmp`;
-        await writeFile(tmp, JSON.stringify([...this.locks.values()]), { mode: 0o600 });
-        await chmod(tmp, 0o600);
-        await rename(tmp, this.file);
+        // Locks outlive a restart of the gateway; after a power loss an older table only holds locks
+        // that expire by themselves.
+        await writeFileAtomic(this.file, JSON.stringify([...this.locks.values()]), { durability: 'rename', mode: 0o600 });
       } catch (err) {
         this.opts.logger.warn({ err }, 'webdav: could not persist the lock table');
       }

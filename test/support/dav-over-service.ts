@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestVfs, type TestVfs } from './vfs.js';
-import type { CreateVfsOptions } from '../../src/vfs/index.js';
+import type { ServiceVfsOptions } from '../../src/remote/service-vfs.js';
 import { createWebdavServer, type WebdavServerOptions } from '../../src/webdav/index.js';
 import { silentLogger } from '../../src/shared/log.js';
 
@@ -13,7 +13,7 @@ export interface DavOverService {
   close(): Promise<void>;
 }
 
-export async function startDavOverService(opts: Partial<WebdavServerOptions> = {}, vfsOpts: Partial<CreateVfsOptions> = {}): Promise<DavOverService> {
+export async function startDavOverService(opts: Partial<WebdavServerOptions> = {}, vfsOpts: Partial<ServiceVfsOptions> = {}): Promise<DavOverService> {
   const t = await startTestVfs(vfsOpts);
   const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-dav-int-'));
   const server = createWebdavServer({ vfs: t.vfs, users: [{ name: 'alice', password: 'secret', opName: 'Alice' }], dataDir, logger: silentLogger, ...opts });

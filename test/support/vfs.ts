@@ -7,9 +7,9 @@ import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ServiceClient } from '../../src/api/client.js';
-import { VfsError, type CreateVfsOptions } from '../../src/vfs/index.js';
+import { VfsError } from '../../src/vfs/index.js';
 import type { GatewayVfs } from '../../src/vfs/gateway-vfs.js';
-import { createServiceVfs } from '../../src/remote/service-vfs.js';
+import { createServiceVfs, type ServiceVfsOptions } from '../../src/remote/service-vfs.js';
 
 /** What test/support/service.ts returns (the part used here). */
 export interface TestService {
@@ -29,7 +29,7 @@ export interface TestVfs {
   /** The Vfs's data folder. */
   dataDir: string;
   /** Another Vfs on the same library with its own data folder (closed by `close()`). */
-  openVfs(opts?: Partial<CreateVfsOptions>): Promise<GatewayVfs>;
+  openVfs(opts?: Partial<ServiceVfsOptions>): Promise<GatewayVfs>;
   close(): Promise<void>;
 }
 
@@ -49,11 +49,11 @@ export async function startTestService(): Promise<TestService> {
   return mod.startTestService();
 }
 
-export async function startTestVfs(opts: Partial<CreateVfsOptions> & { testService?: TestService } = {}): Promise<TestVfs> {
+export async function startTestVfs(opts: Partial<ServiceVfsOptions> & { testService?: TestService } = {}): Promise<TestVfs> {
   const { testService: given, ...vfsOpts } = opts;
   const testService = given ?? (await startTestService());
   const extra: { vfs: GatewayVfs; dir: string }[] = [];
-  const open = async (o: Partial<CreateVfsOptions> = {}): Promise<{ vfs: GatewayVfs; dir: string }> => {
+  const open = async (o: Partial<ServiceVfsOptions> = {}): Promise<{ vfs: GatewayVfs; dir: string }> => {
     const dir = o.dataDir ?? (await mkdtemp(join(tmpdir(), 'cloudlib-testvfs-')));
     const vfs = await createServiceVfs({
       libraries: [{ name: 'Library', client: testService.client }],

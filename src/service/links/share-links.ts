@@ -7,6 +7,7 @@ import { createHmac, randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
 import { promisify } from 'node:util';
 import type { LinkItem, LinkResult } from '../../shared/records.js';
 import { silentLogger, type Logger } from '../../shared/log.js';
+import { ErrorCode } from '../../shared/error-codes.js';
 import { LinkStore, type LinkAuth, type LinkRecord } from './link-store.js';
 import { PasswordAttempts, type PasswordAttemptLimits } from './password-attempts.js';
 import { LinkLogAct, type LinkEntry, type LinkHost } from './types.js';
@@ -20,13 +21,6 @@ export class LinkError extends Error {
     this.name = 'LinkError';
   }
 }
-
-export const LinkErrorCode = {
-  BadParam: 40003,
-  FileMissing: 40402,
-  /** (ours) No link with this code in this library. */
-  LinkMissing: 40404,
-} as const;
 
 export interface ShareLinksOptions {
   /** Directory of the link store (`links.json`). */
@@ -85,7 +79,7 @@ export class ShareLinks {
   async createLink(libraryId: number, p: ParamBag, op: Operator = {}): Promise<LinkResult> {
     const fullpath = text(p.fullpath);
     const entry = await this.host.entryByPath(libraryId, fullpath);
-    if (!entry) throw new LinkError(404, LinkErrorCode.FileMissing, `no file or folder at ${JSON.stringify(fullpath)}`);
+    if (!entry) throw new LinkError(404, ErrorCode.FileMissing, `no file or folder at ${JSON.stringify(fullpath)}`);
     const now = this.nowSec();
     const dir = optInt(p, 'dir', entry.dir ? 1 : 0);
     if (dir !== (entry.dir ? 1 : 0)) throw bad(`parameter 'dir' expected ${entry.dir ? 1 : 0} (${fullpath ? JSON.stringify(fullpath) : 'the root'} is a ${entry.dir ? 'folder' : 'file'}), got ${dir}`);
@@ -136,13 +130,13 @@ export class ShareLinks {
     let targets: LinkRecord[];
     if (code) {
       const l = this.store.get(code);
-      if (!l || l.libraryId !== libraryId) throw new LinkError(404, LinkErrorCode.LinkMissing, `no link with code ${JSON.stringify(code)} in this library`);
+      if (!l || l.libraryId !== libraryId) throw new LinkError(404, ErrorCode.LinkMissing, `no link with code ${JSON.stringify(code)} in this library`);
       targets = [l];
     } else {
       const fullpath = text(p.fullpath);
       const entry = await this.host.entryByPath(libraryId, fullpath);
       targets = this.store.list(libraryId).filter((l) => (entry ? l.hash === entry.hash : l.fullpath === fullpath));
-      if (!entry && targets.length === 0) throw new LinkError(404, LinkErrorCode.FileMissing, `no file or folder at ${JSON.stringify(fullpath)}`);
+      if (!entry && targets.length === 0) throw new LinkError(404, ErrorCode.FileMissing, `no file or folder at ${JSON.stringify(fullpath)}`);
     }
     for (const l of targets) l.closed = true;
     await this.store.persist();
@@ -208,5 +202,5 @@ function optInt(p: ParamBag, name: string, dflt: number): number {
 }
 
 function bad(message: string): LinkError {
-  return new LinkError(400, LinkErrorCode.BadParam, message);
+  return new LinkError(400, ErrorCode.BadParam, message);
 }

@@ -47,6 +47,11 @@ describe('library add and remove across a restart', { timeout: 60_000 }, () => {
     await expect(call('library.add', { org: 'Nowhere' })).rejects.toThrow(/no library 'Nowhere'.*Archive/);
     expect(await call('library.add', { org: 'Archive' })).toMatchObject({ name: 'Archive' });
     expect((await stat(join(dir, 'libraries.json'))).mode & 0o777).toBe(0o600);
+    // One set of served libraries: the Vfs serves its entries, the control socket calls with their clients.
+    expect(g.libraries.list().map((l) => l.name)).toEqual(g.vfs.libraryNames());
+    for (const l of g.libraries.list()) expect(g.vfs.remoteOf(l.name)).toBe(l.remote);
+    await call('file.create_folder', { library: 'Archive', fullpath: 'made by ctl' });
+    expect((await g.vfs.stat('/Archive/made by ctl')).isDir).toBe(true);
 
     // A file journaled for Archive; the stop does not wait for its upload (stopFlushMs 0).
     await g.vfs.writeFile('/Archive/kept.txt', Buffer.from('kept across the restart'));
@@ -62,6 +67,8 @@ describe('library add and remove across a restart', { timeout: 60_000 }, () => {
 
     // Removing the configured library (here the embedded one) is remembered too; adding it back undoes that.
     expect(await call('library.remove', { name: demo })).toEqual({ removed: demo });
+    expect(g.libraries.list().map((l) => l.name)).toEqual(['Archive']);
+    await expect(call('file.ls', { library: demo, fullpath: '' })).rejects.toThrow(demo);
     await g.stop();
     g = await start();
     expect(g.vfs.libraryNames()).toEqual(['Archive']);

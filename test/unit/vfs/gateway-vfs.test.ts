@@ -356,9 +356,30 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     await expect(vfs.flushAll({ timeoutMs: 2000 })).rejects.toMatchObject({ code: 'ENOSPC' });
     const [u] = vfs.status().uploads;
     expect(u.lastError).toMatch(/ENOSPC/);
+    // Refused by the service: not repeated on a timer, it waits for a flush to ask again.
+    expect(u).toMatchObject({ state: 'failed', lastErrorCode: 'ENOSPC' });
+    expect(u.nextAttemptMs).toBeUndefined();
     remotes.get('A')!.capacity = undefined;
-    for (let i = 0; i < 100 && vfs.status().uploads.length > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    await vfs.flushAll({ timeoutMs: 2000 });
+    expect(vfs.status().uploads).toEqual([]);
     expect(remotes.get('A')!.read('f').toString()).toBe('too big');
+  });
+
+  it('an upload the service refuses (EACCES) is not retried until a flush asks again', async () => {
+    const { vfs } = await setup({ faults: true });
+    const faulty = vfs.remoteOf('A') as FaultyRemote;
+    const stop = faulty.inject({ kind: 'fail', methods: ['commit'], code: 'EACCES' });
+    await vfs.writeFile('/A/f', Buffer.from('data'));
+    await expect(vfs.flushAll({ timeoutMs: 2000 })).rejects.toMatchObject({ code: 'EACCES' });
+    expect(vfs.status().uploads[0]).toMatchObject({ state: 'failed', lastErrorCode: 'EACCES' });
+    expect(vfs.status().uploads[0]!.nextAttemptMs).toBeUndefined();
+    // No timer is waiting: each flush asks again, once (and is refused again).
+    const refused = faulty.injected.fail;
+    await expect(vfs.flushAll({ timeoutMs: 2000 })).rejects.toMatchObject({ code: 'EACCES' });
+    expect(faulty.injected.fail).toBe(refused + 1);
+    stop();
+    await vfs.flushAll({ timeoutMs: 2000 });
+    expect((faulty.inner as MemoryRemote).read('f').toString()).toBe('data');
   });
 
   it('createReadStream serves ranges from the service and from local data', async () => {

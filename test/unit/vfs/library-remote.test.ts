@@ -6,8 +6,8 @@ import { describe, it, expect, beforeEach, afterEach } from 'vitest';
 import { MockAgent } from 'undici';
 import { ServiceClient } from '../../../src/api/client.js';
 import { LibraryRemote } from '../../../src/remote/library-remote.js';
-import { resolveLibraries } from '../../../src/vfs/library-set.js';
-import { enterpriseLibraries, toLibrarySpec } from '../../../src/remote/service-vfs.js';
+import { enterpriseLibraries } from '../../../src/remote/service-vfs.js';
+import { serveLibraries } from '../../../src/remote/served-libraries.js';
 
 const BASE = 'http://svc.test';
 const FILES = 'http://files.test';
@@ -121,10 +121,10 @@ describe('LibraryRemote', () => {
     const ranges: string[] = [];
     files.intercept({ path: '/dl/1', method: 'GET' }).reply((opts) => {
       ranges.push(String((opts.headers as Record<string, string>).range));
-      return { statusCode: 206, data: 'bcd' };
+      return { statusCode: 206, data: 'bcd', responseOptions: { headers: { 'content-range': 'bytes 1-3/10' } } };
     });
     files.intercept({ path: '/dl/1', method: 'GET' }).reply(403, 'expired');
-    files.intercept({ path: '/dl/2', method: 'GET' }).reply(206, 'xyz');
+    files.intercept({ path: '/dl/2', method: 'GET' }).reply(206, 'xyz', { headers: { 'content-range': 'bytes 4-6/10' } });
     const remote = new LibraryRemote({ client });
     const read = async (s: number, e: number): Promise<string> => {
       const chunks: Buffer[] = [];
@@ -146,7 +146,7 @@ describe('LibraryRemote', () => {
       asked.push(fh);
       return fh ? { statusCode: 404, data: JSON.stringify({ error_code: 40402, error_msg: 'no such version' }) } : { statusCode: 200, data: JSON.stringify({ urls: [`${FILES}/cur`] }) };
     }).times(2);
-    agent.get(FILES).intercept({ path: '/cur', method: 'GET' }).reply(206, 'abc');
+    agent.get(FILES).intercept({ path: '/cur', method: 'GET' }).reply(206, 'abc', { headers: { 'content-range': 'bytes 0-2/10' } });
     const chunks: Buffer[] = [];
     for await (const c of await new LibraryRemote({ client }).openRange('f', 0, 2, { contentHash: 'b'.repeat(40) })) chunks.push(c as Buffer);
     expect(Buffer.concat(chunks).toString()).toBe('abc');
@@ -192,7 +192,7 @@ describe('libraries of an enterprise', () => {
     const specs = await enterpriseLibraries(ent);
     expect(bound).toEqual(['5:cloudlib gateway:ent', '2:cloudlib gateway:ent', '9:cloudlib gateway:ent']);
     expect(specs.map((s) => s.client!.credentials.library!.org_client_id)).toEqual(['lib5', 'lib2', 'lib9']);
-    const libs = await resolveLibraries(specs.map(toLibrarySpec));
+    const libs = await serveLibraries(specs);
     expect(libs.map((l) => [l.name, l.id])).toEqual([['Docs (5)', '5'], ['Docs', '2'], ['Team_A', '9']]);
   });
 });
