@@ -60,6 +60,8 @@ export interface GatewayVfsOptions {
     retryBaseMs?: number;
     /** Longest retry delay, ms. Default 30 000. */
     retryMaxMs?: number;
+    /** An upload the service refused (ENOSPC, a lock, EACCES) is asked again after this long, ms. Default 600 000. */
+    refusedRetryMs?: number;
   };
   /**
    * When a closed file is safe against power loss: `group` (default) fsyncs the journal within

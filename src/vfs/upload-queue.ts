@@ -4,8 +4,8 @@
  * overwrite, instant upload or the chunked protocol). An attempt that failed for a transient reason (no
  * answer, a busy or failing service: `isTransient`) is retried with exponential backoff, capped, for as
  * long as it takes. One the service refused (no permission, no space, a locked file, any other 4xx) is
- * not repeated: it waits, `failed`, until asked again — a flush (`flushAll`, `ctl flush`, fsync of a
- * folder), the service coming back, or the next start. A parent folder that vanished (ENOENT) is made
+ * not repeated at once: it waits, `failed`, until asked again — a flush (`flushAll`, `ctl flush`, fsync
+ * of a folder), the service coming back, `refusedRetryMs` later (10 minutes), or the next start. A parent folder that vanished (ENOENT) is made
  * again and the upload retried. The data is in the journal either way and is never dropped. A task can
  * be cancelled (the file was modified, renamed or deleted); its state is visible through `status()`.
  */
@@ -29,7 +29,7 @@ export interface PendingFile {
   snapshotHash(hasher: FileHasher): Promise<{ generation: number; sha1: string; size: number }>;
 }
 
-/** `retrying`: waiting out a backoff after a transient failure; `failed`: refused by the service, waiting to be asked again. */
+/** `retrying`: waiting out a backoff after a transient failure; `failed`: refused by the service, waiting to be asked again (a flush, the service's return, or `refusedRetryMs`). */
 export type UploadState = 'queued' | 'hashing' | 'uploading' | 'retrying' | 'failed';
 
 export interface UploadStatus {
@@ -59,6 +59,12 @@ export interface UploadQueueOptions {
   retryBaseMs?: number;
   /** Longest retry delay, ms. Default 30 000. */
   retryMaxMs?: number;
+  /**
+   * An upload the service refused (no space, a lock, no permission) is asked again after this long, ms,
+   * as well as at a flush or the service's return: space is freed and locks are released elsewhere,
+   * without the gateway hearing of it. Default 600 000 (10 minutes).
+   */
+  refusedRetryMs?: number;
   hasher: FileHasher;
   remoteFor: (library: string) => Remote | undefined;
   /**
@@ -238,9 +244,16 @@ export class UploadQueue {
       task.failedSinceMark = true;
       const missingParent = err instanceof VfsError && err.code === 'ENOENT' && this.opts.onMissingParent !== undefined;
       if (!missingParent && !isTransient(err)) {
+        const later = this.opts.refusedRetryMs ?? 600_000;
         task.status.state = 'failed';
-        task.status.nextAttemptMs = undefined;
-        this.opts.logger.warn({ library: snapshot.library, path: snapshot.fullpath, failures, err: task.status.lastError }, 'upload refused by the service; kept in the journal until a flush asks again');
+        task.status.nextAttemptMs = Date.now() + later;
+        this.opts.logger.warn({ library: snapshot.library, path: snapshot.fullpath, failures, retryInMs: later, err: task.status.lastError }, 'upload refused by the service; kept in the journal, asked again at a flush, at the service\'s return or later');
+        task.timer = setTimeout(() => {
+          task.timer = undefined;
+          if (task.cancelled || this.closed || task.status.state !== 'failed') return;
+          this.restart(task);
+        }, later);
+        task.timer.unref?.();
         return;
       }
       task.status.state = 'retrying';

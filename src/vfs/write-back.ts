@@ -64,7 +64,7 @@ export interface WriteBackOptions {
   durability?: { mode?: 'group' | 'close'; groupCommitMs?: number };
   hasher: FileHasher;
   sha1Streams: Sha1Streams;
-  upload?: { concurrency?: number; retryBaseMs?: number; retryMaxMs?: number };
+  upload?: { concurrency?: number; retryBaseMs?: number; retryMaxMs?: number; refusedRetryMs?: number };
   /** Existing files opened for writing: up to `wholeMaxBytes` fetched whole at the first change; larger ones on demand. */
   partialFetch?: { wholeMaxBytes?: number; chunkBytes?: number };
   host: WriteBackHost;
@@ -128,7 +128,7 @@ export class WriteBack {
     this.journal = new UploadJournal(opts.journalDir, opts.durability?.groupCommitMs ?? 1000);
     this.syncOnClose = opts.durability?.mode === 'close';
     this.uploads = new UploadQueue({
-      concurrency: opts.upload?.concurrency, retryBaseMs: opts.upload?.retryBaseMs, retryMaxMs: opts.upload?.retryMaxMs,
+      concurrency: opts.upload?.concurrency, retryBaseMs: opts.upload?.retryBaseMs, retryMaxMs: opts.upload?.retryMaxMs, refusedRetryMs: opts.upload?.refusedRetryMs,
       hasher: opts.hasher, logger: opts.logger,
       remoteFor: (name) => opts.host.remoteFor(name),
       onCommitted: (file, entry) => this.uploadedVersion(file as LocalVersion, entry),

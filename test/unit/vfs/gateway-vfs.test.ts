@@ -356,30 +356,45 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     await expect(vfs.flushAll({ timeoutMs: 2000 })).rejects.toMatchObject({ code: 'ENOSPC' });
     const [u] = vfs.status().uploads;
     expect(u.lastError).toMatch(/ENOSPC/);
-    // Refused by the service: not repeated on a timer, it waits for a flush to ask again.
+    // Refused by the service: not repeated on the backoff; a flush asks again (or refusedRetryMs later).
     expect(u).toMatchObject({ state: 'failed', lastErrorCode: 'ENOSPC' });
-    expect(u.nextAttemptMs).toBeUndefined();
+    expect(u.nextAttemptMs).toBeGreaterThan(Date.now() + 500_000);
     remotes.get('A')!.capacity = undefined;
     await vfs.flushAll({ timeoutMs: 2000 });
     expect(vfs.status().uploads).toEqual([]);
     expect(remotes.get('A')!.read('f').toString()).toBe('too big');
   });
 
-  it('an upload the service refuses (EACCES) is not retried until a flush asks again', async () => {
+  it('an upload the service refuses (EACCES) is not retried on the backoff; a flush asks again', async () => {
     const { vfs } = await setup({ faults: true });
     const faulty = vfs.remoteOf('A') as FaultyRemote;
     const stop = faulty.inject({ kind: 'fail', methods: ['commit'], code: 'EACCES' });
+    const before = Date.now();
     await vfs.writeFile('/A/f', Buffer.from('data'));
     await expect(vfs.flushAll({ timeoutMs: 2000 })).rejects.toMatchObject({ code: 'EACCES' });
     expect(vfs.status().uploads[0]).toMatchObject({ state: 'failed', lastErrorCode: 'EACCES' });
-    expect(vfs.status().uploads[0]!.nextAttemptMs).toBeUndefined();
-    // No timer is waiting: each flush asks again, once (and is refused again).
+    // Asked again only refusedRetryMs (10 minutes) later, not on the 20–100 ms backoff of this setup.
+    expect(vfs.status().uploads[0]!.nextAttemptMs).toBeGreaterThanOrEqual(before + 600_000);
+    // Each flush asks again, once (and is refused again).
     const refused = faulty.injected.fail;
     await expect(vfs.flushAll({ timeoutMs: 2000 })).rejects.toMatchObject({ code: 'EACCES' });
     expect(faulty.injected.fail).toBe(refused + 1);
     stop();
     await vfs.flushAll({ timeoutMs: 2000 });
     expect((faulty.inner as MemoryRemote).read('f').toString()).toBe('data');
+  });
+
+  it('an upload the service refused is asked again refusedRetryMs later, without a flush (space freed elsewhere)', async () => {
+    const { vfs } = await setup({ faults: true, upload: { retryBaseMs: 20, retryMaxMs: 100, refusedRetryMs: 50 } });
+    const faulty = vfs.remoteOf('A') as FaultyRemote;
+    const stop = faulty.inject({ kind: 'fail', methods: ['commit'], code: 'ENOSPC' });
+    await vfs.writeFile('/A/f', Buffer.from('data'));
+    await expect(vfs.flushAll({ timeoutMs: 2000 })).rejects.toMatchObject({ code: 'ENOSPC' });
+    stop(); // the library has room again; nothing tells the gateway
+    const inner = faulty.inner as MemoryRemote;
+    for (let i = 0; i < 400 && vfs.status().uploads.length > 0; i++) await new Promise((r) => setTimeout(r, 25));
+    expect(vfs.status().uploads).toEqual([]);
+    expect(inner.read('f').toString()).toBe('data');
   });
 
   it('createReadStream serves ranges from the service and from local data', async () => {
