@@ -14,8 +14,9 @@
  * - The token is refreshed before it expires (at 80 % of its lifetime; on a 40102 the client also
  *   refreshes and replays). Every `checkIntervalMs` the session asks the service whether the member
  *   still takes part (`account/mount`): a refusal (disabled account, withdrawn token) ends the session.
- * - A wrong password is refused; after each refusal that account (and the client address) waits before
- *   the service is asked again: 1 s, doubling to 60 s, answered as refused meanwhile.
+ * - A wrong password is refused; after each refusal that account waits before the service is asked
+ *   again (1 s, doubling to 60 s, answered as refused meanwhile); after 10 refusals in a row from one
+ *   client address, that address waits too.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -30,11 +31,13 @@ import { VfsError } from '../vfs/types.js';
 import type { Remote } from '../vfs/remote.js';
 import { UserTokenRemote } from '../remote/user-token-remote.js';
 
-/** A library the gateway serves: its folder name, id on the service and library-authorization Remote (its feed). */
+/** A library the gateway serves: its folder name, id on the service, its feed and its library authorization. */
 export interface ServedLibraryFeed {
   name: string;
   id: string;
   feed: Pick<Remote, 'changes' | 'headCursor'>;
+  /** A client holding the library authorization: asks the service for a member's permission before a write is journaled. */
+  client?: ServiceClient;
 }
 
 export interface MemberSessionsOptions {
@@ -79,6 +82,16 @@ interface Session extends MemberSession {
 
 /** Outcome of a login: the session, or refused (wrong account or password, or waiting after refusals). */
 export type LoginOutcome = { session: MemberSession } | { refused: string };
+
+/** The path whose folder get_member_permission evaluates: the file itself when it exists, else its folder. */
+function writeTarget(fullpath: string, code: 'w' | 'ul'): string {
+  if (code === 'w') return fullpath;
+  const i = fullpath.lastIndexOf('/');
+  return i < 0 ? '' : fullpath.slice(0, i);
+}
+
+/** Refusals in a row from one client address before that address waits too. */
+const ADDRESS_REFUSALS = 10;
 
 const md5Hex = (text: string): string => createHash('md5').update(text, 'utf8').digest('hex');
 const verifierOf = (salt: Buffer, password: string): Buffer => createHash('sha256').update(salt).update(password, 'utf8').digest();
@@ -161,6 +174,11 @@ export class MemberSessions {
     return out.session;
   }
 
+  /** Runs every session's check now (the timer runs it each `checkIntervalMs`). */
+  async checkAll(): Promise<void> {
+    await Promise.all([...this.sessions.values()].map((s) => this.check(s)));
+  }
+
   /** Ends a member's session (the next request logs in again). */
   async end(account: string, why: string): Promise<void> {
     const s = this.sessions.get(memberKey(account));
@@ -178,7 +196,8 @@ export class MemberSessions {
     const now = this.clock();
     for (const k of [`a:${key}`, ...(client ? [`c:${client}`] : [])]) {
       const r = this.refusals.get(k);
-      if (r && r.untilMs > now) return `too many wrong passwords: wait ${Math.ceil((r.untilMs - now) / 1000)} s`;
+      // An address (many people behind one proxy) waits only after ADDRESS_REFUSALS refusals in a row.
+      if (r && r.untilMs > now && (k.startsWith('a:') || r.count >= ADDRESS_REFUSALS)) return `too many wrong passwords: wait ${Math.ceil((r.untilMs - now) / 1000)} s`;
     }
     return undefined;
   }
@@ -187,7 +206,8 @@ export class MemberSessions {
     const now = this.clock();
     for (const k of [`a:${key}`, ...(client ? [`c:${client}`] : [])]) {
       const count = (this.refusals.get(k)?.count ?? 0) + 1;
-      this.refusals.set(k, { count, untilMs: now + Math.min(60_000, 1000 * 2 ** (count - 1)) });
+      const step = k.startsWith('a:') ? count : count - ADDRESS_REFUSALS + 1;
+      this.refusals.set(k, { count, untilMs: now + Math.min(60_000, 1000 * 2 ** Math.max(0, step - 1)) });
     }
   }
 
@@ -244,7 +264,13 @@ export class MemberSessions {
         ...opts.vfs,
         libraries: libraries.map((l) => ({
           name: l.name,
-          remote: new UserTokenRemote({ client, mountId: takesPart.get(l.id)!, library: { id: l.id, name: l.name }, feed: l.feed }),
+          remote: new UserTokenRemote({
+            client, mountId: takesPart.get(l.id)!, library: { id: l.id, name: l.name }, feed: l.feed,
+            mayWrite: l.client ? async (fullpath, code, call) => {
+              const states = await l.client!.file2.getMemberPermission({ fullpath: writeTarget(fullpath, code), account }, { signal: call?.signal });
+              return Number(states[code]) === 1;
+            } : undefined,
+          }),
         })),
         dataDir: dir,
         logger: opts.logger.child({ member: account }),

@@ -33,6 +33,12 @@ export interface UserTokenRemoteOptions {
   library: RemoteInfo;
   /** Where the library's changes come from (its library authorization's feed); none = no change feed (ENOSYS). */
   feed?: Pick<Remote, 'changes' | 'headCursor'>;
+  /**
+   * Whether the member holds `code` on the folder of `fullpath` (the service's answer for the member, e.g.
+   * the library authorization's get_member_permission): checked before a write is journaled. None = no
+   * check before the upload (the upload itself is refused then).
+   */
+  mayWrite?: (fullpath: string, code: 'w' | 'ul', opts?: RemoteCallOptions) => Promise<boolean>;
   /** Download links are used for this long, ms (the service's last 10 minutes). Default 300 000. */
   linkLifetimeMs?: number;
   /** Page size of `ls`. Default 100. */
@@ -60,6 +66,7 @@ export class UserTokenRemote implements Remote {
   readonly mountId: number;
   private readonly library: RemoteInfo;
   private readonly feed?: Pick<Remote, 'changes' | 'headCursor'>;
+  private readonly mayWrite?: UserTokenRemoteOptions['mayWrite'];
   private readonly linkLifetimeMs: number;
   private readonly pageSize: number;
   private readonly rangeTimeoutMs: number;
@@ -75,6 +82,7 @@ export class UserTokenRemote implements Remote {
     this.mountId = opts.mountId;
     this.library = opts.library;
     this.feed = opts.feed;
+    this.mayWrite = opts.mayWrite;
     this.linkLifetimeMs = opts.linkLifetimeMs ?? 300_000;
     this.pageSize = opts.pageSize ?? 100;
     this.rangeTimeoutMs = opts.rangeTimeoutMs ?? 30_000;
@@ -165,6 +173,19 @@ export class UserTokenRemote implements Remote {
       id: res.hash, fullpath: res.fullpath || fullpath, name: baseName(res.fullpath || fullpath), isDir: false,
       size: Number(res.filesize ?? source.size), contentHash: res.filehash || source.sha1, mtimeMs: started, ctimeMs: started,
     };
+  }
+
+  /** A change of an existing file needs `w`, a new file `ul` in its folder (asked of the service, not cached). */
+  async checkWrite(fullpath: string, existing: boolean, opts?: RemoteCallOptions): Promise<void> {
+    if (!this.mayWrite) return;
+    const code = existing ? 'w' : 'ul';
+    let ok: boolean;
+    try {
+      ok = await this.mayWrite(fullpath, code, opts);
+    } catch (err) {
+      throw toVfsError(err, fullpath);
+    }
+    if (!ok) throw new VfsError('EACCES', existing ? `'${fullpath}': no permission to change this file (w)` : `'${fullpath}': no permission to add a file here (ul)`);
   }
 
   async mkdir(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry> {

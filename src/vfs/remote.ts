@@ -96,6 +96,12 @@ export interface Remote {
    * now, together, so that each read is one request). Best effort: nothing is thrown, nothing waited for.
    */
   prepareReads?(files: { fullpath: string; contentHash?: string }[], opts?: RemoteCallOptions): void;
+  /**
+   * Optional: refuses (EACCES) a write the service would refuse, before the gateway takes it into its
+   * journal: a remote acting as one member, whose writes are acknowledged before they are uploaded.
+   * `existing`: the file's content is replaced (else a new file is added).
+   */
+  checkWrite?(fullpath: string, existing: boolean, opts?: RemoteCallOptions): Promise<void>;
   /** Replaces or creates the file with the local file's bytes (overwrite; the service keeps the old version). */
   commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry>;
   /** Creates a folder; EEXIST when something exists there. */
