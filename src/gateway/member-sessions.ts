@@ -46,7 +46,7 @@ export interface MemberSessionsOptions {
   /** The application the gateway asks the token endpoint as (client_id and its secret). */
   application: ClientSecretPair;
   /** The libraries the gateway serves (a member's Vfs serves those of them the member takes part in). */
-  libraries: () => ServedLibraryFeed[];
+  libraries: () => ServedLibraryFeed[] | Promise<ServedLibraryFeed[]>;
   /** `<data>/members`: one folder per member (journal, feed cursors). */
   dataDir: string;
   /** Options of each member's Vfs (feed interval, durability, cache sizes). */
@@ -252,7 +252,7 @@ export class MemberSessions {
     try {
       const { list } = await client.user.mount({});
       const takesPart = new Map((list ?? []).map((l) => [String(l.org_id), Number(l.mount_id)]));
-      const libraries = opts.libraries().filter((l) => takesPart.has(l.id));
+      const libraries = (await opts.libraries()).filter((l) => takesPart.has(l.id));
       if (libraries.length === 0) {
         await client.close();
         throw new VfsError('EACCES', `member '${account}' takes part in none of the libraries this gateway serves`);

@@ -40,6 +40,8 @@ export interface Principal {
  */
 export interface MemberLogins {
   login(account: string, password: string, client: string): Promise<{ vfs: Vfs } | { refused: string }>;
+  /** The Vfs of a configured user who acts as a member (`webdav.users[].member`); undefined for the others. */
+  forUser?(name: string): Promise<Vfs | undefined>;
 }
 
 export interface AuthOptions {

@@ -150,6 +150,10 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
     if (member && !auth.hasUser(member.user)) {
       const login = await opts.memberLogins!.login(member.user, member.password, (req.socket.remoteAddress ?? '').replace(/^::ffff:/, ''));
       if ('vfs' in login) principal = { user: member.user, readOnly: false, vfs: login.vfs };
+    } else if (principal?.user && opts.memberLogins?.forUser) {
+      // A configured user acting as a member: the member's own Vfs, the member the operator.
+      const vfs = await opts.memberLogins.forUser(principal.user);
+      if (vfs) principal = { ...principal, operator: undefined, vfs };
     }
     if (!principal) {
       const body = Buffer.from('401 authentication required\n');
