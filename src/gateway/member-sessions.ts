@@ -317,9 +317,14 @@ export class MemberSessions {
     }
   }
 
-  private sweep(): void {
+  /** Closes the sessions idle for longer than `idleMs` (the sweeper runs it every quarter of that, at most a minute). */
+  async closeIdle(): Promise<void> {
     const now = this.clock();
-    for (const s of this.sessions.values()) if (now - s.lastUseMs > this.idleMs) void this.closeSession(s, 'idle');
+    await Promise.all([...this.sessions.values()].filter((s) => now - s.lastUseMs > this.idleMs).map((s) => this.closeSession(s, 'idle')));
+  }
+
+  private sweep(): void {
+    void this.closeIdle();
   }
 
   private evict(): void {

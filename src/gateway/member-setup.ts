@@ -86,11 +86,13 @@ export function startMemberSessions(opts: MemberSetupOptions): MemberSessions {
 
 /** The WebDAV server's member hooks: logins of members, and configured users acting as a member. */
 export function webdavMemberHooks(sessions: MemberSessions, config: GatewayConfig): {
+  loginsOn: boolean;
   login(account: string, password: string, client: string): Promise<{ vfs: Vfs } | { refused: string }>;
   forUser(name: string): Promise<Vfs | undefined>;
 } {
   const asMember = new Map<string, UserConfig>(config.webdav.users.filter((u) => u.member !== undefined).map((u) => [u.name, u]));
   return {
+    loginsOn: config.webdav.member_logins,
     async login(account, password, client) {
       if (!config.webdav.member_logins) return { refused: 'member logins are off' };
       const out = await sessions.login(account, password, client);

@@ -39,6 +39,8 @@ export interface Principal {
  * one is handed to this; it answers the member's own Vfs, or a refusal (401).
  */
 export interface MemberLogins {
+  /** Members log in (the 401 then offers Basic alone: the gateway keeps no password to check a Digest answer against). */
+  loginsOn: boolean;
   login(account: string, password: string, client: string): Promise<{ vfs: Vfs } | { refused: string }>;
   /** The Vfs of a configured user who acts as a member (`webdav.users[].member`); undefined for the others. */
   forUser?(name: string): Promise<Vfs | undefined>;

@@ -97,7 +97,7 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
   const anonymous = opts.anonymous === true ? { readOnly: false } : opts.anonymous ? { readOnly: !!opts.anonymous.readOnly } : false;
   const auth = new Authenticator({ users: opts.users ?? [], anonymous, realm: opts.realm });
   // Members log in with Basic only (the gateway keeps no password to check a Digest answer against).
-  const challenges = (stale = false): string[] => (opts.memberLogins ? auth.challenges(stale).filter((c) => c.startsWith('Basic')) : auth.challenges(stale));
+  const challenges = (stale = false): string[] => (opts.memberLogins?.loginsOn ? auth.challenges(stale).filter((c) => c.startsWith('Basic')) : auth.challenges(stale));
   const shared: DavShared = {
     vfs: opts.vfs,
     props: new DeadPropertyStore(opts.dataDir, {
@@ -146,7 +146,7 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
     }
     const outcome = auth.check(req);
     let principal: Principal | null = outcome.principal;
-    const member = !principal && opts.memberLogins ? basicCredentials(req.headers.authorization) : undefined;
+    const member = !principal && opts.memberLogins?.loginsOn ? basicCredentials(req.headers.authorization) : undefined;
     if (member && !auth.hasUser(member.user)) {
       const login = await opts.memberLogins!.login(member.user, member.password, (req.socket.remoteAddress ?? '').replace(/^::ffff:/, ''));
       if ('vfs' in login) principal = { user: member.user, readOnly: false, vfs: login.vfs };

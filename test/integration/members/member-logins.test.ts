@@ -64,7 +64,7 @@ beforeAll(async () => {
   });
   server = createWebdavServer({
     vfs: adminVfs, users: [], dataDir: join(dir, 'webdav'), logger: silentLogger,
-    memberLogins: { login: async (a, p, c) => { const o = await sessions.login(a, p, c); return 'session' in o ? { vfs: o.session.vfs } : o; } },
+    memberLogins: { loginsOn: true, login: async (a, p, c) => { const o = await sessions.login(a, p, c); return 'session' in o ? { vfs: o.session.vfs } : o; } },
   });
   url = await server.listen('127.0.0.1', 0);
 });

@@ -90,6 +90,43 @@ describe("a member's Vfs", () => {
     }
   });
 
+  it("the library's feed reaches a member's cache only through their own lookups: what they may not see never enters it", async () => {
+    const s = sessionsWith({ vfs: { feedIntervalMs: 3_600_000 } });
+    try {
+      await t.client.file.createFolder({ fullpath: 'Closed' });
+      await t.client.file2.setPermission({ fullpath: 'Closed', permissions: JSON.stringify({ member_ids: [reader.id], permission: { role_id: 0, ls: -1, cd: -1, ss: -1 } }) });
+      const r = await vfsOf(s, reader);
+      expect((await r.readdir('/Library/Box')).map((a) => a.name)).toEqual(expect.arrayContaining(['secret.txt']));
+      expect(await codeOf(r.readdir('/Library/Closed'))).toBe('EACCES');
+      await r.refresh();
+      await put(t.client, 'Box/visible.txt', 'for the reader');
+      await put(t.client, 'Closed/hidden.txt', 'not for the reader');
+      await r.refresh();
+      expect(r.cache.getEntry('Library', 'Closed/hidden.txt')).toBeFalsy();
+      expect(r.cache.getEntry('Library', 'Box/visible.txt')).toMatchObject({ fullpath: 'Box/visible.txt', size: 'for the reader'.length });
+      expect((r.remoteOf('Library') as UserTokenRemote).counters.feedLookups).toBeGreaterThanOrEqual(2);
+      expect(await codeOf(r.stat('/Library/Closed/hidden.txt'))).toMatch(/EACCES|ENOENT/);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('sessions are bounded (the least recently used is closed) and end when idle', async () => {
+    let clock = 1_000_000;
+    const s = sessionsWith({ maxSessions: 1, idleMs: 60_000, clock: () => clock });
+    try {
+      const w = await vfsOf(s, writer);
+      await vfsOf(s, reader);
+      expect(s.list().map((x) => x.account)).toEqual([reader.account]);
+      expect(await codeOf(w.readdir('/Library/Box'))).toBeTruthy();
+      clock += 120_000;
+      await s.closeIdle();
+      expect(s.list()).toEqual([]);
+    } finally {
+      await s.close();
+    }
+  });
+
   it("a version waiting in the member's journal is uploaded as that member by their next session (after a restart), never by another's", async () => {
     const first = sessionsWith({ vfs: { feedIntervalMs: 0, faults: true } });
     const w = await vfsOf(first, writer);
