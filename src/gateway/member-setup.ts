@@ -10,7 +10,7 @@ import { LibraryRemote } from '../remote/library-remote.js';
 import type { Logger } from '../shared/log.js';
 import type { GatewayVfs } from '../vfs/gateway-vfs.js';
 import { VfsError, type Vfs } from '../vfs/types.js';
-import type { GatewayConfig, UserConfig } from './config.js';
+import { ConfigError, type GatewayConfig, type UserConfig } from './config.js';
 import { MemberSessions, type ServedLibraryFeed } from './member-sessions.js';
 
 /** True when the configuration has anyone act as a member (member logins, a `member` user, `mount.member`). */
@@ -53,7 +53,7 @@ export interface MemberSetupOptions {
 export function startMemberSessions(opts: MemberSetupOptions): MemberSessions {
   const { config } = opts;
   if (!opts.application) {
-    throw new Error('member logins (webdav.member_logins, webdav.users[].member, mount.member) need the application the gateway asks the token endpoint as: give service.application.client_id and client_secret');
+    throw new ConfigError('member logins (webdav.member_logins, webdav.users[].member, mount.member) need the application the gateway asks the token endpoint as: give service.application.client_id and client_secret');
   }
   let ids: Promise<ServedLibraryFeed[]> | undefined;
   return new MemberSessions({

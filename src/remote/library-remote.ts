@@ -416,7 +416,7 @@ function fromInfo(i: FileInfo): RemoteEntry {
 }
 
 /** A whole-content body when the server ignored the range: skip to `start`, stop after `length`. */
-function skipBytes(body: Readable, start: number, length: number): Readable {
+export function skipBytes(body: Readable, start: number, length: number): Readable {
   async function* gen(): AsyncGenerator<Buffer> {
     let pos = 0;
     let sent = 0;

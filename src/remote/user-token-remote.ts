@@ -22,7 +22,7 @@ import type {
   ChangesPage, CommitOptions, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteChange, RemoteEntry, RemoteInfo, RemoteQuota,
 } from '../vfs/remote.js';
 import type { UserFileRecord } from '../shared/records.js';
-import { toVfsError } from './library-remote.js';
+import { skipBytes, toVfsError } from './library-remote.js';
 
 export interface UserTokenRemoteOptions {
   /** A client holding the member's access token (`credentials.user`). */
@@ -39,7 +39,10 @@ export interface UserTokenRemoteOptions {
    * check before the upload (the upload itself is refused then).
    */
   mayWrite?: (fullpath: string, code: 'w' | 'ul', opts?: RemoteCallOptions) => Promise<boolean>;
-  /** Download links are used for this long, ms (the service's last 10 minutes). Default 300 000. */
+  /**
+   * A download link (issued after the service checked the member's download right) serves this member's
+   * reads of that version for this long, ms (the service's last 10 minutes). Default 60 000.
+   */
   linkLifetimeMs?: number;
   /** Page size of `ls`. Default 100. */
   pageSize?: number;
@@ -83,7 +86,7 @@ export class UserTokenRemote implements Remote {
     this.library = opts.library;
     this.feed = opts.feed;
     this.mayWrite = opts.mayWrite;
-    this.linkLifetimeMs = opts.linkLifetimeMs ?? 300_000;
+    this.linkLifetimeMs = opts.linkLifetimeMs ?? 60_000;
     this.pageSize = opts.pageSize ?? 100;
     this.rangeTimeoutMs = opts.rangeTimeoutMs ?? 30_000;
     this.lookupConcurrency = opts.lookupConcurrency ?? 8;
@@ -136,6 +139,7 @@ export class UserTokenRemote implements Remote {
         continue;
       }
       if (res.statusCode === 206 || (res.statusCode === 200 && start === 0)) return res.body as unknown as Readable;
+      if (res.statusCode === 200) return skipBytes(res.body as unknown as Readable, start, end - start + 1);
       await res.body.dump().catch(() => undefined);
       this.links.delete(linkKey(fullpath, opts.contentHash));
       if (res.statusCode === 416) return Readable.from([]);
