@@ -61,6 +61,7 @@ export interface MemberSessionsOptions {
   closeFlushMs?: number;
   onExchange?: (e: { endpoint: string; status: number; ms: number }) => void;
   logger: Logger;
+  /** Clock, ms: session idleness, refusal waits and the datelines of the service calls. Default Date.now. */
   clock?: () => number;
 }
 
@@ -119,7 +120,7 @@ export class MemberSessions {
   readonly counters = { grants: 0, verified: 0, refused: 0, throttled: 0, ended: 0 };
 
   constructor(private readonly opts: MemberSessionsOptions) {
-    this.appClient = new ServiceClient({ baseUrl: opts.baseUrl, credentials: { application: opts.application }, uploadHeaderPrefix: opts.uploadHeaderPrefix, retries: 0, onExchange: opts.onExchange });
+    this.appClient = new ServiceClient({ baseUrl: opts.baseUrl, credentials: { application: opts.application }, uploadHeaderPrefix: opts.uploadHeaderPrefix, retries: 0, onExchange: opts.onExchange, clock: opts.clock });
     this.maxSessions = opts.maxSessions ?? 100;
     this.idleMs = opts.idleMs ?? 900_000;
     this.checkIntervalMs = opts.checkIntervalMs ?? (opts.vfs?.feedIntervalMs || 2000);
@@ -245,7 +246,7 @@ export class MemberSessions {
   private async open(account: string, key: string, grant: { access_token: string; refresh_token?: string; expires_in?: number }, password: string): Promise<Session> {
     const { opts } = this;
     const client = new ServiceClient({
-      baseUrl: opts.baseUrl, uploadHeaderPrefix: opts.uploadHeaderPrefix, onExchange: opts.onExchange,
+      baseUrl: opts.baseUrl, uploadHeaderPrefix: opts.uploadHeaderPrefix, onExchange: opts.onExchange, clock: opts.clock,
       credentials: { user: { token: grant.access_token, refresh_token: grant.refresh_token, client_id: opts.application.client_id, client_secret: opts.application.client_secret } },
     });
     let vfs: GatewayVfs;

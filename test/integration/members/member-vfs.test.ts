@@ -22,6 +22,8 @@ let dir: string;
 let writer: TestMember;
 let reader: TestMember;
 const PW = 'vfs-member-pw';
+/** How far the service's clock is ahead (a token made to expire). */
+let skewMs = 0;
 
 async function codeOf(p: Promise<unknown>): Promise<string | undefined> {
   try {
@@ -38,7 +40,7 @@ function sessionsWith(extra: Partial<MemberSessionsOptions> = {}): MemberSession
   return new MemberSessions({
     baseUrl: t.service.baseUrl, application: bootstrapApp(t), dataDir: join(dir, 'members'),
     libraries: () => [{ name: 'Library', id, feed: lib, client: t.client }],
-    vfs: { feedIntervalMs: 0 }, checkIntervalMs: 3_600_000, closeFlushMs: 200, logger: silentLogger, ...extra,
+    vfs: { feedIntervalMs: 0 }, checkIntervalMs: 3_600_000, closeFlushMs: 200, logger: silentLogger, clock: () => Date.now() + skewMs, ...extra,
   });
 }
 
@@ -49,7 +51,7 @@ async function vfsOf(s: MemberSessions, m: TestMember): Promise<GatewayVfs> {
 }
 
 beforeAll(async () => {
-  t = await startTestService();
+  t = await startTestService({ clock: () => Date.now() + skewMs });
   dir = await mkdtemp(join(tmpdir(), 'cloudlib-member-vfs-'));
   await t.client.file.createFolder({ fullpath: 'Box' });
   await put(t.client, 'Box/secret.txt', 'secret bytes');
@@ -111,15 +113,31 @@ describe("a member's Vfs", () => {
     }
   });
 
+  it("an expired token is refreshed with the member's refresh token and the call replayed: the session goes on", async () => {
+    const s = sessionsWith();
+    try {
+      const out = await s.login(reader.account, PW);
+      if (!('session' in out)) throw new Error(out.refused);
+      const before = out.session.client.credentials.user!.token;
+      skewMs = 3 * 3_600_000;
+      out.session.vfs.cache.dropLibrary('Library');
+      expect((await out.session.vfs.readdir('/Library/Box')).map((a) => a.name)).toContain('secret.txt');
+      expect(out.session.client.credentials.user!.token).not.toBe(before);
+    } finally {
+      skewMs = 0;
+      await s.close();
+    }
+  });
+
   it('sessions are bounded (the least recently used is closed) and end when idle', async () => {
-    let clock = 1_000_000;
-    const s = sessionsWith({ maxSessions: 1, idleMs: 60_000, clock: () => clock });
+    let later = 0;
+    const s = sessionsWith({ maxSessions: 1, idleMs: 60_000, clock: () => Date.now() + later });
     try {
       const w = await vfsOf(s, writer);
       await vfsOf(s, reader);
       expect(s.list().map((x) => x.account)).toEqual([reader.account]);
       expect(await codeOf(w.readdir('/Library/Box'))).toBeTruthy();
-      clock += 120_000;
+      later += 120_000;
       await s.closeIdle();
       expect(s.list()).toEqual([]);
     } finally {
