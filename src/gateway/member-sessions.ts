@@ -76,6 +76,8 @@ interface Session extends MemberSession {
   salt: Buffer;
   verifier: Buffer | null;
   lastUseMs: number;
+  /** Not closed for idleness or to make room (a mount acting as the member). */
+  pinned: boolean;
   refreshTimer?: NodeJS.Timeout;
   checkTimer?: NodeJS.Timeout;
   closing?: Promise<void>;
@@ -97,9 +99,9 @@ const ADDRESS_REFUSALS = 10;
 const md5Hex = (text: string): string => createHash('md5').update(text, 'utf8').digest('hex');
 const verifierOf = (salt: Buffer, password: string): Buffer => createHash('sha256').update(salt).update(password, 'utf8').digest();
 
-/** The folder of a member's data (journal, cursors): a digest of the account, stable across restarts. */
+/** The folder of a member's data (journal, cursors): a digest of the account as given, stable across restarts. */
 export function memberKey(account: string): string {
-  return createHash('sha256').update(account.toLowerCase(), 'utf8').digest('hex').slice(0, 32);
+  return createHash('sha256').update(account, 'utf8').digest('hex').slice(0, 32);
 }
 
 export class MemberSessions {
@@ -111,6 +113,8 @@ export class MemberSessions {
   /** Refusals per account and per client address: how many in a row and until when the next waits. */
   private readonly refusals = new LRUCache<string, { count: number; untilMs: number }>({ max: 10_000 });
   private readonly appClient: ServiceClient;
+  /** Salt of the keys of logins under way (one grant for concurrent requests with the same password). */
+  private readonly pendingSalt = randomBytes(16);
   private readonly maxSessions: number;
   private readonly idleMs: number;
   private readonly checkIntervalMs: number;
@@ -155,7 +159,7 @@ export class MemberSessions {
       this.counters.throttled++;
       return { refused: wait };
     }
-    const pendingKey = `${key}\0${verifierOf(Buffer.alloc(0), password).toString('hex')}`;
+    const pendingKey = `${key}\0${verifierOf(this.pendingSalt, password).toString('hex')}`;
     let p = this.pending.get(pendingKey);
     if (!p) {
       p = this.grant(account, key, password, client).finally(() => this.pending.delete(pendingKey));
@@ -171,7 +175,7 @@ export class MemberSessions {
   async pinned(account: string, password: string): Promise<MemberSession> {
     const out = await this.login(account, password);
     if ('refused' in out) throw new VfsError('EACCES', `member '${account}': ${out.refused}`);
-    (out.session as Session).lastUseMs = Number.POSITIVE_INFINITY;
+    (out.session as Session).pinned = true;
     return out.session;
   }
 
@@ -282,7 +286,7 @@ export class MemberSessions {
       throw err instanceof VfsError ? err : new VfsError('EAGAIN', `member '${account}': session not opened (${(err as Error).message})`, { cause: err });
     }
     const salt = randomBytes(16);
-    const session: Session = { account, key, vfs, client, salt, verifier: verifierOf(salt, password), lastUseMs: this.clock() };
+    const session: Session = { account, key, vfs, client, salt, verifier: verifierOf(salt, password), lastUseMs: this.clock(), pinned: false };
     this.sessions.set(key, session);
     this.scheduleRefresh(session, grant.expires_in);
     session.checkTimer = setInterval(() => void this.check(session), this.checkIntervalMs);
@@ -321,7 +325,7 @@ export class MemberSessions {
   /** Closes the sessions idle for longer than `idleMs` (the sweeper runs it every quarter of that, at most a minute). */
   async closeIdle(): Promise<void> {
     const now = this.clock();
-    await Promise.all([...this.sessions.values()].filter((s) => now - s.lastUseMs > this.idleMs).map((s) => this.closeSession(s, 'idle')));
+    await Promise.all([...this.sessions.values()].filter((s) => !s.pinned && now - s.lastUseMs > this.idleMs).map((s) => this.closeSession(s, 'idle')));
   }
 
   private sweep(): void {
@@ -330,7 +334,7 @@ export class MemberSessions {
 
   private evict(): void {
     if (this.sessions.size <= this.maxSessions) return;
-    const oldest = [...this.sessions.values()].filter((s) => !s.closing && Number.isFinite(s.lastUseMs)).sort((a, b) => a.lastUseMs - b.lastUseMs);
+    const oldest = [...this.sessions.values()].filter((s) => !s.closing && !s.pinned).sort((a, b) => a.lastUseMs - b.lastUseMs);
     for (const s of oldest.slice(0, this.sessions.size - this.maxSessions)) void this.closeSession(s, 'too many sessions: least recently used');
   }
 

@@ -3,8 +3,9 @@
  * service's `fullpath` (no leading slash; the library root is the empty string). Implementations throw
  * VfsError (protocol-neutral codes); anything they cannot do throws ENOSYS, never a default.
  *
- * Implemented by LibraryRemote (api/remote.ts, the library file API), MemoryRemote (the reference model
- * and the backend of unit tests) and wrapped by FaultyRemote (fault injection on command).
+ * Implemented by LibraryRemote (remote/library-remote.ts, the library file API), UserTokenRemote
+ * (remote/user-token-remote.ts, the user file API as one member), MemoryRemote (the reference model and
+ * the backend of unit tests) and wrapped by FaultyRemote (fault injection on command).
  */
 import type { Readable } from 'node:stream';
 import type { Operator } from './types.js';
