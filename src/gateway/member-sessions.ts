@@ -332,10 +332,10 @@ export class MemberSessions {
     void this.closeIdle();
   }
 
+  /** Closes the least recently used sessions beyond `maxSessions` (pinned ones are not counted). */
   private evict(): void {
-    if (this.sessions.size <= this.maxSessions) return;
     const oldest = [...this.sessions.values()].filter((s) => !s.closing && !s.pinned).sort((a, b) => a.lastUseMs - b.lastUseMs);
-    for (const s of oldest.slice(0, this.sessions.size - this.maxSessions)) void this.closeSession(s, 'too many sessions: least recently used');
+    for (const s of oldest.slice(0, Math.max(0, oldest.length - this.maxSessions))) void this.closeSession(s, 'too many sessions: least recently used');
   }
 
   private closeSession(s: Session, why: string): Promise<void> {

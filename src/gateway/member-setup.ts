@@ -13,6 +13,8 @@ import { VfsError, type Vfs } from '../vfs/types.js';
 import { ConfigError, type GatewayConfig, type UserConfig } from './config.js';
 import { MemberSessions, type ServedLibraryFeed } from './member-sessions.js';
 
+const MIB = 1024 * 1024;
+
 /** True when the configuration has anyone act as a member (member logins, a `member` user, `mount.member`). */
 export function wantsMembers(config: GatewayConfig): boolean {
   return config.webdav.member_logins || config.webdav.users.some((u) => u.member !== undefined) || config.mount.member !== undefined;
@@ -73,8 +75,15 @@ export function startMemberSessions(opts: MemberSetupOptions): MemberSessions {
     vfs: {
       feedIntervalMs: config.feed.interval_ms,
       durability: { mode: config.journal.durability, groupCommitMs: config.journal.group_commit_ms },
-      // Each member's caches are their own: small, and in memory only.
-      cache: { metadataEntries: Math.min(config.cache.metadata_entries, 10_000), blockBytes: 16 * 1024 * 1024, diskBytes: 0 },
+      // Each member's caches are their own, in memory only: the configured sizes shared out among the
+      // sessions that may be open at once, so that all of them together stay within those bounds.
+      cache: {
+        metadataEntries: Math.max(1000, Math.floor(config.cache.metadata_entries / config.webdav.member_sessions)),
+        metadataBytes: Math.max(MIB, Math.floor((64 * MIB) / config.webdav.member_sessions)),
+        blockBytes: Math.max(MIB, Math.floor((config.cache.block_cache_mb * MIB) / config.webdav.member_sessions)),
+        diskBytes: 0,
+      },
+      readAhead: { totalBytes: 32 * MIB },
     },
     maxSessions: config.webdav.member_sessions,
     idleMs: config.webdav.member_idle_s * 1000,

@@ -129,7 +129,7 @@ describe("a member's Vfs", () => {
     }
   });
 
-  it('sessions are bounded (the least recently used is closed) and end when idle', async () => {
+  it('sessions are bounded (the least recently used is closed) and end when idle; a pinned one stays', async () => {
     let later = 0;
     const s = sessionsWith({ maxSessions: 1, idleMs: 60_000, clock: () => Date.now() + later });
     try {
@@ -140,6 +140,13 @@ describe("a member's Vfs", () => {
       later += 120_000;
       await s.closeIdle();
       expect(s.list()).toEqual([]);
+      // A pinned session (a mount acting as the member) is neither idled out nor made room for.
+      const pinned = await s.pinned(writer.account, PW);
+      await vfsOf(s, reader);
+      later += 120_000;
+      await s.closeIdle();
+      expect(s.list().map((x) => x.account)).toEqual([writer.account]);
+      expect((await pinned.vfs.readdir('/Library/Box')).map((a) => a.name)).toContain('secret.txt');
     } finally {
       await s.close();
     }
