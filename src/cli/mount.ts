@@ -42,6 +42,15 @@ async function openVfs(config: GatewayConfig, logger: Logger): Promise<Vfs> {
   return (await vfsFromConfig(config, logger)).vfs;
 }
 
+/** Member sessions over the configuration's libraries (mount.member). */
+async function openMemberSessions(config: GatewayConfig, vfs: Vfs, logger: Logger) {
+  const { startMemberSessions } = await import('../gateway/member-setup.js');
+  return startMemberSessions({
+    config, baseUrl: config.service!.base_url, uploadHeaderPrefix: config.service!.upload_header_prefix, application: config.service!.application,
+    vfs: vfs as Parameters<typeof startMemberSessions>[0]['vfs'], logger: logger.child({ part: 'members' }),
+  });
+}
+
 export const mountCommand: Subcommand = {
   summary: 'Mount every library as a folder of a FUSE mount point',
   usage: USAGE,
@@ -75,6 +84,9 @@ export const mountCommand: Subcommand = {
       const t = values['attr-timeout'];
       if (t !== undefined && !(Number(t) >= 0)) throw new ConfigError(`--attr-timeout: expected seconds >= 0, got '${String(t)}'`);
       attrTimeoutS = t !== undefined ? Number(t) : config.feed.interval_ms / 1000;
+      if (config.mount.member !== undefined && !config.service?.application) {
+        throw new ConfigError('mount.member: the application the gateway asks the token endpoint as is needed too (service.application.client_id and client_secret)');
+      }
     } catch (err) {
       if (err instanceof ConfigError) {
         process.stderr.write(`cloudlib mount: ${err.message}\n`);
@@ -84,8 +96,11 @@ export const mountCommand: Subcommand = {
     }
     const logger = createLogger({ level: config.log.level });
     const vfs = await openVfs(config, logger);
+    // mount.member: the mount acts as that member, through a Vfs of their own.
+    const members = config.mount.member !== undefined ? await openMemberSessions(config, vfs, logger) : undefined;
+    const served = members ? (await members.pinned(config.mount.member!, config.mount.member_password!)).vfs : vfs;
     const mounted = await mountVfs({
-      vfs,
+      vfs: served,
       mountpoint: positionals[0]!,
       uid,
       gid,
@@ -105,6 +120,7 @@ export const mountCommand: Subcommand = {
       process.once('SIGTERM', stop);
     });
     await mounted.unmount();
+    await members?.close();
     await vfs.close();
     return 0;
   },

@@ -8,6 +8,7 @@ import { loadConfig, ConfigError, parseHostPort, webdavLimitsOf, type GatewayCon
 import { makePrivateFolder } from '../gateway/private-folder.js';
 import { createLogger } from '../shared/log.js';
 import { vfsFromConfig } from '../gateway/vfs-from-config.js';
+import { startMemberSessions, wantsMembers, webdavMemberHooks } from '../gateway/member-setup.js';
 import { createWebdavServer, type WebdavServerOptions } from '../webdav/index.js';
 import type { Subcommand } from './subcommand.js';
 
@@ -48,8 +49,11 @@ export const webdavCommand: Subcommand = {
       );
       if (!config.webdav.listen) throw new ConfigError('--listen: expected HOST:PORT, got off');
       ({ host, port } = parseHostPort(config.webdav.listen, '--listen'));
-      if (config.webdav.users.length === 0 && !config.webdav.anonymous) {
-        throw new ConfigError('webdav.users: expected at least one user (or webdav.anonymous) in the configuration, got none');
+      if (wantsMembers(config) && !config.service?.application) {
+        throw new ConfigError('webdav.member_logins and webdav.users[].member: the application the gateway asks the token endpoint as is needed too (service.application.client_id and client_secret)');
+      }
+      if (config.webdav.users.length === 0 && !config.webdav.anonymous && !config.webdav.member_logins) {
+        throw new ConfigError('webdav.users: expected at least one user (or webdav.anonymous, or webdav.member_logins) in the configuration, got none');
       }
     } catch (err) {
       if (err instanceof ConfigError) {
@@ -61,7 +65,12 @@ export const webdavCommand: Subcommand = {
     const logger = createLogger({ level: config.log.level });
     await makePrivateFolder(config.data, logger);
     const { vfs } = await vfsFromConfig(config, logger);
+    // Members acting as themselves (webdav.member_logins, users with `member`): a Vfs of their own each.
+    const members = wantsMembers(config)
+      ? startMemberSessions({ config, baseUrl: config.service!.base_url, uploadHeaderPrefix: config.service!.upload_header_prefix, application: config.service!.application, vfs, logger: logger.child({ part: 'members' }) })
+      : undefined;
     const server = createWebdavServer({
+      memberLogins: members ? webdavMemberHooks(members, config) : undefined,
       ...(webdavLimitsOf(config.webdav) as Partial<WebdavServerOptions>),
       vfs,
       users: config.webdav.users.map((u) => ({ name: u.name, password: u.password, opId: u.op_id, opName: u.op_name, readOnly: u.read_only || config.mount.read_only })),
@@ -83,6 +92,7 @@ export const webdavCommand: Subcommand = {
       process.once('SIGHUP', stop);
     });
     await server.close();
+    await members?.close();
     await vfs.flushAll({ timeoutMs: 10_000 }).catch(() => undefined);
     await vfs.close();
     return 0;

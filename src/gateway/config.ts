@@ -8,7 +8,11 @@ import { resolve, dirname, isAbsolute } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 
 export interface LibraryAuthConfig { name?: string; org_client_id: string; org_client_secret: string }
-export interface UserConfig { name: string; password: string; op_id?: string; op_name?: string; read_only?: boolean }
+export interface UserConfig {
+  name: string; password: string; op_id?: string; op_name?: string; read_only?: boolean;
+  /** The member of the enterprise this user acts as (their account), with that member's password for the token endpoint. */
+  member?: string; member_password?: string;
+}
 
 export interface GatewayConfig {
   /** Data folder: journal, caches, embedded service data, control socket. Default `./.cloudlib` or $CLOUDLIB_HOME. */
@@ -22,6 +26,8 @@ export interface GatewayConfig {
     enterprise?: { client_id: string; client_secret: string };
     partner?: { client_id: string; client_secret: string };
     user?: { token: string; client_id?: string; client_secret: string; refresh_token?: string };
+    /** The application the gateway asks the token endpoint as (member logins, `member` users, `mount.member`). */
+    application?: { client_id: string; client_secret: string };
   };
   /** Embedded service listen address (ignored with a remote service). Default 127.0.0.1:0 (any free port). */
   service_listen: string;
@@ -38,6 +44,12 @@ export interface GatewayConfig {
     anonymous: false | 'read-only' | 'read-write';
     /** Anonymous read-write on an address other than loopback: refused unless this is true. Default false. */
     allow_anonymous_write_from_network: boolean;
+    /** Members of the enterprise log in with their own account and password and act as themselves. Default false. */
+    member_logins: boolean;
+    /** Member sessions open at once (the least recently used is closed first). Default 100. */
+    member_sessions: number;
+    /** A member session with no request for this long is closed, s. Default 900. */
+    member_idle_s: number;
     /** Keep `.DS_Store`, `._*`, `Thumbs.db`, `desktop.ini` local-only. Default true. */
     keep_junk_local: boolean;
     /** No byte of a request body (or of an answer taken) for this long cuts the connection, s. Default 60. */
@@ -67,6 +79,9 @@ export interface GatewayConfig {
     umask?: number;
     allow_other: boolean;
     read_only: boolean;
+    /** The mount acts as this member (their account) with their permissions, `member_password` for the token endpoint. */
+    member?: string;
+    member_password?: string;
   };
   cache: {
     /** Metadata entries kept. Default 100 000. */
@@ -189,7 +204,7 @@ function bool(v: unknown, where: string): boolean | undefined {
 }
 
 const KNOWN_WEBDAV = new Set([
-  'listen', 'users', 'anonymous', 'allow_anonymous_write_from_network', 'keep_junk_local', 'idle_timeout_s', 'headers_timeout_s', 'keep_alive_timeout_s',
+  'listen', 'users', 'anonymous', 'member_logins', 'member_sessions', 'member_idle_s', 'allow_anonymous_write_from_network', 'keep_junk_local', 'idle_timeout_s', 'headers_timeout_s', 'keep_alive_timeout_s',
   'request_timeout_s', 'max_connections_per_client', 'max_xml_body_bytes', 'max_properties_per_resource', 'max_property_bytes_per_resource', 'max_property_value_bytes',
 ]);
 const KNOWN_TOP = new Set(['data', 'service', 'service_listen', 'service_url', 'webdav', 'mount', 'cache', 'feed', 'journal', 'admin_listen', 'log']);
@@ -240,7 +255,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
       if (!sec) throw new ConfigError('CLOUDLIB_ORG_CLIENT_ID is set but neither CLOUDLIB_ORG_CLIENT_SECRET nor CLOUDLIB_ORG_CLIENT_SECRET_FILE');
       libraries.push({ org_client_id: env.CLOUDLIB_ORG_CLIENT_ID, org_client_secret: sec });
     }
-    const pair = async (key: 'enterprise' | 'partner', envPrefix: string) => {
+    const pair = async (key: 'enterprise' | 'partner' | 'application', envPrefix: string) => {
       const t = obj(svc[key], `service.${key}`);
       const id = env[`${envPrefix}_CLIENT_ID`] ?? str(t.client_id, `service.${key}.client_id`);
       const sec = env[`${envPrefix}_CLIENT_SECRET`] ?? (await secret(t, 'client_secret', `service.${key}`, baseDir, env));
@@ -250,6 +265,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
     };
     const enterprise = await pair('enterprise', 'CLOUDLIB_ENT');
     const partner = await pair('partner', 'CLOUDLIB_PARTNER');
+    const application = await pair('application', 'CLOUDLIB_APP');
     if (!libraries.length && !enterprise) throw new ConfigError('service: give library authorizations (service.libraries) or an enterprise client_id/secret (service.enterprise) to list and bind libraries');
     const u = obj(svc.user, 'service.user');
     const token = await secret(u, 'token', 'service.user', baseDir, env);
@@ -260,6 +276,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
       libraries,
       enterprise,
       partner,
+      ...(application ? { application } : {}),
       user: token && userSecret ? { token, client_secret: userSecret, client_id: str(u.client_id, 'service.user.client_id'), refresh_token: await secret(u, 'refresh_token', 'service.user', baseDir, env) } : undefined,
     };
     if (!/^[a-z0-9-]+-$/i.test(service.upload_header_prefix)) throw new ConfigError(`service.upload_header_prefix: expected a header prefix ending in '-', got '${service.upload_header_prefix}'`);
@@ -278,7 +295,15 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
     const name = str(t.name, `webdav.users[${k}].name`);
     const password = await secret(t, 'password', `webdav.users[${k}]`, baseDir, env);
     if (!name || !password) throw new ConfigError(`webdav.users[${k}]: name and password (or password_file / password_env) are required`);
-    users.push({ name, password, op_id: str(t.op_id, `webdav.users[${k}].op_id`), op_name: str(t.op_name, `webdav.users[${k}].op_name`), read_only: bool(t.read_only, `webdav.users[${k}].read_only`) });
+    const member = str(t.member, `webdav.users[${k}].member`);
+    const memberPassword = await secret(t, 'member_password', `webdav.users[${k}]`, baseDir, env);
+    if (member !== undefined && !memberPassword) throw new ConfigError(`webdav.users[${k}].member: the member's password is required too (member_password, member_password_file or member_password_env)`);
+    if (member === undefined && memberPassword !== undefined) throw new ConfigError(`webdav.users[${k}].member_password: given without member`);
+    if (member !== undefined && (t.op_id !== undefined || t.op_name !== undefined)) throw new ConfigError(`webdav.users[${k}]: member and op_id/op_name do not go together (a member is the operator themselves)`);
+    users.push({
+      name, password, op_id: str(t.op_id, `webdav.users[${k}].op_id`), op_name: str(t.op_name, `webdav.users[${k}].op_name`), read_only: bool(t.read_only, `webdav.users[${k}].read_only`),
+      ...(member !== undefined ? { member, member_password: memberPassword } : {}),
+    });
   }
   const anon = wd.anonymous ?? false;
   if (![false, 'read-only', 'read-write'].includes(anon as string | boolean)) throw new ConfigError(`webdav.anonymous: expected false, "read-only" or "read-write", got ${JSON.stringify(anon)}`);
@@ -299,6 +324,11 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
     const explicit = flags.mount ?? env.CLOUDLIB_MOUNT ?? str(mt.path, 'mount.path');
     mountPath = explicit ? resolve(cwd, explicit) : opts.fuseUsable ? resolve(cwd, 'mnt') : null;
   }
+
+  const mountMember = str(mt.member, 'mount.member');
+  const mountMemberPassword = await secret(mt, 'member_password', 'mount', baseDir, env);
+  if (mountMember !== undefined && !mountMemberPassword) throw new ConfigError("mount.member: the member's password is required too (member_password, member_password_file or member_password_env)");
+  if (mountMember === undefined && mountMemberPassword !== undefined) throw new ConfigError('mount.member_password: given without mount.member');
 
   const cache = obj(raw.cache, 'cache');
   const feed = obj(raw.feed, 'feed');
@@ -328,6 +358,9 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
       users,
       anonymous: anon as GatewayConfig['webdav']['anonymous'],
       allow_anonymous_write_from_network: allowAnonymousWrite,
+      member_logins: bool(wd.member_logins, 'webdav.member_logins') ?? false,
+      member_sessions: num(wd.member_sessions, 'webdav.member_sessions', 1) ?? 100,
+      member_idle_s: num(wd.member_idle_s, 'webdav.member_idle_s', 1) ?? 900,
       keep_junk_local: bool(wd.keep_junk_local, 'webdav.keep_junk_local') ?? true,
       idle_timeout_s: seconds('idle_timeout_s', 60, 0),
       headers_timeout_s: seconds('headers_timeout_s', 30, 0),
@@ -346,6 +379,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
       umask: mt.umask === undefined ? undefined : typeof mt.umask === 'string' ? parseInt(mt.umask, 8) : num(mt.umask, 'mount.umask'),
       allow_other: bool(mt.allow_other, 'mount.allow_other') ?? false,
       read_only: flags.readOnly ?? bool(mt.read_only, 'mount.read_only') ?? false,
+      ...(mountMember !== undefined ? { member: mountMember, member_password: mountMemberPassword } : {}),
     },
     cache: {
       metadata_entries: num(cache.metadata_entries, 'cache.metadata_entries', 100) ?? 100_000,

@@ -25,6 +25,8 @@ import { parseHostPort, webdavLimitsOf, type GatewayConfig, type UserConfig } fr
 import { makePrivateFolder } from './private-folder.js';
 import { GatewayMetrics } from './metrics.js';
 import { LibraryChoices } from './library-choices.js';
+import type { MemberSessions } from './member-sessions.js';
+import { embeddedApplication, startMemberSessions, wantsMembers, webdavMemberHooks } from './member-setup.js';
 
 /** `<data>/service/credentials.json` of the embedded service. */
 export interface ServiceCredentialsFile {
@@ -137,6 +139,8 @@ export class Gateway {
   serviceUrl = '';
   credentialsPath: string | null = null;
   webdavUser: UserConfig | null = null;
+  /** Members acting as themselves (member logins, `member` users, `mount.member`), when configured. */
+  members?: MemberSessions;
   /** Clients the gateway opened (closed on stop): enterprise, partner, user token, libraries added at run time. */
   private readonly clients: ServiceClient[] = [];
   private readonly roleClients: Partial<Record<'enterprise' | 'partner' | 'token', ServiceClient>> = {};
@@ -220,6 +224,15 @@ export class Gateway {
       }
     }
 
+    // 2c. Members acting as themselves: one session (token, Vfs, journal) per member.
+    if (wantsMembers(config)) {
+      const application = service.application ?? (this.service ? embeddedApplication(this.service, this.service.credentials.member.client_secret) : undefined);
+      this.members = startMemberSessions({
+        config, baseUrl: service.base_url, uploadHeaderPrefix: service.upload_header_prefix, application, vfs: this.vfs,
+        logger: logger.child({ part: 'members' }), onExchange: this.metrics.observeExchange,
+      });
+    }
+
     // 3. The control socket (before the front ends: `ctl status` works while they come up).
     const controlTarget = {
       vfs: this.vfs,
@@ -254,6 +267,7 @@ export class Gateway {
         users: users.map((u) => ({ name: u.name, password: u.password, opId: u.op_id, opName: u.op_name, readOnly: u.read_only })),
         anonymous: config.webdav.anonymous === false ? false : { readOnly: config.webdav.anonymous === 'read-only' },
         keepJunkLocal: config.webdav.keep_junk_local,
+        memberLogins: this.members ? webdavMemberHooks(this.members, config) : undefined,
         dataDir: join(config.data, 'webdav'),
         metrics: this.metrics,
         logger: logger.child({ part: 'webdav' }),
@@ -266,8 +280,9 @@ export class Gateway {
     // 5. The mount.
     if (config.mount.path) {
       const fuse = await import('../fuse/index.js');
+      const member = config.mount.member;
       this.mount = await fuse.mountVfs({
-        vfs: this.vfs,
+        vfs: member && this.members ? (await this.members.pinned(member, config.mount.member_password!)).vfs : this.vfs,
         mountpoint: config.mount.path,
         uid: config.mount.uid,
         gid: config.mount.gid,
@@ -446,6 +461,7 @@ export class Gateway {
       if (left > 0) log.warn({ pending: left }, 'stop: uploads still pending are kept in the journal for the next start');
     }
     if (this.mount) await step('unmounting', () => this.mount!.unmount());
+    if (this.members) await step('closing member sessions', () => this.members!.close());
     if (this.control) await step('closing the control socket', () => this.control.close());
     if (this.admin) await step('closing the admin listener', () => new Promise<void>((r) => { this.admin!.closeAllConnections(); this.admin!.close(() => r()); }));
     if (this.vfs) await step('closing the Vfs', () => this.vfs.close());

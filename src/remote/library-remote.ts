@@ -4,7 +4,7 @@
  * client's keep-alive pool; links are cached until shortly before they expire and refreshed when a range
  * fails. Uploads go through the client's uploader (create_file with overwrite, instant or chunked).
  */
-import { request } from 'undici';
+import { request, type Dispatcher } from 'undici';
 import { Readable } from 'node:stream';
 import { getMaxListeners, setMaxListeners } from 'node:events';
 import { LRUCache } from 'lru-cache';
@@ -179,28 +179,11 @@ export class LibraryRemote implements Remote {
    * 410: expired or no longer valid) is fetched anew once.
    */
   async openRange(fullpath: string, start: number, end: number, opts: RangeCallOptions = {}): Promise<Readable> {
-    if (end < start) return Readable.from([]);
-    for (let renewed = false; ; renewed = true) {
-      const link = await this.link(fullpath, opts, renewed);
-      this.counters.rangeRequests++;
-      let res;
-      try {
-        res = await request(link.url, {
-          method: 'GET', dispatcher: this.client.rangeDispatcher, headers: { range: `bytes=${start}-${end}` },
-          headersTimeout: this.rangeTimeoutMs, bodyTimeout: this.rangeTimeoutMs, signal: opts.signal,
-        });
-      } catch (err) {
-        throw new VfsError('EIO', `range of '${fullpath}': ${(err as Error).message}`, { cause: err });
-      }
-      if (res.statusCode === 206 || (res.statusCode === 200 && start === 0)) return res.body as unknown as Readable;
-      if (res.statusCode === 200) return skipBytes(res.body as unknown as Readable, start, end - start + 1);
-      await res.body.dump().catch(() => undefined);
-      if (res.statusCode === 416) return Readable.from([]);
-      if (LINK_REFUSED.includes(res.statusCode) && !renewed) continue;
-      this.links.delete(linkKey(fullpath, opts.contentHash));
-      const code: VfsErrorCode = res.statusCode === 404 || res.statusCode === 410 ? 'ENOENT' : res.statusCode === 403 ? 'EACCES' : res.statusCode === 503 || res.statusCode === 429 ? 'EAGAIN' : 'EIO';
-      throw new VfsError(code, `range of '${fullpath}': HTTP ${res.statusCode}`);
-    }
+    return fetchRange({
+      fullpath, start, end, signal: opts.signal, dispatcher: this.client.rangeDispatcher, timeoutMs: this.rangeTimeoutMs,
+      link: (renew) => this.link(fullpath, opts, renew).then((l) => { this.counters.rangeRequests++; return l.url; }),
+      forgetLink: () => { this.links.delete(linkKey(fullpath, opts.contentHash)); },
+    });
   }
 
   async commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> {
@@ -453,7 +436,52 @@ function fromInfo(i: FileInfo): RemoteEntry {
 }
 
 /** A whole-content body when the server ignored the range: skip to `start`, stop after `length`. */
-function skipBytes(body: Readable, start: number, length: number): Readable {
+/** What one range fetch needs from the adapter that makes it. */
+export interface RangeFetch {
+  fullpath: string;
+  start: number;
+  end: number;
+  signal?: AbortSignal;
+  /** The client's range dispatcher (transient failures retried there, a cut body resumed). */
+  dispatcher: Dispatcher;
+  /** Until the headers arrive, and between body chunks, ms. */
+  timeoutMs: number;
+  /** The download link to use; `renew` asks for a new one (the cached one was refused). */
+  link: (renew: boolean) => Promise<string>;
+  /** Drops the cached link (it failed for good). */
+  forgetLink: () => void;
+}
+
+/**
+ * Bytes `start..end` of a file through its download link. The one owner of link freshness for a read: a
+ * link the download host refuses (403/404/410: expired, or the version moved) is renewed once; nothing
+ * else is repeated here (transient failures are retried by the dispatcher's retry policy).
+ */
+export async function fetchRange(f: RangeFetch): Promise<Readable> {
+  if (f.end < f.start) return Readable.from([]);
+  for (let renewed = false; ; renewed = true) {
+    const url = await f.link(renewed);
+    let res;
+    try {
+      res = await request(url, {
+        method: 'GET', dispatcher: f.dispatcher, headers: { range: `bytes=${f.start}-${f.end}` },
+        headersTimeout: f.timeoutMs, bodyTimeout: f.timeoutMs, signal: f.signal,
+      });
+    } catch (err) {
+      throw new VfsError('EIO', `range of '${f.fullpath}': ${(err as Error).message}`, { cause: err });
+    }
+    if (res.statusCode === 206 || (res.statusCode === 200 && f.start === 0)) return res.body as unknown as Readable;
+    if (res.statusCode === 200) return skipBytes(res.body as unknown as Readable, f.start, f.end - f.start + 1);
+    await res.body.dump().catch(() => undefined);
+    if (res.statusCode === 416) return Readable.from([]);
+    if (LINK_REFUSED.includes(res.statusCode) && !renewed) continue;
+    f.forgetLink();
+    const code: VfsErrorCode = res.statusCode === 404 || res.statusCode === 410 ? 'ENOENT' : res.statusCode === 403 ? 'EACCES' : res.statusCode === 503 || res.statusCode === 429 ? 'EAGAIN' : 'EIO';
+    throw new VfsError(code, `range of '${f.fullpath}': HTTP ${res.statusCode}`);
+  }
+}
+
+export function skipBytes(body: Readable, start: number, length: number): Readable {
   async function* gen(): AsyncGenerator<Buffer> {
     let pos = 0;
     let sent = 0;

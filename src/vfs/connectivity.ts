@@ -65,9 +65,11 @@ export class Connectivity {
 export class ReportingRemote implements Remote {
   /** Present when the inner remote has it (an optional ability, forwarded as it is). */
   readonly prepareReads?: Remote['prepareReads'];
+  readonly checkWrite?: Remote['checkWrite'];
 
   constructor(readonly inner: Remote, private readonly library: string, private readonly link: Connectivity) {
     if (inner.prepareReads) this.prepareReads = (files, opts) => inner.prepareReads!(files, opts);
+    if (inner.checkWrite) this.checkWrite = (p, existing, opts) => this.run(() => inner.checkWrite!(p, existing, opts));
   }
 
   info(opts?: RemoteCallOptions): Promise<RemoteInfo> { return this.run(() => this.inner.info(opts)); }

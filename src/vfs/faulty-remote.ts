@@ -44,7 +44,12 @@ export class FaultyRemote implements Remote {
   /** Calls affected by a rule, per kind (for tests and the status output). */
   readonly injected = { fail: 0, delay: 0, cut: 0 };
 
-  constructor(readonly inner: Remote, private readonly clock: () => number = Date.now) {}
+  /** Present when the inner remote has it (an optional ability, forwarded with the rules applied). */
+  readonly checkWrite?: Remote['checkWrite'];
+
+  constructor(readonly inner: Remote, private readonly clock: () => number = Date.now) {
+    if (inner.checkWrite) this.checkWrite = (p, existing, opts) => this.run('checkWrite', p, opts, (o) => inner.checkWrite!(p, existing, o));
+  }
 
   /** Adds a rule; returns a function that removes it. */
   inject(rule: FaultRule): () => void {

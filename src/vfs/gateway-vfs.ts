@@ -352,6 +352,7 @@ export class GatewayVfs implements Vfs {
       await this.needFolder(lib, parentOf(t.fullpath), ctx);
       await this.reuseHidden(lib, t.fullpath);
     }
+    await lib.remote.checkWrite?.(t.fullpath, !!existing, this.call(ctx));
     // The service's version is the base when nothing is local (else the local version is).
     const base = existing && !this.writeBack.current(lib.name, t.fullpath) ? existing : undefined;
     return this.writeBack.openWrite(lib.name, t.fullpath, existing ? base ?? existing : undefined, flags, ctx);
@@ -412,6 +413,7 @@ export class GatewayVfs implements Vfs {
       await this.needFolder(lib, parentOf(t.fullpath), ctx);
       await this.reuseHidden(lib, t.fullpath);
     }
+    await lib.remote.checkWrite?.(t.fullpath, !!existing, this.call(ctx));
     const chunks = Buffer.isBuffer(source) ? source : asBuffers(source);
     const entry = await this.writeBack.replace(lib.name, t.fullpath, existing ?? undefined, chunks, ctx, opts);
     return this.toAttr(lib, entry);

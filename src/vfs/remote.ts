@@ -3,8 +3,9 @@
  * service's `fullpath` (no leading slash; the library root is the empty string). Implementations throw
  * VfsError (protocol-neutral codes); anything they cannot do throws ENOSYS, never a default.
  *
- * Implemented by LibraryRemote (api/remote.ts, the library file API), MemoryRemote (the reference model
- * and the backend of unit tests) and wrapped by FaultyRemote (fault injection on command).
+ * Implemented by LibraryRemote (remote/library-remote.ts, the library file API), UserTokenRemote
+ * (remote/user-token-remote.ts, the user file API as one member), MemoryRemote (the reference model and
+ * the backend of unit tests) and wrapped by FaultyRemote (fault injection on command).
  */
 import type { Readable } from 'node:stream';
 import type { Operator } from './types.js';
@@ -94,6 +95,12 @@ export interface Remote {
    * now, together, so that each read is one request). Best effort: nothing is thrown, nothing waited for.
    */
   prepareReads?(files: { fullpath: string; contentHash?: string }[], opts?: RemoteCallOptions): void;
+  /**
+   * Optional: refuses (EACCES) a write the service would refuse, before the gateway takes it into its
+   * journal: a remote acting as one member, whose writes are acknowledged before they are uploaded.
+   * `existing`: the file's content is replaced (else a new file is added).
+   */
+  checkWrite?(fullpath: string, existing: boolean, opts?: RemoteCallOptions): Promise<void>;
   /** Replaces or creates the file with the local file's bytes (overwrite; the service keeps the old version). */
   commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry>;
   /** Creates a folder; EEXIST when something exists there. */

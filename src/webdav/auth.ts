@@ -11,7 +11,7 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { pathFromUrl } from './paths.js';
-import type { Operator } from '../vfs/types.js';
+import type { Operator, Vfs } from '../vfs/types.js';
 
 export interface WebdavUser {
   name: string;
@@ -30,6 +30,20 @@ export interface Principal {
   user: string | null;
   operator?: Operator;
   readOnly: boolean;
+  /** The Vfs this principal acts through (a member's own); default the server's. */
+  vfs?: Vfs;
+}
+
+/**
+ * Logins of the service's members (`webdav.member_logins`): a Basic login whose user is not a configured
+ * one is handed to this; it answers the member's own Vfs, or a refusal (401).
+ */
+export interface MemberLogins {
+  /** Members log in (the 401 then offers Basic alone: the gateway keeps no password to check a Digest answer against). */
+  loginsOn: boolean;
+  login(account: string, password: string, client: string): Promise<{ vfs: Vfs } | { refused: string }>;
+  /** The Vfs of a configured user who acts as a member (`webdav.users[].member`); undefined for the others. */
+  forUser?(name: string): Promise<Vfs | undefined>;
 }
 
 export interface AuthOptions {
@@ -52,6 +66,14 @@ function sameText(a: string, b: string): boolean {
   const x = createHash('sha256').update(a).digest();
   const y = createHash('sha256').update(b).digest();
   return timingSafeEqual(x, y);
+}
+
+/** User and password of a Basic `Authorization` header, or undefined. */
+export function basicCredentials(header: string | undefined): { user: string; password: string } | undefined {
+  if (!header || !/^basic\s/i.test(header)) return undefined;
+  const text = Buffer.from(header.slice(6).trim(), 'base64').toString('utf8');
+  const colon = text.indexOf(':');
+  return colon < 0 ? undefined : { user: text.slice(0, colon), password: text.slice(colon + 1) };
 }
 
 /** Parses `key=value, key="quoted value"` (the Digest parameter list). */
@@ -129,6 +151,11 @@ export class Authenticator {
     }
     if (this.opts.anonymous) return { principal: { user: null, readOnly: this.opts.anonymous.readOnly } };
     return { principal: null, stale: false };
+  }
+
+  /** True when `name` is a configured user (member logins do not take over configured names). */
+  hasUser(name: string): boolean {
+    return this.users.has(name);
   }
 
   /** `WWW-Authenticate` challenges (Basic and Digest). */

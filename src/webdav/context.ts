@@ -58,7 +58,7 @@ export class DavRequest {
   }
 
   get vfs(): Vfs {
-    return this.shared.vfs;
+    return this.principal.vfs ?? this.shared.vfs;
   }
 
   /** True when the path names operating-system junk kept on the gateway's disk. */

@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from '../shared/log.js';
 import type { Vfs } from '../vfs/types.js';
-import { Authenticator, type WebdavUser } from './auth.js';
+import { Authenticator, basicCredentials, type MemberLogins, type Principal, type WebdavUser } from './auth.js';
 import { DavRequest, type DavShared } from './context.js';
 import { DEFAULT_PROPERTY_LIMITS, DeadPropertyStore } from './dead-properties.js';
 import { DavError, statusOf } from './errors.js';
@@ -31,6 +31,8 @@ export interface WebdavServerOptions {
   vfs: Vfs;
   /** Users allowed in (HTTP Basic and Digest). Default none. */
   users?: WebdavUser[];
+  /** Members of the service logging in as themselves (Basic only), each through their own Vfs. Default none. */
+  memberLogins?: MemberLogins;
   /** Anonymous access: false (default), true (read-write) or `{ readOnly }`. */
   anonymous?: boolean | { readOnly?: boolean };
   /** Keep `._*`, `.DS_Store`, `Thumbs.db`, `desktop.ini` on the gateway's disk only. Default true. */
@@ -94,6 +96,8 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
   const logger = opts.logger;
   const anonymous = opts.anonymous === true ? { readOnly: false } : opts.anonymous ? { readOnly: !!opts.anonymous.readOnly } : false;
   const auth = new Authenticator({ users: opts.users ?? [], anonymous, realm: opts.realm });
+  // Members log in with Basic only (the gateway keeps no password to check a Digest answer against).
+  const challenges = (stale = false): string[] => (opts.memberLogins?.loginsOn ? auth.challenges(stale).filter((c) => c.startsWith('Basic')) : auth.challenges(stale));
   const shared: DavShared = {
     vfs: opts.vfs,
     props: new DeadPropertyStore(opts.dataDir, {
@@ -141,15 +145,24 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
       return;
     }
     const outcome = auth.check(req);
-    const principal = outcome.principal;
+    let principal: Principal | null = outcome.principal;
+    const member = !principal && opts.memberLogins?.loginsOn ? basicCredentials(req.headers.authorization) : undefined;
+    if (member && !auth.hasUser(member.user)) {
+      const login = await opts.memberLogins!.login(member.user, member.password, (req.socket.remoteAddress ?? '').replace(/^::ffff:/, ''));
+      if ('vfs' in login) principal = { user: member.user, readOnly: false, vfs: login.vfs };
+    } else if (principal?.user && opts.memberLogins?.forUser) {
+      // A configured user acting as a member: the member's own Vfs, the member the operator.
+      const vfs = await opts.memberLogins.forUser(principal.user);
+      if (vfs) principal = { ...principal, operator: undefined, vfs };
+    }
     if (!principal) {
       const body = Buffer.from('401 authentication required\n');
-      res.writeHead(401, { 'www-authenticate': auth.challenges('stale' in outcome && outcome.stale), 'content-type': 'text/plain; charset=utf-8', 'content-length': String(body.length) });
+      res.writeHead(401, { 'www-authenticate': challenges('stale' in outcome && outcome.stale), 'content-type': 'text/plain; charset=utf-8', 'content-length': String(body.length) });
       res.end(body);
       return;
     }
     if (principal.user === null && principal.readOnly && !READ_METHODS.has(method)) {
-      res.writeHead(401, { 'www-authenticate': auth.challenges(), 'content-length': '0' });
+      res.writeHead(401, { 'www-authenticate': challenges(), 'content-length': '0' });
       res.end();
       return;
     }

@@ -70,6 +70,33 @@ describe('gateway configuration', () => {
     expect(c.feed.interval_ms).toBe(500);
   });
 
+  it('members acting as themselves: member_logins, users acting as a member, mount.member, the application; incomplete ones refused', async () => {
+    const c0 = await loadConfig({}, {}, { fuseUsable: false, cwd: dir });
+    expect(c0.webdav).toMatchObject({ member_logins: false, member_sessions: 100, member_idle_s: 900 });
+    expect(c0.mount.member).toBeUndefined();
+    await writeFile(join(dir, 'members.toml'), [
+      '[service]', 'base_url = "https://files.example.com"', 'libraries = [{ org_client_id = "oc1", org_client_secret = "s" }]',
+      '[service.application]', 'client_id = "app1"', 'client_secret_env = "APP_SECRET"',
+      '[webdav]', 'member_logins = true', 'member_sessions = 5', 'member_idle_s = 60',
+      '[[webdav.users]]', 'name = "robot"', 'password = "pw"', 'member = "alice@example.com"', 'member_password_env = "ALICE_PW"',
+      '[mount]', 'member = "bob@example.com"', 'member_password = "bob-pw"',
+    ].join('\n'));
+    const c = await loadConfig({ config: 'members.toml' }, { APP_SECRET: 'app-secret', ALICE_PW: 'alice-pw' }, { fuseUsable: false, cwd: dir });
+    expect(c.service!.application).toEqual({ client_id: 'app1', client_secret: 'app-secret' });
+    expect(c.webdav).toMatchObject({ member_logins: true, member_sessions: 5, member_idle_s: 60 });
+    expect(c.webdav.users[0]).toMatchObject({ name: 'robot', member: 'alice@example.com', member_password: 'alice-pw' });
+    expect(c.mount).toMatchObject({ member: 'bob@example.com', member_password: 'bob-pw' });
+    const bad = async (lines: string[]) => {
+      await writeFile(join(dir, 'bad-members.toml'), lines.join('\n'));
+      return loadConfig({ config: 'bad-members.toml' }, {}, { fuseUsable: false, cwd: dir });
+    };
+    await expect(bad(['[[webdav.users]]', 'name = "r"', 'password = "p"', 'member = "a@example.com"'])).rejects.toThrow(/webdav.users\[0\].member: the member's password is required/);
+    await expect(bad(['[[webdav.users]]', 'name = "r"', 'password = "p"', 'member_password = "x"'])).rejects.toThrow(/member_password: given without member/);
+    await expect(bad(['[[webdav.users]]', 'name = "r"', 'password = "p"', 'member = "a@example.com"', 'member_password = "x"', 'op_name = "R"'])).rejects.toThrow(/do not go together/);
+    await expect(bad(['[mount]', 'member = "a@example.com"'])).rejects.toThrow(/mount.member: the member's password is required/);
+    await expect(bad(['[webdav]', 'member_logins = "yes"'])).rejects.toThrow(/webdav.member_logins/);
+  });
+
   it('refuses bad input with a message naming the key', async () => {
     await writeFile(join(dir, 'bad.json'), JSON.stringify({ service: { base_url: 'https://x' } }));
     await expect(loadConfig({ config: 'bad.json' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/library authorizations .* or an enterprise/);

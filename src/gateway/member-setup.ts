@@ -1,0 +1,118 @@
+/**
+ * The gateway's part of members acting as themselves: which configuration asks for member sessions, the
+ * application the token endpoint is asked as, the libraries a member's Vfs may serve (those the gateway
+ * serves, with their feeds and library authorizations), and the WebDAV hook (member logins and
+ * configured users acting as a member).
+ */
+import { join } from 'node:path';
+import type { ClientSecretPair } from '../api/client.js';
+import { LibraryRemote } from '../remote/library-remote.js';
+import type { Logger } from '../shared/log.js';
+import type { GatewayVfs } from '../vfs/gateway-vfs.js';
+import { VfsError, type Vfs } from '../vfs/types.js';
+import { ConfigError, type GatewayConfig, type UserConfig } from './config.js';
+import { MemberSessions, type ServedLibraryFeed } from './member-sessions.js';
+
+const MIB = 1024 * 1024;
+
+/** True when the configuration has anyone act as a member (member logins, a `member` user, `mount.member`). */
+export function wantsMembers(config: GatewayConfig): boolean {
+  return config.webdav.member_logins || config.webdav.users.some((u) => u.member !== undefined) || config.mount.member !== undefined;
+}
+
+/**
+ * The application of the embedded service's demo member (its credentials.json names the secret, not
+ * the client_id): found in the service's application table by its secret.
+ */
+export function embeddedApplication(service: unknown, clientSecret: string): ClientSecretPair | undefined {
+  const db = (service as { parts?: { tree?: { db?: { prepare(sql: string): { get(...args: unknown[]): unknown } } } } }).parts?.tree?.db;
+  const row = db?.prepare('SELECT client_id FROM applications WHERE client_secret = ?').get(clientSecret) as { client_id?: string } | undefined;
+  return row?.client_id ? { client_id: row.client_id, client_secret: clientSecret } : undefined;
+}
+
+/** The libraries the gateway serves by library authorization: a member's Vfs serves those the member takes part in. */
+export async function servedLibraryFeeds(vfs: GatewayVfs): Promise<ServedLibraryFeed[]> {
+  const out: ServedLibraryFeed[] = [];
+  for (const name of vfs.libraryNames()) {
+    const remote = vfs.remoteOf(name);
+    if (!(remote instanceof LibraryRemote)) continue;
+    const info = await remote.info();
+    out.push({ name, id: info.id, feed: remote, client: remote.client });
+  }
+  return out;
+}
+
+export interface MemberSetupOptions {
+  config: GatewayConfig;
+  baseUrl: string;
+  uploadHeaderPrefix: string;
+  application: ClientSecretPair | undefined;
+  vfs: GatewayVfs;
+  logger: Logger;
+  onExchange?: (e: { endpoint: string; status: number; ms: number }) => void;
+}
+
+export function startMemberSessions(opts: MemberSetupOptions): MemberSessions {
+  const { config } = opts;
+  if (!opts.application) {
+    throw new ConfigError('member logins (webdav.member_logins, webdav.users[].member, mount.member) need the application the gateway asks the token endpoint as: give service.application.client_id and client_secret');
+  }
+  let ids: Promise<ServedLibraryFeed[]> | undefined;
+  return new MemberSessions({
+    baseUrl: opts.baseUrl,
+    uploadHeaderPrefix: opts.uploadHeaderPrefix,
+    application: opts.application,
+    libraries: () => {
+      // The library ids are asked for once; a library added or removed at run time renews them.
+      const names = opts.vfs.libraryNames().join('\0');
+      if (!ids || (ids as { names?: string }).names !== names) {
+        ids = servedLibraryFeeds(opts.vfs);
+        (ids as { names?: string }).names = names;
+      }
+      return ids;
+    },
+    dataDir: join(config.data, 'members'),
+    vfs: {
+      feedIntervalMs: config.feed.interval_ms,
+      durability: { mode: config.journal.durability, groupCommitMs: config.journal.group_commit_ms },
+      // Each member's caches are their own, in memory only: the configured sizes shared out among the
+      // sessions that may be open at once, so that all of them together stay within those bounds.
+      cache: {
+        metadataEntries: Math.max(1000, Math.floor(config.cache.metadata_entries / config.webdav.member_sessions)),
+        metadataBytes: Math.max(MIB, Math.floor((64 * MIB) / config.webdav.member_sessions)),
+        blockBytes: Math.max(MIB, Math.floor((config.cache.block_cache_mb * MIB) / config.webdav.member_sessions)),
+        diskBytes: 0,
+      },
+      readAhead: { totalBytes: 32 * MIB },
+    },
+    maxSessions: config.webdav.member_sessions,
+    idleMs: config.webdav.member_idle_s * 1000,
+    checkIntervalMs: config.feed.interval_ms,
+    onExchange: opts.onExchange,
+    logger: opts.logger,
+  });
+}
+
+/** The WebDAV server's member hooks: logins of members, and configured users acting as a member. */
+export function webdavMemberHooks(sessions: MemberSessions, config: GatewayConfig): {
+  loginsOn: boolean;
+  login(account: string, password: string, client: string): Promise<{ vfs: Vfs } | { refused: string }>;
+  forUser(name: string): Promise<Vfs | undefined>;
+} {
+  const asMember = new Map<string, UserConfig>(config.webdav.users.filter((u) => u.member !== undefined).map((u) => [u.name, u]));
+  return {
+    loginsOn: config.webdav.member_logins,
+    async login(account, password, client) {
+      if (!config.webdav.member_logins) return { refused: 'member logins are off' };
+      const out = await sessions.login(account, password, client);
+      return 'session' in out ? { vfs: out.session.vfs } : out;
+    },
+    async forUser(name) {
+      const u = asMember.get(name);
+      if (!u) return undefined;
+      const out = await sessions.login(u.member!, u.member_password!);
+      if ('refused' in out) throw new VfsError('EACCES', `user '${name}' acts as member '${u.member}', whom the service refuses: ${out.refused}`);
+      return out.session.vfs;
+    },
+  };
+}

@@ -1,0 +1,88 @@
+/**
+ * The gateway with `webdav.member_logins` over the embedded service: a member logs in to WebDAV as
+ * themselves, a configured user with `member` acts as that member (the service's record names the member,
+ * their permissions apply), and a member's pending upload lives in that member's own journal folder.
+ */
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ServiceClient } from '../../../src/api/client.js';
+import { loadConfig } from '../../../src/gateway/config.js';
+import { Gateway } from '../../../src/gateway/gateway.js';
+import { memberKey } from '../../../src/gateway/member-sessions.js';
+import { AccessTokens } from '../../../src/service/domain/tokens.js';
+import type { EmbeddedService } from '../../../src/service/index.js';
+import { silentLogger } from '../../../src/shared/log.js';
+import { basicAuth, dav } from '../../support/dav-http.js';
+
+let dir: string;
+let gateway: Gateway;
+let client: ServiceClient;
+let url: string;
+const ROBOT_MEMBER = 'robot-member@example.com';
+
+function addMember(account: string, name: string, password: string): number {
+  const svc = gateway.service as unknown as EmbeddedService;
+  const db = svc.parts.tree.db;
+  const id = Number(db.prepare('INSERT INTO members (ent_id, account, name, email, state, created_ms) VALUES (?, ?, ?, ?, 1, ?)')
+    .run(svc.credentials.enterprise.ent_id, account, name, account, Date.now()).lastInsertRowid);
+  db.prepare('INSERT INTO library_members (library_id, member_id, role_id) VALUES (?, ?, ?)').run(svc.credentials.library.org_id, id, 5);
+  new AccessTokens(db, Date.now).setPassword(id, password);
+  return id;
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'cloudlib-gw-members-'));
+  const config = await loadConfig({ data: dir, webdav: '127.0.0.1:0', noMount: true }, {}, { fuseUsable: false });
+  config.admin_listen = null;
+  config.webdav.member_logins = true;
+  config.webdav.users = [{ name: 'robot', password: 'robot-password', member: ROBOT_MEMBER, member_password: 'robot-member-pw' }];
+  gateway = await Gateway.start({ config, logger: silentLogger, stopFlushMs: 5000 });
+  url = gateway.webdavUrl!;
+  const c = (gateway.service as unknown as EmbeddedService).credentials;
+  client = new ServiceClient({ baseUrl: gateway.serviceUrl, credentials: { library: { org_client_id: c.library.org_client_id, org_client_secret: c.library.org_client_secret } }, retries: 0 });
+  await client.file.createFolder({ fullpath: 'Shared' });
+});
+
+afterAll(async () => {
+  await client?.close();
+  await gateway?.stop();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+async function grant(memberId: number, codes: Record<string, number>) {
+  await client.file2.setPermission({ fullpath: 'Shared', permissions: JSON.stringify({ member_ids: [memberId], permission: { role_id: 0, ...codes } }) });
+}
+
+describe('gateway with member logins', () => {
+  it('a member logs in to WebDAV as themselves; what they write is recorded as theirs, in their own journal first', async () => {
+    const id = addMember('carol@example.com', 'Carol', 'carol-pw');
+    await grant(id, { ls: 1, cd: 1, ss: 1, pv: 1, dl: 1, ul: 1, w: 1 });
+    const auth = basicAuth('carol@example.com', 'carol-pw');
+    expect((await dav(url, 'PUT', '/Library/Shared/carol.txt', { auth, body: 'by carol' })).status).toBe(201);
+    const folder = join(dir, 'members', memberKey('carol@example.com'));
+    expect(JSON.parse(await readFile(join(folder, 'member.json'), 'utf8'))).toEqual({ account: 'carol@example.com' });
+    expect(await readdir(folder)).toContain('journal');
+    const session = await gateway.members!.login('carol@example.com', 'carol-pw');
+    if (!('session' in session)) throw new Error(session.refused);
+    await session.session.vfs.flushAll({ timeoutMs: 30_000 });
+    expect((await client.file.info({ fullpath: 'Shared/carol.txt' })).last_member_name).toBe('Carol');
+    expect((await dav(url, 'GET', '/Library/Shared/carol.txt', { auth })).body).toBe('by carol');
+    expect((await dav(url, 'GET', '/Library/Shared/carol.txt', { auth: basicAuth('carol@example.com', 'wrong') })).status).toBe(401);
+  });
+
+  it('a configured user with `member` acts as that member: their permissions, their name on the service', async () => {
+    const id = addMember(ROBOT_MEMBER, 'Robot', 'robot-member-pw');
+    await grant(id, { ls: 1, cd: 1, ss: 1, pv: 1, dl: 1, ul: 1, w: -1, rm: -1 });
+    const auth = basicAuth('robot', 'robot-password');
+    expect((await dav(url, 'PUT', '/Library/Shared/robot.txt', { auth, body: 'by robot' })).status).toBe(201);
+    expect((await dav(url, 'PUT', '/Library/Shared/carol.txt', { auth, body: 'overwrite' })).status).toBe(403);
+    expect((await dav(url, 'DELETE', '/Library/Shared/carol.txt', { auth })).status).toBe(403);
+    const session = await gateway.members!.login(ROBOT_MEMBER, 'robot-member-pw');
+    if (!('session' in session)) throw new Error(session.refused);
+    await session.session.vfs.flushAll({ timeoutMs: 30_000 });
+    expect((await client.file.info({ fullpath: 'Shared/robot.txt' })).last_member_name).toBe('Robot');
+    expect((await client.file.info({ fullpath: 'Shared/carol.txt' })).filesize).toBe('by carol'.length);
+  });
+});
