@@ -49,7 +49,8 @@ export interface LibraryRemoteOptions {
 type UploaderModule = typeof import('../api/upload.js');
 
 let uploader: Promise<UploaderModule> | undefined;
-function loadUploader(): Promise<UploaderModule> {
+/** The uploader, loaded on first use (a build without it answers ENOSYS to uploads). */
+export function loadUploader(): Promise<UploaderModule> {
   // Loaded on first use: the chunked upload protocol lives in its own module.
   uploader ??= import('../api/upload.js').catch((err: Error) => {
     uploader = undefined;

@@ -21,7 +21,7 @@ import type {
   ChangesPage, CommitOptions, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteChange, RemoteEntry, RemoteInfo, RemoteQuota,
 } from '../vfs/remote.js';
 import type { UserFileRecord } from '../shared/records.js';
-import { fetchRange, toVfsError } from './library-remote.js';
+import { fetchRange, loadUploader, toVfsError } from './library-remote.js';
 
 export interface UserTokenRemoteOptions {
   /** A client holding the member's access token (`credentials.user`). */
@@ -49,16 +49,6 @@ export interface UserTokenRemoteOptions {
   rangeTimeoutMs?: number;
   /** Changes of one feed page looked up under the member's token at once. Default 8. */
   lookupConcurrency?: number;
-}
-
-type UploaderModule = typeof import('../api/upload.js');
-let uploader: Promise<UploaderModule> | undefined;
-function loadUploader(): Promise<UploaderModule> {
-  uploader ??= import('../api/upload.js').catch((err: Error) => {
-    uploader = undefined;
-    throw new VfsError('ENOSYS', `uploads not supported in this build: the uploader module is missing (${err.message})`);
-  });
-  return uploader;
 }
 
 interface Link { url: string; expiresMs: number }
