@@ -20,8 +20,8 @@ export const SERVICE_ADMIN_OPTIONS = {
 
 export const SERVICE_ADMIN_USAGE = [
   '',
-  'Usage: cloudlib service token --data DIR --account ACCOUNT [--client-id ID]',
-  '                              [--ttl SECONDS] [--password PW]',
+  'Usage: cloudlib service token --data DIR [--metadata URL] --account ACCOUNT',
+  '                              [--client-id ID] [--ttl SECONDS] [--password PW]',
   '  mints an access token for the member ACCOUNT (application: --client-id,',
   '  default the first one); prints {"access_token","refresh_token","expires_in",',
   '  "member_id","client_id","client_secret"}',
@@ -29,7 +29,8 @@ export const SERVICE_ADMIN_USAGE = [
   '  --password PW       also sets the member\'s password (token endpoint,',
   '                      grant_type=password)',
   '',
-  'Usage: cloudlib service metadata --data DIR --template JSON [--org-id ID]',
+  'Usage: cloudlib service metadata --data DIR [--metadata URL] --template JSON',
+  '                                 [--org-id ID]',
   '  defines (or replaces) a metadata template of the enterprise of --org-id',
   '  (default the first library) and links it to that library; JSON:',
   '  {"key","name","attributes":[{"key","name","type","options"}]}',

@@ -179,7 +179,7 @@ export class Gateway {
     let service = config.service;
     if (!service) {
       const mod = await import('../service/index.js');
-      this.service = await mod.EmbeddedService.start({ dataDir: join(config.data, 'service'), listen: config.service_listen, publicUrl: config.service_url, logger: logger.child({ part: 'service' }) });
+      this.service = await mod.EmbeddedService.start({ dataDir: join(config.data, 'service'), listen: config.service_listen, publicUrl: config.service_url, metadata: config.service_metadata, logger: logger.child({ part: 'service' }) });
       const c = this.service.credentials;
       this.credentialsPath = join(config.data, 'service', 'credentials.json');
       service = {

@@ -1,8 +1,8 @@
 /**
  * EmbeddedService: the service of spec/service-api.md on one HTTP listener — the JSON endpoints
  * (`/m-open/*`, `/m-api/*`), the upload server below `/upload`, share-link pages below `/link`, download
- * links below `/download` and `GET /m-open/status`. Data lives in one folder: `service.db` (SQLite),
- * `blobs/` (content by SHA-1, unless an S3-compatible store holds it), `tmp/` (uploads in progress), `links.json`, and `credentials.json`
+ * links below `/download` and `GET /m-open/status`. Data lives in one folder: `service.db` (SQLite, unless
+ * PostgreSQL holds the metadata), `blobs/` (content by SHA-1, unless an S3-compatible store holds it), `tmp/` (uploads in progress), `links.json`, and `credentials.json`
  * (written once the service is ready to serve).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';

@@ -74,7 +74,7 @@ export function registerVendorRoutes(router: Router, parts: ServiceParts, consol
     if (!admin) throw new ServiceFault(FaultCode.MemberMissing, `enterprise ${JSON.stringify(ent.out_id)} has no enabled administrator account (create_ent with account)`);
     // The token belongs to the partner as an application: the SDK signs the calls made with it with the
     // partner's client_secret.
-    await db.run('INSERT OR IGNORE INTO applications (client_id, client_secret, title) VALUES (?, ?, ?)', [partner.client_id, partner.client_secret, `partner ${partner.name}`]);
+    await db.run('INSERT INTO applications (client_id, client_secret, title) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [partner.client_id, partner.client_secret, `partner ${partner.name}`]);
     return tokens.issue(admin.id, partner.client_id);
   });
 

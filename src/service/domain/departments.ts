@@ -110,7 +110,7 @@ export class Departments {
   async addMembers(groupId: number, memberIds: number[]): Promise<void> {
     await this.db.tx(async () => {
       for (const m of memberIds) {
-        if (groupId !== 0) await this.db.run('INSERT OR IGNORE INTO department_members (group_id, member_id) VALUES (?, ?)', [groupId, m]);
+        if (groupId !== 0) await this.db.run('INSERT INTO department_members (group_id, member_id) VALUES (?, ?) ON CONFLICT DO NOTHING', [groupId, m]);
         await this.db.run('UPDATE members SET listed = 1 WHERE id = ?', [m]);
       }
     });

@@ -72,7 +72,7 @@ export class Directory {
     const row = await this.db.get('SELECT value FROM settings WHERE name = ?', [`secret:${name}`]) as { value: string } | undefined;
     if (row) return row.value;
     const value = randomBytes(32).toString('base64url');
-    await this.db.run('INSERT OR IGNORE INTO settings (name, value) VALUES (?, ?)', [`secret:${name}`, value]);
+    await this.db.run('INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT DO NOTHING', [`secret:${name}`, value]);
     return this.secret(name);
   }
 

@@ -26,7 +26,7 @@ export class EnterpriseLibraries {
     const found = await this.personalOf(member.id);
     if (found) return found;
     const lib = await this.directory.createLibrary(member.ent_id, { name: member.name, capacity: member.personal_capacity ?? -1, ownerId: member.id, type: PERSONAL_LIBRARY_TYPE });
-    await this.db.run('INSERT OR IGNORE INTO library_members (library_id, member_id, role_id) VALUES (?, ?, 0)', [lib.id, member.id]);
+    await this.db.run('INSERT INTO library_members (library_id, member_id, role_id) VALUES (?, ?, 0) ON CONFLICT DO NOTHING', [lib.id, member.id]);
     return lib;
   }
 

@@ -13,7 +13,7 @@ export class Favorites {
 
   /** Adds an entry (adding it again changes nothing). */
   async add(memberId: number, favId: number, entry: EntryRow): Promise<void> {
-    await this.db.run('INSERT OR IGNORE INTO favorites (member_id, fav_id, entry_id, created_ms) VALUES (?, ?, ?, ?)', [memberId, favId, entry.id, this.clock()]);
+    await this.db.run('INSERT INTO favorites (member_id, fav_id, entry_id, created_ms) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING', [memberId, favId, entry.id, this.clock()]);
   }
 
   /** Removes an entry; false when it was not in the list. */

@@ -25,12 +25,13 @@ export class FileQueries {
     this.db = tree.db;
   }
 
-  /** File records of `rows`, with `property.inherit` 0 for folders whose inheritance is off (one query). */
+  /** File records of `rows`, with `property.inherit` 0 for folders whose inheritance is off (one query per 500 folders). */
   async records(rows: EntryRow[]): Promise<FileRecord[]> {
     const dirs = rows.filter((r) => r.dir).map((r) => r.id);
     const off = new Set<number>();
-    if (dirs.length > 0) {
-      const found = await this.db.all('SELECT entry_id FROM folder_inherit WHERE inherit = 0 AND entry_id IN (SELECT value FROM json_each(?))', [JSON.stringify(dirs)]) as { entry_id: number }[];
+    for (let i = 0; i < dirs.length; i += 500) {
+      const some = dirs.slice(i, i + 500);
+      const found = await this.db.all<{ entry_id: number }>(`SELECT entry_id FROM folder_inherit WHERE inherit = 0 AND entry_id IN (${some.map(() => '?').join(', ')})`, some);
       for (const r of found) off.add(r.entry_id);
     }
     return rows.map((r) => toFileRecord(r, !off.has(r.id)));
@@ -61,8 +62,8 @@ export class FileQueries {
     const like = `%${escapeLike(keywords)}%`;
     const conds: string[] = [];
     const args: (string | number)[] = [libraryId];
-    if (scope.filename) { conds.push("name LIKE ? ESCAPE '\\'"); args.push(like); }
-    if (scope.tag) { conds.push("tags LIKE ? ESCAPE '\\'"); args.push(like); }
+    if (scope.filename) { conds.push("LOWER(name) LIKE LOWER(?) ESCAPE '\\'"); args.push(like); }
+    if (scope.tag) { conds.push("LOWER(tags) LIKE LOWER(?) ESCAPE '\\'"); args.push(like); }
     const inPath = path === '' ? '' : 'AND fullpath > ? AND fullpath < ?';
     if (path !== '') args.push(`${path}/`, `${path}0`);
     const sql = `FROM entries WHERE library_id = ? AND state = 0 AND (${conds.join(' OR ')}) ${inPath}`;
@@ -82,7 +83,7 @@ export class FileQueries {
     }
     const args: (string | number)[] = [libraryId];
     let filter = '';
-    if (keyword) { filter = "AND name LIKE ? ESCAPE '\\'"; args.push(`%${escapeLike(keyword)}%`); }
+    if (keyword) { filter = "AND LOWER(name) LIKE LOWER(?) ESCAPE '\\'"; args.push(`%${escapeLike(keyword)}%`); }
     const sql = `FROM entries WHERE library_id = ? AND state = 1 AND recycle_root = id ${filter}`;
     const count = (await this.db.get(`SELECT COUNT(*) AS n ${sql}`, [...args]) as { n: number }).n;
     const rows = await this.db.all(`SELECT * ${sql} ORDER BY ${orderBy} LIMIT ? OFFSET ?`, [...args, page.size, page.start]) as EntryRow[];
@@ -120,7 +121,7 @@ export class FileQueries {
   /** Counts of everything below a folder (all depths) and the size of its files. */
   async folderTotals(row: EntryRow): Promise<{ file_count: number; folder_count: number; files_size: number }> {
     if (!row.dir) return { file_count: 0, folder_count: 0, files_size: 0 };
-    const r = await this.db.get('SELECT SUM(dir = 0) AS files, SUM(dir = 1) AS folders, SUM(filesize) AS size FROM entries WHERE library_id = ? AND state = 0 AND fullpath > ? AND fullpath < ?', [row.library_id, `${row.fullpath}/`, `${row.fullpath}0`]) as { files: number | null; folders: number | null; size: number | null };
+    const r = await this.db.get('SELECT CAST(SUM(CASE WHEN dir = 0 THEN 1 ELSE 0 END) AS BIGINT) AS files, CAST(SUM(dir) AS BIGINT) AS folders, CAST(SUM(filesize) AS BIGINT) AS size FROM entries WHERE library_id = ? AND state = 0 AND fullpath > ? AND fullpath < ?', [row.library_id, `${row.fullpath}/`, `${row.fullpath}0`]) as { files: number | null; folders: number | null; size: number | null };
     return { file_count: r.files ?? 0, folder_count: r.folders ?? 0, files_size: r.size ?? 0 };
   }
 

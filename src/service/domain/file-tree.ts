@@ -158,7 +158,7 @@ export class FileTree {
 
   /** Records a blob that was just written to the blob store. */
   async addBlob(content: Content): Promise<void> {
-    await this.db.run('INSERT OR IGNORE INTO blobs (sha1, size, created_ms) VALUES (?, ?, ?)', [content.sha1, content.size, this.clock()]);
+    await this.db.run('INSERT INTO blobs (sha1, size, created_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [content.sha1, content.size, this.clock()]);
   }
 
   // ---- mutations -------------------------------------------------------------------------------------
@@ -259,7 +259,7 @@ export class FileTree {
   /** Entries in `state` with any of `tags`, within `path`, parents before children. */
   async withTags(libraryId: number, tags: string[], path: string, state: number): Promise<EntryRow[]> {
     if (tags.length === 0) return [];
-    const likes = tags.map(() => 'tags LIKE ? ESCAPE \'\\\'').join(' OR ');
+    const likes = tags.map(() => 'LOWER(tags) LIKE LOWER(?) ESCAPE \'\\\'').join(' OR ');
     const scope = path === '' ? '' : 'AND fullpath > ? AND fullpath < ?';
     const args: (string | number)[] = [libraryId, state, ...tags.map((t) => `%;${escapeLike(t)};%`)];
     if (path !== '') args.push(`${path}/`, `${path}0`);

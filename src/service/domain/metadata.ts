@@ -110,7 +110,7 @@ export class MetadataTemplates {
     const lib = await this.db.get('SELECT ent_id FROM libraries WHERE id = ? AND deleted = 0', [libraryId]) as { ent_id: number } | undefined;
     if (!lib) throw new ServiceFault(FaultCode.LibraryMissing, `library ${libraryId} not found or deleted`);
     if (!await this.template(lib.ent_id, key)) throw badParam('key', "a metadata template of the library's enterprise", key);
-    if (linked) await this.db.run('INSERT OR IGNORE INTO library_metadata_templates (library_id, key) VALUES (?, ?)', [libraryId, key]);
+    if (linked) await this.db.run('INSERT INTO library_metadata_templates (library_id, key) VALUES (?, ?) ON CONFLICT DO NOTHING', [libraryId, key]);
     else await this.db.run('DELETE FROM library_metadata_templates WHERE library_id = ? AND key = ?', [libraryId, key]);
   }
 

@@ -103,7 +103,7 @@ export class PartnerEnterprises {
 
   async record(row: EnterpriseDbRow, withListFields: boolean): Promise<PartnerEnt> {
     const members = (await this.db.get('SELECT COUNT(*) AS n FROM members WHERE ent_id = ?', [row.id]) as { n: number }).n;
-    const size = (await this.db.get('SELECT COALESCE(SUM(size_used), 0) AS n FROM libraries WHERE ent_id = ? AND deleted = 0', [row.id]) as { n: number }).n;
+    const size = (await this.db.get('SELECT CAST(COALESCE(SUM(size_used), 0) AS BIGINT) AS n FROM libraries WHERE ent_id = ? AND deleted = 0', [row.id]) as { n: number }).n;
     const out: PartnerEnt = { id: row.id, name: row.name, trial: row.trial, end_dateline: row.end_dateline, member_limit: row.member_limit, member_count: members, space: row.space, size };
     if (withListFields) {
       const admin = await this.db.get('SELECT account FROM members WHERE ent_id = ? AND admin_type = 1 ORDER BY id LIMIT 1', [row.id]) as { account: string } | undefined;

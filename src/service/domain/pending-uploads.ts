@@ -50,7 +50,9 @@ export class PendingUploads {
       const target = existing && !replaces ? joinPath(folder, await this.tree.freeName(libraryId, folder, baseOf(fullpath), false)) : fullpath;
       // The pathhash is the hash the file will have: the replaced file's, or a fresh one for a new file.
       const pathhash = replaces?.hash ?? randomBytes(20).toString('hex');
-      await this.tree.db.run('INSERT OR REPLACE INTO pending_uploads (pathhash, library_id, fullpath, filehash, filesize, overwrite, op_id, op_name, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)', [pathhash, libraryId, target, sha1, size, overwrite ? 1 : 0, op.id, op.name, this.clock()]);
+      await this.tree.db.run(`INSERT INTO pending_uploads (pathhash, library_id, fullpath, filehash, filesize, overwrite, op_id, op_name, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (pathhash) DO UPDATE SET library_id = excluded.library_id, fullpath = excluded.fullpath, filehash = excluded.filehash, filesize = excluded.filesize,
+          overwrite = excluded.overwrite, op_id = excluded.op_id, op_name = excluded.op_name, created_ms = excluded.created_ms`, [pathhash, libraryId, target, sha1, size, overwrite ? 1 : 0, op.id, op.name, this.clock()]);
       return { hash: pathhash, fullpath: target, state: 0, server };
     });
   }

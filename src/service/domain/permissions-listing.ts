@@ -75,8 +75,8 @@ export class MemberListing {
     const like = `%${escapeLike(keyword)}%`;
     const conds: string[] = [];
     const args: (string | number)[] = [access.libraryId];
-    if (scope.filename) { conds.push("name LIKE ? ESCAPE '\\'"); args.push(like); }
-    if (scope.tag) { conds.push("tags LIKE ? ESCAPE '\\'"); args.push(like); }
+    if (scope.filename) { conds.push("LOWER(name) LIKE LOWER(?) ESCAPE '\\'"); args.push(like); }
+    if (scope.tag) { conds.push("LOWER(tags) LIKE LOWER(?) ESCAPE '\\'"); args.push(like); }
     let within = '';
     if (folder !== '') {
       await this.tree.require(access.libraryId, folder);

@@ -57,7 +57,7 @@ describe('metadata', () => {
 
   it('cloudlib service metadata defines and links a template', async () => {
     const tpl = JSON.stringify({ key: 'project', name: 'Project', attributes: [{ key: 'code', type: 'string' }] });
-    const { stdout } = await run(process.execPath, ['bin/cloudlib.js', 'service', 'metadata', '--data', t.dir, '--template', tpl], { timeout: 30_000 });
+    const { stdout } = await run(process.execPath, ['bin/cloudlib.js', 'service', 'metadata', '--data', t.dir, ...t.metadataArgs, '--template', tpl], { timeout: 30_000 });
     expect(JSON.parse(stdout)).toMatchObject({ org_id: t.service.credentials.library.org_id, template: { key: 'project' } });
     await t.client.file.setMetadata({ fullpath: 'contract.pdf', key: 'project', metadata: JSON.stringify({ code: 'P-1' }) });
   }, 60_000);

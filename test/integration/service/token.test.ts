@@ -105,13 +105,13 @@ describe('temporary accounts', () => {
 describe('cloudlib service token', () => {
   it('mints a token for an account that the service accepts; refuses an unknown account', async () => {
     const m = await addMember(t, 'cli', { libraryRole: 4 });
-    const cli = ['--import', 'tsx', 'bin/cloudlib.js', 'service', 'token', '--data', t.dir, '--account', m.account, '--ttl', '600'];
+    const cli = ['--import', 'tsx', 'bin/cloudlib.js', 'service', 'token', '--data', t.dir, ...t.metadataArgs, '--account', m.account, '--ttl', '600'];
     const { stdout } = await run(process.execPath, cli, { timeout: 30_000 });
     const grant = JSON.parse(stdout) as { access_token: string; client_secret: string; expires_in: number; member_id: number };
     expect(grant).toMatchObject({ expires_in: 600, member_id: m.id });
     const c = t.client.withCredentials({ user: { token: grant.access_token, client_secret: grant.client_secret } });
     expect((await c.user.mount({})).list.length).toBeGreaterThan(0);
-    const bad = await run(process.execPath, [...cli.slice(0, 7), '--account', 'nobody@example.com'], { timeout: 30_000 }).catch((e: { code: number; stderr: string }) => e);
+    const bad = await run(process.execPath, [...cli.slice(0, cli.indexOf('--account')), '--account', 'nobody@example.com'], { timeout: 30_000 }).catch((e: { code: number; stderr: string }) => e);
     expect((bad as { code: number }).code).toBe(2);
     expect((bad as { stderr: string }).stderr).toContain('no member with account');
   }, 60_000);
