@@ -248,7 +248,10 @@ export class ServiceAdmin {
     return new ServiceAdmin(await metadataStoreAt(opts.metadata, opts.dataDir));
   }
 
-  /** Mints an access token of member `account` for an application (default: the first one); `password` also sets the member's password. */
+  /**
+   * Mints an access token of member `account` for an application (default: the first by client id, which
+   * is the service's own `app_…` before the partners' `pt_…`); `password` also sets the member's password.
+   */
   async mintToken(req: { account: string; clientId?: string; ttlMs: number; password?: string }): Promise<TokenGrant & { member_id: number; client_id: string; client_secret: string }> {
     const member = await this.db.get<{ id: number; state: number }>('SELECT id, state FROM members WHERE account = ?', [req.account]);
     if (!member) throw new Error(`token: no member with account ${JSON.stringify(req.account)}`);

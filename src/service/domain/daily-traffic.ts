@@ -18,8 +18,12 @@ export function dayOf(ms: number): string {
   return new Date(ms).toISOString().slice(0, 10);
 }
 
+interface Counts { libraryId: number; day: string; download: number; link: number; preview: number }
+
 export class DailyTraffic {
-  private readonly pending = new Map<string, { libraryId: number; day: string; download: number; link: number; preview: number }>();
+  private readonly pending = new Map<string, Counts>();
+  /** Counts taken from `pending` by a write that has not committed yet (still part of `today`). */
+  private readonly writing = new Set<Counts>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly db: MetadataStore, private readonly clock: () => number) {}
@@ -45,21 +49,32 @@ export class DailyTraffic {
     if (this.pending.size === 0) return;
     const rows = [...this.pending.values()];
     this.pending.clear();
+    for (const r of rows) this.writing.add(r);
     const up = `INSERT INTO traffic_daily (ent_id, day, download, link, preview) SELECT ent_id, ?, ?, ?, ? FROM libraries WHERE id = ?
       ON CONFLICT (ent_id, day) DO UPDATE SET download = traffic_daily.download + excluded.download, link = traffic_daily.link + excluded.link,
         preview = traffic_daily.preview + excluded.preview`;
-    await this.db.tx(async () => {
-      for (const r of rows) await this.db.run(up, [r.day, r.download, r.link, r.preview, r.libraryId]);
-    });
+    try {
+      await this.db.tx(async () => {
+        for (const r of rows) await this.db.run(up, [r.day, r.download, r.link, r.preview, r.libraryId]);
+      });
+    } finally {
+      for (const r of rows) this.writing.delete(r);
+    }
   }
 
-  /** Bytes of one kind served today (UTC) for an enterprise, counts not yet written included. */
+  /**
+   * Bytes of one kind served today (UTC) for an enterprise, counts not yet written included. The counts
+   * not yet written are taken before the row is read: a write committing in between is counted twice
+   * for this answer (a cap refuses a little early), never not at all.
+   */
   async today(entId: number, kind: TrafficKind): Promise<number> {
     const day = dayOf(this.clock());
-    const row = await this.db.get(`SELECT ${kind} AS n FROM traffic_daily WHERE ent_id = ? AND day = ?`, [entId, day]) as { n: number } | undefined;
+    const unwritten = [...this.pending.values(), ...this.writing].filter((r) => r.day === day).map((r) => ({ libraryId: r.libraryId, n: r[kind] }));
+    const row = await this.db.get<{ n: number }>(`SELECT ${kind} AS n FROM traffic_daily WHERE ent_id = ? AND day = ?`, [entId, day]);
     let pending = 0;
-    if (this.pending.size > 0) {
-      for (const { id } of await this.db.all<{ id: number }>('SELECT id FROM libraries WHERE ent_id = ?', [entId])) pending += this.pending.get(`${id}:${day}`)?.[kind] ?? 0;
+    if (unwritten.length > 0) {
+      const libraries = new Set((await this.db.all<{ id: number }>('SELECT id FROM libraries WHERE ent_id = ?', [entId])).map((r) => r.id));
+      for (const r of unwritten) if (libraries.has(r.libraryId)) pending += r.n;
     }
     return (row?.n ?? 0) + pending;
   }

@@ -1,7 +1,7 @@
 /**
  * LibraryLinkHost: the LinkHost of the share-link pages over the service's storage.
  */
-import type { Readable } from 'node:stream';
+import { Transform, pipeline, type Readable } from 'node:stream';
 import type { LinkEntry, LinkHost } from '../links/types.js';
 import type { UploadedFile, VerifiedContent } from '../upload/types.js';
 import type { FileTree } from '../domain/file-tree.js';
@@ -53,9 +53,16 @@ export class LibraryLinkHost implements LinkHost {
     await this.checkLinkTraffic?.(libraryId);
     const stream = this.content.blobs.read(filehash);
     const count = this.countTraffic;
-    // A second 'data' listener on a stream the page pipes: it sees each chunk as it is sent.
-    if (count) stream.on('data', (chunk: string | Buffer) => count(libraryId, 'link', chunk.length));
-    return stream;
+    if (!count) return stream;
+    // Counted as it passes on to the page. Not a 'data' listener on the blob's stream: that would start
+    // it flowing before the page pipes it (the page awaits its log line first), losing the chunks.
+    const counted = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        count(libraryId, 'link', chunk.length);
+        done(null, chunk);
+      },
+    });
+    return pipeline(stream, counted, () => { /* an error destroys both; the page's pipeline reports it */ });
   }
 
   async remainingCapacity(libraryId: number): Promise<number> {
