@@ -58,9 +58,9 @@ try {
   const client = new ServiceClient({ baseUrl: gateway.serviceUrl, credentials: { library: { org_client_id: c.library.org_client_id, org_client_secret: c.library.org_client_secret } } });
   const db = svc.parts.tree.db;
   const account = 'bench-member@example.com';
-  const memberId = Number(db.prepare('INSERT INTO members (ent_id, account, name, email, state, created_ms) VALUES (?, ?, ?, ?, 1, ?)').run(c.enterprise.ent_id, account, 'Bench', account, Date.now()).lastInsertRowid);
-  db.prepare('INSERT INTO library_members (library_id, member_id, role_id) VALUES (?, ?, 5)').run(c.library.org_id, memberId);
-  new AccessTokens(db, Date.now).setPassword(memberId, 'bench-pw');
+  const memberId = await db.insert('INSERT INTO members (ent_id, account, name, email, state, created_ms) VALUES (?, ?, ?, ?, 1, ?)', [c.enterprise.ent_id, account, 'Bench', account, Date.now()]);
+  await db.run('INSERT INTO library_members (library_id, member_id, role_id) VALUES (?, ?, 5)', [c.library.org_id, memberId]);
+  await new AccessTokens(db, Date.now).setPassword(memberId, 'bench-pw');
   await client.file.createFolder({ fullpath: 'Bench' });
   await client.file2.setPermission({ fullpath: 'Bench', permissions: JSON.stringify({ member_ids: [memberId], permission: { role_id: 0, ls: 1, cd: 1, ss: 1, pv: 1, dl: 1 } }) });
   for (let i = 0; i < FILES; i++) {

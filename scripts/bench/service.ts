@@ -44,7 +44,7 @@ export async function benchService(opts: ServiceBenchOptions = {}): Promise<Reco
     // 1. A large file, written to the service's temp folder and ingested like a finished upload.
     const temp = content.blobs.tempPath();
     const sha1 = await writeRandom(temp, bytes);
-    await content.ingest(libraryId, { tempFilePath: temp, sha1, size: bytes }, (c) => tree.placeContent(libraryId, 'bench/large.bin', c, true, op));
+    await content.ingest(libraryId, { tempFilePath: temp, sha1, size: bytes }, async (c) => tree.placeContent(libraryId, 'bench/large.bin', c, true, op));
     const diskMs = await timed(async () => { for await (const _ of content.blobs.read(sha1)) { /* drain */ } });
     const { urls } = await svc.client.file.downloadUrl({ fullpath: 'bench/large.bin' });
     let received = 0;
@@ -68,9 +68,9 @@ export async function benchService(opts: ServiceBenchOptions = {}): Promise<Reco
     }
 
     // 2. ls on a folder of `folderEntries` entries.
-    tree.tx(() => {
-      const parent = tree.ensureFolder(libraryId, 'wide', op);
-      for (let i = 0; i < folderEntries; i++) tree.insert(libraryId, parent, `wide/entry-${String(i).padStart(6, '0')}`, { dir: i % 10 === 0 ? 1 : 0, content: i % 10 === 0 ? undefined : { sha1, size: bytes } }, op);
+    await tree.tx(async () => {
+      const parent = await tree.ensureFolder(libraryId, 'wide', op);
+      for (let i = 0; i < folderEntries; i++) await tree.insert(libraryId, parent, `wide/entry-${String(i).padStart(6, '0')}`, { dir: i % 10 === 0 ? 1 : 0, content: i % 10 === 0 ? undefined : { sha1, size: bytes } }, op);
     });
     const samples: number[] = [];
     for (let i = 0; i < lsSamples; i++) {
@@ -81,9 +81,9 @@ export async function benchService(opts: ServiceBenchOptions = {}): Promise<Reco
     print({ bench: 'service.ls', entries: folderEntries, page: 100, samples: lsSamples, p50_ms: round(pct(samples, 0.5), 2), p99_ms: round(pct(samples, 0.99), 2), target_p50_ms: 5 });
 
     // 3. The updates feed over `changes` changes, paged by a client.
-    tree.tx(() => {
-      const parent = tree.ensureFolder(libraryId, 'feed', op);
-      for (let i = 0; i < changes; i++) tree.insert(libraryId, parent, `feed/c-${i}`, { dir: 1 }, op);
+    await tree.tx(async () => {
+      const parent = await tree.ensureFolder(libraryId, 'feed', op);
+      for (let i = 0; i < changes; i++) await tree.insert(libraryId, parent, `feed/c-${i}`, { dir: 1 }, op);
     });
     let items = 0;
     let pages = 0;

@@ -9,12 +9,17 @@ import { SERVICE_ADMIN_OPTIONS, SERVICE_ADMIN_USAGE, runServiceAdmin } from './s
 export const serviceCommand: Subcommand = {
   summary: 'Run the embedded cloud file library service in the foreground.',
   usage: [
-    'Usage: cloudlib service --data DIR [--blobs URL] [--listen HOST:PORT]',
-    '                        [--public-url URL] [--tls-cert FILE --tls-key FILE]',
+    'Usage: cloudlib service --data DIR [--metadata URL] [--blobs URL]',
+    '                        [--listen HOST:PORT] [--public-url URL]',
+    '                        [--tls-cert FILE --tls-key FILE]',
     '                        [--log-level LEVEL]',
     '',
     '  --data DIR          data folder (created; reused on later starts);',
     '                      DIR/credentials.json is written (mode 0600) once ready',
+    '  --metadata URL      where metadata lives: postgresql://USER@HOST:PORT/DB,',
+    '                      shared by every process of the service (default SQLite',
+    '                      in DIR/service.db); the password comes from PGPASSWORD',
+    '                      or a password file (PGPASSFILE), never the command line',
     '  --blobs URL         where file content lives: file:///FOLDER (default',
     '                      file://DIR/blobs) or s3://BUCKET?endpoint=URL[&region=R',
     '                      &prefix=P&part_size_mb=N], an S3-compatible store; its',
@@ -36,6 +41,7 @@ export const serviceCommand: Subcommand = {
   options: {
     data: { type: 'string' },
     blobs: { type: 'string' },
+    metadata: { type: 'string' },
     listen: { type: 'string' },
     'tls-cert': { type: 'string' },
     'tls-key': { type: 'string' },
@@ -74,6 +80,7 @@ export const serviceCommand: Subcommand = {
         dataDir: data, listen: typeof values.listen === 'string' ? values.listen : '127.0.0.1:8900', logger,
         ...(tls ? { tls } : {}), ...(publicUrl !== undefined ? { publicUrl } : {}),
         ...(typeof values.blobs === 'string' ? { blobs: values.blobs } : {}),
+        ...(typeof values.metadata === 'string' ? { metadata: values.metadata } : {}),
       });
     } catch (err) {
       process.stderr.write(`cloudlib service: ${(err as Error).message}\n`);

@@ -36,6 +36,11 @@ export interface GatewayConfig {
    * it). Default: its listen address (127.0.0.1 for a listener on every interface).
    */
   service_url?: string;
+  /**
+   * Where the embedded service keeps its metadata: `postgresql://USER@HOST:PORT/DB` (password from
+   * PGPASSWORD or the password file, never the URL). Default SQLite under `<data>/service`.
+   */
+  service_metadata?: string;
   webdav: {
     /** HOST:PORT, or null to serve no WebDAV. Default 127.0.0.1:8080. */
     listen: string | null;
@@ -207,7 +212,7 @@ const KNOWN_WEBDAV = new Set([
   'listen', 'users', 'anonymous', 'member_logins', 'member_sessions', 'member_idle_s', 'allow_anonymous_write_from_network', 'keep_junk_local', 'idle_timeout_s', 'headers_timeout_s', 'keep_alive_timeout_s',
   'request_timeout_s', 'max_connections_per_client', 'max_xml_body_bytes', 'max_properties_per_resource', 'max_property_bytes_per_resource', 'max_property_value_bytes',
 ]);
-const KNOWN_TOP = new Set(['data', 'service', 'service_listen', 'service_url', 'webdav', 'mount', 'cache', 'feed', 'journal', 'admin_listen', 'log']);
+const KNOWN_TOP = new Set(['data', 'service', 'service_listen', 'service_url', 'service_metadata', 'webdav', 'mount', 'cache', 'feed', 'journal', 'admin_listen', 'log']);
 
 /** Loads and validates the configuration. `fuseUsable` decides the default mount. */
 export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = process.env, opts: { fuseUsable: boolean; cwd?: string } = { fuseUsable: false }): Promise<GatewayConfig> {
@@ -345,6 +350,13 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   parseHostPort(serviceListen, 'service listen address');
   const serviceUrl = flags.serviceUrl ?? env.CLOUDLIB_SERVICE_URL ?? str(raw.service_url, 'service_url');
   if (serviceUrl !== undefined && !/^https?:\/\/[^/\s]+\/?$/.test(serviceUrl)) throw new ConfigError(`service url: expected http(s)://HOST[:PORT], got '${serviceUrl}'`);
+  const serviceMetadata = env.CLOUDLIB_SERVICE_METADATA ?? str(raw.service_metadata, 'service_metadata');
+  if (serviceMetadata !== undefined) {
+    let u: URL | undefined;
+    try { u = new URL(serviceMetadata); } catch { /* refused below */ }
+    if (!u || (u.protocol !== 'postgresql:' && u.protocol !== 'postgres:')) throw new ConfigError('service_metadata: expected postgresql://USER@HOST:PORT/DATABASE');
+    if (u.password !== '') throw new ConfigError('service_metadata: the password does not go in the URL; set PGPASSWORD or use a password file (PGPASSFILE)');
+  }
   const level = flags.logLevel ?? env.CLOUDLIB_LOG_LEVEL ?? str(log.level, 'log.level') ?? 'info';
   if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(level)) throw new ConfigError(`log level: expected trace, debug, info, warn, error, fatal or silent, got '${level}'`);
 
@@ -353,6 +365,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
     service,
     service_listen: serviceListen,
     ...(serviceUrl ? { service_url: serviceUrl.replace(/\/$/, '') } : {}),
+    ...(serviceMetadata ? { service_metadata: serviceMetadata } : {}),
     webdav: {
       listen: webdavListen,
       users,

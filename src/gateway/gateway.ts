@@ -178,7 +178,7 @@ export class Gateway {
     let service = config.service;
     if (!service) {
       const mod = await import('../service/index.js');
-      this.service = await mod.EmbeddedService.start({ dataDir: join(config.data, 'service'), listen: config.service_listen, publicUrl: config.service_url, logger: logger.child({ part: 'service' }) });
+      this.service = await mod.EmbeddedService.start({ dataDir: join(config.data, 'service'), listen: config.service_listen, publicUrl: config.service_url, metadata: config.service_metadata, logger: logger.child({ part: 'service' }) });
       const c = this.service.credentials;
       this.credentialsPath = join(config.data, 'service', 'credentials.json');
       service = {
@@ -226,7 +226,7 @@ export class Gateway {
 
     // 2c. Members acting as themselves: one session (token, Vfs, journal) per member.
     if (wantsMembers(config)) {
-      const application = service.application ?? (this.service ? embeddedApplication(this.service, this.service.credentials.member.client_secret) : undefined);
+      const application = service.application ?? (this.service ? embeddedApplication(this.service.credentials) : undefined);
       this.members = startMemberSessions({
         config, baseUrl: service.base_url, uploadHeaderPrefix: service.upload_header_prefix, application, vfs: this.vfs,
         logger: logger.child({ part: 'members' }), onExchange: this.metrics.observeExchange,

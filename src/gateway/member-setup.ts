@@ -20,14 +20,10 @@ export function wantsMembers(config: GatewayConfig): boolean {
   return config.webdav.member_logins || config.webdav.users.some((u) => u.member !== undefined) || config.mount.member !== undefined;
 }
 
-/**
- * The application of the embedded service's demo member (its credentials.json names the secret, not
- * the client_id): found in the service's application table by its secret.
- */
-export function embeddedApplication(service: unknown, clientSecret: string): ClientSecretPair | undefined {
-  const db = (service as { parts?: { tree?: { db?: { prepare(sql: string): { get(...args: unknown[]): unknown } } } } }).parts?.tree?.db;
-  const row = db?.prepare('SELECT client_id FROM applications WHERE client_secret = ?').get(clientSecret) as { client_id?: string } | undefined;
-  return row?.client_id ? { client_id: row.client_id, client_secret: clientSecret } : undefined;
+/** The application of the embedded service's demo member, as its credentials.json names it. */
+export function embeddedApplication(credentials: { member: { client_id?: string; client_secret: string } }): ClientSecretPair | undefined {
+  const { client_id, client_secret } = credentials.member;
+  return client_id ? { client_id, client_secret } : undefined;
 }
 
 /** The libraries the gateway serves by library authorization: a member's Vfs serves those the member takes part in. */

@@ -1,8 +1,8 @@
 /**
  * EmbeddedService: the service of spec/service-api.md on one HTTP listener — the JSON endpoints
  * (`/m-open/*`, `/m-api/*`), the upload server below `/upload`, share-link pages below `/link`, download
- * links below `/download` and `GET /m-open/status`. Data lives in one folder: `service.db` (SQLite),
- * `blobs/` (content by SHA-1, unless an S3-compatible store holds it), `tmp/` (uploads in progress), `links.json`, and `credentials.json`
+ * links below `/download` and `GET /m-open/status`. Data lives in one folder: `service.db` (SQLite, unless
+ * PostgreSQL holds the metadata), `blobs/` (content by SHA-1, unless an S3-compatible store holds it), `tmp/` (uploads in progress), `links.json`, and `credentials.json`
  * (written once the service is ready to serve).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -11,7 +11,8 @@ import type { AddressInfo } from 'node:net';
 import { chmod, mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { silentLogger, type Logger } from '../shared/log.js';
-import { openDatabase, type Db } from './store/database.js';
+import { metadataStoreAt } from './store/metadata-location.js';
+import type { MetadataStore } from './store/metadata-store.js';
 import { blobStoreAt } from './store/blob-location.js';
 import { Directory, type BootstrapCredentials } from './domain/directory.js';
 import { FileTree } from './domain/file-tree.js';
@@ -44,6 +45,8 @@ import { registerOrgApi } from './api/org.js';
 import { registerMemberApis } from './api/permissions.js';
 import { registerVendorRoutes } from './api/vendor-routes.js';
 import type { ServiceParts } from './api/context.js';
+import { AccessTokens, type TokenGrant } from './domain/tokens.js';
+import { MetadataTemplates, type MetadataTemplate } from './domain/metadata.js';
 
 /** The content of `credentials.json`. */
 export interface ServiceCredentials extends BootstrapCredentials {
@@ -75,6 +78,11 @@ export interface EmbeddedServiceOptions {
    * Default `file://<dataDir>/blobs`.
    */
   blobs?: string;
+  /**
+   * Where the metadata lives (store/metadata-location.ts): `postgresql://USER@HOST:PORT/DB`. Default
+   * SQLite in `<dataDir>/service.db`.
+   */
+  metadata?: string;
 }
 
 export class EmbeddedService {
@@ -87,7 +95,7 @@ export class EmbeddedService {
   readonly router: Router;
   private closing: Promise<void> | undefined;
 
-  private constructor(args: { dataDir: string; baseUrl: string; credentials: ServiceCredentials; parts: ServiceParts; router: Router; server: Server; db: Db }) {
+  private constructor(args: { dataDir: string; baseUrl: string; credentials: ServiceCredentials; parts: ServiceParts; router: Router; server: Server; db: MetadataStore }) {
     this.dataDir = args.dataDir;
     this.baseUrl = args.baseUrl;
     this.uploadServer = `${args.baseUrl}/upload`;
@@ -99,7 +107,7 @@ export class EmbeddedService {
   }
 
   private readonly server: Server;
-  private readonly db: Db;
+  private readonly db: MetadataStore;
 
   static async start(opts: EmbeddedServiceOptions): Promise<EmbeddedService> {
     const clock = opts.clock ?? Date.now;
@@ -117,17 +125,20 @@ export class EmbeddedService {
     await rm(join(tmp, 'forms'), { recursive: true, force: true }); // parts of requests cut by a stop
     await mkdir(join(tmp, 'forms'), { recursive: true });
 
-    const db = openDatabase(join(dataDir, 'service.db'));
+    const db = await metadataStoreAt(opts.metadata, dataDir).catch(async (err: unknown) => {
+      blobs.close();
+      throw err;
+    });
     try {
       const directory = new Directory(db, clock);
-      const boot = directory.bootstrap();
+      const boot = await directory.bootstrap();
       const tree = new FileTree(db, directory, clock);
       const queries = new FileQueries(tree, directory);
       const content = new LibraryContent(tree, blobs, log);
       const uploads = new PendingUploads(tree, content, clock);
-      uploads.expire();
+      await uploads.expire();
       const copies = new FileCopies(tree, queries, content, clock, log);
-      copies.open();
+      await copies.open();
       const uploadHost = new LibraryUploadHost(join(tmp, 'upload'), directory, tree, content, uploads, clock);
       const uploadServer = new UploadServer(uploadHost, { logger: baseLog, clock });
       await uploadServer.open();
@@ -152,15 +163,15 @@ export class EmbeddedService {
         : `${opts.tls ? 'https' : 'http'}://${reachable.includes(':') ? `[${reachable}]` : reachable}:${addr.port}`;
       const uploadServerUrl = `${baseUrl}/upload`;
 
-      const traffic = new DailyTraffic(db, (id) => directory.library(id)?.ent_id, clock);
+      const traffic = new DailyTraffic(db, clock);
       const countTraffic = (lib: number, kind: TrafficKind, bytes: number): void => traffic.count(lib, kind, bytes);
       const linkCap = new LinkTrafficCap(db, traffic);
-      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic, (id) => linkCap.check(id)), { dataDir, baseUrl, clock, logger: baseLog });
+      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic, async (id) => linkCap.check(id)), { dataDir, baseUrl, clock, logger: baseLog });
       await links.open();
       const pages = new LinkPages(links);
-      const downloads = new DownloadLinks({ baseUrl, key: directory.secret('download-links'), blobs, clock, logger: log, countTraffic });
+      const downloads = new DownloadLinks({ baseUrl, key: await directory.secret('download-links'), blobs, clock, logger: log, countTraffic });
       const previews = new PreviewServer({
-        host: new LibraryPreviewHost(blobs, directory.secret('preview-links'), join(dataDir, 'cache'), countTraffic),
+        host: new LibraryPreviewHost(blobs, await directory.secret('preview-links'), join(dataDir, 'cache'), countTraffic),
         logger: baseLog.child({ component: 'preview' }),
         clock,
       });
@@ -174,8 +185,8 @@ export class EmbeddedService {
       registerEntMembers(router, parts);
       registerEntApi(router, parts);
       registerEntSync(router, parts);
-      const consoleLogin = registerPartnerApi(router, parts);
-      registerMemberApis(router, parts);
+      const consoleLogin = await registerPartnerApi(router, parts);
+      await registerMemberApis(router, parts);
       registerVendorRoutes(router, parts, consoleLogin);
 
       ready.handler = (req, res) => {
@@ -201,7 +212,7 @@ export class EmbeddedService {
       log.info({ baseUrl, dataDir, blobs: blobs.location }, 'service ready');
       return service;
     } catch (err) {
-      db.close();
+      await db.close();
       blobs.close();
       throw err;
     }
@@ -218,11 +229,60 @@ export class EmbeddedService {
       await this.parts.uploadServer.close();
       await this.parts.copies.close();
       await this.parts.content.settled();
-      this.parts.traffic.flush();
-      this.db.close();
+      await this.parts.traffic.flush();
+      await this.db.close();
       this.parts.content.blobs.close();
     })();
     return this.closing;
+  }
+}
+
+/**
+ * Administration of a service's stores without serving (`cloudlib service token` and `metadata`): the
+ * same stores the service opens, the same migrations.
+ */
+export class ServiceAdmin {
+  private constructor(private readonly db: MetadataStore) {}
+
+  static async open(opts: { dataDir: string; metadata?: string }): Promise<ServiceAdmin> {
+    return new ServiceAdmin(await metadataStoreAt(opts.metadata, opts.dataDir));
+  }
+
+  /**
+   * Mints an access token of member `account` for an application (default: the first by client id, which
+   * is the service's own `app_…` before the partners' `pt_…`); `password` also sets the member's password.
+   */
+  async mintToken(req: { account: string; clientId?: string; ttlMs: number; password?: string }): Promise<TokenGrant & { member_id: number; client_id: string; client_secret: string }> {
+    const member = await this.db.get<{ id: number; state: number }>('SELECT id, state FROM members WHERE account = ?', [req.account]);
+    if (!member) throw new Error(`token: no member with account ${JSON.stringify(req.account)}`);
+    if (member.state !== 1) throw new Error(`token: the account ${JSON.stringify(req.account)} is disabled`);
+    const app = req.clientId !== undefined
+      ? await this.db.get<{ client_id: string; client_secret: string }>('SELECT client_id, client_secret FROM applications WHERE client_id = ?', [req.clientId])
+      : await this.db.get<{ client_id: string; client_secret: string }>('SELECT client_id, client_secret FROM applications ORDER BY client_id LIMIT 1');
+    if (!app) throw new Error(req.clientId !== undefined ? `token: no application ${JSON.stringify(req.clientId)}` : 'token: the service has no application');
+    const tokens = new AccessTokens(this.db, Date.now);
+    if (req.password !== undefined) await tokens.setPassword(member.id, req.password);
+    const grant = await tokens.issue(member.id, app.client_id, req.ttlMs);
+    return { ...grant, member_id: member.id, client_id: app.client_id, client_secret: app.client_secret };
+  }
+
+  /** Defines (or replaces) a metadata template of the enterprise of library `orgId` (default the first library) and links it to that library. */
+  async defineTemplate(orgId: number | undefined, template: unknown): Promise<{ ent_id: number; org_id: number; template: MetadataTemplate }> {
+    const lib = orgId !== undefined
+      ? await this.db.get<{ id: number; ent_id: number }>('SELECT id, ent_id FROM libraries WHERE id = ? AND deleted = 0', [orgId])
+      : await this.db.get<{ id: number; ent_id: number }>('SELECT id, ent_id FROM libraries WHERE deleted = 0 ORDER BY id LIMIT 1');
+    if (!lib) throw new Error(orgId !== undefined ? `metadata: no library ${orgId}` : 'metadata: the service has no library');
+    const templates = new MetadataTemplates(this.db);
+    const defined = await this.db.tx(async () => {
+      const t = await templates.define(lib.ent_id, template);
+      await templates.link(lib.id, t.key);
+      return t;
+    });
+    return { ent_id: lib.ent_id, org_id: lib.id, template: defined };
+  }
+
+  close(): Promise<void> {
+    return this.db.close();
   }
 }
 

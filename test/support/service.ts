@@ -1,24 +1,31 @@
 /**
  * startTestService(): an embedded service on an ephemeral port with a temporary data folder, and a
- * ServiceClient holding the library authorization. `close()` stops both and removes the folder.
+ * ServiceClient holding the library authorization. `close()` stops both and removes the folder. With
+ * CLOUDLIB_TEST_METADATA=postgresql (the suite's second run) the metadata lives in a database of the
+ * run's PostgreSQL cluster, one per data folder (dropped with the folder).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ServiceClient } from '../../src/api/client.js';
+import { inject } from 'vitest';
 import { EmbeddedService, type EmbeddedServiceOptions } from '../../src/service/index.js';
+import { serviceDatabase, testMetadataEngine } from './postgres-cluster.js';
 
 export interface TestService {
   service: EmbeddedService;
   /** Client with the library authorization (credentials.library). */
   client: ServiceClient;
   dir: string;
+  /** `--metadata URL` for `cloudlib service` commands on this service's data (empty on SQLite). */
+  metadataArgs: string[];
   close(): Promise<void>;
 }
 
 export async function startTestService(opts: Partial<EmbeddedServiceOptions> = {}): Promise<TestService> {
   const dir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'cloudlib-svc-')));
-  const service = await EmbeddedService.start({ ...opts, dataDir: dir });
+  const database = opts.metadata === undefined && testMetadataEngine() === 'postgresql' ? await serviceDatabase(inject('postgresUrl'), dir) : undefined;
+  const service = await EmbeddedService.start({ ...opts, dataDir: dir, ...(database ? { metadata: database.url } : {}) });
   const c = service.credentials;
   const client = new ServiceClient({
     baseUrl: service.baseUrl,
@@ -29,12 +36,16 @@ export async function startTestService(opts: Partial<EmbeddedServiceOptions> = {
   let closed = false;
   return {
     service, client, dir,
+    metadataArgs: database ? ['--metadata', database.url] : [],
     async close() {
       if (closed) return;
       closed = true;
       await client.close();
       await service.close();
-      if (!opts.dataDir) await rm(dir, { recursive: true, force: true });
+      if (!opts.dataDir) {
+        await rm(dir, { recursive: true, force: true });
+        await database?.drop();
+      }
     },
   };
 }

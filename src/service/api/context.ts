@@ -51,12 +51,12 @@ export function libraryOf(ctx: RequestContext): LibraryRow {
 }
 
 /** The operator named by `op_id` / `op_name`; without either, the authorization's title. */
-export function operatorOf(ctx: RequestContext, directory: Directory): Operator {
+export async function operatorOf(ctx: RequestContext, directory: Directory): Promise<Operator> {
   const opId = ctx.params.str('op_id');
   const opName = ctx.params.str('op_name');
   if (opId !== undefined && opId !== '') {
     if (!/^\d+$/.test(opId)) throw badParam('op_id', 'a member id (integer)', opId);
-    const member = directory.member(Number(opId));
+    const member = await directory.member(Number(opId));
     return { id: Number(opId), name: member?.name ?? (opName || `member ${opId}`) };
   }
   if (opName) return { id: 0, name: opName };

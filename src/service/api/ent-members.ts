@@ -21,54 +21,52 @@ export function registerEntMembers(router: Router, parts: ServiceParts): void {
   const libraries = new EnterpriseLibraries(db, parts.directory);
   const members = new EnterpriseMembers(db, parts.clock);
   const entLog = new EnterpriseLog(db, parts.clock);
-  const entOf = (ctx: RequestContext) => {
+  const entOf = async (ctx: RequestContext) => {
     if (!ctx.caller.enterprise) throw new ServiceFault(FaultCode.NoPermission, 'this call needs the enterprise client_id');
-    members.expireDue();
+    await members.expireDue();
     return ctx.caller.enterprise;
   };
 
-  router.register('ent', 'add_member', (ctx) => {
-    const ent = entOf(ctx);
+  router.register('ent', 'add_member', async (ctx) => {
+    const ent = await entOf(ctx);
     const p = ctx.params;
     const account = p.required('account').trim();
     if (!EMAIL_RE.test(account)) throw badParam('account', 'an e-mail address', account);
     const state = p.int('state', 1, { min: 0, max: 1 });
     const groupPath = p.str('group_path') ?? '';
-    const groupId = groupPath.trim() === '' ? 0 : departments.requirePath(ent.id, groupPath).id;
+    const groupId = groupPath.trim() === '' ? 0 : (await departments.requirePath(ent.id, groupPath)).id;
     const personal = p.int('create_personal_org', 0, { min: 0, max: 1 }) === 1;
-    if (db.prepare('SELECT 1 FROM members WHERE account = ?').get(account)) throw new ServiceFault(FaultCode.NameExists, `account ${JSON.stringify(account)} exists`);
+    if (await db.get('SELECT 1 FROM members WHERE account = ?', [account])) throw new ServiceFault(FaultCode.NameExists, `account ${JSON.stringify(account)} exists`);
     const password = p.str('password');
-    return db.transaction(() => {
-      const granted = members.allowedState(ent.id, state);
-      const id = Number(db.prepare('INSERT INTO members (ent_id, account, name, email, phone, title, state, password_md5, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
-        .run(ent.id, account, p.str('member_name') || account.split('@')[0]!, account, p.str('member_phone') ?? '', p.str('member_title') ?? '', granted, password ? md5Hex(password) : null, parts.clock()).lastInsertRowid);
-      departments.addMembers(groupId, [id]);
-      if (personal) libraries.ensurePersonal(members.byId(ent.id, id)!);
-      entLog.record(ent.id, EntLogType.Member, `member ${account} added`, ctx.ip);
+    return db.tx(async () => {
+      const granted = await members.allowedState(ent.id, state);
+      const id = await db.insert('INSERT INTO members (ent_id, account, name, email, phone, title, state, password_md5, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)', [ent.id, account, p.str('member_name') || account.split('@')[0]!, account, p.str('member_phone') ?? '', p.str('member_title') ?? '', granted, password ? md5Hex(password) : null, parts.clock()]);
+      await departments.addMembers(groupId, [id]);
+      if (personal) await libraries.ensurePersonal((await members.byId(ent.id, id))!);
+      await entLog.record(ent.id, EntLogType.Member, `member ${account} added`, ctx.ip);
       return { member_id: id, state: granted };
-    })();
+    });
   });
 
-  router.register('ent', 'set_member', (ctx) => {
-    const ent = entOf(ctx);
+  router.register('ent', 'set_member', async (ctx) => {
+    const ent = await entOf(ctx);
     const p = ctx.params;
-    const row = members.require(ent.id, 'account', p.required('account').trim());
+    const row = await members.require(ent.id, 'account', p.required('account').trim());
     const wanted = p.str('state') === undefined || p.str('state') === '' ? row.state : p.int('state', row.state, { min: 0, max: 1 });
     const password = p.str('password');
-    return db.transaction(() => {
-      const state = members.allowedState(ent.id, wanted, row.id);
-      db.prepare('UPDATE members SET name = ?, phone = ?, title = ?, password_md5 = COALESCE(?, password_md5) WHERE id = ?')
-        .run(p.str('member_name') || row.name, p.str('member_phone') ?? row.phone, p.str('member_title') ?? row.title, password ? md5Hex(password) : null, row.id);
-      members.setState(row.id, state);
-      entLog.record(ent.id, EntLogType.Member, `member ${row.account} changed`, ctx.ip);
+    return db.tx(async () => {
+      const state = await members.allowedState(ent.id, wanted, row.id);
+      await db.run('UPDATE members SET name = ?, phone = ?, title = ?, password_md5 = COALESCE(?, password_md5) WHERE id = ?', [p.str('member_name') || row.name, p.str('member_phone') ?? row.phone, p.str('member_title') ?? row.title, password ? md5Hex(password) : null, row.id]);
+      await members.setState(row.id, state);
+      await entLog.record(ent.id, EntLogType.Member, `member ${row.account} changed`, ctx.ip);
       return { member_id: row.id, state };
-    })();
+    });
   });
 
-  router.register('ent', 'get_members', (ctx) => {
-    const ent = entOf(ctx);
+  router.register('ent', 'get_members', async (ctx) => {
+    const ent = await entOf(ctx);
     const { start, size } = ctx.params.page(20);
-    const page = members.page(ent.id, start, size, 'listed = 1');
+    const page = await members.page(ent.id, start, size, 'listed = 1');
     return { list: page.list.map((m) => members.record(m)), count: page.count };
   });
 }

@@ -13,6 +13,7 @@ import { FolderPermissions } from '../domain/permissions.js';
 import { LIBRARY_ROLES } from '../domain/permissions-codes.js';
 import type { RequestContext, Router } from '../http/router.js';
 import type { ServiceParts } from './context.js';
+import { filterInOrder, mapInOrder } from '../domain/in-order.js';
 
 export function registerEntApi(router: Router, parts: ServiceParts): void {
   const db = parts.tree.db;
@@ -20,22 +21,22 @@ export function registerEntApi(router: Router, parts: ServiceParts): void {
   const departments = new Departments(db, parts.clock);
   const entLog = new EnterpriseLog(db, parts.clock);
   // Temporary accounts stop at the end of their day even when no enterprise call arrives.
-  const sweep = setInterval(() => {
-    if (db.open) members.expireDue();
+  const sweep = setInterval(async () => {
+    if (db.open) await members.expireDue();
     else clearInterval(sweep);
   }, 60_000).unref();
 
-  const entOf = (ctx: RequestContext): EnterpriseRow => {
+  const entOf = async (ctx: RequestContext): Promise<EnterpriseRow> => {
     if (!ctx.caller.enterprise) throw new ServiceFault(FaultCode.NoPermission, 'this call needs the enterprise client_id');
-    members.expireDue();
+    await members.expireDue();
     return ctx.caller.enterprise;
   };
-  const accounts = (ctx: RequestContext, ent: EnterpriseRow, param = 'members'): MemberDbRow[] =>
+  const accounts = (ctx: RequestContext, ent: EnterpriseRow, param = 'members'): Promise<MemberDbRow[]> =>
     members.requireList(ent.id, 'account', ctx.params.required(param), param);
   /** The department of `group_path`; omitted or empty = top level (0). */
-  const groupAt = (ctx: RequestContext, ent: EnterpriseRow): number => {
+  const groupAt = async (ctx: RequestContext, ent: EnterpriseRow): Promise<number> => {
     const path = ctx.params.str('group_path');
-    return path === undefined || path.trim() === '' ? 0 : departments.requirePath(ent.id, path).id;
+    return path === undefined || path.trim() === '' ? 0 : (await departments.requirePath(ent.id, path)).id;
   };
   const state = (ctx: RequestContext): number | undefined => {
     const v = ctx.params.str('state');
@@ -46,81 +47,81 @@ export function registerEntApi(router: Router, parts: ServiceParts): void {
     return v === undefined || v === '' ? undefined : ctx.params.int('orderby', 0);
   };
 
-  router.register('ent', 'del_member', (ctx) => {
-    const ent = entOf(ctx);
-    const list = accounts(ctx, ent);
-    members.remove(list);
-    entLog.record(ent.id, EntLogType.Member, `members removed: ${list.map((m) => m.account).join(',')}`, ctx.ip);
+  router.register('ent', 'del_member', async (ctx) => {
+    const ent = await entOf(ctx);
+    const list = await accounts(ctx, ent);
+    await members.remove(list);
+    await entLog.record(ent.id, EntLogType.Member, `members removed: ${list.map((m) => m.account).join(',')}`, ctx.ip);
   });
 
-  router.register('ent', 'add_group', (ctx) => {
-    const ent = entOf(ctx);
+  router.register('ent', 'add_group', async (ctx) => {
+    const ent = await entOf(ctx);
     const p = ctx.params;
     const name = p.required('group_name').trim();
-    const parentId = departments.parentOf(ent.id, p.str('parent_group_path'), 'parent_group_path');
-    const id = departments.add(ent.id, { name, parentId, orderby: orderby(ctx), state: state(ctx) });
-    entLog.record(ent.id, EntLogType.Structure, `department added: ${name}`, ctx.ip);
+    const parentId = await departments.parentOf(ent.id, p.str('parent_group_path'), 'parent_group_path');
+    const id = await departments.add(ent.id, { name, parentId, orderby: orderby(ctx), state: state(ctx) });
+    await entLog.record(ent.id, EntLogType.Structure, `department added: ${name}`, ctx.ip);
     return { group_id: id };
   });
 
-  router.register('ent', 'set_group', (ctx) => {
-    const ent = entOf(ctx);
+  router.register('ent', 'set_group', async (ctx) => {
+    const ent = await entOf(ctx);
     const p = ctx.params;
-    const row = departments.requirePath(ent.id, p.required('group_path'));
+    const row = await departments.requirePath(ent.id, p.required('group_path'));
     const name = p.str('group_name');
     if (name !== undefined && name.trim() === '') throw badParam('group_name', 'a non-empty name (omit it to keep the name)', name);
     const parent = p.str('parent_group_path');
-    departments.update(row, {
+    await departments.update(row, {
       name: name?.trim(),
-      parentId: parent === undefined ? undefined : departments.parentOf(ent.id, parent, 'parent_group_path'),
+      parentId: parent === undefined ? undefined : await departments.parentOf(ent.id, parent, 'parent_group_path'),
       orderby: orderby(ctx), state: state(ctx),
     });
-    entLog.record(ent.id, EntLogType.Structure, `department changed: ${p.str('group_path')}`, ctx.ip);
+    await entLog.record(ent.id, EntLogType.Structure, `department changed: ${p.str('group_path')}`, ctx.ip);
   });
 
-  router.register('ent', 'del_group', (ctx) => {
-    const ent = entOf(ctx);
-    const rows = splitList(ctx.params.required('groups')).map((path) => departments.requirePath(ent.id, path, 'groups'));
-    departments.remove(rows);
-    entLog.record(ent.id, EntLogType.Structure, `departments removed: ${ctx.params.str('groups')}`, ctx.ip);
+  router.register('ent', 'del_group', async (ctx) => {
+    const ent = await entOf(ctx);
+    const rows = await mapInOrder(splitList(ctx.params.required('groups')), async (path) => departments.requirePath(ent.id, path, 'groups'));
+    await departments.remove(rows);
+    await entLog.record(ent.id, EntLogType.Structure, `departments removed: ${ctx.params.str('groups')}`, ctx.ip);
   });
 
-  router.register('ent', 'add_group_member', (ctx) => {
-    const ent = entOf(ctx);
-    const group = groupAt(ctx, ent);
-    const list = accounts(ctx, ent);
-    departments.addMembers(group, list.map((m) => m.id));
-    entLog.record(ent.id, EntLogType.Structure, `members ${list.map((m) => m.account).join(',')} added to department ${group}`, ctx.ip);
+  router.register('ent', 'add_group_member', async (ctx) => {
+    const ent = await entOf(ctx);
+    const group = await groupAt(ctx, ent);
+    const list = await accounts(ctx, ent);
+    await departments.addMembers(group, list.map((m) => m.id));
+    await entLog.record(ent.id, EntLogType.Structure, `members ${list.map((m) => m.account).join(',')} added to department ${group}`, ctx.ip);
   });
 
-  router.register('ent', 'del_group_member', (ctx) => {
-    const ent = entOf(ctx);
-    const group = groupAt(ctx, ent);
-    const list = accounts(ctx, ent);
-    departments.removeMembers(group, list.map((m) => m.id));
-    entLog.record(ent.id, EntLogType.Structure, `members ${list.map((m) => m.account).join(',')} taken out of department ${group}`, ctx.ip);
+  router.register('ent', 'del_group_member', async (ctx) => {
+    const ent = await entOf(ctx);
+    const group = await groupAt(ctx, ent);
+    const list = await accounts(ctx, ent);
+    await departments.removeMembers(group, list.map((m) => m.id));
+    await entLog.record(ent.id, EntLogType.Structure, `members ${list.map((m) => m.account).join(',')} taken out of department ${group}`, ctx.ip);
   });
 
-  router.register('ent', 'del_member_group', (ctx) => {
-    const ent = entOf(ctx);
-    const list = accounts(ctx, ent);
-    departments.clearMemberships(list.map((m) => m.id));
-    entLog.record(ent.id, EntLogType.Structure, `members ${list.map((m) => m.account).join(',')} taken out of every department`, ctx.ip);
+  router.register('ent', 'del_member_group', async (ctx) => {
+    const ent = await entOf(ctx);
+    const list = await accounts(ctx, ent);
+    await departments.clearMemberships(list.map((m) => m.id));
+    await entLog.record(ent.id, EntLogType.Structure, `members ${list.map((m) => m.account).join(',')} taken out of every department`, ctx.ip);
   });
 
-  router.register('ent', 'get_member', (ctx) => {
-    const ent = entOf(ctx);
+  router.register('ent', 'get_member', async (ctx) => {
+    const ent = await entOf(ctx);
     let row: MemberDbRow | undefined;
     for (const key of ['member_id', 'out_id', 'account', 'email'] as const satisfies readonly MemberKey[]) {
       const v = ctx.params.str(key);
-      if (v !== undefined && v !== '') { row = members.require(ent.id, key, v); break; }
+      if (v !== undefined && v !== '') { row = await members.require(ent.id, key, v); break; }
     }
     if (!row) throw badParam('member_id', 'one of member_id, out_id, account, email', null);
     const out: EntMember = members.record(row);
     if (ctx.params.flag('show_groups')) {
-      out.groups = departments.ofMember(row.id).map((d) => ({ id: d.id, name: d.name, group_code: departments.code(d.id), out_id: d.out_id ?? '' }));
+      out.groups = await mapInOrder((await departments.ofMember(row.id)), async (d) => ({ id: d.id, name: d.name, group_code: await departments.code(d.id), out_id: d.out_id ?? '' }));
     }
-    if (ctx.params.flag('show_orgs')) out.orgs = orgsOf(row.ent_id, row.id);
+    if (ctx.params.flag('show_orgs')) out.orgs = await orgsOf(row.ent_id, row.id);
     return out;
   });
 
@@ -130,50 +131,50 @@ export function registerEntApi(router: Router, parts: ServiceParts): void {
    * The libraries a member takes part in (as account/mount counts it). `roles`: the member's own role in
    * the library and the roles of their departments (with the departments above them); omitted for the owner.
    */
-  const orgsOf = (entId: number, memberId: number): NonNullable<EntMember['orgs']> => {
-    const rows = db.prepare(`SELECT l.*, COALESCE(o.name, '') AS owner_name,
+  const orgsOf = async (entId: number, memberId: number): Promise<NonNullable<EntMember['orgs']>> => {
+    const rows = await db.all(`SELECT l.*, COALESCE(o.name, '') AS owner_name,
         (SELECT COUNT(*) FROM library_members x WHERE x.library_id = l.id) AS member_count
       FROM libraries l LEFT JOIN members o ON o.id = l.owner_id
-      WHERE l.ent_id = ? AND l.deleted = 0 ORDER BY l.id`).all(entId) as {
+      WHERE l.ent_id = ? AND l.deleted = 0 ORDER BY l.id`, [entId]) as {
       id: number; name: string; type: number; owner_id: number; owner_name: string; member_count: number; capacity: number; size_used: number; mount_id: number;
     }[];
-    const groups = permissions.departments.departmentsOf(memberId);
-    return rows.filter((l) => permissions.takesPart(l.id, memberId)).map((l) => {
+    const groups = await permissions.departments.departmentsOf(memberId);
+    return mapInOrder((await filterInOrder(rows, async (l) => permissions.takesPart(l.id, memberId))), async (l) => {
       const org: NonNullable<EntMember['orgs']>[number] = {
         id: l.id, name: l.name, type: l.type, owner: l.owner_name, owner_id: l.owner_id, member_count: l.member_count,
         size_total: l.capacity, size_used: l.size_used, mount_id: l.mount_id,
       };
       if (l.owner_id !== memberId) {
-        const groupRoles = permissions.departments.libraryRoles(l.id);
-        const roleIds = [permissions.memberRole(l.id, memberId), ...groups.map((g) => groupRoles.get(g))].filter((r): r is number => !!r);
+        const groupRoles = await permissions.departments.libraryRoles(l.id);
+        const roleIds = [await permissions.memberRole(l.id, memberId), ...groups.map((g) => groupRoles.get(g))].filter((r): r is number => !!r);
         org.roles = Object.fromEntries([...new Set(roleIds)].sort((a, b) => a - b).map((r) => [String(r), roleNames.get(r) ?? '']));
       }
       return org;
     });
   };
 
-  router.register('ent', 'get_groups', (ctx) => departments.all(entOf(ctx).id).map((d) => departments.record(d)));
+  router.register('ent', 'get_groups', async (ctx) => (await departments.all((await entOf(ctx)).id)).map((d) => departments.record(d)));
 
-  router.register('ent', 'get_group_members', (ctx) => {
-    const ent = entOf(ctx);
+  router.register('ent', 'get_group_members', async (ctx) => {
+    const ent = await entOf(ctx);
     const p = ctx.params;
     let group: DepartmentRow;
-    if (p.str('group_id')) group = departments.requireId(ent.id, p.int('group_id', 0, { min: 1 }));
-    else if (p.str('group_path')) group = departments.requirePath(ent.id, p.required('group_path'));
-    else group = departments.requireOutId(ent.id, p.required('out_id'));
-    const ids = p.flag('show_child') ? departments.subtree(group.id) : [group.id];
+    if (p.str('group_id')) group = await departments.requireId(ent.id, p.int('group_id', 0, { min: 1 }));
+    else if (p.str('group_path')) group = await departments.requirePath(ent.id, p.required('group_path'));
+    else group = await departments.requireOutId(ent.id, p.required('out_id'));
+    const ids = p.flag('show_child') ? await departments.subtree(group.id) : [group.id];
     const { start, size } = p.page(20);
-    const page = members.page(ent.id, start, size, `id IN (SELECT member_id FROM department_members WHERE group_id IN (${ids.map(() => '?').join(',')}))`, ids);
+    const page = await members.page(ent.id, start, size, `id IN (SELECT member_id FROM department_members WHERE group_id IN (${ids.map(() => '?').join(',')}))`, ids);
     return { list: page.list.map((m) => members.record(m)), count: page.count };
   });
 
-  router.register('ent', 'get_roles', (ctx) => {
-    entOf(ctx);
+  router.register('ent', 'get_roles', async (ctx) => {
+    await entOf(ctx);
     return LIBRARY_ROLES.map((r) => ({ id: r.id, name: r.name }));
   });
 
-  router.register('ent', 'log', (ctx) => {
-    const ent = entOf(ctx);
+  router.register('ent', 'log', async (ctx) => {
+    const ent = await entOf(ctx);
     const p = ctx.params;
     const order = p.str('orderby') ?? 'desc';
     if (order !== 'asc' && order !== 'desc') throw badParam('orderby', "'asc' or 'desc'", order);

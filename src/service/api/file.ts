@@ -17,8 +17,8 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
   const { directory, tree, queries, uploads, copies, downloads } = parts;
   const on = (name: string, handler: (ctx: RequestContext, libraryId: number) => unknown) =>
     router.register('file', name, (ctx) => handler(ctx, libraryOf(ctx).id));
-  const op = (ctx: RequestContext) => operatorOf(ctx, directory);
-  const target = (ctx: RequestContext, libraryId: number): EntryRow => {
+  const op = async (ctx: RequestContext) => operatorOf(ctx, directory);
+  const target = async (ctx: RequestContext, libraryId: number): Promise<EntryRow> => {
     if (ctx.params.has('hash') && ctx.params.str('hash') !== '') return tree.resolve(libraryId, { hash: ctx.params.str('hash') });
     return tree.resolve(libraryId, { fullpath: ctx.params.path('fullpath') });
   };
@@ -26,7 +26,7 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     throw new ServiceFault(FaultCode.FeatureNotEnabled, `${what} is not enabled on this service`);
   };
 
-  on('ls', (ctx, lib) => {
+  on('ls', async (ctx, lib) => {
     const p = ctx.params;
     const tag = p.str('tag');
     const hashs = p.str('hashs');
@@ -37,20 +37,20 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     });
   });
 
-  on('info', (ctx, lib) => {
+  on('info', async (ctx, lib) => {
     const p = ctx.params;
     const attribute = p.int('attribute', 0);
     if (![0, 1, 10].includes(attribute)) throw badParam('attribute', '0, 1 or 10', p.str('attribute'));
-    const row = target(ctx, lib);
+    const row = await target(ctx, lib);
     let content = { filehash: row.filehash, filesize: row.filesize };
     const hid = p.str('hid');
     if (hid) {
-      const e = queries.event(row, hid);
+      const e = await queries.event(row, hid);
       content = { filehash: e.filehash, filesize: e.filesize };
     }
     const basic = { hash: row.hash, dir: row.dir, fullpath: row.fullpath, filename: row.name, filehash: row.dir ? '' : content.filehash, filesize: row.dir ? 0 : content.filesize };
     if (attribute === 10) return basic;
-    const record = queries.records([row])[0]!;
+    const record = (await queries.records([row]))[0]!;
     // Links to the preview page and (images) the thumbnail of the version shown, valid 10 minutes.
     const links = row.dir ? undefined : parts.previews.issue({
       libraryId: lib, fullpath: row.fullpath, filehash: content.filehash, filename: row.name, filesize: content.filesize, thumbnail: true, baseUrl: parts.baseUrl,
@@ -63,7 +63,7 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
       lock_member_name: row.lock_member_name ?? '',
       permission: ALL_PERMISSIONS,
     };
-    if (attribute === 1) Object.assign(info, queries.folderTotals(row));
+    if (attribute === 1) Object.assign(info, await queries.folderTotals(row));
     const ignores = (p.str('ignores') ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
     for (const name of ignores) {
       if (!INFO_IGNORES.has(name)) throw badParam('ignores', `a comma-separated subset of ${[...INFO_IGNORES].join(',')}`, p.str('ignores'));
@@ -74,8 +74,8 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     return info;
   });
 
-  on('create_folder', (ctx, lib) => {
-    const row = tree.createFolder(lib, ctx.params.path('fullpath'), op(ctx));
+  on('create_folder', async (ctx, lib) => {
+    const row = await tree.createFolder(lib, ctx.params.path('fullpath'), await op(ctx));
     return { hash: row.hash, fullpath: row.fullpath };
   });
 
@@ -87,7 +87,7 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     const filesize = p.int('filesize', -1, { min: 0 });
     if (filesize < 0) throw badParam('filesize', 'a size in bytes', p.str('filesize') ?? null);
     const overwrite = p.int('overwrite', 0, { min: 0, max: 1 }) === 1;
-    return uploads.create(lib, p.path('fullpath'), filehash, filesize, overwrite, op(ctx), parts.uploadServerUrl);
+    return uploads.create(lib, p.path('fullpath'), filehash, filesize, overwrite, await op(ctx), parts.uploadServerUrl);
   });
 
   /**
@@ -103,9 +103,9 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     if (p.str('filesize') !== String(file.size)) throw badParam('filesize', `the size of the file part (${file.size})`, p.str('filesize') ?? null);
     const fullpath = p.path('fullpath');
     const overwrite = p.int('overwrite', 0, { min: 0, max: 1 }) === 1;
-    const operator = op(ctx);
+    const operator = await op(ctx);
     const row = await parts.content.ingest(lib, { tempFilePath: file.tempFilePath, sha1: file.sha1, size: file.size },
-      (c) => tree.placeContent(lib, fullpath, c, overwrite, operator));
+      async (c) => tree.placeContent(lib, fullpath, c, overwrite, operator));
     return { hash: row.hash, fullpath: row.fullpath, filehash: row.filehash, filesize: row.filesize, state: 1, server: parts.uploadServerUrl };
   };
 
@@ -117,97 +117,97 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     return parts.uploadServer.issueWebUploadKey({ libraryId: lib, fullpath, timeoutSec, serverUrl: parts.uploadServerUrl });
   });
 
-  on('download_url', (ctx, lib) => {
+  on('download_url', async (ctx, lib) => {
     const p = ctx.params;
-    const row = target(ctx, lib);
+    const row = await target(ctx, lib);
     if (row.dir) throw new ServiceFault(FaultCode.NotAFolder, `${JSON.stringify(row.fullpath)} is a folder; only files have download links`);
     const filehash = p.str('filehash') || row.filehash;
     if (!SHA1_RE.test(filehash)) throw badParam('filehash', 'SHA-1 as 40 lowercase hex characters', filehash);
-    if (!queries.hasVersion(row, filehash)) throw new ServiceFault(FaultCode.FileMissing, `no version ${filehash} of ${JSON.stringify(row.fullpath)}`);
-    const size = filehash === row.filehash ? row.filesize : blobSize(parts, filehash);
+    if (!await queries.hasVersion(row, filehash)) throw new ServiceFault(FaultCode.FileMissing, `no version ${filehash} of ${JSON.stringify(row.fullpath)}`);
+    const size = filehash === row.filehash ? row.filesize : await blobSize(parts, filehash);
     const filename = p.str('filename') || row.name;
     return { urls: [downloads.url({ sha1: filehash, size, filename, open: p.flag('open'), modifiedMs: row.last_ms, libraryId: lib })] };
   });
 
-  on('move', (ctx, lib) => {
-    tree.move(lib, ctx.params.path('fullpath'), ctx.params.path('dest_fullpath'), op(ctx));
+  on('move', async (ctx, lib) => {
+    await tree.move(lib, ctx.params.path('fullpath'), ctx.params.path('dest_fullpath'), await op(ctx));
   });
 
-  on('del', (ctx, lib) => {
+  on('del', async (ctx, lib) => {
     const p = ctx.params;
     const destroy = p.flag('destroy');
     const tag = p.str('tag');
     if (tag !== undefined && tag !== '') {
-      tree.removeByTags(lib, parseTags(tag), p.path('path', { allowRoot: true }), destroy, op(ctx));
+      await tree.removeByTags(lib, parseTags(tag), p.path('path', { allowRoot: true }), destroy, await op(ctx));
     } else if (p.has('fullpaths')) {
       // The official SDKs delete with `fullpaths` (`|`-separated, as recover and del_completely take):
       // all of them or none.
       // A path inside another one of the list goes with it (listed once).
       const listed = [...new Set(p.paths('fullpaths'))];
       const paths = listed.filter((a) => !listed.some((b) => b !== a && a.startsWith(b + '/')));
-      tree.tx(() => { for (const path of paths) tree.remove(lib, path, destroy, op(ctx)); });
+      await tree.tx(async () => { for (const path of paths) await tree.remove(lib, path, destroy, await op(ctx)); });
     } else {
-      tree.remove(lib, p.path('fullpath'), destroy, op(ctx));
+      await tree.remove(lib, p.path('fullpath'), destroy, await op(ctx));
     }
     parts.content.scheduleCollect();
   });
 
-  on('del_completely', (ctx, lib) => {
+  on('del_completely', async (ctx, lib) => {
     const p = ctx.params;
     const tag = p.str('tag');
-    if (tag) tree.destroy(lib, { tags: parseTags(tag) }, op(ctx));
-    else tree.destroy(lib, { fullpaths: p.paths('fullpaths') }, op(ctx));
+    if (tag) await tree.destroy(lib, { tags: parseTags(tag) }, await op(ctx));
+    else await tree.destroy(lib, { fullpaths: p.paths('fullpaths') }, await op(ctx));
     parts.content.scheduleCollect();
   });
 
-  on('recycle', (ctx, lib) => {
+  on('recycle', async (ctx, lib) => {
     const p = ctx.params;
     return queries.recycle(lib, p.page(100), p.str('order') || undefined, p.str('keyword') || undefined);
   });
 
-  on('recover', (ctx, lib) => {
-    tree.recover(lib, ctx.params.paths('fullpaths'), op(ctx));
+  on('recover', async (ctx, lib) => {
+    await tree.recover(lib, ctx.params.paths('fullpaths'), await op(ctx));
   });
 
-  on('history', (ctx, lib) => queries.history(lib, ctx.params.path('fullpath'), ctx.params.page(20)));
+  on('history', async (ctx, lib) => queries.history(lib, ctx.params.path('fullpath'), ctx.params.page(20)));
 
-  on('lock', (ctx, lib) => {
+  on('lock', async (ctx, lib) => {
     const mode = ctx.params.required('lock');
     if (mode !== 'lock' && mode !== 'unlock') throw badParam('lock', "'lock' or 'unlock'", mode);
-    tree.setLock(lib, ctx.params.path('fullpath'), mode === 'lock', op(ctx));
+    await tree.setLock(lib, ctx.params.path('fullpath'), mode === 'lock', await op(ctx));
   });
 
-  const tagChange = (add: boolean) => (ctx: RequestContext, lib: number) => {
+  const tagChange = (add: boolean) => async (ctx: RequestContext, lib: number) => {
     const tags = parseTags(ctx.params.required('tag'));
     if (tags.length === 0) throw badParam('tag', 'one or more tags separated by ;', ctx.params.str('tag'));
-    tree.changeTags(lib, ctx.params.path('fullpath', { allowRoot: false }), tags, add, op(ctx));
+    await tree.changeTags(lib, ctx.params.path('fullpath', { allowRoot: false }), tags, add, await op(ctx));
   };
   on('add_tag', tagChange(true));
   on('del_tag', tagChange(false));
 
-  on('stat', (_ctx, lib) => queries.stat(lib));
+  on('stat', async (_ctx, lib) => queries.stat(lib));
 
-  on('copy', (ctx, lib) => {
+  on('copy', async (ctx, lib) => {
     const p = ctx.params;
-    return copies.copy(lib, p.path('from_fullpath'), p.path('fullpath'), p.int('overwrite', 0, { min: 0, max: 1 }) === 1, op(ctx));
+    return copies.copy(lib, p.path('from_fullpath'), p.path('fullpath'), p.int('overwrite', 0, { min: 0, max: 1 }) === 1, await op(ctx));
   });
 
-  on('mcopy', (ctx, lib) => {
+  on('mcopy', async (ctx, lib) => {
     const p = ctx.params;
     const folders = p.required('paths').split('|').map((f) => normalizePath('paths', f, { allowRoot: true }));
-    return copies.mcopy(lib, p.paths('from_fullpaths'), folders, op(ctx));
+    return copies.mcopy(lib, p.paths('from_fullpaths'), folders, await op(ctx));
   });
 
-  on('queue_status', (ctx, lib) => copies.status(lib, ctx.params.required('queue_id')));
+  on('queue_status', async (ctx, lib) => copies.status(lib, ctx.params.required('queue_id')));
 
-  on('search', (ctx, lib) => {
+  on('search', async (ctx, lib) => {
     const p = ctx.params;
     const scope = parseScope(p.str('scope'));
     if (scope.content) throw new ServiceFault(FaultCode.FeatureNotEnabled, 'full-text search (scope content) is not enabled on this service');
     return queries.search(lib, p.required('keywords'), p.path('path', { allowRoot: true }), scope, p.page(100));
   });
 
-  on('updates', (ctx, lib) => {
+  on('updates', async (ctx, lib) => {
     const p = ctx.params;
     const mode = p.str('mode') ?? '';
     if (mode !== '' && mode !== 'compare') throw badParam('mode', "'' or 'compare'", mode);
@@ -216,20 +216,20 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     return queries.updates(lib, { compare: mode === 'compare', fetchMs: p.int('fetch_dateline', 0, { min: 0 }), dir });
   });
 
-  on('updates_count', (ctx, lib) => {
+  on('updates_count', async (ctx, lib) => {
     const p = ctx.params;
-    return { count: queries.updatesCount(lib, p.int('begin_dateline', 0, { min: 0 }), p.int('end_dateline', 0, { min: 0 }), p.flag('showdel')) };
+    return { count: await queries.updatesCount(lib, p.int('begin_dateline', 0, { min: 0 }), p.int('end_dateline', 0, { min: 0 }), p.flag('showdel')) };
   });
 
-  on('link', (ctx, lib) => parts.links.createLink(lib, ctx.params.raw, { opId: ctx.params.str('op_id'), opName: operatorOf(ctx, directory).name }));
+  on('link', async (ctx, lib) => parts.links.createLink(lib, ctx.params.raw, { opId: ctx.params.str('op_id'), opName: (await operatorOf(ctx, directory)).name }));
   on('links', (ctx, lib) => parts.links.listLinks(lib, ctx.params.raw));
   on('link_close', async (ctx, lib) => {
-    await parts.links.closeLinks(lib, ctx.params.raw, { opId: ctx.params.str('op_id'), opName: operatorOf(ctx, directory).name });
+    await parts.links.closeLinks(lib, ctx.params.raw, { opId: ctx.params.str('op_id'), opName: (await operatorOf(ctx, directory)).name });
   });
 
-  on('preview_url', (ctx, lib) => {
+  on('preview_url', async (ctx, lib) => {
     const p = ctx.params;
-    const row = target(ctx, lib);
+    const row = await target(ctx, lib);
     return previewUrlResult(parts.previews, { libraryId: lib, fullpath: row.fullpath, filename: row.name, filehash: row.filehash, filesize: row.filesize, dir: !!row.dir }, {
       watermark: p.str('watermark'), wm_content: p.str('wm_content'), member_name: p.str('member_name'), thumbnail: p.str('thumbnail'),
       annotation: p.str('annotation'), annotation_mode: p.str('annotation_mode'),
@@ -254,8 +254,8 @@ function parseScope(raw: string | undefined): { filename: boolean; tag: boolean;
   return { filename: set.has('filename'), tag: set.has('tag'), content: set.has('content') };
 }
 
-function blobSize(parts: ServiceParts, sha1: string): number {
-  const row = parts.tree.db.prepare('SELECT size FROM blobs WHERE sha1 = ?').get(sha1) as { size: number } | undefined;
+async function blobSize(parts: ServiceParts, sha1: string): Promise<number> {
+  const row = await parts.tree.db.get('SELECT size FROM blobs WHERE sha1 = ?', [sha1]) as { size: number } | undefined;
   if (!row) throw new ServiceFault(FaultCode.FileMissing, `content ${sha1} is no longer stored`);
   return row.size;
 }

@@ -15,7 +15,7 @@ interface LogRow {
 
 export function registerOrgLog(router: Router, parts: ServiceParts): void {
   const { directory } = parts;
-  router.register('org', 'log', (ctx) => {
+  router.register('org', 'log', async (ctx) => {
     const ent = ctx.caller.enterprise;
     if (!ent) throw new ServiceFault(FaultCode.NoPermission, 'this call needs the enterprise client_id');
     const p = ctx.params;
@@ -25,7 +25,7 @@ export function registerOrgLog(router: Router, parts: ServiceParts): void {
       const v = p.str(field);
       if (v === undefined || v === '') continue;
       if (!/^\d+$/.test(v)) throw badParam(field, 'an integer id', v);
-      const lib = directory.libraryBy(field === 'org_id' ? 'id' : 'mount_id', Number(v), ent.id);
+      const lib = await directory.libraryBy(field === 'org_id' ? 'id' : 'mount_id', Number(v), ent.id);
       if (!lib) throw new ServiceFault(FaultCode.LibraryMissing, `library ${field}=${v} not found or deleted`);
       where.push('e.library_id = ?');
       args.push(lib.id);
@@ -47,11 +47,11 @@ export function registerOrgLog(router: Router, parts: ServiceParts): void {
     const size = p.int('size', 100, { min: 1, max: 1000 });
     const db = parts.tree.db;
     const sqlWhere = where.join(' AND ');
-    const total = (db.prepare(`SELECT COUNT(*) AS n FROM file_events e JOIN libraries l ON l.id = e.library_id WHERE ${sqlWhere}`).get(...args) as { n: number }).n;
+    const total = (await db.get(`SELECT COUNT(*) AS n FROM file_events e JOIN libraries l ON l.id = e.library_id WHERE ${sqlWhere}`, [...args]) as { n: number }).n;
     const dir = orderby === 'asc' ? 'ASC' : 'DESC';
-    const rows = db.prepare(`SELECT e.hash, e.dir, e.act, e.filehash, e.filesize, e.fullpath, e.member_id, e.ms, e.member_name, m.name, m.account
+    const rows = await db.all(`SELECT e.hash, e.dir, e.act, e.filehash, e.filesize, e.fullpath, e.member_id, e.ms, e.member_name, m.name, m.account
       FROM file_events e JOIN libraries l ON l.id = e.library_id LEFT JOIN members m ON m.id = e.member_id
-      WHERE ${sqlWhere} ORDER BY e.ms ${dir}, e.id ${dir} LIMIT ? OFFSET ?`).all(...args, size, start) as LogRow[];
+      WHERE ${sqlWhere} ORDER BY e.ms ${dir}, e.id ${dir} LIMIT ? OFFSET ?`, [...args, size, start]) as LogRow[];
     return {
       total,
       list: rows.map((r) => {

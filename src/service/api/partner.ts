@@ -19,17 +19,17 @@ const SDK_ORDER_TYPES: Record<string, OrderType> = {
   orderSubscribe: 'subscribe', orderUpgrade: 'upgrade', orderRenew: 'renew', orderUnsubscribe: 'unsubscribe',
 };
 
-export function registerPartnerApi(router: Router, parts: ServiceParts): AdminConsoleLogin {
+export async function registerPartnerApi(router: Router, parts: ServiceParts): Promise<AdminConsoleLogin> {
   const db = parts.tree.db;
   const enterprises = new PartnerEnterprises(db, parts.clock);
   const entLog = new EnterpriseLog(db, parts.clock);
-  const consoleLogin = new AdminConsoleLogin(db, parts.directory.secret('admin-console'), parts.baseUrl, parts.clock);
+  const consoleLogin = new AdminConsoleLogin(db, await parts.directory.secret('admin-console'), parts.baseUrl, parts.clock);
 
   const partnerOf = (ctx: RequestContext): PartnerRow => {
     if (!ctx.caller.partner) throw new ServiceFault(FaultCode.NoPermission, 'this call needs the partner client_id');
     return ctx.caller.partner;
   };
-  const entOf = (ctx: RequestContext) => enterprises.require(partnerOf(ctx), ctx.params.required('out_id'));
+  const entOf = async (ctx: RequestContext) => enterprises.require(partnerOf(ctx), ctx.params.required('out_id'));
   /** An optional positive integer (undefined when omitted). */
   const positive = (ctx: RequestContext, name: string, max?: number): number | undefined => {
     const v = ctx.params.str(name);
@@ -42,7 +42,7 @@ export function registerPartnerApi(router: Router, parts: ServiceParts): AdminCo
     return v;
   };
 
-  router.register('partner', 'create_ent', (ctx) => {
+  router.register('partner', 'create_ent', async (ctx) => {
     const partner = partnerOf(ctx);
     const p = ctx.params;
     const outId = p.required('out_id');
@@ -58,43 +58,43 @@ export function registerPartnerApi(router: Router, parts: ServiceParts): AdminCo
     return enterprises.create(partner, { outId, name, memberCount, days, spaceGb, account, settings });
   });
 
-  router.register('partner', 'ent_info', (ctx) => enterprises.record(entOf(ctx), false));
+  router.register('partner', 'ent_info', async (ctx) => enterprises.record(await entOf(ctx), false));
 
-  router.register('partner', 'ent_list', (ctx) => {
+  router.register('partner', 'ent_list', async (ctx) => {
     const partner = partnerOf(ctx);
     const order = ctx.params.str('order') || 'asc';
     if (order !== 'asc' && order !== 'desc') throw badParam('order', "'asc' or 'desc'", order);
     const { start, size } = ctx.params.page(100);
-    return { list: enterprises.list(partner, { begin: date(ctx, 'begin_date'), end: date(ctx, 'end_date'), start, size, order }) };
+    return { list: await enterprises.list(partner, { begin: date(ctx, 'begin_date'), end: date(ctx, 'end_date'), start, size, order }) };
   });
 
-  router.register('partner', 'order', (ctx) => {
-    const ent = entOf(ctx);
+  router.register('partner', 'order', async (ctx) => {
+    const ent = await entOf(ctx);
     const given = ctx.params.required('type');
     // The official SDKs name the types orderSubscribe, orderUpgrade, orderRenew, orderUnsubscribe.
     const type = SDK_ORDER_TYPES[given] ?? given;
     if (!(ORDER_TYPES as readonly string[]).includes(type)) throw badParam('type', [...ORDER_TYPES, ...Object.keys(SDK_ORDER_TYPES)].join(', '), given);
     const optional = (name: string, min: number): number | undefined =>
       ctx.params.str(name) === undefined || ctx.params.str(name) === '' ? undefined : ctx.params.int(name, 0, { min });
-    enterprises.order(ent, type as OrderType, {
+    await enterprises.order(ent, type as OrderType, {
       // member_count -1 = no limit (the SDKs' documented value); 0 adds nothing on upgrade
       days: positive(ctx, 'days', ENT_LIMITS.maxTrialDays), memberCount: optional('member_count', -1),
       spaceGb: optional('space', 0), months: positive(ctx, 'month', 120),
     });
   });
 
-  router.register('partner', 'get_client_id', (ctx) => {
-    const ent = entOf(ctx);
+  router.register('partner', 'get_client_id', async (ctx) => {
+    const ent = await entOf(ctx);
     const title = ctx.params.required('title');
-    entLog.record(ent.id, EntLogType.Authorization, `client_id handed to ${title}`, ctx.ip);
+    await entLog.record(ent.id, EntLogType.Authorization, `client_id handed to ${title}`, ctx.ip);
     return { client_id: ent.client_id, client_secret: ent.client_secret };
   });
 
-  router.register('partner', 'ent_sso_url', (ctx) => ({ url: consoleLogin.issue(entOf(ctx).id) }));
+  router.register('partner', 'ent_sso_url', async (ctx) => ({ url: await consoleLogin.issue((await entOf(ctx)).id) }));
 
-  router.register('partner', 'set_ent_setting', (ctx) => {
-    const ent = entOf(ctx);
-    enterprises.setMaxLinkFlow(ent, ctx.params.requiredInt('max_link_flow', { min: -1 }));
+  router.register('partner', 'set_ent_setting', async (ctx) => {
+    const ent = await entOf(ctx);
+    await enterprises.setMaxLinkFlow(ent, ctx.params.requiredInt('max_link_flow', { min: -1 }));
   });
 
   return consoleLogin;

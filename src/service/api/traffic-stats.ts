@@ -20,14 +20,14 @@ function parseDate(name: string, v: string | undefined): string {
 }
 
 export function registerTrafficStats(router: Router, parts: ServiceParts): void {
-  router.register('partner', 'ent_daily_stats', (ctx) => {
+  router.register('partner', 'ent_daily_stats', async (ctx) => {
     const partner = ctx.caller.partner;
     if (!partner) throw new ServiceFault(FaultCode.NoPermission, 'this call needs the partner client_id');
     const p = ctx.params;
     const type = p.required('type');
     if (type !== 'flow') throw badParam('type', "'flow'", type);
     const outId = p.required('out_id');
-    const ent = parts.tree.db.prepare('SELECT id FROM enterprises WHERE partner_id = ? AND out_id = ?').get(partner.id, outId) as { id: number } | undefined;
+    const ent = await parts.tree.db.get('SELECT id FROM enterprises WHERE partner_id = ? AND out_id = ?', [partner.id, outId]) as { id: number } | undefined;
     if (!ent) throw new ServiceFault(FaultCode.EnterpriseMissing, `no enterprise with out_id ${JSON.stringify(outId)} for this partner`);
     const start = parseDate('start_date', p.required('start_date'));
     const latest = dayOf(parts.clock() - DAY_MS);
@@ -36,6 +36,6 @@ export function registerTrafficStats(router: Router, parts: ServiceParts): void 
     if (end < start) throw badParam('end_date', `a date on or after start_date ${start}`, end);
     if ((Date.parse(`${end}T00:00:00Z`) - Date.parse(`${start}T00:00:00Z`)) / DAY_MS + 1 > MAX_DAYS) throw badParam('end_date', `at most ${MAX_DAYS} days after start_date`, end);
     const last = end < latest ? end : latest;
-    return { list: last < start ? [] : parts.traffic.days(ent.id, start, last) };
+    return { list: last < start ? [] : await parts.traffic.days(ent.id, start, last) };
   });
 }

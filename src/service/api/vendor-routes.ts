@@ -60,40 +60,40 @@ export function registerVendorRoutes(router: Router, parts: ServiceParts, consol
   const db = parts.tree.db;
   const enterprises = new PartnerEnterprises(db, parts.clock);
   const tokens = new AccessTokens(db, parts.clock);
-  const entOf = (ctx: RequestContext) => {
+  const entOf = async (ctx: RequestContext) => {
     const partner = ctx.caller.partner;
     if (!partner) throw new ServiceFault(FaultCode.NoPermission, 'this call needs the partner client_id');
-    return { partner, ent: enterprises.require(partner, ctx.params.required('out_id')) };
+    return { partner, ent: await enterprises.require(partner, ctx.params.required('out_id')) };
   };
 
   router.registerVendor('file', 'servers', VENDOR_ENDPOINTS.servers, (ctx) => serverItems(parts.uploadServerUrl, ctx.params.str('type') ?? ''));
 
-  router.registerVendor('partner', 'get_token', VENDOR_ENDPOINTS.get_token, (ctx) => {
-    const { partner, ent } = entOf(ctx);
-    const admin = db.prepare('SELECT id FROM members WHERE ent_id = ? AND admin_type = 1 AND state = 1 ORDER BY id LIMIT 1').get(ent.id) as { id: number } | undefined;
+  router.registerVendor('partner', 'get_token', VENDOR_ENDPOINTS.get_token, async (ctx) => {
+    const { partner, ent } = await entOf(ctx);
+    const admin = await db.get('SELECT id FROM members WHERE ent_id = ? AND admin_type = 1 AND state = 1 ORDER BY id LIMIT 1', [ent.id]) as { id: number } | undefined;
     if (!admin) throw new ServiceFault(FaultCode.MemberMissing, `enterprise ${JSON.stringify(ent.out_id)} has no enabled administrator account (create_ent with account)`);
     // The token belongs to the partner as an application: the SDK signs the calls made with it with the
     // partner's client_secret.
-    db.prepare('INSERT OR IGNORE INTO applications (client_id, client_secret, title) VALUES (?, ?, ?)').run(partner.client_id, partner.client_secret, `partner ${partner.name}`);
+    await db.run('INSERT INTO applications (client_id, client_secret, title) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [partner.client_id, partner.client_secret, `partner ${partner.name}`]);
     return tokens.issue(admin.id, partner.client_id);
   });
 
-  router.registerVendor('partner', 'get_sso_url', VENDOR_ENDPOINTS.get_sso_url, (ctx) => {
-    const { ent } = entOf(ctx);
+  router.registerVendor('partner', 'get_sso_url', VENDOR_ENDPOINTS.get_sso_url, async (ctx) => {
+    const { ent } = await entOf(ctx);
     ctx.params.required('ticket');
-    return { url: consoleLogin.issue(ent.id) };
+    return { url: await consoleLogin.issue(ent.id) };
   });
 
-  router.registerVendor('user', 'token_v1', VENDOR_ENDPOINTS.token, (ctx) => tokenGrant(ctx, tokens));
+  router.registerVendor('user', 'token_v1', VENDOR_ENDPOINTS.token, async (ctx) => tokenGrant(ctx, tokens));
 
   // The share links of a member's personal library (EntManager.getMemberFileLink), as file/links lists them.
-  router.registerVendor('ent', 'get_member_file_link', VENDOR_ENDPOINTS.get_member_file_link, (ctx) => {
+  router.registerVendor('ent', 'get_member_file_link', VENDOR_ENDPOINTS.get_member_file_link, async (ctx) => {
     const ent = ctx.caller.enterprise;
     if (!ent) throw new ServiceFault(FaultCode.NoPermission, 'this call needs the enterprise client_id');
     const memberId = ctx.params.int('member_id', 0, { min: 1 });
-    const member = parts.directory.member(memberId);
+    const member = await parts.directory.member(memberId);
     if (!member || member.ent_id !== ent.id) throw new ServiceFault(FaultCode.MemberMissing, `member ${memberId} not found in this enterprise`);
-    const personal = db.prepare('SELECT id FROM libraries WHERE ent_id = ? AND type = 20 AND owner_id = ? AND deleted = 0 ORDER BY id LIMIT 1').get(ent.id, memberId) as { id: number } | undefined;
+    const personal = await db.get('SELECT id FROM libraries WHERE ent_id = ? AND type = 20 AND owner_id = ? AND deleted = 0 ORDER BY id LIMIT 1', [ent.id, memberId]) as { id: number } | undefined;
     return personal ? parts.links.listLinks(personal.id, ctx.params.raw) : [];
   });
 }

@@ -22,21 +22,21 @@ export class LibraryContent {
    * Ingests `file` (its SHA-1 and size verified by the caller) and runs `place` in the same transaction
    * that records the blob. On refusal nothing stays: neither the record nor the bytes.
    */
-  async ingest(libraryId: number, file: VerifiedFile, place: (content: Content) => EntryRow): Promise<EntryRow> {
+  async ingest(libraryId: number, file: VerifiedFile, place: (content: Content) => Promise<EntryRow>): Promise<EntryRow> {
     const content = { sha1: file.sha1, size: file.size };
     try {
-      this.tree.checkCapacity(libraryId, 0);
+      await this.tree.checkCapacity(libraryId, 0);
       return await this.blobs.lock(file.sha1, async () => {
-        const known = this.tree.blobStored(file.sha1);
+        const known = await this.tree.blobStored(file.sha1);
         if (known) await rm(file.tempFilePath, { force: true });
         else await this.blobs.ingest(file.tempFilePath, file.sha1, file.size);
         try {
-          return this.tree.tx(() => {
-            this.tree.addBlob(content);
+          return await this.tree.tx(async () => {
+            await this.tree.addBlob(content);
             return place(content);
           });
         } catch (err) {
-          if (!this.tree.blobStored(file.sha1)) await this.blobs.remove(file.sha1);
+          if (!await this.tree.blobStored(file.sha1)) await this.blobs.remove(file.sha1);
           throw err;
         }
       });
@@ -47,8 +47,8 @@ export class LibraryContent {
   }
 
   /** Runs `place` against a blob already stored (instant upload, copy), under the blob's lock. */
-  async reuse(sha1: string, place: () => EntryRow): Promise<EntryRow> {
-    return this.blobs.lock(sha1, () => this.tree.tx(place));
+  async reuse(sha1: string, place: () => Promise<EntryRow>): Promise<EntryRow> {
+    return this.blobs.lock(sha1, async () => this.tree.tx(place));
   }
 
   /** Starts a collection soon (coalesced); errors are logged. */
@@ -72,11 +72,11 @@ export class LibraryContent {
 
   /** Removes every blob with no reference left; returns how many. */
   async collect(): Promise<number> {
-    const rows = this.tree.db.prepare('SELECT sha1 FROM blobs WHERE refs <= 0').all() as { sha1: string }[];
+    const rows = await this.tree.db.all('SELECT sha1 FROM blobs WHERE refs <= 0') as { sha1: string }[];
     let removed = 0;
     for (const { sha1 } of rows) {
       await this.blobs.lock(sha1, async () => {
-        const gone = this.tree.tx(() => this.tree.db.prepare('DELETE FROM blobs WHERE sha1 = ? AND refs <= 0').run(sha1).changes > 0);
+        const gone = await this.tree.tx(async () => (await this.tree.db.run('DELETE FROM blobs WHERE sha1 = ? AND refs <= 0', [sha1])).changes > 0);
         if (gone) {
           await this.blobs.remove(sha1);
           removed++;

@@ -37,8 +37,8 @@ export class FileCopies {
   }
 
   /** Marks items left queued or running by a previous run as failed. */
-  open(): void {
-    this.tree.db.prepare("UPDATE copy_queue SET status = 3, error = 'interrupted: the service stopped', finish_ms = ? WHERE status IN (0, 1)").run(this.clock());
+  async open(): Promise<void> {
+    await this.tree.db.run("UPDATE copy_queue SET status = 3, error = 'interrupted: the service stopped', finish_ms = ? WHERE status IN (0, 1)", [this.clock()]);
   }
 
   async close(): Promise<void> {
@@ -48,27 +48,26 @@ export class FileCopies {
 
   /** Copies `from` to `to` (full path including the name). A taken name gets a number unless `overwrite`. */
   async copy(libraryId: number, from: string, to: string, overwrite: boolean, op: Operator): Promise<CopyResult> {
-    const src = this.tree.require(libraryId, from);
+    const src = await this.tree.require(libraryId, from);
     if (src.dir && isWithin(to, from)) throw new ServiceFault(FaultCode.MoveIntoItself, `cannot copy ${JSON.stringify(from)} into itself (${JSON.stringify(to)})`);
     if (!src.dir) {
-      const row = await this.content.reuse(src.filehash, () => {
-        const existing = this.tree.byPath(libraryId, to);
-        if (existing?.dir && overwrite) this.tree.remove(libraryId, to, false, op);
+      const row = await this.content.reuse(src.filehash, async () => {
+        const existing = await this.tree.byPath(libraryId, to);
+        if (existing?.dir && overwrite) await this.tree.remove(libraryId, to, false, op);
         return this.tree.placeContent(libraryId, to, { sha1: src.filehash, size: src.filesize }, overwrite, op);
       });
       return { hash: row.hash, fullpath: row.fullpath };
     }
-    const result = this.tree.tx(() => {
-      this.tree.checkCapacity(libraryId, this.queries.folderTotals(src).files_size);
-      const existing = this.tree.byPath(libraryId, to);
-      if (existing && overwrite) this.tree.remove(libraryId, to, false, op);
+    const result = await this.tree.tx(async () => {
+      await this.tree.checkCapacity(libraryId, (await this.queries.folderTotals(src)).files_size);
+      const existing = await this.tree.byPath(libraryId, to);
+      if (existing && overwrite) await this.tree.remove(libraryId, to, false, op);
       const folder = parentOf(to);
-      const parentId = this.tree.ensureFolder(libraryId, folder, op);
-      const name = existing && !overwrite ? this.tree.freeName(libraryId, folder, baseOf(to), true) : baseOf(to);
-      const target = this.tree.insert(libraryId, parentId, joinPath(folder, name), { dir: 1, tags: src.tags }, op);
-      this.tree.event(target, Act.Create, op, { property: { copied_from: from } });
-      const queueId = Number(this.tree.db.prepare('INSERT INTO copy_queue (library_id, source_id, target_id, fullpath, op_id, op_name, add_ms) VALUES (?, ?, ?, ?, ?, ?, ?)')
-        .run(libraryId, src.id, target.id, target.fullpath, op.id, op.name, this.clock()).lastInsertRowid);
+      const parentId = await this.tree.ensureFolder(libraryId, folder, op);
+      const name = existing && !overwrite ? await this.tree.freeName(libraryId, folder, baseOf(to), true) : baseOf(to);
+      const target = await this.tree.insert(libraryId, parentId, joinPath(folder, name), { dir: 1, tags: src.tags }, op);
+      await this.tree.event(target, Act.Create, op, { property: { copied_from: from } });
+      const queueId = await this.tree.db.insert('INSERT INTO copy_queue (library_id, source_id, target_id, fullpath, op_id, op_name, add_ms) VALUES (?, ?, ?, ?, ?, ?, ?)', [libraryId, src.id, target.id, target.fullpath, op.id, op.name, this.clock()]);
       return { hash: target.hash, fullpath: target.fullpath, queue_id: String(queueId) };
     });
     this.kick();
@@ -83,14 +82,14 @@ export class FileCopies {
     const out: CopyResult[] = [];
     for (let i = 0; i < froms.length; i++) {
       const folder = folders.length === 1 ? folders[0]! : folders[i]!;
-      if (folder !== '') this.tree.folderId(libraryId, folder);
+      if (folder !== '') await this.tree.folderId(libraryId, folder);
       out.push(await this.copy(libraryId, froms[i]!, joinPath(folder, baseOf(froms[i]!)), false, op));
     }
     return out;
   }
 
-  status(libraryId: number, queueId: string): QueueStatus {
-    const row = /^\d+$/.test(queueId) ? this.tree.db.prepare('SELECT * FROM copy_queue WHERE id = ? AND library_id = ?').get(Number(queueId), libraryId) as QueueRow | undefined : undefined;
+  async status(libraryId: number, queueId: string): Promise<QueueStatus> {
+    const row = /^\d+$/.test(queueId) ? await this.tree.db.get('SELECT * FROM copy_queue WHERE id = ? AND library_id = ?', [Number(queueId), libraryId]) as QueueRow | undefined : undefined;
     if (!row) throw new ServiceFault(FaultCode.QueueItemMissing, `no copy queue item ${JSON.stringify(queueId)}`);
     return {
       status: row.status, fullpath: row.fullpath, add_dateline: seconds(row.add_ms),
@@ -109,7 +108,7 @@ export class FileCopies {
       await new Promise((r) => setImmediate(r));
       for (;;) {
         if (this.closed) return;
-        const item = this.tree.db.prepare('SELECT * FROM copy_queue WHERE status = 0 ORDER BY id LIMIT 1').get() as QueueRow | undefined;
+        const item = await this.tree.db.get('SELECT * FROM copy_queue WHERE status = 0 ORDER BY id LIMIT 1') as QueueRow | undefined;
         if (!item) return;
         await this.run(item);
       }
@@ -118,44 +117,44 @@ export class FileCopies {
 
   private async run(item: QueueRow): Promise<void> {
     const db = this.tree.db;
-    db.prepare('UPDATE copy_queue SET status = 1, start_ms = ? WHERE id = ?').run(this.clock(), item.id);
+    await db.run('UPDATE copy_queue SET status = 1, start_ms = ? WHERE id = ?', [this.clock(), item.id]);
     try {
-      const source = this.tree.byId(item.source_id);
+      const source = await this.tree.byId(item.source_id);
       if (!source || source.state !== 0) throw new Error('the source folder no longer exists');
       const sourcePath = source.fullpath;
-      const pending = this.tree.subtree(source).map((r) => r.id);
+      const pending = (await this.tree.subtree(source)).map((r) => r.id);
       const targetOf = new Map<number, number>([[source.id, item.target_id]]);
       const op = { id: item.op_id, name: item.op_name };
       for (let i = 0; i < pending.length; i += this.batchSize) {
         if (this.closed) throw new Error('interrupted: the service stopped');
-        this.tree.tx(() => {
-          const target = this.tree.byId(item.target_id);
+        await this.tree.tx(async () => {
+          const target = await this.tree.byId(item.target_id);
           if (!target || target.state !== 0) throw new Error('the target folder was removed during the copy');
           for (const id of pending.slice(i, i + this.batchSize)) {
-            const s = this.tree.byId(id);
+            const s = await this.tree.byId(id);
             if (!s || s.state !== 0 || !isWithin(s.fullpath, sourcePath)) continue;
             const parentTarget = s.parent_id === null ? undefined : targetOf.get(s.parent_id);
             if (parentTarget === undefined) continue;
             const fullpath = target.fullpath + s.fullpath.slice(sourcePath.length);
-            if (!s.dir) this.tree.checkCapacity(item.library_id, s.filesize);
-            const copy = this.copyRow(s, parentTarget, fullpath, op);
+            if (!s.dir) await this.tree.checkCapacity(item.library_id, s.filesize);
+            const copy = await this.copyRow(s, parentTarget, fullpath, op);
             targetOf.set(s.id, copy.id);
           }
         });
         await new Promise((r) => setImmediate(r));
       }
-      db.prepare('UPDATE copy_queue SET status = 2, finish_ms = ? WHERE id = ?').run(this.clock(), item.id);
+      await db.run('UPDATE copy_queue SET status = 2, finish_ms = ? WHERE id = ?', [this.clock(), item.id]);
     } catch (err) {
       this.log.warn({ err, queueId: item.id }, 'folder copy failed');
-      db.prepare('UPDATE copy_queue SET status = 3, error = ?, finish_ms = ? WHERE id = ?').run((err as Error).message, this.clock(), item.id);
+      await db.run('UPDATE copy_queue SET status = 3, error = ?, finish_ms = ? WHERE id = ?', [(err as Error).message, this.clock(), item.id]);
     }
   }
 
-  private copyRow(s: EntryRow, parentId: number, fullpath: string, op: Operator): EntryRow {
-    const existing = this.tree.byPath(s.library_id, fullpath);
+  private async copyRow(s: EntryRow, parentId: number, fullpath: string, op: Operator): Promise<EntryRow> {
+    const existing = await this.tree.byPath(s.library_id, fullpath);
     if (existing) return existing;
-    const row = this.tree.insert(s.library_id, parentId, fullpath, { dir: s.dir, content: s.dir ? undefined : { sha1: s.filehash, size: s.filesize }, tags: s.tags }, op);
-    this.tree.event(row, Act.Create, op);
+    const row = await this.tree.insert(s.library_id, parentId, fullpath, { dir: s.dir, content: s.dir ? undefined : { sha1: s.filehash, size: s.filesize }, tags: s.tags }, op);
+    await this.tree.event(row, Act.Create, op);
     return row;
   }
 }

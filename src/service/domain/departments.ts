@@ -5,154 +5,152 @@
  * omitted) is the member's `listed` flag: whether it appears in the admin console's member management.
  */
 import type { EntGroup } from '../../shared/records.js';
-import type { Db } from '../store/database.js';
+import type { MetadataStore } from '../store/metadata-store.js';
 import { FaultCode, ServiceFault, badParam } from './fault.js';
 
 export interface DepartmentRow { id: number; ent_id: number; parent_id: number; name: string; out_id: string | null; orderby: number; state: number }
 
 export class Departments {
-  constructor(private readonly db: Db, private readonly clock: () => number) {}
+  constructor(private readonly db: MetadataStore, private readonly clock: () => number) {}
 
-  byId(entId: number, id: number): DepartmentRow | undefined {
-    return this.db.prepare('SELECT * FROM departments WHERE id = ? AND ent_id = ?').get(id, entId) as DepartmentRow | undefined;
+  async byId(entId: number, id: number): Promise<DepartmentRow | undefined> {
+    return await this.db.get('SELECT * FROM departments WHERE id = ? AND ent_id = ?', [id, entId]) as DepartmentRow | undefined;
   }
 
-  byOutId(entId: number, outId: string): DepartmentRow | undefined {
-    return this.db.prepare('SELECT * FROM departments WHERE out_id = ? AND ent_id = ?').get(outId, entId) as DepartmentRow | undefined;
+  async byOutId(entId: number, outId: string): Promise<DepartmentRow | undefined> {
+    return await this.db.get('SELECT * FROM departments WHERE out_id = ? AND ent_id = ?', [outId, entId]) as DepartmentRow | undefined;
   }
 
   /** The department at a path of names; undefined when a part is missing. An empty path is refused. */
-  byPath(entId: number, path: string, param = 'group_path'): DepartmentRow | undefined {
+  async byPath(entId: number, path: string, param = 'group_path'): Promise<DepartmentRow | undefined> {
     const names = splitPath(path, param);
     let found: DepartmentRow | undefined;
     for (const name of names) {
-      found = this.db.prepare('SELECT * FROM departments WHERE ent_id = ? AND parent_id = ? AND name = ?').get(entId, found?.id ?? 0, name) as DepartmentRow | undefined;
+      found = await this.db.get('SELECT * FROM departments WHERE ent_id = ? AND parent_id = ? AND name = ?', [entId, found?.id ?? 0, name]) as DepartmentRow | undefined;
       if (!found) return undefined;
     }
     return found;
   }
 
-  requirePath(entId: number, path: string, param = 'group_path'): DepartmentRow {
-    const d = this.byPath(entId, path, param);
+  async requirePath(entId: number, path: string, param = 'group_path'): Promise<DepartmentRow> {
+    const d = await this.byPath(entId, path, param);
     if (!d) throw new ServiceFault(FaultCode.DepartmentMissing, `no department at ${JSON.stringify(path)}`);
     return d;
   }
 
-  requireId(entId: number, id: number): DepartmentRow {
-    const d = this.byId(entId, id);
+  async requireId(entId: number, id: number): Promise<DepartmentRow> {
+    const d = await this.byId(entId, id);
     if (!d) throw new ServiceFault(FaultCode.DepartmentMissing, `no department with id ${id}`);
     return d;
   }
 
-  requireOutId(entId: number, outId: string): DepartmentRow {
-    const d = this.byOutId(entId, outId);
+  async requireOutId(entId: number, outId: string): Promise<DepartmentRow> {
+    const d = await this.byOutId(entId, outId);
     if (!d) throw new ServiceFault(FaultCode.DepartmentMissing, `no department with out_id ${JSON.stringify(outId)}`);
     return d;
   }
 
   /** Parent id of a path given as the parent (omitted or empty = top level, 0). */
-  parentOf(entId: number, path: string | undefined, param: string): number {
+  async parentOf(entId: number, path: string | undefined, param: string): Promise<number> {
     if (path === undefined || path.trim() === '' || path.trim() === '/') return 0;
-    return this.requirePath(entId, path, param).id;
+    return (await this.requirePath(entId, path, param)).id;
   }
 
-  add(entId: number, d: { name: string; parentId: number; orderby?: number; state?: number; outId?: string }): number {
+  async add(entId: number, d: { name: string; parentId: number; orderby?: number; state?: number; outId?: string }): Promise<number> {
     checkName(d.name);
-    this.checkFreeName(entId, d.parentId, d.name, 0);
-    return Number(this.db.prepare('INSERT INTO departments (ent_id, parent_id, name, out_id, orderby, state, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)')
-      .run(entId, d.parentId, d.name, d.outId ?? null, d.orderby ?? 0, d.state ?? 1, this.clock()).lastInsertRowid);
+    await this.checkFreeName(entId, d.parentId, d.name, 0);
+    return this.db.insert('INSERT INTO departments (ent_id, parent_id, name, out_id, orderby, state, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)', [entId, d.parentId, d.name, d.outId ?? null, d.orderby ?? 0, d.state ?? 1, this.clock()]);
   }
 
   /** Changes the given fields; a new parent moves the department (not below itself). */
-  update(row: DepartmentRow, change: { name?: string; parentId?: number; orderby?: number; state?: number }): void {
+  async update(row: DepartmentRow, change: { name?: string; parentId?: number; orderby?: number; state?: number }): Promise<void> {
     const name = change.name ?? row.name;
     const parentId = change.parentId ?? row.parent_id;
     checkName(name);
-    if (parentId !== row.parent_id && this.ancestors(parentId).includes(row.id)) {
+    if (parentId !== row.parent_id && (await this.ancestors(parentId)).includes(row.id)) {
       throw new ServiceFault(FaultCode.BadParam, `a department cannot move below itself (${JSON.stringify(row.name)})`);
     }
-    if (name !== row.name || parentId !== row.parent_id) this.checkFreeName(row.ent_id, parentId, name, row.id);
-    this.db.prepare('UPDATE departments SET name = ?, parent_id = ?, orderby = ?, state = ? WHERE id = ?')
-      .run(name, parentId, change.orderby ?? row.orderby, change.state ?? row.state, row.id);
+    if (name !== row.name || parentId !== row.parent_id) await this.checkFreeName(row.ent_id, parentId, name, row.id);
+    await this.db.run('UPDATE departments SET name = ?, parent_id = ?, orderby = ?, state = ? WHERE id = ?', [name, parentId, change.orderby ?? row.orderby, change.state ?? row.state, row.id]);
   }
 
   /** Removes departments with everything below them; their members stay in the enterprise. */
-  remove(rows: DepartmentRow[]): void {
-    this.db.transaction(() => {
+  async remove(rows: DepartmentRow[]): Promise<void> {
+    await this.db.tx(async () => {
       for (const r of rows) {
-        for (const id of this.subtree(r.id).reverse()) {
-          this.db.prepare("DELETE FROM folder_permissions WHERE subject_kind = 'g' AND subject_id = ?").run(id);
-          this.db.prepare('DELETE FROM departments WHERE id = ?').run(id);
+        for (const id of (await this.subtree(r.id)).reverse()) {
+          await this.db.run("DELETE FROM folder_permissions WHERE subject_kind = 'g' AND subject_id = ?", [id]);
+          await this.db.run('DELETE FROM departments WHERE id = ?', [id]);
         }
       }
-    })();
+    });
   }
 
   /** A department and every department below it (parents before children). */
-  subtree(id: number): number[] {
+  async subtree(id: number): Promise<number[]> {
     const out = [id];
     for (let i = 0; i < out.length; i++) {
-      for (const c of this.db.prepare('SELECT id FROM departments WHERE parent_id = ? ORDER BY id').all(out[i]) as { id: number }[]) out.push(c.id);
+      for (const c of await this.db.all('SELECT id FROM departments WHERE parent_id = ? ORDER BY id', [out[i]]) as { id: number }[]) out.push(c.id);
     }
     return out;
   }
 
   /** A department and its parents up to the top (nearest first). */
-  ancestors(id: number): number[] {
+  async ancestors(id: number): Promise<number[]> {
     const out: number[] = [];
     let cur = id;
     while (cur !== 0 && !out.includes(cur)) {
       out.push(cur);
-      cur = (this.db.prepare('SELECT parent_id FROM departments WHERE id = ?').get(cur) as { parent_id: number } | undefined)?.parent_id ?? 0;
+      cur = (await this.db.get('SELECT parent_id FROM departments WHERE id = ?', [cur]) as { parent_id: number } | undefined)?.parent_id ?? 0;
     }
     return out;
   }
 
   /** Puts members in a department (0 = top level: listed in the admin console). */
-  addMembers(groupId: number, memberIds: number[]): void {
-    this.db.transaction(() => {
+  async addMembers(groupId: number, memberIds: number[]): Promise<void> {
+    await this.db.tx(async () => {
       for (const m of memberIds) {
-        if (groupId !== 0) this.db.prepare('INSERT OR IGNORE INTO department_members (group_id, member_id) VALUES (?, ?)').run(groupId, m);
-        this.db.prepare('UPDATE members SET listed = 1 WHERE id = ?').run(m);
+        if (groupId !== 0) await this.db.run('INSERT INTO department_members (group_id, member_id) VALUES (?, ?) ON CONFLICT DO NOTHING', [groupId, m]);
+        await this.db.run('UPDATE members SET listed = 1 WHERE id = ?', [m]);
       }
-    })();
+    });
   }
 
   /** Takes members out of a department (0 = top level). */
-  removeMembers(groupId: number, memberIds: number[]): void {
-    this.db.transaction(() => {
+  async removeMembers(groupId: number, memberIds: number[]): Promise<void> {
+    await this.db.tx(async () => {
       for (const m of memberIds) {
-        if (groupId === 0) this.db.prepare('UPDATE members SET listed = 0 WHERE id = ?').run(m);
-        else this.db.prepare('DELETE FROM department_members WHERE group_id = ? AND member_id = ?').run(groupId, m);
+        if (groupId === 0) await this.db.run('UPDATE members SET listed = 0 WHERE id = ?', [m]);
+        else await this.db.run('DELETE FROM department_members WHERE group_id = ? AND member_id = ?', [groupId, m]);
       }
-    })();
+    });
   }
 
   /** Takes members out of every department. */
-  clearMemberships(memberIds: number[]): void {
-    this.db.transaction(() => { for (const m of memberIds) this.db.prepare('DELETE FROM department_members WHERE member_id = ?').run(m); })();
+  async clearMemberships(memberIds: number[]): Promise<void> {
+    await this.db.tx(async () => { for (const m of memberIds) await this.db.run('DELETE FROM department_members WHERE member_id = ?', [m]); });
   }
 
   /** Departments a member belongs to directly. */
-  ofMember(memberId: number): DepartmentRow[] {
-    return this.db.prepare('SELECT d.* FROM departments d JOIN department_members dm ON dm.group_id = d.id WHERE dm.member_id = ? ORDER BY d.id').all(memberId) as DepartmentRow[];
+  async ofMember(memberId: number): Promise<DepartmentRow[]> {
+    return await this.db.all('SELECT d.* FROM departments d JOIN department_members dm ON dm.group_id = d.id WHERE dm.member_id = ? ORDER BY d.id', [memberId]) as DepartmentRow[];
   }
 
-  all(entId: number): DepartmentRow[] {
-    return this.db.prepare('SELECT * FROM departments WHERE ent_id = ? ORDER BY parent_id, orderby, id').all(entId) as DepartmentRow[];
+  async all(entId: number): Promise<DepartmentRow[]> {
+    return await this.db.all('SELECT * FROM departments WHERE ent_id = ? ORDER BY parent_id, orderby, id', [entId]) as DepartmentRow[];
   }
 
   /** Internal code of a department: the ids from the top down, joined by `-`. */
-  code(id: number): string {
-    return this.ancestors(id).reverse().join('-');
+  async code(id: number): Promise<string> {
+    return (await this.ancestors(id)).reverse().join('-');
   }
 
   record(r: DepartmentRow): EntGroup {
     return { id: r.id, name: r.name, out_id: r.out_id ?? '', parent_id: r.parent_id };
   }
 
-  private checkFreeName(entId: number, parentId: number, name: string, selfId: number): void {
-    const taken = this.db.prepare('SELECT id FROM departments WHERE ent_id = ? AND parent_id = ? AND name = ? AND id != ?').get(entId, parentId, name, selfId);
+  private async checkFreeName(entId: number, parentId: number, name: string, selfId: number): Promise<void> {
+    const taken = await this.db.get('SELECT id FROM departments WHERE ent_id = ? AND parent_id = ? AND name = ? AND id != ?', [entId, parentId, name, selfId]);
     if (taken) throw new ServiceFault(FaultCode.NameExists, `a department named ${JSON.stringify(name)} exists there`);
   }
 }

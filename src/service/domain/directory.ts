@@ -4,7 +4,7 @@
  * (`bootstrap`). The rest of the enterprise/partner/user API builds on these tables.
  */
 import { randomBytes } from 'node:crypto';
-import type { Db } from '../store/database.js';
+import type { MetadataStore } from '../store/metadata-store.js';
 import { FaultCode, ServiceFault } from './fault.js';
 
 export interface LibraryRow {
@@ -24,7 +24,8 @@ export interface BootstrapCredentials {
   partner: { client_id: string; client_secret: string };
   enterprise: { ent_id: number; client_id: string; client_secret: string };
   library: { org_id: number; mount_id: number; org_client_id: string; org_client_secret: string };
-  member: { member_id: number; account: string; token: string; client_secret: string };
+  /** The demo member's access token and the application it was issued to (`client_id`, `client_secret`). */
+  member: { member_id: number; account: string; token: string; client_id: string; client_secret: string };
 }
 
 /** Lifetime of the demo member's access token written to credentials.json: 10 years (ms). */
@@ -34,129 +35,131 @@ export const newId = (prefix: string, bytes = 8): string => `${prefix}${randomBy
 export const newSecret = (): string => randomBytes(24).toString('base64url');
 
 export class Directory {
-  constructor(private readonly db: Db, private readonly clock: () => number) {}
+  constructor(private readonly db: MetadataStore, private readonly clock: () => number) {}
 
   /** Creates the partner, enterprise, library, authorization, member, application and token on an empty database. */
-  bootstrap(): BootstrapCredentials {
-    return this.db.transaction((): BootstrapCredentials => {
-      const existing = this.db.prepare("SELECT value FROM settings WHERE name = 'bootstrap'").get() as { value: string } | undefined;
-      if (existing) return JSON.parse(existing.value) as BootstrapCredentials;
+  async bootstrap(): Promise<BootstrapCredentials> {
+    return this.db.tx(async (): Promise<BootstrapCredentials> => {
+      const existing = await this.db.get("SELECT value FROM settings WHERE name = 'bootstrap'") as { value: string } | undefined;
+      if (existing) {
+        const creds = JSON.parse(existing.value) as BootstrapCredentials;
+        // Data made before the application's client_id was part of the credentials: found by its token.
+        if (!creds.member.client_id) {
+          const row = await this.db.get('SELECT client_id FROM access_tokens WHERE token = ?', [creds.member.token]) as { client_id: string } | undefined;
+          if (row) creds.member.client_id = row.client_id;
+        }
+        return creds;
+      }
       const now = this.clock();
       const partner = { client_id: newId('pt_'), client_secret: newSecret() };
-      const partnerId = Number(this.db.prepare('INSERT INTO partners (name, client_id, client_secret) VALUES (?, ?, ?)').run('Partner', partner.client_id, partner.client_secret).lastInsertRowid);
+      const partnerId = await this.db.insert('INSERT INTO partners (name, client_id, client_secret) VALUES (?, ?, ?)', ['Partner', partner.client_id, partner.client_secret]);
       const ent = { client_id: newId('ent_'), client_secret: newSecret() };
       // The demo enterprise has directory synchronisation on, so the ent/*sync* calls work on a fresh
       // service (an enterprise made through the partner API keeps its own `__setting_sync`).
-      const entId = Number(this.db.prepare('INSERT INTO enterprises (partner_id, out_id, name, client_id, client_secret, trial, end_dateline, created_ms, sync_enabled) VALUES (?, ?, ?, ?, ?, 0, 0, ?, 1)')
-        .run(partnerId, 'default', 'Enterprise', ent.client_id, ent.client_secret, now).lastInsertRowid);
-      const memberId = Number(this.db.prepare('INSERT INTO members (ent_id, account, name, email, state, created_ms) VALUES (?, ?, ?, ?, 1, ?)')
-        .run(entId, 'demo@example.com', 'Demo', 'demo@example.com', now).lastInsertRowid);
+      const entId = await this.db.insert('INSERT INTO enterprises (partner_id, out_id, name, client_id, client_secret, trial, end_dateline, created_ms, sync_enabled) VALUES (?, ?, ?, ?, ?, 0, 0, ?, 1)', [partnerId, 'default', 'Enterprise', ent.client_id, ent.client_secret, now]);
+      const memberId = await this.db.insert('INSERT INTO members (ent_id, account, name, email, state, created_ms) VALUES (?, ?, ?, ?, 1, ?)', [entId, 'demo@example.com', 'Demo', 'demo@example.com', now]);
       const app = { client_id: newId('app_'), client_secret: newSecret() };
-      this.db.prepare('INSERT INTO applications (client_id, client_secret, title) VALUES (?, ?, ?)').run(app.client_id, app.client_secret, 'cloudlib');
+      await this.db.run('INSERT INTO applications (client_id, client_secret, title) VALUES (?, ?, ?)', [app.client_id, app.client_secret, 'cloudlib']);
       const token = newId('tk_', 20);
-      this.db.prepare('INSERT INTO access_tokens (token, member_id, client_id, refresh_token, expires_ms) VALUES (?, ?, ?, ?, ?)')
-        .run(token, memberId, app.client_id, newId('rt_', 20), now + BOOTSTRAP_TOKEN_TTL_MS);
-      const lib = this.createLibrary(entId, { name: 'Library', capacity: -1, ownerId: memberId });
-      this.db.prepare('INSERT INTO library_members (library_id, member_id, role_id) VALUES (?, ?, 0)').run(lib.id, memberId);
-      const auth = this.bind(ent.client_id, lib.id, 'cloudlib');
+      await this.db.run('INSERT INTO access_tokens (token, member_id, client_id, refresh_token, expires_ms) VALUES (?, ?, ?, ?, ?)', [token, memberId, app.client_id, newId('rt_', 20), now + BOOTSTRAP_TOKEN_TTL_MS]);
+      const lib = await this.createLibrary(entId, { name: 'Library', capacity: -1, ownerId: memberId });
+      await this.db.run('INSERT INTO library_members (library_id, member_id, role_id) VALUES (?, ?, 0)', [lib.id, memberId]);
+      const auth = await this.bind(ent.client_id, lib.id, 'cloudlib');
       const creds: BootstrapCredentials = {
         partner,
         enterprise: { ent_id: entId, ...ent },
         library: { org_id: lib.id, mount_id: lib.mount_id, org_client_id: auth.org_client_id, org_client_secret: auth.org_client_secret },
-        member: { member_id: memberId, account: 'demo@example.com', token, client_secret: app.client_secret },
+        member: { member_id: memberId, account: 'demo@example.com', token, client_id: app.client_id, client_secret: app.client_secret },
       };
-      this.db.prepare("INSERT INTO settings (name, value) VALUES ('bootstrap', ?)").run(JSON.stringify(creds));
+      await this.db.run("INSERT INTO settings (name, value) VALUES ('bootstrap', ?)", [JSON.stringify(creds)]);
       return creds;
-    })();
+    });
   }
 
   /** A named secret of the service itself (created on first use), e.g. the download link key. */
-  secret(name: string): string {
-    const row = this.db.prepare('SELECT value FROM settings WHERE name = ?').get(`secret:${name}`) as { value: string } | undefined;
+  async secret(name: string): Promise<string> {
+    const row = await this.db.get('SELECT value FROM settings WHERE name = ?', [`secret:${name}`]) as { value: string } | undefined;
     if (row) return row.value;
     const value = randomBytes(32).toString('base64url');
-    this.db.prepare('INSERT OR IGNORE INTO settings (name, value) VALUES (?, ?)').run(`secret:${name}`, value);
+    await this.db.run('INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT DO NOTHING', [`secret:${name}`, value]);
     return this.secret(name);
   }
 
-  createLibrary(entId: number, opts: { name: string; capacity: number; logoUrl?: string; outId?: string; ownerId?: number; type?: number }): LibraryRow {
-    const maxMount = (this.db.prepare('SELECT COALESCE(MAX(mount_id), 0) AS m FROM libraries').get() as { m: number }).m;
-    const id = Number(this.db.prepare('INSERT INTO libraries (mount_id, ent_id, name, logo_url, out_id, type, owner_id, capacity, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
-      .run(maxMount + 1, entId, opts.name, opts.logoUrl ?? '', opts.outId ?? null, opts.type ?? 1, opts.ownerId ?? 0, opts.capacity, this.clock()).lastInsertRowid);
-    return this.library(id)!;
+  async createLibrary(entId: number, opts: { name: string; capacity: number; logoUrl?: string; outId?: string; ownerId?: number; type?: number }): Promise<LibraryRow> {
+    const maxMount = (await this.db.get('SELECT COALESCE(MAX(mount_id), 0) AS m FROM libraries') as { m: number }).m;
+    const id = await this.db.insert('INSERT INTO libraries (mount_id, ent_id, name, logo_url, out_id, type, owner_id, capacity, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)', [maxMount + 1, entId, opts.name, opts.logoUrl ?? '', opts.outId ?? null, opts.type ?? 1, opts.ownerId ?? 0, opts.capacity, this.clock()]);
+    return (await this.library(id))!;
   }
 
-  library(id: number): LibraryRow | undefined {
-    return this.db.prepare('SELECT * FROM libraries WHERE id = ? AND deleted = 0').get(id) as LibraryRow | undefined;
+  async library(id: number): Promise<LibraryRow | undefined> {
+    return await this.db.get('SELECT * FROM libraries WHERE id = ? AND deleted = 0', [id]) as LibraryRow | undefined;
   }
 
-  libraryBy(field: 'id' | 'mount_id' | 'out_id', value: string | number, entId: number): LibraryRow | undefined {
-    return this.db.prepare(`SELECT * FROM libraries WHERE ${field} = ? AND ent_id = ? AND deleted = 0`).get(value, entId) as LibraryRow | undefined;
+  async libraryBy(field: 'id' | 'mount_id' | 'out_id', value: string | number, entId: number): Promise<LibraryRow | undefined> {
+    return await this.db.get(`SELECT * FROM libraries WHERE ${field} = ? AND ent_id = ? AND deleted = 0`, [value, entId]) as LibraryRow | undefined;
   }
 
-  requireLibrary(id: number): LibraryRow {
-    const lib = this.library(id);
+  async requireLibrary(id: number): Promise<LibraryRow> {
+    const lib = await this.library(id);
     if (!lib) throw new ServiceFault(FaultCode.LibraryMissing, `library ${id} not found or deleted`);
     return lib;
   }
 
-  librariesOf(entId: number, opts: { type?: number } = {}): LibraryRow[] {
+  async librariesOf(entId: number, opts: { type?: number } = {}): Promise<LibraryRow[]> {
     const where = ['ent_id = ?', 'deleted = 0'];
     if (opts.type === 1) where.push('type <> 20');
     if (opts.type === 2) where.push('type = 20');
-    return this.db.prepare(`SELECT * FROM libraries WHERE ${where.join(' AND ')} ORDER BY id`).all(entId) as LibraryRow[];
+    return await this.db.all(`SELECT * FROM libraries WHERE ${where.join(' AND ')} ORDER BY id`, [entId]) as LibraryRow[];
   }
 
   /** The library authorization of `entClientId` for a library; a repeated call returns the earlier one. */
-  bind(entClientId: string, libraryId: number, title: string): LibraryAuthRow {
-    const found = this.db.prepare('SELECT * FROM library_auths WHERE library_id = ? AND ent_client_id = ?').get(libraryId, entClientId) as LibraryAuthRow | undefined;
+  async bind(entClientId: string, libraryId: number, title: string): Promise<LibraryAuthRow> {
+    const found = await this.db.get('SELECT * FROM library_auths WHERE library_id = ? AND ent_client_id = ?', [libraryId, entClientId]) as LibraryAuthRow | undefined;
     if (found) return found;
     const row: LibraryAuthRow = { org_client_id: newId('oc_'), org_client_secret: newSecret(), library_id: libraryId, ent_client_id: entClientId, title };
-    this.db.prepare('INSERT INTO library_auths (org_client_id, org_client_secret, library_id, ent_client_id, title, created_ms) VALUES (?, ?, ?, ?, ?, ?)')
-      .run(row.org_client_id, row.org_client_secret, row.library_id, row.ent_client_id, row.title, this.clock());
+    await this.db.run('INSERT INTO library_auths (org_client_id, org_client_secret, library_id, ent_client_id, title, created_ms) VALUES (?, ?, ?, ?, ?, ?)', [row.org_client_id, row.org_client_secret, row.library_id, row.ent_client_id, row.title, this.clock()]);
     return row;
   }
 
   /** Removes an authorization of `entClientId`; false when it has none with this id. */
-  unbind(entClientId: string, orgClientId: string): boolean {
-    return this.db.prepare('DELETE FROM library_auths WHERE org_client_id = ? AND ent_client_id = ?').run(orgClientId, entClientId).changes > 0;
+  async unbind(entClientId: string, orgClientId: string): Promise<boolean> {
+    return (await this.db.run('DELETE FROM library_auths WHERE org_client_id = ? AND ent_client_id = ?', [orgClientId, entClientId])).changes > 0;
   }
 
-  libraryAuth(orgClientId: string): LibraryAuthRow | undefined {
-    return this.db.prepare('SELECT a.* FROM library_auths a JOIN libraries l ON l.id = a.library_id WHERE a.org_client_id = ? AND l.deleted = 0').get(orgClientId) as LibraryAuthRow | undefined;
+  async libraryAuth(orgClientId: string): Promise<LibraryAuthRow | undefined> {
+    return await this.db.get('SELECT a.* FROM library_auths a JOIN libraries l ON l.id = a.library_id WHERE a.org_client_id = ? AND l.deleted = 0', [orgClientId]) as LibraryAuthRow | undefined;
   }
 
   /** The enterprise a member administers (enabled account with an administrator type), if any. */
-  enterpriseOfAdministrator(memberId: number): EnterpriseRow | undefined {
-    return this.db.prepare('SELECT e.* FROM enterprises e JOIN members m ON m.ent_id = e.id WHERE m.id = ? AND m.admin_type IS NOT NULL AND m.state = 1')
-      .get(memberId) as EnterpriseRow | undefined;
+  async enterpriseOfAdministrator(memberId: number): Promise<EnterpriseRow | undefined> {
+    return await this.db.get('SELECT e.* FROM enterprises e JOIN members m ON m.ent_id = e.id WHERE m.id = ? AND m.admin_type IS NOT NULL AND m.state = 1', [memberId]) as EnterpriseRow | undefined;
   }
 
-  enterpriseByClientId(clientId: string): EnterpriseRow | undefined {
-    return this.db.prepare('SELECT * FROM enterprises WHERE client_id = ?').get(clientId) as EnterpriseRow | undefined;
+  async enterpriseByClientId(clientId: string): Promise<EnterpriseRow | undefined> {
+    return await this.db.get('SELECT * FROM enterprises WHERE client_id = ?', [clientId]) as EnterpriseRow | undefined;
   }
 
-  partnerByClientId(clientId: string): PartnerRow | undefined {
-    return this.db.prepare('SELECT * FROM partners WHERE client_id = ?').get(clientId) as PartnerRow | undefined;
+  async partnerByClientId(clientId: string): Promise<PartnerRow | undefined> {
+    return await this.db.get('SELECT * FROM partners WHERE client_id = ?', [clientId]) as PartnerRow | undefined;
   }
 
-  application(clientId: string): ApplicationRow | undefined {
-    return this.db.prepare('SELECT * FROM applications WHERE client_id = ?').get(clientId) as ApplicationRow | undefined;
+  async application(clientId: string): Promise<ApplicationRow | undefined> {
+    return await this.db.get('SELECT * FROM applications WHERE client_id = ?', [clientId]) as ApplicationRow | undefined;
   }
 
-  accessToken(token: string): TokenRow | undefined {
-    return this.db.prepare('SELECT * FROM access_tokens WHERE token = ?').get(token) as TokenRow | undefined;
+  async accessToken(token: string): Promise<TokenRow | undefined> {
+    return await this.db.get('SELECT * FROM access_tokens WHERE token = ?', [token]) as TokenRow | undefined;
   }
 
-  member(id: number): MemberRow | undefined {
-    return this.db.prepare('SELECT * FROM members WHERE id = ?').get(id) as MemberRow | undefined;
+  async member(id: number): Promise<MemberRow | undefined> {
+    return await this.db.get('SELECT * FROM members WHERE id = ?', [id]) as MemberRow | undefined;
   }
 
   /** Whether a member may act in a library (owner or member of it). */
-  memberInLibrary(memberId: number, libraryId: number): boolean {
-    const lib = this.library(libraryId);
+  async memberInLibrary(memberId: number, libraryId: number): Promise<boolean> {
+    const lib = await this.library(libraryId);
     if (!lib) return false;
     if (lib.owner_id === memberId) return true;
-    return !!this.db.prepare('SELECT 1 FROM library_members WHERE library_id = ? AND member_id = ?').get(libraryId, memberId);
+    return !!await this.db.get('SELECT 1 FROM library_members WHERE library_id = ? AND member_id = ?', [libraryId, memberId]);
   }
 }

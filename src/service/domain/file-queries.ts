@@ -3,7 +3,7 @@
  * updates feed (spec "updates" rules 1–4).
  */
 import type { FileList, FileRecord, HistoryList, LibraryStat, RecycleList, UpdateItem, Updates } from '../../shared/records.js';
-import type { Db } from '../store/database.js';
+import type { MetadataStore } from '../store/metadata-store.js';
 import type { Directory } from './directory.js';
 import { FaultCode, ServiceFault, badParam } from './fault.js';
 import { basicFields, seconds, toFileRecord, type EntryRow } from './entries.js';
@@ -19,60 +19,61 @@ const RECYCLE_ORDERS: Record<string, string> = {
 };
 
 export class FileQueries {
-  private readonly db: Db;
+  private readonly db: MetadataStore;
 
   constructor(private readonly tree: FileTree, private readonly directory: Directory) {
     this.db = tree.db;
   }
 
-  /** File records of `rows`, with `property.inherit` 0 for folders whose inheritance is off (one query). */
-  records(rows: EntryRow[]): FileRecord[] {
+  /** File records of `rows`, with `property.inherit` 0 for folders whose inheritance is off (one query per 500 folders). */
+  async records(rows: EntryRow[]): Promise<FileRecord[]> {
     const dirs = rows.filter((r) => r.dir).map((r) => r.id);
     const off = new Set<number>();
-    if (dirs.length > 0) {
-      const found = this.db.prepare('SELECT entry_id FROM folder_inherit WHERE inherit = 0 AND entry_id IN (SELECT value FROM json_each(?))').all(JSON.stringify(dirs)) as { entry_id: number }[];
+    for (let i = 0; i < dirs.length; i += 500) {
+      const some = dirs.slice(i, i + 500);
+      const found = await this.db.all<{ entry_id: number }>(`SELECT entry_id FROM folder_inherit WHERE inherit = 0 AND entry_id IN (${some.map(() => '?').join(', ')})`, some);
       for (const r of found) off.add(r.entry_id);
     }
     return rows.map((r) => toFileRecord(r, !off.has(r.id)));
   }
 
   /** Children of a folder (folders first, then by name), or entries by `tag` at any depth, or by `hashs`. */
-  ls(libraryId: number, folder: string, opts: Page & { tags?: string[]; hashs?: string[] }): FileList {
-    const parentId = this.tree.folderId(libraryId, folder);
+  async ls(libraryId: number, folder: string, opts: Page & { tags?: string[]; hashs?: string[] }): Promise<FileList> {
+    const parentId = await this.tree.folderId(libraryId, folder);
     if (opts.hashs) {
       const marks = opts.hashs.map(() => '?').join(',');
-      const rows = this.db.prepare(`SELECT * FROM entries WHERE library_id = ? AND state = 0 AND hash IN (${marks}) ORDER BY dir DESC, name`).all(libraryId, ...opts.hashs) as EntryRow[];
-      return { count: rows.length, list: this.records(rows.slice(opts.start, opts.start + opts.size)) };
+      const rows = await this.db.all(`SELECT * FROM entries WHERE library_id = ? AND state = 0 AND hash IN (${marks}) ORDER BY dir DESC, name`, [libraryId, ...opts.hashs]) as EntryRow[];
+      return { count: rows.length, list: await this.records(rows.slice(opts.start, opts.start + opts.size)) };
     }
     if (opts.tags) {
-      const rows = this.tree.withTags(libraryId, opts.tags, folder, 0);
-      return { count: rows.length, list: this.records(rows.slice(opts.start, opts.start + opts.size)) };
+      const rows = await this.tree.withTags(libraryId, opts.tags, folder, 0);
+      return { count: rows.length, list: await this.records(rows.slice(opts.start, opts.start + opts.size)) };
     }
     const where = parentId === null ? 'library_id = ? AND parent_id IS NULL AND state = 0' : 'parent_id = ? AND state = 0';
     const key = parentId ?? libraryId;
-    const count = (this.db.prepare(`SELECT COUNT(*) AS n FROM entries WHERE ${where}`).get(key) as { n: number }).n;
-    const rows = this.db.prepare(`SELECT * FROM entries WHERE ${where} ORDER BY dir DESC, name LIMIT ? OFFSET ?`).all(key, opts.size, opts.start) as EntryRow[];
-    return { count, list: this.records(rows) };
+    const count = (await this.db.get(`SELECT COUNT(*) AS n FROM entries WHERE ${where}`, [key]) as { n: number }).n;
+    const rows = await this.db.all(`SELECT * FROM entries WHERE ${where} ORDER BY dir DESC, name LIMIT ? OFFSET ?`, [key, opts.size, opts.start]) as EntryRow[];
+    return { count, list: await this.records(rows) };
   }
 
   /** Entries below `path` whose name (scope filename) or tags (scope tag) contain `keywords`. */
-  search(libraryId: number, keywords: string, path: string, scope: { filename: boolean; tag: boolean }, page: Page): FileList {
-    this.tree.folderId(libraryId, path);
+  async search(libraryId: number, keywords: string, path: string, scope: { filename: boolean; tag: boolean }, page: Page): Promise<FileList> {
+    await this.tree.folderId(libraryId, path);
     const like = `%${escapeLike(keywords)}%`;
     const conds: string[] = [];
     const args: (string | number)[] = [libraryId];
-    if (scope.filename) { conds.push("name LIKE ? ESCAPE '\\'"); args.push(like); }
-    if (scope.tag) { conds.push("tags LIKE ? ESCAPE '\\'"); args.push(like); }
+    if (scope.filename) { conds.push("LOWER(name) LIKE LOWER(?) ESCAPE '\\'"); args.push(like); }
+    if (scope.tag) { conds.push("LOWER(tags) LIKE LOWER(?) ESCAPE '\\'"); args.push(like); }
     const inPath = path === '' ? '' : 'AND fullpath > ? AND fullpath < ?';
     if (path !== '') args.push(`${path}/`, `${path}0`);
     const sql = `FROM entries WHERE library_id = ? AND state = 0 AND (${conds.join(' OR ')}) ${inPath}`;
-    const count = (this.db.prepare(`SELECT COUNT(*) AS n ${sql}`).get(...args) as { n: number }).n;
-    const rows = this.db.prepare(`SELECT * ${sql} ORDER BY dir DESC, fullpath LIMIT ? OFFSET ?`).all(...args, page.size, page.start) as EntryRow[];
-    return { count, list: this.records(rows) };
+    const count = (await this.db.get(`SELECT COUNT(*) AS n ${sql}`, [...args]) as { n: number }).n;
+    const rows = await this.db.all(`SELECT * ${sql} ORDER BY dir DESC, fullpath LIMIT ? OFFSET ?`, [...args, page.size, page.start]) as EntryRow[];
+    return { count, list: await this.records(rows) };
   }
 
   /** Items deleted to the recycle bin (one per `del`), newest first unless `order` says otherwise. */
-  recycle(libraryId: number, page: Page, order?: string, keyword?: string): RecycleList {
+  async recycle(libraryId: number, page: Page, order?: string, keyword?: string): Promise<RecycleList> {
     let orderBy = 'recycled_ms DESC, id DESC';
     if (order) {
       const m = /^\s*([a-z_]+)(?:[\s_]+(asc|desc))?\s*$/i.exec(order);
@@ -82,18 +83,18 @@ export class FileQueries {
     }
     const args: (string | number)[] = [libraryId];
     let filter = '';
-    if (keyword) { filter = "AND name LIKE ? ESCAPE '\\'"; args.push(`%${escapeLike(keyword)}%`); }
+    if (keyword) { filter = "AND LOWER(name) LIKE LOWER(?) ESCAPE '\\'"; args.push(`%${escapeLike(keyword)}%`); }
     const sql = `FROM entries WHERE library_id = ? AND state = 1 AND recycle_root = id ${filter}`;
-    const count = (this.db.prepare(`SELECT COUNT(*) AS n ${sql}`).get(...args) as { n: number }).n;
-    const rows = this.db.prepare(`SELECT * ${sql} ORDER BY ${orderBy} LIMIT ? OFFSET ?`).all(...args, page.size, page.start) as EntryRow[];
+    const count = (await this.db.get(`SELECT COUNT(*) AS n ${sql}`, [...args]) as { n: number }).n;
+    const rows = await this.db.all(`SELECT * ${sql} ORDER BY ${orderBy} LIMIT ? OFFSET ?`, [...args, page.size, page.start]) as EntryRow[];
     return { count, list: rows.map(basicFields) };
   }
 
   /** Events of a file or folder, newest first. */
-  history(libraryId: number, fullpath: string, page: Page): HistoryList {
-    const row = this.tree.require(libraryId, fullpath);
-    const count = (this.db.prepare('SELECT COUNT(*) AS n FROM file_events WHERE entry_id = ?').get(row.id) as { n: number }).n;
-    const events = this.db.prepare('SELECT * FROM file_events WHERE entry_id = ? ORDER BY id DESC LIMIT ? OFFSET ?').all(row.id, page.size, page.start) as EventRow[];
+  async history(libraryId: number, fullpath: string, page: Page): Promise<HistoryList> {
+    const row = await this.tree.require(libraryId, fullpath);
+    const count = (await this.db.get('SELECT COUNT(*) AS n FROM file_events WHERE entry_id = ?', [row.id]) as { n: number }).n;
+    const events = await this.db.all('SELECT * FROM file_events WHERE entry_id = ? ORDER BY id DESC LIMIT ? OFFSET ?', [row.id, page.size, page.start]) as EventRow[];
     return {
       count,
       list: events.map((e) => ({
@@ -105,28 +106,27 @@ export class FileQueries {
   }
 
   /** An event of `row` by its `hid`. */
-  event(row: EntryRow, hid: string): EventRow {
-    const e = /^\d+$/.test(hid) ? this.db.prepare('SELECT * FROM file_events WHERE id = ? AND entry_id = ?').get(Number(hid), row.id) as EventRow | undefined : undefined;
+  async event(row: EntryRow, hid: string): Promise<EventRow> {
+    const e = /^\d+$/.test(hid) ? await this.db.get('SELECT * FROM file_events WHERE id = ? AND entry_id = ?', [Number(hid), row.id]) as EventRow | undefined : undefined;
     if (!e) throw new ServiceFault(FaultCode.FileMissing, `no version ${JSON.stringify(hid)} of ${JSON.stringify(row.fullpath)}`);
     return e;
   }
 
   /** Whether `filehash` is the content of `row` now or of one of its versions. */
-  hasVersion(row: EntryRow, filehash: string): boolean {
+  async hasVersion(row: EntryRow, filehash: string): Promise<boolean> {
     if (row.filehash === filehash) return true;
-    return !!this.db.prepare('SELECT 1 FROM file_events WHERE entry_id = ? AND filehash = ? AND keeps_blob = 1').get(row.id, filehash);
+    return !!await this.db.get('SELECT 1 FROM file_events WHERE entry_id = ? AND filehash = ? AND keeps_blob = 1', [row.id, filehash]);
   }
 
   /** Counts of everything below a folder (all depths) and the size of its files. */
-  folderTotals(row: EntryRow): { file_count: number; folder_count: number; files_size: number } {
+  async folderTotals(row: EntryRow): Promise<{ file_count: number; folder_count: number; files_size: number }> {
     if (!row.dir) return { file_count: 0, folder_count: 0, files_size: 0 };
-    const r = this.db.prepare('SELECT SUM(dir = 0) AS files, SUM(dir = 1) AS folders, SUM(filesize) AS size FROM entries WHERE library_id = ? AND state = 0 AND fullpath > ? AND fullpath < ?')
-      .get(row.library_id, `${row.fullpath}/`, `${row.fullpath}0`) as { files: number | null; folders: number | null; size: number | null };
+    const r = await this.db.get('SELECT CAST(SUM(CASE WHEN dir = 0 THEN 1 ELSE 0 END) AS BIGINT) AS files, CAST(SUM(dir) AS BIGINT) AS folders, CAST(SUM(filesize) AS BIGINT) AS size FROM entries WHERE library_id = ? AND state = 0 AND fullpath > ? AND fullpath < ?', [row.library_id, `${row.fullpath}/`, `${row.fullpath}0`]) as { files: number | null; folders: number | null; size: number | null };
     return { file_count: r.files ?? 0, folder_count: r.folders ?? 0, files_size: r.size ?? 0 };
   }
 
-  stat(libraryId: number): LibraryStat {
-    const lib = this.directory.requireLibrary(libraryId);
+  async stat(libraryId: number): Promise<LibraryStat> {
+    const lib = await this.directory.requireLibrary(libraryId);
     return {
       org_id: lib.id, org_name: lib.name, mount_id: lib.mount_id, capacity: lib.capacity, size: lib.size_used,
       size_recycle: lib.size_recycle, count_file: lib.file_count, storage_point: 'local',
@@ -137,15 +137,15 @@ export class FileQueries {
    * The updates feed. `compare`: ascending, after `fetchMs` (0 = from the start), deleted entries as cmd 0;
    * otherwise descending, before `fetchMs` (0 = from now), present entries only. At most 100 items.
    */
-  updates(libraryId: number, opts: { compare: boolean; fetchMs: number; dir?: number }): Updates {
-    this.directory.requireLibrary(libraryId);
+  async updates(libraryId: number, opts: { compare: boolean; fetchMs: number; dir?: number }): Promise<Updates> {
+    await this.directory.requireLibrary(libraryId);
     const dirFilter = opts.dir === 0 || opts.dir === 1 ? `AND dir = ${opts.dir}` : '';
     let rows: EntryRow[];
     if (opts.compare) {
-      rows = this.db.prepare(`SELECT * FROM entries WHERE library_id = ? AND op_ms > ? ${dirFilter} ORDER BY op_ms LIMIT ?`).all(libraryId, opts.fetchMs, UPDATES_PAGE) as EntryRow[];
+      rows = await this.db.all(`SELECT * FROM entries WHERE library_id = ? AND op_ms > ? ${dirFilter} ORDER BY op_ms LIMIT ?`, [libraryId, opts.fetchMs, UPDATES_PAGE]) as EntryRow[];
     } else {
       const before = opts.fetchMs > 0 ? opts.fetchMs : Number.MAX_SAFE_INTEGER;
-      rows = this.db.prepare(`SELECT * FROM entries WHERE library_id = ? AND state = 0 AND op_ms < ? ${dirFilter} ORDER BY op_ms DESC LIMIT ?`).all(libraryId, before, UPDATES_PAGE) as EntryRow[];
+      rows = await this.db.all(`SELECT * FROM entries WHERE library_id = ? AND state = 0 AND op_ms < ? ${dirFilter} ORDER BY op_ms DESC LIMIT ?`, [libraryId, before, UPDATES_PAGE]) as EntryRow[];
     }
     const list: UpdateItem[] = rows.map((r) => (opts.compare ? { cmd: r.state === 0 ? 1 : 0, ...basicFields(r) } : basicFields(r)));
     const fetch_dateline = rows.length > 0 ? rows[rows.length - 1]!.op_ms : opts.fetchMs;
@@ -153,9 +153,9 @@ export class FileQueries {
   }
 
   /** Changes with an operation time in [begin, end) ms; deleted entries only with `showdel`. */
-  updatesCount(libraryId: number, beginMs: number, endMs: number, showdel: boolean): number {
-    this.directory.requireLibrary(libraryId);
-    const r = this.db.prepare(`SELECT COUNT(*) AS n FROM entries WHERE library_id = ? AND op_ms >= ? AND op_ms < ? ${showdel ? '' : 'AND state = 0'}`).get(libraryId, beginMs, endMs) as { n: number };
+  async updatesCount(libraryId: number, beginMs: number, endMs: number, showdel: boolean): Promise<number> {
+    await this.directory.requireLibrary(libraryId);
+    const r = await this.db.get(`SELECT COUNT(*) AS n FROM entries WHERE library_id = ? AND op_ms >= ? AND op_ms < ? ${showdel ? '' : 'AND state = 0'}`, [libraryId, beginMs, endMs]) as { n: number };
     return r.n;
   }
 }

@@ -1,11 +1,11 @@
 /**
  * FileTree: the files and folders of libraries and every change to them. Each public mutation runs in
- * one SQLite transaction (better-sqlite3 transactions are synchronous, so no other request interleaves):
- * the tree is never seen half-changed. Every entry a change touches gets a new operation time from the
+ * one transaction of the MetadataStore (the building blocks it calls join it): the tree is never seen
+ * half-changed, by this process or another. Every entry a change touches gets a new operation time from the
  * OperationClock, which is what the updates feed reads.
  */
 import { randomBytes } from 'node:crypto';
-import type { Db } from '../store/database.js';
+import type { MetadataStore } from '../store/metadata-store.js';
 import type { Directory } from './directory.js';
 import { FaultCode, ServiceFault, fileMissing } from './fault.js';
 import { EntryState, tagsColumn, tagsOf, type EntryRow, type Operator } from './entries.js';
@@ -30,40 +30,40 @@ export const newHash = (): string => randomBytes(20).toString('hex');
 export class FileTree {
   readonly opClock: OperationClock;
 
-  constructor(readonly db: Db, readonly directory: Directory, readonly clock: () => number) {
+  constructor(readonly db: MetadataStore, readonly directory: Directory, readonly clock: () => number) {
     this.opClock = new OperationClock(db, clock);
   }
 
   /** Runs `fn` in one transaction. */
-  tx<T>(fn: () => T): T {
-    return this.db.transaction(fn)();
+  tx<T>(fn: () => Promise<T>): Promise<T> {
+    return this.db.tx(fn);
   }
 
   // ---- lookups -------------------------------------------------------------------------------------
 
-  byPath(libraryId: number, fullpath: string): EntryRow | undefined {
+  async byPath(libraryId: number, fullpath: string): Promise<EntryRow | undefined> {
     if (fullpath === '') return undefined;
-    return this.db.prepare('SELECT * FROM entries WHERE library_id = ? AND fullpath = ? AND state = 0').get(libraryId, fullpath) as EntryRow | undefined;
+    return await this.db.get('SELECT * FROM entries WHERE library_id = ? AND fullpath = ? AND state = 0', [libraryId, fullpath]) as EntryRow | undefined;
   }
 
-  byHash(libraryId: number, hash: string): EntryRow | undefined {
-    return this.db.prepare('SELECT * FROM entries WHERE library_id = ? AND hash = ? AND state = 0').get(libraryId, hash) as EntryRow | undefined;
+  async byHash(libraryId: number, hash: string): Promise<EntryRow | undefined> {
+    return await this.db.get('SELECT * FROM entries WHERE library_id = ? AND hash = ? AND state = 0', [libraryId, hash]) as EntryRow | undefined;
   }
 
-  byId(id: number): EntryRow | undefined {
-    return this.db.prepare('SELECT * FROM entries WHERE id = ?').get(id) as EntryRow | undefined;
+  async byId(id: number): Promise<EntryRow | undefined> {
+    return await this.db.get('SELECT * FROM entries WHERE id = ?', [id]) as EntryRow | undefined;
   }
 
-  require(libraryId: number, fullpath: string): EntryRow {
-    const row = this.byPath(libraryId, fullpath);
+  async require(libraryId: number, fullpath: string): Promise<EntryRow> {
+    const row = await this.byPath(libraryId, fullpath);
     if (!row) throw fileMissing(fullpath);
     return row;
   }
 
   /** The entry named by `fullpath` or `hash` (the spec's one-of pair). */
-  resolve(libraryId: number, ref: { fullpath?: string; hash?: string }): EntryRow {
+  async resolve(libraryId: number, ref: { fullpath?: string; hash?: string }): Promise<EntryRow> {
     if (ref.hash !== undefined) {
-      const row = this.byHash(libraryId, ref.hash);
+      const row = await this.byHash(libraryId, ref.hash);
       if (!row) throw fileMissing(ref.hash);
       return row;
     }
@@ -71,70 +71,64 @@ export class FileTree {
   }
 
   /** Id of the folder at `fullpath` (null for the root); a file there is refused. */
-  folderId(libraryId: number, fullpath: string): number | null {
+  async folderId(libraryId: number, fullpath: string): Promise<number | null> {
     if (fullpath === '') return null;
-    const row = this.require(libraryId, fullpath);
+    const row = await this.require(libraryId, fullpath);
     if (!row.dir) throw new ServiceFault(FaultCode.NotAFolder, `not a folder: ${JSON.stringify(fullpath)}`);
     return row.id;
   }
 
   /** Present entries below `row` (not `row` itself), parents before children. */
-  subtree(row: EntryRow): EntryRow[] {
+  async subtree(row: EntryRow): Promise<EntryRow[]> {
     if (!row.dir) return [];
-    return this.db.prepare("SELECT * FROM entries WHERE library_id = ? AND state = 0 AND fullpath > ? AND fullpath < ? ORDER BY fullpath")
-      .all(row.library_id, `${row.fullpath}/`, `${row.fullpath}0`) as EntryRow[];
+    return await this.db.all("SELECT * FROM entries WHERE library_id = ? AND state = 0 AND fullpath > ? AND fullpath < ? ORDER BY fullpath", [row.library_id, `${row.fullpath}/`, `${row.fullpath}0`]) as EntryRow[];
   }
 
   /** `name` in `folder` if free, else the first free numbered name. */
-  freeName(libraryId: number, folder: string, name: string, isDir: boolean): string {
-    if (!this.byPath(libraryId, joinPath(folder, name))) return name;
+  async freeName(libraryId: number, folder: string, name: string, isDir: boolean): Promise<string> {
+    if (!await this.byPath(libraryId, joinPath(folder, name))) return name;
     for (let n = 1; ; n++) {
       const candidate = numberedName(name, n, isDir);
-      if (!this.byPath(libraryId, joinPath(folder, candidate))) return candidate;
+      if (!await this.byPath(libraryId, joinPath(folder, candidate))) return candidate;
     }
   }
 
   // ---- building blocks (call inside a transaction) ------------------------------------------------
 
   /** Creates the folders of `fullpath` that are missing; returns the folder's id (null for the root). */
-  ensureFolder(libraryId: number, fullpath: string, op: Operator): number | null {
+  async ensureFolder(libraryId: number, fullpath: string, op: Operator): Promise<number | null> {
     if (fullpath === '') return null;
-    const row = this.byPath(libraryId, fullpath);
+    const row = await this.byPath(libraryId, fullpath);
     if (row) {
       if (!row.dir) throw new ServiceFault(FaultCode.NotAFolder, `not a folder: ${JSON.stringify(fullpath)}`);
       return row.id;
     }
-    const parentId = this.ensureFolder(libraryId, parentOf(fullpath), op);
-    const created = this.insert(libraryId, parentId, fullpath, { dir: 1 }, op);
-    this.event(created, Act.Create, op);
+    const parentId = await this.ensureFolder(libraryId, parentOf(fullpath), op);
+    const created = await this.insert(libraryId, parentId, fullpath, { dir: 1 }, op);
+    await this.event(created, Act.Create, op);
     return created.id;
   }
 
-  insert(libraryId: number, parentId: number | null, fullpath: string, what: { dir: number; content?: Content; tags?: string; hash?: string }, op: Operator): EntryRow {
+  async insert(libraryId: number, parentId: number | null, fullpath: string, what: { dir: number; content?: Content; tags?: string; hash?: string }, op: Operator): Promise<EntryRow> {
     const now = this.clock();
-    const opMs = this.opClock.next(libraryId);
-    const id = Number(this.db.prepare(`INSERT INTO entries (library_id, hash, parent_id, fullpath, name, dir, filehash, filesize,
+    const opMs = await this.opClock.next(libraryId);
+    const id = await this.db.insert(`INSERT INTO entries (library_id, hash, parent_id, fullpath, name, dir, filehash, filesize,
         create_member_id, create_member_name, create_ms, last_member_id, last_member_name, last_ms, op_ms, state, tags)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)`)
-      .run(libraryId, what.hash ?? newHash(), parentId, fullpath, baseOf(fullpath), what.dir, what.content?.sha1 ?? '', what.content?.size ?? 0,
-        op.id, op.name, now, op.id, op.name, now, opMs, what.tags ?? '').lastInsertRowid);
-    return this.byId(id)!;
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)`, [libraryId, what.hash ?? newHash(), parentId, fullpath, baseOf(fullpath), what.dir, what.content?.sha1 ?? '', what.content?.size ?? 0, op.id, op.name, now, op.id, op.name, now, opMs, what.tags ?? '']);
+    return (await this.byId(id))!;
   }
 
   /** Appends a history/log event for `row` (its current path and content unless given). */
-  event(row: EntryRow, act: number, op: Operator, extra: { fullpath?: string; property?: Record<string, unknown> } = {}): void {
+  async event(row: EntryRow, act: number, op: Operator, extra: { fullpath?: string; property?: Record<string, unknown> } = {}): Promise<void> {
     const filehash = row.dir ? '' : row.filehash;
-    this.db.prepare(`INSERT INTO file_events (library_id, entry_id, hash, act, dir, fullpath, filehash, filesize, member_id, member_name, ms, property, keeps_blob)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-      .run(row.library_id, row.id, row.hash, act, row.dir, extra.fullpath ?? row.fullpath, filehash, row.dir ? 0 : row.filesize, op.id, op.name,
-        this.clock(), JSON.stringify(extra.property ?? {}), filehash !== '' && row.state !== EntryState.Removed ? 1 : 0);
+    await this.db.run(`INSERT INTO file_events (library_id, entry_id, hash, act, dir, fullpath, filehash, filesize, member_id, member_name, ms, property, keeps_blob)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [row.library_id, row.id, row.hash, act, row.dir, extra.fullpath ?? row.fullpath, filehash, row.dir ? 0 : row.filesize, op.id, op.name, this.clock(), JSON.stringify(extra.property ?? {}), filehash !== '' && row.state !== EntryState.Removed ? 1 : 0]);
   }
 
   /** Refuses a change of `row` (and, for a folder, of anything below it) locked by another operator. */
-  checkUnlocked(row: EntryRow, op: Operator): void {
+  async checkUnlocked(row: EntryRow, op: Operator): Promise<void> {
     const rows = row.dir
-      ? this.db.prepare("SELECT * FROM entries WHERE library_id = ? AND state = 0 AND lock_member_name IS NOT NULL AND fullpath > ? AND fullpath < ?")
-        .all(row.library_id, `${row.fullpath}/`, `${row.fullpath}0`) as EntryRow[]
+      ? await this.db.all("SELECT * FROM entries WHERE library_id = ? AND state = 0 AND lock_member_name IS NOT NULL AND fullpath > ? AND fullpath < ?", [row.library_id, `${row.fullpath}/`, `${row.fullpath}0`]) as EntryRow[]
       : [];
     for (const r of [row, ...rows]) {
       if (r.lock_member_name !== null && !sameOperator(r, op)) {
@@ -144,38 +138,38 @@ export class FileTree {
   }
 
   /** Refuses growing the library by `delta` bytes past its capacity. */
-  checkCapacity(libraryId: number, delta: number): void {
+  async checkCapacity(libraryId: number, delta: number): Promise<void> {
     if (delta <= 0) return;
-    const lib = this.directory.requireLibrary(libraryId);
+    const lib = await this.directory.requireLibrary(libraryId);
     if (lib.capacity >= 0 && lib.size_used + delta > lib.capacity) {
       throw new ServiceFault(FaultCode.CapacityExceeded, `library capacity exceeded: ${lib.size_used} of ${lib.capacity} bytes used, ${delta} more needed`);
     }
   }
 
   /** Bytes the library may still grow by (Infinity when unlimited). */
-  remainingCapacity(libraryId: number): number {
-    const lib = this.directory.requireLibrary(libraryId);
+  async remainingCapacity(libraryId: number): Promise<number> {
+    const lib = await this.directory.requireLibrary(libraryId);
     return lib.capacity < 0 ? Infinity : Math.max(0, lib.capacity - lib.size_used);
   }
 
-  blobStored(sha1: string): boolean {
-    return !!this.db.prepare('SELECT 1 FROM blobs WHERE sha1 = ?').get(sha1);
+  async blobStored(sha1: string): Promise<boolean> {
+    return !!await this.db.get('SELECT 1 FROM blobs WHERE sha1 = ?', [sha1]);
   }
 
   /** Records a blob that was just written to the blob store. */
-  addBlob(content: Content): void {
-    this.db.prepare('INSERT OR IGNORE INTO blobs (sha1, size, created_ms) VALUES (?, ?, ?)').run(content.sha1, content.size, this.clock());
+  async addBlob(content: Content): Promise<void> {
+    await this.db.run('INSERT INTO blobs (sha1, size, created_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [content.sha1, content.size, this.clock()]);
   }
 
   // ---- mutations -------------------------------------------------------------------------------------
 
   /** Creates a folder and its missing parents; an existing name is refused (40901). */
-  createFolder(libraryId: number, fullpath: string, op: Operator): EntryRow {
-    return this.tx(() => {
-      const existing = this.byPath(libraryId, fullpath);
+  async createFolder(libraryId: number, fullpath: string, op: Operator): Promise<EntryRow> {
+    return this.tx(async () => {
+      const existing = await this.byPath(libraryId, fullpath);
       if (existing) throw new ServiceFault(FaultCode.NameExists, `${JSON.stringify(fullpath)} already exists`);
-      const id = this.ensureFolder(libraryId, fullpath, op);
-      return this.byId(id!)!;
+      const id = await this.ensureFolder(libraryId, fullpath, op);
+      return (await this.byId(id!))!;
     });
   }
 
@@ -183,78 +177,78 @@ export class FileTree {
    * Places stored content at `fullpath` (call inside a transaction; the blob row exists). An existing file
    * is replaced when `overwrite` (a new version), otherwise the content gets a numbered name.
    */
-  placeContent(libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator, hash?: string): EntryRow {
-    if (!this.blobStored(content.sha1)) throw new ServiceFault(FaultCode.FileMissing, `content ${content.sha1} is no longer stored; upload it again`);
+  async placeContent(libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator, hash?: string): Promise<EntryRow> {
+    if (!await this.blobStored(content.sha1)) throw new ServiceFault(FaultCode.FileMissing, `content ${content.sha1} is no longer stored; upload it again`);
     const folder = parentOf(fullpath);
-    const parentId = this.ensureFolder(libraryId, folder, op);
-    const existing = this.byPath(libraryId, fullpath);
+    const parentId = await this.ensureFolder(libraryId, folder, op);
+    const existing = await this.byPath(libraryId, fullpath);
     if (existing && overwrite && !existing.dir) {
-      this.checkUnlocked(existing, op);
+      await this.checkUnlocked(existing, op);
       if (existing.filehash === content.sha1 && existing.filesize === content.size) return existing;
-      this.checkCapacity(libraryId, content.size - existing.filesize);
-      this.db.prepare('UPDATE entries SET filehash = ?, filesize = ?, last_member_id = ?, last_member_name = ?, last_ms = ?, op_ms = ? WHERE id = ?')
-        .run(content.sha1, content.size, op.id, op.name, this.clock(), this.opClock.next(libraryId), existing.id);
-      const row = this.byId(existing.id)!;
-      this.event(row, Act.Edit, op);
+      await this.checkCapacity(libraryId, content.size - existing.filesize);
+      await this.db.run('UPDATE entries SET filehash = ?, filesize = ?, last_member_id = ?, last_member_name = ?, last_ms = ?, op_ms = ? WHERE id = ?', [content.sha1, content.size, op.id, op.name, this.clock(), await this.opClock.next(libraryId), existing.id]);
+      const row = (await this.byId(existing.id))!;
+      await this.event(row, Act.Edit, op);
       return row;
     }
-    this.checkCapacity(libraryId, content.size);
-    const name = existing ? this.freeName(libraryId, folder, baseOf(fullpath), false) : baseOf(fullpath);
-    const free = hash !== undefined && !this.db.prepare('SELECT 1 FROM entries WHERE hash = ?').get(hash);
-    const row = this.insert(libraryId, parentId, joinPath(folder, name), { dir: 0, content, hash: free ? hash : undefined }, op);
-    this.event(row, Act.Create, op);
+    await this.checkCapacity(libraryId, content.size);
+    const name = existing ? await this.freeName(libraryId, folder, baseOf(fullpath), false) : baseOf(fullpath);
+    const free = hash !== undefined && !await this.db.get('SELECT 1 FROM entries WHERE hash = ?', [hash]);
+    const row = await this.insert(libraryId, parentId, joinPath(folder, name), { dir: 0, content, hash: free ? hash : undefined }, op);
+    await this.event(row, Act.Create, op);
     return row;
   }
 
   /** Renames or moves a file or folder (with its whole subtree); `hash` is unchanged. */
-  move(libraryId: number, from: string, to: string, op: Operator): EntryRow {
-    return this.tx(() => {
-      const src = this.require(libraryId, from);
+  async move(libraryId: number, from: string, to: string, op: Operator): Promise<EntryRow> {
+    return this.tx(async () => {
+      const src = await this.require(libraryId, from);
       if (to === from) return src;
       if (isWithin(to, from)) throw new ServiceFault(FaultCode.MoveIntoItself, `cannot move ${JSON.stringify(from)} into itself (${JSON.stringify(to)})`);
-      if (this.byPath(libraryId, to)) throw new ServiceFault(FaultCode.NameExists, `${JSON.stringify(to)} already exists`);
-      this.checkUnlocked(src, op);
-      const parentId = this.ensureFolder(libraryId, parentOf(to), op);
-      const below = this.subtree(src);
-      const first = this.opClock.next(libraryId, 1 + below.length);
-      this.db.prepare('UPDATE entries SET parent_id = ?, fullpath = ?, name = ?, op_ms = ? WHERE id = ?').run(parentId, to, baseOf(to), first, src.id);
-      const update = this.db.prepare('UPDATE entries SET fullpath = ?, op_ms = ? WHERE id = ?');
-      below.forEach((d, i) => update.run(to + d.fullpath.slice(from.length), first + 1 + i, d.id));
-      const row = this.byId(src.id)!;
-      this.event(row, parentOf(from) === parentOf(to) ? Act.Rename : Act.Move, op, { property: { from } });
+      if (await this.byPath(libraryId, to)) throw new ServiceFault(FaultCode.NameExists, `${JSON.stringify(to)} already exists`);
+      await this.checkUnlocked(src, op);
+      const parentId = await this.ensureFolder(libraryId, parentOf(to), op);
+      const below = await this.subtree(src);
+      const first = await this.opClock.next(libraryId, 1 + below.length);
+      await this.db.run('UPDATE entries SET parent_id = ?, fullpath = ?, name = ?, op_ms = ? WHERE id = ?', [parentId, to, baseOf(to), first, src.id]);
+      for (const [i, d] of below.entries()) {
+        await this.db.run('UPDATE entries SET fullpath = ?, op_ms = ? WHERE id = ?', [to + d.fullpath.slice(from.length), first + 1 + i, d.id]);
+      }
+      const row = (await this.byId(src.id))!;
+      await this.event(row, parentOf(from) === parentOf(to) ? Act.Rename : Act.Move, op, { property: { from } });
       return row;
     });
   }
 
   /** Moves a file or folder (with its subtree) to the recycle bin, or removes it for good (`destroy`). */
-  remove(libraryId: number, fullpath: string, destroy: boolean, op: Operator): void {
-    this.tx(() => {
-      const row = this.require(libraryId, fullpath);
-      this.checkUnlocked(row, op);
-      this.event(row, Act.Delete, op, { property: destroy ? { destroy: 1 } : {} });
-      const all = [row, ...this.subtree(row)];
-      const first = this.opClock.next(libraryId, all.length);
+  async remove(libraryId: number, fullpath: string, destroy: boolean, op: Operator): Promise<void> {
+    await this.tx(async () => {
+      const row = await this.require(libraryId, fullpath);
+      await this.checkUnlocked(row, op);
+      await this.event(row, Act.Delete, op, { property: destroy ? { destroy: 1 } : {} });
+      const all = [row, ...await this.subtree(row)];
+      const first = await this.opClock.next(libraryId, all.length);
       const now = this.clock();
       if (destroy) {
-        const upd = this.db.prepare('UPDATE entries SET state = 2, op_ms = ?, recycle_root = NULL WHERE id = ?');
-        all.forEach((r, i) => upd.run(first + i, r.id));
-        this.releaseEvents(all.map((r) => r.id));
+        for (const [i, r] of all.entries()) await this.db.run('UPDATE entries SET state = 2, op_ms = ?, recycle_root = NULL WHERE id = ?', [first + i, r.id]);
+        await this.releaseEvents(all.map((r) => r.id));
       } else {
-        const upd = this.db.prepare('UPDATE entries SET state = 1, op_ms = ?, recycle_root = ?, recycled_ms = ?, recycled_by = ? WHERE id = ?');
-        all.forEach((r, i) => upd.run(first + i, row.id, now, op.name, r.id));
+        for (const [i, r] of all.entries()) {
+          await this.db.run('UPDATE entries SET state = 1, op_ms = ?, recycle_root = ?, recycled_ms = ?, recycled_by = ? WHERE id = ?', [first + i, row.id, now, op.name, r.id]);
+        }
       }
     });
   }
 
   /** Deletes (to the bin, or for good) the present entries carrying any of `tags` within `path`. */
-  removeByTags(libraryId: number, tags: string[], path: string, destroy: boolean, op: Operator): number {
-    return this.tx(() => {
-      const rows = this.withTags(libraryId, tags, path, EntryState.Present);
+  async removeByTags(libraryId: number, tags: string[], path: string, destroy: boolean, op: Operator): Promise<number> {
+    return this.tx(async () => {
+      const rows = await this.withTags(libraryId, tags, path, EntryState.Present);
       let removed = 0;
       let lastRemoved: string | undefined;
       for (const r of rows) {
         if (lastRemoved !== undefined && isWithin(r.fullpath, lastRemoved)) continue;
-        this.remove(libraryId, r.fullpath, destroy, op);
+        await this.remove(libraryId, r.fullpath, destroy, op);
         lastRemoved = r.fullpath;
         removed++;
       }
@@ -263,90 +257,90 @@ export class FileTree {
   }
 
   /** Entries in `state` with any of `tags`, within `path`, parents before children. */
-  withTags(libraryId: number, tags: string[], path: string, state: number): EntryRow[] {
+  async withTags(libraryId: number, tags: string[], path: string, state: number): Promise<EntryRow[]> {
     if (tags.length === 0) return [];
-    const likes = tags.map(() => 'tags LIKE ? ESCAPE \'\\\'').join(' OR ');
+    const likes = tags.map(() => 'LOWER(tags) LIKE LOWER(?) ESCAPE \'\\\'').join(' OR ');
     const scope = path === '' ? '' : 'AND fullpath > ? AND fullpath < ?';
     const args: (string | number)[] = [libraryId, state, ...tags.map((t) => `%;${escapeLike(t)};%`)];
     if (path !== '') args.push(`${path}/`, `${path}0`);
-    return this.db.prepare(`SELECT * FROM entries WHERE library_id = ? AND state = ? AND (${likes}) ${scope} ORDER BY fullpath`).all(...args) as EntryRow[];
+    return await this.db.all(`SELECT * FROM entries WHERE library_id = ? AND state = ? AND (${likes}) ${scope} ORDER BY fullpath`, [...args]) as EntryRow[];
   }
 
   /** Items of the recycle bin deleted from `fullpath`, newest first. */
-  binItems(libraryId: number, fullpath: string): EntryRow[] {
-    return this.db.prepare('SELECT * FROM entries WHERE library_id = ? AND state = 1 AND recycle_root = id AND fullpath = ? ORDER BY recycled_ms DESC, id DESC')
-      .all(libraryId, fullpath) as EntryRow[];
+  async binItems(libraryId: number, fullpath: string): Promise<EntryRow[]> {
+    return await this.db.all('SELECT * FROM entries WHERE library_id = ? AND state = 1 AND recycle_root = id AND fullpath = ? ORDER BY recycled_ms DESC, id DESC', [libraryId, fullpath]) as EntryRow[];
   }
 
   /** Removes recycle-bin items for good: by original path, or those with any of `tags`. Present entries named by path are removed too. */
-  destroy(libraryId: number, by: { fullpaths?: string[]; tags?: string[] }, op: Operator): void {
-    this.tx(() => {
+  async destroy(libraryId: number, by: { fullpaths?: string[]; tags?: string[] }, op: Operator): Promise<void> {
+    await this.tx(async () => {
       const roots: EntryRow[] = [];
       for (const p of by.fullpaths ?? []) {
-        const items = this.binItems(libraryId, p);
+        const items = await this.binItems(libraryId, p);
         if (items.length > 0) roots.push(...items);
-        else if (this.byPath(libraryId, p)) this.remove(libraryId, p, true, op);
+        else if (await this.byPath(libraryId, p)) await this.remove(libraryId, p, true, op);
         else throw fileMissing(p);
       }
-      if (by.tags) roots.push(...this.withTags(libraryId, by.tags, '', EntryState.Recycled).filter((r) => r.recycle_root === r.id));
+      if (by.tags) roots.push(...(await this.withTags(libraryId, by.tags, '', EntryState.Recycled)).filter((r) => r.recycle_root === r.id));
       for (const root of roots) {
-        const ids = (this.db.prepare('SELECT id FROM entries WHERE recycle_root = ? AND state = 1').all(root.id) as { id: number }[]).map((r) => r.id);
-        const upd = this.db.prepare('UPDATE entries SET state = 2, recycle_root = NULL WHERE id = ?');
-        for (const id of ids) upd.run(id);
-        this.releaseEvents(ids);
+        const ids = (await this.db.all('SELECT id FROM entries WHERE recycle_root = ? AND state = 1', [root.id]) as { id: number }[]).map((r) => r.id);
+        for (const id of ids) await this.db.run('UPDATE entries SET state = 2, recycle_root = NULL WHERE id = ?', [id]);
+        await this.releaseEvents(ids);
       }
     });
   }
 
   /** Restores recycle-bin items to their original paths (missing folders are created; a taken name gets a number). */
-  recover(libraryId: number, fullpaths: string[], op: Operator): EntryRow[] {
-    return this.tx(() => fullpaths.map((p) => {
-      const root = this.binItems(libraryId, p)[0];
-      if (!root) throw fileMissing(p);
-      const members = this.db.prepare('SELECT * FROM entries WHERE recycle_root = ? AND state = 1 ORDER BY fullpath').all(root.id) as EntryRow[];
-      const folder = parentOf(p);
-      const parentId = this.ensureFolder(libraryId, folder, op);
-      const target = joinPath(folder, this.freeName(libraryId, folder, root.name, root.dir === 1));
-      const first = this.opClock.next(libraryId, members.length);
-      const upd = this.db.prepare('UPDATE entries SET state = 0, recycle_root = NULL, recycled_ms = NULL, recycled_by = NULL, fullpath = ?, name = ?, parent_id = ?, op_ms = ? WHERE id = ?');
-      members.forEach((m, i) => {
-        const isRoot = m.id === root.id;
-        const fp = isRoot ? target : target + m.fullpath.slice(p.length);
-        upd.run(fp, baseOf(fp), isRoot ? parentId : m.parent_id, first + i, m.id);
-      });
-      const row = this.byId(root.id)!;
-      this.event(row, Act.Restore, op);
-      return row;
-    }));
+  async recover(libraryId: number, fullpaths: string[], op: Operator): Promise<EntryRow[]> {
+    return this.tx(async () => {
+      const restored: EntryRow[] = [];
+      for (const p of fullpaths) {
+        const root = (await this.binItems(libraryId, p))[0];
+        if (!root) throw fileMissing(p);
+        const members = await this.db.all('SELECT * FROM entries WHERE recycle_root = ? AND state = 1 ORDER BY fullpath', [root.id]) as EntryRow[];
+        const folder = parentOf(p);
+        const parentId = await this.ensureFolder(libraryId, folder, op);
+        const target = joinPath(folder, await this.freeName(libraryId, folder, root.name, root.dir === 1));
+        const first = await this.opClock.next(libraryId, members.length);
+        for (const [i, m] of members.entries()) {
+          const isRoot = m.id === root.id;
+          const fp = isRoot ? target : target + m.fullpath.slice(p.length);
+          await this.db.run('UPDATE entries SET state = 0, recycle_root = NULL, recycled_ms = NULL, recycled_by = NULL, fullpath = ?, name = ?, parent_id = ?, op_ms = ? WHERE id = ?',
+            [fp, baseOf(fp), isRoot ? parentId : m.parent_id, first + i, m.id]);
+        }
+        const row = (await this.byId(root.id))!;
+        await this.event(row, Act.Restore, op);
+        restored.push(row);
+      }
+      return restored;
+    });
   }
 
   /** Locks or unlocks a file for `op`; a lock held by another operator refuses both. */
-  setLock(libraryId: number, fullpath: string, lock: boolean, op: Operator): void {
-    this.tx(() => {
-      const row = this.require(libraryId, fullpath);
+  async setLock(libraryId: number, fullpath: string, lock: boolean, op: Operator): Promise<void> {
+    await this.tx(async () => {
+      const row = await this.require(libraryId, fullpath);
       if (row.lock_member_name !== null && !sameOperator(row, op)) {
         throw new ServiceFault(FaultCode.Locked, `${JSON.stringify(fullpath)} is locked by ${row.lock_member_name}`);
       }
-      this.db.prepare('UPDATE entries SET lock_member_id = ?, lock_member_name = ?, op_ms = ? WHERE id = ?')
-        .run(lock ? op.id : null, lock ? op.name : null, this.opClock.next(libraryId), row.id);
-      this.event(this.byId(row.id)!, lock ? Act.Lock : Act.Unlock, op);
+      await this.db.run('UPDATE entries SET lock_member_id = ?, lock_member_name = ?, op_ms = ? WHERE id = ?', [lock ? op.id : null, lock ? op.name : null, await this.opClock.next(libraryId), row.id]);
+      await this.event((await this.byId(row.id))!, lock ? Act.Lock : Act.Unlock, op);
     });
   }
 
   /** Adds or removes tags of a file or folder. */
-  changeTags(libraryId: number, fullpath: string, tags: string[], add: boolean, _op: Operator): void {
-    this.tx(() => {
-      const row = this.require(libraryId, fullpath);
+  async changeTags(libraryId: number, fullpath: string, tags: string[], add: boolean, _op: Operator): Promise<void> {
+    await this.tx(async () => {
+      const row = await this.require(libraryId, fullpath);
       const current = tagsOf(row.tags);
       const next = add ? [...new Set([...current, ...tags])] : current.filter((t) => !tags.includes(t));
-      this.db.prepare('UPDATE entries SET tags = ?, op_ms = ? WHERE id = ?').run(tagsColumn(next), this.opClock.next(libraryId), row.id);
+      await this.db.run('UPDATE entries SET tags = ?, op_ms = ? WHERE id = ?', [tagsColumn(next), await this.opClock.next(libraryId), row.id]);
     });
   }
 
   /** Events of removed entries no longer hold their content. */
-  private releaseEvents(entryIds: number[]): void {
-    const upd = this.db.prepare('UPDATE file_events SET keeps_blob = 0 WHERE entry_id = ? AND keeps_blob = 1');
-    for (const id of entryIds) upd.run(id);
+  private async releaseEvents(entryIds: number[]): Promise<void> {
+    for (const id of entryIds) await this.db.run('UPDATE file_events SET keeps_blob = 0 WHERE entry_id = ? AND keeps_blob = 1', [id]);
   }
 }
 

@@ -5,8 +5,9 @@
  * enterprise member record of the spec.
  */
 import type { EntMember } from '../../shared/records.js';
-import type { Db } from '../store/database.js';
+import type { MetadataStore } from '../store/metadata-store.js';
 import { FaultCode, ServiceFault, badParam } from './fault.js';
+import { mapInOrder } from './in-order.js';
 
 export interface MemberDbRow {
   id: number; ent_id: number; out_id: string | null; account: string; name: string; email: string; phone: string; title: string;
@@ -33,58 +34,58 @@ export function accountRefusal(member: { state: number; expire?: number | null }
 }
 
 export class EnterpriseMembers {
-  constructor(private readonly db: Db, private readonly clock: () => number) {}
+  constructor(private readonly db: MetadataStore, private readonly clock: () => number) {}
 
-  byId(entId: number, id: number): MemberDbRow | undefined {
-    return this.db.prepare('SELECT * FROM members WHERE id = ? AND ent_id = ?').get(id, entId) as MemberDbRow | undefined;
+  async byId(entId: number, id: number): Promise<MemberDbRow | undefined> {
+    return await this.db.get('SELECT * FROM members WHERE id = ? AND ent_id = ?', [id, entId]) as MemberDbRow | undefined;
   }
 
   /** The member named by one key; undefined when none. A member_id that is not an integer is refused. */
-  find(entId: number, key: MemberKey, value: string): MemberDbRow | undefined {
+  async find(entId: number, key: MemberKey, value: string): Promise<MemberDbRow | undefined> {
     if (key === 'member_id') {
       if (!/^\d+$/.test(value)) throw badParam('member_id', 'an integer id', value);
       return this.byId(entId, Number(value));
     }
     const column = key === 'email' ? 'email' : key;
-    return this.db.prepare(`SELECT * FROM members WHERE ent_id = ? AND ${column} = ? ORDER BY id LIMIT 1`).get(entId, value) as MemberDbRow | undefined;
+    return await this.db.get(`SELECT * FROM members WHERE ent_id = ? AND ${column} = ? ORDER BY id LIMIT 1`, [entId, value]) as MemberDbRow | undefined;
   }
 
-  require(entId: number, key: MemberKey, value: string): MemberDbRow {
-    const m = this.find(entId, key, value);
+  async require(entId: number, key: MemberKey, value: string): Promise<MemberDbRow> {
+    const m = await this.find(entId, key, value);
     if (!m) throw new ServiceFault(FaultCode.MemberMissing, `no member with ${key} ${JSON.stringify(value)} in this enterprise`);
     return m;
   }
 
   /** Members named by a comma-separated list (all must exist; nothing is changed otherwise). */
-  requireList(entId: number, key: MemberKey, list: string, param: string): MemberDbRow[] {
+  async requireList(entId: number, key: MemberKey, list: string, param: string): Promise<MemberDbRow[]> {
     const values = splitList(list);
     if (values.length === 0) throw badParam(param, `a comma-separated list of ${key} values`, list);
-    return values.map((v) => this.require(entId, key, v));
+    return mapInOrder(values, async (v) => this.require(entId, key, v));
   }
 
   /**
    * The state an account may have: 0 stays 0; 1 only while the enabled accounts (other than `exceptId`)
    * stay below the enterprise's limit.
    */
-  allowedState(entId: number, wanted: number, exceptId = 0): number {
+  async allowedState(entId: number, wanted: number, exceptId = 0): Promise<number> {
     if (wanted !== 1) return 0;
-    const limit = (this.db.prepare('SELECT member_limit FROM enterprises WHERE id = ?').get(entId) as { member_limit: number }).member_limit;
-    const enabled = (this.db.prepare('SELECT COUNT(*) AS n FROM members WHERE ent_id = ? AND state = 1 AND id != ?').get(entId, exceptId) as { n: number }).n;
+    const limit = (await this.db.get('SELECT member_limit FROM enterprises WHERE id = ?', [entId]) as { member_limit: number }).member_limit;
+    const enabled = (await this.db.get('SELECT COUNT(*) AS n FROM members WHERE ent_id = ? AND state = 1 AND id != ?', [entId, exceptId]) as { n: number }).n;
     return limit < 0 || enabled < limit ? 1 : 0;
   }
 
   /** Sets a member's state; a disabled account's access tokens end at once. */
-  setState(memberId: number, state: number): void {
-    this.db.prepare('UPDATE members SET state = ? WHERE id = ?').run(state, memberId);
-    if (state === 0) this.db.prepare('DELETE FROM access_tokens WHERE member_id = ?').run(memberId);
+  async setState(memberId: number, state: number): Promise<void> {
+    await this.db.run('UPDATE members SET state = ? WHERE id = ?', [state, memberId]);
+    if (state === 0) await this.db.run('DELETE FROM access_tokens WHERE member_id = ?', [memberId]);
   }
 
   /** Disables temporary accounts whose day of expiry has ended. Returns how many. */
-  expireDue(): number {
+  async expireDue(): Promise<number> {
     const nowS = Math.floor(this.clock() / 1000);
-    const due = this.db.prepare('SELECT id FROM members WHERE state = 1 AND expire IS NOT NULL AND expire + ? <= ?').all(DAY_S, nowS) as { id: number }[];
+    const due = await this.db.all('SELECT id FROM members WHERE state = 1 AND expire IS NOT NULL AND expire + ? <= ?', [DAY_S, nowS]) as { id: number }[];
     if (due.length === 0) return 0;
-    this.db.transaction(() => { for (const d of due) this.setState(d.id, 0); })();
+    await this.db.tx(async () => { for (const d of due) await this.setState(d.id, 0); });
     return due.length;
   }
 
@@ -92,15 +93,15 @@ export class EnterpriseMembers {
    * Removes members for good: memberships, tokens, favorites go with them; libraries they owned keep
    * their files and get no owner (owner_id 0).
    */
-  remove(members: MemberDbRow[]): void {
-    this.db.transaction(() => {
+  async remove(members: MemberDbRow[]): Promise<void> {
+    await this.db.tx(async () => {
       for (const m of members) {
-        this.db.prepare('UPDATE libraries SET owner_id = 0 WHERE owner_id = ?').run(m.id);
-        this.db.prepare('UPDATE members SET leader_id = NULL WHERE leader_id = ?').run(m.id);
-        this.db.prepare("DELETE FROM folder_permissions WHERE subject_kind = 'm' AND subject_id = ?").run(m.id);
-        this.db.prepare('DELETE FROM members WHERE id = ?').run(m.id);
+        await this.db.run('UPDATE libraries SET owner_id = 0 WHERE owner_id = ?', [m.id]);
+        await this.db.run('UPDATE members SET leader_id = NULL WHERE leader_id = ?', [m.id]);
+        await this.db.run("DELETE FROM folder_permissions WHERE subject_kind = 'm' AND subject_id = ?", [m.id]);
+        await this.db.run('DELETE FROM members WHERE id = ?', [m.id]);
       }
-    })();
+    });
   }
 
   /** The enterprise member record (without groups/orgs). */
@@ -114,9 +115,9 @@ export class EnterpriseMembers {
   }
 
   /** Members of the enterprise listed in the admin console, ordered by id. */
-  page(entId: number, start: number, size: number, where = '1 = 1', args: (string | number)[] = []): { list: MemberDbRow[]; count: number } {
-    const count = (this.db.prepare(`SELECT COUNT(*) AS n FROM members WHERE ent_id = ? AND ${where}`).get(entId, ...args) as { n: number }).n;
-    const list = this.db.prepare(`SELECT * FROM members WHERE ent_id = ? AND ${where} ORDER BY id LIMIT ? OFFSET ?`).all(entId, ...args, size, start) as MemberDbRow[];
+  async page(entId: number, start: number, size: number, where = '1 = 1', args: (string | number)[] = []): Promise<{ list: MemberDbRow[]; count: number }> {
+    const count = (await this.db.get(`SELECT COUNT(*) AS n FROM members WHERE ent_id = ? AND ${where}`, [entId, ...args]) as { n: number }).n;
+    const list = await this.db.all(`SELECT * FROM members WHERE ent_id = ? AND ${where} ORDER BY id LIMIT ? OFFSET ?`, [entId, ...args, size, start]) as MemberDbRow[];
     return { list, count };
   }
 }

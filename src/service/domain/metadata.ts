@@ -4,8 +4,9 @@
  * checked against the attribute types of the spec: string, number, date (`YYYY-MM-DD`), time
  * (`YYYY-MM-DD hh:mm:ss`), single choice (one of the options), multiple choice (array of options).
  */
-import type { Db } from '../store/database.js';
+import type { MetadataStore } from '../store/metadata-store.js';
 import { FaultCode, ServiceFault, badParam } from './fault.js';
+import { mapInOrder } from './in-order.js';
 
 export const ATTRIBUTE_TYPES = ['string', 'number', 'date', 'time', 'single', 'multiple'] as const;
 export type AttributeType = (typeof ATTRIBUTE_TYPES)[number];
@@ -85,43 +86,43 @@ function validDate(m: RegExpExecArray | null): boolean {
 }
 
 export class MetadataTemplates {
-  constructor(private readonly db: Db) {}
+  constructor(private readonly db: MetadataStore) {}
 
   /** Defines (or replaces) a template of an enterprise. */
-  define(entId: number, template: unknown): MetadataTemplate {
+  async define(entId: number, template: unknown): Promise<MetadataTemplate> {
     const t = checkTemplate(template);
-    this.db.prepare(`INSERT INTO metadata_templates (ent_id, key, name, attributes) VALUES (?, ?, ?, ?)
-      ON CONFLICT (ent_id, key) DO UPDATE SET name = excluded.name, attributes = excluded.attributes`).run(entId, t.key, t.name, JSON.stringify(t.attributes));
+    await this.db.run(`INSERT INTO metadata_templates (ent_id, key, name, attributes) VALUES (?, ?, ?, ?)
+      ON CONFLICT (ent_id, key) DO UPDATE SET name = excluded.name, attributes = excluded.attributes`, [entId, t.key, t.name, JSON.stringify(t.attributes)]);
     return t;
   }
 
-  template(entId: number, key: string): MetadataTemplate | undefined {
-    const row = this.db.prepare('SELECT * FROM metadata_templates WHERE ent_id = ? AND key = ?').get(entId, key) as { key: string; name: string; attributes: string } | undefined;
+  async template(entId: number, key: string): Promise<MetadataTemplate | undefined> {
+    const row = await this.db.get('SELECT * FROM metadata_templates WHERE ent_id = ? AND key = ?', [entId, key]) as { key: string; name: string; attributes: string } | undefined;
     return row ? { key: row.key, name: row.name, attributes: JSON.parse(row.attributes) as MetadataAttribute[] } : undefined;
   }
 
-  templates(entId: number): MetadataTemplate[] {
-    return (this.db.prepare('SELECT key FROM metadata_templates WHERE ent_id = ? ORDER BY key').all(entId) as { key: string }[]).map((r) => this.template(entId, r.key)!);
+  async templates(entId: number): Promise<MetadataTemplate[]> {
+    return mapInOrder((await this.db.all('SELECT key FROM metadata_templates WHERE ent_id = ? ORDER BY key', [entId]) as { key: string }[]), async (r) => (await this.template(entId, r.key))!);
   }
 
   /** Links a template to a library of the same enterprise (or unlinks it). */
-  link(libraryId: number, key: string, linked = true): void {
-    const lib = this.db.prepare('SELECT ent_id FROM libraries WHERE id = ? AND deleted = 0').get(libraryId) as { ent_id: number } | undefined;
+  async link(libraryId: number, key: string, linked = true): Promise<void> {
+    const lib = await this.db.get('SELECT ent_id FROM libraries WHERE id = ? AND deleted = 0', [libraryId]) as { ent_id: number } | undefined;
     if (!lib) throw new ServiceFault(FaultCode.LibraryMissing, `library ${libraryId} not found or deleted`);
-    if (!this.template(lib.ent_id, key)) throw badParam('key', "a metadata template of the library's enterprise", key);
-    if (linked) this.db.prepare('INSERT OR IGNORE INTO library_metadata_templates (library_id, key) VALUES (?, ?)').run(libraryId, key);
-    else this.db.prepare('DELETE FROM library_metadata_templates WHERE library_id = ? AND key = ?').run(libraryId, key);
+    if (!await this.template(lib.ent_id, key)) throw badParam('key', "a metadata template of the library's enterprise", key);
+    if (linked) await this.db.run('INSERT INTO library_metadata_templates (library_id, key) VALUES (?, ?) ON CONFLICT DO NOTHING', [libraryId, key]);
+    else await this.db.run('DELETE FROM library_metadata_templates WHERE library_id = ? AND key = ?', [libraryId, key]);
   }
 
   /** The template `key` linked to a library; 403/40306 when it is not. */
-  linked(libraryId: number, entId: number, key: string): MetadataTemplate {
-    const t = this.db.prepare('SELECT 1 FROM library_metadata_templates WHERE library_id = ? AND key = ?').get(libraryId, key) ? this.template(entId, key) : undefined;
+  async linked(libraryId: number, entId: number, key: string): Promise<MetadataTemplate> {
+    const t = await this.db.get('SELECT 1 FROM library_metadata_templates WHERE library_id = ? AND key = ?', [libraryId, key]) ? await this.template(entId, key) : undefined;
     if (!t) throw new ServiceFault(FaultCode.FeatureNotEnabled, `metadata template ${JSON.stringify(key)} is not linked to this library`);
     return t;
   }
 
   /** Sets the values of a template on an entry (replacing earlier ones); every value checked first. */
-  set(entryId: number, template: MetadataTemplate, metadata: Record<string, unknown>, display: string[]): Record<string, unknown> {
+  async set(entryId: number, template: MetadataTemplate, metadata: Record<string, unknown>, display: string[]): Promise<Record<string, unknown>> {
     const values: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(metadata)) {
       const attr = template.attributes.find((a) => a.key === k);
@@ -131,19 +132,19 @@ export class MetadataTemplates {
     for (const d of display) {
       if (!template.attributes.some((a) => a.key === d)) throw badParam('display', `attribute keys of template ${template.key}`, d);
     }
-    this.db.prepare(`INSERT INTO entry_metadata (entry_id, key, metadata, display) VALUES (?, ?, ?, ?)
-      ON CONFLICT (entry_id, key) DO UPDATE SET metadata = excluded.metadata, display = excluded.display`).run(entryId, template.key, JSON.stringify(values), display.join(','));
+    await this.db.run(`INSERT INTO entry_metadata (entry_id, key, metadata, display) VALUES (?, ?, ?, ?)
+      ON CONFLICT (entry_id, key) DO UPDATE SET metadata = excluded.metadata, display = excluded.display`, [entryId, template.key, JSON.stringify(values), display.join(',')]);
     return values;
   }
 
   /** Removes the values of a template from an entry; false when there were none. */
-  remove(entryId: number, key: string): boolean {
-    return this.db.prepare('DELETE FROM entry_metadata WHERE entry_id = ? AND key = ?').run(entryId, key).changes > 0;
+  async remove(entryId: number, key: string): Promise<boolean> {
+    return (await this.db.run('DELETE FROM entry_metadata WHERE entry_id = ? AND key = ?', [entryId, key])).changes > 0;
   }
 
   /** Values set on an entry, by template key. */
-  valuesOf(entryId: number): Record<string, { metadata: Record<string, unknown>; display: string[] }> {
-    const rows = this.db.prepare('SELECT key, metadata, display FROM entry_metadata WHERE entry_id = ? ORDER BY key').all(entryId) as { key: string; metadata: string; display: string }[];
+  async valuesOf(entryId: number): Promise<Record<string, { metadata: Record<string, unknown>; display: string[] }>> {
+    const rows = await this.db.all('SELECT key, metadata, display FROM entry_metadata WHERE entry_id = ? ORDER BY key', [entryId]) as { key: string; metadata: string; display: string }[];
     return Object.fromEntries(rows.map((r) => [r.key, { metadata: JSON.parse(r.metadata) as Record<string, unknown>, display: r.display ? r.display.split(',') : [] }]));
   }
 }

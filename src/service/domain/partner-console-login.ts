@@ -8,7 +8,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Db } from '../store/database.js';
+import type { MetadataStore } from '../store/metadata-store.js';
 import { FaultCode, ServiceFault } from './fault.js';
 
 /** Lifetime of a login link (ms). */
@@ -18,14 +18,14 @@ const SESSION_TTL_MS = 8 * 3_600_000;
 const COOKIE = 'svc_console';
 
 export class AdminConsoleLogin {
-  constructor(private readonly db: Db, private readonly key: string, private readonly baseUrl: string, private readonly clock: () => number) {}
+  constructor(private readonly db: MetadataStore, private readonly key: string, private readonly baseUrl: string, private readonly clock: () => number) {}
 
   /** A new one-time login link for an enterprise. */
-  issue(entId: number): string {
+  async issue(entId: number): Promise<string> {
     const now = this.clock();
-    this.db.prepare('DELETE FROM sso_tickets WHERE expires_ms <= ?').run(now);
+    await this.db.run('DELETE FROM sso_tickets WHERE expires_ms <= ?', [now]);
     const ticket = randomBytes(24).toString('base64url');
-    this.db.prepare('INSERT INTO sso_tickets (ticket, ent_id, expires_ms) VALUES (?, ?, ?)').run(ticket, entId, now + TICKET_TTL_MS);
+    await this.db.run('INSERT INTO sso_tickets (ticket, ent_id, expires_ms) VALUES (?, ?, ?)', [ticket, entId, now + TICKET_TTL_MS]);
     return `${this.baseUrl}/sso/${ticket}`;
   }
 
@@ -35,7 +35,7 @@ export class AdminConsoleLogin {
   }
 
   /** Answers `/sso/<ticket>` and `/console/`. Throws ServiceFault for refusals. */
-  handle(req: IncomingMessage, res: ServerResponse, path: string): void {
+  async handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
     req.resume();
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD' }).end();
@@ -44,11 +44,11 @@ export class AdminConsoleLogin {
     if (path.startsWith('/sso/')) return this.login(res, path.slice('/sso/'.length));
     const entId = this.session(req);
     if (entId === undefined) throw new ServiceFault(FaultCode.TokenInvalid, 'not signed in to the admin console: open a login link from ent_sso_url');
-    this.overview(res, entId);
+    await this.overview(res, entId);
   }
 
-  private login(res: ServerResponse, ticket: string): void {
-    const row = this.db.prepare('DELETE FROM sso_tickets WHERE ticket = ? RETURNING ent_id, expires_ms').get(ticket) as { ent_id: number; expires_ms: number } | undefined;
+  private async login(res: ServerResponse, ticket: string): Promise<void> {
+    const row = await this.db.get('DELETE FROM sso_tickets WHERE ticket = ? RETURNING ent_id, expires_ms', [ticket]) as { ent_id: number; expires_ms: number } | undefined;
     if (!row || row.expires_ms <= this.clock()) throw new ServiceFault(FaultCode.LoginLinkInvalid, 'login link unknown, already used or expired');
     const expires = this.clock() + SESSION_TTL_MS;
     const value = `${row.ent_id}.${expires}`;
@@ -70,12 +70,12 @@ export class AdminConsoleLogin {
     return Number(m[1]);
   }
 
-  private overview(res: ServerResponse, entId: number): void {
-    const ent = this.db.prepare('SELECT name, trial, end_dateline, member_limit, space FROM enterprises WHERE id = ?').get(entId) as
+  private async overview(res: ServerResponse, entId: number): Promise<void> {
+    const ent = await this.db.get('SELECT name, trial, end_dateline, member_limit, space FROM enterprises WHERE id = ?', [entId]) as
       { name: string; trial: number; end_dateline: number; member_limit: number; space: number } | undefined;
     if (!ent) throw new ServiceFault(FaultCode.EnterpriseMissing, 'enterprise no longer exists');
-    const members = (this.db.prepare('SELECT COUNT(*) AS n FROM members WHERE ent_id = ?').get(entId) as { n: number }).n;
-    const libs = this.db.prepare('SELECT name, size_used, capacity FROM libraries WHERE ent_id = ? AND deleted = 0 ORDER BY id').all(entId) as { name: string; size_used: number; capacity: number }[];
+    const members = (await this.db.get('SELECT COUNT(*) AS n FROM members WHERE ent_id = ?', [entId]) as { n: number }).n;
+    const libs = await this.db.all('SELECT name, size_used, capacity FROM libraries WHERE ent_id = ? AND deleted = 0 ORDER BY id', [entId]) as { name: string; size_used: number; capacity: number }[];
     const rows = libs.map((l) => `<tr><td>${esc(l.name)}</td><td>${l.size_used}</td><td>${l.capacity < 0 ? 'unlimited' : l.capacity}</td></tr>`).join('');
     const body = `<!doctype html><html><head><meta charset="utf-8"><title>${esc(ent.name)} — admin console</title></head><body>
 <h1>${esc(ent.name)}</h1>

@@ -6,11 +6,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { PartnerEnt } from '../../shared/records.js';
-import type { Db } from '../store/database.js';
+import type { MetadataStore } from '../store/metadata-store.js';
 import { newId, newSecret, type PartnerRow } from './directory.js';
 import { EnterpriseLog, EntLogType } from './enterprise-log.js';
 import { FaultCode, ServiceFault, badParam } from './fault.js';
 import { md5Hex } from './tokens.js';
+import { mapInOrder } from './in-order.js';
 
 export const GB = 1024 ** 3;
 const DAY_S = 86_400;
@@ -35,8 +36,8 @@ export interface NewEnterprise {
 export const FLAG_SETTINGS = ['sync', 'member_create_org'] as const;
 
 /** Whether a member may create libraries through the user API (see FLAG_SETTINGS). */
-export function mayCreateLibraries(db: Db, memberId: number): boolean {
-  const row = db.prepare('SELECT m.admin_type, e.settings FROM members m JOIN enterprises e ON e.id = m.ent_id WHERE m.id = ?').get(memberId) as
+export async function mayCreateLibraries(db: MetadataStore, memberId: number): Promise<boolean> {
+  const row = await db.get('SELECT m.admin_type, e.settings FROM members m JOIN enterprises e ON e.id = m.ent_id WHERE m.id = ?', [memberId]) as
     { admin_type: number | null; settings: string } | undefined;
   if (!row) return false;
   return (JSON.parse(row.settings) as Record<string, string>).member_create_org !== '0' || row.admin_type !== null;
@@ -59,7 +60,7 @@ export function addMonths(seconds: number, months: number): number {
 export class PartnerEnterprises {
   private readonly entLog: EnterpriseLog;
 
-  constructor(private readonly db: Db, private readonly clock: () => number) {
+  constructor(private readonly db: MetadataStore, private readonly clock: () => number) {
     this.entLog = new EnterpriseLog(db, clock);
   }
 
@@ -67,18 +68,18 @@ export class PartnerEnterprises {
     return Math.floor(this.clock() / 1000);
   }
 
-  require(partner: PartnerRow, outId: string): EnterpriseDbRow {
-    const row = this.db.prepare('SELECT * FROM enterprises WHERE partner_id = ? AND out_id = ?').get(partner.id, outId) as EnterpriseDbRow | undefined;
+  async require(partner: PartnerRow, outId: string): Promise<EnterpriseDbRow> {
+    const row = await this.db.get('SELECT * FROM enterprises WHERE partner_id = ? AND out_id = ?', [partner.id, outId]) as EnterpriseDbRow | undefined;
     if (!row) throw new ServiceFault(FaultCode.EnterpriseMissing, `no enterprise with out_id ${JSON.stringify(outId)} for this partner`);
     return row;
   }
 
   /** Creates a trial enterprise; the administrator's password is in the answer and nowhere else. */
-  create(partner: PartnerRow, e: NewEnterprise): { id: number; end_dateline: number; account?: string; password?: string } {
-    if (this.db.prepare('SELECT 1 FROM enterprises WHERE partner_id = ? AND out_id = ?').get(partner.id, e.outId)) {
+  async create(partner: PartnerRow, e: NewEnterprise): Promise<{ id: number; end_dateline: number; account?: string; password?: string }> {
+    if (await this.db.get('SELECT 1 FROM enterprises WHERE partner_id = ? AND out_id = ?', [partner.id, e.outId])) {
       throw new ServiceFault(FaultCode.NameExists, `an enterprise with out_id ${JSON.stringify(e.outId)} exists`);
     }
-    if (e.account !== undefined && this.db.prepare('SELECT 1 FROM members WHERE account = ?').get(e.account)) {
+    if (e.account !== undefined && await this.db.get('SELECT 1 FROM members WHERE account = ?', [e.account])) {
       throw new ServiceFault(FaultCode.NameExists, `account ${JSON.stringify(e.account)} exists`);
     }
     for (const name of FLAG_SETTINGS) {
@@ -86,47 +87,46 @@ export class PartnerEnterprises {
       if (v !== undefined && v !== '0' && v !== '1') throw badParam(`__setting_${name}`, '0 or 1', v);
     }
     const sync = e.settings.sync;
-    return this.db.transaction(() => {
+    return this.db.tx(async () => {
       const now = this.clock();
       const end = this.nowS() + e.days * DAY_S;
-      const id = Number(this.db.prepare(`INSERT INTO enterprises (partner_id, out_id, name, client_id, client_secret, trial, end_dateline, member_limit, space, created_ms, sync_enabled, settings)
-        VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`).run(partner.id, e.outId, e.name, newId('ent_'), newSecret(), end, e.memberCount, e.spaceGb * GB, now, sync === '1' ? 1 : 0, JSON.stringify(e.settings)).lastInsertRowid);
-      this.entLog.record(id, EntLogType.Settings, `enterprise opened by partner: ${e.name}`);
+      const id = await this.db.insert(`INSERT INTO enterprises (partner_id, out_id, name, client_id, client_secret, trial, end_dateline, member_limit, space, created_ms, sync_enabled, settings)
+        VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`, [partner.id, e.outId, e.name, newId('ent_'), newSecret(), end, e.memberCount, e.spaceGb * GB, now, sync === '1' ? 1 : 0, JSON.stringify(e.settings)]);
+      await this.entLog.record(id, EntLogType.Settings, `enterprise opened by partner: ${e.name}`);
       if (e.account === undefined) return { id, end_dateline: end };
       const password = randomBytes(9).toString('base64url');
-      this.db.prepare('INSERT INTO members (ent_id, account, name, email, state, password_md5, admin_type, created_ms) VALUES (?, ?, ?, ?, 1, ?, 1, ?)')
-        .run(id, e.account, e.account.split('@')[0]!, e.account, md5Hex(password), now);
-      this.entLog.record(id, EntLogType.SubAdmin, `super administrator: ${e.account}`);
+      await this.db.run('INSERT INTO members (ent_id, account, name, email, state, password_md5, admin_type, created_ms) VALUES (?, ?, ?, ?, 1, ?, 1, ?)', [id, e.account, e.account.split('@')[0]!, e.account, md5Hex(password), now]);
+      await this.entLog.record(id, EntLogType.SubAdmin, `super administrator: ${e.account}`);
       return { id, end_dateline: end, account: e.account, password };
-    })();
+    });
   }
 
-  record(row: EnterpriseDbRow, withListFields: boolean): PartnerEnt {
-    const members = (this.db.prepare('SELECT COUNT(*) AS n FROM members WHERE ent_id = ?').get(row.id) as { n: number }).n;
-    const size = (this.db.prepare('SELECT COALESCE(SUM(size_used), 0) AS n FROM libraries WHERE ent_id = ? AND deleted = 0').get(row.id) as { n: number }).n;
+  async record(row: EnterpriseDbRow, withListFields: boolean): Promise<PartnerEnt> {
+    const members = (await this.db.get('SELECT COUNT(*) AS n FROM members WHERE ent_id = ?', [row.id]) as { n: number }).n;
+    const size = (await this.db.get('SELECT CAST(COALESCE(SUM(size_used), 0) AS BIGINT) AS n FROM libraries WHERE ent_id = ? AND deleted = 0', [row.id]) as { n: number }).n;
     const out: PartnerEnt = { id: row.id, name: row.name, trial: row.trial, end_dateline: row.end_dateline, member_limit: row.member_limit, member_count: members, space: row.space, size };
     if (withListFields) {
-      const admin = this.db.prepare('SELECT account FROM members WHERE ent_id = ? AND admin_type = 1 ORDER BY id LIMIT 1').get(row.id) as { account: string } | undefined;
+      const admin = await this.db.get('SELECT account FROM members WHERE ent_id = ? AND admin_type = 1 ORDER BY id LIMIT 1', [row.id]) as { account: string } | undefined;
       return { ...out, out_id: row.out_id ?? '', account: admin?.account ?? '' };
     }
     return out;
   }
 
   /** Enterprises opened in [begin, end) (UTC dates), in opening order or reversed. */
-  list(partner: PartnerRow, q: { begin?: string; end?: string; start: number; size: number; order: 'asc' | 'desc' }): PartnerEnt[] {
+  async list(partner: PartnerRow, q: { begin?: string; end?: string; start: number; size: number; order: 'asc' | 'desc' }): Promise<PartnerEnt[]> {
     const where = ['partner_id = ?'];
     const args: number[] = [partner.id];
     if (q.begin) { where.push('created_ms >= ?'); args.push(Date.parse(`${q.begin}T00:00:00Z`)); }
     if (q.end) { where.push('created_ms < ?'); args.push(Date.parse(`${q.end}T00:00:00Z`)); }
-    const rows = this.db.prepare(`SELECT * FROM enterprises WHERE ${where.join(' AND ')} ORDER BY id ${q.order} LIMIT ? OFFSET ?`).all(...args, q.size, q.start) as EnterpriseDbRow[];
-    return rows.map((r) => this.record(r, true));
+    const rows = await this.db.all(`SELECT * FROM enterprises WHERE ${where.join(' AND ')} ORDER BY id ${q.order} LIMIT ? OFFSET ?`, [...args, q.size, q.start]) as EnterpriseDbRow[];
+    return mapInOrder(rows, async (r) => this.record(r, true));
   }
 
   /**
    * Applies an order at once. Amounts are validated by the caller (integers; member_count may be -1 for
    * no limit, space and member_count 0 on upgrade add nothing).
    */
-  order(row: EnterpriseDbRow, type: OrderType, o: { days?: number; memberCount?: number; spaceGb?: number; months?: number }): void {
+  async order(row: EnterpriseDbRow, type: OrderType, o: { days?: number; memberCount?: number; spaceGb?: number; months?: number }): Promise<void> {
     const now = this.nowS();
     const need = (v: number | undefined, name: string): number => {
       if (v === undefined) throw badParam(name, `a positive integer for ${type}`, null);
@@ -173,13 +173,12 @@ export class PartnerEnterprises {
         break;
     }
     const next = { ...row, ...change };
-    this.db.prepare('UPDATE enterprises SET trial = ?, end_dateline = ?, member_limit = ?, space = ? WHERE id = ?')
-      .run(next.trial, next.end_dateline, next.member_limit, next.space, row.id);
-    this.entLog.record(row.id, EntLogType.Settings, `order ${type} applied`);
+    await this.db.run('UPDATE enterprises SET trial = ?, end_dateline = ?, member_limit = ?, space = ? WHERE id = ?', [next.trial, next.end_dateline, next.member_limit, next.space, row.id]);
+    await this.entLog.record(row.id, EntLogType.Settings, `order ${type} applied`);
   }
 
-  setMaxLinkFlow(row: EnterpriseDbRow, bytes: number): void {
-    this.db.prepare('UPDATE enterprises SET max_link_flow = ? WHERE id = ?').run(bytes, row.id);
-    this.entLog.record(row.id, EntLogType.Settings, `daily share-link traffic cap: ${bytes < 0 ? 'unlimited' : `${bytes} bytes`}`);
+  async setMaxLinkFlow(row: EnterpriseDbRow, bytes: number): Promise<void> {
+    await this.db.run('UPDATE enterprises SET max_link_flow = ? WHERE id = ?', [bytes, row.id]);
+    await this.entLog.record(row.id, EntLogType.Settings, `daily share-link traffic cap: ${bytes < 0 ? 'unlimited' : `${bytes} bytes`}`);
   }
 }

@@ -23,20 +23,20 @@ export class PendingUploads {
   constructor(private readonly tree: FileTree, private readonly content: LibraryContent, private readonly clock: () => number) {}
 
   async create(libraryId: number, fullpath: string, sha1: string, size: number, overwrite: boolean, op: Operator, server: string): Promise<CreateFileResult> {
-    const check = () => {
+    const check = async () => {
       const folder = parentOf(fullpath);
-      const parent = this.tree.byPath(libraryId, folder);
+      const parent = await this.tree.byPath(libraryId, folder);
       if (folder !== '' && parent && !parent.dir) throw new ServiceFault(FaultCode.NotAFolder, `not a folder: ${JSON.stringify(folder)}`);
-      const existing = this.tree.byPath(libraryId, fullpath);
+      const existing = await this.tree.byPath(libraryId, fullpath);
       const replaces = existing && overwrite && !existing.dir ? existing : undefined;
-      if (replaces) this.tree.checkUnlocked(replaces, op);
-      this.tree.checkCapacity(libraryId, size - (replaces?.filesize ?? 0));
+      if (replaces) await this.tree.checkUnlocked(replaces, op);
+      await this.tree.checkCapacity(libraryId, size - (replaces?.filesize ?? 0));
       return { existing, replaces };
     };
-    check();
-    if (this.tree.blobStored(sha1)) {
-      const row = await this.content.reuse(sha1, () => {
-        check();
+    await check();
+    if (await this.tree.blobStored(sha1)) {
+      const row = await this.content.reuse(sha1, async () => {
+        await check();
         return this.tree.placeContent(libraryId, fullpath, { sha1, size }, overwrite, op);
       }).catch((err: unknown) => {
         if (err instanceof ServiceFault && err.code === FaultCode.FileMissing) return undefined; // collected meanwhile
@@ -44,40 +44,41 @@ export class PendingUploads {
       });
       if (row) return { hash: row.hash, fullpath: row.fullpath, state: 1, server };
     }
-    return this.tree.tx(() => {
-      const { existing, replaces } = check();
+    return this.tree.tx(async () => {
+      const { existing, replaces } = await check();
       const folder = parentOf(fullpath);
-      const target = existing && !replaces ? joinPath(folder, this.tree.freeName(libraryId, folder, baseOf(fullpath), false)) : fullpath;
+      const target = existing && !replaces ? joinPath(folder, await this.tree.freeName(libraryId, folder, baseOf(fullpath), false)) : fullpath;
       // The pathhash is the hash the file will have: the replaced file's, or a fresh one for a new file.
       const pathhash = replaces?.hash ?? randomBytes(20).toString('hex');
-      this.tree.db.prepare('INSERT OR REPLACE INTO pending_uploads (pathhash, library_id, fullpath, filehash, filesize, overwrite, op_id, op_name, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
-        .run(pathhash, libraryId, target, sha1, size, overwrite ? 1 : 0, op.id, op.name, this.clock());
+      await this.tree.db.run(`INSERT INTO pending_uploads (pathhash, library_id, fullpath, filehash, filesize, overwrite, op_id, op_name, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (pathhash) DO UPDATE SET library_id = excluded.library_id, fullpath = excluded.fullpath, filehash = excluded.filehash, filesize = excluded.filesize,
+          overwrite = excluded.overwrite, op_id = excluded.op_id, op_name = excluded.op_name, created_ms = excluded.created_ms`, [pathhash, libraryId, target, sha1, size, overwrite ? 1 : 0, op.id, op.name, this.clock()]);
       return { hash: pathhash, fullpath: target, state: 0, server };
     });
   }
 
-  get(pathhash: string): PendingRow | undefined {
-    return this.tree.db.prepare('SELECT * FROM pending_uploads WHERE pathhash = ?').get(pathhash) as PendingRow | undefined;
+  async get(pathhash: string): Promise<PendingRow | undefined> {
+    return await this.tree.db.get('SELECT * FROM pending_uploads WHERE pathhash = ?', [pathhash]) as PendingRow | undefined;
   }
 
   /** Writes the file of a pending upload: `file` ingested, or (null) the blob already stored. */
   async complete(pathhash: string, file: VerifiedFile | null): Promise<EntryRow> {
-    const p = this.get(pathhash);
+    const p = await this.get(pathhash);
     if (!p) throw new ServiceFault(FaultCode.FileMissing, 'no pending upload with this pathhash');
     if (file && (file.sha1 !== p.filehash || file.size !== p.filesize)) {
       throw new ServiceFault(FaultCode.BadParam, `content expected sha1 ${p.filehash} and ${p.filesize} bytes, got ${file.sha1} and ${file.size} bytes`);
     }
     const op = { id: p.op_id, name: p.op_name };
-    const place = () => {
-      if (!this.get(pathhash)) throw new ServiceFault(FaultCode.FileMissing, 'no pending upload with this pathhash');
-      this.tree.db.prepare('DELETE FROM pending_uploads WHERE pathhash = ?').run(pathhash);
+    const place = async () => {
+      if (!await this.get(pathhash)) throw new ServiceFault(FaultCode.FileMissing, 'no pending upload with this pathhash');
+      await this.tree.db.run('DELETE FROM pending_uploads WHERE pathhash = ?', [pathhash]);
       return this.tree.placeContent(p.library_id, p.fullpath, { sha1: p.filehash, size: p.filesize }, p.overwrite === 1, op, pathhash);
     };
     return file ? this.content.ingest(p.library_id, file, place) : this.content.reuse(p.filehash, place);
   }
 
   /** Forgets pending uploads older than PENDING_TTL_MS. */
-  expire(): number {
-    return this.tree.db.prepare('DELETE FROM pending_uploads WHERE created_ms < ?').run(this.clock() - PENDING_TTL_MS).changes;
+  async expire(): Promise<number> {
+    return (await this.tree.db.run('DELETE FROM pending_uploads WHERE created_ms < ?', [this.clock() - PENDING_TTL_MS])).changes;
   }
 }

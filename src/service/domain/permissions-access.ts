@@ -19,45 +19,45 @@ export class MemberAccess {
   constructor(private readonly perms: FolderPermissions, private readonly tree: FileTree, readonly libraryId: number, readonly memberId: number) {}
 
   /** Throws 403/40311 when the member takes no part in the library. */
-  static open(perms: FolderPermissions, tree: FileTree, libraryId: number, memberId: number): MemberAccess {
-    if (!perms.takesPart(libraryId, memberId)) throw new ServiceFault(FaultCode.NoLibraryAccess, 'no access to this library');
+  static async open(perms: FolderPermissions, tree: FileTree, libraryId: number, memberId: number): Promise<MemberAccess> {
+    if (!await perms.takesPart(libraryId, memberId)) throw new ServiceFault(FaultCode.NoLibraryAccess, 'no access to this library');
     return new MemberAccess(perms, tree, libraryId, memberId);
   }
 
-  states(folderId: number): CodeStates {
+  async states(folderId: number): Promise<CodeStates> {
     let s = this.memo.get(folderId);
     if (!s) {
-      s = this.perms.memberStates(this.libraryId, this.memberId, folderId);
+      s = await this.perms.memberStates(this.libraryId, this.memberId, folderId);
       this.memo.set(folderId, s);
     }
     return s;
   }
 
-  can(folderId: number, code: PermissionCode): boolean {
-    return this.states(folderId)[code] === 1;
+  async can(folderId: number, code: PermissionCode): Promise<boolean> {
+    return (await this.states(folderId))[code] === 1;
   }
 
-  mayDisplay(row: EntryRow): boolean {
-    return this.can(row.parent_id ?? 0, 'ls') || (row.dir === 1 && this.can(row.id, 'ss'));
+  async mayDisplay(row: EntryRow): Promise<boolean> {
+    return await this.can(row.parent_id ?? 0, 'ls') || (row.dir === 1 && await this.can(row.id, 'ss'));
   }
 
   /** Requires `code` at a folder (0 = root), for an action on its contents. */
-  requireIn(folderId: number, code: PermissionCode, action: string): void {
-    if (!this.can(folderId, code)) throw denied(action, code, this.folderName(folderId));
+  async requireIn(folderId: number, code: PermissionCode, action: string): Promise<void> {
+    if (!await this.can(folderId, code)) throw denied(action, code, await this.folderName(folderId));
   }
 
   /** Requires `code` on an item (at its folder), or `selfCode` at the item when it is a folder. */
-  requireOn(row: EntryRow, code: PermissionCode, action: string, selfCode?: PermissionCode): void {
+  async requireOn(row: EntryRow, code: PermissionCode, action: string, selfCode?: PermissionCode): Promise<void> {
     const folderId = row.parent_id ?? 0;
-    if (this.can(folderId, code)) return;
-    if (selfCode && row.dir === 1 && this.can(row.id, selfCode)) return;
-    throw denied(action, selfCode && row.dir === 1 ? `${code}' or '${selfCode}` : code, this.folderName(folderId));
+    if (await this.can(folderId, code)) return;
+    if (selfCode && row.dir === 1 && await this.can(row.id, selfCode)) return;
+    throw denied(action, selfCode && row.dir === 1 ? `${code}' or '${selfCode}` : code, await this.folderName(folderId));
   }
 
   /** The deepest existing folder on the way to `fullpath`'s parent (where new entries would be added): its id (0 = root). */
-  nearestFolder(fullpath: string): number {
+  async nearestFolder(fullpath: string): Promise<number> {
     for (let folder = parentOf(fullpath); folder !== ''; folder = parentOf(folder)) {
-      const row = this.tree.byPath(this.libraryId, folder);
+      const row = await this.tree.byPath(this.libraryId, folder);
       if (row) {
         if (!row.dir) throw new ServiceFault(FaultCode.NotAFolder, `not a folder: ${JSON.stringify(folder)}`);
         return row.id;
@@ -66,8 +66,8 @@ export class MemberAccess {
     return 0;
   }
 
-  private folderName(folderId: number): string {
-    return folderId === 0 ? 'the library root' : JSON.stringify(this.tree.byId(folderId)?.fullpath ?? '');
+  private async folderName(folderId: number): Promise<string> {
+    return folderId === 0 ? 'the library root' : JSON.stringify((await this.tree.byId(folderId))?.fullpath ?? '');
   }
 }
 

@@ -6,54 +6,56 @@
  * EnterpriseDepartments reads the enterprise directory's tables (`departments`, `department_members`,
  * `library_groups`) through Departments.
  */
-import type { Db } from '../store/database.js';
+import type { MetadataStore } from '../store/metadata-store.js';
 import { Departments } from './departments.js';
+import { mapInOrder } from './in-order.js';
 
 export interface DepartmentLookup {
   /** The member's departments and all their ancestors. */
-  departmentsOf(memberId: number): number[];
+  departmentsOf(memberId: number): Promise<number[]>;
   /** A department and all its ancestors. */
-  withAncestors(groupId: number): number[];
+  withAncestors(groupId: number): Promise<number[]>;
   /** Role of each department that is a member of the library. */
-  libraryRoles(libraryId: number): Map<number, number>;
-  exists(groupId: number, entId: number): boolean;
-  byOutId(outId: string, entId: number): number | undefined;
+  libraryRoles(libraryId: number): Promise<Map<number, number>>;
+  exists(groupId: number, entId: number): Promise<boolean>;
+  byOutId(outId: string, entId: number): Promise<number | undefined>;
   /** Members of a department and of every department below it (whom a grant to it reaches). */
-  membersReached(groupId: number): number[];
+  membersReached(groupId: number): Promise<number[]>;
 }
 
 export class EnterpriseDepartments implements DepartmentLookup {
   private readonly departments: Departments;
 
-  constructor(private readonly db: Db) {
+  constructor(private readonly db: MetadataStore) {
     // The clock only stamps new departments, which this lookup never adds.
     this.departments = new Departments(db, Date.now);
   }
 
-  departmentsOf(memberId: number): number[] {
-    return [...new Set(this.departments.ofMember(memberId).flatMap((d) => this.departments.ancestors(d.id)))];
+  async departmentsOf(memberId: number): Promise<number[]> {
+    const chains = await mapInOrder(await this.departments.ofMember(memberId), async (d) => this.departments.ancestors(d.id));
+    return [...new Set(chains.flat())];
   }
 
-  withAncestors(groupId: number): number[] {
+  async withAncestors(groupId: number): Promise<number[]> {
     return this.departments.ancestors(groupId);
   }
 
-  libraryRoles(libraryId: number): Map<number, number> {
-    const rows = this.db.prepare('SELECT group_id, role_id FROM library_groups WHERE library_id = ?').all(libraryId) as { group_id: number; role_id: number }[];
+  async libraryRoles(libraryId: number): Promise<Map<number, number>> {
+    const rows = await this.db.all('SELECT group_id, role_id FROM library_groups WHERE library_id = ?', [libraryId]) as { group_id: number; role_id: number }[];
     return new Map(rows.map((r) => [r.group_id, r.role_id]));
   }
 
-  exists(groupId: number, entId: number): boolean {
-    return this.departments.byId(entId, groupId) !== undefined;
+  async exists(groupId: number, entId: number): Promise<boolean> {
+    return await this.departments.byId(entId, groupId) !== undefined;
   }
 
-  byOutId(outId: string, entId: number): number | undefined {
-    return this.departments.byOutId(entId, outId)?.id;
+  async byOutId(outId: string, entId: number): Promise<number | undefined> {
+    return (await this.departments.byOutId(entId, outId))?.id;
   }
 
-  membersReached(groupId: number): number[] {
-    const get = this.db.prepare('SELECT member_id FROM department_members WHERE group_id = ?');
-    const ids = this.departments.subtree(groupId).flatMap((g) => (get.all(g) as { member_id: number }[]).map((r) => r.member_id));
-    return [...new Set(ids)].sort((a, b) => a - b);
+  async membersReached(groupId: number): Promise<number[]> {
+    const rows = await mapInOrder(await this.departments.subtree(groupId),
+      (g) => this.db.all<{ member_id: number }>('SELECT member_id FROM department_members WHERE group_id = ?', [g]));
+    return [...new Set(rows.flat().map((r) => r.member_id))].sort((a, b) => a - b);
   }
 }

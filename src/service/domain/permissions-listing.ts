@@ -2,11 +2,12 @@
  * MemberListing: the lists of the user file API as one member sees them — a folder's children, files by
  * kind, search — keeping only what the member may display (MemberAccess), then ordering and paging.
  */
-import type { Db } from '../store/database.js';
+import type { MetadataStore } from '../store/metadata-store.js';
 import type { EntryRow } from './entries.js';
 import { badParam } from './fault.js';
 import { escapeLike, type FileTree } from './file-tree.js';
 import type { MemberAccess } from './permissions-access.js';
+import { filterInOrder } from './in-order.js';
 
 export interface ListPage { start: number; size: number }
 
@@ -44,51 +45,49 @@ export function parseOrder(order: string | undefined): (a: EntryRow, b: EntryRow
 }
 
 export class MemberListing {
-  private readonly db: Db;
+  private readonly db: MetadataStore;
 
   constructor(private readonly tree: FileTree) {
     this.db = tree.db;
   }
 
   /** Children of a folder (0 = root) the member may display; folders first, then by `order`. */
-  children(access: MemberAccess, folderId: number, opts: { dirsOnly: boolean; order?: string }): EntryRow[] {
+  async children(access: MemberAccess, folderId: number, opts: { dirsOnly: boolean; order?: string }): Promise<EntryRow[]> {
     const sql = folderId === 0
       ? 'SELECT * FROM entries WHERE library_id = ? AND parent_id IS NULL AND state = 0'
       : 'SELECT * FROM entries WHERE parent_id = ? AND state = 0';
-    const rows = (this.db.prepare(sql + (opts.dirsOnly ? ' AND dir = 1' : '')).all(folderId === 0 ? access.libraryId : folderId) as EntryRow[])
-      .filter((r) => access.mayDisplay(r));
+    const rows = await filterInOrder((await this.db.all(sql + (opts.dirsOnly ? ' AND dir = 1' : ''), [folderId === 0 ? access.libraryId : folderId]) as EntryRow[]), async (r) => access.mayDisplay(r));
     const cmp = parseOrder(opts.order);
     return rows.sort((a, b) => b.dir - a.dir || cmp(a, b));
   }
 
   /** Files of one kind anywhere in the library. */
-  byKind(access: MemberAccess, kind: number, order?: string): EntryRow[] {
+  async byKind(access: MemberAccess, kind: number, order?: string): Promise<EntryRow[]> {
     const exts = KIND_EXTENSIONS[kind];
     if (!exts) throw badParam('sort', '1 (video), 2 (audio), 3 (image) or 5 (document)', kind);
     const set = new Set(exts);
-    const rows = (this.db.prepare('SELECT * FROM entries WHERE library_id = ? AND state = 0 AND dir = 0').all(access.libraryId) as EntryRow[])
-      .filter((r) => set.has(extensionOf(r.name)) && access.mayDisplay(r));
+    const rows = await filterInOrder((await this.db.all('SELECT * FROM entries WHERE library_id = ? AND state = 0 AND dir = 0', [access.libraryId]) as EntryRow[]), async (r) => set.has(extensionOf(r.name)) && await access.mayDisplay(r));
     return rows.sort(parseOrder(order));
   }
 
   /** Entries below `folder` matching `keyword` in the name and/or tags, filtered by `ext`. */
-  search(access: MemberAccess, keyword: string, folder: string, scope: { filename: boolean; tag: boolean }, ext: { dirs: boolean; files: boolean; extensions: Set<string> }): EntryRow[] {
+  async search(access: MemberAccess, keyword: string, folder: string, scope: { filename: boolean; tag: boolean }, ext: { dirs: boolean; files: boolean; extensions: Set<string> }): Promise<EntryRow[]> {
     const like = `%${escapeLike(keyword)}%`;
     const conds: string[] = [];
     const args: (string | number)[] = [access.libraryId];
-    if (scope.filename) { conds.push("name LIKE ? ESCAPE '\\'"); args.push(like); }
-    if (scope.tag) { conds.push("tags LIKE ? ESCAPE '\\'"); args.push(like); }
+    if (scope.filename) { conds.push("LOWER(name) LIKE LOWER(?) ESCAPE '\\'"); args.push(like); }
+    if (scope.tag) { conds.push("LOWER(tags) LIKE LOWER(?) ESCAPE '\\'"); args.push(like); }
     let within = '';
     if (folder !== '') {
-      this.tree.require(access.libraryId, folder);
+      await this.tree.require(access.libraryId, folder);
       within = 'AND fullpath > ? AND fullpath < ?';
       args.push(`${folder}/`, `${folder}0`);
     }
-    const rows = this.db.prepare(`SELECT * FROM entries WHERE library_id = ? AND state = 0 AND (${conds.join(' OR ')}) ${within} ORDER BY dir DESC, fullpath`).all(...args) as EntryRow[];
+    const rows = await this.db.all(`SELECT * FROM entries WHERE library_id = ? AND state = 0 AND (${conds.join(' OR ')}) ${within} ORDER BY dir DESC, fullpath`, [...args]) as EntryRow[];
     const anyKind = !ext.dirs && !ext.files && ext.extensions.size === 0;
-    return rows.filter((r) => {
+    return filterInOrder(rows, async (r) => {
       const kindOk = anyKind || (r.dir ? ext.dirs : ext.files || ext.extensions.has(extensionOf(r.name)));
-      return kindOk && access.mayDisplay(r);
+      return kindOk && await access.mayDisplay(r);
     });
   }
 }

@@ -5,7 +5,7 @@
  * `refresh_token`.
  */
 import { createHash } from 'node:crypto';
-import type { Db } from '../store/database.js';
+import type { MetadataStore } from '../store/metadata-store.js';
 import { newId, type ApplicationRow, type MemberRow } from './directory.js';
 import { FaultCode, ServiceFault } from './fault.js';
 import { accountRefusal } from './members.js';
@@ -43,17 +43,17 @@ export class AccessTokens {
   readonly accessTtlMs: number;
   readonly refreshTtlMs: number;
 
-  constructor(private readonly db: Db, private readonly clock: () => number, opts: AccessTokensOptions = {}) {
+  constructor(private readonly db: MetadataStore, private readonly clock: () => number, opts: AccessTokensOptions = {}) {
     this.accessTtlMs = opts.accessTtlMs ?? 2 * 3_600_000;
     this.refreshTtlMs = opts.refreshTtlMs ?? 30 * 86_400_000;
   }
 
   /** `grant_type=password`: the member's account and the MD5 (lowercase hex) of their password. */
-  grantPassword(app: ApplicationRow, account: string | undefined, passwordMd5: string | undefined): TokenGrant {
+  async grantPassword(app: ApplicationRow, account: string | undefined, passwordMd5: string | undefined): Promise<TokenGrant> {
     if (!account) throw new OAuthFault('invalid_request', "parameter 'username': expected the member's account, got nothing");
     if (!passwordMd5) throw new OAuthFault('invalid_request', "parameter 'password': expected the lowercase hex MD5 of the password, got nothing");
     if (!MD5_RE.test(passwordMd5)) throw new OAuthFault('invalid_request', "parameter 'password': expected 32 lowercase hex characters (MD5 of the password)");
-    const member = this.db.prepare('SELECT * FROM members WHERE account = ?').get(account) as (MemberRow & { password_md5: string | null }) | undefined;
+    const member = await this.db.get('SELECT * FROM members WHERE account = ?', [account]) as (MemberRow & { password_md5: string | null }) | undefined;
     // One answer for an unknown account, a wrong password and an account without password: no account probing.
     if (!member || !member.password_md5 || member.password_md5 !== passwordMd5) throw new OAuthFault('invalid_grant', 'account or password is wrong');
     const refusal = accountRefusal(member, this.clock());
@@ -62,19 +62,19 @@ export class AccessTokens {
   }
 
   /** `grant_type=refresh_token`: a refresh token of this application, used once. */
-  grantRefresh(app: ApplicationRow, refreshToken: string | undefined): TokenGrant {
+  async grantRefresh(app: ApplicationRow, refreshToken: string | undefined): Promise<TokenGrant> {
     if (!refreshToken) throw new OAuthFault('invalid_request', "parameter 'refresh_token': expected a refresh token, got nothing");
-    return this.db.transaction(() => {
-      const row = this.db.prepare('SELECT * FROM access_tokens WHERE refresh_token = ?').get(refreshToken) as
+    return this.db.tx(async () => {
+      const row = await this.db.get('SELECT * FROM access_tokens WHERE refresh_token = ?', [refreshToken]) as
         { token: string; member_id: number; client_id: string; refresh_expires_ms: number | null } | undefined;
       if (!row || row.client_id !== app.client_id) throw new OAuthFault('invalid_grant', 'refresh token invalid');
       if (row.refresh_expires_ms !== null && row.refresh_expires_ms <= this.clock()) throw new OAuthFault('invalid_grant', 'refresh token expired');
-      const member = this.db.prepare('SELECT state, expire FROM members WHERE id = ?').get(row.member_id) as { state: number; expire: number | null } | undefined;
+      const member = await this.db.get('SELECT state, expire FROM members WHERE id = ?', [row.member_id]) as { state: number; expire: number | null } | undefined;
       const refusal = member ? accountRefusal(member, this.clock()) : 'the account is gone';
       if (refusal) throw new OAuthFault('invalid_grant', refusal);
-      this.db.prepare('DELETE FROM access_tokens WHERE token = ?').run(row.token);
+      await this.db.run('DELETE FROM access_tokens WHERE token = ?', [row.token]);
       return this.issue(row.member_id, app.client_id);
-    })();
+    });
   }
 
   /**
@@ -82,34 +82,33 @@ export class AccessTokens {
    * partner's `get_token`) is exchanged for one of this application, for the same member. The given token
    * stays valid until it expires.
    */
-  grantExchange(app: ApplicationRow, token: string | undefined): TokenGrant {
+  async grantExchange(app: ApplicationRow, token: string | undefined): Promise<TokenGrant> {
     if (!token) throw new OAuthFault('invalid_request', "parameter 'token': expected the access token to exchange, got nothing");
-    const row = this.db.prepare('SELECT member_id, expires_ms FROM access_tokens WHERE token = ?').get(token) as { member_id: number; expires_ms: number } | undefined;
+    const row = await this.db.get('SELECT member_id, expires_ms FROM access_tokens WHERE token = ?', [token]) as { member_id: number; expires_ms: number } | undefined;
     if (!row) throw new OAuthFault('invalid_grant', 'access token invalid');
     if (row.expires_ms <= this.clock()) throw new OAuthFault('invalid_grant', 'access token expired');
-    const member = this.db.prepare('SELECT state, expire FROM members WHERE id = ?').get(row.member_id) as { state: number; expire: number | null } | undefined;
+    const member = await this.db.get('SELECT state, expire FROM members WHERE id = ?', [row.member_id]) as { state: number; expire: number | null } | undefined;
     const refusal = member ? accountRefusal(member, this.clock()) : 'the account is gone';
     if (refusal) throw new OAuthFault('invalid_grant', refusal);
     return this.issue(row.member_id, app.client_id);
   }
 
   /** A new access token (and refresh token) for a member and application; `ttlMs` overrides the lifetime. */
-  issue(memberId: number, clientId: string, ttlMs = this.accessTtlMs): TokenGrant {
+  async issue(memberId: number, clientId: string, ttlMs = this.accessTtlMs): Promise<TokenGrant> {
     const now = this.clock();
     const grant: TokenGrant = { access_token: newId('tk_', 20), refresh_token: newId('rt_', 20), expires_in: Math.floor(ttlMs / 1000) };
-    this.db.prepare('INSERT INTO access_tokens (token, member_id, client_id, refresh_token, expires_ms, refresh_expires_ms) VALUES (?, ?, ?, ?, ?, ?)')
-      .run(grant.access_token, memberId, clientId, grant.refresh_token, now + ttlMs, now + Math.max(ttlMs, this.refreshTtlMs));
+    await this.db.run('INSERT INTO access_tokens (token, member_id, client_id, refresh_token, expires_ms, refresh_expires_ms) VALUES (?, ?, ?, ?, ?, ?)', [grant.access_token, memberId, clientId, grant.refresh_token, now + ttlMs, now + Math.max(ttlMs, this.refreshTtlMs)]);
     return grant;
   }
 
   /** Sets (or, with null, removes) a member's password. */
-  setPassword(memberId: number, password: string | null): void {
-    this.db.prepare('UPDATE members SET password_md5 = ? WHERE id = ?').run(password === null ? null : md5Hex(password), memberId);
+  async setPassword(memberId: number, password: string | null): Promise<void> {
+    await this.db.run('UPDATE members SET password_md5 = ? WHERE id = ?', [password === null ? null : md5Hex(password), memberId]);
   }
 
   /** Removes expired tokens whose refresh token expired too; returns how many. */
-  expire(): number {
+  async expire(): Promise<number> {
     const now = this.clock();
-    return this.db.prepare('DELETE FROM access_tokens WHERE expires_ms <= ? AND refresh_expires_ms IS NOT NULL AND refresh_expires_ms <= ?').run(now, now).changes;
+    return (await this.db.run('DELETE FROM access_tokens WHERE expires_ms <= ? AND refresh_expires_ms IS NOT NULL AND refresh_expires_ms <= ?', [now, now])).changes;
   }
 }

@@ -1,7 +1,7 @@
 /**
  * LibraryLinkHost: the LinkHost of the share-link pages over the service's storage.
  */
-import type { Readable } from 'node:stream';
+import { Transform, pipeline, type Readable } from 'node:stream';
 import type { LinkEntry, LinkHost } from '../links/types.js';
 import type { UploadedFile, VerifiedContent } from '../upload/types.js';
 import type { FileTree } from '../domain/file-tree.js';
@@ -22,25 +22,25 @@ export class LibraryLinkHost implements LinkHost {
     /** Counts the bytes of share-link downloads in the traffic statistics. */
     private readonly countTraffic?: (libraryId: number, kind: 'link', bytes: number) => void,
     /** Throws when the library's enterprise may serve no more share-link traffic today. */
-    private readonly checkLinkTraffic?: (libraryId: number) => void,
+    private readonly checkLinkTraffic?: (libraryId: number) => Promise<void>,
   ) {}
 
   async entryByPath(libraryId: number, fullpath: string): Promise<LinkEntry | undefined> {
     if (fullpath === '') return { hash: '', dir: true, fullpath: '', filename: '', filesize: 0, filehash: '', lastDateline: 0 };
-    const row = this.tree.byPath(libraryId, fullpath);
+    const row = await this.tree.byPath(libraryId, fullpath);
     return row ? linkEntry(row) : undefined;
   }
 
   async entryByHash(libraryId: number, hash: string): Promise<LinkEntry | undefined> {
     if (hash === '') return this.entryByPath(libraryId, '');
-    const row = this.tree.byHash(libraryId, hash);
+    const row = await this.tree.byHash(libraryId, hash);
     return row ? linkEntry(row) : undefined;
   }
 
   async listFolder(libraryId: number, fullpath: string): Promise<LinkEntry[]> {
     const out: LinkEntry[] = [];
     for (let start = 0; ; start += 1000) {
-      const page = this.queries.ls(libraryId, fullpath, { start, size: 1000 });
+      const page = await this.queries.ls(libraryId, fullpath, { start, size: 1000 });
       for (const r of page.list) {
         out.push({ hash: r.hash, dir: r.dir === 1, fullpath: r.fullpath, filename: r.filename, filesize: r.filesize, filehash: r.filehash, lastDateline: r.last_dateline });
       }
@@ -49,13 +49,20 @@ export class LibraryLinkHost implements LinkHost {
   }
 
   async openContent(libraryId: number, filehash: string): Promise<Readable> {
-    if (!this.tree.blobStored(filehash)) throw new ServiceFault(FaultCode.FileMissing, 'content no longer stored');
-    this.checkLinkTraffic?.(libraryId);
+    if (!await this.tree.blobStored(filehash)) throw new ServiceFault(FaultCode.FileMissing, 'content no longer stored');
+    await this.checkLinkTraffic?.(libraryId);
     const stream = this.content.blobs.read(filehash);
     const count = this.countTraffic;
-    // A second 'data' listener on a stream the page pipes: it sees each chunk as it is sent.
-    if (count) stream.on('data', (chunk: string | Buffer) => count(libraryId, 'link', chunk.length));
-    return stream;
+    if (!count) return stream;
+    // Counted as it passes on to the page. Not a 'data' listener on the blob's stream: that would start
+    // it flowing before the page pipes it (the page awaits its log line first), losing the chunks.
+    const counted = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        count(libraryId, 'link', chunk.length);
+        done(null, chunk);
+      },
+    });
+    return pipeline(stream, counted, () => { /* an error destroys both; the page's pipeline reports it */ });
   }
 
   async remainingCapacity(libraryId: number): Promise<number> {
@@ -63,14 +70,13 @@ export class LibraryLinkHost implements LinkHost {
   }
 
   async storeUpload(libraryId: number, folder: string, name: string, content: VerifiedContent, opName: string): Promise<UploadedFile> {
-    const row = await this.content.ingest(libraryId, content, (c) => this.tree.placeContent(libraryId, joinPath(folder, name), c, false, { id: 0, name: opName }));
+    const row = await this.content.ingest(libraryId, content, async (c) => this.tree.placeContent(libraryId, joinPath(folder, name), c, false, { id: 0, name: opName }));
     return uploaded(row);
   }
 
   async log(libraryId: number, act: number, fullpath: string, operator: { opId?: string; opName?: string; ip?: string }): Promise<void> {
-    const row = this.tree.byPath(libraryId, fullpath);
-    this.tree.db.prepare('INSERT INTO file_events (library_id, entry_id, hash, act, dir, fullpath, member_id, member_name, ms, property) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)')
-      .run(libraryId, row?.id ?? null, row?.hash ?? '', act, row?.dir ?? 0, fullpath, Number(operator.opId) || 0, operator.opName ?? '', this.clock(), JSON.stringify({ ip: operator.ip ?? '' }));
+    const row = await this.tree.byPath(libraryId, fullpath);
+    await this.tree.db.run('INSERT INTO file_events (library_id, entry_id, hash, act, dir, fullpath, member_id, member_name, ms, property) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)', [libraryId, row?.id ?? null, row?.hash ?? '', act, row?.dir ?? 0, fullpath, Number(operator.opId) || 0, operator.opName ?? '', this.clock(), JSON.stringify({ ip: operator.ip ?? '' })]);
   }
 }
 

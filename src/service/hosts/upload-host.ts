@@ -29,16 +29,16 @@ export class LibraryUploadHost implements UploadHost {
   }
 
   async authorizeLibrary(orgClientId: string): Promise<UploadCaller> {
-    const auth = this.directory.libraryAuth(orgClientId);
+    const auth = await this.directory.libraryAuth(orgClientId);
     if (!auth) throw new ServiceFault(FaultCode.ClientNotFound, 'org_client_id not found');
     return { kind: 'library', libraryId: auth.library_id, orgClientId };
   }
 
   async authorizeToken(token: string): Promise<UploadCaller> {
-    const row = this.directory.accessToken(token);
+    const row = await this.directory.accessToken(token);
     if (!row) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
     if (row.expires_ms <= this.clock()) throw new ServiceFault(FaultCode.TokenExpired, 'access token expired');
-    const member = this.directory.member(row.member_id);
+    const member = await this.directory.member(row.member_id);
     if (!member) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
     const refusal = accountRefusal(member, this.clock());
     if (refusal) throw new ServiceFault(FaultCode.NoPermission, refusal);
@@ -46,8 +46,8 @@ export class LibraryUploadHost implements UploadHost {
   }
 
   async pendingUpload(caller: UploadCaller, pathhash: string): Promise<PendingUpload | undefined> {
-    const p = this.uploads.get(pathhash);
-    if (!p || !this.mayWrite(caller, p.library_id)) return undefined;
+    const p = await this.uploads.get(pathhash);
+    if (!p || !await this.mayWrite(caller, p.library_id)) return undefined;
     return { libraryId: p.library_id, fullpath: p.fullpath, filehash: p.filehash, filesize: p.filesize };
   }
 
@@ -60,9 +60,9 @@ export class LibraryUploadHost implements UploadHost {
   }
 
   async libraryOfMount(caller: UploadCaller, mountId: number): Promise<number> {
-    const lib = this.tree.db.prepare('SELECT id FROM libraries WHERE mount_id = ? AND deleted = 0').get(mountId) as { id: number } | undefined;
+    const lib = await this.tree.db.get('SELECT id FROM libraries WHERE mount_id = ? AND deleted = 0', [mountId]) as { id: number } | undefined;
     if (!lib) throw new ServiceFault(FaultCode.LibraryMissing, `library with mount_id ${mountId} not found`);
-    if (!this.mayWrite(caller, lib.id)) throw new ServiceFault(FaultCode.NoLibraryAccess, `no access to the library with mount_id ${mountId}`);
+    if (!await this.mayWrite(caller, lib.id)) throw new ServiceFault(FaultCode.NoLibraryAccess, `no access to the library with mount_id ${mountId}`);
     return lib.id;
   }
 
@@ -71,33 +71,33 @@ export class LibraryUploadHost implements UploadHost {
   }
 
   async webUpload(caller: UploadCaller, target: WebUploadTarget, content: VerifiedContent): Promise<UploadedFile> {
-    if (!this.mayWrite(caller, target.libraryId)) throw new ServiceFault(FaultCode.NoLibraryAccess, 'no access to this library');
+    if (!await this.mayWrite(caller, target.libraryId)) throw new ServiceFault(FaultCode.NoLibraryAccess, 'no access to this library');
     const problem = nameProblem(target.name);
     if (problem) throw new ServiceFault(FaultCode.BadParam, `parameter 'name': expected ${problem}, got ${JSON.stringify(target.name)}`);
     const fullpath = joinPath(normalizePath('path', target.folder, { allowRoot: true }), target.name);
     if (caller.kind === 'user') {
       // A member's web upload needs what the user API's create_file needs: `w` to replace, `ul` to add.
-      const access = MemberAccess.open(this.permissions, this.tree, target.libraryId, caller.memberId);
-      const existing = this.tree.byPath(target.libraryId, fullpath);
-      if (existing && !existing.dir && target.overwrite) access.requireOn(existing, 'w', 'change this file');
-      else access.requireIn(access.nearestFolder(fullpath), 'ul', 'add a file here');
+      const access = await MemberAccess.open(this.permissions, this.tree, target.libraryId, caller.memberId);
+      const existing = await this.tree.byPath(target.libraryId, fullpath);
+      if (existing && !existing.dir && target.overwrite) await access.requireOn(existing, 'w', 'change this file');
+      else await access.requireIn(await access.nearestFolder(fullpath), 'ul', 'add a file here');
     }
-    const op = this.operator(caller, target.opId, target.opName);
-    const row = await this.content.ingest(target.libraryId, content, (c) => this.tree.placeContent(target.libraryId, fullpath, c, target.overwrite, op));
+    const op = await this.operator(caller, target.opId, target.opName);
+    const row = await this.content.ingest(target.libraryId, content, async (c) => this.tree.placeContent(target.libraryId, fullpath, c, target.overwrite, op));
     return uploaded(row);
   }
 
-  private mayWrite(caller: UploadCaller, libraryId: number): boolean {
+  private async mayWrite(caller: UploadCaller, libraryId: number): Promise<boolean> {
     return caller.kind === 'library' ? caller.libraryId === libraryId : this.directory.memberInLibrary(caller.memberId, libraryId);
   }
 
-  private operator(caller: UploadCaller, opId?: string, opName?: string): Operator {
+  private async operator(caller: UploadCaller, opId?: string, opName?: string): Promise<Operator> {
     if (caller.kind === 'user') {
-      const m = this.directory.member(caller.memberId);
+      const m = await this.directory.member(caller.memberId);
       return { id: caller.memberId, name: m?.name ?? '' };
     }
-    if (opId && /^\d+$/.test(opId)) return { id: Number(opId), name: this.directory.member(Number(opId))?.name ?? opName ?? `member ${opId}` };
-    return { id: 0, name: opName || (this.directory.libraryAuth(caller.orgClientId)?.title ?? '') };
+    if (opId && /^\d+$/.test(opId)) return { id: Number(opId), name: (await this.directory.member(Number(opId)))?.name ?? opName ?? `member ${opId}` };
+    return { id: 0, name: opName || ((await this.directory.libraryAuth(caller.orgClientId))?.title ?? '') };
   }
 }
 

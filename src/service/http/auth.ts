@@ -49,11 +49,11 @@ export class Authenticator {
    * address (`peer`) that made the first call: the official clients ask for a token right after a read
    * with the same values, while a signature captured on the wire and sent from elsewhere is refused.
    */
-  authenticate(credential: Credential, path: string, params: Record<string, string>, guard: ReplayGuard = 'change', peer = ''): Caller {
+  async authenticate(credential: Credential, path: string, params: Record<string, string>, guard: ReplayGuard = 'change', peer = ''): Promise<Caller> {
     // The official SDKs call the enterprise and library management APIs either with client_id or, once
     // they hold an enterprise token (partner get_token, exchanged), with `token` + `token_type=ent`.
     const entToken = credential === 'enterprise' && !params.client_id && !!params.token;
-    const { caller, secret } = entToken ? this.identifyEnterpriseToken(params.token!) : this.identify(credential, params);
+    const { caller, secret } = entToken ? await this.identifyEnterpriseToken(params.token!) : await this.identify(credential, params);
     const dateline = params.dateline;
     // The user API, the token endpoint and token calls may omit dateline (the official SDKs' refresh_token
     // grant and token calls send none); when given, it must be in the window.
@@ -77,12 +77,12 @@ export class Authenticator {
   }
 
   /** The application and member an access token was issued to (refused when unknown or expired). */
-  private tokenHolder(token: string): { application: ApplicationRow; member: MemberRow } {
-    const row = this.directory.accessToken(token);
+  private async tokenHolder(token: string): Promise<{ application: ApplicationRow; member: MemberRow }> {
+    const row = await this.directory.accessToken(token);
     if (!row) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
     if (row.expires_ms <= this.clock()) throw new ServiceFault(FaultCode.TokenExpired, 'access token expired');
-    const application = this.directory.application(row.client_id);
-    const member = this.directory.member(row.member_id);
+    const application = await this.directory.application(row.client_id);
+    const member = await this.directory.member(row.member_id);
     if (!application || !member) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
     return { application, member };
   }
@@ -91,14 +91,14 @@ export class Authenticator {
    * An access token of an enterprise administrator, used on the enterprise API: the caller is that
    * enterprise, the secret the application's the token was issued to.
    */
-  private identifyEnterpriseToken(token: string): { caller: Caller; secret: string } {
-    const { application, member } = this.tokenHolder(token);
-    const enterprise = this.directory.enterpriseOfAdministrator(member.id);
+  private async identifyEnterpriseToken(token: string): Promise<{ caller: Caller; secret: string }> {
+    const { application, member } = await this.tokenHolder(token);
+    const enterprise = await this.directory.enterpriseOfAdministrator(member.id);
     if (!enterprise) throw new ServiceFault(FaultCode.NoPermission, 'the enterprise API needs the token of an enterprise administrator');
     return { caller: { credential: 'enterprise', enterprise, member, application }, secret: application.client_secret };
   }
 
-  private identify(credential: Credential, params: Record<string, string>): { caller: Caller; secret: string } {
+  private async identify(credential: Credential, params: Record<string, string>): Promise<{ caller: Caller; secret: string }> {
     const need = (name: string): string => {
       const v = params[name];
       if (v === undefined || v === '') throw badParam(name, 'a client id', v ?? null);
@@ -107,31 +107,31 @@ export class Authenticator {
     const unknown = (name: string) => new ServiceFault(FaultCode.ClientNotFound, `${name} not found`);
     switch (credential) {
       case 'library': {
-        const auth = this.directory.libraryAuth(need('org_client_id'));
+        const auth = await this.directory.libraryAuth(need('org_client_id'));
         if (!auth) throw unknown('org_client_id');
-        const library = this.directory.library(auth.library_id);
+        const library = await this.directory.library(auth.library_id);
         if (!library) throw new ServiceFault(FaultCode.LibraryMissing, `library ${auth.library_id} not found or deleted`);
         return { caller: { credential, library, libraryAuth: auth }, secret: auth.org_client_secret };
       }
       case 'enterprise': {
-        const enterprise = this.directory.enterpriseByClientId(need('client_id'));
+        const enterprise = await this.directory.enterpriseByClientId(need('client_id'));
         if (!enterprise) throw unknown('client_id');
         return { caller: { credential, enterprise }, secret: enterprise.client_secret };
       }
       case 'partner': {
-        const partner = this.directory.partnerByClientId(need('client_id'));
+        const partner = await this.directory.partnerByClientId(need('client_id'));
         if (!partner) throw unknown('client_id');
         return { caller: { credential, partner }, secret: partner.client_secret };
       }
       case 'application': {
-        const application = this.directory.application(need('client_id'));
+        const application = await this.directory.application(need('client_id'));
         if (!application) throw unknown('client_id');
         return { caller: { credential, application }, secret: application.client_secret };
       }
       case 'token': {
         const token = params.token;
         if (token === undefined || token === '') throw badParam('token', 'an access token', token ?? null);
-        const { application, member } = this.tokenHolder(token);
+        const { application, member } = await this.tokenHolder(token);
         return { caller: { credential, application, member }, secret: application.client_secret };
       }
       default:

@@ -91,7 +91,7 @@ export class Router {
       const raw = request.params;
       file = request.file;
       const entry = this.handlers.get(`${endpoint.family}.${endpoint.name}`);
-      const caller = this.auth.authenticate(endpoint.def.credential, url.pathname, raw, replayGuardOf(endpoint.def), req.socket.remoteAddress ?? '');
+      const caller = await this.auth.authenticate(endpoint.def.credential, url.pathname, raw, replayGuardOf(endpoint.def), req.socket.remoteAddress ?? '');
       if (!entry) throw new ServiceFault(FaultCode.NotSupported, `${url.pathname} is not supported by the embedded service`);
       if (file) {
         // The content came with the call: what the table asks the client to declare is known.

@@ -8,10 +8,14 @@
  * - transactions are serializable (SQLite: one writer at a time per database, `BEGIN IMMEDIATE`, other
  *   statements of the process wait; PostgreSQL: SERIALIZABLE, retried from the start on a conflict), so
  *   read-then-write code is correct across processes; a transaction's body does database work only;
+ * - inside a transaction's body, the store's own `get`/`all`/`run`/`insert` and a nested `tx` join that
+ *   transaction (the body's asynchronous context carries it), so domain code written against the store
+ *   composes: a building block called from a transaction runs in it, called alone it runs by itself;
  * - `reserveOperationTimes` updates the library row, so two transactions reserving times of one
  *   library never overlap: times are strictly increasing in commit order, across processes, and a
  *   reader of the updates feed never skips nor repeats a change.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 
 export interface RunResult {
   /** Rows changed. */
@@ -28,9 +32,35 @@ export interface MetadataSession {
 
 export interface MetadataStore extends MetadataSession {
   readonly engine: 'sqlite' | 'postgresql';
+  /** False once `close()` was called. */
+  readonly open: boolean;
   /** Runs `fn` in one transaction; its result once committed. A thrown error rolls everything back. */
   tx<T>(fn: (session: MetadataSession) => Promise<T>): Promise<T>;
   close(): Promise<void>;
+}
+
+/**
+ * The transaction a piece of code runs in, carried by its asynchronous context. `open` turns false at
+ * commit or rollback: work the body left running afterwards runs by itself.
+ */
+export class TransactionScope {
+  private readonly current = new AsyncLocalStorage<{ session: MetadataSession; open: boolean }>();
+
+  /** The session of the transaction in progress here, if any. */
+  session(): MetadataSession | undefined {
+    const t = this.current.getStore();
+    return t?.open ? t.session : undefined;
+  }
+
+  /** Runs `fn` as the body of the transaction of `session`. */
+  async run<T>(session: MetadataSession, fn: (session: MetadataSession) => Promise<T>): Promise<T> {
+    const t = { session, open: true };
+    try {
+      return await this.current.run(t, () => fn(session));
+    } finally {
+      t.open = false;
+    }
+  }
 }
 
 /**

@@ -6,7 +6,7 @@
  * serialization failure or a deadlock: a transaction's body must do nothing but database work.
  */
 import type pg from 'pg';
-import type { MetadataSession, MetadataStore, RunResult } from './metadata-store.js';
+import { TransactionScope, type MetadataSession, type MetadataStore, type RunResult } from './metadata-store.js';
 
 const RETRYABLE = new Set(['40001', '40P01']);
 /** Attempts of one transaction: enough for the pool's connections all colliding on one row. */
@@ -14,31 +14,40 @@ const MAX_ATTEMPTS = 100;
 
 export class PgMetadataStore implements MetadataStore {
   readonly engine = 'postgresql';
+  open = true;
+  private readonly scope = new TransactionScope();
 
   constructor(readonly pool: pg.Pool) {}
 
+  /** The transaction in progress here, else the pool. */
+  private session(): MetadataSession {
+    return this.scope.session() ?? sessionOf(this.pool);
+  }
+
   get<T>(sql: string, params?: readonly unknown[]): Promise<T | undefined> {
-    return sessionOf(this.pool).get<T>(sql, params);
+    return this.session().get<T>(sql, params);
   }
 
   all<T>(sql: string, params?: readonly unknown[]): Promise<T[]> {
-    return sessionOf(this.pool).all<T>(sql, params);
+    return this.session().all<T>(sql, params);
   }
 
   run(sql: string, params?: readonly unknown[]): Promise<RunResult> {
-    return sessionOf(this.pool).run(sql, params);
+    return this.session().run(sql, params);
   }
 
   insert(sql: string, params?: readonly unknown[]): Promise<number> {
-    return sessionOf(this.pool).insert(sql, params);
+    return this.session().insert(sql, params);
   }
 
   async tx<T>(fn: (session: MetadataSession) => Promise<T>): Promise<T> {
+    const inTx = this.scope.session();
+    if (inTx) return fn(inTx);
     for (let attempt = 1; ; attempt++) {
       const client = await this.pool.connect();
       try {
         await client.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
-        const result = await fn(sessionOf(client));
+        const result = await this.scope.run(sessionOf(client), fn);
         await client.query('COMMIT');
         return result;
       } catch (err) {
@@ -53,6 +62,7 @@ export class PgMetadataStore implements MetadataStore {
   }
 
   async close(): Promise<void> {
+    this.open = false;
     await this.pool.end();
   }
 }

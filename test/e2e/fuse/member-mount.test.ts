@@ -61,10 +61,9 @@ beforeAll(async () => {
   await onService(async (t) => {
     const db = t.service.parts.tree.db;
     const c = t.service.credentials;
-    const id = Number(db.prepare('INSERT INTO members (ent_id, account, name, email, state, created_ms) VALUES (?, ?, ?, ?, 1, ?)')
-      .run(c.enterprise.ent_id, ACCOUNT, 'Mounted', ACCOUNT, Date.now()).lastInsertRowid);
-    db.prepare('INSERT INTO library_members (library_id, member_id, role_id) VALUES (?, ?, 5)').run(c.library.org_id, id);
-    new AccessTokens(db, Date.now).setPassword(id, PASSWORD);
+    const id = await db.insert('INSERT INTO members (ent_id, account, name, email, state, created_ms) VALUES (?, ?, ?, ?, 1, ?)', [c.enterprise.ent_id, ACCOUNT, 'Mounted', ACCOUNT, Date.now()]);
+    await db.run('INSERT INTO library_members (library_id, member_id, role_id) VALUES (?, ?, 5)', [c.library.org_id, id]);
+    await new AccessTokens(db, Date.now).setPassword(id, PASSWORD);
     await t.client.file.createFolder({ fullpath: 'Team' });
     await put(t.client, 'Team/plan.txt', 'the plan');
     await t.client.file2.setPermission({ fullpath: 'Team', permissions: JSON.stringify({ member_ids: [id], permission: { role_id: 0, ls: 1, cd: 1, ss: 1, pv: 1, dl: -1, ul: 1, w: -1, mk: -1, ren: -1, rm: -1 } }) });

@@ -22,13 +22,12 @@ let client: ServiceClient;
 let url: string;
 const ROBOT_MEMBER = 'robot-member@example.com';
 
-function addMember(account: string, name: string, password: string): number {
+async function addMember(account: string, name: string, password: string): Promise<number> {
   const svc = gateway.service as unknown as EmbeddedService;
   const db = svc.parts.tree.db;
-  const id = Number(db.prepare('INSERT INTO members (ent_id, account, name, email, state, created_ms) VALUES (?, ?, ?, ?, 1, ?)')
-    .run(svc.credentials.enterprise.ent_id, account, name, account, Date.now()).lastInsertRowid);
-  db.prepare('INSERT INTO library_members (library_id, member_id, role_id) VALUES (?, ?, ?)').run(svc.credentials.library.org_id, id, 5);
-  new AccessTokens(db, Date.now).setPassword(id, password);
+  const id = await db.insert('INSERT INTO members (ent_id, account, name, email, state, created_ms) VALUES (?, ?, ?, ?, 1, ?)', [svc.credentials.enterprise.ent_id, account, name, account, Date.now()]);
+  await db.run('INSERT INTO library_members (library_id, member_id, role_id) VALUES (?, ?, ?)', [svc.credentials.library.org_id, id, 5]);
+  await new AccessTokens(db, Date.now).setPassword(id, password);
   return id;
 }
 
@@ -57,7 +56,7 @@ async function grant(memberId: number, codes: Record<string, number>) {
 
 describe('gateway with member logins', () => {
   it('a member logs in to WebDAV as themselves; what they write is recorded as theirs, in their own journal first', async () => {
-    const id = addMember('carol@example.com', 'Carol', 'carol-pw');
+    const id = await addMember('carol@example.com', 'Carol', 'carol-pw');
     await grant(id, { ls: 1, cd: 1, ss: 1, pv: 1, dl: 1, ul: 1, w: 1 });
     const auth = basicAuth('carol@example.com', 'carol-pw');
     expect((await dav(url, 'PUT', '/Library/Shared/carol.txt', { auth, body: 'by carol' })).status).toBe(201);
@@ -73,7 +72,7 @@ describe('gateway with member logins', () => {
   });
 
   it('a configured user with `member` acts as that member: their permissions, their name on the service', async () => {
-    const id = addMember(ROBOT_MEMBER, 'Robot', 'robot-member-pw');
+    const id = await addMember(ROBOT_MEMBER, 'Robot', 'robot-member-pw');
     await grant(id, { ls: 1, cd: 1, ss: 1, pv: 1, dl: 1, ul: 1, w: -1, rm: -1 });
     const auth = basicAuth('robot', 'robot-password');
     expect((await dav(url, 'PUT', '/Library/Shared/robot.txt', { auth, body: 'by robot' })).status).toBe(201);

@@ -46,9 +46,9 @@ beforeAll(async () => {
   await t.client.file.createFolder({ fullpath: 'Team' });
   await put(t.client, 'Team/plan.txt', 'the plan');
   await put(t.client, 'Team/old.txt', 'old');
-  nodl = addMember(t, 'nodl', { libraryRole: 5, password: PW });
-  now = addMember(t, 'now', { libraryRole: 5, password: PW });
-  lsonly = addMember(t, 'lsonly', { libraryRole: 5, password: PW });
+  nodl = await addMember(t, 'nodl', { libraryRole: 5, password: PW });
+  now = await addMember(t, 'now', { libraryRole: 5, password: PW });
+  lsonly = await addMember(t, 'lsonly', { libraryRole: 5, password: PW });
   await setCodes('Team', nodl, { ls: 1, cd: 1, ss: 1, pv: 1, dl: -1, w: 1, ul: 1, mk: 1, ren: 1, rm: 1 });
   await setCodes('Team', now, { ls: 1, cd: 1, ss: 1, pv: 1, dl: 1, w: -1, ul: -1, mk: -1, ren: -1, rm: -1 });
   await setCodes('Team', lsonly, { ls: -1, cd: -1, ss: 1, pv: -1, dl: -1, w: -1, ul: -1, mk: -1, ren: -1, rm: -1 });
@@ -56,7 +56,7 @@ beforeAll(async () => {
   adminVfs = await createVfs({ libraries: [{ name: 'Library', remote: lib }], dataDir: join(dir, 'admin'), feedIntervalMs: 0 });
   const id = String(t.service.credentials.library.org_id);
   sessions = new MemberSessions({
-    baseUrl: t.service.baseUrl, application: bootstrapApp(t), dataDir: join(dir, 'members'),
+    baseUrl: t.service.baseUrl, application: (await bootstrapApp(t)), dataDir: join(dir, 'members'),
     libraries: () => [{ name: 'Library', id, feed: lib, client: t.client }],
     vfs: { feedIntervalMs: 0 }, checkIntervalMs: 3_600_000, logger: silentLogger,
     // The sessions' clock stands still: a refused account keeps waiting for the whole test, however slow the machine.
@@ -81,7 +81,7 @@ describe('member logins through WebDAV', () => {
   it('a member logs in with their own account and password; a wrong password is 401 and only Basic is offered', async () => {
     const ok = await dav(url, 'PROPFIND', '/Library/', { auth: as(now), headers: { depth: '1' } });
     expect(ok.status).toBe(207);
-    const other = addMember(t, 'other', { libraryRole: 5, password: PW });
+    const other = await addMember(t, 'other', { libraryRole: 5, password: PW });
     const wrong = await dav(url, 'PROPFIND', '/Library/', { auth: as(other, 'not-the-password'), headers: { depth: '1' } });
     expect(wrong.status).toBe(401);
     expect(String(wrong.headers['www-authenticate'])).toMatch(/^Basic/);
@@ -91,7 +91,7 @@ describe('member logins through WebDAV', () => {
   });
 
   it('after a wrong password the account waits: even the right one is refused without asking the service', async () => {
-    const m = addMember(t, 'slow', { libraryRole: 5, password: PW });
+    const m = await addMember(t, 'slow', { libraryRole: 5, password: PW });
     const grants = sessions.counters.grants;
     expect((await dav(url, 'PROPFIND', '/Library/', { auth: as(m, 'wrong'), headers: { depth: '0' } })).status).toBe(401);
     expect((await dav(url, 'PROPFIND', '/Library/', { auth: as(m), headers: { depth: '0' } })).status).toBe(401);
@@ -170,10 +170,10 @@ describe('member logins through WebDAV', () => {
   });
 
   it('a member disabled on the service loses access at the next check (one feed interval)', async () => {
-    const m = addMember(t, 'leaver', { libraryRole: 5, password: PW });
+    const m = await addMember(t, 'leaver', { libraryRole: 5, password: PW });
     await setCodes('Team', m, { ls: 1, cd: 1, ss: 1, pv: 1, dl: 1 });
     expect((await dav(url, 'GET', '/Library/Team/plan.txt', { auth: as(m) })).status).toBe(200);
-    t.service.parts.tree.db.prepare('UPDATE members SET state = 0 WHERE id = ?').run(m.id);
+    await t.service.parts.tree.db.run('UPDATE members SET state = 0 WHERE id = ?', [m.id]);
     await sessions.checkAll();
     expect(sessions.list().map((s) => s.account)).not.toContain(m.account);
     expect((await dav(url, 'GET', '/Library/Team/plan.txt', { auth: as(m) })).status).toBe(401);

@@ -38,7 +38,7 @@ function sessionsWith(extra: Partial<MemberSessionsOptions> = {}): MemberSession
   const lib = new LibraryRemote({ client: t.client });
   const id = String(t.service.credentials.library.org_id);
   return new MemberSessions({
-    baseUrl: t.service.baseUrl, application: bootstrapApp(t), dataDir: join(dir, 'members'),
+    baseUrl: t.service.baseUrl, application: app, dataDir: join(dir, 'members'),
     libraries: () => [{ name: 'Library', id, feed: lib, client: t.client }],
     vfs: { feedIntervalMs: 0 }, checkIntervalMs: 3_600_000, closeFlushMs: 200, logger: silentLogger, clock: () => Date.now() + skewMs, ...extra,
   });
@@ -50,13 +50,16 @@ async function vfsOf(s: MemberSessions, m: TestMember): Promise<GatewayVfs> {
   return out.session.vfs;
 }
 
+let app: { client_id: string; client_secret: string };
+
 beforeAll(async () => {
   t = await startTestService({ clock: () => Date.now() + skewMs });
+  app = await bootstrapApp(t);
   dir = await mkdtemp(join(tmpdir(), 'cloudlib-member-vfs-'));
   await t.client.file.createFolder({ fullpath: 'Box' });
   await put(t.client, 'Box/secret.txt', 'secret bytes');
-  writer = addMember(t, 'writer', { libraryRole: 5, password: PW });
-  reader = addMember(t, 'reader', { libraryRole: 5, password: PW });
+  writer = await addMember(t, 'writer', { libraryRole: 5, password: PW });
+  reader = await addMember(t, 'reader', { libraryRole: 5, password: PW });
   const set = (m: TestMember, codes: Record<string, number>) =>
     t.client.file2.setPermission({ fullpath: 'Box', permissions: JSON.stringify({ member_ids: [m.id], permission: { role_id: 0, ...codes } }) });
   await set(writer, { ls: 1, cd: 1, ss: 1, pv: 1, dl: -1, w: 1, ul: 1, mk: 1, ren: -1, rm: -1 });

@@ -17,7 +17,7 @@ beforeAll(async () => {
 });
 afterAll(async () => { await t?.close(); });
 
-const setSync = (on: boolean) => t.service.parts.tree.db.prepare('UPDATE enterprises SET sync_enabled = ? WHERE id = ?').run(on ? 1 : 0, t.service.credentials.enterprise.ent_id);
+const setSync = async (on: boolean) => t.service.parts.tree.db.run('UPDATE enterprises SET sync_enabled = ? WHERE id = ?', [on ? 1 : 0, t.service.credentials.enterprise.ent_id]);
 
 describe('ent departments and membership', { timeout: 30_000 }, () => {
   it('adds departments by path, moves and renames one, refuses bad moves and names', async () => {
@@ -97,7 +97,7 @@ describe('ent departments and membership', { timeout: 30_000 }, () => {
 
 describe('ent synchronisation by out_id', { timeout: 30_000 }, () => {
   it('is refused while the feature is off', async () => {
-    setSync(false);
+    await setSync(false);
     const calls: [string, Record<string, string>][] = [
       ['add_sync_member', { out_id: 'u1', account: 'u1' }], ['del_sync_member', { members: 'u1' }],
       ['add_sync_group', { out_id: 'g1', name: 'G1' }], ['del_sync_group', { groups: 'g1' }],
@@ -116,7 +116,7 @@ describe('ent synchronisation by out_id', { timeout: 30_000 }, () => {
   });
 
   it('adds and modifies departments and members with omitted = unchanged, empty = top level / removed', async () => {
-    setSync(true);
+    await setSync(true);
     await ent.ent.addSyncGroup({ out_id: 'g-eng', name: 'Engineering' });
     await ent.ent.addSyncGroup({ out_id: 'g-web', name: 'Web', parent_out_id: 'g-eng', orderby: 1 });
     expect(await codeOf(ent.ent.addSyncGroup({ out_id: 'g-new' }))).toBe(40003);
@@ -138,17 +138,17 @@ describe('ent synchronisation by out_id', { timeout: 30_000 }, () => {
     expect((await ent.ent.getMembers({ size: 1000 })).list.some((m) => m.account === 'lead')).toBe(true);
 
     const dev = await ent.ent.addSyncMember({ out_id: 'u-dev', account: 'dev', member_name: 'Dev', member_title: 'Engineer', group_out_ids: 'g-eng,g-web', leader_out_id: 'u-lead' });
-    const devRow = () => t.service.parts.tree.db.prepare('SELECT * FROM members WHERE id = ?').get(dev.member_id) as { leader_id: number | null; title: string; name: string; state: number };
-    expect(devRow().leader_id).toBe(lead.member_id);
+    const devRow = async () => await t.service.parts.tree.db.get('SELECT * FROM members WHERE id = ?', [dev.member_id]) as { leader_id: number | null; title: string; name: string; state: number };
+    expect((await devRow()).leader_id).toBe(lead.member_id);
     expect((await ent.ent.getMember({ out_id: 'u-dev', show_groups: 1 })).groups!.map((x) => x.out_id).sort()).toEqual(['g-eng', 'g-web']);
     // Modify: only member_name given — title, groups and leader unchanged.
     await ent.ent.addSyncMember({ out_id: 'u-dev', member_name: 'Developer' });
-    expect(devRow()).toMatchObject({ name: 'Developer', title: 'Engineer', leader_id: lead.member_id });
+    expect(await devRow()).toMatchObject({ name: 'Developer', title: 'Engineer', leader_id: lead.member_id });
     expect((await ent.ent.getMember({ out_id: 'u-dev', show_groups: 1 })).groups).toHaveLength(2);
     // Empty group_out_ids: top level; empty leader: removed; state 0 disables.
     await ent.call('ent', 'add_sync_member', { out_id: 'u-dev', group_out_ids: '', leader_out_id: '', state: 0 });
     expect(Object.keys((await ent.ent.getMember({ out_id: 'u-dev', show_groups: 1 })).groups ?? {})).toHaveLength(0);
-    expect(devRow()).toMatchObject({ leader_id: null, state: 0 });
+    expect(await devRow()).toMatchObject({ leader_id: null, state: 0 });
     expect(await codeOf(ent.ent.addSyncMember({ out_id: 'u-x', account: 'x', group_out_ids: 'g-none' }))).toBe(40407);
     expect(await codeOf(ent.ent.getMember({ out_id: 'u-x' }))).toBe(40406);
 
@@ -171,7 +171,7 @@ describe('ent synchronisation by out_id', { timeout: 30_000 }, () => {
   });
 
   it('group_out_id omitted = the top level: listing a member without a department, and unlisting it', async () => {
-    setSync(true);
+    await setSync(true);
     await ent.ent.addSyncMember({ out_id: 'u-top', account: 'top-only', member_name: 'Top' });
     const listed = async () => (await ent.ent.getMembers({ size: 1000 })).list.some((m) => m.account === 'top-only');
     expect(await listed()).toBe(false);
@@ -186,19 +186,19 @@ describe('ent synchronisation by out_id', { timeout: 30_000 }, () => {
   });
 
   it('enabled accounts beyond the limit are forced to disabled', async () => {
-    setSync(true);
+    await setSync(true);
     const db = t.service.parts.tree.db;
     const entId = t.service.credentials.enterprise.ent_id;
-    const enabled = (db.prepare('SELECT COUNT(*) AS n FROM members WHERE ent_id = ? AND state = 1').get(entId) as { n: number }).n;
-    db.prepare('UPDATE enterprises SET member_limit = ? WHERE id = ?').run(enabled, entId);
+    const enabled = (await db.get('SELECT COUNT(*) AS n FROM members WHERE ent_id = ? AND state = 1', [entId]) as { n: number }).n;
+    await db.run('UPDATE enterprises SET member_limit = ? WHERE id = ?', [enabled, entId]);
     expect(await ent.ent.addSyncMember({ out_id: 'u-over', account: 'over-sync', group_out_ids: '' })).toMatchObject({ state: 0 });
     expect(await ent.ent.addSyncMember({ out_id: 'u-over', state: 1 })).toMatchObject({ state: 0 });
-    db.prepare('UPDATE enterprises SET member_limit = 1000 WHERE id = ?').run(entId);
+    await db.run('UPDATE enterprises SET member_limit = 1000 WHERE id = ?', [entId]);
     expect(await ent.ent.addSyncMember({ out_id: 'u-over', state: 1 })).toMatchObject({ state: 1 });
   });
 
   it('temporary accounts stop at the end of their day; expire 0 removes the expiry', async () => {
-    setSync(true);
+    await setSync(true);
     const day = Math.floor(now / 1000);
     const tmp = await ent.ent.addSyncMember({ out_id: 'u-tmp', account: 'temp', expire: day + 3600, group_out_ids: '' });
     const rec = await ent.ent.getMember({ out_id: 'u-tmp' });

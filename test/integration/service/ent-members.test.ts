@@ -31,7 +31,7 @@ describe('ent members', { timeout: 30_000 }, () => {
   });
 
   it('disabling a member ends its tokens at once', async () => {
-    const m = addMember(t, 'dora', { libraryRole: 1 });
+    const m = await addMember(t, 'dora', { libraryRole: 1 });
     await m.client.user.ls({ mount_id: t.service.credentials.library.mount_id, fullpath: '' });
     expect(await ent.ent.setMember({ account: m.account, state: 0 })).toMatchObject({ state: 0 });
     expect(await codeOf(m.client.user.ls({ mount_id: t.service.credentials.library.mount_id, fullpath: '' }))).toBeGreaterThanOrEqual(40100);
@@ -40,8 +40,8 @@ describe('ent members', { timeout: 30_000 }, () => {
   it('accounts enabled beyond the limit are forced to disabled', async () => {
     const db = t.service.parts.tree.db;
     const entId = t.service.credentials.enterprise.ent_id;
-    const enabled = (db.prepare('SELECT COUNT(*) AS n FROM members WHERE ent_id = ? AND state = 1').get(entId) as { n: number }).n;
-    db.prepare('UPDATE enterprises SET member_limit = ? WHERE id = ?').run(enabled, entId);
+    const enabled = (await db.get('SELECT COUNT(*) AS n FROM members WHERE ent_id = ? AND state = 1', [entId]) as { n: number }).n;
+    await db.run('UPDATE enterprises SET member_limit = ? WHERE id = ?', [enabled, entId]);
     expect(await ent.ent.addMember({ account: 'over@example.com' })).toMatchObject({ state: 0 });
     expect(await ent.ent.setMember({ account: 'over@example.com', state: 1 })).toMatchObject({ state: 0 });
   });

@@ -32,32 +32,32 @@ describe('metadata', () => {
     const set = (metadata: unknown, display?: string) => t.client.file.setMetadata({ fullpath: 'contract.pdf', key: 'contract', metadata: JSON.stringify(metadata), display });
     expect(await codeOf(set({ party: 'ACME' }))).toBe(40306);
     const ent = t.service.credentials.enterprise.ent_id;
-    templates.define(ent, TEMPLATE);
-    templates.link(t.service.credentials.library.org_id, 'contract');
+    await templates.define(ent, TEMPLATE);
+    await templates.link(t.service.credentials.library.org_id, 'contract');
     await set({ party: 'ACME', amount: 12.5, signed: '2024-02-29', due: '2024-03-01 17:30:00', status: 'final', labels: ['a', 'c'] }, 'party,status');
-    const entry = t.service.parts.tree.byPath(t.service.credentials.library.org_id, 'contract.pdf')!;
-    expect(templates.valuesOf(entry.id)).toEqual({
+    const entry = (await t.service.parts.tree.byPath(t.service.credentials.library.org_id, 'contract.pdf'))!;
+    expect(await templates.valuesOf(entry.id)).toEqual({
       contract: { metadata: { party: 'ACME', amount: 12.5, signed: '2024-02-29', due: '2024-03-01 17:30:00', status: 'final', labels: ['a', 'c'] }, display: ['party', 'status'] },
     });
     for (const bad of [{ amount: 'lots' }, { signed: '2023-02-29' }, { due: '2024-03-01 25:00:00' }, { status: 'lost' }, { labels: ['z'] }, { party: 3 }, { colour: 'red' }]) {
       expect(await codeOf(set(bad)), JSON.stringify(bad)).toBe(40003);
     }
     expect(await codeOf(set({ party: 'x' }, 'nothing'))).toBe(40003);
-    expect(templates.valuesOf(entry.id).contract!.metadata.party).toBe('ACME');
+    expect((await templates.valuesOf(entry.id)).contract!.metadata.party).toBe('ACME');
     await t.client.file.delMetadata({ fullpath: 'contract.pdf', key: 'contract' });
-    expect(templates.valuesOf(entry.id)).toEqual({});
+    expect(await templates.valuesOf(entry.id)).toEqual({});
   });
 
-  it('template definitions are checked', () => {
+  it('template definitions are checked', async () => {
     const ent = t.service.credentials.enterprise.ent_id;
-    expect(() => templates.define(ent, { key: 'k', name: 'K', attributes: [{ key: 'a', type: 'colour' }] })).toThrow(/type/);
-    expect(() => templates.define(ent, { key: 'k', name: 'K', attributes: [{ key: 'a', type: 'single' }] })).toThrow(/options/);
-    expect(() => templates.define(ent, { key: 'k', name: 'K', attributes: [] })).toThrow(/attributes/);
+    await expect(templates.define(ent, { key: 'k', name: 'K', attributes: [{ key: 'a', type: 'colour' }] })).rejects.toThrow(/type/);
+    await expect(templates.define(ent, { key: 'k', name: 'K', attributes: [{ key: 'a', type: 'single' }] })).rejects.toThrow(/options/);
+    await expect(templates.define(ent, { key: 'k', name: 'K', attributes: [] })).rejects.toThrow(/attributes/);
   });
 
   it('cloudlib service metadata defines and links a template', async () => {
     const tpl = JSON.stringify({ key: 'project', name: 'Project', attributes: [{ key: 'code', type: 'string' }] });
-    const { stdout } = await run(process.execPath, ['bin/cloudlib.js', 'service', 'metadata', '--data', t.dir, '--template', tpl], { timeout: 30_000 });
+    const { stdout } = await run(process.execPath, ['bin/cloudlib.js', 'service', 'metadata', '--data', t.dir, ...t.metadataArgs, '--template', tpl], { timeout: 30_000 });
     expect(JSON.parse(stdout)).toMatchObject({ org_id: t.service.credentials.library.org_id, template: { key: 'project' } });
     await t.client.file.setMetadata({ fullpath: 'contract.pdf', key: 'project', metadata: JSON.stringify({ code: 'P-1' }) });
   }, 60_000);

@@ -20,7 +20,7 @@ beforeAll(async () => {
 });
 afterAll(async () => { await t?.close(); });
 
-const entRow = (id: number) => t.service.parts.tree.db.prepare('SELECT * FROM enterprises WHERE id = ?').get(id) as { trial: number; end_dateline: number; member_limit: number; space: number; sync_enabled: number };
+const entRow = async (id: number) => await t.service.parts.tree.db.get('SELECT * FROM enterprises WHERE id = ?', [id]) as { trial: number; end_dateline: number; member_limit: number; space: number; sync_enabled: number };
 
 describe('partner enterprises', { timeout: 30_000 }, () => {
   it('creates an enterprise within the limits; the administrator password is returned once and works', async () => {
@@ -32,7 +32,7 @@ describe('partner enterprises', { timeout: 30_000 }, () => {
       id: made.id, name: 'Acme', trial: 1, end_dateline: made.end_dateline, member_limit: 1000, member_count: 1, space: 100 * GB, size: 0,
     });
     // The generated password is the administrator's: the token endpoint accepts it.
-    const row = t.service.parts.tree.db.prepare('SELECT password_md5 FROM members WHERE account = ?').get('boss@acme.example') as { password_md5: string };
+    const row = await t.service.parts.tree.db.get('SELECT password_md5 FROM members WHERE account = ?', ['boss@acme.example']) as { password_md5: string };
     const { createHash } = await import('node:crypto');
     expect(row.password_md5).toBe(createHash('md5').update(made.password!).digest('hex'));
 
@@ -40,16 +40,16 @@ describe('partner enterprises', { timeout: 30_000 }, () => {
     expect(plain.account).toBeUndefined();
     expect(plain.password).toBeUndefined();
     expect(plain.end_dateline).toBe(nowS() + 90 * 86_400);
-    expect(entRow(plain.id)).toMatchObject({ member_limit: 1000, space: 500 * GB, trial: 1 });
+    expect(await entRow(plain.id)).toMatchObject({ member_limit: 1000, space: 500 * GB, trial: 1 });
 
-    const count = () => (t.service.parts.tree.db.prepare('SELECT COUNT(*) AS n FROM enterprises').get() as { n: number }).n;
-    const before = count();
+    const count = async () => (await t.service.parts.tree.db.get('SELECT COUNT(*) AS n FROM enterprises') as { n: number }).n;
+    const before = await count();
     expect(await codeOf(partner.partner.createEnt({ out_id: 'x1', ent_name: 'X', days: 91 }))).toBe(40003);
     expect(await codeOf(partner.partner.createEnt({ out_id: 'x2', ent_name: 'X', space: 51_201 }))).toBe(40003);
     expect(await codeOf(partner.partner.createEnt({ out_id: 'x3', ent_name: 'X', account: 'boss@acme.example' }))).toBe(40901);
     expect(await codeOf(partner.partner.createEnt({ out_id: 'acme', ent_name: 'X' }))).toBe(40901);
     expect(await codeOf(partner.partner.createEnt({ out_id: 'x4', ent_name: 'X', account: 'not-mail' }))).toBe(40003);
-    expect(count()).toBe(before);
+    expect(await count()).toBe(before);
     expect(await codeOf(partner.partner.createEnt({ out_id: 'x5', ent_name: 'X', days: 90, space: 51_200 }))).toBe(0);
     expect(await codeOf(partner.partner.entInfo({ out_id: 'nope' }))).toBe(40410);
   });
@@ -70,21 +70,21 @@ describe('partner enterprises', { timeout: 30_000 }, () => {
 
   it('orders: trial.extend, subscribe, renew, upgrade, unsubscribe change the enterprise', async () => {
     const { id } = await partner.partner.entInfo({ out_id: 'plain' });
-    const start = entRow(id).end_dateline;
+    const start = (await entRow(id)).end_dateline;
     await partner.partner.order({ out_id: 'plain', type: 'trial.extend', days: 10 });
-    expect(entRow(id).end_dateline).toBe(start + 10 * 86_400);
+    expect((await entRow(id)).end_dateline).toBe(start + 10 * 86_400);
     expect(await codeOf(partner.partner.order({ out_id: 'plain', type: 'renew', month: 1 }))).toBe(40003);
     expect(await codeOf(partner.partner.order({ out_id: 'plain', type: 'subscribe', member_count: 50 }))).toBe(40003);
-    expect(entRow(id).trial).toBe(1);
+    expect((await entRow(id)).trial).toBe(1);
     await partner.partner.order({ out_id: 'plain', type: 'subscribe', member_count: 50, space: 200, month: 12 });
-    expect(entRow(id)).toMatchObject({ trial: 0, member_limit: 50, space: 200 * GB, end_dateline: addMonths(nowS(), 12) });
+    expect(await entRow(id)).toMatchObject({ trial: 0, member_limit: 50, space: 200 * GB, end_dateline: addMonths(nowS(), 12) });
     expect(await codeOf(partner.partner.order({ out_id: 'plain', type: 'trial.extend', days: 5 }))).toBe(40003);
     await partner.partner.order({ out_id: 'plain', type: 'renew', month: 3 });
-    expect(entRow(id).end_dateline).toBe(addMonths(addMonths(nowS(), 12), 3));
+    expect((await entRow(id)).end_dateline).toBe(addMonths(addMonths(nowS(), 12), 3));
     await partner.partner.order({ out_id: 'plain', type: 'upgrade', member_count: 10, space: 1 });
-    expect(entRow(id)).toMatchObject({ member_limit: 60, space: 201 * GB });
+    expect(await entRow(id)).toMatchObject({ member_limit: 60, space: 201 * GB });
     await partner.partner.order({ out_id: 'plain', type: 'unsubscribe' });
-    expect(entRow(id).end_dateline).toBe(nowS());
+    expect((await entRow(id)).end_dateline).toBe(nowS());
     expect(await codeOf(partner.partner.order({ out_id: 'plain', type: 'refund' }))).toBe(40003);
     expect(addMonths(Date.parse('2026-01-31T00:00:00Z') / 1000, 1)).toBe(Date.parse('2026-02-28T00:00:00Z') / 1000);
   });
@@ -150,9 +150,9 @@ describe('partner enterprises', { timeout: 30_000 }, () => {
     // No effect for a trial enterprise; -1 lifts the cap.
     const db = t.service.parts.tree.db;
     const entId = t.service.credentials.enterprise.ent_id;
-    db.prepare('UPDATE enterprises SET trial = 1 WHERE id = ?').run(entId);
+    await db.run('UPDATE enterprises SET trial = 1 WHERE id = ?', [entId]);
     expect((await download()).status).toBe(200);
-    db.prepare('UPDATE enterprises SET trial = 0 WHERE id = ?').run(entId);
+    await db.run('UPDATE enterprises SET trial = 0 WHERE id = ?', [entId]);
     expect((await download()).status).toBe(403);
     await partner.partner.setEntSetting({ out_id: 'default', max_link_flow: -1 });
     expect((await download()).status).toBe(200);

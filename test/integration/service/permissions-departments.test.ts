@@ -24,8 +24,8 @@ beforeAll(async () => {
   orgId = t.service.credentials.library.org_id;
   parent = (await ent.ent.addGroup({ group_name: 'Sales' })).group_id;
   child = (await ent.ent.addGroup({ group_name: 'North', parent_group_path: 'Sales' })).group_id;
-  inChild = addMember(t, 'north');
-  outside = addMember(t, 'outside');
+  inChild = await addMember(t, 'north');
+  outside = await addMember(t, 'outside');
   await ent.ent.addGroupMember({ group_path: 'Sales/North', members: inChild.account });
   await put(t.client, 'plans/q1.txt', 'quarter one');
   await put(t.client, 'top.txt', 'top');
@@ -65,7 +65,7 @@ describe('department permissions (user API)', { timeout: 30_000 }, () => {
     expect(await t.client.file2.getMemberPermission({ fullpath: 'plans', member_id: String(inChild.id) })).toMatchObject({ dl: 1, cd: 1 });
 
     const outId = 'dept-north';
-    t.service.parts.tree.db.prepare('UPDATE departments SET out_id = ? WHERE id = ?').run(outId, child);
+    await t.service.parts.tree.db.run('UPDATE departments SET out_id = ? WHERE id = ?', [outId, child]);
     await t.client.file2.setPermission({ fullpath: 'plans', permissions: JSON.stringify({ group_out_ids: [outId], permission: { role_id: 0, dl: -1 } }) });
     expect(await open(inChild, 'plans/q1.txt')).toBe(40310);
     expect(await t.client.file2.getMemberPermission({ fullpath: 'plans', member_id: String(inChild.id) })).toMatchObject({ dl: -1, cd: 1 });

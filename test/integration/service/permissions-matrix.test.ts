@@ -19,8 +19,8 @@ let denied: TestMember;
 beforeAll(async () => {
   t = await startTestService();
   mount = t.service.credentials.library.mount_id;
-  granted = addMember(t, 'granted', { libraryRole: 0 });
-  denied = addMember(t, 'denied', { libraryRole: 0 });
+  granted = await addMember(t, 'granted', { libraryRole: 0 });
+  denied = await addMember(t, 'denied', { libraryRole: 0 });
 });
 afterAll(async () => { await t?.close(); });
 

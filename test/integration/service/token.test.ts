@@ -21,7 +21,7 @@ beforeAll(async () => { t = await startTestService({ clock: () => now }); });
 afterAll(async () => { await t?.close(); });
 
 async function tokenCall(params: Record<string, string>) {
-  const app = bootstrapApp(t);
+  const app = await bootstrapApp(t);
   const wire: Record<string, string> = { client_id: app.client_id, dateline: String(Math.floor(now / 1000)), ...params };
   wire.sign = sign(app.client_secret, wire);
   const res = await request(`${t.service.baseUrl}/m-api/oauth2/token2`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(wire).toString() });
@@ -30,12 +30,12 @@ async function tokenCall(params: Record<string, string>) {
 
 describe('token endpoint', () => {
   it('password grant: account + MD5 of the password gives a working token; wrong password / unknown account are one invalid_grant', async () => {
-    const m = addMember(t, 'pw', { libraryRole: 4, password: 's3cret' });
+    const m = await addMember(t, 'pw', { libraryRole: 4, password: 's3cret' });
     const ok = await tokenCall({ grant_type: 'password', username: m.account, password: md5Hex('s3cret') });
     expect(ok.status).toBe(200);
     expect(ok.body).toMatchObject({ expires_in: 7200 });
     expect(String(ok.body.access_token)).toMatch(/^tk_/);
-    const c = t.client.withCredentials({ user: { token: String(ok.body.access_token), client_secret: bootstrapApp(t).client_secret } });
+    const c = t.client.withCredentials({ user: { token: String(ok.body.access_token), client_secret: (await bootstrapApp(t)).client_secret } });
     expect((await c.user.mount({})).list.map((l) => l.org_id)).toContain(t.service.credentials.library.org_id);
     const wrong = await tokenCall({ grant_type: 'password', username: m.account, password: md5Hex('nope') });
     const unknown = await tokenCall({ grant_type: 'password', username: 'nobody@example.com', password: md5Hex('s3cret') });
@@ -49,21 +49,21 @@ describe('token endpoint', () => {
   });
 
   it('refresh grant: a new pair; the refresh token works once; the old access token stops working', async () => {
-    const m = addMember(t, 'rf', { libraryRole: 4 });
+    const m = await addMember(t, 'rf', { libraryRole: 4 });
     const first = await tokenCall({ grant_type: 'refresh_token', refresh_token: m.refresh_token });
     expect(first.status).toBe(200);
     expect(first.body.access_token).not.toBe(m.token);
     const again = await tokenCall({ grant_type: 'refresh_token', refresh_token: m.refresh_token });
     expect(again).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
-    const old = t.client.withCredentials({ user: { token: m.token, client_secret: bootstrapApp(t).client_secret } });
+    const old = t.client.withCredentials({ user: { token: m.token, client_secret: (await bootstrapApp(t)).client_secret } });
     expect(await codeOf(old.user.mount({}))).toBe(40101);
   });
 
   it('an expired token answers 40102; the client refreshes once and replays the call', async () => {
-    const m = addMember(t, 'exp', { libraryRole: 4 });
+    const m = await addMember(t, 'exp', { libraryRole: 4 });
     now += 3 * 3_600_000;
     try {
-      const bare = t.client.withCredentials({ user: { token: m.token, client_secret: bootstrapApp(t).client_secret } });
+      const bare = t.client.withCredentials({ user: { token: m.token, client_secret: (await bootstrapApp(t)).client_secret } });
       expect(await codeOf(bare.user.mount({}))).toBe(40102);
       const list = await m.client.user.mount({});
       expect(list.list.length).toBeGreaterThan(0);
@@ -75,13 +75,13 @@ describe('token endpoint', () => {
 
 describe('temporary accounts', () => {
   it('once the day of expiry has ended, the user API, the token endpoint and the upload server refuse the account (before any sweep)', async () => {
-    const m = addMember(t, 'temp', { libraryRole: 3, password: 'tmp-pw' });
+    const m = await addMember(t, 'temp', { libraryRole: 3, password: 'tmp-pw' });
     const day = Math.floor(now / 86_400_000) * 86_400;
     const db = t.service.parts.tree.db;
-    db.prepare('UPDATE members SET expire = ? WHERE id = ?').run(day, m.id);
+    await db.run('UPDATE members SET expire = ? WHERE id = ?', [day, m.id]);
     // A token that outlives the account, so the account's expiry (not the token's) is what is refused.
-    const app = bootstrapApp(t);
-    const long = new AccessTokens(db, () => now).issue(m.id, app.client_id, 3 * 86_400_000);
+    const app = await bootstrapApp(t);
+    const long = await new AccessTokens(db, () => now).issue(m.id, app.client_id, 3 * 86_400_000);
     const user = t.client.withCredentials({ user: { token: long.access_token, client_secret: app.client_secret } });
     const upload = () => webUpload(user, { path: '', name: 'temp.txt', source: { size: 1, open: () => Readable.from([Buffer.from('x')]) }, mountId: t.service.credentials.library.mount_id });
     expect(await codeOf(user.user.mount({}))).toBe(0);
@@ -104,14 +104,14 @@ describe('temporary accounts', () => {
 
 describe('cloudlib service token', () => {
   it('mints a token for an account that the service accepts; refuses an unknown account', async () => {
-    const m = addMember(t, 'cli', { libraryRole: 4 });
-    const cli = ['--import', 'tsx', 'bin/cloudlib.js', 'service', 'token', '--data', t.dir, '--account', m.account, '--ttl', '600'];
+    const m = await addMember(t, 'cli', { libraryRole: 4 });
+    const cli = ['--import', 'tsx', 'bin/cloudlib.js', 'service', 'token', '--data', t.dir, ...t.metadataArgs, '--account', m.account, '--ttl', '600'];
     const { stdout } = await run(process.execPath, cli, { timeout: 30_000 });
     const grant = JSON.parse(stdout) as { access_token: string; client_secret: string; expires_in: number; member_id: number };
     expect(grant).toMatchObject({ expires_in: 600, member_id: m.id });
     const c = t.client.withCredentials({ user: { token: grant.access_token, client_secret: grant.client_secret } });
     expect((await c.user.mount({})).list.length).toBeGreaterThan(0);
-    const bad = await run(process.execPath, [...cli.slice(0, 7), '--account', 'nobody@example.com'], { timeout: 30_000 }).catch((e: { code: number; stderr: string }) => e);
+    const bad = await run(process.execPath, [...cli.slice(0, cli.indexOf('--account')), '--account', 'nobody@example.com'], { timeout: 30_000 }).catch((e: { code: number; stderr: string }) => e);
     expect((bad as { code: number }).code).toBe(2);
     expect((bad as { stderr: string }).stderr).toContain('no member with account');
   }, 60_000);

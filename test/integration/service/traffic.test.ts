@@ -53,12 +53,12 @@ describe('traffic statistics', { timeout: 30_000 }, () => {
     const ent = s.service.credentials.enterprise.ent_id;
     const today = dayOf(Date.now());
     await new Promise((r) => setTimeout(r, 50));
-    const [row] = s.service.parts.traffic.days(Number(ent), today, today);
+    const [row] = await s.service.parts.traffic.days(Number(ent), today, today);
     expect(row).toMatchObject({ date: today, download: 5000, link: 5000 });
 
     await s.close();
     const again = await start(dir);
-    expect(again.service.parts.traffic.days(Number(ent), today, today)[0]).toMatchObject({ download: 5000, link: 5000 });
+    expect((await again.service.parts.traffic.days(Number(ent), today, today))[0]).toMatchObject({ download: 5000, link: 5000 });
   });
 
   it('ent_daily_stats answers one row per day up to yesterday; refuses bad input', async () => {

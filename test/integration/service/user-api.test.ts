@@ -14,7 +14,7 @@ let editor: TestMember;
 beforeAll(async () => {
   t = await startTestService();
   mount = t.service.credentials.library.mount_id;
-  editor = addMember(t, 'editor', { libraryRole: 2 });
+  editor = await addMember(t, 'editor', { libraryRole: 2 });
   await put(t.client, 'docs/b.txt', 'bbbb');
   await put(t.client, 'docs/a.pdf', 'a');
   await put(t.client, 'docs/clip.mp4', 'video!');
@@ -25,7 +25,7 @@ describe('user file API', () => {
   it('mount lists the member\'s libraries; a stranger\'s library answers 40311', async () => {
     const { list } = await editor.client.user.mount({});
     expect(list.find((l) => l.mount_id === mount)).toMatchObject({ org_id: t.service.credentials.library.org_id, storage_point: 'local' });
-    const stranger = addMember(t, 'stranger');
+    const stranger = await addMember(t, 'stranger');
     expect((await stranger.client.user.mount({})).list).toEqual([]);
     expect(await codeOf(stranger.client.user.ls({ mount_id: mount, fullpath: '' }))).toBe(40311);
   });
@@ -64,7 +64,7 @@ describe('user file API', () => {
     expect(folder.preview).toBeUndefined();
     const listed = (await editor.client.user.ls({ mount_id: mount, fullpath: 'pics' })).list;
     expect(listed[0]!.thumbnail).toMatch(/\/preview\/t\//);
-    const uploader = addMember(t, 'uploader', { libraryRole: 6 });
+    const uploader = await addMember(t, 'uploader', { libraryRole: 6 });
     expect(await uploader.client.user.info({ mount_id: mount, fullpath: 'pics/p.png' })).toMatchObject({ preview: '', thumbnail: '' });
     expect((await uploader.client.user.ls({ mount_id: mount, fullpath: 'pics' })).list[0]!.thumbnail).toBe('');
   });
@@ -109,11 +109,11 @@ describe('user file API', () => {
     const { member_id: adminId } = await ent.ent.getMember({ account: 'admin@strict.example' });
     const libraries = async () => (await ent.org.ls({})).list.length;
     const before = await libraries();
-    const err = await memberClient(t, plainId).client.user.libraryCreate({ name: 'Mine', capacity: -1 }).catch((e: unknown) => e) as { code: number; message: string };
+    const err = await (await memberClient(t, plainId)).client.user.libraryCreate({ name: 'Mine', capacity: -1 }).catch((e: unknown) => e) as { code: number; message: string };
     expect(err.code).toBe(40310);
     expect(err.message).toContain('administrators');
     expect(await libraries()).toBe(before);
-    const made = await memberClient(t, adminId).client.user.libraryCreate({ name: 'Team', capacity: -1 });
+    const made = await (await memberClient(t, adminId)).client.user.libraryCreate({ name: 'Team', capacity: -1 });
     expect((await ent.org.info({ org_id: String(made.org_id) })).info.owner_id).toBe(adminId);
     expect(await codeOf(partner.call('partner', 'create_ent', { out_id: 'bad', ent_name: 'Bad', __setting_member_create_org: 'no' }))).toBe(40003);
   });
@@ -143,7 +143,7 @@ describe('user file API', () => {
 
 describe('simple permissions (library API) seen through the user API', () => {
   it('file_permission, get_permission, get_all_permission, reset_permission, set_permission_inherit', async () => {
-    const viewer = addMember(t, 'viewer', { libraryRole: 0 });
+    const viewer = await addMember(t, 'viewer', { libraryRole: 0 });
     await put(t.client, 'shared/in.txt', 'in');
     await put(t.client, 'shared/sub/deep.txt', 'deep');
     await t.client.file.filePermission({ fullpath: 'shared', permissions: JSON.stringify({ [viewer.id]: ['file_read'] }) });
@@ -175,7 +175,7 @@ describe('simple permissions (library API) seen through the user API', () => {
   });
 
   it('advanced model: roles, nearest entry wins, deny beats a role, batch set, del_permission; changes show in the updates feed', async () => {
-    const m = addMember(t, 'adv', { libraryRole: 4 });
+    const m = await addMember(t, 'adv', { libraryRole: 4 });
     await put(t.client, 'adv/x.txt', 'x');
     expect(await t.client.file2.getMemberPermission({ fullpath: 'adv', account: m.account })).toMatchObject({ dl: 1, ul: 0, rm: 0 });
     const before = (await t.client.file.info({ fullpath: 'adv' })) as unknown as { hash: string };

@@ -12,7 +12,7 @@ let member: TestMember;
 beforeAll(async () => {
   t = await startTestService();
   mount = t.service.credentials.library.mount_id;
-  member = addMember(t, 'uploader', { libraryRole: 0 });
+  member = await addMember(t, 'uploader', { libraryRole: 0 });
 });
 afterAll(async () => { await t?.close(); });
 

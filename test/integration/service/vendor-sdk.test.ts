@@ -450,7 +450,7 @@ describe('enterprise, partner and token calls as the SDKs make them', { timeout:
     expect(memberToken.status).toBe(403); // the demo member administers nothing
 
     const member = t.service.credentials.member;
-    const app = (t.service.parts.tree.db.prepare('SELECT client_id FROM applications WHERE client_secret = ?').get(member.client_secret) as { client_id: string }).client_id;
+    const app = (await t.service.parts.tree.db.get('SELECT client_id FROM applications WHERE client_secret = ?', [member.client_secret]) as { client_id: string }).client_id;
     const exchanged = await javaCall(base, '/m-api/oauth2/token', 'POST', signed({ client_id: app, grant_type: 'exchange_token', token: grant.access_token }, member.client_secret));
     expect(exchanged.status).toBe(200);
     const mine = exchanged.body as { access_token: string };
@@ -466,8 +466,8 @@ describe('enterprise, partner and token calls as the SDKs make them', { timeout:
 
   it('the refresh_token grant without dateline (Java OauthEngine.refreshToken)', async () => {
     const member = t.service.credentials.member;
-    const app = (t.service.parts.tree.db.prepare('SELECT client_id FROM applications WHERE client_secret = ?').get(member.client_secret) as { client_id: string }).client_id;
-    const first = (t.service.parts.tree.db.prepare('SELECT refresh_token FROM access_tokens WHERE token = ?').get(member.token) as { refresh_token: string }).refresh_token;
+    const app = (await t.service.parts.tree.db.get('SELECT client_id FROM applications WHERE client_secret = ?', [member.client_secret]) as { client_id: string }).client_id;
+    const first = (await t.service.parts.tree.db.get('SELECT refresh_token FROM access_tokens WHERE token = ?', [member.token]) as { refresh_token: string }).refresh_token;
     const p: Record<string, string | null> = { grant_type: 'refresh_token', refresh_token: first, client_id: app };
     p.sign = javaSign(p, member.client_secret);
     const res = await javaCall(base, '/m-api/oauth2/token2', 'POST', p);

@@ -35,6 +35,18 @@ describe('gateway configuration', () => {
     await expect(loadConfig({ data: 'd', serviceUrl: 'files.example.com' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(ConfigError);
   });
 
+  it('the embedded service\'s metadata database: environment or file; a PostgreSQL URL without password', async () => {
+    expect((await loadConfig({ data: 'd' }, {}, { fuseUsable: false, cwd: dir })).service_metadata).toBeUndefined();
+    const url = 'postgresql://cloudlib@db.example.com:5432/cloudlib';
+    expect((await loadConfig({ data: 'd' }, { CLOUDLIB_SERVICE_METADATA: url }, { fuseUsable: false, cwd: dir })).service_metadata).toBe(url);
+    await writeFile(join(dir, 'cloudlib.toml'), `service_metadata = "${url}"\n`);
+    expect((await loadConfig({ config: join(dir, 'cloudlib.toml') }, {}, { fuseUsable: false, cwd: dir })).service_metadata).toBe(url);
+    await expect(loadConfig({ data: 'd' }, { CLOUDLIB_SERVICE_METADATA: 'mysql://db/x' }, { fuseUsable: false, cwd: dir })).rejects.toThrow(/postgresql:\/\//);
+    const withPassword = loadConfig({ data: 'd' }, { CLOUDLIB_SERVICE_METADATA: 'postgresql://cloudlib:hunter2@db/x' }, { fuseUsable: false, cwd: dir });
+    await expect(withPassword).rejects.toThrow(/PGPASSWORD/);
+    await expect(withPassword).rejects.not.toThrow(/hunter2/);
+  });
+
   it('reads a TOML file with secrets from a file and from the environment', async () => {
     await writeFile(join(dir, 'secret.txt'), 'file-secret\n');
     await writeFile(join(dir, 'cloudlib.toml'), [
