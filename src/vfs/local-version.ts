@@ -27,6 +27,7 @@ import { createHash, type Hash } from 'node:crypto';
 import { constants } from 'node:fs';
 import type { Readable } from 'node:stream';
 import type { PendingFile } from './upload-queue.js';
+import { INLINE_MAX_BYTES } from './upload-journal.js';
 import { fsErrorOf } from './fs-errors.js';
 import type { DiskFaults } from './disk-faults.js';
 import type { RemoteEntry } from './remote.js';
@@ -104,6 +105,8 @@ export class LocalVersion implements PendingFile {
   /** The same for a file still small: hashed here as it is written (`smallBytes` of it so far). */
   private smallHash: Hash | undefined;
   private smallBytes = 0;
+  /** While the file is no larger than INLINE_MAX_BYTES: copies of what was appended, for its journal record. */
+  private smallData: Buffer[] | undefined;
   /** Length of the spool file when known (saves an fstat, and a truncate of a spool that is empty). */
   private spoolLength: number | undefined;
   private chain: Promise<unknown> = Promise.resolve();
@@ -162,6 +165,7 @@ export class LocalVersion implements PendingFile {
       if (this.newSha1Stream) {
         this.smallHash = createHash('sha1');
         this.smallBytes = 0;
+        this.smallData = [];
       }
     });
   }
@@ -210,6 +214,9 @@ export class LocalVersion implements PendingFile {
         if (this.smallBytes + data.length <= SMALL_HASH_MAX) {
           this.smallHash.update(data);
           this.smallBytes += data.length;
+          // A copy: the caller may reuse its buffer (a request body).
+          if (this.smallData && this.smallBytes <= INLINE_MAX_BYTES) this.smallData.push(Buffer.from(data));
+          else this.smallData = undefined;
         } else {
           // Grown past small: the worker hashes from byte 0, reading back what is written.
           this.smallHash = undefined;
@@ -276,6 +283,15 @@ export class LocalVersion implements PendingFile {
       }
       this.dropSha1Stream();
     });
+  }
+
+  /**
+   * The whole content, when the file is small and was written front to back from empty (its journal
+   * record then carries it); undefined otherwise. Ask before `seal`, which lets go of it.
+   */
+  inlineContent(): Buffer | undefined {
+    if (!this.smallData || !this.smallHash || this.smallBytes !== this.size || this.size > INLINE_MAX_BYTES) return undefined;
+    return Buffer.concat(this.smallData, this.size);
   }
 
   /** SHA-1 of the content now, when the last flush hashed it and nothing changed since. */
@@ -387,6 +403,7 @@ export class LocalVersion implements PendingFile {
     this.appended?.close();
     this.appended = undefined;
     this.smallHash = undefined;
+    this.smallData = undefined;
   }
 
   /** Copies base bytes `[start, end)` into the spool. */

@@ -725,10 +725,12 @@ export class WriteBack {
     const entryWritten = new Promise<void>((resolve) => { resolveEntry = resolve; });
     v.journaling = entryWritten;
     try {
-      await v.seal(this.opts.hasher, { sync: opts.sync });
+      // A small file's bytes go in its journal record: its spool then needs no fsync of its own.
+      const inline = v.inlineContent();
+      await v.seal(this.opts.hasher, { sync: opts.sync && !inline });
       v.seq = this.nextSeq();
       this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
-      await this.journal.put(this.journalEntry(v), { spoolSynced: opts.sync, sync: opts.sync }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+      await this.journal.put(this.journalEntry(v), { spoolSynced: opts.sync && !inline, sync: opts.sync, inline }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
     } catch (err) {
       v.failed ??= err instanceof VfsError ? err : fsErrorOf(err, `journaling '${v.fullpath}'`);
       resolveEntry();
@@ -748,7 +750,7 @@ export class WriteBack {
     const old = slot.acked;
     if (old && old.seq > v.seq) {
       // A newer version was acknowledged meanwhile: this one is superseded at once.
-      await this.journal.remove(v.id, { keepSpool: true });
+      await this.journal.remove(v.id, { keepSpool: true, durable: false });
       return;
     }
     v.state = 'journaled';
@@ -765,7 +767,8 @@ export class WriteBack {
     old.superseded = true; // never uploaded from now on
     await this.uploads.cancel(old.id);
     if (old.state === 'uploaded') return; // the service has it already; the newer one follows
-    await this.journal.remove(old.id, { keepSpool: true });
+    // Not waiting for the disk: should a power loss keep this entry, replay keeps the newer one of the path.
+    await this.journal.remove(old.id, { keepSpool: true, durable: false });
     await this.dropIfUnused(old);
   }
 
@@ -915,6 +918,11 @@ export class WriteBack {
   /** Journal files written since their last fsync (what a power loss now could take). */
   unsyncedFiles(): string[] {
     return this.journal.unsyncedFiles();
+  }
+
+  /** The journal's log and how many of its bytes are durable (what a power loss now would keep). */
+  durableLog(): { path: string; bytes: number } {
+    return this.journal.durableLog();
   }
 
 
