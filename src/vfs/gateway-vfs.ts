@@ -60,6 +60,12 @@ export interface GatewayVfsOptions {
     retryBaseMs?: number;
     /** Longest retry delay, ms. Default 30 000. */
     retryMaxMs?: number;
+    /**
+     * Write-back delay, ms: a file closed (not fsynced) is uploaded this long after its last close, so a
+     * burst of writes is not competing with its own uploads, and a file rewritten meanwhile is uploaded
+     * once. fsync, flushAll and `ctl flush` upload at once. Default 0.
+     */
+    delayMs?: number;
   };
   /**
    * When a closed file is safe against power loss: `group` (default) fsyncs the journal within

@@ -64,7 +64,8 @@ export interface WriteBackOptions {
   durability?: { mode?: 'group' | 'close'; groupCommitMs?: number };
   hasher: FileHasher;
   sha1Streams: Sha1Streams;
-  upload?: { concurrency?: number; retryBaseMs?: number; retryMaxMs?: number };
+  /** `delayMs`: the write-back delay (see GatewayVfsOptions.upload). */
+  upload?: { concurrency?: number; retryBaseMs?: number; retryMaxMs?: number; delayMs?: number };
   /** Existing files opened for writing: up to `wholeMaxBytes` fetched whole at the first change; larger ones on demand. */
   partialFetch?: { wholeMaxBytes?: number; chunkBytes?: number };
   host: WriteBackHost;
@@ -754,6 +755,9 @@ export class WriteBack {
       return;
     }
     v.state = 'journaled';
+    // The write-back delay: uploaded a little after the last close (a rewrite meanwhile replaces it first).
+    const delayMs = this.opts.upload?.delayMs ?? 0;
+    if (!opts.upload && delayMs > 0) v.holdUntilMs = Math.max(v.holdUntilMs, Date.now() + delayMs);
     slot.acked = v;
     // A session that changed on after this version was sealed shows its newer bytes; otherwise this version.
     if (!s || !(slot.current && slot.current !== v && slot.current.mutable)) slot.current = v;

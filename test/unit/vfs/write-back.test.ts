@@ -19,13 +19,13 @@ afterEach(async () => {
 interface Setup { vfs: GatewayVfs; remote: MemoryRemote; faulty: FaultyRemote; dataDir: string; disk: DiskFaults }
 
 /** A gateway over one MemoryRemote (behind a FaultyRemote); `dataDir`/`remote` reuse an earlier one's. */
-async function gateway(opts: { dataDir?: string; remote?: MemoryRemote; feedIntervalMs?: number; durability?: { mode?: 'group' | 'close'; groupCommitMs?: number } } = {}): Promise<Setup> {
+async function gateway(opts: { dataDir?: string; remote?: MemoryRemote; feedIntervalMs?: number; durability?: { mode?: 'group' | 'close'; groupCommitMs?: number }; uploadDelayMs?: number } = {}): Promise<Setup> {
   const remote = opts.remote ?? new MemoryRemote({ name: 'A', id: '1' });
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'cloudlib-wb-')));
   if (!opts.dataDir) cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
   const faulty = new FaultyRemote(remote);
   const disk = new DiskFaults();
-  const vfs = await createVfs({ libraries: [{ name: 'A', remote: faulty }], dataDir, feedIntervalMs: opts.feedIntervalMs ?? 0, upload: { retryBaseMs: 20, retryMaxMs: 100 }, diskFaults: disk, durability: opts.durability });
+  const vfs = await createVfs({ libraries: [{ name: 'A', remote: faulty }], dataDir, feedIntervalMs: opts.feedIntervalMs ?? 0, upload: { retryBaseMs: 20, retryMaxMs: 100, delayMs: opts.uploadDelayMs }, diskFaults: disk, durability: opts.durability });
   cleanups.push(() => vfs.close());
   return { vfs, remote, faulty, dataDir, disk };
 }
@@ -237,6 +237,26 @@ describe('write-back', () => {
     await vfs.unlink('/A/f');
     expect((await r.read(0, 100)).toString()).toBe('first version');
     await r.release();
+  });
+
+  it('the write-back delay: a closed file waits before its upload, a rewrite meanwhile is uploaded once; fsync and flushAll do not wait', async () => {
+    const { vfs, remote } = await gateway({ uploadDelayMs: 600_000 });
+    const write = async (path: string, text: string, fsync = false): Promise<void> => {
+      const h = await vfs.open(path, { write: true, create: true, truncate: true });
+      await h.write(0, Buffer.from(text));
+      if (fsync) await h.fsync();
+      await h.release();
+    };
+    await write('/A/f', 'first');
+    await write('/A/f', 'second');
+    expect(vfs.status().uploads).toEqual([]); // waiting: nothing queued yet
+    await write('/A/g', 'fsynced', true);
+    for (let i = 0; i < 200 && !(await remote.stat('g')); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(remote.read('g').toString()).toBe('fsynced');
+    expect(await remote.stat('f')).toBeNull();
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('second');
+    expect(remote.commits.map((c) => c.fullpath).sort()).toEqual(['f', 'g']); // f once, with its last content
   });
 
   it('versions waiting for the service hold no file descriptor', async () => {
