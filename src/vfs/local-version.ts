@@ -107,6 +107,15 @@ export class LocalVersion implements PendingFile {
   private smallBytes = 0;
   /** While the file is no larger than INLINE_MAX_BYTES: copies of what was appended, for its journal record. */
   private smallData: Buffer[] | undefined;
+  /**
+   * A new file held in memory, without a spool file yet: copies of what was appended (at most
+   * INLINE_MAX_BYTES; its journal record carries them). The spool is written when anything needs it (a
+   * change other than an append, a reader of the file, the upload), and right after the seal, off the
+   * caller's way. Undefined once the spool holds the content.
+   */
+  private memory: Buffer[] | undefined;
+  /** The spool being written from memory after the seal. */
+  private writingSpool: Promise<void> | undefined;
   /** Length of the spool file when known (saves an fstat, and a truncate of a spool that is empty). */
   private spoolLength: number | undefined;
   private chain: Promise<unknown> = Promise.resolve();
@@ -128,6 +137,7 @@ export class LocalVersion implements PendingFile {
     this.newSha1Stream = opts.sha1Stream;
     this.faults = opts.faults;
     if (opts.newSpool) this.spoolLength = 0;
+    if (opts.newSpool && opts.baseSize === 0 && !opts.openBase) this.memory = [];
     this.baseReady = opts.baseSize === 0 || !opts.openBase;
     this.mtimeMs = opts.mtimeMs ?? Date.now();
     this.ctimeMs = base?.ctimeMs ?? this.mtimeMs;
@@ -153,6 +163,18 @@ export class LocalVersion implements PendingFile {
   /** Empties the file (a new or truncated file): no base any more. */
   async startEmpty(): Promise<void> {
     await this.exclusive(async () => {
+      if (this.memory) {
+        this.assertMutable();
+        this.generation++;
+        this.dropSha1Stream();
+        this.memory = [];
+        this.size = 0;
+        if (this.newSha1Stream) {
+          this.smallHash = createHash('sha1');
+          this.smallBytes = 0;
+        }
+        return;
+      }
       const fh = await this.changeHandle();
       this.generation++; // before the spool changes (see snapshotHash); callers touch() after
       this.dropSha1Stream();
@@ -186,6 +208,7 @@ export class LocalVersion implements PendingFile {
     return this.exclusive(async () => {
       const end = Math.min(this.size, position + length);
       if (end <= position) return Buffer.alloc(0);
+      if (this.memory) return Buffer.concat(this.memory, this.size).subarray(position, end);
       if (!this.baseReady) {
         for (const [s, e] of gaps(this.present, position, Math.min(end, this.baseSize))) {
           // Fetch at least a chunk (up to the next present range), so sequential reads stay efficient.
@@ -207,6 +230,7 @@ export class LocalVersion implements PendingFile {
 
   async write(position: number, data: Buffer): Promise<number> {
     return this.exclusive(async () => {
+      if (this.memory && position === this.size && this.size + data.length <= INLINE_MAX_BYTES) return this.append(data);
       const fh = await this.changeHandle();
       this.touch(); // before the spool changes (see snapshotHash)
       if (position !== this.size) this.dropSha1Stream(); // not an append: the running hash is of no use
@@ -242,6 +266,25 @@ export class LocalVersion implements PendingFile {
     });
   }
 
+  /** An append to a file held in memory (see `memory`). */
+  private append(data: Buffer): number {
+    this.assertMutable();
+    this.touch();
+    try {
+      this.faults?.check('write', `writing '${this.fullpath}'`);
+    } catch (err) {
+      this.dropSha1Stream();
+      throw this.fail(err, `writing ${data.length} bytes at ${this.size}`);
+    }
+    if (this.smallHash) {
+      this.smallHash.update(data);
+      this.smallBytes += data.length;
+    }
+    this.memory!.push(Buffer.from(data)); // a copy: the caller may reuse its buffer (a request body)
+    this.size += data.length;
+    return data.length;
+  }
+
   async truncate(size: number): Promise<void> {
     await this.exclusive(async () => {
       const fh = await this.changeHandle();
@@ -264,6 +307,17 @@ export class LocalVersion implements PendingFile {
   async seal(hasher: Hasher, opts: { sync?: boolean; onHashed?: () => void } = {}): Promise<void> {
     await this.exclusive(async () => {
       this.assertMutable();
+      if (this.memory && opts.sync === false && this.smallHash && this.smallBytes === this.size) {
+        // Held in memory: hashed as written; the spool is written next, off the caller's way.
+        this.hashed = { generation: this.generation, sha1: this.smallHash.copy().digest('hex'), size: this.size };
+        this.sealed = true;
+        opts.onHashed?.();
+        this.dropSha1Stream();
+        const writing = this.exclusive(() => this.handle().then(() => undefined));
+        writing.catch(() => undefined); // a failure leaves the content in memory: the next user tries again
+        this.writingSpool = writing;
+        return;
+      }
       const fh = await this.handle();
       try {
         await this.padToSize(fh);
@@ -290,6 +344,7 @@ export class LocalVersion implements PendingFile {
    * record then carries it); undefined otherwise. Ask before `seal`, which lets go of it.
    */
   inlineContent(): Buffer | undefined {
+    if (this.memory) return Buffer.concat(this.memory, this.size);
     if (!this.smallData || !this.smallHash || this.smallBytes !== this.size || this.size > INLINE_MAX_BYTES) return undefined;
     return Buffer.concat(this.smallData, this.size);
   }
@@ -305,6 +360,7 @@ export class LocalVersion implements PendingFile {
    * before it touches the spool).
    */
   async snapshotHash(hasher: Hasher): Promise<{ generation: number; sha1: string; size: number }> {
+    await this.onDisk(); // the upload reads the spool by its path
     if (this.hashed && this.hashed.generation === this.generation) return this.hashed;
     return this.exclusive(async () => {
       if (this.hashed && this.hashed.generation === this.generation) return this.hashed;
@@ -312,6 +368,14 @@ export class LocalVersion implements PendingFile {
       const h = await this.hashNow(hasher);
       this.hashed = { generation, ...h };
       return this.hashed;
+    });
+  }
+
+  /** Resolves once the spool file holds the content (a file held in memory is written out now). */
+  async onDisk(): Promise<void> {
+    if (!this.memory) return;
+    await this.exclusive(async () => {
+      if (this.memory) await this.handle();
     });
   }
 
@@ -347,6 +411,7 @@ export class LocalVersion implements PendingFile {
     const next = new LocalVersion(id, spoolPath, this.library, this.fullpath, this.base, { baseSize: 0, mtimeMs: this.mtimeMs, fetchChunk: opts.fetchChunk });
     await this.exclusive(async () => {
       if (this.state === 'retired') throw new VfsError('EIO', `'${this.fullpath}': local copy already discarded`);
+      if (this.memory) await this.handle();
       await copyFile(this.spoolPath, spoolPath, constants.COPYFILE_FICLONE).catch((err: unknown) => { throw fsErrorOf(err, `copying the local version of '${this.fullpath}'`); });
     });
     next.size = this.size;
@@ -452,8 +517,26 @@ export class LocalVersion implements PendingFile {
   private async handle(): Promise<FsHandle> {
     if (this.state === 'retired') throw new VfsError('EIO', `'${this.fullpath}': local copy already discarded`);
     // Only a version being written makes its spool; a journaled one must find its own (never zeros for a lost file).
+    if (this.memory) return this.writeOut(this.memory);
     const flags = this.state === 'writing' && !this.sealed ? constants.O_RDWR | constants.O_CREAT : constants.O_RDWR;
     this.fh ??= await open(this.spoolPath, flags, 0o600).catch((err: unknown) => { throw fsErrorOf(err, `opening the local copy of '${this.fullpath}'`); });
     return this.fh;
+  }
+
+  /** Writes a file held in memory to its spool (made now); from here on the spool holds the content. */
+  private async writeOut(memory: Buffer[]): Promise<FsHandle> {
+    const fh = await open(this.spoolPath, constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC, 0o600).catch((err: unknown) => { throw fsErrorOf(err, `opening the local copy of '${this.fullpath}'`); });
+    try {
+      const data = Buffer.concat(memory, this.size);
+      let done = 0;
+      while (done < data.length) done += (await fh.write(data, done, data.length - done, done)).bytesWritten;
+    } catch (err) {
+      await fh.close().catch(() => undefined);
+      throw fsErrorOf(err, `writing the local copy of '${this.fullpath}'`);
+    }
+    this.fh = fh;
+    this.spoolLength = this.size;
+    this.memory = undefined;
+    return fh;
   }
 }

@@ -75,6 +75,8 @@ interface LiveEntry {
   inline: boolean;
   /** Log records written when its last record was (durable once the log is synced that far). */
   record: number;
+  /** With `inline`: resolves once the spool file holds the content (it may still be on its way). */
+  onDisk?: () => Promise<void>;
 }
 
 const ID_RE = /^[0-9a-f]{16}$/;
@@ -142,13 +144,14 @@ export class UploadJournal {
    * Writes the entry. With `sync` (the default) the spool's data (unless `inline` carries it), the record
    * and the folder entry are all durable before it resolves; `spoolSynced`: the caller has just fsynced the
    * spool with nothing written since (it is not done again). Without, they are left to the next group
-   * commit. `inline`: the spool's whole content (at most INLINE_MAX_BYTES), written into the record.
+   * commit. `inline`: the spool's whole content (at most INLINE_MAX_BYTES), written into the record;
+   * `onDisk` then resolves once the spool file holds it (the log is rewritten without it only after that).
    */
-  async put(entry: JournalEntry, opts: { spoolSynced?: boolean; sync?: boolean; inline?: Buffer } = {}): Promise<void> {
+  async put(entry: JournalEntry, opts: { spoolSynced?: boolean; sync?: boolean; inline?: Buffer; onDisk?: () => Promise<void> } = {}): Promise<void> {
     const inline = opts.inline !== undefined && opts.inline.length === entry.size && entry.size <= INLINE_MAX_BYTES ? opts.inline : undefined;
     const spool = this.spoolPath(entry.id);
     if (opts.sync === false) {
-      await this.appendPut(entry, inline);
+      await this.appendPut(entry, inline, false, opts.onDisk);
       if (!inline) this.unsyncedSpools.add(spool);
       this.scheduleGroupCommit();
       return;
@@ -158,7 +161,7 @@ export class UploadJournal {
       this.unsyncedSpools.delete(spool);
       await this.syncSpoolFolder();
     }
-    await this.appendPut(entry, inline);
+    await this.appendPut(entry, inline, false, opts.onDisk);
     await this.syncLog();
   }
 
@@ -208,7 +211,7 @@ export class UploadJournal {
     const before = this.live.get(entry.id);
     const wasDurable = !before || before.record <= this.synced;
     // The content is the same (a journaled version is immutable): its bytes stay where they were safe.
-    await this.appendPut(entry, undefined, before?.inline);
+    await this.appendPut(entry, undefined, before?.inline, before?.onDisk);
     if (wasDurable) await this.syncLog();
   }
 
@@ -280,12 +283,12 @@ export class UploadJournal {
 
   // ---- the log -----------------------------------------------------------------------------------------
 
-  private async appendPut(entry: JournalEntry, inline: Buffer | undefined, keptInline = false): Promise<void> {
+  private async appendPut(entry: JournalEntry, inline: Buffer | undefined, keptInline = false, onDisk?: () => Promise<void>): Promise<void> {
     const rec: LogRecord = { put: entry };
     if (inline) rec.data = inline.toString('base64');
     const record = await this.append(line(rec));
     const isInline = !!inline || keptInline;
-    this.live.set(entry.id, { entry, inline: isInline, record });
+    this.live.set(entry.id, { entry, inline: isInline, record, onDisk: isInline ? onDisk : undefined });
   }
 
   /** Appends one line; resolves with the count of records written once it is in the log (page cache). */
@@ -389,6 +392,8 @@ export class UploadJournal {
       .map((e) => this.spoolPath(e.id))
       .filter((p) => unknown || this.unsyncedSpools.has(p) || this.live.get(p.slice(-16))?.inline);
     for (const p of spools) {
+      // A spool still on its way from memory is waited for: the record's bytes are dropped only after.
+      await this.live.get(p.slice(-16))?.onDisk?.();
       await fsyncFile(p).catch(ignoreMissing);
       this.unsyncedSpools.delete(p);
     }

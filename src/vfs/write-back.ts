@@ -411,7 +411,7 @@ export class WriteBack {
       if (v.mutable) {
         await v.fillAll();
         await v.sync();
-      }
+      } else await v.onDisk();
     } catch (err) {
       await this.unpin(v);
       throw err;
@@ -428,6 +428,7 @@ export class WriteBack {
     v.pins++;
     try {
       if (v.mutable) await v.fillAll();
+      await v.onDisk();
       await v.exclusive(() => copyFile(v.spoolPath, dest).catch((err: unknown) => { throw fsErrorOf(err, `copying '${fullpath}'`); }));
       return true;
     } finally {
@@ -731,7 +732,7 @@ export class WriteBack {
       await v.seal(this.opts.hasher, { sync: opts.sync && !inline });
       v.seq = this.nextSeq();
       this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
-      await this.journal.put(this.journalEntry(v), { spoolSynced: opts.sync && !inline, sync: opts.sync, inline }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+      await this.journal.put(this.journalEntry(v), { spoolSynced: opts.sync && !inline, sync: opts.sync, inline, onDisk: () => v.onDisk() }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
     } catch (err) {
       v.failed ??= err instanceof VfsError ? err : fsErrorOf(err, `journaling '${v.fullpath}'`);
       resolveEntry();
