@@ -40,6 +40,30 @@ export type BaseOpener = (start: number, end: number) => Promise<Readable>;
 
 interface Hasher { hash(path: string): Promise<{ sha1: string; size: number }> }
 
+/**
+ * Bytes of journaled small files whose spools are not written yet, kept in memory (their journal entries
+ * carry them): shared by a WriteBack's versions, so what waits in memory stays bounded.
+ */
+export class UnwrittenSpools {
+  private used = 0;
+  constructor(readonly maxBytes: number) {}
+
+  /** Counts `n` more bytes if they fit. */
+  take(n: number): boolean {
+    if (this.used + n > this.maxBytes) return false;
+    this.used += n;
+    return true;
+  }
+
+  give(n: number): void {
+    this.used -= n;
+  }
+
+  get bytes(): number {
+    return this.used;
+  }
+}
+
 export interface LocalVersionOptions {
   /** Bytes of the base content (0 for a new file). */
   baseSize: number;
@@ -54,6 +78,8 @@ export interface LocalVersionOptions {
   faults?: DiskFaults;
   /** The spool does not exist yet (a fresh id): nothing to truncate or measure before the first write. */
   newSpool?: boolean;
+  /** Where a sealed small file's bytes may wait for their spool (else it is written right after the seal). */
+  unwritten?: UnwrittenSpools;
 }
 
 /** A file appended to from empty is hashed on the main thread up to this size (no worker round trip); beyond, by a Sha1Stream. */
@@ -114,8 +140,9 @@ export class LocalVersion implements PendingFile {
    * caller's way. Undefined once the spool holds the content.
    */
   private memory: Buffer[] | undefined;
-  /** The spool being written from memory after the seal. */
-  private writingSpool: Promise<void> | undefined;
+  private readonly unwritten?: UnwrittenSpools;
+  /** Bytes of `memory` counted in `unwritten` (sealed, the spool's writing put off until it is needed). */
+  private unwrittenBytes = 0;
   /** Length of the spool file when known (saves an fstat, and a truncate of a spool that is empty). */
   private spoolLength: number | undefined;
   private chain: Promise<unknown> = Promise.resolve();
@@ -138,6 +165,7 @@ export class LocalVersion implements PendingFile {
     this.faults = opts.faults;
     if (opts.newSpool) this.spoolLength = 0;
     if (opts.newSpool && opts.baseSize === 0 && !opts.openBase) this.memory = [];
+    this.unwritten = opts.unwritten;
     this.baseReady = opts.baseSize === 0 || !opts.openBase;
     this.mtimeMs = opts.mtimeMs ?? Date.now();
     this.ctimeMs = base?.ctimeMs ?? this.mtimeMs;
@@ -308,14 +336,18 @@ export class LocalVersion implements PendingFile {
     await this.exclusive(async () => {
       this.assertMutable();
       if (this.memory && opts.sync === false && this.smallHash && this.smallBytes === this.size) {
-        // Held in memory: hashed as written; the spool is written next, off the caller's way.
+        // Held in memory: hashed as written. The spool is written when something needs it (the upload, a
+        // reader) while the shared budget has room, else right away, off the caller's way.
         this.hashed = { generation: this.generation, sha1: this.smallHash.copy().digest('hex'), size: this.size };
         this.sealed = true;
         opts.onHashed?.();
         this.dropSha1Stream();
+        if (this.size > 0 && this.unwritten?.take(this.size)) {
+          this.unwrittenBytes = this.size;
+          return;
+        }
         const writing = this.exclusive(() => this.handle().then(() => undefined));
         writing.catch(() => undefined); // a failure leaves the content in memory: the next user tries again
-        this.writingSpool = writing;
         return;
       }
       const fh = await this.handle();
@@ -401,6 +433,13 @@ export class LocalVersion implements PendingFile {
   /** Marks the spool as discarded (done with the version). */
   retire(): void {
     this.state = 'retired';
+    this.memory = undefined;
+    this.releaseUnwritten();
+  }
+
+  private releaseUnwritten(): void {
+    if (this.unwrittenBytes > 0) this.unwritten?.give(this.unwrittenBytes);
+    this.unwrittenBytes = 0;
   }
 
   /**
@@ -537,6 +576,7 @@ export class LocalVersion implements PendingFile {
     this.fh = fh;
     this.spoolLength = this.size;
     this.memory = undefined;
+    this.releaseUnwritten();
     return fh;
   }
 }

@@ -32,7 +32,7 @@ import type { Logger } from '../shared/log.js';
 import type { FileHasher } from './file-hasher.js';
 import { fsErrorOf } from './fs-errors.js';
 import type { DiskFaults } from './disk-faults.js';
-import { LocalVersion } from './local-version.js';
+import { LocalVersion, UnwrittenSpools } from './local-version.js';
 import type { RangeReader } from './range-reader.js';
 import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './remote.js';
 import type { Sha1Streams } from './sha1-streams.js';
@@ -66,6 +66,8 @@ export interface WriteBackOptions {
   sha1Streams: Sha1Streams;
   /** `delayMs`: the write-back delay (see GatewayVfsOptions.upload). */
   upload?: { concurrency?: number; retryBaseMs?: number; retryMaxMs?: number; delayMs?: number };
+  /** See GatewayVfsOptions.unwrittenSpoolBytes. Default 16 MiB. */
+  unwrittenSpoolBytes?: number;
   /** Existing files opened for writing: up to `wholeMaxBytes` fetched whole at the first change; larger ones on demand. */
   partialFetch?: { wholeMaxBytes?: number; chunkBytes?: number };
   host: WriteBackHost;
@@ -124,10 +126,13 @@ export class WriteBack {
   private readonly holdTimers = new Set<NodeJS.Timeout>();
   private readonly syncOnClose: boolean;
   private closed = false;
+  /** Sealed small files whose spools wait in memory until needed (the upload, a reader), bounded. */
+  private readonly unwritten: UnwrittenSpools;
 
   constructor(private readonly opts: WriteBackOptions) {
     this.journal = new UploadJournal(opts.journalDir, opts.durability?.groupCommitMs ?? 1000);
     this.syncOnClose = opts.durability?.mode === 'close';
+    this.unwritten = new UnwrittenSpools(opts.unwrittenSpoolBytes ?? 16 * 1024 * 1024);
     this.uploads = new UploadQueue({
       concurrency: opts.upload?.concurrency, retryBaseMs: opts.upload?.retryBaseMs, retryMaxMs: opts.upload?.retryMaxMs,
       hasher: opts.hasher, logger: opts.logger,
@@ -847,7 +852,7 @@ export class WriteBack {
     const spool = this.journal.spoolPath(id);
     const v: LocalVersion = new LocalVersion(id, spool, library, fullpath, base, {
       baseSize: base?.size ?? 0, mtimeMs: base?.mtimeMs, fetchChunk: this.opts.partialFetch?.chunkBytes,
-      sha1Stream: () => this.opts.sha1Streams.open(spool), faults: this.opts.diskFaults, newSpool: true,
+      sha1Stream: () => this.opts.sha1Streams.open(spool), faults: this.opts.diskFaults, newSpool: true, unwritten: this.unwritten,
       // The base is wherever the file is now (a rename moves it on the service too), in the version it had.
       openBase: base ? (start, end) => {
         const remote = this.opts.host.remoteFor(v.library);

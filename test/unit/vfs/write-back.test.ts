@@ -19,13 +19,13 @@ afterEach(async () => {
 interface Setup { vfs: GatewayVfs; remote: MemoryRemote; faulty: FaultyRemote; dataDir: string; disk: DiskFaults }
 
 /** A gateway over one MemoryRemote (behind a FaultyRemote); `dataDir`/`remote` reuse an earlier one's. */
-async function gateway(opts: { dataDir?: string; remote?: MemoryRemote; feedIntervalMs?: number; durability?: { mode?: 'group' | 'close'; groupCommitMs?: number }; uploadDelayMs?: number } = {}): Promise<Setup> {
+async function gateway(opts: { dataDir?: string; remote?: MemoryRemote; feedIntervalMs?: number; durability?: { mode?: 'group' | 'close'; groupCommitMs?: number }; uploadDelayMs?: number; unwrittenSpoolBytes?: number } = {}): Promise<Setup> {
   const remote = opts.remote ?? new MemoryRemote({ name: 'A', id: '1' });
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'cloudlib-wb-')));
   if (!opts.dataDir) cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
   const faulty = new FaultyRemote(remote);
   const disk = new DiskFaults();
-  const vfs = await createVfs({ libraries: [{ name: 'A', remote: faulty }], dataDir, feedIntervalMs: opts.feedIntervalMs ?? 0, upload: { retryBaseMs: 20, retryMaxMs: 100, delayMs: opts.uploadDelayMs }, diskFaults: disk, durability: opts.durability });
+  const vfs = await createVfs({ libraries: [{ name: 'A', remote: faulty }], dataDir, feedIntervalMs: opts.feedIntervalMs ?? 0, upload: { retryBaseMs: 20, retryMaxMs: 100, delayMs: opts.uploadDelayMs }, diskFaults: disk, durability: opts.durability, unwrittenSpoolBytes: opts.unwrittenSpoolBytes });
   cleanups.push(() => vfs.close());
   return { vfs, remote, faulty, dataDir, disk };
 }
@@ -257,6 +257,32 @@ describe('write-back', () => {
     await vfs.flushAll();
     expect(remote.read('f').toString()).toBe('second');
     expect(remote.commits.map((c) => c.fullpath).sort()).toEqual(['f', 'g']); // f once, with its last content
+  });
+
+  it('small new files wait in memory for their spools (bounded), carried by their journal entries; read, uploaded and replayed whole', async () => {
+    const a = await gateway({ uploadDelayMs: 600_000, unwrittenSpoolBytes: 256 * 1024 }); // no upload asks for the spools meanwhile
+    const write = async (path: string, data: Buffer): Promise<void> => {
+      const h = await a.vfs.open(path, { write: true, create: true });
+      await h.write(0, data);
+      await h.release();
+    };
+    await write('/A/small', Buffer.from('in memory'));
+    expect(await spools(a.dataDir)).toEqual([]); // no spool file written yet
+    expect(await readAll(a.vfs, '/A/small')).toBe('in memory');
+    // Past the bound (256 KiB here), the spools of the next ones are written at once.
+    const piece = Buffer.alloc(64 * 1024, 5);
+    for (let i = 0; i < 8; i++) await write(`/A/p${i}`, piece);
+    for (let i = 0; i < 200 && (await spools(a.dataDir)).length < 4; i++) await new Promise((r) => setTimeout(r, 10));
+    const written = (await spools(a.dataDir)).length;
+    expect(written).toBeGreaterThanOrEqual(4);
+    expect(written).toBeLessThan(10);
+    // A crash now: every one of them comes back from the journal.
+    await a.vfs.writeBack.uploads.close();
+    const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
+    await b.vfs.flushAll();
+    expect(a.remote.read('small').toString()).toBe('in memory');
+    expect(a.remote.read('p7').equals(piece)).toBe(true);
+    expect(a.remote.paths().length).toBe(9);
   });
 
   it('versions waiting for the service hold no file descriptor', async () => {
