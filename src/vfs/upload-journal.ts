@@ -23,7 +23,9 @@
  * removed ones. `entries/<id>.json` (one file an entry, the layout of earlier versions) is read at start-up
  * and moved into the log.
  */
+import { createReadStream } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 import type { Operator } from './types.js';
@@ -69,14 +71,14 @@ interface LogRecord {
   rm?: string;
 }
 
-/** Where an entry's bytes are safe: in its record (`inline`), or in its spool file. */
+/** Where an entry's bytes are safe: in a record (`inline`), or in its spool file. */
 interface LiveEntry {
   entry: JournalEntry;
   inline: boolean;
   /** Log records written when its last record was (durable once the log is synced that far). */
   record: number;
-  /** With `inline`: resolves once the spool file holds the content (it may still be on its way). */
-  onDisk?: () => Promise<void>;
+  /** The checks of its last line and of its last line carrying its bytes: the lines a rewrite keeps. */
+  lines: Set<string>;
 }
 
 const ID_RE = /^[0-9a-f]{16}$/;
@@ -144,14 +146,13 @@ export class UploadJournal {
    * Writes the entry. With `sync` (the default) the spool's data (unless `inline` carries it), the record
    * and the folder entry are all durable before it resolves; `spoolSynced`: the caller has just fsynced the
    * spool with nothing written since (it is not done again). Without, they are left to the next group
-   * commit. `inline`: the spool's whole content (at most INLINE_MAX_BYTES), written into the record;
-   * `onDisk` then resolves once the spool file holds it (the log is rewritten without it only after that).
+   * commit. `inline`: the spool's whole content (at most INLINE_MAX_BYTES), written into the record.
    */
-  async put(entry: JournalEntry, opts: { spoolSynced?: boolean; sync?: boolean; inline?: Buffer; onDisk?: () => Promise<void> } = {}): Promise<void> {
+  async put(entry: JournalEntry, opts: { spoolSynced?: boolean; sync?: boolean; inline?: Buffer } = {}): Promise<void> {
     const inline = opts.inline !== undefined && opts.inline.length === entry.size && entry.size <= INLINE_MAX_BYTES ? opts.inline : undefined;
     const spool = this.spoolPath(entry.id);
     if (opts.sync === false) {
-      await this.appendPut(entry, inline, false, opts.onDisk);
+      await this.appendPut(entry, inline);
       if (!inline) this.unsyncedSpools.add(spool);
       this.scheduleGroupCommit();
       return;
@@ -161,7 +162,7 @@ export class UploadJournal {
       this.unsyncedSpools.delete(spool);
       await this.syncSpoolFolder();
     }
-    await this.appendPut(entry, inline, false, opts.onDisk);
+    await this.appendPut(entry, inline);
     await this.syncLog();
   }
 
@@ -211,7 +212,7 @@ export class UploadJournal {
     const before = this.live.get(entry.id);
     const wasDurable = !before || before.record <= this.synced;
     // The content is the same (a journaled version is immutable): its bytes stay where they were safe.
-    await this.appendPut(entry, undefined, before?.inline, before?.onDisk);
+    await this.appendPut(entry, undefined, before);
     if (wasDurable) await this.syncLog();
   }
 
@@ -224,7 +225,7 @@ export class UploadJournal {
     if (!opts.keepSpool) this.unsyncedSpools.delete(this.spoolPath(id));
     if (this.live.has(id)) {
       this.live.delete(id);
-      await this.append(`${line({ rm: id })}`);
+      await this.append(lineOf({ rm: id }).text);
       if (opts.durable !== false) await this.syncLog();
       else this.scheduleGroupCommit();
     }
@@ -256,39 +257,53 @@ export class UploadJournal {
    */
   async entries(): Promise<JournalEntry[]> {
     await this.drained();
-    const found = new Map<string, { entry: JournalEntry; data?: Buffer }>();
+    const found = new Map<string, LiveEntry>();
     const legacy = await this.legacyEntries();
-    for (const e of legacy) found.set(e.id, { entry: e });
-    for (const rec of await this.readLog()) {
-      if (rec.rm !== undefined) found.delete(rec.rm);
-      else if (rec.put) {
-        // A later record of the same entry (a rename, a time) keeps the bytes an earlier one carried.
-        const data = rec.data !== undefined ? Buffer.from(rec.data, 'base64') : found.get(rec.put.id)?.data;
-        found.set(rec.put.id, { entry: rec.put, data });
+    for (const e of legacy) found.set(e.id, { entry: e, inline: false, record: 0, lines: new Set() });
+    await this.eachLine(async (rec, check) => {
+      if (rec.rm !== undefined) {
+        found.delete(rec.rm);
+        return;
       }
-    }
-    for (const { entry, data } of found.values()) {
-      if (data && data.length === entry.size) await restoreSpool(this.spoolPath(entry.id), data);
-    }
+      const e = rec.put!;
+      const before = found.get(e.id);
+      const inline = rec.data !== undefined;
+      // A small file's spool lost to a power loss is written again from its record.
+      if (inline) await restoreSpool(this.spoolPath(e.id), Buffer.from(rec.data!, 'base64'), e.size);
+      // A later record of the same entry (a rename, a time) keeps the line that carried its bytes.
+      const lines = new Set([check]);
+      if (!inline && before?.inline) for (const c of before.lines) lines.add(c);
+      found.set(e.id, { entry: e, inline: inline || !!before?.inline, record: 0, lines });
+    });
     for (const name of await readdir(this.spoolDir).catch(() => [] as string[])) {
       if (ID_RE.test(name) && !found.has(name)) await rm(join(this.spoolDir, name), { force: true });
     }
-    const out = [...found.values()].map((f) => f.entry);
-    await this.onLog(() => this.compact(new Map(out.map((e) => [e.id, e])), true));
+    // A rewrite of the log cut off by a crash.
+    for (const name of await readdir(this.dir).catch(() => [] as string[])) {
+      if (name.startsWith(`${LOG}.`) && name.endsWith('.tmp')) await rm(join(this.dir, name), { force: true });
+    }
+    await this.onLog(async () => {
+      this.live.clear();
+      for (const [id, l] of found) this.live.set(id, l);
+      await this.compact(legacy.filter((e) => found.get(e.id)?.lines.size === 0));
+    });
     if (legacy.length > 0 || (await readdir(this.entriesDir).catch(() => undefined))) {
       await rm(this.entriesDir, { recursive: true, force: true });
     }
-    return out.sort((a, b) => orderOf(a) - orderOf(b));
+    return [...found.values()].map((f) => f.entry).sort((a, b) => orderOf(a) - orderOf(b));
   }
 
   // ---- the log -----------------------------------------------------------------------------------------
 
-  private async appendPut(entry: JournalEntry, inline: Buffer | undefined, keptInline = false, onDisk?: () => Promise<void>): Promise<void> {
+  /** `before`: the entry's live record this one rewrites (its bytes stay in the line that carried them). */
+  private async appendPut(entry: JournalEntry, inline: Buffer | undefined, before?: LiveEntry): Promise<void> {
     const rec: LogRecord = { put: entry };
     if (inline) rec.data = inline.toString('base64');
-    const record = await this.append(line(rec));
-    const isInline = !!inline || keptInline;
-    this.live.set(entry.id, { entry, inline: isInline, record, onDisk: isInline ? onDisk : undefined });
+    const { text, check } = lineOf(rec);
+    const record = await this.append(text);
+    const lines = new Set([check]);
+    if (!inline && before?.inline) for (const c of before.lines) lines.add(c);
+    this.live.set(entry.id, { entry, inline: !!inline || !!before?.inline, record, lines });
   }
 
   /** Appends one line; resolves with the count of records written once it is in the log (page cache). */
@@ -318,7 +333,7 @@ export class UploadJournal {
       return;
     }
     if (this.logRecords > this.live.size + COMPACT_DEAD_RECORDS && this.logRecords > 2 * this.live.size && !this.closed) {
-      await this.compact(new Map([...this.live].map(([id, l]) => [id, l.entry]))).catch(() => undefined);
+      await this.compact().catch(() => undefined);
     }
   }
 
@@ -383,66 +398,85 @@ export class UploadJournal {
   }
 
   /**
-   * Rewrites the log with one record per live entry, without inline bytes (their spools are fsynced
-   * first), durable, then put in place of the old one.
+   * Rewrites the log with only the lines live entries need (each one's last line, and the one carrying
+   * its bytes), copied as they are: streamed, nothing fsynced but the new log. `extra`: entries with no
+   * line yet (of the earlier layout), written as new lines.
    */
-  private async compact(live: Map<string, JournalEntry>, unknown = false): Promise<void> {
-    // Spools whose bytes are only in a record or only in the page cache; `unknown` (start-up): all of them.
-    const spools = [...live.values()].filter((e) => (e.kind ?? 'file') === 'file')
-      .map((e) => this.spoolPath(e.id))
-      .filter((p) => unknown || this.unsyncedSpools.has(p) || this.live.get(p.slice(-16))?.inline);
-    for (const p of spools) {
-      // A spool still on its way from memory is waited for: the record's bytes are dropped only after.
-      await this.live.get(p.slice(-16))?.onDisk?.();
-      await fsyncFile(p).catch(ignoreMissing);
-      this.unsyncedSpools.delete(p);
-    }
-    if (spools.length > 0) await this.syncSpoolFolder();
+  private async compact(extra: JournalEntry[] = []): Promise<void> {
     const tmp = `${this.logPath}.${randomBytes(4).toString('hex')}.tmp`;
-    const text = [...live.values()].map((e) => line({ put: e })).join('');
-    const fh = await open(tmp, 'w', 0o600);
+    const out = await open(tmp, 'w', 0o600);
+    let bytes = 0;
+    let kept = 0;
     try {
-      await fh.writeFile(text);
-      await fh.sync();
-    } finally {
-      await fh.close();
+      let pending: string[] = [];
+      let pendingBytes = 0;
+      const flush = async (): Promise<void> => {
+        const buf = Buffer.from(pending.join(''));
+        pending = [];
+        pendingBytes = 0;
+        let done = 0;
+        while (done < buf.length) done += (await out.write(buf, done, buf.length - done)).bytesWritten;
+        bytes += buf.length;
+      };
+      const keep = async (text: string): Promise<void> => {
+        pending.push(text);
+        pendingBytes += text.length;
+        kept++;
+        if (pendingBytes >= 1024 * 1024) await flush();
+      };
+      await this.eachLine(async (rec, check, text) => {
+        if (rec.put && this.live.get(rec.put.id)?.lines.has(check)) await keep(`${text}\n`);
+      });
+      for (const e of extra) {
+        const { text, check } = lineOf({ put: e });
+        await keep(text);
+        const l = this.live.get(e.id);
+        if (l) l.lines = new Set([check]);
+      }
+      await flush();
+      await out.sync();
+    } catch (err) {
+      await out.close().catch(() => undefined);
+      await rm(tmp, { force: true });
+      throw err;
     }
+    await out.close();
     await rename(tmp, this.logPath);
     await fsyncDir(this.dir);
     const old = this.log;
     this.log = undefined;
     await old?.close().catch(() => undefined);
     this.tornTail = false;
-    this.logBytes = Buffer.byteLength(text);
-    this.syncedBytes = this.logBytes;
-    this.logRecords = live.size;
+    this.logBytes = bytes;
+    this.syncedBytes = bytes;
+    this.logRecords = kept;
     this.synced = this.written;
-    this.live.clear();
-    for (const e of live.values()) this.live.set(e.id, { entry: e, inline: false, record: this.written });
+    for (const l of this.live.values()) l.record = this.written;
   }
 
-  /** The log's records in order; lines that do not match their check are skipped. */
-  private async readLog(): Promise<LogRecord[]> {
-    let text: string;
-    try {
-      text = await readFile(this.logPath, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw err;
-    }
-    const out: LogRecord[] = [];
-    for (const l of text.split('\n')) {
-      const space = l.indexOf(' ');
+  /** Calls `fn` with each record of the log, in order, as it is read; lines that do not match their check are skipped. */
+  private async eachLine(fn: (rec: LogRecord, check: string, text: string) => Promise<void>): Promise<void> {
+    const input = createReadStream(this.logPath, { encoding: 'utf8' });
+    const opened = await new Promise<boolean>((resolve, reject) => {
+      input.once('open', () => resolve(true));
+      input.once('error', (err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? resolve(false) : reject(err)));
+    });
+    if (!opened) return;
+    for await (const text of createInterface({ input, crlfDelay: Infinity })) {
+      const space = text.indexOf(' ');
       if (space <= 0) continue;
-      const json = l.slice(space + 1);
-      if (l.slice(0, space) !== checkOf(json)) continue; // torn: never acknowledged as durable
+      const check = text.slice(0, space);
+      const json = text.slice(space + 1);
+      if (check !== checkOf(json)) continue; // torn: never acknowledged as durable
+      let rec: LogRecord;
       try {
-        const rec = JSON.parse(json) as LogRecord;
-        if (typeof rec.rm === 'string') out.push({ rm: rec.rm });
-        else if (rec.put && validEntry(rec.put)) out.push(rec);
-      } catch { /* matched its check: cannot happen, but a bad line is never an entry */ }
+        rec = JSON.parse(json) as LogRecord;
+      } catch {
+        continue; // matched its check: cannot happen, but a bad line is never an entry
+      }
+      if (typeof rec.rm === 'string') await fn({ rm: rec.rm }, check, text);
+      else if (rec.put && validEntry(rec.put) && (rec.data === undefined || typeof rec.data === 'string')) await fn(rec, check, text);
     }
-    return out;
   }
 
   /** Entries of the earlier layout (one JSON file each), if any are left. */
@@ -509,13 +543,15 @@ function checkOf(json: string): string {
   return createHash('sha1').update(json).digest('hex').slice(0, 12);
 }
 
-function line(rec: LogRecord): string {
+function lineOf(rec: LogRecord): { text: string; check: string } {
   const json = JSON.stringify(rec);
-  return `${checkOf(json)} ${json}\n`;
+  const check = checkOf(json);
+  return { text: `${check} ${json}\n`, check };
 }
 
 /** Writes a small file's spool from its record when the file is missing or differs (lost to a power loss). */
-async function restoreSpool(path: string, data: Buffer): Promise<void> {
+async function restoreSpool(path: string, data: Buffer, size: number): Promise<void> {
+  if (data.length !== size) return;
   const now = await readFile(path).catch(() => undefined);
   if (now && now.equals(data)) return;
   await writeFile(path, data, { mode: 0o600 });

@@ -737,7 +737,7 @@ export class WriteBack {
       await v.seal(this.opts.hasher, { sync: opts.sync && !inline });
       v.seq = this.nextSeq();
       this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
-      await this.journal.put(this.journalEntry(v), { spoolSynced: opts.sync && !inline, sync: opts.sync, inline, onDisk: () => v.onDisk() }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+      await this.journal.put(this.journalEntry(v), { spoolSynced: opts.sync && !inline, sync: opts.sync, inline }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
     } catch (err) {
       v.failed ??= err instanceof VfsError ? err : fsErrorOf(err, `journaling '${v.fullpath}'`);
       resolveEntry();

@@ -232,7 +232,7 @@ async function main(): Promise<void> {
         case 'faults': return backend.setFaults(a);
         case 'remoteHistory': return backend.remoteHistory(a.path);
         case 'lockAs': return backend.lockAs(a.path, !!a.locked, String(a.holder));
-        case 'flushAll': return backend.vfs.flushAll({ timeoutMs: 30_000 });
+        case 'flushAll': return backend.vfs.flushAll({ timeoutMs: typeof a.timeoutMs === 'number' ? a.timeoutMs : 30_000 });
         case 'populate': return populate(backend.vfs, a.path, a.count);
         case 'benchDirectWrite': return benchDirectWrite(backend.vfs, a.path, a.bytes, a.chunkBytes);
         case 'benchDirectRead': return benchDirectRead(backend.vfs, a.path, a.chunkBytes);

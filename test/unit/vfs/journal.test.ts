@@ -102,6 +102,13 @@ describe('UploadJournal and replay', { timeout: 15_000 }, () => {
     const again = new UploadJournal(join(dataDir, 'journal'));
     expect((await again.entries()).map((e) => e.fullpath)).toEqual(['s']);
     expect(await readFile(again.spoolPath(id), 'utf8')).toBe('small content');
+    // The log rewritten at that start keeps the line carrying the bytes, also after a rewrite of the entry.
+    await again.rewrite({ id, library: 'L', fullpath: 'renamed', size: 13, mtimeMs: 2, createdMs: 1 });
+    await again.close();
+    await rm(again.spoolPath(id));
+    const third = new UploadJournal(join(dataDir, 'journal'));
+    expect((await third.entries()).map((e) => e.fullpath)).toEqual(['renamed']);
+    expect(await readFile(third.spoolPath(id), 'utf8')).toBe('small content');
   });
 
   it('the log is rewritten with only the live entries: at start-up, and once it holds mostly removed ones', async () => {
