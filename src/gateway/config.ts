@@ -106,6 +106,8 @@ export interface GatewayConfig {
     durability: 'group' | 'close';
     /** Longest wait of a closed file for its fsync with durability "group", ms. Default 1000. */
     group_commit_ms: number;
+    /** Write-back delay: a closed file is uploaded this long after its last close, ms. Default 2000. */
+    upload_delay_ms: number;
   };
   /** Admin HTTP listener for /metrics and /healthz, or null. Default 127.0.0.1:0 (any free port). */
   admin_listen: string | null;
@@ -131,6 +133,9 @@ export interface ConfigFlags {
   logLevel?: string;
   readOnly?: boolean;
 }
+
+/** Write-back delay of a closed file before its upload starts, ms (`journal.upload_delay_ms`). */
+export const DEFAULT_UPLOAD_DELAY_MS = 2000;
 
 const HOSTPORT = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
 
@@ -338,11 +343,13 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   const cache = obj(raw.cache, 'cache');
   const feed = obj(raw.feed, 'feed');
   const journal = obj(raw.journal, 'journal');
-  for (const k of Object.keys(journal)) if (k !== 'durability' && k !== 'group_commit_ms') throw new ConfigError(`journal.${k}: unknown key (docs/configuration.md lists them)`);
+  for (const k of Object.keys(journal)) if (k !== 'durability' && k !== 'group_commit_ms' && k !== 'upload_delay_ms') throw new ConfigError(`journal.${k}: unknown key (docs/configuration.md lists them)`);
   const durability = str(journal.durability, 'journal.durability') ?? 'group';
   if (durability !== 'group' && durability !== 'close') throw new ConfigError(`journal.durability: expected "group" or "close", got ${JSON.stringify(durability)}`);
   const groupCommitMs = num(journal.group_commit_ms, 'journal.group_commit_ms', 1) ?? 1000;
   if (groupCommitMs > 60_000) throw new ConfigError(`journal.group_commit_ms: expected at most 60000, got ${groupCommitMs}`);
+  const uploadDelayMs = num(journal.upload_delay_ms, 'journal.upload_delay_ms', 0) ?? DEFAULT_UPLOAD_DELAY_MS;
+  if (uploadDelayMs > 60_000) throw new ConfigError(`journal.upload_delay_ms: expected at most 60000, got ${uploadDelayMs}`);
   const log = obj(raw.log, 'log');
   const adminListen = flags.adminListen ?? env.CLOUDLIB_ADMIN ?? (raw.admin_listen === false ? null : str(raw.admin_listen, 'admin_listen')) ?? '127.0.0.1:0';
   if (adminListen) parseHostPort(adminListen, 'admin listen address');
@@ -400,7 +407,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
       disk_cache_mb: num(cache.disk_cache_mb, 'cache.disk_cache_mb') ?? 1024,
     },
     feed: { interval_ms: num(env.CLOUDLIB_FEED_INTERVAL_MS ?? feed.interval_ms, 'feed.interval_ms', 100) ?? 2000 },
-    journal: { durability, group_commit_ms: groupCommitMs },
+    journal: { durability, group_commit_ms: groupCommitMs, upload_delay_ms: uploadDelayMs },
     admin_listen: adminListen,
     log: { level },
   };

@@ -62,6 +62,12 @@ export interface GatewayVfsOptions {
     retryMaxMs?: number;
     /** An upload the service refused (ENOSPC, a lock, EACCES) is asked again after this long, ms. Default 600 000. */
     refusedRetryMs?: number;
+    /**
+     * Write-back delay, ms: a file closed (not fsynced) is uploaded this long after its last close, so a
+     * burst of writes is not competing with its own uploads, and a file rewritten meanwhile is uploaded
+     * once. fsync, flushAll and `ctl flush` upload at once. Default 0.
+     */
+    delayMs?: number;
   };
   /**
    * When a closed file is safe against power loss: `group` (default) fsyncs the journal within
@@ -69,6 +75,11 @@ export interface GatewayVfsOptions {
    * the gateway loses nothing either way); `close` fsyncs at every close.
    */
   durability?: { mode?: 'group' | 'close'; groupCommitMs?: number };
+  /**
+   * Bytes of closed small files (up to 64 KiB each, carried by their journal entries) that may wait in
+   * memory for their spool files until the upload or a reader needs them. Default 16 MiB.
+   */
+  unwrittenSpoolBytes?: number;
   /** Existing files opened for writing: up to `wholeMaxBytes` fetched whole at the first change (default 8 MiB); larger ones on demand, at least `chunkBytes` per fetch (default 1 MiB). */
   partialFetch?: { wholeMaxBytes?: number; chunkBytes?: number };
   /** Injected failures of the gateway's own disk (tests, fault drills). */
@@ -174,7 +185,7 @@ export class GatewayVfs implements Vfs {
     });
     this.writeBack = new WriteBack({
       journalDir: join(opts.dataDir, 'journal'), hasher: this.hasher, sha1Streams: this.sha1Streams,
-      upload: opts.upload, partialFetch: opts.partialFetch, logger: opts.logger, diskFaults: opts.diskFaults, durability: opts.durability,
+      upload: opts.upload, partialFetch: opts.partialFetch, unwrittenSpoolBytes: opts.unwrittenSpoolBytes, logger: opts.logger, diskFaults: opts.diskFaults, durability: opts.durability,
       host: {
         remoteFor: (name) => this.libs.get(name)?.remote,
         baseReader: (name, base, ctx) => this.reader(this.libs.get(name)!, base, ctx),

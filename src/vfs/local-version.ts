@@ -27,6 +27,7 @@ import { createHash, type Hash } from 'node:crypto';
 import { constants } from 'node:fs';
 import type { Readable } from 'node:stream';
 import type { PendingFile } from './upload-queue.js';
+import { INLINE_MAX_BYTES } from './upload-journal.js';
 import { fsErrorOf } from './fs-errors.js';
 import type { DiskFaults } from './disk-faults.js';
 import type { RemoteEntry } from './remote.js';
@@ -38,6 +39,30 @@ import { VfsError, type Operator } from './types.js';
 export type BaseOpener = (start: number, end: number) => Promise<Readable>;
 
 interface Hasher { hash(path: string): Promise<{ sha1: string; size: number }> }
+
+/**
+ * Bytes of journaled small files whose spools are not written yet, kept in memory (their journal entries
+ * carry them): shared by a WriteBack's versions, so what waits in memory stays bounded.
+ */
+export class UnwrittenSpools {
+  private used = 0;
+  constructor(readonly maxBytes: number) {}
+
+  /** Counts `n` more bytes if they fit. */
+  take(n: number): boolean {
+    if (this.used + n > this.maxBytes) return false;
+    this.used += n;
+    return true;
+  }
+
+  give(n: number): void {
+    this.used -= n;
+  }
+
+  get bytes(): number {
+    return this.used;
+  }
+}
 
 export interface LocalVersionOptions {
   /** Bytes of the base content (0 for a new file). */
@@ -53,6 +78,8 @@ export interface LocalVersionOptions {
   faults?: DiskFaults;
   /** The spool does not exist yet (a fresh id): nothing to truncate or measure before the first write. */
   newSpool?: boolean;
+  /** Where a sealed small file's bytes may wait for their spool (else it is written right after the seal). */
+  unwritten?: UnwrittenSpools;
 }
 
 /** A file appended to from empty is hashed on the main thread up to this size (no worker round trip); beyond, by a Sha1Stream. */
@@ -104,6 +131,18 @@ export class LocalVersion implements PendingFile {
   /** The same for a file still small: hashed here as it is written (`smallBytes` of it so far). */
   private smallHash: Hash | undefined;
   private smallBytes = 0;
+  /** While the file is no larger than INLINE_MAX_BYTES: copies of what was appended, for its journal record. */
+  private smallData: Buffer[] | undefined;
+  /**
+   * A new file held in memory, without a spool file yet: copies of what was appended (at most
+   * INLINE_MAX_BYTES; its journal record carries them). The spool is written when anything needs it (a
+   * change other than an append, a reader of the file, the upload), and right after the seal, off the
+   * caller's way. Undefined once the spool holds the content.
+   */
+  private memory: Buffer[] | undefined;
+  private readonly unwritten?: UnwrittenSpools;
+  /** Bytes of `memory` counted in `unwritten` (sealed, the spool's writing put off until it is needed). */
+  private unwrittenBytes = 0;
   /** Length of the spool file when known (saves an fstat, and a truncate of a spool that is empty). */
   private spoolLength: number | undefined;
   private chain: Promise<unknown> = Promise.resolve();
@@ -125,6 +164,8 @@ export class LocalVersion implements PendingFile {
     this.newSha1Stream = opts.sha1Stream;
     this.faults = opts.faults;
     if (opts.newSpool) this.spoolLength = 0;
+    if (opts.newSpool && opts.baseSize === 0 && !opts.openBase) this.memory = [];
+    this.unwritten = opts.unwritten;
     this.baseReady = opts.baseSize === 0 || !opts.openBase;
     this.mtimeMs = opts.mtimeMs ?? Date.now();
     this.ctimeMs = base?.ctimeMs ?? this.mtimeMs;
@@ -150,6 +191,18 @@ export class LocalVersion implements PendingFile {
   /** Empties the file (a new or truncated file): no base any more. */
   async startEmpty(): Promise<void> {
     await this.exclusive(async () => {
+      if (this.memory) {
+        this.assertMutable();
+        this.generation++;
+        this.dropSha1Stream();
+        this.memory = [];
+        this.size = 0;
+        if (this.newSha1Stream) {
+          this.smallHash = createHash('sha1');
+          this.smallBytes = 0;
+        }
+        return;
+      }
       const fh = await this.changeHandle();
       this.generation++; // before the spool changes (see snapshotHash); callers touch() after
       this.dropSha1Stream();
@@ -162,6 +215,7 @@ export class LocalVersion implements PendingFile {
       if (this.newSha1Stream) {
         this.smallHash = createHash('sha1');
         this.smallBytes = 0;
+        this.smallData = [];
       }
     });
   }
@@ -182,6 +236,7 @@ export class LocalVersion implements PendingFile {
     return this.exclusive(async () => {
       const end = Math.min(this.size, position + length);
       if (end <= position) return Buffer.alloc(0);
+      if (this.memory) return Buffer.concat(this.memory, this.size).subarray(position, end);
       if (!this.baseReady) {
         for (const [s, e] of gaps(this.present, position, Math.min(end, this.baseSize))) {
           // Fetch at least a chunk (up to the next present range), so sequential reads stay efficient.
@@ -203,6 +258,7 @@ export class LocalVersion implements PendingFile {
 
   async write(position: number, data: Buffer): Promise<number> {
     return this.exclusive(async () => {
+      if (this.memory && position === this.size && this.size + data.length <= INLINE_MAX_BYTES) return this.append(data);
       const fh = await this.changeHandle();
       this.touch(); // before the spool changes (see snapshotHash)
       if (position !== this.size) this.dropSha1Stream(); // not an append: the running hash is of no use
@@ -210,6 +266,9 @@ export class LocalVersion implements PendingFile {
         if (this.smallBytes + data.length <= SMALL_HASH_MAX) {
           this.smallHash.update(data);
           this.smallBytes += data.length;
+          // A copy: the caller may reuse its buffer (a request body).
+          if (this.smallData && this.smallBytes <= INLINE_MAX_BYTES) this.smallData.push(Buffer.from(data));
+          else this.smallData = undefined;
         } else {
           // Grown past small: the worker hashes from byte 0, reading back what is written.
           this.smallHash = undefined;
@@ -235,6 +294,25 @@ export class LocalVersion implements PendingFile {
     });
   }
 
+  /** An append to a file held in memory (see `memory`). */
+  private append(data: Buffer): number {
+    this.assertMutable();
+    this.touch();
+    try {
+      this.faults?.check('write', `writing '${this.fullpath}'`);
+    } catch (err) {
+      this.dropSha1Stream();
+      throw this.fail(err, `writing ${data.length} bytes at ${this.size}`);
+    }
+    if (this.smallHash) {
+      this.smallHash.update(data);
+      this.smallBytes += data.length;
+    }
+    this.memory!.push(Buffer.from(data)); // a copy: the caller may reuse its buffer (a request body)
+    this.size += data.length;
+    return data.length;
+  }
+
   async truncate(size: number): Promise<void> {
     await this.exclusive(async () => {
       const fh = await this.changeHandle();
@@ -257,6 +335,21 @@ export class LocalVersion implements PendingFile {
   async seal(hasher: Hasher, opts: { sync?: boolean; onHashed?: () => void } = {}): Promise<void> {
     await this.exclusive(async () => {
       this.assertMutable();
+      if (this.memory && opts.sync === false && this.smallHash && this.smallBytes === this.size) {
+        // Held in memory: hashed as written. The spool is written when something needs it (the upload, a
+        // reader) while the shared budget has room, else right away, off the caller's way.
+        this.hashed = { generation: this.generation, sha1: this.smallHash.copy().digest('hex'), size: this.size };
+        this.sealed = true;
+        opts.onHashed?.();
+        this.dropSha1Stream();
+        if (this.size > 0 && this.unwritten?.take(this.size)) {
+          this.unwrittenBytes = this.size;
+          return;
+        }
+        const writing = this.exclusive(() => this.handle().then(() => undefined));
+        writing.catch(() => undefined); // a failure leaves the content in memory: the next user tries again
+        return;
+      }
       const fh = await this.handle();
       try {
         await this.padToSize(fh);
@@ -278,6 +371,16 @@ export class LocalVersion implements PendingFile {
     });
   }
 
+  /**
+   * The whole content, when the file is small and was written front to back from empty (its journal
+   * record then carries it); undefined otherwise. Ask before `seal`, which lets go of it.
+   */
+  inlineContent(): Buffer | undefined {
+    if (this.memory) return Buffer.concat(this.memory, this.size);
+    if (!this.smallData || !this.smallHash || this.smallBytes !== this.size || this.size > INLINE_MAX_BYTES) return undefined;
+    return Buffer.concat(this.smallData, this.size);
+  }
+
   /** SHA-1 of the content now, when the last flush hashed it and nothing changed since. */
   currentSha1(): string | undefined {
     return this.hashed && this.hashed.generation === this.generation ? this.hashed.sha1 : undefined;
@@ -289,6 +392,7 @@ export class LocalVersion implements PendingFile {
    * before it touches the spool).
    */
   async snapshotHash(hasher: Hasher): Promise<{ generation: number; sha1: string; size: number }> {
+    await this.onDisk(); // the upload reads the spool by its path
     if (this.hashed && this.hashed.generation === this.generation) return this.hashed;
     return this.exclusive(async () => {
       if (this.hashed && this.hashed.generation === this.generation) return this.hashed;
@@ -296,6 +400,14 @@ export class LocalVersion implements PendingFile {
       const h = await this.hashNow(hasher);
       this.hashed = { generation, ...h };
       return this.hashed;
+    });
+  }
+
+  /** Resolves once the spool file holds the content (a file held in memory is written out now). */
+  async onDisk(): Promise<void> {
+    if (!this.memory) return;
+    await this.exclusive(async () => {
+      if (this.memory) await this.handle();
     });
   }
 
@@ -321,6 +433,13 @@ export class LocalVersion implements PendingFile {
   /** Marks the spool as discarded (done with the version). */
   retire(): void {
     this.state = 'retired';
+    this.memory = undefined;
+    this.releaseUnwritten();
+  }
+
+  private releaseUnwritten(): void {
+    if (this.unwrittenBytes > 0) this.unwritten?.give(this.unwrittenBytes);
+    this.unwrittenBytes = 0;
   }
 
   /**
@@ -331,6 +450,7 @@ export class LocalVersion implements PendingFile {
     const next = new LocalVersion(id, spoolPath, this.library, this.fullpath, this.base, { baseSize: 0, mtimeMs: this.mtimeMs, fetchChunk: opts.fetchChunk });
     await this.exclusive(async () => {
       if (this.state === 'retired') throw new VfsError('EIO', `'${this.fullpath}': local copy already discarded`);
+      if (this.memory) await this.handle();
       await copyFile(this.spoolPath, spoolPath, constants.COPYFILE_FICLONE).catch((err: unknown) => { throw fsErrorOf(err, `copying the local version of '${this.fullpath}'`); });
     });
     next.size = this.size;
@@ -387,6 +507,7 @@ export class LocalVersion implements PendingFile {
     this.appended?.close();
     this.appended = undefined;
     this.smallHash = undefined;
+    this.smallData = undefined;
   }
 
   /** Copies base bytes `[start, end)` into the spool. */
@@ -435,8 +556,27 @@ export class LocalVersion implements PendingFile {
   private async handle(): Promise<FsHandle> {
     if (this.state === 'retired') throw new VfsError('EIO', `'${this.fullpath}': local copy already discarded`);
     // Only a version being written makes its spool; a journaled one must find its own (never zeros for a lost file).
+    if (this.memory) return this.writeOut(this.memory);
     const flags = this.state === 'writing' && !this.sealed ? constants.O_RDWR | constants.O_CREAT : constants.O_RDWR;
     this.fh ??= await open(this.spoolPath, flags, 0o600).catch((err: unknown) => { throw fsErrorOf(err, `opening the local copy of '${this.fullpath}'`); });
     return this.fh;
+  }
+
+  /** Writes a file held in memory to its spool (made now); from here on the spool holds the content. */
+  private async writeOut(memory: Buffer[]): Promise<FsHandle> {
+    const fh = await open(this.spoolPath, constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC, 0o600).catch((err: unknown) => { throw fsErrorOf(err, `opening the local copy of '${this.fullpath}'`); });
+    try {
+      const data = Buffer.concat(memory, this.size);
+      let done = 0;
+      while (done < data.length) done += (await fh.write(data, done, data.length - done, done)).bytesWritten;
+    } catch (err) {
+      await fh.close().catch(() => undefined);
+      throw fsErrorOf(err, `writing the local copy of '${this.fullpath}'`);
+    }
+    this.fh = fh;
+    this.spoolLength = this.size;
+    this.memory = undefined;
+    this.releaseUnwritten();
+    return fh;
   }
 }

@@ -1,24 +1,33 @@
 /**
  * UploadJournal: the durable record of data an application was told is written but the service has not
- * confirmed yet. An entry is a spool file (the bytes) plus a small metadata file; an entry is removed only
- * after the service confirmed the upload. On start-up `entries()` lists what a previous run (or a crash,
- * or kill -9) left, to be uploaded again.
+ * confirmed yet. An entry is a spool file (the bytes) plus a record in one append-only log; an entry is
+ * removed (a removal record) only after the service confirmed the upload. On start-up `entries()` folds
+ * the log into what a previous run (or a crash, or kill -9) left, to be uploaded again.
  *
  * Two strengths of `put()`, as a local disk has them:
- * - `sync: true` (fsync, and every put with `durability = "close"`): spool, metadata and folders fsynced
+ * - `sync: true` (fsync, and every put with `durability = "close"`): spool, record and folder durable
  *   before it resolves — safe against power loss.
  * - `sync: false` (close): written to the page cache — safe against a crash of the gateway (kill -9) — and
- *   fsynced by the next group commit, at most `groupCommitMs` later, together with every other put of that
- *   window: a `cp -r` of many files pays one fsync round, not two fsyncs a file. A power loss inside the
- *   window can lose those entries or their bytes; an entry carries its content's SHA-1, and replay drops an
- *   entry whose spool does not match it (never a corrupt version).
+ *   made durable by the next group commit, at most `groupCommitMs` later, together with every other put of
+ *   that window: a `cp -r` of many files pays one fdatasync of the log, not two fsyncs a file. A power loss
+ *   inside the window can lose those entries or their bytes; an entry carries its content's SHA-1, and
+ *   replay drops an entry whose spool does not match it (never a corrupt version).
  *
- * Layout under `dir`: `spool/<id>` (content) and `entries/<id>.json` (metadata).
+ * A close costs one append: the records of everything journaled meanwhile go to the log in one write. A
+ * small file's bytes (up to `INLINE_MAX_BYTES`) travel in its record, so its spool never needs an fsync
+ * of its own: replay writes the spool again from the record when a power loss took it.
+ *
+ * Layout under `dir`: `spool/<id>` (content) and `journal.log` (records, one a line: a check of the line,
+ * a space, the JSON). A line that does not match its check (torn by a power loss or a failed write) is
+ * skipped. The log is rewritten with only the live entries at start-up and whenever it holds mostly
+ * removed ones. `entries/<id>.json` (one file an entry, the layout of earlier versions) is read at start-up
+ * and moved into the log.
  */
-import { mkdir, open, readdir, readFile, rm, type FileHandle } from 'node:fs/promises';
-import { writeFileAtomic } from '../shared/atomic-file.js';
+import { createReadStream } from 'node:fs';
+import { mkdir, open, readdir, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
 import { join } from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Operator } from './types.js';
 
 export interface JournalEntry {
@@ -51,16 +60,63 @@ export interface JournalEntry {
   operator?: Operator;
 }
 
+/** Largest content carried in its record (a small file's spool then needs no fsync of its own). */
+export const INLINE_MAX_BYTES = 64 * 1024;
+
+/** One line of the log. */
+interface LogRecord {
+  put?: JournalEntry;
+  /** With `put`: the spool's content, base64 (small files). */
+  data?: string;
+  rm?: string;
+}
+
+/** Where an entry's bytes are safe: in a record (`inline`), or in its spool file. */
+interface LiveEntry {
+  entry: JournalEntry;
+  inline: boolean;
+  /** Log records written when its last record was (durable once the log is synced that far). */
+  record: number;
+  /** The checks of its last line and of its last line carrying its bytes: the lines a rewrite keeps. */
+  lines: Set<string>;
+}
+
 const ID_RE = /^[0-9a-f]{16}$/;
+const LOG = 'journal.log';
+/** The log is rewritten once it holds this many records more than live entries, and twice as many. */
+const COMPACT_DEAD_RECORDS = 2000;
 
 export class UploadJournal {
   readonly spoolDir: string;
   private readonly entriesDir: string;
-  /** The two folders, kept open for their fsyncs (each file's close would otherwise open them again). */
-  private readonly folders = new Map<string, Promise<FileHandle>>();
+  private readonly logPath: string;
+  /** The log, open for appending (closed after close(): each later append opens it). */
+  private log: FileHandle | undefined;
+  /** The spool folder, kept open for its fsyncs. */
+  private spoolFolder: Promise<FileHandle> | undefined;
   private closed = false;
-  /** Files written since their last fsync (spools and entries), fsynced by the next group commit. */
-  private readonly unsynced = new Map<string, 'spool' | 'entry'>();
+  /** Entries whose last record is in the log (for `sync`, the spool fsyncs and compaction). */
+  private readonly live = new Map<string, LiveEntry>();
+  /** Spool files not in their record, written since their last fsync; fsynced by the next group commit. */
+  private readonly unsyncedSpools = new Set<string>();
+  /** Lines waiting for the writer (one write for all of them). */
+  private queue: { text: string; done: (err: Error | undefined, record: number) => void }[] = [];
+  /** A write of the queue is on the log's chain. */
+  private flushQueued = false;
+  /** Every change of the log file runs on this chain, one at a time. */
+  private chain: Promise<void> = Promise.resolve();
+  /** Records written to the log (page cache), and how many of them are durable. */
+  private written = 0;
+  private synced = 0;
+  /** Bytes of the log file (undefined until first opened), and how many of them are durable. */
+  private logBytes: number | undefined;
+  private syncedBytes = 0;
+  /** Records in the log file (live and dead), for compaction. */
+  private logRecords = 0;
+  /** The fdatasync under way, and how far it reaches. */
+  private syncing: Promise<void> | undefined;
+  /** A write failed part way and could not be undone: the next write starts on a line of its own. */
+  private tornTail = false;
   private groupTimer: NodeJS.Timeout | undefined;
   /** The group commit under way (a sync waits for it, then runs its own). */
   private committing: Promise<void> = Promise.resolve();
@@ -69,11 +125,11 @@ export class UploadJournal {
   constructor(readonly dir: string, private readonly groupCommitMs = 1000) {
     this.spoolDir = join(dir, 'spool');
     this.entriesDir = join(dir, 'entries');
+    this.logPath = join(dir, LOG);
   }
 
   async init(): Promise<void> {
     await mkdir(this.spoolDir, { recursive: true });
-    await mkdir(this.entriesDir, { recursive: true });
   }
 
   /** A fresh id for a spool file (not journaled until `put`). */
@@ -87,39 +143,44 @@ export class UploadJournal {
   }
 
   /**
-   * Writes the entry. With `sync` (the default) the spool's data, the metadata and the folder entries are
-   * all fsynced before it resolves; `spoolSynced`: the caller has just fsynced the spool with nothing
-   * written since (it is not done again). Without, they are left to the next group commit.
+   * Writes the entry. With `sync` (the default) the spool's data (unless `inline` carries it), the record
+   * and the folder entry are all durable before it resolves; `spoolSynced`: the caller has just fsynced the
+   * spool with nothing written since (it is not done again). Without, they are left to the next group
+   * commit. `inline`: the spool's whole content (at most INLINE_MAX_BYTES), written into the record.
    */
-  async put(entry: JournalEntry, opts: { spoolSynced?: boolean; sync?: boolean } = {}): Promise<void> {
+  async put(entry: JournalEntry, opts: { spoolSynced?: boolean; sync?: boolean; inline?: Buffer } = {}): Promise<void> {
+    const inline = opts.inline !== undefined && opts.inline.length === entry.size && entry.size <= INLINE_MAX_BYTES ? opts.inline : undefined;
+    const spool = this.spoolPath(entry.id);
     if (opts.sync === false) {
-      await this.writeEntry(entry, false);
-      this.unsynced.set(this.spoolPath(entry.id), 'spool');
-      this.unsynced.set(this.entryPath(entry.id), 'entry');
+      await this.appendPut(entry, inline);
+      if (!inline) this.unsyncedSpools.add(spool);
       this.scheduleGroupCommit();
       return;
     }
-    if (!opts.spoolSynced) await fsyncFile(this.spoolPath(entry.id));
-    this.unsynced.delete(this.spoolPath(entry.id));
-    // The spool's folder entry and the metadata file are independent: both made durable at once.
-    await Promise.all([this.syncFolder(this.spoolDir), this.writeEntry(entry, true)]);
+    if (!inline) {
+      if (!opts.spoolSynced) await fsyncFile(spool);
+      this.unsyncedSpools.delete(spool);
+      await this.syncSpoolFolder();
+    }
+    await this.appendPut(entry, inline);
+    await this.syncLog();
   }
 
-  /** Writes an entry without a spool (a folder made offline, a deferred delete), fsynced. */
+  /** Writes an entry without a spool (a folder made offline, a deferred delete), durably. */
   async putRecord(entry: JournalEntry & { kind: 'folder' | 'delete' }): Promise<void> {
-    await this.writeEntry(entry, true);
+    await this.appendPut(entry, undefined);
+    await this.syncLog();
   }
 
   /** Makes one entry durable now if a group commit still owes it (an fsync of a file closed before). */
   async sync(id: string): Promise<void> {
     const spool = this.spoolPath(id);
-    const entry = this.entryPath(id);
-    if (!this.unsynced.has(spool) && !this.unsynced.has(entry)) return;
-    this.unsynced.delete(spool);
-    this.unsynced.delete(entry);
-    await fsyncFile(spool).catch(ignoreMissing);
-    await fsyncFile(entry).catch(ignoreMissing);
-    await Promise.all([this.syncFolder(this.spoolDir), this.syncFolder(this.entriesDir)]);
+    if (this.unsyncedSpools.delete(spool)) {
+      await fsyncFile(spool).catch(ignoreMissing);
+      await this.syncSpoolFolder();
+    }
+    const live = this.live.get(id);
+    if (live && live.record > this.synced) await this.syncLog();
   }
 
   /** Runs the group commit now: everything put without sync is durable when this resolves. */
@@ -131,19 +192,308 @@ export class UploadJournal {
     await run;
   }
 
-  /** Files written since their last fsync (what a power loss now could take): for status and tests. */
+  /**
+   * Files holding something written since its last fsync (what a power loss now could take): spools not
+   * carried in their records, and the log while its tail is not durable. For status and tests.
+   */
   unsyncedFiles(): string[] {
-    return [...this.unsynced.keys()];
+    const out = [...this.unsyncedSpools];
+    if (this.written > this.synced) out.push(this.logPath);
+    return out;
+  }
+
+  /** The log file, and how many of its bytes are durable (a power loss now keeps at least those). */
+  durableLog(): { path: string; bytes: number } {
+    return { path: this.logPath, bytes: this.syncedBytes };
   }
 
   /** Rewrites an entry's metadata (a rename, a new time) of a spool already journaled. */
   async rewrite(entry: JournalEntry): Promise<void> {
-    await this.writeEntry(entry, !this.unsynced.has(this.entryPath(entry.id)));
+    const before = this.live.get(entry.id);
+    const wasDurable = !before || before.record <= this.synced;
+    // The content is the same (a journaled version is immutable): its bytes stay where they were safe.
+    await this.appendPut(entry, undefined, before);
+    if (wasDurable) await this.syncLog();
   }
 
-  private entryPath(id: string): string {
-    return join(this.entriesDir, `${id}.json`);
+  /**
+   * Forgets the entry (the service has the data, or a newer version replaced it); the spool is removed
+   * unless `keepSpool`. Durable before it resolves unless `durable: false` (a superseded version: replay
+   * keeps the newest version of a path anyway).
+   */
+  async remove(id: string, opts: { keepSpool?: boolean; durable?: boolean } = {}): Promise<void> {
+    if (!opts.keepSpool) this.unsyncedSpools.delete(this.spoolPath(id));
+    if (this.live.has(id)) {
+      this.live.delete(id);
+      await this.append(lineOf({ rm: id }).text);
+      if (opts.durable !== false) await this.syncLog();
+      else this.scheduleGroupCommit();
+    }
+    if (!opts.keepSpool) await rm(this.spoolPath(id), { force: true });
   }
+
+  /** Removes a spool file that was never journaled (or whose entry is gone). */
+  async discardSpool(id: string): Promise<void> {
+    this.unsyncedSpools.delete(this.spoolPath(id));
+    await rm(this.spoolPath(id), { force: true });
+  }
+
+  /** Runs the last group commit and closes the log and the folder; later calls open them each time. */
+  async close(): Promise<void> {
+    await this.syncAll().catch(() => undefined);
+    this.closed = true;
+    await this.drained();
+    const log = this.log;
+    this.log = undefined;
+    await log?.close().catch(() => undefined);
+    const folder = this.spoolFolder;
+    this.spoolFolder = undefined;
+    await folder?.then((fh) => fh.close(), () => undefined);
+  }
+
+  /**
+   * Entries left on disk, oldest first; spool files without an entry are removed, a small file's spool
+   * lost to a power loss is written again from its record. The log is rewritten with only these.
+   */
+  async entries(): Promise<JournalEntry[]> {
+    await this.drained();
+    const found = new Map<string, LiveEntry>();
+    const legacy = await this.legacyEntries();
+    for (const e of legacy) found.set(e.id, { entry: e, inline: false, record: 0, lines: new Set() });
+    await this.eachLine(async (rec, check) => {
+      if (rec.rm !== undefined) {
+        found.delete(rec.rm);
+        return;
+      }
+      const e = rec.put!;
+      const before = found.get(e.id);
+      const inline = rec.data !== undefined;
+      // A small file's spool lost to a power loss is written again from its record.
+      if (inline) await restoreSpool(this.spoolPath(e.id), Buffer.from(rec.data!, 'base64'), e.size);
+      // A later record of the same entry (a rename, a time) keeps the line that carried its bytes.
+      const lines = new Set([check]);
+      if (!inline && before?.inline) for (const c of before.lines) lines.add(c);
+      found.set(e.id, { entry: e, inline: inline || !!before?.inline, record: 0, lines });
+    });
+    for (const name of await readdir(this.spoolDir).catch(() => [] as string[])) {
+      if (ID_RE.test(name) && !found.has(name)) await rm(join(this.spoolDir, name), { force: true });
+    }
+    // A rewrite of the log cut off by a crash.
+    for (const name of await readdir(this.dir).catch(() => [] as string[])) {
+      if (name.startsWith(`${LOG}.`) && name.endsWith('.tmp')) await rm(join(this.dir, name), { force: true });
+    }
+    await this.onLog(async () => {
+      this.live.clear();
+      for (const [id, l] of found) this.live.set(id, l);
+      await this.compact(legacy.filter((e) => found.get(e.id)?.lines.size === 0));
+    });
+    if (legacy.length > 0 || (await readdir(this.entriesDir).catch(() => undefined))) {
+      await rm(this.entriesDir, { recursive: true, force: true });
+    }
+    return [...found.values()].map((f) => f.entry).sort((a, b) => orderOf(a) - orderOf(b));
+  }
+
+  // ---- the log -----------------------------------------------------------------------------------------
+
+  /** `before`: the entry's live record this one rewrites (its bytes stay in the line that carried them). */
+  private async appendPut(entry: JournalEntry, inline: Buffer | undefined, before?: LiveEntry): Promise<void> {
+    const rec: LogRecord = { put: entry };
+    if (inline) rec.data = inline.toString('base64');
+    const { text, check } = lineOf(rec);
+    const record = await this.append(text);
+    const lines = new Set([check]);
+    if (!inline && before?.inline) for (const c of before.lines) lines.add(c);
+    this.live.set(entry.id, { entry, inline: !!inline || !!before?.inline, record, lines });
+  }
+
+  /** Appends one line; resolves with the count of records written once it is in the log (page cache). */
+  private append(text: string): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ text, done: (err, record) => (err ? reject(err) : resolve(record)) });
+      if (this.flushQueued) return;
+      this.flushQueued = true;
+      void this.onLog(() => this.writeQueue());
+    });
+  }
+
+  /** Everything queued goes out in one write; what is queued meanwhile goes in the next. */
+  private async writeQueue(): Promise<void> {
+    this.flushQueued = false;
+    const batch = this.queue.splice(0);
+    if (batch.length === 0) return;
+    const text = (this.tornTail ? '\n' : '') + batch.map((b) => b.text).join('');
+    try {
+      await this.writeLog(Buffer.from(text));
+      this.tornTail = false;
+      this.written += batch.length;
+      this.logRecords += batch.length;
+      for (const b of batch) b.done(undefined, this.written);
+    } catch (err) {
+      for (const b of batch) b.done(err as Error, 0);
+      return;
+    }
+    if (this.logRecords > this.live.size + COMPACT_DEAD_RECORDS && this.logRecords > 2 * this.live.size && !this.closed) {
+      await this.compact().catch(() => undefined);
+    }
+  }
+
+  /** Runs `fn` with the log to itself (no other write or rewrite in between). */
+  private onLog<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.chain.then(fn);
+    this.chain = run.then(() => undefined, () => undefined);
+    return run;
+  }
+
+  /** Resolves once every change of the log started so far is done. */
+  private async drained(): Promise<void> {
+    let last: Promise<void> | undefined;
+    while (last !== this.chain) {
+      last = this.chain;
+      await last;
+    }
+  }
+
+  private async writeLog(buf: Buffer): Promise<void> {
+    const fh = this.log ?? (await open(this.logPath, 'a', 0o600));
+    let done = 0;
+    try {
+      this.logBytes ??= (await fh.stat()).size;
+      while (done < buf.length) done += (await fh.write(buf, done, buf.length - done)).bytesWritten;
+      this.logBytes += done;
+    } catch (err) {
+      // Undo a part-written batch; if that fails too, the next batch starts on a fresh line.
+      if (done > 0 && !(this.logBytes !== undefined && (await fh.truncate(this.logBytes).then(() => true, () => false)))) {
+        this.tornTail = true;
+        this.logBytes = undefined;
+      }
+      throw err;
+    } finally {
+      if (this.closed) await fh.close();
+      else this.log = fh;
+    }
+  }
+
+  /** Makes every record written so far durable (one fdatasync serves everyone waiting meanwhile). */
+  private async syncLog(): Promise<void> {
+    const target = this.written;
+    while (this.synced < target) {
+      if (this.syncing) {
+        await this.syncing;
+        continue;
+      }
+      const upTo = this.written;
+      const upToBytes = this.logBytes ?? 0;
+      this.syncing = (async () => {
+        const fh = this.log ?? (await open(this.logPath, 'a', 0o600));
+        try {
+          await fh.datasync();
+        } finally {
+          if (fh !== this.log) await fh.close();
+        }
+        this.synced = Math.max(this.synced, upTo);
+        this.syncedBytes = Math.max(this.syncedBytes, upToBytes);
+      })().finally(() => { this.syncing = undefined; });
+      await this.syncing;
+    }
+  }
+
+  /**
+   * Rewrites the log with only the lines live entries need (each one's last line, and the one carrying
+   * its bytes), copied as they are: streamed, nothing fsynced but the new log. `extra`: entries with no
+   * line yet (of the earlier layout), written as new lines.
+   */
+  private async compact(extra: JournalEntry[] = []): Promise<void> {
+    const tmp = `${this.logPath}.${randomBytes(4).toString('hex')}.tmp`;
+    const out = await open(tmp, 'w', 0o600);
+    let bytes = 0;
+    let kept = 0;
+    try {
+      let pending: string[] = [];
+      let pendingBytes = 0;
+      const flush = async (): Promise<void> => {
+        const buf = Buffer.from(pending.join(''));
+        pending = [];
+        pendingBytes = 0;
+        let done = 0;
+        while (done < buf.length) done += (await out.write(buf, done, buf.length - done)).bytesWritten;
+        bytes += buf.length;
+      };
+      const keep = async (text: string): Promise<void> => {
+        pending.push(text);
+        pendingBytes += text.length;
+        kept++;
+        if (pendingBytes >= 1024 * 1024) await flush();
+      };
+      await this.eachLine(async (rec, check, text) => {
+        if (rec.put && this.live.get(rec.put.id)?.lines.has(check)) await keep(`${text}\n`);
+      });
+      for (const e of extra) {
+        const { text, check } = lineOf({ put: e });
+        await keep(text);
+        const l = this.live.get(e.id);
+        if (l) l.lines = new Set([check]);
+      }
+      await flush();
+      await out.sync();
+    } catch (err) {
+      await out.close().catch(() => undefined);
+      await rm(tmp, { force: true });
+      throw err;
+    }
+    await out.close();
+    await rename(tmp, this.logPath);
+    await fsyncDir(this.dir);
+    const old = this.log;
+    this.log = undefined;
+    await old?.close().catch(() => undefined);
+    this.tornTail = false;
+    this.logBytes = bytes;
+    this.syncedBytes = bytes;
+    this.logRecords = kept;
+    this.synced = this.written;
+    for (const l of this.live.values()) l.record = this.written;
+  }
+
+  /** Calls `fn` with each record of the log, in order, as it is read; lines that do not match their check are skipped. */
+  private async eachLine(fn: (rec: LogRecord, check: string, text: string) => Promise<void>): Promise<void> {
+    const input = createReadStream(this.logPath, { encoding: 'utf8' });
+    const opened = await new Promise<boolean>((resolve, reject) => {
+      input.once('open', () => resolve(true));
+      input.once('error', (err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? resolve(false) : reject(err)));
+    });
+    if (!opened) return;
+    for await (const text of createInterface({ input, crlfDelay: Infinity })) {
+      const space = text.indexOf(' ');
+      if (space <= 0) continue;
+      const check = text.slice(0, space);
+      const json = text.slice(space + 1);
+      if (check !== checkOf(json)) continue; // torn: never acknowledged as durable
+      let rec: LogRecord;
+      try {
+        rec = JSON.parse(json) as LogRecord;
+      } catch {
+        continue; // matched its check: cannot happen, but a bad line is never an entry
+      }
+      if (typeof rec.rm === 'string') await fn({ rm: rec.rm }, check, text);
+      else if (rec.put && validEntry(rec.put) && (rec.data === undefined || typeof rec.data === 'string')) await fn(rec, check, text);
+    }
+  }
+
+  /** Entries of the earlier layout (one JSON file each), if any are left. */
+  private async legacyEntries(): Promise<JournalEntry[]> {
+    const names = await readdir(this.entriesDir).catch(() => [] as string[]);
+    const out: JournalEntry[] = [];
+    for (const name of names) {
+      if (!name.endsWith('.json')) continue;
+      try {
+        const e = JSON.parse(await readFile(join(this.entriesDir, name), 'utf8')) as JournalEntry;
+        if (validEntry(e)) out.push(e);
+      } catch { /* written with fsync then renamed: a torn file cannot be an acknowledged one */ }
+    }
+    return out;
+  }
+
+  // ---- group commit --------------------------------------------------------------------------------------
 
   private scheduleGroupCommit(): void {
     if (this.groupTimer || this.closed) return;
@@ -155,86 +505,56 @@ export class UploadJournal {
     this.groupTimer.unref();
   }
 
-  /** fsyncs every file written since the last group commit, then both folders. */
+  /** fsyncs the spools written since the last group commit (not those carried in records), then the log. */
   private async groupCommit(): Promise<void> {
-    const files = [...this.unsynced.keys()];
-    if (files.length === 0) return;
-    for (const f of files) this.unsynced.delete(f);
-    // A file removed since (its upload confirmed) needs nothing.
-    await Promise.all(files.map((f) => fsyncFile(f).catch(ignoreMissing)));
-    await Promise.all([this.syncFolder(this.spoolDir), this.syncFolder(this.entriesDir)]);
-  }
-
-  /** The metadata file, written beside and renamed into place; with `sync`, fsynced and its folder too. */
-  private async writeEntry(entry: JournalEntry, sync: boolean): Promise<void> {
-    const file = this.entryPath(entry.id);
-    // The temp file has a name of its own per write: two writes of one entry at once (a rename while its
-    // put is under way) never rename each other's. The folder is synced here, not by writeFileAtomic: the
-    // journal keeps its folders open for the group commit.
-    await writeFileAtomic(file, JSON.stringify(entry), { durability: sync ? 'fsync-file' : 'rename', mode: 0o600 });
-    if (sync) await this.syncFolder(this.entriesDir);
-  }
-
-  /** Runs the last group commit and closes the folders kept open; later calls open them each time. */
-  async close(): Promise<void> {
-    await this.syncAll().catch(() => undefined);
-    this.closed = true;
-    const handles = [...this.folders.values()];
-    this.folders.clear();
-    for (const h of handles) await h.then((fh) => fh.close(), () => undefined);
-  }
-
-  private async syncFolder(path: string): Promise<void> {
-    if (this.closed) return fsyncDir(path);
-    let handle = this.folders.get(path);
-    if (!handle) {
-      handle = open(path, 'r');
-      this.folders.set(path, handle);
-      handle.catch(() => this.folders.delete(path));
+    const spools = [...this.unsyncedSpools];
+    this.unsyncedSpools.clear();
+    if (spools.length > 0) {
+      // A spool removed since (its upload confirmed) needs nothing.
+      await Promise.all(spools.map((f) => fsyncFile(f).catch(ignoreMissing)));
+      await this.syncSpoolFolder();
     }
-    const fh = await handle;
+    await this.drained();
+    await this.syncLog();
+  }
+
+  private async syncSpoolFolder(): Promise<void> {
+    if (this.closed) return fsyncDir(this.spoolDir);
+    if (!this.spoolFolder) {
+      const opening = open(this.spoolDir, 'r');
+      this.spoolFolder = opening;
+      opening.catch(() => { if (this.spoolFolder === opening) this.spoolFolder = undefined; });
+    }
+    const fh = await this.spoolFolder;
     try { await fh.sync(); } catch { /* some file systems refuse fsync on folders */ }
-  }
-
-  /** Forgets the entry (the service has the data); the spool is removed unless `keepSpool`. */
-  async remove(id: string, opts: { keepSpool?: boolean } = {}): Promise<void> {
-    this.unsynced.delete(this.entryPath(id));
-    if (!opts.keepSpool) this.unsynced.delete(this.spoolPath(id));
-    await rm(this.entryPath(id), { force: true });
-    await this.syncFolder(this.entriesDir);
-    if (!opts.keepSpool) await rm(this.spoolPath(id), { force: true });
-  }
-
-  /** Removes a spool file that was never journaled (or whose entry is gone). */
-  async discardSpool(id: string): Promise<void> {
-    this.unsynced.delete(this.spoolPath(id));
-    await rm(this.spoolPath(id), { force: true });
-  }
-
-  /** Entries left on disk, oldest first; spool files without an entry are removed. */
-  async entries(): Promise<JournalEntry[]> {
-    const out: JournalEntry[] = [];
-    for (const name of await readdir(this.entriesDir)) {
-      if (!name.endsWith('.json')) {
-        if (name.endsWith('.tmp')) await rm(join(this.entriesDir, name), { force: true });
-        continue;
-      }
-      try {
-        const e = JSON.parse(await readFile(join(this.entriesDir, name), 'utf8')) as JournalEntry;
-        if (ID_RE.test(e.id) && typeof e.library === 'string' && typeof e.fullpath === 'string') out.push(e);
-      } catch { /* written with fsync then renamed: a torn file cannot be an acknowledged one */ }
-    }
-    const known = new Set(out.map((e) => e.id));
-    for (const name of await readdir(this.spoolDir)) {
-      if (ID_RE.test(name) && !known.has(name)) await rm(join(this.spoolDir, name), { force: true });
-    }
-    return out.sort((a, b) => orderOf(a) - orderOf(b));
   }
 }
 
 /** Acknowledgement order of an entry (see JournalEntry.seq). */
 export function orderOf(e: JournalEntry): number {
   return e.seq ?? e.createdMs * 1000;
+}
+
+function validEntry(e: JournalEntry): boolean {
+  return typeof e === 'object' && e !== null && ID_RE.test(e.id) && typeof e.library === 'string' && typeof e.fullpath === 'string';
+}
+
+function checkOf(json: string): string {
+  return createHash('sha1').update(json).digest('hex').slice(0, 12);
+}
+
+function lineOf(rec: LogRecord): { text: string; check: string } {
+  const json = JSON.stringify(rec);
+  const check = checkOf(json);
+  return { text: `${check} ${json}\n`, check };
+}
+
+/** Writes a small file's spool from its record when the file is missing or differs (lost to a power loss). */
+async function restoreSpool(path: string, data: Buffer, size: number): Promise<void> {
+  if (data.length !== size) return;
+  const now = await readFile(path).catch(() => undefined);
+  if (now && now.equals(data)) return;
+  await writeFile(path, data, { mode: 0o600 });
 }
 
 function ignoreMissing(err: unknown): void {

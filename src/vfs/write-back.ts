@@ -32,7 +32,7 @@ import type { Logger } from '../shared/log.js';
 import type { FileHasher } from './file-hasher.js';
 import { fsErrorOf } from './fs-errors.js';
 import type { DiskFaults } from './disk-faults.js';
-import { LocalVersion } from './local-version.js';
+import { LocalVersion, UnwrittenSpools } from './local-version.js';
 import type { RangeReader } from './range-reader.js';
 import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './remote.js';
 import type { Sha1Streams } from './sha1-streams.js';
@@ -64,7 +64,10 @@ export interface WriteBackOptions {
   durability?: { mode?: 'group' | 'close'; groupCommitMs?: number };
   hasher: FileHasher;
   sha1Streams: Sha1Streams;
-  upload?: { concurrency?: number; retryBaseMs?: number; retryMaxMs?: number; refusedRetryMs?: number };
+  /** `delayMs`: the write-back delay (see GatewayVfsOptions.upload). */
+  upload?: { concurrency?: number; retryBaseMs?: number; retryMaxMs?: number; delayMs?: number; refusedRetryMs?: number };
+  /** See GatewayVfsOptions.unwrittenSpoolBytes. Default 16 MiB. */
+  unwrittenSpoolBytes?: number;
   /** Existing files opened for writing: up to `wholeMaxBytes` fetched whole at the first change; larger ones on demand. */
   partialFetch?: { wholeMaxBytes?: number; chunkBytes?: number };
   host: WriteBackHost;
@@ -123,10 +126,13 @@ export class WriteBack {
   private readonly holdTimers = new Set<NodeJS.Timeout>();
   private readonly syncOnClose: boolean;
   private closed = false;
+  /** Sealed small files whose spools wait in memory until needed (the upload, a reader), bounded. */
+  private readonly unwritten: UnwrittenSpools;
 
   constructor(private readonly opts: WriteBackOptions) {
     this.journal = new UploadJournal(opts.journalDir, opts.durability?.groupCommitMs ?? 1000);
     this.syncOnClose = opts.durability?.mode === 'close';
+    this.unwritten = new UnwrittenSpools(opts.unwrittenSpoolBytes ?? 16 * 1024 * 1024);
     this.uploads = new UploadQueue({
       concurrency: opts.upload?.concurrency, retryBaseMs: opts.upload?.retryBaseMs, retryMaxMs: opts.upload?.retryMaxMs, refusedRetryMs: opts.upload?.refusedRetryMs,
       hasher: opts.hasher, logger: opts.logger,
@@ -410,7 +416,7 @@ export class WriteBack {
       if (v.mutable) {
         await v.fillAll();
         await v.sync();
-      }
+      } else await v.onDisk();
     } catch (err) {
       await this.unpin(v);
       throw err;
@@ -427,6 +433,7 @@ export class WriteBack {
     v.pins++;
     try {
       if (v.mutable) await v.fillAll();
+      await v.onDisk();
       await v.exclusive(() => copyFile(v.spoolPath, dest).catch((err: unknown) => { throw fsErrorOf(err, `copying '${fullpath}'`); }));
       return true;
     } finally {
@@ -726,10 +733,12 @@ export class WriteBack {
     const entryWritten = new Promise<void>((resolve) => { resolveEntry = resolve; });
     v.journaling = entryWritten;
     try {
-      await v.seal(this.opts.hasher, { sync: opts.sync });
+      // A small file's bytes go in its journal record: its spool then needs no fsync of its own.
+      const inline = v.inlineContent();
+      await v.seal(this.opts.hasher, { sync: opts.sync && !inline });
       v.seq = this.nextSeq();
       this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
-      await this.journal.put(this.journalEntry(v), { spoolSynced: opts.sync, sync: opts.sync }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+      await this.journal.put(this.journalEntry(v), { spoolSynced: opts.sync && !inline, sync: opts.sync, inline }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
     } catch (err) {
       v.failed ??= err instanceof VfsError ? err : fsErrorOf(err, `journaling '${v.fullpath}'`);
       resolveEntry();
@@ -749,10 +758,13 @@ export class WriteBack {
     const old = slot.acked;
     if (old && old.seq > v.seq) {
       // A newer version was acknowledged meanwhile: this one is superseded at once.
-      await this.journal.remove(v.id, { keepSpool: true });
+      await this.journal.remove(v.id, { keepSpool: true, durable: false });
       return;
     }
     v.state = 'journaled';
+    // The write-back delay: uploaded a little after the last close (a rewrite meanwhile replaces it first).
+    const delayMs = this.opts.upload?.delayMs ?? 0;
+    if (!opts.upload && delayMs > 0) v.holdUntilMs = Math.max(v.holdUntilMs, Date.now() + delayMs);
     slot.acked = v;
     // A session that changed on after this version was sealed shows its newer bytes; otherwise this version.
     if (!s || !(slot.current && slot.current !== v && slot.current.mutable)) slot.current = v;
@@ -766,7 +778,8 @@ export class WriteBack {
     old.superseded = true; // never uploaded from now on
     await this.uploads.cancel(old.id);
     if (old.state === 'uploaded') return; // the service has it already; the newer one follows
-    await this.journal.remove(old.id, { keepSpool: true });
+    // Not waiting for the disk: should a power loss keep this entry, replay keeps the newer one of the path.
+    await this.journal.remove(old.id, { keepSpool: true, durable: false });
     await this.dropIfUnused(old);
   }
 
@@ -840,7 +853,7 @@ export class WriteBack {
     const spool = this.journal.spoolPath(id);
     const v: LocalVersion = new LocalVersion(id, spool, library, fullpath, base, {
       baseSize: base?.size ?? 0, mtimeMs: base?.mtimeMs, fetchChunk: this.opts.partialFetch?.chunkBytes,
-      sha1Stream: () => this.opts.sha1Streams.open(spool), faults: this.opts.diskFaults, newSpool: true,
+      sha1Stream: () => this.opts.sha1Streams.open(spool), faults: this.opts.diskFaults, newSpool: true, unwritten: this.unwritten,
       // The base is wherever the file is now (a rename moves it on the service too), in the version it had.
       openBase: base ? (start, end) => {
         const remote = this.opts.host.remoteFor(v.library);
@@ -916,6 +929,11 @@ export class WriteBack {
   /** Journal files written since their last fsync (what a power loss now could take). */
   unsyncedFiles(): string[] {
     return this.journal.unsyncedFiles();
+  }
+
+  /** The journal's log and how many of its bytes are durable (what a power loss now would keep). */
+  durableLog(): { path: string; bytes: number } {
+    return this.journal.durableLog();
   }
 
 

@@ -6,7 +6,8 @@
  * argv: MOUNTPOINT; env FUSE_TEST_OPTIONS: JSON of extra mountVfs options; FUSE_TEST_BACKEND: `memory`
  * (default: an in-memory Vfs), `service` (the gateway's Vfs over a real embedded service in this
  * process) or `service-process` (the same with the service in a process of its own, its data in memory,
- * as beside a production gateway: what the benchmarks use).
+ * as beside a production gateway: what the benchmarks use); FUSE_TEST_UPLOAD_DELAY_MS: the write-back
+ * delay of the service backends (default 0: uploads start at the last close).
  */
 import { tuneGarbageCollector } from '../../../src/shared/gc-tuning.js';
 import { mountVfs, type MountedVfs } from '../../../src/fuse/index.js';
@@ -85,7 +86,7 @@ async function serviceBackend(ownProcess: boolean): Promise<Backend> {
   const { join } = await import('node:path');
   const svc = ownProcess ? await startServiceProcess({ memoryData: true }) : await startTestService();
   const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-fuse-vfs-'));
-  const vfs = await createServiceVfs({ libraries: [{ name: 'Lib', client: svc.client }], dataDir, feedIntervalMs: 300, upload: { retryBaseMs: 50, retryMaxMs: 500 }, faults: true, cache: { diskBytes: 64 * 1024 * 1024 } });
+  const vfs = await createServiceVfs({ libraries: [{ name: 'Lib', client: svc.client }], dataDir, feedIntervalMs: 300, upload: { retryBaseMs: 50, retryMaxMs: 500, delayMs: Number(process.env.FUSE_TEST_UPLOAD_DELAY_MS ?? 0) }, faults: true, cache: { diskBytes: 64 * 1024 * 1024 } });
   const faulty = vfs.remoteOf('Lib') as import('../../../src/vfs/index.js').FaultyRemote;
   const fullpath = (path: string): string => {
     if (!path.startsWith('/Lib')) throw new Error(`the service backend has only the library folder /Lib, got ${path}`);
@@ -231,7 +232,7 @@ async function main(): Promise<void> {
         case 'faults': return backend.setFaults(a);
         case 'remoteHistory': return backend.remoteHistory(a.path);
         case 'lockAs': return backend.lockAs(a.path, !!a.locked, String(a.holder));
-        case 'flushAll': return backend.vfs.flushAll({ timeoutMs: 30_000 });
+        case 'flushAll': return backend.vfs.flushAll({ timeoutMs: typeof a.timeoutMs === 'number' ? a.timeoutMs : 30_000 });
         case 'populate': return populate(backend.vfs, a.path, a.count);
         case 'benchDirectWrite': return benchDirectWrite(backend.vfs, a.path, a.bytes, a.chunkBytes);
         case 'benchDirectRead': return benchDirectRead(backend.vfs, a.path, a.chunkBytes);

@@ -150,6 +150,17 @@ describe('gateway configuration', () => {
     }
   });
 
+  it('journal: durability, group commit and write-back delay; defaults, overrides, bad values refused', async () => {
+    const d = await loadConfig({}, {}, { fuseUsable: false, cwd: dir });
+    expect(d.journal).toEqual({ durability: 'group', group_commit_ms: 1000, upload_delay_ms: 2000 });
+    await writeFile(join(dir, 'j.json'), JSON.stringify({ journal: { durability: 'close', upload_delay_ms: 0 } }));
+    expect((await loadConfig({ config: 'j.json' }, {}, { fuseUsable: false, cwd: dir })).journal).toEqual({ durability: 'close', group_commit_ms: 1000, upload_delay_ms: 0 });
+    for (const bad of [{ upload_delay_ms: 60_001 }, { upload_delay_ms: -1 }, { upload_delay_ms: 'soon' }]) {
+      await writeFile(join(dir, 'bad.json'), JSON.stringify({ journal: bad }));
+      await expect(loadConfig({ config: 'bad.json' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/journal\.upload_delay_ms/);
+    }
+  });
+
   it('parses host:port', () => {
     expect(parseHostPort('127.0.0.1:80', 'x')).toEqual({ host: '127.0.0.1', port: 80 });
     expect(parseHostPort('[::1]:8080', 'x')).toEqual({ host: '::1', port: 8080 });

@@ -1,5 +1,5 @@
 import { describe, it, expect, afterEach } from 'vitest';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GatewayVfs } from '../../../src/vfs/gateway-vfs.js';
@@ -39,9 +39,9 @@ describe('UploadJournal and replay', { timeout: 15_000 }, () => {
     expect((await second.stat('/L/kept.txt')).size).toBe(12);
     await second.flushAll();
     expect(inner.read('kept.txt').toString()).toBe('acknowledged');
-    expect(await readdir(join(dataDir, 'journal', 'entries'))).toEqual([]);
-    expect(await readdir(join(dataDir, 'journal', 'spool'))).toEqual([]);
     await second.close();
+    expect(await new UploadJournal(join(dataDir, 'journal')).entries()).toEqual([]);
+    expect(await readdir(join(dataDir, 'journal', 'spool'))).toEqual([]);
   });
 
   it('entries of a library no longer configured are kept (stranded), not dropped', async () => {
@@ -71,6 +71,79 @@ describe('UploadJournal and replay', { timeout: 15_000 }, () => {
     await journal.remove(ids[0]!);
     expect((await journal.entries()).map((e) => e.fullpath)).toEqual(['b']);
     expect(await readdir(journal.spoolDir)).toEqual([ids[1]]);
+  });
+
+  it('a record torn by a power loss (or a failed write) is skipped; the records around it stay', async () => {
+    const dataDir = await tempDir();
+    const journal = new UploadJournal(join(dataDir, 'journal'));
+    await journal.init();
+    const ids = [journal.newId(), journal.newId()];
+    await writeFile(journal.spoolPath(ids[0]!), 'a');
+    await journal.put({ id: ids[0]!, library: 'L', fullpath: 'a', size: 1, mtimeMs: 1, createdMs: 1 });
+    const log = journal.durableLog().path;
+    await appendFile(log, 'ffffffffffff {"rm":"' + ids[0]! + '"}\n'); // a whole line whose check does not match
+    await writeFile(journal.spoolPath(ids[1]!), 'b');
+    await journal.put({ id: ids[1]!, library: 'L', fullpath: 'b', size: 1, mtimeMs: 1, createdMs: 2 });
+    await appendFile(log, '0123456789ab {"put":{"id":"'); // the start of a record, cut off
+    await journal.close();
+    const again = new UploadJournal(join(dataDir, 'journal'));
+    expect((await again.entries()).map((e) => e.fullpath)).toEqual(['a', 'b']);
+  });
+
+  it('a small file\'s bytes travel in its record: a spool lost to a power loss is written again at start-up', async () => {
+    const dataDir = await tempDir();
+    const journal = new UploadJournal(join(dataDir, 'journal'));
+    await journal.init();
+    const id = journal.newId();
+    await writeFile(journal.spoolPath(id), 'small content');
+    await journal.put({ id, library: 'L', fullpath: 's', size: 13, mtimeMs: 1, createdMs: 1 }, { inline: Buffer.from('small content') });
+    await journal.close();
+    await rm(journal.spoolPath(id));
+    const again = new UploadJournal(join(dataDir, 'journal'));
+    expect((await again.entries()).map((e) => e.fullpath)).toEqual(['s']);
+    expect(await readFile(again.spoolPath(id), 'utf8')).toBe('small content');
+    // The log rewritten at that start keeps the line carrying the bytes, also after a rewrite of the entry.
+    await again.rewrite({ id, library: 'L', fullpath: 'renamed', size: 13, mtimeMs: 2, createdMs: 1 });
+    await again.close();
+    await rm(again.spoolPath(id));
+    const third = new UploadJournal(join(dataDir, 'journal'));
+    expect((await third.entries()).map((e) => e.fullpath)).toEqual(['renamed']);
+    expect(await readFile(third.spoolPath(id), 'utf8')).toBe('small content');
+  });
+
+  it('the log is rewritten with only the live entries: at start-up, and once it holds mostly removed ones', async () => {
+    const dataDir = await tempDir();
+    const journal = new UploadJournal(join(dataDir, 'journal'));
+    await journal.init();
+    const lines = async (): Promise<number> => (await readFile(journal.durableLog().path, 'utf8')).split('\n').filter(Boolean).length;
+    const keep = journal.newId();
+    await writeFile(journal.spoolPath(keep), 'k');
+    await journal.put({ id: keep, library: 'L', fullpath: 'kept', size: 1, mtimeMs: 1, createdMs: 1 }, { sync: false });
+    for (let i = 0; i < 1500; i++) {
+      const id = journal.newId();
+      await journal.put({ id, library: 'L', fullpath: `f${i}`, size: 0, mtimeMs: 1, createdMs: 2 }, { sync: false, inline: Buffer.alloc(0) });
+      await journal.remove(id, { durable: false });
+    }
+    expect(await lines()).toBeLessThan(2100); // rewritten on the way: never more than the live entries and 2,000 removed ones
+    await journal.close();
+    const again = new UploadJournal(join(dataDir, 'journal'));
+    expect((await again.entries()).map((e) => e.fullpath)).toEqual(['kept']);
+    expect(await lines()).toBe(1);
+    expect(await readdir(again.spoolDir)).toEqual([keep]);
+  });
+
+  it('entries of the earlier layout (a file each) are read at start-up and moved into the log', async () => {
+    const dataDir = await tempDir();
+    const journal = new UploadJournal(join(dataDir, 'journal'));
+    await journal.init();
+    const id = journal.newId();
+    await writeFile(journal.spoolPath(id), 'old');
+    await mkdir(join(dataDir, 'journal', 'entries'));
+    await writeFile(join(dataDir, 'journal', 'entries', `${id}.json`), JSON.stringify({ id, library: 'L', fullpath: 'old.txt', size: 3, mtimeMs: 1, createdMs: 1 }));
+    expect((await journal.entries()).map((e) => e.fullpath)).toEqual(['old.txt']);
+    expect(await readdir(join(dataDir, 'journal'))).not.toContain('entries');
+    const again = new UploadJournal(join(dataDir, 'journal'));
+    expect((await again.entries()).map((e) => [e.id, e.fullpath])).toEqual([[id, 'old.txt']]);
   });
 
   it('spool files without an entry (never acknowledged) are removed on start', async () => {

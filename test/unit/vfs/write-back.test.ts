@@ -19,13 +19,13 @@ afterEach(async () => {
 interface Setup { vfs: GatewayVfs; remote: MemoryRemote; faulty: FaultyRemote; dataDir: string; disk: DiskFaults }
 
 /** A gateway over one MemoryRemote (behind a FaultyRemote); `dataDir`/`remote` reuse an earlier one's. */
-async function gateway(opts: { dataDir?: string; remote?: MemoryRemote; feedIntervalMs?: number; durability?: { mode?: 'group' | 'close'; groupCommitMs?: number } } = {}): Promise<Setup> {
+async function gateway(opts: { dataDir?: string; remote?: MemoryRemote; feedIntervalMs?: number; durability?: { mode?: 'group' | 'close'; groupCommitMs?: number }; uploadDelayMs?: number; unwrittenSpoolBytes?: number } = {}): Promise<Setup> {
   const remote = opts.remote ?? new MemoryRemote({ name: 'A', id: '1' });
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'cloudlib-wb-')));
   if (!opts.dataDir) cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
   const faulty = new FaultyRemote(remote);
   const disk = new DiskFaults();
-  const vfs = await createVfs({ libraries: [{ name: 'A', remote: faulty }], dataDir, feedIntervalMs: opts.feedIntervalMs ?? 0, upload: { retryBaseMs: 20, retryMaxMs: 100 }, diskFaults: disk, durability: opts.durability });
+  const vfs = await createVfs({ libraries: [{ name: 'A', remote: faulty }], dataDir, feedIntervalMs: opts.feedIntervalMs ?? 0, upload: { retryBaseMs: 20, retryMaxMs: 100, delayMs: opts.uploadDelayMs }, diskFaults: disk, durability: opts.durability, unwrittenSpoolBytes: opts.unwrittenSpoolBytes });
   cleanups.push(() => vfs.close());
   return { vfs, remote, faulty, dataDir, disk };
 }
@@ -239,6 +239,52 @@ describe('write-back', () => {
     await r.release();
   });
 
+  it('the write-back delay: a closed file waits before its upload, a rewrite meanwhile is uploaded once; fsync and flushAll do not wait', async () => {
+    const { vfs, remote } = await gateway({ uploadDelayMs: 600_000 });
+    const write = async (path: string, text: string, fsync = false): Promise<void> => {
+      const h = await vfs.open(path, { write: true, create: true, truncate: true });
+      await h.write(0, Buffer.from(text));
+      if (fsync) await h.fsync();
+      await h.release();
+    };
+    await write('/A/f', 'first');
+    await write('/A/f', 'second');
+    expect(vfs.status().uploads).toEqual([]); // waiting: nothing queued yet
+    await write('/A/g', 'fsynced', true);
+    for (let i = 0; i < 200 && !(await remote.stat('g')); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(remote.read('g').toString()).toBe('fsynced');
+    expect(await remote.stat('f')).toBeNull();
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('second');
+    expect(remote.commits.map((c) => c.fullpath).sort()).toEqual(['f', 'g']); // f once, with its last content
+  });
+
+  it('small new files wait in memory for their spools (bounded), carried by their journal entries; read, uploaded and replayed whole', async () => {
+    const a = await gateway({ uploadDelayMs: 600_000, unwrittenSpoolBytes: 256 * 1024 }); // no upload asks for the spools meanwhile
+    const write = async (path: string, data: Buffer): Promise<void> => {
+      const h = await a.vfs.open(path, { write: true, create: true });
+      await h.write(0, data);
+      await h.release();
+    };
+    await write('/A/small', Buffer.from('in memory'));
+    expect(await spools(a.dataDir)).toEqual([]); // no spool file written yet
+    expect(await readAll(a.vfs, '/A/small')).toBe('in memory');
+    // Past the bound (256 KiB here), the spools of the next ones are written at once.
+    const piece = Buffer.alloc(64 * 1024, 5);
+    for (let i = 0; i < 8; i++) await write(`/A/p${i}`, piece);
+    for (let i = 0; i < 200 && (await spools(a.dataDir)).length < 4; i++) await new Promise((r) => setTimeout(r, 10));
+    const written = (await spools(a.dataDir)).length;
+    expect(written).toBeGreaterThanOrEqual(4);
+    expect(written).toBeLessThan(10);
+    // A crash now: every one of them comes back from the journal.
+    await a.vfs.writeBack.uploads.close();
+    const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
+    await b.vfs.flushAll();
+    expect(a.remote.read('small').toString()).toBe('in memory');
+    expect(a.remote.read('p7').equals(piece)).toBe(true);
+    expect(a.remote.paths().length).toBe(9);
+  });
+
   it('versions waiting for the service hold no file descriptor', async () => {
     const { vfs, faulty, dataDir } = await gateway();
     holdUploads(faulty);
@@ -259,30 +305,73 @@ describe('write-back', () => {
   });
 
   describe('durability', () => {
-    const closeAndFsync = async (vfs: GatewayVfs): Promise<void> => {
-      const c = await vfs.open('/A/closed', { write: true, create: true });
-      await c.write(0, Buffer.from('closed only'));
-      await c.release();
+    /** A file fsynced, then one only closed (`closedBytes` of content; a small one is carried in its journal record). */
+    const closeAndFsync = async (vfs: GatewayVfs, closedBytes?: number): Promise<void> => {
       const f = await vfs.open('/A/fsynced', { write: true, create: true });
       await f.write(0, Buffer.from('fsynced'));
       await f.fsync();
       await f.release();
+      const c = await vfs.open('/A/closed', { write: true, create: true });
+      await c.write(0, closedBytes === undefined ? Buffer.from('closed only') : Buffer.alloc(closedBytes, 7));
+      await c.release();
+    };
+
+    /** Power loss: the log keeps only its durable bytes; `spools` says what becomes of spools not fsynced. */
+    const powerLoss = async (setup: Setup, spools: 'lost' | 'kept'): Promise<void> => {
+      const log = setup.vfs.writeBack.durableLog();
+      for (const f of setup.vfs.writeBack.unsyncedFiles()) {
+        if (f === log.path) await truncate(f, log.bytes);
+        else if (spools === 'lost') await truncate(f, 0);
+      }
+      await setup.vfs.writeBack.uploads.close();
     };
 
     it('close is safe against a crash of the gateway; fsync against power loss; a power loss in the window never uploads a corrupt version', async () => {
       const a = await gateway({ durability: { groupCommitMs: 60_000 } });
       holdUploads(a.faulty);
       await closeAndFsync(a.vfs);
-      const unsynced = a.vfs.writeBack.unsyncedFiles();
-      expect(unsynced.length).toBe(2); // the closed file's spool and entry; nothing of the fsynced one
-      // Power loss: what only the page cache held is gone (the worst case: the entry made it, its bytes not).
-      for (const f of unsynced) if (f.includes('/spool/')) await truncate(f, 0);
-      await a.vfs.writeBack.uploads.close();
+      const log = a.vfs.writeBack.durableLog().path;
+      // The closed small file is carried in its record: only the log's tail is not durable.
+      expect(a.vfs.writeBack.unsyncedFiles()).toEqual([log]);
+      await powerLoss(a, 'lost');
       const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
       await b.vfs.flushAll();
       expect(a.remote.read('fsynced').toString()).toBe('fsynced');
       expect(await a.remote.stat('closed')).toBeNull();
       expect(a.remote.commits.map((c) => c.fullpath)).toEqual(['fsynced']);
+    });
+
+    it('a power loss that kept the record of a closed file but not its bytes: the file is dropped, never uploaded corrupt', async () => {
+      const a = await gateway({ durability: { groupCommitMs: 60_000 } });
+      holdUploads(a.faulty);
+      await closeAndFsync(a.vfs, 100 * 1024); // larger than a record carries
+      const log = a.vfs.writeBack.durableLog().path;
+      const unsynced = a.vfs.writeBack.unsyncedFiles();
+      expect(unsynced.length).toBe(2); // the closed file's spool and the log's tail
+      expect(unsynced).toContain(log);
+      // The worst case: the record made it to the disk, the spool's bytes did not.
+      for (const f of unsynced) if (f !== log) await truncate(f, 0);
+      await a.vfs.writeBack.uploads.close();
+      const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
+      await b.vfs.flushAll();
+      expect(await a.remote.stat('closed')).toBeNull();
+      expect(a.remote.commits.map((c) => c.fullpath)).toEqual(['fsynced']);
+    });
+
+    it('a power loss that kept the record of a closed small file but not its spool: the spool is written again from the record', async () => {
+      const a = await gateway({ durability: { groupCommitMs: 60_000 } });
+      holdUploads(a.faulty);
+      await closeAndFsync(a.vfs);
+      // The log reached the disk (an fsync of anything else, or the group commit), the spool did not.
+      const other = await a.vfs.open('/A/other', { write: true, create: true });
+      await other.fsync();
+      await other.release();
+      for (const name of await spools(a.dataDir)) await truncate(join(a.dataDir, 'journal', 'spool', name), 0);
+      await a.vfs.writeBack.uploads.close();
+      const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
+      await b.vfs.flushAll();
+      expect(a.remote.read('closed').toString()).toBe('closed only');
+      expect(a.remote.read('fsynced').toString()).toBe('fsynced');
     });
 
     it('a crash with closed, not yet fsynced versions loses nothing', async () => {
@@ -311,7 +400,7 @@ describe('write-back', () => {
       await again.release();
       expect(b.vfs.writeBack.unsyncedFiles()).toEqual([]);
       await b.vfs.writeFile('/A/put', Buffer.from('put'));
-      expect(b.vfs.writeBack.unsyncedFiles().length).toBe(2);
+      expect(b.vfs.writeBack.unsyncedFiles()).toEqual([b.vfs.writeBack.durableLog().path]); // a small file: in its record
       await b.vfs.flushAll({ timeoutMs: 100 }); // the uploads are held: it stops waiting, the journal is synced first
       expect(b.vfs.writeBack.unsyncedFiles()).toEqual([]);
 
