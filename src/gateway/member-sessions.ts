@@ -30,6 +30,7 @@ import { createVfs, type CreateVfsOptions } from '../vfs/index.js';
 import { VfsError } from '../vfs/types.js';
 import type { Remote } from '../vfs/remote.js';
 import { UserTokenRemote } from '../remote/user-token-remote.js';
+import { LibraryRemote } from '../remote/library-remote.js';
 
 /** A library the gateway serves: its folder name, id on the service, its feed and its library authorization. */
 export interface ServedLibraryFeed {
@@ -274,6 +275,15 @@ export class MemberSessions {
             mayWrite: l.client ? async (fullpath, code, call) => {
               const states = await l.client!.file2.getMemberPermission({ fullpath: writeTarget(fullpath, code), account }, { signal: call?.signal });
               return Number(states[code]) === 1;
+            } : undefined,
+            // Locks and tags through the library authorization, the member named as operator.
+            asMember: l.client ? {
+              remote: new LibraryRemote({ client: l.client }),
+              operator: { opName: account },
+              may: async (fullpath, code, call) => {
+                const states = await l.client!.file2.getMemberPermission({ fullpath, account }, { signal: call?.signal });
+                return Number(states[code]) === 1;
+              },
             } : undefined,
           }),
         })),

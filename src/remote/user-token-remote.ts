@@ -10,12 +10,14 @@
  * under the member's token: what the member may see comes back as the member sees it, what they may not
  * (or no longer) see is passed on as gone. Nothing the member may not see enters their cache.
  *
- * Not in the user file API: service locks and tags (ENOTSUP), a copy to another name (ENOTSUP).
+ * Not in the user file API: service locks and tags (made through the library authorization naming the
+ * member, after the service confirmed the member's `w`/`t`/`trm`: `asMember`; ENOTSUP without it), a copy
+ * to another name (ENOTSUP).
  */
 import { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
 import type { ServiceClient } from '../api/client.js';
-import { VfsError } from '../vfs/types.js';
+import { VfsError, type Operator } from '../vfs/types.js';
 import { baseName, joinPath, parentOf } from '../vfs/remote.js';
 import type {
   ChangesPage, CommitOptions, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteChange, RemoteEntry, RemoteInfo, RemoteQuota,
@@ -39,6 +41,16 @@ export interface UserTokenRemoteOptions {
    */
   mayWrite?: (fullpath: string, code: 'w' | 'ul', opts?: RemoteCallOptions) => Promise<boolean>;
   /**
+   * Service locks and tags, which the user file API lacks: made through the library authorization
+   * (`remote`), naming the member as the operator, once the service said the member holds the code on
+   * the item (`may`: `w` to lock or unlock, `t` to add a tag, `trm` to remove one). None = ENOTSUP.
+   */
+  asMember?: {
+    remote: Pick<Remote, 'stat' | 'lock' | 'addTags' | 'removeTags'>;
+    operator: Operator;
+    may: (fullpath: string, code: 'w' | 't' | 'trm', opts?: RemoteCallOptions) => Promise<boolean>;
+  };
+  /**
    * A download link (issued after the service checked the member's download right) serves this member's
    * reads of that version for this long, ms (the service's last 10 minutes). Default 60 000.
    */
@@ -59,6 +71,7 @@ export class UserTokenRemote implements Remote {
   private readonly library: RemoteInfo;
   private readonly feed?: Pick<Remote, 'changes' | 'headCursor'>;
   private readonly mayWrite?: UserTokenRemoteOptions['mayWrite'];
+  private readonly asMember?: UserTokenRemoteOptions['asMember'];
   private readonly linkLifetimeMs: number;
   private readonly pageSize: number;
   private readonly rangeTimeoutMs: number;
@@ -75,6 +88,7 @@ export class UserTokenRemote implements Remote {
     this.library = opts.library;
     this.feed = opts.feed;
     this.mayWrite = opts.mayWrite;
+    this.asMember = opts.asMember;
     this.linkLifetimeMs = opts.linkLifetimeMs ?? 60_000;
     this.pageSize = opts.pageSize ?? 100;
     this.rangeTimeoutMs = opts.rangeTimeoutMs ?? 30_000;
@@ -260,16 +274,43 @@ export class UserTokenRemote implements Remote {
     return { total: total > 0 ? total : undefined, used: Number(lib.size_org_use) || 0 };
   }
 
-  async lock(fullpath: string): Promise<void> {
-    throw new VfsError('ENOTSUP', `'${fullpath}': service locks are not in the user file API`);
+  /** Tags of an item the member sees (their own lookup first), read through the library authorization. */
+  async tags(fullpath: string, opts?: RemoteCallOptions): Promise<string[] | null> {
+    const mine = await this.stat(fullpath, opts);
+    if (!mine) return null;
+    if (!this.asMember) return mine.tags ?? [];
+    return (await this.asMember.remote.stat(fullpath, opts))?.tags ?? [];
   }
 
-  async addTags(fullpath: string): Promise<void> {
-    throw new VfsError('ENOTSUP', `'${fullpath}': tags are not in the user file API`);
+  async lock(fullpath: string, locked: boolean, opts?: RemoteCallOptions): Promise<void> {
+    const as = await this.mayAsMember(fullpath, 'w', 'lock or unlock this file', 'service locks', opts);
+    await as.remote.lock(fullpath, locked, { ...opts, operator: as.operator });
   }
 
-  async removeTags(fullpath: string): Promise<void> {
-    throw new VfsError('ENOTSUP', `'${fullpath}': tags are not in the user file API`);
+  async addTags(fullpath: string, tags: string[], opts?: RemoteCallOptions): Promise<void> {
+    if (tags.length === 0) return;
+    const as = await this.mayAsMember(fullpath, 't', 'add tags here', 'tags', opts);
+    await as.remote.addTags(fullpath, tags, { ...opts, operator: as.operator });
+  }
+
+  async removeTags(fullpath: string, tags: string[], opts?: RemoteCallOptions): Promise<void> {
+    if (tags.length === 0) return;
+    const as = await this.mayAsMember(fullpath, 'trm', 'remove tags here', 'tags', opts);
+    await as.remote.removeTags(fullpath, tags, { ...opts, operator: as.operator });
+  }
+
+  /** The library authorization acting as this member, once the service said the member holds `code` on the item. */
+  private async mayAsMember(fullpath: string, code: 'w' | 't' | 'trm', what: string, feature: string, opts?: RemoteCallOptions): Promise<NonNullable<UserTokenRemoteOptions['asMember']>> {
+    const as = this.asMember;
+    if (!as) throw new VfsError('ENOTSUP', `'${fullpath}': ${feature} are not in the user file API`);
+    let ok: boolean;
+    try {
+      ok = await as.may(fullpath, code, opts);
+    } catch (err) {
+      throw toVfsError(err, fullpath);
+    }
+    if (!ok) throw new VfsError('EACCES', `'${fullpath}': no permission to ${what} (${code})`);
+    return as;
   }
 
   private forgetLinks(fullpath: string): void {

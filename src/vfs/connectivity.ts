@@ -66,8 +66,10 @@ export class ReportingRemote implements Remote {
   /** Present when the inner remote has it (an optional ability, forwarded as it is). */
   readonly prepareReads?: Remote['prepareReads'];
   readonly checkWrite?: Remote['checkWrite'];
+  readonly tags?: Remote['tags'];
 
   constructor(readonly inner: Remote, private readonly library: string, private readonly link: Connectivity) {
+    if (inner.tags) this.tags = (p, opts) => this.run(() => inner.tags!(p, opts));
     if (inner.prepareReads) this.prepareReads = (files, opts) => inner.prepareReads!(files, opts);
     if (inner.checkWrite) this.checkWrite = (p, existing, opts) => this.run(() => inner.checkWrite!(p, existing, opts));
   }

@@ -600,6 +600,11 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'getTags');
     if (t.fullpath === '') throw new VfsError('ENOTSUP', `libraries have no tags: ${t.path}`);
+    if (lib.remote.tags) {
+      const tags = await lib.remote.tags(t.fullpath, this.call(ctx));
+      if (tags === null) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
+      return tags;
+    }
     const e = await lib.remote.stat(t.fullpath, this.call(ctx));
     if (!e) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
     return e.tags ?? [];

@@ -119,6 +119,11 @@ export interface Remote {
   lock(fullpath: string, locked: boolean, opts?: RemoteCallOptions): Promise<void>;
   addTags(fullpath: string, tags: string[], opts?: RemoteCallOptions): Promise<void>;
   removeTags(fullpath: string, tags: string[], opts?: RemoteCallOptions): Promise<void>;
+  /**
+   * Optional: the tags of an item, for a remote whose `stat` entries carry none (the user file API has
+   * no tags); null when the item does not exist. Without it, `stat(...).tags`.
+   */
+  tags?(fullpath: string, opts?: RemoteCallOptions): Promise<string[] | null>;
 }
 
 /** Parent folder of a library-relative path ('' for the root's children). */

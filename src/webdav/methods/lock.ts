@@ -79,6 +79,8 @@ export async function lock(r: DavRequest): Promise<void> {
       serviceLock = true;
     } catch (err) {
       if (vfsCodeOf(err) === 'ELOCKED') throw new DavError(423, `${r.path} is locked by another member on the service`);
+      // Not allowed to lock (a member without the right to change the file): refused, nothing held.
+      if (vfsCodeOf(err) === 'EACCES') throw new DavError(403, `${r.path}: no permission to lock this file`);
       r.shared.logger.warn({ err, path: r.path }, 'webdav: the service lock could not be taken; the WebDAV lock holds alone');
     }
   }

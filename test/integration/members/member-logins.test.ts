@@ -169,6 +169,36 @@ describe('member logins through WebDAV', () => {
     expect(memberKey(nodl.account)).not.toBe(memberKey(now.account));
   });
 
+  it('locks and tags go through the library authorization naming the member, once the service confirms w, t or trm', async () => {
+    const lockinfo = '<?xml version="1.0" encoding="utf-8"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype></D:lockinfo>';
+    const info = () => t.client.file.info({ fullpath: 'Team/plan.txt' }) as Promise<{ lock?: number; lock_member_name?: string; tag?: string }>;
+    // `now` is denied w on Team: refused, the file stays unlocked.
+    expect((await dav(url, 'LOCK', '/Library/Team/plan.txt', { auth: as(now), body: lockinfo, headers: { timeout: 'Second-60' } })).status).toBe(403);
+    expect((await info()).lock).toBe(0);
+    // `nodl` may write: the lock is taken on the service, as nodl.
+    const locked = await dav(url, 'LOCK', '/Library/Team/plan.txt', { auth: as(nodl), body: lockinfo, headers: { timeout: 'Second-60' } });
+    expect(locked.status).toBe(200);
+    expect(await info()).toMatchObject({ lock: 1, lock_member_name: nodl.account });
+    expect((await dav(url, 'UNLOCK', '/Library/Team/plan.txt', { auth: as(nodl), headers: { 'lock-token': String(locked.headers['lock-token']) } })).status).toBe(204);
+    expect((await info()).lock).toBe(0);
+    // Tags: nodl has neither t nor trm on Team yet.
+    const opened = await sessions.login(nodl.account, PW, '127.0.0.1');
+    if (!('session' in opened)) throw new Error('nodl: no session');
+    const vfs = opened.session.vfs;
+    await expect(vfs.setTags('/Library/Team/plan.txt', ['q3'])).rejects.toMatchObject({ code: 'EACCES' });
+    expect((await info()).tag ?? '').toBe('');
+    await setCodes('Team', nodl, { ls: 1, cd: 1, ss: 1, pv: 1, dl: -1, w: 1, ul: 1, mk: 1, ren: 1, rm: 1, t: 1 });
+    await vfs.setTags('/Library/Team/plan.txt', ['q3']);
+    expect((await info()).tag).toBe('q3');
+    expect(await vfs.getTags('/Library/Team/plan.txt')).toEqual(['q3']);
+    await expect(vfs.setTags('/Library/Team/plan.txt', [])).rejects.toMatchObject({ code: 'EACCES' }); // removing needs trm
+    expect((await info()).tag).toBe('q3');
+    await setCodes('Team', nodl, { ls: 1, cd: 1, ss: 1, pv: 1, dl: -1, w: 1, ul: 1, mk: 1, ren: 1, rm: 1, t: 1, trm: 1 });
+    await vfs.setTags('/Library/Team/plan.txt', []);
+    expect((await info()).tag ?? '').toBe('');
+    await setCodes('Team', nodl, { ls: 1, cd: 1, ss: 1, pv: 1, dl: -1, w: 1, ul: 1, mk: 1, ren: 1, rm: 1 });
+  });
+
   it('a member disabled on the service loses access at the next check (one feed interval)', async () => {
     const m = await addMember(t, 'leaver', { libraryRole: 5, password: PW });
     await setCodes('Team', m, { ls: 1, cd: 1, ss: 1, pv: 1, dl: 1 });
