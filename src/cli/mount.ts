@@ -34,20 +34,20 @@ function intOption(value: unknown, what: string, radix = 10): number | undefined
 }
 
 /**
- * The gateway core for a configuration. Loaded on demand: the Vfs module exports
- * `vfsFromConfig(config, logger) → Promise<{ vfs }>`.
+ * The gateway core for a configuration and the libraries it serves. Loaded on demand: the module exports
+ * `vfsFromConfig(config, logger) → Promise<{ vfs, libraries }>`.
  */
-async function openVfs(config: GatewayConfig, logger: Logger): Promise<Vfs> {
+async function openVfs(config: GatewayConfig, logger: Logger) {
   const { vfsFromConfig } = await import('../gateway/vfs-from-config.js');
-  return (await vfsFromConfig(config, logger)).vfs;
+  return vfsFromConfig(config, logger);
 }
 
 /** Member sessions over the configuration's libraries (mount.member). */
-async function openMemberSessions(config: GatewayConfig, vfs: Vfs, logger: Logger) {
+async function openMemberSessions(config: GatewayConfig, served: Awaited<ReturnType<typeof openVfs>>, logger: Logger) {
   const { startMemberSessions } = await import('../gateway/member-setup.js');
   return startMemberSessions({
     config, baseUrl: config.service!.base_url, uploadHeaderPrefix: config.service!.upload_header_prefix, application: config.service!.application,
-    vfs: vfs as Parameters<typeof startMemberSessions>[0]['vfs'], logger: logger.child({ part: 'members' }),
+    libraries: () => served.libraries, logger: logger.child({ part: 'members' }),
   });
 }
 
@@ -95,9 +95,10 @@ export const mountCommand: Subcommand = {
       throw err;
     }
     const logger = createLogger({ level: config.log.level });
-    const vfs = await openVfs(config, logger);
+    const opened = await openVfs(config, logger);
+    const vfs: Vfs = opened.vfs;
     // mount.member: the mount acts as that member, through a Vfs of their own.
-    const members = config.mount.member !== undefined ? await openMemberSessions(config, vfs, logger) : undefined;
+    const members = config.mount.member !== undefined ? await openMemberSessions(config, opened, logger) : undefined;
     const served = members ? (await members.pinned(config.mount.member!, config.mount.member_password!)).vfs : vfs;
     const mounted = await mountVfs({
       vfs: served,

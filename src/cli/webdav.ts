@@ -64,10 +64,10 @@ export const webdavCommand: Subcommand = {
     }
     const logger = createLogger({ level: config.log.level });
     await makePrivateFolder(config.data, logger);
-    const { vfs } = await vfsFromConfig(config, logger);
+    const { vfs, libraries } = await vfsFromConfig(config, logger);
     // Members acting as themselves (webdav.member_logins, users with `member`): a Vfs of their own each.
     const members = wantsMembers(config)
-      ? startMemberSessions({ config, baseUrl: config.service!.base_url, uploadHeaderPrefix: config.service!.upload_header_prefix, application: config.service!.application, vfs, logger: logger.child({ part: 'members' }) })
+      ? startMemberSessions({ config, baseUrl: config.service!.base_url, uploadHeaderPrefix: config.service!.upload_header_prefix, application: config.service!.application, libraries: () => libraries, logger: logger.child({ part: 'members' }) })
       : undefined;
     const server = createWebdavServer({
       memberLogins: members ? webdavMemberHooks(members, config) : undefined,

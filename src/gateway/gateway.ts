@@ -228,7 +228,7 @@ export class Gateway {
     if (wantsMembers(config)) {
       const application = service.application ?? (this.service ? embeddedApplication(this.service.credentials) : undefined);
       this.members = startMemberSessions({
-        config, baseUrl: service.base_url, uploadHeaderPrefix: service.upload_header_prefix, application, vfs: this.vfs,
+        config, baseUrl: service.base_url, uploadHeaderPrefix: service.upload_header_prefix, application, libraries: () => this.libraries.list(),
         logger: logger.child({ part: 'members' }), onExchange: this.metrics.observeExchange,
       });
     }

@@ -6,12 +6,11 @@
  */
 import { join } from 'node:path';
 import type { ClientSecretPair } from '../api/client.js';
-import { LibraryRemote } from '../remote/library-remote.js';
+import type { ServedLibrary } from '../remote/served-libraries.js';
 import type { Logger } from '../shared/log.js';
-import type { GatewayVfs } from '../vfs/gateway-vfs.js';
 import { VfsError, type Vfs } from '../vfs/types.js';
 import { ConfigError, type GatewayConfig, type UserConfig } from './config.js';
-import { MemberSessions, type ServedLibraryFeed } from './member-sessions.js';
+import { MemberSessions } from './member-sessions.js';
 
 const MIB = 1024 * 1024;
 
@@ -26,24 +25,13 @@ export function embeddedApplication(credentials: { member: { client_id?: string;
   return client_id ? { client_id, client_secret } : undefined;
 }
 
-/** The libraries the gateway serves by library authorization: a member's Vfs serves those the member takes part in. */
-export async function servedLibraryFeeds(vfs: GatewayVfs): Promise<ServedLibraryFeed[]> {
-  const out: ServedLibraryFeed[] = [];
-  for (const name of vfs.libraryNames()) {
-    const remote = vfs.remoteOf(name);
-    if (!(remote instanceof LibraryRemote)) continue;
-    const info = await remote.info();
-    out.push({ name, id: info.id, feed: remote, client: remote.client });
-  }
-  return out;
-}
-
 export interface MemberSetupOptions {
   config: GatewayConfig;
   baseUrl: string;
   uploadHeaderPrefix: string;
   application: ClientSecretPair | undefined;
-  vfs: GatewayVfs;
+  /** The libraries the gateway serves (by library authorization): a member's Vfs serves those the member takes part in. */
+  libraries: () => ServedLibrary[];
   logger: Logger;
   onExchange?: (e: { endpoint: string; status: number; ms: number }) => void;
 }
@@ -53,20 +41,12 @@ export function startMemberSessions(opts: MemberSetupOptions): MemberSessions {
   if (!opts.application) {
     throw new ConfigError('member logins (webdav.member_logins, webdav.users[].member, mount.member) need the application the gateway asks the token endpoint as: give service.application.client_id and client_secret');
   }
-  let ids: Promise<ServedLibraryFeed[]> | undefined;
   return new MemberSessions({
     baseUrl: opts.baseUrl,
     uploadHeaderPrefix: opts.uploadHeaderPrefix,
     application: opts.application,
-    libraries: () => {
-      // The library ids are asked for once; a library added or removed at run time renews them.
-      const names = opts.vfs.libraryNames().join('\0');
-      if (!ids || (ids as { names?: string }).names !== names) {
-        ids = servedLibraryFeeds(opts.vfs);
-        (ids as { names?: string }).names = names;
-      }
-      return ids;
-    },
+    // The served set as it is now (a library added or removed at run time included).
+    libraries: () => opts.libraries().map((l) => ({ name: l.name, id: l.id, feed: l.remote, client: l.client })),
     dataDir: join(config.data, 'members'),
     vfs: {
       feedIntervalMs: config.feed.interval_ms,
