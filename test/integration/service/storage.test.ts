@@ -48,7 +48,7 @@ describe('storage', () => {
     const creds = JSON.parse(await readFile(join(dir, 'credentials.json'), 'utf8'));
     expect(creds).toMatchObject({ base_url: first.service.baseUrl, upload_server: `${first.service.baseUrl}/upload` });
     for (const k of ['partner', 'enterprise', 'library', 'member']) expect(Object.keys(creds)).toContain(k);
-    expect(Object.keys(creds.member).sort()).toEqual(['account', 'client_secret', 'member_id', 'token']);
+    expect(Object.keys(creds.member).sort()).toEqual(['account', 'client_id', 'client_secret', 'member_id', 'token']);
     expect((await stat(join(dir, 'credentials.json'))).mode & 0o777).toBe(0o600);
     await put(first.client, 'kept/file.txt', 'survives');
     const cursor = (await first.client.file.updates({ mode: 'compare', fetch_dateline: 0 })).fetch_dateline;
