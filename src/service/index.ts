@@ -8,7 +8,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { chmod, mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
+import { writeFileAtomic } from '../shared/atomic-file.js';
 import { join } from 'node:path';
 import { silentLogger, type Logger } from '../shared/log.js';
 import { metadataStoreAt } from './store/metadata-location.js';
@@ -308,8 +309,5 @@ export function parseListen(listen: string): { host: string; port: number } {
 }
 
 async function writeCredentials(file: string, credentials: ServiceCredentials): Promise<void> {
-  const tmp = `${file}.tmp`;
-  await writeFile(tmp, JSON.stringify(credentials, null, 2) + '\n', { mode: 0o600 });
-  await chmod(tmp, 0o600);
-  await rename(tmp, file);
+  await writeFileAtomic(file, JSON.stringify(credentials, null, 2) + '\n', { durability: 'fsync-file-and-folder', mode: 0o600 });
 }

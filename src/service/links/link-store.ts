@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { writeFileDurably } from '../upload/durable-file.js';
+import { writeFileAtomic } from '../../shared/atomic-file.js';
 
 export type LinkAuth = 'preview' | 'download' | 'upload';
 
@@ -84,7 +84,7 @@ export class LinkStore {
   /** Persists changes made to records in place. */
   async persist(): Promise<void> {
     const data: StoreFile = { secret: this.secret, links: [...this.links.values()] };
-    const run = this.writing.then(() => writeFileDurably(this.path, JSON.stringify(data)));
+    const run = this.writing.then(() => writeFileAtomic(this.path, JSON.stringify(data), { durability: 'fsync-file' }));
     this.writing = run.catch(() => undefined);
     await run;
   }

@@ -4,9 +4,9 @@
  * Concurrent requests for the same thumbnail share one rendering; a rendering is written to a
  * temporary file and renamed into place, so a reader never sees a partial file.
  */
-import { randomBytes } from 'node:crypto';
-import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, stat } from 'node:fs/promises';
 import { createWriteStream } from 'node:fs';
+import { replaceFile } from '../../shared/atomic-file.js';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -56,19 +56,13 @@ export class ThumbnailStore {
     const sharp = await this.loadSharp();
     if (!sharp) throw new Error('thumbnails are not supported: the image library (sharp) is not available');
     await mkdir(this.dir, { recursive: true });
-    const temp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
-    try {
-      const transform = sharp({ limitInputPixels: MAX_INPUT_PIXELS, failOn: 'error' })
-        .rotate()
-        .resize(size, size, { fit: 'inside', withoutEnlargement: true })
-        .webp({ quality: 80 });
-      await pipeline(await open(), transform, createWriteStream(temp));
-      await rename(temp, file);
-      return file;
-    } catch (e) {
-      await rm(temp, { force: true });
-      throw e;
-    }
+    const transform = sharp({ limitInputPixels: MAX_INPUT_PIXELS, failOn: 'error' })
+      .rotate()
+      .resize(size, size, { fit: 'inside', withoutEnlargement: true })
+      .webp({ quality: 80 });
+    // A cache: a thumbnail lost to a power loss is made again.
+    await replaceFile(file, async (_fh, temp) => { await pipeline(await open(), transform, createWriteStream(temp)); }, { durability: 'rename' });
+    return file;
   }
 
   private loadSharp(): Promise<SharpFactory | undefined> {

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { writeFileDurably } from './durable-file.js';
+import { writeFileAtomic } from '../../shared/atomic-file.js';
 import type { UploadedFile } from './types.js';
 
 export interface SessionRecord {
@@ -52,7 +52,7 @@ export class UploadSessionJournal {
 
   /** Writes the journal durably (the rename is atomic; a crash leaves the old or the new one). */
   async save(record: SessionRecord): Promise<void> {
-    await writeFileDurably(this.journalPath(record.id), JSON.stringify(record));
+    await writeFileAtomic(this.journalPath(record.id), JSON.stringify(record), { durability: 'fsync-file' });
   }
 
   async load(id: string): Promise<SessionRecord | undefined> {
