@@ -364,7 +364,8 @@ function refusesPageSize(err: unknown): boolean {
   return cause instanceof ServiceError && cause.code === ErrorCode.BadParam && /\bsize\b/.test(cause.serviceMessage);
 }
 
-function linkKey(fullpath: string, contentHash?: string): string {
+/** The key a download link is cached under: the path and the version read. */
+export function linkKey(fullpath: string, contentHash?: string): string {
   return `${fullpath}\0${contentHash ?? ''}`;
 }
 

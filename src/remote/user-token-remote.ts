@@ -23,7 +23,8 @@ import type {
   ChangesPage, CommitOptions, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteChange, RemoteEntry, RemoteInfo, RemoteQuota,
 } from '../vfs/remote.js';
 import type { UserFileRecord } from '../shared/records.js';
-import { fetchRange, loadUploader, toVfsError } from './library-remote.js';
+import { fetchRange, linkKey, loadUploader, toVfsError } from './library-remote.js';
+import { ErrorCode } from '../shared/error-codes.js';
 
 export interface UserTokenRemoteOptions {
   /** A client holding the member's access token (`credentials.user`). */
@@ -329,16 +330,12 @@ export class UserTokenRemote implements Remote {
 /** True when an EACCES is about the item (no permission on it), not about the member's token or account. */
 function isItemRefusal(err: VfsError): boolean {
   const cause = err.cause as { code?: number; status?: number } | undefined;
-  return cause?.status === 403 && (cause.code === 40310 || cause.code === 40311);
+  return cause?.status === 403 && (cause.code === ErrorCode.NoPermission || cause.code === ErrorCode.NoLibraryAccess);
 }
 
 /** A change's entry with nothing but its identity (a delete passes on no name's details). */
 function bare(e: RemoteEntry): RemoteEntry {
   return { id: e.id, fullpath: e.fullpath, name: e.name, isDir: e.isDir, size: 0, mtimeMs: 0, ctimeMs: 0 };
-}
-
-function linkKey(fullpath: string, contentHash?: string): string {
-  return `${fullpath}\0${contentHash ?? ''}`;
 }
 
 export function fromUserRecord(r: UserFileRecord): RemoteEntry {
