@@ -2,13 +2,14 @@
  * ServiceClient: a typed client of every endpoint in the EndpointTable. One `send()` does the wire work;
  * signing, retries and token refresh are layers around it.
  */
-import { Agent, FormData, interceptors, request, type Dispatcher } from 'undici';
+import { Agent, interceptors, request, type Dispatcher } from 'undici';
 import { ENDPOINTS, findEndpoint, validateParams, ParamError, type EndpointDef, type Endpoints, type Family, type ParamsOf, type ResultOf } from '../shared/endpoints.js';
 import { sign, isCreateFilePath, CREATE_FILE_UNSIGNED, type Params } from '../shared/sign.js';
 import { ServiceError, ErrorCode, redactSecrets, transportCodeOf } from './errors.js';
 import { normalizeResult } from './normalize.js';
 import { REDACT_KEYS, silentLogger, type Logger } from '../shared/log.js';
 import { isTransient, TRANSIENT_STATUS, TRANSIENT_TRANSPORT_CODES } from '../shared/transient.js';
+import { formEnvelope } from './multipart.js';
 
 export interface LibraryCredential { org_client_id: string; org_client_secret: string }
 export interface ClientSecretPair { client_id: string; client_secret: string }
@@ -312,12 +313,11 @@ export class ServiceClient {
     // Secrets of the client, and every parameter of this request whose name says it is one (sign, password, refresh_token…).
     const secrets = [...this.secretValues(), ...Object.entries(wire).filter(([k]) => REDACT_KEYS.includes(k)).map(([, v]) => v)];
     const body = new URLSearchParams(wire).toString();
-    let form: FormData | undefined;
+    let form: { contentType: string; body: Buffer } | undefined;
     if (file && def.method !== 'GET') {
-      form = new FormData();
-      for (const [k, v] of Object.entries(wire)) form.append(k, v);
       const name = typeof params.fullpath === 'string' ? params.fullpath.split('/').pop() || 'file' : 'file';
-      form.append(file.field, new Blob([file.data as Uint8Array<ArrayBuffer>]), name);
+      const envelope = formEnvelope(Object.entries(wire), { field: file.field, filename: name });
+      form = { contentType: envelope.contentType, body: Buffer.concat([envelope.head, file.data, envelope.tail]) };
     }
     const url = def.method === 'GET' ? `${this.baseUrl}${def.path}?${body}` : `${this.baseUrl}${def.path}`;
     const started = Date.now();
@@ -327,8 +327,8 @@ export class ServiceClient {
       const res = await request(url, {
         method: def.method,
         dispatcher: this.dispatcher,
-        headers: def.method === 'GET' || form ? {} : { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' },
-        body: def.method === 'GET' ? undefined : form ?? body,
+        headers: def.method === 'GET' ? {} : { 'content-type': form?.contentType ?? 'application/x-www-form-urlencoded; charset=utf-8' },
+        body: def.method === 'GET' ? undefined : form?.body ?? body,
         signal: deadline.signal,
       }).catch((err: unknown) => { throw transportError(err, 0, endpoint, deadline, secrets); });
       status = res.statusCode;

@@ -13,6 +13,7 @@ import { transportError, type ServiceClient } from './client.js';
 import { ServiceError, ErrorCode, redactSecrets } from './errors.js';
 import { normalizeResult, normalizeServer } from './normalize.js';
 import { SourceChangedError, type UploadSource } from './upload-source.js';
+import { formEnvelope } from './multipart.js';
 import { REDACT_KEYS } from '../shared/log.js';
 
 export type { WebUploadResult };
@@ -85,14 +86,7 @@ function checkArgs(args: WebUploadArgs): string {
 }
 
 async function send(client: ServiceClient, url: string, endpoint: string, fields: [string, string][], args: WebUploadArgs): Promise<WebUploadResult> {
-  const boundary = `----cloudlib${randomBytes(12).toString('hex')}`;
-  const head = Buffer.from(
-    fields.map(([k, v]) => `--${boundary}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`).join('')
-    + `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${asciiFilename(args.name)}"\r\n`
-    + 'Content-Type: application/octet-stream\r\n\r\n',
-    'utf8',
-  );
-  const tail = Buffer.from(`\r\n--${boundary}--\r\n`, 'utf8');
+  const { contentType, head, tail } = formEnvelope(fields, { field: 'file', filename: args.name });
   const total = args.source.size;
   const secrets = [...client.secretValues(), ...fields.filter(([k]) => REDACT_KEYS.includes(k)).map(([, v]) => v)];
   const watchdog = new IdleWatchdog(client.timeoutMs, args.signal);
@@ -103,7 +97,7 @@ async function send(client: ServiceClient, url: string, endpoint: string, fields
       res = await request(url, {
         method: 'POST',
         dispatcher: client.dispatcher,
-        headers: { 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': String(head.length + total + tail.length) },
+        headers: { 'content-type': contentType, 'content-length': String(head.length + total + tail.length) },
         body,
         signal: watchdog.signal,
       });
@@ -153,10 +147,6 @@ async function* formBody(head: Buffer, tail: Buffer, source: UploadSource, watch
     throw err;
   }
   yield tail;
-}
-
-function asciiFilename(name: string): string {
-  return name.replace(/[^\x20-\x7e]|["\\]/g, '_');
 }
 
 /**

@@ -108,6 +108,10 @@ export interface GatewayConfig {
     group_commit_ms: number;
     /** Write-back delay: a closed file is uploaded this long after its last close, ms. Default 2000. */
     upload_delay_ms: number;
+    /** Uploads of files over 256 KiB at once. Default 4. */
+    upload_concurrency: number;
+    /** Uploads of files up to 256 KiB at once (one exchange each), beside the large ones. Default 16. */
+    small_upload_concurrency: number;
   };
   /** Admin HTTP listener for /metrics and /healthz, or null. Default 127.0.0.1:0 (any free port). */
   admin_listen: string | null;
@@ -343,13 +347,18 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   const cache = obj(raw.cache, 'cache');
   const feed = obj(raw.feed, 'feed');
   const journal = obj(raw.journal, 'journal');
-  for (const k of Object.keys(journal)) if (k !== 'durability' && k !== 'group_commit_ms' && k !== 'upload_delay_ms') throw new ConfigError(`journal.${k}: unknown key (docs/configuration.md lists them)`);
+  for (const k of Object.keys(journal)) if (!['durability', 'group_commit_ms', 'upload_delay_ms', 'upload_concurrency', 'small_upload_concurrency'].includes(k)) throw new ConfigError(`journal.${k}: unknown key (docs/configuration.md lists them)`);
   const durability = str(journal.durability, 'journal.durability') ?? 'group';
   if (durability !== 'group' && durability !== 'close') throw new ConfigError(`journal.durability: expected "group" or "close", got ${JSON.stringify(durability)}`);
   const groupCommitMs = num(journal.group_commit_ms, 'journal.group_commit_ms', 1) ?? 1000;
   if (groupCommitMs > 60_000) throw new ConfigError(`journal.group_commit_ms: expected at most 60000, got ${groupCommitMs}`);
   const uploadDelayMs = num(journal.upload_delay_ms, 'journal.upload_delay_ms', 0) ?? DEFAULT_UPLOAD_DELAY_MS;
   if (uploadDelayMs > 60_000) throw new ConfigError(`journal.upload_delay_ms: expected at most 60000, got ${uploadDelayMs}`);
+  const uploadConcurrency = num(journal.upload_concurrency, 'journal.upload_concurrency', 1) ?? 4;
+  const smallUploadConcurrency = num(journal.small_upload_concurrency, 'journal.small_upload_concurrency', 1) ?? 16;
+  for (const [key, n] of [['upload_concurrency', uploadConcurrency], ['small_upload_concurrency', smallUploadConcurrency]] as const) {
+    if (!Number.isInteger(n) || n > 256) throw new ConfigError(`journal.${key}: expected a whole number from 1 to 256, got ${n}`);
+  }
   const log = obj(raw.log, 'log');
   const adminListen = flags.adminListen ?? env.CLOUDLIB_ADMIN ?? (raw.admin_listen === false ? null : str(raw.admin_listen, 'admin_listen')) ?? '127.0.0.1:0';
   if (adminListen) parseHostPort(adminListen, 'admin listen address');
@@ -407,7 +416,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
       disk_cache_mb: num(cache.disk_cache_mb, 'cache.disk_cache_mb') ?? 1024,
     },
     feed: { interval_ms: num(env.CLOUDLIB_FEED_INTERVAL_MS ?? feed.interval_ms, 'feed.interval_ms', 100) ?? 2000 },
-    journal: { durability, group_commit_ms: groupCommitMs, upload_delay_ms: uploadDelayMs },
+    journal: { durability, group_commit_ms: groupCommitMs, upload_delay_ms: uploadDelayMs, upload_concurrency: uploadConcurrency, small_upload_concurrency: smallUploadConcurrency },
     admin_listen: adminListen,
     log: { level },
   };

@@ -26,7 +26,7 @@ export async function vfsFromConfig(config: GatewayConfig, logger: Logger, onExc
     dataDir: resolve(config.data, 'gateway'),
     feedIntervalMs: config.feed.interval_ms,
     durability: { mode: config.journal.durability, groupCommitMs: config.journal.group_commit_ms },
-    upload: { delayMs: config.journal.upload_delay_ms },
+    upload: { delayMs: config.journal.upload_delay_ms, concurrency: config.journal.upload_concurrency, smallConcurrency: config.journal.small_upload_concurrency },
     cache: {
       metadataEntries: config.cache.metadata_entries,
       blockBytes: config.cache.block_cache_mb * 1024 * 1024,

@@ -10,7 +10,7 @@
  * The temporary file is hidden (`.<name>.<random>.tmp`) and removed when anything fails.
  */
 import { randomBytes } from 'node:crypto';
-import { open, rename, rm, type FileHandle } from 'node:fs/promises';
+import { open, rename, rm, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 
 export type Durability = 'rename' | 'fsync-file' | 'fsync-file-and-folder';
@@ -61,5 +61,17 @@ export async function fsyncFolder(dir: string): Promise<void> {
     await fh.sync();
   } finally {
     await fh.close();
+  }
+}
+
+/**
+ * Removes a file that may already be gone (a temporary file renamed into place, or never written): one
+ * unlink, where `rm(path, { force: true })` also stats it first.
+ */
+export async function removeFileIfPresent(path: string): Promise<void> {
+  try {
+    await unlink(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
 }

@@ -54,8 +54,10 @@ export interface GatewayVfsOptions {
    */
   readAhead?: { initial?: number; max?: number; streams?: number; bytes?: number; totalBytes?: number };
   upload?: {
-    /** Uploads at once. Default 4. */
+    /** Uploads of files over 256 KiB at once. Default 4. */
     concurrency?: number;
+    /** Uploads of files up to 256 KiB at once (each one exchange with the service), beside those. Default 16. */
+    smallConcurrency?: number;
     /** First retry delay, ms. Default 1000. */
     retryBaseMs?: number;
     /** Longest retry delay, ms. Default 30 000. */

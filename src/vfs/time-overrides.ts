@@ -20,6 +20,8 @@ export class TimeOverrides {
   private fh: FileHandle | undefined;
   private chain: Promise<void> = Promise.resolve();
   private appended = 0;
+  /** Lines recorded while an append was under way: the next append writes them together. */
+  private unwritten = '';
 
   constructor(private readonly file: string, private readonly logger: Logger, private readonly max = 10_000) {
     this.map = new LRUCache({ max });
@@ -55,10 +57,15 @@ export class TimeOverrides {
     const had = this.map.get(key);
     if (had && had.version === version && had.mtimeMs === mtimeMs) return;
     this.map.set(key, { version, mtimeMs });
-    const line = `${JSON.stringify([key, version, mtimeMs])}\n`;
+    const first = this.unwritten === '';
+    this.unwritten += `${JSON.stringify([key, version, mtimeMs])}\n`;
+    this.appended++;
+    if (!first) return; // an append already queued takes this line too
     this.chain = this.chain.then(async () => {
-      if (++this.appended > this.max) await this.compact();
-      else await (await this.handle()).appendFile(line);
+      const lines = this.unwritten;
+      this.unwritten = '';
+      if (this.appended > this.max) await this.compact();
+      else await (await this.handle()).appendFile(lines);
     }).catch((err: Error) => this.logger.warn({ err: err.message }, 'recording a modification time failed'));
   }
 

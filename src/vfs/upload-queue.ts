@@ -24,6 +24,8 @@ export interface PendingFile {
   readonly spoolPath: string;
   /** Bumped by every local modification. */
   readonly generation: number;
+  /** Bytes of the file now (which lane its upload waits in). */
+  readonly size: number;
   readonly operator?: Operator;
   /** SHA-1 and size of the spool with the generation they belong to, taken with no change in between. */
   snapshotHash(hasher: FileHasher): Promise<{ generation: number; sha1: string; size: number }>;
@@ -53,8 +55,16 @@ export interface UploadStatus {
 }
 
 export interface UploadQueueOptions {
-  /** Uploads under way at once. Default 4. */
+  /** Uploads of files larger than `smallMaxBytes` under way at once. Default 4. */
   concurrency?: number;
+  /**
+   * Uploads of small files (up to `smallMaxBytes`) under way at once, beside the large ones. A small file
+   * is one exchange whose time is mostly the round trip to the service, so many go at once; a large one
+   * streams parts that already fill the link. Default 16.
+   */
+  smallConcurrency?: number;
+  /** Largest file that waits in the small files' lane, bytes. Default 256 KiB (one create_file with the content). */
+  smallMaxBytes?: number;
   /** First retry delay, ms; doubles per failure. Default 1000. */
   retryBaseMs?: number;
   /** Longest retry delay, ms. Default 30 000. */
@@ -92,6 +102,8 @@ interface Task {
 export class UploadQueue {
   private readonly tasks = new Map<string, Task>();
   private readonly queue: PQueue;
+  private readonly smallQueue: PQueue;
+  private readonly smallMaxBytes: number;
   private readonly waiters = new Set<() => void>();
   private closed = false;
   readonly counters = { committed: 0, failures: 0, cancelled: 0 };
@@ -99,7 +111,12 @@ export class UploadQueue {
   constructor(private readonly opts: UploadQueueOptions) {
     const concurrency = opts.concurrency ?? 4;
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError(`concurrency: expected a whole number >= 1, got ${opts.concurrency}`);
+    const smallConcurrency = opts.smallConcurrency ?? 16;
+    if (!Number.isInteger(smallConcurrency) || smallConcurrency < 1) throw new TypeError(`smallConcurrency: expected a whole number >= 1, got ${opts.smallConcurrency}`);
+    this.smallMaxBytes = opts.smallMaxBytes ?? 256 * 1024;
+    if (!Number.isSafeInteger(this.smallMaxBytes) || this.smallMaxBytes < 0) throw new TypeError(`smallMaxBytes: expected a byte count, got ${opts.smallMaxBytes}`);
     this.queue = new PQueue({ concurrency });
+    this.smallQueue = new PQueue({ concurrency: smallConcurrency });
   }
 
   /**
@@ -198,13 +215,15 @@ export class UploadQueue {
       t.abort?.abort(new VfsError('EIO', 'gateway closing'));
     }
     this.queue.clear();
+    this.smallQueue.clear();
     await Promise.all(running.map((t) => t.attempt?.catch(() => undefined)));
     this.tasks.clear();
     this.notify();
   }
 
   private schedule(task: Task): void {
-    void this.queue.add(async () => {
+    const lane = task.file.size <= this.smallMaxBytes ? this.smallQueue : this.queue;
+    void lane.add(async () => {
       if (task.cancelled || this.closed) return;
       task.attempt = this.attempt(task);
       await task.attempt;

@@ -65,7 +65,7 @@ export interface WriteBackOptions {
   hasher: FileHasher;
   sha1Streams: Sha1Streams;
   /** `delayMs`: the write-back delay (see GatewayVfsOptions.upload). */
-  upload?: { concurrency?: number; retryBaseMs?: number; retryMaxMs?: number; delayMs?: number; refusedRetryMs?: number };
+  upload?: { concurrency?: number; smallConcurrency?: number; retryBaseMs?: number; retryMaxMs?: number; delayMs?: number; refusedRetryMs?: number };
   /** See GatewayVfsOptions.unwrittenSpoolBytes. Default 16 MiB. */
   unwrittenSpoolBytes?: number;
   /** Existing files opened for writing: up to `wholeMaxBytes` fetched whole at the first change; larger ones on demand. */
@@ -134,7 +134,7 @@ export class WriteBack {
     this.syncOnClose = opts.durability?.mode === 'close';
     this.unwritten = new UnwrittenSpools(opts.unwrittenSpoolBytes ?? 16 * 1024 * 1024);
     this.uploads = new UploadQueue({
-      concurrency: opts.upload?.concurrency, retryBaseMs: opts.upload?.retryBaseMs, retryMaxMs: opts.upload?.retryMaxMs, refusedRetryMs: opts.upload?.refusedRetryMs,
+      concurrency: opts.upload?.concurrency, smallConcurrency: opts.upload?.smallConcurrency, retryBaseMs: opts.upload?.retryBaseMs, retryMaxMs: opts.upload?.retryMaxMs, refusedRetryMs: opts.upload?.refusedRetryMs,
       hasher: opts.hasher, logger: opts.logger,
       remoteFor: (name) => opts.host.remoteFor(name),
       onCommitted: (file, entry) => this.uploadedVersion(file as LocalVersion, entry),

@@ -4,7 +4,7 @@
  * ingest and its collection run under the BlobStore's per-blob lock, so a collection never removes a
  * file that a concurrent ingest has just put in place.
  */
-import { rm } from 'node:fs/promises';
+import { removeFileIfPresent } from '../../shared/atomic-file.js';
 import type { Logger } from '../../shared/log.js';
 import type { BlobStore } from '../store/blob-store.js';
 import type { EntryRow } from './entries.js';
@@ -28,7 +28,7 @@ export class LibraryContent {
       await this.tree.checkCapacity(libraryId, 0);
       return await this.blobs.lock(file.sha1, async () => {
         const known = await this.tree.blobStored(file.sha1);
-        if (known) await rm(file.tempFilePath, { force: true });
+        if (known) await removeFileIfPresent(file.tempFilePath);
         else await this.blobs.ingest(file.tempFilePath, file.sha1, file.size);
         try {
           return await this.tree.tx(async () => {
@@ -41,7 +41,7 @@ export class LibraryContent {
         }
       });
     } finally {
-      await rm(file.tempFilePath, { force: true });
+      await removeFileIfPresent(file.tempFilePath);
       this.scheduleCollect();
     }
   }

@@ -11,7 +11,7 @@ import { allEndpoints, findEndpoint, validateParams, type EndpointDef, type Endp
 import type { Logger } from '../../shared/log.js';
 import { FaultCode, ServiceFault } from '../domain/fault.js';
 import { replayGuardOf, type Authenticator, type Caller } from './auth.js';
-import { rm } from 'node:fs/promises';
+import { removeFileIfPresent } from '../../shared/atomic-file.js';
 import type { ReceivedFile } from './form-data.js';
 import { ParamReader, readRequest } from './params.js';
 import { sendFault, sendJson } from './reply.js';
@@ -104,7 +104,7 @@ export class Router {
     } catch (err) {
       sendFault(res, err, this.log, { path: url.pathname, endpoint: endpoint ? `${endpoint.family}.${endpoint.name}` : undefined });
     } finally {
-      if (file) await rm(file.tempFilePath, { force: true });
+      if (file) await removeFileIfPresent(file.tempFilePath);
     }
   }
 }

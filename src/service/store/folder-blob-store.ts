@@ -4,7 +4,8 @@
  * system an ingest is a rename; otherwise a copy next to the target, then a rename.
  */
 import { createReadStream, type ReadStream } from 'node:fs';
-import { copyFile, mkdir, open, rename, rm, stat, unlink } from 'node:fs/promises';
+import { copyFile, mkdir, open, rename, stat, unlink } from 'node:fs/promises';
+import { removeFileIfPresent } from '../../shared/atomic-file.js';
 import { dirname, join } from 'node:path';
 import { LocalSpool, checkSha1, type BlobRange, type BlobStore } from './blob-store.js';
 
@@ -49,7 +50,7 @@ export class FolderBlobStore extends LocalSpool implements BlobStore {
   async ingest(tempFile: string, sha1: string, size: number): Promise<void> {
     const target = this.pathOf(sha1);
     if ((await this.sizeOf(sha1)) === size) {
-      await rm(tempFile, { force: true });
+      await removeFileIfPresent(tempFile);
       return;
     }
     const fh = await open(tempFile, 'r+');
@@ -73,7 +74,7 @@ export class FolderBlobStore extends LocalSpool implements BlobStore {
         await copied.close();
       }
       await rename(near, target);
-      await rm(tempFile, { force: true });
+      await removeFileIfPresent(tempFile);
     }
     await syncDir(dirname(target));
   }

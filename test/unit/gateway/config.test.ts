@@ -152,12 +152,16 @@ describe('gateway configuration', () => {
 
   it('journal: durability, group commit and write-back delay; defaults, overrides, bad values refused', async () => {
     const d = await loadConfig({}, {}, { fuseUsable: false, cwd: dir });
-    expect(d.journal).toEqual({ durability: 'group', group_commit_ms: 1000, upload_delay_ms: 2000 });
-    await writeFile(join(dir, 'j.json'), JSON.stringify({ journal: { durability: 'close', upload_delay_ms: 0 } }));
-    expect((await loadConfig({ config: 'j.json' }, {}, { fuseUsable: false, cwd: dir })).journal).toEqual({ durability: 'close', group_commit_ms: 1000, upload_delay_ms: 0 });
+    expect(d.journal).toEqual({ durability: 'group', group_commit_ms: 1000, upload_delay_ms: 2000, upload_concurrency: 4, small_upload_concurrency: 16 });
+    await writeFile(join(dir, 'j.json'), JSON.stringify({ journal: { durability: 'close', upload_delay_ms: 0, upload_concurrency: 2, small_upload_concurrency: 32 } }));
+    expect((await loadConfig({ config: 'j.json' }, {}, { fuseUsable: false, cwd: dir })).journal).toEqual({ durability: 'close', group_commit_ms: 1000, upload_delay_ms: 0, upload_concurrency: 2, small_upload_concurrency: 32 });
     for (const bad of [{ upload_delay_ms: 60_001 }, { upload_delay_ms: -1 }, { upload_delay_ms: 'soon' }]) {
       await writeFile(join(dir, 'bad.json'), JSON.stringify({ journal: bad }));
       await expect(loadConfig({ config: 'bad.json' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/journal\.upload_delay_ms/);
+    }
+    for (const [key, bad] of [['upload_concurrency', 0], ['upload_concurrency', 1.5], ['small_upload_concurrency', 257], ['small_upload_concurrency', 'many']] as const) {
+      await writeFile(join(dir, 'bad.json'), JSON.stringify({ journal: { [key]: bad } }));
+      await expect(loadConfig({ config: 'bad.json' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(new RegExp(`journal\\.${key}`));
     }
   });
 
