@@ -26,7 +26,7 @@ enum op_code {
   OP_RMDIR = 7, OP_RENAME = 8, OP_OPEN = 9, OP_READ = 10, OP_WRITE = 11, OP_FLUSH = 12,
   OP_RELEASE = 13, OP_FSYNC = 14, OP_OPENDIR = 15, OP_READDIR = 16, OP_RELEASEDIR = 17,
   OP_FSYNCDIR = 18, OP_STATFS = 19, OP_SETXATTR = 20, OP_GETXATTR = 21, OP_LISTXATTR = 22,
-  OP_REMOVEXATTR = 23, OP_ACCESS = 24, OP_CREATE = 25, OP_INIT = 98, OP_END = 99,
+  OP_REMOVEXATTR = 23, OP_ACCESS = 24, OP_CREATE = 25, OP_READDIRPLUS = 26, OP_INIT = 98, OP_END = 99,
 };
 
 /* One request waiting for JavaScript. */
@@ -373,6 +373,14 @@ static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
   enqueue(s, q);
 }
 
+static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+  BEGIN(OP_READDIRPLUS, ino);
+  WITH_FI(fi);
+  q->size = size;
+  q->offset = off;
+  enqueue(s, q);
+}
+
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   BEGIN(OP_RELEASEDIR, ino);
   WITH_FI(fi);
@@ -475,6 +483,7 @@ static const struct fuse_lowlevel_ops ll_ops = {
   .fsync = ll_fsync,
   .opendir = ll_opendir,
   .readdir = ll_readdir,
+  .readdirplus = ll_readdirplus,
   .releasedir = ll_releasedir,
   .fsyncdir = ll_fsyncdir,
   .statfs = ll_statfs,
@@ -588,6 +597,7 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
       break;
     case OP_READ:
     case OP_READDIR:
+    case OP_READDIRPLUS:
       set_num(env, o, "size", (double)q->size);
       set_num(env, o, "offset", (double)q->offset);
       break;
@@ -881,15 +891,8 @@ static int arg_request(napi_env env, napi_callback_info info, size_t want, napi_
 }
 
 /* Reads a stat record: Float64Array [ino, mode, nlink, uid, gid, size, blocks, blksize, atimeMs, mtimeMs, ctimeMs]. */
-static int get_stat(napi_env env, napi_value arr, struct stat *st) {
-  napi_typedarray_type type;
-  size_t length;
-  void *data;
-  if (napi_get_typedarray_info(env, arr, &type, &length, &data, NULL, NULL) != napi_ok || type != napi_float64_array || length < 11) {
-    napi_throw_type_error(env, NULL, "expected a Float64Array of 11 stat fields");
-    return 0;
-  }
-  double *f = data;
+/* The 11 stat fields JavaScript sends (ino, mode, nlink, uid, gid, size, blocks, blksize, atime, mtime, ctime in ms). */
+static void stat_from_fields(const double *f, struct stat *st) {
   memset(st, 0, sizeof(*st));
   st->st_ino = (ino_t)f[0];
   st->st_mode = (mode_t)f[1];
@@ -909,6 +912,17 @@ static int get_stat(napi_env env, napi_value arr, struct stat *st) {
     if (nsec > 999999999) nsec = 999999999;
     ts[i]->tv_nsec = nsec;
   }
+}
+
+static int get_stat(napi_env env, napi_value arr, struct stat *st) {
+  napi_typedarray_type type;
+  size_t length;
+  void *data;
+  if (napi_get_typedarray_info(env, arr, &type, &length, &data, NULL, NULL) != napi_ok || type != napi_float64_array || length < 11) {
+    napi_throw_type_error(env, NULL, "expected a Float64Array of 11 stat fields");
+    return 0;
+  }
+  stat_from_fields(data, st);
   return 1;
 }
 
@@ -1139,6 +1153,69 @@ static napi_value js_reply_dir(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/*
+ * replyDirPlus(session, id, size, names: string[], stats: Float64Array (11 fields an entry, as replyAttr
+ * takes), entryTimeoutS, attrTimeoutS, firstOffset) → entries added: as replyDir, each entry with its
+ * attributes, so that `ls -l` needs no lookup a name. The kernel counts one lookup for every entry added
+ * other than "." and ".."; the caller takes back those it counted for entries that did not fit.
+ */
+static napi_value js_reply_dir_plus(napi_env env, napi_callback_info info) {
+  napi_value argv[8];
+  session *s;
+  fuse_req_t req;
+  if (!arg_request(env, info, 8, argv, &s, &req)) return NULL;
+  napi_value result;
+  if (!req) {
+    napi_create_int32(env, -1, &result);
+    return result;
+  }
+  size_t size = (size_t)get_double(env, argv[2]);
+  uint32_t n = 0;
+  napi_get_array_length(env, argv[3], &n);
+  napi_typedarray_type type;
+  size_t slen = 0;
+  void *sdata = NULL;
+  if (napi_get_typedarray_info(env, argv[4], &type, &slen, &sdata, NULL, NULL) != napi_ok || type != napi_float64_array) {
+    fuse_reply_err(req, EIO);
+    napi_throw_type_error(env, NULL, "expected a Float64Array of 11 stat fields an entry");
+    return NULL;
+  }
+  double entry_timeout = get_double(env, argv[5]);
+  double attr_timeout = get_double(env, argv[6]);
+  double first = get_double(env, argv[7]);
+  char *buf = malloc(size ? size : 1);
+  if (!buf) {
+    fuse_reply_err(req, ENOMEM);
+    napi_create_int32(env, -1, &result);
+    return result;
+  }
+  size_t used = 0;
+  int32_t added = 0;
+  char name[1024];
+  double *f = sdata;
+  for (uint32_t i = 0; i < n && (size_t)(i + 1) * 11 <= slen; i++) {
+    napi_value e;
+    napi_get_element(env, argv[3], i, &e);
+    size_t len = 0;
+    if (napi_get_value_string_utf8(env, e, name, sizeof(name), &len) != napi_ok) break;
+    struct fuse_entry_param ep;
+    memset(&ep, 0, sizeof(ep));
+    stat_from_fields(f + (size_t)i * 11, &ep.attr);
+    ep.ino = ep.attr.st_ino;
+    ep.generation = 1;
+    ep.entry_timeout = entry_timeout;
+    ep.attr_timeout = attr_timeout;
+    size_t need = fuse_add_direntry_plus(req, buf + used, size - used, name, &ep, (off_t)(first + i + 1));
+    if (need > size - used) break;
+    used += need;
+    added++;
+  }
+  fuse_reply_buf(req, buf, used);
+  free(buf);
+  napi_create_int32(env, added, &result);
+  return result;
+}
+
 /* replyStatfs(session, id, Float64Array [bsize, frsize, blocks, bfree, bavail, files, ffree, favail, fsid, flag, namemax]) */
 static napi_value js_reply_statfs(napi_env env, napi_callback_info info) {
   napi_value argv[3];
@@ -1253,6 +1330,7 @@ static napi_value init(napi_env env, napi_value exports) {
     { "replyXattrSize", js_reply_xattr },
     { "replyData", js_reply_data },
     { "replyDir", js_reply_dir },
+    { "replyDirPlus", js_reply_dir_plus },
     { "replyStatfs", js_reply_statfs },
     { "invalidateEntry", js_invalidate_entry },
   };

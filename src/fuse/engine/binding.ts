@@ -12,7 +12,7 @@ export const Op = {
   LOOKUP: 1, FORGET: 2, GETATTR: 3, SETATTR: 4, MKDIR: 5, UNLINK: 6, RMDIR: 7, RENAME: 8, OPEN: 9,
   READ: 10, WRITE: 11, FLUSH: 12, RELEASE: 13, FSYNC: 14, OPENDIR: 15, READDIR: 16, RELEASEDIR: 17,
   FSYNCDIR: 18, STATFS: 19, SETXATTR: 20, GETXATTR: 21, LISTXATTR: 22, REMOVEXATTR: 23, ACCESS: 24,
-  CREATE: 25, INIT: 98, END: 99,
+  CREATE: 25, READDIRPLUS: 26, INIT: 98, END: 99,
 } as const;
 
 /** One request from the kernel; which fields are set depends on `op`. */
@@ -76,6 +76,12 @@ export interface Fuse3Binding {
   replyData(session: NativeSession, id: number, parts: readonly Buffer[], limit: number): boolean;
   /** Entries from `firstOffset` on, as many as fit in `size` bytes; answers how many went in (-1: not pending). */
   replyDir(session: NativeSession, id: number, size: number, names: readonly string[], inos: Float64Array, dirs: Uint8Array, firstOffset: number): number;
+  /**
+   * readdirplus: entries from `firstOffset` on with their attributes (`stats`: 11 fields an entry, as
+   * replyAttr takes), as many as fit in `size` bytes; answers how many went in (-1: not pending). The
+   * kernel counts a lookup for each entry that went in, "." and ".." excepted.
+   */
+  replyDirPlus(session: NativeSession, id: number, size: number, names: readonly string[], stats: Float64Array, entryTimeoutS: number, attrTimeoutS: number, firstOffset: number): number;
   /** statfs: Float64Array [bsize, frsize, blocks, bfree, bavail, files, ffree, favail, fsid, flag, namemax]. */
   replyStatfs(session: NativeSession, id: number, statfs: Float64Array): boolean;
   /** The kernel forgets a cached name (off the main thread); resolves with libfuse's result (0 or -errno). */

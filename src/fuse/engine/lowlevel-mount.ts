@@ -54,12 +54,17 @@ const DIR_FH_BASE = 2 ** 40;
 const UNKNOWN_INO = 0xffff_ffff;
 /** The smallest directory entry the kernel takes (24-byte header + name padded to 8). */
 const MIN_DIRENT = 32;
+/** Smallest entry of a readdirplus answer (fuse_entry_out and fuse_dirent with a short name), bytes. */
+const MIN_DIRENT_PLUS = 152;
+/** Fields of one stat as the native part takes them (see statArray). */
+const STAT_FIELDS = 11;
 
 interface DirListing {
   ino: number;
   names: string[];
   inos: Float64Array;
   dirs: Uint8Array;
+  stats: KernelStat[];
 }
 
 type Answer = [number, ...unknown[]];
@@ -309,7 +314,9 @@ export class LowLevelMount {
         return;
       }
       case Op.READDIR:
-        return this.readdir(id, req);
+        return this.readdir(id, req, false);
+      case Op.READDIRPLUS:
+        return this.readdir(id, req, true);
       case Op.RELEASEDIR:
         this.dirs.delete(req.fh!);
         b.replyErr(se, id, 0);
@@ -518,16 +525,22 @@ export class LowLevelMount {
     });
   }
 
-  private readdir(id: number, req: KernelRequest): void {
+  /**
+   * readdir, and readdirplus (`plus`): the same listing, each entry with its attributes and inode, so that
+   * `ls -l` of a folder costs no lookup a name. The kernel holds a reference to each entry it was given
+   * that way, as after a lookup: counted here for the entries that went in.
+   */
+  private readdir(id: number, req: KernelRequest, plus: boolean): void {
     const b = this.binding;
     const se = this.se;
     const fh = req.fh!;
     const offset = req.offset!;
     const send = (listing: DirListing): void => {
-      const count = Math.floor(req.size! / MIN_DIRENT) + 1;
+      const count = Math.floor(req.size! / (plus ? MIN_DIRENT_PLUS : MIN_DIRENT)) + 1;
       const end = Math.min(listing.names.length, offset + count);
       if (offset >= end) return void b.replyData(se, id, [], 0);
-      b.replyDir(se, id, req.size!, listing.names.slice(offset, end), listing.inos.subarray(offset, end), listing.dirs.subarray(offset, end), offset);
+      if (!plus) return void b.replyDir(se, id, req.size!, listing.names.slice(offset, end), listing.inos.subarray(offset, end), listing.dirs.subarray(offset, end), offset);
+      this.replyDirPlus(id, req.size!, listing, offset, end);
     };
     const cached = this.dirs.get(fh);
     if (cached && offset > 0) return send(cached);
@@ -546,10 +559,42 @@ export class LowLevelMount {
         else if (n === '..') inos[i] = node.parent?.ino ?? ROOT_INO;
         else inos[i] = this.inodes.find(node.ino, n)?.ino ?? UNKNOWN_INO;
       }
-      const listing: DirListing = { ino: node.ino, names: list, inos, dirs };
+      const listing: DirListing = { ino: node.ino, names: list, inos, dirs, stats: sts };
       if (this.dirs.has(fh)) this.dirs.set(fh, listing);
       send(listing);
     });
+  }
+
+  /** Entries `start` to `end` of `listing` as a readdirplus answer (see readdir). */
+  private replyDirPlus(id: number, size: number, listing: DirListing, start: number, end: number): void {
+    const dir = this.inodes.get(listing.ino);
+    // A folder removed meanwhile lists nothing but itself and its parent (its names have no inodes now).
+    const names = dir.detached ? listing.names.slice(start, end).filter((n) => n === '.' || n === '..') : listing.names.slice(start, end);
+    const stats = new Float64Array(names.length * STAT_FIELDS);
+    const counted: (InodeNode | undefined)[] = [];
+    for (let i = 0; i < names.length; i++) {
+      const name = names[i]!;
+      const st = listing.stats[start + i]!;
+      let ino: number;
+      if (name === '.' || name === '..') {
+        ino = name === '.' ? dir.ino : dir.parent?.ino ?? ROOT_INO;
+        counted.push(undefined);
+      } else {
+        const isDir = (st.mode & 0o170000) === 0o040000;
+        const known = this.inodes.find(dir.ino, name);
+        const node = this.inodes.remember(dir.ino, name, isDir, known !== undefined && this.changedElsewhere(known, st));
+        this.shown(node, st);
+        counted.push(node);
+        ino = node.ino;
+      }
+      stats.set(this.statArray(ino, st), i * STAT_FIELDS);
+    }
+    const added = this.binding.replyDirPlus(this.se, id, size, names, stats, this.timeout, this.timeout, start);
+    // Entries that did not fit (or an answer nobody waits for): the kernel holds no reference to them.
+    for (let i = Math.max(0, added); i < counted.length; i++) {
+      const node = counted[i];
+      if (node) this.inodes.forget(node.ino, 1);
+    }
   }
 
   private async setattr(req: KernelRequest): Promise<void> {

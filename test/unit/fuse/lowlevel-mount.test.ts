@@ -19,6 +19,7 @@ function setup() {
   const operations = new FuseOperations({ vfs, ownership: { uid: 1000, gid: 100, umask: 0o022, readOnly: false }, deadlines: DEFAULT_DEADLINES, logger: silentLogger });
   const waiting = new Map<number, (r: Reply) => void>();
   let onBatch: (batch: KernelRequest[]) => void = () => undefined;
+  let fits = Infinity;
   const answer = (kind: string) => (_s: NativeSession, id: number, ...args: unknown[]) => {
     const w = waiting.get(id);
     waiting.delete(id);
@@ -46,6 +47,12 @@ function setup() {
       answer('dir')(s, id, [...names]);
       return names.length;
     },
+    // Takes as many entries as `fits` says (all by default), as the native part does with its buffer.
+    replyDirPlus: (s, id, _size, names, stats) => {
+      const n = Math.min(names.length, fits);
+      answer('dirplus')(s, id, names.slice(0, n), Array.from(stats.subarray(0, n * 11)));
+      return n;
+    },
     replyStatfs: answer('statfs'),
     invalidateEntry: async () => 0,
   };
@@ -59,7 +66,7 @@ function setup() {
       waiting.set(id, resolve);
       onBatch([{ ...req, id }]);
     });
-  return { vfs, mount, send, notify: (req: KernelRequest) => onBatch([req]) };
+  return { vfs, mount, send, notify: (req: KernelRequest) => onBatch([req]), fitOnly: (n: number) => { fits = n; } };
 }
 
 describe('LowLevelMount', () => {
@@ -131,5 +138,41 @@ describe('LowLevelMount', () => {
     expect(end.kind).toBe('data');
     expect((end.args[0] as Buffer).length).toBe(0);
     expect((await send({ op: Op.GETATTR, ino: 999 })).args).toEqual([2]);
+  });
+
+  it('readdirplus gives each entry its inode and attributes and counts a reference for those that went in', async () => {
+    const { vfs, mount, send, notify, fitOnly } = setup();
+    await vfs.mkdir('/Lib/d');
+    await vfs.writeFile('/Lib/a.txt', Buffer.from('hello'));
+    await vfs.writeFile('/Lib/b.txt', Buffer.from('hello, world'));
+    const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
+    const fh = (await send({ op: Op.OPENDIR, ino: libIno, flags: 0 })).args[0] as number;
+    fitOnly(4); // '.', '..' and two entries fit; the third does not
+    const first = await send({ op: Op.READDIRPLUS, ino: libIno, fh, offset: 0, size: 4096 });
+    expect(first.kind).toBe('dirplus');
+    const names = first.args[0] as string[];
+    const stats = first.args[1] as number[];
+    expect(names.slice(0, 2)).toEqual(['.', '..']);
+    expect(stats[0]).toBe(libIno);
+    const given = names.slice(2);
+    expect(given).toHaveLength(2);
+    for (const [i, name] of given.entries()) {
+      const node = mount.inodes.find(libIno, name)!;
+      expect(node.lookups).toBe(1);
+      expect(stats[(i + 2) * 11]).toBe(node.ino); // the inode the kernel will know it by
+      if (name === 'b.txt') expect(stats[(i + 2) * 11 + 5]).toBe(12); // its size
+    }
+    const left = ['a.txt', 'b.txt', 'd'].find((n) => !given.includes(n))!;
+    expect(mount.inodes.find(libIno, left)).toBeUndefined(); // did not fit: no reference, no inode
+    fitOnly(Infinity);
+    const rest = await send({ op: Op.READDIRPLUS, ino: libIno, fh, offset: 4, size: 4096 });
+    expect(rest.args[0]).toEqual([left]);
+    expect(mount.inodes.find(libIno, left)!.lookups).toBe(1);
+    // A lookup after it counts one more; the kernel's forget takes both back.
+    const again = await send({ op: Op.LOOKUP, ino: libIno, name: left });
+    const ino = (again.args[0] as number[])[0]!;
+    expect(mount.inodes.find(libIno, left)!.lookups).toBe(2);
+    notify({ op: Op.FORGET, id: 0, ino, nlookup: 2 });
+    expect(mount.inodes.find(libIno, left)).toBeUndefined();
   });
 });
