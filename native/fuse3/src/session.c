@@ -1100,6 +1100,65 @@ static napi_value js_reply_data(napi_env env, napi_callback_info info) {
   return bool_value(env, 1);
 }
 
+/* Writes entry i, named `name`, of a listing answer into `buf` (at most `room` bytes); answers the size it needs. */
+typedef size_t (*entry_writer)(fuse_req_t req, char *buf, size_t room, const char *name, uint32_t i, off_t off, const void *ctx);
+
+/*
+ * Answers a readdir or readdirplus with the entries of `names` (at most `most`) that fit in `size` bytes,
+ * the offset of entry i being first + i + 1; answers how many went in.
+ */
+static int32_t reply_entries(napi_env env, fuse_req_t req, size_t size, napi_value names, uint32_t most, double first, entry_writer write, const void *ctx) {
+  uint32_t n = 0;
+  napi_get_array_length(env, names, &n);
+  if (n > most) n = most;
+  char *buf = malloc(size ? size : 1);
+  if (!buf) {
+    fuse_reply_err(req, ENOMEM);
+    return -1;
+  }
+  size_t used = 0;
+  int32_t added = 0;
+  char name[1024];
+  for (uint32_t i = 0; i < n; i++) {
+    napi_value e;
+    napi_get_element(env, names, i, &e);
+    size_t len = 0;
+    if (napi_get_value_string_utf8(env, e, name, sizeof(name), &len) != napi_ok) break;
+    size_t need = write(req, buf + used, size - used, name, i, (off_t)(first + i + 1), ctx);
+    if (need > size - used) break;
+    used += need;
+    added++;
+  }
+  fuse_reply_buf(req, buf, used);
+  free(buf);
+  return added;
+}
+
+typedef struct { const double *inos; const uint8_t *dirs; } dir_entries;
+
+static size_t write_dir_entry(fuse_req_t req, char *buf, size_t room, const char *name, uint32_t i, off_t off, const void *ctx) {
+  const dir_entries *d = ctx;
+  struct stat st;
+  memset(&st, 0, sizeof(st));
+  st.st_ino = (ino_t)d->inos[i];
+  st.st_mode = d->dirs[i] ? S_IFDIR : S_IFREG;
+  return fuse_add_direntry(req, buf, room, name, &st, off);
+}
+
+typedef struct { const double *stats; double entry_timeout; double attr_timeout; } dir_plus_entries;
+
+static size_t write_dir_plus_entry(fuse_req_t req, char *buf, size_t room, const char *name, uint32_t i, off_t off, const void *ctx) {
+  const dir_plus_entries *d = ctx;
+  struct fuse_entry_param ep;
+  memset(&ep, 0, sizeof(ep));
+  stat_from_fields(d->stats + (size_t)i * 11, &ep.attr);
+  ep.ino = ep.attr.st_ino;
+  ep.generation = 1;
+  ep.entry_timeout = d->entry_timeout;
+  ep.attr_timeout = d->attr_timeout;
+  return fuse_add_direntry_plus(req, buf, room, name, &ep, off);
+}
+
 /*
  * replyDir(session, id, size, names: string[], inos: Float64Array, dirs: Uint8Array, firstOffset) → entries
  * added: directory entries from `firstOffset` on (the offset of entry i is firstOffset + i + 1), as many
@@ -1111,44 +1170,16 @@ static napi_value js_reply_dir(napi_env env, napi_callback_info info) {
   fuse_req_t req;
   if (!arg_request(env, info, 7, argv, &s, &req)) return NULL;
   napi_value result;
-  if (!req) {
-    napi_create_int32(env, -1, &result);
-    return result;
+  int32_t added = -1;
+  if (req) {
+    napi_typedarray_type type;
+    size_t ilen = 0, dlen = 0;
+    void *idata = NULL, *ddata = NULL;
+    napi_get_typedarray_info(env, argv[4], &type, &ilen, &idata, NULL, NULL);
+    napi_get_typedarray_info(env, argv[5], &type, &dlen, &ddata, NULL, NULL);
+    dir_entries d = { idata, ddata };
+    added = reply_entries(env, req, (size_t)get_double(env, argv[2]), argv[3], (uint32_t)(ilen < dlen ? ilen : dlen), get_double(env, argv[6]), write_dir_entry, &d);
   }
-  size_t size = (size_t)get_double(env, argv[2]);
-  uint32_t n = 0;
-  napi_get_array_length(env, argv[3], &n);
-  napi_typedarray_type type;
-  size_t ilen = 0, dlen = 0;
-  void *idata = NULL, *ddata = NULL;
-  napi_get_typedarray_info(env, argv[4], &type, &ilen, &idata, NULL, NULL);
-  napi_get_typedarray_info(env, argv[5], &type, &dlen, &ddata, NULL, NULL);
-  double first = get_double(env, argv[6]);
-  char *buf = malloc(size ? size : 1);
-  if (!buf) {
-    fuse_reply_err(req, ENOMEM);
-    napi_create_int32(env, -1, &result);
-    return result;
-  }
-  size_t used = 0;
-  int32_t added = 0;
-  char name[1024];
-  for (uint32_t i = 0; i < n && i < ilen && i < dlen; i++) {
-    napi_value e;
-    napi_get_element(env, argv[3], i, &e);
-    size_t len = 0;
-    if (napi_get_value_string_utf8(env, e, name, sizeof(name), &len) != napi_ok) break;
-    struct stat st;
-    memset(&st, 0, sizeof(st));
-    st.st_ino = (ino_t)((double *)idata)[i];
-    st.st_mode = ((uint8_t *)ddata)[i] ? S_IFDIR : S_IFREG;
-    size_t need = fuse_add_direntry(req, buf + used, size - used, name, &st, (off_t)(first + i + 1));
-    if (need > size - used) break;
-    used += need;
-    added++;
-  }
-  fuse_reply_buf(req, buf, used);
-  free(buf);
   napi_create_int32(env, added, &result);
   return result;
 }
@@ -1165,53 +1196,19 @@ static napi_value js_reply_dir_plus(napi_env env, napi_callback_info info) {
   fuse_req_t req;
   if (!arg_request(env, info, 8, argv, &s, &req)) return NULL;
   napi_value result;
-  if (!req) {
-    napi_create_int32(env, -1, &result);
-    return result;
+  int32_t added = -1;
+  if (req) {
+    napi_typedarray_type type;
+    size_t slen = 0;
+    void *sdata = NULL;
+    if (napi_get_typedarray_info(env, argv[4], &type, &slen, &sdata, NULL, NULL) != napi_ok || type != napi_float64_array) {
+      fuse_reply_err(req, EIO);
+      napi_throw_type_error(env, NULL, "expected a Float64Array of 11 stat fields an entry");
+      return NULL;
+    }
+    dir_plus_entries d = { sdata, get_double(env, argv[5]), get_double(env, argv[6]) };
+    added = reply_entries(env, req, (size_t)get_double(env, argv[2]), argv[3], (uint32_t)(slen / 11), get_double(env, argv[7]), write_dir_plus_entry, &d);
   }
-  size_t size = (size_t)get_double(env, argv[2]);
-  uint32_t n = 0;
-  napi_get_array_length(env, argv[3], &n);
-  napi_typedarray_type type;
-  size_t slen = 0;
-  void *sdata = NULL;
-  if (napi_get_typedarray_info(env, argv[4], &type, &slen, &sdata, NULL, NULL) != napi_ok || type != napi_float64_array) {
-    fuse_reply_err(req, EIO);
-    napi_throw_type_error(env, NULL, "expected a Float64Array of 11 stat fields an entry");
-    return NULL;
-  }
-  double entry_timeout = get_double(env, argv[5]);
-  double attr_timeout = get_double(env, argv[6]);
-  double first = get_double(env, argv[7]);
-  char *buf = malloc(size ? size : 1);
-  if (!buf) {
-    fuse_reply_err(req, ENOMEM);
-    napi_create_int32(env, -1, &result);
-    return result;
-  }
-  size_t used = 0;
-  int32_t added = 0;
-  char name[1024];
-  double *f = sdata;
-  for (uint32_t i = 0; i < n && (size_t)(i + 1) * 11 <= slen; i++) {
-    napi_value e;
-    napi_get_element(env, argv[3], i, &e);
-    size_t len = 0;
-    if (napi_get_value_string_utf8(env, e, name, sizeof(name), &len) != napi_ok) break;
-    struct fuse_entry_param ep;
-    memset(&ep, 0, sizeof(ep));
-    stat_from_fields(f + (size_t)i * 11, &ep.attr);
-    ep.ino = ep.attr.st_ino;
-    ep.generation = 1;
-    ep.entry_timeout = entry_timeout;
-    ep.attr_timeout = attr_timeout;
-    size_t need = fuse_add_direntry_plus(req, buf + used, size - used, name, &ep, (off_t)(first + i + 1));
-    if (need > size - used) break;
-    used += need;
-    added++;
-  }
-  fuse_reply_buf(req, buf, used);
-  free(buf);
   napi_create_int32(env, added, &result);
   return result;
 }
