@@ -237,6 +237,8 @@ async function main(): Promise<void> {
         case 'benchDirectWrite': return benchDirectWrite(backend.vfs, a.path, a.bytes, a.chunkBytes);
         case 'benchDirectRead': return benchDirectRead(backend.vfs, a.path, a.chunkBytes);
         case 'serveWebdav': return serveWebdav(backend.vfs, state);
+        case 'mountCounters': return state.mounted?.counters;
+        case 'localStat': return backend.vfs.stat(a.path);
         case 'unmount': return stop();
         default: throw new Error(`unknown command ${msg.cmd}`);
       }
