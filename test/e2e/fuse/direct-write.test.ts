@@ -6,7 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import { open, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sh, startMount, type MountHarness } from './harness.js';
 
@@ -105,3 +106,41 @@ function describeMount(name: string, writebackCache: boolean): void {
 
 describeMount('with the writeback cache', true);
 describeMount('without the writeback cache', false);
+
+// A full spool folder: the gateway's data folder on a small tmpfs (mounting one needs root).
+describe.skipIf(process.getuid?.() !== 0)('direct spool writes on a full disk', () => {
+  let h: MountHarness | undefined;
+  let small: string;
+  let mounted = false;
+
+  beforeAll(async () => {
+    small = await mkdtemp(join(tmpdir(), 'cloudlib-fuse-full-'));
+    await sh('mount', ['-t', 'tmpfs', '-o', 'size=24m', 'tmpfs', small]);
+    mounted = true;
+    h = await startMount({ mount: { attrTimeoutS: 1 }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000', FUSE_TEST_DATA_PARENT: small } });
+  }, T);
+  afterAll(async () => {
+    await h?.stop();
+    if (mounted) await sh('umount', ['-l', small]);
+    await rm(small, { recursive: true, force: true });
+  }, T);
+
+  it('ENOSPC reaches the writer, the failed version is dropped, and the mount goes on working', async () => {
+    const lib = join(h!.mnt, 'Lib');
+    const before = await h!.call<Counters>('mountCounters');
+    const failed = await sh('dd', ['if=/dev/zero', `of=${join(lib, 'too-big.bin')}`, 'bs=1M', 'count=48', 'conv=fsync', 'status=none'], { timeoutMs: 60_000 }).then(
+      () => undefined,
+      (err: Error) => err,
+    );
+    expect(failed?.message).toMatch(/No space left on device/);
+    const after = await h!.call<Counters>('mountCounters');
+    expect(after.directWrites).toBeGreaterThan(before.directWrites);
+    await h!.call('flushAll');
+    // The failed version is dropped: what stays is the empty file dd's open made (dd closes it once before writing).
+    expect((await h!.call<{ size: number }>('remoteStat', { path: '/Lib/too-big.bin' }))?.size).toBe(0);
+    // The failed version's spool is gone with it: a small file fits again.
+    await writeFile(join(lib, 'after.txt'), 'still working');
+    await h!.call('flushAll');
+    expect((await h!.call<{ size: number }>('remoteStat', { path: '/Lib/after.txt' }))?.size).toBe(13);
+  }, T);
+});
