@@ -390,7 +390,8 @@ export class WriteBack {
     const s = session;
     try {
       if (!slot.current && !base) await this.change(s, { empty: true });
-      else if (flags.truncate && (s.version.size > 0 || !s.version.baseReady)) await this.change(s, { empty: true });
+      // Also when the path shows another version (a replace made meanwhile): the truncate empties what it shows.
+      else if (flags.truncate && (s.version.size > 0 || !s.version.baseReady || slot.current !== s.version)) await this.change(s, { empty: true });
     } catch (err) {
       s.writers--;
       await this.closeHandle(s);
