@@ -9,7 +9,7 @@ import type { Vfs } from '../vfs/types.js';
 import { DEFAULT_DEADLINES, FuseOperations, type OperationDeadlines } from './operations.js';
 import { clearStaleMount, detachMount, findFuseMount, abortConnection } from './stale-mount.js';
 import { loadFuse3Binding } from './engine/binding.js';
-import { LowLevelMount } from './engine/lowlevel-mount.js';
+import { LowLevelMount, type DirectWriteCounters } from './engine/lowlevel-mount.js';
 
 export interface MountOptions {
   vfs: Vfs;
@@ -45,6 +45,8 @@ export interface MountedVfs {
   readonly mountpoint: string;
   /** Makes open files durable, waits (bounded) for pending uploads, then unmounts. Idempotent. */
   unmount(): Promise<void>;
+  /** Writes the engine made into spools itself, and the handles it made them for (see docs/fuse.md, The engine). */
+  readonly counters: DirectWriteCounters;
 }
 
 function validate(opts: MountOptions): void {
@@ -108,11 +110,12 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
     })();
     return unmounting;
   };
-  return { mountpoint: mnt, unmount };
+  return { mountpoint: mnt, unmount, counters: served.counters };
 }
 
 interface ServedMount {
   unmount(): Promise<void>;
+  readonly counters: DirectWriteCounters;
 }
 
 /** What the libfuse 3 engine asks the kernel for at INIT. */
@@ -164,6 +167,7 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
   }
   void widenReadahead(mnt, FUSE3_SETTINGS.maxReadahead, logger);
   return {
+    counters: session.counters,
     async unmount() {
       const entry = await findFuseMount(mnt);
       await session.unmount();

@@ -21,6 +21,11 @@ export class DiskFaults {
     this.rules = [];
   }
 
+  /** True while a failure of `op` is still to come (a spool with a rule armed is not handed to a direct writer). */
+  armed(op: DiskOperation): boolean {
+    return this.rules.some((r) => r.op === op && r.times > 0);
+  }
+
   /** Throws the injected error when a rule applies to `op`. */
   check(op: DiskOperation, what: string): void {
     const rule = this.rules.find((r) => r.op === op && r.times > 0);

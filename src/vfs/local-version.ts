@@ -18,8 +18,12 @@
  * `fillAll()` fetches every absent range before the version is journaled, so an upload never carries a
  * truncated or partial file. Small files are fetched whole at the first change instead (one request).
  *
+ * A version may hand its spool to a direct writer (`directSpool`: the FUSE engine writes the data from
+ * its own thread and reports each write); while it writes, every change made here ends it first.
+ *
  * Which field is guarded by what: `size`, `baseSize`, `present`, `baseReady`, `generation` and the spool
- * descriptor change only inside `exclusive()`. `library`/`fullpath` change only in WriteBack (a rename,
+ * descriptor change only inside `exclusive()`, or from a direct writer's reports, which only arrive
+ * while no change of this side runs (each ends the direct writes before it starts). `library`/`fullpath` change only in WriteBack (a rename,
  * after the upload is cancelled). `state`, `pins` and `failed` are changed only by WriteBack.
  */
 import { copyFile, open, stat, type FileHandle as FsHandle } from 'node:fs/promises';
@@ -33,7 +37,7 @@ import type { DiskFaults } from './disk-faults.js';
 import type { RemoteEntry } from './remote.js';
 import { addRange, clipRanges, gaps, type ByteRange } from './byte-ranges.js';
 import type { Sha1Stream } from './sha1-streams.js';
-import { VfsError, type Operator } from './types.js';
+import { VfsError, type DirectSpool, type DirectWritesDone, type Operator } from './types.js';
 
 /** Opens bytes `[start, end]` (inclusive) of the base content. */
 export type BaseOpener = (start: number, end: number) => Promise<Readable>;
@@ -84,6 +88,11 @@ export interface LocalVersionOptions {
 
 /** A file appended to from empty is hashed on the main thread up to this size (no worker round trip); beyond, by a Sha1Stream. */
 const SMALL_HASH_MAX = 256 * 1024;
+/** A direct writer continues the running hash only of a spool this small (it reads the bytes back once). */
+const DIRECT_HASH_FROM_MAX = 8 * 1024 * 1024;
+
+/** A direct writer of the spool: how to stop it, and how many of its writes were reported. */
+interface DirectAttachment { stop: () => DirectWritesDone | undefined; reported: number }
 
 export type VersionState = 'writing' | 'journaled' | 'uploading' | 'uploaded' | 'retired';
 
@@ -146,7 +155,11 @@ export class LocalVersion implements PendingFile {
   /** Length of the spool file when known (saves an fstat, and a truncate of a spool that is empty). */
   private spoolLength: number | undefined;
   private chain: Promise<unknown> = Promise.resolve();
-  readonly counters = { fetchedBytes: 0, fetches: 0 };
+  /** Writes of this side under way (a spool is handed to a direct writer only with none). */
+  private writesUnderWay = 0;
+  /** The direct writer of the spool, while it writes: how to stop it, and how many of its writes were reported. */
+  private direct: DirectAttachment | undefined;
+  readonly counters = { fetchedBytes: 0, fetches: 0, directWrites: 0 };
 
   constructor(
     readonly id: string,
@@ -190,7 +203,9 @@ export class LocalVersion implements PendingFile {
 
   /** Empties the file (a new or truncated file): no base any more. */
   async startEmpty(): Promise<void> {
+    this.stopDirect();
     await this.exclusive(async () => {
+      this.stopDirect();
       if (this.memory) {
         this.assertMutable();
         this.generation++;
@@ -257,7 +272,9 @@ export class LocalVersion implements PendingFile {
   }
 
   async write(position: number, data: Buffer): Promise<number> {
+    this.writesUnderWay++;
     return this.exclusive(async () => {
+      this.stopDirect();
       if (this.memory && position === this.size && this.size + data.length <= INLINE_MAX_BYTES) return this.append(data);
       const fh = await this.changeHandle();
       this.touch(); // before the spool changes (see snapshotHash)
@@ -291,7 +308,73 @@ export class LocalVersion implements PendingFile {
       if (this.spoolLength !== undefined) this.spoolLength = Math.max(this.spoolLength, position + data.length);
       this.appended?.extend(this.size);
       return done;
-    });
+    }).finally(() => this.writesUnderWay--);
+  }
+
+  /**
+   * The spool for a direct writer, when it may take over the writes now: the version is being written,
+   * its spool is open (not held in memory), every base byte is local, no write of this side is under way,
+   * and no injected disk failure is waiting. The caller makes sure it is the version's only writer.
+   */
+  directSpool(): DirectSpool | undefined {
+    if (!this.mutable || this.direct || this.memory || !this.fh || !this.baseReady || this.writesUnderWay > 0) return undefined;
+    if (this.faults?.armed('write')) return undefined;
+    const sequential = (this.smallHash !== undefined && this.smallBytes === this.size) || this.appended !== undefined;
+    const hashFrom = sequential && this.size <= DIRECT_HASH_FROM_MAX && this.spoolLength === this.size ? this.size : -1;
+    const fd = this.fh.fd;
+    let attachment: DirectAttachment | undefined;
+    return {
+      fd,
+      hashFrom,
+      begin: (stop) => {
+        if (!this.mutable || this.direct) {
+          stop();
+          return;
+        }
+        attachment = { stop, reported: 0 };
+        this.direct = attachment;
+        // The writer keeps the hash from here (or none): this side's running hashes would miss its writes.
+        this.dropSha1Stream();
+      },
+      wrote: (offset, length, errno) => {
+        if (!this.direct || this.direct !== attachment) return; // ended: its stop accounted for this write
+        if (errno > 0) {
+          this.recordDirectFailure(errno);
+          return;
+        }
+        this.direct.reported++;
+        this.recordDirectWrite(offset + length);
+      },
+      end: () => {
+        if (this.direct && this.direct === attachment) this.stopDirect();
+      },
+    };
+  }
+
+  /** Ends the direct writes (if any): what they did that was not reported yet is taken from the writer's answer. */
+  stopDirect(): void {
+    const d = this.direct;
+    if (!d) return;
+    this.direct = undefined;
+    const done = d.stop();
+    if (!done) return;
+    if (done.count > d.reported) this.recordDirectWrite(done.end);
+    if (done.errno > 0) this.recordDirectFailure(done.errno);
+    // The writer's hash covers the whole content: the seal needs no pass over the spool.
+    if (done.sha1 && done.hashed === this.size && !this.failed) this.hashed = { generation: this.generation, sha1: done.sha1, size: this.size };
+  }
+
+  private recordDirectWrite(end: number): void {
+    this.touch();
+    this.counters.directWrites++;
+    this.size = Math.max(this.size, end);
+    if (this.spoolLength !== undefined) this.spoolLength = Math.max(this.spoolLength, end);
+  }
+
+  private recordDirectFailure(errno: number): void {
+    const code = errno === 28 ? 'ENOSPC' : 'EIO';
+    const err = Object.assign(new Error(`${code}: a direct write to the spool failed (errno ${errno})`), { code });
+    this.fail(err, 'writing');
   }
 
   /** An append to a file held in memory (see `memory`). */
@@ -314,7 +397,9 @@ export class LocalVersion implements PendingFile {
   }
 
   async truncate(size: number): Promise<void> {
+    this.stopDirect();
     await this.exclusive(async () => {
+      this.stopDirect();
       const fh = await this.changeHandle();
       this.touch(); // before the spool changes (see snapshotHash)
       if (size !== this.size) this.dropSha1Stream();
@@ -333,7 +418,9 @@ export class LocalVersion implements PendingFile {
    * runs as soon as the hash is known, before the fsync has ended.
    */
   async seal(hasher: Hasher, opts: { sync?: boolean; onHashed?: () => void } = {}): Promise<void> {
+    this.stopDirect();
     await this.exclusive(async () => {
+      this.stopDirect();
       this.assertMutable();
       if (this.memory && opts.sync === false && this.smallHash && this.smallBytes === this.size) {
         // Held in memory: hashed as written. The spool is written when something needs it (the upload, a
@@ -422,7 +509,9 @@ export class LocalVersion implements PendingFile {
 
   /** Closes the spool's descriptor (the spool stays). */
   async closeSpool(): Promise<void> {
+    this.stopDirect(); // before the descriptor can close: no write may reach a number reused by another file
     await this.exclusive(async () => {
+      this.stopDirect();
       this.dropSha1Stream();
       const fh = this.fh;
       this.fh = undefined;
@@ -432,6 +521,7 @@ export class LocalVersion implements PendingFile {
 
   /** Marks the spool as discarded (done with the version). */
   retire(): void {
+    this.stopDirect();
     this.state = 'retired';
     this.memory = undefined;
     this.releaseUnwritten();
@@ -494,6 +584,7 @@ export class LocalVersion implements PendingFile {
 
   /** SHA-1 and size of the spool now: the running hash when the file was only appended to, else a full pass. */
   private async hashNow(hasher: Hasher): Promise<{ sha1: string; size: number }> {
+    if (this.hashed && this.hashed.generation === this.generation && this.hashed.size === this.size) return { sha1: this.hashed.sha1, size: this.size };
     if (this.smallHash && this.smallBytes === this.size) return { sha1: this.smallHash.copy().digest('hex'), size: this.size };
     if (this.appended) {
       const h = await this.appended.digest().catch(() => undefined);

@@ -119,6 +119,45 @@ export interface FileHandle {
   fsync(): Promise<void>;
   /** Closes the handle; dirty data is journaled (durable) before this resolves. */
   release(): Promise<void>;
+  /**
+   * The spool this handle's writes may be made to directly, by a front end that receives them off the
+   * main thread (the FUSE engine): undefined unless the handle is the only writer of a version being
+   * written that has its spool on disk, no write of its own under way. See DirectSpool.
+   */
+  directSpool?(): DirectSpool | undefined;
+}
+
+/**
+ * A spool handed to a direct writer. Between `begin` and the writer's `stop`, the writer writes the
+ * handle's data at `fd` itself (pwrite) and reports each write with `wrote`, in order; the version keeps
+ * its size, times and failure from those reports. Any other change of the version (a truncate, a flush,
+ * a second writer, the spool's close) calls `stop` first, synchronously: no write reaches `fd` after it.
+ */
+export interface DirectSpool {
+  readonly fd: number;
+  /**
+   * The spool's first `hashFrom` bytes are its whole content and were written front to back from empty:
+   * a SHA-1 may be continued from them (read back). -1: the writer keeps no hash.
+   */
+  readonly hashFrom: number;
+  /** Starts the direct writes; `stop` ends them and answers what was done (undefined: nothing). */
+  begin(stop: () => DirectWritesDone | undefined): void;
+  /** One write made at `fd`, or one that failed (`errno` > 0, nothing written), in the order they were made. */
+  wrote(offset: number, length: number, errno: number): void;
+  /** The writer is done (its handle closed): as any change of the version, it calls `stop` (once). */
+  end(): void;
+}
+
+/** What a direct writer did, as its `stop` answers. */
+export interface DirectWritesDone {
+  /** Writes made (failed ones not counted) and the end of the furthest one. */
+  count: number;
+  end: number;
+  /** errno of the first failed write, 0 if none failed. */
+  errno: number;
+  /** SHA-1 (hex) of the spool's first `hashed` bytes, when every write continued the hash. */
+  sha1?: string;
+  hashed: number;
 }
 
 export interface Vfs {

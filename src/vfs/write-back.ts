@@ -38,7 +38,7 @@ import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './r
 import type { Sha1Streams } from './sha1-streams.js';
 import { UploadJournal, orderOf, type JournalEntry } from './upload-journal.js';
 import { UploadQueue, type UploadStatus } from './upload-queue.js';
-import { VfsError, type Attr, type CallContext, type FileHandle, type OpenFlags } from './types.js';
+import { VfsError, type Attr, type CallContext, type DirectSpool, type FileHandle, type OpenFlags } from './types.js';
 
 export interface WriteBackHost {
   remoteFor(library: string): Remote | undefined;
@@ -385,10 +385,13 @@ export class WriteBack {
     }
     session.handles++;
     session.writers++;
+    // A second writer: the first one's direct writes end (they stay with one writer, whose order they keep).
+    if (session.writers > 1) session.version.stopDirect();
     const s = session;
     try {
       if (!slot.current && !base) await this.change(s, { empty: true });
-      else if (flags.truncate && (s.version.size > 0 || !s.version.baseReady)) await this.change(s, { empty: true });
+      // Also when the path shows another version (a replace made meanwhile): the truncate empties what it shows.
+      else if (flags.truncate && (s.version.size > 0 || !s.version.baseReady || slot.current !== s.version)) await this.change(s, { empty: true });
     } catch (err) {
       s.writers--;
       await this.closeHandle(s);
@@ -630,9 +633,11 @@ export class WriteBack {
     if (s.version.failed) throw s.version.failed;
     if (!s.version.mutable) {
       const from = s.version;
+      // An empty version is not copied: the new one starts empty, as a new file does (held in memory, hashed as written).
+      const empty = opts.empty || (from.size === 0 && from.baseReady);
       s.cloning = (async () => {
         const next = this.newVersion(from.library, from.fullpath, from.base, undefined);
-        if (!opts.empty) {
+        if (!empty) {
           const cloned = await from.derive(next.id, next.spoolPath, { fetchChunk: this.opts.partialFetch?.chunkBytes });
           cloned.deleted = s.deleted;
           return cloned;
@@ -653,7 +658,7 @@ export class WriteBack {
       s.baseReader?.close();
       s.baseReader = undefined;
       await this.unpin(from);
-      if (opts.empty) {
+      if (empty) {
         await next.startEmpty();
         next.touch();
       }
@@ -1000,6 +1005,11 @@ class SessionHandle implements FileHandle {
 
   async stat(): Promise<Attr> {
     return this.wb.attrOf(this.s.version);
+  }
+
+  directSpool(): DirectSpool | undefined {
+    if (this.releasedOnce || !this.mode.write || this.mode.append || this.s.writers !== 1 || this.s.deleted) return undefined;
+    return this.s.version.directSpool();
   }
 
   async flush(): Promise<void> {

@@ -10,10 +10,17 @@
  * JavaScript answers each request with one of the reply functions, by the id it got. Ids name a slot
  * of a table and carry the slot's generation, so an id answered twice (or after the session is gone)
  * is refused instead of touching a freed request.
+ *
+ * Direct spool writes: a file handle JavaScript has given a spool descriptor (spoolAttach) has its
+ * writes answered here, on the reader thread: the request's data is written into the spool with
+ * pwrite straight from libfuse's buffer, SHA-1-hashed while the writes come front to back, and the
+ * kernel answered. JavaScript only gets a record (handle, offset, length, or the errno of a failed
+ * write) in the same queue as the requests, before any request the kernel sends after the answer.
  */
 #include <errno.h>
 #include <fuse_lowlevel.h>
 #include <node_api.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,8 +33,34 @@ enum op_code {
   OP_RMDIR = 7, OP_RENAME = 8, OP_OPEN = 9, OP_READ = 10, OP_WRITE = 11, OP_FLUSH = 12,
   OP_RELEASE = 13, OP_FSYNC = 14, OP_OPENDIR = 15, OP_READDIR = 16, OP_RELEASEDIR = 17,
   OP_FSYNCDIR = 18, OP_STATFS = 19, OP_SETXATTR = 20, OP_GETXATTR = 21, OP_LISTXATTR = 22,
-  OP_REMOVEXATTR = 23, OP_ACCESS = 24, OP_CREATE = 25, OP_READDIRPLUS = 26, OP_INIT = 98, OP_END = 99,
+  OP_REMOVEXATTR = 23, OP_ACCESS = 24, OP_CREATE = 25, OP_WROTE = 26, OP_READDIRPLUS = 27, OP_INIT = 98, OP_END = 99,
 };
+
+#define SPOOL_AHEAD_MAX 64
+
+/* A file handle whose writes go straight into its spool (see "Direct spool writes" above). */
+typedef struct spool_writer {
+  struct spool_writer *next;
+  uint64_t fh;
+  int fd;
+  /*
+   * The SHA-1 of the spool's first `hashed` bytes. Writes beyond `hashed` (the kernel's writeback sends
+   * several at once, not always in order) are remembered in `ahead` and hashed, read back from the
+   * spool, once the bytes before them are; a write below `hashed`, or too many ranges ahead, ends the
+   * hash (the seal then hashes the spool).
+   */
+  EVP_MD_CTX *sha;
+  uint64_t hashed;
+  struct { uint64_t start, end; } ahead[SPOOL_AHEAD_MAX];
+  int nahead;
+  /* Writes made, and the end of the furthest one. */
+  uint64_t count;
+  uint64_t end;
+  /* The errno of the first failed write: every later write answers it too. */
+  int err;
+} spool_writer;
+
+static void spool_free(spool_writer *w);
 
 /* One request waiting for JavaScript. */
 typedef struct queued {
@@ -76,6 +109,12 @@ typedef struct session {
   int closed;
   /* Notifications being written (destroy waits for them). */
   int notifying;
+
+  /* Handles writing straight into their spools; guarded by `spool_lock` (held across each write). */
+  pthread_mutex_t spool_lock;
+  spool_writer *spools;
+  /* Numbers every direct write's record (across handles), so a record is told apart from later attachments'. */
+  uint64_t spool_seq;
 
   /* Asked for at INIT. */
   unsigned max_write, max_readahead, max_background, congestion_threshold;
@@ -325,7 +364,116 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
   enqueue(s, q);
 }
 
+/* The writer of `fh`, with spool_lock held; NULL if the handle writes through JavaScript. */
+static spool_writer *spool_find(session *s, uint64_t fh) {
+  for (spool_writer *w = s->spools; w; w = w->next)
+    if (w->fh == fh) return w;
+  return NULL;
+}
+
+/* Hashes the spool's bytes [w->hashed, end), read back from it. */
+static int spool_hash_back(spool_writer *w, uint64_t end) {
+  char chunk[64 * 1024];
+  while (w->hashed < end) {
+    size_t n = end - w->hashed < sizeof(chunk) ? (size_t)(end - w->hashed) : sizeof(chunk);
+    ssize_t got = pread(w->fd, chunk, n, (off_t)w->hashed);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0 || EVP_DigestUpdate(w->sha, chunk, (size_t)got) != 1) return 0;
+    w->hashed += (uint64_t)got;
+  }
+  return 1;
+}
+
+/* Keeps the running hash after a write of [off, off + size); 0 when it can no longer be kept. */
+static int spool_hash(spool_writer *w, const char *buf, size_t size, uint64_t off) {
+  uint64_t end = off + size;
+  if (off < w->hashed) return 0; /* rewrites hashed bytes */
+  if (off == w->hashed) {
+    if (EVP_DigestUpdate(w->sha, buf, size) != 1) return 0;
+    w->hashed = end;
+  } else {
+    /* Ahead: remembered (merged with the ranges it touches), sorted by start. */
+    int i = 0;
+    while (i < w->nahead && w->ahead[i].end < off) i++;
+    int j = i;
+    uint64_t start = off;
+    while (j < w->nahead && w->ahead[j].start <= end) {
+      if (w->ahead[j].start < start) start = w->ahead[j].start;
+      if (w->ahead[j].end > end) end = w->ahead[j].end;
+      j++;
+    }
+    if (j == i && w->nahead == SPOOL_AHEAD_MAX) return 0;
+    memmove(&w->ahead[i + 1], &w->ahead[j], (size_t)(w->nahead - j) * sizeof(w->ahead[0]));
+    w->nahead -= j - i - 1;
+    w->ahead[i].start = start;
+    w->ahead[i].end = end;
+    return 1;
+  }
+  /* The bytes now hashed may reach ranges written ahead: hash them from the spool. */
+  while (w->nahead > 0 && w->ahead[0].start <= w->hashed) {
+    if (w->ahead[0].end > w->hashed && !spool_hash_back(w, w->ahead[0].end)) return 0;
+    memmove(&w->ahead[0], &w->ahead[1], (size_t)(w->nahead - 1) * sizeof(w->ahead[0]));
+    w->nahead--;
+  }
+  return 1;
+}
+
+/*
+ * Writes `size` bytes at `off` into the writer's spool (spool_lock held), keeps the running SHA-1, and
+ * queues the record JavaScript does its bookkeeping from. Answers the bytes written or -errno.
+ */
+static ssize_t spool_write(session *s, spool_writer *w, const char *buf, size_t size, off_t off) {
+  int err = w->err;
+  if (!err) {
+    size_t done = 0;
+    while (done < size) {
+      ssize_t n = pwrite(w->fd, buf + done, size - done, off + (off_t)done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        err = n < 0 ? errno : EIO;
+        break;
+      }
+      done += (size_t)n;
+    }
+    /* A full disk is ENOSPC to the writer; any other failure of the local disk is EIO. */
+    if (err) err = (err == ENOSPC || err == EDQUOT) ? ENOSPC : EIO;
+    w->err = err;
+  }
+  if (!err) {
+    if (w->sha && size > 0 && !spool_hash(w, buf, size, (uint64_t)off)) {
+      /* The hash is computed from the spool at the seal instead. */
+      EVP_MD_CTX_free(w->sha);
+      w->sha = NULL;
+    }
+    w->count++;
+    if ((uint64_t)off + size > w->end) w->end = (uint64_t)off + size;
+  }
+  queued *q = new_queued(s, OP_WROTE, NULL, 0);
+  if (q) {
+    q->has_fh = 1;
+    q->fh = w->fh;
+    q->offset = off;
+    q->size = err ? 0 : size;
+    q->flags = err;
+    q->ino2 = ++s->spool_seq;
+    enqueue(s, q);
+  }
+  return err ? -err : (ssize_t)size;
+}
+
 static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off, struct fuse_file_info *fi) {
+  session *ds = SESSION(req);
+  pthread_mutex_lock(&ds->spool_lock);
+  spool_writer *w = fi ? spool_find(ds, fi->fh) : NULL;
+  if (w) {
+    /* The record is queued before the answer: whatever the kernel sends next reaches JavaScript after it. */
+    ssize_t n = spool_write(ds, w, buf, size, off);
+    pthread_mutex_unlock(&ds->spool_lock);
+    if (n < 0) fuse_reply_err(req, (int)-n);
+    else fuse_reply_write(req, (size_t)n);
+    return;
+  }
+  pthread_mutex_unlock(&ds->spool_lock);
   BEGIN(OP_WRITE, ino);
   WITH_FI(fi);
   q->data = copy_bytes(buf, size);
@@ -605,6 +753,12 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
     case OP_LISTXATTR:
       set_num(env, o, "size", (double)q->size);
       break;
+    case OP_WROTE:
+      set_num(env, o, "offset", (double)q->offset);
+      set_num(env, o, "size", (double)q->size);
+      set_num(env, o, "errno", q->flags);
+      set_num(env, o, "seq", (double)q->ino2);
+      break;
     case OP_WRITE:
       set_num(env, o, "offset", (double)q->offset);
       /* fallthrough */
@@ -706,6 +860,7 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
     return NULL;
   }
   pthread_mutex_init(&s->lock, NULL);
+  pthread_mutex_init(&s->spool_lock, NULL);
   s->mountpoint = get_string(env, argv[0]);
 
   unsigned readers = 1, flag = 0;
@@ -869,6 +1024,13 @@ static napi_value js_destroy(napi_env env, napi_callback_info info) {
   napi_release_threadsafe_function(s->tsfn, napi_tsfn_release);
   fuse_session_destroy(s->se);
   s->se = NULL;
+  pthread_mutex_lock(&s->spool_lock);
+  while (s->spools) {
+    spool_writer *w = s->spools;
+    s->spools = w->next;
+    spool_free(w);
+  }
+  pthread_mutex_unlock(&s->spool_lock);
   /* The session record itself stays: the external may still be referenced from JavaScript. */
   return bool_value(env, 1);
 }
@@ -1309,6 +1471,172 @@ static napi_value js_invalidate_entry(napi_env env, napi_callback_info info) {
   return promise;
 }
 
+/* ---- direct spool writes ---------------------------------------------------------------------- */
+
+static void spool_free(spool_writer *w) {
+  if (w->sha) EVP_MD_CTX_free(w->sha);
+  free(w);
+}
+
+/* Removes the writer of `fh` from the list (spool_lock held) and returns it; NULL if there is none. */
+static spool_writer *spool_unlink(session *s, uint64_t fh) {
+  for (spool_writer **p = &s->spools; *p; p = &(*p)->next) {
+    if ((*p)->fh == fh) {
+      spool_writer *w = *p;
+      *p = w->next;
+      return w;
+    }
+  }
+  return NULL;
+}
+
+/*
+ * spoolAttach(session, fh, fd, hashFrom) → seq: from now on the writes of `fh` go into the file `fd`
+ * (which stays JavaScript's: it must call spoolDetach before closing it). hashFrom >= 0: the spool's
+ * first hashFrom bytes are all there is and were written front to back; they are read back and hashed
+ * here, and the hash goes on with each write that continues them. -1: no hash kept. Records of this
+ * attachment's writes carry a `seq` above the number answered.
+ */
+static napi_value js_spool_attach(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 4) {
+    napi_throw_type_error(env, NULL, "spoolAttach(session, fh, fd, hashFrom)");
+    return NULL;
+  }
+  session *s = get_session(env, argv[0]);
+  if (!s) return NULL;
+  double fh = get_double(env, argv[1]), fd = get_double(env, argv[2]), from = get_double(env, argv[3]);
+  if (!(fh >= 0) || !(fd >= 0) || fd > 0x7fffffff) {
+    napi_throw_range_error(env, NULL, "spoolAttach: expected a handle number and a descriptor >= 0");
+    return NULL;
+  }
+  spool_writer *w = calloc(1, sizeof(spool_writer));
+  if (!w) {
+    napi_throw_error(env, NULL, "out of memory");
+    return NULL;
+  }
+  w->fh = (uint64_t)fh;
+  w->fd = (int)fd;
+  if (from >= 0) {
+    w->sha = EVP_MD_CTX_new();
+    if (w->sha && EVP_DigestInit_ex(w->sha, EVP_sha1(), NULL) != 1) {
+      EVP_MD_CTX_free(w->sha);
+      w->sha = NULL;
+    }
+    uint64_t want = (uint64_t)from;
+    char *chunk = w->sha && want > 0 ? malloc(256 * 1024) : NULL;
+    while (w->sha && w->hashed < want) {
+      size_t n = want - w->hashed < 256 * 1024 ? (size_t)(want - w->hashed) : 256 * 1024;
+      ssize_t got = chunk ? pread(w->fd, chunk, n, (off_t)w->hashed) : -1;
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0 || EVP_DigestUpdate(w->sha, chunk, (size_t)got) != 1) {
+        EVP_MD_CTX_free(w->sha);
+        w->sha = NULL;
+        break;
+      }
+      w->hashed += (uint64_t)got;
+    }
+    free(chunk);
+  }
+  w->end = w->hashed;
+  pthread_mutex_lock(&s->spool_lock);
+  spool_writer *old = spool_unlink(s, w->fh);
+  w->next = s->spools;
+  s->spools = w;
+  double base = (double)s->spool_seq;
+  pthread_mutex_unlock(&s->spool_lock);
+  if (old) spool_free(old);
+  napi_value result;
+  napi_create_double(env, base, &result);
+  return result;
+}
+
+/*
+ * spoolDetach(session, fh) → undefined when `fh` had no spool, else { count, end, errno, sha1?, hashed }:
+ * the writes of `fh` go through JavaScript again (a write under way finishes first). sha1 (hex) is the
+ * hash of the spool's first `hashed` bytes when every write continued the hash.
+ */
+static napi_value js_spool_detach(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 2) {
+    napi_throw_type_error(env, NULL, "spoolDetach(session, fh)");
+    return NULL;
+  }
+  session *s = get_session(env, argv[0]);
+  if (!s) return NULL;
+  pthread_mutex_lock(&s->spool_lock);
+  spool_writer *w = spool_unlink(s, (uint64_t)get_double(env, argv[1]));
+  pthread_mutex_unlock(&s->spool_lock);
+  napi_value result;
+  if (!w) {
+    napi_get_undefined(env, &result);
+    return result;
+  }
+  napi_create_object(env, &result);
+  set_num(env, result, "count", (double)w->count);
+  set_num(env, result, "end", (double)w->end);
+  set_num(env, result, "errno", w->err);
+  set_num(env, result, "hashed", (double)w->hashed);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (w->sha && EVP_DigestFinal_ex(w->sha, md, &len) == 1 && len == 20) {
+    char hex[41];
+    for (unsigned i = 0; i < len; i++) {
+      static const char digits[] = "0123456789abcdef";
+      hex[i * 2] = digits[md[i] >> 4];
+      hex[i * 2 + 1] = digits[md[i] & 15];
+    }
+    hex[40] = 0;
+    set_str(env, result, "sha1", hex);
+  }
+  spool_free(w);
+  return result;
+}
+
+/*
+ * spoolWrite(session, fh, data, offset) → bytes written or -errno; undefined when `fh` has no spool. For
+ * a write JavaScript received before the handle got its spool: it goes the same way as the engine's own
+ * (record queued, hash kept), so the order of the writes is the order they reached the spool.
+ */
+static napi_value js_spool_write(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 4) {
+    napi_throw_type_error(env, NULL, "spoolWrite(session, fh, data, offset)");
+    return NULL;
+  }
+  session *s = get_session(env, argv[0]);
+  if (!s) return NULL;
+  void *data;
+  size_t len;
+  if (napi_get_buffer_info(env, argv[2], &data, &len) != napi_ok) {
+    napi_throw_type_error(env, NULL, "spoolWrite: expected a Buffer");
+    return NULL;
+  }
+  double off = get_double(env, argv[3]);
+  if (!(off >= 0)) {
+    napi_throw_range_error(env, NULL, "spoolWrite: expected an offset >= 0");
+    return NULL;
+  }
+  napi_value result;
+  pthread_mutex_lock(&s->spool_lock);
+  spool_writer *w = spool_find(s, (uint64_t)get_double(env, argv[1]));
+  if (!w) {
+    pthread_mutex_unlock(&s->spool_lock);
+    napi_get_undefined(env, &result);
+    return result;
+  }
+  ssize_t n = spool_write(s, w, data, len, (off_t)off);
+  pthread_mutex_unlock(&s->spool_lock);
+  napi_create_double(env, (double)n, &result);
+  return result;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   struct {
     const char *name;
@@ -1330,6 +1658,9 @@ static napi_value init(napi_env env, napi_value exports) {
     { "replyDirPlus", js_reply_dir_plus },
     { "replyStatfs", js_reply_statfs },
     { "invalidateEntry", js_invalidate_entry },
+    { "spoolAttach", js_spool_attach },
+    { "spoolDetach", js_spool_detach },
+    { "spoolWrite", js_spool_write },
   };
   for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
     napi_value f;

@@ -6,13 +6,14 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import type { DirectWritesDone } from '../../vfs/types.js';
 
 /** Request kinds, as numbered by the native part. */
 export const Op = {
   LOOKUP: 1, FORGET: 2, GETATTR: 3, SETATTR: 4, MKDIR: 5, UNLINK: 6, RMDIR: 7, RENAME: 8, OPEN: 9,
   READ: 10, WRITE: 11, FLUSH: 12, RELEASE: 13, FSYNC: 14, OPENDIR: 15, READDIR: 16, RELEASEDIR: 17,
   FSYNCDIR: 18, STATFS: 19, SETXATTR: 20, GETXATTR: 21, LISTXATTR: 22, REMOVEXATTR: 23, ACCESS: 24,
-  CREATE: 25, READDIRPLUS: 26, INIT: 98, END: 99,
+  CREATE: 25, WROTE: 26, READDIRPLUS: 27, INIT: 98, END: 99,
 } as const;
 
 /** One request from the kernel; which fields are set depends on `op`. */
@@ -37,6 +38,9 @@ export interface KernelRequest {
   gid?: number;
   atimeMs?: number;
   mtimeMs?: number;
+  /** WROTE (a write the engine made into a spool itself): errno of a failed one, and the record's number. */
+  errno?: number;
+  seq?: number;
   /** INIT: what the kernel agreed to. */
   maxWrite?: number;
   maxReadahead?: number;
@@ -84,6 +88,17 @@ export interface Fuse3Binding {
   replyDirPlus(session: NativeSession, id: number, size: number, names: readonly string[], stats: Float64Array, entryTimeoutS: number, attrTimeoutS: number, firstOffset: number): number;
   /** statfs: Float64Array [bsize, frsize, blocks, bfree, bavail, files, ffree, favail, fsid, flag, namemax]. */
   replyStatfs(session: NativeSession, id: number, statfs: Float64Array): boolean;
+  /**
+   * The writes of `fh` go into the spool `fd` from now on, made by the engine on its reader thread (each
+   * reported as a WROTE request). hashFrom >= 0: the spool's first hashFrom bytes (read back once) start
+   * a SHA-1 that each continuing write extends; -1: none. Answers the number the attachment's WROTE
+   * records are above.
+   */
+  spoolAttach(session: NativeSession, fh: number, fd: number, hashFrom: number): number;
+  /** The writes of `fh` go through JavaScript again; what the engine did, or undefined when it had no spool. */
+  spoolDetach(session: NativeSession, fh: number): DirectWritesDone | undefined;
+  /** A write received before `fh` got its spool, made the engine's way (bytes or -errno); undefined: no spool. */
+  spoolWrite(session: NativeSession, fh: number, data: Buffer, offset: number): number | undefined;
   /** The kernel forgets a cached name (off the main thread); resolves with libfuse's result (0 or -errno). */
   invalidateEntry(session: NativeSession, parentIno: number, name: string): Promise<number>;
 }

@@ -11,6 +11,7 @@ import type { NativeCallback } from '../reply.js';
 import type { KernelStat, KernelStatFs } from '../stat.js';
 import { Op, type Fuse3Binding, type KernelRequest, type NativeSession, type SessionSettings } from './binding.js';
 import { InodeTable, ROOT_INO, type InodeNode } from './inode-table.js';
+import type { DirectSpool } from '../../vfs/types.js';
 
 export interface LowLevelMountOptions {
   binding: Fuse3Binding;
@@ -22,6 +23,16 @@ export interface LowLevelMountOptions {
   /** Seconds the kernel keeps names, attributes and negative lookups. */
   attrTimeoutS: number;
   logger: Logger;
+}
+
+/** The engine's direct spool writes so far. */
+export interface DirectWriteCounters {
+  /** Handles (versions) whose writes the engine took over. */
+  spoolsAttached: number;
+  /** Writes it made (reported; failed ones included). */
+  directWrites: number;
+  /** Attachments that ended with the SHA-1 of the whole content computed by the engine. */
+  hashedByEngine: number;
 }
 
 /** What the kernel agreed to at INIT. */
@@ -112,6 +123,11 @@ export class LowLevelMount {
   /** File handle → the inode it was opened on, and whether for writing. */
   private readonly openInodes = new Map<number, { node: InodeNode; writable: boolean }>();
   private readonly dirs = new Map<number, DirListing | undefined>();
+  /** File handles whose writes the engine makes into their spools, and the number their records are above. */
+  private readonly direct = new Map<number, { spool: DirectSpool; base: number }>();
+  /** File handles with a write under way through JavaScript, and the writes waiting behind it. */
+  private readonly writesWaiting = new Map<number, KernelRequest[]>();
+  readonly counters: DirectWriteCounters = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0 };
   private nextDirFh = DIR_FH_BASE;
   private writeback = false;
   private readonly scratch = new Float64Array(11);
@@ -290,14 +306,14 @@ export class LowLevelMount {
         });
         return;
       case Op.WRITE:
-        this.operations.writeOwned(this.safePath(req.ino), req.fh!, req.data!, req.offset!, (code) => {
-          if (code < 0) return void b.replyErr(se, id, -code);
-          b.replyWrite(se, id, code);
-          // What this mount wrote is no change made elsewhere: compare again from the next attributes shown.
-          const open = this.openInodes.get(req.fh!);
-          if (open) open.node.shown = undefined;
-        });
+        return this.write(req);
+      case Op.WROTE: {
+        const d = this.direct.get(req.fh!);
+        this.counters.directWrites++;
+        if (d && req.seq! > d.base) d.spool.wrote(req.offset!, req.size!, req.errno!);
+        this.wroteTo(req.fh!);
         return;
+      }
       case Op.FLUSH:
         this.ops.flush(this.safePath(req.ino), req.fh!, this.replyCode(id));
         return;
@@ -357,6 +373,79 @@ export class LowLevelMount {
       default:
         b.replyErr(se, id, Errno.ENOSYS);
     }
+  }
+
+  /**
+   * A write that reached JavaScript. Those of one handle go to the Vfs one at a time (the version takes
+   * them one at a time anyway), the others waiting here in order: after each, the handle may get its
+   * spool (offerSpool), and then the waiting ones and all that follow are made by the engine.
+   */
+  private write(req: KernelRequest): void {
+    const fh = req.fh!;
+    if (this.direct.has(fh) && this.writeDirect(req)) return;
+    const waiting = this.writesWaiting.get(fh);
+    if (waiting) return void waiting.push(req);
+    this.writesWaiting.set(fh, []);
+    this.writeThroughVfs(req);
+  }
+
+  private writeThroughVfs(req: KernelRequest): void {
+    const fh = req.fh!;
+    this.operations.writeOwned(this.safePath(req.ino), fh, req.data!, req.offset!, (code) => {
+      if (code < 0) this.binding.replyErr(this.se, req.id, -code);
+      else {
+        this.binding.replyWrite(this.se, req.id, code);
+        this.wroteTo(fh);
+        this.offerSpool(fh);
+      }
+      const waiting = this.writesWaiting.get(fh) ?? [];
+      let next = waiting.shift();
+      while (next && this.direct.has(fh) && this.writeDirect(next)) next = waiting.shift();
+      if (next) this.writeThroughVfs(next);
+      else this.writesWaiting.delete(fh);
+    });
+  }
+
+  /** A write made the engine's way (the handle has its spool); false when it no longer has one. */
+  private writeDirect(req: KernelRequest): boolean {
+    if (!this.session) return false;
+    const n = this.binding.spoolWrite(this.session, req.fh!, req.data!, req.offset!);
+    if (n === undefined) return false;
+    if (n < 0) this.binding.replyErr(this.session, req.id, -n);
+    else this.binding.replyWrite(this.session, req.id, n);
+    return true;
+  }
+
+  /** What this mount wrote is no change made elsewhere: compare again from the next attributes shown. */
+  private wroteTo(fh: number): void {
+    const open = this.openInodes.get(fh);
+    if (open) open.node.shown = undefined;
+  }
+
+  /**
+   * After a write made through JavaScript: when the handle's version can take its writes directly now
+   * (its spool on disk, this handle its only writer), the engine makes the following ones itself.
+   */
+  private offerSpool(fh: number): void {
+    const se = this.session;
+    if (!se || this.direct.has(fh)) return;
+    let spool: DirectSpool | undefined;
+    try {
+      spool = this.operations.handles.get(fh).handle.directSpool?.();
+    } catch {
+      return; // released meanwhile
+    }
+    if (!spool) return;
+    const base = this.binding.spoolAttach(se, fh, spool.fd, spool.hashFrom);
+    const entry = { spool, base };
+    this.direct.set(fh, entry);
+    this.counters.spoolsAttached++;
+    spool.begin(() => {
+      if (this.direct.get(fh) === entry) this.direct.delete(fh);
+      const done = this.session ? this.binding.spoolDetach(this.session, fh) : undefined;
+      if (done?.sha1 !== undefined && done.hashed === done.end) this.counters.hashedByEngine++;
+      return done;
+    });
   }
 
   /**
@@ -508,6 +597,7 @@ export class LowLevelMount {
   private release(id: number, ino: number, fh: number): void {
     const path = this.safePath(ino);
     this.ops.release(path, fh, (code) => {
+      this.direct.get(fh)?.spool.end();
       this.binding.replyErr(this.se, id, code < 0 ? -code : 0);
       const open = this.forgetHandle(fh);
       if (!open) return;

@@ -55,6 +55,10 @@ function setup() {
     },
     replyStatfs: answer('statfs'),
     invalidateEntry: async () => 0,
+    // The in-memory Vfs hands out no spool: every write goes through JavaScript here.
+    spoolAttach: () => { throw new Error('spoolAttach: not expected over the in-memory Vfs'); },
+    spoolDetach: () => undefined,
+    spoolWrite: () => undefined,
   };
   const mount = new LowLevelMount({ binding, operations, mountpoint: '/unused', mountOptions: [], settings: { maxWrite: 1, maxReadahead: 1, maxBackground: 1, congestionThreshold: 1, writeback: 1, asyncRead: 1, readers: 1 }, attrTimeoutS: 1, logger: silentLogger });
   mount.mount();

@@ -1,0 +1,146 @@
+/**
+ * Writes the engine makes into the spool itself (docs/fuse.md, The engine): a file that outgrows what
+ * is held in memory has its following writes written by the engine's C side, hashed there while they
+ * come front to back; JavaScript only keeps the books. Checked on the mount, on the Vfs's own view (the
+ * content hash of the journaled version) and through the service's API.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
+import { mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sh, startMount, type MountHarness } from './harness.js';
+
+const T = 120_000;
+const MiB = 1024 * 1024;
+
+interface Counters { spoolsAttached: number; directWrites: number; hashedByEngine: number }
+
+function pattern(bytes: number, seed: number): Buffer {
+  const data = Buffer.alloc(bytes);
+  for (let i = 0; i < bytes; i++) data[i] = (i * 31 + seed + (i >> 11)) & 0xff;
+  return data;
+}
+
+const sha1 = (b: Buffer): string => createHash('sha1').update(b).digest('hex');
+
+function describeMount(name: string, writebackCache: boolean): void {
+  describe(`direct spool writes, ${name}`, () => {
+    let h: MountHarness;
+    let lib: string;
+    const counters = () => h.call<Counters>('mountCounters');
+    const localSha1 = async (path: string) => (await h.call<{ contentHash?: string }>('localStat', { path })).contentHash;
+    const remoteRead = async (path: string) => Buffer.from(await h.call<string>('remoteRead', { path }), 'base64');
+
+    beforeAll(async () => {
+      // A long write-back delay: the journaled version stays local, so its content hash is the one computed here.
+      h = await startMount({ mount: { attrTimeoutS: 1, writebackCache }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000' } });
+      lib = join(h.mnt, 'Lib');
+    }, T);
+    afterAll(async () => {
+      await h?.stop();
+    }, T);
+
+    it('a sequential write: the engine writes and hashes it, the content reads back and reaches the service', async () => {
+      const data = pattern(24 * MiB + 4321, 1);
+      const src = join(h.local, 'seq.bin');
+      await writeFile(src, data);
+      const before = await counters();
+      await sh('dd', [`if=${src}`, `of=${join(lib, 'seq.bin')}`, 'bs=1M', 'conv=fsync', 'status=none'], { timeoutMs: 60_000 });
+      const after = await counters();
+      expect(after.spoolsAttached).toBeGreaterThan(before.spoolsAttached);
+      expect(after.directWrites).toBeGreaterThan(before.directWrites);
+      expect(after.hashedByEngine).toBeGreaterThan(before.hashedByEngine);
+      expect((await readFile(join(lib, 'seq.bin'))).equals(data)).toBe(true);
+      expect(await localSha1('/Lib/seq.bin')).toBe(sha1(data));
+      await h.call('flushAll');
+      expect((await remoteRead('/Lib/seq.bin')).equals(data)).toBe(true);
+    }, T);
+
+    it('writes out of order: the content is right and its hash is computed from the spool at the seal', async () => {
+      const size = 6 * MiB;
+      const data = pattern(size, 7);
+      const target = join(lib, 'scattered.bin');
+      const fh = await open(target, 'w');
+      // First the front (it passes the in-memory size: the engine takes over), then the rest backwards.
+      await fh.write(data, 0, MiB, 0);
+      for (let block = 5; block >= 1; block--) await fh.write(data, block * MiB, MiB, block * MiB);
+      await fh.write(Buffer.from('patched'), 0, 7, 3 * MiB + 5);
+      data.write('patched', 3 * MiB + 5);
+      await fh.close();
+      expect((await readFile(target)).equals(data)).toBe(true);
+      expect(await localSha1('/Lib/scattered.bin')).toBe(sha1(data));
+      await h.call('flushAll');
+      expect((await remoteRead('/Lib/scattered.bin')).equals(data)).toBe(true);
+    }, T);
+
+    it('a rewrite after a close starts a new version: the journaled one keeps its content', async () => {
+      const first = pattern(3 * MiB, 3);
+      const target = join(lib, 'rewrite.bin');
+      await writeFile(target, first);
+      expect(await localSha1('/Lib/rewrite.bin')).toBe(sha1(first));
+      const fh = await open(target, 'r+');
+      const second = Buffer.from(first);
+      const piece = pattern(2 * MiB, 9);
+      piece.copy(second, MiB);
+      await fh.write(piece, 0, piece.length, MiB);
+      await fh.write(piece, 0, MiB, 3 * MiB);
+      const grown = Buffer.concat([second, piece.subarray(0, MiB)]);
+      await fh.close();
+      expect((await readFile(target)).equals(grown)).toBe(true);
+      expect(await localSha1('/Lib/rewrite.bin')).toBe(sha1(grown));
+      await h.call('flushAll');
+      expect((await remoteRead('/Lib/rewrite.bin')).equals(grown)).toBe(true);
+    }, T);
+
+    it('small files stay in memory: written without the engine taking over', async () => {
+      const before = await counters();
+      for (let i = 0; i < 20; i++) await writeFile(join(lib, `small-${i}.txt`), `small file ${i}\n`.repeat(200));
+      const after = await counters();
+      expect(after.spoolsAttached).toBe(before.spoolsAttached);
+      expect(await readFile(join(lib, 'small-7.txt'), 'utf8')).toBe('small file 7\n'.repeat(200));
+      expect(await localSha1('/Lib/small-7.txt')).toBe(sha1(Buffer.from('small file 7\n'.repeat(200))));
+    }, T);
+  });
+}
+
+describeMount('with the writeback cache', true);
+describeMount('without the writeback cache', false);
+
+// A full spool folder: the gateway's data folder on a small tmpfs (mounting one needs root).
+describe.skipIf(process.getuid?.() !== 0)('direct spool writes on a full disk', () => {
+  let h: MountHarness | undefined;
+  let small: string;
+  let mounted = false;
+
+  beforeAll(async () => {
+    small = await mkdtemp(join(tmpdir(), 'cloudlib-fuse-full-'));
+    await sh('mount', ['-t', 'tmpfs', '-o', 'size=24m', 'tmpfs', small]);
+    mounted = true;
+    h = await startMount({ mount: { attrTimeoutS: 1 }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000', FUSE_TEST_DATA_PARENT: small } });
+  }, T);
+  afterAll(async () => {
+    await h?.stop();
+    if (mounted) await sh('umount', ['-l', small]);
+    await rm(small, { recursive: true, force: true });
+  }, T);
+
+  it('ENOSPC reaches the writer, the failed version is dropped, and the mount goes on working', async () => {
+    const lib = join(h!.mnt, 'Lib');
+    const before = await h!.call<Counters>('mountCounters');
+    const failed = await sh('dd', ['if=/dev/zero', `of=${join(lib, 'too-big.bin')}`, 'bs=1M', 'count=48', 'conv=fsync', 'status=none'], { timeoutMs: 60_000 }).then(
+      () => undefined,
+      (err: Error) => err,
+    );
+    expect(failed?.message).toMatch(/No space left on device/);
+    const after = await h!.call<Counters>('mountCounters');
+    expect(after.directWrites).toBeGreaterThan(before.directWrites);
+    await h!.call('flushAll');
+    // The failed version is dropped: what stays is the empty file dd's open made (dd closes it once before writing).
+    expect((await h!.call<{ size: number }>('remoteStat', { path: '/Lib/too-big.bin' }))?.size).toBe(0);
+    // The failed version's spool is gone with it: a small file fits again.
+    await writeFile(join(lib, 'after.txt'), 'still working');
+    await h!.call('flushAll');
+    expect((await h!.call<{ size: number }>('remoteStat', { path: '/Lib/after.txt' }))?.size).toBe(13);
+  }, T);
+});

@@ -1,0 +1,182 @@
+/**
+ * Direct spool writes (FileHandle.directSpool): a front end that receives writes off the main thread
+ * writes a handle's data into its version's spool itself and reports each write; the version keeps its
+ * size, times, failure and (when the writer kept one) its hash from those reports. Here the writer is
+ * the test, with the file's descriptor (as the FUSE engine does from C).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
+import { writeSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createVfs, MemoryRemote } from '../../../src/vfs/index.js';
+import type { DirectSpool, DirectWritesDone, FileHandle } from '../../../src/vfs/types.js';
+import { vfsCode } from '../../support/vfs.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+async function gateway() {
+  const remote = new MemoryRemote({ name: 'A', id: '1' });
+  const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-direct-'));
+  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+  const vfs = await createVfs({ libraries: [{ name: 'A', remote }], dataDir, feedIntervalMs: 0 });
+  cleanups.push(() => vfs.close());
+  return { vfs, remote };
+}
+
+const MiB = 1024 * 1024;
+const sha1 = (b: Buffer): string => createHash('sha1').update(b).digest('hex');
+
+/** A writer as the engine is one: writes at the descriptor, keeps a hash while the writes continue it. */
+class TestWriter {
+  count = 0;
+  end = 0;
+  errno = 0;
+  stopped = 0;
+  private hash = createHash('sha1');
+  private hashed = 0;
+  private hashing = true;
+
+  constructor(readonly spool: DirectSpool, private readonly content: Buffer) {
+    // The bytes already there, read from the content the test wrote (the engine reads them back).
+    if (spool.hashFrom < 0) this.hashing = false;
+    else {
+      this.hash.update(content.subarray(0, spool.hashFrom));
+      this.hashed = spool.hashFrom;
+    }
+    spool.begin(() => this.stop());
+  }
+
+  write(data: Buffer, offset: number, report = true): void {
+    writeSync(this.spool.fd, data, 0, data.length, offset);
+    if (this.hashing && offset === this.hashed) {
+      this.hash.update(data);
+      this.hashed += data.length;
+    } else this.hashing = false;
+    this.count++;
+    this.end = Math.max(this.end, offset + data.length);
+    if (report) this.spool.wrote(offset, data.length, 0);
+  }
+
+  fail(errno: number): void {
+    this.errno = errno;
+    this.spool.wrote(0, 0, errno);
+  }
+
+  private stop(): DirectWritesDone {
+    this.stopped++;
+    return { count: this.count, end: this.end, errno: this.errno, hashed: this.hashed, sha1: this.hashing ? this.hash.digest('hex') : undefined };
+  }
+}
+
+function content(bytes: number, seed: number): Buffer {
+  const b = Buffer.alloc(bytes);
+  for (let i = 0; i < bytes; i++) b[i] = (i * 7 + seed) & 0xff;
+  return b;
+}
+
+describe('direct spool writes', () => {
+  it('a file past the in-memory size hands out its spool; the writer\'s writes and hash make the version', async () => {
+    const { vfs, remote } = await gateway();
+    const data = content(5 * MiB + 17, 1);
+    const h: FileHandle = await vfs.open('/A/big', { write: true, create: true });
+    await h.write(0, data.subarray(0, MiB));
+    const spool = h.directSpool!();
+    expect(spool).toBeDefined();
+    expect(spool!.hashFrom).toBe(MiB);
+    const writer = new TestWriter(spool!, data);
+    for (let at = MiB; at < data.length; at += MiB) writer.write(data.subarray(at, Math.min(data.length, at + MiB)), at);
+    expect((await h.stat()).size).toBe(data.length);
+    await h.release();
+    expect(writer.stopped).toBe(1);
+    expect((await vfs.stat('/A/big')).contentHash).toBe(sha1(data));
+    await vfs.flushAll();
+    expect(remote.read('big').equals(data)).toBe(true);
+  });
+
+  it('writes not reported yet when the writer stops are taken from its answer', async () => {
+    const { vfs, remote } = await gateway();
+    const data = content(3 * MiB, 2);
+    const h = await vfs.open('/A/f', { write: true, create: true });
+    await h.write(0, data.subarray(0, MiB));
+    const writer = new TestWriter(h.directSpool!()!, data);
+    writer.write(data.subarray(MiB, 2 * MiB), MiB);
+    writer.write(data.subarray(2 * MiB), 2 * MiB, false);
+    await h.fsync();
+    expect((await h.stat()).size).toBe(3 * MiB);
+    await h.release();
+    await vfs.flushAll();
+    expect(remote.read('f').equals(data)).toBe(true);
+  });
+
+  it('out of order: the writer keeps no hash and the seal hashes the spool', async () => {
+    const { vfs, remote } = await gateway();
+    const data = content(4 * MiB, 3);
+    const h = await vfs.open('/A/f', { write: true, create: true });
+    await h.write(0, data.subarray(0, MiB));
+    const writer = new TestWriter(h.directSpool!()!, data);
+    writer.write(data.subarray(3 * MiB), 3 * MiB);
+    writer.write(data.subarray(MiB, 3 * MiB), MiB);
+    await h.release();
+    expect((await vfs.stat('/A/f')).contentHash).toBe(sha1(data));
+    await vfs.flushAll();
+    expect(remote.read('f').equals(data)).toBe(true);
+  });
+
+  it('a second writer, a truncate or a flush stops the writer first; later changes go the usual way', async () => {
+    const { vfs, remote } = await gateway();
+    const data = content(2 * MiB, 4);
+    const a = await vfs.open('/A/f', { write: true, create: true });
+    await a.write(0, data.subarray(0, MiB));
+    const writer = new TestWriter(a.directSpool!()!, data);
+    writer.write(data.subarray(MiB), MiB);
+    const b = await vfs.open('/A/f', { write: true });
+    expect(writer.stopped).toBe(1);
+    expect(a.directSpool!()).toBeUndefined(); // two writers: none is handed the spool
+    await b.write(0, Buffer.from('B'));
+    await b.release();
+    // b's close journaled the version: it no longer changes, so the spool is not handed out until a's next
+    // write has made the new version.
+    expect(a.directSpool!()).toBeUndefined();
+    await a.write(1, Buffer.from('a'));
+    const again = new TestWriter(a.directSpool!()!, Buffer.concat([Buffer.from('Ba'), data.subarray(2)]));
+    await a.truncate(MiB + 10);
+    expect(again.stopped).toBe(1);
+    await a.release();
+    await vfs.flushAll();
+    expect(remote.read('f').equals(Buffer.concat([Buffer.from('Ba'), data.subarray(2, MiB + 10)]))).toBe(true);
+  });
+
+  it('a failed write fails the flush with its errno and drops the version whole', async () => {
+    const { vfs, remote } = await gateway();
+    remote.putFile('f', Buffer.from('old content'));
+    const h = await vfs.open('/A/f', { write: true, truncate: true });
+    await h.write(0, content(MiB, 5));
+    const writer = new TestWriter(h.directSpool!()!, content(MiB, 5));
+    writer.fail(28);
+    expect(await vfsCode(h.flush())).toBe('ENOSPC');
+    await h.release().catch(() => undefined);
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('old content');
+    expect(vfs.status().localFiles).toBe(0);
+  });
+
+  it('is not handed out for a small file held in memory, an appending handle or a second writer', async () => {
+    const { vfs } = await gateway();
+    const small = await vfs.open('/A/small', { write: true, create: true });
+    await small.write(0, Buffer.from('tiny'));
+    expect(small.directSpool!()).toBeUndefined();
+    await small.release();
+    const big = await vfs.open('/A/big', { write: true, create: true });
+    await big.write(0, content(MiB, 6));
+    const appending = await vfs.open('/A/big', { write: true, append: true });
+    expect(appending.directSpool!()).toBeUndefined();
+    expect(big.directSpool!()).toBeUndefined();
+    await appending.release();
+    await big.release();
+  });
+});
