@@ -181,7 +181,7 @@ export class LibraryRemote implements Remote {
    */
   async openRange(fullpath: string, start: number, end: number, opts: RangeCallOptions = {}): Promise<Readable> {
     return fetchRange({
-      fullpath, start, end, signal: opts.signal, dispatcher: this.client.rangeDispatcher, timeoutMs: this.rangeTimeoutMs,
+      fullpath, start, end, signal: opts.signal, dispatcher: this.client.retryingDispatcher, timeoutMs: this.rangeTimeoutMs,
       link: (renew) => this.link(fullpath, opts, renew).then((l) => { this.counters.rangeRequests++; return l.url; }),
       forgetLink: () => { this.links.delete(linkKey(fullpath, opts.contentHash)); },
     });
@@ -444,7 +444,7 @@ export interface RangeFetch {
   start: number;
   end: number;
   signal?: AbortSignal;
-  /** The client's range dispatcher (transient failures retried there, a cut body resumed). */
+  /** The client's retrying dispatcher (transient failures retried there, a cut body resumed). */
   dispatcher: Dispatcher;
   /** Until the headers arrive, and between body chunks, ms. */
   timeoutMs: number;
