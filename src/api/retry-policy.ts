@@ -177,6 +177,8 @@ class RetriedCall {
 
   start(): boolean {
     this.handler.onRequestStart?.(this.controller, {});
+    // Aborted before it began (a signal aborted already): nothing is sent.
+    if (this.abortReason) this.finish(this.abortReason);
     if (this.finished) return true;
     return this.send();
   }

@@ -213,6 +213,16 @@ describe('retry policy on a scripted dispatch', () => {
     expect(events).toEqual(['start', 'error caller gone']);
   });
 
+  it('a call aborted before it began sends nothing', () => {
+    const { dispatch, calls } = scriptedDispatch([200]);
+    const { handler, events } = recordingHandler();
+    const h = { ...handler, onRequestStart: (c: Dispatcher.DispatchController) => { events.push('start'); c.abort(new Error('already aborted')); } };
+    serviceRetry(policy)(dispatch)(call(), h);
+    vi.advanceTimersByTime(60_000);
+    expect(calls).toHaveLength(0);
+    expect(events).toEqual(['start', 'error already aborted']);
+  });
+
   it('retries stop after `retries`; the attempts after the first use the renewed request; the last answer passes on', () => {
     const { dispatch, calls } = scriptedDispatch([503, 503, 503, 503]);
     const { handler, events } = recordingHandler();
