@@ -35,7 +35,7 @@ export interface ClientOptions {
   /** The service's base URL, e.g. `http://127.0.0.1:8900`. */
   baseUrl: string;
   credentials: Credentials;
-  /** Per-request deadline in milliseconds, headers and body. Default 30 000. */
+  /** Deadline of each attempt of a call in milliseconds: connect, headers and body together. Default 30 000. */
   timeoutMs?: number;
   /** Attempts after the first for calls that are safe to retry. Default 3. */
   retries?: number;
@@ -95,7 +95,7 @@ export class ServiceClient {
   readonly retryingDispatcher: Dispatcher;
   readonly uploadHeaderPrefix: string;
   readonly clock: () => number;
-  /** Per-request deadline (ms): connect, headers and body of one exchange together. */
+  /** Deadline (ms) of each attempt of a call, and of each upload-server exchange: connect, headers and body together. */
   readonly timeoutMs: number;
   /** Attempts after the first for calls that are safe to retry. */
   readonly retries: number;
