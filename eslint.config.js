@@ -3,8 +3,8 @@ import tseslint from 'typescript-eslint';
 import { dirname, relative, resolve } from 'node:path';
 
 /**
- * The house's import zones (docs/architecture.md): which folders of src/ a folder may import from. A
- * folder not listed is not checked yet. `only` narrows a zone to some files of it.
+ * The house's import zones (docs/architecture.md): which folders of src/ a folder may import from. Every
+ * folder of src/ has a zone (a folder without one is reported). `only` narrows a zone to some files of it.
  */
 const ZONES = {
   shared: [{ to: 'shared' }],
@@ -17,9 +17,17 @@ const ZONES = {
   remote: [{ to: 'remote' }, { to: 'api' }, { to: 'shared' }, { to: 'vfs' }],
   // The control socket: the client for the endpoint methods, and the Vfs only through its entry point's types.
   control: [{ to: 'control' }, { to: 'api' }, { to: 'shared' }, { to: 'vfs', only: ['vfs/index.ts', 'vfs/types.ts'] }],
+  // The one assembly point: everything but the command line.
+  gateway: ['gateway', 'shared', 'api', 'vfs', 'remote', 'service', 'webdav', 'fuse', 'control'].map((to) => ({ to })),
+  // The command: anything.
+  cli: ['cli', 'gateway', 'shared', 'api', 'vfs', 'remote', 'service', 'webdav', 'fuse', 'control'].map((to) => ({ to })),
 };
 
+/** Test folders and the test folders they may not import from (a unit test stands on its own). */
+const TEST_LAYERS = { unit: ['e2e'], integration: ['e2e'], support: ['e2e'] };
+
 const srcDir = resolve(import.meta.dirname, 'src');
+const testDir = resolve(import.meta.dirname, 'test');
 
 /** Where an import of `source` from `file` lands, as a path below src/ ('' when outside it or not relative). */
 function inSrc(file, source) {
@@ -36,7 +44,9 @@ const house = {
         const file = relative(srcDir, context.filename);
         if (file.startsWith('..')) return {};
         const zone = ZONES[file.split('/')[0]];
-        if (!zone) return {};
+        if (!zone) {
+          return { Program: (node) => context.report({ node, message: `src/${file.split('/')[0]}/ has no import zone (eslint.config.js, docs/architecture.md)` }) };
+        }
         const check = (node, source) => {
           if (typeof source !== 'string') return;
           const target = inSrc(context.filename, source);
@@ -49,6 +59,34 @@ const house = {
           ImportDeclaration: (node) => check(node, node.source.value),
           ExportNamedDeclaration: (node) => node.source && check(node, node.source.value),
           ExportAllDeclaration: (node) => check(node, node.source.value),
+          ImportExpression: (node) => {
+            // A computed specifier hides the edge from the type checker and from these zones.
+            if (node.source.type === 'Literal') check(node, node.source.value);
+            else if (node.source.type === 'TemplateLiteral' && node.source.expressions.length === 0) check(node, node.source.quasis[0].value.cooked);
+            else context.report({ node, message: 'import() of a computed specifier: write the path literally (typed by typeof import(…)) so the type checker and the import zones see it' });
+          },
+          TSImportType: (node) => {
+            const arg = node.argument;
+            const value = arg?.type === 'TSLiteralType' ? arg.literal?.value : arg?.type === 'Literal' ? arg.value : undefined;
+            check(node, value);
+          },
+        };
+      },
+    },
+    'test-layers': {
+      meta: { type: 'problem', schema: [] },
+      create(context) {
+        const file = relative(testDir, context.filename);
+        if (file.startsWith('..')) return {};
+        const layer = file.split('/')[0];
+        const banned = TEST_LAYERS[layer] ?? [];
+        const check = (node, source) => {
+          if (typeof source !== 'string' || !source.startsWith('.')) return;
+          const target = relative(testDir, resolve(dirname(context.filename), source));
+          if (banned.includes(target.split('/')[0])) context.report({ node, message: `test/${layer}/ may not import test/${target.split('/')[0]}/ (move the helper to test/support/)` });
+        };
+        return {
+          ImportDeclaration: (node) => check(node, node.source.value),
           ImportExpression: (node) => node.source.type === 'Literal' && check(node, node.source.value),
         };
       },
@@ -70,4 +108,5 @@ export default tseslint.config(
     },
   },
   { files: ['src/**/*.ts'], plugins: { house }, rules: { 'house/import-zones': 'error' } },
+  { files: ['test/**/*.ts'], plugins: { house }, rules: { 'house/test-layers': 'error' } },
 );

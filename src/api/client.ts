@@ -1,15 +1,16 @@
 /**
- * ServiceClient: a typed client of every endpoint in the EndpointTable. One `send()` does the wire work;
- * signing, retries and token refresh are layers around it.
+ * ServiceClient: a typed client of every endpoint in the EndpointTable. One `send()` does the wire work
+ * (sign, send, parse); retries are the dispatcher's (the retry policy composed on, retry-policy.ts), the
+ * token refresh a layer around `send()`.
  */
-import { Agent, interceptors, request, type Dispatcher } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import { ENDPOINTS, findEndpoint, validateParams, ParamError, type EndpointDef, type Endpoints, type Family, type ParamsOf, type ResultOf } from '../shared/endpoints.js';
 import { sign, isCreateFilePath, CREATE_FILE_UNSIGNED, type Params } from '../shared/sign.js';
 import { ServiceError, ErrorCode, redactSecrets, transportCodeOf } from './errors.js';
 import { normalizeResult } from './normalize.js';
 import { REDACT_KEYS, silentLogger, type Logger } from '../shared/log.js';
-import { isTransient, TRANSIENT_STATUS, TRANSIENT_TRANSPORT_CODES } from '../shared/transient.js';
 import { formEnvelope } from './multipart.js';
+import { AttemptTimeoutError, serviceRetry, type AttemptRequest, type CallDispatchOptions } from './retry-policy.js';
 
 export interface LibraryCredential { org_client_id: string; org_client_secret: string }
 export interface ClientSecretPair { client_id: string; client_secret: string }
@@ -35,12 +36,14 @@ export interface ClientOptions {
   /** The service's base URL, e.g. `http://127.0.0.1:8900`. */
   baseUrl: string;
   credentials: Credentials;
-  /** Per-request deadline in milliseconds, headers and body. Default 30 000. */
+  /** Deadline of each attempt of a call in milliseconds: connect, headers and body together. Default 30 000. */
   timeoutMs?: number;
   /** Attempts after the first for calls that are safe to retry. Default 3. */
   retries?: number;
   /** First retry delay in ms; doubles each attempt, with jitter, capped at 5 s. Default 200. */
   retryBaseMs?: number;
+  /** Longest `Retry-After` of the service a call waits for before asking again, ms; a longer one ends the call with that answer. Default 10 000. */
+  retryAfterMaxMs?: number;
   /** Clock in milliseconds (for `dateline`). Default Date.now. */
   clock?: () => number;
   /** undici dispatcher; default a keep-alive Agent owned by the client. */
@@ -73,9 +76,6 @@ export function camelCase(s: string): string {
   return s.replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
 }
 
-/** Errors raised before any byte of the request could have reached the service. */
-export const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
-
 /**
  * Signatures sent lately by any client of this process, with their endpoint path (oldest first, at most
  * 4096): clients sharing credentials (the gateway's, the control socket's) must not send one signature
@@ -88,19 +88,22 @@ export class ServiceClient {
   readonly credentials: Credentials;
   readonly dispatcher: Dispatcher;
   /**
-   * The dispatcher of downloads (range requests on download links): the client's, with the client's retry
-   * policy composed on as undici's retry interceptor (transient failures asked again, up to `retries`
-   * times with backoff; a body cut mid-way resumed where it stopped; answers of the server passed on).
+   * The client's dispatcher with its retry policy composed on (`serviceRetry`, retry-policy.ts): every
+   * JSON call and every download (range requests on download links) goes through it. Transient failures
+   * are asked again up to `retries` times with backoff; a download's body cut mid-way is resumed where it
+   * stopped; other answers of the service are passed on.
    */
-  readonly rangeDispatcher: Dispatcher;
+  readonly retryingDispatcher: Dispatcher;
   readonly uploadHeaderPrefix: string;
   readonly clock: () => number;
-  /** Per-request deadline (ms): connect, headers and body of one exchange together. */
+  /** Deadline (ms) of each attempt of a call, and of each upload-server exchange: connect, headers and body together. */
   readonly timeoutMs: number;
   /** Attempts after the first for calls that are safe to retry. */
   readonly retries: number;
   /** First retry delay (ms). */
   readonly retryBaseMs: number;
+  /** Longest `Retry-After` waited for (ms). */
+  readonly retryAfterMaxMs: number;
   readonly logger: Logger;
   readonly onExchange?: (e: { endpoint: string; status: number; ms: number }) => void;
   private readonly ownsDispatcher: boolean;
@@ -122,6 +125,7 @@ export class ServiceClient {
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.retries = opts.retries ?? 3;
     this.retryBaseMs = opts.retryBaseMs ?? 200;
+    this.retryAfterMaxMs = opts.retryAfterMaxMs ?? 10_000;
     this.clock = opts.clock ?? Date.now;
     this.uploadHeaderPrefix = opts.uploadHeaderPrefix ?? 'x-svc-';
     this.onTokenRefresh = opts.onTokenRefresh;
@@ -131,9 +135,8 @@ export class ServiceClient {
     if (!Number.isInteger(this.retries) || this.retries < 0) throw new TypeError(`retries: expected a non-negative integer, got ${String(opts.retries)}`);
     this.ownsDispatcher = !opts.dispatcher;
     this.dispatcher = opts.dispatcher ?? new Agent({ keepAliveTimeout: 30_000, connections: 32, pipelining: 1 });
-    this.rangeDispatcher = this.dispatcher.compose(interceptors.retry({
-      maxRetries: this.retries, minTimeout: this.retryBaseMs, maxTimeout: 5_000, timeoutFactor: 2, throwOnError: false,
-      methods: ['GET'], statusCodes: [...TRANSIENT_STATUS], errorCodes: [...TRANSIENT_TRANSPORT_CODES],
+    this.retryingDispatcher = this.dispatcher.compose(serviceRetry({
+      retries: this.retries, baseMs: this.retryBaseMs, maxDelayMs: 5_000, retryAfterMaxMs: this.retryAfterMaxMs,
     }));
     this.file = this.familyClient('file');
     this.file2 = this.familyClient('file2');
@@ -146,7 +149,7 @@ export class ServiceClient {
   /** A copy of this client acting with other credentials (shares the connection pool). */
   withCredentials(credentials: Credentials): ServiceClient {
     return new ServiceClient({
-      baseUrl: this.baseUrl, credentials, timeoutMs: this.timeoutMs, retries: this.retries, retryBaseMs: this.retryBaseMs,
+      baseUrl: this.baseUrl, credentials, timeoutMs: this.timeoutMs, retries: this.retries, retryBaseMs: this.retryBaseMs, retryAfterMaxMs: this.retryAfterMaxMs,
       clock: this.clock, dispatcher: this.dispatcher, uploadHeaderPrefix: this.uploadHeaderPrefix, onTokenRefresh: this.onTokenRefresh,
       logger: this.logger, onExchange: this.onExchange,
     });
@@ -171,27 +174,15 @@ export class ServiceClient {
     if (!ref || family === 'upload') throw new ParamError('method', `unknown endpoint ${family}.${name}`);
     validateParams(ref.def, params);
     const endpoint = `${family}.${name}`;
-    let refreshed = false;
-    for (let attempt = 0; ; attempt++) {
-      const tokenUsed = this.credentials.user?.token;
-      try {
-        const raw = await this.send(ref.def, endpoint, params, opts);
-        return normalizeResult(raw);
-      } catch (err) {
-        if (!(err instanceof ServiceError)) throw err;
-        if (err.code === ErrorCode.TokenExpired && ref.def.credential === 'token' && !refreshed && this.credentials.user) {
-          // Refresh once and replay (decisions: user access tokens). When another call refreshed the token
-          // since this one was signed, replaying is enough.
-          refreshed = true;
-          if (this.credentials.user.token === tokenUsed) await this.refreshToken();
-          attempt--;
-          continue;
-        }
-        if (attempt >= this.retries || !this.retryable(ref.def, err) || opts.signal?.aborted) throw err;
-        const delay = backoff(this.retryBaseMs, attempt);
-        this.logger.warn({ endpoint, attempt: attempt + 1, status: err.status, error_code: err.code || undefined, retryInMs: delay }, 'service call failed, retrying');
-        await sleep(delay, opts.signal);
-      }
+    const tokenUsed = this.credentials.user?.token;
+    try {
+      return normalizeResult(await this.send(ref.def, endpoint, params, opts));
+    } catch (err) {
+      if (!(err instanceof ServiceError) || err.code !== ErrorCode.TokenExpired || ref.def.credential !== 'token' || !this.credentials.user) throw err;
+      // Refresh once and replay (decisions: user access tokens). When another call refreshed the token
+      // since this one was signed, replaying is enough.
+      if (this.credentials.user.token === tokenUsed) await this.refreshToken();
+      return normalizeResult(await this.send(ref.def, endpoint, params, opts));
     }
   }
 
@@ -205,20 +196,7 @@ export class ServiceClient {
     const def = ENDPOINTS.file.create_file;
     validateParams(def, params);
     if (String(params.filesize) !== String(content.length)) throw new ParamError('filesize', `parameter 'filesize' expected the content's size (${content.length}), got ${JSON.stringify(params.filesize)}`);
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return normalizeResult(await this.send(def, 'file.create_file', { ...params, filefield: 'file' }, opts, { field: 'file', data: content })) as ResultOf<Endpoints['file']['create_file']>;
-      } catch (err) {
-        if (!(err instanceof ServiceError) || attempt >= this.retries || !this.retryable(def, err) || opts.signal?.aborted) throw err;
-        await sleep(backoff(this.retryBaseMs, attempt), opts.signal);
-      }
-    }
-  }
-
-  private retryable(def: EndpointDef, err: ServiceError): boolean {
-    if (err.transport && NOT_SENT_CODES.has(err.transportCode ?? '')) return true;
-    if (!def.idempotent) return false;
-    return isTransient(err);
+    return normalizeResult(await this.send(def, 'file.create_file', { ...params, filefield: 'file' }, opts, { field: 'file', data: content })) as ResultOf<Endpoints['file']['create_file']>;
   }
 
   /**
@@ -305,34 +283,48 @@ export class ServiceClient {
   }
 
   /**
-   * One HTTP exchange: sign, send, parse, within the per-request deadline. No retries. With `file`, a
-   * POST is sent as multipart/form-data: the signed parameters as fields, then the file part.
+   * One call: sign, send, parse. Its attempts are the dispatcher's (`retryingDispatcher`): each within the
+   * per-request deadline, each signed anew; a failed attempt that is asked again is logged and counted
+   * here (`onExchange`) like the last one. With `file`, a POST is sent as multipart/form-data: the signed
+   * parameters as fields, then the file part.
    */
   async send(def: EndpointDef, endpoint: string, params: Record<string, unknown>, opts: CallOptions, file?: { field: string; data: Buffer }): Promise<unknown> {
-    const wire = this.signedParams(def, params);
-    // Secrets of the client, and every parameter of this request whose name says it is one (sign, password, refresh_token…).
-    const secrets = [...this.secretValues(), ...Object.entries(wire).filter(([k]) => REDACT_KEYS.includes(k)).map(([, v]) => v)];
-    const body = new URLSearchParams(wire).toString();
-    let form: { contentType: string; body: Buffer } | undefined;
-    if (file && def.method !== 'GET') {
+    // Secrets of the client, and every parameter of each attempt whose name says it is one (sign, password, refresh_token…).
+    const secrets = this.secretValues();
+    const build = (): AttemptRequest => {
+      const wire = this.signedParams(def, params);
+      secrets.push(...Object.entries(wire).filter(([k]) => REDACT_KEYS.includes(k)).map(([, v]) => v));
+      const query = new URLSearchParams(wire).toString();
+      const url = new URL(def.method === 'GET' ? `${this.baseUrl}${def.path}?${query}` : `${this.baseUrl}${def.path}`);
+      const path = url.pathname + url.search;
+      if (def.method === 'GET') return { path, headers: {} };
+      if (!file) return { path, headers: { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' }, body: query };
+      // The form as one buffer: undici's FormData would write each part on its own.
       const name = typeof params.fullpath === 'string' ? params.fullpath.split('/').pop() || 'file' : 'file';
-      const envelope = formEnvelope(Object.entries(wire), { field: file.field, filename: name });
-      form = { contentType: envelope.contentType, body: Buffer.concat([envelope.head, file.data, envelope.tail]) };
-    }
-    const url = def.method === 'GET' ? `${this.baseUrl}${def.path}?${body}` : `${this.baseUrl}${def.path}`;
-    const started = Date.now();
-    const deadline = new Deadline(opts.timeoutMs ?? this.timeoutMs, opts.signal);
+      const form = formEnvelope(Object.entries(wire), { field: file.field, filename: name });
+      return { path, headers: { 'content-type': form.contentType }, body: Buffer.concat([form.head, file.data, form.tail]) };
+    };
+    const first = build();
+    const timeoutMs = opts.timeoutMs ?? this.timeoutMs;
+    let started = Date.now();
+    const requestOpts: Dispatcher.RequestOptions & CallDispatchOptions = {
+      method: def.method, path: first.path, headers: first.headers, body: first.body, signal: opts.signal,
+      attempts: {
+        timeoutMs, idempotent: def.idempotent, renew: build,
+        onRetry: (r) => {
+          this.logger.debug({ endpoint, method: def.method, status: r.status, error_code: r.errorCode, transport: r.status === 0 || undefined, ms: r.ms }, 'service call failed');
+          this.onExchange?.({ endpoint, status: r.status, ms: r.ms });
+          this.logger.warn({ endpoint, attempt: r.attempt, status: r.status, error_code: r.errorCode, retryInMs: r.delayMs }, 'service call failed, retrying');
+          started = Date.now() + r.delayMs;
+        },
+      },
+    };
     let status = 0;
     try {
-      const res = await request(url, {
-        method: def.method,
-        dispatcher: this.dispatcher,
-        headers: def.method === 'GET' ? {} : { 'content-type': form?.contentType ?? 'application/x-www-form-urlencoded; charset=utf-8' },
-        body: def.method === 'GET' ? undefined : form?.body ?? body,
-        signal: deadline.signal,
-      }).catch((err: unknown) => { throw transportError(err, 0, endpoint, deadline, secrets); });
+      const res = await this.retryingDispatcher.request({ ...requestOpts, origin: new URL(this.baseUrl).origin })
+        .catch((err: unknown) => { throw transportError(err, 0, endpoint, undefined, secrets); });
       status = res.statusCode;
-      const text = await res.body.text().catch((err: unknown) => { throw transportError(err, res.statusCode, endpoint, deadline, secrets); });
+      const text = await res.body.text().catch((err: unknown) => { throw transportError(err, res.statusCode, endpoint, undefined, secrets); });
       const out = parseResponse(res.statusCode, redactSecrets(text, secrets), endpoint);
       this.logger.debug({ endpoint, method: def.method, status, ms: Date.now() - started }, 'service call');
       this.onExchange?.({ endpoint, status, ms: Date.now() - started });
@@ -343,8 +335,6 @@ export class ServiceClient {
         this.onExchange?.({ endpoint, status: err.status, ms: Date.now() - started });
       }
       throw err;
-    } finally {
-      deadline.clear();
     }
   }
 }
@@ -387,8 +377,8 @@ export class Deadline {
 /** A transport failure as a ServiceError: no response (or a cut body), message scrubbed of secrets. */
 export function transportError(err: unknown, status: number, endpoint: string, deadline: { readonly timedOut: boolean; readonly ms: number } | undefined, secrets: readonly string[]): ServiceError {
   if (err instanceof ServiceError) return err;
-  const timedOut = deadline?.timedOut ?? false;
-  const message = timedOut ? `timed out after ${deadline!.ms} ms` : describeTransport(err);
+  const timedOut = (deadline?.timedOut ?? false) || err instanceof AttemptTimeoutError;
+  const message = err instanceof AttemptTimeoutError ? err.message : timedOut ? `timed out after ${deadline!.ms} ms` : describeTransport(err);
   return new ServiceError({
     status, code: 0, message: redactSecrets(message, secrets), endpoint, transport: true,
     transportCode: timedOut ? 'ETIMEDOUT' : transportCodeOf(err),
@@ -424,11 +414,6 @@ function allowsEmpty(def: EndpointDef, name: string): boolean {
 function need<T>(v: T | undefined, what: string): T {
   if (!v) throw new ParamError('credentials', `this call needs the ${what}, which the client was not given`);
   return v;
-}
-
-export function backoff(baseMs: number, attempt: number): number {
-  const exp = Math.min(5_000, baseMs * 2 ** attempt);
-  return Math.round(exp / 2 + Math.random() * (exp / 2));
 }
 
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {

@@ -9,7 +9,8 @@
 import { createHash } from 'node:crypto';
 import { basename } from 'node:path/posix';
 import { crc32 } from '../shared/crc32.js';
-import { backoff, sleep, type ServiceClient } from './client.js';
+import { sleep, type ServiceClient } from './client.js';
+import { backoff } from './retry-policy.js';
 import { ServiceError, ErrorCode } from './errors.js';
 import { normalizeServer } from './normalize.js';
 import { BlockReader, SourceChangedError, checkSha1, sha1Of, type UploadSource } from './upload-source.js';

@@ -181,7 +181,7 @@ export class LibraryRemote implements Remote {
    */
   async openRange(fullpath: string, start: number, end: number, opts: RangeCallOptions = {}): Promise<Readable> {
     return fetchRange({
-      fullpath, start, end, signal: opts.signal, dispatcher: this.client.rangeDispatcher, timeoutMs: this.rangeTimeoutMs,
+      fullpath, start, end, signal: opts.signal, dispatcher: this.client.retryingDispatcher, timeoutMs: this.rangeTimeoutMs,
       link: (renew) => this.link(fullpath, opts, renew).then((l) => { this.counters.rangeRequests++; return l.url; }),
       forgetLink: () => { this.links.delete(linkKey(fullpath, opts.contentHash)); },
     });
@@ -213,7 +213,15 @@ export class LibraryRemote implements Remote {
   }
 
   async copy(from: string, to: string, opts?: RemoteCallOptions): Promise<void> {
+    // The service gives a copy onto a taken name a numbered name (overwrite=0); the Remote's copy is
+    // refused there instead (EEXIST), as its interface says. Taken between the look and the copy: the
+    // numbered copy the service made is removed again.
+    if (await this.stat(to, opts)) throw new VfsError('EEXIST', `'${to}' exists`);
     const res = await this.wrap(() => this.client.file.copy({ from_fullpath: from, fullpath: to, ...operatorParams(opts) }, { signal: opts?.signal }), from);
+    if (res.fullpath && res.fullpath !== to) {
+      await this.remove(res.fullpath, opts);
+      throw new VfsError('EEXIST', `'${to}' exists`);
+    }
     if (!res.queue_id) return;
     // Asynchronous copy: wait for the queue to finish it.
     for (;;) {
@@ -307,6 +315,7 @@ export class LibraryRemote implements Remote {
     try {
       res = await ask(opts.contentHash);
     } catch (err) {
+      if (err instanceof VfsError && err.code === 'ENOTDIR') throw new VfsError('EISDIR', `'${fullpath}' is a folder`, { cause: err });
       if (!opts.contentHash || !(err instanceof VfsError) || !['ENOENT', 'EINVAL'].includes(err.code)) throw err;
       res = await ask(undefined);
     }
@@ -397,6 +406,8 @@ function vfsCodeOf(err: ServiceError): VfsErrorCode {
   switch (err.code) {
     case ErrorCode.FileMissing: case ErrorCode.LibraryMissing: return 'ENOENT';
     case ErrorCode.NameExists: return 'EEXIST';
+    // A file where a folder is needed (a listing, a parent); a download of a folder is EISDIR (fetchLink).
+    case ErrorCode.NotAFolder: return 'ENOTDIR';
     case ErrorCode.Locked: return 'ELOCKED';
     case ErrorCode.CapacityExceeded: return 'ENOSPC';
     case ErrorCode.NoPermission: case ErrorCode.NoLibraryAccess: case ErrorCode.SignatureFailed: case ErrorCode.ClientNotFound: return 'EACCES';
@@ -444,7 +455,7 @@ export interface RangeFetch {
   start: number;
   end: number;
   signal?: AbortSignal;
-  /** The client's range dispatcher (transient failures retried there, a cut body resumed). */
+  /** The client's retrying dispatcher (transient failures retried there, a cut body resumed). */
   dispatcher: Dispatcher;
   /** Until the headers arrive, and between body chunks, ms. */
   timeoutMs: number;

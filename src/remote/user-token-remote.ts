@@ -128,7 +128,7 @@ export class UserTokenRemote implements Remote {
 
   async openRange(fullpath: string, start: number, end: number, opts: RangeCallOptions = {}): Promise<Readable> {
     return fetchRange({
-      fullpath, start, end, signal: opts.signal, dispatcher: this.client.rangeDispatcher, timeoutMs: this.rangeTimeoutMs,
+      fullpath, start, end, signal: opts.signal, dispatcher: this.client.retryingDispatcher, timeoutMs: this.rangeTimeoutMs,
       link: (renew) => this.link(fullpath, opts, renew).then((l) => { this.counters.rangeRequests++; return l.url; }),
       forgetLink: () => { this.links.delete(linkKey(fullpath, opts.contentHash)); },
     });

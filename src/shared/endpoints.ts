@@ -91,7 +91,7 @@ export const ENDPOINTS = {
     get_all_permission: { method: 'POST', path: FILE + 'get_all_permission', credential: 'library', idempotent: true, params: { fullpath: S }, result: res<R.PermissionResult>() },
     file_permission: { method: 'POST', path: FILE + 'file_permission', credential: 'library', idempotent: false, params: { fullpath: S, permissions: J, is_group: i, is_out: i }, result: res<R.Ok>() },
     reset_permission: { method: 'POST', path: FILE + 'reset_permission', credential: 'library', idempotent: false, params: { fullpath: S, members: s, groups: s, clear: i }, result: res<R.Ok>() },
-    get_permission: { method: 'POST', path: FILE + 'get_permission', credential: 'library', idempotent: true, params: { fullpath: S, member_id: s, out_id: s, account: s }, atMostOne: [['member_id', 'out_id', 'account']], result: res<string[] | R.PermissionResult>() },
+    get_permission: { method: 'POST', path: FILE + 'get_permission', credential: 'library', idempotent: true, params: { fullpath: S, member_id: s, out_id: s, account: s }, atMostOne: [['member_id', 'out_id', 'account']], result: res<string[] | Pick<R.PermissionResult, 'members'>>() },
     add_tag: { method: 'POST', path: FILE + 'add_tag', credential: 'library', idempotent: false, params: { fullpath: S, tag: S, ...OP }, result: res<R.Ok>() },
     del_tag: { method: 'POST', path: FILE + 'del_tag', credential: 'library', idempotent: false, params: { fullpath: S, tag: S, ...OP }, result: res<R.Ok>() },
     set_metadata: { method: 'POST', path: FILE + 'set_metadata', credential: 'library', idempotent: false, params: { fullpath: s, hash: s, key: S, metadata: J, display: s }, oneOf: [['fullpath', 'hash']], result: res<R.Ok>() },

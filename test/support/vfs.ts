@@ -44,8 +44,7 @@ export async function serviceAvailable(): Promise<boolean> {
 }
 
 export async function startTestService(): Promise<TestService> {
-  const specifier = './service.js';
-  const mod = (await import(specifier)) as { startTestService: () => Promise<TestService> };
+  const mod: typeof import('./service.js') = await import('./service.js');
   return mod.startTestService();
 }
 

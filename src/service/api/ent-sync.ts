@@ -13,7 +13,7 @@ import { EnterpriseLog, EntLogType } from '../domain/enterprise-log.js';
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
 import { EnterpriseMembers, expiryDate, splitList, type MemberDbRow } from '../domain/members.js';
 import { md5Hex } from '../domain/tokens.js';
-import type { RequestContext, Router } from '../http/router.js';
+import type { EndpointResult, RequestContext, Router } from '../http/router.js';
 import type { ServiceParts } from './context.js';
 import { mapInOrder } from '../domain/in-order.js';
 
@@ -151,7 +151,7 @@ export function registerEntSync(router: Router, parts: ServiceParts): void {
     const ent = await syncEnt(ctx);
     const byAccount = !ctx.params.str('out_ids');
     const ids = splitList(byAccount ? ctx.params.required('user_ids') : ctx.params.required('out_ids'));
-    const out: Record<string, unknown> = {};
+    const out: EndpointResult<'ent', 'get_member_by_out_id'> = {};
     for (const id of ids) {
       const m = await members.find(ent.id, byAccount ? 'account' : 'out_id', id);
       if (!m) continue;
@@ -163,7 +163,7 @@ export function registerEntSync(router: Router, parts: ServiceParts): void {
 
   router.register('ent', 'get_group_by_out_id', async (ctx) => {
     const ent = await syncEnt(ctx);
-    const out: Record<string, unknown> = {};
+    const out: EndpointResult<'ent', 'get_group_by_out_id'> = {};
     for (const id of splitList(ctx.params.required('out_ids'))) {
       const d = await departments.byOutId(ent.id, id);
       if (d) out[id] = { group_id: d.id, name: d.name, out_id: d.out_id ?? '', parent_id: d.parent_id };

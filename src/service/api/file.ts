@@ -6,7 +6,8 @@ import { parseTags, tagsOf, ALL_PERMISSIONS, type EntryRow } from '../domain/ent
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
 import { SHA1_RE } from '../store/blob-store.js';
 import { normalizePath } from '../domain/paths.js';
-import type { RequestContext, Router } from '../http/router.js';
+import type { HandlerOf, RequestContext, Router } from '../http/router.js';
+import type { EndpointName } from '../../shared/endpoints.js';
 import type { ReceivedFile } from '../http/form-data.js';
 import { libraryOf, operatorOf, type ServiceParts } from './context.js';
 import { previewUrlResult } from '../preview/index.js';
@@ -15,7 +16,7 @@ const INFO_IGNORES = new Set(['tag', 'favorite', 'property', 'permission', 'lock
 
 export function registerFileApi(router: Router, parts: ServiceParts): void {
   const { directory, tree, queries, uploads, copies, downloads } = parts;
-  const on = (name: string, handler: (ctx: RequestContext, libraryId: number) => unknown) =>
+  const on = <N extends EndpointName<'file'>>(name: N, handler: (ctx: RequestContext, libraryId: number) => ReturnType<HandlerOf<'file', N>>) =>
     router.register('file', name, (ctx) => handler(ctx, libraryOf(ctx).id));
   const op = async (ctx: RequestContext) => operatorOf(ctx, directory);
   const target = async (ctx: RequestContext, libraryId: number): Promise<EntryRow> => {

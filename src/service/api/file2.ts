@@ -6,14 +6,15 @@
 import { badParam } from '../domain/fault.js';
 import type { FolderPermissions, Subject } from '../domain/permissions.js';
 import { fullStates, parseAdvanced } from '../domain/permissions-codes.js';
-import type { RequestContext, Router } from '../http/router.js';
+import type { HandlerOf, RequestContext, Router } from '../http/router.js';
+import type { EndpointName } from '../../shared/endpoints.js';
 import { libraryOf, type ServiceParts } from './context.js';
 import { memberNamed, parseJsonObject } from './request-params.js';
 import { mapInOrder } from '../domain/in-order.js';
 
 export function registerFile2Api(router: Router, parts: ServiceParts, permissions: FolderPermissions): void {
   const { tree, directory } = parts;
-  const on = (name: string, handler: (ctx: RequestContext) => unknown) => router.register('file2', name, handler);
+  const on = <N extends EndpointName<'file2'>>(name: N, handler: HandlerOf<'file2', N>) => router.register('file2', name, handler);
 
   /** Subjects of a permission object: one of group_ids / group_out_ids, one of member_ids / accounts / out_ids. */
   const subjectsOf = async (obj: Record<string, unknown>, entId: number, param: string): Promise<Subject[]> => {

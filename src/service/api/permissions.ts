@@ -9,7 +9,8 @@ import { FolderPermissions } from '../domain/permissions.js';
 import { PERMISSION_CODES, codesToSimple, entryStates, simpleToCodes, type CodeStates } from '../domain/permissions-codes.js';
 import { AccessTokens } from '../domain/tokens.js';
 import { MetadataTemplates } from '../domain/metadata.js';
-import type { RequestContext, Router } from '../http/router.js';
+import type { HandlerOf, RequestContext, Router } from '../http/router.js';
+import type { EndpointName } from '../../shared/endpoints.js';
 import { libraryOf, type ServiceParts } from './context.js';
 import { registerFile2Api } from './file2.js';
 import { registerMetadataApi } from './metadata.js';
@@ -32,7 +33,7 @@ const DENY_ALL: CodeStates = Object.fromEntries(PERMISSION_CODES.map((c) => [c, 
 
 export function registerPermissionApi(router: Router, parts: ServiceParts, permissions: FolderPermissions): void {
   const { directory, tree } = parts;
-  const on = (name: string, handler: (ctx: RequestContext) => unknown) => router.register('file', name, handler);
+  const on = <N extends EndpointName<'file'>>(name: N, handler: HandlerOf<'file', N>) => router.register('file', name, handler);
   const folderOf = async (ctx: RequestContext) => {
     const lib = libraryOf(ctx);
     return { lib, ...await permissions.folder(lib.id, ctx.params.path('fullpath', { allowRoot: true })) };

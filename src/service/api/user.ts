@@ -4,7 +4,7 @@
  * member's permissions (FolderPermissions through MemberAccess): a refusal is 403/40310, a library the
  * member takes no part in 403/40311. File changes go through the same FileTree as the library file API.
  */
-import type { UserFileRecord, UserLibraryItem } from '../../shared/records.js';
+import type { TokenGrant, UserFileRecord, UserLibraryItem } from '../../shared/records.js';
 import type { LibraryRow, MemberRow } from '../domain/directory.js';
 import { seconds, type EntryRow, type Operator } from '../domain/entries.js';
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
@@ -18,7 +18,8 @@ import { baseOf, joinPath, nameProblem, parentOf } from '../domain/paths.js';
 import { OAuthFault, type AccessTokens } from '../domain/tokens.js';
 import { Act } from '../domain/file-tree.js';
 import { previewUrlResult } from '../preview/index.js';
-import type { RequestContext, Router } from '../http/router.js';
+import type { HandlerOf, RequestContext, Router } from '../http/router.js';
+import type { EndpointName } from '../../shared/endpoints.js';
 import type { ServiceParts } from './context.js';
 import { filterInOrder, mapInOrder } from '../domain/in-order.js';
 
@@ -75,7 +76,7 @@ export function registerUserApi(router: Router, parts: ServiceParts, extra: User
   };
   const withLock = async (row: EntryRow, mountId: number, access: MemberAccess) =>
     ({ ...record(row, mountId), thumbnail: (await previewLinks(row, access)).thumbnail, lock: row.lock_member_name !== null ? 1 : 0 });
-  const on = (name: string, handler: (ctx: RequestContext) => unknown) => router.register('user', name, handler);
+  const on = <N extends EndpointName<'user'>>(name: N, handler: HandlerOf<'user', N>) => router.register('user', name, handler);
 
   // ---- token ------------------------------------------------------------------------------------
 
@@ -157,7 +158,7 @@ export function registerUserApi(router: Router, parts: ServiceParts, extra: User
     const { lib, access } = await scope(ctx);
     const row = await target(ctx, lib.id);
     if (!await access.mayDisplay(row)) await access.requireOn(row, 'ls', 'see this item', 'ss');
-    const info: Record<string, unknown> = { ...record(row, lib.mount_id), lock: row.lock_member_name !== null ? 1 : 0 };
+    const info: UserFileRecord = { ...record(row, lib.mount_id), lock: row.lock_member_name !== null ? 1 : 0 };
     if (!row.dir) Object.assign(info, await previewLinks(row, access));
     return info;
   });
@@ -369,7 +370,7 @@ function parseJsonList(raw: string | undefined, name: string, fallback: string[]
  * The token endpoint's answer (`/m-api/oauth2/token2`, and `/m-api/oauth2/token` that the official SDKs
  * also call): password, refresh_token and exchange_token grants.
  */
-export async function tokenGrant(ctx: RequestContext, tokens: AccessTokens): Promise<unknown> {
+export async function tokenGrant(ctx: RequestContext, tokens: AccessTokens): Promise<TokenGrant> {
   const app = ctx.caller.application;
   if (!app) throw new OAuthFault('invalid_client', 'client_id not found');
   const p = ctx.params;

@@ -7,7 +7,7 @@
  * 501/50101 "not supported".
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { allEndpoints, findEndpoint, validateParams, type EndpointDef, type EndpointRef, type Family } from '../../shared/endpoints.js';
+import { allEndpoints, findEndpoint, validateParams, type EndpointDef, type EndpointName, type EndpointRef, type Endpoints, type Family, type ResultOf } from '../../shared/endpoints.js';
 import type { Logger } from '../../shared/log.js';
 import { FaultCode, ServiceFault } from '../domain/fault.js';
 import { replayGuardOf, type Authenticator, type Caller } from './auth.js';
@@ -33,8 +33,14 @@ export interface RouterOptions {
   fileEndpoints?: readonly string[];
 }
 
-/** Returns the JSON body; undefined answers `{}`. */
-export type Handler = (ctx: RequestContext) => unknown;
+/** Returns the JSON body: the endpoint's result, or nothing (`{}`) where an empty object is one. */
+export type Handler<R = unknown> = (ctx: RequestContext) => Answer<R> | Promise<Answer<R>>;
+type Answer<R> = Record<string, never> extends R ? R | void : R;
+/** The handler of `family.name`, typed by the table's result for it. */
+export type HandlerOf<F extends Family, N extends EndpointName<F>> = Handler<EndpointResult<F, N>>;
+
+/** The result type the EndpointTable gives `family.name`: what its handler must answer. */
+export type EndpointResult<F extends Family, N extends EndpointName<F>> = ResultOf<Endpoints[F][N] & { result: unknown }>;
 
 export class Router {
   private readonly handlers = new Map<string, { endpoint: EndpointRef; handler: Handler }>();
@@ -50,13 +56,16 @@ export class Router {
     }
   }
 
-  /** Registers the handler of `family.name` (an endpoint of the table). */
-  register(family: string, name: string, handler: Handler): void {
+  /**
+   * Registers the handler of `family.name` (an endpoint of the table). The handler answers the table's
+   * result type for that endpoint, so a handler of the wrong shape fails the type check.
+   */
+  register<F extends Family, N extends EndpointName<F>>(family: F, name: N, handler: HandlerOf<F, N>): void {
     const endpoint = findEndpoint(family, name);
     if (!endpoint) throw new TypeError(`register: expected an endpoint of the EndpointTable, got ${family}.${name}`);
     const key = `${family}.${name}`;
     if (this.handlers.has(key)) throw new TypeError(`register: ${key} is registered twice`);
-    this.handlers.set(key, { endpoint, handler });
+    this.handlers.set(key, { endpoint, handler: handler as Handler });
   }
 
   /**
@@ -64,12 +73,12 @@ export class Router {
    * spec does not list (docs/service-decisions.md, "Endpoints the official clients call"). Its definition
    * is the service's own; the client of this project never calls it.
    */
-  registerVendor(family: Family, name: string, def: EndpointDef, handler: Handler): void {
+  registerVendor<D extends EndpointDef>(family: Family, name: string, def: D, handler: Handler<D['result']>): void {
     if (findEndpoint(family, name)) throw new TypeError(`registerVendor: ${family}.${name} is in the EndpointTable; use register`);
     if (this.byPath.has(def.path)) throw new TypeError(`registerVendor: ${def.path} is already routed`);
     const endpoint: EndpointRef = { family, name, def };
     this.byPath.set(def.path, endpoint);
-    this.handlers.set(`${family}.${name}`, { endpoint, handler });
+    this.handlers.set(`${family}.${name}`, { endpoint, handler: handler as Handler });
   }
 
   /** `family.name` of every registered endpoint. */

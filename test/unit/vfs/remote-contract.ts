@@ -1,6 +1,10 @@
 /**
  * The Remote contract, written once and run on every implementation: MemoryRemote (unit) and
  * LibraryRemote over the embedded service (integration). Each test works in a fresh folder.
+ *
+ * Errors are checked by code: ENOENT, EEXIST, ENOTDIR, and EACCES where the target can be refused (a
+ * `refused` remote). ENOTEMPTY is not the Remote's: `remove` takes a folder with what it holds (to the
+ * recycle bin), and the Vfs answers ENOTEMPTY for an rmdir itself (test/unit/vfs/gateway-vfs.test.ts).
  */
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { createHash, randomBytes } from 'node:crypto';
@@ -12,6 +16,8 @@ import { vfsCode } from '../../support/vfs.js';
 
 export interface ContractTarget {
   remote: Remote;
+  /** The same library through a credential the service refuses (absent where nothing can be refused). */
+  refused?: Remote;
   close(): Promise<void>;
 }
 
@@ -160,6 +166,48 @@ export function remoteContract(name: string, enabled: boolean, open: () => Promi
       expect((await readRange(remote, `${d}/short`, 0, 9)).toString()).toBe('0123456789');
     });
 
+    it('a range that starts past the end (HTTP 416 from a download server) is empty, not an error; so is any range of an empty file', async () => {
+      const d = folder();
+      await remote.mkdir(d);
+      await commitBytes(`${d}/short`, Buffer.from('0123456789'));
+      await commitBytes(`${d}/empty`, Buffer.alloc(0));
+      expect((await readRange(remote, `${d}/short`, 10, 20)).length).toBe(0);
+      expect((await readRange(remote, `${d}/short`, 1_000, 2_000)).length).toBe(0);
+      expect((await readRange(remote, `${d}/empty`, 0, 100)).length).toBe(0);
+      // The file is still read as before.
+      expect((await readRange(remote, `${d}/short`, 9, 9)).toString()).toBe('9');
+    });
+
+    it('more errors carry their meaning: ENOENT (remove, copy), EEXIST (copy, move), ENOTDIR (list of a file), EISDIR (read of a folder)', async () => {
+      const d = folder();
+      await remote.mkdir(d);
+      await commitBytes(`${d}/file`, Buffer.from('x'));
+      await commitBytes(`${d}/other`, Buffer.from('y'));
+      expect(await vfsCode(remote.remove(`${d}/missing`))).toBe('ENOENT');
+      expect(await vfsCode(remote.copy(`${d}/missing`, `${d}/copy`))).toBe('ENOENT');
+      expect(await vfsCode(remote.copy(`${d}/file`, `${d}/other`))).toBe('EEXIST');
+      expect(await vfsCode(remote.move(`${d}/file`, `${d}/other`))).toBe('EEXIST');
+      expect(await vfsCode(remote.list(`${d}/file`))).toBe('ENOTDIR');
+      expect(await vfsCode(remote.openRange(d, 0, 10))).toBe('EISDIR');
+      // Nothing changed by the refused calls.
+      expect((await remote.list(d)).map((x) => [x.name, x.size])).toEqual([['file', 1], ['other', 1]]);
+      expect((await readRange(remote, `${d}/other`, 0, 0)).toString()).toBe('y');
+    });
+
+    it('a refused credential is EACCES, for reads and writes alike, and changes nothing', async (ctx) => {
+      if (!target.refused) return ctx.skip();
+      const d = folder();
+      await remote.mkdir(d);
+      await commitBytes(`${d}/file`, Buffer.from('x'));
+      const refused = target.refused;
+      expect(await vfsCode(refused.list(d))).toBe('EACCES');
+      expect(await vfsCode(refused.openRange(`${d}/file`, 0, 0))).toBe('EACCES');
+      expect(await vfsCode(refused.mkdir(`${d}/new`))).toBe('EACCES');
+      expect(await vfsCode(refused.move(`${d}/file`, `${d}/moved`))).toBe('EACCES');
+      expect(await vfsCode(refused.remove(`${d}/file`))).toBe('EACCES');
+      expect((await remote.list(d)).map((x) => x.name)).toEqual(['file']);
+    });
+
     it('a read names its version: after an overwrite, the old content hash still reads the old bytes', async () => {
       const d = folder();
       await remote.mkdir(d);
@@ -167,6 +215,20 @@ export function remoteContract(name: string, enabled: boolean, open: () => Promi
       await commitBytes(`${d}/v`, Buffer.from('second'));
       expect((await readRange(remote, `${d}/v`, 0, 100, first.contentHash)).toString()).toBe('first version');
       expect((await readRange(remote, `${d}/v`, 0, 100)).toString()).toBe('second');
+    });
+
+    it('version pinning holds across several overwrites and a rename; the current hash reads the current bytes', async () => {
+      const d = folder();
+      await remote.mkdir(d);
+      const v1 = await commitBytes(`${d}/v`, Buffer.from('one'));
+      const v2 = await commitBytes(`${d}/v`, Buffer.from('two, longer'));
+      const v3 = await commitBytes(`${d}/v`, Buffer.from('three'));
+      expect((await readRange(remote, `${d}/v`, 0, 100, v1.contentHash)).toString()).toBe('one');
+      expect((await readRange(remote, `${d}/v`, 5, 100, v2.contentHash)).toString()).toBe('longer');
+      expect((await readRange(remote, `${d}/v`, 0, 100, v3.contentHash)).toString()).toBe('three');
+      await remote.move(`${d}/v`, `${d}/w`);
+      expect((await readRange(remote, `${d}/w`, 0, 100, v2.contentHash)).toString()).toBe('two, longer');
+      expect((await readRange(remote, `${d}/w`, 0, 100)).toString()).toBe('three');
     });
 
     it('quota, lock and tags', async () => {
