@@ -167,7 +167,7 @@ export class EmbeddedService {
       const traffic = new DailyTraffic(db, clock);
       const countTraffic = (lib: number, kind: TrafficKind, bytes: number): void => traffic.count(lib, kind, bytes);
       const linkCap = new LinkTrafficCap(db, traffic);
-      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic, async (id) => linkCap.check(id)), { dataDir, baseUrl, clock, logger: baseLog });
+      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic, async (id) => linkCap.check(id)), { db, dataDir, baseUrl, clock, logger: baseLog });
       await links.open();
       const pages = new LinkPages(links);
       const downloads = new DownloadLinks({ baseUrl, key: await directory.secret('download-links'), blobs, clock, logger: log, countTraffic });
