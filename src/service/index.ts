@@ -178,7 +178,7 @@ export class EmbeddedService {
       });
       const parts: ServiceParts = { directory, tree, queries, content, uploads, copies, downloads, links, uploadServer, uploadServerUrl, baseUrl, previews, countTraffic, traffic, clock };
       // create_file may carry its content as a multipart part (the official SDKs' createFile)
-      const router = new Router(new Authenticator(directory, clock), log, { tempDir: join(tmp, 'forms'), fileEndpoints: ['/m-open/1/file/create_file'] });
+      const router = new Router(new Authenticator(directory, clock, db), log, { tempDir: join(tmp, 'forms'), fileEndpoints: ['/m-open/1/file/create_file'] });
       registerFileApi(router, parts);
       registerOrgApi(router, parts);
       registerTrafficStats(router, parts);
