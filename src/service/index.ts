@@ -84,6 +84,12 @@ export interface EmbeddedServiceOptions {
    * SQLite in `<dataDir>/service.db`.
    */
   metadata?: string;
+  /**
+   * Folder of the chunked uploads in progress (one temporary file per session). Every process of one
+   * service (same `metadata`) must name the same folder, so a session's parts may reach any of them.
+   * Default `<dataDir>/tmp/upload/sessions`.
+   */
+  uploadStaging?: string;
 }
 
 export class EmbeddedService {
@@ -141,7 +147,7 @@ export class EmbeddedService {
       const copies = new FileCopies(tree, queries, content, clock, log);
       await copies.open();
       const uploadHost = new LibraryUploadHost(join(tmp, 'upload'), directory, tree, content, uploads, clock);
-      const uploadServer = new UploadServer(uploadHost, { logger: baseLog, clock });
+      const uploadServer = new UploadServer(uploadHost, { db, logger: baseLog, clock, ...(opts.uploadStaging !== undefined ? { stagingDir: opts.uploadStaging } : {}) });
       await uploadServer.open();
 
       // The listener starts before the parts that need the address; nothing is announced until

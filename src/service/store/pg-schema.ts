@@ -347,7 +347,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE TABLE upload_sessions (
     id TEXT COLLATE "C" PRIMARY KEY,
     pathhash TEXT COLLATE "C" NOT NULL,
-    library_id BIGINT NOT NULL REFERENCES libraries(id) ON DELETE CASCADE,
+    library_id BIGINT NOT NULL,
     fullpath TEXT COLLATE "C" NOT NULL,
     filename TEXT COLLATE "C" NOT NULL,
     filehash TEXT COLLATE "C" NOT NULL,

@@ -354,7 +354,7 @@ export const MIGRATIONS: readonly string[] = [
   CREATE TABLE upload_sessions (
     id TEXT PRIMARY KEY,
     pathhash TEXT NOT NULL,
-    library_id INTEGER NOT NULL REFERENCES libraries(id) ON DELETE CASCADE,
+    library_id INTEGER NOT NULL,
     fullpath TEXT NOT NULL,
     filename TEXT NOT NULL,
     filehash TEXT NOT NULL,
