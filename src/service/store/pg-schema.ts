@@ -391,5 +391,6 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
   ALTER TABLE copy_queue ADD COLUMN lease_holder TEXT COLLATE "C";
   ALTER TABLE copy_queue ADD COLUMN lease_until_ms BIGINT;
+  ALTER TABLE copy_queue ADD COLUMN claims BIGINT NOT NULL DEFAULT 0;
   `,
 ];

@@ -398,5 +398,6 @@ export const MIGRATIONS: readonly string[] = [
   );
   ALTER TABLE copy_queue ADD COLUMN lease_holder TEXT;
   ALTER TABLE copy_queue ADD COLUMN lease_until_ms INTEGER;
+  ALTER TABLE copy_queue ADD COLUMN claims INTEGER NOT NULL DEFAULT 0;
   `,
 ];
