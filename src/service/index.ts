@@ -15,6 +15,7 @@ import { silentLogger, type Logger } from '../shared/log.js';
 import { metadataStoreAt } from './store/metadata-location.js';
 import type { MetadataStore } from './store/metadata-store.js';
 import { blobStoreAt } from './store/blob-location.js';
+import { StoredBlobLocks } from './store/blob-locks.js';
 import { Directory, type BootstrapCredentials } from './domain/directory.js';
 import { FileTree } from './domain/file-tree.js';
 import { FileQueries } from './domain/file-queries.js';
@@ -141,7 +142,7 @@ export class EmbeddedService {
       const boot = await directory.bootstrap();
       const tree = new FileTree(db, directory, clock);
       const queries = new FileQueries(tree, directory);
-      const content = new LibraryContent(tree, blobs, log);
+      const content = new LibraryContent(tree, blobs, log, db.engine === 'postgresql' ? new StoredBlobLocks(db, blobs) : blobs);
       const uploads = new PendingUploads(tree, content, clock);
       await uploads.expire();
       const copies = new FileCopies(tree, queries, content, clock, log);
