@@ -10,7 +10,7 @@ import { silentLogger, type Logger } from '../../shared/log.js';
 import { ErrorCode } from '../../shared/error-codes.js';
 import type { MetadataStore } from '../store/metadata-store.js';
 import { LinkStore, type LinkAuth, type LinkRecord } from './link-store.js';
-import { PasswordAttempts, type PasswordAttemptLimits } from './password-attempts.js';
+import { PasswordAttempts, StoredPasswordAttempts, type PasswordAttemptLimits, type PasswordGuard } from './password-attempts.js';
 import { LinkLogAct, type LinkEntry, type LinkHost } from './types.js';
 
 const scryptAsync = promisify(scrypt) as (password: string, salt: Buffer, keylen: number) => Promise<Buffer>;
@@ -54,8 +54,8 @@ export class ShareLinks {
   private readonly defaultTtlSec: number;
   private readonly clock: () => number;
   readonly log: Logger;
-  /** Wrong password attempts, per link and client. */
-  readonly attempts: PasswordAttempts;
+  /** Wrong password attempts, per link and client (in the store when the service's processes share it). */
+  readonly attempts: PasswordGuard;
 
   constructor(readonly host: LinkHost, opts: ShareLinksOptions) {
     this.store = new LinkStore(opts.db, opts.dataDir);
@@ -63,7 +63,9 @@ export class ShareLinks {
     this.defaultTtlSec = opts.defaultTtlSec ?? 172_800;
     this.clock = opts.clock ?? Date.now;
     this.log = (opts.logger ?? silentLogger).child({ component: 'share-links' });
-    this.attempts = new PasswordAttempts(this.clock, opts.passwordAttempts);
+    this.attempts = opts.db.engine === 'postgresql'
+      ? new StoredPasswordAttempts(opts.db, this.clock, opts.passwordAttempts)
+      : new PasswordAttempts(this.clock, opts.passwordAttempts);
   }
 
   async open(): Promise<void> {

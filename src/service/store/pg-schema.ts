@@ -392,5 +392,11 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE copy_queue ADD COLUMN lease_holder TEXT COLLATE "C";
   ALTER TABLE copy_queue ADD COLUMN lease_until_ms BIGINT;
   ALTER TABLE copy_queue ADD COLUMN claims BIGINT NOT NULL DEFAULT 0;
+  CREATE TABLE link_password_failures (
+    key TEXT COLLATE "C" PRIMARY KEY,
+    count BIGINT NOT NULL,
+    since_ms BIGINT NOT NULL
+  );
+  CREATE INDEX link_password_failures_since ON link_password_failures(since_ms);
   `,
 ];

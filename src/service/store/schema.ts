@@ -348,8 +348,8 @@ export const MIGRATIONS: readonly string[] = [
   );
   `,
   // State every process of a service shares (docs/service.md, "Several processes"): chunked upload
-  // sessions, share links, web upload keys, the replay guard's signatures (used on PostgreSQL), the
-  // blob locks between processes, and the copy queue's leases.
+  // sessions, share links, web upload keys, the copy queue's leases, and, used on PostgreSQL only, the
+  // replay guard's signatures, the blob locks between processes and the wrong link passwords.
   `
   CREATE TABLE upload_sessions (
     id TEXT PRIMARY KEY,
@@ -399,5 +399,11 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE copy_queue ADD COLUMN lease_holder TEXT;
   ALTER TABLE copy_queue ADD COLUMN lease_until_ms INTEGER;
   ALTER TABLE copy_queue ADD COLUMN claims INTEGER NOT NULL DEFAULT 0;
+  CREATE TABLE link_password_failures (
+    key TEXT PRIMARY KEY,
+    count INTEGER NOT NULL,
+    since_ms INTEGER NOT NULL
+  );
+  CREATE INDEX link_password_failures_since ON link_password_failures(since_ms);
   `,
 ];

@@ -3,7 +3,7 @@
  * bucket (Swift from scripts/s3-server) and one upload staging folder: any process answers any request.
  * A chunked upload begun on one process, continued on the other and finished on the first is listed,
  * downloaded and seen in the updates feed through the other; a share link made on one is served by the
- * other and its visit limit holds across both; a signature used on one is refused for another endpoint
+ * other and its visit limit holds across both, as do the limits on wrong link passwords; a signature used on one is refused for another endpoint
  * on the other; folder copies queued through both run once each.
  *
  * Runs in the vitest project `service-on-postgresql` only (the SQLite service is one process).
@@ -104,6 +104,21 @@ describe('two service processes on one metadata database and one bucket', { time
     expect(again.statusCode).toBe(410);
     await again.body.dump();
     expect((await b!.client.file.links({})).map((l) => l.code)).toContain(link.code);
+  });
+
+  it('wrong link passwords count over both processes: the sixth from one client is refused (429) on either', async () => {
+    await put(a!.client, 'shared/secret.txt', 'secret');
+    const link = await a!.client.file.link({ fullpath: 'shared/secret.txt', password: 'right one' });
+    const guess = async (base: string, password: string) => {
+      const res = await request(`${base}/link/${link.code}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ password }).toString() });
+      await res.body.dump();
+      return res.statusCode;
+    };
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) statuses.push(await guess(i % 2 ? b!.baseUrl : a!.baseUrl, `wrong ${i}`));
+    expect(statuses).toEqual([401, 401, 401, 401, 401]);
+    expect(await guess(a!.baseUrl, 'right one')).toBe(429);
+    expect(await guess(b!.baseUrl, 'right one')).toBe(429);
   });
 
   it('a signature used on A is refused on B for another endpoint (401043); the same endpoint passes', async () => {

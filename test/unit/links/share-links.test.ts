@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FormData, request } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { PasswordAttempts } from '../../../src/service/links/password-attempts.js';
+import { PasswordAttempts, StoredPasswordAttempts } from '../../../src/service/links/password-attempts.js';
 import { LinkPages } from '../../../src/service/links/link-pages.js';
 import { ShareLinks } from '../../../src/service/links/share-links.js';
 import { metadataStoreAt } from '../../../src/service/store/metadata-location.js';
@@ -301,6 +301,38 @@ describe('PasswordAttempts', () => {
     a.succeeded('M', 'c1');
     a.failed('M', 'c1');
     expect(a.retryAfterMs('M', 'c1')).toBe(0);
+  });
+  it('in the metadata store: the same counts, added up over every process (two guards on one store)', async () => {
+    let t = 0;
+    const folder = join(dir, 'attempts');
+    await mkdir(folder);
+    const store = await metadataStoreAt(undefined, folder);
+    try {
+      const one = new StoredPasswordAttempts(store, () => t, { perClient: 2, perLink: 3, windowMs: 1000 });
+      const other = new StoredPasswordAttempts(store, () => t, { perClient: 2, perLink: 3, windowMs: 1000 });
+      await one.failed('L', 'c1');
+      expect(await other.retryAfterMs('L', 'c1')).toBe(0);
+      await other.failed('L', 'c1');
+      expect(await one.retryAfterMs('L', 'c1')).toBe(1000);
+      expect(await one.retryAfterMs('L', 'c2')).toBe(0);
+      expect(await one.retryAfterMs('M', 'c1')).toBe(0);
+      await one.failed('L', 'c2');
+      expect(await other.retryAfterMs('L', 'c3')).toBe(1000);
+      t = 1000;
+      expect(await one.retryAfterMs('L', 'c1')).toBe(0);
+      expect(await other.retryAfterMs('L', 'c3')).toBe(0);
+      await one.failed('M', 'c1');
+      await other.succeeded('M', 'c1');
+      await one.failed('M', 'c1');
+      expect(await one.retryAfterMs('M', 'c1')).toBe(0);
+      // a failure after the window starts the count over, and the expired rows go
+      await one.failed('L', 'c1');
+      expect(await store.all('SELECT key, count FROM link_password_failures ORDER BY key')).toEqual([
+        { key: 'c/L/c1', count: 1 }, { key: 'c/M/c1', count: 1 }, { key: 'l/L', count: 1 }, { key: 'l/M', count: 2 },
+      ]);
+    } finally {
+      await store.close();
+    }
   });
   it('keeps a bounded number of records', () => {
     const a = new PasswordAttempts(() => 0, { maxRecords: 100 });
