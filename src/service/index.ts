@@ -2,8 +2,11 @@
  * EmbeddedService: the service of spec/service-api.md on one HTTP listener — the JSON endpoints
  * (`/m-open/*`, `/m-api/*`), the upload server below `/upload`, share-link pages below `/link`, download
  * links below `/download` and `GET /m-open/status`. Data lives in one folder: `service.db` (SQLite, unless
- * PostgreSQL holds the metadata), `blobs/` (content by SHA-1, unless an S3-compatible store holds it), `tmp/` (uploads in progress), `links.json`, and `credentials.json`
- * (written once the service is ready to serve).
+ * PostgreSQL holds the metadata), `blobs/` (content by SHA-1, unless an S3-compatible store holds it),
+ * `tmp/` (uploads in progress, unless a shared staging folder holds them) and `credentials.json` (written
+ * once the service is ready to serve). With the metadata in PostgreSQL, any number of processes on the
+ * same stores serve one set of libraries: every state that matters across requests is in the stores
+ * (docs/service.md, "Several processes").
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
