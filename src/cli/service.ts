@@ -9,7 +9,8 @@ import { SERVICE_ADMIN_OPTIONS, SERVICE_ADMIN_USAGE, runServiceAdmin } from './s
 export const serviceCommand: Subcommand = {
   summary: 'Run the embedded cloud file library service in the foreground.',
   usage: [
-    'Usage: cloudlib service --data DIR [--metadata URL] [--blobs URL] [--upload-staging DIR]',
+    'Usage: cloudlib service --data DIR [--metadata URL] [--blobs URL]',
+    '                        [--upload-staging DIR]',
     '                        [--listen HOST:PORT] [--public-url URL]',
     '                        [--tls-cert FILE --tls-key FILE]',
     '                        [--log-level LEVEL]',
@@ -26,7 +27,8 @@ export const serviceCommand: Subcommand = {
     '                      credentials come from AWS_ACCESS_KEY_ID and',
     '                      AWS_SECRET_ACCESS_KEY, or AWS_SHARED_CREDENTIALS_FILE;',
     '                      never from the command line',
-    '  --upload-staging DIR  folder of chunked uploads in progress (default',
+    '  --upload-staging DIR',
+    '                      folder of chunked uploads in progress (default',
     '                      DIR/tmp/upload/sessions); every process of one service',
     '                      names the same folder (a shared file system)',
     '  --listen HOST:PORT  address to listen on (default 127.0.0.1:8900; port 0 = any',
