@@ -92,7 +92,10 @@ export class UploadServer {
   private readonly log: Logger;
   private readonly journal: UploadSessions;
   private readonly webDir: string;
-  /** Sessions this process served recently (a cache: the records in the store decide). */
+  /**
+   * Sessions this process served (a cache: the records in the store decide); the sweep drops those whose
+   * record is gone, so it holds at most the sessions that exist.
+   */
   private readonly sessions = new Map<string, LiveSession>();
   private readonly busyLeaseMs: number;
   private readonly shared: boolean;
@@ -498,6 +501,10 @@ export class UploadServer {
       this.sessions.delete(r.id);
       await this.journal.remove(r.id);
       if (!r.result) this.log.info({ session: r.id.slice(0, 8), fullpath: r.fullpath }, 'upload session expired');
+    }
+    // The cache keeps only sessions that still exist (another process may have ended or expired one).
+    for (const [id, s] of this.sessions) {
+      if (!s.finishing && !await this.journal.load(id)) this.sessions.delete(id);
     }
     // A session file without its record (the process died inside upload_init) can never be resumed: it
     // goes once it has been still for STRAY_GRACE_MS (another process sharing the folder may be between

@@ -290,3 +290,32 @@ describe('chunked upload: persistence and expiry', () => {
     expect(await sessionFiles()).not.toContain(stray);
   });
 });
+
+describe('chunked upload: two upload servers on one store and staging folder (two processes)', () => {
+  it('init on one, parts on the other, finish on the first; the first forgets a session the other ended at its sweep', { timeout: 20_000 }, async () => {
+    const other = await listen(host, { maxBlock: 64 * 1024, finishWaitMs: 3_000 });
+    try {
+      const onOther = new UploadWire(other.url);
+      const content = randomBytes(150_000);
+      const { session } = await openSession(content);
+      expect(await sendAll(session, content.subarray(0, 64 * 1024), 64 * 1024)).toEqual([200]);
+      expect((await onOther.part(session, `${64 * 1024}-${128 * 1024 - 1}`, content.subarray(64 * 1024, 128 * 1024))).status).toBe(200);
+      expect((await onOther.part(session, `${128 * 1024}-${content.length - 1}`, content.subarray(128 * 1024))).status).toBe(202);
+      expect(await wire.post('upload_req', session)).toMatchObject({ status: 200, text: String(content.length) });
+      expect(await wire.post('upload_finish', session)).toMatchObject({ status: 200, json: { filehash: sha1(content) } });
+      expect(await onOther.post('upload_finish', session)).toMatchObject({ status: 200, json: { filehash: sha1(content) } });
+
+      // a session aborted through the other server: this one answers 401 and its cache lets go at the sweep
+      const second = await openSession(randomBytes(1000), 'docs/b.bin');
+      expect((await wire.post('upload_req', second.session)).status).toBe(200);
+      expect((await onOther.post('upload_abort', second.session)).status).toBe(200);
+      const cached = (srv.server as unknown as { sessions: Map<string, unknown> }).sessions;
+      expect(cached.has(session)).toBe(true);
+      await srv.server.sweep();
+      expect(cached.has(second.session)).toBe(false);
+      expect((await wire.post('upload_req', second.session)).status).toBe(401);
+    } finally {
+      await other.close();
+    }
+  });
+});
