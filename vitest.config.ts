@@ -2,6 +2,8 @@ import { defineConfig } from 'vitest/config';
 
 /** The service's test files that are about one engine (they start what they need themselves). */
 const ENGINE_TESTS = ['test/integration/service/postgres-schema.test.ts', 'test/integration/service/metadata-store.test.ts', 'test/integration/service/s3-blobs.test.ts'];
+/** The service's test files that need the metadata in PostgreSQL (several service processes on one database). */
+const POSTGRESQL_ONLY_TESTS = ['test/integration/service/service-processes.test.ts'];
 
 export default defineConfig({
   test: {
@@ -15,6 +17,7 @@ export default defineConfig({
         test: {
           name: 'all',
           include: ['test/**/*.test.ts'],
+          exclude: POSTGRESQL_ONLY_TESTS,
           // The tests run the TypeScript sources, also in the processes they start through bin/cloudlib.js
           // (which would otherwise run a build of dist/).
           env: { CLOUDLIB_RUN_FROM: 'source' },

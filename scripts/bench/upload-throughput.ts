@@ -88,7 +88,7 @@ async function main(): Promise<void> {
     await rm(host.blobPath(filehash));
 
     const boundary = `----bench${randomBytes(8).toString('hex')}`;
-    const key = srv.server.issueWebUploadKey({ libraryId: 1, fullpath: '', timeoutSec: 600, serverUrl: srv.url }).key;
+    const key = (await srv.server.issueWebUploadKey({ libraryId: 1, fullpath: '', timeoutSec: 600, serverUrl: srv.url })).key;
     async function* form(): AsyncGenerator<Buffer> {
       const field = (n: string, v: string) => `--${boundary}\r\nContent-Disposition: form-data; name="${n}"\r\n\r\n${v}\r\n`;
       yield Buffer.from(field('org_client_id', 'oc_test') + field('key', key) + field('path', '') + field('name', 'web.bin') + field('filefield', 'file')

@@ -10,6 +10,7 @@ export const serviceCommand: Subcommand = {
   summary: 'Run the embedded cloud file library service in the foreground.',
   usage: [
     'Usage: cloudlib service --data DIR [--metadata URL] [--blobs URL]',
+    '                        [--upload-staging DIR]',
     '                        [--listen HOST:PORT] [--public-url URL]',
     '                        [--tls-cert FILE --tls-key FILE]',
     '                        [--log-level LEVEL]',
@@ -26,6 +27,10 @@ export const serviceCommand: Subcommand = {
     '                      credentials come from AWS_ACCESS_KEY_ID and',
     '                      AWS_SECRET_ACCESS_KEY, or AWS_SHARED_CREDENTIALS_FILE;',
     '                      never from the command line',
+    '  --upload-staging DIR',
+    '                      folder of chunked uploads in progress (default',
+    '                      DIR/tmp/upload/sessions); every process of one service',
+    '                      names the same folder (a shared file system)',
     '  --listen HOST:PORT  address to listen on (default 127.0.0.1:8900; port 0 = any',
     '                      free port)',
     '  --tls-cert FILE     serve HTTPS with this certificate (PEM); needs --tls-key',
@@ -42,6 +47,7 @@ export const serviceCommand: Subcommand = {
     data: { type: 'string' },
     blobs: { type: 'string' },
     metadata: { type: 'string' },
+    'upload-staging': { type: 'string' },
     listen: { type: 'string' },
     'tls-cert': { type: 'string' },
     'tls-key': { type: 'string' },
@@ -81,6 +87,7 @@ export const serviceCommand: Subcommand = {
         ...(tls ? { tls } : {}), ...(publicUrl !== undefined ? { publicUrl } : {}),
         ...(typeof values.blobs === 'string' ? { blobs: values.blobs } : {}),
         ...(typeof values.metadata === 'string' ? { metadata: values.metadata } : {}),
+        ...(typeof values['upload-staging'] === 'string' ? { uploadStaging: values['upload-staging'] } : {}),
       });
     } catch (err) {
       process.stderr.write(`cloudlib service: ${(err as Error).message}\n`);

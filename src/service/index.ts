@@ -2,8 +2,11 @@
  * EmbeddedService: the service of spec/service-api.md on one HTTP listener — the JSON endpoints
  * (`/m-open/*`, `/m-api/*`), the upload server below `/upload`, share-link pages below `/link`, download
  * links below `/download` and `GET /m-open/status`. Data lives in one folder: `service.db` (SQLite, unless
- * PostgreSQL holds the metadata), `blobs/` (content by SHA-1, unless an S3-compatible store holds it), `tmp/` (uploads in progress), `links.json`, and `credentials.json`
- * (written once the service is ready to serve).
+ * PostgreSQL holds the metadata), `blobs/` (content by SHA-1, unless an S3-compatible store holds it),
+ * `tmp/` (uploads in progress, unless a shared staging folder holds them) and `credentials.json` (written
+ * once the service is ready to serve). With the metadata in PostgreSQL, any number of processes on the
+ * same stores serve one set of libraries: every state that matters across requests is in the stores
+ * (docs/service.md, "Several processes").
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -15,6 +18,7 @@ import { silentLogger, type Logger } from '../shared/log.js';
 import { metadataStoreAt } from './store/metadata-location.js';
 import type { MetadataStore } from './store/metadata-store.js';
 import { blobStoreAt } from './store/blob-location.js';
+import { StoredBlobLocks } from './store/blob-locks.js';
 import { Directory, type BootstrapCredentials } from './domain/directory.js';
 import { FileTree } from './domain/file-tree.js';
 import { FileQueries } from './domain/file-queries.js';
@@ -84,6 +88,12 @@ export interface EmbeddedServiceOptions {
    * SQLite in `<dataDir>/service.db`.
    */
   metadata?: string;
+  /**
+   * Folder of the chunked uploads in progress (one temporary file per session). Every process of one
+   * service (same `metadata`) must name the same folder, so a session's parts may reach any of them.
+   * Default `<dataDir>/tmp/upload/sessions`.
+   */
+  uploadStaging?: string;
 }
 
 export class EmbeddedService {
@@ -135,13 +145,13 @@ export class EmbeddedService {
       const boot = await directory.bootstrap();
       const tree = new FileTree(db, directory, clock);
       const queries = new FileQueries(tree, directory);
-      const content = new LibraryContent(tree, blobs, log);
+      const content = new LibraryContent(tree, blobs, log, db.engine === 'postgresql' ? new StoredBlobLocks(db, blobs) : blobs);
       const uploads = new PendingUploads(tree, content, clock);
       await uploads.expire();
       const copies = new FileCopies(tree, queries, content, clock, log);
       await copies.open();
       const uploadHost = new LibraryUploadHost(join(tmp, 'upload'), directory, tree, content, uploads, clock);
-      const uploadServer = new UploadServer(uploadHost, { logger: baseLog, clock });
+      const uploadServer = new UploadServer(uploadHost, { db, logger: baseLog, clock, ...(opts.uploadStaging !== undefined ? { stagingDir: opts.uploadStaging } : {}) });
       await uploadServer.open();
 
       // The listener starts before the parts that need the address; nothing is announced until
@@ -167,7 +177,7 @@ export class EmbeddedService {
       const traffic = new DailyTraffic(db, clock);
       const countTraffic = (lib: number, kind: TrafficKind, bytes: number): void => traffic.count(lib, kind, bytes);
       const linkCap = new LinkTrafficCap(db, traffic);
-      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic, async (id) => linkCap.check(id)), { dataDir, baseUrl, clock, logger: baseLog });
+      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic, async (id) => linkCap.check(id)), { db, dataDir, baseUrl, clock, logger: baseLog });
       await links.open();
       const pages = new LinkPages(links);
       const downloads = new DownloadLinks({ baseUrl, key: await directory.secret('download-links'), blobs, clock, logger: log, countTraffic });
@@ -178,7 +188,7 @@ export class EmbeddedService {
       });
       const parts: ServiceParts = { directory, tree, queries, content, uploads, copies, downloads, links, uploadServer, uploadServerUrl, baseUrl, previews, countTraffic, traffic, clock };
       // create_file may carry its content as a multipart part (the official SDKs' createFile)
-      const router = new Router(new Authenticator(directory, clock), log, { tempDir: join(tmp, 'forms'), fileEndpoints: ['/m-open/1/file/create_file'] });
+      const router = new Router(new Authenticator(directory, clock, db), log, { tempDir: join(tmp, 'forms'), fileEndpoints: ['/m-open/1/file/create_file'] });
       registerFileApi(router, parts);
       registerOrgApi(router, parts);
       registerTrafficStats(router, parts);

@@ -1,8 +1,9 @@
 /**
  * LibraryContent: brings verified bytes into a library (ingest a temporary file into the BlobStore and
  * write the file record in one transaction) and collects blobs nothing references any more. A blob's
- * ingest and its collection run under the BlobStore's per-blob lock, so a collection never removes a
- * file that a concurrent ingest has just put in place.
+ * ingest and its collection run under the per-blob lock (the BlobStore's in one process, a row of
+ * `blob_locks` between the processes of a service), so a collection never removes a file that a
+ * concurrent ingest has just put in place.
  */
 import { removeFileIfPresent } from '../../shared/atomic-file.js';
 import type { Logger } from '../../shared/log.js';
@@ -16,7 +17,11 @@ export class LibraryContent {
   private collecting: Promise<void> | undefined;
   private again = false;
 
-  constructor(private readonly tree: FileTree, readonly blobs: BlobStore, private readonly log: Logger) {}
+  /**
+   * `locks`: the per-blob lock; the BlobStore's own (one process) unless the processes of a service
+   * share the metadata (store/blob-locks.ts).
+   */
+  constructor(private readonly tree: FileTree, readonly blobs: BlobStore, private readonly log: Logger, private readonly locks: Pick<BlobStore, 'lock'> = blobs) {}
 
   /**
    * Ingests `file` (its SHA-1 and size verified by the caller) and runs `place` in the same transaction
@@ -26,7 +31,7 @@ export class LibraryContent {
     const content = { sha1: file.sha1, size: file.size };
     try {
       await this.tree.checkCapacity(libraryId, 0);
-      return await this.blobs.lock(file.sha1, async () => {
+      return await this.locks.lock(file.sha1, async () => {
         const known = await this.tree.blobStored(file.sha1);
         if (known) await removeFileIfPresent(file.tempFilePath);
         else await this.blobs.ingest(file.tempFilePath, file.sha1, file.size);
@@ -48,7 +53,7 @@ export class LibraryContent {
 
   /** Runs `place` against a blob already stored (instant upload, copy), under the blob's lock. */
   async reuse(sha1: string, place: () => Promise<EntryRow>): Promise<EntryRow> {
-    return this.blobs.lock(sha1, async () => this.tree.tx(place));
+    return this.locks.lock(sha1, async () => this.tree.tx(place));
   }
 
   /** Starts a collection soon (coalesced); errors are logged. */
@@ -75,7 +80,7 @@ export class LibraryContent {
     const rows = await this.tree.db.all('SELECT sha1 FROM blobs WHERE refs <= 0') as { sha1: string }[];
     let removed = 0;
     for (const { sha1 } of rows) {
-      await this.blobs.lock(sha1, async () => {
+      await this.locks.lock(sha1, async () => {
         const gone = await this.tree.tx(async () => (await this.tree.db.run('DELETE FROM blobs WHERE sha1 = ? AND refs <= 0', [sha1])).changes > 0);
         if (gone) {
           await this.blobs.remove(sha1);

@@ -9,7 +9,8 @@ import type { Credential } from '../../shared/endpoints.js';
 import { signatureVariants } from '../../shared/sign.js';
 import type { ApplicationRow, Directory, EnterpriseRow, LibraryAuthRow, LibraryRow, MemberRow, PartnerRow } from '../domain/directory.js';
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
-import { SignatureLedger } from './signature-ledger.js';
+import { SignatureLedger, StoredSignatureLedger, type SignatureUses } from './signature-ledger.js';
+import type { MetadataStore } from '../store/metadata-store.js';
 
 /** Largest accepted distance between `dateline` and the service's clock (ms): 15 minutes. */
 export const DATELINE_WINDOW_MS = 15 * 60_000;
@@ -34,11 +35,17 @@ export interface Caller {
 }
 
 export class Authenticator {
-  private readonly ledger: SignatureLedger;
+  private readonly ledger: SignatureUses;
 
-  constructor(private readonly directory: Directory, private readonly clock: () => number) {
+  /**
+   * `db`: where the replay guard keeps the signatures when several processes share the metadata
+   * (PostgreSQL); on SQLite the service is one process and keeps them in memory.
+   */
+  constructor(private readonly directory: Directory, private readonly clock: () => number, db?: MetadataStore) {
     // A signature is remembered while its dateline is accepted: up to the window after it.
-    this.ledger = new SignatureLedger({ windowMs: DATELINE_WINDOW_MS, clock });
+    this.ledger = db?.engine === 'postgresql'
+      ? new StoredSignatureLedger(db, { windowMs: DATELINE_WINDOW_MS, clock })
+      : new SignatureLedger({ windowMs: DATELINE_WINDOW_MS, clock });
   }
 
   /**
@@ -68,7 +75,7 @@ export class Authenticator {
     if (given === undefined || given === '') throw badParam('sign', 'the request signature', given ?? null);
     const ok = signatureVariants(secret, params, path).some((v) => safeEqual(v, given));
     if (!ok) throw new ServiceFault(FaultCode.SignatureFailed, 'signature verification failed');
-    const other = this.ledger.use(given, path, dateline ? Number(dateline) * 1000 : undefined, peer);
+    const other = await this.ledger.use(given, path, dateline ? Number(dateline) * 1000 : undefined, peer);
     if (other !== undefined && (guard === 'change' || (guard === 'credential' && other.peer !== peer))) {
       const where = guard === 'credential' ? ' from another address' : '';
       throw new ServiceFault(FaultCode.SignatureReplayed, `this signature was already used for ${other.path}${where}; sign each call anew (the signature covers parameter values only)`);

@@ -4,9 +4,25 @@
  * `file/info` would verify on `file/del` with the same values. The ledger refuses a signature already
  * used for a different endpoint while its dateline is within the window; the same signature for the same
  * endpoint (a client's retry) passes. Memory is bounded: entries leave once their window has passed, and
- * at most `maxEntries` are kept (the oldest go first). The ledger is per process: several service
- * processes behind one address each keep their own.
+ * at most `maxEntries` are kept (the oldest go first).
+ *
+ * Two implementations of `SignatureUses`: SignatureLedger, in the process's memory (the service on SQLite,
+ * which is one process), and StoredSignatureLedger, in the metadata store's table `signature_uses` (the
+ * service on PostgreSQL, where several processes share one ledger: a signature used on one process is
+ * refused for another endpoint on every other).
  */
+import type { MetadataStore } from '../store/metadata-store.js';
+
+/** The ledger as the authenticator uses it. */
+export interface SignatureUses {
+  /**
+   * Records `sign` as used for `path` by `peer` (its dateline in ms, or now when the call carries none).
+   * Resolves to the first use when the signature was already used for another endpoint and is still
+   * within the window (the first use stays the one remembered).
+   */
+  use(sign: string, path: string, datelineMs: number | undefined, peer?: string): Promise<SignatureUse | undefined>;
+}
+
 export interface SignatureLedgerOptions {
   /** How long a signature is remembered after its dateline (ms). */
   windowMs: number;
@@ -20,7 +36,7 @@ export interface SignatureUse { path: string; peer: string }
 
 interface Use extends SignatureUse { untilMs: number }
 
-export class SignatureLedger {
+export class SignatureLedger implements SignatureUses {
   /** Insertion order = order of first use; the sweep walks from the oldest. */
   private readonly uses = new Map<string, Use>();
   private readonly maxEntries: number;
@@ -39,7 +55,12 @@ export class SignatureLedger {
    * Returns the first use when the signature was already used for another endpoint and is still within
    * the window (the first use stays the one remembered).
    */
-  use(sign: string, path: string, datelineMs: number | undefined, peer = ''): SignatureUse | undefined {
+  use(sign: string, path: string, datelineMs: number | undefined, peer = ''): Promise<SignatureUse | undefined> {
+    return Promise.resolve(this.useNow(sign, path, datelineMs, peer));
+  }
+
+  /** `use`, answered synchronously. */
+  useNow(sign: string, path: string, datelineMs: number | undefined, peer = ''): SignatureUse | undefined {
     const now = this.opts.clock();
     this.sweep(now);
     const prior = this.uses.get(sign);
@@ -67,5 +88,35 @@ export class SignatureLedger {
       if (u.untilMs > now || budget-- === 0) break;
       this.uses.delete(sign);
     }
+  }
+}
+
+/**
+ * The ledger in the metadata store (table `signature_uses`), shared by every process of a service. One
+ * statement records a signature or finds its first use (an `INSERT … ON CONFLICT` that takes over only an
+ * expired row), so two processes recording the same signature at once agree on which use was first.
+ * Expired rows are deleted at most once a second per process, at most 20 000 at a time.
+ */
+export class StoredSignatureLedger implements SignatureUses {
+  private nextSweepMs = 0;
+
+  constructor(private readonly db: MetadataStore, private readonly opts: { windowMs: number; clock: () => number }) {}
+
+  async use(sign: string, path: string, datelineMs: number | undefined, peer = ''): Promise<SignatureUse | undefined> {
+    const now = this.opts.clock();
+    if (now >= this.nextSweepMs) {
+      this.nextSweepMs = now + 1_000;
+      await this.db.run('DELETE FROM signature_uses WHERE sign IN (SELECT sign FROM signature_uses WHERE until_ms <= ? LIMIT 20000)', [now]);
+    }
+    const untilMs = Math.max(datelineMs ?? now, now) + this.opts.windowMs;
+    const recorded = await this.db.get<{ path: string }>(
+      'INSERT INTO signature_uses (sign, path, peer, until_ms) VALUES (?, ?, ?, ?) ' +
+      'ON CONFLICT (sign) DO UPDATE SET path = excluded.path, peer = excluded.peer, until_ms = excluded.until_ms WHERE signature_uses.until_ms <= ? ' +
+      'RETURNING path',
+      [sign, path, peer, untilMs, now],
+    );
+    if (recorded) return undefined;
+    const prior = await this.db.get<{ path: string; peer: string }>('SELECT path, peer FROM signature_uses WHERE sign = ? AND until_ms > ?', [sign, now]);
+    return prior && prior.path !== path ? { path: prior.path, peer: prior.peer } : undefined;
   }
 }

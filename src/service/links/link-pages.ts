@@ -55,7 +55,7 @@ export class LinkPages {
   private async password(req: IncomingMessage, res: ServerResponse, link: LinkRecord): Promise<void> {
     const client = ip(req);
     // Too many wrong passwords: refused without looking at this one (it tells a guesser nothing).
-    const waitMs = this.links.attempts.retryAfterMs(link.code, client);
+    const waitMs = await this.links.attempts.retryAfterMs(link.code, client);
     if (waitMs > 0) {
       req.resume();
       const retryS = Math.ceil(waitMs / 1000);
@@ -68,10 +68,10 @@ export class LinkPages {
     const body = await readSmallBody(req, FORM_LIMIT);
     const attempt = new URLSearchParams(body).get('password') ?? '';
     if (!(await this.links.checkPassword(link, attempt))) {
-      this.links.attempts.failed(link.code, client);
+      await this.links.attempts.failed(link.code, client);
       return html(res, 401, renderPassword(this.links.url(link.code), true));
     }
-    this.links.attempts.succeeded(link.code, client);
+    await this.links.attempts.succeeded(link.code, client);
     res.writeHead(303, {
       location: this.links.url(link.code),
       'set-cookie': `${cookieName(link)}=${this.links.passCookie(link)}; Path=/link/${link.code}; HttpOnly; SameSite=Lax`,

@@ -1,12 +1,17 @@
 /**
- * LinkStore: share-link records, held in memory and persisted as one JSON file (written atomically:
- * temp file, fsync, rename; writes are serialised). Links are few per library, so a file rewrite per
- * change is cheap; a visit counter change is one such write.
+ * LinkStore: share-link records in the metadata store (table `share_links`), so that every process of a
+ * service serves every link. A record is one row: the link's fixed fields as JSON, and the two that change
+ * (`visits`, `closed`) as columns, each changed by one statement, so concurrent visits through different
+ * processes count exactly and a visit limit holds across them. The secret that signs password cookies is
+ * a service key in `settings`.
+ *
+ * Earlier versions kept the links in `<data>/links.json`: `open()` imports that file once (into an empty
+ * table) and renames it `links.json.imported`.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile } from 'node:fs/promises';
+import { readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
-import { writeFileAtomic } from '../../shared/atomic-file.js';
+import type { MetadataStore } from '../store/metadata-store.js';
 
 export type LinkAuth = 'preview' | 'download' | 'upload';
 
@@ -30,6 +35,7 @@ export interface LinkRecord {
   password: string;
   /** Visit limit; 0 = unlimited. */
   accessLimit: number;
+  /** Visits counted when the record was read. */
   visits: number;
   wmContent: string;
   closed: boolean;
@@ -38,54 +44,87 @@ export interface LinkRecord {
   opName: string;
 }
 
-interface StoreFile { secret: string; links: LinkRecord[] }
+interface LinkRow { code: string; library_id: number; record: string; visits: number; closed: number }
+
+/** The settings row of the cookie secret. */
+const SECRET_SETTING = 'secret:link-cookies';
 
 export class LinkStore {
-  private readonly links = new Map<string, LinkRecord>();
-  private readonly path: string;
-  /** Signs password cookies; persisted so that a restart keeps visitors signed in. */
+  /** Signs password cookies; the same in every process, and kept across restarts. */
   secret = '';
-  private writing: Promise<void> = Promise.resolve();
 
-  constructor(readonly dir: string) {
-    this.path = join(dir, 'links.json');
-  }
+  constructor(private readonly db: MetadataStore, readonly dataDir: string) {}
 
   async open(): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
-    try {
-      const data = JSON.parse(await readFile(this.path, 'utf8')) as StoreFile;
-      this.secret = data.secret;
-      for (const l of data.links) this.links.set(l.code, l);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-      this.secret = randomBytes(32).toString('hex');
-      await this.persist();
+    await this.importLinksFile();
+    const row = await this.db.get<{ value: string }>('SELECT value FROM settings WHERE name = ?', [SECRET_SETTING]);
+    if (row) {
+      this.secret = row.value;
+      return;
     }
+    await this.db.run('INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT DO NOTHING', [SECRET_SETTING, randomBytes(32).toString('hex')]);
+    this.secret = (await this.db.get<{ value: string }>('SELECT value FROM settings WHERE name = ?', [SECRET_SETTING]))!.value;
   }
 
   static newCode(): string {
     return randomBytes(9).toString('base64url');
   }
 
-  get(code: string): LinkRecord | undefined {
-    return this.links.get(code);
+  async get(code: string): Promise<LinkRecord | undefined> {
+    const row = await this.db.get<LinkRow>('SELECT * FROM share_links WHERE code = ?', [code]);
+    return row && fromRow(row);
   }
 
-  list(libraryId: number): LinkRecord[] {
-    return [...this.links.values()].filter((l) => l.libraryId === libraryId);
+  async list(libraryId: number): Promise<LinkRecord[]> {
+    return (await this.db.all<LinkRow>('SELECT * FROM share_links WHERE library_id = ? ORDER BY id', [libraryId])).map(fromRow);
   }
 
   async put(link: LinkRecord): Promise<void> {
-    this.links.set(link.code, link);
-    await this.persist();
+    const { visits, closed, ...fixed } = link;
+    await this.db.run('INSERT INTO share_links (code, library_id, record, visits, closed) VALUES (?, ?, ?, ?, ?)', [link.code, link.libraryId, JSON.stringify(fixed), visits, closed ? 1 : 0]);
   }
 
-  /** Persists changes made to records in place. */
-  async persist(): Promise<void> {
-    const data: StoreFile = { secret: this.secret, links: [...this.links.values()] };
-    const run = this.writing.then(() => writeFileAtomic(this.path, JSON.stringify(data), { durability: 'fsync-file' }));
-    this.writing = run.catch(() => undefined);
-    await run;
+  async close(codes: readonly string[]): Promise<void> {
+    await this.db.tx(async (s) => {
+      for (const code of codes) await s.run('UPDATE share_links SET closed = 1 WHERE code = ?', [code]);
+    });
   }
+
+  /**
+   * Counts one visit unless the link's limit is reached (one statement: visits through several processes
+   * never pass the limit). True when counted; `link.visits` becomes the new count.
+   */
+  async countVisit(link: LinkRecord): Promise<boolean> {
+    const row = await this.db.get<{ visits: number }>(
+      'UPDATE share_links SET visits = visits + 1 WHERE code = ? AND (? = 0 OR visits < ?) RETURNING visits',
+      [link.code, link.accessLimit, link.accessLimit],
+    );
+    if (!row) return false;
+    link.visits = row.visits;
+    return true;
+  }
+
+  /** Imports `<data>/links.json` of an earlier version into an empty table, once. */
+  private async importLinksFile(): Promise<void> {
+    const file = join(this.dataDir, 'links.json');
+    let data: { secret: string; links: LinkRecord[] };
+    try {
+      data = JSON.parse(await readFile(file, 'utf8')) as typeof data;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw new Error(`share links: ${file} could not be imported: ${(e as Error).message}`);
+    }
+    await this.db.tx(async (s) => {
+      await s.run('INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT DO NOTHING', [SECRET_SETTING, data.secret]);
+      for (const l of data.links) {
+        const { visits, closed, ...fixed } = l;
+        await s.run('INSERT INTO share_links (code, library_id, record, visits, closed) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING', [l.code, l.libraryId, JSON.stringify(fixed), visits, closed ? 1 : 0]);
+      }
+    });
+    await rename(file, `${file}.imported`);
+  }
+}
+
+function fromRow(row: LinkRow): LinkRecord {
+  return { ...(JSON.parse(row.record) as Omit<LinkRecord, 'visits' | 'closed'>), visits: Number(row.visits), closed: Number(row.closed) === 1 };
 }

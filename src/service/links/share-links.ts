@@ -8,8 +8,9 @@ import { promisify } from 'node:util';
 import type { LinkItem, LinkResult } from '../../shared/records.js';
 import { silentLogger, type Logger } from '../../shared/log.js';
 import { ErrorCode } from '../../shared/error-codes.js';
+import type { MetadataStore } from '../store/metadata-store.js';
 import { LinkStore, type LinkAuth, type LinkRecord } from './link-store.js';
-import { PasswordAttempts, type PasswordAttemptLimits } from './password-attempts.js';
+import { PasswordAttempts, StoredPasswordAttempts, type PasswordAttemptLimits, type PasswordGuard } from './password-attempts.js';
 import { LinkLogAct, type LinkEntry, type LinkHost } from './types.js';
 
 const scryptAsync = promisify(scrypt) as (password: string, salt: Buffer, keylen: number) => Promise<Buffer>;
@@ -23,7 +24,9 @@ export class LinkError extends Error {
 }
 
 export interface ShareLinksOptions {
-  /** Directory of the link store (`links.json`). */
+  /** The metadata store that holds the links (table `share_links`). */
+  db: MetadataStore;
+  /** The service's data folder (a `links.json` of an earlier version there is imported once). */
   dataDir: string;
   /** Public address of the service; link URLs are `${baseUrl}/link/<code>`. */
   baseUrl: string;
@@ -51,16 +54,18 @@ export class ShareLinks {
   private readonly defaultTtlSec: number;
   private readonly clock: () => number;
   readonly log: Logger;
-  /** Wrong password attempts, per link and client. */
-  readonly attempts: PasswordAttempts;
+  /** Wrong password attempts, per link and client (in the store when the service's processes share it). */
+  readonly attempts: PasswordGuard;
 
   constructor(readonly host: LinkHost, opts: ShareLinksOptions) {
-    this.store = new LinkStore(opts.dataDir);
+    this.store = new LinkStore(opts.db, opts.dataDir);
     this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
     this.defaultTtlSec = opts.defaultTtlSec ?? 172_800;
     this.clock = opts.clock ?? Date.now;
     this.log = (opts.logger ?? silentLogger).child({ component: 'share-links' });
-    this.attempts = new PasswordAttempts(this.clock, opts.passwordAttempts);
+    this.attempts = opts.db.engine === 'postgresql'
+      ? new StoredPasswordAttempts(opts.db, this.clock, opts.passwordAttempts)
+      : new PasswordAttempts(this.clock, opts.passwordAttempts);
   }
 
   async open(): Promise<void> {
@@ -112,7 +117,7 @@ export class ShareLinks {
   async listLinks(libraryId: number, p: ParamBag = {}): Promise<LinkItem[]> {
     const filesOnly = optInt(p, 'file', 0) === 1;
     const out: LinkItem[] = [];
-    for (const l of this.store.list(libraryId)) {
+    for (const l of await this.store.list(libraryId)) {
       if (l.closed || (filesOnly && l.dir)) continue;
       const entry = await this.host.entryByHash(libraryId, l.hash);
       const fullpath = entry?.fullpath ?? l.fullpath;
@@ -129,23 +134,23 @@ export class ShareLinks {
     const code = text(p.code);
     let targets: LinkRecord[];
     if (code) {
-      const l = this.store.get(code);
+      const l = await this.store.get(code);
       if (!l || l.libraryId !== libraryId) throw new LinkError(404, ErrorCode.LinkMissing, `no link with code ${JSON.stringify(code)} in this library`);
       targets = [l];
     } else {
       const fullpath = text(p.fullpath);
       const entry = await this.host.entryByPath(libraryId, fullpath);
-      targets = this.store.list(libraryId).filter((l) => (entry ? l.hash === entry.hash : l.fullpath === fullpath));
+      targets = (await this.store.list(libraryId)).filter((l) => (entry ? l.hash === entry.hash : l.fullpath === fullpath));
       if (!entry && targets.length === 0) throw new LinkError(404, ErrorCode.FileMissing, `no file or folder at ${JSON.stringify(fullpath)}`);
     }
+    await this.store.close(targets.map((l) => l.code));
     for (const l of targets) l.closed = true;
-    await this.store.persist();
     this.log.info({ codes: targets.map((l) => l.code), by: op.opName ?? op.opId }, 'links closed');
   }
 
   /** Whether the link may be used now, and the entry it designates. */
   async resolve(code: string): Promise<{ link: LinkRecord; entry: LinkEntry } | LinkRefusal> {
-    const link = this.store.get(code);
+    const link = await this.store.get(code);
     const now = this.nowSec();
     if (!link) return { status: 404, reason: 'missing', message: 'This link does not exist.' };
     if (link.closed) return { status: 410, reason: 'closed', message: 'This link has been closed by its owner.' };
@@ -160,9 +165,7 @@ export class ShareLinks {
 
   /** Counts a visit (1015); false when the visit limit is already reached. */
   async visit(link: LinkRecord, entry: LinkEntry, ip: string): Promise<boolean> {
-    if (link.accessLimit > 0 && link.visits >= link.accessLimit) return false;
-    link.visits++;
-    await this.store.persist();
+    if (!await this.store.countVisit(link)) return false;
     await this.host.log(link.libraryId, LinkLogAct.Visited, entry.fullpath, { opName: 'link visitor', ip });
     return true;
   }

@@ -347,4 +347,63 @@ export const MIGRATIONS: readonly string[] = [
     expires_ms INTEGER NOT NULL
   );
   `,
+  // State every process of a service shares (docs/service.md, "Several processes"): chunked upload
+  // sessions, share links, web upload keys, the copy queue's leases, and, used on PostgreSQL only, the
+  // replay guard's signatures, the blob locks between processes and the wrong link passwords.
+  `
+  CREATE TABLE upload_sessions (
+    id TEXT PRIMARY KEY,
+    pathhash TEXT NOT NULL,
+    library_id INTEGER NOT NULL,
+    fullpath TEXT NOT NULL,
+    filename TEXT NOT NULL,
+    filehash TEXT NOT NULL,
+    filesize INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    touched_ms INTEGER NOT NULL,
+    busy TEXT,
+    busy_until_ms INTEGER NOT NULL DEFAULT 0,
+    writing_from INTEGER NOT NULL DEFAULT 0,
+    result TEXT,
+    failure TEXT
+  );
+  CREATE INDEX upload_sessions_pathhash ON upload_sessions(pathhash);
+  CREATE TABLE share_links (
+    id INTEGER PRIMARY KEY,
+    code TEXT NOT NULL UNIQUE,
+    library_id INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    visits INTEGER NOT NULL DEFAULT 0,
+    closed INTEGER NOT NULL DEFAULT 0
+  );
+  CREATE INDEX share_links_library ON share_links(library_id);
+  CREATE TABLE web_upload_keys (
+    key TEXT PRIMARY KEY,
+    library_id INTEGER NOT NULL,
+    fullpath TEXT NOT NULL,
+    expires_ms INTEGER NOT NULL
+  );
+  CREATE INDEX web_upload_keys_expiry ON web_upload_keys(expires_ms);
+  CREATE TABLE signature_uses (
+    sign TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    peer TEXT NOT NULL,
+    until_ms INTEGER NOT NULL
+  );
+  CREATE INDEX signature_uses_expiry ON signature_uses(until_ms);
+  CREATE TABLE blob_locks (
+    sha1 TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    until_ms INTEGER NOT NULL
+  );
+  ALTER TABLE copy_queue ADD COLUMN lease_holder TEXT;
+  ALTER TABLE copy_queue ADD COLUMN lease_until_ms INTEGER;
+  ALTER TABLE copy_queue ADD COLUMN claims INTEGER NOT NULL DEFAULT 0;
+  CREATE TABLE link_password_failures (
+    key TEXT PRIMARY KEY,
+    count INTEGER NOT NULL,
+    since_ms INTEGER NOT NULL
+  );
+  CREATE INDEX link_password_failures_since ON link_password_failures(since_ms);
+  `,
 ];

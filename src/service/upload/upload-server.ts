@@ -3,11 +3,17 @@
  * upload). A request handler the service mounts under its upload address; it owns upload sessions,
  * temporary files, block checks and content verification, and calls its UploadHost to authorize callers
  * and to commit verified content.
+ *
+ * Sessions are shared by every process of a service (upload-sessions.ts): their records in the metadata
+ * store, their bytes in the staging folder, so upload_init, the parts and upload_finish of one session may
+ * each reach a different process. What a process keeps of a session is a cache: the SHA-1 state over the
+ * bytes it has seen (recomputed from the file when another process wrote since) and its running commit.
  */
 import type { Hash } from 'node:crypto';
 import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { mkdir, open, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import type { MetadataStore } from '../store/metadata-store.js';
 import { join } from 'node:path';
 import { silentLogger, type Logger } from '../../shared/log.js';
 import { parseCrc32 } from '../../shared/crc32.js';
@@ -15,12 +21,24 @@ import type { UploadServers } from '../../shared/records.js';
 import { receiveBlock } from './block-receiver.js';
 import { sha1OfFilePrefix } from './content-hash.js';
 import { UploadError, UploadErrorCode, isStatusError, missingParam } from './errors.js';
-import { UploadSessionJournal, type SessionRecord } from './session-journal.js';
+import { UploadSessions, type SessionBusy, type SessionRecord, type StoredFailure } from './upload-sessions.js';
 import type { UploadCaller, UploadHost } from './types.js';
 import { WebUploadKeys } from './upload-keys.js';
 import { receiveWebUpload } from './web-upload.js';
 
 export interface UploadServerOptions {
+  /** The metadata store that holds the session records and web upload keys (shared by the service's processes). */
+  db: MetadataStore;
+  /**
+   * Folder of the sessions' temporary files. Processes that share `db` must share it too. Default
+   * `<host.tempDir>/sessions`.
+   */
+  stagingDir?: string;
+  /**
+   * How long a part or a finish holds a session's temporary file at most (ms): a lease left by a process
+   * that died is taken over after it. Default 900 000 (15 min).
+   */
+  busyLeaseMs?: number;
   /**
    * Prefix of the protocol's headers. Default `x-svc-`. The vendor's prefix `x-gk-` (what the official
    * SDKs send) is accepted besides it, always.
@@ -41,21 +59,17 @@ export interface UploadServerOptions {
   logger?: Logger;
 }
 
-/** In-memory state of one session. `busy` guards the temporary file: one writer (a part or the finish) at a time. */
+/**
+ * What this process keeps of a session, a cache beside its record: the record says who holds the
+ * temporary file (`busy`, one writer at a time across processes), this the SHA-1 state and the commit.
+ */
 interface LiveSession {
   record: SessionRecord;
-  /** Last request, ms (expiry). */
-  touchedAt: number;
-  busy: 'part' | 'finish' | null;
   /** SHA-1 over the first `hashedBytes` of the temporary file; recomputed from the file when stale. */
   hash?: Hash;
   hashedBytes: number;
-  /** Start of the block being written while `busy` is 'part' (what upload_req reports meanwhile); -1 before writing. */
-  writingFrom: number;
-  /** The running commit of upload_finish. */
+  /** The running commit of upload_finish, in this process. */
   finishing?: Promise<void>;
-  /** Why the last finish failed (answered once to the next finish call, then the session is gone). */
-  failure?: unknown;
 }
 
 const SHA1_RE = /^[0-9a-f]{40}$/;
@@ -76,14 +90,20 @@ export class UploadServer {
   private readonly finishWaitMs: number;
   private readonly clock: () => number;
   private readonly log: Logger;
-  private readonly journal: UploadSessionJournal;
+  private readonly journal: UploadSessions;
   private readonly webDir: string;
+  /**
+   * Sessions this process served (a cache: the records in the store decide); the sweep drops those whose
+   * record is gone, so it holds at most the sessions that exist.
+   */
   private readonly sessions = new Map<string, LiveSession>();
+  private readonly busyLeaseMs: number;
+  private readonly shared: boolean;
   private readonly sweepIntervalMs: number;
   private sweepTimer: NodeJS.Timeout | undefined;
   readonly webUploadKeys: WebUploadKeys;
 
-  constructor(private readonly host: UploadHost, opts: UploadServerOptions = {}) {
+  constructor(private readonly host: UploadHost, opts: UploadServerOptions) {
     this.prefix = (opts.headerPrefix ?? 'x-svc-').toLowerCase();
     this.prefixes = [...new Set([this.prefix, 'x-svc-', VENDOR_HEADER_PREFIX])];
     this.sessionTtlMs = opts.sessionTtlMs ?? 86_400_000;
@@ -93,24 +113,25 @@ export class UploadServer {
     this.finishWaitMs = opts.finishWaitMs ?? 1_500;
     this.clock = opts.clock ?? Date.now;
     this.log = (opts.logger ?? silentLogger).child({ component: 'upload-server' });
-    this.journal = new UploadSessionJournal(join(host.tempDir, 'sessions'));
+    this.journal = new UploadSessions(opts.db, opts.stagingDir ?? join(host.tempDir, 'sessions'));
+    this.busyLeaseMs = opts.busyLeaseMs ?? 900_000;
+    this.shared = opts.db.engine === 'postgresql';
     this.webDir = join(host.tempDir, 'web');
-    this.webUploadKeys = new WebUploadKeys({ clock: this.clock });
+    this.webUploadKeys = new WebUploadKeys(opts.db, { clock: this.clock });
   }
 
-  /** Loads the sessions of a previous run (they resume), removes expired ones, starts the expiry sweep. */
+  /**
+   * Removes expired sessions (the others resume), starts the expiry sweep. On SQLite, where this is the
+   * only process, a temporary file still held by a request of the previous run is given back.
+   */
   async open(): Promise<void> {
     await this.journal.open();
     await mkdir(this.webDir, { recursive: true });
-    const { sessions } = await this.journal.scan();
-    for (const [id, mtime] of sessions) {
-      const record = await this.journal.load(id).catch(() => undefined);
-      if (record) this.sessions.set(id, { record, touchedAt: mtime, busy: null, hashedBytes: -1, writingFrom: 0 });
-    }
+    if (!this.shared) await this.journal.releaseAll();
     await this.sweep();
     this.sweepTimer = setInterval(() => void this.sweep().catch((e) => this.log.warn({ err: e }, 'upload sweep failed')), this.sweepIntervalMs);
     this.sweepTimer.unref();
-    this.log.info({ sessions: this.sessions.size }, 'upload server open');
+    this.log.info({ sessions: (await this.journal.count()).all, staging: this.journal.dir }, 'upload server open');
   }
 
   /** Stops the sweep and waits for running commits. Sessions stay on disk for the next run. */
@@ -120,17 +141,17 @@ export class UploadServer {
     await Promise.allSettled([...this.sessions.values()].map((s) => s.finishing));
   }
 
-  /** Open (unfinished) sessions; for tests and metrics. */
-  get openSessions(): number {
-    return [...this.sessions.values()].filter((s) => !s.record.result).length;
+  /** Open (unfinished) sessions of the service; for tests and metrics. */
+  async openSessions(): Promise<number> {
+    return (await this.journal.count()).open;
   }
 
   /**
    * The `upload_servers` endpoint's answer, after the service checked the call's signature and params:
    * a new web upload key for `libraryId` and this server's address.
    */
-  issueWebUploadKey(args: { libraryId: number; fullpath: string; timeoutSec: number; serverUrl: string }): UploadServers {
-    const key = this.webUploadKeys.issue(args.libraryId, args.fullpath, args.timeoutSec);
+  async issueWebUploadKey(args: { libraryId: number; fullpath: string; timeoutSec: number; serverUrl: string }): Promise<UploadServers> {
+    const key = await this.webUploadKeys.issue(args.libraryId, args.fullpath, args.timeoutSec);
     return { 'm-upload': [args.serverUrl], key };
   }
 
@@ -194,14 +215,36 @@ export class UploadServer {
     throw missingParam(`org_client_id' or '${this.prefix}token`);
   }
 
-  /** The session a request names; 400 without the header, 401/40104 when unknown. */
-  private session(req: IncomingMessage): LiveSession {
+  /**
+   * The session a request names, its record read from the store (another process may have changed it);
+   * 400 without the header, 401/40104 when unknown.
+   */
+  private async session(req: IncomingMessage): Promise<LiveSession> {
     const id = this.header(req, 'upload-session') ?? this.sessionParam(req);
     if (id === undefined) throw missingParam(this.prefix + 'upload-session');
-    const s = this.sessions.get(id);
-    if (!s) throw new UploadError(401, UploadErrorCode.SessionUnknown, 'upload session unknown, expired, finished or aborted');
-    s.touchedAt = this.clock();
-    return s;
+    const record = await this.journal.load(id);
+    if (!record) {
+      this.sessions.delete(id);
+      throw new UploadError(401, UploadErrorCode.SessionUnknown, 'upload session unknown, expired, finished or aborted');
+    }
+    return this.live(record);
+  }
+
+  /** This process's cache entry of a session, with the record just read. */
+  private live(record: SessionRecord): LiveSession {
+    const s = this.sessions.get(record.id);
+    if (s) {
+      s.record = record;
+      return s;
+    }
+    const fresh: LiveSession = { record, hashedBytes: -1 };
+    this.sessions.set(record.id, fresh);
+    return fresh;
+  }
+
+  /** Whether a request (of any process) holds the session's temporary file now. */
+  private busyNow(r: SessionRecord): SessionBusy | null {
+    return r.busy !== null && r.busyUntil > this.clock() ? r.busy : null;
   }
 
   /** The session id as a URL parameter (`x-gk-upload-session=` / `x-svc-upload-session=`), as the C# SDK's abort sends it. */
@@ -246,19 +289,18 @@ export class UploadServer {
         `upload declares filehash ${filehash} and filesize ${filesize}, expected ${pending.filehash} and ${pending.filesize} as given to create_file`);
     }
     // A session already open for this create_file step is resumed, not duplicated.
-    for (const s of this.sessions.values()) {
-      if (s.record.pathhash === pathhash && !s.record.result && s.record.filehash === filehash) {
-        s.touchedAt = this.clock();
-        this.log.info({ session: s.record.id.slice(0, 8), fullpath: pending.fullpath }, 'upload session resumed');
-        return sendJson(res, 200, { session: s.record.id });
-      }
+    const resumed = await this.journal.openFor(pathhash, filehash);
+    if (resumed) {
+      await this.journal.touch(resumed.id, this.clock());
+      this.log.info({ session: resumed.id.slice(0, 8), fullpath: pending.fullpath }, 'upload session resumed');
+      return sendJson(res, 200, { session: resumed.id });
     }
     // A client that lost its session (the service restarted under it, a connection failed) repeats
     // create_file, which gives a new file a new pathhash. The open session for the same content and target
     // is taken over by the new step, so the bytes it holds are kept (upload_req reports them) instead of
     // starting again from byte 0 and leaving the old temporary file behind.
     const adopted = await this.adopt(pathhash, pending.libraryId, pending.fullpath, filehash, filesize);
-    if (adopted) return sendJson(res, 200, { session: adopted.record.id });
+    if (adopted) return sendJson(res, 200, { session: adopted.id });
     if (await this.host.blobExists(filehash)) {
       const result = await this.host.completeUpload(pathhash, null);
       this.log.info({ fullpath: result.fullpath, size: filesize }, 'instant upload');
@@ -268,32 +310,36 @@ export class UploadServer {
     if (filesize > remaining) {
       throw new UploadError(403, UploadErrorCode.CapacityExceeded, `library capacity exceeded: upload needs ${filesize} bytes, ${Math.max(0, remaining)} left`);
     }
+    const now = this.clock();
     const record: SessionRecord = {
-      id: UploadSessionJournal.newId(), pathhash, libraryId: pending.libraryId, fullpath: pending.fullpath, filename,
-      filehash, filesize, createdAt: this.clock(),
+      id: UploadSessions.newId(), pathhash, libraryId: pending.libraryId, fullpath: pending.fullpath, filename,
+      filehash, filesize, createdAt: now, touchedAt: now, busy: null, busyUntil: 0, writingFrom: 0,
     };
     await writeFile(this.journal.partPath(record.id), new Uint8Array(0));
-    await this.journal.save(record);
-    this.sessions.set(record.id, { record, touchedAt: this.clock(), busy: null, hash: createHash('sha1'), hashedBytes: 0, writingFrom: 0 });
+    await this.journal.create(record);
+    this.sessions.set(record.id, { record, hash: createHash('sha1'), hashedBytes: 0 });
     this.log.info({ session: record.id.slice(0, 8), fullpath: record.fullpath, size: filesize }, 'upload session open');
     sendJson(res, 200, { session: record.id });
   }
 
   /** Moves an idle unfinished session for the same library, path and content to the create_file step `pathhash`. */
-  private async adopt(pathhash: string, libraryId: number, fullpath: string, filehash: string, filesize: number): Promise<LiveSession | undefined> {
-    for (const s of this.sessions.values()) {
-      const r = s.record;
-      if (r.result || s.busy || s.finishing || s.failure !== undefined) continue;
-      if (r.libraryId !== libraryId || r.fullpath !== fullpath || r.filehash !== filehash || r.filesize !== filesize) continue;
+  private async adopt(pathhash: string, libraryId: number, fullpath: string, filehash: string, filesize: number): Promise<SessionRecord | undefined> {
+    for (const r of await this.journal.idleFor(libraryId, fullpath, filehash, filesize, this.clock())) {
+      if (this.sessions.get(r.id)?.finishing) continue;
       if ((await this.journal.committedBytes(r.id)) === undefined) continue;
-      const previous = r.pathhash;
-      r.pathhash = pathhash;
-      await this.journal.save(r);
-      s.touchedAt = this.clock();
-      this.log.info({ session: r.id.slice(0, 8), fullpath, previous: previous.slice(0, 8) }, 'upload session taken over by a repeated create_file');
-      return s;
+      if (!await this.journal.movePathhash(r.id, r.pathhash, pathhash, this.clock())) continue;
+      this.log.info({ session: r.id.slice(0, 8), fullpath, previous: r.pathhash.slice(0, 8) }, 'upload session taken over by a repeated create_file');
+      return { ...r, pathhash };
     }
     return undefined;
+  }
+
+  /** Takes the session's temporary file for this request, or refuses with 410 naming who holds it. */
+  private async claim(s: LiveSession, busy: SessionBusy): Promise<void> {
+    if (await this.journal.claim(s.record.id, busy, this.clock(), this.busyLeaseMs)) return;
+    const now = (await this.journal.load(s.record.id)) ?? s.record;
+    if (now.result) throw new UploadError(410, UploadErrorCode.TempFileBusy, 'upload already finished');
+    throw new UploadError(410, UploadErrorCode.TempFileBusy, `temporary file busy (${now.busy === 'part' ? 'another block is being written' : 'being finished'})`);
   }
 
   private parseRange(text: string, filesize: number): { start: number; length: number } {
@@ -308,11 +354,12 @@ export class UploadServer {
   }
 
   private async part(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const s = this.session(req);
+    const s = await this.session(req);
     const rangeText = this.requireHeader(req, 'upload-range');
     const crcText = this.header(req, 'upload-crc');
     if (s.record.result) throw new UploadError(410, UploadErrorCode.TempFileBusy, 'upload already finished');
-    if (s.busy) throw new UploadError(410, UploadErrorCode.TempFileBusy, `temporary file busy (${s.busy === 'part' ? 'another block is being written' : 'being finished'})`);
+    const holder = this.busyNow(s.record);
+    if (holder) throw new UploadError(410, UploadErrorCode.TempFileBusy, `temporary file busy (${holder === 'part' ? 'another block is being written' : 'being finished'})`);
     const { start, length } = this.parseRange(rangeText, s.record.filesize);
     const declared = Number(req.headers['content-length'] ?? NaN);
     if (length > this.maxBlock || declared > this.maxBlock) {
@@ -323,11 +370,10 @@ export class UploadServer {
       crc = parseCrc32(crcText);
       if (crc === undefined) throw new UploadError(400, UploadErrorCode.BadParam, `${this.prefix}upload-crc expected an unsigned 32-bit integer, got ${JSON.stringify(crcText)}`);
     }
-    s.busy = 'part';
-    s.writingFrom = -1;
+    await this.claim(s, 'part');
     try {
       const committed = await this.committed(s);
-      s.writingFrom = committed;
+      await this.journal.setWritingFrom(s.record.id, committed);
       if (start !== committed) {
         throw new UploadError(409, UploadErrorCode.UnexpectedOffset, `block starts at ${start}, expected ${committed}`, { expect: committed });
       }
@@ -344,41 +390,48 @@ export class UploadServer {
       }
       throw e;
     } finally {
-      s.busy = null;
-      s.touchedAt = this.clock();
+      await this.journal.release(s.record.id, 'part', this.clock());
     }
     const complete = start + length === s.record.filesize;
     sendJson(res, complete ? 202 : 200, {});
   }
 
   private async req(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const s = this.session(req);
+    const s = await this.session(req);
+    await this.journal.touch(s.record.id, this.clock());
     // while a block is being written, only the bytes before it are committed
-    const n = s.record.result ? s.record.filesize : s.busy === 'part' && s.writingFrom >= 0 ? s.writingFrom : await this.committed(s);
+    const r = s.record;
+    const n = r.result ? r.filesize : this.busyNow(r) === 'part' && r.writingFrom >= 0 ? r.writingFrom : await this.committed(s);
     res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': String(String(n).length) });
     res.end(String(n));
   }
 
   private async finish(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const s = this.session(req);
+    const s = await this.session(req);
+    await this.journal.touch(s.record.id, this.clock());
     if (s.record.result) return sendJson(res, 200, s.record.result);
-    if (s.failure !== undefined) {
+    const failure = s.record.failure;
+    if (failure !== undefined) {
       // reported once; a refusal ends the session, a fault leaves it for another finish
-      const failure = s.failure;
-      s.failure = undefined;
-      if (isStatusError(failure) && failure.status < 500) this.sessions.delete(s.record.id);
-      throw failure;
+      if (await this.journal.takeFailure(s.record.id, failure)) {
+        if (failure.status < 500) await this.journal.remove(s.record.id);
+        throw new UploadError(failure.status, failure.code, failure.message, failure.extra);
+      }
+      return this.finish(req, res);
     }
     if (!s.finishing) {
-      if (s.busy) throw new UploadError(410, UploadErrorCode.TempFileBusy, 'temporary file busy (a block is being written)');
+      const holder = this.busyNow(s.record);
+      // another process is committing this session: ask again
+      if (holder === 'finish') return sendJson(res, 202, {});
+      if (holder) throw new UploadError(410, UploadErrorCode.TempFileBusy, 'temporary file busy (a block is being written)');
       const committed = await this.committed(s);
       if (committed < s.record.filesize) {
         throw new UploadError(409, UploadErrorCode.UnexpectedOffset, `data incomplete: ${committed} of ${s.record.filesize} bytes received`, { expect: committed });
       }
-      s.busy = 'finish';
+      await this.claim(s, 'finish');
       s.finishing = this.commit(s)
         .catch((e) => this.onCommitFailure(s, e))
-        .finally(() => { s.busy = null; s.finishing = undefined; });
+        .finally(() => { s.finishing = undefined; });
     }
     const current = s.finishing;
     let timer: NodeJS.Timeout | undefined;
@@ -411,26 +464,29 @@ export class UploadServer {
     }
     const result = await this.host.completeUpload(record.pathhash, { tempFilePath: partPath, sha1, size });
     record.result = result;
-    await this.journal.save(record);
+    await this.journal.finished(record.id, result, this.clock());
     await this.journal.removePart(record.id);
-    s.touchedAt = this.clock();
     this.log.info({ session: record.id.slice(0, 8), fullpath: result.fullpath, size }, 'upload finished');
   }
 
   /** A refused commit (bad content, host refusal) ends the session; a fault keeps it for another finish. */
   private async onCommitFailure(s: LiveSession, e: unknown): Promise<void> {
-    s.failure = e;
+    const failure: StoredFailure = isStatusError(e)
+      ? { status: e.status, code: e.code, message: e.message, ...(e.extra ? { extra: e.extra } : {}) }
+      : { status: 500, code: UploadErrorCode.Internal, message: 'internal error' };
     if (isStatusError(e) && e.status < 500) {
       this.log.warn({ session: s.record.id.slice(0, 8), code: e.code, error: e.message }, 'upload refused at finish');
-      await this.journal.remove(s.record.id).catch((err) => this.log.warn({ err }, 'removing a refused session failed'));
+      await this.journal.removePart(s.record.id).catch((err) => this.log.warn({ err }, 'removing a refused session failed'));
     } else {
       this.log.error({ err: e, session: s.record.id.slice(0, 8) }, 'upload commit failed');
     }
+    await this.journal.failed(s.record.id, failure, this.clock()).catch((err) => this.log.error({ err }, 'recording a failed finish failed'));
   }
 
   private async abort(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const s = this.session(req);
-    if (s.busy) throw new UploadError(410, UploadErrorCode.TempFileBusy, `temporary file busy (${s.busy === 'part' ? 'a block is being written' : 'being finished'})`);
+    const s = await this.session(req);
+    const holder = this.busyNow(s.record);
+    if (holder || s.finishing) throw new UploadError(410, UploadErrorCode.TempFileBusy, `temporary file busy (${holder === 'part' ? 'a block is being written' : 'being finished'})`);
     this.sessions.delete(s.record.id);
     await this.journal.remove(s.record.id);
     this.log.info({ session: s.record.id.slice(0, 8), fullpath: s.record.fullpath }, 'upload aborted');
@@ -440,18 +496,20 @@ export class UploadServer {
   /** Removes expired sessions with their temporary files, and stray temporary files older than the TTL. */
   async sweep(): Promise<void> {
     const now = this.clock();
-    for (const [id, s] of this.sessions) {
-      if (s.busy || s.finishing) continue;
-      const ttl = s.record.result ? this.finishedTtlMs : this.sessionTtlMs;
-      if (now - s.touchedAt < ttl) continue;
-      this.sessions.delete(id);
-      await this.journal.remove(id);
-      if (!s.record.result) this.log.info({ session: id.slice(0, 8), fullpath: s.record.fullpath }, 'upload session expired');
+    for (const r of await this.journal.expired(now, this.sessionTtlMs, this.finishedTtlMs)) {
+      if (this.sessions.get(r.id)?.finishing) continue;
+      this.sessions.delete(r.id);
+      await this.journal.remove(r.id);
+      if (!r.result) this.log.info({ session: r.id.slice(0, 8), fullpath: r.fullpath }, 'upload session expired');
     }
-    // A session file without its journal (the process died inside upload_init, a journal write was cut)
-    // can never be resumed: it goes once it has been still for STRAY_GRACE_MS (another process sharing the
-    // folder may be between the two writes). A web upload's file goes after the session TTL.
-    const { strays } = await this.journal.scan();
+    // The cache keeps only sessions that still exist (another process may have ended or expired one).
+    for (const [id, s] of this.sessions) {
+      if (!s.finishing && !await this.journal.load(id)) this.sessions.delete(id);
+    }
+    // A session file without its record (the process died inside upload_init) can never be resumed: it
+    // goes once it has been still for STRAY_GRACE_MS (another process sharing the folder may be between
+    // the two writes). A web upload's file goes after the session TTL.
+    const strays = await this.journal.strays();
     const webFiles = (await readdir(this.webDir).catch(() => [] as string[])).map((n) => join(this.webDir, n));
     const strayTtl = Math.min(this.sessionTtlMs, STRAY_GRACE_MS);
     for (const [path, ttl] of [...strays.map((p) => [p, strayTtl] as const), ...webFiles.map((p) => [p, this.sessionTtlMs] as const)]) {

@@ -101,7 +101,7 @@ async function authorize(fields: Record<string, string>, ctx: WebUploadContext):
   if (fields.org_client_id !== undefined) {
     if (fields.key === undefined) throw missingParam('key');
     const caller = await ctx.host.authorizeLibrary(fields.org_client_id);
-    const grant = ctx.keys.resolve(fields.key);
+    const grant = await ctx.keys.resolve(fields.key);
     if (caller.kind !== 'library' || grant.libraryId !== caller.libraryId) {
       throw new UploadError(401, UploadErrorCode.KeyInvalid, 'web upload key was not issued for this library');
     }

@@ -12,6 +12,7 @@ import { openDatabase } from '../../../src/service/store/database.js';
 import { openPostgres } from '../../../src/service/store/pg-database.js';
 import { PgMetadataStore, numbered } from '../../../src/service/store/pg-metadata-store.js';
 import { SqliteMetadataStore } from '../../../src/service/store/sqlite-metadata-store.js';
+import { StoredBlobLocks } from '../../../src/service/store/blob-locks.js';
 import { reserveOperationTimes, type MetadataStore } from '../../../src/service/store/metadata-store.js';
 
 let server: Postgres;
@@ -134,5 +135,44 @@ describe.each(['sqlite', 'postgresql'])('MetadataStore on %s', (engine) => {
 describe('placeholders for PostgreSQL', () => {
   it('numbers ? outside quoted text only', () => {
     expect(numbered(`SELECT '?', "a?" FROM t WHERE x = ? AND y = ? AND z = 'it''s ?'`)).toBe(`SELECT '?', "a?" FROM t WHERE x = $1 AND y = $2 AND z = 'it''s ?'`);
+  });
+});
+
+describe('StoredBlobLocks (the per-blob lock between processes)', () => {
+  it('never lets two processes into sections of one blob at once; other blobs run alongside; an expired lock is taken over', async () => {
+    const [a, b] = await seeded('postgresql');
+    try {
+      let now = Date.now();
+      const local = { lock: <T>(_sha1: string, fn: () => Promise<T> | T) => Promise.resolve(fn()) };
+      const la = new StoredBlobLocks(a, local, { maxWaitMs: 5, clock: () => now });
+      const lb = new StoredBlobLocks(b, local, { maxWaitMs: 5, clock: () => now });
+      const inside = new Map<string, number>();
+      let overlaps = 0;
+      let concurrentKeys = 0;
+      const section = async (key: string) => {
+        inside.set(key, (inside.get(key) ?? 0) + 1);
+        if (inside.get(key)! > 1) overlaps++;
+        if ([...inside.values()].filter((n) => n > 0).length > 1) concurrentKeys++;
+        await tick();
+        await tick();
+        inside.set(key, inside.get(key)! - 1);
+      };
+      await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? la : lb).lock(i % 4 < 2 ? 'k1' : 'k2', () => section(i % 4 < 2 ? 'k1' : 'k2'))));
+      expect(overlaps).toBe(0);
+      expect(concurrentKeys).toBeGreaterThan(0);
+      expect(await a.all('SELECT * FROM blob_locks')).toEqual([]);
+      // a holder that died: its row stays until the lease passes, then the other process takes it
+      await a.run('INSERT INTO blob_locks (sha1, holder, until_ms) VALUES (?, ?, ?)', ['k3', 'gone', now + 1_000]);
+      let ran = false;
+      const waiting = lb.lock('k3', () => { ran = true; });
+      await tick();
+      expect(ran).toBe(false);
+      now += 1_000;
+      await waiting;
+      expect(ran).toBe(true);
+    } finally {
+      await a.close();
+      await b.close();
+    }
   });
 });

@@ -7,9 +7,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FormData, request } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { PasswordAttempts } from '../../../src/service/links/password-attempts.js';
+import { PasswordAttempts, StoredPasswordAttempts } from '../../../src/service/links/password-attempts.js';
 import { LinkPages } from '../../../src/service/links/link-pages.js';
 import { ShareLinks } from '../../../src/service/links/share-links.js';
+import { metadataStoreAt } from '../../../src/service/store/metadata-location.js';
+import type { MetadataStore } from '../../../src/service/store/metadata-store.js';
 import type { LinkEntry, LinkHost } from '../../../src/service/links/types.js';
 import type { UploadedFile, VerifiedContent } from '../../../src/service/upload/types.js';
 
@@ -56,6 +58,7 @@ class FakeLinkHost implements LinkHost {
 }
 
 let dir: string;
+let db: MetadataStore;
 let host: FakeLinkHost;
 let links: ShareLinks;
 let http: Server;
@@ -72,7 +75,9 @@ beforeEach(async () => {
     void pages.handle(req, res, path.replace(/^\/link/, ''));
   });
   await new Promise<void>((r) => http.listen(0, '127.0.0.1', r));
-  links = new ShareLinks(host, { dataDir: join(dir, 'links'), baseUrl: `http://127.0.0.1:${(http.address() as AddressInfo).port}`, clock: () => now });
+  await mkdir(join(dir, 'links'));
+  db = await metadataStoreAt(undefined, join(dir, 'links'));
+  links = new ShareLinks(host, { db, dataDir: join(dir, 'links'), baseUrl: `http://127.0.0.1:${(http.address() as AddressInfo).port}`, clock: () => now });
   pages = new LinkPages(links);
   await links.open();
   await host.addFolder('docs');
@@ -85,6 +90,7 @@ let pages: LinkPages;
 afterEach(async () => {
   http.closeAllConnections();
   await new Promise<void>((r) => http.close(() => r()));
+  await db.close();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -247,9 +253,31 @@ describe('share links', () => {
   it('links survive a restart of the store', { timeout: 10_000 }, async () => {
     const r = await links.createLink(1, { fullpath: 'docs/a.txt', access_limit: 5 });
     await get(r.link);
-    const again = new ShareLinks(host, { dataDir: join(dir, 'links'), baseUrl: links.baseUrl, clock: () => now });
+    const again = new ShareLinks(host, { db, dataDir: join(dir, 'links'), baseUrl: links.baseUrl, clock: () => now });
     await again.open();
-    expect(again.store.get(r.code)).toMatchObject({ visits: 1, accessLimit: 5 });
+    expect(await again.store.get(r.code)).toMatchObject({ visits: 1, accessLimit: 5 });
+  });
+});
+
+describe('links.json of an earlier version', () => {
+  it('is imported once into the metadata store, with its cookie secret, and renamed', { timeout: 10_000 }, async () => {
+    const folder = join(dir, 'old');
+    await mkdir(folder);
+    const record = {
+      code: 'oldcode', libraryId: 1, hash: 'h1', dir: false, fullpath: 'docs/a.txt', keepFilehash: '', auth: 'download', deadline: -1, startline: 0,
+      password: '', accessLimit: 3, visits: 2, wmContent: '', closed: false, createdAt: 1_700_000_000, opName: 'x',
+    };
+    await writeFile(join(folder, 'links.json'), JSON.stringify({ secret: 'f'.repeat(64), links: [record] }));
+    const store = await metadataStoreAt(undefined, folder);
+    try {
+      const imported = new ShareLinks(host, { db: store, dataDir: folder, baseUrl: links.baseUrl, clock: () => now });
+      await imported.open();
+      expect(await imported.store.get('oldcode')).toEqual(record);
+      expect(imported.store.secret).toBe('f'.repeat(64));
+      expect((await readdir(folder)).filter((n) => n.startsWith('links.json'))).toEqual(['links.json.imported']);
+    } finally {
+      await store.close();
+    }
   });
 });
 
@@ -273,6 +301,38 @@ describe('PasswordAttempts', () => {
     a.succeeded('M', 'c1');
     a.failed('M', 'c1');
     expect(a.retryAfterMs('M', 'c1')).toBe(0);
+  });
+  it('in the metadata store: the same counts, added up over every process (two guards on one store)', async () => {
+    let t = 0;
+    const folder = join(dir, 'attempts');
+    await mkdir(folder);
+    const store = await metadataStoreAt(undefined, folder);
+    try {
+      const one = new StoredPasswordAttempts(store, () => t, { perClient: 2, perLink: 3, windowMs: 1000 });
+      const other = new StoredPasswordAttempts(store, () => t, { perClient: 2, perLink: 3, windowMs: 1000 });
+      await one.failed('L', 'c1');
+      expect(await other.retryAfterMs('L', 'c1')).toBe(0);
+      await other.failed('L', 'c1');
+      expect(await one.retryAfterMs('L', 'c1')).toBe(1000);
+      expect(await one.retryAfterMs('L', 'c2')).toBe(0);
+      expect(await one.retryAfterMs('M', 'c1')).toBe(0);
+      await one.failed('L', 'c2');
+      expect(await other.retryAfterMs('L', 'c3')).toBe(1000);
+      t = 1000;
+      expect(await one.retryAfterMs('L', 'c1')).toBe(0);
+      expect(await other.retryAfterMs('L', 'c3')).toBe(0);
+      await one.failed('M', 'c1');
+      await other.succeeded('M', 'c1');
+      await one.failed('M', 'c1');
+      expect(await one.retryAfterMs('M', 'c1')).toBe(0);
+      // a failure after the window starts the count over, and the expired rows go
+      await one.failed('L', 'c1');
+      expect(await store.all('SELECT key, count FROM link_password_failures ORDER BY key')).toEqual([
+        { key: 'c/L/c1', count: 1 }, { key: 'c/M/c1', count: 1 }, { key: 'l/L', count: 1 }, { key: 'l/M', count: 2 },
+      ]);
+    } finally {
+      await store.close();
+    }
   });
   it('keeps a bounded number of records', () => {
     const a = new PasswordAttempts(() => 0, { maxRecords: 100 });

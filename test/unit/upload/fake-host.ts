@@ -10,6 +10,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { metadataStoreAt } from '../../../src/service/store/metadata-location.js';
+import type { MetadataStore } from '../../../src/service/store/metadata-store.js';
 import { UploadServer, type UploadServerOptions } from '../../../src/service/upload/upload-server.js';
 import type { PendingUpload, UploadCaller, UploadHost, UploadedFile, VerifiedContent, WebUploadTarget } from '../../../src/service/upload/types.js';
 
@@ -32,11 +34,16 @@ export class FakeUploadHost implements UploadHost {
 
   constructor(readonly root: string, readonly tempDir: string, readonly blobDir: string) {}
 
+  /** The metadata store of the upload sessions (SQLite in the host's folder; kept across upload servers). */
+  db!: MetadataStore;
+
   static async create(): Promise<FakeUploadHost> {
     const root = await mkdtemp(join(tmpdir(), 'cloudlib-upload-'));
     await mkdir(join(root, 'tmp'));
     await mkdir(join(root, 'blobs'));
-    return new FakeUploadHost(root, join(root, 'tmp'), join(root, 'blobs'));
+    const host = new FakeUploadHost(root, join(root, 'tmp'), join(root, 'blobs'));
+    host.db = await metadataStoreAt(undefined, root);
+    return host;
   }
 
   async authorizeLibrary(orgClientId: string): Promise<UploadCaller> {
@@ -109,13 +116,14 @@ export class FakeUploadHost implements UploadHost {
   }
 
   async dispose(): Promise<void> {
+    await this.db.close();
     await rm(this.root, { recursive: true, force: true });
   }
 }
 
 /** An UploadServer on a real HTTP listener (ephemeral port), mounted at `/upload`. */
-export async function listen(host: UploadHost, opts: UploadServerOptions = {}): Promise<{ server: UploadServer; url: string; close: () => Promise<void> }> {
-  const server = new UploadServer(host, opts);
+export async function listen(host: FakeUploadHost, opts: Partial<UploadServerOptions> = {}): Promise<{ server: UploadServer; url: string; close: () => Promise<void> }> {
+  const server = new UploadServer(host, { db: host.db, ...opts });
   await server.open();
   const http: Server = createServer((req, res) => {
     const path = new URL(req.url ?? '/', 'http://x').pathname;

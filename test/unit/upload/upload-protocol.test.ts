@@ -87,7 +87,7 @@ describe('chunked upload: happy path', () => {
     const r = await wire.init({ filename: 'two.bin', pathhash, filehash: sha1(content), filesize: content.length });
     expect(r.status).toBe(202);
     expect(host.files.get('two.bin')).toMatchObject({ filehash: sha1(content) });
-    expect(srv.server.openSessions).toBe(0);
+    expect(await srv.server.openSessions()).toBe(0);
   });
 
   it('an empty file finishes without blocks', { timeout: 10_000 }, async () => {
@@ -121,7 +121,7 @@ describe('chunked upload: refusals', () => {
     expect((await new UploadWire(srv.url, {}).init(full)).status).toBe(400);
     expect(await new UploadWire(srv.url, { orgClientId: 'oc_other' }).init(full)).toMatchObject({ status: 401, json: { error_code: 40103 } });
     expect(await wire.init({ ...full, pathhash: 'unknown' })).toMatchObject({ status: 404, json: { error_code: 40403 } });
-    expect(srv.server.openSessions).toBe(0);
+    expect(await srv.server.openSessions()).toBe(0);
   });
 
   it('upload_init: 403/40321 before any byte is stored when the library would exceed its capacity', { timeout: 10_000 }, async () => {
@@ -288,5 +288,34 @@ describe('chunked upload: persistence and expiry', () => {
     now += 6 * 60_000;
     await srv.server.sweep();
     expect(await sessionFiles()).not.toContain(stray);
+  });
+});
+
+describe('chunked upload: two upload servers on one store and staging folder (two processes)', () => {
+  it('init on one, parts on the other, finish on the first; the first forgets a session the other ended at its sweep', { timeout: 20_000 }, async () => {
+    const other = await listen(host, { maxBlock: 64 * 1024, finishWaitMs: 3_000 });
+    try {
+      const onOther = new UploadWire(other.url);
+      const content = randomBytes(150_000);
+      const { session } = await openSession(content);
+      expect(await sendAll(session, content.subarray(0, 64 * 1024), 64 * 1024)).toEqual([200]);
+      expect((await onOther.part(session, `${64 * 1024}-${128 * 1024 - 1}`, content.subarray(64 * 1024, 128 * 1024))).status).toBe(200);
+      expect((await onOther.part(session, `${128 * 1024}-${content.length - 1}`, content.subarray(128 * 1024))).status).toBe(202);
+      expect(await wire.post('upload_req', session)).toMatchObject({ status: 200, text: String(content.length) });
+      expect(await wire.post('upload_finish', session)).toMatchObject({ status: 200, json: { filehash: sha1(content) } });
+      expect(await onOther.post('upload_finish', session)).toMatchObject({ status: 200, json: { filehash: sha1(content) } });
+
+      // a session aborted through the other server: this one answers 401 and its cache lets go at the sweep
+      const second = await openSession(randomBytes(1000), 'docs/b.bin');
+      expect((await wire.post('upload_req', second.session)).status).toBe(200);
+      expect((await onOther.post('upload_abort', second.session)).status).toBe(200);
+      const cached = (srv.server as unknown as { sessions: Map<string, unknown> }).sessions;
+      expect(cached.has(session)).toBe(true);
+      await srv.server.sweep();
+      expect(cached.has(second.session)).toBe(false);
+      expect((await wire.post('upload_req', second.session)).status).toBe(401);
+    } finally {
+      await other.close();
+    }
   });
 });

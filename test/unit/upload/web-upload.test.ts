@@ -33,8 +33,8 @@ async function post(fields: Record<string, string>, file?: Buffer, opts: { fileF
   return { status: res.statusCode, json: (await res.body.json()) as Record<string, unknown> };
 }
 
-function key(timeoutSec = 60): string {
-  const issued = srv.server.issueWebUploadKey({ libraryId: 1, fullpath: 'inbox', timeoutSec, serverUrl: srv.url });
+async function key(timeoutSec = 60): Promise<string> {
+  const issued = await srv.server.issueWebUploadKey({ libraryId: 1, fullpath: 'inbox', timeoutSec, serverUrl: srv.url });
   expect(issued['m-upload']).toEqual([srv.url]);
   return issued.key;
 }
@@ -44,7 +44,7 @@ const leftovers = async () => readdir(join(host.tempDir, 'web'));
 describe('web upload', () => {
   it('library form: stores the file with the key of upload_servers and answers {fullpath, filesize, hash}', { timeout: 10_000 }, async () => {
     const content = randomBytes(300_000);
-    const r = await post({ org_client_id: 'oc_test', key: key(), path: 'inbox', name: 'report.pdf', filefield: 'file' }, content);
+    const r = await post({ org_client_id: 'oc_test', key: await key(), path: 'inbox', name: 'report.pdf', filefield: 'file' }, content);
     expect(r.status).toBe(200);
     expect(r.json).toMatchObject({ fullpath: 'inbox/report.pdf', filesize: content.length });
     expect(typeof r.json.hash).toBe('string');
@@ -54,19 +54,19 @@ describe('web upload', () => {
 
   it('accepts the file part before the credential fields', { timeout: 10_000 }, async () => {
     const content = randomBytes(5000);
-    const r = await post({ org_client_id: 'oc_test', key: key(), path: '', name: 'first.bin' }, content, { fileFirst: true });
+    const r = await post({ org_client_id: 'oc_test', key: await key(), path: '', name: 'first.bin' }, content, { fileFirst: true });
     expect(r).toMatchObject({ status: 200, json: { fullpath: 'first.bin', filesize: 5000 } });
   });
 
   it('the key expires after its timeout; unknown keys and keys of another library are refused', { timeout: 10_000 }, async () => {
-    const k = key(30);
+    const k = await key(30);
     now += 31_000;
     const r = await post({ org_client_id: 'oc_test', key: k, path: '', name: 'late.bin' }, randomBytes(10));
     expect(r).toMatchObject({ status: 401, json: { error_code: 40105, fullpath: 'late.bin' } });
     expect((await post({ org_client_id: 'oc_test', key: 'nope', path: '', name: 'x' }, randomBytes(10))).status).toBe(401);
-    const other = srv.server.issueWebUploadKey({ libraryId: 2, fullpath: '', timeoutSec: 60, serverUrl: srv.url }).key;
+    const other = (await srv.server.issueWebUploadKey({ libraryId: 2, fullpath: '', timeoutSec: 60, serverUrl: srv.url })).key;
     expect((await post({ org_client_id: 'oc_test', key: other, path: '', name: 'x' }, randomBytes(10))).json).toMatchObject({ error_code: 40105 });
-    expect(() => srv.server.issueWebUploadKey({ libraryId: 1, fullpath: '', timeoutSec: 0, serverUrl: srv.url })).toThrow(/expected an integer/);
+    await expect(srv.server.issueWebUploadKey({ libraryId: 1, fullpath: '', timeoutSec: 0, serverUrl: srv.url })).rejects.toThrow(/expected an integer/);
     expect(host.files.size).toBe(0);
     expect(await leftovers()).toEqual([]);
   });
@@ -82,7 +82,7 @@ describe('web upload', () => {
   });
 
   it('400 for a missing file, missing name, a name with a slash, or no credential', { timeout: 10_000 }, async () => {
-    const k = key();
+    const k = await key();
     expect(await post({ org_client_id: 'oc_test', key: k, path: '', name: 'x' })).toMatchObject({ status: 400, json: { error_code: 40003 } });
     expect((await post({ org_client_id: 'oc_test', key: k, path: '' }, randomBytes(5))).status).toBe(400);
     expect((await post({ org_client_id: 'oc_test', key: k, path: '', name: 'a/b' }, randomBytes(5))).status).toBe(400);
@@ -96,9 +96,9 @@ describe('web upload', () => {
 
   it('403/40321 when the library would exceed its capacity, before anything is stored', { timeout: 10_000 }, async () => {
     host.capacity = 100_000;
-    const early = await post({ org_client_id: 'oc_test', key: key(), path: '', name: 'big.bin' }, randomBytes(400_000));
+    const early = await post({ org_client_id: 'oc_test', key: await key(), path: '', name: 'big.bin' }, randomBytes(400_000));
     expect(early).toMatchObject({ status: 403, json: { error_code: 40321 } });
-    const late = await post({ org_client_id: 'oc_test', key: key(), path: '', name: 'big.bin' }, randomBytes(100_001), { fileFirst: true });
+    const late = await post({ org_client_id: 'oc_test', key: await key(), path: '', name: 'big.bin' }, randomBytes(100_001), { fileFirst: true });
     expect(late).toMatchObject({ status: 403, json: { error_code: 40321 } });
     expect(host.files.size).toBe(0);
     expect(await readdir(host.blobDir)).toEqual([]);

@@ -1,0 +1,207 @@
+/**
+ * UploadSessions: the state of chunked upload sessions, shared by every process of a service. The
+ * session records live in the metadata store (table `upload_sessions`): what upload_init declared, the
+ * create_file step the session serves, which request holds its temporary file (`busy`, a lease), and,
+ * once finished, the result (or the refusal answered once). The bytes received live in the staging
+ * folder, one temporary file `<id>.part` per session; its length is the committed byte count (the bytes
+ * and their count cannot disagree: a block is accepted by writing it). Processes that share the metadata
+ * share the staging folder, so a part may reach any of them.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { MetadataStore } from '../store/metadata-store.js';
+import type { UploadedFile } from './types.js';
+
+/** Which request holds a session's temporary file. */
+export type SessionBusy = 'part' | 'finish';
+
+/** A refused or failed finish, answered once to the next finish call. */
+export interface StoredFailure { status: number; code: number; message: string; extra?: Record<string, unknown> }
+
+export interface SessionRecord {
+  /** 32 lowercase hex characters; the session's only credential after upload_init. */
+  id: string;
+  pathhash: string;
+  libraryId: number;
+  fullpath: string;
+  filename: string;
+  filehash: string;
+  filesize: number;
+  /** Unix milliseconds. */
+  createdAt: number;
+  /** Last request, unix milliseconds (expiry). */
+  touchedAt: number;
+  /** The request holding the temporary file, while its lease (`busyUntil`) lasts. */
+  busy: SessionBusy | null;
+  busyUntil: number;
+  /** Start of the block being written while `busy` is 'part' (what upload_req reports meanwhile); -1 before writing. */
+  writingFrom: number;
+  /** Set once upload_finish committed the file: repeated finish calls answer it. */
+  result?: UploadedFile;
+  failure?: StoredFailure;
+}
+
+interface SessionRow {
+  id: string; pathhash: string; library_id: number; fullpath: string; filename: string; filehash: string; filesize: number;
+  created_ms: number; touched_ms: number; busy: SessionBusy | null; busy_until_ms: number; writing_from: number;
+  result: string | null; failure: string | null;
+}
+
+const ID_RE = /^[0-9a-f]{32}$/;
+
+export class UploadSessions {
+  /**
+   * @param db where the records live
+   * @param dir the staging folder of the temporary files (shared by the processes of a service)
+   */
+  constructor(private readonly db: MetadataStore, readonly dir: string) {}
+
+  static newId(): string {
+    return randomBytes(16).toString('hex');
+  }
+
+  static isId(text: string): boolean {
+    return ID_RE.test(text);
+  }
+
+  async open(): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
+  }
+
+  partPath(id: string): string {
+    return join(this.dir, `${id}.part`);
+  }
+
+  async create(r: SessionRecord): Promise<void> {
+    await this.db.run(
+      'INSERT INTO upload_sessions (id, pathhash, library_id, fullpath, filename, filehash, filesize, created_ms, touched_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      [r.id, r.pathhash, r.libraryId, r.fullpath, r.filename, r.filehash, r.filesize, r.createdAt, r.touchedAt],
+    );
+  }
+
+  async load(id: string): Promise<SessionRecord | undefined> {
+    if (!UploadSessions.isId(id)) return undefined;
+    const row = await this.db.get<SessionRow>('SELECT * FROM upload_sessions WHERE id = ?', [id]);
+    return row && fromRow(row);
+  }
+
+  /** The unfinished session serving create_file step `pathhash` for this content, if any. */
+  async openFor(pathhash: string, filehash: string): Promise<SessionRecord | undefined> {
+    const row = await this.db.get<SessionRow>('SELECT * FROM upload_sessions WHERE pathhash = ? AND filehash = ? AND result IS NULL ORDER BY created_ms LIMIT 1', [pathhash, filehash]);
+    return row && fromRow(row);
+  }
+
+  /** Unfinished sessions for the same library, path and content that no request holds and no failure waits in. */
+  async idleFor(libraryId: number, fullpath: string, filehash: string, filesize: number, now: number): Promise<SessionRecord[]> {
+    const rows = await this.db.all<SessionRow>(
+      'SELECT * FROM upload_sessions WHERE library_id = ? AND fullpath = ? AND filehash = ? AND filesize = ? AND result IS NULL AND failure IS NULL AND (busy IS NULL OR busy_until_ms <= ?) ORDER BY created_ms',
+      [libraryId, fullpath, filehash, filesize, now],
+    );
+    return rows.map(fromRow);
+  }
+
+  /** Moves the session from step `from` to step `to`, unless another request changed it meanwhile. */
+  async movePathhash(id: string, from: string, to: string, now: number): Promise<boolean> {
+    return (await this.db.run('UPDATE upload_sessions SET pathhash = ?, touched_ms = ? WHERE id = ? AND pathhash = ? AND result IS NULL', [to, now, id, from])).changes > 0;
+  }
+
+  async touch(id: string, now: number): Promise<void> {
+    await this.db.run('UPDATE upload_sessions SET touched_ms = ? WHERE id = ?', [now, id]);
+  }
+
+  /**
+   * Takes the temporary file for one request (a part or the finish) until `now + leaseMs`, when no other
+   * request holds it; false otherwise. One statement, so two processes never both hold it.
+   */
+  async claim(id: string, busy: SessionBusy, now: number, leaseMs: number): Promise<boolean> {
+    return (await this.db.run(
+      'UPDATE upload_sessions SET busy = ?, busy_until_ms = ?, writing_from = -1, touched_ms = ? WHERE id = ? AND result IS NULL AND (busy IS NULL OR busy_until_ms <= ?)',
+      [busy, now + leaseMs, now, id, now],
+    )).changes > 0;
+  }
+
+  async setWritingFrom(id: string, offset: number): Promise<void> {
+    await this.db.run('UPDATE upload_sessions SET writing_from = ? WHERE id = ?', [offset, id]);
+  }
+
+  /** Gives the temporary file back. */
+  async release(id: string, busy: SessionBusy, now: number): Promise<void> {
+    await this.db.run('UPDATE upload_sessions SET busy = NULL, busy_until_ms = 0, touched_ms = ? WHERE id = ? AND busy = ?', [now, id, busy]);
+  }
+
+  /** Gives back every temporary file held (at start, when no other process shares the store). */
+  async releaseAll(): Promise<void> {
+    await this.db.run('UPDATE upload_sessions SET busy = NULL, busy_until_ms = 0 WHERE busy IS NOT NULL');
+  }
+
+  async finished(id: string, result: UploadedFile, now: number): Promise<void> {
+    await this.db.run('UPDATE upload_sessions SET result = ?, busy = NULL, busy_until_ms = 0, touched_ms = ? WHERE id = ?', [JSON.stringify(result), now, id]);
+  }
+
+  async failed(id: string, failure: StoredFailure, now: number): Promise<void> {
+    await this.db.run('UPDATE upload_sessions SET failure = ?, busy = NULL, busy_until_ms = 0, touched_ms = ? WHERE id = ?', [JSON.stringify(failure), now, id]);
+  }
+
+  /** Takes the failure waiting in the session (one caller gets it). */
+  async takeFailure(id: string, failure: StoredFailure): Promise<boolean> {
+    return (await this.db.run('UPDATE upload_sessions SET failure = NULL WHERE id = ? AND failure = ?', [id, JSON.stringify(failure)])).changes > 0;
+  }
+
+  /** Removes a session's record and temporary file (missing ones are fine). */
+  async remove(id: string): Promise<void> {
+    await rm(this.partPath(id), { force: true });
+    await this.db.run('DELETE FROM upload_sessions WHERE id = ?', [id]);
+  }
+
+  /** Removes only the temporary file (after the host ingested or copied it). */
+  async removePart(id: string): Promise<void> {
+    await rm(this.partPath(id), { force: true });
+  }
+
+  /** Committed byte count: the temporary file's length; undefined when it is gone. */
+  async committedBytes(id: string): Promise<number | undefined> {
+    try {
+      return (await stat(this.partPath(id))).size;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw e;
+    }
+  }
+
+  /** Sessions past their time (open ones untouched for `openTtlMs`, finished ones for `finishedTtlMs`) that no request holds. */
+  async expired(now: number, openTtlMs: number, finishedTtlMs: number): Promise<SessionRecord[]> {
+    const rows = await this.db.all<SessionRow>(
+      'SELECT * FROM upload_sessions WHERE (busy IS NULL OR busy_until_ms <= ?) AND ((result IS NULL AND touched_ms <= ?) OR (result IS NOT NULL AND touched_ms <= ?))',
+      [now, now - openTtlMs, now - finishedTtlMs],
+    );
+    return rows.map(fromRow);
+  }
+
+  async count(): Promise<{ open: number; all: number }> {
+    const row = await this.db.get<{ open: number; all_: number }>('SELECT COUNT(*) - COUNT(result) AS open, COUNT(*) AS all_ FROM upload_sessions');
+    return { open: Number(row?.open ?? 0), all: Number(row?.all_ ?? 0) };
+  }
+
+  /** Files of the staging folder that belong to no session (a `.part` whose record is gone or was never written). */
+  async strays(): Promise<string[]> {
+    const names = await readdir(this.dir);
+    const out: string[] = [];
+    for (const name of names) {
+      const m = /^([0-9a-f]{32})\.part$/.exec(name);
+      if (m && await this.db.get('SELECT id FROM upload_sessions WHERE id = ?', [m[1]])) continue;
+      out.push(join(this.dir, name));
+    }
+    return out;
+  }
+}
+
+function fromRow(r: SessionRow): SessionRecord {
+  return {
+    id: r.id, pathhash: r.pathhash, libraryId: Number(r.library_id), fullpath: r.fullpath, filename: r.filename, filehash: r.filehash,
+    filesize: Number(r.filesize), createdAt: Number(r.created_ms), touchedAt: Number(r.touched_ms), busy: r.busy,
+    busyUntil: Number(r.busy_until_ms), writingFrom: Number(r.writing_from),
+    ...(r.result !== null ? { result: JSON.parse(r.result) as UploadedFile } : {}),
+    ...(r.failure !== null ? { failure: JSON.parse(r.failure) as StoredFailure } : {}),
+  };
+}

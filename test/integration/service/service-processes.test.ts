@@ -1,0 +1,161 @@
+/**
+ * Two `cloudlib service` processes on one PostgreSQL database (the run's cluster), one S3-compatible
+ * bucket (Swift from scripts/s3-server) and one upload staging folder: any process answers any request.
+ * A chunked upload begun on one process, continued on the other and finished on the first is listed,
+ * downloaded and seen in the updates feed through the other; a share link made on one is served by the
+ * other and its visit limit holds across both, as do the limits on wrong link passwords; a signature used on one is refused for another endpoint
+ * on the other; folder copies queued through both run once each.
+ *
+ * Runs in the vitest project `service-on-postgresql` only (the SQLite service is one process).
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { normalizeServer } from '../../../src/api/normalize.js';
+import { UploadServerClient } from '../../../src/api/upload-server-client.js';
+import { crc32 } from '../../../src/shared/crc32.js';
+import { ENDPOINTS } from '../../../src/shared/endpoints.js';
+import { serviceDatabase } from '../../support/postgres-cluster.js';
+import { startS3Server, type S3Server } from '../../support/s3-server.js';
+import { startServiceProcess, type ServiceProcess } from '../../support/service-process.js';
+import { fetchFile, put } from './helpers.js';
+
+const sha1 = (b: Buffer) => createHash('sha1').update(b).digest('hex');
+
+let s3: S3Server | undefined;
+let shared: string;
+let database: { url: string; drop(): Promise<void> } | undefined;
+let a: ServiceProcess | undefined;
+let b: ServiceProcess | undefined;
+
+beforeAll(async () => {
+  shared = await mkdtemp(join(tmpdir(), 'cloudlib-procs-'));
+  await mkdir(join(shared, 'staging'));
+  [s3, database] = await Promise.all([startS3Server(), serviceDatabase(inject('postgresUrl'), shared)]);
+  const args = ['--metadata', database.url, '--blobs', `s3://procs?endpoint=${s3.endpoint}`, '--upload-staging', join(shared, 'staging')];
+  const env = { AWS_ACCESS_KEY_ID: s3.accessKeyId, AWS_SECRET_ACCESS_KEY: s3.secretAccessKey, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' };
+  // one after the other: the first creates the bootstrap records, the second finds them
+  a = await startServiceProcess({ serviceArgs: args, env, readyTimeoutMs: 60_000 });
+  b = await startServiceProcess({ serviceArgs: args, env, readyTimeoutMs: 60_000 });
+}, 180_000);
+
+afterAll(async () => {
+  await a?.close();
+  await b?.close();
+  await s3?.stop();
+  await database?.drop();
+  if (shared) await rm(shared, { recursive: true, force: true });
+}, 60_000);
+
+describe('two service processes on one metadata database and one bucket', { timeout: 60_000 }, () => {
+  it('share the bootstrap: the same library answers on both', async () => {
+    expect(a!.baseUrl).not.toBe(b!.baseUrl);
+    const [la, lb] = await Promise.all([a!.client.file.ls({ fullpath: '' }), b!.client.file.ls({ fullpath: '' })]);
+    expect(la).toEqual(lb);
+  });
+
+  it('a chunked upload: init on A, parts on B, finish on A; listed, downloaded and in the feed through B', async () => {
+    const cursor = (await b!.client.file.updates({ mode: 'compare', fetch_dateline: 0 })).fetch_dateline;
+    const block = 64 * 1024;
+    const data = randomBytes(3 * block + 17);
+    const created = await a!.client.file.createFile({ fullpath: 'shared/big.bin', filehash: sha1(data), filesize: data.length, overwrite: 1 });
+    const caller = { orgClientId: a!.client.credentials.library!.org_client_id };
+    const onA = new UploadServerClient(a!.client, normalizeServer(created.server), caller);
+    const onB = new UploadServerClient(b!.client, normalizeServer(`${b!.baseUrl}/upload`), caller);
+    expect(created.server).toContain(a!.baseUrl);
+    const init = await onA.init({ filename: 'big.bin', pathhash: created.hash, filehash: sha1(data), filesize: data.length });
+    expect(init.kind).toBe('session');
+    const session = (init as { session: string }).session;
+    const slice = (at: number) => data.subarray(at, Math.min(at + block, data.length));
+    for (let at = 0; at < data.length; at += block) {
+      expect((await onB.part(session, at, slice(at), crc32(slice(at)))).kind).toBe(at + block >= data.length ? 'complete' : 'stored');
+    }
+    expect(await onA.received(session)).toBe(data.length);
+    let fin = await onA.finish(session);
+    while (fin.kind === 'processing') fin = await onA.finish(session);
+    expect(fin).toMatchObject({ kind: 'done', body: { fullpath: 'shared/big.bin', filehash: sha1(data) } });
+    expect((await onB.finish(session)).kind).toBe('done'); // the result, answered by the other process too
+    const listed = await b!.client.file.ls({ fullpath: 'shared' });
+    expect(listed.list.map((e) => [e.filename, e.filehash])).toEqual([['big.bin', sha1(data)]]);
+    const got = await fetchFile(b!.client, 'shared/big.bin');
+    expect(got.status).toBe(200);
+    expect(sha1(got.body)).toBe(sha1(data));
+    const feed = await b!.client.file.updates({ mode: 'compare', fetch_dateline: cursor });
+    expect(feed.list.map((e) => e.fullpath)).toContain('shared/big.bin');
+    expect((await readdir(join(shared, 'staging'))).filter((n) => n.endsWith('.part'))).toEqual([]);
+  });
+
+  it('a share link made on A is served by B; its visit limit holds across both', async () => {
+    await put(a!.client, 'shared/linked.txt', 'linked content');
+    const link = await a!.client.file.link({ fullpath: 'shared/linked.txt', auth: 'download', access_limit: 1 });
+    expect(link.link.startsWith(a!.baseUrl)).toBe(true);
+    const onB = `${b!.baseUrl}/link/${link.code}`;
+    const page = await request(onB);
+    expect(page.statusCode).toBe(200);
+    expect(await page.body.text()).toContain('linked.txt');
+    const download = await request(`${onB}/download`);
+    expect(download.statusCode).toBe(200);
+    expect(await download.body.text()).toBe('linked content');
+    const again = await request(link.link); // the one visit allowed was made on B
+    expect(again.statusCode).toBe(410);
+    await again.body.dump();
+    expect((await b!.client.file.links({})).map((l) => l.code)).toContain(link.code);
+  });
+
+  it('wrong link passwords count over both processes: the sixth from one client is refused (429) on either', async () => {
+    await put(a!.client, 'shared/secret.txt', 'secret');
+    const link = await a!.client.file.link({ fullpath: 'shared/secret.txt', password: 'right one' });
+    const guess = async (base: string, password: string) => {
+      const res = await request(`${base}/link/${link.code}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ password }).toString() });
+      await res.body.dump();
+      return res.statusCode;
+    };
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) statuses.push(await guess(i % 2 ? b!.baseUrl : a!.baseUrl, `wrong ${i}`));
+    expect(statuses).toEqual([401, 401, 401, 401, 401]);
+    expect(await guess(a!.baseUrl, 'right one')).toBe(429);
+    expect(await guess(b!.baseUrl, 'right one')).toBe(429);
+  });
+
+  it('a signature used on A is refused on B for another endpoint (401043); the same endpoint passes', async () => {
+    await a!.client.file.createFolder({ fullpath: 'shared/keep' });
+    const def = ENDPOINTS.file.info;
+    const wire = new URLSearchParams(a!.client.signedParams(def, { fullpath: 'shared/keep' })).toString();
+    const call = async (base: string, path: string) => {
+      const res = await request(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: wire });
+      return { status: res.statusCode, body: (await res.body.json()) as { error_code?: number } };
+    };
+    expect((await call(a!.baseUrl, def.path)).status).toBe(200);
+    const replay = await call(b!.baseUrl, ENDPOINTS.file.del.path);
+    expect([replay.status, replay.body.error_code]).toEqual([401, 401043]);
+    expect((await call(b!.baseUrl, def.path)).status).toBe(200);
+    expect((await b!.client.file.info({ fullpath: 'shared/keep' })).fullpath).toBe('shared/keep');
+  });
+
+  it('folder copies queued through both processes run once each', async () => {
+    for (let i = 0; i < 3; i++) await put(a!.client, `shared/src/f${i}.txt`, `file ${i}`);
+    await a!.client.file.createFolder({ fullpath: 'shared/src/sub' });
+    const copies = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? b! : a!).client.file.copy({ from_fullpath: 'shared/src', fullpath: `shared/copy${i}` })));
+    for (const [i, c] of copies.entries()) {
+      const via = (i % 3 ? a! : b!).client;
+      let status = await via.file.queueStatus({ queue_id: c.queue_id! });
+      while (status.status < 2) status = await via.file.queueStatus({ queue_id: c.queue_id! });
+      expect(status.status).toBe(2);
+      const names = (await via.file.ls({ fullpath: c.fullpath })).list.map((e) => e.filename).sort();
+      expect(names).toEqual(['f0.txt', 'f1.txt', 'f2.txt', 'sub']);
+    }
+    const db = new pg.Client({ connectionString: database!.url });
+    await db.connect();
+    try {
+      const rows = (await db.query<{ claims: string; status: string }>('SELECT claims, status FROM copy_queue')).rows;
+      expect(rows).toHaveLength(8);
+      expect(rows.every((r) => Number(r.claims) === 1 && Number(r.status) === 2)).toBe(true);
+    } finally {
+      await db.end();
+    }
+  });
+});
