@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 
 export interface UploadSource {
   /** Size in bytes. */
@@ -31,11 +31,19 @@ export async function fileSource(path: string, knownSha1?: string): Promise<Uplo
   const filehash = knownSha1 === undefined ? undefined : checkSha1(knownSha1, 'knownSha1');
   const st = await stat(path);
   if (!st.isFile()) throw new TypeError(`upload source: expected a regular file, got ${st.isDirectory() ? 'a directory' : 'another kind of file'}`);
+  // Reads of up to 1 MiB; a small file in one read of its size (plus one byte, to see that it grew).
+  const highWaterMark = Math.min(1 << 20, Math.max(16 * 1024, st.size + 1));
   return {
     size: st.size,
     filehash,
-    open: (start: number) => createReadStream(path, { start, highWaterMark: 1 << 20 }),
+    open: (start: number) => createReadStream(path, { start, highWaterMark }),
   };
+}
+
+/** An UploadSource over bytes held in memory (a small file the caller already has whole). */
+export function bufferSource(data: Buffer, knownSha1?: string): UploadSource {
+  const filehash = knownSha1 === undefined ? undefined : checkSha1(knownSha1, 'knownSha1');
+  return { size: data.length, filehash, open: (start: number) => Readable.from([data.subarray(start)], { objectMode: false }) };
 }
 
 /** The SHA-1 of a source, streamed (never held in memory). Fails when the stream's length is not `source.size`. */

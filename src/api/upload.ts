@@ -16,7 +16,7 @@ import { normalizeServer } from './normalize.js';
 import { BlockReader, SourceChangedError, checkSha1, sha1Of, type UploadSource } from './upload-source.js';
 import { CRC_MISMATCH, UploadServerClient, type FinishAnswer } from './upload-server-client.js';
 
-export { fileSource, sha1Of, SourceChangedError, type UploadSource } from './upload-source.js';
+export { bufferSource, fileSource, sha1Of, SourceChangedError, type UploadSource } from './upload-source.js';
 export { webUpload, type WebUploadArgs, type WebUploadResult } from './web-upload.js';
 
 /** What the gateway sends with create_file as a multipart part (one round trip instead of four): files up to 256 KiB. */

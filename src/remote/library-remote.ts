@@ -9,6 +9,7 @@ import { Readable } from 'node:stream';
 import { getMaxListeners, setMaxListeners } from 'node:events';
 import { LRUCache } from 'lru-cache';
 import type { ServiceClient } from '../api/client.js';
+import type { UploadSource } from '../api/upload-source.js';
 import { ServiceError, ErrorCode } from '../api/errors.js';
 import { VfsError, type VfsErrorCode } from '../vfs/types.js';
 import { baseName } from '../vfs/remote.js';
@@ -57,6 +58,11 @@ export function loadUploader(): Promise<UploaderModule> {
     throw new VfsError('ENOSYS', `uploads not supported in this build: the uploader module is missing (${err.message})`);
   });
   return uploader;
+}
+
+/** What an upload reads: the bytes themselves when the caller holds them, else its file. */
+export function uploadSourceOf(up: UploaderModule, source: CommitSource): Promise<UploadSource> {
+  return source.data ? Promise.resolve(up.bufferSource(source.data, source.sha1)) : up.fileSource(source.path, source.sha1);
 }
 
 interface Link { url: string; expiresMs: number }
@@ -190,7 +196,7 @@ export class LibraryRemote implements Remote {
   async commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> {
     const up = await loadUploader();
     const started = Date.now();
-    const res = await this.wrap(async () => up.uploadFile(this.client, await up.fileSource(source.path, source.sha1), {
+    const res = await this.wrap(async () => up.uploadFile(this.client, await uploadSourceOf(up, source), {
       fullpath, overwrite: true, operator: operatorParams(opts), signal: opts?.signal, onProgress: opts?.onProgress, inlineMaxBytes: this.inlineUploadMaxBytes,
     }), fullpath);
     for (const key of this.links.keys()) if (key.startsWith(`${fullpath}\0`)) this.links.delete(key);

@@ -23,7 +23,7 @@ import type {
   ChangesPage, CommitOptions, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteChange, RemoteEntry, RemoteInfo, RemoteQuota,
 } from '../vfs/remote.js';
 import type { UserFileRecord } from '../shared/records.js';
-import { fetchRange, linkKey, loadUploader, toVfsError } from './library-remote.js';
+import { fetchRange, linkKey, loadUploader, toVfsError, uploadSourceOf } from './library-remote.js';
 import { ErrorCode } from '../shared/error-codes.js';
 
 export interface UserTokenRemoteOptions {
@@ -156,7 +156,7 @@ export class UserTokenRemote implements Remote {
   async commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> {
     const up = await loadUploader();
     const started = Date.now();
-    const res = await this.wrap(async () => up.uploadFile(this.client, await up.fileSource(source.path, source.sha1), {
+    const res = await this.wrap(async () => up.uploadFile(this.client, await uploadSourceOf(up, source), {
       fullpath, overwrite: true, mountId: this.mountId, signal: opts?.signal, onProgress: opts?.onProgress,
     }), fullpath);
     this.forgetLinks(fullpath);

@@ -468,6 +468,12 @@ export class LocalVersion implements PendingFile {
     return Buffer.concat(this.smallData, this.size);
   }
 
+  /** The sealed content and its hash while it is held in memory (its spool not written): see PendingFile. */
+  heldContent(): { generation: number; sha1: string; size: number; data: Buffer } | undefined {
+    if (!this.memory || !this.sealed || !this.hashed || this.hashed.generation !== this.generation) return undefined;
+    return { ...this.hashed, data: Buffer.concat(this.memory, this.size) };
+  }
+
   /** SHA-1 of the content now, when the last flush hashed it and nothing changed since. */
   currentSha1(): string | undefined {
     return this.hashed && this.hashed.generation === this.generation ? this.hashed.sha1 : undefined;

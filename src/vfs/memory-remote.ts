@@ -82,7 +82,7 @@ export class MemoryRemote implements Remote {
   }
 
   async commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> {
-    const data = await readFile(source.path);
+    const data = source.data ?? await readFile(source.path);
     if (data.length !== source.size) throw new VfsError('EIO', `commit of '${fullpath}': expected ${source.size} bytes, got ${data.length}`);
     const sha1 = createHash('sha1').update(data).digest('hex');
     if (sha1 !== source.sha1) throw new VfsError('EIO', `commit of '${fullpath}': expected SHA-1 ${source.sha1}, got ${sha1}`);

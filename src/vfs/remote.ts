@@ -73,6 +73,8 @@ export interface RangeCallOptions extends RemoteCallOptions {
 export interface CommitSource {
   /** Local file holding the bytes. */
   path: string;
+  /** The bytes themselves, when the caller holds them (a small file kept in memory): `path` is then not read. */
+  data?: Buffer;
   size: number;
   /** SHA-1 of the bytes, lowercase hex. */
   sha1: string;

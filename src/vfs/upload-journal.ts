@@ -30,6 +30,7 @@ import { join } from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 import type { Operator } from './types.js';
 
+import { removeFileIfPresent } from '../shared/atomic-file.js';
 export interface JournalEntry {
   id: string;
   /** Library folder name the file belongs to. */
@@ -229,13 +230,13 @@ export class UploadJournal {
       if (opts.durable !== false) await this.syncLog();
       else this.scheduleGroupCommit();
     }
-    if (!opts.keepSpool) await rm(this.spoolPath(id), { force: true });
+    if (!opts.keepSpool) await removeFileIfPresent(this.spoolPath(id));
   }
 
   /** Removes a spool file that was never journaled (or whose entry is gone). */
   async discardSpool(id: string): Promise<void> {
     this.unsyncedSpools.delete(this.spoolPath(id));
-    await rm(this.spoolPath(id), { force: true });
+    await removeFileIfPresent(this.spoolPath(id));
   }
 
   /** Runs the last group commit and closes the log and the folder; later calls open them each time. */

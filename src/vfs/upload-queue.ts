@@ -29,6 +29,8 @@ export interface PendingFile {
   readonly operator?: Operator;
   /** SHA-1 and size of the spool with the generation they belong to, taken with no change in between. */
   snapshotHash(hasher: FileHasher): Promise<{ generation: number; sha1: string; size: number }>;
+  /** The content with its SHA-1, when the file is sealed and still held in memory (no spool written): uploaded from there. */
+  heldContent?(): { generation: number; sha1: string; size: number; data: Buffer } | undefined;
 }
 
 /** `retrying`: waiting out a backoff after a transient failure; `failed`: refused by the service, waiting to be asked again (a flush, the service's return, or `refusedRetryMs`). */
@@ -239,13 +241,14 @@ export class UploadQueue {
       const remote = this.opts.remoteFor(snapshot.library);
       if (!remote) throw new VfsError('ENOENT', `library '${snapshot.library}' is not configured`);
       task.status.state = 'hashing';
-      const { sha1, size, generation } = await file.snapshotHash(this.opts.hasher);
+      const held = file.heldContent?.();
+      const { sha1, size, generation } = held ?? await file.snapshotHash(this.opts.hasher);
       snapshot.generation = generation;
       if (task.cancelled) return;
       task.status.state = 'uploading';
       task.status.size = size;
       task.status.sentBytes = 0;
-      const entry = await remote.commit(snapshot.fullpath, { path: file.spoolPath, size, sha1 }, {
+      const entry = await remote.commit(snapshot.fullpath, { path: file.spoolPath, size, sha1, data: held?.data }, {
         operator: file.operator, signal: abort.signal, onProgress: (sent) => { task.status.sentBytes = sent; },
       });
       if (task.cancelled) return;

@@ -510,4 +510,25 @@ describe('write-back', () => {
     for (let i = 0; i < 8; i++) expect(remote.read(`small${i}`).equals(Buffer.alloc(4096, i))).toBe(true);
     for (let i = 0; i < 4; i++) expect(remote.read(`large${i}`).equals(Buffer.alloc(300 * 1024, i))).toBe(true);
   });
+
+  it('a small file held in memory is uploaded from there: no spool file is ever written for it', async () => {
+    /** Records whether each commit carried the bytes or named a file to read. */
+    class RecordingRemote extends MemoryRemote {
+      readonly sources: ('memory' | 'file')[] = [];
+      override commit(...args: Parameters<MemoryRemote['commit']>): ReturnType<MemoryRemote['commit']> {
+        this.sources.push(args[1].data ? 'memory' : 'file');
+        return super.commit(...args);
+      }
+    }
+    const remote = new RecordingRemote({ name: 'A', id: '1' });
+    const { vfs, dataDir } = await gateway({ remote, uploadDelayMs: 60_000 });
+    const h = await vfs.open('/A/small.txt', { write: true, create: true });
+    await h.write(0, Buffer.from('kept in memory'));
+    await h.release();
+    expect(await spools(dataDir)).toEqual([]);
+    await vfs.flushAll();
+    expect(remote.read('small.txt').toString()).toBe('kept in memory');
+    expect(remote.sources).toEqual(['memory']);
+    expect(await spools(dataDir)).toEqual([]);
+  });
 });
