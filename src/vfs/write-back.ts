@@ -390,8 +390,9 @@ export class WriteBack {
     const s = session;
     try {
       if (!slot.current && !base) await this.change(s, { empty: true });
-      // Also when the path shows another version (a replace made meanwhile): the truncate empties what it shows.
-      else if (flags.truncate && (s.version.size > 0 || !s.version.baseReady || slot.current !== s.version)) await this.change(s, { empty: true });
+      // Also when the path shows another version with content (a replace made meanwhile): the truncate
+      // empties what it shows. An empty one shown is left as it is: nothing changes, nothing to upload.
+      else if (flags.truncate && (!isEmpty(s.version) || (slot.current !== undefined && slot.current !== s.version && !isEmpty(slot.current)))) await this.change(s, { empty: true });
     } catch (err) {
       s.writers--;
       await this.closeHandle(s);
@@ -1067,4 +1068,9 @@ class VersionReadHandle implements FileHandle {
   private open(): void {
     if (this.releasedOnce) throw new VfsError('EINVAL', `${this.path}: handle already released`);
   }
+}
+
+/** A version with no bytes, all of them local (nothing left to fetch). */
+function isEmpty(v: LocalVersion): boolean {
+  return v.size === 0 && v.baseReady;
 }

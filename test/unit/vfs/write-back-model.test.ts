@@ -108,7 +108,9 @@ describe('write-back against a reference model', () => {
                 if (!m.session) m.session = { content: Buffer.from(m.visible ?? Buffer.alloc(0)), handles: new Set(), changed: false };
                 m.session.handles.add(o.h);
                 if (o.truncate || m.visible === undefined) {
-                  if (o.truncate && m.session.content.length > 0 || m.visible === undefined) m.session.changed = true;
+                  // A truncate changes the file when it empties something: the session's bytes, or those the
+                  // path shows (a replace made while the session was open).
+                  if (o.truncate && (m.session.content.length > 0 || (m.visible?.length ?? 0) > 0) || m.visible === undefined) m.session.changed = true;
                   m.session.content = Buffer.alloc(0);
                   m.visible = m.session.content;
                 }
