@@ -4,7 +4,7 @@
  * system an ingest is a rename; otherwise a copy next to the target, then a rename.
  */
 import { createReadStream, type ReadStream } from 'node:fs';
-import { copyFile, mkdir, open, rename, stat, unlink } from 'node:fs/promises';
+import { copyFile, mkdir, open, rename, stat } from 'node:fs/promises';
 import { removeFileIfPresent } from '../../shared/atomic-file.js';
 import { dirname, join } from 'node:path';
 import { LocalSpool, checkSha1, type BlobRange, type BlobStore } from './blob-store.js';
@@ -82,9 +82,7 @@ export class FolderBlobStore extends LocalSpool implements BlobStore {
   close(): void {}
 
   async remove(sha1: string): Promise<void> {
-    await unlink(this.pathOf(sha1)).catch((err: NodeJS.ErrnoException) => {
-      if (err.code !== 'ENOENT') throw err;
-    });
+    await removeFileIfPresent(this.pathOf(sha1));
   }
 
   read(sha1: string, range: BlobRange = {}): ReadStream {
