@@ -4,14 +4,13 @@
  * client's keep-alive pool; links are cached until shortly before they expire and refreshed when a range
  * fails. Uploads go through the client's uploader (create_file with overwrite, instant or chunked).
  */
-import { request, type Dispatcher } from 'undici';
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { getMaxListeners, setMaxListeners } from 'node:events';
-import { LRUCache } from 'lru-cache';
 import type { ServiceClient } from '../api/client.js';
 import type { UploadSource } from '../api/upload-source.js';
 import { ServiceError, ErrorCode } from '../api/errors.js';
 import { VfsError, type VfsErrorCode } from '../vfs/types.js';
+import { DownloadLinks } from './download-links.js';
 import { baseName } from '../vfs/remote.js';
 import type {
   ChangesPage, CommitOptions, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteEntry, RemoteInfo, RemoteQuota,
@@ -65,36 +64,29 @@ export function uploadSourceOf(up: UploaderModule, source: CommitSource): Promis
   return source.data ? Promise.resolve(up.bufferSource(source.data, source.sha1)) : up.fileSource(source.path, source.sha1);
 }
 
-interface Link { url: string; expiresMs: number }
-
 export class LibraryRemote implements Remote {
   readonly client: ServiceClient;
-  private readonly links: LRUCache<string, Link>;
-  private readonly linkMarginMs: number;
-  private readonly linkLifetimeMs: number;
+  private readonly downloads: DownloadLinks;
   /** Lowered to the spec's default page (100) once the service refuses a larger one. */
   private pageSize: number;
   private readonly pageConcurrency: number;
-  private readonly rangeTimeoutMs: number;
   private readonly copyPollMs: number;
   private readonly inlineUploadMaxBytes: number;
-  readonly counters = { linkFetches: 0, rangeRequests: 0, linksPrepared: 0 };
-  /** Download links being fetched, by key: a read waits for the fetch under way rather than asking again. */
-  private readonly pendingLinks = new Map<string, Promise<Link>>();
 
   constructor(opts: LibraryRemoteOptions) {
     if (!opts.client.credentials.library) throw new TypeError('client: expected a client with a library authorization (credentials.library), got none');
     this.client = opts.client;
-    this.linkMarginMs = opts.linkMarginMs ?? 60_000;
-    this.linkLifetimeMs = opts.linkLifetimeMs ?? 600_000;
     this.pageSize = opts.pageSize ?? 1000;
     if (!Number.isInteger(this.pageSize) || this.pageSize < 1) throw new TypeError(`pageSize: expected a whole number >= 1, got ${String(opts.pageSize)}`);
     this.pageConcurrency = opts.pageConcurrency ?? 20;
     if (!Number.isInteger(this.pageConcurrency) || this.pageConcurrency < 1) throw new TypeError(`pageConcurrency: expected a whole number >= 1, got ${String(opts.pageConcurrency)}`);
-    this.rangeTimeoutMs = opts.rangeTimeoutMs ?? 30_000;
     this.copyPollMs = opts.copyPollMs ?? 200;
     this.inlineUploadMaxBytes = opts.inlineUploadMaxBytes ?? 256 * 1024;
-    this.links = new LRUCache<string, Link>({ max: opts.maxLinks ?? 10_000 });
+    this.downloads = new DownloadLinks({
+      issue: (fullpath, o) => this.issueLink(fullpath, o), dispatcher: this.client.retryingDispatcher,
+      lifetimeMs: opts.linkLifetimeMs ?? 600_000, marginMs: opts.linkMarginMs ?? 60_000, max: opts.maxLinks ?? 10_000,
+      rangeTimeoutMs: opts.rangeTimeoutMs ?? 30_000,
+    });
   }
 
   async info(opts?: RemoteCallOptions): Promise<RemoteInfo> {
@@ -179,18 +171,9 @@ export class LibraryRemote implements Remote {
     }
   }
 
-  /**
-   * Bytes [start, end] of the file, streamed from its download link. Retries are the dispatcher's (the
-   * client's retry policy: a failed or cut request is asked again, a cut body resumed where it stopped);
-   * what is left to this method is the link's freshness: a link the download server refuses (403, 404,
-   * 410: expired or no longer valid) is fetched anew once.
-   */
-  async openRange(fullpath: string, start: number, end: number, opts: RangeCallOptions = {}): Promise<Readable> {
-    return fetchRange({
-      fullpath, start, end, signal: opts.signal, dispatcher: this.client.retryingDispatcher, timeoutMs: this.rangeTimeoutMs,
-      link: (renew) => this.link(fullpath, opts, renew).then((l) => { this.counters.rangeRequests++; return l.url; }),
-      forgetLink: () => { this.links.delete(linkKey(fullpath, opts.contentHash)); },
-    });
+  /** Bytes [start, end] of the file, streamed from its download link (DownloadLinks keeps links fresh). */
+  openRange(fullpath: string, start: number, end: number, opts: RangeCallOptions = {}): Promise<Readable> {
+    return this.downloads.openRange(fullpath, start, end, opts);
   }
 
   async commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> {
@@ -199,7 +182,7 @@ export class LibraryRemote implements Remote {
     const res = await this.wrap(async () => up.uploadFile(this.client, await uploadSourceOf(up, source), {
       fullpath, overwrite: true, operator: operatorParams(opts), signal: opts?.signal, onProgress: opts?.onProgress, inlineMaxBytes: this.inlineUploadMaxBytes,
     }), fullpath);
-    for (const key of this.links.keys()) if (key.startsWith(`${fullpath}\0`)) this.links.delete(key);
+    this.downloads.forget(fullpath);
     return {
       id: res.hash, fullpath: res.fullpath || fullpath, name: baseName(res.fullpath || fullpath), isDir: false,
       size: Number(res.filesize ?? source.size), contentHash: res.filehash || source.sha1, mtimeMs: started, ctimeMs: started,
@@ -215,7 +198,7 @@ export class LibraryRemote implements Remote {
 
   async move(from: string, to: string, opts?: RemoteCallOptions): Promise<void> {
     await this.wrap(() => this.client.file.move({ fullpath: from, dest_fullpath: to, ...operatorParams(opts) }, { signal: opts?.signal }), from);
-    this.forgetLinks(from);
+    this.downloads.forget(from);
   }
 
   async copy(from: string, to: string, opts?: RemoteCallOptions): Promise<void> {
@@ -240,7 +223,7 @@ export class LibraryRemote implements Remote {
 
   async remove(fullpath: string, opts?: RemoteCallOptions): Promise<void> {
     await this.wrap(() => this.client.file.del({ fullpath, ...operatorParams(opts) }, { signal: opts?.signal }), fullpath);
-    this.forgetLinks(fullpath);
+    this.downloads.forget(fullpath);
   }
 
   async changes(cursor: number, opts?: RemoteCallOptions): Promise<ChangesPage> {
@@ -286,33 +269,11 @@ export class LibraryRemote implements Remote {
    * read asks again.
    */
   prepareReads(files: { fullpath: string; contentHash?: string }[], opts?: RemoteCallOptions): void {
-    for (const f of files) {
-      if (this.pendingLinks.size >= PREPARE_LINKS) break;
-      const key = linkKey(f.fullpath, f.contentHash);
-      const cached = this.links.get(key);
-      if (this.pendingLinks.has(key) || (cached && cached.expiresMs - this.linkMarginMs > Date.now())) continue;
-      this.counters.linksPrepared++;
-      void this.link(f.fullpath, { ...opts, contentHash: f.contentHash }, false).catch(() => undefined);
-    }
+    this.downloads.prepare(files, { ...opts }, PREPARE_LINKS);
   }
 
-  private link(fullpath: string, opts: RangeCallOptions, fresh: boolean): Promise<Link> {
-    const key = linkKey(fullpath, opts.contentHash);
-    const cached = fresh ? undefined : this.links.get(key);
-    if (cached && cached.expiresMs - this.linkMarginMs > Date.now()) return Promise.resolve(cached);
-    const pending = fresh ? undefined : this.pendingLinks.get(key);
-    if (pending) return pending;
-    const fetching = this.fetchLink(fullpath, opts).finally(() => {
-      if (this.pendingLinks.get(key) === fetching) this.pendingLinks.delete(key);
-    });
-    this.pendingLinks.set(key, fetching);
-    return fetching;
-  }
-
-  private async fetchLink(fullpath: string, opts: RangeCallOptions): Promise<Link> {
-    const key = linkKey(fullpath, opts.contentHash);
-    this.counters.linkFetches++;
-    const fetchedAt = Date.now();
+  /** A download link of the version asked for (`download_url`). */
+  private async issueLink(fullpath: string, opts: RangeCallOptions): Promise<string> {
     // Naming the content hash pins the link to the version being read (a concurrent overwrite does not
     // change the bytes under an open handle). A service that does not know the current version by its
     // hash (only history versions) gets the plain request.
@@ -327,13 +288,7 @@ export class LibraryRemote implements Remote {
     }
     const url = (res.urls ?? [])[0];
     if (!url) throw new VfsError('EIO', `download_url of '${fullpath}' returned no link`);
-    const link = { url, expiresMs: fetchedAt + this.linkLifetimeMs };
-    this.links.set(key, link);
-    return link;
-  }
-
-  private forgetLinks(fullpath: string): void {
-    for (const key of this.links.keys()) if (key === fullpath || key.startsWith(`${fullpath}\0`) || key.startsWith(`${fullpath}/`)) this.links.delete(key);
+    return url;
   }
 
   private async wrap<T>(fn: () => Promise<T>, path: string): Promise<T> {
@@ -365,9 +320,6 @@ async function inParallel<T, R>(items: T[], limit: number, fn: (item: T) => Prom
   return out;
 }
 
-/** Answers of a download server to a link it no longer takes (expired, altered): the link is renewed once. */
-const LINK_REFUSED = [403, 404, 410];
-
 /** Download links fetched ahead of reads at once, at most. */
 const PREPARE_LINKS = 16;
 /** The page of `ls` the spec gives when none is asked for. */
@@ -377,11 +329,6 @@ const SPEC_PAGE_SIZE = 100;
 function refusesPageSize(err: unknown): boolean {
   const cause = err instanceof VfsError ? err.cause : err;
   return cause instanceof ServiceError && cause.code === ErrorCode.BadParam && /\bsize\b/.test(cause.serviceMessage);
-}
-
-/** The key a download link is cached under: the path and the version read. */
-export function linkKey(fullpath: string, contentHash?: string): string {
-  return `${fullpath}\0${contentHash ?? ''}`;
 }
 
 function operatorParams(opts?: RemoteCallOptions): { op_id?: string; op_name?: string } {
@@ -454,65 +401,3 @@ function fromInfo(i: FileInfo): RemoteEntry {
   return { ...e, tags: tagsOf(i.property, i.tag), locked: i.lock === undefined ? undefined : Number(i.lock) === 1 };
 }
 
-/** A whole-content body when the server ignored the range: skip to `start`, stop after `length`. */
-/** What one range fetch needs from the adapter that makes it. */
-export interface RangeFetch {
-  fullpath: string;
-  start: number;
-  end: number;
-  signal?: AbortSignal;
-  /** The client's retrying dispatcher (transient failures retried there, a cut body resumed). */
-  dispatcher: Dispatcher;
-  /** Until the headers arrive, and between body chunks, ms. */
-  timeoutMs: number;
-  /** The download link to use; `renew` asks for a new one (the cached one was refused). */
-  link: (renew: boolean) => Promise<string>;
-  /** Drops the cached link (it failed for good). */
-  forgetLink: () => void;
-}
-
-/**
- * Bytes `start..end` of a file through its download link. The one owner of link freshness for a read: a
- * link the download host refuses (403/404/410: expired, or the version moved) is renewed once; nothing
- * else is repeated here (transient failures are retried by the dispatcher's retry policy).
- */
-export async function fetchRange(f: RangeFetch): Promise<Readable> {
-  if (f.end < f.start) return Readable.from([]);
-  for (let renewed = false; ; renewed = true) {
-    const url = await f.link(renewed);
-    let res;
-    try {
-      res = await request(url, {
-        method: 'GET', dispatcher: f.dispatcher, headers: { range: `bytes=${f.start}-${f.end}` },
-        headersTimeout: f.timeoutMs, bodyTimeout: f.timeoutMs, signal: f.signal,
-      });
-    } catch (err) {
-      throw new VfsError('EIO', `range of '${f.fullpath}': ${(err as Error).message}`, { cause: err });
-    }
-    if (res.statusCode === 206 || (res.statusCode === 200 && f.start === 0)) return res.body as unknown as Readable;
-    if (res.statusCode === 200) return skipBytes(res.body as unknown as Readable, f.start, f.end - f.start + 1);
-    await res.body.dump().catch(() => undefined);
-    if (res.statusCode === 416) return Readable.from([]);
-    if (LINK_REFUSED.includes(res.statusCode) && !renewed) continue;
-    f.forgetLink();
-    const code: VfsErrorCode = res.statusCode === 404 || res.statusCode === 410 ? 'ENOENT' : res.statusCode === 403 ? 'EACCES' : res.statusCode === 503 || res.statusCode === 429 ? 'EAGAIN' : 'EIO';
-    throw new VfsError(code, `range of '${f.fullpath}': HTTP ${res.statusCode}`);
-  }
-}
-
-export function skipBytes(body: Readable, start: number, length: number): Readable {
-  async function* gen(): AsyncGenerator<Buffer> {
-    let pos = 0;
-    let sent = 0;
-    for await (const chunk of body as AsyncIterable<Buffer>) {
-      const from = Math.max(0, start - pos);
-      pos += chunk.length;
-      if (from >= chunk.length) continue;
-      const piece = chunk.subarray(from, from + (length - sent));
-      sent += piece.length;
-      yield piece;
-      if (sent >= length) { body.destroy(); return; }
-    }
-  }
-  return Readable.from(gen(), { objectMode: false });
-}

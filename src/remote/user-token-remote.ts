@@ -15,7 +15,6 @@
  * to another name (ENOTSUP).
  */
 import { Readable } from 'node:stream';
-import { LRUCache } from 'lru-cache';
 import type { ServiceClient } from '../api/client.js';
 import { VfsError, type Operator } from '../vfs/types.js';
 import { baseName, joinPath, parentOf } from '../vfs/remote.js';
@@ -23,7 +22,8 @@ import type {
   ChangesPage, CommitOptions, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteChange, RemoteEntry, RemoteInfo, RemoteQuota,
 } from '../vfs/remote.js';
 import type { UserFileRecord } from '../shared/records.js';
-import { fetchRange, linkKey, loadUploader, toVfsError, uploadSourceOf } from './library-remote.js';
+import { loadUploader, toVfsError, uploadSourceOf } from './library-remote.js';
+import { DownloadLinks } from './download-links.js';
 import { ErrorCode } from '../shared/error-codes.js';
 
 export interface UserTokenRemoteOptions {
@@ -64,8 +64,6 @@ export interface UserTokenRemoteOptions {
   lookupConcurrency?: number;
 }
 
-interface Link { url: string; expiresMs: number }
-
 export class UserTokenRemote implements Remote {
   readonly client: ServiceClient;
   readonly mountId: number;
@@ -73,13 +71,11 @@ export class UserTokenRemote implements Remote {
   private readonly feed?: Pick<Remote, 'changes' | 'headCursor'>;
   private readonly mayWrite?: UserTokenRemoteOptions['mayWrite'];
   private readonly asMember?: UserTokenRemoteOptions['asMember'];
-  private readonly linkLifetimeMs: number;
   private readonly pageSize: number;
-  private readonly rangeTimeoutMs: number;
   private readonly lookupConcurrency: number;
   /** Download links this member was given, by path and version (never shared with another member). */
-  private readonly links = new LRUCache<string, Link>({ max: 1000 });
-  readonly counters = { linkFetches: 0, rangeRequests: 0, feedLookups: 0 };
+  private readonly downloads: DownloadLinks;
+  readonly counters = { feedLookups: 0 };
 
   constructor(opts: UserTokenRemoteOptions) {
     if (!opts.client.credentials.user) throw new TypeError('client: expected a client with a user access token (credentials.user), got none');
@@ -90,9 +86,11 @@ export class UserTokenRemote implements Remote {
     this.feed = opts.feed;
     this.mayWrite = opts.mayWrite;
     this.asMember = opts.asMember;
-    this.linkLifetimeMs = opts.linkLifetimeMs ?? 60_000;
     this.pageSize = opts.pageSize ?? 100;
-    this.rangeTimeoutMs = opts.rangeTimeoutMs ?? 30_000;
+    this.downloads = new DownloadLinks({
+      issue: (fullpath, o) => this.issueLink(fullpath, o), dispatcher: this.client.retryingDispatcher,
+      lifetimeMs: opts.linkLifetimeMs ?? 60_000, max: 1000, rangeTimeoutMs: opts.rangeTimeoutMs ?? 30_000,
+    });
     this.lookupConcurrency = opts.lookupConcurrency ?? 8;
   }
 
@@ -126,21 +124,12 @@ export class UserTokenRemote implements Remote {
     }
   }
 
-  async openRange(fullpath: string, start: number, end: number, opts: RangeCallOptions = {}): Promise<Readable> {
-    return fetchRange({
-      fullpath, start, end, signal: opts.signal, dispatcher: this.client.retryingDispatcher, timeoutMs: this.rangeTimeoutMs,
-      link: (renew) => this.link(fullpath, opts, renew).then((l) => { this.counters.rangeRequests++; return l.url; }),
-      forgetLink: () => { this.links.delete(linkKey(fullpath, opts.contentHash)); },
-    });
+  openRange(fullpath: string, start: number, end: number, opts: RangeCallOptions = {}): Promise<Readable> {
+    return this.downloads.openRange(fullpath, start, end, opts);
   }
 
   /** A download link of the member (`file/open`: the service checks their download right each time one is issued). */
-  private async link(fullpath: string, opts: RangeCallOptions, fresh: boolean): Promise<Link> {
-    const key = linkKey(fullpath, opts.contentHash);
-    const cached = fresh ? undefined : this.links.get(key);
-    if (cached && cached.expiresMs > Date.now()) return cached;
-    this.counters.linkFetches++;
-    const at = Date.now();
+  private async issueLink(fullpath: string, opts: RangeCallOptions): Promise<string> {
     const res = await this.wrap(() => this.client.user.open({ mount_id: this.mountId, fullpath }, { signal: opts.signal }), fullpath);
     if (opts.contentHash && res.filehash && res.filehash !== opts.contentHash) {
       // The service holds another version now: the one asked for is gone for this reader.
@@ -148,9 +137,7 @@ export class UserTokenRemote implements Remote {
     }
     const url = (res.uris ?? [])[0];
     if (!url) throw new VfsError('EIO', `file/open of '${fullpath}' returned no link`);
-    const link = { url, expiresMs: at + this.linkLifetimeMs };
-    this.links.set(key, link);
-    return link;
+    return url;
   }
 
   async commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> {
@@ -159,7 +146,7 @@ export class UserTokenRemote implements Remote {
     const res = await this.wrap(async () => up.uploadFile(this.client, await uploadSourceOf(up, source), {
       fullpath, overwrite: true, mountId: this.mountId, signal: opts?.signal, onProgress: opts?.onProgress,
     }), fullpath);
-    this.forgetLinks(fullpath);
+    this.downloads.forget(fullpath);
     return {
       id: res.hash, fullpath: res.fullpath || fullpath, name: baseName(res.fullpath || fullpath), isDir: false,
       size: Number(res.filesize ?? source.size), contentHash: res.filehash || source.sha1, mtimeMs: started, ctimeMs: started,
@@ -212,7 +199,7 @@ export class UserTokenRemote implements Remote {
         throw err;
       }
     }
-    this.forgetLinks(from);
+    this.downloads.forget(from);
   }
 
   async copy(from: string, to: string, opts?: RemoteCallOptions): Promise<void> {
@@ -225,7 +212,7 @@ export class UserTokenRemote implements Remote {
 
   async remove(fullpath: string, opts?: RemoteCallOptions): Promise<void> {
     await this.wrap(() => this.client.user.del({ mount_id: this.mountId, fullpath }, { signal: opts?.signal }), fullpath);
-    this.forgetLinks(fullpath);
+    this.downloads.forget(fullpath);
   }
 
   /**
@@ -314,9 +301,6 @@ export class UserTokenRemote implements Remote {
     return as;
   }
 
-  private forgetLinks(fullpath: string): void {
-    for (const key of this.links.keys()) if (key.startsWith(`${fullpath}\0`) || key.startsWith(`${fullpath}/`)) this.links.delete(key);
-  }
 
   private async wrap<T>(fn: () => Promise<T>, path: string): Promise<T> {
     try {
