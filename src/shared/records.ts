@@ -42,18 +42,9 @@ export interface FileInfo extends Partial<Omit<FileRecord, 'property'>> {
   property?: FileProperty;
 }
 
-export interface UpdateItem {
+/** A change of the updates feed: the entry as it is now (no property), and what was done (`cmd`). */
+export interface UpdateItem extends Omit<FileRecord, 'property'> {
   cmd?: number;
-  hash: string;
-  dir: number;
-  fullpath: string;
-  filename: string;
-  filehash: string;
-  filesize: number;
-  create_member_name: string;
-  create_dateline: number;
-  last_member_name: string;
-  last_dateline: number;
 }
 export interface Updates { fetch_dateline: number; list: UpdateItem[] }
 
