@@ -2,8 +2,9 @@
  * FUSE front end figures, each against baselines measured in the same run:
  * - sequential write and cold read of BENCH_FUSE_BYTES (default 1 GiB) with dd (1 MiB blocks) through the
  *   mount, vs the same through the Vfs directly (target ≥ 0.8×) in calls of 128 KiB and of 1 MiB (the
- *   largest request of the libfuse 3 engine), and vs rclone's mount (target ≥ 1×). The write is made
- *   durable on every side (dd conv=fsync; fsync + close); each file is then committed (untimed) so the
+ *   largest request of the libfuse 3 engine), and vs rclone's mount (target ≥ 1×); the write also vs the
+ *   same dd onto local disk (no target: the Vfs baseline has no application copying its data in). The
+ *   write is made durable on every side (dd conv=fsync; fsync + close); each file is then committed (untimed) so the
  *   reads fetch it from the service, and the mount's read is cold (page cache dropped);
  * - small files: `cp -r` of BENCH_FUSE_SMALL_FILES (default 1,000) files of 4 KiB into the mount (files/s),
  *   vs the same into rclone's mount (target ≥ 2×) and on local disk;
@@ -173,6 +174,11 @@ async function main(): Promise<void> {
     await mkdir(localDir);
     for (let i = 0; i < LIST_ENTRIES; i++) await writeFile(join(localDir, `f${String(i).padStart(5, '0')}`), '');
     const localFiles = await copySmallFiles(smallSrc, join(h.local, 'small-copy'));
+    // The same dd onto local disk (the file system the spools are on): what the application's own copies cost.
+    await recyclePages(h.local, BYTES * 1.25);
+    const localFile = join(h.local, 'local-dd.bin');
+    const localWrite = await timed(() => sh('dd', ['if=/dev/zero', `of=${localFile}`, 'bs=1M', `count=${BYTES / 1024 / 1024}`, 'conv=fsync'], { timeoutMs: 900_000 }));
+    await rm(localFile);
     const localLs = await lsWarm(localDir);
 
     const commit = (): Promise<unknown> => h.call('flushAll', { timeoutMs: 590_000 }, 600_000);
@@ -193,7 +199,7 @@ async function main(): Promise<void> {
     const k = direct['128k']!;
     const m = direct['1m']!;
     const vsPeer = (mine: number, theirs: number | undefined): number | undefined => (theirs === undefined ? undefined : round(mine / theirs));
-    print({ figure: 'fuse.seq_write', backend, bytes: BYTES, mount_MBps: MBps(mount.writeMs), rclone_MBps: peer && MBps(peer.writeMs), ratio_to_rclone: vsPeer(peer?.writeMs ?? NaN, mount.writeMs), vfs_128k_MBps: MBps(k.writeMs), ratio: round(k.writeMs / mount.writeMs), vfs_1m_MBps: MBps(m.writeMs), ratio_1m: round(m.writeMs / mount.writeMs), target: 'ratio_1m >= 0.8, ratio_to_rclone >= 1' });
+    print({ figure: 'fuse.seq_write', backend, bytes: BYTES, mount_MBps: MBps(mount.writeMs), rclone_MBps: peer && MBps(peer.writeMs), ratio_to_rclone: vsPeer(peer?.writeMs ?? NaN, mount.writeMs), vfs_128k_MBps: MBps(k.writeMs), ratio: round(k.writeMs / mount.writeMs), vfs_1m_MBps: MBps(m.writeMs), ratio_1m: round(m.writeMs / mount.writeMs), local_disk_MBps: MBps(localWrite.ms), ratio_to_local_disk: round(localWrite.ms / mount.writeMs), target: 'ratio_1m >= 0.8, ratio_to_rclone >= 1' });
     print({ figure: 'fuse.seq_read_cold', backend, bytes: BYTES, mount_MBps: MBps(mount.readMs), rclone_MBps: peer && MBps(peer.readMs), ratio_to_rclone: vsPeer(peer?.readMs ?? NaN, mount.readMs), vfs_128k_MBps: MBps(k.readMs), ratio: round(k.readMs / mount.readMs), vfs_1m_MBps: MBps(m.readMs), ratio_1m: round(m.readMs / mount.readMs), target: 'ratio_1m >= 0.8, ratio_to_rclone >= 1' });
     print({ figure: 'fuse.cp_r_4k_files', files: SMALL_FILES, mount_files_per_s: round(mount.filesPerS, 0), rclone_files_per_s: peer && round(peer.filesPerS, 0), ratio_to_rclone: vsPeer(mount.filesPerS, peer?.filesPerS), local_files_per_s: round(localFiles, 0), target: 'ratio_to_rclone >= 2' });
     const ceiling = await nullMountCeiling(h.local);

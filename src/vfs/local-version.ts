@@ -159,6 +159,8 @@ export class LocalVersion implements PendingFile {
   private writesUnderWay = 0;
   /** The direct writer of the spool, while it writes: how to stop it, and how many of its writes were reported. */
   private direct: DirectAttachment | undefined;
+  /** The SHA-1 of the content of `generation` that a stopped direct writer is still finishing (see stopDirect). */
+  private directHash: { generation: number; size: number; sha1: Promise<string | undefined> } | undefined;
   readonly counters = { fetchedBytes: 0, fetches: 0, directWrites: 0 };
 
   constructor(
@@ -360,8 +362,11 @@ export class LocalVersion implements PendingFile {
     if (!done) return;
     if (done.count > d.reported) this.recordDirectWrite(done.end);
     if (done.errno > 0) this.recordDirectFailure(done.errno);
-    // The writer's hash covers the whole content: the seal needs no pass over the spool.
-    if (done.sha1 && done.hashed === this.size && !this.failed) this.hashed = { generation: this.generation, sha1: done.sha1, size: this.size };
+    // The writer's hash covers the whole content: the seal needs no pass over the spool. A hash the
+    // writer is still finishing is waited for where a hash is needed (hashNow).
+    if (done.hashed !== this.size || this.failed) return;
+    if (done.sha1) this.hashed = { generation: this.generation, sha1: done.sha1, size: this.size };
+    else if (done.sha1Later) this.directHash = { generation: this.generation, size: this.size, sha1: done.sha1Later };
   }
 
   private recordDirectWrite(end: number): void {
@@ -591,6 +596,12 @@ export class LocalVersion implements PendingFile {
   /** SHA-1 and size of the spool now: the running hash when the file was only appended to, else a full pass. */
   private async hashNow(hasher: Hasher): Promise<{ sha1: string; size: number }> {
     if (this.hashed && this.hashed.generation === this.generation && this.hashed.size === this.size) return { sha1: this.hashed.sha1, size: this.size };
+    const due = this.directHash;
+    this.directHash = undefined;
+    if (due && due.generation === this.generation && due.size === this.size) {
+      const sha1 = await due.sha1;
+      if (sha1 !== undefined && due.generation === this.generation) return { sha1, size: due.size };
+    }
     if (this.smallHash && this.smallBytes === this.size) return { sha1: this.smallHash.copy().digest('hex'), size: this.size };
     if (this.appended) {
       const h = await this.appended.digest().catch(() => undefined);

@@ -157,6 +157,11 @@ export interface DirectWritesDone {
   errno: number;
   /** SHA-1 (hex) of the spool's first `hashed` bytes, when every write continued the hash. */
   sha1?: string;
+  /**
+   * The same hash when the writer is still computing it (it hashes behind its writes): resolves with it,
+   * or undefined when it could not be finished (the spool is then hashed as without a writer's hash).
+   */
+  sha1Later?: Promise<string | undefined>;
   hashed: number;
 }
 

@@ -18,6 +18,7 @@
  * write) in the same queue as the requests, before any request the kernel sends after the answer.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <node_api.h>
 #include <openssl/evp.h>
@@ -33,23 +34,39 @@ enum op_code {
   OP_RMDIR = 7, OP_RENAME = 8, OP_OPEN = 9, OP_READ = 10, OP_WRITE = 11, OP_FLUSH = 12,
   OP_RELEASE = 13, OP_FSYNC = 14, OP_OPENDIR = 15, OP_READDIR = 16, OP_RELEASEDIR = 17,
   OP_FSYNCDIR = 18, OP_STATFS = 19, OP_SETXATTR = 20, OP_GETXATTR = 21, OP_LISTXATTR = 22,
-  OP_REMOVEXATTR = 23, OP_ACCESS = 24, OP_CREATE = 25, OP_WROTE = 26, OP_READDIRPLUS = 27, OP_INIT = 98, OP_END = 99,
+  OP_REMOVEXATTR = 23, OP_ACCESS = 24, OP_CREATE = 25, OP_WROTE = 26, OP_READDIRPLUS = 27, OP_HASHED = 28,
+  OP_INIT = 98, OP_END = 99,
 };
 
 #define SPOOL_AHEAD_MAX 64
+/* How far the hash may fall behind the bytes written before a write waits for it (bounds the close's wait). */
+#define SPOOL_HASH_LAG_MAX (64ull * 1024 * 1024)
+/* The hash thread reads the spool back in pieces of this size. */
+#define SPOOL_HASH_CHUNK (256 * 1024)
 
-/* A file handle whose writes go straight into its spool (see "Direct spool writes" above). */
+/*
+ * A file handle whose writes go straight into its spool (see "Direct spool writes" above). Guarded by
+ * the session's `spool_lock`, apart from what the hash thread does outside it while `hashing` is set
+ * (it reads the spool and updates `sha`: nothing else touches `sha` meanwhile).
+ */
 typedef struct spool_writer {
   struct spool_writer *next;
   uint64_t fh;
+  /* A duplicate of JavaScript's descriptor: the engine's own, closed with the writer, so the hash thread
+   * may still read the spool after JavaScript has closed its descriptor. */
   int fd;
   /*
-   * The SHA-1 of the spool's first `hashed` bytes. Writes beyond `hashed` (the kernel's writeback sends
-   * several at once, not always in order) are remembered in `ahead` and hashed, read back from the
-   * spool, once the bytes before them are; a write below `hashed`, or too many ranges ahead, ends the
-   * hash (the seal then hashes the spool).
+   * The SHA-1 of the spool's first `hashed` bytes, computed by the hash thread, which reads them back
+   * from the spool (the page cache) behind the writes: the bytes [0, written) are all written, `hashed`
+   * follows. Writes beyond `written` (the kernel's writeback sends several at once, not always in order,
+   * and several reader threads make them in parallel) are remembered in `ahead` until the bytes before
+   * them are written. A write below `written`, or too many ranges ahead, ends the hash (`hash_broken`:
+   * the seal then hashes the spool).
    */
   EVP_MD_CTX *sha;
+  int hash_broken;
+  int hashing;
+  uint64_t written;
   uint64_t hashed;
   struct { uint64_t start, end; } ahead[SPOOL_AHEAD_MAX];
   int nahead;
@@ -58,9 +75,14 @@ typedef struct spool_writer {
   uint64_t end;
   /* The errno of the first failed write: every later write answers it too. */
   int err;
+  /* Detached with its hash to finish: the number of the HASHED record that reports it (0: none wanted). */
+  uint64_t token;
 } spool_writer;
 
 static void spool_free(spool_writer *w);
+struct session;
+static void *hasher_main(void *arg);
+static void stop_hasher(struct session *s);
 
 /* One request waiting for JavaScript. */
 typedef struct queued {
@@ -110,11 +132,21 @@ typedef struct session {
   /* Notifications being written (destroy waits for them). */
   int notifying;
 
-  /* Handles writing straight into their spools; guarded by `spool_lock` (held across each write). */
+  /* Handles writing straight into their spools, and their books; guarded by `spool_lock`. */
   pthread_mutex_t spool_lock;
   spool_writer *spools;
+  /* Held shared by each direct write from before it looks up its writer until its record is queued;
+   * exclusive by attach and detach, so no write reaches a spool after its detach. */
+  pthread_rwlock_t spool_io;
   /* Numbers every direct write's record (across handles), so a record is told apart from later attachments'. */
   uint64_t spool_seq;
+  /* The hash thread: follows the writes of every writer; finishes the hashes of detached ones (`finishing`)
+   * and reports each in a HASHED record. `hash_work` wakes it, `hash_progress` wakes writers waiting for it. */
+  pthread_t hasher;
+  int hasher_started, hasher_stop;
+  pthread_cond_t hash_work, hash_progress;
+  spool_writer *finishing;
+  uint64_t hash_token;
 
   /* Asked for at INIT. */
   unsigned max_write, max_readahead, max_background, congestion_threshold;
@@ -371,28 +403,15 @@ static spool_writer *spool_find(session *s, uint64_t fh) {
   return NULL;
 }
 
-/* Hashes the spool's bytes [w->hashed, end), read back from it. */
-static int spool_hash_back(spool_writer *w, uint64_t end) {
-  char chunk[64 * 1024];
-  while (w->hashed < end) {
-    size_t n = end - w->hashed < sizeof(chunk) ? (size_t)(end - w->hashed) : sizeof(chunk);
-    ssize_t got = pread(w->fd, chunk, n, (off_t)w->hashed);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0 || EVP_DigestUpdate(w->sha, chunk, (size_t)got) != 1) return 0;
-    w->hashed += (uint64_t)got;
-  }
-  return 1;
-}
-
-/* Keeps the running hash after a write of [off, off + size); 0 when it can no longer be kept. */
-static int spool_hash(spool_writer *w, const char *buf, size_t size, uint64_t off) {
-  uint64_t end = off + size;
-  if (off < w->hashed) return 0; /* rewrites hashed bytes */
-  if (off == w->hashed) {
-    if (EVP_DigestUpdate(w->sha, buf, size) != 1) return 0;
-    w->hashed = end;
-  } else {
-    /* Ahead: remembered (merged with the ranges it touches), sorted by start. */
+/*
+ * Books a write of [off, end) for the hash (spool_lock held): extends the written prefix, or remembers
+ * the range ahead of it (merged with the ranges it touches, sorted by start). 0 when the hash can no
+ * longer be kept: the write lands on bytes of the prefix (which the hash thread may have read already),
+ * or there are too many ranges ahead.
+ */
+static int spool_track(spool_writer *w, uint64_t off, uint64_t end) {
+  if (off < w->written) return 0;
+  if (off > w->written) {
     int i = 0;
     while (i < w->nahead && w->ahead[i].end < off) i++;
     int j = i;
@@ -409,25 +428,43 @@ static int spool_hash(spool_writer *w, const char *buf, size_t size, uint64_t of
     w->ahead[i].end = end;
     return 1;
   }
-  /* The bytes now hashed may reach ranges written ahead: hash them from the spool. */
-  while (w->nahead > 0 && w->ahead[0].start <= w->hashed) {
-    if (w->ahead[0].end > w->hashed && !spool_hash_back(w, w->ahead[0].end)) return 0;
+  w->written = end;
+  /* The prefix may now reach ranges written ahead. */
+  while (w->nahead > 0 && w->ahead[0].start <= w->written) {
+    if (w->ahead[0].end > w->written) w->written = w->ahead[0].end;
     memmove(&w->ahead[0], &w->ahead[1], (size_t)(w->nahead - 1) * sizeof(w->ahead[0]));
     w->nahead--;
   }
   return 1;
 }
 
+/* True while the writer's hash can still be completed. */
+static int spool_hash_alive(const spool_writer *w) {
+  return w->sha && !w->hash_broken;
+}
+
 /*
- * Writes `size` bytes at `off` into the writer's spool (spool_lock held), keeps the running SHA-1, and
- * queues the record JavaScript does its bookkeeping from. Answers the bytes written or -errno.
+ * Writes `size` bytes at `off` into the spool of `fh` (spool_io held shared by the caller), books it
+ * for the hash, and queues the record JavaScript does its bookkeeping from. Answers the bytes written or
+ * -errno; 1 in *found when `fh` has a writer (else nothing was done). The pwrite runs outside spool_lock,
+ * so writes of several reader threads (to one spool or several) go in parallel. `wait`: when the hash
+ * has fallen more than SPOOL_HASH_LAG_MAX behind, wait for it before answering (reader threads only).
  */
-static ssize_t spool_write(session *s, spool_writer *w, const char *buf, size_t size, off_t off) {
+static ssize_t spool_write(session *s, uint64_t fh, const char *buf, size_t size, off_t off, int wait, int *found) {
+  pthread_mutex_lock(&s->spool_lock);
+  spool_writer *w = spool_find(s, fh);
+  *found = w != NULL;
+  if (!w) {
+    pthread_mutex_unlock(&s->spool_lock);
+    return 0;
+  }
   int err = w->err;
+  int fd = w->fd;
+  pthread_mutex_unlock(&s->spool_lock);
   if (!err) {
     size_t done = 0;
     while (done < size) {
-      ssize_t n = pwrite(w->fd, buf + done, size - done, off + (off_t)done);
+      ssize_t n = pwrite(fd, buf + done, size - done, off + (off_t)done);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         err = n < 0 ? errno : EIO;
@@ -437,13 +474,15 @@ static ssize_t spool_write(session *s, spool_writer *w, const char *buf, size_t 
     }
     /* A full disk is ENOSPC to the writer; any other failure of the local disk is EIO. */
     if (err) err = (err == ENOSPC || err == EDQUOT) ? ENOSPC : EIO;
-    w->err = err;
   }
+  pthread_mutex_lock(&s->spool_lock);
+  /* The writer is still `fh`'s: detach and attach wait for spool_io, which the caller holds. */
+  if (err && !w->err) w->err = err;
   if (!err) {
-    if (w->sha && size > 0 && !spool_hash(w, buf, size, (uint64_t)off)) {
-      /* The hash is computed from the spool at the seal instead. */
-      EVP_MD_CTX_free(w->sha);
-      w->sha = NULL;
+    if (spool_hash_alive(w) && size > 0) {
+      uint64_t before = w->written;
+      if (!spool_track(w, (uint64_t)off, (uint64_t)off + size)) w->hash_broken = 1;
+      else if (w->written > before) pthread_cond_signal(&s->hash_work);
     }
     w->count++;
     if ((uint64_t)off + size > w->end) w->end = (uint64_t)off + size;
@@ -456,24 +495,29 @@ static ssize_t spool_write(session *s, spool_writer *w, const char *buf, size_t 
     q->size = err ? 0 : size;
     q->flags = err;
     q->ino2 = ++s->spool_seq;
+    /* Queued under spool_lock: the records of one handle reach JavaScript in the order of their seq. */
     enqueue(s, q);
   }
+  while (wait && spool_hash_alive(w) && w->written - w->hashed > SPOOL_HASH_LAG_MAX && !s->hasher_stop)
+    pthread_cond_wait(&s->hash_progress, &s->spool_lock);
+  pthread_mutex_unlock(&s->spool_lock);
   return err ? -err : (ssize_t)size;
 }
 
 static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off, struct fuse_file_info *fi) {
   session *ds = SESSION(req);
-  pthread_mutex_lock(&ds->spool_lock);
-  spool_writer *w = fi ? spool_find(ds, fi->fh) : NULL;
-  if (w) {
+  if (fi) {
+    int found = 0;
+    pthread_rwlock_rdlock(&ds->spool_io);
     /* The record is queued before the answer: whatever the kernel sends next reaches JavaScript after it. */
-    ssize_t n = spool_write(ds, w, buf, size, off);
-    pthread_mutex_unlock(&ds->spool_lock);
-    if (n < 0) fuse_reply_err(req, (int)-n);
-    else fuse_reply_write(req, (size_t)n);
-    return;
+    ssize_t n = spool_write(ds, fi->fh, buf, size, off, 1, &found);
+    pthread_rwlock_unlock(&ds->spool_io);
+    if (found) {
+      if (n < 0) fuse_reply_err(req, (int)-n);
+      else fuse_reply_write(req, (size_t)n);
+      return;
+    }
   }
-  pthread_mutex_unlock(&ds->spool_lock);
   BEGIN(OP_WRITE, ino);
   WITH_FI(fi);
   q->data = copy_bytes(buf, size);
@@ -753,6 +797,10 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
     case OP_LISTXATTR:
       set_num(env, o, "size", (double)q->size);
       break;
+    case OP_HASHED:
+      set_num(env, o, "seq", (double)q->ino2);
+      set_num(env, o, "size", (double)q->size);
+      break;
     case OP_WROTE:
       set_num(env, o, "offset", (double)q->offset);
       set_num(env, o, "size", (double)q->size);
@@ -861,6 +909,16 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   }
   pthread_mutex_init(&s->lock, NULL);
   pthread_mutex_init(&s->spool_lock, NULL);
+  pthread_cond_init(&s->hash_work, NULL);
+  pthread_cond_init(&s->hash_progress, NULL);
+  {
+    /* Writers first: an attach or detach is not held up by a stream of direct writes. */
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->spool_io, &attr);
+    pthread_rwlockattr_destroy(&attr);
+  }
   s->mountpoint = get_string(env, argv[0]);
 
   unsigned readers = 1, flag = 0;
@@ -924,6 +982,8 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
       break;
     }
   }
+  /* Without the hash thread, direct writes keep no hash (the seal hashes the spool). */
+  s->hasher_started = s->reader_count > 0 && pthread_create(&s->hasher, NULL, hasher_main, s) == 0;
   if (s->reader_count == 0) {
     napi_release_threadsafe_function(s->tsfn, napi_tsfn_abort);
     fuse_session_unmount(s->se);
@@ -1021,16 +1081,11 @@ static napi_value js_destroy(napi_env env, napi_callback_info info) {
     if (!busy) break;
     usleep(1000);
   }
+  /* Before the request queue goes: the hash thread queues records. Hashes not finished are dropped. */
+  stop_hasher(s);
   napi_release_threadsafe_function(s->tsfn, napi_tsfn_release);
   fuse_session_destroy(s->se);
   s->se = NULL;
-  pthread_mutex_lock(&s->spool_lock);
-  while (s->spools) {
-    spool_writer *w = s->spools;
-    s->spools = w->next;
-    spool_free(w);
-  }
-  pthread_mutex_unlock(&s->spool_lock);
   /* The session record itself stays: the external may still be referenced from JavaScript. */
   return bool_value(env, 1);
 }
@@ -1475,6 +1530,7 @@ static napi_value js_invalidate_entry(napi_env env, napi_callback_info info) {
 
 static void spool_free(spool_writer *w) {
   if (w->sha) EVP_MD_CTX_free(w->sha);
+  if (w->fd >= 0) close(w->fd);
   free(w);
 }
 
@@ -1491,11 +1547,143 @@ static spool_writer *spool_unlink(session *s, uint64_t fh) {
 }
 
 /*
+ * Done with a writer taken off the list (spool_lock held): freed now, or, while the hash thread reads it
+ * or its hash is still to be finished (`token` > 0), handed to the hash thread, which frees it.
+ */
+static void spool_retire(session *s, spool_writer *w) {
+  if (!w->hashing && w->token == 0) {
+    spool_free(w);
+    return;
+  }
+  if (w->token == 0) w->hash_broken = 1;
+  w->next = s->finishing;
+  s->finishing = w;
+  pthread_cond_signal(&s->hash_work);
+}
+
+/* The hex SHA-1 of a finished hash into hex[41]; 0 when it cannot be had. */
+static int spool_digest(spool_writer *w, char *hex) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (!w->sha || EVP_DigestFinal_ex(w->sha, md, &len) != 1 || len != 20) return 0;
+  static const char digits[] = "0123456789abcdef";
+  for (unsigned i = 0; i < len; i++) {
+    hex[i * 2] = digits[md[i] >> 4];
+    hex[i * 2 + 1] = digits[md[i] & 15];
+  }
+  hex[40] = 0;
+  return 1;
+}
+
+/* Reports a detached writer's finished hash (HASHED record: token, hashed bytes, sha1 or none) and frees it. */
+static void spool_report(session *s, spool_writer *w) {
+  char hex[41];
+  if (w->token > 0) {
+    queued *q = new_queued(s, OP_HASHED, NULL, 0);
+    if (q) {
+      q->ino2 = w->token;
+      q->has_fh = 1;
+      q->fh = w->fh;
+      q->size = w->hashed;
+      if (!w->hash_broken && w->hashed == w->written && spool_digest(w, hex)) q->name = copy_bytes(hex, 41);
+      enqueue(s, q);
+    }
+  }
+  spool_free(w);
+}
+
+/* A writer with bytes to hash (spool_lock held), detached ones first: their close waits for it. */
+static spool_writer *hash_next(session *s) {
+  for (spool_writer *w = s->finishing; w; w = w->next)
+    if (!w->hashing && spool_hash_alive(w) && w->hashed < w->written) return w;
+  for (spool_writer *w = s->spools; w; w = w->next)
+    if (!w->hashing && spool_hash_alive(w) && w->hashed < w->written) return w;
+  return NULL;
+}
+
+/* A detached writer with nothing left to hash, taken off `finishing` (spool_lock held). */
+static spool_writer *hash_finished(session *s) {
+  for (spool_writer **p = &s->finishing; *p; p = &(*p)->next) {
+    spool_writer *w = *p;
+    if (!w->hashing && (!spool_hash_alive(w) || w->hashed >= w->written)) {
+      *p = w->next;
+      return w;
+    }
+  }
+  return NULL;
+}
+
+/*
+ * The hash thread: reads each writer's written prefix back from its spool (from the page cache: the
+ * bytes were just written) and keeps its SHA-1, so the reader threads answer the kernel as soon as their
+ * pwrite is done. Finishes the hashes of detached writers and reports them.
+ */
+static void *hasher_main(void *arg) {
+  session *s = arg;
+  char *chunk = malloc(SPOOL_HASH_CHUNK);
+  pthread_mutex_lock(&s->spool_lock);
+  while (!s->hasher_stop) {
+    spool_writer *w = chunk ? hash_next(s) : NULL;
+    if (w) {
+      uint64_t from = w->hashed;
+      size_t n = w->written - from < SPOOL_HASH_CHUNK ? (size_t)(w->written - from) : SPOOL_HASH_CHUNK;
+      w->hashing = 1;
+      pthread_mutex_unlock(&s->spool_lock);
+      ssize_t got;
+      do got = pread(w->fd, chunk, n, (off_t)from);
+      while (got < 0 && errno == EINTR);
+      int ok = got > 0 && EVP_DigestUpdate(w->sha, chunk, (size_t)got) == 1;
+      pthread_mutex_lock(&s->spool_lock);
+      w->hashing = 0;
+      if (ok) w->hashed += (uint64_t)got;
+      else w->hash_broken = 1;
+      pthread_cond_broadcast(&s->hash_progress);
+      continue;
+    }
+    spool_writer *done = hash_finished(s);
+    if (done) {
+      pthread_mutex_unlock(&s->spool_lock);
+      spool_report(s, done);
+      pthread_mutex_lock(&s->spool_lock);
+      continue;
+    }
+    pthread_cond_wait(&s->hash_work, &s->spool_lock);
+  }
+  pthread_mutex_unlock(&s->spool_lock);
+  free(chunk);
+  return NULL;
+}
+
+/* Stops the hash thread (after the readers: none waits for it any more) and frees every writer. */
+static void stop_hasher(session *s) {
+  pthread_mutex_lock(&s->spool_lock);
+  s->hasher_stop = 1;
+  pthread_cond_broadcast(&s->hash_work);
+  pthread_cond_broadcast(&s->hash_progress);
+  pthread_mutex_unlock(&s->spool_lock);
+  if (s->hasher_started) pthread_join(s->hasher, NULL);
+  s->hasher_started = 0;
+  pthread_mutex_lock(&s->spool_lock);
+  while (s->spools) {
+    spool_writer *w = s->spools;
+    s->spools = w->next;
+    spool_free(w);
+  }
+  while (s->finishing) {
+    spool_writer *w = s->finishing;
+    s->finishing = w->next;
+    spool_free(w);
+  }
+  pthread_mutex_unlock(&s->spool_lock);
+}
+
+/*
  * spoolAttach(session, fh, fd, hashFrom) → seq: from now on the writes of `fh` go into the file `fd`
- * (which stays JavaScript's: it must call spoolDetach before closing it). hashFrom >= 0: the spool's
- * first hashFrom bytes are all there is and were written front to back; they are read back and hashed
- * here, and the hash goes on with each write that continues them. -1: no hash kept. Records of this
- * attachment's writes carry a `seq` above the number answered.
+ * (which stays JavaScript's: the engine writes through a duplicate of it, and JavaScript must call
+ * spoolDetach before closing it). hashFrom >= 0: the spool's first hashFrom bytes are all there is and
+ * were written front to back; the hash thread reads them back and hashes them, and goes on with each
+ * write that continues them. -1: no hash kept. Records of this attachment's writes carry a `seq` above
+ * the number answered.
  */
 static napi_value js_spool_attach(napi_env env, napi_callback_info info) {
   size_t argc = 4;
@@ -1518,45 +1706,43 @@ static napi_value js_spool_attach(napi_env env, napi_callback_info info) {
     return NULL;
   }
   w->fh = (uint64_t)fh;
-  w->fd = (int)fd;
-  if (from >= 0) {
+  w->fd = fcntl((int)fd, F_DUPFD_CLOEXEC, 0);
+  if (w->fd < 0) {
+    int e = errno;
+    free(w);
+    napi_throw_error(env, NULL, e == EBADF ? "spoolAttach: not an open descriptor" : "spoolAttach: cannot duplicate the descriptor");
+    return NULL;
+  }
+  if (from >= 0 && s->hasher_started) {
     w->sha = EVP_MD_CTX_new();
     if (w->sha && EVP_DigestInit_ex(w->sha, EVP_sha1(), NULL) != 1) {
       EVP_MD_CTX_free(w->sha);
       w->sha = NULL;
     }
-    uint64_t want = (uint64_t)from;
-    char *chunk = w->sha && want > 0 ? malloc(256 * 1024) : NULL;
-    while (w->sha && w->hashed < want) {
-      size_t n = want - w->hashed < 256 * 1024 ? (size_t)(want - w->hashed) : 256 * 1024;
-      ssize_t got = chunk ? pread(w->fd, chunk, n, (off_t)w->hashed) : -1;
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0 || EVP_DigestUpdate(w->sha, chunk, (size_t)got) != 1) {
-        EVP_MD_CTX_free(w->sha);
-        w->sha = NULL;
-        break;
-      }
-      w->hashed += (uint64_t)got;
-    }
-    free(chunk);
+    w->written = (uint64_t)from;
   }
-  w->end = w->hashed;
+  w->end = w->written;
+  pthread_rwlock_wrlock(&s->spool_io);
   pthread_mutex_lock(&s->spool_lock);
   spool_writer *old = spool_unlink(s, w->fh);
+  if (old) spool_retire(s, old);
   w->next = s->spools;
   s->spools = w;
+  if (w->written > 0) pthread_cond_signal(&s->hash_work);
   double base = (double)s->spool_seq;
   pthread_mutex_unlock(&s->spool_lock);
-  if (old) spool_free(old);
+  pthread_rwlock_unlock(&s->spool_io);
   napi_value result;
   napi_create_double(env, base, &result);
   return result;
 }
 
 /*
- * spoolDetach(session, fh) → undefined when `fh` had no spool, else { count, end, errno, sha1?, hashed }:
- * the writes of `fh` go through JavaScript again (a write under way finishes first). sha1 (hex) is the
- * hash of the spool's first `hashed` bytes when every write continued the hash.
+ * spoolDetach(session, fh) → undefined when `fh` had no spool, else { count, end, errno, hashed, sha1?,
+ * hashing? }: the writes of `fh` go through JavaScript again (writes under way finish first). `hashed`:
+ * how many of the spool's first bytes the hash covers when every write continued it; `sha1` (hex) is
+ * that hash when the hash thread had already caught up, else `hashing` numbers the HASHED record that
+ * will carry it (never held up here: the main thread does not wait for the hash).
  */
 static napi_value js_spool_detach(napi_env env, napi_callback_info info) {
   size_t argc = 2;
@@ -1568,32 +1754,38 @@ static napi_value js_spool_detach(napi_env env, napi_callback_info info) {
   }
   session *s = get_session(env, argv[0]);
   if (!s) return NULL;
-  pthread_mutex_lock(&s->spool_lock);
-  spool_writer *w = spool_unlink(s, (uint64_t)get_double(env, argv[1]));
-  pthread_mutex_unlock(&s->spool_lock);
+  uint64_t fh = (uint64_t)get_double(env, argv[1]);
   napi_value result;
+  char hex[41];
+  int have_hex = 0;
+  double token = 0;
+  pthread_rwlock_wrlock(&s->spool_io);
+  pthread_mutex_lock(&s->spool_lock);
+  spool_writer *w = spool_unlink(s, fh);
   if (!w) {
+    pthread_mutex_unlock(&s->spool_lock);
+    pthread_rwlock_unlock(&s->spool_io);
     napi_get_undefined(env, &result);
     return result;
   }
-  napi_create_object(env, &result);
-  set_num(env, result, "count", (double)w->count);
-  set_num(env, result, "end", (double)w->end);
-  set_num(env, result, "errno", w->err);
-  set_num(env, result, "hashed", (double)w->hashed);
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (w->sha && EVP_DigestFinal_ex(w->sha, md, &len) == 1 && len == 20) {
-    char hex[41];
-    for (unsigned i = 0; i < len; i++) {
-      static const char digits[] = "0123456789abcdef";
-      hex[i * 2] = digits[md[i] >> 4];
-      hex[i * 2 + 1] = digits[md[i] & 15];
-    }
-    hex[40] = 0;
-    set_str(env, result, "sha1", hex);
+  double count = (double)w->count, end = (double)w->end, hashed = 0;
+  int err = w->err;
+  /* A hash is of use only when it covers everything written. */
+  if (spool_hash_alive(w) && !w->err && w->nahead == 0 && w->written == w->end) {
+    hashed = (double)w->written;
+    if (!w->hashing && w->hashed == w->written) have_hex = spool_digest(w, hex);
+    else token = (double)(w->token = ++s->hash_token);
   }
-  spool_free(w);
+  spool_retire(s, w);
+  pthread_mutex_unlock(&s->spool_lock);
+  pthread_rwlock_unlock(&s->spool_io);
+  napi_create_object(env, &result);
+  set_num(env, result, "count", count);
+  set_num(env, result, "end", end);
+  set_num(env, result, "errno", err);
+  set_num(env, result, "hashed", hashed);
+  if (have_hex) set_str(env, result, "sha1", hex);
+  if (token > 0) set_num(env, result, "hashing", token);
   return result;
 }
 
@@ -1624,16 +1816,13 @@ static napi_value js_spool_write(napi_env env, napi_callback_info info) {
     return NULL;
   }
   napi_value result;
-  pthread_mutex_lock(&s->spool_lock);
-  spool_writer *w = spool_find(s, (uint64_t)get_double(env, argv[1]));
-  if (!w) {
-    pthread_mutex_unlock(&s->spool_lock);
-    napi_get_undefined(env, &result);
-    return result;
-  }
-  ssize_t n = spool_write(s, w, data, len, (off_t)off);
-  pthread_mutex_unlock(&s->spool_lock);
-  napi_create_double(env, (double)n, &result);
+  int found = 0;
+  pthread_rwlock_rdlock(&s->spool_io);
+  /* The main thread never waits for the hash thread. */
+  ssize_t n = spool_write(s, (uint64_t)get_double(env, argv[1]), data, len, (off_t)off, 0, &found);
+  pthread_rwlock_unlock(&s->spool_io);
+  if (!found) napi_get_undefined(env, &result);
+  else napi_create_double(env, (double)n, &result);
   return result;
 }
 

@@ -13,7 +13,7 @@ export const Op = {
   LOOKUP: 1, FORGET: 2, GETATTR: 3, SETATTR: 4, MKDIR: 5, UNLINK: 6, RMDIR: 7, RENAME: 8, OPEN: 9,
   READ: 10, WRITE: 11, FLUSH: 12, RELEASE: 13, FSYNC: 14, OPENDIR: 15, READDIR: 16, RELEASEDIR: 17,
   FSYNCDIR: 18, STATFS: 19, SETXATTR: 20, GETXATTR: 21, LISTXATTR: 22, REMOVEXATTR: 23, ACCESS: 24,
-  CREATE: 25, WROTE: 26, READDIRPLUS: 27, INIT: 98, END: 99,
+  CREATE: 25, WROTE: 26, READDIRPLUS: 27, HASHED: 28, INIT: 98, END: 99,
 } as const;
 
 /** One request from the kernel; which fields are set depends on `op`. */
@@ -38,7 +38,12 @@ export interface KernelRequest {
   gid?: number;
   atimeMs?: number;
   mtimeMs?: number;
-  /** WROTE (a write the engine made into a spool itself): errno of a failed one, and the record's number. */
+  /**
+   * WROTE (a write the engine made into a spool itself): errno of a failed one, and the record's number.
+   * HASHED (the hash of a detached spool, finished on the engine's hash thread): `seq` is the `hashing`
+   * number spoolDetach answered, `size` the bytes hashed, `name` the SHA-1 (hex; absent when the spool
+   * could not be read back).
+   */
   errno?: number;
   seq?: number;
   /** INIT: what the kernel agreed to. */
@@ -47,6 +52,9 @@ export interface KernelRequest {
   maxBackground?: number;
   writeback?: number;
 }
+
+/** What spoolDetach answers: DirectWritesDone, its hash either there (`sha1`) or still being computed (`hashing`). */
+export type EngineWritesDone = Omit<DirectWritesDone, 'sha1Later'> & { hashing?: number };
 
 /** Session settings asked for at INIT. */
 export interface SessionSettings {
@@ -89,14 +97,19 @@ export interface Fuse3Binding {
   /** statfs: Float64Array [bsize, frsize, blocks, bfree, bavail, files, ffree, favail, fsid, flag, namemax]. */
   replyStatfs(session: NativeSession, id: number, statfs: Float64Array): boolean;
   /**
-   * The writes of `fh` go into the spool `fd` from now on, made by the engine on its reader thread (each
-   * reported as a WROTE request). hashFrom >= 0: the spool's first hashFrom bytes (read back once) start
-   * a SHA-1 that each continuing write extends; -1: none. Answers the number the attachment's WROTE
-   * records are above.
+   * The writes of `fh` go into the spool `fd` from now on, made by the engine on its reader threads (each
+   * reported as a WROTE request; the engine writes through a duplicate of `fd`). hashFrom >= 0: the
+   * spool's first hashFrom bytes start a SHA-1 that the engine's hash thread keeps up with the writes
+   * that continue them (reading them back from the spool); -1: none. Answers the number the
+   * attachment's WROTE records are above.
    */
   spoolAttach(session: NativeSession, fh: number, fd: number, hashFrom: number): number;
-  /** The writes of `fh` go through JavaScript again; what the engine did, or undefined when it had no spool. */
-  spoolDetach(session: NativeSession, fh: number): DirectWritesDone | undefined;
+  /**
+   * The writes of `fh` go through JavaScript again (writes under way finish first); what the engine did,
+   * or undefined when it had no spool. The hash thread may not have caught up yet: then `sha1` is absent
+   * and `hashing` numbers the HASHED request that brings it.
+   */
+  spoolDetach(session: NativeSession, fh: number): EngineWritesDone | undefined;
   /** A write received before `fh` got its spool, made the engine's way (bytes or -errno); undefined: no spool. */
   spoolWrite(session: NativeSession, fh: number, data: Buffer, offset: number): number | undefined;
   /** The kernel forgets a cached name (off the main thread); resolves with libfuse's result (0 or -errno). */

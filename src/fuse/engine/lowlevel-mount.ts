@@ -125,6 +125,8 @@ export class LowLevelMount {
   private readonly dirs = new Map<number, DirListing | undefined>();
   /** File handles whose writes the engine makes into their spools, and the number their records are above. */
   private readonly direct = new Map<number, { spool: DirectSpool; base: number }>();
+  /** Hashes of detached spools the engine's hash thread is finishing, by their HASHED record's number. */
+  private readonly hashesDue = new Map<number, { end: number; resolve: (sha1: string | undefined) => void }>();
   /** File handles with a write under way through JavaScript, and the writes waiting behind it. */
   private readonly writesWaiting = new Map<number, KernelRequest[]>();
   readonly counters: DirectWriteCounters = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0 };
@@ -162,9 +164,17 @@ export class LowLevelMount {
     if (!this.session) return;
     if (!this.binding.destroy(this.session)) {
       this.logger.warn({ mountpoint: this.opts.mountpoint }, 'fuse: the connection is still held by the kernel; leaving its reader thread');
+      this.dropHashesDue();
       return;
     }
     this.session = undefined;
+    this.dropHashesDue();
+  }
+
+  /** The session is gone (or going): hashes still due will not come; their versions hash their spools. */
+  private dropHashesDue(): void {
+    for (const due of this.hashesDue.values()) due.resolve(undefined);
+    this.hashesDue.clear();
   }
 
   private get se(): NativeSession {
@@ -314,6 +324,14 @@ export class LowLevelMount {
         this.wroteTo(req.fh!);
         return;
       }
+      case Op.HASHED: {
+        const due = this.hashesDue.get(req.seq!);
+        if (!due) return;
+        this.hashesDue.delete(req.seq!);
+        if (req.name !== undefined && req.size === due.end) this.counters.hashedByEngine++;
+        due.resolve(req.name);
+        return;
+      }
       case Op.FLUSH:
         this.ops.flush(this.safePath(req.ino), req.fh!, this.replyCode(id));
         return;
@@ -443,8 +461,13 @@ export class LowLevelMount {
     spool.begin(() => {
       if (this.direct.get(fh) === entry) this.direct.delete(fh);
       const done = this.session ? this.binding.spoolDetach(this.session, fh) : undefined;
-      if (done?.sha1 !== undefined && done.hashed === done.end) this.counters.hashedByEngine++;
-      return done;
+      if (!done) return undefined;
+      if (done.sha1 !== undefined && done.hashed === done.end) this.counters.hashedByEngine++;
+      const { hashing, ...rest } = done;
+      if (hashing === undefined) return rest;
+      // The hash thread is still behind the last writes: the version waits for its HASHED record.
+      const sha1Later = new Promise<string | undefined>((resolve) => this.hashesDue.set(hashing, { end: done.end, resolve }));
+      return { ...rest, sha1Later };
     });
   }
 

@@ -24,7 +24,7 @@ function pattern(bytes: number, seed: number): Buffer {
 
 const sha1 = (b: Buffer): string => createHash('sha1').update(b).digest('hex');
 
-function describeMount(name: string, writebackCache: boolean): void {
+function describeMount(name: string, writebackCache: boolean, readerThreads = 1): void {
   describe(`direct spool writes, ${name}`, () => {
     let h: MountHarness;
     let lib: string;
@@ -34,7 +34,7 @@ function describeMount(name: string, writebackCache: boolean): void {
 
     beforeAll(async () => {
       // A long write-back delay: the journaled version stays local, so its content hash is the one computed here.
-      h = await startMount({ mount: { attrTimeoutS: 1, writebackCache }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000' } });
+      h = await startMount({ mount: { attrTimeoutS: 1, writebackCache, readerThreads }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000' } });
       lib = join(h.mnt, 'Lib');
     }, T);
     afterAll(async () => {
@@ -74,6 +74,28 @@ function describeMount(name: string, writebackCache: boolean): void {
       expect((await remoteRead('/Lib/scattered.bin')).equals(data)).toBe(true);
     }, T);
 
+    it('writes in flight at once, reaching the engine in any order: it writes them and its hash thread hashes them', async () => {
+      const size = 16 * MiB;
+      const data = pattern(size, 11);
+      const target = join(lib, 'parallel.bin');
+      const before = await counters();
+      const fh = await open(target, 'w');
+      await fh.write(data, 0, MiB, 0); // through JavaScript: the engine takes the following ones
+      // The other fifteen blocks all at once, in a scrambled order (the thread pool makes four at a time).
+      const blocks = Array.from({ length: 15 }, (_, i) => ((i * 7) % 15) + 1);
+      await Promise.all(blocks.map((b) => fh.write(data, b * MiB, MiB, b * MiB)));
+      await fh.close();
+      const after = await counters();
+      expect(after.spoolsAttached).toBeGreaterThan(before.spoolsAttached);
+      expect(after.directWrites - before.directWrites).toBeGreaterThanOrEqual(15);
+      // The hash covers every byte: the writes never overlapped, and at most 15 ranges waited ahead.
+      expect(after.hashedByEngine).toBeGreaterThan(before.hashedByEngine);
+      expect((await readFile(target)).equals(data)).toBe(true);
+      expect(await localSha1('/Lib/parallel.bin')).toBe(sha1(data));
+      await h.call('flushAll');
+      expect((await remoteRead('/Lib/parallel.bin')).equals(data)).toBe(true);
+    }, T);
+
     it('a rewrite after a close starts a new version: the journaled one keeps its content', async () => {
       const first = pattern(3 * MiB, 3);
       const target = join(lib, 'rewrite.bin');
@@ -106,6 +128,8 @@ function describeMount(name: string, writebackCache: boolean): void {
 
 describeMount('with the writeback cache', true);
 describeMount('without the writeback cache', false);
+// Four reader threads, each write(2) its own request: the engine's writes to one spool go in parallel.
+describeMount('four reader threads, without the writeback cache', false, 4);
 
 // A full spool folder: the gateway's data folder on a small tmpfs (mounting one needs root).
 describe.skipIf(process.getuid?.() !== 0)('direct spool writes on a full disk', () => {

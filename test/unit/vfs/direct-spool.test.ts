@@ -4,18 +4,20 @@
  * size, times, failure and (when the writer kept one) its hash from those reports. Here the writer is
  * the test, with the file's descriptor (as the FUSE engine does from C).
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createHash } from 'node:crypto';
 import { writeSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createVfs, MemoryRemote } from '../../../src/vfs/index.js';
+import { FileHasher } from '../../../src/vfs/file-hasher.js';
 import type { DirectSpool, DirectWritesDone, FileHandle } from '../../../src/vfs/types.js';
 import { vfsCode } from '../../support/vfs.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
+  vi.restoreAllMocks();
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
 
@@ -37,6 +39,8 @@ class TestWriter {
   end = 0;
   errno = 0;
   stopped = 0;
+  /** Set: the writer's hash is still being computed when it stops (as the engine's hash thread may be). */
+  sha1Later: Promise<string | undefined> | undefined;
   private hash = createHash('sha1');
   private hashed = 0;
   private hashing = true;
@@ -69,7 +73,9 @@ class TestWriter {
 
   private stop(): DirectWritesDone {
     this.stopped++;
-    return { count: this.count, end: this.end, errno: this.errno, hashed: this.hashed, sha1: this.hashing ? this.hash.digest('hex') : undefined };
+    const sha1 = this.hashing ? this.hash.digest('hex') : undefined;
+    if (this.sha1Later) return { count: this.count, end: this.end, errno: this.errno, hashed: this.hashed, sha1Later: this.sha1Later };
+    return { count: this.count, end: this.end, errno: this.errno, hashed: this.hashed, sha1 };
   }
 }
 
@@ -96,6 +102,45 @@ describe('direct spool writes', () => {
     expect((await vfs.stat('/A/big')).contentHash).toBe(sha1(data));
     await vfs.flushAll();
     expect(remote.read('big').equals(data)).toBe(true);
+  });
+
+  it('a hash the writer is still finishing when it stops: the close waits for it and the version takes it', async () => {
+    const { vfs, remote } = await gateway();
+    const data = content(3 * MiB + 5, 8);
+    const h = await vfs.open('/A/f', { write: true, create: true });
+    await h.write(0, data.subarray(0, MiB));
+    const writer = new TestWriter(h.directSpool!()!, data);
+    let finish!: (sha1: string | undefined) => void;
+    writer.sha1Later = new Promise((resolve) => (finish = resolve));
+    writer.write(data.subarray(MiB), MiB);
+    const spoolHashes = vi.spyOn(FileHasher.prototype, 'hash');
+    let closed = false;
+    const release = h.release().then(() => (closed = true));
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    expect(writer.stopped).toBe(1);
+    expect(closed).toBe(false); // the seal waits for the writer's hash
+    finish(sha1(data));
+    await release;
+    expect(spoolHashes).not.toHaveBeenCalled(); // no pass over the spool
+    expect((await vfs.stat('/A/f')).contentHash).toBe(sha1(data));
+    await vfs.flushAll();
+    expect(remote.read('f').equals(data)).toBe(true);
+  });
+
+  it('a hash the writer could not finish: the seal hashes the spool', async () => {
+    const { vfs, remote } = await gateway();
+    const data = content(2 * MiB, 9);
+    const h = await vfs.open('/A/f', { write: true, create: true });
+    await h.write(0, data.subarray(0, MiB));
+    const writer = new TestWriter(h.directSpool!()!, data);
+    writer.sha1Later = Promise.resolve(undefined);
+    writer.write(data.subarray(MiB), MiB);
+    const spoolHashes = vi.spyOn(FileHasher.prototype, 'hash');
+    await h.release();
+    expect(spoolHashes).toHaveBeenCalledTimes(1);
+    expect((await vfs.stat('/A/f')).contentHash).toBe(sha1(data));
+    await vfs.flushAll();
+    expect(remote.read('f').equals(data)).toBe(true);
   });
 
   it('writes not reported yet when the writer stops are taken from its answer', async () => {
