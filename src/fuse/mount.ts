@@ -9,7 +9,7 @@ import type { Vfs } from '../vfs/types.js';
 import { DEFAULT_DEADLINES, FuseOperations, type OperationDeadlines } from './operations.js';
 import { clearStaleMount, detachMount, findFuseMount, abortConnection } from './stale-mount.js';
 import { loadFuse3Binding } from './engine/binding.js';
-import { LowLevelMount, type DirectWriteCounters } from './engine/lowlevel-mount.js';
+import { LowLevelMount, type EngineCounters } from './engine/lowlevel-mount.js';
 
 export interface MountOptions {
   vfs: Vfs;
@@ -38,6 +38,12 @@ export interface MountOptions {
   debug?: boolean;
   /** Let the kernel cache writes and send them in large requests (libfuse 3 writeback cache). Default true. */
   writebackCache?: boolean;
+  /**
+   * Let the engine answer getattr from the attributes of earlier answers while they are valid, and (with
+   * the writeback cache) small writes and the times written back at close, without waiting for
+   * JavaScript (see docs/fuse.md, The engine). Default true.
+   */
+  engineAnswers?: boolean;
   logger: Logger;
 }
 
@@ -45,8 +51,8 @@ export interface MountedVfs {
   readonly mountpoint: string;
   /** Makes open files durable, waits (bounded) for pending uploads, then unmounts. Idempotent. */
   unmount(): Promise<void>;
-  /** Writes the engine made into spools itself, and the handles it made them for (see docs/fuse.md, The engine). */
-  readonly counters: DirectWriteCounters;
+  /** Writes the engine made into spools itself, the handles it made them for, and the requests it answered itself (see docs/fuse.md, The engine). */
+  readonly counters: EngineCounters;
 }
 
 function validate(opts: MountOptions): void {
@@ -110,12 +116,18 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
     })();
     return unmounting;
   };
-  return { mountpoint: mnt, unmount, counters: served.counters };
+  return {
+    mountpoint: mnt,
+    unmount,
+    get counters() {
+      return served.counters;
+    },
+  };
 }
 
 interface ServedMount {
   unmount(): Promise<void>;
-  readonly counters: DirectWriteCounters;
+  readonly counters: EngineCounters;
 }
 
 /** What the libfuse 3 engine asks the kernel for at INIT. */
@@ -156,7 +168,7 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
     operations,
     mountpoint: mnt,
     mountOptions: args,
-    settings: { ...FUSE3_SETTINGS, writeback: opts.writebackCache === false ? 0 : 1, asyncRead: 1, readers: 1 },
+    settings: { ...FUSE3_SETTINGS, writeback: opts.writebackCache === false ? 0 : 1, asyncRead: 1, readers: 1, attrCache: opts.engineAnswers === false ? 0 : 1, answerSmallWrites: opts.engineAnswers === false ? 0 : 1 },
     attrTimeoutS: opts.attrTimeoutS,
     logger,
   });
@@ -167,7 +179,9 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
   }
   void widenReadahead(mnt, FUSE3_SETTINGS.maxReadahead, logger);
   return {
-    counters: session.counters,
+    get counters() {
+      return session.counters;
+    },
     async unmount() {
       const entry = await findFuseMount(mnt);
       await session.unmount();
