@@ -177,6 +177,11 @@ typedef struct session {
   size_t answered_bytes;
   /* What was answered here, for the mount's counters. */
   uint64_t getattr_answered, writes_answered, times_answered;
+
+  /* The null file system (see below): its nodes by number, and by folder and name. */
+  struct null_node **null_by_ino;
+  fuse_ino_t null_count, null_room;
+  struct null_node **null_by_name;
 } session;
 
 #define SLOT_BITS 20
@@ -954,6 +959,212 @@ static const struct fuse_lowlevel_ops ll_ops = {
   .create = ll_create,
 };
 
+/* ---- the null file system -------------------------------------------------------------------- */
+
+/*
+ * A file system answered entirely here, for the benchmarks' ceiling of small files: names, folders and
+ * sizes are kept in memory, every other request (the bytes of writes included) is answered at once and
+ * nothing reaches JavaScript. What it measures is the kernel and the engine's reader thread alone.
+ */
+typedef struct null_node {
+  struct null_node *next_name;
+  fuse_ino_t ino, parent;
+  char *name;
+  int dir;
+  off_t size;
+} null_node;
+
+#define NULL_BUCKETS 65536
+
+static unsigned null_hash(fuse_ino_t parent, const char *name) {
+  unsigned h = (unsigned)parent * 2654435761u;
+  for (const char *c = name; *c; c++) h = h * 31 + (unsigned char)*c;
+  return h % NULL_BUCKETS;
+}
+
+static null_node *null_get(session *s, fuse_ino_t ino) {
+  return ino >= 1 && ino <= s->null_count ? s->null_by_ino[ino - 1] : NULL;
+}
+
+static null_node *null_find(session *s, fuse_ino_t parent, const char *name) {
+  for (null_node *n = s->null_by_name[null_hash(parent, name)]; n; n = n->next_name)
+    if (n->parent == parent && strcmp(n->name, name) == 0) return n;
+  return NULL;
+}
+
+/* A new node (`lock` held); NULL when out of memory. */
+static null_node *null_add(session *s, fuse_ino_t parent, const char *name, int dir) {
+  if (s->null_count == s->null_room) {
+    fuse_ino_t room = s->null_room ? s->null_room * 2 : 1024;
+    null_node **grown = realloc(s->null_by_ino, room * sizeof(null_node *));
+    if (!grown) return NULL;
+    s->null_by_ino = grown;
+    s->null_room = room;
+  }
+  null_node *n = calloc(1, sizeof(null_node));
+  if (!n || !(n->name = strdup(name))) {
+    free(n);
+    return NULL;
+  }
+  n->ino = ++s->null_count;
+  n->parent = parent;
+  n->dir = dir;
+  s->null_by_ino[n->ino - 1] = n;
+  if (parent) {
+    unsigned h = null_hash(parent, name);
+    n->next_name = s->null_by_name[h];
+    s->null_by_name[h] = n;
+  }
+  return n;
+}
+
+static void null_stat(const null_node *n, struct stat *st) {
+  memset(st, 0, sizeof(*st));
+  st->st_ino = n->ino;
+  st->st_mode = n->dir ? S_IFDIR | 0755 : S_IFREG | 0644;
+  st->st_nlink = n->dir ? 2 : 1;
+  st->st_uid = getuid();
+  st->st_gid = getgid();
+  st->st_size = n->size;
+  st->st_blocks = (n->size + 511) / 512;
+  st->st_blksize = 4096;
+  clock_gettime(CLOCK_REALTIME, &st->st_mtim);
+  st->st_atim = st->st_ctim = st->st_mtim;
+}
+
+static void null_entry(fuse_req_t req, const null_node *n) {
+  struct fuse_entry_param e;
+  memset(&e, 0, sizeof(e));
+  null_stat(n, &e.attr);
+  e.ino = n->ino;
+  e.generation = 1;
+  e.attr_timeout = e.entry_timeout = 2.0;
+  fuse_reply_entry(req, &e);
+}
+
+static void null_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
+  session *s = SESSION(req);
+  pthread_mutex_lock(&s->lock);
+  null_node *n = null_find(s, parent, name);
+  struct fuse_entry_param e;
+  memset(&e, 0, sizeof(e));
+  if (n) {
+    null_stat(n, &e.attr);
+    e.ino = n->ino;
+    e.generation = 1;
+    e.attr_timeout = 2.0;
+  }
+  e.entry_timeout = 2.0;
+  pthread_mutex_unlock(&s->lock);
+  fuse_reply_entry(req, &e);
+}
+
+static void null_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  session *s = SESSION(req);
+  struct stat st;
+  pthread_mutex_lock(&s->lock);
+  null_node *n = null_get(s, ino);
+  if (n) null_stat(n, &st);
+  pthread_mutex_unlock(&s->lock);
+  if (n) fuse_reply_attr(req, &st, 2.0);
+  else fuse_reply_err(req, ENOENT);
+}
+
+static void null_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi) {
+  session *s = SESSION(req);
+  struct stat st;
+  pthread_mutex_lock(&s->lock);
+  null_node *n = null_get(s, ino);
+  if (n && (to_set & FUSE_SET_ATTR_SIZE)) n->size = attr->st_size;
+  if (n) null_stat(n, &st);
+  pthread_mutex_unlock(&s->lock);
+  if (n) fuse_reply_attr(req, &st, 2.0);
+  else fuse_reply_err(req, ENOENT);
+}
+
+static void null_make(fuse_req_t req, fuse_ino_t parent, const char *name, int dir, struct fuse_file_info *fi) {
+  session *s = SESSION(req);
+  pthread_mutex_lock(&s->lock);
+  null_node *n = null_find(s, parent, name);
+  int exists = n != NULL;
+  if (!n) n = null_add(s, parent, name, dir);
+  null_node copy;
+  if (n) copy = *n;
+  pthread_mutex_unlock(&s->lock);
+  if (!n) return (void)fuse_reply_err(req, ENOMEM);
+  if (exists && (dir || (fi && (fi->flags & O_EXCL)))) return (void)fuse_reply_err(req, EEXIST);
+  if (!fi) return null_entry(req, &copy);
+  struct fuse_entry_param e;
+  memset(&e, 0, sizeof(e));
+  null_stat(&copy, &e.attr);
+  e.ino = copy.ino;
+  e.generation = 1;
+  e.attr_timeout = e.entry_timeout = 2.0;
+  fi->fh = copy.ino;
+  fuse_reply_create(req, &e, fi);
+}
+
+static void null_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode) {
+  null_make(req, parent, name, 1, NULL);
+}
+
+static void null_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
+  null_make(req, parent, name, 0, fi);
+}
+
+static void null_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  fi->fh = ino;
+  fuse_reply_open(req, fi);
+}
+
+static void null_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off, struct fuse_file_info *fi) {
+  session *s = SESSION(req);
+  pthread_mutex_lock(&s->lock);
+  null_node *n = null_get(s, ino);
+  if (n && off + (off_t)size > n->size) n->size = off + (off_t)size;
+  pthread_mutex_unlock(&s->lock);
+  fuse_reply_write(req, size);
+}
+
+static void null_done(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  fuse_reply_err(req, 0);
+}
+
+static void null_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
+  fuse_reply_err(req, 0);
+}
+
+static void null_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+  fuse_reply_buf(req, NULL, 0);
+}
+
+static void null_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  fuse_reply_none(req);
+}
+
+static void null_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
+  fuse_reply_err(req, EOPNOTSUPP);
+}
+
+static const struct fuse_lowlevel_ops null_ops = {
+  .init = ll_init,
+  .lookup = null_lookup,
+  .forget = null_forget,
+  .getattr = null_getattr,
+  .setattr = null_setattr,
+  .mkdir = null_mkdir,
+  .create = null_create,
+  .open = null_open,
+  .write = null_write,
+  .flush = null_done,
+  .release = null_done,
+  .fsync = null_fsync,
+  .opendir = null_open,
+  .readdir = null_readdir,
+  .releasedir = null_done,
+  .getxattr = null_getxattr,
+};
+
 /* ---- reader threads ------------------------------------------------------------------------- */
 
 static void *reader_main(void *arg) {
@@ -1194,6 +1405,20 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
     s->attrs = calloc(ATTR_BUCKETS, sizeof(attr_entry *));
     if (get_u32_prop(env, argv[2], "answerSmallWrites", &flag) > 0) s->answer_small = flag != 0;
   }
+  int null_files = get_u32_prop(env, argv[2], "nullFiles", &flag) > 0 && flag;
+  if (null_files) {
+    s->null_by_name = calloc(NULL_BUCKETS, sizeof(null_node *));
+    pthread_mutex_lock(&s->lock);
+    null_node *root = s->null_by_name ? null_add(s, 0, "", 1) : NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (!root) {
+      free(s->null_by_name);
+      free(s->mountpoint);
+      free(s);
+      napi_throw_error(env, NULL, "out of memory");
+      return NULL;
+    }
+  }
   if (readers < 1) readers = 1;
   if (readers > 8) readers = 8;
 
@@ -1207,7 +1432,7 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
     args[i + 1] = get_string(env, e);
   }
   struct fuse_args fargs = FUSE_ARGS_INIT((int)nopt + 1, args);
-  s->se = fuse_session_new(&fargs, &ll_ops, sizeof(ll_ops), s);
+  s->se = null_files ? fuse_session_new(&fargs, &null_ops, sizeof(null_ops), s) : fuse_session_new(&fargs, &ll_ops, sizeof(ll_ops), s);
   fuse_opt_free_args(&fargs);
   for (uint32_t i = 0; i <= nopt; i++) free(args[i]);
   free(args);
@@ -1359,6 +1584,15 @@ static napi_value js_destroy(napi_env env, napi_callback_info info) {
   }
   pthread_mutex_unlock(&s->spool_lock);
   pthread_mutex_lock(&s->lock);
+  for (fuse_ino_t i = 0; i < s->null_count; i++) {
+    free(s->null_by_ino[i]->name);
+    free(s->null_by_ino[i]);
+  }
+  free(s->null_by_ino);
+  free(s->null_by_name);
+  s->null_by_ino = NULL;
+  s->null_by_name = NULL;
+  s->null_count = s->null_room = 0;
   if (s->attrs) {
     for (uint32_t i = 0; i < ATTR_BUCKETS; i++) {
       while (s->attrs[i]) {

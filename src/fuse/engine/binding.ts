@@ -66,6 +66,8 @@ export interface SessionSettings {
   attrCache?: number;
   /** 1 (with attrCache and the writeback cache): small writes and the times written back at close answered by the engine. */
   answerSmallWrites?: number;
+  /** 1: the null file system of the benchmarks (names and sizes in memory, every request answered by the engine). */
+  nullFiles?: number;
 }
 
 /** Requests the engine answered itself from what JavaScript told it. */
