@@ -98,7 +98,9 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
   let unmounting: Promise<void> | undefined;
   const unmount = (): Promise<void> => {
     unmounting ??= (async () => {
-      // 1. Data of open files into the upload journal; 2. pending uploads to the service (bounded).
+      // 1. Data of open files into the upload journal (with the writes the engine answered and has not
+      // handed over yet); 2. pending uploads to the service (bounded).
+      await served.applyQueued();
       for (const file of operations.handles.list().filter((f) => f.writable)) {
         await file.handle.flush().catch((err: unknown) => logger.error({ path: file.handle.path, err: String(err) }, 'fuse: flushing an open file at unmount failed'));
       }
@@ -127,6 +129,8 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
 
 interface ServedMount {
   unmount(): Promise<void>;
+  /** Applies the writes and times the engine answered and still holds (LowLevelMount.applyQueued). */
+  applyQueued(): Promise<void>;
   readonly counters: EngineCounters;
 }
 
@@ -182,6 +186,7 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
     get counters() {
       return session.counters;
     },
+    applyQueued: () => session.applyQueued(),
     async unmount() {
       const entry = await findFuseMount(mnt);
       await session.unmount();

@@ -360,6 +360,19 @@ static fuse_req_t slot_take(session *s, double id) {
 
 /* ---- the queue to JavaScript ---------------------------------------------------------------- */
 
+/*
+ * Queues a record without waking JavaScript: it goes with the next request that does (the flush that
+ * follows a small file's write and times, in one crossing). Records of answered requests only.
+ */
+static void enqueue_quiet(session *s, queued *q) {
+  pthread_mutex_lock(&s->lock);
+  q->next = NULL;
+  if (s->tail) s->tail->next = q;
+  else s->head = q;
+  s->tail = q;
+  pthread_mutex_unlock(&s->lock);
+}
+
 static void enqueue(session *s, queued *q) {
   int call = 0;
   pthread_mutex_lock(&s->lock);
@@ -585,7 +598,7 @@ static int answer_times(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
   q->atime_ms = timespec_ms(&attr->st_atim);
   q->mtime_ms = timespec_ms(&attr->st_mtim);
   q->answered = 1;
-  enqueue(s, q);
+  enqueue_quiet(s, q);
   fuse_reply_attr(req, &st, left);
   return 1;
 }
@@ -768,7 +781,7 @@ static int answer_write(session *s, fuse_req_t req, fuse_ino_t ino, const char *
   q->data_len = size;
   q->offset = off;
   q->answered = 1;
-  enqueue(s, q);
+  enqueue_quiet(s, q);
   fuse_reply_write(req, size);
   return 1;
 }
@@ -1306,6 +1319,9 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
   return o;
 }
 
+/* The records in `q` as an array of request objects (freeing them). */
+static napi_value batch_of(napi_env env, session *s, queued *q);
+
 /* Runs on the main thread: hands everything queued so far to JavaScript in one call. */
 static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
   session *s = context;
@@ -1322,6 +1338,13 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
     }
     return;
   }
+  napi_value batch = batch_of(env, s, q);
+  napi_value undefined;
+  napi_get_undefined(env, &undefined);
+  napi_call_function(env, undefined, js_cb, 1, &batch, NULL);
+}
+
+static napi_value batch_of(napi_env env, session *s, queued *q) {
   napi_value batch;
   napi_create_array(env, &batch);
   uint32_t i = 0;
@@ -1338,9 +1361,26 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
     s->answered_bytes -= answered;
     pthread_mutex_unlock(&s->lock);
   }
-  napi_value undefined;
-  napi_get_undefined(env, &undefined);
-  napi_call_function(env, undefined, js_cb, 1, &batch, NULL);
+  return batch;
+}
+
+/*
+ * takeQueued(session) → the requests and records queued and not yet handed over (records queued
+ * quietly wait for the next request otherwise): at unmount, so that no answered write is left behind.
+ */
+static session *get_session(napi_env env, napi_value v);
+
+static napi_value js_take_queued(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  session *s = get_session(env, argv[0]);
+  if (!s) return NULL;
+  pthread_mutex_lock(&s->lock);
+  queued *q = s->head;
+  s->head = s->tail = NULL;
+  pthread_mutex_unlock(&s->lock);
+  return batch_of(env, s, q);
 }
 
 static session *get_session(napi_env env, napi_value v) {
@@ -2283,6 +2323,7 @@ static napi_value init(napi_env env, napi_value exports) {
     { "spoolWrite", js_spool_write },
     { "attrForget", js_attr_forget },
     { "answeredCounts", js_answered_counts },
+    { "takeQueued", js_take_queued },
   };
   for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
     napi_value f;

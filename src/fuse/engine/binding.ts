@@ -119,6 +119,11 @@ export interface Fuse3Binding {
   spoolWrite(session: NativeSession, fh: number, data: Buffer, offset: number): number | undefined;
   /** The engine's cached attributes of `ino` are no longer valid (changed in a way it cannot see: a rename, another client). */
   attrForget(session: NativeSession, ino: number): void;
+  /**
+   * What is queued and not yet handed over (the records of answered writes and times wait quietly for
+   * the next request otherwise).
+   */
+  takeQueued(session: NativeSession): KernelRequest[];
   /** What the engine answered itself so far. */
   answeredCounts(session: NativeSession): AnsweredCounts;
   /** The kernel forgets a cached name (off the main thread); resolves with libfuse's result (0 or -errno). */

@@ -202,6 +202,16 @@ export class LowLevelMount {
     }
   }
 
+  /**
+   * Applies what the engine queued and has not handed over (answered writes and times wait for the next
+   * request to travel with it), and resolves once every answered request is applied: at unmount, before
+   * open files are flushed.
+   */
+  async applyQueued(): Promise<void> {
+    if (this.session) this.onBatch(this.binding.takeQueued(this.session));
+    await Promise.all([...this.settling.values()]);
+  }
+
   private dispatchSafely(req: KernelRequest): void {
     try {
       this.dispatch(req);
