@@ -7,7 +7,9 @@
  *   write is made durable on every side (dd conv=fsync; fsync + close); each file is then committed (untimed) so the
  *   reads fetch it from the service, and the mount's read is cold (page cache dropped);
  * - small files: `cp -r` of BENCH_FUSE_SMALL_FILES (default 1,000) files of 4 KiB into the mount (files/s),
- *   vs the same into rclone's mount (target ≥ 2×) and on local disk;
+ *   vs the same into rclone's mount (target ≥ 2×) and on local disk (target ≥ 0.3×); the ceiling: the same
+ *   copy into the engine's null file system (every request answered on its reader thread, nothing
+ *   stored), beside a local copy made right after it;
  * - `ls -l` of a 10,000-entry folder, warm (target < 0.5 s), vs rclone's mount and local disk;
  * - the peer: rclone mounting (`rclone mount :webdav:`, --vfs-cache-mode writes) the WebDAV front end of
  *   the same gateway Vfs and service as the mount, with the same steps.
@@ -68,6 +70,41 @@ async function nullMountCeiling(scratch: string, spool = false): Promise<{ write
     await sh('fusermount', ['-uz', mnt]).catch(() => undefined);
     child.kill('SIGKILL');
     await rm(spoolFile, { force: true });
+  }
+}
+
+/**
+ * `cp -r` of the small files into the engine's null file system (support/fuse-null-files-mount.ts), and
+ * on local disk right after: the most any FUSE mount of this engine can do here, in files/s.
+ */
+async function nullFilesCeiling(scratch: string, smallSrc: string): Promise<{ nullFilesPerS: number; localFilesPerS: number }> {
+  const { spawn } = await import('node:child_process');
+  const { fileURLToPath } = await import('node:url');
+  const mnt = join(scratch, 'null-files-mnt');
+  await mkdir(mnt, { recursive: true });
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./support/fuse-null-files-mount.ts', import.meta.url)), mnt], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('null file system did not come up in 30 s')), 30_000);
+      child.stdout.on('data', (c: Buffer) => {
+        if (c.toString().includes('mounted')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`null file system exited with ${code}`));
+      });
+    });
+    const nullFilesPerS = await copySmallFiles(smallSrc, join(mnt, 'copy'));
+    const localFilesPerS = await copySmallFiles(smallSrc, join(scratch, 'small-copy-beside-null'));
+    return { nullFilesPerS, localFilesPerS };
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 500));
+    await sh('fusermount', ['-uz', mnt]).catch(() => undefined);
+    child.kill('SIGKILL');
   }
 }
 
@@ -201,7 +238,9 @@ async function main(): Promise<void> {
     const vsPeer = (mine: number, theirs: number | undefined): number | undefined => (theirs === undefined ? undefined : round(mine / theirs));
     print({ figure: 'fuse.seq_write', backend, bytes: BYTES, mount_MBps: MBps(mount.writeMs), rclone_MBps: peer && MBps(peer.writeMs), ratio_to_rclone: vsPeer(peer?.writeMs ?? NaN, mount.writeMs), vfs_128k_MBps: MBps(k.writeMs), ratio: round(k.writeMs / mount.writeMs), vfs_1m_MBps: MBps(m.writeMs), ratio_1m: round(m.writeMs / mount.writeMs), local_disk_MBps: MBps(localWrite.ms), ratio_to_local_disk: round(localWrite.ms / mount.writeMs), target: 'ratio_1m >= 0.8, ratio_to_rclone >= 1' });
     print({ figure: 'fuse.seq_read_cold', backend, bytes: BYTES, mount_MBps: MBps(mount.readMs), rclone_MBps: peer && MBps(peer.readMs), ratio_to_rclone: vsPeer(peer?.readMs ?? NaN, mount.readMs), vfs_128k_MBps: MBps(k.readMs), ratio: round(k.readMs / mount.readMs), vfs_1m_MBps: MBps(m.readMs), ratio_1m: round(m.readMs / mount.readMs), target: 'ratio_1m >= 0.8, ratio_to_rclone >= 1' });
-    print({ figure: 'fuse.cp_r_4k_files', files: SMALL_FILES, mount_files_per_s: round(mount.filesPerS, 0), rclone_files_per_s: peer && round(peer.filesPerS, 0), ratio_to_rclone: vsPeer(mount.filesPerS, peer?.filesPerS), local_files_per_s: round(localFiles, 0), target: 'ratio_to_rclone >= 2' });
+    print({ figure: 'fuse.cp_r_4k_files', files: SMALL_FILES, mount_files_per_s: round(mount.filesPerS, 0), rclone_files_per_s: peer && round(peer.filesPerS, 0), ratio_to_rclone: vsPeer(mount.filesPerS, peer?.filesPerS), local_files_per_s: round(localFiles, 0), ratio_to_local: round(mount.filesPerS / localFiles), target: 'ratio_to_rclone >= 2, ratio_to_local >= 0.3' });
+    const nullFiles = await nullFilesCeiling(h.local, smallSrc);
+    print({ figure: 'fuse.cp_r_null_files_ceiling', note: 'the engine answers every request itself, nothing stored', files: SMALL_FILES, null_files_per_s: round(nullFiles.nullFilesPerS, 0), local_files_per_s: round(nullFiles.localFilesPerS, 0), ratio_to_local: round(nullFiles.nullFilesPerS / nullFiles.localFilesPerS), mount_ratio_to_null: round(mount.filesPerS / nullFiles.nullFilesPerS) });
     const ceiling = await nullMountCeiling(h.local);
     print({ figure: 'fuse.null_mount_ceiling', note: 'every request answered at once, nothing stored', bytes: BYTES, write_MBps: round(ceiling.writeMBps), read_MBps: round(ceiling.readMBps), write_ratio_to_vfs_1m: round(ceiling.writeMBps / MBps(m.writeMs)), read_ratio_to_vfs_1m: round(ceiling.readMBps / MBps(m.readMs)) });
     await recyclePages(h.local, BYTES * 1.25);

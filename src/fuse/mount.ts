@@ -9,7 +9,7 @@ import type { Vfs } from '../vfs/types.js';
 import { DEFAULT_DEADLINES, FuseOperations, type OperationDeadlines } from './operations.js';
 import { clearStaleMount, detachMount, findFuseMount, abortConnection } from './stale-mount.js';
 import { loadFuse3Binding } from './engine/binding.js';
-import { LowLevelMount, type DirectWriteCounters } from './engine/lowlevel-mount.js';
+import { LowLevelMount, type EngineCounters } from './engine/lowlevel-mount.js';
 
 export interface MountOptions {
   vfs: Vfs;
@@ -43,6 +43,12 @@ export interface MountOptions {
    * file go in parallel, but on two cores they measured slower (docs/fuse.md, Figures).
    */
   readerThreads?: number;
+  /**
+   * Let the engine answer getattr from the attributes of earlier answers while they are valid, and (with
+   * the writeback cache) small writes and the times written back at close, without waiting for
+   * JavaScript (see docs/fuse.md, The engine). Default true.
+   */
+  engineAnswers?: boolean;
   logger: Logger;
 }
 
@@ -50,8 +56,8 @@ export interface MountedVfs {
   readonly mountpoint: string;
   /** Makes open files durable, waits (bounded) for pending uploads, then unmounts. Idempotent. */
   unmount(): Promise<void>;
-  /** Writes the engine made into spools itself, and the handles it made them for (see docs/fuse.md, The engine). */
-  readonly counters: DirectWriteCounters;
+  /** Writes the engine made into spools itself, the handles it made them for, and the requests it answered itself (see docs/fuse.md, The engine). */
+  readonly counters: EngineCounters;
 }
 
 function validate(opts: MountOptions): void {
@@ -99,7 +105,9 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
   let unmounting: Promise<void> | undefined;
   const unmount = (): Promise<void> => {
     unmounting ??= (async () => {
-      // 1. Data of open files into the upload journal; 2. pending uploads to the service (bounded).
+      // 1. Data of open files into the upload journal (with the writes the engine answered and has not
+      // handed over yet); 2. pending uploads to the service (bounded).
+      await served.applyQueued();
       for (const file of operations.handles.list().filter((f) => f.writable)) {
         await file.handle.flush().catch((err: unknown) => logger.error({ path: file.handle.path, err: String(err) }, 'fuse: flushing an open file at unmount failed'));
       }
@@ -117,12 +125,20 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
     })();
     return unmounting;
   };
-  return { mountpoint: mnt, unmount, counters: served.counters };
+  return {
+    mountpoint: mnt,
+    unmount,
+    get counters() {
+      return served.counters;
+    },
+  };
 }
 
 interface ServedMount {
   unmount(): Promise<void>;
-  readonly counters: DirectWriteCounters;
+  /** Applies the writes and times the engine answered and still holds (LowLevelMount.applyQueued). */
+  applyQueued(): Promise<void>;
+  readonly counters: EngineCounters;
 }
 
 /** What the libfuse 3 engine asks the kernel for at INIT. */
@@ -163,7 +179,7 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
     operations,
     mountpoint: mnt,
     mountOptions: args,
-    settings: { ...FUSE3_SETTINGS, writeback: opts.writebackCache === false ? 0 : 1, asyncRead: 1, readers: opts.readerThreads ?? 1 },
+    settings: { ...FUSE3_SETTINGS, writeback: opts.writebackCache === false ? 0 : 1, asyncRead: 1, readers: opts.readerThreads ?? 1, attrCache: opts.engineAnswers === false ? 0 : 1, answerSmallWrites: opts.engineAnswers === false ? 0 : 1 },
     attrTimeoutS: opts.attrTimeoutS,
     logger,
   });
@@ -174,7 +190,10 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
   }
   void widenReadahead(mnt, FUSE3_SETTINGS.maxReadahead, logger);
   return {
-    counters: session.counters,
+    get counters() {
+      return session.counters;
+    },
+    applyQueued: () => session.applyQueued(),
     async unmount() {
       const entry = await findFuseMount(mnt);
       await session.unmount();

@@ -16,6 +16,14 @@
  * pwrite straight from libfuse's buffer, SHA-1-hashed while the writes come front to back, and the
  * kernel answered. JavaScript only gets a record (handle, offset, length, or the errno of a failed
  * write) in the same queue as the requests, before any request the kernel sends after the answer.
+ *
+ * Attribute cache: the attributes of each answer JavaScript gives (lookup, getattr, setattr, create,
+ * mkdir) are kept here for as long as the kernel was told to keep them, and a getattr of a file the
+ * kernel sends again (after a change of its own made it drop its copy) is answered from them.
+ * Every request that may change an inode's attributes drops them when it arrives and keeps any answer
+ * from refilling them until it is itself answered; an answer to a request received before a change is
+ * never kept. With the writeback cache, the small writes of a new file and the times the kernel writes
+ * back at close are answered here too (see "Answered here" below) and reach JavaScript as records.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 enum op_code {
@@ -104,13 +113,46 @@ typedef struct queued {
   char *name2;
   char *data;
   size_t data_len;
+  /* Answered here already: JavaScript only applies it (write, setattr of times). */
+  int answered;
 } queued;
 
 typedef struct {
   fuse_req_t req;
   uint32_t gen;
   int used;
+  /* The attribute cache's epoch when the request arrived, and the inodes it may change (0: none). */
+  uint64_t epoch;
+  fuse_ino_t changes[2];
 } slot;
+
+/* What slot_take found about the request, for the attribute cache. */
+typedef struct {
+  uint64_t epoch;
+  fuse_ino_t changes[2];
+} slot_info;
+
+/* Attributes of one inode as JavaScript last answered them (see "Attribute cache" above). */
+typedef struct attr_entry {
+  struct attr_entry *next;
+  fuse_ino_t ino;
+  struct stat st;
+  /* st may answer a getattr until `expires` (CLOCK_MONOTONIC seconds). */
+  int valid;
+  /* 0 after a write answered here: the times JavaScript will show are not known, only the size. */
+  int times_known;
+  double expires;
+  /* The epoch of the last change seen, and the changing requests not answered yet. */
+  uint64_t changed;
+  int inflight;
+} attr_entry;
+
+#define ATTR_BUCKETS 4096
+#define ATTR_MAX 65536
+/* Writes answered here: those that end within a small file's first bytes (held in memory by the Vfs). */
+#define ANSWERED_WRITE_END (64 * 1024)
+/* Bytes of answered writes queued and not yet handed to JavaScript, at most. */
+#define ANSWERED_BYTES_MAX (8u * 1024 * 1024)
 
 typedef struct session {
   struct fuse_session *se;
@@ -155,14 +197,117 @@ typedef struct session {
   unsigned got_max_write, got_max_readahead, got_max_background;
   int got_writeback;
   char *mountpoint;
+
+  /* The attribute cache (guarded by `lock`). */
+  int attr_cache;
+  attr_entry **attrs;
+  uint32_t attr_count;
+  uint64_t epoch;
+  /* Small writes and setattr of times answered here (writeback cache only). */
+  int answer_small;
+  size_t answered_bytes;
+  /* What was answered here, for the mount's counters. */
+  uint64_t getattr_answered, writes_answered, times_answered;
+
+  /* The null file system (see below): its nodes by number, and by folder and name. */
+  struct null_node **null_by_ino;
+  fuse_ino_t null_count, null_room;
+  struct null_node **null_by_name;
 } session;
 
 #define SLOT_BITS 20
 #define SLOT_MAX (1u << SLOT_BITS)
 
+/* ---- the attribute cache (all with `lock` held) ---------------------------------------------- */
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* The entry of `ino`; with `create`, made when missing (NULL when the cache is off or full). */
+static attr_entry *attr_find(session *s, fuse_ino_t ino, int create) {
+  if (!s->attrs || ino == 0) return NULL;
+  attr_entry **b = &s->attrs[ino % ATTR_BUCKETS];
+  for (attr_entry *e = *b; e; e = e->next)
+    if (e->ino == ino) return e;
+  if (!create || s->attr_count >= ATTR_MAX) return NULL;
+  attr_entry *e = calloc(1, sizeof(attr_entry));
+  if (!e) return NULL;
+  e->ino = ino;
+  e->next = *b;
+  *b = e;
+  s->attr_count++;
+  return e;
+}
+
+/* Forgets the entry of `ino` unless a change of it is still under way. */
+static void attr_drop(session *s, fuse_ino_t ino) {
+  if (!s->attrs) return;
+  for (attr_entry **p = &s->attrs[ino % ATTR_BUCKETS]; *p; p = &(*p)->next) {
+    attr_entry *e = *p;
+    if (e->ino != ino) continue;
+    if (e->inflight > 0) {
+      e->valid = 0;
+      return;
+    }
+    *p = e->next;
+    free(e);
+    s->attr_count--;
+    return;
+  }
+}
+
+/* A change of `ino` arrived (`inflight`: and stays under way until its answer). */
+static void attr_changing(session *s, fuse_ino_t ino, int inflight) {
+  attr_entry *e = attr_find(s, ino, inflight);
+  if (!e) return;
+  e->valid = 0;
+  e->changed = ++s->epoch;
+  if (inflight) e->inflight++;
+}
+
+/* A change of `ino` was answered: answers received before it are not kept. */
+static void attr_changed(session *s, fuse_ino_t ino) {
+  attr_entry *e = attr_find(s, ino, 0);
+  if (!e) return;
+  if (e->inflight > 0) e->inflight--;
+  e->changed = ++s->epoch;
+}
+
+/* Keeps the attributes of an answer (to the request `info` describes), valid for `timeout` seconds. */
+static void attr_fill(session *s, const slot_info *info, const struct stat *st, double timeout) {
+  if (!s->attrs || timeout <= 0) return;
+  pthread_mutex_lock(&s->lock);
+  fuse_ino_t ino = st->st_ino;
+  int own = info->changes[0] == ino || info->changes[1] == ino;
+  attr_entry *e = attr_find(s, ino, 1);
+  /* Not while another change is under way, nor from a request older than the last change (unless its own). */
+  if (e && e->inflight == 0 && (own || e->changed <= info->epoch)) {
+    e->st = *st;
+    e->valid = 1;
+    e->times_known = 1;
+    e->expires = now_s() + timeout;
+  }
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* JavaScript's attrForget: its attributes changed in a way the engine cannot see (a rename, the feed). */
+static void attr_forget(session *s, fuse_ino_t ino) {
+  pthread_mutex_lock(&s->lock);
+  attr_entry *e = attr_find(s, ino, 0);
+  if (e) {
+    e->valid = 0;
+    e->changed = ++s->epoch;
+  }
+  pthread_mutex_unlock(&s->lock);
+}
+
 /* ---- request ids ---------------------------------------------------------------------------- */
 
-static double slot_put(session *s, fuse_req_t req) {
+/* Gives `req` an id; `change`/`change2`: inodes whose attributes it may change (0: none). */
+static double slot_put(session *s, fuse_req_t req, fuse_ino_t change, fuse_ino_t change2) {
   pthread_mutex_lock(&s->lock);
   uint32_t idx;
   if (s->free_count > 0) {
@@ -197,14 +342,25 @@ static double slot_put(session *s, fuse_req_t req) {
   slot *sl = &s->slots[idx];
   sl->used = 1;
   sl->req = req;
+  sl->changes[0] = sl->changes[1] = 0;
+  if (change) attr_changing(s, change, 1);
+  if (change2 && change2 != change) attr_changing(s, change2, 1);
+  if (s->attrs) {
+    sl->changes[0] = change;
+    sl->changes[1] = change2 != change ? change2 : 0;
+  }
+  sl->epoch = s->epoch;
   sl->gen = (sl->gen + 1) & 0xffffffu;
   double id = (double)sl->gen * (double)SLOT_MAX + (double)idx;
   pthread_mutex_unlock(&s->lock);
   return id;
 }
 
-/* Takes the request of `id` out of the table; NULL if the id is not (or no longer) pending. */
-static fuse_req_t slot_take(session *s, double id) {
+/*
+ * Takes the request of `id` out of the table; NULL if the id is not (or no longer) pending. The changes
+ * it was making count as answered from here on; `info` (optional) gets what the attribute cache needs.
+ */
+static fuse_req_t slot_take_info(session *s, double id, slot_info *info) {
   if (!(id >= 0)) return NULL;
   uint64_t v = (uint64_t)id;
   uint32_t idx = (uint32_t)(v & (SLOT_MAX - 1));
@@ -213,6 +369,14 @@ static fuse_req_t slot_take(session *s, double id) {
   pthread_mutex_lock(&s->lock);
   if (!s->closed && idx < s->slot_count && s->slots[idx].used && s->slots[idx].gen == gen) {
     req = s->slots[idx].req;
+    slot *sl = &s->slots[idx];
+    for (int i = 0; i < 2; i++)
+      if (sl->changes[i]) attr_changed(s, sl->changes[i]);
+    if (info) {
+      info->epoch = sl->epoch;
+      info->changes[0] = sl->changes[0];
+      info->changes[1] = sl->changes[1];
+    }
     s->slots[idx].used = 0;
     s->slots[idx].req = NULL;
     s->free_slots[s->free_count++] = idx;
@@ -221,7 +385,24 @@ static fuse_req_t slot_take(session *s, double id) {
   return req;
 }
 
+static fuse_req_t slot_take(session *s, double id) {
+  return slot_take_info(s, id, NULL);
+}
+
 /* ---- the queue to JavaScript ---------------------------------------------------------------- */
+
+/*
+ * Queues a record without waking JavaScript: it goes with the next request that does (the flush that
+ * follows a small file's write and times, in one crossing). Records of answered requests only.
+ */
+static void enqueue_quiet(session *s, queued *q) {
+  pthread_mutex_lock(&s->lock);
+  q->next = NULL;
+  if (s->tail) s->tail->next = q;
+  else s->head = q;
+  s->tail = q;
+  pthread_mutex_unlock(&s->lock);
+}
 
 static void enqueue(session *s, queued *q) {
   int call = 0;
@@ -238,7 +419,7 @@ static void enqueue(session *s, queued *q) {
   if (call) napi_call_threadsafe_function(s->tsfn, NULL, napi_tsfn_blocking);
 }
 
-static queued *new_queued(session *s, int op, fuse_req_t req, fuse_ino_t ino) {
+static queued *new_queued_changing(session *s, int op, fuse_req_t req, fuse_ino_t ino, fuse_ino_t change, fuse_ino_t change2) {
   queued *q = calloc(1, sizeof(queued));
   if (!q) {
     if (req) fuse_reply_err(req, ENOMEM);
@@ -247,7 +428,7 @@ static queued *new_queued(session *s, int op, fuse_req_t req, fuse_ino_t ino) {
   q->op = op;
   q->ino = ino;
   if (req) {
-    q->id = slot_put(s, req);
+    q->id = slot_put(s, req, change, change2);
     if (q->id < 0) {
       free(q);
       fuse_reply_err(req, EBUSY);
@@ -255,6 +436,10 @@ static queued *new_queued(session *s, int op, fuse_req_t req, fuse_ino_t ino) {
     }
   }
   return q;
+}
+
+static queued *new_queued(session *s, int op, fuse_req_t req, fuse_ino_t ino) {
+  return new_queued_changing(s, op, req, ino, 0, 0);
 }
 
 static char *copy_bytes(const char *p, size_t n) {
@@ -275,6 +460,12 @@ static void free_queued(queued *q) {
 #define BEGIN(OP, INO)                                         \
   session *s = SESSION(req);                                   \
   queued *q = new_queued(s, OP, req, INO);                     \
+  if (!q) return;
+
+/* A request that may change the attributes of CHANGE (and CHANGE2). */
+#define BEGIN_CHANGE(OP, INO, CHANGE, CHANGE2)                         \
+  session *s = SESSION(req);                                           \
+  queued *q = new_queued_changing(s, OP, req, INO, CHANGE, CHANGE2);   \
   if (!q) return;
 
 #define WITH_FI(fi)        \
@@ -321,17 +512,52 @@ static void queue_forget(session *s, fuse_ino_t ino, uint64_t nlookup) {
 
 static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   session *s = SESSION(req);
+  pthread_mutex_lock(&s->lock);
+  attr_drop(s, ino);
+  pthread_mutex_unlock(&s->lock);
   fuse_reply_none(req);
   queue_forget(s, ino, nlookup);
 }
 
 static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets) {
   session *s = SESSION(req);
+  pthread_mutex_lock(&s->lock);
+  for (size_t i = 0; i < count; i++) attr_drop(s, forgets[i].ino);
+  pthread_mutex_unlock(&s->lock);
   for (size_t i = 0; i < count; i++) queue_forget(s, forgets[i].ino, forgets[i].nlookup);
   fuse_reply_none(req);
 }
 
+/*
+ * The cached attributes of file `ino` while they may answer a getattr (copied into `st`, with the
+ * seconds they stay valid); 0 when JavaScript has to answer. Folders always go to JavaScript: the Vfs
+ * shows a new folder with the time the service answered its creation, then with the time its listings
+ * give (whole seconds), with no request through the mount in between to tell the engine.
+ */
+static int attr_cached(session *s, fuse_ino_t ino, struct stat *st, double *left) {
+  int hit = 0;
+  pthread_mutex_lock(&s->lock);
+  attr_entry *e = attr_find(s, ino, 0);
+  if (e && e->valid && e->times_known && e->inflight == 0 && S_ISREG(e->st.st_mode)) {
+    double t = e->expires - now_s();
+    if (t > 0) {
+      *st = e->st;
+      *left = t;
+      hit = 1;
+      s->getattr_answered++;
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  return hit;
+}
+
 static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  struct stat cached;
+  double left;
+  if (attr_cached(SESSION(req), ino, &cached, &left)) {
+    fuse_reply_attr(req, &cached, left);
+    return;
+  }
   BEGIN(OP_GETATTR, ino);
   WITH_FI(fi);
   enqueue(s, q);
@@ -341,8 +567,11 @@ static double timespec_ms(const struct timespec *t) {
   return (double)t->tv_sec * 1000.0 + (double)t->tv_nsec / 1e6;
 }
 
+static int answer_times(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi);
+
 static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi) {
-  BEGIN(OP_SETATTR, ino);
+  if (answer_times(req, ino, attr, to_set, fi)) return;
+  BEGIN_CHANGE(OP_SETATTR, ino, ino, 0);
   WITH_FI(fi);
   q->valid = to_set;
   q->mode = attr->st_mode;
@@ -354,27 +583,78 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
   enqueue(s, q);
 }
 
+static int timespec_before(const struct timespec *a, const struct timespec *b) {
+  return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/*
+ * Answered here: with the writeback cache the kernel writes back a file's times (at close, through an
+ * open handle) as a setattr of mtime (and ctime). When the file's attributes are cached, it is answered
+ * from them with the new times (JavaScript sets atime and mtime to the mtime) and its record goes to
+ * JavaScript, which applies it before anything the kernel sends afterwards.
+ */
+static int answer_times(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi) {
+  session *s = SESSION(req);
+  const int times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_CTIME;
+  if (!s->answer_small || !s->got_writeback || !s->attrs || !fi || !(to_set & FUSE_SET_ATTR_MTIME) || (to_set & ~times)) return 0;
+  queued *q = new_queued(s, OP_SETATTR, NULL, ino);
+  if (!q) return 0;
+  struct stat st;
+  double left = 0;
+  int hit = 0;
+  pthread_mutex_lock(&s->lock);
+  attr_entry *e = attr_find(s, ino, 0);
+  if (e && e->valid && e->inflight == 0) {
+    left = e->expires - now_s();
+    if (left > 0) {
+      hit = 1;
+      e->st.st_mtim = attr->st_mtim;
+      e->st.st_atim = attr->st_mtim;
+      if (timespec_before(&e->st.st_ctim, &attr->st_mtim)) e->st.st_ctim = attr->st_mtim;
+      /* The ctime JavaScript will show is not known: the next getattr goes to it. */
+      e->times_known = 0;
+      e->changed = ++s->epoch;
+      st = e->st;
+      s->times_answered++;
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (!hit) {
+    free_queued(q);
+    return 0;
+  }
+  q->has_fh = 1;
+  q->fh = fi->fh;
+  q->valid = to_set;
+  q->atime_ms = timespec_ms(&attr->st_atim);
+  q->mtime_ms = timespec_ms(&attr->st_mtim);
+  q->answered = 1;
+  enqueue_quiet(s, q);
+  fuse_reply_attr(req, &st, left);
+  return 1;
+}
+
 static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode) {
-  BEGIN(OP_MKDIR, parent);
+  BEGIN_CHANGE(OP_MKDIR, parent, parent, 0);
   q->name = strdup(name);
   q->mode = mode;
   enqueue(s, q);
 }
 
 static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
-  BEGIN(OP_UNLINK, parent);
+  BEGIN_CHANGE(OP_UNLINK, parent, parent, 0);
   q->name = strdup(name);
   enqueue(s, q);
 }
 
 static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
-  BEGIN(OP_RMDIR, parent);
+  BEGIN_CHANGE(OP_RMDIR, parent, parent, 0);
   q->name = strdup(name);
   enqueue(s, q);
 }
 
 static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent, const char *newname, unsigned int flags) {
-  BEGIN(OP_RENAME, parent);
+  BEGIN_CHANGE(OP_RENAME, parent, parent, newparent);
   q->name = strdup(name);
   q->ino2 = newparent;
   q->name2 = strdup(newname);
@@ -383,7 +663,7 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 }
 
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-  BEGIN(OP_OPEN, ino);
+  BEGIN_CHANGE(OP_OPEN, ino, (fi->flags & O_TRUNC) ? ino : 0, 0);
   q->flags = fi->flags;
   enqueue(s, q);
 }
@@ -504,10 +784,63 @@ static ssize_t spool_write(session *s, uint64_t fh, const char *buf, size_t size
   return err ? -err : (ssize_t)size;
 }
 
+/*
+ * Answered here: with the writeback cache, a write that ends within a small file's first 64 KiB (what
+ * the Vfs holds in memory) is answered at once. Its record (the data, marked answered) is queued before
+ * the answer, so JavaScript applies it ahead of anything the kernel sends afterwards; an error it gets
+ * doing so is answered by the handle's next flush or fsync, as for the writeback cache's own writes.
+ */
+static int answer_write(session *s, fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off, struct fuse_file_info *fi) {
+  if (!s->answer_small || !s->got_writeback || !fi || off < 0 || (uint64_t)off + size > ANSWERED_WRITE_END) return 0;
+  queued *q = new_queued(s, OP_WRITE, NULL, ino);
+  if (!q) return 0;
+  q->data = copy_bytes(buf, size);
+  int room = 0;
+  pthread_mutex_lock(&s->lock);
+  if (q->data && s->answered_bytes + size <= ANSWERED_BYTES_MAX) {
+    room = 1;
+    s->answered_bytes += size;
+    attr_entry *e = attr_find(s, ino, 0);
+    if (e) {
+      /* The size JavaScript will show is known; its times are not (until the kernel sets them). */
+      off_t end = off + (off_t)size;
+      if (e->valid && end > e->st.st_size) {
+        e->st.st_size = end;
+        e->st.st_blocks = (end + 511) / 512;
+      }
+      e->times_known = 0;
+      e->changed = ++s->epoch;
+    }
+    s->writes_answered++;
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (!room) {
+    free_queued(q);
+    return 0;
+  }
+  q->has_fh = 1;
+  q->fh = fi->fh;
+  q->data_len = size;
+  q->offset = off;
+  q->answered = 1;
+  enqueue_quiet(s, q);
+  fuse_reply_write(req, size);
+  return 1;
+}
+
 static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off, struct fuse_file_info *fi) {
   session *ds = SESSION(req);
   if (fi) {
     int found = 0;
+    /* A write into the spool changes the file's size and times: the attributes kept of it are stale. */
+    pthread_mutex_lock(&ds->spool_lock);
+    int direct = spool_find(ds, fi->fh) != NULL;
+    pthread_mutex_unlock(&ds->spool_lock);
+    if (direct) {
+      pthread_mutex_lock(&ds->lock);
+      attr_changing(ds, ino, 0);
+      pthread_mutex_unlock(&ds->lock);
+    }
     pthread_rwlock_rdlock(&ds->spool_io);
     /* The record is queued before the answer: whatever the kernel sends next reaches JavaScript after it. */
     ssize_t n = spool_write(ds, fi->fh, buf, size, off, 1, &found);
@@ -518,7 +851,8 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
       return;
     }
   }
-  BEGIN(OP_WRITE, ino);
+  if (answer_write(ds, req, ino, buf, size, off, fi)) return;
+  BEGIN_CHANGE(OP_WRITE, ino, ino, 0);
   WITH_FI(fi);
   q->data = copy_bytes(buf, size);
   if (!q->data) {
@@ -592,7 +926,7 @@ static void ll_statfs(fuse_req_t req, fuse_ino_t ino) {
 }
 
 static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size, int flags) {
-  BEGIN(OP_SETXATTR, ino);
+  BEGIN_CHANGE(OP_SETXATTR, ino, ino, 0);
   q->name = strdup(name);
   q->data = copy_bytes(value, size);
   q->data_len = size;
@@ -623,7 +957,7 @@ static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 static void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
-  BEGIN(OP_REMOVEXATTR, ino);
+  BEGIN_CHANGE(OP_REMOVEXATTR, ino, ino, 0);
   q->name = strdup(name);
   enqueue(s, q);
 }
@@ -685,6 +1019,212 @@ static const struct fuse_lowlevel_ops ll_ops = {
   .removexattr = ll_removexattr,
   .access = ll_access,
   .create = ll_create,
+};
+
+/* ---- the null file system -------------------------------------------------------------------- */
+
+/*
+ * A file system answered entirely here, for the benchmarks' ceiling of small files: names, folders and
+ * sizes are kept in memory, every other request (the bytes of writes included) is answered at once and
+ * nothing reaches JavaScript. What it measures is the kernel and the engine's reader thread alone.
+ */
+typedef struct null_node {
+  struct null_node *next_name;
+  fuse_ino_t ino, parent;
+  char *name;
+  int dir;
+  off_t size;
+} null_node;
+
+#define NULL_BUCKETS 65536
+
+static unsigned null_hash(fuse_ino_t parent, const char *name) {
+  unsigned h = (unsigned)parent * 2654435761u;
+  for (const char *c = name; *c; c++) h = h * 31 + (unsigned char)*c;
+  return h % NULL_BUCKETS;
+}
+
+static null_node *null_get(session *s, fuse_ino_t ino) {
+  return ino >= 1 && ino <= s->null_count ? s->null_by_ino[ino - 1] : NULL;
+}
+
+static null_node *null_find(session *s, fuse_ino_t parent, const char *name) {
+  for (null_node *n = s->null_by_name[null_hash(parent, name)]; n; n = n->next_name)
+    if (n->parent == parent && strcmp(n->name, name) == 0) return n;
+  return NULL;
+}
+
+/* A new node (`lock` held); NULL when out of memory. */
+static null_node *null_add(session *s, fuse_ino_t parent, const char *name, int dir) {
+  if (s->null_count == s->null_room) {
+    fuse_ino_t room = s->null_room ? s->null_room * 2 : 1024;
+    null_node **grown = realloc(s->null_by_ino, room * sizeof(null_node *));
+    if (!grown) return NULL;
+    s->null_by_ino = grown;
+    s->null_room = room;
+  }
+  null_node *n = calloc(1, sizeof(null_node));
+  if (!n || !(n->name = strdup(name))) {
+    free(n);
+    return NULL;
+  }
+  n->ino = ++s->null_count;
+  n->parent = parent;
+  n->dir = dir;
+  s->null_by_ino[n->ino - 1] = n;
+  if (parent) {
+    unsigned h = null_hash(parent, name);
+    n->next_name = s->null_by_name[h];
+    s->null_by_name[h] = n;
+  }
+  return n;
+}
+
+static void null_stat(const null_node *n, struct stat *st) {
+  memset(st, 0, sizeof(*st));
+  st->st_ino = n->ino;
+  st->st_mode = n->dir ? S_IFDIR | 0755 : S_IFREG | 0644;
+  st->st_nlink = n->dir ? 2 : 1;
+  st->st_uid = getuid();
+  st->st_gid = getgid();
+  st->st_size = n->size;
+  st->st_blocks = (n->size + 511) / 512;
+  st->st_blksize = 4096;
+  clock_gettime(CLOCK_REALTIME, &st->st_mtim);
+  st->st_atim = st->st_ctim = st->st_mtim;
+}
+
+static void null_entry(fuse_req_t req, const null_node *n) {
+  struct fuse_entry_param e;
+  memset(&e, 0, sizeof(e));
+  null_stat(n, &e.attr);
+  e.ino = n->ino;
+  e.generation = 1;
+  e.attr_timeout = e.entry_timeout = 2.0;
+  fuse_reply_entry(req, &e);
+}
+
+static void null_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
+  session *s = SESSION(req);
+  pthread_mutex_lock(&s->lock);
+  null_node *n = null_find(s, parent, name);
+  struct fuse_entry_param e;
+  memset(&e, 0, sizeof(e));
+  if (n) {
+    null_stat(n, &e.attr);
+    e.ino = n->ino;
+    e.generation = 1;
+    e.attr_timeout = 2.0;
+  }
+  e.entry_timeout = 2.0;
+  pthread_mutex_unlock(&s->lock);
+  fuse_reply_entry(req, &e);
+}
+
+static void null_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  session *s = SESSION(req);
+  struct stat st;
+  pthread_mutex_lock(&s->lock);
+  null_node *n = null_get(s, ino);
+  if (n) null_stat(n, &st);
+  pthread_mutex_unlock(&s->lock);
+  if (n) fuse_reply_attr(req, &st, 2.0);
+  else fuse_reply_err(req, ENOENT);
+}
+
+static void null_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi) {
+  session *s = SESSION(req);
+  struct stat st;
+  pthread_mutex_lock(&s->lock);
+  null_node *n = null_get(s, ino);
+  if (n && (to_set & FUSE_SET_ATTR_SIZE)) n->size = attr->st_size;
+  if (n) null_stat(n, &st);
+  pthread_mutex_unlock(&s->lock);
+  if (n) fuse_reply_attr(req, &st, 2.0);
+  else fuse_reply_err(req, ENOENT);
+}
+
+static void null_make(fuse_req_t req, fuse_ino_t parent, const char *name, int dir, struct fuse_file_info *fi) {
+  session *s = SESSION(req);
+  pthread_mutex_lock(&s->lock);
+  null_node *n = null_find(s, parent, name);
+  int exists = n != NULL;
+  if (!n) n = null_add(s, parent, name, dir);
+  null_node copy;
+  if (n) copy = *n;
+  pthread_mutex_unlock(&s->lock);
+  if (!n) return (void)fuse_reply_err(req, ENOMEM);
+  if (exists && (dir || (fi && (fi->flags & O_EXCL)))) return (void)fuse_reply_err(req, EEXIST);
+  if (!fi) return null_entry(req, &copy);
+  struct fuse_entry_param e;
+  memset(&e, 0, sizeof(e));
+  null_stat(&copy, &e.attr);
+  e.ino = copy.ino;
+  e.generation = 1;
+  e.attr_timeout = e.entry_timeout = 2.0;
+  fi->fh = copy.ino;
+  fuse_reply_create(req, &e, fi);
+}
+
+static void null_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode) {
+  null_make(req, parent, name, 1, NULL);
+}
+
+static void null_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
+  null_make(req, parent, name, 0, fi);
+}
+
+static void null_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  fi->fh = ino;
+  fuse_reply_open(req, fi);
+}
+
+static void null_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off, struct fuse_file_info *fi) {
+  session *s = SESSION(req);
+  pthread_mutex_lock(&s->lock);
+  null_node *n = null_get(s, ino);
+  if (n && off + (off_t)size > n->size) n->size = off + (off_t)size;
+  pthread_mutex_unlock(&s->lock);
+  fuse_reply_write(req, size);
+}
+
+static void null_done(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  fuse_reply_err(req, 0);
+}
+
+static void null_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
+  fuse_reply_err(req, 0);
+}
+
+static void null_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+  fuse_reply_buf(req, NULL, 0);
+}
+
+static void null_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  fuse_reply_none(req);
+}
+
+static void null_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
+  fuse_reply_err(req, EOPNOTSUPP);
+}
+
+static const struct fuse_lowlevel_ops null_ops = {
+  .init = ll_init,
+  .lookup = null_lookup,
+  .forget = null_forget,
+  .getattr = null_getattr,
+  .setattr = null_setattr,
+  .mkdir = null_mkdir,
+  .create = null_create,
+  .open = null_open,
+  .write = null_write,
+  .flush = null_done,
+  .release = null_done,
+  .fsync = null_fsync,
+  .opendir = null_open,
+  .readdir = null_readdir,
+  .releasedir = null_done,
+  .getxattr = null_getxattr,
 };
 
 /* ---- reader threads ------------------------------------------------------------------------- */
@@ -751,6 +1291,7 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
   set_num(env, o, "id", q->id);
   set_num(env, o, "ino", (double)q->ino);
   if (q->has_fh) set_num(env, o, "fh", (double)q->fh);
+  if (q->answered) set_num(env, o, "answered", 1);
   switch (q->op) {
     case OP_INIT:
       set_num(env, o, "maxWrite", s->got_max_write);
@@ -831,6 +1372,9 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
   return o;
 }
 
+/* The records in `q` as an array of request objects (freeing them). */
+static napi_value batch_of(napi_env env, session *s, queued *q);
+
 /* Runs on the main thread: hands everything queued so far to JavaScript in one call. */
 static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
   session *s = context;
@@ -847,18 +1391,49 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
     }
     return;
   }
+  napi_value batch = batch_of(env, s, q);
+  napi_value undefined;
+  napi_get_undefined(env, &undefined);
+  napi_call_function(env, undefined, js_cb, 1, &batch, NULL);
+}
+
+static napi_value batch_of(napi_env env, session *s, queued *q) {
   napi_value batch;
   napi_create_array(env, &batch);
   uint32_t i = 0;
+  size_t answered = 0;
   while (q) {
     queued *next = q->next;
+    if (q->answered && q->op == OP_WRITE) answered += q->data_len;
     napi_set_element(env, batch, i++, request_object(env, s, q));
     free_queued(q);
     q = next;
   }
-  napi_value undefined;
-  napi_get_undefined(env, &undefined);
-  napi_call_function(env, undefined, js_cb, 1, &batch, NULL);
+  if (answered) {
+    pthread_mutex_lock(&s->lock);
+    s->answered_bytes -= answered;
+    pthread_mutex_unlock(&s->lock);
+  }
+  return batch;
+}
+
+/*
+ * takeQueued(session) → the requests and records queued and not yet handed over (records queued
+ * quietly wait for the next request otherwise): at unmount, so that no answered write is left behind.
+ */
+static session *get_session(napi_env env, napi_value v);
+
+static napi_value js_take_queued(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  session *s = get_session(env, argv[0]);
+  if (!s) return NULL;
+  pthread_mutex_lock(&s->lock);
+  queued *q = s->head;
+  s->head = s->tail = NULL;
+  pthread_mutex_unlock(&s->lock);
+  return batch_of(env, s, q);
 }
 
 static session *get_session(napi_env env, napi_value v) {
@@ -929,6 +1504,24 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   if (get_u32_prop(env, argv[2], "writeback", &flag) > 0) s->writeback = flag != 0;
   if (get_u32_prop(env, argv[2], "asyncRead", &flag) > 0) s->async_read = flag != 0;
   get_u32_prop(env, argv[2], "readers", &readers);
+  if (get_u32_prop(env, argv[2], "attrCache", &flag) > 0 && flag) {
+    s->attrs = calloc(ATTR_BUCKETS, sizeof(attr_entry *));
+    if (get_u32_prop(env, argv[2], "answerSmallWrites", &flag) > 0) s->answer_small = flag != 0;
+  }
+  int null_files = get_u32_prop(env, argv[2], "nullFiles", &flag) > 0 && flag;
+  if (null_files) {
+    s->null_by_name = calloc(NULL_BUCKETS, sizeof(null_node *));
+    pthread_mutex_lock(&s->lock);
+    null_node *root = s->null_by_name ? null_add(s, 0, "", 1) : NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (!root) {
+      free(s->null_by_name);
+      free(s->mountpoint);
+      free(s);
+      napi_throw_error(env, NULL, "out of memory");
+      return NULL;
+    }
+  }
   if (readers < 1) readers = 1;
   if (readers > 8) readers = 8;
 
@@ -942,11 +1535,12 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
     args[i + 1] = get_string(env, e);
   }
   struct fuse_args fargs = FUSE_ARGS_INIT((int)nopt + 1, args);
-  s->se = fuse_session_new(&fargs, &ll_ops, sizeof(ll_ops), s);
+  s->se = null_files ? fuse_session_new(&fargs, &null_ops, sizeof(null_ops), s) : fuse_session_new(&fargs, &ll_ops, sizeof(ll_ops), s);
   fuse_opt_free_args(&fargs);
   for (uint32_t i = 0; i <= nopt; i++) free(args[i]);
   free(args);
   if (!s->se) {
+    free(s->attrs);
     free(s->mountpoint);
     free(s);
     napi_throw_error(env, NULL, "fuse_session_new failed (bad mount options)");
@@ -954,6 +1548,7 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   }
   if (fuse_session_mount(s->se, s->mountpoint) != 0) {
     fuse_session_destroy(s->se);
+    free(s->attrs);
     free(s->mountpoint);
     free(s);
     napi_throw_error(env, NULL, "fuse_session_mount failed (see stderr)");
@@ -965,6 +1560,7 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   if (napi_create_threadsafe_function(env, argv[3], NULL, name, 0, 1, NULL, NULL, s, call_js, &s->tsfn) != napi_ok) {
     fuse_session_unmount(s->se);
     fuse_session_destroy(s->se);
+    free(s->attrs);
     free(s->mountpoint);
     free(s);
     napi_throw_error(env, NULL, "cannot create the request queue");
@@ -988,6 +1584,7 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
     napi_release_threadsafe_function(s->tsfn, napi_tsfn_abort);
     fuse_session_unmount(s->se);
     fuse_session_destroy(s->se);
+    free(s->attrs);
     free(s->mountpoint);
     free(s);
     napi_throw_error(env, NULL, "cannot start a reader thread");
@@ -1086,11 +1683,34 @@ static napi_value js_destroy(napi_env env, napi_callback_info info) {
   napi_release_threadsafe_function(s->tsfn, napi_tsfn_release);
   fuse_session_destroy(s->se);
   s->se = NULL;
+  pthread_mutex_lock(&s->lock);
+  for (fuse_ino_t i = 0; i < s->null_count; i++) {
+    free(s->null_by_ino[i]->name);
+    free(s->null_by_ino[i]);
+  }
+  free(s->null_by_ino);
+  free(s->null_by_name);
+  s->null_by_ino = NULL;
+  s->null_by_name = NULL;
+  s->null_count = s->null_room = 0;
+  if (s->attrs) {
+    for (uint32_t i = 0; i < ATTR_BUCKETS; i++) {
+      while (s->attrs[i]) {
+        attr_entry *e = s->attrs[i];
+        s->attrs[i] = e->next;
+        free(e);
+      }
+    }
+    free(s->attrs);
+    s->attrs = NULL;
+    s->attr_count = 0;
+  }
+  pthread_mutex_unlock(&s->lock);
   /* The session record itself stays: the external may still be referenced from JavaScript. */
   return bool_value(env, 1);
 }
 
-static int arg_request(napi_env env, napi_callback_info info, size_t want, napi_value *argv, session **s, fuse_req_t *req) {
+static int arg_request_info(napi_env env, napi_callback_info info, size_t want, napi_value *argv, session **s, fuse_req_t *req, slot_info *sinfo) {
   size_t argc = want;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < want) {
     napi_throw_type_error(env, NULL, "missing arguments");
@@ -1103,8 +1723,12 @@ static int arg_request(napi_env env, napi_callback_info info, size_t want, napi_
     napi_throw_type_error(env, NULL, "expected a request id");
     return 0;
   }
-  *req = slot_take(*s, id);
+  *req = slot_take_info(*s, id, sinfo);
   return 1;
+}
+
+static int arg_request(napi_env env, napi_callback_info info, size_t want, napi_value *argv, session **s, fuse_req_t *req) {
+  return arg_request_info(env, info, want, argv, s, req, NULL);
 }
 
 /* Reads a stat record: Float64Array [ino, mode, nlink, uid, gid, size, blocks, blksize, atimeMs, mtimeMs, ctimeMs]. */
@@ -1165,7 +1789,8 @@ static napi_value js_reply_entry(napi_env env, napi_callback_info info) {
   napi_value argv[5];
   session *s;
   fuse_req_t req;
-  if (!arg_request(env, info, 5, argv, &s, &req)) return NULL;
+  slot_info sinfo;
+  if (!arg_request_info(env, info, 5, argv, &s, &req, &sinfo)) return NULL;
   if (!req) return bool_value(env, 0);
   struct fuse_entry_param e;
   memset(&e, 0, sizeof(e));
@@ -1177,6 +1802,7 @@ static napi_value js_reply_entry(napi_env env, napi_callback_info info) {
   e.generation = 1;
   e.entry_timeout = get_double(env, argv[3]);
   e.attr_timeout = get_double(env, argv[4]);
+  attr_fill(s, &sinfo, &e.attr, e.attr_timeout);
   fuse_reply_entry(req, &e);
   return bool_value(env, 1);
 }
@@ -1200,13 +1826,15 @@ static napi_value js_reply_attr(napi_env env, napi_callback_info info) {
   napi_value argv[4];
   session *s;
   fuse_req_t req;
-  if (!arg_request(env, info, 4, argv, &s, &req)) return NULL;
+  slot_info sinfo;
+  if (!arg_request_info(env, info, 4, argv, &s, &req, &sinfo)) return NULL;
   if (!req) return bool_value(env, 0);
   struct stat st;
   if (!get_stat(env, argv[2], &st)) {
     fuse_reply_err(req, EIO);
     return NULL;
   }
+  attr_fill(s, &sinfo, &st, get_double(env, argv[3]));
   fuse_reply_attr(req, &st, get_double(env, argv[3]));
   return bool_value(env, 1);
 }
@@ -1240,7 +1868,8 @@ static napi_value js_reply_create(napi_env env, napi_callback_info info) {
   napi_value argv[7];
   session *s;
   fuse_req_t req;
-  if (!arg_request(env, info, 7, argv, &s, &req)) return NULL;
+  slot_info sinfo;
+  if (!arg_request_info(env, info, 7, argv, &s, &req, &sinfo)) return NULL;
   if (!req) return bool_value(env, 0);
   struct fuse_entry_param e;
   memset(&e, 0, sizeof(e));
@@ -1254,6 +1883,7 @@ static napi_value js_reply_create(napi_env env, napi_callback_info info) {
   e.attr_timeout = get_double(env, argv[4]);
   struct fuse_file_info fi;
   fill_fi(&fi, get_double(env, argv[5]), (int)get_double(env, argv[6]));
+  attr_fill(s, &sinfo, &e.attr, e.attr_timeout);
   if (fuse_reply_create(req, &e, &fi) == -ENOENT) return bool_value(env, 0);
   return bool_value(env, 1);
 }
@@ -1826,6 +2456,41 @@ static napi_value js_spool_write(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* attrForget(session, ino): the attributes of `ino` changed in a way the engine cannot see (a rename, another client). */
+static napi_value js_attr_forget(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 2) {
+    napi_throw_type_error(env, NULL, "attrForget(session, ino)");
+    return NULL;
+  }
+  session *s = get_session(env, argv[0]);
+  if (!s) return NULL;
+  attr_forget(s, (fuse_ino_t)get_double(env, argv[1]));
+  napi_value undefined;
+  napi_get_undefined(env, &undefined);
+  return undefined;
+}
+
+/* answeredCounts(session) → { getattr, writes, times }: requests answered by the engine from its caches. */
+static napi_value js_answered_counts(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  session *s = get_session(env, argv[0]);
+  if (!s) return NULL;
+  pthread_mutex_lock(&s->lock);
+  double g = (double)s->getattr_answered, w = (double)s->writes_answered, t = (double)s->times_answered;
+  pthread_mutex_unlock(&s->lock);
+  napi_value result;
+  napi_create_object(env, &result);
+  set_num(env, result, "getattr", g);
+  set_num(env, result, "writes", w);
+  set_num(env, result, "times", t);
+  return result;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   struct {
     const char *name;
@@ -1850,6 +2515,9 @@ static napi_value init(napi_env env, napi_value exports) {
     { "spoolAttach", js_spool_attach },
     { "spoolDetach", js_spool_detach },
     { "spoolWrite", js_spool_write },
+    { "attrForget", js_attr_forget },
+    { "answeredCounts", js_answered_counts },
+    { "takeQueued", js_take_queued },
   };
   for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
     napi_value f;

@@ -46,6 +46,11 @@ export interface KernelRequest {
    */
   errno?: number;
   seq?: number;
+  /**
+   * WRITE and SETATTR: 1 when the engine answered the kernel already (a small write, the times written
+   * back at close): JavaScript applies it, and an error it gets goes to the handle's next flush or fsync.
+   */
+  answered?: number;
   /** INIT: what the kernel agreed to. */
   maxWrite?: number;
   maxReadahead?: number;
@@ -65,6 +70,19 @@ export interface SessionSettings {
   writeback: number;
   asyncRead: number;
   readers: number;
+  /** 1: getattr answered from the attributes of JavaScript's answers, while they are valid (see The engine). */
+  attrCache?: number;
+  /** 1 (with attrCache and the writeback cache): small writes and the times written back at close answered by the engine. */
+  answerSmallWrites?: number;
+  /** 1: the null file system of the benchmarks (names and sizes in memory, every request answered by the engine). */
+  nullFiles?: number;
+}
+
+/** Requests the engine answered itself from what JavaScript told it. */
+export interface AnsweredCounts {
+  getattr: number;
+  writes: number;
+  times: number;
 }
 
 declare const sessionBrand: unique symbol;
@@ -112,6 +130,15 @@ export interface Fuse3Binding {
   spoolDetach(session: NativeSession, fh: number): EngineWritesDone | undefined;
   /** A write received before `fh` got its spool, made the engine's way (bytes or -errno); undefined: no spool. */
   spoolWrite(session: NativeSession, fh: number, data: Buffer, offset: number): number | undefined;
+  /** The engine's cached attributes of `ino` are no longer valid (changed in a way it cannot see: a rename, another client). */
+  attrForget(session: NativeSession, ino: number): void;
+  /**
+   * What is queued and not yet handed over (the records of answered writes and times wait quietly for
+   * the next request otherwise).
+   */
+  takeQueued(session: NativeSession): KernelRequest[];
+  /** What the engine answered itself so far. */
+  answeredCounts(session: NativeSession): AnsweredCounts;
   /** The kernel forgets a cached name (off the main thread); resolves with libfuse's result (0 or -errno). */
   invalidateEntry(session: NativeSession, parentIno: number, name: string): Promise<number>;
 }

@@ -9,7 +9,7 @@ import { Errno, errnoOf } from '../errno.js';
 import type { FuseOperations } from '../operations.js';
 import type { NativeCallback } from '../reply.js';
 import type { KernelStat, KernelStatFs } from '../stat.js';
-import { Op, type Fuse3Binding, type KernelRequest, type NativeSession, type SessionSettings } from './binding.js';
+import { Op, type AnsweredCounts, type Fuse3Binding, type KernelRequest, type NativeSession, type SessionSettings } from './binding.js';
 import { InodeTable, ROOT_INO, type InodeNode } from './inode-table.js';
 import type { DirectSpool } from '../../vfs/types.js';
 
@@ -33,6 +33,11 @@ export interface DirectWriteCounters {
   directWrites: number;
   /** Attachments that ended with the SHA-1 of the whole content computed by the engine. */
   hashedByEngine: number;
+}
+
+/** The engine's direct spool writes, and the requests it answered itself (see docs/fuse.md, The engine). */
+export interface EngineCounters extends DirectWriteCounters {
+  answered: AnsweredCounts;
 }
 
 /** What the kernel agreed to at INIT. */
@@ -129,7 +134,16 @@ export class LowLevelMount {
   private readonly hashesDue = new Map<number, { end: number; resolve: (sha1: string | undefined) => void }>();
   /** File handles with a write under way through JavaScript, and the writes waiting behind it. */
   private readonly writesWaiting = new Map<number, KernelRequest[]>();
-  readonly counters: DirectWriteCounters = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0 };
+  /** Writes the engine answered already, and where their outcome goes. */
+  private readonly answeredWrites = new WeakMap<KernelRequest, NativeCallback>();
+  private readonly directCounts: DirectWriteCounters = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0 };
+  /**
+   * Inodes with requests the engine answered still being applied here (a small write, times written
+   * back): what the kernel sends afterwards about the inode waits for them, in order.
+   */
+  private readonly settling = new Map<number, Promise<void>>();
+  /** File handles whose answered write or times failed here: the errno their next flush or fsync answers. */
+  private readonly lateErrors = new Map<number, number>();
   private nextDirFh = DIR_FH_BASE;
   private writeback = false;
   private readonly scratch = new Float64Array(11);
@@ -177,18 +191,100 @@ export class LowLevelMount {
     this.hashesDue.clear();
   }
 
+  get counters(): EngineCounters {
+    const answered = this.session ? this.binding.answeredCounts(this.session) : { getattr: 0, writes: 0, times: 0 };
+    return { ...this.directCounts, answered };
+  }
+
   private get se(): NativeSession {
     return this.session!;
   }
 
   private onBatch(batch: KernelRequest[]): void {
     for (const req of batch) {
-      try {
-        this.dispatch(req);
-      } catch (err) {
-        if (req.id) this.binding.replyErr(this.se, req.id, -errnoOf(err));
+      if (req.answered) {
+        this.settle(req.ino, () => this.applyAnswered(req));
+        continue;
       }
+      const busy = this.settlingInode(req);
+      if (busy !== undefined) this.settle(busy, () => this.dispatchSafely(req));
+      else this.dispatchSafely(req);
     }
+  }
+
+  /**
+   * Applies what the engine queued and has not handed over (answered writes and times wait for the next
+   * request to travel with it), and resolves once every answered request is applied: at unmount, before
+   * open files are flushed.
+   */
+  async applyQueued(): Promise<void> {
+    if (this.session) this.onBatch(this.binding.takeQueued(this.session));
+    await Promise.all([...this.settling.values()]);
+  }
+
+  private dispatchSafely(req: KernelRequest): void {
+    try {
+      this.dispatch(req);
+    } catch (err) {
+      if (req.id) this.binding.replyErr(this.se, req.id, -errnoOf(err));
+    }
+  }
+
+  /** The inode `req` is about whose answered requests are still being applied, if any. */
+  private settlingInode(req: KernelRequest): number | undefined {
+    if (this.settling.size === 0) return undefined;
+    if (this.settling.has(req.ino)) return req.ino;
+    if (req.op === Op.LOOKUP) {
+      const child = this.inodes.find(req.ino, req.name!);
+      if (child && this.settling.has(child.ino)) return child.ino;
+    }
+    return undefined;
+  }
+
+  /** Runs `work` once what is settling for `ino` is done (at once when nothing is). */
+  private settle(ino: number, work: () => Promise<void> | void): void {
+    const run = async (): Promise<void> => {
+      try {
+        await work();
+      } catch (err) {
+        this.logger.warn({ ino, err: String(err) }, 'fuse: applying an answered request failed');
+      }
+    };
+    const prev = this.settling.get(ino);
+    const next = prev ? prev.then(run) : run();
+    this.settling.set(ino, next);
+    void next.then(() => {
+      if (this.settling.get(ino) === next) this.settling.delete(ino);
+    });
+  }
+
+  /**
+   * A request the engine answered already: a small write (made as any write of its handle, in order)
+   * or the times the kernel wrote back. A failure is kept for the handle's next flush or fsync.
+   */
+  private async applyAnswered(req: KernelRequest): Promise<void> {
+    const fh = req.fh!;
+    const failed = (code: number): void => {
+      if (code < 0 && !this.lateErrors.has(fh)) this.lateErrors.set(fh, -code);
+    };
+    if (req.op === Op.WRITE) {
+      const [code] = await answerOf((cb) => this.write(req, cb));
+      return failed(code);
+    }
+    const node = this.inodes.get(req.ino);
+    const path = this.inodes.pathOf(node);
+    if (await this.staleKernelTimes(node, path)) return;
+    const [code] = await answerOf((cb) => this.ops.utimens(path, req.mtimeMs!, req.mtimeMs!, cb));
+    failed(code);
+  }
+
+  /** Answers a flush or fsync of `fh`: an answered request's failure first, else the operation's own code. */
+  private replyDurable(id: number, fh: number): NativeCallback {
+    return (code) => {
+      const late = this.lateErrors.get(fh);
+      this.lateErrors.delete(fh);
+      this.binding.replyErr(this.se, id, late ?? (code < 0 ? -code : 0));
+    };
   }
 
   /** Attributes for the kernel, with this inode's number. */
@@ -290,7 +386,11 @@ export class LowLevelMount {
         const from = this.inodes.childPath(req.ino, req.name!);
         const to = this.inodes.childPath(req.newparent!, req.newname!);
         const done: NativeCallback = (code) => {
-          if (code === 0) this.inodes.rename(req.ino, req.name!, req.newparent!, req.newname!);
+          if (code === 0) {
+            // The moved file's ctime and the replaced one's attributes changed: the engine's copies go.
+            for (const n of [this.inodes.find(req.ino, req.name!), this.inodes.find(req.newparent!, req.newname!)]) if (n) b.attrForget(se, n.ino);
+            this.inodes.rename(req.ino, req.name!, req.newparent!, req.newname!);
+          }
           b.replyErr(se, id, code < 0 ? -code : 0);
         };
         if (req.flags! & RENAME_NOREPLACE) this.operations.renameNoReplace(from, to, done);
@@ -319,7 +419,7 @@ export class LowLevelMount {
         return this.write(req);
       case Op.WROTE: {
         const d = this.direct.get(req.fh!);
-        this.counters.directWrites++;
+        this.directCounts.directWrites++;
         if (d && req.seq! > d.base) d.spool.wrote(req.offset!, req.size!, req.errno!);
         this.wroteTo(req.fh!);
         return;
@@ -328,15 +428,15 @@ export class LowLevelMount {
         const due = this.hashesDue.get(req.seq!);
         if (!due) return;
         this.hashesDue.delete(req.seq!);
-        if (req.name !== undefined && req.size === due.end) this.counters.hashedByEngine++;
+        if (req.name !== undefined && req.size === due.end) this.directCounts.hashedByEngine++;
         due.resolve(req.name);
         return;
       }
       case Op.FLUSH:
-        this.ops.flush(this.safePath(req.ino), req.fh!, this.replyCode(id));
+        this.ops.flush(this.safePath(req.ino), req.fh!, this.replyDurable(id, req.fh!));
         return;
       case Op.FSYNC:
-        this.ops.fsync(this.safePath(req.ino), req.flags!, req.fh!, this.replyCode(id));
+        this.ops.fsync(this.safePath(req.ino), req.flags!, req.fh!, this.replyDurable(id, req.fh!));
         return;
       case Op.RELEASE:
         return this.release(id, req.ino, req.fh!);
@@ -398,8 +498,9 @@ export class LowLevelMount {
    * them one at a time anyway), the others waiting here in order: after each, the handle may get its
    * spool (offerSpool), and then the waiting ones and all that follow are made by the engine.
    */
-  private write(req: KernelRequest): void {
+  private write(req: KernelRequest, answered?: NativeCallback): void {
     const fh = req.fh!;
+    if (answered) this.answeredWrites.set(req, answered);
     if (this.direct.has(fh) && this.writeDirect(req)) return;
     const waiting = this.writesWaiting.get(fh);
     if (waiting) return void waiting.push(req);
@@ -407,12 +508,23 @@ export class LowLevelMount {
     this.writeThroughVfs(req);
   }
 
+  /** Answers a write: the kernel, or (a write the engine answered) whoever applies it. */
+  private wrote(req: KernelRequest, code: number): void {
+    const answered = this.answeredWrites.get(req);
+    if (answered) {
+      this.answeredWrites.delete(req);
+      return answered(code);
+    }
+    if (code < 0) this.binding.replyErr(this.se, req.id, -code);
+    else this.binding.replyWrite(this.se, req.id, code);
+  }
+
   private writeThroughVfs(req: KernelRequest): void {
     const fh = req.fh!;
     this.operations.writeOwned(this.safePath(req.ino), fh, req.data!, req.offset!, (code) => {
-      if (code < 0) this.binding.replyErr(this.se, req.id, -code);
+      if (code < 0) this.wrote(req, code);
       else {
-        this.binding.replyWrite(this.se, req.id, code);
+        this.wrote(req, code);
         this.wroteTo(fh);
         this.offerSpool(fh);
       }
@@ -429,8 +541,7 @@ export class LowLevelMount {
     if (!this.session) return false;
     const n = this.binding.spoolWrite(this.session, req.fh!, req.data!, req.offset!);
     if (n === undefined) return false;
-    if (n < 0) this.binding.replyErr(this.session, req.id, -n);
-    else this.binding.replyWrite(this.session, req.id, n);
+    this.wrote(req, n);
     return true;
   }
 
@@ -457,12 +568,12 @@ export class LowLevelMount {
     const base = this.binding.spoolAttach(se, fh, spool.fd, spool.hashFrom);
     const entry = { spool, base };
     this.direct.set(fh, entry);
-    this.counters.spoolsAttached++;
+    this.directCounts.spoolsAttached++;
     spool.begin(() => {
       if (this.direct.get(fh) === entry) this.direct.delete(fh);
       const done = this.session ? this.binding.spoolDetach(this.session, fh) : undefined;
       if (!done) return undefined;
-      if (done.sha1 !== undefined && done.hashed === done.end) this.counters.hashedByEngine++;
+      if (done.sha1 !== undefined && done.hashed === done.end) this.directCounts.hashedByEngine++;
       const { hashing, ...rest } = done;
       if (hashing === undefined) return rest;
       // The hash thread is still behind the last writes: the version waits for its HASHED record.
@@ -546,6 +657,7 @@ export class LowLevelMount {
   }
 
   private invalidate(node: InodeNode): void {
+    if (this.session) this.binding.attrForget(this.session, node.ino);
     if (node.detached || !node.parent || !this.session) return;
     const name = node.name;
     this.binding.invalidateEntry(this.session, node.parent.ino, name).then(
@@ -620,6 +732,7 @@ export class LowLevelMount {
   private release(id: number, ino: number, fh: number): void {
     const path = this.safePath(ino);
     this.ops.release(path, fh, (code) => {
+      this.lateErrors.delete(fh);
       this.direct.get(fh)?.spool.end();
       this.binding.replyErr(this.se, id, code < 0 ? -code : 0);
       const open = this.forgetHandle(fh);

@@ -20,6 +20,7 @@ function setup() {
   const waiting = new Map<number, (r: Reply) => void>();
   let onBatch: (batch: KernelRequest[]) => void = () => undefined;
   let fits = Infinity;
+  const forgotten: number[] = [];
   const answer = (kind: string) => (_s: NativeSession, id: number, ...args: unknown[]) => {
     const w = waiting.get(id);
     waiting.delete(id);
@@ -59,6 +60,9 @@ function setup() {
     spoolAttach: () => { throw new Error('spoolAttach: not expected over the in-memory Vfs'); },
     spoolDetach: () => undefined,
     spoolWrite: () => undefined,
+    attrForget: (_s, ino) => void forgotten.push(ino),
+    answeredCounts: () => ({ getattr: 0, writes: 0, times: 0 }),
+    takeQueued: () => [],
   };
   const mount = new LowLevelMount({ binding, operations, mountpoint: '/unused', mountOptions: [], settings: { maxWrite: 1, maxReadahead: 1, maxBackground: 1, congestionThreshold: 1, writeback: 1, asyncRead: 1, readers: 1 }, attrTimeoutS: 1, logger: silentLogger });
   mount.mount();
@@ -70,7 +74,7 @@ function setup() {
       waiting.set(id, resolve);
       onBatch([{ ...req, id }]);
     });
-  return { vfs, mount, send, notify: (req: KernelRequest) => onBatch([req]), fitOnly: (n: number) => { fits = n; } };
+  return { vfs, mount, send, forgotten, notify: (req: KernelRequest) => onBatch([req]), batch: (reqs: KernelRequest[]) => onBatch(reqs), fitOnly: (n: number) => { fits = n; } };
 }
 
 describe('LowLevelMount', () => {
@@ -178,5 +182,55 @@ describe('LowLevelMount', () => {
     expect(mount.inodes.find(libIno, left)!.lookups).toBe(2);
     notify({ op: Op.FORGET, id: 0, ino, nlookup: 2 });
     expect(mount.inodes.find(libIno, left)).toBeUndefined();
+  });
+
+  it('writes and times the engine answered are applied before what the kernel sends next about the file', async () => {
+    const { vfs, send, batch } = setup();
+    const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
+    const c = await send({ op: Op.CREATE, ino: libIno, name: 'small.txt', mode: 0o100644, flags: 0o1 | 0o100 });
+    const ino = (c.args[0] as number[])[0]!;
+    const fh = c.args[3] as number;
+    const mtimeMs = Date.UTC(2021, 4, 6, 7, 8, 9);
+    // As the reader thread hands them over: answered records (no id), then the requests that follow.
+    batch([
+      { op: Op.WRITE, id: 0, answered: 1, ino, fh, offset: 0, data: Buffer.from('hello ') },
+      { op: Op.WRITE, id: 0, answered: 1, ino, fh, offset: 6, data: Buffer.from('world') },
+      { op: Op.SETATTR, id: 0, answered: 1, ino, fh, valid: 1 << 5, mtimeMs, atimeMs: mtimeMs },
+    ]);
+    const attr = await send({ op: Op.GETATTR, ino, fh });
+    expect((attr.args[0] as number[])[5]).toBe(11);
+    expect((attr.args[0] as number[])[9]).toBe(mtimeMs);
+    expect((await send({ op: Op.FLUSH, ino, fh })).args).toEqual([0]);
+    const file = await vfs.open('/Lib/small.txt', { read: true });
+    expect((await file.read(0, 100)).toString()).toBe('hello world');
+    await file.release();
+    expect((await vfs.stat('/Lib/small.txt')).mtimeMs).toBe(mtimeMs);
+    await send({ op: Op.RELEASE, ino, fh });
+  });
+
+  it('a write the engine answered that fails is answered by the next flush, once', async () => {
+    const { vfs, send, batch } = setup();
+    vfs.capacity = 4; // the write of 5 bytes is refused: ENOSPC
+    const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
+    const c = await send({ op: Op.CREATE, ino: libIno, name: 'full.txt', mode: 0o100644, flags: 0o1 | 0o100 });
+    const ino = (c.args[0] as number[])[0]!;
+    const fh = c.args[3] as number;
+    batch([{ op: Op.WRITE, id: 0, answered: 1, ino, fh, offset: 0, data: Buffer.from('hello') }]);
+    expect((await send({ op: Op.FLUSH, ino, fh })).args).toEqual([28]);
+    expect((await send({ op: Op.FLUSH, ino, fh })).args).toEqual([0]);
+    await send({ op: Op.RELEASE, ino, fh });
+  });
+
+  it('a rename tells the engine to forget the attributes it keeps of the moved and the replaced file', async () => {
+    const { send, forgotten } = setup();
+    const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
+    const inos: number[] = [];
+    for (const name of ['a', 'b']) {
+      const c = await send({ op: Op.CREATE, ino: libIno, name, mode: 0o100644, flags: 0o1 | 0o100 });
+      inos.push((c.args[0] as number[])[0]!);
+      await send({ op: Op.RELEASE, ino: inos.at(-1)!, fh: c.args[3] as number });
+    }
+    expect((await send({ op: Op.RENAME, ino: libIno, name: 'a', newparent: libIno, newname: 'b', flags: 0 })).args).toEqual([0]);
+    expect(forgotten).toEqual(expect.arrayContaining(inos));
   });
 });

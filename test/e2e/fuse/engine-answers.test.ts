@@ -1,0 +1,147 @@
+/**
+ * What the engine answers in C without waiting for JavaScript (docs/fuse.md, The engine): getattr from
+ * the attributes of earlier answers, the small writes of a new file and the times the kernel writes back
+ * at close. What the mount shows must stay what the Vfs holds: after a write, a truncate, a change of
+ * times, a rename and a change made by another client; and a name looked up before it existed is found
+ * once created. Over the gateway's real Vfs and an embedded service.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdir, open, readFile, rename, stat, truncate, utimes, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { eventually, sh, startMount, type MountHarness } from './harness.js';
+
+const T = 90_000;
+
+interface Counters {
+  answered: { getattr: number; writes: number; times: number };
+}
+
+interface VfsAttr {
+  size: number;
+  mtimeMs: number;
+}
+
+describe('attributes through the engine, changed through the mount and elsewhere', () => {
+  let h: MountHarness;
+  let lib: string;
+  const vfsStat = (path: string): Promise<VfsAttr> => h.call<VfsAttr>('localStat', { path });
+  /** What the mount shows of `name` (size, mtime in whole ms) and what the Vfs holds for it. */
+  const both = async (name: string): Promise<[VfsAttr, VfsAttr]> => {
+    const st = await stat(join(lib, name));
+    const v = await vfsStat(`/Lib/${name}`);
+    return [{ size: st.size, mtimeMs: Math.round(st.mtimeMs) }, { size: v.size, mtimeMs: Math.round(v.mtimeMs) }];
+  };
+
+  beforeAll(async () => {
+    h = await startMount({ mount: { attrTimeoutS: 1 }, env: { FUSE_TEST_BACKEND: 'service' } });
+    lib = join(h.mnt, 'Lib');
+  }, T);
+  afterAll(async () => {
+    await h?.stop();
+  }, T);
+
+  it('getattr after a write, a truncate, a change of times and a rename shows the new size and time', async () => {
+    await writeFile(join(lib, 'changing.txt'), 'first');
+    expect((await both('changing.txt'))[0].size).toBe(5);
+    const fh = await open(join(lib, 'changing.txt'), 'r+');
+    await fh.write(Buffer.alloc(10_000, 1), 0, 10_000, 5);
+    expect((await fh.stat()).size).toBe(10_005);
+    await fh.close();
+    let [shown, held] = await both('changing.txt');
+    expect(shown).toEqual(held);
+    expect(shown.size).toBe(10_005);
+    await truncate(join(lib, 'changing.txt'), 100);
+    [shown, held] = await both('changing.txt');
+    expect(shown).toEqual(held);
+    expect(shown.size).toBe(100);
+    const when = new Date('2022-02-03T04:05:06Z');
+    await utimes(join(lib, 'changing.txt'), when, when);
+    [shown, held] = await both('changing.txt');
+    expect(shown).toEqual(held);
+    expect(shown.mtimeMs).toBe(when.getTime());
+    await writeFile(join(lib, 'changing.txt'), 'x', { flag: 'a' });
+    [shown, held] = await both('changing.txt');
+    expect(shown).toEqual(held);
+    expect(shown.size).toBe(101);
+    await rename(join(lib, 'changing.txt'), join(lib, 'renamed.txt'));
+    [shown, held] = await both('renamed.txt');
+    expect(shown).toEqual(held);
+  }, T);
+
+  it('a file changed by another client shows its new size and time', async () => {
+    await writeFile(join(lib, 'shared-attrs.txt'), 'short');
+    await h.call('flushAll');
+    expect((await stat(join(lib, 'shared-attrs.txt'))).size).toBe(5);
+    await h.call('remoteWrite', { path: '/Lib/shared-attrs.txt', data: Buffer.from('a longer second version').toString('base64') });
+    // Within the feed interval plus the attribute timeout.
+    await eventually('the new size shows', async () => ((await stat(join(lib, 'shared-attrs.txt'))).size === 23 ? true : undefined), 15_000);
+    const [shown, held] = await both('shared-attrs.txt');
+    expect(shown).toEqual(held);
+  }, T);
+
+  it('a name looked up before it existed is found once created', async () => {
+    await expect(stat(join(lib, 'later.txt'))).rejects.toMatchObject({ code: 'ENOENT' });
+    await expect(stat(join(lib, 'later.txt'))).rejects.toMatchObject({ code: 'ENOENT' });
+    await writeFile(join(lib, 'later.txt'), 'now here');
+    expect((await stat(join(lib, 'later.txt'))).size).toBe(8);
+    expect(await readFile(join(lib, 'later.txt'), 'utf8')).toBe('now here');
+  }, T);
+});
+
+describe('requests the engine answers itself', () => {
+  let h2: MountHarness;
+  let lib2: string;
+  const answered2 = async (): Promise<Counters['answered']> => (await h2.call<Counters>('mountCounters')).answered;
+  const both2 = async (name: string): Promise<[VfsAttr, VfsAttr]> => {
+    const st = await stat(join(lib2, name));
+    const v = await h2.call<VfsAttr>('localStat', { path: `/Lib/${name}` });
+    return [{ size: st.size, mtimeMs: Math.round(st.mtimeMs) }, { size: v.size, mtimeMs: Math.round(v.mtimeMs) }];
+  };
+
+  beforeAll(async () => {
+    // Attributes valid long enough that no pause of a busy machine lets them lapse during the test.
+    h2 = await startMount({ mount: { attrTimeoutS: 600 }, env: { FUSE_TEST_BACKEND: 'service' } });
+    lib2 = join(h2.mnt, 'Lib');
+  }, T);
+  afterAll(async () => {
+    await h2?.stop();
+  }, T);
+
+  it('getattr of a file after a close that changed nothing: answered by the engine, as the Vfs holds it', async () => {
+    await writeFile(join(lib2, 'read-only.txt'), 'some content');
+    await h2.call('flushAll');
+    await stat(join(lib2, 'read-only.txt'));
+    const before = await answered2();
+    // The kernel drops a file's cached block count at every close (writeback cache): the stat after a
+    // read asks again, and the engine answers from what JavaScript last said.
+    for (let i = 0; i < 3; i++) {
+      expect(await readFile(join(lib2, 'read-only.txt'), 'utf8')).toBe('some content');
+      const [shown, held] = await both2('read-only.txt');
+      expect(shown).toEqual(held);
+    }
+    expect((await answered2()).getattr - before.getattr).toBeGreaterThan(0);
+  }, T);
+
+  it('cp -r of small files: their writes and times answered by the engine; stat shows what the Vfs holds', async () => {
+    const src = join(h2.local, 'small');
+    await mkdir(src);
+    for (let i = 0; i < 20; i++) await writeFile(join(src, `f${i}`), Buffer.alloc(4096 + i, i));
+    const before = await answered2();
+    await sh('cp', ['-r', src, join(lib2, 'small')]);
+    const after = await answered2();
+    expect(after.writes - before.writes).toBeGreaterThanOrEqual(20);
+    expect(after.times - before.times).toBeGreaterThanOrEqual(20);
+    for (let i = 0; i < 20; i++) {
+      const [shown, held] = await both2(`small/f${i}`);
+      expect(shown).toEqual(held);
+      expect(shown.size).toBe(4096 + i);
+      expect((await readFile(join(lib2, `small/f${i}`))).equals(Buffer.alloc(4096 + i, i))).toBe(true);
+    }
+    // cp -p: the times it sets are kept.
+    await sh('touch', ['-d', '2019-03-04 05:06:07', join(src, 'f0')]);
+    await sh('cp', ['-p', join(src, 'f0'), join(lib2, 'small/kept')]);
+    expect(Math.round((await stat(join(lib2, 'small/kept'))).mtimeMs)).toBe(Math.round((await stat(join(src, 'f0'))).mtimeMs));
+    const [keptShown, keptHeld] = await both2('small/kept');
+    expect(keptShown).toEqual(keptHeld);
+  }, T);
+});
