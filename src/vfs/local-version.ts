@@ -154,6 +154,8 @@ export class LocalVersion implements PendingFile {
   private unwrittenBytes = 0;
   /** Length of the spool file when known (saves an fstat, and a truncate of a spool that is empty). */
   private spoolLength: number | undefined;
+  /** False while a new version's spool file was never made (a file held in memory): nothing to remove. */
+  private spoolMade = true;
   private chain: Promise<unknown> = Promise.resolve();
   /** Writes of this side under way (a spool is handed to a direct writer only with none). */
   private writesUnderWay = 0;
@@ -178,7 +180,10 @@ export class LocalVersion implements PendingFile {
     this.fetchChunk = opts.fetchChunk ?? 1024 * 1024;
     this.newSha1Stream = opts.sha1Stream;
     this.faults = opts.faults;
-    if (opts.newSpool) this.spoolLength = 0;
+    if (opts.newSpool) {
+      this.spoolLength = 0;
+      this.spoolMade = false;
+    }
     if (opts.newSpool && opts.baseSize === 0 && !opts.openBase) this.memory = [];
     this.unwritten = opts.unwritten;
     this.baseReady = opts.baseSize === 0 || !opts.openBase;
@@ -530,6 +535,11 @@ export class LocalVersion implements PendingFile {
     });
   }
 
+  /** Whether the spool file may exist (false: a new file held in memory whose spool was never made). */
+  get mayHaveSpool(): boolean {
+    return this.spoolMade;
+  }
+
   /** Marks the spool as discarded (done with the version). */
   retire(): void {
     this.stopDirect();
@@ -667,12 +677,14 @@ export class LocalVersion implements PendingFile {
     if (this.memory) return this.writeOut(this.memory);
     const flags = this.state === 'writing' && !this.sealed ? constants.O_RDWR | constants.O_CREAT : constants.O_RDWR;
     this.fh ??= await open(this.spoolPath, flags, 0o600).catch((err: unknown) => { throw fsErrorOf(err, `opening the local copy of '${this.fullpath}'`); });
+    this.spoolMade = true;
     return this.fh;
   }
 
   /** Writes a file held in memory to its spool (made now); from here on the spool holds the content. */
   private async writeOut(memory: Buffer[]): Promise<FsHandle> {
     const fh = await open(this.spoolPath, constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC, 0o600).catch((err: unknown) => { throw fsErrorOf(err, `opening the local copy of '${this.fullpath}'`); });
+    this.spoolMade = true;
     try {
       const data = Buffer.concat(memory, this.size);
       let done = 0;

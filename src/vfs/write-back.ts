@@ -851,7 +851,8 @@ export class WriteBack {
     }
     v.retire();
     await v.closeSpool().catch(() => undefined);
-    await this.journal.discardSpool(v.id).catch(() => undefined);
+    // A file held in memory until it was uploaded never made its spool: no unlink to wait for.
+    if (v.mayHaveSpool) await this.journal.discardSpool(v.id).catch(() => undefined);
   }
 
   private newVersion(library: string, fullpath: string, base: RemoteEntry | undefined, ctx?: CallContext): LocalVersion {

@@ -73,6 +73,25 @@ describe('UploadJournal and replay', { timeout: 15_000 }, () => {
     expect(await readdir(journal.spoolDir)).toEqual([ids[1]]);
   });
 
+  it('a small append is written on the calling thread; after one slower than the bound, appends go through the thread pool', async () => {
+    const dataDir = await tempDir();
+    const fast = new UploadJournal(join(dataDir, 'fast'));
+    await fast.init();
+    // An append slower than 1 s never happens here: every append is written on the calling thread.
+    const put = (j: UploadJournal, name: string, n: number) => j.put({ id: j.newId(), library: 'L', fullpath: name, size: 1, mtimeMs: 1, createdMs: n }, { inline: Buffer.from('x'), sync: false });
+    for (let i = 0; i < 3; i++) await put(fast, `f${i}`, i);
+    expect(fast.appendCounts).toEqual({ inline: 3, pooled: 0 });
+    // Every append counts as slow: the first is written on the calling thread, the ones after it are not.
+    const slow = new UploadJournal(join(dataDir, 'slow'), 1000, { slowAppendMs: -1 });
+    await slow.init();
+    for (let i = 0; i < 3; i++) await put(slow, `s${i}`, i);
+    expect(slow.appendCounts).toEqual({ inline: 1, pooled: 2 });
+    // Either way the records are in the log, in order.
+    expect((await slow.entries()).map((e) => e.fullpath)).toEqual(['s0', 's1', 's2']);
+    await fast.close();
+    await slow.close();
+  });
+
   it('a record torn by a power loss (or a failed write) is skipped; the records around it stay', async () => {
     const dataDir = await tempDir();
     const journal = new UploadJournal(join(dataDir, 'journal'));
