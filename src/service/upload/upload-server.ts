@@ -137,11 +137,15 @@ export class UploadServer {
     this.log.info({ sessions: (await this.journal.count()).all, staging: this.journal.staging.location }, 'upload server open');
   }
 
-  /** Stops the sweep and waits for running commits. Sessions stay on disk for the next run. */
+  /**
+   * Stops the sweep, waits for running commits and gives the sweep's lease back. Sessions stay staged for
+   * the next run.
+   */
   async close(): Promise<void> {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     this.sweepTimer = undefined;
     await Promise.allSettled([...this.sessions.values()].map((s) => s.finishing));
+    await this.journal.releaseLease('upload-sweep', this.holder).catch((err) => this.log.warn({ err }, 'giving the sweep lease back failed'));
   }
 
   /** Open (unfinished) sessions of the service; for tests and metrics. */

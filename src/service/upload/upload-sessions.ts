@@ -192,6 +192,11 @@ export class UploadSessions {
     );
     return row?.holder === holder;
   }
+
+  /** Gives the lease `name` back when `holder` has it (a process that stops). */
+  async releaseLease(name: string, holder: string): Promise<void> {
+    await this.db.run('UPDATE service_leases SET until_ms = 0 WHERE name = ? AND holder = ?', [name, holder]);
+  }
 }
 
 function fromRow(r: SessionRow): SessionRecord {
