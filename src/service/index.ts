@@ -142,6 +142,8 @@ export class EmbeddedService {
       throw err;
     });
     try {
+      // refused before anything starts: a staging folder with a store that stages in its bucket
+      const staging = blobs.stagedUploads(db, opts.uploadStaging);
       const directory = new Directory(db, clock);
       const boot = await directory.bootstrap();
       const tree = new FileTree(db, directory, clock);
@@ -152,7 +154,7 @@ export class EmbeddedService {
       const copies = new FileCopies(tree, queries, content, clock, log);
       await copies.open();
       const uploadHost = new LibraryUploadHost(join(tmp, 'upload'), directory, tree, content, uploads, clock);
-      const uploadServer = new UploadServer(uploadHost, { db, logger: baseLog, clock, staging: blobs.stagedUploads(db, opts.uploadStaging) });
+      const uploadServer = new UploadServer(uploadHost, { db, logger: baseLog, clock, staging });
       await uploadServer.open();
 
       // The listener starts before the parts that need the address; nothing is announced until

@@ -21,6 +21,7 @@ import { startTestService } from '../../support/service.js';
 import { startServiceProcess } from '../../support/service-process.js';
 import { S3BlobStore } from '../../../src/service/store/s3-blob-store.js';
 import { blobStoreAt } from '../../../src/service/store/blob-location.js';
+import { EmbeddedService } from '../../../src/service/index.js';
 import { fetchFile, put, sha1 } from './helpers.js';
 
 const MiB = 1024 * 1024;
@@ -204,6 +205,15 @@ describe('service with content in S3', () => {
       check.close();
       await t.close();
     }
+  });
+});
+
+describe('service with content in S3 and a staging folder', () => {
+  it('is refused with a clear error: an S3 store stages uploads in its bucket', async () => {
+    const dir = await mkdtemp(join(scratch, 'refused-'));
+    await expect(EmbeddedService.start({ dataDir: dir, blobs: `s3://refused?endpoint=${s3.endpoint}`, uploadStaging: join(dir, 'staging') }))
+      .rejects.toThrow('upload staging: a staging folder goes with a file:// blob store only; with s3:// the uploads in progress are staged in the bucket');
+    expect(existsSync(join(dir, 'credentials.json'))).toBe(false);
   });
 });
 
