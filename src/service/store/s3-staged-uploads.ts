@@ -184,13 +184,18 @@ export class S3StagedUploads implements StagedUploads {
 
   private async keysUnder(prefix: string): Promise<{ key: string; modified: number }[]> {
     const out: { key: string; modified: number }[] = [];
+    for await (const page of this.pagesUnder(prefix)) out.push(...page);
+    return out;
+  }
+
+  /** The keys under `prefix` (in key order) a listing page at a time. */
+  private async *pagesUnder(prefix: string): AsyncGenerator<{ key: string; modified: number }[]> {
     let ContinuationToken: string | undefined;
     do {
       const page = await this.s3.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken }));
-      for (const o of page.Contents ?? []) if (o.Key) out.push({ key: o.Key, modified: o.LastModified?.getTime() ?? 0 });
+      yield (page.Contents ?? []).flatMap((o) => (o.Key ? [{ key: o.Key, modified: o.LastModified?.getTime() ?? 0 }] : []));
       ContinuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (ContinuationToken);
-    return out;
   }
 
   private async removeKeys(keys: { key: string }[]): Promise<void> {
@@ -199,19 +204,30 @@ export class S3StagedUploads implements StagedUploads {
     }
   }
 
+  /**
+   * Goes through the staging prefix in key order, so a session's objects come together: memory holds
+   * one listing page and one session's keys at a time.
+   */
   async removeStrays(known: (session: string) => Promise<boolean>, now: number, graceMs: number): Promise<number> {
-    const bySession = new Map<string, { key: string; modified: number }[]>();
-    for (const o of await this.keysUnder(this.root)) {
-      const session = o.key.slice(this.root.length).split('/')[0]!;
-      bySession.set(session, [...(bySession.get(session) ?? []), o]);
-    }
     let removed = 0;
-    for (const [session, objects] of bySession) {
-      if (await known(session)) continue;
-      if (objects.some((o) => now - o.modified < graceMs)) continue;
-      await this.removeKeys(objects);
+    let current: { session: string; objects: { key: string; modified: number }[] } | undefined;
+    const decide = async (): Promise<void> => {
+      if (!current || await known(current.session)) return;
+      if (current.objects.some((o) => now - o.modified < graceMs)) return;
+      await this.removeKeys(current.objects);
       removed++;
+    };
+    for await (const page of this.pagesUnder(this.root)) {
+      for (const o of page) {
+        const session = o.key.slice(this.root.length).split('/')[0]!;
+        if (current?.session !== session) {
+          await decide();
+          current = { session, objects: [] };
+        }
+        current.objects.push(o);
+      }
     }
+    await decide();
     // Rows of sessions whose record is gone (a process stopped between the two deletions).
     await this.db.run('DELETE FROM upload_parts WHERE session_id NOT IN (SELECT id FROM upload_sessions)');
     return removed;
