@@ -22,7 +22,7 @@ import { rm, writeFile } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CopyObjectCommand, CreateMultipartUploadCommand, DeleteObjectCommand,
-  GetObjectCommand, ListObjectsV2Command, PutObjectCommand, UploadPartCommand, UploadPartCopyCommand, type S3Client,
+  GetObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, PutObjectCommand, UploadPartCommand, UploadPartCopyCommand, type S3Client,
 } from '@aws-sdk/client-s3';
 import type { MetadataStore } from './metadata-store.js';
 import type { FinishedUpload, StagedUploads } from './staged-uploads.js';
@@ -44,6 +44,12 @@ export interface S3StagedUploadsOptions {
 
 /** S3's smallest part of a multipart upload (except the last). */
 export const MIN_PART = 5 * 1024 * 1024;
+
+/**
+ * A multipart upload of a blob older than this is one a process left when it died placing or ingesting
+ * the blob (ms): a day, far longer than any placement runs.
+ */
+export const ABANDONED_MULTIPART_MS = 86_400_000;
 
 /** S3's largest part count of a multipart upload (10 000 blocks of the client's 8 MiB: 78 GiB). */
 const MAX_PARTS = 10_000;
@@ -230,7 +236,28 @@ export class S3StagedUploads implements StagedUploads {
     await decide();
     // Rows of sessions whose record is gone (a process stopped between the two deletions).
     await this.db.run('DELETE FROM upload_parts WHERE session_id NOT IN (SELECT id FROM upload_sessions)');
+    await this.abortAbandonedMultipart(now);
     return removed;
+  }
+
+  /**
+   * Aborts the multipart uploads of the store's keys started more than ABANDONED_MULTIPART_MS ago: a
+   * process that died while placing or ingesting a blob leaves its parts stored (and billed) otherwise.
+   */
+  async abortAbandonedMultipart(now: number): Promise<number> {
+    let aborted = 0;
+    let KeyMarker: string | undefined;
+    let UploadIdMarker: string | undefined;
+    do {
+      const page = await this.s3.send(new ListMultipartUploadsCommand({ Bucket: this.bucket, Prefix: this.opts.prefix, KeyMarker, UploadIdMarker }));
+      for (const u of page.Uploads ?? []) {
+        if (!u.Key || !u.UploadId || now - (u.Initiated?.getTime() ?? now) < ABANDONED_MULTIPART_MS) continue;
+        await this.s3.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: u.Key, UploadId: u.UploadId }));
+        aborted++;
+      }
+      [KeyMarker, UploadIdMarker] = page.IsTruncated ? [page.NextKeyMarker, page.NextUploadIdMarker] : [undefined, undefined];
+    } while (KeyMarker !== undefined);
+    return aborted;
   }
 }
 

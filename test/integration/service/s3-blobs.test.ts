@@ -16,7 +16,8 @@ import { listKeys, startS3Server, type S3Server } from '../../support/s3-server.
 import { stagedUploadsContract } from '../../support/staged-uploads-contract.js';
 import { metadataStoreAt } from '../../../src/service/store/metadata-location.js';
 import type { MetadataStore } from '../../../src/service/store/metadata-store.js';
-import type { S3StagedUploads } from '../../../src/service/store/s3-staged-uploads.js';
+import { ABANDONED_MULTIPART_MS, type S3StagedUploads } from '../../../src/service/store/s3-staged-uploads.js';
+import { CreateMultipartUploadCommand, ListMultipartUploadsCommand, S3Client } from '@aws-sdk/client-s3';
 import { startTestService } from '../../support/service.js';
 import { startServiceProcess } from '../../support/service-process.js';
 import { S3BlobStore } from '../../../src/service/store/s3-blob-store.js';
@@ -150,6 +151,24 @@ describe('S3StagedUploads on Swift', () => {
     await staging.remove(session);
     expect(await listKeys(s3, 'staged', `b/staging/${session}/`)).toEqual([]);
     expect(await db.all('SELECT start FROM upload_parts WHERE session_id = ?', [session])).toEqual([]);
+  });
+
+  it('aborts multipart uploads of the store left for more than a day (a process died placing a blob)', async () => {
+    const client = new S3Client({
+      region: 'us-east-1', endpoint: s3.endpoint, forcePathStyle: true,
+      credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
+    });
+    try {
+      const left = await client.send(new CreateMultipartUploadCommand({ Bucket: 'staged', Key: `b/${'e'.repeat(40)}` }));
+      const open = async () => ((await client.send(new ListMultipartUploadsCommand({ Bucket: 'staged' }))).Uploads ?? []).map((u) => u.UploadId);
+      expect(await open()).toContain(left.UploadId);
+      expect(await staging.abortAbandonedMultipart(Date.now())).toBe(0); // younger than a day: may be running
+      expect(await open()).toContain(left.UploadId);
+      await staging.removeStrays(async () => true, Date.now() + ABANDONED_MULTIPART_MS + 60_000, 600_000);
+      expect(await open()).not.toContain(left.UploadId);
+    } finally {
+      client.destroy();
+    }
   });
 
   it('refuses a staging folder (the bucket is where an S3 store stages)', () => {
