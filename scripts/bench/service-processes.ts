@@ -5,8 +5,12 @@
  * default) as the reference. The load comes from this process: BENCH_LS_CLIENTS requests in flight
  * (default 8), BENCH_LS_REQUESTS in all per row (default 3 000), after 300 to warm up. PostgreSQL is a
  * cluster of Debian's server started for the run (as the tests start it), the blobs a folder shared by
- * the processes. Runs standalone: `node --import tsx scripts/bench/service-processes.ts`.
+ * the processes (a listing reads no blob). Each row also gives the CPU time per request of each service
+ * process and of the load generator (from /proc over the measured requests), which says where the two
+ * cores went when the rate does not. Runs standalone: `node --import tsx scripts/bench/service-processes.ts`.
  */
+import { execFileSync } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { mkdtemp, mkdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -23,29 +27,29 @@ export async function benchServiceProcesses(): Promise<Record<string, unknown>[]
   const print = (r: Record<string, unknown>) => { results.push(r); process.stdout.write(JSON.stringify(r) + '\n'); };
   const shared = await mkdtemp(join(tmpdir(), 'cloudlib-bench-procs-'));
   await mkdir(join(shared, 'blobs'));
-  await mkdir(join(shared, 'staging'));
   const pg = await startPostgres();
   const running: ServiceProcess[] = [];
   try {
     const sqlite = await startServiceProcess();
     running.push(sqlite);
     await fillFolder(sqlite.client);
-    const reference = await requestsPerSecond([sqlite.client], clients, total);
+    const reference = await requestsPerSecond([sqlite], clients, total);
     await sqlite.close();
     running.pop();
 
-    const args = ['--metadata', await pg.createDatabase('bench_procs'), '--blobs', `file://${join(shared, 'blobs')}`, '--upload-staging', join(shared, 'staging')];
+    const args = ['--metadata', await pg.createDatabase('bench_procs'), '--blobs', `file://${join(shared, 'blobs')}`];
     const a = await startServiceProcess({ serviceArgs: args });
     running.push(a);
     const b = await startServiceProcess({ serviceArgs: args });
     running.push(b);
     await fillFolder(a.client);
-    const one = await requestsPerSecond([a.client], clients, total);
-    const two = await requestsPerSecond([a.client, b.client], clients, total);
+    const one = await requestsPerSecond([a], clients, total);
+    const two = await requestsPerSecond([a, b], clients, total);
     const base = { bench: 'service.processes', what: 'ls 100 of 1000', clients, requests: total, cores: availableParallelism() };
-    print({ ...base, metadata: 'sqlite', processes: 1, requests_per_s: round(reference) });
-    print({ ...base, metadata: 'postgresql', processes: 1, requests_per_s: round(one), ratio_to_sqlite: round(one / reference, 2) });
-    print({ ...base, metadata: 'postgresql', processes: 2, requests_per_s: round(two), ratio_to_one_process: round(two / one, 2) });
+    const cpu = (r: Rate) => ({ service_cpu_ms_per_request: r.serviceCpuMs.map((ms) => round(ms, 3)), client_cpu_ms_per_request: round(r.clientCpuMs, 3) });
+    print({ ...base, metadata: 'sqlite', processes: 1, requests_per_s: round(reference.perSecond), ...cpu(reference) });
+    print({ ...base, metadata: 'postgresql', processes: 1, requests_per_s: round(one.perSecond), ratio_to_sqlite: round(one.perSecond / reference.perSecond, 2), ...cpu(one) });
+    print({ ...base, metadata: 'postgresql', processes: 2, requests_per_s: round(two.perSecond), ratio_to_one_process: round(two.perSecond / one.perSecond, 2), ...cpu(two) });
   } finally {
     for (const p of running.reverse()) await p.close();
     await pg.stop();
@@ -60,21 +64,47 @@ async function fillFolder(client: ServiceClient): Promise<void> {
   }
 }
 
+interface Rate {
+  perSecond: number;
+  /** CPU time (user + system) of each service process per request of the whole row, ms. */
+  serviceCpuMs: number[];
+  /** CPU time of this (the load generator's) process per request, ms. */
+  clientCpuMs: number;
+}
+
 /** `total` ls calls, `inFlight` at a time, the n-th sent to `targets[n % targets.length]`; after 300 unmeasured. */
-async function requestsPerSecond(targets: ServiceClient[], inFlight: number, total: number): Promise<number> {
+async function requestsPerSecond(targets: ServiceProcess[], inFlight: number, total: number): Promise<Rate> {
   const run = async (count: number) => {
     let next = 0;
     await Promise.all(Array.from({ length: inFlight }, async () => {
       for (let n = next++; n < count; n = next++) {
-        const page = await targets[n % targets.length]!.file.ls({ fullpath: 'wide', start: (n % 10) * 100, size: 100 });
+        const page = await targets[n % targets.length]!.client.file.ls({ fullpath: 'wide', start: (n % 10) * 100, size: 100 });
         if (page.list.length !== 100) throw new Error(`ls: expected 100 entries, got ${page.list.length}`);
       }
     }));
   };
   await run(300);
+  const cpu0 = await Promise.all(targets.map((t) => cpuMsOf(t.pid)));
+  const own0 = process.cpuUsage();
   const t0 = performance.now();
   await run(total);
-  return total / ((performance.now() - t0) / 1000);
+  const elapsed = performance.now() - t0;
+  const own = process.cpuUsage(own0);
+  const cpu1 = await Promise.all(targets.map((t) => cpuMsOf(t.pid)));
+  return {
+    perSecond: total / (elapsed / 1000),
+    serviceCpuMs: cpu1.map((ms, i) => (ms - cpu0[i]!) / total),
+    clientCpuMs: (own.user + own.system) / 1000 / total,
+  };
+}
+
+const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+
+/** User + system CPU time of a process so far (ms), from /proc/PID/stat (fields 14 and 15, in clock ticks). */
+async function cpuMsOf(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
 }
 
 function round(n: number, digits = 1): number {

@@ -89,9 +89,10 @@ export interface EmbeddedServiceOptions {
    */
   metadata?: string;
   /**
-   * Folder of the chunked uploads in progress (one temporary file per session). Every process of one
-   * service (same `metadata`) must name the same folder, so a session's parts may reach any of them.
-   * Default `<dataDir>/tmp/upload/sessions`.
+   * Folder of the chunked uploads in progress (one temporary file per session), with a folder blob store
+   * only: every process of one service (same `metadata`) must name the same folder, so a session's parts
+   * may reach any of them. Default `<dataDir>/tmp/upload/sessions`. With an S3 blob store the uploads in
+   * progress are staged in the bucket, and a folder given here is refused.
    */
   uploadStaging?: string;
 }
@@ -141,6 +142,8 @@ export class EmbeddedService {
       throw err;
     });
     try {
+      // refused before anything starts: a staging folder with a store that stages in its bucket
+      const staging = blobs.stagedUploads(db, opts.uploadStaging);
       const directory = new Directory(db, clock);
       const boot = await directory.bootstrap();
       const tree = new FileTree(db, directory, clock);
@@ -151,7 +154,7 @@ export class EmbeddedService {
       const copies = new FileCopies(tree, queries, content, clock, log);
       await copies.open();
       const uploadHost = new LibraryUploadHost(join(tmp, 'upload'), directory, tree, content, uploads, clock);
-      const uploadServer = new UploadServer(uploadHost, { db, logger: baseLog, clock, ...(opts.uploadStaging !== undefined ? { stagingDir: opts.uploadStaging } : {}) });
+      const uploadServer = new UploadServer(uploadHost, { db, logger: baseLog, clock, staging });
       await uploadServer.open();
 
       // The listener starts before the parts that need the address; nothing is announced until

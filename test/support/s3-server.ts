@@ -8,6 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 
 export interface S3Server {
   endpoint: string;
@@ -57,5 +58,25 @@ export async function startS3Server(readyTimeoutMs = 120_000): Promise<S3Server>
   } catch (err) {
     await stop();
     throw err;
+  }
+}
+
+/** Keys of `bucket` under `prefix`, read with a client of the test's own (not through the code under test). */
+export async function listKeys(server: S3Server, bucket: string, prefix: string): Promise<string[]> {
+  const client = new S3Client({
+    region: 'us-east-1', endpoint: server.endpoint, forcePathStyle: true,
+    credentials: { accessKeyId: server.accessKeyId, secretAccessKey: server.secretAccessKey },
+  });
+  try {
+    const keys: string[] = [];
+    let ContinuationToken: string | undefined;
+    do {
+      const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken }));
+      for (const o of page.Contents ?? []) if (o.Key) keys.push(o.Key);
+      ContinuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (ContinuationToken);
+    return keys;
+  } finally {
+    client.destroy();
   }
 }

@@ -1,6 +1,6 @@
 /**
- * LibraryContent: brings verified bytes into a library (ingest a temporary file into the BlobStore and
- * write the file record in one transaction) and collects blobs nothing references any more. A blob's
+ * LibraryContent: brings verified bytes into a library (ingest a temporary file into the BlobStore, or
+ * have it place an upload staged in it, and write the file record in one transaction) and collects blobs nothing references any more. A blob's
  * ingest and its collection run under the per-blob lock (the BlobStore's in one process, a row of
  * `blob_locks` between the processes of a service), so a collection never removes a file that a
  * concurrent ingest has just put in place.
@@ -8,10 +8,15 @@
 import { removeFileIfPresent } from '../../shared/atomic-file.js';
 import type { Logger } from '../../shared/log.js';
 import type { BlobStore } from '../store/blob-store.js';
+import type { FinishedUpload } from '../store/staged-uploads.js';
 import type { EntryRow } from './entries.js';
 import type { Content, FileTree } from './file-tree.js';
 
-export interface VerifiedFile { tempFilePath: string; sha1: string; size: number }
+/**
+ * Verified content: a local temporary file (the blob store moves it in), or an upload staged in the blob
+ * store itself (it places the staged bytes; the upload server removes them afterwards).
+ */
+export type VerifiedFile = FinishedUpload;
 
 export class LibraryContent {
   private collecting: Promise<void> | undefined;
@@ -33,7 +38,9 @@ export class LibraryContent {
       await this.tree.checkCapacity(libraryId, 0);
       return await this.locks.lock(file.sha1, async () => {
         const known = await this.tree.blobStored(file.sha1);
-        if (known) await removeFileIfPresent(file.tempFilePath);
+        if ('staged' in file) {
+          if (!known) await file.staged.place();
+        } else if (known) await removeFileIfPresent(file.tempFilePath);
         else await this.blobs.ingest(file.tempFilePath, file.sha1, file.size);
         try {
           return await this.tree.tx(async () => {
@@ -46,7 +53,7 @@ export class LibraryContent {
         }
       });
     } finally {
-      await removeFileIfPresent(file.tempFilePath);
+      if ('tempFilePath' in file) await removeFileIfPresent(file.tempFilePath);
       this.scheduleCollect();
     }
   }

@@ -2,7 +2,7 @@
  * LibraryUploadHost: the UploadHost of the upload server over the service's storage (authorization,
  * pending create_file steps, blob lookup, commit of verified content).
  */
-import type { PendingUpload, UploadCaller, UploadedFile, UploadHost, VerifiedContent, WebUploadTarget } from '../upload/types.js';
+import type { FinishedContent, PendingUpload, UploadCaller, UploadedFile, UploadHost, VerifiedContent, WebUploadTarget } from '../upload/types.js';
 import type { Directory } from '../domain/directory.js';
 import type { FileTree } from '../domain/file-tree.js';
 import type { LibraryContent } from '../domain/content.js';
@@ -55,7 +55,7 @@ export class LibraryUploadHost implements UploadHost {
     return this.tree.blobStored(sha1);
   }
 
-  async completeUpload(pathhash: string, content: VerifiedContent | null): Promise<UploadedFile> {
+  async completeUpload(pathhash: string, content: FinishedContent | null): Promise<UploadedFile> {
     return uploaded(await this.uploads.complete(pathhash, content));
   }
 

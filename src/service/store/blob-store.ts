@@ -5,8 +5,9 @@
  * on a local file system, the default) and S3BlobStore (an S3-compatible object store). Callers hold
  * `lock(sha1)` around an ingest or a removal and the metadata change that goes with it.
  *
- * Uploads always arrive in a local temporary folder first (`tempDir`, spooled while hashing); `ingest`
- * then moves the verified file into the store.
+ * Uploads arrive in a local temporary folder first (`tempDir`, spooled while hashing); `ingest` then
+ * moves the verified file into the store. The chunked upload protocol's bytes are staged by the store's
+ * own StagedUploads instead, so that every process of a service reaches them.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
@@ -15,6 +16,8 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { KeyedLock } from './keyed-lock.js';
+import type { MetadataStore } from './metadata-store.js';
+import type { StagedUploads } from './staged-uploads.js';
 
 export const SHA1_RE = /^[0-9a-f]{40}$/;
 
@@ -45,6 +48,12 @@ export interface BlobStore {
   tempPath(suffix?: string): string;
   /** Streams `source` into a temporary file, hashing on the way. The caller ingests or removes it. */
   spool(source: Readable): Promise<{ tempFilePath: string; sha1: string; size: number }>;
+  /**
+   * Where the bytes of chunked uploads in progress wait (store/staged-uploads.ts): a folder beside a
+   * folder store (`folder`, default `<tempDir>/upload/sessions`), the bucket of an S3 store (`folder` is
+   * refused there). `db` holds the records the processes share.
+   */
+  stagedUploads(db: MetadataStore, folder?: string): StagedUploads;
   /** Releases connections (the store is not used afterwards). */
   close(): void;
 }

@@ -8,6 +8,7 @@ import { copyFile, mkdir, open, rename, stat } from 'node:fs/promises';
 import { removeFileIfPresent } from '../../shared/atomic-file.js';
 import { dirname, join } from 'node:path';
 import { LocalSpool, checkSha1, type BlobRange, type BlobStore } from './blob-store.js';
+import { FolderStagedUploads } from './staged-uploads.js';
 
 export interface FolderBlobStoreOptions {
   /** Folder of the blobs. */
@@ -77,6 +78,11 @@ export class FolderBlobStore extends LocalSpool implements BlobStore {
       await removeFileIfPresent(tempFile);
     }
     await syncDir(dirname(target));
+  }
+
+  /** A staging folder (on the same file system, an upload's finish is a rename). */
+  stagedUploads(_db: unknown, folder?: string): FolderStagedUploads {
+    return new FolderStagedUploads(folder ?? join(this.tempDir, 'upload', 'sessions'));
   }
 
   close(): void {}

@@ -399,4 +399,18 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX link_password_failures_since ON link_password_failures(since_ms);
   `,
+  // upload blocks staged in an object store (store/s3-staged-uploads.ts); leases of the service's sweeps
+  `
+  CREATE TABLE upload_parts (
+    session_id TEXT COLLATE "C" NOT NULL,
+    start BIGINT NOT NULL,
+    length BIGINT NOT NULL,
+    PRIMARY KEY (session_id, start)
+  );
+  CREATE TABLE service_leases (
+    name TEXT COLLATE "C" PRIMARY KEY,
+    holder TEXT COLLATE "C" NOT NULL,
+    until_ms BIGINT NOT NULL
+  );
+  `,
 ];

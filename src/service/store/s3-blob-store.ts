@@ -17,6 +17,8 @@ import {
   DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, PutObjectCommand, S3Client, UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { LocalSpool, checkSha1, type BlobRange, type BlobStore } from './blob-store.js';
+import type { MetadataStore } from './metadata-store.js';
+import { S3StagedUploads } from './s3-staged-uploads.js';
 
 export interface S3BlobStoreOptions {
   bucket: string;
@@ -151,6 +153,17 @@ export class S3BlobStore extends LocalSpool implements BlobStore {
       },
     );
     return out;
+  }
+
+  /** Uploads in progress staged in the bucket (store/s3-staged-uploads.ts); a staging folder is refused. */
+  stagedUploads(db: MetadataStore, folder?: string): S3StagedUploads {
+    if (folder !== undefined) {
+      throw new TypeError('upload staging: a staging folder goes with a file:// blob store only; with s3:// the uploads in progress are staged in the bucket');
+    }
+    return new S3StagedUploads({
+      s3: this.s3, bucket: this.bucket, prefix: this.prefix, db, location: this.location,
+      tempPath: () => this.tempPath('.block'), blobKey: (sha1) => this.key(sha1),
+    });
   }
 
   /** Ends the client's connections. */

@@ -406,4 +406,18 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX link_password_failures_since ON link_password_failures(since_ms);
   `,
+  // upload blocks staged in an object store (store/s3-staged-uploads.ts); leases of the service's sweeps
+  `
+  CREATE TABLE upload_parts (
+    session_id TEXT NOT NULL,
+    start INTEGER NOT NULL,
+    length INTEGER NOT NULL,
+    PRIMARY KEY (session_id, start)
+  );
+  CREATE TABLE service_leases (
+    name TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    until_ms INTEGER NOT NULL
+  );
+  `,
 ];

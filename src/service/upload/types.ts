@@ -29,6 +29,12 @@ export interface VerifiedContent {
   size: number;
 }
 
+/**
+ * Verified content of a chunked upload: a local file as VerifiedContent (staged in a folder), or bytes
+ * staged in the blob store, which places them itself (`staged.place()`, under the blob's lock).
+ */
+export type FinishedContent = VerifiedContent | { staged: { place(): Promise<void> }; sha1: string; size: number };
+
 /** The record the upload server answers after a successful upload. */
 export interface UploadedFile {
   hash: string;
@@ -72,7 +78,7 @@ export interface UploadHost {
    * Commits a pending upload: ingests `content` into the blob store (null: the blob already exists, see
    * `blobExists`) and writes the file record, in one transaction. Called once per pathhash.
    */
-  completeUpload(pathhash: string, content: VerifiedContent | null): Promise<UploadedFile>;
+  completeUpload(pathhash: string, content: FinishedContent | null): Promise<UploadedFile>;
   /** Library the user token's `mount_id` designates, when the caller may upload there; throws otherwise. */
   libraryOfMount(caller: UploadCaller, mountId: number): Promise<number>;
   /** Bytes the library may still grow by (Infinity when unlimited). */

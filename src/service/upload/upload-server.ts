@@ -5,21 +5,22 @@
  * and to commit verified content.
  *
  * Sessions are shared by every process of a service (upload-sessions.ts): their records in the metadata
- * store, their bytes in the staging folder, so upload_init, the parts and upload_finish of one session may
- * each reach a different process. What a process keeps of a session is a cache: the SHA-1 state over the
- * bytes it has seen (recomputed from the file when another process wrote since) and its running commit.
+ * store, their bytes in the blob store's StagedUploads (a staging folder beside a folder store, the
+ * bucket of an S3 store), so upload_init, the parts and upload_finish of one session may each reach a
+ * different process. What a process keeps of a session is a cache: the SHA-1 state over the bytes it has
+ * seen (recomputed by reading the staged bytes back when another process wrote since) and its running
+ * commit.
  */
 import type { Hash } from 'node:crypto';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { mkdir, open, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import type { MetadataStore } from '../store/metadata-store.js';
+import { FolderStagedUploads, sha1OfStaged, type StagedUploads } from '../store/staged-uploads.js';
 import { join } from 'node:path';
 import { silentLogger, type Logger } from '../../shared/log.js';
 import { parseCrc32 } from '../../shared/crc32.js';
 import type { UploadServers } from '../../shared/records.js';
-import { receiveBlock } from './block-receiver.js';
-import { sha1OfFilePrefix } from './content-hash.js';
 import { UploadError, UploadErrorCode, isStatusError, missingParam } from './errors.js';
 import { UploadSessions, type SessionBusy, type SessionRecord, type StoredFailure } from './upload-sessions.js';
 import type { UploadCaller, UploadHost } from './types.js';
@@ -30,10 +31,10 @@ export interface UploadServerOptions {
   /** The metadata store that holds the session records and web upload keys (shared by the service's processes). */
   db: MetadataStore;
   /**
-   * Folder of the sessions' temporary files. Processes that share `db` must share it too. Default
-   * `<host.tempDir>/sessions`.
+   * Where the sessions' bytes wait (the blob store's `stagedUploads`). Processes that share `db` must reach
+   * the same. Default a FolderStagedUploads in `<host.tempDir>/sessions`.
    */
-  stagingDir?: string;
+  staging?: StagedUploads;
   /**
    * How long a part or a finish holds a session's temporary file at most (ms): a lease left by a process
    * that died is taken over after it. Default 900 000 (15 min).
@@ -101,6 +102,8 @@ export class UploadServer {
   private readonly shared: boolean;
   private readonly sweepIntervalMs: number;
   private sweepTimer: NodeJS.Timeout | undefined;
+  /** This process, as holder of the sweep's lease. */
+  private readonly holder = `${process.pid}-${randomBytes(6).toString('hex')}`;
   readonly webUploadKeys: WebUploadKeys;
 
   constructor(private readonly host: UploadHost, opts: UploadServerOptions) {
@@ -113,7 +116,7 @@ export class UploadServer {
     this.finishWaitMs = opts.finishWaitMs ?? 1_500;
     this.clock = opts.clock ?? Date.now;
     this.log = (opts.logger ?? silentLogger).child({ component: 'upload-server' });
-    this.journal = new UploadSessions(opts.db, opts.stagingDir ?? join(host.tempDir, 'sessions'));
+    this.journal = new UploadSessions(opts.db, opts.staging ?? new FolderStagedUploads(join(host.tempDir, 'sessions')));
     this.busyLeaseMs = opts.busyLeaseMs ?? 900_000;
     this.shared = opts.db.engine === 'postgresql';
     this.webDir = join(host.tempDir, 'web');
@@ -131,14 +134,18 @@ export class UploadServer {
     await this.sweep();
     this.sweepTimer = setInterval(() => void this.sweep().catch((e) => this.log.warn({ err: e }, 'upload sweep failed')), this.sweepIntervalMs);
     this.sweepTimer.unref();
-    this.log.info({ sessions: (await this.journal.count()).all, staging: this.journal.dir }, 'upload server open');
+    this.log.info({ sessions: (await this.journal.count()).all, staging: this.journal.staging.location }, 'upload server open');
   }
 
-  /** Stops the sweep and waits for running commits. Sessions stay on disk for the next run. */
+  /**
+   * Stops the sweep, waits for running commits and gives the sweep's lease back. Sessions stay staged for
+   * the next run.
+   */
   async close(): Promise<void> {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     this.sweepTimer = undefined;
     await Promise.allSettled([...this.sessions.values()].map((s) => s.finishing));
+    await this.journal.releaseLease('upload-sweep', this.holder).catch((err) => this.log.warn({ err }, 'giving the sweep lease back failed'));
   }
 
   /** Open (unfinished) sessions of the service; for tests and metrics. */
@@ -315,7 +322,7 @@ export class UploadServer {
       id: UploadSessions.newId(), pathhash, libraryId: pending.libraryId, fullpath: pending.fullpath, filename,
       filehash, filesize, createdAt: now, touchedAt: now, busy: null, busyUntil: 0, writingFrom: 0,
     };
-    await writeFile(this.journal.partPath(record.id), new Uint8Array(0));
+    await this.journal.staging.create(record.id);
     await this.journal.create(record);
     this.sessions.set(record.id, { record, hash: createHash('sha1'), hashedBytes: 0 });
     this.log.info({ session: record.id.slice(0, 8), fullpath: record.fullpath, size: filesize }, 'upload session open');
@@ -378,10 +385,10 @@ export class UploadServer {
         throw new UploadError(409, UploadErrorCode.UnexpectedOffset, `block starts at ${start}, expected ${committed}`, { expect: committed });
       }
       if (!s.hash || s.hashedBytes !== committed) {
-        s.hash = await sha1OfFilePrefix(this.journal.partPath(s.record.id), committed);
+        s.hash = await sha1OfStaged(this.journal.staging, s.record.id, committed);
         s.hashedBytes = committed;
       }
-      s.hash = await receiveBlock(req, this.journal.partPath(s.record.id), { start, length, crc }, s.hash);
+      s.hash = await this.journal.staging.append(s.record.id, req, { start, length, crc }, s.hash);
       s.hashedBytes = committed + length;
     } catch (e) {
       if (!isStatusError(e) && (req.destroyed || req.readableAborted)) {
@@ -444,25 +451,21 @@ export class UploadServer {
     return this.finish(req, res);
   }
 
-  /** Verifies size and SHA-1 of the temporary file, then hands it to the host to commit. */
+  /**
+   * Verifies size and SHA-1 of the staged bytes (read back when this process did not see them all), then
+   * hands them to the host to commit.
+   */
   private async commit(s: LiveSession): Promise<void> {
     const { record } = s;
-    const partPath = this.journal.partPath(record.id);
-    const size = (await stat(partPath)).size;
-    if (!s.hash || s.hashedBytes !== size) s.hash = await sha1OfFilePrefix(partPath, size);
+    const size = await this.committed(s);
+    if (!s.hash || s.hashedBytes !== size) s.hash = await sha1OfStaged(this.journal.staging, record.id, size);
     const sha1 = s.hash.copy().digest('hex');
     if (size !== record.filesize || sha1 !== record.filehash) {
       throw new UploadError(400, UploadErrorCode.ContentMismatch,
         `content mismatch: received ${size} bytes with SHA-1 ${sha1}, expected ${record.filesize} bytes with SHA-1 ${record.filehash}`,
         { received: sha1, expected: record.filehash });
     }
-    const fh = await open(partPath, 'r');
-    try {
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    const result = await this.host.completeUpload(record.pathhash, { tempFilePath: partPath, sha1, size });
+    const result = await this.host.completeUpload(record.pathhash, await this.journal.staging.finished(record.id, sha1, size));
     record.result = result;
     await this.journal.finished(record.id, result, this.clock());
     await this.journal.removePart(record.id);
@@ -493,28 +496,35 @@ export class UploadServer {
     sendJson(res, 200, {});
   }
 
-  /** Removes expired sessions with their temporary files, and stray temporary files older than the TTL. */
+  /**
+   * Removes expired sessions with their staged bytes, and staged bytes of no session; one process of a
+   * service at a time (the lease `upload-sweep`, held for a sweep interval, so each interval one process
+   * sweeps). Every process forgets the sessions that ended elsewhere and its own web upload leftovers.
+   */
   async sweep(): Promise<void> {
     const now = this.clock();
-    for (const r of await this.journal.expired(now, this.sessionTtlMs, this.finishedTtlMs)) {
-      if (this.sessions.get(r.id)?.finishing) continue;
-      this.sessions.delete(r.id);
-      await this.journal.remove(r.id);
-      if (!r.result) this.log.info({ session: r.id.slice(0, 8), fullpath: r.fullpath }, 'upload session expired');
+    if (await this.journal.takeLease('upload-sweep', this.holder, now, this.sweepIntervalMs)) {
+      for (const r of await this.journal.expired(now, this.sessionTtlMs, this.finishedTtlMs)) {
+        if (this.sessions.get(r.id)?.finishing) continue;
+        this.sessions.delete(r.id);
+        await this.journal.remove(r.id);
+        if (!r.result) this.log.info({ session: r.id.slice(0, 8), fullpath: r.fullpath }, 'upload session expired');
+      }
+      // Staged bytes without their record (the process died inside upload_init, or between removing a
+      // session's bytes and its record) can never be resumed: they go once still for STRAY_GRACE_MS
+      // (another process may be between the two writes of an upload_init).
+      const strays = await this.journal.staging.removeStrays((id) => this.journal.exists(id), now, Math.min(this.sessionTtlMs, STRAY_GRACE_MS));
+      if (strays > 0) this.log.info({ strays }, 'staged bytes of no session removed');
     }
     // The cache keeps only sessions that still exist (another process may have ended or expired one).
     for (const [id, s] of this.sessions) {
       if (!s.finishing && !await this.journal.load(id)) this.sessions.delete(id);
     }
-    // A session file without its record (the process died inside upload_init) can never be resumed: it
-    // goes once it has been still for STRAY_GRACE_MS (another process sharing the folder may be between
-    // the two writes). A web upload's file goes after the session TTL.
-    const strays = await this.journal.strays();
-    const webFiles = (await readdir(this.webDir).catch(() => [] as string[])).map((n) => join(this.webDir, n));
-    const strayTtl = Math.min(this.sessionTtlMs, STRAY_GRACE_MS);
-    for (const [path, ttl] of [...strays.map((p) => [p, strayTtl] as const), ...webFiles.map((p) => [p, this.sessionTtlMs] as const)]) {
+    // A web upload's file goes after the session TTL.
+    for (const name of await readdir(this.webDir).catch(() => [] as string[])) {
+      const path = join(this.webDir, name);
       const mtime = await stat(path).then((st) => st.mtimeMs, () => undefined);
-      if (mtime !== undefined && now - mtime >= ttl) await rm(path, { force: true, recursive: true });
+      if (mtime !== undefined && now - mtime >= this.sessionTtlMs) await rm(path, { force: true, recursive: true });
     }
   }
 }

@@ -2,15 +2,15 @@
  * UploadSessions: the state of chunked upload sessions, shared by every process of a service. The
  * session records live in the metadata store (table `upload_sessions`): what upload_init declared, the
  * create_file step the session serves, which request holds its temporary file (`busy`, a lease), and,
- * once finished, the result (or the refusal answered once). The bytes received live in the staging
- * folder, one temporary file `<id>.part` per session; its length is the committed byte count (the bytes
- * and their count cannot disagree: a block is accepted by writing it). Processes that share the metadata
- * share the staging folder, so a part may reach any of them.
+ * once finished, the result (or the refusal answered once). The bytes received live in the blob store's
+ * StagedUploads (store/staged-uploads.ts: a `<id>.part` file beside a folder store, objects of the bucket
+ * of an S3 store), which also give the committed byte count, so the bytes and their count cannot
+ * disagree. Processes that share the metadata and the blob store reach the same bytes, so a part may
+ * reach any of them.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, rm, stat } from 'node:fs/promises';
-import { join } from 'node:path';
 import type { MetadataStore } from '../store/metadata-store.js';
+import type { StagedUploads } from '../store/staged-uploads.js';
 import type { UploadedFile } from './types.js';
 
 /** Which request holds a session's temporary file. */
@@ -53,9 +53,9 @@ const ID_RE = /^[0-9a-f]{32}$/;
 export class UploadSessions {
   /**
    * @param db where the records live
-   * @param dir the staging folder of the temporary files (shared by the processes of a service)
+   * @param staging where the sessions' bytes live (the blob store's StagedUploads)
    */
-  constructor(private readonly db: MetadataStore, readonly dir: string) {}
+  constructor(private readonly db: MetadataStore, readonly staging: StagedUploads) {}
 
   static newId(): string {
     return randomBytes(16).toString('hex');
@@ -66,11 +66,7 @@ export class UploadSessions {
   }
 
   async open(): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
-  }
-
-  partPath(id: string): string {
-    return join(this.dir, `${id}.part`);
+    await this.staging.open();
   }
 
   async create(r: SessionRecord): Promise<void> {
@@ -148,25 +144,20 @@ export class UploadSessions {
     return (await this.db.run('UPDATE upload_sessions SET failure = NULL WHERE id = ? AND failure = ?', [id, JSON.stringify(failure)])).changes > 0;
   }
 
-  /** Removes a session's record and temporary file (missing ones are fine). */
+  /** Removes a session's staged bytes, then its record (missing ones are fine). */
   async remove(id: string): Promise<void> {
-    await rm(this.partPath(id), { force: true });
+    await this.staging.remove(id);
     await this.db.run('DELETE FROM upload_sessions WHERE id = ?', [id]);
   }
 
-  /** Removes only the temporary file (after the host ingested or copied it). */
+  /** Removes only the staged bytes (after the host ingested or copied them). */
   async removePart(id: string): Promise<void> {
-    await rm(this.partPath(id), { force: true });
+    await this.staging.remove(id);
   }
 
-  /** Committed byte count: the temporary file's length; undefined when it is gone. */
+  /** Committed byte count: the bytes staged; undefined when they are gone. */
   async committedBytes(id: string): Promise<number | undefined> {
-    try {
-      return (await stat(this.partPath(id))).size;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw e;
-    }
+    return this.staging.receivedBytes(id);
   }
 
   /** Sessions past their time (open ones untouched for `openTtlMs`, finished ones for `finishedTtlMs`) that no request holds. */
@@ -183,16 +174,28 @@ export class UploadSessions {
     return { open: Number(row?.open ?? 0), all: Number(row?.all_ ?? 0) };
   }
 
-  /** Files of the staging folder that belong to no session (a `.part` whose record is gone or was never written). */
-  async strays(): Promise<string[]> {
-    const names = await readdir(this.dir);
-    const out: string[] = [];
-    for (const name of names) {
-      const m = /^([0-9a-f]{32})\.part$/.exec(name);
-      if (m && await this.db.get('SELECT id FROM upload_sessions WHERE id = ?', [m[1]])) continue;
-      out.push(join(this.dir, name));
-    }
-    return out;
+  /** Whether a session's record exists. */
+  async exists(id: string): Promise<boolean> {
+    return (await this.db.get('SELECT id FROM upload_sessions WHERE id = ?', [id])) !== undefined;
+  }
+
+  /**
+   * Takes the lease `name` (a row of `service_leases`) for `holder` until `now + leaseMs`, when it is
+   * free, expired or already this holder's: one process of a service runs a sweep at a time.
+   */
+  async takeLease(name: string, holder: string, now: number, leaseMs: number): Promise<boolean> {
+    const row = await this.db.get<{ holder: string }>(
+      'INSERT INTO service_leases (name, holder, until_ms) VALUES (?, ?, ?) ' +
+      'ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until_ms = excluded.until_ms ' +
+      'WHERE service_leases.until_ms <= ? OR service_leases.holder = excluded.holder RETURNING holder',
+      [name, holder, now + leaseMs, now],
+    );
+    return row?.holder === holder;
+  }
+
+  /** Gives the lease `name` back when `holder` has it (a process that stops). */
+  async releaseLease(name: string, holder: string): Promise<void> {
+    await this.db.run('UPDATE service_leases SET until_ms = 0 WHERE name = ? AND holder = ?', [name, holder]);
   }
 }
 

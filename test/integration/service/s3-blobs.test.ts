@@ -2,7 +2,8 @@
  * Content in an S3-compatible object store: S3BlobStore against a real server (OpenStack Swift with
  * s3api, scripts/s3-server) — single and multipart ingest, ranged reads, removal — and the service run
  * with `blobs: s3://…`: uploads land in the bucket, downloads stream from it with ranges, collection
- * removes objects nothing references.
+ * removes objects nothing references; S3StagedUploads, the uploads in progress staged in the bucket
+ * (the contract of every StagedUploads, blocks copied into the blob's object inside the store).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash, randomBytes } from 'node:crypto';
@@ -10,11 +11,18 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startS3Server, type S3Server } from '../../support/s3-server.js';
+import { Readable } from 'node:stream';
+import { listKeys, startS3Server, type S3Server } from '../../support/s3-server.js';
+import { stagedUploadsContract } from '../../support/staged-uploads-contract.js';
+import { metadataStoreAt } from '../../../src/service/store/metadata-location.js';
+import type { MetadataStore } from '../../../src/service/store/metadata-store.js';
+import { ABANDONED_MULTIPART_MS, type S3StagedUploads } from '../../../src/service/store/s3-staged-uploads.js';
+import { CreateMultipartUploadCommand, ListMultipartUploadsCommand, S3Client } from '@aws-sdk/client-s3';
 import { startTestService } from '../../support/service.js';
 import { startServiceProcess } from '../../support/service-process.js';
 import { S3BlobStore } from '../../../src/service/store/s3-blob-store.js';
 import { blobStoreAt } from '../../../src/service/store/blob-location.js';
+import { EmbeddedService } from '../../../src/service/index.js';
 import { fetchFile, put, sha1 } from './helpers.js';
 
 const MiB = 1024 * 1024;
@@ -116,6 +124,58 @@ describe('S3BlobStore on Swift', () => {
   });
 });
 
+describe('S3StagedUploads on Swift', () => {
+  let db: MetadataStore;
+  let store: S3BlobStore;
+  let staging: S3StagedUploads;
+  beforeAll(async () => {
+    db = await metadataStoreAt(undefined, scratch);
+    store = new S3BlobStore({ bucket: 'staged', endpoint: s3.endpoint, tempDir: scratch, prefix: 'b/' });
+    await store.open();
+    staging = store.stagedUploads(db);
+  });
+  afterAll(async () => {
+    store?.close();
+    await db?.close();
+  });
+  const stagedSessions = async () => [...new Set((await listKeys(s3, 'staged', 'b/staging/')).map((k) => k.split('/')[2]!))];
+
+  stagedUploadsContract(() => ({ staging, blobs: store, stagedSessions }), { bigBlocks: true });
+
+  it('stages each block as one object under PREFIX staging/<session>/, recorded in upload_parts', async () => {
+    const session = 'd'.repeat(32);
+    await staging.append(session, Readable.from([Buffer.from('abc')]), { start: 0, length: 3 }, createHash('sha1'));
+    await staging.append(session, Readable.from([Buffer.from('de')]), { start: 3, length: 2 }, createHash('sha1'));
+    expect(await listKeys(s3, 'staged', `b/staging/${session}/`)).toEqual([`b/staging/${session}/000000000000000`, `b/staging/${session}/000000000000003`]);
+    expect(await db.all('SELECT start, length FROM upload_parts WHERE session_id = ? ORDER BY start', [session])).toEqual([{ start: 0, length: 3 }, { start: 3, length: 2 }]);
+    await staging.remove(session);
+    expect(await listKeys(s3, 'staged', `b/staging/${session}/`)).toEqual([]);
+    expect(await db.all('SELECT start FROM upload_parts WHERE session_id = ?', [session])).toEqual([]);
+  });
+
+  it('aborts multipart uploads of the store left for more than a day (a process died placing a blob)', async () => {
+    const client = new S3Client({
+      region: 'us-east-1', endpoint: s3.endpoint, forcePathStyle: true,
+      credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
+    });
+    try {
+      const left = await client.send(new CreateMultipartUploadCommand({ Bucket: 'staged', Key: `b/${'e'.repeat(40)}` }));
+      const open = async () => ((await client.send(new ListMultipartUploadsCommand({ Bucket: 'staged' }))).Uploads ?? []).map((u) => u.UploadId);
+      expect(await open()).toContain(left.UploadId);
+      expect(await staging.abortAbandonedMultipart(Date.now())).toBe(0); // younger than a day: may be running
+      expect(await open()).toContain(left.UploadId);
+      await staging.removeStrays(async () => true, Date.now() + ABANDONED_MULTIPART_MS + 60_000, 600_000);
+      expect(await open()).not.toContain(left.UploadId);
+    } finally {
+      client.destroy();
+    }
+  });
+
+  it('refuses a staging folder (the bucket is where an S3 store stages)', () => {
+    expect(() => store.stagedUploads(db, '/srv/staging')).toThrow(/a staging folder goes with a file:\/\/ blob store only/);
+  });
+});
+
 describe('blob store locations', () => {
   it('parses file:// and s3:// and refuses what it cannot use, credentials in the URL first', () => {
     expect(blobStoreAt(undefined, '/data', '/data/tmp').location).toBe('file:///data/blobs');
@@ -164,6 +224,15 @@ describe('service with content in S3', () => {
       check.close();
       await t.close();
     }
+  });
+});
+
+describe('service with content in S3 and a staging folder', () => {
+  it('is refused with a clear error: an S3 store stages uploads in its bucket', async () => {
+    const dir = await mkdtemp(join(scratch, 'refused-'));
+    await expect(EmbeddedService.start({ dataDir: dir, blobs: `s3://refused?endpoint=${s3.endpoint}`, uploadStaging: join(dir, 'staging') }))
+      .rejects.toThrow('upload staging: a staging folder goes with a file:// blob store only; with s3:// the uploads in progress are staged in the bucket');
+    expect(existsSync(join(dir, 'credentials.json'))).toBe(false);
   });
 });
 

@@ -1,15 +1,16 @@
 /**
- * Two `cloudlib service` processes on one PostgreSQL database (the run's cluster), one S3-compatible
- * bucket (Swift from scripts/s3-server) and one upload staging folder: any process answers any request.
- * A chunked upload begun on one process, continued on the other and finished on the first is listed,
- * downloaded and seen in the updates feed through the other; a share link made on one is served by the
+ * Two `cloudlib service` processes on one PostgreSQL database (the run's cluster) and one S3-compatible
+ * bucket (Swift from scripts/s3-server), each with its own data folder and nothing else shared: any
+ * process answers any request. A chunked upload begun on one process, continued on the other (its
+ * blocks staged in the bucket) and finished on the first is listed, downloaded and seen in the updates
+ * feed through the other; an aborted upload leaves no staged object; a share link made on one is served by the
  * other and its visit limit holds across both, as do the limits on wrong link passwords; a signature used on one is refused for another endpoint
  * on the other; folder copies queued through both run once each.
  *
  * Runs in the vitest project `service-on-postgresql` only (the SQLite service is one process).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -20,7 +21,7 @@ import { UploadServerClient } from '../../../src/api/upload-server-client.js';
 import { crc32 } from '../../../src/shared/crc32.js';
 import { ENDPOINTS } from '../../../src/shared/endpoints.js';
 import { serviceDatabase } from '../../support/postgres-cluster.js';
-import { startS3Server, type S3Server } from '../../support/s3-server.js';
+import { listKeys, startS3Server, type S3Server } from '../../support/s3-server.js';
 import { startServiceProcess, type ServiceProcess } from '../../support/service-process.js';
 import { fetchFile, put } from './helpers.js';
 
@@ -34,9 +35,8 @@ let b: ServiceProcess | undefined;
 
 beforeAll(async () => {
   shared = await mkdtemp(join(tmpdir(), 'cloudlib-procs-'));
-  await mkdir(join(shared, 'staging'));
   [s3, database] = await Promise.all([startS3Server(), serviceDatabase(inject('postgresUrl'), shared)]);
-  const args = ['--metadata', database.url, '--blobs', `s3://procs?endpoint=${s3.endpoint}`, '--upload-staging', join(shared, 'staging')];
+  const args = ['--metadata', database.url, '--blobs', `s3://procs?endpoint=${s3.endpoint}`];
   const env = { AWS_ACCESS_KEY_ID: s3.accessKeyId, AWS_SECRET_ACCESS_KEY: s3.secretAccessKey, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' };
   // one after the other: the first creates the bootstrap records, the second finds them
   a = await startServiceProcess({ serviceArgs: args, env, readyTimeoutMs: 60_000 });
@@ -58,7 +58,7 @@ describe('two service processes on one metadata database and one bucket', { time
     expect(la).toEqual(lb);
   });
 
-  it('a chunked upload: init on A, parts on B, finish on A; listed, downloaded and in the feed through B', async () => {
+  it('a chunked upload: init on A, parts on B (staged in the bucket), finish on A; listed, downloaded and in the feed through B', async () => {
     const cursor = (await b!.client.file.updates({ mode: 'compare', fetch_dateline: 0 })).fetch_dateline;
     const block = 64 * 1024;
     const data = randomBytes(3 * block + 17);
@@ -71,10 +71,17 @@ describe('two service processes on one metadata database and one bucket', { time
     expect(init.kind).toBe('session');
     const session = (init as { session: string }).session;
     const slice = (at: number) => data.subarray(at, Math.min(at + block, data.length));
-    for (let at = 0; at < data.length; at += block) {
+    expect(await onB.part(session, 0, slice(0), crc32(slice(0)))).toEqual({ kind: 'stored' });
+    // a block sent again (the answer was lost) and one sent ahead of the next: the protocol takes a block
+    // only at the count received, and says which (409, expect); nothing changes
+    expect(await onA.part(session, 0, slice(0), crc32(slice(0)))).toEqual({ kind: 'expect', offset: block });
+    expect(await onB.part(session, 2 * block, slice(2 * block), crc32(slice(2 * block)))).toEqual({ kind: 'expect', offset: block });
+    expect(await onA.received(session)).toBe(block);
+    for (let at = block; at < data.length; at += block) {
       expect((await onB.part(session, at, slice(at), crc32(slice(at)))).kind).toBe(at + block >= data.length ? 'complete' : 'stored');
     }
     expect(await onA.received(session)).toBe(data.length);
+    expect(await listKeys(s3!, 'procs', `staging/${session}/`)).toHaveLength(4);
     let fin = await onA.finish(session);
     while (fin.kind === 'processing') fin = await onA.finish(session);
     expect(fin).toMatchObject({ kind: 'done', body: { fullpath: 'shared/big.bin', filehash: sha1(data) } });
@@ -86,7 +93,30 @@ describe('two service processes on one metadata database and one bucket', { time
     expect(sha1(got.body)).toBe(sha1(data));
     const feed = await b!.client.file.updates({ mode: 'compare', fetch_dateline: cursor });
     expect(feed.list.map((e) => e.fullpath)).toContain('shared/big.bin');
-    expect((await readdir(join(shared, 'staging'))).filter((n) => n.endsWith('.part'))).toEqual([]);
+    expect(await listKeys(s3!, 'procs', `staging/${session}/`)).toEqual([]);
+  });
+
+  it('an upload aborted on B after parts on A leaves no staged bytes in the bucket', async () => {
+    const data = randomBytes(100_000);
+    const created = await a!.client.file.createFile({ fullpath: 'shared/aborted.bin', filehash: sha1(data), filesize: data.length, overwrite: 1 });
+    const caller = { orgClientId: a!.client.credentials.library!.org_client_id };
+    const onA = new UploadServerClient(a!.client, normalizeServer(created.server), caller);
+    const onB = new UploadServerClient(b!.client, normalizeServer(`${b!.baseUrl}/upload`), caller);
+    const init = await onA.init({ filename: 'aborted.bin', pathhash: created.hash, filehash: sha1(data), filesize: data.length });
+    const session = (init as { session: string }).session;
+    const first = data.subarray(0, 60_000);
+    expect(await onA.part(session, 0, first, crc32(first))).toEqual({ kind: 'stored' });
+    expect(await listKeys(s3!, 'procs', `staging/${session}/`)).toHaveLength(1);
+    await onB.abort(session);
+    expect(await listKeys(s3!, 'procs', `staging/${session}/`)).toEqual([]);
+    await expect(onA.received(session)).rejects.toThrow();
+    const db = new pg.Client({ connectionString: database!.url });
+    await db.connect();
+    try {
+      expect((await db.query('SELECT * FROM upload_parts WHERE session_id = $1', [session])).rows).toEqual([]);
+    } finally {
+      await db.end();
+    }
   });
 
   it('a share link made on A is served by B; its visit limit holds across both', async () => {

@@ -10,7 +10,9 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { ServiceClient } from '../../../src/api/client.js';
 import { EmbeddedService } from '../../../src/service/index.js';
-import { dayOf } from '../../../src/service/domain/daily-traffic.js';
+import { DailyTraffic, dayOf } from '../../../src/service/domain/daily-traffic.js';
+import { LinkTrafficCap } from '../../../src/service/domain/traffic-cap.js';
+import { metadataStoreAt } from '../../../src/service/store/metadata-location.js';
 import { codeOf, put } from './helpers.js';
 
 const cleanup: (() => Promise<void>)[] = [];
@@ -59,6 +61,30 @@ describe('traffic statistics', { timeout: 30_000 }, () => {
     await s.close();
     const again = await start(dir);
     expect((await again.service.parts.traffic.days(Number(ent), today, today))[0]).toMatchObject({ download: 5000, link: 5000 });
+  });
+
+  it('counts of two processes on one store add up; a cap check misses only what the other has not written yet', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'svc-traffic-'));
+    cleanup.push(() => rm(dir, { recursive: true, force: true }));
+    const s = await start(dir);
+    // a second process's counter: its own connection to the same database
+    const db = await metadataStoreAt(undefined, dir);
+    cleanup.push(() => db.close());
+    const other = new DailyTraffic(db, Date.now);
+    const ent = Number(s.service.credentials.enterprise.ent_id);
+    const lib = Number((await db.get<{ id: number }>('SELECT id FROM libraries LIMIT 1'))!.id);
+    await s.partner.partner.setEntSetting({ out_id: 'default', max_link_flow: 4000 });
+    const cap = new LinkTrafficCap(s.service.parts.tree.db, s.service.parts.traffic);
+    s.service.parts.traffic.count(lib, 'link', 1000);
+    other.count(lib, 'link', 3500);
+    // not written yet by the other process (it writes at most once a second): this process does not see it
+    expect(await s.service.parts.traffic.today(ent, 'link')).toBe(1000);
+    await expect(cap.check(lib)).resolves.toBeUndefined();
+    await other.flush();
+    expect(await s.service.parts.traffic.today(ent, 'link')).toBe(4500);
+    await expect(cap.check(lib)).rejects.toMatchObject({ code: 40333 });
+    await s.service.parts.traffic.flush();
+    expect(await other.today(ent, 'link')).toBe(4500);
   });
 
   it('ent_daily_stats answers one row per day up to yesterday; refuses bad input', async () => {
