@@ -38,26 +38,10 @@ function print(figure: Record<string, unknown>): void {
  * once it is written to a local file (see support/fuse-null-mount.ts): what crossing FUSE costs alone.
  */
 async function nullMountCeiling(scratch: string, spool = false): Promise<{ writeMBps: number; readMBps: number }> {
-  const { spawn } = await import('node:child_process');
-  const { fileURLToPath } = await import('node:url');
   const mnt = join(scratch, 'null-mnt');
   const spoolFile = join(scratch, 'null-spool.bin');
-  await mkdir(mnt, { recursive: true });
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./support/fuse-null-mount.ts', import.meta.url)), mnt, String(BYTES), ...(spool ? [spoolFile] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const stop = await startBenchMount('fuse-null-mount.ts', mnt, [String(BYTES), ...(spool ? [spoolFile] : [])], 'null mount');
   try {
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('null mount did not come up in 30 s')), 30_000);
-      child.stdout.on('data', (c: Buffer) => {
-        if (c.toString().includes('mounted')) {
-          clearTimeout(timer);
-          resolve();
-        }
-      });
-      child.once('exit', (code) => {
-        clearTimeout(timer);
-        reject(new Error(`null mount exited with ${code}`));
-      });
-    });
     const file = join(mnt, 'f');
     const mib = BYTES / 1024 / 1024;
     const write = await timed(() => sh('dd', ['if=/dev/zero', `of=${file}`, 'bs=1M', `count=${mib}`, 'conv=notrunc,fsync'], { timeoutMs: 600_000 }));
@@ -65,10 +49,7 @@ async function nullMountCeiling(scratch: string, spool = false): Promise<{ write
     const read = await timed(() => sh('dd', [`if=${file}`, 'of=/dev/null', 'bs=1M'], { timeoutMs: 600_000 }));
     return { writeMBps: BYTES / 1e6 / (write.ms / 1000), readMBps: BYTES / 1e6 / (read.ms / 1000) };
   } finally {
-    child.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 500));
-    await sh('fusermount', ['-uz', mnt]).catch(() => undefined);
-    child.kill('SIGKILL');
+    await stop();
     await rm(spoolFile, { force: true });
   }
 }
@@ -78,14 +59,35 @@ async function nullMountCeiling(scratch: string, spool = false): Promise<{ write
  * on local disk right after: the most any FUSE mount of this engine can do here, in files/s.
  */
 async function nullFilesCeiling(scratch: string, smallSrc: string): Promise<{ nullFilesPerS: number; localFilesPerS: number }> {
+  const mnt = join(scratch, 'null-files-mnt');
+  const stop = await startBenchMount('fuse-null-files-mount.ts', mnt, [], 'null file system');
+  try {
+    const nullFilesPerS = await copySmallFiles(smallSrc, join(mnt, 'copy'));
+    const localFilesPerS = await copySmallFiles(smallSrc, join(scratch, 'small-copy-beside-null'));
+    return { nullFilesPerS, localFilesPerS };
+  } finally {
+    await stop();
+  }
+}
+
+/**
+ * Starts one of the bench's own mounts (a script of support/, in a process of its own) at `mnt` and waits
+ * until it says it is mounted; resolves with how to stop it and clear the mount.
+ */
+async function startBenchMount(script: string, mnt: string, args: string[], what: string): Promise<() => Promise<void>> {
   const { spawn } = await import('node:child_process');
   const { fileURLToPath } = await import('node:url');
-  const mnt = join(scratch, 'null-files-mnt');
   await mkdir(mnt, { recursive: true });
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./support/fuse-null-files-mount.ts', import.meta.url)), mnt], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(`./support/${script}`, import.meta.url)), mnt, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const stop = async (): Promise<void> => {
+    child.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 500));
+    await sh('fusermount', ['-uz', mnt]).catch(() => undefined);
+    child.kill('SIGKILL');
+  };
   try {
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('null file system did not come up in 30 s')), 30_000);
+      const timer = setTimeout(() => reject(new Error(`${what} did not come up in 30 s`)), 30_000);
       child.stdout.on('data', (c: Buffer) => {
         if (c.toString().includes('mounted')) {
           clearTimeout(timer);
@@ -94,18 +96,14 @@ async function nullFilesCeiling(scratch: string, smallSrc: string): Promise<{ nu
       });
       child.once('exit', (code) => {
         clearTimeout(timer);
-        reject(new Error(`null file system exited with ${code}`));
+        reject(new Error(`${what} exited with ${code}`));
       });
     });
-    const nullFilesPerS = await copySmallFiles(smallSrc, join(mnt, 'copy'));
-    const localFilesPerS = await copySmallFiles(smallSrc, join(scratch, 'small-copy-beside-null'));
-    return { nullFilesPerS, localFilesPerS };
-  } finally {
-    child.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 500));
-    await sh('fusermount', ['-uz', mnt]).catch(() => undefined);
-    child.kill('SIGKILL');
+  } catch (err) {
+    await stop();
+    throw err;
   }
+  return stop;
 }
 
 async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
