@@ -10,7 +10,7 @@
  * The temporary file is hidden (`.<name>.<random>.tmp`) and removed when anything fails.
  */
 import { randomBytes } from 'node:crypto';
-import { open, rename, rm, unlink, type FileHandle } from 'node:fs/promises';
+import { open, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 
 export type Durability = 'rename' | 'fsync-file' | 'fsync-file-and-folder';
@@ -56,11 +56,40 @@ export async function replaceFile(path: string, fill: (fh: FileHandle, tempPath:
 
 /** fsyncs a folder (its entries: names created, renamed or removed in it). */
 export async function fsyncFolder(dir: string): Promise<void> {
-  const fh = await open(dir, 'r');
+  await fsyncPath(dir);
+}
+
+/**
+ * fsyncs a folder where the file system allows it: some refuse fsync on a folder, and a rename in it is
+ * atomic all the same (an error opening it still throws).
+ */
+export async function fsyncFolderIfSupported(dir: string): Promise<void> {
+  await fsyncPath(dir, true);
+}
+
+/** fsyncs a file's bytes and attributes. */
+export async function fsyncFile(path: string): Promise<void> {
+  await fsyncPath(path);
+}
+
+async function fsyncPath(path: string, refusalIsFine = false): Promise<void> {
+  const fh = await open(path, 'r');
   try {
     await fh.sync();
+  } catch (err) {
+    if (!refusalIsFine) throw err;
   } finally {
     await fh.close();
+  }
+}
+
+/** The size of a file, or undefined when there is none. */
+export async function sizeIfPresent(path: string): Promise<number | undefined> {
+  try {
+    return (await stat(path)).size;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
   }
 }
 

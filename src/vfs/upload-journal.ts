@@ -30,7 +30,7 @@ import { join } from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 import type { Operator } from './types.js';
 
-import { removeFileIfPresent } from '../shared/atomic-file.js';
+import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../shared/atomic-file.js';
 export interface JournalEntry {
   id: string;
   /** Library folder name the file belongs to. */
@@ -472,7 +472,7 @@ export class UploadJournal {
     }
     await out.close();
     await rename(tmp, this.logPath);
-    await fsyncDir(this.dir);
+    await fsyncFolderIfSupported(this.dir);
     const old = this.log;
     this.log = undefined;
     await old?.close().catch(() => undefined);
@@ -549,7 +549,7 @@ export class UploadJournal {
   }
 
   private async syncSpoolFolder(): Promise<void> {
-    if (this.closed) return fsyncDir(this.spoolDir);
+    if (this.closed) return fsyncFolderIfSupported(this.spoolDir);
     if (!this.spoolFolder) {
       const opening = open(this.spoolDir, 'r');
       this.spoolFolder = opening;
@@ -591,12 +591,4 @@ function ignoreMissing(err: unknown): void {
   if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
 }
 
-async function fsyncFile(path: string): Promise<void> {
-  const fh = await open(path, 'r');
-  try { await fh.sync(); } finally { await fh.close(); }
-}
 
-async function fsyncDir(path: string): Promise<void> {
-  const fh = await open(path, 'r');
-  try { await fh.sync(); } catch { /* some file systems refuse fsync on folders */ } finally { await fh.close(); }
-}

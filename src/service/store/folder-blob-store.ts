@@ -4,8 +4,8 @@
  * system an ingest is a rename; otherwise a copy next to the target, then a rename.
  */
 import { createReadStream, type ReadStream } from 'node:fs';
-import { copyFile, mkdir, open, rename, stat } from 'node:fs/promises';
-import { removeFileIfPresent } from '../../shared/atomic-file.js';
+import { copyFile, mkdir, rename } from 'node:fs/promises';
+import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent, sizeIfPresent } from '../../shared/atomic-file.js';
 import { dirname, join } from 'node:path';
 import { LocalSpool, checkSha1, type BlobRange, type BlobStore } from './blob-store.js';
 import { FolderStagedUploads } from './staged-uploads.js';
@@ -39,13 +39,8 @@ export class FolderBlobStore extends LocalSpool implements BlobStore {
     return join(this.root, sha1.slice(0, 2), sha1.slice(2, 4), sha1);
   }
 
-  async sizeOf(sha1: string): Promise<number | undefined> {
-    try {
-      return (await stat(this.pathOf(sha1))).size;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw err;
-    }
+  sizeOf(sha1: string): Promise<number | undefined> {
+    return sizeIfPresent(this.pathOf(sha1));
   }
 
   async ingest(tempFile: string, sha1: string, size: number): Promise<void> {
@@ -54,12 +49,7 @@ export class FolderBlobStore extends LocalSpool implements BlobStore {
       await removeFileIfPresent(tempFile);
       return;
     }
-    const fh = await open(tempFile, 'r+');
-    try {
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
+    await fsyncFile(tempFile);
     await mkdir(dirname(target), { recursive: true });
     try {
       await rename(tempFile, target);
@@ -68,16 +58,11 @@ export class FolderBlobStore extends LocalSpool implements BlobStore {
       // The blob folder is on another file system: copy next to the target, then rename there.
       const near = `${target}.${process.pid}.incoming`;
       await copyFile(tempFile, near);
-      const copied = await open(near, 'r+');
-      try {
-        await copied.sync();
-      } finally {
-        await copied.close();
-      }
+      await fsyncFile(near);
       await rename(near, target);
       await removeFileIfPresent(tempFile);
     }
-    await syncDir(dirname(target));
+    await fsyncFolderIfSupported(dirname(target));
   }
 
   /** A staging folder (on the same file system, an upload's finish is a rename). */
@@ -96,13 +81,3 @@ export class FolderBlobStore extends LocalSpool implements BlobStore {
   }
 }
 
-async function syncDir(dir: string): Promise<void> {
-  const fh = await open(dir, 'r');
-  try {
-    await fh.sync();
-  } catch {
-    // Some file systems refuse fsync on a folder; the rename is still atomic.
-  } finally {
-    await fh.close();
-  }
-}

@@ -13,10 +13,11 @@
  */
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, open, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { receiveBlock, type BlockSpec } from '../upload/block-receiver.js';
+import { fsyncFile, sizeIfPresent } from '../../shared/atomic-file.js';
 
 /**
  * Verified staged content the blob store places at its content address itself (no local file): the
@@ -76,13 +77,8 @@ export class FolderStagedUploads implements StagedUploads {
     await writeFile(this.partPath(session), new Uint8Array(0));
   }
 
-  async receivedBytes(session: string): Promise<number | undefined> {
-    try {
-      return (await stat(this.partPath(session))).size;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw e;
-    }
+  receivedBytes(session: string): Promise<number | undefined> {
+    return sizeIfPresent(this.partPath(session));
   }
 
   append(session: string, body: Readable, block: BlockSpec, hash: Hash): Promise<Hash> {
@@ -96,12 +92,7 @@ export class FolderStagedUploads implements StagedUploads {
 
   async finished(session: string, sha1: string, size: number): Promise<FinishedUpload> {
     const tempFilePath = this.partPath(session);
-    const fh = await open(tempFilePath, 'r');
-    try {
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
+    await fsyncFile(tempFilePath);
     return { tempFilePath, sha1, size };
   }
 
