@@ -23,6 +23,7 @@ import { metadataStoreAt } from '../../src/service/store/metadata-location.js';
 import { S3BlobStore } from '../../src/service/store/s3-blob-store.js';
 import { FolderStagedUploads, sha1OfStaged, type StagedUploads } from '../../src/service/store/staged-uploads.js';
 import { startS3Server } from '../../test/support/s3-server.js';
+import { stageBlock } from '../../src/service/upload/block-receiver.js';
 
 const MiB = 1024 * 1024;
 
@@ -64,7 +65,7 @@ export async function benchUploadStaging(): Promise<Record<string, unknown>[]> {
         let hash: Hash = createHash('sha1');
         for (let i = 0; i < blocks; i++) {
           const b = block(tag, i);
-          hash = await staging.append(session, Readable.from([b]), { start: i * blockSize, length: b.length, crc: crc32(b) }, hash);
+          hash = await stageBlock(staging, session, Readable.from([b]), { start: i * blockSize, length: b.length, crc: crc32(b) }, hash);
         }
         const t1 = performance.now();
         if (kind === 'bucket staging, finish reads back') hash = await sha1OfStaged(staging, session, bytes);

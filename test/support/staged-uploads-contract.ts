@@ -7,6 +7,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { expect, it } from 'vitest';
 import { crc32 } from '../../src/shared/crc32.js';
+import { stageBlock } from '../../src/service/upload/block-receiver.js';
 import type { BlobStore } from '../../src/service/store/blob-store.js';
 import { sha1OfStaged, type FinishedUpload, type StagedUploads } from '../../src/service/store/staged-uploads.js';
 
@@ -33,7 +34,7 @@ async function appendAll(staging: StagedUploads, session: string, blocks: Buffer
   let hash = createHash('sha1');
   let at = 0;
   for (const b of blocks) {
-    hash = await staging.append(session, Readable.from([b]), { start: at, length: b.length, crc: crc32(b) }, hash);
+    hash = await stageBlock(staging, session, Readable.from([b]), { start: at, length: b.length, crc: crc32(b) }, hash);
     at += b.length;
   }
   return hash.digest('hex');
@@ -74,11 +75,11 @@ export function stagedUploadsContract(fixture: () => StagedUploadsFixture, opts:
     await appendAll(staging, session, [first]);
     const block = randomBytes(500);
     const hash = createHash('sha1');
-    await expect(staging.append(session, Readable.from([block]), { start: 1000, length: 500, crc: (crc32(block) + 1) >>> 0 }, hash))
+    await expect(stageBlock(staging, session, Readable.from([block]), { start: 1000, length: 500, crc: (crc32(block) + 1) >>> 0 }, hash))
       .rejects.toMatchObject({ status: 400, code: 40001 });
-    await expect(staging.append(session, Readable.from([block.subarray(0, 499)]), { start: 1000, length: 500 }, hash))
+    await expect(stageBlock(staging, session, Readable.from([block.subarray(0, 499)]), { start: 1000, length: 500 }, hash))
       .rejects.toMatchObject({ status: 400, code: 40002 });
-    await expect(staging.append(session, Readable.from([block, Buffer.from('x')]), { start: 1000, length: 500 }, hash))
+    await expect(stageBlock(staging, session, Readable.from([block, Buffer.from('x')]), { start: 1000, length: 500 }, hash))
       .rejects.toMatchObject({ status: 400, code: 40002 });
     expect(await staging.receivedBytes(session)).toBe(1000);
     expect(await drain(staging.read(session, 1000))).toEqual(first);
@@ -94,7 +95,7 @@ export function stagedUploadsContract(fixture: () => StagedUploadsFixture, opts:
       yield Buffer.from('half');
       throw new Error('connection reset');
     })());
-    await expect(staging.append(session, cut, { start: 4, length: 8 }, createHash('sha1'))).rejects.toThrow(/connection reset/);
+    await expect(stageBlock(staging, session, cut, { start: 4, length: 8 }, createHash('sha1'))).rejects.toThrow(/connection reset/);
     expect(await staging.receivedBytes(session)).toBe(4);
     await staging.remove(session);
   });

@@ -25,8 +25,7 @@ import {
   GetObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, PutObjectCommand, UploadPartCommand, UploadPartCopyCommand, type S3Client,
 } from '@aws-sdk/client-s3';
 import type { MetadataStore } from './metadata-store.js';
-import type { FinishedUpload, StagedUploads } from './staged-uploads.js';
-import { receiveBlock, type BlockSpec } from '../upload/block-receiver.js';
+import type { BlockWriter, FinishedUpload, StagedUploads } from './staged-uploads.js';
 
 export interface S3StagedUploadsOptions {
   s3: S3Client;
@@ -95,16 +94,16 @@ export class S3StagedUploads implements StagedUploads {
     return Number(row?.n ?? 0);
   }
 
-  async append(session: string, body: Readable, block: BlockSpec, hash: Hash): Promise<Hash> {
+  async append(session: string, start: number, length: number, write: BlockWriter): Promise<Hash> {
     const spool = this.opts.tempPath();
     await writeFile(spool, new Uint8Array(0));
     try {
-      const next = await receiveBlock(body, spool, { ...block, start: 0 }, hash);
+      const next = await write(spool, 0);
       await this.s3.send(new PutObjectCommand({
-        Bucket: this.bucket, Key: this.blockKey(session, block.start), Body: createReadStream(spool), ContentLength: block.length,
+        Bucket: this.bucket, Key: this.blockKey(session, start), Body: createReadStream(spool), ContentLength: length,
         ContentType: 'application/octet-stream',
       }));
-      await this.db.run('INSERT INTO upload_parts (session_id, start, length) VALUES (?, ?, ?) ON CONFLICT (session_id, start) DO NOTHING', [session, block.start, block.length]);
+      await this.db.run('INSERT INTO upload_parts (session_id, start, length) VALUES (?, ?, ?) ON CONFLICT (session_id, start) DO NOTHING', [session, start, length]);
       return next;
     } finally {
       await rm(spool, { force: true });

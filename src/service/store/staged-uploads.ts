@@ -16,8 +16,13 @@ import { createReadStream } from 'node:fs';
 import { mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { receiveBlock, type BlockSpec } from '../upload/block-receiver.js';
 import { fsyncFile, sizeIfPresent } from '../../shared/atomic-file.js';
+
+/**
+ * Writes one block into `file` at byte `at` (the upload server's receiver: length and CRC checked on the
+ * way, nothing of the block left in the file on any failure) and returns the SHA-1 continued over it.
+ */
+export type BlockWriter = (file: string, at: number) => Promise<Hash>;
 
 /**
  * Verified staged content the blob store places at its content address itself (no local file): the
@@ -41,10 +46,10 @@ export interface StagedUploads {
   /** Bytes received so far, or undefined when the session has no staged bytes (never created, or lost). */
   receivedBytes(session: string): Promise<number | undefined>;
   /**
-   * Receives `block` (starting at the count of bytes received) from `body`; returns `hash` continued over
-   * it (the `hash` given is not modified). On any failure nothing of the block stays.
+   * Stages the block of `length` bytes at `start` (the count of bytes received), written by `write`;
+   * returns what `write` returned. On any failure (the writer's, the store's) nothing of the block stays.
    */
-  append(session: string, body: Readable, block: BlockSpec, hash: Hash): Promise<Hash>;
+  append(session: string, start: number, length: number, write: BlockWriter): Promise<Hash>;
   /** Streams the first `length` bytes received. */
   read(session: string, length: number): Readable;
   /** The staged bytes of a finished session (`size` bytes, SHA-1 `sha1`, both verified) as content for the host. */
@@ -81,8 +86,8 @@ export class FolderStagedUploads implements StagedUploads {
     return sizeIfPresent(this.partPath(session));
   }
 
-  append(session: string, body: Readable, block: BlockSpec, hash: Hash): Promise<Hash> {
-    return receiveBlock(body, this.partPath(session), block, hash);
+  append(session: string, start: number, _length: number, write: BlockWriter): Promise<Hash> {
+    return write(this.partPath(session), start);
   }
 
   read(session: string, length: number): Readable {

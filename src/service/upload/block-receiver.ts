@@ -9,6 +9,7 @@ import { open } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { crc32 } from '../../shared/crc32.js';
 import { UploadError, UploadErrorCode } from './errors.js';
+import type { StagedUploads } from '../store/staged-uploads.js';
 
 export interface BlockSpec {
   /** Offset of the block's first byte (= current length of the temporary file). */
@@ -69,4 +70,9 @@ export async function receiveBlock(body: Readable, partPath: string, block: Bloc
     if (!ok) await fh.truncate(block.start).catch(() => undefined);
     await fh.close();
   }
+}
+
+/** Stages the block read from `body` for `session` (received and checked as receiveBlock does); returns `hash` continued over it. */
+export function stageBlock(staging: StagedUploads, session: string, body: Readable, block: BlockSpec, hash: Hash): Promise<Hash> {
+  return staging.append(session, block.start, block.length, (file, at) => receiveBlock(body, file, { ...block, start: at }, hash));
 }

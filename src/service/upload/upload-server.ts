@@ -26,6 +26,7 @@ import { UploadSessions, type SessionBusy, type SessionRecord, type StoredFailur
 import type { UploadCaller, UploadHost } from './types.js';
 import { WebUploadKeys } from './upload-keys.js';
 import { receiveWebUpload } from './web-upload.js';
+import { stageBlock } from './block-receiver.js';
 
 export interface UploadServerOptions {
   /** The metadata store that holds the session records and web upload keys (shared by the service's processes). */
@@ -388,7 +389,7 @@ export class UploadServer {
         s.hash = await sha1OfStaged(this.journal.staging, s.record.id, committed);
         s.hashedBytes = committed;
       }
-      s.hash = await this.journal.staging.append(s.record.id, req, { start, length, crc }, s.hash);
+      s.hash = await stageBlock(this.journal.staging, s.record.id, req, { start, length, crc }, s.hash);
       s.hashedBytes = committed + length;
     } catch (e) {
       if (!isStatusError(e) && (req.destroyed || req.readableAborted)) {

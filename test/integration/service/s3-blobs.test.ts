@@ -19,6 +19,7 @@ import type { MetadataStore } from '../../../src/service/store/metadata-store.js
 import { ABANDONED_MULTIPART_MS, type S3StagedUploads } from '../../../src/service/store/s3-staged-uploads.js';
 import { CreateMultipartUploadCommand, ListMultipartUploadsCommand, S3Client } from '@aws-sdk/client-s3';
 import { startTestService } from '../../support/service.js';
+import { stageBlock } from '../../../src/service/upload/block-receiver.js';
 import { startServiceProcess } from '../../support/service-process.js';
 import { S3BlobStore } from '../../../src/service/store/s3-blob-store.js';
 import { blobStoreAt } from '../../../src/service/store/blob-location.js';
@@ -144,8 +145,8 @@ describe('S3StagedUploads on Swift', () => {
 
   it('stages each block as one object under PREFIX staging/<session>/, recorded in upload_parts', async () => {
     const session = 'd'.repeat(32);
-    await staging.append(session, Readable.from([Buffer.from('abc')]), { start: 0, length: 3 }, createHash('sha1'));
-    await staging.append(session, Readable.from([Buffer.from('de')]), { start: 3, length: 2 }, createHash('sha1'));
+    await stageBlock(staging, session, Readable.from([Buffer.from('abc')]), { start: 0, length: 3 }, createHash('sha1'));
+    await stageBlock(staging, session, Readable.from([Buffer.from('de')]), { start: 3, length: 2 }, createHash('sha1'));
     expect(await listKeys(s3, 'staged', `b/staging/${session}/`)).toEqual([`b/staging/${session}/000000000000000`, `b/staging/${session}/000000000000003`]);
     expect(await db.all('SELECT start, length FROM upload_parts WHERE session_id = ? ORDER BY start', [session])).toEqual([{ start: 0, length: 3 }, { start: 3, length: 2 }]);
     await staging.remove(session);
