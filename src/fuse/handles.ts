@@ -11,7 +11,10 @@ export interface OpenFile {
   readonly writable: boolean;
 }
 
-/** Highest handle number before wrapping around (the engine numbers folder handles from 2^40). */
+/**
+ * Highest handle number before wrapping around (the engine numbers the files it creates from 2^32 and
+ * folder handles from 2^40).
+ */
 const FH_MAX = 0x7fff_ffff;
 
 export class HandleTable {
@@ -23,10 +26,17 @@ export class HandleTable {
     return this.open.size;
   }
 
-  add(handle: FileHandle, writable: boolean): OpenFile {
-    let fh = this.next;
-    while (this.open.has(fh)) fh = fh >= FH_MAX ? 1 : fh + 1;
-    this.next = fh >= FH_MAX ? 1 : fh + 1;
+  /** Binds `handle` to a free number, or to `given` (numbered by the engine, above FH_MAX: EBADF if taken). */
+  add(handle: FileHandle, writable: boolean, given?: number): OpenFile {
+    let fh: number;
+    if (given !== undefined) {
+      if (!(Number.isSafeInteger(given) && given > FH_MAX) || this.open.has(given)) throw new FuseOpError('EBADF', `handle ${given} is taken or not the engine's`);
+      fh = given;
+    } else {
+      fh = this.next;
+      while (this.open.has(fh)) fh = fh >= FH_MAX ? 1 : fh + 1;
+      this.next = fh >= FH_MAX ? 1 : fh + 1;
+    }
     const file: OpenFile = { fh, handle, writable };
     this.open.set(fh, file);
     return file;

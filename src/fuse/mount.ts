@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import type { Vfs } from '../vfs/types.js';
 import { DEFAULT_DEADLINES, FuseOperations, type OperationDeadlines } from './operations.js';
 import { clearStaleMount, detachMount, findFuseMount, abortConnection } from './stale-mount.js';
-import { loadFuse3Binding } from './engine/binding.js';
+import { loadFuse3Binding, type SessionSettings } from './engine/binding.js';
 import { LowLevelMount, type EngineCounters } from './engine/lowlevel-mount.js';
 
 export interface MountOptions {
@@ -88,18 +88,19 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
   await mkdir(mnt, { recursive: true });
 
   const readOnly = !!opts.readOnly;
+  const ownership = {
+    uid: opts.uid ?? process.getuid?.() ?? 0,
+    gid: opts.gid ?? process.getgid?.() ?? 0,
+    umask: opts.umask ?? 0o022,
+    readOnly,
+  };
   const operations = new FuseOperations({
     vfs: opts.vfs,
-    ownership: {
-      uid: opts.uid ?? process.getuid?.() ?? 0,
-      gid: opts.gid ?? process.getgid?.() ?? 0,
-      umask: opts.umask ?? 0o022,
-      readOnly,
-    },
+    ownership,
     deadlines: { ...DEFAULT_DEADLINES, ...opts.deadlines },
     logger,
   });
-  const served = mountFuse3(mnt, operations, { ...opts, attrTimeoutS: opts.attrTimeoutS ?? 2, readOnly }, logger);
+  const served = mountFuse3(mnt, operations, { ...opts, attrTimeoutS: opts.attrTimeoutS ?? 2, readOnly, uid: ownership.uid, gid: ownership.gid }, logger);
   logger.info({ mountpoint: mnt, readOnly }, 'fuse: mounted');
 
   let unmounting: Promise<void> | undefined;
@@ -152,6 +153,13 @@ export const FUSE3_SETTINGS = {
   congestionThreshold: 48,
 };
 
+/** What the engine answers itself (see docs/fuse.md, The engine): all of it unless engineAnswers is false. */
+function engineAnswerSettings(opts: { engineAnswers?: boolean; attrTimeoutS: number; uid: number; gid: number; readOnly: boolean }): Partial<SessionSettings> {
+  if (opts.engineAnswers === false) return { attrCache: 0, answerSmallWrites: 0, folderNames: 0, answerCreates: 0 };
+  const timeoutMs = Math.round(opts.attrTimeoutS * 1000);
+  return { attrCache: 1, answerSmallWrites: 1, folderNames: 1, answerCreates: opts.readOnly || timeoutMs === 0 ? 0 : 1, uid: opts.uid, gid: opts.gid, timeoutMs };
+}
+
 /**
  * The kernel takes the read-ahead a FUSE file system asks for only up to its default window (128 KiB);
  * a wider one is set on the mount's backing device (/sys/class/bdi/MAJOR:MINOR/read_ahead_kb, root only).
@@ -167,7 +175,7 @@ async function widenReadahead(mnt: string, bytes: number, logger: Logger): Promi
   }
 }
 
-function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions & { attrTimeoutS: number; readOnly: boolean }, logger: Logger): ServedMount {
+function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions & { attrTimeoutS: number; readOnly: boolean; uid: number; gid: number }, logger: Logger): ServedMount {
   const binding = loadFuse3Binding();
   const options = ['fsname=cloudlib', 'subtype=cloudlib', 'default_permissions'];
   if (opts.allowOther) options.push('allow_other');
@@ -179,7 +187,7 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
     operations,
     mountpoint: mnt,
     mountOptions: args,
-    settings: { ...FUSE3_SETTINGS, writeback: opts.writebackCache === false ? 0 : 1, asyncRead: 1, readers: opts.readerThreads ?? 1, attrCache: opts.engineAnswers === false ? 0 : 1, answerSmallWrites: opts.engineAnswers === false ? 0 : 1 },
+    settings: { ...FUSE3_SETTINGS, writeback: opts.writebackCache === false ? 0 : 1, asyncRead: 1, readers: opts.readerThreads ?? 1, ...engineAnswerSettings(opts) },
     attrTimeoutS: opts.attrTimeoutS,
     logger,
   });

@@ -202,11 +202,12 @@ export class FuseOperations {
    * create with the flags of open(2) (libfuse 3 passes them): O_EXCL fails on an existing file, O_TRUNC
    * empties one. Always open read-write: the handle also serves the writes of this open.
    */
-  createWithFlags(path: string, flags: number, mode: number, cb: NativeCallback): void {
+  /** create with the open flags; `fh`: the handle number the engine gave the kernel already. */
+  createWithFlags(path: string, flags: number, mode: number, cb: NativeCallback, fh?: number): void {
     this.mutate('create', path, 'durableMs', cb, async (scope, ctx) => {
       checkNewName(path);
       const open = toOpenFlags(flags);
-      const result = await this.openFile(path, { read: true, write: true, create: true, exclusive: (flags & O_EXCL) !== 0, truncate: open.truncate }, ctx, scope);
+      const result = await this.openFile(path, { read: true, write: true, create: true, exclusive: (flags & O_EXCL) !== 0, truncate: open.truncate }, ctx, scope, fh);
       this.keepCreatedMode(path, false, mode);
       return result;
     });
@@ -238,7 +239,7 @@ export class FuseOperations {
     this.run('write', path, 'dataMs', cb, async () => this.writableFile(fh).handle.write(pos, data));
   }
 
-  private async openFile(path: string, flags: OpenFlags, ctx: CallContext, scope: OperationScope): Promise<OperationResult> {
+  private async openFile(path: string, flags: OpenFlags, ctx: CallContext, scope: OperationScope, fh?: number): Promise<OperationResult> {
     if (this.own.readOnly && (flags.write || flags.create || flags.truncate)) throw new FuseOpError('EROFS', 'read-only mount');
     const handle = await this.vfs.open(path, flags, ctx);
     if (!scope.live()) {
@@ -246,7 +247,12 @@ export class FuseOperations {
       handle.release().catch((err: unknown) => this.logger.warn({ path, err: String(err) }, 'fuse: releasing a handle opened too late failed'));
       return -Errno.EIO;
     }
-    return [0, this.handles.add(handle, !!flags.write).fh];
+    try {
+      return [0, this.handles.add(handle, !!flags.write, fh).fh];
+    } catch (err) {
+      await handle.release();
+      throw err;
+    }
   }
 
   private writableFile(fh: number): OpenFile {

@@ -124,12 +124,15 @@ typedef struct {
   /* The attribute cache's epoch when the request arrived, and the inodes it may change (0: none). */
   uint64_t epoch;
   fuse_ino_t changes[2];
+  /* May add a name to a folder (create, mkdir, rename): counted in `names_inflight` until answered. */
+  int adds_name;
 } slot;
 
 /* What slot_take found about the request, for the attribute cache. */
 typedef struct {
   uint64_t epoch;
   fuse_ino_t changes[2];
+  int adds_name;
 } slot_info;
 
 /* Attributes of one inode as JavaScript last answered them (see "Attribute cache" above). */
@@ -207,7 +210,21 @@ typedef struct session {
   int answer_small;
   size_t answered_bytes;
   /* What was answered here, for the mount's counters. */
-  uint64_t getattr_answered, writes_answered, times_answered;
+  uint64_t getattr_answered, writes_answered, times_answered, lookups_answered;
+
+  /* The names of folders whose every name is known here (guarded by `lock`; see "Names of folders"). */
+  struct name_set **names;
+  uint32_t name_set_count;
+  uint64_t names_held;
+  /* The epoch of the last request that may add a name to a folder, and how many of them are unanswered. */
+  uint64_t names_epoch;
+  int names_inflight;
+  /* Files created here (answer_create): numbered from their own ranges; their owner and timeout. */
+  int answer_creates;
+  uint64_t next_ino, next_fh;
+  uint32_t create_uid, create_gid;
+  double create_timeout;
+  uint64_t creates_answered;
 
   /* The null file system (see below): its nodes by number, and by folder and name. */
   struct null_node **null_by_ino;
@@ -304,10 +321,126 @@ static void attr_forget(session *s, fuse_ino_t ino) {
   pthread_mutex_unlock(&s->lock);
 }
 
+/* ---- names of folders (all with `lock` held) -------------------------------------------------- */
+
+/*
+ * For a folder whose every name JavaScript told the engine (a folder just made through the mount is
+ * empty), a lookup of a name it does not hold is answered here: no such entry. The knowledge lasts as
+ * long as the kernel keeps a negative entry (`attrTimeoutS`), so a name made elsewhere shows no later
+ * than without it. Every request that may add a name to a folder (create, mkdir, rename) adds it when it
+ * arrives, before it is answered; names removed stay (their lookups go to JavaScript). JavaScript's list
+ * is refused when any such request arrived after the request it answers, or is still unanswered.
+ */
+typedef struct name_set {
+  struct name_set *next;
+  fuse_ino_t ino;
+  double expires;
+  /* Open addressing; `room` is a power of two. */
+  uint32_t count, room;
+  char **slots;
+} name_set;
+
+#define NAME_SET_BUCKETS 1024
+#define NAME_SETS_MAX 4096
+/* Names held in all sets at most; a set that would pass it is dropped. */
+#define NAMES_HELD_MAX (1u << 20)
+
+static uint32_t name_hash(const char *name) {
+  uint32_t h = 2166136261u;
+  for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 16777619u;
+  return h;
+}
+
+static name_set *names_find(session *s, fuse_ino_t ino) {
+  if (!s->names) return NULL;
+  for (name_set *n = s->names[ino % NAME_SET_BUCKETS]; n; n = n->next)
+    if (n->ino == ino) return n;
+  return NULL;
+}
+
+static void names_free(session *s, name_set *n) {
+  for (uint32_t i = 0; i < n->room; i++) free(n->slots[i]);
+  s->names_held -= n->count;
+  free(n->slots);
+  free(n);
+}
+
+static void names_drop(session *s, fuse_ino_t ino) {
+  if (!s->names) return;
+  for (name_set **p = &s->names[ino % NAME_SET_BUCKETS]; *p; p = &(*p)->next) {
+    if ((*p)->ino != ino) continue;
+    name_set *n = *p;
+    *p = n->next;
+    s->name_set_count--;
+    names_free(s, n);
+    return;
+  }
+}
+
+static int names_holds(const name_set *n, const char *name) {
+  for (uint32_t i = name_hash(name) & (n->room - 1);; i = (i + 1) & (n->room - 1)) {
+    if (!n->slots[i]) return 0;
+    if (strcmp(n->slots[i], name) == 0) return 1;
+  }
+}
+
+/* Adds `name` (a copy) to `n`; 0 when memory or the bound ran out (the caller drops the set). */
+static int names_put(session *s, name_set *n, const char *name) {
+  if (names_holds(n, name)) return 1;
+  if (s->names_held >= NAMES_HELD_MAX) return 0;
+  if ((n->count + 1) * 2 > n->room) {
+    uint32_t room = n->room * 2;
+    char **grown = calloc(room, sizeof(char *));
+    if (!grown) return 0;
+    for (uint32_t i = 0; i < n->room; i++) {
+      char *v = n->slots[i];
+      if (!v) continue;
+      uint32_t j = name_hash(v) & (room - 1);
+      while (grown[j]) j = (j + 1) & (room - 1);
+      grown[j] = v;
+    }
+    free(n->slots);
+    n->slots = grown;
+    n->room = room;
+  }
+  char *copy = strdup(name);
+  if (!copy) return 0;
+  uint32_t i = name_hash(name) & (n->room - 1);
+  while (n->slots[i]) i = (i + 1) & (n->room - 1);
+  n->slots[i] = copy;
+  n->count++;
+  s->names_held++;
+  return 1;
+}
+
+/* A request that may add `name` to folder `ino` arrived. */
+static void names_adding(session *s, fuse_ino_t ino, const char *name) {
+  s->names_epoch = ++s->epoch;
+  s->names_inflight++;
+  name_set *n = names_find(s, ino);
+  if (n && !names_put(s, n, name)) names_drop(s, ino);
+}
+
+/* Valid UTF-8 (JavaScript's names are strings: other bytes are not compared here). */
+static int utf8_valid(const char *p) {
+  const unsigned char *u = (const unsigned char *)p;
+  while (*u) {
+    int extra = *u < 0x80 ? 0 : (*u & 0xe0) == 0xc0 ? 1 : (*u & 0xf0) == 0xe0 ? 2 : (*u & 0xf8) == 0xf0 ? 3 : -1;
+    if (extra < 0 || (extra == 1 && *u < 0xc2)) return 0;
+    u++;
+    for (int i = 0; i < extra; i++, u++)
+      if ((*u & 0xc0) != 0x80) return 0;
+  }
+  return 1;
+}
+
 /* ---- request ids ---------------------------------------------------------------------------- */
 
-/* Gives `req` an id; `change`/`change2`: inodes whose attributes it may change (0: none). */
-static double slot_put(session *s, fuse_req_t req, fuse_ino_t change, fuse_ino_t change2) {
+/*
+ * Gives `req` an id; `change`/`change2`: inodes whose attributes it may change (0: none); `name`: the
+ * name it may add to folder `names_folder` (NULL: none).
+ */
+static double slot_put(session *s, fuse_req_t req, fuse_ino_t change, fuse_ino_t change2, fuse_ino_t names_folder, const char *name) {
   pthread_mutex_lock(&s->lock);
   uint32_t idx;
   if (s->free_count > 0) {
@@ -349,6 +482,8 @@ static double slot_put(session *s, fuse_req_t req, fuse_ino_t change, fuse_ino_t
     sl->changes[0] = change;
     sl->changes[1] = change2 != change ? change2 : 0;
   }
+  sl->adds_name = name != NULL;
+  if (name) names_adding(s, names_folder, name);
   sl->epoch = s->epoch;
   sl->gen = (sl->gen + 1) & 0xffffffu;
   double id = (double)sl->gen * (double)SLOT_MAX + (double)idx;
@@ -372,10 +507,12 @@ static fuse_req_t slot_take_info(session *s, double id, slot_info *info) {
     slot *sl = &s->slots[idx];
     for (int i = 0; i < 2; i++)
       if (sl->changes[i]) attr_changed(s, sl->changes[i]);
+    if (sl->adds_name) s->names_inflight--;
     if (info) {
       info->epoch = sl->epoch;
       info->changes[0] = sl->changes[0];
       info->changes[1] = sl->changes[1];
+      info->adds_name = sl->adds_name;
     }
     s->slots[idx].used = 0;
     s->slots[idx].req = NULL;
@@ -387,6 +524,16 @@ static fuse_req_t slot_take_info(session *s, double id, slot_info *info) {
 
 static fuse_req_t slot_take(session *s, double id) {
   return slot_take_info(s, id, NULL);
+}
+
+/* The slot of `id` while it is pending (with `lock` held): NULL otherwise. */
+static slot *slot_peek(session *s, double id) {
+  if (!(id >= 0)) return NULL;
+  uint64_t v = (uint64_t)id;
+  uint32_t idx = (uint32_t)(v & (SLOT_MAX - 1));
+  uint32_t gen = (uint32_t)(v >> SLOT_BITS);
+  if (s->closed || idx >= s->slot_count || !s->slots[idx].used || s->slots[idx].gen != gen) return NULL;
+  return &s->slots[idx];
 }
 
 /* ---- the queue to JavaScript ---------------------------------------------------------------- */
@@ -419,7 +566,7 @@ static void enqueue(session *s, queued *q) {
   if (call) napi_call_threadsafe_function(s->tsfn, NULL, napi_tsfn_blocking);
 }
 
-static queued *new_queued_changing(session *s, int op, fuse_req_t req, fuse_ino_t ino, fuse_ino_t change, fuse_ino_t change2) {
+static queued *new_queued_naming(session *s, int op, fuse_req_t req, fuse_ino_t ino, fuse_ino_t change, fuse_ino_t change2, fuse_ino_t names_folder, const char *name) {
   queued *q = calloc(1, sizeof(queued));
   if (!q) {
     if (req) fuse_reply_err(req, ENOMEM);
@@ -428,7 +575,7 @@ static queued *new_queued_changing(session *s, int op, fuse_req_t req, fuse_ino_
   q->op = op;
   q->ino = ino;
   if (req) {
-    q->id = slot_put(s, req, change, change2);
+    q->id = slot_put(s, req, change, change2, names_folder, name);
     if (q->id < 0) {
       free(q);
       fuse_reply_err(req, EBUSY);
@@ -436,6 +583,10 @@ static queued *new_queued_changing(session *s, int op, fuse_req_t req, fuse_ino_
     }
   }
   return q;
+}
+
+static queued *new_queued_changing(session *s, int op, fuse_req_t req, fuse_ino_t ino, fuse_ino_t change, fuse_ino_t change2) {
+  return new_queued_naming(s, op, req, ino, change, change2, 0, NULL);
 }
 
 static queued *new_queued(session *s, int op, fuse_req_t req, fuse_ino_t ino) {
@@ -468,6 +619,12 @@ static void free_queued(queued *q) {
   queued *q = new_queued_changing(s, OP, req, INO, CHANGE, CHANGE2);   \
   if (!q) return;
 
+/* A request that may add NAME to folder FOLDER (and change the attributes of CHANGE, CHANGE2). */
+#define BEGIN_NAMING(OP, INO, CHANGE, CHANGE2, FOLDER, NAME)                            \
+  session *s = SESSION(req);                                                           \
+  queued *q = new_queued_naming(s, OP, req, INO, CHANGE, CHANGE2, FOLDER, NAME);       \
+  if (!q) return;
+
 #define WITH_FI(fi)        \
   if (fi) {                \
     q->has_fh = 1;         \
@@ -497,7 +654,30 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn) {
   if (q) enqueue(s, q);
 }
 
+/* A lookup in a folder whose names are all known here, of a name it does not hold: no such entry. */
+static int answer_negative(fuse_req_t req, fuse_ino_t parent, const char *name) {
+  session *s = SESSION(req);
+  if (!s->names || !utf8_valid(name)) return 0;
+  double left = 0;
+  pthread_mutex_lock(&s->lock);
+  name_set *n = names_find(s, parent);
+  if (n) {
+    left = n->expires - now_s();
+    if (left <= 0) names_drop(s, parent);
+    else if (names_holds(n, name)) left = 0;
+    else s->lookups_answered++;
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (left <= 0) return 0;
+  struct fuse_entry_param e;
+  memset(&e, 0, sizeof(e));
+  e.entry_timeout = left;
+  fuse_reply_entry(req, &e);
+  return 1;
+}
+
 static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
+  if (answer_negative(req, parent, name)) return;
   BEGIN(OP_LOOKUP, parent);
   q->name = strdup(name);
   enqueue(s, q);
@@ -514,6 +694,7 @@ static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   session *s = SESSION(req);
   pthread_mutex_lock(&s->lock);
   attr_drop(s, ino);
+  names_drop(s, ino);
   pthread_mutex_unlock(&s->lock);
   fuse_reply_none(req);
   queue_forget(s, ino, nlookup);
@@ -522,7 +703,10 @@ static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
 static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets) {
   session *s = SESSION(req);
   pthread_mutex_lock(&s->lock);
-  for (size_t i = 0; i < count; i++) attr_drop(s, forgets[i].ino);
+  for (size_t i = 0; i < count; i++) {
+    attr_drop(s, forgets[i].ino);
+    names_drop(s, forgets[i].ino);
+  }
   pthread_mutex_unlock(&s->lock);
   for (size_t i = 0; i < count; i++) queue_forget(s, forgets[i].ino, forgets[i].nlookup);
   fuse_reply_none(req);
@@ -538,7 +722,7 @@ static int attr_cached(session *s, fuse_ino_t ino, struct stat *st, double *left
   int hit = 0;
   pthread_mutex_lock(&s->lock);
   attr_entry *e = attr_find(s, ino, 0);
-  if (e && e->valid && e->times_known && e->inflight == 0 && S_ISREG(e->st.st_mode)) {
+  if (e && e->valid && e->times_known && e->inflight == 0) {
     double t = e->expires - now_s();
     if (t > 0) {
       *st = e->st;
@@ -635,7 +819,7 @@ static int answer_times(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 }
 
 static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode) {
-  BEGIN_CHANGE(OP_MKDIR, parent, parent, 0);
+  BEGIN_NAMING(OP_MKDIR, parent, parent, 0, parent, name);
   q->name = strdup(name);
   q->mode = mode;
   enqueue(s, q);
@@ -654,7 +838,7 @@ static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
 }
 
 static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent, const char *newname, unsigned int flags) {
-  BEGIN_CHANGE(OP_RENAME, parent, parent, newparent);
+  BEGIN_NAMING(OP_RENAME, parent, parent, newparent, newparent, newname);
   q->name = strdup(name);
   q->ino2 = newparent;
   q->name2 = strdup(newname);
@@ -968,8 +1152,101 @@ static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask) {
   enqueue(s, q);
 }
 
+/* Inode and handle numbers of files created here: above any JavaScript gives (counters there). */
+#define CREATED_INO_BASE (1ull << 44)
+#define CREATED_FH_BASE (1ull << 32)
+
+/*
+ * Answered here (writeback cache only): a create in a folder whose names are all known, of a name it does
+ * not hold, is a new empty file. The engine numbers its inode and handle, answers with its attributes
+ * (the mode asked for, the mount's owner, the time now), keeps them, and queues the create for
+ * JavaScript as a record (quietly: it travels with the next request, the flush at close), which makes
+ * the file in the Vfs before anything the kernel sends about it afterwards. Should that fail (a name made
+ * elsewhere meanwhile, a folder removed elsewhere), the handle's next flush or fsync answers the error.
+ */
+static int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
+  session *s = SESSION(req);
+  if (!s->answer_creates || !s->got_writeback || !s->names || !s->attrs || !utf8_valid(name)) return 0;
+  queued *q = new_queued(s, OP_CREATE, NULL, parent);
+  if (!q) return 0;
+  q->name = strdup(name);
+  if (!q->name) {
+    free_queued(q);
+    return 0;
+  }
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  struct fuse_entry_param e;
+  memset(&e, 0, sizeof(e));
+  e.attr.st_mode = S_IFREG | (mode & 07777);
+  e.attr.st_nlink = 1;
+  e.attr.st_uid = s->create_uid;
+  e.attr.st_gid = s->create_gid;
+  e.attr.st_blksize = 128 * 1024;
+  e.attr.st_atim = e.attr.st_mtim = e.attr.st_ctim = now;
+  e.generation = 1;
+  e.entry_timeout = e.attr_timeout = s->create_timeout;
+  uint64_t fh = 0;
+  pthread_mutex_lock(&s->lock);
+  name_set *n = names_find(s, parent);
+  int ok = n && n->expires > now_s() && !names_holds(n, name);
+  attr_entry *a = NULL;
+  if (ok) {
+    e.ino = s->next_ino;
+    a = attr_find(s, e.ino, 1);
+    ok = a != NULL;
+  }
+  if (ok && !names_put(s, n, name)) {
+    names_drop(s, parent);
+    attr_drop(s, e.ino);
+    ok = 0;
+  }
+  if (ok) {
+    s->next_ino++;
+    fh = s->next_fh++;
+    e.attr.st_ino = e.ino;
+    /* A listing JavaScript made before this has not got the name. */
+    s->names_epoch = ++s->epoch;
+    a->st = e.attr;
+    a->valid = 1;
+    a->times_known = 1;
+    a->expires = now_s() + s->create_timeout;
+    a->changed = s->epoch;
+    s->creates_answered++;
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (!ok) {
+    free_queued(q);
+    return 0;
+  }
+  q->ino2 = e.ino;
+  q->has_fh = 1;
+  q->fh = fh;
+  q->mode = mode;
+  q->flags = fi->flags;
+  q->mtime_ms = timespec_ms(&now);
+  q->answered = 1;
+  /* Queued before the answer: whatever the kernel sends about the file reaches JavaScript after it. */
+  enqueue_quiet(s, q);
+  fi->fh = fh;
+  fi->keep_cache = 1;
+  fi->direct_io = 0;
+  if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+    /* Interrupted: the kernel will neither use nor release the file; JavaScript closes it. */
+    queued *r = new_queued(s, OP_RELEASE, NULL, e.ino);
+    if (r) {
+      r->has_fh = 1;
+      r->fh = fh;
+      r->answered = 1;
+      enqueue_quiet(s, r);
+    }
+  }
+  return 1;
+}
+
 static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
-  BEGIN(OP_CREATE, parent);
+  if (answer_create(req, parent, name, mode, fi)) return;
+  BEGIN_NAMING(OP_CREATE, parent, 0, 0, parent, name);
   q->name = strdup(name);
   q->mode = mode;
   q->flags = fi->flags;
@@ -1320,6 +1597,10 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
     case OP_CREATE:
       set_num(env, o, "mode", q->mode);
       set_num(env, o, "flags", q->flags);
+      if (q->answered) {
+        set_num(env, o, "newIno", (double)q->ino2);
+        set_num(env, o, "mtimeMs", q->mtime_ms);
+      }
       break;
     case OP_OPEN:
     case OP_OPENDIR:
@@ -1507,6 +1788,16 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   if (get_u32_prop(env, argv[2], "attrCache", &flag) > 0 && flag) {
     s->attrs = calloc(ATTR_BUCKETS, sizeof(attr_entry *));
     if (get_u32_prop(env, argv[2], "answerSmallWrites", &flag) > 0) s->answer_small = flag != 0;
+  }
+  if (get_u32_prop(env, argv[2], "folderNames", &flag) > 0 && flag) s->names = calloc(NAME_SET_BUCKETS, sizeof(name_set *));
+  s->next_ino = CREATED_INO_BASE;
+  s->next_fh = CREATED_FH_BASE;
+  unsigned timeout_ms = 0;
+  if (s->names && s->answer_small && get_u32_prop(env, argv[2], "answerCreates", &flag) > 0 && flag &&
+      get_u32_prop(env, argv[2], "uid", &s->create_uid) > 0 && get_u32_prop(env, argv[2], "gid", &s->create_gid) > 0 &&
+      get_u32_prop(env, argv[2], "timeoutMs", &timeout_ms) > 0 && timeout_ms > 0) {
+    s->answer_creates = 1;
+    s->create_timeout = timeout_ms / 1000.0;
   }
   int null_files = get_u32_prop(env, argv[2], "nullFiles", &flag) > 0 && flag;
   if (null_files) {
@@ -1704,6 +1995,18 @@ static napi_value js_destroy(napi_env env, napi_callback_info info) {
     free(s->attrs);
     s->attrs = NULL;
     s->attr_count = 0;
+  }
+  if (s->names) {
+    for (uint32_t i = 0; i < NAME_SET_BUCKETS; i++) {
+      while (s->names[i]) {
+        name_set *n = s->names[i];
+        s->names[i] = n->next;
+        names_free(s, n);
+      }
+    }
+    free(s->names);
+    s->names = NULL;
+    s->name_set_count = 0;
   }
   pthread_mutex_unlock(&s->lock);
   /* The session record itself stays: the external may still be referenced from JavaScript. */
@@ -2473,7 +2776,94 @@ static napi_value js_attr_forget(napi_env env, napi_callback_info info) {
   return undefined;
 }
 
-/* answeredCounts(session) → { getattr, writes, times }: requests answered by the engine from its caches. */
+/*
+ * folderNames(session, id, ino, names, timeoutS) → whether the engine keeps them: every name of folder
+ * `ino` as the answer to request `id` (still pending) found them, for timeoutS seconds. Refused when a
+ * request that may add a name arrived after `id` or is unanswered (apart from `id` itself).
+ */
+static napi_value js_folder_names(napi_env env, napi_callback_info info) {
+  size_t argc = 5;
+  napi_value argv[5];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 5) {
+    napi_throw_type_error(env, NULL, "folderNames(session, id, ino, names, timeoutS)");
+    return NULL;
+  }
+  session *s = get_session(env, argv[0]);
+  if (!s) return NULL;
+  double id = get_double(env, argv[1]);
+  fuse_ino_t ino = (fuse_ino_t)get_double(env, argv[2]);
+  double timeout = get_double(env, argv[4]);
+  uint32_t count = 0;
+  bool is_array = false;
+  napi_is_array(env, argv[3], &is_array);
+  if (!is_array || napi_get_array_length(env, argv[3], &count) != napi_ok) {
+    napi_throw_type_error(env, NULL, "expected an array of names");
+    return NULL;
+  }
+  if (!s->names || ino == 0 || !(timeout > 0) || count >= NAMES_HELD_MAX) return bool_value(env, 0);
+  name_set *n = calloc(1, sizeof(name_set));
+  uint32_t room = 16;
+  while (room < count * 2 + 2) room *= 2;
+  if (n) n->slots = calloc(room, sizeof(char *));
+  if (!n || !n->slots) {
+    free(n);
+    return bool_value(env, 0);
+  }
+  n->ino = ino;
+  n->room = room;
+  /* Names are put in with the lock held (names_put counts them), after being read from JavaScript. */
+  char **read = calloc(count ? count : 1, sizeof(char *));
+  int ok = read != NULL;
+  for (uint32_t i = 0; ok && i < count; i++) {
+    napi_value v;
+    if (napi_get_element(env, argv[3], i, &v) != napi_ok || !(read[i] = get_string(env, v))) ok = 0;
+  }
+  pthread_mutex_lock(&s->lock);
+  slot *sl = ok ? slot_peek(s, id) : NULL;
+  int keep = sl && s->names_epoch <= sl->epoch && s->names_inflight == (sl->adds_name ? 1 : 0) &&
+             (names_find(s, ino) || s->name_set_count < NAME_SETS_MAX);
+  for (uint32_t i = 0; keep && i < count; i++) keep = names_put(s, n, read[i]);
+  if (keep) {
+    names_drop(s, ino);
+    n->expires = now_s() + timeout;
+    n->next = s->names[ino % NAME_SET_BUCKETS];
+    s->names[ino % NAME_SET_BUCKETS] = n;
+    s->name_set_count++;
+  } else {
+    names_free(s, n);
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (read)
+    for (uint32_t i = 0; i < count; i++) free(read[i]);
+  free(read);
+  if (!ok) {
+    napi_throw_type_error(env, NULL, "expected an array of names (strings)");
+    return NULL;
+  }
+  return bool_value(env, keep);
+}
+
+/* namesForget(session, ino): the names of folder `ino` changed in a way the engine cannot see. */
+static napi_value js_names_forget(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 2) {
+    napi_throw_type_error(env, NULL, "namesForget(session, ino)");
+    return NULL;
+  }
+  session *s = get_session(env, argv[0]);
+  if (!s) return NULL;
+  pthread_mutex_lock(&s->lock);
+  names_drop(s, (fuse_ino_t)get_double(env, argv[1]));
+  pthread_mutex_unlock(&s->lock);
+  napi_value undefined;
+  napi_get_undefined(env, &undefined);
+  return undefined;
+}
+
+/* answeredCounts(session) → { getattr, writes, times, lookups }: requests answered by the engine from its caches. */
 static napi_value js_answered_counts(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1];
@@ -2482,12 +2872,15 @@ static napi_value js_answered_counts(napi_env env, napi_callback_info info) {
   if (!s) return NULL;
   pthread_mutex_lock(&s->lock);
   double g = (double)s->getattr_answered, w = (double)s->writes_answered, t = (double)s->times_answered;
+  double l = (double)s->lookups_answered, c = (double)s->creates_answered;
   pthread_mutex_unlock(&s->lock);
   napi_value result;
   napi_create_object(env, &result);
   set_num(env, result, "getattr", g);
   set_num(env, result, "writes", w);
   set_num(env, result, "times", t);
+  set_num(env, result, "lookups", l);
+  set_num(env, result, "creates", c);
   return result;
 }
 
@@ -2516,6 +2909,8 @@ static napi_value init(napi_env env, napi_value exports) {
     { "spoolDetach", js_spool_detach },
     { "spoolWrite", js_spool_write },
     { "attrForget", js_attr_forget },
+    { "folderNames", js_folder_names },
+    { "namesForget", js_names_forget },
     { "answeredCounts", js_answered_counts },
     { "takeQueued", js_take_queued },
   };

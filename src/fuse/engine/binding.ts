@@ -47,10 +47,14 @@ export interface KernelRequest {
   errno?: number;
   seq?: number;
   /**
-   * WRITE and SETATTR: 1 when the engine answered the kernel already (a small write, the times written
-   * back at close): JavaScript applies it, and an error it gets goes to the handle's next flush or fsync.
+   * WRITE, SETATTR, CREATE and RELEASE: 1 when the engine answered the kernel already (a small write, the
+   * times written back at close, a new file in a folder whose names it knows, the release of such a file
+   * whose create was interrupted): JavaScript applies it, and an error it gets goes to the handle's next
+   * flush or fsync.
    */
   answered?: number;
+  /** CREATE answered by the engine: the new file's inode (`fh` its handle, `mtimeMs` the time it showed). */
+  newIno?: number;
   /** INIT: what the kernel agreed to. */
   maxWrite?: number;
   maxReadahead?: number;
@@ -74,6 +78,16 @@ export interface SessionSettings {
   attrCache?: number;
   /** 1 (with attrCache and the writeback cache): small writes and the times written back at close answered by the engine. */
   answerSmallWrites?: number;
+  /** 1: lookups of names a folder does not have answered by the engine, for folders whose names JavaScript gave it (folderNames). */
+  folderNames?: number;
+  /**
+   * 1 (with folderNames, answerSmallWrites and the writeback cache): a create in a folder whose names are
+   * known answered by the engine, the file shown with `uid`, `gid` and kept `timeoutMs`.
+   */
+  answerCreates?: number;
+  uid?: number;
+  gid?: number;
+  timeoutMs?: number;
   /** 1: the null file system of the benchmarks (names and sizes in memory, every request answered by the engine). */
   nullFiles?: number;
 }
@@ -83,6 +97,10 @@ export interface AnsweredCounts {
   getattr: number;
   writes: number;
   times: number;
+  /** Lookups answered "no such entry" from a folder's names. */
+  lookups: number;
+  /** Files created by the engine in folders whose names it knew. */
+  creates: number;
 }
 
 declare const sessionBrand: unique symbol;
@@ -130,6 +148,15 @@ export interface Fuse3Binding {
   spoolDetach(session: NativeSession, fh: number): EngineWritesDone | undefined;
   /** A write received before `fh` got its spool, made the engine's way (bytes or -errno); undefined: no spool. */
   spoolWrite(session: NativeSession, fh: number, data: Buffer, offset: number): number | undefined;
+  /**
+   * Every name of folder `ino`, as the answer to the pending request `id` found them: lookups of other
+   * names are answered "no such entry" by the engine for timeoutS seconds (names added through the mount
+   * meanwhile are added by the engine as their requests arrive). False when not kept: a request that may
+   * add a name arrived after `id`, or is unanswered.
+   */
+  folderNames(session: NativeSession, id: number, ino: number, names: readonly string[], timeoutS: number): boolean;
+  /** The names of folder `ino` changed in a way the engine cannot see: lookups there go to JavaScript again. */
+  namesForget(session: NativeSession, ino: number): void;
   /** The engine's cached attributes of `ino` are no longer valid (changed in a way it cannot see: a rename, another client). */
   attrForget(session: NativeSession, ino: number): void;
   /**

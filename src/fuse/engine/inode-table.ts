@@ -109,6 +109,23 @@ export class InodeTable {
     return node;
   }
 
+  /**
+   * `name` in `parentIno` is the new file `ino`, numbered by the engine (from a range of its own): one
+   * kernel reference; a node the name had is detached. EEXIST when `ino` is in the table already.
+   */
+  rememberAt(parentIno: number, name: string, ino: number): InodeNode {
+    const parent = this.get(parentIno);
+    if (this.byIno.has(ino)) throw new FuseOpError('EEXIST', `inode ${ino} exists`);
+    const k = key(parentIno, name);
+    const old = this.byName.get(k);
+    if (old) this.detach(old);
+    const node: InodeNode = { ino, parent, name, lookups: 1, children: 0, detached: false, opens: 0, writers: 0, isDir: false };
+    parent.children++;
+    this.byIno.set(ino, node);
+    this.byName.set(k, node);
+    return node;
+  }
+
   /** The kernel dropped `count` references to `ino`. */
   forget(ino: number, count: number): void {
     const node = this.byIno.get(ino);

@@ -57,6 +57,7 @@ const SET_MTIME = 1 << 5;
 const SET_MTIME_NOW = 1 << 8;
 // open(2) flags.
 const O_ACCMODE = 0o3;
+const O_EXCL = 0o200;
 const O_WRONLY = 0o1;
 const O_RDWR = 0o2;
 const O_APPEND = 0o2000;
@@ -66,6 +67,8 @@ const RENAME_NOREPLACE = 1;
 const KEEP_CACHE = 2;
 /** Directory handles are numbered from here, apart from file handles (HandleTable, below 2^31). */
 const DIR_FH_BASE = 2 ** 40;
+/** How long a record the engine queued quietly waits for a request to travel with, at most. */
+const QUIET_RECORDS_MS = 1000;
 /** d_ino of a listed entry the kernel has not looked up (FUSE_UNKNOWN_INO). */
 const UNKNOWN_INO = 0xffff_ffff;
 /** The smallest directory entry the kernel takes (24-byte header + name padded to 8). */
@@ -145,6 +148,7 @@ export class LowLevelMount {
   /** File handles whose answered write or times failed here: the errno their next flush or fsync answers. */
   private readonly lateErrors = new Map<number, number>();
   private nextDirFh = DIR_FH_BASE;
+  private quietRecords: NodeJS.Timeout | undefined;
   private writeback = false;
   private readonly scratch = new Float64Array(11);
   private endedResolve!: () => void;
@@ -162,6 +166,12 @@ export class LowLevelMount {
 
   mount(): void {
     this.session = this.binding.mount(this.opts.mountpoint, this.opts.mountOptions, this.opts.settings, (batch) => this.onBatch(batch));
+    // Records the engine queues quietly travel with the next request; one that none follows (a file
+    // created and held open) reaches the Vfs within a second all the same.
+    this.quietRecords = setInterval(() => {
+      if (this.session) this.onBatch(this.binding.takeQueued(this.session));
+    }, QUIET_RECORDS_MS);
+    this.quietRecords.unref();
   }
 
   /** Unmounts (lazily, off the main thread); the readers stop once the kernel lets go of the connection. */
@@ -175,6 +185,7 @@ export class LowLevelMount {
    * the session no longer keeps the process alive.
    */
   destroy(): void {
+    clearInterval(this.quietRecords);
     if (!this.session) return;
     if (!this.binding.destroy(this.session)) {
       this.logger.warn({ mountpoint: this.opts.mountpoint }, 'fuse: the connection is still held by the kernel; leaving its reader thread');
@@ -192,7 +203,7 @@ export class LowLevelMount {
   }
 
   get counters(): EngineCounters {
-    const answered = this.session ? this.binding.answeredCounts(this.session) : { getattr: 0, writes: 0, times: 0 };
+    const answered = this.session ? this.binding.answeredCounts(this.session) : { getattr: 0, writes: 0, times: 0, lookups: 0, creates: 0 };
     return { ...this.directCounts, answered };
   }
 
@@ -202,6 +213,10 @@ export class LowLevelMount {
 
   private onBatch(batch: KernelRequest[]): void {
     for (const req of batch) {
+      if (req.answered && req.op === Op.CREATE) {
+        this.createdByEngine(req);
+        continue;
+      }
       if (req.answered) {
         this.settle(req.ino, () => this.applyAnswered(req));
         continue;
@@ -241,8 +256,11 @@ export class LowLevelMount {
     return undefined;
   }
 
-  /** Runs `work` once what is settling for `ino` is done (at once when nothing is). */
-  private settle(ino: number, work: () => Promise<void> | void): void {
+  /**
+   * Runs `work` once what is settling for `ino` (and `also`) is done (at once when nothing is); later
+   * requests about either wait for it.
+   */
+  private settle(ino: number, work: () => Promise<void> | void, also?: number): void {
     const run = async (): Promise<void> => {
       try {
         await work();
@@ -250,12 +268,47 @@ export class LowLevelMount {
         this.logger.warn({ ino, err: String(err) }, 'fuse: applying an answered request failed');
       }
     };
-    const prev = this.settling.get(ino);
-    const next = prev ? prev.then(run) : run();
-    this.settling.set(ino, next);
+    const inos = also === undefined ? [ino] : [ino, also];
+    const prev = inos.map((i) => this.settling.get(i)).filter((p) => p !== undefined);
+    const next = prev.length === 0 ? run() : prev.length === 1 ? prev[0]!.then(run) : Promise.all(prev).then(run);
+    for (const i of inos) this.settling.set(i, next);
     void next.then(() => {
-      if (this.settling.get(ino) === next) this.settling.delete(ino);
+      for (const i of inos) if (this.settling.get(i) === next) this.settling.delete(i);
     });
+  }
+
+  /**
+   * A file the engine created in a folder whose names it knew (see docs/fuse.md, The engine): its inode
+   * and handle are bound at once, and the file is made in the Vfs before any later request about it or
+   * its folder. Should that fail, the handle's next flush or fsync answers the error and the kernel
+   * forgets the name.
+   */
+  private createdByEngine(req: KernelRequest): void {
+    const parent = req.ino;
+    const name = req.name!;
+    const fh = req.fh!;
+    let node: InodeNode;
+    try {
+      node = this.inodes.rememberAt(parent, name, req.newIno!);
+    } catch (err) {
+      this.lateErrors.set(fh, -errnoOf(err));
+      this.logger.warn({ parent, name, err: String(err) }, 'fuse: a file the engine created has no folder here');
+      return;
+    }
+    node.shown = { size: 0, mtimeMs: req.mtimeMs! };
+    this.inodes.opened(node, true);
+    this.openInodes.set(fh, { node, writable: true });
+    this.settle(node.ino, async () => {
+      const path = this.inodes.pathOf(node);
+      // Exclusive: the kernel was shown a new empty file; a name made elsewhere meanwhile is not taken over.
+      const [code] = await answerOf((cb) => this.operations.createWithFlags(path, req.flags! | O_EXCL, req.mode!, cb, fh));
+      if (code >= 0) return;
+      this.lateErrors.set(fh, -code);
+      this.logger.warn({ path, errno: -code }, 'fuse: making a file the engine created failed; its close answers the error');
+      if (this.session) this.binding.namesForget(this.session, parent);
+      this.invalidate(node);
+      if (!node.detached) this.inodes.removeName(parent, name);
+    }, parent);
   }
 
   /**
@@ -270,6 +323,11 @@ export class LowLevelMount {
     if (req.op === Op.WRITE) {
       const [code] = await answerOf((cb) => this.write(req, cb));
       return failed(code);
+    }
+    if (req.op === Op.RELEASE) {
+      // A file the engine created whose create was interrupted: the kernel never got it.
+      this.inodes.forget(req.ino, 1);
+      return void (await answerOf((cb) => this.releaseHandle(req.ino, fh, cb)));
     }
     const node = this.inodes.get(req.ino);
     const path = this.inodes.pathOf(node);
@@ -641,6 +699,8 @@ export class LowLevelMount {
     const changed = !created && known !== undefined && this.changedElsewhere(known, st);
     const node = this.inodes.remember(parent, name, isDir, created || changed);
     this.shown(node, st);
+    // A folder just made is empty: the engine answers lookups in it (every file about to be made there).
+    if (created && isDir) this.binding.folderNames(this.se, id, node.ino, [], this.timeout);
     if (!this.binding.replyEntry(this.se, id, this.statArray(node.ino, st), this.timeout, this.timeout)) this.inodes.forget(node.ino, 1);
   }
 
@@ -718,6 +778,7 @@ export class LowLevelMount {
         if (code === 0) {
           this.inodes.rename(parent, name, parent, hidden);
           node.hidden = true;
+          this.binding.namesForget(se, parent);
         }
         b.replyErr(se, id, code < 0 ? -code : 0);
       });
@@ -730,11 +791,16 @@ export class LowLevelMount {
   }
 
   private release(id: number, ino: number, fh: number): void {
+    this.releaseHandle(ino, fh, (code) => this.binding.replyErr(this.se, id, code < 0 ? -code : 0));
+  }
+
+  /** Releases `fh`; `done` gets the Vfs's answer, then the inode's bookkeeping follows. */
+  private releaseHandle(ino: number, fh: number, done: NativeCallback): void {
     const path = this.safePath(ino);
     this.ops.release(path, fh, (code) => {
       this.lateErrors.delete(fh);
       this.direct.get(fh)?.spool.end();
-      this.binding.replyErr(this.se, id, code < 0 ? -code : 0);
+      done(code);
       const open = this.forgetHandle(fh);
       if (!open) return;
       const node = open.node;
