@@ -219,6 +219,15 @@ export class FuseOperations {
     this.requested.set(path, { mode: mode & 0o7777 }, { mode: permissionBits(isDir, this.own), uid: this.own.uid, gid: this.own.gid });
   }
 
+  /** Every name in folder `path` when the Vfs knows them without asking the service; undefined otherwise. */
+  cachedNames(path: string): string[] | undefined {
+    try {
+      return this.vfs.cachedNames?.(path);
+    } catch {
+      return undefined;
+    }
+  }
+
   /** rename with RENAME_NOREPLACE honoured by the Vfs (libfuse 3 passes the flag). */
   renameNoReplace(from: string, to: string, cb: NativeCallback): void {
     this.mutate('rename', from, 'metadataMs', cb, async (_s, ctx) => {

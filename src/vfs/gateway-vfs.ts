@@ -896,6 +896,14 @@ export class GatewayVfs implements Vfs {
     if (!e.isDir) throw new VfsError('ENOTDIR', `${gatewayPathOf(lib.name, fullpath)} is a file`);
   }
 
+  cachedNames(path: string): string[] | undefined {
+    const t = this.target(path);
+    if (!t.lib) return undefined;
+    const list = this.cache.getListing(t.lib.name, t.fullpath);
+    if (!list) return undefined;
+    return [...this.overlaid(t.lib, t.fullpath, list).keys()];
+  }
+
   /** A folder's entries: the cached or fetched listing, with local files laid over it. */
   private async listDir(lib: Library, fullpath: string, ctx?: CallContext): Promise<RemoteEntry[]> {
     let list = this.cache.getListing(lib.name, fullpath);
@@ -908,13 +916,18 @@ export class GatewayVfs implements Vfs {
       list = await lib.remote.list(fullpath, this.call(ctx));
       this.cache.setListing(lib.name, fullpath, list);
     }
+    return [...this.overlaid(lib, fullpath, list).values()].sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
+  }
+
+  /** A folder's listing by name, without the names being removed and with local files laid over it. */
+  private overlaid(lib: Library, fullpath: string, list: RemoteEntry[]): Map<string, RemoteEntry> {
     const byName = new Map(list.map((e) => [e.name, e]));
     for (const key of this.hidden) {
       const [name, path] = key.split('\0') as [string, string];
       if (name === lib.name && parentOf(path) === fullpath) byName.delete(baseName(path));
     }
     for (const e of this.writeBack.entriesIn(lib.name, fullpath)) byName.set(e.name, e);
-    return [...byName.values()].sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
+    return byName;
   }
 
   private toAttr(lib: Library, e: RemoteEntry): Attr {

@@ -421,10 +421,14 @@ static void names_adding(session *s, fuse_ino_t ino, const char *name) {
   if (n && !names_put(s, n, name)) names_drop(s, ino);
 }
 
-/* Valid UTF-8 (JavaScript's names are strings: other bytes are not compared here). */
+/*
+ * Valid UTF-8 without U+FFFD (JavaScript's names are strings: other bytes, and the replacement character
+ * it cannot tell from them, are left to it).
+ */
 static int utf8_valid(const char *p) {
   const unsigned char *u = (const unsigned char *)p;
   while (*u) {
+    if (u[0] == 0xef && u[1] == 0xbf && u[2] == 0xbd) return 0;
     int extra = *u < 0x80 ? 0 : (*u & 0xe0) == 0xc0 ? 1 : (*u & 0xf0) == 0xe0 ? 2 : (*u & 0xf8) == 0xf0 ? 3 : -1;
     if (extra < 0 || (extra == 1 && *u < 0xc2)) return 0;
     u++;

@@ -69,6 +69,8 @@ const KEEP_CACHE = 2;
 const DIR_FH_BASE = 2 ** 40;
 /** How long a record the engine queued quietly waits for a request to travel with, at most. */
 const QUIET_RECORDS_MS = 1000;
+/** Folders whose last offer of names is remembered, at most. */
+const NAMES_OFFERED_MAX = 4096;
 /** d_ino of a listed entry the kernel has not looked up (FUSE_UNKNOWN_INO). */
 const UNKNOWN_INO = 0xffff_ffff;
 /** The smallest directory entry the kernel takes (24-byte header + name padded to 8). */
@@ -147,8 +149,12 @@ export class LowLevelMount {
   private readonly settling = new Map<number, Promise<void>>();
   /** File handles whose answered write or times failed here: the errno their next flush or fsync answers. */
   private readonly lateErrors = new Map<number, number>();
+  /** Handles of files the engine created that the Vfs refused (until released). */
+  private readonly refusedCreates = new Set<number>();
   private nextDirFh = DIR_FH_BASE;
   private quietRecords: NodeJS.Timeout | undefined;
+  /** When each folder's names were last offered to the engine (ms), oldest first. */
+  private readonly namesOffered = new Map<number, number>();
   private writeback = false;
   private readonly scratch = new Float64Array(11);
   private endedResolve!: () => void;
@@ -304,6 +310,7 @@ export class LowLevelMount {
       const [code] = await answerOf((cb) => this.operations.createWithFlags(path, req.flags! | O_EXCL, req.mode!, cb, fh));
       if (code >= 0) return;
       this.lateErrors.set(fh, -code);
+      this.refusedCreates.add(fh);
       this.logger.warn({ path, errno: -code }, 'fuse: making a file the engine created failed; its close answers the error');
       if (this.session) this.binding.namesForget(this.session, parent);
       this.invalidate(node);
@@ -320,6 +327,8 @@ export class LowLevelMount {
     const failed = (code: number): void => {
       if (code < 0 && !this.lateErrors.has(fh)) this.lateErrors.set(fh, -code);
     };
+    // The file the engine created for this handle was refused: its close answers that, nothing applies.
+    if (this.refusedCreates.has(fh) && req.op !== Op.RELEASE) return;
     if (req.op === Op.WRITE) {
       const [code] = await answerOf((cb) => this.write(req, cb));
       return failed(code);
@@ -682,9 +691,35 @@ export class LowLevelMount {
     const se = this.se;
     const path = this.inodes.childPath(parent, name);
     this.ops.getattr(path, (code, st) => {
-      if (code === -Errno.ENOENT) return void b.replyNegative(se, id, this.timeout);
+      if (code === -Errno.ENOENT) {
+        this.offerNames(id, parent);
+        return void b.replyNegative(se, id, this.timeout);
+      }
       this.replyNewEntry(id, parent, name, code, st as KernelStat, false);
     });
+  }
+
+  /**
+   * Gives the engine every name of folder `parent` when the Vfs knows them (its listing is cached), with
+   * the lookup `id` that found one missing: later lookups of names it has not are answered by the engine
+   * (see docs/fuse.md, The engine). At most once per half timeout a folder.
+   */
+  private offerNames(id: number, parent: number): void {
+    if (this.timeout <= 0) return;
+    const now = Date.now();
+    const last = this.namesOffered.get(parent);
+    if (last !== undefined && now - last < this.timeout * 500) return;
+    this.namesOffered.delete(parent);
+    this.namesOffered.set(parent, now);
+    if (this.namesOffered.size > NAMES_OFFERED_MAX) this.namesOffered.delete(this.namesOffered.keys().next().value!);
+    let path: string;
+    try {
+      path = this.inodes.path(parent);
+    } catch {
+      return;
+    }
+    const names = this.operations.cachedNames(path);
+    if (names) this.binding.folderNames(this.se, id, parent, names, this.timeout);
   }
 
   /**
@@ -799,6 +834,7 @@ export class LowLevelMount {
     const path = this.safePath(ino);
     this.ops.release(path, fh, (code) => {
       this.lateErrors.delete(fh);
+      this.refusedCreates.delete(fh);
       this.direct.get(fh)?.spool.end();
       done(code);
       const open = this.forgetHandle(fh);

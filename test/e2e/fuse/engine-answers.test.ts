@@ -6,14 +6,14 @@
  * once created. Over the gateway's real Vfs and an embedded service.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdir, open, readFile, rename, stat, truncate, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, stat, truncate, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { eventually, sh, startMount, type MountHarness } from './harness.js';
 
 const T = 90_000;
 
 interface Counters {
-  answered: { getattr: number; writes: number; times: number };
+  answered: { getattr: number; writes: number; times: number; lookups: number; creates: number };
 }
 
 interface VfsAttr {
@@ -79,6 +79,15 @@ describe('attributes through the engine, changed through the mount and elsewhere
     expect(shown).toEqual(held);
   }, T);
 
+  it('a name made elsewhere in a folder made through the mount shows within the timeout', async () => {
+    await mkdir(join(lib, 'made-here'));
+    // The engine knows the new folder empty: this lookup is answered by it.
+    await expect(stat(join(lib, 'made-here/from-elsewhere.txt'))).rejects.toMatchObject({ code: 'ENOENT' });
+    await h.call('vfsWrite', { path: '/Lib/made-here/from-elsewhere.txt', data: Buffer.from('made by another front end').toString('base64') });
+    await eventually('the name shows', async () => ((await stat(join(lib, 'made-here/from-elsewhere.txt')).catch(() => undefined))?.size === 25 ? true : undefined), 15_000);
+    expect(await readFile(join(lib, 'made-here/from-elsewhere.txt'), 'utf8')).toBe('made by another front end');
+  }, T);
+
   it('a name looked up before it existed is found once created', async () => {
     await expect(stat(join(lib, 'later.txt'))).rejects.toMatchObject({ code: 'ENOENT' });
     await expect(stat(join(lib, 'later.txt'))).rejects.toMatchObject({ code: 'ENOENT' });
@@ -131,6 +140,10 @@ describe('requests the engine answers itself', () => {
     const after = await answered2();
     expect(after.writes - before.writes).toBeGreaterThanOrEqual(20);
     expect(after.times - before.times).toBeGreaterThanOrEqual(20);
+    // The folder is new: each name's lookup and its create were answered by the engine too.
+    expect(after.lookups - before.lookups).toBeGreaterThanOrEqual(20);
+    expect(after.creates - before.creates).toBe(20);
+    expect((await readdir(join(lib2, 'small'))).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `f${i}`).sort());
     for (let i = 0; i < 20; i++) {
       const [shown, held] = await both2(`small/f${i}`);
       expect(shown).toEqual(held);
@@ -143,5 +156,36 @@ describe('requests the engine answers itself', () => {
     expect(Math.round((await stat(join(lib2, 'small/kept'))).mtimeMs)).toBe(Math.round((await stat(join(src, 'f0'))).mtimeMs));
     const [keptShown, keptHeld] = await both2('small/kept');
     expect(keptShown).toEqual(keptHeld);
+    // Committed to the service as written.
+    await h2.call('flushAll');
+    expect(Buffer.from(await h2.call<string>('remoteRead', { path: '/Lib/small/f7' }), 'base64').equals(Buffer.alloc(4096 + 7, 7))).toBe(true);
+  }, T);
+
+  it('a file the engine created reaches the Vfs while it is held open, with nothing written', async () => {
+    await mkdir(join(lib2, 'held'));
+    const before = await answered2();
+    const fh = await open(join(lib2, 'held/open.lock'), 'wx');
+    try {
+      expect((await answered2()).creates - before.creates).toBe(1);
+      // No request follows the create: its record reaches JavaScript within a second all the same.
+      await eventually('the Vfs has the file', async () => ((await h2.call<VfsAttr>('localStat', { path: '/Lib/held/open.lock' }).catch(() => undefined)) ? true : undefined), 15_000);
+      expect((await h2.call<VfsAttr>('localStat', { path: '/Lib/held/open.lock' })).size).toBe(0);
+    } finally {
+      await fh.close();
+    }
+  }, T);
+
+  it('a create the engine answered that the Vfs then refuses: close answers the error, the name shows what the Vfs holds', async () => {
+    await mkdir(join(lib2, 'raced'));
+    // Made through the Vfs itself after the engine learnt the folder empty: the engine does not know it.
+    await h2.call('vfsWrite', { path: '/Lib/raced/taken.txt', data: Buffer.from('the first one').toString('base64') });
+    const before = await answered2();
+    const fh = await open(join(lib2, 'raced/taken.txt'), 'wx');
+    expect((await answered2()).creates - before.creates).toBe(1);
+    await fh.write('the second one');
+    await expect(fh.close()).rejects.toMatchObject({ code: 'EEXIST' });
+    // The kernel was told to forget the name: it shows the Vfs's file, not the refused one.
+    await eventually('the first file shows', async () => ((await stat(join(lib2, 'raced/taken.txt')).catch(() => undefined))?.size === 13 ? true : undefined), 15_000);
+    expect(await readFile(join(lib2, 'raced/taken.txt'), 'utf8')).toBe('the first one');
   }, T);
 });

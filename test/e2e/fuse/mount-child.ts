@@ -140,6 +140,16 @@ async function serviceBackend(ownProcess: boolean): Promise<Backend> {
 }
 
 /** Creates `count` empty files `f00000`… in folder `path` (for listing benchmarks). */
+/** A file written through the Vfs itself, as another front end of the gateway (WebDAV, ctl) writes one. */
+async function vfsWrite(vfs: Vfs, path: string, data: Buffer): Promise<void> {
+  const w = await vfs.open(path, { write: true, create: true, truncate: true });
+  try {
+    await w.write(0, data);
+  } finally {
+    await w.release();
+  }
+}
+
 async function populate(vfs: Vfs, path: string, count: number): Promise<void> {
   await vfs.mkdir(path).catch(() => undefined);
   for (let i = 0; i < count; i++) await (await vfs.open(`${path}/f${String(i).padStart(5, '0')}`, { write: true, create: true })).release();
@@ -235,6 +245,7 @@ async function main(): Promise<void> {
         case 'lockAs': return backend.lockAs(a.path, !!a.locked, String(a.holder));
         case 'flushAll': return backend.vfs.flushAll({ timeoutMs: typeof a.timeoutMs === 'number' ? a.timeoutMs : 30_000 });
         case 'populate': return populate(backend.vfs, a.path, a.count);
+        case 'vfsWrite': return vfsWrite(backend.vfs, a.path, Buffer.from(a.data, 'base64'));
         case 'benchDirectWrite': return benchDirectWrite(backend.vfs, a.path, a.bytes, a.chunkBytes);
         case 'benchDirectRead': return benchDirectRead(backend.vfs, a.path, a.chunkBytes);
         case 'serveWebdav': return serveWebdav(backend.vfs, state);

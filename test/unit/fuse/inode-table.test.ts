@@ -59,6 +59,22 @@ describe('InodeTable', () => {
     expect(again.ino).toBeGreaterThan(f.ino);
   });
 
+  it('rememberAt binds a name to a number the engine gave; the name\'s old node is detached', () => {
+    const t = new InodeTable();
+    const lib = t.remember(ROOT_INO, 'Lib', true);
+    const old = t.remember(lib.ino, 'f', false);
+    const made = t.rememberAt(lib.ino, 'f', 2 ** 44);
+    expect(made.ino).toBe(2 ** 44);
+    expect(made.lookups).toBe(1);
+    expect(t.find(lib.ino, 'f')).toBe(made);
+    expect(t.path(made.ino)).toBe('/Lib/f');
+    expect(() => t.path(old.ino)).toThrow(/ENOENT/);
+    expect(() => t.rememberAt(lib.ino, 'g', 2 ** 44)).toThrow(/EEXIST/);
+    expect(() => t.rememberAt(999, 'g', 2 ** 44 + 1)).toThrow(/ENOENT/);
+    // The table's own numbers go on from where they were.
+    expect(t.remember(lib.ino, 'h', false).ino).toBe(old.ino + 1);
+  });
+
   it('a fresh lookup gives a name a new inode and detaches the old one', () => {
     const t = new InodeTable();
     const lib = t.remember(ROOT_INO, 'Lib', true);

@@ -40,6 +40,17 @@ describe('FuseOperations', () => {
     expect(await call('read', '/Lib/f.txt', fh, buf, 64, 0)).toEqual([-9]); // EBADF after release
   });
 
+  it('createWithFlags binds the handle number the engine gave the kernel; a taken one or one of its own range is refused', async () => {
+    const ops = new FuseOperations({ vfs: new MemoryVfs(['Lib']), ownership: { uid: 1000, gid: 100, umask: 0o022, readOnly: false }, deadlines: DEFAULT_DEADLINES, logger: silentLogger });
+    const create = (path: string, fh: number): Promise<unknown[]> => new Promise((resolve) => ops.createWithFlags(path, 0o1 | 0o100 | 0o200, 0o644, (...a: unknown[]) => resolve(a), fh));
+    expect(await create('/Lib/a', 2 ** 32)).toEqual([0, 2 ** 32]);
+    expect(ops.handles.get(2 ** 32).writable).toBe(true);
+    expect(await create('/Lib/b', 2 ** 32)).toEqual([-9]);
+    expect(await create('/Lib/c', 7)).toEqual([-9]);
+    expect(ops.handles.size).toBe(1);
+    expect(await create('/Lib/a', 2 ** 32 + 1)).toEqual([-17]); // exclusive: the name is taken
+  });
+
   it('answers the right errno for each failure', async () => {
     const { call } = setup();
     expect(await call('getattr', '/Lib/missing')).toEqual([-2]);

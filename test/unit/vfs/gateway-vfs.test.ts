@@ -85,6 +85,24 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     expect(stats).toBe(0);
   });
 
+  it('cachedNames: a folder\'s names as a lookup finds them, only while its listing is cached', async () => {
+    const { vfs, remotes } = await setup();
+    await remotes.get('A')!.mkdir('d');
+    remotes.get('A')!.putFile('d/old.txt', Buffer.from('1'));
+    remotes.get('A')!.putFile('d/gone.txt', Buffer.from('2'));
+    expect(vfs.cachedNames('/A/d')).toBeUndefined();
+    await vfs.readdir('/A/d');
+    expect(vfs.cachedNames('/A/d')!.sort()).toEqual(['gone.txt', 'old.txt']);
+    // Local files laid over the listing; a name being removed is not there.
+    await vfs.writeFile('/A/d/new.txt', Buffer.from('3'));
+    await vfs.unlink('/A/d/gone.txt');
+    expect(vfs.cachedNames('/A/d')!.sort()).toEqual(['new.txt', 'old.txt']);
+    await vfs.mkdir('/A/empty');
+    expect(vfs.cachedNames('/A/empty')).toEqual([]);
+    expect(vfs.cachedNames('/')).toBeUndefined();
+    expect(() => vfs.cachedNames('/Nope/d')).toThrow(/ENOENT/);
+  });
+
   it('refuses names the service refuses and changes nothing', async () => {
     const { vfs, remotes } = await setup();
     expect(await vfsCode(vfs.writeFile('/A/bad\0name', Buffer.from('x')))).toBe('EINVAL');
