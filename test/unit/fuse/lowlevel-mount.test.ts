@@ -210,6 +210,41 @@ describe('LowLevelMount', () => {
     await send({ op: Op.RELEASE, ino, fh });
   });
 
+  it('a file the engine created is made before anything about it or its folder; one the Vfs refuses fails its close', async () => {
+    const { vfs, mount, send, batch } = setup();
+    const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
+    const ino = 2 ** 44;
+    const fh = 2 ** 32;
+    const mtimeMs = Date.now();
+    // As the reader thread hands them over: the create, the write and times answered, then a lookup in the folder.
+    batch([
+      { op: Op.CREATE, id: 0, answered: 1, ino: libIno, name: 'new.txt', newIno: ino, fh, mode: 0o100640, flags: 0o1 | 0o100, mtimeMs },
+      { op: Op.WRITE, id: 0, answered: 1, ino, fh, offset: 0, data: Buffer.from('made in C') },
+      { op: Op.SETATTR, id: 0, answered: 1, ino, fh, valid: 1 << 5, mtimeMs, atimeMs: mtimeMs },
+    ]);
+    expect(mount.inodes.path(ino)).toBe('/Lib/new.txt');
+    const found = await send({ op: Op.LOOKUP, ino: libIno, name: 'new.txt' });
+    expect((found.args[0] as number[])[0]).toBe(ino);
+    expect((found.args[0] as number[])[5]).toBe(9);
+    expect((await send({ op: Op.FLUSH, ino, fh })).args).toEqual([0]);
+    expect((await send({ op: Op.RELEASE, ino, fh })).args).toEqual([0]);
+    const file = await vfs.open('/Lib/new.txt', { read: true });
+    expect((await file.read(0, 100)).toString()).toBe('made in C');
+    await file.release();
+    // The name was taken meanwhile elsewhere: the handle's flush answers EEXIST, the taken file is kept.
+    await vfs.writeFile('/Lib/taken.txt', Buffer.from('first'));
+    batch([
+      { op: Op.CREATE, id: 0, answered: 1, ino: libIno, name: 'taken.txt', newIno: ino + 1, fh: fh + 1, mode: 0o100644, flags: 0o1 | 0o100, mtimeMs },
+      { op: Op.WRITE, id: 0, answered: 1, ino: ino + 1, fh: fh + 1, offset: 0, data: Buffer.from('second') },
+    ]);
+    expect((await send({ op: Op.FLUSH, ino: ino + 1, fh: fh + 1 })).args).toEqual([17]);
+    await send({ op: Op.RELEASE, ino: ino + 1, fh: fh + 1 });
+    expect(mount.inodes.find(libIno, 'taken.txt')).toBeUndefined();
+    const taken = await vfs.open('/Lib/taken.txt', { read: true });
+    expect((await taken.read(0, 100)).toString()).toBe('first');
+    await taken.release();
+  });
+
   it('a write the engine answered that fails is answered by the next flush, once', async () => {
     const { vfs, send, batch } = setup();
     vfs.capacity = 4; // the write of 5 bytes is refused: ENOSPC
