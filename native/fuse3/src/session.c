@@ -24,6 +24,11 @@
  * from refilling them until it is itself answered; an answer to a request received before a change is
  * never kept. With the writeback cache, the small writes of a new file and the times the kernel writes
  * back at close are answered here too (see "Answered here" below) and reach JavaScript as records.
+ *
+ * Names of folders: for a folder whose every name JavaScript gave (a folder just made, a listing the
+ * Vfs holds), lookups of other names are answered "no such entry" here, and creates there are answered
+ * here too (the engine numbers the new file's inode and handle); JavaScript gets the create as a record,
+ * ahead of anything about the file, and makes it in the Vfs.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -156,6 +161,11 @@ typedef struct attr_entry {
 #define ANSWERED_WRITE_END (64 * 1024)
 /* Bytes of answered writes queued and not yet handed to JavaScript, at most. */
 #define ANSWERED_BYTES_MAX (8u * 1024 * 1024)
+/* Inode and handle numbers of files created here: above any JavaScript gives (counters there). */
+#define CREATED_INO_BASE (1ull << 44)
+#define CREATED_FH_BASE (1ull << 32)
+/* A RELEASE record's flags: the create was interrupted, the kernel never got the file. */
+#define RELEASE_NEVER_GIVEN 1
 
 typedef struct session {
   struct fuse_session *se;
@@ -1156,9 +1166,6 @@ static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask) {
   enqueue(s, q);
 }
 
-/* Inode and handle numbers of files created here: above any JavaScript gives (counters there). */
-#define CREATED_INO_BASE (1ull << 44)
-#define CREATED_FH_BASE (1ull << 32)
 
 /*
  * Answered here (writeback cache only): a create in a folder whose names are all known, of a name it does
@@ -1241,6 +1248,7 @@ static int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
     if (r) {
       r->has_fh = 1;
       r->fh = fh;
+      r->flags = RELEASE_NEVER_GIVEN;
       r->answered = 1;
       enqueue_quiet(s, r);
     }
@@ -1611,6 +1619,7 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
     case OP_FSYNC:
     case OP_FSYNCDIR:
     case OP_ACCESS:
+    case OP_RELEASE:
       set_num(env, o, "flags", q->flags);
       break;
     case OP_READ:

@@ -58,6 +58,8 @@ const SET_MTIME_NOW = 1 << 8;
 // open(2) flags.
 const O_ACCMODE = 0o3;
 const O_EXCL = 0o200;
+/** An answered RELEASE's flags: the create it closes was interrupted, the kernel never got the file. */
+const RELEASE_NEVER_GIVEN = 1;
 const O_WRONLY = 0o1;
 const O_RDWR = 0o2;
 const O_APPEND = 0o2000;
@@ -335,7 +337,7 @@ export class LowLevelMount {
     }
     if (req.op === Op.RELEASE) {
       // A file the engine created whose create was interrupted: the kernel never got it.
-      this.inodes.forget(req.ino, 1);
+      if (req.flags! & RELEASE_NEVER_GIVEN) this.inodes.forget(req.ino, 1);
       return void (await answerOf((cb) => this.releaseHandle(req.ino, fh, cb)));
     }
     const node = this.inodes.get(req.ino);
