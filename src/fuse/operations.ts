@@ -200,9 +200,9 @@ export class FuseOperations {
 
   /**
    * create with the flags of open(2) (libfuse 3 passes them): O_EXCL fails on an existing file, O_TRUNC
-   * empties one. Always open read-write: the handle also serves the writes of this open.
+   * empties one. Always open read-write: the handle also serves the writes of this open. `fh`: the
+   * handle number the engine gave the kernel already (a create it answered itself).
    */
-  /** create with the open flags; `fh`: the handle number the engine gave the kernel already. */
   createWithFlags(path: string, flags: number, mode: number, cb: NativeCallback, fh?: number): void {
     this.mutate('create', path, 'durableMs', cb, async (scope, ctx) => {
       checkNewName(path);
