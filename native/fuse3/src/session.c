@@ -1760,6 +1760,16 @@ static char *get_string(napi_env env, napi_value v) {
   return str;
 }
 
+/* The session and the other arguments of a call that takes `want` of them; NULL (thrown) when any is missing. */
+static session *session_args(napi_env env, napi_callback_info info, size_t want, napi_value *argv, const char *usage) {
+  size_t argc = want;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < want) {
+    napi_throw_type_error(env, NULL, usage);
+    return NULL;
+  }
+  return get_session(env, argv[0]);
+}
+
 /* ---- exported functions ---------------------------------------------------------------------- */
 
 /* mount(mountpoint, options: string[], settings, onBatch) → session */
@@ -2632,14 +2642,8 @@ static void stop_hasher(session *s) {
  * the number answered.
  */
 static napi_value js_spool_attach(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
   napi_value argv[4];
-  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 4) {
-    napi_throw_type_error(env, NULL, "spoolAttach(session, fh, fd, hashFrom)");
-    return NULL;
-  }
-  session *s = get_session(env, argv[0]);
+  session *s = session_args(env, info, 4, argv, "spoolAttach(session, fh, fd, hashFrom)");
   if (!s) return NULL;
   double fh = get_double(env, argv[1]), fd = get_double(env, argv[2]), from = get_double(env, argv[3]);
   if (!(fh >= 0) || !(fd >= 0) || fd > 0x7fffffff) {
@@ -2691,14 +2695,8 @@ static napi_value js_spool_attach(napi_env env, napi_callback_info info) {
  * will carry it (never held up here: the main thread does not wait for the hash).
  */
 static napi_value js_spool_detach(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
   napi_value argv[2];
-  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 2) {
-    napi_throw_type_error(env, NULL, "spoolDetach(session, fh)");
-    return NULL;
-  }
-  session *s = get_session(env, argv[0]);
+  session *s = session_args(env, info, 2, argv, "spoolDetach(session, fh)");
   if (!s) return NULL;
   uint64_t fh = (uint64_t)get_double(env, argv[1]);
   napi_value result;
@@ -2741,14 +2739,8 @@ static napi_value js_spool_detach(napi_env env, napi_callback_info info) {
  * (record queued, hash kept), so the order of the writes is the order they reached the spool.
  */
 static napi_value js_spool_write(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
   napi_value argv[4];
-  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 4) {
-    napi_throw_type_error(env, NULL, "spoolWrite(session, fh, data, offset)");
-    return NULL;
-  }
-  session *s = get_session(env, argv[0]);
+  session *s = session_args(env, info, 4, argv, "spoolWrite(session, fh, data, offset)");
   if (!s) return NULL;
   void *data;
   size_t len;
@@ -2774,14 +2766,8 @@ static napi_value js_spool_write(napi_env env, napi_callback_info info) {
 
 /* attrForget(session, ino): the attributes of `ino` changed in a way the engine cannot see (a rename, another client). */
 static napi_value js_attr_forget(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
   napi_value argv[2];
-  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 2) {
-    napi_throw_type_error(env, NULL, "attrForget(session, ino)");
-    return NULL;
-  }
-  session *s = get_session(env, argv[0]);
+  session *s = session_args(env, info, 2, argv, "attrForget(session, ino)");
   if (!s) return NULL;
   attr_forget(s, (fuse_ino_t)get_double(env, argv[1]));
   napi_value undefined;
@@ -2795,14 +2781,8 @@ static napi_value js_attr_forget(napi_env env, napi_callback_info info) {
  * request that may add a name arrived after `id` or is unanswered (apart from `id` itself).
  */
 static napi_value js_folder_names(napi_env env, napi_callback_info info) {
-  size_t argc = 5;
   napi_value argv[5];
-  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 5) {
-    napi_throw_type_error(env, NULL, "folderNames(session, id, ino, names, timeoutS)");
-    return NULL;
-  }
-  session *s = get_session(env, argv[0]);
+  session *s = session_args(env, info, 5, argv, "folderNames(session, id, ino, names, timeoutS)");
   if (!s) return NULL;
   double id = get_double(env, argv[1]);
   fuse_ino_t ino = (fuse_ino_t)get_double(env, argv[2]);
@@ -2859,14 +2839,8 @@ static napi_value js_folder_names(napi_env env, napi_callback_info info) {
 
 /* namesForget(session, ino): the names of folder `ino` changed in a way the engine cannot see. */
 static napi_value js_names_forget(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
   napi_value argv[2];
-  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 2) {
-    napi_throw_type_error(env, NULL, "namesForget(session, ino)");
-    return NULL;
-  }
-  session *s = get_session(env, argv[0]);
+  session *s = session_args(env, info, 2, argv, "namesForget(session, ino)");
   if (!s) return NULL;
   pthread_mutex_lock(&s->lock);
   names_drop(s, (fuse_ino_t)get_double(env, argv[1]));
