@@ -219,10 +219,10 @@ export class FuseOperations {
     this.requested.set(path, { mode: mode & 0o7777 }, { mode: permissionBits(isDir, this.own), uid: this.own.uid, gid: this.own.gid });
   }
 
-  /** Every name in folder `path` when the Vfs knows them without asking the service; undefined otherwise. */
-  cachedNames(path: string): string[] | undefined {
+  /** Every name in folder `path` when the Vfs knows them without asking the service (at most `max`); undefined otherwise. */
+  cachedNames(path: string, max: number): string[] | undefined {
     try {
-      return this.vfs.cachedNames?.(path);
+      return this.vfs.cachedNames?.(path, max);
     } catch {
       return undefined;
     }

@@ -896,11 +896,11 @@ export class GatewayVfs implements Vfs {
     if (!e.isDir) throw new VfsError('ENOTDIR', `${gatewayPathOf(lib.name, fullpath)} is a file`);
   }
 
-  cachedNames(path: string): string[] | undefined {
+  cachedNames(path: string, max: number): string[] | undefined {
     const t = this.target(path);
     if (!t.lib) return undefined;
     const list = this.cache.getListing(t.lib.name, t.fullpath);
-    if (!list) return undefined;
+    if (!list || list.length > max) return undefined;
     return [...this.overlaid(t.lib, t.fullpath, list).keys()];
   }
 

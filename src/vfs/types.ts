@@ -174,10 +174,11 @@ export interface Vfs {
   stat(path: string, ctx?: CallContext, opts?: { fresh?: boolean }): Promise<Attr>;
   readdir(path: string, ctx?: CallContext): Promise<Attr[]>;
   /**
-   * Every name in folder `path` when they are known without asking the service (its listing is cached),
-   * as a lookup would find them now; undefined otherwise. For a front end that answers lookups itself.
+   * Every name in folder `path` when they are known without asking the service (its listing is cached)
+   * and there are at most `max`, as a lookup would find them now; undefined otherwise. For a front end
+   * that answers lookups itself.
    */
-  cachedNames?(path: string): string[] | undefined;
+  cachedNames?(path: string, max: number): string[] | undefined;
   open(path: string, flags: OpenFlags, ctx?: CallContext): Promise<FileHandle>;
   mkdir(path: string, ctx?: CallContext): Promise<Attr>;
   /** Renames or moves a file or folder. `noReplace`: EEXIST when the target exists (else replaced). */

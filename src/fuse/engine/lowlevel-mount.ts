@@ -73,6 +73,8 @@ const DIR_FH_BASE = 2 ** 40;
 const QUIET_RECORDS_MS = 1000;
 /** Folders whose last offer of names is remembered, at most. */
 const NAMES_OFFERED_MAX = 4096;
+/** Names of one folder offered to the engine at most (a larger folder's lookups all go to the Vfs). */
+const NAMES_OFFERED_MOST = 50_000;
 /** d_ino of a listed entry the kernel has not looked up (FUSE_UNKNOWN_INO). */
 const UNKNOWN_INO = 0xffff_ffff;
 /** The smallest directory entry the kernel takes (24-byte header + name padded to 8). */
@@ -720,7 +722,7 @@ export class LowLevelMount {
     } catch {
       return;
     }
-    const names = this.operations.cachedNames(path);
+    const names = this.operations.cachedNames(path, NAMES_OFFERED_MOST);
     if (names) this.binding.folderNames(this.se, id, parent, names, this.timeout);
   }
 

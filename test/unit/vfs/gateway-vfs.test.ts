@@ -90,17 +90,18 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     await remotes.get('A')!.mkdir('d');
     remotes.get('A')!.putFile('d/old.txt', Buffer.from('1'));
     remotes.get('A')!.putFile('d/gone.txt', Buffer.from('2'));
-    expect(vfs.cachedNames('/A/d')).toBeUndefined();
+    expect(vfs.cachedNames('/A/d', 10)).toBeUndefined();
     await vfs.readdir('/A/d');
-    expect(vfs.cachedNames('/A/d')!.sort()).toEqual(['gone.txt', 'old.txt']);
+    expect(vfs.cachedNames('/A/d', 10)!.sort()).toEqual(['gone.txt', 'old.txt']);
+    expect(vfs.cachedNames('/A/d', 1)).toBeUndefined();
     // Local files laid over the listing; a name being removed is not there.
     await vfs.writeFile('/A/d/new.txt', Buffer.from('3'));
     await vfs.unlink('/A/d/gone.txt');
-    expect(vfs.cachedNames('/A/d')!.sort()).toEqual(['new.txt', 'old.txt']);
+    expect(vfs.cachedNames('/A/d', 10)!.sort()).toEqual(['new.txt', 'old.txt']);
     await vfs.mkdir('/A/empty');
-    expect(vfs.cachedNames('/A/empty')).toEqual([]);
-    expect(vfs.cachedNames('/')).toBeUndefined();
-    expect(() => vfs.cachedNames('/Nope/d')).toThrow(/ENOENT/);
+    expect(vfs.cachedNames('/A/empty', 10)).toEqual([]);
+    expect(vfs.cachedNames('/', 10)).toBeUndefined();
+    expect(() => vfs.cachedNames('/Nope/d', 10)).toThrow(/ENOENT/);
   });
 
   it('refuses names the service refuses and changes nothing', async () => {
