@@ -302,6 +302,7 @@ export class LowLevelMount {
       node = this.inodes.rememberAt(parent, name, req.newIno!);
     } catch (err) {
       this.lateErrors.set(fh, -errnoOf(err));
+      this.refusedCreates.add(fh);
       this.logger.warn({ parent, name, err: String(err) }, 'fuse: a file the engine created has no folder here');
       return;
     }
