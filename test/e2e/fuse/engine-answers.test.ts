@@ -161,6 +161,26 @@ describe('requests the engine answers itself', () => {
     expect(Buffer.from(await h2.call<string>('remoteRead', { path: '/Lib/small/f7' }), 'base64').equals(Buffer.alloc(4096 + 7, 7))).toBe(true);
   }, T);
 
+  it('writers at once in a new folder: creates, renames and removals end as the Vfs and the service hold them', async () => {
+    await mkdir(join(lib2, 'busy'));
+    const before = await answered2();
+    // Four shells at once, each: make a file, rename it, remove every other one, make a folder with a file.
+    const script = 'cd "$1"; w=$2; i=0; while [ $i -lt 40 ]; do printf "%s-%s" $w $i > t$w-$i; mv t$w-$i f$w-$i; ' +
+      'if [ $((i % 2)) -eq 1 ]; then rm f$w-$i; fi; i=$((i+1)); done; mkdir d$w; printf last > d$w/in';
+    await Promise.all([0, 1, 2, 3].map((w) => sh('sh', ['-c', script, 'sh', join(lib2, 'busy'), String(w)], { timeoutMs: 60_000 })));
+    const expected = [0, 1, 2, 3].flatMap((w) => [`d${w}`, ...Array.from({ length: 20 }, (_, k) => `f${w}-${2 * k}`)]).sort();
+    expect((await readdir(join(lib2, 'busy'))).sort()).toEqual(expected);
+    expect((await answered2()).creates - before.creates).toBeGreaterThan(0);
+    await h2.call('flushAll');
+    const listed = await h2.call<string[]>('remoteList', { path: '/Lib/busy' });
+    expect(listed).toEqual(expected);
+    for (const w of [0, 3]) {
+      expect(await readFile(join(lib2, `busy/f${w}-38`), 'utf8')).toBe(`${w}-38`);
+      expect(Buffer.from(await h2.call<string>('remoteRead', { path: `/Lib/busy/f${w}-10` }), 'base64').toString()).toBe(`${w}-10`);
+      expect(await readFile(join(lib2, `busy/d${w}/in`), 'utf8')).toBe('last');
+    }
+  }, T);
+
   it('a file the engine created reaches the Vfs while it is held open, with nothing written', async () => {
     await mkdir(join(lib2, 'held'));
     const before = await answered2();
