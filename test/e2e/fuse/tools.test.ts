@@ -1,7 +1,7 @@
 /**
  * Everyday tools that set modes, owners and times (tar x, cp -a, rsync -a) exit 0 through the mount and
- * what they set shows (kept in memory by the front end); files changed by another client, unlinked or
- * replaced while open behave as on a local disk.
+ * what they set shows (kept in memory by the front end); make and npm install work inside it; files
+ * changed by another client, unlinked or replaced while open behave as on a local disk.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chmod, mkdir, open, readFile, stat, writeFile } from 'node:fs/promises';
@@ -61,6 +61,37 @@ describe('tools through the FUSE mount', () => {
     expect(await modeOf(join(lib, 'rsync/bin/run.sh'))).toBe(0o755);
     const again = await sh('rsync', ['-a', '--itemize-changes', `${tree}/`, join(lib, 'rsync')]);
     expect(again.stdout.trim()).toBe('');
+  }, T);
+
+  it('make builds a program inside the mount, runs it, and a second make finds nothing to do', async () => {
+    const dir = join(lib, 'make');
+    await mkdir(dir);
+    await writeFile(join(dir, 'hello.c'), '#include <stdio.h>\nint main(void) { puts("built here"); return 0; }\n');
+    await writeFile(join(dir, 'Makefile'), 'out.txt: hello\n\t./hello > out.txt\nhello: hello.c\n\tcc -o hello hello.c\n');
+    await sh('make', ['-C', dir], { timeoutMs: T });
+    expect(await readFile(join(dir, 'out.txt'), 'utf8')).toBe('built here\n');
+    expect((await stat(join(dir, 'hello'))).mode & 0o111).not.toBe(0);
+    // The times make compares are the ones it left: nothing is rebuilt.
+    const again = await sh('make', ['-C', dir], { timeoutMs: T });
+    expect(again.stdout).toMatch(/Nothing to be done|is up to date/);
+  }, T);
+
+  it('npm install of a small project (a local package, no registry) inside the mount', async () => {
+    const pkg = join(h.local, 'dep');
+    await mkdir(pkg, { recursive: true });
+    await writeFile(join(pkg, 'package.json'), JSON.stringify({ name: 'cloudlib-test-dep', version: '1.0.0', main: 'index.js' }));
+    await writeFile(join(pkg, 'index.js'), 'module.exports = () => "from the dependency";\n');
+    // npm's cache and settings of its own, in the test's folder.
+    const env = { ...process.env, npm_config_cache: join(h.local, 'npm-cache'), npm_config_userconfig: join(h.local, 'npmrc') };
+    const packed = (await sh('npm', ['pack', '--silent', '--pack-destination', h.local], { cwd: pkg, env, timeoutMs: T })).stdout.trim().split('\n').pop()!;
+    const app = join(lib, 'app');
+    await mkdir(app);
+    await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true }));
+    await sh('npm', ['install', '--offline', '--no-audit', '--no-fund', '--silent', join(h.local, packed)], { cwd: app, env, timeoutMs: T });
+    const run = await sh('node', ['-e', 'console.log(require("cloudlib-test-dep")())'], { cwd: app, timeoutMs: T });
+    expect(run.stdout.trim()).toBe('from the dependency');
+    expect(JSON.parse(await readFile(join(app, 'package.json'), 'utf8')).dependencies['cloudlib-test-dep']).toMatch(/cloudlib-test-dep-1\.0\.0\.tgz$/);
+    expect((await stat(join(app, 'package-lock.json'))).size).toBeGreaterThan(0);
   }, T);
 
   it('chown to another owner shows it', async () => {
