@@ -44,9 +44,10 @@ export interface MountOptions {
    */
   readerThreads?: number;
   /**
-   * Let the engine answer getattr from the attributes of earlier answers while they are valid, and (with
-   * the writeback cache) small writes and the times written back at close, without waiting for
-   * JavaScript (see docs/fuse.md, The engine). Default true.
+   * Let the engine answer getattr from the attributes of earlier answers while they are valid, lookups of
+   * names a folder whose names it knows does not have, and (with the writeback cache) creates in such
+   * folders, small writes and the times written back at close, without waiting for JavaScript (see
+   * docs/fuse.md, The engine). Default true.
    */
   engineAnswers?: boolean;
   logger: Logger;
