@@ -6,7 +6,7 @@
  * exactly once and within its deadline.
  */
 import type { Logger } from 'pino';
-import type { Attr, CallContext, FileHandle, OpenFlags, Vfs } from '../vfs/types.js';
+import type { Attr, CallContext, FileHandle, LocalRange, OpenFlags, Vfs } from '../vfs/types.js';
 import { Errno, FuseOpError } from './errno.js';
 import { HandleTable, type OpenFile } from './handles.js';
 import { InFlightCounter, replyWithin, type NativeCallback, type OperationResult, type OperationScope } from './reply.js';
@@ -217,6 +217,15 @@ export class FuseOperations {
   private keepCreatedMode(path: string, isDir: boolean, mode: number): void {
     this.requested.drop(path);
     this.requested.set(path, { mode: mode & 0o7777 }, { mode: permissionBits(isDir, this.own), uid: this.own.uid, gid: this.own.gid });
+  }
+
+  /** Where the bytes of a read of handle `fh` are in a local file right now (FileHandle.localRange), if they are. */
+  localRange(fh: number, position: number, length: number): LocalRange | undefined {
+    try {
+      return this.handles.get(fh).handle.localRange?.(position, length);
+    } catch {
+      return undefined;
+    }
   }
 
   /** Every name in folder `path` when the Vfs knows them without asking the service (at most `max`); undefined otherwise. */

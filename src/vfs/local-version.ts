@@ -37,7 +37,7 @@ import type { DiskFaults } from './disk-faults.js';
 import type { RemoteEntry } from './remote.js';
 import { addRange, clipRanges, gaps, type ByteRange } from './byte-ranges.js';
 import type { Sha1Stream } from './sha1-streams.js';
-import { VfsError, type DirectSpool, type DirectWritesDone, type Operator } from './types.js';
+import { VfsError, type DirectSpool, type DirectWritesDone, type LocalRange, type Operator } from './types.js';
 
 /** Opens bytes `[start, end]` (inclusive) of the base content. */
 export type BaseOpener = (start: number, end: number) => Promise<Readable>;
@@ -157,6 +157,8 @@ export class LocalVersion implements PendingFile {
   /** False while a new version's spool file was never made (a file held in memory): nothing to remove. */
   private spoolMade = true;
   private chain: Promise<unknown> = Promise.resolve();
+  /** Runs of `exclusive` queued or under way. */
+  private queued = 0;
   /** Writes of this side under way (a spool is handed to a direct writer only with none). */
   private writesUnderWay = 0;
   /** The direct writer of the spool, while it writes: how to stop it, and how many of its writes were reported. */
@@ -203,9 +205,26 @@ export class LocalVersion implements PendingFile {
 
   /** Runs `fn` with the file to itself (no other read, write, truncate or fetch in between). */
   exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.chain.then(fn);
+    this.queued++;
+    const run = this.chain.then(fn).finally(() => this.queued--);
     this.chain = run.catch(() => undefined);
     return run;
+  }
+
+  /**
+   * Where a read of [position, position + length) finds its bytes in the spool right now (FileHandle.
+   * localRange): clipped to the file's size, when they are all there as they are: not while the file is
+   * held in memory, while anything of the spool is under way or waiting (`exclusive`), while base bytes
+   * of the range are still to be fetched, past the spool's known length (a read would stop short), or
+   * once a change failed.
+   */
+  localRange(position: number, length: number): LocalRange | undefined {
+    if (this.memory || !this.fh || this.queued > 0 || this.writesUnderWay > 0 || this.failed) return undefined;
+    if (!Number.isSafeInteger(position) || position < 0 || !(length > 0)) return undefined;
+    const end = Math.min(this.size, position + length);
+    if (end <= position || this.spoolLength === undefined || this.spoolLength < end) return undefined;
+    if (!this.baseReady && gaps(this.present, position, Math.min(end, this.baseSize)).length > 0) return undefined;
+    return { fd: this.fh.fd, position, length: end - position };
   }
 
   /** Empties the file (a new or truncated file): no base any more. */

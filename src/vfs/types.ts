@@ -125,6 +125,22 @@ export interface FileHandle {
    * written that has its spool on disk, no write of its own under way. See DirectSpool.
    */
   directSpool?(): DirectSpool | undefined;
+  /**
+   * Where the bytes a read of [position, position + length) answers are in a local file right now, for
+   * a front end that reads them from there itself before control returns to the event loop (the FUSE
+   * engine: they never enter JavaScript). Undefined whenever `read` has to answer (see LocalRange).
+   */
+  localRange?(position: number, length: number): LocalRange | undefined;
+}
+
+/**
+ * Bytes of a file in a local file: `length` bytes (the read clipped to the file's size, at least one)
+ * at `position` of descriptor `fd`, valid until control returns to the event loop.
+ */
+export interface LocalRange {
+  readonly fd: number;
+  readonly position: number;
+  readonly length: number;
 }
 
 /**

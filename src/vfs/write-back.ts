@@ -38,7 +38,7 @@ import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './r
 import type { Sha1Streams } from './sha1-streams.js';
 import { UploadJournal, orderOf, type JournalEntry } from './upload-journal.js';
 import { UploadQueue, type UploadStatus } from './upload-queue.js';
-import { VfsError, type Attr, type CallContext, type DirectSpool, type FileHandle, type OpenFlags } from './types.js';
+import { VfsError, type Attr, type CallContext, type DirectSpool, type FileHandle, type LocalRange, type OpenFlags } from './types.js';
 
 export interface WriteBackHost {
   remoteFor(library: string): Remote | undefined;
@@ -1014,6 +1014,12 @@ class SessionHandle implements FileHandle {
     return this.s.version.directSpool();
   }
 
+  localRange(position: number, length: number): LocalRange | undefined {
+    if (this.releasedOnce) return undefined;
+    if (this.s.baseReader && this.s.version.generation === 0 && !this.s.version.baseReady) return undefined;
+    return this.s.version.localRange(position, length);
+  }
+
   async flush(): Promise<void> {
     this.open();
     await this.wb.persist(this.s, { fsync: false });
@@ -1048,6 +1054,10 @@ class VersionReadHandle implements FileHandle {
   read(position: number, length: number): Promise<Buffer> {
     this.open();
     return this.v.read(position, length);
+  }
+
+  localRange(position: number, length: number): LocalRange | undefined {
+    return this.releasedOnce ? undefined : this.v.localRange(position, length);
   }
 
   async write(): Promise<number> { throw new VfsError('EACCES', `${this.path} was opened read-only`); }

@@ -2273,6 +2273,30 @@ static napi_value js_reply_data(napi_env env, napi_callback_info info) {
   return bool_value(env, 1);
 }
 
+/*
+ * replyFd(session, id, fd, position, length): answers a read with `length` bytes at `position` of `fd`,
+ * read by libfuse into a buffer of its own and written to the kernel (the bytes never enter JavaScript).
+ * A failed read answers its errno. → whether the request was still pending.
+ */
+static napi_value js_reply_fd(napi_env env, napi_callback_info info) {
+  napi_value argv[5];
+  session *s;
+  fuse_req_t req;
+  if (!arg_request(env, info, 5, argv, &s, &req)) return NULL;
+  if (!req) return bool_value(env, 0);
+  double fd = get_double(env, argv[2]), pos = get_double(env, argv[3]), len = get_double(env, argv[4]);
+  if (!(fd >= 0 && fd <= 0x7fffffff && pos >= 0 && len >= 0 && len <= 0x7fffffff)) {
+    fuse_reply_err(req, EINVAL);
+    return bool_value(env, 1);
+  }
+  struct fuse_bufvec bufv = FUSE_BUFVEC_INIT((size_t)len);
+  bufv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+  bufv.buf[0].fd = (int)fd;
+  bufv.buf[0].pos = (off_t)pos;
+  fuse_reply_data(req, &bufv, FUSE_BUF_NO_SPLICE);
+  return bool_value(env, 1);
+}
+
 /* Writes entry i, named `name`, of a listing answer into `buf` (at most `room` bytes); answers the size it needs. */
 typedef size_t (*entry_writer)(fuse_req_t req, char *buf, size_t room, const char *name, uint32_t i, off_t off, const void *ctx);
 
@@ -2888,6 +2912,7 @@ static napi_value init(napi_env env, napi_value exports) {
     { "replyWrite", js_reply_write },
     { "replyXattrSize", js_reply_xattr },
     { "replyData", js_reply_data },
+    { "replyFd", js_reply_fd },
     { "replyDir", js_reply_dir },
     { "replyDirPlus", js_reply_dir_plus },
     { "replyStatfs", js_reply_statfs },

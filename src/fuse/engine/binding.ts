@@ -122,6 +122,8 @@ export interface Fuse3Binding {
   replyWrite(session: NativeSession, id: number, count: number): boolean;
   replyXattrSize(session: NativeSession, id: number, size: number): boolean;
   replyData(session: NativeSession, id: number, parts: readonly Buffer[], limit: number): boolean;
+  /** A read answered with `length` bytes at `position` of `fd`, read by the engine (a failed read answers its errno). */
+  replyFd(session: NativeSession, id: number, fd: number, position: number, length: number): boolean;
   /** Entries from `firstOffset` on, as many as fit in `size` bytes; answers how many went in (-1: not pending). */
   replyDir(session: NativeSession, id: number, size: number, names: readonly string[], inos: Float64Array, dirs: Uint8Array, firstOffset: number): number;
   /**

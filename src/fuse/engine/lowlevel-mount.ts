@@ -33,6 +33,8 @@ export interface DirectWriteCounters {
   directWrites: number;
   /** Attachments that ended with the SHA-1 of the whole content computed by the engine. */
   hashedByEngine: number;
+  /** Reads answered from a local file's descriptor by the engine (FileHandle.localRange). */
+  fdReads: number;
 }
 
 /** The engine's direct spool writes, and the requests it answered itself (see docs/fuse.md, The engine). */
@@ -145,7 +147,7 @@ export class LowLevelMount {
   private readonly writesWaiting = new Map<number, KernelRequest[]>();
   /** Writes the engine answered already, and where their outcome goes. */
   private readonly answeredWrites = new WeakMap<KernelRequest, NativeCallback>();
-  private readonly directCounts: DirectWriteCounters = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0 };
+  private readonly directCounts: DirectWriteCounters = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0, fdReads: 0 };
   /**
    * Inodes with requests the engine answered still being applied here (a small write, times written
    * back): what the kernel sends afterwards about the inode waits for them, in order.
@@ -481,12 +483,20 @@ export class LowLevelMount {
       }
       case Op.CREATE:
         return this.create(id, req);
-      case Op.READ:
+      case Op.READ: {
+        // Bytes in a local file (a spool): read by the engine from its descriptor, never entering JavaScript.
+        const local = this.isFileHandle(req.fh) ? this.operations.localRange(req.fh, req.offset!, req.size!) : undefined;
+        if (local) {
+          this.directCounts.fdReads++;
+          b.replyFd(se, id, local.fd, local.position, local.length);
+          return;
+        }
         this.operations.readParts(this.safePath(req.ino), req.fh!, req.size!, req.offset!, (code, parts) => {
           if (code < 0) return void b.replyErr(se, id, -code);
           b.replyData(se, id, parts as Buffer[], req.size!);
         });
         return;
+      }
       case Op.WRITE:
         return this.write(req);
       case Op.WROTE: {

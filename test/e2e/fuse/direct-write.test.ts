@@ -14,7 +14,7 @@ import { sh, startMount, type MountHarness } from './harness.js';
 const T = 120_000;
 const MiB = 1024 * 1024;
 
-interface Counters { spoolsAttached: number; directWrites: number; hashedByEngine: number }
+interface Counters { spoolsAttached: number; directWrites: number; hashedByEngine: number; fdReads: number }
 
 function pattern(bytes: number, seed: number): Buffer {
   const data = Buffer.alloc(bytes);
@@ -55,6 +55,29 @@ function describeMount(name: string, writebackCache: boolean, readerThreads = 1)
       expect(await localSha1('/Lib/seq.bin')).toBe(sha1(data));
       await h.call('flushAll');
       expect((await remoteRead('/Lib/seq.bin')).equals(data)).toBe(true);
+    }, T);
+
+    it('reads of a local file the kernel no longer caches are answered from its spool\'s descriptor by the engine', async () => {
+      const data = pattern(3 * MiB + 777, 5);
+      await writeFile(join(lib, 'local-read.bin'), data);
+      // The kernel's copy of the pages goes: the reads reach the mount; the version is still local (not uploaded).
+      await sh('dd', [`if=${join(lib, 'local-read.bin')}`, 'iflag=nocache', 'count=0', 'status=none'], { timeoutMs: 60_000 });
+      const before = await counters();
+      expect((await readFile(join(lib, 'local-read.bin'))).equals(data)).toBe(true);
+      expect((await counters()).fdReads).toBeGreaterThan(before.fdReads);
+      // A range in the middle, through a descriptor of its own.
+      await sh('dd', [`if=${join(lib, 'local-read.bin')}`, 'iflag=nocache', 'count=0', 'status=none'], { timeoutMs: 60_000 });
+      const fh = await open(join(lib, 'local-read.bin'), 'r');
+      try {
+        const part = Buffer.alloc(200_000);
+        const { bytesRead } = await fh.read(part, 0, part.length, MiB + 12_345);
+        expect(bytesRead).toBe(part.length);
+        expect(part.equals(data.subarray(MiB + 12_345, MiB + 12_345 + part.length))).toBe(true);
+        // Past the end: nothing.
+        expect((await fh.read(Buffer.alloc(10), 0, 10, data.length)).bytesRead).toBe(0);
+      } finally {
+        await fh.close();
+      }
     }, T);
 
     it('writes out of order: the content is right and its hash is computed from the spool at the seal', async () => {

@@ -4,6 +4,7 @@
  * printed on failure (FSX_SEED=… replays it).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startMount, type MountHarness } from './harness.js';
@@ -35,23 +36,33 @@ async function readAll(fh: FileHandle): Promise<Buffer> {
   return buf.subarray(0, done);
 }
 
-describe('fsx-style exerciser', () => {
+/**
+ * Over the in-memory Vfs; and over the gateway's Vfs and an embedded service with the file opened
+ * O_DIRECT (past the kernel's page cache: every write and read reaches the mount, and reads of bytes in
+ * the spool are answered from its descriptor by the engine).
+ */
+describe.each([
+  { backend: 'memory', ops: OPS, direct: false },
+  { backend: 'service', ops: Math.ceil(OPS / 2), direct: true },
+])('fsx-style exerciser over the $backend backend', ({ backend, ops, direct }) => {
   let h: MountHarness;
   beforeAll(async () => {
-    h = await startMount({ mount: { attrTimeoutS: 1 } });
+    h = await startMount({ mount: { attrTimeoutS: 1 }, env: { FUSE_TEST_BACKEND: backend } });
   }, 60_000);
   afterAll(async () => {
     await h?.stop();
   }, 60_000);
 
-  it(`${OPS} random operations leave the mount identical to a local reference`, async () => {
+  it(`${ops} random operations leave the mount identical to a local reference`, async () => {
     const seed = Number(process.env.FSX_SEED ?? Date.now() % 1_000_000);
     const rand = prng(seed);
     const int = (n: number): number => Math.floor(rand() * n);
     const mountPath = join(h.mnt, 'Lib', 'fsx.dat');
     const refPath = join(h.local, 'fsx.ref');
-    let m = await open(mountPath, 'w+');
+    const DIRECT = direct ? constants.O_DIRECT : 0;
+    let m = await open(mountPath, constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC | DIRECT);
     let r = await open(refPath, 'w+');
+    const fdReadsBefore = direct ? (await h.call<{ fdReads: number }>('mountCounters')).fdReads : 0;
     const history: string[] = [];
     const fail = (what: string): never => {
       throw new Error(`fsx seed ${seed}: ${what}\nlast operations:\n${history.slice(-15).join('\n')}`);
@@ -63,7 +74,7 @@ describe('fsx-style exerciser', () => {
       if (at >= 0) fail(`first difference at byte ${at}`);
     };
     try {
-      for (let i = 0; i < OPS; i++) {
+      for (let i = 0; i < ops; i++) {
         const size = (await r.stat()).size;
         const kind = rand();
         if (kind < 0.45) {
@@ -95,16 +106,18 @@ describe('fsx-style exerciser', () => {
           history.push(`${i} close + reopen + compare`);
           await m.close();
           await r.close();
-          m = await open(mountPath, 'r+');
+          m = await open(mountPath, constants.O_RDWR | DIRECT);
           r = await open(refPath, 'r+');
           await compareAll();
         }
       }
       await compareAll();
+      if (direct) expect((await h.call<{ fdReads: number }>('mountCounters')).fdReads).toBeGreaterThan(fdReadsBefore);
     } finally {
       await m.close().catch(() => undefined);
       await r.close().catch(() => undefined);
     }
+    await h.call('flushAll');
     const remote = Buffer.from(await h.call<string>('remoteRead', { path: '/Lib/fsx.dat' }), 'base64');
     const ref = await open(refPath, 'r');
     try {

@@ -44,6 +44,8 @@ function setup() {
     replyWrite: answer('write'),
     replyXattrSize: answer('xattrSize'),
     replyData: (s, id, parts, limit) => answer('data')(s, id, Buffer.concat(parts as Buffer[]).subarray(0, limit)),
+    // The in-memory Vfs holds no local files: no read is answered from a descriptor here.
+    replyFd: () => { throw new Error('replyFd: not expected over the in-memory Vfs'); },
     replyDir: (s, id, size, names) => {
       answer('dir')(s, id, [...names]);
       return names.length;

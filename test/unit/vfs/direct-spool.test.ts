@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createHash } from 'node:crypto';
-import { writeSync } from 'node:fs';
+import { readSync, writeSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -208,6 +208,45 @@ describe('direct spool writes', () => {
     await vfs.flushAll();
     expect(remote.read('f').toString()).toBe('old content');
     expect(vfs.status().localFiles).toBe(0);
+  });
+
+  it('localRange: where a read finds its bytes in the spool, only while they are all there as they are', async () => {
+    const { vfs, remote } = await gateway();
+    const small = await vfs.open('/A/small', { write: true, create: true });
+    await small.write(0, Buffer.from('tiny'));
+    expect(small.localRange!(0, 4)).toBeUndefined(); // held in memory
+    await small.release();
+    const data = content(2 * MiB + 5, 7);
+    const h = await vfs.open('/A/big', { read: true, write: true, create: true });
+    await h.write(0, data);
+    const at = h.localRange!(MiB, MiB);
+    expect(at).toMatchObject({ position: MiB, length: MiB });
+    const back = Buffer.alloc(MiB);
+    expect(readSync(at!.fd, back, 0, MiB, at!.position)).toBe(MiB);
+    expect(back.equals(data.subarray(MiB, 2 * MiB))).toBe(true);
+    // Clipped to the size; nothing at or past the end.
+    expect(h.localRange!(2 * MiB, MiB)).toMatchObject({ position: 2 * MiB, length: 5 });
+    expect(h.localRange!(data.length, 10)).toBeUndefined();
+    // Not while anything of the spool is under way or waiting (here a read of its own).
+    const reading = h.read(0, 10);
+    expect(h.localRange!(0, 10)).toBeUndefined();
+    await reading;
+    expect(h.localRange!(0, 1)).toMatchObject({ length: 1 });
+    await h.release();
+    // A large file of the service changed in the middle (past what is fetched whole at the first change):
+    // base bytes not fetched yet are not there.
+    remote.putFile('based', content(10 * MiB, 8));
+    const based = await vfs.open('/A/based', { read: true, write: true });
+    await based.write(MiB, Buffer.from('middle'));
+    expect(based.localRange!(0, 100)).toBeUndefined();
+    await based.read(0, 100);
+    const fetched = based.localRange!(0, 100);
+    expect(fetched).toMatchObject({ position: 0, length: 100 });
+    const head = Buffer.alloc(100);
+    readSync(fetched!.fd, head, 0, 100, 0);
+    expect(head.equals(content(10 * MiB, 8).subarray(0, 100))).toBe(true);
+    await based.release();
+    expect(based.localRange!(0, 100)).toBeUndefined(); // released
   });
 
   it('is not handed out for a small file held in memory, an appending handle or a second writer', async () => {
