@@ -2057,6 +2057,17 @@ static int arg_request(napi_env env, napi_callback_info info, size_t want, napi_
   return arg_request_info(env, info, want, argv, s, req, NULL);
 }
 
+/*
+ * The prologue of a reply function taking N arguments: `argv`, the session `s` and the request `req`;
+ * returns (thrown) when arguments are missing, and false when the request is no longer pending.
+ */
+#define REPLY_ARGS(N)                                                 \
+  napi_value argv[N];                                                 \
+  session *s;                                                         \
+  fuse_req_t req;                                                     \
+  if (!arg_request(env, info, N, argv, &s, &req)) return NULL;        \
+  if (!req) return bool_value(env, 0)
+
 /* Reads a stat record: Float64Array [ino, mode, nlink, uid, gid, size, blocks, blksize, atimeMs, mtimeMs, ctimeMs]. */
 /* The 11 stat fields JavaScript sends (ino, mode, nlink, uid, gid, size, blocks, blksize, atime, mtime, ctime in ms). */
 static void stat_from_fields(const double *f, struct stat *st) {
@@ -2101,11 +2112,7 @@ static double get_double(napi_env env, napi_value v) {
 
 /* replyErr(session, id, errno) → whether the request was still pending. errno 0 = success without data. */
 static napi_value js_reply_err(napi_env env, napi_callback_info info) {
-  napi_value argv[3];
-  session *s;
-  fuse_req_t req;
-  if (!arg_request(env, info, 3, argv, &s, &req)) return NULL;
-  if (!req) return bool_value(env, 0);
+  REPLY_ARGS(3);
   fuse_reply_err(req, (int)get_double(env, argv[2]));
   return bool_value(env, 1);
 }
@@ -2135,11 +2142,7 @@ static napi_value js_reply_entry(napi_env env, napi_callback_info info) {
 
 /* replyNegative(session, id, timeoutS): "no such entry", remembered by the kernel for timeoutS. */
 static napi_value js_reply_negative(napi_env env, napi_callback_info info) {
-  napi_value argv[3];
-  session *s;
-  fuse_req_t req;
-  if (!arg_request(env, info, 3, argv, &s, &req)) return NULL;
-  if (!req) return bool_value(env, 0);
+  REPLY_ARGS(3);
   struct fuse_entry_param e;
   memset(&e, 0, sizeof(e));
   e.entry_timeout = get_double(env, argv[2]);
@@ -2178,11 +2181,7 @@ static void fill_fi(struct fuse_file_info *fi, double fh, int flags) {
 
 /* replyOpen(session, id, fh, flags) */
 static napi_value js_reply_open(napi_env env, napi_callback_info info) {
-  napi_value argv[4];
-  session *s;
-  fuse_req_t req;
-  if (!arg_request(env, info, 4, argv, &s, &req)) return NULL;
-  if (!req) return bool_value(env, 0);
+  REPLY_ARGS(4);
   struct fuse_file_info fi;
   fill_fi(&fi, get_double(env, argv[2]), (int)get_double(env, argv[3]));
   if (fuse_reply_open(req, &fi) == -ENOENT) return bool_value(env, 0); /* interrupted: the kernel releases nothing */
@@ -2216,33 +2215,21 @@ static napi_value js_reply_create(napi_env env, napi_callback_info info) {
 
 /* replyWrite(session, id, count) */
 static napi_value js_reply_write(napi_env env, napi_callback_info info) {
-  napi_value argv[3];
-  session *s;
-  fuse_req_t req;
-  if (!arg_request(env, info, 3, argv, &s, &req)) return NULL;
-  if (!req) return bool_value(env, 0);
+  REPLY_ARGS(3);
   fuse_reply_write(req, (size_t)get_double(env, argv[2]));
   return bool_value(env, 1);
 }
 
 /* replyXattrSize(session, id, size) */
 static napi_value js_reply_xattr(napi_env env, napi_callback_info info) {
-  napi_value argv[3];
-  session *s;
-  fuse_req_t req;
-  if (!arg_request(env, info, 3, argv, &s, &req)) return NULL;
-  if (!req) return bool_value(env, 0);
+  REPLY_ARGS(3);
   fuse_reply_xattr(req, (size_t)get_double(env, argv[2]));
   return bool_value(env, 1);
 }
 
 /* replyData(session, id, buffers: Buffer[], limit): the buffers in order, at most `limit` bytes in all. */
 static napi_value js_reply_data(napi_env env, napi_callback_info info) {
-  napi_value argv[4];
-  session *s;
-  fuse_req_t req;
-  if (!arg_request(env, info, 4, argv, &s, &req)) return NULL;
-  if (!req) return bool_value(env, 0);
+  REPLY_ARGS(4);
   uint32_t n = 0;
   napi_get_array_length(env, argv[2], &n);
   size_t limit = (size_t)get_double(env, argv[3]);
@@ -2279,11 +2266,7 @@ static napi_value js_reply_data(napi_env env, napi_callback_info info) {
  * A failed read answers its errno. → whether the request was still pending.
  */
 static napi_value js_reply_fd(napi_env env, napi_callback_info info) {
-  napi_value argv[5];
-  session *s;
-  fuse_req_t req;
-  if (!arg_request(env, info, 5, argv, &s, &req)) return NULL;
-  if (!req) return bool_value(env, 0);
+  REPLY_ARGS(5);
   double fd = get_double(env, argv[2]), pos = get_double(env, argv[3]), len = get_double(env, argv[4]);
   if (!(fd >= 0 && fd <= 0x7fffffff && pos >= 0 && len >= 0 && len <= 0x7fffffff)) {
     fuse_reply_err(req, EINVAL);
@@ -2412,11 +2395,7 @@ static napi_value js_reply_dir_plus(napi_env env, napi_callback_info info) {
 
 /* replyStatfs(session, id, Float64Array [bsize, frsize, blocks, bfree, bavail, files, ffree, favail, fsid, flag, namemax]) */
 static napi_value js_reply_statfs(napi_env env, napi_callback_info info) {
-  napi_value argv[3];
-  session *s;
-  fuse_req_t req;
-  if (!arg_request(env, info, 3, argv, &s, &req)) return NULL;
-  if (!req) return bool_value(env, 0);
+  REPLY_ARGS(3);
   napi_typedarray_type type;
   size_t length = 0;
   void *data = NULL;
