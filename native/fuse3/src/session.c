@@ -1717,11 +1717,20 @@ static napi_value batch_of(napi_env env, session *s, queued *q) {
  */
 static session *get_session(napi_env env, napi_value v);
 
+/* The session and the other arguments of a call that takes `want` of them; NULL (thrown) when any is missing. */
+static session *session_args(napi_env env, napi_callback_info info, size_t want, napi_value *argv, const char *usage) {
+  size_t argc = want;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < want) {
+    napi_throw_type_error(env, NULL, usage);
+    return NULL;
+  }
+  return get_session(env, argv[0]);
+}
+
+
 static napi_value js_take_queued(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value argv[1];
-  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  session *s = get_session(env, argv[0]);
+  session *s = session_args(env, info, 1, argv, "takeQueued(session)");
   if (!s) return NULL;
   pthread_mutex_lock(&s->lock);
   queued *q = s->head;
@@ -1758,16 +1767,6 @@ static char *get_string(napi_env env, napi_value v) {
   if (!str) return NULL;
   napi_get_value_string_utf8(env, v, str, len + 1, &len);
   return str;
-}
-
-/* The session and the other arguments of a call that takes `want` of them; NULL (thrown) when any is missing. */
-static session *session_args(napi_env env, napi_callback_info info, size_t want, napi_value *argv, const char *usage) {
-  size_t argc = want;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < want) {
-    napi_throw_type_error(env, NULL, usage);
-    return NULL;
-  }
-  return get_session(env, argv[0]);
 }
 
 /* ---- exported functions ---------------------------------------------------------------------- */
@@ -1938,10 +1937,8 @@ static void unmount_complete(napi_env env, napi_status status, void *data) {
 
 /* unmount(session) → Promise: tells the readers to stop and unmounts (lazily), off the main thread. */
 static napi_value js_unmount(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value argv[1];
-  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  session *s = get_session(env, argv[0]);
+  session *s = session_args(env, info, 1, argv, "unmount(session)");
   if (!s) return NULL;
   unmount_job *job = calloc(1, sizeof(unmount_job));
   job->s = s;
@@ -1960,10 +1957,8 @@ static napi_value js_unmount(napi_env env, napi_callback_info info) {
  * queue from keeping the process alive.
  */
 static napi_value js_destroy(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value argv[1];
-  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  session *s = get_session(env, argv[0]);
+  session *s = session_args(env, info, 1, argv, "destroy(session)");
   if (!s) return NULL;
   if (!s->se) return bool_value(env, 1);
   pthread_mutex_lock(&s->lock);
@@ -2767,15 +2762,20 @@ static napi_value js_spool_write(napi_env env, napi_callback_info info) {
   return result;
 }
 
-/* attrForget(session, ino): the attributes of `ino` changed in a way the engine cannot see (a rename, another client). */
-static napi_value js_attr_forget(napi_env env, napi_callback_info info) {
+/* A call (session, ino) that drops what the engine keeps of `ino` with `forget`. */
+static napi_value forget_call(napi_env env, napi_callback_info info, const char *usage, void (*forget)(session *, fuse_ino_t)) {
   napi_value argv[2];
-  session *s = session_args(env, info, 2, argv, "attrForget(session, ino)");
+  session *s = session_args(env, info, 2, argv, usage);
   if (!s) return NULL;
-  attr_forget(s, (fuse_ino_t)get_double(env, argv[1]));
+  forget(s, (fuse_ino_t)get_double(env, argv[1]));
   napi_value undefined;
   napi_get_undefined(env, &undefined);
   return undefined;
+}
+
+/* attrForget(session, ino): the attributes of `ino` changed in a way the engine cannot see (a rename, another client). */
+static napi_value js_attr_forget(napi_env env, napi_callback_info info) {
+  return forget_call(env, info, "attrForget(session, ino)", attr_forget);
 }
 
 /*
@@ -2840,25 +2840,21 @@ static napi_value js_folder_names(napi_env env, napi_callback_info info) {
   return bool_value(env, keep);
 }
 
-/* namesForget(session, ino): the names of folder `ino` changed in a way the engine cannot see. */
-static napi_value js_names_forget(napi_env env, napi_callback_info info) {
-  napi_value argv[2];
-  session *s = session_args(env, info, 2, argv, "namesForget(session, ino)");
-  if (!s) return NULL;
+static void names_forget(session *s, fuse_ino_t ino) {
   pthread_mutex_lock(&s->lock);
-  names_drop(s, (fuse_ino_t)get_double(env, argv[1]));
+  names_drop(s, ino);
   pthread_mutex_unlock(&s->lock);
-  napi_value undefined;
-  napi_get_undefined(env, &undefined);
-  return undefined;
 }
 
-/* answeredCounts(session) → { getattr, writes, times, lookups }: requests answered by the engine from its caches. */
+/* namesForget(session, ino): the names of folder `ino` changed in a way the engine cannot see. */
+static napi_value js_names_forget(napi_env env, napi_callback_info info) {
+  return forget_call(env, info, "namesForget(session, ino)", names_forget);
+}
+
+/* answeredCounts(session) → { getattr, writes, times, lookups, creates }: requests the engine answered itself. */
 static napi_value js_answered_counts(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value argv[1];
-  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  session *s = get_session(env, argv[0]);
+  session *s = session_args(env, info, 1, argv, "answeredCounts(session)");
   if (!s) return NULL;
   pthread_mutex_lock(&s->lock);
   double g = (double)s->getattr_answered, w = (double)s->writes_answered, t = (double)s->times_answered;

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createVfs, MemoryRemote } from '../../../src/vfs/index.js';
 import { FileHasher } from '../../../src/vfs/file-hasher.js';
-import type { DirectSpool, DirectWritesDone, FileHandle } from '../../../src/vfs/types.js';
+import type { DirectSpool, DirectWritesDone, FileHandle, Vfs } from '../../../src/vfs/types.js';
 import { vfsCode } from '../../support/vfs.js';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -32,6 +32,13 @@ async function gateway() {
 
 const MiB = 1024 * 1024;
 const sha1 = (b: Buffer): string => createHash('sha1').update(b).digest('hex');
+
+/** The version of /A/`name` holds `data` (its content hash), and the service has it after the uploads. */
+async function expectCommitted(vfs: Vfs, remote: MemoryRemote, name: string, data: Buffer): Promise<void> {
+  expect((await vfs.stat(`/A/${name}`)).contentHash).toBe(sha1(data));
+  await vfs.flushAll();
+  expect(remote.read(name).equals(data)).toBe(true);
+}
 
 /** A writer as the engine is one: writes at the descriptor, keeps a hash while the writes continue it. */
 class TestWriter {
@@ -99,9 +106,7 @@ describe('direct spool writes', () => {
     expect((await h.stat()).size).toBe(data.length);
     await h.release();
     expect(writer.stopped).toBe(1);
-    expect((await vfs.stat('/A/big')).contentHash).toBe(sha1(data));
-    await vfs.flushAll();
-    expect(remote.read('big').equals(data)).toBe(true);
+    await expectCommitted(vfs, remote, 'big', data);
   });
 
   it('a hash the writer is still finishing when it stops: the close waits for it and the version takes it', async () => {
@@ -122,9 +127,7 @@ describe('direct spool writes', () => {
     finish(sha1(data));
     await release;
     expect(spoolHashes).not.toHaveBeenCalled(); // no pass over the spool
-    expect((await vfs.stat('/A/f')).contentHash).toBe(sha1(data));
-    await vfs.flushAll();
-    expect(remote.read('f').equals(data)).toBe(true);
+    await expectCommitted(vfs, remote, 'f', data);
   });
 
   it('a hash the writer could not finish: the seal hashes the spool', async () => {
@@ -138,9 +141,7 @@ describe('direct spool writes', () => {
     const spoolHashes = vi.spyOn(FileHasher.prototype, 'hash');
     await h.release();
     expect(spoolHashes).toHaveBeenCalledTimes(1);
-    expect((await vfs.stat('/A/f')).contentHash).toBe(sha1(data));
-    await vfs.flushAll();
-    expect(remote.read('f').equals(data)).toBe(true);
+    await expectCommitted(vfs, remote, 'f', data);
   });
 
   it('writes not reported yet when the writer stops are taken from its answer', async () => {
@@ -167,9 +168,7 @@ describe('direct spool writes', () => {
     writer.write(data.subarray(3 * MiB), 3 * MiB);
     writer.write(data.subarray(MiB, 3 * MiB), MiB);
     await h.release();
-    expect((await vfs.stat('/A/f')).contentHash).toBe(sha1(data));
-    await vfs.flushAll();
-    expect(remote.read('f').equals(data)).toBe(true);
+    await expectCommitted(vfs, remote, 'f', data);
   });
 
   it('a second writer, a truncate or a flush stops the writer first; later changes go the usual way', async () => {
