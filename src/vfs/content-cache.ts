@@ -15,6 +15,7 @@ import { constants } from 'node:fs';
 import { writeFileAtomic } from '../shared/atomic-file.js';
 import type { Logger } from '../shared/log.js';
 import { addRange, covers, rangeBytes, skipBytes, type ByteRange } from './byte-ranges.js';
+import type { LocalRange } from './types.js';
 
 export interface ContentCacheOptions {
   /** Folder of the cache. */
@@ -97,6 +98,20 @@ export class ContentCache {
       done += bytesRead;
     }
     return buf.subarray(0, done);
+  }
+
+  /**
+   * Where `[start, end)` of the content is on disk right now, when all of it is and the content's file is
+   * open (after a first read or write of it in this run): its descriptor and the range, counted as a hit.
+   * The descriptor stays valid until the caller's next await (an eviction first forgets the content, then
+   * closes the file); undefined otherwise, nothing counted.
+   */
+  localRange(hash: string | undefined, start: number, end: number): LocalRange | undefined {
+    const item = hash ? this.items.get(hash) : undefined;
+    if (!item?.fh || end <= start || !covers(item.ranges, start, end)) return undefined;
+    item.lastUse = ++this.useClock;
+    this.counters.hits++;
+    return { fd: item.fh.fd, position: start, length: end - start };
   }
 
   /**

@@ -24,7 +24,7 @@ import type { PendingFile, UploadStatus } from './upload-queue.js';
 import { TimeOverrides } from './time-overrides.js';
 import { WriteBack } from './write-back.js';
 import type { DiskFaults } from './disk-faults.js';
-import { VfsError, type Attr, type CallContext, type FileHandle, type OpenFlags, type StatFs, type Vfs } from './types.js';
+import { VfsError, type Attr, type CallContext, type FileHandle, type LocalRange, type OpenFlags, type StatFs, type Vfs } from './types.js';
 import type { ResolvedLibrary } from './library-set.js';
 
 export interface GatewayVfsOptions {
@@ -996,6 +996,7 @@ class RemoteReadHandle implements FileHandle {
   constructor(readonly path: string, private readonly entry: RemoteEntry, private readonly rr: RangeReader, private readonly attr: () => Attr, private readonly onRelease: () => void) {}
   read(position: number, length: number, ctx?: CallContext): Promise<Buffer> { return this.rr.read(position, length, ctx); }
   readParts(position: number, length: number, ctx?: CallContext): Promise<Buffer[]> { return this.rr.readParts(position, length, ctx); }
+  localRange(position: number, length: number): LocalRange | undefined { return this.releasedOnce ? undefined : this.rr.localRange(position, length); }
   async write(): Promise<number> { throw new VfsError('EACCES', `${this.path} was opened read-only`); }
   async truncate(): Promise<void> { throw new VfsError('EACCES', `${this.path} was opened read-only`); }
   async stat(): Promise<Attr> { return this.attr(); }

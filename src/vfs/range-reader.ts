@@ -17,7 +17,7 @@ import type { BlockCache } from './block-cache.js';
 import type { ContentCache } from './content-cache.js';
 import type { Remote, RemoteCallOptions } from './remote.js';
 import { skipBytes } from './byte-ranges.js';
-import { VfsError } from './types.js';
+import { VfsError, type LocalRange } from './types.js';
 
 export interface RangeReaderOptions {
   remote: Remote;
@@ -213,6 +213,8 @@ export class RangeReader {
   private readSignal: AbortSignal | undefined;
   /** Serialises reads (a FUSE read and a read-ahead must not interleave on one cursor). */
   private chain: Promise<unknown> = Promise.resolve();
+  /** Reads called and not yet settled. */
+  private reading = 0;
   readonly counters = { requests: 0, sequentialBytes: 0, randomBytes: 0, diskBytes: 0 };
 
   constructor(private readonly opts: RangeReaderOptions) {
@@ -243,9 +245,28 @@ export class RangeReader {
    * buffer of its own (the FUSE front end, into the kernel's) allocates nothing per read.
    */
   readParts(position: number, length: number, ctx?: ReadContext): Promise<Buffer[]> {
-    const run = this.chain.then(() => this.doRead(position, length, ctx));
+    this.reading++;
+    const run = this.chain.then(() => this.doRead(position, length, ctx)).finally(() => this.reading--);
     this.chain = run.catch(() => undefined);
     return run;
+  }
+
+  /**
+   * Where the bytes of a read of `[position, position + length)` are in a local file right now (the
+   * content cache on disk), clipped to the file's size, when all of them are there and no read of this
+   * reader is under way (reads keep their order); the read then counts as one (FileHandle.localRange).
+   * Undefined whenever `read` has to answer.
+   */
+  localRange(position: number, length: number): LocalRange | undefined {
+    const { disk, contentHash } = this.opts;
+    if (!disk || this.reading > 0 || !Number.isSafeInteger(position) || position < 0 || !(length > 0)) return undefined;
+    const end = Math.min(this.opts.size, position + length);
+    const local = end > position ? disk.localRange(contentHash, position, end) : undefined;
+    if (!local) return undefined;
+    // As `doRead` answering from the disk: the streak goes on from the end of this read.
+    this.nextPosition = end;
+    this.counters.diskBytes += local.length;
+    return local;
   }
 
   close(): void {

@@ -1016,7 +1016,7 @@ class SessionHandle implements FileHandle {
 
   localRange(position: number, length: number): LocalRange | undefined {
     if (this.releasedOnce) return undefined;
-    if (this.s.baseReader && this.s.version.generation === 0 && !this.s.version.baseReady) return undefined;
+    if (this.s.baseReader && this.s.version.generation === 0 && !this.s.version.baseReady) return this.s.baseReader.localRange(position, length);
     return this.s.version.localRange(position, length);
   }
 

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { sh, startMount, type MountHarness } from './harness.js';
+import { eventually, sh, startMount, type MountHarness } from './harness.js';
 
 const T = 120_000;
 const MiB = 1024 * 1024;
@@ -74,6 +74,32 @@ function describeMount(name: string, writebackCache: boolean, readerThreads = 1)
         expect(bytesRead).toBe(part.length);
         expect(part.equals(data.subarray(MiB + 12_345, MiB + 12_345 + part.length))).toBe(true);
         // Past the end: nothing.
+        expect((await fh.read(Buffer.alloc(10), 0, 10, data.length)).bytesRead).toBe(0);
+      } finally {
+        await fh.close();
+      }
+    }, T);
+
+    it('reads of a service file whose bytes are in the content cache on disk are answered from its descriptor by the engine', async () => {
+      const data = pattern(3 * MiB + 555, 11);
+      const target = join(lib, 'cached-remote.bin');
+      await h.call('remoteWrite', { path: '/Lib/cached-remote.bin', data: data.toString('base64') });
+      // First read: from the service, stored in the content cache in the background.
+      const cached = async () => (await h.call<{ disk?: { writtenBytes: number } }>('vfsStatus')).disk?.writtenBytes ?? 0;
+      const writtenBefore = await cached();
+      await eventually('the file shows', async () => ((await readFile(target)).equals(data) ? true : undefined), 20_000);
+      await eventually('the content cache holds it', async () => ((await cached()) - writtenBefore >= data.length ? true : undefined), 20_000);
+      await sh('dd', [`if=${target}`, 'iflag=nocache', 'count=0', 'status=none'], { timeoutMs: 60_000 });
+      const before = await counters();
+      expect((await readFile(target)).equals(data)).toBe(true);
+      expect((await counters()).fdReads).toBeGreaterThan(before.fdReads);
+      // A range in the middle, through a descriptor of its own; past the end, nothing.
+      await sh('dd', [`if=${target}`, 'iflag=nocache', 'count=0', 'status=none'], { timeoutMs: 60_000 });
+      const fh = await open(target, 'r');
+      try {
+        const part = Buffer.alloc(300_000);
+        expect((await fh.read(part, 0, part.length, 2 * MiB + 3)).bytesRead).toBe(part.length);
+        expect(part.equals(data.subarray(2 * MiB + 3, 2 * MiB + 3 + part.length))).toBe(true);
         expect((await fh.read(Buffer.alloc(10), 0, 10, data.length)).bytesRead).toBe(0);
       } finally {
         await fh.close();

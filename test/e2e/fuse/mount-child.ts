@@ -251,6 +251,7 @@ async function main(): Promise<void> {
         case 'serveWebdav': return serveWebdav(backend.vfs, state);
         case 'mountCounters': return state.mounted?.counters;
         case 'localStat': return backend.vfs.stat(a.path);
+        case 'vfsStatus': return (backend.vfs as Vfs & { status?(): unknown }).status?.();
         case 'unmount': return stop();
         default: throw new Error(`unknown command ${msg.cmd}`);
       }

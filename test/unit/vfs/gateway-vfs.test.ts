@@ -2,6 +2,7 @@ import { describe, it, expect, afterEach } from 'vitest';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { readSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { createMemoryVfs, GatewayVfs, MemoryRemote, FaultyRemote } from '../../../src/vfs/index.js';
@@ -102,6 +103,35 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     expect(vfs.cachedNames('/A/empty', 10)).toEqual([]);
     expect(vfs.cachedNames('/', 10)).toBeUndefined();
     expect(() => vfs.cachedNames('/Nope/d', 10)).toThrow(/ENOENT/);
+  });
+
+  it('localRange of a service file\'s handles: bytes in the content cache, read-only and before a write\'s first change', async () => {
+    const { vfs, remotes } = await setup({ cache: { diskBytes: 16 * 1024 * 1024 } });
+    const data = randomBytes(1024 * 1024 + 7);
+    remotes.get('A')!.putFile('f.bin', data);
+    const readAt = (r: { fd: number; position: number; length: number }): Buffer => {
+      const b = Buffer.alloc(r.length);
+      expect(readSync(r.fd, b, 0, b.length, r.position)).toBe(b.length);
+      return b;
+    };
+    const first = await vfs.open('/A/f.bin', { read: true });
+    expect(first.localRange!(0, 4096)).toBeUndefined(); // nothing cached yet
+    expect((await first.read(0, data.length)).equals(data)).toBe(true);
+    await first.release();
+    for (let i = 0; i < 2000 && (vfs.status().disk?.writtenBytes ?? 0) < data.length; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(vfs.status().disk?.writtenBytes).toBe(data.length);
+    const ro = await vfs.open('/A/f.bin', { read: true });
+    expect(readAt(ro.localRange!(1000, 5000)!).equals(data.subarray(1000, 6000))).toBe(true);
+    expect(ro.localRange!(data.length - 3, 4096)).toMatchObject({ position: data.length - 3, length: 3 });
+    const rw = await vfs.open('/A/f.bin', { read: true, write: true });
+    expect(readAt(rw.localRange!(7, 100)!).equals(data.subarray(7, 107))).toBe(true);
+    await rw.write(0, Buffer.from('changed'));
+    // Changed: the range is the new version's spool, not the cached content.
+    expect(readAt(rw.localRange!(0, 100)!).equals(Buffer.concat([Buffer.from('changed'), data.subarray(7, 100)]))).toBe(true);
+    await rw.release();
+    // A released handle has none.
+    await ro.release();
+    expect(ro.localRange!(0, 10)).toBeUndefined();
   });
 
   it('refuses names the service refuses and changes nothing', async () => {

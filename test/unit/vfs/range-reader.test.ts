@@ -1,5 +1,6 @@
 import { describe, it, expect, afterEach } from 'vitest';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { readSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -225,6 +226,39 @@ describe('RangeReader', { timeout: 20_000 }, () => {
     expect(Buffer.concat(got).equals(data)).toBe(true);
     expect(second.counters.requests).toBe(0);
     await again.close();
+  });
+
+  it('localRange: bytes all on disk in the content cache are given as its descriptor and range; else undefined', async () => {
+    const disk = await contentCache({ maxBytes: 16 * MiB });
+    const { remote, data, hash } = await fixture(3 * MiB + 100);
+    const first = reader(remote, data, hash, { disk });
+    // Nothing cached yet, and a reader without a cache never has any.
+    expect(first.localRange(0, MiB)).toBeUndefined();
+    expect(reader(remote, data, hash).localRange(0, MiB)).toBeUndefined();
+    for (let pos = 0; pos < 2 * MiB; pos += MiB) await first.read(pos, MiB);
+    first.close();
+    await disk.close(); // the queued writes are done; the content's file is opened again by the next read
+    const rr = reader(remote, data, hash, { disk });
+    expect(rr.localRange(0, MiB)).toBeUndefined();
+    expect((await rr.read(0, 4096)).equals(data.subarray(0, 4096))).toBe(true);
+    const requests = rr.counters.requests;
+    const local = rr.localRange(MiB - 10, 4096)!;
+    expect(local).toMatchObject({ position: MiB - 10, length: 4096 });
+    const got = Buffer.alloc(local.length);
+    expect(readSync(local.fd, got, 0, got.length, local.position)).toBe(got.length);
+    expect(got.equals(data.subarray(MiB - 10, MiB - 10 + 4096))).toBe(true);
+    // Bytes not all cached, an empty or invalid range, past the end: the read answers.
+    expect(rr.localRange(2 * MiB - 10, 4096)).toBeUndefined();
+    expect(rr.localRange(3 * MiB + 100, 4096)).toBeUndefined();
+    expect(rr.localRange(-1, 4096)).toBeUndefined();
+    expect(rr.localRange(0, 0)).toBeUndefined();
+    // While a read of the reader is under way, it keeps its order: undefined.
+    const pending = rr.read(2 * MiB, MiB + 100);
+    expect(rr.localRange(0, 4096)).toBeUndefined();
+    expect((await pending).equals(data.subarray(2 * MiB))).toBe(true);
+    expect(rr.counters.requests).toBeGreaterThan(requests);
+    await disk.close();
+    rr.close();
   });
 
   it('the content cache evicts whole contents, least recently used first, within its bound', async () => {
