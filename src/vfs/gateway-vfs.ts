@@ -22,7 +22,7 @@ import { UpdatesFeed, type UpdatesFeedStatus } from './updates-feed.js';
 import { Connectivity, ReportingRemote, type LibraryConnectivity } from './connectivity.js';
 import type { PendingFile, UploadStatus } from './upload-queue.js';
 import { TimeOverrides } from './time-overrides.js';
-import { WriteBack } from './write-back.js';
+import { WriteBack, type FollowedFile } from './write-back.js';
 import type { DiskFaults } from './disk-faults.js';
 import { VfsError, type Attr, type CallContext, type FileHandle, type LocalRange, type OpenFlags, type StatFs, type Vfs } from './types.js';
 import type { ResolvedLibrary } from './library-set.js';
@@ -358,7 +358,8 @@ export class GatewayVfs implements Vfs {
           void this.writeBack.readersGone(lib.name, t.fullpath);
         }
       };
-      return new RemoteReadHandle(t.path, existing!, this.reader(lib, existing!, ctx), () => this.toAttr(lib, existing!), released);
+      const file = this.writeBack.follow(lib.name, t.fullpath);
+      return new RemoteReadHandle(t.path, this.reader(lib, existing!, ctx), file, () => this.toAttr(lib, existing!), released);
     }
     if (existing) this.assertLockHeld(lib, existing, ctx);
     else {
@@ -990,23 +991,38 @@ export class GatewayVfs implements Vfs {
 
 }
 
-/** A read handle on a service file (no local copy). */
+/**
+ * A read handle on a service file (no local copy when opened); it follows the file (FollowedFile), so
+ * once the file is changed through the gateway it reads the local version.
+ */
 class RemoteReadHandle implements FileHandle {
   private releasedOnce = false;
-  constructor(readonly path: string, private readonly entry: RemoteEntry, private readonly rr: RangeReader, private readonly attr: () => Attr, private readonly onRelease: () => void) {}
-  read(position: number, length: number, ctx?: CallContext): Promise<Buffer> { return this.rr.read(position, length, ctx); }
-  readParts(position: number, length: number, ctx?: CallContext): Promise<Buffer[]> { return this.rr.readParts(position, length, ctx); }
-  localRange(position: number, length: number): LocalRange | undefined { return this.releasedOnce ? undefined : this.rr.localRange(position, length); }
+  constructor(readonly path: string, private readonly rr: RangeReader, private readonly file: FollowedFile, private readonly attr: () => Attr, private readonly onRelease: () => void) {}
+  read(position: number, length: number, ctx?: CallContext): Promise<Buffer> {
+    return this.file.read((v) => v.read(position, length), () => this.rr.read(position, length, ctx));
+  }
+  readParts(position: number, length: number, ctx?: CallContext): Promise<Buffer[]> {
+    return this.file.read(async (v) => [await v.read(position, length)], () => this.rr.readParts(position, length, ctx));
+  }
+  localRange(position: number, length: number): LocalRange | undefined {
+    if (this.releasedOnce) return undefined;
+    const v = this.file.version();
+    return v ? v.localRange(position, length) : this.rr.localRange(position, length);
+  }
   async write(): Promise<number> { throw new VfsError('EACCES', `${this.path} was opened read-only`); }
   async truncate(): Promise<void> { throw new VfsError('EACCES', `${this.path} was opened read-only`); }
-  async stat(): Promise<Attr> { return this.attr(); }
+  async stat(): Promise<Attr> { return this.file.attr() ?? this.attr(); }
   async flush(): Promise<void> {}
   async fsync(): Promise<void> {}
   async release(): Promise<void> {
     if (this.releasedOnce) return;
     this.releasedOnce = true;
     this.rr.close();
-    this.onRelease();
+    try {
+      await this.file.release();
+    } finally {
+      this.onRelease();
+    }
   }
 }
 

@@ -85,6 +85,13 @@ interface PathSlot {
   acked?: LocalVersion;
   /** The write handles' shared open version. */
   session?: WriteSession;
+  /**
+   * Read handles following the file (FollowedFile). While there are any, the slot stays, and so does the
+   * last version it showed once the service has it: the path shows the service's version again (another
+   * client may change it), the followers go on with that one (`followed`, pinned by the slot).
+   */
+  followers?: number;
+  followed?: LocalVersion;
 }
 
 /** The open version of a path, shared by its write handles. */
@@ -255,9 +262,9 @@ export class WriteBack {
     const now = Date.now();
     await this.journal.putRecord({ id, library, fullpath, size: 0, mtimeMs: now, createdMs: now, seq: this.nextSeq(), kind: 'delete', objectId }).catch((err: unknown) => { throw fsErrorOf(err, `journaling the delete of '${fullpath}'`); });
     this.pendingDeletes.set(keyOf(library, fullpath), { id, library, fullpath, objectId, ready: false });
+    // Gone from the path: its read handles no longer follow the path (a new file there is another file).
+    await this.removed(library, fullpath);
   }
-
-
 
   /** A new file at a path whose delete was deferred replaces the object instead (its readers keep their version). */
   async cancelDelete(library: string, fullpath: string): Promise<void> {
@@ -372,7 +379,7 @@ export class WriteBack {
    * empty and is listed from now on.
    */
   async openWrite(library: string, fullpath: string, base: RemoteEntry | undefined, flags: OpenFlags, ctx?: CallContext): Promise<FileHandle> {
-    const slot = this.slotFor(library, fullpath);
+    const slot = base ? this.slotFor(library, fullpath) : this.slotForNew(library, fullpath);
     let session = slot.session;
     if (!session) {
       const start = slot.current;
@@ -402,13 +409,42 @@ export class WriteBack {
     return new SessionHandle(gatewayPath(library, fullpath), s, { write: true, append: !!flags.append }, this);
   }
 
-  /** A read-only handle on the path's local version (pinned: it stays readable until released). */
+  /**
+   * A read-only handle on the path's local version, if it has one: it follows the file (FollowedFile), and
+   * the version it reads stays readable until it is released.
+   */
   openRead(library: string, fullpath: string): FileHandle | undefined {
-    const slot = this.slots.get(keyOf(library, fullpath));
-    if (!slot?.current) return undefined;
-    const v = slot.current;
-    v.pins++;
-    return new VersionReadHandle(gatewayPath(library, fullpath), v, this);
+    if (!this.slots.get(keyOf(library, fullpath))?.current) return undefined;
+    return new VersionReadHandle(gatewayPath(library, fullpath), this.follow(library, fullpath));
+  }
+
+  /**
+   * The file at a path, followed by a read handle from now on: the path's local version if it has one,
+   * else none (the handle reads the service's version) until the file is changed through the gateway.
+   */
+  follow(library: string, fullpath: string): FollowedFile {
+    const slot = this.slotFor(library, fullpath);
+    slot.followers = (slot.followers ?? 0) + 1;
+    return new FollowedFile(slot, this);
+  }
+
+  /**
+   * What `slot` shows its followers while the slot is the path's (not removed or replaced): its local
+   * version, or the last one it showed, uploaded since.
+   */
+  shownTo(slot: PathSlot): LocalVersion | undefined {
+    return this.slots.get(keyOf(slot.library, slot.fullpath)) === slot ? slot.current ?? slot.followed : undefined;
+  }
+
+  /** A follower of `slot` is done: `versions` are the ones it still pinned. */
+  async unfollow(slot: PathSlot, versions: readonly LocalVersion[]): Promise<void> {
+    slot.followers = (slot.followers ?? 1) - 1;
+    for (const v of versions) await this.unpin(v);
+    if (slot.followers > 0) return;
+    const followed = slot.followed;
+    slot.followed = undefined;
+    if (followed) await this.unpin(followed);
+    this.tidy(slot);
   }
 
   /** Bytes `[start, end]` of the path's local version, if any (the version stays readable until the stream ends). */
@@ -603,7 +639,7 @@ export class WriteBack {
     return {
       uploads: this.uploads.status(),
       stranded: this.stranded.map((e) => ({ id: e.id, library: e.library, fullpath: e.fullpath })),
-      localFiles: this.slots.size,
+      localFiles: [...this.slots.values()].filter((slot) => slot.current || slot.acked || slot.session).length,
     };
   }
 
@@ -760,7 +796,8 @@ export class WriteBack {
       return;
     }
     // No await from here to the end of the install: the slot changes in one step.
-    const slot = this.slotFor(v.library, v.fullpath);
+    // A replace of nothing (no file at the path) makes a new file there.
+    const slot = !s && !v.base ? this.slotForNew(v.library, v.fullpath) : this.slotFor(v.library, v.fullpath);
     const old = slot.acked;
     if (old && old.seq > v.seq) {
       // A newer version was acknowledged meanwhile: this one is superseded at once.
@@ -838,13 +875,24 @@ export class WriteBack {
    * An uploaded version that the path still shows is let go of here too (reads then go to the service).
    */
   private async dropIfUnused(v: LocalVersion): Promise<void> {
-    if (v.pins > 0 || v.state === 'retired') return;
+    if (v.state === 'retired') return;
     const slot = this.slots.get(keyOf(v.library, v.fullpath));
     if (slot?.acked === v) return;
     const shown = slot?.current === v;
     if (shown && v.state !== 'uploaded') return;
     if ((v.state === 'journaled' || v.state === 'uploading') && !v.deleted && !v.superseded) return;
     // No await before this: nothing finds the version after it.
+    if (shown && (slot!.followers ?? 0) > 0 && slot!.session?.version !== v) {
+      // On the service: the path shows the service's version again; the read handles following the file
+      // go on with this one (pinned by the slot until they are gone).
+      slot!.current = undefined;
+      const before = slot!.followed;
+      v.pins++;
+      slot!.followed = v;
+      if (before) await this.unpin(before);
+      return;
+    }
+    if (v.pins > 0) return;
     if (shown) {
       slot!.current = undefined;
       this.tidy(slot!);
@@ -882,7 +930,7 @@ export class WriteBack {
   }
 
   private versionsOf(slot: PathSlot): LocalVersion[] {
-    return [...new Set([slot.current, slot.acked, slot.session?.version].filter((v): v is LocalVersion => !!v))];
+    return [...new Set([slot.current, slot.acked, slot.session?.version, slot.followed].filter((v): v is LocalVersion => !!v))];
   }
 
   private slotFor(library: string, fullpath: string): PathSlot {
@@ -896,9 +944,22 @@ export class WriteBack {
     return slot;
   }
 
+  /**
+   * The slot of a path where a new file is made (no file was there): read handles of an earlier file at
+   * that path (deleted by another client of the service) do not follow the new one.
+   */
+  private slotForNew(library: string, fullpath: string): PathSlot {
+    const slot = this.slots.get(keyOf(library, fullpath));
+    if (slot && (slot.followers ?? 0) > 0 && !slot.current && !slot.acked && !slot.session) {
+      this.slots.delete(keyOf(library, fullpath));
+      this.unindex(slot);
+    }
+    return this.slotFor(library, fullpath);
+  }
+
   /** Forgets a slot that holds nothing any more. */
   private tidy(slot: PathSlot): void {
-    if (slot.current || slot.acked || slot.session) return;
+    if (slot.current || slot.acked || slot.session || (slot.followers ?? 0) > 0) return;
     const key = keyOf(slot.library, slot.fullpath);
     if (this.slots.get(key) === slot) this.slots.delete(key);
     this.unindex(slot);
@@ -1045,26 +1106,91 @@ class SessionHandle implements FileHandle {
   }
 }
 
-/** A read-only handle on one local version (the version stays readable until released, whatever happens to the path). */
+/**
+ * The file a read handle reads, followed: the version it opened (a local one; none when the handle reads
+ * the service's version itself) until the file is changed through the gateway, then the newest one its
+ * path shows, as every descriptor of a local file sees the writes made through any other. A file removed
+ * or replaced (unlinked, renamed over) is no longer followed: the handle reads on what it read last. A
+ * change made by another client of the service is not followed either (the handle's version stays).
+ * The version read is pinned; one left behind is let go of once no read of the handle is under way.
+ */
+export class FollowedFile {
+  private v: LocalVersion | undefined;
+  private left: LocalVersion[] = [];
+  private reading = 0;
+  private released = false;
+
+  constructor(private readonly slot: PathSlot, private readonly wb: WriteBack) {
+    this.version();
+  }
+
+  /** The local version reads go to now (undefined: the handle's own service version). */
+  version(): LocalVersion | undefined {
+    if (this.released) return this.v;
+    const now = this.wb.shownTo(this.slot);
+    if (now && now !== this.v) {
+      // No await from the check to the pin: the version cannot go in between.
+      now.pins++;
+      if (this.v) this.left.push(this.v);
+      this.v = now;
+      if (this.reading === 0) this.letGo();
+    }
+    return this.v;
+  }
+
+  /** A read: from the local version followed now, else from `own` (the handle's service version). */
+  async read<T>(local: (v: LocalVersion) => Promise<T>, own?: () => Promise<T>): Promise<T> {
+    const v = this.version();
+    this.reading++;
+    try {
+      if (v) return await local(v);
+      if (!own) throw new VfsError('EIO', `${this.slot.fullpath}: no version to read`);
+      return await own();
+    } finally {
+      if (--this.reading === 0) this.letGo();
+    }
+  }
+
+  /** Attributes of the local version followed now (undefined: the handle's own). */
+  attr(): Attr | undefined {
+    const v = this.version();
+    return v ? this.wb.attrOf(v) : undefined;
+  }
+
+  async release(): Promise<void> {
+    if (this.released) return;
+    this.released = true;
+    const versions = [...this.left, ...(this.v ? [this.v] : [])];
+    this.left = [];
+    await this.wb.unfollow(this.slot, versions);
+  }
+
+  /** Unpins the versions left behind (no read is using them). */
+  private letGo(): void {
+    for (const v of this.left.splice(0)) void this.wb.unpin(v).catch(() => undefined);
+  }
+}
+
+/** A read-only handle on a local version, following the file (FollowedFile). */
 class VersionReadHandle implements FileHandle {
   private releasedOnce = false;
 
-  constructor(readonly path: string, private readonly v: LocalVersion, private readonly wb: WriteBack) {}
+  constructor(readonly path: string, private readonly file: FollowedFile) {}
 
   read(position: number, length: number): Promise<Buffer> {
     this.open();
-    return this.v.read(position, length);
+    return this.file.read((v) => v.read(position, length));
   }
 
   localRange(position: number, length: number): LocalRange | undefined {
-    return this.releasedOnce ? undefined : this.v.localRange(position, length);
+    return this.releasedOnce ? undefined : this.file.version()?.localRange(position, length);
   }
 
   async write(): Promise<number> { throw new VfsError('EACCES', `${this.path} was opened read-only`); }
   async truncate(): Promise<void> { throw new VfsError('EACCES', `${this.path} was opened read-only`); }
 
   async stat(): Promise<Attr> {
-    return this.wb.attrOf(this.v);
+    return this.file.attr()!;
   }
 
   async flush(): Promise<void> {}
@@ -1073,7 +1199,7 @@ class VersionReadHandle implements FileHandle {
   async release(): Promise<void> {
     if (this.releasedOnce) return;
     this.releasedOnce = true;
-    await this.wb.unpin(this.v);
+    await this.file.release();
   }
 
   private open(): void {

@@ -39,7 +39,8 @@ async function readAll(fh: FileHandle): Promise<Buffer> {
 /**
  * Over the in-memory Vfs; and over the gateway's Vfs and an embedded service with the file opened
  * O_DIRECT (past the kernel's page cache: every write and read reaches the mount, and reads of bytes in
- * the spool are answered from its descriptor by the engine).
+ * the spool are answered from its descriptor by the engine), the reads made through a second, read-only
+ * descriptor opened before the writes and kept across the writer's reopens (it must see every write).
  */
 describe.each([
   { backend: 'memory', ops: OPS, direct: false },
@@ -62,6 +63,7 @@ describe.each([
     const DIRECT = direct ? constants.O_DIRECT : 0;
     let m = await open(mountPath, constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC | DIRECT);
     let r = await open(refPath, 'w+');
+    const reader = direct ? await open(mountPath, constants.O_RDONLY | DIRECT) : undefined;
     const fdReadsBefore = direct ? (await h.call<{ fdReads: number }>('mountCounters')).fdReads : 0;
     const history: string[] = [];
     const fail = (what: string): never => {
@@ -91,7 +93,7 @@ describe.each([
           history.push(`${i} read ${pos}+${len}`);
           const a = Buffer.alloc(len);
           const b = Buffer.alloc(len);
-          const [rm, rr] = await Promise.all([m.read(a, 0, len, pos), r.read(b, 0, len, pos)]);
+          const [rm, rr] = await Promise.all([(reader ?? m).read(a, 0, len, pos), r.read(b, 0, len, pos)]);
           if (rm.bytesRead !== rr.bytesRead) fail(`read got ${rm.bytesRead} bytes, reference ${rr.bytesRead}`);
           if (!a.subarray(0, rm.bytesRead).equals(b.subarray(0, rr.bytesRead))) fail(`read ${pos}+${len} differs`);
         } else if (kind < 0.9) {
@@ -116,6 +118,7 @@ describe.each([
     } finally {
       await m.close().catch(() => undefined);
       await r.close().catch(() => undefined);
+      await reader?.close().catch(() => undefined);
     }
     await h.call('flushAll');
     const remote = Buffer.from(await h.call<string>('remoteRead', { path: '/Lib/fsx.dat' }), 'base64');

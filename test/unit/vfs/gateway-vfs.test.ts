@@ -134,6 +134,88 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     expect(ro.localRange!(0, 10)).toBeUndefined();
   });
 
+  it('a read handle follows its file: writes through other handles, a rename; not a replace or an unlink', async () => {
+    const { vfs, remotes } = await setup();
+    const text = async (h: { stat(): Promise<{ size: number }>; read(p: number, l: number): Promise<Buffer> }): Promise<string> => (await h.read(0, (await h.stat()).size + 10)).toString();
+    const rewrite = async (path: string, data: string): Promise<void> => {
+      const w = await vfs.open(path, { write: true, truncate: true });
+      await w.write(0, Buffer.from(data));
+      await w.release();
+    };
+    // A file of the service, read before any local change; and one written here, read from its local version.
+    remotes.get('A')!.putFile('remote.txt', Buffer.from('service version'));
+    await vfs.writeFile('/A/local.txt', Buffer.from('first local version'));
+    const onRemote = await vfs.open('/A/remote.txt', { read: true });
+    const onLocal = await vfs.open('/A/local.txt', { read: true });
+    expect(await text(onRemote)).toBe('service version');
+    expect(await text(onLocal)).toBe('first local version');
+    // Changed through other handles (each close journals a version; the next change clones it).
+    await rewrite('/A/remote.txt', 'changed');
+    await rewrite('/A/local.txt', 'second');
+    await rewrite('/A/local.txt', 'third, longer than the others');
+    expect(await text(onRemote)).toBe('changed');
+    expect(await text(onLocal)).toBe('third, longer than the others');
+    expect((await onLocal.stat()).size).toBe(29);
+    // A writer still open: its writes show at once.
+    const w = await vfs.open('/A/local.txt', { read: true, write: true });
+    await w.write(0, Buffer.from('THIRD'));
+    expect(await text(onLocal)).toBe('THIRD, longer than the others');
+    await w.release();
+    // On the service now: still the same bytes (the followed version stays local while they read it).
+    await vfs.flushAll();
+    expect(await text(onRemote)).toBe('changed');
+    expect(await text(onLocal)).toBe('THIRD, longer than the others');
+    expect(remotes.get('A')!.read('remote.txt').toString()).toBe('changed');
+    // Renamed: followed to its new name.
+    await vfs.rename('/A/local.txt', '/A/moved.txt');
+    await rewrite('/A/moved.txt', 'after the rename');
+    expect(await text(onLocal)).toBe('after the rename');
+    // Replaced (another file renamed over it) or unlinked: the handle reads on what it read last.
+    await vfs.writeFile('/A/other.txt', Buffer.from('another file'));
+    await vfs.rename('/A/other.txt', '/A/moved.txt');
+    expect(await text(onLocal)).toBe('after the rename');
+    await rewrite('/A/moved.txt', 'written to the other file');
+    expect(await text(onLocal)).toBe('after the rename');
+    await vfs.unlink('/A/remote.txt');
+    await vfs.writeFile('/A/remote.txt', Buffer.from('a new file of that name'));
+    expect(await text(onRemote)).toBe('changed');
+    await onRemote.release();
+    await onLocal.release();
+    expect(await readAll(vfs, '/A/moved.txt')).toBe('written to the other file');
+    expect(await readAll(vfs, '/A/remote.txt')).toBe('a new file of that name');
+    // Handles gone, uploads done: nothing local is left for them.
+    await vfs.flushAll();
+    for (let i = 0; i < 2000 && vfs.status().localFiles > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(vfs.status().localFiles).toBe(0);
+  });
+
+  it('a read handle does not follow into a new file made at the name of its file after another client deleted it', async () => {
+    const { vfs, remotes } = await setup({ feedIntervalMs: 50 });
+    const remote = remotes.get('A')!;
+    remote.putFile('put.txt', Buffer.from('first file, put'));
+    remote.putFile('made.txt', Buffer.from('first file, made'));
+    const onPut = await vfs.open('/A/put.txt', { read: true });
+    const onMade = await vfs.open('/A/made.txt', { read: true });
+    // Read once first: this remote keeps no deleted content, the handles then read from what they fetched.
+    expect((await onPut.read(0, 100)).toString()).toBe('first file, put');
+    expect((await onMade.read(0, 100)).toString()).toBe('first file, made');
+    await remote.remove('put.txt');
+    await remote.remove('made.txt');
+    for (let i = 0; i < 2000 && (await vfsCode(vfs.stat('/A/made.txt'))) !== 'ENOENT'; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 2000 && (await vfsCode(vfs.stat('/A/put.txt'))) !== 'ENOENT'; i++) await new Promise((r) => setTimeout(r, 10));
+    // New files at those names: a replace of nothing, and a create.
+    await vfs.writeFile('/A/put.txt', Buffer.from('second file'));
+    const w = await vfs.open('/A/made.txt', { write: true, create: true });
+    await w.write(0, Buffer.from('second file'));
+    await w.release();
+    expect((await onPut.read(0, 100)).toString()).toBe('first file, put');
+    expect((await onMade.read(0, 100)).toString()).toBe('first file, made');
+    await onPut.release();
+    await onMade.release();
+    expect(await readAll(vfs, '/A/put.txt')).toBe('second file');
+    expect(await readAll(vfs, '/A/made.txt')).toBe('second file');
+  });
+
   it('refuses names the service refuses and changes nothing', async () => {
     const { vfs, remotes } = await setup();
     expect(await vfsCode(vfs.writeFile('/A/bad\0name', Buffer.from('x')))).toBe('EINVAL');
