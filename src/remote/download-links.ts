@@ -137,7 +137,14 @@ async function fetchRange(f: RangeFetch): Promise<Readable> {
     } catch (err) {
       throw new VfsError('EIO', `range of '${f.fullpath}': ${(err as Error).message}`, { cause: err });
     }
-    if (res.statusCode === 206 || (res.statusCode === 200 && f.start === 0)) return res.body as unknown as Readable;
+    if (res.statusCode === 206) {
+      // The bytes answered must be the ones asked for (a range from elsewhere would be read as these).
+      const answered = parseContentRange(res.headers['content-range']);
+      if (answered && answered.start === f.start && answered.end <= f.end) return res.body as unknown as Readable;
+      await res.body.dump().catch(() => undefined);
+      throw new VfsError('EIO', `range of '${f.fullpath}': asked for bytes ${f.start}-${f.end}, answered ${JSON.stringify(res.headers['content-range'] ?? null)}`);
+    }
+    if (res.statusCode === 200 && f.start === 0) return res.body as unknown as Readable;
     if (res.statusCode === 200) return skipBytes(res.body as unknown as Readable, f.start, f.end - f.start + 1);
     await res.body.dump().catch(() => undefined);
     if (res.statusCode === 416) return Readable.from([]);
@@ -146,6 +153,15 @@ async function fetchRange(f: RangeFetch): Promise<Readable> {
     const code: VfsErrorCode = res.statusCode === 404 || res.statusCode === 410 ? 'ENOENT' : res.statusCode === 403 ? 'EACCES' : res.statusCode === 503 || res.statusCode === 429 ? 'EAGAIN' : 'EIO';
     throw new VfsError(code, `range of '${f.fullpath}': HTTP ${res.statusCode}`);
   }
+}
+
+/** `bytes a-b/n` (n may be `*`) as its first and last byte; undefined when absent or not that form. */
+export function parseContentRange(value: string | string[] | undefined): { start: number; end: number } | undefined {
+  const m = /^\s*bytes\s+(\d+)-(\d+)\/(\d+|\*)\s*$/i.exec(Array.isArray(value) ? value[0] ?? '' : value ?? '');
+  if (!m) return undefined;
+  const start = Number(m[1]);
+  const end = Number(m[2]);
+  return Number.isSafeInteger(start) && Number.isSafeInteger(end) && end >= start ? { start, end } : undefined;
 }
 
 /** A whole-content body when the server ignored the range: skip to `start`, stop after `length`. */

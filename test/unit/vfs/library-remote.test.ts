@@ -162,6 +162,24 @@ describe('LibraryRemote', () => {
     expect(Buffer.concat(chunks).toString()).toBe('345');
   });
 
+  it('a 206 for other bytes than asked (or with no Content-Range) fails the read with EIO instead of being read as them', async () => {
+    agent.get(BASE).intercept({ path: '/m-open/1/file/download_url', method: 'POST' }).reply(200, { urls: [`${FILES}/dl`] }).persist();
+    const files = agent.get(FILES);
+    files.intercept({ path: '/dl', method: 'GET' }).reply(206, 'abc', { headers: { 'content-range': 'bytes 0-2/10' } });
+    files.intercept({ path: '/dl', method: 'GET' }).reply(206, 'defgh', { headers: { 'content-range': 'bytes 3-7/10' } });
+    files.intercept({ path: '/dl', method: 'GET' }).reply(206, 'def');
+    files.intercept({ path: '/dl', method: 'GET' }).reply(206, 'de', { headers: { 'content-range': 'bytes 3-4/*' } });
+    const remote = new LibraryRemote({ client });
+    // Asked for 3-5: answered 0-2, then 3-7 (more than asked), then no Content-Range at all.
+    await expect(remote.openRange('f', 3, 5)).rejects.toMatchObject({ code: 'EIO', message: expect.stringContaining('asked for bytes 3-5, answered "bytes 0-2/10"') });
+    await expect(remote.openRange('f', 3, 5)).rejects.toMatchObject({ code: 'EIO', message: expect.stringContaining('asked for bytes 3-5, answered "bytes 3-7/10"') });
+    await expect(remote.openRange('f', 3, 5)).rejects.toMatchObject({ code: 'EIO' });
+    // Fewer bytes than asked, from the right start (the end of the file): read as they are.
+    const chunks: Buffer[] = [];
+    for await (const c of await remote.openRange('f', 3, 5)) chunks.push(c as Buffer);
+    expect(Buffer.concat(chunks).toString()).toBe('de');
+  });
+
   it('quota from stat: capacity ≤ 0 is unlimited', async () => {
     agent.get(BASE).intercept({ path: '/m-open/1/file/stat', method: 'POST' }).reply(200, { org_id: 1, org_name: 'L', mount_id: 1, capacity: -1, size: 42, size_recycle: 0, count_file: 3, storage_point: '' });
     const q = await new LibraryRemote({ client }).quota();
