@@ -50,6 +50,12 @@ export interface MountOptions {
    * docs/fuse.md, The engine). Default true.
    */
   engineAnswers?: boolean;
+  /**
+   * Bytes of a spool the engine wrote and hashed after which it starts their writeback to disk
+   * (sync_file_range), so that an fsync or the group commit finds them written. 0: at the fsync only.
+   * Default 8 MiB.
+   */
+  spoolWritebackAheadBytes?: number;
   logger: Logger;
 }
 
@@ -73,6 +79,9 @@ function validate(opts: MountOptions): void {
   int(opts.umask, 'umask', 0o777);
   int(opts.readerThreads, 'readerThreads', 8);
   if (opts.readerThreads === 0) throw new TypeError('readerThreads: expected an integer from 1 to 8, got 0');
+  if (opts.spoolWritebackAheadBytes !== undefined && !(Number.isInteger(opts.spoolWritebackAheadBytes) && opts.spoolWritebackAheadBytes >= 0 && opts.spoolWritebackAheadBytes % 1024 === 0 && opts.spoolWritebackAheadBytes <= 2 ** 32)) {
+    throw new TypeError(`spoolWritebackAheadBytes: expected a whole number of KiB from 0 to 4 GiB, got ${JSON.stringify(opts.spoolWritebackAheadBytes)}`);
+  }
   if (opts.attrTimeoutS !== undefined && !(typeof opts.attrTimeoutS === 'number' && opts.attrTimeoutS >= 0 && opts.attrTimeoutS <= 3600)) {
     throw new TypeError(`attrTimeoutS: expected seconds from 0 to 3600, got ${JSON.stringify(opts.attrTimeoutS)}`);
   }
@@ -154,6 +163,9 @@ export const FUSE3_SETTINGS = {
   congestionThreshold: 48,
 };
 
+/** Default of `spoolWritebackAheadBytes`. */
+const DEFAULT_SPOOL_WRITEBACK_AHEAD = 8 * 1024 * 1024;
+
 /** What the engine answers itself (see docs/fuse.md, The engine): all of it unless engineAnswers is false. */
 function engineAnswerSettings(opts: { engineAnswers?: boolean; attrTimeoutS: number; uid: number; gid: number; readOnly: boolean }): Partial<SessionSettings> {
   if (opts.engineAnswers === false) return { attrCache: 0, answerSmallWrites: 0, folderNames: 0, answerCreates: 0 };
@@ -188,7 +200,10 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
     operations,
     mountpoint: mnt,
     mountOptions: args,
-    settings: { ...FUSE3_SETTINGS, writeback: opts.writebackCache === false ? 0 : 1, asyncRead: 1, readers: opts.readerThreads ?? 1, ...engineAnswerSettings(opts) },
+    settings: {
+      ...FUSE3_SETTINGS, writeback: opts.writebackCache === false ? 0 : 1, asyncRead: 1, readers: opts.readerThreads ?? 1,
+      writebackAheadKiB: (opts.spoolWritebackAheadBytes ?? DEFAULT_SPOOL_WRITEBACK_AHEAD) / 1024, ...engineAnswerSettings(opts),
+    },
     attrTimeoutS: opts.attrTimeoutS,
     logger,
   });

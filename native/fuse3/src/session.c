@@ -30,6 +30,7 @@
  * here too (the engine numbers the new file's inode and handle); JavaScript gets the create as a record,
  * ahead of anything about the file, and makes it in the Vfs.
  */
+#define _GNU_SOURCE /* sync_file_range */
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
@@ -91,6 +92,8 @@ typedef struct spool_writer {
   int err;
   /* Detached with its hash to finish: the number of the HASHED record that reports it (0: none wanted). */
   uint64_t token;
+  /* The hashed bytes whose writeback to disk the hash thread has started (see `writeback_ahead`). */
+  uint64_t flushing;
 } spool_writer;
 
 static void spool_free(spool_writer *w);
@@ -202,6 +205,11 @@ typedef struct session {
   pthread_cond_t hash_work, hash_progress;
   spool_writer *finishing;
   uint64_t hash_token;
+  /* Once this many hashed bytes of a spool are not yet on their way to disk, the hash thread starts their
+   * writeback (sync_file_range, not waiting): a later fsync finds them written. 0: never. */
+  uint64_t writeback_ahead;
+  /* Writebacks started so far (guarded by spool_lock). */
+  uint64_t spool_writebacks;
 
   /* Asked for at INIT. */
   unsigned max_write, max_readahead, max_background, congestion_threshold;
@@ -1807,6 +1815,8 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   if (get_u32_prop(env, argv[2], "writeback", &flag) > 0) s->writeback = flag != 0;
   if (get_u32_prop(env, argv[2], "asyncRead", &flag) > 0) s->async_read = flag != 0;
   get_u32_prop(env, argv[2], "readers", &readers);
+  unsigned writeback_ahead_kib = 0;
+  if (get_u32_prop(env, argv[2], "writebackAheadKiB", &writeback_ahead_kib) > 0) s->writeback_ahead = (uint64_t)writeback_ahead_kib * 1024;
   if (get_u32_prop(env, argv[2], "attrCache", &flag) > 0 && flag) {
     s->attrs = calloc(ATTR_BUCKETS, sizeof(attr_entry *));
     if (get_u32_prop(env, argv[2], "answerSmallWrites", &flag) > 0) s->answer_small = flag != 0;
@@ -2587,7 +2597,16 @@ static void *hasher_main(void *arg) {
       do got = pread(w->fd, chunk, n, (off_t)from);
       while (got < 0 && errno == EINTR);
       int ok = got > 0 && EVP_DigestUpdate(w->sha, chunk, (size_t)got) == 1;
+      uint64_t hashed = ok ? from + (uint64_t)got : from;
+      /* Written and read back: their writeback starts now rather than all at the fsync (best effort; it
+       * changes what is on disk early, never what the file holds). The writer is ours while `hashing`. */
+      int started = 0;
+      if (s->writeback_ahead && hashed - w->flushing >= s->writeback_ahead) {
+        started = sync_file_range(w->fd, (off_t)w->flushing, (off_t)(hashed - w->flushing), SYNC_FILE_RANGE_WRITE) == 0;
+        w->flushing = hashed;
+      }
       pthread_mutex_lock(&s->spool_lock);
+      s->spool_writebacks += started;
       w->hashing = 0;
       if (ok) w->hashed += (uint64_t)got;
       else w->hash_broken = 1;
@@ -2870,6 +2889,19 @@ static napi_value js_answered_counts(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* spoolWritebacks(session) → how many times the hash thread started the writeback of spool bytes (writebackAheadKiB). */
+static napi_value js_spool_writebacks(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  session *s = session_args(env, info, 1, argv, "spoolWritebacks(session)");
+  if (!s) return NULL;
+  pthread_mutex_lock(&s->spool_lock);
+  double n = (double)s->spool_writebacks;
+  pthread_mutex_unlock(&s->spool_lock);
+  napi_value result;
+  napi_create_double(env, n, &result);
+  return result;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   struct {
     const char *name;
@@ -2899,6 +2931,7 @@ static napi_value init(napi_env env, napi_value exports) {
     { "folderNames", js_folder_names },
     { "namesForget", js_names_forget },
     { "answeredCounts", js_answered_counts },
+    { "spoolWritebacks", js_spool_writebacks },
     { "takeQueued", js_take_queued },
   };
   for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {

@@ -88,6 +88,8 @@ export interface SessionSettings {
   uid?: number;
   gid?: number;
   timeoutMs?: number;
+  /** KiB of a spool written and hashed by the engine after which their writeback to disk starts (0: never). */
+  writebackAheadKiB?: number;
   /** 1: the null file system of the benchmarks (names and sizes in memory, every request answered by the engine). */
   nullFiles?: number;
 }
@@ -168,6 +170,8 @@ export interface Fuse3Binding {
   takeQueued(session: NativeSession): KernelRequest[];
   /** What the engine answered itself so far. */
   answeredCounts(session: NativeSession): AnsweredCounts;
+  /** Times the engine started the writeback of spool bytes it wrote (SessionSettings.writebackAheadKiB). */
+  spoolWritebacks(session: NativeSession): number;
   /** The kernel forgets a cached name (off the main thread); resolves with libfuse's result (0 or -errno). */
   invalidateEntry(session: NativeSession, parentIno: number, name: string): Promise<number>;
 }

@@ -35,6 +35,8 @@ export interface DirectWriteCounters {
   hashedByEngine: number;
   /** Reads answered from a local file's descriptor by the engine (FileHandle.localRange). */
   fdReads: number;
+  /** Times the engine started the writeback to disk of spool bytes it wrote and hashed. */
+  spoolWritebacks: number;
 }
 
 /** The engine's direct spool writes, and the requests it answered itself (see docs/fuse.md, The engine). */
@@ -147,7 +149,7 @@ export class LowLevelMount {
   private readonly writesWaiting = new Map<number, KernelRequest[]>();
   /** Writes the engine answered already, and where their outcome goes. */
   private readonly answeredWrites = new WeakMap<KernelRequest, NativeCallback>();
-  private readonly directCounts: DirectWriteCounters = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0, fdReads: 0 };
+  private readonly directCounts: Omit<DirectWriteCounters, 'spoolWritebacks'> = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0, fdReads: 0 };
   /**
    * Inodes with requests the engine answered still being applied here (a small write, times written
    * back): what the kernel sends afterwards about the inode waits for them, in order.
@@ -216,7 +218,7 @@ export class LowLevelMount {
 
   get counters(): EngineCounters {
     const answered = this.session ? this.binding.answeredCounts(this.session) : { getattr: 0, writes: 0, times: 0, lookups: 0, creates: 0 };
-    return { ...this.directCounts, answered };
+    return { ...this.directCounts, spoolWritebacks: this.session ? this.binding.spoolWritebacks(this.session) : 0, answered };
   }
 
   private get se(): NativeSession {

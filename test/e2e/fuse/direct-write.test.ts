@@ -14,7 +14,7 @@ import { eventually, sh, startMount, type MountHarness } from './harness.js';
 const T = 120_000;
 const MiB = 1024 * 1024;
 
-interface Counters { spoolsAttached: number; directWrites: number; hashedByEngine: number; fdReads: number }
+interface Counters { spoolsAttached: number; directWrites: number; hashedByEngine: number; fdReads: number; spoolWritebacks: number }
 
 function pattern(bytes: number, seed: number): Buffer {
   const data = Buffer.alloc(bytes);
@@ -51,6 +51,8 @@ function describeMount(name: string, writebackCache: boolean, readerThreads = 1)
       expect(after.spoolsAttached).toBeGreaterThan(before.spoolsAttached);
       expect(after.directWrites).toBeGreaterThan(before.directWrites);
       expect(after.hashedByEngine).toBeGreaterThan(before.hashedByEngine);
+      // Its writeback to disk started while it was written (every 8 MiB hashed), before the fsync.
+      expect(after.spoolWritebacks - before.spoolWritebacks).toBeGreaterThanOrEqual(2);
       expect((await readFile(join(lib, 'seq.bin'))).equals(data)).toBe(true);
       expect(await localSha1('/Lib/seq.bin')).toBe(sha1(data));
       await h.call('flushAll');

@@ -1,0 +1,22 @@
+/**
+ * mountVfs refuses bad options before it touches anything (the mount point is not even looked at).
+ */
+import { describe, expect, it } from 'vitest';
+import { mountVfs, type MountOptions } from '../../../src/fuse/index.js';
+import { silentLogger } from '../../../src/shared/log.js';
+import { MemoryVfs } from '../../support/memory-vfs.js';
+
+const base = (extra: Partial<MountOptions>): MountOptions => ({ vfs: new MemoryVfs(), mountpoint: '/nonexistent/never-made', logger: silentLogger, ...extra });
+
+describe('mountVfs options', () => {
+  it.each([
+    [{ spoolWritebackAheadBytes: 1000 }, /spoolWritebackAheadBytes: expected a whole number of KiB/],
+    [{ spoolWritebackAheadBytes: -1024 }, /spoolWritebackAheadBytes/],
+    [{ spoolWritebackAheadBytes: 2 ** 33 }, /spoolWritebackAheadBytes/],
+    [{ readerThreads: 0 }, /readerThreads: expected an integer from 1 to 8/],
+    [{ readerThreads: 9 }, /readerThreads/],
+    [{ attrTimeoutS: -1 }, /attrTimeoutS/],
+  ] as const)('%j is refused', async (extra, message) => {
+    await expect(mountVfs(base(extra as Partial<MountOptions>))).rejects.toThrow(message);
+  });
+});
