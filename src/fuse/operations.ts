@@ -172,6 +172,11 @@ export class FuseOperations {
     this.logger = opts.logger;
   }
 
+  /** Requests of an application are being taken (the Vfs's background work gives way meanwhile). */
+  serving(): void {
+    this.vfs.foreground?.touch();
+  }
+
   /** Runs `work` as operation `op` with the budget of its class. */
   private run(op: string, path: string | undefined, budget: keyof OperationDeadlines, cb: NativeCallback, work: (scope: OperationScope, ctx: CallContext) => Promise<OperationResult>): void {
     replyWithin({ op, path, deadlineMs: this.deadlines[budget], logger: this.logger, inFlight: this.inFlight }, cb, (scope) => work(scope, { get signal() { return scope.signal; } }));

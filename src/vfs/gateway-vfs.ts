@@ -23,6 +23,7 @@ import { Connectivity, ReportingRemote, type LibraryConnectivity } from './conne
 import type { PendingFile, UploadStatus } from './upload-queue.js';
 import { TimeOverrides } from './time-overrides.js';
 import { WriteBack, type FollowedFile } from './write-back.js';
+import { ForegroundActivity } from './foreground-activity.js';
 import type { DiskFaults } from './disk-faults.js';
 import { VfsError, type Attr, type CallContext, type FileHandle, type LocalRange, type OpenFlags, type StatFs, type Vfs } from './types.js';
 import type { ResolvedLibrary } from './library-set.js';
@@ -142,6 +143,8 @@ export class GatewayVfs implements Vfs {
   private readonly blocks: BlockCache;
   private readonly disk: ContentCache | undefined;
   private readonly hasher = new FileHasher();
+  /** Front ends say here when they serve applications; the uploads give way meanwhile. */
+  readonly foreground = new ForegroundActivity();
   private readonly sha1Streams = new Sha1Streams();
   /** The owner of every local version: spools, journal, uploads. */
   readonly writeBack: WriteBack;
@@ -187,7 +190,7 @@ export class GatewayVfs implements Vfs {
     });
     this.writeBack = new WriteBack({
       journalDir: join(opts.dataDir, 'journal'), hasher: this.hasher, sha1Streams: this.sha1Streams,
-      upload: opts.upload, partialFetch: opts.partialFetch, unwrittenSpoolBytes: opts.unwrittenSpoolBytes, logger: opts.logger, diskFaults: opts.diskFaults, durability: opts.durability,
+      upload: opts.upload, foreground: this.foreground, partialFetch: opts.partialFetch, unwrittenSpoolBytes: opts.unwrittenSpoolBytes, logger: opts.logger, diskFaults: opts.diskFaults, durability: opts.durability,
       host: {
         remoteFor: (name) => this.libs.get(name)?.remote,
         baseReader: (name, base, ctx) => this.reader(this.libs.get(name)!, base, ctx),

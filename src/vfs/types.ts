@@ -229,4 +229,9 @@ export interface Vfs {
   flushAll(opts?: { timeoutMs?: number }): Promise<void>;
   /** Stops feeds and queues; pending uploads stay in the journal. */
   close(): Promise<void>;
+  /**
+   * Where a front end says it is serving an application (at each request it takes), so background work
+   * (the uploads) gives way meanwhile (ForegroundActivity). Optional.
+   */
+  readonly foreground?: { touch(): void };
 }

@@ -13,6 +13,7 @@ import PQueue from 'p-queue';
 import type { Logger } from '../shared/log.js';
 import { isTransient } from '../shared/transient.js';
 import type { FileHasher } from './file-hasher.js';
+import type { ForegroundActivity } from './foreground-activity.js';
 import type { Remote, RemoteEntry } from './remote.js';
 import { VfsError, type Operator } from './types.js';
 
@@ -86,8 +87,18 @@ export interface UploadQueueOptions {
   onCommitted: (file: PendingFile, entry: RemoteEntry, snapshot: { generation: number; fullpath: string; library: string }) => Promise<void>;
   /** Before retrying an attempt that failed with ENOENT (a parent folder vanished). */
   onMissingParent?: (file: PendingFile) => Promise<void>;
+  /**
+   * While applications are being served (`busy()`), each lane starts one upload at a time, so the main
+   * thread they share stays with the applications; a flush (`settle`) goes at full width regardless.
+   */
+  foreground?: Pick<ForegroundActivity, 'busy'>;
   logger: Logger;
 }
+
+/** How often the lanes' width follows the foreground while uploads are pending, ms. */
+const PACE_MS = 50;
+/** While the foreground is busy, uploads start at most one per this many ms (both lanes together). */
+const BUSY_START_MS = 20;
 
 interface Task {
   file: PendingFile;
@@ -108,7 +119,16 @@ export class UploadQueue {
   private readonly smallMaxBytes: number;
   private readonly waiters = new Set<() => void>();
   private closed = false;
-  readonly counters = { committed: 0, failures: 0, cancelled: 0 };
+  readonly counters = { committed: 0, failures: 0, cancelled: 0, yielded: 0 };
+  private readonly concurrency: number;
+  private readonly smallConcurrency: number;
+  /** The lanes are one upload wide (the foreground is busy). */
+  private yielding = false;
+  private paceTimer: NodeJS.Timeout | undefined;
+  /** settle() calls waiting: the lanes stay at full width. */
+  private settling = 0;
+  /** When the last upload started (performance.now()). */
+  private lastStartMs = -Infinity;
 
   constructor(private readonly opts: UploadQueueOptions) {
     const concurrency = opts.concurrency ?? 4;
@@ -117,8 +137,52 @@ export class UploadQueue {
     if (!Number.isInteger(smallConcurrency) || smallConcurrency < 1) throw new TypeError(`smallConcurrency: expected a whole number >= 1, got ${opts.smallConcurrency}`);
     this.smallMaxBytes = opts.smallMaxBytes ?? 256 * 1024;
     if (!Number.isSafeInteger(this.smallMaxBytes) || this.smallMaxBytes < 0) throw new TypeError(`smallMaxBytes: expected a byte count, got ${opts.smallMaxBytes}`);
+    this.concurrency = concurrency;
+    this.smallConcurrency = smallConcurrency;
     this.queue = new PQueue({ concurrency });
     this.smallQueue = new PQueue({ concurrency: smallConcurrency });
+  }
+
+  /**
+   * Sets the lanes' width from the foreground (one upload each while it is busy and no flush waits), and
+   * looks again in PACE_MS while uploads are pending.
+   */
+  private pace(): void {
+    const fg = this.opts.foreground;
+    if (!fg) return;
+    const yielding = this.tasks.size > 0 && this.settling === 0 && fg.busy();
+    if (yielding !== this.yielding) {
+      this.yielding = yielding;
+      if (yielding) this.counters.yielded++;
+      this.queue.concurrency = yielding ? 1 : this.concurrency;
+      this.smallQueue.concurrency = yielding ? 1 : this.smallConcurrency;
+    }
+    if (this.tasks.size > 0 && !this.closed && !this.paceTimer) {
+      this.paceTimer = setTimeout(() => {
+        this.paceTimer = undefined;
+        this.pace();
+      }, PACE_MS);
+      this.paceTimer.unref();
+    }
+  }
+
+  /**
+   * An upload's turn to start: at once, unless the foreground is busy (and no flush waits), when uploads
+   * start at most one per BUSY_START_MS: they go on, and take little of the main thread meanwhile.
+   */
+  private async turn(): Promise<void> {
+    const fg = this.opts.foreground;
+    while (fg && !this.closed && this.settling === 0 && fg.busy()) {
+      const wait = this.lastStartMs + BUSY_START_MS - performance.now();
+      if (wait <= 0) break;
+      await new Promise((resolve) => setTimeout(resolve, Math.ceil(wait)));
+    }
+    this.lastStartMs = performance.now();
+  }
+
+  /** The lanes are one upload wide now, giving way to the foreground. */
+  get yieldingToForeground(): boolean {
+    return this.yielding;
   }
 
   /**
@@ -196,20 +260,29 @@ export class UploadQueue {
   async settle(timeoutMs?: number): Promise<void> {
     for (const t of this.tasks.values()) t.failedSinceMark = false;
     const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
-    while (this.tasks.size > 0 && [...this.tasks.values()].some((t) => !t.failedSinceMark)) {
-      const left = deadline - Date.now();
-      if (left <= 0) return;
-      await new Promise<void>((resolve) => {
-        const t = left === Infinity ? undefined : setTimeout(done, left);
-        function done(): void { if (t) clearTimeout(t); resolve(); }
-        this.waiters.add(() => { done(); });
-      });
+    // Asked for (a flush): full width, whatever the foreground does.
+    this.settling++;
+    this.pace();
+    try {
+      while (this.tasks.size > 0 && [...this.tasks.values()].some((t) => !t.failedSinceMark)) {
+        const left = deadline - Date.now();
+        if (left <= 0) return;
+        await new Promise<void>((resolve) => {
+          const t = left === Infinity ? undefined : setTimeout(done, left);
+          function done(): void { if (t) clearTimeout(t); resolve(); }
+          this.waiters.add(() => { done(); });
+        });
+      }
+    } finally {
+      this.settling--;
     }
   }
 
   /** Stops scheduling; running attempts are aborted (the journal keeps their data). */
   async close(): Promise<void> {
     this.closed = true;
+    if (this.paceTimer) clearTimeout(this.paceTimer);
+    this.paceTimer = undefined;
     const running = [...this.tasks.values()];
     for (const t of running) {
       t.cancelled = true;
@@ -224,8 +297,10 @@ export class UploadQueue {
   }
 
   private schedule(task: Task): void {
+    this.pace();
     const lane = task.file.size <= this.smallMaxBytes ? this.smallQueue : this.queue;
     void lane.add(async () => {
+      await this.turn();
       if (task.cancelled || this.closed) return;
       task.attempt = this.attempt(task);
       await task.attempt;

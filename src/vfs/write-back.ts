@@ -30,6 +30,7 @@ import { copyFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import type { Logger } from '../shared/log.js';
 import type { FileHasher } from './file-hasher.js';
+import type { ForegroundActivity } from './foreground-activity.js';
 import { fsErrorOf } from './fs-errors.js';
 import type { DiskFaults } from './disk-faults.js';
 import { LocalVersion, UnwrittenSpools } from './local-version.js';
@@ -66,6 +67,8 @@ export interface WriteBackOptions {
   sha1Streams: Sha1Streams;
   /** `delayMs`: the write-back delay (see GatewayVfsOptions.upload). */
   upload?: { concurrency?: number; smallConcurrency?: number; retryBaseMs?: number; retryMaxMs?: number; delayMs?: number; refusedRetryMs?: number };
+  /** While applications are served, the uploads give way (UploadQueueOptions.foreground). */
+  foreground?: Pick<ForegroundActivity, 'busy'>;
   /** See GatewayVfsOptions.unwrittenSpoolBytes. Default 16 MiB. */
   unwrittenSpoolBytes?: number;
   /** Existing files opened for writing: up to `wholeMaxBytes` fetched whole at the first change; larger ones on demand. */
@@ -142,7 +145,7 @@ export class WriteBack {
     this.unwritten = new UnwrittenSpools(opts.unwrittenSpoolBytes ?? 16 * 1024 * 1024);
     this.uploads = new UploadQueue({
       concurrency: opts.upload?.concurrency, smallConcurrency: opts.upload?.smallConcurrency, retryBaseMs: opts.upload?.retryBaseMs, retryMaxMs: opts.upload?.retryMaxMs, refusedRetryMs: opts.upload?.refusedRetryMs,
-      hasher: opts.hasher, logger: opts.logger,
+      hasher: opts.hasher, logger: opts.logger, foreground: opts.foreground,
       remoteFor: (name) => opts.host.remoteFor(name),
       onCommitted: (file, entry) => this.uploadedVersion(file as LocalVersion, entry),
       onMissingParent: (file) => opts.host.ensureParents(file.library, file.fullpath),

@@ -166,6 +166,8 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
       res.end();
       return;
     }
+    // An application is being served: background work of its Vfs (the uploads) gives way meanwhile.
+    (principal.vfs ?? opts.vfs).foreground?.touch();
     const r = new DavRequest(shared, req, res, principal);
     await r.checkIf();
     switch (method) {

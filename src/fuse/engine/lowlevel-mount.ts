@@ -226,6 +226,7 @@ export class LowLevelMount {
   }
 
   private onBatch(batch: KernelRequest[]): void {
+    if (batch.length > 0) this.operations.serving();
     for (const req of batch) {
       if (req.answered && req.op === Op.CREATE) {
         this.createdByEngine(req);

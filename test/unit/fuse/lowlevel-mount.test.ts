@@ -8,6 +8,7 @@ import { LowLevelMount } from '../../../src/fuse/engine/lowlevel-mount.js';
 import { DEFAULT_DEADLINES, FuseOperations } from '../../../src/fuse/operations.js';
 import { silentLogger } from '../../../src/shared/log.js';
 import { MemoryVfs } from '../../support/memory-vfs.js';
+import { ForegroundActivity } from '../../../src/vfs/foreground-activity.js';
 
 interface Reply {
   kind: string;
@@ -92,6 +93,17 @@ describe('LowLevelMount', () => {
     expect((await send({ op: Op.LOOKUP, ino: libIno, name: 'nope' })).kind).toBe('negative');
     notify({ op: Op.FORGET, id: 0, ino: libIno, nlookup: 1 });
     expect(() => mount.inodes.get(libIno)).toThrow(/ENOENT/);
+  });
+
+  it('each batch of requests tells the Vfs an application is being served (its uploads give way); an empty one does not', async () => {
+    const { vfs, send, batch } = setup();
+    const foreground = new ForegroundActivity();
+    Object.assign(vfs, { foreground });
+    await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' });
+    expect(foreground.touches).toBe(1);
+    expect(foreground.busy()).toBe(true);
+    batch([]);
+    expect(foreground.touches).toBe(1);
   });
 
   it('create (with its mode), write, read, rename, getattr by inode; RENAME_EXCHANGE is EINVAL', async () => {

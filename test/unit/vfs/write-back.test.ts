@@ -43,6 +43,47 @@ async function* slowly(parts: string[], gate?: Promise<void>): AsyncGenerator<Bu
   }
 }
 
+/** A service that holds every commit until released, counting those under way by size. */
+class HeldRemote extends MemoryRemote {
+  inFlight = { small: 0, large: 0 };
+  most = { small: 0, large: 0 };
+  private release!: () => void;
+  readonly released = new Promise<void>((r) => { this.release = r; });
+  override async commit(...args: Parameters<MemoryRemote['commit']>): ReturnType<MemoryRemote['commit']> {
+    const lane = args[1].size <= 256 * 1024 ? 'small' : 'large';
+    this.inFlight[lane]++;
+    this.most[lane] = Math.max(this.most[lane], this.inFlight[lane]);
+    try {
+      await this.released;
+      return await super.commit(...args);
+    } finally {
+      this.inFlight[lane]--;
+    }
+  }
+  open(): void { this.release(); }
+}
+
+/** A gateway over a HeldRemote with lanes of 2 large and 5 small uploads. */
+async function heldLanes(): Promise<{ remote: HeldRemote; vfs: GatewayVfs }> {
+  const remote = new HeldRemote({ name: 'A', id: '1' });
+  const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-wb-'));
+  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+  const vfs = await createVfs({ libraries: [{ name: 'A', remote }], dataDir, feedIntervalMs: 0, upload: { concurrency: 2, smallConcurrency: 5 } });
+  cleanups.push(() => vfs.close());
+  return { remote, vfs };
+}
+
+/** 8 small files and 4 large ones (300 KiB), each filled with its number. */
+async function writeLaneFiles(vfs: GatewayVfs): Promise<void> {
+  for (let i = 0; i < 8; i++) await vfs.writeFile(`/A/small${i}`, Buffer.alloc(4096, i));
+  for (let i = 0; i < 4; i++) await vfs.writeFile(`/A/large${i}`, Buffer.alloc(300 * 1024, i));
+}
+
+function expectLaneFiles(remote: MemoryRemote): void {
+  for (let i = 0; i < 8; i++) expect(remote.read(`small${i}`).equals(Buffer.alloc(4096, i))).toBe(true);
+  for (let i = 0; i < 4; i++) expect(remote.read(`large${i}`).equals(Buffer.alloc(300 * 1024, i))).toBe(true);
+}
+
 async function spools(dataDir: string): Promise<string[]> {
   return readdir(join(dataDir, 'journal', 'spool'));
 }
@@ -477,39 +518,30 @@ describe('write-back', () => {
   });
 
   it('small files upload in a lane of their own, many at once, beside at most `concurrency` large ones', async () => {
-    /** A service that holds every commit until released, counting those under way by size. */
-    class HeldRemote extends MemoryRemote {
-      inFlight = { small: 0, large: 0 };
-      most = { small: 0, large: 0 };
-      private release!: () => void;
-      readonly released = new Promise<void>((r) => { this.release = r; });
-      override async commit(...args: Parameters<MemoryRemote['commit']>): ReturnType<MemoryRemote['commit']> {
-        const lane = args[1].size <= 256 * 1024 ? 'small' : 'large';
-        this.inFlight[lane]++;
-        this.most[lane] = Math.max(this.most[lane], this.inFlight[lane]);
-        try {
-          await this.released;
-          return await super.commit(...args);
-        } finally {
-          this.inFlight[lane]--;
-        }
-      }
-      open(): void { this.release(); }
-    }
-    const remote = new HeldRemote({ name: 'A', id: '1' });
-    const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-wb-'));
-    cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
-    const vfs = await createVfs({ libraries: [{ name: 'A', remote }], dataDir, feedIntervalMs: 0, upload: { concurrency: 2, smallConcurrency: 5 } });
-    cleanups.push(() => vfs.close());
-    for (let i = 0; i < 8; i++) await vfs.writeFile(`/A/small${i}`, Buffer.alloc(4096, i));
-    for (let i = 0; i < 4; i++) await vfs.writeFile(`/A/large${i}`, Buffer.alloc(300 * 1024, i));
+    const { remote, vfs } = await heldLanes();
+    await writeLaneFiles(vfs);
     // Every lane full: 5 small and 2 large commits under way, the rest waiting.
     await expect.poll(() => remote.inFlight, { timeout: 10_000 }).toEqual({ small: 5, large: 2 });
     remote.open();
     await vfs.flushAll();
     expect(remote.most).toEqual({ small: 5, large: 2 });
-    for (let i = 0; i < 8; i++) expect(remote.read(`small${i}`).equals(Buffer.alloc(4096, i))).toBe(true);
-    for (let i = 0; i < 4; i++) expect(remote.read(`large${i}`).equals(Buffer.alloc(300 * 1024, i))).toBe(true);
+    expectLaneFiles(remote);
+  });
+
+  it('while applications are served, uploads go one a lane (starting one per 20 ms at most); a flush goes at full width', async () => {
+    const { remote, vfs } = await heldLanes();
+    // A front end serving requests without a pause (the last one "now", whenever now is).
+    vfs.foreground.touch(Infinity);
+    await writeLaneFiles(vfs);
+    await expect.poll(() => remote.inFlight, { timeout: 10_000 }).toEqual({ small: 1, large: 1 });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(remote.most).toEqual({ small: 1, large: 1 });
+    // A flush asks for them: full width, the foreground busy or not.
+    const flushed = vfs.flushAll();
+    await expect.poll(() => remote.inFlight, { timeout: 10_000 }).toEqual({ small: 5, large: 2 });
+    remote.open();
+    await flushed;
+    expectLaneFiles(remote);
   });
 
   it('a small file held in memory is uploaded from there: no spool file is ever written for it', async () => {

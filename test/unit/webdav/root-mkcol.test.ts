@@ -16,3 +16,13 @@ describe('MKCOL at the root', () => {
     expect((await dav(d.url, 'MKCOL', '/Library/litmus/')).status).toBe(201);
   });
 });
+
+describe('requests served', () => {
+  it('each authenticated request tells the Vfs an application is being served (its uploads give way); a refused one does not', async () => {
+    const before = d.vfs.foreground.touches;
+    expect((await dav(d.url, 'PROPFIND', '/Library/', { headers: { depth: '0' } })).status).toBe(207);
+    expect(d.vfs.foreground.touches).toBe(before + 1);
+    expect((await dav(d.url, 'PROPFIND', '/Library/', { headers: { depth: '0' }, auth: null })).status).toBe(401);
+    expect(d.vfs.foreground.touches).toBe(before + 1);
+  });
+});
