@@ -32,9 +32,45 @@ function entryBytes(e: RemoteEntry): number {
   return ENTRY_OVERHEAD + 2 * (e.fullpath.length + e.name.length + (e.lastModifiedBy?.length ?? 0));
 }
 
+/**
+ * A folder's listing: its entries by name, and their estimated bytes, kept as single names change (an
+ * upload, a rename, a delete in a folder of many files costs one change, not a copy of the listing).
+ */
+class FolderListing {
+  private readonly byName = new Map<string, RemoteEntry>();
+  bytes = 0;
+
+  constructor(list: readonly RemoteEntry[]) {
+    for (const e of list) this.put(e);
+  }
+
+  get(name: string): RemoteEntry | undefined {
+    return this.byName.get(name);
+  }
+
+  /** Adds or replaces the entry of its name (it moves to the end, as a new entry would). */
+  put(e: RemoteEntry): void {
+    this.remove(e.name);
+    this.byName.set(e.name, e);
+    this.bytes += entryBytes(e);
+  }
+
+  remove(name: string): void {
+    const before = this.byName.get(name);
+    if (!before) return;
+    this.byName.delete(name);
+    this.bytes -= entryBytes(before);
+  }
+
+  /** The entries, in order (a copy). */
+  list(): RemoteEntry[] {
+    return [...this.byName.values()];
+  }
+}
+
 export class MetadataCache {
   private readonly entries: LRUCache<string, Slot>;
-  private readonly listings: LRUCache<string, RemoteEntry[]>;
+  private readonly listings: LRUCache<string, FolderListing>;
   /** Listing key → names in doubt in that listing (left out of it; looked up on their own). */
   private readonly unsure = new Map<string, Set<string>>();
   /** id → key of its path, to see a move as delete + create. */
@@ -50,9 +86,9 @@ export class MetadataCache {
       max: maxEntries, maxSize: Math.max(1, Math.floor(maxBytes / 2)), ttl,
       sizeCalculation: (v, k) => (v === MISSING ? 64 + 2 * k.length : entryBytes(v)),
     });
-    this.listings = new LRUCache<string, RemoteEntry[]>({
+    this.listings = new LRUCache<string, FolderListing>({
       max: opts.maxListings ?? 10_000, maxSize: Math.max(1, Math.floor(maxBytes / 2)), ttl,
-      sizeCalculation: (v, k) => 64 + 2 * k.length + v.reduce((n, e) => n + entryBytes(e), 0),
+      sizeCalculation: (v, k) => 64 + 2 * k.length + v.bytes,
     });
     this.paths = new LRUCache<string, string>({ max: maxEntries });
   }
@@ -66,7 +102,7 @@ export class MetadataCache {
       const listing = fullpath === '' ? undefined : this.listings.get(parentKey);
       if (listing && !this.unsure.get(parentKey)?.has(baseName(fullpath))) {
         this.counters.hits++;
-        return listing.find((e) => e.name === baseName(fullpath)) ?? null;
+        return listing.get(baseName(fullpath)) ?? null;
       }
       this.counters.misses++;
       return undefined;
@@ -91,12 +127,12 @@ export class MetadataCache {
     const v = this.unsure.has(k) ? undefined : this.listings.get(k);
     if (v) this.counters.hits++;
     else this.counters.misses++;
-    return v;
+    return v?.list();
   }
 
   setListing(lib: string, fullpath: string, list: RemoteEntry[]): void {
     this.unsure.delete(key(lib, fullpath));
-    this.listings.set(key(lib, fullpath), list);
+    this.listings.set(key(lib, fullpath), new FolderListing(list));
     for (const e of list) this.paths.set(`${lib}\0${e.id}`, key(lib, e.fullpath));
   }
 
@@ -117,9 +153,8 @@ export class MetadataCache {
     }
     const listing = this.listings.get(parentKey);
     if (listing) {
-      const next = listing.filter((e) => e.name !== entry.name);
-      next.push(entry);
-      this.listings.set(parentKey, next);
+      listing.put(entry);
+      this.resized(parentKey, listing);
     }
     this.clearUnsure(parentKey, entry.name);
   }
@@ -150,12 +185,13 @@ export class MetadataCache {
     const listing = this.listings.get(parentKey);
     if (!listing) return;
     const name = baseName(fullpath);
-    const known = listing.find((e) => e.name === name);
+    const known = listing.get(name);
     if (known?.isDir || this.unsure.size >= 10_000) {
       this.invalidate(parentKey); // a folder in doubt: what is below it too (when in doubt, invalidate)
       return;
     }
-    this.listings.set(parentKey, listing.filter((e) => e.name !== name));
+    listing.remove(name);
+    this.resized(parentKey, listing);
     let names = this.unsure.get(parentKey);
     if (!names) this.unsure.set(parentKey, (names = new Set()));
     names.add(name);
@@ -191,7 +227,10 @@ export class MetadataCache {
     else this.entries.delete(base);
     const parentKey = key(lib, parentOf(fullpath));
     const listing = this.listings.get(parentKey);
-    if (listing) this.listings.set(parentKey, listing.filter((e) => e.name !== baseName(fullpath)));
+    if (listing) {
+      listing.remove(baseName(fullpath));
+      this.resized(parentKey, listing);
+    }
     this.clearUnsure(parentKey, baseName(fullpath));
     this.counters.invalidations++;
   }
@@ -200,7 +239,10 @@ export class MetadataCache {
   private settle(parentKey: string, name: string, entry: RemoteEntry | null): void {
     if (!this.unsure.get(parentKey)?.has(name)) return;
     const listing = this.listings.get(parentKey);
-    if (listing && entry) this.listings.set(parentKey, [...listing.filter((e) => e.name !== name), entry]);
+    if (listing && entry) {
+      listing.put(entry);
+      this.resized(parentKey, listing);
+    }
     this.clearUnsure(parentKey, name);
   }
 
@@ -219,6 +261,12 @@ export class MetadataCache {
     for (const k of [...this.listings.keys()]) {
       if (k.startsWith(prefix) && isWithin(k.slice(prefix.length), fullpath)) this.listings.delete(k);
     }
+  }
+
+  /** A listing changed in place: stored again, so the cache counts its new size (and it is fresh, as a new one). */
+  private resized(k: string, listing: FolderListing): void {
+    this.listings.delete(k);
+    this.listings.set(k, listing);
   }
 
   private invalidate(k: string): void {

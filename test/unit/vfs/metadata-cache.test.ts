@@ -51,3 +51,33 @@ describe('MetadataCache: a path in doubt', () => {
     expect(c.getEntry('L', 'up/b')).toBeUndefined();
   });
 });
+
+describe('MetadataCache: a folder of many files', () => {
+  it('single names change in place: the listing stays right, in order, and its counted bytes follow', () => {
+    const c = new MetadataCache();
+    const n = 20_000;
+    const list = Array.from({ length: n }, (_, i) => file(`big/f${i}`));
+    c.setListing('L', 'big', list);
+    // An upload of each (a new version: the same name, a new size), twice: the second changes no count.
+    for (let i = 0; i < n; i++) c.upsert('L', file(`big/f${i}`, 2));
+    const bytes = c.stats().bytes;
+    for (let i = 0; i < n; i++) c.upsert('L', file(`big/f${i}`, 2));
+    expect(c.stats().bytes).toBe(bytes);
+    // A new name, a rename and a delete.
+    c.upsert('L', file('big/a-new-file-with-a-longer-name', 3));
+    expect(c.stats().bytes).toBeGreaterThan(bytes);
+    c.upsert('L', { ...file('big/moved', 2), id: 'id-big/f7-2' });
+    c.doubt('L', 'big/f8');
+    c.setEntry('L', 'big/f8', null);
+    const shown = c.getListing('L', 'big')!;
+    expect(shown).toHaveLength(n); // one added, f7 moved to "moved", f8 gone
+    expect(shown.every((e) => e.size >= 2)).toBe(true);
+    expect(shown.slice(-2).map((e) => e.name)).toEqual(['a-new-file-with-a-longer-name', 'moved']);
+    expect(c.getEntry('L', 'big/f7')).toBeNull();
+    expect(c.getEntry('L', 'big/f8')).toBeNull();
+    expect(c.getEntry('L', 'big/f9')?.size).toBe(2);
+    // The copy handed out is the caller's.
+    shown.length = 0;
+    expect(c.getListing('L', 'big')).toHaveLength(n);
+  });
+});
