@@ -145,7 +145,12 @@ export class LatencyProxy {
     }, 2 * link.delayMs);
   }
 
-  /** Forwards `from` to `to`, each chunk `delayMs` late, at most windowBytes unacknowledged. */
+  /**
+   * Forwards `from` to `to`, each chunk `delayMs` late, at most windowBytes unacknowledged. Chunks wait in
+   * one queue a connection and direction, delivered in order by one timer: a timer a chunk would not keep
+   * them in order (timers of slightly different lengths, a fraction of a millisecond apart from rounding,
+   * can fire in either order).
+   */
   private pipe(from: Socket, to: Socket, link: LinkDirection, conn: { delayMs: number; windowBytes: number }, count: (n: number) => void): void {
     const delay = conn.delayMs;
     const windowBytes = conn.windowBytes;
@@ -153,8 +158,29 @@ export class LatencyProxy {
     let waitingForDrain = false;
     // Chunks leave in order: each is delivered no earlier than the one before it.
     let lastDelivery = 0;
+    const queue: { chunk: Buffer; at: number }[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    let ended = false;
     const maybeResume = (): void => {
       if (inFlight < windowBytes && !waitingForDrain && !from.destroyed) from.resume();
+    };
+    const deliver = (chunk: Buffer): void => {
+      count(chunk.length);
+      if (!to.write(chunk) && !waitingForDrain) {
+        waitingForDrain = true;
+        from.pause();
+        to.once('drain', () => { waitingForDrain = false; maybeResume(); });
+      }
+      // The acknowledgement is back one delay after delivery.
+      setTimeout(() => { inFlight -= chunk.length; maybeResume(); }, delay);
+    };
+    const deliverDue = (): void => {
+      timer = undefined;
+      if (to.destroyed) return;
+      const now = performance.now();
+      while (queue.length > 0 && queue[0]!.at <= now) deliver(queue.shift()!.chunk);
+      if (queue.length > 0) timer = setTimeout(deliverDue, queue[0]!.at - now);
+      else if (ended) to.end();
     };
     from.on('data', (chunk: Buffer) => {
       const now = performance.now();
@@ -162,20 +188,13 @@ export class LatencyProxy {
       if (inFlight >= windowBytes) from.pause();
       const delivery = Math.max(lastDelivery, link.departure(now, chunk.length) + delay);
       lastDelivery = delivery;
-      setTimeout(() => {
-        if (to.destroyed) return;
-        count(chunk.length);
-        if (!to.write(chunk) && !waitingForDrain) {
-          waitingForDrain = true;
-          from.pause();
-          to.once('drain', () => { waitingForDrain = false; maybeResume(); });
-        }
-        // The acknowledgement is back one delay after delivery.
-        setTimeout(() => { inFlight -= chunk.length; maybeResume(); }, delay);
-      }, Math.max(0, delivery - now));
+      queue.push({ chunk, at: delivery });
+      timer ??= setTimeout(deliverDue, Math.max(0, delivery - now));
     });
+    // The end follows the last chunk.
     from.on('end', () => {
-      setTimeout(() => { if (!to.destroyed) to.end(); }, Math.max(0, lastDelivery - performance.now()) + 1);
+      ended = true;
+      if (queue.length === 0 && !timer && !to.destroyed) to.end();
     });
     from.resume();
   }
