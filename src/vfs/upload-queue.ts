@@ -88,8 +88,9 @@ export interface UploadQueueOptions {
   /** Before retrying an attempt that failed with ENOENT (a parent folder vanished). */
   onMissingParent?: (file: PendingFile) => Promise<void>;
   /**
-   * While applications are being served (`busy()`), each lane starts one upload at a time, so the main
-   * thread they share stays with the applications; a flush (`settle`) goes at full width regardless.
+   * While applications are being served (`busy()`), each lane runs one upload at a time and uploads start
+   * at most one per BUSY_START_MS, so the main thread they share stays with the applications; a flush
+   * (`settle`) goes at full width regardless.
    */
   foreground?: Pick<ForegroundActivity, 'busy'>;
   logger: Logger;
@@ -119,7 +120,7 @@ export class UploadQueue {
   private readonly smallMaxBytes: number;
   private readonly waiters = new Set<() => void>();
   private closed = false;
-  readonly counters = { committed: 0, failures: 0, cancelled: 0, yielded: 0 };
+  readonly counters = { committed: 0, failures: 0, cancelled: 0 };
   private readonly concurrency: number;
   private readonly smallConcurrency: number;
   /** The lanes are one upload wide (the foreground is busy). */
@@ -153,7 +154,6 @@ export class UploadQueue {
     const yielding = this.tasks.size > 0 && this.settling === 0 && fg.busy();
     if (yielding !== this.yielding) {
       this.yielding = yielding;
-      if (yielding) this.counters.yielded++;
       this.queue.concurrency = yielding ? 1 : this.concurrency;
       this.smallQueue.concurrency = yielding ? 1 : this.smallConcurrency;
     }
@@ -178,11 +178,6 @@ export class UploadQueue {
       await new Promise((resolve) => setTimeout(resolve, Math.ceil(wait)));
     }
     this.lastStartMs = performance.now();
-  }
-
-  /** The lanes are one upload wide now, giving way to the foreground. */
-  get yieldingToForeground(): boolean {
-    return this.yielding;
   }
 
   /**
