@@ -722,14 +722,19 @@ export class LowLevelMount {
    * the lookup `id` that found one missing: later lookups of names it has not are answered by the engine
    * (see docs/fuse.md, The engine). At most once per half timeout a folder.
    */
+  /** The names of folder `ino` are given to the engine now (the most recent such folders are remembered). */
+  private namesOfferedNow(ino: number, now = Date.now()): void {
+    this.namesOffered.delete(ino);
+    this.namesOffered.set(ino, now);
+    if (this.namesOffered.size > NAMES_OFFERED_MAX) this.namesOffered.delete(this.namesOffered.keys().next().value!);
+  }
+
   private offerNames(id: number, parent: number): void {
     if (this.timeout <= 0) return;
     const now = Date.now();
     const last = this.namesOffered.get(parent);
     if (last !== undefined && now - last < this.timeout * 500) return;
-    this.namesOffered.delete(parent);
-    this.namesOffered.set(parent, now);
-    if (this.namesOffered.size > NAMES_OFFERED_MAX) this.namesOffered.delete(this.namesOffered.keys().next().value!);
+    this.namesOfferedNow(parent, now);
     let path: string;
     try {
       path = this.inodes.path(parent);
@@ -907,6 +912,11 @@ export class LowLevelMount {
       }
       const listing: DirListing = { ino: node.ino, names: list, inos, dirs, stats: sts };
       if (this.dirs.has(fh)) this.dirs.set(fh, listing);
+      // Every name of the folder, as the Vfs holds them: the engine answers lookups of others itself.
+      if (this.timeout > 0 && !node.detached && list.length <= NAMES_OFFERED_MOST + 2) {
+        this.namesOfferedNow(node.ino);
+        this.binding.folderNames(se, id, node.ino, list.filter((n) => n !== '.' && n !== '..'), this.timeout);
+      }
       send(listing);
     });
   }

@@ -116,6 +116,22 @@ describe('requests the engine answers itself', () => {
     await h2?.stop();
   }, T);
 
+  it('a folder listed through the mount: lookups of names it does not have are answered by the engine', async () => {
+    await h2.call('remoteWrite', { path: '/Lib/listed/a.txt', data: Buffer.from('a').toString('base64') });
+    await h2.call('remoteWrite', { path: '/Lib/listed/b.txt', data: Buffer.from('b').toString('base64') });
+    const names = await eventually('the folder lists both', async () => {
+      const list = (await readdir(join(lib2, 'listed')).catch(() => [])).sort();
+      return list.length === 2 ? list : undefined;
+    }, 15_000);
+    expect(names).toEqual(['a.txt', 'b.txt']);
+    // A fresh listing hands the names over; a name it does not hold is then answered "no such file" in C.
+    await readdir(join(lib2, 'listed'));
+    const before = await answered2();
+    await expect(stat(join(lib2, 'listed/not-there.txt'))).rejects.toMatchObject({ code: 'ENOENT' });
+    expect((await answered2()).lookups - before.lookups).toBe(1);
+    expect(await readFile(join(lib2, 'listed/b.txt'), 'utf8')).toBe('b');
+  }, T);
+
   it('getattr of a file after a close that changed nothing: answered by the engine, as the Vfs holds it', async () => {
     await writeFile(join(lib2, 'read-only.txt'), 'some content');
     await h2.call('flushAll');
