@@ -1,7 +1,8 @@
 /**
  * UpdatesFeed: keeps one library's part of the MetadataCache coherent with changes made by others. Every
  * interval it reads the service's change feed from its millisecond cursor, every page until an empty one,
- * applies each change to the cache, and persists the cursor. When the feed fails, or the backlog is so
+ * applies each change to the cache, and persists the cursor when it moved (a quiet library costs no
+ * write, no fsync). When the feed fails, or the backlog is so
  * long that the cursor is clearly too old, the library's cache is dropped (and rebuilt on demand from
  * listings): stale data is never served for longer than one interval after a failure. An outage (the
  * service not reachable at all) is the exception: the cache is kept and served, marked stale, and the
@@ -43,6 +44,8 @@ export interface UpdatesFeedStatus {
 
 export class UpdatesFeed {
   private cursor = -1;
+  /** The cursor the file holds (loaded or last written). */
+  private savedCursor: number | undefined;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   /** Aborts the poll under way when the feed stops (a stop never waits for a hung service). */
@@ -202,7 +205,9 @@ export class UpdatesFeed {
     if (!this.opts.cursorFile) return -1;
     try {
       const data = JSON.parse(await readFile(this.opts.cursorFile, 'utf8')) as { cursor?: unknown };
-      return typeof data.cursor === 'number' && data.cursor >= 0 ? data.cursor : -1;
+      if (typeof data.cursor !== 'number' || data.cursor < 0) return -1;
+      this.savedCursor = data.cursor;
+      return data.cursor;
     } catch {
       return -1;
     }
@@ -210,9 +215,13 @@ export class UpdatesFeed {
 
   private async saveCursor(): Promise<void> {
     const file = this.opts.cursorFile;
-    if (!file || this.cursor < 0) return;
+    // Unchanged: nothing to write (an fsync every poll of a quiet library would also make the file
+    // system commit its journal, and with it the data of files being written, every interval).
+    if (!file || this.cursor < 0 || this.cursor === this.savedCursor) return;
+    const cursor = this.cursor;
     await mkdir(dirname(file), { recursive: true });
     // Whole after a power loss (an older cursor only replays changes the cache takes again).
-    await writeFileAtomic(file, JSON.stringify({ cursor: this.cursor }), { durability: 'fsync-file' });
+    await writeFileAtomic(file, JSON.stringify({ cursor }), { durability: 'fsync-file' });
+    this.savedCursor = cursor;
   }
 }

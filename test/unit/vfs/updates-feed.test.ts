@@ -1,5 +1,5 @@
 import { describe, it, expect, afterEach } from 'vitest';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
@@ -33,6 +33,35 @@ describe('UpdatesFeed', { timeout: 10_000 }, () => {
     await poll;
     expect(Date.now() - t0).toBeLessThan(2_000);
     expect(cache.getListing('L', '')).toEqual([]);
+  });
+
+  it('writes its cursor only when it moved: a poll that brings no change writes nothing', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'feed-'));
+    dirs.push(dir);
+    const file = join(dir, 'cursor.json');
+    const remote = new MemoryRemote();
+    const cache = new MetadataCache();
+    const feed = new UpdatesFeed({ library: 'L', remote, cache, intervalMs: 0, cursorFile: file, logger: silentLogger });
+    await feed.start();
+    expect(JSON.parse(await readFile(file, 'utf8'))).toEqual({ cursor: await remote.headCursor() });
+    await rm(file);
+    await feed.pollNow();
+    await feed.pollNow();
+    await expect(readFile(file, 'utf8')).rejects.toMatchObject({ code: 'ENOENT' });
+    remote.putFile('f', Buffer.from('1'));
+    await feed.pollNow();
+    expect(JSON.parse(await readFile(file, 'utf8'))).toEqual({ cursor: await remote.headCursor() });
+    await feed.stop();
+    // A feed started from the file: its cursor is the saved one, and a quiet poll leaves the file alone.
+    await rm(file);
+    await writeFile(file, JSON.stringify({ cursor: await remote.headCursor() }));
+    const again = new UpdatesFeed({ library: 'L', remote, cache: new MetadataCache(), intervalMs: 0, cursorFile: file, logger: silentLogger });
+    await again.start();
+    const before = await stat(file);
+    await again.pollNow();
+    expect((await stat(file)).mtimeMs).toBe(before.mtimeMs);
+    expect(again.snapshot().cursor).toBe(await remote.headCursor());
+    await again.stop();
   });
 
   it('applies creates, changes, deletes and moves to the cache and persists its cursor', async () => {
