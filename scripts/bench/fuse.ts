@@ -20,7 +20,8 @@
  * or content cache beside it, twice what the Vfs driven directly allocates, and a fresh page costs a host
  * fault on this kind of VM.
  * The mount serves the gateway's Vfs over the embedded service in a process of its own (its data in
- * memory), as in production; BENCH_FUSE_BACKEND=memory serves the in-memory test Vfs instead (and skips
+ * memory), as in production, with the gateway's default write-back delay and feed interval;
+ * BENCH_FUSE_BACKEND=memory serves the in-memory test Vfs instead (and skips
  * rclone). Prints one JSON line per figure. Run: `npm run bench -- fuse`.
  */
 import { mkdir, rm, writeFile } from 'node:fs/promises';
@@ -29,7 +30,7 @@ import { join } from 'node:path';
 import { existsSync } from 'node:fs';
 import { sh, startMount } from '../../test/e2e/fuse/harness.js';
 import { recyclePages } from './support/recycle-pages.js';
-import { DEFAULT_UPLOAD_DELAY_MS } from '../../src/gateway/config.js';
+import { DEFAULT_FEED_INTERVAL_MS, DEFAULT_UPLOAD_DELAY_MS } from '../../src/gateway/config.js';
 
 const BYTES = Number(process.env.BENCH_FUSE_BYTES ?? 1024 * 1024 * 1024);
 const SMALL_FILES = Number(process.env.BENCH_FUSE_SMALL_FILES ?? 1000);
@@ -220,8 +221,9 @@ async function rcloneMount(url: string, scratch: string): Promise<{ mnt: string;
 
 async function main(): Promise<void> {
   const backend = process.env.BENCH_FUSE_BACKEND ?? 'service-process';
-  // The gateway's default write-back delay, as `cloudlib up` and `cloudlib mount` run.
-  const h = await startMount({ mount: { attrTimeoutS: 2 }, env: { FUSE_TEST_BACKEND: backend, FUSE_TEST_UPLOAD_DELAY_MS: String(DEFAULT_UPLOAD_DELAY_MS) } });
+  // The gateway's default write-back delay and feed interval (the mount's attribute timeout follows it),
+  // as `cloudlib up` and `cloudlib mount` run.
+  const h = await startMount({ mount: { attrTimeoutS: DEFAULT_FEED_INTERVAL_MS / 1000 }, env: { FUSE_TEST_BACKEND: backend, FUSE_TEST_UPLOAD_DELAY_MS: String(DEFAULT_UPLOAD_DELAY_MS), FUSE_TEST_FEED_INTERVAL_MS: String(DEFAULT_FEED_INTERVAL_MS) } });
   try {
     // Baselines: the Vfs driven directly, in 128 KiB and 1 MiB calls.
     const direct: Record<string, { writeMs: number; readMs: number }> = {};

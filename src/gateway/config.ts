@@ -141,6 +141,9 @@ export interface ConfigFlags {
 /** Write-back delay of a closed file before its upload starts, ms (`journal.upload_delay_ms`). */
 export const DEFAULT_UPLOAD_DELAY_MS = 2000;
 
+/** Default of `feed.interval_ms`: how often each library's updates feed is polled. */
+export const DEFAULT_FEED_INTERVAL_MS = 2000;
+
 const HOSTPORT = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
 
 export function parseHostPort(text: string, what: string): { host: string; port: number } {
@@ -415,7 +418,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
       block_cache_mb: num(cache.block_cache_mb, 'cache.block_cache_mb', 1) ?? 256,
       disk_cache_mb: num(cache.disk_cache_mb, 'cache.disk_cache_mb') ?? 1024,
     },
-    feed: { interval_ms: num(env.CLOUDLIB_FEED_INTERVAL_MS ?? feed.interval_ms, 'feed.interval_ms', 100) ?? 2000 },
+    feed: { interval_ms: num(env.CLOUDLIB_FEED_INTERVAL_MS ?? feed.interval_ms, 'feed.interval_ms', 100) ?? DEFAULT_FEED_INTERVAL_MS },
     journal: { durability, group_commit_ms: groupCommitMs, upload_delay_ms: uploadDelayMs, upload_concurrency: uploadConcurrency, small_upload_concurrency: smallUploadConcurrency },
     admin_listen: adminListen,
     log: { level },

@@ -93,6 +93,17 @@ export class MetadataCache {
     this.paths = new LRUCache<string, string>({ max: maxEntries });
   }
 
+  /**
+   * Whether the cache shows `entry` at its path already: the same object (id) and kind, and for a file the
+   * same content, size and time. Counts no hit or miss.
+   */
+  holds(lib: string, entry: RemoteEntry): boolean {
+    const parentKey = key(lib, parentOf(entry.fullpath));
+    const v = this.entries.peek(key(lib, entry.fullpath)) ?? (entry.fullpath === '' ? undefined : this.listings.peek(parentKey)?.get(baseName(entry.fullpath)));
+    if (v === undefined || v === MISSING || v.id !== entry.id || v.isDir !== entry.isDir) return false;
+    return entry.isDir || (v.contentHash === entry.contentHash && v.size === entry.size && v.mtimeMs === entry.mtimeMs);
+  }
+
   /** The entry, null when known missing, undefined when unknown. */
   getEntry(lib: string, fullpath: string): RemoteEntry | null | undefined {
     const v = this.entries.get(key(lib, fullpath));

@@ -168,7 +168,11 @@ export class UpdatesFeed {
 
   private apply(change: RemoteChange): void {
     const { cache, library } = this.opts;
-    if (this.isTouched(change.entry.fullpath)) cache.doubt(library, change.entry.fullpath);
+    // A change of a path the gateway changed meanwhile may be older than the gateway's: in doubt, unless
+    // the cache shows exactly what it brings (the gateway's own change coming back), which is applied as
+    // any other. A doubt drops a folder's listing, and with it the names of a folder being filled.
+    const echo = change.kind === 'upsert' && cache.holds(library, change.entry);
+    if (!echo && this.isTouched(change.entry.fullpath)) cache.doubt(library, change.entry.fullpath);
     else if (change.kind === 'delete') cache.remove(library, change.entry.fullpath);
     else cache.upsert(library, change.entry);
     this.status.changesApplied++;

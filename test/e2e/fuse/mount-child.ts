@@ -7,7 +7,8 @@
  * (default: an in-memory Vfs), `service` (the gateway's Vfs over a real embedded service in this
  * process) or `service-process` (the same with the service in a process of its own, its data in memory,
  * as beside a production gateway: what the benchmarks use); FUSE_TEST_UPLOAD_DELAY_MS: the write-back
- * delay of the service backends (default 0: uploads start at the last close); FUSE_TEST_DATA_PARENT: the
+ * delay of the service backends (default 0: uploads start at the last close); FUSE_TEST_FEED_INTERVAL_MS:
+ * how often their updates feed polls (default 300); FUSE_TEST_DATA_PARENT: the
  * folder the service backends' data folder (spools, journal) is made in (default: the system's tmpdir).
  */
 import { tuneGarbageCollector } from '../../../src/shared/gc-tuning.js';
@@ -87,7 +88,7 @@ async function serviceBackend(ownProcess: boolean): Promise<Backend> {
   const { join } = await import('node:path');
   const svc = ownProcess ? await startServiceProcess({ memoryData: true }) : await startTestService();
   const dataDir = await mkdtemp(join(process.env.FUSE_TEST_DATA_PARENT ?? tmpdir(), 'cloudlib-fuse-vfs-'));
-  const vfs = await createServiceVfs({ libraries: [{ name: 'Lib', client: svc.client }], dataDir, feedIntervalMs: 300, upload: { retryBaseMs: 50, retryMaxMs: 500, delayMs: Number(process.env.FUSE_TEST_UPLOAD_DELAY_MS ?? 0) }, faults: true, cache: { diskBytes: 64 * 1024 * 1024 } });
+  const vfs = await createServiceVfs({ libraries: [{ name: 'Lib', client: svc.client }], dataDir, feedIntervalMs: Number(process.env.FUSE_TEST_FEED_INTERVAL_MS ?? 300), upload: { retryBaseMs: 50, retryMaxMs: 500, delayMs: Number(process.env.FUSE_TEST_UPLOAD_DELAY_MS ?? 0) }, faults: true, cache: { diskBytes: 64 * 1024 * 1024 } });
   const faulty = vfs.remoteOf('Lib') as import('../../../src/vfs/index.js').FaultyRemote;
   const fullpath = (path: string): string => {
     if (!path.startsWith('/Lib')) throw new Error(`the service backend has only the library folder /Lib, got ${path}`);

@@ -64,6 +64,38 @@ describe('UpdatesFeed', { timeout: 10_000 }, () => {
     await again.stop();
   });
 
+  it("the gateway's own changes coming back through a poll they overlapped are applied, not doubted; an older one still is", async () => {
+    const remote = new MemoryRemote();
+    const cache = new MetadataCache();
+    const feed = new UpdatesFeed({ library: 'L', remote, cache, intervalMs: 0, logger: silentLogger });
+    await feed.start();
+    // The gateway makes a folder (the service has it), then shows it, empty, while a poll is under way.
+    const d = await remote.mkdir('d');
+    let poll = feed.pollNow();
+    cache.upsert('L', d);
+    cache.setListing('L', 'd', []);
+    feed.noteLocalChange('d');
+    await poll;
+    expect(cache.getListing('L', 'd')).toEqual([]);
+    // A file the gateway wrote there, the same way.
+    const f = remote.putFile('d/f', Buffer.from('1'));
+    poll = feed.pollNow();
+    cache.upsert('L', f);
+    feed.noteLocalChange('d/f');
+    await poll;
+    expect(cache.getListing('L', 'd')!.map((e) => e.name)).toEqual(['f']);
+    // A change older than what the gateway did meanwhile (other content): in doubt, asked again.
+    remote.putFile('d/g', Buffer.from('old'));
+    poll = feed.pollNow();
+    const newer = remote.putFile('d/g', Buffer.from('newer'));
+    cache.upsert('L', newer);
+    feed.noteLocalChange('d/g');
+    await poll;
+    expect(cache.getEntry('L', 'd/g')).toBeUndefined();
+    expect(cache.getListing('L', 'd')).toBeUndefined();
+    await feed.stop();
+  });
+
   it('applies creates, changes, deletes and moves to the cache and persists its cursor', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'feed-'));
     dirs.push(dir);
