@@ -7,7 +7,7 @@
  */
 export class ForegroundActivity {
   private lastMs = -Infinity;
-  /** Requests taken since creation (for status and tests). */
+  /** Requests taken since creation (what the tests look at). */
   touches = 0;
 
   /** `windowMs`: how long after the last request the foreground counts as busy. */

@@ -717,11 +717,6 @@ export class LowLevelMount {
     });
   }
 
-  /**
-   * Gives the engine every name of folder `parent` when the Vfs knows them (its listing is cached), with
-   * the lookup `id` that found one missing: later lookups of names it has not are answered by the engine
-   * (see docs/fuse.md, The engine). At most once per half timeout a folder.
-   */
   /** The names of folder `ino` are given to the engine now (the most recent such folders are remembered). */
   private namesOfferedNow(ino: number, now = Date.now()): void {
     this.namesOffered.delete(ino);
@@ -729,6 +724,11 @@ export class LowLevelMount {
     if (this.namesOffered.size > NAMES_OFFERED_MAX) this.namesOffered.delete(this.namesOffered.keys().next().value!);
   }
 
+  /**
+   * Gives the engine every name of folder `parent` when the Vfs knows them (its listing is cached), with
+   * the lookup `id` that found one missing: later lookups of names it has not are answered by the engine
+   * (see docs/fuse.md, The engine). At most once per half timeout a folder.
+   */
   private offerNames(id: number, parent: number): void {
     if (this.timeout <= 0) return;
     const now = Date.now();
