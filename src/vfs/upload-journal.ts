@@ -115,7 +115,7 @@ export class UploadJournal {
   /** Spool files not in their record, written since their last fsync; fsynced by the next group commit. */
   private readonly unsyncedSpools = new Set<string>();
   /** Lines waiting for the writer (one write for all of them). */
-  private queue: { text: string; done: (err: Error | undefined, record: number) => void }[] = [];
+  private queue: { line: Buffer; done: (err: Error | undefined, record: number) => void }[] = [];
   /** A write of the queue is on the log's chain. */
   private flushQueued = false;
   /** Every change of the log file runs on this chain, one at a time. */
@@ -257,7 +257,7 @@ export class UploadJournal {
     if (!opts.keepSpool) this.unsyncedSpools.delete(this.spoolPath(id));
     if (this.live.has(id)) {
       this.live.delete(id);
-      await this.append(lineOf({ rm: id }).text);
+      await this.append(Buffer.from(lineOf({ rm: id }).text));
       if (opts.durable !== false) await this.syncLog();
       else this.scheduleGroupCommit();
     }
@@ -329,19 +329,17 @@ export class UploadJournal {
 
   /** `before`: the entry's live record this one rewrites (its bytes stay in the line that carried them). */
   private async appendPut(entry: JournalEntry, inline: Buffer | undefined, before?: LiveEntry): Promise<void> {
-    const rec: LogRecord = { put: entry };
-    if (inline) rec.data = inline.toString('base64');
-    const { text, check } = lineOf(rec);
-    const record = await this.append(text);
+    const { line, check } = putLineOf(entry, inline);
+    const record = await this.append(line);
     const lines = new Set([check]);
     if (!inline && before?.inline) for (const c of before.lines) lines.add(c);
     this.live.set(entry.id, { entry, inline: !!inline || !!before?.inline, record, lines });
   }
 
   /** Appends one line; resolves with the count of records written once it is in the log (page cache). */
-  private append(text: string): Promise<number> {
+  private append(line: Buffer): Promise<number> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ text, done: (err, record) => (err ? reject(err) : resolve(record)) });
+      this.queue.push({ line, done: (err, record) => (err ? reject(err) : resolve(record)) });
       if (this.flushQueued) return;
       this.flushQueued = true;
       void this.onLog(() => this.writeQueue());
@@ -353,9 +351,10 @@ export class UploadJournal {
     this.flushQueued = false;
     const batch = this.queue.splice(0);
     if (batch.length === 0) return;
-    const text = (this.tornTail ? '\n' : '') + batch.map((b) => b.text).join('');
+    const lines = batch.map((b) => b.line);
+    if (this.tornTail) lines.unshift(NEWLINE);
     try {
-      await this.writeLog(Buffer.from(text));
+      await this.writeLog(lines.length === 1 ? lines[0]! : Buffer.concat(lines));
       this.tornTail = false;
       this.written += batch.length;
       this.logRecords += batch.length;
@@ -579,8 +578,34 @@ function validEntry(e: JournalEntry): boolean {
   return typeof e === 'object' && e !== null && ID_RE.test(e.id) && typeof e.library === 'string' && typeof e.fullpath === 'string';
 }
 
+/** Hex digits of a line's check (the start of the SHA-1 of its JSON). */
+const CHECK_CHARS = 12;
+const SPACE = 0x20;
+const NEWLINE = Buffer.from('\n');
+
 function checkOf(json: string): string {
-  return createHash('sha1').update(json).digest('hex').slice(0, 12);
+  return createHash('sha1').update(json).digest('hex').slice(0, CHECK_CHARS);
+}
+
+/**
+ * The line of a put record, built straight into the Buffer that is written: the same bytes as
+ * `lineOf({ put: entry, data: inline?.toString('base64') })` without the copies of the whole line that
+ * building it as strings makes (a small file's line is mostly its bytes).
+ */
+function putLineOf(entry: JournalEntry, inline: Buffer | undefined): { line: Buffer; check: string } {
+  const head = `{"put":${JSON.stringify(entry)}${inline ? ',"data":"' : '}'}`;
+  const data = inline ? inline.toString('base64') : '';
+  const tail = inline ? '"}' : '';
+  const start = CHECK_CHARS + 1;
+  const line = Buffer.allocUnsafe(start + Buffer.byteLength(head) + data.length + tail.length + 1);
+  let at = start + line.write(head, start, 'utf8');
+  at += line.write(data, at, 'latin1');
+  at += line.write(tail, at, 'latin1');
+  const check = createHash('sha1').update(line.subarray(start, at)).digest('hex').slice(0, CHECK_CHARS);
+  line.write(check, 0, 'latin1');
+  line[CHECK_CHARS] = SPACE;
+  line[at] = NEWLINE[0]!;
+  return { line, check };
 }
 
 function lineOf(rec: LogRecord): { text: string; check: string } {
