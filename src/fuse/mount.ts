@@ -56,6 +56,13 @@ export interface MountOptions {
    * Default 8 MiB.
    */
   spoolWritebackAheadBytes?: number;
+  /**
+   * Bytes of a spool whose writeback the engine started after which it fdatasyncs the spool in the
+   * background (a thread of its own, waiting for nobody): the disk's write cache is emptied while the
+   * data still comes, so the application's fsync at the end waits only for the last of it. 0: never.
+   * Default 64 MiB.
+   */
+  spoolSyncAheadBytes?: number;
   logger: Logger;
 }
 
@@ -79,8 +86,10 @@ function validate(opts: MountOptions): void {
   int(opts.umask, 'umask', 0o777);
   int(opts.readerThreads, 'readerThreads', 8);
   if (opts.readerThreads === 0) throw new TypeError('readerThreads: expected an integer from 1 to 8, got 0');
-  if (opts.spoolWritebackAheadBytes !== undefined && !(Number.isInteger(opts.spoolWritebackAheadBytes) && opts.spoolWritebackAheadBytes >= 0 && opts.spoolWritebackAheadBytes % 1024 === 0 && opts.spoolWritebackAheadBytes <= 2 ** 32)) {
-    throw new TypeError(`spoolWritebackAheadBytes: expected a whole number of KiB from 0 to 4 GiB, got ${JSON.stringify(opts.spoolWritebackAheadBytes)}`);
+  for (const [what, v] of [['spoolWritebackAheadBytes', opts.spoolWritebackAheadBytes], ['spoolSyncAheadBytes', opts.spoolSyncAheadBytes]] as const) {
+    if (v !== undefined && !(Number.isInteger(v) && v >= 0 && v % 1024 === 0 && v <= 2 ** 32)) {
+      throw new TypeError(`${what}: expected a whole number of KiB from 0 to 4 GiB, got ${JSON.stringify(v)}`);
+    }
   }
   if (opts.attrTimeoutS !== undefined && !(typeof opts.attrTimeoutS === 'number' && opts.attrTimeoutS >= 0 && opts.attrTimeoutS <= 3600)) {
     throw new TypeError(`attrTimeoutS: expected seconds from 0 to 3600, got ${JSON.stringify(opts.attrTimeoutS)}`);
@@ -165,6 +174,8 @@ export const FUSE3_SETTINGS = {
 
 /** Default of `spoolWritebackAheadBytes`. */
 const DEFAULT_SPOOL_WRITEBACK_AHEAD = 8 * 1024 * 1024;
+/** Default of `spoolSyncAheadBytes`. */
+const DEFAULT_SPOOL_SYNC_AHEAD = 64 * 1024 * 1024;
 
 /** What the engine answers itself (see docs/fuse.md, The engine): all of it unless engineAnswers is false. */
 function engineAnswerSettings(opts: { engineAnswers?: boolean; attrTimeoutS: number; uid: number; gid: number; readOnly: boolean }): Partial<SessionSettings> {
@@ -202,7 +213,8 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
     mountOptions: args,
     settings: {
       ...FUSE3_SETTINGS, writeback: opts.writebackCache === false ? 0 : 1, asyncRead: 1, readers: opts.readerThreads ?? 1,
-      writebackAheadKiB: (opts.spoolWritebackAheadBytes ?? DEFAULT_SPOOL_WRITEBACK_AHEAD) / 1024, ...engineAnswerSettings(opts),
+      writebackAheadKiB: (opts.spoolWritebackAheadBytes ?? DEFAULT_SPOOL_WRITEBACK_AHEAD) / 1024,
+      syncAheadKiB: (opts.spoolSyncAheadBytes ?? DEFAULT_SPOOL_SYNC_AHEAD) / 1024, ...engineAnswerSettings(opts),
     },
     attrTimeoutS: opts.attrTimeoutS,
     logger,

@@ -54,6 +54,8 @@ enum op_code {
 };
 
 #define SPOOL_AHEAD_MAX 64
+/* Background syncs asked for and not yet made (more are skipped: the next one covers their bytes). */
+#define SYNC_QUEUE_MAX 8
 /* How far the hash may fall behind the bytes written before a write waits for it (bounds the close's wait). */
 #define SPOOL_HASH_LAG_MAX (64ull * 1024 * 1024)
 /* The hash thread reads the spool back in pieces of this size. */
@@ -94,11 +96,14 @@ typedef struct spool_writer {
   uint64_t token;
   /* The hashed bytes whose writeback to disk the hash thread has started (see `writeback_ahead`). */
   uint64_t flushing;
+  /* The bytes of `flushing` a background fdatasync was asked for (see `sync_ahead`). */
+  uint64_t syncing;
 } spool_writer;
 
 static void spool_free(spool_writer *w);
 struct session;
 static void *hasher_main(void *arg);
+static void *syncer_main(void *arg);
 static void stop_hasher(struct session *s);
 
 /* One request waiting for JavaScript. */
@@ -210,6 +215,19 @@ typedef struct session {
   uint64_t writeback_ahead;
   /* Writebacks started so far (guarded by spool_lock). */
   uint64_t spool_writebacks;
+  /*
+   * Once this many bytes of a spool's writeback were started since its last background sync, the sync
+   * thread fdatasyncs it (on a duplicate descriptor, waiting for nobody): the disk's cache is emptied
+   * while the data still comes, so the application's own fsync at the end has only the last of it to wait
+   * for. 0: never. The descriptors to sync wait in `sync_fds` (guarded by spool_lock).
+   */
+  uint64_t sync_ahead;
+  pthread_t syncer;
+  int syncer_started, syncer_stop;
+  pthread_cond_t sync_work;
+  int sync_fds[SYNC_QUEUE_MAX];
+  int sync_count;
+  uint64_t spool_syncs;
 
   /* Asked for at INIT. */
   unsigned max_write, max_readahead, max_background, congestion_threshold;
@@ -1796,6 +1814,7 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   pthread_mutex_init(&s->lock, NULL);
   pthread_mutex_init(&s->spool_lock, NULL);
   pthread_cond_init(&s->hash_work, NULL);
+  pthread_cond_init(&s->sync_work, NULL);
   pthread_cond_init(&s->hash_progress, NULL);
   {
     /* Writers first: an attach or detach is not held up by a stream of direct writes. */
@@ -1817,6 +1836,8 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   get_u32_prop(env, argv[2], "readers", &readers);
   unsigned writeback_ahead_kib = 0;
   if (get_u32_prop(env, argv[2], "writebackAheadKiB", &writeback_ahead_kib) > 0) s->writeback_ahead = (uint64_t)writeback_ahead_kib * 1024;
+  unsigned sync_ahead_kib = 0;
+  if (get_u32_prop(env, argv[2], "syncAheadKiB", &sync_ahead_kib) > 0) s->sync_ahead = (uint64_t)sync_ahead_kib * 1024;
   if (get_u32_prop(env, argv[2], "attrCache", &flag) > 0 && flag) {
     s->attrs = calloc(ATTR_BUCKETS, sizeof(attr_entry *));
     if (get_u32_prop(env, argv[2], "answerSmallWrites", &flag) > 0) s->answer_small = flag != 0;
@@ -1903,6 +1924,8 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   }
   /* Without the hash thread, direct writes keep no hash (the seal hashes the spool). */
   s->hasher_started = s->reader_count > 0 && pthread_create(&s->hasher, NULL, hasher_main, s) == 0;
+  /* Background syncs follow the writeback the hash thread starts. */
+  s->syncer_started = s->hasher_started && s->writeback_ahead && s->sync_ahead && pthread_create(&s->syncer, NULL, syncer_main, s) == 0;
   if (s->reader_count == 0) {
     napi_release_threadsafe_function(s->tsfn, napi_tsfn_abort);
     fuse_session_unmount(s->se);
@@ -2605,8 +2628,21 @@ static void *hasher_main(void *arg) {
         started = sync_file_range(w->fd, (off_t)w->flushing, (off_t)(hashed - w->flushing), SYNC_FILE_RANGE_WRITE) == 0;
         w->flushing = hashed;
       }
+      int sync_fd = -1;
+      if (started && s->syncer_started && w->flushing - w->syncing >= s->sync_ahead) {
+        w->syncing = w->flushing;
+        sync_fd = fcntl(w->fd, F_DUPFD_CLOEXEC, 0);
+      }
       pthread_mutex_lock(&s->spool_lock);
       s->spool_writebacks += started;
+      if (sync_fd >= 0) {
+        if (s->sync_count < SYNC_QUEUE_MAX) {
+          s->sync_fds[s->sync_count++] = sync_fd;
+          pthread_cond_signal(&s->sync_work);
+        } else {
+          close(sync_fd);
+        }
+      }
       w->hashing = 0;
       if (ok) w->hashed += (uint64_t)got;
       else w->hash_broken = 1;
@@ -2627,6 +2663,41 @@ static void *hasher_main(void *arg) {
   return NULL;
 }
 
+/*
+ * The sync thread: fdatasyncs the spools the hash thread asks for (see `sync_ahead`), each on a
+ * descriptor of its own, closed after. A failure is not reported here: the application's fsync (or the
+ * journal's) makes the spool durable and answers it.
+ */
+static void *syncer_main(void *arg) {
+  session *s = arg;
+  pthread_mutex_lock(&s->spool_lock);
+  while (!s->syncer_stop) {
+    if (s->sync_count == 0) {
+      pthread_cond_wait(&s->sync_work, &s->spool_lock);
+      continue;
+    }
+    int fd = s->sync_fds[0];
+    memmove(s->sync_fds, s->sync_fds + 1, (size_t)(--s->sync_count) * sizeof(int));
+    pthread_mutex_unlock(&s->spool_lock);
+    int ok = fdatasync(fd) == 0;
+    close(fd);
+    pthread_mutex_lock(&s->spool_lock);
+    s->spool_syncs += ok;
+  }
+  while (s->sync_count > 0) close(s->sync_fds[--s->sync_count]);
+  pthread_mutex_unlock(&s->spool_lock);
+  return NULL;
+}
+
+static void stop_syncer(session *s) {
+  pthread_mutex_lock(&s->spool_lock);
+  s->syncer_stop = 1;
+  pthread_cond_broadcast(&s->sync_work);
+  pthread_mutex_unlock(&s->spool_lock);
+  if (s->syncer_started) pthread_join(s->syncer, NULL);
+  s->syncer_started = 0;
+}
+
 /* Stops the hash thread (after the readers: none waits for it any more) and frees every writer. */
 static void stop_hasher(session *s) {
   pthread_mutex_lock(&s->spool_lock);
@@ -2636,6 +2707,7 @@ static void stop_hasher(session *s) {
   pthread_mutex_unlock(&s->spool_lock);
   if (s->hasher_started) pthread_join(s->hasher, NULL);
   s->hasher_started = 0;
+  stop_syncer(s);
   pthread_mutex_lock(&s->spool_lock);
   while (s->spools) {
     spool_writer *w = s->spools;
@@ -2889,17 +2961,27 @@ static napi_value js_answered_counts(napi_env env, napi_callback_info info) {
   return result;
 }
 
-/* spoolWritebacks(session) → how many times the hash thread started the writeback of spool bytes (writebackAheadKiB). */
-static napi_value js_spool_writebacks(napi_env env, napi_callback_info info) {
+/* A counter of the spool's threads (guarded by spool_lock), as a number: `syncs` picks which. */
+static napi_value spool_counter(napi_env env, napi_callback_info info, const char *usage, int syncs) {
   napi_value argv[1];
-  session *s = session_args(env, info, 1, argv, "spoolWritebacks(session)");
+  session *s = session_args(env, info, 1, argv, usage);
   if (!s) return NULL;
   pthread_mutex_lock(&s->spool_lock);
-  double n = (double)s->spool_writebacks;
+  double n = (double)(syncs ? s->spool_syncs : s->spool_writebacks);
   pthread_mutex_unlock(&s->spool_lock);
   napi_value result;
   napi_create_double(env, n, &result);
   return result;
+}
+
+/* spoolWritebacks(session) → how many times the hash thread started the writeback of spool bytes (writebackAheadKiB). */
+static napi_value js_spool_writebacks(napi_env env, napi_callback_info info) {
+  return spool_counter(env, info, "spoolWritebacks(session)", 0);
+}
+
+/* spoolSyncs(session) → how many background fdatasyncs of spools the sync thread made (syncAheadKiB). */
+static napi_value js_spool_syncs(napi_env env, napi_callback_info info) {
+  return spool_counter(env, info, "spoolSyncs(session)", 1);
 }
 
 static napi_value init(napi_env env, napi_value exports) {
@@ -2932,6 +3014,7 @@ static napi_value init(napi_env env, napi_value exports) {
     { "namesForget", js_names_forget },
     { "answeredCounts", js_answered_counts },
     { "spoolWritebacks", js_spool_writebacks },
+    { "spoolSyncs", js_spool_syncs },
     { "takeQueued", js_take_queued },
   };
   for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {

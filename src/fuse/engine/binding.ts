@@ -90,6 +90,11 @@ export interface SessionSettings {
   timeoutMs?: number;
   /** KiB of a spool written and hashed by the engine after which their writeback to disk starts (0: never). */
   writebackAheadKiB?: number;
+  /**
+   * KiB of a spool whose writeback the engine started after which a thread of its own fdatasyncs it in
+   * the background (0: never; needs writebackAheadKiB).
+   */
+  syncAheadKiB?: number;
   /** 1: the null file system of the benchmarks (names and sizes in memory, every request answered by the engine). */
   nullFiles?: number;
 }
@@ -172,6 +177,8 @@ export interface Fuse3Binding {
   answeredCounts(session: NativeSession): AnsweredCounts;
   /** Times the engine started the writeback of spool bytes it wrote (SessionSettings.writebackAheadKiB). */
   spoolWritebacks(session: NativeSession): number;
+  /** Background fdatasyncs of spools the engine wrote, made so far (SessionSettings.syncAheadKiB). */
+  spoolSyncs(session: NativeSession): number;
   /** The kernel forgets a cached name (off the main thread); resolves with libfuse's result (0 or -errno). */
   invalidateEntry(session: NativeSession, parentIno: number, name: string): Promise<number>;
 }

@@ -37,6 +37,8 @@ export interface DirectWriteCounters {
   fdReads: number;
   /** Times the engine started the writeback to disk of spool bytes it wrote and hashed. */
   spoolWritebacks: number;
+  /** Background fdatasyncs the engine made of spools it wrote. */
+  spoolSyncs: number;
 }
 
 /** The engine's direct spool writes, and the requests it answered itself (see docs/fuse.md, The engine). */
@@ -149,7 +151,7 @@ export class LowLevelMount {
   private readonly writesWaiting = new Map<number, KernelRequest[]>();
   /** Writes the engine answered already, and where their outcome goes. */
   private readonly answeredWrites = new WeakMap<KernelRequest, NativeCallback>();
-  private readonly directCounts: Omit<DirectWriteCounters, 'spoolWritebacks'> = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0, fdReads: 0 };
+  private readonly directCounts: Omit<DirectWriteCounters, 'spoolWritebacks' | 'spoolSyncs'> = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0, fdReads: 0 };
   /**
    * Inodes with requests the engine answered still being applied here (a small write, times written
    * back): what the kernel sends afterwards about the inode waits for them, in order.
@@ -218,7 +220,8 @@ export class LowLevelMount {
 
   get counters(): EngineCounters {
     const answered = this.session ? this.binding.answeredCounts(this.session) : { getattr: 0, writes: 0, times: 0, lookups: 0, creates: 0 };
-    return { ...this.directCounts, spoolWritebacks: this.session ? this.binding.spoolWritebacks(this.session) : 0, answered };
+    const se = this.session;
+    return { ...this.directCounts, spoolWritebacks: se ? this.binding.spoolWritebacks(se) : 0, spoolSyncs: se ? this.binding.spoolSyncs(se) : 0, answered };
   }
 
   private get se(): NativeSession {

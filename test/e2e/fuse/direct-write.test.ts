@@ -14,7 +14,7 @@ import { eventually, sh, startMount, type MountHarness } from './harness.js';
 const T = 120_000;
 const MiB = 1024 * 1024;
 
-interface Counters { spoolsAttached: number; directWrites: number; hashedByEngine: number; fdReads: number; spoolWritebacks: number }
+interface Counters { spoolsAttached: number; directWrites: number; hashedByEngine: number; fdReads: number; spoolWritebacks: number; spoolSyncs: number }
 
 function pattern(bytes: number, seed: number): Buffer {
   const data = Buffer.alloc(bytes);
@@ -34,7 +34,8 @@ function describeMount(name: string, writebackCache: boolean, readerThreads = 1)
 
     beforeAll(async () => {
       // A long write-back delay: the journaled version stays local, so its content hash is the one computed here.
-      h = await startMount({ mount: { attrTimeoutS: 1, writebackCache, readerThreads }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000' } });
+      // A background sync of the spool every 8 MiB whose writeback started (the default is 64 MiB).
+      h = await startMount({ mount: { attrTimeoutS: 1, writebackCache, readerThreads, spoolSyncAheadBytes: 8 * MiB }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000' } });
       lib = join(h.mnt, 'Lib');
     }, T);
     afterAll(async () => {
@@ -53,6 +54,8 @@ function describeMount(name: string, writebackCache: boolean, readerThreads = 1)
       expect(after.hashedByEngine).toBeGreaterThan(before.hashedByEngine);
       // Its writeback to disk started while it was written (every 8 MiB hashed), before the fsync.
       expect(after.spoolWritebacks - before.spoolWritebacks).toBeGreaterThanOrEqual(2);
+      // And the engine's sync thread fdatasynced the spool while it came (it waits for nobody: counted once done).
+      await eventually('a background sync of the spool', async () => ((await counters()).spoolSyncs > before.spoolSyncs ? true : undefined), 30_000);
       expect((await readFile(join(lib, 'seq.bin'))).equals(data)).toBe(true);
       expect(await localSha1('/Lib/seq.bin')).toBe(sha1(data));
       await h.call('flushAll');

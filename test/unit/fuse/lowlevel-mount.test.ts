@@ -68,6 +68,7 @@ function setup() {
     namesForget: () => undefined,
     answeredCounts: () => ({ getattr: 0, writes: 0, times: 0, lookups: 0, creates: 0 }),
     spoolWritebacks: () => 0,
+    spoolSyncs: () => 0,
     takeQueued: () => [],
   };
   const mount = new LowLevelMount({ binding, operations, mountpoint: '/unused', mountOptions: [], settings: { maxWrite: 1, maxReadahead: 1, maxBackground: 1, congestionThreshold: 1, writeback: 1, asyncRead: 1, readers: 1 }, attrTimeoutS: 1, logger: silentLogger });

@@ -13,6 +13,8 @@ describe('mountVfs options', () => {
     [{ spoolWritebackAheadBytes: 1000 }, /spoolWritebackAheadBytes: expected a whole number of KiB/],
     [{ spoolWritebackAheadBytes: -1024 }, /spoolWritebackAheadBytes/],
     [{ spoolWritebackAheadBytes: 2 ** 33 }, /spoolWritebackAheadBytes/],
+    [{ spoolSyncAheadBytes: 1000 }, /spoolSyncAheadBytes: expected a whole number of KiB/],
+    [{ spoolSyncAheadBytes: 'big' }, /spoolSyncAheadBytes/],
     [{ readerThreads: 0 }, /readerThreads: expected an integer from 1 to 8/],
     [{ readerThreads: 9 }, /readerThreads/],
     [{ attrTimeoutS: -1 }, /attrTimeoutS/],
