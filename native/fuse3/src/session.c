@@ -1922,10 +1922,11 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
       break;
     }
   }
+  /* Background syncs follow the writeback the hash thread starts: started first, so the hash thread only
+   * ever reads `syncer_started` as it stays until both are stopped. */
+  s->syncer_started = s->reader_count > 0 && s->writeback_ahead && s->sync_ahead && pthread_create(&s->syncer, NULL, syncer_main, s) == 0;
   /* Without the hash thread, direct writes keep no hash (the seal hashes the spool). */
   s->hasher_started = s->reader_count > 0 && pthread_create(&s->hasher, NULL, hasher_main, s) == 0;
-  /* Background syncs follow the writeback the hash thread starts. */
-  s->syncer_started = s->hasher_started && s->writeback_ahead && s->sync_ahead && pthread_create(&s->syncer, NULL, syncer_main, s) == 0;
   if (s->reader_count == 0) {
     napi_release_threadsafe_function(s->tsfn, napi_tsfn_abort);
     fuse_session_unmount(s->se);
