@@ -36,7 +36,7 @@ import type { DiskFaults } from './disk-faults.js';
 import { LocalVersion, UnwrittenSpools } from './local-version.js';
 import type { RangeReader } from './range-reader.js';
 import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './remote.js';
-import type { Sha1Streams } from './sha1-streams.js';
+import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
 import { UploadJournal, orderOf, type JournalEntry } from './upload-journal.js';
 import { UploadQueue, type UploadStatus } from './upload-queue.js';
 import { VfsError, type Attr, type CallContext, type DirectSpool, type FileHandle, type LocalRange, type OpenFlags } from './types.js';
@@ -911,7 +911,7 @@ export class WriteBack {
     const spool = this.journal.spoolPath(id);
     const v: LocalVersion = new LocalVersion(id, spool, library, fullpath, base, {
       baseSize: base?.size ?? 0, mtimeMs: base?.mtimeMs, fetchChunk: this.opts.partialFetch?.chunkBytes,
-      sha1Stream: () => this.opts.sha1Streams.open(spool), faults: this.opts.diskFaults, newSpool: true, unwritten: this.unwritten,
+      sha1Stream: sha1StreamOf(this.opts.sha1Streams, spool), faults: this.opts.diskFaults, newSpool: true, unwritten: this.unwritten,
       // The base is wherever the file is now (a rename moves it on the service too), in the version it had.
       openBase: base ? (start, end) => {
         const remote = this.opts.host.remoteFor(v.library);
@@ -1213,4 +1213,12 @@ class VersionReadHandle implements FileHandle {
 /** A version with no bytes, all of them local (nothing left to fetch). */
 function isEmpty(v: LocalVersion): boolean {
   return v.size === 0 && v.baseReady;
+}
+
+/**
+ * The version's hash stream opener, made outside newVersion: a closure made there would keep the whole
+ * scope of the call (the operation's context and everything it holds) for as long as the version lives.
+ */
+function sha1StreamOf(streams: Sha1Streams, spool: string): () => Sha1Stream {
+  return () => streams.open(spool);
 }

@@ -8,6 +8,8 @@ import { describe, it, expect, afterEach, vi } from 'vitest';
 import { mkdtemp, readdir, readlink, rm, truncate } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { createVfs, DiskFaults, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../src/vfs/index.js';
 import { readAll, vfsCode } from '../../support/vfs.js';
 import { UploadJournal } from '../../../src/vfs/upload-journal.js';
@@ -570,5 +572,24 @@ describe('write-back', () => {
     expect(remote.read('small.txt').toString()).toBe('kept in memory');
     expect(remote.sources).toEqual(['memory']);
     expect(await spools(dataDir)).toEqual([]);
+  });
+
+  it('a version waiting for its upload does not keep the context of the operation that made it', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const { vfs } = await gateway({ uploadDelayMs: 60_000 });
+    let ref: WeakRef<object> | undefined;
+    await (async () => {
+      // What an operation hands the Vfs (the FUSE front end's carries its deadline's signal and more).
+      const ctx = { operator: undefined, held: Buffer.alloc(1024 * 1024) };
+      ref = new WeakRef(ctx);
+      const h = await vfs.open('/A/kept.txt', { write: true, create: true }, ctx);
+      await h.write(0, Buffer.from('waits for its upload'));
+      await h.release();
+    })();
+    await new Promise((r) => setTimeout(r, 0));
+    gc();
+    expect(vfs.status().localFiles).toBe(1);
+    expect(ref!.deref()).toBeUndefined();
   });
 });
