@@ -32,6 +32,11 @@ export interface S3BlobStoreOptions {
   partSize?: number;
   /** Local folder of temporary files. */
   tempDir: string;
+  /**
+   * How long `open()` waits for an object store that is not ready yet: one that answers "try later"
+   * (HTTP 5xx, 429: still starting, or throttling) or does not answer at all. Default 30 s; 0: no wait.
+   */
+  readyWaitMs?: number;
 }
 
 const MIN_PART = 5 * 1024 * 1024;
@@ -42,9 +47,11 @@ export class S3BlobStore extends LocalSpool implements BlobStore {
   readonly partSize: number;
   readonly location: string;
   private readonly s3: S3Client;
+  private readonly readyWaitMs: number;
 
   constructor(opts: S3BlobStoreOptions) {
     super(opts.tempDir);
+    this.readyWaitMs = opts.readyWaitMs ?? 30_000;
     this.bucket = opts.bucket;
     this.prefix = opts.prefix ?? '';
     this.partSize = opts.partSize ?? 16 * 1024 * 1024;
@@ -59,18 +66,37 @@ export class S3BlobStore extends LocalSpool implements BlobStore {
     });
   }
 
-  /** Checks the bucket (creating it when missing) and the temporary folder. */
+  /**
+   * Checks the bucket (creating it when missing) and the temporary folder. An object store that is not
+   * ready yet (see `readyWaitMs`) is asked again, less and less often, until it is or the wait is over;
+   * any other answer (a refused access, a bad bucket name) fails at once.
+   */
   async open(): Promise<void> {
     await mkdir(this.tempDir, { recursive: true });
-    try {
-      await this.s3.send(new HeadBucketCommand({ Bucket: this.bucket }));
-    } catch (err) {
-      if (statusOf(err) !== 404) throw new Error(`blob store ${this.location}: ${describe(err)}`);
+    const until = Date.now() + this.readyWaitMs;
+    for (let pause = 100; ; pause = Math.min(pause * 2, 2000)) {
+      let failed: { message: string; cause: unknown };
       try {
-        await this.s3.send(new CreateBucketCommand({ Bucket: this.bucket }));
-      } catch (createErr) {
-        throw new Error(`blob store ${this.location}: creating the bucket: ${describe(createErr)}`);
+        await this.s3.send(new HeadBucketCommand({ Bucket: this.bucket }));
+        return;
+      } catch (err) {
+        failed = { message: describe(err), cause: err };
+        if (statusOf(err) === 404) {
+          try {
+            await this.s3.send(new CreateBucketCommand({ Bucket: this.bucket }));
+            return;
+          } catch (createErr) {
+            // Another process made it meanwhile (two services starting on one bucket).
+            if ((createErr as { name?: string }).name === 'BucketAlreadyOwnedByYou') return;
+            failed = { message: `creating the bucket: ${describe(createErr)}`, cause: createErr };
+          }
+        }
       }
+      if (!notReady(failed.cause) || Date.now() + pause > until) {
+        const waited = this.readyWaitMs > 0 && notReady(failed.cause) ? ` (not ready within ${this.readyWaitMs} ms)` : '';
+        throw new Error(`blob store ${this.location}: ${failed.message}${waited}`, { cause: failed.cause });
+      }
+      await new Promise((r) => setTimeout(r, pause));
     }
   }
 
@@ -174,6 +200,12 @@ export class S3BlobStore extends LocalSpool implements BlobStore {
 
 function statusOf(err: unknown): number | undefined {
   return (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+}
+
+/** An answer of an object store that is not ready yet (starting, throttling) or no answer at all. */
+function notReady(err: unknown): boolean {
+  const status = statusOf(err);
+  return status === undefined || status >= 500 || status === 429;
 }
 
 function describe(err: unknown): string {

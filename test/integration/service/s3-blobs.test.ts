@@ -116,7 +116,7 @@ describe('S3BlobStore on Swift', () => {
   });
 
   it('refuses a bucket it cannot reach with a clear error', async () => {
-    const store = new S3BlobStore({ bucket: 'store-small', endpoint: 'http://127.0.0.1:1', tempDir: scratch });
+    const store = new S3BlobStore({ bucket: 'store-small', endpoint: 'http://127.0.0.1:1', tempDir: scratch, readyWaitMs: 0 });
     try {
       await expect(store.open()).rejects.toThrow(/blob store s3:\/\/store-small/);
     } finally {
