@@ -292,23 +292,17 @@ async function main(): Promise<void> {
         copies.rclone.push(peer.filesPerS);
         // The first copy twice more on each side, the sides in turn (the order flips): rclone's uploads
         // (after its own delay) are waited for until the service has every file, then the gateway's.
-        const rcloneCopy = async (i: number): Promise<number> => {
-          const filesPerS = await copySmallFiles(smallSrc, join(rclone.mnt, 'Lib', `rclone-again-${i}`));
+        const rcloneCopy = async (i: number): Promise<void> => {
+          copies.rclone.push(await copySmallFiles(smallSrc, join(rclone.mnt, 'Lib', `rclone-again-${i}`)));
           await eventually('rclone\'s uploads', async () => ((await h.call<string[]>('remoteList', { path: `/Lib/rclone-again-${i}` })).length >= SMALL_FILES ? true : undefined), 300_000);
           await commit();
-          return filesPerS;
         };
-        const mountCopy = async (i: number): Promise<number> => {
-          const filesPerS = await copySmallFiles(smallSrc, join(h.mnt, 'Lib', `mount-again-${i}`));
+        const mountCopy = async (i: number): Promise<void> => {
+          copies.mount.push(await copySmallFiles(smallSrc, join(h.mnt, 'Lib', `mount-again-${i}`)));
           await commit();
-          return filesPerS;
         };
         for (let i = 1; i <= 2; i++) {
-          const [first, second] = i % 2 ? [mountCopy, rcloneCopy] : [rcloneCopy, mountCopy];
-          const a = await first(i);
-          const b = await second(i);
-          copies.mount.push(first === mountCopy ? a : b);
-          copies.rclone.push(first === rcloneCopy ? a : b);
+          for (const copy of i % 2 ? [mountCopy, rcloneCopy] : [rcloneCopy, mountCopy]) await copy(i);
           copies.local.push(await copySmallFiles(smallSrc, join(h.local, `small-copy-again-${i}`)));
         }
         peer.filesPerS = median(copies.rclone);
