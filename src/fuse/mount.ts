@@ -120,6 +120,7 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
     logger,
   });
   const served = mountFuse3(mnt, operations, { ...opts, attrTimeoutS: opts.attrTimeoutS ?? 2, readOnly, uid: ownership.uid, gid: ownership.gid }, logger);
+  await served.answerCloses().catch((err: unknown) => logger.warn({ err: String(err) }, 'fuse: the engine answers no closes (its journal log could not be started)'));
   logger.info({ mountpoint: mnt, readOnly }, 'fuse: mounted');
 
   let unmounting: Promise<void> | undefined;
@@ -158,6 +159,8 @@ interface ServedMount {
   unmount(): Promise<void>;
   /** Applies the writes and times the engine answered and still holds (LowLevelMount.applyQueued). */
   applyQueued(): Promise<void>;
+  /** Lets the engine answer closes of small files it created (LowLevelMount.answerCloses). */
+  answerCloses(): Promise<void>;
   readonly counters: EngineCounters;
 }
 
@@ -172,6 +175,8 @@ export const FUSE3_SETTINGS = {
   congestionThreshold: 48,
 };
 
+/** At unmount, how long the closes the engine answered may take to be applied before it goes on. */
+const CLOSES_SETTLE_MS = 30_000;
 /** Default of `spoolWritebackAheadBytes`. */
 const DEFAULT_SPOOL_WRITEBACK_AHEAD = 8 * 1024 * 1024;
 /** Default of `spoolSyncAheadBytes`. */
@@ -230,6 +235,7 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
       return session.counters;
     },
     applyQueued: () => session.applyQueued(),
+    answerCloses: () => session.answerCloses(),
     async unmount() {
       const entry = await findFuseMount(mnt);
       await session.unmount();
@@ -240,6 +246,7 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
         await abortConnection(entry, logger);
         await Promise.race([session.ended, new Promise<void>((r) => setTimeout(r, 5_000).unref())]);
       }
+      await session.stopAnsweringCloses(CLOSES_SETTLE_MS);
       session.destroy();
     },
   };

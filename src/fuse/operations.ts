@@ -7,6 +7,7 @@
  */
 import type { Logger } from 'pino';
 import type { Attr, CallContext, FileHandle, LocalRange, OpenFlags, Vfs } from '../vfs/types.js';
+import type { SideJournal } from '../vfs/types.js';
 import { Errno, FuseOpError } from './errno.js';
 import { HandleTable, type OpenFile } from './handles.js';
 import { InFlightCounter, replyWithin, type NativeCallback, type OperationResult, type OperationScope } from './reply.js';
@@ -206,13 +207,14 @@ export class FuseOperations {
   /**
    * create with the flags of open(2) (libfuse 3 passes them): O_EXCL fails on an existing file, O_TRUNC
    * empties one. Always open read-write: the handle also serves the writes of this open. `fh`: the
-   * handle number the engine gave the kernel already (a create it answered itself).
+   * handle number the engine gave the kernel already (a create it answered itself); `journalId`: the id
+   * the engine gave the file's version (it journals the version's record itself when it answers the close).
    */
-  createWithFlags(path: string, flags: number, mode: number, cb: NativeCallback, fh?: number): void {
+  createWithFlags(path: string, flags: number, mode: number, cb: NativeCallback, fh?: number, journalId?: string): void {
     this.mutate('create', path, 'durableMs', cb, async (scope, ctx) => {
       checkNewName(path);
       const open = toOpenFlags(flags);
-      const result = await this.openFile(path, { read: true, write: true, create: true, exclusive: (flags & O_EXCL) !== 0, truncate: open.truncate }, ctx, scope, fh);
+      const result = await this.openFile(path, { read: true, write: true, create: true, exclusive: (flags & O_EXCL) !== 0, truncate: open.truncate, journalId }, ctx, scope, fh);
       this.keepCreatedMode(path, false, mode);
       return result;
     });
@@ -228,6 +230,40 @@ export class FuseOperations {
   localRange(fh: number, position: number, length: number): LocalRange | undefined {
     try {
       return this.handles.get(fh).handle.localRange?.(position, length);
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * Makes `path` hold `data`, created or replaced (open, write, flush, release), its version journaled
+   * under `journalId` when that is fresh: a close the engine answered whose exclusive create the Vfs
+   * refused (a name made elsewhere meanwhile) is applied as a later writer's would be.
+   */
+  replaceWith(path: string, data: Buffer, journalId: string | undefined, cb: NativeCallback): void {
+    this.mutate('create', path, 'durableMs', cb, async (_scope, ctx) => {
+      checkNewName(path);
+      const handle = await this.vfs.open(path, { write: true, create: true, truncate: true, journalId }, ctx);
+      try {
+        let done = 0;
+        while (done < data.length) done += await handle.write(done, data.subarray(done));
+        await handle.flush();
+      } finally {
+        await handle.release();
+      }
+      return 0;
+    });
+  }
+
+  /** The journal the engine writes the records of closes it answers to (Vfs.sideJournal); undefined on a read-only mount. */
+  sideJournal(): SideJournal | undefined {
+    return this.own.readOnly ? undefined : this.vfs.sideJournal?.();
+  }
+
+  /** Where folder `path` is in the Vfs when the engine may answer closes there (Vfs.answeredClosesIn). */
+  answeredClosesIn(path: string): { library: string; fullpath: string } | undefined {
+    try {
+      return this.vfs.answeredClosesIn?.(path);
     } catch {
       return undefined;
     }

@@ -23,6 +23,7 @@ import { Connectivity, ReportingRemote, type LibraryConnectivity } from './conne
 import type { PendingFile, UploadStatus } from './upload-queue.js';
 import { TimeOverrides } from './time-overrides.js';
 import { WriteBack, type FollowedFile } from './write-back.js';
+import type { SideJournal } from './types.js';
 import { ForegroundActivity } from './foreground-activity.js';
 import type { DiskFaults } from './disk-faults.js';
 import { VfsError, type Attr, type CallContext, type FileHandle, type LocalRange, type OpenFlags, type StatFs, type Vfs } from './types.js';
@@ -898,6 +899,17 @@ export class GatewayVfs implements Vfs {
     const e = await this.lookup(lib, fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such folder: ${gatewayPathOf(lib.name, fullpath)}`);
     if (!e.isDir) throw new VfsError('ENOTDIR', `${gatewayPathOf(lib.name, fullpath)} is a file`);
+  }
+
+  sideJournal(): SideJournal | undefined {
+    return this.opts.readOnly || this.closed ? undefined : this.writeBack.sideJournal();
+  }
+
+  answeredClosesIn(path: string): { library: string; fullpath: string } | undefined {
+    const t = this.target(path);
+    // A library whose service checks each new file against the member's rights: its closes wait for that.
+    if (!t.lib || this.opts.readOnly || t.lib.remote.checkWrite) return undefined;
+    return { library: t.lib.name, fullpath: t.fullpath };
   }
 
   cachedNames(path: string, max: number): string[] | undefined {

@@ -82,6 +82,11 @@ export interface OpenFlags {
   /** Truncate to 0 on open. */
   truncate?: boolean;
   append?: boolean;
+  /**
+   * With create, for a new file: the id its version gets in the upload journal (16 hex digits), given by a
+   * front end that writes the version's journal record itself (Vfs.sideJournal). Ignored otherwise.
+   */
+  journalId?: string;
 }
 
 /** Who acts: passed through to the service as op_id / op_name. */
@@ -195,6 +200,17 @@ export interface Vfs {
    * that answers lookups itself.
    */
   cachedNames?(path: string, max: number): string[] | undefined;
+  /**
+   * For a front end that answers a new small file's close itself once it has written the file's journal
+   * record (the FUSE engine): the journal it writes to, undefined when closes must go through the Vfs
+   * (durability "close", a read-only gateway).
+   */
+  sideJournal?(): SideJournal | undefined;
+  /**
+   * The library and library-relative path of folder `path` when a close there may be answered before the
+   * Vfs has the file (a library whose writes the service does not check per user); undefined otherwise.
+   */
+  answeredClosesIn?(path: string): { library: string; fullpath: string } | undefined;
   open(path: string, flags: OpenFlags, ctx?: CallContext): Promise<FileHandle>;
   mkdir(path: string, ctx?: CallContext): Promise<Attr>;
   /** Renames or moves a file or folder. `noReplace`: EEXIST when the target exists (else replaced). */
@@ -234,4 +250,33 @@ export interface Vfs {
    * (the uploads) gives way meanwhile (ForegroundActivity). Optional.
    */
   readonly foreground?: { touch(): void };
+}
+
+/**
+ * A writer of put records into logs of its own (the FUSE engine, which answers a small file's close
+ * once the file's record is written to such a log: a crash then loses nothing, as when the Vfs answers).
+ */
+export interface SideLogWriter {
+  /**
+   * Makes the writer append to `path` from now on; resolves once every record it wrote to its earlier
+   * logs is settled (sideRecordSettled or keepSideRecord called for it).
+   */
+  switchTo(path: string): Promise<void>;
+  /** Resolves once every record it wrote so far (every close it answered) is settled. */
+  settle(): Promise<void>;
+}
+
+/** What a SideLogWriter needs of the journal. */
+export interface SideJournal {
+  /** Starts the writer on a new side log (one writer at a time). */
+  attachSideWriter(writer: SideLogWriter): Promise<void>;
+  /**
+   * The record of `id` was applied: the journal has its own line for the version (or the version went,
+   * which a removal line says now): from here the journal's own lines decide what replay finds.
+   */
+  sideRecordSettled(id: string): Promise<void>;
+  /** A record that could not be applied: its line is kept as it is in the journal's own log, for the next start. */
+  keepSideRecord(line: Buffer): Promise<void>;
+  /** The writer stopped and every record of it is settled. */
+  detachSideWriter(writer: SideLogWriter): void;
 }

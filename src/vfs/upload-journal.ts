@@ -22,13 +22,20 @@
  * skipped. The log is rewritten with only the live entries at start-up and whenever it holds mostly
  * removed ones. `entries/<id>.json` (one file an entry, the layout of earlier versions) is read at start-up
  * and moved into the log.
+ *
+ * Side logs (`closes.<id>.log`): another writer may append put records, in this format, to logs of its
+ * own (the FUSE engine answers a small file's close once the file's record is in such a log, before the
+ * Vfs has the file; see SideJournal). Replay reads them before the journal's own log, so the journal's
+ * own lines about an id (its own put of the same version, a rename, the removal after the upload)
+ * supersede the side record. Once every record of a side log is settled (the journal has its own lines
+ * for it, or a removal), the side log goes, at a compaction.
  */
 import { createReadStream, writeSync } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
-import type { Operator } from './types.js';
+import type { Operator, SideJournal, SideLogWriter } from './types.js';
 
 import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../shared/atomic-file.js';
 export interface JournalEntry {
@@ -83,6 +90,9 @@ interface LiveEntry {
 }
 
 const ID_RE = /^[0-9a-f]{16}$/;
+/** Side logs: `closes.<16 hex digits>.log`. */
+const SIDE_LOG_RE = /^closes\.[0-9a-f]{16}\.log$/;
+
 const ID_POOL_BYTES = 4096;
 const LOG = 'journal.log';
 /** The log is rewritten once it holds this many records more than live entries, and twice as many. */
@@ -98,7 +108,7 @@ const SYNC_APPEND_MAX_BYTES = 64 * 1024;
 const SLOW_APPEND_MS = 5;
 const APPENDS_OFF_THREAD_MS = 10_000;
 
-export class UploadJournal {
+export class UploadJournal implements SideJournal {
   readonly spoolDir: string;
   private readonly entriesDir: string;
   private readonly logPath: string;
@@ -137,6 +147,15 @@ export class UploadJournal {
   /** Appends written on the calling thread, and those sent to the thread pool (for tests and figures). */
   readonly appendCounts = { inline: 0, pooled: 0 };
   private groupTimer: NodeJS.Timeout | undefined;
+  /** The writer of side logs, and the side log it writes now. */
+  private sideWriter: SideLogWriter | undefined;
+  private sideLog: string | undefined;
+  /** Ids of side records settled since the writer's last switch (their side log stays until the next one). */
+  private readonly settledSinceSwitch = new Set<string>();
+  /** Checks of side records kept in the log as they are (lines a rewrite keeps). */
+  private readonly keptLines = new Set<string>();
+  /** A compaction that first switches the side writer to a new log is under way. */
+  private sideCompaction: Promise<void> | undefined;
   /** The group commit under way (a sync waits for it, then runs its own). */
   private committing: Promise<void> = Promise.resolve();
 
@@ -167,6 +186,11 @@ export class UploadJournal {
     const id = this.idPool.toString('hex', this.idPoolAt, this.idPoolAt + 8);
     this.idPoolAt += 8;
     return id;
+  }
+
+  /** Whether `id` may name a new entry: 16 hex digits, no entry of it in the log. */
+  freshId(id: string): boolean {
+    return ID_RE.test(id) && !this.live.has(id);
   }
 
   spoolPath(id: string): string {
@@ -292,7 +316,10 @@ export class UploadJournal {
     const found = new Map<string, LiveEntry>();
     const legacy = await this.legacyEntries();
     for (const e of legacy) found.set(e.id, { entry: e, inline: false, record: 0, lines: new Set() });
-    await this.eachLine(async (rec, check) => {
+    // Side logs first: the journal's own lines about an id are newer than its side record.
+    const sides = await this.sideLogs();
+    const sources = [...sides, this.logPath];
+    await this.eachLine(sources, async (rec, check) => {
       if (rec.rm !== undefined) {
         found.delete(rec.rm);
         return;
@@ -317,7 +344,10 @@ export class UploadJournal {
     await this.onLog(async () => {
       this.live.clear();
       for (const [id, l] of found) this.live.set(id, l);
-      await this.compact(legacy.filter((e) => found.get(e.id)?.lines.size === 0));
+      await this.compact(legacy.filter((e) => found.get(e.id)?.lines.size === 0), sources);
+      // The new log has every side record still needed: the side logs go after it is in place.
+      for (const side of sides) await removeFileIfPresent(side);
+      if (sides.length > 0) await fsyncFolderIfSupported(this.dir);
     });
     if (legacy.length > 0 || (await readdir(this.entriesDir).catch(() => undefined))) {
       await rm(this.entriesDir, { recursive: true, force: true });
@@ -364,8 +394,95 @@ export class UploadJournal {
       return;
     }
     if (this.logRecords > this.live.size + COMPACT_DEAD_RECORDS && this.logRecords > 2 * this.live.size && !this.closed) {
-      await this.compact().catch(() => undefined);
+      // With a side writer, it first moves to a new side log (outside this chain: the records it waits
+      // for are settled by appends that queue behind it).
+      if (this.sideWriter) this.sideCompaction ??= this.compactWithSideWriter().finally(() => { this.sideCompaction = undefined; });
+      else await this.compactDroppingSideLogs().catch(() => undefined);
     }
+  }
+
+  // ---- side logs -------------------------------------------------------------------------------------
+
+  async attachSideWriter(writer: SideLogWriter): Promise<void> {
+    if (this.sideWriter) throw new Error('the journal has a side writer already');
+    if (this.closed) throw new Error('the journal is closed');
+    const path = this.newSideLogPath();
+    this.sideWriter = writer;
+    this.settledSinceSwitch.clear();
+    try {
+      await writer.switchTo(path);
+    } catch (err) {
+      this.sideWriter = undefined;
+      throw err;
+    }
+    this.sideLog = path;
+  }
+
+  detachSideWriter(writer: SideLogWriter): void {
+    if (this.sideWriter !== writer) return;
+    // Its logs stay until the next compaction (or start): every record in them is settled.
+    this.sideWriter = undefined;
+    this.sideLog = undefined;
+  }
+
+  /** Resolves once every record the side writer wrote so far is settled (flushAll: what was closed is flushed). */
+  async sideSettled(): Promise<void> {
+    await this.sideWriter?.settle();
+  }
+
+  async sideRecordSettled(id: string): Promise<void> {
+    this.settledSinceSwitch.add(id);
+    if (this.live.has(id) || !ID_RE.test(id)) return;
+    // The version went without a line of the journal's own (deleted, superseded, refused): one says so.
+    await this.append(Buffer.from(lineOf({ rm: id }).text));
+    this.scheduleGroupCommit();
+  }
+
+  async keepSideRecord(line: Buffer): Promise<void> {
+    const check = line.toString('latin1', 0, CHECK_CHARS);
+    await this.append(line[line.length - 1] === NEWLINE[0] ? line : Buffer.concat([line, NEWLINE]));
+    this.keptLines.add(check);
+    this.scheduleGroupCommit();
+  }
+
+  private newSideLogPath(): string {
+    return join(this.dir, `closes.${this.newId()}.log`);
+  }
+
+  /** Side logs in the folder. */
+  private async sideLogs(): Promise<string[]> {
+    const names = await readdir(this.dir).catch(() => [] as string[]);
+    return names.filter((n) => SIDE_LOG_RE.test(n)).sort().map((n) => join(this.dir, n));
+  }
+
+  /** Moves the side writer to a new log, then compacts, the earlier side logs dropped (all settled). */
+  private async compactWithSideWriter(): Promise<void> {
+    const writer = this.sideWriter;
+    if (writer) {
+      const path = this.newSideLogPath();
+      this.settledSinceSwitch.clear();
+      try {
+        await writer.switchTo(path);
+      } catch {
+        return; // the writer is going (unmount): the next compaction does it
+      }
+      if (this.sideWriter === writer) this.sideLog = path;
+    }
+    await this.onLog(() => this.compactDroppingSideLogs()).catch(() => undefined);
+  }
+
+  /**
+   * Compacts with the side logs other than the one being written removed first: their records are all
+   * settled, so the journal's own log has all that replay needs of them. Removed before the new log is in
+   * place, so that no state ever has a side record without the journal's lines that supersede it.
+   */
+  private async compactDroppingSideLogs(): Promise<void> {
+    const old = (await this.sideLogs()).filter((p) => p !== this.sideLog);
+    for (const side of old) await removeFileIfPresent(side);
+    if (old.length > 0) await fsyncFolderIfSupported(this.dir);
+    // Records of the side log being written that were settled and are gone keep their removal lines.
+    const gone = [...this.settledSinceSwitch].filter((id) => !this.live.has(id));
+    await this.compact([], [this.logPath], this.sideLog ? gone : []);
   }
 
   /** Runs `fn` with the log to itself (no other write or rewrite in between). */
@@ -441,7 +558,7 @@ export class UploadJournal {
    * its bytes), copied as they are: streamed, nothing fsynced but the new log. `extra`: entries with no
    * line yet (of the earlier layout), written as new lines.
    */
-  private async compact(extra: JournalEntry[] = []): Promise<void> {
+  private async compact(extra: JournalEntry[] = [], sources: string[] = [this.logPath], removed: string[] = []): Promise<void> {
     const tmp = `${this.logPath}.${randomBytes(4).toString('hex')}.tmp`;
     const out = await open(tmp, 'w', 0o600);
     let bytes = 0;
@@ -463,8 +580,8 @@ export class UploadJournal {
         kept++;
         if (pendingBytes >= 1024 * 1024) await flush();
       };
-      await this.eachLine(async (rec, check, text) => {
-        if (rec.put && this.live.get(rec.put.id)?.lines.has(check)) await keep(`${text}\n`);
+      await this.eachLine(sources, async (rec, check, text) => {
+        if (rec.put && (this.live.get(rec.put.id)?.lines.has(check) || this.keptLines.has(check))) await keep(`${text}\n`);
       });
       for (const e of extra) {
         const { text, check } = lineOf({ put: e });
@@ -472,6 +589,7 @@ export class UploadJournal {
         const l = this.live.get(e.id);
         if (l) l.lines = new Set([check]);
       }
+      for (const id of removed) await keep(lineOf({ rm: id }).text);
       await flush();
       await out.sync();
     } catch (err) {
@@ -493,9 +611,13 @@ export class UploadJournal {
     for (const l of this.live.values()) l.record = this.written;
   }
 
-  /** Calls `fn` with each record of the log, in order, as it is read; lines that do not match their check are skipped. */
-  private async eachLine(fn: (rec: LogRecord, check: string, text: string) => Promise<void>): Promise<void> {
-    const input = createReadStream(this.logPath, { encoding: 'utf8' });
+  /** Calls `fn` with each record of the logs `paths`, in order, as it is read; lines that do not match their check are skipped. */
+  private async eachLine(paths: string[], fn: (rec: LogRecord, check: string, text: string) => Promise<void>): Promise<void> {
+    for (const path of paths) await this.eachLineOf(path, fn);
+  }
+
+  private async eachLineOf(path: string, fn: (rec: LogRecord, check: string, text: string) => Promise<void>): Promise<void> {
+    const input = createReadStream(path, { encoding: 'utf8' });
     const opened = await new Promise<boolean>((resolve, reject) => {
       input.once('open', () => resolve(true));
       input.once('error', (err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? resolve(false) : reject(err)));

@@ -39,7 +39,7 @@ import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './r
 import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
 import { UploadJournal, orderOf, type JournalEntry } from './upload-journal.js';
 import { UploadQueue, type UploadStatus } from './upload-queue.js';
-import { VfsError, type Attr, type CallContext, type DirectSpool, type FileHandle, type LocalRange, type OpenFlags } from './types.js';
+import { VfsError, type Attr, type CallContext, type DirectSpool, type FileHandle, type LocalRange, type OpenFlags, type SideJournal } from './types.js';
 
 export interface WriteBackHost {
   remoteFor(library: string): Remote | undefined;
@@ -154,6 +154,14 @@ export class WriteBack {
 
   async init(): Promise<void> {
     await this.journal.init();
+  }
+
+  /**
+   * The journal, for a front end that answers a new small file's close once it has written the file's
+   * record itself (Vfs.sideJournal); undefined with durability "close" (every close waits for its fsync).
+   */
+  sideJournal(): SideJournal | undefined {
+    return this.syncOnClose || this.closed ? undefined : this.journal;
   }
 
   /**
@@ -387,7 +395,7 @@ export class WriteBack {
     if (!session) {
       const start = slot.current;
       // From a local version: it is shared until the first change, then cloned (it may be journaled).
-      const version = start ?? this.newVersion(library, fullpath, base, ctx);
+      const version = start ?? this.newVersion(library, fullpath, base, ctx, flags.journalId);
       session = { slot, version, writers: 0, handles: 0, deleted: false };
       if (!start && base) session.baseReader = this.opts.host.baseReader(library, base, ctx);
       version.pins++;
@@ -622,6 +630,8 @@ export class WriteBack {
    * when the library is full, the failure's code otherwise.
    */
   async flushAll(opts: { timeoutMs?: number } = {}): Promise<void> {
+    // Closes a front end answered itself are versions here first (they are closed, so flushed too).
+    await this.journal.sideSettled();
     for (const slot of [...this.slots.values()]) {
       const s = slot.session;
       if (s && !s.deleted && s.version.mutable && s.version.generation > 0) await this.journalVersion(s.version, s, { upload: true, sync: true });
@@ -906,8 +916,9 @@ export class WriteBack {
     if (v.mayHaveSpool) await this.journal.discardSpool(v.id).catch(() => undefined);
   }
 
-  private newVersion(library: string, fullpath: string, base: RemoteEntry | undefined, ctx?: CallContext): LocalVersion {
-    const id = this.journal.newId();
+  /** `journalId`: the id a front end gave the version (it journals the version's record itself too). */
+  private newVersion(library: string, fullpath: string, base: RemoteEntry | undefined, ctx?: CallContext, journalId?: string): LocalVersion {
+    const id = journalId !== undefined && this.journal.freshId(journalId) ? journalId : this.journal.newId();
     const spool = this.journal.spoolPath(id);
     const v: LocalVersion = new LocalVersion(id, spool, library, fullpath, base, {
       baseSize: base?.size ?? 0, mtimeMs: base?.mtimeMs, fetchChunk: this.opts.partialFetch?.chunkBytes,

@@ -40,6 +40,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -261,12 +263,36 @@ typedef struct session {
   uint32_t create_uid, create_gid;
   double create_timeout;
   uint64_t creates_answered;
+  /*
+   * Closes answered here (see "Closes answered here"): the files created here whose bytes the engine
+   * follows (guarded by `lock`), and the log their journal records go to (`journal_lock`: one writer).
+   */
+  struct created_file *created;
+  uint32_t created_count;
+  size_t created_bytes;
+  /* Renames and removals so far: a path the engine was told before one of them may be stale. */
+  uint64_t paths_epoch;
+  pthread_mutex_t journal_lock;
+  int journal_fd;
+  /* A write to the log failed part way and could not be undone: the next record starts on a line of its own. */
+  int journal_torn;
+  /* Bytes of the log file (a part-written record is cut off again). */
+  off_t journal_bytes;
+  /* Records written to the logs so far (numbered from 1, across the files), and the last seq given. */
+  uint64_t journal_records;
+  uint64_t journal_seq;
+  uint64_t closes_answered;
 
   /* The null file system (see below): its nodes by number, and by folder and name. */
   struct null_node **null_by_ino;
   fuse_ino_t null_count, null_room;
   struct null_node **null_by_name;
 } session;
+
+/* See "Closes answered here". */
+static void created_spoil(session *s, fuse_ino_t ino);
+static void paths_changed(session *s);
+static void created_unlinked(session *s, fuse_ino_t parent, const char *name);
 
 #define SLOT_BITS 20
 #define SLOT_MAX (1u << SLOT_BITS)
@@ -371,6 +397,10 @@ typedef struct name_set {
   struct name_set *next;
   fuse_ino_t ino;
   double expires;
+  /* Where the folder is in the Vfs (its library and library-relative path), when JavaScript said so, and
+   * the paths_epoch they were told in (a later rename or removal makes them unknown). */
+  char *library, *fullpath;
+  uint64_t paths_epoch;
   /* Open addressing; `room` is a power of two. */
   uint32_t count, room;
   char **slots;
@@ -398,6 +428,8 @@ static void names_free(session *s, name_set *n) {
   for (uint32_t i = 0; i < n->room; i++) free(n->slots[i]);
   s->names_held -= n->count;
   free(n->slots);
+  free(n->library);
+  free(n->fullpath);
   free(n);
 }
 
@@ -794,6 +826,7 @@ static double timespec_ms(const struct timespec *t) {
 static int answer_times(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi);
 
 static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi) {
+  if (to_set & FUSE_SET_ATTR_SIZE) created_spoil(SESSION(req), ino);
   if (answer_times(req, ino, attr, to_set, fi)) return;
   BEGIN_CHANGE(OP_SETATTR, ino, ino, 0);
   WITH_FI(fi);
@@ -866,6 +899,7 @@ static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 }
 
 static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
+  created_unlinked(SESSION(req), parent, name);
   BEGIN_CHANGE(OP_UNLINK, parent, parent, 0);
   q->name = strdup(name);
   enqueue(s, q);
@@ -878,6 +912,7 @@ static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
 }
 
 static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent, const char *newname, unsigned int flags) {
+  paths_changed(SESSION(req));
   BEGIN_NAMING(OP_RENAME, parent, parent, newparent, newparent, newname);
   q->name = strdup(name);
   q->ino2 = newparent;
@@ -887,6 +922,7 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 }
 
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) created_spoil(SESSION(req), ino);
   BEGIN_CHANGE(OP_OPEN, ino, (fi->flags & O_TRUNC) ? ino : 0, 0);
   q->flags = fi->flags;
   enqueue(s, q);
@@ -1008,6 +1044,343 @@ static ssize_t spool_write(session *s, uint64_t fh, const char *buf, size_t size
   return err ? -err : (ssize_t)size;
 }
 
+/* ---- closes answered here ------------------------------------------------------------------- */
+
+/*
+ * A small file created here (answer_create) whose every write the engine answered: its first flush (the
+ * close) is answered here too, once the file's journal record, its bytes included, is written to the log
+ * JavaScript gave (journalSwitch). The page cache has it then, so a crash of the gateway (kill -9) loses
+ * nothing, as when JavaScript answers the close. The record is the upload journal's own put line, under
+ * the id the create's record gave JavaScript for the file's version; JavaScript journals that version
+ * (same id) when it applies the flush, and its later lines about the id (a rename, the upload's removal)
+ * supersede this one at replay, which reads these logs before its own. A file the engine cannot follow
+ * exactly (a write not answered here, a truncate, an fsync, a second writer, a rename or removal anywhere
+ * since its folder's path was told) is closed by JavaScript, as before.
+ */
+typedef struct created_file {
+  struct created_file *next;
+  uint64_t fh;
+  fuse_ino_t ino, parent;
+  char *name;
+  char id[17];
+  char *library, *fullpath;
+  uint64_t paths_epoch;
+  char *data;
+  size_t size, room;
+  int spoiled;
+} created_file;
+
+/* Files followed at once at most, and their bytes (beyond them a new file is closed by JavaScript). */
+#define CREATED_MAX 1024
+#define CREATED_BYTES_MAX (16u * 1024 * 1024)
+
+static void hex_of(const unsigned char *bytes, size_t n, char *out) {
+  static const char digits[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = digits[bytes[i] >> 4];
+    out[2 * i + 1] = digits[bytes[i] & 15];
+  }
+  out[2 * n] = 0;
+}
+
+/* All with `lock` held. */
+static created_file *created_find(session *s, uint64_t fh) {
+  for (created_file *c = s->created; c; c = c->next)
+    if (c->fh == fh) return c;
+  return NULL;
+}
+
+static created_file *created_take(session *s, uint64_t fh) {
+  for (created_file **p = &s->created; *p; p = &(*p)->next) {
+    created_file *c = *p;
+    if (c->fh != fh) continue;
+    *p = c->next;
+    s->created_count--;
+    s->created_bytes -= c->room;
+    return c;
+  }
+  return NULL;
+}
+
+static void created_free(created_file *c) {
+  if (!c) return;
+  free(c->data);
+  free(c->name);
+  free(c->library);
+  free(c->fullpath);
+  free(c);
+}
+
+/* A file to follow, named `name`, with a fresh id (16 hex digits, as the upload journal's); NULL when out of memory. */
+static created_file *created_new(const char *name) {
+  unsigned char bytes[8];
+  created_file *c = calloc(1, sizeof(created_file));
+  if (!c) return NULL;
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += (size_t)n;
+  }
+  c->name = strdup(name);
+  if (got < sizeof(bytes) || !c->name) {
+    created_free(c);
+    return NULL;
+  }
+  hex_of(bytes, sizeof(bytes), c->id);
+  return c;
+}
+
+/* Copies an answered write of `c` into what the engine follows of it. */
+static void created_write(session *s, created_file *c, const char *buf, size_t size, off_t off) {
+  size_t end = (size_t)off + size;
+  if (c->spoiled) return;
+  if (end > c->room) {
+    size_t room = c->room ? c->room : 4096;
+    while (room < end) room *= 2;
+    char *grown = s->created_bytes + (room - c->room) <= CREATED_BYTES_MAX ? realloc(c->data, room) : NULL;
+    if (!grown) {
+      c->spoiled = 1;
+      return;
+    }
+    s->created_bytes += room - c->room;
+    c->data = grown;
+    c->room = room;
+  }
+  if ((size_t)off > c->size) memset(c->data + c->size, 0, (size_t)off - c->size);
+  memcpy(c->data + off, buf, size);
+  if (end > c->size) c->size = end;
+}
+
+/* A change of `ino`'s bytes the engine does not follow: its close goes to JavaScript. */
+static void created_spoil(session *s, fuse_ino_t ino) {
+  pthread_mutex_lock(&s->lock);
+  for (created_file *c = s->created; c; c = c->next)
+    if (c->ino == ino) c->spoiled = 1;
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* An unlink of `name` in `parent`: a file created there under that name is gone (its close is JavaScript's). */
+static void created_unlinked(session *s, fuse_ino_t parent, const char *name) {
+  pthread_mutex_lock(&s->lock);
+  for (created_file *c = s->created; c; c = c->next)
+    if (c->parent == parent && strcmp(c->name, name) == 0) c->spoiled = 1;
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* A rename (of a folder, maybe): paths told before it may be stale. */
+static void paths_changed(session *s) {
+  pthread_mutex_lock(&s->lock);
+  s->paths_epoch++;
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* A growable line; `failed` once memory ran out. */
+typedef struct {
+  char *p;
+  size_t len, room;
+  int failed;
+} line_buf;
+
+static void lb_put(line_buf *b, const char *str, size_t n) {
+  if (b->failed) return;
+  if (b->len + n > b->room) {
+    size_t room = b->room ? b->room : 1024;
+    while (room < b->len + n) room *= 2;
+    char *grown = realloc(b->p, room);
+    if (!grown) {
+      b->failed = 1;
+      return;
+    }
+    b->p = grown;
+    b->room = room;
+  }
+  memcpy(b->p + b->len, str, n);
+  b->len += n;
+}
+
+static void lb_str(line_buf *b, const char *str) {
+  lb_put(b, str, strlen(str));
+}
+
+static void lb_u64(line_buf *b, uint64_t v) {
+  char digits[24];
+  int n = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)v);
+  lb_put(b, digits, (size_t)n);
+}
+
+/* A JSON string of valid UTF-8 `str` (as JSON.stringify writes it: quotes, backslashes and controls escaped). */
+static void lb_json(line_buf *b, const char *str) {
+  lb_put(b, "\"", 1);
+  for (const unsigned char *u = (const unsigned char *)str; *u; u++) {
+    char esc[8];
+    if (*u == '"' || *u == '\\') {
+      esc[0] = '\\';
+      esc[1] = (char)*u;
+      lb_put(b, esc, 2);
+    } else if (*u < 0x20) {
+      const char *named = *u == '\n' ? "\\n" : *u == '\r' ? "\\r" : *u == '\t' ? "\\t" : *u == '\b' ? "\\b" : *u == '\f' ? "\\f" : NULL;
+      if (named) lb_str(b, named);
+      else {
+        snprintf(esc, sizeof(esc), "\\u%04x", *u);
+        lb_put(b, esc, 6);
+      }
+    } else {
+      lb_put(b, (const char *)u, 1);
+    }
+  }
+  lb_put(b, "\"", 1);
+}
+
+/* Hex digits of a line's check (the start of the SHA-1 of its JSON), as the upload journal writes them. */
+#define LINE_CHECK_CHARS 12
+
+/*
+ * The upload journal's put line of `c` (see src/vfs/upload-journal.ts): a check of the JSON, a space,
+ * {"put":{entry},"data":"<base64 of the bytes>"}, a newline. NULL when memory ran out.
+ */
+static char *journal_line(const created_file *c, uint64_t seq, size_t *len) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int md_len = 0;
+  char sha1[2 * 20 + 1];
+  if (EVP_Digest(c->data ? c->data : "", c->size, md, &md_len, EVP_sha1(), NULL) != 1 || md_len != 20) return NULL;
+  hex_of(md, 20, sha1);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  uint64_t now_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+  line_buf b = { 0 };
+  lb_put(&b, "0123456789ab ", LINE_CHECK_CHARS + 1);
+  lb_str(&b, "{\"put\":{\"id\":\"");
+  lb_str(&b, c->id);
+  lb_str(&b, "\",\"library\":");
+  lb_json(&b, c->library);
+  lb_str(&b, ",\"fullpath\":");
+  lb_json(&b, c->fullpath);
+  lb_str(&b, ",\"size\":");
+  lb_u64(&b, c->size);
+  lb_str(&b, ",\"mtimeMs\":");
+  lb_u64(&b, now_ms);
+  lb_str(&b, ",\"createdMs\":");
+  lb_u64(&b, now_ms);
+  lb_str(&b, ",\"seq\":");
+  lb_u64(&b, seq);
+  lb_str(&b, ",\"sha1\":\"");
+  lb_str(&b, sha1);
+  lb_str(&b, "\"},\"data\":\"");
+  /* The base64 of the bytes is written in place (EVP_EncodeBlock adds a NUL, overwritten by the tail). */
+  size_t b64 = 4 * ((c->size + 2) / 3);
+  if (!b.failed && b.len + b64 + 3 > b.room) {
+    size_t want = b.len + b64 + 3;
+    char *room = realloc(b.p, want);
+    if (room) {
+      b.p = room;
+      b.room = want;
+    } else b.failed = 1;
+  }
+  if (b.failed) {
+    free(b.p);
+    return NULL;
+  }
+  if (c->size > 0) EVP_EncodeBlock((unsigned char *)b.p + b.len, (const unsigned char *)c->data, (int)c->size);
+  b.len += b64;
+  lb_put(&b, "\"}\n", 3);
+  if (b.failed) {
+    free(b.p);
+    return NULL;
+  }
+  const char *json = b.p + LINE_CHECK_CHARS + 1;
+  size_t json_len = b.len - (LINE_CHECK_CHARS + 1) - 1;
+  char check[2 * 20 + 1];
+  if (EVP_Digest(json, json_len, md, &md_len, EVP_sha1(), NULL) != 1) {
+    free(b.p);
+    return NULL;
+  }
+  hex_of(md, 20, check);
+  memcpy(b.p, check, LINE_CHECK_CHARS);
+  *len = b.len;
+  return b.p;
+}
+
+/* The next seq of a journal record: as JavaScript draws them (microseconds, above the last one). */
+static uint64_t journal_next_seq(session *s) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  uint64_t us = (uint64_t)now.tv_sec * 1000000 + (uint64_t)now.tv_nsec / 1000;
+  s->journal_seq = us > s->journal_seq ? us : s->journal_seq + 1;
+  return s->journal_seq;
+}
+
+/*
+ * Appends the record of `c` to the log: its number (from 1), or 0 when it was not written (no log, a
+ * full or failing disk: JavaScript answers the close then). `line`/`len` get the line written.
+ */
+static uint64_t journal_append(session *s, created_file *c, char **line, size_t *len) {
+  uint64_t record = 0;
+  pthread_mutex_lock(&s->journal_lock);
+  int fd = s->journal_fd;
+  *line = fd >= 0 ? journal_line(c, journal_next_seq(s), len) : NULL;
+  if (*line && s->journal_torn) {
+    if (write(fd, "\n", 1) == 1) {
+      s->journal_torn = 0;
+      s->journal_bytes++;
+    }
+  }
+  if (*line && !s->journal_torn) {
+    size_t done = 0;
+    while (done < *len) {
+      ssize_t n = write(fd, *line + done, *len - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += (size_t)n;
+    }
+    if (done == *len) {
+      s->journal_bytes += (off_t)done;
+      record = ++s->journal_records;
+    } else if (done > 0 && ftruncate(fd, s->journal_bytes) != 0) {
+      s->journal_torn = 1;
+    }
+  }
+  pthread_mutex_unlock(&s->journal_lock);
+  if (!record) {
+    free(*line);
+    *line = NULL;
+  }
+  return record;
+}
+
+static int answer_flush(session *s, fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  if (!fi || fi->fh < CREATED_FH_BASE) return 0;
+  pthread_mutex_lock(&s->lock);
+  created_file *c = created_take(s, fi->fh);
+  int ok = c && !c->spoiled && c->paths_epoch == s->paths_epoch;
+  pthread_mutex_unlock(&s->lock);
+  queued *q = ok ? new_queued(s, OP_FLUSH, NULL, ino) : NULL;
+  char *line = NULL;
+  size_t len = 0;
+  uint64_t record = q ? journal_append(s, c, &line, &len) : 0;
+  /* The id travels with the record (JavaScript also has it from the create's record). */
+  if (record) q->name2 = strdup(c->id);
+  created_free(c);
+  if (!record) {
+    if (q) free_queued(q);
+    return 0;
+  }
+  pthread_mutex_lock(&s->lock);
+  s->closes_answered++;
+  s->answered_bytes += len;
+  pthread_mutex_unlock(&s->lock);
+  q->has_fh = 1;
+  q->fh = fi->fh;
+  q->ino2 = record;
+  q->data = line;
+  q->data_len = len;
+  q->answered = 1;
+  enqueue_quiet(s, q);
+  fuse_reply_err(req, 0);
+  return 1;
+}
+
 /*
  * Answered here: with the writeback cache, a write that ends within a small file's first 64 KiB (what
  * the Vfs holds in memory) is answered at once. Its record (the data, marked answered) is queued before
@@ -1036,6 +1409,12 @@ static int answer_write(session *s, fuse_req_t req, fuse_ino_t ino, const char *
       e->changed = ++s->epoch;
     }
     s->writes_answered++;
+    /* Followed for its close when the file was created here; another writer of such a file spoils it. */
+    created_file *c = created_find(s, fi->fh);
+    if (c) created_write(s, c, buf, size, off);
+    else
+      for (c = s->created; c; c = c->next)
+        if (c->ino == ino) c->spoiled = 1;
   }
   pthread_mutex_unlock(&s->lock);
   if (!room) {
@@ -1064,6 +1443,7 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
       pthread_mutex_lock(&ds->lock);
       attr_changing(ds, ino, 0);
       pthread_mutex_unlock(&ds->lock);
+      created_spoil(ds, ino);
     }
     pthread_rwlock_rdlock(&ds->spool_io);
     /* The record is queued before the answer: whatever the kernel sends next reaches JavaScript after it. */
@@ -1076,6 +1456,7 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     }
   }
   if (answer_write(ds, req, ino, buf, size, off, fi)) return;
+  created_spoil(ds, ino);
   BEGIN_CHANGE(OP_WRITE, ino, ino, 0);
   WITH_FI(fi);
   q->data = copy_bytes(buf, size);
@@ -1091,18 +1472,29 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 }
 
 static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  if (answer_flush(SESSION(req), req, ino, fi)) return;
   BEGIN(OP_FLUSH, ino);
   WITH_FI(fi);
   enqueue(s, q);
 }
 
 static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  if (fi && fi->fh >= CREATED_FH_BASE) {
+    /* Closed without a flush answered here: nothing of it is followed any longer. */
+    session *cs = SESSION(req);
+    pthread_mutex_lock(&cs->lock);
+    created_file *c = created_take(cs, fi->fh);
+    pthread_mutex_unlock(&cs->lock);
+    created_free(c);
+  }
   BEGIN(OP_RELEASE, ino);
   WITH_FI(fi);
   enqueue(s, q);
 }
 
 static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
+  /* JavaScript makes it durable (and so journals it): its close is JavaScript's too. */
+  created_spoil(SESSION(req), ino);
   BEGIN(OP_FSYNC, ino);
   WITH_FI(fi);
   q->flags = datasync;
@@ -1224,6 +1616,9 @@ static int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
   e.generation = 1;
   e.entry_timeout = e.attr_timeout = s->create_timeout;
   uint64_t fh = 0;
+  /* Followed for its close when a log is given (see "Closes answered here"). */
+  created_file *c = s->journal_fd >= 0 ? created_new(name) : NULL;
+  int followed = 0;
   pthread_mutex_lock(&s->lock);
   name_set *n = names_find(s, parent);
   int ok = n && n->expires > now_s() && !names_holds(n, name);
@@ -1250,8 +1645,31 @@ static int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
     a->expires = now_s() + s->create_timeout;
     a->changed = s->epoch;
     s->creates_answered++;
+    if (c && n->library && n->paths_epoch == s->paths_epoch && s->created_count < CREATED_MAX) {
+      c->library = strdup(n->library);
+      size_t folder = strlen(n->fullpath);
+      c->fullpath = malloc(folder + strlen(name) + 2);
+      /* JavaScript's version of the file gets this id: the record of its close (if answered here) is under it. */
+      q->name2 = c->library && c->fullpath ? strdup(c->id) : NULL;
+      if (q->name2) {
+        if (folder) sprintf(c->fullpath, "%s/%s", n->fullpath, name);
+        else strcpy(c->fullpath, name);
+        c->fh = fh;
+        c->ino = e.ino;
+        c->parent = parent;
+        c->paths_epoch = s->paths_epoch;
+        c->next = s->created;
+        s->created = c;
+        s->created_count++;
+        followed = 1;
+      }
+    }
   }
   pthread_mutex_unlock(&s->lock);
+  if (!followed) {
+    created_free(c);
+    c = NULL;
+  }
   if (!ok) {
     free_queued(q);
     return 0;
@@ -1599,6 +2017,20 @@ static void free_data(napi_env env, void *data, void *hint) {
   napi_adjust_external_memory(env, -(int64_t)(uintptr_t)hint, &ignored);
 }
 
+/* Sets `key` of `o` to a Buffer of q's data, which it takes over. */
+static void set_data(napi_env env, napi_value o, const char *key, queued *q) {
+  napi_value buf;
+  if (napi_create_external_buffer(env, q->data_len, q->data, free_data, (void *)(uintptr_t)q->data_len, &buf) == napi_ok) {
+    /* The Buffer owns it now; V8 counts it, so garbage collection keeps up with the data rate. */
+    int64_t ignored;
+    napi_adjust_external_memory(env, (int64_t)q->data_len, &ignored);
+    q->data = NULL;
+  } else {
+    napi_create_buffer_copy(env, q->data_len, q->data, NULL, &buf);
+  }
+  napi_set_named_property(env, o, key, buf);
+}
+
 static napi_value request_object(napi_env env, session *s, queued *q) {
   napi_value o;
   napi_create_object(env, &o);
@@ -1638,7 +2070,15 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
       if (q->answered) {
         set_num(env, o, "newIno", (double)q->ino2);
         set_num(env, o, "mtimeMs", q->mtime_ms);
+        set_str(env, o, "journalId", q->name2);
       }
+      break;
+    case OP_FLUSH:
+      if (!q->answered) break;
+      /* A close answered here: its journal record's number, the version's id, and the line written. */
+      set_num(env, o, "record", (double)q->ino2);
+      set_str(env, o, "journalId", q->name2);
+      set_data(env, o, "line", q);
       break;
     case OP_OPEN:
     case OP_OPENDIR:
@@ -1671,20 +2111,10 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
     case OP_WRITE:
       set_num(env, o, "offset", (double)q->offset);
       /* fallthrough */
-    case OP_SETXATTR: {
+    case OP_SETXATTR:
       set_num(env, o, "flags", q->flags);
-      napi_value buf;
-      if (napi_create_external_buffer(env, q->data_len, q->data, free_data, (void *)(uintptr_t)q->data_len, &buf) == napi_ok) {
-        /* The Buffer owns it now; V8 counts it, so garbage collection keeps up with the data rate. */
-        int64_t ignored;
-        napi_adjust_external_memory(env, (int64_t)q->data_len, &ignored);
-        q->data = NULL;
-      } else {
-        napi_create_buffer_copy(env, q->data_len, q->data, NULL, &buf);
-      }
-      napi_set_named_property(env, o, "data", buf);
+      set_data(env, o, "data", q);
       break;
-    }
     default:
       break;
   }
@@ -1724,7 +2154,7 @@ static napi_value batch_of(napi_env env, session *s, queued *q) {
   size_t answered = 0;
   while (q) {
     queued *next = q->next;
-    if (q->answered && q->op == OP_WRITE) answered += q->data_len;
+    if (q->answered && (q->op == OP_WRITE || q->op == OP_FLUSH)) answered += q->data_len;
     napi_set_element(env, batch, i++, request_object(env, s, q));
     free_queued(q);
     q = next;
@@ -1813,6 +2243,8 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   }
   pthread_mutex_init(&s->lock, NULL);
   pthread_mutex_init(&s->spool_lock, NULL);
+  pthread_mutex_init(&s->journal_lock, NULL);
+  s->journal_fd = -1;
   pthread_cond_init(&s->hash_work, NULL);
   pthread_cond_init(&s->sync_work, NULL);
   pthread_cond_init(&s->hash_progress, NULL);
@@ -2060,7 +2492,18 @@ static napi_value js_destroy(napi_env env, napi_callback_info info) {
     s->names = NULL;
     s->name_set_count = 0;
   }
+  while (s->created) {
+    created_file *c = s->created;
+    s->created = c->next;
+    created_free(c);
+  }
+  s->created_count = 0;
+  s->created_bytes = 0;
   pthread_mutex_unlock(&s->lock);
+  pthread_mutex_lock(&s->journal_lock);
+  if (s->journal_fd >= 0) close(s->journal_fd);
+  s->journal_fd = -1;
+  pthread_mutex_unlock(&s->journal_lock);
   /* The session record itself stays: the external may still be referenced from JavaScript. */
   return bool_value(env, 1);
 }
@@ -2871,14 +3314,37 @@ static napi_value js_attr_forget(napi_env env, napi_callback_info info) {
 }
 
 /*
- * folderNames(session, id, ino, names, timeoutS) → whether the engine keeps them: every name of folder
- * `ino` as the answer to request `id` (still pending) found them, for timeoutS seconds. Refused when a
- * request that may add a name arrived after `id` or is unanswered (apart from `id` itself).
+ * folderNames(session, id, ino, names, timeoutS, where?) → whether the engine keeps them: every name of
+ * folder `ino` as the answer to request `id` (still pending) found them, for timeoutS seconds. Refused
+ * when a request that may add a name arrived after `id` or is unanswered (apart from `id` itself).
+ * `where` ({ library, fullpath }): where the folder is in the Vfs, for the journal records of closes
+ * answered here; without it, the closes of files created in the folder are JavaScript's.
  */
 static napi_value js_folder_names(napi_env env, napi_callback_info info) {
-  napi_value argv[5];
-  session *s = session_args(env, info, 5, argv, "folderNames(session, id, ino, names, timeoutS)");
+  napi_value argv[6];
+  size_t argc = 6;
+  napi_get_undefined(env, &argv[5]);
+  session *s = session_args(env, info, 5, argv, "folderNames(session, id, ino, names, timeoutS, where?)");
   if (!s) return NULL;
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  char *library = NULL, *fullpath = NULL;
+  napi_valuetype where_type = napi_undefined;
+  napi_typeof(env, argv[5], &where_type);
+  if (where_type == napi_object) {
+    napi_value lib, path;
+    napi_valuetype lt = napi_undefined, pt = napi_undefined;
+    if (napi_get_named_property(env, argv[5], "library", &lib) == napi_ok) napi_typeof(env, lib, &lt);
+    if (napi_get_named_property(env, argv[5], "fullpath", &path) == napi_ok) napi_typeof(env, path, &pt);
+    if (lt != napi_string || pt != napi_string) {
+      napi_throw_type_error(env, NULL, "where: expected { library: string, fullpath: string }");
+      return NULL;
+    }
+    library = get_string(env, lib);
+    fullpath = get_string(env, path);
+  } else if (where_type != napi_undefined) {
+    napi_throw_type_error(env, NULL, "where: expected { library: string, fullpath: string } or undefined");
+    return NULL;
+  }
   double id = get_double(env, argv[1]);
   fuse_ino_t ino = (fuse_ino_t)get_double(env, argv[2]);
   double timeout = get_double(env, argv[4]);
@@ -2889,17 +3355,30 @@ static napi_value js_folder_names(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "expected an array of names");
     return NULL;
   }
-  if (!s->names || ino == 0 || !(timeout > 0) || count >= NAMES_HELD_MAX) return bool_value(env, 0);
+  if (!s->names || ino == 0 || !(timeout > 0) || count >= NAMES_HELD_MAX) {
+    free(library);
+    free(fullpath);
+    return bool_value(env, 0);
+  }
   name_set *n = calloc(1, sizeof(name_set));
   uint32_t room = 16;
   while (room < count * 2 + 2) room *= 2;
   if (n) n->slots = calloc(room, sizeof(char *));
   if (!n || !n->slots) {
     free(n);
+    free(library);
+    free(fullpath);
     return bool_value(env, 0);
   }
   n->ino = ino;
   n->room = room;
+  if (library && fullpath) {
+    n->library = library;
+    n->fullpath = fullpath;
+  } else {
+    free(library);
+    free(fullpath);
+  }
   /* Names are put in with the lock held (names_put counts them), after being read from JavaScript. */
   char **read = calloc(count ? count : 1, sizeof(char *));
   int ok = read != NULL;
@@ -2915,6 +3394,7 @@ static napi_value js_folder_names(napi_env env, napi_callback_info info) {
   if (keep) {
     names_drop(s, ino);
     n->expires = now_s() + timeout;
+    n->paths_epoch = s->paths_epoch;
     n->next = s->names[ino % NAME_SET_BUCKETS];
     s->names[ino % NAME_SET_BUCKETS] = n;
     s->name_set_count++;
@@ -2943,14 +3423,14 @@ static napi_value js_names_forget(napi_env env, napi_callback_info info) {
   return forget_call(env, info, "namesForget(session, ino)", names_forget);
 }
 
-/* answeredCounts(session) → { getattr, writes, times, lookups, creates }: requests the engine answered itself. */
+/* answeredCounts(session) → { getattr, writes, times, lookups, creates, closes }: requests the engine answered itself. */
 static napi_value js_answered_counts(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   session *s = session_args(env, info, 1, argv, "answeredCounts(session)");
   if (!s) return NULL;
   pthread_mutex_lock(&s->lock);
   double g = (double)s->getattr_answered, w = (double)s->writes_answered, t = (double)s->times_answered;
-  double l = (double)s->lookups_answered, c = (double)s->creates_answered;
+  double l = (double)s->lookups_answered, c = (double)s->creates_answered, k = (double)s->closes_answered;
   pthread_mutex_unlock(&s->lock);
   napi_value result;
   napi_create_object(env, &result);
@@ -2959,6 +3439,56 @@ static napi_value js_answered_counts(napi_env env, napi_callback_info info) {
   set_num(env, result, "times", t);
   set_num(env, result, "lookups", l);
   set_num(env, result, "creates", c);
+  set_num(env, result, "closes", k);
+  return result;
+}
+
+/*
+ * journalSwitch(session, path | null) → the number of records written before the switch: the records
+ * of closes answered here go to the file `path` from now on (made if missing, appended to), none with
+ * null (closes are then JavaScript's). Throws when the file cannot be opened (nothing changes then).
+ */
+static napi_value js_journal_switch(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  session *s = session_args(env, info, 2, argv, "journalSwitch(session, path | null)");
+  if (!s) return NULL;
+  napi_valuetype t = napi_undefined;
+  napi_typeof(env, argv[1], &t);
+  int fd = -1;
+  off_t bytes = 0;
+  if (t == napi_string) {
+    char *path = get_string(env, argv[1]);
+    if (!path) {
+      napi_throw_error(env, NULL, "out of memory");
+      return NULL;
+    }
+    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    int err = errno;
+    free(path);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+      if (fd >= 0) close(fd);
+      char msg[160];
+      snprintf(msg, sizeof(msg), "journalSwitch: opening the log failed: %s", strerror(fd < 0 ? err : errno));
+      napi_throw_error(env, NULL, msg);
+      return NULL;
+    }
+    bytes = st.st_size;
+  } else if (t != napi_null) {
+    napi_throw_type_error(env, NULL, "journalSwitch(session, path | null): expected a path or null");
+    return NULL;
+  }
+  pthread_mutex_lock(&s->journal_lock);
+  int old = s->journal_fd;
+  s->journal_fd = fd;
+  s->journal_bytes = bytes;
+  /* A new file starts on a line of its own: a record cut short in the old one stays there. */
+  s->journal_torn = bytes > 0;
+  double records = (double)s->journal_records;
+  pthread_mutex_unlock(&s->journal_lock);
+  if (old >= 0) close(old);
+  napi_value result;
+  napi_create_double(env, records, &result);
   return result;
 }
 
@@ -3017,6 +3547,7 @@ static napi_value init(napi_env env, napi_value exports) {
     { "spoolWritebacks", js_spool_writebacks },
     { "spoolSyncs", js_spool_syncs },
     { "takeQueued", js_take_queued },
+    { "journalSwitch", js_journal_switch },
   };
   for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
     napi_value f;

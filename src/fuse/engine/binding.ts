@@ -55,6 +55,14 @@ export interface KernelRequest {
   answered?: number;
   /** CREATE answered by the engine: the new file's inode (`fh` its handle, `mtimeMs` the time it showed). */
   newIno?: number;
+  /**
+   * CREATE answered by the engine, when it follows the file for its close: the id the file's version gets
+   * in the upload journal. FLUSH answered by the engine (a close, see journalSwitch): the same id.
+   */
+  journalId?: string;
+  /** FLUSH answered by the engine: its journal record's number (from 1, across the logs), and the line written. */
+  record?: number;
+  line?: Buffer;
   /** INIT: what the kernel agreed to. */
   maxWrite?: number;
   maxReadahead?: number;
@@ -108,6 +116,14 @@ export interface AnsweredCounts {
   lookups: number;
   /** Files created by the engine in folders whose names it knew. */
   creates: number;
+  /** Closes of such files answered by the engine once their journal record was written (journalSwitch). */
+  closes: number;
+}
+
+/** Where a folder is in the Vfs (for the journal records of closes the engine answers). */
+export interface FolderWhere {
+  library: string;
+  fullpath: string;
 }
 
 declare const sessionBrand: unique symbol;
@@ -163,7 +179,13 @@ export interface Fuse3Binding {
    * meanwhile are added by the engine as their requests arrive). False when not kept: a request that may
    * add a name arrived after `id`, or is unanswered.
    */
-  folderNames(session: NativeSession, id: number, ino: number, names: readonly string[], timeoutS: number): boolean;
+  folderNames(session: NativeSession, id: number, ino: number, names: readonly string[], timeoutS: number, where?: FolderWhere): boolean;
+  /**
+   * The journal records of closes the engine answers (of small files it created, every byte answered by
+   * it) are appended to `path` from now on; null: closes are JavaScript's again. Answers how many records
+   * were written before the switch (numbered from 1 across the files).
+   */
+  journalSwitch(session: NativeSession, path: string | null): number;
   /** The names of folder `ino` changed in a way the engine cannot see: lookups there go to JavaScript again. */
   namesForget(session: NativeSession, ino: number): void;
   /** The engine's cached attributes of `ino` are no longer valid (changed in a way it cannot see: a rename, another client). */

@@ -11,7 +11,9 @@ import type { NativeCallback } from '../reply.js';
 import type { KernelStat, KernelStatFs } from '../stat.js';
 import { Op, type AnsweredCounts, type Fuse3Binding, type KernelRequest, type NativeSession, type SessionSettings } from './binding.js';
 import { InodeTable, ROOT_INO, type InodeNode } from './inode-table.js';
+import { AnsweredCloses } from './answered-closes.js';
 import type { DirectSpool } from '../../vfs/types.js';
+import type { SideJournal } from '../../vfs/types.js';
 
 export interface LowLevelMountOptions {
   binding: Fuse3Binding;
@@ -161,6 +163,8 @@ export class LowLevelMount {
   private readonly lateErrors = new Map<number, number>();
   /** Handles of files the engine created that the Vfs refused (until released). */
   private readonly refusedCreates = new Set<number>();
+  /** The closes the engine answers, and the journal their records go to (answerCloses). */
+  private closes: { writer: AnsweredCloses; journal: SideJournal } | undefined;
   private nextDirFh = DIR_FH_BASE;
   private quietRecords: NodeJS.Timeout | undefined;
   /** When each folder's names were last offered to the engine (ms), oldest first. */
@@ -219,7 +223,7 @@ export class LowLevelMount {
   }
 
   get counters(): EngineCounters {
-    const answered = this.session ? this.binding.answeredCounts(this.session) : { getattr: 0, writes: 0, times: 0, lookups: 0, creates: 0 };
+    const answered = this.session ? this.binding.answeredCounts(this.session) : { getattr: 0, writes: 0, times: 0, lookups: 0, creates: 0, closes: 0 };
     const se = this.session;
     return { ...this.directCounts, spoolWritebacks: se ? this.binding.spoolWritebacks(se) : 0, spoolSyncs: se ? this.binding.spoolSyncs(se) : 0, answered };
   }
@@ -233,6 +237,11 @@ export class LowLevelMount {
     for (const req of batch) {
       if (req.answered && req.op === Op.CREATE) {
         this.createdByEngine(req);
+        continue;
+      }
+      if (req.answered && req.op === Op.FLUSH) {
+        this.closes?.writer.seen(req.record!);
+        this.settle(req.ino, () => this.applyAnsweredClose(req));
         continue;
       }
       if (req.answered) {
@@ -320,7 +329,7 @@ export class LowLevelMount {
     this.settle(node.ino, async () => {
       const path = this.inodes.pathOf(node);
       // Exclusive: the kernel was shown a new empty file; a name made elsewhere meanwhile is not taken over.
-      const [code] = await answerOf((cb) => this.operations.createWithFlags(path, req.flags! | O_EXCL, req.mode!, cb, fh));
+      const [code] = await answerOf((cb) => this.operations.createWithFlags(path, req.flags! | O_EXCL, req.mode!, cb, fh, req.journalId));
       if (code >= 0) return;
       this.lateErrors.set(fh, -code);
       this.refusedCreates.add(fh);
@@ -356,6 +365,84 @@ export class LowLevelMount {
     if (await this.staleKernelTimes(node, path)) return;
     const [code] = await answerOf((cb) => this.ops.utimens(path, req.mtimeMs!, req.mtimeMs!, cb));
     failed(code);
+  }
+
+  /**
+   * Lets the engine answer the closes of small files it created (see docs/fuse.md, Closes answered by the
+   * engine) when the Vfs has a journal for their records: from now on it writes them to a side log.
+   */
+  async answerCloses(): Promise<void> {
+    const journal = this.operations.sideJournal();
+    if (!journal || !this.session || this.closes) return;
+    const se = this.session;
+    const writer = new AnsweredCloses((path) => this.binding.journalSwitch(se, path), () => {
+      if (this.session) this.onBatch(this.binding.takeQueued(this.session));
+    });
+    await journal.attachSideWriter(writer);
+    this.closes = { writer, journal };
+  }
+
+  /**
+   * The engine answers no more closes; once every close it answered is applied, the journal is told.
+   * Bounded by `waitMs` (a close still being applied then leaves its record for the next start).
+   */
+  async stopAnsweringCloses(waitMs: number): Promise<void> {
+    const closes = this.closes;
+    if (!closes) return;
+    // Still set meanwhile: the closes applied while it waits settle their records through it.
+    if (await closes.writer.stop(waitMs)) closes.journal.detachSideWriter(closes.writer);
+    else this.logger.error({ mountpoint: this.opts.mountpoint }, 'fuse: closes the engine answered were not all applied in time; their records stay in the journal for the next start');
+  }
+
+  /**
+   * A close the engine answered once the file's journal record was written: the flush is made here as
+   * any other, which journals the same version under the same id. Should the file have been refused, or
+   * the flush fail, nobody is left to tell: the engine's record is kept as it is for the next start.
+   */
+  private async applyAnsweredClose(req: KernelRequest): Promise<void> {
+    const fh = req.fh!;
+    const closes = this.closes;
+    try {
+      let errno: number | undefined;
+      if (this.refusedCreates.has(fh)) {
+        errno = await this.replaceRefused(req);
+        if (errno === undefined) this.lateErrors.delete(fh);
+      } else {
+        const [code] = await answerOf((cb) => this.ops.flush(this.safePath(req.ino), fh, cb));
+        errno = this.lateErrors.get(fh) ?? (code < 0 ? -code : undefined);
+        this.lateErrors.delete(fh);
+      }
+      const journal = closes?.journal ?? this.operations.sideJournal();
+      if (errno === undefined) await journal?.sideRecordSettled(req.journalId ?? '');
+      else {
+        this.logger.error({ path: this.safePath(req.ino), errno }, 'fuse: a close the engine answered could not be applied; its journal record is kept for the next start');
+        await journal?.keepSideRecord(req.line!);
+      }
+    } finally {
+      closes?.writer.settled(req.record!);
+    }
+  }
+
+  /**
+   * A close the engine answered of a file whose exclusive create the Vfs refused (a name made elsewhere
+   * meanwhile): the closed bytes win, as a later writer's would (the record has them). Answers the errno
+   * when that fails too.
+   */
+  private async replaceRefused(req: KernelRequest): Promise<number | undefined> {
+    let put: { put?: { library?: unknown; fullpath?: unknown }; data?: unknown };
+    try {
+      const text = req.line!.toString('utf8');
+      put = JSON.parse(text.slice(text.indexOf(' ') + 1)) as typeof put;
+    } catch {
+      return Errno.EIO;
+    }
+    const { library, fullpath } = put.put ?? {};
+    if (typeof library !== 'string' || typeof fullpath !== 'string' || typeof put.data !== 'string') return Errno.EIO;
+    const path = `/${library}/${fullpath}`;
+    const [code] = await answerOf((cb) => this.operations.replaceWith(path, Buffer.from(put.data as string, 'base64'), req.journalId, cb));
+    if (code < 0) return -code;
+    this.logger.warn({ path }, 'fuse: a file made elsewhere under the name of a file closed through the mount was replaced by it (the later close wins)');
+    return undefined;
   }
 
   /** Answers a flush or fsync of `fh`: an answered request's failure first, else the operation's own code. */
@@ -745,7 +832,7 @@ export class LowLevelMount {
       return;
     }
     const names = this.operations.cachedNames(path, NAMES_OFFERED_MOST);
-    if (names) this.binding.folderNames(this.se, id, parent, names, this.timeout);
+    if (names) this.binding.folderNames(this.se, id, parent, names, this.timeout, this.closesWhere(path));
   }
 
   /**
@@ -761,8 +848,13 @@ export class LowLevelMount {
     const node = this.inodes.remember(parent, name, isDir, created || changed);
     this.shown(node, st);
     // A folder just made is empty: the engine answers lookups in it (every file about to be made there).
-    if (created && isDir) this.binding.folderNames(this.se, id, node.ino, [], this.timeout);
+    if (created && isDir) this.binding.folderNames(this.se, id, node.ino, [], this.timeout, this.closesWhere(this.inodes.pathOf(node)));
     if (!this.binding.replyEntry(this.se, id, this.statArray(node.ino, st), this.timeout, this.timeout)) this.inodes.forget(node.ino, 1);
+  }
+
+  /** Where folder `path` is in the Vfs, when the engine answers closes and may do so there. */
+  private closesWhere(path: string): { library: string; fullpath: string } | undefined {
+    return this.closes ? this.operations.answeredClosesIn(path) : undefined;
   }
 
   /** A file not open here whose size or mtime differs from what the kernel was last shown. */

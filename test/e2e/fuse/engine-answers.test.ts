@@ -13,7 +13,7 @@ import { eventually, sh, startMount, type MountHarness } from './harness.js';
 const T = 90_000;
 
 interface Counters {
-  answered: { getattr: number; writes: number; times: number; lookups: number; creates: number };
+  answered: { getattr: number; writes: number; times: number; lookups: number; creates: number; closes: number };
 }
 
 interface VfsAttr {
@@ -159,6 +159,8 @@ describe('requests the engine answers itself', () => {
     // The folder is new: each name's lookup and its create were answered by the engine too.
     expect(after.lookups - before.lookups).toBeGreaterThanOrEqual(20);
     expect(after.creates - before.creates).toBe(20);
+    // And their closes, once each file's journal record was written (docs/fuse.md, Closes answered by the engine).
+    expect(after.closes - before.closes).toBe(20);
     expect((await readdir(join(lib2, 'small'))).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `f${i}`).sort());
     for (let i = 0; i < 20; i++) {
       const [shown, held] = await both2(`small/f${i}`);
@@ -211,7 +213,7 @@ describe('requests the engine answers itself', () => {
     }
   }, T);
 
-  it('a create the engine answered that the Vfs then refuses: close answers the error, the name shows what the Vfs holds', async () => {
+  it('a create the engine answered that the Vfs then refuses: fsync answers the error, the name shows what the Vfs holds', async () => {
     await mkdir(join(lib2, 'raced'));
     // Made through the Vfs itself after the engine learnt the folder empty: the engine does not know it.
     await h2.call('vfsWrite', { path: '/Lib/raced/taken.txt', data: Buffer.from('the first one').toString('base64') });
@@ -219,9 +221,29 @@ describe('requests the engine answers itself', () => {
     const fh = await open(join(lib2, 'raced/taken.txt'), 'wx');
     expect((await answered2()).creates - before.creates).toBe(1);
     await fh.write('the second one');
-    await expect(fh.close()).rejects.toMatchObject({ code: 'EEXIST' });
+    // An fsync is JavaScript's (and so is the close after it): it answers the refusal.
+    await expect(fh.sync()).rejects.toMatchObject({ code: 'EEXIST' });
+    await fh.close().catch(() => undefined);
+    expect((await answered2()).closes - before.closes).toBe(0);
     // The kernel was told to forget the name: it shows the Vfs's file, not the refused one.
     await eventually('the first file shows', async () => ((await stat(join(lib2, 'raced/taken.txt')).catch(() => undefined))?.size === 13 ? true : undefined), 15_000);
     expect(await readFile(join(lib2, 'raced/taken.txt'), 'utf8')).toBe('the first one');
+  }, T);
+
+  it('a small file the engine closed whose name the Vfs had meanwhile: the later close wins, as a later writer', async () => {
+    await mkdir(join(lib2, 'raced-small'));
+    await h2.call('vfsWrite', { path: '/Lib/raced-small/taken.txt', data: Buffer.from('the first one').toString('base64') });
+    const before = await answered2();
+    const fh = await open(join(lib2, 'raced-small/taken.txt'), 'wx');
+    await fh.write('the second one');
+    // Answered by the engine once the record was written: nobody is left to tell of the refusal.
+    await fh.close();
+    const after = await answered2();
+    expect(after.creates - before.creates).toBe(1);
+    expect(after.closes - before.closes).toBe(1);
+    await eventually('the Vfs holds the closed bytes', async () => ((await h2.call<VfsAttr>('localStat', { path: '/Lib/raced-small/taken.txt' })).size === 14 ? true : undefined), 15_000);
+    await h2.call('flushAll');
+    expect(Buffer.from(await h2.call<string>('remoteRead', { path: '/Lib/raced-small/taken.txt' }), 'base64').toString()).toBe('the second one');
+    await eventually('the mount shows it', async () => ((await readFile(join(lib2, 'raced-small/taken.txt'), 'utf8').catch(() => '')) === 'the second one' ? true : undefined), 15_000);
   }, T);
 });

@@ -9,7 +9,10 @@
  * as beside a production gateway: what the benchmarks use); FUSE_TEST_UPLOAD_DELAY_MS: the write-back
  * delay of the service backends (default 0: uploads start at the last close); FUSE_TEST_FEED_INTERVAL_MS:
  * how often their updates feed polls (default 300); FUSE_TEST_DATA_PARENT: the
- * folder the service backends' data folder (spools, journal) is made in (default: the system's tmpdir).
+ * folder the service backends' data folder (spools, journal) is made in (default: the system's tmpdir);
+ * FUSE_TEST_DATA_DIR: that data folder itself (kept after the child ends: a test opens it again, as the
+ * next start of a gateway would); FUSE_TEST_SERVICE: JSON { baseUrl, credentials } of a service the test
+ * runs (backend `service`: none is started here).
  */
 import { tuneGarbageCollector } from '../../../src/shared/gc-tuning.js';
 import { mountVfs, type MountedVfs } from '../../../src/fuse/index.js';
@@ -17,6 +20,7 @@ import { createLogger } from '../../../src/shared/log.js';
 import type { Vfs } from '../../../src/vfs/types.js';
 import { MemoryVfs } from '../../support/memory-vfs.js';
 import { Readable } from 'node:stream';
+import { writeFileSync } from 'node:fs';
 import { request } from 'undici';
 
 /** What a test can ask of the backend behind the mount ("another client" of the service). */
@@ -86,8 +90,11 @@ async function serviceBackend(ownProcess: boolean): Promise<Backend> {
   const { mkdtemp, rm } = await import('node:fs/promises');
   const { tmpdir } = await import('node:os');
   const { join } = await import('node:path');
-  const svc = ownProcess ? await startServiceProcess({ memoryData: true }) : await startTestService();
-  const dataDir = await mkdtemp(join(process.env.FUSE_TEST_DATA_PARENT ?? tmpdir(), 'cloudlib-fuse-vfs-'));
+  const { ServiceClient } = await import('../../../src/api/client.js');
+  const given = process.env.FUSE_TEST_SERVICE ? JSON.parse(process.env.FUSE_TEST_SERVICE) as { baseUrl: string; credentials: import('../../../src/api/client.js').Credentials } : undefined;
+  const svc = given ? { client: new ServiceClient(given), close: async () => undefined } : ownProcess ? await startServiceProcess({ memoryData: true }) : await startTestService();
+  const keptDir = process.env.FUSE_TEST_DATA_DIR;
+  const dataDir = keptDir ?? await mkdtemp(join(process.env.FUSE_TEST_DATA_PARENT ?? tmpdir(), 'cloudlib-fuse-vfs-'));
   const vfs = await createServiceVfs({ libraries: [{ name: 'Lib', client: svc.client }], dataDir, feedIntervalMs: Number(process.env.FUSE_TEST_FEED_INTERVAL_MS ?? 300), upload: { retryBaseMs: 50, retryMaxMs: 500, delayMs: Number(process.env.FUSE_TEST_UPLOAD_DELAY_MS ?? 0) }, faults: true, cache: { diskBytes: 64 * 1024 * 1024 } });
   const faulty = vfs.remoteOf('Lib') as import('../../../src/vfs/index.js').FaultyRemote;
   const fullpath = (path: string): string => {
@@ -135,7 +142,7 @@ async function serviceBackend(ownProcess: boolean): Promise<Backend> {
     },
     async close() {
       await svc.close();
-      await rm(dataDir, { recursive: true, force: true });
+      if (!keptDir) await rm(dataDir, { recursive: true, force: true });
     },
   };
 }
@@ -251,6 +258,15 @@ async function main(): Promise<void> {
         case 'benchDirectRead': return benchDirectRead(backend.vfs, a.path, a.chunkBytes);
         case 'serveWebdav': return serveWebdav(backend.vfs, state);
         case 'mountCounters': return state.mounted?.counters;
+        case 'stall': {
+          // Holds the main thread (JavaScript answers nothing) for `ms`, once `marker` is written.
+          setTimeout(() => {
+            writeFileSync(a.marker, 'stalled');
+            const until = Date.now() + a.ms;
+            while (Date.now() < until) { /* stalled on purpose */ }
+          }, 0);
+          return true;
+        }
         case 'localStat': return backend.vfs.stat(a.path);
         case 'vfsStatus': return (backend.vfs as Vfs & { status?(): unknown }).status?.();
         case 'unmount': return stop();

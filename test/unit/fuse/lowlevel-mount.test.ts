@@ -66,10 +66,11 @@ function setup() {
     attrForget: (_s, ino) => void forgotten.push(ino),
     folderNames: () => false,
     namesForget: () => undefined,
-    answeredCounts: () => ({ getattr: 0, writes: 0, times: 0, lookups: 0, creates: 0 }),
+    answeredCounts: () => ({ getattr: 0, writes: 0, times: 0, lookups: 0, creates: 0, closes: 0 }),
     spoolWritebacks: () => 0,
     spoolSyncs: () => 0,
     takeQueued: () => [],
+    journalSwitch: () => { throw new Error('journalSwitch: not expected over the in-memory Vfs'); },
   };
   const mount = new LowLevelMount({ binding, operations, mountpoint: '/unused', mountOptions: [], settings: { maxWrite: 1, maxReadahead: 1, maxBackground: 1, congestionThreshold: 1, writeback: 1, asyncRead: 1, readers: 1 }, attrTimeoutS: 1, logger: silentLogger });
   mount.mount();

@@ -204,6 +204,138 @@ describe('UploadJournal and replay', { timeout: 15_000 }, () => {
   });
 });
 
+/** A put line as the FUSE engine writes it to a side log (the journal's format: check, space, JSON). */
+function sideLine(e: { id: string; library: string; fullpath: string; seq: number }, data: Buffer): string {
+  const sha1 = createHash('sha1').update(data).digest('hex');
+  const json = `{"put":{"id":"${e.id}","library":${JSON.stringify(e.library)},"fullpath":${JSON.stringify(e.fullpath)},"size":${data.length},"mtimeMs":5,"createdMs":5,"seq":${e.seq},"sha1":"${sha1}"},"data":"${data.toString('base64')}"}`;
+  return `${createHash('sha1').update(json).digest('hex').slice(0, 12)} ${json}\n`;
+}
+
+/** Puts and removes entries until the log is rewritten (it holds mostly removed ones). */
+async function churn(journal: UploadJournal, count = 1500): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    const id = journal.newId();
+    await journal.put({ id, library: 'L', fullpath: `churn${i}`, size: 0, mtimeMs: 1, createdMs: 2 }, { sync: false, inline: Buffer.alloc(0) });
+    await journal.remove(id, { durable: false });
+  }
+}
+
+async function until(what: string, check: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`${what}: not within 5 s`);
+}
+
+describe('UploadJournal side logs (closes the FUSE engine answers)', { timeout: 15_000 }, () => {
+  const sideLogs = async (dir: string): Promise<string[]> => (await readdir(dir)).filter((n) => n.startsWith('closes.')).sort();
+
+  it('a side record the journal has no line of comes back at start-up; the journal\'s own lines about an id supersede its side record; the side logs go', async () => {
+    const dataDir = await tempDir();
+    const dir = join(dataDir, 'journal');
+    const journal = new UploadJournal(dir);
+    await journal.init();
+    const [pending, renamed, uploaded] = [journal.newId(), journal.newId(), journal.newId()];
+    const bytes = Buffer.from('closed through the mount "ñ"\n');
+    await writeFile(join(dir, `closes.${journal.newId()}.log`), [
+      sideLine({ id: pending, library: 'L', fullpath: 'd/pending "q".txt', seq: 10 }, bytes),
+      sideLine({ id: renamed, library: 'L', fullpath: 'd/before.txt', seq: 11 }, Buffer.from('r')),
+      sideLine({ id: uploaded, library: 'L', fullpath: 'd/up.txt', seq: 12 }, Buffer.from('u')),
+    ].join(''));
+    // What the Vfs journaled of two of them meanwhile: one renamed since, one uploaded (removed).
+    await journal.put({ id: renamed, library: 'L', fullpath: 'd/after.txt', size: 1, mtimeMs: 6, createdMs: 6, seq: 20 }, { inline: Buffer.from('r') });
+    await journal.put({ id: uploaded, library: 'L', fullpath: 'd/up.txt', size: 1, mtimeMs: 6, createdMs: 6, seq: 21 }, { inline: Buffer.from('u') });
+    await journal.remove(uploaded);
+    await journal.close();
+
+    const again = new UploadJournal(dir);
+    const entries = await again.entries();
+    expect(entries.map((e) => [e.id, e.fullpath])).toEqual([[pending, 'd/pending "q".txt'], [renamed, 'd/after.txt']]);
+    expect(await readFile(again.spoolPath(pending))).toEqual(bytes);
+    expect(await sideLogs(dir)).toEqual([]);
+    await again.close();
+    // Moved into the journal's own log: a third start finds the same.
+    const third = new UploadJournal(dir);
+    expect((await third.entries()).map((e) => e.fullpath)).toEqual(['d/pending "q".txt', 'd/after.txt']);
+    await third.close();
+  });
+
+  it('with a side writer, a rewrite of the log first moves it to a new side log, drops the earlier ones and keeps the removals of its records that are gone', async () => {
+    const dataDir = await tempDir();
+    const dir = join(dataDir, 'journal');
+    const journal = new UploadJournal(dir);
+    await journal.init();
+    const paths: string[] = [];
+    const gone = journal.newId();
+    const writer = {
+      settle: async (): Promise<void> => undefined,
+      async switchTo(path: string): Promise<void> {
+        paths.push(path);
+        if (paths.length !== 2) return;
+        // While the writer moves, a file closed into the new side log is journaled, uploaded and settled.
+        await appendFile(path, sideLine({ id: gone, library: 'L', fullpath: 'gone.txt', seq: 30 }, Buffer.from('g')));
+        await journal.put({ id: gone, library: 'L', fullpath: 'gone.txt', size: 1, mtimeMs: 1, createdMs: 1, seq: 31 }, { sync: false, inline: Buffer.from('g') });
+        await journal.remove(gone, { durable: false });
+        await journal.sideRecordSettled(gone);
+      },
+    };
+    await journal.attachSideWriter(writer);
+    expect(paths).toHaveLength(1);
+    await appendFile(paths[0]!, sideLine({ id: journal.newId(), library: 'L', fullpath: 'settled.txt', seq: 1 }, Buffer.from('s')));
+    await churn(journal);
+    await until('the first side log dropped', async () => paths.length === 2 && !(await sideLogs(dir)).includes(paths[0]!.split('/').pop()!));
+    expect(await sideLogs(dir)).toEqual([paths[1]!.split('/').pop()]);
+    journal.detachSideWriter(writer);
+    await journal.close(); // after the rewrite under way
+    // A crash now: the side log being written still has the record of the file that is gone; the
+    // rewritten log's removal line keeps it from coming back.
+    const again = new UploadJournal(dir);
+    expect(await again.entries()).toEqual([]);
+    await again.close();
+  });
+
+  it('the Vfs offers its journal for answered closes unless closes wait for their fsync, the gateway is read-only, or the library checks each new file per member', async () => {
+    const remote = new MemoryRemote({ name: 'L', id: '7' });
+    const checked = Object.assign(new MemoryRemote({ name: 'M', id: '8' }), { checkWrite: async () => undefined });
+    const open = async (opts: { durability?: { mode: 'close' }; readOnly?: boolean } = {}): Promise<GatewayVfs> =>
+      GatewayVfs.open({ libraries: [{ name: 'L', id: '7', remote }, { name: 'M', id: '8', remote: checked }], dataDir: await tempDir(), feedIntervalMs: 0, logger: silentLogger, ...opts });
+    const vfs = await open();
+    expect(vfs.sideJournal()).toBeDefined();
+    expect(vfs.answeredClosesIn('/L')).toEqual({ library: 'L', fullpath: '' });
+    expect(vfs.answeredClosesIn('/L/a/b')).toEqual({ library: 'L', fullpath: 'a/b' });
+    expect(vfs.answeredClosesIn('/')).toBeUndefined();
+    expect(vfs.answeredClosesIn('/M/a')).toBeUndefined();
+    await vfs.close();
+    expect(vfs.sideJournal()).toBeUndefined();
+    for (const opts of [{ durability: { mode: 'close' as const } }, { readOnly: true }]) {
+      const other = await open(opts);
+      expect(other.sideJournal()).toBeUndefined();
+      await other.close();
+    }
+  });
+
+  it('a side record the Vfs could not apply is kept as it is: through rewrites of the log, back at the next start', async () => {
+    const dataDir = await tempDir();
+    const dir = join(dataDir, 'journal');
+    const journal = new UploadJournal(dir);
+    await journal.init();
+    const id = journal.newId();
+    const line = sideLine({ id, library: 'L', fullpath: 'refused.txt', seq: 3 }, Buffer.from('kept bytes'));
+    await writeFile(join(dir, `closes.${journal.newId()}.log`), line);
+    await journal.keepSideRecord(Buffer.from(line));
+    await journal.sideRecordSettled(journal.newId()); // one that went: a removal line, no entry
+    await churn(journal);
+    // No side writer: every side log is settled and goes with the rewrite.
+    await until('the side logs dropped', async () => (await sideLogs(dir)).length === 0);
+    await journal.close();
+    const again = new UploadJournal(dir);
+    expect((await again.entries()).map((e) => [e.id, e.fullpath])).toEqual([[id, 'refused.txt']]);
+    expect(await readFile(again.spoolPath(id), 'utf8')).toBe('kept bytes');
+    await again.close();
+  });
+});
+
 describe('library folder names', () => {
   it('collisions get a stable suffix from the library id; the smallest id keeps the name', () => {
     const named = nameLibraries([
