@@ -248,8 +248,8 @@ export class LowLevelMount {
         this.settle(req.ino, () => this.applyAnswered(req));
         continue;
       }
-      const busy = this.settlingInode(req);
-      if (busy !== undefined) this.settle(busy, () => this.dispatchSafely(req));
+      const busy = this.settlingInodes(req);
+      if (busy.length > 0) this.settle(busy[0]!, () => this.dispatchSafely(req), ...busy.slice(1));
       else this.dispatchSafely(req);
     }
   }
@@ -272,22 +272,23 @@ export class LowLevelMount {
     }
   }
 
-  /** The inode `req` is about whose answered requests are still being applied, if any. */
-  private settlingInode(req: KernelRequest): number | undefined {
-    if (this.settling.size === 0) return undefined;
-    if (this.settling.has(req.ino)) return req.ino;
-    if (req.op === Op.LOOKUP) {
-      const child = this.inodes.find(req.ino, req.name!);
-      if (child && this.settling.has(child.ino)) return child.ino;
-    }
-    return undefined;
+  /**
+   * The inode `req` is about whose answered requests are still being applied, if any: its own, or that of
+   * a file it names (a lookup; an unlink or rename, which must come after a close the engine answered is
+   * journaled, or a crash could bring back what they removed or moved).
+   */
+  private settlingInodes(req: KernelRequest): number[] {
+    if (this.settling.size === 0) return [];
+    const named = req.op === Op.LOOKUP || req.op === Op.UNLINK || req.op === Op.RENAME ? this.inodes.find(req.ino, req.name!)?.ino : undefined;
+    const replaced = req.op === Op.RENAME ? this.inodes.find(req.newparent!, req.newname!)?.ino : undefined;
+    return [...new Set([req.ino, named, replaced])].filter((ino) => ino !== undefined && this.settling.has(ino)) as number[];
   }
 
   /**
    * Runs `work` once what is settling for `ino` (and `also`) is done (at once when nothing is); later
    * requests about either wait for it.
    */
-  private settle(ino: number, work: () => Promise<void> | void, also?: number): void {
+  private settle(ino: number, work: () => Promise<void> | void, ...also: number[]): void {
     const run = async (): Promise<void> => {
       try {
         await work();
@@ -295,7 +296,7 @@ export class LowLevelMount {
         this.logger.warn({ ino, err: String(err) }, 'fuse: applying an answered request failed');
       }
     };
-    const inos = also === undefined ? [ino] : [ino, also];
+    const inos = [ino, ...also];
     const prev = inos.map((i) => this.settling.get(i)).filter((p) => p !== undefined);
     const next = prev.length === 0 ? run() : prev.length === 1 ? prev[0]!.then(run) : Promise.all(prev).then(run);
     for (const i of inos) this.settling.set(i, next);
@@ -1010,7 +1011,7 @@ export class LowLevelMount {
       // Every name of the folder, as the Vfs holds them: the engine answers lookups of others itself.
       if (this.timeout > 0 && !node.detached && list.length <= NAMES_OFFERED_MOST + 2) {
         this.namesOfferedNow(node.ino);
-        this.binding.folderNames(se, id, node.ino, list.filter((n) => n !== '.' && n !== '..'), this.timeout);
+        this.binding.folderNames(se, id, node.ino, list.filter((n) => n !== '.' && n !== '..'), this.timeout, this.closesWhere(this.inodes.pathOf(node)));
       }
       send(listing);
     });

@@ -130,6 +130,11 @@ describe('requests the engine answers itself', () => {
     await expect(stat(join(lib2, 'listed/not-there.txt'))).rejects.toMatchObject({ code: 'ENOENT' });
     expect((await answered2()).lookups - before.lookups).toBe(1);
     expect(await readFile(join(lib2, 'listed/b.txt'), 'utf8')).toBe('b');
+    // A file made there is created and closed by the engine (the listing told it where the folder is).
+    await writeFile(join(lib2, 'listed/c.txt'), 'c');
+    const after = await answered2();
+    expect([after.creates - before.creates, after.closes - before.closes]).toEqual([1, 1]);
+    expect(await readFile(join(lib2, 'listed/c.txt'), 'utf8')).toBe('c');
   }, T);
 
   it('getattr of a file after a close that changed nothing: answered by the engine, as the Vfs holds it', async () => {
