@@ -270,7 +270,7 @@ typedef struct session {
   struct created_file *created;
   uint32_t created_count;
   size_t created_bytes;
-  /* Renames and removals so far: a path the engine was told before one of them may be stale. */
+  /* Renames so far: a path the engine was told before one of them may be stale. */
   uint64_t paths_epoch;
   pthread_mutex_t journal_lock;
   int journal_fd;
@@ -398,7 +398,7 @@ typedef struct name_set {
   fuse_ino_t ino;
   double expires;
   /* Where the folder is in the Vfs (its library and library-relative path), when JavaScript said so, and
-   * the paths_epoch they were told in (a later rename or removal makes them unknown). */
+   * the paths_epoch they were told in (a later rename makes them unknown). */
   char *library, *fullpath;
   uint64_t paths_epoch;
   /* Open addressing; `room` is a power of two. */
@@ -1054,8 +1054,8 @@ static ssize_t spool_write(session *s, uint64_t fh, const char *buf, size_t size
  * the id the create's record gave JavaScript for the file's version; JavaScript journals that version
  * (same id) when it applies the flush, and its later lines about the id (a rename, the upload's removal)
  * supersede this one at replay, which reads these logs before its own. A file the engine cannot follow
- * exactly (a write not answered here, a truncate, an fsync, a second writer, a rename or removal anywhere
- * since its folder's path was told) is closed by JavaScript, as before.
+ * exactly (a write not answered here, a truncate, an fsync, a second writer, an unlink of its name, a
+ * rename anywhere since its folder's path was told) is closed by JavaScript, as before.
  */
 typedef struct created_file {
   struct created_file *next;

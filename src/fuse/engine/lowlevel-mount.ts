@@ -12,8 +12,7 @@ import type { KernelStat, KernelStatFs } from '../stat.js';
 import { Op, type AnsweredCounts, type Fuse3Binding, type KernelRequest, type NativeSession, type SessionSettings } from './binding.js';
 import { InodeTable, ROOT_INO, type InodeNode } from './inode-table.js';
 import { AnsweredCloses } from './answered-closes.js';
-import type { DirectSpool } from '../../vfs/types.js';
-import type { SideJournal } from '../../vfs/types.js';
+import type { DirectSpool, SideJournal } from '../../vfs/types.js';
 
 export interface LowLevelMountOptions {
   binding: Fuse3Binding;
