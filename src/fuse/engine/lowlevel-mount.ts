@@ -272,15 +272,16 @@ export class LowLevelMount {
   }
 
   /**
-   * The inode `req` is about whose answered requests are still being applied, if any: its own, or that of
-   * a file it names (a lookup; an unlink or rename, which must come after a close the engine answered is
-   * journaled, or a crash could bring back what they removed or moved).
+   * The inodes `req` is about whose answered requests are still being applied, if any: its own, and that
+   * of a file it names (a lookup; an unlink, which must come after a close the engine answered is
+   * journaled, or a crash could bring back what it removed). A rename waits for all of them: it may move
+   * a folder holding a file whose close the engine answered (its record has the old path).
    */
   private settlingInodes(req: KernelRequest): number[] {
     if (this.settling.size === 0) return [];
-    const named = req.op === Op.LOOKUP || req.op === Op.UNLINK || req.op === Op.RENAME ? this.inodes.find(req.ino, req.name!)?.ino : undefined;
-    const replaced = req.op === Op.RENAME ? this.inodes.find(req.newparent!, req.newname!)?.ino : undefined;
-    return [...new Set([req.ino, named, replaced])].filter((ino) => ino !== undefined && this.settling.has(ino)) as number[];
+    if (req.op === Op.RENAME) return [...this.settling.keys()];
+    const named = req.op === Op.LOOKUP || req.op === Op.UNLINK ? this.inodes.find(req.ino, req.name!)?.ino : undefined;
+    return [...new Set([req.ino, named])].filter((ino) => ino !== undefined && this.settling.has(ino)) as number[];
   }
 
   /**

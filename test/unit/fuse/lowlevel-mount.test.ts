@@ -262,17 +262,18 @@ describe('LowLevelMount', () => {
     await taken.release();
   });
 
-  it('a close the engine answered is applied before an unlink or rename of the file that follows it', async () => {
+  it('a close the engine answered is applied before an unlink or rename of the file, or a rename of its folder, that follows it', async () => {
     const { vfs, send, batch } = setup();
     const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
+    const dirIno = ((await send({ op: Op.MKDIR, ino: libIno, name: 'dir', mode: 0o40755 })).args[0] as number[])[0]!;
     const order: string[] = [];
     const open = vfs.open.bind(vfs);
     vfs.open = async (...args) => {
       const h = await open(...args);
       const flush = h.flush.bind(h);
-      // A slow flush (a busy disk): what follows the close must wait for it.
+      // A slow flush (a busy disk): what follows the close must wait for it (the folder's file slower still).
       h.flush = async () => {
-        await new Promise((r) => setTimeout(r, 50));
+        await new Promise((r) => setTimeout(r, h.path.includes('inner') ? 300 : 50));
         order.push(`flush ${h.path}`);
         await flush();
       };
@@ -289,20 +290,22 @@ describe('LowLevelMount', () => {
       await rename(from, to, ...rest);
     };
     const mtimeMs = Date.now();
-    for (const [i, name] of ['gone.txt', 'moved.txt'].entries()) {
+    for (const [i, [parent, name]] of ([[libIno, 'gone.txt'], [libIno, 'moved.txt'], [dirIno, 'inner.txt']] as const).entries()) {
       const ino = 2 ** 44 + i;
       const fh = 2 ** 32 + i;
       batch([
-        { op: Op.CREATE, id: 0, answered: 1, ino: libIno, name, newIno: ino, fh, mode: 0o100644, flags: 0o1 | 0o100, mtimeMs, journalId: `00000000000000a${i}` },
+        { op: Op.CREATE, id: 0, answered: 1, ino: parent, name, newIno: ino, fh, mode: 0o100644, flags: 0o1 | 0o100, mtimeMs, journalId: `00000000000000a${i}` },
         { op: Op.WRITE, id: 0, answered: 1, ino, fh, offset: 0, data: Buffer.from('closed') },
         { op: Op.FLUSH, id: 0, answered: 1, ino, fh, record: i + 1, journalId: `00000000000000a${i}`, line: Buffer.from('unused here\n') },
       ]);
     }
-    const [unlinked, renamed] = await Promise.all([
+    const [unlinked, renamed, folder] = await Promise.all([
       send({ op: Op.UNLINK, ino: libIno, name: 'gone.txt' }),
       send({ op: Op.RENAME, ino: libIno, name: 'moved.txt', newparent: libIno, newname: 'there.txt', flags: 0 }),
+      send({ op: Op.RENAME, ino: libIno, name: 'dir', newparent: libIno, newname: 'dir2', flags: 0 }),
     ]);
-    expect([unlinked.args, renamed.args]).toEqual([[0], [0]]);
+    expect([unlinked.args, renamed.args, folder.args]).toEqual([[0], [0], [0]]);
+    expect(order.filter((o) => o.endsWith('/Lib/dir/inner.txt') || o.endsWith('/Lib/dir'))).toEqual(['flush /Lib/dir/inner.txt', 'rename /Lib/dir']);
     // Still open (its release has not come): the unlink hides it under another name, a rename.
     expect(order.filter((o) => o.endsWith('/Lib/gone.txt'))).toEqual(['flush /Lib/gone.txt', 'rename /Lib/gone.txt']);
     expect(order.filter((o) => o.endsWith('/Lib/moved.txt'))).toEqual(['flush /Lib/moved.txt', 'rename /Lib/moved.txt']);
