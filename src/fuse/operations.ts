@@ -236,21 +236,13 @@ export class FuseOperations {
   }
 
   /**
-   * Makes `path` hold `data`, created or replaced (open, write, flush, release), its version journaled
-   * under `journalId` when that is fresh: a close the engine answered whose exclusive create the Vfs
-   * refused (a name made elsewhere meanwhile) is applied as a later writer's would be.
+   * Makes `path` hold `data`, created or replaced (Vfs.writeFile): a close the engine answered whose
+   * exclusive create the Vfs refused (a name made elsewhere meanwhile) is applied as a later writer's would be.
    */
-  replaceWith(path: string, data: Buffer, journalId: string | undefined, cb: NativeCallback): void {
+  replaceWith(path: string, data: Buffer, cb: NativeCallback): void {
     this.mutate('create', path, 'durableMs', cb, async (_scope, ctx) => {
       checkNewName(path);
-      const handle = await this.vfs.open(path, { write: true, create: true, truncate: true, journalId }, ctx);
-      try {
-        let done = 0;
-        while (done < data.length) done += await handle.write(done, data.subarray(done));
-        await handle.flush();
-      } finally {
-        await handle.release();
-      }
+      await this.vfs.writeFile(path, data, ctx);
       return 0;
     });
   }

@@ -2997,12 +2997,7 @@ static int spool_digest(spool_writer *w, char *hex) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   if (!w->sha || EVP_DigestFinal_ex(w->sha, md, &len) != 1 || len != 20) return 0;
-  static const char digits[] = "0123456789abcdef";
-  for (unsigned i = 0; i < len; i++) {
-    hex[i * 2] = digits[md[i] >> 4];
-    hex[i * 2 + 1] = digits[md[i] & 15];
-  }
-  hex[40] = 0;
+  hex_of(md, len, hex);
   return 1;
 }
 

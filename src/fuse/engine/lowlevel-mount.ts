@@ -413,11 +413,11 @@ export class LowLevelMount {
         errno = this.lateErrors.get(fh) ?? (code < 0 ? -code : undefined);
         this.lateErrors.delete(fh);
       }
-      const journal = closes?.journal ?? this.operations.sideJournal();
-      if (errno === undefined) await journal?.sideRecordSettled(req.journalId ?? '');
+      // The Vfs's own version has another id when written anew (replaceRefused): the record's removal says so.
+      if (errno === undefined) await closes?.journal.sideRecordSettled(req.journalId ?? '');
       else {
         this.logger.error({ path: this.safePath(req.ino), errno }, 'fuse: a close the engine answered could not be applied; its journal record is kept for the next start');
-        await journal?.keepSideRecord(req.line!);
+        await closes?.journal.keepSideRecord(req.line!);
       }
     } finally {
       closes?.writer.settled(req.record!);
@@ -440,7 +440,7 @@ export class LowLevelMount {
     const { library, fullpath } = put.put ?? {};
     if (typeof library !== 'string' || typeof fullpath !== 'string' || typeof put.data !== 'string') return Errno.EIO;
     const path = `/${library}/${fullpath}`;
-    const [code] = await answerOf((cb) => this.operations.replaceWith(path, Buffer.from(put.data as string, 'base64'), req.journalId, cb));
+    const [code] = await answerOf((cb) => this.operations.replaceWith(path, Buffer.from(put.data as string, 'base64'), cb));
     if (code < 0) return -code;
     this.logger.warn({ path }, 'fuse: a file made elsewhere under the name of a file closed through the mount was replaced by it (the later close wins)');
     return undefined;

@@ -228,14 +228,19 @@ async function until(what: string, check: () => Promise<boolean>): Promise<void>
   throw new Error(`${what}: not within 5 s`);
 }
 
+/** A journal in a new data folder, ready for puts. */
+async function freshJournal(): Promise<{ dir: string; journal: UploadJournal }> {
+  const dir = join(await tempDir(), 'journal');
+  const journal = new UploadJournal(dir);
+  await journal.init();
+  return { dir, journal };
+}
+
 describe('UploadJournal side logs (closes the FUSE engine answers)', { timeout: 15_000 }, () => {
   const sideLogs = async (dir: string): Promise<string[]> => (await readdir(dir)).filter((n) => n.startsWith('closes.')).sort();
 
   it('a side record the journal has no line of comes back at start-up; the journal\'s own lines about an id supersede its side record; the side logs go', async () => {
-    const dataDir = await tempDir();
-    const dir = join(dataDir, 'journal');
-    const journal = new UploadJournal(dir);
-    await journal.init();
+    const { dir, journal } = await freshJournal();
     const [pending, renamed, uploaded] = [journal.newId(), journal.newId(), journal.newId()];
     const bytes = Buffer.from('closed through the mount "ñ"\n');
     await writeFile(join(dir, `closes.${journal.newId()}.log`), [
@@ -262,10 +267,7 @@ describe('UploadJournal side logs (closes the FUSE engine answers)', { timeout: 
   });
 
   it('with a side writer, a rewrite of the log first moves it to a new side log, drops the earlier ones and keeps the removals of its records that are gone', async () => {
-    const dataDir = await tempDir();
-    const dir = join(dataDir, 'journal');
-    const journal = new UploadJournal(dir);
-    await journal.init();
+    const { dir, journal } = await freshJournal();
     const paths: string[] = [];
     const gone = journal.newId();
     const writer = {
@@ -316,10 +318,7 @@ describe('UploadJournal side logs (closes the FUSE engine answers)', { timeout: 
   });
 
   it('a side record the Vfs could not apply is kept as it is: through rewrites of the log, back at the next start', async () => {
-    const dataDir = await tempDir();
-    const dir = join(dataDir, 'journal');
-    const journal = new UploadJournal(dir);
-    await journal.init();
+    const { dir, journal } = await freshJournal();
     const id = journal.newId();
     const line = sideLine({ id, library: 'L', fullpath: 'refused.txt', seq: 3 }, Buffer.from('kept bytes'));
     await writeFile(join(dir, `closes.${journal.newId()}.log`), line);
