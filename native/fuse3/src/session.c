@@ -1448,14 +1448,20 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     pthread_rwlock_rdlock(&ds->spool_io);
     /* The record is queued before the answer: whatever the kernel sends next reaches JavaScript after it. */
     ssize_t n = spool_write(ds, fi->fh, buf, size, off, 1, &found);
+    /*
+     * A handle without a spool: the engine may answer the write, its record queued under spool_io, so
+     * that spoolAttach sees it (it attaches no spool while such a record waits: the engine's own writes
+     * into the spool would land before it).
+     */
+    int answered = !found && answer_write(ds, req, ino, buf, size, off, fi);
     pthread_rwlock_unlock(&ds->spool_io);
     if (found) {
       if (n < 0) fuse_reply_err(req, (int)-n);
       else fuse_reply_write(req, (size_t)n);
       return;
     }
+    if (answered) return;
   }
-  if (answer_write(ds, req, ino, buf, size, off, fi)) return;
   created_spoil(ds, ino);
   BEGIN_CHANGE(OP_WRITE, ino, ino, 0);
   WITH_FI(fi);
@@ -3167,7 +3173,10 @@ static void stop_hasher(session *s) {
  * spoolDetach before closing it). hashFrom >= 0: the spool's first hashFrom bytes are all there is and
  * were written front to back; the hash thread reads them back and hashes them, and goes on with each
  * write that continues them. -1: no hash kept. Records of this attachment's writes carry a `seq` above
- * the number answered.
+ * the number answered. Undefined, and nothing attached, while a write of `fh` the engine answered is
+ * still queued for JavaScript: the kernel may already have sent a later write over the same bytes, which
+ * would reach the spool first. (JavaScript, for its part, attaches none while it has not made every
+ * such write it took.)
  */
 static napi_value js_spool_attach(napi_env env, napi_callback_info info) {
   napi_value argv[4];
@@ -3201,6 +3210,19 @@ static napi_value js_spool_attach(napi_env env, napi_callback_info info) {
   }
   w->end = w->written;
   pthread_rwlock_wrlock(&s->spool_io);
+  /* Writes answered after this see the spool (ll_write answers under spool_io): only those before count. */
+  int waiting = 0;
+  pthread_mutex_lock(&s->lock);
+  for (queued *q = s->head; q && !waiting; q = q->next)
+    waiting = q->answered && q->op == OP_WRITE && q->has_fh && q->fh == w->fh;
+  pthread_mutex_unlock(&s->lock);
+  if (waiting) {
+    pthread_rwlock_unlock(&s->spool_io);
+    spool_free(w);
+    napi_value none;
+    napi_get_undefined(env, &none);
+    return none;
+  }
   pthread_mutex_lock(&s->spool_lock);
   spool_writer *old = spool_unlink(s, w->fh);
   if (old) spool_retire(s, old);

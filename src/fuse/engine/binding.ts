@@ -162,9 +162,11 @@ export interface Fuse3Binding {
    * reported as a WROTE request; the engine writes through a duplicate of `fd`). hashFrom >= 0: the
    * spool's first hashFrom bytes start a SHA-1 that the engine's hash thread keeps up with the writes
    * that continue them (reading them back from the spool); -1: none. Answers the number the
-   * attachment's WROTE records are above.
+   * attachment's WROTE records are above; undefined, and nothing attached, while a write of `fh` the
+   * engine answered is still queued for JavaScript (the engine's later writes would reach the spool before
+   * it: the caller likewise attaches none while it has such writes not yet made).
    */
-  spoolAttach(session: NativeSession, fh: number, fd: number, hashFrom: number): number;
+  spoolAttach(session: NativeSession, fh: number, fd: number, hashFrom: number): number | undefined;
   /**
    * The writes of `fh` go through JavaScript again (writes under way finish first); what the engine did,
    * or undefined when it had no spool. The hash thread may not have caught up yet: then `sha1` is absent

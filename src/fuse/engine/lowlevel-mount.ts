@@ -152,6 +152,12 @@ export class LowLevelMount {
   private readonly writesWaiting = new Map<number, KernelRequest[]>();
   /** Writes the engine answered already, and where their outcome goes. */
   private readonly answeredWrites = new WeakMap<KernelRequest, NativeCallback>();
+  /**
+   * Writes the engine answered that are not made here yet, by handle. The handle gets no spool while it
+   * has any: the kernel, told they were done, may send a later write over the same bytes, which the
+   * engine would put in the spool before them.
+   */
+  private readonly answeredUnmade = new Map<number, Set<KernelRequest>>();
   private readonly directCounts: Omit<DirectWriteCounters, 'spoolWritebacks' | 'spoolSyncs'> = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0, fdReads: 0 };
   /**
    * Inodes with requests the engine answered still being applied here (a small write, times written
@@ -244,6 +250,7 @@ export class LowLevelMount {
         continue;
       }
       if (req.answered) {
+        if (req.op === Op.WRITE) this.answeredUnmadeAdd(req);
         this.settle(req.ino, () => this.applyAnswered(req));
         continue;
       }
@@ -350,12 +357,17 @@ export class LowLevelMount {
     const failed = (code: number): void => {
       if (code < 0 && !this.lateErrors.has(fh)) this.lateErrors.set(fh, -code);
     };
-    // The file the engine created for this handle was refused: its close answers that, nothing applies.
-    if (this.refusedCreates.has(fh) && req.op !== Op.RELEASE) return;
     if (req.op === Op.WRITE) {
-      const [code] = await answerOf((cb) => this.write(req, cb));
-      return failed(code);
+      try {
+        // The file the engine created for this handle was refused: its close answers that, nothing applies.
+        if (this.refusedCreates.has(fh)) return;
+        const [code] = await answerOf((cb) => this.write(req, cb));
+        return failed(code);
+      } finally {
+        this.answeredMade(req);
+      }
     }
+    if (this.refusedCreates.has(fh) && req.op !== Op.RELEASE) return;
     if (req.op === Op.RELEASE) {
       // A file the engine created whose create was interrupted: the kernel never got it.
       if (req.flags! & RELEASE_NEVER_GIVEN) this.inodes.forget(req.ino, 1);
@@ -684,11 +696,25 @@ export class LowLevelMount {
     this.writeThroughVfs(req);
   }
 
+  private answeredUnmadeAdd(req: KernelRequest): void {
+    const fh = req.fh!;
+    const unmade = this.answeredUnmade.get(fh);
+    if (unmade) unmade.add(req);
+    else this.answeredUnmade.set(fh, new Set([req]));
+  }
+
+  /** An answered write is made (or will never be): it no longer holds its handle's spool back. */
+  private answeredMade(req: KernelRequest): void {
+    const unmade = this.answeredUnmade.get(req.fh!);
+    if (unmade?.delete(req) && unmade.size === 0) this.answeredUnmade.delete(req.fh!);
+  }
+
   /** Answers a write: the kernel, or (a write the engine answered) whoever applies it. */
   private wrote(req: KernelRequest, code: number): void {
     const answered = this.answeredWrites.get(req);
     if (answered) {
       this.answeredWrites.delete(req);
+      this.answeredMade(req);
       return answered(code);
     }
     if (code < 0) this.binding.replyErr(this.se, req.id, -code);
@@ -729,11 +755,12 @@ export class LowLevelMount {
 
   /**
    * After a write made through JavaScript: when the handle's version can take its writes directly now
-   * (its spool on disk, this handle its only writer), the engine makes the following ones itself.
+   * (its spool on disk, this handle its only writer, no write the engine answered still to be made), the
+   * engine makes the following ones itself.
    */
   private offerSpool(fh: number): void {
     const se = this.session;
-    if (!se || this.direct.has(fh)) return;
+    if (!se || this.direct.has(fh) || this.answeredUnmade.has(fh)) return;
     let spool: DirectSpool | undefined;
     try {
       spool = this.operations.handles.get(fh).handle.directSpool?.();
@@ -742,6 +769,7 @@ export class LowLevelMount {
     }
     if (!spool) return;
     const base = this.binding.spoolAttach(se, fh, spool.fd, spool.hashFrom);
+    if (base === undefined) return; // an answered write of the handle is still queued: offered again at the next write
     const entry = { spool, base };
     this.direct.set(fh, entry);
     this.directCounts.spoolsAttached++;

@@ -6,7 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import { mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eventually, sh, startMount, type MountHarness } from './harness.js';
@@ -168,6 +169,48 @@ function describeMount(name: string, writebackCache: boolean, readerThreads = 1)
       await h.call('flushAll');
       expect((await remoteRead('/Lib/rewrite.bin')).equals(grown)).toBe(true);
     }, T);
+
+    // Only with the writeback cache does the engine answer small writes itself.
+    if (writebackCache) {
+      it('a write the engine answered is made before the writes the engine puts into a spool the handle gets after it', async () => {
+        const marker = join(h.local, 'attach-held');
+        const release = join(h.local, 'attach-release');
+        const target = join(lib, 'answered-then-spool.bin');
+        // O_DIRECT: each write reaches the mount, and the next is sent only once it is answered.
+        const fh = await open(target, constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC | constants.O_DIRECT);
+        try {
+          // JavaScript is held in the spool's attach that follows this write (it ends past what the engine answers).
+          await h.call('holdSpoolAttach', { marker, release });
+          const first = pattern(128 * 1024, 5);
+          await fh.write(first, 0, first.length, 0);
+          await eventually('JavaScript held before the attach', () => access(marker).then(() => true), 30_000);
+          // The engine answers this one itself; its record waits for JavaScript.
+          await fh.write(Buffer.alloc(4096, 0x41), 0, 4096, 0);
+          await writeFile(release, '');
+          // The handle got no spool: the engine's next write into it would have landed before the one above.
+          expect(await h.call('heldSpoolAttach')).toEqual({ attached: false });
+          const before = await counters();
+          const later = Buffer.alloc(4096, 0x42);
+          await fh.write(later, 0, 4096, 0);
+          const back = Buffer.alloc(4096);
+          await fh.read(back, 0, 4096, 0);
+          expect(back.equals(later)).toBe(true);
+          // The handle gets its spool once that write is made (its following writes are the engine's).
+          const more = pattern(128 * 1024, 6);
+          await fh.write(more, 0, more.length, first.length);
+          const after = await counters();
+          expect(after.spoolsAttached).toBe(before.spoolsAttached + 1);
+          expect(after.directWrites).toBeGreaterThan(before.directWrites);
+          await fh.close();
+          const expected = Buffer.concat([later, first.subarray(4096), more]);
+          expect((await readFile(target)).equals(expected)).toBe(true);
+          await h.call('flushAll');
+          expect((await remoteRead('/Lib/answered-then-spool.bin')).equals(expected)).toBe(true);
+        } finally {
+          await fh.close().catch(() => undefined);
+        }
+      }, T);
+    }
 
     it('small files stay in memory: written without the engine taking over', async () => {
       const before = await counters();

@@ -16,11 +16,12 @@
  */
 import { tuneGarbageCollector } from '../../../src/shared/gc-tuning.js';
 import { mountVfs, type MountedVfs } from '../../../src/fuse/index.js';
+import { loadFuse3Binding } from '../../../src/fuse/engine/binding.js';
 import { createLogger } from '../../../src/shared/log.js';
 import type { Vfs } from '../../../src/vfs/types.js';
 import { MemoryVfs } from '../../support/memory-vfs.js';
 import { Readable } from 'node:stream';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { request } from 'undici';
 
 /** What a test can ask of the backend behind the mount ("another client" of the service). */
@@ -210,6 +211,26 @@ async function serveWebdav(vfs: Vfs, state: { webdav?: { close(): Promise<void> 
   return url;
 }
 
+/**
+ * Holds the main thread inside the engine's next spoolAttach, before it is made: writes `marker`, then
+ * waits (busy: nothing of JavaScript runs) until the file `release` exists, at most 60 s. What the
+ * attach answered is kept in `heldAttach` (`attached`: whether the handle got its spool).
+ */
+function holdSpoolAttach(marker: string, release: string, state: { heldAttach?: { attached: boolean } }): boolean {
+  const binding = loadFuse3Binding();
+  const attach = binding.spoolAttach;
+  binding.spoolAttach = (...args) => {
+    binding.spoolAttach = attach;
+    writeFileSync(marker, 'held');
+    const until = Date.now() + 60_000;
+    while (!existsSync(release) && Date.now() < until) { /* held on purpose */ }
+    const base = attach(...args);
+    state.heldAttach = { attached: base !== undefined };
+    return base;
+  };
+  return true;
+}
+
 async function main(): Promise<void> {
   tuneGarbageCollector(); // as the cloudlib command does
   const mountpoint = process.argv[2];
@@ -219,7 +240,7 @@ async function main(): Promise<void> {
   const kind = process.env.FUSE_TEST_BACKEND ?? 'memory';
   if (!['memory', 'service', 'service-process'].includes(kind)) throw new Error(`FUSE_TEST_BACKEND: expected memory, service or service-process, got ${kind}`);
   const backend = kind === 'memory' ? memoryBackend() : await serviceBackend(kind === 'service-process');
-  const state: { mounted?: MountedVfs; webdav?: { close(): Promise<void> } } = {};
+  const state: { mounted?: MountedVfs; webdav?: { close(): Promise<void> }; heldAttach?: { attached: boolean } } = {};
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> =>
@@ -267,6 +288,8 @@ async function main(): Promise<void> {
           }, 0);
           return true;
         }
+        case 'holdSpoolAttach': return holdSpoolAttach(a.marker, a.release, state);
+        case 'heldSpoolAttach': return state.heldAttach;
         case 'localStat': return backend.vfs.stat(a.path);
         case 'vfsStatus': return (backend.vfs as Vfs & { status?(): unknown }).status?.();
         case 'unmount': return stop();

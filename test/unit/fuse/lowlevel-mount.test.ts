@@ -15,7 +15,7 @@ interface Reply {
   args: unknown[];
 }
 
-function setup() {
+function setup(overrides: Partial<Fuse3Binding> = {}) {
   const vfs = new MemoryVfs(['Lib']);
   const operations = new FuseOperations({ vfs, ownership: { uid: 1000, gid: 100, umask: 0o022, readOnly: false }, deadlines: DEFAULT_DEADLINES, logger: silentLogger });
   const waiting = new Map<number, (r: Reply) => void>();
@@ -71,6 +71,7 @@ function setup() {
     spoolSyncs: () => 0,
     takeQueued: () => [],
     journalSwitch: () => { throw new Error('journalSwitch: not expected over the in-memory Vfs'); },
+    ...overrides,
   };
   const mount = new LowLevelMount({ binding, operations, mountpoint: '/unused', mountOptions: [], settings: { maxWrite: 1, maxReadahead: 1, maxBackground: 1, congestionThreshold: 1, writeback: 1, asyncRead: 1, readers: 1 }, attrTimeoutS: 1, logger: silentLogger });
   mount.mount();
@@ -82,7 +83,7 @@ function setup() {
       waiting.set(id, resolve);
       onBatch([{ ...req, id }]);
     });
-  return { vfs, mount, send, forgotten, notify: (req: KernelRequest) => onBatch([req]), batch: (reqs: KernelRequest[]) => onBatch(reqs), fitOnly: (n: number) => { fits = n; } };
+  return { vfs, operations, mount, send, forgotten, notify: (req: KernelRequest) => onBatch([req]), batch: (reqs: KernelRequest[]) => onBatch(reqs), fitOnly: (n: number) => { fits = n; } };
 }
 
 describe('LowLevelMount', () => {
@@ -225,6 +226,39 @@ describe('LowLevelMount', () => {
     await file.release();
     expect((await vfs.stat('/Lib/small.txt')).mtimeMs).toBe(mtimeMs);
     await send({ op: Op.RELEASE, ino, fh });
+  });
+
+  it('a handle gets no spool while a write the engine answered is not made: the engine\'s own writes would land before it', async () => {
+    const attached: number[] = [];
+    const direct: number[] = [];
+    const { vfs, operations, send, batch } = setup({
+      spoolAttach: (_s, fh) => {
+        attached.push(fh);
+        return 0;
+      },
+      spoolWrite: (_s, _fh, data, offset) => {
+        direct.push(offset);
+        return data.length;
+      },
+    });
+    const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
+    const c = await send({ op: Op.CREATE, ino: libIno, name: 'big.bin', mode: 0o100644, flags: 0o2 | 0o100 });
+    const ino = (c.args[0] as number[])[0]!;
+    const fh = c.args[3] as number;
+    // The handle's version could hand its spool over (the in-memory Vfs has none of its own).
+    Object.assign(operations.handles.get(fh).handle, { directSpool: () => ({ fd: 0, hashFrom: -1, begin: () => undefined, wrote: () => undefined, end: () => undefined }) });
+    // A write through JavaScript, and (in the same batch, while it is made) a write the engine answered over the same bytes.
+    batch([
+      { op: Op.WRITE, id: 1000, ino, fh, offset: 0, data: Buffer.from('first') },
+      { op: Op.WRITE, id: 0, answered: 1, ino, fh, offset: 0, data: Buffer.from('SECOND') },
+    ]);
+    expect((await send({ op: Op.FLUSH, ino, fh })).args).toEqual([0]);
+    // Both were made through the Vfs; the spool came after the answered one, and took none of them.
+    expect(attached).toEqual([fh]);
+    expect(direct).toEqual([]);
+    const file = await vfs.open('/Lib/big.bin', { read: true });
+    expect((await file.read(0, 100)).toString()).toBe('SECOND');
+    await file.release();
   });
 
   it('a file the engine created is made before anything about it or its folder; one the Vfs refuses fails its close', async () => {
