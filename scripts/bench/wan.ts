@@ -19,6 +19,9 @@
  *   (target ≥ 100), with the gateway's default upload concurrency and write-back delay, vs the same copy with the service at
  *   loopback speed (what the work per upload allows). BENCH_WAN_UPLOAD_CONCURRENCY sets the Vfs's
  *   `upload.concurrency` instead of the default.
+ * - BENCH_WAN_RSYNC_FILES (default 200) files of 4 KiB copied in by `rsync -a` (each written under a
+ *   temporary name, then renamed): files/s and round trips per file of the rsync itself (its uploads wait
+ *   for the write-back delay), with the calls made meanwhile.
  * Prints one JSON line per figure. Run: `node --import tsx scripts/bench/wan.ts` (or `npm run bench -- wan`).
  */
 import { spawn } from 'node:child_process';
@@ -52,6 +55,7 @@ const ENTRIES = Number(process.env.BENCH_WAN_ENTRIES ?? 2000);
 const LS_ROUNDS = Number(process.env.BENCH_WAN_LS_ROUNDS ?? 7);
 const SMALL_READS = 200;
 const SMALL_WRITES = Number(process.env.BENCH_WAN_SMALL_FILES ?? 1000);
+const RSYNC_FILES = Number(process.env.BENCH_WAN_RSYNC_FILES ?? 200);
 /** Uploads at once of the gateway's Vfs (`upload.concurrency`, `upload.smallConcurrency`); unset = the gateway's defaults (4, 16). */
 const UPLOAD_CONCURRENCY = process.env.BENCH_WAN_UPLOAD_CONCURRENCY ? Number(process.env.BENCH_WAN_UPLOAD_CONCURRENCY) : undefined;
 const SMALL_UPLOAD_CONCURRENCY = process.env.BENCH_WAN_SMALL_UPLOAD_CONCURRENCY ? Number(process.env.BENCH_WAN_SMALL_UPLOAD_CONCURRENCY) : undefined;
@@ -253,6 +257,20 @@ try {
     files_per_s: round(SMALL_WRITES / (copy.ms / 1000), 0), target: 100, loopback_files_per_s: round(SMALL_WRITES / (local.ms / 1000), 0), ratio_to_loopback: round(local.ms / copy.ms), small_upload_concurrency: SMALL_UPLOAD_CONCURRENCY ?? 'default (16)', upload_concurrency: UPLOAD_CONCURRENCY ?? 'default (4)', upload_delay_ms: UPLOAD_DELAY_MS,
     calls: calls(), new_connections: (await connections()) - conns,
   });
+  // rsync -a of RSYNC_FILES of them into the mount: each written under a temporary name, then renamed.
+  // A rename of a file whose upload has not started asks nothing of the service: the figure is the
+  // local side's, with the calls made meanwhile (the feed's polls; uploads wait for the write-back delay).
+  const rsyncSrc = join(scratch, 'rsync-src');
+  await mkdir(rsyncSrc);
+  for (let i = 0; i < RSYNC_FILES; i++) await writeFile(join(rsyncSrc, `r${String(i).padStart(4, '0')}`), randomBytes(4096));
+  await vfs.flushAll();
+  calls();
+  const rsync = await timed(() => sh('rsync', ['-a', `${rsyncSrc}/`, `${join(mnt, 'Library', 'rsynced')}/`], { timeoutMs: 600_000 }));
+  const rsyncCalls = calls();
+  await vfs.flushAll({ timeoutMs: 600_000 });
+  const rsynced = await new LibraryRemote({ client: serialClient }).list('rsynced');
+  if (rsynced.length !== RSYNC_FILES || rsynced.some((e) => e.name.startsWith('.'))) throw new Error(`expected ${RSYNC_FILES} files on the service, found ${rsynced.map((e) => e.name).join(' ')}`);
+  print({ figure: 'wan.rsync_4k_files', files: RSYNC_FILES, rsync_s: round(rsync.ms / 1000, 2), files_per_s: round(RSYNC_FILES / (rsync.ms / 1000), 0), round_trips_per_file: round(rsync.ms / RSYNC_FILES / rtt, 2), calls: rsyncCalls });
   await serialClient.close();
   await client.close();
   print({ figure: 'wan.load_average_1m_at_end', value: round(loadavg()[0]!) });

@@ -527,13 +527,17 @@ export class GatewayVfs implements Vfs {
     if (!src.isDir) this.assertLockHeld(lib, src, ctx);
     // Uploads under the source stop first; the local versions move with it and their uploads restart there.
     await this.writeBack.stopUploads(lib.name, a.fullpath);
-    let onService: RemoteEntry | null;
-    try {
-      onService = await lib.remote.stat(a.fullpath, this.call(ctx));
-      if (onService) await lib.remote.move(a.fullpath, b.fullpath, this.call(ctx));
-    } catch (err) {
-      this.writeBack.resumeUploads(lib.name, a.fullpath);
-      throw err;
+    let onService: RemoteEntry | null = null;
+    // A file made here of which nothing was ever sent has nothing to move on the service (a file someone
+    // else made there meanwhile is theirs): no round trip (an rsync renames every file it writes).
+    if (src.isDir || !this.writeBack.unsent(lib.name, a.fullpath)) {
+      try {
+        onService = await lib.remote.stat(a.fullpath, this.call(ctx));
+        if (onService) await lib.remote.move(a.fullpath, b.fullpath, this.call(ctx));
+      } catch (err) {
+        this.writeBack.resumeUploads(lib.name, a.fullpath);
+        throw err;
+      }
     }
     await this.writeBack.moved(lib.name, a.fullpath, b.fullpath);
     this.ownRemove(lib.name, a.fullpath);
@@ -585,7 +589,11 @@ export class GatewayVfs implements Vfs {
     if (src.isDir && a.lib === b.lib && isWithin(b.fullpath, a.fullpath)) throw new VfsError('EINVAL', `cannot put ${a.path} into itself`);
     await this.needFolder(b.lib, parentOf(b.fullpath), ctx);
     await this.settleHidden(b.lib, b.fullpath);
-    const dst = await this.entryOf(b.lib, b.fullpath, ctx);
+    // A file of which the service has nothing from here moves here only: its target is found as a create
+    // finds its name (the cache, following the updates feed; a name made elsewhere meanwhile meets the
+    // upload as it would meet a new file's). Otherwise the service is asked.
+    const localMove = verb === 'renamed' && !src.isDir && a.lib === b.lib && this.writeBack.unsent(a.lib.name, a.fullpath);
+    const dst = localMove ? await this.lookup(b.lib, b.fullpath, ctx) : await this.entryOf(b.lib, b.fullpath, ctx);
     if (dst && opts.noReplace) throw new VfsError('EEXIST', `${b.path} exists`);
     return { a: a as Target & { lib: Library }, b: b as Target & { lib: Library }, src, dst };
   }

@@ -114,6 +114,11 @@ export class LocalVersion implements PendingFile {
   journaling: Promise<void> | undefined;
   /** Hashed for its journal entry: the bytes no longer change (the entry may still be being written). */
   sealed = false;
+  /**
+   * Made in this run as a new file (or from such a version), and neither it nor a version it came from
+   * was handed to the uploader: the service has nothing of it from here. A replayed version never is.
+   */
+  unsent = false;
   /** Upload held until this time (an empty new file that content usually follows), ms since the epoch. */
   holdUntilMs = 0;
   /** Logical size. */

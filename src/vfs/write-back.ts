@@ -396,6 +396,7 @@ export class WriteBack {
       const start = slot.current;
       // From a local version: it is shared until the first change, then cloned (it may be journaled).
       const version = start ?? this.newVersion(library, fullpath, base, ctx, flags.journalId);
+      if (!start && !base) version.unsent = true;
       session = { slot, version, writers: 0, handles: 0, deleted: false };
       if (!start && base) session.baseReader = this.opts.host.baseReader(library, base, ctx);
       version.pins++;
@@ -501,6 +502,7 @@ export class WriteBack {
   async replace(library: string, fullpath: string, base: RemoteEntry | undefined, source: AsyncIterable<Buffer> | Buffer, ctx?: CallContext, opts: { holdUploadMs?: number } = {}): Promise<RemoteEntry> {
     const v = this.newVersion(library, fullpath, undefined, ctx);
     v.base = base;
+    v.unsent = base === undefined;
     v.pins++;
     try {
       await v.startEmpty();
@@ -566,6 +568,17 @@ export class WriteBack {
       if (v.state === 'uploading') v.state = 'journaled';
       v.holdUntilMs = Number.MAX_SAFE_INTEGER; // held until moved() or resumeUploads()
     }
+  }
+
+  /**
+   * True when the service has nothing of the file at `fullpath` from here: every local version of it was
+   * made in this run from a new file and none was handed to the uploader (a rename then moves it here
+   * only; after stopUploads, none can be handed over before moved()).
+   */
+  unsent(library: string, fullpath: string): boolean {
+    const slot = this.slots.get(keyOf(library, fullpath));
+    if (!slot?.current) return false;
+    return this.versionsOf(slot).every((v) => v.unsent && v.base === undefined);
   }
 
   /** A rename that failed: the uploads stopped for it go on at their paths. */
@@ -690,8 +703,10 @@ export class WriteBack {
         if (!empty) {
           const cloned = await from.derive(next.id, next.spoolPath, { fetchChunk: this.opts.partialFetch?.chunkBytes });
           cloned.deleted = s.deleted;
+          cloned.unsent = from.unsent;
           return cloned;
         }
+        next.unsent = from.unsent;
         next.operator = from.operator;
         next.ctimeMs = from.ctimeMs;
         return next;
@@ -858,6 +873,7 @@ export class WriteBack {
       }
     }
     v.state = 'uploading';
+    v.unsent = false;
     void this.uploads.enqueue(v);
   }
 

@@ -16,12 +16,12 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
 
-async function gateway(remote: MemoryRemote, dataDir?: string): Promise<{ vfs: GatewayVfs; faulty: FaultyRemote; dataDir: string }> {
+async function gateway(remote: MemoryRemote, dataDir?: string, uploadDelayMs?: number): Promise<{ vfs: GatewayVfs; faulty: FaultyRemote; dataDir: string }> {
   const dir = dataDir ?? (await mkdtemp(join(tmpdir(), 'cloudlib-offline-')));
   if (!dataDir) cleanups.push(() => rm(dir, { recursive: true, force: true }));
   const faulty = new FaultyRemote(remote);
   // A long feed interval: the test polls with refresh() when it wants to.
-  const vfs = await createVfs({ libraries: [{ name: 'A', remote: faulty }], dataDir: dir, feedIntervalMs: 3_600_000, cache: { diskBytes: 64 * 1024 * 1024 }, upload: { retryBaseMs: 20, retryMaxMs: 100 } });
+  const vfs = await createVfs({ libraries: [{ name: 'A', remote: faulty }], dataDir: dir, feedIntervalMs: 3_600_000, cache: { diskBytes: 64 * 1024 * 1024 }, upload: { retryBaseMs: 20, retryMaxMs: 100, delayMs: uploadDelayMs } });
   cleanups.push(() => vfs.close());
   return { vfs, faulty, dataDir: dir };
 }
@@ -106,5 +106,36 @@ describe('offline', () => {
     await b.vfs.refresh();
     for (let i = 0; i < 200 && !(await remote.stat('empty-folder')); i++) await new Promise((r) => setTimeout(r, 10));
     expect((await remote.stat('empty-folder'))?.isDir).toBe(true);
+  });
+
+  it('a file made here whose upload never started is renamed without the service (so offline too); once handed to the uploader, or after a restart, not', async () => {
+    const remote = new MemoryRemote({ name: 'A', id: '1' });
+    remote.putFile('theirs.txt', Buffer.from('theirs'));
+    const a = await gateway(remote, undefined, 3_600_000);
+    expect(await names(a.vfs, '/A')).toEqual(['theirs.txt']);
+    a.faulty.down(3_600_000);
+    await a.vfs.refresh();
+    // As rsync and editors save: a temporary name, then the final one (over an existing file too).
+    await a.vfs.writeFile('/A/.doc.txt.tmp', Buffer.from('saved offline'));
+    await a.vfs.rename('/A/.doc.txt.tmp', '/A/doc.txt');
+    await a.vfs.writeFile('/A/.theirs.tmp', Buffer.from('mine now'));
+    expect(await vfsCode(a.vfs.rename('/A/.theirs.tmp', '/A/theirs.txt'))).toBe('EIO'); // replacing theirs needs the service
+    await a.vfs.rename('/A/.theirs.tmp', '/A/mine.txt');
+    expect(await names(a.vfs, '/A')).toEqual(['doc.txt', 'mine.txt', 'theirs.txt']);
+    expect(await readAll(a.vfs, '/A/doc.txt')).toBe('saved offline');
+    // After a restart nothing tells what of a replayed file reached the service: its rename asks it.
+    await a.vfs.close();
+    const b = await gateway(remote, a.dataDir, 3_600_000);
+    b.faulty.down(3_600_000);
+    expect(await vfsCode(b.vfs.rename('/A/mine.txt', '/A/mine-2.txt'))).toBe('EIO');
+    b.faulty.heal();
+    await b.vfs.refresh();
+    await b.vfs.flushAll();
+    expect((await remote.list('')).map((e) => e.name).sort()).toEqual(['doc.txt', 'mine.txt', 'theirs.txt']);
+    expect(remote.read('doc.txt').toString()).toBe('saved offline');
+    expect(remote.read('theirs.txt').toString()).toBe('theirs');
+    // Handed to the uploader (flushAll): the service has it, and a rename moves it there.
+    await b.vfs.rename('/A/doc.txt', '/A/doc-2.txt');
+    expect((await remote.list('')).map((e) => e.name).sort()).toEqual(['doc-2.txt', 'mine.txt', 'theirs.txt']);
   });
 });
