@@ -291,7 +291,7 @@ typedef struct session {
 
 /* See "Closes answered here". */
 static void created_spoil(session *s, fuse_ino_t ino);
-static void paths_changed(session *s);
+static uint64_t paths_changed(session *s, fuse_ino_t parent, const char *name, fuse_ino_t newparent, const char *newname);
 static void created_unlinked(session *s, fuse_ino_t parent, const char *name);
 
 #define SLOT_BITS 20
@@ -912,12 +912,13 @@ static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
 }
 
 static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent, const char *newname, unsigned int flags) {
-  paths_changed(SESSION(req));
+  uint64_t epoch = paths_changed(SESSION(req), parent, name, newparent, newname);
   BEGIN_NAMING(OP_RENAME, parent, parent, newparent, newparent, newname);
   q->name = strdup(name);
   q->ino2 = newparent;
   q->name2 = strdup(newname);
   q->flags = (int)flags;
+  q->size = epoch;
   enqueue(s, q);
 }
 
@@ -1169,11 +1170,18 @@ static void created_unlinked(session *s, fuse_ino_t parent, const char *name) {
   pthread_mutex_unlock(&s->lock);
 }
 
-/* A rename (of a folder, maybe): paths told before it may be stale. */
-static void paths_changed(session *s) {
+/*
+ * A rename (of a folder, maybe): paths told before it may be stale, and a file created here under either
+ * name has another path now (its close is JavaScript's). Answers the new epoch: JavaScript, once it knows
+ * the rename moved a file, keeps what was told before it (pathsKept).
+ */
+static uint64_t paths_changed(session *s, fuse_ino_t parent, const char *name, fuse_ino_t newparent, const char *newname) {
+  created_unlinked(s, parent, name);
+  created_unlinked(s, newparent, newname);
   pthread_mutex_lock(&s->lock);
-  s->paths_epoch++;
+  uint64_t epoch = ++s->paths_epoch;
   pthread_mutex_unlock(&s->lock);
+  return epoch;
 }
 
 /* A growable line; `failed` once memory ran out. */
@@ -2068,6 +2076,7 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
       set_num(env, o, "newparent", (double)q->ino2);
       set_str(env, o, "newname", q->name2);
       set_num(env, o, "flags", q->flags);
+      set_num(env, o, "pathsEpoch", (double)q->size);
       break;
     case OP_MKDIR:
     case OP_CREATE:
@@ -3435,6 +3444,37 @@ static void names_forget(session *s, fuse_ino_t ino) {
   pthread_mutex_unlock(&s->lock);
 }
 
+/*
+ * pathsKept(session, epoch) → boolean: the rename whose record carried `epoch` moved a file (or nothing),
+ * so no folder's path changed: when no rename came since, the folder paths told before it, and the files
+ * created in folders whose paths were told, are valid again (those created under the rename's two names
+ * stay JavaScript's). False when another rename came meanwhile (its own answer decides).
+ */
+static napi_value js_paths_kept(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  session *s = session_args(env, info, 2, argv, "pathsKept(session, epoch)");
+  if (!s) return NULL;
+  double epoch = get_double(env, argv[1]);
+  if (!(epoch >= 1)) {
+    napi_throw_range_error(env, NULL, "pathsKept: expected the epoch of a rename record");
+    return NULL;
+  }
+  int kept = 0;
+  pthread_mutex_lock(&s->lock);
+  uint64_t now = (uint64_t)epoch;
+  if (s->paths_epoch == now) {
+    kept = 1;
+    if (s->names)
+      for (uint32_t b = 0; b < NAME_SET_BUCKETS; b++)
+        for (name_set *n = s->names[b]; n; n = n->next)
+          if (n->paths_epoch == now - 1) n->paths_epoch = now;
+    for (created_file *c = s->created; c; c = c->next)
+      if (c->paths_epoch == now - 1) c->paths_epoch = now;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return bool_value(env, kept);
+}
+
 /* namesForget(session, ino): the names of folder `ino` changed in a way the engine cannot see. */
 static napi_value js_names_forget(napi_env env, napi_callback_info info) {
   return forget_call(env, info, "namesForget(session, ino)", names_forget);
@@ -3560,6 +3600,7 @@ static napi_value init(napi_env env, napi_value exports) {
     { "attrForget", js_attr_forget },
     { "folderNames", js_folder_names },
     { "namesForget", js_names_forget },
+    { "pathsKept", js_paths_kept },
     { "answeredCounts", js_answered_counts },
     { "spoolWritebacks", js_spool_writebacks },
     { "spoolSyncs", js_spool_syncs },

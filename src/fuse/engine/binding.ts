@@ -25,6 +25,8 @@ export interface KernelRequest {
   fh?: number;
   name?: string;
   newparent?: number;
+  /** RENAME: the engine's count of renames, this one included (see pathsKept). */
+  pathsEpoch?: number;
   newname?: string;
   flags?: number;
   mode?: number;
@@ -190,6 +192,12 @@ export interface Fuse3Binding {
   journalSwitch(session: NativeSession, path: string | null): number;
   /** The names of folder `ino` changed in a way the engine cannot see: lookups there go to JavaScript again. */
   namesForget(session: NativeSession, ino: number): void;
+  /**
+   * The rename whose record carried `epoch` (pathsEpoch) moved a file, or failed: no folder's path changed.
+   * When no rename came since, what the engine was told of folders' paths before it holds again (each
+   * rename makes it unknown when it arrives). False when another rename came meanwhile.
+   */
+  pathsKept(session: NativeSession, epoch: number): boolean;
   /** The engine's cached attributes of `ino` are no longer valid (changed in a way it cannot see: a rename, another client). */
   attrForget(session: NativeSession, ino: number): void;
   /**

@@ -281,14 +281,21 @@ export class LowLevelMount {
   /**
    * The inodes `req` is about whose answered requests are still being applied, if any: its own, and that
    * of a file it names (a lookup; an unlink, which must come after a close the engine answered is
-   * journaled, or a crash could bring back what it removed). A rename waits for all of them: it may move
-   * a folder holding a file whose close the engine answered (its record has the old path).
+   * journaled, or a crash could bring back what it removed). A rename of a file waits for the file and
+   * the one it replaces; of a folder (or of a name not known here), for all of them: it may move a folder
+   * holding a file whose close the engine answered (its record has the old path).
    */
   private settlingInodes(req: KernelRequest): number[] {
     if (this.settling.size === 0) return [];
-    if (req.op === Op.RENAME) return [...this.settling.keys()];
-    const named = req.op === Op.LOOKUP || req.op === Op.UNLINK ? this.inodes.find(req.ino, req.name!)?.ino : undefined;
-    return [...new Set([req.ino, named])].filter((ino) => ino !== undefined && this.settling.has(ino)) as number[];
+    let named: (number | undefined)[];
+    if (req.op === Op.RENAME) {
+      const moved = this.inodes.find(req.ino, req.name!);
+      if (!moved || moved.isDir) return [...this.settling.keys()];
+      named = [moved.ino, this.inodes.find(req.newparent!, req.newname!)?.ino];
+    } else {
+      named = [req.ino, req.op === Op.LOOKUP || req.op === Op.UNLINK ? this.inodes.find(req.ino, req.name!)?.ino : undefined];
+    }
+    return [...new Set(named)].filter((ino) => ino !== undefined && this.settling.has(ino)) as number[];
   }
 
   /**
@@ -565,12 +572,16 @@ export class LowLevelMount {
         if ((req.flags! & ~RENAME_NOREPLACE) !== 0) return void b.replyErr(se, id, Errno.EINVAL);
         const from = this.inodes.childPath(req.ino, req.name!);
         const to = this.inodes.childPath(req.newparent!, req.newname!);
+        const moved = this.inodes.find(req.ino, req.name!);
         const done: NativeCallback = (code) => {
           if (code === 0) {
             // The moved file's ctime and the replaced one's attributes changed: the engine's copies go.
             for (const n of [this.inodes.find(req.ino, req.name!), this.inodes.find(req.newparent!, req.newname!)]) if (n) b.attrForget(se, n.ino);
             this.inodes.rename(req.ino, req.name!, req.newparent!, req.newname!);
           }
+          // A file moved, or nothing: every folder is where it was, and the engine may go on closing files
+          // in them (an rsync renames each file it wrote). Told before the answer: the next create sees it.
+          if ((code < 0 || (moved && !moved.isDir)) && req.pathsEpoch !== undefined) b.pathsKept(se, req.pathsEpoch);
           b.replyErr(se, id, code < 0 ? -code : 0);
         };
         if (req.flags! & RENAME_NOREPLACE) this.operations.renameNoReplace(from, to, done);

@@ -204,6 +204,27 @@ describe('requests the engine answers itself', () => {
     }
   }, T);
 
+  it('rsync into a folder made through the mount: each file it writes under a temporary name and renames is closed by the engine', async () => {
+    const src = join(h2.local, 'to-rsync');
+    await mkdir(src);
+    for (let i = 0; i < 20; i++) await writeFile(join(src, `r${i}`), Buffer.alloc(3000 + i, 65 + i));
+    await mkdir(join(lib2, 'rsynced'));
+    const before = await answered2();
+    await sh('rsync', ['-a', `${src}/`, `${join(lib2, 'rsynced')}/`], { timeoutMs: 60_000 });
+    // A rename of a file moves no folder: the engine keeps what it knows of the folders' paths.
+    expect((await answered2()).closes - before.closes).toBe(20);
+    const names = Array.from({ length: 20 }, (_, i) => `r${i}`).sort();
+    expect((await readdir(join(lib2, 'rsynced'))).sort()).toEqual(names);
+    // A folder renamed: what was told of paths below it is not kept; files made there land at the new path.
+    await rename(join(lib2, 'rsynced'), join(lib2, 'rsynced-2'));
+    await writeFile(join(lib2, 'rsynced-2', 'after'), 'after the folder moved');
+    await h2.call('flushAll');
+    expect(await h2.call<string[]>('remoteList', { path: '/Lib/rsynced-2' })).toEqual([...names, 'after'].sort());
+    expect(await h2.call<string[]>('remoteList', { path: '/Lib/rsynced' }).catch(() => [])).toEqual([]);
+    for (const i of [0, 19]) expect(Buffer.from(await h2.call<string>('remoteRead', { path: `/Lib/rsynced-2/r${i}` }), 'base64').equals(Buffer.alloc(3000 + i, 65 + i))).toBe(true);
+    expect(Buffer.from(await h2.call<string>('remoteRead', { path: '/Lib/rsynced-2/after' }), 'base64').toString()).toBe('after the folder moved');
+  }, T);
+
   it('a file the engine created reaches the Vfs while it is held open, with nothing written', async () => {
     await mkdir(join(lib2, 'held'));
     const before = await answered2();

@@ -66,6 +66,7 @@ function setup(overrides: Partial<Fuse3Binding> = {}) {
     attrForget: (_s, ino) => void forgotten.push(ino),
     folderNames: () => false,
     namesForget: () => undefined,
+    pathsKept: () => true,
     answeredCounts: () => ({ getattr: 0, writes: 0, times: 0, lookups: 0, creates: 0, closes: 0 }),
     spoolWritebacks: () => 0,
     spoolSyncs: () => 0,
@@ -297,7 +298,13 @@ describe('LowLevelMount', () => {
   });
 
   it('a close the engine answered is applied before an unlink or rename of the file, or a rename of its folder, that follows it', async () => {
-    const { vfs, send, batch } = setup();
+    const kept: number[] = [];
+    const { vfs, send, batch } = setup({
+      pathsKept: (_s, epoch) => {
+        kept.push(epoch);
+        return true;
+      },
+    });
     const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
     const dirIno = ((await send({ op: Op.MKDIR, ino: libIno, name: 'dir', mode: 0o40755 })).args[0] as number[])[0]!;
     const order: string[] = [];
@@ -335,14 +342,18 @@ describe('LowLevelMount', () => {
     }
     const [unlinked, renamed, folder] = await Promise.all([
       send({ op: Op.UNLINK, ino: libIno, name: 'gone.txt' }),
-      send({ op: Op.RENAME, ino: libIno, name: 'moved.txt', newparent: libIno, newname: 'there.txt', flags: 0 }),
-      send({ op: Op.RENAME, ino: libIno, name: 'dir', newparent: libIno, newname: 'dir2', flags: 0 }),
+      send({ op: Op.RENAME, ino: libIno, name: 'moved.txt', newparent: libIno, newname: 'there.txt', flags: 0, pathsEpoch: 7 }),
+      send({ op: Op.RENAME, ino: libIno, name: 'dir', newparent: libIno, newname: 'dir2', flags: 0, pathsEpoch: 8 }),
     ]);
     expect([unlinked.args, renamed.args, folder.args]).toEqual([[0], [0], [0]]);
     expect(order.filter((o) => o.endsWith('/Lib/dir/inner.txt') || o.endsWith('/Lib/dir'))).toEqual(['flush /Lib/dir/inner.txt', 'rename /Lib/dir']);
     // Still open (its release has not come): the unlink hides it under another name, a rename.
     expect(order.filter((o) => o.endsWith('/Lib/gone.txt'))).toEqual(['flush /Lib/gone.txt', 'rename /Lib/gone.txt']);
     expect(order.filter((o) => o.endsWith('/Lib/moved.txt'))).toEqual(['flush /Lib/moved.txt', 'rename /Lib/moved.txt']);
+    // A file's rename waits for nothing else (the folder's file, slower, came after it); it moved no
+    // folder, so the engine is told the paths it knows are kept; the folder's rename tells it nothing.
+    expect(order.indexOf('rename /Lib/moved.txt')).toBeLessThan(order.indexOf('flush /Lib/dir/inner.txt'));
+    expect(kept).toEqual([7]);
   });
 
   it('a write the engine answered that fails is answered by the next flush, once', async () => {
