@@ -3445,8 +3445,8 @@ static void names_forget(session *s, fuse_ino_t ino) {
 }
 
 /*
- * pathsKept(session, epoch) → boolean: the rename whose record carried `epoch` moved a file (or nothing),
- * so no folder's path changed: when no rename came since, the folder paths told before it, and the files
+ * pathsKept(session, epoch) → boolean: the rename whose record carried `epoch` was of a file, so no
+ * folder's path changed: when no rename came since, the folder paths told before it, and the files
  * created in folders whose paths were told, are valid again (those created under the rename's two names
  * stay JavaScript's). False when another rename came meanwhile (its own answer decides).
  */

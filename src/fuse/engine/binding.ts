@@ -193,7 +193,7 @@ export interface Fuse3Binding {
   /** The names of folder `ino` changed in a way the engine cannot see: lookups there go to JavaScript again. */
   namesForget(session: NativeSession, ino: number): void;
   /**
-   * The rename whose record carried `epoch` (pathsEpoch) moved a file, or failed: no folder's path changed.
+   * The rename whose record carried `epoch` (pathsEpoch) was of a file: no folder's path changed.
    * When no rename came since, what the engine was told of folders' paths before it holds again (each
    * rename makes it unknown when it arrives). False when another rename came meanwhile.
    */

@@ -579,9 +579,9 @@ export class LowLevelMount {
             for (const n of [this.inodes.find(req.ino, req.name!), this.inodes.find(req.newparent!, req.newname!)]) if (n) b.attrForget(se, n.ino);
             this.inodes.rename(req.ino, req.name!, req.newparent!, req.newname!);
           }
-          // A file moved, or nothing: every folder is where it was, and the engine may go on closing files
+          // A file moved (or did not): every folder is where it was, and the engine may go on closing files
           // in them (an rsync renames each file it wrote). Told before the answer: the next create sees it.
-          if ((code < 0 || (moved && !moved.isDir)) && req.pathsEpoch !== undefined) b.pathsKept(se, req.pathsEpoch);
+          if (moved && !moved.isDir && req.pathsEpoch !== undefined) b.pathsKept(se, req.pathsEpoch);
           b.replyErr(se, id, code < 0 ? -code : 0);
         };
         if (req.flags! & RENAME_NOREPLACE) this.operations.renameNoReplace(from, to, done);
