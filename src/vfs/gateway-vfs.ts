@@ -595,6 +595,9 @@ export class GatewayVfs implements Vfs {
     const localMove = verb === 'renamed' && !src.isDir && a.lib === b.lib && this.writeBack.unsent(a.lib.name, a.fullpath);
     const dst = localMove ? await this.lookup(b.lib, b.fullpath, ctx) : await this.entryOf(b.lib, b.fullpath, ctx);
     if (dst && opts.noReplace) throw new VfsError('EEXIST', `${b.path} exists`);
+    // Its upload will be a file made (or changed) at the target: a service that checks that per member is
+    // asked now, as at a create, before anything changes.
+    if (localMove) await b.lib.remote.checkWrite?.(b.fullpath, !!dst, this.call(ctx));
     return { a: a as Target & { lib: Library }, b: b as Target & { lib: Library }, src, dst };
   }
 

@@ -116,6 +116,26 @@ describe("a member's Vfs", () => {
     }
   });
 
+  it('a file not yet uploaded renamed into a folder where the member may not add files: EACCES, nothing moved', async () => {
+    // A long write-back delay: the file is only local when it is renamed (a rename of it asks nothing else of the service).
+    const s = sessionsWith({ vfs: { feedIntervalMs: 0, upload: { delayMs: 3_600_000 } } });
+    try {
+      await t.client.file.createFolder({ fullpath: 'NoAdd' });
+      await t.client.file2.setPermission({ fullpath: 'NoAdd', permissions: JSON.stringify({ member_ids: [writer.id], permission: { role_id: 0, ls: 1, cd: 1, ss: 1, pv: 1, dl: 1, w: -1, ul: -1, mk: -1, ren: -1, rm: -1 } }) });
+      const w = await vfsOf(s, writer);
+      await w.writeFile('/Library/Box/draft.tmp', Buffer.from('draft'));
+      expect(await codeOf(w.rename('/Library/Box/draft.tmp', '/Library/NoAdd/draft.txt'))).toBe('EACCES');
+      expect((await w.readdir('/Library/Box')).map((a) => a.name)).toContain('draft.tmp');
+      // Within its folder (where it was added) it moves.
+      await w.rename('/Library/Box/draft.tmp', '/Library/Box/draft.txt');
+      await w.flushAll();
+      expect((await t.client.file.ls({ fullpath: 'Box' })).list.map((e) => e.filename)).toContain('draft.txt');
+      expect((await t.client.file.ls({ fullpath: 'NoAdd' })).list.map((e) => e.filename)).toEqual([]);
+    } finally {
+      await s.close();
+    }
+  });
+
   it("an expired token is refreshed with the member's refresh token and the call replayed: the session goes on", async () => {
     const s = sessionsWith();
     try {
