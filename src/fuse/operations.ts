@@ -6,8 +6,7 @@
  * exactly once and within its deadline.
  */
 import type { Logger } from 'pino';
-import type { Attr, CallContext, FileHandle, LocalRange, OpenFlags, Vfs } from '../vfs/types.js';
-import type { SideJournal } from '../vfs/types.js';
+import type { Attr, CallContext, FileHandle, LocalRange, OpenFlags, SideJournal, Vfs } from '../vfs/types.js';
 import { Errno, FuseOpError } from './errno.js';
 import { HandleTable, type OpenFile } from './handles.js';
 import { InFlightCounter, replyWithin, type NativeCallback, type OperationResult, type OperationScope } from './reply.js';

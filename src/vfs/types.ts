@@ -275,6 +275,8 @@ export interface SideJournal {
    * which a removal line says now): from here the journal's own lines decide what replay finds.
    */
   sideRecordSettled(id: string): Promise<void>;
+  /** What a record (one of the writer's lines) put: the file's place and bytes; undefined when it is not such a record. */
+  sideRecordContent(line: Buffer): { library: string; fullpath: string; data: Buffer } | undefined;
   /** A record that could not be applied: its line is kept as it is in the journal's own log, for the next start. */
   keepSideRecord(line: Buffer): Promise<void>;
   /** The writer stopped and every record of it is settled. */

@@ -445,6 +445,16 @@ export class UploadJournal implements SideJournal {
     this.scheduleGroupCommit();
   }
 
+  /**
+   * What a side record put, for a front end that must apply it itself (the file it closed was refused):
+   * the file's place and bytes; undefined for a line that is not a put of a small file's bytes.
+   */
+  sideRecordContent(line: Buffer): { library: string; fullpath: string; data: Buffer } | undefined {
+    const rec = parseLine(line.toString('utf8').replace(/\n$/, ''))?.rec;
+    if (!rec?.put || rec.data === undefined) return undefined;
+    return { library: rec.put.library, fullpath: rec.put.fullpath, data: Buffer.from(rec.data, 'base64') };
+  }
+
   private newSideLogPath(): string {
     return join(this.dir, `closes.${this.newId()}.log`);
   }
@@ -624,19 +634,8 @@ export class UploadJournal implements SideJournal {
     });
     if (!opened) return;
     for await (const text of createInterface({ input, crlfDelay: Infinity })) {
-      const space = text.indexOf(' ');
-      if (space <= 0) continue;
-      const check = text.slice(0, space);
-      const json = text.slice(space + 1);
-      if (check !== checkOf(json)) continue; // torn: never acknowledged as durable
-      let rec: LogRecord;
-      try {
-        rec = JSON.parse(json) as LogRecord;
-      } catch {
-        continue; // matched its check: cannot happen, but a bad line is never an entry
-      }
-      if (typeof rec.rm === 'string') await fn({ rm: rec.rm }, check, text);
-      else if (rec.put && validEntry(rec.put) && (rec.data === undefined || typeof rec.data === 'string')) await fn(rec, check, text);
+      const parsed = parseLine(text);
+      if (parsed) await fn(parsed.rec, parsed.check, text);
     }
   }
 
@@ -704,6 +703,24 @@ function validEntry(e: JournalEntry): boolean {
 const CHECK_CHARS = 12;
 const SPACE = 0x20;
 const NEWLINE = Buffer.from('\n');
+
+/** A line of a log (without its newline) when it matches its check and holds a valid record. */
+function parseLine(text: string): { rec: LogRecord; check: string } | undefined {
+  const space = text.indexOf(' ');
+  if (space <= 0) return undefined;
+  const check = text.slice(0, space);
+  const json = text.slice(space + 1);
+  if (check !== checkOf(json)) return undefined; // torn: never acknowledged as durable
+  let rec: LogRecord;
+  try {
+    rec = JSON.parse(json) as LogRecord;
+  } catch {
+    return undefined; // matched its check: cannot happen, but a bad line is never an entry
+  }
+  if (typeof rec.rm === 'string') return { rec: { rm: rec.rm }, check };
+  if (rec.put && validEntry(rec.put) && (rec.data === undefined || typeof rec.data === 'string')) return { rec, check };
+  return undefined;
+}
 
 function checkOf(json: string): string {
   return createHash('sha1').update(json).digest('hex').slice(0, CHECK_CHARS);

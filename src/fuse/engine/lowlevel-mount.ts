@@ -449,17 +449,10 @@ export class LowLevelMount {
    * when that fails too.
    */
   private async replaceRefused(req: KernelRequest): Promise<number | undefined> {
-    let put: { put?: { library?: unknown; fullpath?: unknown }; data?: unknown };
-    try {
-      const text = req.line!.toString('utf8');
-      put = JSON.parse(text.slice(text.indexOf(' ') + 1)) as typeof put;
-    } catch {
-      return Errno.EIO;
-    }
-    const { library, fullpath } = put.put ?? {};
-    if (typeof library !== 'string' || typeof fullpath !== 'string' || typeof put.data !== 'string') return Errno.EIO;
-    const path = `/${library}/${fullpath}`;
-    const [code] = await answerOf((cb) => this.operations.replaceWith(path, Buffer.from(put.data as string, 'base64'), cb));
+    const put = this.closes?.journal.sideRecordContent(req.line!);
+    if (!put) return Errno.EIO;
+    const path = `/${put.library}/${put.fullpath}`;
+    const [code] = await answerOf((cb) => this.operations.replaceWith(path, put.data, cb));
     if (code < 0) return -code;
     this.logger.warn({ path }, 'fuse: a file made elsewhere under the name of a file closed through the mount was replaced by it (the later close wins)');
     return undefined;
