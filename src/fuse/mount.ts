@@ -63,6 +63,11 @@ export interface MountOptions {
    * Default 64 MiB.
    */
   spoolSyncAheadBytes?: number;
+  /**
+   * The kernel's read-ahead window on the mount (its device's `read_ahead_kb`, root only): how far ahead of
+   * a sequential reader it asks, in requests of up to 1 MiB, several in flight. Default 4 MiB.
+   */
+  readAheadBytes?: number;
   logger: Logger;
 }
 
@@ -86,6 +91,9 @@ function validate(opts: MountOptions): void {
   int(opts.umask, 'umask', 0o777);
   int(opts.readerThreads, 'readerThreads', 8);
   if (opts.readerThreads === 0) throw new TypeError('readerThreads: expected an integer from 1 to 8, got 0');
+  if (opts.readAheadBytes !== undefined && !(Number.isInteger(opts.readAheadBytes) && opts.readAheadBytes >= 4096 && opts.readAheadBytes % 4096 === 0 && opts.readAheadBytes <= MAX_READ_AHEAD)) {
+    throw new TypeError(`readAheadBytes: expected a whole number of 4 KiB pages from 4 KiB to 64 MiB, got ${JSON.stringify(opts.readAheadBytes)}`);
+  }
   for (const [what, v] of [['spoolWritebackAheadBytes', opts.spoolWritebackAheadBytes], ['spoolSyncAheadBytes', opts.spoolSyncAheadBytes]] as const) {
     if (v !== undefined && !(Number.isInteger(v) && v >= 0 && v % 1024 === 0 && v <= 2 ** 32)) {
       throw new TypeError(`${what}: expected a whole number of KiB from 0 to 4 GiB, got ${JSON.stringify(v)}`);
@@ -168,7 +176,7 @@ interface ServedMount {
 export const FUSE3_SETTINGS = {
   /** Largest write request, bytes (the kernel's limit with max_pages is 1 MiB on 4 KiB pages). */
   maxWrite: 1024 * 1024,
-  /** Read-ahead window, bytes. */
+  /** Read-ahead asked for at INIT, bytes (the kernel caps it at 128 KiB; mountVfs then sets `readAheadBytes`). */
   maxReadahead: 1024 * 1024,
   /** Requests the kernel keeps in flight in the background (read-ahead, writeback). */
   maxBackground: 64,
@@ -181,6 +189,12 @@ const CLOSES_SETTLE_MS = 30_000;
 const DEFAULT_SPOOL_WRITEBACK_AHEAD = 8 * 1024 * 1024;
 /** Default of `spoolSyncAheadBytes`. */
 const DEFAULT_SPOOL_SYNC_AHEAD = 64 * 1024 * 1024;
+/**
+ * Default of `readAheadBytes`: four requests of 1 MiB ahead of the reader. A cold read of 1 GiB measured
+ * 970–1,048 MB/s with it against 829–884 with 1 MiB, the two alternated on one mount (docs/fuse.md).
+ */
+const DEFAULT_READ_AHEAD = 4 * 1024 * 1024;
+const MAX_READ_AHEAD = 64 * 1024 * 1024;
 
 /** What the engine answers itself (see docs/fuse.md, The engine): all of it unless engineAnswers is false. */
 function engineAnswerSettings(opts: { engineAnswers?: boolean; attrTimeoutS: number; uid: number; gid: number; readOnly: boolean }): Partial<SessionSettings> {
@@ -229,7 +243,7 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
   } catch (err) {
     throw new Error(`cannot mount ${mnt}: ${(err as Error).message}`);
   }
-  void widenReadahead(mnt, FUSE3_SETTINGS.maxReadahead, logger);
+  void widenReadahead(mnt, opts.readAheadBytes ?? DEFAULT_READ_AHEAD, logger);
   return {
     get counters() {
       return session.counters;

@@ -35,6 +35,14 @@ describe('FUSE mount', () => {
     expect((await readdir(h.mnt)).sort()).toEqual(['Lib', 'Other']);
   });
 
+  it('the kernel reads ahead 4 MiB of a sequential reader (the read-ahead window of the mount\'s device)', async () => {
+    const entry = (await readFile('/proc/self/mountinfo', 'utf8')).split('\n').find((l) => l.split(' ')[4] === h.mnt);
+    const device = entry?.split(' ')[2];
+    expect(device).toMatch(/^\d+:\d+$/);
+    // Set just after the mount (best effort: root only, which the FUSE tests are).
+    await eventually('read_ahead_kb 4096', async () => ((await readFile(`/sys/class/bdi/${device}/read_ahead_kb`, 'utf8')).trim() === '4096' ? true : undefined), 10_000);
+  }, T);
+
   it('cp, mv, rm, mkdir, ls through the mount show up on the service', async () => {
     const src = join(h.local, 'src.bin');
     const data = Buffer.alloc(3 * 1024 * 1024 + 17);

@@ -18,6 +18,9 @@ describe('mountVfs options', () => {
     [{ readerThreads: 0 }, /readerThreads: expected an integer from 1 to 8/],
     [{ readerThreads: 9 }, /readerThreads/],
     [{ attrTimeoutS: -1 }, /attrTimeoutS/],
+    [{ readAheadBytes: 0 }, /readAheadBytes: expected a whole number of 4 KiB pages/],
+    [{ readAheadBytes: 6000 }, /readAheadBytes/],
+    [{ readAheadBytes: 128 * 1024 * 1024 }, /readAheadBytes/],
   ] as const)('%j is refused', async (extra, message) => {
     await expect(mountVfs(base(extra as Partial<MountOptions>))).rejects.toThrow(message);
   });
