@@ -14,7 +14,7 @@
  *   between runs), each side's uploads waited for before the next; then two more copies
  *   right after it, the uploads of the earlier ones running meanwhile (the slower is printed); the ceiling: the same
  *   copy into the engine's null file system (every request answered on its reader thread, nothing
- *   stored), beside a local copy made right after it;
+ *   stored), beside a local copy made right after it, and the same dd write into it (the write's ceiling);
  * - `ls -l` of a 10,000-entry folder, warm (target < 0.5 s), vs rclone's mount and local disk;
  * - the peer: rclone mounting (`rclone mount :webdav:`, --vfs-cache-mode writes) the WebDAV front end of
  *   the same gateway Vfs and service as the mount, with the same steps.
@@ -70,13 +70,16 @@ async function nullMountCeiling(scratch: string, spool = false): Promise<{ write
  * `cp -r` of the small files into the engine's null file system (support/fuse-null-files-mount.ts), and
  * on local disk right after: the most any FUSE mount of this engine can do here, in files/s.
  */
-async function nullFilesCeiling(scratch: string, smallSrc: string): Promise<{ nullFilesPerS: number; localFilesPerS: number }> {
+async function nullFilesCeiling(scratch: string, smallSrc: string): Promise<{ nullFilesPerS: number; localFilesPerS: number; writeMBps: number[] }> {
   const mnt = join(scratch, 'null-files-mnt');
   const stop = await startBenchMount('fuse-null-files-mount.ts', mnt, [], 'null file system');
   try {
     const nullFilesPerS = await copySmallFiles(smallSrc, join(mnt, 'copy'));
     const localFilesPerS = await copySmallFiles(smallSrc, join(scratch, 'small-copy-beside-null'));
-    return { nullFilesPerS, localFilesPerS };
+    // The same dd as the mount's, three times: what the kernel's side of a FUSE write costs alone.
+    const writeMBps: number[] = [];
+    for (let i = 0; i < 3; i++) writeMBps.push(BYTES / 1e6 / ((await ddWrite(join(mnt, `dd-${i}.bin`))) / 1000));
+    return { nullFilesPerS, localFilesPerS, writeMBps };
   } finally {
     await stop();
   }
@@ -338,6 +341,7 @@ async function main(): Promise<void> {
     print({ figure: 'fuse.cp_r_4k_files_following', note: 'two more copies right after the first, the uploads of the earlier ones running: the slower', files: SMALL_FILES, mount_files_per_s: round(mount.filesPerSFollowing, 0), rclone_files_per_s: peer && round(peer.filesPerSFollowing, 0), ratio_to_rclone: vsPeer(mount.filesPerSFollowing, peer?.filesPerSFollowing), ratio_to_local: round(mount.filesPerSFollowing / localFilesMedian) });
     const nullFiles = await nullFilesCeiling(h.local, smallSrc);
     print({ figure: 'fuse.cp_r_null_files_ceiling', note: 'the engine answers every request itself, nothing stored', files: SMALL_FILES, null_files_per_s: round(nullFiles.nullFilesPerS, 0), local_files_per_s: round(nullFiles.localFilesPerS, 0), ratio_to_local: round(nullFiles.nullFilesPerS / nullFiles.localFilesPerS), mount_ratio_to_null: round(mount.filesPerS / nullFiles.nullFilesPerS) });
+    print({ figure: 'fuse.null_files_write_ceiling', note: 'the dd write into the null file system: every write answered on the reader thread, nothing stored (median of three)', bytes: BYTES, write_MBps: round(median(nullFiles.writeMBps)), rounds: nullFiles.writeMBps.map((x) => round(x, 0)), ratio_to_vfs_1m: round(median(nullFiles.writeMBps) / MBps(m.writeMs)), mount_ratio_to_ceiling: round(MBps(mount.writeMs) / median(nullFiles.writeMBps)) });
     const ceiling = await nullMountCeiling(h.local);
     print({ figure: 'fuse.null_mount_ceiling', note: 'every request answered at once, nothing stored', bytes: BYTES, write_MBps: round(ceiling.writeMBps), read_MBps: round(ceiling.readMBps), write_ratio_to_vfs_1m: round(ceiling.writeMBps / MBps(m.writeMs)), read_ratio_to_vfs_1m: round(ceiling.readMBps / MBps(m.readMs)) });
     await recyclePages(h.local, RECYCLE_BYTES);
