@@ -95,7 +95,7 @@ const SIDE_LOG_RE = /^closes\.[0-9a-f]{16}\.log$/;
 
 const ID_POOL_BYTES = 4096;
 const LOG = 'journal.log';
-/** The log is rewritten once it holds this many records more than live entries, and twice as many. */
+/** The log is rewritten once it holds this many records more than live entries, and twice as many (compactionDue). */
 const COMPACT_DEAD_RECORDS = 2000;
 /**
  * Appends of up to this many bytes are written on the calling thread (a write into the page cache, a few
@@ -136,8 +136,11 @@ export class UploadJournal implements SideJournal {
   /** Bytes of the log file (undefined until first opened), and how many of them are durable. */
   private logBytes: number | undefined;
   private syncedBytes = 0;
-  /** Records in the log file (live and dead), for compaction. */
+  /** Records in the log file (live and dead), for compaction, and how many its last rewrite kept. */
   private logRecords = 0;
+  private keptRecords = 0;
+  /** Rewrites of the log (compactions) so far (for tests and figures). */
+  logRewrites = 0;
   /** The fdatasync under way, and how far it reaches. */
   private syncing: Promise<void> | undefined;
   /** A write failed part way and could not be undone: the next write starts on a line of its own. */
@@ -393,7 +396,7 @@ export class UploadJournal implements SideJournal {
       for (const b of batch) b.done(err as Error, 0);
       return;
     }
-    if (this.logRecords > this.live.size + COMPACT_DEAD_RECORDS && this.logRecords > 2 * this.live.size && !this.closed) {
+    if (this.compactionDue() && !this.closed) {
       // With a side writer, it first moves to a new side log (outside this chain: the records it waits
       // for are settled by appends that queue behind it).
       if (this.sideWriter) this.sideCompaction ??= this.compactWithSideWriter().finally(() => { this.sideCompaction = undefined; });
@@ -436,6 +439,19 @@ export class UploadJournal implements SideJournal {
     // The version went without a line of the journal's own (deleted, superseded, refused): one says so.
     await this.append(Buffer.from(lineOf({ rm: id }).text));
     this.scheduleGroupCommit();
+  }
+
+  /**
+   * The log holds COMPACT_DEAD_RECORDS records more than live entries, and twice as many; and since its
+   * last rewrite, as many records came as that rewrite kept (at least COMPACT_DEAD_RECORDS). The last
+   * keeps each rewrite's cost (every line kept is read and written again) within twice the records
+   * appended since the one before, whatever the entries keep: a file renamed after its close keeps two
+   * lines (its bytes and its path), and with only the first two conditions a journal of 2,000 such files
+   * would be rewritten at every append.
+   */
+  private compactionDue(): boolean {
+    return this.logRecords > this.live.size + COMPACT_DEAD_RECORDS && this.logRecords > 2 * this.live.size &&
+      this.logRecords - this.keptRecords > Math.max(COMPACT_DEAD_RECORDS, this.keptRecords);
   }
 
   async keepSideRecord(line: Buffer): Promise<void> {
@@ -617,6 +633,8 @@ export class UploadJournal implements SideJournal {
     this.logBytes = bytes;
     this.syncedBytes = bytes;
     this.logRecords = kept;
+    this.keptRecords = kept;
+    this.logRewrites++;
     this.synced = this.written;
     for (const l of this.live.values()) l.record = this.written;
   }

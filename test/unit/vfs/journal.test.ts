@@ -180,6 +180,33 @@ describe('UploadJournal and replay', { timeout: 15_000 }, () => {
     expect(await readdir(again.spoolDir)).toEqual([keep]);
   });
 
+  it('entries that keep two lines each (bytes, then a rename) do not make every append rewrite the log', async () => {
+    const dataDir = await tempDir();
+    const journal = new UploadJournal(join(dataDir, 'journal'));
+    await journal.init();
+    // 2,100 small files, each renamed after its close (an rsync): the line with its bytes and its last line
+    // stay at every rewrite, 4,200 lines for 2,100 live entries; their uploads wait.
+    const entries = [];
+    for (let i = 0; i < 2100; i++) {
+      const e = { id: journal.newId(), library: 'L', fullpath: `.f${i}.tmp`, size: 1, mtimeMs: 1, createdMs: 1 };
+      await journal.put(e, { sync: false, inline: Buffer.from('x') });
+      entries.push(e);
+    }
+    for (const e of entries) await journal.rewrite({ ...e, fullpath: e.fullpath.slice(1, -4) });
+    // Their uploads end one by one, each removing its entry.
+    const before = journal.logRewrites;
+    for (const e of entries.slice(0, 300)) await journal.remove(e.id, { durable: false });
+    // Each rewrite reads and writes every line kept: one is due only once as many records came since.
+    expect(journal.logRewrites - before).toBeLessThanOrEqual(1);
+    await journal.close();
+    const again = new UploadJournal(join(dataDir, 'journal'));
+    const paths = (await again.entries()).map((e) => e.fullpath);
+    expect(paths).toHaveLength(1800);
+    expect(paths).toContain('f2099');
+    expect(paths).not.toContain('f0');
+    expect(paths).not.toContain('.f2099.tmp');
+  });
+
   it('entries of the earlier layout (a file each) are read at start-up and moved into the log', async () => {
     const dataDir = await tempDir();
     const journal = new UploadJournal(join(dataDir, 'journal'));
