@@ -362,8 +362,7 @@ export class WriteBack {
 
   /** True when a local version exists strictly below `folder`. */
   hasWithin(library: string, folder: string): boolean {
-    for (const slot of this.slots.values()) if (slot.library === library && slot.current && slot.fullpath !== folder && isWithin(slot.fullpath, folder)) return true;
-    return false;
+    return this.slotsWithin(library, folder).some((slot) => slot.current && slot.fullpath !== folder);
   }
 
   /** Paths of a library with local versions (open, written or pending). */
@@ -561,8 +560,8 @@ export class WriteBack {
    * Follow with `moved()` once the service moved, or `resumeUploads()` when the rename failed.
    */
   async stopUploads(library: string, from: string): Promise<void> {
-    for (const slot of this.slots.values()) {
-      if (slot.library !== library || !isWithin(slot.fullpath, from) || !slot.acked) continue;
+    for (const slot of this.slotsWithin(library, from)) {
+      if (!slot.acked) continue;
       const v = slot.acked;
       await this.uploads.cancel(v.id);
       if (v.state === 'uploading') v.state = 'journaled';
@@ -583,8 +582,8 @@ export class WriteBack {
 
   /** A rename that failed: the uploads stopped for it go on at their paths. */
   resumeUploads(library: string, from: string): void {
-    for (const slot of this.slots.values()) {
-      if (slot.library !== library || !isWithin(slot.fullpath, from) || !slot.acked) continue;
+    for (const slot of this.slotsWithin(library, from)) {
+      if (!slot.acked) continue;
       slot.acked.holdUntilMs = 0;
       this.schedule(slot);
     }
@@ -592,7 +591,7 @@ export class WriteBack {
 
   /** A rename on the service (or of what is only local): local versions at and below `from` move to `to`. */
   async moved(library: string, from: string, to: string): Promise<void> {
-    const moving = [...this.slots.values()].filter((s) => s.library === library && isWithin(s.fullpath, from));
+    const moving = this.slotsWithin(library, from);
     for (const slot of moving) if (slot.acked) await this.uploads.cancel(slot.acked.id);
     for (const slot of moving) {
       const fullpath = to + slot.fullpath.slice(from.length);
@@ -614,8 +613,7 @@ export class WriteBack {
 
   /** An unlink or rmdir: local versions at and below `fullpath` are dropped (open handles keep theirs, never uploaded). */
   async removed(library: string, fullpath: string): Promise<void> {
-    for (const slot of [...this.slots.values()]) {
-      if (slot.library !== library || !isWithin(slot.fullpath, fullpath)) continue;
+    for (const slot of this.slotsWithin(library, fullpath)) {
       this.unindex(slot);
       this.slots.delete(keyOf(slot.library, slot.fullpath));
       const versions = this.versionsOf(slot);
@@ -993,6 +991,21 @@ export class WriteBack {
     const key = keyOf(slot.library, slot.fullpath);
     if (this.slots.get(key) === slot) this.slots.delete(key);
     this.unindex(slot);
+  }
+
+  /**
+   * The slots at and below `fullpath` in `library`: the one at it, and those of every folder at or below
+   * it, found through the folder index (a rename or delete of one file does not look at every slot).
+   */
+  private slotsWithin(library: string, fullpath: string): PathSlot[] {
+    const found = new Set<PathSlot>();
+    const at = this.slots.get(keyOf(library, fullpath));
+    if (at) found.add(at);
+    const prefix = keyOf(library, '');
+    for (const [k, set] of this.byFolder) {
+      if (k.startsWith(prefix) && isWithin(k.slice(prefix.length), fullpath)) for (const slot of set) found.add(slot);
+    }
+    return [...found];
   }
 
   private index(slot: PathSlot): void {

@@ -91,6 +91,26 @@ async function spools(dataDir: string): Promise<string[]> {
 }
 
 describe('write-back', () => {
+  it('a folder renamed or removed takes the files waiting below it, at every depth, and only those', async () => {
+    // Nothing is uploaded before the flush (the write-back delay): every file is a local version until then.
+    const { vfs, remote } = await gateway({ uploadDelayMs: 600_000 });
+    for (const d of ['/A/a', '/A/a/b', '/A/a/b/c', '/A/ab', '/A/x']) await vfs.mkdir(d);
+    const files = { '/A/a/f': '1', '/A/a/b/g': '2', '/A/a/b/c/h': '3', '/A/ab/i': '4', '/A/x/j': '5', '/A/a.txt': '6' };
+    for (const [path, data] of Object.entries(files)) await vfs.writeFile(path, Buffer.from(data));
+    await vfs.rename('/A/a', '/A/d');
+    await vfs.rmdir('/A/x').catch(() => undefined); // not empty: refused, nothing of it dropped
+    await vfs.unlink('/A/x/j');
+    await vfs.flushAll();
+    expect(remote.read('d/f').toString()).toBe('1');
+    expect(remote.read('d/b/g').toString()).toBe('2');
+    expect(remote.read('d/b/c/h').toString()).toBe('3');
+    // A sibling whose name starts the same, and a file beside the folder, stay where they were.
+    expect(remote.read('ab/i').toString()).toBe('4');
+    expect(remote.read('a.txt').toString()).toBe('6');
+    expect(await vfs.readdir('/A/x')).toEqual([]);
+    expect((await vfs.readdir('/A/d/b')).map((e) => e.name).sort()).toEqual(['c', 'g']);
+  });
+
   it('a replace whose source is cut off leaves the file as it was, and nothing behind', async () => {
     const { vfs, remote, dataDir } = await gateway();
     remote.putFile('f', Buffer.from('old content'));
