@@ -202,7 +202,7 @@ export class GatewayVfs implements Vfs {
         ensureParents: (name, fullpath) => this.ensureParents(name, fullpath),
         deleted: (name, fullpath) => {
           this.hidden.delete(`${name}\0${fullpath}`);
-          this.ownRemove(name, fullpath);
+          this.ownRemove(name, fullpath, false);
         },
         attrOf: (name, entry) => {
           const lib = this.libs.get(name);
@@ -481,13 +481,13 @@ export class GatewayVfs implements Vfs {
       // (as a local disk keeps an unlinked file readable until it is closed). Journaled: a crash still deletes it.
       await this.writeBack.deferDelete(lib.name, t.fullpath, entry.id);
       this.hidden.add(key);
-      this.ownRemove(lib.name, t.fullpath);
+      this.ownRemove(lib.name, t.fullpath, false);
       return;
     }
     await this.writeBack.removed(lib.name, t.fullpath);
     const remoteEntry = await lib.remote.stat(t.fullpath, this.call(ctx));
     if (remoteEntry) await lib.remote.remove(t.fullpath, this.call(ctx));
-    this.ownRemove(lib.name, t.fullpath);
+    this.ownRemove(lib.name, t.fullpath, remoteEntry?.isDir ?? entry.isDir);
   }
 
   async rmdir(path: string, ctx?: CallContext): Promise<void> {
@@ -503,7 +503,7 @@ export class GatewayVfs implements Vfs {
     const pending = this.writeBack.hasWithin(lib.name, t.fullpath);
     if (children.length > 0 || pending) throw new VfsError('ENOTEMPTY', `${t.path} is not empty`);
     await lib.remote.remove(t.fullpath, this.call(ctx));
-    this.ownRemove(lib.name, t.fullpath);
+    this.ownRemove(lib.name, t.fullpath, true);
   }
 
   async rename(from: string, to: string, opts: { noReplace?: boolean } = {}, ctx?: CallContext): Promise<void> {
@@ -540,7 +540,7 @@ export class GatewayVfs implements Vfs {
       }
     }
     await this.writeBack.moved(lib.name, a.fullpath, b.fullpath);
-    this.ownRemove(lib.name, a.fullpath);
+    this.ownRemove(lib.name, a.fullpath, src.isDir);
     if (onService) this.ownUpsert(lib.name, { ...onService, fullpath: b.fullpath, name: baseName(b.fullpath) });
     if (src.isDir) this.cache.invalidateListing(lib.name, b.fullpath);
   }
@@ -782,8 +782,7 @@ export class GatewayVfs implements Vfs {
   private async removeTree(lib: Library, fullpath: string, isDir: boolean, ctx?: CallContext): Promise<void> {
     await this.writeBack.removed(lib.name, fullpath);
     if (await lib.remote.stat(fullpath, this.call(ctx))) await lib.remote.remove(fullpath, this.call(ctx));
-    this.ownRemove(lib.name, fullpath);
-    void isDir;
+    this.ownRemove(lib.name, fullpath, isDir);
   }
 
   // ---- internals: the gateway's own changes ----------------------------------------------------------------
@@ -795,8 +794,9 @@ export class GatewayVfs implements Vfs {
   }
 
   /** The gateway removed (or moved away) a path. */
-  private ownRemove(library: string, fullpath: string): void {
-    this.cache.remove(library, fullpath);
+  /** `isDir`: what the removed path was, when known (a file's removal then looks for nothing below it). */
+  private ownRemove(library: string, fullpath: string, isDir?: boolean): void {
+    this.cache.remove(library, fullpath, isDir);
     this.libs.get(library)?.feed?.noteLocalChange(fullpath);
   }
 

@@ -170,9 +170,12 @@ export class MetadataCache {
     this.clearUnsure(parentKey, entry.name);
   }
 
-  /** `fullpath` (and anything below it) no longer exists. */
-  remove(lib: string, fullpath: string): void {
-    this.removeTree(lib, fullpath, true);
+  /**
+   * `fullpath` (and anything below it) no longer exists. `isDir` false: the caller knows it was a file, so
+   * nothing below it is looked for (a scan of the cache), unless the cache knows it as a folder.
+   */
+  remove(lib: string, fullpath: string, isDir?: boolean): void {
+    this.removeTree(lib, fullpath, true, isDir);
   }
 
   /** Forgets what is known about `fullpath` (entry and listing), without claiming it is missing. */
@@ -228,11 +231,13 @@ export class MetadataCache {
     return { entries: this.entries.size, listings: this.listings.size, bytes: this.entries.calculatedSize + this.listings.calculatedSize, ...this.counters };
   }
 
-  private removeTree(lib: string, fullpath: string, markMissing: boolean): void {
+  private removeTree(lib: string, fullpath: string, markMissing: boolean, isDir?: boolean): void {
     const base = key(lib, fullpath);
     const prefix = `${lib}\0`;
     const known = this.entries.peek(base);
-    const isFile = known !== undefined && known !== MISSING && !known.isDir;
+    const knownFile = known !== undefined && known !== MISSING && !known.isDir;
+    const knownDir = known !== undefined && known !== MISSING && known.isDir;
+    const isFile = knownFile || (isDir === false && !knownDir && !this.listings.has(base));
     if (!isFile) this.removeBelow(prefix, base, fullpath);
     if (markMissing) this.entries.set(base, MISSING);
     else this.entries.delete(base);

@@ -81,3 +81,23 @@ describe('MetadataCache: a folder of many files', () => {
     expect(c.getListing('L', 'big')).toHaveLength(n);
   });
 });
+
+describe('MetadataCache: a removal', () => {
+  it('of a path the caller knows was a file drops its entry and its name; of one the cache knows as a folder, everything below it too', () => {
+    const c = new MetadataCache();
+    c.setListing('L', 'd', [file('d/tmp'), folder('d/sub')]);
+    c.setListing('L', 'd/sub', [file('d/sub/x')]);
+    c.setEntry('L', 'd/sub/x', file('d/sub/x'));
+    // A file the cache never held as an entry (an rsync's temporary file, made here): only its name goes.
+    c.remove('L', 'd/tmp', false);
+    expect(c.getEntry('L', 'd/tmp')).toBeNull();
+    expect(c.getListing('L', 'd')?.map((e) => e.name)).toEqual(['sub']);
+    expect(c.getEntry('L', 'd/sub/x')).toEqual(file('d/sub/x'));
+    // Told "a file" of what the cache holds as a folder (a stale caller): what is below it goes all the same.
+    c.setEntry('L', 'd/sub', folder('d/sub'));
+    c.remove('L', 'd/sub', false);
+    expect(c.getEntry('L', 'd/sub')).toBeNull();
+    expect(c.getEntry('L', 'd/sub/x')).toBeUndefined();
+    expect(c.getListing('L', 'd/sub')).toBeUndefined();
+  });
+});
