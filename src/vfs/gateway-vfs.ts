@@ -793,8 +793,7 @@ export class GatewayVfs implements Vfs {
     this.libs.get(library)?.feed?.noteLocalChange(entry.fullpath);
   }
 
-  /** The gateway removed (or moved away) a path. */
-  /** `isDir`: what the removed path was, when known (a file's removal then looks for nothing below it). */
+  /** The gateway removed (or moved away) a path; `isDir`, what it was when known (a file's removal looks for nothing below it). */
   private ownRemove(library: string, fullpath: string, isDir?: boolean): void {
     this.cache.remove(library, fullpath, isDir);
     this.libs.get(library)?.feed?.noteLocalChange(fullpath);

@@ -139,8 +139,7 @@ export class UploadJournal implements SideJournal {
   /** Records in the log file (live and dead), for compaction, and how many its last rewrite kept. */
   private logRecords = 0;
   private keptRecords = 0;
-  /** Rewrites of the log (compactions) so far (for tests and figures). */
-  logRewrites = 0;
+  private rewrites = 0;
   /** The fdatasync under way, and how far it reaches. */
   private syncing: Promise<void> | undefined;
   /** A write failed part way and could not be undone: the next write starts on a line of its own. */
@@ -441,6 +440,11 @@ export class UploadJournal implements SideJournal {
     this.scheduleGroupCommit();
   }
 
+  /** Rewrites of the log (compactions) so far (for tests and figures). */
+  get logRewrites(): number {
+    return this.rewrites;
+  }
+
   /**
    * The log holds COMPACT_DEAD_RECORDS records more than live entries, and twice as many; and since its
    * last rewrite, as many records came as that rewrite kept (at least COMPACT_DEAD_RECORDS). The last
@@ -634,7 +638,7 @@ export class UploadJournal implements SideJournal {
     this.syncedBytes = bytes;
     this.logRecords = kept;
     this.keptRecords = kept;
-    this.logRewrites++;
+    this.rewrites++;
     this.synced = this.written;
     for (const l of this.live.values()) l.record = this.written;
   }
