@@ -15,6 +15,9 @@
  *   right after it, the uploads of the earlier ones running meanwhile (the slower is printed); the ceiling: the same
  *   copy into the engine's null file system (every request answered on its reader thread, nothing
  *   stored), beside a local copy made right after it, and the same dd write into it (the write's ceiling);
+ * - `rsync -a` of the same small files into a new folder (each written under a temporary name, its mode
+ *   and times set, renamed), once a side after its copies' uploads (no target), vs rclone's mount and
+ *   local disk;
  * - `ls -l` of a 10,000-entry folder, warm (target < 0.5 s), vs rclone's mount and local disk;
  * - the peer: rclone mounting (`rclone mount :webdav:`, --vfs-cache-mode writes) the WebDAV front end of
  *   the same gateway Vfs and service as the mount, with the same steps.
@@ -144,6 +147,12 @@ async function copySmallFiles(src: string, target: string): Promise<number> {
   return SMALL_FILES / (ms / 1000);
 }
 
+/** `rsync -a` of the small files into `target` (a new folder: each file written under a temporary name, its mode and times set, renamed); files/s. */
+async function rsyncSmallFiles(src: string, target: string): Promise<number> {
+  const { ms } = await timed(() => sh('rsync', ['-a', `${src}/`, `${target}/`], { timeoutMs: 600_000 }));
+  return SMALL_FILES / (ms / 1000);
+}
+
 /** dd of BYTES into `file` (1 MiB blocks, made durable), after the page cache was recycled; ms. */
 async function ddWrite(file: string): Promise<number> {
   await recyclePages(tmpdir(), RECYCLE_BYTES);
@@ -177,6 +186,8 @@ interface Figures {
   filesPerS: number;
   /** The slower of the two copies made right after the first (uploads of the earlier ones running). */
   filesPerSFollowing: number;
+  /** `rsync -a` of the small files into a new folder, made after their uploads. */
+  rsyncPerS: number;
   lsS: number;
 }
 
@@ -197,7 +208,9 @@ async function measure(root: string, name: string, listed: string, smallSrc: str
   for (let i = 1; i <= 2; i++) following.push(await copySmallFiles(smallSrc, join(root, `${name}-small-${i}`)));
   // The small files' uploads are done before anything else is measured.
   await commit();
-  return { writeMs: write.ms, readMs: read.ms, filesPerS, filesPerSFollowing: Math.min(...following), lsS: await lsWarm(listed) };
+  const rsyncPerS = await rsyncSmallFiles(smallSrc, join(root, `${name}-rsync`));
+  await commit();
+  return { writeMs: write.ms, readMs: read.ms, filesPerS, filesPerSFollowing: Math.min(...following), rsyncPerS, lsS: await lsWarm(listed) };
 }
 
 /** rclone's own FUSE mount of `url` (WebDAV, user alice), until `stop`. */
@@ -339,6 +352,8 @@ async function main(): Promise<void> {
     const roundsOf = (xs: number[]): number[] => xs.map((x) => round(x, 0));
     print({ figure: 'fuse.cp_r_4k_files', files: SMALL_FILES, mount_files_per_s: round(mount.filesPerS, 0), rclone_files_per_s: peer && round(peer.filesPerS, 0), ratio_to_rclone: vsPeer(mount.filesPerS, peer?.filesPerS), local_files_per_s: round(localFilesMedian, 0), ratio_to_local: round(mount.filesPerS / localFilesMedian), rounds: { mount: roundsOf(copies.mount), rclone: roundsOf(copies.rclone), local: roundsOf(copies.local) }, target: 'ratio_to_rclone >= 2, ratio_to_local >= 0.3' });
     print({ figure: 'fuse.cp_r_4k_files_following', note: 'two more copies right after the first, the uploads of the earlier ones running: the slower', files: SMALL_FILES, mount_files_per_s: round(mount.filesPerSFollowing, 0), rclone_files_per_s: peer && round(peer.filesPerSFollowing, 0), ratio_to_rclone: vsPeer(mount.filesPerSFollowing, peer?.filesPerSFollowing), ratio_to_local: round(mount.filesPerSFollowing / localFilesMedian) });
+    const localRsync = await rsyncSmallFiles(smallSrc, join(h.local, 'small-rsync'));
+    print({ figure: 'fuse.rsync_4k_files', note: 'rsync -a into a new folder (temporary name, mode and times, rename: a file)', files: SMALL_FILES, mount_files_per_s: round(mount.rsyncPerS, 0), rclone_files_per_s: peer && round(peer.rsyncPerS, 0), ratio_to_rclone: vsPeer(mount.rsyncPerS, peer?.rsyncPerS), local_files_per_s: round(localRsync, 0), ratio_to_local: round(mount.rsyncPerS / localRsync) });
     const nullFiles = await nullFilesCeiling(h.local, smallSrc);
     print({ figure: 'fuse.cp_r_null_files_ceiling', note: 'the engine answers every request itself, nothing stored', files: SMALL_FILES, null_files_per_s: round(nullFiles.nullFilesPerS, 0), local_files_per_s: round(nullFiles.localFilesPerS, 0), ratio_to_local: round(nullFiles.nullFilesPerS / nullFiles.localFilesPerS), mount_ratio_to_null: round(mount.filesPerS / nullFiles.nullFilesPerS) });
     print({ figure: 'fuse.null_files_write_ceiling', note: 'the dd write into the null file system: every write answered on the reader thread, nothing stored (median of three)', bytes: BYTES, write_MBps: round(median(nullFiles.writeMBps)), rounds: nullFiles.writeMBps.map((x) => round(x, 0)), ratio_to_vfs_1m: round(median(nullFiles.writeMBps) / MBps(m.writeMs)), mount_ratio_to_ceiling: round(MBps(mount.writeMs) / median(nullFiles.writeMBps)) });
