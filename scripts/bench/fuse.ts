@@ -15,6 +15,8 @@
  *   right after it, the uploads of the earlier ones running meanwhile (the slower is printed); the ceiling: the same
  *   copy into the engine's null file system (every request answered on its reader thread, nothing
  *   stored), beside a local copy made right after it, and the same dd write into it (the write's ceiling);
+ *   and the copy into a null file system over each of FUSE's kernel transports, /dev/fuse and io_uring
+ *   (support/fuse-uring-null.c): the ceiling the next transport gives;
  * - `rsync -a` of the same small files into a new folder (each written under a temporary name, its mode
  *   and times set, renamed), once a side after its copies' uploads (no target), vs rclone's mount and
  *   local disk;
@@ -30,7 +32,7 @@
  * BENCH_FUSE_BACKEND=memory serves the in-memory test Vfs instead (and skips
  * rclone). Prints one JSON line per figure. Run: `npm run bench -- fuse`.
  */
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { existsSync } from 'node:fs';
@@ -66,6 +68,65 @@ async function nullMountCeiling(scratch: string, spool = false): Promise<{ write
   } finally {
     await stop();
     await rm(spoolFile, { force: true });
+  }
+}
+
+/**
+ * `cp -r` of the small files into a null file system over each of FUSE's kernel transports, three rounds
+ * in turn: /dev/fuse (read and writev, the engine's through libfuse 3.14) and FUSE over io_uring
+ * (support/fuse-uring-null.c, built here against liburing; the kernel offers the rings only while
+ * fuse.enable_uring is on: turned on for this and put back after). What the next transport lifts the
+ * ceiling of small files to; `skipped` says why it could not be measured.
+ */
+async function transportCeiling(scratch: string, smallSrc: string): Promise<{ dev: number[]; uring: number[]; ringRequests: number } | { skipped: string }> {
+  const param = '/sys/module/fuse/parameters/enable_uring';
+  if (!existsSync(param)) return { skipped: 'this kernel has no FUSE over io_uring' };
+  const { fileURLToPath } = await import('node:url');
+  const { spawn } = await import('node:child_process');
+  const bin = join(scratch, 'fuse-uring-null');
+  try {
+    await sh('cc', ['-O2', '-o', bin, fileURLToPath(new URL('./support/fuse-uring-null.c', import.meta.url)), '-luring', '-lpthread'], { timeoutMs: 120_000 });
+  } catch (err) {
+    return { skipped: `cannot build the io_uring null file system (liburing-dev): ${(err as Error).message.split('\n')[0]}` };
+  }
+  const before = (await readFile(param, 'utf8')).trim();
+  try {
+    await writeFile(param, 'Y');
+  } catch {
+    return { skipped: 'fuse.enable_uring can only be turned on by root' };
+  }
+  /** One copy into a fresh mount of the null file system over `transport`; files/s and the requests the rings carried. */
+  const copyOver = async (transport: 'dev' | 'uring', round: number): Promise<{ filesPerS: number; ring: number }> => {
+    const mnt = join(scratch, `transport-${transport}-${round}`);
+    await mkdir(mnt, { recursive: true });
+    const child = spawn(bin, [mnt, transport], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => { out += c.toString(); });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    try {
+      await eventually(`the ${transport} null file system`, async () => (out.includes('mounted') ? true : undefined), 30_000);
+      const filesPerS = await copySmallFiles(smallSrc, join(mnt, 'copy'));
+      await sh('fusermount', ['-u', mnt]);
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+      return { filesPerS, ring: Number(/ring=(\d+)/.exec(out)?.[1] ?? 0) };
+    } finally {
+      await sh('fusermount', ['-uz', mnt]).catch(() => undefined);
+      child.kill('SIGKILL');
+    }
+  };
+  try {
+    const dev: number[] = [];
+    const uring: number[] = [];
+    let ringRequests = 0;
+    for (let round = 0; round < 3; round++) {
+      dev.push((await copyOver('dev', round)).filesPerS);
+      const u = await copyOver('uring', round);
+      uring.push(u.filesPerS);
+      ringRequests = u.ring;
+    }
+    return { dev, uring, ringRequests };
+  } finally {
+    await writeFile(param, before).catch(() => undefined);
   }
 }
 
@@ -356,6 +417,9 @@ async function main(): Promise<void> {
     print({ figure: 'fuse.rsync_4k_files', note: 'rsync -a into a new folder (temporary name, mode and times, rename: a file)', files: SMALL_FILES, mount_files_per_s: round(mount.rsyncPerS, 0), rclone_files_per_s: peer && round(peer.rsyncPerS, 0), ratio_to_rclone: vsPeer(mount.rsyncPerS, peer?.rsyncPerS), local_files_per_s: round(localRsync, 0), ratio_to_local: round(mount.rsyncPerS / localRsync) });
     const nullFiles = await nullFilesCeiling(h.local, smallSrc);
     print({ figure: 'fuse.cp_r_null_files_ceiling', note: 'the engine answers every request itself, nothing stored', files: SMALL_FILES, null_files_per_s: round(nullFiles.nullFilesPerS, 0), local_files_per_s: round(nullFiles.localFilesPerS, 0), ratio_to_local: round(nullFiles.nullFilesPerS / nullFiles.localFilesPerS), mount_ratio_to_null: round(mount.filesPerS / nullFiles.nullFilesPerS) });
+    const transports = await transportCeiling(h.local, smallSrc);
+    if ('skipped' in transports) print({ figure: 'fuse.cp_r_transport_ceiling', skipped: transports.skipped });
+    else print({ figure: 'fuse.cp_r_transport_ceiling', note: 'cp -r into a null file system over /dev/fuse and over io_uring (median of three, in turn)', files: SMALL_FILES, dev_files_per_s: round(median(transports.dev), 0), uring_files_per_s: round(median(transports.uring), 0), uring_ratio_to_dev: round(median(transports.uring) / median(transports.dev)), uring_ratio_to_local: round(median(transports.uring) / localFilesMedian), dev_ratio_to_local: round(median(transports.dev) / localFilesMedian), ring_requests: transports.ringRequests, rounds: { dev: roundsOf(transports.dev), uring: roundsOf(transports.uring) } });
     print({ figure: 'fuse.null_files_write_ceiling', note: 'the dd write into the null file system: every write answered on the reader thread, nothing stored (median of three)', bytes: BYTES, write_MBps: round(median(nullFiles.writeMBps)), rounds: nullFiles.writeMBps.map((x) => round(x, 0)), ratio_to_vfs_1m: round(median(nullFiles.writeMBps) / MBps(m.writeMs)), mount_ratio_to_ceiling: round(MBps(mount.writeMs) / median(nullFiles.writeMBps)) });
     const ceiling = await nullMountCeiling(h.local);
     print({ figure: 'fuse.null_mount_ceiling', note: 'every request answered at once, nothing stored', bytes: BYTES, write_MBps: round(ceiling.writeMBps), read_MBps: round(ceiling.readMBps), write_ratio_to_vfs_1m: round(ceiling.writeMBps / MBps(m.writeMs)), read_ratio_to_vfs_1m: round(ceiling.readMBps / MBps(m.readMs)) });
