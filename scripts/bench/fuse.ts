@@ -82,7 +82,6 @@ async function transportCeiling(scratch: string, smallSrc: string): Promise<{ de
   const param = '/sys/module/fuse/parameters/enable_uring';
   if (!existsSync(param)) return { skipped: 'this kernel has no FUSE over io_uring' };
   const { fileURLToPath } = await import('node:url');
-  const { spawn } = await import('node:child_process');
   const bin = join(scratch, 'fuse-uring-null');
   try {
     await sh('cc', ['-O2', '-o', bin, fileURLToPath(new URL('./support/fuse-uring-null.c', import.meta.url)), '-luring', '-lpthread'], { timeoutMs: 120_000 });
@@ -98,20 +97,15 @@ async function transportCeiling(scratch: string, smallSrc: string): Promise<{ de
   /** One copy into a fresh mount of the null file system over `transport`; files/s and the requests the rings carried. */
   const copyOver = async (transport: 'dev' | 'uring', round: number): Promise<{ filesPerS: number; ring: number }> => {
     const mnt = join(scratch, `transport-${transport}-${round}`);
-    await mkdir(mnt, { recursive: true });
-    const child = spawn(bin, [mnt, transport], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => { out += c.toString(); });
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    const served = await startMountProcess(bin, [mnt, transport], mnt, `the ${transport} null file system`);
     try {
-      await eventually(`the ${transport} null file system`, async () => (out.includes('mounted') ? true : undefined), 30_000);
       const filesPerS = await copySmallFiles(smallSrc, join(mnt, 'copy'));
+      // Unmounted, it prints how many requests each transport carried, and exits.
       await sh('fusermount', ['-u', mnt]);
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
-      return { filesPerS, ring: Number(/ring=(\d+)/.exec(out)?.[1] ?? 0) };
+      await Promise.race([served.exited, new Promise((r) => setTimeout(r, 10_000))]);
+      return { filesPerS, ring: Number(/ring=(\d+)/.exec(served.output())?.[1] ?? 0) };
     } finally {
-      await sh('fusermount', ['-uz', mnt]).catch(() => undefined);
-      child.kill('SIGKILL');
+      await served.stop();
     }
   };
   try {
@@ -154,10 +148,22 @@ async function nullFilesCeiling(scratch: string, smallSrc: string): Promise<{ nu
  * until it says it is mounted; resolves with how to stop it and clear the mount.
  */
 async function startBenchMount(script: string, mnt: string, args: string[], what: string): Promise<() => Promise<void>> {
-  const { spawn } = await import('node:child_process');
   const { fileURLToPath } = await import('node:url');
+  const served = await startMountProcess(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(`./support/${script}`, import.meta.url)), mnt, ...args], mnt, what);
+  return served.stop;
+}
+
+/**
+ * Runs `command` (a process serving a mount at `mnt`) and waits until it prints `mounted`; resolves with
+ * what it printed so far, its exit, and how to stop it and clear the mount.
+ */
+async function startMountProcess(command: string, argv: string[], mnt: string, what: string): Promise<{ stop: () => Promise<void>; output: () => string; exited: Promise<void> }> {
+  const { spawn } = await import('node:child_process');
   await mkdir(mnt, { recursive: true });
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(`./support/${script}`, import.meta.url)), mnt, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
+  let printed = '';
+  child.stdout.on('data', (c: Buffer) => { printed += c.toString(); });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const stop = async (): Promise<void> => {
     child.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 500));
@@ -167,8 +173,8 @@ async function startBenchMount(script: string, mnt: string, args: string[], what
   try {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`${what} did not come up in 30 s`)), 30_000);
-      child.stdout.on('data', (c: Buffer) => {
-        if (c.toString().includes('mounted')) {
+      child.stdout.on('data', () => {
+        if (printed.includes('mounted')) {
           clearTimeout(timer);
           resolve();
         }
@@ -182,7 +188,7 @@ async function startBenchMount(script: string, mnt: string, args: string[], what
     await stop();
     throw err;
   }
-  return stop;
+  return { stop, output: () => printed, exited };
 }
 
 async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {

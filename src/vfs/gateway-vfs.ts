@@ -511,7 +511,7 @@ export class GatewayVfs implements Vfs {
       this.writable(from);
       return;
     }
-    const { a, b, src, dst } = await this.transferEnds('renamed', from, to, opts, ctx);
+    const { a, b, src, dst, localMove } = await this.transferEnds('renamed', from, to, opts, ctx);
     if (dst) {
       if (src.isDir && !dst.isDir) throw new VfsError('ENOTDIR', `${b.path} is a file`);
       if (!src.isDir && dst.isDir) throw new VfsError('EISDIR', `${b.path} is a folder`);
@@ -530,7 +530,7 @@ export class GatewayVfs implements Vfs {
     let onService: RemoteEntry | null = null;
     // A file made here of which nothing was ever sent has nothing to move on the service (a file someone
     // else made there meanwhile is theirs): no round trip (an rsync renames every file it writes).
-    if (src.isDir || !this.writeBack.unsent(lib.name, a.fullpath)) {
+    if (!localMove) {
       try {
         onService = await lib.remote.stat(a.fullpath, this.call(ctx));
         if (onService) await lib.remote.move(a.fullpath, b.fullpath, this.call(ctx));
@@ -577,9 +577,9 @@ export class GatewayVfs implements Vfs {
     await this.writeBack.readersGone(lib.name, fullpath);
   }
 
-  /** Both ends of a rename or copy, checked: source exists, not into itself, target's folder exists, noReplace. */
+  /** Both ends of a rename or copy, checked: source exists, not into itself, target's folder exists, noReplace; `localMove`: a rename of a file the service has nothing of (moved here only). */
   private async transferEnds(verb: string, from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext):
-    Promise<{ a: Target & { lib: Library }; b: Target & { lib: Library }; src: RemoteEntry; dst: RemoteEntry | null }> {
+    Promise<{ a: Target & { lib: Library }; b: Target & { lib: Library }; src: RemoteEntry; dst: RemoteEntry | null; localMove: boolean }> {
     const a = this.target(from);
     const b = this.target(to);
     if (!a.lib || a.fullpath === '' || !b.lib || b.fullpath === '') throw new VfsError('EPERM', `libraries cannot be ${verb} or replaced: ${a.path} → ${b.path}`);
@@ -598,7 +598,7 @@ export class GatewayVfs implements Vfs {
     // Its upload will be a file made (or changed) at the target: a service that checks that per member is
     // asked now, as at a create, before anything changes.
     if (localMove) await b.lib.remote.checkWrite?.(b.fullpath, !!dst, this.call(ctx));
-    return { a: a as Target & { lib: Library }, b: b as Target & { lib: Library }, src, dst };
+    return { a: a as Target & { lib: Library }, b: b as Target & { lib: Library }, src, dst, localMove };
   }
 
   async setTimes(path: string, mtimeMs: number, ctx?: CallContext): Promise<void> {

@@ -235,9 +235,9 @@ export class MetadataCache {
     const base = key(lib, fullpath);
     const prefix = `${lib}\0`;
     const known = this.entries.peek(base);
-    const knownFile = known !== undefined && known !== MISSING && !known.isDir;
-    const knownDir = known !== undefined && known !== MISSING && known.isDir;
-    const isFile = knownFile || (isDir === false && !knownDir && !this.listings.has(base));
+    // What the cache holds decides; what the caller says only when the cache holds neither entry nor listing.
+    const held = known === undefined || known === MISSING ? undefined : known.isDir;
+    const isFile = held === false || (held === undefined && isDir === false && !this.listings.has(base));
     if (!isFile) this.removeBelow(prefix, base, fullpath);
     if (markMissing) this.entries.set(base, MISSING);
     else this.entries.delete(base);
