@@ -68,8 +68,20 @@ export interface MountOptions {
    * a sequential reader it asks, in requests of up to 1 MiB, several in flight. Default 4 MiB.
    */
   readAheadBytes?: number;
+  /**
+   * How the kernel's requests reach the engine. "auto" (default): over io_uring when the kernel offers it
+   * (FUSE over io_uring: Linux 6.14 or later, the fuse module's `enable_uring` on), else /dev/fuse.
+   * "uring": the mount fails, saying why, when the kernel does not offer it. "dev": /dev/fuse only.
+   * See docs/fuse.md, Transports.
+   */
+  transport?: FuseTransport;
+  /** Request buffers of each CPU's ring over io_uring (1–256). Default 16. */
+  ringDepth?: number;
   logger: Logger;
 }
+
+export type FuseTransport = 'auto' | 'uring' | 'dev';
+export const FUSE_TRANSPORTS: readonly FuseTransport[] = ['auto', 'uring', 'dev'];
 
 export interface MountedVfs {
   readonly mountpoint: string;
@@ -90,6 +102,12 @@ function validate(opts: MountOptions): void {
   int(opts.gid, 'gid', 0xffff_fffe);
   int(opts.umask, 'umask', 0o777);
   int(opts.readerThreads, 'readerThreads', 8);
+  if (opts.transport !== undefined && !FUSE_TRANSPORTS.includes(opts.transport)) {
+    throw new TypeError(`transport: expected one of ${FUSE_TRANSPORTS.map((t) => JSON.stringify(t)).join(', ')}, got ${JSON.stringify(opts.transport)}`);
+  }
+  if (opts.ringDepth !== undefined && !(Number.isInteger(opts.ringDepth) && opts.ringDepth >= 1 && opts.ringDepth <= 256)) {
+    throw new TypeError(`ringDepth: expected an integer from 1 to 256, got ${JSON.stringify(opts.ringDepth)}`);
+  }
   if (opts.readerThreads === 0) throw new TypeError('readerThreads: expected an integer from 1 to 8, got 0');
   if (opts.readAheadBytes !== undefined && !(Number.isInteger(opts.readAheadBytes) && opts.readAheadBytes >= 4096 && opts.readAheadBytes % 4096 === 0 && opts.readAheadBytes <= MAX_READ_AHEAD)) {
     throw new TypeError(`readAheadBytes: expected a whole number of 4 KiB pages from 4 KiB to 64 MiB, got ${JSON.stringify(opts.readAheadBytes)}`);
@@ -128,6 +146,14 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
     logger,
   });
   const served = mountFuse3(mnt, operations, { ...opts, attrTimeoutS: opts.attrTimeoutS ?? 2, readOnly, uid: ownership.uid, gid: ownership.gid }, logger);
+  if (opts.transport === 'uring') {
+    const started = await Promise.race([served.started.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), TRANSPORT_CHECK_MS).unref())]);
+    const t = served.counters.transport;
+    if (!started || t.transport !== 'uring') {
+      await served.unmount().catch((err: unknown) => logger.warn({ err: String(err) }, 'fuse: unmounting after the transport check failed'));
+      throw new Error(`cannot mount ${mnt} over io_uring (transport "uring"): ${started ? t.why : 'the kernel did not start the session'}`);
+    }
+  }
   await served.answerCloses().catch((err: unknown) => logger.warn({ err: String(err) }, 'fuse: the engine answers no closes (its journal log could not be started)'));
   logger.info({ mountpoint: mnt, readOnly }, 'fuse: mounted');
 
@@ -165,6 +191,8 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
 
 interface ServedMount {
   unmount(): Promise<void>;
+  /** Resolves once INIT is answered (the transport chosen) or the session ended. */
+  readonly started: Promise<void>;
   /** Applies the writes and times the engine answered and still holds (LowLevelMount.applyQueued). */
   applyQueued(): Promise<void>;
   /** Lets the engine answer closes of small files it created (LowLevelMount.answerCloses). */
@@ -183,6 +211,8 @@ export const FUSE3_SETTINGS = {
   congestionThreshold: 48,
 };
 
+/** With transport "uring", how long the kernel may take to start the session before the mount fails. */
+const TRANSPORT_CHECK_MS = 10_000;
 /** At unmount, how long the closes the engine answered may take to be applied before it goes on. */
 const CLOSES_SETTLE_MS = 30_000;
 /** Default of `spoolWritebackAheadBytes`. */
@@ -195,6 +225,11 @@ const DEFAULT_SPOOL_SYNC_AHEAD = 64 * 1024 * 1024;
  */
 const DEFAULT_READ_AHEAD = 4 * 1024 * 1024;
 const MAX_READ_AHEAD = 64 * 1024 * 1024;
+/**
+ * Default of `ringDepth`: requests one CPU may have with the engine at once over io_uring. Each buffer
+ * takes up to 1 MiB once a large write or read used it (16 MiB a CPU at most).
+ */
+const DEFAULT_RING_DEPTH = 16;
 
 /** What the engine answers itself (see docs/fuse.md, The engine): all of it unless engineAnswers is false. */
 function engineAnswerSettings(opts: { engineAnswers?: boolean; attrTimeoutS: number; uid: number; gid: number; readOnly: boolean }): Partial<SessionSettings> {
@@ -234,6 +269,7 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
       ...FUSE3_SETTINGS, writeback: opts.writebackCache === false ? 0 : 1, asyncRead: 1, readers: opts.readerThreads ?? 1,
       writebackAheadKiB: (opts.spoolWritebackAheadBytes ?? DEFAULT_SPOOL_WRITEBACK_AHEAD) / 1024,
       syncAheadKiB: (opts.spoolSyncAheadBytes ?? DEFAULT_SPOOL_SYNC_AHEAD) / 1024, ...engineAnswerSettings(opts),
+      transport: opts.transport === 'dev' ? 0 : 1, ringDepth: opts.ringDepth ?? DEFAULT_RING_DEPTH,
     },
     attrTimeoutS: opts.attrTimeoutS,
     logger,
@@ -248,6 +284,7 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
     get counters() {
       return session.counters;
     },
+    started: session.started,
     applyQueued: () => session.applyQueued(),
     answerCloses: () => session.answerCloses(),
     async unmount() {

@@ -46,6 +46,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rings.h"
+
 enum op_code {
   OP_LOOKUP = 1, OP_FORGET = 2, OP_GETATTR = 3, OP_SETATTR = 4, OP_MKDIR = 5, OP_UNLINK = 6,
   OP_RMDIR = 7, OP_RENAME = 8, OP_OPEN = 9, OP_READ = 10, OP_WRITE = 11, OP_FLUSH = 12,
@@ -179,6 +181,9 @@ typedef struct attr_entry {
 
 typedef struct session {
   struct fuse_session *se;
+  /* FUSE over io_uring (rings.c): the session's reads and answers go through it. */
+  fuse_rings *rings;
+  int rings_want, ring_depth;
   napi_threadsafe_function tsfn;
   pthread_t readers[8];
   int reader_count;
@@ -722,6 +727,7 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn) {
   s->got_max_readahead = conn->max_readahead;
   s->got_max_background = conn->max_background;
   s->got_writeback = (conn->want & FUSE_CAP_WRITEBACK_CACHE) != 0;
+  rings_prepare(s->rings, conn->max_write);
   queued *q = new_queued(s, OP_INIT, NULL, 0);
   if (q) enqueue(s, q);
 }
@@ -1501,9 +1507,20 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     pthread_mutex_unlock(&cs->lock);
     created_free(c);
   }
-  BEGIN(OP_RELEASE, ino);
-  WITH_FI(fi);
-  enqueue(s, q);
+  /*
+   * The kernel sends a release without waiting for it (nothing of its answer reaches the application):
+   * answered here, JavaScript releasing the handle behind, so no release waits for JavaScript (over
+   * io_uring, one waiting would hold a ring's buffer). Queued before the answer: the kernel's forget of
+   * the inode comes after it.
+   */
+  session *s = SESSION(req);
+  queued *q = new_queued(s, OP_RELEASE, NULL, ino);
+  if (q) {
+    WITH_FI(fi);
+    q->answered = 1;
+    enqueue(s, q);
+  }
+  fuse_reply_err(req, 0);
 }
 
 static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
@@ -1538,9 +1555,15 @@ static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 }
 
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-  BEGIN(OP_RELEASEDIR, ino);
-  WITH_FI(fi);
-  enqueue(s, q);
+  /* As a release: answered here, JavaScript forgetting the listing behind. */
+  session *s = SESSION(req);
+  queued *q = new_queued(s, OP_RELEASEDIR, NULL, ino);
+  if (q) {
+    WITH_FI(fi);
+    q->answered = 1;
+    enqueue(s, q);
+  }
+  fuse_reply_err(req, 0);
 }
 
 static void ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
@@ -1993,10 +2016,21 @@ static void *reader_main(void *arg) {
   /* Some reader ended: the connection is gone or the session was told to exit. Stop the others too. */
   fuse_session_exit(s->se);
   if (last) {
+    /* The connection is gone: so is every ring's (their threads end; answers still to come are dropped). */
+    rings_stop(s->rings);
     queued *q = new_queued(s, OP_END, NULL, 0);
     if (q) enqueue(s, q);
   }
   return NULL;
+}
+
+/* The session's custom I/O (see rings.c): every read and answer, whichever transport carries it. */
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata) {
+  return rings_read(((session *)userdata)->rings, fd, buf, len);
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata) {
+  return rings_writev(((session *)userdata)->rings, fd, iov, count);
 }
 
 /* ---- N-API helpers --------------------------------------------------------------------------- */
@@ -2281,6 +2315,12 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   if (get_u32_prop(env, argv[2], "writeback", &flag) > 0) s->writeback = flag != 0;
   if (get_u32_prop(env, argv[2], "asyncRead", &flag) > 0) s->async_read = flag != 0;
   get_u32_prop(env, argv[2], "readers", &readers);
+  /* transport: 0 /dev/fuse only, 1 FUSE over io_uring when the kernel offers it; ringDepth: buffers a queue. */
+  unsigned transport = 1, ring_depth = 16;
+  get_u32_prop(env, argv[2], "transport", &transport);
+  get_u32_prop(env, argv[2], "ringDepth", &ring_depth);
+  s->rings_want = transport != 0;
+  s->ring_depth = (int)ring_depth;
   unsigned writeback_ahead_kib = 0;
   if (get_u32_prop(env, argv[2], "writebackAheadKiB", &writeback_ahead_kib) > 0) s->writeback_ahead = (uint64_t)writeback_ahead_kib * 1024;
   unsigned sync_ahead_kib = 0;
@@ -2345,10 +2385,25 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
     napi_throw_error(env, NULL, "fuse_session_mount failed (see stderr)");
     return NULL;
   }
+  /* Reads and answers through rings.c, which takes up FUSE over io_uring at INIT when wanted and offered. */
+  int fd = fuse_session_fd(s->se);
+  s->rings = rings_new(s->se, fd, s->rings_want, s->ring_depth);
+  struct fuse_custom_io io = { .read = io_read, .writev = io_writev };
+  if (!s->rings || fuse_session_custom_io(s->se, &io, fd) != 0) {
+    rings_free(s->rings);
+    fuse_session_unmount(s->se);
+    fuse_session_destroy(s->se);
+    free(s->attrs);
+    free(s->mountpoint);
+    free(s);
+    napi_throw_error(env, NULL, "cannot set up the session's transport");
+    return NULL;
+  }
 
   napi_value name;
   napi_create_string_utf8(env, "fuse3-requests", NAPI_AUTO_LENGTH, &name);
   if (napi_create_threadsafe_function(env, argv[3], NULL, name, 0, 1, NULL, NULL, s, call_js, &s->tsfn) != napi_ok) {
+    rings_free(s->rings);
     fuse_session_unmount(s->se);
     fuse_session_destroy(s->se);
     free(s->attrs);
@@ -2376,6 +2431,7 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   s->hasher_started = s->reader_count > 0 && pthread_create(&s->hasher, NULL, hasher_main, s) == 0;
   if (s->reader_count == 0) {
     napi_release_threadsafe_function(s->tsfn, napi_tsfn_abort);
+    rings_free(s->rings);
     fuse_session_unmount(s->se);
     fuse_session_destroy(s->se);
     free(s->attrs);
@@ -2471,6 +2527,10 @@ static napi_value js_destroy(napi_env env, napi_callback_info info) {
   /* Before the request queue goes: the hash thread queues records. Hashes not finished are dropped. */
   stop_hasher(s);
   napi_release_threadsafe_function(s->tsfn, napi_tsfn_release);
+  /* The rings' threads ended with the readers; answers written from here on go to /dev/fuse (gone). */
+  fuse_rings *rings = s->rings;
+  s->rings = NULL;
+  rings_free(rings);
   fuse_session_destroy(s->se);
   s->se = NULL;
   pthread_mutex_lock(&s->lock);
@@ -3501,6 +3561,27 @@ static napi_value js_answered_counts(napi_env env, napi_callback_info info) {
 }
 
 /*
+ * transport(session) → { transport: "uring" | "dev", why?, ringRequests, devRequests, queues, depth }:
+ * how the kernel's requests reach the session (rings.c), and why not over io_uring when they do not.
+ */
+static napi_value js_transport(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  session *s = session_args(env, info, 1, argv, "transport(session)");
+  if (!s) return NULL;
+  rings_counts c;
+  rings_counts_of(s->rings, &c);
+  napi_value result;
+  napi_create_object(env, &result);
+  set_str(env, result, "transport", c.transport);
+  if (c.why) set_str(env, result, "why", c.why);
+  set_num(env, result, "ringRequests", (double)c.ring_requests);
+  set_num(env, result, "devRequests", (double)c.dev_requests);
+  set_num(env, result, "queues", c.queues);
+  set_num(env, result, "depth", c.depth);
+  return result;
+}
+
+/*
  * journalSwitch(session, path | null) → the number of records written before the switch: the records
  * of closes answered here go to the file `path` from now on (made if missing, appended to), none with
  * null (closes are then JavaScript's). Throws when the file cannot be opened (nothing changes then).
@@ -3602,6 +3683,7 @@ static napi_value init(napi_env env, napi_value exports) {
     { "namesForget", js_names_forget },
     { "pathsKept", js_paths_kept },
     { "answeredCounts", js_answered_counts },
+    { "transport", js_transport },
     { "spoolWritebacks", js_spool_writebacks },
     { "spoolSyncs", js_spool_syncs },
     { "takeQueued", js_take_queued },

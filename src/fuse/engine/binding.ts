@@ -105,6 +105,13 @@ export interface SessionSettings {
    * the background (0: never; needs writebackAheadKiB).
    */
   syncAheadKiB?: number;
+  /**
+   * 0: every request from /dev/fuse; 1 (default): over io_uring when the kernel offers it at INIT (FUSE
+   * over io_uring, Linux 6.14+, the fuse module's `enable_uring` on), from /dev/fuse otherwise.
+   */
+  transport?: number;
+  /** Request buffers each CPU's ring registers (default 16): requests made on a CPU beyond them wait in the kernel. */
+  ringDepth?: number;
   /** 1: the null file system of the benchmarks (names and sizes in memory, every request answered by the engine). */
   nullFiles?: number;
 }
@@ -120,6 +127,20 @@ export interface AnsweredCounts {
   creates: number;
   /** Closes of such files answered by the engine once their journal record was written (journalSwitch). */
   closes: number;
+}
+
+/** How the kernel's requests reach the engine. */
+export interface TransportState {
+  /** "uring": from the rings of FUSE over io_uring; "dev": from /dev/fuse. */
+  transport: 'uring' | 'dev';
+  /** Why not over io_uring, when not. */
+  why?: string;
+  /** Requests that came from the rings, and from /dev/fuse (forgets and interrupts always do). */
+  ringRequests: number;
+  devRequests: number;
+  /** Rings (one a CPU the kernel may have), and the request buffers of each. */
+  queues: number;
+  depth: number;
 }
 
 /** Where a folder is in the Vfs (for the journal records of closes the engine answers). */
@@ -207,6 +228,8 @@ export interface Fuse3Binding {
   takeQueued(session: NativeSession): KernelRequest[];
   /** What the engine answered itself so far. */
   answeredCounts(session: NativeSession): AnsweredCounts;
+  /** How the kernel's requests reach the session. */
+  transport(session: NativeSession): TransportState;
   /** Times the engine started the writeback of spool bytes it wrote (SessionSettings.writebackAheadKiB). */
   spoolWritebacks(session: NativeSession): number;
   /** Background fdatasyncs of spools the engine wrote, made so far (SessionSettings.syncAheadKiB). */

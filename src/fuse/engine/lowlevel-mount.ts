@@ -9,7 +9,7 @@ import { Errno, errnoOf } from '../errno.js';
 import type { FuseOperations } from '../operations.js';
 import type { NativeCallback } from '../reply.js';
 import type { KernelStat, KernelStatFs } from '../stat.js';
-import { Op, type AnsweredCounts, type Fuse3Binding, type KernelRequest, type NativeSession, type SessionSettings } from './binding.js';
+import { Op, type AnsweredCounts, type Fuse3Binding, type KernelRequest, type NativeSession, type SessionSettings, type TransportState } from './binding.js';
 import { InodeTable, ROOT_INO, type InodeNode } from './inode-table.js';
 import { AnsweredCloses } from './answered-closes.js';
 import type { DirectSpool, SideJournal } from '../../vfs/types.js';
@@ -45,6 +45,8 @@ export interface DirectWriteCounters {
 /** The engine's direct spool writes, and the requests it answered itself (see docs/fuse.md, The engine). */
 export interface EngineCounters extends DirectWriteCounters {
   answered: AnsweredCounts;
+  /** How the kernel's requests reach the engine (after unmount: as they did). */
+  transport: TransportState;
 }
 
 /** What the kernel agreed to at INIT. */
@@ -179,7 +181,12 @@ export class LowLevelMount {
   private endedResolve!: () => void;
   /** Resolves when the native readers have stopped (connection gone). */
   readonly ended = new Promise<void>((resolve) => (this.endedResolve = resolve));
+  private startedResolve!: () => void;
+  /** Resolves once the kernel's INIT is answered (its transport chosen), or the session ended first. */
+  readonly started = new Promise<void>((resolve) => (this.startedResolve = resolve));
   negotiated: NegotiatedSession | undefined;
+  /** The transport as it was when the session went (counters after unmount). */
+  private lastTransport: TransportState | undefined;
 
   constructor(private readonly opts: LowLevelMountOptions) {
     this.binding = opts.binding;
@@ -212,6 +219,7 @@ export class LowLevelMount {
   destroy(): void {
     clearInterval(this.quietRecords);
     if (!this.session) return;
+    this.lastTransport = this.binding.transport(this.session);
     if (!this.binding.destroy(this.session)) {
       this.logger.warn({ mountpoint: this.opts.mountpoint }, 'fuse: the connection is still held by the kernel; leaving its reader thread');
       this.dropHashesDue();
@@ -230,7 +238,8 @@ export class LowLevelMount {
   get counters(): EngineCounters {
     const answered = this.session ? this.binding.answeredCounts(this.session) : { getattr: 0, writes: 0, times: 0, lookups: 0, creates: 0, closes: 0 };
     const se = this.session;
-    return { ...this.directCounts, spoolWritebacks: se ? this.binding.spoolWritebacks(se) : 0, spoolSyncs: se ? this.binding.spoolSyncs(se) : 0, answered };
+    const transport = se ? this.binding.transport(se) : (this.lastTransport ?? { transport: 'dev', why: 'not mounted', ringRequests: 0, devRequests: 0, queues: 0, depth: 0 });
+    return { ...this.directCounts, spoolWritebacks: se ? this.binding.spoolWritebacks(se) : 0, spoolSyncs: se ? this.binding.spoolSyncs(se) : 0, answered, transport };
   }
 
   private get se(): NativeSession {
@@ -242,6 +251,11 @@ export class LowLevelMount {
     for (const req of batch) {
       if (req.answered && req.op === Op.CREATE) {
         this.createdByEngine(req);
+        continue;
+      }
+      if (req.answered && req.op === Op.RELEASEDIR) {
+        // Answered by the engine (the kernel does not wait for it): the listing it held goes.
+        this.dirs.delete(req.fh!);
         continue;
       }
       if (req.answered && req.op === Op.FLUSH) {
@@ -514,9 +528,14 @@ export class LowLevelMount {
       case Op.INIT:
         this.writeback = !!req.writeback;
         this.negotiated = { maxWrite: req.maxWrite!, maxReadahead: req.maxReadahead!, maxBackground: req.maxBackground!, writeback: this.writeback };
-        this.logger.info(this.negotiated, 'fuse: session started (libfuse 3)');
+        {
+          const t = b.transport(se);
+          this.logger.info({ ...this.negotiated, transport: t.transport, ...(t.why ? { why: t.why } : { queues: t.queues, depth: t.depth }) }, 'fuse: session started (libfuse 3)');
+        }
+        this.startedResolve();
         return;
       case Op.END:
+        this.startedResolve();
         this.endedResolve();
         return;
       case Op.FORGET:

@@ -1,0 +1,41 @@
+/*
+ * FUSE over io_uring (kernel 6.14 and later) under libfuse 3's low-level session: see rings.c.
+ */
+#ifndef CLOUDLIB_RINGS_H
+#define CLOUDLIB_RINGS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct fuse_session;
+typedef struct fuse_rings fuse_rings;
+
+typedef struct rings_counts {
+  /* "uring" when the session's requests come from its rings (from INIT on), "dev" when from /dev/fuse. */
+  const char *transport;
+  /* Why the session is on /dev/fuse (NULL when it is not). */
+  const char *why;
+  /* Requests that came from the rings, and from /dev/fuse. */
+  uint64_t ring_requests, dev_requests;
+  int queues, depth;
+} rings_counts;
+
+/*
+ * The rings of one mounted session whose descriptor is `fd`: its reads and answers must go through
+ * rings_read and rings_writev (fuse_session_custom_io). `want`: 0 never (every request from /dev/fuse),
+ * 1 when the kernel offers them. `depth`: request buffers a queue registers.
+ */
+fuse_rings *rings_new(struct fuse_session *se, int fd, int want, int depth);
+/* From the init callback, before INIT is answered: makes the rings when the kernel offered them. */
+void rings_prepare(fuse_rings *r, unsigned max_write);
+/* The session's custom I/O. */
+ssize_t rings_read(fuse_rings *r, int fd, void *buf, size_t len);
+ssize_t rings_writev(fuse_rings *r, int fd, struct iovec *iov, int count);
+/* The connection is gone (the /dev/fuse readers ended): stops the rings' threads and waits for them. */
+void rings_stop(fuse_rings *r);
+/* After rings_stop: frees everything. */
+void rings_free(fuse_rings *r);
+void rings_counts_of(fuse_rings *r, rings_counts *out);
+
+#endif
