@@ -15,8 +15,8 @@
  *   right after it, the uploads of the earlier ones running meanwhile (the slower is printed); the ceiling: the same
  *   copy into the engine's null file system (every request answered on its reader thread, nothing
  *   stored), beside a local copy made right after it, and the same dd write into it (the write's ceiling);
- *   and the copy into a null file system over each of FUSE's kernel transports, /dev/fuse and io_uring
- *   (support/fuse-uring-null.c): the ceiling the next transport gives;
+ *   and the copy into the same null file system over each of FUSE's kernel transports, /dev/fuse and
+ *   io_uring: what the transport alone changes;
  * - `rsync -a` of the same small files into a new folder (each written under a temporary name, its mode
  *   and times set, renamed), once a side after its copies' uploads (no target), vs rclone's mount and
  *   local disk;
@@ -30,12 +30,16 @@
  * The mount serves the gateway's Vfs over the embedded service in a process of its own (its data in
  * memory), as in production, with the gateway's default write-back delay and feed interval;
  * BENCH_FUSE_BACKEND=memory serves the in-memory test Vfs instead (and skips
- * rclone). Prints one JSON line per figure. Run: `npm run bench -- fuse`.
+ * rclone). The mount takes FUSE over io_uring when the kernel offers it (docs/fuse.md, Transports): run as
+ * root, the bench turns the fuse module's enable_uring on for the run and puts it back after
+ * (BENCH_FUSE_URING=off leaves it as it is); `fuse.transport` says what the mount used.
+ * Prints one JSON line per figure. Run: `npm run bench -- fuse`.
  */
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { existsSync } from 'node:fs';
+import type { TransportState } from '../../src/fuse/engine/binding.js';
 import { eventually, sh, startMount } from '../../test/e2e/fuse/harness.js';
 import { recyclePages } from './support/recycle-pages.js';
 import { DEFAULT_FEED_INTERVAL_MS, DEFAULT_UPLOAD_DELAY_MS } from '../../src/gateway/config.js';
@@ -45,6 +49,7 @@ const SMALL_FILES = Number(process.env.BENCH_FUSE_SMALL_FILES ?? 1000);
 const LIST_ENTRIES = Number(process.env.BENCH_FUSE_LIST_ENTRIES ?? 10_000);
 /** Page cache recycled before each timed window (see the top): the mount's file and its spool, with a margin. */
 const RECYCLE_BYTES = BYTES * 2.5;
+const URING_PARAM = '/sys/module/fuse/parameters/enable_uring';
 
 function print(figure: Record<string, unknown>): void {
   process.stdout.write(JSON.stringify(figure) + '\n');
@@ -72,56 +77,43 @@ async function nullMountCeiling(scratch: string, spool = false): Promise<{ write
 }
 
 /**
- * `cp -r` of the small files into a null file system over each of FUSE's kernel transports, three rounds
- * in turn: /dev/fuse (read and writev, the engine's through libfuse 3.14) and FUSE over io_uring
- * (support/fuse-uring-null.c, built here against liburing; the kernel offers the rings only while
- * fuse.enable_uring is on: turned on for this and put back after). What the next transport lifts the
- * ceiling of small files to; `skipped` says why it could not be measured.
+ * `cp -r` of the small files into the engine's null file system over each of FUSE's kernel transports,
+ * three rounds in turn: /dev/fuse, and FUSE over io_uring (the kernel offers it only while
+ * fuse.enable_uring is on: main turns it on for the run when it can). What the transport alone changes;
+ * `skipped` says why it could not be measured.
  */
 async function transportCeiling(scratch: string, smallSrc: string): Promise<{ dev: number[]; uring: number[]; ringRequests: number } | { skipped: string }> {
-  const param = '/sys/module/fuse/parameters/enable_uring';
-  if (!existsSync(param)) return { skipped: 'this kernel has no FUSE over io_uring' };
-  const { fileURLToPath } = await import('node:url');
-  const bin = join(scratch, 'fuse-uring-null');
-  try {
-    await sh('cc', ['-O2', '-o', bin, fileURLToPath(new URL('./support/fuse-uring-null.c', import.meta.url)), '-luring', '-lpthread'], { timeoutMs: 120_000 });
-  } catch (err) {
-    return { skipped: `cannot build the io_uring null file system (liburing-dev): ${(err as Error).message.split('\n')[0]}` };
-  }
-  const before = (await readFile(param, 'utf8')).trim();
-  try {
-    await writeFile(param, 'Y');
-  } catch {
-    return { skipped: 'fuse.enable_uring can only be turned on by root' };
-  }
-  /** One copy into a fresh mount of the null file system over `transport`; files/s and the requests the rings carried. */
-  const copyOver = async (transport: 'dev' | 'uring', round: number): Promise<{ filesPerS: number; ring: number }> => {
+  if ((await uringParam()) !== 'Y') return { skipped: 'the kernel does not offer FUSE over io_uring (fuse.enable_uring off, or a kernel before 6.14)' };
+  /** One copy into a fresh null file system over `transport`; files/s and the requests the rings carried. */
+  const copyOver = async (transport: 'dev' | 'auto', round: number): Promise<{ filesPerS: number; ring: number }> => {
     const mnt = join(scratch, `transport-${transport}-${round}`);
-    const served = await startMountProcess(bin, [mnt, transport], mnt, `the ${transport} null file system`);
+    const { fileURLToPath } = await import('node:url');
+    const served = await startMountProcess(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./support/fuse-null-files-mount.ts', import.meta.url)), mnt, transport], mnt, `the null file system over ${transport}`);
+    let filesPerS = 0;
     try {
-      const filesPerS = await copySmallFiles(smallSrc, join(mnt, 'copy'));
-      // Unmounted, it prints how many requests each transport carried, and exits.
-      await sh('fusermount', ['-u', mnt]);
-      await Promise.race([served.exited, new Promise((r) => setTimeout(r, 10_000))]);
-      return { filesPerS, ring: Number(/ring=(\d+)/.exec(served.output())?.[1] ?? 0) };
+      filesPerS = await copySmallFiles(smallSrc, join(mnt, 'copy'));
     } finally {
+      // Stopped, it prints how the requests came.
       await served.stop();
     }
+    const state = /transport (\{.*\})/.exec(served.output())?.[1];
+    return { filesPerS, ring: state ? (JSON.parse(state) as TransportState).ringRequests : 0 };
   };
-  try {
-    const dev: number[] = [];
-    const uring: number[] = [];
-    let ringRequests = 0;
-    for (let round = 0; round < 3; round++) {
-      dev.push((await copyOver('dev', round)).filesPerS);
-      const u = await copyOver('uring', round);
-      uring.push(u.filesPerS);
-      ringRequests = u.ring;
-    }
-    return { dev, uring, ringRequests };
-  } finally {
-    await writeFile(param, before).catch(() => undefined);
+  const dev: number[] = [];
+  const uring: number[] = [];
+  let ringRequests = 0;
+  for (let round = 0; round < 3; round++) {
+    dev.push((await copyOver('dev', round)).filesPerS);
+    const u = await copyOver('auto', round);
+    uring.push(u.filesPerS);
+    ringRequests = u.ring;
   }
+  return { dev, uring, ringRequests };
+}
+
+/** The fuse module's enable_uring parameter: 'Y', 'N', or undefined (a kernel without FUSE over io_uring). */
+async function uringParam(): Promise<string | undefined> {
+  return (await readFile(URING_PARAM, 'utf8').catch(() => undefined))?.trim();
 }
 
 /**
@@ -306,6 +298,16 @@ async function rcloneMount(url: string, scratch: string): Promise<{ mnt: string;
 }
 
 async function main(): Promise<void> {
+  const uringBefore = await uringParam();
+  if (uringBefore === 'N' && process.env.BENCH_FUSE_URING !== 'off') await writeFile(URING_PARAM, 'Y').catch(() => undefined);
+  try {
+    await measureAll();
+  } finally {
+    if (uringBefore === 'N') await writeFile(URING_PARAM, 'N').catch(() => undefined);
+  }
+}
+
+async function measureAll(): Promise<void> {
   const backend = process.env.BENCH_FUSE_BACKEND ?? 'service-process';
   // The gateway's default write-back delay and feed interval (the mount's attribute timeout follows it),
   // as `cloudlib up` and `cloudlib mount` run.
@@ -414,6 +416,8 @@ async function main(): Promise<void> {
     const k = direct['128k']!;
     const m = direct['1m']!;
     const vsPeer = (mine: number, theirs: number | undefined): number | undefined => (theirs === undefined ? undefined : round(mine / theirs));
+    const t = (await h.call<{ transport: TransportState }>('mountCounters')).transport;
+    print({ figure: 'fuse.transport', transport: t.transport, why: t.why, ring_requests: t.ringRequests, dev_requests: t.devRequests, queues: t.queues, depth: t.depth });
     print({ figure: 'fuse.seq_write', backend, bytes: BYTES, mount_MBps: MBps(mount.writeMs), rclone_MBps: peer && MBps(peer.writeMs), ratio_to_rclone: vsPeer(peer?.writeMs ?? NaN, mount.writeMs), vfs_128k_MBps: MBps(k.writeMs), ratio: round(k.writeMs / mount.writeMs), vfs_1m_MBps: MBps(m.writeMs), ratio_1m: round(m.writeMs / mount.writeMs), local_disk_MBps: MBps(localWrite.ms), ratio_to_local_disk: round(localWrite.ms / mount.writeMs), rounds: writeRounds, target: 'ratio_1m >= 0.8, ratio_to_rclone >= 1' });
     print({ figure: 'fuse.seq_read_cold', backend, bytes: BYTES, mount_MBps: MBps(mount.readMs), rclone_MBps: peer && MBps(peer.readMs), ratio_to_rclone: vsPeer(peer?.readMs ?? NaN, mount.readMs), vfs_128k_MBps: MBps(k.readMs), ratio: round(k.readMs / mount.readMs), vfs_1m_MBps: MBps(m.readMs), ratio_1m: round(m.readMs / mount.readMs), rounds: readRounds, target: 'ratio_1m >= 0.8, ratio_to_rclone >= 1' });
     const roundsOf = (xs: number[]): number[] => xs.map((x) => round(x, 0));

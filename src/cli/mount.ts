@@ -108,6 +108,8 @@ export const mountCommand: Subcommand = {
       umask,
       allowOther: !!values['allow-other'] || config.mount.allow_other,
       readOnly: config.mount.read_only,
+      transport: config.mount.transport,
+      ringDepth: config.mount.ring_depth,
       attrTimeoutS,
       logger,
     });

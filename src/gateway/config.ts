@@ -84,6 +84,10 @@ export interface GatewayConfig {
     umask?: number;
     allow_other: boolean;
     read_only: boolean;
+    /** How the kernel's requests reach the mount: "auto" (io_uring when offered), "uring" or "dev". Default "auto". */
+    transport: 'auto' | 'uring' | 'dev';
+    /** Request buffers of each CPU's ring over io_uring. Default 16. */
+    ring_depth: number;
     /** The mount acts as this member (their account) with their permissions, `member_password` for the token endpoint. */
     member?: string;
     member_password?: string;
@@ -210,6 +214,16 @@ function num(v: unknown, where: string, min = 0): number | undefined {
   if (v === undefined) return undefined;
   const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
   if (typeof n !== 'number' || !Number.isFinite(n) || n < min) throw new ConfigError(`${where}: expected a number ≥ ${min}, got ${JSON.stringify(v)}`);
+  return n;
+}
+function oneOf<T extends string>(v: unknown, where: string, values: readonly T[]): T | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string' || !values.includes(v as T)) throw new ConfigError(`${where}: expected one of ${values.map((x) => JSON.stringify(x)).join(', ')}, got ${JSON.stringify(v)}`);
+  return v as T;
+}
+function intIn(v: unknown, where: string, min: number, max: number): number | undefined {
+  const n = num(v, where, min);
+  if (n !== undefined && (!Number.isInteger(n) || n > max)) throw new ConfigError(`${where}: expected an integer from ${min} to ${max}, got ${JSON.stringify(v)}`);
   return n;
 }
 function bool(v: unknown, where: string): boolean | undefined {
@@ -411,6 +425,8 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
       umask: mt.umask === undefined ? undefined : typeof mt.umask === 'string' ? parseInt(mt.umask, 8) : num(mt.umask, 'mount.umask'),
       allow_other: bool(mt.allow_other, 'mount.allow_other') ?? false,
       read_only: flags.readOnly ?? bool(mt.read_only, 'mount.read_only') ?? false,
+      transport: oneOf(mt.transport, 'mount.transport', ['auto', 'uring', 'dev'] as const) ?? 'auto',
+      ring_depth: intIn(mt.ring_depth, 'mount.ring_depth', 1, 256) ?? 16,
       ...(mountMember !== undefined ? { member: mountMember, member_password: mountMemberPassword } : {}),
     },
     cache: {

@@ -289,6 +289,8 @@ export class Gateway {
         umask: config.mount.umask,
         allowOther: config.mount.allow_other,
         readOnly: config.mount.read_only,
+        transport: config.mount.transport,
+        ringDepth: config.mount.ring_depth,
         attrTimeoutS: config.feed.interval_ms / 1000,
         flushTimeoutMs: 0,
         logger: logger.child({ part: 'fuse' }),

@@ -66,7 +66,12 @@ export async function startMount(opts: StartMountOptions = {}): Promise<MountHar
   const pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
   const ready = new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('mount child did not become ready in 30 s')), 30_000);
-    child.on('message', (msg: { ready?: boolean; id?: number; result?: unknown; error?: string }) => {
+    child.on('message', (msg: { ready?: boolean; failed?: string; id?: number; result?: unknown; error?: string }) => {
+      if (msg.failed !== undefined) {
+        clearTimeout(timer);
+        reject(new Error(`mount child failed: ${msg.failed}`));
+        return;
+      }
       if (msg.ready) {
         clearTimeout(timer);
         resolve();

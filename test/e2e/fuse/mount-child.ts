@@ -305,5 +305,7 @@ async function main(): Promise<void> {
 
 main().catch((err: Error) => {
   process.stderr.write(`mount-child: ${err.stack ?? err.message}\n`);
-  process.exit(1);
+  // The parent's startMount rejects with why.
+  if (process.send) process.send({ failed: err.message }, () => process.exit(1));
+  else process.exit(1);
 });

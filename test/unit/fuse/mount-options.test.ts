@@ -21,6 +21,9 @@ describe('mountVfs options', () => {
     [{ readAheadBytes: 0 }, /readAheadBytes: expected a whole number of 4 KiB pages/],
     [{ readAheadBytes: 6000 }, /readAheadBytes/],
     [{ readAheadBytes: 128 * 1024 * 1024 }, /readAheadBytes/],
+    [{ transport: 'fast' }, /transport: expected one of "auto", "uring", "dev"/],
+    [{ ringDepth: 0 }, /ringDepth: expected an integer from 1 to 256/],
+    [{ ringDepth: 300 }, /ringDepth/],
   ] as const)('%j is refused', async (extra, message) => {
     await expect(mountVfs(base(extra as Partial<MountOptions>))).rejects.toThrow(message);
   });

@@ -165,6 +165,18 @@ describe('gateway configuration', () => {
     }
   });
 
+  it('mount.transport and mount.ring_depth: defaults, overrides, bad values refused', async () => {
+    const d = await loadConfig({}, {}, { fuseUsable: false, cwd: dir });
+    expect([d.mount.transport, d.mount.ring_depth]).toEqual(['auto', 16]);
+    await writeFile(join(dir, 't.json'), JSON.stringify({ mount: { transport: 'dev', ring_depth: 64 } }));
+    const t = await loadConfig({ config: 't.json' }, {}, { fuseUsable: false, cwd: dir });
+    expect([t.mount.transport, t.mount.ring_depth]).toEqual(['dev', 64]);
+    for (const [key, bad] of [['transport', 'fast'], ['transport', 1], ['ring_depth', 0], ['ring_depth', 257], ['ring_depth', 2.5]] as const) {
+      await writeFile(join(dir, 'bad.json'), JSON.stringify({ mount: { [key]: bad } }));
+      await expect(loadConfig({ config: 'bad.json' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(new RegExp(`mount\\.${key}`));
+    }
+  });
+
   it('parses host:port', () => {
     expect(parseHostPort('127.0.0.1:80', 'x')).toEqual({ host: '127.0.0.1', port: 80 });
     expect(parseHostPort('[::1]:8080', 'x')).toEqual({ host: '::1', port: 8080 });
