@@ -140,8 +140,8 @@ describe('LowLevelMount', () => {
     expect((await send({ op: Op.RENAME, ino: libIno, name: 'a', newparent: libIno, newname: 'b', flags: 1 })).args).toEqual([17]);
   });
 
-  it('unlink of an open file hides it until the last release, then removes it', async () => {
-    const { vfs, send } = setup();
+  it('unlink of an open file hides it until the last release (answered by the engine), then removes it', async () => {
+    const { vfs, mount, send, batch } = setup();
     const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
     const c = await send({ op: Op.CREATE, ino: libIno, name: 'open.txt', mode: 0o100644, flags: 0o2 });
     const ino = (c.args[0] as number[])[0]!;
@@ -152,9 +152,24 @@ describe('LowLevelMount', () => {
     expect(names).toHaveLength(1);
     expect(names[0]).toMatch(/^\.fuse_hidden/);
     expect(((await send({ op: Op.READ, ino, fh, offset: 0, size: 10 })).args[0] as Buffer).toString()).toBe('data');
-    await send({ op: Op.RELEASE, ino, fh });
-    await new Promise((r) => setTimeout(r, 10));
+    // The engine answers releases itself (the kernel does not wait for them) and hands them over as records.
+    batch([{ op: Op.RELEASE, id: 0, answered: 1, ino, fh, flags: 0 }]);
+    await mount.applyQueued();
     expect(await vfs.readdir('/Lib')).toEqual([]);
+  });
+
+  it('a folder\'s release answered by the engine: JavaScript drops the listing it held for the handle', async () => {
+    const { vfs, send, batch } = setup();
+    await vfs.writeFile('/Lib/a.txt', Buffer.from('a'));
+    const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
+    const fh = (await send({ op: Op.OPENDIR, ino: libIno, flags: 0 })).args[0] as number;
+    expect((await send({ op: Op.READDIR, ino: libIno, fh, offset: 0, size: 4096 })).args[0]).toEqual(['.', '..', 'a.txt']);
+    await vfs.writeFile('/Lib/b.txt', Buffer.from('b'));
+    // Read on from the listing held for the handle: b.txt came after it.
+    expect(((await send({ op: Op.READDIR, ino: libIno, fh, offset: 3, size: 4096 })).args[0] as Buffer).length).toBe(0);
+    batch([{ op: Op.RELEASEDIR, id: 0, answered: 1, ino: libIno, fh }]);
+    // Gone with the release: the handle's number reads a listing afresh.
+    expect((await send({ op: Op.READDIR, ino: libIno, fh, offset: 3, size: 4096 })).args[0]).toEqual(['b.txt']);
   });
 
   it('readdir lists from a snapshot in pieces by offset; errors of unknown inodes are ENOENT', async () => {
