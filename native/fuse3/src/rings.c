@@ -310,6 +310,9 @@ static void serve(fuse_rings *r, ring_entry *e) {
 static void *queue_main(void *arg) {
   ring_queue *q = arg;
   fuse_rings *r = q->r;
+  char name[16];
+  snprintf(name, sizeof(name), "fuse-ring%d", q->qid);
+  pthread_setname_np(pthread_self(), name);
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   CPU_SET(q->qid, &cpus);

@@ -2,9 +2,10 @@
  * FUSE session over libfuse 3's low-level API, for Node (N-API).
  *
  * Reader threads take requests from the session's /dev/fuse descriptor (fuse_session_receive_buf +
- * fuse_session_process_buf). Each request is copied into a queued record (names, and the data of
- * writes and setxattr, into memory of its own: libfuse reuses its buffer for the next request) and the
- * queue is handed to JavaScript in batches: one threadsafe-function call whenever the queue goes from
+ * fuse_session_process_buf); with FUSE over io_uring (rings.c), each CPU's ring thread hands libfuse the
+ * requests of that CPU instead, and the handlers below run the same on either. Each request is copied
+ * into a queued record (names, and the data of writes and setxattr, into memory of its own: libfuse
+ * reuses its buffer for the next request) and the queue is handed to JavaScript in batches: one threadsafe-function call whenever the queue goes from
  * empty to non-empty, which takes everything queued by the time the main thread runs it.
  *
  * JavaScript answers each request with one of the reply functions, by the id it got. Ids name a slot
@@ -2001,6 +2002,7 @@ static const struct fuse_lowlevel_ops null_ops = {
 
 static void *reader_main(void *arg) {
   session *s = arg;
+  pthread_setname_np(pthread_self(), "fuse-reader"); /* as `top -H` shows it */
   struct fuse_buf buf = { .mem = NULL };
   while (!fuse_session_exited(s->se)) {
     int res = fuse_session_receive_buf(s->se, &buf);
@@ -3121,6 +3123,7 @@ static spool_writer *hash_finished(session *s) {
  */
 static void *hasher_main(void *arg) {
   session *s = arg;
+  pthread_setname_np(pthread_self(), "fuse-hash"); /* as `top -H` shows it */
   char *chunk = malloc(SPOOL_HASH_CHUNK);
   pthread_mutex_lock(&s->spool_lock);
   while (!s->hasher_stop) {
@@ -3184,6 +3187,7 @@ static void *hasher_main(void *arg) {
  */
 static void *syncer_main(void *arg) {
   session *s = arg;
+  pthread_setname_np(pthread_self(), "fuse-sync"); /* as `top -H` shows it */
   pthread_mutex_lock(&s->spool_lock);
   while (!s->syncer_stop) {
     if (s->sync_count == 0) {
