@@ -1499,6 +1499,23 @@ static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) 
   enqueue(s, q);
 }
 
+/*
+ * A release of a file or folder (`op`). The kernel sends it without waiting for it (nothing of its answer
+ * reaches the application): answered here, JavaScript releasing the handle behind, so no release waits
+ * for JavaScript (over io_uring, one waiting would hold a ring's buffer). Queued before the answer: the
+ * kernel's forget of the inode comes after it.
+ */
+static void answer_release(fuse_req_t req, int op, fuse_ino_t ino, struct fuse_file_info *fi) {
+  session *s = SESSION(req);
+  queued *q = new_queued(s, op, NULL, ino);
+  if (q) {
+    WITH_FI(fi);
+    q->answered = 1;
+    enqueue(s, q);
+  }
+  fuse_reply_err(req, 0);
+}
+
 static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   if (fi && fi->fh >= CREATED_FH_BASE) {
     /* Closed without a flush answered here: nothing of it is followed any longer. */
@@ -1508,20 +1525,7 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     pthread_mutex_unlock(&cs->lock);
     created_free(c);
   }
-  /*
-   * The kernel sends a release without waiting for it (nothing of its answer reaches the application):
-   * answered here, JavaScript releasing the handle behind, so no release waits for JavaScript (over
-   * io_uring, one waiting would hold a ring's buffer). Queued before the answer: the kernel's forget of
-   * the inode comes after it.
-   */
-  session *s = SESSION(req);
-  queued *q = new_queued(s, OP_RELEASE, NULL, ino);
-  if (q) {
-    WITH_FI(fi);
-    q->answered = 1;
-    enqueue(s, q);
-  }
-  fuse_reply_err(req, 0);
+  answer_release(req, OP_RELEASE, ino, fi);
 }
 
 static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
@@ -1556,15 +1560,8 @@ static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 }
 
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-  /* As a release: answered here, JavaScript forgetting the listing behind. */
-  session *s = SESSION(req);
-  queued *q = new_queued(s, OP_RELEASEDIR, NULL, ino);
-  if (q) {
-    WITH_FI(fi);
-    q->answered = 1;
-    enqueue(s, q);
-  }
-  fuse_reply_err(req, 0);
+  /* JavaScript forgets the listing behind. */
+  answer_release(req, OP_RELEASEDIR, ino, fi);
 }
 
 static void ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
@@ -2279,6 +2276,20 @@ static char *get_string(napi_env env, napi_value v) {
 /* ---- exported functions ---------------------------------------------------------------------- */
 
 /* mount(mountpoint, options: string[], settings, onBatch) → session */
+/* A mount that cannot go on: undoes what was made (the rings, the mount, libfuse's session) and throws. */
+static napi_value mount_failed(napi_env env, session *s, int mounted, const char *message) {
+  rings_free(s->rings);
+  if (mounted) fuse_session_unmount(s->se);
+  if (s->se) fuse_session_destroy(s->se);
+  free(s->null_by_name);
+  free(s->names);
+  free(s->attrs);
+  free(s->mountpoint);
+  free(s);
+  napi_throw_error(env, NULL, message);
+  return NULL;
+}
+
 static napi_value js_mount(napi_env env, napi_callback_info info) {
   size_t argc = 4;
   napi_value argv[4];
@@ -2372,47 +2383,18 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   fuse_opt_free_args(&fargs);
   for (uint32_t i = 0; i <= nopt; i++) free(args[i]);
   free(args);
-  if (!s->se) {
-    free(s->attrs);
-    free(s->mountpoint);
-    free(s);
-    napi_throw_error(env, NULL, "fuse_session_new failed (bad mount options)");
-    return NULL;
-  }
-  if (fuse_session_mount(s->se, s->mountpoint) != 0) {
-    fuse_session_destroy(s->se);
-    free(s->attrs);
-    free(s->mountpoint);
-    free(s);
-    napi_throw_error(env, NULL, "fuse_session_mount failed (see stderr)");
-    return NULL;
-  }
+  if (!s->se) return mount_failed(env, s, 0, "fuse_session_new failed (bad mount options)");
+  if (fuse_session_mount(s->se, s->mountpoint) != 0) return mount_failed(env, s, 0, "fuse_session_mount failed (see stderr)");
   /* Reads and answers through rings.c, which takes up FUSE over io_uring at INIT when wanted and offered. */
   int fd = fuse_session_fd(s->se);
   s->rings = rings_new(s->se, fd, s->rings_want, s->ring_depth);
   struct fuse_custom_io io = { .read = io_read, .writev = io_writev };
-  if (!s->rings || fuse_session_custom_io(s->se, &io, fd) != 0) {
-    rings_free(s->rings);
-    fuse_session_unmount(s->se);
-    fuse_session_destroy(s->se);
-    free(s->attrs);
-    free(s->mountpoint);
-    free(s);
-    napi_throw_error(env, NULL, "cannot set up the session's transport");
-    return NULL;
-  }
+  if (!s->rings || fuse_session_custom_io(s->se, &io, fd) != 0) return mount_failed(env, s, 1, "cannot set up the session's transport");
 
   napi_value name;
   napi_create_string_utf8(env, "fuse3-requests", NAPI_AUTO_LENGTH, &name);
   if (napi_create_threadsafe_function(env, argv[3], NULL, name, 0, 1, NULL, NULL, s, call_js, &s->tsfn) != napi_ok) {
-    rings_free(s->rings);
-    fuse_session_unmount(s->se);
-    fuse_session_destroy(s->se);
-    free(s->attrs);
-    free(s->mountpoint);
-    free(s);
-    napi_throw_error(env, NULL, "cannot create the request queue");
-    return NULL;
+    return mount_failed(env, s, 1, "cannot create the request queue");
   }
 
   s->reader_count = (int)readers;
@@ -2433,14 +2415,7 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   s->hasher_started = s->reader_count > 0 && pthread_create(&s->hasher, NULL, hasher_main, s) == 0;
   if (s->reader_count == 0) {
     napi_release_threadsafe_function(s->tsfn, napi_tsfn_abort);
-    rings_free(s->rings);
-    fuse_session_unmount(s->se);
-    fuse_session_destroy(s->se);
-    free(s->attrs);
-    free(s->mountpoint);
-    free(s);
-    napi_throw_error(env, NULL, "cannot start a reader thread");
-    return NULL;
+    return mount_failed(env, s, 1, "cannot start a reader thread");
   }
   napi_value ext;
   NAPI_CALL(env, napi_create_external(env, s, NULL, NULL, &ext));
