@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { access, constants, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TransportState } from '../../../src/fuse/engine/binding.js';
@@ -17,8 +18,28 @@ const PARAM = '/sys/module/fuse/parameters/enable_uring';
 const offered = existsSync(PARAM);
 const settable = offered && (await access(PARAM, constants.W_OK).then(() => true, () => false));
 
+/**
+ * The parameter is the machine's: another run of these tests (another clone) may be setting it too. Held
+ * by one mount start at a time, across processes (a lock file; one left by a killed run goes after 2 min).
+ */
+async function paramLock(): Promise<() => Promise<void>> {
+  const lock = join(tmpdir(), 'cloudlib-test-enable-uring.lock');
+  for (;;) {
+    try {
+      await writeFile(lock, String(process.pid), { flag: 'wx' });
+      return () => rm(lock, { force: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const age = await stat(lock).then((st) => Date.now() - st.mtimeMs, () => 0);
+      if (age > 120_000) await rm(lock, { force: true });
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}
+
 /** Starts a mount with the parameter at `value`, waits for the kernel to start its session, puts the parameter back. */
 async function mountWithParam(value: 'Y' | 'N', mount: Record<string, unknown>): Promise<MountHarness> {
+  const unlock = await paramLock();
   const before = (await readFile(PARAM, 'utf8')).trim();
   await writeFile(PARAM, value);
   try {
@@ -28,6 +49,7 @@ async function mountWithParam(value: 'Y' | 'N', mount: Record<string, unknown>):
     return h;
   } finally {
     await writeFile(PARAM, before);
+    await unlock();
   }
 }
 
