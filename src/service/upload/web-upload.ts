@@ -9,6 +9,7 @@
 import busboy from 'busboy';
 import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
+import { once } from 'node:events';
 import { rm } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
@@ -144,7 +145,16 @@ export async function streamFilePart(stream: Readable, path: string, limitPromis
       cb(null, chunk);
     },
   });
-  await pipeline(stream, meter, createWriteStream(path, { flags: 'wx' }));
+  const out = createWriteStream(path, { flags: 'wx' });
+  try {
+    await pipeline(stream, meter, out);
+  } catch (err) {
+    // The stream opens its file asynchronously: a transfer stopped early may fail before the file exists.
+    // Removed once the stream is closed, so no file appears after the caller's cleanup.
+    if (!out.closed) await once(out, 'close').catch(() => undefined);
+    await rm(path, { force: true });
+    throw err;
+  }
   if (refusal !== undefined) throw refusal;
   return { tempFilePath: path, sha1: hash.digest('hex'), size };
 }

@@ -1,8 +1,12 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { readdir, readFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { FormData, request } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { streamFilePart } from '../../../src/service/upload/web-upload.js';
 import { FakeUploadHost, listen } from './fake-host.js';
 
 const sha1 = (b: Buffer) => createHash('sha1').update(b).digest('hex');
@@ -103,5 +107,24 @@ describe('web upload', () => {
     expect(host.files.size).toBe(0);
     expect(await readdir(host.blobDir)).toEqual([]);
     expect(await leftovers()).toEqual([]);
+  });
+});
+
+describe('streamFilePart', () => {
+  it('a transfer stopped before its file was opened leaves no file behind, not even one opened after the stop', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'cloudlib-part-'));
+    try {
+      for (let i = 0; i < 20; i++) {
+        const path = join(dir, `${i}.upload`);
+        // Over the limit with its first chunk: the transfer stops while the file is still being opened.
+        await expect(streamFilePart(Readable.from([randomBytes(10)]), path, Promise.resolve(0))).rejects.toMatchObject({ code: 40321 });
+        expect(existsSync(path)).toBe(false);
+      }
+      // Anything the stopped streams still had under way is done by now.
+      await new Promise((r) => setTimeout(r, 50));
+      expect(await readdir(dir)).toEqual([]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
