@@ -337,8 +337,17 @@ static void *queue_main(void *arg) {
   }
   while (serving) {
     struct io_uring_cqe *cqe;
-    int err = io_uring_wait_cqe(&q->ring, &cqe);
-    if (err == -EINTR) continue;
+    /* Woken by a completion, by rings_stop's no-op, or every second to look at `stopping` (the rings'
+     * kernels all have IORING_FEAT_EXT_ARG: the wait takes no submission entry, so it needs no lock). */
+    struct __kernel_timespec second = { .tv_sec = 1 };
+    int err = io_uring_wait_cqe_timeout(&q->ring, &cqe, &second);
+    if (err == -ETIME || err == -EINTR) {
+      pthread_mutex_lock(&r->lock);
+      int stopping = r->stopping;
+      pthread_mutex_unlock(&r->lock);
+      if (stopping) break;
+      continue;
+    }
     if (err) break;
     uint64_t data = cqe->user_data;
     int res = cqe->res;
@@ -452,11 +461,18 @@ void rings_prepare(fuse_rings *r, unsigned max_write) {
     /* Room for every buffer's command and a wake-up; completions twice that. */
     unsigned entries = 2;
     while (entries < (unsigned)r->depth + 1) entries *= 2;
-    if (io_uring_queue_init(entries, &q->ring, IORING_SETUP_SQE128) != 0) {
+    struct io_uring_params params;
+    memset(&params, 0, sizeof(params));
+    params.flags = IORING_SETUP_SQE128;
+    if (io_uring_queue_init_params(entries, &q->ring, &params) != 0) {
       why = WHY_IO_URING;
       break;
     }
     q->ring_made = 1;
+    if (!(params.features & IORING_FEAT_EXT_ARG)) {
+      why = WHY_IO_URING;
+      break;
+    }
   }
   /* Every queue's thread is running before INIT asks for the rings: the kernel holds every request
    * until all queues have registered, so a queue that could not would stop the mount. */
