@@ -875,8 +875,14 @@ static int answer_times(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
       e->st.st_mtim = attr->st_mtim;
       e->st.st_atim = attr->st_mtim;
       if (timespec_before(&e->st.st_ctim, &attr->st_mtim)) e->st.st_ctim = attr->st_mtim;
-      /* The ctime JavaScript will show is not known: the next getattr goes to it. */
-      e->times_known = 0;
+      /*
+       * The ctime JavaScript will show is not known here; but with the writeback cache the kernel keeps its
+       * own size, mtime and ctime of a regular file it holds and takes them from no answer
+       * (fuse_change_attributes, the inode's cache mask): the getattrs that follow are answered from these
+       * (`cp FILES DIR` stats every file it closed). JavaScript notes what the kernel shows when it applies
+       * this (the base a change made elsewhere is told from).
+       */
+      e->times_known = 1;
       e->changed = ++s->epoch;
       st = e->st;
       s->times_answered++;

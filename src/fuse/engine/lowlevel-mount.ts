@@ -399,6 +399,11 @@ export class LowLevelMount {
     if (await this.staleKernelTimes(node, path)) return;
     const [code] = await answerOf((cb) => this.ops.utimens(path, req.mtimeMs!, req.mtimeMs!, cb));
     failed(code);
+    if (code < 0 || node.shown !== undefined) return;
+    // The engine answers the getattrs that follow (the kernel keeps its own size and times of the file):
+    // what it shows now is the handle's, the base a change made elsewhere is told from.
+    const [statCode, st] = await answerOf((cb) => this.ops.fgetattr(path, fh, cb));
+    if (statCode >= 0 && node.shown === undefined) this.shown(node, st as KernelStat);
   }
 
   /**

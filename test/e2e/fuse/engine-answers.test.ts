@@ -184,6 +184,31 @@ describe('requests the engine answers itself', () => {
     expect(Buffer.from(await h2.call<string>('remoteRead', { path: '/Lib/small/f7' }), 'base64').equals(Buffer.alloc(4096 + 7, 7))).toBe(true);
   }, T);
 
+  it('cp of files into a folder the engine knows: the stat after each close is answered by the engine, showing what the Vfs holds', async () => {
+    const src = join(h2.local, 'into-known');
+    await mkdir(src);
+    for (let i = 0; i < 20; i++) await writeFile(join(src, `g${i}`), Buffer.alloc(1000 + i, i));
+    await mkdir(join(lib2, 'known'));
+    await stat(join(lib2, 'known'));
+    const before = await answered2();
+    // cp FILES… DIR stats each file it made right after closing it.
+    await sh('sh', ['-c', 'cp "$1"/* "$2"/', 'sh', src, join(lib2, 'known')]);
+    const shown = await Promise.all(Array.from({ length: 20 }, (_, i) => stat(join(lib2, `known/g${i}`), { bigint: true })));
+    const after = await answered2();
+    // Every getattr after a close was the engine's: two a file, cp's and this test's.
+    expect(after.getattr - before.getattr).toBeGreaterThanOrEqual(40);
+    for (let i = 0; i < 20; i++) {
+      expect(shown[i]!.size).toBe(BigInt(1000 + i));
+      expect(shown[i]!.ctimeNs).toBeGreaterThanOrEqual(shown[i]!.mtimeNs);
+      // The Vfs holds the time the kernel shows (in ms: within a microsecond) once it applied the close.
+      const shownMs = Number(shown[i]!.mtimeNs) / 1e6;
+      await eventually(`the Vfs's time of g${i}`, async () => {
+        const held = await h2.call<VfsAttr>('localStat', { path: `/Lib/known/g${i}` });
+        return held.size === 1000 + i && Math.abs(held.mtimeMs - shownMs) < 0.001 ? true : undefined;
+      }, 15_000);
+    }
+  }, T);
+
   it('writers at once in a new folder: creates, renames and removals end as the Vfs and the service hold them', async () => {
     await mkdir(join(lib2, 'busy'));
     const before = await answered2();
