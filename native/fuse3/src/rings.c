@@ -31,6 +31,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stddef.h>
+#include <sys/eventfd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,8 +61,9 @@ enum { RING_REGISTER = 1, RING_COMMIT_AND_FETCH = 2 };
 #define PREFIX 4096
 /* The kernel's smallest request buffer (FUSE_MIN_READ_BUFFER). */
 #define MIN_PAYLOAD 8192
-/* user_data of the no-op that wakes a ring's thread. */
+/* user_data of the no-op that wakes a ring's thread, and of its read of the commits handed to it. */
 #define WAKE UINT64_MAX
+#define HANDED (UINT64_MAX - 1)
 
 struct ring_queue;
 
@@ -77,6 +79,8 @@ typedef struct ring_entry {
   struct ring_entry *next;
   /* The kernel ended its command with an error: it carries nothing more. */
   int dead;
+  /* Handed to the ring's thread to commit: the request its buffer answers. */
+  uint64_t handed_unique;
 } ring_entry;
 
 typedef struct ring_queue {
@@ -90,7 +94,21 @@ typedef struct ring_queue {
   pthread_t thread;
   int thread_made;
   ring_entry *entries;
+  /*
+   * Answers given on other threads (JavaScript's) are committed by the ring's own thread: the command
+   * that commits an answer fetches the next request, and the kernel copies that request into the buffer
+   * in the context of whoever submitted the command. The answering thread writes the answer into the
+   * buffer, lists the entry in `handed` (under `lock`) and signals `handed_fd`, which the ring's thread
+   * keeps a read of in flight.
+   */
+  int handed_fd;
+  uint64_t handed_count;
+  ring_entry **handed;
+  int nhanded;
 } ring_queue;
+
+/* The queue whose thread this is (NULL on any other thread). */
+static __thread ring_queue *own_queue;
 
 struct fuse_rings {
   struct fuse_session *se;
@@ -233,12 +251,19 @@ static struct io_uring_sqe *sqe_locked(ring_queue *q) {
   return sqe;
 }
 
-/* Commits the answer now in `e`'s buffer and fetches the next request into it. */
+/* Commits the answer now in `e`'s buffer and fetches the next request into it (on the ring's thread). */
 static int commit(ring_entry *e, uint64_t unique) {
   ring_queue *q = e->q;
   int err = 0;
+  int wake = 0;
   pthread_mutex_lock(&q->lock);
-  if (!q->closed) {
+  if (q->closed) {
+    /* The connection is gone: nothing more is committed. */
+  } else if (own_queue != q) {
+    e->handed_unique = unique;
+    q->handed[q->nhanded++] = e;
+    wake = q->nhanded == 1;
+  } else {
     struct io_uring_sqe *sqe = sqe_locked(q);
     if (!sqe) err = -EBUSY;
     else {
@@ -247,7 +272,33 @@ static int commit(ring_entry *e, uint64_t unique) {
     }
   }
   pthread_mutex_unlock(&q->lock);
+  if (wake) {
+    uint64_t one = 1;
+    while (write(q->handed_fd, &one, sizeof(one)) < 0 && errno == EINTR) {}
+  }
   return err;
+}
+
+/* With q->lock held: a read of `handed_fd` in flight, so that a hand-over wakes the ring's thread. */
+static void arm_handed_locked(ring_queue *q) {
+  struct io_uring_sqe *sqe = sqe_locked(q);
+  if (!sqe) return;
+  io_uring_prep_read(sqe, q->handed_fd, &q->handed_count, sizeof(q->handed_count), 0);
+  sqe->user_data = HANDED;
+}
+
+/* On the ring's thread: commits the answers handed to it, and reads `handed_fd` again (`rearm`). */
+static void commit_handed(ring_queue *q, int rearm) {
+  pthread_mutex_lock(&q->lock);
+  for (int i = 0; i < q->nhanded; i++) {
+    struct io_uring_sqe *sqe = sqe_locked(q);
+    if (!sqe) break;
+    prep_command(sqe, q->r->fd, q->handed[i], RING_COMMIT_AND_FETCH, q->handed[i]->handed_unique);
+  }
+  q->nhanded = 0;
+  if (rearm) arm_handed_locked(q);
+  submit_locked(q);
+  pthread_mutex_unlock(&q->lock);
 }
 
 /* The answer libfuse wrote for the request `e` holds: into the buffer, then committed. */
@@ -310,6 +361,7 @@ static void serve(fuse_rings *r, ring_entry *e) {
 static void *queue_main(void *arg) {
   ring_queue *q = arg;
   fuse_rings *r = q->r;
+  own_queue = q;
   char name[16];
   snprintf(name, sizeof(name), "fuse-ring%d", q->qid);
   pthread_setname_np(pthread_self(), name);
@@ -331,6 +383,7 @@ static void *queue_main(void *arg) {
       if (!sqe) break;
       prep_command(sqe, r->fd, &q->entries[i], RING_REGISTER, 0);
     }
+    arm_handed_locked(q);
     int err = submit_locked(q);
     pthread_mutex_unlock(&q->lock);
     if (err) serving = 0;
@@ -356,6 +409,11 @@ static void *queue_main(void *arg) {
     int stopping = r->stopping;
     pthread_mutex_unlock(&r->lock);
     if (stopping) break;
+    if (data == HANDED) {
+      /* A failed read (the ring is going) is not made again. */
+      commit_handed(q, res >= 0);
+      continue;
+    }
     if (data == WAKE || data >= (uint64_t)r->depth) continue;
     ring_entry *e = &q->entries[data];
     if (res < 0) {
@@ -391,6 +449,8 @@ static void free_queues(fuse_rings *r) {
       free(q->entries[j].area);
     }
     free(q->entries);
+    free(q->handed);
+    if (q->handed_fd >= 0) close(q->handed_fd);
     pthread_mutex_destroy(&q->lock);
   }
   free(r->queues);
@@ -423,6 +483,7 @@ void rings_prepare(fuse_rings *r, unsigned max_write) {
   r->payload = payload;
   r->nqueues = possible_cpus();
   r->queues = calloc((size_t)r->nqueues, sizeof(ring_queue));
+  for (int i = 0; r->queues && i < r->nqueues; i++) r->queues[i].handed_fd = -1;
   uint64_t buckets = 16;
   while (buckets < (uint64_t)r->nqueues * (uint64_t)r->depth * 2) buckets *= 2;
   r->held = calloc(buckets, sizeof(ring_entry *));
@@ -439,7 +500,9 @@ void rings_prepare(fuse_rings *r, unsigned max_write) {
     q->qid = i;
     pthread_mutex_init(&q->lock, NULL);
     q->entries = calloc((size_t)r->depth, sizeof(ring_entry));
-    if (!q->entries) {
+    q->handed = calloc((size_t)r->depth, sizeof(ring_entry *));
+    q->handed_fd = eventfd(0, EFD_CLOEXEC);
+    if (!q->entries || !q->handed || q->handed_fd < 0) {
       why = WHY_NO_MEMORY;
       break;
     }
@@ -458,9 +521,9 @@ void rings_prepare(fuse_rings *r, unsigned max_write) {
       e->iov[1] = (struct iovec){ e->area + PREFIX, payload };
     }
     if (why) break;
-    /* Room for every buffer's command and a wake-up; completions twice that. */
+    /* Room for every buffer's command, the read of handed answers and a wake-up; completions twice that. */
     unsigned entries = 2;
-    while (entries < (unsigned)r->depth + 1) entries *= 2;
+    while (entries < (unsigned)r->depth + 2) entries *= 2;
     struct io_uring_params params;
     memset(&params, 0, sizeof(params));
     params.flags = IORING_SETUP_SQE128;
