@@ -102,6 +102,8 @@ typedef struct ring_queue {
    * keeps a read of in flight.
    */
   int handed_fd;
+  /* A read of handed_fd is in flight (changed on the ring's thread only). */
+  int handed_armed;
   uint64_t handed_count;
   ring_entry **handed;
   int nhanded;
@@ -285,6 +287,7 @@ static void arm_handed_locked(ring_queue *q) {
   if (!sqe) return;
   io_uring_prep_read(sqe, q->handed_fd, &q->handed_count, sizeof(q->handed_count), 0);
   sqe->user_data = HANDED;
+  q->handed_armed = 1;
 }
 
 /* On the ring's thread: commits the answers handed to it, and reads `handed_fd` again (`rearm`). */
@@ -399,6 +402,11 @@ static void *queue_main(void *arg) {
       int stopping = r->stopping;
       pthread_mutex_unlock(&r->lock);
       if (stopping) break;
+      /* Answers handed over and not committed (their wake-up could not be read): committed now. */
+      pthread_mutex_lock(&q->lock);
+      int handed = q->nhanded;
+      pthread_mutex_unlock(&q->lock);
+      if (handed > 0 || !q->handed_armed) commit_handed(q, !q->handed_armed);
       continue;
     }
     if (err) break;
@@ -410,7 +418,8 @@ static void *queue_main(void *arg) {
     pthread_mutex_unlock(&r->lock);
     if (stopping) break;
     if (data == HANDED) {
-      /* A failed read (the ring is going) is not made again. */
+      q->handed_armed = 0;
+      /* A failed read (the ring is going) is not made again at once: the next second's look does. */
       commit_handed(q, res >= 0);
       continue;
     }
