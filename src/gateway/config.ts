@@ -365,17 +365,13 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   const feed = obj(raw.feed, 'feed');
   const journal = obj(raw.journal, 'journal');
   for (const k of Object.keys(journal)) if (!['durability', 'group_commit_ms', 'upload_delay_ms', 'upload_concurrency', 'small_upload_concurrency'].includes(k)) throw new ConfigError(`journal.${k}: unknown key (docs/configuration.md lists them)`);
-  const durability = str(journal.durability, 'journal.durability') ?? 'group';
-  if (durability !== 'group' && durability !== 'close') throw new ConfigError(`journal.durability: expected "group" or "close", got ${JSON.stringify(durability)}`);
+  const durability = oneOf(journal.durability, 'journal.durability', ['group', 'close'] as const) ?? 'group';
   const groupCommitMs = num(journal.group_commit_ms, 'journal.group_commit_ms', 1) ?? 1000;
   if (groupCommitMs > 60_000) throw new ConfigError(`journal.group_commit_ms: expected at most 60000, got ${groupCommitMs}`);
   const uploadDelayMs = num(journal.upload_delay_ms, 'journal.upload_delay_ms', 0) ?? DEFAULT_UPLOAD_DELAY_MS;
   if (uploadDelayMs > 60_000) throw new ConfigError(`journal.upload_delay_ms: expected at most 60000, got ${uploadDelayMs}`);
-  const uploadConcurrency = num(journal.upload_concurrency, 'journal.upload_concurrency', 1) ?? 4;
-  const smallUploadConcurrency = num(journal.small_upload_concurrency, 'journal.small_upload_concurrency', 1) ?? 16;
-  for (const [key, n] of [['upload_concurrency', uploadConcurrency], ['small_upload_concurrency', smallUploadConcurrency]] as const) {
-    if (!Number.isInteger(n) || n > 256) throw new ConfigError(`journal.${key}: expected a whole number from 1 to 256, got ${n}`);
-  }
+  const uploadConcurrency = intIn(journal.upload_concurrency, 'journal.upload_concurrency', 1, 256) ?? 4;
+  const smallUploadConcurrency = intIn(journal.small_upload_concurrency, 'journal.small_upload_concurrency', 1, 256) ?? 16;
   const log = obj(raw.log, 'log');
   const adminListen = flags.adminListen ?? env.CLOUDLIB_ADMIN ?? (raw.admin_listen === false ? null : str(raw.admin_listen, 'admin_listen')) ?? '127.0.0.1:0';
   if (adminListen) parseHostPort(adminListen, 'admin listen address');

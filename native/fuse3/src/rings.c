@@ -79,8 +79,6 @@ typedef struct ring_entry {
   struct ring_entry *next;
   /* The kernel ended its command with an error: it carries nothing more. */
   int dead;
-  /* Handed to the ring's thread to commit: the request its buffer answers. */
-  uint64_t handed_unique;
 } ring_entry;
 
 typedef struct ring_queue {
@@ -124,7 +122,7 @@ struct fuse_rings {
   size_t payload;
   int nqueues;
   ring_queue *queues;
-  /* `held`, `go`, `stopping`, `registered`. */
+  /* `held`, `go`, `stopping`, `why` and `prepared` once the threads run. */
   pthread_mutex_t lock;
   pthread_cond_t changed;
   /* The entries whose requests are being answered, by unique (buckets of size mask + 1). */
@@ -151,15 +149,15 @@ static int possible_cpus(void) {
   if (f) {
     char line[256];
     if (fgets(line, sizeof(line), f)) {
-      for (char *p = line; *p;) {
+      /* Ranges and single CPUs, comma-separated: "0-3,8". */
+      for (char *p = line;;) {
         char *end;
-        long a = strtol(p, &end, 10);
+        long cpu = strtol(p, &end, 10);
         if (end == p) break;
-        long b = a;
-        if (*end == '-') b = strtol(end + 1, &end, 10);
-        if (b > highest) highest = (int)b;
-        p = *end == ',' ? end + 1 : end + (*end != '\0' && *end != '\n' ? 1 : 0);
-        if (*end == '\n') break;
+        if (*end == '-') cpu = strtol(end + 1, &end, 10);
+        if (cpu > highest) highest = (int)cpu;
+        if (*end != ',') break;
+        p = end + 1;
       }
     }
     fclose(f);
@@ -253,8 +251,15 @@ static struct io_uring_sqe *sqe_locked(ring_queue *q) {
   return sqe;
 }
 
+/* The request whose answer is in `e`'s buffer (its out header's unique): what its commit names. */
+static uint64_t answered_unique(const ring_entry *e) {
+  uint64_t unique;
+  memcpy(&unique, e->header->in_out + offsetof(struct fuse_out_header, unique), sizeof(unique));
+  return unique;
+}
+
 /* Commits the answer now in `e`'s buffer and fetches the next request into it (on the ring's thread). */
-static int commit(ring_entry *e, uint64_t unique) {
+static int commit(ring_entry *e) {
   ring_queue *q = e->q;
   int err = 0;
   int wake = 0;
@@ -262,14 +267,13 @@ static int commit(ring_entry *e, uint64_t unique) {
   if (q->closed) {
     /* The connection is gone: nothing more is committed. */
   } else if (own_queue != q) {
-    e->handed_unique = unique;
     q->handed[q->nhanded++] = e;
     wake = q->nhanded == 1;
   } else {
     struct io_uring_sqe *sqe = sqe_locked(q);
     if (!sqe) err = -EBUSY;
     else {
-      prep_command(sqe, q->r->fd, e, RING_COMMIT_AND_FETCH, unique);
+      prep_command(sqe, q->r->fd, e, RING_COMMIT_AND_FETCH, answered_unique(e));
       err = submit_locked(q);
     }
   }
@@ -296,7 +300,7 @@ static void commit_handed(ring_queue *q, int rearm) {
   for (int i = 0; i < q->nhanded; i++) {
     struct io_uring_sqe *sqe = sqe_locked(q);
     if (!sqe) break;
-    prep_command(sqe, q->r->fd, q->handed[i], RING_COMMIT_AND_FETCH, q->handed[i]->handed_unique);
+    prep_command(sqe, q->r->fd, q->handed[i], RING_COMMIT_AND_FETCH, answered_unique(q->handed[i]));
   }
   q->nhanded = 0;
   if (rearm) arm_handed_locked(q);
@@ -329,7 +333,7 @@ static ssize_t answer_ring(ring_entry *e, const struct iovec *iov, int count) {
   oh.len = (uint32_t)(sizeof(oh) + len);
   memcpy(e->header->in_out, &oh, sizeof(oh));
   e->header->ent.payload_sz = (uint32_t)len;
-  int err = commit(e, oh.unique);
+  int err = commit(e);
   if (err) {
     errno = -err;
     return -1;
