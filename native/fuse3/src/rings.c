@@ -39,6 +39,10 @@
 
 /* The io_uring part of the kernel's protocol (7.42), missing from older kernel headers. */
 #define OVER_IO_URING (1ULL << 41)
+/* FUSE passthrough (Linux 6.9): opens may name a backing file that the kernel reads and writes itself. */
+#define PASSTHROUGH_FLAG (1ULL << 37)
+/* Backing files may sit on a stacked file system (overlayfs): the deepest the kernel allows. */
+#define PASSTHROUGH_STACK_DEPTH 2
 #define URING_HEADER_SZ 128
 struct ring_ent_in_out {
   uint64_t flags, commit_id;
@@ -113,9 +117,12 @@ static __thread ring_queue *own_queue;
 struct fuse_rings {
   struct fuse_session *se;
   int fd, want, depth;
-  /* INIT: its unique until answered, and whether the kernel offered the rings. */
+  /* INIT: its unique until answered, and whether the kernel offered the rings, and passthrough. */
   uint64_t init_unique;
   int offered;
+  int passthrough_offered;
+  /* The answer to INIT asks for passthrough (rings_ask_passthrough); the kernel took that answer. */
+  int passthrough_asked, passthrough;
   /* The rings are made and INIT's answer asks (asked) for them; 0 again if they could not be used. */
   int prepared;
   const char *why;
@@ -564,42 +571,73 @@ void rings_prepare(fuse_rings *r, unsigned max_write) {
   r->why = NULL;
 }
 
-/* The answer to INIT: asks for the rings when they are made, then lets their threads register. */
+/*
+ * The answer to INIT: asks for the rings when they are made (then lets their threads register), and for
+ * passthrough when the init callback wanted it. libfuse 3.14 knows neither: both are patched in here.
+ */
 static ssize_t answer_init(fuse_rings *r, int fd, struct iovec *iov, int count) {
   r->init_unique = 0;
-  if (!r->prepared) return writev(fd, iov, count);
+  int rings = r->prepared, pass = r->passthrough_asked;
+  if (!rings && !pass) return writev(fd, iov, count);
   struct fuse_out_header oh;
   memcpy(&oh, iov[0].iov_base, sizeof(oh));
   struct fuse_init_out out;
   memset(&out, 0, sizeof(out));
-  if (oh.error != 0 || count != 2 || iov[1].iov_len < offsetof(struct fuse_init_out, flags2) + sizeof(out.flags2) || iov[1].iov_len > sizeof(out)) {
-    give_up(r, WHY_INIT);
+  /* The stack depth is the 32 bits right after flags2 (protocol 7.40). */
+  size_t depth_at = offsetof(struct fuse_init_out, flags2) + sizeof(out.flags2);
+  if (oh.error != 0 || count != 2 || iov[1].iov_len < depth_at + sizeof(uint32_t) || iov[1].iov_len > sizeof(out)) {
+    if (rings) give_up(r, WHY_INIT);
+    r->passthrough_asked = 0;
     return writev(fd, iov, count);
   }
   memcpy(&out, iov[1].iov_base, iov[1].iov_len);
-  long page = sysconf(_SC_PAGESIZE);
-  size_t need = out.max_write > MIN_PAYLOAD ? out.max_write : MIN_PAYLOAD;
-  if ((size_t)out.max_pages * (size_t)page > need) need = (size_t)out.max_pages * (size_t)page;
-  if (need > r->payload) {
-    give_up(r, WHY_INIT);
-    return writev(fd, iov, count);
+  if (rings) {
+    long page = sysconf(_SC_PAGESIZE);
+    size_t need = out.max_write > MIN_PAYLOAD ? out.max_write : MIN_PAYLOAD;
+    if ((size_t)out.max_pages * (size_t)page > need) need = (size_t)out.max_pages * (size_t)page;
+    if (need > r->payload) {
+      give_up(r, WHY_INIT);
+      rings = 0;
+    } else {
+      out.flags |= FUSE_INIT_EXT;
+      out.flags2 |= (uint32_t)(OVER_IO_URING >> 32);
+    }
   }
-  out.flags |= FUSE_INIT_EXT;
-  out.flags2 |= (uint32_t)(OVER_IO_URING >> 32);
+  if (pass) {
+    out.flags |= FUSE_INIT_EXT;
+    out.flags2 |= (uint32_t)(PASSTHROUGH_FLAG >> 32);
+    uint32_t depth = PASSTHROUGH_STACK_DEPTH;
+    memcpy((char *)&out + depth_at, &depth, sizeof(depth));
+  }
   struct iovec patched[2] = { iov[0], { &out, iov[1].iov_len } };
   ssize_t res = writev(fd, patched, 2);
   if (res < 0) {
     int saved = errno;
-    give_up(r, WHY_INIT);
+    if (rings) give_up(r, WHY_INIT);
+    r->passthrough_asked = 0;
     errno = saved;
     return res;
   }
+  r->passthrough = pass;
+  if (!rings) return res;
   /* The kernel took the answer (the connection is initialised when writev returns): register. */
   pthread_mutex_lock(&r->lock);
   r->go = 1;
   pthread_cond_broadcast(&r->changed);
   pthread_mutex_unlock(&r->lock);
   return res;
+}
+
+int rings_passthrough_offered(fuse_rings *r) {
+  return r && r->passthrough_offered;
+}
+
+void rings_ask_passthrough(fuse_rings *r) {
+  if (r && r->passthrough_offered) r->passthrough_asked = 1;
+}
+
+int rings_passthrough(fuse_rings *r) {
+  return r && r->passthrough;
 }
 
 /* ---- custom I/O ------------------------------------------------------------------------------------ */
@@ -614,6 +652,7 @@ ssize_t rings_read(fuse_rings *r, int fd, void *buf, size_t len) {
     if ((flags & FUSE_INIT_EXT) && (size_t)n >= sizeof(*in) + offsetof(struct fuse_init_in, flags2) + sizeof(uint32_t))
       flags |= (uint64_t)init->flags2 << 32;
     r->offered = (flags & OVER_IO_URING) != 0;
+    r->passthrough_offered = (flags & PASSTHROUGH_FLAG) != 0;
     r->init_unique = in->unique;
     if (r->want && !r->offered) r->why = WHY_NOT_OFFERED;
   } else {

@@ -37,5 +37,13 @@ void rings_stop(fuse_rings *r);
 /* After rings_stop: frees everything. */
 void rings_free(fuse_rings *r);
 void rings_counts_of(fuse_rings *r, rings_counts *out);
+/*
+ * FUSE passthrough, negotiated at INIT by the same answer: offered by the kernel (known in the init
+ * callback), asked for from the init callback (the session then asks for no writeback cache: the kernel
+ * grants passthrough only without it), and granted once the kernel took the answer.
+ */
+int rings_passthrough_offered(fuse_rings *r);
+void rings_ask_passthrough(fuse_rings *r);
+int rings_passthrough(fuse_rings *r);
 
 #endif

@@ -35,12 +35,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h>
 #include <node_api.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -240,6 +242,8 @@ typedef struct session {
   /* Asked for at INIT. */
   unsigned max_write, max_readahead, max_background, congestion_threshold;
   int writeback, async_read;
+  /* Passthrough wanted when the kernel offers it (instead of the writeback cache: see "Passthrough"). */
+  int passthrough_want;
   /* What the kernel agreed to, reported once with OP_INIT. */
   unsigned got_max_write, got_max_readahead, got_max_background;
   int got_writeback;
@@ -719,7 +723,10 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn) {
   if (s->congestion_threshold) conn->congestion_threshold = s->congestion_threshold;
   if (s->async_read && (conn->capable & FUSE_CAP_ASYNC_READ)) conn->want |= FUSE_CAP_ASYNC_READ;
   else conn->want &= ~FUSE_CAP_ASYNC_READ;
-  if (s->writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+  /* The kernel grants passthrough only to a connection without the writeback cache. */
+  int passthrough = s->passthrough_want && rings_passthrough_offered(s->rings);
+  if (passthrough) rings_ask_passthrough(s->rings);
+  if (s->writeback && !passthrough && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) conn->want |= FUSE_CAP_WRITEBACK_CACHE;
   else conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
   if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
@@ -2333,6 +2340,7 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   get_u32_prop(env, argv[2], "congestionThreshold", &s->congestion_threshold);
   if (get_u32_prop(env, argv[2], "writeback", &flag) > 0) s->writeback = flag != 0;
   if (get_u32_prop(env, argv[2], "asyncRead", &flag) > 0) s->async_read = flag != 0;
+  if (get_u32_prop(env, argv[2], "passthrough", &flag) > 0) s->passthrough_want = flag != 0;
   get_u32_prop(env, argv[2], "readers", &readers);
   /* transport: 0 /dev/fuse only, 1 FUSE over io_uring when the kernel offers it; ringDepth: buffers a queue. */
   unsigned transport = 1, ring_depth = 16;
@@ -2718,6 +2726,116 @@ static napi_value js_reply_open(napi_env env, napi_callback_info info) {
   return bool_value(env, 1);
 }
 
+/*
+ * ---- Passthrough ----
+ * With passthrough granted at INIT (Linux 6.9 and later, and CAP_SYS_ADMIN for the backing files), an
+ * open or create may be answered with a backing file: a local file the kernel then reads and writes
+ * itself for that handle, no request reaching the engine. The engine registers the file
+ * (FUSE_DEV_IOC_BACKING_OPEN, backingOpen) and JavaScript keeps the id it gets while any handle of the
+ * inode is open with it (the kernel takes one backing file an inode); backingClose lets it go. libfuse
+ * 3.14 knows none of it: the ioctls and the answers' fields are written here.
+ */
+#define FOPEN_PASSTHROUGH_FLAG (1u << 7)
+
+typedef struct {
+  int32_t fd;
+  uint32_t flags;
+  uint64_t padding;
+} backing_map;
+
+#define DEV_IOC_BACKING_OPEN _IOW(229, 1, backing_map)
+#define DEV_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
+
+/* fuse_open_out of protocol 7.40: the backing id where older ones had padding. */
+typedef struct {
+  uint64_t fh;
+  uint32_t open_flags;
+  int32_t backing_id;
+} open_out;
+
+static uint64_t timeout_sec(double t) {
+  if (t <= 0) return 0;
+  if (t > 1e18) return (uint64_t)1e18;
+  return (uint64_t)t;
+}
+
+static uint32_t timeout_nsec(double t) {
+  double f = t - (double)timeout_sec(t);
+  if (f <= 0) return 0;
+  if (f >= 0.999999999) return 999999999;
+  return (uint32_t)(f * 1.0e9);
+}
+
+/* As libfuse fills an entry's answer (fill_entry, convert_stat). */
+static void entry_out_of(const struct fuse_entry_param *e, struct fuse_entry_out *o) {
+  memset(o, 0, sizeof(*o));
+  o->nodeid = e->ino;
+  o->generation = e->generation;
+  o->entry_valid = timeout_sec(e->entry_timeout);
+  o->entry_valid_nsec = timeout_nsec(e->entry_timeout);
+  o->attr_valid = timeout_sec(e->attr_timeout);
+  o->attr_valid_nsec = timeout_nsec(e->attr_timeout);
+  const struct stat *st = &e->attr;
+  o->attr.ino = st->st_ino;
+  o->attr.mode = st->st_mode;
+  o->attr.nlink = st->st_nlink;
+  o->attr.uid = st->st_uid;
+  o->attr.gid = st->st_gid;
+  o->attr.rdev = st->st_rdev;
+  o->attr.size = st->st_size;
+  o->attr.blksize = st->st_blksize;
+  o->attr.blocks = st->st_blocks;
+  o->attr.atime = st->st_atim.tv_sec;
+  o->attr.mtime = st->st_mtim.tv_sec;
+  o->attr.ctime = st->st_ctim.tv_sec;
+  o->attr.atimensec = st->st_atim.tv_nsec;
+  o->attr.mtimensec = st->st_mtim.tv_nsec;
+  o->attr.ctimensec = st->st_ctim.tv_nsec;
+}
+
+/* backingOpen(session, fd) → the backing id (> 0), or -errno when the kernel refused the file. */
+static napi_value js_backing_open(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  session *s = session_args(env, info, 2, argv, "backingOpen(session, fd)");
+  if (!s) return NULL;
+  int res = -EOPNOTSUPP;
+  if (rings_passthrough(s->rings)) {
+    backing_map map;
+    memset(&map, 0, sizeof(map));
+    map.fd = (int32_t)get_double(env, argv[1]);
+    res = ioctl(fuse_session_fd(s->se), DEV_IOC_BACKING_OPEN, &map);
+    if (res < 0) res = -errno;
+    else if (res == 0) res = -EIO; /* ids start at 1 */
+  }
+  napi_value out;
+  napi_create_int32(env, res, &out);
+  return out;
+}
+
+/* backingClose(session, id) → 0, or -errno. */
+static napi_value js_backing_close(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  session *s = session_args(env, info, 2, argv, "backingClose(session, id)");
+  if (!s) return NULL;
+  uint32_t id = (uint32_t)get_double(env, argv[1]);
+  int res = ioctl(fuse_session_fd(s->se), DEV_IOC_BACKING_CLOSE, &id);
+  napi_value out;
+  napi_create_int32(env, res < 0 ? -errno : 0, &out);
+  return out;
+}
+
+/* replyOpenBacking(session, id, fh, backingId): the open answered with a backing file. */
+static napi_value js_reply_open_backing(napi_env env, napi_callback_info info) {
+  REPLY_ARGS(4);
+  open_out o;
+  memset(&o, 0, sizeof(o));
+  o.fh = (uint64_t)get_double(env, argv[2]);
+  o.open_flags = FOPEN_PASSTHROUGH_FLAG;
+  o.backing_id = (int32_t)get_double(env, argv[3]);
+  if (fuse_reply_buf(req, (const char *)&o, sizeof(o)) == -ENOENT) return bool_value(env, 0);
+  return bool_value(env, 1);
+}
+
 /* replyCreate(session, id, stat, entryTimeoutS, attrTimeoutS, fh, flags) */
 static napi_value js_reply_create(napi_env env, napi_callback_info info) {
   napi_value argv[7];
@@ -2740,6 +2858,39 @@ static napi_value js_reply_create(napi_env env, napi_callback_info info) {
   fill_fi(&fi, get_double(env, argv[5]), (int)get_double(env, argv[6]));
   attr_fill(s, &sinfo, &e.attr, e.attr_timeout);
   if (fuse_reply_create(req, &e, &fi) == -ENOENT) return bool_value(env, 0);
+  return bool_value(env, 1);
+}
+
+/* replyCreateBacking(session, id, stat, entryTimeoutS, attrTimeoutS, fh, backingId): the create answered with a backing file. */
+static napi_value js_reply_create_backing(napi_env env, napi_callback_info info) {
+  napi_value argv[7];
+  session *s;
+  fuse_req_t req;
+  slot_info sinfo;
+  if (!arg_request_info(env, info, 7, argv, &s, &req, &sinfo)) return NULL;
+  if (!req) return bool_value(env, 0);
+  struct fuse_entry_param e;
+  memset(&e, 0, sizeof(e));
+  if (!get_stat(env, argv[2], &e.attr)) {
+    fuse_reply_err(req, EIO);
+    return NULL;
+  }
+  e.ino = e.attr.st_ino;
+  e.generation = 1;
+  e.entry_timeout = get_double(env, argv[3]);
+  e.attr_timeout = get_double(env, argv[4]);
+  struct {
+    struct fuse_entry_out entry;
+    open_out open;
+  } o;
+  _Static_assert(sizeof(o) == sizeof(struct fuse_entry_out) + sizeof(open_out), "the create answer is the entry then the open, unpadded");
+  entry_out_of(&e, &o.entry);
+  memset(&o.open, 0, sizeof(o.open));
+  o.open.fh = (uint64_t)get_double(env, argv[5]);
+  o.open.open_flags = FOPEN_PASSTHROUGH_FLAG;
+  o.open.backing_id = (int32_t)get_double(env, argv[6]);
+  attr_fill(s, &sinfo, &e.attr, e.attr_timeout);
+  if (fuse_reply_buf(req, (const char *)&o, sizeof(o)) == -ENOENT) return bool_value(env, 0);
   return bool_value(env, 1);
 }
 
@@ -3555,7 +3706,7 @@ static napi_value js_transport(napi_env env, napi_callback_info info) {
   if (!s) return NULL;
   rings_counts c;
   rings_counts_of(s->rings, &c);
-  napi_value result;
+  napi_value result, flagv;
   napi_create_object(env, &result);
   set_str(env, result, "transport", c.transport);
   if (c.why) set_str(env, result, "why", c.why);
@@ -3563,6 +3714,8 @@ static napi_value js_transport(napi_env env, napi_callback_info info) {
   set_num(env, result, "devRequests", (double)c.dev_requests);
   set_num(env, result, "queues", c.queues);
   set_num(env, result, "depth", c.depth);
+  napi_get_boolean(env, rings_passthrough(s->rings) != 0, &flagv);
+  napi_set_named_property(env, result, "passthrough", flagv);
   return result;
 }
 
@@ -3652,6 +3805,10 @@ static napi_value init(napi_env env, napi_value exports) {
     { "replyAttr", js_reply_attr },
     { "replyOpen", js_reply_open },
     { "replyCreate", js_reply_create },
+    { "replyOpenBacking", js_reply_open_backing },
+    { "replyCreateBacking", js_reply_create_backing },
+    { "backingOpen", js_backing_open },
+    { "backingClose", js_backing_close },
     { "replyWrite", js_reply_write },
     { "replyXattrSize", js_reply_xattr },
     { "replyData", js_reply_data },

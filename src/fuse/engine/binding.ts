@@ -110,6 +110,11 @@ export interface SessionSettings {
    * over io_uring, Linux 6.14+, the fuse module's `enable_uring` on), from /dev/fuse otherwise.
    */
   transport?: number;
+  /**
+   * 1: ask for passthrough when the kernel offers it (Linux 6.9 and later), instead of the writeback
+   * cache (the kernel grants passthrough only to a connection without it).
+   */
+  passthrough?: number;
   /** Request buffers each CPU's ring registers (default 16): requests made on a CPU beyond them wait in the kernel. */
   ringDepth?: number;
   /** 1: the null file system of the benchmarks (names and sizes in memory, every request answered by the engine). */
@@ -141,6 +146,8 @@ export interface TransportState {
   /** Rings (one a CPU the kernel may have), and the request buffers of each. */
   queues: number;
   depth: number;
+  /** Passthrough granted at INIT: opens may be answered with a backing file (backingOpen). */
+  passthrough: boolean;
 }
 
 /** Where a folder is in the Vfs (for the journal records of closes the engine answers). */
@@ -165,6 +172,16 @@ export interface Fuse3Binding {
   /** flags: 1 direct_io, 2 keep_cache. False when the open was interrupted (nothing will release it). */
   replyOpen(session: NativeSession, id: number, fh: number, flags: number): boolean;
   replyCreate(session: NativeSession, id: number, stat: Float64Array, entryTimeoutS: number, attrTimeoutS: number, fh: number, flags: number): boolean;
+  /**
+   * Passthrough (TransportState.passthrough): `fd` registered as a backing file; answers its id (> 0), or
+   * -errno when the kernel refused it (-EOPNOTSUPP: passthrough was not granted).
+   */
+  backingOpen(session: NativeSession, fd: number): number;
+  /** The backing file `id` is let go of (handles opened with it keep it): 0 or -errno. */
+  backingClose(session: NativeSession, id: number): number;
+  /** The open answered with the backing file `backingId`: the kernel reads and writes it itself for this handle. */
+  replyOpenBacking(session: NativeSession, id: number, fh: number, backingId: number): boolean;
+  replyCreateBacking(session: NativeSession, id: number, stat: Float64Array, entryTimeoutS: number, attrTimeoutS: number, fh: number, backingId: number): boolean;
   replyWrite(session: NativeSession, id: number, count: number): boolean;
   replyXattrSize(session: NativeSession, id: number, size: number): boolean;
   replyData(session: NativeSession, id: number, parts: readonly Buffer[], limit: number): boolean;
