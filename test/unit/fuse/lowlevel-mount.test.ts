@@ -70,7 +70,7 @@ function setup(overrides: Partial<Fuse3Binding> = {}) {
     answeredCounts: () => ({ getattr: 0, writes: 0, times: 0, lookups: 0, creates: 0, closes: 0 }),
     spoolWritebacks: () => 0,
     spoolSyncs: () => 0,
-    transport: () => ({ transport: 'dev', why: 'a recording binding', ringRequests: 0, devRequests: 0, queues: 0, depth: 16 }),
+    transport: () => ({ transport: 'dev', why: 'a recording binding', ringRequests: 0, devRequests: 0, queues: 0, depth: 16, passthrough: false }),
     takeQueued: () => [],
     journalSwitch: () => { throw new Error('journalSwitch: not expected over the in-memory Vfs'); },
     ...overrides,
