@@ -42,6 +42,11 @@ function setup(overrides: Partial<Fuse3Binding> = {}) {
     replyAttr: answer('attr'),
     replyOpen: answer('open'),
     replyCreate: answer('create'),
+    // No passthrough granted here: no open is answered with a backing file.
+    backingOpen: () => -95,
+    backingClose: () => 0,
+    replyOpenBacking: () => { throw new Error('replyOpenBacking: not expected without passthrough'); },
+    replyCreateBacking: () => { throw new Error('replyCreateBacking: not expected without passthrough'); },
     replyWrite: answer('write'),
     replyXattrSize: answer('xattrSize'),
     replyData: (s, id, parts, limit) => answer('data')(s, id, Buffer.concat(parts as Buffer[]).subarray(0, limit)),
