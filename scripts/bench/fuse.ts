@@ -57,12 +57,14 @@ function print(figure: Record<string, unknown>): void {
 
 /**
  * dd write and read of BYTES through a mount that answers at once, or (`spool`) that answers each write
- * once it is written to a local file (see support/fuse-null-mount.ts): what crossing FUSE costs alone.
+ * once it is written to a local file, or (`passthrough`) whose opens are answered with that local file as
+ * their backing file (see support/fuse-null-mount.ts): what crossing FUSE costs alone.
  */
-async function nullMountCeiling(scratch: string, spool = false): Promise<{ writeMBps: number; readMBps: number }> {
+async function nullMountCeiling(scratch: string, mode: 'null' | 'spool' | 'passthrough' = 'null'): Promise<{ writeMBps: number; readMBps: number }> {
   const mnt = join(scratch, 'null-mnt');
   const spoolFile = join(scratch, 'null-spool.bin');
-  const stop = await startBenchMount('fuse-null-mount.ts', mnt, [String(BYTES), ...(spool ? [spoolFile] : [])], 'null mount');
+  const args = mode === 'null' ? [] : mode === 'spool' ? [spoolFile] : [spoolFile, 'passthrough'];
+  const stop = await startBenchMount('fuse-null-mount.ts', mnt, [String(BYTES), ...args], 'null mount');
   try {
     const file = join(mnt, 'f');
     const mib = BYTES / 1024 / 1024;
@@ -434,8 +436,11 @@ async function measureAll(): Promise<void> {
     const ceiling = await nullMountCeiling(h.local);
     print({ figure: 'fuse.null_mount_ceiling', note: 'every request answered at once, nothing stored', bytes: BYTES, write_MBps: round(ceiling.writeMBps), read_MBps: round(ceiling.readMBps), write_ratio_to_vfs_1m: round(ceiling.writeMBps / MBps(m.writeMs)), read_ratio_to_vfs_1m: round(ceiling.readMBps / MBps(m.readMs)) });
     await recyclePages(h.local, RECYCLE_BYTES);
-    const spooled = await nullMountCeiling(h.local, true);
+    const spooled = await nullMountCeiling(h.local, 'spool');
     print({ figure: 'fuse.spool_mount_ceiling', note: 'each write answered once written to a local file: no hash, no journal', bytes: BYTES, write_MBps: round(spooled.writeMBps), write_ratio_to_vfs_1m: round(spooled.writeMBps / MBps(m.writeMs)) });
+    await recyclePages(h.local, RECYCLE_BYTES);
+    const passed = await nullMountCeiling(h.local, 'passthrough');
+    print({ figure: 'fuse.passthrough_mount_ceiling', note: 'the open answered with a local file as its backing file: the kernel writes it, no request', bytes: BYTES, write_MBps: round(passed.writeMBps), write_ratio_to_vfs_1m: round(passed.writeMBps / MBps(m.writeMs)), write_ratio_to_spool_ceiling: round(passed.writeMBps / spooled.writeMBps) });
     print({ figure: 'fuse.ls_l_warm', entries: LIST_ENTRIES, mount_s: round(mount.lsS, 3), rclone_s: peer && round(peer.lsS, 3), local_s: round(localLs, 3), target_s: 0.5 });
   } finally {
     await h.stop();
