@@ -77,11 +77,22 @@ export interface MountOptions {
   transport?: FuseTransport;
   /** Request buffers of each CPU's ring over io_uring (1–256). Default 16. */
   ringDepth?: number;
+  /**
+   * How files written through the mount reach their spools. "passthrough": FUSE passthrough when the
+   * kernel grants it (Linux 6.9 and later, the gateway running as root): a file opened for writing as
+   * its only handle, new or emptied, is handed to the kernel, which then writes and reads its spool
+   * itself, no request per write (the connection then has no writeback cache: the kernel grants
+   * passthrough only without it). "writeback": the kernel's writeback cache, every write a request to
+   * the engine. Default "writeback". See docs/fuse.md, Passthrough.
+   */
+  writeMode?: FuseWriteMode;
   logger: Logger;
 }
 
 export type FuseTransport = 'auto' | 'uring' | 'dev';
 export const FUSE_TRANSPORTS: readonly FuseTransport[] = ['auto', 'uring', 'dev'];
+export type FuseWriteMode = 'writeback' | 'passthrough';
+export const FUSE_WRITE_MODES: readonly FuseWriteMode[] = ['writeback', 'passthrough'];
 
 export interface MountedVfs {
   readonly mountpoint: string;
@@ -104,6 +115,9 @@ function validate(opts: MountOptions): void {
   int(opts.readerThreads, 'readerThreads', 8);
   if (opts.transport !== undefined && !FUSE_TRANSPORTS.includes(opts.transport)) {
     throw new TypeError(`transport: expected one of ${FUSE_TRANSPORTS.map((t) => JSON.stringify(t)).join(', ')}, got ${JSON.stringify(opts.transport)}`);
+  }
+  if (opts.writeMode !== undefined && !FUSE_WRITE_MODES.includes(opts.writeMode)) {
+    throw new TypeError(`writeMode: expected one of ${FUSE_WRITE_MODES.map((t) => JSON.stringify(t)).join(', ')}, got ${JSON.stringify(opts.writeMode)}`);
   }
   if (opts.ringDepth !== undefined && !(Number.isInteger(opts.ringDepth) && opts.ringDepth >= 1 && opts.ringDepth <= 256)) {
     throw new TypeError(`ringDepth: expected an integer from 1 to 256, got ${JSON.stringify(opts.ringDepth)}`);
@@ -270,6 +284,7 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
       writebackAheadKiB: (opts.spoolWritebackAheadBytes ?? DEFAULT_SPOOL_WRITEBACK_AHEAD) / 1024,
       syncAheadKiB: (opts.spoolSyncAheadBytes ?? DEFAULT_SPOOL_SYNC_AHEAD) / 1024, ...engineAnswerSettings(opts),
       transport: opts.transport === 'dev' ? 0 : 1, ringDepth: opts.ringDepth ?? DEFAULT_RING_DEPTH,
+      passthrough: opts.writeMode === 'passthrough' ? 1 : 0,
     },
     attrTimeoutS: opts.attrTimeoutS,
     logger,

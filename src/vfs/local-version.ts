@@ -21,6 +21,14 @@
  * A version may hand its spool to a direct writer (`directSpool`: the FUSE engine writes the data from
  * its own thread and reports each write); while it writes, every change made here ends it first.
  *
+ * A version may also be handed to the kernel (`passthroughBegin`: FUSE passthrough), which then reads
+ * and writes the spool itself, telling nothing, until WriteBack ends it (`passthroughEnd`, once the last
+ * handle opened that way is closed). Meanwhile the version is "live": its size and mtime are the spool's
+ * (`refreshLive`, from fstat), it keeps no running hash (a small one is hashed from the spool when it is
+ * sealed; a large one when it is uploaded), it is changed in place (a truncate goes to the spool even
+ * once sealed, as the kernel's writes do), and a change seen after its seal makes it due for a new
+ * journal record (`liveChanged`).
+ *
  * Which field is guarded by what: `size`, `baseSize`, `present`, `baseReady`, `generation` and the spool
  * descriptor change only inside `exclusive()`, or from a direct writer's reports, which only arrive
  * while no change of this side runs (each ends the direct writes before it starts). `library`/`fullpath` change only in WriteBack (a rename,
@@ -28,7 +36,7 @@
  */
 import { copyFile, open, stat, type FileHandle as FsHandle } from 'node:fs/promises';
 import { createHash, type Hash } from 'node:crypto';
-import { constants } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import type { PendingFile } from './upload-queue.js';
 import { INLINE_MAX_BYTES } from './upload-journal.js';
@@ -168,6 +176,10 @@ export class LocalVersion implements PendingFile {
   private writesUnderWay = 0;
   /** The direct writer of the spool, while it writes: how to stop it, and how many of its writes were reported. */
   private direct: DirectAttachment | undefined;
+  /** Handed to the kernel (passthrough): its spool descriptor, and the spool's size and mtime last seen. */
+  private live: { fd: number; size: bigint; mtimeNs: bigint } | undefined;
+  /** Changed in place after its seal (while live): due for a new journal record. */
+  liveChanged = false;
   /** The SHA-1 of the content of `generation` that a stopped direct writer is still finishing (see stopDirect). */
   private directHash: { generation: number; size: number; sha1: Promise<string | undefined> } | undefined;
   readonly counters = { fetchedBytes: 0, fetches: 0, directWrites: 0 };
@@ -348,7 +360,7 @@ export class LocalVersion implements PendingFile {
    * and no injected disk failure is waiting. The caller makes sure it is the version's only writer.
    */
   directSpool(): DirectSpool | undefined {
-    if (!this.mutable || this.direct || this.memory || !this.fh || !this.baseReady || this.writesUnderWay > 0) return undefined;
+    if (!this.mutable || this.direct || this.live || this.memory || !this.fh || !this.baseReady || this.writesUnderWay > 0) return undefined;
     if (this.faults?.armed('write')) return undefined;
     const sequential = (this.smallHash !== undefined && this.smallBytes === this.size) || this.appended !== undefined;
     const hashFrom = sequential && this.size <= DIRECT_HASH_FROM_MAX && this.spoolLength === this.size ? this.size : -1;
@@ -396,6 +408,121 @@ export class LocalVersion implements PendingFile {
     if (done.hashed !== this.size || this.failed) return;
     if (done.sha1) this.hashed = { generation: this.generation, sha1: done.sha1, size: this.size };
     else if (done.sha1Later) this.directHash = { generation: this.generation, size: this.size, sha1: done.sha1Later };
+  }
+
+  /**
+   * The spool's descriptor for the kernel to read and write itself (passthrough), when the version may be
+   * handed over now: being written, every base byte local, no other writer (direct, or of this side), no
+   * injected disk failure waiting. A file held in memory is written to its spool first. The caller makes
+   * sure no handle reads or writes the version through this side meanwhile.
+   */
+  async passthroughBegin(): Promise<number | undefined> {
+    if (this.live) return this.live.fd;
+    const ready = (): boolean => this.mutable && !this.direct && this.baseReady && this.writesUnderWay === 0 && !this.faults?.armed('write');
+    if (!ready()) return undefined;
+    const fh = await this.exclusive(async () => (ready() ? this.handle() : undefined)).catch(() => undefined);
+    if (!fh || !ready()) return undefined;
+    await this.padToSize(fh);
+    // A descriptor of its own for the hand-over, closed at its end: the spool's may close meanwhile.
+    let fd: number;
+    try {
+      fd = openSync(this.spoolPath, constants.O_RDWR);
+    } catch {
+      return undefined;
+    }
+    // The kernel's writes are not seen here: no running hash can follow them.
+    this.dropSha1Stream();
+    this.hashed = undefined;
+    this.directHash = undefined;
+    const st = fstatSync(fd, { bigint: true });
+    this.live = { fd, size: st.size, mtimeNs: st.mtimeNs };
+    return fd;
+  }
+
+  /** True while the kernel reads and writes the spool (passthrough). */
+  get isLive(): boolean {
+    return this.live !== undefined;
+  }
+
+  /**
+   * While live: takes the size and mtime from the spool. A change since the last look is a change of the
+   * version (a new generation; due for a new journal record once sealed).
+   */
+  refreshLive(): void {
+    const live = this.live;
+    if (!live) return;
+    let st;
+    try {
+      st = fstatSync(live.fd, { bigint: true });
+    } catch {
+      return; // unreadable: the last look stands
+    }
+    if (st.size === live.size && st.mtimeNs === live.mtimeNs) return;
+    live.size = st.size;
+    live.mtimeNs = st.mtimeNs;
+    this.generation++;
+    this.size = Number(st.size);
+    this.spoolLength = this.size;
+    this.mtimeMs = Number(st.mtimeNs / 1_000_000n);
+    this.hashed = undefined;
+    if (this.sealed) this.liveChanged = true;
+  }
+
+  /** While live: a truncate, made in place (the kernel writes on into the same spool). */
+  async truncateLive(size: number): Promise<void> {
+    const live = this.live;
+    if (!live) throw new VfsError('EIO', `'${this.fullpath}': not handed to the kernel`);
+    await this.exclusive(async () => {
+      await (await this.handle()).truncate(size).catch((err: unknown) => { throw this.fail(err, `truncating to ${size}`); });
+      this.refreshLive();
+      // A truncate to the same size still changes the file (its mtime), as the kernel shows it.
+      this.touch();
+      if (this.sealed) this.liveChanged = true;
+    });
+  }
+
+  /**
+   * Changed in place after its seal (`liveChanged`): sealed again as the spool now is. A small one is
+   * hashed again and its bytes answered (its new journal record carries them); a large one is hashed
+   * when it is uploaded.
+   */
+  reseal(): Buffer | undefined {
+    this.refreshLive();
+    this.liveChanged = false;
+    this.hashed = undefined;
+    const fd = this.live?.fd ?? this.fh?.fd;
+    const data = fd !== undefined && this.size <= INLINE_MAX_BYTES ? readWhole(fd, this.size) : undefined;
+    if (data) this.hashed = { generation: this.generation, sha1: createHash('sha1').update(data).digest('hex'), size: data.length };
+    return data;
+  }
+
+  /** While live: a write made through this side (another front end's), in place as the kernel's are. */
+  async writeLive(position: number, data: Buffer): Promise<number> {
+    if (!this.live) throw new VfsError('EIO', `'${this.fullpath}': not handed to the kernel`);
+    return this.exclusive(async () => {
+      let done = 0;
+      try {
+        while (done < data.length) done += (await (await this.handle()).write(data, done, data.length - done, position + done)).bytesWritten;
+      } catch (err) {
+        throw this.fail(err, `writing ${data.length} bytes at ${position}`);
+      }
+      this.refreshLive();
+      if (this.sealed) this.liveChanged = true;
+      return done;
+    });
+  }
+
+  /** The kernel no longer reads or writes the spool: the version is as the spool last shows it. */
+  passthroughEnd(): void {
+    const live = this.live;
+    if (!live) return;
+    this.refreshLive();
+    this.live = undefined;
+    try {
+      closeSync(live.fd);
+    } catch {
+      // already closed: nothing holds it
+    }
   }
 
   private recordDirectWrite(end: number): void {
@@ -456,6 +583,18 @@ export class LocalVersion implements PendingFile {
     await this.exclusive(async () => {
       this.stopDirect();
       this.assertMutable();
+      if (this.live) {
+        // Handed to the kernel: a small file is hashed from the spool now, a large one when it is uploaded
+        // (its close does not wait for a pass over its bytes).
+        this.refreshLive();
+        const small = this.liveSmallContent();
+        if (small) this.hashed = { generation: this.generation, sha1: createHash('sha1').update(small).digest('hex'), size: small.length };
+        this.sealed = true;
+        this.liveChanged = false;
+        opts.onHashed?.();
+        if (opts.sync !== false) await (await this.handle()).sync().catch((err: unknown) => { throw this.fail(err, 'making the local copy durable'); });
+        return;
+      }
       if (this.memory && opts.sync === false && this.smallHash && this.smallBytes === this.size) {
         // Held in memory: hashed as written. The spool is written when something needs it (the upload, a
         // reader) while the shared budget has room, else right away, off the caller's way.
@@ -498,6 +637,7 @@ export class LocalVersion implements PendingFile {
    */
   inlineContent(): Buffer | undefined {
     if (this.memory) return Buffer.concat(this.memory, this.size);
+    if (this.live) return this.liveSmallContent();
     if (!this.smallData || !this.smallHash || this.smallBytes !== this.size || this.size > INLINE_MAX_BYTES) return undefined;
     return Buffer.concat(this.smallData, this.size);
   }
@@ -688,6 +828,13 @@ export class LocalVersion implements PendingFile {
     if (at !== end) throw new VfsError('EIO', `fetching '${this.fullpath}' bytes ${start}-${end - 1}: expected ${end - start} bytes, got ${at - start}`);
   }
 
+  /** While live and small: the spool's bytes, read now (its journal record carries them). */
+  private liveSmallContent(): Buffer | undefined {
+    if (!this.live) return undefined;
+    this.refreshLive();
+    return this.size <= INLINE_MAX_BYTES ? readWhole(this.live.fd, this.size) : undefined;
+  }
+
   /** A logical size beyond the last byte written: the spool file gets that length (zeros). */
   private async padToSize(fh: FsHandle): Promise<void> {
     const length = this.spoolLength ?? (await fh.stat()).size;
@@ -723,4 +870,20 @@ export class LocalVersion implements PendingFile {
     this.releaseUnwritten();
     return fh;
   }
+}
+
+/** `size` bytes from the start of the file `fd` (a spool, on local disk); undefined when it is shorter or unreadable. */
+function readWhole(fd: number, size: number): Buffer | undefined {
+  const data = Buffer.alloc(size);
+  let done = 0;
+  try {
+    while (done < size) {
+      const n = readSync(fd, data, done, size - done, done);
+      if (n === 0) return undefined;
+      done += n;
+    }
+  } catch {
+    return undefined;
+  }
+  return data;
 }

@@ -136,6 +136,20 @@ export interface FileHandle {
    * engine: they never enter JavaScript). Undefined whenever `read` has to answer (see LocalRange).
    */
   localRange?(position: number, length: number): LocalRange | undefined;
+  /**
+   * Hands the handle's version to a front end whose kernel reads and writes its spool itself (FUSE
+   * passthrough): undefined unless the handle is the only writer of a version being written, every base
+   * byte local. From then on nothing reads or writes the version through this handle; the version takes
+   * its size and times from the spool, and flushes, fsyncs and truncates go on as before. `end` is called
+   * once the kernel is done with the spool (no handle of the file open that way any more). See PassthroughSpool.
+   */
+  passthrough?(): Promise<PassthroughSpool | undefined>;
+}
+
+/** A version handed to the kernel (FileHandle.passthrough): the spool's descriptor, and its end. */
+export interface PassthroughSpool {
+  readonly fd: number;
+  end(): void;
 }
 
 /**

@@ -39,7 +39,7 @@ import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './r
 import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
 import { UploadJournal, orderOf, type JournalEntry } from './upload-journal.js';
 import { UploadQueue, type UploadStatus } from './upload-queue.js';
-import { VfsError, type Attr, type CallContext, type DirectSpool, type FileHandle, type LocalRange, type OpenFlags, type SideJournal } from './types.js';
+import { VfsError, type Attr, type CallContext, type DirectSpool, type FileHandle, type LocalRange, type OpenFlags, type PassthroughSpool, type SideJournal } from './types.js';
 
 export interface WriteBackHost {
   remoteFor(library: string): Remote | undefined;
@@ -407,7 +407,10 @@ export class WriteBack {
     if (session.writers > 1) session.version.stopDirect();
     const s = session;
     try {
-      if (!slot.current && !base) await this.change(s, { empty: true });
+      // Handed to the kernel (passthrough): changed in place, as the kernel writes it.
+      if (s.version.isLive) {
+        if (flags.truncate) await s.version.truncateLive(0);
+      } else if (!slot.current && !base) await this.change(s, { empty: true });
       // Also when the path shows another version with content (a replace made meanwhile): the truncate
       // empties what it shows. An empty one shown is left as it is: nothing changes, nothing to upload.
       else if (flags.truncate && (!isEmpty(s.version) || (slot.current !== undefined && slot.current !== s.version && !isEmpty(slot.current)))) await this.change(s, { empty: true });
@@ -754,6 +757,11 @@ export class WriteBack {
       throw v.failed;
     }
     if (s.deleted) return;
+    v.refreshLive();
+    if (v.liveChanged && v.state === 'journaled' && !v.superseded) {
+      await this.rejournal(v, { sync: opts.fsync || this.syncOnClose });
+      return;
+    }
     if (v.mutable && v.generation > 0) {
       await this.journalVersion(v, s, { upload: opts.fsync, sync: opts.fsync || this.syncOnClose });
       return;
@@ -842,6 +850,55 @@ export class WriteBack {
     this.schedule(slot, { force: opts.upload });
   }
 
+  /**
+   * A journaled version the kernel changed in place after its seal (passthrough): its entry is written
+   * again as the spool now is (the later line about the id wins at replay). The upload's confirmation
+   * waits for it (`journaling`).
+   */
+  private async rejournal(v: LocalVersion, opts: { sync: boolean }): Promise<void> {
+    const inline = v.reseal();
+    const written = this.journal.put(this.journalEntry(v), { spoolSynced: false, sync: opts.sync, inline })
+      .catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+    v.journaling = written.catch(() => undefined);
+    try {
+      await written;
+    } catch (err) {
+      v.failed ??= err instanceof VfsError ? err : fsErrorOf(err, `journaling '${v.fullpath}'`);
+      const slot = this.slots.get(keyOf(v.library, v.fullpath));
+      if (slot) this.failed(slot, v);
+      throw v.failed;
+    }
+  }
+
+  /** The kernel is done with `v`'s spool (FileHandle.passthrough): a change it made after the last close is journaled, then the upload may go. */
+  private passthroughEnded(s: WriteSession, v: LocalVersion): void {
+    v.passthroughEnd();
+    const due = v.liveChanged && v.state === 'journaled' && !v.superseded && !v.deleted;
+    const written = due ? this.rejournal(v, { sync: this.syncOnClose }) : Promise.resolve();
+    written.then(() => this.schedule(s.slot), (err: unknown) => this.opts.logger.error({ path: v.fullpath, err: String(err) }, 'write-back: journaling a file the kernel changed after its close failed'));
+  }
+
+  /** See FileHandle.passthrough: `s`'s handle `h` hands its version to the kernel. */
+  async passthrough(s: WriteSession): Promise<PassthroughSpool | undefined> {
+    const v = s.version;
+    if (!v.mutable || s.writers !== 1 || s.deleted || s.cloning) return undefined;
+    const fd = await v.passthroughBegin();
+    if (fd === undefined) return undefined;
+    if (s.version !== v || s.deleted) {
+      v.passthroughEnd();
+      return undefined;
+    }
+    let ended = false;
+    return {
+      fd,
+      end: () => {
+        if (ended) return;
+        ended = true;
+        this.passthroughEnded(s, v);
+      },
+    };
+  }
+
   /** An older acknowledged version that a newer one replaced: its upload stops, its entry goes. */
   private async supersede(old: LocalVersion): Promise<void> {
     old.superseded = true; // never uploaded from now on
@@ -860,6 +917,8 @@ export class WriteBack {
     const v = slot.acked;
     if (!v || v.state !== 'journaled' || this.closed) return;
     if (v.holdUntilMs === Number.MAX_SAFE_INTEGER) return; // a rename under way (stopUploads)
+    // The kernel may still write it (passthrough): queued once it is done with the spool.
+    if (v.isLive) return;
     if (!opts.force) {
       if (slot.session && slot.session.version === v && slot.session.writers > 0) return;
       const wait = v.holdUntilMs - Date.now();
@@ -1057,6 +1116,7 @@ function folderEntry(id: string, fullpath: string, mtimeMs: number): RemoteEntry
 
 /** The entry of a local version, as lookups and listings show it. */
 function entryOf(v: LocalVersion): RemoteEntry {
+  v.refreshLive();
   return {
     id: v.base?.id ?? `local:${v.id}`, fullpath: v.fullpath, name: baseName(v.fullpath), isDir: false,
     // Once journaled, the content's hash is known before the upload: entity tags stay the same across it.
@@ -1094,6 +1154,7 @@ class SessionHandle implements FileHandle {
   async write(position: number, data: Buffer): Promise<number> {
     this.open();
     if (!Number.isInteger(position) || position < 0) throw new VfsError('EINVAL', `expected a write position >= 0, got ${position}`);
+    if (this.s.version.isLive) return this.s.version.writeLive(this.mode.append ? this.s.version.size : position, data);
     const v = await this.wb.change(this.s);
     return v.write(this.mode.append ? v.size : position, data);
   }
@@ -1101,6 +1162,7 @@ class SessionHandle implements FileHandle {
   async truncate(size: number): Promise<void> {
     this.open();
     if (!Number.isInteger(size) || size < 0) throw new VfsError('EINVAL', `expected a size >= 0, got ${size}`);
+    if (this.s.version.isLive) return this.s.version.truncateLive(size);
     if (size === 0) {
       await this.wb.change(this.s, { empty: true });
       return;
@@ -1116,6 +1178,11 @@ class SessionHandle implements FileHandle {
   directSpool(): DirectSpool | undefined {
     if (this.releasedOnce || !this.mode.write || this.mode.append || this.s.writers !== 1 || this.s.deleted) return undefined;
     return this.s.version.directSpool();
+  }
+
+  async passthrough(): Promise<PassthroughSpool | undefined> {
+    if (this.releasedOnce || !this.mode.write) return undefined;
+    return this.wb.passthrough(this.s);
   }
 
   localRange(position: number, length: number): LocalRange | undefined {

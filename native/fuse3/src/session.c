@@ -725,7 +725,11 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn) {
   else conn->want &= ~FUSE_CAP_ASYNC_READ;
   /* The kernel grants passthrough only to a connection without the writeback cache. */
   int passthrough = s->passthrough_want && rings_passthrough_offered(s->rings);
-  if (passthrough) rings_ask_passthrough(s->rings);
+  if (passthrough) {
+    rings_ask_passthrough(s->rings);
+    /* Files are created by JavaScript, which may hand them to the kernel (the engine's creates write through it). */
+    s->answer_creates = 0;
+  }
   if (s->writeback && !passthrough && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) conn->want |= FUSE_CAP_WRITEBACK_CACHE;
   else conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
   if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
@@ -3536,6 +3540,37 @@ static napi_value js_attr_forget(napi_env env, napi_callback_info info) {
 }
 
 /*
+ * attrLive(session, ino, on) → whether the engine keeps no attributes of `ino` from now on (on), or may
+ * again (off): while the kernel writes the file itself (passthrough), its size and times change with no
+ * request, so none is answered from the cache; it counts as a change under way until then. False when
+ * the cache could not take the mark (full): the caller then does not hand the file over.
+ */
+static napi_value js_attr_live(napi_env env, napi_callback_info info) {
+  napi_value argv[3];
+  session *s = session_args(env, info, 3, argv, "attrLive(session, ino, on)");
+  if (!s) return NULL;
+  fuse_ino_t ino = (fuse_ino_t)get_double(env, argv[1]);
+  bool on = false;
+  napi_get_value_bool(env, argv[2], &on);
+  int ok = 1;
+  pthread_mutex_lock(&s->lock);
+  if (on) {
+    attr_entry *e = attr_find(s, ino, 1);
+    if (e) {
+      e->valid = 0;
+      e->changed = ++s->epoch;
+      e->inflight++;
+    } else {
+      ok = s->attrs == NULL;
+    }
+  } else {
+    attr_changed(s, ino);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return bool_value(env, ok);
+}
+
+/*
  * folderNames(session, id, ino, names, timeoutS, where?) → whether the engine keeps them: every name of
  * folder `ino` as the answer to request `id` (still pending) found them, for timeoutS seconds. Refused
  * when a request that may add a name arrived after `id` or is unanswered (apart from `id` itself).
@@ -3809,6 +3844,7 @@ static napi_value init(napi_env env, napi_value exports) {
     { "replyCreateBacking", js_reply_create_backing },
     { "backingOpen", js_backing_open },
     { "backingClose", js_backing_close },
+    { "attrLive", js_attr_live },
     { "replyWrite", js_reply_write },
     { "replyXattrSize", js_reply_xattr },
     { "replyData", js_reply_data },

@@ -236,6 +236,11 @@ export interface Fuse3Binding {
    * rename makes it unknown when it arrives). False when another rename came meanwhile.
    */
   pathsKept(session: NativeSession, epoch: number): boolean;
+  /**
+   * on: the kernel writes `ino` itself from now on (passthrough), so the engine answers no attributes of it
+   * from its cache until off; false when the cache could not take the mark (then do not hand it over).
+   */
+  attrLive(session: NativeSession, ino: number, on: boolean): boolean;
   /** The engine's cached attributes of `ino` are no longer valid (changed in a way it cannot see: a rename, another client). */
   attrForget(session: NativeSession, ino: number): void;
   /**

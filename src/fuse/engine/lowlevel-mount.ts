@@ -12,7 +12,7 @@ import type { KernelStat, KernelStatFs } from '../stat.js';
 import { Op, type AnsweredCounts, type Fuse3Binding, type KernelRequest, type NativeSession, type SessionSettings, type TransportState } from './binding.js';
 import { InodeTable, ROOT_INO, type InodeNode } from './inode-table.js';
 import { AnsweredCloses } from './answered-closes.js';
-import type { DirectSpool, SideJournal } from '../../vfs/types.js';
+import type { DirectSpool, FileHandle, SideJournal } from '../../vfs/types.js';
 
 export interface LowLevelMountOptions {
   binding: Fuse3Binding;
@@ -36,6 +36,9 @@ export interface DirectWriteCounters {
   hashedByEngine: number;
   /** Reads answered from a local file's descriptor by the engine (FileHandle.localRange). */
   fdReads: number;
+  /** Files handed to the kernel (passthrough: it read and wrote their spools itself), and the opens answered with a backing file. */
+  passthroughFiles: number;
+  passthroughOpens: number;
   /** Times the engine started the writeback to disk of spool bytes it wrote and hashed. */
   spoolWritebacks: number;
   /** Background fdatasyncs the engine made of spools it wrote. */
@@ -146,6 +149,14 @@ export class LowLevelMount {
   /** File handle → the inode it was opened on, and whether for writing. */
   private readonly openInodes = new Map<number, { node: InodeNode; writable: boolean }>();
   private readonly dirs = new Map<number, DirListing | undefined>();
+  /**
+   * Inodes handed to the kernel (passthrough, see docs/fuse.md): the backing file's id, the handles opened
+   * with it (every open of the inode is, while any is: the kernel takes no other), the version's end, and
+   * a promise settled once the first open's hand-over is decided (later opens wait for it).
+   */
+  private readonly live = new Map<number, { backingId: number; handles: Set<number>; end?: () => void; decided: Promise<void> }>();
+  /** Passthrough granted at INIT (known from the first open on). */
+  private passthroughGranted: boolean | undefined;
   /** File handles whose writes the engine makes into their spools, and the number their records are above. */
   private readonly direct = new Map<number, { spool: DirectSpool; base: number }>();
   /** Hashes of detached spools the engine's hash thread is finishing, by their HASHED record's number. */
@@ -160,7 +171,7 @@ export class LowLevelMount {
    * engine would put in the spool before them.
    */
   private readonly answeredUnmade = new Map<number, Set<KernelRequest>>();
-  private readonly directCounts: Omit<DirectWriteCounters, 'spoolWritebacks' | 'spoolSyncs'> = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0, fdReads: 0 };
+  private readonly directCounts: Omit<DirectWriteCounters, 'spoolWritebacks' | 'spoolSyncs'> = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0, fdReads: 0, passthroughFiles: 0, passthroughOpens: 0 };
   /**
    * Inodes with requests the engine answered still being applied here (a small write, times written
    * back): what the kernel sends afterwards about the inode waits for them, in order.
@@ -610,8 +621,12 @@ export class LowLevelMount {
         const path = this.inodes.pathOf(node);
         this.ops.open(path, this.openFlags(req.flags!), (code, fh) => {
           if (code < 0) return void b.replyErr(se, id, -code);
-          this.opened(node, fh as number);
-          if (!b.replyOpen(se, id, fh as number, KEEP_CACHE)) this.closeUnanswered(path, fh as number);
+          const handle = fh as number;
+          this.opened(node, handle);
+          void this.backingFor(node, handle, req.flags!).then((backing) => {
+            const answered = backing ? b.replyOpenBacking(se, id, handle, backing) : b.replyOpen(se, id, handle, KEEP_CACHE);
+            if (!answered) this.closeUnanswered(path, handle);
+          });
         });
         return;
       }
@@ -844,7 +859,81 @@ export class LowLevelMount {
   }
 
   /** An open the kernel gave up on (interrupted): release what it opened. */
+  /**
+   * Passthrough (docs/fuse.md): the backing file an open of `node` is answered with, 0 for none. An inode
+   * already handed to the kernel: its backing file, whatever the open. Otherwise only a write open that
+   * is the inode's only open handle, when its version can be handed over (FileHandle.passthrough).
+   */
+  private async backingFor(node: InodeNode, fh: number, flags: number): Promise<number> {
+    const se = this.session;
+    if (!se || node.isDir) return 0;
+    this.passthroughGranted ??= this.binding.transport(se).passthrough;
+    if (!this.passthroughGranted) return 0;
+    const known = this.live.get(node.ino);
+    if (known) {
+      await known.decided;
+      if (this.live.get(node.ino) !== known || !known.backingId) return 0;
+      known.handles.add(fh);
+      this.directCounts.passthroughOpens++;
+      return known.backingId;
+    }
+    if ((flags & O_ACCMODE) === 0 || node.opens > 1) return 0; // read-only, or another handle open
+    let handle: FileHandle;
+    try {
+      handle = this.operations.handles.get(fh).handle;
+    } catch {
+      return 0; // released meanwhile
+    }
+    if (!handle.passthrough) return 0;
+    let decide!: () => void;
+    const entry: { backingId: number; handles: Set<number>; end?: () => void; decided: Promise<void> } = { backingId: 0, handles: new Set([fh]), decided: new Promise((r) => (decide = r)) };
+    this.live.set(node.ino, entry);
+    try {
+      const spool = await handle.passthrough().catch(() => undefined);
+      if (!spool) return this.notLive(node.ino, entry);
+      const id = this.session === se ? this.binding.backingOpen(se, spool.fd) : -Errno.EIO;
+      if (id <= 0) {
+        spool.end();
+        if (id !== -Errno.ENOTSUP) this.logger.warn({ path: this.safePath(node.ino), errno: -id }, 'fuse: the kernel refused a backing file; the file is written through the engine');
+        return this.notLive(node.ino, entry);
+      }
+      // No attributes of the file from the engine's cache while the kernel writes it.
+      if (!this.binding.attrLive(se, node.ino, true)) {
+        this.binding.backingClose(se, id);
+        spool.end();
+        return this.notLive(node.ino, entry);
+      }
+      entry.backingId = id;
+      entry.end = spool.end;
+      this.directCounts.passthroughFiles++;
+      this.directCounts.passthroughOpens++;
+      return id;
+    } finally {
+      decide();
+    }
+  }
+
+  private notLive(ino: number, entry: unknown): number {
+    if (this.live.get(ino) === entry) this.live.delete(ino);
+    return 0;
+  }
+
+  /** Handle `fh` of inode `ino` is closed: the last one opened with the backing file ends the hand-over. */
+  private liveHandleClosed(ino: number, fh: number): void {
+    const live = this.live.get(ino);
+    if (!live || !live.handles.delete(fh) || live.handles.size > 0) return;
+    this.live.delete(ino);
+    live.end?.();
+    const se = this.session;
+    if (se && live.backingId) {
+      this.binding.backingClose(se, live.backingId);
+      this.binding.attrLive(se, ino, false);
+    }
+  }
+
   private closeUnanswered(path: string, fh: number): void {
+    const ino = this.openInodes.get(fh)?.node.ino;
+    if (ino !== undefined) this.liveHandleClosed(ino, fh);
     this.ops.release(path, fh, () => {
       const open = this.forgetHandle(fh);
       if (open) this.inodes.closed(open.node, open.writable);
@@ -964,10 +1053,14 @@ export class LowLevelMount {
         }
         this.shown(node, stat);
         this.opened(node, handle);
-        if (!b.replyCreate(se, id, this.statArray(node.ino, stat), this.timeout, this.timeout, handle, KEEP_CACHE)) {
-          this.inodes.forget(node.ino, 1);
-          this.closeUnanswered(path, handle);
-        }
+        void this.backingFor(node, handle, req.flags!).then((backing) => {
+          const attrs = this.statArray(node.ino, stat);
+          const answered = backing ? b.replyCreateBacking(se, id, attrs, this.timeout, this.timeout, handle, backing) : b.replyCreate(se, id, attrs, this.timeout, this.timeout, handle, KEEP_CACHE);
+          if (!answered) {
+            this.inodes.forget(node.ino, 1);
+            this.closeUnanswered(path, handle);
+          }
+        });
       });
     });
   }
@@ -1007,6 +1100,8 @@ export class LowLevelMount {
   /** Releases `fh`; `done` gets the Vfs's answer, then the inode's bookkeeping follows. */
   private releaseHandle(ino: number, fh: number, done: NativeCallback): void {
     const path = this.safePath(ino);
+    // Before the Vfs's release: the version takes its last size from the spool while it is still open.
+    this.liveHandleClosed(ino, fh);
     this.ops.release(path, fh, (code) => {
       this.lateErrors.delete(fh);
       this.refusedCreates.delete(fh);

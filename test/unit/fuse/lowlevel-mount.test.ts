@@ -45,6 +45,7 @@ function setup(overrides: Partial<Fuse3Binding> = {}) {
     // No passthrough granted here: no open is answered with a backing file.
     backingOpen: () => -95,
     backingClose: () => 0,
+    attrLive: () => true,
     replyOpenBacking: () => { throw new Error('replyOpenBacking: not expected without passthrough'); },
     replyCreateBacking: () => { throw new Error('replyCreateBacking: not expected without passthrough'); },
     replyWrite: answer('write'),
