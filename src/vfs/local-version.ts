@@ -439,6 +439,26 @@ export class LocalVersion implements PendingFile {
     return fd;
   }
 
+  /**
+   * A new file held in memory, still empty, whose spool a front end made and had the kernel write
+   * (FileHandle.adoptSpool): that spool becomes this version's, taken as it is, and the version is
+   * handed to the kernel (see passthroughBegin). Undefined when the version is not such a file.
+   */
+  async adoptSpool(): Promise<number | undefined> {
+    if (!this.mutable || !this.memory || this.size !== 0 || this.live) return undefined;
+    this.memory = undefined;
+    this.releaseUnwritten();
+    this.spoolMade = true;
+    this.spoolLength = undefined;
+    const fd = await this.passthroughBegin();
+    const live = this.live as { size: bigint } | undefined;
+    if (fd === undefined || !live) return undefined;
+    // Whatever the kernel wrote so far is the version's content from here.
+    live.size = -1n;
+    this.refreshLive();
+    return fd;
+  }
+
   /** True while the kernel reads and writes the spool (passthrough). */
   get isLive(): boolean {
     return this.live !== undefined;

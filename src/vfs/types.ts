@@ -144,6 +144,13 @@ export interface FileHandle {
    * once the kernel is done with the spool (no handle of the file open that way any more). See PassthroughSpool.
    */
   passthrough?(): Promise<PassthroughSpool | undefined>;
+  /**
+   * A new, empty file whose spool a front end made itself (in the journal's spool folder, under the id
+   * the version was created with) and had the kernel write: that spool becomes the version's, its
+   * content the file's, and the version is handed over as with `passthrough`. Undefined when the version
+   * is not such a file (something was written to it through this handle).
+   */
+  adoptSpool?(): Promise<PassthroughSpool | undefined>;
 }
 
 /** A version handed to the kernel (FileHandle.passthrough): the spool's descriptor, and its end. */
@@ -295,4 +302,8 @@ export interface SideJournal {
   keepSideRecord(line: Buffer): Promise<void>;
   /** The writer stopped and every record of it is settled. */
   detachSideWriter(writer: SideLogWriter): void;
+  /** The folder of the spools (a version's is its id there): a front end may make one itself (FileHandle.adoptSpool). */
+  spoolFolderPath(): string;
+  /** Spools nobody needs are kept, emptied, in a pool in that folder (`.pool`), for a front end to take instead of making one. */
+  startSpoolPool(): Promise<void>;
 }

@@ -31,7 +31,7 @@
  * for it, or a removal), the side log goes, at a compaction.
  */
 import { createReadStream, writeSync } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, truncate, writeFile, type FileHandle } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
@@ -94,6 +94,12 @@ const ID_RE = /^[0-9a-f]{16}$/;
 const SIDE_LOG_RE = /^closes\.[0-9a-f]{16}\.log$/;
 
 const ID_POOL_BYTES = 4096;
+/** The pool of emptied spools (see UploadJournal.recycle): its folder in the spool folder, its files' prefix, its size. */
+const POOL = '.pool';
+const POOL_PREFIX = 'p';
+const POOL_MAX = 1024;
+/** Recycles refused by a full pool between two counts of it. */
+const POOL_RECOUNT_EVERY = 64;
 const LOG = 'journal.log';
 /** The log is rewritten once it holds this many records more than live entries, and twice as many (compactionDue). */
 const COMPACT_DEAD_RECORDS = 2000;
@@ -115,6 +121,11 @@ export class UploadJournal implements SideJournal {
   /** Random bytes that new ids are cut from (one call to the random source for 512 ids). */
   private idPool = Buffer.alloc(0);
   private idPoolAt = ID_POOL_BYTES;
+  /** Files in the pool as last counted or added (a front end takes some meanwhile), and names given so far. */
+  private poolOn = false;
+  private pooled = 0;
+  private poolRecount = 0;
+  private poolSerial = 0;
   /** The log, open for appending (closed after close(): each later append opens it). */
   private log: FileHandle | undefined;
   /** The spool folder, kept open for its fsyncs. */
@@ -177,6 +188,65 @@ export class UploadJournal implements SideJournal {
 
   async init(): Promise<void> {
     await mkdir(this.spoolDir, { recursive: true });
+  }
+
+  /**
+   * From now on spools nobody needs are kept, emptied, in a pool (`poolDir`, see `recycle`), filled in the
+   * background with empty files up to POOL_MAX: for a front end that makes spools itself, many a second
+   * (the FUSE engine with passthrough).
+   */
+  async startSpoolPool(): Promise<void> {
+    if (this.poolOn) return;
+    await mkdir(this.poolDir, { recursive: true });
+    this.pooled = (await readdir(this.poolDir).catch(() => [] as string[])).length;
+    this.poolOn = true;
+    // In the background: a spool is made anew meanwhile.
+    void this.fillPool().catch(() => undefined);
+  }
+
+  /** Makes empty files in the pool up to POOL_MAX (before anything waits for a spool). */
+  private async fillPool(): Promise<void> {
+    for (; this.pooled < POOL_MAX && !this.closed; this.pooled++) {
+      const fh = await open(join(this.poolDir, this.poolName()), 'wx', 0o600).catch(() => undefined);
+      if (!fh) return;
+      await fh.close();
+    }
+  }
+
+  private poolName(): string {
+    return `${POOL_PREFIX}${process.pid.toString(36)}-${Date.now().toString(36)}-${(this.poolSerial++).toString(36)}`;
+  }
+
+  /**
+   * The folder of empty spool files kept for reuse (see `recycle`): a front end that makes spools itself
+   * takes one from there (a rename into the spool folder) before it makes a new file.
+   */
+  get poolDir(): string {
+    return join(this.spoolDir, POOL);
+  }
+
+  /**
+   * A spool nobody needs any more: removed; once the pool is started (startSpoolPool), emptied and kept in the pool for a later spool, up to POOL_MAX files
+   * (else removed). Making a file costs more than reusing one: on ext4, the inodes of files removed in the
+   * last seconds are skipped one by one by the next allocations in their group, and the spool folder's
+   * group is where every spool comes and goes (measured: creates in a busy spool folder took a third of a
+   * small-file copy's CPU). A spool someone still has open must not come here: it is emptied.
+   */
+  private async recycle(path: string): Promise<void> {
+    if (!this.poolOn) return removeFileIfPresent(path);
+    if (this.pooled >= POOL_MAX) {
+      // Taken from meanwhile by a front end: counted again now and then.
+      if (++this.poolRecount % POOL_RECOUNT_EVERY === 0) this.pooled = (await readdir(this.poolDir).catch(() => [] as string[])).length;
+      if (this.pooled >= POOL_MAX) return removeFileIfPresent(path);
+    }
+    try {
+      await truncate(path, 0);
+      await rename(path, join(this.poolDir, this.poolName()));
+      this.pooled++;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      await removeFileIfPresent(path);
+    }
   }
 
   /** A fresh id for a spool file (not journaled until `put`): 8 random bytes, taken from a pool. */
@@ -287,13 +357,13 @@ export class UploadJournal implements SideJournal {
       if (opts.durable !== false) await this.syncLog();
       else this.scheduleGroupCommit();
     }
-    if (!opts.keepSpool) await removeFileIfPresent(this.spoolPath(id));
+    if (!opts.keepSpool) await this.recycle(this.spoolPath(id));
   }
 
   /** Removes a spool file that was never journaled (or whose entry is gone). */
   async discardSpool(id: string): Promise<void> {
     this.unsyncedSpools.delete(this.spoolPath(id));
-    await removeFileIfPresent(this.spoolPath(id));
+    await this.recycle(this.spoolPath(id));
   }
 
   /** Runs the last group commit and closes the log and the folder; later calls open them each time. */
@@ -418,6 +488,10 @@ export class UploadJournal implements SideJournal {
       throw err;
     }
     this.sideLog = path;
+  }
+
+  spoolFolderPath(): string {
+    return this.spoolDir;
   }
 
   detachSideWriter(writer: SideLogWriter): void {

@@ -878,11 +878,11 @@ export class WriteBack {
     written.then(() => this.schedule(s.slot), (err: unknown) => this.opts.logger.error({ path: v.fullpath, err: String(err) }, 'write-back: journaling a file the kernel changed after its close failed'));
   }
 
-  /** See FileHandle.passthrough: `s`'s handle `h` hands its version to the kernel. */
-  async passthrough(s: WriteSession): Promise<PassthroughSpool | undefined> {
+  /** See FileHandle.passthrough (`adopt`: FileHandle.adoptSpool): `s`'s version handed to the kernel. */
+  async passthrough(s: WriteSession, opts: { adopt?: boolean } = {}): Promise<PassthroughSpool | undefined> {
     const v = s.version;
     if (!v.mutable || s.writers !== 1 || s.deleted || s.cloning) return undefined;
-    const fd = await v.passthroughBegin();
+    const fd = await (opts.adopt ? v.adoptSpool() : v.passthroughBegin());
     if (fd === undefined) return undefined;
     if (s.version !== v || s.deleted) {
       v.passthroughEnd();
@@ -1183,6 +1183,11 @@ class SessionHandle implements FileHandle {
   async passthrough(): Promise<PassthroughSpool | undefined> {
     if (this.releasedOnce || !this.mode.write) return undefined;
     return this.wb.passthrough(this.s);
+  }
+
+  async adoptSpool(): Promise<PassthroughSpool | undefined> {
+    if (this.releasedOnce || !this.mode.write) return undefined;
+    return this.wb.passthrough(this.s, { adopt: true });
   }
 
   localRange(position: number, length: number): LocalRange | undefined {

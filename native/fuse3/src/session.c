@@ -33,6 +33,7 @@
  */
 #define _GNU_SOURCE /* sync_file_range */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
@@ -40,6 +41,7 @@
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -135,6 +137,8 @@ typedef struct queued {
   size_t data_len;
   /* Answered here already: JavaScript only applies it (write, setattr of times). */
   int answered;
+  /* A create answered with a backing file: its id (0: none). */
+  int backing;
 } queued;
 
 typedef struct {
@@ -176,6 +180,9 @@ typedef struct attr_entry {
 #define ANSWERED_WRITE_END (64 * 1024)
 /* Bytes of answered writes queued and not yet handed to JavaScript, at most. */
 #define ANSWERED_BYTES_MAX (8u * 1024 * 1024)
+/* Names of the spool pool read at once, and their longest (see spool_from_pool). */
+#define POOL_BATCH 256
+#define POOL_NAME_MAX 64
 /* Inode and handle numbers of files created here: above any JavaScript gives (counters there). */
 #define CREATED_INO_BASE (1ull << 44)
 #define CREATED_FH_BASE (1ull << 32)
@@ -284,6 +291,14 @@ typedef struct session {
   uint64_t paths_epoch;
   pthread_mutex_t journal_lock;
   int journal_fd;
+  /* The upload journal's spool folder (spoolFolder): files created here with passthrough get their spool there. */
+  int spool_dir_fd;
+  /* Its pool of emptied spools (a spool is taken from there before one is made), and names read from it. */
+  int pool_dir_fd;
+  pthread_mutex_t pool_lock;
+  char (*pool_names)[POOL_NAME_MAX];
+  int pool_count;
+  double pool_empty_until;
   /* A write to the log failed part way and could not be undone: the next record starts on a line of its own. */
   int journal_torn;
   /* Bytes of the log file (a part-written record is cut off again). */
@@ -303,6 +318,10 @@ typedef struct session {
 static void created_spoil(session *s, fuse_ino_t ino);
 static uint64_t paths_changed(session *s, fuse_ino_t parent, const char *name, fuse_ino_t newparent, const char *newname);
 static void created_unlinked(session *s, fuse_ino_t parent, const char *name);
+/* See "Passthrough". */
+static int backing_open(session *s, int fd);
+static void backing_close(session *s, int id);
+static int reply_create_backing(fuse_req_t req, const struct fuse_entry_param *e, uint64_t fh, int backing);
 
 #define SLOT_BITS 20
 #define SLOT_MAX (1u << SLOT_BITS)
@@ -725,11 +744,7 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn) {
   else conn->want &= ~FUSE_CAP_ASYNC_READ;
   /* The kernel grants passthrough only to a connection without the writeback cache. */
   int passthrough = s->passthrough_want && rings_passthrough_offered(s->rings);
-  if (passthrough) {
-    rings_ask_passthrough(s->rings);
-    /* Files are created by JavaScript, which may hand them to the kernel (the engine's creates write through it). */
-    s->answer_creates = 0;
-  }
+  if (passthrough) rings_ask_passthrough(s->rings);
   if (s->writeback && !passthrough && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) conn->want |= FUSE_CAP_WRITEBACK_CACHE;
   else conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
   if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
@@ -1093,6 +1108,8 @@ typedef struct created_file {
   char *data;
   size_t size, room;
   int spoiled;
+  /* With passthrough: the engine's descriptor of the file's spool (the kernel writes it), or -1. */
+  int fd;
 } created_file;
 
 /* Files followed at once at most, and their bytes (beyond them a new file is closed by JavaScript). */
@@ -1129,6 +1146,7 @@ static created_file *created_take(session *s, uint64_t fh) {
 
 static void created_free(created_file *c) {
   if (!c) return;
+  if (c->fd >= 0) close(c->fd);
   free(c->data);
   free(c->name);
   free(c->library);
@@ -1141,6 +1159,7 @@ static created_file *created_new(const char *name) {
   unsigned char bytes[8];
   created_file *c = calloc(1, sizeof(created_file));
   if (!c) return NULL;
+  c->fd = -1;
   size_t got = 0;
   while (got < sizeof(bytes)) {
     ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
@@ -1381,12 +1400,38 @@ static uint64_t journal_append(session *s, created_file *c, char **line, size_t 
   return record;
 }
 
+/* A file the kernel wrote itself (passthrough): its whole content read from the spool, when it is small. */
+static int created_read_spool(created_file *c) {
+  struct stat st;
+  if (fstat(c->fd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size > ANSWERED_WRITE_END) return 0;
+  size_t size = (size_t)st.st_size;
+  char *data = malloc(size ? size : 1);
+  if (!data) return 0;
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = pread(c->fd, data + done, size - done, (off_t)done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += (size_t)n;
+  }
+  if (done < size) {
+    free(data);
+    return 0;
+  }
+  free(c->data);
+  c->data = data;
+  c->size = c->room = size;
+  return 1;
+}
+
 static int answer_flush(session *s, fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   if (!fi || fi->fh < CREATED_FH_BASE) return 0;
   pthread_mutex_lock(&s->lock);
   created_file *c = created_take(s, fi->fh);
   int ok = c && !c->spoiled && c->paths_epoch == s->paths_epoch;
   pthread_mutex_unlock(&s->lock);
+  /* Written by the kernel (passthrough): its bytes are read back from the spool, when small. */
+  if (ok && c->fd >= 0) ok = created_read_spool(c);
   queued *q = ok ? new_queued(s, OP_FLUSH, NULL, ino) : NULL;
   char *line = NULL;
   size_t len = 0;
@@ -1645,9 +1690,59 @@ static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask) {
  * the file in the Vfs before anything the kernel sends about it afterwards. Should that fail (a name made
  * elsewhere meanwhile, a folder removed elsewhere), the handle's next flush or fsync answers the error.
  */
+/* Reads up to POOL_BATCH names of the pool (pool_lock held); none for a second once it was found empty. */
+static void pool_refill(session *s) {
+  if (now_s() < s->pool_empty_until) return;
+  if (!s->pool_names) s->pool_names = calloc(POOL_BATCH, POOL_NAME_MAX);
+  int dfd = s->pool_names ? dup(s->pool_dir_fd) : -1;
+  DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+  if (!d) {
+    if (dfd >= 0) close(dfd);
+    return;
+  }
+  rewinddir(d);
+  struct dirent *e;
+  while (s->pool_count < POOL_BATCH && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.' || strlen(e->d_name) >= POOL_NAME_MAX) continue;
+    strcpy(s->pool_names[s->pool_count++], e->d_name);
+  }
+  closedir(d);
+  if (s->pool_count == 0) s->pool_empty_until = now_s() + 1.0;
+}
+
+/*
+ * The spool `id` made from an emptied one of the pool (renamed into the spool folder): its descriptor,
+ * or -1 when the pool has none. Reusing a file spares the file system an inode (see the journal's
+ * recycle: on ext4 new inodes come slowly where many went recently).
+ */
+static int spool_from_pool(session *s, const char *id) {
+  if (s->pool_dir_fd < 0) return -1;
+  pthread_mutex_lock(&s->pool_lock);
+  int renamed = 0;
+  for (int round = 0; round < 2 && !renamed; round++) {
+    while (s->pool_count > 0 && !renamed) renamed = renameat(s->pool_dir_fd, s->pool_names[--s->pool_count], s->spool_dir_fd, id) == 0;
+    if (!renamed && round == 0) pool_refill(s);
+  }
+  pthread_mutex_unlock(&s->pool_lock);
+  if (!renamed) return -1;
+  int fd = openat(s->spool_dir_fd, id, O_RDWR | O_CLOEXEC);
+  struct stat st;
+  if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size == 0) return fd;
+  /* Not an empty file after all: made anew instead. */
+  if (fd >= 0) close(fd);
+  unlinkat(s->spool_dir_fd, id, 0);
+  return -1;
+}
+
 static int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
   session *s = SESSION(req);
-  if (!s->answer_creates || !s->got_writeback || !s->names || !s->attrs || !utf8_valid(name)) return 0;
+  /*
+   * With passthrough (no writeback cache): a file followed for its close gets its spool here, under its
+   * id in the journal's spool folder, and the kernel writes it itself (see "Passthrough"); a file that
+   * would not be followed is JavaScript's to create.
+   */
+  int pass = !s->got_writeback && rings_passthrough(s->rings) && s->spool_dir_fd >= 0 && s->journal_fd >= 0;
+  if (!s->answer_creates || !(s->got_writeback || pass) || !s->names || !s->attrs || !utf8_valid(name)) return 0;
   queued *q = new_queued(s, OP_CREATE, NULL, parent);
   if (!q) return 0;
   q->name = strdup(name);
@@ -1671,9 +1766,23 @@ static int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
   /* Followed for its close when a log is given (see "Closes answered here"). */
   created_file *c = s->journal_fd >= 0 ? created_new(name) : NULL;
   int followed = 0;
+  int backing = 0;
+  if (pass) {
+    if (c) c->fd = spool_from_pool(s, c->id);
+    if (c && c->fd < 0) c->fd = openat(s->spool_dir_fd, c->id, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    backing = c && c->fd >= 0 ? backing_open(s, c->fd) : 0;
+    if (backing <= 0) {
+      if (c && c->fd >= 0) unlinkat(s->spool_dir_fd, c->id, 0);
+      created_free(c);
+      free_queued(q);
+      return 0;
+    }
+  }
   pthread_mutex_lock(&s->lock);
   name_set *n = names_find(s, parent);
   int ok = n && n->expires > now_s() && !names_holds(n, name);
+  /* Handed to the kernel only when followed: the engine answers nothing of it otherwise. */
+  if (ok && pass) ok = n->library && n->paths_epoch == s->paths_epoch && s->created_count < CREATED_MAX;
   attr_entry *a = NULL;
   if (ok) {
     e.ino = s->next_ino;
@@ -1692,10 +1801,12 @@ static int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
     /* A listing JavaScript made before this has not got the name. */
     s->names_epoch = ++s->epoch;
     a->st = e.attr;
-    a->valid = 1;
+    a->valid = !pass;
     a->times_known = 1;
     a->expires = now_s() + s->create_timeout;
     a->changed = s->epoch;
+    /* The kernel writes it itself: no attributes from here until JavaScript is done with it (attrLive). */
+    if (pass) a->inflight++;
     s->creates_answered++;
     if (c && n->library && n->paths_epoch == s->paths_epoch && s->created_count < CREATED_MAX) {
       c->library = strdup(n->library);
@@ -1718,6 +1829,18 @@ static int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
     }
   }
   pthread_mutex_unlock(&s->lock);
+  if (pass && (!ok || !followed)) {
+    /* Not answered after all (or, out of memory, not followed): the spool and its backing id go. */
+    backing_close(s, backing);
+    unlinkat(s->spool_dir_fd, c->id, 0);
+    if (ok) {
+      pthread_mutex_lock(&s->lock);
+      names_drop(s, parent);
+      attr_drop(s, e.ino);
+      pthread_mutex_unlock(&s->lock);
+      ok = 0;
+    }
+  }
   if (!followed) {
     created_free(c);
     c = NULL;
@@ -1727,6 +1850,7 @@ static int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
     return 0;
   }
   q->ino2 = e.ino;
+  q->backing = backing;
   q->has_fh = 1;
   q->fh = fh;
   q->mode = mode;
@@ -1738,7 +1862,7 @@ static int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
   fi->fh = fh;
   fi->keep_cache = 1;
   fi->direct_io = 0;
-  if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+  if ((backing ? reply_create_backing(req, &e, fh, backing) : fuse_reply_create(req, &e, fi)) == -ENOENT) {
     /* Interrupted: the kernel will neither use nor release the file; JavaScript closes it. */
     queued *r = new_queued(s, OP_RELEASE, NULL, e.ino);
     if (r) {
@@ -2136,6 +2260,7 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
         set_num(env, o, "newIno", (double)q->ino2);
         set_num(env, o, "mtimeMs", q->mtime_ms);
         set_str(env, o, "journalId", q->name2);
+        if (q->backing) set_num(env, o, "backingId", q->backing);
       }
       break;
     case OP_FLUSH:
@@ -2324,6 +2449,9 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   pthread_mutex_init(&s->spool_lock, NULL);
   pthread_mutex_init(&s->journal_lock, NULL);
   s->journal_fd = -1;
+  s->spool_dir_fd = -1;
+  s->pool_dir_fd = -1;
+  pthread_mutex_init(&s->pool_lock, NULL);
   pthread_cond_init(&s->hash_work, NULL);
   pthread_cond_init(&s->sync_work, NULL);
   pthread_cond_init(&s->hash_progress, NULL);
@@ -2573,7 +2701,16 @@ static napi_value js_destroy(napi_env env, napi_callback_info info) {
   pthread_mutex_lock(&s->journal_lock);
   if (s->journal_fd >= 0) close(s->journal_fd);
   s->journal_fd = -1;
+  if (s->spool_dir_fd >= 0) close(s->spool_dir_fd);
+  s->spool_dir_fd = -1;
   pthread_mutex_unlock(&s->journal_lock);
+  pthread_mutex_lock(&s->pool_lock);
+  if (s->pool_dir_fd >= 0) close(s->pool_dir_fd);
+  s->pool_dir_fd = -1;
+  free(s->pool_names);
+  s->pool_names = NULL;
+  s->pool_count = 0;
+  pthread_mutex_unlock(&s->pool_lock);
   /* The session record itself stays: the external may still be referenced from JavaScript. */
   return bool_value(env, 1);
 }
@@ -2797,22 +2934,44 @@ static void entry_out_of(const struct fuse_entry_param *e, struct fuse_entry_out
   o->attr.ctimensec = st->st_ctim.tv_nsec;
 }
 
+/* Registers `fd` as a backing file: its id (> 0), or -errno. */
+static int backing_open(session *s, int fd) {
+  if (!rings_passthrough(s->rings)) return -EOPNOTSUPP;
+  backing_map map;
+  memset(&map, 0, sizeof(map));
+  map.fd = fd;
+  int res = ioctl(fuse_session_fd(s->se), DEV_IOC_BACKING_OPEN, &map);
+  if (res < 0) return -errno;
+  return res == 0 ? -EIO : res; /* ids start at 1 */
+}
+
+static void backing_close(session *s, int id) {
+  uint32_t v = (uint32_t)id;
+  ioctl(fuse_session_fd(s->se), DEV_IOC_BACKING_CLOSE, &v);
+}
+
+/* Answers a create with the backing file `backing` (fuse_reply_create's answer, with the open's passthrough fields). */
+static int reply_create_backing(fuse_req_t req, const struct fuse_entry_param *e, uint64_t fh, int backing) {
+  struct {
+    struct fuse_entry_out entry;
+    open_out open;
+  } o;
+  _Static_assert(sizeof(o) == sizeof(struct fuse_entry_out) + sizeof(open_out), "the create answer is the entry then the open, unpadded");
+  entry_out_of(e, &o.entry);
+  memset(&o.open, 0, sizeof(o.open));
+  o.open.fh = fh;
+  o.open.open_flags = FOPEN_PASSTHROUGH_FLAG;
+  o.open.backing_id = backing;
+  return fuse_reply_buf(req, (const char *)&o, sizeof(o));
+}
+
 /* backingOpen(session, fd) → the backing id (> 0), or -errno when the kernel refused the file. */
 static napi_value js_backing_open(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   session *s = session_args(env, info, 2, argv, "backingOpen(session, fd)");
   if (!s) return NULL;
-  int res = -EOPNOTSUPP;
-  if (rings_passthrough(s->rings)) {
-    backing_map map;
-    memset(&map, 0, sizeof(map));
-    map.fd = (int32_t)get_double(env, argv[1]);
-    res = ioctl(fuse_session_fd(s->se), DEV_IOC_BACKING_OPEN, &map);
-    if (res < 0) res = -errno;
-    else if (res == 0) res = -EIO; /* ids start at 1 */
-  }
   napi_value out;
-  napi_create_int32(env, res, &out);
+  napi_create_int32(env, backing_open(s, (int)get_double(env, argv[1])), &out);
   return out;
 }
 
@@ -2883,18 +3042,8 @@ static napi_value js_reply_create_backing(napi_env env, napi_callback_info info)
   e.generation = 1;
   e.entry_timeout = get_double(env, argv[3]);
   e.attr_timeout = get_double(env, argv[4]);
-  struct {
-    struct fuse_entry_out entry;
-    open_out open;
-  } o;
-  _Static_assert(sizeof(o) == sizeof(struct fuse_entry_out) + sizeof(open_out), "the create answer is the entry then the open, unpadded");
-  entry_out_of(&e, &o.entry);
-  memset(&o.open, 0, sizeof(o.open));
-  o.open.fh = (uint64_t)get_double(env, argv[5]);
-  o.open.open_flags = FOPEN_PASSTHROUGH_FLAG;
-  o.open.backing_id = (int32_t)get_double(env, argv[6]);
   attr_fill(s, &sinfo, &e.attr, e.attr_timeout);
-  if (fuse_reply_buf(req, (const char *)&o, sizeof(o)) == -ENOENT) return bool_value(env, 0);
+  if (reply_create_backing(req, &e, (uint64_t)get_double(env, argv[5]), (int)get_double(env, argv[6])) == -ENOENT) return bool_value(env, 0);
   return bool_value(env, 1);
 }
 
@@ -3755,6 +3904,49 @@ static napi_value js_transport(napi_env env, napi_callback_info info) {
 }
 
 /*
+ * spoolFolder(session, path | null): with passthrough, the files the engine creates get their spools in
+ * the folder `path` (the upload journal's), under the ids their journal records have; null: none (their
+ * creates are JavaScript's). Throws when the folder cannot be opened (nothing changes then).
+ */
+static napi_value js_spool_folder(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  session *s = session_args(env, info, 2, argv, "spoolFolder(session, path | null)");
+  if (!s) return NULL;
+  napi_valuetype t = napi_undefined;
+  napi_typeof(env, argv[1], &t);
+  int fd = -1, pool = -1;
+  if (t == napi_string) {
+    char *path = get_string(env, argv[1]);
+    fd = path ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    int err = errno;
+    free(path);
+    if (fd < 0) {
+      char msg[128];
+      snprintf(msg, sizeof(msg), "cannot open the spool folder: %s", strerror(err));
+      napi_throw_error(env, NULL, msg);
+      return NULL;
+    }
+    /* Its pool, if there is one (spools are made anew otherwise). */
+    pool = openat(fd, ".pool", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  }
+  pthread_mutex_lock(&s->journal_lock);
+  int old = s->spool_dir_fd;
+  s->spool_dir_fd = fd;
+  pthread_mutex_unlock(&s->journal_lock);
+  pthread_mutex_lock(&s->pool_lock);
+  int old_pool = s->pool_dir_fd;
+  s->pool_dir_fd = pool;
+  s->pool_count = 0;
+  s->pool_empty_until = 0;
+  pthread_mutex_unlock(&s->pool_lock);
+  if (old >= 0) close(old);
+  if (old_pool >= 0) close(old_pool);
+  napi_value undef;
+  napi_get_undefined(env, &undef);
+  return undef;
+}
+
+/*
  * journalSwitch(session, path | null) → the number of records written before the switch: the records
  * of closes answered here go to the file `path` from now on (made if missing, appended to), none with
  * null (closes are then JavaScript's). Throws when the file cannot be opened (nothing changes then).
@@ -3866,6 +4058,7 @@ static napi_value init(napi_env env, napi_value exports) {
     { "spoolSyncs", js_spool_syncs },
     { "takeQueued", js_take_queued },
     { "journalSwitch", js_journal_switch },
+    { "spoolFolder", js_spool_folder },
   };
   for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
     napi_value f;

@@ -62,6 +62,11 @@ export interface KernelRequest {
    * in the upload journal. FLUSH answered by the engine (a close, see journalSwitch): the same id.
    */
   journalId?: string;
+  /**
+   * CREATE answered by the engine with passthrough: the backing file's id. The file's spool is already
+   * made (in the spoolFolder, under journalId) and the kernel writes it itself.
+   */
+  backingId?: number;
   /** FLUSH answered by the engine: its journal record's number (from 1, across the logs), and the line written. */
   record?: number;
   line?: Buffer;
@@ -228,6 +233,12 @@ export interface Fuse3Binding {
    * were written before the switch (numbered from 1 across the files).
    */
   journalSwitch(session: NativeSession, path: string | null): number;
+  /**
+   * With passthrough: the files the engine creates get their spools in the folder `path` (the upload
+   * journal's), under their ids, and are handed to the kernel at once; null: none (their creates are
+   * JavaScript's). Throws when the folder cannot be opened.
+   */
+  spoolFolder(session: NativeSession, path: string | null): void;
   /** The names of folder `ino` changed in a way the engine cannot see: lookups there go to JavaScript again. */
   namesForget(session: NativeSession, ino: number): void;
   /**

@@ -4,6 +4,8 @@
  * gateway path, the path-based operation table does the work (deadlines, errnos, xattrs), and the
  * answer goes back through the matching reply function.
  */
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { Errno, errnoOf } from '../errno.js';
 import type { FuseOperations } from '../operations.js';
@@ -12,7 +14,7 @@ import type { KernelStat, KernelStatFs } from '../stat.js';
 import { Op, type AnsweredCounts, type Fuse3Binding, type KernelRequest, type NativeSession, type SessionSettings, type TransportState } from './binding.js';
 import { InodeTable, ROOT_INO, type InodeNode } from './inode-table.js';
 import { AnsweredCloses } from './answered-closes.js';
-import type { DirectSpool, FileHandle, SideJournal } from '../../vfs/types.js';
+import type { DirectSpool, FileHandle, PassthroughSpool, SideJournal } from '../../vfs/types.js';
 
 export interface LowLevelMountOptions {
   binding: Fuse3Binding;
@@ -366,11 +368,23 @@ export class LowLevelMount {
     node.shown = { size: 0, mtimeMs: req.mtimeMs! };
     this.inodes.opened(node, true);
     this.openInodes.set(fh, { node, writable: true });
+    // Handed to the kernel with a spool the engine made: every open of the inode is, until the last closes.
+    let decide: (() => void) | undefined;
+    const live = req.backingId ? { backingId: req.backingId, handles: new Set([fh]), end: undefined as (() => void) | undefined, decided: new Promise<void>((r) => (decide = r)) } : undefined;
+    if (live) this.live.set(node.ino, live);
     this.settle(node.ino, async () => {
       const path = this.inodes.pathOf(node);
-      // Exclusive: the kernel was shown a new empty file; a name made elsewhere meanwhile is not taken over.
-      const [code] = await answerOf((cb) => this.operations.createWithFlags(path, req.flags! | O_EXCL, req.mode!, cb, fh, req.journalId));
+      let code: number;
+      try {
+        // Exclusive: the kernel was shown a new empty file; a name made elsewhere meanwhile is not taken over.
+        [code] = await answerOf((cb) => this.operations.createWithFlags(path, req.flags! | O_EXCL, req.mode!, cb, fh, req.journalId));
+        if (code >= 0 && live) await this.adoptEngineSpool(path, fh, live);
+      } finally {
+        decide?.();
+      }
       if (code >= 0) return;
+      // The spool the engine made for it is nobody's (the kernel's writes to it stay until the release).
+      if (live && req.journalId && this.closes) void rm(join(this.closes.journal.spoolFolderPath(), req.journalId), { force: true }).catch(() => undefined);
       this.lateErrors.set(fh, -code);
       this.refusedCreates.add(fh);
       this.logger.warn({ path, errno: -code }, 'fuse: making a file the engine created failed; its close answers the error');
@@ -378,6 +392,28 @@ export class LowLevelMount {
       this.invalidate(node);
       if (!node.detached) this.inodes.removeName(parent, name);
     }, parent);
+  }
+
+  /**
+   * A file the engine created with passthrough: the spool it made (the kernel writes it) becomes the
+   * version's. Should that fail, the kernel's bytes are not the file's: the handle's next flush or fsync
+   * answers EIO.
+   */
+  private async adoptEngineSpool(path: string, fh: number, live: { end?: () => void }): Promise<void> {
+    let spool: PassthroughSpool | undefined;
+    try {
+      spool = await this.operations.handles.get(fh).handle.adoptSpool?.();
+    } catch {
+      spool = undefined;
+    }
+    if (spool) {
+      live.end = spool.end;
+      this.directCounts.passthroughFiles++;
+      this.directCounts.passthroughOpens++;
+      return;
+    }
+    this.lateErrors.set(fh, Errno.EIO);
+    this.logger.error({ path }, 'fuse: the spool of a file the engine created could not be taken over; its close answers EIO');
   }
 
   /**
@@ -430,6 +466,15 @@ export class LowLevelMount {
     });
     await journal.attachSideWriter(writer);
     this.closes = { writer, journal };
+    // With passthrough, the files the engine creates get their spools there and go to the kernel at once.
+    if (this.opts.settings.passthrough) {
+      try {
+        await journal.startSpoolPool();
+        this.binding.spoolFolder(se, journal.spoolFolderPath());
+      } catch (err) {
+        this.logger.warn({ err: String(err) }, 'fuse: the engine cannot make spools; files are created by JavaScript');
+      }
+    }
   }
 
   /**

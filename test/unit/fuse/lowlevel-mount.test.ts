@@ -46,6 +46,7 @@ function setup(overrides: Partial<Fuse3Binding> = {}) {
     backingOpen: () => -95,
     backingClose: () => 0,
     attrLive: () => true,
+    spoolFolder: () => undefined,
     replyOpenBacking: () => { throw new Error('replyOpenBacking: not expected without passthrough'); },
     replyCreateBacking: () => { throw new Error('replyCreateBacking: not expected without passthrough'); },
     replyWrite: answer('write'),
