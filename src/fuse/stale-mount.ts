@@ -61,15 +61,15 @@ function run(cmd: string, args: string[], timeoutMs: number): Promise<{ code: nu
   });
 }
 
-/** Probes `mountPoint` from a child process: answers, disconnected (ENOTCONN, ECONNABORTED) or hung (no answer in time). */
+/** Probes `mountPoint` from a child process: answers, disconnected (ENOTCONN, ECONNABORTED, ECANCELED) or hung (no answer in time). */
 export async function probeMountPoint(mountPoint: string, timeoutMs = 3000): Promise<MountPointState> {
   const entry = await findFuseMount(mountPoint);
   if (!entry) return 'free';
   const r = await run('stat', ['-c', '%i', resolve(mountPoint)], timeoutMs);
   if (r.timedOut) return 'hung';
   if (r.code === 0) return 'live';
-  // Over io_uring the first request after the server died may be told ECONNABORTED instead.
-  if (/not connected|connection abort/i.test(r.stderr)) return 'disconnected';
+  // Over io_uring the first request after the server died may be told ECONNABORTED or ECANCELED instead.
+  if (/not connected|connection abort|operation cancel/i.test(r.stderr)) return 'disconnected';
   return 'hung';
 }
 

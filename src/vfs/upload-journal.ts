@@ -239,14 +239,18 @@ export class UploadJournal implements SideJournal {
       if (++this.poolRecount % POOL_RECOUNT_EVERY === 0) this.pooled = (await readdir(this.poolDir).catch(() => [] as string[])).length;
       if (this.pooled >= POOL_MAX) return removeFileIfPresent(path);
     }
+    // Renamed into the pool now, emptied in the background: the remover does not wait for the file
+    // system to free the blocks (a spool the kernel was still writing through a file being removed was
+    // measured to take the whole operation's deadline). A front end takes only an empty one.
+    const pooled = join(this.poolDir, this.poolName());
     try {
-      await truncate(path, 0);
-      await rename(path, join(this.poolDir, this.poolName()));
-      this.pooled++;
+      await rename(path, pooled);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-      await removeFileIfPresent(path);
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') await removeFileIfPresent(path);
+      return;
     }
+    this.pooled++;
+    void truncate(pooled, 0).catch(() => removeFileIfPresent(pooled).catch(() => undefined));
   }
 
   /** A fresh id for a spool file (not journaled until `put`): 8 random bytes, taken from a pool. */

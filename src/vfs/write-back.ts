@@ -758,8 +758,9 @@ export class WriteBack {
     }
     if (s.deleted) return;
     v.refreshLive();
-    if (v.liveChanged && v.state === 'journaled' && !v.superseded) {
+    if (v.liveChanged && v.state !== 'writing') {
       await this.rejournal(v, { sync: opts.fsync || this.syncOnClose });
+      if (opts.fsync) this.schedule(s.slot, { force: true });
       return;
     }
     if (v.mutable && v.generation > 0) {
@@ -856,6 +857,14 @@ export class WriteBack {
    * waits for it (`journaling`).
    */
   private async rejournal(v: LocalVersion, opts: { sync: boolean }): Promise<void> {
+    if (v.superseded || v.deleted || v.state === 'retired' || v.state === 'writing') return;
+    // An upload of what it held before (forced: an fsync, a flush of everything) is made again after.
+    if (v.state === 'uploading') await this.uploads.cancel(v.id);
+    if (v.state !== 'journaled') {
+      v.state = 'journaled';
+      const slot = this.slots.get(keyOf(v.library, v.fullpath));
+      if (slot && !slot.acked) slot.acked = v;
+    }
     const inline = v.reseal();
     const written = this.journal.put(this.journalEntry(v), { spoolSynced: false, sync: opts.sync, inline })
       .catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
@@ -873,7 +882,7 @@ export class WriteBack {
   /** The kernel is done with `v`'s spool (FileHandle.passthrough): a change it made after the last close is journaled, then the upload may go. */
   private passthroughEnded(s: WriteSession, v: LocalVersion): void {
     v.passthroughEnd();
-    const due = v.liveChanged && v.state === 'journaled' && !v.superseded && !v.deleted;
+    const due = v.liveChanged && v.state !== 'writing' && !v.superseded && !v.deleted;
     const written = due ? this.rejournal(v, { sync: this.syncOnClose }) : Promise.resolve();
     written.then(() => this.schedule(s.slot), (err: unknown) => this.opts.logger.error({ path: v.fullpath, err: String(err) }, 'write-back: journaling a file the kernel changed after its close failed'));
   }
@@ -917,8 +926,9 @@ export class WriteBack {
     const v = slot.acked;
     if (!v || v.state !== 'journaled' || this.closed) return;
     if (v.holdUntilMs === Number.MAX_SAFE_INTEGER) return; // a rename under way (stopUploads)
-    // The kernel may still write it (passthrough): queued once it is done with the spool.
-    if (v.isLive) return;
+    // The kernel may still write it (passthrough): queued once it is done with the spool, unless forced
+    // (a change it makes meanwhile is journaled again and uploaded after: see rejournal).
+    if (v.isLive && !opts.force) return;
     if (!opts.force) {
       if (slot.session && slot.session.version === v && slot.session.writers > 0) return;
       const wait = v.holdUntilMs - Date.now();

@@ -1742,6 +1742,8 @@ static int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
    * would not be followed is JavaScript's to create.
    */
   int pass = !s->got_writeback && rings_passthrough(s->rings) && s->spool_dir_fd >= 0 && s->journal_fd >= 0;
+  /* O_DIRECT through a backing file would follow the local disk's alignment rules, which FUSE does not have. */
+  if (fi->flags & O_DIRECT) pass = 0;
   if (!s->answer_creates || !(s->got_writeback || pass) || !s->names || !s->attrs || !utf8_valid(name)) return 0;
   queued *q = new_queued(s, OP_CREATE, NULL, parent);
   if (!q) return 0;

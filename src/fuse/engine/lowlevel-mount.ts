@@ -77,6 +77,7 @@ const RELEASE_NEVER_GIVEN = 1;
 const O_WRONLY = 0o1;
 const O_RDWR = 0o2;
 const O_APPEND = 0o2000;
+const O_DIRECT = 0o40000;
 // renameat2 flags.
 const RENAME_NOREPLACE = 1;
 // Open reply flags of the native part.
@@ -186,6 +187,8 @@ export class LowLevelMount {
   /** The closes the engine answers, and the journal their records go to (answerCloses). */
   private closes: { writer: AnsweredCloses; journal: SideJournal } | undefined;
   private nextDirFh = DIR_FH_BASE;
+  /** The kernel's names being forgotten, one after the other (see invalidate). */
+  private invalidations: Promise<void> = Promise.resolve();
   private quietRecords: NodeJS.Timeout | undefined;
   /** When each folder's names were last offered to the engine (ms), oldest first. */
   private readonly namesOffered = new Map<number, number>();
@@ -922,7 +925,9 @@ export class LowLevelMount {
       this.directCounts.passthroughOpens++;
       return known.backingId;
     }
-    if ((flags & O_ACCMODE) === 0 || node.opens > 1) return 0; // read-only, or another handle open
+    // Read-only, another handle open, or O_DIRECT (through a backing file it would follow the local
+    // disk's alignment rules, which FUSE does not have).
+    if ((flags & O_ACCMODE) === 0 || node.opens > 1 || flags & O_DIRECT) return 0;
     let handle: FileHandle;
     try {
       handle = this.operations.handles.get(fh).handle;
@@ -969,6 +974,10 @@ export class LowLevelMount {
     if (!live || !live.handles.delete(fh) || live.handles.size > 0) return;
     this.live.delete(ino);
     live.end?.();
+    // What the kernel shows of it now came from its own writes: the next attributes answered are the base
+    // a change made elsewhere is told from.
+    const open = this.openInodes.get(fh);
+    if (open) open.node.shown = undefined;
     const se = this.session;
     if (se && live.backingId) {
       this.binding.backingClose(se, live.backingId);
@@ -1050,6 +1059,8 @@ export class LowLevelMount {
 
   /** A file not open here whose size or mtime differs from what the kernel was last shown. */
   private changedElsewhere(node: InodeNode, st: KernelStat): boolean {
+    // A file handed to the kernel changes through it, not elsewhere (see liveHandleClosed).
+    if (this.live.has(node.ino)) return false;
     return !node.isDir && node.writers === 0 && node.shown !== undefined && (node.shown.size !== st.size || node.shown.mtimeMs !== st.mtime);
   }
 
@@ -1060,11 +1071,19 @@ export class LowLevelMount {
     return code === 0 && this.changedElsewhere(node, st as KernelStat);
   }
 
+  /**
+   * The kernel forgets `node`'s name. One at a time: each runs on a thread of Node's pool, where it may
+   * wait for the folder's lock, held by a request that an operation on that same pool must finish
+   * (measured: four invalidations at once in a folder where files were being removed took every thread
+   * of the pool, and the removals hung to their deadline).
+   */
   private invalidate(node: InodeNode): void {
     if (this.session) this.binding.attrForget(this.session, node.ino);
     if (node.detached || !node.parent || !this.session) return;
+    const se = this.session;
     const name = node.name;
-    this.binding.invalidateEntry(this.session, node.parent.ino, name).then(
+    const parent = node.parent.ino;
+    this.invalidations = this.invalidations.then(() => this.binding.invalidateEntry(se, parent, name)).then(
       (rc) => {
         if (rc < 0 && rc !== -Errno.ENOENT) this.logger.debug({ name, rc }, 'fuse: invalidating a cached name failed');
       },
