@@ -110,6 +110,7 @@ export const mountCommand: Subcommand = {
       readOnly: config.mount.read_only,
       transport: config.mount.transport,
       ringDepth: config.mount.ring_depth,
+      writeMode: config.mount.write_mode,
       attrTimeoutS,
       logger,
     });

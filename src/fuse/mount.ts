@@ -2,6 +2,7 @@
  * mountVfs: serves a Vfs as a FUSE mount through our libfuse 3 engine (engine/: an N-API addon over the
  * low-level API, requests handed to JavaScript in batches), and takes it down cleanly.
  */
+import { readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Logger } from 'pino';
@@ -79,11 +80,12 @@ export interface MountOptions {
   ringDepth?: number;
   /**
    * How files written through the mount reach their spools. "passthrough": FUSE passthrough when the
-   * kernel grants it (Linux 6.9 and later, the gateway running as root): a file opened for writing as
-   * its only handle, new or emptied, is handed to the kernel, which then writes and reads its spool
-   * itself, no request per write (the connection then has no writeback cache: the kernel grants
-   * passthrough only without it). "writeback": the kernel's writeback cache, every write a request to
-   * the engine. Default "writeback". See docs/fuse.md, Passthrough.
+   * kernel offers it (Linux 6.9 and later): a file created through the mount, or opened for writing as
+   * its only handle and emptied, is handed to the kernel, which then writes and reads its spool itself,
+   * no request per write (the connection then has no writeback cache: the kernel grants passthrough only
+   * without it). "writeback": the kernel's writeback cache, every write a request to the engine. "auto"
+   * (default): passthrough when the gateway may register backing files with the kernel (CAP_SYS_ADMIN:
+   * root), else writeback. See docs/fuse.md, Passthrough.
    */
   writeMode?: FuseWriteMode;
   logger: Logger;
@@ -91,8 +93,24 @@ export interface MountOptions {
 
 export type FuseTransport = 'auto' | 'uring' | 'dev';
 export const FUSE_TRANSPORTS: readonly FuseTransport[] = ['auto', 'uring', 'dev'];
-export type FuseWriteMode = 'writeback' | 'passthrough';
-export const FUSE_WRITE_MODES: readonly FuseWriteMode[] = ['writeback', 'passthrough'];
+export type FuseWriteMode = 'auto' | 'writeback' | 'passthrough';
+export const FUSE_WRITE_MODES: readonly FuseWriteMode[] = ['auto', 'writeback', 'passthrough'];
+
+/** CAP_SYS_ADMIN in this process's effective set: the kernel lets it register backing files (passthrough). */
+function mayRegisterBackingFiles(): boolean {
+  try {
+    const eff = /^CapEff:\s*([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+    return eff !== undefined && (BigInt(`0x${eff}`) & (1n << 21n)) !== 0n;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether a mount asks for passthrough (see MountOptions.writeMode). */
+export function wantsPassthrough(mode: FuseWriteMode | undefined): boolean {
+  if (mode === 'passthrough') return true;
+  return (mode ?? 'auto') === 'auto' && mayRegisterBackingFiles();
+}
 
 export interface MountedVfs {
   readonly mountpoint: string;
@@ -284,7 +302,7 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
       writebackAheadKiB: (opts.spoolWritebackAheadBytes ?? DEFAULT_SPOOL_WRITEBACK_AHEAD) / 1024,
       syncAheadKiB: (opts.spoolSyncAheadBytes ?? DEFAULT_SPOOL_SYNC_AHEAD) / 1024, ...engineAnswerSettings(opts),
       transport: opts.transport === 'dev' ? 0 : 1, ringDepth: opts.ringDepth ?? DEFAULT_RING_DEPTH,
-      passthrough: opts.writeMode === 'passthrough' ? 1 : 0,
+      passthrough: wantsPassthrough(opts.writeMode) ? 1 : 0,
     },
     attrTimeoutS: opts.attrTimeoutS,
     logger,

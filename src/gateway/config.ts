@@ -88,6 +88,8 @@ export interface GatewayConfig {
     transport: 'auto' | 'uring' | 'dev';
     /** Request buffers of each CPU's ring over io_uring. Default 16. */
     ring_depth: number;
+    /** How files written through the mount reach their spools: "auto" (passthrough as root), "passthrough" or "writeback". Default "auto". */
+    write_mode: 'auto' | 'passthrough' | 'writeback';
     /** The mount acts as this member (their account) with their permissions, `member_password` for the token endpoint. */
     member?: string;
     member_password?: string;
@@ -423,6 +425,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
       read_only: flags.readOnly ?? bool(mt.read_only, 'mount.read_only') ?? false,
       transport: oneOf(mt.transport, 'mount.transport', ['auto', 'uring', 'dev'] as const) ?? 'auto',
       ring_depth: intIn(mt.ring_depth, 'mount.ring_depth', 1, 256) ?? 16,
+      write_mode: oneOf(mt.write_mode, 'mount.write_mode', ['auto', 'passthrough', 'writeback'] as const) ?? 'auto',
       ...(mountMember !== undefined ? { member: mountMember, member_password: mountMemberPassword } : {}),
     },
     cache: {

@@ -291,6 +291,7 @@ export class Gateway {
         readOnly: config.mount.read_only,
         transport: config.mount.transport,
         ringDepth: config.mount.ring_depth,
+        writeMode: config.mount.write_mode,
         attrTimeoutS: config.feed.interval_ms / 1000,
         flushTimeoutMs: 0,
         logger: logger.child({ part: 'fuse' }),

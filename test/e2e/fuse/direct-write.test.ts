@@ -2,7 +2,8 @@
  * Writes the engine makes into the spool itself (docs/fuse.md, The engine): a file that outgrows what
  * is held in memory has its following writes written by the engine's C side, hashed there while they
  * come front to back; JavaScript only keeps the books. Checked on the mount, on the Vfs's own view (the
- * content hash of the journaled version) and through the service's API.
+ * content hash of the journaled version) and through the service's API. The mount's writeMode is
+ * "writeback" (with passthrough a new file's writes go to the kernel, not the engine: passthrough.test.ts).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
@@ -36,7 +37,7 @@ function describeMount(name: string, writebackCache: boolean, readerThreads = 1)
     beforeAll(async () => {
       // A long write-back delay: the journaled version stays local, so its content hash is the one computed here.
       // A background sync of the spool every 8 MiB whose writeback started (the default is 64 MiB).
-      h = await startMount({ mount: { attrTimeoutS: 1, writebackCache, readerThreads, spoolSyncAheadBytes: 8 * MiB }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000' } });
+      h = await startMount({ mount: { attrTimeoutS: 1, writeMode: 'writeback', writebackCache, readerThreads, spoolSyncAheadBytes: 8 * MiB }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000' } });
       lib = join(h.mnt, 'Lib');
     }, T);
     afterAll(async () => {
@@ -240,7 +241,7 @@ describe.skipIf(process.getuid?.() !== 0)('direct spool writes on a full disk', 
     small = await mkdtemp(join(tmpdir(), 'cloudlib-fuse-full-'));
     await sh('mount', ['-t', 'tmpfs', '-o', 'size=24m', 'tmpfs', small]);
     mounted = true;
-    h = await startMount({ mount: { attrTimeoutS: 1 }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000', FUSE_TEST_DATA_PARENT: small } });
+    h = await startMount({ mount: { attrTimeoutS: 1, writeMode: 'writeback' }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000', FUSE_TEST_DATA_PARENT: small } });
   }, T);
   afterAll(async () => {
     await h?.stop();

@@ -3,7 +3,8 @@
  * the attributes of earlier answers, the small writes of a new file and the times the kernel writes back
  * at close. What the mount shows must stay what the Vfs holds: after a write, a truncate, a change of
  * times, a rename and a change made by another client; and a name looked up before it existed is found
- * once created. Over the gateway's real Vfs and an embedded service.
+ * once created. Over the gateway's real Vfs and an embedded service, with the writeback cache (writeMode
+ * "writeback": what the engine answers there differs with passthrough, see passthrough.test.ts).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdir, open, readdir, readFile, rename, stat, truncate, utimes, writeFile } from 'node:fs/promises';
@@ -33,7 +34,7 @@ describe('attributes through the engine, changed through the mount and elsewhere
   };
 
   beforeAll(async () => {
-    h = await startMount({ mount: { attrTimeoutS: 1 }, env: { FUSE_TEST_BACKEND: 'service' } });
+    h = await startMount({ mount: { attrTimeoutS: 1, writeMode: 'writeback' }, env: { FUSE_TEST_BACKEND: 'service' } });
     lib = join(h.mnt, 'Lib');
   }, T);
   afterAll(async () => {
@@ -109,7 +110,7 @@ describe('requests the engine answers itself', () => {
 
   beforeAll(async () => {
     // Attributes valid long enough that no pause of a busy machine lets them lapse during the test.
-    h2 = await startMount({ mount: { attrTimeoutS: 600 }, env: { FUSE_TEST_BACKEND: 'service' } });
+    h2 = await startMount({ mount: { attrTimeoutS: 600, writeMode: 'writeback' }, env: { FUSE_TEST_BACKEND: 'service' } });
     lib2 = join(h2.mnt, 'Lib');
   }, T);
   afterAll(async () => {

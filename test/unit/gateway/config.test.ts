@@ -165,13 +165,13 @@ describe('gateway configuration', () => {
     }
   });
 
-  it('mount.transport and mount.ring_depth: defaults, overrides, bad values refused', async () => {
+  it('mount.transport, mount.ring_depth and mount.write_mode: defaults, overrides, bad values refused', async () => {
     const d = await loadConfig({}, {}, { fuseUsable: false, cwd: dir });
-    expect([d.mount.transport, d.mount.ring_depth]).toEqual(['auto', 16]);
-    await writeFile(join(dir, 't.json'), JSON.stringify({ mount: { transport: 'dev', ring_depth: 64 } }));
+    expect([d.mount.transport, d.mount.ring_depth, d.mount.write_mode]).toEqual(['auto', 16, 'auto']);
+    await writeFile(join(dir, 't.json'), JSON.stringify({ mount: { transport: 'dev', ring_depth: 64, write_mode: 'writeback' } }));
     const t = await loadConfig({ config: 't.json' }, {}, { fuseUsable: false, cwd: dir });
-    expect([t.mount.transport, t.mount.ring_depth]).toEqual(['dev', 64]);
-    for (const [key, bad] of [['transport', 'fast'], ['transport', 1], ['ring_depth', 0], ['ring_depth', 257], ['ring_depth', 2.5]] as const) {
+    expect([t.mount.transport, t.mount.ring_depth, t.mount.write_mode]).toEqual(['dev', 64, 'writeback']);
+    for (const [key, bad] of [['transport', 'fast'], ['transport', 1], ['ring_depth', 0], ['ring_depth', 257], ['ring_depth', 2.5], ['write_mode', 'cached'], ['write_mode', true]] as const) {
       await writeFile(join(dir, 'bad.json'), JSON.stringify({ mount: { [key]: bad } }));
       await expect(loadConfig({ config: 'bad.json' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(new RegExp(`mount\\.${key}`));
     }
