@@ -1,17 +1,19 @@
 /**
- * FUSE passthrough in the engine (docs/fuse.md, Passthrough): negotiated at INIT instead of the writeback
- * cache, a backing file registered with the kernel, and opens answered with it, after which the kernel
- * reads and writes that local file itself. Driven through the null mount of the benchmarks (one file,
- * `f`, in a process of its own): everything here is async I/O, the mount is always stopped.
+ * FUSE passthrough (docs/fuse.md, Passthrough): in the engine, negotiated at INIT instead of the
+ * writeback cache, a backing file registered with the kernel, and opens answered with it, after which
+ * the kernel reads and writes that local file itself (driven through the null mount of the benchmarks:
+ * one file, `f`, in a process of its own); then the mount over the gateway's Vfs with it. Everything here
+ * is async I/O, the mounts are always stopped.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, open, readFile, rm } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
-import { sh } from './harness.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { sh, startMount, type MountHarness } from './harness.js';
 
 const T = 60_000;
 const NULL_MOUNT = fileURLToPath(new URL('../../../scripts/bench/support/fuse-null-mount.ts', import.meta.url));
@@ -132,5 +134,123 @@ describe('FUSE passthrough', () => {
     // The kernel refuses a backing file on a connection without passthrough (EOPNOTSUPP).
     expect(served).toMatchObject({ passthrough: false, backingId: 0, backingError: 95 });
     expect(served!.writes).toBeGreaterThan(0);
+  }, T);
+});
+
+/**
+ * The mount with writeMode "passthrough" over the gateway's Vfs and an embedded service: what the kernel
+ * writes itself reaches the Vfs, the journal and the service as any write through the engine does.
+ */
+describe.runIf(granted)('the mount with passthrough', () => {
+  let h: MountHarness;
+  const counters = (): Promise<{ passthroughFiles: number; passthroughOpens: number; transport: { passthrough: boolean } }> => h.call('mountCounters');
+  const remote = async (path: string): Promise<Buffer> => Buffer.from(await h.call<string>('remoteRead', { path }), 'base64');
+  beforeAll(async () => {
+    h = await startMount({ mount: { attrTimeoutS: 1, writeMode: 'passthrough' }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000' } });
+  }, T);
+  afterAll(async () => {
+    await h?.stop();
+  }, T);
+
+  it('small files copied into a folder: created and closed by the engine, written by the kernel, uploaded whole', async () => {
+    const src = join(h.local, 'small');
+    await mkdir(src);
+    for (let i = 0; i < 30; i++) await writeFile(join(src, `s${i}`), Buffer.alloc(100 + i * 1000, 97 + (i % 26)));
+    await mkdir(join(h.mnt, 'Lib/small'));
+    const before = await counters();
+    await sh('sh', ['-c', 'cp "$1"/* "$2"/', 'sh', src, join(h.mnt, 'Lib/small')]);
+    expect(before.transport.passthrough).toBe(true);
+    expect((await counters()).passthroughFiles - before.passthroughFiles).toBe(30);
+    for (const i of [0, 29]) expect((await stat(join(h.mnt, `Lib/small/s${i}`))).size).toBe(100 + i * 1000);
+    await h.call('flushAll');
+    for (const i of [0, 7, 29]) expect((await remote(`/Lib/small/s${i}`)).equals(Buffer.alloc(100 + i * 1000, 97 + (i % 26)))).toBe(true);
+  }, T);
+
+  it('a large file: stat follows the kernel\'s writes while it is open, a reader opened meanwhile sees them, the service gets it whole', async () => {
+    const data = randomBytes(6 * 1024 * 1024 + 5);
+    const path = join(h.mnt, 'Lib/large.bin');
+    const w = await open(path, 'w');
+    await w.write(data, 0, 4 * 1024 * 1024, 0);
+    expect((await stat(path)).size).toBe(4 * 1024 * 1024);
+    const r = await open(path, 'r');
+    const seen = Buffer.alloc(16);
+    await w.write(data, 4 * 1024 * 1024, data.length - 4 * 1024 * 1024, 4 * 1024 * 1024);
+    await r.read(seen, 0, 16, data.length - 16);
+    expect(seen.equals(data.subarray(data.length - 16))).toBe(true);
+    await w.close();
+    await r.close();
+    expect((await readFile(path)).equals(data)).toBe(true);
+    await h.call('flushAll');
+    expect((await remote('/Lib/large.bin')).equals(data)).toBe(true);
+  }, T);
+
+  it('writes after a close through another descriptor of the same open file are journaled and uploaded too', async () => {
+    const path = join(h.mnt, 'Lib/after-close.txt');
+    // One descriptor closed (its flush journals "first"), the other writes on and closes last.
+    const script = 'import os, sys\nfd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n' +
+      'os.write(fd, b"first")\nos.close(os.dup(fd))\nos.write(fd, b" and after")\nos.ftruncate(fd, 15)\nos.close(fd)\n';
+    await sh('python3', ['-c', script, path]);
+    expect(await readFile(path, 'utf8')).toBe('first and after');
+    await h.call('flushAll');
+    expect((await remote('/Lib/after-close.txt')).toString()).toBe('first and after');
+  }, T);
+
+  it('an emptied existing file is handed over again; one opened without emptying, or with O_DIRECT, is written through the engine', async () => {
+    const path = join(h.mnt, 'Lib/rewritten.txt');
+    await writeFile(path, 'version one');
+    await h.call('flushAll');
+    const before = await counters();
+    await writeFile(path, 'version two, longer');
+    const handedOver = (await counters()).passthroughFiles - before.passthroughFiles;
+    expect(handedOver).toBe(1);
+    const a = await open(path, 'r+');
+    await a.write('VERSION', 0, 'utf8');
+    await a.close();
+    const d = await open(join(h.mnt, 'Lib/direct.bin'), constants.O_CREAT | constants.O_RDWR | constants.O_DIRECT);
+    const block = Buffer.alloc(4096, 7);
+    await d.write(block, 0, 100, 0);
+    await d.close();
+    expect((await counters()).passthroughFiles - before.passthroughFiles).toBe(1);
+    expect(await readFile(path, 'utf8')).toBe('VERSION two, longer');
+    await h.call('flushAll');
+    expect((await remote('/Lib/rewritten.txt')).toString()).toBe('VERSION two, longer');
+    expect((await remote('/Lib/direct.bin')).equals(block.subarray(0, 100))).toBe(true);
+  }, T);
+});
+
+// A full spool folder: the gateway's data folder on a small tmpfs (mounting one needs root, as passthrough does).
+describe.runIf(granted)('the mount with passthrough on a full disk', () => {
+  let h: MountHarness | undefined;
+  let small: string;
+  let mounted = false;
+
+  beforeAll(async () => {
+    small = await mkdtemp(join(tmpdir(), 'cloudlib-fuse-full-'));
+    await sh('mount', ['-t', 'tmpfs', '-o', 'size=24m', 'tmpfs', small]);
+    mounted = true;
+    h = await startMount({ mount: { attrTimeoutS: 1, writeMode: 'passthrough' }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000', FUSE_TEST_DATA_PARENT: small } });
+  }, T);
+  afterAll(async () => {
+    await h?.stop();
+    if (mounted) await sh('umount', ['-l', small]);
+    await rm(small, { recursive: true, force: true });
+  }, T);
+
+  it('ENOSPC reaches the writer at its write; the file keeps what was written, as on a local disk; the mount goes on working', async () => {
+    const lib = join(h!.mnt, 'Lib');
+    const failed = await sh('dd', ['if=/dev/zero', `of=${join(lib, 'too-big.bin')}`, 'bs=1M', 'count=48', 'status=none'], { timeoutMs: 60_000 }).then(
+      () => undefined,
+      (err: Error) => err,
+    );
+    expect(failed?.message).toMatch(/No space left on device/);
+    const kept = (await stat(join(lib, 'too-big.bin'))).size;
+    expect(kept).toBeGreaterThan(0);
+    expect(kept).toBeLessThan(48 * 1024 * 1024);
+    await h!.call('flushAll');
+    expect((await h!.call<{ size: number }>('remoteStat', { path: '/Lib/too-big.bin' }))?.size).toBe(kept);
+    // Uploaded, its spool goes (emptied into the pool): a small file fits again.
+    await writeFile(join(lib, 'after.txt'), 'still working');
+    await h!.call('flushAll');
+    expect((await h!.call<{ size: number }>('remoteStat', { path: '/Lib/after.txt' }))?.size).toBe(13);
   }, T);
 });
