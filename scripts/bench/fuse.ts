@@ -32,7 +32,8 @@
  * BENCH_FUSE_BACKEND=memory serves the in-memory test Vfs instead (and skips
  * rclone). The mount takes FUSE over io_uring when the kernel offers it (docs/fuse.md, Transports): run as
  * root, the bench turns the fuse module's enable_uring on for the run and puts it back after
- * (BENCH_FUSE_URING=off leaves it as it is); `fuse.transport` says what the mount used.
+ * (BENCH_FUSE_URING=off leaves it as it is); `fuse.transport` says what the mount used. The mount's
+ * writeMode is "auto" (passthrough as root, docs/fuse.md, Passthrough); BENCH_FUSE_WRITE_MODE sets another.
  * Prints one JSON line per figure. Run: `npm run bench -- fuse`.
  */
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -40,7 +41,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { existsSync } from 'node:fs';
 import type { TransportState } from '../../src/fuse/engine/binding.js';
-import { eventually, sh, startMount } from '../../test/e2e/fuse/harness.js';
+import { eventually, sh, startMount, startMountProcess } from '../../test/e2e/fuse/harness.js';
 import { recyclePages } from './support/recycle-pages.js';
 import { DEFAULT_FEED_INTERVAL_MS, DEFAULT_UPLOAD_DELAY_MS } from '../../src/gateway/config.js';
 
@@ -50,6 +51,8 @@ const LIST_ENTRIES = Number(process.env.BENCH_FUSE_LIST_ENTRIES ?? 10_000);
 /** Page cache recycled before each timed window (see the top): the mount's file and its spool, with a margin. */
 const RECYCLE_BYTES = BYTES * 2.5;
 const URING_PARAM = '/sys/module/fuse/parameters/enable_uring';
+/** The mount's writeMode (docs/fuse.md, Passthrough): "auto" by default, as `cloudlib up` mounts. */
+const WRITE_MODE = process.env.BENCH_FUSE_WRITE_MODE ?? 'auto';
 
 function print(figure: Record<string, unknown>): void {
   process.stdout.write(JSON.stringify(figure) + '\n');
@@ -145,44 +148,6 @@ async function startBenchMount(script: string, mnt: string, args: string[], what
   const { fileURLToPath } = await import('node:url');
   const served = await startMountProcess(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(`./support/${script}`, import.meta.url)), mnt, ...args], mnt, what);
   return served.stop;
-}
-
-/**
- * Runs `command` (a process serving a mount at `mnt`) and waits until it prints `mounted`; resolves with
- * what it printed so far, its exit, and how to stop it and clear the mount.
- */
-async function startMountProcess(command: string, argv: string[], mnt: string, what: string): Promise<{ stop: () => Promise<void>; output: () => string; exited: Promise<void> }> {
-  const { spawn } = await import('node:child_process');
-  await mkdir(mnt, { recursive: true });
-  const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
-  let printed = '';
-  child.stdout.on('data', (c: Buffer) => { printed += c.toString(); });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const stop = async (): Promise<void> => {
-    child.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 500));
-    await sh('fusermount', ['-uz', mnt]).catch(() => undefined);
-    child.kill('SIGKILL');
-  };
-  try {
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${what} did not come up in 30 s`)), 30_000);
-      child.stdout.on('data', () => {
-        if (printed.includes('mounted')) {
-          clearTimeout(timer);
-          resolve();
-        }
-      });
-      child.once('exit', (code) => {
-        clearTimeout(timer);
-        reject(new Error(`${what} exited with ${code}`));
-      });
-    });
-  } catch (err) {
-    await stop();
-    throw err;
-  }
-  return { stop, output: () => printed, exited };
 }
 
 async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
@@ -313,7 +278,7 @@ async function measureAll(): Promise<void> {
   const backend = process.env.BENCH_FUSE_BACKEND ?? 'service-process';
   // The gateway's default write-back delay and feed interval (the mount's attribute timeout follows it),
   // as `cloudlib up` and `cloudlib mount` run.
-  const h = await startMount({ mount: { attrTimeoutS: DEFAULT_FEED_INTERVAL_MS / 1000 }, env: { FUSE_TEST_BACKEND: backend, FUSE_TEST_UPLOAD_DELAY_MS: String(DEFAULT_UPLOAD_DELAY_MS), FUSE_TEST_FEED_INTERVAL_MS: String(DEFAULT_FEED_INTERVAL_MS) } });
+  const h = await startMount({ mount: { attrTimeoutS: DEFAULT_FEED_INTERVAL_MS / 1000, writeMode: WRITE_MODE }, env: { FUSE_TEST_BACKEND: backend, FUSE_TEST_UPLOAD_DELAY_MS: String(DEFAULT_UPLOAD_DELAY_MS), FUSE_TEST_FEED_INTERVAL_MS: String(DEFAULT_FEED_INTERVAL_MS) } });
   try {
     // Baselines: the Vfs driven directly, in 128 KiB and 1 MiB calls.
     const direct: Record<string, { writeMs: number; readMs: number }> = {};
@@ -419,7 +384,8 @@ async function measureAll(): Promise<void> {
     const m = direct['1m']!;
     const vsPeer = (mine: number, theirs: number | undefined): number | undefined => (theirs === undefined ? undefined : round(mine / theirs));
     const t = (await h.call<{ transport: TransportState }>('mountCounters')).transport;
-    print({ figure: 'fuse.transport', transport: t.transport, why: t.why, ring_requests: t.ringRequests, dev_requests: t.devRequests, queues: t.queues, depth: t.depth });
+    const passthroughFiles = (await h.call<{ passthroughFiles: number }>('mountCounters')).passthroughFiles;
+    print({ figure: 'fuse.transport', transport: t.transport, why: t.why, ring_requests: t.ringRequests, dev_requests: t.devRequests, queues: t.queues, depth: t.depth, write_mode: WRITE_MODE, passthrough: t.passthrough, passthrough_files: passthroughFiles });
     print({ figure: 'fuse.seq_write', backend, bytes: BYTES, mount_MBps: MBps(mount.writeMs), rclone_MBps: peer && MBps(peer.writeMs), ratio_to_rclone: vsPeer(peer?.writeMs ?? NaN, mount.writeMs), vfs_128k_MBps: MBps(k.writeMs), ratio: round(k.writeMs / mount.writeMs), vfs_1m_MBps: MBps(m.writeMs), ratio_1m: round(m.writeMs / mount.writeMs), local_disk_MBps: MBps(localWrite.ms), ratio_to_local_disk: round(localWrite.ms / mount.writeMs), rounds: writeRounds, target: 'ratio_1m >= 0.8, ratio_to_rclone >= 1' });
     print({ figure: 'fuse.seq_read_cold', backend, bytes: BYTES, mount_MBps: MBps(mount.readMs), rclone_MBps: peer && MBps(peer.readMs), ratio_to_rclone: vsPeer(peer?.readMs ?? NaN, mount.readMs), vfs_128k_MBps: MBps(k.readMs), ratio: round(k.readMs / mount.readMs), vfs_1m_MBps: MBps(m.readMs), ratio_1m: round(m.readMs / mount.readMs), rounds: readRounds, target: 'ratio_1m >= 0.8, ratio_to_rclone >= 1' });
     const roundsOf = (xs: number[]): number[] => xs.map((x) => round(x, 0));

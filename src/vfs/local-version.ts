@@ -445,16 +445,24 @@ export class LocalVersion implements PendingFile {
    * handed to the kernel (see passthroughBegin). Undefined when the version is not such a file.
    */
   async adoptSpool(): Promise<number | undefined> {
-    if (!this.mutable || !this.memory || this.size !== 0 || this.live) return undefined;
+    if (!this.mutable || !this.memory || this.size !== 0 || this.live || this.direct || this.writesUnderWay > 0 || this.queued > 0) return undefined;
+    // Opened here, with no wait: the file's next request waits for this (its spool, made by the front
+    // end, exists); the spool's own handle is opened when something needs it.
+    let fd: number;
+    try {
+      fd = openSync(this.spoolPath, constants.O_RDWR);
+    } catch {
+      return undefined;
+    }
     this.memory = undefined;
     this.releaseUnwritten();
     this.spoolMade = true;
     this.spoolLength = undefined;
-    const fd = await this.passthroughBegin();
-    const live = this.live as { size: bigint } | undefined;
-    if (fd === undefined || !live) return undefined;
+    this.dropSha1Stream();
+    this.hashed = undefined;
+    this.directHash = undefined;
     // Whatever the kernel wrote so far is the version's content from here.
-    live.size = -1n;
+    this.live = { fd, size: -1n, mtimeNs: 0n };
     this.refreshLive();
     return fd;
   }

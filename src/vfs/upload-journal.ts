@@ -97,7 +97,7 @@ const ID_POOL_BYTES = 4096;
 /** The pool of emptied spools (see UploadJournal.recycle): its folder in the spool folder, its files' prefix, its size. */
 const POOL = '.pool';
 const POOL_PREFIX = 'p';
-const POOL_MAX = 1024;
+const POOL_MAX = 4096;
 /** Recycles refused by a full pool between two counts of it. */
 const POOL_RECOUNT_EVERY = 64;
 const LOG = 'journal.log';
@@ -239,9 +239,7 @@ export class UploadJournal implements SideJournal {
       if (++this.poolRecount % POOL_RECOUNT_EVERY === 0) this.pooled = (await readdir(this.poolDir).catch(() => [] as string[])).length;
       if (this.pooled >= POOL_MAX) return removeFileIfPresent(path);
     }
-    // Renamed into the pool now, emptied in the background: the remover does not wait for the file
-    // system to free the blocks (a spool the kernel was still writing through a file being removed was
-    // measured to take the whole operation's deadline). A front end takes only an empty one.
+    // Renamed into the pool, then emptied (a front end takes only an empty one).
     const pooled = join(this.poolDir, this.poolName());
     try {
       await rename(path, pooled);
@@ -250,7 +248,7 @@ export class UploadJournal implements SideJournal {
       return;
     }
     this.pooled++;
-    void truncate(pooled, 0).catch(() => removeFileIfPresent(pooled).catch(() => undefined));
+    await truncate(pooled, 0).catch(() => removeFileIfPresent(pooled).catch(() => undefined));
   }
 
   /** A fresh id for a spool file (not journaled until `put`): 8 random bytes, taken from a pool. */

@@ -2798,25 +2798,40 @@ static napi_value js_reply_err(napi_env env, napi_callback_info info) {
   return bool_value(env, 1);
 }
 
+/*
+ * The arguments of an answer carrying an entry (session, id, stat, entryTimeoutS, attrTimeoutS, and
+ * `want` in all): 1 with the entry in `e` (its attributes kept in the engine's cache), 0 when the request
+ * is no longer pending (false answered), -1 when thrown or answered EIO (bad stat).
+ */
+static int entry_args(napi_env env, napi_callback_info info, size_t want, napi_value *argv, fuse_req_t *req, struct fuse_entry_param *e) {
+  session *s;
+  slot_info sinfo;
+  if (!arg_request_info(env, info, want, argv, &s, req, &sinfo)) return -1;
+  if (!*req) return 0;
+  memset(e, 0, sizeof(*e));
+  if (!get_stat(env, argv[2], &e->attr)) {
+    fuse_reply_err(*req, EIO);
+    return -1;
+  }
+  e->ino = e->attr.st_ino;
+  e->generation = 1;
+  e->entry_timeout = get_double(env, argv[3]);
+  e->attr_timeout = get_double(env, argv[4]);
+  attr_fill(s, &sinfo, &e->attr, e->attr_timeout);
+  return 1;
+}
+
+#define ENTRY_ARGS(N)                                           \
+  napi_value argv[N];                                           \
+  fuse_req_t req;                                               \
+  struct fuse_entry_param e;                                    \
+  int got = entry_args(env, info, N, argv, &req, &e);           \
+  if (got < 0) return NULL;                                     \
+  if (got == 0) return bool_value(env, 0)
+
 /* replyEntry(session, id, stat, entryTimeoutS, attrTimeoutS) */
 static napi_value js_reply_entry(napi_env env, napi_callback_info info) {
-  napi_value argv[5];
-  session *s;
-  fuse_req_t req;
-  slot_info sinfo;
-  if (!arg_request_info(env, info, 5, argv, &s, &req, &sinfo)) return NULL;
-  if (!req) return bool_value(env, 0);
-  struct fuse_entry_param e;
-  memset(&e, 0, sizeof(e));
-  if (!get_stat(env, argv[2], &e.attr)) {
-    fuse_reply_err(req, EIO);
-    return NULL;
-  }
-  e.ino = e.attr.st_ino;
-  e.generation = 1;
-  e.entry_timeout = get_double(env, argv[3]);
-  e.attr_timeout = get_double(env, argv[4]);
-  attr_fill(s, &sinfo, &e.attr, e.attr_timeout);
+  ENTRY_ARGS(5);
   fuse_reply_entry(req, &e);
   return bool_value(env, 1);
 }
@@ -3003,48 +3018,16 @@ static napi_value js_reply_open_backing(napi_env env, napi_callback_info info) {
 
 /* replyCreate(session, id, stat, entryTimeoutS, attrTimeoutS, fh, flags) */
 static napi_value js_reply_create(napi_env env, napi_callback_info info) {
-  napi_value argv[7];
-  session *s;
-  fuse_req_t req;
-  slot_info sinfo;
-  if (!arg_request_info(env, info, 7, argv, &s, &req, &sinfo)) return NULL;
-  if (!req) return bool_value(env, 0);
-  struct fuse_entry_param e;
-  memset(&e, 0, sizeof(e));
-  if (!get_stat(env, argv[2], &e.attr)) {
-    fuse_reply_err(req, EIO);
-    return NULL;
-  }
-  e.ino = e.attr.st_ino;
-  e.generation = 1;
-  e.entry_timeout = get_double(env, argv[3]);
-  e.attr_timeout = get_double(env, argv[4]);
+  ENTRY_ARGS(7);
   struct fuse_file_info fi;
   fill_fi(&fi, get_double(env, argv[5]), (int)get_double(env, argv[6]));
-  attr_fill(s, &sinfo, &e.attr, e.attr_timeout);
   if (fuse_reply_create(req, &e, &fi) == -ENOENT) return bool_value(env, 0);
   return bool_value(env, 1);
 }
 
 /* replyCreateBacking(session, id, stat, entryTimeoutS, attrTimeoutS, fh, backingId): the create answered with a backing file. */
 static napi_value js_reply_create_backing(napi_env env, napi_callback_info info) {
-  napi_value argv[7];
-  session *s;
-  fuse_req_t req;
-  slot_info sinfo;
-  if (!arg_request_info(env, info, 7, argv, &s, &req, &sinfo)) return NULL;
-  if (!req) return bool_value(env, 0);
-  struct fuse_entry_param e;
-  memset(&e, 0, sizeof(e));
-  if (!get_stat(env, argv[2], &e.attr)) {
-    fuse_reply_err(req, EIO);
-    return NULL;
-  }
-  e.ino = e.attr.st_ino;
-  e.generation = 1;
-  e.entry_timeout = get_double(env, argv[3]);
-  e.attr_timeout = get_double(env, argv[4]);
-  attr_fill(s, &sinfo, &e.attr, e.attr_timeout);
+  ENTRY_ARGS(7);
   if (reply_create_backing(req, &e, (uint64_t)get_double(env, argv[5]), (int)get_double(env, argv[6])) == -ENOENT) return bool_value(env, 0);
   return bool_value(env, 1);
 }

@@ -8,10 +8,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
-import { access, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { access, open, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { eventually, sh, startMount, type MountHarness } from './harness.js';
+import { eventually, type MountHarness, sh, smallDisk, startMount } from './harness.js';
 
 const T = 120_000;
 const MiB = 1024 * 1024;
@@ -234,19 +233,15 @@ describeMount('four reader threads, without the writeback cache', false, 4);
 // A full spool folder: the gateway's data folder on a small tmpfs (mounting one needs root).
 describe.skipIf(process.getuid?.() !== 0)('direct spool writes on a full disk', () => {
   let h: MountHarness | undefined;
-  let small: string;
-  let mounted = false;
+  let disk: { path: string; remove: () => Promise<void> } | undefined;
 
   beforeAll(async () => {
-    small = await mkdtemp(join(tmpdir(), 'cloudlib-fuse-full-'));
-    await sh('mount', ['-t', 'tmpfs', '-o', 'size=24m', 'tmpfs', small]);
-    mounted = true;
-    h = await startMount({ mount: { attrTimeoutS: 1, writeMode: 'writeback' }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000', FUSE_TEST_DATA_PARENT: small } });
+    disk = await smallDisk(24);
+    h = await startMount({ mount: { attrTimeoutS: 1, writeMode: 'writeback' }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000', FUSE_TEST_DATA_PARENT: disk.path } });
   }, T);
   afterAll(async () => {
     await h?.stop();
-    if (mounted) await sh('umount', ['-l', small]);
-    await rm(small, { recursive: true, force: true });
+    await disk?.remove();
   }, T);
 
   it('ENOSPC reaches the writer, the failed version is dropped, and the mount goes on working', async () => {

@@ -3,8 +3,8 @@
  * over IPC. Teardown always unmounts (asking the child, then `fusermount -uz`, then fusectl abort) and
  * removes the temp folder. Everything here is async: the test process never blocks on the mount.
  */
-import { execFile, fork, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { execFile, fork, spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,6 +40,62 @@ export async function eventually<T>(what: string, probe: () => Promise<T | undef
     if (Date.now() > until) throw new Error(`${what}: not within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/**
+ * Runs `command` (a process serving a mount at `mnt`, made if missing) and waits until it prints
+ * `mounted`; resolves with what it printed so far, its exit, and how to stop it (SIGTERM, its exit waited
+ * for up to 10 s, then the mount cleared and the process killed).
+ */
+export async function startMountProcess(command: string, argv: string[], mnt: string, what: string): Promise<{ stop: () => Promise<void>; output: () => string; exited: Promise<void> }> {
+  await mkdir(mnt, { recursive: true });
+  const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
+  let printed = '';
+  child.stdout.on('data', (c: Buffer) => { printed += c.toString(); });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async (): Promise<void> => {
+    child.kill('SIGTERM');
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+    await sh('fusermount', ['-uz', mnt]).catch(() => undefined);
+    child.kill('SIGKILL');
+  };
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${what} did not come up in 30 s`)), 30_000);
+      child.stdout.on('data', () => {
+        if (printed.includes('mounted')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`${what} exited with ${code}`));
+      });
+    });
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { stop, output: () => printed, exited };
+}
+
+/** A folder on a tmpfs of `sizeMiB` (mounting one needs root): a disk that fills up; `remove` unmounts and removes it. */
+export async function smallDisk(sizeMiB: number): Promise<{ path: string; remove: () => Promise<void> }> {
+  const path = await mkdtemp(join(tmpdir(), 'cloudlib-fuse-full-'));
+  let mounted = false;
+  const remove = async (): Promise<void> => {
+    if (mounted) await sh('umount', ['-l', path]);
+    await rm(path, { recursive: true, force: true });
+  };
+  try {
+    await sh('mount', ['-t', 'tmpfs', '-o', `size=${sizeMiB}m`, 'tmpfs', path]);
+    mounted = true;
+  } catch (err) {
+    await remove();
+    throw err;
+  }
+  return { path, remove };
 }
 
 export interface StartMountOptions {

@@ -5,7 +5,6 @@
  * one file, `f`, in a process of its own); then the mount over the gateway's Vfs with it. Everything here
  * is async I/O, the mounts are always stopped.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from 'node:fs/promises';
@@ -13,7 +12,7 @@ import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { sh, startMount, type MountHarness } from './harness.js';
+import { type MountHarness, sh, smallDisk, startMount, startMountProcess } from './harness.js';
 
 const T = 60_000;
 const NULL_MOUNT = fileURLToPath(new URL('../../../scripts/bench/support/fuse-null-mount.ts', import.meta.url));
@@ -42,34 +41,18 @@ async function nullMount(args: string[]): Promise<{ mnt: string; spool: string; 
   const base = await mkdtemp(join(tmpdir(), 'cloudlib-passthrough-'));
   const mnt = join(base, 'mnt');
   const spool = join(base, 'spool.bin');
-  const child = spawn(process.execPath, ['--import', 'tsx', NULL_MOUNT, mnt, String(SIZE), spool, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let printed = '';
-  child.stdout.on('data', (c: Buffer) => { printed += c.toString(); });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const served = await startMountProcess(process.execPath, ['--import', 'tsx', NULL_MOUNT, mnt, String(SIZE), spool, ...args], mnt, 'the null mount').catch(async (err: unknown) => {
+    await rm(base, { recursive: true, force: true });
+    throw err;
+  });
   let stopped: Promise<Served | undefined> | undefined;
   const stop = (): Promise<Served | undefined> => (stopped ??= (async () => {
-    child.kill('SIGTERM');
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
-    await sh('fusermount', ['-uz', mnt]).catch(() => undefined);
-    child.kill('SIGKILL');
+    await served.stop();
     await rm(base, { recursive: true, force: true });
-    const line = printed.split('\n').find((l) => l.startsWith('served '));
+    const line = served.output().split('\n').find((l) => l.startsWith('served '));
     return line ? (JSON.parse(line.slice('served '.length)) as Served) : undefined;
   })());
   stops.push(stop);
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('the null mount did not come up in 30 s')), 30_000);
-    child.stdout.on('data', () => {
-      if (printed.includes('mounted')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`the null mount exited with ${code}`));
-    });
-  });
   return { mnt, spool, stop };
 }
 
@@ -221,19 +204,15 @@ describe.runIf(granted)('the mount with passthrough', () => {
 // A full spool folder: the gateway's data folder on a small tmpfs (mounting one needs root, as passthrough does).
 describe.runIf(granted)('the mount with passthrough on a full disk', () => {
   let h: MountHarness | undefined;
-  let small: string;
-  let mounted = false;
+  let disk: { path: string; remove: () => Promise<void> } | undefined;
 
   beforeAll(async () => {
-    small = await mkdtemp(join(tmpdir(), 'cloudlib-fuse-full-'));
-    await sh('mount', ['-t', 'tmpfs', '-o', 'size=24m', 'tmpfs', small]);
-    mounted = true;
-    h = await startMount({ mount: { attrTimeoutS: 1, writeMode: 'passthrough' }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000', FUSE_TEST_DATA_PARENT: small } });
+    disk = await smallDisk(24);
+    h = await startMount({ mount: { attrTimeoutS: 1, writeMode: 'passthrough' }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000', FUSE_TEST_DATA_PARENT: disk.path } });
   }, T);
   afterAll(async () => {
     await h?.stop();
-    if (mounted) await sh('umount', ['-l', small]);
-    await rm(small, { recursive: true, force: true });
+    await disk?.remove();
   }, T);
 
   it('ENOSPC reaches the writer at its write; the file keeps what was written, as on a local disk; the mount goes on working', async () => {
