@@ -172,6 +172,9 @@ typedef struct attr_entry {
   /* The epoch of the last change seen, and the changing requests not answered yet. */
   uint64_t changed;
   int inflight;
+  /* Written by the kernel itself (passthrough): a descriptor of its spool, whose size and times answer
+   * getattr with the rest of `st` (has_live_fd: live_fd is open). */
+  int has_live_fd, live_fd, live_stale;
 } attr_entry;
 
 #define ATTR_BUCKETS 4096
@@ -371,6 +374,9 @@ static void attr_drop(session *s, fuse_ino_t ino) {
 static void attr_changing(session *s, fuse_ino_t ino, int inflight) {
   attr_entry *e = attr_find(s, ino, inflight);
   if (!e) return;
+  /* A change JavaScript makes (a mode, a time, a size): the rest of `st` is no longer what it shows, so
+   * getattr of a file the kernel writes goes to JavaScript from here (its descriptor closed at attrLive off). */
+  e->live_stale = 1;
   e->valid = 0;
   e->changed = ++s->epoch;
   if (inflight) e->inflight++;
@@ -827,6 +833,19 @@ static int attr_cached(session *s, fuse_ino_t ino, struct stat *st, double *left
   int hit = 0;
   pthread_mutex_lock(&s->lock);
   attr_entry *e = attr_find(s, ino, 0);
+  struct stat spool;
+  if (e && e->has_live_fd && !e->live_stale && fstat(e->live_fd, &spool) == 0) {
+    /* Written by the kernel: the spool's size and times, valid this once (the kernel asks again). */
+    *st = e->st;
+    st->st_size = spool.st_size;
+    st->st_blocks = spool.st_blocks;
+    st->st_mtim = spool.st_mtim;
+    st->st_ctim = spool.st_ctim;
+    *left = 0;
+    s->getattr_answered++;
+    pthread_mutex_unlock(&s->lock);
+    return 1;
+  }
   if (e && e->valid && e->times_known && e->inflight == 0) {
     double t = e->expires - now_s();
     if (t > 0) {
@@ -1807,8 +1826,14 @@ static int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
     a->times_known = 1;
     a->expires = now_s() + s->create_timeout;
     a->changed = s->epoch;
-    /* The kernel writes it itself: no attributes from here until JavaScript is done with it (attrLive). */
-    if (pass) a->inflight++;
+    /* The kernel writes it itself: no attributes from the cache until JavaScript is done with it
+     * (attrLive); getattr is answered from the spool meanwhile. */
+    if (pass) {
+      a->inflight++;
+      a->live_stale = 0;
+      a->live_fd = c ? dup(c->fd) : -1;
+      a->has_live_fd = a->live_fd >= 0;
+    }
     s->creates_answered++;
     if (c && n->library && n->paths_epoch == s->paths_epoch && s->created_count < CREATED_MAX) {
       c->library = strdup(n->library);
@@ -2673,6 +2698,7 @@ static napi_value js_destroy(napi_env env, napi_callback_info info) {
       while (s->attrs[i]) {
         attr_entry *e = s->attrs[i];
         s->attrs[i] = e->next;
+        if (e->has_live_fd) close(e->live_fd);
         free(e);
       }
     }
@@ -3680,27 +3706,46 @@ static napi_value js_attr_forget(napi_env env, napi_callback_info info) {
  * the cache could not take the mark (full): the caller then does not hand the file over.
  */
 static napi_value js_attr_live(napi_env env, napi_callback_info info) {
-  napi_value argv[3];
-  session *s = session_args(env, info, 3, argv, "attrLive(session, ino, on)");
+  napi_value argv[4];
+  size_t argc = 4;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3) {
+    napi_throw_type_error(env, NULL, "attrLive(session, ino, on, fd?)");
+    return NULL;
+  }
+  session *s = get_session(env, argv[0]);
   if (!s) return NULL;
   fuse_ino_t ino = (fuse_ino_t)get_double(env, argv[1]);
   bool on = false;
   napi_get_value_bool(env, argv[2], &on);
-  int ok = 1;
+  napi_valuetype t = napi_undefined;
+  if (argc > 3) napi_typeof(env, argv[3], &t);
+  int fd = on && t == napi_number ? dup((int)get_double(env, argv[3])) : -1;
+  int ok = 1, old_fd = -1;
   pthread_mutex_lock(&s->lock);
-  if (on) {
-    attr_entry *e = attr_find(s, ino, 1);
-    if (e) {
-      e->valid = 0;
-      e->changed = ++s->epoch;
-      e->inflight++;
-    } else {
-      ok = s->attrs == NULL;
+  attr_entry *e = attr_find(s, ino, on);
+  if (on && e) {
+    e->valid = 0;
+    e->changed = ++s->epoch;
+    e->inflight++;
+    /* getattr answered from the spool, with the attributes last answered (when there are some). */
+    if (fd >= 0 && e->st.st_ino == ino && !e->has_live_fd) {
+      e->live_fd = fd;
+      e->has_live_fd = 1;
+      e->live_stale = 0;
+      fd = -1;
     }
+  } else if (on) {
+    ok = s->attrs == NULL;
   } else {
     attr_changed(s, ino);
+    if (e && e->has_live_fd) {
+      old_fd = e->live_fd;
+      e->has_live_fd = 0;
+    }
   }
   pthread_mutex_unlock(&s->lock);
+  if (fd >= 0) close(fd);
+  if (old_fd >= 0) close(old_fd);
   return bool_value(env, ok);
 }
 

@@ -250,8 +250,10 @@ export interface Fuse3Binding {
   /**
    * on: the kernel writes `ino` itself from now on (passthrough), so the engine answers no attributes of it
    * from its cache until off; false when the cache could not take the mark (then do not hand it over).
+   * With `fd` (the spool's), getattr is answered by the engine meanwhile: the attributes last answered,
+   * with the spool's size and times (until a change JavaScript makes, a mode or time, comes through).
    */
-  attrLive(session: NativeSession, ino: number, on: boolean): boolean;
+  attrLive(session: NativeSession, ino: number, on: boolean, fd?: number): boolean;
   /** The engine's cached attributes of `ino` are no longer valid (changed in a way it cannot see: a rename, another client). */
   attrForget(session: NativeSession, ino: number): void;
   /**

@@ -948,7 +948,7 @@ export class LowLevelMount {
         return this.notLive(node.ino, entry);
       }
       // No attributes of the file from the engine's cache while the kernel writes it.
-      if (!this.binding.attrLive(se, node.ino, true)) {
+      if (!this.binding.attrLive(se, node.ino, true, spool.fd)) {
         this.binding.backingClose(se, id);
         spool.end();
         return this.notLive(node.ino, entry);
