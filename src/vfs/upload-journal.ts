@@ -98,8 +98,8 @@ const ID_POOL_BYTES = 4096;
 const POOL = '.pool';
 const POOL_PREFIX = 'p';
 const POOL_MAX = 4096;
-/** Recycles refused by a full pool between two counts of it. */
-const POOL_RECOUNT_EVERY = 64;
+/** A pool that looks full is counted again at most this often (a front end takes from it silently). */
+const POOL_RECOUNT_MS = 1000;
 const LOG = 'journal.log';
 /** The log is rewritten once it holds this many records more than live entries, and twice as many (compactionDue). */
 const COMPACT_DEAD_RECORDS = 2000;
@@ -124,7 +124,8 @@ export class UploadJournal implements SideJournal {
   /** Files in the pool as last counted or added (a front end takes some meanwhile), and names given so far. */
   private poolOn = false;
   private pooled = 0;
-  private poolRecount = 0;
+  private poolCountedMs = 0;
+  private poolFilling: Promise<void> = Promise.resolve();
   private poolSerial = 0;
   /** The log, open for appending (closed after close(): each later append opens it). */
   private log: FileHandle | undefined;
@@ -200,8 +201,8 @@ export class UploadJournal implements SideJournal {
     await mkdir(this.poolDir, { recursive: true });
     this.pooled = (await readdir(this.poolDir).catch(() => [] as string[])).length;
     this.poolOn = true;
-    // In the background: a spool is made anew meanwhile.
-    void this.fillPool().catch(() => undefined);
+    // In the background: a spool is made anew meanwhile (close waits for it).
+    this.poolFilling = this.fillPool().catch(() => undefined);
   }
 
   /** Makes empty files in the pool up to POOL_MAX (before anything waits for a spool). */
@@ -234,11 +235,12 @@ export class UploadJournal implements SideJournal {
    */
   private async recycle(path: string): Promise<void> {
     if (!this.poolOn) return removeFileIfPresent(path);
-    if (this.pooled >= POOL_MAX) {
-      // Taken from meanwhile by a front end: counted again now and then.
-      if (++this.poolRecount % POOL_RECOUNT_EVERY === 0) this.pooled = (await readdir(this.poolDir).catch(() => [] as string[])).length;
-      if (this.pooled >= POOL_MAX) return removeFileIfPresent(path);
+    if (this.pooled >= POOL_MAX && Date.now() - this.poolCountedMs >= POOL_RECOUNT_MS) {
+      // Taken from meanwhile by a front end (which says nothing): counted again, at most once a second.
+      this.poolCountedMs = Date.now();
+      this.pooled = (await readdir(this.poolDir).catch(() => [] as string[])).length;
     }
+    if (this.pooled >= POOL_MAX) return removeFileIfPresent(path);
     // Renamed into the pool, then emptied (a front end takes only an empty one).
     const pooled = join(this.poolDir, this.poolName());
     try {
@@ -372,6 +374,7 @@ export class UploadJournal implements SideJournal {
   async close(): Promise<void> {
     await this.syncAll().catch(() => undefined);
     this.closed = true;
+    await this.poolFilling;
     await this.drained();
     const log = this.log;
     this.log = undefined;

@@ -1,5 +1,5 @@
 import { describe, it, expect, afterEach } from 'vitest';
-import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
@@ -72,6 +72,50 @@ describe('UploadJournal and replay', { timeout: 15_000 }, () => {
     await journal.remove(ids[0]!);
     expect((await journal.entries()).map((e) => e.fullpath)).toEqual(['b']);
     expect(await readdir(journal.spoolDir)).toEqual([ids[1]]);
+  });
+
+  it('the spool pool: spools nobody needs are emptied into it once started (removed before); it is filled with empty files; entries() leaves it', { timeout: 90_000 }, async () => {
+    const dataDir = await tempDir();
+    const journal = new UploadJournal(join(dataDir, 'journal'));
+    await journal.init();
+    const [a, b, c] = [journal.newId(), journal.newId(), journal.newId()];
+    for (const id of [a, b, c]) {
+      await writeFile(journal.spoolPath(id!), `content of ${id}`);
+      await journal.put({ id: id!, library: 'L', fullpath: id!, size: 27, mtimeMs: 1, createdMs: 1 });
+    }
+    await journal.remove(a!);
+    expect(await readdir(journal.spoolDir)).not.toContain(a);
+    expect(await readdir(journal.spoolDir)).not.toContain('.pool');
+    await journal.startSpoolPool();
+    // Filled in the background with empty files.
+    for (let i = 0; i < 2400 && (await readdir(journal.poolDir)).length < 4096; i++) await new Promise((r) => setTimeout(r, 25));
+    expect((await readdir(journal.poolDir)).length).toBe(4096);
+    await journal.remove(b!);
+    await journal.discardSpool(c!);
+    expect((await readdir(journal.spoolDir)).sort()).toEqual(['.pool']);
+    // Full: the spools went (the pool keeps 4,096 at most: it was counted full just now), every file there empty.
+    const pooled = await readdir(journal.poolDir);
+    expect(pooled.length).toBe(4096);
+    for (const name of pooled.slice(0, 20)) expect((await readFile(join(journal.poolDir, name))).length).toBe(0);
+    // Taken from (as a front end does, by a rename) and then recycled: the spool comes back emptied.
+    const taken = journal.spoolPath(journal.newId());
+    await rename(join(journal.poolDir, pooled[0]!), taken);
+    await writeFile(taken, 'written by the kernel');
+    const [d] = [journal.newId()];
+    await rename(taken, journal.spoolPath(d));
+    await journal.put({ id: d, library: 'L', fullpath: 'd', size: 21, mtimeMs: 1, createdMs: 2 });
+    for (const name of (await readdir(journal.poolDir)).slice(0, 64)) await rm(join(journal.poolDir, name));
+    // A pool that looks full is counted again at most once a second.
+    await new Promise((r) => setTimeout(r, 1100));
+    await journal.remove(d);
+    // The pool looked full (its count knew nothing of what was taken): counted again, it takes the spool.
+    const after = await readdir(journal.poolDir);
+    expect(after.length).toBe(4096 - 65 + 1);
+    for (const name of after) expect((await readFile(join(journal.poolDir, name))).length).toBe(0);
+    // Replay's clean-up of spools without an entry leaves the pool alone.
+    await journal.entries();
+    expect((await readdir(journal.poolDir)).length).toBe(4096 - 65 + 1);
+    await journal.close();
   });
 
   it('a small append is written on the calling thread; after one slower than the bound, appends go through the thread pool', async () => {
