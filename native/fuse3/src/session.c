@@ -252,8 +252,9 @@ typedef struct session {
   /* Asked for at INIT. */
   unsigned max_write, max_readahead, max_background, congestion_threshold;
   int writeback, async_read;
-  /* Passthrough wanted when the kernel offers it (instead of the writeback cache: see "Passthrough"). */
-  int passthrough_want;
+  /* Passthrough wanted when the kernel offers it (instead of the writeback cache: see "Passthrough"), and
+   * refused to this process (no backing file may be registered: no CAP_SYS_ADMIN). */
+  int passthrough_want, backing_denied;
   /* What the kernel agreed to, reported once with OP_INIT. */
   unsigned got_max_write, got_max_readahead, got_max_background;
   int got_writeback;
@@ -1760,7 +1761,7 @@ static int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
    * id in the journal's spool folder, and the kernel writes it itself (see "Passthrough"); a file that
    * would not be followed is JavaScript's to create.
    */
-  int pass = !s->got_writeback && rings_passthrough(s->rings) && s->spool_dir_fd >= 0 && s->journal_fd >= 0;
+  int pass = !s->got_writeback && rings_passthrough(s->rings) && s->spool_dir_fd >= 0 && s->journal_fd >= 0 && !s->backing_denied;
   /* O_DIRECT through a backing file would follow the local disk's alignment rules, which FUSE does not have. */
   if (fi->flags & O_DIRECT) pass = 0;
   if (!s->answer_creates || !(s->got_writeback || pass) || !s->names || !s->attrs || !utf8_valid(name)) return 0;
@@ -1792,6 +1793,8 @@ static int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
     if (c) c->fd = spool_from_pool(s, c->id);
     if (c && c->fd < 0) c->fd = openat(s->spool_dir_fd, c->id, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     backing = c && c->fd >= 0 ? backing_open(s, c->fd) : 0;
+    /* Not allowed to this process (CAP_SYS_ADMIN): never tried again. */
+    if (backing == -EPERM) s->backing_denied = 1;
     if (backing <= 0) {
       if (c && c->fd >= 0) unlinkat(s->spool_dir_fd, c->id, 0);
       created_free(c);

@@ -944,7 +944,11 @@ export class LowLevelMount {
       const id = this.session === se ? this.binding.backingOpen(se, spool.fd) : -Errno.EIO;
       if (id <= 0) {
         spool.end();
-        if (id !== -Errno.ENOTSUP) this.logger.warn({ path: this.safePath(node.ino), errno: -id }, 'fuse: the kernel refused a backing file; the file is written through the engine');
+        if (id === -Errno.EPERM) {
+          // Not allowed to this process (CAP_SYS_ADMIN): no file will be, said once.
+          this.passthroughGranted = false;
+          this.logger.warn('fuse: the kernel lets only a process with CAP_SYS_ADMIN register backing files; files are written through the engine');
+        } else if (id !== -Errno.ENOTSUP) this.logger.warn({ path: this.safePath(node.ino), errno: -id }, 'fuse: the kernel refused a backing file; the file is written through the engine');
         return this.notLive(node.ino, entry);
       }
       // No attributes of the file from the engine's cache while the kernel writes it.
