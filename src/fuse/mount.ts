@@ -312,7 +312,8 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
   } catch (err) {
     throw new Error(`cannot mount ${mnt}: ${(err as Error).message}`);
   }
-  void widenReadahead(mnt, opts.readAheadBytes ?? DEFAULT_READ_AHEAD, logger);
+  // Once INIT is answered: the kernel cuts the window back to the session's max_readahead when it takes that answer.
+  void session.started.then(() => widenReadahead(mnt, opts.readAheadBytes ?? DEFAULT_READ_AHEAD, logger));
   return {
     get counters() {
       return session.counters;

@@ -123,6 +123,9 @@ struct fuse_rings {
   int passthrough_offered;
   /* The answer to INIT asks for passthrough (rings_ask_passthrough); the kernel took that answer. */
   int passthrough_asked, passthrough;
+  /* Told once the answer to INIT was written (rings_on_init_answered). */
+  void (*init_answered)(void *);
+  void *init_arg;
   /* The rings are made and INIT's answer asks (asked) for them; 0 again if they could not be used. */
   int prepared;
   const char *why;
@@ -640,6 +643,12 @@ int rings_passthrough(fuse_rings *r) {
   return r && r->passthrough;
 }
 
+void rings_on_init_answered(fuse_rings *r, void (*fn)(void *), void *arg) {
+  if (!r) return;
+  r->init_answered = fn;
+  r->init_arg = arg;
+}
+
 /* ---- custom I/O ------------------------------------------------------------------------------------ */
 
 ssize_t rings_read(fuse_rings *r, int fd, void *buf, size_t len) {
@@ -665,7 +674,11 @@ ssize_t rings_writev(fuse_rings *r, int fd, struct iovec *iov, int count) {
   if (!r || count < 1 || iov[0].iov_len < sizeof(struct fuse_out_header)) return writev(fd, iov, count);
   uint64_t unique;
   memcpy(&unique, (const char *)iov[0].iov_base + offsetof(struct fuse_out_header, unique), sizeof(unique));
-  if (unique != 0 && unique == r->init_unique) return answer_init(r, fd, iov, count);
+  if (unique != 0 && unique == r->init_unique) {
+    ssize_t res = answer_init(r, fd, iov, count);
+    if (r->init_answered) r->init_answered(r->init_arg);
+    return res;
+  }
   if (unique != 0) {
     ring_entry *e = held_take(r, unique);
     if (e) return answer_ring(e, iov, count);

@@ -45,5 +45,7 @@ void rings_counts_of(fuse_rings *r, rings_counts *out);
 int rings_passthrough_offered(fuse_rings *r);
 void rings_ask_passthrough(fuse_rings *r);
 int rings_passthrough(fuse_rings *r);
+/* `fn(arg)` is called once the kernel has taken the answer to INIT (its settings, the read-ahead window among them, in force). */
+void rings_on_init_answered(fuse_rings *r, void (*fn)(void *), void *arg);
 
 #endif

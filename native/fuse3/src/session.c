@@ -252,6 +252,8 @@ typedef struct session {
   /* Asked for at INIT. */
   unsigned max_write, max_readahead, max_background, congestion_threshold;
   int writeback, async_read;
+  /* The OP_INIT record, queued once INIT is answered. */
+  struct queued *init_record;
   /* Passthrough wanted when the kernel offers it (instead of the writeback cache: see "Passthrough"), and
    * refused to this process (no backing file may be registered: no CAP_SYS_ADMIN). */
   int passthrough_want, backing_denied;
@@ -762,7 +764,15 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn) {
   s->got_max_background = conn->max_background;
   s->got_writeback = (conn->want & FUSE_CAP_WRITEBACK_CACHE) != 0;
   rings_prepare(s->rings, conn->max_write);
-  queued *q = new_queued(s, OP_INIT, NULL, 0);
+  /* Queued once the kernel has taken the answer (init_answered): JavaScript then knows the session's
+   * settings are in force (a read-ahead window set before would be cut back to max_readahead by it). */
+  s->init_record = new_queued(s, OP_INIT, NULL, 0);
+}
+
+static void init_answered(void *arg) {
+  session *s = arg;
+  queued *q = s->init_record;
+  s->init_record = NULL;
   if (q) enqueue(s, q);
 }
 
@@ -2566,6 +2576,7 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   s->rings = rings_new(s->se, fd, s->rings_want, s->ring_depth);
   struct fuse_custom_io io = { .read = io_read, .writev = io_writev };
   if (!s->rings || fuse_session_custom_io(s->se, &io, fd) != 0) return mount_failed(env, s, 1, "cannot set up the session's transport");
+  rings_on_init_answered(s->rings, init_answered, s);
 
   napi_value name;
   napi_create_string_utf8(env, "fuse3-requests", NAPI_AUTO_LENGTH, &name);
@@ -2735,6 +2746,9 @@ static napi_value js_destroy(napi_env env, napi_callback_info info) {
   if (s->spool_dir_fd >= 0) close(s->spool_dir_fd);
   s->spool_dir_fd = -1;
   pthread_mutex_unlock(&s->journal_lock);
+  /* INIT never answered: its record was never queued. */
+  if (s->init_record) free_queued(s->init_record);
+  s->init_record = NULL;
   pthread_mutex_lock(&s->pool_lock);
   if (s->pool_dir_fd >= 0) close(s->pool_dir_fd);
   s->pool_dir_fd = -1;
