@@ -326,7 +326,7 @@ static uint64_t paths_changed(session *s, fuse_ino_t parent, const char *name, f
 static void created_unlinked(session *s, fuse_ino_t parent, const char *name);
 /* See "Passthrough". */
 static int backing_open(session *s, int fd);
-static void backing_close(session *s, int id);
+static int backing_close(session *s, int id);
 static int reply_create_backing(fuse_req_t req, const struct fuse_entry_param *e, uint64_t fh, int backing);
 
 #define SLOT_BITS 20
@@ -3005,9 +3005,10 @@ static int backing_open(session *s, int fd) {
   return res == 0 ? -EIO : res; /* ids start at 1 */
 }
 
-static void backing_close(session *s, int id) {
+/* Lets the backing file `id` go (handles opened with it keep it): 0, or -errno. */
+static int backing_close(session *s, int id) {
   uint32_t v = (uint32_t)id;
-  ioctl(fuse_session_fd(s->se), DEV_IOC_BACKING_CLOSE, &v);
+  return ioctl(fuse_session_fd(s->se), DEV_IOC_BACKING_CLOSE, &v) < 0 ? -errno : 0;
 }
 
 /* Answers a create with the backing file `backing` (fuse_reply_create's answer, with the open's passthrough fields). */
@@ -3040,10 +3041,8 @@ static napi_value js_backing_close(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   session *s = session_args(env, info, 2, argv, "backingClose(session, id)");
   if (!s) return NULL;
-  uint32_t id = (uint32_t)get_double(env, argv[1]);
-  int res = ioctl(fuse_session_fd(s->se), DEV_IOC_BACKING_CLOSE, &id);
   napi_value out;
-  napi_create_int32(env, res < 0 ? -errno : 0, &out);
+  napi_create_int32(env, backing_close(s, (int)get_double(env, argv[1])), &out);
   return out;
 }
 
