@@ -423,19 +423,27 @@ export class LocalVersion implements PendingFile {
     const fh = await this.exclusive(async () => (ready() ? this.handle() : undefined)).catch(() => undefined);
     if (!fh || !ready()) return undefined;
     await this.padToSize(fh);
-    // A descriptor of its own for the hand-over, closed at its end: the spool's may close meanwhile.
+    return this.goLive(false);
+  }
+
+  /**
+   * Hands the spool over: a descriptor of its own for it, closed at the end (the spool's may close
+   * meanwhile), and no running hash (the kernel's writes are not seen here). `adopt`: what the spool holds
+   * now is the version's content.
+   */
+  private goLive(adopt: boolean): number | undefined {
     let fd: number;
     try {
       fd = openSync(this.spoolPath, constants.O_RDWR);
     } catch {
       return undefined;
     }
-    // The kernel's writes are not seen here: no running hash can follow them.
     this.dropSha1Stream();
     this.hashed = undefined;
     this.directHash = undefined;
     const st = fstatSync(fd, { bigint: true });
-    this.live = { fd, size: st.size, mtimeNs: st.mtimeNs };
+    this.live = { fd, size: adopt ? -1n : st.size, mtimeNs: st.mtimeNs };
+    if (adopt) this.refreshLive();
     return fd;
   }
 
@@ -446,24 +454,13 @@ export class LocalVersion implements PendingFile {
    */
   async adoptSpool(): Promise<number | undefined> {
     if (!this.mutable || !this.memory || this.size !== 0 || this.live || this.direct || this.writesUnderWay > 0 || this.queued > 0) return undefined;
-    // Opened here, with no wait: the file's next request waits for this (its spool, made by the front
-    // end, exists); the spool's own handle is opened when something needs it.
-    let fd: number;
-    try {
-      fd = openSync(this.spoolPath, constants.O_RDWR);
-    } catch {
-      return undefined;
-    }
+    // With no wait: the file's next request waits for this (its spool, made by the front end, exists);
+    // the spool's own handle is opened when something needs it.
+    const fd = this.goLive(true);
+    if (fd === undefined) return undefined;
     this.memory = undefined;
     this.releaseUnwritten();
     this.spoolMade = true;
-    this.spoolLength = undefined;
-    this.dropSha1Stream();
-    this.hashed = undefined;
-    this.directHash = undefined;
-    // Whatever the kernel wrote so far is the version's content from here.
-    this.live = { fd, size: -1n, mtimeNs: 0n };
-    this.refreshLive();
     return fd;
   }
 

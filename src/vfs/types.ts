@@ -306,4 +306,6 @@ export interface SideJournal {
   spoolFolderPath(): string;
   /** Spools nobody needs are kept, emptied, in a pool in that folder (`.pool`), for a front end to take instead of making one. */
   startSpoolPool(): Promise<void>;
+  /** A spool a front end made for a version that never came to be: removed, never pooled (the kernel may still write it). */
+  dropSpool(id: string): Promise<void>;
 }

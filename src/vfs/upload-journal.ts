@@ -364,6 +364,10 @@ export class UploadJournal implements SideJournal {
     if (!opts.keepSpool) await this.recycle(this.spoolPath(id));
   }
 
+  dropSpool(id: string): Promise<void> {
+    return removeFileIfPresent(this.spoolPath(id));
+  }
+
   /** Removes a spool file that was never journaled (or whose entry is gone). */
   async discardSpool(id: string): Promise<void> {
     this.unsyncedSpools.delete(this.spoolPath(id));

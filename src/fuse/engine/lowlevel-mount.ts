@@ -4,8 +4,6 @@
  * gateway path, the path-based operation table does the work (deadlines, errnos, xattrs), and the
  * answer goes back through the matching reply function.
  */
-import { rm } from 'node:fs/promises';
-import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { Errno, errnoOf } from '../errno.js';
 import type { FuseOperations } from '../operations.js';
@@ -52,6 +50,18 @@ export interface EngineCounters extends DirectWriteCounters {
   answered: AnsweredCounts;
   /** How the kernel's requests reach the engine (after unmount: as they did). */
   transport: TransportState;
+}
+
+/**
+ * An inode handed to the kernel (passthrough): the backing file's id, the handles opened with it (every
+ * open of the inode is, while any is: the kernel takes no other), the version's end, and a promise
+ * settled once the first open's hand-over is decided (later opens wait for it).
+ */
+interface LiveInode {
+  backingId: number;
+  handles: Set<number>;
+  end?: () => void;
+  decided: Promise<void>;
 }
 
 /** What the kernel agreed to at INIT. */
@@ -152,12 +162,8 @@ export class LowLevelMount {
   /** File handle → the inode it was opened on, and whether for writing. */
   private readonly openInodes = new Map<number, { node: InodeNode; writable: boolean }>();
   private readonly dirs = new Map<number, DirListing | undefined>();
-  /**
-   * Inodes handed to the kernel (passthrough, see docs/fuse.md): the backing file's id, the handles opened
-   * with it (every open of the inode is, while any is: the kernel takes no other), the version's end, and
-   * a promise settled once the first open's hand-over is decided (later opens wait for it).
-   */
-  private readonly live = new Map<number, { backingId: number; handles: Set<number>; end?: () => void; decided: Promise<void> }>();
+  /** Inodes handed to the kernel (passthrough, see docs/fuse.md). */
+  private readonly live = new Map<number, LiveInode>();
   /** Passthrough granted at INIT (known from the first open on). */
   private passthroughGranted: boolean | undefined;
   /** File handles whose writes the engine makes into their spools, and the number their records are above. */
@@ -373,7 +379,7 @@ export class LowLevelMount {
     this.openInodes.set(fh, { node, writable: true });
     // Handed to the kernel with a spool the engine made: every open of the inode is, until the last closes.
     let decide: (() => void) | undefined;
-    const live = req.backingId ? { backingId: req.backingId, handles: new Set([fh]), end: undefined as (() => void) | undefined, decided: new Promise<void>((r) => (decide = r)) } : undefined;
+    const live: LiveInode | undefined = req.backingId ? { backingId: req.backingId, handles: new Set([fh]), decided: new Promise<void>((r) => (decide = r)) } : undefined;
     if (live) this.live.set(node.ino, live);
     this.settle(node.ino, async () => {
       const path = this.inodes.pathOf(node);
@@ -387,7 +393,7 @@ export class LowLevelMount {
       }
       if (code >= 0) return;
       // The spool the engine made for it is nobody's (the kernel's writes to it stay until the release).
-      if (live && req.journalId && this.closes) void rm(join(this.closes.journal.spoolFolderPath(), req.journalId), { force: true }).catch(() => undefined);
+      if (live && req.journalId && this.closes) void this.closes.journal.dropSpool(req.journalId).catch(() => undefined);
       this.lateErrors.set(fh, -code);
       this.refusedCreates.add(fh);
       this.logger.warn({ path, errno: -code }, 'fuse: making a file the engine created failed; its close answers the error');
@@ -402,7 +408,7 @@ export class LowLevelMount {
    * version's. Should that fail, the kernel's bytes are not the file's: the handle's next flush or fsync
    * answers EIO.
    */
-  private async adoptEngineSpool(path: string, fh: number, live: { end?: () => void }): Promise<void> {
+  private async adoptEngineSpool(path: string, fh: number, live: LiveInode): Promise<void> {
     let spool: PassthroughSpool | undefined;
     try {
       spool = await this.operations.handles.get(fh).handle.adoptSpool?.();
@@ -936,7 +942,7 @@ export class LowLevelMount {
     }
     if (!handle.passthrough) return 0;
     let decide!: () => void;
-    const entry: { backingId: number; handles: Set<number>; end?: () => void; decided: Promise<void> } = { backingId: 0, handles: new Set([fh]), decided: new Promise((r) => (decide = r)) };
+    const entry: LiveInode = { backingId: 0, handles: new Set([fh]), decided: new Promise((r) => (decide = r)) };
     this.live.set(node.ino, entry);
     try {
       const spool = await handle.passthrough().catch(() => undefined);
@@ -967,7 +973,7 @@ export class LowLevelMount {
     }
   }
 
-  private notLive(ino: number, entry: unknown): number {
+  private notLive(ino: number, entry: LiveInode): number {
     if (this.live.get(ino) === entry) this.live.delete(ino);
     return 0;
   }
