@@ -185,6 +185,13 @@ typedef struct attr_entry {
 #define ANSWERED_BYTES_MAX (8u * 1024 * 1024)
 /* Names of the spool pool read at once, and their longest (see spool_from_pool). */
 #define POOL_BATCH 256
+/* Spools the maker keeps made ahead, and below how many a create wakes it. */
+#define READY_MAX 64
+#define READY_LOW 32
+typedef struct {
+  char id[17];
+  int fd;
+} ready_spool;
 #define POOL_NAME_MAX 64
 /* Inode and handle numbers of files created here: above any JavaScript gives (counters there). */
 #define CREATED_INO_BASE (1ull << 44)
@@ -305,6 +312,20 @@ typedef struct session {
   char (*pool_names)[POOL_NAME_MAX];
   int pool_count;
   double pool_empty_until;
+  /*
+   * Spools made ahead by the spool maker thread (see "Spools made ahead"), each under a journal id of its
+   * own and open: a create takes one and makes no file. Guarded by pool_lock, as is the rest: the spool
+   * folder's generation (a change of folder drops what was made for the old one), and whether the maker is
+   * making one now (the folders it uses stay open until it is done).
+   */
+  ready_spool ready[READY_MAX];
+  int ready_count;
+  /* Creates that took a spool made ahead, so far. */
+  uint64_t ready_taken;
+  uint64_t spool_gen;
+  int maker_busy, maker_stop, maker_started;
+  pthread_t maker;
+  pthread_cond_t maker_work, maker_idle;
   /* A write to the log failed part way and could not be undone: the next record starts on a line of its own. */
   int journal_torn;
   /* Bytes of the log file (a part-written record is cut off again). */
@@ -1745,23 +1766,138 @@ static void pool_refill(session *s) {
  * or -1 when the pool has none. Reusing a file spares the file system an inode (see the journal's
  * recycle: on ext4 new inodes come slowly where many went recently).
  */
-static int spool_from_pool(session *s, const char *id) {
-  if (s->pool_dir_fd < 0) return -1;
+static int spool_from_pool(session *s, int spool_dir, const char *id) {
   pthread_mutex_lock(&s->pool_lock);
   int renamed = 0;
-  for (int round = 0; round < 2 && !renamed; round++) {
-    while (s->pool_count > 0 && !renamed) renamed = renameat(s->pool_dir_fd, s->pool_names[--s->pool_count], s->spool_dir_fd, id) == 0;
+  for (int round = 0; round < 2 && !renamed && s->pool_dir_fd >= 0; round++) {
+    while (s->pool_count > 0 && !renamed) renamed = renameat(s->pool_dir_fd, s->pool_names[--s->pool_count], spool_dir, id) == 0;
     if (!renamed && round == 0) pool_refill(s);
   }
   pthread_mutex_unlock(&s->pool_lock);
   if (!renamed) return -1;
-  int fd = openat(s->spool_dir_fd, id, O_RDWR | O_CLOEXEC);
+  int fd = openat(spool_dir, id, O_RDWR | O_CLOEXEC);
   struct stat st;
   if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size == 0) return fd;
   /* Not an empty file after all: made anew instead. */
   if (fd >= 0) close(fd);
-  unlinkat(s->spool_dir_fd, id, 0);
+  unlinkat(spool_dir, id, 0);
   return -1;
+}
+
+/* A new journal id (16 hex digits) into `id`; 0 when the system gives no random bytes. */
+static int new_spool_id(char id[17]) {
+  unsigned char bytes[8];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return 0;
+    got += (size_t)n;
+  }
+  hex_of(bytes, sizeof(bytes), id);
+  return 1;
+}
+
+/* An empty spool `id` in `spool_dir`, from the pool or made anew: its descriptor, or -1. */
+static int spool_make(session *s, int spool_dir, const char *id) {
+  int fd = spool_from_pool(s, spool_dir, id);
+  return fd >= 0 ? fd : openat(spool_dir, id, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+}
+
+/*
+ * Spools made ahead: with passthrough every file the engine creates needs an empty spool at once, and
+ * taking one from the pool (a rename between two large folders, an open) was a fifth of the reader
+ * thread's work for a small file, on the path the application waits on. The maker thread keeps up to
+ * READY_MAX spools made and open, each under a journal id of its own, and a create takes one. One not
+ * taken has no record: the journal removes such spools at its next start, and a stopping session puts them
+ * back into the pool.
+ */
+static void *maker_main(void *arg) {
+  session *s = arg;
+  pthread_setname_np(pthread_self(), "fuse-spools"); /* as `top -H` shows it */
+  pthread_mutex_lock(&s->pool_lock);
+  while (!s->maker_stop) {
+    int spool_dir = s->spool_dir_fd;
+    if (s->ready_count >= READY_MAX || spool_dir < 0 || s->pool_dir_fd < 0) {
+      pthread_cond_wait(&s->maker_work, &s->pool_lock);
+      continue;
+    }
+    uint64_t gen = s->spool_gen;
+    s->maker_busy = 1;
+    pthread_mutex_unlock(&s->pool_lock);
+    char id[17];
+    int fd = new_spool_id(id) ? spool_make(s, spool_dir, id) : -1;
+    pthread_mutex_lock(&s->pool_lock);
+    s->maker_busy = 0;
+    pthread_cond_broadcast(&s->maker_idle);
+    if (fd >= 0 && gen == s->spool_gen && !s->maker_stop && s->ready_count < READY_MAX) {
+      ready_spool *r = &s->ready[s->ready_count++];
+      memcpy(r->id, id, sizeof(r->id));
+      r->fd = fd;
+      continue;
+    }
+    if (fd >= 0) {
+      /* Made for a folder that is not the spool folder any more: gone again. */
+      close(fd);
+      unlinkat(spool_dir, id, 0);
+      continue;
+    }
+    /* None could be made (a full disk, say): a second before trying again; creates make their own meanwhile. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    pthread_cond_timedwait(&s->maker_work, &s->pool_lock, &until);
+  }
+  pthread_mutex_unlock(&s->pool_lock);
+  return NULL;
+}
+
+/*
+ * A spool made ahead, for a create: its id into `id` and its descriptor, or -1 when none is ready. Wakes
+ * the maker when few are left.
+ */
+static int spool_take_ready(session *s, char id[17]) {
+  pthread_mutex_lock(&s->pool_lock);
+  int fd = -1;
+  if (s->ready_count > 0) {
+    ready_spool *r = &s->ready[--s->ready_count];
+    memcpy(id, r->id, 17);
+    fd = r->fd;
+    s->ready_taken++;
+  }
+  if (s->ready_count < READY_LOW && s->maker_started) pthread_cond_signal(&s->maker_work);
+  pthread_mutex_unlock(&s->pool_lock);
+  return fd;
+}
+
+/*
+ * With pool_lock held: waits until the maker is not making one (it works outside the lock, on the folders
+ * it read), then puts the spools made ahead back into the pool of `pool_dir` (removed when that fails):
+ * they are for a folder about to change or go.
+ */
+static void ready_return_locked(session *s, int spool_dir, int pool_dir) {
+  while (s->maker_busy) pthread_cond_wait(&s->maker_idle, &s->pool_lock);
+  s->spool_gen++;
+  while (s->ready_count > 0) {
+    ready_spool *r = &s->ready[--s->ready_count];
+    close(r->fd);
+    if (pool_dir < 0 || renameat(spool_dir, r->id, pool_dir, r->id) != 0) unlinkat(spool_dir, r->id, 0);
+  }
+}
+
+/* Tells a background thread of the session to stop (`stop` set under `lock`, `wake` broadcast) and joins it. */
+static void stop_thread(pthread_mutex_t *lock, int *stop, pthread_cond_t *wake, int *started, pthread_t thread) {
+  pthread_mutex_lock(lock);
+  *stop = 1;
+  pthread_cond_broadcast(wake);
+  pthread_mutex_unlock(lock);
+  if (*started) pthread_join(thread, NULL);
+  *started = 0;
+}
+
+/* Stops the maker thread (its spools stay made until ready_return_locked). */
+static void stop_maker(session *s) {
+  stop_thread(&s->pool_lock, &s->maker_stop, &s->maker_work, &s->maker_started, s->maker);
 }
 
 static int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
@@ -1800,8 +1936,8 @@ static int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
   int followed = 0;
   int backing = 0;
   if (pass) {
-    if (c) c->fd = spool_from_pool(s, c->id);
-    if (c && c->fd < 0) c->fd = openat(s->spool_dir_fd, c->id, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (c) c->fd = spool_take_ready(s, c->id);
+    if (c && c->fd < 0) c->fd = spool_make(s, s->spool_dir_fd, c->id);
     backing = c && c->fd >= 0 ? backing_open(s, c->fd) : 0;
     /* Not allowed to this process (CAP_SYS_ADMIN): never tried again. */
     if (backing == -EPERM) s->backing_denied = 1;
@@ -2492,6 +2628,8 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   s->spool_dir_fd = -1;
   s->pool_dir_fd = -1;
   pthread_mutex_init(&s->pool_lock, NULL);
+  pthread_cond_init(&s->maker_work, NULL);
+  pthread_cond_init(&s->maker_idle, NULL);
   pthread_cond_init(&s->hash_work, NULL);
   pthread_cond_init(&s->sync_work, NULL);
   pthread_cond_init(&s->hash_progress, NULL);
@@ -2740,6 +2878,10 @@ static napi_value js_destroy(napi_env env, napi_callback_info info) {
   s->created_count = 0;
   s->created_bytes = 0;
   pthread_mutex_unlock(&s->lock);
+  stop_maker(s);
+  pthread_mutex_lock(&s->pool_lock);
+  ready_return_locked(s, s->spool_dir_fd, s->pool_dir_fd);
+  pthread_mutex_unlock(&s->pool_lock);
   pthread_mutex_lock(&s->journal_lock);
   if (s->journal_fd >= 0) close(s->journal_fd);
   s->journal_fd = -1;
@@ -3520,12 +3662,7 @@ static void *syncer_main(void *arg) {
 }
 
 static void stop_syncer(session *s) {
-  pthread_mutex_lock(&s->spool_lock);
-  s->syncer_stop = 1;
-  pthread_cond_broadcast(&s->sync_work);
-  pthread_mutex_unlock(&s->spool_lock);
-  if (s->syncer_started) pthread_join(s->syncer, NULL);
-  s->syncer_started = 0;
+  stop_thread(&s->spool_lock, &s->syncer_stop, &s->sync_work, &s->syncer_started, s->syncer);
 }
 
 /* Stops the hash thread (after the readers: none waits for it any more) and frees every writer. */
@@ -3915,6 +4052,9 @@ static napi_value js_answered_counts(napi_env env, napi_callback_info info) {
   double g = (double)s->getattr_answered, w = (double)s->writes_answered, t = (double)s->times_answered;
   double l = (double)s->lookups_answered, c = (double)s->creates_answered, k = (double)s->closes_answered;
   pthread_mutex_unlock(&s->lock);
+  pthread_mutex_lock(&s->pool_lock);
+  double ahead = (double)s->ready_taken;
+  pthread_mutex_unlock(&s->pool_lock);
   napi_value result;
   napi_create_object(env, &result);
   set_num(env, result, "getattr", g);
@@ -3923,6 +4063,7 @@ static napi_value js_answered_counts(napi_env env, napi_callback_info info) {
   set_num(env, result, "lookups", l);
   set_num(env, result, "creates", c);
   set_num(env, result, "closes", k);
+  set_num(env, result, "spoolsMadeAhead", ahead);
   return result;
 }
 
@@ -3975,15 +4116,20 @@ static napi_value js_spool_folder(napi_env env, napi_callback_info info) {
     /* Its pool, if there is one (spools are made anew otherwise). */
     pool = openat(fd, ".pool", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   }
+  pthread_mutex_lock(&s->pool_lock);
+  /* What was made ahead for the folder before goes back to its pool. */
+  ready_return_locked(s, s->spool_dir_fd, s->pool_dir_fd);
   pthread_mutex_lock(&s->journal_lock);
   int old = s->spool_dir_fd;
   s->spool_dir_fd = fd;
   pthread_mutex_unlock(&s->journal_lock);
-  pthread_mutex_lock(&s->pool_lock);
   int old_pool = s->pool_dir_fd;
   s->pool_dir_fd = pool;
   s->pool_count = 0;
   s->pool_empty_until = 0;
+  /* The maker starts with the first folder that has a pool (once the session serves: destroy joins it). */
+  if (fd >= 0 && pool >= 0 && !s->maker_started && !s->maker_stop && s->se) s->maker_started = pthread_create(&s->maker, NULL, maker_main, s) == 0;
+  pthread_cond_broadcast(&s->maker_work);
   pthread_mutex_unlock(&s->pool_lock);
   if (old >= 0) close(old);
   if (old_pool >= 0) close(old_pool);

@@ -137,6 +137,8 @@ export interface AnsweredCounts {
   creates: number;
   /** Closes of such files answered by the engine once their journal record was written (journalSwitch). */
   closes: number;
+  /** Files created with passthrough whose spool was one made ahead (docs/fuse.md, Spools made ahead). */
+  spoolsMadeAhead: number;
 }
 
 /** How the kernel's requests reach the engine. */

@@ -106,5 +106,8 @@ describe('closes answered by the engine, then kill -9', () => {
     }
     // Replayed into the journal's own log: the side log is gone.
     expect((await readdir(join(dataDir, 'journal'))).filter((n) => n.startsWith('closes.'))).toEqual([]);
+    // Spools without a record (with passthrough, those the killed engine had made ahead) went at the start,
+    // the uploaded ones into the pool: no spool is left.
+    expect((await readdir(join(dataDir, 'journal', 'spool'))).filter((n) => /^[0-9a-f]{16}$/.test(n))).toEqual([]);
   }, T);
 });

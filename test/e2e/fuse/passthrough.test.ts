@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -219,6 +219,50 @@ describe.runIf(granted)('the mount with passthrough', () => {
     await h.call('flushAll');
     expect((await remote('/Lib/rewritten.txt')).toString()).toBe('VERSION two, longer');
     expect((await remote('/Lib/direct.bin')).equals(block.subarray(0, 100))).toBe(true);
+  }, T);
+});
+
+/** The journal's spool folder: the names of spools (journal ids), and of emptied ones in its pool. */
+async function spoolFolder(dataDir: string): Promise<{ spools: string[]; pool: string[] }> {
+  const dir = join(dataDir, 'journal', 'spool');
+  const ids = (names: string[]): string[] => names.filter((n) => /^[0-9a-f]{16}$/.test(n));
+  return { spools: ids(await readdir(dir)), pool: ids(await readdir(join(dir, '.pool'))) };
+}
+
+// Spools made ahead (docs/fuse.md): the engine keeps empty spools made and open, and a create takes one.
+describe.runIf(granted)('the mount with passthrough: spools made ahead', () => {
+  let h: MountHarness | undefined;
+  let dataDir: string;
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-fuse-ahead-'));
+  });
+  afterAll(async () => {
+    await h?.stop();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('creates take spools made ahead; a stopped mount puts the ones not taken back into the pool', async () => {
+    h = await startMount({ mount: { attrTimeoutS: 1, writeMode: 'passthrough' }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_DATA_DIR: dataDir, FUSE_TEST_UPLOAD_DELAY_MS: '600000' } });
+    const answered = async (): Promise<{ creates: number; spoolsMadeAhead: number }> => (await h!.call<{ answered: { creates: number; spoolsMadeAhead: number } }>('mountCounters')).answered;
+    await mkdir(join(h.mnt, 'Lib/ahead'));
+    // Made in the background once the engine has the spool folder.
+    await eventually('spools made ahead', async () => ((await spoolFolder(dataDir)).spools.length > 0 ? true : undefined), 10_000);
+    const src = join(h.local, 'ahead');
+    await mkdir(src);
+    for (let i = 0; i < 20; i++) await writeFile(join(src, `a${i}`), Buffer.alloc(50 + i, 65 + i));
+    const before = await answered();
+    await sh('sh', ['-c', 'cp "$1"/* "$2"/', 'sh', src, join(h.mnt, 'Lib/ahead')]);
+    const after = await answered();
+    expect(after.creates - before.creates).toBe(20);
+    expect(after.spoolsMadeAhead - before.spoolsMadeAhead).toBeGreaterThan(0);
+    await h.call('flushAll');
+    for (const i of [0, 19]) expect(Buffer.from(await h.call<string>('remoteRead', { path: `/Lib/ahead/a${i}` }), 'base64').equals(Buffer.alloc(50 + i, 65 + i))).toBe(true);
+    await h.stop();
+    h = undefined;
+    // Every file is uploaded (its spool emptied into the pool), and the spools made ahead went back there.
+    const left = await spoolFolder(dataDir);
+    expect(left.spools).toEqual([]);
+    expect(left.pool.length).toBeGreaterThan(0);
   }, T);
 });
 
