@@ -177,7 +177,7 @@ export class LocalVersion implements PendingFile {
   /** The direct writer of the spool, while it writes: how to stop it, and how many of its writes were reported. */
   private direct: DirectAttachment | undefined;
   /** Handed to the kernel (passthrough): its spool descriptor, and the spool's size and mtime last seen. */
-  private live: { fd: number; size: bigint; mtimeNs: bigint } | undefined;
+  private live: { fd: number; size: bigint; mtimeNs: bigint; small?: { generation: number; data: Buffer } } | undefined;
   /** Changed in place after its seal (while live): due for a new journal record. */
   liveChanged = false;
   /** The SHA-1 of the content of `generation` that a stopped direct writer is still finishing (see stopDirect). */
@@ -442,8 +442,9 @@ export class LocalVersion implements PendingFile {
     this.hashed = undefined;
     this.directHash = undefined;
     const st = fstatSync(fd, { bigint: true });
-    this.live = { fd, size: adopt ? -1n : st.size, mtimeNs: st.mtimeNs };
-    if (adopt) this.refreshLive();
+    this.live = { fd, size: st.size, mtimeNs: st.mtimeNs };
+    // Adopted: what the spool holds now is the version's content, a change.
+    if (adopt) this.applyLiveStat(st, true);
     return fd;
   }
 
@@ -482,7 +483,13 @@ export class LocalVersion implements PendingFile {
     } catch {
       return; // unreadable: the last look stands
     }
-    if (st.size === live.size && st.mtimeNs === live.mtimeNs) return;
+    this.applyLiveStat(st, false);
+  }
+
+  /** What an fstat of the live spool shows; a change (or `changed`) is a new generation. */
+  private applyLiveStat(st: { size: bigint; mtimeNs: bigint }, changed: boolean): void {
+    const live = this.live!;
+    if (!changed && st.size === live.size && st.mtimeNs === live.mtimeNs) return;
     live.size = st.size;
     live.mtimeNs = st.mtimeNs;
     this.generation++;
@@ -613,6 +620,7 @@ export class LocalVersion implements PendingFile {
         // (its close does not wait for a pass over its bytes).
         this.refreshLive();
         const small = this.liveSmallContent();
+        this.live.small = undefined;
         if (small) this.hashed = { generation: this.generation, sha1: createHash('sha1').update(small).digest('hex'), size: small.length };
         this.sealed = true;
         this.liveChanged = false;
@@ -853,11 +861,20 @@ export class LocalVersion implements PendingFile {
     if (at !== end) throw new VfsError('EIO', `fetching '${this.fullpath}' bytes ${start}-${end - 1}: expected ${end - start} bytes, got ${at - start}`);
   }
 
-  /** While live and small: the spool's bytes, read now (its journal record carries them). */
+  /**
+   * While live and small: the spool's bytes (its journal record carries them). Kept until the seal, which
+   * takes the same bytes when nothing changed meanwhile: the flush that journals a small file asks for
+   * them (inlineContent) just before it seals.
+   */
   private liveSmallContent(): Buffer | undefined {
-    if (!this.live) return undefined;
+    const live = this.live;
+    if (!live) return undefined;
     this.refreshLive();
-    return this.size <= INLINE_MAX_BYTES ? readWhole(this.live.fd, this.size) : undefined;
+    if (this.size > INLINE_MAX_BYTES) return undefined;
+    if (live.small?.generation === this.generation) return live.small.data;
+    const data = readWhole(live.fd, this.size);
+    live.small = data ? { generation: this.generation, data } : undefined;
+    return data;
   }
 
   /** A logical size beyond the last byte written: the spool file gets that length (zeros). */
