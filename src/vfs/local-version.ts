@@ -506,6 +506,7 @@ export class LocalVersion implements PendingFile {
     if (!live) throw new VfsError('EIO', `'${this.fullpath}': not handed to the kernel`);
     await this.exclusive(async () => {
       await (await this.handle()).truncate(size).catch((err: unknown) => { throw this.fail(err, `truncating to ${size}`); });
+      live.small = undefined;
       this.refreshLive();
       // A truncate to the same size still changes the file (its mtime), as the kernel shows it.
       this.touch();
@@ -530,7 +531,8 @@ export class LocalVersion implements PendingFile {
 
   /** While live: a write made through this side (another front end's), in place as the kernel's are. */
   async writeLive(position: number, data: Buffer): Promise<number> {
-    if (!this.live) throw new VfsError('EIO', `'${this.fullpath}': not handed to the kernel`);
+    const live = this.live;
+    if (!live) throw new VfsError('EIO', `'${this.fullpath}': not handed to the kernel`);
     return this.exclusive(async () => {
       let done = 0;
       try {
@@ -538,6 +540,7 @@ export class LocalVersion implements PendingFile {
       } catch (err) {
         throw this.fail(err, `writing ${data.length} bytes at ${position}`);
       }
+      live.small = undefined;
       this.refreshLive();
       if (this.sealed) this.liveChanged = true;
       return done;

@@ -185,6 +185,7 @@ typedef struct attr_entry {
 #define ANSWERED_BYTES_MAX (8u * 1024 * 1024)
 /* Names of the spool pool read at once, and their longest (see spool_from_pool). */
 #define POOL_BATCH 256
+#define POOL_NAME_MAX 64
 /* Spools the maker keeps made ahead, and below how many a create wakes it. */
 #define READY_MAX 64
 #define READY_LOW 32
@@ -192,7 +193,6 @@ typedef struct {
   char id[17];
   int fd;
 } ready_spool;
-#define POOL_NAME_MAX 64
 /* Inode and handle numbers of files created here: above any JavaScript gives (counters there). */
 #define CREATED_INO_BASE (1ull << 44)
 #define CREATED_FH_BASE (1ull << 32)
