@@ -120,6 +120,11 @@ export interface MountedVfs {
   readonly counters: EngineCounters;
 }
 
+/** Throws unless `value` is absent or one of `allowed`. */
+function oneOf<T extends string>(name: string, value: T | undefined, allowed: readonly T[]): void {
+  if (value !== undefined && !allowed.includes(value)) throw new TypeError(`${name}: expected one of ${allowed.map((t) => JSON.stringify(t)).join(', ')}, got ${JSON.stringify(value)}`);
+}
+
 function validate(opts: MountOptions): void {
   const int = (v: unknown, what: string, max: number): void => {
     if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > max)) {
@@ -131,12 +136,8 @@ function validate(opts: MountOptions): void {
   int(opts.gid, 'gid', 0xffff_fffe);
   int(opts.umask, 'umask', 0o777);
   int(opts.readerThreads, 'readerThreads', 8);
-  if (opts.transport !== undefined && !FUSE_TRANSPORTS.includes(opts.transport)) {
-    throw new TypeError(`transport: expected one of ${FUSE_TRANSPORTS.map((t) => JSON.stringify(t)).join(', ')}, got ${JSON.stringify(opts.transport)}`);
-  }
-  if (opts.writeMode !== undefined && !FUSE_WRITE_MODES.includes(opts.writeMode)) {
-    throw new TypeError(`writeMode: expected one of ${FUSE_WRITE_MODES.map((t) => JSON.stringify(t)).join(', ')}, got ${JSON.stringify(opts.writeMode)}`);
-  }
+  oneOf('transport', opts.transport, FUSE_TRANSPORTS);
+  oneOf('writeMode', opts.writeMode, FUSE_WRITE_MODES);
   if (opts.ringDepth !== undefined && !(Number.isInteger(opts.ringDepth) && opts.ringDepth >= 1 && opts.ringDepth <= 256)) {
     throw new TypeError(`ringDepth: expected an integer from 1 to 256, got ${JSON.stringify(opts.ringDepth)}`);
   }

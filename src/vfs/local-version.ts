@@ -506,12 +506,17 @@ export class LocalVersion implements PendingFile {
     if (!live) throw new VfsError('EIO', `'${this.fullpath}': not handed to the kernel`);
     await this.exclusive(async () => {
       await (await this.handle()).truncate(size).catch((err: unknown) => { throw this.fail(err, `truncating to ${size}`); });
-      live.small = undefined;
-      this.refreshLive();
+      this.changedInPlace(live);
       // A truncate to the same size still changes the file (its mtime), as the kernel shows it.
       this.touch();
-      if (this.sealed) this.liveChanged = true;
     });
+  }
+
+  /** While live: a change made through this side (a write, a truncate), seen as the kernel's are. */
+  private changedInPlace(live: NonNullable<LocalVersion['live']>): void {
+    live.small = undefined;
+    this.refreshLive();
+    if (this.sealed) this.liveChanged = true;
   }
 
   /**
@@ -525,8 +530,13 @@ export class LocalVersion implements PendingFile {
     this.hashed = undefined;
     const fd = this.live?.fd ?? this.fh?.fd;
     const data = fd !== undefined && this.size <= INLINE_MAX_BYTES ? readWhole(fd, this.size) : undefined;
-    if (data) this.hashed = { generation: this.generation, sha1: createHash('sha1').update(data).digest('hex'), size: data.length };
+    if (data) this.hashSmall(data);
     return data;
+  }
+
+  /** The hash of this generation, from its whole content (a small live file's, read from the spool). */
+  private hashSmall(data: Buffer): void {
+    this.hashed = { generation: this.generation, sha1: createHash('sha1').update(data).digest('hex'), size: data.length };
   }
 
   /** While live: a write made through this side (another front end's), in place as the kernel's are. */
@@ -540,9 +550,7 @@ export class LocalVersion implements PendingFile {
       } catch (err) {
         throw this.fail(err, `writing ${data.length} bytes at ${position}`);
       }
-      live.small = undefined;
-      this.refreshLive();
-      if (this.sealed) this.liveChanged = true;
+      this.changedInPlace(live);
       return done;
     });
   }
@@ -624,7 +632,7 @@ export class LocalVersion implements PendingFile {
         this.refreshLive();
         const small = this.liveSmallContent();
         this.live.small = undefined;
-        if (small) this.hashed = { generation: this.generation, sha1: createHash('sha1').update(small).digest('hex'), size: small.length };
+        if (small) this.hashSmall(small);
         this.sealed = true;
         this.liveChanged = false;
         opts.onHashed?.();

@@ -817,12 +817,10 @@ export class WriteBack {
       this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
       await this.journal.put(this.journalEntry(v), { spoolSynced: opts.sync && !inline, sync: opts.sync, inline }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
     } catch (err) {
-      v.failed ??= err instanceof VfsError ? err : fsErrorOf(err, `journaling '${v.fullpath}'`);
       resolveEntry();
-      const slot = s?.slot ?? this.slots.get(keyOf(v.library, v.fullpath));
-      if (slot) this.failed(slot, v);
+      const failed = this.journalingFailed(v, err, s?.slot);
       await this.journal.remove(v.id, { keepSpool: true }).catch(() => undefined);
-      throw v.failed;
+      throw failed;
     }
     resolveEntry();
     if (v.deleted || s?.deleted) {
@@ -872,11 +870,15 @@ export class WriteBack {
     try {
       await written;
     } catch (err) {
-      v.failed ??= err instanceof VfsError ? err : fsErrorOf(err, `journaling '${v.fullpath}'`);
-      const slot = this.slots.get(keyOf(v.library, v.fullpath));
-      if (slot) this.failed(slot, v);
-      throw v.failed;
+      throw this.journalingFailed(v, err);
     }
+  }
+
+  /** `v` could not be journaled: it fails with that error (its first), and its path shows what it did before. */
+  private journalingFailed(v: LocalVersion, err: unknown, slot = this.slots.get(keyOf(v.library, v.fullpath))): VfsError {
+    v.failed ??= err instanceof VfsError ? err : fsErrorOf(err, `journaling '${v.fullpath}'`);
+    if (slot) this.failed(slot, v);
+    return v.failed;
   }
 
   /** The kernel is done with `v`'s spool (FileHandle.passthrough): a change it made after the last close is journaled, then the upload may go. */

@@ -4091,6 +4091,37 @@ static napi_value js_transport(napi_env env, napi_callback_info info) {
 }
 
 /*
+ * The `path | null` argument of a call: the file or folder opened with `flags` (made 0600 with O_CREAT),
+ * -1 for null, or -2 once it threw: a type error for anything else, or `failing` and the reason.
+ */
+static int open_path_arg(napi_env env, napi_value arg, int flags, const char *usage, const char *failing) {
+  napi_valuetype t = napi_undefined;
+  napi_typeof(env, arg, &t);
+  if (t == napi_null) return -1;
+  if (t != napi_string) {
+    char msg[160];
+    snprintf(msg, sizeof(msg), "%s: expected a path or null", usage);
+    napi_throw_type_error(env, NULL, msg);
+    return -2;
+  }
+  char *path = get_string(env, arg);
+  if (!path) {
+    napi_throw_error(env, NULL, "out of memory");
+    return -2;
+  }
+  int fd = open(path, flags, 0600);
+  int err = errno;
+  free(path);
+  if (fd < 0) {
+    char msg[160];
+    snprintf(msg, sizeof(msg), "%s: %s", failing, strerror(err));
+    napi_throw_error(env, NULL, msg);
+    return -2;
+  }
+  return fd;
+}
+
+/*
  * spoolFolder(session, path | null): with passthrough, the files the engine creates get their spools in
  * the folder `path` (the upload journal's), under the ids their journal records have; null: none (their
  * creates are JavaScript's). Throws when the folder cannot be opened (nothing changes then).
@@ -4099,23 +4130,10 @@ static napi_value js_spool_folder(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   session *s = session_args(env, info, 2, argv, "spoolFolder(session, path | null)");
   if (!s) return NULL;
-  napi_valuetype t = napi_undefined;
-  napi_typeof(env, argv[1], &t);
-  int fd = -1, pool = -1;
-  if (t == napi_string) {
-    char *path = get_string(env, argv[1]);
-    fd = path ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    int err = errno;
-    free(path);
-    if (fd < 0) {
-      char msg[128];
-      snprintf(msg, sizeof(msg), "cannot open the spool folder: %s", strerror(err));
-      napi_throw_error(env, NULL, msg);
-      return NULL;
-    }
-    /* Its pool, if there is one (spools are made anew otherwise). */
-    pool = openat(fd, ".pool", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  }
+  int fd = open_path_arg(env, argv[1], O_RDONLY | O_DIRECTORY | O_CLOEXEC, "spoolFolder(session, path | null)", "cannot open the spool folder");
+  if (fd == -2) return NULL;
+  /* Its pool, if there is one (spools are made anew otherwise). */
+  int pool = fd >= 0 ? openat(fd, ".pool", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   pthread_mutex_lock(&s->pool_lock);
   /* What was made ahead for the folder before goes back to its pool. */
   ready_return_locked(s, s->spool_dir_fd, s->pool_dir_fd);
@@ -4147,31 +4165,19 @@ static napi_value js_journal_switch(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   session *s = session_args(env, info, 2, argv, "journalSwitch(session, path | null)");
   if (!s) return NULL;
-  napi_valuetype t = napi_undefined;
-  napi_typeof(env, argv[1], &t);
-  int fd = -1;
+  int fd = open_path_arg(env, argv[1], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, "journalSwitch(session, path | null)", "journalSwitch: opening the log failed");
+  if (fd == -2) return NULL;
   off_t bytes = 0;
-  if (t == napi_string) {
-    char *path = get_string(env, argv[1]);
-    if (!path) {
-      napi_throw_error(env, NULL, "out of memory");
-      return NULL;
-    }
-    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    int err = errno;
-    free(path);
+  if (fd >= 0) {
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-      if (fd >= 0) close(fd);
+    if (fstat(fd, &st) != 0) {
       char msg[160];
-      snprintf(msg, sizeof(msg), "journalSwitch: opening the log failed: %s", strerror(fd < 0 ? err : errno));
+      snprintf(msg, sizeof(msg), "journalSwitch: opening the log failed: %s", strerror(errno));
+      close(fd);
       napi_throw_error(env, NULL, msg);
       return NULL;
     }
     bytes = st.st_size;
-  } else if (t != napi_null) {
-    napi_throw_type_error(env, NULL, "journalSwitch(session, path | null): expected a path or null");
-    return NULL;
   }
   pthread_mutex_lock(&s->journal_lock);
   int old = s->journal_fd;

@@ -912,7 +912,6 @@ export class LowLevelMount {
     return open;
   }
 
-  /** An open the kernel gave up on (interrupted): release what it opened. */
   /**
    * Passthrough (docs/fuse.md): the backing file an open of `node` is answered with, 0 for none. An inode
    * already handed to the kernel: its backing file, whatever the open. Otherwise only a write open that
@@ -995,6 +994,7 @@ export class LowLevelMount {
     }
   }
 
+  /** An open the kernel gave up on (interrupted): release what it opened. */
   private closeUnanswered(path: string, fh: number): void {
     const ino = this.openInodes.get(fh)?.node.ino;
     if (ino !== undefined) this.liveHandleClosed(ino, fh);

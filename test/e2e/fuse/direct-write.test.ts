@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { access, open, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { eventually, type MountHarness, sh, smallDisk, startMount } from './harness.js';
+import { eventually, type MountHarness, sh, startMount, startMountOnSmallDisk } from './harness.js';
 
 const T = 120_000;
 const MiB = 1024 * 1024;
@@ -233,15 +233,12 @@ describeMount('four reader threads, without the writeback cache', false, 4);
 // A full spool folder: the gateway's data folder on a small tmpfs (mounting one needs root).
 describe.skipIf(process.getuid?.() !== 0)('direct spool writes on a full disk', () => {
   let h: MountHarness | undefined;
-  let disk: { path: string; remove: () => Promise<void> } | undefined;
 
   beforeAll(async () => {
-    disk = await smallDisk(24);
-    h = await startMount({ mount: { attrTimeoutS: 1, writeMode: 'writeback' }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000', FUSE_TEST_DATA_PARENT: disk.path } });
+    h = await startMountOnSmallDisk(24, { attrTimeoutS: 1, writeMode: 'writeback' });
   }, T);
   afterAll(async () => {
     await h?.stop();
-    await disk?.remove();
   }, T);
 
   it('ENOSPC reaches the writer, the failed version is dropped, and the mount goes on working', async () => {

@@ -98,6 +98,32 @@ export async function smallDisk(sizeMiB: number): Promise<{ path: string; remove
   return { path, remove };
 }
 
+/**
+ * A mount (service backend, uploads held back) whose gateway data folder, spools and journal, is on a
+ * small disk of its own (smallDisk: mounting one needs root): a spool disk that fills. Its stop removes
+ * the disk too.
+ */
+export async function startMountOnSmallDisk(sizeMiB: number, mount: Record<string, unknown>): Promise<MountHarness> {
+  const disk = await smallDisk(sizeMiB);
+  let h: MountHarness;
+  try {
+    h = await startMount({ mount, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000', FUSE_TEST_DATA_PARENT: disk.path } });
+  } catch (err) {
+    await disk.remove();
+    throw err;
+  }
+  return {
+    ...h,
+    async stop() {
+      try {
+        await h.stop();
+      } finally {
+        await disk.remove();
+      }
+    },
+  };
+}
+
 export interface StartMountOptions {
   /** mountVfs options passed to the child (JSON). */
   mount?: Record<string, unknown>;

@@ -12,7 +12,7 @@ import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, type MountHarness, sh, smallDisk, startMount, startMountProcess } from './harness.js';
+import { eventually, type MountHarness, sh, startMount, startMountOnSmallDisk, startMountProcess } from './harness.js';
 
 const T = 60_000;
 const NULL_MOUNT = fileURLToPath(new URL('../../../scripts/bench/support/fuse-null-mount.ts', import.meta.url));
@@ -269,15 +269,12 @@ describe.runIf(granted)('the mount with passthrough: spools made ahead', () => {
 // A full spool folder: the gateway's data folder on a small tmpfs (mounting one needs root, as passthrough does).
 describe.runIf(granted)('the mount with passthrough on a full disk', () => {
   let h: MountHarness | undefined;
-  let disk: { path: string; remove: () => Promise<void> } | undefined;
 
   beforeAll(async () => {
-    disk = await smallDisk(24);
-    h = await startMount({ mount: { attrTimeoutS: 1, writeMode: 'passthrough' }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000', FUSE_TEST_DATA_PARENT: disk.path } });
+    h = await startMountOnSmallDisk(24, { attrTimeoutS: 1, writeMode: 'passthrough' });
   }, T);
   afterAll(async () => {
     await h?.stop();
-    await disk?.remove();
   }, T);
 
   it('ENOSPC reaches the writer at its write; the file keeps what was written, as on a local disk; the mount goes on working', async () => {
