@@ -6,7 +6,7 @@
  * exactly once and within its deadline.
  */
 import type { Logger } from 'pino';
-import type { Attr, CallContext, FileHandle, LocalRange, OpenFlags, SideJournal, Vfs } from '../vfs/types.js';
+import type { Attr, CallContext, EngineClose, FileHandle, LocalRange, OpenFlags, SideJournal, Vfs } from '../vfs/types.js';
 import { Errno, FuseOpError } from './errno.js';
 import { HandleTable, type OpenFile } from './handles.js';
 import { InFlightCounter, replyWithin, type NativeCallback, type OperationResult, type OperationScope } from './reply.js';
@@ -400,10 +400,10 @@ export class FuseOperations {
           return 0;
         }),
 
-      flush: (path: string, fh: number, cb: NativeCallback) =>
+      flush: (path: string, fh: number, cb: NativeCallback, closed?: EngineClose) =>
         this.run('flush', path, 'durableMs', cb, async () => {
           const file = this.handles.get(fh);
-          if (file.writable) await file.handle.flush();
+          if (file.writable) await file.handle.flush(closed);
           return 0;
         }),
 

@@ -35,7 +35,7 @@
  * after the upload is cancelled). `state`, `pins` and `failed` are changed only by WriteBack.
  */
 import { copyFile, open, stat, type FileHandle as FsHandle } from 'node:fs/promises';
-import { createHash, type Hash } from 'node:crypto';
+import { createHash, hash, type Hash } from 'node:crypto';
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import type { PendingFile } from './upload-queue.js';
@@ -536,7 +536,7 @@ export class LocalVersion implements PendingFile {
 
   /** The hash of this generation, from its whole content (a small live file's, read from the spool). */
   private hashSmall(data: Buffer): void {
-    this.hashed = { generation: this.generation, sha1: createHash('sha1').update(data).digest('hex'), size: data.length };
+    this.hashed = { generation: this.generation, sha1: hash('sha1', data, 'hex'), size: data.length };
   }
 
   /** While live: a write made through this side (another front end's), in place as the kernel's are. */
@@ -619,9 +619,11 @@ export class LocalVersion implements PendingFile {
   /**
    * Ends the writing: from here on the bytes never change. Hashes the spool and, with `sync`, makes it
    * durable at the same time (the hash runs in a worker while the kernel writes the data out). `onHashed`
-   * runs as soon as the hash is known, before the fsync has ended.
+   * runs as soon as the hash is known, before the fsync has ended. `closed` (live): the spool's size and
+   * time when another reader hashed it; when the spool still shows them, that hash is the version's and
+   * nothing is read (see `sealedAs`).
    */
-  async seal(hasher: Hasher, opts: { sync?: boolean; onHashed?: () => void } = {}): Promise<void> {
+  async seal(hasher: Hasher, opts: { sync?: boolean; onHashed?: () => void; closed?: { size: number; mtimeNs: bigint; sha1: string } } = {}): Promise<void> {
     this.stopDirect();
     await this.exclusive(async () => {
       this.stopDirect();
@@ -630,9 +632,14 @@ export class LocalVersion implements PendingFile {
         // Handed to the kernel: a small file is hashed from the spool now, a large one when it is uploaded
         // (its close does not wait for a pass over its bytes).
         this.refreshLive();
-        const small = this.liveSmallContent();
+        const closed = opts.closed;
+        if (closed && this.live.size === BigInt(closed.size) && this.live.mtimeNs === closed.mtimeNs) {
+          this.hashed = { generation: this.generation, sha1: closed.sha1, size: closed.size };
+        } else {
+          const small = this.liveSmallContent();
+          if (small) this.hashSmall(small);
+        }
         this.live.small = undefined;
-        if (small) this.hashSmall(small);
         this.sealed = true;
         this.liveChanged = false;
         opts.onHashed?.();
@@ -690,6 +697,11 @@ export class LocalVersion implements PendingFile {
   heldContent(): { generation: number; sha1: string; size: number; data: Buffer } | undefined {
     if (!this.memory || !this.sealed || !this.hashed || this.hashed.generation !== this.generation) return undefined;
     return { ...this.hashed, data: Buffer.concat(this.memory, this.size) };
+  }
+
+  /** The version was sealed with content of `sha1` and `size`, and nothing changed since. */
+  sealedAs(sha1: string, size: number): boolean {
+    return this.sealed && !this.liveChanged && this.currentSha1() === sha1 && this.size === size;
   }
 
   /** SHA-1 of the content now, when the last flush hashed it and nothing changed since. */

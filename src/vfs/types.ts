@@ -118,8 +118,12 @@ export interface FileHandle {
   truncate(size: number): Promise<void>;
   /** Current attributes as this handle sees them (local size while dirty). */
   stat(): Promise<Attr>;
-  /** Makes written data durable in the upload journal; the upload happens in the background. */
-  flush(): Promise<void>;
+  /**
+   * Makes written data durable in the upload journal; the upload happens in the background. `closed`: the
+   * front end already wrote the version's journal record to its side log (see EngineClose); the journal
+   * takes that line as its own when the spool is still as the record saw it.
+   */
+  flush(closed?: EngineClose): Promise<void>;
   /** As flush. */
   fsync(): Promise<void>;
   /** Closes the handle; dirty data is journaled (durable) before this resolves. */
@@ -151,6 +155,18 @@ export interface FileHandle {
    * is not such a file (something was written to it through this handle).
    */
   adoptSpool?(): Promise<PassthroughSpool | undefined>;
+}
+
+/**
+ * A close a front end answered itself, of a file handed over with a spool it made (FileHandle.adoptSpool):
+ * the journal record it wrote to its side log (a put line, the file's bytes in it, read back from the
+ * spool) and the spool's modification time when it read them. The version is sealed as that line says,
+ * with nothing read or hashed again, when the spool still shows that size and time; otherwise as the
+ * spool now is.
+ */
+export interface EngineClose {
+  line: Buffer;
+  spoolMtimeNs: bigint;
 }
 
 /** A version handed to the kernel (FileHandle.passthrough): the spool's descriptor, and its end. */

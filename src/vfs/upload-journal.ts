@@ -34,7 +34,7 @@ import { createReadStream, writeSync } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, truncate, writeFile, type FileHandle } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 import type { Operator, SideJournal, SideLogWriter } from './types.js';
 
 import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../shared/atomic-file.js';
@@ -280,7 +280,14 @@ export class UploadJournal implements SideJournal {
    * spool with nothing written since (it is not done again). Without, they are left to the next group
    * commit. `inline`: the spool's whole content (at most INLINE_MAX_BYTES), written into the record.
    */
-  async put(entry: JournalEntry, opts: { spoolSynced?: boolean; sync?: boolean; inline?: Buffer } = {}): Promise<void> {
+  async put(entry: JournalEntry, opts: { spoolSynced?: boolean; sync?: boolean; inline?: Buffer; line?: Buffer } = {}): Promise<void> {
+    if (opts.line) {
+      // A side record taken as the journal's own (see sideRecordEntry): its bytes are in the line.
+      await this.appendPut(entry, undefined, undefined, opts.line);
+      if (opts.sync === false) this.scheduleGroupCommit();
+      else await this.syncLog();
+      return;
+    }
     const inline = opts.inline !== undefined && opts.inline.length === entry.size && entry.size <= INLINE_MAX_BYTES ? opts.inline : undefined;
     const spool = this.spoolPath(entry.id);
     if (opts.sync === false) {
@@ -438,13 +445,17 @@ export class UploadJournal implements SideJournal {
 
   // ---- the log -----------------------------------------------------------------------------------------
 
-  /** `before`: the entry's live record this one rewrites (its bytes stay in the line that carried them). */
-  private async appendPut(entry: JournalEntry, inline: Buffer | undefined, before?: LiveEntry): Promise<void> {
-    const { line, check } = putLineOf(entry, inline);
-    const record = await this.append(line);
+  /**
+   * `before`: the entry's live record this one rewrites (its bytes stay in the line that carried them).
+   * `written`: the line, written already by a side writer, with the entry's bytes in it.
+   */
+  private async appendPut(entry: JournalEntry, inline: Buffer | undefined, before?: LiveEntry, written?: Buffer): Promise<void> {
+    const { line, check } = written ? { line: written, check: written.toString('latin1', 0, CHECK_CHARS) } : putLineOf(entry, inline);
+    const record = await this.append(line[line.length - 1] === NEWLINE[0] ? line : Buffer.concat([line, NEWLINE]));
     const lines = new Set([check]);
-    if (!inline && before?.inline) for (const c of before.lines) lines.add(c);
-    this.live.set(entry.id, { entry, inline: !!inline || !!before?.inline, record, lines });
+    const carries = !!inline || !!written;
+    if (!carries && before?.inline) for (const c of before.lines) lines.add(c);
+    this.live.set(entry.id, { entry, inline: carries || !!before?.inline, record, lines });
   }
 
   /** Appends one line; resolves with the count of records written once it is in the log (page cache). */
@@ -546,6 +557,27 @@ export class UploadJournal implements SideJournal {
     await this.append(line[line.length - 1] === NEWLINE[0] ? line : Buffer.concat([line, NEWLINE]));
     this.keptLines.add(check);
     this.scheduleGroupCommit();
+  }
+
+  /**
+   * The entry a side record puts, with its bytes in the line (not decoded): what the journal keeps of it
+   * when the line is taken as its own (`put` with `line`). Undefined for a line that does not match its
+   * check, or is not a put of a small file's bytes.
+   */
+  sideRecordEntry(line: Buffer): JournalEntry | undefined {
+    const end = line[line.length - 1] === NEWLINE[0] ? line.length - 1 : line.length;
+    const start = CHECK_CHARS + 1;
+    if (end <= start || line[CHECK_CHARS] !== SPACE) return undefined;
+    if (hash('sha1', line.subarray(start, end), 'hex').slice(0, CHECK_CHARS) !== line.toString('latin1', 0, CHECK_CHARS)) return undefined;
+    const data = line.indexOf(DATA_KEY, start);
+    if (data < 0) return undefined;
+    let rec: LogRecord;
+    try {
+      rec = JSON.parse(`${line.toString('utf8', start, data)}}`) as LogRecord;
+    } catch {
+      return undefined;
+    }
+    return rec.put && validEntry(rec.put) && rec.put.sha1 !== undefined ? rec.put : undefined;
   }
 
   /**
@@ -808,6 +840,8 @@ function validEntry(e: JournalEntry): boolean {
 const CHECK_CHARS = 12;
 const SPACE = 0x20;
 const NEWLINE = Buffer.from('\n');
+/** Where a put line's bytes start (after its entry). */
+const DATA_KEY = ',"data":"';
 
 /** A line of a log (without its newline) when it matches its check and holds a valid record. */
 function parseLine(text: string): { rec: LogRecord; check: string } | undefined {
@@ -828,7 +862,7 @@ function parseLine(text: string): { rec: LogRecord; check: string } | undefined 
 }
 
 function checkOf(json: string): string {
-  return createHash('sha1').update(json).digest('hex').slice(0, CHECK_CHARS);
+  return hash('sha1', json, 'hex').slice(0, CHECK_CHARS);
 }
 
 /**
@@ -845,7 +879,7 @@ function putLineOf(entry: JournalEntry, inline: Buffer | undefined): { line: Buf
   let at = start + line.write(head, start, 'utf8');
   at += line.write(data, at, 'latin1');
   at += line.write(tail, at, 'latin1');
-  const check = createHash('sha1').update(line.subarray(start, at)).digest('hex').slice(0, CHECK_CHARS);
+  const check = hash('sha1', line.subarray(start, at), 'hex').slice(0, CHECK_CHARS);
   line.write(check, 0, 'latin1');
   line[CHECK_CHARS] = SPACE;
   line[at] = NEWLINE[0]!;

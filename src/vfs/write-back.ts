@@ -39,7 +39,7 @@ import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './r
 import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
 import { UploadJournal, orderOf, type JournalEntry } from './upload-journal.js';
 import { UploadQueue, type UploadStatus } from './upload-queue.js';
-import { VfsError, type Attr, type CallContext, type DirectSpool, type FileHandle, type LocalRange, type OpenFlags, type PassthroughSpool, type SideJournal } from './types.js';
+import { VfsError, type Attr, type CallContext, type DirectSpool, type EngineClose, type FileHandle, type LocalRange, type OpenFlags, type PassthroughSpool, type SideJournal } from './types.js';
 
 export interface WriteBackHost {
   remoteFor(library: string): Remote | undefined;
@@ -747,9 +747,9 @@ export class WriteBack {
    * A flush, fsync or close of a write handle: what the session holds becomes a journaled version (nothing
    * to do when unchanged since). `fsync`: durable against power loss before this resolves, and queued for
    * upload now even while other writers have it open; else durable against a crash of the gateway (the
-   * group commit follows), unless the durability mode is `close`.
+   * group commit follows), unless the durability mode is `close`. `closed`: see FileHandle.flush.
    */
-  async persist(s: WriteSession, opts: { fsync: boolean }): Promise<void> {
+  async persist(s: WriteSession, opts: { fsync: boolean; closed?: EngineClose }): Promise<void> {
     if (s.cloning) await s.cloning.catch(() => undefined);
     const v = s.version;
     if (v.failed) {
@@ -764,7 +764,7 @@ export class WriteBack {
       return;
     }
     if (v.mutable && v.generation > 0) {
-      await this.journalVersion(v, s, { upload: opts.fsync, sync: opts.fsync || this.syncOnClose });
+      await this.journalVersion(v, s, { upload: opts.fsync, sync: opts.fsync || this.syncOnClose, closed: opts.closed });
       return;
     }
     if (opts.fsync) {
@@ -804,18 +804,27 @@ export class WriteBack {
    * the previous one. The upload is queued as soon as the hash is known when `upload` says so or no writer
    * has it open; its confirmation waits for the entry.
    */
-  private async journalVersion(v: LocalVersion, s: WriteSession | undefined, opts: { upload: boolean; sync: boolean }): Promise<void> {
+  private async journalVersion(v: LocalVersion, s: WriteSession | undefined, opts: { upload: boolean; sync: boolean; closed?: EngineClose }): Promise<void> {
     await v.fillAll();
     let resolveEntry!: () => void;
     const entryWritten = new Promise<void>((resolve) => { resolveEntry = resolve; });
     v.journaling = entryWritten;
     try {
+      // A close the front end journaled itself: its record is this version's when it names it, at its path.
+      let closed = opts.closed && !opts.sync ? this.journal.sideRecordEntry(opts.closed.line) : undefined;
+      if (closed && (closed.id !== v.id || closed.library !== v.library || closed.fullpath !== v.fullpath || v.operator)) closed = undefined;
       // A small file's bytes go in its journal record: its spool then needs no fsync of its own.
-      const inline = v.inlineContent();
-      await v.seal(this.opts.hasher, { sync: opts.sync && !inline });
-      v.seq = this.nextSeq();
+      let inline = closed ? undefined : v.inlineContent();
+      await v.seal(this.opts.hasher, { sync: opts.sync && !inline && !closed, closed: closed && { size: closed.size, sha1: closed.sha1!, mtimeNs: opts.closed!.spoolMtimeNs } });
+      if (closed && !v.sealedAs(closed.sha1!, closed.size)) {
+        // The kernel wrote on meanwhile (another descriptor of the open file): sealed as the spool is now.
+        closed = undefined;
+        inline = v.reseal();
+      }
+      v.seq = closed ? this.seqOf(closed) : this.nextSeq();
       this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
-      await this.journal.put(this.journalEntry(v), { spoolSynced: opts.sync && !inline, sync: opts.sync, inline }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+      const entry = closed ?? this.journalEntry(v);
+      await this.journal.put(entry, { spoolSynced: opts.sync && !inline, sync: opts.sync, inline, line: closed && opts.closed!.line }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
     } catch (err) {
       resolveEntry();
       const failed = this.journalingFailed(v, err, s?.slot);
@@ -1028,6 +1037,13 @@ export class WriteBack {
     return this.lastSeq;
   }
 
+  /** The order of a version whose record a side writer wrote (its number from the same clock): later ones follow it. */
+  private seqOf(entry: JournalEntry): number {
+    const seq = orderOf(entry);
+    this.lastSeq = Math.max(this.lastSeq, seq);
+    return seq;
+  }
+
   private versionsOf(slot: PathSlot): LocalVersion[] {
     return [...new Set([slot.current, slot.acked, slot.session?.version, slot.followed].filter((v): v is LocalVersion => !!v))];
   }
@@ -1208,9 +1224,9 @@ class SessionHandle implements FileHandle {
     return this.s.version.localRange(position, length);
   }
 
-  async flush(): Promise<void> {
+  async flush(closed?: EngineClose): Promise<void> {
     this.open();
-    await this.wb.persist(this.s, { fsync: false });
+    await this.wb.persist(this.s, { fsync: false, closed });
   }
 
   async fsync(): Promise<void> {

@@ -139,6 +139,8 @@ typedef struct queued {
   int answered;
   /* A create answered with a backing file: its id (0: none). */
   int backing;
+  /* A close answered here of a file the kernel wrote (passthrough): the spool's modification time (ns) when its bytes were read (0: none). */
+  int64_t spool_mtime_ns;
 } queued;
 
 typedef struct {
@@ -1161,6 +1163,8 @@ typedef struct created_file {
   int spoiled;
   /* With passthrough: the engine's descriptor of the file's spool (the kernel writes it), or -1. */
   int fd;
+  /* With passthrough, once its bytes are read back: the spool's modification time then (ns since the epoch). */
+  int64_t spool_mtime_ns;
 } created_file;
 
 /* Files followed at once at most, and their bytes (beyond them a new file is closed by JavaScript). */
@@ -1362,7 +1366,8 @@ static char *journal_line(const created_file *c, uint64_t seq, size_t *len) {
   lb_str(&b, ",\"size\":");
   lb_u64(&b, c->size);
   lb_str(&b, ",\"mtimeMs\":");
-  lb_u64(&b, now_ms);
+  /* A file the kernel wrote: the spool's time, as JavaScript shows it (it fstats the same spool). */
+  lb_u64(&b, c->spool_mtime_ns > 0 ? (uint64_t)c->spool_mtime_ns / 1000000 : now_ms);
   lb_str(&b, ",\"createdMs\":");
   lb_u64(&b, now_ms);
   lb_str(&b, ",\"seq\":");
@@ -1451,9 +1456,13 @@ static uint64_t journal_append(session *s, created_file *c, char **line, size_t 
   return record;
 }
 
-/* A file the kernel wrote itself (passthrough): its whole content read from the spool, when it is small. */
+/*
+ * A file the kernel wrote itself (passthrough): its whole content read from the spool, when it is small,
+ * and the spool's modification time. 0 when it is larger, unreadable, or changed while read (another
+ * descriptor of the open file writing meanwhile): JavaScript closes it then.
+ */
 static int created_read_spool(created_file *c) {
-  struct stat st;
+  struct stat st, after;
   if (fstat(c->fd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size > ANSWERED_WRITE_END) return 0;
   size_t size = (size_t)st.st_size;
   char *data = malloc(size ? size : 1);
@@ -1465,13 +1474,15 @@ static int created_read_spool(created_file *c) {
     if (n <= 0) break;
     done += (size_t)n;
   }
-  if (done < size) {
+  if (done < size || fstat(c->fd, &after) != 0 || after.st_size != st.st_size || after.st_mtim.tv_sec != st.st_mtim.tv_sec ||
+      after.st_mtim.tv_nsec != st.st_mtim.tv_nsec) {
     free(data);
     return 0;
   }
   free(c->data);
   c->data = data;
   c->size = c->room = size;
+  c->spool_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
   return 1;
 }
 
@@ -1488,7 +1499,10 @@ static int answer_flush(session *s, fuse_req_t req, fuse_ino_t ino, struct fuse_
   size_t len = 0;
   uint64_t record = q ? journal_append(s, c, &line, &len) : 0;
   /* The id travels with the record (JavaScript also has it from the create's record). */
-  if (record) q->name2 = strdup(c->id);
+  if (record) {
+    q->name2 = strdup(c->id);
+    q->spool_mtime_ns = c->spool_mtime_ns;
+  }
   created_free(c);
   if (!record) {
     if (q) free_queued(q);
@@ -2441,10 +2455,14 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
       break;
     case OP_FLUSH:
       if (!q->answered) break;
-      /* A close answered here: its journal record's number, the version's id, and the line written. */
+      /* A close answered here: its journal record's number, the version's id, the line written, and (passthrough) the spool's time when read. */
       set_num(env, o, "record", (double)q->ino2);
       set_str(env, o, "journalId", q->name2);
       set_data(env, o, "line", q);
+      if (q->spool_mtime_ns > 0) {
+        napi_value ns;
+        if (napi_create_bigint_int64(env, q->spool_mtime_ns, &ns) == napi_ok) napi_set_named_property(env, o, "spoolMtimeNs", ns);
+      }
       break;
     case OP_OPEN:
     case OP_OPENDIR:

@@ -70,6 +70,11 @@ export interface KernelRequest {
   /** FLUSH answered by the engine: its journal record's number (from 1, across the logs), and the line written. */
   record?: number;
   line?: Buffer;
+  /**
+   * FLUSH answered by the engine, of a file the kernel wrote (passthrough): the spool's modification time
+   * (ns) when the engine read the bytes the line carries (unchanged while it read them).
+   */
+  spoolMtimeNs?: bigint;
   /** INIT: what the kernel agreed to. */
   maxWrite?: number;
   maxReadahead?: number;

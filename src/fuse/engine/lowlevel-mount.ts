@@ -12,7 +12,7 @@ import type { KernelStat, KernelStatFs } from '../stat.js';
 import { Op, type AnsweredCounts, type Fuse3Binding, type KernelRequest, type NativeSession, type SessionSettings, type TransportState } from './binding.js';
 import { InodeTable, ROOT_INO, type InodeNode } from './inode-table.js';
 import { AnsweredCloses } from './answered-closes.js';
-import type { DirectSpool, FileHandle, PassthroughSpool, SideJournal } from '../../vfs/types.js';
+import type { DirectSpool, EngineClose, FileHandle, PassthroughSpool, SideJournal } from '../../vfs/types.js';
 
 export interface LowLevelMountOptions {
   binding: Fuse3Binding;
@@ -129,7 +129,8 @@ interface PathOperations {
   open(path: string, flags: number, cb: NativeCallback): void;
   truncate(path: string, size: number, cb: NativeCallback): void;
   ftruncate(path: string, fh: number, size: number, cb: NativeCallback): void;
-  flush(path: string, fh: number, cb: NativeCallback): void;
+  /** `closed`: a close the engine answered, its record written (see FileHandle.flush). */
+  flush(path: string, fh: number, cb: NativeCallback, closed?: EngineClose): void;
   fsync(path: string, datasync: number, fh: number, cb: NativeCallback): void;
   fsyncdir(path: string, datasync: number, fh: number, cb: NativeCallback): void;
   release(path: string, fh: number, cb: NativeCallback): void;
@@ -512,7 +513,8 @@ export class LowLevelMount {
         errno = await this.replaceRefused(req);
         if (errno === undefined) this.lateErrors.delete(fh);
       } else {
-        const [code] = await answerOf((cb) => this.ops.flush(this.safePath(req.ino), fh, cb));
+        const closed = req.spoolMtimeNs !== undefined ? { line: req.line!, spoolMtimeNs: req.spoolMtimeNs } : undefined;
+        const [code] = await answerOf((cb) => this.ops.flush(this.safePath(req.ino), fh, cb, closed));
         errno = this.lateErrors.get(fh) ?? (code < 0 ? -code : undefined);
         this.lateErrors.delete(fh);
       }

@@ -280,11 +280,12 @@ async function main(): Promise<void> {
         case 'serveWebdav': return serveWebdav(backend.vfs, state);
         case 'mountCounters': return state.mounted?.counters;
         case 'stall': {
-          // Holds the main thread (JavaScript answers nothing) for `ms`, once `marker` is written.
+          // Holds the main thread (JavaScript answers nothing) for `ms`, once `marker` is written; with
+          // `release`, only until that file exists.
           setTimeout(() => {
             writeFileSync(a.marker, 'stalled');
             const until = Date.now() + a.ms;
-            while (Date.now() < until) { /* stalled on purpose */ }
+            while (Date.now() < until && !(a.release && existsSync(a.release))) { /* stalled on purpose */ }
           }, 0);
           return true;
         }

@@ -222,6 +222,27 @@ describe.runIf(granted)('the mount with passthrough', () => {
   }, T);
 });
 
+/** A data folder kept for the tests of a describe (they read the journal's files), and their mount: both go after them. */
+function keptDataDir(prefix: string): { dataDir: string; h?: MountHarness } {
+  const kept: { dataDir: string; h?: MountHarness } = { dataDir: '' };
+  beforeAll(async () => {
+    kept.dataDir = await mkdtemp(join(tmpdir(), prefix));
+  });
+  afterAll(async () => {
+    await kept.h?.stop();
+    await rm(kept.dataDir, { recursive: true, force: true });
+  });
+  return kept;
+}
+
+/** The lines of the journal's logs (in the data folder `dataDir`) whose file names `which` picks. */
+async function journalLines(dataDir: string, which: (name: string) => boolean): Promise<string[]> {
+  const dir = join(dataDir, 'journal');
+  const lines: string[] = [];
+  for (const name of (await readdir(dir)).filter(which)) lines.push(...(await readFile(join(dir, name), 'utf8')).split('\n').filter((l) => l.length > 0));
+  return lines;
+}
+
 /** The journal's spool folder: the names of spools (journal ids), and of emptied ones in its pool. */
 async function spoolFolder(dataDir: string): Promise<{ spools: string[]; pool: string[] }> {
   const dir = join(dataDir, 'journal', 'spool');
@@ -231,22 +252,14 @@ async function spoolFolder(dataDir: string): Promise<{ spools: string[]; pool: s
 
 // Spools made ahead (docs/fuse.md): the engine keeps empty spools made and open, and a create takes one.
 describe.runIf(granted)('the mount with passthrough: spools made ahead', () => {
-  let h: MountHarness | undefined;
-  let dataDir: string;
-  beforeAll(async () => {
-    dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-fuse-ahead-'));
-  });
-  afterAll(async () => {
-    await h?.stop();
-    await rm(dataDir, { recursive: true, force: true });
-  });
+  const kept = keptDataDir('cloudlib-fuse-ahead-');
 
   it('creates take spools made ahead; a stopped mount puts the ones not taken back into the pool', async () => {
-    h = await startMount({ mount: { attrTimeoutS: 1, writeMode: 'passthrough' }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_DATA_DIR: dataDir, FUSE_TEST_UPLOAD_DELAY_MS: '600000' } });
-    const answered = async (): Promise<{ creates: number; spoolsMadeAhead: number }> => (await h!.call<{ answered: { creates: number; spoolsMadeAhead: number } }>('mountCounters')).answered;
+    const h = kept.h = await startMount({ mount: { attrTimeoutS: 1, writeMode: 'passthrough' }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_DATA_DIR: kept.dataDir, FUSE_TEST_UPLOAD_DELAY_MS: '600000' } });
+    const answered = async (): Promise<{ creates: number; spoolsMadeAhead: number }> => (await h.call<{ answered: { creates: number; spoolsMadeAhead: number } }>('mountCounters')).answered;
     await mkdir(join(h.mnt, 'Lib/ahead'));
     // Made in the background once the engine has the spool folder.
-    await eventually('spools made ahead', async () => ((await spoolFolder(dataDir)).spools.length > 0 ? true : undefined), 10_000);
+    await eventually('spools made ahead', async () => ((await spoolFolder(kept.dataDir)).spools.length > 0 ? true : undefined), 10_000);
     const src = join(h.local, 'ahead');
     await mkdir(src);
     for (let i = 0; i < 20; i++) await writeFile(join(src, `a${i}`), Buffer.alloc(50 + i, 65 + i));
@@ -257,12 +270,55 @@ describe.runIf(granted)('the mount with passthrough: spools made ahead', () => {
     expect(after.spoolsMadeAhead - before.spoolsMadeAhead).toBeGreaterThan(0);
     await h.call('flushAll');
     for (const i of [0, 19]) expect(Buffer.from(await h.call<string>('remoteRead', { path: `/Lib/ahead/a${i}` }), 'base64').equals(Buffer.alloc(50 + i, 65 + i))).toBe(true);
+    // The engine journaled each close (a side log): the journal took each of those lines as its own, as written.
+    const side = (await journalLines(kept.dataDir, (n) => n.startsWith('closes.'))).filter((l) => l.includes('"fullpath":"ahead/'));
+    expect(side).toHaveLength(20);
+    const own = new Set(await journalLines(kept.dataDir, (n) => n === 'journal.log'));
+    expect(side.filter((l) => own.has(l))).toHaveLength(20);
     await h.stop();
-    h = undefined;
+    kept.h = undefined;
     // Every file is uploaded (its spool emptied into the pool), and the spools made ahead went back there.
-    const left = await spoolFolder(dataDir);
+    const left = await spoolFolder(kept.dataDir);
     expect(left.spools).toEqual([]);
     expect(left.pool.length).toBeGreaterThan(0);
+  }, T);
+});
+
+// Closes answered by the engine (docs/fuse.md): the kernel writing on through another descriptor between
+// the engine's read of a closed file and JavaScript taking its record.
+describe.runIf(granted)('the mount with passthrough: a close the engine journaled, the file written on since', () => {
+  const kept = keptDataDir('cloudlib-fuse-taken-');
+
+  it('is journaled as the spool then is, not with the bytes the engine read; the service gets the last bytes', async () => {
+    const h = kept.h = await startMount({ mount: { attrTimeoutS: 600, writeMode: 'passthrough' }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_DATA_DIR: kept.dataDir, FUSE_TEST_UPLOAD_DELAY_MS: '600000' } });
+    const folder = join(h.mnt, 'Lib/written-on');
+    await mkdir(folder);
+    await stat(folder);
+    const marker = join(h.local, 'stalled');
+    const release = join(h.local, 'released');
+    const reached = join(h.local, 'reached');
+    await h.call('stall', { ms: 120_000, marker, release });
+    await eventually('JavaScript is held still', async () => ((await stat(marker).catch(() => undefined)) ? true : undefined), 15_000);
+    // The create, the first close (of a duplicate) and the writes are the engine's and the kernel's alone;
+    // the last close waits for JavaScript.
+    const script = 'import os, sys\nfd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL)\n' +
+      'os.write(fd, b"first")\nos.close(os.dup(fd))\nos.write(fd, b" and after")\nopen(sys.argv[2], "w").close()\nos.close(fd)\n';
+    const written = sh('python3', ['-c', script, join(folder, 'f.txt'), reached], { timeoutMs: 60_000 });
+    try {
+      await eventually('the script wrote on after its first close', async () => ((await stat(reached).catch(() => undefined)) ? true : undefined), 30_000);
+    } finally {
+      await writeFile(release, '');
+    }
+    await written;
+    await h.call('flushAll');
+    expect((await h.call<string>('remoteRead', { path: '/Lib/written-on/f.txt' }).then((b) => Buffer.from(b, 'base64'))).toString()).toBe('first and after');
+    // The engine's record has the five bytes it read; the journal's own record of the version has all.
+    const side = (await journalLines(kept.dataDir, (n) => n.startsWith('closes.'))).filter((l) => l.includes('written-on/f.txt'));
+    expect(side).toHaveLength(1);
+    expect(side[0]).toContain('"size":5,');
+    const own = (await journalLines(kept.dataDir, (n) => n === 'journal.log')).filter((l) => l.includes('written-on/f.txt'));
+    expect(own.some((l) => l === side[0])).toBe(false);
+    expect(own[0]).toContain('"size":15,');
   }, T);
 });
 

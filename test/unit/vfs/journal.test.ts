@@ -388,6 +388,37 @@ describe('UploadJournal side logs (closes the FUSE engine answers)', { timeout: 
     }
   });
 
+  it('a side record taken as the journal\'s own: its entry read from the line, the line appended as it is, its bytes back at the next start after the side log went', async () => {
+    const { dir, journal } = await freshJournal();
+    const id = journal.newId();
+    const bytes = Buffer.from('closed by the engine');
+    const line = Buffer.from(sideLine({ id, library: 'L', fullpath: 'd/taken "q".txt', seq: 40 }, bytes));
+    await writeFile(join(dir, `closes.${journal.newId()}.log`), line);
+    const entry = journal.sideRecordEntry(line);
+    expect(entry).toEqual({ id, library: 'L', fullpath: 'd/taken "q".txt', size: bytes.length, mtimeMs: 5, createdMs: 5, seq: 40, sha1: createHash('sha1').update(bytes).digest('hex') });
+    // Not a put of a small file's bytes, or not matching its check: nothing to take.
+    const torn = Buffer.from(line);
+    torn[torn.length - 5] ^= 1;
+    expect(journal.sideRecordEntry(torn)).toBeUndefined();
+    expect(journal.sideRecordEntry(line.subarray(0, 40))).toBeUndefined();
+    const json = '{"rm":"0123456789abcdef"}';
+    expect(journal.sideRecordEntry(Buffer.from(`${createHash('sha1').update(json).digest('hex').slice(0, 12)} ${json}\n`))).toBeUndefined();
+    await journal.put(entry!, { sync: false, line });
+    await journal.sideRecordSettled(id);
+    await churn(journal);
+    // Settled: the side log goes with the rewrite, the journal's own copy of the line stays.
+    await until('the side log dropped', async () => (await sideLogs(dir)).length === 0);
+    await journal.close();
+    const again = new UploadJournal(dir);
+    expect((await again.entries()).map((e) => [e.id, e.fullpath, e.seq])).toEqual([[id, 'd/taken "q".txt', 40]]);
+    await rm(again.spoolPath(id), { force: true }); // lost to a power loss: written again from the line
+    await again.close();
+    const third = new UploadJournal(dir);
+    expect(await third.entries()).toHaveLength(1);
+    expect(await readFile(third.spoolPath(id))).toEqual(bytes);
+    await third.close();
+  });
+
   it('a side record the Vfs could not apply is kept as it is: through rewrites of the log, back at the next start', async () => {
     const { dir, journal } = await freshJournal();
     const id = journal.newId();
