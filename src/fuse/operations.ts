@@ -219,6 +219,20 @@ export class FuseOperations {
     });
   }
 
+  /**
+   * A new file the engine created, had the kernel write and closed by itself, told at once
+   * (Vfs.createClosed): answers [0, true] once it is made closed, [0, false] when the three steps
+   * (createWithFlags, flush, release) have to make it.
+   */
+  createClosed(path: string, mode: number, journalId: string, closed: EngineClose, cb: NativeCallback): void {
+    this.mutate('create', path, 'durableMs', cb, async (_scope, ctx) => {
+      checkNewName(path);
+      const made = (await this.vfs.createClosed?.(path, journalId, closed, ctx)) ?? false;
+      if (made) this.keepCreatedMode(path, false, mode);
+      return [0, made];
+    });
+  }
+
   /** The mode a file or folder was created with (umask already applied by the kernel), kept as chmod's. */
   private keepCreatedMode(path: string, isDir: boolean, mode: number): void {
     this.requested.drop(path);

@@ -23,7 +23,7 @@ import { Connectivity, ReportingRemote, type LibraryConnectivity } from './conne
 import type { PendingFile, UploadStatus } from './upload-queue.js';
 import { TimeOverrides } from './time-overrides.js';
 import { WriteBack, type FollowedFile } from './write-back.js';
-import type { SideJournal } from './types.js';
+import type { EngineClose, SideJournal } from './types.js';
 import { ForegroundActivity } from './foreground-activity.js';
 import type { DiskFaults } from './disk-faults.js';
 import { VfsError, type Attr, type CallContext, type FileHandle, type LocalRange, type OpenFlags, type StatFs, type Vfs } from './types.js';
@@ -913,6 +913,19 @@ export class GatewayVfs implements Vfs {
 
   sideJournal(): SideJournal | undefined {
     return this.opts.readOnly || this.closed ? undefined : this.writeBack.sideJournal();
+  }
+
+  async createClosed(path: string, journalId: string, closed: EngineClose, ctx?: CallContext): Promise<boolean> {
+    const t = this.target(path);
+    if (!t.lib || t.fullpath === '' || this.opts.readOnly || t.lib.remote.checkWrite || this.hidden.has(`${t.lib.name}\0${t.fullpath}`)) return false;
+    try {
+      this.writable(t.path);
+      if (await this.lookup(t.lib, t.fullpath, ctx)) return false;
+      await this.needFolder(t.lib, parentOf(t.fullpath), ctx);
+    } catch {
+      return false; // the three steps answer it
+    }
+    return this.writeBack.createClosed(t.lib.name, t.fullpath, journalId, closed);
   }
 
   answeredClosesIn(path: string): { library: string; fullpath: string } | undefined {

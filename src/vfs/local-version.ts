@@ -210,6 +210,21 @@ export class LocalVersion implements PendingFile {
     this.ctimeMs = base?.ctimeMs ?? this.mtimeMs;
   }
 
+  /**
+   * A new file's version whose spool a front end had written and closed by itself (WriteBack.createClosed):
+   * sealed at once with the content its journal record names (`sha1`, `size`), nothing read.
+   */
+  static closedSpool(id: string, spoolPath: string, library: string, fullpath: string, closed: { size: number; mtimeMs: number; sha1: string }): LocalVersion {
+    const v = new LocalVersion(id, spoolPath, library, fullpath, undefined, { baseSize: 0, mtimeMs: closed.mtimeMs });
+    v.size = closed.size;
+    v.spoolLength = closed.size;
+    v.generation = 1;
+    v.hashed = { generation: 1, sha1: closed.sha1, size: closed.size };
+    v.sealed = true;
+    v.unsent = true;
+    return v;
+  }
+
   /** Bytes the service does not have yet (written, or journaled and not yet uploaded). */
   get dirty(): boolean {
     return this.state !== 'uploaded' && this.state !== 'retired' && (this.generation > 0 || this.state !== 'writing');

@@ -25,7 +25,7 @@
  * Lock order: none. Every state change below happens on the event loop with no await between the decision
  * and the change (each such place says so), so an open from then on finds a consistent slot.
  */
-import { createReadStream } from 'node:fs';
+import { createReadStream, statSync } from 'node:fs';
 import { copyFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import type { Logger } from '../shared/log.js';
@@ -856,6 +856,48 @@ export class WriteBack {
     this.index(slot);
     if (old && old !== v) await this.supersede(old);
     this.schedule(slot, { force: opts.upload });
+  }
+
+  /**
+   * A new file a front end created, had written and closed by itself (Vfs.createClosed): its version is
+   * installed closed at the path, sealed as its record says, the record appended to the journal as it is
+   * (see `journalVersion` with `closed`), and queued for upload after the write-back delay. False, with
+   * nothing changed, when the path has a local version or session, the record is not a put of this
+   * id at this path, or the spool does not show the size and time the record was made from.
+   */
+  async createClosed(library: string, fullpath: string, id: string, closed: EngineClose): Promise<boolean> {
+    const entry = this.journal.sideRecordEntry(closed.line);
+    if (!entry || entry.id !== id || entry.library !== library || entry.fullpath !== fullpath || !this.journal.freshId(id)) return false;
+    const existing = this.slots.get(keyOf(library, fullpath));
+    if (existing && (existing.current || existing.acked || existing.session)) return false;
+    const spool = this.journal.spoolPath(id);
+    // A spool just written, on local disk: looked at on the spot, as a live spool's fstat is.
+    let st;
+    try {
+      st = statSync(spool, { bigint: true });
+    } catch {
+      return false;
+    }
+    if (st.size !== BigInt(entry.size) || st.mtimeNs !== closed.spoolMtimeNs) return false;
+    const v = LocalVersion.closedSpool(id, spool, library, fullpath, { size: entry.size, mtimeMs: entry.mtimeMs, sha1: entry.sha1! });
+    v.seq = this.seqOf(entry);
+    this.opts.diskFaults?.check('journal', `journaling '${fullpath}'`);
+    await this.journal.put(entry, { sync: false, line: closed.line }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${fullpath}'`); });
+    // Nothing awaited from here to the end of the install: the slot changes in one step.
+    const slot = this.slotForNew(library, fullpath);
+    if (slot.current || slot.acked || slot.session) {
+      // Made meanwhile through another front end: that one is newer; this record is superseded at once.
+      await this.journal.remove(id, { keepSpool: true, durable: false });
+      return false;
+    }
+    v.state = 'journaled';
+    const delayMs = this.opts.upload?.delayMs ?? 0;
+    if (delayMs > 0) v.holdUntilMs = Date.now() + delayMs;
+    slot.acked = v;
+    slot.current = v;
+    this.index(slot);
+    this.schedule(slot);
+    return true;
   }
 
   /**

@@ -39,6 +39,8 @@ export interface DirectWriteCounters {
   /** Files handed to the kernel (passthrough: it read and wrote their spools itself), and the opens answered with a backing file. */
   passthroughFiles: number;
   passthroughOpens: number;
+  /** Of those, files the engine created, had written and closed before JavaScript saw them, made closed in one step (Vfs.createClosed). */
+  madeClosed: number;
   /** Times the engine started the writeback to disk of spool bytes it wrote and hashed. */
   spoolWritebacks: number;
   /** Background fdatasyncs the engine made of spools it wrote. */
@@ -62,6 +64,12 @@ interface LiveInode {
   handles: Set<number>;
   end?: () => void;
   decided: Promise<void>;
+}
+
+/** The flush (a close the engine journaled) and the release of a file created in the same batch (wholeLives). */
+interface WholeLife {
+  flush: KernelRequest;
+  release: KernelRequest;
 }
 
 /** What the kernel agreed to at INIT. */
@@ -181,7 +189,7 @@ export class LowLevelMount {
    * engine would put in the spool before them.
    */
   private readonly answeredUnmade = new Map<number, Set<KernelRequest>>();
-  private readonly directCounts: Omit<DirectWriteCounters, 'spoolWritebacks' | 'spoolSyncs'> = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0, fdReads: 0, passthroughFiles: 0, passthroughOpens: 0 };
+  private readonly directCounts: Omit<DirectWriteCounters, 'spoolWritebacks' | 'spoolSyncs'> = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0, fdReads: 0, passthroughFiles: 0, passthroughOpens: 0, madeClosed: 0 };
   /**
    * Inodes with requests the engine answered still being applied here (a small write, times written
    * back): what the kernel sends afterwards about the inode waits for them, in order.
@@ -271,9 +279,15 @@ export class LowLevelMount {
 
   private onBatch(batch: KernelRequest[]): void {
     if (batch.length > 0) this.operations.serving();
+    const whole = this.wholeLives(batch);
     for (const req of batch) {
       if (req.answered && req.op === Op.CREATE) {
-        this.createdByEngine(req);
+        this.createdByEngine(req, whole?.get(req));
+        continue;
+      }
+      if (whole?.has(req)) {
+        // The flush or release of a file created in this batch too: applied with its create.
+        if (req.op === Op.FLUSH) this.closes?.writer.seen(req.record!);
         continue;
       }
       if (req.answered && req.op === Op.RELEASEDIR) {
@@ -357,12 +371,43 @@ export class LowLevelMount {
   }
 
   /**
+   * Files the engine created with passthrough whose whole life reached JavaScript in `batch`: the create,
+   * the first flush (a close the engine journaled, with the spool's time) and the release, with no other
+   * record of the file or its inode in between. Keyed by the create, with its flush and release (also
+   * keys, mapped to the same): each such file is made in one step (createdByEngine). Undefined for none.
+   */
+  private wholeLives(batch: KernelRequest[]): Map<KernelRequest, WholeLife> | undefined {
+    let open: Map<number, { create: KernelRequest; flush?: KernelRequest }> | undefined;
+    let whole: Map<KernelRequest, WholeLife> | undefined;
+    for (const r of batch) {
+      if (r.answered && r.op === Op.CREATE) {
+        if (r.backingId && r.journalId && this.closes) (open ??= new Map()).set(r.newIno!, { create: r });
+        continue;
+      }
+      const f = open?.get(r.ino);
+      if (!f) continue;
+      if (r.fh === f.create.fh && r.answered && r.op === Op.FLUSH && !f.flush && r.spoolMtimeNs !== undefined && r.line) {
+        f.flush = r;
+        continue;
+      }
+      open!.delete(r.ino);
+      if (r.fh === f.create.fh && r.answered && r.op === Op.RELEASE && f.flush && !(r.flags! & RELEASE_NEVER_GIVEN)) {
+        const life = { flush: f.flush, release: r };
+        whole ??= new Map();
+        for (const k of [f.create, f.flush, r]) whole.set(k, life);
+      }
+    }
+    return whole;
+  }
+
+  /**
    * A file the engine created in a folder whose names it knew (see docs/fuse.md, The engine): its inode
    * and handle are bound at once, and the file is made in the Vfs before any later request about it or
    * its folder. Should that fail, the handle's next flush or fsync answers the error and the kernel
-   * forgets the name.
+   * forgets the name. `life`: its flush and release came with it (wholeLives): made closed in one step
+   * when the Vfs can (createClosed), else by the three, in order.
    */
-  private createdByEngine(req: KernelRequest): void {
+  private createdByEngine(req: KernelRequest, life?: WholeLife): void {
     const parent = req.ino;
     const name = req.name!;
     const fh = req.fh!;
@@ -373,6 +418,7 @@ export class LowLevelMount {
       this.lateErrors.set(fh, -errnoOf(err));
       this.refusedCreates.add(fh);
       this.logger.warn({ parent, name, err: String(err) }, 'fuse: a file the engine created has no folder here');
+      if (life) this.applyLife(life);
       return;
     }
     node.shown = { size: 0, mtimeMs: req.mtimeMs! };
@@ -384,24 +430,79 @@ export class LowLevelMount {
     if (live) this.live.set(node.ino, live);
     this.settle(node.ino, async () => {
       const path = this.inodes.pathOf(node);
-      let code: number;
-      try {
-        // Exclusive: the kernel was shown a new empty file; a name made elsewhere meanwhile is not taken over.
-        [code] = await answerOf((cb) => this.operations.createWithFlags(path, req.flags! | O_EXCL, req.mode!, cb, fh, req.journalId));
-        if (code >= 0 && live) await this.adoptEngineSpool(path, fh, live);
-      } finally {
+      if (life && live && (await this.madeClosed(path, node, req, life, live))) {
         decide?.();
+        return;
       }
-      if (code >= 0) return;
-      // The spool the engine made for it is nobody's (the kernel's writes to it stay until the release).
-      if (live && req.journalId && this.closes) void this.closes.journal.dropSpool(req.journalId).catch(() => undefined);
-      this.lateErrors.set(fh, -code);
-      this.refusedCreates.add(fh);
-      this.logger.warn({ path, errno: -code }, 'fuse: making a file the engine created failed; its close answers the error');
-      if (this.session) this.binding.namesForget(this.session, parent);
-      this.invalidate(node);
-      if (!node.detached) this.inodes.removeName(parent, name);
+      await this.applyCreate(path, node, req, live, decide);
+      if (life) {
+        await this.applyAnsweredClose(life.flush);
+        await this.applyAnswered(life.release);
+      }
     }, parent);
+  }
+
+  /** The flush and release of a file whose create could not be bound: applied as records. */
+  private applyLife(life: WholeLife): void {
+    this.settle(life.flush.ino, () => this.applyAnsweredClose(life.flush));
+    this.settle(life.release.ino, () => this.applyAnswered(life.release));
+  }
+
+  /**
+   * A file the engine created, the kernel wrote and the engine closed, all before JavaScript saw any of
+   * it: made in the Vfs as closed (Vfs.createClosed); the handle and the backing file are done with, as at
+   * a release. False when the Vfs leaves it to the three steps.
+   */
+  private async madeClosed(path: string, node: InodeNode, req: KernelRequest, life: WholeLife, live: LiveInode): Promise<boolean> {
+    const closes = this.closes;
+    if (!closes) return false;
+    const closed = { line: life.flush.line!, spoolMtimeNs: life.flush.spoolMtimeNs! };
+    const [code, made] = await answerOf((cb) => this.operations.createClosed(path, req.mode!, req.journalId!, closed, cb));
+    if (code < 0 || made !== true) return false;
+    try {
+      await closes.journal.sideRecordSettled(req.journalId!);
+    } finally {
+      closes.writer.settled(life.flush.record!);
+    }
+    this.directCounts.passthroughFiles++;
+    this.directCounts.passthroughOpens++;
+    this.directCounts.madeClosed++;
+    const fh = req.fh!;
+    this.notLive(node.ino, live);
+    node.shown = undefined;
+    const se = this.session;
+    if (se) {
+      this.binding.backingClose(se, live.backingId);
+      this.binding.attrLive(se, node.ino, false);
+    }
+    this.lateErrors.delete(fh);
+    const open = this.forgetHandle(fh);
+    if (open) this.inodes.closed(open.node, open.writable);
+    return true;
+  }
+
+  /** The create of `createdByEngine` made in the Vfs, its spool taken over. */
+  private async applyCreate(path: string, node: InodeNode, req: KernelRequest, live: LiveInode | undefined, decide: (() => void) | undefined): Promise<void> {
+    const parent = req.ino;
+    const name = req.name!;
+    const fh = req.fh!;
+    let code: number;
+    try {
+      // Exclusive: the kernel was shown a new empty file; a name made elsewhere meanwhile is not taken over.
+      [code] = await answerOf((cb) => this.operations.createWithFlags(path, req.flags! | O_EXCL, req.mode!, cb, fh, req.journalId));
+      if (code >= 0 && live) await this.adoptEngineSpool(path, fh, live);
+    } finally {
+      decide?.();
+    }
+    if (code >= 0) return;
+    // The spool the engine made for it is nobody's (the kernel's writes to it stay until the release).
+    if (live && req.journalId && this.closes) void this.closes.journal.dropSpool(req.journalId).catch(() => undefined);
+    this.lateErrors.set(fh, -code);
+    this.refusedCreates.add(fh);
+    this.logger.warn({ path, errno: -code }, 'fuse: making a file the engine created failed; its close answers the error');
+    if (this.session) this.binding.namesForget(this.session, parent);
+    this.invalidate(node);
+    if (!node.detached) this.inodes.removeName(parent, name);
   }
 
   /**

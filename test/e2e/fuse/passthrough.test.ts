@@ -284,32 +284,72 @@ describe.runIf(granted)('the mount with passthrough: spools made ahead', () => {
   }, T);
 });
 
-// Closes answered by the engine (docs/fuse.md): the kernel writing on through another descriptor between
-// the engine's read of a closed file and JavaScript taking its record.
-describe.runIf(granted)('the mount with passthrough: a close the engine journaled, the file written on since', () => {
+// Closes answered by the engine (docs/fuse.md), applied while JavaScript was held still: files the engine
+// created, the kernel wrote and the engine closed, made in the Vfs in one step; and the kernel writing on
+// between the engine's read of a closed file and JavaScript taking its record.
+describe.runIf(granted)('the mount with passthrough: closes the engine journaled while JavaScript was held still', () => {
   const kept = keptDataDir('cloudlib-fuse-taken-');
+  beforeAll(async () => {
+    kept.h = await startMount({ mount: { attrTimeoutS: 600, writeMode: 'passthrough' }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_DATA_DIR: kept.dataDir, FUSE_TEST_UPLOAD_DELAY_MS: '600000' } });
+  }, T);
 
-  it('is journaled as the spool then is, not with the bytes the engine read; the service gets the last bytes', async () => {
-    const h = kept.h = await startMount({ mount: { attrTimeoutS: 600, writeMode: 'passthrough' }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_DATA_DIR: kept.dataDir, FUSE_TEST_UPLOAD_DELAY_MS: '600000' } });
-    const folder = join(h.mnt, 'Lib/written-on');
+  /**
+   * A folder made through the mount (the engine knows its names), then `work` run while the mount's
+   * JavaScript is held still (every request it makes must be answered by the engine: one that is not
+   * holds it past its timeout). `work` gets a file to create once it is where it must wait for JavaScript.
+   */
+  async function whileHeld(folderName: string, work: (folder: string, reached: string) => Promise<unknown>): Promise<void> {
+    const h = kept.h!;
+    const folder = join(h.mnt, 'Lib', folderName);
     await mkdir(folder);
     await stat(folder);
-    const marker = join(h.local, 'stalled');
-    const release = join(h.local, 'released');
-    const reached = join(h.local, 'reached');
+    const marker = join(h.local, `stalled-${folderName}`);
+    const release = join(h.local, `released-${folderName}`);
+    const reached = join(h.local, `reached-${folderName}`);
     await h.call('stall', { ms: 120_000, marker, release });
     await eventually('JavaScript is held still', async () => ((await stat(marker).catch(() => undefined)) ? true : undefined), 15_000);
+    let done: Promise<unknown>;
+    try {
+      done = work(folder, reached);
+      await Promise.race([done, eventually('the work is where it waits for JavaScript', async () => ((await stat(reached).catch(() => undefined)) ? true : undefined), 30_000)]);
+    } finally {
+      await writeFile(release, '');
+    }
+    await done;
+  }
+
+  it('files created, written and closed meanwhile are made in one step, as closed: each in the Vfs, the journal and on the service', async () => {
+    const h = kept.h!;
+    const madeClosed = async (): Promise<number> => (await h.call<{ madeClosed: number }>('mountCounters')).madeClosed;
+    const before = await madeClosed();
+    const src = join(h.local, 'whole');
+    await mkdir(src);
+    for (let i = 0; i < 20; i++) await writeFile(join(src, `w${i}`), Buffer.alloc(100 + i, 97 + i));
+    await whileHeld('whole', async (folder, reached) => {
+      // One cp a file (a cp of several stats each file it made, which JavaScript would answer).
+      await sh('sh', ['-c', 'for f in "$1"/*; do cp "$f" "$2"/ || exit 1; done', 'sh', src, folder], { timeoutMs: 30_000 });
+      await writeFile(reached, '');
+    });
+    await eventually('the files made closed', async () => ((await madeClosed()) - before >= 20 ? true : undefined), 30_000);
+    expect((await madeClosed()) - before).toBe(20);
+    for (const i of [0, 19]) expect((await readFile(join(h.mnt, 'Lib/whole', `w${i}`))).equals(Buffer.alloc(100 + i, 97 + i))).toBe(true);
+    expect((await h.call<{ size: number }>('localStat', { path: '/Lib/whole/w7' })).size).toBe(107);
+    await h.call('flushAll');
+    for (let i = 0; i < 20; i++) expect(Buffer.from(await h.call<string>('remoteRead', { path: `/Lib/whole/w${i}` }), 'base64').equals(Buffer.alloc(100 + i, 97 + i))).toBe(true);
+    // Each of the twenty: the engine's line taken as the journal's own, as written.
+    const side = (await journalLines(kept.dataDir, (n) => n.startsWith('closes.'))).filter((l) => /"fullpath":"whole\/w\d+"/.test(l));
+    expect(side).toHaveLength(20);
+    const own = new Set(await journalLines(kept.dataDir, (n) => n === 'journal.log'));
+    expect(side.filter((l) => own.has(l))).toHaveLength(20);
+  }, T);
+
+  it('a file written on through another descriptor after the engine read it is journaled as the spool then is, not with the bytes the engine read; the service gets the last bytes', async () => {
+    const h = kept.h!;
     // The create, the first close (of a duplicate) and the writes are the engine's and the kernel's alone;
     // the last close waits for JavaScript.
     const script = 'import os, sys\nfd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL)\n' +
       'os.write(fd, b"first")\nos.close(os.dup(fd))\nos.write(fd, b" and after")\nopen(sys.argv[2], "w").close()\nos.close(fd)\n';
-    const written = sh('python3', ['-c', script, join(folder, 'f.txt'), reached], { timeoutMs: 60_000 });
-    try {
-      await eventually('the script wrote on after its first close', async () => ((await stat(reached).catch(() => undefined)) ? true : undefined), 30_000);
-    } finally {
-      await writeFile(release, '');
-    }
-    await written;
+    await whileHeld('written-on', (folder, reached) => sh('python3', ['-c', script, join(folder, 'f.txt'), reached], { timeoutMs: 60_000 }));
     await h.call('flushAll');
     expect((await h.call<string>('remoteRead', { path: '/Lib/written-on/f.txt' }).then((b) => Buffer.from(b, 'base64'))).toString()).toBe('first and after');
     // The engine's record has the five bytes it read; the journal's own record of the version has all.

@@ -1,9 +1,9 @@
 import { describe, it, expect, afterEach } from 'vitest';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { readSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
+import { readSync, statSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { createMemoryVfs, GatewayVfs, MemoryRemote, FaultyRemote } from '../../../src/vfs/index.js';
 import { silentLogger } from '../../../src/shared/log.js';
@@ -40,6 +40,60 @@ async function readAll(vfs: GatewayVfs, path: string): Promise<string> {
     await h.release();
   }
 }
+
+/** A put line as a side writer (the FUSE engine) writes it: a check, the entry, the bytes in base64. */
+function sideLine(e: { id: string; library: string; fullpath: string; mtimeMs: number }, data: Buffer): Buffer {
+  const sha1 = createHash('sha1').update(data).digest('hex');
+  const json = `{"put":{"id":"${e.id}","library":${JSON.stringify(e.library)},"fullpath":${JSON.stringify(e.fullpath)},"size":${data.length},"mtimeMs":${e.mtimeMs},"createdMs":${e.mtimeMs},"seq":${Date.now() * 1000},"sha1":"${sha1}"},"data":"${data.toString('base64')}"}`;
+  return Buffer.from(`${createHash('sha1').update(json).digest('hex').slice(0, 12)} ${json}\n`);
+}
+
+describe('GatewayVfs.createClosed (a file a front end created, had written and closed by itself)', { timeout: 20_000 }, () => {
+  /** A spool written in the journal's spool folder under a fresh id, with its side record. */
+  async function closedFile(vfs: GatewayVfs, fullpath: string, data: Buffer): Promise<{ id: string; closed: { line: Buffer; spoolMtimeNs: bigint }; spool: string }> {
+    const id = randomBytes(8).toString('hex');
+    const spool = join(vfs.sideJournal()!.spoolFolderPath(), id);
+    await writeFile(spool, data);
+    const st = statSync(spool, { bigint: true });
+    return { id, spool, closed: { line: sideLine({ id, library: 'A', fullpath, mtimeMs: Number(st.mtimeNs / 1_000_000n) }, data), spoolMtimeNs: st.mtimeNs } };
+  }
+
+  it('makes the file closed at once: shown, read and uploaded as closed, its record the journal\'s own', async () => {
+    const { vfs, remotes } = await setup();
+    await vfs.mkdir('/A/d');
+    const data = Buffer.from('closed by the front end');
+    const f = await closedFile(vfs, 'd/made.txt', data);
+    expect(await vfs.createClosed('/A/d/made.txt', f.id, f.closed)).toBe(true);
+    expect(await vfs.stat('/A/d/made.txt')).toMatchObject({ size: data.length, isDir: false });
+    expect((await vfs.readdir('/A/d')).map((a) => a.name)).toEqual(['made.txt']);
+    expect(await readAll(vfs, '/A/d/made.txt')).toBe(data.toString());
+    await vfs.flushAll({ timeoutMs: 10_000 });
+    expect(remotes.get('A')!.read('d/made.txt').equals(data)).toBe(true);
+  });
+
+  it('refuses, changing nothing, a record that is not the file\'s, a spool changed since, a name taken, a missing folder', async () => {
+    const { vfs } = await setup();
+    await vfs.mkdir('/A/d');
+    const data = Buffer.from('bytes');
+    const f = await closedFile(vfs, 'd/x.txt', data);
+    // Another id's record, another path's, a line that does not match its check.
+    expect(await vfs.createClosed('/A/d/x.txt', randomBytes(8).toString('hex'), f.closed)).toBe(false);
+    expect(await vfs.createClosed('/A/d/y.txt', f.id, f.closed)).toBe(false);
+    const torn = Buffer.from(f.closed.line);
+    torn[20] ^= 1;
+    expect(await vfs.createClosed('/A/d/x.txt', f.id, { ...f.closed, line: torn })).toBe(false);
+    // The spool written on after the record was made.
+    expect(await vfs.createClosed('/A/d/x.txt', f.id, { ...f.closed, spoolMtimeNs: f.closed.spoolMtimeNs - 1n })).toBe(false);
+    // A missing folder; a name made meanwhile.
+    const g = await closedFile(vfs, 'nowhere/x.txt', data);
+    expect(await vfs.createClosed('/A/nowhere/x.txt', g.id, g.closed)).toBe(false);
+    await vfs.writeFile('/A/d/x.txt', Buffer.from('made through the Vfs'));
+    expect(await vfs.createClosed('/A/d/x.txt', f.id, f.closed)).toBe(false);
+    expect(await readAll(vfs, '/A/d/x.txt')).toBe('made through the Vfs');
+    expect(await vfsCode(vfs.stat('/A/d/y.txt'))).toBe('ENOENT');
+    expect(await vfsCode(vfs.stat('/A/nowhere'))).toBe('ENOENT');
+  });
+});
 
 describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
   it('lists one folder per library at the root and maps paths one to one', async () => {
