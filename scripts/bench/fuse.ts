@@ -141,6 +141,23 @@ async function nullFilesCeiling(scratch: string, smallSrc: string): Promise<{ nu
 }
 
 /**
+ * The same copy into the null file system shaped as a passthrough mount (support/fuse-null-files-mount.ts
+ * `backing`: no writeback cache, each create answered with a backing file made beforehand), and on local
+ * disk right after: the ceiling that fits a mount granted passthrough, in files/s.
+ */
+async function nullBackingCeiling(scratch: string, smallSrc: string): Promise<{ nullFilesPerS: number; localFilesPerS: number }> {
+  const mnt = join(scratch, 'null-backing-mnt');
+  const stop = await startBenchMount('fuse-null-files-mount.ts', mnt, ['auto', 'backing'], 'null file system with backing files');
+  try {
+    const nullFilesPerS = await copySmallFiles(smallSrc, join(mnt, 'copy'));
+    const localFilesPerS = await copySmallFiles(smallSrc, join(scratch, 'small-copy-beside-null-backing'));
+    return { nullFilesPerS, localFilesPerS };
+  } finally {
+    await stop();
+  }
+}
+
+/**
  * Starts one of the bench's own mounts (a script of support/, in a process of its own) at `mnt` and waits
  * until it says it is mounted; resolves with how to stop it and clear the mount.
  */
@@ -394,6 +411,8 @@ async function measureAll(): Promise<void> {
     const localRsync = await rsyncSmallFiles(smallSrc, join(h.local, 'small-rsync'));
     print({ figure: 'fuse.rsync_4k_files', note: 'rsync -a into a new folder (temporary name, mode and times, rename: a file)', files: SMALL_FILES, mount_files_per_s: round(mount.rsyncPerS, 0), rclone_files_per_s: peer && round(peer.rsyncPerS, 0), ratio_to_rclone: vsPeer(mount.rsyncPerS, peer?.rsyncPerS), local_files_per_s: round(localRsync, 0), ratio_to_local: round(mount.rsyncPerS / localRsync) });
     const nullFiles = await nullFilesCeiling(h.local, smallSrc);
+    const nullBacking = t.passthrough ? await nullBackingCeiling(h.local, smallSrc) : undefined;
+    if (nullBacking) print({ figure: 'fuse.cp_r_null_backing_ceiling', note: 'the null file system shaped as a passthrough mount: no writeback cache, each create answered with a backing file made beforehand; nothing stored', files: SMALL_FILES, null_files_per_s: round(nullBacking.nullFilesPerS, 0), local_files_per_s: round(nullBacking.localFilesPerS, 0), ratio_to_local: round(nullBacking.nullFilesPerS / nullBacking.localFilesPerS), mount_ratio_to_null: round(mount.filesPerS / nullBacking.nullFilesPerS) });
     print({ figure: 'fuse.cp_r_null_files_ceiling', note: 'the engine answers every request itself, nothing stored', files: SMALL_FILES, null_files_per_s: round(nullFiles.nullFilesPerS, 0), local_files_per_s: round(nullFiles.localFilesPerS, 0), ratio_to_local: round(nullFiles.nullFilesPerS / nullFiles.localFilesPerS), mount_ratio_to_null: round(mount.filesPerS / nullFiles.nullFilesPerS) });
     const transports = await transportCeiling(h.local, smallSrc);
     if ('skipped' in transports) print({ figure: 'fuse.cp_r_transport_ceiling', skipped: transports.skipped });

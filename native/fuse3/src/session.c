@@ -341,6 +341,8 @@ typedef struct session {
   struct null_node **null_by_ino;
   fuse_ino_t null_count, null_room;
   struct null_node **null_by_name;
+  /* With passthrough and a spool folder: the name (a number) of the next file a create is answered with. */
+  unsigned null_backing_next;
 } session;
 
 /* See "Closes answered here". */
@@ -2125,7 +2127,10 @@ static const struct fuse_lowlevel_ops ll_ops = {
 /*
  * A file system answered entirely here, for the benchmarks' ceiling of small files: names, folders and
  * sizes are kept in memory, every other request (the bytes of writes included) is answered at once and
- * nothing reaches JavaScript. What it measures is the kernel and the engine's reader thread alone.
+ * nothing reaches JavaScript. What it measures is the kernel and the engine's reader thread alone. With
+ * passthrough granted and a spool folder given (spoolFolder: files named 0, 1, 2… made beforehand), a
+ * create is answered with the next of those files as its backing file, in turn, as a passthrough mount
+ * answers it with a spool: the kernel writes it, and it is let go at the release.
  */
 typedef struct null_node {
   struct null_node *next_name;
@@ -2133,6 +2138,8 @@ typedef struct null_node {
   char *name;
   int dir;
   off_t size;
+  /* The backing file its last create was answered with (0: none), and its descriptor. */
+  int backing, backing_fd;
 } null_node;
 
 #define NULL_BUCKETS 65536
@@ -2243,6 +2250,39 @@ static void null_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
   else fuse_reply_err(req, ENOENT);
 }
 
+/* The backing file a create of `n` is answered with (see null_node), registered: its id, or 0 for none. */
+static int null_backing(session *s, null_node *n) {
+  if (s->got_writeback || !rings_passthrough(s->rings)) return 0;
+  pthread_mutex_lock(&s->journal_lock);
+  int fd = -1;
+  if (s->spool_dir_fd >= 0) {
+    for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
+      char name[16];
+      snprintf(name, sizeof(name), "%u", s->null_backing_next++);
+      fd = openat(s->spool_dir_fd, name, O_RDWR | O_CLOEXEC);
+      /* Past the last file: from the first again. */
+      if (fd < 0) s->null_backing_next = 0;
+    }
+  }
+  pthread_mutex_unlock(&s->journal_lock);
+  if (fd < 0) return 0;
+  int id = backing_open(s, fd);
+  if (id <= 0) {
+    close(fd);
+    return 0;
+  }
+  pthread_mutex_lock(&s->lock);
+  int old = n->backing, old_fd = n->backing_fd;
+  n->backing = id;
+  n->backing_fd = fd;
+  pthread_mutex_unlock(&s->lock);
+  if (old > 0) {
+    backing_close(s, old);
+    close(old_fd);
+  }
+  return id;
+}
+
 static void null_make(fuse_req_t req, fuse_ino_t parent, const char *name, int dir, struct fuse_file_info *fi) {
   session *s = SESSION(req);
   pthread_mutex_lock(&s->lock);
@@ -2262,7 +2302,9 @@ static void null_make(fuse_req_t req, fuse_ino_t parent, const char *name, int d
   e.generation = 1;
   e.attr_timeout = e.entry_timeout = 2.0;
   fi->fh = copy.ino;
-  fuse_reply_create(req, &e, fi);
+  int backing = null_backing(s, n);
+  if (backing > 0) reply_create_backing(req, &e, fi->fh, backing);
+  else fuse_reply_create(req, &e, fi);
 }
 
 static void null_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode) {
@@ -2288,6 +2330,20 @@ static void null_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t s
 }
 
 static void null_done(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  fuse_reply_err(req, 0);
+}
+
+static void null_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  session *s = SESSION(req);
+  pthread_mutex_lock(&s->lock);
+  null_node *n = null_get(s, ino);
+  int backing = n ? n->backing : 0, fd = n ? n->backing_fd : -1;
+  if (n) n->backing = 0;
+  pthread_mutex_unlock(&s->lock);
+  if (backing > 0) {
+    backing_close(s, backing);
+    close(fd);
+  }
   fuse_reply_err(req, 0);
 }
 
@@ -2318,7 +2374,7 @@ static const struct fuse_lowlevel_ops null_ops = {
   .open = null_open,
   .write = null_write,
   .flush = null_done,
-  .release = null_done,
+  .release = null_release,
   .fsync = null_fsync,
   .opendir = null_open,
   .readdir = null_readdir,

@@ -16,6 +16,7 @@ import { eventually, type MountHarness, sh, startMount, startMountOnSmallDisk, s
 
 const T = 60_000;
 const NULL_MOUNT = fileURLToPath(new URL('../../../scripts/bench/support/fuse-null-mount.ts', import.meta.url));
+const NULL_FILES_MOUNT = fileURLToPath(new URL('../../../scripts/bench/support/fuse-null-files-mount.ts', import.meta.url));
 const SIZE = 4 * 1024 * 1024;
 
 interface Served {
@@ -108,6 +109,24 @@ describe('FUSE passthrough', () => {
     expect(served).toMatchObject({ passthrough: false, backingId: 0 });
     expect(served!.writes).toBeGreaterThan(0);
     expect(served!.reads).toBeGreaterThan(0);
+  }, T);
+
+  it.runIf(granted)('the null file system shaped as a passthrough mount (the bench\'s ceiling) answers creates with its backing files, in turn: the kernel writes them', async () => {
+    const base = await mkdtemp(join(tmpdir(), 'cloudlib-null-backing-'));
+    const mnt = join(base, 'mnt');
+    const served = await startMountProcess(process.execPath, ['--import', 'tsx', NULL_FILES_MOUNT, mnt, 'auto', 'backing'], mnt, 'the null file system with backing files');
+    try {
+      const backing = /backing (\S+)/.exec(served.output())![1]!;
+      const files = [randomBytes(4096), randomBytes(100), randomBytes(7000)];
+      for (const [i, data] of files.entries()) await writeFile(join(mnt, `f${i}`), data);
+      // Each create took the next file made beforehand, which holds what was written.
+      for (const [i, data] of files.entries()) expect((await readFile(join(backing, String(i)))).equals(data)).toBe(true);
+      expect((await stat(join(backing, '3'))).size).toBe(0);
+    } finally {
+      await served.stop();
+      await rm(base, { recursive: true, force: true });
+    }
+    expect(served.output()).toMatch(/transport \{.*"passthrough":true/);
   }, T);
 
   it.runIf(!granted)('falls back without passthrough where the kernel does not grant it', async () => {
