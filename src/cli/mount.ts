@@ -5,6 +5,7 @@
  */
 import { loadConfig, ConfigError, type GatewayConfig } from '../gateway/config.js';
 import { createLogger, type Logger } from '../shared/log.js';
+import { StopSignals } from '../shared/stop-signals.js';
 import type { Vfs } from '../vfs/types.js';
 import { mountVfs } from '../fuse/index.js';
 import type { Subcommand } from './subcommand.js';
@@ -95,6 +96,8 @@ export const mountCommand: Subcommand = {
       throw err;
     }
     const logger = createLogger({ level: config.log.level });
+    // Caught from here: a signal while the gateway starts unmounts it once mounted, never halfway.
+    const stopSignals = new StopSignals(['SIGINT', 'SIGTERM']);
     const opened = await openVfs(config, logger);
     const vfs: Vfs = opened.vfs;
     // mount.member: the mount acts as that member, through a Vfs of their own.
@@ -115,14 +118,7 @@ export const mountCommand: Subcommand = {
       logger,
     });
     process.stderr.write(`cloudlib: mounted on ${mounted.mountpoint}; Ctrl-C to unmount\n`);
-    await new Promise<void>((resolve) => {
-      const stop = (signal: string): void => {
-        logger.info({ signal }, 'cloudlib mount: stopping');
-        resolve();
-      };
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
-    });
+    logger.info({ signal: await stopSignals.received() }, 'cloudlib mount: stopping');
     await mounted.unmount();
     await members?.close();
     await vfs.close();

@@ -3,6 +3,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { createLogger } from '../shared/log.js';
+import { StopSignals } from '../shared/stop-signals.js';
 import type { Subcommand } from './subcommand.js';
 import { SERVICE_ADMIN_OPTIONS, SERVICE_ADMIN_USAGE, runServiceAdmin } from './service-token.js';
 
@@ -78,6 +79,8 @@ export const serviceCommand: Subcommand = {
         return 2;
       }
     }
+    // Caught from here: a signal while the service starts stops it once started.
+    const stopSignals = new StopSignals(['SIGTERM', 'SIGINT']);
     const publicUrl = typeof values['public-url'] === 'string' ? values['public-url'] : undefined;
     const logger = createLogger({ level: typeof values['log-level'] === 'string' ? values['log-level'] : undefined, name: 'cloudlib-service' });
     const { EmbeddedService } = await import('../service/index.js');
@@ -91,15 +94,12 @@ export const serviceCommand: Subcommand = {
         ...(typeof values['upload-staging'] === 'string' ? { uploadStaging: values['upload-staging'] } : {}),
       });
     } catch (err) {
+      stopSignals.dispose();
       process.stderr.write(`cloudlib service: ${(err as Error).message}\n`);
       return 1;
     }
     process.stdout.write(`cloudlib service listening on ${service.baseUrl} (credentials in ${data}/credentials.json)\n`);
-    await new Promise<void>((resolve) => {
-      const stop = () => resolve();
-      process.once('SIGTERM', stop);
-      process.once('SIGINT', stop);
-    });
+    await stopSignals.received();
     const force = setTimeout(() => {
       logger.error('service did not stop within 8 s; exiting');
       process.exit(1);

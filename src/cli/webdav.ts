@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { loadConfig, ConfigError, parseHostPort, webdavLimitsOf, type GatewayConfig } from '../gateway/config.js';
 import { makePrivateFolder } from '../gateway/private-folder.js';
 import { createLogger } from '../shared/log.js';
+import { StopSignals } from '../shared/stop-signals.js';
 import { vfsFromConfig } from '../gateway/vfs-from-config.js';
 import { startMemberSessions, wantsMembers, webdavMemberHooks } from '../gateway/member-setup.js';
 import { createWebdavServer, type WebdavServerOptions } from '../webdav/index.js';
@@ -63,6 +64,9 @@ export const webdavCommand: Subcommand = {
       throw err;
     }
     const logger = createLogger({ level: config.log.level });
+    // Caught from here: a signal while the gateway starts stops it once it serves, never halfway. The
+    // terminal closing (SIGHUP) stops it the same way (held files committed, uploads given their time).
+    const stopSignals = new StopSignals(['SIGINT', 'SIGTERM', 'SIGHUP']);
     await makePrivateFolder(config.data, logger);
     const { vfs, libraries } = await vfsFromConfig(config, logger);
     // Members acting as themselves (webdav.member_logins, users with `member`): a Vfs of their own each.
@@ -81,16 +85,7 @@ export const webdavCommand: Subcommand = {
     });
     const url = await server.listen(host, port);
     process.stderr.write(`cloudlib: WebDAV on ${url}; Ctrl-C to stop\n`);
-    await new Promise<void>((resolve) => {
-      const stop = (signal: string): void => {
-        logger.info({ signal }, 'cloudlib webdav: stopping');
-        resolve();
-      };
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
-      // The terminal closing: stop the same way (held files committed, uploads given their time).
-      process.once('SIGHUP', stop);
-    });
+    logger.info({ signal: await stopSignals.received() }, 'cloudlib webdav: stopping');
     await server.close();
     await members?.close();
     await vfs.flushAll({ timeoutMs: 10_000 }).catch(() => undefined);

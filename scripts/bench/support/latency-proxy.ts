@@ -134,7 +134,11 @@ export class LatencyProxy {
     client.on('error', close);
     upstream.on('error', close);
     client.on('close', close);
-    upstream.on('close', close);
+    // The service closing cleanly: what is still on its way to the client is delivered first (the pipe
+    // ends the client after its last chunk), and the client's close then ends the rest.
+    upstream.on('close', (hadError: boolean) => {
+      if (hadError) close();
+    });
     client.setNoDelay(true);
     upstream.setNoDelay(true);
     // The handshake: the first byte moves one round trip after the connection was asked for.
