@@ -280,7 +280,7 @@ typedef struct session {
   int answer_small;
   size_t answered_bytes;
   /* What was answered here, for the mount's counters. */
-  uint64_t getattr_answered, writes_answered, times_answered, lookups_answered;
+  uint64_t getattr_answered, writes_answered, times_answered, lookups_answered, modes_answered;
 
   /* The names of folders whose every name is known here (guarded by `lock`; see "Names of folders"). */
   struct name_set **names;
@@ -912,10 +912,12 @@ static double timespec_ms(const struct timespec *t) {
 }
 
 static int answer_times(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi);
+static int answer_mode(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi);
 
 static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi) {
   if (to_set & FUSE_SET_ATTR_SIZE) created_spoil(SESSION(req), ino);
   if (answer_times(req, ino, attr, to_set, fi)) return;
+  if (answer_mode(req, ino, attr, to_set, fi)) return;
   BEGIN_CHANGE(OP_SETATTR, ino, ino, 0);
   WITH_FI(fi);
   q->valid = to_set;
@@ -982,6 +984,47 @@ static int answer_times(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
   q->answered = 1;
   enqueue_quiet(s, q);
   fuse_reply_attr(req, &st, left);
+  return 1;
+}
+
+/*
+ * Answered here: a mode set on a file handed to the kernel (passthrough) while the kernel writes it
+ * (rsync and `cp -a` set it on the open file before they close it; an fchmod comes without its handle).
+ * Answered with the file's attributes (the spool's size and times, as a getattr of it is) and the new
+ * mode; its record goes to JavaScript, which keeps the mode as for any chmod, before anything the kernel
+ * sends afterwards about the file.
+ */
+static int answer_mode(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi) {
+  session *s = SESSION(req);
+  if (!s->answer_small || !s->attrs || !(to_set & FUSE_SET_ATTR_MODE) || (to_set & ~(FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_CTIME))) return 0;
+  queued *q = new_queued(s, OP_SETATTR, NULL, ino);
+  if (!q) return 0;
+  struct stat st, spool;
+  int hit = 0;
+  pthread_mutex_lock(&s->lock);
+  attr_entry *e = attr_find(s, ino, 0);
+  if (e && e->has_live_fd && !e->live_stale && fstat(e->live_fd, &spool) == 0) {
+    e->st.st_mode = (e->st.st_mode & S_IFMT) | (attr->st_mode & 07777);
+    st = e->st;
+    st.st_size = spool.st_size;
+    st.st_blocks = spool.st_blocks;
+    st.st_mtim = spool.st_mtim;
+    st.st_ctim = spool.st_ctim;
+    s->modes_answered++;
+    hit = 1;
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (!hit) {
+    free_queued(q);
+    return 0;
+  }
+  WITH_FI(fi);
+  q->valid = to_set;
+  q->mode = attr->st_mode;
+  q->answered = 1;
+  enqueue_quiet(s, q);
+  /* Valid this once, as a getattr answered from the spool: the kernel writes it on. */
+  fuse_reply_attr(req, &st, 0);
   return 1;
 }
 
@@ -4117,13 +4160,13 @@ static napi_value js_names_forget(napi_env env, napi_callback_info info) {
   return forget_call(env, info, "namesForget(session, ino)", names_forget);
 }
 
-/* answeredCounts(session) → { getattr, writes, times, lookups, creates, closes }: requests the engine answered itself. */
+/* answeredCounts(session) → { getattr, writes, times, modes, lookups, creates, closes, spoolsMadeAhead }: requests the engine answered itself. */
 static napi_value js_answered_counts(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   session *s = session_args(env, info, 1, argv, "answeredCounts(session)");
   if (!s) return NULL;
   pthread_mutex_lock(&s->lock);
-  double g = (double)s->getattr_answered, w = (double)s->writes_answered, t = (double)s->times_answered;
+  double g = (double)s->getattr_answered, w = (double)s->writes_answered, t = (double)s->times_answered, m = (double)s->modes_answered;
   double l = (double)s->lookups_answered, c = (double)s->creates_answered, k = (double)s->closes_answered;
   pthread_mutex_unlock(&s->lock);
   pthread_mutex_lock(&s->pool_lock);
@@ -4134,6 +4177,7 @@ static napi_value js_answered_counts(napi_env env, napi_callback_info info) {
   set_num(env, result, "getattr", g);
   set_num(env, result, "writes", w);
   set_num(env, result, "times", t);
+  set_num(env, result, "modes", m);
   set_num(env, result, "lookups", l);
   set_num(env, result, "creates", c);
   set_num(env, result, "closes", k);

@@ -136,6 +136,8 @@ export interface AnsweredCounts {
   getattr: number;
   writes: number;
   times: number;
+  /** Modes set through a handle of a file the engine created and handed to the kernel (passthrough). */
+  modes: number;
   /** Lookups answered "no such entry" from a folder's names. */
   lookups: number;
   /** Files created by the engine in folders whose names it knew. */

@@ -267,7 +267,7 @@ export class LowLevelMount {
   }
 
   get counters(): EngineCounters {
-    const answered = this.session ? this.binding.answeredCounts(this.session) : { getattr: 0, writes: 0, times: 0, lookups: 0, creates: 0, closes: 0, spoolsMadeAhead: 0 };
+    const answered = this.session ? this.binding.answeredCounts(this.session) : { getattr: 0, writes: 0, times: 0, modes: 0, lookups: 0, creates: 0, closes: 0, spoolsMadeAhead: 0 };
     const se = this.session;
     const transport = se ? this.binding.transport(se) : (this.lastTransport ?? { transport: 'dev', why: 'not mounted', ringRequests: 0, devRequests: 0, queues: 0, depth: 0, passthrough: false });
     return { ...this.directCounts, spoolWritebacks: se ? this.binding.spoolWritebacks(se) : 0, spoolSyncs: se ? this.binding.spoolSyncs(se) : 0, answered, transport };
@@ -528,8 +528,9 @@ export class LowLevelMount {
   }
 
   /**
-   * A request the engine answered already: a small write (made as any write of its handle, in order)
-   * or the times the kernel wrote back. A failure is kept for the handle's next flush or fsync.
+   * A request the engine answered already: a small write (made as any write of its handle, in order),
+   * the times the kernel wrote back, or a mode set on a file handed to the kernel. A failure is kept for
+   * the handle's next flush or fsync.
    */
   private async applyAnswered(req: KernelRequest): Promise<void> {
     const fh = req.fh!;
@@ -554,6 +555,13 @@ export class LowLevelMount {
     }
     const node = this.inodes.get(req.ino);
     const path = this.inodes.pathOf(node);
+    if (req.valid! & SET_MODE) {
+      // A mode set on a file handed to the kernel: kept as any chmod's (an fchmod comes without its handle).
+      const [code] = await answerOf((cb) => this.ops.chmod(path, req.mode!, cb));
+      if (req.fh !== undefined) return failed(code);
+      if (code < 0) this.logger.warn({ path, errno: -code }, 'fuse: a mode the engine answered could not be kept');
+      return;
+    }
     if (await this.staleKernelTimes(node, path)) return;
     const [code] = await answerOf((cb) => this.ops.utimens(path, req.mtimeMs!, req.mtimeMs!, cb));
     failed(code);

@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { mkdir, mkdtemp, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -205,6 +205,23 @@ describe.runIf(granted)('the mount with passthrough', () => {
     expect((await readFile(path)).equals(data)).toBe(true);
     await h.call('flushAll');
     expect((await remote('/Lib/large.bin')).equals(data)).toBe(true);
+  }, T);
+
+  it('rsync -a: the mode it sets on each file it writes is answered by the engine, and shows', async () => {
+    const src = join(h.local, 'to-rsync');
+    await mkdir(src);
+    for (let i = 0; i < 10; i++) {
+      await writeFile(join(src, `m${i}`), Buffer.alloc(200 + i, 97 + i));
+      await chmod(join(src, `m${i}`), 0o640);
+    }
+    await mkdir(join(h.mnt, 'Lib/rsynced'));
+    const modes = async (): Promise<number> => (await h.call<{ answered: { modes: number } }>('mountCounters')).answered.modes;
+    const before = await modes();
+    await sh('rsync', ['-a', `${src}/`, `${join(h.mnt, 'Lib/rsynced')}/`], { timeoutMs: 60_000 });
+    expect((await modes()) - before).toBeGreaterThanOrEqual(10);
+    for (let i = 0; i < 10; i++) expect((await stat(join(h.mnt, 'Lib/rsynced', `m${i}`))).mode & 0o7777).toBe(0o640);
+    await h.call('flushAll');
+    for (const i of [0, 9]) expect((await remote(`/Lib/rsynced/m${i}`)).equals(Buffer.alloc(200 + i, 97 + i))).toBe(true);
   }, T);
 
   it('writes after a close through another descriptor of the same open file are journaled and uploaded too', async () => {
