@@ -123,35 +123,21 @@ async function uringParam(): Promise<string | undefined> {
 
 /**
  * `cp -r` of the small files into the engine's null file system (support/fuse-null-files-mount.ts), and
- * on local disk right after: the most any FUSE mount of this engine can do here, in files/s.
+ * on local disk right after: the most any FUSE mount of this engine can do here, in files/s. `backing`:
+ * the null file system shaped as a passthrough mount (no writeback cache, each create answered with a
+ * backing file made beforehand), the ceiling that fits a mount granted passthrough; without, it keeps
+ * the writeback cache and the dd write is measured in it too.
  */
-async function nullFilesCeiling(scratch: string, smallSrc: string): Promise<{ nullFilesPerS: number; localFilesPerS: number; writeMBps: number[] }> {
-  const mnt = join(scratch, 'null-files-mnt');
-  const stop = await startBenchMount('fuse-null-files-mount.ts', mnt, [], 'null file system');
+async function nullFilesCeiling(scratch: string, smallSrc: string, shape: 'writeback' | 'backing' = 'writeback'): Promise<{ nullFilesPerS: number; localFilesPerS: number; writeMBps: number[] }> {
+  const mnt = join(scratch, `null-${shape}-mnt`);
+  const stop = await startBenchMount('fuse-null-files-mount.ts', mnt, shape === 'backing' ? ['auto', 'backing'] : [], `null file system (${shape})`);
   try {
     const nullFilesPerS = await copySmallFiles(smallSrc, join(mnt, 'copy'));
-    const localFilesPerS = await copySmallFiles(smallSrc, join(scratch, 'small-copy-beside-null'));
+    const localFilesPerS = await copySmallFiles(smallSrc, join(scratch, `small-copy-beside-null-${shape}`));
     // The same dd as the mount's, three times: what the kernel's side of a FUSE write costs alone.
     const writeMBps: number[] = [];
-    for (let i = 0; i < 3; i++) writeMBps.push(BYTES / 1e6 / ((await ddWrite(join(mnt, `dd-${i}.bin`))) / 1000));
+    if (shape === 'writeback') for (let i = 0; i < 3; i++) writeMBps.push(BYTES / 1e6 / ((await ddWrite(join(mnt, `dd-${i}.bin`))) / 1000));
     return { nullFilesPerS, localFilesPerS, writeMBps };
-  } finally {
-    await stop();
-  }
-}
-
-/**
- * The same copy into the null file system shaped as a passthrough mount (support/fuse-null-files-mount.ts
- * `backing`: no writeback cache, each create answered with a backing file made beforehand), and on local
- * disk right after: the ceiling that fits a mount granted passthrough, in files/s.
- */
-async function nullBackingCeiling(scratch: string, smallSrc: string): Promise<{ nullFilesPerS: number; localFilesPerS: number }> {
-  const mnt = join(scratch, 'null-backing-mnt');
-  const stop = await startBenchMount('fuse-null-files-mount.ts', mnt, ['auto', 'backing'], 'null file system with backing files');
-  try {
-    const nullFilesPerS = await copySmallFiles(smallSrc, join(mnt, 'copy'));
-    const localFilesPerS = await copySmallFiles(smallSrc, join(scratch, 'small-copy-beside-null-backing'));
-    return { nullFilesPerS, localFilesPerS };
   } finally {
     await stop();
   }
@@ -411,7 +397,7 @@ async function measureAll(): Promise<void> {
     const localRsync = await rsyncSmallFiles(smallSrc, join(h.local, 'small-rsync'));
     print({ figure: 'fuse.rsync_4k_files', note: 'rsync -a into a new folder (temporary name, mode and times, rename: a file)', files: SMALL_FILES, mount_files_per_s: round(mount.rsyncPerS, 0), rclone_files_per_s: peer && round(peer.rsyncPerS, 0), ratio_to_rclone: vsPeer(mount.rsyncPerS, peer?.rsyncPerS), local_files_per_s: round(localRsync, 0), ratio_to_local: round(mount.rsyncPerS / localRsync) });
     const nullFiles = await nullFilesCeiling(h.local, smallSrc);
-    const nullBacking = t.passthrough ? await nullBackingCeiling(h.local, smallSrc) : undefined;
+    const nullBacking = t.passthrough ? await nullFilesCeiling(h.local, smallSrc, 'backing') : undefined;
     if (nullBacking) print({ figure: 'fuse.cp_r_null_backing_ceiling', note: 'the null file system shaped as a passthrough mount: no writeback cache, each create answered with a backing file made beforehand; nothing stored', files: SMALL_FILES, null_files_per_s: round(nullBacking.nullFilesPerS, 0), local_files_per_s: round(nullBacking.localFilesPerS, 0), ratio_to_local: round(nullBacking.nullFilesPerS / nullBacking.localFilesPerS), mount_ratio_to_null: round(mount.filesPerS / nullBacking.nullFilesPerS) });
     print({ figure: 'fuse.cp_r_null_files_ceiling', note: 'the engine answers every request itself, nothing stored', files: SMALL_FILES, null_files_per_s: round(nullFiles.nullFilesPerS, 0), local_files_per_s: round(nullFiles.localFilesPerS, 0), ratio_to_local: round(nullFiles.nullFilesPerS / nullFiles.localFilesPerS), mount_ratio_to_null: round(mount.filesPerS / nullFiles.nullFilesPerS) });
     const transports = await transportCeiling(h.local, smallSrc);

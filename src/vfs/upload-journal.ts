@@ -450,8 +450,8 @@ export class UploadJournal implements SideJournal {
    * `written`: the line, written already by a side writer, with the entry's bytes in it.
    */
   private async appendPut(entry: JournalEntry, inline: Buffer | undefined, before?: LiveEntry, written?: Buffer): Promise<void> {
-    const { line, check } = written ? { line: written, check: written.toString('latin1', 0, CHECK_CHARS) } : putLineOf(entry, inline);
-    const record = await this.append(line[line.length - 1] === NEWLINE[0] ? line : Buffer.concat([line, NEWLINE]));
+    const { line, check } = written ? lineAsWritten(written) : putLineOf(entry, inline);
+    const record = await this.append(line);
     const lines = new Set([check]);
     const carries = !!inline || !!written;
     if (!carries && before?.inline) for (const c of before.lines) lines.add(c);
@@ -552,9 +552,9 @@ export class UploadJournal implements SideJournal {
       this.logRecords - this.keptRecords > Math.max(COMPACT_DEAD_RECORDS, this.keptRecords);
   }
 
-  async keepSideRecord(line: Buffer): Promise<void> {
-    const check = line.toString('latin1', 0, CHECK_CHARS);
-    await this.append(line[line.length - 1] === NEWLINE[0] ? line : Buffer.concat([line, NEWLINE]));
+  async keepSideRecord(written: Buffer): Promise<void> {
+    const { line, check } = lineAsWritten(written);
+    await this.append(line);
     this.keptLines.add(check);
     this.scheduleGroupCommit();
   }
@@ -568,7 +568,7 @@ export class UploadJournal implements SideJournal {
     const end = line[line.length - 1] === NEWLINE[0] ? line.length - 1 : line.length;
     const start = CHECK_CHARS + 1;
     if (end <= start || line[CHECK_CHARS] !== SPACE) return undefined;
-    if (hash('sha1', line.subarray(start, end), 'hex').slice(0, CHECK_CHARS) !== line.toString('latin1', 0, CHECK_CHARS)) return undefined;
+    if (checkOf(line.subarray(start, end)) !== line.toString('latin1', 0, CHECK_CHARS)) return undefined;
     const data = line.indexOf(DATA_KEY, start);
     if (data < 0) return undefined;
     let rec: LogRecord;
@@ -861,8 +861,13 @@ function parseLine(text: string): { rec: LogRecord; check: string } | undefined 
   return undefined;
 }
 
-function checkOf(json: string): string {
+function checkOf(json: string | Buffer): string {
   return hash('sha1', json, 'hex').slice(0, CHECK_CHARS);
+}
+
+/** A line another writer wrote (a side record), to append as it is: ending in its newline, and its check. */
+function lineAsWritten(written: Buffer): { line: Buffer; check: string } {
+  return { line: written[written.length - 1] === NEWLINE[0] ? written : Buffer.concat([written, NEWLINE]), check: written.toString('latin1', 0, CHECK_CHARS) };
 }
 
 /**
@@ -879,7 +884,7 @@ function putLineOf(entry: JournalEntry, inline: Buffer | undefined): { line: Buf
   let at = start + line.write(head, start, 'utf8');
   at += line.write(data, at, 'latin1');
   at += line.write(tail, at, 'latin1');
-  const check = hash('sha1', line.subarray(start, at), 'hex').slice(0, CHECK_CHARS);
+  const check = checkOf(line.subarray(start, at));
   line.write(check, 0, 'latin1');
   line[CHECK_CHARS] = SPACE;
   line[at] = NEWLINE[0]!;

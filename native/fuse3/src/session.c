@@ -865,18 +865,27 @@ static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
  * shows a new folder with the time the service answered its creation, then with the time its listings
  * give (whole seconds), with no request through the mount in between to tell the engine.
  */
+/*
+ * With `lock` held: the attributes of a file the kernel writes itself (passthrough) into `st`, the
+ * spool's size and times with the rest as kept; 0 when `e` is no such file or its spool cannot be read.
+ */
+static int attr_live(attr_entry *e, struct stat *st) {
+  struct stat spool;
+  if (!e || !e->has_live_fd || e->live_stale || fstat(e->live_fd, &spool) != 0) return 0;
+  *st = e->st;
+  st->st_size = spool.st_size;
+  st->st_blocks = spool.st_blocks;
+  st->st_mtim = spool.st_mtim;
+  st->st_ctim = spool.st_ctim;
+  return 1;
+}
+
 static int attr_cached(session *s, fuse_ino_t ino, struct stat *st, double *left) {
   int hit = 0;
   pthread_mutex_lock(&s->lock);
   attr_entry *e = attr_find(s, ino, 0);
-  struct stat spool;
-  if (e && e->has_live_fd && !e->live_stale && fstat(e->live_fd, &spool) == 0) {
-    /* Written by the kernel: the spool's size and times, valid this once (the kernel asks again). */
-    *st = e->st;
-    st->st_size = spool.st_size;
-    st->st_blocks = spool.st_blocks;
-    st->st_mtim = spool.st_mtim;
-    st->st_ctim = spool.st_ctim;
+  if (attr_live(e, st)) {
+    /* Written by the kernel: valid this once (the kernel asks again). */
     *left = 0;
     s->getattr_answered++;
     pthread_mutex_unlock(&s->lock);
@@ -999,19 +1008,14 @@ static int answer_mode(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
   if (!s->answer_small || !s->attrs || !(to_set & FUSE_SET_ATTR_MODE) || (to_set & ~(FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_CTIME))) return 0;
   queued *q = new_queued(s, OP_SETATTR, NULL, ino);
   if (!q) return 0;
-  struct stat st, spool;
-  int hit = 0;
+  struct stat st;
   pthread_mutex_lock(&s->lock);
   attr_entry *e = attr_find(s, ino, 0);
-  if (e && e->has_live_fd && !e->live_stale && fstat(e->live_fd, &spool) == 0) {
+  int hit = attr_live(e, &st);
+  if (hit) {
     e->st.st_mode = (e->st.st_mode & S_IFMT) | (attr->st_mode & 07777);
-    st = e->st;
-    st.st_size = spool.st_size;
-    st.st_blocks = spool.st_blocks;
-    st.st_mtim = spool.st_mtim;
-    st.st_ctim = spool.st_ctim;
+    st.st_mode = e->st.st_mode;
     s->modes_answered++;
-    hit = 1;
   }
   pthread_mutex_unlock(&s->lock);
   if (!hit) {
@@ -1254,25 +1258,30 @@ static void created_free(created_file *c) {
   free(c);
 }
 
-/* A file to follow, named `name`, with a fresh id (16 hex digits, as the upload journal's); NULL when out of memory. */
-static created_file *created_new(const char *name) {
+/* A new journal id (16 hex digits) into `id`; 0 when the system gives no random bytes. */
+static int new_journal_id(char id[17]) {
   unsigned char bytes[8];
-  created_file *c = calloc(1, sizeof(created_file));
-  if (!c) return NULL;
-  c->fd = -1;
   size_t got = 0;
   while (got < sizeof(bytes)) {
     ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n <= 0) return 0;
     got += (size_t)n;
   }
+  hex_of(bytes, sizeof(bytes), id);
+  return 1;
+}
+
+/* A file to follow, named `name`, with a fresh id (16 hex digits, as the upload journal's); NULL when out of memory. */
+static created_file *created_new(const char *name) {
+  created_file *c = calloc(1, sizeof(created_file));
+  if (!c) return NULL;
+  c->fd = -1;
   c->name = strdup(name);
-  if (got < sizeof(bytes) || !c->name) {
+  if (!c->name || !new_journal_id(c->id)) {
     created_free(c);
     return NULL;
   }
-  hex_of(bytes, sizeof(bytes), c->id);
   return c;
 }
 
@@ -1843,20 +1852,6 @@ static int spool_from_pool(session *s, int spool_dir, const char *id) {
   return -1;
 }
 
-/* A new journal id (16 hex digits) into `id`; 0 when the system gives no random bytes. */
-static int new_spool_id(char id[17]) {
-  unsigned char bytes[8];
-  size_t got = 0;
-  while (got < sizeof(bytes)) {
-    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return 0;
-    got += (size_t)n;
-  }
-  hex_of(bytes, sizeof(bytes), id);
-  return 1;
-}
-
 /* An empty spool `id` in `spool_dir`, from the pool or made anew: its descriptor, or -1. */
 static int spool_make(session *s, int spool_dir, const char *id) {
   int fd = spool_from_pool(s, spool_dir, id);
@@ -1885,7 +1880,7 @@ static void *maker_main(void *arg) {
     s->maker_busy = 1;
     pthread_mutex_unlock(&s->pool_lock);
     char id[17];
-    int fd = new_spool_id(id) ? spool_make(s, spool_dir, id) : -1;
+    int fd = new_journal_id(id) ? spool_make(s, spool_dir, id) : -1;
     pthread_mutex_lock(&s->pool_lock);
     s->maker_busy = 0;
     pthread_cond_broadcast(&s->maker_idle);
