@@ -8,7 +8,10 @@ import { fileURLToPath } from 'node:url';
 
 const MODULE = fileURLToPath(new URL('../../../src/shared/stop-signals.ts', import.meta.url));
 
-/** A command that catches SIGTERM, says `starting`, and "starts" once told on stdin, then waits to be stopped. */
+/**
+ * A command that catches SIGTERM, says `starting`, and "starts" once told on stdin, then serves (a timer
+ * keeps it alive, as a listening server does) until it is stopped.
+ */
 const COMMAND = `
 import { StopSignals } from ${JSON.stringify(MODULE)};
 const stop = new StopSignals(['SIGTERM', 'SIGINT']);
@@ -16,7 +19,10 @@ process.stdout.write('starting\\n');
 await new Promise((resolve) => process.stdin.once('data', resolve));
 process.stdin.pause();
 process.stdout.write('started\\n');
-process.stdout.write('stopped by ' + (await stop.received()) + '\\n');
+const serving = setInterval(() => undefined, 1000);
+const signal = await stop.received();
+clearInterval(serving);
+process.stdout.write('stopped by ' + signal + '\\n');
 `;
 
 describe('StopSignals', () => {
