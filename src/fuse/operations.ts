@@ -6,7 +6,7 @@
  * exactly once and within its deadline.
  */
 import type { Logger } from 'pino';
-import type { Attr, CallContext, EngineClose, FileHandle, LocalRange, OpenFlags, SideJournal, Vfs } from '../vfs/types.js';
+import type { Attr, CallContext, ClosedCreate, EngineClose, FileHandle, LocalRange, OpenFlags, SideJournal, Vfs } from '../vfs/types.js';
 import { Errno, FuseOpError } from './errno.js';
 import { HandleTable, type OpenFile } from './handles.js';
 import { InFlightCounter, replyWithin, type NativeCallback, type OperationResult, type OperationScope } from './reply.js';
@@ -62,13 +62,18 @@ export function unknownXattrErrno(name: string): number {
   return name.startsWith('user.') ? Errno.ENODATA : Errno.ENOTSUP;
 }
 
+/** A name the service can hold: the kernel's bytes were UTF-8 (see checkNewName). */
+function validNewName(path: string): boolean {
+  return !path.includes('\uFFFD');
+}
+
 /**
  * A name the kernel passed as bytes that are not UTF-8 reaches us with U+FFFD in their place (the
  * engine decodes names as UTF-8); the service stores UTF-8 names, so creating one would silently store
  * another name. Such names are refused with EILSEQ (so is, unavoidably, a name really containing U+FFFD).
  */
 export function checkNewName(path: string): void {
-  if (path.includes('\uFFFD')) throw new FuseOpError('EILSEQ', `expected a UTF-8 file name, got bytes that are not UTF-8 in '${path}'`);
+  if (!validNewName(path)) throw new FuseOpError('EILSEQ', `expected a UTF-8 file name, got bytes that are not UTF-8 in '${path}'`);
 }
 
 /** Open flags of open(2) → Vfs OpenFlags. */
@@ -220,16 +225,17 @@ export class FuseOperations {
   }
 
   /**
-   * A new file the engine created, had the kernel write and closed by itself, told at once
-   * (Vfs.createClosed): answers [0, true] once it is made closed, [0, false] when the three steps
-   * (createWithFlags, flush, release) have to make it.
+   * New files the engine created, had the kernel write and closed by itself, told at once
+   * (Vfs.createClosed), each with the mode it was created with: answers [0, made], `made[i]` true once
+   * file i is made closed, false when the three steps (createWithFlags, flush, release) have to make it.
    */
-  createClosed(path: string, mode: number, journalId: string, closed: EngineClose, cb: NativeCallback): void {
-    this.mutate('create', path, 'durableMs', cb, async (_scope, ctx) => {
-      checkNewName(path);
-      const made = (await this.vfs.createClosed?.(path, journalId, closed, ctx)) ?? false;
-      if (made) this.keepCreatedMode(path, false, mode);
-      return [0, made];
+  createClosed(files: readonly (ClosedCreate & { mode: number })[], cb: NativeCallback): void {
+    this.mutate('create', files[0]?.path ?? '/', 'durableMs', cb, async (_scope, ctx) => {
+      const named = files.filter((f) => validNewName(f.path));
+      const took = named.length > 0 ? ((await this.vfs.createClosed?.(named, ctx)) ?? []) : [];
+      const made = new Set(named.filter((_f, i) => took[i] === true));
+      for (const f of made) this.keepCreatedMode(f.path, false, f.mode);
+      return [0, files.map((f) => made.has(f))];
     });
   }
 

@@ -23,7 +23,7 @@ import { Connectivity, ReportingRemote, type LibraryConnectivity } from './conne
 import type { PendingFile, UploadStatus } from './upload-queue.js';
 import { TimeOverrides } from './time-overrides.js';
 import { WriteBack, type FollowedFile } from './write-back.js';
-import type { EngineClose, SideJournal } from './types.js';
+import type { ClosedCreate, EngineClose, SideJournal } from './types.js';
 import { ForegroundActivity } from './foreground-activity.js';
 import type { DiskFaults } from './disk-faults.js';
 import { VfsError, type Attr, type CallContext, type FileHandle, type LocalRange, type OpenFlags, type StatFs, type Vfs } from './types.js';
@@ -915,17 +915,32 @@ export class GatewayVfs implements Vfs {
     return this.opts.readOnly || this.closed ? undefined : this.writeBack.sideJournal();
   }
 
-  async createClosed(path: string, journalId: string, closed: EngineClose, ctx?: CallContext): Promise<boolean> {
-    const t = this.target(path);
-    if (!t.lib || t.fullpath === '' || this.opts.readOnly || t.lib.remote.checkWrite || this.hidden.has(`${t.lib.name}\0${t.fullpath}`)) return false;
-    try {
-      this.writable(t.path);
-      if (await this.lookup(t.lib, t.fullpath, ctx)) return false;
-      await this.needFolder(t.lib, parentOf(t.fullpath), ctx);
-    } catch {
-      return false; // the three steps answer it
+  async createClosed(files: readonly ClosedCreate[], ctx?: CallContext): Promise<boolean[]> {
+    const made: boolean[] = files.map(() => false);
+    const takes: { at: number; library: string; fullpath: string; id: string; closed: EngineClose }[] = [];
+    // Folders looked up once for all the files in them.
+    const folders = new Map<string, Promise<boolean>>();
+    for (let at = 0; at < files.length; at++) {
+      const f = files[at]!;
+      const t = this.target(f.path);
+      if (!t.lib || t.fullpath === '' || this.opts.readOnly || t.lib.remote.checkWrite || this.hidden.has(`${t.lib.name}\0${t.fullpath}`)) continue;
+      const lib = t.lib;
+      const folder = parentOf(t.fullpath);
+      const key = `${lib.name}\0${folder}`;
+      let there = folders.get(key);
+      if (!there) folders.set(key, (there = this.needFolder(lib, folder, ctx).then(() => true, () => false)));
+      try {
+        this.writable(t.path);
+        if (!(await there) || (await this.lookup(lib, t.fullpath, ctx))) continue;
+      } catch {
+        continue; // the three steps answer it
+      }
+      takes.push({ at, library: lib.name, fullpath: t.fullpath, id: f.journalId, closed: f.closed });
     }
-    return this.writeBack.createClosed(t.lib.name, t.fullpath, journalId, closed);
+    if (takes.length === 0) return made;
+    const took = await this.writeBack.createClosed(takes);
+    takes.forEach((t, i) => (made[t.at] = took[i]!));
+    return made;
   }
 
   answeredClosesIn(path: string): { library: string; fullpath: string } | undefined {

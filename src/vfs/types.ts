@@ -169,6 +169,13 @@ export interface EngineClose {
   spoolMtimeNs: bigint;
 }
 
+/** A file a front end created, had written and closed by itself (Vfs.createClosed). */
+export interface ClosedCreate {
+  path: string;
+  journalId: string;
+  closed: EngineClose;
+}
+
 /** A version handed to the kernel (FileHandle.passthrough): the spool's descriptor, and its end. */
 export interface PassthroughSpool {
   readonly fd: number;
@@ -249,15 +256,16 @@ export interface Vfs {
    */
   answeredClosesIn?(path: string): { library: string; fullpath: string } | undefined;
   /**
-   * A new file that a front end created, had written and closed all by itself before it told the Vfs
-   * (the FUSE engine with passthrough): its spool is the journal's under `journalId`, its journal record
-   * `closed` (EngineClose). Made at `path` at once as a closed file, its record taken as the journal's
-   * own, as `open` (create, exclusive) with `adoptSpool`, `flush(closed)` and `release` would make it.
-   * False, with nothing changed, when it cannot be made so (a name or a local version at the path, no
-   * such folder, a record that is not this file's, a spool that changed since the record): the front
-   * end then goes those three steps.
+   * New files that a front end created, had written and closed all by itself before it told the Vfs
+   * (the FUSE engine with passthrough): each spool is the journal's under its `journalId`, its journal
+   * record `closed` (EngineClose). Each is made at its path at once as a closed file, its record taken as
+   * the journal's own, as `open` (create, exclusive) with `adoptSpool`, `flush(closed)` and `release`
+   * would make it; the records of all go to the journal in one write. For each, false, with nothing
+   * changed for it, when it cannot be made so (a name or a local version at the path, no such folder, a
+   * record that is not this file's, a spool that changed since the record): the front end then goes those
+   * three steps for it.
    */
-  createClosed?(path: string, journalId: string, closed: EngineClose, ctx?: CallContext): Promise<boolean>;
+  createClosed?(files: readonly ClosedCreate[], ctx?: CallContext): Promise<boolean[]>;
   open(path: string, flags: OpenFlags, ctx?: CallContext): Promise<FileHandle>;
   mkdir(path: string, ctx?: CallContext): Promise<Attr>;
   /** Renames or moves a file or folder. `noReplace`: EEXIST when the target exists (else replaced). */

@@ -1544,7 +1544,8 @@ static int answer_flush(session *s, fuse_req_t req, fuse_ino_t ino, struct fuse_
   if (!fi || fi->fh < CREATED_FH_BASE) return 0;
   pthread_mutex_lock(&s->lock);
   created_file *c = created_take(s, fi->fh);
-  int ok = c && !c->spoiled && c->paths_epoch == s->paths_epoch;
+  /* Records waiting for JavaScript stay within ANSWERED_BYTES_MAX: past it, JavaScript closes the file. */
+  int ok = c && !c->spoiled && c->paths_epoch == s->paths_epoch && s->answered_bytes < ANSWERED_BYTES_MAX;
   pthread_mutex_unlock(&s->lock);
   /* Written by the kernel (passthrough): its bytes are read back from the spool, when small. */
   if (ok && c->fd >= 0) ok = created_read_spool(c);
@@ -1699,12 +1700,31 @@ static void answer_release(fuse_req_t req, int op, fuse_ino_t ino, struct fuse_f
 
 static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   if (fi && fi->fh >= CREATED_FH_BASE) {
-    /* Closed without a flush answered here: nothing of it is followed any longer. */
     session *cs = SESSION(req);
     pthread_mutex_lock(&cs->lock);
     created_file *c = created_take(cs, fi->fh);
+    /*
+     * A file created here whose close was answered here too (nothing of it is followed any longer): its
+     * release joins its create and close records quietly, so that a burst of such files reaches
+     * JavaScript in a few large batches (the next request, or QUIET_RECORDS_MS, takes them), not one
+     * file at a time beside the application; once the bytes of records waiting pass half of
+     * ANSWERED_BYTES_MAX, JavaScript is woken.
+     */
+    int quiet = !c && cs->answered_bytes < ANSWERED_BYTES_MAX / 2;
     pthread_mutex_unlock(&cs->lock);
-    created_free(c);
+    if (c) {
+      /* Closed without a flush answered here: nothing of it is followed any longer. */
+      created_free(c);
+    } else if (quiet) {
+      queued *q = new_queued(cs, OP_RELEASE, NULL, ino);
+      if (q) {
+        WITH_FI(fi);
+        q->answered = 1;
+        enqueue_quiet(cs, q);
+        fuse_reply_err(req, 0);
+        return;
+      }
+    }
   }
   answer_release(req, OP_RELEASE, ino, fi);
 }

@@ -72,6 +72,15 @@ interface WholeLife {
   release: KernelRequest;
 }
 
+/** A file of a whole life (WholeLife) whose inode and handle are bound, with its backing file (createdWhole). */
+interface BoundCreate {
+  req: KernelRequest;
+  life: WholeLife;
+  node: InodeNode;
+  live: LiveInode;
+  decide?: () => void;
+}
+
 /** What the kernel agreed to at INIT. */
 export interface NegotiatedSession {
   maxWrite: number;
@@ -103,7 +112,7 @@ const KEEP_CACHE = 2;
 /** Directory handles are numbered from here, apart from file handles (HandleTable, below 2^31). */
 const DIR_FH_BASE = 2 ** 40;
 /** How long a record the engine queued quietly waits for a request to travel with, at most. */
-const QUIET_RECORDS_MS = 1000;
+const QUIET_RECORDS_MS = 200;
 /** Folders whose last offer of names is remembered, at most. */
 const NAMES_OFFERED_MAX = 4096;
 /** Names of one folder offered to the engine at most (a larger folder's lookups all go to the Vfs). */
@@ -280,14 +289,27 @@ export class LowLevelMount {
   private onBatch(batch: KernelRequest[]): void {
     if (batch.length > 0) this.operations.serving();
     const whole = this.wholeLives(batch);
+    // Whole lives in a row in one folder, nothing else between them: made closed together.
+    let run: { req: KernelRequest; life: WholeLife }[] = [];
+    const endRun = (): void => {
+      if (run.length > 0) this.createdWhole(run);
+      run = [];
+    };
     for (const req of batch) {
-      if (req.answered && req.op === Op.CREATE) {
-        this.createdByEngine(req, whole?.get(req));
+      const life = whole?.get(req);
+      if (life && req.op === Op.CREATE) {
+        if (run.length > 0 && run[0]!.req.ino !== req.ino) endRun();
+        run.push({ req, life });
         continue;
       }
-      if (whole?.has(req)) {
+      if (life) {
         // The flush or release of a file created in this batch too: applied with its create.
         if (req.op === Op.FLUSH) this.closes?.writer.seen(req.record!);
+        continue;
+      }
+      endRun();
+      if (req.answered && req.op === Op.CREATE) {
+        this.createdByEngine(req);
         continue;
       }
       if (req.answered && req.op === Op.RELEASEDIR) {
@@ -309,6 +331,7 @@ export class LowLevelMount {
       if (busy.length > 0) this.settle(busy[0]!, () => this.dispatchSafely(req), ...busy.slice(1));
       else this.dispatchSafely(req);
     }
+    endRun();
   }
 
   /**
@@ -404,10 +427,53 @@ export class LowLevelMount {
    * A file the engine created in a folder whose names it knew (see docs/fuse.md, The engine): its inode
    * and handle are bound at once, and the file is made in the Vfs before any later request about it or
    * its folder. Should that fail, the handle's next flush or fsync answers the error and the kernel
-   * forgets the name. `life`: its flush and release came with it (wholeLives): made closed in one step
-   * when the Vfs can (createClosed), else by the three, in order.
+   * forgets the name.
    */
-  private createdByEngine(req: KernelRequest, life?: WholeLife): void {
+  private createdByEngine(req: KernelRequest): void {
+    const made = this.bindCreated(req);
+    if (!made) return;
+    this.settle(made.node.ino, () => this.applyCreate(this.inodes.pathOf(made.node), made.node, req, made.live, made.decide), req.ino);
+  }
+
+  /**
+   * Files the engine created in one folder whose whole lives came in a row (wholeLives), bound as
+   * `createdByEngine` binds each: made closed together when the Vfs can (createClosed), the rest by the
+   * three steps each, in order.
+   */
+  private createdWhole(run: readonly { req: KernelRequest; life: WholeLife }[]): void {
+    const bound: BoundCreate[] = [];
+    for (const { req, life } of run) {
+      const made = this.bindCreated(req);
+      if (!made) {
+        // Not bound (no folder here): its flush and release are applied as records.
+        this.applyLife(life);
+        continue;
+      }
+      // A whole life's create always came with a backing file (wholeLives).
+      bound.push({ ...made, live: made.live!, req, life });
+    }
+    if (bound.length === 0) return;
+    this.settle(run[0]!.req.ino, async () => {
+      const made = await this.madeClosed(bound);
+      for (let i = 0; i < bound.length; i++) {
+        if (made[i]) bound[i]!.decide?.();
+        else await this.applyThreeSteps(bound[i]!);
+      }
+    }, ...bound.map((b) => b.node.ino));
+  }
+
+  /** A whole life not made closed in one step: its create, flush and release applied in turn. */
+  private async applyThreeSteps(b: BoundCreate): Promise<void> {
+    await this.applyCreate(this.inodes.pathOf(b.node), b.node, b.req, b.live, b.decide);
+    await this.applyAnsweredClose(b.life.flush);
+    await this.applyAnswered(b.life.release);
+  }
+
+  /**
+   * The inode and handle of a file the engine created, bound at once (with its backing file, when the
+   * engine gave it one); undefined when its folder is not known here (its close then answers the error).
+   */
+  private bindCreated(req: KernelRequest): { node: InodeNode; live?: LiveInode; decide?: () => void } | undefined {
     const parent = req.ino;
     const name = req.name!;
     const fh = req.fh!;
@@ -418,8 +484,7 @@ export class LowLevelMount {
       this.lateErrors.set(fh, -errnoOf(err));
       this.refusedCreates.add(fh);
       this.logger.warn({ parent, name, err: String(err) }, 'fuse: a file the engine created has no folder here');
-      if (life) this.applyLife(life);
-      return;
+      return undefined;
     }
     node.shown = { size: 0, mtimeMs: req.mtimeMs! };
     this.inodes.opened(node, true);
@@ -428,18 +493,7 @@ export class LowLevelMount {
     let decide: (() => void) | undefined;
     const live: LiveInode | undefined = req.backingId ? { backingId: req.backingId, handles: new Set([fh]), decided: new Promise<void>((r) => (decide = r)) } : undefined;
     if (live) this.live.set(node.ino, live);
-    this.settle(node.ino, async () => {
-      const path = this.inodes.pathOf(node);
-      if (life && live && (await this.madeClosed(path, node, req, life, live))) {
-        decide?.();
-        return;
-      }
-      await this.applyCreate(path, node, req, live, decide);
-      if (life) {
-        await this.applyAnsweredClose(life.flush);
-        await this.applyAnswered(life.release);
-      }
-    }, parent);
+    return { node, live, decide };
   }
 
   /** The flush and release of a file whose create could not be bound: applied as records. */
@@ -449,36 +503,40 @@ export class LowLevelMount {
   }
 
   /**
-   * A file the engine created, the kernel wrote and the engine closed, all before JavaScript saw any of
-   * it: made in the Vfs as closed (Vfs.createClosed); the handle and the backing file are done with, as at
-   * a release. False when the Vfs leaves it to the three steps.
+   * Files the engine created, the kernel wrote and the engine closed, all before JavaScript saw any of
+   * them: made in the Vfs as closed (Vfs.createClosed, all in one call); for each made, the handle and the
+   * backing file are done with, as at a release. For each, false when the Vfs leaves it to the three steps.
    */
-  private async madeClosed(path: string, node: InodeNode, req: KernelRequest, life: WholeLife, live: LiveInode): Promise<boolean> {
+  private async madeClosed(files: readonly BoundCreate[]): Promise<boolean[]> {
     const closes = this.closes;
-    if (!closes) return false;
-    const closed = { line: life.flush.line!, spoolMtimeNs: life.flush.spoolMtimeNs! };
-    const [code, made] = await answerOf((cb) => this.operations.createClosed(path, req.mode!, req.journalId!, closed, cb));
-    if (code < 0 || made !== true) return false;
-    try {
-      await closes.journal.sideRecordSettled(req.journalId!);
-    } finally {
-      closes.writer.settled(life.flush.record!);
-    }
-    this.directCounts.passthroughFiles++;
-    this.directCounts.passthroughOpens++;
-    this.directCounts.madeClosed++;
-    const fh = req.fh!;
-    this.notLive(node.ino, live);
-    node.shown = undefined;
+    if (!closes) return files.map(() => false);
+    const asked = files.map((f) => ({ path: this.inodes.pathOf(f.node), mode: f.req.mode!, journalId: f.req.journalId!, closed: { line: f.life.flush.line!, spoolMtimeNs: f.life.flush.spoolMtimeNs! } }));
+    const [code, made] = await answerOf((cb) => this.operations.createClosed(asked, cb));
+    const took: boolean[] = code >= 0 && Array.isArray(made) ? files.map((_f, i) => made[i] === true) : files.map(() => false);
     const se = this.session;
-    if (se) {
-      this.binding.backingClose(se, live.backingId);
-      this.binding.attrLive(se, node.ino, false);
+    for (let i = 0; i < files.length; i++) {
+      if (!took[i]) continue;
+      const { req, life, live, node } = files[i]!;
+      try {
+        await closes.journal.sideRecordSettled(req.journalId!);
+      } finally {
+        closes.writer.settled(life.flush.record!);
+      }
+      this.directCounts.passthroughFiles++;
+      this.directCounts.passthroughOpens++;
+      this.directCounts.madeClosed++;
+      const fh = req.fh!;
+      this.notLive(node.ino, live);
+      node.shown = undefined;
+      if (se) {
+        this.binding.backingClose(se, live.backingId);
+        this.binding.attrLive(se, node.ino, false);
+      }
+      this.lateErrors.delete(fh);
+      const open = this.forgetHandle(fh);
+      if (open) this.inodes.closed(open.node, open.writable);
     }
-    this.lateErrors.delete(fh);
-    const open = this.forgetHandle(fh);
-    if (open) this.inodes.closed(open.node, open.writable);
-    return true;
+    return took;
   }
 
   /** The create of `createdByEngine` made in the Vfs, its spool taken over. */

@@ -379,6 +379,40 @@ describe.runIf(granted)('the mount with passthrough: closes the engine journaled
     expect(side.filter((l) => own.has(l))).toHaveLength(20);
   }, T);
 
+  it('closes the engine answered wait for JavaScript up to 8 MiB of records: past that, JavaScript closes the files; nothing is lost', async () => {
+    const h = kept.h!;
+    // The engine's bound on the bytes of records not yet handed to JavaScript (ANSWERED_BYTES_MAX).
+    const bound = 8 * 1024 * 1024;
+    const sideBytes = async (): Promise<number> => {
+      const dir = join(kept.dataDir, 'journal');
+      let bytes = 0;
+      for (const name of (await readdir(dir)).filter((n) => n.startsWith('closes.'))) bytes += (await stat(join(dir, name))).size;
+      return bytes;
+    };
+    const files = 1700;
+    const src = join(h.local, 'bound');
+    await mkdir(src);
+    for (let i = 0; i < files; i++) await writeFile(join(src, `f${i}`), Buffer.alloc(4096, i % 251));
+    const before = await sideBytes();
+    let whileHeldBytes = 0;
+    await whileHeld('bound', async (folder, reached) => {
+      const copying = sh('sh', ['-c', 'for f in "$1"/*; do cp "$f" "$2"/ || exit 1; done', 'sh', src, folder], { timeoutMs: 180_000 });
+      // The engine answers closes, each line in its side log, until the records waiting reach the bound;
+      // the next close waits for JavaScript, which is held: the copy stops there.
+      await eventually('the records waiting reach the bound', async () => ((await sideBytes()) - before >= bound - 8192 ? true : undefined), 120_000);
+      await new Promise((r) => setTimeout(r, 1000));
+      whileHeldBytes = (await sideBytes()) - before;
+      await writeFile(reached, '');
+      await copying;
+    });
+    // At most one record past the bound (the check comes before each record is added).
+    expect(whileHeldBytes).toBeLessThanOrEqual(bound + 8192);
+    expect((await readdir(join(h.mnt, 'Lib', 'bound'))).length).toBe(files);
+    for (const i of [0, 1499, files - 1]) expect((await readFile(join(h.mnt, 'Lib/bound', `f${i}`))).equals(Buffer.alloc(4096, i % 251))).toBe(true);
+    await h.call('flushAll', { timeoutMs: 120_000 }, 130_000);
+    for (const i of [0, files - 1]) expect(Buffer.from(await h.call<string>('remoteRead', { path: `/Lib/bound/f${i}` }), 'base64').equals(Buffer.alloc(4096, i % 251))).toBe(true);
+  }, 4 * T);
+
   it('a file written on through another descriptor after the engine read it is journaled as the spool then is, not with the bytes the engine read; the service gets the last bytes', async () => {
     const h = kept.h!;
     // The create, the first close (of a duplicate) and the writes are the engine's and the kernel's alone;

@@ -1,5 +1,5 @@
 import { describe, it, expect, afterEach } from 'vitest';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readSync, statSync } from 'node:fs';
@@ -48,7 +48,12 @@ function sideLine(e: { id: string; library: string; fullpath: string; mtimeMs: n
   return Buffer.from(`${createHash('sha1').update(json).digest('hex').slice(0, 12)} ${json}\n`);
 }
 
-describe('GatewayVfs.createClosed (a file a front end created, had written and closed by itself)', { timeout: 20_000 }, () => {
+/** One file made closed (Vfs.createClosed with one file). */
+async function createClosed(vfs: GatewayVfs, path: string, journalId: string, closed: { line: Buffer; spoolMtimeNs: bigint }): Promise<boolean | undefined> {
+  return (await vfs.createClosed([{ path, journalId, closed }]))[0];
+}
+
+describe('GatewayVfs.createClosed (files a front end created, had written and closed by itself)', { timeout: 20_000 }, () => {
   /** A spool written in the journal's spool folder under a fresh id, with its side record. */
   async function closedFile(vfs: GatewayVfs, fullpath: string, data: Buffer): Promise<{ id: string; closed: { line: Buffer; spoolMtimeNs: bigint }; spool: string }> {
     const id = randomBytes(8).toString('hex');
@@ -63,7 +68,7 @@ describe('GatewayVfs.createClosed (a file a front end created, had written and c
     await vfs.mkdir('/A/d');
     const data = Buffer.from('closed by the front end');
     const f = await closedFile(vfs, 'd/made.txt', data);
-    expect(await vfs.createClosed('/A/d/made.txt', f.id, f.closed)).toBe(true);
+    expect(await createClosed(vfs, '/A/d/made.txt', f.id, f.closed)).toBe(true);
     expect(await vfs.stat('/A/d/made.txt')).toMatchObject({ size: data.length, isDir: false });
     expect((await vfs.readdir('/A/d')).map((a) => a.name)).toEqual(['made.txt']);
     expect(await readAll(vfs, '/A/d/made.txt')).toBe(data.toString());
@@ -77,21 +82,47 @@ describe('GatewayVfs.createClosed (a file a front end created, had written and c
     const data = Buffer.from('bytes');
     const f = await closedFile(vfs, 'd/x.txt', data);
     // Another id's record, another path's, a line that does not match its check.
-    expect(await vfs.createClosed('/A/d/x.txt', randomBytes(8).toString('hex'), f.closed)).toBe(false);
-    expect(await vfs.createClosed('/A/d/y.txt', f.id, f.closed)).toBe(false);
+    expect(await createClosed(vfs, '/A/d/x.txt', randomBytes(8).toString('hex'), f.closed)).toBe(false);
+    expect(await createClosed(vfs, '/A/d/y.txt', f.id, f.closed)).toBe(false);
     const torn = Buffer.from(f.closed.line);
     torn[20] ^= 1;
-    expect(await vfs.createClosed('/A/d/x.txt', f.id, { ...f.closed, line: torn })).toBe(false);
+    expect(await createClosed(vfs, '/A/d/x.txt', f.id, { ...f.closed, line: torn })).toBe(false);
     // The spool written on after the record was made.
-    expect(await vfs.createClosed('/A/d/x.txt', f.id, { ...f.closed, spoolMtimeNs: f.closed.spoolMtimeNs - 1n })).toBe(false);
+    expect(await createClosed(vfs, '/A/d/x.txt', f.id, { ...f.closed, spoolMtimeNs: f.closed.spoolMtimeNs - 1n })).toBe(false);
     // A missing folder; a name made meanwhile.
     const g = await closedFile(vfs, 'nowhere/x.txt', data);
-    expect(await vfs.createClosed('/A/nowhere/x.txt', g.id, g.closed)).toBe(false);
+    expect(await createClosed(vfs, '/A/nowhere/x.txt', g.id, g.closed)).toBe(false);
     await vfs.writeFile('/A/d/x.txt', Buffer.from('made through the Vfs'));
-    expect(await vfs.createClosed('/A/d/x.txt', f.id, f.closed)).toBe(false);
+    expect(await createClosed(vfs, '/A/d/x.txt', f.id, f.closed)).toBe(false);
     expect(await readAll(vfs, '/A/d/x.txt')).toBe('made through the Vfs');
     expect(await vfsCode(vfs.stat('/A/d/y.txt'))).toBe('ENOENT');
     expect(await vfsCode(vfs.stat('/A/nowhere'))).toBe('ENOENT');
+  });
+
+  it('makes many files in one call, their records in one write; a refused one among them changes nothing and the rest are made', async () => {
+    const { vfs, remotes } = await setup();
+    await vfs.mkdir('/A/d');
+    await vfs.mkdir('/A/e');
+    const files = await Promise.all(['d/1.txt', 'd/2.txt', 'e/3.txt', 'd/4.txt'].map((p, i) => closedFile(vfs, p, Buffer.from(`file ${i}`))));
+    const log = join(vfs.sideJournal()!.spoolFolderPath(), '..', 'journal.log');
+    const before = await readFile(log).catch(() => Buffer.alloc(0));
+    const made = await vfs.createClosed([
+      { path: '/A/d/1.txt', journalId: files[0]!.id, closed: files[0]!.closed },
+      // Another file's record: refused.
+      { path: '/A/d/2.txt', journalId: files[1]!.id, closed: files[0]!.closed },
+      { path: '/A/e/3.txt', journalId: files[2]!.id, closed: files[2]!.closed },
+      { path: '/A/d/4.txt', journalId: files[3]!.id, closed: files[3]!.closed },
+    ]);
+    expect(made).toEqual([true, false, true, true]);
+    // The journal's log gained the three records as the writer wrote them, nothing else.
+    const added = (await readFile(log)).subarray(before.length);
+    expect(added.equals(Buffer.concat([files[0]!, files[2]!, files[3]!].map((f) => f.closed.line)))).toBe(true);
+    expect(await vfsCode(vfs.stat('/A/d/2.txt'))).toBe('ENOENT');
+    expect((await vfs.readdir('/A/d')).map((a) => a.name).sort()).toEqual(['1.txt', '4.txt']);
+    await vfs.flushAll({ timeoutMs: 10_000 });
+    expect(remotes.get('A')!.read('d/1.txt').toString()).toBe('file 0');
+    expect(remotes.get('A')!.read('e/3.txt').toString()).toBe('file 2');
+    expect(remotes.get('A')!.read('d/4.txt').toString()).toBe('file 3');
   });
 });
 
