@@ -1258,18 +1258,37 @@ static void created_free(created_file *c) {
   free(c);
 }
 
+/* Random bytes a thread cuts journal ids from: one call to the random source for 512 ids. */
+#define ID_POOL_BYTES 4096
+static __thread unsigned char id_pool[ID_POOL_BYTES];
+static __thread size_t id_pool_at = ID_POOL_BYTES;
+
 /* A new journal id (16 hex digits) into `id`; 0 when the system gives no random bytes. */
 static int new_journal_id(char id[17]) {
-  unsigned char bytes[8];
-  size_t got = 0;
-  while (got < sizeof(bytes)) {
-    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return 0;
-    got += (size_t)n;
+  if (id_pool_at + 8 > ID_POOL_BYTES) {
+    size_t got = 0;
+    while (got < ID_POOL_BYTES) {
+      ssize_t n = getrandom(id_pool + got, ID_POOL_BYTES - got, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return 0;
+      got += (size_t)n;
+    }
+    id_pool_at = 0;
   }
-  hex_of(bytes, sizeof(bytes), id);
+  hex_of(id_pool + id_pool_at, 8, id);
+  id_pool_at += 8;
   return 1;
+}
+
+/* SHA-1, looked up once (each EVP_sha1() digest otherwise looks the algorithm up in the providers again). */
+static EVP_MD *sha1_fetched;
+static pthread_once_t sha1_once = PTHREAD_ONCE_INIT;
+static void sha1_fetch(void) {
+  sha1_fetched = EVP_MD_fetch(NULL, "SHA1", NULL);
+}
+static const EVP_MD *sha1_md(void) {
+  pthread_once(&sha1_once, sha1_fetch);
+  return sha1_fetched ? sha1_fetched : EVP_sha1();
 }
 
 /* A file to follow, named `name`, with a fresh id (16 hex digits, as the upload journal's); NULL when out of memory. */
@@ -1404,7 +1423,7 @@ static char *journal_line(const created_file *c, uint64_t seq, size_t *len) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int md_len = 0;
   char sha1[2 * 20 + 1];
-  if (EVP_Digest(c->data ? c->data : "", c->size, md, &md_len, EVP_sha1(), NULL) != 1 || md_len != 20) return NULL;
+  if (EVP_Digest(c->data ? c->data : "", c->size, md, &md_len, sha1_md(), NULL) != 1 || md_len != 20) return NULL;
   hex_of(md, 20, sha1);
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
@@ -1453,7 +1472,7 @@ static char *journal_line(const created_file *c, uint64_t seq, size_t *len) {
   const char *json = b.p + LINE_CHECK_CHARS + 1;
   size_t json_len = b.len - (LINE_CHECK_CHARS + 1) - 1;
   char check[2 * 20 + 1];
-  if (EVP_Digest(json, json_len, md, &md_len, EVP_sha1(), NULL) != 1) {
+  if (EVP_Digest(json, json_len, md, &md_len, sha1_md(), NULL) != 1) {
     free(b.p);
     return NULL;
   }
@@ -1850,6 +1869,17 @@ static void pool_refill(session *s) {
 }
 
 /*
+ * Opens spool `id` for reading and writing (`flags`: O_CREAT | O_EXCL to make it, 0600): without access
+ * times, so that the engine reading a small file back at its close does not make the spool's inode
+ * dirty again (the gateway owns its spools; elsewhere it is opened as usual).
+ */
+static int spool_open(int spool_dir, const char *id, int flags) {
+  int fd = openat(spool_dir, id, flags | O_RDWR | O_CLOEXEC | O_NOATIME, 0600);
+  if (fd < 0 && errno == EPERM) fd = openat(spool_dir, id, flags | O_RDWR | O_CLOEXEC, 0600);
+  return fd;
+}
+
+/*
  * The spool `id` made from an emptied one of the pool (renamed into the spool folder): its descriptor,
  * or -1 when the pool has none. Reusing a file spares the file system an inode (see the journal's
  * recycle: on ext4 new inodes come slowly where many went recently).
@@ -1863,7 +1893,7 @@ static int spool_from_pool(session *s, int spool_dir, const char *id) {
   }
   pthread_mutex_unlock(&s->pool_lock);
   if (!renamed) return -1;
-  int fd = openat(spool_dir, id, O_RDWR | O_CLOEXEC);
+  int fd = spool_open(spool_dir, id, 0);
   struct stat st;
   if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size == 0) return fd;
   /* Not an empty file after all: made anew instead. */
@@ -1875,7 +1905,7 @@ static int spool_from_pool(session *s, int spool_dir, const char *id) {
 /* An empty spool `id` in `spool_dir`, from the pool or made anew: its descriptor, or -1. */
 static int spool_make(session *s, int spool_dir, const char *id) {
   int fd = spool_from_pool(s, spool_dir, id);
-  return fd >= 0 ? fd : openat(spool_dir, id, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  return fd >= 0 ? fd : spool_open(spool_dir, id, O_CREAT | O_EXCL);
 }
 
 /*
@@ -3856,7 +3886,7 @@ static napi_value js_spool_attach(napi_env env, napi_callback_info info) {
   }
   if (from >= 0 && s->hasher_started) {
     w->sha = EVP_MD_CTX_new();
-    if (w->sha && EVP_DigestInit_ex(w->sha, EVP_sha1(), NULL) != 1) {
+    if (w->sha && EVP_DigestInit_ex(w->sha, sha1_md(), NULL) != 1) {
       EVP_MD_CTX_free(w->sha);
       w->sha = NULL;
     }
