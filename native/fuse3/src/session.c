@@ -1704,48 +1704,39 @@ static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) 
  * A release of a file or folder (`op`). The kernel sends it without waiting for it (nothing of its answer
  * reaches the application): answered here, JavaScript releasing the handle behind, so no release waits
  * for JavaScript (over io_uring, one waiting would hold a ring's buffer). Queued before the answer: the
- * kernel's forget of the inode comes after it.
+ * kernel's forget of the inode comes after it. `quiet`: queued without waking JavaScript (ll_release).
  */
-static void answer_release(fuse_req_t req, int op, fuse_ino_t ino, struct fuse_file_info *fi) {
+static void answer_release(fuse_req_t req, int op, fuse_ino_t ino, struct fuse_file_info *fi, int quiet) {
   session *s = SESSION(req);
   queued *q = new_queued(s, op, NULL, ino);
   if (q) {
     WITH_FI(fi);
     q->answered = 1;
-    enqueue(s, q);
+    if (quiet) enqueue_quiet(s, q);
+    else enqueue(s, q);
   }
   fuse_reply_err(req, 0);
 }
 
 static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  int quiet = 0;
   if (fi && fi->fh >= CREATED_FH_BASE) {
     session *cs = SESSION(req);
     pthread_mutex_lock(&cs->lock);
+    /* Closed without a flush answered here: nothing of it is followed any longer. */
     created_file *c = created_take(cs, fi->fh);
     /*
-     * A file created here whose close was answered here too (nothing of it is followed any longer): its
-     * release joins its create and close records quietly, so that a burst of such files reaches
-     * JavaScript in a few large batches (the next request, or QUIET_RECORDS_MS, takes them), not one
-     * file at a time beside the application; once the bytes of records waiting pass half of
-     * ANSWERED_BYTES_MAX, JavaScript is woken.
+     * The release of a file whose close the engine answered, that close's record the last one queued:
+     * it joins it (and the create's) quietly, so that a burst of such files reaches JavaScript in a few
+     * large batches (with the next request, by the QUIET_RECORDS_MS poll, or once the records waiting
+     * pass half of ANSWERED_BYTES_MAX), not one file at a time beside the application.
      */
-    int quiet = !c && cs->answered_bytes < ANSWERED_BYTES_MAX / 2;
+    queued *last = cs->tail;
+    quiet = !c && last && last->op == OP_FLUSH && last->answered && last->has_fh && last->fh == fi->fh && cs->answered_bytes < ANSWERED_BYTES_MAX / 2;
     pthread_mutex_unlock(&cs->lock);
-    if (c) {
-      /* Closed without a flush answered here: nothing of it is followed any longer. */
-      created_free(c);
-    } else if (quiet) {
-      queued *q = new_queued(cs, OP_RELEASE, NULL, ino);
-      if (q) {
-        WITH_FI(fi);
-        q->answered = 1;
-        enqueue_quiet(cs, q);
-        fuse_reply_err(req, 0);
-        return;
-      }
-    }
+    created_free(c);
   }
-  answer_release(req, OP_RELEASE, ino, fi);
+  answer_release(req, OP_RELEASE, ino, fi, quiet);
 }
 
 static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
@@ -1781,7 +1772,7 @@ static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   /* JavaScript forgets the listing behind. */
-  answer_release(req, OP_RELEASEDIR, ino, fi);
+  answer_release(req, OP_RELEASEDIR, ino, fi, 0);
 }
 
 static void ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
