@@ -112,7 +112,7 @@ const KEEP_CACHE = 2;
 /** Directory handles are numbered from here, apart from file handles (HandleTable, below 2^31). */
 const DIR_FH_BASE = 2 ** 40;
 /** How long a record the engine queued quietly waits for a request to travel with, at most. */
-const QUIET_RECORDS_MS = 1000;
+const QUIET_RECORDS_MS = 200;
 /** Folders whose last offer of names is remembered, at most. */
 const NAMES_OFFERED_MAX = 4096;
 /** Names of one folder offered to the engine at most (a larger folder's lookups all go to the Vfs). */
