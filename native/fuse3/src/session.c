@@ -860,12 +860,6 @@ static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 }
 
 /*
- * The cached attributes of file `ino` while they may answer a getattr (copied into `st`, with the
- * seconds they stay valid); 0 when JavaScript has to answer. Folders always go to JavaScript: the Vfs
- * shows a new folder with the time the service answered its creation, then with the time its listings
- * give (whole seconds), with no request through the mount in between to tell the engine.
- */
-/*
  * With `lock` held: the attributes of a file the kernel writes itself (passthrough) into `st`, the
  * spool's size and times with the rest as kept; 0 when `e` is no such file or its spool cannot be read.
  */
@@ -880,6 +874,12 @@ static int attr_live(attr_entry *e, struct stat *st) {
   return 1;
 }
 
+/*
+ * The cached attributes of file `ino` while they may answer a getattr (copied into `st`, with the
+ * seconds they stay valid); 0 when JavaScript has to answer. Folders always go to JavaScript: the Vfs
+ * shows a new folder with the time the service answered its creation, then with the time its listings
+ * give (whole seconds), with no request through the mount in between to tell the engine.
+ */
 static int attr_cached(session *s, fuse_ino_t ino, struct stat *st, double *left) {
   int hit = 0;
   pthread_mutex_lock(&s->lock);
