@@ -9,6 +9,7 @@ import { RpcErrorCode } from '../control/protocol.js';
 import type { MethodInfo } from '../control/methods.js';
 import { methodCatalog } from '../control/catalog.js';
 import type { Subcommand } from './subcommand.js';
+import { defaultControlSocket } from '../gateway/data-folder.js';
 import { formatBytes, renderHuman, renderLibraries, renderPermissions, renderStatus, twoColumns, wrap } from './ctl-output.js';
 
 export { formatBytes, renderHuman };
@@ -17,9 +18,9 @@ export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3 } as const;
 
 class UsageError extends Error {}
 
-export function defaultSocketPath(env = process.env): string {
-  if (env.CLOUDLIB_SOCKET) return env.CLOUDLIB_SOCKET;
-  return resolve(env.CLOUDLIB_HOME ?? '.cloudlib', 'control.sock');
+/** `--socket`, else $CLOUDLIB_SOCKET, else the socket of `--data`, $CLOUDLIB_HOME or the user's data folder. */
+export function defaultSocketPath(env = process.env, data?: string): string {
+  return defaultControlSocket(env, data);
 }
 
 /** `7d`, `12h`, `30m`, `90s`, or a unix timestamp → unix seconds. */
@@ -347,7 +348,7 @@ export function completionScript(shell: 'bash' | 'zsh', catalog = methodCatalog(
 }
 
 const USAGE = [
-  'Usage: cloudlib ctl [--socket PATH] [--json] <verb> [args]',
+  'Usage: cloudlib ctl [--socket PATH | --data DIR] [--json] <verb> [args]',
   '       cloudlib ctl call METHOD [key=value ...]     any method by name',
   '       cloudlib ctl methods | help VERB|METHOD | completion bash|zsh',
   '',
@@ -360,16 +361,16 @@ export const ctlCommand: Subcommand = {
   summary: 'Talk to a running gateway through its control socket (the whole service API,\nand the gateway\'s own state).',
   get usage() {
     return `${USAGE}\n${verbsHelp()}\n\n${[
-      'The socket: --socket PATH, else $CLOUDLIB_SOCKET, else $CLOUDLIB_HOME/control.sock (default ./.cloudlib).',
+      'The socket: --socket PATH, else $CLOUDLIB_SOCKET, else control.sock of the data folder: --data DIR, else $CLOUDLIB_HOME, else ~/.local/share/cloudlib ($XDG_DATA_HOME/cloudlib), the default of `cloudlib up` from any folder.',
       'PATH arguments are gateway paths: /<library>/<path inside it>.',
       'Exit codes: 0 done, 1 the service or gateway refused, 2 bad usage or parameters (nothing was sent), 3 no gateway answering.',
     ].map((t) => wrap(t, 80).join('\n')).join('\n')}`;
   },
-  options: { socket: { type: 'string' }, json: { type: 'boolean' } },
+  options: { socket: { type: 'string' }, data: { type: 'string' }, json: { type: 'boolean' } },
   passThrough: true,
   async run(values, positionals) {
     const json = Boolean(values.json);
-    const socket = String(values.socket ?? defaultSocketPath());
+    const socket = String(values.socket ?? defaultSocketPath(process.env, values.data as string | undefined));
     const print = (text: string) => process.stdout.write(text + '\n');
     let verb: Verb | undefined;
     try {

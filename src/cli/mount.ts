@@ -14,8 +14,8 @@ const USAGE = `Usage: cloudlib mount MOUNTPOINT [options]
 
 Options:
   --config FILE        gateway configuration (TOML or JSON)
-  --data DIR           data folder (journal, caches); default ./.cloudlib or
-                       $CLOUDLIB_HOME
+  --data DIR           data folder (journal, caches, control socket); default
+                       $CLOUDLIB_HOME, else ~/.local/share/cloudlib
   --uid N, --gid N     owner shown for every file (default: this process)
   --umask OCTAL        permission bits cleared (default 022)
   --allow-other        let other users use the mount

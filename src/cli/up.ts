@@ -20,7 +20,8 @@ Options:
   --config FILE          gateway configuration, TOML or JSON
                          (docs/configuration.md); or $CLOUDLIB_CONFIG
   --data DIR             data folder (journal, caches, embedded service, control
-                         socket); default ./.cloudlib or $CLOUDLIB_HOME
+                         socket); default $CLOUDLIB_HOME, else
+                         ~/.local/share/cloudlib (found by ctl from anywhere)
   --webdav HOST:PORT     WebDAV listen address (default 127.0.0.1:8080; off)
   --mount DIR            FUSE mount point (default ./mnt where FUSE is usable)
   --no-mount             no FUSE mount
@@ -125,6 +126,10 @@ export const upCommand: Subcommand = {
         return 2;
       }
       throw err;
+    }
+    // Earlier versions kept the data in ./.cloudlib of the folder `up` ran in: said once, never moved.
+    if (values.data === undefined && !process.env.CLOUDLIB_HOME && resolve('.cloudlib') !== config.data && existsSync(join('.cloudlib', 'service'))) {
+      process.stderr.write(`cloudlib up: ./.cloudlib holds data of an earlier start in this folder; this start uses ${config.data}. \`cloudlib up --data .cloudlib\` serves the old one.\n`);
     }
     const problems = new RecentProblems();
     const logger = createLogger({ level: config.log.level, problems });

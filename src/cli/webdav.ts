@@ -20,8 +20,9 @@ Options:
                        webdav.listen of the configuration)
   --config FILE        gateway configuration (TOML or JSON): service, libraries,
                        webdav.users
-  --data DIR           data folder (journal, caches, properties, locks); default
-                       ./.cloudlib or $CLOUDLIB_HOME
+  --data DIR           data folder (journal, caches, properties, locks, control
+                       socket); default $CLOUDLIB_HOME, else
+                       ~/.local/share/cloudlib
   --read-only          refuse every change
   --log-level LEVEL    trace, debug, info, warn, error (default info)`;
 

@@ -75,7 +75,7 @@ async function waitForFile(path: string, child: ChildProcess & { output: () => s
 }
 
 async function up(data: string, extra: string[] = []): Promise<{ child: ChildProcess & { output: () => string }; endpoints: EndpointsFile }> {
-  const child = start(['up', '--data', data, '--webdav', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', ...extra]);
+  const child = start(['up', '--data', data, '--webdav', '127.0.0.1:0', '--service-listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', ...extra]);
   const endpoints = JSON.parse(await waitForFile(join(data, 'endpoints.json'), child)) as EndpointsFile;
   return { child, endpoints };
 }
@@ -165,7 +165,7 @@ describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
     await new Promise<void>((r) => busy.listen(0, '127.0.0.1', () => r()));
     const port = (busy.address() as { port: number }).port;
     try {
-      const child = start(['up', '--data', data, '--no-mount', '--webdav', `127.0.0.1:${port}`]);
+      const child = start(['up', '--data', data, '--no-mount', '--webdav', `127.0.0.1:${port}`, '--service-listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0']);
       expect(await exited(child, 30_000)).toBe(1);
       expect(existsSync(join(data, 'endpoints.json'))).toBe(false);
     } finally {
@@ -296,7 +296,7 @@ describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
   it('anonymous read-write on a network address is refused at start', async () => {
     const base = await tempDir();
     await writeFile(join(base, 'anon.toml'), '[webdav]\nanonymous = "read-write"\n');
-    const child = start(['up', '--data', join(base, 'd'), '--config', join(base, 'anon.toml'), '--webdav', '0.0.0.0:0', '--no-mount']);
+    const child = start(['up', '--data', join(base, 'd'), '--config', join(base, 'anon.toml'), '--webdav', '0.0.0.0:0', '--no-mount', '--service-listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0']);
     expect(await exited(child, 20_000)).toBe(2);
     expect(child.output()).toMatch(/allow_anonymous_write_from_network/);
   });
