@@ -10,7 +10,7 @@ import type { MethodInfo } from '../control/methods.js';
 import { methodCatalog } from '../control/catalog.js';
 import type { Subcommand } from './subcommand.js';
 import { defaultControlSocket } from '../gateway/data-folder.js';
-import { formatBytes, renderHuman, renderLibraries, renderPermissions, renderStatus, twoColumns, wrap } from './ctl-output.js';
+import { formatBytes, renderHistory, renderHuman, renderLibraries, renderPermissions, renderStatus, twoColumns, wrap } from './ctl-output.js';
 
 export { formatBytes, renderHuman };
 
@@ -101,6 +101,8 @@ interface Verb {
   done?(result: unknown, call: { params: Record<string, unknown> }): string;
   /** The result for a person, when a table of its own reads better than the generic rendering. */
   render?(result: unknown): string;
+  /** Further calls that make the result, for people and for --json alike (e.g. one call per library). */
+  gather?(result: unknown, call: (method: string, params: Record<string, unknown>) => Promise<unknown>, params: Record<string, unknown>): Promise<unknown>;
   /** Further calls that complete the result for a person (e.g. each member's permissions). */
   follow?(result: unknown, call: (method: string, params: Record<string, unknown>) => Promise<unknown>, params: Record<string, unknown>): Promise<unknown>;
 }
@@ -155,7 +157,17 @@ export const VERBS: Record<string, Verb> = {
     fullpath: need(pos, 0, 'PATH'), deadline: o.expires ? parseExpiry(String(o.expires)) : undefined, password: str(o.password), auth: str(o.auth),
     access_limit: int(o, 'limit'), dir: o.dir ? 1 : undefined,
   } }), done: (r) => `${field(r, 'link')}  (code ${field(r, 'code')})` },
-  'link ls': { usage: 'link ls [--library NAME]', help: 'list share links', calls: ['file.links'], build: (_p, o) => ({ method: 'file.links', params: { library: str(o.library) } }) },
+  'link ls': { usage: 'link ls [--library NAME]', help: 'list share links, of every library served unless --library names one', calls: ['file.links', 'library.ls'],
+    build: (_p, o) => (str(o.library) ? { method: 'file.links', params: { library: str(o.library) } } : { method: 'library.ls', params: {} }),
+    gather: async (result, call, params) => {
+      if (params.library !== undefined) return result;
+      const list: Record<string, unknown>[] = [];
+      for (const l of result as { name: string }[]) {
+        const links = (await call('file.links', { library: l.name })) as Record<string, unknown>[] | { list?: Record<string, unknown>[] };
+        for (const link of Array.isArray(links) ? links : links.list ?? []) list.push({ library: l.name, ...link });
+      }
+      return { list };
+    } },
   'link close': { usage: 'link close CODE|PATH [--library NAME]', help: 'close a link by code, or all links of a path', calls: ['file.link_close'], build: (pos, o) => {
     const x = need(pos, 0, 'CODE or PATH');
     return { method: 'file.link_close', params: x.startsWith('/') ? { fullpath: x } : { code: x, library: str(o.library) } };
@@ -197,9 +209,9 @@ export const VERBS: Record<string, Verb> = {
   unlock: { usage: 'unlock PATH', help: 'unlock a file', calls: ['file.lock'], build: (pos) => ({ method: 'file.lock', params: { fullpath: need(pos, 0, 'PATH'), lock: 'unlock' } }), done: (_r, c) => `unlocked ${p0(c)}` },
   'tag add': { usage: 'tag add PATH TAG...', help: 'add tags', calls: ['file.add_tag'], build: (pos) => ({ method: 'file.add_tag', params: { fullpath: need(pos, 0, 'PATH'), tag: tags(pos) } }), done: (_r, c) => `tagged ${p0(c)}: ${p0(c, 'tag')}` },
   'tag rm': { usage: 'tag rm PATH TAG...', help: 'remove tags', calls: ['file.del_tag'], build: (pos) => ({ method: 'file.del_tag', params: { fullpath: need(pos, 0, 'PATH'), tag: tags(pos) } }), done: (_r, c) => `untagged ${p0(c)}: ${p0(c, 'tag')}` },
-  history: { usage: 'history PATH [--size N]', help: 'versions and operations of a file', calls: ['file.history'], build: (pos, o) => ({ method: 'file.history', params: { fullpath: need(pos, 0, 'PATH'), size: int(o, 'size') ?? 100 } }) },
+  history: { usage: 'history PATH [--size N]', help: 'versions and operations of a file', calls: ['file.history'], build: (pos, o) => ({ method: 'file.history', params: { fullpath: need(pos, 0, 'PATH'), size: int(o, 'size') ?? 100 } }), render: renderHistory },
   restore: { usage: 'restore PATH --version FILEHASH|HID', help: 'make an earlier version current again', calls: ['version.restore'], build: (pos, o) => {
-    if (!str(o.version)) throw new UsageError('--version is required (a filehash or hid from `ctl history`)');
+    if (!str(o.version)) throw new UsageError('--version is required (a filehash or hid from `ctl history`, or 7 or more of its first characters)');
     return { method: 'version.restore', params: { path: need(pos, 0, 'PATH'), version: String(o.version) } };
   }, done: (r) => `restored ${field(r, 'path')} to ${field(r, 'filehash')}` },
   'trash ls': { usage: 'trash ls [--library NAME] [--keyword K]', help: 'list the recycle bin', calls: ['file.recycle'], build: (_p, o) => ({ method: 'file.recycle', params: { library: str(o.library), keyword: str(o.keyword), size: 1000 } }) },
@@ -497,6 +509,7 @@ export const ctlCommand: Subcommand = {
           if (tty) process.stderr.write(`\r${progressLine(p, meter.sample(p))}\x1b[K`);
         });
         if (tty) process.stderr.write('\r\x1b[K');
+        if (verb?.gather) result = await verb.gather(result, (m, p) => client.call(m, p), params);
         if (!json && verb?.follow) result = await verb.follow(result, (m, p) => client.call(m, p), params);
         print(json ? JSON.stringify(result, null, 2) : verb?.done ? verb.done(result, { params }) : verb?.render ? verb.render(result) : renderHuman(result));
       } finally {

@@ -341,8 +341,16 @@ async function findVersion(client: ServiceClient, fullpath: string, version: str
   const pageSize = 100;
   for (let start = 0; ; start += pageSize) {
     const page = await client.file.history({ fullpath, start, size: pageSize });
-    const hit = page.list.find((h) => h.hid === version || h.filehash === version.toLowerCase());
+    const v = version.toLowerCase();
+    const hit = page.list.find((h) => h.hid === version || h.filehash === v);
     if (hit) return hit;
+    // A prefix of 7 or more characters (as `ctl history` shows them), when it names one version.
+    if (v.length >= 7) {
+      const hits = page.list.filter((h) => String(h.hid).toLowerCase().startsWith(v) || String(h.filehash).startsWith(v));
+      const distinct = new Set(hits.map((h) => h.hid));
+      if (distinct.size === 1) return hits[0]!;
+      if (distinct.size > 1) throw new RpcFailure(RpcErrorCode.InvalidParams, `version '${version}' names ${distinct.size} versions of '${fullpath}': give more characters`, { param: 'version' });
+    }
     if (page.list.length < pageSize || start + pageSize >= page.count) break;
   }
   throw new RpcFailure(RpcErrorCode.InvalidParams, `no version '${version}' in the history of '${fullpath}'`, { param: 'version' });

@@ -110,4 +110,51 @@ describe('ctl as a file tool', { timeout: 120_000 }, () => {
     expect(bad.stderr).toMatch(/'\[' without '\]'/);
     expect(await gateway.vfs.stat(`/${lib}/other`).catch(() => undefined)).toBeUndefined();
   });
+
+  it('history within 80 columns, with dates and sizes for people; restore by the version shown', async () => {
+    const local = join(dir, 'notes.txt');
+    for (const text of ['one', 'two, longer', 'three, longer still']) {
+      await writeFile(local, text);
+      expect((await ctl('upload', local, `/${lib}/notes.txt`)).code).toBe(0);
+    }
+    const h = await ctl('history', `/${lib}/notes.txt`);
+    expect(h.code, h.stderr).toBe(0);
+    const lines = h.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^WHEN +ACTION +SIZE +BY +VERSION$/);
+    for (const l of lines) expect(l.length, l).toBeLessThanOrEqual(80);
+    expect(h.stdout).toMatch(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2} /m);
+    expect(h.stdout).not.toMatch(/\b\d{10}\b/); // no raw epochs
+    expect(h.stdout).not.toMatch(/[0-9a-f]{40}/); // no 40-character hashes
+    const oldest = lines[lines.length - 1]!;
+    expect(oldest).toContain('3 B');
+    const version = oldest.trim().split(/\s+/).pop()!;
+    const r = await ctl('restore', `/${lib}/notes.txt`, '--version', version);
+    expect(r.code, r.stderr).toBe(0);
+    await gateway.vfs.refresh();
+    expect((await gateway.vfs.stat(`/${lib}/notes.txt`)).size).toBe(3);
+  });
+
+  it('link ls lists the links of every library; org ls shows sizes and an unlimited capacity for people', async () => {
+    expect((await ctl('org', 'create', 'Second')).code).toBe(0);
+    const add = await ctl('library', 'add', '--org', 'Second');
+    expect(add.code, add.stderr).toBe(0);
+    await writeFile(join(dir, 's.txt'), 'second');
+    expect((await ctl('upload', join(dir, 's.txt'), '/Second/s.txt')).code).toBe(0);
+    expect((await ctl('link', 'create', '/Second/s.txt')).code).toBe(0);
+    expect((await ctl('link', 'create', `/${lib}/project/README.md`)).code).toBe(0);
+    const ls = await ctl('link', 'ls');
+    expect(ls.code, ls.stderr).toBe(0);
+    expect(ls.stdout).toMatch(/^LIBRARY/);
+    expect(ls.stdout).toMatch(new RegExp(`^${lib} .*README\\.md`, 'm'));
+    expect(ls.stdout).toMatch(/^Second .*s\.txt/m);
+    expect(ls.stdout).toMatch(/ \d{4}-\d{2}-\d{2} \d{2}:\d{2} /); // the deadline as a date
+    const asJson = JSON.parse((await ctl('--json', 'link', 'ls')).stdout) as { list: { library: string }[] };
+    expect(asJson.list.map((l) => l.library).sort()).toEqual([lib, 'Second'].sort());
+    const one = await ctl('link', 'ls', '--library', 'Second');
+    expect(one.stdout).not.toContain('README.md');
+    const orgs = await ctl('org', 'ls');
+    expect(orgs.code, orgs.stderr).toBe(0);
+    expect(orgs.stdout).not.toMatch(/\s-1(\s|$)/);
+    expect(orgs.stdout).toMatch(/\d+(\.\d)? (B|KiB|MiB)|unlimited/);
+  });
 });
