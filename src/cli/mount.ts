@@ -9,6 +9,10 @@ import { StopSignals } from '../shared/stop-signals.js';
 import type { Vfs } from '../vfs/types.js';
 import { mountVfs } from '../fuse/index.js';
 import type { Subcommand } from './subcommand.js';
+import { startStandaloneControl, type StandaloneControl } from '../gateway/standalone-control.js';
+import { controlSocketOf } from '../gateway/data-folder.js';
+import { makePrivateFolder } from '../gateway/private-folder.js';
+import { cloudlibCommand, shellWord } from './command-line.js';
 
 const USAGE = `Usage: cloudlib mount MOUNTPOINT [options]
 
@@ -98,11 +102,23 @@ export const mountCommand: Subcommand = {
     const logger = createLogger({ level: config.log.level });
     // Caught from here: a signal while the gateway starts unmounts it once mounted, never halfway.
     const stopSignals = new StopSignals(['SIGINT', 'SIGTERM']);
+    await makePrivateFolder(config.data, logger);
     const opened = await openVfs(config, logger);
     const vfs: Vfs = opened.vfs;
     // mount.member: the mount acts as that member, through a Vfs of their own.
     const members = config.mount.member !== undefined ? await openMemberSessions(config, opened, logger) : undefined;
     const served = members ? (await members.pinned(config.mount.member!, config.mount.member_password!)).vfs : vfs;
+    // The control socket: pending uploads seen and flushed with `cloudlib ctl`, as with `cloudlib up`.
+    let mountpoint: string | null = null;
+    let control: StandaloneControl;
+    try {
+      control = await startStandaloneControl({ command: 'mount', config, vfs: opened.vfs, libraries: () => opened.libraries, logger, describe: () => ({ webdav_url: null, mount: mountpoint, control_socket: controlSocketOf(config.data) }) });
+    } catch (err) {
+      process.stderr.write(`cloudlib mount: ${(err as Error).message}\n`);
+      await members?.close();
+      await vfs.close();
+      return 1;
+    }
     const mounted = await mountVfs({
       vfs: served,
       mountpoint: positionals[0]!,
@@ -117,9 +133,11 @@ export const mountCommand: Subcommand = {
       attrTimeoutS,
       logger,
     });
-    process.stderr.write(`cloudlib: mounted on ${mounted.mountpoint}; Ctrl-C to unmount\n`);
+    mountpoint = mounted.mountpoint;
+    process.stderr.write(`cloudlib: mounted on ${mounted.mountpoint}; control: ${cloudlibCommand()} ctl --socket ${shellWord(control.socketPath)} status; Ctrl-C to unmount\n`);
     logger.info({ signal: await stopSignals.received() }, 'cloudlib mount: stopping');
     await mounted.unmount();
+    await control.close();
     await members?.close();
     await vfs.close();
     return 0;

@@ -12,6 +12,9 @@ import { vfsFromConfig } from '../gateway/vfs-from-config.js';
 import { startMemberSessions, wantsMembers, webdavMemberHooks } from '../gateway/member-setup.js';
 import { createWebdavServer, type WebdavServerOptions } from '../webdav/index.js';
 import type { Subcommand } from './subcommand.js';
+import { startStandaloneControl, type StandaloneControl } from '../gateway/standalone-control.js';
+import { controlSocketOf } from '../gateway/data-folder.js';
+import { cloudlibCommand, shellWord } from './command-line.js';
 
 const USAGE = `Usage: cloudlib webdav [options]
 
@@ -84,12 +87,24 @@ export const webdavCommand: Subcommand = {
       dataDir: join(config.data, 'webdav'),
       logger: logger.child({ part: 'webdav' }),
     });
-    const url = await server.listen(host, port);
-    process.stderr.write(`cloudlib: WebDAV on ${url}; Ctrl-C to stop\n`);
+    // The control socket: pending uploads seen and flushed with `cloudlib ctl`, as with `cloudlib up`.
+    let url: string | null = null;
+    let control: StandaloneControl;
+    try {
+      control = await startStandaloneControl({ command: 'webdav', config, vfs, libraries: () => libraries, logger, describe: () => ({ webdav_url: url, mount: null, control_socket: controlSocketOf(config.data) }) });
+    } catch (err) {
+      process.stderr.write(`cloudlib webdav: ${(err as Error).message}\n`);
+      await members?.close();
+      await vfs.close();
+      return 1;
+    }
+    url = await server.listen(host, port);
+    process.stderr.write(`cloudlib: WebDAV on ${url}; control: ${cloudlibCommand()} ctl --socket ${shellWord(control.socketPath)} status; Ctrl-C to stop\n`);
     logger.info({ signal: await stopSignals.received() }, 'cloudlib webdav: stopping');
     await server.close();
     await members?.close();
     await vfs.flushAll({ timeoutMs: 10_000 }).catch(() => undefined);
+    await control.close();
     await vfs.close();
     return 0;
   },

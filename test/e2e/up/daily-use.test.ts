@@ -13,15 +13,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import type { EndpointsFile } from '../../../src/gateway/gateway.js';
+import { fuseUsable, type EndpointsFile, type ServiceCredentialsFile } from '../../../src/gateway/gateway.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 const bin = join(root, 'bin', 'cloudlib.js');
 const ready = existsSync(join(root, 'src/service/index.ts'));
+const canMount = ready && (await fuseUsable());
 
 const children: ChildProcess[] = [];
 const dirs: string[] = [];
 const servers: Server[] = [];
+const mounts: string[] = [];
 afterEach(async () => {
   for (const c of children.splice(0)) {
     if (c.exitCode === null && c.signalCode === null) {
@@ -30,6 +32,8 @@ afterEach(async () => {
     }
   }
   for (const s of servers.splice(0)) s.close();
+  // A mount left by a failed test: taken away lazily (never touched synchronously from here).
+  for (const m of mounts.splice(0)) await new Promise((r) => execFile('fusermount3', ['-uz', m], () => r(undefined)));
   for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
 });
 
@@ -76,6 +80,35 @@ function cloudlib(args: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<
       resolve({ code: err ? (typeof err.code === 'number' ? err.code : 99) : 0, stdout, stderr });
     });
   });
+}
+
+/** A `cloudlib service` on its own and a configuration pointing at it (library folder `Remote`). */
+async function remoteService(base: string, env: NodeJS.ProcessEnv, extra: Record<string, unknown> = {}): Promise<{ creds: ServiceCredentialsFile; config: string }> {
+  const svcDir = join(base, 'svc');
+  const service = spawn(process.execPath, [bin, 'service', '--data', svcDir, '--listen', '127.0.0.1:0'], { env, stdio: 'ignore' });
+  children.push(service);
+  const credsFile = join(svcDir, 'credentials.json');
+  const until = Date.now() + 30_000;
+  while (!existsSync(credsFile)) {
+    if (service.exitCode !== null || Date.now() > until) throw new Error(`cloudlib service did not write ${credsFile}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const creds = JSON.parse(await readFile(credsFile, 'utf8')) as ServiceCredentialsFile;
+  const config = join(base, 'cloudlib.json');
+  await writeFile(config, JSON.stringify({
+    service: { base_url: creds.base_url, libraries: [{ name: 'Remote', org_client_id: creds.library.org_client_id, org_client_secret: creds.library.org_client_secret }] },
+    ...extra,
+  }));
+  return { creds, config };
+}
+
+/** Waits until `log()` matches `re`, or fails with what was logged. */
+async function waitFor(re: RegExp, log: () => string, child: ChildProcess, what: string): Promise<void> {
+  const until = Date.now() + 30_000;
+  while (!re.test(log())) {
+    if (child.exitCode !== null || Date.now() > until) throw new Error(`${what} did not start:\n${log()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 describe.skipIf(!ready)('daily use of cloudlib up', { timeout: 120_000 }, () => {
@@ -132,5 +165,55 @@ describe.skipIf(!ready)('daily use of cloudlib up', { timeout: 120_000 }, () => 
     expect(child.output()).toContain(`address 127.0.0.1:${port}`);
     expect(child.output()).toMatch(/is in use .*--service-listen/);
     expect(existsSync(join(data, 'endpoints.json'))).toBe(false);
+  });
+
+  it('`cloudlib webdav` run on its own has a control socket: ctl sees its libraries and flushes its uploads', async () => {
+    const base = await mkdtemp(join(tmpdir(), 'cloudlib-daily-'));
+    dirs.push(base);
+    const env = personEnv(join(base, 'home'));
+    const { creds, config } = await remoteService(base, env, { webdav: { users: [{ name: 'alice', password: 'secret' }] } });
+    const data = join(base, 'gw');
+    const gw = spawn(process.execPath, [bin, 'webdav', '--config', config, '--data', data, '--listen', '127.0.0.1:0'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    children.push(gw);
+    let log = '';
+    gw.stderr!.on('data', (c: Buffer) => { log += c.toString(); });
+    await waitFor(/WebDAV on (\S+);/, () => log, gw, 'cloudlib webdav');
+    expect(log).toContain(`ctl --socket ${join(data, 'control.sock')} status`);
+    await writeFile(join(base, 'a.txt'), 'through the control socket of cloudlib webdav');
+    const up = await cloudlib(['ctl', '--data', data, 'upload', join(base, 'a.txt'), '/Remote/a.txt'], base, env);
+    expect(up.code, up.stderr).toBe(0);
+    const status = await cloudlib(['ctl', '--data', data, '--json', 'status'], base, env);
+    expect(status.code, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({ service_url: creds.base_url, libraries: [{ name: 'Remote' }], uploads: { pending: 0 } });
+    const flush = await cloudlib(['ctl', '--data', data, 'flush'], base, env);
+    expect(flush.code, flush.stderr).toBe(0);
+    const add = await cloudlib(['ctl', '--data', data, 'library', 'add', '--org', 'Other'], base, env);
+    expect(add.code).toBe(2);
+    expect(add.stderr).toMatch(/cloudlib up/);
+    gw.kill('SIGTERM');
+    expect(await exited(gw, 30_000)).toBe(0);
+    expect(existsSync(join(data, 'control.sock'))).toBe(false);
+  });
+
+  it.skipIf(!canMount)('`cloudlib mount` run on its own has a control socket naming its mount point', async () => {
+    const base = await mkdtemp(join(tmpdir(), 'cloudlib-daily-'));
+    dirs.push(base);
+    const env = personEnv(join(base, 'home'));
+    const { config } = await remoteService(base, env);
+    const data = join(base, 'gw');
+    const mnt = join(base, 'mnt');
+    await mkdir(mnt);
+    mounts.push(mnt);
+    const child = spawn(process.execPath, [bin, 'mount', mnt, '--config', config, '--data', data], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    children.push(child);
+    let log = '';
+    child.stderr!.on('data', (c: Buffer) => { log += c.toString(); });
+    await waitFor(/mounted on /, () => log, child, 'cloudlib mount');
+    const status = await cloudlib(['ctl', '--data', data, '--json', 'status'], base, env);
+    expect(status.code, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({ mount: mnt, libraries: [{ name: 'Remote' }] });
+    child.kill('SIGTERM');
+    expect(await exited(child, 30_000)).toBe(0);
+    expect(existsSync(join(data, 'control.sock'))).toBe(false);
   });
 });
