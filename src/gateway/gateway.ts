@@ -267,7 +267,8 @@ export class Gateway {
 
     // 4. WebDAV.
     if (config.webdav.listen) {
-      const users = config.webdav.users.length > 0 || config.webdav.anonymous ? config.webdav.users : [(this.webdavUser = await defaultWebdavUser(config.data))];
+      // No users configured: the generated login, also beside anonymous access (both work).
+      const users = config.webdav.users.length > 0 ? config.webdav.users : [(this.webdavUser = await defaultWebdavUser(config.data))];
       const mod = await import('../webdav/index.js');
       this.webdav = mod.createWebdavServer({
         ...webdavLimitsOf(config.webdav),

@@ -293,6 +293,23 @@ describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
     expect(existsSync(join(data, 'endpoints.json'))).toBe(false);
   });
 
+  it('anonymous read-write on loopback keeps the generated login: both work', async () => {
+    const base = await tempDir();
+    await writeFile(join(base, 'anon.toml'), '[webdav]\nanonymous = "read-write"\n');
+    const { child, endpoints } = await up(join(base, 'd'), ['--config', join(base, 'anon.toml'), '--no-mount']);
+    expect(endpoints.webdav_user).toBe('cloudlib');
+    expect(await davPut(endpoints, '/Library/with-login.txt', 'logged in')).toBeLessThan(300);
+    const anon = await request(new URL('/Library/anonymous.txt', endpoints.webdav_url!), { method: 'PUT', body: 'anonymous' });
+    await anon.body.dump();
+    expect(anon.statusCode).toBeLessThan(300);
+    const wrong = await request(new URL('/Library/', endpoints.webdav_url!), { method: 'PROPFIND', headers: { depth: '1', authorization: 'Basic ' + Buffer.from('cloudlib:wrong').toString('base64') } });
+    await wrong.body.dump();
+    expect(wrong.statusCode).toBe(401);
+    expect((await davGet(endpoints, '/Library/anonymous.txt')).body).toBe('anonymous');
+    child.kill('SIGTERM');
+    expect(await exited(child, 20_000)).toBe(0);
+  });
+
   it('anonymous read-write on a network address is refused at start', async () => {
     const base = await tempDir();
     await writeFile(join(base, 'anon.toml'), '[webdav]\nanonymous = "read-write"\n');
