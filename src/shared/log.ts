@@ -19,6 +19,11 @@ export type LogFormat = 'json' | 'text';
 
 const LEVEL_NAMES: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
 
+/** An error as pino writes it: `{ type, message, stack }`. */
+function isErrorLike(v: unknown): v is { message: string; stack?: unknown } {
+  return typeof v === 'object' && v !== null && typeof (v as { message?: unknown }).message === 'string' && ('stack' in v || 'type' in v);
+}
+
 /** One pino JSON line as a line for a person: time, level, the other keys as key=value, the message. */
 export function textLine(json: string): string {
   let o: Record<string, unknown>;
@@ -30,11 +35,21 @@ export function textLine(json: string): string {
   const { time, level, msg, name: _name, ...rest } = o;
   const t = typeof time === 'number' ? new Date(time).toISOString().slice(11, 19) : '';
   const lv = (LEVEL_NAMES[Number(level)] ?? String(level)).padEnd(5);
+  // Below the line, indented: an error's stack (errors and worse only) and the further lines of a
+  // text of several, as they read, never JSON-escaped.
+  const below: string[] = [];
   const fields = Object.entries(rest).map(([k, v]) => {
-    const s = typeof v === 'string' ? v : JSON.stringify(v);
-    return `${k}=${/[\s"=]/.test(s) ? JSON.stringify(s) : s}`;
+    let s: string;
+    if (isErrorLike(v)) {
+      s = v.message;
+      if (Number(level) >= 50 && typeof v.stack === 'string') below.push(...v.stack.split('\n').slice(1).map((l) => l.trim()).filter(Boolean));
+    } else s = typeof v === 'string' ? v : JSON.stringify(v);
+    const [first, ...more] = s.split('\n');
+    if (more.length) below.push(...more.filter((l) => l.trim() !== ''));
+    return `${k}=${/[\s"=]/.test(first!) || first === '' ? JSON.stringify(first) : first}`;
   });
-  return `${t} ${lv} ${[...fields, msg === undefined ? '' : String(msg)].filter(Boolean).join(' ')}\n`;
+  const line = `${t} ${lv} ${[...fields, msg === undefined ? '' : String(msg)].filter(Boolean).join(' ')}\n`;
+  return line + below.map((l) => `    ${l}\n`).join('');
 }
 
 /** JSON, or text where the logs go to a terminal; `CLOUDLIB_LOG_FORMAT` overrides. */
