@@ -152,6 +152,11 @@ describe.skipIf(!ready)('daily use of cloudlib up', { timeout: 120_000 }, () => 
     const page = await request(`${second.admin_url}/`);
     expect(page.statusCode).toBe(200);
     await page.body.dump();
+    // /healthz as the README says: JSON with the status.
+    const health = await request(`${second.admin_url}/healthz`);
+    expect(health.statusCode).toBe(200);
+    expect(health.headers['content-type']).toBe('application/json');
+    expect(await health.body.json()).toMatchObject({ ok: true, status: 'ok' });
 
     // The kept port taken by someone else: a clear error, no other port.
     child.kill('SIGTERM');
