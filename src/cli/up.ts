@@ -164,6 +164,14 @@ export const upCommand: Subcommand = {
       process.stderr.on('error', () => undefined);
     }
     logger.info({ signal }, 'cloudlib up: stopping');
+    // Said at once: the wait for pending uploads is otherwise a silent pause of up to --stop-flush.
+    const now = gateway.vfs.status();
+    const pending = Math.max(now.uploads.length, now.localFiles);
+    const seconds = stopFlushMs / 1000;
+    const said = pending > 0
+      ? `cloudlib up: stopping; waiting up to ${seconds} s for ${pending} file${pending === 1 ? '' : 's'} to reach the service (Ctrl-C again: leave them in the journal for the next start)\n`
+      : 'cloudlib up: stopping\n';
+    try { process.stderr.write(said); } catch { /* the terminal is gone (SIGHUP) */ }
     // A second signal while stopping: stop waiting for uploads (they stay journaled) and leave.
     const hard = (): void => { logger.warn('second signal: exiting now; pending uploads stay in the journal'); process.exit(1); };
     process.once('SIGINT', hard);

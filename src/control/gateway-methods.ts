@@ -374,7 +374,9 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
             return { name: l.name, online: c?.online ?? true, offlineSinceMs: c?.offlineSinceMs, offlineError: c?.lastError, pendingUploads: c?.pendingUploads ?? 0 };
           }),
           feeds: s.feeds.map((f) => ({ ...f, lagMs: f.lastPollMs ? Date.now() - f.lastPollMs : null })),
-          uploads: { pending: s.uploads.length, list: s.uploads },
+          // Pending: every file with local changes not yet on the service, counted at once (those waiting
+          // for the write-back delay are not in the upload queue yet); `list` is the upload queue.
+          uploads: { pending: Math.max(s.uploads.length, s.localFiles), list: s.uploads },
           stranded: s.stranded,
           localFiles: s.localFiles,
           caches: {

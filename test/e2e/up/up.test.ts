@@ -245,6 +245,7 @@ describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
     service.kill('SIGSTOP');
     first.child.kill('SIGTERM');
     expect(await exited(first.child, 60_000)).toBe(0);
+    expect(first.child.output()).toContain('cloudlib up: stopping; waiting up to 1 s for 1 file to reach the service (Ctrl-C again: leave them in the journal for the next start)');
     service.kill('SIGCONT');
     await expect(client.file.info({ fullpath: 'pending.bin' })).rejects.toThrow();
 

@@ -157,4 +157,17 @@ describe('ctl as a file tool', { timeout: 120_000 }, () => {
     expect(orgs.stdout).not.toMatch(/\s-1(\s|$)/);
     expect(orgs.stdout).toMatch(/\d+(\.\d)? (B|KiB|MiB)|unlimited/);
   });
+
+  it('status counts files waiting for the write-back delay as pending at once', async () => {
+    const { Readable } = await import('node:stream');
+    await gateway.vfs.mkdir(`/${lib}/burst`);
+    for (let i = 0; i < 5; i++) await gateway.vfs.writeFile(`/${lib}/burst/f${i}.txt`, Readable.from([Buffer.from(`file ${i}`)]));
+    const s = JSON.parse((await ctl('--json', 'status')).stdout) as { uploads: { pending: number } };
+    expect(s.uploads.pending).toBeGreaterThanOrEqual(5);
+    const human = await ctl('status');
+    expect(human.stdout).not.toContain('none pending');
+    expect((await ctl('flush')).code).toBe(0);
+    const after = JSON.parse((await ctl('--json', 'status')).stdout) as { uploads: { pending: number } };
+    expect(after.uploads.pending).toBe(0);
+  });
 });
