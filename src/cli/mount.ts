@@ -26,7 +26,8 @@ Options:
   --read-only          refuse every change (EROFS)
   --attr-timeout S     seconds the kernel trusts names and attributes (default:
                        the feed interval)
-  --log-level LEVEL    trace, debug, info, warn, error (default info)`;
+  --log-level LEVEL    trace, debug, info, warn, error (default info)
+  --log-file FILE      append log lines (JSON) to FILE instead of stderr`;
 
 function intOption(value: unknown, what: string, radix = 10): number | undefined {
   if (value === undefined) return undefined;
@@ -69,6 +70,7 @@ export const mountCommand: Subcommand = {
     'read-only': { type: 'boolean' },
     'attr-timeout': { type: 'string' },
     'log-level': { type: 'string' },
+    'log-file': { type: 'string' },
   },
   async run(values, positionals) {
     if (positionals.length !== 1) {
@@ -79,7 +81,7 @@ export const mountCommand: Subcommand = {
     let uid: number | undefined, gid: number | undefined, umask: number | undefined, attrTimeoutS: number | undefined;
     try {
       config = await loadConfig(
-        { config: values.config as string | undefined, data: values.data as string | undefined, mount: positionals[0], logLevel: values['log-level'] as string | undefined, readOnly: values['read-only'] as boolean | undefined },
+        { config: values.config as string | undefined, data: values.data as string | undefined, mount: positionals[0], logLevel: values['log-level'] as string | undefined, logFile: values['log-file'] as string | undefined, readOnly: values['read-only'] as boolean | undefined },
         process.env,
         { fuseUsable: true },
       );
@@ -99,7 +101,7 @@ export const mountCommand: Subcommand = {
       }
       throw err;
     }
-    const logger = createLogger({ level: config.log.level });
+    const logger = createLogger({ level: config.log.level, file: config.log.file });
     // Caught from here: a signal while the gateway starts unmounts it once mounted, never halfway.
     const stopSignals = new StopSignals(['SIGINT', 'SIGTERM']);
     await makePrivateFolder(config.data, logger);

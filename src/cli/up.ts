@@ -36,6 +36,7 @@ Options:
   --stop-flush S         on stop, seconds to wait for pending uploads (default
                          10; the rest stay journaled for the next start)
   --log-level LEVEL      trace, debug, info, warn, error (default info)
+  --log-file FILE        append log lines (JSON) to FILE instead of stderr
 
 Writes <data>/endpoints.json when ready. Stop with Ctrl-C, SIGTERM or SIGHUP.`;
 
@@ -88,6 +89,7 @@ export const upCommand: Subcommand = {
     'read-only': { type: 'boolean' },
     'stop-flush': { type: 'string' },
     'log-level': { type: 'string' },
+    'log-file': { type: 'string' },
   },
   async run(values, positionals) {
     if (positionals.length > 0) {
@@ -108,7 +110,7 @@ export const upCommand: Subcommand = {
         serviceListen: values['service-listen'] as string | undefined,
         serviceUrl: values['service-url'] as string | undefined,
         adminListen: admin === 'off' ? undefined : admin,
-        logLevel: values['log-level'] as string | undefined,
+        logLevel: values['log-level'] as string | undefined, logFile: values['log-file'] as string | undefined,
         readOnly: values['read-only'] as boolean | undefined,
       }, process.env, { fuseUsable: usable });
       if (admin === 'off') config.admin_listen = null;
@@ -132,7 +134,7 @@ export const upCommand: Subcommand = {
       process.stderr.write(`cloudlib up: ./.cloudlib holds data of an earlier start in this folder; this start uses ${config.data}. \`cloudlib up --data .cloudlib\` serves the old one.\n`);
     }
     const problems = new RecentProblems();
-    const logger = createLogger({ level: config.log.level, problems });
+    const logger = createLogger({ level: config.log.level, file: config.log.file, problems });
     // A fresh embedded service: its demo library gets a welcome file (once; deleting it is for good).
     const freshDemo = !config.service && !existsSync(join(config.data, 'service', 'credentials.json'));
     // Signals are taken from before the start: a stop asked for while starting (or right after

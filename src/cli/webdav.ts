@@ -27,7 +27,8 @@ Options:
                        socket); default $CLOUDLIB_HOME, else
                        ~/.local/share/cloudlib
   --read-only          refuse every change
-  --log-level LEVEL    trace, debug, info, warn, error (default info)`;
+  --log-level LEVEL    trace, debug, info, warn, error (default info)
+  --log-file FILE      append log lines (JSON) to FILE instead of stderr`;
 
 export const webdavCommand: Subcommand = {
   summary: 'Serve every library as a WebDAV drive (remote service from the configuration)',
@@ -38,6 +39,7 @@ export const webdavCommand: Subcommand = {
     data: { type: 'string' },
     'read-only': { type: 'boolean' },
     'log-level': { type: 'string' },
+    'log-file': { type: 'string' },
   },
   async run(values, positionals) {
     if (positionals.length !== 0) {
@@ -48,7 +50,7 @@ export const webdavCommand: Subcommand = {
     let host: string, port: number;
     try {
       config = await loadConfig(
-        { config: values.config as string | undefined, data: values.data as string | undefined, webdav: values.listen as string | undefined, logLevel: values['log-level'] as string | undefined, readOnly: values['read-only'] as boolean | undefined, noMount: true },
+        { config: values.config as string | undefined, data: values.data as string | undefined, webdav: values.listen as string | undefined, logLevel: values['log-level'] as string | undefined, logFile: values['log-file'] as string | undefined, readOnly: values['read-only'] as boolean | undefined, noMount: true },
         process.env,
         { fuseUsable: false },
       );
@@ -67,7 +69,7 @@ export const webdavCommand: Subcommand = {
       }
       throw err;
     }
-    const logger = createLogger({ level: config.log.level });
+    const logger = createLogger({ level: config.log.level, file: config.log.file });
     // Caught from here: a signal while the gateway starts stops it once it serves, never halfway. The
     // terminal closing (SIGHUP) stops it the same way (held files committed, uploads given their time).
     const stopSignals = new StopSignals(['SIGINT', 'SIGTERM', 'SIGHUP']);

@@ -127,7 +127,8 @@ export interface GatewayConfig {
   };
   /** Admin HTTP listener (status page, /metrics, /healthz), or null. Default 127.0.0.1:8082, kept like service_listen. */
   admin_listen: string | null;
-  log: { level: string };
+  /** Log level; and a file the log lines are appended to instead of stderr (JSON lines). */
+  log: { level: string; file?: string };
 }
 
 export class ConfigError extends Error {
@@ -147,6 +148,7 @@ export interface ConfigFlags {
   serviceUrl?: string;
   adminListen?: string;
   logLevel?: string;
+  logFile?: string;
   readOnly?: boolean;
 }
 
@@ -403,6 +405,11 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
     if (u.password !== '') throw new ConfigError('service_metadata: the password does not go in the URL; set PGPASSWORD or use a password file (PGPASSFILE)');
   }
   const level = flags.logLevel ?? env.CLOUDLIB_LOG_LEVEL ?? str(log.level, 'log.level') ?? 'info';
+  const logFileText = flags.logFile ?? env.CLOUDLIB_LOG_FILE ?? str(log.file, 'log.file');
+  const logFile = logFileText === undefined ? undefined : resolve(flags.logFile !== undefined || env.CLOUDLIB_LOG_FILE !== undefined ? cwd : baseDir, logFileText);
+  if (logFile !== undefined && mountPath && (logFile === mountPath || logFile.startsWith(mountPath + '/'))) {
+    throw new ConfigError(`log file ${logFile}: inside the mount ${mountPath}; the gateway cannot write its log through its own mount`);
+  }
   if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(level)) throw new ConfigError(`log level: expected trace, debug, info, warn, error, fatal or silent, got '${level}'`);
 
   return {
@@ -451,6 +458,6 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
     feed: { interval_ms: num(env.CLOUDLIB_FEED_INTERVAL_MS ?? feed.interval_ms, 'feed.interval_ms', 100) ?? DEFAULT_FEED_INTERVAL_MS },
     journal: { durability, group_commit_ms: groupCommitMs, upload_delay_ms: uploadDelayMs, upload_concurrency: uploadConcurrency, small_upload_concurrency: smallUploadConcurrency },
     admin_listen: adminListen,
-    log: { level },
+    log: { level, ...(logFile !== undefined ? { file: logFile } : {}) },
   };
 }

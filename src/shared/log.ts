@@ -89,12 +89,18 @@ export class RecentProblems {
   }
 }
 
-export function createLogger(opts: { level?: string; name?: string; destination?: NodeJS.WritableStream | number; format?: LogFormat; problems?: RecentProblems } = {}): Logger {
+/**
+ * A logger. `file`: lines appended to that file (made with its folders if missing), JSON unless
+ * `format` says otherwise, instead of stderr.
+ */
+export function createLogger(opts: { level?: string; name?: string; destination?: NodeJS.WritableStream | number; file?: string; format?: LogFormat; problems?: RecentProblems } = {}): Logger {
   const level = opts.level ?? process.env.CLOUDLIB_LOG_LEVEL ?? 'info';
   const paths = REDACT_KEYS.flatMap((k) => [k, `*.${k}`, `*.*.${k}`, `headers.${k}`]);
   const fd = typeof opts.destination === 'number' ? opts.destination : 2;
-  const format = opts.format ?? (typeof opts.destination === 'object' ? 'json' : logFormatFor(fd));
-  const json: DestinationStream = typeof opts.destination === 'object' ? opts.destination : pino.destination(fd);
+  const toFile = opts.file !== undefined || typeof opts.destination === 'object';
+  const format = opts.format ?? (toFile ? 'json' : logFormatFor(fd));
+  const json: DestinationStream = typeof opts.destination === 'object' ? opts.destination
+    : opts.file !== undefined ? pino.destination({ dest: opts.file, append: true, mkdir: true, sync: true }) : pino.destination(fd);
   const destination: DestinationStream = format === 'json' ? json : { write: (line: string) => json.write(textLine(line)) };
   const problems = opts.problems;
   return pino({

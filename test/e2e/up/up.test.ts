@@ -294,6 +294,19 @@ describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
     expect(existsSync(join(data, 'endpoints.json'))).toBe(false);
   });
 
+  it('--log-file: the log lines go to that file, JSON, and not to stderr', async () => {
+    const base = await tempDir();
+    const file = join(base, 'logs', 'cloudlib.log');
+    const { child } = await up(join(base, 'd'), ['--no-mount', '--log-file', file, '--log-level', 'info']);
+    await bannerOf(child);
+    const lines = (await readFile(file, 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as { msg: string });
+    expect(lines.map((l) => l.msg)).toContain('gateway ready');
+    expect(child.output()).not.toContain('gateway ready');
+    child.kill('SIGTERM');
+    expect(await exited(child, 20_000)).toBe(0);
+    expect(await readFile(file, 'utf8')).toContain('gateway stopped');
+  });
+
   it('anonymous read-write on loopback keeps the generated login: both work', async () => {
     const base = await tempDir();
     await writeFile(join(base, 'anon.toml'), '[webdav]\nanonymous = "read-write"\n');

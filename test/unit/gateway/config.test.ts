@@ -37,6 +37,13 @@ describe('gateway configuration', () => {
     expect([given.service_listen, given.admin_listen, given.keep_listen]).toEqual(['127.0.0.1:0', '127.0.0.1:9000', { service: false, admin: false }]);
   });
 
+  it('a log file: from the flag, the environment or log.file; never inside the mount', async () => {
+    expect((await loadConfig({ data: 'd', logFile: 'logs/gw.log' }, {}, { fuseUsable: false, cwd: dir })).log.file).toBe(join(dir, 'logs', 'gw.log'));
+    expect((await loadConfig({ data: 'd' }, { CLOUDLIB_LOG_FILE: '/var/log/cloudlib.log' }, { fuseUsable: false, cwd: dir })).log.file).toBe('/var/log/cloudlib.log');
+    expect((await loadConfig({ data: 'd' }, {}, { fuseUsable: false, cwd: dir })).log.file).toBeUndefined();
+    await expect(loadConfig({ data: 'd', mount: 'mnt', logFile: 'mnt/Library/gw.log' }, {}, { fuseUsable: true, cwd: dir })).rejects.toThrow(/inside the mount/);
+  });
+
   it('takes the exact flags of `cloudlib up`', async () => {
     const c = await loadConfig({ data: 'd', webdav: '127.0.0.1:9999', noMount: true, serviceListen: '127.0.0.1:7000' }, { CLOUDLIB_HOME: 'ignored' }, { fuseUsable: true, cwd: dir });
     expect(c.data).toBe(join(dir, 'd'));
