@@ -12,6 +12,7 @@ import { writeWelcome } from '../gateway/welcome.js';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { cloudlibCommand, shellWord } from './command-line.js';
+import { defaultControlSocket } from '../gateway/data-folder.js';
 import type { Subcommand } from './subcommand.js';
 
 const USAGE = `Usage: cloudlib up [options]
@@ -55,7 +56,9 @@ export function banner(g: Gateway, config: GatewayConfig, env: NodeJS.ProcessEnv
     else if (config.webdav.users.length) lines.push(`  Login:     the users of the configuration (${config.webdav.users.map((u) => u.name).join(', ')})`);
   }
   if (g.mount) lines.push(`  Mount:     ${g.mount.mountpoint}`);
-  lines.push(`  Control:   ${cloudlibCommand(env)} ctl --socket ${shellWord(g.control.socketPath)} status`);
+  // The default socket is found from any folder: no --socket to carry around then.
+  const socket = g.control.socketPath === defaultControlSocket(env) ? '' : ` --socket ${shellWord(g.control.socketPath)}`;
+  lines.push(`  Control:   ${cloudlibCommand(env)} ctl${socket} status`);
   if (g.adminUrl) lines.push(`  Status:    ${g.adminUrl}/   (metrics: ${g.adminUrl}/metrics)`);
   if (g.webdavUrl) {
     const u = g.webdavUrl.replace(/\/$/, '');

@@ -127,7 +127,13 @@ describe.skipIf(!ready)('daily use of cloudlib up', { timeout: 120_000 }, () => 
     expect(first.control_socket).toBe(join(data, 'control.sock'));
     expect(existsSync(join(started, '.cloudlib'))).toBe(false);
 
-    // ctl from another folder, with no option: the same gateway.
+    // The banner's control line needs no --socket; ctl from another folder, with no option: the same gateway.
+    const until = Date.now() + 30_000;
+    while (!child.output().includes('Ctrl-C stops')) {
+      if (Date.now() > until) throw new Error(`no banner:\n${child.output()}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(child.output()).toMatch(/^ {2}Control: +.*ctl status$/m);
     const status = await cloudlib(['ctl', 'status'], elsewhere, env);
     expect(status.code, status.stderr).toBe(0);
     await writeFile(join(elsewhere, 'shared.txt'), 'sent to a colleague');
