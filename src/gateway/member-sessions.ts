@@ -16,7 +16,8 @@
  *   still takes part (`account/mount`): a refusal (disabled account, withdrawn token) ends the session.
  * - A wrong password is refused; after each refusal that account waits before the service is asked
  *   again (1 s, doubling to 60 s, answered as refused meanwhile); after 10 refusals in a row from one
- *   client address, that address waits too.
+ *   client address, that address waits too. The wait holds whether or not the member has a session:
+ *   while it runs, even the password the session's verifier knows is refused.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -149,16 +150,17 @@ export class MemberSessions {
     if (this.closed) throw new VfsError('EAGAIN', 'the gateway is stopping');
     if (account === '' || password === '') return { refused: 'account and password are required' };
     const key = memberKey(account);
+    // The wait comes first: an open session's verifier must not answer a guess the service would not be asked.
+    const wait = this.waiting(key, client);
+    if (wait) {
+      this.counters.throttled++;
+      return { refused: wait };
+    }
     const open = this.sessions.get(key);
     if (open && !open.closing && open.verifier && timingSafeEqual(open.verifier, verifierOf(open.salt, password))) {
       open.lastUseMs = this.clock();
       this.counters.verified++;
       return { session: open };
-    }
-    const wait = this.waiting(key, client);
-    if (wait) {
-      this.counters.throttled++;
-      return { refused: wait };
     }
     const pendingKey = `${key}\0${verifierOf(this.pendingSalt, password).toString('hex')}`;
     let p = this.pending.get(pendingKey);
