@@ -243,6 +243,16 @@ const KNOWN_WEBDAV = new Set([
 const KNOWN_TOP = new Set(['data', 'service', 'service_listen', 'service_url', 'service_metadata', 'webdav', 'mount', 'cache', 'feed', 'journal', 'admin_listen', 'log']);
 
 /** Loads and validates the configuration. `fuseUsable` decides the default mount. */
+/**
+ * A listener's address from its flag, its environment variable or its key in the file (the first given
+ * wins), else `fallback`; null (no listener) for `off` in any of them, or `false` in the file.
+ */
+function listenAddress(flag: string | undefined, envValue: string | undefined, fileValue: unknown, where: string, fallback: string): string | null {
+  const given = flag ?? envValue ?? (fileValue === false ? 'off' : str(fileValue, where));
+  if (given === undefined) return fallback;
+  return given === 'off' ? null : given;
+}
+
 export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = process.env, opts: { fuseUsable: boolean; cwd?: string } = { fuseUsable: false }): Promise<GatewayConfig> {
   const cwd = opts.cwd ?? process.cwd();
   const file = flags.config ?? env.CLOUDLIB_CONFIG;
@@ -317,8 +327,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
 
   const wd = obj(raw.webdav, 'webdav');
   for (const k of Object.keys(wd)) if (!KNOWN_WEBDAV.has(k)) throw new ConfigError(`webdav.${k}: unknown key (docs/configuration.md lists them)`);
-  let webdavListen: string | null = flags.webdav ?? env.CLOUDLIB_WEBDAV ?? (wd.listen === false ? null : str(wd.listen, 'webdav.listen')) ?? '127.0.0.1:8080';
-  if (webdavListen === 'off') webdavListen = null;
+  const webdavListen = listenAddress(flags.webdav, env.CLOUDLIB_WEBDAV, wd.listen, 'webdav.listen', '127.0.0.1:8080');
   if (webdavListen) parseHostPort(webdavListen, 'webdav listen address');
   const users: UserConfig[] = [];
   const rawUsers = wd.users === undefined ? [] : wd.users;
@@ -375,7 +384,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   const uploadConcurrency = intIn(journal.upload_concurrency, 'journal.upload_concurrency', 1, 256) ?? 4;
   const smallUploadConcurrency = intIn(journal.small_upload_concurrency, 'journal.small_upload_concurrency', 1, 256) ?? 16;
   const log = obj(raw.log, 'log');
-  const adminListen = flags.adminListen ?? env.CLOUDLIB_ADMIN ?? (raw.admin_listen === false ? null : str(raw.admin_listen, 'admin_listen')) ?? '127.0.0.1:0';
+  const adminListen = listenAddress(flags.adminListen, env.CLOUDLIB_ADMIN, raw.admin_listen, 'admin_listen', '127.0.0.1:0');
   if (adminListen) parseHostPort(adminListen, 'admin listen address');
   const serviceListen = flags.serviceListen ?? env.CLOUDLIB_SERVICE_LISTEN ?? str(raw.service_listen, 'service_listen') ?? '127.0.0.1:0';
   parseHostPort(serviceListen, 'service listen address');

@@ -28,6 +28,28 @@ describe('gateway configuration', () => {
     expect(c.service_listen).toBe('127.0.0.1:7000');
   });
 
+  it('every documented way of turning a listener off works: false or "off" in a JSON or TOML file, the environment, the flag', async () => {
+    const json = join(dir, 'c.json');
+    await writeFile(json, JSON.stringify({ admin_listen: false, webdav: { listen: false } }));
+    const fromJson = await loadConfig({ config: json }, {}, { fuseUsable: false, cwd: dir });
+    expect(fromJson.admin_listen).toBeNull();
+    expect(fromJson.webdav.listen).toBeNull();
+    const toml = join(dir, 'c.toml');
+    await writeFile(toml, 'admin_listen = "off"\n[webdav]\nlisten = "off"\n');
+    const fromToml = await loadConfig({ config: toml }, {}, { fuseUsable: false, cwd: dir });
+    expect(fromToml.admin_listen).toBeNull();
+    expect(fromToml.webdav.listen).toBeNull();
+    const fromEnv = await loadConfig({}, { CLOUDLIB_ADMIN: 'off', CLOUDLIB_WEBDAV: 'off' }, { fuseUsable: false, cwd: dir });
+    expect(fromEnv.admin_listen).toBeNull();
+    expect(fromEnv.webdav.listen).toBeNull();
+    const fromFlags = await loadConfig({ adminListen: 'off', webdav: 'off' }, {}, { fuseUsable: false, cwd: dir });
+    expect(fromFlags.admin_listen).toBeNull();
+    expect(fromFlags.webdav.listen).toBeNull();
+    // A flag still wins over a file that turns the listener off; the defaults stay when nothing is said.
+    expect((await loadConfig({ config: json, adminListen: '127.0.0.1:9100' }, {}, { fuseUsable: false, cwd: dir })).admin_listen).toBe('127.0.0.1:9100');
+    expect((await loadConfig({}, {}, { fuseUsable: false, cwd: dir })).admin_listen).toBe('127.0.0.1:0');
+  });
+
   it('the embedded service\'s URL for its clients: flag, environment, file; checked', async () => {
     expect((await loadConfig({ data: 'd' }, {}, { fuseUsable: false, cwd: dir })).service_url).toBeUndefined();
     expect((await loadConfig({ data: 'd', serviceUrl: 'http://files.example.com:8081/' }, {}, { fuseUsable: false, cwd: dir })).service_url).toBe('http://files.example.com:8081');
