@@ -2,7 +2,7 @@
  * Connectivity: whether each library's service answers. Every call a library's Remote makes reports here
  * (through ReportingRemote): one that fails because the service could not be reached (no answer, a cut
  * connection, a gateway error of a proxy in front of it) takes the library offline; any answer brings it
- * back online. While offline the gateway serves what it has — cached listings, attributes and content, the
+ * back online. A call the gateway aborted itself is neither. While offline the gateway serves what it has — cached listings, attributes and content, the
  * journal — and takes new writes into the journal; `onOnline` is where the waiting work resumes.
  */
 import { VfsError } from './types.js';
@@ -69,34 +69,36 @@ export class ReportingRemote implements Remote {
   readonly tags?: Remote['tags'];
 
   constructor(readonly inner: Remote, private readonly library: string, private readonly link: Connectivity) {
-    if (inner.tags) this.tags = (p, opts) => this.run(() => inner.tags!(p, opts));
+    if (inner.tags) this.tags = (p, opts) => this.run(() => inner.tags!(p, opts), opts);
     if (inner.prepareReads) this.prepareReads = (files, opts) => inner.prepareReads!(files, opts);
-    if (inner.checkWrite) this.checkWrite = (p, existing, opts) => this.run(() => inner.checkWrite!(p, existing, opts));
+    if (inner.checkWrite) this.checkWrite = (p, existing, opts) => this.run(() => inner.checkWrite!(p, existing, opts), opts);
   }
 
-  info(opts?: RemoteCallOptions): Promise<RemoteInfo> { return this.run(() => this.inner.info(opts)); }
-  list(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]> { return this.run(() => this.inner.list(p, opts)); }
-  stat(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null> { return this.run(() => this.inner.stat(p, opts)); }
-  openRange(p: string, start: number, end: number, opts?: RangeCallOptions): Promise<Readable> { return this.run(() => this.inner.openRange(p, start, end, opts)); }
-  commit(p: string, s: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> { return this.run(() => this.inner.commit(p, s, opts)); }
-  mkdir(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry> { return this.run(() => this.inner.mkdir(p, opts)); }
-  move(a: string, b: string, opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.move(a, b, opts)); }
-  copy(a: string, b: string, opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.copy(a, b, opts)); }
-  remove(p: string, opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.remove(p, opts)); }
-  changes(c: number, opts?: RemoteCallOptions): Promise<ChangesPage> { return this.run(() => this.inner.changes(c, opts)); }
-  headCursor(opts?: RemoteCallOptions): Promise<number> { return this.run(() => this.inner.headCursor(opts)); }
-  quota(opts?: RemoteCallOptions): Promise<RemoteQuota> { return this.run(() => this.inner.quota(opts)); }
-  lock(p: string, l: boolean, opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.lock(p, l, opts)); }
-  addTags(p: string, t: string[], opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.addTags(p, t, opts)); }
-  removeTags(p: string, t: string[], opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.removeTags(p, t, opts)); }
+  info(opts?: RemoteCallOptions): Promise<RemoteInfo> { return this.run(() => this.inner.info(opts), opts); }
+  list(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]> { return this.run(() => this.inner.list(p, opts), opts); }
+  stat(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null> { return this.run(() => this.inner.stat(p, opts), opts); }
+  openRange(p: string, start: number, end: number, opts?: RangeCallOptions): Promise<Readable> { return this.run(() => this.inner.openRange(p, start, end, opts), opts); }
+  commit(p: string, s: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> { return this.run(() => this.inner.commit(p, s, opts), opts); }
+  mkdir(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry> { return this.run(() => this.inner.mkdir(p, opts), opts); }
+  move(a: string, b: string, opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.move(a, b, opts), opts); }
+  copy(a: string, b: string, opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.copy(a, b, opts), opts); }
+  remove(p: string, opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.remove(p, opts), opts); }
+  changes(c: number, opts?: RemoteCallOptions): Promise<ChangesPage> { return this.run(() => this.inner.changes(c, opts), opts); }
+  headCursor(opts?: RemoteCallOptions): Promise<number> { return this.run(() => this.inner.headCursor(opts), opts); }
+  quota(opts?: RemoteCallOptions): Promise<RemoteQuota> { return this.run(() => this.inner.quota(opts), opts); }
+  lock(p: string, l: boolean, opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.lock(p, l, opts), opts); }
+  addTags(p: string, t: string[], opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.addTags(p, t, opts), opts); }
+  removeTags(p: string, t: string[], opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.removeTags(p, t, opts), opts); }
 
-  private async run<T>(call: () => Promise<T>): Promise<T> {
+  private async run<T>(call: () => Promise<T>, opts?: RemoteCallOptions): Promise<T> {
     try {
       const result = await call();
       this.link.answered(this.library);
       return result;
     } catch (err) {
-      this.link.failed(this.library, err);
+      // A call the gateway itself called off (an upload cancelled because the file changed, a read no one
+      // waits for) says nothing about the service: its failure is not an outage.
+      if (!opts?.signal?.aborted) this.link.failed(this.library, err);
       throw err;
     }
   }
