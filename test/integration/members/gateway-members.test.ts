@@ -14,7 +14,8 @@ import { memberKey } from '../../../src/gateway/member-sessions.js';
 import { AccessTokens } from '../../../src/service/domain/tokens.js';
 import type { EmbeddedService } from '../../../src/service/index.js';
 import { silentLogger } from '../../../src/shared/log.js';
-import { basicAuth, dav } from '../../support/dav-http.js';
+import { basicAuth, dav, LOCK_BODY, lockTokenOf } from '../../support/dav-http.js';
+import { put } from '../service/helpers.js';
 
 let dir: string;
 let gateway: Gateway;
@@ -83,5 +84,42 @@ describe('gateway with member logins', () => {
     await session.session.vfs.flushAll({ timeoutMs: 30_000 });
     expect((await client.file.info({ fullpath: 'Shared/robot.txt' })).last_member_name).toBe('Robot');
     expect((await client.file.info({ fullpath: 'Shared/carol.txt' })).filesize).toBe('by carol'.length);
+  });
+});
+
+describe('members sharing a folder: locks and acknowledged writes', () => {
+  it("a member's LOCK + PUT of a file uploaded elsewhere reaches the service; the other member cannot refresh or release that lock", async () => {
+    const a = await addMember('ann@example.com', 'Ann', 'ann-pw');
+    const b = await addMember('ben@example.com', 'Ben', 'ben-pw');
+    await client.file.createFolder({ fullpath: 'Collab' });
+    for (const id of [a, b]) await client.file2.setPermission({ fullpath: 'Collab', permissions: JSON.stringify({ member_ids: [id], permission: { role_id: 0, ls: 1, cd: 1, ss: 1, pv: 1, dl: 1, ul: 1, w: 1, rm: 1 } }) });
+    const asA = basicAuth('ann@example.com', 'ann-pw');
+    const asB = basicAuth('ben@example.com', 'ben-pw');
+    // Both sessions open before the file exists: neither member's cache has seen it.
+    expect((await dav(url, 'PROPFIND', '/Library/Collab/', { auth: asA, headers: { depth: '1' } })).status).toBe(207);
+    expect((await dav(url, 'PROPFIND', '/Library/Collab/', { auth: asB, headers: { depth: '1' } })).status).toBe(207);
+    await put(client, 'Collab/doc.txt', 'v1');
+    const lock = await dav(url, 'LOCK', '/Library/Collab/doc.txt', { auth: asA, body: LOCK_BODY('exclusive', 'ann'), headers: { timeout: 'Second-600' } });
+    // The file is there on the service though A's cache has not seen it yet: an existing file is locked (200), not made anew.
+    expect(lock.status).toBe(200);
+    const token = lockTokenOf(lock);
+    const write = await dav(url, 'PUT', '/Library/Collab/doc.txt', { auth: asA, body: 'a-v2', headers: { if: `(<${token}>)` } });
+    expect([201, 204]).toContain(write.status);
+    // B may neither refresh nor release A's lock, though B knows its token.
+    expect((await dav(url, 'LOCK', '/Library/Collab/doc.txt', { auth: asB, headers: { if: `(<${token}>)`, timeout: 'Second-600' } })).status).toBe(403);
+    expect((await dav(url, 'UNLOCK', '/Library/Collab/doc.txt', { auth: asB, headers: { 'lock-token': `<${token}>` } })).status).toBe(403);
+    expect((await dav(url, 'UNLOCK', '/Library/Collab/doc.txt', { auth: asA, headers: { 'lock-token': `<${token}>` } })).status).toBe(204);
+    // The acknowledged version reaches the service.
+    const session = await gateway.members!.login('ann@example.com', 'ann-pw');
+    if (!('session' in session)) throw new Error(session.refused);
+    await session.session.vfs.flushAll({ timeoutMs: 30_000 });
+    expect((await client.file.info({ fullpath: 'Collab/doc.txt' })).filesize).toBe(4);
+    expect((await client.file.info({ fullpath: 'Collab/doc.txt' })).last_member_name).toBe('Ann');
+    const ben = await gateway.members!.login('ben@example.com', 'ben-pw');
+    if (!('session' in ben)) throw new Error(ben.refused);
+    await ben.session.vfs.refresh();
+    const seenByB = await dav(url, 'PROPFIND', '/Library/Collab/', { auth: asB, headers: { depth: '1' } });
+    expect(seenByB.body).toContain('doc.txt');
+    expect((await dav(url, 'GET', '/Library/Collab/doc.txt', { auth: asB })).body).toBe('a-v2');
   });
 });
