@@ -38,6 +38,16 @@ export interface GatewayControlTarget extends ControlTarget {
   removeLibrary(name: string): Promise<void>;
   /** Addresses and facts of the running gateway (service URL, WebDAV URL, mount point, start time). */
   describe(): Record<string, unknown>;
+  /** The journals of the members' open sessions (members acting as themselves), when there are members. */
+  members?: MemberJournals;
+}
+
+type UploadStatus = GatewayStatus['uploads'][number];
+
+/** The uploads waiting in the members' own journals: `status` lists them, `flush` waits for them too. */
+export interface MemberJournals {
+  uploads(): (UploadStatus & { member: string })[];
+  flushAll(opts?: { timeoutMs?: number }): Promise<void>;
 }
 
 const FLUSH_POLL_MS = 200;
@@ -177,6 +187,14 @@ async function findVersion(client: ServiceClient, fullpath: string, version: str
 
 export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
   const vfs = target.vfs;
+  /** Every upload waiting: the gateway's journal and each member's (those name their member). */
+  const allUploads = (): (UploadStatus & { member?: string })[] => [...vfs.status().uploads, ...(target.members?.uploads() ?? [])];
+  const flushEvery = async (opts: { timeoutMs?: number } = {}): Promise<void> => {
+    const results = await Promise.allSettled([vfs.flushAll(opts), target.members?.flushAll(opts) ?? Promise.resolve()]);
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  };
+  const where = (u: UploadStatus & { member?: string }): string => `/${u.library}/${u.fullpath}${u.member ? ` (member ${u.member})` : ''}`;
   return [
     {
       name: 'status',
@@ -193,7 +211,7 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
             return { name: l.name, online: c?.online ?? true, offlineSinceMs: c?.offlineSinceMs, offlineError: c?.lastError, pendingUploads: c?.pendingUploads ?? 0 };
           }),
           feeds: s.feeds.map((f) => ({ ...f, lagMs: f.lastPollMs ? Date.now() - f.lastPollMs : null })),
-          uploads: { pending: s.uploads.length, list: s.uploads },
+          uploads: { pending: s.uploads.length + (target.members?.uploads().length ?? 0), list: allUploads() },
           stranded: s.stranded,
           localFiles: s.localFiles,
           caches: {
@@ -206,7 +224,7 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
     },
     {
       name: 'flush',
-      summary: 'Waits until every pending upload is on the service (progress: bytes the service has of those pending)',
+      summary: 'Waits until every pending upload is on the service, members\' journals included (progress: bytes the service has of those pending)',
       params: [param('timeout_s', 'number', false, 'give up waiting after this many seconds (the uploads go on); default: wait')],
       handler: async (params, env) => {
         onlyKnown(params, ['timeout_s'], 'flush');
@@ -216,9 +234,10 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         // are those the service has: all of a finished upload, `sentBytes` of one under way.
         const seen = new Map<string, number>();
         const report = (): void => {
-          const pending = vfs.status().uploads;
-          const now = new Map(pending.map((u) => [u.id, u]));
-          for (const u of pending) seen.set(u.id, Math.max(seen.get(u.id) ?? 0, u.size ?? 0));
+          const pending = allUploads();
+          const key = (u: { id: string; member?: string }): string => `${u.member ?? ''}\0${u.id}`;
+          const now = new Map(pending.map((u) => [key(u), u]));
+          for (const u of pending) seen.set(key(u), Math.max(seen.get(key(u)) ?? 0, u.size ?? 0));
           let total = 0;
           let done = 0;
           let filesDone = 0;
@@ -233,17 +252,17 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         const timer = setInterval(report, FLUSH_POLL_MS);
         let failure: string | undefined;
         try {
-          await vfs.flushAll({ timeoutMs: t === undefined ? undefined : t * 1000 });
+          await flushEvery({ timeoutMs: t === undefined ? undefined : t * 1000 });
         } catch (err) {
           failure = (err as Error).message; // uploads failing: they stay queued, reported below
         } finally {
           clearInterval(timer);
         }
         report();
-        const left = vfs.status().uploads;
+        const left = allUploads();
         if (left.length > 0) {
           const why = failure ?? (t === undefined ? 'still pending' : `still pending after ${t} s`);
-          throw new RpcFailure(RpcErrorCode.GatewayError, `${left.length} upload(s) not on the service: ${why} (they go on; see status)`, { pending: left.map((u) => `/${u.library}/${u.fullpath}`) });
+          throw new RpcFailure(RpcErrorCode.GatewayError, `${left.length} upload(s) not on the service: ${why} (they go on; see status)`, { pending: left.map(where) });
         }
         return { pending: 0 };
       },

@@ -85,6 +85,9 @@ interface Session extends MemberSession {
   closing?: Promise<void>;
 }
 
+/** An upload waiting in a member's journal. */
+export type MemberUpload = ReturnType<GatewayVfs['status']>['uploads'][number] & { member: string };
+
 /** Outcome of a login: the session, or refused (wrong account or password, or waiting after refusals). */
 export type LoginOutcome = { session: MemberSession } | { refused: string };
 
@@ -139,6 +142,18 @@ export class MemberSessions {
   list(): { account: string; idleMs: number; pendingUploads: number }[] {
     const now = this.clock();
     return [...this.sessions.values()].map((s) => ({ account: s.account, idleMs: now - s.lastUseMs, pendingUploads: s.vfs.status().uploads.length }));
+  }
+
+  /** The uploads waiting in the journals of the open sessions, each naming its member. */
+  uploads(): MemberUpload[] {
+    return [...this.sessions.values()].filter((s) => !s.closing).flatMap((s) => s.vfs.status().uploads.map((u) => ({ ...u, member: s.account })));
+  }
+
+  /** Waits until the uploads of every open session are on the service (or `timeoutMs` has passed: the first failure is thrown). */
+  async flushAll(opts: { timeoutMs?: number } = {}): Promise<void> {
+    const results = await Promise.allSettled([...this.sessions.values()].filter((s) => !s.closing).map((s) => s.vfs.flushAll(opts)));
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
   /**

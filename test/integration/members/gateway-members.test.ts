@@ -16,6 +16,7 @@ import type { EmbeddedService } from '../../../src/service/index.js';
 import { silentLogger } from '../../../src/shared/log.js';
 import { basicAuth, dav, LOCK_BODY, lockTokenOf } from '../../support/dav-http.js';
 import { put } from '../service/helpers.js';
+import { ControlClient } from '../../../src/control/client.js';
 
 let dir: string;
 let gateway: Gateway;
@@ -109,10 +110,16 @@ describe('members sharing a folder: locks and acknowledged writes', () => {
     expect((await dav(url, 'LOCK', '/Library/Collab/doc.txt', { auth: asB, headers: { if: `(<${token}>)`, timeout: 'Second-600' } })).status).toBe(403);
     expect((await dav(url, 'UNLOCK', '/Library/Collab/doc.txt', { auth: asB, headers: { 'lock-token': `<${token}>` } })).status).toBe(403);
     expect((await dav(url, 'UNLOCK', '/Library/Collab/doc.txt', { auth: asA, headers: { 'lock-token': `<${token}>` } })).status).toBe(204);
-    // The acknowledged version reaches the service.
-    const session = await gateway.members!.login('ann@example.com', 'ann-pw');
-    if (!('session' in session)) throw new Error(session.refused);
-    await session.session.vfs.flushAll({ timeoutMs: 30_000 });
+    // The acknowledged version reaches the service; `status` lists it under A, `flush` waits for A's journal too.
+    const control = await ControlClient.connect(join(dir, 'control.sock'));
+    try {
+      const flushed = await control.call('flush', { timeout_s: 60 }) as { pending: number };
+      expect(flushed.pending).toBe(0);
+      const status = await control.call('status', {}) as { uploads: { pending: number } };
+      expect(status.uploads.pending).toBe(0);
+    } finally {
+      control.close();
+    }
     expect((await client.file.info({ fullpath: 'Collab/doc.txt' })).filesize).toBe(4);
     expect((await client.file.info({ fullpath: 'Collab/doc.txt' })).last_member_name).toBe('Ann');
     const ben = await gateway.members!.login('ben@example.com', 'ben-pw');
