@@ -20,6 +20,7 @@ import { RangeReader, ReadAheadBudget } from './range-reader.js';
 import { baseName, isWithin, joinPath, parentOf, type Remote, type RemoteCallOptions, type RemoteEntry, type RemoteQuota } from './remote.js';
 import { UpdatesFeed, type UpdatesFeedStatus } from './updates-feed.js';
 import { Connectivity, ReportingRemote, type LibraryConnectivity } from './connectivity.js';
+import { SizeLimits } from './size-limits.js';
 import type { PendingFile, UploadStatus } from './upload-queue.js';
 import { TimeOverrides } from './time-overrides.js';
 import { WriteBack, type FollowedFile } from './write-back.js';
@@ -28,6 +29,9 @@ import { ForegroundActivity } from './foreground-activity.js';
 import type { DiskFaults } from './disk-faults.js';
 import { VfsError, type Attr, type CallContext, type FileHandle, type LocalRange, type OpenFlags, type StatFs, type Vfs } from './types.js';
 import type { ResolvedLibrary } from './library-set.js';
+
+/** How long a library's quota is used before it is asked again (in the background), ms. */
+const QUOTA_TTL_MS = 10_000;
 
 export interface GatewayVfsOptions {
   libraries: ResolvedLibrary[];
@@ -90,6 +94,8 @@ export interface GatewayVfsOptions {
   diskFaults?: DiskFaults;
   /** Refuse every change with EROFS. Default false. */
   readOnly?: boolean;
+  /** Largest file a write may make, bytes (EFBIG beyond it); 0 or undefined for no limit. */
+  maxFileBytes?: number;
   logger: Logger;
   /** Called by close() after everything else (closes what the factory opened). */
   onClose?: () => Promise<void>;
@@ -162,6 +168,10 @@ export class GatewayVfs implements Vfs {
   private readonly hidden = new Set<string>();
   /** Which libraries' service answers; offline ones are served from what the gateway has. */
   readonly connectivity: Connectivity;
+  /** Writes beyond the largest file or the library's free space are refused (size-limits.ts). */
+  private readonly limits: SizeLimits;
+  /** When each library's quota was last asked, ms since the epoch. */
+  private readonly quotaAskedMs = new Map<string, number>();
   /** Per library, the folder a service file was last opened for reading in (two in a row: a walk). */
   private readonly lastReadFolder = new Map<string, string>();
   /** The read-ahead memory of every reader together. */
@@ -181,6 +191,7 @@ export class GatewayVfs implements Vfs {
     this.readAheadBudget = new ReadAheadBudget(opts.readAhead?.totalBytes ?? 256 * 1024 * 1024);
     this.disk = (opts.cache?.diskBytes ?? 0) > 0 ? new ContentCache({ dir: join(opts.dataDir, 'content'), maxBytes: opts.cache?.diskBytes, logger: opts.logger }) : undefined;
     this.times = new TimeOverrides(join(opts.dataDir, 'times.jsonl'), opts.logger);
+    this.limits = new SizeLimits({ maxFileBytes: opts.maxFileBytes, freeBytes: (name, ctx) => this.freeBytes(name, ctx) });
     this.connectivity = new Connectivity({
       onOffline: (name, err) => this.logger.warn({ library: name, err: err.message }, 'library offline: the service cannot be reached; serving what is cached, writes go to the journal'),
       onOnline: (name, offlineMs) => {
@@ -373,7 +384,29 @@ export class GatewayVfs implements Vfs {
     await lib.remote.checkWrite?.(t.fullpath, !!existing, this.call(ctx));
     // The service's version is the base when nothing is local (else the local version is).
     const base = existing && !this.writeBack.current(lib.name, t.fullpath) ? existing : undefined;
-    return this.writeBack.openWrite(lib.name, t.fullpath, existing ? base ?? existing : undefined, flags, ctx);
+    const handle = await this.writeBack.openWrite(lib.name, t.fullpath, existing ? base ?? existing : undefined, flags, ctx);
+    return this.limits.limit(handle, lib.name, (await handle.stat()).size, ctx);
+  }
+
+  /**
+   * Bytes library `name` may still grow by: its capacity less what it uses, as the service last told
+   * (asked again in the background after QUOTA_TTL_MS); undefined when unlimited or not known.
+   */
+  private async freeBytes(name: string, ctx?: CallContext): Promise<number | undefined> {
+    const lib = this.libs.get(name);
+    if (!lib) return undefined;
+    const ask = async (): Promise<void> => {
+      this.quotaAskedMs.set(name, Date.now());
+      try {
+        lib.quota = await lib.remote.quota(this.call(ctx));
+      } catch (err) {
+        this.logger.debug({ library: name, err: (err as Error).message }, 'quota not known: writes are not limited by it');
+      }
+    };
+    if (!this.quotaAskedMs.has(name)) await ask();
+    else if (Date.now() - this.quotaAskedMs.get(name)! > QUOTA_TTL_MS) void ask();
+    const q = lib.quota;
+    return q?.total === undefined ? undefined : Math.max(0, q.total - q.used);
   }
 
   async createReadStream(path: string, range: { start?: number; end?: number } = {}, ctx?: CallContext): Promise<Readable> {
@@ -420,7 +453,7 @@ export class GatewayVfs implements Vfs {
    * Replaces (or creates) a file with the source's bytes, atomically: nothing changes unless the source
    * ends normally and the new version is journaled (see WriteBack.replace).
    */
-  async writeFile(path: string, source: Readable | Buffer | AsyncIterable<Buffer>, ctx?: CallContext, opts: { holdUploadMs?: number } = {}): Promise<Attr> {
+  async writeFile(path: string, source: Readable | Buffer | AsyncIterable<Buffer>, ctx?: CallContext, opts: { holdUploadMs?: number; size?: number } = {}): Promise<Attr> {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'write');
     this.writable(t.path);
@@ -432,7 +465,9 @@ export class GatewayVfs implements Vfs {
       await this.reuseHidden(lib, t.fullpath);
     }
     await lib.remote.checkWrite?.(t.fullpath, !!existing, this.call(ctx));
-    const chunks = Buffer.isBuffer(source) ? source : asBuffers(source);
+    const oldSize = existing?.size ?? 0;
+    if (Buffer.isBuffer(source)) await this.limits.check(t.path, lib.name, Math.max(source.length, opts.size ?? 0), oldSize, ctx);
+    const chunks = Buffer.isBuffer(source) ? source : this.limits.limitSource(asBuffers(source), t.path, lib.name, oldSize, ctx, opts.size);
     const entry = await this.writeBack.replace(lib.name, t.fullpath, existing ?? undefined, chunks, ctx, opts);
     return this.toAttr(lib, entry);
   }
