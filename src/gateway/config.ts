@@ -118,6 +118,8 @@ export interface GatewayConfig {
     upload_concurrency: number;
     /** Uploads of files up to 256 KiB at once (one exchange each), beside the large ones. Default 16. */
     small_upload_concurrency: number;
+    /** Largest file a write may make, MiB (EFBIG / 507 beyond it); 0 for no limit. Default 0. */
+    max_file_mb: number;
   };
   /** Admin HTTP listener for /metrics and /healthz, or null. Default 127.0.0.1:0 (any free port). */
   admin_listen: string | null;
@@ -375,7 +377,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   const cache = obj(raw.cache, 'cache');
   const feed = obj(raw.feed, 'feed');
   const journal = obj(raw.journal, 'journal');
-  for (const k of Object.keys(journal)) if (!['durability', 'group_commit_ms', 'upload_delay_ms', 'upload_concurrency', 'small_upload_concurrency'].includes(k)) throw new ConfigError(`journal.${k}: unknown key (docs/configuration.md lists them)`);
+  for (const k of Object.keys(journal)) if (!['durability', 'group_commit_ms', 'upload_delay_ms', 'upload_concurrency', 'small_upload_concurrency', 'max_file_mb'].includes(k)) throw new ConfigError(`journal.${k}: unknown key (docs/configuration.md lists them)`);
   const durability = oneOf(journal.durability, 'journal.durability', ['group', 'close'] as const) ?? 'group';
   const groupCommitMs = num(journal.group_commit_ms, 'journal.group_commit_ms', 1) ?? 1000;
   if (groupCommitMs > 60_000) throw new ConfigError(`journal.group_commit_ms: expected at most 60000, got ${groupCommitMs}`);
@@ -383,6 +385,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   if (uploadDelayMs > 60_000) throw new ConfigError(`journal.upload_delay_ms: expected at most 60000, got ${uploadDelayMs}`);
   const uploadConcurrency = intIn(journal.upload_concurrency, 'journal.upload_concurrency', 1, 256) ?? 4;
   const smallUploadConcurrency = intIn(journal.small_upload_concurrency, 'journal.small_upload_concurrency', 1, 256) ?? 16;
+  const maxFileMb = intIn(journal.max_file_mb, 'journal.max_file_mb', 0, 2 ** 32) ?? 0;
   const log = obj(raw.log, 'log');
   const adminListen = listenAddress(flags.adminListen, env.CLOUDLIB_ADMIN, raw.admin_listen, 'admin_listen', '127.0.0.1:0');
   if (adminListen) parseHostPort(adminListen, 'admin listen address');
@@ -443,7 +446,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
       disk_cache_mb: num(cache.disk_cache_mb, 'cache.disk_cache_mb') ?? 1024,
     },
     feed: { interval_ms: num(env.CLOUDLIB_FEED_INTERVAL_MS ?? feed.interval_ms, 'feed.interval_ms', 100) ?? DEFAULT_FEED_INTERVAL_MS },
-    journal: { durability, group_commit_ms: groupCommitMs, upload_delay_ms: uploadDelayMs, upload_concurrency: uploadConcurrency, small_upload_concurrency: smallUploadConcurrency },
+    journal: { durability, group_commit_ms: groupCommitMs, upload_delay_ms: uploadDelayMs, upload_concurrency: uploadConcurrency, small_upload_concurrency: smallUploadConcurrency, max_file_mb: maxFileMb },
     admin_listen: adminListen,
     log: { level },
   };

@@ -50,6 +50,15 @@ describe('gateway configuration', () => {
     expect((await loadConfig({}, {}, { fuseUsable: false, cwd: dir })).admin_listen).toBe('127.0.0.1:0');
   });
 
+  it('journal.max_file_mb: the largest file a write may make, 0 (no limit) by default; a bad value is refused', async () => {
+    expect((await loadConfig({}, {}, { fuseUsable: false, cwd: dir })).journal.max_file_mb).toBe(0);
+    const file = join(dir, 'm.json');
+    await writeFile(file, JSON.stringify({ journal: { max_file_mb: 512 } }));
+    expect((await loadConfig({ config: file }, {}, { fuseUsable: false, cwd: dir })).journal.max_file_mb).toBe(512);
+    await writeFile(file, JSON.stringify({ journal: { max_file_mb: -1 } }));
+    await expect(loadConfig({ config: file }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(ConfigError);
+  });
+
   it('the embedded service\'s URL for its clients: flag, environment, file; checked', async () => {
     expect((await loadConfig({ data: 'd' }, {}, { fuseUsable: false, cwd: dir })).service_url).toBeUndefined();
     expect((await loadConfig({ data: 'd', serviceUrl: 'http://files.example.com:8081/' }, {}, { fuseUsable: false, cwd: dir })).service_url).toBe('http://files.example.com:8081');
@@ -174,9 +183,9 @@ describe('gateway configuration', () => {
 
   it('journal: durability, group commit and write-back delay; defaults, overrides, bad values refused', async () => {
     const d = await loadConfig({}, {}, { fuseUsable: false, cwd: dir });
-    expect(d.journal).toEqual({ durability: 'group', group_commit_ms: 1000, upload_delay_ms: 2000, upload_concurrency: 4, small_upload_concurrency: 16 });
+    expect(d.journal).toEqual({ durability: 'group', group_commit_ms: 1000, upload_delay_ms: 2000, upload_concurrency: 4, small_upload_concurrency: 16, max_file_mb: 0 });
     await writeFile(join(dir, 'j.json'), JSON.stringify({ journal: { durability: 'close', upload_delay_ms: 0, upload_concurrency: 2, small_upload_concurrency: 32 } }));
-    expect((await loadConfig({ config: 'j.json' }, {}, { fuseUsable: false, cwd: dir })).journal).toEqual({ durability: 'close', group_commit_ms: 1000, upload_delay_ms: 0, upload_concurrency: 2, small_upload_concurrency: 32 });
+    expect((await loadConfig({ config: 'j.json' }, {}, { fuseUsable: false, cwd: dir })).journal).toEqual({ durability: 'close', group_commit_ms: 1000, upload_delay_ms: 0, upload_concurrency: 2, small_upload_concurrency: 32, max_file_mb: 0 });
     for (const bad of [{ upload_delay_ms: 60_001 }, { upload_delay_ms: -1 }, { upload_delay_ms: 'soon' }]) {
       await writeFile(join(dir, 'bad.json'), JSON.stringify({ journal: bad }));
       await expect(loadConfig({ config: 'bad.json' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/journal\.upload_delay_ms/);
