@@ -21,6 +21,7 @@ import { baseName, isWithin, joinPath, parentOf, type Remote, type RemoteCallOpt
 import { UpdatesFeed, type UpdatesFeedStatus } from './updates-feed.js';
 import { Connectivity, ReportingRemote, type LibraryConnectivity } from './connectivity.js';
 import { SizeLimits } from './size-limits.js';
+import { PendingMarks } from './pending-marks.js';
 import type { PendingFile, UploadStatus } from './upload-queue.js';
 import { TimeOverrides } from './time-overrides.js';
 import { WriteBack, type FollowedFile } from './write-back.js';
@@ -170,6 +171,8 @@ export class GatewayVfs implements Vfs {
   readonly connectivity: Connectivity;
   /** Writes beyond the largest file or the library's free space are refused (size-limits.ts). */
   private readonly limits: SizeLimits;
+  /** Locks and tags of files not on the service yet, given to them once uploaded (pending-marks.ts). */
+  private readonly marks: PendingMarks;
   /** When each library's quota was last asked, ms since the epoch. */
   private readonly quotaAskedMs = new Map<string, number>();
   /** Per library, the folder a service file was last opened for reading in (two in a row: a walk). */
@@ -191,6 +194,7 @@ export class GatewayVfs implements Vfs {
     this.readAheadBudget = new ReadAheadBudget(opts.readAhead?.totalBytes ?? 256 * 1024 * 1024);
     this.disk = (opts.cache?.diskBytes ?? 0) > 0 ? new ContentCache({ dir: join(opts.dataDir, 'content'), maxBytes: opts.cache?.diskBytes, logger: opts.logger }) : undefined;
     this.times = new TimeOverrides(join(opts.dataDir, 'times.jsonl'), opts.logger);
+    this.marks = new PendingMarks(opts.logger);
     this.limits = new SizeLimits({ maxFileBytes: opts.maxFileBytes, freeBytes: (name, ctx) => this.freeBytes(name, ctx) });
     this.connectivity = new Connectivity({
       onOffline: (name, err) => this.logger.warn({ library: name, err: err.message }, 'library offline: the service cannot be reached; serving what is cached, writes go to the journal'),
@@ -209,6 +213,7 @@ export class GatewayVfs implements Vfs {
         uploaded: (name, entry, mtimeMs) => {
           this.ownUpsert(name, entry);
           if (entry.contentHash) this.times.set(name, entry.id, versionOf(entry), mtimeMs);
+          void this.applyMarks(name, entry.fullpath);
         },
         ensureParents: (name, fullpath) => this.ensureParents(name, fullpath),
         deleted: (name, fullpath) => {
@@ -221,6 +226,16 @@ export class GatewayVfs implements Vfs {
         },
       },
     });
+  }
+
+  /** What was set on a file before its upload goes to the service with it. */
+  private async applyMarks(name: string, fullpath: string): Promise<void> {
+    const lib = this.libs.get(name);
+    if (!lib) return;
+    const done = await this.marks.apply(name, fullpath, lib.remote);
+    if (done.locked === undefined && done.tags === undefined) return;
+    this.ownForget(name, fullpath);
+    this.writeBack.patchBase(name, fullpath, { ...(done.locked ? { locked: true } : {}), ...(done.tags ? { tags: done.tags } : {}) });
   }
 
   /** The upload queue (status, tests). */
@@ -520,6 +535,7 @@ export class GatewayVfs implements Vfs {
       return;
     }
     await this.writeBack.removed(lib.name, t.fullpath);
+    this.marks.forget(lib.name, t.fullpath);
     const remoteEntry = await lib.remote.stat(t.fullpath, this.call(ctx));
     if (remoteEntry) await lib.remote.remove(t.fullpath, this.call(ctx));
     this.ownRemove(lib.name, t.fullpath, remoteEntry?.isDir ?? entry.isDir);
@@ -653,6 +669,8 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'getTags');
     if (t.fullpath === '') throw new VfsError('ENOTSUP', `libraries have no tags: ${t.path}`);
+    const local = this.writeBack.entry(lib.name, t.fullpath);
+    if (local && isUnsent(local)) return this.marks.tags(lib.name, t.fullpath) ?? local.tags ?? [];
     if (lib.remote.tags) {
       const tags = await lib.remote.tags(t.fullpath, this.call(ctx));
       if (tags === null) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
@@ -671,8 +689,14 @@ export class GatewayVfs implements Vfs {
     for (const tag of tags) {
       if (typeof tag !== 'string' || tag.trim() === '' || tag.includes(';')) throw new VfsError('EINVAL', `expected tags without ';' and not empty, got ${JSON.stringify(tag)}`);
     }
-    const current = await this.getTags(path, ctx);
     const wanted = [...new Set(tags.map((x) => x.trim()))];
+    const local = this.writeBack.entry(lib.name, t.fullpath);
+    if (local && isUnsent(local)) {
+      // Not on the service yet: the tags go there with the file.
+      this.marks.setTags(lib.name, t.fullpath, wanted);
+      return;
+    }
+    const current = await this.getTags(path, ctx);
     await lib.remote.removeTags(t.fullpath, current.filter((x) => !wanted.includes(x)), this.call(ctx));
     await lib.remote.addTags(t.fullpath, wanted.filter((x) => !current.includes(x)), this.call(ctx));
     this.ownForget(lib.name, t.fullpath);
@@ -691,6 +715,13 @@ export class GatewayVfs implements Vfs {
     const holder = ctx?.lockHolder ?? '';
     const held = this.lockHolds.get(key);
     if (held !== undefined && held !== holder) throw new VfsError('ELOCKED', `${t.path} is locked through the gateway by another writer`);
+    if (isUnsent(e)) {
+      // Not on the service yet: the gateway holds the lock from now on, the service takes it with the file.
+      this.marks.setLock(lib.name, t.fullpath, locked, ctx?.operator);
+      if (locked) this.lockHolds.set(key, holder);
+      else this.lockHolds.delete(key);
+      return;
+    }
     await lib.remote.lock(t.fullpath, locked, this.call(ctx));
     if (locked) this.lockHolds.set(key, holder);
     else this.lockHolds.delete(key);
@@ -1129,3 +1160,8 @@ function safeFileName(id: string): string {
 }
 
 export type { PendingFile };
+
+/** A local file the service does not have yet (made here, its first upload still to come). */
+function isUnsent(e: RemoteEntry): boolean {
+  return e.id.startsWith('local:');
+}
