@@ -77,7 +77,9 @@ export async function lock(r: DavRequest): Promise<void> {
     existing = await r.stat(r.path);
   }
   let serviceLock = false;
-  if (scope === 'exclusive' && existing && !existing.isDir && !created && !r.isJunk(r.path)) {
+  // A file not on the service yet (made by this LOCK, or written and still to upload) is locked too: the
+  // gateway holds the lock at once, the service takes it with the file.
+  if (scope === 'exclusive' && existing && !existing.isDir && !r.isJunk(r.path)) {
     try {
       await r.vfs.setLocked(r.path, true, r.call);
       serviceLock = true;

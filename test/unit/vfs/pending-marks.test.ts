@@ -61,6 +61,19 @@ describe('locks and tags of files not on the service yet', () => {
     expect((await remote.stat('newdoc.txt'))?.locked).toBe(false);
   });
 
+  it('LOCK of an unmapped URL: the empty file it makes is locked against the mount too', async () => {
+    const { vfs, dir } = await gateway();
+    const server = createWebdavServer({ vfs, users: [{ name: 'alice', password: 'secret' }], dataDir: join(dir, 'webdav'), logger: silentLogger });
+    const url = await server.listen('127.0.0.1', 0);
+    cleanups.push(() => server.close());
+    const lock = await dav(url, 'LOCK', '/A/locked-new.txt', { body: LOCK_BODY(), headers: { timeout: 'Second-600' } });
+    expect(lock.status).toBe(201);
+    expect(await vfsCode(vfs.open('/A/locked-new.txt', { write: true, truncate: true }))).toBe('ELOCKED');
+    expect((await dav(url, 'UNLOCK', '/A/locked-new.txt', { headers: { 'lock-token': `<${lockTokenOf(lock)}>` } })).status).toBe(204);
+    const h = await vfs.open('/A/locked-new.txt', { write: true, truncate: true });
+    await h.release();
+  });
+
   it('the tags of a file not uploaded yet read back at once and reach the service with it', async () => {
     const { vfs, remote } = await gateway();
     await vfs.writeFile('/A/pending.txt', Buffer.from('x'));
