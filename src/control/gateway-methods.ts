@@ -211,7 +211,11 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
             return { name: l.name, online: c?.online ?? true, offlineSinceMs: c?.offlineSinceMs, offlineError: c?.lastError, pendingUploads: c?.pendingUploads ?? 0 };
           }),
           feeds: s.feeds.map((f) => ({ ...f, lagMs: f.lastPollMs ? Date.now() - f.lastPollMs : null })),
-          uploads: { pending: s.uploads.length + (target.members?.uploads().length ?? 0), list: allUploads() },
+          // An upload under way says how long it has not moved: a stalled one (a full or stopped service) shows it.
+          uploads: {
+            pending: s.uploads.length + (target.members?.uploads().length ?? 0),
+            list: allUploads().map((u) => (u.state === 'uploading' && u.progressMs !== undefined ? { ...u, stalledMs: Math.max(0, Date.now() - u.progressMs) } : u)),
+          },
           stranded: s.stranded,
           localFiles: s.localFiles,
           caches: {
