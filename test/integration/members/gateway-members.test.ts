@@ -89,6 +89,26 @@ describe('gateway with member logins', () => {
 });
 
 describe('members sharing a folder: locks and acknowledged writes', () => {
+  it('a member who takes part through a folder permission alone (not a library member) gets their PUT onto the service', async () => {
+    const svc = gateway.service as unknown as EmbeddedService;
+    const db = svc.parts.tree.db;
+    const id = await db.insert('INSERT INTO members (ent_id, account, name, email, state, created_ms) VALUES (?, ?, ?, ?, 1, ?)', [svc.credentials.enterprise.ent_id, 'fay@example.com', 'Fay', 'fay@example.com', Date.now()]);
+    await new AccessTokens(db, Date.now).setPassword(id, 'fay-pw');
+    await client.file.createFolder({ fullpath: 'FolderOnly' });
+    await client.file2.setPermission({ fullpath: 'FolderOnly', permissions: JSON.stringify({ member_ids: [id], permission: { role_id: 0, ls: 1, cd: 1, ss: 1, pv: 1, dl: 1, ul: 1, w: 1 } }) });
+    const asFay = basicAuth('fay@example.com', 'fay-pw');
+    expect((await dav(url, 'PUT', '/Library/FolderOnly/fay.txt', { auth: asFay, body: 'by fay' })).status).toBe(201);
+    const control = await ControlClient.connect(join(dir, 'control.sock'));
+    try {
+      expect(await control.call('flush', { timeout_s: 60 })).toEqual({ pending: 0 });
+    } finally {
+      control.close();
+    }
+    const info = await client.file.info({ fullpath: 'FolderOnly/fay.txt' });
+    expect(info.filesize).toBe(6);
+    expect(info.last_member_name).toBe('Fay');
+  });
+
   it("a member's LOCK + PUT of a file uploaded elsewhere reaches the service; the other member cannot refresh or release that lock", async () => {
     const a = await addMember('ann@example.com', 'Ann', 'ann-pw');
     const b = await addMember('ben@example.com', 'Ben', 'ben-pw');
