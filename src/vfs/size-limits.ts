@@ -1,12 +1,12 @@
 /**
  * SizeLimits: a write that would make a file larger than the configured largest file (EFBIG) or grow a
  * library beyond its capacity (ENOSPC) is refused at the write, before anything of it is journaled. The
- * library's free space is what the service last told (`quota`), asked again when older than `quotaTtlMs`;
- * a library without a capacity (or whose quota cannot be had, offline) is not limited by it.
+ * library's free space is what the service last told (its quota, asked again after a while); a library
+ * without a capacity (or whose quota cannot be had) is not limited by it.
  *
  * The checks wrap what passes through JavaScript: a handle's writes and truncates, a whole-file write's
- * bytes. Writes a front end makes to a spool itself (the FUSE engine's direct writes, passthrough) are
- * not seen here.
+ * bytes. Writes that never reach a handle's `write` (the FUSE engine's own writes to a spool, the
+ * kernel's writeback cache, passthrough) are not seen here.
  */
 import type { CallContext, FileHandle } from './types.js';
 import { VfsError } from './types.js';
