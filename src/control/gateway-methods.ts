@@ -39,6 +39,16 @@ export interface GatewayControlTarget extends ControlTarget {
   removeLibrary(name: string): Promise<void>;
   /** Addresses and facts of the running gateway (service URL, WebDAV URL, mount point, start time). */
   describe(): Record<string, unknown>;
+  /** The journals of the members' open sessions (members acting as themselves), when there are members. */
+  members?: MemberJournals;
+}
+
+type UploadStatus = GatewayStatus['uploads'][number];
+
+/** The uploads waiting in the members' own journals: `status` lists them, `flush` waits for them too. */
+export interface MemberJournals {
+  uploads(): (UploadStatus & { member: string })[];
+  flushAll(opts?: { timeoutMs?: number }): Promise<void>;
 }
 
 const FLUSH_POLL_MS = 200;
@@ -358,6 +368,14 @@ async function findVersion(client: ServiceClient, fullpath: string, version: str
 
 export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
   const vfs = target.vfs;
+  /** Every upload waiting: the gateway's journal and each member's (those name their member). */
+  const allUploads = (): (UploadStatus & { member?: string })[] => [...vfs.status().uploads, ...(target.members?.uploads() ?? [])];
+  const flushEvery = async (opts: { timeoutMs?: number } = {}): Promise<void> => {
+    const results = await Promise.allSettled([vfs.flushAll(opts), target.members?.flushAll(opts) ?? Promise.resolve()]);
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  };
+  const where = (u: UploadStatus & { member?: string }): string => `/${u.library}/${u.fullpath}${u.member ? ` (member ${u.member})` : ''}`;
   return [
     {
       name: 'status',
@@ -375,8 +393,12 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
           }),
           feeds: s.feeds.map((f) => ({ ...f, lagMs: f.lastPollMs ? Date.now() - f.lastPollMs : null })),
           // Pending: every file with local changes not yet on the service, counted at once (those waiting
-          // for the write-back delay are not in the upload queue yet); `list` is the upload queue.
-          uploads: { pending: Math.max(s.uploads.length, s.localFiles), list: s.uploads },
+          // for the write-back delay are not in the upload queue yet), members' uploads too. An upload under
+          // way says how long it has not moved: a stalled one (a full or stopped service) shows it.
+          uploads: {
+            pending: Math.max(s.uploads.length, s.localFiles) + (target.members?.uploads().length ?? 0),
+            list: allUploads().map((u) => (u.state === 'uploading' && u.progressMs !== undefined ? { ...u, stalledMs: Math.max(0, Date.now() - u.progressMs) } : u)),
+          },
           stranded: s.stranded,
           localFiles: s.localFiles,
           caches: {
@@ -389,7 +411,7 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
     },
     {
       name: 'flush',
-      summary: 'Waits until every pending upload is on the service (progress: bytes the service has of those pending)',
+      summary: 'Waits until every pending upload is on the service, members\' journals included (progress: bytes the service has of those pending)',
       params: [param('timeout_s', 'number', false, 'give up waiting after this many seconds (the uploads go on); default: wait')],
       handler: async (params, env) => {
         onlyKnown(params, ['timeout_s'], 'flush');
@@ -399,9 +421,10 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         // are those the service has: all of a finished upload, `sentBytes` of one under way.
         const seen = new Map<string, number>();
         const report = (): void => {
-          const pending = vfs.status().uploads;
-          const now = new Map(pending.map((u) => [u.id, u]));
-          for (const u of pending) seen.set(u.id, Math.max(seen.get(u.id) ?? 0, u.size ?? 0));
+          const pending = allUploads();
+          const key = (u: { id: string; member?: string }): string => `${u.member ?? ''}\0${u.id}`;
+          const now = new Map(pending.map((u) => [key(u), u]));
+          for (const u of pending) seen.set(key(u), Math.max(seen.get(key(u)) ?? 0, u.size ?? 0));
           let total = 0;
           let done = 0;
           let filesDone = 0;
@@ -416,17 +439,17 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         const timer = setInterval(report, FLUSH_POLL_MS);
         let failure: string | undefined;
         try {
-          await vfs.flushAll({ timeoutMs: t === undefined ? undefined : t * 1000 });
+          await flushEvery({ timeoutMs: t === undefined ? undefined : t * 1000 });
         } catch (err) {
           failure = (err as Error).message; // uploads failing: they stay queued, reported below
         } finally {
           clearInterval(timer);
         }
         report();
-        const left = vfs.status().uploads;
+        const left = allUploads();
         if (left.length > 0) {
           const why = failure ?? (t === undefined ? 'still pending' : `still pending after ${t} s`);
-          throw new RpcFailure(RpcErrorCode.GatewayError, `${left.length} upload(s) not on the service: ${why} (they go on; see status)`, { pending: left.map((u) => `/${u.library}/${u.fullpath}`) });
+          throw new RpcFailure(RpcErrorCode.GatewayError, `${left.length} upload(s) not on the service: ${why} (they go on; see status)`, { pending: left.map(where) });
         }
         return { pending: 0 };
       },

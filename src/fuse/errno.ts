@@ -47,6 +47,7 @@ export const VFS_ERRNO: Readonly<Record<VfsErrorCode, ErrnoName>> = {
   EACCES: 'EACCES',
   EPERM: 'EPERM',
   ENOSPC: 'ENOSPC',
+  EFBIG: 'EFBIG',
   EIO: 'EIO',
   EAGAIN: 'EAGAIN',
   ENAMETOOLONG: 'ENAMETOOLONG',

@@ -124,6 +124,8 @@ export interface GatewayConfig {
     upload_concurrency: number;
     /** Uploads of files up to 256 KiB at once (one exchange each), beside the large ones. Default 16. */
     small_upload_concurrency: number;
+    /** Largest file a write may make, MiB (EFBIG / 507 beyond it); 0 for no limit. Default 0. */
+    max_file_mb: number;
   };
   /** Admin HTTP listener (status page, /metrics, /healthz), or null. Default 127.0.0.1:8082, kept like service_listen. */
   admin_listen: string | null;
@@ -256,6 +258,16 @@ const KNOWN_WEBDAV = new Set([
 const KNOWN_TOP = new Set(['data', 'service', 'service_listen', 'service_url', 'service_metadata', 'webdav', 'mount', 'cache', 'feed', 'journal', 'admin_listen', 'log']);
 
 /** Loads and validates the configuration. `fuseUsable` decides the default mount. */
+/**
+ * A listener's address from its flag, its environment variable or its key in the file (the first given
+ * wins), else `fallback`; null (no listener) for `off` in any of them, or `false` in the file.
+ */
+function listenAddress(flag: string | undefined, envValue: string | undefined, fileValue: unknown, where: string, fallback: string): string | null {
+  const given = flag ?? envValue ?? (fileValue === false ? 'off' : str(fileValue, where));
+  if (given === undefined) return fallback;
+  return given === 'off' ? null : given;
+}
+
 export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = process.env, opts: { fuseUsable: boolean; cwd?: string } = { fuseUsable: false }): Promise<GatewayConfig> {
   const cwd = opts.cwd ?? process.cwd();
   const file = flags.config ?? env.CLOUDLIB_CONFIG;
@@ -331,8 +343,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
 
   const wd = obj(raw.webdav, 'webdav');
   for (const k of Object.keys(wd)) if (!KNOWN_WEBDAV.has(k)) throw new ConfigError(`webdav.${k}: unknown key (docs/configuration.md lists them)`);
-  let webdavListen: string | null = flags.webdav ?? env.CLOUDLIB_WEBDAV ?? (wd.listen === false ? null : str(wd.listen, 'webdav.listen')) ?? '127.0.0.1:8080';
-  if (webdavListen === 'off') webdavListen = null;
+  const webdavListen = listenAddress(flags.webdav, env.CLOUDLIB_WEBDAV, wd.listen, 'webdav.listen', '127.0.0.1:8080');
   if (webdavListen) parseHostPort(webdavListen, 'webdav listen address');
   const users: UserConfig[] = [];
   const rawUsers = wd.users === undefined ? [] : wd.users;
@@ -380,7 +391,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   const cache = obj(raw.cache, 'cache');
   const feed = obj(raw.feed, 'feed');
   const journal = obj(raw.journal, 'journal');
-  for (const k of Object.keys(journal)) if (!['durability', 'group_commit_ms', 'upload_delay_ms', 'upload_concurrency', 'small_upload_concurrency'].includes(k)) throw new ConfigError(`journal.${k}: unknown key (docs/configuration.md lists them)`);
+  for (const k of Object.keys(journal)) if (!['durability', 'group_commit_ms', 'upload_delay_ms', 'upload_concurrency', 'small_upload_concurrency', 'max_file_mb'].includes(k)) throw new ConfigError(`journal.${k}: unknown key (docs/configuration.md lists them)`);
   const durability = oneOf(journal.durability, 'journal.durability', ['group', 'close'] as const) ?? 'group';
   const groupCommitMs = num(journal.group_commit_ms, 'journal.group_commit_ms', 1) ?? 1000;
   if (groupCommitMs > 60_000) throw new ConfigError(`journal.group_commit_ms: expected at most 60000, got ${groupCommitMs}`);
@@ -388,9 +399,10 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   if (uploadDelayMs > 60_000) throw new ConfigError(`journal.upload_delay_ms: expected at most 60000, got ${uploadDelayMs}`);
   const uploadConcurrency = intIn(journal.upload_concurrency, 'journal.upload_concurrency', 1, 256) ?? 4;
   const smallUploadConcurrency = intIn(journal.small_upload_concurrency, 'journal.small_upload_concurrency', 1, 256) ?? 16;
+  const maxFileMb = intIn(journal.max_file_mb, 'journal.max_file_mb', 0, 2 ** 32) ?? 0;
   const log = obj(raw.log, 'log');
-  const adminGiven = flags.adminListen ?? env.CLOUDLIB_ADMIN ?? (raw.admin_listen === false ? null : str(raw.admin_listen, 'admin_listen'));
-  const adminListen = adminGiven === undefined ? DEFAULT_ADMIN_LISTEN : adminGiven;
+  const adminListen = listenAddress(flags.adminListen, env.CLOUDLIB_ADMIN, raw.admin_listen, 'admin_listen', DEFAULT_ADMIN_LISTEN);
+  const adminGiven = flags.adminListen ?? env.CLOUDLIB_ADMIN ?? (raw.admin_listen === undefined ? undefined : 'given');
   if (adminListen) parseHostPort(adminListen, 'admin listen address');
   const serviceGiven = flags.serviceListen ?? env.CLOUDLIB_SERVICE_LISTEN ?? str(raw.service_listen, 'service_listen');
   const serviceListen = serviceGiven ?? DEFAULT_SERVICE_LISTEN;
@@ -456,7 +468,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
       disk_cache_mb: num(cache.disk_cache_mb, 'cache.disk_cache_mb') ?? 1024,
     },
     feed: { interval_ms: num(env.CLOUDLIB_FEED_INTERVAL_MS ?? feed.interval_ms, 'feed.interval_ms', 100) ?? DEFAULT_FEED_INTERVAL_MS },
-    journal: { durability, group_commit_ms: groupCommitMs, upload_delay_ms: uploadDelayMs, upload_concurrency: uploadConcurrency, small_upload_concurrency: smallUploadConcurrency },
+    journal: { durability, group_commit_ms: groupCommitMs, upload_delay_ms: uploadDelayMs, upload_concurrency: uploadConcurrency, small_upload_concurrency: smallUploadConcurrency, max_file_mb: maxFileMb },
     admin_listen: adminListen,
     log: { level, ...(logFile !== undefined ? { file: logFile } : {}) },
   };

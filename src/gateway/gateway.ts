@@ -257,6 +257,7 @@ export class Gateway {
         await this.choices.recordRemoved(name);
       },
       describe: () => this.describe(),
+      members: this.members,
     };
     this.control = new ControlServer({
       socketPath: join(config.data, 'control.sock'),

@@ -16,7 +16,8 @@
  *   still takes part (`account/mount`): a refusal (disabled account, withdrawn token) ends the session.
  * - A wrong password is refused; after each refusal that account waits before the service is asked
  *   again (1 s, doubling to 60 s, answered as refused meanwhile); after 10 refusals in a row from one
- *   client address, that address waits too.
+ *   client address, that address waits too. The wait holds whether or not the member has a session:
+ *   while it runs, even the password the session's verifier knows is refused.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -84,6 +85,9 @@ interface Session extends MemberSession {
   closing?: Promise<void>;
 }
 
+/** An upload waiting in a member's journal. */
+export type MemberUpload = ReturnType<GatewayVfs['status']>['uploads'][number] & { member: string };
+
 /** Outcome of a login: the session, or refused (wrong account or password, or waiting after refusals). */
 export type LoginOutcome = { session: MemberSession } | { refused: string };
 
@@ -140,6 +144,18 @@ export class MemberSessions {
     return [...this.sessions.values()].map((s) => ({ account: s.account, idleMs: now - s.lastUseMs, pendingUploads: s.vfs.status().uploads.length }));
   }
 
+  /** The uploads waiting in the journals of the open sessions, each naming its member. */
+  uploads(): MemberUpload[] {
+    return [...this.sessions.values()].filter((s) => !s.closing).flatMap((s) => s.vfs.status().uploads.map((u) => ({ ...u, member: s.account })));
+  }
+
+  /** Waits until the uploads of every open session are on the service (or `timeoutMs` has passed: the first failure is thrown). */
+  async flushAll(opts: { timeoutMs?: number } = {}): Promise<void> {
+    const results = await Promise.allSettled([...this.sessions.values()].filter((s) => !s.closing).map((s) => s.vfs.flushAll(opts)));
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
   /**
    * The session of `account` when `password` is theirs: the open session when its verifier matches,
    * else a new token from the service. `client` is the caller's address (refusals are counted per
@@ -149,16 +165,17 @@ export class MemberSessions {
     if (this.closed) throw new VfsError('EAGAIN', 'the gateway is stopping');
     if (account === '' || password === '') return { refused: 'account and password are required' };
     const key = memberKey(account);
+    // The wait comes first: an open session's verifier must not answer a guess the service would not be asked.
+    const wait = this.waiting(key, client);
+    if (wait) {
+      this.counters.throttled++;
+      return { refused: wait };
+    }
     const open = this.sessions.get(key);
     if (open && !open.closing && open.verifier && timingSafeEqual(open.verifier, verifierOf(open.salt, password))) {
       open.lastUseMs = this.clock();
       this.counters.verified++;
       return { session: open };
-    }
-    const wait = this.waiting(key, client);
-    if (wait) {
-      this.counters.throttled++;
-      return { refused: wait };
     }
     const pendingKey = `${key}\0${verifierOf(this.pendingSalt, password).toString('hex')}`;
     let p = this.pending.get(pendingKey);

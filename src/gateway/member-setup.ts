@@ -50,6 +50,7 @@ export function startMemberSessions(opts: MemberSetupOptions): MemberSessions {
     dataDir: join(config.data, 'members'),
     vfs: {
       feedIntervalMs: config.feed.interval_ms,
+      maxFileBytes: config.journal.max_file_mb * MIB,
       durability: { mode: config.journal.durability, groupCommitMs: config.journal.group_commit_ms },
       // Each member's caches are their own, in memory only: the configured sizes shared out among the
       // sessions that may be open at once, so that all of them together stay within those bounds.

@@ -33,6 +33,7 @@ export async function vfsFromConfig(config: GatewayConfig, logger: Logger, onExc
       diskBytes: config.cache.disk_cache_mb * 1024 * 1024,
     },
     readOnly: config.mount.read_only,
+    maxFileBytes: config.journal.max_file_mb * 1024 * 1024,
     logger,
     onClose: async () => { await Promise.all(clients.map((c) => c.close())); },
   });

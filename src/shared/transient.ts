@@ -19,7 +19,7 @@ export const TRANSIENT_TRANSPORT_CODES: readonly string[] = [
 
 /** Error codes (errno names, the Vfs's codes) of refusals that asking again does not change. */
 const PERMANENT_CODES: readonly string[] = [
-  'EACCES', 'EPERM', 'ENOSPC', 'ENOENT', 'EISDIR', 'ENOTDIR', 'EINVAL', 'EEXIST', 'ENOTEMPTY', 'ENAMETOOLONG',
+  'EACCES', 'EPERM', 'ENOSPC', 'EFBIG', 'ENOENT', 'EISDIR', 'ENOTDIR', 'EINVAL', 'EEXIST', 'ENOTEMPTY', 'ENAMETOOLONG',
   'EROFS', 'EXDEV', 'ELOCKED', 'ENOSYS', 'ENOTSUP', 'ABORT_ERR',
 ];
 

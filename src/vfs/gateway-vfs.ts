@@ -20,6 +20,8 @@ import { RangeReader, ReadAheadBudget } from './range-reader.js';
 import { baseName, isWithin, joinPath, parentOf, type Remote, type RemoteCallOptions, type RemoteEntry, type RemoteQuota } from './remote.js';
 import { UpdatesFeed, type UpdatesFeedStatus } from './updates-feed.js';
 import { Connectivity, ReportingRemote, type LibraryConnectivity } from './connectivity.js';
+import { SizeLimits } from './size-limits.js';
+import { PendingMarks } from './pending-marks.js';
 import type { PendingFile, UploadStatus } from './upload-queue.js';
 import { TimeOverrides } from './time-overrides.js';
 import { WriteBack, type FollowedFile } from './write-back.js';
@@ -28,6 +30,9 @@ import { ForegroundActivity } from './foreground-activity.js';
 import type { DiskFaults } from './disk-faults.js';
 import { VfsError, type Attr, type CallContext, type FileHandle, type LocalRange, type OpenFlags, type StatFs, type Vfs } from './types.js';
 import type { ResolvedLibrary } from './library-set.js';
+
+/** How long a library's quota is used before it is asked again (in the background), ms. */
+const QUOTA_TTL_MS = 10_000;
 
 export interface GatewayVfsOptions {
   libraries: ResolvedLibrary[];
@@ -91,6 +96,8 @@ export interface GatewayVfsOptions {
   diskFaults?: DiskFaults;
   /** Refuse every change with EROFS. Default false. */
   readOnly?: boolean;
+  /** Largest file a write may make, bytes (EFBIG beyond it); 0 or undefined for no limit. */
+  maxFileBytes?: number;
   logger: Logger;
   /** Called by close() after everything else (closes what the factory opened). */
   onClose?: () => Promise<void>;
@@ -163,6 +170,12 @@ export class GatewayVfs implements Vfs {
   private readonly hidden = new Set<string>();
   /** Which libraries' service answers; offline ones are served from what the gateway has. */
   readonly connectivity: Connectivity;
+  /** Writes beyond the largest file or the library's free space are refused (size-limits.ts). */
+  private readonly limits: SizeLimits;
+  /** Locks and tags of files not on the service yet, given to them once uploaded (pending-marks.ts). */
+  private readonly marks: PendingMarks;
+  /** When each library's quota was last asked, ms since the epoch. */
+  private readonly quotaAskedMs = new Map<string, number>();
   /** Per library, the folder a service file was last opened for reading in (two in a row: a walk). */
   private readonly lastReadFolder = new Map<string, string>();
   /** The read-ahead memory of every reader together. */
@@ -182,6 +195,8 @@ export class GatewayVfs implements Vfs {
     this.readAheadBudget = new ReadAheadBudget(opts.readAhead?.totalBytes ?? 256 * 1024 * 1024);
     this.disk = (opts.cache?.diskBytes ?? 0) > 0 ? new ContentCache({ dir: join(opts.dataDir, 'content'), maxBytes: opts.cache?.diskBytes, logger: opts.logger }) : undefined;
     this.times = new TimeOverrides(join(opts.dataDir, 'times.jsonl'), opts.logger);
+    this.marks = new PendingMarks(opts.logger);
+    this.limits = new SizeLimits({ maxFileBytes: opts.maxFileBytes, freeBytes: (name, ctx) => this.freeBytes(name, ctx) });
     this.connectivity = new Connectivity({
       onOffline: (name, err) => this.logger.warn({ library: name, err: err.message }, 'library offline: the service cannot be reached; serving what is cached, writes go to the journal'),
       onOnline: (name, offlineMs) => {
@@ -199,6 +214,7 @@ export class GatewayVfs implements Vfs {
         uploaded: (name, entry, mtimeMs) => {
           this.ownUpsert(name, entry);
           if (entry.contentHash) this.times.set(name, entry.id, versionOf(entry), mtimeMs);
+          void this.applyMarks(name, entry.fullpath);
         },
         ensureParents: (name, fullpath) => this.ensureParents(name, fullpath),
         deleted: (name, fullpath) => {
@@ -211,6 +227,16 @@ export class GatewayVfs implements Vfs {
         },
       },
     });
+  }
+
+  /** What was set on a file before its upload goes to the service with it. */
+  private async applyMarks(name: string, fullpath: string): Promise<void> {
+    const lib = this.libs.get(name);
+    if (!lib) return;
+    const done = await this.marks.apply(name, fullpath, lib.remote);
+    if (done.locked === undefined && done.tags === undefined) return;
+    this.ownForget(name, fullpath);
+    this.writeBack.patchBase(name, fullpath, { ...(done.locked ? { locked: true } : {}), ...(done.tags ? { tags: done.tags } : {}) });
   }
 
   /** The upload queue (status, tests). */
@@ -374,7 +400,29 @@ export class GatewayVfs implements Vfs {
     await lib.remote.checkWrite?.(t.fullpath, !!existing, this.call(ctx));
     // The service's version is the base when nothing is local (else the local version is).
     const base = existing && !this.writeBack.current(lib.name, t.fullpath) ? existing : undefined;
-    return this.writeBack.openWrite(lib.name, t.fullpath, existing ? base ?? existing : undefined, flags, ctx);
+    const handle = await this.writeBack.openWrite(lib.name, t.fullpath, existing ? base ?? existing : undefined, flags, ctx);
+    return this.limits.limit(handle, lib.name, (await handle.stat()).size, ctx);
+  }
+
+  /**
+   * Bytes library `name` may still grow by: its capacity less what it uses, as the service last told
+   * (asked again in the background after QUOTA_TTL_MS); undefined when unlimited or not known.
+   */
+  private async freeBytes(name: string, ctx?: CallContext): Promise<number | undefined> {
+    const lib = this.libs.get(name);
+    if (!lib) return undefined;
+    const ask = async (): Promise<void> => {
+      this.quotaAskedMs.set(name, Date.now());
+      try {
+        lib.quota = await lib.remote.quota(this.call(ctx));
+      } catch (err) {
+        this.logger.debug({ library: name, err: (err as Error).message }, 'quota not known: writes are not limited by it');
+      }
+    };
+    if (!this.quotaAskedMs.has(name)) await ask();
+    else if (Date.now() - this.quotaAskedMs.get(name)! > QUOTA_TTL_MS) void ask();
+    const q = lib.quota;
+    return q?.total === undefined ? undefined : Math.max(0, q.total - q.used);
   }
 
   async createReadStream(path: string, range: { start?: number; end?: number } = {}, ctx?: CallContext): Promise<Readable> {
@@ -421,7 +469,7 @@ export class GatewayVfs implements Vfs {
    * Replaces (or creates) a file with the source's bytes, atomically: nothing changes unless the source
    * ends normally and the new version is journaled (see WriteBack.replace).
    */
-  async writeFile(path: string, source: Readable | Buffer | AsyncIterable<Buffer>, ctx?: CallContext, opts: { holdUploadMs?: number } = {}): Promise<Attr> {
+  async writeFile(path: string, source: Readable | Buffer | AsyncIterable<Buffer>, ctx?: CallContext, opts: { holdUploadMs?: number; size?: number } = {}): Promise<Attr> {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'write');
     this.writable(t.path);
@@ -433,7 +481,9 @@ export class GatewayVfs implements Vfs {
       await this.reuseHidden(lib, t.fullpath);
     }
     await lib.remote.checkWrite?.(t.fullpath, !!existing, this.call(ctx));
-    const chunks = Buffer.isBuffer(source) ? source : asBuffers(source);
+    const oldSize = existing?.size ?? 0;
+    if (Buffer.isBuffer(source)) await this.limits.check(t.path, lib.name, Math.max(source.length, opts.size ?? 0), oldSize, ctx);
+    const chunks = Buffer.isBuffer(source) ? source : this.limits.limitSource(asBuffers(source), t.path, lib.name, oldSize, ctx, opts.size);
     const entry = await this.writeBack.replace(lib.name, t.fullpath, existing ?? undefined, chunks, ctx, opts);
     return this.toAttr(lib, entry);
   }
@@ -486,6 +536,7 @@ export class GatewayVfs implements Vfs {
       return;
     }
     await this.writeBack.removed(lib.name, t.fullpath);
+    this.marks.forget(lib.name, t.fullpath);
     const remoteEntry = await lib.remote.stat(t.fullpath, this.call(ctx));
     if (remoteEntry) await lib.remote.remove(t.fullpath, this.call(ctx));
     this.ownRemove(lib.name, t.fullpath, remoteEntry?.isDir ?? entry.isDir);
@@ -619,6 +670,8 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'getTags');
     if (t.fullpath === '') throw new VfsError('ENOTSUP', `libraries have no tags: ${t.path}`);
+    const local = this.writeBack.entry(lib.name, t.fullpath);
+    if (local && isUnsent(local)) return this.marks.tags(lib.name, t.fullpath) ?? local.tags ?? [];
     if (lib.remote.tags) {
       const tags = await lib.remote.tags(t.fullpath, this.call(ctx));
       if (tags === null) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
@@ -637,8 +690,14 @@ export class GatewayVfs implements Vfs {
     for (const tag of tags) {
       if (typeof tag !== 'string' || tag.trim() === '' || tag.includes(';')) throw new VfsError('EINVAL', `expected tags without ';' and not empty, got ${JSON.stringify(tag)}`);
     }
-    const current = await this.getTags(path, ctx);
     const wanted = [...new Set(tags.map((x) => x.trim()))];
+    const local = this.writeBack.entry(lib.name, t.fullpath);
+    if (local && isUnsent(local)) {
+      // Not on the service yet: the tags go there with the file.
+      this.marks.setTags(lib.name, t.fullpath, wanted);
+      return;
+    }
+    const current = await this.getTags(path, ctx);
     await lib.remote.removeTags(t.fullpath, current.filter((x) => !wanted.includes(x)), this.call(ctx));
     await lib.remote.addTags(t.fullpath, wanted.filter((x) => !current.includes(x)), this.call(ctx));
     this.ownForget(lib.name, t.fullpath);
@@ -657,6 +716,13 @@ export class GatewayVfs implements Vfs {
     const holder = ctx?.lockHolder ?? '';
     const held = this.lockHolds.get(key);
     if (held !== undefined && held !== holder) throw new VfsError('ELOCKED', `${t.path} is locked through the gateway by another writer`);
+    if (isUnsent(e)) {
+      // Not on the service yet: the gateway holds the lock from now on, the service takes it with the file.
+      this.marks.setLock(lib.name, t.fullpath, locked, ctx?.operator);
+      if (locked) this.lockHolds.set(key, holder);
+      else this.lockHolds.delete(key);
+      return;
+    }
     await lib.remote.lock(t.fullpath, locked, this.call(ctx));
     if (locked) this.lockHolds.set(key, holder);
     else this.lockHolds.delete(key);
@@ -1095,3 +1161,8 @@ function safeFileName(id: string): string {
 }
 
 export type { PendingFile };
+
+/** A local file the service does not have yet (made here, its first upload still to come). */
+function isUnsent(e: RemoteEntry): boolean {
+  return e.id.startsWith('local:');
+}

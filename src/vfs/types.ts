@@ -14,6 +14,7 @@ export type VfsErrorCode =
   | 'EACCES' // permission denied by the service
   | 'EPERM' // operation not permitted here (e.g. removing a library folder)
   | 'ENOSPC' // library capacity exceeded
+  | 'EFBIG' // larger than the largest file allowed
   | 'EIO' // the service failed or is unreachable
   | 'EAGAIN' // try again (service temporarily unavailable)
   | 'ENAMETOOLONG' // a name over 255 UTF-8 bytes
@@ -286,7 +287,8 @@ export interface Vfs {
    * resolves); a failed or cut-off stream leaves the file as it was. `holdUploadMs`: the upload waits that
    * long (an empty new file whose content usually follows at once; a newer version replaces it unsent).
    */
-  writeFile(path: string, source: Readable | Buffer | AsyncIterable<Buffer>, ctx?: CallContext, opts?: { holdUploadMs?: number }): Promise<Attr>;
+  /** `opts.size`: the length the caller declares; refused before any byte when it may not be written (EFBIG, ENOSPC). */
+  writeFile(path: string, source: Readable | Buffer | AsyncIterable<Buffer>, ctx?: CallContext, opts?: { holdUploadMs?: number; size?: number }): Promise<Attr>;
 
   getTags(path: string, ctx?: CallContext): Promise<string[]>;
   setTags(path: string, tags: string[], ctx?: CallContext): Promise<void>;

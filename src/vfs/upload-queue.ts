@@ -55,6 +55,8 @@ export interface UploadStatus {
   size?: number;
   /** Bytes of the current attempt the service has (instant uploads jump to `size`). */
   sentBytes?: number;
+  /** When the current attempt last moved (started, or the service took bytes), ms since the epoch: an upload that stalls shows it here. */
+  progressMs?: number;
 }
 
 export interface UploadQueueOptions {
@@ -323,8 +325,13 @@ export class UploadQueue {
       task.status.state = 'uploading';
       task.status.size = size;
       task.status.sentBytes = 0;
+      task.status.progressMs = Date.now();
       const entry = await remote.commit(snapshot.fullpath, { path: file.spoolPath, size, sha1, data: held?.data }, {
-        operator: file.operator, signal: abort.signal, onProgress: (sent) => { task.status.sentBytes = sent; },
+        operator: file.operator, signal: abort.signal,
+        onProgress: (sent) => {
+          if (sent !== task.status.sentBytes) task.status.progressMs = Date.now();
+          task.status.sentBytes = sent;
+        },
       });
       if (task.cancelled) return;
       await this.opts.onCommitted(file, entry, snapshot);

@@ -30,6 +30,7 @@ export const VFS_STATUS: Readonly<Record<VfsErrorCode, number>> = {
   EACCES: 403,
   EPERM: 403,
   ENOSPC: 507,
+  EFBIG: 507,
   EIO: 502,
   EAGAIN: 503,
   ENAMETOOLONG: 414,

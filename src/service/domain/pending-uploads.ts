@@ -44,6 +44,11 @@ export class PendingUploads {
       });
       if (row) return { hash: row.hash, fullpath: row.fullpath, state: 1, server };
     }
+    // The bytes must fit where they are kept: a size beyond the store's free space is refused before any is sent.
+    const free = await this.content.blobs.freeBytes();
+    if (free !== undefined && size > free) {
+      throw new ServiceFault(FaultCode.CapacityExceeded, `library capacity exceeded: the service's storage has ${free} bytes free, the file needs ${size}`);
+    }
     return this.tree.tx(async () => {
       const { existing, replaces } = await check();
       const folder = parentOf(fullpath);

@@ -87,8 +87,13 @@ export class LibraryUploadHost implements UploadHost {
     return uploaded(row);
   }
 
+  /**
+   * Whether the caller may send content to the library: its own library authorization, or a member who
+   * takes part in it in any way the user API accepts (owner, member, a department, a folder entry). The
+   * file's own permission was checked by create_file.
+   */
   private async mayWrite(caller: UploadCaller, libraryId: number): Promise<boolean> {
-    return caller.kind === 'library' ? caller.libraryId === libraryId : this.directory.memberInLibrary(caller.memberId, libraryId);
+    return caller.kind === 'library' ? caller.libraryId === libraryId : this.permissions.takesPart(libraryId, caller.memberId);
   }
 
   private async operator(caller: UploadCaller, opId?: string, opName?: string): Promise<Operator> {

@@ -35,6 +35,8 @@ export interface BlobStore {
   lock<T>(sha1: string, fn: () => Promise<T> | T): Promise<T>;
   /** Size of the stored blob, or undefined when it is not stored. */
   sizeOf(sha1: string): Promise<number | undefined>;
+  /** Bytes the store can still take, or undefined when it cannot tell (a bucket). */
+  freeBytes(): Promise<number | undefined>;
   /**
    * Moves a verified temporary file (in `tempDir`) into the store as blob `sha1`; the temporary file
    * is gone afterwards. When the blob is already stored with the right size nothing is written.

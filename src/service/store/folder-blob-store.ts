@@ -4,7 +4,7 @@
  * system an ingest is a rename; otherwise a copy next to the target, then a rename.
  */
 import { createReadStream, type ReadStream } from 'node:fs';
-import { copyFile, mkdir, rename } from 'node:fs/promises';
+import { copyFile, mkdir, rename, statfs } from 'node:fs/promises';
 import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent, sizeIfPresent } from '../../shared/atomic-file.js';
 import { dirname, join } from 'node:path';
 import { LocalSpool, checkSha1, type BlobRange, type BlobStore } from './blob-store.js';
@@ -41,6 +41,12 @@ export class FolderBlobStore extends LocalSpool implements BlobStore {
 
   sizeOf(sha1: string): Promise<number | undefined> {
     return sizeIfPresent(this.pathOf(sha1));
+  }
+
+  /** What the file system of the blobs has free for this process (its reserve for root not counted). */
+  async freeBytes(): Promise<number | undefined> {
+    const fs = await statfs(this.root);
+    return fs.bavail * fs.bsize;
   }
 
   async ingest(tempFile: string, sha1: string, size: number): Promise<void> {

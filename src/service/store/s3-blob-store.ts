@@ -104,6 +104,11 @@ export class S3BlobStore extends LocalSpool implements BlobStore {
     return `${this.prefix}${checkSha1(sha1)}`;
   }
 
+  /** A bucket says nothing of its free space. */
+  async freeBytes(): Promise<number | undefined> {
+    return undefined;
+  }
+
   async sizeOf(sha1: string): Promise<number | undefined> {
     try {
       const head = await this.s3.send(new HeadObjectCommand({ Bucket: this.bucket, Key: this.key(sha1) }));

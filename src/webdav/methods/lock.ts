@@ -43,6 +43,8 @@ export async function lock(r: DavRequest): Promise<void> {
     const tokens = r.tokens();
     const held = r.shared.locks.covering(r.path).find((l) => tokens.includes(l.token));
     if (!held) throw new DavError(412, 'expected an If header naming a lock of this resource to refresh, got none', 'lock-token-matches-request-uri');
+    // Only the lock's holder refreshes it: knowing the token is not enough (as for UNLOCK).
+    if (held.user !== null && held.user !== r.principal.user) throw new DavError(403, `the lock ${held.token} belongs to another user`);
     r.shared.locks.refresh(held, timeoutS);
     sendXml(r.res, 200, lockBody(r, held), { 'lock-token': `<${held.token}>` });
     return;
@@ -59,6 +61,8 @@ export async function lock(r: DavRequest): Promise<void> {
   if (depthHeader !== '0' && depthHeader !== 'infinity') throw new DavError(400, `expected Depth 0 or infinity, got '${depthHeader}'`);
 
   let existing = await r.stat(r.path);
+  // Not in the cache: asked of the service before a new empty file is made (another client may have made it since).
+  if (!existing) existing = await r.stateForPreconditions(undefined);
   const depth: 0 | 'infinity' = depthHeader === '0' || !existing?.isDir ? 0 : 'infinity';
   const conflicting = r.shared.locks.conflict(r.path, depth, scope);
   if (conflicting) throw new DavError(423, `${r.path} is already locked`, 'no-conflicting-lock');
@@ -73,7 +77,9 @@ export async function lock(r: DavRequest): Promise<void> {
     existing = await r.stat(r.path);
   }
   let serviceLock = false;
-  if (scope === 'exclusive' && existing && !existing.isDir && !created && !r.isJunk(r.path)) {
+  // A file not on the service yet (made by this LOCK, or written and still to upload) is locked too: the
+  // gateway holds the lock at once, the service takes it with the file.
+  if (scope === 'exclusive' && existing && !existing.isDir && !r.isJunk(r.path)) {
     try {
       await r.vfs.setLocked(r.path, true, r.call);
       serviceLock = true;

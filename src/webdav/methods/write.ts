@@ -37,7 +37,9 @@ export async function put(r: DavRequest): Promise<void> {
   // The body goes to a version of its own: the file changes only once the whole body is in and journaled;
   // a cut-off body leaves the file as it was. An empty new file is journaled at once too, its upload held
   // briefly: the content that usually follows replaces it unsent (Explorer and Finder create files so).
-  const attr = await r.vfs.writeFile(r.path, bodyPieces(r), r.call, { holdUploadMs: !existing && empty ? r.shared.emptyCreateGraceMs : 0 });
+  // The declared length is checked before any byte is taken: beyond the largest file or the library's free space, 507.
+  const declared = r.req.headers['content-length'] !== undefined && /^\d+$/.test(r.req.headers['content-length']) ? Number(r.req.headers['content-length']) : undefined;
+  const attr = await r.vfs.writeFile(r.path, bodyPieces(r), r.call, { holdUploadMs: !existing && empty ? r.shared.emptyCreateGraceMs : 0, size: declared });
   sendStatus(r.res, existing ? 204 : 201, { etag: etagOf(attr) });
 }
 

@@ -124,6 +124,8 @@ describe('gateway control methods', { timeout: 20_000 }, () => {
     const s = (await client.call('status')) as { uploads: { pending: number; list: { fullpath: string; state: string; size: number; sentBytes: number }[] } };
     expect(s.uploads.pending).toBe(2);
     expect(s.uploads.list.find((u) => u.fullpath === 'slow1.txt')).toMatchObject({ state: 'uploading', size: 5, sentBytes: 0 });
+    // Nothing taken yet: how long that has been is shown (a stalled upload says so).
+    expect((s.uploads.list.find((u) => u.fullpath === 'slow1.txt') as unknown as { stalledMs: number }).stalledMs).toBeGreaterThanOrEqual(0);
     const progress: Record<string, unknown>[] = [];
     expect(await client.call('flush', {}, (p) => progress.push(p))).toEqual({ pending: 0 });
     expect(progress.length).toBeGreaterThan(0);

@@ -14,7 +14,9 @@ import { memberKey } from '../../../src/gateway/member-sessions.js';
 import { AccessTokens } from '../../../src/service/domain/tokens.js';
 import type { EmbeddedService } from '../../../src/service/index.js';
 import { silentLogger } from '../../../src/shared/log.js';
-import { basicAuth, dav } from '../../support/dav-http.js';
+import { basicAuth, dav, LOCK_BODY, lockTokenOf } from '../../support/dav-http.js';
+import { put } from '../service/helpers.js';
+import { ControlClient } from '../../../src/control/client.js';
 
 let dir: string;
 let gateway: Gateway;
@@ -83,5 +85,68 @@ describe('gateway with member logins', () => {
     await session.session.vfs.flushAll({ timeoutMs: 30_000 });
     expect((await client.file.info({ fullpath: 'Shared/robot.txt' })).last_member_name).toBe('Robot');
     expect((await client.file.info({ fullpath: 'Shared/carol.txt' })).filesize).toBe('by carol'.length);
+  });
+});
+
+describe('members sharing a folder: locks and acknowledged writes', () => {
+  it('a member who takes part through a folder permission alone (not a library member) gets their PUT onto the service', async () => {
+    const svc = gateway.service as unknown as EmbeddedService;
+    const db = svc.parts.tree.db;
+    const id = await db.insert('INSERT INTO members (ent_id, account, name, email, state, created_ms) VALUES (?, ?, ?, ?, 1, ?)', [svc.credentials.enterprise.ent_id, 'fay@example.com', 'Fay', 'fay@example.com', Date.now()]);
+    await new AccessTokens(db, Date.now).setPassword(id, 'fay-pw');
+    await client.file.createFolder({ fullpath: 'FolderOnly' });
+    await client.file2.setPermission({ fullpath: 'FolderOnly', permissions: JSON.stringify({ member_ids: [id], permission: { role_id: 0, ls: 1, cd: 1, ss: 1, pv: 1, dl: 1, ul: 1, w: 1 } }) });
+    const asFay = basicAuth('fay@example.com', 'fay-pw');
+    expect((await dav(url, 'PUT', '/Library/FolderOnly/fay.txt', { auth: asFay, body: 'by fay' })).status).toBe(201);
+    const control = await ControlClient.connect(join(dir, 'control.sock'));
+    try {
+      expect(await control.call('flush', { timeout_s: 60 })).toEqual({ pending: 0 });
+    } finally {
+      control.close();
+    }
+    const info = await client.file.info({ fullpath: 'FolderOnly/fay.txt' });
+    expect(info.filesize).toBe(6);
+    expect(info.last_member_name).toBe('Fay');
+  });
+
+  it("a member's LOCK + PUT of a file uploaded elsewhere reaches the service; the other member cannot refresh or release that lock", async () => {
+    const a = await addMember('ann@example.com', 'Ann', 'ann-pw');
+    const b = await addMember('ben@example.com', 'Ben', 'ben-pw');
+    await client.file.createFolder({ fullpath: 'Collab' });
+    for (const id of [a, b]) await client.file2.setPermission({ fullpath: 'Collab', permissions: JSON.stringify({ member_ids: [id], permission: { role_id: 0, ls: 1, cd: 1, ss: 1, pv: 1, dl: 1, ul: 1, w: 1, rm: 1 } }) });
+    const asA = basicAuth('ann@example.com', 'ann-pw');
+    const asB = basicAuth('ben@example.com', 'ben-pw');
+    // Both sessions open before the file exists: neither member's cache has seen it.
+    expect((await dav(url, 'PROPFIND', '/Library/Collab/', { auth: asA, headers: { depth: '1' } })).status).toBe(207);
+    expect((await dav(url, 'PROPFIND', '/Library/Collab/', { auth: asB, headers: { depth: '1' } })).status).toBe(207);
+    await put(client, 'Collab/doc.txt', 'v1');
+    const lock = await dav(url, 'LOCK', '/Library/Collab/doc.txt', { auth: asA, body: LOCK_BODY('exclusive', 'ann'), headers: { timeout: 'Second-600' } });
+    // The file is there on the service though A's cache has not seen it yet: an existing file is locked (200), not made anew.
+    expect(lock.status).toBe(200);
+    const token = lockTokenOf(lock);
+    const write = await dav(url, 'PUT', '/Library/Collab/doc.txt', { auth: asA, body: 'a-v2', headers: { if: `(<${token}>)` } });
+    expect([201, 204]).toContain(write.status);
+    // B may neither refresh nor release A's lock, though B knows its token.
+    expect((await dav(url, 'LOCK', '/Library/Collab/doc.txt', { auth: asB, headers: { if: `(<${token}>)`, timeout: 'Second-600' } })).status).toBe(403);
+    expect((await dav(url, 'UNLOCK', '/Library/Collab/doc.txt', { auth: asB, headers: { 'lock-token': `<${token}>` } })).status).toBe(403);
+    expect((await dav(url, 'UNLOCK', '/Library/Collab/doc.txt', { auth: asA, headers: { 'lock-token': `<${token}>` } })).status).toBe(204);
+    // The acknowledged version reaches the service; `status` lists it under A, `flush` waits for A's journal too.
+    const control = await ControlClient.connect(join(dir, 'control.sock'));
+    try {
+      const flushed = await control.call('flush', { timeout_s: 60 }) as { pending: number };
+      expect(flushed.pending).toBe(0);
+      const status = await control.call('status', {}) as { uploads: { pending: number } };
+      expect(status.uploads.pending).toBe(0);
+    } finally {
+      control.close();
+    }
+    expect((await client.file.info({ fullpath: 'Collab/doc.txt' })).filesize).toBe(4);
+    expect((await client.file.info({ fullpath: 'Collab/doc.txt' })).last_member_name).toBe('Ann');
+    const ben = await gateway.members!.login('ben@example.com', 'ben-pw');
+    if (!('session' in ben)) throw new Error(ben.refused);
+    await ben.session.vfs.refresh();
+    const seenByB = await dav(url, 'PROPFIND', '/Library/Collab/', { auth: asB, headers: { depth: '1' } });
+    expect(seenByB.body).toContain('doc.txt');
+    expect((await dav(url, 'GET', '/Library/Collab/doc.txt', { auth: asB })).body).toBe('a-v2');
   });
 });

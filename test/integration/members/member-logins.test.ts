@@ -99,6 +99,17 @@ describe('member logins through WebDAV', () => {
     expect(sessions.counters.throttled).toBeGreaterThan(0);
   });
 
+  it('a wrong password counts the same while the member has a session: guesses wait, even the right one', async () => {
+    const m = await addMember(t, 'live', { libraryRole: 5, password: PW });
+    expect((await dav(url, 'PROPFIND', '/Library/', { auth: as(m), headers: { depth: '0' } })).status).toBe(207);
+    expect(sessions.list().some((s) => s.account === m.account)).toBe(true);
+    const grants = sessions.counters.grants;
+    for (let i = 0; i < 5; i++) expect((await dav(url, 'PROPFIND', '/Library/', { auth: as(m, `guess-${i}`), headers: { depth: '0' } })).status).toBe(401);
+    // One guess reached the service; the rest waited, and so does the right password the session knows.
+    expect(sessions.counters.grants).toBe(grants + 1);
+    expect((await dav(url, 'PROPFIND', '/Library/', { auth: as(m), headers: { depth: '0' } })).status).toBe(401);
+  });
+
   it('a repeated login is recognised by its verifier: one token grant for many requests; the password is not kept', async () => {
     const grants = sessions.counters.grants;
     for (let i = 0; i < 3; i++) expect((await dav(url, 'PROPFIND', '/Library/Team/', { auth: as(nodl), headers: { depth: '1' } })).status).toBe(207);

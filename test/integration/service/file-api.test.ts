@@ -110,6 +110,12 @@ describe('files', () => {
     expect(hist.list.map((h) => h.filehash)).toEqual([sha1('replaced'), sha1(data)]);
   });
 
+  it('create_file refuses a size beyond the storage\'s free space (40321), before any byte is sent', async () => {
+    const huge = await codeOf(t.client.file.createFile({ fullpath: 'cf/huge.bin', filehash: sha1('huge'), filesize: 1e15 }));
+    expect(huge).toBe(40321);
+    expect((await t.client.file.ls({ fullpath: 'cf' })).list.map((r) => r.filename)).not.toContain('huge.bin');
+  });
+
   it('web upload lands in the library', async () => {
     const res = await webUpload(t.client, { path: 'web', name: 'form.txt', source: bufferSource('through the form') });
     expect(res.fullpath).toBe('web/form.txt');

@@ -12,6 +12,7 @@ const EXPECTED: Record<VfsErrorCode, number> = {
   EACCES: -13,
   EPERM: -1,
   ENOSPC: -28,
+  EFBIG: -27,
   EIO: -5,
   EAGAIN: -11,
   ENAMETOOLONG: -36,

@@ -52,6 +52,37 @@ describe('gateway configuration', () => {
     expect(c.service_listen).toBe('127.0.0.1:7000');
   });
 
+  it('every documented way of turning a listener off works: false or "off" in a JSON or TOML file, the environment, the flag', async () => {
+    const json = join(dir, 'c.json');
+    await writeFile(json, JSON.stringify({ admin_listen: false, webdav: { listen: false } }));
+    const fromJson = await loadConfig({ config: json }, {}, { fuseUsable: false, cwd: dir });
+    expect(fromJson.admin_listen).toBeNull();
+    expect(fromJson.webdav.listen).toBeNull();
+    const toml = join(dir, 'c.toml');
+    await writeFile(toml, 'admin_listen = "off"\n[webdav]\nlisten = "off"\n');
+    const fromToml = await loadConfig({ config: toml }, {}, { fuseUsable: false, cwd: dir });
+    expect(fromToml.admin_listen).toBeNull();
+    expect(fromToml.webdav.listen).toBeNull();
+    const fromEnv = await loadConfig({}, { CLOUDLIB_ADMIN: 'off', CLOUDLIB_WEBDAV: 'off' }, { fuseUsable: false, cwd: dir });
+    expect(fromEnv.admin_listen).toBeNull();
+    expect(fromEnv.webdav.listen).toBeNull();
+    const fromFlags = await loadConfig({ adminListen: 'off', webdav: 'off' }, {}, { fuseUsable: false, cwd: dir });
+    expect(fromFlags.admin_listen).toBeNull();
+    expect(fromFlags.webdav.listen).toBeNull();
+    // A flag still wins over a file that turns the listener off; the defaults stay when nothing is said.
+    expect((await loadConfig({ config: json, adminListen: '127.0.0.1:9100' }, {}, { fuseUsable: false, cwd: dir })).admin_listen).toBe('127.0.0.1:9100');
+    expect((await loadConfig({}, {}, { fuseUsable: false, cwd: dir })).admin_listen).toBe('127.0.0.1:0');
+  });
+
+  it('journal.max_file_mb: the largest file a write may make, 0 (no limit) by default; a bad value is refused', async () => {
+    expect((await loadConfig({}, {}, { fuseUsable: false, cwd: dir })).journal.max_file_mb).toBe(0);
+    const file = join(dir, 'm.json');
+    await writeFile(file, JSON.stringify({ journal: { max_file_mb: 512 } }));
+    expect((await loadConfig({ config: file }, {}, { fuseUsable: false, cwd: dir })).journal.max_file_mb).toBe(512);
+    await writeFile(file, JSON.stringify({ journal: { max_file_mb: -1 } }));
+    await expect(loadConfig({ config: file }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(ConfigError);
+  });
+
   it('the embedded service\'s URL for its clients: flag, environment, file; checked', async () => {
     expect((await loadConfig({ data: 'd' }, {}, { fuseUsable: false, cwd: dir })).service_url).toBeUndefined();
     expect((await loadConfig({ data: 'd', serviceUrl: 'http://files.example.com:8081/' }, {}, { fuseUsable: false, cwd: dir })).service_url).toBe('http://files.example.com:8081');
@@ -176,9 +207,9 @@ describe('gateway configuration', () => {
 
   it('journal: durability, group commit and write-back delay; defaults, overrides, bad values refused', async () => {
     const d = await loadConfig({}, {}, { fuseUsable: false, cwd: dir });
-    expect(d.journal).toEqual({ durability: 'group', group_commit_ms: 1000, upload_delay_ms: 2000, upload_concurrency: 4, small_upload_concurrency: 16 });
+    expect(d.journal).toEqual({ durability: 'group', group_commit_ms: 1000, upload_delay_ms: 2000, upload_concurrency: 4, small_upload_concurrency: 16, max_file_mb: 0 });
     await writeFile(join(dir, 'j.json'), JSON.stringify({ journal: { durability: 'close', upload_delay_ms: 0, upload_concurrency: 2, small_upload_concurrency: 32 } }));
-    expect((await loadConfig({ config: 'j.json' }, {}, { fuseUsable: false, cwd: dir })).journal).toEqual({ durability: 'close', group_commit_ms: 1000, upload_delay_ms: 0, upload_concurrency: 2, small_upload_concurrency: 32 });
+    expect((await loadConfig({ config: 'j.json' }, {}, { fuseUsable: false, cwd: dir })).journal).toEqual({ durability: 'close', group_commit_ms: 1000, upload_delay_ms: 0, upload_concurrency: 2, small_upload_concurrency: 32, max_file_mb: 0 });
     for (const bad of [{ upload_delay_ms: 60_001 }, { upload_delay_ms: -1 }, { upload_delay_ms: 'soon' }]) {
       await writeFile(join(dir, 'bad.json'), JSON.stringify({ journal: bad }));
       await expect(loadConfig({ config: 'bad.json' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/journal\.upload_delay_ms/);

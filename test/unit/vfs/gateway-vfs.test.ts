@@ -566,9 +566,11 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
   });
 
   it('capacity exceeded surfaces as ENOSPC in the upload status and the data stays journaled', async () => {
-    const { vfs, remotes } = await setup();
-    remotes.get('A')!.capacity = 3;
+    // The upload waits for the flush: the library fills up in between.
+    const { vfs, remotes } = await setup({ upload: { retryBaseMs: 20, retryMaxMs: 100, delayMs: 60_000 } });
+    // Room when written (a write beyond the free space is refused at once: size-limits.test.ts); gone by the upload.
     await vfs.writeFile('/A/f', Buffer.from('too big'));
+    remotes.get('A')!.capacity = 3;
     await expect(vfs.flushAll({ timeoutMs: 2000 })).rejects.toMatchObject({ code: 'ENOSPC' });
     const [u] = vfs.status().uploads;
     expect(u.lastError).toMatch(/ENOSPC/);

@@ -1,0 +1,82 @@
+/**
+ * SizeLimits: a write that would make a file larger than the configured largest file (EFBIG) or grow a
+ * library beyond its capacity (ENOSPC) is refused at the write, before anything of it is journaled. The
+ * library's free space is what the service last told (its quota, asked again after a while); a library
+ * without a capacity (or whose quota cannot be had) is not limited by it.
+ *
+ * The checks wrap what passes through JavaScript: a handle's writes and truncates, a whole-file write's
+ * bytes. Writes that never reach a handle's `write` (the FUSE engine's own writes to a spool, the
+ * kernel's writeback cache, passthrough) are not seen here.
+ */
+import type { CallContext, FileHandle } from './types.js';
+import { VfsError } from './types.js';
+
+export interface SizeLimitOptions {
+  /** Largest file, bytes; undefined or 0 for no limit. */
+  maxFileBytes?: number;
+  /** Bytes the library may still grow by, undefined when unlimited or unknown. */
+  freeBytes: (library: string, ctx?: CallContext) => Promise<number | undefined>;
+}
+
+export class SizeLimits {
+  constructor(private readonly opts: SizeLimitOptions) {}
+
+  /** Refuses a file of `size` bytes where one of `oldSize` was. */
+  async check(path: string, library: string, size: number, oldSize: number, ctx?: CallContext): Promise<void> {
+    const max = this.opts.maxFileBytes;
+    if (max && size > max) throw new VfsError('EFBIG', `${path}: ${size} bytes is larger than the largest file allowed (${max} bytes)`);
+    const growth = size - oldSize;
+    if (growth <= 0) return;
+    const free = await this.opts.freeBytes(library, ctx);
+    if (free !== undefined && growth > free) throw new VfsError('ENOSPC', `${path}: ${growth} more bytes do not fit in library '${library}' (${free} bytes free)`);
+  }
+
+  /** `handle` with its writes and truncates checked first (everything else goes to it as it is). */
+  limit(handle: FileHandle, library: string, size: number, ctx?: CallContext): FileHandle {
+    let known = size;
+    const check = (to: number, from: number): Promise<void> => this.check(handle.path, library, to, from, ctx);
+    return {
+      path: handle.path,
+      read: (position, length, c) => handle.read(position, length, c),
+      ...(handle.readParts ? { readParts: (position: number, length: number, c?: CallContext) => handle.readParts!(position, length, c) } : {}),
+      async write(position: number, data: Buffer): Promise<number> {
+        const end = position + data.length;
+        if (end > known) {
+          await check(end, known);
+          known = end;
+        }
+        return handle.write(position, data);
+      },
+      async truncate(to: number): Promise<void> {
+        if (to > known) await check(to, known);
+        await handle.truncate(to);
+        known = to;
+      },
+      stat: () => handle.stat(),
+      flush: (closed) => handle.flush(closed),
+      fsync: () => handle.fsync(),
+      release: () => handle.release(),
+      ...(handle.directSpool ? { directSpool: () => handle.directSpool!() } : {}),
+      ...(handle.localRange ? { localRange: (position: number, length: number) => handle.localRange!(position, length) } : {}),
+      ...(handle.passthrough ? { passthrough: () => handle.passthrough!() } : {}),
+      ...(handle.adoptSpool ? { adoptSpool: () => handle.adoptSpool!() } : {}),
+    };
+  }
+
+  /**
+   * The bytes of `source` as they come, refused (thrown) as soon as they pass what may be written; a
+   * whole-file write with a known `declared` length is refused before the first byte.
+   */
+  async *limitSource(source: AsyncIterable<Buffer>, path: string, library: string, oldSize: number, ctx?: CallContext, declared?: number): AsyncGenerator<Buffer> {
+    if (declared !== undefined) await this.check(path, library, declared, oldSize, ctx);
+    const max = this.opts.maxFileBytes;
+    const free = await this.opts.freeBytes(library, ctx);
+    const allowed = Math.min(max || Infinity, free === undefined ? Infinity : oldSize + free);
+    let total = 0;
+    for await (const piece of source) {
+      total += piece.length;
+      if (total > allowed) await this.check(path, library, total, oldSize, ctx);
+      yield piece;
+    }
+  }
+}
