@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { loadConfig, ConfigError, parseHostPort } from '../../../src/gateway/config.js';
+import { loadConfig, ConfigError, DEFAULT_ADMIN_LISTEN, parseHostPort } from '../../../src/gateway/config.js';
 
 let dir: string;
 beforeEach(async () => { dir = await mkdtemp(join(tmpdir(), 'cloudlib-config-')); });
@@ -71,7 +71,7 @@ describe('gateway configuration', () => {
     expect(fromFlags.webdav.listen).toBeNull();
     // A flag still wins over a file that turns the listener off; the defaults stay when nothing is said.
     expect((await loadConfig({ config: json, adminListen: '127.0.0.1:9100' }, {}, { fuseUsable: false, cwd: dir })).admin_listen).toBe('127.0.0.1:9100');
-    expect((await loadConfig({}, {}, { fuseUsable: false, cwd: dir })).admin_listen).toBe('127.0.0.1:0');
+    expect((await loadConfig({}, {}, { fuseUsable: false, cwd: dir })).admin_listen).toBe(DEFAULT_ADMIN_LISTEN);
   });
 
   it('journal.max_file_mb: the largest file a write may make, 0 (no limit) by default; a bad value is refused', async () => {
