@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Logger } from 'pino';
-import type { Vfs } from '../vfs/types.js';
+import { KERNEL_WRITE_MIN_FREE_BYTES, MAX_NAME_BYTES, type Vfs } from '../vfs/types.js';
 import { DEFAULT_DEADLINES, FuseOperations, type OperationDeadlines } from './operations.js';
 import { clearStaleMount, detachMount, findFuseMount, abortConnection } from './stale-mount.js';
 import { loadFuse3Binding, type SessionSettings } from './engine/binding.js';
@@ -268,7 +268,7 @@ const DEFAULT_RING_DEPTH = 16;
 function engineAnswerSettings(opts: { engineAnswers?: boolean; attrTimeoutS: number; uid: number; gid: number; readOnly: boolean }): Partial<SessionSettings> {
   if (opts.engineAnswers === false) return { attrCache: 0, answerSmallWrites: 0, folderNames: 0, answerCreates: 0 };
   const timeoutMs = Math.round(opts.attrTimeoutS * 1000);
-  return { attrCache: 1, answerSmallWrites: 1, folderNames: 1, answerCreates: opts.readOnly || timeoutMs === 0 ? 0 : 1, uid: opts.uid, gid: opts.gid, timeoutMs };
+  return { attrCache: 1, answerSmallWrites: 1, folderNames: 1, answerCreates: opts.readOnly || timeoutMs === 0 ? 0 : 1, nameMaxBytes: MAX_NAME_BYTES, spoolMinFreeBytes: KERNEL_WRITE_MIN_FREE_BYTES, uid: opts.uid, gid: opts.gid, timeoutMs };
 }
 
 /**

@@ -4,7 +4,7 @@
  * mount's owner and a mode derived from the umask (and read-only setting), unless chmod/chown asked for
  * another (RequestedOwnership in operations.ts).
  */
-import type { Attr, StatFs } from '../vfs/types.js';
+import { MAX_NAME_BYTES, type Attr, type StatFs } from '../vfs/types.js';
 
 /** Owner and permission bits every object of the mount shows. */
 export interface Ownership {
@@ -51,8 +51,8 @@ export const S_IFREG = 0o100000;
 /** Preferred I/O size shown to applications (cp, dd, tar size their buffers by it), bytes. */
 export const PREFERRED_IO_SIZE = 128 * 1024;
 
-/** Longest name, bytes (the service's limit). */
-export const NAME_MAX = 255;
+/** Longest name, bytes (the Vfs's limit, the service's). */
+export const NAME_MAX = MAX_NAME_BYTES;
 
 const UINT32_MAX = 0xffff_ffff;
 

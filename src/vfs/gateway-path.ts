@@ -3,10 +3,9 @@
  * validates every component against what the service accepts (no NUL, at most 255 UTF-8 bytes, not `.`
  * or `..`), so a refused name fails here, before anything is changed.
  */
-import { VfsError } from './types.js';
+import { MAX_NAME_BYTES, VfsError } from './types.js';
 
-/** Longest name the service accepts, in UTF-8 bytes. */
-export const MAX_NAME_BYTES = 255;
+export { MAX_NAME_BYTES };
 
 export interface GatewayPath {
   /** Normalised gateway path (`/`, `/Lib`, `/Lib/a/b`). */

@@ -34,7 +34,7 @@
  * while no change of this side runs (each ends the direct writes before it starts). `library`/`fullpath` change only in WriteBack (a rename,
  * after the upload is cancelled). `state`, `pins` and `failed` are changed only by WriteBack.
  */
-import { copyFile, open, stat, type FileHandle as FsHandle } from 'node:fs/promises';
+import { copyFile, open, stat, statfs, type FileHandle as FsHandle } from 'node:fs/promises';
 import { createHash, hash, type Hash } from 'node:crypto';
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import type { Readable } from 'node:stream';
@@ -45,7 +45,7 @@ import type { DiskFaults } from './disk-faults.js';
 import type { RemoteEntry } from './remote.js';
 import { addRange, clipRanges, gaps, type ByteRange } from './byte-ranges.js';
 import type { Sha1Stream } from './sha1-streams.js';
-import { VfsError, type DirectSpool, type DirectWritesDone, type LocalRange, type Operator } from './types.js';
+import { KERNEL_WRITE_MIN_FREE_BYTES, VfsError, type DirectSpool, type DirectWritesDone, type LocalRange, type Operator } from './types.js';
 
 /** Opens bytes `[start, end]` (inclusive) of the base content. */
 export type BaseOpener = (start: number, end: number) => Promise<Readable>;
@@ -667,6 +667,9 @@ export class LocalVersion implements PendingFile {
       this.stopDirect();
       this.assertMutable();
       if (this.live) {
+        // Written by the kernel, which tells nothing of a write the disk refused: on a full disk, the
+        // version may miss bytes its writer was refused, and fails whole.
+        await this.checkRoomForKernelWrites();
         // Handed to the kernel: a small file is hashed from the spool now, a large one when it is uploaded
         // (its close does not wait for a pass over its bytes).
         this.refreshLive();
@@ -718,6 +721,19 @@ export class LocalVersion implements PendingFile {
       }
       this.dropSha1Stream();
     });
+  }
+
+  /**
+   * Fails the version (ENOSPC) when the spool's disk has less than KERNEL_WRITE_MIN_FREE_BYTES free: the
+   * kernel writes a live spool itself and tells nothing of a write the disk refused.
+   */
+  async checkRoomForKernelWrites(): Promise<void> {
+    const st = await statfs(this.spoolPath).catch(() => undefined);
+    if (!st) return;
+    // Root may write into the blocks kept for it: those count as free for the gateway running as root.
+    const free = (process.geteuid?.() === 0 ? st.bfree : st.bavail) * st.bsize;
+    if (free >= KERNEL_WRITE_MIN_FREE_BYTES) return;
+    throw this.fail(Object.assign(new Error(`ENOSPC: the data folder is full (${free} bytes free): a write of the file may have been refused`), { code: 'ENOSPC' }), 'journaling');
   }
 
   /**

@@ -26,6 +26,17 @@ export type VfsErrorCode =
   | 'ENOSYS' // not supported
   | 'ENOTSUP'; // extended operation not supported on this object
 
+/** Longest file or folder name the Vfs takes (the service's limit), in UTF-8 bytes: longer ones are ENAMETOOLONG. */
+export const MAX_NAME_BYTES = 255;
+
+/**
+ * Free space the data folder must have for a file the kernel wrote itself (FUSE passthrough) to be
+ * journaled at its close, bytes: a write the kernel made there and the disk refused is never seen, so
+ * below this the close fails with ENOSPC and the file keeps its last version (a write that did not fit
+ * leaves less free than the largest write, 1 MiB).
+ */
+export const KERNEL_WRITE_MIN_FREE_BYTES = 4 * 1024 * 1024;
+
 export class VfsError extends Error {
   /** The service could not be reached (no answer, a cut connection): the library is offline. */
   readonly unreachable: boolean;

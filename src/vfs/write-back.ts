@@ -1076,6 +1076,13 @@ export class WriteBack {
     if (v.superseded || v.deleted || v.state === 'retired' || v.state === 'writing') return;
     // An upload of what it held before (forced: an fsync, a flush of everything) is made again after.
     if (v.state === 'uploading') await this.uploads.cancel(v.id);
+    try {
+      await v.checkRoomForKernelWrites();
+    } catch (err) {
+      // The kernel's writes since its seal may miss what the disk refused: neither content is the file's.
+      await this.journal.remove(v.id, { keepSpool: true }).catch(() => undefined);
+      throw this.journalingFailed(v, err);
+    }
     if (v.state !== 'journaled') {
       v.state = 'journaled';
       const slot = this.slots.get(keyOf(v.library, v.fullpath));
@@ -1197,7 +1204,7 @@ export class WriteBack {
     if (slot?.acked === v) return;
     const shown = slot?.current === v;
     if (shown && v.state !== 'uploaded') return;
-    if ((v.state === 'journaled' || v.state === 'uploading') && !v.deleted && !v.superseded) return;
+    if ((v.state === 'journaled' || v.state === 'uploading') && !v.deleted && !v.superseded && !v.failed) return;
     // No await before this: nothing finds the version after it.
     if (shown && (slot!.followers ?? 0) > 0 && slot!.session?.version !== v) {
       // On the service: the path shows the service's version again; the read handles following the file

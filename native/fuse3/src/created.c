@@ -2,6 +2,8 @@
  * Creates answered here, and the files created here that the engine follows so as to answer their close.
  */
 #include "engine_i.h"
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 /* ---- closes answered here ------------------------------------------------------------------- */
 
@@ -140,6 +142,14 @@ static int created_read_spool(created_file *c) {
   return 1;
 }
 
+/* The spool's disk has `spool_min_free` bytes free (for root, the blocks kept for it count). */
+static int spool_has_room(session *s, int fd) {
+  struct statvfs st;
+  if (s->spool_min_free == 0 || fstatvfs(fd, &st) != 0) return 0;
+  uint64_t blocks = geteuid() == 0 ? st.f_bfree : st.f_bavail;
+  return blocks * (uint64_t)st.f_frsize >= s->spool_min_free;
+}
+
 int answer_flush(session *s, fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   if (!fi || fi->fh < CREATED_FH_BASE) return 0;
   pthread_mutex_lock(&s->lock);
@@ -147,8 +157,9 @@ int answer_flush(session *s, fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
   /* Records waiting for JavaScript stay within ANSWERED_BYTES_MAX: past it, JavaScript closes the file. */
   int ok = c && !c->spoiled && c->paths_epoch == s->paths_epoch && s->answered_bytes < ANSWERED_BYTES_MAX;
   pthread_mutex_unlock(&s->lock);
-  /* Written by the kernel (passthrough): its bytes are read back from the spool, when small. */
-  if (ok && c->fd >= 0) ok = created_read_spool(c);
+  /* Written by the kernel (passthrough): its bytes are read back from the spool, when small, and only
+   * while the disk has room (a write of it the disk refused is never seen here). */
+  if (ok && c->fd >= 0) ok = spool_has_room(s, c->fd) && created_read_spool(c);
   queued *q = ok ? new_queued(s, OP_FLUSH, NULL, ino) : NULL;
   char *line = NULL;
   size_t len = 0;
@@ -197,7 +208,7 @@ int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
   int pass = !s->got_writeback && rings_passthrough(s->rings) && s->spool_dir_fd >= 0 && s->journal_fd >= 0 && !s->backing_denied;
   /* O_DIRECT through a backing file would follow the local disk's alignment rules, which FUSE does not have. */
   if (fi->flags & O_DIRECT) pass = 0;
-  if (!s->answer_creates || !(s->got_writeback || pass) || !s->names || !s->attrs || !utf8_valid(name)) return 0;
+  if (!s->answer_creates || !(s->got_writeback || pass) || !s->names || !s->attrs || !name_answerable(s, name)) return 0;
   queued *q = new_queued(s, OP_CREATE, NULL, parent);
   if (!q) return 0;
   q->name = strdup(name);

@@ -406,6 +406,19 @@ typedef struct session {
   double create_timeout;
   uint64_t creates_answered;
   /*
+   * The longest name, in bytes, the Vfs takes (its rule, given at mount: `nameMaxBytes`; 0 when not given).
+   * The engine answers a lookup or a create by name only for a name within it that is well-formed UTF-8;
+   * every other name goes to JavaScript, which answers it by the Vfs's rules (ENAMETOOLONG, EINVAL,
+   * EILSEQ). Mount.
+   */
+  unsigned name_max;
+  /*
+   * Free bytes the spools' disk must have for the close of a file the kernel wrote itself to be answered
+   * here (`spoolMinFreeBytes`, the Vfs's rule: a write the kernel made and the disk refused is never seen,
+   * so below it JavaScript closes the file, and fails it). 0: no such close is answered. Mount.
+   */
+  uint64_t spool_min_free;
+  /*
    * Closes answered here (see "Closes answered here"): the files created here whose bytes the engine
    * follows (guarded by `lock`), and the log their journal records go to (`journal_lock`: one writer).
    */
@@ -495,14 +508,14 @@ void attr_forget(session *s, fuse_ino_t ino);
 int attr_live(attr_entry *e, struct stat *st);
 int attr_cached(session *s, fuse_ino_t ino, struct stat *st, double *left);
 
-/* ---- folder_names.c: The names of folders (all with `lock` held, but names_forget, which takes it; utf8_valid: none). */
+/* ---- folder_names.c: The names of folders (all with `lock` held, but names_forget, which takes it; name_answerable: none). */
 name_set *names_find(session *s, fuse_ino_t ino);
 void names_free(session *s, name_set *n);
 void names_drop(session *s, fuse_ino_t ino);
 int names_holds(const name_set *n, const char *name);
 int names_put(session *s, name_set *n, const char *name);
 void names_adding(session *s, fuse_ino_t ino, const char *name);
-int utf8_valid(const char *p);
+int name_answerable(const session *s, const char *name);
 void names_forget(session *s, fuse_ino_t ino);
 
 /* ---- queue.c: Request ids and the queue to JavaScript (each takes `lock`, but slot_peek: with `lock` held). */

@@ -3,6 +3,7 @@
  * entry" here, creates there answered here (see "Names of folders" in engine_i.h).
  */
 #include "engine_i.h"
+#include <string.h>
 
 /* ---- names of folders (all with `lock` held) -------------------------------------------------- */
 
@@ -95,18 +96,29 @@ void names_adding(session *s, fuse_ino_t ino, const char *name) {
 }
 
 /*
- * Valid UTF-8 without U+FFFD (JavaScript's names are strings: other bytes, and the replacement character
- * it cannot tell from them, are left to it).
+ * A name the engine may answer a lookup or create of itself: at most `name_max` bytes (the Vfs's longest
+ * name), not `.` or `..`, and well-formed UTF-8 (no overlong forms, surrogates or code points past
+ * U+10FFFF) without U+FFFD (JavaScript's names are strings: other bytes, and the replacement character it
+ * cannot tell from them, are its to refuse). Every other name goes to JavaScript, which answers it by the
+ * Vfs's rules.
  */
-int utf8_valid(const char *p) {
-  const unsigned char *u = (const unsigned char *)p;
+int name_answerable(const session *s, const char *name) {
+  const unsigned char *u = (const unsigned char *)name;
+  size_t n = strlen(name);
+  if (n == 0 || n > s->name_max || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) return 0;
   while (*u) {
+    if (*u < 0x80) {
+      u++;
+      continue;
+    }
+    int extra = (*u & 0xe0) == 0xc0 ? 1 : (*u & 0xf0) == 0xe0 ? 2 : (*u & 0xf8) == 0xf0 ? 3 : -1;
+    if (extra < 0 || (extra == 1 && *u < 0xc2) || *u > 0xf4) return 0;
+    for (int i = 1; i <= extra; i++)
+      if ((u[i] & 0xc0) != 0x80) return 0;
+    /* The second byte's range rules out overlong forms, surrogates (U+D800..DFFF) and past U+10FFFF. */
+    if ((u[0] == 0xe0 && u[1] < 0xa0) || (u[0] == 0xed && u[1] >= 0xa0) || (u[0] == 0xf0 && u[1] < 0x90) || (u[0] == 0xf4 && u[1] >= 0x90)) return 0;
     if (u[0] == 0xef && u[1] == 0xbf && u[2] == 0xbd) return 0;
-    int extra = *u < 0x80 ? 0 : (*u & 0xe0) == 0xc0 ? 1 : (*u & 0xf0) == 0xe0 ? 2 : (*u & 0xf8) == 0xf0 ? 3 : -1;
-    if (extra < 0 || (extra == 1 && *u < 0xc2)) return 0;
-    u++;
-    for (int i = 0; i < extra; i++, u++)
-      if ((*u & 0xc0) != 0x80) return 0;
+    u += extra + 1;
   }
   return 1;
 }

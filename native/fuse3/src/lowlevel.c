@@ -65,7 +65,7 @@ void init_answered(void *arg) {
 /* A lookup in a folder whose names are all known here, of a name it does not hold: no such entry. */
 static int answer_negative(fuse_req_t req, fuse_ino_t parent, const char *name) {
   session *s = SESSION(req);
-  if (!s->names || !utf8_valid(name)) return 0;
+  if (!s->names || !name_answerable(s, name)) return 0;
   double left = 0;
   pthread_mutex_lock(&s->lock);
   name_set *n = names_find(s, parent);

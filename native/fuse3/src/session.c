@@ -117,6 +117,9 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
     if (get_u32_prop(env, argv[2], "answerSmallWrites", &flag) > 0) s->answer_small = flag != 0;
   }
   if (get_u32_prop(env, argv[2], "folderNames", &flag) > 0 && flag) s->names = calloc(NAME_SET_BUCKETS, sizeof(name_set *));
+  get_u32_prop(env, argv[2], "nameMaxBytes", &s->name_max);
+  unsigned min_free = 0;
+  if (get_u32_prop(env, argv[2], "spoolMinFreeBytes", &min_free) > 0) s->spool_min_free = min_free;
   s->next_ino = CREATED_INO_BASE;
   s->next_fh = CREATED_FH_BASE;
   unsigned timeout_ms = 0;

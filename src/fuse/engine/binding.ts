@@ -105,6 +105,16 @@ export interface SessionSettings {
    * known answered by the engine, the file shown with `uid`, `gid` and kept `timeoutMs`.
    */
   answerCreates?: number;
+  /**
+   * The longest name the Vfs takes, in UTF-8 bytes: the engine answers lookups and creates only of names
+   * within it (well-formed UTF-8); every other name is JavaScript's to answer. 0 or absent: none.
+   */
+  nameMaxBytes?: number;
+  /**
+   * Free bytes the spools' disk must have for the engine to answer the close of a file the kernel wrote
+   * itself (a write it refused is never seen): below, JavaScript closes it. 0 or absent: no close answered.
+   */
+  spoolMinFreeBytes?: number;
   uid?: number;
   gid?: number;
   timeoutMs?: number;

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdir, open, readdir, readFile, rename, stat, truncate, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { eventually, sh, startMount, type MountHarness } from './harness.js';
+import { expectRefusedNamesFail } from './refused-names.js';
 
 const T = 90_000;
 
@@ -67,6 +68,10 @@ describe('attributes through the engine, changed through the mount and elsewhere
     await rename(join(lib, 'changing.txt'), join(lib, 'renamed.txt'));
     [shown, held] = await both('renamed.txt');
     expect(shown).toEqual(held);
+  }, T);
+
+  it('a name the service refuses fails at its create with its errno, where the engine answers creates too; nothing is made', async () => {
+    await expectRefusedNamesFail(h, 'fresh-names');
   }, T);
 
   it('a file changed by another client shows its new size and time', async () => {

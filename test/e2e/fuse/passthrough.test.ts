@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, type MountHarness, sh, startMount, startMountOnSmallDisk, startMountProcess } from './harness.js';
+import { expectRefusedNamesFail } from './refused-names.js';
 
 const T = 60_000;
 const NULL_MOUNT = fileURLToPath(new URL('../../../scripts/bench/support/fuse-null-mount.ts', import.meta.url));
@@ -167,6 +168,10 @@ describe.runIf(granted)('the mount with passthrough', () => {
     for (const i of [0, 29]) expect((await stat(join(h.mnt, `Lib/small/s${i}`))).size).toBe(100 + i * 1000);
     await h.call('flushAll');
     for (const i of [0, 7, 29]) expect((await remote(`/Lib/small/s${i}`)).equals(Buffer.alloc(100 + i * 1000, 97 + (i % 26)))).toBe(true);
+  }, T);
+
+  it('a name the service refuses fails at its create with its errno, where the engine answers creates too; nothing is made', async () => {
+    await expectRefusedNamesFail(h, 'fresh-names');
   }, T);
 
   it('a file the engine created, held open: stat shows the kernel\'s writes (answered from the spool) and a mode set meanwhile', async () => {
@@ -443,19 +448,19 @@ describe.runIf(granted)('the mount with passthrough on a full disk', () => {
     await h?.stop();
   }, T);
 
-  it('ENOSPC reaches the writer at its write; the file keeps what was written, as on a local disk; the mount goes on working', async () => {
+  it('ENOSPC reaches the writer at its write and its close; the partial copy never becomes a version; the mount goes on working', async () => {
     const lib = join(h!.mnt, 'Lib');
     const failed = await sh('dd', ['if=/dev/zero', `of=${join(lib, 'too-big.bin')}`, 'bs=1M', 'count=48', 'status=none'], { timeoutMs: 60_000 }).then(
       () => undefined,
       (err: Error) => err,
     );
     expect(failed?.message).toMatch(/No space left on device/);
-    const kept = (await stat(join(lib, 'too-big.bin'))).size;
-    expect(kept).toBeGreaterThan(0);
-    expect(kept).toBeLessThan(48 * 1024 * 1024);
+    // Written by the kernel on a full disk: its close fails it whole, and nothing shows or is uploaded.
+    await eventually('the partial file gone', async () => (await stat(join(lib, 'too-big.bin')).then(() => undefined, (e: NodeJS.ErrnoException) => e.code)), 10_000);
+    expect((await stat(join(lib, 'too-big.bin')).catch((e: NodeJS.ErrnoException) => e)) as NodeJS.ErrnoException).toMatchObject({ code: 'ENOENT' });
     await h!.call('flushAll');
-    expect((await h!.call<{ size: number }>('remoteStat', { path: '/Lib/too-big.bin' }))?.size).toBe(kept);
-    // Uploaded, its spool goes (emptied into the pool): a small file fits again.
+    expect(await h!.call('remoteStat', { path: '/Lib/too-big.bin' })).toBeNull();
+    // Its spool went (back into the pool, emptied): a small file fits again.
     await writeFile(join(lib, 'after.txt'), 'still working');
     await h!.call('flushAll');
     expect((await h!.call<{ size: number }>('remoteStat', { path: '/Lib/after.txt' }))?.size).toBe(13);
