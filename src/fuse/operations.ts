@@ -111,19 +111,23 @@ class WriteBuffers {
 }
 
 /**
- * Modes and owners asked for with chmod/chown, kept in memory by path (the service keeps neither), as
- * the Vfs keeps times it has not committed yet. Only what differs from what the mount shows by default
- * is kept; a rename moves the entries of what it moves, unlink and rmdir drop them; they are gone after
- * a restart of the mount.
+ * What a program sets that the service does not keep, kept in memory by path, as the Vfs keeps times it
+ * has not committed yet: modes and owners asked for with chmod/chown, the access time utimens sets, the
+ * status-change time (chmod, chown, utimens) and a folder's modification time when a name in it was made,
+ * removed or renamed through the mount. Only what differs from what the mount shows by default is kept;
+ * a rename moves the entries of what it moves, unlink and rmdir drop them; they are gone after a restart
+ * of the mount. At most `TIMES_KEPT_MAX` paths keep times (the oldest are forgotten first: their access
+ * and change times fall back to the modification time).
  */
 export class RequestedOwnership {
-  private readonly byPath = new Map<string, { mode?: number; uid?: number; gid?: number }>();
+  private readonly byPath = new Map<string, KeptAttributes>();
+  private timed = 0;
 
   get size(): number {
     return this.byPath.size;
   }
 
-  get(path: string): { mode?: number; uid?: number; gid?: number } | undefined {
+  get(path: string): KeptAttributes | undefined {
     return this.byPath.get(path);
   }
 
@@ -132,11 +136,23 @@ export class RequestedOwnership {
     if (next.mode === defaults.mode) delete next.mode;
     if (next.uid === defaults.uid) delete next.uid;
     if (next.gid === defaults.gid) delete next.gid;
-    if (next.mode === undefined && next.uid === undefined && next.gid === undefined) this.byPath.delete(path);
-    else this.byPath.set(path, next);
+    this.put(path, next);
+  }
+
+  /** Times set on `path`: `atimeMs` (utimens), `ctimeMs` (any change of its attributes), `mtimeMs` (a folder's content). */
+  setTimes(path: string, times: { atimeMs?: number; ctimeMs?: number; mtimeMs?: number }): void {
+    const before = this.byPath.get(path);
+    const next = { ...before, ...times };
+    if (hasTimes(before)) this.timed--;
+    this.byPath.delete(path); // the newest last: the oldest are forgotten first
+    if (Object.values(next).every((v) => v === undefined)) return;
+    if (hasTimes(next)) this.timed++;
+    this.byPath.set(path, next);
+    if (this.timed > TIMES_KEPT_MAX) this.forgetOldestTimes();
   }
 
   drop(path: string): void {
+    if (hasTimes(this.byPath.get(path))) this.timed--;
     this.byPath.delete(path);
   }
 
@@ -145,7 +161,7 @@ export class RequestedOwnership {
     if (this.byPath.size === 0) return;
     const prefix = `${from}/`;
     for (const key of [...this.byPath.keys()]) {
-      if (key === to || key.startsWith(`${to}/`)) this.byPath.delete(key);
+      if (key === to || key.startsWith(`${to}/`)) this.drop(key);
     }
     for (const [key, value] of [...this.byPath]) {
       if (key !== from && !key.startsWith(prefix)) continue;
@@ -153,6 +169,41 @@ export class RequestedOwnership {
       this.byPath.set(to + key.slice(from.length), value);
     }
   }
+
+  private put(path: string, next: KeptAttributes): void {
+    if (Object.values(next).every((v) => v === undefined)) {
+      this.drop(path);
+      return;
+    }
+    this.byPath.set(path, next);
+  }
+
+  private forgetOldestTimes(): void {
+    for (const [key, value] of this.byPath) {
+      if (this.timed <= TIMES_KEPT_MAX) return;
+      if (!hasTimes(value)) continue;
+      this.timed--;
+      const { atimeMs: _a, ctimeMs: _c, mtimeMs: _m, ...rest } = value;
+      if (Object.values(rest).every((v) => v === undefined)) this.byPath.delete(key);
+      else this.byPath.set(key, rest);
+    }
+  }
+}
+
+/** What RequestedOwnership keeps of one path. */
+export interface KeptAttributes { mode?: number; uid?: number; gid?: number; atimeMs?: number; ctimeMs?: number; mtimeMs?: number }
+
+/** Paths whose times (access, status change, a folder's modification) are kept in memory, at most. */
+export const TIMES_KEPT_MAX = 100_000;
+
+function hasTimes(k: KeptAttributes | undefined): boolean {
+  return k !== undefined && (k.atimeMs !== undefined || k.ctimeMs !== undefined || k.mtimeMs !== undefined);
+}
+
+/** The folder a path is in ('/' for a library). */
+function parentPath(path: string): string {
+  const i = path.lastIndexOf('/');
+  return i <= 0 ? '/' : path.slice(0, i);
 }
 
 /** A FileHandle's readParts, or its read as one part; the operation's deadline (ctx.signal) stops its range fetch. */
@@ -204,8 +255,25 @@ export class FuseOperations {
       if (asked.mode !== undefined) st.mode = (st.mode & ~0o7777) | asked.mode;
       if (asked.uid !== undefined) st.uid = asked.uid;
       if (asked.gid !== undefined) st.gid = asked.gid;
+      // A folder's content changed through the mount after the time the service shows for it.
+      if (asked.mtimeMs !== undefined && asked.mtimeMs > st.mtime) st.mtime = asked.mtimeMs;
+      if (asked.atimeMs !== undefined) st.atime = asked.atimeMs;
+      st.ctime = Math.max(st.ctime, st.mtime, asked.ctimeMs ?? 0);
     }
     return st;
+  }
+
+  /** `from` was renamed to `to`: what is kept of it moves, and both folders changed. */
+  private renamed(from: string, to: string): void {
+    this.requested.move(from, to);
+    this.folderChanged(from);
+    if (parentPath(to) !== parentPath(from)) this.folderChanged(to);
+  }
+
+  /** A name in `path`'s folder was made, removed or renamed through the mount: the folder changed now. */
+  private folderChanged(path: string): void {
+    const now = Date.now();
+    this.requested.setTimes(parentPath(path), { mtimeMs: now, ctimeMs: now });
   }
 
   /**
@@ -294,7 +362,7 @@ export class FuseOperations {
     this.mutate('rename', from, 'metadataMs', cb, async (_s, ctx) => {
       checkNewName(to);
       await this.vfs.rename(from, to, { noReplace: true }, ctx);
-      this.requested.move(from, to);
+      this.renamed(from, to);
       return 0;
     });
   }
@@ -451,6 +519,7 @@ export class FuseOperations {
         this.mutate('unlink', path, 'metadataMs', cb, async (_s, ctx) => {
           await vfs.unlink(path, ctx);
           this.requested.drop(path);
+          this.folderChanged(path);
           return 0;
         }),
 
@@ -459,6 +528,7 @@ export class FuseOperations {
           checkNewName(path);
           await vfs.mkdir(path, ctx);
           this.keepCreatedMode(path, true, mode);
+          this.folderChanged(path);
           return 0;
         }),
 
@@ -466,6 +536,7 @@ export class FuseOperations {
         this.mutate('rmdir', path, 'metadataMs', cb, async (_s, ctx) => {
           await vfs.rmdir(path, ctx);
           this.requested.drop(path);
+          this.folderChanged(path);
           return 0;
         }),
 
@@ -474,13 +545,26 @@ export class FuseOperations {
         this.mutate('rename', from, 'metadataMs', cb, async (_s, ctx) => {
           checkNewName(to);
           await vfs.rename(from, to, { noReplace: false }, ctx);
-          this.requested.move(from, to);
+          this.renamed(from, to);
           return 0;
         }),
 
-      utimens: (path: string, _atime: number, mtime: number, cb: NativeCallback) =>
+      // The service keeps the modification time; the access time is kept in memory (RequestedOwnership).
+      utimens: (path: string, atime: number, mtime: number, cb: NativeCallback) =>
         this.mutate('utimens', path, 'metadataMs', cb, async (_s, ctx) => {
           await vfs.setTimes(path, mtime, ctx);
+          // Kept only where the mount would show otherwise: an access time other than the modification
+          // time, a change time for a modification time set in the past (tar, cp -p, rsync -a).
+          const now = Date.now();
+          const times = { atimeMs: atime !== mtime ? atime : undefined, ctimeMs: mtime < now - 1000 ? now : undefined };
+          if (times.atimeMs !== undefined || times.ctimeMs !== undefined || this.requested.get(path)) this.requested.setTimes(path, times);
+          return 0;
+        }),
+
+      accessTime: (path: string, atime: number, cb: NativeCallback) =>
+        this.mutate('utimens', path, 'metadataMs', cb, async (_s, ctx) => {
+          await vfs.stat(path, ctx);
+          this.requested.setTimes(path, { atimeMs: atime, ctimeMs: Date.now() });
           return 0;
         }),
 
@@ -489,6 +573,7 @@ export class FuseOperations {
         this.mutate('chmod', path, 'metadataMs', cb, async (_s, ctx) => {
           const attr = await vfs.stat(path, ctx);
           this.requested.set(path, { mode: mode & 0o7777 }, { mode: permissionBits(attr.isDir, this.own), uid: this.own.uid, gid: this.own.gid });
+          this.requested.setTimes(path, { ctimeMs: Date.now() });
           return 0;
         }),
 
@@ -500,6 +585,7 @@ export class FuseOperations {
           if (!unchanged(uid)) change.uid = uid;
           if (!unchanged(gid)) change.gid = gid;
           this.requested.set(path, change, { mode: permissionBits(attr.isDir, this.own), uid: this.own.uid, gid: this.own.gid });
+          this.requested.setTimes(path, { ctimeMs: Date.now() });
           return 0;
         }),
 

@@ -81,7 +81,9 @@ const SET_MODE = 1 << 0;
 const SET_UID = 1 << 1;
 const SET_GID = 1 << 2;
 const SET_SIZE = 1 << 3;
+const SET_ATIME = 1 << 4;
 const SET_MTIME = 1 << 5;
+const SET_ATIME_NOW = 1 << 7;
 const SET_MTIME_NOW = 1 << 8;
 // open(2) flags.
 const O_ACCMODE = 0o3;
@@ -1038,13 +1040,14 @@ export class LowLevelMount {
         const gid = valid & SET_GID ? req.gid! : 0xffff_ffff;
         if (!(await step((cb) => this.ops.chown(path, uid, gid, cb)))) return;
       }
+      const atime = valid & SET_ATIME_NOW ? Date.now() : valid & SET_ATIME ? req.atimeMs : undefined;
       if (valid & (SET_MTIME | SET_MTIME_NOW)) {
         const mtime = valid & SET_MTIME_NOW ? Date.now() : req.mtimeMs!;
         if (!(valid & SET_SIZE) && (await this.staleKernelTimes(node, path))) {
           // The kernel writes back the times of what it cached long after: not over a newer version.
           this.logger.debug({ path }, 'fuse: kept the times of a file changed elsewhere');
-        } else if (!(await step((cb) => this.ops.utimens(path, mtime, mtime, cb)))) return;
-      }
+        } else if (!(await step((cb) => this.ops.utimens(path, atime ?? mtime, mtime, cb)))) return;
+      } else if (atime !== undefined && !(await step((cb) => this.ops.accessTime(path, atime, cb)))) return;
       const [code, st] = await answerOf((cb) => (fh !== undefined ? this.ops.fgetattr(path, fh, cb) : this.ops.getattr(path, cb)));
       if (code < 0) return void b.replyErr(se, id, -code);
       if (this.changedElsewhere(node, st as KernelStat)) this.invalidate(node);

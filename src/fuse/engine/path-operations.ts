@@ -27,6 +27,8 @@ export interface PathOperations {
   rmdir(path: string, cb: NativeCallback): void;
   rename(from: string, to: string, cb: NativeCallback): void;
   utimens(path: string, atime: number, mtime: number, cb: NativeCallback): void;
+  /** The access time alone (a setattr of atime without mtime). */
+  accessTime(path: string, atime: number, cb: NativeCallback): void;
   chmod(path: string, mode: number, cb: NativeCallback): void;
   chown(path: string, uid: number, gid: number, cb: NativeCallback): void;
   setxattr(path: string, name: string, value: Buffer, position: number, flags: number, cb: NativeCallback): void;

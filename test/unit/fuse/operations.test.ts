@@ -1,6 +1,6 @@
 /** The operation table driven directly (no kernel): argument and errno mapping over an in-memory Vfs. */
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_DEADLINES, FuseOperations, toOpenFlags } from '../../../src/fuse/operations.js';
+import { DEFAULT_DEADLINES, FuseOperations, RequestedOwnership, TIMES_KEPT_MAX, toOpenFlags } from '../../../src/fuse/operations.js';
 import { silentLogger } from '../../../src/shared/log.js';
 import { MemoryVfs } from '../../support/memory-vfs.js';
 
@@ -147,6 +147,57 @@ describe('FuseOperations', () => {
     // Asking for what is shown by default keeps nothing.
     expect(await call('chmod', '/Lib/e', 0o750)).toEqual([0]);
     expect(await shown('/Lib/e')).toMatchObject({ mode: 0o040750 });
+  });
+
+  it('times a local disk keeps: the access time set, the change time of chmod, chown and utimens, a folder\'s times when a name in it changes', async () => {
+    const { call } = setup();
+    type Times = { atime: number; mtime: number; ctime: number };
+    const shown = async (path: string): Promise<Times> => ((await call('getattr', path)) as [number, Times])[1];
+    await call('mkdir', '/Lib/d', 0o755);
+    const [, fh] = await call('create', '/Lib/d/f', 0o644);
+    await call('release', '/Lib/d/f', fh);
+    expect(await call('utimens', '/Lib/d/f', 1_900_000_000_000, 1_950_000_000_000)).toEqual([0]);
+    expect(await shown('/Lib/d/f')).toMatchObject({ atime: 1_900_000_000_000, mtime: 1_950_000_000_000 });
+    // A change time never before the modification time (here in the future), nor before the change.
+    const before = Date.now();
+    expect(await call('utimens', '/Lib/d/f', 1_000_000_000_000, 1_000_000_000_000)).toEqual([0]);
+    const set = await shown('/Lib/d/f');
+    expect(set).toMatchObject({ atime: 1_000_000_000_000, mtime: 1_000_000_000_000 });
+    expect(set.ctime).toBeGreaterThanOrEqual(before);
+    const folder = await shown('/Lib/d');
+    // chmod and chown move the change time on.
+    for (const change of [() => call('chmod', '/Lib/d/f', 0o600), () => call('chown', '/Lib/d/f', 5, 5)]) {
+      const was = (await shown('/Lib/d/f')).ctime;
+      await new Promise<void>((r) => setImmediate(r));
+      const at = Date.now();
+      expect(await change()).toEqual([0]);
+      const now = await shown('/Lib/d/f');
+      expect(now.ctime).toBeGreaterThanOrEqual(Math.max(was, at));
+      expect(now.mtime).toBe(1_000_000_000_000);
+    }
+    // unlink and rmdir move the folder's modification and change times on.
+    const at = Date.now();
+    expect(await call('unlink', '/Lib/d/f')).toEqual([0]);
+    const after = await shown('/Lib/d');
+    expect(after.mtime).toBeGreaterThanOrEqual(Math.max(at, folder.mtime));
+    expect(after.ctime).toBeGreaterThanOrEqual(after.mtime);
+    await call('mkdir', '/Lib/d/sub', 0o755);
+    const made = (await shown('/Lib/d')).mtime;
+    expect(made).toBeGreaterThanOrEqual(after.mtime);
+    expect(await call('rmdir', '/Lib/d/sub')).toEqual([0]);
+    expect((await shown('/Lib/d')).mtime).toBeGreaterThanOrEqual(made);
+  });
+
+  it('kept times are bounded: past TIMES_KEPT_MAX paths the oldest are forgotten, modes stay', () => {
+    const kept = new RequestedOwnership();
+    kept.set('/Lib/moded', { mode: 0o600 }, { mode: 0o644, uid: 1, gid: 1 });
+    kept.setTimes('/Lib/moded', { atimeMs: 1 });
+    for (let i = 0; i < TIMES_KEPT_MAX; i++) kept.setTimes(`/Lib/f${i}`, { atimeMs: i });
+    expect(kept.get('/Lib/moded')).toEqual({ mode: 0o600 });
+    expect(kept.get('/Lib/f0')).toEqual({ atimeMs: 0 });
+    kept.setTimes('/Lib/one-more', { atimeMs: 5 });
+    expect(kept.get('/Lib/f0')).toBeUndefined();
+    expect(kept.size).toBe(TIMES_KEPT_MAX + 1); // the mode's path and the newest TIMES_KEPT_MAX timed ones
   });
 
   it('chmod/chown answer EROFS on a read-only mount', async () => {
