@@ -25,7 +25,7 @@ import { FileQueries } from './domain/file-queries.js';
 import { LibraryContent } from './domain/content.js';
 import { PendingUploads } from './domain/pending-uploads.js';
 import { FileCopies } from './domain/copy-queue.js';
-import { Authenticator } from './http/auth.js';
+import { Authenticator, type ReplayPolicy } from './http/auth.js';
 import { Router } from './http/router.js';
 import { DownloadLinks } from './http/download-links.js';
 import { sendFault, sendJson } from './http/reply.js';
@@ -95,6 +95,12 @@ export interface EmbeddedServiceOptions {
    * progress are staged in the bucket, and a folder given here is refused.
    */
   uploadStaging?: string;
+  /**
+   * What happens to a signature already used for another endpoint within the dateline window
+   * (http/auth.ts ReplayPolicy): `address` (default) accepts it from the address that first used it,
+   * `strict` refuses it on calls that change state, `off` remembers no signature.
+   */
+  replayPolicy?: ReplayPolicy;
 }
 
 export class EmbeddedService {
@@ -191,7 +197,7 @@ export class EmbeddedService {
       });
       const parts: ServiceParts = { directory, tree, queries, content, uploads, copies, downloads, links, uploadServer, uploadServerUrl, baseUrl, previews, countTraffic, traffic, clock };
       // create_file may carry its content as a multipart part (the official SDKs' createFile)
-      const router = new Router(new Authenticator(directory, clock, db), log, { tempDir: join(tmp, 'forms'), fileEndpoints: ['/m-open/1/file/create_file'] });
+      const router = new Router(new Authenticator(directory, clock, db, opts.replayPolicy ?? 'address'), log, { tempDir: join(tmp, 'forms'), fileEndpoints: ['/m-open/1/file/create_file'] });
       registerFileApi(router, parts);
       registerOrgApi(router, parts);
       registerTrafficStats(router, parts);

@@ -100,7 +100,7 @@ export class Router {
       const raw = request.params;
       file = request.file;
       const entry = this.handlers.get(`${endpoint.family}.${endpoint.name}`);
-      const caller = await this.auth.authenticate(endpoint.def.credential, url.pathname, raw, replayGuardOf(endpoint.def), req.socket.remoteAddress ?? '');
+      const caller = await this.auth.authenticate(endpoint.def.credential, url.pathname, raw, replayGuardOf(endpoint.def), clientAddress(req));
       if (!entry) throw new ServiceFault(FaultCode.NotSupported, `${url.pathname} is not supported by the embedded service`);
       if (file) {
         // The content came with the call: what the table asks the client to declare is known.
@@ -116,4 +116,13 @@ export class Router {
       if (file) await removeFileIfPresent(file.tempFilePath);
     }
   }
+}
+
+/**
+ * The client's address as the replay guard compares it: an IPv4 client of a dual-stack listener
+ * (`::ffff:10.0.0.5`) is the same client as on an IPv4 listener (`10.0.0.5`).
+ */
+export function clientAddress(req: IncomingMessage): string {
+  const a = req.socket.remoteAddress ?? '';
+  return a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a;
 }
