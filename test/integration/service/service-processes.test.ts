@@ -127,12 +127,16 @@ describe('two service processes on one metadata database and one bucket', { time
     const page = await request(onB);
     expect(page.statusCode).toBe(200);
     expect(await page.body.text()).toContain('linked.txt');
-    const download = await request(`${onB}/download`);
+    const visit = [page.headers['set-cookie'] ?? []].flat().find((c) => c.includes('_visit='))!.split(';')[0]!;
+    const download = await request(`${link.link}/download`, { headers: { cookie: visit } }); // the visit made on B, downloading on A
     expect(download.statusCode).toBe(200);
     expect(await download.body.text()).toBe('linked content');
     const again = await request(link.link); // the one visit allowed was made on B
     expect(again.statusCode).toBe(410);
     await again.body.dump();
+    const direct = await request(`${onB}/download`); // a download outside that visit is a visit of its own
+    expect(direct.statusCode).toBe(410);
+    await direct.body.dump();
     expect((await b!.client.file.links({})).map((l) => l.code)).toContain(link.code);
   });
 
