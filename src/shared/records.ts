@@ -40,6 +40,8 @@ export interface FileInfo extends Partial<Omit<FileRecord, 'property'>> {
   folder_count?: number;
   files_size?: number;
   property?: FileProperty;
+  /** The caller's simple permissions here (`nop=1`: only those set on folders). */
+  permission?: string[];
 }
 
 /** A change of the updates feed: the entry as it is now (no property), and what was done (`cmd`). */

@@ -135,6 +135,12 @@ describe('files', () => {
     expect(old).toMatchObject({ filehash: sha1('v1'), filesize: 2 });
     const byHash = await t.client.file.info({ hash: full.hash });
     expect(byHash.fullpath).toBe('info/f.txt');
+    // nop=1 leaves the library-level permission out: the library API then holds none set on folders
+    expect(full.permission).toEqual(expect.arrayContaining(['file_read', 'file_write']));
+    const nop = await t.client.file.info({ fullpath: 'info/f.txt', nop: 1 });
+    expect([nop.permission, nop.property?.permisson]).toEqual([[], []]);
+    expect((await t.client.file.info({ fullpath: 'info/f.txt', nop: 0 })).permission).toEqual(full.permission);
+    expect(await codeOf(t.client.file.info({ fullpath: 'info/f.txt', nop: 2 }))).toBe(40003);
     expect(await codeOf(t.client.file.info({ fullpath: 'info/f.txt', attribute: 5 }))).toBe(40003);
     expect(await codeOf(t.client.file.info({ fullpath: 'info/f.txt', hid: '999999' }))).toBe(40402);
   });
