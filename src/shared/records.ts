@@ -21,6 +21,8 @@ export interface FileRecord {
   last_member_name: string;
   last_dateline: number;
   property: FileProperty;
+  /** Metadata attributes shown in file lists (`set_metadata` `display`): template key → attribute → value. */
+  metadata?: Record<string, Record<string, unknown>>;
 }
 
 export interface FileList { count: number; list: FileRecord[] }

@@ -71,6 +71,10 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
       info.permission = [];
       info.property = { ...info.property, permisson: [] };
     }
+    // every metadata value set on the entry (lists show only the attributes named in `display`)
+    const metadata = await queries.metadataOf(row);
+    if (metadata) info.metadata = metadata;
+    else delete info.metadata;
     if (attribute === 1) Object.assign(info, await queries.folderTotals(row));
     const ignores = (p.str('ignores') ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
     for (const name of ignores) {
