@@ -52,6 +52,7 @@ import { registerVendorRoutes } from './api/vendor-routes.js';
 import type { ServiceParts } from './api/context.js';
 import { AccessTokens, type TokenGrant } from './domain/tokens.js';
 import { MetadataTemplates, type MetadataTemplate } from './domain/metadata.js';
+import { EnterpriseTerm } from './domain/enterprise-term.js';
 
 /** The content of `credentials.json`. */
 export interface ServiceCredentials extends BootstrapCredentials {
@@ -186,7 +187,9 @@ export class EmbeddedService {
       const traffic = new DailyTraffic(db, clock);
       const countTraffic = (lib: number, kind: TrafficKind, bytes: number): void => traffic.count(lib, kind, bytes);
       const linkCap = new LinkTrafficCap(db, traffic);
-      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic, async (id) => linkCap.check(id)), { db, dataDir, baseUrl, clock, logger: baseLog });
+      const term = new EnterpriseTerm(db, clock);
+      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic, async (id) => linkCap.check(id),
+        async (id) => term.requireOpen((await directory.requireLibrary(id)).ent_id)), { db, dataDir, baseUrl, clock, logger: baseLog });
       await links.open();
       const pages = new LinkPages(links);
       const downloads = new DownloadLinks({ baseUrl, key: await directory.secret('download-links'), blobs, clock, logger: log, countTraffic });
@@ -197,7 +200,16 @@ export class EmbeddedService {
       });
       const parts: ServiceParts = { directory, tree, queries, content, uploads, copies, downloads, links, uploadServer, uploadServerUrl, baseUrl, previews, countTraffic, traffic, clock };
       // create_file may carry its content as a multipart part (the official SDKs' createFile)
-      const router = new Router(new Authenticator(directory, clock, db, opts.replayPolicy ?? 'address'), log, { tempDir: join(tmp, 'forms'), fileEndpoints: ['/m-open/1/file/create_file'] });
+      const router = new Router(new Authenticator(directory, clock, db, opts.replayPolicy ?? 'address'), log, {
+        tempDir: join(tmp, 'forms'), fileEndpoints: ['/m-open/1/file/create_file'],
+        // An enterprise whose trial or subscription ended reads but changes nothing; its partner's calls
+        // (order renews it) are not its own.
+        admit: async (endpoint, caller) => {
+          if (endpoint.def.idempotent || endpoint.family === 'partner') return;
+          const entId = caller.library?.ent_id ?? caller.enterprise?.id ?? caller.member?.ent_id;
+          if (entId !== undefined) await term.requireOpen(entId);
+        },
+      });
       registerFileApi(router, parts);
       registerOrgApi(router, parts);
       registerTrafficStats(router, parts);

@@ -31,6 +31,8 @@ export interface RouterOptions {
   tempDir?: string;
   /** Paths whose multipart requests may carry a file part. */
   fileEndpoints?: readonly string[];
+  /** Checked once the caller is known, before the parameters and the handler: throws to refuse the call. */
+  admit?: (endpoint: EndpointRef, caller: Caller) => Promise<void>;
 }
 
 /** Returns the JSON body: the endpoint's result, or nothing (`{}`) where an empty object is one. */
@@ -102,6 +104,7 @@ export class Router {
       const entry = this.handlers.get(`${endpoint.family}.${endpoint.name}`);
       const caller = await this.auth.authenticate(endpoint.def.credential, url.pathname, raw, replayGuardOf(endpoint.def), clientAddress(req));
       if (!entry) throw new ServiceFault(FaultCode.NotSupported, `${url.pathname} is not supported by the embedded service`);
+      await this.opts.admit?.(endpoint, caller);
       if (file) {
         // The content came with the call: what the table asks the client to declare is known.
         raw.filehash ??= file.sha1;

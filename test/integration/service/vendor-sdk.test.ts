@@ -442,7 +442,12 @@ describe('enterprise, partner and token calls as the SDKs make them', { timeout:
     const libs = await javaCall(base, '/m-open/1/org/ls', 'GET', { ...withSign({ token: grant.access_token, token_type: 'ent', type: '0' }, partner.client_secret) });
     expect(libs.status).toBe(200);
     expect(libs.body).toMatchObject({ list: [] }); // the new enterprise has no library yet
-    const created2 = await javaCall(base, '/m-open/1/org/create', 'POST', withSign({ token: grant.access_token, token_type: 'ent', org_name: 'By token', org_capacity: null }, partner.client_secret));
+    // unsubscribed above: the enterprise reads (org/ls) but changes nothing until the partner renews it
+    const createByToken = () => javaCall(base, '/m-open/1/org/create', 'POST', withSign({ token: grant.access_token, token_type: 'ent', org_name: 'By token', org_capacity: null }, partner.client_secret));
+    const ended = await createByToken();
+    expect([ended.status, (ended.body as { error_code: number }).error_code]).toEqual([403, 40334]);
+    expect((await call('order', { out_id: 'sdk-ent', type: 'orderRenew', month: '1' })).status).toBe(200);
+    const created2 = await createByToken();
     expect(created2.status).toBe(200);
     const roles = await javaCall(base, '/m-open/1/ent/get_roles', 'POST', withSign({ token: grant.access_token, token_type: 'ent' }, partner.client_secret));
     expect(roles.status).toBe(200);
