@@ -139,10 +139,10 @@ export class EmbeddedService {
     const tmp = join(dataDir, 'tmp');
     const blobs = blobStoreAt(opts.blobs, dataDir, tmp);
     await blobs.open();
-    await mkdir(join(tmp, 'upload'), { recursive: true });
-    await mkdir(join(tmp, 'links'), { recursive: true });
+    await mkdir(join(tmp, 'upload'), { recursive: true, mode: 0o700 });
+    await mkdir(join(tmp, 'links'), { recursive: true, mode: 0o700 });
     await rm(join(tmp, 'forms'), { recursive: true, force: true }); // parts of requests cut by a stop
-    await mkdir(join(tmp, 'forms'), { recursive: true });
+    await mkdir(join(tmp, 'forms'), { recursive: true, mode: 0o700 });
 
     const db = await metadataStoreAt(opts.metadata, dataDir).catch(async (err: unknown) => {
       blobs.close();
