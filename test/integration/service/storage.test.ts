@@ -175,4 +175,16 @@ describe('cloudlib service', () => {
     expect(await exited).toBe(0);
     expect(Date.now() - t0).toBeLessThan(10_000);
   }, 30_000);
+
+  it.skipIf(!registered)('refuses an unknown --replay-policy before starting (exit 2, the policies named)', async () => {
+    const dir = await tempDir();
+    const bin = fileURLToPath(new URL('../../../bin/cloudlib.js', import.meta.url));
+    const child = spawn(process.execPath, [bin, 'service', '--data', join(dir, 'data'), '--listen', '127.0.0.1:0', '--replay-policy', 'loose'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    cleanups.push(async () => { if (child.exitCode === null) child.kill('SIGKILL'); });
+    let stderr = '';
+    child.stderr.on('data', (b: Buffer) => { stderr += b.toString(); });
+    expect(await new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))).toBe(2);
+    expect(stderr).toMatch(/--replay-policy is one of address, strict, off, not loose/);
+    expect(await readdir(dir)).toEqual([]); // nothing created
+  }, 30_000);
 });
