@@ -5,6 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { createLogger } from '../shared/log.js';
 import { StopSignals } from '../shared/stop-signals.js';
 import type { Subcommand } from './subcommand.js';
+import { REPLAY_POLICIES, type ReplayPolicy } from '../service/http/auth.js';
 import { SERVICE_ADMIN_OPTIONS, SERVICE_ADMIN_USAGE, runServiceAdmin } from './service-token.js';
 
 export const serviceCommand: Subcommand = {
@@ -14,6 +15,7 @@ export const serviceCommand: Subcommand = {
     '                        [--upload-staging DIR]',
     '                        [--listen HOST:PORT] [--public-url URL]',
     '                        [--tls-cert FILE --tls-key FILE]',
+    '                        [--replay-policy address|strict|off]',
     '                        [--log-level LEVEL]',
     '',
     '  --data DIR          data folder (created; reused on later starts);',
@@ -40,6 +42,10 @@ export const serviceCommand: Subcommand = {
     '  --public-url URL    address clients use when a proxy is in front (e.g.',
     '                      https://files.example.com); links and credentials.json',
     '                      carry it',
+    '  --replay-policy P   a signature already used for another endpoint: address',
+    '                      (default) accepts it from the address that first used',
+    '                      it; strict refuses it on calls that change state',
+    '                      (breaks same-second call sequences of the SDKs); off',
     '  --log-level LEVEL   pino level (default info)',
     '',
     'Request signatures cover parameter values only: off the local machine, serve',
@@ -54,6 +60,7 @@ export const serviceCommand: Subcommand = {
     'tls-cert': { type: 'string' },
     'tls-key': { type: 'string' },
     'public-url': { type: 'string' },
+    'replay-policy': { type: 'string' },
     'log-level': { type: 'string' },
     ...SERVICE_ADMIN_OPTIONS,
   },
@@ -79,6 +86,11 @@ export const serviceCommand: Subcommand = {
         return 2;
       }
     }
+    const replayPolicy = values['replay-policy'];
+    if (replayPolicy !== undefined && !REPLAY_POLICIES.includes(replayPolicy as ReplayPolicy)) {
+      process.stderr.write(`cloudlib service: --replay-policy is one of ${REPLAY_POLICIES.join(', ')}, not ${String(replayPolicy)}\n`);
+      return 2;
+    }
     // Caught from here: a signal while the service starts stops it once started.
     const stopSignals = new StopSignals(['SIGTERM', 'SIGINT']);
     const publicUrl = typeof values['public-url'] === 'string' ? values['public-url'] : undefined;
@@ -92,6 +104,7 @@ export const serviceCommand: Subcommand = {
         ...(typeof values.blobs === 'string' ? { blobs: values.blobs } : {}),
         ...(typeof values.metadata === 'string' ? { metadata: values.metadata } : {}),
         ...(typeof values['upload-staging'] === 'string' ? { uploadStaging: values['upload-staging'] } : {}),
+        ...(replayPolicy !== undefined ? { replayPolicy: replayPolicy as ReplayPolicy } : {}),
       });
     } catch (err) {
       stopSignals.dispose();

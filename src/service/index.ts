@@ -25,7 +25,7 @@ import { FileQueries } from './domain/file-queries.js';
 import { LibraryContent } from './domain/content.js';
 import { PendingUploads } from './domain/pending-uploads.js';
 import { FileCopies } from './domain/copy-queue.js';
-import { Authenticator } from './http/auth.js';
+import { Authenticator, type ReplayPolicy } from './http/auth.js';
 import { Router } from './http/router.js';
 import { DownloadLinks } from './http/download-links.js';
 import { sendFault, sendJson } from './http/reply.js';
@@ -52,6 +52,7 @@ import { registerVendorRoutes } from './api/vendor-routes.js';
 import type { ServiceParts } from './api/context.js';
 import { AccessTokens, type TokenGrant } from './domain/tokens.js';
 import { MetadataTemplates, type MetadataTemplate } from './domain/metadata.js';
+import { EnterpriseTerm } from './domain/enterprise-term.js';
 
 /** The content of `credentials.json`. */
 export interface ServiceCredentials extends BootstrapCredentials {
@@ -95,6 +96,12 @@ export interface EmbeddedServiceOptions {
    * progress are staged in the bucket, and a folder given here is refused.
    */
   uploadStaging?: string;
+  /**
+   * What happens to a signature already used for another endpoint within the dateline window
+   * (http/auth.ts ReplayPolicy): `address` (default) accepts it from the address that first used it,
+   * `strict` refuses it on calls that change state, `off` remembers no signature.
+   */
+  replayPolicy?: ReplayPolicy;
 }
 
 export class EmbeddedService {
@@ -132,10 +139,10 @@ export class EmbeddedService {
     const tmp = join(dataDir, 'tmp');
     const blobs = blobStoreAt(opts.blobs, dataDir, tmp);
     await blobs.open();
-    await mkdir(join(tmp, 'upload'), { recursive: true });
-    await mkdir(join(tmp, 'links'), { recursive: true });
+    await mkdir(join(tmp, 'upload'), { recursive: true, mode: 0o700 });
+    await mkdir(join(tmp, 'links'), { recursive: true, mode: 0o700 });
     await rm(join(tmp, 'forms'), { recursive: true, force: true }); // parts of requests cut by a stop
-    await mkdir(join(tmp, 'forms'), { recursive: true });
+    await mkdir(join(tmp, 'forms'), { recursive: true, mode: 0o700 });
 
     const db = await metadataStoreAt(opts.metadata, dataDir).catch(async (err: unknown) => {
       blobs.close();
@@ -180,7 +187,9 @@ export class EmbeddedService {
       const traffic = new DailyTraffic(db, clock);
       const countTraffic = (lib: number, kind: TrafficKind, bytes: number): void => traffic.count(lib, kind, bytes);
       const linkCap = new LinkTrafficCap(db, traffic);
-      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic, async (id) => linkCap.check(id)), { db, dataDir, baseUrl, clock, logger: baseLog });
+      const term = new EnterpriseTerm(db, clock);
+      const links = new ShareLinks(new LibraryLinkHost(join(tmp, 'links'), tree, queries, content, clock, countTraffic, async (id) => linkCap.check(id),
+        async (id) => term.requireOpen((await directory.requireLibrary(id)).ent_id)), { db, dataDir, baseUrl, clock, logger: baseLog });
       await links.open();
       const pages = new LinkPages(links);
       const downloads = new DownloadLinks({ baseUrl, key: await directory.secret('download-links'), blobs, clock, logger: log, countTraffic });
@@ -191,7 +200,16 @@ export class EmbeddedService {
       });
       const parts: ServiceParts = { directory, tree, queries, content, uploads, copies, downloads, links, uploadServer, uploadServerUrl, baseUrl, previews, countTraffic, traffic, clock };
       // create_file may carry its content as a multipart part (the official SDKs' createFile)
-      const router = new Router(new Authenticator(directory, clock, db), log, { tempDir: join(tmp, 'forms'), fileEndpoints: ['/m-open/1/file/create_file'] });
+      const router = new Router(new Authenticator(directory, clock, db, opts.replayPolicy ?? 'address'), log, {
+        tempDir: join(tmp, 'forms'), fileEndpoints: ['/m-open/1/file/create_file'],
+        // An enterprise whose trial or subscription ended reads but changes nothing; its partner's calls
+        // (order renews it) are not its own.
+        admit: async (endpoint, caller) => {
+          if (endpoint.def.idempotent || endpoint.family === 'partner') return;
+          const entId = caller.library?.ent_id ?? caller.enterprise?.id ?? caller.member?.ent_id;
+          if (entId !== undefined) await term.requireOpen(entId);
+        },
+      });
       registerFileApi(router, parts);
       registerOrgApi(router, parts);
       registerTrafficStats(router, parts);

@@ -31,6 +31,7 @@ export const ERROR_CODES = {
   CapacityExceeded: spec(40321, 'library capacity exceeded'),
   MemberLimit: spec(40332, 'enterprise member limit reached'),
   LinkTrafficCapReached: ours(40333, 'the enterprise\'s daily share-link traffic cap is reached'),
+  EnterpriseEnded: ours(40334, 'the enterprise\'s trial or subscription has ended: it reads, but changes nothing'),
   LibraryMissing: spec(40401, 'library missing or deleted'),
   FileMissing: spec(40402, 'file or folder missing or deleted'),
   LinkMissing: ours(40404, 'no share link with this code in this library'),

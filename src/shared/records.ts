@@ -21,6 +21,8 @@ export interface FileRecord {
   last_member_name: string;
   last_dateline: number;
   property: FileProperty;
+  /** Metadata attributes shown in file lists (`set_metadata` `display`): template key → attribute → value. */
+  metadata?: Record<string, Record<string, unknown>>;
 }
 
 export interface FileList { count: number; list: FileRecord[] }
@@ -40,6 +42,8 @@ export interface FileInfo extends Partial<Omit<FileRecord, 'property'>> {
   folder_count?: number;
   files_size?: number;
   property?: FileProperty;
+  /** The caller's simple permissions here (`nop=1`: only those set on folders). */
+  permission?: string[];
 }
 
 /** A change of the updates feed: the entry as it is now (no property), and what was done (`cmd`). */

@@ -60,7 +60,7 @@ export class ContentCache {
 
   /** Loads what a previous run left. */
   async init(): Promise<void> {
-    await mkdir(this.opts.dir, { recursive: true });
+    await mkdir(this.opts.dir, { recursive: true, mode: 0o700 });
     for (const name of await readdir(this.opts.dir)) {
       if (!name.endsWith('.ranges')) continue;
       const hash = name.slice(0, -'.ranges'.length);
@@ -219,7 +219,7 @@ export class ContentCache {
   private async saveSidecar(item: Item): Promise<void> {
     const file = join(this.opts.dir, `${item.hash}.ranges`);
     // A cache: after a power loss a lost or older sidecar only costs fetching again.
-    await writeFileAtomic(file, JSON.stringify(item.ranges), { durability: 'rename' });
+    await writeFileAtomic(file, JSON.stringify(item.ranges), { durability: 'rename', mode: 0o600 });
     item.sidecarDirty = false;
     item.savedAtMs = Date.now();
   }

@@ -223,9 +223,9 @@ export class UpdatesFeed {
     // system commit its journal, and with it the data of files being written, every interval).
     if (!file || this.cursor < 0 || this.cursor === this.savedCursor) return;
     const cursor = this.cursor;
-    await mkdir(dirname(file), { recursive: true });
+    await mkdir(dirname(file), { recursive: true, mode: 0o700 });
     // Whole after a power loss (an older cursor only replays changes the cache takes again).
-    await writeFileAtomic(file, JSON.stringify({ cursor }), { durability: 'fsync-file' });
+    await writeFileAtomic(file, JSON.stringify({ cursor }), { durability: 'fsync-file', mode: 0o600 });
     this.savedCursor = cursor;
   }
 }

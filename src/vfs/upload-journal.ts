@@ -193,7 +193,7 @@ export class UploadJournal implements SideJournal {
   }
 
   async init(): Promise<void> {
-    await mkdir(this.spoolDir, { recursive: true });
+    await mkdir(this.spoolDir, { recursive: true, mode: 0o700 });
   }
 
   /**
@@ -203,7 +203,7 @@ export class UploadJournal implements SideJournal {
    */
   async startSpoolPool(): Promise<void> {
     if (this.poolOn) return;
-    await mkdir(this.poolDir, { recursive: true });
+    await mkdir(this.poolDir, { recursive: true, mode: 0o700 });
     this.pooled = (await readdir(this.poolDir).catch(() => [] as string[])).length;
     this.poolOn = true;
     // In the background: a spool is made anew meanwhile (close waits for it).

@@ -179,7 +179,7 @@ export function registerEntApi(router: Router, parts: ServiceParts): void {
     const order = p.str('orderby') ?? 'desc';
     if (order !== 'asc' && order !== 'desc') throw badParam('orderby', "'asc' or 'desc'", order);
     const type = p.str('type');
-    const { start, size } = p.page(100);
+    const { start, size } = p.page(100, 1000); // the spec: at most 1000
     return entLog.query(ent.id, {
       types: type === undefined || type === '' ? undefined : [p.int('type', 0, { min: 1, max: 9 })],
       order, start, size,

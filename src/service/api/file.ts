@@ -42,6 +42,7 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     const p = ctx.params;
     const attribute = p.int('attribute', 0);
     if (![0, 1, 10].includes(attribute)) throw badParam('attribute', '0, 1 or 10', p.str('attribute'));
+    const nop = p.int('nop', 0, { min: 0, max: 1 }) === 1;
     const row = await target(ctx, lib);
     let content = { filehash: row.filehash, filesize: row.filesize };
     const hid = p.str('hid');
@@ -64,6 +65,16 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
       lock_member_name: row.lock_member_name ?? '',
       permission: ALL_PERMISSIONS,
     };
+    if (nop) {
+      // The library API holds every permission at the library level; no folder permission names it as
+      // a subject, so once the library level is left out nothing remains.
+      info.permission = [];
+      info.property = { ...info.property, permisson: [] };
+    }
+    // every metadata value set on the entry (lists show only the attributes named in `display`)
+    const metadata = await queries.metadataOf(row);
+    if (metadata) info.metadata = metadata;
+    else delete info.metadata;
     if (attribute === 1) Object.assign(info, await queries.folderTotals(row));
     const ignores = (p.str('ignores') ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
     for (const name of ignores) {

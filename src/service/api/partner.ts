@@ -64,7 +64,7 @@ export async function registerPartnerApi(router: Router, parts: ServiceParts): P
     const partner = partnerOf(ctx);
     const order = ctx.params.str('order') || 'asc';
     if (order !== 'asc' && order !== 'desc') throw badParam('order', "'asc' or 'desc'", order);
-    const { start, size } = ctx.params.page(100);
+    const { start, size } = ctx.params.page(100, 1000); // the spec: at most 1000
     return { list: await enterprises.list(partner, { begin: date(ctx, 'begin_date'), end: date(ctx, 'end_date'), start, size, order }) };
   });
 

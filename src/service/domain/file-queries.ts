@@ -8,6 +8,7 @@ import type { Directory } from './directory.js';
 import { FaultCode, ServiceFault, badParam } from './fault.js';
 import { basicFields, seconds, toFileRecord, type EntryRow } from './entries.js';
 import { ACT_NAMES, escapeLike, type FileTree } from './file-tree.js';
+import { MetadataTemplates } from './metadata.js';
 
 /** Items per page of `updates` (spec rule 3). */
 export const UPDATES_PAGE = 100;
@@ -20,12 +21,18 @@ const RECYCLE_ORDERS: Record<string, string> = {
 
 export class FileQueries {
   private readonly db: MetadataStore;
+  private readonly metadata: MetadataTemplates;
 
   constructor(private readonly tree: FileTree, private readonly directory: Directory) {
     this.db = tree.db;
+    this.metadata = new MetadataTemplates(tree.db);
   }
 
-  /** File records of `rows`, with `property.inherit` 0 for folders whose inheritance is off (one query per 500 folders). */
+  /**
+   * File records of `rows`, with `property.inherit` 0 for folders whose inheritance is off (one query per
+   * 500 folders), and `metadata` (template key → attribute → value) on the entries whose metadata has
+   * attributes shown in file lists (`display`).
+   */
   async records(rows: EntryRow[]): Promise<FileRecord[]> {
     const dirs = rows.filter((r) => r.dir).map((r) => r.id);
     const off = new Set<number>();
@@ -34,7 +41,18 @@ export class FileQueries {
       const found = await this.db.all<{ entry_id: number }>(`SELECT entry_id FROM folder_inherit WHERE inherit = 0 AND entry_id IN (${some.map(() => '?').join(', ')})`, some);
       for (const r of found) off.add(r.entry_id);
     }
-    return rows.map((r) => toFileRecord(r, !off.has(r.id)));
+    const shown = await this.metadata.displayed(rows.map((r) => r.id));
+    return rows.map((r) => {
+      const record = toFileRecord(r, !off.has(r.id));
+      const metadata = shown.get(r.id);
+      return metadata ? { ...record, metadata } : record;
+    });
+  }
+
+  /** Every metadata value set on an entry: template key → attribute → value (undefined when none). */
+  async metadataOf(row: EntryRow): Promise<Record<string, Record<string, unknown>> | undefined> {
+    const all = await this.metadata.valuesOf(row.id);
+    return Object.keys(all).length ? Object.fromEntries(Object.entries(all).map(([k, v]) => [k, v.metadata])) : undefined;
   }
 
   /** Children of a folder (folders first, then by name), or entries by `tag` at any depth, or by `hashs`. */

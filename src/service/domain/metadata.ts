@@ -142,6 +142,28 @@ export class MetadataTemplates {
     return (await this.db.run('DELETE FROM entry_metadata WHERE entry_id = ? AND key = ?', [entryId, key])).changes > 0;
   }
 
+  /**
+   * The attributes shown in file lists (`display` of `set_metadata`) of each of `entryIds` that has any:
+   * entry id → template key → displayed attribute → value (one query per 500 entries).
+   */
+  async displayed(entryIds: readonly number[]): Promise<Map<number, Record<string, Record<string, unknown>>>> {
+    const out = new Map<number, Record<string, Record<string, unknown>>>();
+    for (let i = 0; i < entryIds.length; i += 500) {
+      const some = entryIds.slice(i, i + 500);
+      const rows = await this.db.all<{ entry_id: number; key: string; metadata: string; display: string }>(
+        `SELECT entry_id, key, metadata, display FROM entry_metadata WHERE display <> '' AND entry_id IN (${some.map(() => '?').join(', ')}) ORDER BY key`, some);
+      for (const r of rows) {
+        const values = JSON.parse(r.metadata) as Record<string, unknown>;
+        const shown = Object.fromEntries(r.display.split(',').filter((k) => k in values).map((k) => [k, values[k]]));
+        if (Object.keys(shown).length === 0) continue;
+        const entry = out.get(r.entry_id) ?? {};
+        entry[r.key] = shown;
+        out.set(r.entry_id, entry);
+      }
+    }
+    return out;
+  }
+
   /** Values set on an entry, by template key. */
   async valuesOf(entryId: number): Promise<Record<string, { metadata: Record<string, unknown>; display: string[] }>> {
     const rows = await this.db.all('SELECT key, metadata, display FROM entry_metadata WHERE entry_id = ? ORDER BY key', [entryId]) as { key: string; metadata: string; display: string }[];

@@ -23,6 +23,8 @@ export class LibraryLinkHost implements LinkHost {
     private readonly countTraffic?: (libraryId: number, kind: 'link', bytes: number) => void,
     /** Throws when the library's enterprise may serve no more share-link traffic today. */
     private readonly checkLinkTraffic?: (libraryId: number) => Promise<void>,
+    /** Throws when the library may not change now (its enterprise's subscription ended). */
+    private readonly checkChange?: (libraryId: number) => Promise<void>,
   ) {}
 
   async entryByPath(libraryId: number, fullpath: string): Promise<LinkEntry | undefined> {
@@ -70,6 +72,7 @@ export class LibraryLinkHost implements LinkHost {
   }
 
   async storeUpload(libraryId: number, folder: string, name: string, content: VerifiedContent, opName: string): Promise<UploadedFile> {
+    await this.checkChange?.(libraryId);
     const row = await this.content.ingest(libraryId, content, async (c) => this.tree.placeContent(libraryId, joinPath(folder, name), c, false, { id: 0, name: opName }));
     return uploaded(row);
   }

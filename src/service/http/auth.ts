@@ -1,8 +1,9 @@
 /**
  * Authenticator: who sent a request and whether its signature is right (spec/signature.md). The
  * credential of the endpoint names the client id and secret; any signature variant of
- * `signatureVariants` is accepted; `dateline` must be within 15 minutes of the service's clock; a
- * signature already used for another endpoint within that window is refused (SignatureLedger).
+ * `signatureVariants` is accepted; `dateline` must be within 15 minutes of the service's clock; what
+ * happens to a signature already used for another endpoint within that window is the replay policy's
+ * (ReplayPolicy, SignatureLedger).
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { Credential } from '../../shared/endpoints.js';
@@ -17,6 +18,20 @@ export const DATELINE_WINDOW_MS = 15 * 60_000;
 
 /** What the replay guard does with a signature already used for another endpoint (see authenticate). */
 export type ReplayGuard = 'read' | 'change' | 'credential';
+
+/**
+ * What the service does with a signature already used for another endpoint within the window (the
+ * signature covers parameter values only, so honest calls of two endpoints with equal values in one second
+ * sign alike; docs/service.md, "Signatures and TLS"):
+ * - `address` (default): such a call passes from the client address that first used the signature and
+ *   is refused (401043) from any other, whether it changes state or hands out a credential;
+ * - `strict`: a call that changes state is refused from every address (clients must sign each call anew,
+ *   a second later when the values repeat); a credential call as with `address`;
+ * - `off`: signatures are not remembered; every valid signature passes.
+ * A read (an idempotent endpoint) passes under every policy.
+ */
+export type ReplayPolicy = 'address' | 'strict' | 'off';
+export const REPLAY_POLICIES: readonly ReplayPolicy[] = ['address', 'strict', 'off'];
 
 /** The guard an endpoint gets from its definition. */
 export function replayGuardOf(def: { idempotent: boolean; issuesCredential?: boolean }): ReplayGuard {
@@ -35,15 +50,15 @@ export interface Caller {
 }
 
 export class Authenticator {
-  private readonly ledger: SignatureUses;
+  private readonly ledger: SignatureUses | undefined;
 
   /**
    * `db`: where the replay guard keeps the signatures when several processes share the metadata
    * (PostgreSQL); on SQLite the service is one process and keeps them in memory.
    */
-  constructor(private readonly directory: Directory, private readonly clock: () => number, db?: MetadataStore) {
+  constructor(private readonly directory: Directory, private readonly clock: () => number, db?: MetadataStore, private readonly policy: ReplayPolicy = 'address') {
     // A signature is remembered while its dateline is accepted: up to the window after it.
-    this.ledger = db?.engine === 'postgresql'
+    this.ledger = policy === 'off' ? undefined : db?.engine === 'postgresql'
       ? new StoredSignatureLedger(db, { windowMs: DATELINE_WINDOW_MS, clock })
       : new SignatureLedger({ windowMs: DATELINE_WINDOW_MS, clock });
   }
@@ -51,10 +66,11 @@ export class Authenticator {
   /**
    * `guard` says what the replay guard does when the call's exact signature was already used for another
    * endpoint within the window: `read` lets it through (a read with the same values as an earlier call of
-   * another endpoint; two parameterless reads in one second sign alike); `change` refuses it (a call that
-   * changes state); `credential` (a call that hands out a credential) lets it through only from the
-   * address (`peer`) that made the first call: the official clients ask for a token right after a read
-   * with the same values, while a signature captured on the wire and sent from elsewhere is refused.
+   * another endpoint; two parameterless reads in one second sign alike); `credential` (a call that hands
+   * out a credential) lets it through only from the address (`peer`) that made the first call; `change`
+   * (a call that changes state) likewise under the `address` policy, never under `strict`. The official
+   * clients make such sequences (create_folder then del, info then get_token, in one second), while a
+   * signature captured on the wire and sent from elsewhere is refused.
    */
   async authenticate(credential: Credential, path: string, params: Record<string, string>, guard: ReplayGuard = 'change', peer = ''): Promise<Caller> {
     // The official SDKs call the enterprise and library management APIs either with client_id or, once
@@ -75,10 +91,13 @@ export class Authenticator {
     if (given === undefined || given === '') throw badParam('sign', 'the request signature', given ?? null);
     const ok = signatureVariants(secret, params, path).some((v) => safeEqual(v, given));
     if (!ok) throw new ServiceFault(FaultCode.SignatureFailed, 'signature verification failed');
-    const other = await this.ledger.use(given, path, dateline ? Number(dateline) * 1000 : undefined, peer);
-    if (other !== undefined && (guard === 'change' || (guard === 'credential' && other.peer !== peer))) {
-      const where = guard === 'credential' ? ' from another address' : '';
-      throw new ServiceFault(FaultCode.SignatureReplayed, `this signature was already used for ${other.path}${where}; sign each call anew (the signature covers parameter values only)`);
+    const other = await this.ledger?.use(given, path, dateline ? Number(dateline) * 1000 : undefined, peer);
+    if (other !== undefined && guard !== 'read') {
+      const sameAddress = other.peer === peer;
+      if (!sameAddress || (guard === 'change' && this.policy === 'strict')) {
+        const where = sameAddress ? '' : ' from another address';
+        throw new ServiceFault(FaultCode.SignatureReplayed, `this signature was already used for ${other.path}${where}; sign each call anew (the signature covers parameter values only)`);
+      }
     }
     return caller;
   }

@@ -91,6 +91,6 @@ async function storePart(stream: Readable, path: string, max: number): Promise<{
       cb(null, chunk);
     },
   });
-  await pipeline(stream, meter, createWriteStream(path, { flags: 'wx' }));
+  await pipeline(stream, meter, createWriteStream(path, { flags: 'wx', mode: 0o600 }));
   return { tempFilePath: path, sha1: hash.digest('hex'), size };
 }

@@ -13,6 +13,9 @@ export const MAX_FORM_BYTES = 1024 * 1024;
 /** Largest file part of a multipart API request (bytes): 50 MiB, the official SDKs' limit for create_file with content. */
 export const MAX_FORM_FILE_BYTES = 50 * 1024 * 1024;
 
+/** Most items of one page (`ParamReader.page`). */
+export const PAGE_MAX = 1000;
+
 export async function readParams(req: IncomingMessage, url: URL): Promise<Record<string, string>> {
   return (await readRequest(req, url)).params;
 }
@@ -99,8 +102,13 @@ export class ParamReader {
     return this.required(name).split('|').filter((s) => s !== '').map((p) => normalizePath(name, p));
   }
 
-  /** Page: `start` (default 0) and `size` (default `defSize`, 1..1000). */
-  page(defSize: number): { start: number; size: number } {
-    return { start: this.int('start', 0, { min: 0 }), size: this.int('size', defSize, { min: 1, max: 1000 }) };
+  /**
+   * `start` and `size` of a page. Where the spec sets a largest `size` (`max`), a larger one is refused
+   * (400); where it sets none, a larger one is served as PAGE_MAX: an answer holds at most 1000 items and
+   * its count tells the client to page on.
+   */
+  page(defSize: number, max?: number): { start: number; size: number } {
+    if (max !== undefined) return { start: this.int('start', 0, { min: 0 }), size: this.int('size', defSize, { min: 1, max }) };
+    return { start: this.int('start', 0, { min: 0 }), size: Math.min(this.int('size', defSize, { min: 1 }), PAGE_MAX) };
   }
 }

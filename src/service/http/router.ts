@@ -31,6 +31,8 @@ export interface RouterOptions {
   tempDir?: string;
   /** Paths whose multipart requests may carry a file part. */
   fileEndpoints?: readonly string[];
+  /** Checked once the caller is known, before the parameters and the handler: throws to refuse the call. */
+  admit?: (endpoint: EndpointRef, caller: Caller) => Promise<void>;
 }
 
 /** Returns the JSON body: the endpoint's result, or nothing (`{}`) where an empty object is one. */
@@ -100,8 +102,9 @@ export class Router {
       const raw = request.params;
       file = request.file;
       const entry = this.handlers.get(`${endpoint.family}.${endpoint.name}`);
-      const caller = await this.auth.authenticate(endpoint.def.credential, url.pathname, raw, replayGuardOf(endpoint.def), req.socket.remoteAddress ?? '');
+      const caller = await this.auth.authenticate(endpoint.def.credential, url.pathname, raw, replayGuardOf(endpoint.def), clientAddress(req));
       if (!entry) throw new ServiceFault(FaultCode.NotSupported, `${url.pathname} is not supported by the embedded service`);
+      await this.opts.admit?.(endpoint, caller);
       if (file) {
         // The content came with the call: what the table asks the client to declare is known.
         raw.filehash ??= file.sha1;
@@ -116,4 +119,13 @@ export class Router {
       if (file) await removeFileIfPresent(file.tempFilePath);
     }
   }
+}
+
+/**
+ * The client's address as the replay guard compares it: an IPv4 client of a dual-stack listener
+ * (`::ffff:10.0.0.5`) is the same client as on an IPv4 listener (`10.0.0.5`).
+ */
+export function clientAddress(req: IncomingMessage): string {
+  const a = req.socket.remoteAddress ?? '';
+  return a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a;
 }

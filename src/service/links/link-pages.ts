@@ -7,6 +7,10 @@
  *
  * Routes below the mount point: GET `/<code>[?path=sub/folder]`, POST `/<code>` (password form),
  * GET `/<code>/download[?path=rel/file]`, POST `/<code>/upload` (multipart: optional `path`, `file`).
+ * Every route obeys the link's closing, deadline, start time and password (`ShareLinks.resolve`, the
+ * password cookie) and its visit limit: a view of the link's page counts a visit and hands out a visit
+ * cookie; a download, sub-folder page or upload that carries it belongs to that visit, any other counts
+ * a visit of its own (refused, 410, once the limit is reached).
  */
 import busboy from 'busboy';
 import { randomBytes } from 'node:crypto';
@@ -78,9 +82,22 @@ export class LinkPages {
     }).end();
   }
 
+  /**
+   * Whether the request belongs to a counted visit: one that carries the visit cookie of this link
+   * (unless `fresh`: a view of the link's page is a new visit), or else counts a visit now (false when the
+   * limit is reached) and gets the cookie.
+   */
+  private async admit(req: IncomingMessage, res: ServerResponse, link: LinkRecord, entry: LinkEntry, fresh = false): Promise<boolean> {
+    const name = `${cookieName(link)}_visit`;
+    if (!fresh && this.links.isVisitCookie(link, readCookie(req, name))) return true;
+    if (!(await this.links.visit(link, entry, ip(req)))) return false;
+    res.setHeader('set-cookie', `${name}=${this.links.newVisitCookie(link)}; Path=/link/${link.code}; HttpOnly; SameSite=Lax`);
+    return true;
+  }
+
   private async page(req: IncomingMessage, res: ServerResponse, link: LinkRecord, entry: LinkEntry, sub: string): Promise<void> {
-    // a visit is the first view of the link's page; navigation inside a folder link is part of it
-    if (!sub && !(await this.links.visit(link, entry, ip(req)))) return refuse(res, limitRefusal());
+    // a visit is a view of the link's page; navigation inside a folder link is part of it
+    if (!(await this.admit(req, res, link, entry, !sub))) return refuse(res, limitRefusal());
     const base = this.links.url(link.code);
     if (!entry.dir) return html(res, 200, renderFile(entry, base, link.auth !== 'preview', link.wmContent));
     const folder = await this.inside(link, entry, sub);
@@ -93,6 +110,7 @@ export class LinkPages {
     if (link.auth === 'preview') return html(res, 403, renderMessage('Not allowed', 'This link allows viewing only.'));
     const target = entry.dir ? await this.inside(link, entry, sub) : entry;
     if (!target || target.dir) return html(res, 404, renderMessage('Not found', 'This file does not exist in the shared folder.'));
+    if (!(await this.admit(req, res, link, entry))) return refuse(res, limitRefusal());
     const filehash = link.keepFilehash || target.filehash;
     const body = await this.links.host.openContent(link.libraryId, filehash);
     await this.links.host.log(link.libraryId, LinkLogAct.Downloaded, target.fullpath, { opName: 'link visitor', ip: ip(req) });
@@ -106,6 +124,10 @@ export class LinkPages {
 
   private async upload(req: IncomingMessage, res: ServerResponse, link: LinkRecord, entry: LinkEntry): Promise<void> {
     if (link.auth !== 'upload' || !entry.dir) return html(res, 403, renderMessage('Not allowed', 'This link does not allow uploads.'));
+    if (!(await this.admit(req, res, link, entry))) {
+      req.resume();
+      return refuse(res, limitRefusal());
+    }
     const tempPath = join(this.links.host.tempDir, `${randomBytes(16).toString('hex')}.link-upload`);
     const fields: Record<string, string> = {};
     let stored: Promise<VerifiedContent> | undefined;

@@ -95,6 +95,7 @@ export class ShareLinks {
     if (deadline !== -1 && deadline <= now) throw bad(`parameter 'deadline' expected a future unix time (seconds) or -1, got ${deadline}`);
     const startline = optInt(p, 'startline', 0);
     if (startline < 0) throw bad(`parameter 'startline' expected a unix time (seconds), got ${startline}`);
+    if (deadline !== -1 && startline >= deadline) throw bad(`parameter 'startline' expected a time before the deadline ${deadline}, got ${startline}`);
     const keep = optInt(p, 'keep', 0);
     if (keep !== 0 && keep !== 1) throw bad(`parameter 'keep' expected 0 or 1, got ${keep}`);
     if (keep === 1 && entry.dir) throw bad(`parameter 'keep' applies to file links only, got keep=1 on a folder`);
@@ -179,6 +180,28 @@ export class ShareLinks {
     const [saltHex, hashHex] = link.password.split(':');
     const actual = await scryptAsync(attempt, Buffer.from(saltHex!, 'hex'), 32);
     return timingSafeEqual(actual, Buffer.from(hashHex!, 'hex'));
+  }
+
+  /**
+   * The cookie value that proves a counted visit (`visit`): a random visit id and its MAC under the
+   * link's secret. Downloads, sub-folder pages and uploads of that visit are not counted again.
+   */
+  newVisitCookie(link: LinkRecord): string {
+    const id = randomBytes(12).toString('base64url');
+    return `${id}.${this.visitMac(link, id)}`;
+  }
+
+  /** True when `value` is a cookie made by `newVisitCookie` for this link. */
+  isVisitCookie(link: LinkRecord, value: string | undefined): boolean {
+    const [id, mac, ...rest] = (value ?? '').split('.');
+    if (!id || !mac || rest.length) return false;
+    const want = Buffer.from(this.visitMac(link, id));
+    const got = Buffer.from(mac);
+    return want.length === got.length && timingSafeEqual(want, got);
+  }
+
+  private visitMac(link: LinkRecord, id: string): string {
+    return createHmac('sha256', this.store.secret).update(`visit:${link.code}:${id}`).digest('base64url');
   }
 
   /** The cookie value that proves the visitor gave the password (changes when the password does). */

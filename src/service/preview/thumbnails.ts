@@ -55,13 +55,13 @@ export class ThumbnailStore {
   private async render(file: string, size: ThumbnailSize, open: () => Promise<Readable>): Promise<string> {
     const sharp = await this.loadSharp();
     if (!sharp) throw new Error('thumbnails are not supported: the image library (sharp) is not available');
-    await mkdir(this.dir, { recursive: true });
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
     const transform = sharp({ limitInputPixels: MAX_INPUT_PIXELS, failOn: 'error' })
       .rotate()
       .resize(size, size, { fit: 'inside', withoutEnlargement: true })
       .webp({ quality: 80 });
     // A cache: a thumbnail lost to a power loss is made again.
-    await replaceFile(file, async (_fh, temp) => { await pipeline(await open(), transform, createWriteStream(temp)); }, { durability: 'rename' });
+    await replaceFile(file, async (_fh, temp) => { await pipeline(await open(), transform, createWriteStream(temp, { mode: 0o600 })); }, { durability: 'rename', mode: 0o600 });
     return file;
   }
 

@@ -80,7 +80,7 @@ export abstract class LocalSpool {
     let size = 0;
     source.on('data', (chunk: Buffer) => { hash.update(chunk); size += chunk.length; });
     try {
-      await pipeline(source, createWriteStream(tempFilePath));
+      await pipeline(source, createWriteStream(tempFilePath, { mode: 0o600 }));
     } catch (err) {
       await rm(tempFilePath, { force: true });
       throw err;

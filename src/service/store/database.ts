@@ -1,13 +1,20 @@
 /**
- * Opens the service's SQLite database: WAL, foreign keys on, busy timeout, then the migrations of
- * schema.ts that have not run yet (each in its own transaction).
+ * Opens the service's SQLite database (mode 0600): WAL, foreign keys on, busy timeout, then the
+ * migrations of schema.ts that have not run yet (each in its own transaction).
  */
 import Database from 'better-sqlite3';
+import { chmodSync, closeSync, openSync } from 'node:fs';
 import { MIGRATIONS } from './schema.js';
 
 export type Db = Database.Database;
 
 export function openDatabase(file: string): Db {
+  // Owner-only (0600), also a database of an earlier version; SQLite gives its -wal and -shm files the
+  // database's mode when it creates them.
+  if (file !== ':memory:') {
+    closeSync(openSync(file, 'a', 0o600));
+    chmodSync(file, 0o600);
+  }
   const db = new Database(file);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');

@@ -30,8 +30,8 @@ export class FolderBlobStore extends LocalSpool implements BlobStore {
   }
 
   async open(): Promise<void> {
-    await mkdir(this.root, { recursive: true });
-    await mkdir(this.tempDir, { recursive: true });
+    await mkdir(this.root, { recursive: true, mode: 0o700 });
+    await mkdir(this.tempDir, { recursive: true, mode: 0o700 });
   }
 
   pathOf(sha1: string): string {
@@ -56,7 +56,7 @@ export class FolderBlobStore extends LocalSpool implements BlobStore {
       return;
     }
     await fsyncFile(tempFile);
-    await mkdir(dirname(target), { recursive: true });
+    await mkdir(dirname(target), { recursive: true, mode: 0o700 });
     try {
       await rename(tempFile, target);
     } catch (err) {

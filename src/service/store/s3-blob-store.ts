@@ -72,7 +72,7 @@ export class S3BlobStore extends LocalSpool implements BlobStore {
    * any other answer (a refused access, a bad bucket name) fails at once.
    */
   async open(): Promise<void> {
-    await mkdir(this.tempDir, { recursive: true });
+    await mkdir(this.tempDir, { recursive: true, mode: 0o700 });
     const until = Date.now() + this.readyWaitMs;
     for (let pause = 100; ; pause = Math.min(pause * 2, 2000)) {
       let failed: { message: string; cause: unknown };

@@ -96,7 +96,7 @@ export class S3StagedUploads implements StagedUploads {
 
   async append(session: string, start: number, length: number, write: BlockWriter): Promise<Hash> {
     const spool = this.opts.tempPath();
-    await writeFile(spool, new Uint8Array(0));
+    await writeFile(spool, new Uint8Array(0), { mode: 0o600 });
     try {
       const next = await write(spool, 0);
       await this.s3.send(new PutObjectCommand({

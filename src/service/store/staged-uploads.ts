@@ -71,7 +71,7 @@ export class FolderStagedUploads implements StagedUploads {
   }
 
   async open(): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
   }
 
   partPath(session: string): string {
@@ -79,7 +79,7 @@ export class FolderStagedUploads implements StagedUploads {
   }
 
   async create(session: string): Promise<void> {
-    await writeFile(this.partPath(session), new Uint8Array(0));
+    await writeFile(this.partPath(session), new Uint8Array(0), { mode: 0o600 });
   }
 
   receivedBytes(session: string): Promise<number | undefined> {

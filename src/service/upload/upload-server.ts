@@ -130,7 +130,7 @@ export class UploadServer {
    */
   async open(): Promise<void> {
     await this.journal.open();
-    await mkdir(this.webDir, { recursive: true });
+    await mkdir(this.webDir, { recursive: true, mode: 0o700 });
     if (!this.shared) await this.journal.releaseAll();
     await this.sweep();
     this.sweepTimer = setInterval(() => void this.sweep().catch((e) => this.log.warn({ err: e }, 'upload sweep failed')), this.sweepIntervalMs);

@@ -145,7 +145,7 @@ export async function streamFilePart(stream: Readable, path: string, limitPromis
       cb(null, chunk);
     },
   });
-  const out = createWriteStream(path, { flags: 'wx' });
+  const out = createWriteStream(path, { flags: 'wx', mode: 0o600 });
   try {
     await pipeline(stream, meter, out);
   } catch (err) {

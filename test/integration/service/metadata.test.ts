@@ -43,9 +43,24 @@ describe('metadata', () => {
       expect(await codeOf(set(bad)), JSON.stringify(bad)).toBe(40003);
     }
     expect(await codeOf(set({ party: 'x' }, 'nothing'))).toBe(40003);
+    // read back: info carries every value; ls and search show the attributes named in display
+    const all = { party: 'ACME', amount: 12.5, signed: '2024-02-29', due: '2024-03-01 17:30:00', status: 'final', labels: ['a', 'c'] };
+    expect((await t.client.file.info({ fullpath: 'contract.pdf' })).metadata).toEqual({ contract: all });
+    const listed = (await t.client.file.ls({ fullpath: '' })).list.find((e) => e.fullpath === 'contract.pdf')!;
+    expect(listed.metadata).toEqual({ contract: { party: 'ACME', status: 'final' } });
+    const found = (await t.client.file.search({ keywords: 'contract' })).list.find((e) => e.fullpath === 'contract.pdf')!;
+    expect(found.metadata).toEqual({ contract: { party: 'ACME', status: 'final' } });
+    await put(t.client, 'plain.txt', 'no metadata');
+    const plain = (await t.client.file.ls({ fullpath: '' })).list.find((e) => e.fullpath === 'plain.txt')!;
+    expect(plain.metadata).toBeUndefined();
+    // without display nothing is shown in lists; info still reads it back
+    await set(all);
+    expect((await t.client.file.ls({ fullpath: '' })).list.find((e) => e.fullpath === 'contract.pdf')!.metadata).toBeUndefined();
+    expect((await t.client.file.info({ fullpath: 'contract.pdf' })).metadata).toEqual({ contract: all });
     expect((await templates.valuesOf(entry.id)).contract!.metadata.party).toBe('ACME');
     await t.client.file.delMetadata({ fullpath: 'contract.pdf', key: 'contract' });
     expect(await templates.valuesOf(entry.id)).toEqual({});
+    expect((await t.client.file.info({ fullpath: 'contract.pdf' })).metadata).toBeUndefined();
   });
 
   it('template definitions are checked', async () => {

@@ -3,7 +3,7 @@
  * ent_list (dates, paging, order), order types, get_client_id (the pair works on the enterprise API),
  * ent_sso_url (a one-time login link the listener honours), set_ent_setting (link traffic cap).
  */
-import { request } from 'undici';
+import { FormData, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceClient } from '../../../src/api/client.js';
 import { GB, addMonths } from '../../../src/service/domain/partner.js';
@@ -156,5 +156,47 @@ describe('partner enterprises', { timeout: 30_000 }, () => {
     expect((await download()).status).toBe(403);
     await partner.partner.setEntSetting({ out_id: 'default', max_link_flow: -1 });
     expect((await download()).status).toBe(200);
+  });
+  it('an ended subscription or trial: the enterprise reads but changes nothing (40334) until an order renews it', async () => {
+    await partner.partner.createEnt({ out_id: 'ending', ent_name: 'Ending', days: 1 });
+    const ent = t.client.withCredentials({ enterprise: await partner.partner.getClientId({ out_id: 'ending', title: 'crm' }) });
+    const { org_id } = await ent.org.create({ org_name: 'Files' });
+    const lib = t.client.withCredentials({ library: await ent.org.bind({ org_id: String(org_id), title: 'app' }) });
+    await lib.file.createFolder({ fullpath: 'drop' });
+    const { link } = await lib.file.link({ fullpath: 'drop', auth: 'upload' });
+    const uploadThroughLink = async () => {
+      const form = new FormData();
+      form.append('file', new Blob(['through the link']), 'up.txt');
+      const res = await request(`${link}/upload`, { method: 'POST', body: form });
+      await res.body.dump();
+      return res.statusCode;
+    };
+    const changes = () => Promise.all([
+      codeOf(lib.file.createFolder({ fullpath: 'more' })), codeOf(ent.ent.addGroup({ group_name: 'G2' })), codeOf(ent.org.create({ org_name: 'More' })),
+    ]);
+    expect(await changes()).toEqual([0, 0, 0]);
+    await partner.partner.order({ out_id: 'ending', type: 'subscribe', member_count: 10, space: 1, month: 1 });
+    await partner.partner.order({ out_id: 'ending', type: 'unsubscribe' });
+    expect(await changes()).toEqual([40334, 40334, 40334]);
+    expect(await uploadThroughLink()).toBe(403);
+    expect((await lib.file.ls({ fullpath: 'drop' })).list).toEqual([]); // reads answer; nothing was stored
+    expect((await ent.org.ls({})).list.map((l) => l.org_name).sort()).toEqual(['Files', 'More']);
+    // the partner renews it: it changes again at once
+    await partner.partner.order({ out_id: 'ending', type: 'renew', month: 1 });
+    expect(await codeOf(lib.file.createFolder({ fullpath: 'renewed' }))).toBe(0);
+    expect(await uploadThroughLink()).toBe(303);
+    // a trial ends the same way when its days have passed
+    await partner.partner.createEnt({ out_id: 'short-trial', ent_name: 'Short', days: 1 });
+    const trial = t.client.withCredentials({ enterprise: await partner.partner.getClientId({ out_id: 'short-trial', title: 'crm' }) });
+    const before = now;
+    now += 86_400_000 + 1000;
+    try {
+      expect(await codeOf(trial.ent.addGroup({ group_name: 'Late' }))).toBe(40334);
+      expect((await trial.ent.getGroups({})).length).toBe(0);
+      await partner.partner.order({ out_id: 'short-trial', type: 'trial.extend', days: 5 });
+      expect(await codeOf(trial.ent.addGroup({ group_name: 'Late' }))).toBe(0);
+    } finally {
+      now = before;
+    }
   });
 });

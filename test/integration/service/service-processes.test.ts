@@ -14,7 +14,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { normalizeServer } from '../../../src/api/normalize.js';
 import { UploadServerClient } from '../../../src/api/upload-server-client.js';
@@ -127,12 +127,16 @@ describe('two service processes on one metadata database and one bucket', { time
     const page = await request(onB);
     expect(page.statusCode).toBe(200);
     expect(await page.body.text()).toContain('linked.txt');
-    const download = await request(`${onB}/download`);
+    const visit = [page.headers['set-cookie'] ?? []].flat().find((c) => c.includes('_visit='))!.split(';')[0]!;
+    const download = await request(`${link.link}/download`, { headers: { cookie: visit } }); // the visit made on B, downloading on A
     expect(download.statusCode).toBe(200);
     expect(await download.body.text()).toBe('linked content');
     const again = await request(link.link); // the one visit allowed was made on B
     expect(again.statusCode).toBe(410);
     await again.body.dump();
+    const direct = await request(`${onB}/download`); // a download outside that visit is a visit of its own
+    expect(direct.statusCode).toBe(410);
+    await direct.body.dump();
     expect((await b!.client.file.links({})).map((l) => l.code)).toContain(link.code);
   });
 
@@ -151,19 +155,26 @@ describe('two service processes on one metadata database and one bucket', { time
     expect(await guess(b!.baseUrl, 'right one')).toBe(429);
   });
 
-  it('a signature used on A is refused on B for another endpoint (401043); the same endpoint passes', async () => {
+  it('a signature used on A is refused on B for another endpoint from another address (401043); from the first address it passes', async () => {
     await a!.client.file.createFolder({ fullpath: 'shared/keep' });
     const def = ENDPOINTS.file.info;
     const wire = new URLSearchParams(a!.client.signedParams(def, { fullpath: 'shared/keep' })).toString();
-    const call = async (base: string, path: string) => {
-      const res = await request(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: wire });
+    const elsewhere = new Agent({ localAddress: '127.0.0.2' });
+    const call = async (base: string, path: string, dispatcher?: Agent) => {
+      const res = await request(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: wire, dispatcher });
       return { status: res.statusCode, body: (await res.body.json()) as { error_code?: number } };
     };
-    expect((await call(a!.baseUrl, def.path)).status).toBe(200);
-    const replay = await call(b!.baseUrl, ENDPOINTS.file.del.path);
-    expect([replay.status, replay.body.error_code]).toEqual([401, 401043]);
-    expect((await call(b!.baseUrl, def.path)).status).toBe(200);
-    expect((await b!.client.file.info({ fullpath: 'shared/keep' })).fullpath).toBe('shared/keep');
+    try {
+      expect((await call(a!.baseUrl, def.path)).status).toBe(200);
+      const replay = await call(b!.baseUrl, ENDPOINTS.file.del.path, elsewhere);
+      expect([replay.status, replay.body.error_code]).toEqual([401, 401043]);
+      expect((await call(b!.baseUrl, def.path, elsewhere)).status).toBe(200);
+      expect((await b!.client.file.info({ fullpath: 'shared/keep' })).fullpath).toBe('shared/keep');
+      // the client that signed it: the same signature on del passes on B (an SDK's info then del in one second)
+      expect((await call(b!.baseUrl, ENDPOINTS.file.del.path)).status).toBe(200);
+    } finally {
+      await elsewhere.close();
+    }
   });
 
   it('folder copies queued through both processes run once each', async () => {

@@ -42,6 +42,33 @@ async function blobFiles(dir: string): Promise<string[]> {
 }
 
 describe('storage', () => {
+  it('every file the service creates in its data folder is owner-only (0600, folders 0700), whatever the umask', async () => {
+    const before = process.umask(0o022);
+    try {
+      const dir = await tempDir();
+      const t = await started(dir);
+      await put(t.client, 'modes/chunked.bin', Buffer.alloc(300_000, 7)); // create_file + upload session
+      await t.client.createFileWithContent({ fullpath: 'modes/form.txt', filehash: sha1('in the form'), filesize: 11 }, Buffer.from('in the form'));
+      const { link } = await t.client.file.link({ fullpath: 'modes/chunked.bin', auth: 'download' });
+      await (await fetch(`${link}/download`)).arrayBuffer();
+      await t.close();
+      const open: string[] = [];
+      const walk = async (d: string): Promise<void> => {
+        for (const e of await readdir(d, { withFileTypes: true })) {
+          const p = join(d, e.name);
+          const mode = (await stat(p)).mode & 0o777;
+          if (mode !== (e.isDirectory() ? 0o700 : 0o600)) open.push(`${p.slice(dir.length + 1)} ${mode.toString(8)}`);
+          if (e.isDirectory()) await walk(p);
+        }
+      };
+      await walk(dir);
+      expect(open).toEqual([]);
+      expect((await blobFiles(dir)).length).toBeGreaterThan(0); // something was written
+    } finally {
+      process.umask(before);
+    }
+  });
+
   it('writes credentials.json (0600) and keeps data, credentials and the feed across a restart', async () => {
     const dir = await tempDir();
     const first = await started(dir);
@@ -147,5 +174,17 @@ describe('cloudlib service', () => {
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
     expect(Date.now() - t0).toBeLessThan(10_000);
+  }, 30_000);
+
+  it.skipIf(!registered)('refuses an unknown --replay-policy before starting (exit 2, the policies named)', async () => {
+    const dir = await tempDir();
+    const bin = fileURLToPath(new URL('../../../bin/cloudlib.js', import.meta.url));
+    const child = spawn(process.execPath, [bin, 'service', '--data', join(dir, 'data'), '--listen', '127.0.0.1:0', '--replay-policy', 'loose'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    cleanups.push(async () => { if (child.exitCode === null) child.kill('SIGKILL'); });
+    let stderr = '';
+    child.stderr.on('data', (b: Buffer) => { stderr += b.toString(); });
+    expect(await new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))).toBe(2);
+    expect(stderr).toMatch(/--replay-policy is one of address, strict, off, not loose/);
+    expect(await readdir(dir)).toEqual([]); // nothing created
   }, 30_000);
 });

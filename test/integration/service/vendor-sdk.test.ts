@@ -442,7 +442,12 @@ describe('enterprise, partner and token calls as the SDKs make them', { timeout:
     const libs = await javaCall(base, '/m-open/1/org/ls', 'GET', { ...withSign({ token: grant.access_token, token_type: 'ent', type: '0' }, partner.client_secret) });
     expect(libs.status).toBe(200);
     expect(libs.body).toMatchObject({ list: [] }); // the new enterprise has no library yet
-    const created2 = await javaCall(base, '/m-open/1/org/create', 'POST', withSign({ token: grant.access_token, token_type: 'ent', org_name: 'By token', org_capacity: null }, partner.client_secret));
+    // unsubscribed above: the enterprise reads (org/ls) but changes nothing until the partner renews it
+    const createByToken = () => javaCall(base, '/m-open/1/org/create', 'POST', withSign({ token: grant.access_token, token_type: 'ent', org_name: 'By token', org_capacity: null }, partner.client_secret));
+    const ended = await createByToken();
+    expect([ended.status, (ended.body as { error_code: number }).error_code]).toEqual([403, 40334]);
+    expect((await call('order', { out_id: 'sdk-ent', type: 'orderRenew', month: '1' })).status).toBe(200);
+    const created2 = await createByToken();
     expect(created2.status).toBe(200);
     const roles = await javaCall(base, '/m-open/1/ent/get_roles', 'POST', withSign({ token: grant.access_token, token_type: 'ent' }, partner.client_secret));
     expect(roles.status).toBe(200);
@@ -476,30 +481,108 @@ describe('enterprise, partner and token calls as the SDKs make them', { timeout:
   });
 });
 
-describe('signatures replayed across endpoints', { timeout: 30_000 }, () => {
-  it('a signed info sent to del is refused (401043) and deletes nothing; the same call again passes', async () => {
-    await javaCreateFileWithContent('replay/keep.txt', Buffer.from('keep'));
-    const wire = signed({ org_client_id: lib.org_client_id, fullpath: 'replay/keep.txt' }, lib.org_client_secret);
-    expect((await javaCall(base, '/m-open/1/file/info', 'POST', wire)).status).toBe(200);
-    const replay = await javaCall(base, '/m-open/1/file/del', 'POST', wire);
-    expect(replay.status).toBe(401);
-    expect((replay.body as { error_code: number }).error_code).toBe(401043);
-    expect((await javaCall(base, '/m-open/1/file/info', 'POST', wire)).status).toBe(200);
+/** Calls with one pinned dateline: calls with equal values sign alike, as the SDKs' calls do within one second. */
+function sameSecond(svc: string, secret: string, creds: Record<string, string>, dispatcher?: Dispatcher) {
+  const dateline = now();
+  return (path: string, params: Record<string, string>, on = dispatcher) => {
+    const p: Record<string, string | null> = { ...creds, ...params, dateline };
+    return javaCall(svc, path, 'POST', { ...p, sign: javaSign(p, secret) }, on);
+  };
+}
+const codeOf = (r: { body: unknown }) => (r.body as { error_code?: number }).error_code;
+
+describe('the SDKs\' call sequences within one second (equal values sign alike)', { timeout: 30_000 }, () => {
+  it('create then delete, read then write, add then remove: every call is answered', async () => {
+    const F = '/m-open/1/file/';
+    const file = () => sameSecond(base, lib.org_client_secret, { org_client_id: lib.org_client_id });
+    // PHP, Python: create_folder then del of the same path
+    let call = file();
+    expect((await call(F + 'create_folder', { fullpath: 'seq/a' })).status).toBe(200);
+    expect((await call(F + 'del', { fullpath: 'seq/a' })).status).toBe(200);
+    expect((await fileCall('info', 'POST', { fullpath: 'seq/a' })).status).toBe(404);
+    // info then create_folder, then file_link (Python) and link_close (PHP)
+    call = file();
+    expect((await call(F + 'info', { fullpath: 'seq/b' })).status).toBe(404);
+    expect((await call(F + 'create_folder', { fullpath: 'seq/b' })).status).toBe(200);
+    expect((await call(F + 'link', { fullpath: 'seq/b' })).status).toBe(200);
+    expect((await call(F + 'link_close', { fullpath: 'seq/b' })).status).toBe(200);
+    // PHP: info of a deleted path, then recover
+    expect((await fileCall('create_folder', 'POST', { fullpath: 'seq/c' })).status).toBe(200);
+    expect((await fileCall('del', 'POST', { fullpath: 'seq/c' })).status).toBe(200);
+    call = file();
+    expect((await call(F + 'info', { fullpath: 'seq/c' })).status).toBe(404);
+    expect((await call(F + 'recover', { fullpaths: 'seq/c' })).status).toBe(200);
+    expect((await fileCall('info', 'POST', { fullpath: 'seq/c' })).status).toBe(200);
+    // Java: getPermission then resetPermission
+    call = file();
+    expect((await call(F + 'get_permission', { fullpath: 'seq/c' })).status).toBe(200);
+    expect((await call(F + 'reset_permission', { fullpath: 'seq/c' })).status).toBe(200);
+
+    // Java: addGroupMember then delGroupMember; get_groups then org destroy
+    const ent = t.service.credentials.enterprise;
+    const entCall = (name: string, params: Record<string, string | null>) =>
+      javaCall(base, `/m-open/1/ent/${name}`, 'POST', signed({ client_id: ent.client_id, ...params }, ent.client_secret));
+    expect((await entCall('add_group', { group_name: 'SeqGroup' })).status).toBe(200);
+    expect((await entCall('add_member', { account: 'seq@example.com', member_name: 'Seq', state: '1' })).status).toBe(200);
+    call = sameSecond(base, ent.client_secret, { client_id: ent.client_id });
+    expect((await call('/m-open/1/ent/add_group_member', { group_path: 'SeqGroup', members: 'seq@example.com' })).status).toBe(200);
+    expect((await call('/m-open/1/ent/del_group_member', { group_path: 'SeqGroup', members: 'seq@example.com' })).status).toBe(200);
+    const made = await javaCall(base, '/m-open/1/org/create', 'POST', signed({ client_id: ent.client_id, org_name: 'Seq library' }, ent.client_secret));
+    const orgId = String((made.body as { org_id: number }).org_id);
+    call = sameSecond(base, ent.client_secret, { client_id: ent.client_id });
+    expect((await call('/m-open/1/org/get_groups', { org_id: orgId })).status).toBe(200);
+    expect((await call('/m-open/1/org/destroy', { org_id: orgId })).status).toBe(200);
   });
 
-  it("the project's own client signs two calls with equal values in one second differently", async () => {
-    // a client whose clock stands still: every call has the same dateline
-    const frozen = Date.now();
+  it('a signature used for another endpoint is refused from another address (401043) and changes nothing', async () => {
+    await javaCreateFileWithContent('replay/keep.txt', Buffer.from('keep'));
+    const elsewhere = new Agent({ localAddress: '127.0.0.2' });
+    try {
+      const call = sameSecond(base, lib.org_client_secret, { org_client_id: lib.org_client_id });
+      expect((await call('/m-open/1/file/info', { fullpath: 'replay/keep.txt' })).status).toBe(200);
+      const replay = await call('/m-open/1/file/del', { fullpath: 'replay/keep.txt' }, elsewhere);
+      expect([replay.status, codeOf(replay)]).toEqual([401, 401043]);
+      expect((await fileCall('info', 'POST', { fullpath: 'replay/keep.txt' })).status).toBe(200);
+      // a read passes from anywhere; the same endpoint again (a retry) too
+      expect((await call('/m-open/1/file/info', { fullpath: 'replay/keep.txt' }, elsewhere)).status).toBe(200);
+    } finally {
+      await elsewhere.close();
+    }
+  });
+
+  it("the project's own client signs calls with equal values in one second alike, and each is answered", async () => {
+    const frozen = Date.now(); // a clock that stands still: every call has the same dateline
     const c = new ServiceClient({ baseUrl: base, credentials: { library: lib }, retries: 0, clock: () => frozen });
     try {
       await c.file.createFolder({ fullpath: 'replay/own' });
-      // info and del with the very same values: the client moves the second one to the next second
       await c.file.info({ fullpath: 'replay/own' });
       await c.file.del({ fullpath: 'replay/own' });
     } finally {
       await c.close();
     }
     expect((await fileCall('info', 'POST', { fullpath: 'replay/own' })).status).toBe(404);
+  });
+
+  it('replay policy strict refuses a reused signature on a call that changes state; off accepts it from anywhere', async () => {
+    const strict = await startTestService({ replayPolicy: 'strict' });
+    const off = await startTestService({ replayPolicy: 'off' });
+    const elsewhere = new Agent({ localAddress: '127.0.0.2' });
+    try {
+      const s = strict.service;
+      let call = sameSecond(s.baseUrl, s.credentials.library.org_client_secret, { org_client_id: s.credentials.library.org_client_id });
+      expect((await call('/m-open/1/file/create_folder', { fullpath: 'x' })).status).toBe(200);
+      const refused = await call('/m-open/1/file/del', { fullpath: 'x' });
+      expect([refused.status, codeOf(refused)]).toEqual([401, 401043]);
+      expect((await call('/m-open/1/file/info', { fullpath: 'x' })).status).toBe(200); // reads pass
+      const o = off.service;
+      call = sameSecond(o.baseUrl, o.credentials.library.org_client_secret, { org_client_id: o.credentials.library.org_client_id });
+      expect((await call('/m-open/1/file/create_folder', { fullpath: 'x' })).status).toBe(200);
+      expect((await call('/m-open/1/file/del', { fullpath: 'x' }, elsewhere)).status).toBe(200);
+    } finally {
+      await elsewhere.close();
+      await strict.close();
+      await off.close();
+    }
   });
 });
 

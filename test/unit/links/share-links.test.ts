@@ -99,6 +99,13 @@ async function get(url: string, cookie?: string) {
   return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
 }
 
+/** The `name=value` of the visit cookie an answer set. */
+function visitCookie(res: { headers: Record<string, string | string[] | undefined> }): string {
+  const c = [res.headers['set-cookie'] ?? []].flat().find((v) => /^cl_link_\w+_visit=/.test(v));
+  if (!c) throw new Error('the answer set no visit cookie');
+  return c.split(';')[0]!;
+}
+
 describe('share links', () => {
   it('link creates a link served as a file page with a download button; download streams the content; log 1014-1016', { timeout: 10_000 }, async () => {
     const r = await links.createLink(1, { fullpath: 'docs/a.txt', auth: 'download' }, { opName: 'Ana' });
@@ -107,7 +114,7 @@ describe('share links', () => {
     expect(page.status).toBe(200);
     expect(page.text).toContain('a.txt');
     expect(page.text).toContain('Download');
-    const dl = await get(`${r.link}/download`);
+    const dl = await get(`${r.link}/download`, visitCookie(page));
     expect(dl).toMatchObject({ status: 200, text: 'hello a' });
     expect(String(dl.headers['content-disposition'])).toContain("filename*=UTF-8''a.txt");
     expect(host.logs.map((l) => l.act)).toEqual([1014, 1015, 1016]);
@@ -212,6 +219,63 @@ describe('share links', () => {
     expect((await get(`${links.baseUrl}/link/nothere`)).status).toBe(404);
   });
 
+  it('the visit limit holds on every route: a download, sub-folder page or upload outside a counted visit counts one', { timeout: 10_000 }, async () => {
+    const once = await links.createLink(1, { fullpath: 'docs/a.txt', auth: 'download', access_limit: 1 });
+    const page = await get(once.link);
+    expect(page.status).toBe(200);
+    const cookie = visitCookie(page);
+    // the visit's own downloads
+    for (let i = 0; i < 3; i++) expect(await get(`${once.link}/download`, cookie)).toMatchObject({ status: 200, text: 'hello a' });
+    // anyone else: the limit is reached
+    for (let i = 0; i < 3; i++) expect((await get(`${once.link}/download`)).status).toBe(410);
+    expect((await get(`${once.link}/download`, 'cl_link_x_visit=forged.mac')).status).toBe(410);
+    expect((await get(once.link)).status).toBe(410);
+    expect((await get(once.link, cookie)).status).toBe(410); // a view of the page is a new visit
+
+    // direct downloads are visits of their own
+    const twice = await links.createLink(1, { fullpath: 'docs/a.txt', auth: 'download', access_limit: 2 });
+    expect((await get(`${twice.link}/download`)).text).toBe('hello a');
+    expect((await get(`${twice.link}/download`)).text).toBe('hello a');
+    expect((await get(`${twice.link}/download`)).status).toBe(410);
+    expect((await get(twice.link)).status).toBe(410);
+    expect((await links.store.get(twice.code))!.visits).toBe(2);
+
+    // a folder link: sub-folder pages and uploads too
+    const folder = await links.createLink(1, { fullpath: 'docs', dir: 1, auth: 'upload', access_limit: 1 });
+    const root = await get(folder.link);
+    expect(root.status).toBe(200);
+    expect((await get(`${folder.link}?path=sub`)).status).toBe(410);
+    expect((await get(`${folder.link}?path=sub`, visitCookie(root))).text).toContain('b.txt');
+    const upload = async (cookie?: string) => {
+      const form = new FormData();
+      form.append('file', new Blob([new Uint8Array(Buffer.from('x'))]), 'up.txt');
+      const res = await request(`${folder.link}/upload`, { method: 'POST', body: form, headers: cookie ? { cookie } : {} });
+      await res.body.dump();
+      return res.statusCode;
+    };
+    expect(await upload()).toBe(410);
+    expect(host.entries.has('docs/up.txt')).toBe(false);
+    expect(await upload(visitCookie(root))).toBe(303);
+    expect(host.entries.has('docs/up.txt')).toBe(true);
+  });
+
+  it('start time, deadline, closing and password hold on the download route', { timeout: 10_000 }, async () => {
+    const nowSec = Math.floor(now / 1000);
+    const later = await links.createLink(1, { fullpath: 'docs/a.txt', auth: 'download', startline: nowSec + 3600 });
+    const soon = await links.createLink(1, { fullpath: 'docs/a.txt', auth: 'download', deadline: nowSec + 60 });
+    const closed = await links.createLink(1, { fullpath: 'docs/a.txt', auth: 'download' });
+    const locked = await links.createLink(1, { fullpath: 'docs/a.txt', auth: 'download', password: 'pw' });
+    expect((await get(`${later.link}/download`)).status).toBe(403);
+    expect((await get(`${soon.link}/download`)).status).toBe(200);
+    await links.closeLinks(1, { code: closed.code });
+    expect((await get(`${closed.link}/download`)).status).toBe(410);
+    expect((await get(`${locked.link}/download`)).status).toBe(401);
+    now += 61_000;
+    expect((await get(`${soon.link}/download`)).status).toBe(410);
+    now += 3600_000;
+    expect((await get(`${later.link}/download`)).status).toBe(200);
+  });
+
   it('links lists open links (file=1 files only); link_close by fullpath closes all of the file', { timeout: 10_000 }, async () => {
     await links.createLink(1, { fullpath: 'docs/a.txt' });
     await links.createLink(1, { fullpath: 'docs/a.txt', deadline: -1 });
@@ -244,6 +308,8 @@ describe('share links', () => {
       { fullpath: 'docs/a.txt', deadline: nowSec - 1 },
       { fullpath: 'docs/a.txt', access_limit: -1 },
       { fullpath: 'docs/a.txt', deadline: 'soon' },
+      { fullpath: 'docs/a.txt', startline: nowSec + 7200, deadline: nowSec + 3600 },
+      { fullpath: 'docs/a.txt', startline: nowSec + 3600, deadline: nowSec + 3600 },
     ];
     for (const p of cases) await expect(links.createLink(1, p)).rejects.toMatchObject({ status: 400, code: 40003 });
     await expect(links.createLink(1, { fullpath: 'nope' })).rejects.toMatchObject({ status: 404, code: 40402 });
