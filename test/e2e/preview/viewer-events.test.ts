@@ -14,6 +14,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PreviewTestService } from '../../unit/preview/blob-folder-host.js';
 import { tinyPdf } from '../../unit/preview/tiny-pdf.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const haveChromium = existsSync(CHROMIUM);
@@ -76,28 +77,14 @@ async function embed(url: string) {
     for (const d of all) expect(typeof d).toBe('string'); // data is a JSON string
     return all.map((d) => JSON.parse(d as string) as ViewerEvent).filter((e) => e.type === 'SVC_VIEWER_EVENT');
   };
-  const until = async (ok: (e: ViewerEvent[]) => boolean, ms = 15_000): Promise<ViewerEvent[]> => {
-    const end = Date.now() + ms;
-    for (;;) {
-      const e = await events();
-      if (ok(e)) return e;
-      if (Date.now() > end) throw new Error(`events so far: ${JSON.stringify(e)}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  };
+  const until = (ok: (e: ViewerEvent[]) => boolean, ms = 15_000): Promise<ViewerEvent[]> => waitFor('the viewer events', events, { until: ok, timeoutMs: ms, intervalMs: 100 });
   return { page, frame, events, until, violations };
 }
 
 async function waitForFrame(page: Page, url: string): Promise<Frame> {
-  for (let i = 0; i < 100; i++) {
-    const f = page.frames().find((fr) => fr.url() === url);
-    if (f) {
-      await f.waitForLoadState('load');
-      return f;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('the preview frame did not load');
+  const f = await waitFor(`the preview frame ${url}`, () => page.frames().find((fr) => fr.url() === url), { timeoutMs: 5_000, intervalMs: 50 });
+  await f!.waitForLoadState('load');
+  return f!;
 }
 
 async function shot(page: Page, name: string): Promise<void> {
@@ -128,6 +115,7 @@ describe.skipIf(!haveChromium)('preview pages in Chromium', { timeout: 30_000 },
     await frame.locator('body').press('ArrowRight'); // past the end: no event
     await frame.locator('body').press('Home');
     got = await until((e) => e.length >= 4);
+    // eslint-disable-next-line no-restricted-syntax -- absence asserted after a sleep
     await new Promise((r) => setTimeout(r, 300));
     got = await events();
     expect(got.map((e) => e.page)).toEqual([

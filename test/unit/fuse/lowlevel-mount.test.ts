@@ -337,6 +337,7 @@ describe('LowLevelMount', () => {
       const flush = h.flush.bind(h);
       // A slow flush (a busy disk): what follows the close must wait for it (the folder's file slower still).
       h.flush = async () => {
+        // eslint-disable-next-line no-restricted-syntax -- the slowness of the flush under test, not a wait
         await new Promise((r) => setTimeout(r, h.path.includes('inner') ? 300 : 50));
         order.push(`flush ${h.path}`);
         await flush();

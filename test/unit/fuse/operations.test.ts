@@ -98,6 +98,7 @@ describe('FuseOperations', () => {
     vfs.faults.delayMs = 100;
     const buf = Buffer.alloc(8);
     expect(await call('read', '/Lib/r', fh, buf, 8, 0)).toEqual([-5]);
+    // eslint-disable-next-line no-restricted-syntax -- absence asserted after a sleep
     await new Promise((r) => setTimeout(r, 150));
     expect(buf.equals(Buffer.alloc(8))).toBe(true);
   });

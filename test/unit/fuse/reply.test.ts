@@ -47,6 +47,7 @@ describe('replyWithin', () => {
     expect(scopeSeen!.live()).toBe(false);
     expect(scopeSeen!.signal.aborted).toBe(true);
     finish();
+    // eslint-disable-next-line no-restricted-syntax -- absence asserted after a sleep
     await new Promise((r) => setTimeout(r, 10));
     expect(a.calls).toHaveLength(1);
   });
@@ -77,6 +78,7 @@ describe('replyWithin', () => {
     replyWithin({ ...base, deadlineMs: 10 }, a.cb, () => new Promise((_r, rej) => (fail = () => rej(new VfsError('ENOENT', 'x')))));
     await a.next;
     fail();
+    // eslint-disable-next-line no-restricted-syntax -- absence asserted after a sleep
     await new Promise((r) => setTimeout(r, 10));
     expect(a.calls).toEqual([[-5]]);
   });
@@ -98,6 +100,7 @@ describe('replyWithin', () => {
       throw new Error('native gone');
     });
     replyWithin({ ...base, deadlineMs: 1000 }, spy, async () => 0);
+    // eslint-disable-next-line no-restricted-syntax -- the answer awaited by a sleep
     await new Promise((r) => setTimeout(r, 5));
     expect(spy).toHaveBeenCalledTimes(1);
   });

@@ -121,6 +121,7 @@ describe('streamFilePart', () => {
         expect(existsSync(path)).toBe(false);
       }
       // Anything the stopped streams still had under way is done by now.
+      // eslint-disable-next-line no-restricted-syntax -- absence asserted after a sleep
       await new Promise((r) => setTimeout(r, 50));
       expect(await readdir(dir)).toEqual([]);
     } finally {

@@ -78,9 +78,11 @@ describe('fuzz: malformed requests never take the server down', { timeout: 60_00
       const s = connect(Number(u.port), u.hostname, () => {
         s.write(`PUT /Library/cut.bin HTTP/1.1\r\nHost: x\r\nAuthorization: Basic ${Buffer.from('alice:secret').toString('base64')}\r\nContent-Length: 100000\r\n\r\n`);
         s.write(Buffer.alloc(5000, 1));
+        // eslint-disable-next-line no-restricted-syntax -- absence asserted after a sleep
         setTimeout(() => { s.destroy(); resolve(); }, 100);
       });
     });
+    // eslint-disable-next-line no-restricted-syntax -- absence asserted after a sleep
     await new Promise((r) => setTimeout(r, 200));
     expect((await dav(d.url, 'GET', '/Library/cut.bin')).status).toBe(404);
   });
