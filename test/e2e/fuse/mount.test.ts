@@ -160,8 +160,16 @@ describe('FUSE mount', () => {
   }, T);
 
   it('sync on a folder of the mount flushes pending uploads', async () => {
-    await writeFile(join(lib, 's.txt'), 'sync me');
-    await sh('sync', [lib]);
+    // Uploads wait ten minutes on this mount: only the sync can have sent the file.
+    const held = await startMount({ env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000' } });
+    try {
+      await writeFile(join(held.mnt, 'Lib/s.txt'), 'sync me');
+      expect(await held.call('remoteStat', { path: '/Lib/s.txt' })).toBeNull();
+      await sh('sync', [join(held.mnt, 'Lib')]);
+      expect(Buffer.from(await held.call<string>('remoteRead', { path: '/Lib/s.txt' }), 'base64').toString()).toBe('sync me');
+    } finally {
+      await held.stop();
+    }
   }, T);
 });
 

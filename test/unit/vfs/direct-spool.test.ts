@@ -167,7 +167,9 @@ describe('direct spool writes', () => {
     const writer = new TestWriter(h.directSpool!()!, data);
     writer.write(data.subarray(3 * MiB), 3 * MiB);
     writer.write(data.subarray(MiB, 3 * MiB), MiB);
+    const spoolHashes = vi.spyOn(FileHasher.prototype, 'hash');
     await h.release();
+    expect(spoolHashes).toHaveBeenCalled(); // a pass over the spool
     await expectCommitted(vfs, remote, 'f', data);
   });
 
