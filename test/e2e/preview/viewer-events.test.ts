@@ -12,8 +12,8 @@ import { join } from 'node:path';
 import { chromium, type BrowserContext, type Frame, type Page } from 'playwright-core';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PreviewTestService } from '../../unit/preview/blob-folder-host.js';
-import { tinyPdf } from '../../unit/preview/tiny-pdf.js';
+import { PreviewTestService } from '../../unit/service/preview/blob-folder-host.js';
+import { tinyPdf } from '../../unit/service/preview/tiny-pdf.js';
 import { waitFor } from '../../support/wait-for.js';
 
 const CHROMIUM = '/usr/bin/chromium';

@@ -2,11 +2,11 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { previewUrlResult, PreviewError, PreviewServer, DEFAULT_WATERMARK } from '../../../src/service/preview/index.js';
-import { silentLogger } from '../../../src/shared/log.js';
+import { previewUrlResult, PreviewError, PreviewServer, DEFAULT_WATERMARK } from '../../../../src/service/preview/index.js';
+import { silentLogger } from '../../../../src/shared/log.js';
 import { BlobFolderHost, PreviewTestService } from './blob-folder-host.js';
 import { tinyPdf } from './tiny-pdf.js';
-import { waitFor } from '../../support/wait-for.js';
+import { waitFor } from '../../../support/wait-for.js';
 
 let svc: PreviewTestService;
 beforeAll(async () => { svc = await PreviewTestService.start({ textLimitBytes: 64 }); });

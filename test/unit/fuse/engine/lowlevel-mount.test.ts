@@ -3,12 +3,12 @@
  * requests go in as the reader thread would hand them over, over the in-memory Vfs.
  */
 import { describe, expect, it } from 'vitest';
-import { Op, type Fuse3Binding, type KernelRequest, type NativeSession } from '../../../src/fuse/engine/binding.js';
-import { LowLevelMount } from '../../../src/fuse/engine/lowlevel-mount.js';
-import { DEFAULT_DEADLINES, FuseOperations } from '../../../src/fuse/operations.js';
-import { silentLogger } from '../../../src/shared/log.js';
-import { MemoryVfs } from '../../support/memory-vfs.js';
-import { ForegroundActivity } from '../../../src/vfs/foreground-activity.js';
+import { Op, type Fuse3Binding, type KernelRequest, type NativeSession } from '../../../../src/fuse/engine/binding.js';
+import { LowLevelMount } from '../../../../src/fuse/engine/lowlevel-mount.js';
+import { DEFAULT_DEADLINES, FuseOperations } from '../../../../src/fuse/operations.js';
+import { silentLogger } from '../../../../src/shared/log.js';
+import { MemoryVfs } from '../../../support/memory-vfs.js';
+import { ForegroundActivity } from '../../../../src/vfs/foreground-activity.js';
 
 interface Reply {
   kind: string;

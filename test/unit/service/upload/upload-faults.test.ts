@@ -7,10 +7,10 @@ import { request as httpRequest } from 'node:http';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import { crc32 } from '../../../src/shared/crc32.js';
+import { crc32 } from '../../../../src/shared/crc32.js';
 import { FakeUploadHost, listen } from './fake-host.js';
 import { UploadWire } from './wire.js';
-import { waitFor } from '../../support/wait-for.js';
+import { waitFor } from '../../../support/wait-for.js';
 
 let host: FakeUploadHost;
 let srv: Awaited<ReturnType<typeof listen>>;

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { FormData, request } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { streamFilePart } from '../../../src/service/upload/web-upload.js';
+import { streamFilePart } from '../../../../src/service/upload/web-upload.js';
 import { FakeUploadHost, listen } from './fake-host.js';
 
 const sha1 = (b: Buffer) => createHash('sha1').update(b).digest('hex');

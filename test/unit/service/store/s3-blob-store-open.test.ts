@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { S3BlobStore } from '../../../src/service/store/s3-blob-store.js';
+import { S3BlobStore } from '../../../../src/service/store/s3-blob-store.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
