@@ -36,6 +36,7 @@ const WAITS = [
   ["ImportDeclaration[source.value=/timers.promises$/]", SLEEP],
   ["CallExpression[callee.name='pause']", SLEEP],
   ["CallExpression[callee.object.name='vi'][callee.property.name=/^wait(For|Until)$/]", 'the tests have one wait: waitFor (test/support/wait-for.ts)'],
+  ["CallExpression[callee.object.name='expect'][callee.property.name='poll']", 'the tests have one wait: waitFor (test/support/wait-for.ts)'],
 ].map(([selector, message]) => ({ selector, message }));
 
 const srcDir = resolve(import.meta.dirname, 'src');

@@ -103,7 +103,7 @@ describe.skipIf(!haveChromium)('preview pages in Chromium', { timeout: 30_000 },
     expect(got[0]!.time).toBeGreaterThanOrEqual(started);
     expect(got[0]!.time).toBeLessThanOrEqual(Date.now());
     await frame.waitForSelector('#pdf-canvas[data-page="1"]');
-    await expect.poll(() => frame.locator('#page-label').textContent()).toBe('1 / 3');
+    await waitFor('the page label 1 / 3', () => frame.locator('#page-label').textContent(), { until: (t) => t === '1 / 3', intervalMs: 100 });
     await shot(page, 'pdf');
 
     await frame.click('#next');

@@ -545,7 +545,7 @@ describe('write-back', () => {
     const { remote, vfs } = await heldLanes();
     await writeLaneFiles(vfs);
     // Every lane full: 5 small and 2 large commits under way, the rest waiting.
-    await expect.poll(() => remote.inFlight, { timeout: 10_000 }).toEqual({ small: 5, large: 2 });
+    await waitFor('five small and two large uploads under way', () => ({ ...remote.inFlight }), { until: (n) => n.small === 5 && n.large === 2 });
     remote.open();
     await vfs.flushAll();
     expect(remote.most).toEqual({ small: 5, large: 2 });
@@ -557,14 +557,14 @@ describe('write-back', () => {
     // A front end serving requests without a pause (the last one "now", whenever now is).
     vfs.foreground.touch(Infinity);
     await writeLaneFiles(vfs);
-    await expect.poll(() => remote.inFlight, { timeout: 10_000 }).toEqual({ small: 1, large: 1 });
+    await waitFor('one small and one large upload under way', () => ({ ...remote.inFlight }), { until: (n) => n.small === 1 && n.large === 1 });
     // The claim is that time under load starts no second upload a lane: no event marks a start not made.
     // eslint-disable-next-line no-restricted-syntax -- time with the foreground busy is what is tested
     await pause(300);
     expect(remote.most).toEqual({ small: 1, large: 1 });
     // A flush asks for them: full width, the foreground busy or not.
     const flushed = vfs.flushAll();
-    await expect.poll(() => remote.inFlight, { timeout: 10_000 }).toEqual({ small: 5, large: 2 });
+    await waitFor('five small and two large uploads under way', () => ({ ...remote.inFlight }), { until: (n) => n.small === 5 && n.large === 2 });
     remote.open();
     await flushed;
     expectLaneFiles(remote);

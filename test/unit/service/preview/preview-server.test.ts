@@ -251,8 +251,8 @@ describe('a viewer closing the connection mid-stream', { timeout: 20_000 }, () =
       const reader = res.body!.getReader();
       await reader.read();
       ac.abort();
-      await expect.poll(() => s.host.traffic.preview, { timeout: 15_000 }).toBeGreaterThan(0);
-      await expect.poll(() => lines.some((l) => l.includes('closed the connection')), { timeout: 15_000 }).toBe(true);
+      await waitFor('preview bytes counted', () => s.host.traffic.preview, { until: (n) => n > 0, timeoutMs: 15_000 });
+      await waitFor('the log of the closed connection', () => lines.some((l) => l.includes('closed the connection')), { timeoutMs: 15_000 });
       expect(lines.filter((l) => /"level":50/.test(l))).toEqual([]);
       expect(s.host.traffic.preview).toBeLessThan(32 * 1024 * 1024);
     } finally {
