@@ -43,7 +43,7 @@ if (state.state !== 'current') {
   execFileSync(process.execPath, [join(root, 'scripts', 'build.js')], { stdio: 'inherit' });
 }
 const dir = await mkdtemp(join(tmpdir(), 'cloudlib-bench-ctl-'));
-const config = await loadConfig({ data: dir, webdav: 'off', noMount: true }, {}, { fuseUsable: false });
+const config = await loadConfig({ data: dir, webdav: 'off', noMount: true, serviceListen: '127.0.0.1:0', adminListen: '127.0.0.1:0' }, {}, { fuseUsable: false });
 config.admin_listen = null;
 const gateway = await Gateway.start({ config, logger: silentLogger });
 try {

@@ -47,7 +47,7 @@ const median = (ms: number[]): number => {
 };
 
 const dir = await mkdtemp(join(tmpdir(), 'cloudlib-bench-members-'));
-const config = await loadConfig({ data: dir, webdav: '127.0.0.1:0', noMount: true }, {}, { fuseUsable: false });
+const config = await loadConfig({ data: dir, webdav: '127.0.0.1:0', noMount: true, serviceListen: '127.0.0.1:0', adminListen: '127.0.0.1:0' }, {}, { fuseUsable: false });
 config.admin_listen = null;
 config.webdav.member_logins = true;
 config.webdav.users = [{ name: 'admin', password: 'admin-password' }];

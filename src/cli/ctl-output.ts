@@ -18,12 +18,39 @@ export function formatDuration(ms: number): string {
   return `${Math.round(ms / 3_600_000)} h`;
 }
 
-/** One cell: scalars as they are; arrays joined by commas; objects as `key=value` words. */
-export function cellText(v: unknown): string {
+/** A time for a person, in the local time zone: `2026-11-29 14:05`. */
+export function formatDate(ms: number): string {
+  const d = new Date(ms);
+  const two = (n: number) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}`;
+}
+
+/** Fields of the service's records that hold a time (unix seconds) or a number of bytes. */
+const TIME_FIELD = /(^|_)dateline$|^deadline$|_time$|^expires?$/;
+const BYTES_FIELD = /^(filesize|size|size_recycle|capacity|org_capacity|used|free|size_org_total|size_org_use|space_used|space_total)$/
+
+/**
+ * A field's value for a person: times as dates (a `deadline` of 0 or less: never), byte counts with
+ * units (a negative capacity: unlimited), a partner's `space` (GB) likewise; the rest as is.
+ */
+function fieldText(key: string, v: unknown): string | undefined {
+  const n = typeof v === 'number' ? v : typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : undefined;
+  if (n === undefined) return undefined;
+  if (TIME_FIELD.test(key)) {
+    if (n <= 0) return key === 'deadline' || key.startsWith('expire') ? 'never' : '';
+    return formatDate(n > 1e11 ? n : n * 1000);
+  }
+  if (BYTES_FIELD.test(key)) return n < 0 ? 'unlimited' : formatBytes(n);
+  if (key === 'space') return n < 0 ? 'unlimited' : `${n} GB`;
+  return undefined;
+}
+
+/** One cell: scalars as they are (times and sizes of known fields for people); arrays joined by commas; objects as `key=value` words. */
+export function cellText(v: unknown, key?: string): string {
   if (v === undefined || v === null) return '';
-  if (Array.isArray(v)) return v.map(cellText).join(',');
-  if (typeof v === 'object') return Object.entries(v as Record<string, unknown>).map(([k, x]) => `${k}=${cellText(x)}`).join(' ');
-  return String(v);
+  if (Array.isArray(v)) return v.map((x) => cellText(x)).join(',');
+  if (typeof v === 'object') return Object.entries(v as Record<string, unknown>).map(([k, x]) => `${k}=${cellText(x, k)}`).join(' ');
+  return (key !== undefined ? fieldText(key, v) : undefined) ?? String(v);
 }
 
 const MAX_CELL = 48;
@@ -32,7 +59,7 @@ const MAX_CELL = 48;
 export function table(rows: Record<string, unknown>[], columns?: string[], headers?: Record<string, string>): string {
   if (rows.length === 0) return '(none)';
   const cols = columns ?? [...new Set(rows.flatMap((r) => Object.keys(r)))];
-  const texts = rows.map((r) => cols.map((c) => cellText(r[c])));
+  const texts = rows.map((r) => cols.map((c) => cellText(r[c], c)));
   const heads = cols.map((c) => (headers?.[c] ?? c).toUpperCase());
   const widths = cols.map((_, k) => Math.min(MAX_CELL, Math.max(heads[k]!.length, ...texts.map((t) => t[k]!.length))));
   const line = (vals: string[]) => vals.map((v, k) => (v.length > widths[k]! ? v.slice(0, widths[k]! - 1) + '…' : v.padEnd(widths[k]!))).join('  ').trimEnd();
@@ -49,7 +76,7 @@ export function renderHuman(result: unknown, indent = ''): string {
       ? rows.map((r) => cellText(r)).join('\n')
       : table(rows.map((r) => withoutBulky(r as Record<string, unknown>, rows.length)));
     const rest = Array.isArray(result) ? [] : Object.entries(result).filter(([k]) => k !== 'list');
-    const extra = rest.map(([k, v]) => `${k}: ${cellText(v)}`).join('  ');
+    const extra = rest.map(([k, v]) => `${k}: ${cellText(v, k)}`).join('  ');
     return [body, extra].filter(Boolean).join('\n').replace(/^/gm, indent);
   }
   const entries = Object.entries(result as Record<string, unknown>);
@@ -59,7 +86,7 @@ export function renderHuman(result: unknown, indent = ''): string {
     if (v !== null && typeof v === 'object' && (Array.isArray(v) ? v.some((x) => typeof x === 'object' && x !== null) : Object.keys(v).length > 0)) {
       return `${indent}${k}:\n${renderHuman(v, `${indent}  `)}`;
     }
-    return `${indent}${k.padEnd(w)}  ${cellText(v) || (Array.isArray(v) ? '(none)' : '')}`.trimEnd();
+    return `${indent}${k.padEnd(w)}  ${cellText(v, k) || (Array.isArray(v) ? '(none)' : '')}`.trimEnd();
   }).join('\n');
 }
 
@@ -68,6 +95,24 @@ function withoutBulky(r: Record<string, unknown>, count: number): Record<string,
   if (count < 2 || !('property' in r)) return r;
   const { property: _p, ...rest } = r;
   return rest;
+}
+
+/**
+ * `ctl history` in 80 columns: when, what, size, by whom, and the version's id shortened to 10
+ * characters (`ctl restore --version` takes such a prefix).
+ */
+export function renderHistory(result: unknown): string {
+  const list = ((result as { list?: Record<string, unknown>[] } | null)?.list ?? []);
+  if (list.length === 0) return '(no history)';
+  const rows = list.map((h) => ({
+    when: cellText(h.dateline, 'dateline'),
+    action: String(h.act_name ?? h.act ?? ''),
+    size: Number(h.dir) === 1 ? 'folder' : cellText(h.filesize, 'filesize'),
+    by: String(h.member_name ?? ''),
+    version: String(h.hid ?? '').slice(0, 10),
+  }));
+  const by = Math.min(20, Math.max(2, ...rows.map((r) => r.by.length)));
+  return table(rows.map((r) => ({ ...r, by: r.by.length > by ? r.by.slice(0, by - 1) + '…' : r.by })), ['when', 'action', 'size', 'by', 'version']);
 }
 
 interface FeedRow { library: string; cursor: number; healthy: boolean; lagMs?: number | null; lastPollMs?: number; lastError?: string; changesApplied?: number }

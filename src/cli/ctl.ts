@@ -9,7 +9,8 @@ import { RpcErrorCode } from '../control/protocol.js';
 import type { MethodInfo } from '../control/methods.js';
 import { methodCatalog } from '../control/catalog.js';
 import type { Subcommand } from './subcommand.js';
-import { formatBytes, renderHuman, renderLibraries, renderPermissions, renderStatus, twoColumns, wrap } from './ctl-output.js';
+import { defaultControlSocket } from '../gateway/data-folder.js';
+import { formatBytes, renderHistory, renderHuman, renderLibraries, renderPermissions, renderStatus, twoColumns, wrap } from './ctl-output.js';
 
 export { formatBytes, renderHuman };
 
@@ -17,9 +18,9 @@ export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3 } as const;
 
 class UsageError extends Error {}
 
-export function defaultSocketPath(env = process.env): string {
-  if (env.CLOUDLIB_SOCKET) return env.CLOUDLIB_SOCKET;
-  return resolve(env.CLOUDLIB_HOME ?? '.cloudlib', 'control.sock');
+/** `--socket`, else $CLOUDLIB_SOCKET, else the socket of `--data`, $CLOUDLIB_HOME or the user's data folder. */
+export function defaultSocketPath(env = process.env, data?: string): string {
+  return defaultControlSocket(env, data);
 }
 
 /** `7d`, `12h`, `30m`, `90s`, or a unix timestamp → unix seconds. */
@@ -41,22 +42,32 @@ export function parseKeyValues(words: string[]): Record<string, string> {
   return out;
 }
 
-/** Splits verb arguments into positionals and `--flag value` / `--flag=value` / `--bool` options. */
-export function parseVerbArgs(args: string[], booleans: string[] = []): { pos: string[]; opts: Record<string, string | boolean> } {
+export type VerbOptions = Record<string, string | boolean | string[]>;
+
+/**
+ * Splits verb arguments into positionals and `--flag value` / `--flag=value` / `--bool` options. With
+ * `known`, an option not in it is refused as unknown before any value is taken; a `lists` option may
+ * be given several times (its values in order).
+ */
+export function parseVerbArgs(args: string[], booleans: string[] = [], known?: Set<string>, lists: string[] = []): { pos: string[]; opts: VerbOptions } {
   const pos: string[] = [];
-  const opts: Record<string, string | boolean> = {};
+  const opts: VerbOptions = {};
   for (let k = 0; k < args.length; k++) {
     const a = args[k]!;
     if (a.startsWith('--')) {
       const eq = a.indexOf('=');
       const name = a.slice(2, eq === -1 ? undefined : eq);
-      if (eq !== -1) opts[name] = a.slice(eq + 1);
-      else if (booleans.includes(name)) opts[name] = true;
+      if (known && !known.has(name)) throw new UsageError(`unknown option --${name}`);
+      let value: string | boolean;
+      if (eq !== -1) value = a.slice(eq + 1);
+      else if (booleans.includes(name)) value = true;
       else {
         const v = args[++k];
         if (v === undefined) throw new UsageError(`--${name} needs a value`);
-        opts[name] = v;
+        value = v;
       }
+      if (lists.includes(name) && typeof value === 'string') opts[name] = [...((opts[name] as string[] | undefined) ?? []), value];
+      else opts[name] = value;
     } else pos.push(a);
   }
   return { pos, opts };
@@ -82,12 +93,16 @@ interface Verb {
   /** The methods the verb may call (its help lists their parameters). */
   calls: string[];
   booleans?: string[];
+  /** Options that may be given several times. */
+  lists?: string[];
   /** Builds the method call. */
-  build(pos: string[], opts: Record<string, string | boolean>): { method: string; params: Record<string, unknown> };
+  build(pos: string[], opts: VerbOptions): { method: string; params: Record<string, unknown> };
   /** A one-line confirmation for a person (default: the result rendered). */
   done?(result: unknown, call: { params: Record<string, unknown> }): string;
   /** The result for a person, when a table of its own reads better than the generic rendering. */
   render?(result: unknown): string;
+  /** Further calls that make the result, for people and for --json alike (e.g. one call per library). */
+  gather?(result: unknown, call: (method: string, params: Record<string, unknown>) => Promise<unknown>, params: Record<string, unknown>): Promise<unknown>;
   /** Further calls that complete the result for a person (e.g. each member's permissions). */
   follow?(result: unknown, call: (method: string, params: Record<string, unknown>) => Promise<unknown>, params: Record<string, unknown>): Promise<unknown>;
 }
@@ -97,9 +112,9 @@ function need(pos: string[], i: number, what: string): string {
   if (v === undefined) throw new UsageError(`missing ${what}`);
   return v;
 }
-const str = (v: string | boolean | undefined) => (typeof v === 'string' ? v : undefined);
+const str = (v: string | boolean | string[] | undefined) => (typeof v === 'string' ? v : undefined);
 /** A whole number option (`--size 10`), checked here so that nothing is sent with a bad one. */
-function int(opts: Record<string, string | boolean>, name: string): number | undefined {
+function int(opts: VerbOptions, name: string): number | undefined {
   const v = opts[name];
   if (v === undefined) return undefined;
   const n = Number(v);
@@ -127,10 +142,14 @@ export const VERBS: Record<string, Verb> = {
     return { method: 'library.add', params: { org_client_id: need(pos, 0, 'ORG_CLIENT_ID (or --org NAME)'), org_client_secret: process.env[env], name: str(o.name) } };
   }, done: (r) => `serving library /${field(r, 'name')}` },
   'library remove': { usage: 'library remove NAME', help: 'stop serving a library', calls: ['library.remove'], build: (pos) => ({ method: 'library.remove', params: { name: need(pos, 0, 'NAME') } }), done: (r) => `no longer serving /${field(r, 'removed')}` },
-  upload: { usage: 'upload LOCAL_FILE PATH', help: 'upload a local file to a gateway path /<library>/<fullpath>', calls: ['upload'], build: (pos) => ({ method: 'upload', params: { local: resolve(need(pos, 0, 'LOCAL_FILE')), path: need(pos, 1, 'PATH') } }),
-    done: (r) => `uploaded ${field(r, 'path')} (${formatBytes(Number(field(r, 'size')))})` },
-  download: { usage: 'download PATH LOCAL_FILE', help: 'download a file to a local path', calls: ['download'], build: (pos) => ({ method: 'download', params: { path: need(pos, 0, 'PATH'), local: resolve(need(pos, 1, 'LOCAL_FILE')) } }),
-    done: (r) => `downloaded ${field(r, 'local')} (${formatBytes(Number(field(r, 'size')))})` },
+  upload: { usage: 'upload LOCAL PATH [--include GLOB]... [--exclude GLOB]... [--dry-run]', help: 'upload a local file, or a folder and everything in it, to a gateway path /<library>/<path>; a folder\'s files are filtered with rclone\'s glob rules (`*.txt`, `build/**`); --dry-run lists what would be uploaded', calls: ['upload'],
+    booleans: ['dry-run'], lists: ['include', 'exclude'],
+    build: (pos, o) => ({ method: 'upload', params: { local: resolve(need(pos, 0, 'LOCAL')), path: need(pos, 1, 'PATH'), ...treeParams(o) } }),
+    done: (r) => copyDone('upload', r, 'path') },
+  download: { usage: 'download PATH LOCAL [--include GLOB]... [--exclude GLOB]... [--dry-run]', help: 'download a file, or a folder and everything in it, to a local path (a folder\'s files go into LOCAL); filters and --dry-run as for upload', calls: ['download'],
+    booleans: ['dry-run'], lists: ['include', 'exclude'],
+    build: (pos, o) => ({ method: 'download', params: { path: need(pos, 0, 'PATH'), local: resolve(need(pos, 1, 'LOCAL')), ...treeParams(o) } }),
+    done: (r) => copyDone('download', r, 'local') },
   cp: { usage: 'cp SRC DST [--overwrite]', help: 'copy a file or folder, within a library or across libraries (DST includes the name)', calls: ['copy'], booleans: ['overwrite'],
     build: (pos, o) => ({ method: 'copy', params: { from: need(pos, 0, 'SRC'), to: need(pos, 1, 'DST'), overwrite: o.overwrite ? 1 : undefined } }),
     done: (r) => `copied ${field(r, 'from')} to ${field(r, 'to')} (${field(r, 'files')} file(s), ${formatBytes(Number(field(r, 'size')))})` },
@@ -138,7 +157,17 @@ export const VERBS: Record<string, Verb> = {
     fullpath: need(pos, 0, 'PATH'), deadline: o.expires ? parseExpiry(String(o.expires)) : undefined, password: str(o.password), auth: str(o.auth),
     access_limit: int(o, 'limit'), dir: o.dir ? 1 : undefined,
   } }), done: (r) => `${field(r, 'link')}  (code ${field(r, 'code')})` },
-  'link ls': { usage: 'link ls [--library NAME]', help: 'list share links', calls: ['file.links'], build: (_p, o) => ({ method: 'file.links', params: { library: str(o.library) } }) },
+  'link ls': { usage: 'link ls [--library NAME]', help: 'list share links, of every library served unless --library names one', calls: ['file.links', 'library.ls'],
+    build: (_p, o) => (str(o.library) ? { method: 'file.links', params: { library: str(o.library) } } : { method: 'library.ls', params: {} }),
+    gather: async (result, call, params) => {
+      if (params.library !== undefined) return result;
+      const list: Record<string, unknown>[] = [];
+      for (const l of result as { name: string }[]) {
+        const links = (await call('file.links', { library: l.name })) as Record<string, unknown>[] | { list?: Record<string, unknown>[] };
+        for (const link of Array.isArray(links) ? links : links.list ?? []) list.push({ library: l.name, ...link });
+      }
+      return { list };
+    } },
   'link close': { usage: 'link close CODE|PATH [--library NAME]', help: 'close a link by code, or all links of a path', calls: ['file.link_close'], build: (pos, o) => {
     const x = need(pos, 0, 'CODE or PATH');
     return { method: 'file.link_close', params: x.startsWith('/') ? { fullpath: x } : { code: x, library: str(o.library) } };
@@ -180,9 +209,9 @@ export const VERBS: Record<string, Verb> = {
   unlock: { usage: 'unlock PATH', help: 'unlock a file', calls: ['file.lock'], build: (pos) => ({ method: 'file.lock', params: { fullpath: need(pos, 0, 'PATH'), lock: 'unlock' } }), done: (_r, c) => `unlocked ${p0(c)}` },
   'tag add': { usage: 'tag add PATH TAG...', help: 'add tags', calls: ['file.add_tag'], build: (pos) => ({ method: 'file.add_tag', params: { fullpath: need(pos, 0, 'PATH'), tag: tags(pos) } }), done: (_r, c) => `tagged ${p0(c)}: ${p0(c, 'tag')}` },
   'tag rm': { usage: 'tag rm PATH TAG...', help: 'remove tags', calls: ['file.del_tag'], build: (pos) => ({ method: 'file.del_tag', params: { fullpath: need(pos, 0, 'PATH'), tag: tags(pos) } }), done: (_r, c) => `untagged ${p0(c)}: ${p0(c, 'tag')}` },
-  history: { usage: 'history PATH [--size N]', help: 'versions and operations of a file', calls: ['file.history'], build: (pos, o) => ({ method: 'file.history', params: { fullpath: need(pos, 0, 'PATH'), size: int(o, 'size') ?? 100 } }) },
+  history: { usage: 'history PATH [--size N]', help: 'versions and operations of a file', calls: ['file.history'], build: (pos, o) => ({ method: 'file.history', params: { fullpath: need(pos, 0, 'PATH'), size: int(o, 'size') ?? 100 } }), render: renderHistory },
   restore: { usage: 'restore PATH --version FILEHASH|HID', help: 'make an earlier version current again', calls: ['version.restore'], build: (pos, o) => {
-    if (!str(o.version)) throw new UsageError('--version is required (a filehash or hid from `ctl history`)');
+    if (!str(o.version)) throw new UsageError('--version is required (a filehash or hid from `ctl history`, or 7 or more of its first characters)');
     return { method: 'version.restore', params: { path: need(pos, 0, 'PATH'), version: String(o.version) } };
   }, done: (r) => `restored ${field(r, 'path')} to ${field(r, 'filehash')}` },
   'trash ls': { usage: 'trash ls [--library NAME] [--keyword K]', help: 'list the recycle bin', calls: ['file.recycle'], build: (_p, o) => ({ method: 'file.recycle', params: { library: str(o.library), keyword: str(o.keyword), size: 1000 } }) },
@@ -215,6 +244,26 @@ export const VERBS: Record<string, Verb> = {
   } }), done: (_r, c) => `order ${p0(c, 'type')} placed for ${p0(c, 'out_id')}` },
 };
 
+/** The include/exclude/dry-run options of a copy as method parameters. */
+function treeParams(o: VerbOptions): Record<string, unknown> {
+  const list = (v: VerbOptions[string]) => (Array.isArray(v) ? v : typeof v === 'string' ? [v] : undefined);
+  return { include: list(o.include), exclude: list(o.exclude), dry_run: o['dry-run'] ? 1 : undefined };
+}
+
+/** What an upload or a download did (or, with --dry-run, would do), for a person. */
+function copyDone(verb: 'upload' | 'download', r: unknown, key: 'path' | 'local'): string {
+  const res = r as { files?: number; size: number; dry_run?: boolean; list?: Record<string, unknown>[]; skipped?: string[] } & Record<string, unknown>;
+  const files = res.files ?? 1;
+  const amount = `${files} file${files === 1 ? '' : 's'}, ${formatBytes(Number(res.size))}`;
+  const skipped = res.skipped?.length ? [`skipped ${res.skipped.length} symbolic link(s) or special file(s): ${res.skipped.slice(0, 5).join(', ')}${res.skipped.length > 5 ? ', …' : ''}`] : [];
+  if (res.dry_run) {
+    const lines = (res.list ?? []).map((f) => `  ${String(f[key])}  ${formatBytes(Number(f.size))}`);
+    return [...lines, `would ${verb} ${amount} (dry run: nothing was copied)`, ...skipped].join('\n');
+  }
+  const past = verb === 'upload' ? 'uploaded' : 'downloaded';
+  return [`${past} ${res.files === undefined ? String(res[key]) : `${amount} to ${String(res[key])}`}${res.files === undefined ? ` (${formatBytes(Number(res.size))})` : ''}`, ...skipped].join('\n');
+}
+
 function tags(pos: string[]): string {
   const t = pos.slice(1);
   if (!t.length) throw new UsageError('missing TAG');
@@ -231,18 +280,62 @@ function findVerb(words: string[]): { key: string; verb: Verb; rest: string[] } 
 
 // ---- output -------------------------------------------------------------------------------------------
 
-/** One line of progress: a bar when the total is known, a count otherwise. */
-export function progressLine(p: Record<string, unknown>): string {
+/**
+ * Speed and time left of a call's progress, from the notifications of the last few seconds of its
+ * current phase (a new `what` starts over).
+ */
+export class ProgressMeter {
+  private samples: { at: number; done: number }[] = [];
+  private what: unknown;
+
+  constructor(private readonly windowMs = 5000, private readonly now: () => number = Date.now) {}
+
+  sample(p: Record<string, unknown>): { perSecond: number; etaMs?: number } | undefined {
+    if (p.what !== this.what) { this.what = p.what; this.samples = []; }
+    const at = this.now();
+    const done = Number(p.done ?? 0);
+    this.samples.push({ at, done });
+    while (this.samples.length > 2 && at - this.samples[0]!.at > this.windowMs) this.samples.shift();
+    const first = this.samples[0]!;
+    if (at - first.at < 500) return undefined;
+    const perSecond = ((done - first.done) * 1000) / (at - first.at);
+    const total = Number(p.total ?? 0);
+    return { perSecond, ...(total > 0 && perSecond > 0 ? { etaMs: ((total - done) / perSecond) * 1000 } : {}) };
+  }
+}
+
+/** `0:42`, `12:05`, `1:02:03`. */
+export function formatEta(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  const hms = [Math.floor(s / 3600), Math.floor((s % 3600) / 60), s % 60];
+  return hms[0] ? `${hms[0]}:${String(hms[1]).padStart(2, '0')}:${String(hms[2]).padStart(2, '0')}` : `${hms[1]}:${String(hms[2]).padStart(2, '0')}`;
+}
+
+/**
+ * One line of progress within 80 columns: a bar when the total is known, a count otherwise; files done
+ * of the total for folder copies; speed and time left once measured.
+ */
+export function progressLine(p: Record<string, unknown>, rate?: { perSecond: number; etaMs?: number }): string {
   const done = Number(p.done ?? 0);
   const total = Number(p.total ?? 0);
   const amount = (n: number) => (p.unit === 'files' ? String(n) : formatBytes(n));
   const what = p.what ? ` ${String(p.what)}` : '';
   const unit = p.unit === 'files' ? ' files' : '';
-  if (!(total > 0)) return `${amount(done)}${unit}${what}`;
+  const files = p.files as { done: number; total: number } | undefined;
+  const extra = [
+    ...(files ? [`${files.done}/${files.total} files`] : []),
+    ...(rate ? [`${p.unit === 'files' ? `${rate.perSecond.toFixed(1)} files` : formatBytes(Math.round(rate.perSecond))}/s`] : []),
+    ...(rate?.etaMs !== undefined ? [`ETA ${formatEta(rate.etaMs)}`] : []),
+  ];
+  const tail = extra.length ? `, ${extra.join(', ')}` : '';
+  if (!(total > 0)) return `${amount(done)}${unit}${what}${tail}`;
   const frac = Math.min(1, done / total);
+  const pct = `${(frac * 100).toFixed(0)}%`;
+  // With files, speed and time left there is no room for a bar in 80 columns (rclone's -P has none either).
+  if (extra.length) return `${p.what ? `${String(p.what)} ` : ''}${amount(done)}/${amount(total)}${unit} (${pct})${tail}`;
   const width = 30;
   const bar = '#'.repeat(Math.round(frac * width)).padEnd(width, '.');
-  return `[${bar}] ${(frac * 100).toFixed(0).padStart(3)}% ${amount(done)}/${amount(total)}${unit}${what}`;
+  return `[${bar}] ${pct.padStart(4)} ${amount(done)}/${amount(total)}${unit}${what}`;
 }
 
 // ---- help and completion ------------------------------------------------------------------------------
@@ -347,7 +440,7 @@ export function completionScript(shell: 'bash' | 'zsh', catalog = methodCatalog(
 }
 
 const USAGE = [
-  'Usage: cloudlib ctl [--socket PATH] [--json] <verb> [args]',
+  'Usage: cloudlib ctl [--socket PATH | --data DIR] [--json] <verb> [args]',
   '       cloudlib ctl call METHOD [key=value ...]     any method by name',
   '       cloudlib ctl methods | help VERB|METHOD | completion bash|zsh',
   '',
@@ -360,16 +453,16 @@ export const ctlCommand: Subcommand = {
   summary: 'Talk to a running gateway through its control socket (the whole service API,\nand the gateway\'s own state).',
   get usage() {
     return `${USAGE}\n${verbsHelp()}\n\n${[
-      'The socket: --socket PATH, else $CLOUDLIB_SOCKET, else $CLOUDLIB_HOME/control.sock (default ./.cloudlib).',
+      'The socket: --socket PATH, else $CLOUDLIB_SOCKET, else control.sock of the data folder: --data DIR, else $CLOUDLIB_HOME, else ~/.local/share/cloudlib ($XDG_DATA_HOME/cloudlib), the default of `cloudlib up` from any folder.',
       'PATH arguments are gateway paths: /<library>/<path inside it>.',
       'Exit codes: 0 done, 1 the service or gateway refused, 2 bad usage or parameters (nothing was sent), 3 no gateway answering.',
     ].map((t) => wrap(t, 80).join('\n')).join('\n')}`;
   },
-  options: { socket: { type: 'string' }, json: { type: 'boolean' } },
+  options: { socket: { type: 'string' }, data: { type: 'string' }, json: { type: 'boolean' } },
   passThrough: true,
   async run(values, positionals) {
     const json = Boolean(values.json);
-    const socket = String(values.socket ?? defaultSocketPath());
+    const socket = String(values.socket ?? defaultSocketPath(process.env, values.data as string | undefined));
     const print = (text: string) => process.stdout.write(text + '\n');
     let verb: Verb | undefined;
     try {
@@ -381,6 +474,7 @@ export const ctlCommand: Subcommand = {
         return EXIT.ok;
       }
       if (!first) throw new UsageError('missing verb');
+      if (first.startsWith('-')) throw new UsageError(`unknown option ${first}`);
       if (first === 'completion') {
         const shell = rest[0] ?? 'bash';
         if (shell !== 'bash' && shell !== 'zsh') throw new UsageError(`completion: expected bash or zsh, got '${shell}'`);
@@ -402,19 +496,20 @@ export const ctlCommand: Subcommand = {
         const found = findVerb(words);
         if (!found) throw new UsageError(`unknown verb '${words.slice(0, 2).join(' ')}'`);
         verb = found.verb;
-        const { pos, opts } = parseVerbArgs(found.rest, verb.booleans);
         const known = new Set([...verb.usage.matchAll(/--([a-z-]+)/g)].map((m) => m[1]!));
-        for (const o of Object.keys(opts)) if (!known.has(o)) throw new UsageError(`${found.key}: unknown option --${o}`);
+        const { pos, opts } = parseVerbArgs(found.rest, verb.booleans, known, verb.lists);
         ({ method, params } = verb.build(pos, opts));
         for (const k of Object.keys(params)) if (params[k] === undefined) delete params[k];
       }
       const client = await connectOrExit(socket);
       const tty = process.stderr.isTTY === true && !json;
+      const meter = new ProgressMeter();
       try {
         let result = await client.call(method, params, (p) => {
-          if (tty) process.stderr.write(`\r${progressLine(p)}\x1b[K`);
+          if (tty) process.stderr.write(`\r${progressLine(p, meter.sample(p))}\x1b[K`);
         });
         if (tty) process.stderr.write('\r\x1b[K');
+        if (verb?.gather) result = await verb.gather(result, (m, p) => client.call(m, p), params);
         if (!json && verb?.follow) result = await verb.follow(result, (m, p) => client.call(m, p), params);
         print(json ? JSON.stringify(result, null, 2) : verb?.done ? verb.done(result, { params }) : verb?.render ? verb.render(result) : renderHuman(result));
       } finally {

@@ -29,6 +29,15 @@ function splitDeclared(args: string[], options: Subcommand['options']): { values
   return { values, positionals };
 }
 
+/** One line each for `cloudlib --help` (the modules load on demand; their own help says more). */
+const DESCRIPTIONS: Record<string, string> = {
+  up: 'serve every library: WebDAV drive, FUSE mount, control socket, status page',
+  service: 'the embedded service alone (the cloud file library API)',
+  webdav: 'only a WebDAV drive of a configured service',
+  ctl: 'talk to the running gateway: status, upload/download, links, members…',
+  mount: 'only a FUSE mount of a configured service',
+};
+
 const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
   up: async () => (await import('./up.js')).upCommand,
   service: async () => (await import('./service.js')).serviceCommand,
@@ -48,7 +57,7 @@ function mainHelp(): string {
     'Usage: cloudlib <command> [options]',
     '',
     'Commands:',
-    ...Object.keys(SUBCOMMANDS).map((n) => `  ${n}`),
+    ...Object.keys(SUBCOMMANDS).map((n) => (DESCRIPTIONS[n] ? `  ${n.padEnd(9)} ${DESCRIPTIONS[n]}` : `  ${n}`)),
     '',
     'Run `cloudlib <command> --help` for the options of a command.',
   ].join('\n');

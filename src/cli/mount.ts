@@ -9,20 +9,25 @@ import { StopSignals } from '../shared/stop-signals.js';
 import type { Vfs } from '../vfs/types.js';
 import { mountVfs } from '../fuse/index.js';
 import type { Subcommand } from './subcommand.js';
+import { startStandaloneControl, type StandaloneControl } from '../gateway/standalone-control.js';
+import { controlSocketOf } from '../gateway/data-folder.js';
+import { makePrivateFolder } from '../gateway/private-folder.js';
+import { cloudlibCommand, shellWord } from './command-line.js';
 
 const USAGE = `Usage: cloudlib mount MOUNTPOINT [options]
 
 Options:
   --config FILE        gateway configuration (TOML or JSON)
-  --data DIR           data folder (journal, caches); default ./.cloudlib or
-                       $CLOUDLIB_HOME
+  --data DIR           data folder (journal, caches, control socket); default
+                       $CLOUDLIB_HOME, else ~/.local/share/cloudlib
   --uid N, --gid N     owner shown for every file (default: this process)
   --umask OCTAL        permission bits cleared (default 022)
   --allow-other        let other users use the mount
   --read-only          refuse every change (EROFS)
   --attr-timeout S     seconds the kernel trusts names and attributes (default:
                        the feed interval)
-  --log-level LEVEL    trace, debug, info, warn, error (default info)`;
+  --log-level LEVEL    trace, debug, info, warn, error (default info)
+  --log-file FILE      append log lines (JSON) to FILE instead of stderr`;
 
 function intOption(value: unknown, what: string, radix = 10): number | undefined {
   if (value === undefined) return undefined;
@@ -65,6 +70,7 @@ export const mountCommand: Subcommand = {
     'read-only': { type: 'boolean' },
     'attr-timeout': { type: 'string' },
     'log-level': { type: 'string' },
+    'log-file': { type: 'string' },
   },
   async run(values, positionals) {
     if (positionals.length !== 1) {
@@ -75,7 +81,7 @@ export const mountCommand: Subcommand = {
     let uid: number | undefined, gid: number | undefined, umask: number | undefined, attrTimeoutS: number | undefined;
     try {
       config = await loadConfig(
-        { config: values.config as string | undefined, data: values.data as string | undefined, mount: positionals[0], logLevel: values['log-level'] as string | undefined, readOnly: values['read-only'] as boolean | undefined },
+        { config: values.config as string | undefined, data: values.data as string | undefined, mount: positionals[0], logLevel: values['log-level'] as string | undefined, logFile: values['log-file'] as string | undefined, readOnly: values['read-only'] as boolean | undefined },
         process.env,
         { fuseUsable: true },
       );
@@ -95,14 +101,26 @@ export const mountCommand: Subcommand = {
       }
       throw err;
     }
-    const logger = createLogger({ level: config.log.level });
+    const logger = createLogger({ level: config.log.level, file: config.log.file });
     // Caught from here: a signal while the gateway starts unmounts it once mounted, never halfway.
     const stopSignals = new StopSignals(['SIGINT', 'SIGTERM']);
+    await makePrivateFolder(config.data, logger);
     const opened = await openVfs(config, logger);
     const vfs: Vfs = opened.vfs;
     // mount.member: the mount acts as that member, through a Vfs of their own.
     const members = config.mount.member !== undefined ? await openMemberSessions(config, opened, logger) : undefined;
     const served = members ? (await members.pinned(config.mount.member!, config.mount.member_password!)).vfs : vfs;
+    // The control socket: pending uploads seen and flushed with `cloudlib ctl`, as with `cloudlib up`.
+    let mountpoint: string | null = null;
+    let control: StandaloneControl;
+    try {
+      control = await startStandaloneControl({ command: 'mount', config, vfs: opened.vfs, libraries: () => opened.libraries, logger, describe: () => ({ webdav_url: null, mount: mountpoint, control_socket: controlSocketOf(config.data) }) });
+    } catch (err) {
+      process.stderr.write(`cloudlib mount: ${(err as Error).message}\n`);
+      await members?.close();
+      await vfs.close();
+      return 1;
+    }
     const mounted = await mountVfs({
       vfs: served,
       mountpoint: positionals[0]!,
@@ -117,9 +135,11 @@ export const mountCommand: Subcommand = {
       attrTimeoutS,
       logger,
     });
-    process.stderr.write(`cloudlib: mounted on ${mounted.mountpoint}; Ctrl-C to unmount\n`);
+    mountpoint = mounted.mountpoint;
+    process.stderr.write(`cloudlib: mounted on ${mounted.mountpoint}; control: ${cloudlibCommand()} ctl --socket ${shellWord(control.socketPath)} status; Ctrl-C to unmount\n`);
     logger.info({ signal: await stopSignals.received() }, 'cloudlib mount: stopping');
     await mounted.unmount();
+    await control.close();
     await members?.close();
     await vfs.close();
     return 0;

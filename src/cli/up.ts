@@ -12,6 +12,7 @@ import { writeWelcome } from '../gateway/welcome.js';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { cloudlibCommand, shellWord } from './command-line.js';
+import { defaultControlSocket } from '../gateway/data-folder.js';
 import type { Subcommand } from './subcommand.js';
 
 const USAGE = `Usage: cloudlib up [options]
@@ -20,7 +21,8 @@ Options:
   --config FILE          gateway configuration, TOML or JSON
                          (docs/configuration.md); or $CLOUDLIB_CONFIG
   --data DIR             data folder (journal, caches, embedded service, control
-                         socket); default ./.cloudlib or $CLOUDLIB_HOME
+                         socket); default $CLOUDLIB_HOME, else
+                         ~/.local/share/cloudlib (found by ctl from anywhere)
   --webdav HOST:PORT     WebDAV listen address (default 127.0.0.1:8080; off)
   --mount DIR            FUSE mount point (default ./mnt where FUSE is usable)
   --no-mount             no FUSE mount
@@ -35,6 +37,7 @@ Options:
   --stop-flush S         on stop, seconds to wait for pending uploads (default
                          10; the rest stay journaled for the next start)
   --log-level LEVEL      trace, debug, info, warn, error (default info)
+  --log-file FILE        append log lines (JSON) to FILE instead of stderr
 
 Writes <data>/endpoints.json when ready. Stop with Ctrl-C, SIGTERM or SIGHUP.`;
 
@@ -53,7 +56,9 @@ export function banner(g: Gateway, config: GatewayConfig, env: NodeJS.ProcessEnv
     else if (config.webdav.users.length) lines.push(`  Login:     the users of the configuration (${config.webdav.users.map((u) => u.name).join(', ')})`);
   }
   if (g.mount) lines.push(`  Mount:     ${g.mount.mountpoint}`);
-  lines.push(`  Control:   ${cloudlibCommand(env)} ctl --socket ${shellWord(g.control.socketPath)} status`);
+  // The default socket is found from any folder: no --socket to carry around then.
+  const socket = g.control.socketPath === defaultControlSocket(env) ? '' : ` --socket ${shellWord(g.control.socketPath)}`;
+  lines.push(`  Control:   ${cloudlibCommand(env)} ctl${socket} status`);
   if (g.adminUrl) lines.push(`  Status:    ${g.adminUrl}/   (metrics: ${g.adminUrl}/metrics)`);
   if (g.webdavUrl) {
     const u = g.webdavUrl.replace(/\/$/, '');
@@ -87,6 +92,7 @@ export const upCommand: Subcommand = {
     'read-only': { type: 'boolean' },
     'stop-flush': { type: 'string' },
     'log-level': { type: 'string' },
+    'log-file': { type: 'string' },
   },
   async run(values, positionals) {
     if (positionals.length > 0) {
@@ -107,7 +113,7 @@ export const upCommand: Subcommand = {
         serviceListen: values['service-listen'] as string | undefined,
         serviceUrl: values['service-url'] as string | undefined,
         adminListen: admin === 'off' ? undefined : admin,
-        logLevel: values['log-level'] as string | undefined,
+        logLevel: values['log-level'] as string | undefined, logFile: values['log-file'] as string | undefined,
         readOnly: values['read-only'] as boolean | undefined,
       }, process.env, { fuseUsable: usable });
       if (admin === 'off') config.admin_listen = null;
@@ -126,8 +132,12 @@ export const upCommand: Subcommand = {
       }
       throw err;
     }
+    // Earlier versions kept the data in ./.cloudlib of the folder `up` ran in: said once, never moved.
+    if (values.data === undefined && !process.env.CLOUDLIB_HOME && resolve('.cloudlib') !== config.data && existsSync(join('.cloudlib', 'service'))) {
+      process.stderr.write(`cloudlib up: ./.cloudlib holds data of an earlier start in this folder; this start uses ${config.data}. \`cloudlib up --data .cloudlib\` serves the old one.\n`);
+    }
     const problems = new RecentProblems();
-    const logger = createLogger({ level: config.log.level, problems });
+    const logger = createLogger({ level: config.log.level, file: config.log.file, problems });
     // A fresh embedded service: its demo library gets a welcome file (once; deleting it is for good).
     const freshDemo = !config.service && !existsSync(join(config.data, 'service', 'credentials.json'));
     // Signals are taken from before the start: a stop asked for while starting (or right after
@@ -159,6 +169,14 @@ export const upCommand: Subcommand = {
       process.stderr.on('error', () => undefined);
     }
     logger.info({ signal }, 'cloudlib up: stopping');
+    // Said at once: the wait for pending uploads is otherwise a silent pause of up to --stop-flush.
+    const now = gateway.vfs.status();
+    const pending = Math.max(now.uploads.length, now.localFiles);
+    const seconds = stopFlushMs / 1000;
+    const said = pending > 0
+      ? `cloudlib up: stopping; waiting up to ${seconds} s for ${pending} file${pending === 1 ? '' : 's'} to reach the service (Ctrl-C again: leave them in the journal for the next start)\n`
+      : 'cloudlib up: stopping\n';
+    try { process.stderr.write(said); } catch { /* the terminal is gone (SIGHUP) */ }
     // A second signal while stopping: stop waiting for uploads (they stay journaled) and leave.
     const hard = (): void => { logger.warn('second signal: exiting now; pending uploads stay in the journal'); process.exit(1); };
     process.once('SIGINT', hard);

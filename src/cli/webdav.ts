@@ -12,6 +12,9 @@ import { vfsFromConfig } from '../gateway/vfs-from-config.js';
 import { startMemberSessions, wantsMembers, webdavMemberHooks } from '../gateway/member-setup.js';
 import { createWebdavServer, type WebdavServerOptions } from '../webdav/index.js';
 import type { Subcommand } from './subcommand.js';
+import { startStandaloneControl, type StandaloneControl } from '../gateway/standalone-control.js';
+import { controlSocketOf } from '../gateway/data-folder.js';
+import { cloudlibCommand, shellWord } from './command-line.js';
 
 const USAGE = `Usage: cloudlib webdav [options]
 
@@ -20,10 +23,12 @@ Options:
                        webdav.listen of the configuration)
   --config FILE        gateway configuration (TOML or JSON): service, libraries,
                        webdav.users
-  --data DIR           data folder (journal, caches, properties, locks); default
-                       ./.cloudlib or $CLOUDLIB_HOME
+  --data DIR           data folder (journal, caches, properties, locks, control
+                       socket); default $CLOUDLIB_HOME, else
+                       ~/.local/share/cloudlib
   --read-only          refuse every change
-  --log-level LEVEL    trace, debug, info, warn, error (default info)`;
+  --log-level LEVEL    trace, debug, info, warn, error (default info)
+  --log-file FILE      append log lines (JSON) to FILE instead of stderr`;
 
 export const webdavCommand: Subcommand = {
   summary: 'Serve every library as a WebDAV drive (remote service from the configuration)',
@@ -34,6 +39,7 @@ export const webdavCommand: Subcommand = {
     data: { type: 'string' },
     'read-only': { type: 'boolean' },
     'log-level': { type: 'string' },
+    'log-file': { type: 'string' },
   },
   async run(values, positionals) {
     if (positionals.length !== 0) {
@@ -44,7 +50,7 @@ export const webdavCommand: Subcommand = {
     let host: string, port: number;
     try {
       config = await loadConfig(
-        { config: values.config as string | undefined, data: values.data as string | undefined, webdav: values.listen as string | undefined, logLevel: values['log-level'] as string | undefined, readOnly: values['read-only'] as boolean | undefined, noMount: true },
+        { config: values.config as string | undefined, data: values.data as string | undefined, webdav: values.listen as string | undefined, logLevel: values['log-level'] as string | undefined, logFile: values['log-file'] as string | undefined, readOnly: values['read-only'] as boolean | undefined, noMount: true },
         process.env,
         { fuseUsable: false },
       );
@@ -63,7 +69,7 @@ export const webdavCommand: Subcommand = {
       }
       throw err;
     }
-    const logger = createLogger({ level: config.log.level });
+    const logger = createLogger({ level: config.log.level, file: config.log.file });
     // Caught from here: a signal while the gateway starts stops it once it serves, never halfway. The
     // terminal closing (SIGHUP) stops it the same way (held files committed, uploads given their time).
     const stopSignals = new StopSignals(['SIGINT', 'SIGTERM', 'SIGHUP']);
@@ -83,12 +89,24 @@ export const webdavCommand: Subcommand = {
       dataDir: join(config.data, 'webdav'),
       logger: logger.child({ part: 'webdav' }),
     });
-    const url = await server.listen(host, port);
-    process.stderr.write(`cloudlib: WebDAV on ${url}; Ctrl-C to stop\n`);
+    // The control socket: pending uploads seen and flushed with `cloudlib ctl`, as with `cloudlib up`.
+    let url: string | null = null;
+    let control: StandaloneControl;
+    try {
+      control = await startStandaloneControl({ command: 'webdav', config, vfs, libraries: () => libraries, logger, describe: () => ({ webdav_url: url, mount: null, control_socket: controlSocketOf(config.data) }) });
+    } catch (err) {
+      process.stderr.write(`cloudlib webdav: ${(err as Error).message}\n`);
+      await members?.close();
+      await vfs.close();
+      return 1;
+    }
+    url = await server.listen(host, port);
+    process.stderr.write(`cloudlib: WebDAV on ${url}; control: ${cloudlibCommand()} ctl --socket ${shellWord(control.socketPath)} status; Ctrl-C to stop\n`);
     logger.info({ signal: await stopSignals.received() }, 'cloudlib webdav: stopping');
     await server.close();
     await members?.close();
     await vfs.flushAll({ timeoutMs: 10_000 }).catch(() => undefined);
+    await control.close();
     await vfs.close();
     return 0;
   },

@@ -4,8 +4,8 @@
  * the endpoint methods (methods.ts) reach the service directly.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
-import { isAbsolute } from 'node:path';
+import { mkdir, readdir, stat } from 'node:fs/promises';
+import { dirname, isAbsolute, join } from 'node:path';
 import { replaceFile } from '../shared/atomic-file.js';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
@@ -13,6 +13,7 @@ import type { ServiceClient } from '../api/client.js';
 import type { GatewayStatus, Vfs } from '../vfs/index.js';
 import type { HistoryItem } from '../shared/records.js';
 import { RpcErrorCode, RpcFailure } from './protocol.js';
+import { PathFilter, PathFilterError, patternsOf } from './path-filter.js';
 import { resolveLibrary, type CallEnv, type Progress, type ControlMethod, type ControlTarget, type MethodParamHelp, type ServedLibrary } from './methods.js';
 
 /**
@@ -163,13 +164,193 @@ async function copyFileAcross(vfs: AdminVfs, from: string, to: string, noReplace
   if (left.length) throw new RpcFailure(RpcErrorCode.GatewayError, `'${to}' is kept for upload but not on the service yet: ${left[0]!.lastError ?? 'retrying'}`);
 }
 
+/** The include/exclude patterns and dry_run of a folder copy. */
+function treeOptions(params: Record<string, unknown>): { filter: PathFilter; dryRun: boolean } {
+  let filter: PathFilter;
+  try {
+    filter = new PathFilter({ include: patternsOf(params.include, 'include'), exclude: patternsOf(params.exclude, 'exclude') });
+  } catch (err) {
+    if (err instanceof PathFilterError) throw new RpcFailure(RpcErrorCode.InvalidParams, err.message, { param: /exclude/.test(err.message) ? 'exclude' : 'include' });
+    throw err;
+  }
+  const d = params.dry_run;
+  if (d !== undefined && d !== 0 && d !== 1 && d !== true && d !== false && d !== '0' && d !== '1') {
+    throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter 'dry_run': expected 0 or 1, got ${JSON.stringify(d)}`, { param: 'dry_run' });
+  }
+  return { filter, dryRun: d === 1 || d === true || d === '1' };
+}
+
+const TREE_PARAMS = [
+  param('include', 'string[]', false, 'only files matching one of these globs (rclone\'s rules: `*.txt`, `docs/**`)'),
+  param('exclude', 'string[]', false, 'no file or folder matching one of these globs (`node_modules/**`, `*.tmp`)'),
+  param('dry_run', 'int', false, '1: say what would be copied, copy nothing'),
+];
+
+interface TreeFile { rel: string; size: number }
+
+/** The files of a local folder a folder upload takes, sorted by path; symbolic links and special files are left out and named. */
+async function localTree(root: string, filter: PathFilter): Promise<{ files: TreeFile[]; skipped: string[] }> {
+  const files: TreeFile[] = [];
+  const skipped: string[] = [];
+  const walk = async (dir: string, rel: string): Promise<void> => {
+    const entries = (await readdir(dir, { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const e of entries) {
+      const r = rel ? `${rel}/${e.name}` : e.name;
+      if (e.isDirectory()) {
+        if (filter.walksFolder(r)) await walk(join(dir, e.name), r);
+      } else if (!filter.takesFile(r)) {
+        continue;
+      } else if (e.isFile()) {
+        files.push({ rel: r, size: (await stat(join(dir, e.name))).size });
+      } else skipped.push(r);
+    }
+  };
+  await walk(root, '');
+  return { files, skipped };
+}
+
+/** The files under a gateway folder a folder download takes, sorted by path. */
+async function gatewayTree(vfs: AdminVfs, root: string, filter: PathFilter): Promise<TreeFile[]> {
+  const files: TreeFile[] = [];
+  const walk = async (dir: string, rel: string): Promise<void> => {
+    const entries = (await vfs.readdir(dir)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const e of entries) {
+      const r = rel ? `${rel}/${e.name}` : e.name;
+      if (e.isDir) {
+        if (filter.walksFolder(r)) await walk(`${dir}/${e.name}`, r);
+      } else if (filter.takesFile(r)) files.push({ rel: r, size: e.size });
+    }
+  };
+  await walk(root, '');
+  return files;
+}
+
+/**
+ * Progress of a folder copy: bytes and files done of totals known before the first byte moves (the tree
+ * is walked first), at most every PROGRESS_MS.
+ */
+function treeProgress(env: CallEnv, files: TreeFile[], what: string): { add(bytes: number): void; fileDone(): void; final(): void; set(bytes: number, filesDone: number): void } {
+  const total = files.reduce((n, f) => n + f.size, 0);
+  let done = 0;
+  let filesDone = 0;
+  let last = 0;
+  const send = (force: boolean): void => {
+    const now = Date.now();
+    if (!force && now - last < PROGRESS_MS) return;
+    last = now;
+    env.progress({ done, total, unit: 'bytes', what, files: { done: filesDone, total: files.length } });
+  };
+  return {
+    add: (bytes) => { done += bytes; send(false); },
+    fileDone: () => { filesDone++; send(false); },
+    set: (bytes, n) => { done = bytes; filesDone = n; send(false); },
+    final: () => send(true),
+  };
+}
+
+/**
+ * A local folder copied to a gateway folder: the files taken are written into the journal (progress
+ * `read`), then the call waits until the service has them all (progress `uploaded`). Existing files
+ * are replaced; missing folders are made.
+ */
+async function uploadTree(vfs: AdminVfs, local: string, path: string, params: Record<string, unknown>, env: CallEnv): Promise<unknown> {
+  const { filter, dryRun } = treeOptions(params);
+  const { files, skipped } = await localTree(local, filter);
+  const size = files.reduce((n, f) => n + f.size, 0);
+  if (dryRun) return { path, dry_run: true, files: files.length, size, list: files.map((f) => ({ path: `${path}/${f.rel}`, size: f.size })), skipped };
+  const target = await vfs.stat(path).catch(() => undefined);
+  if (target && !target.isDir) throw new RpcFailure(RpcErrorCode.InvalidParams, `'${path}' is a file, not a folder`, { param: 'path' });
+  if (!target) {
+    await mkdirParents(vfs, path);
+    await vfs.mkdir(path);
+  }
+  const made = new Set<string>([path]);
+  const read = treeProgress(env, files, 'read');
+  read.final();
+  const written: string[] = [];
+  for (const f of files) {
+    if (env.signal.aborted) throw new RpcFailure(RpcErrorCode.GatewayError, 'cancelled');
+    const to = `${path}/${f.rel}`;
+    const parent = to.slice(0, to.lastIndexOf('/'));
+    if (!made.has(parent)) {
+      await mkdirParents(vfs, to);
+      made.add(parent);
+    }
+    const source = createReadStream(join(local, f.rel));
+    const counter = new Transform({ transform(chunk: Buffer, _enc, cb) { read.add(chunk.length); cb(null, chunk); } });
+    const counted = source.pipe(counter);
+    source.on('error', (err) => counted.destroy(err));
+    await vfs.writeFile(to, counted);
+    written.push(to);
+    read.fileDone();
+  }
+  read.final();
+  // Then the bytes the service has, from the upload queue.
+  const mine = new Map(files.map((f, i) => [written[i]!, f.size]));
+  const uploaded = treeProgress(env, files, 'uploaded');
+  const report = (): void => {
+    const pending = new Map(vfs.status().uploads.map((u) => [`/${u.library}/${u.fullpath}`, u]));
+    let bytes = 0;
+    let n = 0;
+    for (const [p, s] of mine) {
+      const u = pending.get(p);
+      if (!u) { bytes += s; n++; } else bytes += Math.min(s, u.sentBytes ?? 0);
+    }
+    uploaded.set(bytes, n);
+  };
+  const timer = setInterval(report, PROGRESS_MS);
+  try {
+    await vfs.flushAll();
+  } catch {
+    // Some upload is failing: said below when it is one of these.
+  } finally {
+    clearInterval(timer);
+  }
+  report();
+  uploaded.final();
+  const left = vfs.status().uploads.filter((u) => mine.has(`/${u.library}/${u.fullpath}`));
+  if (left.length) throw new RpcFailure(RpcErrorCode.GatewayError, `${left.length} of ${files.length} file(s) are kept for upload but not on the service yet: ${left[0]!.lastError ?? 'retrying'}`, { pending: left.map((u) => `/${u.library}/${u.fullpath}`) });
+  return { path, files: files.length, size, skipped };
+}
+
+/** A gateway folder copied to a local folder: each file written whole, then renamed into place. */
+async function downloadTree(vfs: AdminVfs, path: string, local: string, params: Record<string, unknown>, env: CallEnv): Promise<unknown> {
+  const { filter, dryRun } = treeOptions(params);
+  const files = await gatewayTree(vfs, path, filter);
+  const size = files.reduce((n, f) => n + f.size, 0);
+  if (dryRun) return { local, dry_run: true, files: files.length, size, list: files.map((f) => ({ local: join(local, f.rel), size: f.size })) };
+  const st = await stat(local).catch(() => undefined);
+  if (st && !st.isDirectory()) throw new RpcFailure(RpcErrorCode.InvalidParams, `local '${local}' is a file, not a folder`, { param: 'local' });
+  const received = treeProgress(env, files, 'received');
+  received.final();
+  for (const f of files) {
+    const to = join(local, f.rel);
+    await mkdir(dirname(to), { recursive: true });
+    const counter = new Transform({ transform(chunk: Buffer, _enc, cb) { received.add(chunk.length); cb(null, chunk); } });
+    await replaceFile(to, async (_fh, tmp) => {
+      await pipeline(await vfs.createReadStream(`${path}/${f.rel}`), counter, createWriteStream(tmp, { flags: 'w' }), { signal: env.signal });
+    }, { durability: 'rename' });
+    received.fileDone();
+  }
+  received.final();
+  return { local, files: files.length, size };
+}
+
 /** Finds a history version of a file by its id (`hid`) or content hash. */
 async function findVersion(client: ServiceClient, fullpath: string, version: string): Promise<HistoryItem> {
   const pageSize = 100;
   for (let start = 0; ; start += pageSize) {
     const page = await client.file.history({ fullpath, start, size: pageSize });
-    const hit = page.list.find((h) => h.hid === version || h.filehash === version.toLowerCase());
+    const v = version.toLowerCase();
+    const hit = page.list.find((h) => h.hid === version || h.filehash === v);
     if (hit) return hit;
+    // A prefix of 7 or more characters (as `ctl history` shows them), when it names one version.
+    if (v.length >= 7) {
+      const hits = page.list.filter((h) => String(h.hid).toLowerCase().startsWith(v) || String(h.filehash).startsWith(v));
+      const distinct = new Set(hits.map((h) => h.hid));
+      if (distinct.size === 1) return hits[0]!;
+      if (distinct.size > 1) throw new RpcFailure(RpcErrorCode.InvalidParams, `version '${version}' names ${distinct.size} versions of '${fullpath}': give more characters`, { param: 'version' });
+    }
     if (page.list.length < pageSize || start + pageSize >= page.count) break;
   }
   throw new RpcFailure(RpcErrorCode.InvalidParams, `no version '${version}' in the history of '${fullpath}'`, { param: 'version' });
@@ -193,7 +374,9 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
             return { name: l.name, online: c?.online ?? true, offlineSinceMs: c?.offlineSinceMs, offlineError: c?.lastError, pendingUploads: c?.pendingUploads ?? 0 };
           }),
           feeds: s.feeds.map((f) => ({ ...f, lagMs: f.lastPollMs ? Date.now() - f.lastPollMs : null })),
-          uploads: { pending: s.uploads.length, list: s.uploads },
+          // Pending: every file with local changes not yet on the service, counted at once (those waiting
+          // for the write-back delay are not in the upload queue yet); `list` is the upload queue.
+          uploads: { pending: Math.max(s.uploads.length, s.localFiles), list: s.uploads },
           stranded: s.stranded,
           localFiles: s.localFiles,
           caches: {
@@ -296,14 +479,18 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
     },
     {
       name: 'upload',
-      summary: 'Copies a local file to a gateway path /<library>/<path> and waits until it is on the service',
-      params: [param('local', 'string', true, 'absolute local path'), PATH_PARAM, LIBRARY_PARAM],
+      summary: 'Copies a local file, or a folder and everything in it, to a gateway path /<library>/<path> and waits until the service has it all',
+      params: [param('local', 'string', true, 'absolute local path of a file or a folder'), PATH_PARAM, LIBRARY_PARAM, ...TREE_PARAMS],
       handler: async (params, env) => {
-        onlyKnown(params, ['local', 'path', 'library'], 'upload');
+        onlyKnown(params, ['local', 'path', 'library', 'include', 'exclude', 'dry_run'], 'upload');
         const local = localPath(params, 'local');
         const { path } = gatewayPath(target, params, 'path');
         const st = await stat(local).catch((err: Error) => { throw new RpcFailure(RpcErrorCode.InvalidParams, `local file '${local}': ${err.message}`, { param: 'local' }); });
+        if (st.isDirectory()) return uploadTree(vfs, local, path, params, env);
         if (!st.isFile()) throw new RpcFailure(RpcErrorCode.InvalidParams, `local file '${local}' is not a regular file`, { param: 'local' });
+        const single = treeOptions(params);
+        if (!single.filter.empty) throw new RpcFailure(RpcErrorCode.InvalidParams, 'include and exclude filter the files of a folder: the local path is a file', { param: 'include' });
+        if (single.dryRun) return { path, dry_run: true, files: 1, size: st.size, list: [{ path, size: st.size }], skipped: [] };
         await mkdirParents(vfs, path);
         const source = createReadStream(local);
         const counted = source.pipe(progressCounter(env, st.size, 'read'));
@@ -330,14 +517,17 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
     },
     {
       name: 'download',
-      summary: 'Copies a file at a gateway path to a local file (written whole, then renamed into place)',
-      params: [PATH_PARAM, param('local', 'string', true, 'absolute local path'), LIBRARY_PARAM],
+      summary: 'Copies a file, or a folder and everything in it, at a gateway path to a local path (each file written whole, then renamed into place)',
+      params: [PATH_PARAM, param('local', 'string', true, 'absolute local path (for a folder: the folder its files go into)'), LIBRARY_PARAM, ...TREE_PARAMS],
       handler: async (params, env) => {
-        onlyKnown(params, ['path', 'local', 'library'], 'download');
+        onlyKnown(params, ['path', 'local', 'library', 'include', 'exclude', 'dry_run'], 'download');
         const { path } = gatewayPath(target, params, 'path');
         const local = localPath(params, 'local');
         const attr = await vfs.stat(path);
-        if (attr.isDir) throw new RpcFailure(RpcErrorCode.InvalidParams, `'${path}' is a folder`, { param: 'path' });
+        if (attr.isDir) return downloadTree(vfs, path, local, params, env);
+        const single = treeOptions(params);
+        if (!single.filter.empty) throw new RpcFailure(RpcErrorCode.InvalidParams, 'include and exclude filter the files of a folder: the path is a file', { param: 'include' });
+        if (single.dryRun) return { local, dry_run: true, files: 1, size: attr.size, list: [{ local, size: attr.size }] };
         // The caller's file, as cp leaves it: replaced whole, not fsynced.
         await replaceFile(local, async (_fh, tmp) => {
           await pipeline(await vfs.createReadStream(path), progressCounter(env, attr.size, 'received'), createWriteStream(tmp, { flags: 'w' }), { signal: env.signal });

@@ -20,7 +20,11 @@ export interface MethodInfo {
 }
 
 /** A progress notification's content: `done` of `total` (0 when not known) `unit`s, in the phase `what`. */
-export interface Progress { done: number; total: number; unit: 'bytes' | 'files'; what?: string }
+export interface Progress {
+  done: number; total: number; unit: 'bytes' | 'files'; what?: string;
+  /** Files done of those the call moves (folder copies: both known before the first byte moves). */
+  files?: { done: number; total: number };
+}
 
 export interface CallEnv {
   /** Sends a progress notification to the caller (upload, download, copy, flush). */

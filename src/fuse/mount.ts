@@ -41,7 +41,7 @@ export interface MountOptions {
   writebackCache?: boolean;
   /**
    * Threads taking requests from the kernel (1–8). Default 1: with more, the direct spool writes of one
-   * file go in parallel, but on two cores they measured slower (docs/fuse.md, Figures).
+   * file go in parallel, but on two cores they measured slower (docs/fuse.md, Using it).
    */
   readerThreads?: number;
   /**

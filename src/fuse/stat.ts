@@ -82,13 +82,17 @@ export function toKernelStat(attr: Attr, own: Ownership): KernelStat {
 
 /**
  * statvfs of a library: capacity and use in blocks of `frsize` bytes, with `frsize` grown (4 KiB × 2^k)
- * until the block counts fit in 32 bits; an unlimited capacity shows as used + free where free is the
- * largest count that fits.
+ * until the block counts fit in 32 bits. statvfs cannot say "unlimited": an unlimited capacity
+ * (Number.MAX_SAFE_INTEGER) shows as what is used plus 1 PiB free, as rclone's mount shows a remote of
+ * unknown size, never as 8 PiB.
  */
+export const UNLIMITED_FREE_BYTES = 2 ** 50;
+
 export function toKernelStatFs(fs: StatFs, opts: { readOnly: boolean }): KernelStatFs {
-  const total = Math.max(0, fs.total);
+  const unlimited = fs.total >= Number.MAX_SAFE_INTEGER;
+  const total = unlimited ? Math.max(0, fs.used) + UNLIMITED_FREE_BYTES : Math.max(0, fs.total);
   const used = Math.max(0, Math.min(fs.used, total));
-  const free = Math.max(0, Math.min(fs.free, total - used));
+  const free = unlimited ? UNLIMITED_FREE_BYTES : Math.max(0, Math.min(fs.free, total - used));
   let frsize = 4096;
   while (total / frsize > UINT32_MAX && frsize < 2 ** 30) frsize *= 2;
   const blocks = Math.min(UINT32_MAX, Math.floor(total / frsize));

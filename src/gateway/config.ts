@@ -6,6 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { resolve, dirname, isAbsolute } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
+import { defaultDataFolder } from './data-folder.js';
 
 export interface LibraryAuthConfig { name?: string; org_client_id: string; org_client_secret: string }
 export interface UserConfig {
@@ -15,7 +16,7 @@ export interface UserConfig {
 }
 
 export interface GatewayConfig {
-  /** Data folder: journal, caches, embedded service data, control socket. Default `./.cloudlib` or $CLOUDLIB_HOME. */
+  /** Data folder: journal, caches, embedded service data, control socket. Default $CLOUDLIB_HOME, else the user's (data-folder.ts). */
   data: string;
   /** A remote service; absent = the embedded service. */
   service?: {
@@ -29,8 +30,13 @@ export interface GatewayConfig {
     /** The application the gateway asks the token endpoint as (member logins, `member` users, `mount.member`). */
     application?: { client_id: string; client_secret: string };
   };
-  /** Embedded service listen address (ignored with a remote service). Default 127.0.0.1:0 (any free port). */
+  /**
+   * Embedded service listen address (ignored with a remote service). Default 127.0.0.1:8081, or any free
+   * port when that is taken at the first start; the address taken is kept (kept-addresses.ts).
+   */
   service_listen: string;
+  /** Which listen addresses are the defaults, kept across starts in `<data>/addresses.json` (not given). */
+  keep_listen: { service: boolean; admin: boolean };
   /**
    * The embedded service's URL as its clients reach it (share links, preview and download URLs carry
    * it). Default: its listen address (127.0.0.1 for a listener on every interface).
@@ -119,9 +125,10 @@ export interface GatewayConfig {
     /** Uploads of files up to 256 KiB at once (one exchange each), beside the large ones. Default 16. */
     small_upload_concurrency: number;
   };
-  /** Admin HTTP listener for /metrics and /healthz, or null. Default 127.0.0.1:0 (any free port). */
+  /** Admin HTTP listener (status page, /metrics, /healthz), or null. Default 127.0.0.1:8082, kept like service_listen. */
   admin_listen: string | null;
-  log: { level: string };
+  /** Log level; and a file the log lines are appended to instead of stderr (JSON lines). */
+  log: { level: string; file?: string };
 }
 
 export class ConfigError extends Error {
@@ -141,8 +148,14 @@ export interface ConfigFlags {
   serviceUrl?: string;
   adminListen?: string;
   logLevel?: string;
+  logFile?: string;
   readOnly?: boolean;
 }
+
+/** The embedded service's default address (the Docker image publishes the same port). */
+export const DEFAULT_SERVICE_LISTEN = '127.0.0.1:8081';
+/** The admin listener's default address. */
+export const DEFAULT_ADMIN_LISTEN = '127.0.0.1:8082';
 
 /** Write-back delay of a closed file before its upload starts, ms (`journal.upload_delay_ms`). */
 export const DEFAULT_UPLOAD_DELAY_MS = 2000;
@@ -265,7 +278,8 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
     for (const k of Object.keys(raw)) if (!KNOWN_TOP.has(k)) throw new ConfigError(`config file ${p}: unknown key '${k}'`);
   }
 
-  const data = resolve(cwd, flags.data ?? env.CLOUDLIB_HOME ?? str(raw.data, 'data') ?? '.cloudlib');
+  const explicitData = flags.data ?? env.CLOUDLIB_HOME ?? str(raw.data, 'data');
+  const data = explicitData !== undefined ? resolve(cwd, explicitData) : defaultDataFolder(env, cwd);
 
   // Remote service.
   const svc = obj(raw.service, 'service');
@@ -375,9 +389,11 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   const uploadConcurrency = intIn(journal.upload_concurrency, 'journal.upload_concurrency', 1, 256) ?? 4;
   const smallUploadConcurrency = intIn(journal.small_upload_concurrency, 'journal.small_upload_concurrency', 1, 256) ?? 16;
   const log = obj(raw.log, 'log');
-  const adminListen = flags.adminListen ?? env.CLOUDLIB_ADMIN ?? (raw.admin_listen === false ? null : str(raw.admin_listen, 'admin_listen')) ?? '127.0.0.1:0';
+  const adminGiven = flags.adminListen ?? env.CLOUDLIB_ADMIN ?? (raw.admin_listen === false ? null : str(raw.admin_listen, 'admin_listen'));
+  const adminListen = adminGiven === undefined ? DEFAULT_ADMIN_LISTEN : adminGiven;
   if (adminListen) parseHostPort(adminListen, 'admin listen address');
-  const serviceListen = flags.serviceListen ?? env.CLOUDLIB_SERVICE_LISTEN ?? str(raw.service_listen, 'service_listen') ?? '127.0.0.1:0';
+  const serviceGiven = flags.serviceListen ?? env.CLOUDLIB_SERVICE_LISTEN ?? str(raw.service_listen, 'service_listen');
+  const serviceListen = serviceGiven ?? DEFAULT_SERVICE_LISTEN;
   parseHostPort(serviceListen, 'service listen address');
   const serviceUrl = flags.serviceUrl ?? env.CLOUDLIB_SERVICE_URL ?? str(raw.service_url, 'service_url');
   if (serviceUrl !== undefined && !/^https?:\/\/[^/\s]+\/?$/.test(serviceUrl)) throw new ConfigError(`service url: expected http(s)://HOST[:PORT], got '${serviceUrl}'`);
@@ -389,12 +405,18 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
     if (u.password !== '') throw new ConfigError('service_metadata: the password does not go in the URL; set PGPASSWORD or use a password file (PGPASSFILE)');
   }
   const level = flags.logLevel ?? env.CLOUDLIB_LOG_LEVEL ?? str(log.level, 'log.level') ?? 'info';
+  const logFileText = flags.logFile ?? env.CLOUDLIB_LOG_FILE ?? str(log.file, 'log.file');
+  const logFile = logFileText === undefined ? undefined : resolve(flags.logFile !== undefined || env.CLOUDLIB_LOG_FILE !== undefined ? cwd : baseDir, logFileText);
+  if (logFile !== undefined && mountPath && (logFile === mountPath || logFile.startsWith(mountPath + '/'))) {
+    throw new ConfigError(`log file ${logFile}: inside the mount ${mountPath}; the gateway cannot write its log through its own mount`);
+  }
   if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(level)) throw new ConfigError(`log level: expected trace, debug, info, warn, error, fatal or silent, got '${level}'`);
 
   return {
     data,
     service,
     service_listen: serviceListen,
+    keep_listen: { service: serviceGiven === undefined, admin: adminGiven === undefined },
     ...(serviceUrl ? { service_url: serviceUrl.replace(/\/$/, '') } : {}),
     ...(serviceMetadata ? { service_metadata: serviceMetadata } : {}),
     webdav: {
@@ -436,6 +458,6 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
     feed: { interval_ms: num(env.CLOUDLIB_FEED_INTERVAL_MS ?? feed.interval_ms, 'feed.interval_ms', 100) ?? DEFAULT_FEED_INTERVAL_MS },
     journal: { durability, group_commit_ms: groupCommitMs, upload_delay_ms: uploadDelayMs, upload_concurrency: uploadConcurrency, small_upload_concurrency: smallUploadConcurrency },
     admin_listen: adminListen,
-    log: { level },
+    log: { level, ...(logFile !== undefined ? { file: logFile } : {}) },
   };
 }

@@ -23,6 +23,7 @@ import { ServedLibraries, serveLibraries } from '../remote/served-libraries.js';
 import type { GatewayVfs } from '../vfs/gateway-vfs.js';
 import { parseHostPort, webdavLimitsOf, type GatewayConfig, type UserConfig } from './config.js';
 import { makePrivateFolder } from './private-folder.js';
+import { KeptAddresses, explainListenError, type KeptListener } from './kept-addresses.js';
 import { GatewayMetrics } from './metrics.js';
 import { LibraryChoices } from './library-choices.js';
 import type { MemberSessions } from './member-sessions.js';
@@ -148,6 +149,7 @@ export class Gateway {
   private choices!: LibraryChoices;
   /** endpoints.json is this instance's to remove (a start refused because another instance runs leaves that one's alone). */
   private wroteEndpoints = false;
+  private kept?: KeptAddresses;
 
   private constructor(readonly config: GatewayConfig, private readonly logger: Logger, private readonly opts: GatewayStartOptions) {}
 
@@ -178,7 +180,13 @@ export class Gateway {
     let service = config.service;
     if (!service) {
       const mod = await import('../service/index.js');
-      this.service = await mod.EmbeddedService.start({ dataDir: join(config.data, 'service'), listen: config.service_listen, publicUrl: config.service_url, metadata: config.service_metadata, logger: logger.child({ part: 'service' }) });
+      const listen = await this.listenAddress('service', config.service_listen, config.keep_listen.service);
+      try {
+        this.service = await mod.EmbeddedService.start({ dataDir: join(config.data, 'service'), listen: listen.listen, publicUrl: config.service_url, metadata: config.service_metadata, logger: logger.child({ part: 'service' }) });
+      } catch (err) {
+        throw listen.explain(err);
+      }
+      await listen.keep();
       const c = this.service.credentials;
       this.credentialsPath = join(config.data, 'service', 'credentials.json');
       service = {
@@ -259,7 +267,8 @@ export class Gateway {
 
     // 4. WebDAV.
     if (config.webdav.listen) {
-      const users = config.webdav.users.length > 0 || config.webdav.anonymous ? config.webdav.users : [(this.webdavUser = await defaultWebdavUser(config.data))];
+      // No users configured: the generated login, also beside anonymous access (both work).
+      const users = config.webdav.users.length > 0 ? config.webdav.users : [(this.webdavUser = await defaultWebdavUser(config.data))];
       const mod = await import('../webdav/index.js');
       this.webdav = mod.createWebdavServer({
         ...webdavLimitsOf(config.webdav),
@@ -300,10 +309,31 @@ export class Gateway {
 
     // 6. Metrics and health.
     this.registerGauges();
-    if (config.admin_listen) this.adminUrl = connectableUrl(await this.startAdmin(config.admin_listen));
+    if (config.admin_listen) {
+      const listen = await this.listenAddress('admin', config.admin_listen, config.keep_listen.admin);
+      try {
+        this.adminUrl = connectableUrl(await this.startAdmin(listen.listen));
+      } catch (err) {
+        throw listen.explain(err);
+      }
+      await listen.keep();
+    }
 
     await this.writeEndpoints();
     logger.info({ webdav: this.webdavUrl, mount: this.mount?.mountpoint ?? null, control: this.control.socketPath, admin: this.adminUrl }, 'gateway ready');
+  }
+
+  /**
+   * Where a listener listens: as given, or (a default address) the one kept from earlier starts, else the
+   * default when free, else any free port, kept once listening.
+   */
+  private async listenAddress(which: KeptListener, given: string, keep: boolean): Promise<{ listen: string; explain(err: unknown): Error; keep(): Promise<void> }> {
+    if (!keep) return { listen: given, explain: (err) => explainListenError(which, given, err), keep: async () => undefined };
+    this.kept ??= await KeptAddresses.open(this.config.data);
+    const kept = this.kept;
+    const chosen = await kept.choose(which, given);
+    if (!chosen.kept && chosen.listen !== given) this.logger.warn({ taken: given, listen: chosen.listen }, `${which === 'service' ? 'the embedded service' : 'the admin listener'}: the default address is taken; listening on another, kept for later starts`);
+    return { listen: chosen.listen, explain: (err) => kept.explain(which, chosen.listen, err, chosen.kept), keep: () => kept.keep(which, chosen.listen) };
   }
 
   private newClient(baseUrl: string, prefix: string, credentials: Credentials): ServiceClient {

@@ -19,6 +19,11 @@ export type LogFormat = 'json' | 'text';
 
 const LEVEL_NAMES: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
 
+/** An error as pino writes it: `{ type, message, stack }`. */
+function isErrorLike(v: unknown): v is { message: string; stack?: unknown } {
+  return typeof v === 'object' && v !== null && typeof (v as { message?: unknown }).message === 'string' && ('stack' in v || 'type' in v);
+}
+
 /** One pino JSON line as a line for a person: time, level, the other keys as key=value, the message. */
 export function textLine(json: string): string {
   let o: Record<string, unknown>;
@@ -30,11 +35,21 @@ export function textLine(json: string): string {
   const { time, level, msg, name: _name, ...rest } = o;
   const t = typeof time === 'number' ? new Date(time).toISOString().slice(11, 19) : '';
   const lv = (LEVEL_NAMES[Number(level)] ?? String(level)).padEnd(5);
+  // Below the line, indented: an error's stack (errors and worse only) and the further lines of a
+  // text of several, as they read, never JSON-escaped.
+  const below: string[] = [];
   const fields = Object.entries(rest).map(([k, v]) => {
-    const s = typeof v === 'string' ? v : JSON.stringify(v);
-    return `${k}=${/[\s"=]/.test(s) ? JSON.stringify(s) : s}`;
+    let s: string;
+    if (isErrorLike(v)) {
+      s = v.message;
+      if (Number(level) >= 50 && typeof v.stack === 'string') below.push(...v.stack.split('\n').slice(1).map((l) => l.trim()).filter(Boolean));
+    } else s = typeof v === 'string' ? v : JSON.stringify(v);
+    const [first, ...more] = s.split('\n');
+    if (more.length) below.push(...more.filter((l) => l.trim() !== ''));
+    return `${k}=${/[\s"=]/.test(first!) || first === '' ? JSON.stringify(first) : first}`;
   });
-  return `${t} ${lv} ${[...fields, msg === undefined ? '' : String(msg)].filter(Boolean).join(' ')}\n`;
+  const line = `${t} ${lv} ${[...fields, msg === undefined ? '' : String(msg)].filter(Boolean).join(' ')}\n`;
+  return line + below.map((l) => `    ${l}\n`).join('');
 }
 
 /** JSON, or text where the logs go to a terminal; `CLOUDLIB_LOG_FORMAT` overrides. */
@@ -74,12 +89,18 @@ export class RecentProblems {
   }
 }
 
-export function createLogger(opts: { level?: string; name?: string; destination?: NodeJS.WritableStream | number; format?: LogFormat; problems?: RecentProblems } = {}): Logger {
+/**
+ * A logger. `file`: lines appended to that file (made with its folders if missing), JSON unless
+ * `format` says otherwise, instead of stderr.
+ */
+export function createLogger(opts: { level?: string; name?: string; destination?: NodeJS.WritableStream | number; file?: string; format?: LogFormat; problems?: RecentProblems } = {}): Logger {
   const level = opts.level ?? process.env.CLOUDLIB_LOG_LEVEL ?? 'info';
   const paths = REDACT_KEYS.flatMap((k) => [k, `*.${k}`, `*.*.${k}`, `headers.${k}`]);
   const fd = typeof opts.destination === 'number' ? opts.destination : 2;
-  const format = opts.format ?? (typeof opts.destination === 'object' ? 'json' : logFormatFor(fd));
-  const json: DestinationStream = typeof opts.destination === 'object' ? opts.destination : pino.destination(fd);
+  const toFile = opts.file !== undefined || typeof opts.destination === 'object';
+  const format = opts.format ?? (toFile ? 'json' : logFormatFor(fd));
+  const json: DestinationStream = typeof opts.destination === 'object' ? opts.destination
+    : opts.file !== undefined ? pino.destination({ dest: opts.file, append: true, mkdir: true, sync: true }) : pino.destination(fd);
   const destination: DestinationStream = format === 'json' ? json : { write: (line: string) => json.write(textLine(line)) };
   const problems = opts.problems;
   return pino({

@@ -67,9 +67,10 @@ export interface GatewayVfsOptions {
     /** An upload the service refused (ENOSPC, a lock, EACCES) is asked again after this long, ms. Default 600 000. */
     refusedRetryMs?: number;
     /**
-     * Write-back delay, ms: a file closed (not fsynced) is uploaded this long after its last close, so a
-     * burst of writes is not competing with its own uploads, and a file rewritten meanwhile is uploaded
-     * once. fsync, flushAll and `ctl flush` upload at once. Default 0.
+     * Write-back delay, ms: a file closed is uploaded this long after its last close (one fsynced and kept
+     * open, once it stayed unchanged this long), so a burst of writes is not competing with its own
+     * uploads, and a file rewritten meanwhile is uploaded once. flushAll and `ctl flush` upload at once.
+     * Default 0.
      */
     delayMs?: number;
   };

@@ -129,6 +129,29 @@ export class LocalVersion implements PendingFile {
   unsent = false;
   /** Upload held until this time (an empty new file that content usually follows), ms since the epoch. */
   holdUntilMs = 0;
+  /**
+   * An fsync wrote a record of it while it was still being written: replay takes the spool as it then is
+   * (as a local file system keeps what reached its disk): `bytes` when the record carries them (a small
+   * file), `spool` when its spool was made durable. Cleared by its seal, whose record replaces it.
+   */
+  openRecord: 'bytes' | 'spool' | undefined;
+  /** The generation that record was written at. */
+  openGeneration = -1;
+  /** A newer version came to the path after that record, with this one unchanged since (at this generation). */
+  overtakenAt = -1;
+  /** Settles once that record is written (a seal's record waits for it). */
+  recording: Promise<void> | undefined;
+  /** Its journaling (WriteBack.journalVersion), once one started: a second flush waits for it. */
+  sealing: Promise<void> | undefined;
+  /** While that journaling runs (the version is in use: its spool stays). */
+  journalingNow = false;
+  /**
+   * The version this one was made from while that one was still being journaled: once this one is
+   * acknowledged first, that one is superseded (this one holds its bytes and more).
+   */
+  predecessor: LocalVersion | undefined;
+  /** The generation whose bytes `sync` last made durable (-1: none). */
+  syncedGeneration = -1;
   /** Logical size. */
   size: number;
   /** Bytes of the base still part of the file (a truncate below it shortens it). */
@@ -751,10 +774,14 @@ export class LocalVersion implements PendingFile {
 
   /** Makes the spool's bytes durable. */
   async sync(): Promise<void> {
+    this.stopDirect(); // what a direct writer wrote is counted before the generation is read
     await this.exclusive(async () => {
+      this.stopDirect();
+      const generation = this.generation;
       const fh = await this.handle();
       await this.padToSize(fh);
       await fh.sync();
+      this.syncedGeneration = generation;
     });
   }
 
@@ -811,6 +838,12 @@ export class LocalVersion implements PendingFile {
   /** Reads the spool's size from disk (journal replay). */
   async loadSize(): Promise<void> {
     this.size = (await stat(this.spoolPath)).size;
+  }
+
+  /** What changes with every change of the content (the kernel's too, while live). */
+  changeMark(): number {
+    this.refreshLive();
+    return this.generation;
   }
 
   /** A modification: new generation, new time. */

@@ -53,6 +53,11 @@ export interface JournalEntry {
   /** SHA-1 of the spool's content (checked at replay: a power loss may have kept the entry but not its bytes). */
   sha1?: string;
   /**
+   * Written by an fsync while the file was still open for writing: no hash, and the spool may hold more
+   * than `size` says (writes after the fsync); replay takes it as it is.
+   */
+  open?: boolean;
+  /**
    * `folder`: a folder made while the library was offline, to be made on the service (no spool).
    * `delete`: a file unlinked while handles still read it, to be removed on the service once they are
    * closed (no spool; `objectId` names the object). Default a file.
@@ -292,7 +297,7 @@ export class UploadJournal implements SideJournal {
     const spool = this.spoolPath(entry.id);
     if (opts.sync === false) {
       await this.appendPut(entry, inline);
-      if (!inline) this.unsyncedSpools.add(spool);
+      if (!inline && !opts.spoolSynced) this.unsyncedSpools.add(spool);
       this.scheduleGroupCommit();
       return;
     }
@@ -407,21 +412,28 @@ export class UploadJournal implements SideJournal {
     // Side logs first: the journal's own lines about an id are newer than its side record.
     const sides = await this.sideLogs();
     const sources = [...sides, this.logPath];
+    // The bytes the newest record about an id carries (a later record of an open file without them: none).
+    const carried = new Map<string, Buffer>();
     await this.eachLine(sources, async (rec, check) => {
       if (rec.rm !== undefined) {
         found.delete(rec.rm);
+        carried.delete(rec.rm);
         return;
       }
       const e = rec.put!;
       const before = found.get(e.id);
       const inline = rec.data !== undefined;
-      // A small file's spool lost to a power loss is written again from its record.
-      if (inline) await restoreSpool(this.spoolPath(e.id), Buffer.from(rec.data!, 'base64'), e.size);
-      // A later record of the same entry (a rename, a time) keeps the line that carried its bytes.
+      if (inline) carried.set(e.id, Buffer.from(rec.data!, 'base64'));
+      else if (e.open) carried.delete(e.id);
+      // A later record of the same entry (a rename, a time) keeps the line that carried its bytes; one of
+      // a file still open (an fsync) says its bytes are the spool's now.
+      const keeps = !inline && !e.open && !!before?.inline;
       const lines = new Set([check]);
-      if (!inline && before?.inline) for (const c of before.lines) lines.add(c);
-      found.set(e.id, { entry: e, inline: inline || !!before?.inline, record: 0, lines });
+      if (keeps) for (const c of before.lines) lines.add(c);
+      found.set(e.id, { entry: e, inline: inline || keeps, record: 0, lines });
     });
+    // A small file's spool lost to a power loss is written again from its record.
+    for (const [id, data] of carried) await restoreSpool(this.spoolPath(id), data, found.get(id)!.entry.size);
     for (const name of await readdir(this.spoolDir).catch(() => [] as string[])) {
       if (ID_RE.test(name) && !found.has(name)) await rm(join(this.spoolDir, name), { force: true });
     }
@@ -454,8 +466,10 @@ export class UploadJournal implements SideJournal {
     const record = await this.append(line);
     const lines = new Set([check]);
     const carries = !!inline || !!written;
-    if (!carries && before?.inline) for (const c of before.lines) lines.add(c);
-    this.live.set(entry.id, { entry, inline: carries || !!before?.inline, record, lines });
+    // A record of a file still open (an fsync) that carries no bytes: its bytes are the spool's now.
+    const keeps = !carries && !entry.open && !!before?.inline;
+    if (keeps) for (const c of before.lines) lines.add(c);
+    this.live.set(entry.id, { entry, inline: carries || keeps, record, lines });
   }
 
   /** Appends one line; resolves with the count of records written once it is in the log (page cache). */

@@ -273,6 +273,11 @@ export class UploadQueue {
     }
   }
 
+  /** Closed: nothing is uploaded any more (the gateway is stopping). */
+  get stopped(): boolean {
+    return this.closed;
+  }
+
   /** Stops scheduling; running attempts are aborted (the journal keeps their data). */
   async close(): Promise<void> {
     this.closed = true;

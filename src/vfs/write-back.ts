@@ -37,7 +37,7 @@ import { LocalVersion, UnwrittenSpools } from './local-version.js';
 import type { RangeReader } from './range-reader.js';
 import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './remote.js';
 import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
-import { UploadJournal, orderOf, type JournalEntry } from './upload-journal.js';
+import { INLINE_MAX_BYTES, UploadJournal, orderOf, type JournalEntry } from './upload-journal.js';
 import { UploadQueue, type UploadStatus } from './upload-queue.js';
 import { VfsError, type Attr, type CallContext, type DirectSpool, type EngineClose, type FileHandle, type LocalRange, type OpenFlags, type PassthroughSpool, type SideJournal } from './types.js';
 
@@ -111,6 +111,8 @@ interface WriteSession {
   cloning?: Promise<LocalVersion>;
   /** Reads of the service version while nothing is changed (read-ahead). */
   baseReader?: RangeReader;
+  /** Waiting for the version to stay unchanged after an fsync (uploadWhenQuiet). */
+  quiet?: boolean;
 }
 
 export interface WriteBackStatus {
@@ -226,7 +228,7 @@ export class WriteBack {
         await this.journal.remove(e.id);
         return;
       }
-    } else if (v.size !== e.size) {
+    } else if (v.size !== e.size && !e.open) {
       this.opts.logger.warn({ library: e.library, path: e.fullpath, size: v.size, journaled: e.size }, 'journal replay: spool size differs from its entry');
     }
     v.operator = e.operator;
@@ -411,9 +413,10 @@ export class WriteBack {
       if (s.version.isLive) {
         if (flags.truncate) await s.version.truncateLive(0);
       } else if (!slot.current && !base) await this.change(s, { empty: true });
-      // Also when the path shows another version with content (a replace made meanwhile): the truncate
-      // empties what it shows. An empty one shown is left as it is: nothing changes, nothing to upload.
-      else if (flags.truncate && (!isEmpty(s.version) || (slot.current !== undefined && slot.current !== s.version && !isEmpty(slot.current)))) await this.change(s, { empty: true });
+      // Also when the path shows another version with content (a replace made meanwhile, local or already
+      // on the service): the truncate empties what it shows. An empty one shown is left as it is: nothing
+      // changes, nothing to upload.
+      else if (flags.truncate && (!isEmpty(s.version) || (slot.current ? slot.current !== s.version && !isEmpty(slot.current) : (base?.size ?? 0) > 0))) await this.change(s, { empty: true });
     } catch (err) {
       s.writers--;
       await this.closeHandle(s);
@@ -605,6 +608,8 @@ export class WriteBack {
       this.slots.set(keyOf(library, fullpath), slot);
       for (const v of this.versionsOf(slot)) v.fullpath = fullpath;
       this.index(slot);
+      const open = slot.session?.version;
+      if (open?.openRecord && open.mutable) await this.journal.rewrite({ ...this.journalEntry(open), sha1: undefined, open: true });
       if (slot.acked) {
         slot.acked.state = 'journaled';
         slot.acked.holdUntilMs = 0;
@@ -623,6 +628,7 @@ export class WriteBack {
       if (slot.session) {
         slot.session.deleted = true;
         slot.session.version.deleted = true;
+        await this.dropOpenRecord(slot.session.version);
       }
       const acked = slot.acked;
       slot.acked = undefined;
@@ -720,6 +726,7 @@ export class WriteBack {
       }
       // No await from here to the assignment: the session moves to its new version at once.
       next.pins++;
+      if (from.journalingNow) next.predecessor = from;
       s.version = next;
       s.baseReader?.close();
       s.baseReader = undefined;
@@ -744,6 +751,23 @@ export class WriteBack {
   }
 
   /**
+   * Makes a change (`fn`) in the session's writable version. Another handle's flush or close (another front
+   * end's, the write-back's own) may seal that version between `change` and the change itself: the change
+   * then goes to the version made from it, as it would have had it come a moment later; only a failure of
+   * the version itself reaches the writer.
+   */
+  async changing<T>(s: WriteSession, fn: (v: LocalVersion) => Promise<T>): Promise<T> {
+    for (;;) {
+      const v = await this.change(s);
+      try {
+        return await fn(v);
+      } catch (err) {
+        if (v.failed || v.mutable || s.deleted) throw err;
+      }
+    }
+  }
+
+  /**
    * A flush, fsync or close of a write handle: what the session holds becomes a journaled version (nothing
    * to do when unchanged since). `fsync`: durable against power loss before this resolves, and queued for
    * upload now even while other writers have it open; else durable against a crash of the gateway (the
@@ -764,7 +788,8 @@ export class WriteBack {
       return;
     }
     if (v.mutable && v.generation > 0) {
-      await this.journalVersion(v, s, { upload: opts.fsync, sync: opts.fsync || this.syncOnClose, closed: opts.closed });
+      if (opts.fsync && s.writers > 0) await this.keepOpen(s, v);
+      else await this.journalVersion(v, s, { upload: opts.fsync, sync: opts.fsync || this.syncOnClose, closed: opts.closed });
       return;
     }
     if (opts.fsync) {
@@ -772,6 +797,85 @@ export class WriteBack {
       if (v.state !== 'writing') await this.journal.sync(v.id).catch((err: unknown) => { throw fsErrorOf(err, `making '${v.fullpath}' durable`); });
       this.schedule(s.slot, { force: true });
     }
+  }
+
+  /**
+   * An fsync of a version that writers keep open: its bytes are made durable and a record of it is written
+   * (once), so a crash or a power loss from here keeps at least them; it stays writable (no seal, so no copy
+   * of the spool at the next write). It becomes a version of the service only as a close would make it:
+   * when its last writer closes it, or once it has stayed unchanged for the write-back delay.
+   */
+  private async keepOpen(s: WriteSession, v: LocalVersion): Promise<void> {
+    try {
+      await v.fillAll();
+      // A small file's bytes go in the record (written again at each fsync): no fsync of its spool.
+      const inline = v.size <= INLINE_MAX_BYTES ? v.inlineContent() ?? await v.read(0, v.size) : undefined;
+      if (!inline) await v.sync();
+      if ((inline || v.openRecord !== 'spool') && v.mutable && !s.deleted) {
+        this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
+        await v.recording;
+        v.seq = this.nextSeq();
+        v.openGeneration = v.changeMark();
+        const entry: JournalEntry = { ...this.journalEntry(v), sha1: undefined, open: true };
+        const written = this.journal.put(entry, { spoolSynced: true, sync: true, inline });
+        v.recording = written.catch(() => undefined);
+        await written;
+        v.openRecord = inline ? 'bytes' : 'spool';
+        // Renamed or unlinked while the record was written: it follows the file, or goes with it.
+        if (s.deleted) await this.dropOpenRecord(v);
+        else if (v.fullpath !== entry.fullpath) await this.journal.rewrite({ ...entry, fullpath: v.fullpath });
+      }
+    } catch (err) {
+      throw this.journalingFailed(v, err, s.slot);
+    }
+    this.uploadWhenQuiet(s, v);
+  }
+
+  /** A write or truncate through `s` failed: when that failed its version, a record an fsync wrote of it goes at once. */
+  async changeFailed(s: WriteSession): Promise<void> {
+    if (s.version.failed) await this.dropOpenRecord(s.version).catch(() => undefined);
+  }
+
+  /**
+   * `v` was acknowledged at `slot`: an open version there that an fsync recorded and that has not changed
+   * since is older than `v`, and never becomes the path's version unless it changes again.
+   */
+  private overtake(slot: PathSlot, v: LocalVersion): void {
+    const open = slot.session?.version;
+    if (open && open !== v && open.openRecord && open.generation === open.openGeneration) open.overtakenAt = open.generation;
+  }
+
+  /** The record an fsync wrote of an open version that will never be one (failed, unlinked): it goes. */
+  private async dropOpenRecord(v: LocalVersion): Promise<void> {
+    if (!v.openRecord) return;
+    v.openRecord = undefined;
+    await this.journal.remove(v.id, { keepSpool: true });
+  }
+
+  /**
+   * An fsynced version that writers keep open (a database, a log) is sealed and uploaded once it stayed
+   * unchanged for the write-back delay: looked at again after each delay until then.
+   */
+  private uploadWhenQuiet(s: WriteSession, v: LocalVersion): void {
+    if (s.quiet) return;
+    const look = (mark: number): void => {
+      const t = setTimeout(() => {
+        this.holdTimers.delete(t);
+        s.quiet = undefined;
+        if (this.closed || this.uploads.stopped || s.deleted || s.version !== v || !v.mutable || s.writers === 0) return;
+        const now = v.changeMark();
+        if (now !== mark) {
+          s.quiet = true;
+          look(now);
+          return;
+        }
+        this.journalVersion(v, s, { upload: true, sync: true }).catch((err: unknown) => this.opts.logger.warn({ path: v.fullpath, err: String(err) }, 'write-back: sealing a file kept open after its fsync failed'));
+      }, this.opts.upload?.delayMs ?? 0);
+      t.unref();
+      this.holdTimers.add(t);
+    };
+    s.quiet = true;
+    look(v.changeMark());
   }
 
   /** A handle of the session closed. The last writer's close queues the upload; the last handle ends the session. */
@@ -805,6 +909,25 @@ export class WriteBack {
    * has it open; its confirmation waits for the entry.
    */
   private async journalVersion(v: LocalVersion, s: WriteSession | undefined, opts: { upload: boolean; sync: boolean; closed?: EngineClose }): Promise<void> {
+    if (v.sealing) {
+      // Another handle's flush or close is journaling it already: that covers this one's writes too.
+      await v.sealing;
+      if (opts.sync && v.state !== 'writing') await this.journal.sync(v.id).catch((err: unknown) => { throw fsErrorOf(err, `making '${v.fullpath}' durable`); });
+      if (opts.upload) this.schedule(s?.slot ?? this.slotFor(v.library, v.fullpath), { force: true });
+      return;
+    }
+    // Being journaled, it is in use: a clone made meanwhile (a write after its seal) must not drop its spool.
+    v.journalingNow = true;
+    const sealing = this.sealVersion(v, s, opts).finally(() => { v.journalingNow = false; });
+    v.sealing = sealing;
+    // Superseded, unlinked or failed meanwhile: its spool goes once nothing else uses it.
+    sealing.catch(() => undefined).then(() => this.dropIfUnused(v)).catch(() => undefined);
+    return sealing;
+  }
+
+  private async sealVersion(v: LocalVersion, s: WriteSession | undefined, opts: { upload: boolean; sync: boolean; closed?: EngineClose }): Promise<void> {
+    // An fsync's record of it while open goes to the log before its seal's: the later line wins at replay.
+    await v.recording;
     await v.fillAll();
     let resolveEntry!: () => void;
     const entryWritten = new Promise<void>((resolve) => { resolveEntry = resolve; });
@@ -821,10 +944,14 @@ export class WriteBack {
         closed = undefined;
         inline = v.reseal();
       }
-      v.seq = closed ? this.seqOf(closed) : this.nextSeq();
+      // Unchanged since an fsync recorded it: its place in the order is that fsync's.
+      const asFsynced = v.openRecord !== undefined && v.generation === v.openGeneration;
+      v.seq = closed ? this.seqOf(closed) : asFsynced ? v.seq : this.nextSeq();
       this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
       const entry = closed ?? this.journalEntry(v);
-      await this.journal.put(entry, { spoolSynced: opts.sync && !inline, sync: opts.sync, inline, line: closed && opts.closed!.line }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+      // Unchanged since an fsync made its spool durable: nothing of it is left to a group commit.
+      const spoolSynced = (opts.sync && !inline) || v.syncedGeneration === v.generation;
+      await this.journal.put(entry, { spoolSynced, sync: opts.sync, inline, line: closed && opts.closed!.line }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
     } catch (err) {
       resolveEntry();
       const failed = this.journalingFailed(v, err, s?.slot);
@@ -832,12 +959,22 @@ export class WriteBack {
       throw failed;
     }
     resolveEntry();
+    v.openRecord = undefined;
     if (v.deleted || s?.deleted) {
       // Unlinked while the entry was written: it must not be uploaded at the next start either.
       await this.journal.remove(v.id, { keepSpool: true });
       return;
     }
+    if (v.superseded || v.overtakenAt === v.generation) {
+      // A version made from it (a write after its seal) was acknowledged first: that one holds its bytes and
+      // more. Or a newer one came to the path after the fsync that recorded it, with no change of it since.
+      await this.journal.remove(v.id, { keepSpool: true, durable: false });
+      return;
+    }
     // No await from here to the end of the install: the slot changes in one step.
+    const predecessor = v.predecessor;
+    v.predecessor = undefined;
+    if (predecessor?.journalingNow) predecessor.superseded = true;
     // A replace of nothing (no file at the path) makes a new file there.
     const slot = !s && !v.base ? this.slotForNew(v.library, v.fullpath) : this.slotFor(v.library, v.fullpath);
     const old = slot.acked;
@@ -851,6 +988,7 @@ export class WriteBack {
     const delayMs = this.opts.upload?.delayMs ?? 0;
     if (!opts.upload && delayMs > 0) v.holdUntilMs = Math.max(v.holdUntilMs, Date.now() + delayMs);
     slot.acked = v;
+    this.overtake(slot, v);
     // A session that changed on after this version was sealed shows its newer bytes; otherwise this version.
     if (!s || !(slot.current && slot.current !== v && slot.current.mutable)) slot.current = v;
     this.index(slot);
@@ -897,6 +1035,7 @@ export class WriteBack {
       if (delayMs > 0) v.holdUntilMs = Date.now() + delayMs;
       slot.acked = v;
       slot.current = v;
+      this.overtake(slot, v);
       this.index(slot);
       this.schedule(slot);
       out.push(true);
@@ -1042,6 +1181,7 @@ export class WriteBack {
 
   /** A failed version: the path shows its last acknowledged version again (or nothing). */
   private failed(slot: PathSlot, v: LocalVersion): void {
+    this.dropOpenRecord(v).catch((err: unknown) => this.opts.logger.error({ path: v.fullpath, err: String(err) }, 'write-back: removing the record of a failed version failed'));
     if (slot.current === v) slot.current = slot.acked !== v ? slot.acked : undefined;
     if (slot.acked === v) slot.acked = undefined;
     this.tidy(slot);
@@ -1052,7 +1192,7 @@ export class WriteBack {
    * An uploaded version that the path still shows is let go of here too (reads then go to the service).
    */
   private async dropIfUnused(v: LocalVersion): Promise<void> {
-    if (v.state === 'retired') return;
+    if (v.state === 'retired' || v.journalingNow) return;
     const slot = this.slots.get(keyOf(v.library, v.fullpath));
     if (slot?.acked === v) return;
     const shown = slot?.current === v;
@@ -1252,21 +1392,29 @@ class SessionHandle implements FileHandle {
   async write(position: number, data: Buffer): Promise<number> {
     this.open();
     if (!Number.isInteger(position) || position < 0) throw new VfsError('EINVAL', `expected a write position >= 0, got ${position}`);
-    if (this.s.version.isLive) return this.s.version.writeLive(this.mode.append ? this.s.version.size : position, data);
-    const v = await this.wb.change(this.s);
-    return v.write(this.mode.append ? v.size : position, data);
+    try {
+      if (this.s.version.isLive) return await this.s.version.writeLive(this.mode.append ? this.s.version.size : position, data);
+      return await this.wb.changing(this.s, (v) => v.write(this.mode.append ? v.size : position, data));
+    } catch (err) {
+      await this.wb.changeFailed(this.s);
+      throw err;
+    }
   }
 
   async truncate(size: number): Promise<void> {
     this.open();
     if (!Number.isInteger(size) || size < 0) throw new VfsError('EINVAL', `expected a size >= 0, got ${size}`);
-    if (this.s.version.isLive) return this.s.version.truncateLive(size);
-    if (size === 0) {
-      await this.wb.change(this.s, { empty: true });
-      return;
+    try {
+      if (this.s.version.isLive) return await this.s.version.truncateLive(size);
+      if (size === 0) {
+        await this.wb.change(this.s, { empty: true });
+        return;
+      }
+      await this.wb.changing(this.s, (v) => v.truncate(size));
+    } catch (err) {
+      await this.wb.changeFailed(this.s);
+      throw err;
     }
-    const v = await this.wb.change(this.s);
-    await v.truncate(size);
   }
 
   async stat(): Promise<Attr> {

@@ -13,7 +13,27 @@ import { DAV, escapeXml } from './xml.js';
 /** Namespace of the gateway's own properties. */
 export const CLOUDLIB_NS = 'urn:cloudlib:props';
 
+/**
+ * ownCloud's namespace: its `checksums` property is where rclone's WebDAV backend (`--webdav-vendor
+ * owncloud`) reads a file's hashes.
+ */
+export const OWNCLOUD_NS = 'http://owncloud.org/ns';
+
 export interface PropName { ns: string; name: string }
+
+/** `oc:checksums`: read-only, only when asked by name. */
+function isChecksums(p: PropName): boolean {
+  return p.ns === OWNCLOUD_NS && p.name === 'checksums';
+}
+
+/**
+ * The SHA-1 the service keeps for a file, as ownCloud's `checksums` carries it; only when already known
+ * (never computed for a PROPFIND) and not while a local version waits for its upload.
+ */
+export function checksumsValue(a: Attr): string | undefined {
+  if (a.isDir || a.dirty || !a.contentHash || !/^[0-9a-f]{40}$/i.test(a.contentHash)) return undefined;
+  return `<checksum>SHA1:${a.contentHash.toLowerCase()}</checksum>`;
+}
 
 /** Live properties returned by allprop (RFC 4918 §9.1; quota properties only when asked, RFC 4331). */
 export const ALLPROP_LIVE = ['resourcetype', 'creationdate', 'getlastmodified', 'getcontentlength', 'getcontenttype', 'getetag', 'displayname', 'supportedlock', 'lockdiscovery'];
@@ -22,7 +42,7 @@ const OTHER_LIVE = ['quota-available-bytes', 'quota-used-bytes'];
 export const LIVE_DAV = new Set([...ALLPROP_LIVE, ...OTHER_LIVE]);
 
 export function isProtected(p: PropName): boolean {
-  return p.ns === DAV && LIVE_DAV.has(p.name);
+  return (p.ns === DAV && LIVE_DAV.has(p.name)) || isChecksums(p);
 }
 
 /** XML of one property element with its value. */
@@ -74,6 +94,9 @@ export async function liveValue(a: Attr, name: string, src: LiveSources): Promis
     case 'quota-used-bytes': {
       const q = await src.statfs(a.path);
       if (!q) return undefined;
+      // An unlimited quota has no bytes available to say (RFC 4331 §3: the property is then left out),
+      // rather than a made-up 8 PiB.
+      if (name === 'quota-available-bytes' && q.total >= Number.MAX_SAFE_INTEGER) return undefined;
       return String(name === 'quota-used-bytes' ? q.used : Math.min(q.free, Number.MAX_SAFE_INTEGER));
     }
     default: return undefined;
@@ -99,7 +122,7 @@ export async function propfindResponse(a: Attr, req: PropfindRequest, dead: () =
     for (const d of await dead()) found.push(propXml(d, ''));
   } else {
     const wanted = req.kind === 'allprop' ? [...ALLPROP_LIVE.map((name) => ({ ns: DAV, name })), ...req.include] : req.props;
-    const deadProps = req.kind === 'allprop' || wanted.some((p) => !(p.ns === DAV && LIVE_DAV.has(p.name)) && p.ns !== CLOUDLIB_NS) ? await dead() : [];
+    const deadProps = req.kind === 'allprop' || wanted.some((p) => !(p.ns === DAV && LIVE_DAV.has(p.name)) && p.ns !== CLOUDLIB_NS && !isChecksums(p)) ? await dead() : [];
     const seen = new Set<string>();
     for (const p of wanted) {
       const key = `${p.ns}\0${p.name}`;
@@ -107,6 +130,7 @@ export async function propfindResponse(a: Attr, req: PropfindRequest, dead: () =
       seen.add(key);
       let value: string | undefined;
       if (p.ns === DAV && LIVE_DAV.has(p.name)) value = await liveValue(a, p.name, src);
+      else if (isChecksums(p)) value = checksumsValue(a);
       else if (p.ns === CLOUDLIB_NS && p.name === 'tags') {
         const tags = a.path.split('/').length > 2 ? await src.tags(a) : undefined;
         value = tags ? tagsXml(tags) : undefined;

@@ -1,12 +1,13 @@
 /**
  * The ceiling of small files through a FUSE mount on this machine: the engine's null file system
- * (`nullFiles`, native/fuse3), which keeps names, folders and sizes in memory and answers every request
- * on its reader thread without reaching JavaScript or storing a byte. Mounted with the options and
- * session settings of `cloudlib mount` (default_permissions, the writeback cache), so `cp -r` into it
- * costs what the kernel and the engine cost alone. Run in a child process of the FUSE benchmark (a
- * process serving a mount must never make a synchronous call on it): argv MOUNTPOINT [auto|dev]
- * [backing] (the transport, default auto: over io_uring when the kernel offers it); prints `mounted`, and
- * on SIGTERM `transport {…}` (the engine's TransportState), then unmounts.
+ * (`nullFiles`, native/fuse3, built only into the `fuse3_bench` addon), which keeps names, folders and
+ * sizes in memory and answers every request on its reader thread without reaching JavaScript or storing
+ * a byte. Mounted with the options and session settings of `cloudlib mount` (default_permissions, the
+ * writeback cache), so `cp -r` into it costs what the kernel and the engine cost alone. Run in a child
+ * process of the FUSE benchmark (a process serving a mount must never make a synchronous call on it):
+ * argv MOUNTPOINT [auto|dev] [backing] (the transport, default auto: over io_uring when the kernel
+ * offers it); prints `mounted`, and on SIGTERM `transport {…}` (the engine's TransportState), then
+ * unmounts.
  *
  * `backing`: shaped as a passthrough mount instead (no writeback cache; passthrough asked for), each
  * create answered with a backing file, in turn one of BACKING_FILES files made beforehand in a folder
@@ -25,7 +26,8 @@ if (!mountpoint || (transport !== 'auto' && transport !== 'dev') || (shape !== '
 }
 const backing = shape === 'backing' ? `${mountpoint.replace(/\/+$/, '')}.backing` : undefined;
 
-const fuse = loadFuse3Binding();
+// The benchmark's addon: the production one is built without the null file system.
+const fuse = loadFuse3Binding('fuse3_bench');
 await mkdir(mountpoint, { recursive: true });
 if (backing) {
   await mkdir(backing, { recursive: true });

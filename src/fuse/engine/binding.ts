@@ -127,7 +127,10 @@ export interface SessionSettings {
   passthrough?: number;
   /** Request buffers each CPU's ring registers (default 16): requests made on a CPU beyond them wait in the kernel. */
   ringDepth?: number;
-  /** 1: the null file system of the benchmarks (names and sizes in memory, every request answered by the engine). */
+  /**
+   * 1: the null file system of the benchmarks (names and sizes in memory, every request answered by the
+   * engine); only the `fuse3_bench` addon has it (`fuse3` throws).
+   */
   nullFiles?: number;
 }
 
@@ -282,20 +285,28 @@ export interface Fuse3Binding {
   invalidateEntry(session: NativeSession, parentIno: number, name: string): Promise<number>;
 }
 
-/** Where node-gyp puts the addon, from this file (src/fuse/engine) or its build (dist/fuse/engine). */
-const CANDIDATES = ['../../../native/fuse3/build/Release/fuse3.node', '../../../../native/fuse3/build/Release/fuse3.node'];
+/** Where node-gyp puts the addons, from this file (src/fuse/engine) or its build (dist/fuse/engine). */
+const BUILD_DIRS = ['../../../native/fuse3/build/Release/', '../../../../native/fuse3/build/Release/'];
 
-let loaded: Fuse3Binding | undefined;
+/**
+ * The addons native/fuse3 builds: `fuse3`, the engine; `fuse3_bench`, the same engine with the null file
+ * system of the benchmarks (SessionSettings.nullFiles), which production code never loads.
+ */
+export type Fuse3Addon = 'fuse3' | 'fuse3_bench';
+
+const loaded = new Map<Fuse3Addon, Fuse3Binding>();
 
 /** Loads the addon; throws with what to do when it was not built. */
-export function loadFuse3Binding(): Fuse3Binding {
-  if (loaded) return loaded;
+export function loadFuse3Binding(addon: Fuse3Addon = 'fuse3'): Fuse3Binding {
+  const known = loaded.get(addon);
+  if (known) return known;
   const require = createRequire(import.meta.url);
-  for (const candidate of CANDIDATES) {
-    const file = fileURLToPath(new URL(candidate, import.meta.url));
+  for (const dir of BUILD_DIRS) {
+    const file = fileURLToPath(new URL(`${dir}${addon}.node`, import.meta.url));
     if (existsSync(file)) {
-      loaded = require(file) as Fuse3Binding;
-      return loaded;
+      const binding = require(file) as Fuse3Binding;
+      loaded.set(addon, binding);
+      return binding;
     }
   }
   throw new Error('the libfuse 3 engine is not built: run scripts/bootstrap (it installs libfuse3-dev and runs `npm run build:fuse3`)');

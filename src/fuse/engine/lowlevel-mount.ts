@@ -2,7 +2,8 @@
  * LowLevelMount: serves FuseOperations through the libfuse 3 engine. Requests arrive by inode number in
  * batches (one crossing from the native reader thread per batch); the InodeTable turns each into a
  * gateway path, the path-based operation table does the work (deadlines, errnos, xattrs), and the
- * answer goes back through the matching reply function.
+ * answer goes back through the matching reply function. The records of what the engine answered itself
+ * are replayed apart (EngineRecords, engine-records.ts), in order with the requests about the same inodes.
  */
 import type { Logger } from 'pino';
 import { Errno, errnoOf } from '../errno.js';
@@ -11,8 +12,9 @@ import type { NativeCallback } from '../reply.js';
 import type { KernelStat, KernelStatFs } from '../stat.js';
 import { Op, type AnsweredCounts, type Fuse3Binding, type KernelRequest, type NativeSession, type SessionSettings, type TransportState } from './binding.js';
 import { InodeTable, ROOT_INO, type InodeNode } from './inode-table.js';
-import { AnsweredCloses } from './answered-closes.js';
-import type { DirectSpool, EngineClose, FileHandle, PassthroughSpool, SideJournal } from '../../vfs/types.js';
+import { EngineRecords } from './engine-records.js';
+import { answerOf, type PathOperations } from './path-operations.js';
+import type { DirectSpool, FileHandle } from '../../vfs/types.js';
 
 export interface LowLevelMountOptions {
   binding: Fuse3Binding;
@@ -59,26 +61,11 @@ export interface EngineCounters extends DirectWriteCounters {
  * open of the inode is, while any is: the kernel takes no other), the version's end, and a promise
  * settled once the first open's hand-over is decided (later opens wait for it).
  */
-interface LiveInode {
+export interface LiveInode {
   backingId: number;
   handles: Set<number>;
   end?: () => void;
   decided: Promise<void>;
-}
-
-/** The flush (a close the engine journaled) and the release of a file created in the same batch (wholeLives). */
-interface WholeLife {
-  flush: KernelRequest;
-  release: KernelRequest;
-}
-
-/** A file of a whole life (WholeLife) whose inode and handle are bound, with its backing file (createdWhole). */
-interface BoundCreate {
-  req: KernelRequest;
-  life: WholeLife;
-  node: InodeNode;
-  live: LiveInode;
-  decide?: () => void;
 }
 
 /** What the kernel agreed to at INIT. */
@@ -98,9 +85,6 @@ const SET_MTIME = 1 << 5;
 const SET_MTIME_NOW = 1 << 8;
 // open(2) flags.
 const O_ACCMODE = 0o3;
-const O_EXCL = 0o200;
-/** An answered RELEASE's flags: the create it closes was interrupted, the kernel never got the file. */
-const RELEASE_NEVER_GIVEN = 1;
 const O_WRONLY = 0o1;
 const O_RDWR = 0o2;
 const O_APPEND = 0o2000;
@@ -111,8 +95,6 @@ const RENAME_NOREPLACE = 1;
 const KEEP_CACHE = 2;
 /** Directory handles are numbered from here, apart from file handles (HandleTable, below 2^31). */
 const DIR_FH_BASE = 2 ** 40;
-/** How long a record the engine queued quietly waits for a request to travel with, at most. */
-const QUIET_RECORDS_MS = 200;
 /** Folders whose last offer of names is remembered, at most. */
 const NAMES_OFFERED_MAX = 4096;
 /** Names of one folder offered to the engine at most (a larger folder's lookups all go to the Vfs). */
@@ -132,41 +114,6 @@ interface DirListing {
   inos: Float64Array;
   dirs: Uint8Array;
   stats: KernelStat[];
-}
-
-type Answer = [number, ...unknown[]];
-
-/** The path-based operations of FuseOperations.toNative() this engine calls. */
-interface PathOperations {
-  getattr(path: string, cb: NativeCallback): void;
-  fgetattr(path: string, fh: number, cb: NativeCallback): void;
-  readdir(path: string, cb: NativeCallback): void;
-  access(path: string, mode: number, cb: NativeCallback): void;
-  statfs(path: string, cb: NativeCallback): void;
-  open(path: string, flags: number, cb: NativeCallback): void;
-  truncate(path: string, size: number, cb: NativeCallback): void;
-  ftruncate(path: string, fh: number, size: number, cb: NativeCallback): void;
-  /** `closed`: a close the engine answered, its record written (see FileHandle.flush). */
-  flush(path: string, fh: number, cb: NativeCallback, closed?: EngineClose): void;
-  fsync(path: string, datasync: number, fh: number, cb: NativeCallback): void;
-  fsyncdir(path: string, datasync: number, fh: number, cb: NativeCallback): void;
-  release(path: string, fh: number, cb: NativeCallback): void;
-  unlink(path: string, cb: NativeCallback): void;
-  mkdir(path: string, mode: number, cb: NativeCallback): void;
-  rmdir(path: string, cb: NativeCallback): void;
-  rename(from: string, to: string, cb: NativeCallback): void;
-  utimens(path: string, atime: number, mtime: number, cb: NativeCallback): void;
-  chmod(path: string, mode: number, cb: NativeCallback): void;
-  chown(path: string, uid: number, gid: number, cb: NativeCallback): void;
-  setxattr(path: string, name: string, value: Buffer, position: number, flags: number, cb: NativeCallback): void;
-  removexattr(path: string, name: string, cb: NativeCallback): void;
-  getxattr(path: string, name: string, target: Buffer, cb: NativeCallback): void;
-  listxattr(path: string, target: Buffer, cb: NativeCallback): void;
-}
-
-/** Calls a path operation and resolves with what it answered (each answers exactly once). */
-function answerOf(start: (cb: NativeCallback) => void): Promise<Answer> {
-  return new Promise((resolve) => start((code, ...values) => resolve([code, ...values])));
 }
 
 export class LowLevelMount {
@@ -199,21 +146,11 @@ export class LowLevelMount {
    */
   private readonly answeredUnmade = new Map<number, Set<KernelRequest>>();
   private readonly directCounts: Omit<DirectWriteCounters, 'spoolWritebacks' | 'spoolSyncs'> = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0, fdReads: 0, passthroughFiles: 0, passthroughOpens: 0, madeClosed: 0 };
-  /**
-   * Inodes with requests the engine answered still being applied here (a small write, times written
-   * back): what the kernel sends afterwards about the inode waits for them, in order.
-   */
-  private readonly settling = new Map<number, Promise<void>>();
-  /** File handles whose answered write or times failed here: the errno their next flush or fsync answers. */
-  private readonly lateErrors = new Map<number, number>();
-  /** Handles of files the engine created that the Vfs refused (until released). */
-  private readonly refusedCreates = new Set<number>();
-  /** The closes the engine answers, and the journal their records go to (answerCloses). */
-  private closes: { writer: AnsweredCloses; journal: SideJournal } | undefined;
+  /** What the engine answered itself, replayed into the Vfs (engine-records.ts). */
+  private readonly records: EngineRecords;
   private nextDirFh = DIR_FH_BASE;
   /** The kernel's names being forgotten, one after the other (see invalidate). */
   private invalidations: Promise<void> = Promise.resolve();
-  private quietRecords: NodeJS.Timeout | undefined;
   /** When each folder's names were last offered to the engine (ms), oldest first. */
   private readonly namesOffered = new Map<number, number>();
   private writeback = false;
@@ -234,16 +171,37 @@ export class LowLevelMount {
     this.ops = opts.operations.toNative() as unknown as PathOperations;
     this.logger = opts.logger;
     this.timeout = opts.attrTimeoutS;
+    this.records = new EngineRecords({
+      inodes: this.inodes,
+      binding: this.binding,
+      session: () => this.session,
+      operations: this.operations,
+      ops: this.ops,
+      logger: this.logger,
+      live: this.live,
+      openInodes: this.openInodes,
+      directCounts: this.directCounts,
+      dispatch: (req) => this.dispatchSafely(req),
+      listingReleased: (fh) => void this.dirs.delete(fh),
+      write: (req, answered) => this.write(req, answered),
+      answeredUnmadeAdd: (req) => this.answeredUnmadeAdd(req),
+      answeredMade: (req) => this.answeredMade(req),
+      releaseHandle: (ino, fh, done) => this.releaseHandle(ino, fh, done),
+      forgetHandle: (fh) => this.forgetHandle(fh),
+      notLive: (ino, entry) => this.notLive(ino, entry),
+      invalidate: (node) => this.invalidate(node),
+      staleKernelTimes: (node, path) => this.staleKernelTimes(node, path),
+      shown: (node, st) => this.shown(node, st),
+      safePath: (ino) => this.safePath(ino),
+      pullQueued: () => {
+        if (this.session) this.onBatch(this.binding.takeQueued(this.session));
+      },
+    }, { passthrough: !!opts.settings.passthrough, mountpoint: opts.mountpoint });
   }
 
   mount(): void {
     this.session = this.binding.mount(this.opts.mountpoint, this.opts.mountOptions, this.opts.settings, (batch) => this.onBatch(batch));
-    // Records the engine queues quietly travel with the next request; one that none follows (a file
-    // created and held open) reaches the Vfs within a second all the same.
-    this.quietRecords = setInterval(() => {
-      if (this.session) this.onBatch(this.binding.takeQueued(this.session));
-    }, QUIET_RECORDS_MS);
-    this.quietRecords.unref();
+    this.records.pullQuietRecords();
   }
 
   /** Unmounts (lazily, off the main thread); the readers stop once the kernel lets go of the connection. */
@@ -257,7 +215,7 @@ export class LowLevelMount {
    * the session no longer keeps the process alive.
    */
   destroy(): void {
-    clearInterval(this.quietRecords);
+    this.records.stopPulling();
     if (!this.session) return;
     this.lastTransport = this.binding.transport(this.session);
     if (!this.binding.destroy(this.session)) {
@@ -288,51 +246,9 @@ export class LowLevelMount {
 
   private onBatch(batch: KernelRequest[]): void {
     if (batch.length > 0) this.operations.serving();
-    const whole = this.wholeLives(batch);
-    // Whole lives in a row in one folder, nothing else between them: made closed together.
-    let run: { req: KernelRequest; life: WholeLife }[] = [];
-    const endRun = (): void => {
-      if (run.length > 0) this.createdWhole(run);
-      run = [];
-    };
-    for (const req of batch) {
-      const life = whole?.get(req);
-      if (life && req.op === Op.CREATE) {
-        if (run.length > 0 && run[0]!.req.ino !== req.ino) endRun();
-        run.push({ req, life });
-        continue;
-      }
-      if (life) {
-        // The flush or release of a file created in this batch too: applied with its create.
-        if (req.op === Op.FLUSH) this.closes?.writer.seen(req.record!);
-        continue;
-      }
-      endRun();
-      if (req.answered && req.op === Op.CREATE) {
-        this.createdByEngine(req);
-        continue;
-      }
-      if (req.answered && req.op === Op.RELEASEDIR) {
-        // Answered by the engine (the kernel does not wait for it): the listing it held goes.
-        this.dirs.delete(req.fh!);
-        continue;
-      }
-      if (req.answered && req.op === Op.FLUSH) {
-        this.closes?.writer.seen(req.record!);
-        this.settle(req.ino, () => this.applyAnsweredClose(req));
-        continue;
-      }
-      if (req.answered) {
-        if (req.op === Op.WRITE) this.answeredUnmadeAdd(req);
-        this.settle(req.ino, () => this.applyAnswered(req));
-        continue;
-      }
-      const busy = this.settlingInodes(req);
-      if (busy.length > 0) this.settle(busy[0]!, () => this.dispatchSafely(req), ...busy.slice(1));
-      else this.dispatchSafely(req);
-    }
-    endRun();
+    this.records.route(batch);
   }
+
 
   /**
    * Applies what the engine queued and has not handed over (answered writes and times wait for the next
@@ -341,7 +257,23 @@ export class LowLevelMount {
    */
   async applyQueued(): Promise<void> {
     if (this.session) this.onBatch(this.binding.takeQueued(this.session));
-    await Promise.all([...this.settling.values()]);
+    await this.records.applied();
+  }
+
+  /**
+   * Lets the engine answer the closes of small files it created (see docs/fuse.md, Closes answered by the
+   * engine) when the Vfs has a journal for their records: from now on it writes them to a side log.
+   */
+  answerCloses(): Promise<void> {
+    return this.records.answerCloses();
+  }
+
+  /**
+   * The engine answers no more closes; once every close it answered is applied, the journal is told.
+   * Bounded by `waitMs` (a close still being applied then leaves its record for the next start).
+   */
+  stopAnsweringCloses(waitMs: number): Promise<void> {
+    return this.records.stopAnsweringCloses(waitMs);
   }
 
   private dispatchSafely(req: KernelRequest): void {
@@ -352,370 +284,10 @@ export class LowLevelMount {
     }
   }
 
-  /**
-   * The inodes `req` is about whose answered requests are still being applied, if any: its own, and that
-   * of a file it names (a lookup; an unlink, which must come after a close the engine answered is
-   * journaled, or a crash could bring back what it removed). A rename of a file waits for the file and
-   * the one it replaces; of a folder (or of a name not known here), for all of them: it may move a folder
-   * holding a file whose close the engine answered (its record has the old path).
-   */
-  private settlingInodes(req: KernelRequest): number[] {
-    if (this.settling.size === 0) return [];
-    let named: (number | undefined)[];
-    if (req.op === Op.RENAME) {
-      const moved = this.inodes.find(req.ino, req.name!);
-      if (!moved || moved.isDir) return [...this.settling.keys()];
-      named = [moved.ino, this.inodes.find(req.newparent!, req.newname!)?.ino];
-    } else {
-      named = [req.ino, req.op === Op.LOOKUP || req.op === Op.UNLINK ? this.inodes.find(req.ino, req.name!)?.ino : undefined];
-    }
-    return [...new Set(named)].filter((ino) => ino !== undefined && this.settling.has(ino)) as number[];
-  }
-
-  /**
-   * Runs `work` once what is settling for `ino` (and `also`) is done (at once when nothing is); later
-   * requests about either wait for it.
-   */
-  private settle(ino: number, work: () => Promise<void> | void, ...also: number[]): void {
-    const run = async (): Promise<void> => {
-      try {
-        await work();
-      } catch (err) {
-        this.logger.warn({ ino, err: String(err) }, 'fuse: applying an answered request failed');
-      }
-    };
-    const inos = [ino, ...also];
-    const prev = inos.map((i) => this.settling.get(i)).filter((p) => p !== undefined);
-    const next = prev.length === 0 ? run() : prev.length === 1 ? prev[0]!.then(run) : Promise.all(prev).then(run);
-    for (const i of inos) this.settling.set(i, next);
-    void next.then(() => {
-      for (const i of inos) if (this.settling.get(i) === next) this.settling.delete(i);
-    });
-  }
-
-  /**
-   * Files the engine created with passthrough whose whole life reached JavaScript in `batch`: the create,
-   * the first flush (a close the engine journaled, with the spool's time) and the release, with no other
-   * record of the file or its inode in between. Keyed by the create, with its flush and release (also
-   * keys, mapped to the same): each such file is made in one step (createdByEngine). Undefined for none.
-   */
-  private wholeLives(batch: KernelRequest[]): Map<KernelRequest, WholeLife> | undefined {
-    let open: Map<number, { create: KernelRequest; flush?: KernelRequest }> | undefined;
-    let whole: Map<KernelRequest, WholeLife> | undefined;
-    for (const r of batch) {
-      if (r.answered && r.op === Op.CREATE) {
-        if (r.backingId && r.journalId && this.closes) (open ??= new Map()).set(r.newIno!, { create: r });
-        continue;
-      }
-      const f = open?.get(r.ino);
-      if (!f) continue;
-      if (r.fh === f.create.fh && r.answered && r.op === Op.FLUSH && !f.flush && r.spoolMtimeNs !== undefined && r.line) {
-        f.flush = r;
-        continue;
-      }
-      open!.delete(r.ino);
-      if (r.fh === f.create.fh && r.answered && r.op === Op.RELEASE && f.flush && !(r.flags! & RELEASE_NEVER_GIVEN)) {
-        const life = { flush: f.flush, release: r };
-        whole ??= new Map();
-        for (const k of [f.create, f.flush, r]) whole.set(k, life);
-      }
-    }
-    return whole;
-  }
-
-  /**
-   * A file the engine created in a folder whose names it knew (see docs/fuse.md, The engine): its inode
-   * and handle are bound at once, and the file is made in the Vfs before any later request about it or
-   * its folder. Should that fail, the handle's next flush or fsync answers the error and the kernel
-   * forgets the name.
-   */
-  private createdByEngine(req: KernelRequest): void {
-    const made = this.bindCreated(req);
-    if (!made) return;
-    this.settle(made.node.ino, () => this.applyCreate(this.inodes.pathOf(made.node), made.node, req, made.live, made.decide), req.ino);
-  }
-
-  /**
-   * Files the engine created in one folder whose whole lives came in a row (wholeLives), bound as
-   * `createdByEngine` binds each: made closed together when the Vfs can (createClosed), the rest by the
-   * three steps each, in order.
-   */
-  private createdWhole(run: readonly { req: KernelRequest; life: WholeLife }[]): void {
-    const bound: BoundCreate[] = [];
-    for (const { req, life } of run) {
-      const made = this.bindCreated(req);
-      if (!made) {
-        // Not bound (no folder here): its flush and release are applied as records.
-        this.applyLife(life);
-        continue;
-      }
-      // A whole life's create always came with a backing file (wholeLives).
-      bound.push({ ...made, live: made.live!, req, life });
-    }
-    if (bound.length === 0) return;
-    this.settle(run[0]!.req.ino, async () => {
-      const made = await this.madeClosed(bound);
-      for (let i = 0; i < bound.length; i++) {
-        if (made[i]) bound[i]!.decide?.();
-        else await this.applyThreeSteps(bound[i]!);
-      }
-    }, ...bound.map((b) => b.node.ino));
-  }
-
-  /** A whole life not made closed in one step: its create, flush and release applied in turn. */
-  private async applyThreeSteps(b: BoundCreate): Promise<void> {
-    await this.applyCreate(this.inodes.pathOf(b.node), b.node, b.req, b.live, b.decide);
-    await this.applyAnsweredClose(b.life.flush);
-    await this.applyAnswered(b.life.release);
-  }
-
-  /**
-   * The inode and handle of a file the engine created, bound at once (with its backing file, when the
-   * engine gave it one); undefined when its folder is not known here (its close then answers the error).
-   */
-  private bindCreated(req: KernelRequest): { node: InodeNode; live?: LiveInode; decide?: () => void } | undefined {
-    const parent = req.ino;
-    const name = req.name!;
-    const fh = req.fh!;
-    let node: InodeNode;
-    try {
-      node = this.inodes.rememberAt(parent, name, req.newIno!);
-    } catch (err) {
-      this.lateErrors.set(fh, -errnoOf(err));
-      this.refusedCreates.add(fh);
-      this.logger.warn({ parent, name, err: String(err) }, 'fuse: a file the engine created has no folder here');
-      return undefined;
-    }
-    node.shown = { size: 0, mtimeMs: req.mtimeMs! };
-    this.inodes.opened(node, true);
-    this.openInodes.set(fh, { node, writable: true });
-    // Handed to the kernel with a spool the engine made: every open of the inode is, until the last closes.
-    let decide: (() => void) | undefined;
-    const live: LiveInode | undefined = req.backingId ? { backingId: req.backingId, handles: new Set([fh]), decided: new Promise<void>((r) => (decide = r)) } : undefined;
-    if (live) this.live.set(node.ino, live);
-    return { node, live, decide };
-  }
-
-  /** The flush and release of a file whose create could not be bound: applied as records. */
-  private applyLife(life: WholeLife): void {
-    this.settle(life.flush.ino, () => this.applyAnsweredClose(life.flush));
-    this.settle(life.release.ino, () => this.applyAnswered(life.release));
-  }
-
-  /**
-   * Files the engine created, the kernel wrote and the engine closed, all before JavaScript saw any of
-   * them: made in the Vfs as closed (Vfs.createClosed, all in one call); for each made, the handle and the
-   * backing file are done with, as at a release. For each, false when the Vfs leaves it to the three steps.
-   */
-  private async madeClosed(files: readonly BoundCreate[]): Promise<boolean[]> {
-    const closes = this.closes;
-    if (!closes) return files.map(() => false);
-    const asked = files.map((f) => ({ path: this.inodes.pathOf(f.node), mode: f.req.mode!, journalId: f.req.journalId!, closed: { line: f.life.flush.line!, spoolMtimeNs: f.life.flush.spoolMtimeNs! } }));
-    const [code, made] = await answerOf((cb) => this.operations.createClosed(asked, cb));
-    const took: boolean[] = code >= 0 && Array.isArray(made) ? files.map((_f, i) => made[i] === true) : files.map(() => false);
-    const se = this.session;
-    for (let i = 0; i < files.length; i++) {
-      if (!took[i]) continue;
-      const { req, life, live, node } = files[i]!;
-      try {
-        await closes.journal.sideRecordSettled(req.journalId!);
-      } finally {
-        closes.writer.settled(life.flush.record!);
-      }
-      this.directCounts.passthroughFiles++;
-      this.directCounts.passthroughOpens++;
-      this.directCounts.madeClosed++;
-      const fh = req.fh!;
-      this.notLive(node.ino, live);
-      node.shown = undefined;
-      if (se) {
-        this.binding.backingClose(se, live.backingId);
-        this.binding.attrLive(se, node.ino, false);
-      }
-      this.lateErrors.delete(fh);
-      const open = this.forgetHandle(fh);
-      if (open) this.inodes.closed(open.node, open.writable);
-    }
-    return took;
-  }
-
-  /** The create of `createdByEngine` made in the Vfs, its spool taken over. */
-  private async applyCreate(path: string, node: InodeNode, req: KernelRequest, live: LiveInode | undefined, decide: (() => void) | undefined): Promise<void> {
-    const parent = req.ino;
-    const name = req.name!;
-    const fh = req.fh!;
-    let code: number;
-    try {
-      // Exclusive: the kernel was shown a new empty file; a name made elsewhere meanwhile is not taken over.
-      [code] = await answerOf((cb) => this.operations.createWithFlags(path, req.flags! | O_EXCL, req.mode!, cb, fh, req.journalId));
-      if (code >= 0 && live) await this.adoptEngineSpool(path, fh, live);
-    } finally {
-      decide?.();
-    }
-    if (code >= 0) return;
-    // The spool the engine made for it is nobody's (the kernel's writes to it stay until the release).
-    if (live && req.journalId && this.closes) void this.closes.journal.dropSpool(req.journalId).catch(() => undefined);
-    this.lateErrors.set(fh, -code);
-    this.refusedCreates.add(fh);
-    this.logger.warn({ path, errno: -code }, 'fuse: making a file the engine created failed; its close answers the error');
-    if (this.session) this.binding.namesForget(this.session, parent);
-    this.invalidate(node);
-    if (!node.detached) this.inodes.removeName(parent, name);
-  }
-
-  /**
-   * A file the engine created with passthrough: the spool it made (the kernel writes it) becomes the
-   * version's. Should that fail, the kernel's bytes are not the file's: the handle's next flush or fsync
-   * answers EIO.
-   */
-  private async adoptEngineSpool(path: string, fh: number, live: LiveInode): Promise<void> {
-    let spool: PassthroughSpool | undefined;
-    try {
-      spool = await this.operations.handles.get(fh).handle.adoptSpool?.();
-    } catch {
-      spool = undefined;
-    }
-    if (spool) {
-      live.end = spool.end;
-      this.directCounts.passthroughFiles++;
-      this.directCounts.passthroughOpens++;
-      return;
-    }
-    this.lateErrors.set(fh, Errno.EIO);
-    this.logger.error({ path }, 'fuse: the spool of a file the engine created could not be taken over; its close answers EIO');
-  }
-
-  /**
-   * A request the engine answered already: a small write (made as any write of its handle, in order),
-   * the times the kernel wrote back, or a mode set on a file handed to the kernel. A failure is kept for
-   * the handle's next flush or fsync.
-   */
-  private async applyAnswered(req: KernelRequest): Promise<void> {
-    const fh = req.fh!;
-    const failed = (code: number): void => {
-      if (code < 0 && !this.lateErrors.has(fh)) this.lateErrors.set(fh, -code);
-    };
-    if (req.op === Op.WRITE) {
-      try {
-        // The file the engine created for this handle was refused: its close answers that, nothing applies.
-        if (this.refusedCreates.has(fh)) return;
-        const [code] = await answerOf((cb) => this.write(req, cb));
-        return failed(code);
-      } finally {
-        this.answeredMade(req);
-      }
-    }
-    if (this.refusedCreates.has(fh) && req.op !== Op.RELEASE) return;
-    if (req.op === Op.RELEASE) {
-      // A file the engine created whose create was interrupted: the kernel never got it.
-      if (req.flags! & RELEASE_NEVER_GIVEN) this.inodes.forget(req.ino, 1);
-      return void (await answerOf((cb) => this.releaseHandle(req.ino, fh, cb)));
-    }
-    const node = this.inodes.get(req.ino);
-    const path = this.inodes.pathOf(node);
-    if (req.valid! & SET_MODE) {
-      // A mode set on a file handed to the kernel: kept as any chmod's (an fchmod comes without its handle).
-      const [code] = await answerOf((cb) => this.ops.chmod(path, req.mode!, cb));
-      if (req.fh !== undefined) return failed(code);
-      if (code < 0) this.logger.warn({ path, errno: -code }, 'fuse: a mode the engine answered could not be kept');
-      return;
-    }
-    if (await this.staleKernelTimes(node, path)) return;
-    const [code] = await answerOf((cb) => this.ops.utimens(path, req.mtimeMs!, req.mtimeMs!, cb));
-    failed(code);
-    if (code < 0 || node.shown !== undefined) return;
-    // The engine answers the getattrs that follow (the kernel keeps its own size and times of the file):
-    // what it shows now is the handle's, the base a change made elsewhere is told from.
-    const [statCode, st] = await answerOf((cb) => this.ops.fgetattr(path, fh, cb));
-    if (statCode >= 0 && node.shown === undefined) this.shown(node, st as KernelStat);
-  }
-
-  /**
-   * Lets the engine answer the closes of small files it created (see docs/fuse.md, Closes answered by the
-   * engine) when the Vfs has a journal for their records: from now on it writes them to a side log.
-   */
-  async answerCloses(): Promise<void> {
-    const journal = this.operations.sideJournal();
-    if (!journal || !this.session || this.closes) return;
-    const se = this.session;
-    const writer = new AnsweredCloses((path) => this.binding.journalSwitch(se, path), () => {
-      if (this.session) this.onBatch(this.binding.takeQueued(this.session));
-    });
-    await journal.attachSideWriter(writer);
-    this.closes = { writer, journal };
-    // With passthrough, the files the engine creates get their spools there and go to the kernel at once.
-    if (this.opts.settings.passthrough) {
-      try {
-        await journal.startSpoolPool();
-        this.binding.spoolFolder(se, journal.spoolFolderPath());
-      } catch (err) {
-        this.logger.warn({ err: String(err) }, 'fuse: the engine cannot make spools; files are created by JavaScript');
-      }
-    }
-  }
-
-  /**
-   * The engine answers no more closes; once every close it answered is applied, the journal is told.
-   * Bounded by `waitMs` (a close still being applied then leaves its record for the next start).
-   */
-  async stopAnsweringCloses(waitMs: number): Promise<void> {
-    const closes = this.closes;
-    if (!closes) return;
-    // Still set meanwhile: the closes applied while it waits settle their records through it.
-    if (await closes.writer.stop(waitMs)) closes.journal.detachSideWriter(closes.writer);
-    else this.logger.error({ mountpoint: this.opts.mountpoint }, 'fuse: closes the engine answered were not all applied in time; their records stay in the journal for the next start');
-  }
-
-  /**
-   * A close the engine answered once the file's journal record was written: the flush is made here as
-   * any other, which journals the same version under the same id. Should the file have been refused, or
-   * the flush fail, nobody is left to tell: the engine's record is kept as it is for the next start.
-   */
-  private async applyAnsweredClose(req: KernelRequest): Promise<void> {
-    const fh = req.fh!;
-    const closes = this.closes;
-    try {
-      let errno: number | undefined;
-      if (this.refusedCreates.has(fh)) {
-        errno = await this.replaceRefused(req);
-        if (errno === undefined) this.lateErrors.delete(fh);
-      } else {
-        const closed = req.spoolMtimeNs !== undefined ? { line: req.line!, spoolMtimeNs: req.spoolMtimeNs } : undefined;
-        const [code] = await answerOf((cb) => this.ops.flush(this.safePath(req.ino), fh, cb, closed));
-        errno = this.lateErrors.get(fh) ?? (code < 0 ? -code : undefined);
-        this.lateErrors.delete(fh);
-      }
-      // The Vfs's own version has another id when written anew (replaceRefused): the record's removal says so.
-      if (errno === undefined) await closes?.journal.sideRecordSettled(req.journalId ?? '');
-      else {
-        this.logger.error({ path: this.safePath(req.ino), errno }, 'fuse: a close the engine answered could not be applied; its journal record is kept for the next start');
-        await closes?.journal.keepSideRecord(req.line!);
-      }
-    } finally {
-      closes?.writer.settled(req.record!);
-    }
-  }
-
-  /**
-   * A close the engine answered of a file whose exclusive create the Vfs refused (a name made elsewhere
-   * meanwhile): the closed bytes win, as a later writer's would (the record has them). Answers the errno
-   * when that fails too.
-   */
-  private async replaceRefused(req: KernelRequest): Promise<number | undefined> {
-    const put = this.closes?.journal.sideRecordContent(req.line!);
-    if (!put) return Errno.EIO;
-    const path = `/${put.library}/${put.fullpath}`;
-    const [code] = await answerOf((cb) => this.operations.replaceWith(path, put.data, cb));
-    if (code < 0) return -code;
-    this.logger.warn({ path }, 'fuse: a file made elsewhere under the name of a file closed through the mount was replaced by it (the later close wins)');
-    return undefined;
-  }
-
   /** Answers a flush or fsync of `fh`: an answered request's failure first, else the operation's own code. */
   private replyDurable(id: number, fh: number): NativeCallback {
     return (code) => {
-      const late = this.lateErrors.get(fh);
-      this.lateErrors.delete(fh);
+      const late = this.records.takeLateError(fh);
       this.binding.replyErr(this.se, id, late ?? (code < 0 ? -code : 0));
     };
   }
@@ -1233,7 +805,7 @@ export class LowLevelMount {
 
   /** Where folder `path` is in the Vfs, when the engine answers closes and may do so there. */
   private closesWhere(path: string): { library: string; fullpath: string } | undefined {
-    return this.closes ? this.operations.answeredClosesIn(path) : undefined;
+    return this.records.answersCloses ? this.operations.answeredClosesIn(path) : undefined;
   }
 
   /** A file not open here whose size or mtime differs from what the kernel was last shown. */
@@ -1346,8 +918,7 @@ export class LowLevelMount {
     // Before the Vfs's release: the version takes its last size from the spool while it is still open.
     this.liveHandleClosed(ino, fh);
     this.ops.release(path, fh, (code) => {
-      this.lateErrors.delete(fh);
-      this.refusedCreates.delete(fh);
+      this.records.handleReleased(fh);
       this.direct.get(fh)?.spool.end();
       done(code);
       const open = this.forgetHandle(fh);

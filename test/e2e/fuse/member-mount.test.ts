@@ -71,7 +71,7 @@ beforeAll(async () => {
   });
   const config = join(data, 'cloudlib.toml');
   await writeFile(config, `[mount]\nmember = "${ACCOUNT}"\nmember_password_env = "MEMBER_PW"\n`);
-  child = spawn(process.execPath, [bin, 'up', '--data', data, '--config', config, '--mount', mnt, '--webdav', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0'], {
+  child = spawn(process.execPath, [bin, 'up', '--data', data, '--config', config, '--mount', mnt, '--webdav', '127.0.0.1:0', '--service-listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0'], {
     env: { ...process.env, CLOUDLIB_LOG_LEVEL: 'warn', MEMBER_PW: PASSWORD }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   child.stdout!.on('data', (b: Buffer) => { output += b.toString(); });

@@ -29,7 +29,7 @@ const problems = new RecentProblems();
 beforeAll(async () => {
   if (!haveChromium) return;
   dir = await mkdtemp(join(tmpdir(), 'cloudlib-status-'));
-  const config = await loadConfig({ data: dir, webdav: 'off', noMount: true, adminListen: '127.0.0.1:0' }, {}, { fuseUsable: false });
+  const config = await loadConfig({ data: dir, webdav: 'off', noMount: true, serviceListen: '127.0.0.1:0', adminListen: '127.0.0.1:0' }, {}, { fuseUsable: false });
   config.feed.interval_ms = 300;
   const logger = createLogger({ level: 'warn', destination: new Writable({ write: (_c, _e, done) => done() }), problems });
   gateway = await Gateway.start({ config, logger, problems });

@@ -42,7 +42,7 @@ describe('README examples', { timeout: 180_000 }, () => {
     await mkdir(work);
     await symlink(join(root, 'bin', 'cloudlib.js'), join(bin, 'cloudlib'));
     const env = { ...process.env, PATH: `${bin}:${process.env.PATH}`, CLOUDLIB_HOME: join(dir, 'data'), CLOUDLIB_LOG_LEVEL: 'warn' };
-    child = spawn(process.execPath, [join(root, 'bin', 'cloudlib.js'), 'up', '--webdav', 'off', '--no-mount', '--admin-listen', 'off'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    child = spawn(process.execPath, [join(root, 'bin', 'cloudlib.js'), 'up', '--webdav', 'off', '--no-mount', '--service-listen', '127.0.0.1:0', '--admin-listen', 'off'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     let log = '';
     child.stderr!.on('data', (c: Buffer) => { log += c.toString(); });
     const up = child;

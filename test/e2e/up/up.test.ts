@@ -68,7 +68,7 @@ async function waitForFile(path: string, child: ChildProcess & { output: () => s
 }
 
 async function up(data: string, extra: string[] = []): Promise<{ child: ChildProcess & { output: () => string }; endpoints: EndpointsFile }> {
-  const child = start(['up', '--data', data, '--webdav', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', ...extra]);
+  const child = start(['up', '--data', data, '--webdav', '127.0.0.1:0', '--service-listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', ...extra]);
   const endpoints = JSON.parse(await waitForFile(join(data, 'endpoints.json'), child)) as EndpointsFile;
   return { child, endpoints };
 }
@@ -154,7 +154,7 @@ describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
     await new Promise<void>((r) => busy.listen(0, '127.0.0.1', () => r()));
     const port = (busy.address() as { port: number }).port;
     try {
-      const child = start(['up', '--data', data, '--no-mount', '--webdav', `127.0.0.1:${port}`]);
+      const child = start(['up', '--data', data, '--no-mount', '--webdav', `127.0.0.1:${port}`, '--service-listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0']);
       expect(await exited(child, 30_000)).toBe(1);
       expect(existsSync(join(data, 'endpoints.json'))).toBe(false);
     } finally {
@@ -234,6 +234,7 @@ describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
     service.kill('SIGSTOP');
     first.child.kill('SIGTERM');
     expect(await exited(first.child, 60_000)).toBe(0);
+    expect(first.child.output()).toContain('cloudlib up: stopping; waiting up to 1 s for 1 file to reach the service (Ctrl-C again: leave them in the journal for the next start)');
     service.kill('SIGCONT');
     await expect(client.file.info({ fullpath: 'pending.bin' })).rejects.toThrow();
 
@@ -281,10 +282,40 @@ describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
     expect(existsSync(join(data, 'endpoints.json'))).toBe(false);
   });
 
+  it('--log-file: the log lines go to that file, JSON, and not to stderr', async () => {
+    const base = await tempDir();
+    const file = join(base, 'logs', 'cloudlib.log');
+    const { child } = await up(join(base, 'd'), ['--no-mount', '--log-file', file, '--log-level', 'info']);
+    await bannerOf(child);
+    const lines = (await readFile(file, 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as { msg: string });
+    expect(lines.map((l) => l.msg)).toContain('gateway ready');
+    expect(child.output()).not.toContain('gateway ready');
+    child.kill('SIGTERM');
+    expect(await exited(child, 20_000)).toBe(0);
+    expect(await readFile(file, 'utf8')).toContain('gateway stopped');
+  });
+
+  it('anonymous read-write on loopback keeps the generated login: both work', async () => {
+    const base = await tempDir();
+    await writeFile(join(base, 'anon.toml'), '[webdav]\nanonymous = "read-write"\n');
+    const { child, endpoints } = await up(join(base, 'd'), ['--config', join(base, 'anon.toml'), '--no-mount']);
+    expect(endpoints.webdav_user).toBe('cloudlib');
+    expect(await davPut(endpoints, '/Library/with-login.txt', 'logged in')).toBeLessThan(300);
+    const anon = await request(new URL('/Library/anonymous.txt', endpoints.webdav_url!), { method: 'PUT', body: 'anonymous' });
+    await anon.body.dump();
+    expect(anon.statusCode).toBeLessThan(300);
+    const wrong = await request(new URL('/Library/', endpoints.webdav_url!), { method: 'PROPFIND', headers: { depth: '1', authorization: 'Basic ' + Buffer.from('cloudlib:wrong').toString('base64') } });
+    await wrong.body.dump();
+    expect(wrong.statusCode).toBe(401);
+    expect((await davGet(endpoints, '/Library/anonymous.txt')).body).toBe('anonymous');
+    child.kill('SIGTERM');
+    expect(await exited(child, 20_000)).toBe(0);
+  });
+
   it('anonymous read-write on a network address is refused at start', async () => {
     const base = await tempDir();
     await writeFile(join(base, 'anon.toml'), '[webdav]\nanonymous = "read-write"\n');
-    const child = start(['up', '--data', join(base, 'd'), '--config', join(base, 'anon.toml'), '--webdav', '0.0.0.0:0', '--no-mount']);
+    const child = start(['up', '--data', join(base, 'd'), '--config', join(base, 'anon.toml'), '--webdav', '0.0.0.0:0', '--no-mount', '--service-listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0']);
     expect(await exited(child, 20_000)).toBe(2);
     expect(child.output()).toMatch(/allow_anonymous_write_from_network/);
   });

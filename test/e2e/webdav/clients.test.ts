@@ -150,6 +150,15 @@ describe('WebDAV clients', { timeout: 30_000 }, () => {
     const r = await dav(d.url, 'PROPFIND', '/Library/', { headers: { depth: '0' }, body: `<D:propfind xmlns:D="DAV:"><D:prop><D:quota-available-bytes/><D:quota-used-bytes/></D:prop></D:propfind>` });
     const used = (await d.vfs.statfs('/Library')).used;
     expect(r.body).toContain(`<D:quota-used-bytes>${used}</D:quota-used-bytes>`);
-    expect(r.body).toMatch(/<D:quota-available-bytes>\d+<\/D:quota-available-bytes>/);
+    // Unlimited: no bytes available to say (left out, RFC 4331), never a made-up 8 PiB.
+    expect(r.body).toMatch(/<D:prop><D:quota-available-bytes\/><\/D:prop><D:status>HTTP\/1.1 404/);
+    const remote = d.remotes.get('Library')!;
+    remote.capacity = 10 * 1024 ** 3;
+    try {
+      const limited = await dav(d.url, 'PROPFIND', '/Library/', { headers: { depth: '0' }, body: `<D:propfind xmlns:D="DAV:"><D:prop><D:quota-available-bytes/></D:prop></D:propfind>` });
+      expect(limited.body).toContain(`<D:quota-available-bytes>${10 * 1024 ** 3 - used}</D:quota-available-bytes>`);
+    } finally {
+      remote.capacity = undefined;
+    }
   });
 });

@@ -61,7 +61,7 @@ async function json(...args: string[]): Promise<unknown> {
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'ctl-gw-'));
-  const config = await loadConfig({ data: dir, webdav: 'off', noMount: true }, {}, { fuseUsable: false });
+  const config = await loadConfig({ data: dir, webdav: 'off', noMount: true, serviceListen: '127.0.0.1:0', adminListen: '127.0.0.1:0' }, {}, { fuseUsable: false });
   config.admin_listen = null;
   config.feed.interval_ms = 200;
   gateway = await Gateway.start({ config, logger: silentLogger });
@@ -270,7 +270,7 @@ describe('cloudlib ctl against a running gateway', { timeout: 60_000 }, () => {
   });
 
   it('a second instance on the same data folder is refused and leaves the first one serving', async () => {
-    const config = await loadConfig({ data: dir, webdav: 'off', noMount: true }, {}, { fuseUsable: false });
+    const config = await loadConfig({ data: dir, webdav: 'off', noMount: true, serviceListen: '127.0.0.1:0', adminListen: '127.0.0.1:0' }, {}, { fuseUsable: false });
     config.admin_listen = null;
     await expect(Gateway.start({ config, logger: silentLogger })).rejects.toThrow(/another cloudlib instance/);
     expect((await stat(join(dir, 'control.sock'))).isSocket()).toBe(true);

@@ -15,7 +15,7 @@ let dir: string;
 let gateway: Gateway | undefined;
 
 async function start(stopFlushMs?: number): Promise<Gateway> {
-  const config = await loadConfig({ data: dir, webdav: 'off', noMount: true }, {}, { fuseUsable: false });
+  const config = await loadConfig({ data: dir, webdav: 'off', noMount: true, serviceListen: '127.0.0.1:0', adminListen: '127.0.0.1:0' }, {}, { fuseUsable: false });
   config.admin_listen = null;
   config.feed.interval_ms = 200;
   gateway = await Gateway.start({ config, logger: silentLogger, stopFlushMs });

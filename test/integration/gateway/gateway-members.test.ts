@@ -33,7 +33,7 @@ async function addMember(account: string, name: string, password: string): Promi
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'cloudlib-gw-members-'));
-  const config = await loadConfig({ data: dir, webdav: '127.0.0.1:0', noMount: true }, {}, { fuseUsable: false });
+  const config = await loadConfig({ data: dir, webdav: '127.0.0.1:0', noMount: true, serviceListen: '127.0.0.1:0', adminListen: '127.0.0.1:0' }, {}, { fuseUsable: false });
   config.admin_listen = null;
   config.webdav.member_logins = true;
   config.webdav.users = [{ name: 'robot', password: 'robot-password', member: ROBOT_MEMBER, member_password: 'robot-member-pw' }];

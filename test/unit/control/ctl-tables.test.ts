@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { allEndpoints } from '../../../src/shared/endpoints.js';
 import { methodCatalog } from '../../../src/control/catalog.js';
 import { RPC_FAMILIES } from '../../../src/control/methods.js';
-import { completionScript, helpFor, progressLine, VERBS, verbHelp } from '../../../src/cli/ctl.js';
+import { completionScript, formatEta, helpFor, ProgressMeter, progressLine, VERBS, verbHelp } from '../../../src/cli/ctl.js';
 
 const catalog = methodCatalog();
 
@@ -93,5 +93,20 @@ describe('progress line', () => {
     expect(progressLine({ done: 512, total: 1024, unit: 'bytes', what: 'uploaded' })).toBe(`[${'#'.repeat(15)}${'.'.repeat(15)}]  50% 512 B/1.0 KiB uploaded`);
     expect(progressLine({ done: 1, total: 4, unit: 'files', what: 'uploaded' })).toMatch(/ 25% 1\/4 files uploaded$/);
     expect(progressLine({ done: 2048, total: 0, unit: 'bytes' })).toBe('2.0 KiB');
+    // Folder copies: files done of a total known up front, speed and time left; within 80 columns.
+    const line = progressLine({ done: 300 * 1024 ** 2, total: 1200 * 1024 ** 2, unit: 'bytes', what: 'uploaded', files: { done: 273, total: 1989 } }, { perSecond: 10 * 1024 ** 2, etaMs: 90_000 });
+    expect(line).toBe('uploaded 300.0 MiB/1.2 GiB (25%), 273/1989 files, 10.0 MiB/s, ETA 1:30');
+    expect(line.length).toBeLessThanOrEqual(80);
+  });
+
+  it('the progress meter: speed over the last seconds of a phase, time left from the total', () => {
+    let now = 0;
+    const m = new ProgressMeter(5000, () => now);
+    expect(m.sample({ done: 0, total: 1000, what: 'read' })).toBeUndefined();
+    now = 1000;
+    expect(m.sample({ done: 100, total: 1000, what: 'read' })).toEqual({ perSecond: 100, etaMs: 9000 });
+    now = 2000;
+    expect(m.sample({ done: 0, total: 1000, what: 'uploaded' })).toBeUndefined();
+    expect(formatEta(3_723_000)).toBe('1:02:03');
   });
 });

@@ -16,10 +16,14 @@ describe('kernel attributes', () => {
   it('statfs fits 32-bit block counts, also for unlimited capacity', () => {
     const small = toKernelStatFs({ total: 10 * 4096, used: 4096, free: 9 * 4096 }, { readOnly: false });
     expect(small).toMatchObject({ frsize: 4096, blocks: 10, bfree: 9, bavail: 9, flag: 0, namemax: 255 });
+    // Unlimited: what is used plus 1 PiB free (as rclone's mount shows it), not 8 PiB.
     const huge = toKernelStatFs({ total: Number.MAX_SAFE_INTEGER, used: 2 ** 40, free: Number.MAX_SAFE_INTEGER - 2 ** 40 }, { readOnly: true });
     expect(huge.blocks).toBeLessThanOrEqual(0xffffffff);
-    expect(huge.blocks * huge.frsize).toBeGreaterThan(2 ** 50);
+    expect(huge.blocks * huge.frsize).toBe(2 ** 50 + 2 ** 40);
+    expect(huge.bfree * huge.frsize).toBe(2 ** 50);
     expect(huge.flag).toBe(1);
+    const big = toKernelStatFs({ total: 2 ** 45, used: 2 ** 44, free: 2 ** 44 }, { readOnly: false });
+    expect([big.blocks * big.frsize, big.bfree * big.frsize]).toEqual([2 ** 45, 2 ** 44]);
   });
 });
 

@@ -10,14 +10,38 @@ afterEach(async () => { await rm(dir, { recursive: true, force: true }); });
 
 describe('gateway configuration', () => {
   it('defaults to the embedded service, WebDAV on 127.0.0.1:8080 and a mount where FUSE is usable', async () => {
-    const c = await loadConfig({}, {}, { fuseUsable: true, cwd: dir });
+    const c = await loadConfig({}, { HOME: join(dir, 'home') }, { fuseUsable: true, cwd: dir });
     expect(c.service).toBeUndefined();
-    expect(c.data).toBe(join(dir, '.cloudlib'));
+    expect(c.data).toBe(join(dir, 'home', '.local', 'share', 'cloudlib'));
     expect(c.webdav.listen).toBe('127.0.0.1:8080');
     expect(c.mount.path).toBe(join(dir, 'mnt'));
     expect(c.feed.interval_ms).toBe(2000);
     const noFuse = await loadConfig({}, {}, { fuseUsable: false, cwd: dir });
     expect(noFuse.mount.path).toBeNull();
+  });
+
+  it('one data folder per user, found from any folder: $CLOUDLIB_HOME, else $XDG_DATA_HOME/cloudlib, else ~/.local/share/cloudlib', async () => {
+    const home = join(dir, 'home');
+    expect((await loadConfig({}, { HOME: home }, { fuseUsable: false, cwd: join(dir, 'a') })).data).toBe(join(home, '.local', 'share', 'cloudlib'));
+    expect((await loadConfig({}, { HOME: home }, { fuseUsable: false, cwd: join(dir, 'b') })).data).toBe(join(home, '.local', 'share', 'cloudlib'));
+    expect((await loadConfig({}, { HOME: home, XDG_DATA_HOME: join(dir, 'xdg') }, { fuseUsable: false, cwd: dir })).data).toBe(join(dir, 'xdg', 'cloudlib'));
+    expect((await loadConfig({}, { HOME: home, XDG_DATA_HOME: 'relative' }, { fuseUsable: false, cwd: dir })).data).toBe(join(home, '.local', 'share', 'cloudlib'));
+    expect((await loadConfig({}, { HOME: home, CLOUDLIB_HOME: 'here' }, { fuseUsable: false, cwd: dir })).data).toBe(join(dir, 'here'));
+    expect((await loadConfig({ data: 'd' }, { HOME: home, CLOUDLIB_HOME: 'here' }, { fuseUsable: false, cwd: dir })).data).toBe(join(dir, 'd'));
+  });
+
+  it('the embedded service and the admin listener default to 8081 and 8082, kept; a given address is not', async () => {
+    const d = await loadConfig({ data: 'd' }, {}, { fuseUsable: false, cwd: dir });
+    expect([d.service_listen, d.admin_listen, d.keep_listen]).toEqual(['127.0.0.1:8081', '127.0.0.1:8082', { service: true, admin: true }]);
+    const given = await loadConfig({ data: 'd', serviceListen: '127.0.0.1:0' }, { CLOUDLIB_ADMIN: '127.0.0.1:9000' }, { fuseUsable: false, cwd: dir });
+    expect([given.service_listen, given.admin_listen, given.keep_listen]).toEqual(['127.0.0.1:0', '127.0.0.1:9000', { service: false, admin: false }]);
+  });
+
+  it('a log file: from the flag, the environment or log.file; never inside the mount', async () => {
+    expect((await loadConfig({ data: 'd', logFile: 'logs/gw.log' }, {}, { fuseUsable: false, cwd: dir })).log.file).toBe(join(dir, 'logs', 'gw.log'));
+    expect((await loadConfig({ data: 'd' }, { CLOUDLIB_LOG_FILE: '/var/log/cloudlib.log' }, { fuseUsable: false, cwd: dir })).log.file).toBe('/var/log/cloudlib.log');
+    expect((await loadConfig({ data: 'd' }, {}, { fuseUsable: false, cwd: dir })).log.file).toBeUndefined();
+    await expect(loadConfig({ data: 'd', mount: 'mnt', logFile: 'mnt/Library/gw.log' }, {}, { fuseUsable: true, cwd: dir })).rejects.toThrow(/inside the mount/);
   });
 
   it('takes the exact flags of `cloudlib up`', async () => {

@@ -79,6 +79,22 @@ describe('log lines', () => {
     expect(textLine('not json')).toBe('not json');
   });
 
+  it('an error in a text line: its message, the stack below (errors only), never JSON-escaped', () => {
+    const { lines, stream } = memoryLog();
+    const log = createLogger({ level: 'info', destination: stream });
+    const err = new Error('upload failed: connection reset');
+    log.warn({ part: 'vfs', err }, 'retrying');
+    log.error({ part: 'vfs', err }, 'giving up');
+    const warn = textLine(lines[0]!);
+    expect(warn).toMatch(/^\d\d:\d\d:\d\d WARN {2}part=vfs err="upload failed: connection reset" retrying\n$/);
+    const error = textLine(lines[1]!);
+    const [first, ...stack] = error.trimEnd().split('\n');
+    expect(first).toMatch(/ERROR part=vfs err="upload failed: connection reset" giving up$/);
+    expect(stack.length).toBeGreaterThan(0);
+    for (const l of stack) expect(l).toMatch(/^ {4}at /);
+    expect(error).not.toContain('\\n');
+  });
+
   it('JSON unless the logs go to a terminal; CLOUDLIB_LOG_FORMAT decides when set', () => {
     expect(logFormatFor(99_999, {})).toBe('json'); // not a terminal
     expect(logFormatFor(99_999, { CLOUDLIB_LOG_FORMAT: 'text' })).toBe('text');
