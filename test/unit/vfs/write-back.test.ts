@@ -217,7 +217,7 @@ describe('write-back', () => {
     expect(remote.commits).toEqual([]);
     expect(vfs.status().uploads).toEqual([]);
     // Left alone for the delay: what it holds is uploaded, while h2 keeps it open.
-    for (let i = 0; i < 500 && !(await remote.stat('f')); i++) await new Promise((r) => setTimeout(r, 10));
+    await waitFor('the upload after the delay', () => remote.stat('f'));
     expect(remote.read('f').toString()).toBe(`onetwo${'.'.repeat(20)}`);
     expect(remote.commits.length).toBe(1);
     await h2.write(0, Buffer.from('ONE'));
