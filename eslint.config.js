@@ -26,6 +26,19 @@ const ZONES = {
 /** Test folders and the test folders they may not import from (a unit test stands on its own). */
 const TEST_LAYERS = { unit: ['e2e'], integration: ['e2e'], support: ['e2e'] };
 
+/** The waits a test may not write: fixed sleeps (a timer that only resolves a promise, the pause of wait-for.ts) and other wait helpers. */
+const SLEEP = 'a fixed sleep in a test: wait for the event that proves the work is done with waitFor (test/support/wait-for.ts), or say why in an eslint-disable comment';
+const WAITS = [
+  ["CallExpression[callee.name='setTimeout'][arguments.0.type='Identifier']", SLEEP],
+  ["CallExpression[callee.name='setTimeout'] > ArrowFunctionExpression.arguments:first-child[body.type='CallExpression'][body.callee.type='Identifier'][body.arguments.length=0]", SLEEP],
+  ["CallExpression[callee.name='setTimeout'] > ArrowFunctionExpression.arguments:first-child > BlockStatement > ExpressionStatement > CallExpression[callee.type='Identifier'][arguments.length=0]", SLEEP],
+  ["CallExpression[callee.name='setImmediate'][arguments.0.type='Identifier']", SLEEP],
+  ["ImportDeclaration[source.value=/timers.promises$/]", SLEEP],
+  ["CallExpression[callee.name='pause']", SLEEP],
+  ["CallExpression[callee.object.name='vi'][callee.property.name=/^wait(For|Until)$/]", 'the tests have one wait: waitFor (test/support/wait-for.ts)'],
+  ["CallExpression[callee.object.name='expect'][callee.property.name='poll']", 'the tests have one wait: waitFor (test/support/wait-for.ts)'],
+].map(([selector, message]) => ({ selector, message }));
+
 const srcDir = resolve(import.meta.dirname, 'src');
 const testDir = resolve(import.meta.dirname, 'test');
 
@@ -109,4 +122,14 @@ export default tseslint.config(
   },
   { files: ['src/**/*.ts'], plugins: { house }, rules: { 'house/import-zones': 'error' } },
   { files: ['test/**/*.ts'], plugins: { house }, rules: { 'house/test-layers': 'error' } },
+  {
+    // A test waits for the event that proves the work is done (waitFor in test/support/wait-for.ts, which
+    // fails with what it waited for), never for a fixed time. A pause that must let time pass says why in
+    // its eslint-disable comment.
+    files: ['test/**/*.ts'],
+    ignores: ['test/support/wait-for.ts'],
+    rules: {
+      'no-restricted-syntax': ['error', ...WAITS],
+    },
+  },
 );

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import sharp from 'sharp';
 import { request } from 'undici';
-import { PreviewTestService } from '../../test/unit/preview/blob-folder-host.js';
+import { PreviewTestService } from '../../test/unit/service/preview/blob-folder-host.js';
 
 const BYTES = Number(process.env.BENCH_PREVIEW_BYTES ?? 1024 * 1024 * 1024);
 const SEEKS = Number(process.env.BENCH_PREVIEW_SEEKS ?? 300);

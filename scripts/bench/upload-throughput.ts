@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { request, Agent } from 'undici';
 import { crc32 } from '../../src/shared/crc32.js';
-import { FakeUploadHost, listen } from '../../test/unit/upload/fake-host.js';
+import { FakeUploadHost, listen } from '../../test/unit/service/upload/fake-host.js';
 
 const SIZE = Number(process.env.BENCH_UPLOAD_BYTES ?? 1024 * 1024 * 1024);
 const BLOCK = 10 * 1024 * 1024;

@@ -158,6 +158,7 @@ export class FakeUploadServer {
     const custom = this.responders.get(url.pathname);
     if (custom) {
       const a = custom(rec);
+      // eslint-disable-next-line no-restricted-syntax -- the latency a responder asks the fake server for, not a wait
       if (a.delayMs) await new Promise((resolve) => setTimeout(resolve, a.delayMs));
       if (!res.destroyed) json(res, a.status, a.body);
       return;

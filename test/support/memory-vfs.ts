@@ -46,6 +46,7 @@ export class MemoryVfs implements Vfs {
   }
 
   private async gate(): Promise<void> {
+    // eslint-disable-next-line no-restricted-syntax -- an injected slow answer of this fake Vfs, not a wait
     if (this.faults.delayMs > 0) await new Promise((r) => setTimeout(r, this.faults.delayMs));
     if (this.faults.failWith) throw new VfsError(this.faults.failWith, 'injected fault');
   }

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ServiceClient } from '../../src/api/client.js';
+import { waitFor } from './wait-for.js';
 
 export interface ServiceProcess {
   client: ServiceClient;
@@ -83,16 +84,9 @@ export async function startServiceProcess(opts: ServiceProcessOptions = {}): Pro
 interface Credentials { base_url: string; library: { org_client_id: string; org_client_secret: string } }
 
 async function waitForCredentials(path: string, child: ChildProcess, timeoutMs: number): Promise<Credentials> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`cloudlib service exited with ${child.exitCode} before it was ready`);
-    try {
-      return JSON.parse(await readFile(path, 'utf8')) as Credentials;
-    } catch {
-      if (Date.now() > deadline) throw new Error(`cloudlib service: no ${path} within ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  return waitFor(`cloudlib service to write ${path}`, async () => JSON.parse(await readFile(path, 'utf8')) as Credentials, {
+    timeoutMs, intervalMs: 50, stopIf: () => (child.exitCode !== null ? `cloudlib service exited with ${child.exitCode} before it was ready` : undefined),
+  });
 }
 
 async function isDir(path: string): Promise<boolean> {

@@ -1,6 +1,6 @@
 /**
  * What every StagedUploads (store/staged-uploads.ts) does, as tests run against each implementation: the
- * folder one (test/unit/service/staged-uploads.test.ts) and the bucket one on a real Swift
+ * folder one (test/unit/service/store/staged-uploads.test.ts) and the bucket one on a real Swift
  * (test/integration/service/s3-blobs.test.ts).
  */
 import { createHash, randomBytes } from 'node:crypto';

@@ -4,6 +4,7 @@ import { readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sh, startMount, type MountHarness } from './harness.js';
 import { driveScenarios, type Drive } from '../../support/drive-scenarios.js';
+import { pause } from '../../support/wait-for.js';
 
 let h: MountHarness;
 beforeAll(async () => {
@@ -25,7 +26,8 @@ driveScenarios('the FUSE mount', (): Drive => ({
   mtimeMs: async (path) => (await stat(at(path))).mtimeMs,
   flush: async () => { await h.call('flushAll'); },
   // Past the kernel's attribute cache (1 s here).
-  settle: () => new Promise((r) => setTimeout(r, 1500)),
+  // eslint-disable-next-line no-restricted-syntax -- the kernel's cache expires with time; no event marks it
+  settle: () => pause(1500),
   refusedWrite: async (path, data) => {
     try {
       await writeFile(at(path), data);

@@ -8,6 +8,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { waitFor } from '../../support/wait-for.js';
 
 const CHILD = fileURLToPath(new URL('./mount-child.ts', import.meta.url));
 
@@ -31,15 +32,9 @@ export function sh(cmd: string, args: string[], opts: { cwd?: string; timeoutMs?
   });
 }
 
-/** Polls `probe` until it gives a value (every 100 ms), or fails after `timeoutMs`. */
+/** waitFor for a probe of the mount (every 100 ms): done when it gives a value; a probe that throws is not done yet. */
 export async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  return (await waitFor(what, probe, { until: (v) => v !== undefined, timeoutMs, intervalMs: 100 })) as T;
 }
 
 /**
@@ -55,6 +50,8 @@ export async function startMountProcess(command: string, argv: string[], mnt: st
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const stop = async (): Promise<void> => {
     child.kill('SIGTERM');
+    // A bound on the wait for its exit, not a sleep: past it, the mount is cleared and the process killed.
+    // eslint-disable-next-line no-restricted-syntax -- the bound of a wait that does not fail
     await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
     await sh('fusermount', ['-uz', mnt]).catch(() => undefined);
     child.kill('SIGKILL');

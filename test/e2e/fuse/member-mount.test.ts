@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { fuseUsable } from '../../../src/gateway/gateway.js';
 import { AccessTokens } from '../../../src/service/domain/tokens.js';
 import { startTestService } from '../../support/service.js';
+import { waitFor } from '../../support/wait-for.js';
 import { put } from '../../integration/service/helpers.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
@@ -75,17 +76,10 @@ beforeAll(async () => {
   });
   child.stdout!.on('data', (b: Buffer) => { output += b.toString(); });
   child.stderr!.on('data', (b: Buffer) => { output += b.toString(); });
-  const until = Date.now() + 90_000;
-  for (;;) {
-    try {
-      await access(join(data, 'endpoints.json'));
-      break;
-    } catch {
-      if (child.exitCode !== null) throw new Error(`cloudlib up exited with ${child.exitCode}:\n${output}`);
-      if (Date.now() > until) throw new Error(`cloudlib up not ready within 90 s:\n${output}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
+  const up = child;
+  const state = await waitFor('cloudlib up to write endpoints.json', async () => (up.exitCode !== null ? `exited with ${up.exitCode}` : access(join(data, 'endpoints.json')).then(() => 'ready', () => '')), { timeoutMs: 90_000, intervalMs: 100 })
+    .catch((err: Error) => { throw new Error(`${err.message}:\n${output}`); });
+  if (state !== 'ready') throw new Error(`cloudlib up ${state}:\n${output}`);
 }, 120_000);
 
 afterAll(async () => {

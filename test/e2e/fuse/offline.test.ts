@@ -5,7 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startMount, type MountHarness } from './harness.js';
+import { eventually, startMount, type MountHarness } from './harness.js';
+import { pause } from '../../support/wait-for.js';
 
 const T = 90_000;
 
@@ -22,11 +23,12 @@ describe('FUSE mount while the service is away', () => {
 
   it('reads what it read before, lists, takes a new file, and uploads it when the service is back', async () => {
     await h.call('remoteWrite', { path: '/Lib/report.txt', data: Buffer.from('the report').toString('base64') });
-    for (let i = 0; i < 100 && !(await readdir(lib)).includes('report.txt'); i++) await new Promise((r) => setTimeout(r, 100));
+    await eventually('the mount to list report.txt', async () => ((await readdir(lib)).includes('report.txt') ? true : undefined), 10_000);
     expect(await readFile(join(lib, 'report.txt'), 'utf8')).toBe('the report');
     await h.call('faults', { down: true });
     // Past the kernel's caches (0.2 s): the gateway answers from its own.
-    await new Promise((r) => setTimeout(r, 500));
+    // eslint-disable-next-line no-restricted-syntax -- the kernel's caches expire with time; no event marks it
+    await pause(500);
     expect(await readdir(lib)).toContain('report.txt');
     expect(await readFile(join(lib, 'report.txt'), 'utf8')).toBe('the report');
     await writeFile(join(lib, 'offline.txt'), 'written while the service was away');

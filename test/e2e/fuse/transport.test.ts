@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TransportState } from '../../../src/fuse/engine/binding.js';
 import { sh, startMount, type MountHarness } from './harness.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const T = 120_000;
 const PARAM = '/sys/module/fuse/parameters/enable_uring';
@@ -24,7 +25,7 @@ const settable = offered && (await access(PARAM, constants.W_OK).then(() => true
  */
 async function paramLock(): Promise<() => Promise<void>> {
   const lock = join(tmpdir(), 'cloudlib-test-enable-uring.lock');
-  for (;;) {
+  const take = async (): Promise<(() => Promise<void>) | undefined> => {
     try {
       await writeFile(lock, String(process.pid), { flag: 'wx' });
       return () => rm(lock, { force: true });
@@ -32,9 +33,11 @@ async function paramLock(): Promise<() => Promise<void>> {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
       const age = await stat(lock).then((st) => Date.now() - st.mtimeMs, () => 0);
       if (age > 120_000) await rm(lock, { force: true });
-      await new Promise((r) => setTimeout(r, 50));
+      return undefined;
     }
-  }
+  };
+  const release = await waitFor(`the lock ${lock}`, take, { until: (r) => r !== undefined, timeoutMs: 180_000, intervalMs: 50 });
+  return release!;
 }
 
 /** Starts a mount with the parameter at `value`, waits for the kernel to start its session, puts the parameter back. */

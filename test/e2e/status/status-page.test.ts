@@ -15,6 +15,7 @@ import { ControlClient } from '../../../src/control/client.js';
 import { loadConfig } from '../../../src/gateway/config.js';
 import { Gateway } from '../../../src/gateway/gateway.js';
 import { createLogger, RecentProblems } from '../../../src/shared/log.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const haveChromium = existsSync(CHROMIUM);
@@ -49,7 +50,7 @@ describe.skipIf(!haveChromium)('status page in Chromium', { timeout: 60_000 }, (
     page.on('pageerror', (err) => failures.push(err.message));
     await page.goto(`${gateway.adminUrl}/`);
     const demo = gateway.vfs.libraryNames()[0]!;
-    await expect.poll(() => page.locator('tr', { hasText: demo }).locator('.state').textContent(), { timeout: 10_000 }).toBe('online');
+    await waitFor(`${demo} shown online`, () => page.locator('tr', { hasText: demo }).locator('.state').textContent(), { until: (t) => t === 'online', intervalMs: 100 });
     expect(await page.locator('h2', { hasText: 'Upload queue' }).textContent()).toContain('0 pending');
 
     // While the page is open: a library is added, a warning is logged, a file goes through the queue.
@@ -58,12 +59,12 @@ describe.skipIf(!haveChromium)('status page in Chromium', { timeout: 60_000 }, (
     await ctl.call('library.add', { org: 'Archive' });
     gateway['logger'].warn({ part: 'test', library: 'Archive' }, 'a warning the page shows');
     await gateway.vfs.writeFile('/Archive/report.bin', Buffer.alloc(2 * 1024 * 1024, 7));
-    await expect.poll(() => page.locator('tr', { hasText: 'Archive' }).first().locator('.state').textContent(), { timeout: 15_000 }).toBe('online');
-    await expect.poll(() => page.locator('td', { hasText: 'a warning the page shows' }).count(), { timeout: 10_000 }).toBe(1);
+    await waitFor('Archive shown online', () => page.locator('tr', { hasText: 'Archive' }).first().locator('.state').textContent(), { until: (t) => t === 'online', timeoutMs: 15_000, intervalMs: 100 });
+    await waitFor('the warning shown once', () => page.locator('td', { hasText: 'a warning the page shows' }).count(), { until: (n) => n === 1, intervalMs: 100 });
     if (process.env.STATUS_SCREENSHOT) await page.screenshot({ path: process.env.STATUS_SCREENSHOT, fullPage: true });
     await ctl.call('flush');
     ctl.close();
-    await expect.poll(() => page.locator('h2', { hasText: 'Upload queue' }).textContent(), { timeout: 10_000 }).toContain('0 pending');
+    await waitFor('the upload queue shown empty', () => page.locator('h2', { hasText: 'Upload queue' }).textContent(), { until: (t) => !!t?.includes('0 pending'), intervalMs: 100 });
     expect(await page.locator('#live').textContent()).toMatch(/^updated \d\d:\d\d:\d\d UTC$/);
     expect(failures).toEqual([]);
     await page.close();

@@ -7,13 +7,14 @@
 import { describe, it, expect, afterEach } from 'vitest';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
-import { access, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { fuseUsable, type EndpointsFile, type ServiceCredentialsFile } from '../../../src/gateway/gateway.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 const bin = join(root, 'bin', 'cloudlib.js');
@@ -61,17 +62,9 @@ function exited(child: ChildProcess, timeoutMs: number): Promise<number | null> 
 }
 
 async function endpointsOf(file: string, child: ChildProcess & { output: () => string }): Promise<EndpointsFile> {
-  const until = Date.now() + 30_000;
-  for (;;) {
-    try {
-      await access(file);
-      return JSON.parse(await readFile(file, 'utf8')) as EndpointsFile;
-    } catch {
-      if (child.exitCode !== null) throw new Error(`exited with ${child.exitCode} before ${file} appeared:\n${child.output()}`);
-      if (Date.now() > until) throw new Error(`${file} did not appear within 30 s:\n${child.output()}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
+  return waitFor(file, async () => JSON.parse(await readFile(file, 'utf8')) as EndpointsFile, {
+    timeoutMs: 30_000, intervalMs: 100, stopIf: () => (child.exitCode !== null ? `exited with ${child.exitCode}` : undefined), detail: () => child.output(),
+  });
 }
 
 function cloudlib(args: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -88,11 +81,9 @@ async function remoteService(base: string, env: NodeJS.ProcessEnv, extra: Record
   const service = spawn(process.execPath, [bin, 'service', '--data', svcDir, '--listen', '127.0.0.1:0'], { env, stdio: 'ignore' });
   children.push(service);
   const credsFile = join(svcDir, 'credentials.json');
-  const until = Date.now() + 30_000;
-  while (!existsSync(credsFile)) {
-    if (service.exitCode !== null || Date.now() > until) throw new Error(`cloudlib service did not write ${credsFile}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await waitFor(`cloudlib service to write ${credsFile}`, () => existsSync(credsFile), {
+    timeoutMs: 30_000, intervalMs: 100, stopIf: () => (service.exitCode !== null ? `cloudlib service exited with ${service.exitCode}` : undefined),
+  });
   const creds = JSON.parse(await readFile(credsFile, 'utf8')) as ServiceCredentialsFile;
   const config = join(base, 'cloudlib.json');
   await writeFile(config, JSON.stringify({
@@ -103,12 +94,10 @@ async function remoteService(base: string, env: NodeJS.ProcessEnv, extra: Record
 }
 
 /** Waits until `log()` matches `re`, or fails with what was logged. */
-async function waitFor(re: RegExp, log: () => string, child: ChildProcess, what: string): Promise<void> {
-  const until = Date.now() + 30_000;
-  while (!re.test(log())) {
-    if (child.exitCode !== null || Date.now() > until) throw new Error(`${what} did not start:\n${log()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+async function waitForLog(re: RegExp, log: () => string, child: ChildProcess, what: string): Promise<void> {
+  await waitFor(`${what} to start`, () => re.test(log()), {
+    timeoutMs: 30_000, intervalMs: 100, stopIf: () => (child.exitCode !== null ? `exited with ${child.exitCode}` : undefined), detail: log,
+  });
 }
 
 describe.skipIf(!ready)('daily use of cloudlib up', { timeout: 120_000 }, () => {
@@ -128,11 +117,7 @@ describe.skipIf(!ready)('daily use of cloudlib up', { timeout: 120_000 }, () => 
     expect(existsSync(join(started, '.cloudlib'))).toBe(false);
 
     // The banner's control line needs no --socket; ctl from another folder, with no option: the same gateway.
-    const until = Date.now() + 30_000;
-    while (!child.output().includes('Ctrl-C stops')) {
-      if (Date.now() > until) throw new Error(`no banner:\n${child.output()}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await waitFor('the banner', () => child.output().includes('Ctrl-C stops'), { timeoutMs: 30_000, intervalMs: 100, detail: () => child.output() });
     expect(child.output()).toMatch(/^ {2}Control: +.*ctl status$/m);
     const status = await cloudlib(['ctl', 'status'], elsewhere, env);
     expect(status.code, status.stderr).toBe(0);
@@ -188,7 +173,7 @@ describe.skipIf(!ready)('daily use of cloudlib up', { timeout: 120_000 }, () => 
     children.push(gw);
     let log = '';
     gw.stderr!.on('data', (c: Buffer) => { log += c.toString(); });
-    await waitFor(/WebDAV on (\S+);/, () => log, gw, 'cloudlib webdav');
+    await waitForLog(/WebDAV on (\S+);/, () => log, gw, 'cloudlib webdav');
     expect(log).toContain(`ctl --socket ${join(data, 'control.sock')} status`);
     await writeFile(join(base, 'a.txt'), 'through the control socket of cloudlib webdav');
     const up = await cloudlib(['ctl', '--data', data, 'upload', join(base, 'a.txt'), '/Remote/a.txt'], base, env);
@@ -219,7 +204,7 @@ describe.skipIf(!ready)('daily use of cloudlib up', { timeout: 120_000 }, () => 
     children.push(child);
     let log = '';
     child.stderr!.on('data', (c: Buffer) => { log += c.toString(); });
-    await waitFor(/mounted on /, () => log, child, 'cloudlib mount');
+    await waitForLog(/mounted on /, () => log, child, 'cloudlib mount');
     const status = await cloudlib(['ctl', '--data', data, '--json', 'status'], base, env);
     expect(status.code, status.stderr).toBe(0);
     expect(JSON.parse(status.stdout)).toMatchObject({ mount: mnt, libraries: [{ name: 'Remote' }] });

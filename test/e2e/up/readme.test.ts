@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../support/wait-for.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -44,16 +45,10 @@ describe('README examples', { timeout: 180_000 }, () => {
     child = spawn(process.execPath, [join(root, 'bin', 'cloudlib.js'), 'up', '--webdav', 'off', '--no-mount', '--service-listen', '127.0.0.1:0', '--admin-listen', 'off'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     let log = '';
     child.stderr!.on('data', (c: Buffer) => { log += c.toString(); });
-    const until = Date.now() + 60_000;
-    for (;;) {
-      try {
-        await access(join(dir, 'data', 'endpoints.json'));
-        break;
-      } catch {
-        if (child.exitCode !== null || Date.now() > until) throw new Error(`cloudlib up did not come up:\n${log}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
+    const up = child;
+    await waitFor('cloudlib up to write endpoints.json', () => access(join(dir, 'data', 'endpoints.json')).then(() => true), {
+      timeoutMs: 60_000, intervalMs: 100, stopIf: () => (up.exitCode !== null ? `cloudlib up exited with ${up.exitCode}` : undefined), detail: () => log,
+    });
     for (const command of commands) {
       const r = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
         execFile('bash', ['-euo', 'pipefail', '-c', command], { cwd: work, env, timeout: 60_000 }, (err, stdout, stderr) => {

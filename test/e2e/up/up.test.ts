@@ -7,7 +7,7 @@
 import { describe, it, expect, afterEach } from 'vitest';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { access, chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { createHash, randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -18,6 +18,7 @@ import { ServiceClient } from '../../../src/api/client.js';
 import { ControlClient } from '../../../src/control/client.js';
 import type { EndpointsFile, ServiceCredentialsFile } from '../../../src/gateway/gateway.js';
 import { fuseUsable } from '../../../src/gateway/gateway.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 const bin = join(root, 'bin', 'cloudlib.js');
@@ -61,17 +62,9 @@ function exited(child: ChildProcess, timeoutMs: number): Promise<number | null> 
 }
 
 async function waitForFile(path: string, child: ChildProcess & { output: () => string }, timeoutMs = 30_000): Promise<string> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      await access(path);
-      return await readFile(path, 'utf8');
-    } catch {
-      if (child.exitCode !== null) throw new Error(`exited with ${child.exitCode} before ${path} appeared:\n${child.output()}`);
-      if (Date.now() > until) throw new Error(`${path} did not appear within ${timeoutMs} ms:\n${child.output()}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
+  return waitFor(path, () => readFile(path, 'utf8'), {
+    until: () => true, timeoutMs, intervalMs: 100, stopIf: () => (child.exitCode !== null ? `exited with ${child.exitCode}` : undefined), detail: () => child.output(),
+  });
 }
 
 async function up(data: string, extra: string[] = []): Promise<{ child: ChildProcess & { output: () => string }; endpoints: EndpointsFile }> {
@@ -119,11 +112,7 @@ function shell(command: string): Promise<{ code: number; stdout: string; stderr:
 }
 
 async function bannerOf(child: ChildProcess & { output: () => string }): Promise<string> {
-  const until = Date.now() + 30_000;
-  while (!child.output().includes('Ctrl-C stops')) {
-    if (Date.now() > until) throw new Error(`no banner:\n${child.output()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await waitFor('the banner', () => child.output().includes('Ctrl-C stops'), { timeoutMs: 30_000, intervalMs: 100, detail: () => child.output() });
   return child.output();
 }
 
@@ -268,8 +257,7 @@ describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
     await chmod(data, 0o755);
     const { child, endpoints } = await up(data, ['--no-mount']);
     expect((await stat(data)).mode & 0o777).toBe(0o700);
-    const until = Date.now() + 20_000;
-    while (!child.output().includes('cloudlib is up.') && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    await waitFor('cloudlib is up.', () => child.output().includes('cloudlib is up.'), { timeoutMs: 20_000, intervalMs: 50, detail: () => child.output() });
     const out = child.output();
     expect(out).toMatch(/data folder was readable by others; made private/);
     expect(out).toContain('cloudlib is up.');

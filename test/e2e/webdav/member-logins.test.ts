@@ -14,6 +14,7 @@ import { ServiceClient } from '../../../src/api/client.js';
 import type { ServiceCredentialsFile } from '../../../src/gateway/gateway.js';
 import { freePort } from '../../support/free-port.js';
 import { basicAuth, dav } from '../../support/dav-http.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 const bin = join(root, 'bin', 'cloudlib.js');
@@ -47,16 +48,12 @@ function start(args: string[]): ChildProcess & { output: () => string } {
   return Object.assign(child, { output: () => out });
 }
 
-/** Polls `probe` every 100 ms until it gives a value; fails when the process ends first or after `timeoutMs`. */
+/** waitFor for a probe (every 100 ms) that gives a value when done; fails at once when the process ends. */
 async function until<T>(what: string, child: ChildProcess & { output: () => string }, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (child.exitCode !== null) throw new Error(`${what}: the process exited with ${child.exitCode}:\n${child.output()}`);
-    if (Date.now() > end) throw new Error(`${what}: not within ${timeoutMs} ms:\n${child.output()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  return (await waitFor(what, probe, {
+    until: (v: T | undefined) => v !== undefined, timeoutMs, intervalMs: 100,
+    stopIf: () => (child.exitCode !== null ? `the process exited with ${child.exitCode}` : undefined), detail: () => child.output(),
+  })) as T;
 }
 
 describe('cloudlib webdav with member logins', { timeout: 120_000 }, () => {

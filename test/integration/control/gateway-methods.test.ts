@@ -12,6 +12,7 @@ import { ControlServer } from '../../../src/control/server.js';
 import { ControlClient, ControlCallError } from '../../../src/control/client.js';
 import { gatewayMethods, type GatewayControlTarget } from '../../../src/control/gateway-methods.js';
 import { RpcErrorCode } from '../../../src/control/protocol.js';
+import { waitFor } from '../../support/wait-for.js';
 
 let dir: string;
 let vfs: GatewayVfs;
@@ -120,7 +121,7 @@ describe('gateway control methods', { timeout: 20_000 }, () => {
     faulty.inject({ kind: 'delay', methods: ['commit'], delayMs: 400, times: 2 });
     await vfs.writeFile('/A/slow1.txt', Buffer.from('slow!'));
     await vfs.writeFile('/A/slow2.txt', Buffer.from('slow'));
-    for (let i = 0; i < 50 && !(vfs.status().uploads.every((u) => u.state === 'uploading')); i++) await new Promise((r) => setTimeout(r, 10));
+    await waitFor('both uploads under way', () => vfs.status().uploads.map((u) => u.state), { until: (states) => states.length === 2 && states.every((st) => st === 'uploading') });
     const s = (await client.call('status')) as { uploads: { pending: number; list: { fullpath: string; state: string; size: number; sentBytes: number }[] } };
     expect(s.uploads.pending).toBe(2);
     expect(s.uploads.list.find((u) => u.fullpath === 'slow1.txt')).toMatchObject({ state: 'uploading', size: 5, sentBytes: 0 });

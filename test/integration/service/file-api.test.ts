@@ -8,6 +8,7 @@ import { startTestService, type TestService } from '../../support/service.js';
 import { sign } from '../../../src/shared/sign.js';
 import { webUpload } from '../../../src/api/upload.js';
 import { bufferSource, codeOf, fetchFile, put, sha1, treeOf } from './helpers.js';
+import { waitFor } from '../../support/wait-for.js';
 
 let t: TestService;
 beforeAll(async () => { t = await startTestService(); });
@@ -227,11 +228,11 @@ describe('files', () => {
     expect(folder.queue_id).toBeTruthy();
     let status = await t.client.file.queueStatus({ queue_id: String(folder.queue_id) });
     const seen = [status.status];
-    while (status.status < 2) {
-      await new Promise((r) => setTimeout(r, 20));
-      status = await t.client.file.queueStatus({ queue_id: String(folder.queue_id) });
-      seen.push(status.status);
-    }
+    status = await waitFor('the folder copy to finish', async () => {
+      const now = await t.client.file.queueStatus({ queue_id: String(folder.queue_id) });
+      seen.push(now.status);
+      return now;
+    }, { until: (now) => now.status >= 2 });
     expect(status.status).toBe(2);
     expect(status.fullpath).toBe('cp/dst');
     expect((await fetchFile(t.client, 'cp/dst/sub/two.txt')).body.toString()).toBe('two');

@@ -48,6 +48,8 @@ async function seeded(engine: string): Promise<[MetadataStore, MetadataStore]> {
   return [a, b];
 }
 
+// A random delay that interleaves the concurrent transactions below, not a wait for anything.
+// eslint-disable-next-line no-restricted-syntax -- a delay to interleave transactions, not a wait
 const tick = () => new Promise((r) => setTimeout(r, Math.random() * 3));
 
 describe.each(['sqlite', 'postgresql'])('MetadataStore on %s', (engine) => {

@@ -24,6 +24,7 @@ import { serviceDatabase } from '../../support/postgres-cluster.js';
 import { listKeys, startS3Server, type S3Server } from '../../support/s3-server.js';
 import { startServiceProcess, type ServiceProcess } from '../../support/service-process.js';
 import { fetchFile, put } from './helpers.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const sha1 = (b: Buffer) => createHash('sha1').update(b).digest('hex');
 
@@ -82,8 +83,7 @@ describe('two service processes on one metadata database and one bucket', { time
     }
     expect(await onA.received(session)).toBe(data.length);
     expect(await listKeys(s3!, 'procs', `staging/${session}/`)).toHaveLength(4);
-    let fin = await onA.finish(session);
-    while (fin.kind === 'processing') fin = await onA.finish(session);
+    const fin = await waitFor('the upload finished', () => onA.finish(session), { until: (f) => f.kind !== 'processing' });
     expect(fin).toMatchObject({ kind: 'done', body: { fullpath: 'shared/big.bin', filehash: sha1(data) } });
     expect((await onB.finish(session)).kind).toBe('done'); // the result, answered by the other process too
     const listed = await b!.client.file.ls({ fullpath: 'shared' });
@@ -183,8 +183,7 @@ describe('two service processes on one metadata database and one bucket', { time
     const copies = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? b! : a!).client.file.copy({ from_fullpath: 'shared/src', fullpath: `shared/copy${i}` })));
     for (const [i, c] of copies.entries()) {
       const via = (i % 3 ? a! : b!).client;
-      let status = await via.file.queueStatus({ queue_id: c.queue_id! });
-      while (status.status < 2) status = await via.file.queueStatus({ queue_id: c.queue_id! });
+      const status = await waitFor(`copy ${i} finished`, () => via.file.queueStatus({ queue_id: c.queue_id! }), { until: (st) => st.status >= 2 });
       expect(status.status).toBe(2);
       const names = (await via.file.ls({ fullpath: c.fullpath })).list.map((e) => e.filename).sort();
       expect(names).toEqual(['f0.txt', 'f1.txt', 'f2.txt', 'sub']);

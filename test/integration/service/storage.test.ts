@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { startTestService, clientFor, type TestService } from '../../support/service.js';
 import { ServiceClient } from '../../../src/api/client.js';
 import { codeOf, fetchFile, put, sha1 } from './helpers.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -161,12 +162,7 @@ describe('cloudlib service', () => {
     const child = spawn(process.execPath, [bin, 'service', '--data', dir, '--listen', '127.0.0.1:0', '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'pipe'] });
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     cleanups.push(async () => { if (child.exitCode === null) child.kill('SIGKILL'); });
-    let creds: { base_url: string; library: { org_client_id: string; org_client_secret: string } } | undefined;
-    for (let i = 0; i < 200 && !creds; i++) {
-      creds = await readFile(join(dir, 'credentials.json'), 'utf8').then((s) => JSON.parse(s)).catch(() => undefined);
-      if (!creds) await new Promise((r) => setTimeout(r, 100));
-    }
-    expect(creds).toBeDefined();
+    const creds = await waitFor('credentials.json', async () => JSON.parse(await readFile(join(dir, 'credentials.json'), 'utf8')) as { base_url: string; library: { org_client_id: string; org_client_secret: string } }, { timeoutMs: 20_000, intervalMs: 100 });
     const client = new ServiceClient({ baseUrl: creds!.base_url, credentials: { library: creds!.library }, retries: 0 });
     expect((await client.file.stat({})).org_name).toBe('Library');
     await client.close();

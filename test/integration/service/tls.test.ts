@@ -13,6 +13,7 @@ import { Agent, request } from 'undici';
 import { ServiceClient } from '../../../src/api/client.js';
 import { EmbeddedService, parsePublicUrl } from '../../../src/service/index.js';
 import { put } from './helpers.js';
+import { waitFor } from '../../support/wait-for.js';
 
 let dir: string;
 let cert: Buffer;
@@ -89,11 +90,7 @@ describe('HTTPS', { timeout: 30_000 }, () => {
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     const agent = new Agent({ connect: { ca: cert } });
     try {
-      let creds: { base_url: string } | undefined;
-      for (let i = 0; i < 200 && !creds; i++) {
-        creds = await readFile(join(data, 'credentials.json'), 'utf8').then((t) => JSON.parse(t) as { base_url: string }).catch(() => undefined);
-        if (!creds) await new Promise((r) => setTimeout(r, 100));
-      }
+      const creds = await waitFor('credentials.json', async () => JSON.parse(await readFile(join(data, 'credentials.json'), 'utf8')) as { base_url: string }, { timeoutMs: 20_000, intervalMs: 100 });
       expect(creds?.base_url.startsWith('https://')).toBe(true);
       const res = await request(`${creds!.base_url}/m-open/status`, { dispatcher: agent });
       expect(res.statusCode).toBe(200);

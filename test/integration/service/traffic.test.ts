@@ -14,6 +14,7 @@ import { DailyTraffic, dayOf } from '../../../src/service/domain/daily-traffic.j
 import { LinkTrafficCap } from '../../../src/service/domain/traffic-cap.js';
 import { metadataStoreAt } from '../../../src/service/store/metadata-location.js';
 import { codeOf, put } from './helpers.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const cleanup: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -54,8 +55,7 @@ describe('traffic statistics', { timeout: 30_000 }, () => {
 
     const ent = s.service.credentials.enterprise.ent_id;
     const today = dayOf(Date.now());
-    await new Promise((r) => setTimeout(r, 50));
-    const [row] = await s.service.parts.traffic.days(Number(ent), today, today);
+    const [row] = await waitFor('the day\'s traffic counted', () => s.service.parts.traffic.days(Number(ent), today, today), { until: (rows) => rows[0]?.download === 5000 && rows[0]?.link === 5000 });
     expect(row).toMatchObject({ date: today, download: 5000, link: 5000 });
 
     await s.close();

@@ -18,6 +18,7 @@ import { Agent, request, type Dispatcher } from 'undici';
 import { EmbeddedService } from '../../../src/service/index.js';
 import { ServiceClient } from '../../../src/api/client.js';
 import { startTestService, type TestService } from '../../support/service.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const sha1 = (b: Buffer | string) => createHash('sha1').update(b).digest('hex');
 const now = () => String(Math.floor(Date.now() / 1000));
@@ -108,13 +109,12 @@ async function gkPart(server: string, session: string, data: Buffer, at: number,
 }
 
 async function gkFinish(server: string, session: string): Promise<number> {
-  for (let i = 0; i < 20; i++) {
+  // 202: the blocks are still being put together; asked again until the answer is final.
+  return waitFor('upload_finish to answer other than 202', async () => {
     const res = await request(`${server}/upload_finish`, { method: 'POST', headers: { 'x-gk-upload-session': session } });
     await res.body.dump();
-    if (res.statusCode !== 202) return res.statusCode;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return 202;
+    return res.statusCode;
+  }, { until: (code) => code !== 202, intervalMs: 50 });
 }
 
 describe('chunked upload as the official SDKs send it', { timeout: 30_000 }, () => {
@@ -222,13 +222,11 @@ describe('an upload across a crash of the service process (kill -9)', { timeout:
       return { child, exited };
     };
     const credentials = async (notBefore: number) => {
-      for (let i = 0; i < 300; i++) {
+      return waitFor('fresh credentials.json', async () => {
         const c = await readFile(join(dir, 'credentials.json'), 'utf8').then((x) => JSON.parse(x) as { base_url: string; library: typeof lib }).catch(() => undefined);
         const fresh = await stat(join(dir, 'credentials.json')).then((st) => st.mtimeMs >= notBefore, () => false);
-        if (c && fresh) return c;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      throw new Error('the service did not start');
+        return c && fresh ? c : undefined;
+      }, { timeoutMs: 30_000, intervalMs: 100 }) as Promise<{ base_url: string; library: typeof lib }>;
     };
     let proc = await run('127.0.0.1:0');
     try {

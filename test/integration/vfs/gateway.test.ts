@@ -14,20 +14,12 @@ import { startTestVfs, startTestService, serviceAvailable, vfsCode, type TestVfs
 import { type FaultyRemote, type GatewayVfs } from '../../../src/vfs/index.js';
 import { LibraryRemote } from '../../../src/remote/library-remote.js';
 import { createServiceVfs } from '../../../src/remote/service-vfs.js';
+import { waitFor } from '../../support/wait-for.js';
 
 async function readAll(vfs: GatewayVfs, path: string): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const c of await vfs.createReadStream(path)) chunks.push(c as Buffer);
   return Buffer.concat(chunks);
-}
-
-async function until(cond: () => Promise<boolean>, ms: number): Promise<number> {
-  const t0 = Date.now();
-  while (Date.now() - t0 < ms) {
-    if (await cond()) return Date.now() - t0;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`condition not met within ${ms} ms`);
 }
 
 const withService = await serviceAvailable();
@@ -108,7 +100,7 @@ describe.skipIf(!withService)('GatewayVfs over the embedded service', { timeout:
     await h.release();
     await vfs.flushAll();
     // `other` runs without a feed: what it cached (its own write) is trusted for the TTL (1 s), then asked again.
-    await until(async () => (await readAll(other, '/Library/conflict.txt')).toString() === 'local', 3000);
+    await waitFor('the other gateway to read the local version', async () => (await readAll(other, '/Library/conflict.txt')).toString(), { until: (text) => text === 'local', timeoutMs: 3000 });
     const history = await client.file.history({ fullpath: 'conflict.txt', size: 100 });
     const hashes = history.list.map((x) => x.filehash);
     expect(hashes).toContain(createHash('sha1').update('remote').digest('hex'));
@@ -133,13 +125,14 @@ describe.skipIf(!withService)('GatewayVfs over the embedded service', { timeout:
     expect((await other.readdir('/Library')).map((a) => a.name)).not.toContain('from-first.txt');
     await t.vfs.writeFile('/Library/from-first.txt', Buffer.from('hello'));
     await t.vfs.flushAll();
-    const ms = await until(async () => (await other.readdir('/Library')).some((a) => a.name === 'from-first.txt'), 5000);
-    expect(ms).toBeLessThan(1500);
+    const t0 = Date.now();
+    await waitFor('the other gateway to list from-first.txt', async () => (await other.readdir('/Library')).map((a) => a.name), { until: (names) => names.includes('from-first.txt'), timeoutMs: 5000 });
+    expect(Date.now() - t0).toBeLessThan(1500);
     expect((await readAll(other, '/Library/from-first.txt')).toString()).toBe('hello');
     await other.unlink('/Library/from-first.txt');
-    await until(async () => !(await t.vfs.readdir('/Library')).some((a) => a.name === 'from-first.txt'), 5000);
+    await waitFor('the first gateway to drop from-first.txt', async () => (await t.vfs.readdir('/Library')).map((a) => a.name), { until: (names) => !names.includes('from-first.txt'), timeoutMs: 5000 });
     await other.mkdir('/Library/dir-from-other');
-    await until(async () => (await t.vfs.readdir('/Library')).some((a) => a.name === 'dir-from-other'), 5000);
+    await waitFor('the first gateway to list dir-from-other', async () => (await t.vfs.readdir('/Library')).map((a) => a.name), { until: (names) => names.includes('dir-from-other'), timeoutMs: 5000 });
   });
 
   it('an outage in the middle of an upload: retried until the service is back, then finished', async () => {
@@ -150,7 +143,7 @@ describe.skipIf(!withService)('GatewayVfs over the embedded service', { timeout:
     await t.vfs.writeFile('/Library/outage.bin', data);
     faulty.down(outageMs, { cutInFlight: true });
     expect(t.vfs.status().uploads).toHaveLength(1);
-    await until(async () => t.vfs.status().uploads.length === 0, outageMs + 10_000);
+    await waitFor('the upload queue to empty after the outage', () => t.vfs.status().uploads, { until: (u) => u.length === 0, timeoutMs: outageMs + 10_000 });
     expect(Date.now() - t0).toBeGreaterThanOrEqual(outageMs - 50);
     expect(faulty.injected.fail).toBeGreaterThan(0);
     const info = await t.client.file.info({ fullpath: 'outage.bin', attribute: 10 });

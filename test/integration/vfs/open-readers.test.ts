@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serviceAvailable, startTestVfs, vfsCode, type TestVfs } from '../../support/vfs.js';
 import { serviceReader } from '../../support/drive-scenarios.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const withService = await serviceAvailable();
 
@@ -30,12 +31,7 @@ describe.skipIf(!withService)('open read handles over the embedded service', { t
     for (let at = 1024 * 1024; at < data.length; at += 4 * 1024 * 1024) parts.push(await r.read(at, 4 * 1024 * 1024));
     expect(Buffer.concat(parts).equals(data)).toBe(true);
     await r.release();
-    let gone = false;
-    for (let i = 0; i < 200 && !gone; i++) {
-      gone = await t.client.file.info({ fullpath: 'read-me.bin' }).then(() => false, () => true);
-      if (!gone) await new Promise((res) => setTimeout(res, 20));
-    }
-    expect(gone).toBe(true);
+    await waitFor('read-me.bin gone from the service', () => t.client.file.info({ fullpath: 'read-me.bin' }).then(() => 'still there', () => 'gone'), { until: (v) => v === 'gone' });
   });
 
   it('a new file at the name of one unlinked while read: the handle keeps the old bytes, the new ones land', async () => {

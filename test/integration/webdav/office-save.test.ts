@@ -12,6 +12,7 @@ import { serviceAvailable, type TestVfs } from '../../support/vfs.js';
 import { startDavOverService, type DavOverService } from '../../support/dav-over-service.js';
 import { basicAuth, dav, LOCK_BODY, lockTokenOf } from '../../support/dav-http.js';
 import { vfsCode } from '../../support/vfs.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const withService = await serviceAvailable();
 
@@ -78,8 +79,8 @@ describe.skipIf(!withService)('WebDAV over the embedded service', { timeout: 60_
     });
 
   const settled = async (): Promise<void> => {
-    // The server notices a cut-off body on its own time: wait (bounded) until nothing local is left.
-    for (let i = 0; i < 200 && (t.vfs.status().localFiles > 0 || t.vfs.status().uploads.length > 0); i++) await new Promise((r) => setTimeout(r, 50));
+    // The server notices a cut-off body on its own time: wait until nothing local is left.
+    await waitFor('nothing local left', () => ({ localFiles: t.vfs.status().localFiles, uploads: t.vfs.status().uploads.length }), { until: (n) => n.localFiles === 0 && n.uploads === 0, timeoutMs: 10_000, intervalMs: 50 });
   };
 
   it('a PUT cut off mid-body over an existing file changes nothing', async () => {

@@ -4,6 +4,7 @@ import { startDavOverService, type DavOverService } from '../../support/dav-over
 import { serviceReader } from '../../support/drive-scenarios.js';
 import { dav } from '../../support/dav-http.js';
 import type { FaultyRemote } from '../../../src/vfs/index.js';
+import { waitFor } from '../../support/wait-for.js';
 
 describe('WebDAV while the service is away', { timeout: 60_000 }, () => {
   let d: DavOverService;
@@ -16,7 +17,7 @@ describe('WebDAV while the service is away', { timeout: 60_000 }, () => {
     await d.t.vfs.flushAll();
     expect((await dav(d.url, 'GET', '/Library/known.txt')).body).toBe('known content');
     expect((await dav(d.url, 'PROPFIND', '/Library/', { headers: { depth: '1' } })).status).toBe(207);
-    for (let i = 0; i < 200 && (d.t.vfs.status().disk?.writtenBytes ?? 0) < 13; i++) await new Promise((r) => setTimeout(r, 10));
+    await waitFor('the content cache to hold known.txt', () => d.t.vfs.status().disk?.writtenBytes ?? 0, { until: (n) => n >= 13 });
 
     faulty.down(3_600_000);
     await d.t.vfs.refresh();

@@ -14,6 +14,7 @@ import { ServiceClient, type ClientOptions } from '../../../src/api/client.js';
 import { retryAfterMs, serviceRetry, type CallDispatchOptions } from '../../../src/api/retry-policy.js';
 import { sign, type Params } from '../../../src/shared/sign.js';
 import type { Logger } from '../../../src/shared/log.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const SECRET = 'LIBSECRET-4d5e6f7a8b';
 
@@ -151,7 +152,7 @@ describe('retry policy on the dispatcher, against a fault server', { timeout: 20
     const abort = new AbortController();
     const c = make({ timeoutMs: 60_000 });
     const call = c.file.info({ fullpath: 'a' }, { signal: abort.signal });
-    await vi.waitFor(() => expect(server.seen).toHaveLength(1));
+    await waitFor('the first attempt at the server', () => server.seen.length, { until: (n) => n >= 1 });
     abort.abort(new Error('caller gone'));
     await expect(call).rejects.toMatchObject({ transport: true, serviceMessage: expect.stringContaining('caller gone') });
     expect(server.seen).toHaveLength(1);

@@ -6,16 +6,17 @@ import { MemoryVfs } from '../../support/memory-vfs.js';
 
 function setup(opts: { readOnly?: boolean; deadlines?: Partial<typeof DEFAULT_DEADLINES> } = {}) {
   const vfs = new MemoryVfs(['Lib']);
-  const ops = new FuseOperations({
+  const operations = new FuseOperations({
     vfs,
     ownership: { uid: 1000, gid: 100, umask: 0o027, readOnly: !!opts.readOnly },
     deadlines: { ...DEFAULT_DEADLINES, ...opts.deadlines },
     logger: silentLogger,
-  }).toNative();
+  });
+  const ops = operations.toNative();
   /** Calls an operation and resolves with what it answered. */
   const call = (name: string, ...args: unknown[]): Promise<unknown[]> =>
     new Promise((resolve) => ops[name]!(...args, (...answer: unknown[]) => resolve(answer)));
-  return { vfs, ops, call };
+  return { vfs, ops, call, inFlight: operations.inFlight };
 }
 
 describe('FuseOperations', () => {
@@ -92,13 +93,14 @@ describe('FuseOperations', () => {
   });
 
   it('a read that answers late never writes into the kernel buffer', async () => {
-    const { call, vfs } = setup({ deadlines: { dataMs: 30 } });
+    const { call, vfs, inFlight } = setup({ deadlines: { dataMs: 30 } });
     const [, fh] = await call('create', '/Lib/r', 0o644);
     await call('write', '/Lib/r', fh, Buffer.from('abc'), 3, 0);
     vfs.faults.delayMs = 100;
     const buf = Buffer.alloc(8);
     expect(await call('read', '/Lib/r', fh, buf, 8, 0)).toEqual([-5]);
-    await new Promise((r) => setTimeout(r, 150));
+    // The late read has settled (nothing in flight): had it written, it would have by now.
+    expect(await inFlight.drained(5_000)).toBe(true);
     expect(buf.equals(Buffer.alloc(8))).toBe(true);
   });
 

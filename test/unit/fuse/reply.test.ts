@@ -39,7 +39,8 @@ describe('replyWithin', () => {
     const a = answers();
     let scopeSeen: { live(): boolean; signal: AbortSignal } | undefined;
     let finish!: () => void;
-    replyWithin({ ...base, deadlineMs: 30 }, a.cb, (scope) => {
+    const inFlight = new InFlightCounter();
+    replyWithin({ ...base, deadlineMs: 30, inFlight }, a.cb, (scope) => {
       scopeSeen = scope;
       return new Promise((r) => (finish = () => r(7)));
     });
@@ -47,7 +48,7 @@ describe('replyWithin', () => {
     expect(scopeSeen!.live()).toBe(false);
     expect(scopeSeen!.signal.aborted).toBe(true);
     finish();
-    await new Promise((r) => setTimeout(r, 10));
+    expect(await inFlight.drained(1000)).toBe(true); // the late result handled
     expect(a.calls).toHaveLength(1);
   });
 
@@ -74,10 +75,11 @@ describe('replyWithin', () => {
   it('never answers twice when the late work fails', async () => {
     const a = answers();
     let fail!: () => void;
-    replyWithin({ ...base, deadlineMs: 10 }, a.cb, () => new Promise((_r, rej) => (fail = () => rej(new VfsError('ENOENT', 'x')))));
+    const inFlight = new InFlightCounter();
+    replyWithin({ ...base, deadlineMs: 10, inFlight }, a.cb, () => new Promise((_r, rej) => (fail = () => rej(new VfsError('ENOENT', 'x')))));
     await a.next;
     fail();
-    await new Promise((r) => setTimeout(r, 10));
+    expect(await inFlight.drained(1000)).toBe(true); // the late failure handled
     expect(a.calls).toEqual([[-5]]);
   });
 
@@ -97,8 +99,9 @@ describe('replyWithin', () => {
     const spy = vi.fn(() => {
       throw new Error('native gone');
     });
-    replyWithin({ ...base, deadlineMs: 1000 }, spy, async () => 0);
-    await new Promise((r) => setTimeout(r, 5));
+    const inFlight = new InFlightCounter();
+    replyWithin({ ...base, deadlineMs: 1000, inFlight }, spy, async () => 0);
+    expect(await inFlight.drained(1000)).toBe(true);
     expect(spy).toHaveBeenCalledTimes(1);
   });
 });

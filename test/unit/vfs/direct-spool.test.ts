@@ -14,6 +14,7 @@ import { createVfs, MemoryRemote } from '../../../src/vfs/index.js';
 import { FileHasher } from '../../../src/vfs/file-hasher.js';
 import type { DirectSpool, DirectWritesDone, FileHandle, Vfs } from '../../../src/vfs/types.js';
 import { vfsCode } from '../../support/vfs.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -121,8 +122,7 @@ describe('direct spool writes', () => {
     const spoolHashes = vi.spyOn(FileHasher.prototype, 'hash');
     let closed = false;
     const release = h.release().then(() => (closed = true));
-    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
-    expect(writer.stopped).toBe(1);
+    await waitFor('the writer stopped by the close', () => writer.stopped, { until: (n) => n === 1 });
     expect(closed).toBe(false); // the seal waits for the writer's hash
     finish(sha1(data));
     await release;
@@ -167,7 +167,9 @@ describe('direct spool writes', () => {
     const writer = new TestWriter(h.directSpool!()!, data);
     writer.write(data.subarray(3 * MiB), 3 * MiB);
     writer.write(data.subarray(MiB, 3 * MiB), MiB);
+    const spoolHashes = vi.spyOn(FileHasher.prototype, 'hash');
     await h.release();
+    expect(spoolHashes).toHaveBeenCalled(); // a pass over the spool
     await expectCommitted(vfs, remote, 'f', data);
   });
 

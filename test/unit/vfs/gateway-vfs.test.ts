@@ -8,6 +8,7 @@ import type { Readable } from 'node:stream';
 import { createMemoryVfs, GatewayVfs, MemoryRemote, FaultyRemote } from '../../../src/vfs/index.js';
 import { silentLogger } from '../../../src/shared/log.js';
 import { vfsCode } from '../../support/vfs.js';
+import { waitFor } from '../../support/wait-for.js';
 
 /** A MemoryRemote that counts the content bytes read from it. */
 class CountingRemote extends MemoryRemote {
@@ -203,7 +204,7 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     expect(first.localRange!(0, 4096)).toBeUndefined(); // nothing cached yet
     expect((await first.read(0, data.length)).equals(data)).toBe(true);
     await first.release();
-    for (let i = 0; i < 2000 && (vfs.status().disk?.writtenBytes ?? 0) < data.length; i++) await new Promise((r) => setTimeout(r, 10));
+    await waitFor('the content cache to hold the whole file', () => vfs.status().disk?.writtenBytes ?? 0, { until: (n) => n >= data.length });
     expect(vfs.status().disk?.writtenBytes).toBe(data.length);
     const ro = await vfs.open('/A/f.bin', { read: true });
     expect(readAt(ro.localRange!(1000, 5000)!).equals(data.subarray(1000, 6000))).toBe(true);
@@ -270,8 +271,7 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     expect(await readAll(vfs, '/A/remote.txt')).toBe('a new file of that name');
     // Handles gone, uploads done: nothing local is left for them.
     await vfs.flushAll();
-    for (let i = 0; i < 2000 && vfs.status().localFiles > 0; i++) await new Promise((r) => setTimeout(r, 10));
-    expect(vfs.status().localFiles).toBe(0);
+    await waitFor('no local file left', () => vfs.status().localFiles, { until: (n) => n === 0 });
   });
 
   it('a read handle does not follow into a new file made at the name of its file after another client deleted it', async () => {
@@ -286,8 +286,8 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     expect((await onMade.read(0, 100)).toString()).toBe('first file, made');
     await remote.remove('put.txt');
     await remote.remove('made.txt');
-    for (let i = 0; i < 2000 && (await vfsCode(vfs.stat('/A/made.txt'))) !== 'ENOENT'; i++) await new Promise((r) => setTimeout(r, 10));
-    for (let i = 0; i < 2000 && (await vfsCode(vfs.stat('/A/put.txt'))) !== 'ENOENT'; i++) await new Promise((r) => setTimeout(r, 10));
+    await waitFor('the feed to remove made.txt', () => vfsCode(vfs.stat('/A/made.txt')), { until: (c) => c === 'ENOENT' });
+    await waitFor('the feed to remove put.txt', () => vfsCode(vfs.stat('/A/put.txt')), { until: (c) => c === 'ENOENT' });
     // New files at those names: a replace of nothing, and a create.
     await vfs.writeFile('/A/put.txt', Buffer.from('second file'));
     const w = await vfs.open('/A/made.txt', { write: true, create: true });
@@ -458,12 +458,11 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     const faulty = vfs.remoteOf('A') as FaultyRemote;
     faulty.inject({ kind: 'fail', methods: ['commit'], code: 'EIO', times: 3 });
     await vfs.writeFile('/A/f', Buffer.from('data'));
-    await new Promise((r) => setTimeout(r, 30));
+    await waitFor('a first failed commit', () => faulty.injected.fail, { until: (n) => n >= 1 });
     const pending = vfs.status().uploads;
     expect(pending).toHaveLength(1);
     expect(pending[0]).toMatchObject({ library: 'A', fullpath: 'f' });
-    for (let i = 0; i < 100 && vfs.status().uploads.length > 0; i++) await new Promise((r) => setTimeout(r, 20));
-    expect(vfs.status().uploads).toHaveLength(0);
+    await waitFor('the upload queue to empty', () => vfs.status().uploads, { until: (u) => u.length === 0 });
     expect((faulty.inner as MemoryRemote).read('f').toString()).toBe('data');
     expect(faulty.injected.fail).toBe(3);
   });
@@ -473,14 +472,14 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     const faulty = vfs.remoteOf('A') as FaultyRemote;
     faulty.inject({ kind: 'delay', methods: ['commit'], delayMs: 100, times: 1 });
     await vfs.writeFile('/A/f', Buffer.from('survives'));
-    await new Promise((r) => setTimeout(r, 30));
+    await waitFor('the delayed commit under way', () => faulty.injected.delay, { until: (n) => n >= 1 });
     expect(vfs.status().uploads[0].state).toBe('uploading');
     faulty.down(300, { cutInFlight: true });
     const t0 = Date.now();
     // A flush reports the failing upload (as fsync of a folder does), which stays queued.
     await expect(vfs.flushAll({ timeoutMs: 2000 })).rejects.toMatchObject({ code: 'EIO' });
     expect(vfs.status().uploads[0].failures).toBeGreaterThanOrEqual(1);
-    for (let i = 0; i < 200 && vfs.status().uploads.length > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    await waitFor('the upload queue to empty', () => vfs.status().uploads, { until: (u) => u.length === 0 });
     expect(Date.now() - t0).toBeGreaterThanOrEqual(250);
     expect((faulty.inner as MemoryRemote).read('f').toString()).toBe('survives');
   });
@@ -489,10 +488,10 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     const { vfs } = await setup({ faults: true });
     const faulty = vfs.remoteOf('A') as FaultyRemote;
     faulty.inject({ kind: 'delay', methods: ['commit'], delayMs: 200, times: 1 });
-    const h = await vfs.open('/A/f', { write: true, create: true });
-    await h.write(0, Buffer.from('first'));
-    await h.flush();
-    await new Promise((r) => setTimeout(r, 50));
+    await vfs.writeFile('/A/f', Buffer.from('first'));
+    // The upload starts once the file is closed: its commit is held back.
+    await waitFor('the delayed commit under way', () => faulty.injected.delay, { until: (n) => n >= 1 });
+    const h = await vfs.open('/A/f', { write: true });
     await h.write(0, Buffer.from('second'));
     await h.release();
     await vfs.flushAll();
@@ -517,9 +516,9 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     await vfs.writeFile('/A/tmp', Buffer.from('x'));
     await vfs.unlink('/A/tmp');
     await vfs.flushAll({ timeoutMs: 500 });
-    await new Promise((r) => setTimeout(r, 100));
+    // The queue empty is the proof: nothing of the file is left to reach the service.
+    await waitFor('the upload queue to empty', () => vfs.status().uploads, { until: (u) => u.length === 0 });
     expect((faulty.inner as MemoryRemote).paths()).toEqual([]);
-    expect(vfs.status().uploads).toEqual([]);
   });
 
   it('read-only gateway refuses changes with EROFS', async () => {
@@ -610,8 +609,7 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     await expect(vfs.flushAll({ timeoutMs: 2000 })).rejects.toMatchObject({ code: 'ENOSPC' });
     stop(); // the library has room again; nothing tells the gateway
     const inner = faulty.inner as MemoryRemote;
-    for (let i = 0; i < 400 && vfs.status().uploads.length > 0; i++) await new Promise((r) => setTimeout(r, 25));
-    expect(vfs.status().uploads).toEqual([]);
+    await waitFor('the refused upload asked again and done', () => vfs.status().uploads, { until: (u) => u.length === 0 });
     expect(inner.read('f').toString()).toBe('data');
   });
 

@@ -1,4 +1,4 @@
-import { describe, it, expect, afterEach } from 'vitest';
+import { describe, it, expect, afterEach, vi } from 'vitest';
 import { appendFile, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +10,7 @@ import { UploadJournal } from '../../../src/vfs/upload-journal.js';
 import { nameLibraries } from '../../../src/vfs/library-set.js';
 import { MetadataCache } from '../../../src/vfs/metadata-cache.js';
 import { silentLogger } from '../../../src/shared/log.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const dirs: string[] = [];
 afterEach(async () => {
@@ -88,8 +89,7 @@ describe('UploadJournal and replay', { timeout: 15_000 }, () => {
     expect(await readdir(journal.spoolDir)).not.toContain('.pool');
     await journal.startSpoolPool();
     // Filled in the background with empty files.
-    for (let i = 0; i < 2400 && (await readdir(journal.poolDir)).length < 4096; i++) await new Promise((r) => setTimeout(r, 25));
-    expect((await readdir(journal.poolDir)).length).toBe(4096);
+    await waitFor('the spool pool filled', async () => (await readdir(journal.poolDir)).length, { until: (n) => n === 4096, timeoutMs: 60_000, intervalMs: 25 });
     await journal.remove(b!);
     await journal.discardSpool(c!);
     expect((await readdir(journal.spoolDir)).sort()).toEqual(['.pool']);
@@ -105,9 +105,15 @@ describe('UploadJournal and replay', { timeout: 15_000 }, () => {
     await rename(taken, journal.spoolPath(d));
     await journal.put({ id: d, library: 'L', fullpath: 'd', size: 21, mtimeMs: 1, createdMs: 2 });
     for (const name of (await readdir(journal.poolDir)).slice(0, 64)) await rm(join(journal.poolDir, name));
-    // A pool that looks full is counted again at most once a second.
-    await new Promise((r) => setTimeout(r, 1100));
-    await journal.remove(d);
+    // A pool that looks full is counted again at most once a second: the clock moved on past it.
+    const now = Date.now();
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(now + 1100);
+    try {
+      await journal.remove(d);
+    } finally {
+      vi.useRealTimers();
+    }
     // The pool looked full (its count knew nothing of what was taken): counted again, it takes the spool.
     const after = await readdir(journal.poolDir);
     expect(after.length).toBe(4096 - 65 + 1);
@@ -291,14 +297,6 @@ async function churn(journal: UploadJournal, count = 1500): Promise<void> {
   }
 }
 
-async function until(what: string, check: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`${what}: not within 5 s`);
-}
-
 /** A journal in a new data folder, ready for puts. */
 async function freshJournal(): Promise<{ dir: string; journal: UploadJournal }> {
   const dir = join(await tempDir(), 'journal');
@@ -357,7 +355,7 @@ describe('UploadJournal side logs (closes the FUSE engine answers)', { timeout: 
     expect(paths).toHaveLength(1);
     await appendFile(paths[0]!, sideLine({ id: journal.newId(), library: 'L', fullpath: 'settled.txt', seq: 1 }, Buffer.from('s')));
     await churn(journal);
-    await until('the first side log dropped', async () => paths.length === 2 && !(await sideLogs(dir)).includes(paths[0]!.split('/').pop()!));
+    await waitFor('the first side log dropped', async () => paths.length === 2 && !(await sideLogs(dir)).includes(paths[0]!.split('/').pop()!));
     expect(await sideLogs(dir)).toEqual([paths[1]!.split('/').pop()]);
     journal.detachSideWriter(writer);
     await journal.close(); // after the rewrite under way
@@ -407,7 +405,7 @@ describe('UploadJournal side logs (closes the FUSE engine answers)', { timeout: 
     await journal.sideRecordSettled(id);
     await churn(journal);
     // Settled: the side log goes with the rewrite, the journal's own copy of the line stays.
-    await until('the side log dropped', async () => (await sideLogs(dir)).length === 0);
+    await waitFor('the side log dropped', async () => (await sideLogs(dir)).length === 0);
     await journal.close();
     const again = new UploadJournal(dir);
     expect((await again.entries()).map((e) => [e.id, e.fullpath, e.seq])).toEqual([[id, 'd/taken "q".txt', 40]]);
@@ -428,7 +426,7 @@ describe('UploadJournal side logs (closes the FUSE engine answers)', { timeout: 
     await journal.sideRecordSettled(journal.newId()); // one that went: a removal line, no entry
     await churn(journal);
     // No side writer: every side log is settled and goes with the rewrite.
-    await until('the side logs dropped', async () => (await sideLogs(dir)).length === 0);
+    await waitFor('the side logs dropped', async () => (await sideLogs(dir)).length === 0);
     await journal.close();
     const again = new UploadJournal(dir);
     expect((await again.entries()).map((e) => [e.id, e.fullpath])).toEqual([[id, 'refused.txt']]);

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../src/vfs/index.js';
 import { readAll, vfsCode } from '../../support/vfs.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -42,7 +43,7 @@ describe('offline', () => {
     expect(await names(vfs, '/A/folder')).toEqual(['inner.txt']);
     expect(await readAll(vfs, '/A/doc.txt')).toBe('hello');
     await vfs.statfs('/A');
-    for (let i = 0; i < 200 && (vfs.status().disk?.writtenBytes ?? 0) < 5; i++) await new Promise((r) => setTimeout(r, 10));
+    await waitFor('the content cache to hold doc.txt', () => vfs.status().disk?.writtenBytes ?? 0, { until: (n) => n >= 5 });
 
     faulty.down(3_600_000);
     await vfs.refresh();
@@ -104,8 +105,7 @@ describe('offline', () => {
     expect((await b.vfs.stat('/A/empty-folder')).isDir).toBe(true);
     b.faulty.heal();
     await b.vfs.refresh();
-    for (let i = 0; i < 200 && !(await remote.stat('empty-folder')); i++) await new Promise((r) => setTimeout(r, 10));
-    expect((await remote.stat('empty-folder'))?.isDir).toBe(true);
+    expect((await waitFor('the folder made on the service', () => remote.stat('empty-folder')))?.isDir).toBe(true);
   });
 
   it('a file made here whose upload never started is renamed without the service (so offline too); once handed to the uploader, or after a restart, not', async () => {

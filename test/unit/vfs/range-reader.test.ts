@@ -10,6 +10,7 @@ import { BlockCache } from '../../../src/vfs/block-cache.js';
 import { ContentCache } from '../../../src/vfs/content-cache.js';
 import { RangeReader, ReadAheadBudget } from '../../../src/vfs/range-reader.js';
 import { silentLogger } from '../../../src/shared/log.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const dirs: string[] = [];
 afterEach(async () => {
@@ -89,7 +90,10 @@ describe('RangeReader', { timeout: 20_000 }, () => {
     const { remote, data, hash } = await fixture(16 * MiB);
     const opened: { start: number; stream: import('node:stream').Readable }[] = [];
     const openRange = remote.openRange.bind(remote);
+    // Each window as asked for (a read asks for the next ones before it returns), and once opened.
+    const asked: number[] = [];
     remote.openRange = async (p, start, end, o) => {
+      asked.push(start);
       const stream = await openRange(p, start, end, o);
       opened.push({ start, stream });
       return stream;
@@ -97,23 +101,22 @@ describe('RangeReader', { timeout: 20_000 }, () => {
     const rr = reader(remote, data, hash, { initialWindow: 8 * MiB, maxWindow: 8 * MiB });
     const K = 128 * 1024;
     for (let pos = 0; pos < 5 * MiB; pos += K) expect((await rr.read(pos, K)).equals(data.subarray(pos, pos + K))).toBe(true);
-    // Within 4 MiB of the first window's end: the second window is already asked for.
-    await new Promise((r) => setTimeout(r, 20));
+    // Within 4 MiB of the first window's end: the second window is asked for ahead of the reads.
+    await waitFor('the second window asked for', () => opened.length, { until: (n) => n >= 2 });
     expect(opened.map((o) => o.start)).toEqual([0, 8 * MiB]);
     for (let pos = 5 * MiB; pos < 9 * MiB; pos += K) expect((await rr.read(pos, K)).equals(data.subarray(pos, pos + K))).toBe(true);
     expect(opened).toHaveLength(2); // the read across the boundary used it
     // A jump ends the streak: both streams are closed.
     expect((await rr.read(15 * MiB, 100)).equals(data.subarray(15 * MiB, 15 * MiB + 100))).toBe(true);
-    await new Promise((r) => setTimeout(r, 20));
-    expect(opened.every((o) => o.stream.destroyed)).toBe(true);
+    await waitFor('both streams closed', () => opened.map((o) => o.stream.destroyed), { until: (d) => d.every(Boolean) });
     rr.close();
 
     // A reader of the first bytes only (a few reads) asks for one window, not two.
     opened.length = 0;
+    asked.length = 0;
     const head = reader(remote, data, hash, { initialWindow: 1 * MiB, maxWindow: 8 * MiB });
     for (let pos = 0; pos < 3 * K; pos += K) await head.read(pos, K);
-    await new Promise((r) => setTimeout(r, 20));
-    expect(opened.map((o) => o.start)).toEqual([0]);
+    expect(asked).toEqual([0]);
     head.close();
   });
 

@@ -8,6 +8,7 @@ import { MetadataCache } from '../../../src/vfs/metadata-cache.js';
 import { UpdatesFeed } from '../../../src/vfs/updates-feed.js';
 import { createMemoryVfs, GatewayVfs } from '../../../src/vfs/index.js';
 import { silentLogger } from '../../../src/shared/log.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const dirs: string[] = [];
 const vfses: GatewayVfs[] = [];
@@ -27,7 +28,7 @@ describe('UpdatesFeed', { timeout: 10_000 }, () => {
     cache.setListing('L', '', []);
     remote.inject({ kind: 'delay', methods: ['changes'], delayMs: 60_000 });
     const poll = feed.pollNow();
-    await new Promise((r) => setTimeout(r, 50));
+    await waitFor('the poll stuck in its changes call', () => remote.injected.delay, { until: (n) => n >= 1 });
     const t0 = Date.now();
     await feed.stop();
     await poll;
@@ -204,12 +205,7 @@ describe('UpdatesFeed', { timeout: 10_000 }, () => {
     expect(await vfs.readdir('/Library')).toEqual([]);
     remotes.get('Library')!.putFile('other.txt', Buffer.from('from elsewhere'));
     const t0 = Date.now();
-    let names: string[] = [];
-    while (Date.now() - t0 < 2000) {
-      names = (await vfs.readdir('/Library')).map((a) => a.name);
-      if (names.length > 0) break;
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    const names = await waitFor('the listing to show the change', async () => (await vfs.readdir('/Library')).map((a) => a.name), { until: (n) => n.length > 0, timeoutMs: 2000, intervalMs: 10 });
     expect(names).toEqual(['other.txt']);
     expect(Date.now() - t0).toBeLessThan(400);
   });

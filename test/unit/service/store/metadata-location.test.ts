@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseMetadataUrl } from '../../../src/service/store/metadata-location.js';
+import { parseMetadataUrl } from '../../../../src/service/store/metadata-location.js';
 
 describe('--metadata', () => {
   it('takes postgresql://USER@HOST:PORT/DB; refuses a password in the URL without repeating it, and other URLs', () => {

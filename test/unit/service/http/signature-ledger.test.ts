@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SignatureLedger, StoredSignatureLedger } from '../../../src/service/http/signature-ledger.js';
-import { metadataStoreAt } from '../../../src/service/store/metadata-location.js';
+import { SignatureLedger, StoredSignatureLedger } from '../../../../src/service/http/signature-ledger.js';
+import { metadataStoreAt } from '../../../../src/service/store/metadata-location.js';
 
 describe('SignatureLedger', () => {
   it('names the other endpoint of a reused signature; the same endpoint (a retry) passes', () => {

@@ -3,12 +3,12 @@
  * requests go in as the reader thread would hand them over, over the in-memory Vfs.
  */
 import { describe, expect, it } from 'vitest';
-import { Op, type Fuse3Binding, type KernelRequest, type NativeSession } from '../../../src/fuse/engine/binding.js';
-import { LowLevelMount } from '../../../src/fuse/engine/lowlevel-mount.js';
-import { DEFAULT_DEADLINES, FuseOperations } from '../../../src/fuse/operations.js';
-import { silentLogger } from '../../../src/shared/log.js';
-import { MemoryVfs } from '../../support/memory-vfs.js';
-import { ForegroundActivity } from '../../../src/vfs/foreground-activity.js';
+import { Op, type Fuse3Binding, type KernelRequest, type NativeSession } from '../../../../src/fuse/engine/binding.js';
+import { LowLevelMount } from '../../../../src/fuse/engine/lowlevel-mount.js';
+import { DEFAULT_DEADLINES, FuseOperations } from '../../../../src/fuse/operations.js';
+import { silentLogger } from '../../../../src/shared/log.js';
+import { MemoryVfs } from '../../../support/memory-vfs.js';
+import { ForegroundActivity } from '../../../../src/vfs/foreground-activity.js';
 
 interface Reply {
   kind: string;
@@ -337,6 +337,7 @@ describe('LowLevelMount', () => {
       const flush = h.flush.bind(h);
       // A slow flush (a busy disk): what follows the close must wait for it (the folder's file slower still).
       h.flush = async () => {
+        // eslint-disable-next-line no-restricted-syntax -- the slowness of the flush under test, not a wait
         await new Promise((r) => setTimeout(r, h.path.includes('inner') ? 300 : 50));
         order.push(`flush ${h.path}`);
         await flush();

@@ -10,10 +10,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { metadataStoreAt } from '../../../src/service/store/metadata-location.js';
-import type { MetadataStore } from '../../../src/service/store/metadata-store.js';
-import { UploadServer, type UploadServerOptions } from '../../../src/service/upload/upload-server.js';
-import type { PendingUpload, UploadCaller, UploadHost, UploadedFile, VerifiedContent, WebUploadTarget } from '../../../src/service/upload/types.js';
+import { metadataStoreAt } from '../../../../src/service/store/metadata-location.js';
+import type { MetadataStore } from '../../../../src/service/store/metadata-store.js';
+import { UploadServer, type UploadServerOptions } from '../../../../src/service/upload/upload-server.js';
+import type { PendingUpload, UploadCaller, UploadHost, UploadedFile, VerifiedContent, WebUploadTarget } from '../../../../src/service/upload/types.js';
 
 export class HostError extends Error {
   constructor(readonly status: number, readonly code: number, message: string) {

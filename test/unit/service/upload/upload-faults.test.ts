@@ -7,9 +7,10 @@ import { request as httpRequest } from 'node:http';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import { crc32 } from '../../../src/shared/crc32.js';
+import { crc32 } from '../../../../src/shared/crc32.js';
 import { FakeUploadHost, listen } from './fake-host.js';
 import { UploadWire } from './wire.js';
+import { waitFor } from '../../../support/wait-for.js';
 
 let host: FakeUploadHost;
 let srv: Awaited<ReturnType<typeof listen>>;
@@ -63,30 +64,22 @@ it('an upload cut at five random points finishes with the right SHA-1 and no lef
       await cutBlock(srv.url, session, offset, block, cut - offset);
       cutsDone++;
       // resume from what the server committed (it may still be rolling the cut block back)
-      let committed: number;
-      for (;;) {
+      offset = await waitFor('the server to roll the cut block back', async () => {
         const r = await wire.post('upload_req', session);
         expect(r.status).toBe(200);
-        committed = Number(r.text);
-        if (committed === offset) break;
-        await new Promise((res) => setTimeout(res, 10));
-      }
-      offset = committed;
+        return Number(r.text);
+      }, { until: (committed) => committed === offset, intervalMs: 10 });
       continue;
     }
-    const r = await wire.part(session, `${offset}-${offset + block.length - 1}`, block);
-    if (r.status === 410) {
-      await new Promise((res) => setTimeout(res, 10));
-      continue;
-    }
+    // 410 while the server still rolls a cut block back: sent again.
+    const r = await waitFor('the server to take the block', () => wire.part(session, `${offset}-${offset + block.length - 1}`, block), { until: (res) => res.status !== 410, intervalMs: 10 });
     expect([200, 202]).toContain(r.status);
     last = r.status;
     offset += block.length;
   }
   expect(cutsDone).toBe(5);
   expect(last).toBe(202);
-  let fin = await wire.post('upload_finish', session);
-  while (fin.status === 202) fin = await wire.post('upload_finish', session);
+  const fin = await waitFor('upload_finish to answer other than 202', () => wire.post('upload_finish', session), { until: (res) => res.status !== 202, intervalMs: 10 });
   expect(fin).toMatchObject({ status: 200, json: { filehash, filesize: size } });
   const stored = await readFile(host.blobPath(filehash));
   expect(createHash('sha1').update(stored).digest('hex')).toBe(filehash);

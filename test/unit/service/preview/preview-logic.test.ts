@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { requestedRange } from '../../../src/service/preview/byte-ranges.js';
-import { renderMarkdown } from '../../../src/service/preview/markdown.js';
-import { contentType, previewKind, thumbnailable } from '../../../src/service/preview/preview-kind.js';
-import { PreviewTokenSigner, type PreviewClaims } from '../../../src/service/preview/preview-token.js';
+import { requestedRange } from '../../../../src/service/preview/byte-ranges.js';
+import { renderMarkdown } from '../../../../src/service/preview/markdown.js';
+import { contentType, previewKind, thumbnailable } from '../../../../src/service/preview/preview-kind.js';
+import { PreviewTokenSigner, type PreviewClaims } from '../../../../src/service/preview/preview-token.js';
 
 const claims: PreviewClaims = {
   use: 'page', libraryId: 7, fullpath: 'a/b/ü & <x>.pdf', filehash: 'a'.repeat(40), filename: 'ü & <x>.pdf', filesize: 1234,

@@ -1,6 +1,6 @@
 /** InodeTable: kernel inode numbers → gateway paths, with lookup/forget counting. */
 import { describe, expect, it } from 'vitest';
-import { InodeTable, ROOT_INO } from '../../../src/fuse/engine/inode-table.js';
+import { InodeTable, ROOT_INO } from '../../../../src/fuse/engine/inode-table.js';
 
 describe('InodeTable', () => {
   it('resolves paths through parents and counts lookups', () => {

@@ -5,9 +5,9 @@
  * below are the claims: each must be an error, or the type check fails.
  */
 import { describe, expect, it } from 'vitest';
-import { Router } from '../../../src/service/http/router.js';
-import type { Authenticator } from '../../../src/service/http/auth.js';
-import { silentLogger } from '../../../src/shared/log.js';
+import { Router } from '../../../../src/service/http/router.js';
+import type { Authenticator } from '../../../../src/service/http/auth.js';
+import { silentLogger } from '../../../../src/shared/log.js';
 
 describe('service handlers typed by the endpoint table', () => {
   it('a handler answers its endpoint\'s result type; an empty answer only where `{}` is one', () => {

@@ -7,9 +7,9 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FolderBlobStore } from '../../../src/service/store/folder-blob-store.js';
-import type { FolderStagedUploads } from '../../../src/service/store/staged-uploads.js';
-import { stagedUploadsContract } from '../../support/staged-uploads-contract.js';
+import { FolderBlobStore } from '../../../../src/service/store/folder-blob-store.js';
+import type { FolderStagedUploads } from '../../../../src/service/store/staged-uploads.js';
+import { stagedUploadsContract } from '../../../support/staged-uploads-contract.js';
 
 let root: string;
 let blobs: FolderBlobStore;

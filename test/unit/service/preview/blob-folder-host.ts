@@ -11,8 +11,8 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { silentLogger, type Logger } from '../../../src/shared/log.js';
-import { PreviewServer, type ByteRange, type PreviewHost, type PreviewServerOptions, type TrafficKind } from '../../../src/service/preview/index.js';
+import { silentLogger, type Logger } from '../../../../src/shared/log.js';
+import { PreviewServer, type ByteRange, type PreviewHost, type PreviewServerOptions, type TrafficKind } from '../../../../src/service/preview/index.js';
 
 export class BlobFolderHost implements PreviewHost {
   readonly signingKey = randomBytes(32);

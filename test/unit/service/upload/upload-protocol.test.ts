@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { crc32 } from '../../../src/shared/crc32.js';
+import { crc32 } from '../../../../src/shared/crc32.js';
 import { FakeUploadHost, listen } from './fake-host.js';
 import { UploadWire } from './wire.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { sign, signingString, signatureVariants } from '../../src/shared/sign.js';
+import { sign, signingString, signatureVariants } from '../../../src/shared/sign.js';
 
 const secret = 'k3Jd9QpXv2LmTz8RwYb4Nc';
 

@@ -1,11 +1,12 @@
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import sharp from 'sharp';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { previewUrlResult, PreviewError, PreviewServer, DEFAULT_WATERMARK } from '../../../src/service/preview/index.js';
-import { silentLogger } from '../../../src/shared/log.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { previewUrlResult, PreviewError, PreviewServer, DEFAULT_WATERMARK } from '../../../../src/service/preview/index.js';
+import { silentLogger } from '../../../../src/shared/log.js';
 import { BlobFolderHost, PreviewTestService } from './blob-folder-host.js';
 import { tinyPdf } from './tiny-pdf.js';
+import { waitFor } from '../../../support/wait-for.js';
 
 let svc: PreviewTestService;
 beforeAll(async () => { svc = await PreviewTestService.start({ textLimitBytes: 64 }); });
@@ -90,13 +91,13 @@ describe('preview pages', { timeout: 20_000 }, () => {
     expect((await whole.arrayBuffer()).byteLength).toBe(1000);
     // Counted when the server's stream ends, which may follow the client's last byte by a moment (longer on a
     // busy machine: the wait is bounded near the test's own deadline, not by a guess of how long).
-    await vi.waitFor(() => expect(svc.host.traffic.preview - preview).toBe(1004), { timeout: 15_000, interval: 20 });
+    expect(await waitFor('the preview bytes counted', () => svc.host.traffic.preview - preview, { until: (n) => n >= 1004, timeoutMs: 15_000 })).toBe(1004);
 
     const dl = await fetch(linkIn(html, 'd', svc.baseUrl));
     expect(dl.status).toBe(200);
     expect(dl.headers.get('content-disposition')).toBe("attachment; filename*=UTF-8''clip.webm");
     expect((await dl.arrayBuffer()).byteLength).toBe(1000);
-    await vi.waitFor(() => expect(svc.host.traffic.download - download).toBe(1000), { timeout: 15_000, interval: 20 });
+    expect(await waitFor('the download bytes counted', () => svc.host.traffic.download - download, { until: (n) => n >= 1000, timeoutMs: 15_000 })).toBe(1000);
   });
 
   it('draws the watermark over the page and offers no download', async () => {
@@ -250,8 +251,8 @@ describe('a viewer closing the connection mid-stream', { timeout: 20_000 }, () =
       const reader = res.body!.getReader();
       await reader.read();
       ac.abort();
-      await expect.poll(() => s.host.traffic.preview, { timeout: 15_000 }).toBeGreaterThan(0);
-      await expect.poll(() => lines.some((l) => l.includes('closed the connection')), { timeout: 15_000 }).toBe(true);
+      await waitFor('preview bytes counted', () => s.host.traffic.preview, { until: (n) => n > 0, timeoutMs: 15_000 });
+      await waitFor('the log of the closed connection', () => lines.some((l) => l.includes('closed the connection')), { timeoutMs: 15_000 });
       expect(lines.filter((l) => /"level":50/.test(l))).toEqual([]);
       expect(s.host.traffic.preview).toBeLessThan(32 * 1024 * 1024);
     } finally {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { S3BlobStore } from '../../../src/service/store/s3-blob-store.js';
+import { S3BlobStore } from '../../../../src/service/store/s3-blob-store.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -75,7 +75,9 @@ describe('S3BlobStore.open', { timeout: 30_000 }, () => {
   });
 
   it('takes a bucket another process made meanwhile as made', async () => {
-    const { endpoint } = await standIn((req, res) => (req.method === 'HEAD' ? void res.writeHead(404).end() : s3Error(res, 409, 'BucketAlreadyOwnedByYou', 'Your previous request to create the named bucket succeeded and you already own it.')));
-    await (await store(endpoint)).open();
+    const { endpoint, calls } = await standIn((req, res) => (req.method === 'HEAD' ? void res.writeHead(404).end() : s3Error(res, 409, 'BucketAlreadyOwnedByYou', 'Your previous request to create the named bucket succeeded and you already own it.')));
+    await expect((await store(endpoint)).open()).resolves.toBeUndefined();
+    // Asked once to make it, the refusal taken as made: not asked again.
+    expect(calls).toEqual({ HEAD: 1, PUT: 1 });
   });
 });

@@ -1,6 +1,6 @@
 /** The chunked upload protocol on the wire, as a client speaks it (undici), for the upload server tests. */
 import { request } from 'undici';
-import { crc32 } from '../../../src/shared/crc32.js';
+import { crc32 } from '../../../../src/shared/crc32.js';
 
 export interface Answer { status: number; text: string; json: Record<string, unknown> }
 

@@ -7,13 +7,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FormData, request } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { PasswordAttempts, StoredPasswordAttempts } from '../../../src/service/links/password-attempts.js';
-import { LinkPages } from '../../../src/service/links/link-pages.js';
-import { ShareLinks } from '../../../src/service/links/share-links.js';
-import { metadataStoreAt } from '../../../src/service/store/metadata-location.js';
-import type { MetadataStore } from '../../../src/service/store/metadata-store.js';
-import type { LinkEntry, LinkHost } from '../../../src/service/links/types.js';
-import type { UploadedFile, VerifiedContent } from '../../../src/service/upload/types.js';
+import { PasswordAttempts, StoredPasswordAttempts } from '../../../../src/service/links/password-attempts.js';
+import { LinkPages } from '../../../../src/service/links/link-pages.js';
+import { ShareLinks } from '../../../../src/service/links/share-links.js';
+import { metadataStoreAt } from '../../../../src/service/store/metadata-location.js';
+import type { MetadataStore } from '../../../../src/service/store/metadata-store.js';
+import type { LinkEntry, LinkHost } from '../../../../src/service/links/types.js';
+import type { UploadedFile, VerifiedContent } from '../../../../src/service/upload/types.js';
 
 /** One library as a map of entries; blobs on disk by SHA-1. */
 class FakeLinkHost implements LinkHost {
