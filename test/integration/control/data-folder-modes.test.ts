@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/gateway/config.js';
 import { Gateway } from '../../../src/gateway/gateway.js';
 import { silentLogger } from '../../../src/shared/log.js';
+import { waitFor } from '../../support/wait-for.js';
 
 let dir: string | undefined;
 let gateway: Gateway | undefined;
@@ -50,10 +51,7 @@ describe('the data folder', { timeout: 60_000 }, () => {
     const stream = await gateway.vfs.createReadStream(`/${lib}/modes.txt`);
     for await (const _ of stream) { /* drained */ }
     const feeds = join(dir, 'gateway', 'feeds');
-    for (let waited = 0; (await readdir(feeds).catch(() => [])).length === 0; waited += 50) {
-      if (waited > 20_000) throw new Error(`no feed cursor in ${feeds} after 20 s`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitFor(`a feed cursor in ${feeds}`, async () => (await readdir(feeds).catch(() => [])).length > 0, { timeoutMs: 20_000 });
     await gateway.stop();
     gateway = undefined;
     expect(await notPrivate(dir)).toEqual([]);

@@ -12,6 +12,7 @@ import { createWebdavServer } from '../../../src/webdav/index.js';
 import { silentLogger } from '../../../src/shared/log.js';
 import { vfsCode } from '../../support/vfs.js';
 import { dav, LOCK_BODY, lockTokenOf } from '../../support/dav-http.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -28,12 +29,8 @@ async function gateway(): Promise<{ vfs: GatewayVfs; remote: MemoryRemote; dir: 
   return { vfs, remote, dir };
 }
 
-async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
+async function until(cond: () => boolean, what: string): Promise<void> {
+  await waitFor(what, cond);
 }
 
 describe('locks and tags of files not on the service yet', () => {
@@ -53,10 +50,7 @@ describe('locks and tags of files not on the service yet', () => {
     await vfs.flushAll({ timeoutMs: 10_000 });
     await until(() => remote.read('newdoc.txt').toString() === 'final', 'the upload');
     const onService = async () => (await remote.stat('newdoc.txt'))?.locked === true;
-    let locked = false;
-    const end = Date.now() + 10_000;
-    while (!(locked = await onService()) && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
-    expect(locked).toBe(true);
+    expect(await waitFor('the lock on the service', onService)).toBe(true);
     expect((await dav(url, 'UNLOCK', '/A/newdoc.txt', { headers: { 'lock-token': `<${token}>` } })).status).toBe(204);
     expect((await remote.stat('newdoc.txt'))?.locked).toBe(false);
   });
@@ -83,9 +77,7 @@ describe('locks and tags of files not on the service yet', () => {
     expect(await vfsCode(vfs.setTags('/A/pending.txt', ['bad;tag']))).toBe('EINVAL');
     await vfs.flushAll({ timeoutMs: 10_000 });
     const tagsOnService = async () => (await remote.stat('pending.txt'))?.tags ?? [];
-    const end = Date.now() + 10_000;
-    let tags: string[] = [];
-    while ((tags = await tagsOnService()).length < 2 && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+    const tags = await waitFor('both tags on the service', tagsOnService, { until: (t) => t.length >= 2 });
     expect(tags.sort()).toEqual(['draft', 'q3']);
     expect((await vfs.getTags('/A/pending.txt')).sort()).toEqual(['draft', 'q3']);
   });

@@ -10,6 +10,7 @@ import { Connectivity, ReportingRemote } from '../../../src/vfs/connectivity.js'
 import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
 import { ServiceClient } from '../../../src/api/client.js';
 import { LibraryRemote } from '../../../src/remote/library-remote.js';
+import { waitFor } from '../../support/wait-for.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -17,12 +18,8 @@ afterEach(async () => {
 });
 
 /** Waits until `cond` holds, failing with `what` after `ms`. */
-async function until(cond: () => boolean, what: string, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+async function until(cond: () => boolean, what: string): Promise<void> {
+  await waitFor(what, cond, { timeoutMs: 20_000 });
 }
 
 /** A server that takes connections and never answers: a stopped service's kernel still accepts. */
@@ -79,6 +76,7 @@ describe('a stalled service', () => {
     let paused = 0;
     for await (const c of unread) {
       paused += (c as Buffer).length;
+      // eslint-disable-next-line no-restricted-syntax -- the claim is about time itself: a reader that pauses longer than the deadline
       if (paused === (c as Buffer).length) await new Promise((r) => setTimeout(r, 400));
     }
     expect(paused).toBe(4 << 20);
