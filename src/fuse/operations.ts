@@ -488,6 +488,17 @@ export class FuseOperations {
           return 0;
         }),
 
+      // fallocate mode 0 (the others are answered EOPNOTSUPP by the engine): space is not reserved (the
+      // service is not a disk), but the file is as long as a local disk would make it, zeros added.
+      fallocate: (path: string, fh: number, offset: number, length: number, cb: NativeCallback) =>
+        this.run('fallocate', path, 'durableMs', cb, async () => {
+          if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length <= 0) return -Errno.EINVAL;
+          const file = this.writableFile(fh);
+          const end = offset + length;
+          if ((await file.handle.stat()).size < end) await file.handle.truncate(end);
+          return 0;
+        }),
+
       flush: (path: string, fh: number, cb: NativeCallback, closed?: EngineClose) =>
         this.run('flush', path, 'durableMs', cb, async () => {
           const file = this.handles.get(fh);

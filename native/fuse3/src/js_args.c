@@ -104,6 +104,10 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
     case OP_RELEASE:
       set_num(env, o, "flags", q->flags);
       break;
+    case OP_FALLOCATE:
+      set_num(env, o, "offset", (double)q->offset);
+      set_num(env, o, "size", (double)q->size);
+      break;
     case OP_READ:
     case OP_READDIR:
     case OP_READDIRPLUS:

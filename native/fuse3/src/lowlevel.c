@@ -445,6 +445,25 @@ static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
   enqueue(s, q);
 }
 
+/*
+ * fallocate: mode 0 (allocate, extending the file with zeros up to offset + length) is JavaScript's, as a
+ * truncate that only grows; the others (keep the size, punch or zero a range, collapse, insert) the Vfs
+ * cannot hold, and are answered EOPNOTSUPP here.
+ */
+static void ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length, struct fuse_file_info *fi) {
+  if (mode != 0) {
+    fuse_reply_err(req, EOPNOTSUPP);
+    return;
+  }
+  /* A size changed by JavaScript: its close is JavaScript's too. */
+  created_spoil(SESSION(req), ino);
+  BEGIN_CHANGE(OP_FALLOCATE, ino, ino, 0);
+  WITH_FI(fi);
+  q->offset = (uint64_t)offset;
+  q->size = (uint64_t)length;
+  enqueue(s, q);
+}
+
 static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   BEGIN(OP_OPENDIR, ino);
   q->flags = fi->flags;
@@ -579,4 +598,5 @@ const struct fuse_lowlevel_ops ll_ops = {
   .removexattr = ll_removexattr,
   .access = ll_access,
   .create = ll_create,
+  .fallocate = ll_fallocate,
 };

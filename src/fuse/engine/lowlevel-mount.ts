@@ -466,6 +466,9 @@ export class LowLevelMount {
       case Op.FSYNC:
         this.ops.fsync(this.safePath(req.ino), req.flags!, req.fh!, this.replyDurable(id, req.fh!));
         return;
+      case Op.FALLOCATE:
+        this.ops.fallocate(this.safePath(req.ino), req.fh!, req.offset!, req.size!, (code) => b.replyErr(se, id, code < 0 ? -code : 0));
+        return;
       case Op.RELEASE:
         return this.release(id, req.ino, req.fh!);
       case Op.OPENDIR: {

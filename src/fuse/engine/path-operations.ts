@@ -20,6 +20,8 @@ export interface PathOperations {
   /** `closed`: a close the engine answered, its record written (see FileHandle.flush). */
   flush(path: string, fh: number, cb: NativeCallback, closed?: EngineClose): void;
   fsync(path: string, datasync: number, fh: number, cb: NativeCallback): void;
+  /** fallocate mode 0: the file grows (with zeros) to at least `offset + length`. */
+  fallocate(path: string, fh: number, offset: number, length: number, cb: NativeCallback): void;
   fsyncdir(path: string, datasync: number, fh: number, cb: NativeCallback): void;
   release(path: string, fh: number, cb: NativeCallback): void;
   unlink(path: string, cb: NativeCallback): void;

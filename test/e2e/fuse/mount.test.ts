@@ -76,6 +76,20 @@ describe('FUSE mount', () => {
     expect(await errCode(open(join(lib, 'e/f'), 'wx'))).toBe('EEXIST');
   }, T);
 
+  it('fallocate: mode 0 makes the file that long with zeros (fallocate -l, posix_fallocate); keeping the size or punching holes is EOPNOTSUPP', async () => {
+    const path = join(lib, 'preallocated.bin');
+    await writeFile(path, 'data');
+    await sh('fallocate', ['-l', '1M', path]);
+    const got = await readFile(path);
+    expect(got.length).toBe(1024 * 1024);
+    expect(got.subarray(0, 4).toString()).toBe('data');
+    expect(got.subarray(4).every((b) => b === 0)).toBe(true);
+    // EOPNOTSUPP, as util-linux words it for each mode.
+    await expect(sh('fallocate', ['-n', '-l', '2M', path])).rejects.toThrow(/keep size mode is unsupported/);
+    await expect(sh('fallocate', ['-p', '-o', '0', '-l', '4096', path])).rejects.toThrow(/unsupported|not supported/);
+    expect((await stat(path)).size).toBe(1024 * 1024);
+  }, T);
+
   it('a file written by another client shows up within the attribute timeout', async () => {
     await h.call('remoteWrite', { path: '/Lib/from-elsewhere.txt', data: Buffer.from('remote data').toString('base64') });
     const names = await eventually('listing shows the file', async () => {

@@ -201,6 +201,22 @@ describe('FuseOperations', () => {
     expect(kept.size).toBe(TIMES_KEPT_MAX + 1); // the mode's path and the newest TIMES_KEPT_MAX timed ones
   });
 
+  it('fallocate (mode 0) makes the file as long as a local disk would, zeros added, never shorter; bad ranges EINVAL', async () => {
+    const { call, vfs } = setup();
+    const [, fh] = await call('create', '/Lib/pre', 0o644);
+    await call('write', '/Lib/pre', fh, Buffer.from('head'), 4, 0);
+    expect(await call('fallocate', '/Lib/pre', fh, 0, 4096)).toEqual([0]);
+    expect((await vfs.stat('/Lib/pre')).size).toBe(4096);
+    expect(await call('fallocate', '/Lib/pre', fh, 0, 10)).toEqual([0]);
+    expect((await vfs.stat('/Lib/pre')).size).toBe(4096);
+    expect(await call('fallocate', '/Lib/pre', fh, -1, 10)).toEqual([-22]);
+    const buf = Buffer.alloc(4096);
+    expect(await call('read', '/Lib/pre', fh, buf, 4096, 0)).toEqual([4096]);
+    expect(buf.subarray(0, 4).toString()).toBe('head');
+    expect(buf.subarray(4).every((b) => b === 0)).toBe(true);
+    await call('release', '/Lib/pre', fh);
+  });
+
   it('chmod/chown answer EROFS on a read-only mount', async () => {
     const { call } = setup({ readOnly: true });
     expect(await call('chmod', '/Lib', 0o755)).toEqual([-30]);
