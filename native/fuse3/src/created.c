@@ -2,6 +2,7 @@
  * Creates answered here, and the files created here that the engine follows so as to answer their close.
  */
 #include "engine_i.h"
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -236,6 +237,9 @@ int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
   if (pass) {
     if (c) c->fd = spool_take_ready(s, c->id);
     if (c && c->fd < 0) c->fd = spool_make(s, s->spool_dir_fd, c->id);
+    /* A spool made ahead (or taken from the pool) carries the time it was made: the file's times are the
+     * spool's (an empty file shows them), so they start now, at its create. */
+    if (c && c->fd >= 0) futimens(c->fd, NULL);
     backing = c && c->fd >= 0 ? backing_open(s, c->fd) : 0;
     /* Not allowed to this process (CAP_SYS_ADMIN): never tried again. */
     if (backing == -EPERM) s->backing_denied = 1;

@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { chmod, mkdir, mkdtemp, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, open, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -311,8 +311,19 @@ describe.runIf(granted)('the mount with passthrough: spools made ahead', () => {
     expect(after.spoolsMadeAhead - before.spoolsMadeAhead).toBeGreaterThan(0);
     await h.call('flushAll');
     for (const i of [0, 19]) expect(Buffer.from(await h.call<string>('remoteRead', { path: `/Lib/ahead/a${i}` }), 'base64').equals(Buffer.alloc(50 + i, 65 + i))).toBe(true);
+    // A spool made ahead carries the time it was made: an empty file created now shows now, also once
+    // JavaScript took it over (it shows the spool's time), never the time its spool was made.
+    const made = (await spoolFolder(kept.dataDir)).spools;
+    expect(made.length).toBeGreaterThan(0);
+    const long = new Date('2001-01-01T00:00:00Z');
+    for (const id of made) await utimes(join(kept.dataDir, 'journal', 'spool', id), long, long).catch(() => undefined);
+    const t0 = Date.now() - 1000;
+    await writeFile(join(h.mnt, 'Lib/ahead/empty'), '');
+    expect((await stat(join(h.mnt, 'Lib/ahead/empty'))).mtimeMs).toBeGreaterThanOrEqual(t0);
+    await h.call('flushAll');
+    expect((await h.call<{ mtimeMs: number }>('localStat', { path: '/Lib/ahead/empty' })).mtimeMs).toBeGreaterThanOrEqual(t0);
     // The engine journaled each close (a side log): the journal took each of those lines as its own, as written.
-    const side = (await journalLines(kept.dataDir, (n) => n.startsWith('closes.'))).filter((l) => l.includes('"fullpath":"ahead/'));
+    const side = (await journalLines(kept.dataDir, (n) => n.startsWith('closes.'))).filter((l) => l.includes('"fullpath":"ahead/a'));
     expect(side).toHaveLength(20);
     const own = new Set(await journalLines(kept.dataDir, (n) => n === 'journal.log'));
     expect(side.filter((l) => own.has(l))).toHaveLength(20);
