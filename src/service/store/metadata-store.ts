@@ -30,8 +30,19 @@ export interface MetadataSession {
   insert(sql: string, params?: readonly unknown[]): Promise<number>;
 }
 
+/** What a store sent to its engine since it opened (tests count them per request; docs/service.md). */
+export interface StoreStats {
+  /** Statements executed; on PostgreSQL each is one round trip to the server (BEGIN and COMMIT too). */
+  roundTrips: number;
+  /** Transactions committed or rolled back (not counting the attempts retried). */
+  transactions: number;
+  /** Transaction attempts started over after a serialization failure or a deadlock. */
+  retries: number;
+}
+
 export interface MetadataStore extends MetadataSession {
   readonly engine: 'sqlite' | 'postgresql';
+  readonly stats: StoreStats;
   /** False once `close()` was called. */
   readonly open: boolean;
   /** Runs `fn` in one transaction; its result once committed. A thrown error rolls everything back. */

@@ -6,7 +6,7 @@
  * serialization failure or a deadlock: a transaction's body must do nothing but database work.
  */
 import type pg from 'pg';
-import { TransactionScope, type MetadataSession, type MetadataStore, type RunResult } from './metadata-store.js';
+import { TransactionScope, type MetadataSession, type MetadataStore, type RunResult, type StoreStats } from './metadata-store.js';
 
 const RETRYABLE = new Set(['40001', '40P01']);
 /** Attempts of one transaction: enough for the pool's connections all colliding on one row. */
@@ -14,6 +14,7 @@ const MAX_ATTEMPTS = 100;
 
 export class PgMetadataStore implements MetadataStore {
   readonly engine = 'postgresql';
+  readonly stats: StoreStats = { roundTrips: 0, transactions: 0, retries: 0 };
   open = true;
   private readonly scope = new TransactionScope();
 
@@ -21,7 +22,7 @@ export class PgMetadataStore implements MetadataStore {
 
   /** The transaction in progress here, else the pool. */
   private session(): MetadataSession {
-    return this.scope.session() ?? sessionOf(this.pool);
+    return this.scope.session() ?? sessionOf(this.pool, this.stats);
   }
 
   get<T>(sql: string, params?: readonly unknown[]): Promise<T | undefined> {
@@ -46,13 +47,21 @@ export class PgMetadataStore implements MetadataStore {
     for (let attempt = 1; ; attempt++) {
       const client = await this.pool.connect();
       try {
+        this.stats.roundTrips++;
         await client.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
-        const result = await this.scope.run(sessionOf(client), fn);
+        const result = await this.scope.run(sessionOf(client, this.stats), fn);
+        this.stats.roundTrips++;
         await client.query('COMMIT');
+        this.stats.transactions++;
         return result;
       } catch (err) {
+        this.stats.roundTrips++;
         await client.query('ROLLBACK').catch(() => undefined);
-        if (attempt >= MAX_ATTEMPTS || !RETRYABLE.has((err as { code?: string }).code ?? '')) throw err;
+        if (attempt >= MAX_ATTEMPTS || !RETRYABLE.has((err as { code?: string }).code ?? '')) {
+          this.stats.transactions++;
+          throw err;
+        }
+        this.stats.retries++;
       } finally {
         client.release();
       }
@@ -69,8 +78,11 @@ export class PgMetadataStore implements MetadataStore {
 
 type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 
-function sessionOf(q: Queryable): MetadataSession {
-  const query = (sql: string, params: readonly unknown[] = []) => (q as pg.Pool).query(numbered(sql), params as unknown[]);
+function sessionOf(q: Queryable, stats: StoreStats): MetadataSession {
+  const query = (sql: string, params: readonly unknown[] = []) => {
+    stats.roundTrips++;
+    return (q as pg.Pool).query(numbered(sql), params as unknown[]);
+  };
   return {
     get: async <T>(sql: string, params?: readonly unknown[]) => (await query(sql, params)).rows[0] as T | undefined,
     all: async <T>(sql: string, params?: readonly unknown[]) => (await query(sql, params)).rows as T[],

@@ -6,13 +6,14 @@
  */
 import type { Db } from './database.js';
 import type Database from 'better-sqlite3';
-import { TransactionScope, type MetadataSession, type MetadataStore, type RunResult } from './metadata-store.js';
+import { TransactionScope, type MetadataSession, type MetadataStore, type RunResult, type StoreStats } from './metadata-store.js';
 
 /** Prepared statements kept per connection: the domain's statements are a fixed set of texts. */
 const STATEMENT_CACHE = 500;
 
 export class SqliteMetadataStore implements MetadataStore {
   readonly engine = 'sqlite';
+  readonly stats: StoreStats = { roundTrips: 0, transactions: 0, retries: 0 };
   private tail: Promise<unknown> = Promise.resolve();
   private readonly direct: MetadataSession;
   private readonly scope = new TransactionScope();
@@ -32,6 +33,7 @@ export class SqliteMetadataStore implements MetadataStore {
   }
 
   private statement(sql: string): Database.Statement {
+    this.stats.roundTrips++;
     let st = this.statements.get(sql);
     if (!st) {
       st = this.db.prepare(sql);
@@ -70,6 +72,7 @@ export class SqliteMetadataStore implements MetadataStore {
     const inTx = this.scope.session();
     if (inTx) return fn(inTx);
     return this.serial(async () => {
+      this.stats.transactions++;
       this.db.exec('BEGIN IMMEDIATE');
       try {
         const result = await this.scope.run(this.direct, fn);
