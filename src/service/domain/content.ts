@@ -46,7 +46,7 @@ export class LibraryContent {
           return await this.tree.tx(async () => {
             await this.tree.addBlob(content);
             return place(content);
-          });
+          }, libraryId);
         } catch (err) {
           if (!await this.tree.blobStored(file.sha1)) await this.blobs.remove(file.sha1);
           throw err;
@@ -58,9 +58,9 @@ export class LibraryContent {
     }
   }
 
-  /** Runs `place` against a blob already stored (instant upload, copy), under the blob's lock. */
-  async reuse(sha1: string, place: () => Promise<EntryRow>): Promise<EntryRow> {
-    return this.locks.lock(sha1, async () => this.tree.tx(place));
+  /** Runs `place` against a blob already stored (instant upload, copy) in library `libraryId`, under the blob's lock. */
+  async reuse(libraryId: number, sha1: string, place: () => Promise<EntryRow>): Promise<EntryRow> {
+    return this.locks.lock(sha1, async () => this.tree.tx(place, libraryId));
   }
 
   /** Starts a collection soon (coalesced); errors are logged. */

@@ -1,12 +1,19 @@
 /**
  * PgMetadataStore: the MetadataStore over a pool of PostgreSQL connections (store/pg-database.ts). `?`
- * placeholders become `$1…`. A transaction is SERIALIZABLE — the same guarantee as SQLite's one writer at
- * a time, so read-then-write code stays correct across processes — holds one connection from BEGIN to
- * COMMIT, and starts over (after a short random pause; at most 100 attempts) when PostgreSQL reports a
- * serialization failure or a deadlock: a transaction's body must do nothing but database work.
+ * placeholders become `$1…`. A transaction holds one connection from BEGIN to COMMIT and starts over
+ * (after a short random pause; at most 100 attempts) when PostgreSQL reports a serialization failure or
+ * a deadlock: a transaction's body must do nothing but database work.
+ *
+ * - A transaction without a library is SERIALIZABLE: the same guarantee as SQLite's one writer at a time,
+ *   so read-then-write code stays correct across processes.
+ * - A library's transaction is READ COMMITTED behind the library row's lock, taken in the round trip of
+ *   its BEGIN (`BEGIN …; SELECT … FOR UPDATE`): the changes of one library queue on that lock instead of
+ *   colliding and starting over, and each statement sees every change committed before. Its operation
+ *   times are counted here from the row's `last_op_ms` and written back in the round trip of its COMMIT.
+ *   A library locked by a nested transaction, or by a reservation inside any transaction, gets the same.
  */
 import type pg from 'pg';
-import { TransactionScope, type MetadataSession, type MetadataStore, type RunResult, type StoreStats } from './metadata-store.js';
+import { TransactionScope, reserveOperationTimesByStatement, type MetadataSession, type MetadataStore, type RunResult, type StoreStats, type TransactionOptions } from './metadata-store.js';
 
 const RETRYABLE = new Set(['40001', '40P01']);
 /** Attempts of one transaction: enough for the pool's connections all colliding on one row. */
@@ -14,7 +21,7 @@ const MAX_ATTEMPTS = 100;
 
 export class PgMetadataStore implements MetadataStore {
   readonly engine = 'postgresql';
-  readonly stats: StoreStats = { roundTrips: 0, transactions: 0, retries: 0 };
+  readonly stats: StoreStats = { roundTrips: 0, transactions: 0, retries: 0, lockWaitMs: 0 };
   open = true;
   private readonly scope = new TransactionScope();
 
@@ -41,17 +48,27 @@ export class PgMetadataStore implements MetadataStore {
     return this.session().insert(sql, params);
   }
 
-  async tx<T>(fn: (session: MetadataSession) => Promise<T>): Promise<T> {
+  reserveOperationTimes(libraryId: number, now: number, n: number): Promise<number> {
+    return this.session().reserveOperationTimes(libraryId, now, n);
+  }
+
+  async tx<T>(fn: (session: MetadataSession) => Promise<T>, opts: TransactionOptions = {}): Promise<T> {
+    const library = opts.library;
+    if (library !== undefined && !Number.isSafeInteger(library)) throw new TypeError(`library: expected an integer id, got ${String(library)}`);
     const inTx = this.scope.session();
-    if (inTx) return fn(inTx);
+    if (inTx) {
+      if (library !== undefined) await (inTx as PgTransaction).lockLibrary(library);
+      return fn(inTx);
+    }
     for (let attempt = 1; ; attempt++) {
+      const waitFrom = performance.now();
       const client = await this.pool.connect();
       try {
-        this.stats.roundTrips++;
-        await client.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
-        const result = await this.scope.run(sessionOf(client, this.stats), fn);
-        this.stats.roundTrips++;
-        await client.query('COMMIT');
+        const t = new PgTransaction(client, this.stats);
+        await t.begin(library);
+        this.stats.lockWaitMs += performance.now() - waitFrom;
+        const result = await this.scope.run(t, fn);
+        await t.commit();
         this.stats.transactions++;
         return result;
       } catch (err) {
@@ -76,6 +93,70 @@ export class PgMetadataStore implements MetadataStore {
   }
 }
 
+/** One transaction on its connection: its statements and the clocks of the libraries it has locked. */
+class PgTransaction implements MetadataSession {
+  /** Library id → its last operation time, and whether this transaction advanced it. */
+  private readonly clocks = new Map<number, { last: number; advanced: boolean }>();
+  private readonly session: MetadataSession;
+
+  constructor(private readonly client: pg.PoolClient, private readonly stats: StoreStats) {
+    this.session = sessionOf(client, stats);
+  }
+
+  get<T>(sql: string, params?: readonly unknown[]): Promise<T | undefined> { return this.session.get<T>(sql, params); }
+  all<T>(sql: string, params?: readonly unknown[]): Promise<T[]> { return this.session.all<T>(sql, params); }
+  run(sql: string, params?: readonly unknown[]): Promise<RunResult> { return this.session.run(sql, params); }
+  insert(sql: string, params?: readonly unknown[]): Promise<number> { return this.session.insert(sql, params); }
+
+  /** BEGIN, and for a library's transaction the lock of its row, in one round trip. */
+  async begin(library: number | undefined): Promise<void> {
+    this.stats.roundTrips++;
+    if (library === undefined) {
+      await this.client.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
+      return;
+    }
+    // Several statements in one round trip go as a simple query, which takes no parameters: the id is a
+    // checked integer.
+    const results = await this.client.query(`BEGIN ISOLATION LEVEL READ COMMITTED; ${lockSql(library)}`) as unknown as pg.QueryResult<{ last_op_ms: number }>[];
+    this.track(library, results[1]?.rows[0]);
+  }
+
+  /** Takes the lock of a library's row (once per transaction). */
+  async lockLibrary(library: number): Promise<void> {
+    if (this.clocks.has(library)) return;
+    this.stats.roundTrips++;
+    this.track(library, (await this.client.query<{ last_op_ms: number }>(lockSql(library))).rows[0]);
+  }
+
+  async reserveOperationTimes(libraryId: number, now: number, n: number): Promise<number> {
+    let clock = this.clocks.get(libraryId);
+    if (!clock) {
+      // The statement takes the row's lock: later reservations of this transaction are counted here.
+      const first = await reserveOperationTimesByStatement(this.session, libraryId, now, n);
+      this.clocks.set(libraryId, { last: first + n - 1, advanced: false });
+      return first;
+    }
+    const first = Math.max(now, clock.last + 1);
+    clock = { last: first + n - 1, advanced: true };
+    this.clocks.set(libraryId, clock);
+    return first;
+  }
+
+  /** Writes the clocks this transaction advanced and commits, in one round trip. */
+  async commit(): Promise<void> {
+    const writes = [...this.clocks].filter(([, c]) => c.advanced).map(([id, c]) => `UPDATE libraries SET last_op_ms = ${c.last} WHERE id = ${id}`);
+    this.stats.roundTrips++;
+    await this.client.query([...writes, 'COMMIT'].join('; '));
+  }
+
+  private track(library: number, row: { last_op_ms: number } | undefined): void {
+    // A missing library is no one's to lock: reservations for it fail as they would alone.
+    if (row) this.clocks.set(library, { last: row.last_op_ms, advanced: false });
+  }
+}
+
+const lockSql = (library: number) => `SELECT last_op_ms FROM libraries WHERE id = ${library} FOR UPDATE`;
+
 type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 
 function sessionOf(q: Queryable, stats: StoreStats): MetadataSession {
@@ -83,11 +164,13 @@ function sessionOf(q: Queryable, stats: StoreStats): MetadataSession {
     stats.roundTrips++;
     return (q as pg.Pool).query(numbered(sql), params as unknown[]);
   };
+  const get = async <T>(sql: string, params?: readonly unknown[]) => (await query(sql, params)).rows[0] as T | undefined;
   return {
-    get: async <T>(sql: string, params?: readonly unknown[]) => (await query(sql, params)).rows[0] as T | undefined,
+    get,
     all: async <T>(sql: string, params?: readonly unknown[]) => (await query(sql, params)).rows as T[],
     run: async (sql: string, params?: readonly unknown[]) => ({ changes: (await query(sql, params)).rowCount ?? 0 }),
     insert: async (sql: string, params?: readonly unknown[]) => Number((await query(`${sql} RETURNING id`, params)).rows[0].id),
+    reserveOperationTimes: (libraryId: number, now: number, n: number) => reserveOperationTimesByStatement({ get }, libraryId, now, n),
   };
 }
 

@@ -130,6 +130,65 @@ describe.each(['sqlite', 'postgresql'])('MetadataStore on %s', (engine) => {
       if (b !== a) await b.close();
     }
   });
+
+  it("runs a library's transactions one at a time, each seeing the one before, without starting over", async () => {
+    const [a, b] = await seeded(engine);
+    try {
+      await a.run("INSERT INTO departments (id, ent_id, name, orderby, created_ms) VALUES (1, 1, 'from', 100, 0), (2, 1, 'to', 0, 0)");
+      const move = (store: MetadataStore) => store.tx(async (s) => {
+        const from = (await s.get<{ orderby: number }>('SELECT orderby FROM departments WHERE id = 1'))!.orderby;
+        await tick();
+        const to = (await s.get<{ orderby: number }>('SELECT orderby FROM departments WHERE id = 2'))!.orderby;
+        await s.run('UPDATE departments SET orderby = ? WHERE id = 1', [from - 1]);
+        await tick();
+        await s.run('UPDATE departments SET orderby = ? WHERE id = 2', [to + 1]);
+      }, { library: 1 });
+      const retries = a.stats.retries + (b === a ? 0 : b.stats.retries);
+      await Promise.all(Array.from({ length: 40 }, (_, i) => move(i % 2 ? a : b)));
+      expect(await a.all('SELECT orderby FROM departments ORDER BY id')).toEqual([{ orderby: 60 }, { orderby: 40 }]);
+      expect(a.stats.retries + (b === a ? 0 : b.stats.retries)).toBe(retries);
+    } finally {
+      await a.close();
+      if (b !== a) await b.close();
+    }
+  });
+
+  it("keeps operation times gapless and in commit order when library transactions and others reserve them", async () => {
+    const [a, b] = await seeded(engine);
+    try {
+      const now = 1_000;
+      // Library transactions reserve twice (the second counted without a statement on PostgreSQL);
+      // every third writer is a plain transaction that reserves by statement.
+      const writers = Array.from({ length: 60 }, (_, i) => (i % 2 ? a : b).tx(async (s) => {
+        const first = await reserveOperationTimes(s, 1, now, 1);
+        await tick();
+        const second = await reserveOperationTimes(s, 1, now, 2);
+        for (const [k, ms] of [first, second, second + 1].entries()) {
+          await s.run('INSERT INTO file_events (library_id, act, fullpath, ms) VALUES (1, 1, ?, ?)', [`w${i}-${k}`, ms]);
+        }
+      }, i % 3 === 0 ? undefined : { library: 1 }));
+      const seen: number[] = [];
+      let done = false;
+      const reader = (async () => {
+        let cursor = 0;
+        for (let last = false; !last;) {
+          last = done;
+          const rows = await a.all<{ ms: number }>('SELECT ms FROM file_events WHERE library_id = 1 AND ms > ? ORDER BY ms', [cursor]);
+          for (const r of rows) seen.push(r.ms);
+          if (rows.length) cursor = rows[rows.length - 1]!.ms;
+          await tick();
+        }
+      })();
+      await Promise.all(writers);
+      done = true;
+      await reader;
+      expect(seen).toEqual(Array.from({ length: 180 }, (_, i) => now + i));
+      expect(await b.get('SELECT last_op_ms FROM libraries WHERE id = 1')).toEqual({ last_op_ms: now + 179 });
+    } finally {
+      await a.close();
+      if (b !== a) await b.close();
+    }
+  });
 });
 
 describe('placeholders for PostgreSQL', () => {

@@ -30,13 +30,16 @@ async function cost(fn: () => Promise<unknown>): Promise<StoreStats> {
   const stats = t.service.parts.tree.db.stats;
   const before = { ...stats };
   await fn();
-  return { roundTrips: stats.roundTrips - before.roundTrips, transactions: stats.transactions - before.transactions, retries: stats.retries - before.retries };
+  return { roundTrips: stats.roundTrips - before.roundTrips, transactions: stats.transactions - before.transactions, retries: stats.retries - before.retries, lockWaitMs: stats.lockWaitMs - before.lockWaitMs };
 }
 
-/** Most statements a request may take, per engine (docs/service.md, "What a write costs"). */
+/**
+ * Statements a request takes, per engine (docs/service.md, "What a write costs on PostgreSQL"); three of
+ * each are the authentication's (the library's authorization, the library, the replay guard).
+ */
 const BOUNDS = {
-  postgresql: { create_folder: 13, create_file: 22, move: 12, del: 10, add_tag: 8, ls: 7 },
-  sqlite: { create_folder: 10, create_file: 17, move: 9, del: 7, add_tag: 5, ls: 6 },
+  postgresql: { create_folder: 8, create_file: 13, move: 8, del: 9, add_tag: 7, ls: 7 },
+  sqlite: { create_folder: 6, create_file: 9, move: 6, del: 7, add_tag: 5, ls: 6 },
 };
 
 describe('statements per request', () => {
@@ -52,7 +55,8 @@ describe('statements per request', () => {
     seen.ls = await cost(() => t.client.file.ls({ fullpath: 'rt/d' }));
     process.stdout.write(`store round trips on ${engine}: ${JSON.stringify(seen)}\n`);
     for (const [op, s] of Object.entries(seen)) {
-      expect({ op, roundTrips: s.roundTrips }).toEqual({ op, roundTrips: Math.min(s.roundTrips, bounds[op as keyof typeof bounds]) });
+      // +1: the replay guard's once-a-second sweep of expired signatures may fall in any request
+      expect({ op, roundTrips: s.roundTrips }).toEqual({ op, roundTrips: Math.min(s.roundTrips, bounds[op as keyof typeof bounds] + 1) });
       expect({ op, retries: s.retries }).toEqual({ op, retries: 0 });
     }
     for (const op of ['create_folder', 'create_file', 'move', 'add_tag', 'del']) expect({ op, transactions: seen[op]!.transactions }).toEqual({ op, transactions: 1 });
