@@ -169,6 +169,15 @@ export class FileTree {
     return !!await this.db.get('SELECT 1 FROM blobs WHERE sha1 = ?', [sha1]);
   }
 
+  /**
+   * Whether the blob is stored, locking its row until the transaction ends (an UPDATE that changes
+   * nothing): a collection removing it either committed before, or waits and then finds the reference
+   * this transaction adds (PostgreSQL starts its SERIALIZABLE transaction over).
+   */
+  async pinBlob(sha1: string): Promise<boolean> {
+    return (await this.db.run('UPDATE blobs SET refs = refs WHERE sha1 = ?', [sha1])).changes > 0;
+  }
+
   /** Records a blob that was just written to the blob store. */
   async addBlob(content: Content): Promise<void> {
     await this.db.run('INSERT INTO blobs (sha1, size, created_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [content.sha1, content.size, this.clock()]);
@@ -193,7 +202,7 @@ export class FileTree {
    * is replaced when `overwrite` (a new version), otherwise the content gets a numbered name.
    */
   async placeContent(libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator, hash?: string): Promise<EntryRow> {
-    if (!await this.blobStored(content.sha1)) throw new ServiceFault(FaultCode.FileMissing, `content ${content.sha1} is no longer stored; upload it again`);
+    if (!await this.pinBlob(content.sha1)) throw new ServiceFault(FaultCode.FileMissing, `content ${content.sha1} is no longer stored; upload it again`);
     const folder = parentOf(fullpath);
     const found = await this.byPaths(libraryId, [folder, fullpath]);
     const parentId = await this.ensureFolder(libraryId, folder, op, found.get(folder) ?? null);

@@ -235,3 +235,38 @@ describe('StoredBlobLocks (the per-blob lock between processes)', () => {
     }
   });
 });
+
+describe('a blob reused while it is being collected (PostgreSQL, two processes)', () => {
+  it('the collection waits for the transaction that pinned the blob, then keeps it for the new reference', async () => {
+    const [a, b] = await seeded('postgresql');
+    try {
+      await a.run("INSERT INTO blobs (sha1, size, refs, created_ms) VALUES ('b1', 1, 0, 0)");
+      let release!: () => void;
+      let pinned!: () => void;
+      const gate = new Promise<void>((r) => { release = r; });
+      const pin = new Promise<void>((r) => { pinned = r; });
+      const reuse = a.tx(async (s) => {
+        expect((await s.run('UPDATE blobs SET refs = refs WHERE sha1 = ?', ['b1'])).changes).toBe(1);
+        pinned();
+        await gate;
+        await s.run("INSERT INTO entries (library_id, hash, fullpath, name, dir, filehash, filesize, create_ms, last_ms, op_ms) VALUES (1, 'h1', 'f', 'f', 0, 'b1', 1, 0, 0, 1)");
+      }, { library: 1 });
+      await pin;
+      const retries = b.stats.retries;
+      const collect = b.tx(async (s) => (await s.run('DELETE FROM blobs WHERE sha1 = ? AND refs <= 0', ['b1'])).changes);
+      // the collection's DELETE waits on the pinned row
+      for (let i = 0; (await a.get<{ n: number }>('SELECT COUNT(*)::int AS n FROM pg_locks WHERE NOT granted'))!.n === 0; i++) {
+        if (i > 2_000) throw new Error('the collection never waited for the pinned blob row');
+        await tick();
+      }
+      release();
+      await reuse;
+      expect(await collect).toBe(0);
+      expect(b.stats.retries).toBeGreaterThan(retries);
+      expect(await a.get('SELECT refs FROM blobs WHERE sha1 = ?', ['b1'])).toEqual({ refs: 1 });
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
