@@ -134,7 +134,8 @@ export class FileTree {
   /** Appends a history/log event for `row` (its current path and content unless given). */
   async event(row: EntryRow, act: number, op: Operator, extra: { fullpath?: string; property?: Record<string, unknown> } = {}): Promise<void> {
     const filehash = row.dir ? '' : row.filehash;
-    await this.db.run(`INSERT INTO file_events (library_id, entry_id, hash, act, dir, fullpath, filehash, filesize, member_id, member_name, ms, property, keeps_blob)
+    // Nothing in a change reads its own event back: it goes with the change's next statement or COMMIT.
+    await this.db.runLater(`INSERT INTO file_events (library_id, entry_id, hash, act, dir, fullpath, filehash, filesize, member_id, member_name, ms, property, keeps_blob)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [row.library_id, row.id, row.hash, act, row.dir, extra.fullpath ?? row.fullpath, filehash, row.dir ? 0 : row.filesize, op.id, op.name, this.clock(), JSON.stringify(extra.property ?? {}), filehash !== '' && row.state !== EntryState.Removed ? 1 : 0]);
   }
 
@@ -238,7 +239,7 @@ export class FileTree {
       const first = await this.opClock.next(libraryId, 1 + below.length);
       const row = (await this.db.get<EntryRow>('UPDATE entries SET parent_id = ?, fullpath = ?, name = ?, op_ms = ? WHERE id = ? RETURNING *', [parentId, to, baseOf(to), first, src.id]))!;
       for (const [i, d] of below.entries()) {
-        await this.db.run('UPDATE entries SET fullpath = ?, op_ms = ? WHERE id = ?', [to + d.fullpath.slice(from.length), first + 1 + i, d.id]);
+        await this.db.runLater('UPDATE entries SET fullpath = ?, op_ms = ? WHERE id = ?', [to + d.fullpath.slice(from.length), first + 1 + i, d.id]);
       }
       await this.event(row, parentOf(from) === parentOf(to) ? Act.Rename : Act.Move, op, { property: { from } });
       return row;
@@ -255,11 +256,11 @@ export class FileTree {
       const first = await this.opClock.next(libraryId, all.length);
       const now = this.clock();
       if (destroy) {
-        for (const [i, r] of all.entries()) await this.db.run('UPDATE entries SET state = 2, op_ms = ?, recycle_root = NULL WHERE id = ?', [first + i, r.id]);
+        for (const [i, r] of all.entries()) await this.db.runLater('UPDATE entries SET state = 2, op_ms = ?, recycle_root = NULL WHERE id = ?', [first + i, r.id]);
         await this.releaseEvents(all.map((r) => r.id));
       } else {
         for (const [i, r] of all.entries()) {
-          await this.db.run('UPDATE entries SET state = 1, op_ms = ?, recycle_root = ?, recycled_ms = ?, recycled_by = ? WHERE id = ?', [first + i, row.id, now, op.name, r.id]);
+          await this.db.runLater('UPDATE entries SET state = 1, op_ms = ?, recycle_root = ?, recycled_ms = ?, recycled_by = ? WHERE id = ?', [first + i, row.id, now, op.name, r.id]);
         }
       }
     }, libraryId);
@@ -359,13 +360,13 @@ export class FileTree {
       const row = await this.require(libraryId, fullpath);
       const current = tagsOf(row.tags);
       const next = add ? [...new Set([...current, ...tags])] : current.filter((t) => !tags.includes(t));
-      await this.db.run('UPDATE entries SET tags = ?, op_ms = ? WHERE id = ?', [tagsColumn(next), await this.opClock.next(libraryId), row.id]);
+      await this.db.runLater('UPDATE entries SET tags = ?, op_ms = ? WHERE id = ?', [tagsColumn(next), await this.opClock.next(libraryId), row.id]);
     }, libraryId);
   }
 
   /** Events of removed entries no longer hold their content. */
   private async releaseEvents(entryIds: number[]): Promise<void> {
-    for (const id of entryIds) await this.db.run('UPDATE file_events SET keeps_blob = 0 WHERE entry_id = ? AND keeps_blob = 1', [id]);
+    for (const id of entryIds) await this.db.runLater('UPDATE file_events SET keeps_blob = 0 WHERE entry_id = ? AND keeps_blob = 1', [id]);
   }
 }
 

@@ -35,6 +35,12 @@ export interface MetadataSession {
   /** Runs an INSERT into a table with an `id` column; returns the new row's id. */
   insert(sql: string, params?: readonly unknown[]): Promise<number>;
   /**
+   * Runs a statement whose result nobody needs, at the latest with the transaction's next statement or
+   * its COMMIT, in order (PostgreSQL: in that statement's round trip; SQLite and outside a transaction:
+   * at once). Its failure fails that statement or the commit, and the transaction rolls back whole.
+   */
+  runLater(sql: string, params?: readonly unknown[]): Promise<void>;
+  /**
    * Reserves `n` consecutive operation times of a library (ms): the first is max(now, last + 1).
    * Call it inside the transaction that writes the change.
    */

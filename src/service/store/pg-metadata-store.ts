@@ -11,6 +11,9 @@
  *   colliding and starting over, and each statement sees every change committed before. Its operation
  *   times are counted here from the row's `last_op_ms` and written back in the round trip of its COMMIT.
  *   A library locked by a nested transaction, or by a reservation inside any transaction, gets the same.
+ * - `runLater` statements wait for the transaction's next statement or its COMMIT and go in its round
+ *   trip, as one simple query (which takes no parameters: their values are written into the SQL as
+ *   literals, strings escaped by the driver).
  */
 import type pg from 'pg';
 import { TransactionScope, reserveOperationTimesByStatement, type MetadataSession, type MetadataStore, type RunResult, type StoreStats, type TransactionOptions } from './metadata-store.js';
@@ -29,7 +32,7 @@ export class PgMetadataStore implements MetadataStore {
 
   /** The transaction in progress here, else the pool. */
   private session(): MetadataSession {
-    return this.scope.session() ?? sessionOf(this.pool, this.stats);
+    return this.scope.session() ?? sessionOf({ query: (sql, params) => this.pool.query(sql, params) }, this.stats);
   }
 
   get<T>(sql: string, params?: readonly unknown[]): Promise<T | undefined> {
@@ -46,6 +49,10 @@ export class PgMetadataStore implements MetadataStore {
 
   insert(sql: string, params?: readonly unknown[]): Promise<number> {
     return this.session().insert(sql, params);
+  }
+
+  runLater(sql: string, params?: readonly unknown[]): Promise<void> {
+    return this.session().runLater(sql, params);
   }
 
   reserveOperationTimes(libraryId: number, now: number, n: number): Promise<number> {
@@ -97,16 +104,31 @@ export class PgMetadataStore implements MetadataStore {
 class PgTransaction implements MetadataSession {
   /** Library id → its last operation time, and whether this transaction advanced it. */
   private readonly clocks = new Map<number, { last: number; advanced: boolean }>();
+  /** `runLater` statements not sent yet, as SQL with their values inlined. */
+  private later: string[] = [];
   private readonly session: MetadataSession;
 
   constructor(private readonly client: pg.PoolClient, private readonly stats: StoreStats) {
-    this.session = sessionOf(client, stats);
+    this.session = sessionOf({ query: (sql: string, params: unknown[]) => this.query(sql, params) }, stats);
+  }
+
+  /** A statement, with the `runLater` ones before it in its round trip. */
+  private async query(sql: string, params: unknown[]): Promise<pg.QueryResult> {
+    if (this.later.length === 0) return this.client.query(sql, params);
+    const batch = [...this.later, inlined(sql, params, this.client)];
+    this.later = [];
+    const results = await this.client.query(batch.join(';\n')) as unknown as pg.QueryResult[];
+    return results[results.length - 1]!;
   }
 
   get<T>(sql: string, params?: readonly unknown[]): Promise<T | undefined> { return this.session.get<T>(sql, params); }
   all<T>(sql: string, params?: readonly unknown[]): Promise<T[]> { return this.session.all<T>(sql, params); }
   run(sql: string, params?: readonly unknown[]): Promise<RunResult> { return this.session.run(sql, params); }
   insert(sql: string, params?: readonly unknown[]): Promise<number> { return this.session.insert(sql, params); }
+
+  async runLater(sql: string, params: readonly unknown[] = []): Promise<void> {
+    this.later.push(inlined(numbered(sql), params, this.client));
+  }
 
   /** BEGIN, and for a library's transaction the lock of its row, in one round trip. */
   async begin(library: number | undefined): Promise<void> {
@@ -146,7 +168,8 @@ class PgTransaction implements MetadataSession {
   async commit(): Promise<void> {
     const writes = [...this.clocks].filter(([, c]) => c.advanced).map(([id, c]) => `UPDATE libraries SET last_op_ms = ${c.last} WHERE id = ${id}`);
     this.stats.roundTrips++;
-    await this.client.query([...writes, 'COMMIT'].join('; '));
+    await this.client.query([...this.later, ...writes, 'COMMIT'].join(';\n'));
+    this.later = [];
   }
 
   private track(library: number, row: { last_op_ms: number } | undefined): void {
@@ -157,12 +180,13 @@ class PgTransaction implements MetadataSession {
 
 const lockSql = (library: number) => `SELECT last_op_ms FROM libraries WHERE id = ${library} FOR UPDATE`;
 
-type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
+/** Where a session's statements go: the pool (each by itself) or a transaction's connection. */
+interface Queryable { query(sql: string, params: unknown[]): Promise<pg.QueryResult> }
 
 function sessionOf(q: Queryable, stats: StoreStats): MetadataSession {
   const query = (sql: string, params: readonly unknown[] = []) => {
     stats.roundTrips++;
-    return (q as pg.Pool).query(numbered(sql), params as unknown[]);
+    return q.query(numbered(sql), params as unknown[]);
   };
   const get = async <T>(sql: string, params?: readonly unknown[]) => (await query(sql, params)).rows[0] as T | undefined;
   return {
@@ -170,8 +194,42 @@ function sessionOf(q: Queryable, stats: StoreStats): MetadataSession {
     all: async <T>(sql: string, params?: readonly unknown[]) => (await query(sql, params)).rows as T[],
     run: async (sql: string, params?: readonly unknown[]) => ({ changes: (await query(sql, params)).rowCount ?? 0 }),
     insert: async (sql: string, params?: readonly unknown[]) => Number((await query(`${sql} RETURNING id`, params)).rows[0].id),
+    runLater: async (sql: string, params?: readonly unknown[]) => { await query(sql, params); },
     reserveOperationTimes: (libraryId: number, now: number, n: number) => reserveOperationTimesByStatement({ get }, libraryId, now, n),
   };
+}
+
+/**
+ * `$1`, `$2`, … of `sql` (as `numbered` writes them) replaced by their values as SQL literals: numbers
+ * as written, strings escaped by the driver, null as NULL; any other value is refused.
+ */
+export function inlined(sql: string, params: readonly unknown[], client: Pick<pg.ClientBase, 'escapeLiteral'>): string {
+  const literal = (v: unknown): string => {
+    if (v === null || v === undefined) return 'NULL';
+    if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+    if (typeof v === 'string') return client.escapeLiteral(v);
+    throw new TypeError(`a statement sent later takes numbers, strings and null, got ${typeof v}`);
+  };
+  let quote: string | undefined;
+  let out = '';
+  for (let i = 0; i < sql.length; i++) {
+    const ch = sql[i]!;
+    if (quote) {
+      if (ch === quote) quote = undefined;
+    } else if (ch === "'" || ch === '"') {
+      quote = ch;
+    } else if (ch === '$' && /[0-9]/.test(sql[i + 1] ?? '')) {
+      let j = i + 1;
+      while (/[0-9]/.test(sql[j] ?? '')) j++;
+      const n = Number(sql.slice(i + 1, j));
+      if (n < 1 || n > params.length) throw new RangeError(`statement has $${n} but ${params.length} values`);
+      out += literal(params[n - 1]);
+      i = j - 1;
+      continue;
+    }
+    out += ch;
+  }
+  return out;
 }
 
 /** `?` → `$1`, `$2`, … outside quoted strings and identifiers. */

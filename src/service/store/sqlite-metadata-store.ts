@@ -26,6 +26,7 @@ export class SqliteMetadataStore implements MetadataStore {
       run: async (sql: string, params: readonly unknown[] = []): Promise<RunResult> => ({ changes: this.statement(sql).run(...params).changes }),
       insert: async (sql: string, params: readonly unknown[] = []) => Number(this.statement(sql).run(...params).lastInsertRowid),
       reserveOperationTimes: (libraryId: number, now: number, n: number) => reserveOperationTimesByStatement(this.direct, libraryId, now, n),
+      runLater: async (sql: string, params: readonly unknown[] = []) => { this.statement(sql).run(...params); },
     };
   }
 
@@ -67,6 +68,10 @@ export class SqliteMetadataStore implements MetadataStore {
 
   insert(sql: string, params?: readonly unknown[]): Promise<number> {
     return this.serial((s) => s.insert(sql, params));
+  }
+
+  runLater(sql: string, params?: readonly unknown[]): Promise<void> {
+    return this.serial((s) => s.runLater(sql, params));
   }
 
   reserveOperationTimes(libraryId: number, now: number, n: number): Promise<number> {

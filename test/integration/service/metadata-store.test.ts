@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { startPostgres, type Postgres } from '../../support/postgres.js';
 import { openDatabase } from '../../../src/service/store/database.js';
 import { openPostgres } from '../../../src/service/store/pg-database.js';
-import { PgMetadataStore, numbered } from '../../../src/service/store/pg-metadata-store.js';
+import { PgMetadataStore, inlined, numbered } from '../../../src/service/store/pg-metadata-store.js';
 import { SqliteMetadataStore } from '../../../src/service/store/sqlite-metadata-store.js';
 import { StoredBlobLocks } from '../../../src/service/store/blob-locks.js';
 import { reserveOperationTimes, type MetadataStore } from '../../../src/service/store/metadata-store.js';
@@ -131,6 +131,27 @@ describe.each(['sqlite', 'postgresql'])('MetadataStore on %s', (engine) => {
     }
   });
 
+  it('runs statements sent later before the next one, in order, and rolls them back with the transaction', async () => {
+    const [a, b] = await seeded(engine);
+    try {
+      const odd = "it's a \\ back'slash? $1 ?";
+      const seen = await a.tx(async (s) => {
+        await s.runLater('INSERT INTO departments (id, ent_id, name, out_id, created_ms) VALUES (?, ?, ?, ?, ?)', [7, 1, odd, null, 1.5e12]);
+        await s.runLater('UPDATE departments SET orderby = orderby + 2 WHERE id = ?', [7]);
+        return s.get('SELECT name, out_id, orderby, created_ms FROM departments WHERE id = ?', [7]);
+      }, { library: 1 });
+      expect(seen).toEqual({ name: odd, out_id: null, orderby: 2, created_ms: 1.5e12 });
+      await expect(a.tx(async (s) => {
+        await s.runLater('UPDATE departments SET orderby = 100 WHERE id = ?', [7]);
+        await s.runLater('INSERT INTO departments (id, ent_id, name, created_ms) VALUES (?, ?, ?, ?)', [7, 1, 'same id', 1]);
+      }, { library: 1 })).rejects.toThrow(/duplicate|UNIQUE/i);
+      expect(await b.get('SELECT orderby FROM departments WHERE id = 7')).toEqual({ orderby: 2 });
+    } finally {
+      await a.close();
+      if (b !== a) await b.close();
+    }
+  });
+
   it("runs a library's transactions one at a time, each seeing the one before, without starting over", async () => {
     const [a, b] = await seeded(engine);
     try {
@@ -192,6 +213,14 @@ describe.each(['sqlite', 'postgresql'])('MetadataStore on %s', (engine) => {
 });
 
 describe('placeholders for PostgreSQL', () => {
+  it('writes values into statements sent later as literals, and refuses other values', () => {
+    const escapeLiteral = (v: string) => `'${v.replace(/'/g, "''")}'`;
+    expect(inlined("SELECT $1, '$2', $2, $10 FROM t WHERE x = $3", [1.5, "o'k", null, 4, 5, 6, 7, 8, 9, -10], { escapeLiteral })).toBe("SELECT 1.5, '$2', 'o''k', -10 FROM t WHERE x = NULL");
+    expect(() => inlined('SELECT $1', [{}], { escapeLiteral })).toThrow(TypeError);
+    expect(() => inlined('SELECT $1', [Number.NaN], { escapeLiteral })).toThrow(TypeError);
+    expect(() => inlined('SELECT $2', [1], { escapeLiteral })).toThrow(RangeError);
+  });
+
   it('numbers ? outside quoted text only', () => {
     expect(numbered(`SELECT '?', "a?" FROM t WHERE x = ? AND y = ? AND z = 'it''s ?'`)).toBe(`SELECT '?', "a?" FROM t WHERE x = $1 AND y = $2 AND z = 'it''s ?'`);
   });
