@@ -6,14 +6,15 @@
  *
  * - A transaction without a library is SERIALIZABLE: the same guarantee as SQLite's one writer at a time,
  *   so read-then-write code stays correct across processes.
- * - A library's transaction is READ COMMITTED behind the library row's lock, taken in the round trip of
- *   its BEGIN (`BEGIN …; SELECT … FOR UPDATE`): the changes of one library queue on that lock instead of
- *   colliding and starting over, and each statement sees every change committed before. Its operation
- *   times are counted here from the row's `last_op_ms` and written back in the round trip of its COMMIT.
- *   A library locked by a nested transaction, or by a reservation inside any transaction, gets the same.
- * - `runLater` statements wait for the transaction's next statement or its COMMIT and go in its round
- *   trip, as one simple query (which takes no parameters: their values are written into the SQL as
- *   literals, strings escaped by the driver).
+ * - A library's transaction is READ COMMITTED behind the library row's lock (`SELECT … FOR UPDATE`): the
+ *   changes of one library queue on that lock instead of colliding and starting over, and each
+ *   statement sees every change committed before. Its operation times are counted here from the row's
+ *   `last_op_ms` and written back with COMMIT. A library locked by a nested transaction, or by a
+ *   reservation inside any transaction, gets the same.
+ * - Round trips: BEGIN and the lock wait for the body's first statement, `runLater` statements for the
+ *   next one, the clocks' write for COMMIT, and each goes in that statement's round trip, in order, as
+ *   one simple query (which takes no parameters: values are written into the SQL as literals, strings
+ *   escaped by the driver).
  */
 import type pg from 'pg';
 import { TransactionScope, reserveOperationTimesByStatement, type MetadataSession, type MetadataStore, type RunResult, type StoreStats, type TransactionOptions } from './metadata-store.js';
@@ -64,7 +65,7 @@ export class PgMetadataStore implements MetadataStore {
     if (library !== undefined && !Number.isSafeInteger(library)) throw new TypeError(`library: expected an integer id, got ${String(library)}`);
     const inTx = this.scope.session();
     if (inTx) {
-      if (library !== undefined) await (inTx as PgTransaction).lockLibrary(library);
+      if (library !== undefined) (inTx as PgTransaction).lockLibrary(library);
       return fn(inTx);
     }
     for (let attempt = 1; ; attempt++) {
@@ -72,10 +73,10 @@ export class PgMetadataStore implements MetadataStore {
       const client = await this.pool.connect();
       try {
         const t = new PgTransaction(client, this.stats);
-        await t.begin(library);
-        this.stats.lockWaitMs += performance.now() - waitFrom;
+        t.begin(library);
         const result = await this.scope.run(t, fn);
         await t.commit();
+        this.stats.lockWaitMs += (t.begunAt ?? performance.now()) - waitFrom;
         this.stats.transactions++;
         return result;
       } catch (err) {
@@ -104,21 +105,37 @@ export class PgMetadataStore implements MetadataStore {
 class PgTransaction implements MetadataSession {
   /** Library id → its last operation time, and whether this transaction advanced it. */
   private readonly clocks = new Map<number, { last: number; advanced: boolean }>();
-  /** `runLater` statements not sent yet, as SQL with their values inlined. */
-  private later: string[] = [];
+  /**
+   * Statements not sent yet (BEGIN, a library's lock, `runLater` ones), as SQL with their values
+   * inlined, and what to do with a result.
+   */
+  private later: { sql: string; then?: (result: pg.QueryResult) => void }[] = [];
+  /** Libraries whose lock this transaction took or has queued. */
+  private readonly locked = new Set<number>();
+  /** When the round trip that sent BEGIN came back (performance.now()). */
+  begunAt: number | undefined;
   private readonly session: MetadataSession;
 
   constructor(private readonly client: pg.PoolClient, private readonly stats: StoreStats) {
     this.session = sessionOf({ query: (sql: string, params: unknown[]) => this.query(sql, params) }, stats);
   }
 
-  /** A statement, with the `runLater` ones before it in its round trip. */
+  /** A statement, with the queued ones before it in its round trip. */
   private async query(sql: string, params: unknown[]): Promise<pg.QueryResult> {
     if (this.later.length === 0) return this.client.query(sql, params);
-    const batch = [...this.later, inlined(sql, params, this.client)];
-    this.later = [];
-    const results = await this.client.query(batch.join(';\n')) as unknown as pg.QueryResult[];
+    const results = await this.flush({ sql: inlined(sql, params, this.client) });
     return results[results.length - 1]!;
+  }
+
+  /** Sends the queued statements and `last` as one simple query; their results in order. */
+  private async flush(last: { sql: string }): Promise<pg.QueryResult[]> {
+    const batch = [...this.later, last];
+    this.later = [];
+    const sent = await this.client.query(batch.map((b) => b.sql).join(';\n')) as unknown as pg.QueryResult | pg.QueryResult[];
+    this.begunAt ??= performance.now();
+    const results = Array.isArray(sent) ? sent : [sent];
+    batch.forEach((b, i) => (b as { then?: (r: pg.QueryResult) => void }).then?.(results[i]!));
+    return results;
   }
 
   get<T>(sql: string, params?: readonly unknown[]): Promise<T | undefined> { return this.session.get<T>(sql, params); }
@@ -127,27 +144,24 @@ class PgTransaction implements MetadataSession {
   insert(sql: string, params?: readonly unknown[]): Promise<number> { return this.session.insert(sql, params); }
 
   async runLater(sql: string, params: readonly unknown[] = []): Promise<void> {
-    this.later.push(inlined(numbered(sql), params, this.client));
+    this.later.push({ sql: inlined(numbered(sql), params, this.client) });
   }
 
-  /** BEGIN, and for a library's transaction the lock of its row, in one round trip. */
-  async begin(library: number | undefined): Promise<void> {
-    this.stats.roundTrips++;
-    if (library === undefined) {
-      await this.client.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
-      return;
-    }
-    // Several statements in one round trip go as a simple query, which takes no parameters: the id is a
-    // checked integer.
-    const results = await this.client.query(`BEGIN ISOLATION LEVEL READ COMMITTED; ${lockSql(library)}`) as unknown as pg.QueryResult<{ last_op_ms: number }>[];
-    this.track(library, results[1]?.rows[0]);
+  /**
+   * Queues BEGIN, and for a library's transaction the lock of its row: they go in the round trip of the
+   * body's first statement (or of COMMIT), which runs once the lock is held.
+   */
+  begin(library: number | undefined): void {
+    this.later.push({ sql: `BEGIN ISOLATION LEVEL ${library === undefined ? 'SERIALIZABLE' : 'READ COMMITTED'}` });
+    if (library !== undefined) this.lockLibrary(library);
   }
 
-  /** Takes the lock of a library's row (once per transaction). */
-  async lockLibrary(library: number): Promise<void> {
-    if (this.clocks.has(library)) return;
-    this.stats.roundTrips++;
-    this.track(library, (await this.client.query<{ last_op_ms: number }>(lockSql(library))).rows[0]);
+  /** Queues the lock of a library's row (once per transaction), read with its clock. */
+  lockLibrary(library: number): void {
+    if (this.locked.has(library)) return;
+    this.locked.add(library);
+    // Statements sent together go as a simple query, which takes no parameters: the id is a checked integer.
+    this.later.push({ sql: lockSql(library), then: (r) => this.track(library, r.rows[0] as { last_op_ms: number } | undefined) });
   }
 
   async reserveOperationTimes(libraryId: number, now: number, n: number): Promise<number> {
@@ -155,6 +169,7 @@ class PgTransaction implements MetadataSession {
     if (!clock) {
       // The statement takes the row's lock: later reservations of this transaction are counted here.
       const first = await reserveOperationTimesByStatement(this.session, libraryId, now, n);
+      this.locked.add(libraryId);
       this.clocks.set(libraryId, { last: first + n - 1, advanced: false });
       return first;
     }
@@ -166,10 +181,9 @@ class PgTransaction implements MetadataSession {
 
   /** Writes the clocks this transaction advanced and commits, in one round trip. */
   async commit(): Promise<void> {
-    const writes = [...this.clocks].filter(([, c]) => c.advanced).map(([id, c]) => `UPDATE libraries SET last_op_ms = ${c.last} WHERE id = ${id}`);
+    for (const [id, c] of this.clocks) if (c.advanced) this.later.push({ sql: `UPDATE libraries SET last_op_ms = ${c.last} WHERE id = ${id}` });
     this.stats.roundTrips++;
-    await this.client.query([...this.later, ...writes, 'COMMIT'].join(';\n'));
-    this.later = [];
+    await this.flush({ sql: 'COMMIT' });
   }
 
   private track(library: number, row: { last_op_ms: number } | undefined): void {

@@ -38,7 +38,7 @@ async function cost(fn: () => Promise<unknown>): Promise<StoreStats> {
  * each are the authentication's (the library's authorization, the library, the replay guard).
  */
 const BOUNDS = {
-  postgresql: { create_folder: 7, create_file: 10, move: 7, del: 7, add_tag: 6, ls: 4 },
+  postgresql: { create_folder: 6, create_file: 9, move: 6, del: 6, add_tag: 5, ls: 4 },
   sqlite: { create_folder: 6, create_file: 9, move: 6, del: 7, add_tag: 5, ls: 3 },
 };
 
