@@ -1,7 +1,7 @@
 /**
  * The service under a realistic load (scripts/bench/support/service-load.ts: listings, info, downloads,
  * instant and chunked create_file, create_folder, moves, deletes, tags, locks, the feed polled by a
- * gateway), BENCH_LOAD_CLIENTS clients (default 4) of BENCH_LOAD_OPS operations each (default 150), in
+ * gateway), BENCH_LOAD_CLIENTS clients (default 4) of BENCH_LOAD_OPS operations each (default 500), in
  * one run against: one `cloudlib service` process on SQLite (the reference), one process on PostgreSQL,
  * two processes on the same PostgreSQL database (clients spread over both). Each row gives reads and
  * writes per second and their p50/p99 latency, the ratios to SQLite, the p99 of a single `ls` sent one
@@ -19,7 +19,7 @@ import { startServiceProcess, type ServiceProcess } from '../../test/support/ser
 import { READS, prepareLoad, quantile, runLoad, type LoadResult } from './support/service-load.js';
 
 const clients = Number(process.env.BENCH_LOAD_CLIENTS ?? 4);
-const opsPerClient = Number(process.env.BENCH_LOAD_OPS ?? 150);
+const opsPerClient = Number(process.env.BENCH_LOAD_OPS ?? 500);
 const PROBES_UNLOADED = 100;
 
 interface Row { setup: string; load: LoadResult; lsUnloadedP50: number; lsLoaded: number[]; serviceCpuMs: number[]; postgresCpuMs: number | undefined }
@@ -99,6 +99,7 @@ function summary(r: Row, reference: Row): Record<string, unknown> {
     ls_unloaded_p50_ms: round(r.lsUnloadedP50), ls_loaded_p99_ms: round(quantile(r.lsLoaded, 0.99)), ls_p99_to_unloaded_p50: round(quantile(r.lsLoaded, 0.99) / r.lsUnloadedP50, 2),
     service_cpu_ms_per_op: r.serviceCpuMs.map((ms) => round(ms, 3)),
     ...(r.postgresCpuMs === undefined ? {} : { postgresql_cpu_ms_per_op: round(r.postgresCpuMs, 3) }),
+    p50_ms_by_kind: Object.fromEntries([...r.load.latencies].map(([k, v]) => [k, round(quantile(v, 0.5))])),
     feed_changes: r.load.feedChanges,
   };
 }
