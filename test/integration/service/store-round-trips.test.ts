@@ -1,7 +1,7 @@
 /**
  * What one request costs the metadata store: statements (on PostgreSQL, round trips to the server,
  * BEGIN and COMMIT included), transactions and retries of `create_folder`, `create_file` (instant upload),
- * `move`, `del`, `add_tag` and `ls`, each request alone, measured on the store's own counters. The
+ * `move`, `del`, `add_tag`, `ls` and `updates`, each request alone, measured on the store's own counters. The
  * bounds are the figures of docs/service.md: a change that adds statements to a write shows here.
  * Runs on both engines (SQLite counts statements, which cost no round trip).
  */
@@ -38,8 +38,8 @@ async function cost(fn: () => Promise<unknown>): Promise<StoreStats> {
  * each are the authentication's (the library's authorization, the library, the replay guard).
  */
 const BOUNDS = {
-  postgresql: { create_folder: 6, create_file: 9, move: 6, del: 6, add_tag: 5, ls: 4 },
-  sqlite: { create_folder: 6, create_file: 9, move: 6, del: 7, add_tag: 5, ls: 3 },
+  postgresql: { create_folder: 6, create_file: 9, move: 6, del: 6, add_tag: 5, ls: 4, updates: 4 },
+  sqlite: { create_folder: 6, create_file: 9, move: 6, del: 7, add_tag: 5, ls: 3, updates: 3 },
 };
 
 describe('statements per request', () => {
@@ -53,6 +53,7 @@ describe('statements per request', () => {
     seen.add_tag = await cost(() => t.client.file.addTag({ fullpath: 'rt/d/moved.txt', tag: 'red' }));
     seen.del = await cost(() => t.client.file.del({ fullpath: 'rt/d/moved.txt' }));
     seen.ls = await cost(() => t.client.file.ls({ fullpath: 'rt/d' }));
+    seen.updates = await cost(() => t.client.file.updates({ mode: 'compare', fetch_dateline: 0 }));
     process.stdout.write(`store round trips on ${engine}: ${JSON.stringify(seen)}\n`);
     for (const [op, s] of Object.entries(seen)) {
       // +1: the replay guard's once-a-second sweep of expired signatures may fall in any request
@@ -61,5 +62,6 @@ describe('statements per request', () => {
     }
     for (const op of ['create_folder', 'create_file', 'move', 'add_tag', 'del']) expect({ op, transactions: seen[op]!.transactions }).toEqual({ op, transactions: 1 });
     expect(seen.ls!.transactions).toBe(0);
+    expect(seen.updates!.transactions).toBe(0);
   });
 });
