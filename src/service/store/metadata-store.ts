@@ -62,7 +62,8 @@ export interface StoreStats {
   retries: number;
   /**
    * Time (ms, summed over transactions) from asking for a transaction to holding it: SQLite, the wait
-   * for the writer before; PostgreSQL, a pool connection and the BEGIN round trip with the library lock.
+   * for the writer before; PostgreSQL, a pool connection and the round trip that sends BEGIN and takes
+   * the library's lock (with the body's first statement).
    */
   lockWaitMs: number;
 }
