@@ -214,13 +214,15 @@ function sessionOf(q: Queryable, stats: StoreStats): MetadataSession {
 }
 
 /**
- * `$1`, `$2`, … of `sql` (as `numbered` writes them) replaced by their values as SQL literals: numbers
- * as written, strings escaped by the driver, null as NULL; any other value is refused.
+ * `$1`, `$2`, … of `sql` (as `numbered` writes them) replaced by their values as SQL literals: strings
+ * escaped by the driver, numbers quoted the same way (an untyped literal takes its type from where it
+ * stands, as the driver's untyped parameters do, and a negative number never meets a minus sign
+ * before it), null as NULL; any other value is refused.
  */
 export function inlined(sql: string, params: readonly unknown[], client: Pick<pg.ClientBase, 'escapeLiteral'>): string {
   const literal = (v: unknown): string => {
     if (v === null || v === undefined) return 'NULL';
-    if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+    if (typeof v === 'number' && Number.isFinite(v)) return `'${String(v)}'`;
     if (typeof v === 'string') return client.escapeLiteral(v);
     throw new TypeError(`a statement sent later takes numbers, strings and null, got ${typeof v}`);
   };

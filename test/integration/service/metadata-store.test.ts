@@ -141,6 +141,14 @@ describe.each(['sqlite', 'postgresql'])('MetadataStore on %s', (engine) => {
         return s.get('SELECT name, out_id, orderby, created_ms FROM departments WHERE id = ?', [7]);
       }, { library: 1 });
       expect(seen).toEqual({ name: odd, out_id: null, orderby: 2, created_ms: 1.5e12 });
+      // values take their type from where they stand, as the driver's parameters do (PostgreSQL: a
+      // number against a text column); a negative value after a minus sign stays a value
+      const byName = await a.tx(async (s) => {
+        await s.runLater('INSERT INTO departments (id, ent_id, name, created_ms) VALUES (?, ?, ?, ?)', [8, 1, '42', 1]);
+        await s.runLater('UPDATE departments SET orderby = orderby-? WHERE id = ?', [-5, 8]);
+        return s.get('SELECT id, orderby FROM departments WHERE name = ?', [engine === 'postgresql' ? 42 : '42']);
+      }, { library: 1 });
+      expect(byName).toEqual({ id: 8, orderby: 5 });
       await expect(a.tx(async (s) => {
         await s.runLater('UPDATE departments SET orderby = 100 WHERE id = ?', [7]);
         await s.runLater('INSERT INTO departments (id, ent_id, name, created_ms) VALUES (?, ?, ?, ?)', [7, 1, 'same id', 1]);
@@ -215,7 +223,7 @@ describe.each(['sqlite', 'postgresql'])('MetadataStore on %s', (engine) => {
 describe('placeholders for PostgreSQL', () => {
   it('writes values into statements sent later as literals, and refuses other values', () => {
     const escapeLiteral = (v: string) => `'${v.replace(/'/g, "''")}'`;
-    expect(inlined("SELECT $1, '$2', $2, $10 FROM t WHERE x = $3", [1.5, "o'k", null, 4, 5, 6, 7, 8, 9, -10], { escapeLiteral })).toBe("SELECT 1.5, '$2', 'o''k', -10 FROM t WHERE x = NULL");
+    expect(inlined("SELECT $1, '$2', $2, x-$10 FROM t WHERE x = $3", [1.5, "o'k", null, 4, 5, 6, 7, 8, 9, -10], { escapeLiteral })).toBe("SELECT '1.5', '$2', 'o''k', x-'-10' FROM t WHERE x = NULL");
     expect(() => inlined('SELECT $1', [{}], { escapeLiteral })).toThrow(TypeError);
     expect(() => inlined('SELECT $1', [Number.NaN], { escapeLiteral })).toThrow(TypeError);
     expect(() => inlined('SELECT $2', [1], { escapeLiteral })).toThrow(RangeError);
