@@ -56,6 +56,9 @@ export async function runLoad(targets: readonly ServiceClient[], opts: LoadOptio
   const feed = new FeedWatcher(targets[0]!);
   let done = false;
   const polling = feed.pollUntil(() => done);
+  // A failure of the poller is reported when the load has ended (awaited below), never as an
+  // unhandled rejection that would end the process before its cleanup.
+  polling.catch(() => undefined);
   const t0 = performance.now();
   try {
     await Promise.all(Array.from({ length: opts.clients }, async (_, c) => {
