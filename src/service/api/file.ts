@@ -157,7 +157,7 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
       // A path inside another one of the list goes with it (listed once).
       const listed = [...new Set(p.paths('fullpaths'))];
       const paths = listed.filter((a) => !listed.some((b) => b !== a && a.startsWith(b + '/')));
-      await tree.tx(async () => { for (const path of paths) await tree.remove(lib, path, destroy, await op(ctx)); });
+      await tree.tx(async () => { for (const path of paths) await tree.remove(lib, path, destroy, await op(ctx)); }, lib);
     } else {
       await tree.remove(lib, p.path('fullpath'), destroy, await op(ctx));
     }

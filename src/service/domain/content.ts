@@ -3,7 +3,9 @@
  * have it place an upload staged in it, and write the file record in one transaction) and collects blobs nothing references any more. A blob's
  * ingest and its collection run under the per-blob lock (the BlobStore's in one process, a row of
  * `blob_locks` between the processes of a service), so a collection never removes a file that a
- * concurrent ingest has just put in place.
+ * concurrent ingest has just put in place. Reusing a stored blob takes no such lock: the transaction that
+ * references it first locks its row (FileTree.placeContent), so the collection's removal of that row
+ * either commits before (the reuse finds the blob gone) or waits and finds the new reference.
  */
 import { removeFileIfPresent } from '../../shared/atomic-file.js';
 import type { Logger } from '../../shared/log.js';
@@ -46,7 +48,7 @@ export class LibraryContent {
           return await this.tree.tx(async () => {
             await this.tree.addBlob(content);
             return place(content);
-          });
+          }, libraryId);
         } catch (err) {
           if (!await this.tree.blobStored(file.sha1)) await this.blobs.remove(file.sha1);
           throw err;
@@ -58,9 +60,12 @@ export class LibraryContent {
     }
   }
 
-  /** Runs `place` against a blob already stored (instant upload, copy), under the blob's lock. */
-  async reuse(sha1: string, place: () => Promise<EntryRow>): Promise<EntryRow> {
-    return this.locks.lock(sha1, async () => this.tree.tx(place));
+  /**
+   * Runs `place` against a blob already stored (instant upload, copy) in a transaction of library
+   * `libraryId`; `place` must reference the blob through FileTree.placeContent (which pins its row).
+   */
+  async reuse(libraryId: number, sha1: string, place: () => Promise<EntryRow>): Promise<EntryRow> {
+    return this.tree.tx(place, libraryId);
   }
 
   /** Starts a collection soon (coalesced); errors are logged. */

@@ -99,7 +99,7 @@ export class FileCopies {
     const src = await this.tree.require(libraryId, from);
     if (src.dir && isWithin(to, from)) throw new ServiceFault(FaultCode.MoveIntoItself, `cannot copy ${JSON.stringify(from)} into itself (${JSON.stringify(to)})`);
     if (!src.dir) {
-      const row = await this.content.reuse(src.filehash, async () => {
+      const row = await this.content.reuse(libraryId, src.filehash, async () => {
         const existing = await this.tree.byPath(libraryId, to);
         if (existing?.dir && overwrite) await this.tree.remove(libraryId, to, false, op);
         return this.tree.placeContent(libraryId, to, { sha1: src.filehash, size: src.filesize }, overwrite, op);
@@ -117,7 +117,7 @@ export class FileCopies {
       await this.tree.event(target, Act.Create, op, { property: { copied_from: from } });
       const queueId = await this.tree.db.insert('INSERT INTO copy_queue (library_id, source_id, target_id, fullpath, op_id, op_name, add_ms) VALUES (?, ?, ?, ?, ?, ?, ?)', [libraryId, src.id, target.id, target.fullpath, op.id, op.name, this.clock()]);
       return { hash: target.hash, fullpath: target.fullpath, queue_id: String(queueId) };
-    });
+    }, libraryId);
     this.kick();
     return result;
   }
@@ -197,7 +197,7 @@ export class FileCopies {
             const copy = await this.copyRow(s, parentTarget, fullpath, op);
             targetOf.set(s.id, copy.id);
           }
-        });
+        }, item.library_id);
         await new Promise((r) => setImmediate(r));
       }
       await db.run('UPDATE copy_queue SET status = 2, finish_ms = ? WHERE id = ? AND lease_holder = ?', [this.clock(), item.id, this.holder]);

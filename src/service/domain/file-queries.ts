@@ -57,6 +57,20 @@ export class FileQueries {
 
   /** Children of a folder (folders first, then by name), or entries by `tag` at any depth, or by `hashs`. */
   async ls(libraryId: number, folder: string, opts: Page & { tags?: string[]; hashs?: string[] }): Promise<FileList> {
+    if (folder !== '' && !opts.hashs && !opts.tags) {
+      // The common listing in one statement: the folder, the page, the count and the folders'
+      // inheritance; a page with no row says nothing of the folder, so the path is then looked up.
+      const rows = await this.db.all<EntryRow & { ls_count: number; ls_inherit: number | null }>(
+        `SELECT e.*, COUNT(*) OVER () AS ls_count, (SELECT i.inherit FROM folder_inherit i WHERE i.entry_id = e.id) AS ls_inherit FROM entries e
+          WHERE e.parent_id = (SELECT f.id FROM entries f WHERE f.library_id = ? AND f.fullpath = ? AND f.state = 0 AND f.dir = 1) AND e.state = 0
+          ORDER BY e.dir DESC, e.name LIMIT ? OFFSET ?`, [libraryId, folder, opts.size, opts.start]);
+      if (rows.length > 0) {
+        return {
+          count: Number(rows[0]!.ls_count),
+          list: rows.map(({ ls_count: _count, ls_inherit: inherit, ...row }) => toFileRecord(row, !(row.dir && inherit === 0))),
+        };
+      }
+    }
     const parentId = await this.tree.folderId(libraryId, folder);
     if (opts.hashs) {
       const marks = opts.hashs.map(() => '?').join(',');
@@ -154,9 +168,10 @@ export class FileQueries {
   /**
    * The updates feed. `compare`: ascending, after `fetchMs` (0 = from the start), deleted entries as cmd 0;
    * otherwise descending, before `fetchMs` (0 = from now), present entries only. At most 100 items.
+   * `libraryId` is the caller's, which authentication found present: the feed polled by every gateway
+   * reads no more than its page.
    */
   async updates(libraryId: number, opts: { compare: boolean; fetchMs: number; dir?: number }): Promise<Updates> {
-    await this.directory.requireLibrary(libraryId);
     const dirFilter = opts.dir === 0 || opts.dir === 1 ? `AND dir = ${opts.dir}` : '';
     let rows: EntryRow[];
     if (opts.compare) {

@@ -34,9 +34,12 @@ export class FileTree {
     this.opClock = new OperationClock(db, clock);
   }
 
-  /** Runs `fn` in one transaction. */
-  tx<T>(fn: () => Promise<T>): Promise<T> {
-    return this.db.tx(fn);
+  /**
+   * Runs `fn` in one transaction; with `libraryId`, under that library's write lock (what a change of
+   * the library's tree needs: see store/metadata-store.ts).
+   */
+  tx<T>(fn: () => Promise<T>, libraryId?: number): Promise<T> {
+    return this.db.tx(fn, libraryId === undefined ? undefined : { library: libraryId });
   }
 
   // ---- lookups -------------------------------------------------------------------------------------
@@ -44,6 +47,14 @@ export class FileTree {
   async byPath(libraryId: number, fullpath: string): Promise<EntryRow | undefined> {
     if (fullpath === '') return undefined;
     return await this.db.get('SELECT * FROM entries WHERE library_id = ? AND fullpath = ? AND state = 0', [libraryId, fullpath]) as EntryRow | undefined;
+  }
+
+  /** The present entries at `fullpaths` (one statement), by path; paths with none are absent. */
+  async byPaths(libraryId: number, fullpaths: string[]): Promise<Map<string, EntryRow>> {
+    const wanted = [...new Set(fullpaths.filter((p) => p !== ''))];
+    if (wanted.length === 0) return new Map();
+    const rows = await this.db.all<EntryRow>(`SELECT * FROM entries WHERE library_id = ? AND state = 0 AND fullpath IN (${wanted.map(() => '?').join(', ')})`, [libraryId, ...wanted]);
+    return new Map(rows.map((r) => [r.fullpath, r]));
   }
 
   async byHash(libraryId: number, hash: string): Promise<EntryRow | undefined> {
@@ -95,10 +106,13 @@ export class FileTree {
 
   // ---- building blocks (call inside a transaction) ------------------------------------------------
 
-  /** Creates the folders of `fullpath` that are missing; returns the folder's id (null for the root). */
-  async ensureFolder(libraryId: number, fullpath: string, op: Operator): Promise<number | null> {
+  /**
+   * Creates the folders of `fullpath` that are missing; returns the folder's id (null for the root).
+   * `known`: the entry at `fullpath` when the caller has just looked it up (null: none there).
+   */
+  async ensureFolder(libraryId: number, fullpath: string, op: Operator, known?: EntryRow | null): Promise<number | null> {
     if (fullpath === '') return null;
-    const row = await this.byPath(libraryId, fullpath);
+    const row = known === undefined ? await this.byPath(libraryId, fullpath) : known ?? undefined;
     if (row) {
       if (!row.dir) throw new ServiceFault(FaultCode.NotAFolder, `not a folder: ${JSON.stringify(fullpath)}`);
       return row.id;
@@ -112,16 +126,16 @@ export class FileTree {
   async insert(libraryId: number, parentId: number | null, fullpath: string, what: { dir: number; content?: Content; tags?: string; hash?: string }, op: Operator): Promise<EntryRow> {
     const now = this.clock();
     const opMs = await this.opClock.next(libraryId);
-    const id = await this.db.insert(`INSERT INTO entries (library_id, hash, parent_id, fullpath, name, dir, filehash, filesize,
+    return (await this.db.get<EntryRow>(`INSERT INTO entries (library_id, hash, parent_id, fullpath, name, dir, filehash, filesize,
         create_member_id, create_member_name, create_ms, last_member_id, last_member_name, last_ms, op_ms, state, tags)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)`, [libraryId, what.hash ?? newHash(), parentId, fullpath, baseOf(fullpath), what.dir, what.content?.sha1 ?? '', what.content?.size ?? 0, op.id, op.name, now, op.id, op.name, now, opMs, what.tags ?? '']);
-    return (await this.byId(id))!;
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) RETURNING *`, [libraryId, what.hash ?? newHash(), parentId, fullpath, baseOf(fullpath), what.dir, what.content?.sha1 ?? '', what.content?.size ?? 0, op.id, op.name, now, op.id, op.name, now, opMs, what.tags ?? '']))!;
   }
 
   /** Appends a history/log event for `row` (its current path and content unless given). */
   async event(row: EntryRow, act: number, op: Operator, extra: { fullpath?: string; property?: Record<string, unknown> } = {}): Promise<void> {
     const filehash = row.dir ? '' : row.filehash;
-    await this.db.run(`INSERT INTO file_events (library_id, entry_id, hash, act, dir, fullpath, filehash, filesize, member_id, member_name, ms, property, keeps_blob)
+    // Nothing in a change reads its own event back: it goes with the change's next statement or COMMIT.
+    await this.db.runLater(`INSERT INTO file_events (library_id, entry_id, hash, act, dir, fullpath, filehash, filesize, member_id, member_name, ms, property, keeps_blob)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [row.library_id, row.id, row.hash, act, row.dir, extra.fullpath ?? row.fullpath, filehash, row.dir ? 0 : row.filesize, op.id, op.name, this.clock(), JSON.stringify(extra.property ?? {}), filehash !== '' && row.state !== EntryState.Removed ? 1 : 0]);
   }
 
@@ -156,6 +170,15 @@ export class FileTree {
     return !!await this.db.get('SELECT 1 FROM blobs WHERE sha1 = ?', [sha1]);
   }
 
+  /**
+   * Whether the blob is stored, locking its row until the transaction ends (an UPDATE that changes
+   * nothing): a collection removing it either committed before, or waits and then finds the reference
+   * this transaction adds (PostgreSQL starts its SERIALIZABLE transaction over).
+   */
+  async pinBlob(sha1: string): Promise<boolean> {
+    return (await this.db.run('UPDATE blobs SET refs = refs WHERE sha1 = ?', [sha1])).changes > 0;
+  }
+
   /** Records a blob that was just written to the blob store. */
   async addBlob(content: Content): Promise<void> {
     await this.db.run('INSERT INTO blobs (sha1, size, created_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [content.sha1, content.size, this.clock()]);
@@ -166,11 +189,13 @@ export class FileTree {
   /** Creates a folder and its missing parents; an existing name is refused (40901). */
   async createFolder(libraryId: number, fullpath: string, op: Operator): Promise<EntryRow> {
     return this.tx(async () => {
-      const existing = await this.byPath(libraryId, fullpath);
-      if (existing) throw new ServiceFault(FaultCode.NameExists, `${JSON.stringify(fullpath)} already exists`);
-      const id = await this.ensureFolder(libraryId, fullpath, op);
-      return (await this.byId(id!))!;
-    });
+      const found = await this.byPaths(libraryId, [fullpath, parentOf(fullpath)]);
+      if (found.has(fullpath)) throw new ServiceFault(FaultCode.NameExists, `${JSON.stringify(fullpath)} already exists`);
+      const parentId = await this.ensureFolder(libraryId, parentOf(fullpath), op, found.get(parentOf(fullpath)) ?? null);
+      const created = await this.insert(libraryId, parentId, fullpath, { dir: 1 }, op);
+      await this.event(created, Act.Create, op);
+      return created;
+    }, libraryId);
   }
 
   /**
@@ -178,16 +203,16 @@ export class FileTree {
    * is replaced when `overwrite` (a new version), otherwise the content gets a numbered name.
    */
   async placeContent(libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator, hash?: string): Promise<EntryRow> {
-    if (!await this.blobStored(content.sha1)) throw new ServiceFault(FaultCode.FileMissing, `content ${content.sha1} is no longer stored; upload it again`);
+    if (!await this.pinBlob(content.sha1)) throw new ServiceFault(FaultCode.FileMissing, `content ${content.sha1} is no longer stored; upload it again`);
     const folder = parentOf(fullpath);
-    const parentId = await this.ensureFolder(libraryId, folder, op);
-    const existing = await this.byPath(libraryId, fullpath);
+    const found = await this.byPaths(libraryId, [folder, fullpath]);
+    const parentId = await this.ensureFolder(libraryId, folder, op, found.get(folder) ?? null);
+    const existing = found.get(fullpath);
     if (existing && overwrite && !existing.dir) {
       await this.checkUnlocked(existing, op);
       if (existing.filehash === content.sha1 && existing.filesize === content.size) return existing;
       await this.checkCapacity(libraryId, content.size - existing.filesize);
-      await this.db.run('UPDATE entries SET filehash = ?, filesize = ?, last_member_id = ?, last_member_name = ?, last_ms = ?, op_ms = ? WHERE id = ?', [content.sha1, content.size, op.id, op.name, this.clock(), await this.opClock.next(libraryId), existing.id]);
-      const row = (await this.byId(existing.id))!;
+      const row = (await this.db.get<EntryRow>('UPDATE entries SET filehash = ?, filesize = ?, last_member_id = ?, last_member_name = ?, last_ms = ?, op_ms = ? WHERE id = ? RETURNING *', [content.sha1, content.size, op.id, op.name, this.clock(), await this.opClock.next(libraryId), existing.id]))!;
       await this.event(row, Act.Edit, op);
       return row;
     }
@@ -202,22 +227,23 @@ export class FileTree {
   /** Renames or moves a file or folder (with its whole subtree); `hash` is unchanged. */
   async move(libraryId: number, from: string, to: string, op: Operator): Promise<EntryRow> {
     return this.tx(async () => {
-      const src = await this.require(libraryId, from);
+      const found = await this.byPaths(libraryId, [from, to, parentOf(to)]);
+      const src = found.get(from);
+      if (!src) throw fileMissing(from);
       if (to === from) return src;
       if (isWithin(to, from)) throw new ServiceFault(FaultCode.MoveIntoItself, `cannot move ${JSON.stringify(from)} into itself (${JSON.stringify(to)})`);
-      if (await this.byPath(libraryId, to)) throw new ServiceFault(FaultCode.NameExists, `${JSON.stringify(to)} already exists`);
+      if (found.has(to)) throw new ServiceFault(FaultCode.NameExists, `${JSON.stringify(to)} already exists`);
       await this.checkUnlocked(src, op);
-      const parentId = await this.ensureFolder(libraryId, parentOf(to), op);
+      const parentId = await this.ensureFolder(libraryId, parentOf(to), op, found.get(parentOf(to)) ?? null);
       const below = await this.subtree(src);
       const first = await this.opClock.next(libraryId, 1 + below.length);
-      await this.db.run('UPDATE entries SET parent_id = ?, fullpath = ?, name = ?, op_ms = ? WHERE id = ?', [parentId, to, baseOf(to), first, src.id]);
+      const row = (await this.db.get<EntryRow>('UPDATE entries SET parent_id = ?, fullpath = ?, name = ?, op_ms = ? WHERE id = ? RETURNING *', [parentId, to, baseOf(to), first, src.id]))!;
       for (const [i, d] of below.entries()) {
-        await this.db.run('UPDATE entries SET fullpath = ?, op_ms = ? WHERE id = ?', [to + d.fullpath.slice(from.length), first + 1 + i, d.id]);
+        await this.db.runLater('UPDATE entries SET fullpath = ?, op_ms = ? WHERE id = ?', [to + d.fullpath.slice(from.length), first + 1 + i, d.id]);
       }
-      const row = (await this.byId(src.id))!;
       await this.event(row, parentOf(from) === parentOf(to) ? Act.Rename : Act.Move, op, { property: { from } });
       return row;
-    });
+    }, libraryId);
   }
 
   /** Moves a file or folder (with its subtree) to the recycle bin, or removes it for good (`destroy`). */
@@ -230,14 +256,14 @@ export class FileTree {
       const first = await this.opClock.next(libraryId, all.length);
       const now = this.clock();
       if (destroy) {
-        for (const [i, r] of all.entries()) await this.db.run('UPDATE entries SET state = 2, op_ms = ?, recycle_root = NULL WHERE id = ?', [first + i, r.id]);
+        for (const [i, r] of all.entries()) await this.db.runLater('UPDATE entries SET state = 2, op_ms = ?, recycle_root = NULL WHERE id = ?', [first + i, r.id]);
         await this.releaseEvents(all.map((r) => r.id));
       } else {
         for (const [i, r] of all.entries()) {
-          await this.db.run('UPDATE entries SET state = 1, op_ms = ?, recycle_root = ?, recycled_ms = ?, recycled_by = ? WHERE id = ?', [first + i, row.id, now, op.name, r.id]);
+          await this.db.runLater('UPDATE entries SET state = 1, op_ms = ?, recycle_root = ?, recycled_ms = ?, recycled_by = ? WHERE id = ?', [first + i, row.id, now, op.name, r.id]);
         }
       }
-    });
+    }, libraryId);
   }
 
   /** Deletes (to the bin, or for good) the present entries carrying any of `tags` within `path`. */
@@ -253,7 +279,7 @@ export class FileTree {
         removed++;
       }
       return removed;
-    });
+    }, libraryId);
   }
 
   /** Entries in `state` with any of `tags`, within `path`, parents before children. */
@@ -287,7 +313,7 @@ export class FileTree {
         for (const id of ids) await this.db.run('UPDATE entries SET state = 2, recycle_root = NULL WHERE id = ?', [id]);
         await this.releaseEvents(ids);
       }
-    });
+    }, libraryId);
   }
 
   /** Restores recycle-bin items to their original paths (missing folders are created; a taken name gets a number). */
@@ -313,7 +339,7 @@ export class FileTree {
         restored.push(row);
       }
       return restored;
-    });
+    }, libraryId);
   }
 
   /** Locks or unlocks a file for `op`; a lock held by another operator refuses both. */
@@ -323,9 +349,9 @@ export class FileTree {
       if (row.lock_member_name !== null && !sameOperator(row, op)) {
         throw new ServiceFault(FaultCode.Locked, `${JSON.stringify(fullpath)} is locked by ${row.lock_member_name}`);
       }
-      await this.db.run('UPDATE entries SET lock_member_id = ?, lock_member_name = ?, op_ms = ? WHERE id = ?', [lock ? op.id : null, lock ? op.name : null, await this.opClock.next(libraryId), row.id]);
-      await this.event((await this.byId(row.id))!, lock ? Act.Lock : Act.Unlock, op);
-    });
+      const locked = (await this.db.get<EntryRow>('UPDATE entries SET lock_member_id = ?, lock_member_name = ?, op_ms = ? WHERE id = ? RETURNING *', [lock ? op.id : null, lock ? op.name : null, await this.opClock.next(libraryId), row.id]))!;
+      await this.event(locked, lock ? Act.Lock : Act.Unlock, op);
+    }, libraryId);
   }
 
   /** Adds or removes tags of a file or folder. */
@@ -334,13 +360,13 @@ export class FileTree {
       const row = await this.require(libraryId, fullpath);
       const current = tagsOf(row.tags);
       const next = add ? [...new Set([...current, ...tags])] : current.filter((t) => !tags.includes(t));
-      await this.db.run('UPDATE entries SET tags = ?, op_ms = ? WHERE id = ?', [tagsColumn(next), await this.opClock.next(libraryId), row.id]);
-    });
+      await this.db.runLater('UPDATE entries SET tags = ?, op_ms = ? WHERE id = ?', [tagsColumn(next), await this.opClock.next(libraryId), row.id]);
+    }, libraryId);
   }
 
   /** Events of removed entries no longer hold their content. */
   private async releaseEvents(entryIds: number[]): Promise<void> {
-    for (const id of entryIds) await this.db.run('UPDATE file_events SET keeps_blob = 0 WHERE entry_id = ? AND keeps_blob = 1', [id]);
+    for (const id of entryIds) await this.db.runLater('UPDATE file_events SET keeps_blob = 0 WHERE entry_id = ? AND keeps_blob = 1', [id]);
   }
 }
 

@@ -25,20 +25,18 @@ export class PendingUploads {
   async create(libraryId: number, fullpath: string, sha1: string, size: number, overwrite: boolean, op: Operator, server: string): Promise<CreateFileResult> {
     const check = async () => {
       const folder = parentOf(fullpath);
-      const parent = await this.tree.byPath(libraryId, folder);
+      const found = await this.tree.byPaths(libraryId, [folder, fullpath]);
+      const parent = found.get(folder);
       if (folder !== '' && parent && !parent.dir) throw new ServiceFault(FaultCode.NotAFolder, `not a folder: ${JSON.stringify(folder)}`);
-      const existing = await this.tree.byPath(libraryId, fullpath);
+      const existing = found.get(fullpath);
       const replaces = existing && overwrite && !existing.dir ? existing : undefined;
       if (replaces) await this.tree.checkUnlocked(replaces, op);
       await this.tree.checkCapacity(libraryId, size - (replaces?.filesize ?? 0));
       return { existing, replaces };
     };
-    await check();
     if (await this.tree.blobStored(sha1)) {
-      const row = await this.content.reuse(sha1, async () => {
-        await check();
-        return this.tree.placeContent(libraryId, fullpath, { sha1, size }, overwrite, op);
-      }).catch((err: unknown) => {
+      // placeContent checks again what `check` did (parent folder, lock, capacity), now under the lock
+      const row = await this.content.reuse(libraryId, sha1, async () => this.tree.placeContent(libraryId, fullpath, { sha1, size }, overwrite, op)).catch((err: unknown) => {
         if (err instanceof ServiceFault && err.code === FaultCode.FileMissing) return undefined; // collected meanwhile
         throw err;
       });
@@ -59,7 +57,7 @@ export class PendingUploads {
         ON CONFLICT (pathhash) DO UPDATE SET library_id = excluded.library_id, fullpath = excluded.fullpath, filehash = excluded.filehash, filesize = excluded.filesize,
           overwrite = excluded.overwrite, op_id = excluded.op_id, op_name = excluded.op_name, created_ms = excluded.created_ms`, [pathhash, libraryId, target, sha1, size, overwrite ? 1 : 0, op.id, op.name, this.clock()]);
       return { hash: pathhash, fullpath: target, state: 0, server };
-    });
+    }, libraryId);
   }
 
   async get(pathhash: string): Promise<PendingRow | undefined> {
@@ -79,7 +77,7 @@ export class PendingUploads {
       await this.tree.db.run('DELETE FROM pending_uploads WHERE pathhash = ?', [pathhash]);
       return this.tree.placeContent(p.library_id, p.fullpath, { sha1: p.filehash, size: p.filesize }, p.overwrite === 1, op, pathhash);
     };
-    return file ? this.content.ingest(p.library_id, file, place) : this.content.reuse(p.filehash, place);
+    return file ? this.content.ingest(p.library_id, file, place) : this.content.reuse(p.library_id, p.filehash, place);
   }
 
   /** Forgets pending uploads older than PENDING_TTL_MS. */

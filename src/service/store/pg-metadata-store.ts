@@ -1,12 +1,23 @@
 /**
  * PgMetadataStore: the MetadataStore over a pool of PostgreSQL connections (store/pg-database.ts). `?`
- * placeholders become `$1…`. A transaction is SERIALIZABLE — the same guarantee as SQLite's one writer at
- * a time, so read-then-write code stays correct across processes — holds one connection from BEGIN to
- * COMMIT, and starts over (after a short random pause; at most 100 attempts) when PostgreSQL reports a
- * serialization failure or a deadlock: a transaction's body must do nothing but database work.
+ * placeholders become `$1…`. A transaction holds one connection from BEGIN to COMMIT and starts over
+ * (after a short random pause; at most 100 attempts) when PostgreSQL reports a serialization failure or
+ * a deadlock: a transaction's body must do nothing but database work.
+ *
+ * - A transaction without a library is SERIALIZABLE: the same guarantee as SQLite's one writer at a time,
+ *   so read-then-write code stays correct across processes.
+ * - A library's transaction is READ COMMITTED behind the library row's lock (`SELECT … FOR UPDATE`): the
+ *   changes of one library queue on that lock instead of colliding and starting over, and each
+ *   statement sees every change committed before. Its operation times are counted here from the row's
+ *   `last_op_ms` and written back with COMMIT. A library locked by a nested transaction, or by a
+ *   reservation inside any transaction, gets the same.
+ * - Round trips: BEGIN and the lock wait for the body's first statement, `runLater` statements for the
+ *   next one, the clocks' write for COMMIT, and each goes in that statement's round trip, in order, as
+ *   one simple query (which takes no parameters: values are written into the SQL as literals, strings
+ *   escaped by the driver).
  */
 import type pg from 'pg';
-import { TransactionScope, type MetadataSession, type MetadataStore, type RunResult } from './metadata-store.js';
+import { TransactionScope, reserveOperationTimesByStatement, type MetadataSession, type MetadataStore, type RunResult, type StoreStats, type TransactionOptions } from './metadata-store.js';
 
 const RETRYABLE = new Set(['40001', '40P01']);
 /** Attempts of one transaction: enough for the pool's connections all colliding on one row. */
@@ -14,6 +25,7 @@ const MAX_ATTEMPTS = 100;
 
 export class PgMetadataStore implements MetadataStore {
   readonly engine = 'postgresql';
+  readonly stats: StoreStats = { roundTrips: 0, transactions: 0, retries: 0, lockWaitMs: 0 };
   open = true;
   private readonly scope = new TransactionScope();
 
@@ -21,7 +33,7 @@ export class PgMetadataStore implements MetadataStore {
 
   /** The transaction in progress here, else the pool. */
   private session(): MetadataSession {
-    return this.scope.session() ?? sessionOf(this.pool);
+    return this.scope.session() ?? sessionOf({ query: (sql, params) => this.pool.query(sql, params) }, this.stats);
   }
 
   get<T>(sql: string, params?: readonly unknown[]): Promise<T | undefined> {
@@ -40,19 +52,41 @@ export class PgMetadataStore implements MetadataStore {
     return this.session().insert(sql, params);
   }
 
-  async tx<T>(fn: (session: MetadataSession) => Promise<T>): Promise<T> {
+  runLater(sql: string, params?: readonly unknown[]): Promise<void> {
+    return this.session().runLater(sql, params);
+  }
+
+  reserveOperationTimes(libraryId: number, now: number, n: number): Promise<number> {
+    return this.session().reserveOperationTimes(libraryId, now, n);
+  }
+
+  async tx<T>(fn: (session: MetadataSession) => Promise<T>, opts: TransactionOptions = {}): Promise<T> {
+    const library = opts.library;
+    if (library !== undefined && !Number.isSafeInteger(library)) throw new TypeError(`library: expected an integer id, got ${String(library)}`);
     const inTx = this.scope.session();
-    if (inTx) return fn(inTx);
+    if (inTx) {
+      if (library !== undefined) (inTx as PgTransaction).lockLibrary(library);
+      return fn(inTx);
+    }
     for (let attempt = 1; ; attempt++) {
+      const waitFrom = performance.now();
       const client = await this.pool.connect();
       try {
-        await client.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
-        const result = await this.scope.run(sessionOf(client), fn);
-        await client.query('COMMIT');
+        const t = new PgTransaction(client, this.stats);
+        t.begin(library);
+        const result = await this.scope.run(t, fn);
+        await t.commit();
+        this.stats.lockWaitMs += (t.begunAt ?? performance.now()) - waitFrom;
+        this.stats.transactions++;
         return result;
       } catch (err) {
+        this.stats.roundTrips++;
         await client.query('ROLLBACK').catch(() => undefined);
-        if (attempt >= MAX_ATTEMPTS || !RETRYABLE.has((err as { code?: string }).code ?? '')) throw err;
+        if (attempt >= MAX_ATTEMPTS || !RETRYABLE.has((err as { code?: string }).code ?? '')) {
+          this.stats.transactions++;
+          throw err;
+        }
+        this.stats.retries++;
       } finally {
         client.release();
       }
@@ -67,16 +101,151 @@ export class PgMetadataStore implements MetadataStore {
   }
 }
 
-type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
+/** One transaction on its connection: its statements and the clocks of the libraries it has locked. */
+class PgTransaction implements MetadataSession {
+  /** Library id → its last operation time, and whether this transaction advanced it. */
+  private readonly clocks = new Map<number, { last: number; advanced: boolean }>();
+  /**
+   * Statements not sent yet (BEGIN, a library's lock, `runLater` ones), as SQL with their values
+   * inlined, and what to do with a result.
+   */
+  private later: { sql: string; then?: (result: pg.QueryResult) => void }[] = [];
+  /** Libraries whose lock this transaction took or has queued. */
+  private readonly locked = new Set<number>();
+  /** When the round trip that sent BEGIN came back (performance.now()). */
+  begunAt: number | undefined;
+  private readonly session: MetadataSession;
 
-function sessionOf(q: Queryable): MetadataSession {
-  const query = (sql: string, params: readonly unknown[] = []) => (q as pg.Pool).query(numbered(sql), params as unknown[]);
+  constructor(private readonly client: pg.PoolClient, private readonly stats: StoreStats) {
+    this.session = sessionOf({ query: (sql: string, params: unknown[]) => this.query(sql, params) }, stats);
+  }
+
+  /** A statement, with the queued ones before it in its round trip. */
+  private async query(sql: string, params: unknown[]): Promise<pg.QueryResult> {
+    if (this.later.length === 0) return this.client.query(sql, params);
+    const results = await this.flush({ sql: inlined(sql, params, this.client) });
+    return results[results.length - 1]!;
+  }
+
+  /** Sends the queued statements and `last` as one simple query; their results in order. */
+  private async flush(last: { sql: string }): Promise<pg.QueryResult[]> {
+    const batch = [...this.later, last];
+    this.later = [];
+    const sent = await this.client.query(batch.map((b) => b.sql).join(';\n')) as unknown as pg.QueryResult | pg.QueryResult[];
+    this.begunAt ??= performance.now();
+    const results = Array.isArray(sent) ? sent : [sent];
+    batch.forEach((b, i) => (b as { then?: (r: pg.QueryResult) => void }).then?.(results[i]!));
+    return results;
+  }
+
+  get<T>(sql: string, params?: readonly unknown[]): Promise<T | undefined> { return this.session.get<T>(sql, params); }
+  all<T>(sql: string, params?: readonly unknown[]): Promise<T[]> { return this.session.all<T>(sql, params); }
+  run(sql: string, params?: readonly unknown[]): Promise<RunResult> { return this.session.run(sql, params); }
+  insert(sql: string, params?: readonly unknown[]): Promise<number> { return this.session.insert(sql, params); }
+
+  async runLater(sql: string, params: readonly unknown[] = []): Promise<void> {
+    this.later.push({ sql: inlined(numbered(sql), params, this.client) });
+  }
+
+  /**
+   * Queues BEGIN, and for a library's transaction the lock of its row: they go in the round trip of the
+   * body's first statement (or of COMMIT), which runs once the lock is held.
+   */
+  begin(library: number | undefined): void {
+    this.later.push({ sql: `BEGIN ISOLATION LEVEL ${library === undefined ? 'SERIALIZABLE' : 'READ COMMITTED'}` });
+    if (library !== undefined) this.lockLibrary(library);
+  }
+
+  /** Queues the lock of a library's row (once per transaction), read with its clock. */
+  lockLibrary(library: number): void {
+    if (this.locked.has(library)) return;
+    this.locked.add(library);
+    // Statements sent together go as a simple query, which takes no parameters: the id is a checked integer.
+    this.later.push({ sql: lockSql(library), then: (r) => this.track(library, r.rows[0] as { last_op_ms: number } | undefined) });
+  }
+
+  async reserveOperationTimes(libraryId: number, now: number, n: number): Promise<number> {
+    let clock = this.clocks.get(libraryId);
+    if (!clock) {
+      // The statement takes the row's lock: later reservations of this transaction are counted here.
+      const first = await reserveOperationTimesByStatement(this.session, libraryId, now, n);
+      this.locked.add(libraryId);
+      this.clocks.set(libraryId, { last: first + n - 1, advanced: false });
+      return first;
+    }
+    const first = Math.max(now, clock.last + 1);
+    clock = { last: first + n - 1, advanced: true };
+    this.clocks.set(libraryId, clock);
+    return first;
+  }
+
+  /** Writes the clocks this transaction advanced and commits, in one round trip. */
+  async commit(): Promise<void> {
+    for (const [id, c] of this.clocks) if (c.advanced) this.later.push({ sql: `UPDATE libraries SET last_op_ms = ${c.last} WHERE id = ${id}` });
+    this.stats.roundTrips++;
+    await this.flush({ sql: 'COMMIT' });
+  }
+
+  private track(library: number, row: { last_op_ms: number } | undefined): void {
+    // A missing library is no one's to lock: reservations for it fail as they would alone.
+    if (row) this.clocks.set(library, { last: row.last_op_ms, advanced: false });
+  }
+}
+
+const lockSql = (library: number) => `SELECT last_op_ms FROM libraries WHERE id = ${library} FOR UPDATE`;
+
+/** Where a session's statements go: the pool (each by itself) or a transaction's connection. */
+interface Queryable { query(sql: string, params: unknown[]): Promise<pg.QueryResult> }
+
+function sessionOf(q: Queryable, stats: StoreStats): MetadataSession {
+  const query = (sql: string, params: readonly unknown[] = []) => {
+    stats.roundTrips++;
+    return q.query(numbered(sql), params as unknown[]);
+  };
+  const get = async <T>(sql: string, params?: readonly unknown[]) => (await query(sql, params)).rows[0] as T | undefined;
   return {
-    get: async <T>(sql: string, params?: readonly unknown[]) => (await query(sql, params)).rows[0] as T | undefined,
+    get,
     all: async <T>(sql: string, params?: readonly unknown[]) => (await query(sql, params)).rows as T[],
     run: async (sql: string, params?: readonly unknown[]) => ({ changes: (await query(sql, params)).rowCount ?? 0 }),
     insert: async (sql: string, params?: readonly unknown[]) => Number((await query(`${sql} RETURNING id`, params)).rows[0].id),
+    runLater: async (sql: string, params?: readonly unknown[]) => { await query(sql, params); },
+    reserveOperationTimes: (libraryId: number, now: number, n: number) => reserveOperationTimesByStatement({ get }, libraryId, now, n),
   };
+}
+
+/**
+ * `$1`, `$2`, … of `sql` (as `numbered` writes them) replaced by their values as SQL literals: strings
+ * escaped by the driver, numbers quoted the same way (an untyped literal takes its type from where it
+ * stands, as the driver's untyped parameters do, and a negative number never meets a minus sign
+ * before it), null as NULL; any other value is refused.
+ */
+export function inlined(sql: string, params: readonly unknown[], client: Pick<pg.ClientBase, 'escapeLiteral'>): string {
+  const literal = (v: unknown): string => {
+    if (v === null || v === undefined) return 'NULL';
+    if (typeof v === 'number' && Number.isFinite(v)) return `'${String(v)}'`;
+    if (typeof v === 'string') return client.escapeLiteral(v);
+    throw new TypeError(`a statement sent later takes numbers, strings and null, got ${typeof v}`);
+  };
+  let quote: string | undefined;
+  let out = '';
+  for (let i = 0; i < sql.length; i++) {
+    const ch = sql[i]!;
+    if (quote) {
+      if (ch === quote) quote = undefined;
+    } else if (ch === "'" || ch === '"') {
+      quote = ch;
+    } else if (ch === '$' && /[0-9]/.test(sql[i + 1] ?? '')) {
+      let j = i + 1;
+      while (/[0-9]/.test(sql[j] ?? '')) j++;
+      const n = Number(sql.slice(i + 1, j));
+      if (n < 1 || n > params.length) throw new RangeError(`statement has $${n} but ${params.length} values`);
+      out += literal(params[n - 1]);
+      i = j - 1;
+      continue;
+    }
+    out += ch;
+  }
+  return out;
 }
 
 /** `?` → `$1`, `$2`, … outside quoted strings and identifiers. */

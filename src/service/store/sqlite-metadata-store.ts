@@ -6,13 +6,14 @@
  */
 import type { Db } from './database.js';
 import type Database from 'better-sqlite3';
-import { TransactionScope, type MetadataSession, type MetadataStore, type RunResult } from './metadata-store.js';
+import { TransactionScope, reserveOperationTimesByStatement, type MetadataSession, type MetadataStore, type RunResult, type StoreStats, type TransactionOptions } from './metadata-store.js';
 
 /** Prepared statements kept per connection: the domain's statements are a fixed set of texts. */
 const STATEMENT_CACHE = 500;
 
 export class SqliteMetadataStore implements MetadataStore {
   readonly engine = 'sqlite';
+  readonly stats: StoreStats = { roundTrips: 0, transactions: 0, retries: 0, lockWaitMs: 0 };
   private tail: Promise<unknown> = Promise.resolve();
   private readonly direct: MetadataSession;
   private readonly scope = new TransactionScope();
@@ -24,6 +25,8 @@ export class SqliteMetadataStore implements MetadataStore {
       all: async <T>(sql: string, params: readonly unknown[] = []) => this.statement(sql).all(...params) as T[],
       run: async (sql: string, params: readonly unknown[] = []): Promise<RunResult> => ({ changes: this.statement(sql).run(...params).changes }),
       insert: async (sql: string, params: readonly unknown[] = []) => Number(this.statement(sql).run(...params).lastInsertRowid),
+      reserveOperationTimes: (libraryId: number, now: number, n: number) => reserveOperationTimesByStatement(this.direct, libraryId, now, n),
+      runLater: async (sql: string, params: readonly unknown[] = []) => { this.statement(sql).run(...params); },
     };
   }
 
@@ -32,6 +35,7 @@ export class SqliteMetadataStore implements MetadataStore {
   }
 
   private statement(sql: string): Database.Statement {
+    this.stats.roundTrips++;
     let st = this.statements.get(sql);
     if (!st) {
       st = this.db.prepare(sql);
@@ -66,10 +70,22 @@ export class SqliteMetadataStore implements MetadataStore {
     return this.serial((s) => s.insert(sql, params));
   }
 
-  tx<T>(fn: (session: MetadataSession) => Promise<T>): Promise<T> {
+  runLater(sql: string, params?: readonly unknown[]): Promise<void> {
+    return this.serial((s) => s.runLater(sql, params));
+  }
+
+  reserveOperationTimes(libraryId: number, now: number, n: number): Promise<number> {
+    return this.serial((s) => s.reserveOperationTimes(libraryId, now, n));
+  }
+
+  /** One writer at a time already: a library's transaction is any transaction. */
+  tx<T>(fn: (session: MetadataSession) => Promise<T>, _opts?: TransactionOptions): Promise<T> {
     const inTx = this.scope.session();
     if (inTx) return fn(inTx);
+    const waitFrom = performance.now();
     return this.serial(async () => {
+      this.stats.lockWaitMs += performance.now() - waitFrom;
+      this.stats.transactions++;
       this.db.exec('BEGIN IMMEDIATE');
       try {
         const result = await this.scope.run(this.direct, fn);

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { startPostgres, type Postgres } from '../../support/postgres.js';
 import { openDatabase } from '../../../src/service/store/database.js';
 import { openPostgres } from '../../../src/service/store/pg-database.js';
-import { PgMetadataStore, numbered } from '../../../src/service/store/pg-metadata-store.js';
+import { PgMetadataStore, inlined, numbered } from '../../../src/service/store/pg-metadata-store.js';
 import { SqliteMetadataStore } from '../../../src/service/store/sqlite-metadata-store.js';
 import { StoredBlobLocks } from '../../../src/service/store/blob-locks.js';
 import { reserveOperationTimes, type MetadataStore } from '../../../src/service/store/metadata-store.js';
@@ -132,9 +132,105 @@ describe.each(['sqlite', 'postgresql'])('MetadataStore on %s', (engine) => {
       if (b !== a) await b.close();
     }
   });
+
+  it('runs statements sent later before the next one, in order, and rolls them back with the transaction', async () => {
+    const [a, b] = await seeded(engine);
+    try {
+      const odd = "it's a \\ back'slash? $1 ?";
+      const seen = await a.tx(async (s) => {
+        await s.runLater('INSERT INTO departments (id, ent_id, name, out_id, created_ms) VALUES (?, ?, ?, ?, ?)', [7, 1, odd, null, 1.5e12]);
+        await s.runLater('UPDATE departments SET orderby = orderby + 2 WHERE id = ?', [7]);
+        return s.get('SELECT name, out_id, orderby, created_ms FROM departments WHERE id = ?', [7]);
+      }, { library: 1 });
+      expect(seen).toEqual({ name: odd, out_id: null, orderby: 2, created_ms: 1.5e12 });
+      // values take their type from where they stand, as the driver's parameters do (PostgreSQL: a
+      // number against a text column); a negative value after a minus sign stays a value
+      const byName = await a.tx(async (s) => {
+        await s.runLater('INSERT INTO departments (id, ent_id, name, created_ms) VALUES (?, ?, ?, ?)', [8, 1, '42', 1]);
+        await s.runLater('UPDATE departments SET orderby = orderby-? WHERE id = ?', [-5, 8]);
+        return s.get('SELECT id, orderby FROM departments WHERE name = ?', [engine === 'postgresql' ? 42 : '42']);
+      }, { library: 1 });
+      expect(byName).toEqual({ id: 8, orderby: 5 });
+      await expect(a.tx(async (s) => {
+        await s.runLater('UPDATE departments SET orderby = 100 WHERE id = ?', [7]);
+        await s.runLater('INSERT INTO departments (id, ent_id, name, created_ms) VALUES (?, ?, ?, ?)', [7, 1, 'same id', 1]);
+      }, { library: 1 })).rejects.toThrow(/duplicate|UNIQUE/i);
+      expect(await b.get('SELECT orderby FROM departments WHERE id = 7')).toEqual({ orderby: 2 });
+    } finally {
+      await a.close();
+      if (b !== a) await b.close();
+    }
+  });
+
+  it("runs a library's transactions one at a time, each seeing the one before, without starting over", async () => {
+    const [a, b] = await seeded(engine);
+    try {
+      await a.run("INSERT INTO departments (id, ent_id, name, orderby, created_ms) VALUES (1, 1, 'from', 100, 0), (2, 1, 'to', 0, 0)");
+      const move = (store: MetadataStore) => store.tx(async (s) => {
+        const from = (await s.get<{ orderby: number }>('SELECT orderby FROM departments WHERE id = 1'))!.orderby;
+        await tick();
+        const to = (await s.get<{ orderby: number }>('SELECT orderby FROM departments WHERE id = 2'))!.orderby;
+        await s.run('UPDATE departments SET orderby = ? WHERE id = 1', [from - 1]);
+        await tick();
+        await s.run('UPDATE departments SET orderby = ? WHERE id = 2', [to + 1]);
+      }, { library: 1 });
+      const retries = a.stats.retries + (b === a ? 0 : b.stats.retries);
+      await Promise.all(Array.from({ length: 40 }, (_, i) => move(i % 2 ? a : b)));
+      expect(await a.all('SELECT orderby FROM departments ORDER BY id')).toEqual([{ orderby: 60 }, { orderby: 40 }]);
+      expect(a.stats.retries + (b === a ? 0 : b.stats.retries)).toBe(retries);
+    } finally {
+      await a.close();
+      if (b !== a) await b.close();
+    }
+  });
+
+  it("keeps operation times gapless and in commit order when library transactions and others reserve them", async () => {
+    const [a, b] = await seeded(engine);
+    try {
+      const now = 1_000;
+      // Library transactions reserve twice (the second counted without a statement on PostgreSQL);
+      // every third writer is a plain transaction that reserves by statement.
+      const writers = Array.from({ length: 60 }, (_, i) => (i % 2 ? a : b).tx(async (s) => {
+        const first = await reserveOperationTimes(s, 1, now, 1);
+        await tick();
+        const second = await reserveOperationTimes(s, 1, now, 2);
+        for (const [k, ms] of [first, second, second + 1].entries()) {
+          await s.run('INSERT INTO file_events (library_id, act, fullpath, ms) VALUES (1, 1, ?, ?)', [`w${i}-${k}`, ms]);
+        }
+      }, i % 3 === 0 ? undefined : { library: 1 }));
+      const seen: number[] = [];
+      let done = false;
+      const reader = (async () => {
+        let cursor = 0;
+        for (let last = false; !last;) {
+          last = done;
+          const rows = await a.all<{ ms: number }>('SELECT ms FROM file_events WHERE library_id = 1 AND ms > ? ORDER BY ms', [cursor]);
+          for (const r of rows) seen.push(r.ms);
+          if (rows.length) cursor = rows[rows.length - 1]!.ms;
+          await tick();
+        }
+      })();
+      await Promise.all(writers);
+      done = true;
+      await reader;
+      expect(seen).toEqual(Array.from({ length: 180 }, (_, i) => now + i));
+      expect(await b.get('SELECT last_op_ms FROM libraries WHERE id = 1')).toEqual({ last_op_ms: now + 179 });
+    } finally {
+      await a.close();
+      if (b !== a) await b.close();
+    }
+  });
 });
 
 describe('placeholders for PostgreSQL', () => {
+  it('writes values into statements sent later as literals, and refuses other values', () => {
+    const escapeLiteral = (v: string) => `'${v.replace(/'/g, "''")}'`;
+    expect(inlined("SELECT $1, '$2', $2, x-$10 FROM t WHERE x = $3", [1.5, "o'k", null, 4, 5, 6, 7, 8, 9, -10], { escapeLiteral })).toBe("SELECT '1.5', '$2', 'o''k', x-'-10' FROM t WHERE x = NULL");
+    expect(() => inlined('SELECT $1', [{}], { escapeLiteral })).toThrow(TypeError);
+    expect(() => inlined('SELECT $1', [Number.NaN], { escapeLiteral })).toThrow(TypeError);
+    expect(() => inlined('SELECT $2', [1], { escapeLiteral })).toThrow(RangeError);
+  });
+
   it('numbers ? outside quoted text only', () => {
     expect(numbered(`SELECT '?', "a?" FROM t WHERE x = ? AND y = ? AND z = 'it''s ?'`)).toBe(`SELECT '?', "a?" FROM t WHERE x = $1 AND y = $2 AND z = 'it''s ?'`);
   });
@@ -172,6 +268,41 @@ describe('StoredBlobLocks (the per-blob lock between processes)', () => {
       now += 1_000;
       await waiting;
       expect(ran).toBe(true);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
+
+describe('a blob reused while it is being collected (PostgreSQL, two processes)', () => {
+  it('the collection waits for the transaction that pinned the blob, then keeps it for the new reference', async () => {
+    const [a, b] = await seeded('postgresql');
+    try {
+      await a.run("INSERT INTO blobs (sha1, size, refs, created_ms) VALUES ('b1', 1, 0, 0)");
+      let release!: () => void;
+      let pinned!: () => void;
+      const gate = new Promise<void>((r) => { release = r; });
+      const pin = new Promise<void>((r) => { pinned = r; });
+      const reuse = a.tx(async (s) => {
+        expect((await s.run('UPDATE blobs SET refs = refs WHERE sha1 = ?', ['b1'])).changes).toBe(1);
+        pinned();
+        await gate;
+        await s.run("INSERT INTO entries (library_id, hash, fullpath, name, dir, filehash, filesize, create_ms, last_ms, op_ms) VALUES (1, 'h1', 'f', 'f', 0, 'b1', 1, 0, 0, 1)");
+      }, { library: 1 });
+      await pin;
+      const retries = b.stats.retries;
+      const collect = b.tx(async (s) => (await s.run('DELETE FROM blobs WHERE sha1 = ? AND refs <= 0', ['b1'])).changes);
+      // the collection's DELETE waits on the pinned row
+      for (let i = 0; (await a.get<{ n: number }>('SELECT COUNT(*)::int AS n FROM pg_locks WHERE NOT granted'))!.n === 0; i++) {
+        if (i > 2_000) throw new Error('the collection never waited for the pinned blob row');
+        await tick();
+      }
+      release();
+      await reuse;
+      expect(await collect).toBe(0);
+      expect(b.stats.retries).toBeGreaterThan(retries);
+      expect(await a.get('SELECT refs FROM blobs WHERE sha1 = ?', ['b1'])).toEqual({ refs: 1 });
     } finally {
       await a.close();
       await b.close();

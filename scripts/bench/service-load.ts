@@ -1,0 +1,152 @@
+/**
+ * The service under a realistic load (scripts/bench/support/service-load.ts: listings, info, downloads,
+ * instant and chunked create_file, create_folder, moves, deletes, tags, locks, the feed polled by a
+ * gateway), BENCH_LOAD_CLIENTS clients (default 4) of BENCH_LOAD_OPS operations each (default 500), in
+ * one run against: one `cloudlib service` process on SQLite (the reference), one process on PostgreSQL,
+ * two processes on the same PostgreSQL database (clients spread over both). Each row gives reads and
+ * writes per second and their p50/p99 latency, the ratios to SQLite, the p99 of a single `ls` sent one
+ * after the other during the load against its p50 with no load, and the CPU time per operation of each
+ * service process and of PostgreSQL (all its processes, from /proc), so the scaling can be computed
+ * when the machine lacks the cores to show it. Standalone: `node --import tsx scripts/bench/service-load.ts`.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startPostgres, type Postgres } from '../../test/support/postgres.js';
+import { startServiceProcess, type ServiceProcess } from '../../test/support/service-process.js';
+import { READS, prepareLoad, quantile, runLoad, type LoadResult } from './support/service-load.js';
+
+const clients = Number(process.env.BENCH_LOAD_CLIENTS ?? 4);
+const opsPerClient = Number(process.env.BENCH_LOAD_OPS ?? 500);
+const PROBES_UNLOADED = 100;
+
+interface Row { setup: string; load: LoadResult; lsUnloadedP50: number; lsLoaded: number[]; serviceCpuMs: number[]; postgresCpuMs: number | undefined }
+
+export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
+  const shared = await mkdtemp(join(tmpdir(), 'cloudlib-bench-load-'));
+  await mkdir(join(shared, 'blobs'));
+  const pg = await startPostgres();
+  const running: ServiceProcess[] = [];
+  const rows: Row[] = [];
+  try {
+    const sqlite = await startServiceProcess();
+    running.push(sqlite);
+    rows.push(await measure('sqlite, 1 process', [sqlite], undefined));
+    await sqlite.close();
+    running.pop();
+
+    const args = ['--metadata', await pg.createDatabase('bench_load'), '--blobs', `file://${join(shared, 'blobs')}`];
+    const a = await startServiceProcess({ serviceArgs: args });
+    running.push(a);
+    rows.push(await measure('postgresql, 1 process', [a], pg));
+    const b = await startServiceProcess({ serviceArgs: args });
+    running.push(b);
+    rows.push(await measure('postgresql, 2 processes', [a, b], pg));
+  } finally {
+    for (const p of running.reverse()) await p.close();
+    await pg.stop();
+    await rm(shared, { recursive: true, force: true });
+  }
+  const out = rows.map((r) => summary(r, rows[0]!));
+  for (const o of out) process.stdout.write(JSON.stringify(o) + '\n');
+  return out;
+}
+
+let runs = 0;
+
+async function measure(setup: string, targets: ServiceProcess[], pg: Postgres | undefined): Promise<Row> {
+  const clientsOf = targets.map((t) => t.client);
+  const root = `load${runs++}`;
+  await prepareLoad(clientsOf[0]!, { clients, opsPerClient, root });
+  const probe = clientsOf[0]!;
+  const unloaded: number[] = [];
+  for (let i = 0; i < PROBES_UNLOADED; i++) unloaded.push(await timed(() => probe.file.ls({ fullpath: `${root}/c0/keep`, size: 100 })));
+  const postgresPids = pg ? await postgresProcesses(pg.port) : [];
+  const cpu0 = await Promise.all(targets.map((t) => cpuMsOf(t.pid)));
+  const pg0 = await sumCpu(postgresPids);
+  let loading = true;
+  const lsLoaded: number[] = [];
+  const probing = (async () => {
+    while (loading) lsLoaded.push(await timed(() => probe.file.ls({ fullpath: `${root}/c0/keep`, size: 100 })));
+  })();
+  const load = await runLoad(clientsOf, { clients, opsPerClient, root }).finally(() => { loading = false; });
+  await probing;
+  const ops = clients * opsPerClient + lsLoaded.length;
+  const cpu1 = await Promise.all(targets.map((t) => cpuMsOf(t.pid)));
+  const pg1 = await sumCpu(postgresPids);
+  return {
+    setup, load, lsLoaded,
+    lsUnloadedP50: quantile(unloaded, 0.5),
+    serviceCpuMs: cpu1.map((ms, i) => (ms - cpu0[i]!) / ops),
+    postgresCpuMs: pg ? (pg1 - pg0) / ops : undefined,
+  };
+}
+
+function summary(r: Row, reference: Row): Record<string, unknown> {
+  const of = (reads: boolean) => [...r.load.latencies].filter(([k]) => READS.includes(k) === reads).flatMap(([, v]) => v);
+  const rate = (row: Row, reads: boolean) => [...row.load.latencies].filter(([k]) => READS.includes(k) === reads).reduce((n, [, v]) => n + v.length, 0) / (row.load.elapsedMs / 1000);
+  const reads = of(true);
+  const writes = of(false);
+  return {
+    bench: 'service.load', setup: r.setup, clients, ops_per_client: opsPerClient, cores: availableParallelism(), load_average: round(loadavg()[0]!, 1),
+    ops_per_s: round((reads.length + writes.length) / (r.load.elapsedMs / 1000)),
+    reads_per_s: round(rate(r, true)), writes_per_s: round(rate(r, false)),
+    reads_ratio_to_sqlite: round(rate(r, true) / rate(reference, true), 2), writes_ratio_to_sqlite: round(rate(r, false) / rate(reference, false), 2),
+    read_p50_ms: round(quantile(reads, 0.5)), read_p99_ms: round(quantile(reads, 0.99)),
+    write_p50_ms: round(quantile(writes, 0.5)), write_p99_ms: round(quantile(writes, 0.99)),
+    ls_unloaded_p50_ms: round(r.lsUnloadedP50), ls_loaded_p99_ms: round(quantile(r.lsLoaded, 0.99)), ls_p99_to_unloaded_p50: round(quantile(r.lsLoaded, 0.99) / r.lsUnloadedP50, 2),
+    service_cpu_ms_per_op: r.serviceCpuMs.map((ms) => round(ms, 3)),
+    ...(r.postgresCpuMs === undefined ? {} : { postgresql_cpu_ms_per_op: round(r.postgresCpuMs, 3) }),
+    p50_ms_by_kind: Object.fromEntries([...r.load.latencies].map(([k, v]) => [k, round(quantile(v, 0.5))])),
+    feed_changes: r.load.feedChanges,
+  };
+}
+
+async function timed(fn: () => Promise<unknown>): Promise<number> {
+  const t0 = performance.now();
+  await fn();
+  return performance.now() - t0;
+}
+
+/** The postmaster listening on `port` and its children (backends, writer, WAL writer…). */
+async function postgresProcesses(port: number): Promise<number[]> {
+  const pids = (await readdir('/proc')).filter((d) => /^\d+$/.test(d)).map(Number);
+  const cmdline = async (pid: number) => readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+  let postmaster: number | undefined;
+  for (const pid of pids) {
+    const args = (await cmdline(pid)).split('\0');
+    if (args.some((a) => a.endsWith('/postgres')) && args.join(' ').includes(`-p ${port}`)) postmaster = pid;
+  }
+  if (postmaster === undefined) throw new Error(`no PostgreSQL process listening on port ${port} found in /proc`);
+  const children: number[] = [];
+  for (const pid of pids) {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+    if (stat !== '' && Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster) children.push(pid);
+  }
+  return [postmaster, ...children];
+}
+
+async function sumCpu(pids: number[]): Promise<number> {
+  let sum = 0;
+  for (const pid of pids) sum += await cpuMsOf(pid).catch(() => 0);
+  return sum;
+}
+
+const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+
+/** User + system CPU time of a process so far (ms), from /proc/PID/stat. */
+async function cpuMsOf(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+}
+
+function round(n: number, digits = 1): number {
+  const f = 10 ** digits;
+  return Math.round(n * f) / f;
+}
+
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) await benchServiceLoad();

@@ -1,0 +1,30 @@
+/**
+ * The load of `npm run bench -- service-load` (scripts/bench/support/service-load.ts), short and untimed:
+ * 3 clients of 40 operations of the mix at once on one service (either engine), the updates feed polled
+ * meanwhile. Every operation succeeds and the mirror the feed built matches the tree at the end.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { prepareLoad, runLoad } from '../../../scripts/bench/support/service-load.js';
+import { startTestService, type TestService } from '../../support/service.js';
+
+let t: TestService;
+
+beforeAll(async () => {
+  t = await startTestService();
+});
+
+afterAll(async () => {
+  await t?.close();
+});
+
+describe('the service-load bench, short', () => {
+  it('runs the mix from several clients with the feed exactly mirroring the tree', async () => {
+    const opts = { clients: 3, opsPerClient: 40, root: 'smoke', seed: 7 };
+    await prepareLoad(t.client, opts);
+    const result = await runLoad([t.client], opts);
+    const done = [...result.latencies.values()].reduce((n, v) => n + v.length, 0);
+    expect(done).toBe(120);
+    expect(result.feedChanges).toBeGreaterThan(0);
+    if (t.service.parts.tree.db.engine === 'postgresql') expect(t.service.parts.tree.db.stats.retries).toBe(0);
+  });
+});

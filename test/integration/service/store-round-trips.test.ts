@@ -1,0 +1,67 @@
+/**
+ * What one request costs the metadata store: statements (on PostgreSQL, round trips to the server,
+ * BEGIN and COMMIT included), transactions and retries of `create_folder`, `create_file` (instant upload),
+ * `move`, `del`, `add_tag`, `ls` and `updates`, each request alone, measured on the store's own counters. The
+ * bounds are the figures of docs/service.md: a change that adds statements to a write shows here.
+ * Runs on both engines (SQLite counts statements, which cost no round trip).
+ */
+import { createHash } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { StoreStats } from '../../../src/service/store/metadata-store.js';
+import { startTestService, type TestService } from '../../support/service.js';
+import { put } from './helpers.js';
+
+const sha1 = (s: string) => createHash('sha1').update(s).digest('hex');
+
+let t: TestService;
+
+beforeAll(async () => {
+  t = await startTestService();
+  await put(t.client, 'rt/seed.txt', 'seed');
+  await t.client.file.createFolder({ fullpath: 'rt/d' });
+});
+
+afterAll(async () => {
+  await t?.close();
+});
+
+/** The store's counters spent by `fn` (nothing else runs meanwhile). */
+async function cost(fn: () => Promise<unknown>): Promise<StoreStats> {
+  const stats = t.service.parts.tree.db.stats;
+  const before = { ...stats };
+  await fn();
+  return { roundTrips: stats.roundTrips - before.roundTrips, transactions: stats.transactions - before.transactions, retries: stats.retries - before.retries, lockWaitMs: stats.lockWaitMs - before.lockWaitMs };
+}
+
+/**
+ * Statements a request takes, per engine (docs/service.md, "What a write costs on PostgreSQL"); three of
+ * each are the authentication's (the library's authorization, the library, the replay guard).
+ */
+const BOUNDS = {
+  postgresql: { create_folder: 6, create_file: 9, move: 6, del: 6, add_tag: 5, ls: 4, updates: 4 },
+  sqlite: { create_folder: 6, create_file: 9, move: 6, del: 7, add_tag: 5, ls: 3, updates: 3 },
+};
+
+describe('statements per request', () => {
+  it('stay within the documented bounds, one transaction a change, no retry alone', async () => {
+    const engine = t.service.parts.tree.db.engine;
+    const bounds = BOUNDS[engine];
+    const seen: Record<string, StoreStats> = {};
+    seen.create_folder = await cost(() => t.client.file.createFolder({ fullpath: 'rt/d/new' }));
+    seen.create_file = await cost(() => t.client.file.createFile({ fullpath: 'rt/d/copy.txt', filehash: sha1('seed'), filesize: 4 }));
+    seen.move = await cost(() => t.client.file.move({ fullpath: 'rt/d/copy.txt', dest_fullpath: 'rt/d/moved.txt' }));
+    seen.add_tag = await cost(() => t.client.file.addTag({ fullpath: 'rt/d/moved.txt', tag: 'red' }));
+    seen.del = await cost(() => t.client.file.del({ fullpath: 'rt/d/moved.txt' }));
+    seen.ls = await cost(() => t.client.file.ls({ fullpath: 'rt/d' }));
+    seen.updates = await cost(() => t.client.file.updates({ mode: 'compare', fetch_dateline: 0 }));
+    process.stdout.write(`store round trips on ${engine}: ${JSON.stringify(seen)}\n`);
+    for (const [op, s] of Object.entries(seen)) {
+      // +1: the replay guard's once-a-second sweep of expired signatures may fall in any request
+      expect({ op, roundTrips: s.roundTrips }).toEqual({ op, roundTrips: Math.min(s.roundTrips, bounds[op as keyof typeof bounds] + 1) });
+      expect({ op, retries: s.retries }).toEqual({ op, retries: 0 });
+    }
+    for (const op of ['create_folder', 'create_file', 'move', 'add_tag', 'del']) expect({ op, transactions: seen[op]!.transactions }).toEqual({ op, transactions: 1 });
+    expect(seen.ls!.transactions).toBe(0);
+    expect(seen.updates!.transactions).toBe(0);
+  });
+});
