@@ -45,7 +45,7 @@ export async function serveLibraries(specs: { name?: string; client: ServiceClie
       if (!(err instanceof VfsError) || !err.unreachable) throw err;
       const last = known.get(key);
       if (!last) {
-        throw new ServiceUnreachableAtStart(`the service at ${s.client.baseUrl} cannot be reached (${err.message}) and library ${s.name !== undefined ? `'${s.name}'` : `of org_client_id ${orgClientId}`} was never served from this data folder: nothing to serve offline yet; start again once the service answers`);
+        throw new ServiceUnreachableAtStart(`the service at ${s.client.baseUrl} cannot be reached (${err.cause instanceof Error ? err.cause.message : err.message}) and library ${s.name !== undefined ? `'${s.name}'` : `of org_client_id ${orgClientId}`} was never served from this data folder: nothing to serve offline yet; start again once the service answers`);
       }
       named.push({ name: s.name, remote, known: { ...last, unreachable: err } });
     }
