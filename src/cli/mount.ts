@@ -12,6 +12,7 @@ import type { Subcommand } from './subcommand.js';
 import { startStandaloneControl, type StandaloneControl } from '../gateway/standalone-control.js';
 import { controlSocketOf } from '../gateway/data-folder.js';
 import { makePrivateFolder } from '../gateway/private-folder.js';
+import { ServiceUnreachableAtStart } from '../gateway/vfs-from-config.js';
 import { cloudlibCommand, shellWord } from './command-line.js';
 
 const USAGE = `Usage: cloudlib mount MOUNTPOINT [options]
@@ -105,7 +106,15 @@ export const mountCommand: Subcommand = {
     // Caught from here: a signal while the gateway starts unmounts it once mounted, never halfway.
     const stopSignals = new StopSignals(['SIGINT', 'SIGTERM']);
     await makePrivateFolder(config.data, logger);
-    const opened = await openVfs(config, logger);
+    let opened: Awaited<ReturnType<typeof openVfs>>;
+    try {
+      opened = await openVfs(config, logger);
+    } catch (err) {
+      // The service away at a first start: one line, no stack (served-libraries.ts).
+      if (!(err instanceof ServiceUnreachableAtStart)) throw err;
+      process.stderr.write(`cloudlib mount: ${err.message}\n`);
+      return 1;
+    }
     const vfs: Vfs = opened.vfs;
     // mount.member: the mount acts as that member, through a Vfs of their own.
     const members = config.mount.member !== undefined ? await openMemberSessions(config, opened, logger) : undefined;

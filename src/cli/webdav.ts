@@ -8,7 +8,7 @@ import { loadConfig, ConfigError, parseHostPort, webdavLimitsOf, type GatewayCon
 import { makePrivateFolder } from '../gateway/private-folder.js';
 import { createLogger } from '../shared/log.js';
 import { StopSignals } from '../shared/stop-signals.js';
-import { vfsFromConfig } from '../gateway/vfs-from-config.js';
+import { ServiceUnreachableAtStart, vfsFromConfig } from '../gateway/vfs-from-config.js';
 import { startMemberSessions, wantsMembers, webdavMemberHooks } from '../gateway/member-setup.js';
 import { createWebdavServer, type WebdavServerOptions } from '../webdav/index.js';
 import type { Subcommand } from './subcommand.js';
@@ -74,7 +74,16 @@ export const webdavCommand: Subcommand = {
     // terminal closing (SIGHUP) stops it the same way (held files committed, uploads given their time).
     const stopSignals = new StopSignals(['SIGINT', 'SIGTERM', 'SIGHUP']);
     await makePrivateFolder(config.data, logger);
-    const { vfs, libraries } = await vfsFromConfig(config, logger);
+    let opened: Awaited<ReturnType<typeof vfsFromConfig>>;
+    try {
+      opened = await vfsFromConfig(config, logger);
+    } catch (err) {
+      // The service away at a first start: one line, no stack (served-libraries.ts).
+      if (!(err instanceof ServiceUnreachableAtStart)) throw err;
+      process.stderr.write(`cloudlib webdav: ${err.message}\n`);
+      return 1;
+    }
+    const { vfs, libraries } = opened;
     // Members acting as themselves (webdav.member_logins, users with `member`): a Vfs of their own each.
     const members = wantsMembers(config)
       ? startMemberSessions({ config, baseUrl: config.service!.base_url, uploadHeaderPrefix: config.service!.upload_header_prefix, application: config.service!.application, libraries: () => libraries, logger: logger.child({ part: 'members' }) })

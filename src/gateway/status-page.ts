@@ -43,12 +43,15 @@ function table(head: string[], rows: string[][], empty: string): string {
 export function statusContent(m: StatusPageModel): string {
   const d = m.describe;
   const feeds = new Map(m.status.feeds.map((f) => [f.library, f]));
+  const links = new Map(m.status.libraries.map((l) => [l.library, l]));
   const libraries = m.libraries.map((name) => {
     const f = feeds.get(name);
-    const online = !!f?.healthy;
+    const link = links.get(name);
+    // Offline when the service does not answer (also from the start: served from what the gateway has) or the feed fails.
+    const online = link?.online !== false && !!f?.healthy;
     const lag = f?.lastPollMs ? ago(m.nowMs - f.lastPollMs) : 'not polled yet';
     return [`<td>${e(name)}</td>`, `<td><span class="state ${online ? 'online' : 'offline'}">${online ? 'online' : 'offline'}</span></td>`,
-      `<td class="num">${e(lag)}</td>`, `<td>${e(f?.lastError ?? '')}</td>`];
+      `<td class="num">${e(lag)}</td>`, `<td>${e((link?.online === false ? link.lastError : undefined) ?? f?.lastError ?? '')}</td>`];
   });
   const uploads = m.status.uploads.map((u) => {
     const size = u.size;

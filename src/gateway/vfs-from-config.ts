@@ -5,6 +5,8 @@ import type { Logger } from '../shared/log.js';
 import type { GatewayVfs } from '../vfs/gateway-vfs.js';
 import { createServedVfs, type ServiceLibrarySpec } from '../remote/service-vfs.js';
 import type { ServedLibrary } from '../remote/served-libraries.js';
+
+export { ServiceUnreachableAtStart } from '../remote/served-libraries.js';
 import type { GatewayConfig } from './config.js';
 
 /** The Vfs of a configuration, and the served libraries it was built over (the same entries). */
@@ -24,6 +26,7 @@ export async function vfsFromConfig(config: GatewayConfig, logger: Logger, onExc
     libraries,
     enterprise: svc.enterprise && libraries.length === 0 ? { client: client({ enterprise: svc.enterprise }) } : undefined,
     dataDir: resolve(config.data, 'gateway'),
+    knownLibrariesFile: resolve(config.data, 'gateway', 'known-libraries.json'),
     feedIntervalMs: config.feed.interval_ms,
     durability: { mode: config.journal.durability, groupCommitMs: config.journal.group_commit_ms },
     upload: { delayMs: config.journal.upload_delay_ms, concurrency: config.journal.upload_concurrency, smallConcurrency: config.journal.small_upload_concurrency },

@@ -6,7 +6,9 @@
 import type { ServiceClient } from '../api/client.js';
 import { openVfs, type CreateVfsOptions } from '../vfs/index.js';
 import type { GatewayVfs } from '../vfs/gateway-vfs.js';
-import { serveLibraries, type ServedLibrary } from './served-libraries.js';
+import { toVfsError } from './library-remote.js';
+import { serveLibraries, ServiceUnreachableAtStart, type ServedLibrary } from './served-libraries.js';
+import { KnownLibraries } from './known-libraries.js';
 
 /** A library by authorization: a client holding `credentials.library`. */
 export interface ServiceLibrarySpec {
@@ -19,6 +21,11 @@ export interface ServiceVfsOptions extends Omit<CreateVfsOptions, 'libraries'> {
   libraries?: ServiceLibrarySpec[];
   /** Every library of an enterprise: listed with org/ls and bound with org/bind. */
   enterprise?: { client: ServiceClient; title?: string };
+  /**
+   * Where each library's id and name are kept as last seen: a start while the service cannot be reached
+   * serves the libraries known there offline (served-libraries.ts). None: every start needs the service.
+   */
+  knownLibrariesFile?: string;
 }
 
 /** The application title under which an enterprise gateway binds libraries. */
@@ -27,10 +34,19 @@ export const BIND_TITLE = 'cloudlib gateway';
 /** The Vfs over the service's libraries, and the set of served libraries it serves (for the control socket). */
 export async function createServedVfs(opts: ServiceVfsOptions): Promise<{ vfs: GatewayVfs; libraries: ServedLibrary[] }> {
   const specs: ServiceLibrarySpec[] = [...(opts.libraries ?? [])];
-  if (opts.enterprise) specs.push(...(await enterpriseLibraries(opts.enterprise.client, { title: opts.enterprise.title })));
+  if (opts.enterprise) {
+    try {
+      specs.push(...(await enterpriseLibraries(opts.enterprise.client, { title: opts.enterprise.title })));
+    } catch (err) {
+      const e = toVfsError(err, '');
+      if (!e.unreachable) throw err;
+      throw new ServiceUnreachableAtStart(`the service at ${opts.enterprise.client.baseUrl} cannot be reached (${e.message}): the enterprise's libraries are listed by the service at every start; name them under service.libraries to start without it`);
+    }
+  }
   if (specs.length === 0) throw new TypeError('createServiceVfs: expected at least one library (libraries or enterprise), got none');
-  const libraries = await serveLibraries(specs);
-  const { libraries: _l, enterprise: _e, ...rest } = opts;
+  const known = opts.knownLibrariesFile ? await KnownLibraries.open(opts.knownLibrariesFile) : undefined;
+  const libraries = await serveLibraries(specs, known);
+  const { libraries: _l, enterprise: _e, knownLibrariesFile: _k, ...rest } = opts;
   return { vfs: await openVfs({ ...rest, libraries }), libraries };
 }
 

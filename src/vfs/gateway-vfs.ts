@@ -263,6 +263,8 @@ export class GatewayVfs implements Vfs {
     for (const l of this.opts.libraries) {
       if (this.libs.has(l.name)) throw new TypeError(`libraries: expected unique folder names, got '${l.name}' twice`);
       this.libs.set(l.name, this.library(l));
+      // Named from what was known, the service not answering: offline from the start (journal, pending folders).
+      if (l.unreachable) this.connectivity.failed(l.name, l.unreachable);
     }
     await Promise.all([...this.libs.values()].map((l) => this.startFeed(l)));
     await this.writeBack.replay((name) => this.libs.has(name));

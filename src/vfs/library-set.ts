@@ -3,14 +3,20 @@
  * Remote. A folder is named after the library; names that collide get a stable suffix: ` (<library id>)`
  * on every library of the colliding group but the one with the smallest id.
  */
-import type { Remote } from './remote.js';
+import type { Remote, RemoteInfo } from './remote.js';
 import { checkName } from './gateway-path.js';
+import type { VfsError } from './types.js';
 
 export interface LibrarySpec {
   /** Folder name; default the library's name on the service. */
   name?: string;
   /** How the library is reached (src/remote/'s LibraryRemote over the service, a MemoryRemote in tests). */
   remote: Remote;
+  /**
+   * The library's id and name, asked already (not asked again); or as last seen, when the service
+   * cannot be reached now (`unreachable` says what the call said): served offline from the start.
+   */
+  known?: RemoteInfo & { unreachable?: VfsError };
 }
 
 export interface ResolvedLibrary {
@@ -19,15 +25,17 @@ export interface ResolvedLibrary {
   /** Library id on the service. */
   id: string;
   remote: Remote;
+  /** The service could not be reached when the library was named (from what was known of it): served offline from the start. */
+  unreachable?: VfsError;
 }
 
 export async function resolveLibraries(specs: LibrarySpec[]): Promise<ResolvedLibrary[]> {
-  const found: { wanted: string; explicit: boolean; id: string; remote: Remote }[] = [];
+  const found: { wanted: string; explicit: boolean; id: string; remote: Remote; unreachable?: VfsError }[] = [];
   for (const spec of specs) {
     const remote = spec.remote;
     if (!remote) throw new TypeError('libraries: expected each library to have a remote, got none');
-    const info = await remote.info();
-    found.push({ wanted: sanitize(spec.name ?? info.name, info.id), explicit: spec.name !== undefined, id: info.id, remote });
+    const info = spec.known ?? await remote.info();
+    found.push({ wanted: sanitize(spec.name ?? info.name, info.id), explicit: spec.name !== undefined, id: info.id, remote, ...(spec.known?.unreachable ? { unreachable: spec.known.unreachable } : {}) });
   }
   return nameLibraries(found);
 }
