@@ -119,14 +119,15 @@ describe.skipIf(!haveChromium)('preview pages in Chromium', { timeout: 30_000 },
     expect(got.map((e) => e.page)).toEqual([
       { current: 1, total: 3 }, { current: 2, total: 3 }, { current: 3, total: 3 }, { current: 1, total: 3 },
     ]);
-    // the canvas shows a rendered page (not blank)
-    const inked = await frame.evaluate(() => {
+    // the canvas shows a rendered page (not blank), once page 1 is drawn again after Home (its event comes first)
+    await frame.waitForSelector('#pdf-canvas[data-page="1"]');
+    const inked = await waitFor('page 1 drawn on the canvas', () => frame.evaluate(() => {
       const c = document.getElementById('pdf-canvas') as HTMLCanvasElement;
       const d = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
       let dark = 0;
       for (let i = 0; i < d.length; i += 4) if (d[i]! < 128) dark++;
       return dark;
-    });
+    }), { until: (dark) => dark > 100, intervalMs: 100 });
     expect(inked).toBeGreaterThan(100);
     expect(violations).toEqual([]);
     await page.close();

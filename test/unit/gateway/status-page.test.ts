@@ -12,6 +12,7 @@ function model(over: Partial<StatusPageModel> = {}): StatusPageModel {
       uploads: [{ id: 'u1', library: 'Library', fullpath: 'big <1>.bin', state: 'uploading', failures: 1, lastError: 'ECONNRESET', queuedMs: now, size: 4 * 1048576, sentBytes: 1048576 }],
       stranded: [], feeds: [{ library: 'Library', cursor: 3, healthy: true, lastPollMs: now - 1500, changesApplied: 0, rebuilds: 0 }, { library: 'Gone', cursor: 1, healthy: false, lastError: 'refused', changesApplied: 0, rebuilds: 0 }],
       localFiles: 1,
+      libraries: [{ library: 'Library', online: true, pendingUploads: 1 }, { library: 'Gone', online: true, pendingUploads: 0 }],
       metadata: { entries: 3, listings: 1, bytes: 2048, hits: 3, misses: 1, invalidations: 0 },
       blocks: { blocks: 0, bytes: 0, hits: 0, misses: 0 },
     } as unknown as StatusPageModel['status'],
