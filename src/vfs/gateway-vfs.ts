@@ -207,6 +207,8 @@ export class GatewayVfs implements Vfs {
     });
     this.writeBack = new WriteBack({
       journalDir: join(opts.dataDir, 'journal'), hasher: this.hasher, sha1Streams: this.sha1Streams,
+      // Bytes written where no handle's write saw them (the FUSE engine's, the kernel's) are checked at the seal.
+      sizeCheck: (name, fullpath, size, oldSize) => this.limits.check(gatewayPathOf(name, fullpath), name, size, oldSize, undefined, this.knownFreeBytes(name)),
       upload: opts.upload, foreground: this.foreground, partialFetch: opts.partialFetch, unwrittenSpoolBytes: opts.unwrittenSpoolBytes, logger: opts.logger, diskFaults: opts.diskFaults, durability: opts.durability,
       host: {
         remoteFor: (name) => this.libs.get(name)?.remote,
@@ -410,6 +412,12 @@ export class GatewayVfs implements Vfs {
    * Bytes library `name` may still grow by: its capacity less what it uses, as the service last told
    * (asked again in the background after QUOTA_TTL_MS); undefined when unlimited or not known.
    */
+  /** As freeBytes, from what the service last told only (undefined when not told yet): never waits for it. */
+  private knownFreeBytes(name: string): number | undefined {
+    const q = this.libs.get(name)?.quota;
+    return q?.total === undefined ? undefined : Math.max(0, q.total - q.used);
+  }
+
   private async freeBytes(name: string, ctx?: CallContext): Promise<number | undefined> {
     const lib = this.libs.get(name);
     if (!lib) return undefined;

@@ -6,7 +6,8 @@
  *
  * The checks wrap what passes through JavaScript: a handle's writes and truncates, a whole-file write's
  * bytes. Writes that never reach a handle's `write` (the FUSE engine's own writes to a spool, the
- * kernel's writeback cache, passthrough) are not seen here.
+ * kernel's writeback cache, passthrough) are checked when the write-back seals the version (its
+ * `sizeCheck`): the close or fsync fails with the error, and the version with it.
  */
 import type { CallContext, FileHandle } from './types.js';
 import { VfsError } from './types.js';
@@ -21,13 +22,16 @@ export interface SizeLimitOptions {
 export class SizeLimits {
   constructor(private readonly opts: SizeLimitOptions) {}
 
-  /** Refuses a file of `size` bytes where one of `oldSize` was. */
-  async check(path: string, library: string, size: number, oldSize: number, ctx?: CallContext): Promise<void> {
+  /**
+   * Refuses a file of `size` bytes where one of `oldSize` was. `known`: the library's free bytes as already
+   * known (the service is not asked), for a check that must not wait for it.
+   */
+  async check(path: string, library: string, size: number, oldSize: number, ctx?: CallContext, ...known: [number | undefined] | []): Promise<void> {
     const max = this.opts.maxFileBytes;
     if (max && size > max) throw new VfsError('EFBIG', `${path}: ${size} bytes is larger than the largest file allowed (${max} bytes)`);
     const growth = size - oldSize;
     if (growth <= 0) return;
-    const free = await this.opts.freeBytes(library, ctx);
+    const free = known.length > 0 ? known[0] : await this.opts.freeBytes(library, ctx);
     if (free !== undefined && growth > free) throw new VfsError('ENOSPC', `${path}: ${growth} more bytes do not fit in library '${library}' (${free} bytes free)`);
   }
 

@@ -77,6 +77,12 @@ export interface WriteBackOptions {
   logger: Logger;
   /** Injected disk failures (tests). */
   diskFaults?: DiskFaults;
+  /**
+   * Refuses (throws EFBIG / ENOSPC) a version of `size` bytes where the service's had `oldSize`: asked
+   * before a version is sealed or an fsync records it, so bytes no handle's write saw (the FUSE engine's,
+   * the kernel's) are held to the same limits; the version then fails whole.
+   */
+  sizeCheck?: (library: string, fullpath: string, size: number, oldSize: number) => Promise<void>;
 }
 
 interface PathSlot {
@@ -172,6 +178,7 @@ export class WriteBack {
    */
   async replay(served: (library: string) => boolean): Promise<void> {
     const entries = await this.journal.entries();
+    let queued = 0;
     const newest = new Map<string, JournalEntry>();
     for (const e of entries) {
       this.lastSeq = Math.max(this.lastSeq, orderOf(e));
@@ -188,8 +195,10 @@ export class WriteBack {
         this.stranded.push(e);
         continue;
       }
-      await this.resume(e);
+      if (await this.resume(e)) queued++;
     }
+    // One line for a person, however many: each file's is at debug level.
+    if (queued > 0) this.opts.logger.info({ files: queued }, `journal replay: ${queued} file(s) from the last run queued for upload again`);
   }
 
   /** Uploads what was kept for a library that is now served. */
@@ -200,17 +209,18 @@ export class WriteBack {
     return kept.length;
   }
 
-  private async resume(e: JournalEntry): Promise<void> {
+  /** Takes entry `e` up again; true when a file's upload was queued. */
+  private async resume(e: JournalEntry): Promise<boolean> {
     if (e.kind === 'delete') {
       // Its readers went with the previous run: the delete happens now (or when the service is back).
       this.pendingDeletes.set(keyOf(e.library, e.fullpath), { id: e.id, library: e.library, fullpath: e.fullpath, objectId: e.objectId ?? '', ready: true });
       void this.performDeletes(e.library);
-      return;
+      return false;
     }
     if (e.kind === 'folder') {
       this.pendingFolders.set(keyOf(e.library, e.fullpath), { id: e.id, library: e.library, entry: folderEntry(e.id, e.fullpath, e.mtimeMs) });
       void this.makeFolders(e.library);
-      return;
+      return false;
     }
     const v = new LocalVersion(e.id, this.journal.spoolPath(e.id), e.library, e.fullpath, undefined, { baseSize: 0, mtimeMs: e.mtimeMs });
     try {
@@ -218,7 +228,7 @@ export class WriteBack {
     } catch {
       this.opts.logger.error({ library: e.library, path: e.fullpath }, 'journal entry without its spool file: dropped');
       await this.journal.remove(e.id);
-      return;
+      return false;
     }
     if (e.sha1 !== undefined) {
       // Closed but not yet fsynced when the power went: the entry may have reached the disk and its bytes not.
@@ -226,7 +236,7 @@ export class WriteBack {
       if (!h || h.sha1 !== e.sha1 || h.size !== e.size) {
         this.opts.logger.error({ library: e.library, path: e.fullpath, size: h?.size, journaled: e.size }, 'journal replay: the bytes of this entry never reached the disk (lost before its group commit): dropped, never uploaded');
         await this.journal.remove(e.id);
-        return;
+        return false;
       }
     } else if (v.size !== e.size && !e.open) {
       this.opts.logger.warn({ library: e.library, path: e.fullpath, size: v.size, journaled: e.size }, 'journal replay: spool size differs from its entry');
@@ -239,8 +249,9 @@ export class WriteBack {
     const slot = this.slotFor(e.library, e.fullpath);
     slot.acked = v;
     slot.current = v;
-    this.opts.logger.info({ library: e.library, path: e.fullpath, size: v.size }, 'journal replay: upload queued again');
+    this.opts.logger.debug({ library: e.library, path: e.fullpath, size: v.size }, 'journal replay: upload queued again');
     this.schedule(slot);
+    return true;
   }
 
   // ---- what the namespace asks ---------------------------------------------------------------------------
@@ -808,6 +819,8 @@ export class WriteBack {
   private async keepOpen(s: WriteSession, v: LocalVersion): Promise<void> {
     try {
       await v.fillAll();
+      v.changeMark();
+      await this.opts.sizeCheck?.(v.library, v.fullpath, v.size, v.base?.size ?? 0);
       // A small file's bytes go in the record (written again at each fsync): no fsync of its spool.
       const inline = v.size <= INLINE_MAX_BYTES ? v.inlineContent() ?? await v.read(0, v.size) : undefined;
       if (!inline) await v.sync();
@@ -929,6 +942,10 @@ export class WriteBack {
     // An fsync's record of it while open goes to the log before its seal's: the later line wins at replay.
     await v.recording;
     await v.fillAll();
+    v.changeMark(); // a live spool's size as the kernel left it
+    await this.opts.sizeCheck?.(v.library, v.fullpath, v.size, v.base?.size ?? 0).catch((err: unknown) => {
+      throw this.journalingFailed(v, err, s?.slot);
+    });
     let resolveEntry!: () => void;
     const entryWritten = new Promise<void>((resolve) => { resolveEntry = resolve; });
     v.journaling = entryWritten;

@@ -22,11 +22,11 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
 
-async function gateway() {
+async function gateway(opts: { maxFileBytes?: number } = {}) {
   const remote = new MemoryRemote({ name: 'A', id: '1' });
   const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-direct-'));
   cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
-  const vfs = await createVfs({ libraries: [{ name: 'A', remote }], dataDir, feedIntervalMs: 0 });
+  const vfs = await createVfs({ libraries: [{ name: 'A', remote }], dataDir, feedIntervalMs: 0, maxFileBytes: opts.maxFileBytes });
   cleanups.push(() => vfs.close());
   return { vfs, remote };
 }
@@ -157,6 +157,20 @@ describe('direct spool writes', () => {
     await h.release();
     await vfs.flushAll();
     expect(remote.read('f').equals(data)).toBe(true);
+  });
+
+  it('a direct write past the largest file allowed fails the close with EFBIG: nothing journaled, listed or uploaded', async () => {
+    // The 3-byte write at 100 GiB the mount took: no handle's write saw it, the seal refuses it.
+    const { vfs, remote } = await gateway({ maxFileBytes: 4 * MiB });
+    const h = await vfs.open('/A/sparse', { write: true, create: true });
+    await h.write(0, Buffer.alloc(MiB, 1));
+    const writer = new TestWriter(h.directSpool!()!, Buffer.alloc(0));
+    writer.write(Buffer.from('END'), 100 * MiB);
+    await expect(h.flush()).rejects.toMatchObject({ code: 'EFBIG' });
+    await h.release().catch(() => undefined);
+    await expect(vfs.stat('/A/sparse')).rejects.toMatchObject({ code: 'ENOENT' });
+    await vfs.flushAll();
+    expect(await remote.stat('sparse')).toBeNull();
   });
 
   it('out of order: the writer keeps no hash and the seal hashes the spool', async () => {
