@@ -121,6 +121,8 @@ class WriteBuffers {
  */
 export class RequestedOwnership {
   private readonly byPath = new Map<string, KeptAttributes>();
+  /** Entries below each folder (every ancestor of a kept path): a rename of a file looks at no other entry. */
+  private readonly below = new Map<string, number>();
   private timed = 0;
 
   get size(): number {
@@ -136,58 +138,78 @@ export class RequestedOwnership {
     if (next.mode === defaults.mode) delete next.mode;
     if (next.uid === defaults.uid) delete next.uid;
     if (next.gid === defaults.gid) delete next.gid;
-    this.put(path, next);
+    if (isEmpty(next)) this.drop(path);
+    else if (this.byPath.has(path)) this.byPath.set(path, next);
+    else this.store(path, next);
   }
 
   /** Times set on `path`: `atimeMs` (utimens), `ctimeMs` (any change of its attributes), `mtimeMs` (a folder's content). */
   setTimes(path: string, times: { atimeMs?: number; ctimeMs?: number; mtimeMs?: number }): void {
-    const before = this.byPath.get(path);
-    const next = { ...before, ...times };
-    if (hasTimes(before)) this.timed--;
-    this.byPath.delete(path); // the newest last: the oldest are forgotten first
-    if (Object.values(next).every((v) => v === undefined)) return;
-    if (hasTimes(next)) this.timed++;
-    this.byPath.set(path, next);
+    const next = { ...this.byPath.get(path), ...times };
+    this.drop(path); // the newest last: the oldest are forgotten first
+    if (isEmpty(next)) return;
+    this.store(path, next);
     if (this.timed > TIMES_KEPT_MAX) this.forgetOldestTimes();
   }
 
   drop(path: string): void {
-    if (hasTimes(this.byPath.get(path))) this.timed--;
+    const before = this.byPath.get(path);
+    if (!before) return;
+    if (hasTimes(before)) this.timed--;
     this.byPath.delete(path);
+    this.count(path, -1);
   }
 
   /** Moves the entries of `from` and of everything under it to `to`; what `to` had is dropped. */
   move(from: string, to: string): void {
     if (this.byPath.size === 0) return;
-    const prefix = `${from}/`;
-    for (const key of [...this.byPath.keys()]) {
-      if (key === to || key.startsWith(`${to}/`)) this.drop(key);
-    }
-    for (const [key, value] of [...this.byPath]) {
-      if (key !== from && !key.startsWith(prefix)) continue;
-      this.byPath.delete(key);
-      this.byPath.set(to + key.slice(from.length), value);
-    }
+    for (const [key] of this.within(to)) this.drop(key);
+    const moved = this.within(from);
+    for (const [key] of moved) this.drop(key);
+    for (const [key, value] of moved) this.store(to + key.slice(from.length), value);
   }
 
-  private put(path: string, next: KeptAttributes): void {
-    if (Object.values(next).every((v) => v === undefined)) {
-      this.drop(path);
-      return;
+  /** The entries of `path` and of everything under it (those under it looked for only when there are any). */
+  private within(path: string): [string, KeptAttributes][] {
+    const found: [string, KeptAttributes][] = [];
+    const at = this.byPath.get(path);
+    if (at) found.push([path, at]);
+    if ((this.below.get(path) ?? 0) === 0) return found;
+    const prefix = `${path}/`;
+    for (const entry of this.byPath) if (entry[0].startsWith(prefix)) found.push(entry);
+    return found;
+  }
+
+  /** Keeps `value` for `path`, which has no entry. */
+  private store(path: string, value: KeptAttributes): void {
+    if (hasTimes(value)) this.timed++;
+    this.byPath.set(path, value);
+    this.count(path, 1);
+  }
+
+  /** One entry more (1) or less (-1) at `path`, below each of its folders. */
+  private count(path: string, by: 1 | -1): void {
+    for (let i = path.lastIndexOf('/'); i > 0; i = path.lastIndexOf('/', i - 1)) {
+      const folder = path.slice(0, i);
+      const n = (this.below.get(folder) ?? 0) + by;
+      if (n > 0) this.below.set(folder, n);
+      else this.below.delete(folder);
     }
-    this.byPath.set(path, next);
   }
 
   private forgetOldestTimes(): void {
     for (const [key, value] of this.byPath) {
       if (this.timed <= TIMES_KEPT_MAX) return;
       if (!hasTimes(value)) continue;
-      this.timed--;
       const { atimeMs: _a, ctimeMs: _c, mtimeMs: _m, ...rest } = value;
-      if (Object.values(rest).every((v) => v === undefined)) this.byPath.delete(key);
-      else this.byPath.set(key, rest);
+      this.drop(key);
+      if (!isEmpty(rest)) this.store(key, rest);
     }
   }
+}
+
+function isEmpty(k: KeptAttributes): boolean {
+  return Object.values(k).every((v) => v === undefined);
 }
 
 /** What RequestedOwnership keeps of one path. */
