@@ -34,9 +34,9 @@
  * while no change of this side runs (each ends the direct writes before it starts). `library`/`fullpath` change only in WriteBack (a rename,
  * after the upload is cancelled). `state`, `pins` and `failed` are changed only by WriteBack.
  */
-import { copyFile, open, stat, statfs, type FileHandle as FsHandle } from 'node:fs/promises';
+import { copyFile, open, stat, type FileHandle as FsHandle } from 'node:fs/promises';
 import { createHash, hash, type Hash } from 'node:crypto';
-import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync, statfsSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import type { PendingFile } from './upload-queue.js';
 import { INLINE_MAX_BYTES } from './upload-journal.js';
@@ -728,8 +728,14 @@ export class LocalVersion implements PendingFile {
    * kernel writes a live spool itself and tells nothing of a write the disk refused.
    */
   async checkRoomForKernelWrites(): Promise<void> {
-    const st = await statfs(this.spoolPath).catch(() => undefined);
-    if (!st) return;
+    // The spool's folder is on local disk: looked at on the spot (counters the kernel holds in memory), as
+    // a live spool's fstat is, with no round trip through the thread pool on every close.
+    let st;
+    try {
+      st = statfsSync(this.spoolPath);
+    } catch {
+      return;
+    }
     // Root may write into the blocks kept for it: those count as free for the gateway running as root.
     const free = (process.geteuid?.() === 0 ? st.bfree : st.bavail) * st.bsize;
     if (free >= KERNEL_WRITE_MIN_FREE_BYTES) return;
