@@ -665,6 +665,7 @@ export class WriteBack {
     await this.journal.sideSettled();
     for (const slot of [...this.slots.values()]) {
       const s = slot.session;
+      if (s?.version.journalingNow) await s.version.sealing?.catch(() => undefined);
       if (s && !s.deleted && s.version.mutable && s.version.generation > 0) await this.journalVersion(s.version, s, { upload: true, sync: true });
     }
     await this.journal.syncAll().catch((err: unknown) => { throw fsErrorOf(err, 'making the journal durable'); });
@@ -786,6 +787,9 @@ export class WriteBack {
    */
   async persist(s: WriteSession, opts: { fsync: boolean; closed?: EngineClose }): Promise<void> {
     if (s.cloning) await s.cloning.catch(() => undefined);
+    // Being journaled already (another handle's flush, the seal of a file left unchanged after an fsync):
+    // this flush returns once that is done, as its own would.
+    if (s.version.journalingNow) await s.version.sealing?.catch(() => undefined);
     const v = s.version;
     if (v.failed) {
       this.failed(s.slot, v);

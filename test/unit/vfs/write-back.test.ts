@@ -272,6 +272,23 @@ describe('write-back', () => {
     }
   });
 
+  it('regression: a close while the file is being sealed after its fsync returns once it is journaled', async () => {
+    // The seal of a file left unchanged after an fsync (delay 0) ran while the handles closed: the closes
+    // and the flush of everything returned before it was journaled, and nothing was uploaded.
+    for (let i = 0; i < 10; i++) {
+      const { vfs, remote } = await gateway();
+      const h0 = await vfs.open('/A/f', { read: true, write: true, create: true });
+      await h0.fsync();
+      const h1 = await vfs.open('/A/f', { read: true, write: true, create: true });
+      await h1.write(1, Buffer.from([0]));
+      await h0.fsync();
+      await h0.release();
+      await h1.release();
+      await vfs.flushAll();
+      expect(remote.read('f').toString('hex')).toBe('0000');
+    }
+  });
+
   it('a crash after an fsync of a file kept open keeps what was fsynced; one written off or unlinked afterwards leaves nothing', async () => {
     const a = await gateway({ uploadDelayMs: 600_000 });
     holdUploads(a.faulty);
