@@ -25,6 +25,10 @@ export class Connectivity {
   private readonly state = new Map<string, LibraryConnectivity>();
   /** When each library's service last answered anything, ms since the epoch. */
   private readonly lastAnswerMs = new Map<string, number>();
+  /** Libraries whose service stopped answering (a stall), until it answers again; the calls asking it meanwhile, and when one last started. */
+  private readonly silent = new Set<string>();
+  private readonly askingNow = new Map<string, number>();
+  private readonly lastAskedMs = new Map<string, number>();
   /** A call (or a body) with no word from the service for this long takes its library offline, ms. */
   readonly stallMs: number;
 
@@ -39,12 +43,39 @@ export class Connectivity {
    */
   stalled(library: string, sinceMs: number): boolean {
     if ((this.lastAnswerMs.get(library) ?? 0) > sinceMs) return false;
+    this.silent.add(library);
     this.failed(library, new VfsError('EIO', `the service has not answered for ${Math.round(this.stallMs / 1000)} s`, { unreachable: true }));
     return true;
   }
 
+  /**
+   * A call of `library` starts. While its service is silent (offline after a stall, nothing answered
+   * since), a read (`probe` false) asks it only when no other call did for `stallMs` (the updates feed's
+   * polls usually do, and find it back): otherwise it fails at once instead of waiting out the stall
+   * deadline (undefined). `done` ends the call's turn.
+   */
+  asking(library: string, probe: boolean): { done: () => void } | undefined {
+    if (!this.silent.has(library)) return { done: () => undefined };
+    const now = Date.now();
+    const calls = this.askingNow.get(library) ?? 0;
+    if (!probe && (calls > 0 || now - (this.lastAskedMs.get(library) ?? 0) < this.stallMs)) return undefined;
+    this.askingNow.set(library, calls + 1);
+    this.lastAskedMs.set(library, now);
+    let ended = false;
+    return {
+      done: () => {
+        if (ended) return;
+        ended = true;
+        const left = (this.askingNow.get(library) ?? 1) - 1;
+        if (left > 0) this.askingNow.set(library, left);
+        else this.askingNow.delete(library);
+      },
+    };
+  }
+
   /** A call of `library` was answered (whatever the answer). */
   answered(library: string): void {
+    if (this.silent.delete(library)) this.lastAskedMs.delete(library);
     this.lastAnswerMs.set(library, Date.now());
     const s = this.state.get(library);
     if (!s || s.online) return;
@@ -78,6 +109,9 @@ export class Connectivity {
   }
 
   forget(library: string): void {
+    this.silent.delete(library);
+    this.askingNow.delete(library);
+    this.lastAskedMs.delete(library);
     this.state.delete(library);
     this.lastAnswerMs.delete(library);
   }
@@ -96,29 +130,61 @@ export class ReportingRemote implements Remote {
     if (inner.checkWrite) this.checkWrite = (p, existing, opts) => this.run(() => inner.checkWrite!(p, existing, opts), opts);
   }
 
-  info(opts?: RemoteCallOptions): Promise<RemoteInfo> { return this.run(() => this.inner.info(opts), opts); }
-  list(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]> { return this.run(() => this.inner.list(p, opts), opts); }
-  stat(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null> { return this.run(() => this.inner.stat(p, opts), opts); }
+  // Reads end at the stall (EIO): a reader is not left waiting for a service that does not answer.
+  info(opts?: RemoteCallOptions): Promise<RemoteInfo> { return this.read((o) => this.inner.info(o), opts); }
+  list(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]> { return this.read((o) => this.inner.list(p, o), opts); }
+  stat(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null> { return this.read((o) => this.inner.stat(p, o), opts); }
   async openRange(p: string, start: number, end: number, opts?: RangeCallOptions): Promise<Readable> {
-    return this.watchBody(await this.run(() => this.inner.openRange(p, start, end, opts), opts));
+    return this.watchBody(await this.read((o) => this.inner.openRange(p, start, end, { ...opts, ...o }), opts));
   }
+  // The updates feed's polls always ask: they find a silent service back.
+  changes(c: number, opts?: RemoteCallOptions): Promise<ChangesPage> { return this.read((o) => this.inner.changes(c, o), opts, true); }
+  headCursor(opts?: RemoteCallOptions): Promise<number> { return this.read((o) => this.inner.headCursor(o), opts, true); }
+  quota(opts?: RemoteCallOptions): Promise<RemoteQuota> { return this.read((o) => this.inner.quota(o), opts); }
 
+  // A change waits for its answer (its outcome is not known before it): the stall only takes the library offline.
   // An upload's own exchanges (its chunks) are not seen here: its length says nothing of the service.
   commit(p: string, s: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> { return this.run(() => this.inner.commit(p, s, opts), opts, false); }
   mkdir(p: string, opts?: RemoteCallOptions): Promise<RemoteEntry> { return this.run(() => this.inner.mkdir(p, opts), opts); }
   move(a: string, b: string, opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.move(a, b, opts), opts); }
   copy(a: string, b: string, opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.copy(a, b, opts), opts); }
   remove(p: string, opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.remove(p, opts), opts); }
-  changes(c: number, opts?: RemoteCallOptions): Promise<ChangesPage> { return this.run(() => this.inner.changes(c, opts), opts); }
-  headCursor(opts?: RemoteCallOptions): Promise<number> { return this.run(() => this.inner.headCursor(opts), opts); }
-  quota(opts?: RemoteCallOptions): Promise<RemoteQuota> { return this.run(() => this.inner.quota(opts), opts); }
   lock(p: string, l: boolean, opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.lock(p, l, opts), opts); }
   addTags(p: string, t: string[], opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.addTags(p, t, opts), opts); }
   removeTags(p: string, t: string[], opts?: RemoteCallOptions): Promise<void> { return this.run(() => this.inner.removeTags(p, t, opts), opts); }
 
-  private async run<T>(call: () => Promise<T>, opts?: RemoteCallOptions, watch = true): Promise<T> {
+  /**
+   * A call that only reads: when it has had no answer for `stallMs` and that takes the library offline,
+   * it is called off (its request aborted) and fails with EIO at once; while the service stays silent,
+   * a read asks it only when nothing else did lately, and otherwise fails at once (Connectivity.asking).
+   */
+  private async read<T>(call: (opts: RemoteCallOptions) => Promise<T>, opts?: RemoteCallOptions, probe = false): Promise<T> {
+    const turn = this.link.asking(this.library, probe);
+    if (!turn) throw new VfsError('EIO', `library offline: the service has not answered for ${Math.round(this.link.stallMs / 1000)} s`, { unreachable: true });
+    try {
+      return await this.cutAtStall(call, opts);
+    } finally {
+      turn.done();
+    }
+  }
+
+  private cutAtStall<T>(call: (opts: RemoteCallOptions) => Promise<T>, opts?: RemoteCallOptions): Promise<T> {
+    const stop = new AbortController();
+    const signal = opts?.signal ? AbortSignal.any([opts.signal, stop.signal]) : stop.signal;
+    let cut: ((err: VfsError) => void) | undefined;
+    const stalled = new Promise<never>((_, reject) => { cut = reject; });
+    stalled.catch(() => undefined);
+    return this.run(() => Promise.race([call({ ...opts, signal }), stalled]), opts, true, () => {
+      const err = new VfsError('EIO', `the service has not answered for ${Math.round(this.link.stallMs / 1000)} s`, { unreachable: true });
+      cut?.(err);
+      stop.abort(err);
+    });
+  }
+
+  /** `onStall`: the call had no answer for `stallMs` and its library went offline for it. */
+  private async run<T>(call: () => Promise<T>, opts?: RemoteCallOptions, watch = true, onStall?: () => void): Promise<T> {
     const startedMs = Date.now();
-    const timer = watch ? setTimeout(() => this.link.stalled(this.library, startedMs), this.link.stallMs) : undefined;
+    const timer = watch ? setTimeout(() => { if (this.link.stalled(this.library, startedMs)) onStall?.(); }, this.link.stallMs) : undefined;
     timer?.unref();
     try {
       const result = await call();

@@ -37,6 +37,8 @@ interface Backend {
   remoteHistory(path: string): Promise<number[]>;
   /** Locks or unlocks a file through the gateway as another front end (WebDAV) would. */
   lockAs(path: string, locked: boolean, holder: string): Promise<void>;
+  /** Service-process backend: sends `signal` to the service's process (SIGSTOP: a service that stops answering). */
+  signalService?(signal: NodeJS.Signals): void;
   close(): Promise<void>;
 }
 
@@ -141,7 +143,12 @@ async function serviceBackend(ownProcess: boolean): Promise<Backend> {
     async lockAs(path, locked, holder) {
       await vfs.setLocked(path, locked, { lockHolder: holder });
     },
+    signalService(signal) {
+      if (!('pid' in svc)) throw new Error('not supported: only the service-process backend has a process to signal');
+      process.kill(svc.pid, signal);
+    },
     async close() {
+      if ('pid' in svc) process.kill(svc.pid, 'SIGCONT');
       await svc.close();
       if (!keptDir) await rm(dataDir, { recursive: true, force: true });
     },
@@ -272,6 +279,10 @@ async function main(): Promise<void> {
         case 'faults': return backend.setFaults(a);
         case 'remoteHistory': return backend.remoteHistory(a.path);
         case 'lockAs': return backend.lockAs(a.path, !!a.locked, String(a.holder));
+        case 'signalService': {
+          if (!backend.signalService) throw new Error('not supported: the memory backend has no service process');
+          return backend.signalService(String(a.signal) as NodeJS.Signals);
+        }
         case 'flushAll': return backend.vfs.flushAll({ timeoutMs: typeof a.timeoutMs === 'number' ? a.timeoutMs : 30_000 });
         case 'populate': return populate(backend.vfs, a.path, a.count);
         case 'vfsWrite': return vfsWrite(backend.vfs, a.path, Buffer.from(a.data, 'base64'));

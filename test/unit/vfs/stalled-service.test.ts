@@ -8,6 +8,7 @@ import { Readable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Connectivity, ReportingRemote } from '../../../src/vfs/connectivity.js';
 import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
+import type { RemoteCallOptions, RemoteEntry } from '../../../src/vfs/remote.js';
 import { ServiceClient } from '../../../src/api/client.js';
 import { LibraryRemote } from '../../../src/remote/library-remote.js';
 import { waitFor } from '../../support/wait-for.js';
@@ -34,15 +35,53 @@ async function silentServer(): Promise<string> {
 }
 
 describe('a stalled service', () => {
-  it('a call with no answer for the stall deadline takes the library offline, long before the call\'s own deadline', async () => {
+  it('a read with no answer for the stall deadline ends with EIO and takes the library offline, long before the call\'s own deadline', async () => {
+    const link = new Connectivity({ stallMs: 200 });
+    const client = new ServiceClient({ baseUrl: await silentServer(), credentials: { library: { org_client_id: 'id', org_client_secret: 'secret' } }, retries: 0, timeoutMs: 600_000 });
+    cleanups.push(() => client.close());
+    const remote = new ReportingRemote(new LibraryRemote({ client }), 'A', link);
+    // A read is called off at the stall: its reader gets EIO instead of waiting for the call's own deadline.
+    const err = await remote.list('').then(() => undefined, (e: unknown) => e as Error & { code?: string });
+    expect(err?.code).toBe('EIO');
+    expect(err?.message).toMatch(/has not answered/);
+    expect(link.online('A')).toBe(false);
+    expect(link.of('A').lastError).toMatch(/has not answered/);
+  });
+
+  it('while the service stays silent a read asks it only when nothing else does; the feed\'s poll always asks and finds it back', async () => {
+    const link = new Connectivity({ stallMs: 200 });
+    const inner = new MemoryRemote({ name: 'A', id: '1' });
+    let silent = true;
+    const list = inner.list.bind(inner);
+    inner.list = (p: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]> =>
+      (silent ? new Promise<RemoteEntry[]>((_, reject) => opts?.signal?.addEventListener('abort', () => reject(opts.signal!.reason as Error))) : list(p));
+    const remote = new ReportingRemote(inner, 'A', link);
+    const first = await remote.list('').then(() => undefined, (e: Error & { code?: string }) => e);
+    expect(first?.message).toMatch(/has not answered/);
+    // One read asks (and waits); a read beside it fails at once, without a call.
+    const asking = remote.list('').then(() => 'answered', (e: Error) => e.message);
+    const beside = await remote.list('').then(() => 'answered', (e: Error & { code?: string }) => `${e.code} ${e.message}`);
+    expect(beside).toMatch(/^EIO .*library offline/);
+    silent = false;
+    expect(await asking).toMatch(/has not answered/);
+    // The feed's poll asks whatever else did: the service answers, the library is online, reads ask again.
+    await remote.changes(0);
+    expect(link.online('A')).toBe(true);
+    expect(await remote.list('')).toEqual([]);
+    await Promise.all([remote.list(''), remote.list('')]);
+  });
+
+  it('a change with no answer takes the library offline but waits for its own outcome', async () => {
     const link = new Connectivity({ stallMs: 200 });
     const client = new ServiceClient({ baseUrl: await silentServer(), credentials: { library: { org_client_id: 'id', org_client_secret: 'secret' } }, retries: 0, timeoutMs: 600_000 });
     cleanups.push(() => client.close());
     const remote = new ReportingRemote(new LibraryRemote({ client }), 'A', link);
     const stop = new AbortController();
-    const call = remote.list('', { signal: stop.signal }).catch((err: unknown) => err);
+    let settled = false;
+    const call = remote.move('a.txt', 'b.txt', { signal: stop.signal }).finally(() => { settled = true; }).catch((e: unknown) => e);
     await until(() => !link.online('A'), 'the library to go offline');
-    expect(link.of('A').lastError).toMatch(/has not answered/);
+    // Whether the service made the move is not known: the call is still waiting for its answer.
+    expect(settled).toBe(false);
     stop.abort();
     await call;
   });
