@@ -28,18 +28,18 @@
 import { createReadStream, statSync } from 'node:fs';
 import { copyFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import type { Logger } from '../shared/log.js';
+import type { Logger } from '../../shared/log.js';
 import type { FileHasher } from './file-hasher.js';
-import type { ForegroundActivity } from './foreground-activity.js';
-import { fsErrorOf } from './fs-errors.js';
-import type { DiskFaults } from './disk-faults.js';
+import type { ForegroundActivity } from '../foreground-activity.js';
+import { fsErrorOf } from '../fs-errors.js';
+import type { DiskFaults } from '../disk-faults.js';
 import { LocalVersion, UnwrittenSpools } from './local-version.js';
-import type { RangeReader } from './range-reader.js';
-import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './remote.js';
+import type { RangeReader } from '../range-reader.js';
+import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from '../remote.js';
 import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
 import { INLINE_MAX_BYTES, UploadJournal, orderOf, type JournalEntry } from './upload-journal.js';
 import { UploadQueue, type UploadStatus } from './upload-queue.js';
-import { VfsError, type Attr, type CallContext, type DirectSpool, type EngineClose, type FileHandle, type LocalRange, type OpenFlags, type PassthroughSpool, type SideJournal } from './types.js';
+import { VfsError, type Attr, type CallContext, type DirectSpool, type EngineClose, type FileHandle, type LocalRange, type OpenFlags, type PassthroughSpool, type SideJournal } from '../types.js';
 
 export interface WriteBackHost {
   remoteFor(library: string): Remote | undefined;

@@ -40,12 +40,12 @@ import { closeSync, constants, fstatSync, openSync, readSync, statfsSync } from 
 import type { Readable } from 'node:stream';
 import type { PendingFile } from './upload-queue.js';
 import { INLINE_MAX_BYTES } from './upload-journal.js';
-import { fsErrorOf } from './fs-errors.js';
-import type { DiskFaults } from './disk-faults.js';
-import type { RemoteEntry } from './remote.js';
-import { addRange, clipRanges, gaps, type ByteRange } from './byte-ranges.js';
+import { fsErrorOf } from '../fs-errors.js';
+import type { DiskFaults } from '../disk-faults.js';
+import type { RemoteEntry } from '../remote.js';
+import { addRange, clipRanges, gaps, type ByteRange } from '../byte-ranges.js';
 import type { Sha1Stream } from './sha1-streams.js';
-import { KERNEL_WRITE_MIN_FREE_BYTES, VfsError, type DirectSpool, type DirectWritesDone, type LocalRange, type Operator } from './types.js';
+import { KERNEL_WRITE_MIN_FREE_BYTES, VfsError, type DirectSpool, type DirectWritesDone, type LocalRange, type Operator } from '../types.js';
 
 /** Opens bytes `[start, end]` (inclusive) of the base content. */
 export type BaseOpener = (start: number, end: number) => Promise<Readable>;
