@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { GatewayVfs } from '../../../src/vfs/gateway-vfs.js';
 import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
 import { FaultyRemote } from '../../../src/vfs/faulty-remote.js';
-import { UploadJournal } from '../../../src/vfs/upload-journal.js';
+import { UploadJournal } from '../../../src/vfs/write-back/upload-journal.js';
 import { silentLogger } from '../../../src/shared/log.js';
 import { vfsCode } from '../../support/vfs.js';
 

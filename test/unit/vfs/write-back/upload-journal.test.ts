@@ -3,14 +3,14 @@ import { appendFile, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
-import { GatewayVfs } from '../../../src/vfs/gateway-vfs.js';
-import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
-import { FaultyRemote } from '../../../src/vfs/faulty-remote.js';
-import { UploadJournal } from '../../../src/vfs/upload-journal.js';
-import { nameLibraries } from '../../../src/vfs/library-set.js';
-import { MetadataCache } from '../../../src/vfs/metadata-cache.js';
-import { silentLogger } from '../../../src/shared/log.js';
-import { waitFor } from '../../support/wait-for.js';
+import { GatewayVfs } from '../../../../src/vfs/gateway-vfs.js';
+import { MemoryRemote } from '../../../../src/vfs/memory-remote.js';
+import { FaultyRemote } from '../../../../src/vfs/faulty-remote.js';
+import { UploadJournal } from '../../../../src/vfs/write-back/upload-journal.js';
+import { nameLibraries } from '../../../../src/vfs/library-set.js';
+import { MetadataCache } from '../../../../src/vfs/metadata-cache.js';
+import { silentLogger } from '../../../../src/shared/log.js';
+import { waitFor } from '../../../support/wait-for.js';
 
 const dirs: string[] = [];
 afterEach(async () => {

@@ -10,12 +10,12 @@
  * be cancelled (the file was modified, renamed or deleted); its state is visible through `status()`.
  */
 import PQueue from 'p-queue';
-import type { Logger } from '../shared/log.js';
-import { isTransient } from '../shared/transient.js';
+import type { Logger } from '../../shared/log.js';
+import { isTransient } from '../../shared/transient.js';
 import type { FileHasher } from './file-hasher.js';
-import type { ForegroundActivity } from './foreground-activity.js';
-import type { Remote, RemoteEntry } from './remote.js';
-import { VfsError, type Operator } from './types.js';
+import type { ForegroundActivity } from '../foreground-activity.js';
+import type { Remote, RemoteEntry } from '../remote.js';
+import { VfsError, type Operator } from '../types.js';
 
 /** What the queue needs to know about a file to upload; read afresh at each attempt (renames move it). */
 export interface PendingFile {

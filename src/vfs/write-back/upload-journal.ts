@@ -35,9 +35,9 @@ import { mkdir, open, readdir, readFile, rename, rm, truncate, writeFile, type F
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { hash, randomBytes } from 'node:crypto';
-import type { Operator, SideJournal, SideLogWriter } from './types.js';
+import type { Operator, SideJournal, SideLogWriter } from '../types.js';
 
-import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../shared/atomic-file.js';
+import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../../shared/atomic-file.js';
 export interface JournalEntry {
   id: string;
   /** Library folder name the file belongs to. */

@@ -3,9 +3,9 @@ import { createHash, randomBytes } from 'node:crypto';
 import { appendFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Sha1Streams } from '../../../src/vfs/sha1-streams.js';
-import { FileHasher } from '../../../src/vfs/file-hasher.js';
-import { LocalVersion as LocalFile } from '../../../src/vfs/local-version.js';
+import { Sha1Streams } from '../../../../src/vfs/write-back/sha1-streams.js';
+import { FileHasher } from '../../../../src/vfs/write-back/file-hasher.js';
+import { LocalVersion as LocalFile } from '../../../../src/vfs/write-back/local-version.js';
 
 const sha1 = (b: Buffer): string => createHash('sha1').update(b).digest('hex');
 

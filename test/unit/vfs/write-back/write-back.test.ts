@@ -10,10 +10,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { createVfs, DiskFaults, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../src/vfs/index.js';
-import { readAll, vfsCode } from '../../support/vfs.js';
-import { pause, waitFor } from '../../support/wait-for.js';
-import { UploadJournal } from '../../../src/vfs/upload-journal.js';
+import { createVfs, DiskFaults, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
+import { readAll, vfsCode } from '../../../support/vfs.js';
+import { pause, waitFor } from '../../../support/wait-for.js';
+import { UploadJournal } from '../../../../src/vfs/write-back/upload-journal.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {

@@ -10,11 +10,11 @@ import { readSync, writeSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createVfs, MemoryRemote } from '../../../src/vfs/index.js';
-import { FileHasher } from '../../../src/vfs/file-hasher.js';
-import type { DirectSpool, DirectWritesDone, FileHandle, Vfs } from '../../../src/vfs/types.js';
-import { vfsCode } from '../../support/vfs.js';
-import { waitFor } from '../../support/wait-for.js';
+import { createVfs, MemoryRemote } from '../../../../src/vfs/index.js';
+import { FileHasher } from '../../../../src/vfs/write-back/file-hasher.js';
+import type { DirectSpool, DirectWritesDone, FileHandle, Vfs } from '../../../../src/vfs/types.js';
+import { vfsCode } from '../../../support/vfs.js';
+import { waitFor } from '../../../support/wait-for.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {

@@ -14,7 +14,7 @@ import fc from 'fast-check';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createVfs, FaultyRemote, MemoryRemote, type FileHandle, type GatewayVfs } from '../../../src/vfs/index.js';
+import { createVfs, FaultyRemote, MemoryRemote, type FileHandle, type GatewayVfs } from '../../../../src/vfs/index.js';
 
 const PATHS = ['f', 'g'];
 const HANDLES = 3;

@@ -6,8 +6,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createVfs, MemoryRemote } from '../../../src/vfs/index.js';
-import type { CommitOptions, CommitSource } from '../../../src/vfs/remote.js';
+import { createVfs, MemoryRemote } from '../../../../src/vfs/index.js';
+import type { CommitOptions, CommitSource } from '../../../../src/vfs/remote.js';
 
 describe('a stalled upload', () => {
   it('status shows the bytes the service took and when it last took any', async () => {

@@ -1,0 +1,123 @@
+/**
+ * WriteBackLease: what the write-back hands to the FUSE engine (the lessee, see engine-lease.ts): the
+ * journal it writes its answered closes' records to, files it created and closed before the Vfs saw
+ * them, and versions whose spool the kernel writes itself (passthrough).
+ */
+import { statSync } from 'node:fs';
+import { fsErrorOf } from '../fs-errors.js';
+import { LocalVersion } from './local-version.js';
+import type { JournalEntry } from './upload-journal.js';
+import type { EngineClose, PassthroughSpool, SideJournal } from '../types.js';
+import { keyOf, type WriteSession } from './slots.js';
+import { WriteBackSeals } from './seals.js';
+
+
+export abstract class WriteBackLease extends WriteBackSeals {
+  /**
+   * The journal, for a front end that answers a new small file's close once it has written the file's
+   * record itself (Vfs.sideJournal); undefined with durability "close" (every close waits for its fsync).
+   */
+  sideJournal(): SideJournal | undefined {
+    return this.syncOnClose || this.closed ? undefined : this.journal;
+  }
+
+  /**
+   * New files a front end created, had written and closed by itself (Vfs.createClosed): each version is
+   * installed closed at its path, sealed as its record says, the record appended to the journal as it is
+   * (see `journalVersion` with `closed`), and queued for upload after the write-back delay. The records
+   * of all of them go to the log in one write. For each, true once made; false, with nothing changed for
+   * it, when its path has a local version or session, its record is not a put of its id at its path, or
+   * its spool does not show the size and time the record was made from. A record that cannot be written
+   * fails them all (none is made).
+   */
+  async createClosed(files: readonly { library: string; fullpath: string; id: string; closed: EngineClose }[]): Promise<boolean[]> {
+    const made = files.map((f) => this.closedVersionOf(f.library, f.fullpath, f.id, f.closed));
+    for (const m of made) if (m) this.opts.diskFaults?.check('journal', `journaling '${m.v.fullpath}'`);
+    const puts: Promise<void>[] = [];
+    made.forEach((m, i) => {
+      if (m) puts.push(this.journal.put(m.entry, { sync: false, line: files[i]!.closed.line }));
+    });
+    // Issued together, the appends go out in one write.
+    await Promise.all(puts).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${files.length === 1 ? files[0]!.fullpath : `${files.length} files`}'`); });
+    const delayMs = this.opts.upload?.delayMs ?? 0;
+    const out: boolean[] = [];
+    const superseded: LocalVersion[] = [];
+    // Nothing awaited from here to the end of the installs: each slot changes in one step.
+    for (const m of made) {
+      if (!m) {
+        out.push(false);
+        continue;
+      }
+      const v = m.v;
+      const slot = this.slotForNew(v.library, v.fullpath);
+      if (slot.current || slot.acked || slot.session) {
+        // Made meanwhile through another front end: that one is newer; this record is superseded at once.
+        superseded.push(v);
+        out.push(false);
+        continue;
+      }
+      v.state = 'journaled';
+      if (delayMs > 0) v.holdUntilMs = Date.now() + delayMs;
+      slot.acked = v;
+      slot.current = v;
+      this.overtake(slot, v);
+      this.index(slot);
+      this.schedule(slot);
+      out.push(true);
+    }
+    for (const v of superseded) await this.journal.remove(v.id, { keepSpool: true, durable: false });
+    return out;
+  }
+
+  /**
+   * The closed version `closed` makes of a new file (createClosed), sealed as its record says, with the
+   * record's entry (the journal keeps it as the line has it); undefined when it cannot be made.
+   */
+  protected closedVersionOf(library: string, fullpath: string, id: string, closed: EngineClose): { v: LocalVersion; entry: JournalEntry } | undefined {
+    const entry = this.journal.sideRecordEntry(closed.line);
+    if (!entry || entry.id !== id || entry.library !== library || entry.fullpath !== fullpath || !this.journal.freshId(id)) return undefined;
+    const existing = this.slots.get(keyOf(library, fullpath));
+    if (existing && (existing.current || existing.acked || existing.session)) return undefined;
+    const spool = this.journal.spoolPath(id);
+    // A spool just written, on local disk: looked at on the spot, as a live spool's fstat is.
+    let st;
+    try {
+      st = statSync(spool, { bigint: true });
+    } catch {
+      return undefined;
+    }
+    if (st.size !== BigInt(entry.size) || st.mtimeNs !== closed.spoolMtimeNs) return undefined;
+    const v = LocalVersion.closedSpool(id, spool, library, fullpath, { size: entry.size, mtimeMs: entry.mtimeMs, sha1: entry.sha1! });
+    v.seq = this.seqOf(entry);
+    return { v, entry };
+  }
+
+  /** The kernel is done with `v`'s spool (FileHandle.passthrough): a change it made after the last close is journaled, then the upload may go. */
+  protected passthroughEnded(s: WriteSession, v: LocalVersion): void {
+    v.passthroughEnd();
+    const due = v.liveChanged && v.state !== 'writing' && !v.superseded && !v.deleted;
+    const written = due ? this.rejournal(v, { sync: this.syncOnClose }) : Promise.resolve();
+    written.then(() => this.schedule(s.slot), (err: unknown) => this.opts.logger.error({ path: v.fullpath, err: String(err) }, 'write-back: journaling a file the kernel changed after its close failed'));
+  }
+
+  /** See FileHandle.passthrough (`adopt`: FileHandle.adoptSpool): `s`'s version handed to the kernel. */
+  async passthrough(s: WriteSession, opts: { adopt?: boolean } = {}): Promise<PassthroughSpool | undefined> {
+    const v = s.version;
+    if (!v.mutable || s.writers !== 1 || s.deleted || s.cloning) return undefined;
+    const fd = await (opts.adopt ? v.adoptSpool() : v.passthroughBegin());
+    if (fd === undefined) return undefined;
+    if (s.version !== v || s.deleted) {
+      v.passthroughEnd();
+      return undefined;
+    }
+    let ended = false;
+    return {
+      fd,
+      end: () => {
+        if (ended) return;
+        ended = true;
+        this.passthroughEnded(s, v);
+      },
+    };
+  }
+}

@@ -1,0 +1,499 @@
+/**
+ * WriteBackSeals: write sessions and the seals of their versions — a change in a new version when the last
+ * one is journaled, a version journaled at a flush, fsync or close, uploaded once nobody writes it, and a
+ * failed one dropped whole (see write-back.ts for the rules).
+ */
+import { fsErrorOf } from '../fs-errors.js';
+import { LocalVersion } from './local-version.js';
+import type { RemoteEntry } from '../remote.js';
+import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
+import { INLINE_MAX_BYTES, orderOf, type JournalEntry } from './upload-journal.js';
+import { VfsError, type CallContext, type EngineClose } from '../types.js';
+import { WriteBackSlots, keyOf, type PathSlot, type WriteSession } from './slots.js';
+
+
+export abstract class WriteBackSeals extends WriteBackSlots {
+  /**
+   * Before a change through a session: its version is writable (a journaled one is cloned first; `empty`
+   * starts from nothing instead), the path shows it, and small files have their content local.
+   */
+  async change(s: WriteSession, opts: { empty?: boolean } = {}): Promise<LocalVersion> {
+    if (s.cloning) await s.cloning.catch(() => undefined);
+    if (s.version.failed) throw s.version.failed;
+    if (!s.version.mutable) {
+      const from = s.version;
+      // An empty version is not copied: the new one starts empty, as a new file does (held in memory, hashed as written).
+      const empty = opts.empty || (from.size === 0 && from.baseReady);
+      s.cloning = (async () => {
+        const next = this.newVersion(from.library, from.fullpath, from.base, undefined);
+        if (!empty) {
+          const cloned = await from.derive(next.id, next.spoolPath, { fetchChunk: this.opts.partialFetch?.chunkBytes });
+          cloned.deleted = s.deleted;
+          cloned.unsent = from.unsent;
+          return cloned;
+        }
+        next.unsent = from.unsent;
+        next.operator = from.operator;
+        next.ctimeMs = from.ctimeMs;
+        return next;
+      })();
+      let next: LocalVersion;
+      try {
+        next = await s.cloning;
+      } finally {
+        s.cloning = undefined;
+      }
+      // No await from here to the assignment: the session moves to its new version at once.
+      next.pins++;
+      if (from.journalingNow) next.predecessor = from;
+      s.version = next;
+      s.baseReader?.close();
+      s.baseReader = undefined;
+      await this.unpin(from);
+      if (empty) {
+        await next.startEmpty();
+        next.touch();
+      }
+    } else if (opts.empty) {
+      s.baseReader?.close();
+      s.baseReader = undefined;
+      await s.version.startEmpty();
+      s.version.touch();
+    } else if (!s.version.baseReady && s.version.baseSize <= (this.opts.partialFetch?.wholeMaxBytes ?? 8 * 1024 * 1024)) {
+      await s.version.fillAll();
+    }
+    if (!s.deleted) {
+      s.slot.current = s.version;
+      this.index(s.slot);
+    }
+    return s.version;
+  }
+
+  /**
+   * Makes a change (`fn`) in the session's writable version. Another handle's flush or close (another front
+   * end's, the write-back's own) may seal that version between `change` and the change itself: the change
+   * then goes to the version made from it, as it would have had it come a moment later; only a failure of
+   * the version itself reaches the writer.
+   */
+  async changing<T>(s: WriteSession, fn: (v: LocalVersion) => Promise<T>): Promise<T> {
+    for (;;) {
+      const v = await this.change(s);
+      try {
+        return await fn(v);
+      } catch (err) {
+        if (v.failed || v.mutable || s.deleted) throw err;
+      }
+    }
+  }
+
+  /**
+   * A flush, fsync or close of a write handle: what the session holds becomes a journaled version (nothing
+   * to do when unchanged since). `fsync`: durable against power loss before this resolves, and queued for
+   * upload now even while other writers have it open; else durable against a crash of the gateway (the
+   * group commit follows), unless the durability mode is `close`. `closed`: see FileHandle.flush.
+   */
+  async persist(s: WriteSession, opts: { fsync: boolean; closed?: EngineClose }): Promise<void> {
+    if (s.cloning) await s.cloning.catch(() => undefined);
+    // Being journaled already (another handle's flush, the seal of a file left unchanged after an fsync):
+    // this flush returns once that is done, as its own would.
+    if (s.version.journalingNow) await s.version.sealing?.catch(() => undefined);
+    const v = s.version;
+    if (v.failed) {
+      this.failed(s.slot, v);
+      throw v.failed;
+    }
+    if (s.deleted) return;
+    v.refreshLive();
+    if (v.liveChanged && v.state !== 'writing') {
+      await this.rejournal(v, { sync: opts.fsync || this.syncOnClose });
+      if (opts.fsync) this.schedule(s.slot, { force: true });
+      return;
+    }
+    if (v.mutable && v.generation > 0) {
+      if (opts.fsync && s.writers > 0) await this.keepOpen(s, v);
+      else await this.journalVersion(v, s, { upload: opts.fsync, sync: opts.fsync || this.syncOnClose, closed: opts.closed });
+      return;
+    }
+    if (opts.fsync) {
+      // Journaled by an earlier close: the group commit may still owe it its fsync.
+      if (v.state !== 'writing') await this.journal.sync(v.id).catch((err: unknown) => { throw fsErrorOf(err, `making '${v.fullpath}' durable`); });
+      this.schedule(s.slot, { force: true });
+    }
+  }
+
+  /**
+   * An fsync of a version that writers keep open: its bytes are made durable and a record of it is written
+   * (once), so a crash or a power loss from here keeps at least them; it stays writable (no seal, so no copy
+   * of the spool at the next write). It becomes a version of the service only as a close would make it:
+   * when its last writer closes it, or once it has stayed unchanged for the write-back delay.
+   */
+  protected async keepOpen(s: WriteSession, v: LocalVersion): Promise<void> {
+    try {
+      await v.fillAll();
+      v.changeMark();
+      await this.opts.sizeCheck?.(v.library, v.fullpath, v.size, v.base?.size ?? 0);
+      // A small file's bytes go in the record (written again at each fsync): no fsync of its spool.
+      const inline = v.size <= INLINE_MAX_BYTES ? v.inlineContent() ?? await v.read(0, v.size) : undefined;
+      if (!inline) await v.sync();
+      if ((inline || v.openRecord !== 'spool') && v.mutable && !s.deleted) {
+        this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
+        await v.recording;
+        v.seq = this.nextSeq();
+        v.openGeneration = v.changeMark();
+        const entry: JournalEntry = { ...this.journalEntry(v), sha1: undefined, open: true };
+        const written = this.journal.put(entry, { spoolSynced: true, sync: true, inline });
+        v.recording = written.catch(() => undefined);
+        await written;
+        v.openRecord = inline ? 'bytes' : 'spool';
+        // Renamed or unlinked while the record was written: it follows the file, or goes with it.
+        if (s.deleted) await this.dropOpenRecord(v);
+        else if (v.fullpath !== entry.fullpath) await this.journal.rewrite({ ...entry, fullpath: v.fullpath });
+      }
+    } catch (err) {
+      throw this.journalingFailed(v, err, s.slot);
+    }
+    this.uploadWhenQuiet(s, v);
+  }
+
+  /** A write or truncate through `s` failed: when that failed its version, a record an fsync wrote of it goes at once. */
+  async changeFailed(s: WriteSession): Promise<void> {
+    if (s.version.failed) await this.dropOpenRecord(s.version).catch(() => undefined);
+  }
+
+  /**
+   * `v` was acknowledged at `slot`: an open version there that an fsync recorded and that has not changed
+   * since is older than `v`, and never becomes the path's version unless it changes again.
+   */
+  protected overtake(slot: PathSlot, v: LocalVersion): void {
+    const open = slot.session?.version;
+    if (open && open !== v && open.openRecord && open.generation === open.openGeneration) open.overtakenAt = open.generation;
+  }
+
+  /** The record an fsync wrote of an open version that will never be one (failed, unlinked): it goes. */
+  protected async dropOpenRecord(v: LocalVersion): Promise<void> {
+    if (!v.openRecord) return;
+    v.openRecord = undefined;
+    await this.journal.remove(v.id, { keepSpool: true });
+  }
+
+  /**
+   * An fsynced version that writers keep open (a database, a log) is sealed and uploaded once it stayed
+   * unchanged for the write-back delay: looked at again after each delay until then.
+   */
+  protected uploadWhenQuiet(s: WriteSession, v: LocalVersion): void {
+    if (s.quiet) return;
+    const look = (mark: number): void => {
+      const t = setTimeout(() => {
+        this.holdTimers.delete(t);
+        s.quiet = undefined;
+        if (this.closed || this.uploads.stopped || s.deleted || s.version !== v || !v.mutable || s.writers === 0) return;
+        const now = v.changeMark();
+        if (now !== mark) {
+          s.quiet = true;
+          look(now);
+          return;
+        }
+        this.journalVersion(v, s, { upload: true, sync: true }).catch((err: unknown) => this.opts.logger.warn({ path: v.fullpath, err: String(err) }, 'write-back: sealing a file kept open after its fsync failed'));
+      }, this.opts.upload?.delayMs ?? 0);
+      t.unref();
+      this.holdTimers.add(t);
+    };
+    s.quiet = true;
+    look(v.changeMark());
+  }
+
+  /** A handle of the session closed. The last writer's close queues the upload; the last handle ends the session. */
+  async closeHandle(s: WriteSession, wasWriter = false): Promise<void> {
+    if (wasWriter) s.writers--;
+    s.handles--;
+    if (s.writers === 0 && !s.deleted) this.schedule(s.slot);
+    if (s.handles > 0) return;
+    // No await before this: an open from now on starts a new session.
+    if (s.slot.session === s) s.slot.session = undefined;
+    s.baseReader?.close();
+    s.baseReader = undefined;
+    const v = s.version;
+    if (v.failed) this.failed(s.slot, v);
+    await this.unpin(v);
+    this.tidy(s.slot);
+  }
+
+  /** A version's user is done with it; the spool goes when nobody needs it any more. */
+  async unpin(v: LocalVersion): Promise<void> {
+    v.pins--;
+    await this.dropIfUnused(v);
+    // Nobody has it open: its descriptor goes (a pending upload reads the spool by its path), so versions
+    // waiting for the service hold no descriptor however many there are.
+    if (v.pins === 0 && v.state !== 'retired') await v.closeSpool().catch(() => undefined);
+  }
+
+  /**
+   * Journals `v` (sealing it: immutable from here) and makes it the path's acknowledged version, superseding
+   * the previous one. The upload is queued as soon as the hash is known when `upload` says so or no writer
+   * has it open; its confirmation waits for the entry.
+   */
+  protected async journalVersion(v: LocalVersion, s: WriteSession | undefined, opts: { upload: boolean; sync: boolean; closed?: EngineClose }): Promise<void> {
+    if (v.sealing) {
+      // Another handle's flush or close is journaling it already: that covers this one's writes too.
+      await v.sealing;
+      if (opts.sync && v.state !== 'writing') await this.journal.sync(v.id).catch((err: unknown) => { throw fsErrorOf(err, `making '${v.fullpath}' durable`); });
+      if (opts.upload) this.schedule(s?.slot ?? this.slotFor(v.library, v.fullpath), { force: true });
+      return;
+    }
+    // Being journaled, it is in use: a clone made meanwhile (a write after its seal) must not drop its spool.
+    v.journalingNow = true;
+    const sealing = this.sealVersion(v, s, opts).finally(() => { v.journalingNow = false; });
+    v.sealing = sealing;
+    // Superseded, unlinked or failed meanwhile: its spool goes once nothing else uses it.
+    sealing.catch(() => undefined).then(() => this.dropIfUnused(v)).catch(() => undefined);
+    return sealing;
+  }
+
+  protected async sealVersion(v: LocalVersion, s: WriteSession | undefined, opts: { upload: boolean; sync: boolean; closed?: EngineClose }): Promise<void> {
+    // An fsync's record of it while open goes to the log before its seal's: the later line wins at replay.
+    await v.recording;
+    await v.fillAll();
+    v.changeMark(); // a live spool's size as the kernel left it
+    await this.opts.sizeCheck?.(v.library, v.fullpath, v.size, v.base?.size ?? 0).catch((err: unknown) => {
+      throw this.journalingFailed(v, err, s?.slot);
+    });
+    let resolveEntry!: () => void;
+    const entryWritten = new Promise<void>((resolve) => { resolveEntry = resolve; });
+    v.journaling = entryWritten;
+    try {
+      // A close the front end journaled itself: its record is this version's when it names it, at its path.
+      let closed = opts.closed && !opts.sync ? this.journal.sideRecordEntry(opts.closed.line) : undefined;
+      if (closed && (closed.id !== v.id || closed.library !== v.library || closed.fullpath !== v.fullpath || v.operator)) closed = undefined;
+      // A small file's bytes go in its journal record: its spool then needs no fsync of its own.
+      let inline = closed ? undefined : v.inlineContent();
+      await v.seal(this.opts.hasher, { sync: opts.sync && !inline && !closed, closed: closed && { size: closed.size, sha1: closed.sha1!, mtimeNs: opts.closed!.spoolMtimeNs } });
+      if (closed && !v.sealedAs(closed.sha1!, closed.size)) {
+        // The kernel wrote on meanwhile (another descriptor of the open file): sealed as the spool is now.
+        closed = undefined;
+        inline = v.reseal();
+      }
+      // Unchanged since an fsync recorded it: its place in the order is that fsync's.
+      const asFsynced = v.openRecord !== undefined && v.generation === v.openGeneration;
+      v.seq = closed ? this.seqOf(closed) : asFsynced ? v.seq : this.nextSeq();
+      this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
+      const entry = closed ?? this.journalEntry(v);
+      // Unchanged since an fsync made its spool durable: nothing of it is left to a group commit.
+      const spoolSynced = (opts.sync && !inline) || v.syncedGeneration === v.generation;
+      await this.journal.put(entry, { spoolSynced, sync: opts.sync, inline, line: closed && opts.closed!.line }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+    } catch (err) {
+      resolveEntry();
+      const failed = this.journalingFailed(v, err, s?.slot);
+      await this.journal.remove(v.id, { keepSpool: true }).catch(() => undefined);
+      throw failed;
+    }
+    resolveEntry();
+    v.openRecord = undefined;
+    if (v.deleted || s?.deleted) {
+      // Unlinked while the entry was written: it must not be uploaded at the next start either.
+      await this.journal.remove(v.id, { keepSpool: true });
+      return;
+    }
+    if (v.superseded || v.overtakenAt === v.generation) {
+      // A version made from it (a write after its seal) was acknowledged first: that one holds its bytes and
+      // more. Or a newer one came to the path after the fsync that recorded it, with no change of it since.
+      await this.journal.remove(v.id, { keepSpool: true, durable: false });
+      return;
+    }
+    // No await from here to the end of the install: the slot changes in one step.
+    const predecessor = v.predecessor;
+    v.predecessor = undefined;
+    if (predecessor?.journalingNow) predecessor.superseded = true;
+    // A replace of nothing (no file at the path) makes a new file there.
+    const slot = !s && !v.base ? this.slotForNew(v.library, v.fullpath) : this.slotFor(v.library, v.fullpath);
+    const old = slot.acked;
+    if (old && old.seq > v.seq) {
+      // A newer version was acknowledged meanwhile: this one is superseded at once.
+      await this.journal.remove(v.id, { keepSpool: true, durable: false });
+      return;
+    }
+    v.state = 'journaled';
+    // The write-back delay: uploaded a little after the last close (a rewrite meanwhile replaces it first).
+    const delayMs = this.opts.upload?.delayMs ?? 0;
+    if (!opts.upload && delayMs > 0) v.holdUntilMs = Math.max(v.holdUntilMs, Date.now() + delayMs);
+    slot.acked = v;
+    this.overtake(slot, v);
+    // A session that changed on after this version was sealed shows its newer bytes; otherwise this version.
+    if (!s || !(slot.current && slot.current !== v && slot.current.mutable)) slot.current = v;
+    this.index(slot);
+    if (old && old !== v) await this.supersede(old);
+    this.schedule(slot, { force: opts.upload });
+  }
+
+  /**
+   * A journaled version the kernel changed in place after its seal (passthrough): its entry is written
+   * again as the spool now is (the later line about the id wins at replay). The upload's confirmation
+   * waits for it (`journaling`).
+   */
+  protected async rejournal(v: LocalVersion, opts: { sync: boolean }): Promise<void> {
+    if (v.superseded || v.deleted || v.state === 'retired' || v.state === 'writing') return;
+    // An upload of what it held before (forced: an fsync, a flush of everything) is made again after.
+    if (v.state === 'uploading') await this.uploads.cancel(v.id);
+    try {
+      await v.checkRoomForKernelWrites();
+    } catch (err) {
+      // The kernel's writes since its seal may miss what the disk refused: neither content is the file's.
+      await this.journal.remove(v.id, { keepSpool: true }).catch(() => undefined);
+      throw this.journalingFailed(v, err);
+    }
+    if (v.state !== 'journaled') {
+      v.state = 'journaled';
+      const slot = this.slots.get(keyOf(v.library, v.fullpath));
+      if (slot && !slot.acked) slot.acked = v;
+    }
+    const inline = v.reseal();
+    const written = this.journal.put(this.journalEntry(v), { spoolSynced: false, sync: opts.sync, inline })
+      .catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+    v.journaling = written.catch(() => undefined);
+    try {
+      await written;
+    } catch (err) {
+      throw this.journalingFailed(v, err);
+    }
+  }
+
+  /** `v` could not be journaled: it fails with that error (its first), and its path shows what it did before. */
+  protected journalingFailed(v: LocalVersion, err: unknown, slot = this.slots.get(keyOf(v.library, v.fullpath))): VfsError {
+    v.failed ??= err instanceof VfsError ? err : fsErrorOf(err, `journaling '${v.fullpath}'`);
+    if (slot) this.failed(slot, v);
+    return v.failed;
+  }
+
+  /** An older acknowledged version that a newer one replaced: its upload stops, its entry goes. */
+  protected async supersede(old: LocalVersion): Promise<void> {
+    old.superseded = true; // never uploaded from now on
+    await this.uploads.cancel(old.id);
+    if (old.state === 'uploaded') return; // the service has it already; the newer one follows
+    // Not waiting for the disk: should a power loss keep this entry, replay keeps the newer one of the path.
+    await this.journal.remove(old.id, { keepSpool: true, durable: false });
+    await this.dropIfUnused(old);
+  }
+
+  /**
+   * Queues the path's acknowledged version when nothing stops it: not while a writer still has it open
+   * (unless forced: fsync, flushAll), not before its hold ends.
+   */
+  protected schedule(slot: PathSlot, opts: { force?: boolean } = {}): void {
+    const v = slot.acked;
+    if (!v || v.state !== 'journaled' || this.closed) return;
+    if (v.holdUntilMs === Number.MAX_SAFE_INTEGER) return; // a rename under way (stopUploads)
+    // The kernel may still write it (passthrough): queued once it is done with the spool, unless forced
+    // (a change it makes meanwhile is journaled again and uploaded after: see rejournal).
+    if (v.isLive && !opts.force) return;
+    if (!opts.force) {
+      if (slot.session && slot.session.version === v && slot.session.writers > 0) return;
+      const wait = v.holdUntilMs - Date.now();
+      if (wait > 0) {
+        const t = setTimeout(() => { this.holdTimers.delete(t); this.schedule(slot); }, wait);
+        t.unref();
+        this.holdTimers.add(t);
+        return;
+      }
+    }
+    v.state = 'uploading';
+    v.unsent = false;
+    void this.uploads.enqueue(v);
+  }
+
+  /** The service confirmed `v`. */
+  protected async uploadedVersion(v: LocalVersion, entry: RemoteEntry): Promise<void> {
+    await v.journaling;
+    this.opts.host.uploaded(v.library, entry, v.mtimeMs);
+    if (v.deleted || v.superseded || v.state === 'retired') return;
+    v.state = 'uploaded';
+    v.base = entry;
+    const slot = this.slots.get(keyOf(v.library, v.fullpath));
+    // Decided with no await before: an open from now on finds either this version or the service's.
+    if (slot?.acked === v) slot.acked = undefined;
+    await this.journal.remove(v.id, { keepSpool: true });
+    await this.dropIfUnused(v);
+    if (slot) this.tidy(slot);
+  }
+
+  /** A failed version: the path shows its last acknowledged version again (or nothing). */
+  protected failed(slot: PathSlot, v: LocalVersion): void {
+    this.dropOpenRecord(v).catch((err: unknown) => this.opts.logger.error({ path: v.fullpath, err: String(err) }, 'write-back: removing the record of a failed version failed'));
+    if (slot.current === v) slot.current = slot.acked !== v ? slot.acked : undefined;
+    if (slot.acked === v) slot.acked = undefined;
+    this.tidy(slot);
+  }
+
+  /**
+   * Removes a version's spool once nothing uses it: no pin, not what the path shows or has acknowledged.
+   * An uploaded version that the path still shows is let go of here too (reads then go to the service).
+   */
+  protected async dropIfUnused(v: LocalVersion): Promise<void> {
+    if (v.state === 'retired' || v.journalingNow) return;
+    const slot = this.slots.get(keyOf(v.library, v.fullpath));
+    if (slot?.acked === v) return;
+    const shown = slot?.current === v;
+    if (shown && v.state !== 'uploaded') return;
+    if ((v.state === 'journaled' || v.state === 'uploading') && !v.deleted && !v.superseded && !v.failed) return;
+    // No await before this: nothing finds the version after it.
+    if (shown && (slot!.followers ?? 0) > 0 && slot!.session?.version !== v) {
+      // On the service: the path shows the service's version again; the read handles following the file
+      // go on with this one (pinned by the slot until they are gone).
+      slot!.current = undefined;
+      const before = slot!.followed;
+      v.pins++;
+      slot!.followed = v;
+      if (before) await this.unpin(before);
+      return;
+    }
+    if (v.pins > 0) return;
+    if (shown) {
+      slot!.current = undefined;
+      this.tidy(slot!);
+    }
+    v.retire();
+    await v.closeSpool().catch(() => undefined);
+    // A file held in memory until it was uploaded never made its spool: no unlink to wait for.
+    if (v.mayHaveSpool) await this.journal.discardSpool(v.id).catch(() => undefined);
+  }
+
+  /** `journalId`: the id a front end gave the version (it journals the version's record itself too). */
+  protected newVersion(library: string, fullpath: string, base: RemoteEntry | undefined, ctx?: CallContext, journalId?: string): LocalVersion {
+    const id = journalId !== undefined && this.journal.freshId(journalId) ? journalId : this.journal.newId();
+    const spool = this.journal.spoolPath(id);
+    const v: LocalVersion = new LocalVersion(id, spool, library, fullpath, base, {
+      baseSize: base?.size ?? 0, mtimeMs: base?.mtimeMs, fetchChunk: this.opts.partialFetch?.chunkBytes,
+      sha1Stream: sha1StreamOf(this.opts.sha1Streams, spool), faults: this.opts.diskFaults, newSpool: true, unwritten: this.unwritten,
+      // The base is wherever the file is now (a rename moves it on the service too), in the version it had.
+      openBase: base ? (start, end) => {
+        const remote = this.opts.host.remoteFor(v.library);
+        if (!remote) throw new VfsError('EIO', `library '${v.library}' is no longer served`);
+        return remote.openRange(v.fullpath, start, end, { operator: ctx?.operator, signal: ctx?.signal, contentHash: base.contentHash });
+      } : undefined,
+    });
+    v.operator = ctx?.operator;
+    return v;
+  }
+
+  protected journalEntry(v: LocalVersion): JournalEntry {
+    return { id: v.id, library: v.library, fullpath: v.fullpath, size: v.size, mtimeMs: v.mtimeMs, createdMs: Date.now(), seq: v.seq, sha1: v.currentSha1(), operator: v.operator };
+  }
+
+  protected nextSeq(): number {
+    this.lastSeq = Math.max(this.lastSeq + 1, Date.now() * 1000);
+    return this.lastSeq;
+  }
+
+  /** The order of a version whose record a side writer wrote (its number from the same clock): later ones follow it. */
+  protected seqOf(entry: JournalEntry): number {
+    const seq = orderOf(entry);
+    this.lastSeq = Math.max(this.lastSeq, seq);
+    return seq;
+  }
+}
+
+/**
+ * The version's hash stream opener, made outside newVersion: a closure made there would keep the whole
+ * scope of the call (the operation's context and everything it holds) for as long as the version lives.
+ */
+function sha1StreamOf(streams: Sha1Streams, spool: string): () => Sha1Stream {
+  return () => streams.open(spool);
+}
