@@ -2,6 +2,7 @@
 import type { Logger } from '../shared/log.js';
 import type { DiskFaults } from './disk-faults.js';
 import type { ResolvedLibrary } from './library-set.js';
+import type { Clock } from './clock.js';
 
 export interface GatewayVfsOptions {
   libraries: ResolvedLibrary[];
@@ -67,6 +68,8 @@ export interface GatewayVfsOptions {
   readOnly?: boolean;
   /** Largest file a write may make, bytes (EFBIG beyond it); 0 or undefined for no limit. */
   maxFileBytes?: number;
+  /** The time the gateway reads (feeds, stalls, quotas, cache ages). Default the real one; tests pass a manual one. */
+  clock?: Clock;
   logger: Logger;
   /** Called by close() after everything else (closes what the factory opened). */
   onClose?: () => Promise<void>;

@@ -41,6 +41,7 @@ import { LockHolds } from './lock-holds.js';
 import { UnlinkedWhileRead } from './unlinked-while-read.js';
 import { TreeTransfer } from './tree-transfer.js';
 import { EngineHandOver } from './engine-hand-over.js';
+import { systemClock } from './clock.js';
 
 export interface GatewayStatus {
   /** Per library: online, or offline since when (serving what it has), and its uploads waiting. */
@@ -64,7 +65,7 @@ export class GatewayVfs implements Vfs {
   private readonly hasher = new FileHasher();
   /** Front ends say here when they serve applications; the uploads give way meanwhile. */
   readonly foreground = new ForegroundActivity();
-  private readonly sha1Streams = new Sha1Streams();
+  private readonly sha1Streams: Sha1Streams;
   /** The owner of every local version: spools, journal, uploads. */
   readonly writeBack: WriteBack;
   /** Times programs saw, shown instead of the service's for as long as that version is current. */
@@ -94,12 +95,14 @@ export class GatewayVfs implements Vfs {
 
   private constructor(private readonly opts: GatewayVfsOptions) {
     this.logger = opts.logger;
+    const clock = opts.clock ?? systemClock;
+    this.sha1Streams = new Sha1Streams(clock);
     const feedOn = (opts.feedIntervalMs ?? 2000) > 0;
     this.cache = new MetadataCache({
-      maxEntries: opts.cache?.metadataEntries, maxBytes: opts.cache?.metadataBytes, ttlMs: opts.cache?.ttlMs ?? (feedOn ? 0 : 1000),
+      maxEntries: opts.cache?.metadataEntries, maxBytes: opts.cache?.metadataBytes, ttlMs: opts.cache?.ttlMs ?? (feedOn ? 0 : 1000), clock: opts.clock,
     });
     this.blocks = new BlockCache({ maxBytes: opts.cache?.blockBytes, blockSize: opts.cache?.blockSize });
-    this.disk = (opts.cache?.diskBytes ?? 0) > 0 ? new ContentCache({ dir: join(opts.dataDir, 'content'), maxBytes: opts.cache?.diskBytes, logger: opts.logger }) : undefined;
+    this.disk = (opts.cache?.diskBytes ?? 0) > 0 ? new ContentCache({ dir: join(opts.dataDir, 'content'), maxBytes: opts.cache?.diskBytes, clock, logger: opts.logger }) : undefined;
     this.times = new TimeOverrides(join(opts.dataDir, 'times.jsonl'), opts.logger);
     this.marks = new PendingMarks(opts.logger);
     this.connectivity = new Connectivity({
@@ -109,9 +112,10 @@ export class GatewayVfs implements Vfs {
         this.writeBack.online(name);
         void this.libs.get(name)?.feed?.pollNow().catch(() => undefined);
       },
+      clock,
     });
-    this.libs = new LibraryFolders({ cache: this.cache, connectivity: this.connectivity, dataDir: opts.dataDir, feedIntervalMs: opts.feedIntervalMs ?? 2000, logger: opts.logger });
-    this.quotas = new LibraryQuotas(this.libs, opts.logger);
+    this.libs = new LibraryFolders({ cache: this.cache, connectivity: this.connectivity, dataDir: opts.dataDir, feedIntervalMs: opts.feedIntervalMs ?? 2000, clock, logger: opts.logger });
+    this.quotas = new LibraryQuotas(this.libs, clock, opts.logger);
     this.limits = new SizeLimits({ maxFileBytes: opts.maxFileBytes, freeBytes: (name, ctx) => this.quotas.freeBytes(name, ctx) });
     this.writeBack = new WriteBack({
       journalDir: join(opts.dataDir, 'journal'), hasher: this.hasher, sha1Streams: this.sha1Streams,
@@ -138,7 +142,7 @@ export class GatewayVfs implements Vfs {
       },
     });
     this.unlinked = new UnlinkedWhileRead(this.writeBack);
-    this.lookups = new NamespaceLookups({ cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, times: this.times, connectivity: this.connectivity });
+    this.lookups = new NamespaceLookups({ cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, times: this.times, connectivity: this.connectivity, openedMs: clock.now() });
     this.reads = new ServiceReads({
       blocks: this.blocks, disk: this.disk, budget: new ReadAheadBudget(opts.readAhead?.totalBytes ?? 256 * 1024 * 1024), readAhead: opts.readAhead,
       cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, logger: opts.logger,

@@ -10,6 +10,7 @@ import type { MetadataCache } from './metadata-cache.js';
 import type { Remote, RemoteCallOptions, RemoteEntry, RemoteQuota } from './remote.js';
 import { UpdatesFeed, type UpdatesFeedStatus } from './updates-feed.js';
 import { ReportingRemote, type Connectivity } from './connectivity.js';
+import type { Clock } from './clock.js';
 import type { ResolvedLibrary } from './library-set.js';
 import { VfsError, type CallContext } from './types.js';
 
@@ -42,6 +43,7 @@ export interface LibraryFoldersOptions {
   dataDir: string;
   /** Updates feed poll interval, ms; 0 = no feed. */
   feedIntervalMs: number;
+  clock: Clock;
   logger: Logger;
 }
 
@@ -91,7 +93,7 @@ export class LibraryFolders {
     const interval = this.opts.feedIntervalMs;
     if (interval <= 0) return;
     lib.feed = new UpdatesFeed({
-      library: lib.name, remote: lib.remote, cache: this.opts.cache, intervalMs: interval, logger: this.opts.logger,
+      library: lib.name, remote: lib.remote, cache: this.opts.cache, intervalMs: interval, clock: this.opts.clock, logger: this.opts.logger,
       cursorFile: join(this.opts.dataDir, 'feeds', `${safeFileName(lib.id)}.json`),
     });
     await lib.feed.start();

@@ -5,6 +5,7 @@
  */
 import type { Logger } from '../shared/log.js';
 import type { RemoteQuota } from './remote.js';
+import type { Clock } from './clock.js';
 import { remoteCall, type Library, type LibraryFolders } from './library-folders.js';
 import { VfsError, type CallContext, type StatFs } from './types.js';
 
@@ -15,7 +16,7 @@ export class LibraryQuotas {
   /** When each library's quota was last asked, ms since the epoch. */
   private readonly askedMs = new Map<string, number>();
 
-  constructor(private readonly libs: LibraryFolders, private readonly logger: Logger) {}
+  constructor(private readonly libs: LibraryFolders, private readonly clock: Clock, private readonly logger: Logger) {}
 
   /** The capacity, use and file count of the libraries together (unlimited when one is). */
   async statfs(libs: Library[], ctx?: CallContext): Promise<StatFs> {
@@ -50,7 +51,7 @@ export class LibraryQuotas {
     const lib = this.libs.get(name);
     if (!lib) return undefined;
     const ask = async (): Promise<void> => {
-      this.askedMs.set(name, Date.now());
+      this.askedMs.set(name, this.clock.now());
       try {
         lib.quota = await lib.remote.quota(remoteCall(ctx));
       } catch (err) {
@@ -58,7 +59,7 @@ export class LibraryQuotas {
       }
     };
     if (!this.askedMs.has(name)) await ask();
-    else if (Date.now() - this.askedMs.get(name)! > QUOTA_TTL_MS) void ask();
+    else if (this.clock.now() - this.askedMs.get(name)! > QUOTA_TTL_MS) void ask();
     const q = lib.quota;
     return q?.total === undefined ? undefined : Math.max(0, q.total - q.used);
   }

@@ -13,14 +13,14 @@ import { remoteCall, type Library } from './library-folders.js';
 import type { UnlinkedWhileRead } from './unlinked-while-read.js';
 import { VfsError, type Attr, type CallContext } from './types.js';
 
-const LIB_ROOT_ATTR_TIME = Date.now();
-
 export interface NamespaceLookupsOptions {
   cache: MetadataCache;
   writeBack: WriteBack;
   unlinked: UnlinkedWhileRead;
   times: TimeOverrides;
   connectivity: Connectivity;
+  /** When the gateway opened, ms since the epoch: the time of the root and the library folders. */
+  openedMs: number;
 }
 
 export class NamespaceLookups {
@@ -29,7 +29,7 @@ export class NamespaceLookups {
   /** An entry as the gateway sees it: a local file first, then the cache, then the service. */
   async lookup(lib: Library, fullpath: string, ctx?: CallContext): Promise<RemoteEntry | null> {
     const { cache, writeBack, unlinked } = this.opts;
-    if (fullpath === '') return { id: lib.id, fullpath: '', name: lib.name, isDir: true, size: 0, mtimeMs: LIB_ROOT_ATTR_TIME, ctimeMs: LIB_ROOT_ATTR_TIME };
+    if (fullpath === '') return { id: lib.id, fullpath: '', name: lib.name, isDir: true, size: 0, mtimeMs: this.opts.openedMs, ctimeMs: this.opts.openedMs };
     const local = writeBack.entry(lib.name, fullpath);
     if (local) return local;
     if (unlinked.isHidden(lib.name, fullpath)) return null;
@@ -97,11 +97,11 @@ export class NamespaceLookups {
   }
 
   rootAttr(): Attr {
-    return { path: '/', name: '', isDir: true, size: 0, mtimeMs: LIB_ROOT_ATTR_TIME, ctimeMs: LIB_ROOT_ATTR_TIME };
+    return { path: '/', name: '', isDir: true, size: 0, mtimeMs: this.opts.openedMs, ctimeMs: this.opts.openedMs };
   }
 
   libraryAttr(l: Library): Attr {
-    return { path: `/${l.name}`, name: l.name, isDir: true, size: 0, mtimeMs: LIB_ROOT_ATTR_TIME, ctimeMs: LIB_ROOT_ATTR_TIME, id: l.id };
+    return { path: `/${l.name}`, name: l.name, isDir: true, size: 0, mtimeMs: this.opts.openedMs, ctimeMs: this.opts.openedMs, id: l.id };
   }
 }
 
