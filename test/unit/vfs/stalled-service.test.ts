@@ -11,16 +11,12 @@ import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
 import { ServiceClient } from '../../../src/api/client.js';
 import { LibraryRemote } from '../../../src/remote/library-remote.js';
 import { waitFor } from '../../support/wait-for.js';
+import { ManualClock } from '../../support/manual-clock.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-/** Waits until `cond` holds, failing with `what` after `ms`. */
-async function until(cond: () => boolean, what: string): Promise<void> {
-  await waitFor(what, cond, { timeoutMs: 20_000 });
-}
 
 /** A server that takes connections and never answers: a stopped service's kernel still accepts. */
 async function silentServer(): Promise<string> {
@@ -35,20 +31,25 @@ async function silentServer(): Promise<string> {
 
 describe('a stalled service', () => {
   it('a call with no answer for the stall deadline takes the library offline, long before the call\'s own deadline', async () => {
-    const link = new Connectivity({ stallMs: 200 });
+    const clock = new ManualClock();
+    const link = new Connectivity({ stallMs: 200, clock });
     const client = new ServiceClient({ baseUrl: await silentServer(), credentials: { library: { org_client_id: 'id', org_client_secret: 'secret' } }, retries: 0, timeoutMs: 600_000 });
     cleanups.push(() => client.close());
     const remote = new ReportingRemote(new LibraryRemote({ client }), 'A', link);
     const stop = new AbortController();
     const call = remote.list('', { signal: stop.signal }).catch((err: unknown) => err);
-    await until(() => !link.online('A'), 'the library to go offline');
+    clock.advance(199);
+    expect(link.online('A')).toBe(true);
+    clock.advance(1);
+    expect(link.online('A')).toBe(false);
     expect(link.of('A').lastError).toMatch(/has not answered/);
     stop.abort();
     await call;
   });
 
   it('a download whose body stops ends with EIO and takes the library offline; a reader that does not read is not a stall', async () => {
-    const link = new Connectivity({ stallMs: 200 });
+    const clock = new ManualClock();
+    const link = new Connectivity({ stallMs: 200, clock });
     const inner = new MemoryRemote({ name: 'A', id: '1' });
     // The first piece comes, then nothing: the body of a service stopped mid-download.
     let ended = false;
@@ -61,13 +62,15 @@ describe('a stalled service', () => {
       body.on('data', (c: Buffer) => { got += c.length; });
       body.on('error', resolve);
     });
+    await waitFor('the first piece read', () => got, { until: (n) => n === 512 * 1024 });
+    clock.advance(200);
     const err = await failure as Error & { code?: string };
     expect(got).toBe(512 * 1024);
     expect(err.code).toBe('EIO');
     expect(link.online('A')).toBe(false);
 
     // A body its reader leaves unread for longer than the deadline is not cut.
-    const link2 = new Connectivity({ stallMs: 100 });
+    const link2 = new Connectivity({ stallMs: 100, clock });
     const full = new MemoryRemote({ name: 'B', id: '2' });
     let pieces = 0;
     // 64 pieces of 64 KiB, each as soon as it is asked for: only the reader sets the pace.
@@ -76,8 +79,10 @@ describe('a stalled service', () => {
     let paused = 0;
     for await (const c of unread) {
       paused += (c as Buffer).length;
-      // eslint-disable-next-line no-restricted-syntax -- the claim is about time itself: a reader that pauses longer than the deadline
-      if (paused === (c as Buffer).length) await new Promise((r) => setTimeout(r, 400));
+      if (paused !== (c as Buffer).length) continue;
+      // The reader pauses four deadlines long once the body has filled what it may hold for it.
+      await waitFor('the body to fill the unread buffer', () => unread.readableLength, { until: (n) => n >= unread.readableHighWaterMark });
+      clock.advance(400);
     }
     expect(paused).toBe(4 << 20);
     expect(link2.online('B')).toBe(true);
