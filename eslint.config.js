@@ -17,7 +17,7 @@ const ZONES = {
   remote: [{ to: 'remote' }, { to: 'api' }, { to: 'shared' }, { to: 'vfs' }],
   // The control socket: the client for the endpoint methods, and the Vfs only through its entry point's types.
   control: [{ to: 'control' }, { to: 'api' }, { to: 'shared' }, { to: 'vfs', only: ['vfs/index.ts', 'vfs/types.ts'] }],
-  // The one assembly point: everything but the command line.
+  // What the commands assemble (`up` whole; the Vfs, members and control socket of `mount` and `webdav`): everything but the command line.
   gateway: ['gateway', 'shared', 'api', 'vfs', 'remote', 'service', 'webdav', 'fuse', 'control'].map((to) => ({ to })),
   // The command: anything.
   cli: ['cli', 'gateway', 'shared', 'api', 'vfs', 'remote', 'service', 'webdav', 'fuse', 'control'].map((to) => ({ to })),

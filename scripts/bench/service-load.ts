@@ -9,14 +9,14 @@
  * service process and of PostgreSQL (all its processes, from /proc), so the scaling can be computed
  * when the machine lacks the cores to show it. Standalone: `node --import tsx scripts/bench/service-load.ts`.
  */
-import { execFileSync } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
-import { availableParallelism, loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFile, readdir } from 'node:fs/promises';
+import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { startPostgres, type Postgres } from '../../test/support/postgres.js';
-import { startServiceProcess, type ServiceProcess } from '../../test/support/service-process.js';
+import type { Postgres } from '../../test/support/postgres.js';
+import type { ServiceProcess } from '../../test/support/service-process.js';
 import { READS, prepareLoad, quantile, runLoad, type LoadResult } from './support/service-load.js';
+import { cpuMsOf } from './support/process-cpu.js';
+import { startServiceSetups } from './support/service-setups.js';
 
 const clients = Number(process.env.BENCH_LOAD_CLIENTS ?? 4);
 const opsPerClient = Number(process.env.BENCH_LOAD_OPS ?? 500);
@@ -25,29 +25,19 @@ const PROBES_UNLOADED = 100;
 interface Row { setup: string; load: LoadResult; lsUnloadedP50: number; lsLoaded: number[]; serviceCpuMs: number[]; postgresCpuMs: number | undefined }
 
 export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
-  const shared = await mkdtemp(join(tmpdir(), 'cloudlib-bench-load-'));
-  await mkdir(join(shared, 'blobs'));
-  const pg = await startPostgres();
-  const running: ServiceProcess[] = [];
+  const setups = await startServiceSetups('bench_load');
   const rows: Row[] = [];
   try {
-    const sqlite = await startServiceProcess();
-    running.push(sqlite);
+    const sqlite = await setups.sqlite();
     rows.push(await measure('sqlite, 1 process', [sqlite], undefined));
-    await sqlite.close();
-    running.pop();
+    await setups.stop(sqlite);
 
-    const args = ['--metadata', await pg.createDatabase('bench_load'), '--blobs', `file://${join(shared, 'blobs')}`];
-    const a = await startServiceProcess({ serviceArgs: args });
-    running.push(a);
-    rows.push(await measure('postgresql, 1 process', [a], pg));
-    const b = await startServiceProcess({ serviceArgs: args });
-    running.push(b);
-    rows.push(await measure('postgresql, 2 processes', [a, b], pg));
+    const a = await setups.postgres();
+    rows.push(await measure('postgresql, 1 process', [a], setups.pg));
+    const b = await setups.postgres();
+    rows.push(await measure('postgresql, 2 processes', [a, b], setups.pg));
   } finally {
-    for (const p of running.reverse()) await p.close();
-    await pg.stop();
-    await rm(shared, { recursive: true, force: true });
+    await setups.close();
   }
   const out = rows.map((r) => summary(r, rows[0]!));
   for (const o of out) process.stdout.write(JSON.stringify(o) + '\n');
@@ -132,15 +122,6 @@ async function sumCpu(pids: number[]): Promise<number> {
   let sum = 0;
   for (const pid of pids) sum += await cpuMsOf(pid).catch(() => 0);
   return sum;
-}
-
-const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-
-/** User + system CPU time of a process so far (ms), from /proc/PID/stat. */
-async function cpuMsOf(pid: number): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
 }
 
 function round(n: number, digits = 1): number {

@@ -9,39 +9,27 @@
  * process and of the load generator (from /proc over the measured requests), which says where the two
  * cores went when the rate does not. Runs standalone: `node --import tsx scripts/bench/service-processes.ts`.
  */
-import { execFileSync } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
-import { mkdtemp, mkdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ServiceClient } from '../../src/api/client.js';
-import { startPostgres } from '../../test/support/postgres.js';
-import { startServiceProcess, type ServiceProcess } from '../../test/support/service-process.js';
+import type { ServiceProcess } from '../../test/support/service-process.js';
+import { cpuMsOf } from './support/process-cpu.js';
+import { startServiceSetups } from './support/service-setups.js';
 
 export async function benchServiceProcesses(): Promise<Record<string, unknown>[]> {
   const clients = Number(process.env.BENCH_LS_CLIENTS ?? 8);
   const total = Number(process.env.BENCH_LS_REQUESTS ?? 3_000);
   const results: Record<string, unknown>[] = [];
   const print = (r: Record<string, unknown>) => { results.push(r); process.stdout.write(JSON.stringify(r) + '\n'); };
-  const shared = await mkdtemp(join(tmpdir(), 'cloudlib-bench-procs-'));
-  await mkdir(join(shared, 'blobs'));
-  const pg = await startPostgres();
-  const running: ServiceProcess[] = [];
+  const setups = await startServiceSetups('bench_procs');
   try {
-    const sqlite = await startServiceProcess();
-    running.push(sqlite);
+    const sqlite = await setups.sqlite();
     await fillFolder(sqlite.client);
     const reference = await requestsPerSecond([sqlite], clients, total);
-    await sqlite.close();
-    running.pop();
+    await setups.stop(sqlite);
 
-    const args = ['--metadata', await pg.createDatabase('bench_procs'), '--blobs', `file://${join(shared, 'blobs')}`];
-    const a = await startServiceProcess({ serviceArgs: args });
-    running.push(a);
-    const b = await startServiceProcess({ serviceArgs: args });
-    running.push(b);
+    const a = await setups.postgres();
+    const b = await setups.postgres();
     await fillFolder(a.client);
     const one = await requestsPerSecond([a], clients, total);
     const two = await requestsPerSecond([a, b], clients, total);
@@ -51,9 +39,7 @@ export async function benchServiceProcesses(): Promise<Record<string, unknown>[]
     print({ ...base, metadata: 'postgresql', processes: 1, requests_per_s: round(one.perSecond), ratio_to_sqlite: round(one.perSecond / reference.perSecond, 2), ...cpu(one) });
     print({ ...base, metadata: 'postgresql', processes: 2, requests_per_s: round(two.perSecond), ratio_to_one_process: round(two.perSecond / one.perSecond, 2), ...cpu(two) });
   } finally {
-    for (const p of running.reverse()) await p.close();
-    await pg.stop();
-    await rm(shared, { recursive: true, force: true });
+    await setups.close();
   }
   return results;
 }
@@ -96,15 +82,6 @@ async function requestsPerSecond(targets: ServiceProcess[], inFlight: number, to
     serviceCpuMs: cpu1.map((ms, i) => (ms - cpu0[i]!) / total),
     clientCpuMs: (own.user + own.system) / 1000 / total,
   };
-}
-
-const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-
-/** User + system CPU time of a process so far (ms), from /proc/PID/stat (fields 14 and 15, in clock ticks). */
-async function cpuMsOf(pid: number): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
 }
 
 function round(n: number, digits = 1): number {

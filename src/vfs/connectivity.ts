@@ -6,6 +6,7 @@
  * journal — and takes new writes into the journal; `onOnline` is where the waiting work resumes.
  */
 import { VfsError } from './types.js';
+import { systemClock, type Clock, type ClockTimer } from './clock.js';
 import type { ChangesPage, CommitOptions, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteEntry, RemoteInfo, RemoteQuota } from './remote.js';
 import { pipeline, Transform, type Readable } from 'node:stream';
 
@@ -31,9 +32,12 @@ export class Connectivity {
   private readonly lastAskedMs = new Map<string, number>();
   /** A call (or a body) with no word from the service for this long takes its library offline, ms. */
   readonly stallMs: number;
+  /** The time of the answers, outages and stall deadlines. */
+  readonly clock: Clock;
 
-  constructor(private readonly hooks: { onOffline?: (library: string, err: VfsError) => void; onOnline?: (library: string, offlineMs: number) => void; stallMs?: number } = {}) {
+  constructor(private readonly hooks: { onOffline?: (library: string, err: VfsError) => void; onOnline?: (library: string, offlineMs: number) => void; stallMs?: number; clock?: Clock } = {}) {
     this.stallMs = hooks.stallMs ?? DEFAULT_STALL_MS;
+    this.clock = hooks.clock ?? systemClock;
   }
 
   /**
@@ -56,7 +60,7 @@ export class Connectivity {
    */
   asking(library: string, probe: boolean): { done: () => void } | undefined {
     if (!this.silent.has(library)) return { done: () => undefined };
-    const now = Date.now();
+    const now = this.clock.now();
     const calls = this.askingNow.get(library) ?? 0;
     if (!probe && (calls > 0 || now - (this.lastAskedMs.get(library) ?? 0) < this.stallMs)) return undefined;
     this.askingNow.set(library, calls + 1);
@@ -76,12 +80,13 @@ export class Connectivity {
   /** A call of `library` was answered (whatever the answer). */
   answered(library: string): void {
     if (this.silent.delete(library)) this.lastAskedMs.delete(library);
-    this.lastAnswerMs.set(library, Date.now());
+    const now = this.clock.now();
+    this.lastAnswerMs.set(library, now);
     const s = this.state.get(library);
     if (!s || s.online) return;
-    const since = s.offlineSinceMs ?? Date.now();
+    const since = s.offlineSinceMs ?? now;
     this.state.set(library, { library, online: true });
-    this.hooks.onOnline?.(library, Date.now() - since);
+    this.hooks.onOnline?.(library, now - since);
   }
 
   /** A call of `library` failed: offline when the failure says the service could not be reached. */
@@ -96,7 +101,7 @@ export class Connectivity {
       s.lastError = err.message;
       return;
     }
-    this.state.set(library, { library, online: false, offlineSinceMs: Date.now(), lastError: err.message });
+    this.state.set(library, { library, online: false, offlineSinceMs: this.clock.now(), lastError: err.message });
     this.hooks.onOffline?.(library, err);
   }
 
@@ -183,9 +188,8 @@ export class ReportingRemote implements Remote {
 
   /** `onStall`: the call had no answer for `stallMs` and its library went offline for it. */
   private async run<T>(call: () => Promise<T>, opts?: RemoteCallOptions, watch = true, onStall?: () => void): Promise<T> {
-    const startedMs = Date.now();
-    const timer = watch ? setTimeout(() => { if (this.link.stalled(this.library, startedMs)) onStall?.(); }, this.link.stallMs) : undefined;
-    timer?.unref();
+    const startedMs = this.link.clock.now();
+    const timer = watch ? this.link.clock.after(this.link.stallMs, () => { if (this.link.stalled(this.library, startedMs)) onStall?.(); }) : undefined;
     try {
       const result = await call();
       this.link.answered(this.library);
@@ -196,7 +200,7 @@ export class ReportingRemote implements Remote {
       if (!opts?.signal?.aborted) this.link.failed(this.library, err);
       throw err;
     } finally {
-      if (timer) clearTimeout(timer);
+      timer?.cancel();
     }
   }
 
@@ -206,23 +210,23 @@ export class ReportingRemote implements Remote {
    * service answers nothing else takes the library offline and ends with EIO: the reader is not left waiting.
    */
   private watchBody(body: Readable): Readable {
-    let lastMs = Date.now();
-    let timer: NodeJS.Timeout | undefined;
+    const clock = this.link.clock;
+    let lastMs = clock.now();
+    let timer: ClockTimer | undefined;
     const out = new Transform({
-      transform(chunk: Buffer, _enc, done) { lastMs = Date.now(); done(null, chunk); },
+      transform(chunk: Buffer, _enc, done) { lastMs = clock.now(); done(null, chunk); },
     });
     const arm = (): void => {
-      timer = setTimeout(() => {
+      timer = clock.after(Math.max(1, lastMs + this.link.stallMs - clock.now()), () => {
         if (out.destroyed || out.writableFinished) return;
         // The reader has not taken what it was given: waiting on it, not on the service.
-        if (out.readableLength >= out.readableHighWaterMark || body.readableLength > 0) lastMs = Date.now();
-        if (Date.now() - lastMs < this.link.stallMs) return arm();
+        if (out.readableLength >= out.readableHighWaterMark || body.readableLength > 0) lastMs = clock.now();
+        if (clock.now() - lastMs < this.link.stallMs) return arm();
         this.link.stalled(this.library, lastMs);
         out.destroy(new VfsError('EIO', `download stalled: the service sent nothing for ${Math.round(this.link.stallMs / 1000)} s`, { unreachable: true }));
-      }, Math.max(1, lastMs + this.link.stallMs - Date.now()));
-      timer.unref();
+      });
     };
-    pipeline(body, out, () => { if (timer) clearTimeout(timer); });
+    pipeline(body, out, () => { timer?.cancel(); });
     arm();
     return out;
   }

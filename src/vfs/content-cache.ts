@@ -16,6 +16,7 @@ import { writeFileAtomic } from '../shared/atomic-file.js';
 import type { Logger } from '../shared/log.js';
 import { addRange, covers, rangeBytes, skipBytes, type ByteRange } from './byte-ranges.js';
 import type { LocalRange } from './types.js';
+import { systemClock, type Clock } from './clock.js';
 
 export interface ContentCacheOptions {
   /** Folder of the cache. */
@@ -24,6 +25,8 @@ export interface ContentCacheOptions {
   maxBytes?: number;
   /** Bytes waiting to be written at most; beyond that, writes are skipped. Default 64 MiB. */
   maxPendingBytes?: number;
+  /** The time of the sidecars' saves. Default the real one. */
+  clock?: Clock;
   logger: Logger;
 }
 
@@ -207,7 +210,7 @@ export class ContentCache {
     this.total += item.bytes - before;
     this.counters.writtenBytes += item.bytes - before;
     item.sidecarDirty = true;
-    const now = Date.now();
+    const now = (this.opts.clock ?? systemClock).now();
     if (now - item.savedAtMs >= SIDECAR_EVERY_MS) await this.saveSidecar(item);
   }
 
@@ -221,7 +224,7 @@ export class ContentCache {
     // A cache: after a power loss a lost or older sidecar only costs fetching again.
     await writeFileAtomic(file, JSON.stringify(item.ranges), { durability: 'rename', mode: 0o600 });
     item.sidecarDirty = false;
-    item.savedAtMs = Date.now();
+    item.savedAtMs = (this.opts.clock ?? systemClock).now();
   }
 
   /** Evicts whole contents, least recently used first, until `incoming` more bytes fit (never `keep`). */

@@ -10,6 +10,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import { baseName, isWithin, parentOf, type RemoteEntry } from './remote.js';
+import type { Clock } from './clock.js';
 
 export interface MetadataCacheOptions {
   /** Entries (paths, positive or negative) kept. Default 100 000. */
@@ -20,6 +21,8 @@ export interface MetadataCacheOptions {
   maxBytes?: number;
   /** Age after which a cached entry or listing is not trusted, ms; 0 = trusted until changed. Default 0. */
   ttlMs?: number;
+  /** The time the age is measured in. Default the real one (the cache's own monotonic clock). */
+  clock?: Clock;
 }
 
 /** Marks a path known not to exist. */
@@ -82,12 +85,14 @@ export class MetadataCache {
     const maxEntries = opts.maxEntries ?? 100_000;
     const maxBytes = opts.maxBytes ?? 64 * 1024 * 1024;
     const ttl = opts.ttlMs && opts.ttlMs > 0 ? opts.ttlMs : undefined;
+    // A clock given is read at every check (no time cached between two of its readings).
+    const time = opts.clock ? { perf: opts.clock, ttlResolution: 0 } : {};
     this.entries = new LRUCache<string, Slot>({
-      max: maxEntries, maxSize: Math.max(1, Math.floor(maxBytes / 2)), ttl,
+      max: maxEntries, maxSize: Math.max(1, Math.floor(maxBytes / 2)), ttl, ...time,
       sizeCalculation: (v, k) => (v === MISSING ? 64 + 2 * k.length : entryBytes(v)),
     });
     this.listings = new LRUCache<string, FolderListing>({
-      max: opts.maxListings ?? 10_000, maxSize: Math.max(1, Math.floor(maxBytes / 2)), ttl,
+      max: opts.maxListings ?? 10_000, maxSize: Math.max(1, Math.floor(maxBytes / 2)), ttl, ...time,
       sizeCalculation: (v, k) => 64 + 2 * k.length + v.bytes,
     });
     this.paths = new LRUCache<string, string>({ max: maxEntries });

@@ -15,6 +15,7 @@ import { writeFileAtomic } from '../shared/atomic-file.js';
 import type { Logger } from '../shared/log.js';
 import type { MetadataCache } from './metadata-cache.js';
 import type { Remote, RemoteChange } from './remote.js';
+import { systemClock, type Clock, type ClockTimer } from './clock.js';
 
 export interface UpdatesFeedOptions {
   /** Library key in the cache. */
@@ -29,6 +30,8 @@ export interface UpdatesFeedOptions {
   maxPagesPerPoll?: number;
   /** Called for each change after the cache has applied it. */
   onChange?: (change: RemoteChange) => void;
+  /** The time of the polls. Default the real one. */
+  clock?: Clock;
   logger: Logger;
 }
 
@@ -46,7 +49,8 @@ export class UpdatesFeed {
   private cursor = -1;
   /** The cursor the file holds (loaded or last written). */
   private savedCursor: number | undefined;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: ClockTimer | undefined;
+  private readonly clock: Clock;
   private running: Promise<void> | undefined;
   /** Aborts the poll under way when the feed stops (a stop never waits for a hung service). */
   private readonly aborter = new AbortController();
@@ -63,6 +67,7 @@ export class UpdatesFeed {
   constructor(private readonly opts: UpdatesFeedOptions) {
     this.intervalMs = opts.intervalMs ?? 2000;
     this.maxPages = opts.maxPagesPerPoll ?? 50;
+    this.clock = opts.clock ?? systemClock;
     if (!Number.isFinite(this.intervalMs) || this.intervalMs < 0) throw new TypeError(`intervalMs: expected a number of ms >= 0, got ${opts.intervalMs}`);
     this.status = { library: opts.library, cursor: -1, healthy: false, changesApplied: 0, rebuilds: 0 };
   }
@@ -108,7 +113,7 @@ export class UpdatesFeed {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
+    this.timer?.cancel();
     this.timer = undefined;
     this.aborter.abort(new Error('updates feed stopped'));
     if (this.running) await this.running.catch(() => undefined);
@@ -116,10 +121,9 @@ export class UpdatesFeed {
 
   private schedule(): void {
     if (this.stopped || this.intervalMs === 0) return;
-    this.timer = setTimeout(() => {
+    this.timer = this.clock.after(this.intervalMs, () => {
       this.pollNow().catch(() => undefined).finally(() => this.schedule());
-    }, this.intervalMs);
-    this.timer.unref();
+    });
   }
 
   private async poll(): Promise<void> {
@@ -162,7 +166,7 @@ export class UpdatesFeed {
       this.fail(err);
     } finally {
       this.status.cursor = this.cursor;
-      this.status.lastPollMs = Date.now();
+      this.status.lastPollMs = this.clock.now();
     }
   }
 

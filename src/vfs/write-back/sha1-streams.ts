@@ -7,6 +7,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
+import { systemClock, type Clock } from '../clock.js';
 
 const WORKER_FILE = fileURLToPath(new URL('./sha1-stream-worker.mjs', import.meta.url));
 
@@ -26,6 +27,9 @@ export class Sha1Streams {
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closed = false;
+
+  /** `clock`: the time of the short wait that joins small extends into one message. */
+  constructor(private readonly clock: Clock = systemClock) {}
 
   /** A new stream over the file at `path` (empty now; it grows from byte 0). */
   open(path: string): Sha1Stream {
@@ -52,7 +56,7 @@ export class Sha1Streams {
         if (at - posted >= 1024 * 1024) post();
         else if (!scheduled) {
           scheduled = true;
-          setTimeout(post, 20).unref();
+          this.clock.after(20, post);
         }
       },
       digest: () => new Promise((resolve, reject) => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MetadataCache } from '../../../src/vfs/metadata-cache.js';
 import type { RemoteEntry } from '../../../src/vfs/remote.js';
+import { ManualClock } from '../../support/manual-clock.js';
 
 const file = (fullpath: string, size = 1): RemoteEntry => ({ id: `id-${fullpath}-${size}`, fullpath, name: fullpath.split('/').pop()!, isDir: false, size, mtimeMs: 0, ctimeMs: 0 });
 const folder = (fullpath: string): RemoteEntry => ({ ...file(fullpath, 0), isDir: true });
@@ -99,5 +100,20 @@ describe('MetadataCache: a removal', () => {
     expect(c.getEntry('L', 'd/sub')).toBeNull();
     expect(c.getEntry('L', 'd/sub/x')).toBeUndefined();
     expect(c.getListing('L', 'd/sub')).toBeUndefined();
+  });
+});
+
+describe('MetadataCache: trust limit (ttlMs)', () => {
+  it('answers an entry and a listing up to ttlMs after they were set, and not after', () => {
+    const clock = new ManualClock();
+    const c = new MetadataCache({ ttlMs: 1000, clock });
+    const a = file('a');
+    c.setListing('L', '', [a]);
+    clock.advance(1000);
+    expect(c.getEntry('L', 'a')).toEqual(a);
+    expect(c.getListing('L', '')?.map((e) => e.name)).toEqual(['a']);
+    clock.advance(1);
+    expect(c.getEntry('L', 'a')).toBeUndefined();
+    expect(c.getListing('L', '')).toBeUndefined();
   });
 });

@@ -12,16 +12,12 @@ import type { RemoteCallOptions, RemoteEntry } from '../../../src/vfs/remote.js'
 import { ServiceClient } from '../../../src/api/client.js';
 import { LibraryRemote } from '../../../src/remote/library-remote.js';
 import { waitFor } from '../../support/wait-for.js';
+import { ManualClock } from '../../support/manual-clock.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-/** Waits until `cond` holds, failing with `what` after `ms`. */
-async function until(cond: () => boolean, what: string): Promise<void> {
-  await waitFor(what, cond, { timeoutMs: 20_000 });
-}
 
 /** A server that takes connections and never answers: a stopped service's kernel still accepts. */
 async function silentServer(): Promise<string> {
@@ -36,33 +32,41 @@ async function silentServer(): Promise<string> {
 
 describe('a stalled service', () => {
   it('a read with no answer for the stall deadline ends with EIO and takes the library offline, long before the call\'s own deadline', async () => {
-    const link = new Connectivity({ stallMs: 200 });
+    const clock = new ManualClock();
+    const link = new Connectivity({ stallMs: 200, clock });
     const client = new ServiceClient({ baseUrl: await silentServer(), credentials: { library: { org_client_id: 'id', org_client_secret: 'secret' } }, retries: 0, timeoutMs: 600_000 });
     cleanups.push(() => client.close());
     const remote = new ReportingRemote(new LibraryRemote({ client }), 'A', link);
     // A read is called off at the stall: its reader gets EIO instead of waiting for the call's own deadline.
-    const err = await remote.list('').then(() => undefined, (e: unknown) => e as Error & { code?: string });
+    const call = remote.list('').then(() => undefined, (e: unknown) => e as Error & { code?: string });
+    clock.advance(199);
+    expect(link.online('A')).toBe(true);
+    clock.advance(1);
+    expect(link.online('A')).toBe(false);
+    const err = await call;
     expect(err?.code).toBe('EIO');
     expect(err?.message).toMatch(/has not answered/);
-    expect(link.online('A')).toBe(false);
     expect(link.of('A').lastError).toMatch(/has not answered/);
   });
 
   it('while the service stays silent a read asks it only when nothing else does; the feed\'s poll always asks and finds it back', async () => {
-    const link = new Connectivity({ stallMs: 200 });
+    const clock = new ManualClock();
+    const link = new Connectivity({ stallMs: 200, clock });
     const inner = new MemoryRemote({ name: 'A', id: '1' });
     let silent = true;
     const list = inner.list.bind(inner);
     inner.list = (p: string, opts?: RemoteCallOptions): Promise<RemoteEntry[]> =>
       (silent ? new Promise<RemoteEntry[]>((_, reject) => opts?.signal?.addEventListener('abort', () => reject(opts.signal!.reason as Error))) : list(p));
     const remote = new ReportingRemote(inner, 'A', link);
-    const first = await remote.list('').then(() => undefined, (e: Error & { code?: string }) => e);
-    expect(first?.message).toMatch(/has not answered/);
+    const first = remote.list('').then(() => undefined, (e: Error & { code?: string }) => e);
+    clock.advance(200);
+    expect((await first)?.message).toMatch(/has not answered/);
     // One read asks (and waits); a read beside it fails at once, without a call.
     const asking = remote.list('').then(() => 'answered', (e: Error) => e.message);
     const beside = await remote.list('').then(() => 'answered', (e: Error & { code?: string }) => `${e.code} ${e.message}`);
     expect(beside).toMatch(/^EIO .*library offline/);
     silent = false;
+    clock.advance(200);
     expect(await asking).toMatch(/has not answered/);
     // The feed's poll asks whatever else did: the service answers, the library is online, reads ask again.
     await remote.changes(0);
@@ -72,22 +76,24 @@ describe('a stalled service', () => {
   });
 
   it('a change with no answer takes the library offline but waits for its own outcome', async () => {
-    const link = new Connectivity({ stallMs: 200 });
+    const clock = new ManualClock();
+    const link = new Connectivity({ stallMs: 200, clock });
     const client = new ServiceClient({ baseUrl: await silentServer(), credentials: { library: { org_client_id: 'id', org_client_secret: 'secret' } }, retries: 0, timeoutMs: 600_000 });
     cleanups.push(() => client.close());
     const remote = new ReportingRemote(new LibraryRemote({ client }), 'A', link);
     const stop = new AbortController();
-    let settled = false;
-    const call = remote.move('a.txt', 'b.txt', { signal: stop.signal }).finally(() => { settled = true; }).catch((e: unknown) => e);
-    await until(() => !link.online('A'), 'the library to go offline');
-    // Whether the service made the move is not known: the call is still waiting for its answer.
-    expect(settled).toBe(false);
-    stop.abort();
-    await call;
+    const call = remote.move('a.txt', 'b.txt', { signal: stop.signal }).then(() => undefined, (e: Error) => e);
+    clock.advance(200);
+    expect(link.online('A')).toBe(false);
+    // Whether the service made the move is not known: the call still waits for its answer, and ends only
+    // when its caller calls it off (not with the stall's EIO).
+    stop.abort(new Error('called off by the test'));
+    expect((await call)?.message).not.toMatch(/has not answered/);
   });
 
   it('a download whose body stops ends with EIO and takes the library offline; a reader that does not read is not a stall', async () => {
-    const link = new Connectivity({ stallMs: 200 });
+    const clock = new ManualClock();
+    const link = new Connectivity({ stallMs: 200, clock });
     const inner = new MemoryRemote({ name: 'A', id: '1' });
     // The first piece comes, then nothing: the body of a service stopped mid-download.
     let ended = false;
@@ -100,13 +106,15 @@ describe('a stalled service', () => {
       body.on('data', (c: Buffer) => { got += c.length; });
       body.on('error', resolve);
     });
+    await waitFor('the first piece read', () => got, { until: (n) => n === 512 * 1024 });
+    clock.advance(200);
     const err = await failure as Error & { code?: string };
     expect(got).toBe(512 * 1024);
     expect(err.code).toBe('EIO');
     expect(link.online('A')).toBe(false);
 
     // A body its reader leaves unread for longer than the deadline is not cut.
-    const link2 = new Connectivity({ stallMs: 100 });
+    const link2 = new Connectivity({ stallMs: 100, clock });
     const full = new MemoryRemote({ name: 'B', id: '2' });
     let pieces = 0;
     // 64 pieces of 64 KiB, each as soon as it is asked for: only the reader sets the pace.
@@ -115,8 +123,10 @@ describe('a stalled service', () => {
     let paused = 0;
     for await (const c of unread) {
       paused += (c as Buffer).length;
-      // eslint-disable-next-line no-restricted-syntax -- the claim is about time itself: a reader that pauses longer than the deadline
-      if (paused === (c as Buffer).length) await new Promise((r) => setTimeout(r, 400));
+      if (paused !== (c as Buffer).length) continue;
+      // The reader pauses four deadlines long once the body has filled what it may hold for it.
+      await waitFor('the body to fill the unread buffer', () => unread.readableLength, { until: (n) => n >= unread.readableHighWaterMark });
+      clock.advance(400);
     }
     expect(paused).toBe(4 << 20);
     expect(link2.online('B')).toBe(true);

@@ -1,0 +1,12 @@
+/** CPU time a process of this machine has used so far, from /proc (benchmarks: where the cores went). */
+import { execFileSync } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+
+const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+
+/** User + system CPU time of a process so far (ms), from /proc/PID/stat (fields 14 and 15, in clock ticks). */
+export async function cpuMsOf(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+}

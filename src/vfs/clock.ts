@@ -1,0 +1,27 @@
+/**
+ * The time src/vfs/ reads: the current time and one-shot timers. Parts that depend on time take a Clock
+ * at construction (the real one by default), so that a test moves time on instead of waiting for it.
+ */
+
+/** A timer set with Clock.after. */
+export interface ClockTimer {
+  /** The callback will not be called (no effect once it was). */
+  cancel(): void;
+}
+
+export interface Clock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+  /** Calls `fn` once, `ms` from now. A pending timer never keeps the process alive. */
+  after(ms: number, fn: () => void): ClockTimer;
+}
+
+/** The real time: Date.now and unreferenced setTimeout. */
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  after(ms, fn) {
+    const t = setTimeout(fn, ms);
+    t.unref();
+    return { cancel: () => clearTimeout(t) };
+  },
+};

@@ -1,0 +1,116 @@
+/**
+ * How the gateway finds what a path is: a local file (the WriteBack's) first, then the metadata cache,
+ * then the service; folder listings with local files laid over them; and entries as the Attrs the front
+ * ends see (the times programs set, `dirty`, `stale` while the library is offline).
+ */
+import { gatewayPathOf } from './gateway-path.js';
+import type { MetadataCache } from './metadata-cache.js';
+import { parentOf, type RemoteEntry } from './remote.js';
+import type { Connectivity } from './connectivity.js';
+import type { TimeOverrides } from './time-overrides.js';
+import type { WriteBack } from './write-back/write-back.js';
+import { remoteCall, type Library } from './library-folders.js';
+import type { UnlinkedWhileRead } from './unlinked-while-read.js';
+import { VfsError, type Attr, type CallContext } from './types.js';
+
+export interface NamespaceLookupsOptions {
+  cache: MetadataCache;
+  writeBack: WriteBack;
+  unlinked: UnlinkedWhileRead;
+  times: TimeOverrides;
+  connectivity: Connectivity;
+  /** When the gateway opened, ms since the epoch: the time of the root and the library folders. */
+  openedMs: number;
+}
+
+export class NamespaceLookups {
+  constructor(private readonly opts: NamespaceLookupsOptions) {}
+
+  /** An entry as the gateway sees it: a local file first, then the cache, then the service. */
+  async lookup(lib: Library, fullpath: string, ctx?: CallContext): Promise<RemoteEntry | null> {
+    const { cache, writeBack, unlinked } = this.opts;
+    if (fullpath === '') return { id: lib.id, fullpath: '', name: lib.name, isDir: true, size: 0, mtimeMs: this.opts.openedMs, ctimeMs: this.opts.openedMs };
+    const local = writeBack.entry(lib.name, fullpath);
+    if (local) return local;
+    if (unlinked.isHidden(lib.name, fullpath)) return null;
+    // A path below a pending new file cannot exist; a parent known missing answers for its children.
+    const cached = cache.getEntry(lib.name, fullpath);
+    if (cached !== undefined) return cached;
+    const parent = parentOf(fullpath);
+    if (parent !== '' && cache.getEntry(lib.name, parent) === null) return null;
+    const e = await lib.remote.stat(fullpath, remoteCall(ctx));
+    cache.setEntry(lib.name, fullpath, e);
+    return e;
+  }
+
+  /** As lookup, without the cache for the final answer (before a change). */
+  async entryOf(lib: Library, fullpath: string, ctx?: CallContext): Promise<RemoteEntry | null> {
+    const local = this.opts.writeBack.entry(lib.name, fullpath);
+    if (local) return local;
+    if (this.opts.unlinked.isHidden(lib.name, fullpath)) return null;
+    const e = await lib.remote.stat(fullpath, remoteCall(ctx));
+    this.opts.cache.setEntry(lib.name, fullpath, e);
+    return e;
+  }
+
+  /** ENOENT unless `fullpath` is a folder (ENOTDIR when a file). */
+  async needFolder(lib: Library, fullpath: string, ctx?: CallContext): Promise<void> {
+    if (fullpath === '') return;
+    const e = await this.lookup(lib, fullpath, ctx);
+    if (!e) throw new VfsError('ENOENT', `no such folder: ${gatewayPathOf(lib.name, fullpath)}`);
+    if (!e.isDir) throw new VfsError('ENOTDIR', `${gatewayPathOf(lib.name, fullpath)} is a file`);
+  }
+
+  /** A folder's entries: the cached or fetched listing, with local files laid over it. */
+  async listDir(lib: Library, fullpath: string, ctx?: CallContext): Promise<RemoteEntry[]> {
+    let list = this.opts.cache.getListing(lib.name, fullpath);
+    if (!list) {
+      if (fullpath !== '') {
+        const self = await this.lookup(lib, fullpath, ctx);
+        if (!self) throw new VfsError('ENOENT', `no such folder: ${gatewayPathOf(lib.name, fullpath)}`);
+        if (!self.isDir) throw new VfsError('ENOTDIR', `${gatewayPathOf(lib.name, fullpath)} is a file`);
+      }
+      list = await lib.remote.list(fullpath, remoteCall(ctx));
+      this.opts.cache.setListing(lib.name, fullpath, list);
+    }
+    return [...this.overlaid(lib, fullpath, list).values()].sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
+  }
+
+  /** A folder's listing by name, without the names being removed and with local files laid over it. */
+  overlaid(lib: Library, fullpath: string, list: RemoteEntry[]): Map<string, RemoteEntry> {
+    const byName = new Map(list.map((e) => [e.name, e]));
+    for (const name of this.opts.unlinked.hiddenIn(lib.name, fullpath)) byName.delete(name);
+    for (const e of this.opts.writeBack.entriesIn(lib.name, fullpath)) byName.set(e.name, e);
+    return byName;
+  }
+
+  toAttr(lib: Library, e: RemoteEntry): Attr {
+    const local = !e.isDir && this.opts.writeBack.dirty(lib.name, e.fullpath);
+    const mtimeMs = isUnsent(e) ? e.mtimeMs : this.opts.times.get(lib.name, e.id, versionOf(e)) ?? e.mtimeMs;
+    return {
+      path: gatewayPathOf(lib.name, e.fullpath), name: e.fullpath === '' ? lib.name : e.name, isDir: e.isDir, size: e.isDir ? 0 : e.size,
+      mtimeMs, ctimeMs: e.ctimeMs, id: isUnsent(e) ? undefined : e.id, contentHash: e.contentHash,
+      dirty: local || undefined,
+      locked: e.locked, tags: e.tags, lastModifiedBy: e.lastModifiedBy,
+      stale: this.opts.connectivity.online(lib.name) ? undefined : true,
+    };
+  }
+
+  rootAttr(): Attr {
+    return { path: '/', name: '', isDir: true, size: 0, mtimeMs: this.opts.openedMs, ctimeMs: this.opts.openedMs };
+  }
+
+  libraryAttr(l: Library): Attr {
+    return { path: `/${l.name}`, name: l.name, isDir: true, size: 0, mtimeMs: this.opts.openedMs, ctimeMs: this.opts.openedMs, id: l.id };
+  }
+}
+
+/** What identifies a version of an entry for a time override. */
+export function versionOf(e: RemoteEntry): string {
+  return e.contentHash ?? `t${e.mtimeMs}`;
+}
+
+/** A local file the service does not have yet (made here, its first upload still to come). */
+export function isUnsent(e: RemoteEntry): boolean {
+  return e.id.startsWith('local:');
+}
