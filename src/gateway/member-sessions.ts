@@ -20,7 +20,7 @@
  *   while it runs, even the password the session's verifier knows is refused.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LRUCache } from 'lru-cache';
 import { ServiceClient, type ClientSecretPair } from '../api/client.js';
@@ -31,6 +31,7 @@ import { createVfs, type CreateVfsOptions } from '../vfs/index.js';
 import { VfsError } from '../vfs/types.js';
 import type { Remote } from '../vfs/remote.js';
 import { UserTokenRemote } from '../remote/user-token-remote.js';
+import { UploadJournal, type JournalEntry } from '../vfs/write-back/upload-journal.js';
 import { LibraryRemote } from '../remote/library-remote.js';
 
 /** A library the gateway serves: its folder name, id on the service, its feed and its library authorization. */
@@ -126,6 +127,13 @@ export class MemberSessions {
   private readonly clock: () => number;
   private readonly sweeper: NodeJS.Timeout;
   private closed = false;
+  /**
+   * The journals of members without a session that still hold uploads, by member key: the gateway keeps
+   * no password, so they go up at the member's next login; status lists them, flush names them.
+   */
+  private readonly idleJournals = new Map<string, { account: string; entries: JournalEntry[] }>();
+  /** The members' folders read once at start (journals left by the last run). */
+  readonly ready: Promise<void>;
   readonly counters = { grants: 0, verified: 0, refused: 0, throttled: 0, ended: 0 };
 
   constructor(private readonly opts: MemberSessionsOptions) {
@@ -136,6 +144,26 @@ export class MemberSessions {
     this.clock = opts.clock ?? Date.now;
     this.sweeper = setInterval(() => this.sweep(), Math.min(60_000, Math.max(1000, Math.floor(this.idleMs / 4))));
     this.sweeper.unref();
+    this.ready = this.readIdleJournals().catch((err: Error) => opts.logger.warn({ err: err.message }, 'members: the journals of the last run could not be read'));
+  }
+
+  /** Every member's folder without a session: what its journal still holds. */
+  private async readIdleJournals(): Promise<void> {
+    const keys = await readdir(this.opts.dataDir).catch(() => [] as string[]);
+    for (const key of keys) {
+      if (this.sessions.has(key) || this.closing.has(key)) continue;
+      const member = await readFile(join(this.opts.dataDir, key, 'member.json'), 'utf8').then((t) => JSON.parse(t) as { account?: unknown }, () => undefined);
+      if (typeof member?.account === 'string') await this.noteIdleJournal(key, member.account);
+    }
+  }
+
+  /** Reads the journal of a member without a session: kept in `idleJournals` while it holds uploads. */
+  private async noteIdleJournal(key: string, account: string): Promise<void> {
+    const entries = (await new UploadJournal(join(this.opts.dataDir, key, 'journal')).peek()).filter((e) => (e.kind ?? 'file') === 'file');
+    // A session opened meanwhile owns the journal now.
+    if (this.sessions.has(key)) return;
+    if (entries.length > 0) this.idleJournals.set(key, { account, entries });
+    else this.idleJournals.delete(key);
   }
 
   /** Sessions open now (status). */
@@ -144,16 +172,33 @@ export class MemberSessions {
     return [...this.sessions.values()].map((s) => ({ account: s.account, idleMs: now - s.lastUseMs, pendingUploads: s.vfs.status().uploads.length }));
   }
 
-  /** The uploads waiting in the journals of the open sessions, each naming its member. */
+  /**
+   * The uploads waiting in the members' journals, each naming its member: those of the open sessions, and
+   * those of members without one (queued until the member's next login).
+   */
   uploads(): MemberUpload[] {
-    return [...this.sessions.values()].filter((s) => !s.closing).flatMap((s) => s.vfs.status().uploads.map((u) => ({ ...u, member: s.account })));
+    const open = [...this.sessions.values()].filter((s) => !s.closing).flatMap((s) => s.vfs.status().uploads.map((u) => ({ ...u, member: s.account })));
+    const waiting = [...this.idleJournals.values()].flatMap(({ account, entries }) => entries.map((e): MemberUpload => ({
+      id: e.id, library: e.library, fullpath: e.fullpath, state: 'queued', failures: 0, queuedMs: e.createdMs, size: e.size, member: account,
+      lastError: `waits for ${account} to log in again (the gateway keeps no member's password)`,
+    })));
+    return [...open, ...waiting];
   }
 
-  /** Waits until the uploads of every open session are on the service (or `timeoutMs` has passed: the first failure is thrown). */
+  /**
+   * Waits until the uploads of every open session are on the service (or `timeoutMs` has passed: the first
+   * failure is thrown). Uploads in the journals of members without a session cannot go before their next
+   * login: an error names them.
+   */
   async flushAll(opts: { timeoutMs?: number } = {}): Promise<void> {
     const results = await Promise.allSettled([...this.sessions.values()].filter((s) => !s.closing).map((s) => s.vfs.flushAll(opts)));
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
+    await this.ready;
+    if (this.idleJournals.size > 0) {
+      const who = [...this.idleJournals.values()].map((w) => `${w.account} (${w.entries.length})`).join(', ');
+      throw new VfsError('EAGAIN', `uploads wait in the journals of members without a session: ${who}; they go up at each one's next login`);
+    }
   }
 
   /**
@@ -315,6 +360,7 @@ export class MemberSessions {
     const salt = randomBytes(16);
     const session: Session = { account, key, vfs, client, salt, verifier: verifierOf(salt, password), lastUseMs: this.clock(), pinned: false };
     this.sessions.set(key, session);
+    this.idleJournals.delete(key);
     this.scheduleRefresh(session, grant.expires_in);
     session.checkTimer = setInterval(() => void this.check(session), this.checkIntervalMs);
     session.checkTimer.unref();
@@ -381,6 +427,7 @@ export class MemberSessions {
         this.opts.logger.warn({ account: s.account, err: (err as Error).message }, 'member session: uploads left in the member\'s journal');
       }
       await s.vfs.close().catch((err: Error) => this.opts.logger.warn({ account: s.account, err: err.message }, 'member session: close failed'));
+      await this.noteIdleJournal(s.key, s.account).catch((err: Error) => this.opts.logger.warn({ account: s.account, err: err.message }, 'member session: its journal could not be read'));
     })().finally(() => { if (this.closing.get(s.key) === s.closing) this.closing.delete(s.key); });
     this.closing.set(s.key, s.closing);
     return s.closing;

@@ -455,6 +455,20 @@ export class UploadJournal implements SideJournal {
     return [...found.values()].map((f) => f.entry).sort((a, b) => orderOf(a) - orderOf(b));
   }
 
+  /**
+   * The entries on disk as `entries()` would find them, oldest first, with nothing changed (no rewrite, no
+   * spool removed): for a journal no Vfs has open, such as a member's between sessions.
+   */
+  async peek(): Promise<JournalEntry[]> {
+    const found = new Map<string, JournalEntry>();
+    for (const e of await this.legacyEntries()) found.set(e.id, e);
+    await this.eachLine([...(await this.sideLogs()), this.logPath], async (rec) => {
+      if (rec.rm !== undefined) found.delete(rec.rm);
+      else found.set(rec.put!.id, rec.put!);
+    });
+    return [...found.values()].sort((a, b) => orderOf(a) - orderOf(b));
+  }
+
   // ---- the log -----------------------------------------------------------------------------------------
 
   /**
