@@ -143,6 +143,33 @@ export class Directory {
     return await this.db.get('SELECT * FROM partners WHERE client_id = ?', [clientId]) as PartnerRow | undefined;
   }
 
+  /** A library's authorization and its library (not deleted), in one statement: what a library call's authentication reads. */
+  async libraryAuthWithLibrary(orgClientId: string): Promise<{ auth: LibraryAuthRow; library: LibraryRow } | undefined> {
+    const row = await this.db.get(
+      'SELECT l.*, a.org_client_id AS auth_org_client_id, a.org_client_secret AS auth_org_client_secret, a.library_id AS auth_library_id, ' +
+      'a.ent_client_id AS auth_ent_client_id, a.title AS auth_title FROM library_auths a JOIN libraries l ON l.id = a.library_id WHERE a.org_client_id = ? AND l.deleted = 0',
+      [orgClientId],
+    ) as Record<string, unknown> | undefined;
+    if (!row) return undefined;
+    return { auth: prefixed(row, 'auth_') as unknown as LibraryAuthRow, library: unprefixed(row, 'auth_') as unknown as LibraryRow };
+  }
+
+  /** The access token, the application it was issued to and its member, in one statement (an authentication's read). */
+  async tokenHolder(token: string): Promise<{ token: TokenRow; application: ApplicationRow; member: MemberRow } | undefined> {
+    const row = await this.db.get(
+      'SELECT m.*, t.token AS token_token, t.member_id AS token_member_id, t.client_id AS token_client_id, t.refresh_token AS token_refresh_token, ' +
+      't.expires_ms AS token_expires_ms, a.client_id AS app_client_id, a.client_secret AS app_client_secret, a.title AS app_title ' +
+      'FROM access_tokens t JOIN applications a ON a.client_id = t.client_id JOIN members m ON m.id = t.member_id WHERE t.token = ?',
+      [token],
+    ) as Record<string, unknown> | undefined;
+    if (!row) return undefined;
+    return {
+      token: prefixed(row, 'token_') as unknown as TokenRow,
+      application: prefixed(row, 'app_') as unknown as ApplicationRow,
+      member: unprefixed(unprefixed(row, 'token_'), 'app_') as unknown as MemberRow,
+    };
+  }
+
   async application(clientId: string): Promise<ApplicationRow | undefined> {
     return await this.db.get('SELECT * FROM applications WHERE client_id = ?', [clientId]) as ApplicationRow | undefined;
   }
@@ -162,4 +189,14 @@ export class Directory {
     if (lib.owner_id === memberId) return true;
     return !!await this.db.get('SELECT 1 FROM library_members WHERE library_id = ? AND member_id = ?', [libraryId, memberId]);
   }
+}
+
+/** The columns of `row` named with `prefix`, without it. */
+function prefixed(row: Record<string, unknown>, prefix: string): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(row).filter(([k]) => k.startsWith(prefix)).map(([k, v]) => [k.slice(prefix.length), v]));
+}
+
+/** The columns of `row` not named with `prefix`. */
+function unprefixed(row: Record<string, unknown>, prefix: string): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(row).filter(([k]) => !k.startsWith(prefix)));
 }

@@ -72,7 +72,13 @@ export class Authenticator {
    * clients make such sequences (create_folder then del, info then get_token, in one second), while a
    * signature captured on the wire and sent from elsewhere is refused.
    */
-  async authenticate(credential: Credential, path: string, params: Record<string, string>, guard: ReplayGuard = 'change', peer = ''): Promise<Caller> {
+  /**
+   * The caller once the signature is verified, and `guarded`: the replay guard's verdict, which settles
+   * once the signature is recorded (and rejects with 401043 when the call is refused). A call may not act
+   * before `guarded` settles unless it is a read (`guard` 'read' is never refused: its work may go beside
+   * the record, which must be made before its answer).
+   */
+  async authenticate(credential: Credential, path: string, params: Record<string, string>, guard: ReplayGuard = 'change', peer = ''): Promise<{ caller: Caller; guarded: Promise<void> }> {
     // The official SDKs call the enterprise and library management APIs either with client_id or, once
     // they hold an enterprise token (partner get_token, exchanged), with `token` + `token_type=ent`.
     const entToken = credential === 'enterprise' && !params.client_id && !!params.token;
@@ -91,26 +97,27 @@ export class Authenticator {
     if (given === undefined || given === '') throw badParam('sign', 'the request signature', given ?? null);
     const ok = signatureVariants(secret, params, path).some((v) => safeEqual(v, given));
     if (!ok) throw new ServiceFault(FaultCode.SignatureFailed, 'signature verification failed');
-    const other = await this.ledger?.use(given, path, dateline ? Number(dateline) * 1000 : undefined, peer);
-    if (other !== undefined && guard !== 'read') {
-      const sameAddress = other.peer === peer;
-      if (!sameAddress || (guard === 'change' && this.policy === 'strict')) {
-        const where = sameAddress ? '' : ' from another address';
-        throw new ServiceFault(FaultCode.SignatureReplayed, `this signature was already used for ${other.path}${where}; sign each call anew (the signature covers parameter values only)`);
-      }
+    const guarded = this.guard(given, path, dateline ? Number(dateline) * 1000 : undefined, guard, peer);
+    return { caller, guarded };
+  }
+
+  /** Records a verified signature's use; refuses (401043) a call the replay policy does not let through. */
+  private async guard(sign: string, path: string, datelineMs: number | undefined, guard: ReplayGuard, peer: string): Promise<void> {
+    const other = await this.ledger?.use(sign, path, datelineMs, peer);
+    if (other === undefined || guard === 'read') return;
+    const sameAddress = other.peer === peer;
+    if (!sameAddress || (guard === 'change' && this.policy === 'strict')) {
+      const where = sameAddress ? '' : ' from another address';
+      throw new ServiceFault(FaultCode.SignatureReplayed, `this signature was already used for ${other.path}${where}; sign each call anew (the signature covers parameter values only)`);
     }
-    return caller;
   }
 
   /** The application and member an access token was issued to (refused when unknown or expired). */
   private async tokenHolder(token: string): Promise<{ application: ApplicationRow; member: MemberRow }> {
-    const row = await this.directory.accessToken(token);
-    if (!row) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
-    if (row.expires_ms <= this.clock()) throw new ServiceFault(FaultCode.TokenExpired, 'access token expired');
-    const application = await this.directory.application(row.client_id);
-    const member = await this.directory.member(row.member_id);
-    if (!application || !member) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
-    return { application, member };
+    const holder = await this.directory.tokenHolder(token);
+    if (!holder) throw new ServiceFault(FaultCode.TokenInvalid, 'access token invalid');
+    if (holder.token.expires_ms <= this.clock()) throw new ServiceFault(FaultCode.TokenExpired, 'access token expired');
+    return holder;
   }
 
   /**
@@ -133,11 +140,10 @@ export class Authenticator {
     const unknown = (name: string) => new ServiceFault(FaultCode.ClientNotFound, `${name} not found`);
     switch (credential) {
       case 'library': {
-        const auth = await this.directory.libraryAuth(need('org_client_id'));
-        if (!auth) throw unknown('org_client_id');
-        const library = await this.directory.library(auth.library_id);
-        if (!library) throw new ServiceFault(FaultCode.LibraryMissing, `library ${auth.library_id} not found or deleted`);
-        return { caller: { credential, library, libraryAuth: auth }, secret: auth.org_client_secret };
+        // Its library comes with it (not deleted): an authorization of a deleted library is not found.
+        const found = await this.directory.libraryAuthWithLibrary(need('org_client_id'));
+        if (!found) throw unknown('org_client_id');
+        return { caller: { credential, library: found.library, libraryAuth: found.auth }, secret: found.auth.org_client_secret };
       }
       case 'enterprise': {
         const enterprise = await this.directory.enterpriseByClientId(need('client_id'));

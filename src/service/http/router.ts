@@ -102,9 +102,16 @@ export class Router {
       const raw = request.params;
       file = request.file;
       const entry = this.handlers.get(`${endpoint.family}.${endpoint.name}`);
-      const caller = await this.auth.authenticate(endpoint.def.credential, url.pathname, raw, replayGuardOf(endpoint.def), clientAddress(req));
+      const guard = replayGuardOf(endpoint.def);
+      const { caller, guarded } = await this.auth.authenticate(endpoint.def.credential, url.pathname, raw, guard, clientAddress(req));
+      guarded.catch(() => undefined); // awaited below; a failure meanwhile is not unhandled
       if (!entry) throw new ServiceFault(FaultCode.NotSupported, `${url.pathname} is not supported by the embedded service`);
-      await this.opts.admit?.(endpoint, caller);
+      // The replay guard's record and the admission check go side by side; a read's work goes beside the
+      // record too (a read is never refused), which is made before its answer. Of two failures the
+      // guard's is the one answered.
+      const [guardedFirst, admitted] = await Promise.allSettled([guard === 'read' ? undefined : guarded, this.opts.admit?.(endpoint, caller)]);
+      if (guardedFirst.status === 'rejected') throw guardedFirst.reason;
+      if (admitted.status === 'rejected') throw admitted.reason;
       if (file) {
         // The content came with the call: what the table asks the client to declare is known.
         raw.filehash ??= file.sha1;
@@ -112,6 +119,7 @@ export class Router {
       }
       validateParams(endpoint.def, raw, { allowUnknown: true });
       const body = await entry.handler({ endpoint, params: new ParamReader(raw), caller, ip: req.socket.remoteAddress ?? '', ...(file ? { file } : {}) });
+      await guarded;
       sendJson(res, 200, body ?? {});
     } catch (err) {
       sendFault(res, err, this.log, { path: url.pathname, endpoint: endpoint ? `${endpoint.family}.${endpoint.name}` : undefined });
