@@ -37,6 +37,7 @@ import { LocalVersion, UnwrittenSpools } from './local-version.js';
 import type { RangeReader } from './range-reader.js';
 import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './remote.js';
 import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
+import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
 import { INLINE_MAX_BYTES, UploadJournal, orderOf, type JournalEntry } from './upload-journal.js';
 import { UploadQueue, type UploadStatus } from './upload-queue.js';
 import { VfsError, type Attr, type CallContext, type DirectSpool, type EngineClose, type FileHandle, type LocalRange, type OpenFlags, type PassthroughSpool, type SideJournal } from './types.js';
@@ -955,10 +956,11 @@ export class WriteBack {
     v.journaling = entryWritten;
     try {
       // A close the front end journaled itself: its record is this version's when it names it, at its path.
-      let closed = opts.closed && !opts.sync ? this.journal.sideRecordEntry(opts.closed.line) : undefined;
+      const record = opts.closed && !opts.sync ? decodeCloseRecord(opts.closed.record) : undefined;
+      let closed = record && closeRecordEntry(record);
       if (closed && (closed.id !== v.id || closed.library !== v.library || closed.fullpath !== v.fullpath || v.operator)) closed = undefined;
       // A small file's bytes go in its journal record: its spool then needs no fsync of its own.
-      let inline = closed ? undefined : v.inlineContent();
+      let inline = closed ? record!.data : v.inlineContent();
       await v.seal(this.opts.hasher, { sync: opts.sync && !inline && !closed, closed: closed && { size: closed.size, sha1: closed.sha1!, mtimeNs: opts.closed!.spoolMtimeNs } });
       if (closed && !v.sealedAs(closed.sha1!, closed.size)) {
         // The kernel wrote on meanwhile (another descriptor of the open file): sealed as the spool is now.
@@ -972,7 +974,7 @@ export class WriteBack {
       const entry = closed ?? this.journalEntry(v);
       // Unchanged since an fsync made its spool durable: nothing of it is left to a group commit.
       const spoolSynced = (opts.sync && !inline) || v.syncedGeneration === v.generation;
-      await this.journal.put(entry, { spoolSynced, sync: opts.sync, inline, line: closed && opts.closed!.line }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+      await this.journal.put(entry, { spoolSynced, sync: opts.sync, inline }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
     } catch (err) {
       resolveEntry();
       const failed = this.journalingFailed(v, err, s?.slot);
@@ -1019,8 +1021,8 @@ export class WriteBack {
 
   /**
    * New files a front end created, had written and closed by itself (Vfs.createClosed): each version is
-   * installed closed at its path, sealed as its record says, the record appended to the journal as it is
-   * (see `journalVersion` with `closed`), and queued for upload after the write-back delay. The records
+   * installed closed at its path, sealed as its record says, journaled with a put line written from the
+   * record (see `journalVersion` with `closed`), and queued for upload after the write-back delay. The records
    * of all of them go to the log in one write. For each, true once made; false, with nothing changed for
    * it, when its path has a local version or session, its record is not a put of its id at its path, or
    * its spool does not show the size and time the record was made from. A record that cannot be written
@@ -1030,8 +1032,8 @@ export class WriteBack {
     const made = files.map((f) => this.closedVersionOf(f.library, f.fullpath, f.id, f.closed));
     for (const m of made) if (m) this.opts.diskFaults?.check('journal', `journaling '${m.v.fullpath}'`);
     const puts: Promise<void>[] = [];
-    made.forEach((m, i) => {
-      if (m) puts.push(this.journal.put(m.entry, { sync: false, line: files[i]!.closed.line }));
+    made.forEach((m) => {
+      if (m) puts.push(this.journal.put(m.entry, { sync: false, inline: m.data }));
     });
     // Issued together, the appends go out in one write.
     await Promise.all(puts).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${files.length === 1 ? files[0]!.fullpath : `${files.length} files`}'`); });
@@ -1069,9 +1071,10 @@ export class WriteBack {
    * The closed version `closed` makes of a new file (createClosed), sealed as its record says, with the
    * record's entry (the journal keeps it as the line has it); undefined when it cannot be made.
    */
-  private closedVersionOf(library: string, fullpath: string, id: string, closed: EngineClose): { v: LocalVersion; entry: JournalEntry } | undefined {
-    const entry = this.journal.sideRecordEntry(closed.line);
-    if (!entry || entry.id !== id || entry.library !== library || entry.fullpath !== fullpath || !this.journal.freshId(id)) return undefined;
+  private closedVersionOf(library: string, fullpath: string, id: string, closed: EngineClose): { v: LocalVersion; entry: JournalEntry; data: Buffer } | undefined {
+    const record = decodeCloseRecord(closed.record);
+    const entry = record && closeRecordEntry(record);
+    if (!record || !entry || entry.id !== id || entry.library !== library || entry.fullpath !== fullpath || !this.journal.freshId(id)) return undefined;
     const existing = this.slots.get(keyOf(library, fullpath));
     if (existing && (existing.current || existing.acked || existing.session)) return undefined;
     const spool = this.journal.spoolPath(id);
@@ -1085,7 +1088,7 @@ export class WriteBack {
     if (st.size !== BigInt(entry.size) || st.mtimeNs !== closed.spoolMtimeNs) return undefined;
     const v = LocalVersion.closedSpool(id, spool, library, fullpath, { size: entry.size, mtimeMs: entry.mtimeMs, sha1: entry.sha1! });
     v.seq = this.seqOf(entry);
-    return { v, entry };
+    return { v, entry, data: record.data };
   }
 
   /**

@@ -12,10 +12,11 @@
  * A small file created here (answer_create) whose every write the engine answered: its first flush (the
  * close) is answered here too, once the file's journal record, its bytes included, is written to the log
  * JavaScript gave (journalSwitch). The page cache has it then, so a crash of the gateway (kill -9) loses
- * nothing, as when JavaScript answers the close. The record is the upload journal's own put line, under
- * the id the create's record gave JavaScript for the file's version; JavaScript journals that version
- * (same id) when it applies the flush, and its later lines about the id (a rename, the upload's removal)
- * supersede this one at replay, which reads these logs before its own. A file the engine cannot follow
+ * nothing, as when JavaScript answers the close. The record is the engine's own close record
+ * (close_record.c: the file's place, time, SHA-1 and bytes), under the id the create's record gave
+ * JavaScript for the file's version; JavaScript journals that version (same id) when it applies the
+ * flush, and the journal's own lines about the id (its put, a rename, the upload's removal) supersede
+ * this record at replay, which reads these logs before its own. A file the engine cannot follow
  * exactly (a write not answered here, a truncate, an fsync, a second writer, an unlink of its name, a
  * rename anywhere since its folder's path was told) is closed by JavaScript, as before.
  */
@@ -162,9 +163,9 @@ int answer_flush(session *s, fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
    * while the disk has room (a write of it the disk refused is never seen here). */
   if (ok && c->fd >= 0) ok = spool_has_room(s, c->fd) && created_read_spool(c);
   queued *q = ok ? new_queued(s, OP_FLUSH, NULL, ino) : NULL;
-  char *line = NULL;
+  char *written = NULL;
   size_t len = 0;
-  uint64_t record = q ? journal_append(s, c, &line, &len) : 0;
+  uint64_t record = q ? journal_append(s, c, &written, &len) : 0;
   /* The id travels with the record (JavaScript also has it from the create's record). */
   if (record) {
     q->name2 = strdup(c->id);
@@ -182,7 +183,7 @@ int answer_flush(session *s, fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
   q->has_fh = 1;
   q->fh = fi->fh;
   q->ino2 = record;
-  q->data = line;
+  q->data = written;
   q->data_len = len;
   q->answered = 1;
   enqueue_quiet(s, q);

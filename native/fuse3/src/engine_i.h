@@ -12,6 +12,7 @@
  *   folder_names.c  the names of folders whose every name is known here
  *   created.c       creates answered here and the files followed for their close (answered closes)
  *   side_log.c      the log of answered closes (journalSwitch), journal ids, SHA-1
+ *   close_record.c  the format of the records in that log (the engine's own; the journal reads them)
  *   spool_writer.c  direct spool writes, the hash thread and the sync thread
  *   spool_pool.c    the spool pool and the maker thread of spools made ahead
  *   passthrough.c   backing files (FUSE passthrough): registering them, the answers that carry them
@@ -455,10 +456,8 @@ typedef struct session {
   int maker_busy, maker_stop, maker_started;
   pthread_t maker;
   pthread_cond_t maker_work, maker_idle;
-  /* A write to the log failed part way and could not be undone: the next record starts on a line of its own.
-   * journal_lock, as the three below. */
-  int journal_torn;
-  /* Bytes of the log file (a part-written record is cut off again). */
+  /* Bytes of the log file (a part-written record is cut off again; one that cannot be stays, and its
+   * reader skips it). journal_lock, as the two below. */
   off_t journal_bytes;
   /* Records written to the logs so far (numbered from 1, across the files), and the last seq given. */
   uint64_t journal_records;
@@ -552,7 +551,23 @@ int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 void hex_of(const unsigned char *bytes, size_t n, char *out);
 int new_journal_id(char id[17]);
 const EVP_MD *sha1_md(void);
-uint64_t journal_append(session *s, created_file *c, char **line, size_t *len);
+uint64_t journal_append(session *s, created_file *c, char **record, size_t *len);
+
+/* ---- close_record.c: The engine's close record (its format: close_record.c's opening comment). */
+#define CLOSE_RECORD_HEAD 76
+#define CLOSE_RECORD_CHECK 8
+#define CLOSE_RECORD_KIND_CLOSE 1
+#define CLOSE_RECORD_CONTENT_MAX (64u * 1024)
+typedef struct {
+  char id[17];
+  const char *library, *fullpath;
+  int64_t mtime_ns;
+  uint64_t created_ms, seq;
+  const void *data;
+  size_t size;
+} close_record_fields;
+unsigned char *close_record_encode(const close_record_fields *f, size_t *len);
+napi_value js_encode_close_record(napi_env env, napi_callback_info info);
 
 /* ---- spool_writer.c: Direct spool writes, the hash thread and the sync thread (spool_find, spool_unlink, spool_retire: with spool_lock held). */
 spool_writer *spool_find(session *s, uint64_t fh);

@@ -494,8 +494,6 @@ napi_value js_journal_switch(napi_env env, napi_callback_info info) {
   int old = s->journal_fd;
   s->journal_fd = fd;
   s->journal_bytes = bytes;
-  /* A new file starts on a line of its own: a record cut short in the old one stays there. */
-  s->journal_torn = bytes > 0;
   double records = (double)s->journal_records;
   pthread_mutex_unlock(&s->journal_lock);
   if (old >= 0) close(old);

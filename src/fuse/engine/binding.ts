@@ -67,12 +67,15 @@ export interface KernelRequest {
    * made (in the spoolFolder, under journalId) and the kernel writes it itself.
    */
   backingId?: number;
-  /** FLUSH answered by the engine: its journal record's number (from 1, across the logs), and the line written. */
+  /**
+   * FLUSH answered by the engine: its record's number (from 1, across the logs), and the close record it
+   * wrote (its own format: src/vfs/engine-close-record.ts).
+   */
   record?: number;
-  line?: Buffer;
+  closeRecord?: Buffer;
   /**
    * FLUSH answered by the engine, of a file the kernel wrote (passthrough): the spool's modification time
-   * (ns) when the engine read the bytes the line carries (unchanged while it read them).
+   * (ns) when the engine read the bytes the record carries (unchanged while it read them).
    */
   spoolMtimeNs?: bigint;
   /** INIT: what the kernel agreed to. */

@@ -361,7 +361,7 @@ describe('LowLevelMount', () => {
       batch([
         { op: Op.CREATE, id: 0, answered: 1, ino: parent, name, newIno: ino, fh, mode: 0o100644, flags: 0o1 | 0o100, mtimeMs, journalId: `00000000000000a${i}` },
         { op: Op.WRITE, id: 0, answered: 1, ino, fh, offset: 0, data: Buffer.from('closed') },
-        { op: Op.FLUSH, id: 0, answered: 1, ino, fh, record: i + 1, journalId: `00000000000000a${i}`, line: Buffer.from('unused here\n') },
+        { op: Op.FLUSH, id: 0, answered: 1, ino, fh, record: i + 1, journalId: `00000000000000a${i}`, closeRecord: Buffer.from('unused here') },
       ]);
     }
     const [unlinked, renamed, folder] = await Promise.all([
