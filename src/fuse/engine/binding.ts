@@ -259,6 +259,12 @@ export interface Fuse3Binding {
    */
   journalSwitch(session: NativeSession, path: string | null): number;
   /**
+   * The close record the engine writes to that log for these fields (its own format: close_record.c,
+   * read by src/vfs/engine-close-record.ts); for the tests both sides share. Throws on a field that does
+   * not fit (a name over 65,535 bytes, content over 64 KiB, an id that is not 16 hex digits).
+   */
+  encodeCloseRecord(fields: { id: string; library: string; fullpath: string; mtimeNs: bigint; createdMs: number; seq: number; data: Buffer }): Buffer;
+  /**
    * With passthrough: the files the engine creates get their spools in the folder `path` (the upload
    * journal's), under their ids, and are handed to the kernel at once; null: none (their creates are
    * JavaScript's). Throws when the folder cannot be opened.

@@ -80,6 +80,7 @@ function setup(overrides: Partial<Fuse3Binding> = {}) {
     transport: () => ({ transport: 'dev', why: 'a recording binding', ringRequests: 0, devRequests: 0, queues: 0, depth: 16, passthrough: false }),
     takeQueued: () => [],
     journalSwitch: () => { throw new Error('journalSwitch: not expected over the in-memory Vfs'); },
+    encodeCloseRecord: () => { throw new Error('encodeCloseRecord: not expected over the in-memory Vfs'); },
     ...overrides,
   };
   const mount = new LowLevelMount({ binding, operations, mountpoint: '/unused', mountOptions: [], settings: { maxWrite: 1, maxReadahead: 1, maxBackground: 1, congestionThreshold: 1, writeback: 1, asyncRead: 1, readers: 1 }, attrTimeoutS: 1, logger: silentLogger });
