@@ -11,7 +11,7 @@
  *   made durable by the next group commit, at most `groupCommitMs` later, together with every other put of
  *   that window: a `cp -r` of many files pays one fdatasync of the log, not two fsyncs a file. A power loss
  *   inside the window can lose those entries or their bytes; an entry carries its content's SHA-1, and
- *   replay drops an entry whose spool does not match it (never a corrupt version).
+ *   replay sets aside an entry whose spool does not match it (never a corrupt version; see setAside).
  *
  * A close costs one append: the records of everything journaled meanwhile go to the log in one write. A
  * small file's bytes (up to `INLINE_MAX_BYTES`) travel in its record, so its spool never needs an fsync
@@ -108,6 +108,8 @@ const POOL_MAX = 4096;
 /** A pool that looks full is counted again at most this often (a front end takes from it silently). */
 const POOL_RECOUNT_MS = 1000;
 const LOG = 'journal.log';
+/** Spools replay found different from their records (see setAside). */
+const UNVERIFIED = 'unverified';
 /** The log is rewritten once it holds this many records more than live entries, and twice as many (compactionDue). */
 const COMPACT_DEAD_RECORDS = 2000;
 /**
@@ -369,6 +371,22 @@ export class UploadJournal implements SideJournal {
       else this.scheduleGroupCommit();
     }
     if (!opts.keepSpool) await this.recycle(this.spoolPath(id));
+  }
+
+  /**
+   * A version replay found different from its record (another size or SHA-1): never uploaded as that
+   * version. Its spool moves to `unverified/<id>`, its record beside it (`<id>.json`), for a person to
+   * look at; its entry goes. Answers where its bytes are.
+   */
+  async setAside(entry: JournalEntry): Promise<string> {
+    const dir = join(this.dir, UNVERIFIED);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const kept = join(dir, entry.id);
+    await writeFile(`${kept}.json`, `${JSON.stringify(entry)}\n`, { mode: 0o600 });
+    await rename(this.spoolPath(entry.id), kept);
+    await fsyncFolderIfSupported(dir);
+    await this.remove(entry.id, { keepSpool: true });
+    return kept;
   }
 
   dropSpool(id: string): Promise<void> {

@@ -38,6 +38,7 @@ import type { RangeReader } from './range-reader.js';
 import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './remote.js';
 import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
 import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
+import { spoolMatches } from './spool-verification.js';
 import { INLINE_MAX_BYTES, UploadJournal, orderOf, type JournalEntry } from './upload-journal.js';
 import { UploadQueue, type UploadStatus } from './upload-queue.js';
 import { VfsError, type Attr, type CallContext, type DirectSpool, type EngineClose, type FileHandle, type LocalRange, type OpenFlags, type PassthroughSpool, type SideJournal } from './types.js';
@@ -231,14 +232,13 @@ export class WriteBack {
       await this.journal.remove(e.id);
       return false;
     }
-    if (e.sha1 !== undefined) {
-      // Closed but not yet fsynced when the power went: the entry may have reached the disk and its bytes not.
-      const h = await this.opts.hasher.hash(v.spoolPath).catch(() => undefined);
-      if (!h || h.sha1 !== e.sha1 || h.size !== e.size) {
-        this.opts.logger.error({ library: e.library, path: e.fullpath, size: h?.size, journaled: e.size }, 'journal replay: the bytes of this entry never reached the disk (lost before its group commit): dropped, never uploaded');
-        await this.journal.remove(e.id);
-        return false;
-      }
+    if (e.sha1 !== undefined && !(await spoolMatches(this.opts.hasher, v.spoolPath, e))) {
+      // Not the version its record names: its bytes never reached the disk (a power loss inside the group
+      // commit's window), or they changed since its record (the kernel writing a spool in place). Never
+      // uploaded as that version; its bytes are set aside for a person, not lost.
+      const kept = await this.journal.setAside(e).catch(() => undefined);
+      this.opts.logger.error({ library: e.library, path: e.fullpath, journaled: e.size, kept }, 'journal replay: the spool differs from its record (size or SHA-1): not uploaded; its bytes are kept aside');
+      return false;
     } else if (v.size !== e.size && !e.open) {
       this.opts.logger.warn({ library: e.library, path: e.fullpath, size: v.size, journaled: e.size }, 'journal replay: spool size differs from its entry');
     }
@@ -965,7 +965,7 @@ export class WriteBack {
       if (closed && !v.sealedAs(closed.sha1!, closed.size)) {
         // The kernel wrote on meanwhile (another descriptor of the open file): sealed as the spool is now.
         closed = undefined;
-        inline = v.reseal();
+        inline = await v.resealHashed(this.opts.hasher);
       }
       // Unchanged since an fsync recorded it: its place in the order is that fsync's.
       const asFsynced = v.openRecord !== undefined && v.generation === v.openGeneration;
@@ -1112,7 +1112,13 @@ export class WriteBack {
       const slot = this.slots.get(keyOf(v.library, v.fullpath));
       if (slot && !slot.acked) slot.acked = v;
     }
-    const inline = v.reseal();
+    let inline: Buffer | undefined;
+    try {
+      inline = await v.resealHashed(this.opts.hasher);
+    } catch (err) {
+      await this.journal.remove(v.id, { keepSpool: true }).catch(() => undefined);
+      throw this.journalingFailed(v, err);
+    }
     const written = this.journal.put(this.journalEntry(v), { spoolSynced: false, sync: opts.sync, inline })
       .catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
     v.journaling = written.catch(() => undefined);
