@@ -82,8 +82,10 @@
  * - pool_lock: the spool pool and the spools made ahead; journal_lock is taken under it when the spool
  *   folder changes (js_spool_folder).
  * - journal_lock: the log of answered closes (journalSwitch) and the spool folder's descriptor (written
- *   under pool_lock and journal_lock both, so either lock gives a stable value). The innermost of the
- *   second chain.
+ *   under pool_lock and journal_lock both, so either lock gives a stable value; the main thread closes
+ *   the old one once it let go of them). The innermost of the second chain. A create answered here reads
+ *   both under it once and works on a duplicate of the folder's descriptor, never on the field itself
+ *   (answer_create).
  * The two chains never nest: a thread holding a lock of one takes none of the other (answer_create,
  * answer_flush, null_backing and js_answered_counts take them one after the other).
  *
