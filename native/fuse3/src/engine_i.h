@@ -72,9 +72,11 @@
  *   queued (ll_write, js_spool_write), exclusive by spoolAttach and spoolDetach. It guards no field: it
  *   keeps a detach from overtaking a write under way. Taken before spool_lock and lock.
  * - spool_lock: the spool writers and the hash and sync threads' work. A direct write queues its record
- *   (enqueue takes `lock`) while holding it, so `lock` comes after it. A writer waits on `hash_progress`
- *   with it (and spool_io shared) held: the hash thread takes neither spool_io nor anything after
- *   spool_lock while it works, so the wait always ends.
+ *   (enqueue takes `lock`) while holding it, so `lock` comes after it. A reader thread waits on
+ *   `hash_progress` (the hash too far behind its writes, spool_wait_hash) with spool_lock only, never
+ *   spool_io: an attach or detach on the main thread (which takes spool_io exclusive) never waits for the
+ *   hash. The hash thread takes neither spool_io nor anything after spool_lock while it works, and a
+ *   detach wakes the waiters, so the wait always ends.
  * - lock: the queue, the slots, the attribute cache, the names of folders, the files followed for their
  *   close, the counters, the null file system's nodes. The innermost of the first chain: nothing of the
  *   session is taken while holding it (js_destroy answers pending requests with it held: rings.c's own
@@ -571,10 +573,11 @@ typedef struct {
 unsigned char *close_record_encode(const close_record_fields *f, size_t *len);
 napi_value js_encode_close_record(napi_env env, napi_callback_info info);
 
-/* ---- spool_writer.c: Direct spool writes, the hash thread and the sync thread (spool_find, spool_unlink, spool_retire: with spool_lock held). */
+/* ---- spool_writer.c: Direct spool writes, the hash thread and the sync thread (spool_find, spool_unlink, spool_retire: with spool_lock held; spool_wait_hash: with no lock held). */
 spool_writer *spool_find(session *s, uint64_t fh);
 int spool_hash_alive(const spool_writer *w);
-ssize_t spool_write(session *s, uint64_t fh, const char *buf, size_t size, off_t off, int wait, int *found);
+ssize_t spool_write(session *s, uint64_t fh, const char *buf, size_t size, off_t off, int *found);
+void spool_wait_hash(session *s, uint64_t fh);
 void spool_free(spool_writer *w);
 spool_writer *spool_unlink(session *s, uint64_t fh);
 void spool_retire(session *s, spool_writer *w);

@@ -108,6 +108,8 @@ napi_value js_spool_detach(napi_env env, napi_callback_info info) {
     else token = (double)(w->token = ++s->hash_token);
   }
   spool_retire(s, w);
+  /* A reader thread waiting for this writer's hash (spool_wait_hash) waits no more. */
+  pthread_cond_broadcast(&s->hash_progress);
   pthread_mutex_unlock(&s->spool_lock);
   pthread_rwlock_unlock(&s->spool_io);
   napi_create_object(env, &result);
@@ -144,7 +146,7 @@ napi_value js_spool_write(napi_env env, napi_callback_info info) {
   int found = 0;
   pthread_rwlock_rdlock(&s->spool_io);
   /* The main thread never waits for the hash thread. */
-  ssize_t n = spool_write(s, (uint64_t)get_double(env, argv[1]), data, len, (off_t)off, 0, &found);
+  ssize_t n = spool_write(s, (uint64_t)get_double(env, argv[1]), data, len, (off_t)off, &found);
   pthread_rwlock_unlock(&s->spool_io);
   if (!found) napi_get_undefined(env, &result);
   else napi_create_double(env, (double)n, &result);
