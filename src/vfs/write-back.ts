@@ -1069,7 +1069,7 @@ export class WriteBack {
 
   /**
    * The closed version `closed` makes of a new file (createClosed), sealed as its record says, with the
-   * record's entry (the journal keeps it as the line has it); undefined when it cannot be made.
+   * record's entry and bytes (the journal writes its own line from them); undefined when it cannot be made.
    */
   private closedVersionOf(library: string, fullpath: string, id: string, closed: EngineClose): { v: LocalVersion; entry: JournalEntry; data: Buffer } | undefined {
     const record = decodeCloseRecord(closed.record);

@@ -10,7 +10,7 @@
 
 /*
  * A small file created here (answer_create) whose every write the engine answered: its first flush (the
- * close) is answered here too, once the file's journal record, its bytes included, is written to the log
+ * close) is answered here too, once the file's close record, its bytes included, is written to the log
  * JavaScript gave (journalSwitch). The page cache has it then, so a crash of the gateway (kill -9) loses
  * nothing, as when JavaScript answers the close. The record is the engine's own close record
  * (close_record.c: the file's place, time, SHA-1 and bytes), under the id the create's record gave

@@ -223,7 +223,7 @@ napi_value js_attr_live(napi_env env, napi_callback_info info) {
  * folderNames(session, id, ino, names, timeoutS, where?) → whether the engine keeps them: every name of
  * folder `ino` as the answer to request `id` (still pending) found them, for timeoutS seconds. Refused
  * when a request that may add a name arrived after `id` or is unanswered (apart from `id` itself).
- * `where` ({ library, fullpath }): where the folder is in the Vfs, for the journal records of closes
+ * `where` ({ library, fullpath }): where the folder is in the Vfs, for the close records of closes
  * answered here; without it, the closes of files created in the folder are JavaScript's.
  */
 napi_value js_folder_names(napi_env env, napi_callback_info info) {

@@ -64,7 +64,7 @@ static unsigned char *close_record_of(const created_file *c, uint64_t seq, size_
   return close_record_encode(&f, len);
 }
 
-/* The next seq of a journal record: as JavaScript draws them (microseconds, above the last one). */
+/* The next seq of a close record: as JavaScript draws them (microseconds, above the last one). */
 static uint64_t journal_next_seq(session *s) {
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);

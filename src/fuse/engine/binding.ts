@@ -158,7 +158,7 @@ export interface AnsweredCounts {
   lookups: number;
   /** Files created by the engine in folders whose names it knew. */
   creates: number;
-  /** Closes of such files answered by the engine once their journal record was written (journalSwitch). */
+  /** Closes of such files answered by the engine once their close record was written (journalSwitch). */
   closes: number;
   /** Files created with passthrough whose spool was one made ahead (docs/fuse.md, Spools made ahead). */
   spoolsMadeAhead: number;
@@ -180,7 +180,7 @@ export interface TransportState {
   passthrough: boolean;
 }
 
-/** Where a folder is in the Vfs (for the journal records of closes the engine answers). */
+/** Where a folder is in the Vfs (for the close records of closes the engine answers). */
 export interface FolderWhere {
   library: string;
   fullpath: string;
@@ -253,8 +253,8 @@ export interface Fuse3Binding {
    */
   folderNames(session: NativeSession, id: number, ino: number, names: readonly string[], timeoutS: number, where?: FolderWhere): boolean;
   /**
-   * The journal records of closes the engine answers (of small files it created, every byte answered by
-   * it) are appended to `path` from now on; null: closes are JavaScript's again. Answers how many records
+   * The close records of closes the engine answers (of small files it created, every byte answered by
+   * it; its own format, see encodeCloseRecord) are appended to `path` from now on; null: closes are JavaScript's again. Answers how many records
    * were written before the switch (numbered from 1 across the files).
    */
   journalSwitch(session: NativeSession, path: string | null): number;

@@ -514,7 +514,7 @@ export class EngineRecords {
   }
 
   /**
-   * A close the engine answered once the file's journal record was written: the flush is made here as
+   * A close the engine answered once the file's close record was written: the flush is made here as
    * any other, which journals the same version under the same id. Should the file have been refused, or
    * the flush fail, nobody is left to tell: the engine's record is kept as it is for the next start.
    */
@@ -535,7 +535,7 @@ export class EngineRecords {
       // The Vfs's own version has another id when written anew (replaceRefused): the record's removal says so.
       if (errno === undefined) await closes?.journal.sideRecordSettled(req.journalId ?? '');
       else {
-        this.logger.error({ path: this.mount.safePath(req.ino), errno }, 'fuse: a close the engine answered could not be applied; its journal record is kept for the next start');
+        this.logger.error({ path: this.mount.safePath(req.ino), errno }, 'fuse: a close the engine answered could not be applied; what its close record put is kept in the journal for the next start');
         await closes?.journal.keepSideRecord(req.closeRecord!);
       }
     } finally {
