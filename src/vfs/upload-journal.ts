@@ -773,8 +773,10 @@ export class UploadJournal implements SideJournal {
   }
 
   private async eachLineOf(path: string, fn: (rec: LogRecord, check: string, text: string) => Promise<void>): Promise<void> {
-    if (SIDE_LOG_RE.test(basename(path))) {
-      // An engine's side log: each record read as the put line the journal writes for it.
+    // An engine's side log: each record read as the put line the journal writes for it. One written by an
+    // earlier version of the engine (the journal's own lines, left by a crash before an upgrade) is read
+    // as the journal's log is.
+    if (SIDE_LOG_RE.test(basename(path)) && !(await isLegacySideLog(path))) {
       for await (const r of readCloseRecords(path)) {
         const rec: LogRecord = { put: closeRecordEntry(r), data: r.data.toString('base64') };
         const { text, check } = lineOf(rec);
@@ -906,6 +908,19 @@ function lineOf(rec: LogRecord): { text: string; check: string } {
   const json = JSON.stringify(rec);
   const check = checkOf(json);
   return { text: `${check} ${json}\n`, check };
+}
+
+/** A side log of the engine's earlier format: the journal's own lines (it starts with a line's check, never with a close record). */
+async function isLegacySideLog(path: string): Promise<boolean> {
+  const fh = await open(path, 'r').catch(() => undefined);
+  if (!fh) return false;
+  try {
+    const head = Buffer.alloc(CHECK_CHARS + 1);
+    const { bytesRead } = await fh.read(head, 0, head.length, 0);
+    return bytesRead === head.length && /^[0-9a-f]{12} $/.test(head.toString('latin1'));
+  } finally {
+    await fh.close();
+  }
 }
 
 /** Writes a small file's spool from its record when the file is missing or differs (lost to a power loss). */

@@ -350,6 +350,17 @@ describe('UploadJournal side logs (closes the FUSE engine answers)', { timeout: 
     await journal.close();
   });
 
+  it('a side log an earlier version of the engine wrote (the journal\'s own put lines) is still read at start-up', async () => {
+    const { dir, journal } = await freshJournal();
+    const id = journal.newId();
+    const bytes = Buffer.from('closed before the upgrade');
+    const json = `{"put":{"id":"${id}","library":"L","fullpath":"old.txt","size":${bytes.length},"mtimeMs":5,"createdMs":5,"seq":7,"sha1":"${createHash('sha1').update(bytes).digest('hex')}"},"data":"${bytes.toString('base64')}"}`;
+    await writeFile(join(dir, `closes.${journal.newId()}.log`), `${createHash('sha1').update(json).digest('hex').slice(0, 12)} ${json}\n`);
+    expect((await journal.entries()).map((e) => [e.id, e.fullpath])).toEqual([[id, 'old.txt']]);
+    expect(await readFile(journal.spoolPath(id))).toEqual(bytes);
+    await journal.close();
+  });
+
   it('with a side writer, a rewrite of the log first moves it to a new side log, drops the earlier ones and keeps the removals of its records that are gone', async () => {
     const { dir, journal } = await freshJournal();
     const paths: string[] = [];
