@@ -132,8 +132,8 @@ export interface FileHandle {
   stat(): Promise<Attr>;
   /**
    * Makes written data durable in the upload journal; the upload happens in the background. `closed`: the
-   * front end already wrote the version's journal record to its side log (see EngineClose); the journal
-   * takes that line as its own when the spool is still as the record saw it.
+   * front end already wrote the version's close record to its side log (see EngineClose); the journal
+   * writes its own line from that record when the spool is still as the record saw it.
    */
   flush(closed?: EngineClose): Promise<void>;
   /** As flush. */
@@ -171,13 +171,13 @@ export interface FileHandle {
 
 /**
  * A close a front end answered itself, of a file handed over with a spool it made (FileHandle.adoptSpool):
- * the journal record it wrote to its side log (a put line, the file's bytes in it, read back from the
- * spool) and the spool's modification time when it read them. The version is sealed as that line says,
- * with nothing read or hashed again, when the spool still shows that size and time; otherwise as the
- * spool now is.
+ * the close record it wrote to its side log (the FUSE engine's format, engine-close-record.ts: the file's
+ * place, time, SHA-1 and bytes, read back from the spool) and the spool's modification time when it read
+ * them. The version is sealed as that record says, with nothing read or hashed again, when the spool
+ * still shows that size and time; otherwise as the spool now is.
  */
 export interface EngineClose {
-  line: Buffer;
+  record: Buffer;
   spoolMtimeNs: bigint;
 }
 
@@ -270,8 +270,8 @@ export interface Vfs {
   /**
    * New files that a front end created, had written and closed all by itself before it told the Vfs
    * (the FUSE engine with passthrough): each spool is the journal's under its `journalId`, its journal
-   * record `closed` (EngineClose). Each is made at its path at once as a closed file, its record taken as
-   * the journal's own, as `open` (create, exclusive) with `adoptSpool`, `flush(closed)` and `release`
+   * record `closed` (EngineClose). Each is made at its path at once as a closed file, journaled from its
+   * record, as `open` (create, exclusive) with `adoptSpool`, `flush(closed)` and `release`
    * would make it; the records of all go to the journal in one write. For each, false, with nothing
    * changed for it, when it cannot be made so (a name or a local version at the path, no such folder, a
    * record that is not this file's, a spool that changed since the record): the front end then goes those
@@ -343,10 +343,10 @@ export interface SideJournal {
    * which a removal line says now): from here the journal's own lines decide what replay finds.
    */
   sideRecordSettled(id: string): Promise<void>;
-  /** What a record (one of the writer's lines) put: the file's place and bytes; undefined when it is not such a record. */
-  sideRecordContent(line: Buffer): { library: string; fullpath: string; data: Buffer } | undefined;
-  /** A record that could not be applied: its line is kept as it is in the journal's own log, for the next start. */
-  keepSideRecord(line: Buffer): Promise<void>;
+  /** What a close record of the writer put: the file's place and bytes; undefined when it is not such a record. */
+  sideRecordContent(record: Buffer): { library: string; fullpath: string; data: Buffer } | undefined;
+  /** A record that could not be applied: what it put is kept in the journal's own log (a line of its own), for the next start. */
+  keepSideRecord(record: Buffer): Promise<void>;
   /** The writer stopped and every record of it is settled. */
   detachSideWriter(writer: SideLogWriter): void;
   /** The folder of the spools (a version's is its id there): a front end may make one itself (FileHandle.adoptSpool). */

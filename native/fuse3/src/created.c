@@ -10,12 +10,13 @@
 
 /*
  * A small file created here (answer_create) whose every write the engine answered: its first flush (the
- * close) is answered here too, once the file's journal record, its bytes included, is written to the log
+ * close) is answered here too, once the file's close record, its bytes included, is written to the log
  * JavaScript gave (journalSwitch). The page cache has it then, so a crash of the gateway (kill -9) loses
- * nothing, as when JavaScript answers the close. The record is the upload journal's own put line, under
- * the id the create's record gave JavaScript for the file's version; JavaScript journals that version
- * (same id) when it applies the flush, and its later lines about the id (a rename, the upload's removal)
- * supersede this one at replay, which reads these logs before its own. A file the engine cannot follow
+ * nothing, as when JavaScript answers the close. The record is the engine's own close record
+ * (close_record.c: the file's place, time, SHA-1 and bytes), under the id the create's record gave
+ * JavaScript for the file's version; JavaScript journals that version (same id) when it applies the
+ * flush, and the journal's own lines about the id (its put, a rename, the upload's removal) supersede
+ * this record at replay, which reads these logs before its own. A file the engine cannot follow
  * exactly (a write not answered here, a truncate, an fsync, a second writer, an unlink of its name, a
  * rename anywhere since its folder's path was told) is closed by JavaScript, as before.
  */
@@ -162,9 +163,9 @@ int answer_flush(session *s, fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
    * while the disk has room (a write of it the disk refused is never seen here). */
   if (ok && c->fd >= 0) ok = spool_has_room(s, c->fd) && created_read_spool(c);
   queued *q = ok ? new_queued(s, OP_FLUSH, NULL, ino) : NULL;
-  char *line = NULL;
+  char *written = NULL;
   size_t len = 0;
-  uint64_t record = q ? journal_append(s, c, &line, &len) : 0;
+  uint64_t record = q ? journal_append(s, c, &written, &len) : 0;
   /* The id travels with the record (JavaScript also has it from the create's record). */
   if (record) {
     q->name2 = strdup(c->id);
@@ -182,7 +183,7 @@ int answer_flush(session *s, fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
   q->has_fh = 1;
   q->fh = fi->fh;
   q->ino2 = record;
-  q->data = line;
+  q->data = written;
   q->data_len = len;
   q->answered = 1;
   enqueue_quiet(s, q);
@@ -199,17 +200,19 @@ int answer_flush(session *s, fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
  * elsewhere meanwhile, a folder removed elsewhere), the handle's next flush or fsync answers the error.
  */
 
-int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
+/*
+ * `journal_on`: a log was given (journalSwitch) when the create arrived; `spool_dir`: with passthrough, a
+ * duplicate of the spool folder's descriptor then (-1: none), which the caller closes.
+ */
+static int answer_create_in(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi, int journal_on, int spool_dir) {
   session *s = SESSION(req);
   /*
    * With passthrough (no writeback cache): a file followed for its close gets its spool here, under its
    * id in the journal's spool folder, and the kernel writes it itself (see "Passthrough"); a file that
    * would not be followed is JavaScript's to create.
    */
-  int pass = !s->got_writeback && rings_passthrough(s->rings) && s->spool_dir_fd >= 0 && s->journal_fd >= 0 && !s->backing_denied;
-  /* O_DIRECT through a backing file would follow the local disk's alignment rules, which FUSE does not have. */
-  if (fi->flags & O_DIRECT) pass = 0;
-  if (!s->answer_creates || !(s->got_writeback || pass) || !s->names || !s->attrs || !name_answerable(s, name)) return 0;
+  int pass = spool_dir >= 0;
+  if (!(s->got_writeback || pass)) return 0;
   queued *q = new_queued(s, OP_CREATE, NULL, parent);
   if (!q) return 0;
   q->name = strdup(name);
@@ -231,12 +234,12 @@ int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
   e.entry_timeout = e.attr_timeout = s->create_timeout;
   uint64_t fh = 0;
   /* Followed for its close when a log is given (see "Closes answered here"). */
-  created_file *c = s->journal_fd >= 0 ? created_new(name) : NULL;
+  created_file *c = journal_on ? created_new(name) : NULL;
   int followed = 0;
   int backing = 0;
   if (pass) {
     if (c) c->fd = spool_take_ready(s, c->id);
-    if (c && c->fd < 0) c->fd = spool_make(s, s->spool_dir_fd, c->id);
+    if (c && c->fd < 0) c->fd = spool_make(s, spool_dir, c->id);
     /* A spool made ahead (or taken from the pool) carries the time it was made: the file's times are the
      * spool's (an empty file shows them), so they start now, at its create. */
     if (c && c->fd >= 0) futimens(c->fd, NULL);
@@ -244,7 +247,7 @@ int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
     /* Not allowed to this process (CAP_SYS_ADMIN): never tried again. */
     if (backing == -EPERM) s->backing_denied = 1;
     if (backing <= 0) {
-      if (c && c->fd >= 0) unlinkat(s->spool_dir_fd, c->id, 0);
+      if (c && c->fd >= 0) unlinkat(spool_dir, c->id, 0);
       created_free(c);
       free_queued(q);
       return 0;
@@ -310,7 +313,7 @@ int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
   if (pass && (!ok || !followed)) {
     /* Not answered after all (or, out of memory, not followed): the spool and its backing id go. */
     backing_close(s, backing);
-    unlinkat(s->spool_dir_fd, c->id, 0);
+    unlinkat(spool_dir, c->id, 0);
     if (ok) {
       pthread_mutex_lock(&s->lock);
       names_drop(s, parent);
@@ -352,4 +355,24 @@ int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
     }
   }
   return 1;
+}
+
+int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
+  session *s = SESSION(req);
+  if (!s->answer_creates || !s->names || !s->attrs || !name_answerable(s, name)) return 0;
+  /*
+   * The log and the spool folder as they are now, read under journal_lock (journalSwitch and spoolFolder
+   * change them on the main thread): the folder's descriptor duplicated, so that a change of folder
+   * meanwhile never closes it under this create. Only with passthrough, where the create makes a spool
+   * there; O_DIRECT through a backing file would follow the local disk's alignment rules, which FUSE does
+   * not have.
+   */
+  int want_dir = !s->got_writeback && rings_passthrough(s->rings) && !s->backing_denied && !(fi->flags & O_DIRECT);
+  pthread_mutex_lock(&s->journal_lock);
+  int journal_on = s->journal_fd >= 0;
+  int spool_dir = want_dir && journal_on && s->spool_dir_fd >= 0 ? fcntl(s->spool_dir_fd, F_DUPFD_CLOEXEC, 0) : -1;
+  pthread_mutex_unlock(&s->journal_lock);
+  int answered = answer_create_in(req, parent, name, mode, fi, journal_on, spool_dir);
+  if (spool_dir >= 0) close(spool_dir);
+  return answered;
 }

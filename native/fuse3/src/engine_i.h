@@ -12,6 +12,7 @@
  *   folder_names.c  the names of folders whose every name is known here
  *   created.c       creates answered here and the files followed for their close (answered closes)
  *   side_log.c      the log of answered closes (journalSwitch), journal ids, SHA-1
+ *   close_record.c  the format of the records in that log (the engine's own; the journal reads them)
  *   spool_writer.c  direct spool writes, the hash thread and the sync thread
  *   spool_pool.c    the spool pool and the maker thread of spools made ahead
  *   passthrough.c   backing files (FUSE passthrough): registering them, the answers that carry them
@@ -71,9 +72,11 @@
  *   queued (ll_write, js_spool_write), exclusive by spoolAttach and spoolDetach. It guards no field: it
  *   keeps a detach from overtaking a write under way. Taken before spool_lock and lock.
  * - spool_lock: the spool writers and the hash and sync threads' work. A direct write queues its record
- *   (enqueue takes `lock`) while holding it, so `lock` comes after it. A writer waits on `hash_progress`
- *   with it (and spool_io shared) held: the hash thread takes neither spool_io nor anything after
- *   spool_lock while it works, so the wait always ends.
+ *   (enqueue takes `lock`) while holding it, so `lock` comes after it. A reader thread waits on
+ *   `hash_progress` (the hash too far behind its writes, spool_wait_hash) with spool_lock only, never
+ *   spool_io: an attach or detach on the main thread (which takes spool_io exclusive) never waits for the
+ *   hash. The hash thread takes neither spool_io nor anything after spool_lock while it works, and a
+ *   detach wakes the waiters, so the wait always ends.
  * - lock: the queue, the slots, the attribute cache, the names of folders, the files followed for their
  *   close, the counters, the null file system's nodes. The innermost of the first chain: nothing of the
  *   session is taken while holding it (js_destroy answers pending requests with it held: rings.c's own
@@ -81,8 +84,10 @@
  * - pool_lock: the spool pool and the spools made ahead; journal_lock is taken under it when the spool
  *   folder changes (js_spool_folder).
  * - journal_lock: the log of answered closes (journalSwitch) and the spool folder's descriptor (written
- *   under pool_lock and journal_lock both, so either lock gives a stable value). The innermost of the
- *   second chain.
+ *   under pool_lock and journal_lock both, so either lock gives a stable value; the main thread closes
+ *   the old one once it let go of them). The innermost of the second chain. A create answered here reads
+ *   both under it once and works on a duplicate of the folder's descriptor, never on the field itself
+ *   (answer_create).
  * The two chains never nest: a thread holding a lock of one takes none of the other (answer_create,
  * answer_flush, null_backing and js_answered_counts take them one after the other).
  *
@@ -455,10 +460,8 @@ typedef struct session {
   int maker_busy, maker_stop, maker_started;
   pthread_t maker;
   pthread_cond_t maker_work, maker_idle;
-  /* A write to the log failed part way and could not be undone: the next record starts on a line of its own.
-   * journal_lock, as the three below. */
-  int journal_torn;
-  /* Bytes of the log file (a part-written record is cut off again). */
+  /* Bytes of the log file (a part-written record is cut off again; one that cannot be stays, and its
+   * reader skips it). journal_lock, as the two below. */
   off_t journal_bytes;
   /* Records written to the logs so far (numbered from 1, across the files), and the last seq given. */
   uint64_t journal_records;
@@ -552,12 +555,29 @@ int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 void hex_of(const unsigned char *bytes, size_t n, char *out);
 int new_journal_id(char id[17]);
 const EVP_MD *sha1_md(void);
-uint64_t journal_append(session *s, created_file *c, char **line, size_t *len);
+uint64_t journal_append(session *s, created_file *c, char **record, size_t *len);
 
-/* ---- spool_writer.c: Direct spool writes, the hash thread and the sync thread (spool_find, spool_unlink, spool_retire: with spool_lock held). */
+/* ---- close_record.c: The engine's close record (its format: close_record.c's opening comment). */
+#define CLOSE_RECORD_HEAD 76
+#define CLOSE_RECORD_CHECK 8
+#define CLOSE_RECORD_KIND_CLOSE 1
+#define CLOSE_RECORD_CONTENT_MAX (64u * 1024)
+typedef struct {
+  char id[17];
+  const char *library, *fullpath;
+  int64_t mtime_ns;
+  uint64_t created_ms, seq;
+  const void *data;
+  size_t size;
+} close_record_fields;
+unsigned char *close_record_encode(const close_record_fields *f, size_t *len);
+napi_value js_encode_close_record(napi_env env, napi_callback_info info);
+
+/* ---- spool_writer.c: Direct spool writes, the hash thread and the sync thread (spool_find, spool_unlink, spool_retire: with spool_lock held; spool_wait_hash: with no lock held). */
 spool_writer *spool_find(session *s, uint64_t fh);
 int spool_hash_alive(const spool_writer *w);
-ssize_t spool_write(session *s, uint64_t fh, const char *buf, size_t size, off_t off, int wait, int *found);
+ssize_t spool_write(session *s, uint64_t fh, const char *buf, size_t size, off_t off, int *found);
+void spool_wait_hash(session *s, uint64_t fh);
 void spool_free(spool_writer *w);
 spool_writer *spool_unlink(session *s, uint64_t fh);
 void spool_retire(session *s, spool_writer *w);

@@ -87,10 +87,10 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
       break;
     case OP_FLUSH:
       if (!q->answered) break;
-      /* A close answered here: its journal record's number, the version's id, the line written, and (passthrough) the spool's time when read. */
+      /* A close answered here: its record's number, the version's id, the close record written, and (passthrough) the spool's time when read. */
       set_num(env, o, "record", (double)q->ino2);
       set_str(env, o, "journalId", q->name2);
-      set_data(env, o, "line", q);
+      set_data(env, o, "closeRecord", q);
       if (q->spool_mtime_ns > 0) {
         napi_value ns;
         if (napi_create_bigint_int64(env, q->spool_mtime_ns, &ns) == napi_ok) napi_set_named_property(env, o, "spoolMtimeNs", ns);

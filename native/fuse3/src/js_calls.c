@@ -108,6 +108,8 @@ napi_value js_spool_detach(napi_env env, napi_callback_info info) {
     else token = (double)(w->token = ++s->hash_token);
   }
   spool_retire(s, w);
+  /* A reader thread waiting for this writer's hash (spool_wait_hash) waits no more. */
+  pthread_cond_broadcast(&s->hash_progress);
   pthread_mutex_unlock(&s->spool_lock);
   pthread_rwlock_unlock(&s->spool_io);
   napi_create_object(env, &result);
@@ -144,7 +146,7 @@ napi_value js_spool_write(napi_env env, napi_callback_info info) {
   int found = 0;
   pthread_rwlock_rdlock(&s->spool_io);
   /* The main thread never waits for the hash thread. */
-  ssize_t n = spool_write(s, (uint64_t)get_double(env, argv[1]), data, len, (off_t)off, 0, &found);
+  ssize_t n = spool_write(s, (uint64_t)get_double(env, argv[1]), data, len, (off_t)off, &found);
   pthread_rwlock_unlock(&s->spool_io);
   if (!found) napi_get_undefined(env, &result);
   else napi_create_double(env, (double)n, &result);
@@ -221,7 +223,7 @@ napi_value js_attr_live(napi_env env, napi_callback_info info) {
  * folderNames(session, id, ino, names, timeoutS, where?) → whether the engine keeps them: every name of
  * folder `ino` as the answer to request `id` (still pending) found them, for timeoutS seconds. Refused
  * when a request that may add a name arrived after `id` or is unanswered (apart from `id` itself).
- * `where` ({ library, fullpath }): where the folder is in the Vfs, for the journal records of closes
+ * `where` ({ library, fullpath }): where the folder is in the Vfs, for the close records of closes
  * answered here; without it, the closes of files created in the folder are JavaScript's.
  */
 napi_value js_folder_names(napi_env env, napi_callback_info info) {
@@ -494,8 +496,6 @@ napi_value js_journal_switch(napi_env env, napi_callback_info info) {
   int old = s->journal_fd;
   s->journal_fd = fd;
   s->journal_bytes = bytes;
-  /* A new file starts on a line of its own: a record cut short in the old one stays there. */
-  s->journal_torn = bytes > 0;
   double records = (double)s->journal_records;
   pthread_mutex_unlock(&s->journal_lock);
   if (old >= 0) close(old);

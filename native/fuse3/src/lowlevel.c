@@ -360,7 +360,7 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     }
     pthread_rwlock_rdlock(&ds->spool_io);
     /* The record is queued before the answer: whatever the kernel sends next reaches JavaScript after it. */
-    ssize_t n = spool_write(ds, fi->fh, buf, size, off, 1, &found);
+    ssize_t n = spool_write(ds, fi->fh, buf, size, off, &found);
     /*
      * A handle without a spool: the engine may answer the write, its record queued under spool_io, so
      * that spoolAttach sees it (it attaches no spool while such a record waits: the engine's own writes
@@ -369,6 +369,8 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     int answered = !found && answer_write(ds, req, ino, buf, size, off, fi);
     pthread_rwlock_unlock(&ds->spool_io);
     if (found) {
+      /* The hash bounds how far it falls behind: the answer waits for it, spool_io let go. */
+      if (n > 0) spool_wait_hash(ds, fi->fh);
       if (n < 0) fuse_reply_err(req, (int)-n);
       else fuse_reply_write(req, (size_t)n);
       return;

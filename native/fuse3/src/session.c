@@ -391,6 +391,7 @@ static napi_value init(napi_env env, napi_value exports) {
     { "takeQueued", js_take_queued },
     { "journalSwitch", js_journal_switch },
     { "spoolFolder", js_spool_folder },
+    { "encodeCloseRecord", js_encode_close_record },
   };
   for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
     napi_value f;

@@ -1,5 +1,6 @@
 /*
- * The log of closes answered here (journalSwitch): its records, their journal ids, and the SHA-1 they carry.
+ * The log of closes answered here (journalSwitch): the engine's close records (close_record.c) appended
+ * to it, the journal ids they carry, and SHA-1.
  */
 #include "engine_i.h"
 
@@ -45,134 +46,25 @@ const EVP_MD *sha1_md(void) {
   return sha1_fetched ? sha1_fetched : EVP_sha1();
 }
 
-/* A growable line; `failed` once memory ran out. */
-typedef struct {
-  char *p;
-  size_t len, room;
-  int failed;
-} line_buf;
-
-static void lb_put(line_buf *b, const char *str, size_t n) {
-  if (b->failed) return;
-  if (b->len + n > b->room) {
-    size_t room = b->room ? b->room : 1024;
-    while (room < b->len + n) room *= 2;
-    char *grown = realloc(b->p, room);
-    if (!grown) {
-      b->failed = 1;
-      return;
-    }
-    b->p = grown;
-    b->room = room;
-  }
-  memcpy(b->p + b->len, str, n);
-  b->len += n;
-}
-
-static void lb_str(line_buf *b, const char *str) {
-  lb_put(b, str, strlen(str));
-}
-
-static void lb_u64(line_buf *b, uint64_t v) {
-  char digits[24];
-  int n = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)v);
-  lb_put(b, digits, (size_t)n);
-}
-
-/* A JSON string of valid UTF-8 `str` (as JSON.stringify writes it: quotes, backslashes and controls escaped). */
-static void lb_json(line_buf *b, const char *str) {
-  lb_put(b, "\"", 1);
-  for (const unsigned char *u = (const unsigned char *)str; *u; u++) {
-    char esc[8];
-    if (*u == '"' || *u == '\\') {
-      esc[0] = '\\';
-      esc[1] = (char)*u;
-      lb_put(b, esc, 2);
-    } else if (*u < 0x20) {
-      const char *named = *u == '\n' ? "\\n" : *u == '\r' ? "\\r" : *u == '\t' ? "\\t" : *u == '\b' ? "\\b" : *u == '\f' ? "\\f" : NULL;
-      if (named) lb_str(b, named);
-      else {
-        snprintf(esc, sizeof(esc), "\\u%04x", *u);
-        lb_put(b, esc, 6);
-      }
-    } else {
-      lb_put(b, (const char *)u, 1);
-    }
-  }
-  lb_put(b, "\"", 1);
-}
-
-/* Hex digits of a line's check (the start of the SHA-1 of its JSON), as the upload journal writes them. */
-#define LINE_CHECK_CHARS 12
-
-/*
- * The upload journal's put line of `c` (see src/vfs/upload-journal.ts): a check of the JSON, a space,
- * {"put":{entry},"data":"<base64 of the bytes>"}, a newline. NULL when memory ran out.
- */
-static char *journal_line(const created_file *c, uint64_t seq, size_t *len) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int md_len = 0;
-  char sha1[2 * 20 + 1];
-  if (EVP_Digest(c->data ? c->data : "", c->size, md, &md_len, sha1_md(), NULL) != 1 || md_len != 20) return NULL;
-  hex_of(md, 20, sha1);
+/* The close record of `c` (see close_record.c), numbered `seq`; NULL when memory ran out. */
+static unsigned char *close_record_of(const created_file *c, uint64_t seq, size_t *len) {
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
-  uint64_t now_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
-  line_buf b = { 0 };
-  lb_put(&b, "0123456789ab ", LINE_CHECK_CHARS + 1);
-  lb_str(&b, "{\"put\":{\"id\":\"");
-  lb_str(&b, c->id);
-  lb_str(&b, "\",\"library\":");
-  lb_json(&b, c->library);
-  lb_str(&b, ",\"fullpath\":");
-  lb_json(&b, c->fullpath);
-  lb_str(&b, ",\"size\":");
-  lb_u64(&b, c->size);
-  lb_str(&b, ",\"mtimeMs\":");
+  close_record_fields f;
+  memset(&f, 0, sizeof(f));
+  memcpy(f.id, c->id, sizeof(f.id));
+  f.library = c->library;
+  f.fullpath = c->fullpath;
   /* A file the kernel wrote: the spool's time, as JavaScript shows it (it fstats the same spool). */
-  lb_u64(&b, c->spool_mtime_ns > 0 ? (uint64_t)c->spool_mtime_ns / 1000000 : now_ms);
-  lb_str(&b, ",\"createdMs\":");
-  lb_u64(&b, now_ms);
-  lb_str(&b, ",\"seq\":");
-  lb_u64(&b, seq);
-  lb_str(&b, ",\"sha1\":\"");
-  lb_str(&b, sha1);
-  lb_str(&b, "\"},\"data\":\"");
-  /* The base64 of the bytes is written in place (EVP_EncodeBlock adds a NUL, overwritten by the tail). */
-  size_t b64 = 4 * ((c->size + 2) / 3);
-  if (!b.failed && b.len + b64 + 3 > b.room) {
-    size_t want = b.len + b64 + 3;
-    char *room = realloc(b.p, want);
-    if (room) {
-      b.p = room;
-      b.room = want;
-    } else b.failed = 1;
-  }
-  if (b.failed) {
-    free(b.p);
-    return NULL;
-  }
-  if (c->size > 0) EVP_EncodeBlock((unsigned char *)b.p + b.len, (const unsigned char *)c->data, (int)c->size);
-  b.len += b64;
-  lb_put(&b, "\"}\n", 3);
-  if (b.failed) {
-    free(b.p);
-    return NULL;
-  }
-  const char *json = b.p + LINE_CHECK_CHARS + 1;
-  size_t json_len = b.len - (LINE_CHECK_CHARS + 1) - 1;
-  char check[2 * 20 + 1];
-  if (EVP_Digest(json, json_len, md, &md_len, sha1_md(), NULL) != 1) {
-    free(b.p);
-    return NULL;
-  }
-  hex_of(md, 20, check);
-  memcpy(b.p, check, LINE_CHECK_CHARS);
-  *len = b.len;
-  return b.p;
+  f.mtime_ns = c->spool_mtime_ns > 0 ? c->spool_mtime_ns : (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+  f.created_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+  f.seq = seq;
+  f.data = c->data;
+  f.size = c->size;
+  return close_record_encode(&f, len);
 }
 
-/* The next seq of a journal record: as JavaScript draws them (microseconds, above the last one). */
+/* The next seq of a close record: as JavaScript draws them (microseconds, above the last one). */
 static uint64_t journal_next_seq(session *s) {
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
@@ -182,39 +74,37 @@ static uint64_t journal_next_seq(session *s) {
 }
 
 /*
- * Appends the record of `c` to the log: its number (from 1), or 0 when it was not written (no log, a
- * full or failing disk: JavaScript answers the close then). `line`/`len` get the line written.
+ * Appends the close record of `c` to the log: its number (from 1), or 0 when it was not written (no log,
+ * a full or failing disk: JavaScript answers the close then). `record`/`len` get the record written.
+ * A record written part way is cut off again; when that fails too, it stays, and the log's reader skips
+ * it (it does not match its check) and finds the records after it.
  */
-uint64_t journal_append(session *s, created_file *c, char **line, size_t *len) {
-  uint64_t record = 0;
+uint64_t journal_append(session *s, created_file *c, char **record, size_t *len) {
+  uint64_t number = 0;
   pthread_mutex_lock(&s->journal_lock);
   int fd = s->journal_fd;
-  *line = fd >= 0 ? journal_line(c, journal_next_seq(s), len) : NULL;
-  if (*line && s->journal_torn) {
-    if (write(fd, "\n", 1) == 1) {
-      s->journal_torn = 0;
-      s->journal_bytes++;
-    }
-  }
-  if (*line && !s->journal_torn) {
+  unsigned char *r = fd >= 0 ? close_record_of(c, journal_next_seq(s), len) : NULL;
+  if (r) {
     size_t done = 0;
     while (done < *len) {
-      ssize_t n = write(fd, *line + done, *len - done);
+      ssize_t n = write(fd, r + done, *len - done);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       done += (size_t)n;
     }
     if (done == *len) {
       s->journal_bytes += (off_t)done;
-      record = ++s->journal_records;
+      number = ++s->journal_records;
     } else if (done > 0 && ftruncate(fd, s->journal_bytes) != 0) {
-      s->journal_torn = 1;
+      /* Stays in the log, skipped by its reader: the next record goes after it. */
+      s->journal_bytes += (off_t)done;
     }
   }
   pthread_mutex_unlock(&s->journal_lock);
-  if (!record) {
-    free(*line);
-    *line = NULL;
+  if (!number) {
+    free(r);
+    r = NULL;
   }
-  return record;
+  *record = (char *)r;
+  return number;
 }

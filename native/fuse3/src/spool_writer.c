@@ -57,10 +57,10 @@ int spool_hash_alive(const spool_writer *w) {
  * Writes `size` bytes at `off` into the spool of `fh` (spool_io held shared by the caller), books it
  * for the hash, and queues the record JavaScript does its bookkeeping from. Answers the bytes written or
  * -errno; 1 in *found when `fh` has a writer (else nothing was done). The pwrite runs outside spool_lock,
- * so writes of several reader threads (to one spool or several) go in parallel. `wait`: when the hash
- * has fallen more than SPOOL_HASH_LAG_MAX behind, wait for it before answering (reader threads only).
+ * so writes of several reader threads (to one spool or several) go in parallel. It never waits for the
+ * hash: a reader thread does that after it let go of spool_io (spool_wait_hash).
  */
-ssize_t spool_write(session *s, uint64_t fh, const char *buf, size_t size, off_t off, int wait, int *found) {
+ssize_t spool_write(session *s, uint64_t fh, const char *buf, size_t size, off_t off, int *found) {
   pthread_mutex_lock(&s->spool_lock);
   spool_writer *w = spool_find(s, fh);
   *found = w != NULL;
@@ -108,10 +108,23 @@ ssize_t spool_write(session *s, uint64_t fh, const char *buf, size_t size, off_t
     /* Queued under spool_lock: the records of one handle reach JavaScript in the order of their seq. */
     enqueue(s, q);
   }
-  while (wait && spool_hash_alive(w) && w->written - w->hashed > SPOOL_HASH_LAG_MAX && !s->hasher_stop)
-    pthread_cond_wait(&s->hash_progress, &s->spool_lock);
   pthread_mutex_unlock(&s->spool_lock);
   return err ? -err : (ssize_t)size;
+}
+
+/*
+ * Waits while the hash of `fh`'s writer is more than SPOOL_HASH_LAG_MAX behind its writes (reader threads,
+ * before they answer a direct write; spool_io not held, so an attach or detach on the main thread never
+ * waits for the hash). Looked up again at each wake: a writer detached meanwhile ends the wait.
+ */
+void spool_wait_hash(session *s, uint64_t fh) {
+  pthread_mutex_lock(&s->spool_lock);
+  for (;;) {
+    spool_writer *w = spool_find(s, fh);
+    if (!w || !spool_hash_alive(w) || w->written - w->hashed <= SPOOL_HASH_LAG_MAX || s->hasher_stop) break;
+    pthread_cond_wait(&s->hash_progress, &s->spool_lock);
+  }
+  pthread_mutex_unlock(&s->spool_lock);
 }
 
 void spool_free(spool_writer *w) {

@@ -1,7 +1,7 @@
 /**
  * AnsweredCloses: the closes the engine answers itself (see docs/fuse.md, Closes answered by the engine).
  * A small file the engine created and whose every write it answered is closed by the engine once the
- * file's journal record is written to a side log of the upload journal; the journal learns here when the
+ * file's close record is written to a side log of the upload journal; the journal learns here when the
  * engine moves to a new side log, and when every record written to the earlier ones is settled (applied
  * by the Vfs, or kept), so that those logs may go.
  */

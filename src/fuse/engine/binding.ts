@@ -67,12 +67,15 @@ export interface KernelRequest {
    * made (in the spoolFolder, under journalId) and the kernel writes it itself.
    */
   backingId?: number;
-  /** FLUSH answered by the engine: its journal record's number (from 1, across the logs), and the line written. */
+  /**
+   * FLUSH answered by the engine: its record's number (from 1, across the logs), and the close record it
+   * wrote (its own format: src/vfs/engine-close-record.ts).
+   */
   record?: number;
-  line?: Buffer;
+  closeRecord?: Buffer;
   /**
    * FLUSH answered by the engine, of a file the kernel wrote (passthrough): the spool's modification time
-   * (ns) when the engine read the bytes the line carries (unchanged while it read them).
+   * (ns) when the engine read the bytes the record carries (unchanged while it read them).
    */
   spoolMtimeNs?: bigint;
   /** INIT: what the kernel agreed to. */
@@ -155,7 +158,7 @@ export interface AnsweredCounts {
   lookups: number;
   /** Files created by the engine in folders whose names it knew. */
   creates: number;
-  /** Closes of such files answered by the engine once their journal record was written (journalSwitch). */
+  /** Closes of such files answered by the engine once their close record was written (journalSwitch). */
   closes: number;
   /** Files created with passthrough whose spool was one made ahead (docs/fuse.md, Spools made ahead). */
   spoolsMadeAhead: number;
@@ -177,7 +180,7 @@ export interface TransportState {
   passthrough: boolean;
 }
 
-/** Where a folder is in the Vfs (for the journal records of closes the engine answers). */
+/** Where a folder is in the Vfs (for the close records of closes the engine answers). */
 export interface FolderWhere {
   library: string;
   fullpath: string;
@@ -250,11 +253,17 @@ export interface Fuse3Binding {
    */
   folderNames(session: NativeSession, id: number, ino: number, names: readonly string[], timeoutS: number, where?: FolderWhere): boolean;
   /**
-   * The journal records of closes the engine answers (of small files it created, every byte answered by
-   * it) are appended to `path` from now on; null: closes are JavaScript's again. Answers how many records
+   * The close records of closes the engine answers (of small files it created, every byte answered by
+   * it; its own format, see encodeCloseRecord) are appended to `path` from now on; null: closes are JavaScript's again. Answers how many records
    * were written before the switch (numbered from 1 across the files).
    */
   journalSwitch(session: NativeSession, path: string | null): number;
+  /**
+   * The close record the engine writes to that log for these fields (its own format: close_record.c,
+   * read by src/vfs/engine-close-record.ts); for the tests both sides share. Throws on a field that does
+   * not fit (a name over 65,535 bytes, content over 64 KiB, an id that is not 16 hex digits).
+   */
+  encodeCloseRecord(fields: { id: string; library: string; fullpath: string; mtimeNs: bigint; createdMs: number; seq: number; data: Buffer }): Buffer;
   /**
    * With passthrough: the files the engine creates get their spools in the folder `path` (the upload
    * journal's), under their ids, and are handed to the kernel at once; null: none (their creates are

@@ -258,7 +258,7 @@ export class EngineRecords {
       }
       const f = open?.get(r.ino);
       if (!f) continue;
-      if (r.fh === f.create.fh && r.answered && r.op === Op.FLUSH && !f.flush && r.spoolMtimeNs !== undefined && r.line) {
+      if (r.fh === f.create.fh && r.answered && r.op === Op.FLUSH && !f.flush && r.spoolMtimeNs !== undefined && r.closeRecord) {
         f.flush = r;
         continue;
       }
@@ -359,7 +359,7 @@ export class EngineRecords {
   private async madeClosed(files: readonly BoundCreate[]): Promise<boolean[]> {
     const closes = this.closes;
     if (!closes) return files.map(() => false);
-    const asked = files.map((f) => ({ path: this.inodes.pathOf(f.node), mode: f.req.mode!, journalId: f.req.journalId!, closed: { line: f.life.flush.line!, spoolMtimeNs: f.life.flush.spoolMtimeNs! } }));
+    const asked = files.map((f) => ({ path: this.inodes.pathOf(f.node), mode: f.req.mode!, journalId: f.req.journalId!, closed: { record: f.life.flush.closeRecord!, spoolMtimeNs: f.life.flush.spoolMtimeNs! } }));
     const [code, made] = await answerOf((cb) => this.operations.createClosed(asked, cb));
     const took: boolean[] = code >= 0 && Array.isArray(made) ? files.map((_f, i) => made[i] === true) : files.map(() => false);
     const se = this.session;
@@ -514,7 +514,7 @@ export class EngineRecords {
   }
 
   /**
-   * A close the engine answered once the file's journal record was written: the flush is made here as
+   * A close the engine answered once the file's close record was written: the flush is made here as
    * any other, which journals the same version under the same id. Should the file have been refused, or
    * the flush fail, nobody is left to tell: the engine's record is kept as it is for the next start.
    */
@@ -527,7 +527,7 @@ export class EngineRecords {
         errno = await this.replaceRefused(req);
         if (errno === undefined) this.lateErrors.delete(fh);
       } else {
-        const closed = req.spoolMtimeNs !== undefined ? { line: req.line!, spoolMtimeNs: req.spoolMtimeNs } : undefined;
+        const closed = req.spoolMtimeNs !== undefined ? { record: req.closeRecord!, spoolMtimeNs: req.spoolMtimeNs } : undefined;
         const [code] = await answerOf((cb) => this.ops.flush(this.mount.safePath(req.ino), fh, cb, closed));
         errno = this.lateErrors.get(fh) ?? (code < 0 ? -code : undefined);
         this.lateErrors.delete(fh);
@@ -535,8 +535,8 @@ export class EngineRecords {
       // The Vfs's own version has another id when written anew (replaceRefused): the record's removal says so.
       if (errno === undefined) await closes?.journal.sideRecordSettled(req.journalId ?? '');
       else {
-        this.logger.error({ path: this.mount.safePath(req.ino), errno }, 'fuse: a close the engine answered could not be applied; its journal record is kept for the next start');
-        await closes?.journal.keepSideRecord(req.line!);
+        this.logger.error({ path: this.mount.safePath(req.ino), errno }, 'fuse: a close the engine answered could not be applied; what its close record put is kept in the journal for the next start');
+        await closes?.journal.keepSideRecord(req.closeRecord!);
       }
     } finally {
       closes?.writer.settled(req.record!);
@@ -549,7 +549,7 @@ export class EngineRecords {
    * when that fails too.
    */
   private async replaceRefused(req: KernelRequest): Promise<number | undefined> {
-    const put = this.closes?.journal.sideRecordContent(req.line!);
+    const put = this.closes?.journal.sideRecordContent(req.closeRecord!);
     if (!put) return Errno.EIO;
     const path = `/${put.library}/${put.fullpath}`;
     const [code] = await answerOf((cb) => this.operations.replaceWith(path, put.data, cb));

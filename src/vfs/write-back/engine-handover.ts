@@ -7,6 +7,7 @@ import { statSync } from 'node:fs';
 import { fsErrorOf } from '../fs-errors.js';
 import { LocalVersion } from './local-version.js';
 import type { JournalEntry } from './upload-journal.js';
+import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
 import type { EngineClose, PassthroughSpool, SideJournal } from '../types.js';
 import { keyOf, type WriteSession } from './slots.js';
 import { WriteBackSeals } from './seals.js';
@@ -23,8 +24,8 @@ export abstract class WriteBackLease extends WriteBackSeals {
 
   /**
    * New files a front end created, had written and closed by itself (Vfs.createClosed): each version is
-   * installed closed at its path, sealed as its record says, the record appended to the journal as it is
-   * (see `journalVersion` with `closed`), and queued for upload after the write-back delay. The records
+   * installed closed at its path, sealed as its record says, journaled with a put line written from the
+   * record (see `journalVersion` with `closed`), and queued for upload after the write-back delay. The records
    * of all of them go to the log in one write. For each, true once made; false, with nothing changed for
    * it, when its path has a local version or session, its record is not a put of its id at its path, or
    * its spool does not show the size and time the record was made from. A record that cannot be written
@@ -34,8 +35,8 @@ export abstract class WriteBackLease extends WriteBackSeals {
     const made = files.map((f) => this.closedVersionOf(f.library, f.fullpath, f.id, f.closed));
     for (const m of made) if (m) this.opts.diskFaults?.check('journal', `journaling '${m.v.fullpath}'`);
     const puts: Promise<void>[] = [];
-    made.forEach((m, i) => {
-      if (m) puts.push(this.journal.put(m.entry, { sync: false, line: files[i]!.closed.line }));
+    made.forEach((m) => {
+      if (m) puts.push(this.journal.put(m.entry, { sync: false, inline: m.data }));
     });
     // Issued together, the appends go out in one write.
     await Promise.all(puts).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${files.length === 1 ? files[0]!.fullpath : `${files.length} files`}'`); });
@@ -71,11 +72,12 @@ export abstract class WriteBackLease extends WriteBackSeals {
 
   /**
    * The closed version `closed` makes of a new file (createClosed), sealed as its record says, with the
-   * record's entry (the journal keeps it as the line has it); undefined when it cannot be made.
+   * record's entry and bytes (the journal writes its own line from them); undefined when it cannot be made.
    */
-  protected closedVersionOf(library: string, fullpath: string, id: string, closed: EngineClose): { v: LocalVersion; entry: JournalEntry } | undefined {
-    const entry = this.journal.sideRecordEntry(closed.line);
-    if (!entry || entry.id !== id || entry.library !== library || entry.fullpath !== fullpath || !this.journal.freshId(id)) return undefined;
+  protected closedVersionOf(library: string, fullpath: string, id: string, closed: EngineClose): { v: LocalVersion; entry: JournalEntry; data: Buffer } | undefined {
+    const record = decodeCloseRecord(closed.record);
+    const entry = record && closeRecordEntry(record);
+    if (!record || !entry || entry.id !== id || entry.library !== library || entry.fullpath !== fullpath || !this.journal.freshId(id)) return undefined;
     const existing = this.slots.get(keyOf(library, fullpath));
     if (existing && (existing.current || existing.acked || existing.session)) return undefined;
     const spool = this.journal.spoolPath(id);
@@ -89,7 +91,7 @@ export abstract class WriteBackLease extends WriteBackSeals {
     if (st.size !== BigInt(entry.size) || st.mtimeNs !== closed.spoolMtimeNs) return undefined;
     const v = LocalVersion.closedSpool(id, spool, library, fullpath, { size: entry.size, mtimeMs: entry.mtimeMs, sha1: entry.sha1! });
     v.seq = this.seqOf(entry);
-    return { v, entry };
+    return { v, entry, data: record.data };
   }
 
   /** The kernel is done with `v`'s spool (FileHandle.passthrough): a change it made after the last close is journaled, then the upload may go. */

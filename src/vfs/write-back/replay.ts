@@ -4,6 +4,7 @@
  */
 import { LocalVersion } from './local-version.js';
 import { orderOf, type JournalEntry } from './upload-journal.js';
+import { spoolMatches } from './spool-verification.js';
 import { folderEntry, keyOf } from './slots.js';
 import { WriteBackLease } from './engine-handover.js';
 
@@ -71,14 +72,13 @@ export abstract class WriteBackReplay extends WriteBackLease {
       await this.journal.remove(e.id);
       return false;
     }
-    if (e.sha1 !== undefined) {
-      // Closed but not yet fsynced when the power went: the entry may have reached the disk and its bytes not.
-      const h = await this.opts.hasher.hash(v.spoolPath).catch(() => undefined);
-      if (!h || h.sha1 !== e.sha1 || h.size !== e.size) {
-        this.opts.logger.error({ library: e.library, path: e.fullpath, size: h?.size, journaled: e.size }, 'journal replay: the bytes of this entry never reached the disk (lost before its group commit): dropped, never uploaded');
-        await this.journal.remove(e.id);
-        return false;
-      }
+    if (e.sha1 !== undefined && !(await spoolMatches(this.opts.hasher, v.spoolPath, e))) {
+      // Not the version its record names: its bytes never reached the disk (a power loss inside the group
+      // commit's window), or they changed since its record (the kernel writing a spool in place). Never
+      // uploaded as that version; its bytes are set aside for a person, not lost.
+      const kept = await this.journal.setAside(e).catch(() => undefined);
+      this.opts.logger.error({ library: e.library, path: e.fullpath, journaled: e.size, kept }, 'journal replay: the spool differs from its record (size or SHA-1): not uploaded; its bytes are kept aside');
+      return false;
     } else if (v.size !== e.size && !e.open) {
       this.opts.logger.warn({ library: e.library, path: e.fullpath, size: v.size, journaled: e.size }, 'journal replay: spool size differs from its entry');
     }

@@ -8,6 +8,7 @@ import { LocalVersion } from './local-version.js';
 import type { RemoteEntry } from '../remote.js';
 import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
 import { INLINE_MAX_BYTES, orderOf, type JournalEntry } from './upload-journal.js';
+import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
 import { VfsError, type CallContext, type EngineClose } from '../types.js';
 import { WriteBackSlots, keyOf, type PathSlot, type WriteSession } from './slots.js';
 
@@ -262,15 +263,16 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     v.journaling = entryWritten;
     try {
       // A close the front end journaled itself: its record is this version's when it names it, at its path.
-      let closed = opts.closed && !opts.sync ? this.journal.sideRecordEntry(opts.closed.line) : undefined;
+      const record = opts.closed && !opts.sync ? decodeCloseRecord(opts.closed.record) : undefined;
+      let closed = record && closeRecordEntry(record);
       if (closed && (closed.id !== v.id || closed.library !== v.library || closed.fullpath !== v.fullpath || v.operator)) closed = undefined;
       // A small file's bytes go in its journal record: its spool then needs no fsync of its own.
-      let inline = closed ? undefined : v.inlineContent();
+      let inline = closed ? record!.data : v.inlineContent();
       await v.seal(this.opts.hasher, { sync: opts.sync && !inline && !closed, closed: closed && { size: closed.size, sha1: closed.sha1!, mtimeNs: opts.closed!.spoolMtimeNs } });
       if (closed && !v.sealedAs(closed.sha1!, closed.size)) {
         // The kernel wrote on meanwhile (another descriptor of the open file): sealed as the spool is now.
         closed = undefined;
-        inline = v.reseal();
+        inline = await v.resealHashed(this.opts.hasher);
       }
       // Unchanged since an fsync recorded it: its place in the order is that fsync's.
       const asFsynced = v.openRecord !== undefined && v.generation === v.openGeneration;
@@ -279,7 +281,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       const entry = closed ?? this.journalEntry(v);
       // Unchanged since an fsync made its spool durable: nothing of it is left to a group commit.
       const spoolSynced = (opts.sync && !inline) || v.syncedGeneration === v.generation;
-      await this.journal.put(entry, { spoolSynced, sync: opts.sync, inline, line: closed && opts.closed!.line }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+      await this.journal.put(entry, { spoolSynced, sync: opts.sync, inline }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
     } catch (err) {
       resolveEntry();
       const failed = this.journalingFailed(v, err, s?.slot);
@@ -345,7 +347,13 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       const slot = this.slots.get(keyOf(v.library, v.fullpath));
       if (slot && !slot.acked) slot.acked = v;
     }
-    const inline = v.reseal();
+    let inline: Buffer | undefined;
+    try {
+      inline = await v.resealHashed(this.opts.hasher);
+    } catch (err) {
+      await this.journal.remove(v.id, { keepSpool: true }).catch(() => undefined);
+      throw this.journalingFailed(v, err);
+    }
     const written = this.journal.put(this.journalEntry(v), { spoolSynced: false, sync: opts.sync, inline })
       .catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
     v.journaling = written.catch(() => undefined);

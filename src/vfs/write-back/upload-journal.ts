@@ -11,7 +11,7 @@
  *   made durable by the next group commit, at most `groupCommitMs` later, together with every other put of
  *   that window: a `cp -r` of many files pays one fdatasync of the log, not two fsyncs a file. A power loss
  *   inside the window can lose those entries or their bytes; an entry carries its content's SHA-1, and
- *   replay drops an entry whose spool does not match it (never a corrupt version).
+ *   replay sets aside an entry whose spool does not match it (never a corrupt version; see setAside).
  *
  * A close costs one append: the records of everything journaled meanwhile go to the log in one write. A
  * small file's bytes (up to `INLINE_MAX_BYTES`) travel in its record, so its spool never needs an fsync
@@ -23,19 +23,21 @@
  * removed ones. `entries/<id>.json` (one file an entry, the layout of earlier versions) is read at start-up
  * and moved into the log.
  *
- * Side logs (`closes.<id>.log`): another writer may append put records, in this format, to logs of its
- * own (the FUSE engine answers a small file's close once the file's record is in such a log, before the
- * Vfs has the file; see SideJournal). Replay reads them before the journal's own log, so the journal's
- * own lines about an id (its own put of the same version, a rename, the removal after the upload)
- * supersede the side record. Once every record of a side log is settled (the journal has its own lines
- * for it, or a removal), the side log goes, at a compaction.
+ * Side logs (`closes.<id>.log`): the FUSE engine appends records of its own format (engine-close-record.ts,
+ * the one codec of them) to logs of its own: it answers a small file's close once the file's record is
+ * in such a log, before the Vfs has the file (see SideJournal). The journal never copies those bytes: it
+ * writes put lines of its own from what it decodes. Replay reads side logs before the journal's own log,
+ * so the journal's own lines about an id (its own put of the same version, a rename, the removal after
+ * the upload) supersede the side record. Once every record of a side log is settled (the journal has its
+ * own lines for it, or a removal), the side log goes, at a compaction.
  */
 import { createReadStream, writeSync } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, truncate, writeFile, type FileHandle } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { hash, randomBytes } from 'node:crypto';
 import type { Operator, SideJournal, SideLogWriter } from '../types.js';
+import { closeRecordEntry, decodeCloseRecord, readCloseRecords } from './engine-close-record.js';
 
 import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../../shared/atomic-file.js';
 export interface JournalEntry {
@@ -106,6 +108,8 @@ const POOL_MAX = 4096;
 /** A pool that looks full is counted again at most this often (a front end takes from it silently). */
 const POOL_RECOUNT_MS = 1000;
 const LOG = 'journal.log';
+/** Spools replay found different from their records (see setAside). */
+const UNVERIFIED = 'unverified';
 /** The log is rewritten once it holds this many records more than live entries, and twice as many (compactionDue). */
 const COMPACT_DEAD_RECORDS = 2000;
 /**
@@ -285,14 +289,7 @@ export class UploadJournal implements SideJournal {
    * spool with nothing written since (it is not done again). Without, they are left to the next group
    * commit. `inline`: the spool's whole content (at most INLINE_MAX_BYTES), written into the record.
    */
-  async put(entry: JournalEntry, opts: { spoolSynced?: boolean; sync?: boolean; inline?: Buffer; line?: Buffer } = {}): Promise<void> {
-    if (opts.line) {
-      // A side record taken as the journal's own (see sideRecordEntry): its bytes are in the line.
-      await this.appendPut(entry, undefined, undefined, opts.line);
-      if (opts.sync === false) this.scheduleGroupCommit();
-      else await this.syncLog();
-      return;
-    }
+  async put(entry: JournalEntry, opts: { spoolSynced?: boolean; sync?: boolean; inline?: Buffer } = {}): Promise<void> {
     const inline = opts.inline !== undefined && opts.inline.length === entry.size && entry.size <= INLINE_MAX_BYTES ? opts.inline : undefined;
     const spool = this.spoolPath(entry.id);
     if (opts.sync === false) {
@@ -374,6 +371,22 @@ export class UploadJournal implements SideJournal {
       else this.scheduleGroupCommit();
     }
     if (!opts.keepSpool) await this.recycle(this.spoolPath(id));
+  }
+
+  /**
+   * A version replay found different from its record (another size or SHA-1): never uploaded as that
+   * version. Its spool moves to `unverified/<id>`, its record beside it (`<id>.json`), for a person to
+   * look at; its entry goes. Answers where its bytes are.
+   */
+  async setAside(entry: JournalEntry): Promise<string> {
+    const dir = join(this.dir, UNVERIFIED);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const kept = join(dir, entry.id);
+    await writeFile(`${kept}.json`, `${JSON.stringify(entry)}\n`, { mode: 0o600 });
+    await rename(this.spoolPath(entry.id), kept);
+    await fsyncFolderIfSupported(dir);
+    await this.remove(entry.id, { keepSpool: true });
+    return kept;
   }
 
   dropSpool(id: string): Promise<void> {
@@ -471,15 +484,12 @@ export class UploadJournal implements SideJournal {
 
   // ---- the log -----------------------------------------------------------------------------------------
 
-  /**
-   * `before`: the entry's live record this one rewrites (its bytes stay in the line that carried them).
-   * `written`: the line, written already by a side writer, with the entry's bytes in it.
-   */
-  private async appendPut(entry: JournalEntry, inline: Buffer | undefined, before?: LiveEntry, written?: Buffer): Promise<void> {
-    const { line, check } = written ? lineAsWritten(written) : putLineOf(entry, inline);
+  /** `before`: the entry's live record this one rewrites (its bytes stay in the line that carried them). */
+  private async appendPut(entry: JournalEntry, inline: Buffer | undefined, before?: LiveEntry): Promise<void> {
+    const { line, check } = putLineOf(entry, inline);
     const record = await this.append(line);
     const lines = new Set([check]);
-    const carries = !!inline || !!written;
+    const carries = !!inline;
     // A record of a file still open (an fsync) that carries no bytes: its bytes are the spool's now.
     const keeps = !carries && !entry.open && !!before?.inline;
     if (keeps) for (const c of before.lines) lines.add(c);
@@ -580,42 +590,27 @@ export class UploadJournal implements SideJournal {
       this.logRecords - this.keptRecords > Math.max(COMPACT_DEAD_RECORDS, this.keptRecords);
   }
 
-  async keepSideRecord(written: Buffer): Promise<void> {
-    const { line, check } = lineAsWritten(written);
+  /**
+   * Keeps an engine's close record that was not applied for the next start: the journal's own put line of
+   * what it says (its bytes in the line), kept by every rewrite until replay. A record that does not
+   * decode (never the case for one the engine handed over) keeps nothing.
+   */
+  async keepSideRecord(record: Buffer): Promise<void> {
+    const r = decodeCloseRecord(record);
+    if (!r) return;
+    const { line, check } = putLineOf(closeRecordEntry(r), r.data);
     await this.append(line);
     this.keptLines.add(check);
     this.scheduleGroupCommit();
   }
 
   /**
-   * The entry a side record puts, with its bytes in the line (not decoded): what the journal keeps of it
-   * when the line is taken as its own (`put` with `line`). Undefined for a line that does not match its
-   * check, or is not a put of a small file's bytes.
+   * What an engine's close record put, for a front end that must apply it itself (the file it closed was
+   * refused): the file's place and bytes; undefined for bytes that are not one whole close record.
    */
-  sideRecordEntry(line: Buffer): JournalEntry | undefined {
-    const end = line[line.length - 1] === NEWLINE[0] ? line.length - 1 : line.length;
-    const start = CHECK_CHARS + 1;
-    if (end <= start || line[CHECK_CHARS] !== SPACE) return undefined;
-    if (checkOf(line.subarray(start, end)) !== line.toString('latin1', 0, CHECK_CHARS)) return undefined;
-    const data = line.indexOf(DATA_KEY, start);
-    if (data < 0) return undefined;
-    let rec: LogRecord;
-    try {
-      rec = JSON.parse(`${line.toString('utf8', start, data)}}`) as LogRecord;
-    } catch {
-      return undefined;
-    }
-    return rec.put && validEntry(rec.put) && rec.put.sha1 !== undefined ? rec.put : undefined;
-  }
-
-  /**
-   * What a side record put, for a front end that must apply it itself (the file it closed was refused):
-   * the file's place and bytes; undefined for a line that is not a put of a small file's bytes.
-   */
-  sideRecordContent(line: Buffer): { library: string; fullpath: string; data: Buffer } | undefined {
-    const rec = parseLine(line.toString('utf8').replace(/\n$/, ''))?.rec;
-    if (!rec?.put || rec.data === undefined) return undefined;
-    return { library: rec.put.library, fullpath: rec.put.fullpath, data: Buffer.from(rec.data, 'base64') };
+  sideRecordContent(record: Buffer): { library: string; fullpath: string; data: Buffer } | undefined {
+    const r = decodeCloseRecord(record);
+    return r && { library: r.library, fullpath: r.fullpath, data: r.data };
   }
 
   private newSideLogPath(): string {
@@ -792,6 +787,17 @@ export class UploadJournal implements SideJournal {
   }
 
   private async eachLineOf(path: string, fn: (rec: LogRecord, check: string, text: string) => Promise<void>): Promise<void> {
+    // An engine's side log: each record read as the put line the journal writes for it. One written by an
+    // earlier version of the engine (the journal's own lines, left by a crash before an upgrade) is read
+    // as the journal's log is.
+    if (SIDE_LOG_RE.test(basename(path)) && !(await isLegacySideLog(path))) {
+      for await (const r of readCloseRecords(path)) {
+        const rec: LogRecord = { put: closeRecordEntry(r), data: r.data.toString('base64') };
+        const { text, check } = lineOf(rec);
+        await fn(rec, check, text.slice(0, -1));
+      }
+      return;
+    }
     const input = createReadStream(path, { encoding: 'utf8' });
     const opened = await new Promise<boolean>((resolve, reject) => {
       input.once('open', () => resolve(true));
@@ -868,8 +874,6 @@ function validEntry(e: JournalEntry): boolean {
 const CHECK_CHARS = 12;
 const SPACE = 0x20;
 const NEWLINE = Buffer.from('\n');
-/** Where a put line's bytes start (after its entry). */
-const DATA_KEY = ',"data":"';
 
 /** A line of a log (without its newline) when it matches its check and holds a valid record. */
 function parseLine(text: string): { rec: LogRecord; check: string } | undefined {
@@ -891,11 +895,6 @@ function parseLine(text: string): { rec: LogRecord; check: string } | undefined 
 
 function checkOf(json: string | Buffer): string {
   return hash('sha1', json, 'hex').slice(0, CHECK_CHARS);
-}
-
-/** A line another writer wrote (a side record), to append as it is: ending in its newline, and its check. */
-function lineAsWritten(written: Buffer): { line: Buffer; check: string } {
-  return { line: written[written.length - 1] === NEWLINE[0] ? written : Buffer.concat([written, NEWLINE]), check: written.toString('latin1', 0, CHECK_CHARS) };
 }
 
 /**
@@ -923,6 +922,19 @@ function lineOf(rec: LogRecord): { text: string; check: string } {
   const json = JSON.stringify(rec);
   const check = checkOf(json);
   return { text: `${check} ${json}\n`, check };
+}
+
+/** A side log of the engine's earlier format: the journal's own lines (it starts with a line's check, never with a close record). */
+async function isLegacySideLog(path: string): Promise<boolean> {
+  const fh = await open(path, 'r').catch(() => undefined);
+  if (!fh) return false;
+  try {
+    const head = Buffer.alloc(CHECK_CHARS + 1);
+    const { bytesRead } = await fh.read(head, 0, head.length, 0);
+    return bytesRead === head.length && /^[0-9a-f]{12} $/.test(head.toString('latin1'));
+  } finally {
+    await fh.close();
+  }
 }
 
 /** Writes a small file's spool from its record when the file is missing or differs (lost to a power loss). */

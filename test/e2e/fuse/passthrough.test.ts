@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, type MountHarness, sh, startMount, startMountOnSmallDisk, startMountProcess } from './harness.js';
 import { expectRefusedNamesFail } from './refused-names.js';
+import { readCloseRecords, type EngineCloseRecord } from '../../../src/vfs/write-back/engine-close-record.js';
 
 const T = 60_000;
 const NULL_MOUNT = fileURLToPath(new URL('../../../scripts/bench/support/fuse-null-mount.ts', import.meta.url));
@@ -284,6 +285,20 @@ async function journalLines(dataDir: string, which: (name: string) => boolean): 
   return lines;
 }
 
+/** The engine's close records in the journal's side logs (its own format: engine-close-record.ts). */
+async function sideRecords(dataDir: string): Promise<EngineCloseRecord[]> {
+  const dir = join(dataDir, 'journal');
+  const out: EngineCloseRecord[] = [];
+  for (const name of (await readdir(dir)).filter((n) => n.startsWith('closes.'))) for await (const r of readCloseRecords(join(dir, name))) out.push(r);
+  return out;
+}
+
+/** The entries of the put lines of the journal's own log. */
+async function ownPuts(dataDir: string): Promise<{ id: string; fullpath: string; size: number; sha1?: string }[]> {
+  const lines = await journalLines(dataDir, (n) => n === 'journal.log');
+  return lines.map((l) => JSON.parse(l.slice(l.indexOf(' ') + 1)) as { put?: { id: string; fullpath: string; size: number; sha1?: string } }).flatMap((r) => (r.put ? [r.put] : []));
+}
+
 /** The journal's spool folder: the names of spools (journal ids), and of emptied ones in its pool. */
 async function spoolFolder(dataDir: string): Promise<{ spools: string[]; pool: string[] }> {
   const dir = join(dataDir, 'journal', 'spool');
@@ -322,11 +337,11 @@ describe.runIf(granted)('the mount with passthrough: spools made ahead', () => {
     expect((await stat(join(h.mnt, 'Lib/ahead/empty'))).mtimeMs).toBeGreaterThanOrEqual(t0);
     await h.call('flushAll');
     expect((await h.call<{ mtimeMs: number }>('localStat', { path: '/Lib/ahead/empty' })).mtimeMs).toBeGreaterThanOrEqual(t0);
-    // The engine journaled each close (a side log): the journal took each of those lines as its own, as written.
-    const side = (await journalLines(kept.dataDir, (n) => n.startsWith('closes.'))).filter((l) => l.includes('"fullpath":"ahead/a'));
+    // The engine recorded each close (a side log): the journal wrote a put line of its own from each record.
+    const side = (await sideRecords(kept.dataDir)).filter((r) => r.fullpath.startsWith('ahead/a'));
     expect(side).toHaveLength(20);
-    const own = new Set(await journalLines(kept.dataDir, (n) => n === 'journal.log'));
-    expect(side.filter((l) => own.has(l))).toHaveLength(20);
+    const own = await ownPuts(kept.dataDir);
+    expect(side.filter((r) => own.some((e) => e.id === r.id && e.fullpath === r.fullpath && e.sha1 === r.sha1 && e.size === r.data.length))).toHaveLength(20);
     await h.stop();
     kept.h = undefined;
     // Every file is uploaded (its spool emptied into the pool), and the spools made ahead went back there.
@@ -388,11 +403,11 @@ describe.runIf(granted)('the mount with passthrough: closes the engine journaled
     expect((await h.call<{ size: number }>('localStat', { path: '/Lib/whole/w7' })).size).toBe(107);
     await h.call('flushAll');
     for (let i = 0; i < 20; i++) expect(Buffer.from(await h.call<string>('remoteRead', { path: `/Lib/whole/w${i}` }), 'base64').equals(Buffer.alloc(100 + i, 97 + i))).toBe(true);
-    // Each of the twenty: the engine's line taken as the journal's own, as written.
-    const side = (await journalLines(kept.dataDir, (n) => n.startsWith('closes.'))).filter((l) => /"fullpath":"whole\/w\d+"/.test(l));
+    // Each of the twenty: the journal's own put line written from the engine's record.
+    const side = (await sideRecords(kept.dataDir)).filter((r) => /^whole\/w\d+$/.test(r.fullpath));
     expect(side).toHaveLength(20);
-    const own = new Set(await journalLines(kept.dataDir, (n) => n === 'journal.log'));
-    expect(side.filter((l) => own.has(l))).toHaveLength(20);
+    const own = await ownPuts(kept.dataDir);
+    expect(side.filter((r) => own.some((e) => e.id === r.id && e.fullpath === r.fullpath && e.sha1 === r.sha1 && e.size === r.data.length))).toHaveLength(20);
   }, T);
 
   it('closes the engine answered wait for JavaScript up to 8 MiB of records: past that, JavaScript closes the files; nothing is lost', async () => {
@@ -405,7 +420,8 @@ describe.runIf(granted)('the mount with passthrough: closes the engine journaled
       for (const name of (await readdir(dir)).filter((n) => n.startsWith('closes.'))) bytes += (await stat(join(dir, name))).size;
       return bytes;
     };
-    const files = 1700;
+    // Records of 4 KiB files (about 4.2 KB each): 2,200 of them pass the bound.
+    const files = 2200;
     const src = join(h.local, 'bound');
     await mkdir(src);
     for (let i = 0; i < files; i++) await writeFile(join(src, `f${i}`), Buffer.alloc(4096, i % 251));
@@ -413,7 +429,7 @@ describe.runIf(granted)('the mount with passthrough: closes the engine journaled
     let whileHeldBytes = 0;
     await whileHeld('bound', async (folder, reached) => {
       const copying = sh('sh', ['-c', 'for f in "$1"/*; do cp "$f" "$2"/ || exit 1; done', 'sh', src, folder], { timeoutMs: 180_000 });
-      // The engine answers closes, each line in its side log, until the records waiting reach the bound;
+      // The engine answers closes, each record in its side log, until the records waiting reach the bound;
       // the next close waits for JavaScript, which is held: the copy stops there.
       await eventually('the records waiting reach the bound', async () => ((await sideBytes()) - before >= bound - 8192 ? true : undefined), 120_000);
       // No event marks a close held back in the kernel: a second lets a copy that was not held run past the bound.
@@ -441,12 +457,12 @@ describe.runIf(granted)('the mount with passthrough: closes the engine journaled
     await h.call('flushAll');
     expect((await h.call<string>('remoteRead', { path: '/Lib/written-on/f.txt' }).then((b) => Buffer.from(b, 'base64'))).toString()).toBe('first and after');
     // The engine's record has the five bytes it read; the journal's own record of the version has all.
-    const side = (await journalLines(kept.dataDir, (n) => n.startsWith('closes.'))).filter((l) => l.includes('written-on/f.txt'));
+    const side = (await sideRecords(kept.dataDir)).filter((r) => r.fullpath === 'written-on/f.txt');
     expect(side).toHaveLength(1);
-    expect(side[0]).toContain('"size":5,');
-    const own = (await journalLines(kept.dataDir, (n) => n === 'journal.log')).filter((l) => l.includes('written-on/f.txt'));
-    expect(own.some((l) => l === side[0])).toBe(false);
-    expect(own[0]).toContain('"size":15,');
+    expect(side[0]!.data.toString()).toBe('first');
+    const own = (await ownPuts(kept.dataDir)).filter((e) => e.fullpath === 'written-on/f.txt');
+    expect(own.some((e) => e.sha1 === side[0]!.sha1)).toBe(false);
+    expect(own[0]!.size).toBe(15);
   }, T);
 });
 

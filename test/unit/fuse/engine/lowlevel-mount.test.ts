@@ -80,6 +80,7 @@ function setup(overrides: Partial<Fuse3Binding> = {}) {
     transport: () => ({ transport: 'dev', why: 'a recording binding', ringRequests: 0, devRequests: 0, queues: 0, depth: 16, passthrough: false }),
     takeQueued: () => [],
     journalSwitch: () => { throw new Error('journalSwitch: not expected over the in-memory Vfs'); },
+    encodeCloseRecord: () => { throw new Error('encodeCloseRecord: not expected over the in-memory Vfs'); },
     ...overrides,
   };
   const mount = new LowLevelMount({ binding, operations, mountpoint: '/unused', mountOptions: [], settings: { maxWrite: 1, maxReadahead: 1, maxBackground: 1, congestionThreshold: 1, writeback: 1, asyncRead: 1, readers: 1 }, attrTimeoutS: 1, logger: silentLogger });
@@ -361,7 +362,7 @@ describe('LowLevelMount', () => {
       batch([
         { op: Op.CREATE, id: 0, answered: 1, ino: parent, name, newIno: ino, fh, mode: 0o100644, flags: 0o1 | 0o100, mtimeMs, journalId: `00000000000000a${i}` },
         { op: Op.WRITE, id: 0, answered: 1, ino, fh, offset: 0, data: Buffer.from('closed') },
-        { op: Op.FLUSH, id: 0, answered: 1, ino, fh, record: i + 1, journalId: `00000000000000a${i}`, line: Buffer.from('unused here\n') },
+        { op: Op.FLUSH, id: 0, answered: 1, ino, fh, record: i + 1, journalId: `00000000000000a${i}`, closeRecord: Buffer.from('unused here') },
       ]);
     }
     const [unlinked, renamed, folder] = await Promise.all([

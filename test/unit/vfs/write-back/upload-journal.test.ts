@@ -7,6 +7,7 @@ import { GatewayVfs } from '../../../../src/vfs/gateway-vfs.js';
 import { MemoryRemote } from '../../../../src/vfs/memory-remote.js';
 import { FaultyRemote } from '../../../../src/vfs/faulty-remote.js';
 import { UploadJournal } from '../../../../src/vfs/write-back/upload-journal.js';
+import { closeRecordEntry, decodeCloseRecord, encodeCloseRecord } from '../../../../src/vfs/write-back/engine-close-record.js';
 import { nameLibraries } from '../../../../src/vfs/library-set.js';
 import { MetadataCache } from '../../../../src/vfs/metadata-cache.js';
 import { silentLogger } from '../../../../src/shared/log.js';
@@ -281,11 +282,9 @@ describe('UploadJournal and replay', { timeout: 15_000 }, () => {
   });
 });
 
-/** A put line as the FUSE engine writes it to a side log (the journal's format: check, space, JSON). */
-function sideLine(e: { id: string; library: string; fullpath: string; seq: number }, data: Buffer): string {
-  const sha1 = createHash('sha1').update(data).digest('hex');
-  const json = `{"put":{"id":"${e.id}","library":${JSON.stringify(e.library)},"fullpath":${JSON.stringify(e.fullpath)},"size":${data.length},"mtimeMs":5,"createdMs":5,"seq":${e.seq},"sha1":"${sha1}"},"data":"${data.toString('base64')}"}`;
-  return `${createHash('sha1').update(json).digest('hex').slice(0, 12)} ${json}\n`;
+/** A close record as the FUSE engine writes it to a side log (its own format: engine-close-record.ts). */
+function sideLine(e: { id: string; library: string; fullpath: string; seq: number }, data: Buffer): Buffer {
+  return encodeCloseRecord({ ...e, mtimeNs: 5_000_000n, createdMs: 5, data });
 }
 
 /** Puts and removes entries until the log is rewritten (it holds mostly removed ones). */
@@ -312,11 +311,11 @@ describe('UploadJournal side logs (closes the FUSE engine answers)', { timeout: 
     const { dir, journal } = await freshJournal();
     const [pending, renamed, uploaded] = [journal.newId(), journal.newId(), journal.newId()];
     const bytes = Buffer.from('closed through the mount "ñ"\n');
-    await writeFile(join(dir, `closes.${journal.newId()}.log`), [
+    await writeFile(join(dir, `closes.${journal.newId()}.log`), Buffer.concat([
       sideLine({ id: pending, library: 'L', fullpath: 'd/pending "q".txt', seq: 10 }, bytes),
       sideLine({ id: renamed, library: 'L', fullpath: 'd/before.txt', seq: 11 }, Buffer.from('r')),
       sideLine({ id: uploaded, library: 'L', fullpath: 'd/up.txt', seq: 12 }, Buffer.from('u')),
-    ].join(''));
+    ]));
     // What the Vfs journaled of two of them meanwhile: one renamed since, one uploaded (removed).
     await journal.put({ id: renamed, library: 'L', fullpath: 'd/after.txt', size: 1, mtimeMs: 6, createdMs: 6, seq: 20 }, { inline: Buffer.from('r') });
     await journal.put({ id: uploaded, library: 'L', fullpath: 'd/up.txt', size: 1, mtimeMs: 6, createdMs: 6, seq: 21 }, { inline: Buffer.from('u') });
@@ -333,6 +332,33 @@ describe('UploadJournal side logs (closes the FUSE engine answers)', { timeout: 
     const third = new UploadJournal(dir);
     expect((await third.entries()).map((e) => e.fullpath)).toEqual(['d/pending "q".txt', 'd/after.txt']);
     await third.close();
+  });
+
+  it('a side record cut short (a crash mid-write, a write the disk refused part of) is ignored; the whole records before and after it come back', async () => {
+    const { dir, journal } = await freshJournal();
+    const [before, cut, after, tail] = [journal.newId(), journal.newId(), journal.newId(), journal.newId()];
+    const cutShort = sideLine({ id: cut, library: 'L', fullpath: 'cut.txt', seq: 2 }, Buffer.alloc(300, 1));
+    const torn = sideLine({ id: tail, library: 'L', fullpath: 'tail.txt', seq: 4 }, Buffer.from('tail'));
+    await writeFile(join(dir, `closes.${journal.newId()}.log`), Buffer.concat([
+      sideLine({ id: before, library: 'L', fullpath: 'before.txt', seq: 1 }, Buffer.from('b')),
+      cutShort.subarray(0, 200),
+      sideLine({ id: after, library: 'L', fullpath: 'after.txt', seq: 3 }, Buffer.from('a')),
+      torn.subarray(0, torn.length - 1),
+    ]));
+    expect((await journal.entries()).map((e) => [e.id, e.fullpath])).toEqual([[before, 'before.txt'], [after, 'after.txt']]);
+    expect(await readFile(journal.spoolPath(after), 'utf8')).toBe('a');
+    await journal.close();
+  });
+
+  it('a side log an earlier version of the engine wrote (the journal\'s own put lines) is still read at start-up', async () => {
+    const { dir, journal } = await freshJournal();
+    const id = journal.newId();
+    const bytes = Buffer.from('closed before the upgrade');
+    const json = `{"put":{"id":"${id}","library":"L","fullpath":"old.txt","size":${bytes.length},"mtimeMs":5,"createdMs":5,"seq":7,"sha1":"${createHash('sha1').update(bytes).digest('hex')}"},"data":"${bytes.toString('base64')}"}`;
+    await writeFile(join(dir, `closes.${journal.newId()}.log`), `${createHash('sha1').update(json).digest('hex').slice(0, 12)} ${json}\n`);
+    expect((await journal.entries()).map((e) => [e.id, e.fullpath])).toEqual([[id, 'old.txt']]);
+    expect(await readFile(journal.spoolPath(id))).toEqual(bytes);
+    await journal.close();
   });
 
   it('with a side writer, a rewrite of the log first moves it to a new side log, drops the earlier ones and keeps the removals of its records that are gone', async () => {
@@ -386,22 +412,21 @@ describe('UploadJournal side logs (closes the FUSE engine answers)', { timeout: 
     }
   });
 
-  it('a side record taken as the journal\'s own: its entry read from the line, the line appended as it is, its bytes back at the next start after the side log went', async () => {
+  it('a side record journaled from what it decodes to: the journal\'s own put line, its bytes back at the next start after the side log went', async () => {
     const { dir, journal } = await freshJournal();
     const id = journal.newId();
     const bytes = Buffer.from('closed by the engine');
-    const line = Buffer.from(sideLine({ id, library: 'L', fullpath: 'd/taken "q".txt', seq: 40 }, bytes));
+    const line = sideLine({ id, library: 'L', fullpath: 'd/taken "q".txt', seq: 40 }, bytes);
     await writeFile(join(dir, `closes.${journal.newId()}.log`), line);
-    const entry = journal.sideRecordEntry(line);
+    const record = decodeCloseRecord(line)!;
+    const entry = closeRecordEntry(record);
     expect(entry).toEqual({ id, library: 'L', fullpath: 'd/taken "q".txt', size: bytes.length, mtimeMs: 5, createdMs: 5, seq: 40, sha1: createHash('sha1').update(bytes).digest('hex') });
-    // Not a put of a small file's bytes, or not matching its check: nothing to take.
-    const torn = Buffer.from(line);
-    torn[torn.length - 5] ^= 1;
-    expect(journal.sideRecordEntry(torn)).toBeUndefined();
-    expect(journal.sideRecordEntry(line.subarray(0, 40))).toBeUndefined();
-    const json = '{"rm":"0123456789abcdef"}';
-    expect(journal.sideRecordEntry(Buffer.from(`${createHash('sha1').update(json).digest('hex').slice(0, 12)} ${json}\n`))).toBeUndefined();
-    await journal.put(entry!, { sync: false, line });
+    await journal.put(entry, { sync: false, inline: record.data });
+    // The journal's log holds a line of its own format (check, space, JSON), never the engine's bytes.
+    await journal.syncAll();
+    const own = await readFile(join(dir, 'journal.log'));
+    expect(own.includes(line)).toBe(false);
+    expect(own.toString()).toMatch(/^[0-9a-f]{12} \{"put":\{"id":"[0-9a-f]{16}".*\}\n$/);
     await journal.sideRecordSettled(id);
     await churn(journal);
     // Settled: the side log goes with the rewrite, the journal's own copy of the line stays.
@@ -417,12 +442,12 @@ describe('UploadJournal side logs (closes the FUSE engine answers)', { timeout: 
     await third.close();
   });
 
-  it('a side record the Vfs could not apply is kept as it is: through rewrites of the log, back at the next start', async () => {
+  it('a side record the Vfs could not apply is kept (a put line of the journal\'s own): through rewrites of the log, back at the next start', async () => {
     const { dir, journal } = await freshJournal();
     const id = journal.newId();
     const line = sideLine({ id, library: 'L', fullpath: 'refused.txt', seq: 3 }, Buffer.from('kept bytes'));
     await writeFile(join(dir, `closes.${journal.newId()}.log`), line);
-    await journal.keepSideRecord(Buffer.from(line));
+    await journal.keepSideRecord(line);
     await journal.sideRecordSettled(journal.newId()); // one that went: a removal line, no entry
     await churn(journal);
     // No side writer: every side log is settled and goes with the rewrite.
