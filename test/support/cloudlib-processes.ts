@@ -41,9 +41,9 @@ export class CloudlibProcesses {
   }
 }
 
-/** The exit code of `child`; fails when it has not exited within `timeoutMs`. */
+/** The exit code of `child` (null when a signal ended it); fails when it has not exited within `timeoutMs`. */
 export function exited(child: ChildProcess, timeoutMs: number): Promise<number | null> {
-  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
   return new Promise((resolve, reject) => {
     const t = setTimeout(() => reject(new Error(`process did not exit within ${timeoutMs} ms`)), timeoutMs);
     child.once('exit', (code) => { clearTimeout(t); resolve(code); });
