@@ -5,33 +5,28 @@
  * address that is taken is refused with a clear error.
  */
 import { describe, it, expect, afterEach } from 'vitest';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { fuseUsable, type EndpointsFile, type ServiceCredentialsFile } from '../../../src/gateway/gateway.js';
+import { fuseUsable, type EndpointsFile } from '../../../src/gateway/gateway.js';
 import { waitFor } from '../../support/wait-for.js';
+import { CloudlibProcesses, exited, jsonWrittenBy, logged, remoteService, runCloudlib as cloudlib, type CloudlibChild } from '../../support/cloudlib-processes.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
-const bin = join(root, 'bin', 'cloudlib.js');
 const ready = existsSync(join(root, 'src/service/index.ts'));
 const canMount = ready && (await fuseUsable());
 
-const children: ChildProcess[] = [];
+const processes = new CloudlibProcesses();
 const dirs: string[] = [];
 const servers: Server[] = [];
 const mounts: string[] = [];
 afterEach(async () => {
-  for (const c of children.splice(0)) {
-    if (c.exitCode === null && c.signalCode === null) {
-      c.kill('SIGTERM');
-      await exited(c, 15_000).catch(() => c.kill('SIGKILL'));
-    }
-  }
+  await processes.stopAll();
   for (const s of servers.splice(0)) s.close();
   // A mount left by a failed test: taken away lazily (never touched synchronously from here).
   for (const m of mounts.splice(0)) await new Promise((r) => execFile('fusermount3', ['-uz', m], () => r(undefined)));
@@ -44,60 +39,9 @@ function personEnv(home: string): NodeJS.ProcessEnv {
   return { ...rest, HOME: home, CLOUDLIB_LOG_LEVEL: 'warn' };
 }
 
-function start(cwd: string, env: NodeJS.ProcessEnv): ChildProcess & { output: () => string } {
-  const child = spawn(process.execPath, [bin, 'up', '--webdav', '127.0.0.1:0', '--no-mount'], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout!.on('data', (c: Buffer) => { out += c.toString(); });
-  child.stderr!.on('data', (c: Buffer) => { out += c.toString(); });
-  children.push(child);
-  return Object.assign(child, { output: () => out });
-}
-
-function exited(child: ChildProcess, timeoutMs: number): Promise<number | null> {
-  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`process did not exit within ${timeoutMs} ms`)), timeoutMs);
-    child.once('exit', (code) => { clearTimeout(t); resolve(code); });
-  });
-}
-
-async function endpointsOf(file: string, child: ChildProcess & { output: () => string }): Promise<EndpointsFile> {
-  return waitFor(file, async () => JSON.parse(await readFile(file, 'utf8')) as EndpointsFile, {
-    timeoutMs: 30_000, intervalMs: 100, stopIf: () => (child.exitCode !== null ? `exited with ${child.exitCode}` : undefined), detail: () => child.output(),
-  });
-}
-
-function cloudlib(args: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [bin, ...args], { cwd, env, timeout: 60_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 99) : 0, stdout, stderr });
-    });
-  });
-}
-
-/** A `cloudlib service` on its own and a configuration pointing at it (library folder `Remote`). */
-async function remoteService(base: string, env: NodeJS.ProcessEnv, extra: Record<string, unknown> = {}): Promise<{ creds: ServiceCredentialsFile; config: string }> {
-  const svcDir = join(base, 'svc');
-  const service = spawn(process.execPath, [bin, 'service', '--data', svcDir, '--listen', '127.0.0.1:0'], { env, stdio: 'ignore' });
-  children.push(service);
-  const credsFile = join(svcDir, 'credentials.json');
-  await waitFor(`cloudlib service to write ${credsFile}`, () => existsSync(credsFile), {
-    timeoutMs: 30_000, intervalMs: 100, stopIf: () => (service.exitCode !== null ? `cloudlib service exited with ${service.exitCode}` : undefined),
-  });
-  const creds = JSON.parse(await readFile(credsFile, 'utf8')) as ServiceCredentialsFile;
-  const config = join(base, 'cloudlib.json');
-  await writeFile(config, JSON.stringify({
-    service: { base_url: creds.base_url, libraries: [{ name: 'Remote', org_client_id: creds.library.org_client_id, org_client_secret: creds.library.org_client_secret }] },
-    ...extra,
-  }));
-  return { creds, config };
-}
-
-/** Waits until `log()` matches `re`, or fails with what was logged. */
-async function waitForLog(re: RegExp, log: () => string, child: ChildProcess, what: string): Promise<void> {
-  await waitFor(`${what} to start`, () => re.test(log()), {
-    timeoutMs: 30_000, intervalMs: 100, stopIf: () => (child.exitCode !== null ? `exited with ${child.exitCode}` : undefined), detail: log,
-  });
+/** `cloudlib up` with WebDAV on an ephemeral port and no mount, started in `cwd`. */
+function start(cwd: string, env: NodeJS.ProcessEnv): CloudlibChild {
+  return processes.start(['up', '--webdav', '127.0.0.1:0', '--no-mount'], { cwd, env });
 }
 
 describe.skipIf(!ready)('daily use of cloudlib up', { timeout: 120_000 }, () => {
@@ -112,7 +56,7 @@ describe.skipIf(!ready)('daily use of cloudlib up', { timeout: 120_000 }, () => 
     const data = join(home, '.local', 'share', 'cloudlib');
 
     let child = start(started, env);
-    const first = await endpointsOf(join(data, 'endpoints.json'), child);
+    const first = await jsonWrittenBy<EndpointsFile>(join(data, 'endpoints.json'), child);
     expect(first.control_socket).toBe(join(data, 'control.sock'));
     expect(existsSync(join(started, '.cloudlib'))).toBe(false);
 
@@ -134,7 +78,7 @@ describe.skipIf(!ready)('daily use of cloudlib up', { timeout: 120_000 }, () => 
     child.kill('SIGTERM');
     expect(await exited(child, 30_000)).toBe(0);
     child = start(started, env);
-    const second = await endpointsOf(join(data, 'endpoints.json'), child);
+    const second = await jsonWrittenBy<EndpointsFile>(join(data, 'endpoints.json'), child);
     expect(second.service_url).toBe(first.service_url);
     expect(second.admin_url).toBe(first.admin_url);
     const after = await request(link);
@@ -167,14 +111,11 @@ describe.skipIf(!ready)('daily use of cloudlib up', { timeout: 120_000 }, () => 
     const base = await mkdtemp(join(tmpdir(), 'cloudlib-daily-'));
     dirs.push(base);
     const env = personEnv(join(base, 'home'));
-    const { creds, config } = await remoteService(base, env, { webdav: { users: [{ name: 'alice', password: 'secret' }] } });
+    const { creds, config } = await remoteService(processes, base, env, { webdav: { users: [{ name: 'alice', password: 'secret' }] } });
     const data = join(base, 'gw');
-    const gw = spawn(process.execPath, [bin, 'webdav', '--config', config, '--data', data, '--listen', '127.0.0.1:0'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
-    children.push(gw);
-    let log = '';
-    gw.stderr!.on('data', (c: Buffer) => { log += c.toString(); });
-    await waitForLog(/WebDAV on (\S+);/, () => log, gw, 'cloudlib webdav');
-    expect(log).toContain(`ctl --socket ${join(data, 'control.sock')} status`);
+    const gw = processes.start(['webdav', '--config', config, '--data', data, '--listen', '127.0.0.1:0'], { env });
+    await logged(/WebDAV on (\S+);/, gw, 'cloudlib webdav');
+    expect(gw.output()).toContain(`ctl --socket ${join(data, 'control.sock')} status`);
     await writeFile(join(base, 'a.txt'), 'through the control socket of cloudlib webdav');
     const up = await cloudlib(['ctl', '--data', data, 'upload', join(base, 'a.txt'), '/Remote/a.txt'], base, env);
     expect(up.code, up.stderr).toBe(0);
@@ -195,16 +136,13 @@ describe.skipIf(!ready)('daily use of cloudlib up', { timeout: 120_000 }, () => 
     const base = await mkdtemp(join(tmpdir(), 'cloudlib-daily-'));
     dirs.push(base);
     const env = personEnv(join(base, 'home'));
-    const { config } = await remoteService(base, env);
+    const { config } = await remoteService(processes, base, env);
     const data = join(base, 'gw');
     const mnt = join(base, 'mnt');
     await mkdir(mnt);
     mounts.push(mnt);
-    const child = spawn(process.execPath, [bin, 'mount', mnt, '--config', config, '--data', data], { env, stdio: ['ignore', 'ignore', 'pipe'] });
-    children.push(child);
-    let log = '';
-    child.stderr!.on('data', (c: Buffer) => { log += c.toString(); });
-    await waitForLog(/mounted on /, () => log, child, 'cloudlib mount');
+    const child = processes.start(['mount', mnt, '--config', config, '--data', data], { env });
+    await logged(/mounted on /, child, 'cloudlib mount');
     const status = await cloudlib(['ctl', '--data', data, '--json', 'status'], base, env);
     expect(status.code, status.stderr).toBe(0);
     expect(JSON.parse(status.stdout)).toMatchObject({ mount: mnt, libraries: [{ name: 'Remote' }] });

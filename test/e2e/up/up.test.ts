@@ -5,7 +5,7 @@
  * works like the embedded default.
  */
 import { describe, it, expect, afterEach } from 'vitest';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { createServer } from 'node:net';
 import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
@@ -19,22 +19,16 @@ import { ControlClient } from '../../../src/control/client.js';
 import type { EndpointsFile, ServiceCredentialsFile } from '../../../src/gateway/gateway.js';
 import { fuseUsable } from '../../../src/gateway/gateway.js';
 import { waitFor } from '../../support/wait-for.js';
+import { CloudlibProcesses, exited, jsonWrittenBy, remoteService, type CloudlibChild } from '../../support/cloudlib-processes.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
-const bin = join(root, 'bin', 'cloudlib.js');
 const ready = existsSync(join(root, 'src/service/index.ts')) && existsSync(join(root, 'src/webdav/index.ts'));
 const canMount = ready && (await fuseUsable());
 
-const children: ChildProcess[] = [];
+const processes = new CloudlibProcesses();
 const dirs: string[] = [];
 afterEach(async () => {
-  for (const c of children.splice(0)) {
-    if (c.exitCode === null && c.signalCode === null) {
-      c.kill('SIGCONT');
-      c.kill('SIGTERM');
-      await exited(c, 15_000).catch(() => c.kill('SIGKILL'));
-    }
-  }
+  await processes.stopAll();
   for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
 });
 
@@ -44,32 +38,14 @@ async function tempDir(): Promise<string> {
   return d;
 }
 
-function start(args: string[], env: NodeJS.ProcessEnv = {}): ChildProcess & { output: () => string } {
-  const child = spawn(process.execPath, [bin, ...args], { env: { ...process.env, CLOUDLIB_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout!.on('data', (c: Buffer) => { out += c.toString(); });
-  child.stderr!.on('data', (c: Buffer) => { out += c.toString(); });
-  children.push(child);
-  return Object.assign(child, { output: () => out });
+/** `cloudlib ARGS` in this process's environment (`env` beside), logging warnings only. */
+function start(args: string[], env: NodeJS.ProcessEnv = {}): CloudlibChild {
+  return processes.start(args, { env: { ...process.env, CLOUDLIB_LOG_LEVEL: 'warn', ...env } });
 }
 
-function exited(child: ChildProcess, timeoutMs: number): Promise<number | null> {
-  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`process did not exit within ${timeoutMs} ms`)), timeoutMs);
-    child.once('exit', (code) => { clearTimeout(t); resolve(code); });
-  });
-}
-
-async function waitForFile(path: string, child: ChildProcess & { output: () => string }, timeoutMs = 30_000): Promise<string> {
-  return waitFor(path, () => readFile(path, 'utf8'), {
-    until: () => true, timeoutMs, intervalMs: 100, stopIf: () => (child.exitCode !== null ? `exited with ${child.exitCode}` : undefined), detail: () => child.output(),
-  });
-}
-
-async function up(data: string, extra: string[] = []): Promise<{ child: ChildProcess & { output: () => string }; endpoints: EndpointsFile }> {
+async function up(data: string, extra: string[] = []): Promise<{ child: CloudlibChild; endpoints: EndpointsFile }> {
   const child = start(['up', '--data', data, '--webdav', '127.0.0.1:0', '--service-listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', ...extra]);
-  const endpoints = JSON.parse(await waitForFile(join(data, 'endpoints.json'), child)) as EndpointsFile;
+  const endpoints = await jsonWrittenBy<EndpointsFile>(join(data, 'endpoints.json'), child);
   return { child, endpoints };
 }
 
@@ -111,7 +87,7 @@ function shell(command: string): Promise<{ code: number; stdout: string; stderr:
   });
 }
 
-async function bannerOf(child: ChildProcess & { output: () => string }): Promise<string> {
+async function bannerOf(child: CloudlibChild): Promise<string> {
   await waitFor('the banner', () => child.output().includes('Ctrl-C stops'), { timeoutMs: 30_000, intervalMs: 100, detail: () => child.output() });
   return child.output();
 }
@@ -209,14 +185,8 @@ describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
 
   it('pointed at a separate `cloudlib service` by a config file; SIGTERM with an upload pending keeps it, the next `up` finishes it', async () => {
     const base = await tempDir();
-    const svcDir = join(base, 'svc');
-    const service = start(['service', '--data', svcDir, '--listen', '127.0.0.1:0']);
-    const { client, creds } = await libraryClient(await waitForFile(join(svcDir, 'credentials.json'), service).then(() => join(svcDir, 'credentials.json')));
-    const config = join(base, 'cloudlib.json');
-    await writeFile(config, JSON.stringify({
-      service: { base_url: creds.base_url, libraries: [{ name: 'Remote', org_client_id: creds.library.org_client_id, org_client_secret: creds.library.org_client_secret }] },
-      feed: { interval_ms: 500 },
-    }));
+    const { config, service } = await remoteService(processes, base, { ...process.env, CLOUDLIB_LOG_LEVEL: 'warn' }, { feed: { interval_ms: 500 } });
+    const { client, creds } = await libraryClient(join(base, 'svc', 'credentials.json'));
     const data = join(base, 'gw');
     const first = await up(data, ['--no-mount', '--config', config, '--stop-flush', '1']);
     expect(first.endpoints.credentials).toBeNull();

@@ -5,51 +5,30 @@
  * own account and password; what they put is recorded on the service as theirs.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { access, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { ServiceClient } from '../../../src/api/client.js';
 import type { ServiceCredentialsFile } from '../../../src/gateway/gateway.js';
 import { freePort } from '../../support/free-port.js';
 import { basicAuth, dav } from '../../support/dav-http.js';
 import { waitFor } from '../../support/wait-for.js';
+import { CloudlibProcesses, exited, jsonWrittenBy, runCloudlib, type CloudlibChild } from '../../support/cloudlib-processes.js';
 
-const root = fileURLToPath(new URL('../../../', import.meta.url));
-const bin = join(root, 'bin', 'cloudlib.js');
-
-const children: ChildProcess[] = [];
+const processes = new CloudlibProcesses();
+const env = { ...process.env, CLOUDLIB_LOG_LEVEL: 'warn' };
 const dirs: string[] = [];
 afterEach(async () => {
-  for (const c of children.splice(0)) {
-    if (c.exitCode === null && c.signalCode === null) {
-      c.kill('SIGTERM');
-      await exited(c, 15_000).catch(() => c.kill('SIGKILL'));
-    }
-  }
+  await processes.stopAll();
   for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
 });
 
-function exited(c: ChildProcess, timeoutMs: number): Promise<number | null> {
-  if (c.exitCode !== null || c.signalCode !== null) return Promise.resolve(c.exitCode);
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`process did not exit within ${timeoutMs} ms`)), timeoutMs);
-    c.once('exit', (code) => { clearTimeout(t); resolve(code); });
-  });
-}
-
-function start(args: string[]): ChildProcess & { output: () => string } {
-  const child = spawn(process.execPath, [bin, ...args], { env: { ...process.env, CLOUDLIB_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout!.on('data', (b: Buffer) => { out += b.toString(); });
-  child.stderr!.on('data', (b: Buffer) => { out += b.toString(); });
-  children.push(child);
-  return Object.assign(child, { output: () => out });
+function start(args: string[]): CloudlibChild {
+  return processes.start(args, { env });
 }
 
 /** waitFor for a probe (every 100 ms) that gives a value when done; fails at once when the process ends. */
-async function until<T>(what: string, child: ChildProcess & { output: () => string }, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+async function until<T>(what: string, child: CloudlibChild, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
   return (await waitFor(what, probe, {
     until: (v: T | undefined) => v !== undefined, timeoutMs, intervalMs: 100,
     stopIf: () => (child.exitCode !== null ? `the process exited with ${child.exitCode}` : undefined), detail: () => child.output(),
@@ -62,17 +41,11 @@ describe('cloudlib webdav with member logins', { timeout: 120_000 }, () => {
     dirs.push(base);
     const svcDir = join(base, 'svc');
     const service = start(['service', '--data', svcDir, '--listen', '127.0.0.1:0']);
-    const creds = await until('credentials.json', service, async () => {
-      await access(join(svcDir, 'credentials.json'));
-      return JSON.parse(await readFile(join(svcDir, 'credentials.json'), 'utf8')) as ServiceCredentialsFile;
-    });
+    const creds = await jsonWrittenBy<ServiceCredentialsFile>(join(svcDir, 'credentials.json'), service);
     // The application and the demo member's password, as an operator gets them.
-    const minted = await new Promise<{ client_id: string; client_secret: string }>((resolve, reject) => {
-      execFile(process.execPath, [bin, 'service', 'token', '--data', svcDir, '--account', creds.member.account, '--password', 'demo-member-pw'], (err, stdout, stderr) => {
-        if (err) reject(new Error(`${err.message}\n${stderr}`));
-        else resolve(JSON.parse(stdout) as { client_id: string; client_secret: string });
-      });
-    });
+    const token = await runCloudlib(['service', 'token', '--data', svcDir, '--account', creds.member.account, '--password', 'demo-member-pw'], base, env);
+    expect(token.code, token.stderr).toBe(0);
+    const minted = JSON.parse(token.stdout) as { client_id: string; client_secret: string };
     const config = join(base, 'cloudlib.json');
     const port = await freePort();
     await writeFile(config, JSON.stringify({

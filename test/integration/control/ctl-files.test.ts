@@ -42,6 +42,9 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'ctl-files-'));
   const config = await loadConfig({ data: join(dir, 'data'), webdav: 'off', noMount: true, serviceListen: '127.0.0.1:0', adminListen: '127.0.0.1:0' }, {}, { fuseUsable: false });
   config.admin_listen = null;
+  // Written files wait the longest write-back delay: the status test sees them pending however slow the
+  // machine (the copies below flush: they do not wait for it).
+  config.journal.upload_delay_ms = 60_000;
   gateway = await Gateway.start({ config, logger: silentLogger });
   lib = gateway.vfs.libraryNames()[0]!;
   // A project folder as people have them.
