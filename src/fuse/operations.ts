@@ -450,7 +450,7 @@ export class FuseOperations {
       access: (path: string, mode: number, cb: NativeCallback) =>
         this.run('access', path, 'metadataMs', cb, async (_s, ctx) => {
           const attr = await vfs.stat(path, ctx);
-          if ((mode & W_OK) !== 0 && (permissionBits(attr.isDir, this.own) & 0o222) === 0) return -Errno.EROFS;
+          if ((mode & W_OK) !== 0 && (permissionBits(attr.isDir, this.own, attr.readOnly) & 0o222) === 0) return -Errno.EROFS;
           return 0;
         }),
 

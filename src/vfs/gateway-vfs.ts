@@ -27,6 +27,7 @@ import { TimeOverrides } from './time-overrides.js';
 import { WriteBack, type FollowedFile } from './write-back.js';
 import type { ClosedCreate, EngineClose, SideJournal } from './types.js';
 import { ForegroundActivity } from './foreground-activity.js';
+import { VERSIONS_FOLDER, VersionsView } from './versions-view.js';
 import type { DiskFaults } from './disk-faults.js';
 import { VfsError, type Attr, type CallContext, type FileHandle, type LocalRange, type OpenFlags, type StatFs, type Vfs } from './types.js';
 import type { ResolvedLibrary } from './library-set.js';
@@ -183,6 +184,8 @@ export class GatewayVfs implements Vfs {
   /** Small files of a walk being fetched into the block cache, by content key. */
   private readonly walkFetches = new Map<string, Promise<void>>();
   private readonly logger: Logger;
+  /** Every version of every file, read-only, under `/<library>/.versions` (versions-view.ts). */
+  private readonly versions: VersionsView;
   private closed = false;
 
   private constructor(private readonly opts: GatewayVfsOptions) {
@@ -204,6 +207,12 @@ export class GatewayVfs implements Vfs {
         this.writeBack.online(name);
         void this.libs.get(name)?.feed?.pollNow().catch(() => undefined);
       },
+    });
+    this.versions = new VersionsView({
+      remoteOf: (name) => this.libs.get(name)?.remote,
+      lookup: (name, fullpath, ctx) => this.lookup(this.libs.get(name)!, fullpath, ctx),
+      list: (name, fullpath, ctx) => this.listDir(this.libs.get(name)!, fullpath, ctx),
+      reader: (name, entry, ctx) => this.reader(this.libs.get(name)!, entry, ctx, { exactVersion: true }),
     });
     this.writeBack = new WriteBack({
       journalDir: join(opts.dataDir, 'journal'), hasher: this.hasher, sha1Streams: this.sha1Streams,
@@ -326,6 +335,8 @@ export class GatewayVfs implements Vfs {
   // ---- metadata -------------------------------------------------------------------------------------------
 
   async stat(path: string, ctx?: CallContext, opts: { fresh?: boolean } = {}): Promise<Attr> {
+    const view = await this.versions.at(path, ctx);
+    if (view) return this.versions.stat(view, ctx);
     const t = this.target(path);
     if (!t.lib) return this.rootAttr();
     const e = opts.fresh && t.fullpath !== '' ? await this.entryOf(t.lib, t.fullpath, ctx) : await this.lookup(t.lib, t.fullpath, ctx);
@@ -334,6 +345,8 @@ export class GatewayVfs implements Vfs {
   }
 
   async readdir(path: string, ctx?: CallContext): Promise<Attr[]> {
+    const view = await this.versions.at(path, ctx);
+    if (view) return this.versions.readdir(view, ctx);
     const t = this.target(path);
     if (!t.lib) return [...this.libs.values()].map((l) => this.libraryAttr(l));
     const entries = await this.listDir(t.lib, t.fullpath, ctx);
@@ -369,6 +382,8 @@ export class GatewayVfs implements Vfs {
   // ---- reads and writes -----------------------------------------------------------------------------------
 
   async open(path: string, flags: OpenFlags, ctx?: CallContext): Promise<FileHandle> {
+    const view = await this.versions.at(path, ctx);
+    if (view) return this.versions.open(view, flags, ctx);
     const t = this.target(path);
     const lib = this.needLibrary(t, 'open');
     const writing = !!(flags.write || flags.create || flags.truncate || flags.append);
@@ -436,6 +451,8 @@ export class GatewayVfs implements Vfs {
   }
 
   async createReadStream(path: string, range: { start?: number; end?: number } = {}, ctx?: CallContext): Promise<Readable> {
+    const view = await this.versions.at(path, ctx);
+    if (view) return this.versions.createReadStream(view, range, ctx);
     const t = this.target(path);
     const lib = this.needLibrary(t, 'read');
     const entry = await this.lookup(lib, t.fullpath, ctx);
@@ -480,6 +497,7 @@ export class GatewayVfs implements Vfs {
    * ends normally and the new version is journaled (see WriteBack.replace).
    */
   async writeFile(path: string, source: Readable | Buffer | AsyncIterable<Buffer>, ctx?: CallContext, opts: { holdUploadMs?: number; size?: number } = {}): Promise<Attr> {
+    await this.refuseInVersions(path, ctx);
     const t = this.target(path);
     const lib = this.needLibrary(t, 'write');
     this.writable(t.path);
@@ -506,6 +524,7 @@ export class GatewayVfs implements Vfs {
     if (p.fullpath === '') throw new VfsError(this.libs.has(p.library) ? 'EEXIST' : 'EPERM', `libraries are not created through the gateway: ${p.path}`);
     const t = this.target(path);
     this.writable(t.path);
+    await this.refuseInVersions(path, ctx);
     const lib = t.lib!;
     await this.settleHidden(lib, t.fullpath);
     if (await this.lookup(lib, t.fullpath, ctx)) throw new VfsError('EEXIST', `${t.path} exists`);
@@ -532,6 +551,7 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'unlink');
     if (t.fullpath === '') throw new VfsError('EPERM', `cannot remove a library: ${t.path}`);
     this.writable(t.path);
+    await this.refuseInVersions(path, ctx);
     const entry = await this.lookup(lib, t.fullpath, ctx);
     if (!entry) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (entry.isDir) throw new VfsError('EISDIR', `${t.path} is a folder (use rmdir)`);
@@ -557,6 +577,7 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'rmdir');
     if (t.fullpath === '') throw new VfsError('EPERM', `cannot remove a library: ${t.path}`);
     this.writable(t.path);
+    await this.refuseInVersions(path, ctx);
     const entry = await this.lookup(lib, t.fullpath, ctx);
     if (!entry) throw new VfsError('ENOENT', `no such folder: ${t.path}`);
     if (!entry.isDir) throw new VfsError('ENOTDIR', `${t.path} is a file`);
@@ -569,6 +590,8 @@ export class GatewayVfs implements Vfs {
   }
 
   async rename(from: string, to: string, opts: { noReplace?: boolean } = {}, ctx?: CallContext): Promise<void> {
+    await this.refuseInVersions(from, ctx);
+    await this.refuseInVersions(to, ctx);
     if (this.target(from).path === this.target(to).path) {
       this.writable(from);
       return;
@@ -608,6 +631,9 @@ export class GatewayVfs implements Vfs {
   }
 
   async copy(from: string, to: string, opts: { noReplace?: boolean } = {}, ctx?: CallContext): Promise<void> {
+    await this.refuseInVersions(to, ctx);
+    const view = await this.versions.at(from, ctx);
+    if (view) return this.copyVersion(view.path, to, opts, ctx);
     const { a, b, dst } = await this.transferEnds('copied', from, to, opts, ctx);
     if (dst) {
       if (dst.isDir) await this.removeTree(b.lib, b.fullpath, true, ctx);
@@ -620,6 +646,19 @@ export class GatewayVfs implements Vfs {
       return;
     }
     await this.copyAcross(a.lib, a.fullpath, b.lib, b.fullpath, ctx);
+  }
+
+  /** A version copied out of the view (restored): its bytes streamed into a file at `to`. */
+  private async copyVersion(from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext): Promise<void> {
+    const attr = await this.stat(from, ctx);
+    if (attr.isDir) throw new VfsError('ENOTSUP', `${from}: folders of the versions view are not copied; copy its versions one by one`);
+    if (opts.noReplace && (await this.stat(to, ctx).catch(() => undefined))) throw new VfsError('EEXIST', `${to} exists`);
+    await this.writeFile(to, await this.createReadStream(from, {}, ctx), ctx, { size: attr.size });
+  }
+
+  /** Refuses (EROFS) a change of anything in the versions view. */
+  private async refuseInVersions(path: string, ctx?: CallContext): Promise<void> {
+    if (await this.versions.at(path, ctx)) throw this.versions.refusal(path);
   }
 
   /**
@@ -668,6 +707,7 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'setTimes');
     this.writable(t.path);
+    await this.refuseInVersions(path, ctx);
     if (await this.writeBack.setTimes(lib.name, t.fullpath, mtimeMs)) return;
     const e = await this.lookup(lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
@@ -680,6 +720,8 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'getTags');
     if (t.fullpath === '') throw new VfsError('ENOTSUP', `libraries have no tags: ${t.path}`);
+    // Versions have no tags of their own.
+    if (await this.versions.at(path, ctx)) return [];
     const local = this.writeBack.entry(lib.name, t.fullpath);
     if (local && isUnsent(local)) return this.marks.tags(lib.name, t.fullpath) ?? local.tags ?? [];
     if (lib.remote.tags) {
@@ -697,6 +739,7 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'setTags');
     if (t.fullpath === '') throw new VfsError('ENOTSUP', `libraries have no tags: ${t.path}`);
     this.writable(t.path);
+    await this.refuseInVersions(path, ctx);
     for (const tag of tags) {
       if (typeof tag !== 'string' || tag.trim() === '' || tag.includes(';')) throw new VfsError('EINVAL', `expected tags without ';' and not empty, got ${JSON.stringify(tag)}`);
     }
@@ -719,6 +762,7 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'setLocked');
     if (t.fullpath === '') throw new VfsError('ENOTSUP', `libraries cannot be locked: ${t.path}`);
     this.writable(t.path);
+    await this.refuseInVersions(path, ctx);
     const e = await this.lookup(lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (e.isDir) throw new VfsError('ENOTSUP', `folders cannot be locked: ${t.path}`);
@@ -1000,7 +1044,7 @@ export class GatewayVfs implements Vfs {
     for (let at = 0; at < files.length; at++) {
       const f = files[at]!;
       const t = this.target(f.path);
-      if (!t.lib || t.fullpath === '' || this.opts.readOnly || t.lib.remote.checkWrite || this.hidden.has(`${t.lib.name}\0${t.fullpath}`)) continue;
+      if (!t.lib || t.fullpath === '' || this.opts.readOnly || t.lib.remote.checkWrite || this.hidden.has(`${t.lib.name}\0${t.fullpath}`) || VersionsView.names(f.path)) continue;
       const lib = t.lib;
       const folder = parentOf(t.fullpath);
       const key = `${lib.name}\0${folder}`;
@@ -1023,16 +1067,19 @@ export class GatewayVfs implements Vfs {
   answeredClosesIn(path: string): { library: string; fullpath: string } | undefined {
     const t = this.target(path);
     // A library whose service checks each new file against the member's rights: its closes wait for that.
-    if (!t.lib || this.opts.readOnly || t.lib.remote.checkWrite) return undefined;
+    if (!t.lib || this.opts.readOnly || t.lib.remote.checkWrite || VersionsView.names(path)) return undefined;
     return { library: t.lib.name, fullpath: t.fullpath };
   }
 
   cachedNames(path: string, max: number): string[] | undefined {
     const t = this.target(path);
-    if (!t.lib) return undefined;
+    if (!t.lib || VersionsView.names(path)) return undefined;
     const list = this.cache.getListing(t.lib.name, t.fullpath);
     if (!list || list.length > max) return undefined;
-    return [...this.overlaid(t.lib, t.fullpath, list).keys()];
+    const names = [...this.overlaid(t.lib, t.fullpath, list).keys()];
+    // The versions view is found by its name at a library's root, though no listing shows it.
+    if (t.fullpath === '' && this.versions.shownIn(t.lib.name, names)) names.push(VERSIONS_FOLDER);
+    return names;
   }
 
   /** A folder's entries: the cached or fetched listing, with local files laid over it. */
@@ -1081,13 +1128,13 @@ export class GatewayVfs implements Vfs {
     return { path: `/${l.name}`, name: l.name, isDir: true, size: 0, mtimeMs: LIB_ROOT_ATTR_TIME, ctimeMs: LIB_ROOT_ATTR_TIME, id: l.id };
   }
 
-  private reader(lib: Library, e: RemoteEntry, ctx?: CallContext, extra: { startAt?: number; disk?: false } = {}): RangeReader {
+  private reader(lib: Library, e: RemoteEntry, ctx?: CallContext, extra: { startAt?: number; disk?: false; exactVersion?: boolean } = {}): RangeReader {
     const ra = this.opts.readAhead;
     return new RangeReader({
       remote: lib.remote, fullpath: e.fullpath, size: e.size, contentHash: e.contentHash,
       contentKey: this.contentKey(lib, e), blocks: this.blocks, disk: extra.disk === false ? undefined : this.disk,
       initialWindow: ra?.initial, maxWindow: ra?.max, streams: ra?.streams, aheadBytes: ra?.bytes, startAt: extra.startAt, budget: this.readAheadBudget,
-      call: this.call(ctx), logger: this.logger,
+      call: extra.exactVersion ? { ...this.call(ctx), exactVersion: true } : this.call(ctx), logger: this.logger,
     });
   }
 

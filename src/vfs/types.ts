@@ -73,6 +73,8 @@ export interface Attr {
   lastModifiedBy?: string;
   /** The library is offline: this is what was known when it went away. */
   stale?: boolean;
+  /** Never changed through the gateway (a view of the service's history): every write is EROFS. */
+  readOnly?: boolean;
 }
 
 export interface StatFs {
