@@ -370,6 +370,18 @@ export class FuseOperations {
     }
   }
 
+  /**
+   * Names a lookup finds in folder `path` though its listing (`listed`) does not show them; undefined when
+   * the folder's lookups must all be asked (Vfs.unlistedNames).
+   */
+  unlistedNames(path: string, listed: readonly string[]): string[] | undefined {
+    try {
+      return this.vfs.unlistedNames ? this.vfs.unlistedNames(path, listed) : [];
+    } catch {
+      return undefined;
+    }
+  }
+
   /** Every name in folder `path` when the Vfs knows them without asking the service (at most `max`); undefined otherwise. */
   cachedNames(path: string, max: number): string[] | undefined {
     try {

@@ -1077,9 +1077,14 @@ export class GatewayVfs implements Vfs {
     const list = this.cache.getListing(t.lib.name, t.fullpath);
     if (!list || list.length > max) return undefined;
     const names = [...this.overlaid(t.lib, t.fullpath, list).keys()];
+    return [...names, ...this.unlistedNames(path, names)!];
+  }
+
+  unlistedNames(path: string, listed: readonly string[]): string[] | undefined {
+    if (VersionsView.names(path)) return undefined;
+    const t = this.target(path);
     // The versions view is found by its name at a library's root, though no listing shows it.
-    if (t.fullpath === '' && this.versions.shownIn(t.lib.name, names)) names.push(VERSIONS_FOLDER);
-    return names;
+    return t.lib && t.fullpath === '' && this.versions.shownIn(t.lib.name, listed) ? [VERSIONS_FOLDER] : [];
   }
 
   /** A folder's entries: the cached or fetched listing, with local files laid over it. */

@@ -259,6 +259,13 @@ export interface Vfs {
    */
   cachedNames?(path: string, max: number): string[] | undefined;
   /**
+   * Names a lookup finds in folder `path` that its listing (`listed`, what readdir gave) does not show
+   * (a library root's `.versions`), for a front end that answers lookups from a listing; undefined when
+   * the listing cannot answer lookups at all (a folder of the versions view: it follows the library's
+   * folders, which change under it).
+   */
+  unlistedNames?(path: string, listed: readonly string[]): string[] | undefined;
+  /**
    * For a front end that answers a new small file's close itself once it has written the file's journal
    * record (the FUSE engine): the journal it writes to, undefined when closes must go through the Vfs
    * (durability "close", a read-only gateway).
