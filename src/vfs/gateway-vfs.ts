@@ -353,6 +353,10 @@ export class GatewayVfs implements Vfs {
     return entries.map((e) => this.toAttr(t.lib!, e));
   }
 
+  async readOnlyAt(path: string, ctx?: CallContext): Promise<boolean> {
+    return (await this.versions.at(path, ctx)) !== undefined;
+  }
+
   async statfs(path: string, ctx?: CallContext): Promise<StatFs> {
     const t = this.target(path);
     const libs = t.lib ? [t.lib] : [...this.libs.values()];

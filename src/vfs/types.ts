@@ -253,6 +253,11 @@ export interface Vfs {
   stat(path: string, ctx?: CallContext, opts?: { fresh?: boolean }): Promise<Attr>;
   readdir(path: string, ctx?: CallContext): Promise<Attr[]>;
   /**
+   * Whether `path` is in a read-only view (a library's `.versions`), existing or not: every change there
+   * is refused (EROFS). For a front end that keeps state of its own about paths (properties, locks).
+   */
+  readOnlyAt?(path: string, ctx?: CallContext): Promise<boolean>;
+  /**
    * Every name in folder `path` when they are known without asking the service (its listing is cached)
    * and there are at most `max`, as a lookup would find them now; undefined otherwise. For a front end
    * that answers lookups itself.
