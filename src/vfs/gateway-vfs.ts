@@ -28,6 +28,7 @@ import { WriteBack, type FollowedFile } from './write-back.js';
 import type { ClosedCreate, EngineClose, SideJournal } from './types.js';
 import { ForegroundActivity } from './foreground-activity.js';
 import { VERSIONS_FOLDER, VersionsView } from './versions-view.js';
+import { FileStates } from './file-state.js';
 import type { DiskFaults } from './disk-faults.js';
 import { VfsError, type Attr, type CallContext, type FileHandle, type LocalRange, type OpenFlags, type StatFs, type Vfs } from './types.js';
 import type { ResolvedLibrary } from './library-set.js';
@@ -186,6 +187,8 @@ export class GatewayVfs implements Vfs {
   private readonly logger: Logger;
   /** Every version of every file, read-only, under `/<library>/.versions` (versions-view.ts). */
   private readonly versions: VersionsView;
+  /** Each file's state in one word (file-state.ts); `conflictOf` is set by whoever knows conflicts. */
+  readonly states: FileStates;
   private closed = false;
 
   private constructor(private readonly opts: GatewayVfsOptions) {
@@ -207,6 +210,10 @@ export class GatewayVfs implements Vfs {
         this.writeBack.online(name);
         void this.libs.get(name)?.feed?.pollNow().catch(() => undefined);
       },
+    });
+    this.states = new FileStates({
+      syncState: (name, fullpath) => this.writeBack.syncState(name, fullpath),
+      online: (name) => this.connectivity.online(name),
     });
     this.versions = new VersionsView({
       remoteOf: (name) => this.libs.get(name)?.remote,
@@ -779,13 +786,21 @@ export class GatewayVfs implements Vfs {
       this.marks.setLock(lib.name, t.fullpath, locked, ctx?.operator);
       if (locked) this.lockHolds.set(key, holder);
       else this.lockHolds.delete(key);
+      this.noteLock(lib.name, t.fullpath, locked, ctx);
       return;
     }
     await lib.remote.lock(t.fullpath, locked, this.call(ctx));
     if (locked) this.lockHolds.set(key, holder);
     else this.lockHolds.delete(key);
+    this.noteLock(lib.name, t.fullpath, locked, ctx);
     this.ownForget(lib.name, t.fullpath);
     this.writeBack.patchBase(lib.name, t.fullpath, { locked });
+  }
+
+  /** Who locked a file through this gateway, for its state (`locked-by <name>`). */
+  private noteLock(library: string, fullpath: string, locked: boolean, ctx?: CallContext): void {
+    if (locked) this.states.lockTaken(library, fullpath, ctx?.operator?.opName);
+    else this.states.lockReleased(library, fullpath);
   }
 
   /**
@@ -1126,6 +1141,7 @@ export class GatewayVfs implements Vfs {
       dirty: local || undefined,
       locked: e.locked, tags: e.tags, lastModifiedBy: e.lastModifiedBy,
       stale: this.connectivity.online(lib.name) ? undefined : true,
+      state: this.states.of(lib.name, e),
     };
   }
 

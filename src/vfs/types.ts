@@ -75,6 +75,11 @@ export interface Attr {
   stale?: boolean;
   /** Never changed through the gateway (a view of the service's history): every write is EROFS. */
   readOnly?: boolean;
+  /**
+   * A file's state in one word (src/vfs/file-state.ts): `synced`, `pending`, `uploading`, `offline-only`,
+   * `conflict` or `locked-by <name>`; absent for folders and versions.
+   */
+  state?: string;
 }
 
 export interface StatFs {
