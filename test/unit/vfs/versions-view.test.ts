@@ -1,7 +1,10 @@
 import { describe, it, expect, afterEach } from 'vitest';
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { createMemoryVfs, type GatewayVfs, type MemoryRemote } from '../../../src/vfs/index.js';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createMemoryVfs, createVfs, MemoryRemote, type GatewayVfs } from '../../../src/vfs/index.js';
 import { shownVersions, versionName } from '../../../src/vfs/versions-view.js';
 import { vfsCode } from '../../support/vfs.js';
 
@@ -143,6 +146,22 @@ describe('versions view through the Vfs', { timeout: 20_000 }, () => {
     await vfs.writeFile('/A/.versions/more.txt', Buffer.from('more'));
     expect((await vfs.stat('/A/.versions/more.txt')).readOnly).toBeUndefined();
     expect(remote.historyCalls).toBe(0);
+  });
+
+  it('is not there for a library whose remote keeps no history (a member\'s own token): .versions is an ordinary name', async () => {
+    const remote = new MemoryRemote({ name: 'M' });
+    Object.defineProperty(remote, 'history', { value: undefined });
+    const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-versions-'));
+    const vfs = await createVfs({ libraries: [{ name: 'M', remote }], dataDir, feedIntervalMs: 0 });
+    try {
+      remote.putFile('a.txt', Buffer.from('x'));
+      expect(await vfsCode(vfs.stat('/M/.versions'))).toBe('ENOENT');
+      await vfs.mkdir('/M/.versions');
+      expect((await vfs.readdir('/M')).map((a) => a.name)).toEqual(['.versions', 'a.txt']);
+    } finally {
+      await vfs.close();
+      await rm(dataDir, { recursive: true, force: true });
+    }
   });
 
   it('answers ENOENT for what is not there', async () => {
