@@ -136,6 +136,18 @@ export function renderLibraries(result: unknown): string {
   return table(list.map((l) => ({ name: l.name, ...feedState(l.feed) })), ['name', 'feed', 'lag', 'cursor', 'changes', 'error']);
 }
 
+/** `ctl ls`: name, size, modified, and each file's state (folders: `folder`, no state). */
+export function renderListing(result: unknown): string {
+  const entries = ((result as { entries?: { name: string; type: string; size: number; mtimeMs: number; state?: string }[] } | null)?.entries ?? []);
+  if (entries.length === 0) return '(empty folder)';
+  return table(entries.map((e) => ({
+    name: e.type === 'folder' ? `${e.name}/` : e.name,
+    size: e.type === 'folder' ? 'folder' : formatBytes(e.size),
+    modified: formatDate(e.mtimeMs),
+    state: e.state ?? '',
+  })), ['name', 'size', 'modified', 'state']);
+}
+
 /** `ctl status`: the gateway, its libraries, uploads, and caches, each in its own section. */
 export function renderStatus(result: unknown): string {
   const s = result as Record<string, unknown> & {

@@ -10,7 +10,7 @@ import type { MethodInfo } from '../control/methods.js';
 import { methodCatalog } from '../control/catalog.js';
 import type { Subcommand } from './subcommand.js';
 import { defaultControlSocket } from '../gateway/data-folder.js';
-import { formatBytes, renderHistory, renderHuman, renderLibraries, renderPermissions, renderStatus, twoColumns, wrap } from './ctl-output.js';
+import { formatBytes, renderHistory, renderHuman, renderLibraries, renderListing, renderPermissions, renderStatus, twoColumns, wrap } from './ctl-output.js';
 
 export { formatBytes, renderHuman };
 
@@ -209,6 +209,7 @@ export const VERBS: Record<string, Verb> = {
   unlock: { usage: 'unlock PATH', help: 'unlock a file', calls: ['file.lock'], build: (pos) => ({ method: 'file.lock', params: { fullpath: need(pos, 0, 'PATH'), lock: 'unlock' } }), done: (_r, c) => `unlocked ${p0(c)}` },
   'tag add': { usage: 'tag add PATH TAG...', help: 'add tags', calls: ['file.add_tag'], build: (pos) => ({ method: 'file.add_tag', params: { fullpath: need(pos, 0, 'PATH'), tag: tags(pos) } }), done: (_r, c) => `tagged ${p0(c)}: ${p0(c, 'tag')}` },
   'tag rm': { usage: 'tag rm PATH TAG...', help: 'remove tags', calls: ['file.del_tag'], build: (pos) => ({ method: 'file.del_tag', params: { fullpath: need(pos, 0, 'PATH'), tag: tags(pos) } }), done: (_r, c) => `untagged ${p0(c)}: ${p0(c, 'tag')}` },
+  ls: { usage: 'ls PATH', help: 'a folder as the gateway serves it, with each file\'s state (synced, pending, uploading, offline-only, conflict, locked-by NAME)', calls: ['ls'], build: (pos) => ({ method: 'ls', params: { path: need(pos, 0, 'PATH') } }), render: renderListing },
   history: { usage: 'history PATH [--size N]', help: 'versions and operations of a file', calls: ['file.history'], build: (pos, o) => ({ method: 'file.history', params: { fullpath: need(pos, 0, 'PATH'), size: int(o, 'size') ?? 100 } }), render: renderHistory },
   restore: { usage: 'restore PATH --version FILEHASH|HID', help: 'make an earlier version current again', calls: ['version.restore'], build: (pos, o) => {
     if (!str(o.version)) throw new UsageError('--version is required (a filehash or hid from `ctl history`, or 7 or more of its first characters)');

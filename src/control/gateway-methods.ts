@@ -1,6 +1,6 @@
 /**
  * The gateway's own control methods: `status`, `flush`, `cache.drop`, `library.ls|add|remove`,
- * `upload`, `download`, `version.restore`. They act on the running gateway (its Vfs and its clients);
+ * `upload`, `download`, `version.restore`, `ls`. They act on the running gateway (its Vfs and its clients);
  * the endpoint methods (methods.ts) reach the service directly.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
@@ -14,6 +14,7 @@ import type { GatewayStatus, Vfs } from '../vfs/index.js';
 import type { HistoryItem } from '../shared/records.js';
 import { RpcErrorCode, RpcFailure } from './protocol.js';
 import { PathFilter, PathFilterError, patternsOf } from './path-filter.js';
+import { folderListingMethod } from './folder-listing.js';
 import { resolveLibrary, type CallEnv, type Progress, type ControlMethod, type ControlTarget, type MethodParamHelp, type ServedLibrary } from './methods.js';
 
 /**
@@ -601,5 +602,6 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         return { path: `/${lib.name}/${fullpath}`, filehash: item.filehash, filesize: item.filesize };
       },
     },
+    folderListingMethod(target),
   ];
 }

@@ -12,7 +12,7 @@ import { HandleTable, type OpenFile } from './handles.js';
 import { InFlightCounter, replyWithin, type NativeCallback, type OperationResult, type OperationScope } from './reply.js';
 import { permissionBits, toKernelStat, toKernelStatFs, type Ownership } from './stat.js';
 import {
-  XATTR_CREATE, XATTR_NAMES, XATTR_TAGS, XATTR_VALUE_MAX,
+  XATTR_CREATE, XATTR_NAMES, XATTR_READABLE, XATTR_STATE, XATTR_TAGS, XATTR_VALUE_MAX,
   decodeLock, decodeTags, encodeLock, encodeTags, encodeXattrNames, fillXattrBuffer,
 } from './xattr.js';
 
@@ -370,6 +370,18 @@ export class FuseOperations {
     }
   }
 
+  /**
+   * Names a lookup finds in folder `path` though its listing (`listed`) does not show them; undefined when
+   * the folder's lookups must all be asked (Vfs.unlistedNames).
+   */
+  unlistedNames(path: string, listed: readonly string[]): string[] | undefined {
+    try {
+      return this.vfs.unlistedNames ? this.vfs.unlistedNames(path, listed) : [];
+    } catch {
+      return undefined;
+    }
+  }
+
   /** Every name in folder `path` when the Vfs knows them without asking the service (at most `max`); undefined otherwise. */
   cachedNames(path: string, max: number): string[] | undefined {
     try {
@@ -450,7 +462,7 @@ export class FuseOperations {
       access: (path: string, mode: number, cb: NativeCallback) =>
         this.run('access', path, 'metadataMs', cb, async (_s, ctx) => {
           const attr = await vfs.stat(path, ctx);
-          if ((mode & W_OK) !== 0 && (permissionBits(attr.isDir, this.own) & 0o222) === 0) return -Errno.EROFS;
+          if ((mode & W_OK) !== 0 && (permissionBits(attr.isDir, this.own, attr.readOnly) & 0o222) === 0) return -Errno.EROFS;
           return 0;
         }),
 
@@ -629,6 +641,7 @@ export class FuseOperations {
 
       setxattr: (path: string, name: string, value: Buffer, _position: number, flags: number, cb: NativeCallback) => {
         const copy = Buffer.from(value);
+        if (name === XATTR_STATE) return cb(-Errno.EPERM);
         this.mutate('setxattr', path, 'metadataMs', cb, async (_s, ctx) => {
           if (!XATTR_NAMES.includes(name)) return -Errno.ENOTSUP;
           if (copy.length > XATTR_VALUE_MAX) return -Errno.ERANGE;
@@ -641,6 +654,7 @@ export class FuseOperations {
       },
 
       removexattr: (path: string, name: string, cb: NativeCallback) => {
+        if (name === XATTR_STATE) return cb(-Errno.EPERM);
         if (!XATTR_NAMES.includes(name)) return cb(-unknownXattrErrno(name));
         this.mutate('removexattr', path, 'metadataMs', cb, async (_s, ctx) => {
           if (name === XATTR_TAGS) await vfs.setTags(path, [], ctx);
@@ -653,9 +667,14 @@ export class FuseOperations {
       getxattr: (path: string, name: string, target: Buffer, cb: NativeCallback) => {
         // Answered at once, without the service: ls -l asks for security.selinux and
         // system.posix_acl_access on every file, and caches ENOTSUP per device (not ENODATA).
-        if (!XATTR_NAMES.includes(name)) return cb(-unknownXattrErrno(name));
+        if (!XATTR_READABLE.includes(name)) return cb(-unknownXattrErrno(name));
         this.run('getxattr', path, 'metadataMs', cb, async (scope, ctx) => {
-          const value = name === XATTR_TAGS ? encodeTags(await vfs.getTags(path, ctx)) : encodeLock(!!(await vfs.stat(path, ctx)).locked);
+          let value: Buffer;
+          if (name === XATTR_STATE) {
+            const state = (await vfs.stat(path, ctx)).state;
+            if (state === undefined) return -Errno.ENODATA;
+            value = Buffer.from(state, 'utf8');
+          } else value = name === XATTR_TAGS ? encodeTags(await vfs.getTags(path, ctx)) : encodeLock(!!(await vfs.stat(path, ctx)).locked);
           if (!scope.live()) return -Errno.EIO;
           return fillXattrBuffer(target, value);
         });
@@ -664,7 +683,7 @@ export class FuseOperations {
       listxattr: (path: string, target: Buffer, cb: NativeCallback) =>
         this.run('listxattr', path, 'metadataMs', cb, async (scope, ctx) => {
           const attr = await vfs.stat(path, ctx);
-          const list = encodeXattrNames(attr.id === undefined ? [] : XATTR_NAMES);
+          const list = encodeXattrNames([...(attr.id === undefined ? [] : XATTR_NAMES), ...(attr.state === undefined ? [] : [XATTR_STATE])]);
           if (!scope.live()) return -Errno.EIO;
           return fillXattrBuffer(target, list);
         }),

@@ -56,9 +56,10 @@ export const NAME_MAX = MAX_NAME_BYTES;
 
 const UINT32_MAX = 0xffff_ffff;
 
-export function permissionBits(isDir: boolean, own: Ownership): number {
+/** Mode bits of an object: from the umask, without write bits on a read-only mount or object (`readOnly`). */
+export function permissionBits(isDir: boolean, own: Ownership, readOnly = false): number {
   let bits = (isDir ? 0o777 : 0o666) & ~own.umask;
-  if (own.readOnly) bits &= ~0o222;
+  if (own.readOnly || readOnly) bits &= ~0o222;
   return bits;
 }
 
@@ -66,7 +67,7 @@ export function toKernelStat(attr: Attr, own: Ownership): KernelStat {
   const size = attr.isDir ? 0 : Math.max(0, attr.size);
   const mtime = attr.mtimeMs;
   return {
-    mode: (attr.isDir ? S_IFDIR : S_IFREG) | permissionBits(attr.isDir, own),
+    mode: (attr.isDir ? S_IFDIR : S_IFREG) | permissionBits(attr.isDir, own, attr.readOnly),
     uid: own.uid,
     gid: own.gid,
     size,

@@ -5,13 +5,20 @@
  *   replaces all tags; an empty value or removing the attribute clears them.
  * - `user.cloudlib.lock`: `1` when locked on the service, else `0`. Set `1`/`0` (also `true`/`false`,
  *   `locked`/`unlocked`) to lock or unlock; removing it unlocks.
+ * - `user.cloudlib.state`: the file's state (src/vfs/file-state.ts: `synced`, `pending`, `uploading`,
+ *   `offline-only`, `conflict`, `locked-by <name>`), read-only (setting or removing it is EPERM); folders
+ *   and versions have none (ENODATA).
  * No other attribute is stored: reading one answers ENODATA, setting one ENOTSUP.
  */
 import { FuseOpError } from './errno.js';
 
 export const XATTR_TAGS = 'user.cloudlib.tags';
 export const XATTR_LOCK = 'user.cloudlib.lock';
+export const XATTR_STATE = 'user.cloudlib.state';
+/** The attributes that can be set. */
 export const XATTR_NAMES: readonly string[] = [XATTR_TAGS, XATTR_LOCK];
+/** Every attribute (the state is read-only). */
+export const XATTR_READABLE: readonly string[] = [...XATTR_NAMES, XATTR_STATE];
 
 /** Largest value accepted for an attribute, bytes. */
 export const XATTR_VALUE_MAX = 64 * 1024;

@@ -49,7 +49,7 @@ export class DownloadLinks {
     return fetchRange({
       fullpath, start, end, signal: opts.signal, dispatcher: this.opts.dispatcher, timeoutMs: this.opts.rangeTimeoutMs,
       link: (renew) => this.link(fullpath, opts, renew).then((l) => { this.counters.rangeRequests++; return l.url; }),
-      forgetLink: () => { this.links.delete(linkKey(fullpath, opts.contentHash)); },
+      forgetLink: () => { this.links.delete(linkKey(fullpath, opts.contentHash, opts.exactVersion)); },
     });
   }
 
@@ -77,7 +77,7 @@ export class DownloadLinks {
   }
 
   private link(fullpath: string, opts: RangeCallOptions, renew: boolean): Promise<Link> {
-    const key = linkKey(fullpath, opts.contentHash);
+    const key = linkKey(fullpath, opts.contentHash, opts.exactVersion);
     const cached = renew ? undefined : this.links.get(key);
     if (this.fresh(cached)) return Promise.resolve(cached);
     const pending = renew ? undefined : this.pending.get(key);
@@ -99,9 +99,12 @@ export class DownloadLinks {
   }
 }
 
-/** The key a download link is cached under: the path and the version read. */
-function linkKey(fullpath: string, contentHash?: string): string {
-  return `${fullpath}\0${contentHash ?? ''}`;
+/**
+ * The key a download link is cached under: the path and the version read (a link asked for that version
+ * alone apart: a plain one may serve the current content in its place).
+ */
+function linkKey(fullpath: string, contentHash?: string, exactVersion?: boolean): string {
+  return `${fullpath}\0${contentHash ?? ''}${exactVersion ? '\0exact' : ''}`;
 }
 
 /** Statuses of a download host that mean "this link no longer serves": it is renewed once. */

@@ -13,7 +13,7 @@ import { VfsError, type VfsErrorCode } from '../vfs/types.js';
 import { DownloadLinks } from './download-links.js';
 import { baseName } from '../vfs/remote.js';
 import type {
-  ChangesPage, CommitOptions, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteEntry, RemoteInfo, RemoteQuota,
+  ChangesPage, CommitOptions, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteEntry, RemoteHistoryItem, RemoteInfo, RemoteQuota,
 } from '../vfs/remote.js';
 import type { FileRecord, UpdateItem, FileInfo } from '../shared/records.js';
 
@@ -263,6 +263,24 @@ export class LibraryRemote implements Remote {
     await this.wrap(() => this.client.file.delTag({ fullpath, tag: tags.join(';'), ...operatorParams(opts) }, { signal: opts?.signal }), fullpath);
   }
 
+  /** The file's history events that carry content, newest first (pages of HISTORY_PAGE, at most `max`). */
+  async history(fullpath: string, max: number, opts?: RemoteCallOptions): Promise<RemoteHistoryItem[]> {
+    const out: RemoteHistoryItem[] = [];
+    for (let start = 0; out.length < max; start += HISTORY_PAGE) {
+      const page = await this.wrap(() => this.client.file.history({ fullpath, start, size: HISTORY_PAGE }, { signal: opts?.signal }), fullpath);
+      const list = page.list ?? [];
+      for (const h of list) {
+        if (Number(h.dir) === 1 || !h.filehash || out.length >= max) continue;
+        out.push({
+          id: String(h.hid), contentHash: String(h.filehash).toLowerCase(), size: Number(h.filesize), timeMs: Number(h.dateline) * 1000,
+          operator: h.member_name ? String(h.member_name) : undefined,
+        });
+      }
+      if (list.length < HISTORY_PAGE || start + HISTORY_PAGE >= Number(page.count)) break;
+    }
+    return out;
+  }
+
   /**
    * Fetches the download links of these files now, together (at most PREPARE_LINKS at once, those not
    * cached nor being fetched), so that reading each is one range request. Failures are forgotten: the
@@ -283,7 +301,7 @@ export class LibraryRemote implements Remote {
       res = await ask(opts.contentHash);
     } catch (err) {
       if (err instanceof VfsError && err.code === 'ENOTDIR') throw new VfsError('EISDIR', `'${fullpath}' is a folder`, { cause: err });
-      if (!opts.contentHash || !(err instanceof VfsError) || !['ENOENT', 'EINVAL'].includes(err.code)) throw err;
+      if (!opts.contentHash || opts.exactVersion || !(err instanceof VfsError) || !['ENOENT', 'EINVAL'].includes(err.code)) throw err;
       res = await ask(undefined);
     }
     const url = (res.urls ?? [])[0];
@@ -324,6 +342,8 @@ async function inParallel<T, R>(items: T[], limit: number, fn: (item: T) => Prom
 const PREPARE_LINKS = 16;
 /** The page of `ls` the spec gives when none is asked for. */
 const SPEC_PAGE_SIZE = 100;
+/** History events asked for per page (the spec's default page is 20). */
+const HISTORY_PAGE = 100;
 
 /** The service refused the page size asked for (a bad `size` parameter). */
 function refusesPageSize(err: unknown): boolean {

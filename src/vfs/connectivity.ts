@@ -128,9 +128,11 @@ export class ReportingRemote implements Remote {
   readonly prepareReads?: Remote['prepareReads'];
   readonly checkWrite?: Remote['checkWrite'];
   readonly tags?: Remote['tags'];
+  readonly history?: Remote['history'];
 
   constructor(readonly inner: Remote, private readonly library: string, private readonly link: Connectivity) {
     if (inner.tags) this.tags = (p, opts) => this.run(() => inner.tags!(p, opts), opts);
+    if (inner.history) this.history = (p, max, opts) => this.run(() => inner.history!(p, max, opts), opts);
     if (inner.prepareReads) this.prepareReads = (files, opts) => inner.prepareReads!(files, opts);
     if (inner.checkWrite) this.checkWrite = (p, existing, opts) => this.run(() => inner.checkWrite!(p, existing, opts), opts);
   }

@@ -3,6 +3,7 @@
  * where it may answer closes, the side journal it writes its versions' records to, and the files it
  * created, wrote and closed on its own, taken in by the WriteBack in one call (types.ts, Vfs).
  */
+import { VersionsView } from './versions-view.js';
 import type { MetadataCache } from './metadata-cache.js';
 import type { NamespaceLookups } from './namespace-lookups.js';
 import { parentOf } from './remote.js';
@@ -39,7 +40,7 @@ export class EngineHandOver {
     for (let at = 0; at < files.length; at++) {
       const f = files[at]!;
       const t = libs.target(f.path);
-      if (!t.lib || t.fullpath === '' || this.opts.readOnly || t.lib.remote.checkWrite || unlinked.isHidden(t.lib.name, t.fullpath)) continue;
+      if (!t.lib || t.fullpath === '' || this.opts.readOnly || t.lib.remote.checkWrite || unlinked.isHidden(t.lib.name, t.fullpath) || VersionsView.names(f.path)) continue;
       const lib = t.lib;
       const folder = parentOf(t.fullpath);
       const key = `${lib.name}\0${folder}`;

@@ -47,9 +47,11 @@ export class FaultyRemote implements Remote {
   /** Present when the inner remote has it (an optional ability, forwarded with the rules applied). */
   readonly checkWrite?: Remote['checkWrite'];
   readonly tags?: Remote['tags'];
+  readonly history?: Remote['history'];
 
   constructor(readonly inner: Remote, private readonly clock: () => number = Date.now) {
     if (inner.tags) this.tags = (p, opts) => this.run('tags', p, opts, (o) => inner.tags!(p, o));
+    if (inner.history) this.history = (p, max, opts) => this.run('history', p, opts, (o) => inner.history!(p, max, o));
     if (inner.checkWrite) this.checkWrite = (p, existing, opts) => this.run('checkWrite', p, opts, (o) => inner.checkWrite!(p, existing, o));
   }
 

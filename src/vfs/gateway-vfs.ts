@@ -30,6 +30,8 @@ import { TimeOverrides } from './time-overrides.js';
 import { WriteBack } from './write-back/write-back.js';
 import type { ClosedCreate, SideJournal } from './types.js';
 import { ForegroundActivity } from './foreground-activity.js';
+import { VERSIONS_FOLDER, VersionsView } from './versions-view.js';
+import { FileStates } from './file-state.js';
 import { VfsError, type Attr, type CallContext, type FileHandle, type OpenFlags, type StatFs, type Vfs } from './types.js';
 import type { ResolvedLibrary } from './library-set.js';
 import type { GatewayVfsOptions } from './gateway-vfs-options.js';
@@ -91,6 +93,10 @@ export class GatewayVfs implements Vfs {
   /** What the FUSE engine answers by itself. */
   private readonly engine: EngineHandOver;
   private readonly logger: Logger;
+  /** Every version of every file, read-only, under `/<library>/.versions` (versions-view.ts). */
+  private readonly versions: VersionsView;
+  /** Each file's state in one word (file-state.ts); `conflictOf` is set by whoever knows conflicts. */
+  readonly states: FileStates;
   private closed = false;
 
   private constructor(private readonly opts: GatewayVfsOptions) {
@@ -113,6 +119,16 @@ export class GatewayVfs implements Vfs {
         void this.libs.get(name)?.feed?.pollNow().catch(() => undefined);
       },
       clock,
+    });
+    this.states = new FileStates({
+      syncState: (name, fullpath) => this.writeBack.syncState(name, fullpath),
+      online: (name) => this.connectivity.online(name),
+    });
+    this.versions = new VersionsView({
+      remoteOf: (name) => this.libs.get(name)?.remote,
+      lookup: (name, fullpath, ctx) => this.lookups.lookup(this.libs.get(name)!, fullpath, ctx),
+      list: (name, fullpath, ctx) => this.lookups.listDir(this.libs.get(name)!, fullpath, ctx),
+      reader: (name, entry, ctx) => this.reads.reader(this.libs.get(name)!, entry, ctx, { exactVersion: true }),
     });
     this.libs = new LibraryFolders({ cache: this.cache, connectivity: this.connectivity, dataDir: opts.dataDir, feedIntervalMs: opts.feedIntervalMs ?? 2000, clock, logger: opts.logger });
     this.quotas = new LibraryQuotas(this.libs, clock, opts.logger);
@@ -142,7 +158,7 @@ export class GatewayVfs implements Vfs {
       },
     });
     this.unlinked = new UnlinkedWhileRead(this.writeBack);
-    this.lookups = new NamespaceLookups({ cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, times: this.times, connectivity: this.connectivity, openedMs: clock.now() });
+    this.lookups = new NamespaceLookups({ cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, times: this.times, connectivity: this.connectivity, openedMs: clock.now(), stateOf: (name, e) => this.states.of(name, e) });
     this.reads = new ServiceReads({
       blocks: this.blocks, disk: this.disk, budget: new ReadAheadBudget(opts.readAhead?.totalBytes ?? 256 * 1024 * 1024), readAhead: opts.readAhead,
       cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, logger: opts.logger,
@@ -231,6 +247,8 @@ export class GatewayVfs implements Vfs {
   // ---- metadata -------------------------------------------------------------------------------------------
 
   async stat(path: string, ctx?: CallContext, opts: { fresh?: boolean } = {}): Promise<Attr> {
+    const view = await this.versions.at(path, ctx);
+    if (view) return this.versions.stat(view, ctx);
     const t = this.target(path);
     if (!t.lib) return this.lookups.rootAttr();
     const e = opts.fresh && t.fullpath !== '' ? await this.lookups.entryOf(t.lib, t.fullpath, ctx) : await this.lookups.lookup(t.lib, t.fullpath, ctx);
@@ -239,10 +257,16 @@ export class GatewayVfs implements Vfs {
   }
 
   async readdir(path: string, ctx?: CallContext): Promise<Attr[]> {
+    const view = await this.versions.at(path, ctx);
+    if (view) return this.versions.readdir(view, ctx);
     const t = this.target(path);
     if (!t.lib) return this.libs.all().map((l) => this.lookups.libraryAttr(l));
     const entries = await this.lookups.listDir(t.lib, t.fullpath, ctx);
     return entries.map((e) => this.lookups.toAttr(t.lib!, e));
+  }
+
+  async readOnlyAt(path: string, ctx?: CallContext): Promise<boolean> {
+    return (await this.versions.at(path, ctx)) !== undefined;
   }
 
   async statfs(path: string, ctx?: CallContext): Promise<StatFs> {
@@ -253,6 +277,8 @@ export class GatewayVfs implements Vfs {
   // ---- reads and writes -----------------------------------------------------------------------------------
 
   async open(path: string, flags: OpenFlags, ctx?: CallContext): Promise<FileHandle> {
+    const view = await this.versions.at(path, ctx);
+    if (view) return this.versions.open(view, flags, ctx);
     const t = this.target(path);
     const lib = this.needLibrary(t, 'open');
     const writing = !!(flags.write || flags.create || flags.truncate || flags.append);
@@ -279,6 +305,8 @@ export class GatewayVfs implements Vfs {
   }
 
   async createReadStream(path: string, range: { start?: number; end?: number } = {}, ctx?: CallContext): Promise<Readable> {
+    const view = await this.versions.at(path, ctx);
+    if (view) return this.versions.createReadStream(view, range, ctx);
     const t = this.target(path);
     const lib = this.needLibrary(t, 'read');
     const entry = await this.lookups.lookup(lib, t.fullpath, ctx);
@@ -298,6 +326,7 @@ export class GatewayVfs implements Vfs {
    * ends normally and the new version is journaled (see WriteBack.replace).
    */
   async writeFile(path: string, source: Readable | Buffer | AsyncIterable<Buffer>, ctx?: CallContext, opts: { holdUploadMs?: number; size?: number } = {}): Promise<Attr> {
+    await this.refuseInVersions(path, ctx);
     const t = this.target(path);
     const lib = this.needLibrary(t, 'write');
     this.writable(t.path);
@@ -324,6 +353,7 @@ export class GatewayVfs implements Vfs {
     if (p.fullpath === '') throw new VfsError(this.libs.has(p.library) ? 'EEXIST' : 'EPERM', `libraries are not created through the gateway: ${p.path}`);
     const t = this.target(path);
     this.writable(t.path);
+    await this.refuseInVersions(path, ctx);
     const lib = t.lib!;
     await this.unlinked.settle(lib.name, t.fullpath);
     if (await this.lookups.lookup(lib, t.fullpath, ctx)) throw new VfsError('EEXIST', `${t.path} exists`);
@@ -350,6 +380,7 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'unlink');
     if (t.fullpath === '') throw new VfsError('EPERM', `cannot remove a library: ${t.path}`);
     this.writable(t.path);
+    await this.refuseInVersions(path, ctx);
     const entry = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (!entry) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (entry.isDir) throw new VfsError('EISDIR', `${t.path} is a folder (use rmdir)`);
@@ -374,6 +405,7 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'rmdir');
     if (t.fullpath === '') throw new VfsError('EPERM', `cannot remove a library: ${t.path}`);
     this.writable(t.path);
+    await this.refuseInVersions(path, ctx);
     const entry = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (!entry) throw new VfsError('ENOENT', `no such folder: ${t.path}`);
     if (!entry.isDir) throw new VfsError('ENOTDIR', `${t.path} is a file`);
@@ -386,6 +418,8 @@ export class GatewayVfs implements Vfs {
   }
 
   async rename(from: string, to: string, opts: { noReplace?: boolean } = {}, ctx?: CallContext): Promise<void> {
+    await this.refuseInVersions(from, ctx);
+    await this.refuseInVersions(to, ctx);
     if (this.target(from).path === this.target(to).path) {
       this.writable(from);
       return;
@@ -425,6 +459,9 @@ export class GatewayVfs implements Vfs {
   }
 
   async copy(from: string, to: string, opts: { noReplace?: boolean } = {}, ctx?: CallContext): Promise<void> {
+    await this.refuseInVersions(to, ctx);
+    const view = await this.versions.at(from, ctx);
+    if (view) return this.copyVersion(view.path, to, opts, ctx);
     const { a, b, dst } = await this.transferEnds('copied', from, to, opts, ctx);
     if (dst) {
       if (dst.isDir) await this.transfer.removeTree(b.lib, b.fullpath, true, ctx);
@@ -437,6 +474,19 @@ export class GatewayVfs implements Vfs {
       return;
     }
     await this.transfer.copyAcross(a.lib, a.fullpath, b.lib, b.fullpath, ctx);
+  }
+
+  /** A version copied out of the view (restored): its bytes streamed into a file at `to`. */
+  private async copyVersion(from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext): Promise<void> {
+    const attr = await this.stat(from, ctx);
+    if (attr.isDir) throw new VfsError('ENOTSUP', `${from}: folders of the versions view are not copied; copy its versions one by one`);
+    if (opts.noReplace && (await this.stat(to, ctx).catch(() => undefined))) throw new VfsError('EEXIST', `${to} exists`);
+    await this.writeFile(to, await this.createReadStream(from, {}, ctx), ctx, { size: attr.size });
+  }
+
+  /** Refuses (EROFS) a change of anything in the versions view. */
+  private async refuseInVersions(path: string, ctx?: CallContext): Promise<void> {
+    if (await this.versions.at(path, ctx)) throw this.versions.refusal(path);
   }
 
   /** Both ends of a rename or copy, checked: source exists, not into itself, target's folder exists, noReplace; `localMove`: a rename of a file the service has nothing of (moved here only). */
@@ -468,6 +518,7 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'setTimes');
     this.writable(t.path);
+    await this.refuseInVersions(path, ctx);
     if (await this.writeBack.setTimes(lib.name, t.fullpath, mtimeMs)) return;
     const e = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
@@ -480,6 +531,8 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'getTags');
     if (t.fullpath === '') throw new VfsError('ENOTSUP', `libraries have no tags: ${t.path}`);
+    // Versions have no tags of their own.
+    if (await this.versions.at(path, ctx)) return [];
     const local = this.writeBack.entry(lib.name, t.fullpath);
     if (local && isUnsent(local)) return this.marks.tags(lib.name, t.fullpath) ?? local.tags ?? [];
     if (lib.remote.tags) {
@@ -497,6 +550,7 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'setTags');
     if (t.fullpath === '') throw new VfsError('ENOTSUP', `libraries have no tags: ${t.path}`);
     this.writable(t.path);
+    await this.refuseInVersions(path, ctx);
     for (const tag of tags) {
       if (typeof tag !== 'string' || tag.trim() === '' || tag.includes(';')) throw new VfsError('EINVAL', `expected tags without ';' and not empty, got ${JSON.stringify(tag)}`);
     }
@@ -519,6 +573,7 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'setLocked');
     if (t.fullpath === '') throw new VfsError('ENOTSUP', `libraries cannot be locked: ${t.path}`);
     this.writable(t.path);
+    await this.refuseInVersions(path, ctx);
     const e = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (e.isDir) throw new VfsError('ENOTSUP', `folders cannot be locked: ${t.path}`);
@@ -527,12 +582,20 @@ export class GatewayVfs implements Vfs {
       // Not on the service yet: the gateway holds the lock from now on, the service takes it with the file.
       this.marks.setLock(lib.name, t.fullpath, locked, ctx?.operator);
       this.locks.set(lib.name, t.fullpath, locked, ctx);
+      this.noteLock(lib.name, t.fullpath, locked, ctx);
       return;
     }
     await lib.remote.lock(t.fullpath, locked, remoteCall(ctx));
     this.locks.set(lib.name, t.fullpath, locked, ctx);
+    this.noteLock(lib.name, t.fullpath, locked, ctx);
     this.libs.ownForget(lib.name, t.fullpath);
     this.writeBack.patchBase(lib.name, t.fullpath, { locked });
+  }
+
+  /** Who locked a file through this gateway, for its state (`locked-by <name>`). */
+  private noteLock(library: string, fullpath: string, locked: boolean, ctx?: CallContext): void {
+    if (locked) this.states.lockTaken(library, fullpath, ctx?.operator?.opName);
+    else this.states.lockReleased(library, fullpath);
   }
 
   // ---- lifecycle ------------------------------------------------------------------------------------------
@@ -608,11 +671,21 @@ export class GatewayVfs implements Vfs {
   }
 
   answeredClosesIn(path: string): { library: string; fullpath: string } | undefined {
+    if (VersionsView.names(path)) return undefined;
     return this.engine.answeredClosesIn(path);
   }
 
   cachedNames(path: string, max: number): string[] | undefined {
-    return this.engine.cachedNames(path, max);
+    if (VersionsView.names(path)) return undefined;
+    const names = this.engine.cachedNames(path, max);
+    return names && [...names, ...this.unlistedNames(path, names)!];
+  }
+
+  unlistedNames(path: string, listed: readonly string[]): string[] | undefined {
+    if (VersionsView.names(path)) return undefined;
+    const t = this.target(path);
+    // The versions view is found by its name at a library's root, though no listing shows it.
+    return t.lib && t.fullpath === '' && this.versions.shownIn(t.lib.name, listed) ? [VERSIONS_FOLDER] : [];
   }
 
   // ---- internals ------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import { Readable } from 'node:stream';
 import { VfsError } from './types.js';
 import {
   baseName, isWithin, parentOf,
-  type ChangesPage, type CommitOptions, type CommitSource, type RangeCallOptions, type Remote, type RemoteCallOptions, type RemoteChange, type RemoteEntry, type RemoteInfo, type RemoteQuota,
+  type ChangesPage, type CommitOptions, type CommitSource, type RangeCallOptions, type Remote, type RemoteCallOptions, type RemoteChange, type RemoteEntry, type RemoteHistoryItem, type RemoteInfo, type RemoteQuota,
 } from './remote.js';
 
 interface MemoryNode {
@@ -36,6 +36,10 @@ export class MemoryRemote implements Remote {
   readonly commits: { fullpath: string; data: Buffer }[] = [];
   /** Earlier versions of files, by `id\0contentHash` (what openRange with an old content hash reads). */
   private readonly versions = new Map<string, Buffer>();
+  /** Each file's content changes, oldest first, by its id (what `history` answers). */
+  private readonly histories = new Map<string, RemoteHistoryItem[]>();
+  /** Calls of `history` so far (tests: the versions view costs nothing until it is looked into). */
+  historyCalls = 0;
   private readonly nodes = new Map<string, MemoryNode>();
   private readonly log: LoggedChange[] = [];
   private lastTime = 0;
@@ -81,6 +85,14 @@ export class MemoryRemote implements Remote {
     return Readable.from([data.subarray(start, end + 1)]);
   }
 
+  async history(fullpath: string, max: number): Promise<RemoteHistoryItem[]> {
+    this.historyCalls++;
+    const n = this.nodes.get(fullpath);
+    if (!n) throw new VfsError('ENOENT', `no file '${fullpath}'`);
+    if (n.entry.isDir) return [];
+    return (this.histories.get(n.entry.id) ?? []).slice(-max).reverse().map((h) => ({ ...h }));
+  }
+
   async commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> {
     const data = source.data ?? await readFile(source.path);
     if (data.length !== source.size) throw new VfsError('EIO', `commit of '${fullpath}': expected ${source.size} bytes, got ${data.length}`);
@@ -107,6 +119,9 @@ export class MemoryRemote implements Remote {
     };
     this.nodes.set(fullpath, { entry, data: Buffer.from(data) });
     if (existing && !existing.entry.isDir) this.versions.set(`${existing.entry.id}\0${existing.entry.contentHash}`, existing.data);
+    const history = this.histories.get(entry.id) ?? [];
+    history.push({ id: String(this.log.length + 1), contentHash: entry.contentHash!, size: entry.size, timeMs: now, operator: opts?.operator?.opName });
+    this.histories.set(entry.id, history);
     this.record('upsert', entry, now);
     return { ...entry };
   }

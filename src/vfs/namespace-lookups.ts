@@ -21,6 +21,8 @@ export interface NamespaceLookupsOptions {
   connectivity: Connectivity;
   /** When the gateway opened, ms since the epoch: the time of the root and the library folders. */
   openedMs: number;
+  /** A file's state in one word (file-state.ts), shown with its attributes. */
+  stateOf?: (library: string, e: RemoteEntry) => Attr['state'];
 }
 
 export class NamespaceLookups {
@@ -93,6 +95,7 @@ export class NamespaceLookups {
       dirty: local || undefined,
       locked: e.locked, tags: e.tags, lastModifiedBy: e.lastModifiedBy,
       stale: this.opts.connectivity.online(lib.name) ? undefined : true,
+      state: this.opts.stateOf?.(lib.name, e),
     };
   }
 

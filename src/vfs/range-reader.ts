@@ -44,7 +44,8 @@ export interface RangeReaderOptions {
   startAt?: number;
   /** Shared by every reader of a gateway: bytes of windows asked for ahead, all readers together. */
   budget?: ReadAheadBudget;
-  call?: RemoteCallOptions;
+  /** Options of each range call (`exactVersion`: the version of `contentHash` or nothing). */
+  call?: RemoteCallOptions & { exactVersion?: boolean };
   logger: Logger;
 }
 

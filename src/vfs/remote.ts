@@ -67,6 +67,21 @@ export interface CommitOptions extends RemoteCallOptions {
 export interface RangeCallOptions extends RemoteCallOptions {
   /** Content hash of the version expected. */
   contentHash?: string;
+  /** The version `contentHash` itself or nothing (ENOENT): never the current content in its place. */
+  exactVersion?: boolean;
+}
+
+/** One event of a file's history on the service that carries its content then (a version or a later event of it). */
+export interface RemoteHistoryItem {
+  /** The service's id of the event (`hid`). */
+  id: string;
+  /** SHA-1 of the file's content at that event (lowercase hex). */
+  contentHash: string;
+  size: number;
+  /** When it happened, ms since the epoch (the service keeps seconds). */
+  timeMs: number;
+  /** Who did it (operator name), when known. */
+  operator?: string;
 }
 
 /** A local file to commit as the content of `fullpath`. */
@@ -121,6 +136,11 @@ export interface Remote {
   lock(fullpath: string, locked: boolean, opts?: RemoteCallOptions): Promise<void>;
   addTags(fullpath: string, tags: string[], opts?: RemoteCallOptions): Promise<void>;
   removeTags(fullpath: string, tags: string[], opts?: RemoteCallOptions): Promise<void>;
+  /**
+   * Optional: the history of file `fullpath`, newest first, the events that carry content only (at most
+   * `max`, the newest). ENOENT when there is no such file. Without it, versions are not shown.
+   */
+  history?(fullpath: string, max: number, opts?: RemoteCallOptions): Promise<RemoteHistoryItem[]>;
   /**
    * Optional: the tags of an item, for a remote whose `stat` entries carry none (the user file API has
    * no tags); null when the item does not exist. Without it, `stat(...).tags`.

@@ -83,13 +83,13 @@ export class ServiceReads {
     return stream.pipe(tee);
   }
 
-  reader(lib: Library, e: RemoteEntry, ctx?: CallContext, extra: { startAt?: number; disk?: false } = {}): RangeReader {
+  reader(lib: Library, e: RemoteEntry, ctx?: CallContext, extra: { startAt?: number; disk?: false; exactVersion?: boolean } = {}): RangeReader {
     const ra = this.opts.readAhead;
     return new RangeReader({
       remote: lib.remote, fullpath: e.fullpath, size: e.size, contentHash: e.contentHash,
       contentKey: this.contentKey(lib, e), blocks: this.opts.blocks, disk: extra.disk === false ? undefined : this.opts.disk,
       initialWindow: ra?.initial, maxWindow: ra?.max, streams: ra?.streams, aheadBytes: ra?.bytes, startAt: extra.startAt, budget: this.opts.budget,
-      call: remoteCall(ctx), logger: this.opts.logger,
+      call: extra.exactVersion ? { ...remoteCall(ctx), exactVersion: true } : remoteCall(ctx), logger: this.opts.logger,
     });
   }
 

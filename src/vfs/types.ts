@@ -73,6 +73,13 @@ export interface Attr {
   lastModifiedBy?: string;
   /** The library is offline: this is what was known when it went away. */
   stale?: boolean;
+  /** Never changed through the gateway (a view of the service's history): every write is EROFS. */
+  readOnly?: boolean;
+  /**
+   * A file's state in one word (src/vfs/file-state.ts): `synced`, `pending`, `uploading`, `offline-only`,
+   * `conflict` or `locked-by <name>`; absent for folders and versions.
+   */
+  state?: string;
 }
 
 export interface StatFs {
@@ -251,11 +258,23 @@ export interface Vfs {
   stat(path: string, ctx?: CallContext, opts?: { fresh?: boolean }): Promise<Attr>;
   readdir(path: string, ctx?: CallContext): Promise<Attr[]>;
   /**
+   * Whether `path` is in a read-only view (a library's `.versions`), existing or not: every change there
+   * is refused (EROFS). For a front end that keeps state of its own about paths (properties, locks).
+   */
+  readOnlyAt?(path: string, ctx?: CallContext): Promise<boolean>;
+  /**
    * Every name in folder `path` when they are known without asking the service (its listing is cached)
    * and there are at most `max`, as a lookup would find them now; undefined otherwise. For a front end
    * that answers lookups itself.
    */
   cachedNames?(path: string, max: number): string[] | undefined;
+  /**
+   * Names a lookup finds in folder `path` that its listing (`listed`, what readdir gave) does not show
+   * (a library root's `.versions`), for a front end that answers lookups from a listing; undefined when
+   * the listing cannot answer lookups at all (a folder of the versions view: it follows the library's
+   * folders, which change under it).
+   */
+  unlistedNames?(path: string, listed: readonly string[]): string[] | undefined;
   /**
    * For a front end that answers a new small file's close itself once it has written the file's journal
    * record (the FUSE engine): the journal it writes to, undefined when closes must go through the Vfs

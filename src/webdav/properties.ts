@@ -1,6 +1,6 @@
 /**
  * WebDAV properties: the live ones (computed from the Vfs's attributes, lock table and quota), the
- * cloudlib tags property, and the XML of `<D:response>` elements of a multistatus body.
+ * cloudlib tags and state properties, and the XML of `<D:response>` elements of a multistatus body.
  */
 import type { Attr, StatFs } from '../vfs/types.js';
 import { contentTypeOf } from './content-type.js';
@@ -41,8 +41,15 @@ const OTHER_LIVE = ['quota-available-bytes', 'quota-used-bytes'];
 /** Every live DAV: property (none can be set by PROPPATCH). */
 export const LIVE_DAV = new Set([...ALLPROP_LIVE, ...OTHER_LIVE]);
 
+/** `C:state`: a file's state (src/vfs/file-state.ts), read-only; folders have none. */
+export const STATE_PROP: PropName = { ns: CLOUDLIB_NS, name: 'state' };
+
+function isState(p: PropName): boolean {
+  return p.ns === STATE_PROP.ns && p.name === STATE_PROP.name;
+}
+
 export function isProtected(p: PropName): boolean {
-  return (p.ns === DAV && LIVE_DAV.has(p.name)) || isChecksums(p);
+  return (p.ns === DAV && LIVE_DAV.has(p.name)) || isChecksums(p) || isState(p);
 }
 
 /** XML of one property element with its value. */
@@ -119,6 +126,7 @@ export async function propfindResponse(a: Attr, req: PropfindRequest, dead: () =
   if (req.kind === 'propname') {
     for (const n of ALLPROP_LIVE) if ((await liveValue(a, n, src)) !== undefined) found.push(`<D:${n}/>`);
     if (a.path.split('/').length > 2) found.push(propXml(tagsProp, ''));
+    if (a.state !== undefined) found.push(propXml(STATE_PROP, ''));
     for (const d of await dead()) found.push(propXml(d, ''));
   } else {
     const wanted = req.kind === 'allprop' ? [...ALLPROP_LIVE.map((name) => ({ ns: DAV, name })), ...req.include] : req.props;
@@ -131,6 +139,7 @@ export async function propfindResponse(a: Attr, req: PropfindRequest, dead: () =
       let value: string | undefined;
       if (p.ns === DAV && LIVE_DAV.has(p.name)) value = await liveValue(a, p.name, src);
       else if (isChecksums(p)) value = checksumsValue(a);
+      else if (isState(p)) value = a.state === undefined ? undefined : escapeXml(a.state);
       else if (p.ns === CLOUDLIB_NS && p.name === 'tags') {
         const tags = a.path.split('/').length > 2 ? await src.tags(a) : undefined;
         value = tags ? tagsXml(tags) : undefined;
@@ -143,6 +152,7 @@ export async function propfindResponse(a: Attr, req: PropfindRequest, dead: () =
     if (req.kind === 'allprop') {
       for (const d of deadProps) if (!seen.has(`${d.ns}\0${d.name}`)) found.push(propXml(d, d.xml));
       if (a.tags && a.tags.length > 0 && !seen.has(`${CLOUDLIB_NS}\0tags`)) found.push(propXml(tagsProp, tagsXml(a.tags)));
+      if (a.state !== undefined && !seen.has(`${CLOUDLIB_NS}\0state`)) found.push(propXml(STATE_PROP, escapeXml(a.state)));
     }
   }
   let xml = `<D:response>${href}`;

@@ -19,6 +19,7 @@ import { lock, releaseServiceLock, unlock } from './methods/lock.js';
 import { propfind, proppatch } from './methods/props.js';
 import { transfer } from './methods/transfer.js';
 import { del, mkcol, put } from './methods/write.js';
+import { refuseInReadOnlyView } from './read-only-view.js';
 import { sendError, sendStatus } from './reply.js';
 
 /** Counters the gateway's /metrics shows (optional). */
@@ -170,6 +171,7 @@ export function createWebdavServer(opts: WebdavServerOptions): WebdavServer {
     (principal.vfs ?? opts.vfs).foreground?.touch();
     const r = new DavRequest(shared, req, res, principal);
     await r.checkIf();
+    await refuseInReadOnlyView(r, method);
     switch (method) {
       case 'GET': return get(r, false);
       case 'HEAD': return get(r, true);

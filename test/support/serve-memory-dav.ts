@@ -5,7 +5,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createMemoryVfs } from '../../src/vfs/index.js';
+import { createMemoryVfs, type MemoryVfsOptions } from '../../src/vfs/index.js';
 import { createWebdavServer, type WebdavServer, type WebdavServerOptions } from '../../src/webdav/index.js';
 import { silentLogger, type Logger } from '../../src/shared/log.js';
 import { GatewayMetrics } from '../../src/gateway/metrics.js';
@@ -21,8 +21,8 @@ export interface MemoryDav {
   close(): Promise<void>;
 }
 
-export async function startMemoryDav(opts: { port?: number; names?: string[]; logger?: Logger; emptyCreateGraceMs?: number; server?: Partial<WebdavServerOptions> } = {}): Promise<MemoryDav> {
-  const { vfs, remotes } = await createMemoryVfs({ names: opts.names ?? ['Library'] });
+export async function startMemoryDav(opts: { port?: number; names?: string[]; logger?: Logger; emptyCreateGraceMs?: number; server?: Partial<WebdavServerOptions>; vfsOptions?: MemoryVfsOptions } = {}): Promise<MemoryDav> {
+  const { vfs, remotes } = await createMemoryVfs({ ...opts.vfsOptions, names: opts.names ?? ['Library'] });
   const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-dav-'));
   const metrics = new GatewayMetrics();
   const server = createWebdavServer({

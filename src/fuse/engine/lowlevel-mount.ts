@@ -981,7 +981,9 @@ export class LowLevelMount {
       // Every name of the folder, as the Vfs holds them: the engine answers lookups of others itself.
       if (this.timeout > 0 && !node.detached && list.length <= NAMES_OFFERED_MOST + 2) {
         this.namesOfferedNow(node.ino);
-        this.binding.folderNames(se, id, node.ino, list.filter((n) => n !== '.' && n !== '..'), this.timeout, this.closesWhere(this.inodes.pathOf(node)));
+        const names = list.filter((n) => n !== '.' && n !== '..');
+        const unlisted = this.operations.unlistedNames(path, names);
+        if (unlisted) this.binding.folderNames(se, id, node.ino, [...names, ...unlisted], this.timeout, this.closesWhere(this.inodes.pathOf(node)));
       }
       send(listing);
     });

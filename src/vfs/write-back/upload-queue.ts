@@ -198,6 +198,11 @@ export class UploadQueue {
     this.schedule(task);
   }
 
+  /** The state of this file's upload; undefined when none is queued, running or waiting. */
+  stateOf(id: string): UploadState | undefined {
+    return this.tasks.get(id)?.status.state;
+  }
+
   /** True when an upload of this file is queued, running or waiting to retry. */
   has(id: string): boolean {
     return this.tasks.has(id);

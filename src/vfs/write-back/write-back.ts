@@ -106,6 +106,17 @@ export class WriteBack extends WriteBackFolders {
     return !!slot && (!!slot.acked || !!slot.current?.dirty);
   }
 
+  /**
+   * Where the path's local content stands (file-state.ts): `uploading` while an upload of one of its
+   * versions is under way, `pending` while other content of it is not yet on the service (being written,
+   * journaled, queued, waiting to retry), undefined when the service has it all.
+   */
+  syncState(library: string, fullpath: string): 'pending' | 'uploading' | undefined {
+    if (!this.dirty(library, fullpath)) return undefined;
+    const slot = this.slots.get(keyOf(library, fullpath))!;
+    return this.versionsOf(slot).some((v) => this.uploads.stateOf(v.id) === 'uploading') ? 'uploading' : 'pending';
+  }
+
   // ---- writes --------------------------------------------------------------------------------------------
 
   /**

@@ -137,6 +137,32 @@ describe('ctl as a file tool', { timeout: 120_000 }, () => {
     expect((await gateway.vfs.stat(`/${lib}/notes.txt`)).size).toBe(3);
   });
 
+  it('the versions view over the service: versions read byte-exact; the short hash of a version\'s name restores it; ls shows states', async () => {
+    const local = join(dir, 'plan.txt');
+    for (const text of ['first plan', 'second plan, longer']) {
+      await writeFile(local, text);
+      expect((await ctl('upload', local, `/${lib}/plan.txt`)).code).toBe(0);
+    }
+    const versions = await gateway.vfs.readdir(`/${lib}/.versions/plan.txt`);
+    // Both may be of the same second (their names then sort by hash): the first is told by its size.
+    expect(versions.map((v) => v.size).sort()).toEqual([10, 19]);
+    const first = versions.find((v) => v.size === 10)!;
+    const chunks: Buffer[] = [];
+    for await (const c of await gateway.vfs.createReadStream(first.path)) chunks.push(c as Buffer);
+    expect(Buffer.concat(chunks).toString()).toBe('first plan');
+    const short = first.name.replace(/\.txt$/, '').split(' ').pop()!;
+    expect(short).toMatch(/^[0-9a-f]{7}$/);
+    const r = await ctl('restore', `/${lib}/plan.txt`, '--version', short);
+    expect(r.code, r.stderr).toBe(0);
+    await gateway.vfs.refresh();
+    expect((await gateway.vfs.stat(`/${lib}/plan.txt`)).size).toBe(10);
+    const ls = await ctl('ls', `/${lib}`);
+    expect(ls.code, ls.stderr).toBe(0);
+    expect(ls.stdout).toMatch(/^NAME +SIZE +MODIFIED +STATE$/m);
+    expect(ls.stdout).toMatch(/^plan\.txt +10 B +\S+ \S+ +synced$/m);
+    expect(ls.stdout).not.toContain('.versions');
+  });
+
   it('link ls lists the links of every library; org ls shows sizes and an unlimited capacity for people', async () => {
     expect((await ctl('org', 'create', 'Second')).code).toBe(0);
     const add = await ctl('library', 'add', '--org', 'Second');

@@ -231,6 +231,28 @@ export function remoteContract(name: string, enabled: boolean, open: () => Promi
       expect((await readRange(remote, `${d}/w`, 0, 100)).toString()).toBe('three');
     });
 
+    it('history: each content a file had, newest first, with who and when; a rename adds none; each version reads exactly', async () => {
+      if (!remote.history) return;
+      const d = folder();
+      await remote.mkdir(d);
+      const before = Date.now() - 2000;
+      const v1 = await commitBytes(`${d}/h.txt`, Buffer.from('one'));
+      const v2 = await commitBytes(`${d}/h.txt`, Buffer.from('two, longer'));
+      await remote.move(`${d}/h.txt`, `${d}/g.txt`);
+      const items = await remote.history(`${d}/g.txt`, 100);
+      const distinct = items.map((h) => h.contentHash).filter((h, i, all) => all[i - 1] !== h);
+      expect(distinct).toEqual([v2.contentHash, v1.contentHash]);
+      expect(items.at(-1)!.size).toBe(3);
+      for (const h of items) expect(h.timeMs).toBeGreaterThanOrEqual(before);
+      const chunks: Buffer[] = [];
+      for await (const c of await remote.openRange(`${d}/g.txt`, 0, 100, { contentHash: v1.contentHash, exactVersion: true })) chunks.push(c as Buffer);
+      expect(Buffer.concat(chunks).toString()).toBe('one');
+      expect(await remote.history(`${d}/g.txt`, 1)).toHaveLength(1);
+      expect(await vfsCode(remote.history(`${d}/none`, 10))).toBe('ENOENT');
+      // A content the file never had is not read in its place.
+      expect(await vfsCode(remote.openRange(`${d}/g.txt`, 0, 10, { contentHash: 'f'.repeat(40), exactVersion: true }).then((s) => s.toArray()))).not.toBe('ok');
+    });
+
     it('quota, lock and tags', async () => {
       const d = folder();
       await remote.mkdir(d);
