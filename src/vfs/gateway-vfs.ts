@@ -27,6 +27,7 @@ import { TimeOverrides } from './time-overrides.js';
 import { WriteBack, type FollowedFile } from './write-back.js';
 import type { ClosedCreate, EngineClose, SideJournal } from './types.js';
 import { ForegroundActivity } from './foreground-activity.js';
+import { isOfficeLockName, isOfficeLockPath, OfficeLockFiles } from './office-lock-files.js';
 import type { DiskFaults } from './disk-faults.js';
 import { VfsError, type Attr, type CallContext, type FileHandle, type LocalRange, type OpenFlags, type StatFs, type Vfs } from './types.js';
 import type { ResolvedLibrary } from './library-set.js';
@@ -164,6 +165,8 @@ export class GatewayVfs implements Vfs {
    * holder, '' for callers with none). Writers with another holder are refused (ELOCKED).
    */
   private readonly lockHolds = new Map<string, string>();
+  /** Office and LibreOffice lock files: kept here, turned into service locks of their documents. */
+  private readonly lockFiles: OfficeLockFiles;
   /** Read handles open on service files, by `library\0fullpath` (an unlink then waits for the last). */
   private readonly readers = new Map<string, number>();
   /** Files unlinked while read: gone from the namespace at once, removed on the service after their last reader. */
@@ -196,6 +199,10 @@ export class GatewayVfs implements Vfs {
     this.disk = (opts.cache?.diskBytes ?? 0) > 0 ? new ContentCache({ dir: join(opts.dataDir, 'content'), maxBytes: opts.cache?.diskBytes, logger: opts.logger }) : undefined;
     this.times = new TimeOverrides(join(opts.dataDir, 'times.jsonl'), opts.logger);
     this.marks = new PendingMarks(opts.logger);
+    this.lockFiles = new OfficeLockFiles({
+      dataDir: opts.dataDir, logger: opts.logger, spoolFolder: () => this.writeBack.sideJournal()?.spoolFolderPath(),
+      documents: { setLocked: (p, locked, ctx) => this.setLocked(p, locked, ctx), names: async (folder, ctx) => (await this.readdir(folder, ctx)).map((a) => a.name) },
+    });
     this.limits = new SizeLimits({ maxFileBytes: opts.maxFileBytes, freeBytes: (name, ctx) => this.freeBytes(name, ctx) });
     this.connectivity = new Connectivity({
       onOffline: (name, err) => this.logger.warn({ library: name, err: err.message }, 'library offline: the service cannot be reached; serving what is cached, writes go to the journal'),
@@ -270,6 +277,7 @@ export class GatewayVfs implements Vfs {
     }
     await Promise.all([...this.libs.values()].map((l) => this.startFeed(l)));
     await this.writeBack.replay((name) => this.libs.has(name));
+    await this.lockFiles.start();
   }
 
   private async startFeed(lib: Library): Promise<void> {
@@ -327,6 +335,7 @@ export class GatewayVfs implements Vfs {
 
   async stat(path: string, ctx?: CallContext, opts: { fresh?: boolean } = {}): Promise<Attr> {
     const t = this.target(path);
+    if (isOfficeLockPath(t.path)) return this.lockFiles.stat(t.path);
     if (!t.lib) return this.rootAttr();
     const e = opts.fresh && t.fullpath !== '' ? await this.entryOf(t.lib, t.fullpath, ctx) : await this.lookup(t.lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
@@ -337,7 +346,8 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     if (!t.lib) return [...this.libs.values()].map((l) => this.libraryAttr(l));
     const entries = await this.listDir(t.lib, t.fullpath, ctx);
-    return entries.map((e) => this.toAttr(t.lib!, e));
+    // Lock files are the gateway's own: any of the service's under such a name is not shown.
+    return [...entries.filter((e) => !isOfficeLockName(e.name)).map((e) => this.toAttr(t.lib!, e)), ...(await this.lockFiles.list(t.path))];
   }
 
   async statfs(path: string, ctx?: CallContext): Promise<StatFs> {
@@ -373,6 +383,7 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'open');
     const writing = !!(flags.write || flags.create || flags.truncate || flags.append);
     if (writing) this.writable(t.path);
+    if (isOfficeLockPath(t.path)) return this.needFolder(lib, parentOf(t.fullpath), ctx).then(() => this.lockFiles.open(t.path, flags, ctx));
     const existing = await this.lookup(lib, t.fullpath, ctx);
     if (existing?.isDir) throw new VfsError('EISDIR', `${t.path} is a folder`);
     if (existing && flags.create && flags.exclusive) throw new VfsError('EEXIST', `${t.path} exists`);
@@ -438,6 +449,7 @@ export class GatewayVfs implements Vfs {
   async createReadStream(path: string, range: { start?: number; end?: number } = {}, ctx?: CallContext): Promise<Readable> {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'read');
+    if (isOfficeLockPath(t.path)) return this.lockFiles.createReadStream(t.path, range);
     const entry = await this.lookup(lib, t.fullpath, ctx);
     if (!entry) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (entry.isDir) throw new VfsError('EISDIR', `${t.path} is a folder`);
@@ -483,6 +495,7 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'write');
     this.writable(t.path);
+    if (isOfficeLockPath(t.path)) return this.needFolder(lib, parentOf(t.fullpath), ctx).then(() => this.lockFiles.writeFile(t.path, source, ctx));
     const existing = await this.lookup(lib, t.fullpath, ctx);
     if (existing?.isDir) throw new VfsError('EISDIR', `${t.path} is a folder`);
     if (existing) this.assertLockHeld(lib, existing, ctx);
@@ -532,6 +545,7 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'unlink');
     if (t.fullpath === '') throw new VfsError('EPERM', `cannot remove a library: ${t.path}`);
     this.writable(t.path);
+    if (isOfficeLockPath(t.path)) return this.lockFiles.unlink(t.path);
     const entry = await this.lookup(lib, t.fullpath, ctx);
     if (!entry) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (entry.isDir) throw new VfsError('EISDIR', `${t.path} is a folder (use rmdir)`);
@@ -573,6 +587,22 @@ export class GatewayVfs implements Vfs {
       this.writable(from);
       return;
     }
+    if (isOfficeLockPath(from) || isOfficeLockPath(to)) return this.lockFileTransfer('rename', from, to, opts, ctx);
+    await this.renameOnService(from, to, opts, ctx);
+    await this.lockFiles.documentReplaced(this.target(to).path, ctx);
+  }
+
+  /** Lock files move and copy among lock file names only (they are not the service's): else EXDEV. */
+  private async lockFileTransfer(verb: 'rename' | 'copy', from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext): Promise<void> {
+    const a = this.target(from);
+    const b = this.target(to);
+    this.writable(b.path);
+    if (!isOfficeLockPath(a.path) || !isOfficeLockPath(b.path)) throw new VfsError('EXDEV', `lock files stay on the gateway: ${a.path} → ${b.path} is not a move between lock files`);
+    await this.needFolder(this.needLibrary(b, verb), parentOf(b.fullpath), ctx);
+    await this.lockFiles[verb](a.path, b.path, opts, ctx);
+  }
+
+  private async renameOnService(from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext): Promise<void> {
     const { a, b, src, dst, localMove } = await this.transferEnds('renamed', from, to, opts, ctx);
     if (dst) {
       if (src.isDir && !dst.isDir) throw new VfsError('ENOTDIR', `${b.path} is a file`);
@@ -608,6 +638,7 @@ export class GatewayVfs implements Vfs {
   }
 
   async copy(from: string, to: string, opts: { noReplace?: boolean } = {}, ctx?: CallContext): Promise<void> {
+    if (isOfficeLockPath(from) || isOfficeLockPath(to)) return this.lockFileTransfer('copy', from, to, opts, ctx);
     const { a, b, dst } = await this.transferEnds('copied', from, to, opts, ctx);
     if (dst) {
       if (dst.isDir) await this.removeTree(b.lib, b.fullpath, true, ctx);
@@ -668,6 +699,7 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'setTimes');
     this.writable(t.path);
+    if (isOfficeLockPath(t.path)) return this.lockFiles.setTimes(t.path, mtimeMs);
     if (await this.writeBack.setTimes(lib.name, t.fullpath, mtimeMs)) return;
     const e = await this.lookup(lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
@@ -718,6 +750,7 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'setLocked');
     if (t.fullpath === '') throw new VfsError('ENOTSUP', `libraries cannot be locked: ${t.path}`);
+    if (isOfficeLockPath(t.path)) throw new VfsError('ENOTSUP', `lock files stay on the gateway and have no service lock: ${t.path}`);
     this.writable(t.path);
     const e = await this.lookup(lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file: ${t.path}`);
@@ -795,6 +828,8 @@ export class GatewayVfs implements Vfs {
 
   async close(): Promise<void> {
     if (this.closed) return;
+    // The locks lock files took go first, while the service is served (else the next start releases them).
+    await this.lockFiles.close();
     this.closed = true;
     await Promise.all([...this.libs.values()].map((l) => l.feed?.stop()));
     // Open versions reach the journal; uploads under way stop (their journal entries stay).
@@ -1000,6 +1035,10 @@ export class GatewayVfs implements Vfs {
     for (let at = 0; at < files.length; at++) {
       const f = files[at]!;
       const t = this.target(f.path);
+      if (t.lib && !this.opts.readOnly && isOfficeLockPath(t.path)) {
+        made[at] = await this.lockFiles.createClosed(t.path, f, this.writeBack.sideJournal(), ctx).catch(() => false);
+        continue;
+      }
       if (!t.lib || t.fullpath === '' || this.opts.readOnly || t.lib.remote.checkWrite || this.hidden.has(`${t.lib.name}\0${t.fullpath}`)) continue;
       const lib = t.lib;
       const folder = parentOf(t.fullpath);
@@ -1032,7 +1071,8 @@ export class GatewayVfs implements Vfs {
     if (!t.lib) return undefined;
     const list = this.cache.getListing(t.lib.name, t.fullpath);
     if (!list || list.length > max) return undefined;
-    return [...this.overlaid(t.lib, t.fullpath, list).keys()];
+    const names = [...[...this.overlaid(t.lib, t.fullpath, list).keys()].filter((n) => !isOfficeLockName(n)), ...this.lockFiles.namesIn(t.path)];
+    return names.length > max ? undefined : names;
   }
 
   /** A folder's entries: the cached or fetched listing, with local files laid over it. */
@@ -1068,7 +1108,7 @@ export class GatewayVfs implements Vfs {
       path: gatewayPathOf(lib.name, e.fullpath), name: e.fullpath === '' ? lib.name : e.name, isDir: e.isDir, size: e.isDir ? 0 : e.size,
       mtimeMs, ctimeMs: e.ctimeMs, id: e.id.startsWith('local:') ? undefined : e.id, contentHash: e.contentHash,
       dirty: local || undefined,
-      locked: e.locked, tags: e.tags, lastModifiedBy: e.lastModifiedBy,
+      locked: e.locked, lockHolder: e.locked ? this.lockHolds.get(`${lib.name}\0${e.fullpath}`) : undefined, tags: e.tags, lastModifiedBy: e.lastModifiedBy,
       stale: this.connectivity.online(lib.name) ? undefined : true,
     };
   }

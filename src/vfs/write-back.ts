@@ -34,6 +34,7 @@ import type { ForegroundActivity } from './foreground-activity.js';
 import { fsErrorOf } from './fs-errors.js';
 import type { DiskFaults } from './disk-faults.js';
 import { LocalVersion, UnwrittenSpools } from './local-version.js';
+import { isOfficeLockPath } from './office-lock-files.js';
 import type { RangeReader } from './range-reader.js';
 import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './remote.js';
 import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
@@ -185,6 +186,12 @@ export class WriteBack {
       newest.set(keyOf(e.library, e.fullpath), e); // sorted oldest first: the last one stays
     }
     for (const e of entries) {
+      // A lock file's bytes in the journal (a close answered just before a crash): never the service's.
+      if (e.kind !== 'folder' && e.kind !== 'delete' && isOfficeLockPath(`/${e.library}/${e.fullpath}`)) {
+        this.opts.logger.info({ library: e.library, path: e.fullpath }, 'journal replay: an office lock file, kept on the gateway only: dropped');
+        await this.journal.remove(e.id);
+        continue;
+      }
       if (newest.get(keyOf(e.library, e.fullpath)) !== e) {
         this.opts.logger.info({ library: e.library, path: e.fullpath }, 'journal replay: an older acknowledged version superseded by a newer one, dropped');
         await this.journal.remove(e.id);
