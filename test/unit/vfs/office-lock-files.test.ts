@@ -137,6 +137,20 @@ describe('office lock files through the Vfs', { timeout: 20_000 }, () => {
     expect(await vfsCode(vfs.open('/A/nowhere/~$x.odt', { write: true, create: true }))).toBe('ENOENT');
   });
 
+  it('a lock file whose document someone else holds locked is kept and locks nothing; deleting it leaves their lock', async () => {
+    const remote = new MemoryRemote({ name: 'A', id: '1' });
+    remote.putFile('x.odt', Buffer.from('v1'));
+    const { vfs } = await gateway(remote);
+    const webdav = { lockHolder: 'webdav' };
+    await vfs.setLocked('/A/x.odt', true, webdav);
+    await make(vfs, '/A/.~lock.x.odt#', 'Ann');
+    expect((await vfs.readdir('/A')).map((a) => a.name).sort()).toEqual(['.~lock.x.odt#', 'x.odt']);
+    expect(await vfsCode(vfs.writeFile('/A/x.odt', Buffer.from('the mount')))).toBe('ELOCKED');
+    await vfs.unlink('/A/.~lock.x.odt#');
+    expect(await lockedOnService(remote, 'x.odt')).toBe(true);
+    await vfs.writeFile('/A/x.odt', Buffer.from('webdav'), webdav);
+  });
+
   it('a gateway abandoned with a lock file (a crash) releases the lock at its next start, the lock file gone', async () => {
     const remote = new MemoryRemote({ name: 'A', id: '1' });
     remote.putFile('x.odt', Buffer.from('v1'));
