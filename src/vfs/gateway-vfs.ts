@@ -574,9 +574,9 @@ export class GatewayVfs implements Vfs {
     const entry = await this.lookup(lib, t.fullpath, ctx);
     if (!entry) throw new VfsError('ENOENT', `no such folder: ${t.path}`);
     if (!entry.isDir) throw new VfsError('ENOTDIR', `${t.path} is a file`);
-    // Emptiness is checked on the service itself (not the cache) and against pending local files.
+    // Emptiness is checked on the service itself (not the cache) and against pending local files and lock files.
     const children = await lib.remote.list(t.fullpath, this.call(ctx));
-    const pending = this.writeBack.hasWithin(lib.name, t.fullpath);
+    const pending = this.writeBack.hasWithin(lib.name, t.fullpath) || this.lockFiles.namesIn(t.path).length > 0;
     if (children.length > 0 || pending) throw new VfsError('ENOTEMPTY', `${t.path} is not empty`);
     await lib.remote.remove(t.fullpath, this.call(ctx));
     this.ownRemove(lib.name, t.fullpath, true);
@@ -589,7 +589,7 @@ export class GatewayVfs implements Vfs {
     }
     if (isOfficeLockPath(from) || isOfficeLockPath(to)) return this.lockFileTransfer('rename', from, to, opts, ctx);
     await this.renameOnService(from, to, opts, ctx);
-    await this.lockFiles.documentReplaced(this.target(to).path, ctx);
+    await this.lockFiles.moved(this.target(from).path, this.target(to).path, ctx);
   }
 
   /** Lock files move and copy among lock file names only (they are not the service's): else EXDEV. */

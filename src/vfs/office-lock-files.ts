@@ -314,10 +314,35 @@ export class OfficeLockFiles {
   }
 
   /**
-   * The document at `path` was replaced by a rename onto it (a program saving through a temporary file):
-   * a lock taken because of a lock file goes to the new file too.
+   * A file or folder of the service was renamed from `from` to `to`: lock files in a folder moved go with
+   * it, and a document replaced by the rename (a program saving through a temporary file) is locked again
+   * for the lock file that stands for it.
    */
-  async documentReplaced(path: string, ctx?: CallContext): Promise<void> {
+  async moved(from: string, to: string, ctx?: CallContext): Promise<void> {
+    const within = (p: string): boolean => p.startsWith(`${from}/`);
+    const moved = (p: string): string => `${to}${p.slice(from.length)}`;
+    const folders = [...this.present.keys()].filter((f) => f === from || within(f));
+    if (folders.length > 0) {
+      const target = this.local(to);
+      await rm(target, { recursive: true, force: true });
+      await mkdir(dirname(target), { recursive: true, mode: 0o700 });
+      await rename(this.local(from), target);
+      for (const f of folders) {
+        const names = this.present.get(f)!;
+        this.present.delete(f);
+        this.present.set(moved(f), names);
+      }
+      for (const [k, t] of [...this.taken]) {
+        if (!within(k)) continue;
+        this.taken.delete(k);
+        this.taken.set(moved(k), { ...t, lockFile: moved(t.lockFile), document: within(t.document) ? moved(t.document) : t.document });
+      }
+      await this.save();
+    }
+    await this.documentReplaced(to, ctx);
+  }
+
+  private async documentReplaced(path: string, ctx?: CallContext): Promise<void> {
     const t = [...this.taken.values()].find((x) => x.document === path && this.known(x.lockFile));
     if (!t) return;
     try {

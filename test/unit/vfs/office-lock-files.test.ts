@@ -151,6 +151,25 @@ describe('office lock files through the Vfs', { timeout: 20_000 }, () => {
     await vfs.writeFile('/A/x.odt', Buffer.from('webdav'), webdav);
   });
 
+  it('lock files go with their folder when it is renamed, and keep it from being removed', async () => {
+    const remote = new MemoryRemote({ name: 'A', id: '1' });
+    await remote.mkdir('d');
+    remote.putFile('d/x.odt', Buffer.from('v1'));
+    await remote.mkdir('e');
+    const { vfs } = await gateway(remote);
+    await make(vfs, '/A/d/.~lock.x.odt#', 'Ann');
+    await make(vfs, '/A/e/~$gone.docx', 'Ann');
+    expect(await vfsCode(vfs.rmdir('/A/e'))).toBe('ENOTEMPTY');
+    await vfs.rename('/A/d', '/A/moved');
+    expect((await vfs.readdir('/A/moved')).map((a) => a.name).sort()).toEqual(['.~lock.x.odt#', 'x.odt']);
+    expect(await vfsCode(vfs.stat('/A/d/.~lock.x.odt#'))).toBe('ENOENT');
+    expect(await lockedOnService(remote, 'moved/x.odt')).toBe(true);
+    await vfs.unlink('/A/moved/.~lock.x.odt#');
+    expect(await lockedOnService(remote, 'moved/x.odt')).toBe(false);
+    await vfs.unlink('/A/e/~$gone.docx');
+    await vfs.rmdir('/A/e');
+  });
+
   it('a gateway abandoned with a lock file (a crash) releases the lock at its next start, the lock file gone', async () => {
     const remote = new MemoryRemote({ name: 'A', id: '1' });
     remote.putFile('x.odt', Buffer.from('v1'));
