@@ -3,12 +3,13 @@
  * LibreOffice lock file made through the mount, as LibreOffice makes it when it opens a document for
  * editing, locks the document on the service for Ann. Bob's LOCK and PUT through WebDAV get 423 while it
  * is there; once it is deleted (LibreOffice closing the document) Bob writes. The lock file is listed and
- * read through the mount and never reaches the service.
+ * read through the mount and never reaches the service. The other way round, a document Bob's Office
+ * lock file (through WebDAV) locks shows read-only through the mount and refuses Ann's writes.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { access, mkdtemp, open, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
+import { access, mkdtemp, open, readdir, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,6 +32,15 @@ let mnt: string;
 let child: ChildProcess | undefined;
 let output = '';
 let webdavUrl = '';
+
+async function errnoOf(p: Promise<unknown>): Promise<string | undefined> {
+  try {
+    await p;
+    return undefined;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code;
+  }
+}
 
 function exited(c: ChildProcess, timeoutMs: number): Promise<number | null> {
   if (c.exitCode !== null || c.signalCode !== null) return Promise.resolve(c.exitCode);
@@ -108,11 +118,21 @@ describe.skipIf(!canMount)('a LibreOffice lock file made through the mount', { t
     expect(await readdir(join(mnt, 'Library'))).toEqual(['x.odt']);
     await waitFor('Bob\'s PUT to be taken once the document is unlocked', async () => (await dav(webdavUrl, 'PUT', '/Library/x.odt', { body: 'saved by Bob', auth: bob })).status, { until: (s) => s === 204, timeoutMs: 30_000, intervalMs: 200 });
 
+    // The other way round: Bob's Office lock file through WebDAV; the mount shows the document read-only
+    // (an editor opens it so) and refuses Ann's writes.
+    expect((await dav(webdavUrl, 'PUT', '/Library/y.docx', { body: 'Bob\'s', auth: bob })).status).toBe(201);
+    await waitFor('y.docx on the service (Bob\'s upload)', async () => (await readdir(join(mnt, 'Library'))).includes('y.docx'), { timeoutMs: 30_000, intervalMs: 200 });
+    expect((await dav(webdavUrl, 'PUT', '/Library/~$y.docx', { body: 'Bob', auth: bob })).status).toBe(201);
+    const y = join(mnt, 'Library', 'y.docx');
+    await waitFor('the mount to show y.docx read-only (Ann\'s updates feed)', async () => ((await stat(y)).mode & 0o222) === 0, { timeoutMs: 30_000, intervalMs: 200 });
+    expect(await errnoOf(writeFile(y, 'Ann'))).toBe('EACCES');
+    expect((await dav(webdavUrl, 'DELETE', '/Library/~$y.docx', { auth: bob })).status).toBe(204);
+
     child!.kill('SIGTERM');
     expect(await exited(child!, 60_000)).toBe(0);
     await onService(async (t) => {
       const list = (await t.client.file.ls({ fullpath: '' })).list;
-      expect(list.map((e) => e.filename)).toEqual(['x.odt']);
+      expect(list.map((e) => e.filename).sort()).toEqual(['x.odt', 'y.docx']);
       expect(Number((await t.client.file.info({ fullpath: 'x.odt' })).lock)).toBe(0);
     });
   });
