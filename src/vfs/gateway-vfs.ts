@@ -167,6 +167,8 @@ export class GatewayVfs implements Vfs {
   private readonly lockHolds = new Map<string, string>();
   /** Office and LibreOffice lock files: kept here, turned into service locks of their documents. */
   private readonly lockFiles: OfficeLockFiles;
+  /** close() is releasing the locks of lock files: unlocks pass though the gateway is closed. */
+  private unlockingAtClose = false;
   /** Read handles open on service files, by `library\0fullpath` (an unlink then waits for the last). */
   private readonly readers = new Map<string, number>();
   /** Files unlinked while read: gone from the namespace at once, removed on the service after their last reader. */
@@ -751,7 +753,7 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'setLocked');
     if (t.fullpath === '') throw new VfsError('ENOTSUP', `libraries cannot be locked: ${t.path}`);
     if (isOfficeLockPath(t.path)) throw new VfsError('ENOTSUP', `lock files stay on the gateway and have no service lock: ${t.path}`);
-    this.writable(t.path);
+    if (!(this.unlockingAtClose && !locked)) this.writable(t.path);
     const e = await this.lookup(lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (e.isDir) throw new VfsError('ENOTSUP', `folders cannot be locked: ${t.path}`);
@@ -828,9 +830,11 @@ export class GatewayVfs implements Vfs {
 
   async close(): Promise<void> {
     if (this.closed) return;
-    // The locks lock files took go first, while the service is served (else the next start releases them).
-    await this.lockFiles.close();
     this.closed = true;
+    // The locks lock files took go first, while the service is served (else the next start releases them).
+    this.unlockingAtClose = true;
+    await this.lockFiles.close();
+    this.unlockingAtClose = false;
     await Promise.all([...this.libs.values()].map((l) => l.feed?.stop()));
     // Open versions reach the journal; uploads under way stop (their journal entries stay).
     await this.writeBack.close();

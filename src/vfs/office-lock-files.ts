@@ -147,7 +147,8 @@ export class OfficeLockFiles {
   /** At a clean close: every lock taken is released, the lock files removed. */
   async close(): Promise<void> {
     await this.released;
-    await this.releaseAll('at close');
+    if (this.taken.size > 0) await this.releaseAll('at close');
+    if (this.present.size === 0) return;
     this.present.clear();
     await rm(this.root, { recursive: true, force: true });
   }
