@@ -814,6 +814,11 @@ export class GatewayVfs implements Vfs {
   }
 
   /** Library folder names, in order. */
+  /** Office lock files kept here (a member's session holding any is not closed for idleness). */
+  lockFilesHeld(): number {
+    return this.lockFiles.count();
+  }
+
   libraryNames(): string[] {
     return [...this.libs.keys()];
   }

@@ -235,6 +235,13 @@ export class OfficeLockFiles {
     return new LocalLockFileHandle(path, file, fh, writing, () => this.stat(path), spool);
   }
 
+  /** Lock files here. */
+  count(): number {
+    let n = 0;
+    for (const names of this.present.values()) n += names.size;
+    return n;
+  }
+
   /** True when lock file `path` is here. */
   has(path: string): boolean {
     return this.known(path);
