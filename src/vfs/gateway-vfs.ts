@@ -589,7 +589,7 @@ export class GatewayVfs implements Vfs {
       this.writable(from);
       return;
     }
-    if (isOfficeLockPath(from) || isOfficeLockPath(to)) return this.lockFileTransfer('rename', from, to, opts, ctx);
+    if (isOfficeLockPath(this.target(from).path) || isOfficeLockPath(this.target(to).path)) return this.lockFileTransfer('rename', from, to, opts, ctx);
     await this.renameOnService(from, to, opts, ctx);
     await this.lockFiles.moved(this.target(from).path, this.target(to).path, ctx);
   }
@@ -640,7 +640,7 @@ export class GatewayVfs implements Vfs {
   }
 
   async copy(from: string, to: string, opts: { noReplace?: boolean } = {}, ctx?: CallContext): Promise<void> {
-    if (isOfficeLockPath(from) || isOfficeLockPath(to)) return this.lockFileTransfer('copy', from, to, opts, ctx);
+    if (isOfficeLockPath(this.target(from).path) || isOfficeLockPath(this.target(to).path)) return this.lockFileTransfer('copy', from, to, opts, ctx);
     const { a, b, dst } = await this.transferEnds('copied', from, to, opts, ctx);
     if (dst) {
       if (dst.isDir) await this.removeTree(b.lib, b.fullpath, true, ctx);
@@ -813,12 +813,12 @@ export class GatewayVfs implements Vfs {
     };
   }
 
-  /** Library folder names, in order. */
   /** Office lock files kept here (a member's session holding any is not closed for idleness). */
   lockFilesHeld(): number {
     return this.lockFiles.count();
   }
 
+  /** Library folder names, in order. */
   libraryNames(): string[] {
     return [...this.libs.keys()];
   }
