@@ -140,8 +140,14 @@ export class OfficeLockFiles {
     } catch (err) {
       if (codeOf(err) !== 'ENOENT') this.opts.logger.warn({ err: (err as Error).message }, 'office locks: the record of locks taken is unreadable; none released');
     }
-    for (const t of earlier) this.taken.set(t.lockFile, t);
-    if (earlier.length > 0) this.released = this.releaseAll('at start, from the last run');
+    for (const t of earlier) {
+      if (typeof t?.lockFile === 'string' && typeof t.document === 'string' && typeof t.holder === 'string') this.taken.set(t.lockFile, t);
+    }
+    if (this.taken.size > 0) {
+      this.released = this.releaseAll('at start, from the last run').catch((err: unknown) => {
+        this.opts.logger.warn({ err: (err as Error).message }, 'office locks: the record of locks taken could not be written');
+      });
+    }
   }
 
   /** At a clean close: every lock taken is released, the lock files removed. */
@@ -379,7 +385,8 @@ export class OfficeLockFiles {
     }
     const document = `${folder === '/' ? '' : folder}/${doc}`;
     const holder = ctx?.lockHolder ?? '';
-    const already = [...this.taken.values()].some((t) => t.document === document && t.holder === holder);
+    // Another lock file of this run holds it already (one of an earlier run not released yet does not count).
+    const already = [...this.taken.values()].some((t) => t.document === document && t.holder === holder && t.lockFile !== path && this.known(t.lockFile));
     if (!already) {
       try {
         await this.opts.documents.setLocked(document, true, ctx);
@@ -398,7 +405,7 @@ export class OfficeLockFiles {
     const t = this.taken.get(path);
     if (!t) return;
     this.taken.delete(path);
-    const still = [...this.taken.values()].some((x) => x.document === t.document);
+    const still = [...this.taken.values()].some((x) => x.document === t.document && this.known(x.lockFile));
     if (!still) {
       try {
         await this.opts.documents.setLocked(t.document, false, { lockHolder: t.holder, operator: t.operator });

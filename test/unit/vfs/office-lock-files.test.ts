@@ -10,6 +10,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createVfs, MemoryRemote, type GatewayVfs } from '../../../src/vfs/index.js';
+import type { Remote } from '../../../src/vfs/remote.js';
+import { VfsError } from '../../../src/vfs/types.js';
 import { documentNameOf, isOfficeLockName } from '../../../src/vfs/office-lock-files.js';
 import { silentLogger } from '../../../src/shared/log.js';
 import { vfsCode } from '../../support/vfs.js';
@@ -23,7 +25,7 @@ afterEach(async () => {
 });
 
 /** A gateway over `remote` (library A), with its own data folder unless given one. */
-async function gateway(remote: MemoryRemote, dataDir?: string): Promise<{ vfs: GatewayVfs; dataDir: string }> {
+async function gateway(remote: Remote, dataDir?: string): Promise<{ vfs: GatewayVfs; dataDir: string }> {
   const dir = dataDir ?? (await mkdtemp(join(tmpdir(), 'cloudlib-office-locks-')));
   if (!dataDir) folders.push(dir);
   const vfs = await createVfs({ libraries: [{ name: 'A', remote }], dataDir: dir, feedIntervalMs: 0, logger: silentLogger });
@@ -36,6 +38,19 @@ async function make(vfs: GatewayVfs, path: string, data: string): Promise<void> 
   const h = await vfs.open(path, { write: true, create: true, exclusive: true });
   await h.write(0, Buffer.from(data));
   await h.release();
+}
+
+/** A library whose lock calls fail (the service away for them) while `refusing`. */
+class LockRefusingRemote extends MemoryRemote {
+  refusing = false;
+  refused = 0;
+  override async lock(fullpath: string, locked: boolean): Promise<void> {
+    if (this.refusing) {
+      this.refused++;
+      throw new VfsError('EIO', 'the service did not answer');
+    }
+    return super.lock(fullpath, locked);
+  }
 }
 
 function lockedOnService(remote: MemoryRemote, fullpath: string): Promise<boolean> {
@@ -168,6 +183,23 @@ describe('office lock files through the Vfs', { timeout: 20_000 }, () => {
     expect(await lockedOnService(remote, 'moved/x.odt')).toBe(false);
     await vfs.unlink('/A/e/~$gone.docx');
     await vfs.rmdir('/A/e');
+  });
+
+  it('a lock the start could not release stays written down; the same lock file made again locks and unlocks as usual', async () => {
+    const remote = new LockRefusingRemote({ name: 'A', id: '1' });
+    remote.putFile('x.odt', Buffer.from('v1'));
+    const first = await gateway(remote);
+    await make(first.vfs, '/A/.~lock.x.odt#', 'Ann');
+    gateways.splice(gateways.indexOf(first.vfs), 1);
+    remote.refusing = true;
+    const second = await gateway(remote, first.dataDir);
+    await waitFor('the release at start to have been tried', () => remote.refused > 0);
+    expect(await lockedOnService(remote, 'x.odt')).toBe(true);
+    remote.refusing = false;
+    await make(second.vfs, '/A/.~lock.x.odt#', 'Ann');
+    await second.vfs.writeFile('/A/x.odt', Buffer.from('saved by its editor'));
+    await second.vfs.unlink('/A/.~lock.x.odt#');
+    expect(await lockedOnService(remote, 'x.odt')).toBe(false);
   });
 
   it('a gateway abandoned with a lock file (a crash) releases the lock at its next start, the lock file gone', async () => {
