@@ -761,6 +761,8 @@ export class GatewayVfs implements Vfs {
     const holder = ctx?.lockHolder ?? '';
     const held = this.lockHolds.get(key);
     if (held !== undefined && held !== holder) throw new VfsError('ELOCKED', `${t.path} is locked through the gateway by another writer`);
+    // An unlock (a WebDAV UNLOCK, say) while the holder's Office lock file stands: the lock file keeps it.
+    if (!locked && this.lockFiles.holds(t.path, holder)) return;
     if (isUnsent(e)) {
       // Not on the service yet: the gateway holds the lock from now on, the service takes it with the file.
       this.marks.setLock(lib.name, t.fullpath, locked, ctx?.operator);

@@ -153,10 +153,16 @@ export class OfficeLockFiles {
   /** At a clean close: every lock taken is released, the lock files removed. */
   async close(): Promise<void> {
     await this.released;
-    if (this.taken.size > 0) await this.releaseAll('at close');
-    if (this.present.size === 0) return;
+    const any = this.present.size > 0;
     this.present.clear();
-    await rm(this.root, { recursive: true, force: true });
+    if (this.taken.size > 0) await this.releaseAll('at close');
+    if (any) await rm(this.root, { recursive: true, force: true });
+  }
+
+  /** True while a lock file of this run holds the lock of `document` for `holder`. */
+  holds(document: string, holder: string): boolean {
+    for (const t of this.taken.values()) if (t.document === document && t.holder === holder && this.known(t.lockFile)) return true;
+    return false;
   }
 
   private async releaseAll(when: string): Promise<void> {

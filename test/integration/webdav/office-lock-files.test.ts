@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { serviceAvailable, type TestVfs } from '../../support/vfs.js';
 import { startDavOverService, type DavOverService } from '../../support/dav-over-service.js';
-import { dav } from '../../support/dav-http.js';
+import { dav, LOCK_BODY, lockTokenOf } from '../../support/dav-http.js';
 import { createWebdavServer, type WebdavServer } from '../../../src/webdav/index.js';
 import { silentLogger } from '../../../src/shared/log.js';
 import type { GatewayVfs } from '../../../src/vfs/gateway-vfs.js';
@@ -56,8 +56,11 @@ describe.skipIf(!withService)('Office lock files through WebDAV', { timeout: 60_
     expect(got.body).toBe('Ann');
     const names = (await t.client.file.ls({ fullpath: '' })).list.map((e: { filename: string }) => e.filename);
     expect(names.filter((n: string) => n.includes('~'))).toEqual([]);
-    // The maker saves; the other gateway's client is refused.
+    // The maker saves (and may take a WebDAV lock too, as Office does); the other gateway's client is refused.
     expect((await dav(url, 'PUT', '/Library/report.docx', { body: 'v2' })).status).toBe(204);
+    const davLock = await dav(url, 'LOCK', '/Library/report.docx', { body: LOCK_BODY() });
+    expect(davLock.status).toBe(200);
+    expect((await dav(url, 'UNLOCK', '/Library/report.docx', { headers: { 'lock-token': `<${lockTokenOf(davLock)}>` } })).status).toBe(204);
     expect((await dav(otherUrl, 'PUT', '/Library/report.docx', { body: 'theirs' })).status).toBe(423);
     // Deleting the lock file unlocks the document.
     expect((await dav(url, 'DELETE', '/Library/~$report.docx')).status).toBe(204);
