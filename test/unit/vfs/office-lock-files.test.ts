@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
-import { statSync } from 'node:fs';
+import { statSync, writeSync } from 'node:fs';
 import { createHash, randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -50,6 +50,15 @@ class LockRefusingRemote extends MemoryRemote {
       throw new VfsError('EIO', 'the service did not answer');
     }
     return super.lock(fullpath, locked);
+  }
+}
+
+async function readAll(vfs: GatewayVfs, path: string): Promise<string> {
+  const h = await vfs.open(path, { read: true });
+  try {
+    return (await h.read(0, 1024)).toString();
+  } finally {
+    await h.release();
   }
 }
 
@@ -252,5 +261,24 @@ describe('office lock files closed by the FUSE engine itself', { timeout: 20_000
     await second.vfs.flushAll();
     expect((await remote.list('')).map((e) => e.name)).toEqual(['x.odt']);
     expect(remote.commits.map((c) => c.fullpath)).toEqual([]);
+  });
+
+  it('made by the engine with a spool handed to the kernel: the spool becomes the lock file', async () => {
+    const remote = new MemoryRemote({ name: 'A', id: '1' });
+    remote.putFile('x.odt', Buffer.from('v1'));
+    const { vfs } = await gateway(remote);
+    const id = randomBytes(8).toString('hex');
+    const spool = join(vfs.sideJournal()!.spoolFolderPath(), id);
+    await writeFile(spool, '');
+    const h = await vfs.open('/A/.~lock.x.odt#', { write: true, create: true, exclusive: true, journalId: id });
+    expect(await lockedOnService(remote, 'x.odt')).toBe(true);
+    const handed = await h.adoptSpool!();
+    expect(handed).toBeDefined();
+    // The kernel writes the spool it was handed.
+    writeSync(handed!.fd, Buffer.from('Ann,host;'), 0, 9, 0);
+    handed!.end();
+    await h.release();
+    await expect(stat(spool)).rejects.toThrow(/ENOENT/);
+    expect(await readAll(vfs, '/A/.~lock.x.odt#')).toBe('Ann,host;');
   });
 });
