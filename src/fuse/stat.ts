@@ -63,11 +63,18 @@ export function permissionBits(isDir: boolean, own: Ownership, readOnly = false)
   return bits;
 }
 
+/** Locked on the service, and not by the mount's own callers (whose lock holder is ''): the mount's writers are refused. */
+function lockedForOthers(attr: Attr): boolean {
+  return !attr.isDir && !!attr.locked && attr.lockHolder !== '';
+}
+
 export function toKernelStat(attr: Attr, own: Ownership): KernelStat {
   const size = attr.isDir ? 0 : Math.max(0, attr.size);
   const mtime = attr.mtimeMs;
   return {
-    mode: (attr.isDir ? S_IFDIR : S_IFREG) | permissionBits(attr.isDir, own, attr.readOnly),
+    // A file locked on the service by someone else (not the mount's callers) shows read-only, so an
+    // editor opens it read-only rather than fail at its save (EACCES), as SeaDrive shows it.
+    mode: (attr.isDir ? S_IFDIR : S_IFREG) | (permissionBits(attr.isDir, own, attr.readOnly) & (lockedForOthers(attr) ? ~0o222 : 0o7777)),
     uid: own.uid,
     gid: own.gid,
     size,

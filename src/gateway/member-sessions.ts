@@ -395,10 +395,15 @@ export class MemberSessions {
     }
   }
 
-  /** Closes the sessions idle for longer than `idleMs` (the sweeper runs it every quarter of that, at most a minute). */
+  /**
+   * Closes the sessions idle for longer than `idleMs` (the sweeper runs it every quarter of that, at most
+   * a minute), but not one holding Office lock files: its close would release the locks of documents
+   * still open in an editor.
+   */
   async closeIdle(): Promise<void> {
     const now = this.clock();
-    await Promise.all([...this.sessions.values()].filter((s) => !s.pinned && now - s.lastUseMs > this.idleMs).map((s) => this.closeSession(s, 'idle')));
+    const idle = (s: Session): boolean => !s.pinned && now - s.lastUseMs > this.idleMs && s.vfs.lockFilesHeld() === 0;
+    await Promise.all([...this.sessions.values()].filter(idle).map((s) => this.closeSession(s, 'idle')));
   }
 
   private sweep(): void {

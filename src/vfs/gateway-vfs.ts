@@ -32,6 +32,7 @@ import type { ClosedCreate, SideJournal } from './types.js';
 import { ForegroundActivity } from './foreground-activity.js';
 import { VERSIONS_FOLDER, VersionsView } from './versions-view.js';
 import { FileStates } from './file-state.js';
+import { isOfficeLockName, isOfficeLockPath, OfficeLockFiles } from './office-lock-files.js';
 import { VfsError, type Attr, type CallContext, type FileHandle, type OpenFlags, type StatFs, type Vfs } from './types.js';
 import type { ResolvedLibrary } from './library-set.js';
 import type { GatewayVfsOptions } from './gateway-vfs-options.js';
@@ -97,6 +98,10 @@ export class GatewayVfs implements Vfs {
   private readonly versions: VersionsView;
   /** Each file's state in one word (file-state.ts); `conflictOf` is set by whoever knows conflicts. */
   readonly states: FileStates;
+  /** Office and LibreOffice lock files: kept here, turned into service locks of their documents. */
+  private readonly lockFiles: OfficeLockFiles;
+  /** close() is releasing the locks of lock files: unlocks pass though the gateway is closed. */
+  private unlockingAtClose = false;
   private closed = false;
 
   private constructor(private readonly opts: GatewayVfsOptions) {
@@ -151,6 +156,7 @@ export class GatewayVfs implements Vfs {
           this.unlinked.removed(name, fullpath);
           this.libs.ownRemove(name, fullpath, false);
         },
+        gatewayOnly: (name, fullpath) => isOfficeLockPath(gatewayPathOf(name, fullpath)),
         attrOf: (name, entry) => {
           const lib = this.libs.get(name);
           return lib ? this.lookups.toAttr(lib, entry) : { path: gatewayPathOf(name, entry.fullpath), name: entry.name, isDir: false, size: entry.size, mtimeMs: entry.mtimeMs, ctimeMs: entry.ctimeMs, dirty: true };
@@ -158,7 +164,11 @@ export class GatewayVfs implements Vfs {
       },
     });
     this.unlinked = new UnlinkedWhileRead(this.writeBack);
-    this.lookups = new NamespaceLookups({ cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, times: this.times, connectivity: this.connectivity, openedMs: clock.now(), stateOf: (name, e) => this.states.of(name, e) });
+    this.lockFiles = new OfficeLockFiles({
+      dataDir: opts.dataDir, logger: opts.logger, spoolFolder: () => this.writeBack.sideJournal()?.spoolFolderPath(),
+      documents: { setLocked: (p, locked, ctx) => this.setLocked(p, locked, ctx), names: async (folder, ctx) => (await this.readdir(folder, ctx)).map((a) => a.name) },
+    });
+    this.lookups = new NamespaceLookups({ cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, times: this.times, connectivity: this.connectivity, openedMs: clock.now(), stateOf: (name, e) => this.states.of(name, e), lockHolderOf: (name, fullpath) => this.locks.holderOf(name, fullpath) });
     this.reads = new ServiceReads({
       blocks: this.blocks, disk: this.disk, budget: new ReadAheadBudget(opts.readAhead?.totalBytes ?? 256 * 1024 * 1024), readAhead: opts.readAhead,
       cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, logger: opts.logger,
@@ -205,6 +215,7 @@ export class GatewayVfs implements Vfs {
     }
     await Promise.all(this.libs.all().map((l) => this.libs.startFeed(l)));
     await this.writeBack.replay((name) => this.libs.has(name));
+    await this.lockFiles.start();
   }
 
   /**
@@ -250,6 +261,7 @@ export class GatewayVfs implements Vfs {
     const view = await this.versions.at(path, ctx);
     if (view) return this.versions.stat(view, ctx);
     const t = this.target(path);
+    if (isOfficeLockPath(t.path)) return this.lockFiles.stat(t.path);
     if (!t.lib) return this.lookups.rootAttr();
     const e = opts.fresh && t.fullpath !== '' ? await this.lookups.entryOf(t.lib, t.fullpath, ctx) : await this.lookups.lookup(t.lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
@@ -262,7 +274,8 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     if (!t.lib) return this.libs.all().map((l) => this.lookups.libraryAttr(l));
     const entries = await this.lookups.listDir(t.lib, t.fullpath, ctx);
-    return entries.map((e) => this.lookups.toAttr(t.lib!, e));
+    // Lock files are the gateway's own: any of the service's under such a name is not shown.
+    return [...entries.filter((e) => !isOfficeLockName(e.name)).map((e) => this.lookups.toAttr(t.lib!, e)), ...(await this.lockFiles.list(t.path))];
   }
 
   async readOnlyAt(path: string, ctx?: CallContext): Promise<boolean> {
@@ -283,6 +296,7 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'open');
     const writing = !!(flags.write || flags.create || flags.truncate || flags.append);
     if (writing) this.writable(t.path);
+    if (isOfficeLockPath(t.path)) return this.lookups.needFolder(lib, parentOf(t.fullpath), ctx).then(() => this.lockFiles.open(t.path, flags, ctx));
     const existing = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (existing?.isDir) throw new VfsError('EISDIR', `${t.path} is a folder`);
     if (existing && flags.create && flags.exclusive) throw new VfsError('EEXIST', `${t.path} exists`);
@@ -309,6 +323,7 @@ export class GatewayVfs implements Vfs {
     if (view) return this.versions.createReadStream(view, range, ctx);
     const t = this.target(path);
     const lib = this.needLibrary(t, 'read');
+    if (isOfficeLockPath(t.path)) return this.lockFiles.createReadStream(t.path, range);
     const entry = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (!entry) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (entry.isDir) throw new VfsError('EISDIR', `${t.path} is a folder`);
@@ -330,6 +345,7 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'write');
     this.writable(t.path);
+    if (isOfficeLockPath(t.path)) return this.lookups.needFolder(lib, parentOf(t.fullpath), ctx).then(() => this.lockFiles.writeFile(t.path, source, ctx));
     const existing = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (existing?.isDir) throw new VfsError('EISDIR', `${t.path} is a folder`);
     if (existing) this.locks.assertHeld(lib.name, existing, ctx);
@@ -381,6 +397,7 @@ export class GatewayVfs implements Vfs {
     if (t.fullpath === '') throw new VfsError('EPERM', `cannot remove a library: ${t.path}`);
     this.writable(t.path);
     await this.refuseInVersions(path, ctx);
+    if (isOfficeLockPath(t.path)) return this.lockFiles.unlink(t.path);
     const entry = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (!entry) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (entry.isDir) throw new VfsError('EISDIR', `${t.path} is a folder (use rmdir)`);
@@ -409,9 +426,9 @@ export class GatewayVfs implements Vfs {
     const entry = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (!entry) throw new VfsError('ENOENT', `no such folder: ${t.path}`);
     if (!entry.isDir) throw new VfsError('ENOTDIR', `${t.path} is a file`);
-    // Emptiness is checked on the service itself (not the cache) and against pending local files.
+    // Emptiness is checked on the service itself (not the cache) and against pending local files and lock files.
     const children = await lib.remote.list(t.fullpath, remoteCall(ctx));
-    const pending = this.writeBack.hasWithin(lib.name, t.fullpath);
+    const pending = this.writeBack.hasWithin(lib.name, t.fullpath) || this.lockFiles.namesIn(t.path).length > 0;
     if (children.length > 0 || pending) throw new VfsError('ENOTEMPTY', `${t.path} is not empty`);
     await lib.remote.remove(t.fullpath, remoteCall(ctx));
     this.libs.ownRemove(lib.name, t.fullpath, true);
@@ -424,6 +441,22 @@ export class GatewayVfs implements Vfs {
       this.writable(from);
       return;
     }
+    if (isOfficeLockPath(this.target(from).path) || isOfficeLockPath(this.target(to).path)) return this.lockFileTransfer('rename', from, to, opts, ctx);
+    await this.renameOnService(from, to, opts, ctx);
+    await this.lockFiles.moved(this.target(from).path, this.target(to).path, ctx);
+  }
+
+  /** Lock files move and copy among lock file names only (they are not the service's): else EXDEV. */
+  private async lockFileTransfer(verb: 'rename' | 'copy', from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext): Promise<void> {
+    const a = this.target(from);
+    const b = this.target(to);
+    this.writable(b.path);
+    if (!isOfficeLockPath(a.path) || !isOfficeLockPath(b.path)) throw new VfsError('EXDEV', `lock files stay on the gateway: ${a.path} → ${b.path} is not a move between lock files`);
+    await this.lookups.needFolder(this.needLibrary(b, verb), parentOf(b.fullpath), ctx);
+    await this.lockFiles[verb](a.path, b.path, opts, ctx);
+  }
+
+  private async renameOnService(from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext): Promise<void> {
     const { a, b, src, dst, localMove } = await this.transferEnds('renamed', from, to, opts, ctx);
     if (dst) {
       if (src.isDir && !dst.isDir) throw new VfsError('ENOTDIR', `${b.path} is a file`);
@@ -462,6 +495,7 @@ export class GatewayVfs implements Vfs {
     await this.refuseInVersions(to, ctx);
     const view = await this.versions.at(from, ctx);
     if (view) return this.copyVersion(view.path, to, opts, ctx);
+    if (isOfficeLockPath(this.target(from).path) || isOfficeLockPath(this.target(to).path)) return this.lockFileTransfer('copy', from, to, opts, ctx);
     const { a, b, dst } = await this.transferEnds('copied', from, to, opts, ctx);
     if (dst) {
       if (dst.isDir) await this.transfer.removeTree(b.lib, b.fullpath, true, ctx);
@@ -519,6 +553,7 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'setTimes');
     this.writable(t.path);
     await this.refuseInVersions(path, ctx);
+    if (isOfficeLockPath(t.path)) return this.lockFiles.setTimes(t.path, mtimeMs);
     if (await this.writeBack.setTimes(lib.name, t.fullpath, mtimeMs)) return;
     const e = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
@@ -572,12 +607,15 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'setLocked');
     if (t.fullpath === '') throw new VfsError('ENOTSUP', `libraries cannot be locked: ${t.path}`);
-    this.writable(t.path);
+    if (isOfficeLockPath(t.path)) throw new VfsError('ENOTSUP', `lock files stay on the gateway and have no service lock: ${t.path}`);
+    if (!(this.unlockingAtClose && !locked)) this.writable(t.path);
     await this.refuseInVersions(path, ctx);
     const e = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (e.isDir) throw new VfsError('ENOTSUP', `folders cannot be locked: ${t.path}`);
     this.locks.assertMayLock(lib.name, t.fullpath, t.path, ctx);
+    // An unlock (a WebDAV UNLOCK, say) while the holder's Office lock file stands: the lock file keeps it.
+    if (!locked && this.lockFiles.holds(t.path, ctx?.lockHolder ?? '')) return;
     if (isUnsent(e)) {
       // Not on the service yet: the gateway holds the lock from now on, the service takes it with the file.
       this.marks.setLock(lib.name, t.fullpath, locked, ctx?.operator);
@@ -596,6 +634,11 @@ export class GatewayVfs implements Vfs {
   private noteLock(library: string, fullpath: string, locked: boolean, ctx?: CallContext): void {
     if (locked) this.states.lockTaken(library, fullpath, ctx?.operator?.opName);
     else this.states.lockReleased(library, fullpath);
+  }
+
+  /** Office lock files kept here (a member's session holding any is not closed for idleness). */
+  lockFilesHeld(): number {
+    return this.lockFiles.count();
   }
 
   // ---- lifecycle ------------------------------------------------------------------------------------------
@@ -637,6 +680,10 @@ export class GatewayVfs implements Vfs {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // The locks lock files took go first, while the service is served (else the next start releases them).
+    this.unlockingAtClose = true;
+    await this.lockFiles.close();
+    this.unlockingAtClose = false;
     await this.libs.stopFeeds();
     // Open versions reach the journal; uploads under way stop (their journal entries stay).
     await this.writeBack.close();
@@ -666,8 +713,15 @@ export class GatewayVfs implements Vfs {
     return this.engine.sideJournal();
   }
 
-  createClosed(files: readonly ClosedCreate[], ctx?: CallContext): Promise<boolean[]> {
-    return this.engine.createClosed(files, ctx);
+  async createClosed(files: readonly ClosedCreate[], ctx?: CallContext): Promise<boolean[]> {
+    // Lock files the engine closed stay on the gateway: taken from their records, never journaled.
+    const lockFile = (f: ClosedCreate): boolean => !this.opts.readOnly && !!this.target(f.path).lib && isOfficeLockPath(this.target(f.path).path);
+    const others = files.filter((f) => !lockFile(f));
+    const made = others.length > 0 ? await this.engine.createClosed(others, ctx) : [];
+    let at = 0;
+    const out: boolean[] = [];
+    for (const f of files) out.push(lockFile(f) ? await this.lockFiles.createClosed(this.target(f.path).path, f, this.writeBack.sideJournal(), ctx).catch(() => false) : made[at++]!);
+    return out;
   }
 
   answeredClosesIn(path: string): { library: string; fullpath: string } | undefined {
@@ -677,8 +731,10 @@ export class GatewayVfs implements Vfs {
 
   cachedNames(path: string, max: number): string[] | undefined {
     if (VersionsView.names(path)) return undefined;
-    const names = this.engine.cachedNames(path, max);
-    return names && [...names, ...this.unlistedNames(path, names)!];
+    const listed = this.engine.cachedNames(path, max);
+    if (!listed) return undefined;
+    const names = [...listed.filter((n) => !isOfficeLockName(n)), ...this.lockFiles.namesIn(this.target(path).path)];
+    return names.length > max ? undefined : [...names, ...this.unlistedNames(path, names)!];
   }
 
   unlistedNames(path: string, listed: readonly string[]): string[] | undefined {

@@ -16,6 +16,11 @@ export class LockHolds {
     if (held !== undefined && held !== (ctx?.lockHolder ?? '')) throw new VfsError('ELOCKED', `${path} is locked through the gateway by another writer`);
   }
 
+  /** The holder of a lock taken through the gateway, undefined when none is. */
+  holderOf(library: string, fullpath: string): string | undefined {
+    return this.holds.get(`${library}\0${fullpath}`);
+  }
+
   /** The caller took (`locked`) or gave back the lock of a file. */
   set(library: string, fullpath: string, locked: boolean, ctx?: CallContext): void {
     const key = `${library}\0${fullpath}`;

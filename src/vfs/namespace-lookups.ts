@@ -21,6 +21,8 @@ export interface NamespaceLookupsOptions {
   connectivity: Connectivity;
   /** When the gateway opened, ms since the epoch: the time of the root and the library folders. */
   openedMs: number;
+  /** Who holds a file's lock taken through this gateway (CallContext.lockHolder), shown with its attributes. */
+  lockHolderOf?: (library: string, fullpath: string) => string | undefined;
   /** A file's state in one word (file-state.ts), shown with its attributes. */
   stateOf?: (library: string, e: RemoteEntry) => Attr['state'];
 }
@@ -93,7 +95,7 @@ export class NamespaceLookups {
       path: gatewayPathOf(lib.name, e.fullpath), name: e.fullpath === '' ? lib.name : e.name, isDir: e.isDir, size: e.isDir ? 0 : e.size,
       mtimeMs, ctimeMs: e.ctimeMs, id: isUnsent(e) ? undefined : e.id, contentHash: e.contentHash,
       dirty: local || undefined,
-      locked: e.locked, tags: e.tags, lastModifiedBy: e.lastModifiedBy,
+      locked: e.locked, lockHolder: e.locked ? this.opts.lockHolderOf?.(lib.name, e.fullpath) : undefined, tags: e.tags, lastModifiedBy: e.lastModifiedBy,
       stale: this.opts.connectivity.online(lib.name) ? undefined : true,
       state: this.opts.stateOf?.(lib.name, e),
     };

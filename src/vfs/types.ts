@@ -67,6 +67,8 @@ export interface Attr {
   dirty?: boolean;
   /** Locked on the service (by anyone). */
   locked?: boolean;
+  /** Locked through this gateway: the CallContext.lockHolder of the callers who hold the lock. */
+  lockHolder?: string;
   /** Tags of the service, if any. */
   tags?: string[];
   /** Operator name of the last change, if known. */

@@ -149,6 +149,8 @@ export class DavRequest {
   /** Refuses a change of a file locked on the service by someone else (not by one of our locks). */
   assertNotLockedElsewhere(attr: Attr | undefined): void {
     if (!attr?.locked || attr.isDir) return;
+    // Held through the gateway for WebDAV's callers (an Office lock file made through WebDAV).
+    if (attr.lockHolder === this.call.lockHolder) return;
     const ours = this.shared.locks.covering(attr.path).some((l) => l.serviceLock && l.root === attr.path);
     if (!ours) throw new DavError(423, `${attr.path} is locked by another member on the service`);
   }

@@ -27,6 +27,12 @@ export abstract class WriteBackReplay extends WriteBackLease {
       newest.set(keyOf(e.library, e.fullpath), e); // sorted oldest first: the last one stays
     }
     for (const e of entries) {
+      // A gateway-only file's bytes in the journal (a close answered just before a crash): never the service's.
+      if (e.kind !== 'folder' && e.kind !== 'delete' && this.opts.host.gatewayOnly?.(e.library, e.fullpath)) {
+        this.opts.logger.info({ library: e.library, path: e.fullpath }, 'journal replay: a file kept on the gateway only (an Office lock file): dropped');
+        await this.journal.remove(e.id);
+        continue;
+      }
       if (newest.get(keyOf(e.library, e.fullpath)) !== e) {
         this.opts.logger.info({ library: e.library, path: e.fullpath }, 'journal replay: an older acknowledged version superseded by a newer one, dropped');
         await this.journal.remove(e.id);

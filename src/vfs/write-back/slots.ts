@@ -27,6 +27,8 @@ export interface WriteBackHost {
   deleted(library: string, fullpath: string): void;
   /** Attributes of a local entry, as the namespace shows them. */
   attrOf(library: string, entry: RemoteEntry): Attr;
+  /** A file that stays on the gateway (an Office lock file): one found in the journal is never uploaded. */
+  gatewayOnly?(library: string, fullpath: string): boolean;
 }
 
 export interface WriteBackOptions {

@@ -175,6 +175,23 @@ describe("a member's Vfs", () => {
     }
   });
 
+  it('a session holding an Office lock file is not closed for idleness until the lock file goes', async () => {
+    let later = 0;
+    const s = sessionsWith({ idleMs: 60_000, clock: () => Date.now() + later });
+    try {
+      const w = await vfsOf(s, writer);
+      await w.writeFile('/Library/Box/~$secret.txt', Buffer.from('writer'));
+      later += 120_000;
+      await s.closeIdle();
+      expect(s.list().map((x) => x.account)).toEqual([writer.account]);
+      await w.unlink('/Library/Box/~$secret.txt');
+      await s.closeIdle();
+      expect(s.list()).toEqual([]);
+    } finally {
+      await s.close();
+    }
+  });
+
   it("a version waiting in the member's journal is uploaded as that member by their next session (after a restart), never by another's", async () => {
     const first = sessionsWith({ vfs: { feedIntervalMs: 0, faults: true } });
     const w = await vfsOf(first, writer);

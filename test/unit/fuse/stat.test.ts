@@ -13,6 +13,14 @@ describe('kernel attributes', () => {
     expect(d).toMatchObject({ mode: 0o040555, size: 0, nlink: 2 });
   });
 
+  it('a file locked on the service by someone other than the mount\'s callers shows read-only', () => {
+    const file = { path: '/L/a', name: 'a', isDir: false, size: 1, mtimeMs: 1, ctimeMs: 1 };
+    expect(toKernelStat({ ...file, locked: true }, own).mode).toBe(0o100444);
+    expect(toKernelStat({ ...file, locked: true, lockHolder: 'webdav' }, own).mode).toBe(0o100444);
+    expect(toKernelStat({ ...file, locked: true, lockHolder: '' }, own).mode).toBe(0o100644);
+    expect(toKernelStat({ ...file, locked: false }, own).mode).toBe(0o100644);
+  });
+
   it('statfs fits 32-bit block counts, also for unlimited capacity', () => {
     const small = toKernelStatFs({ total: 10 * 4096, used: 4096, free: 9 * 4096 }, { readOnly: false });
     expect(small).toMatchObject({ frsize: 4096, blocks: 10, bfree: 9, bavail: 9, flag: 0, namemax: 255 });
