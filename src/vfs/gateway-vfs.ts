@@ -5,6 +5,7 @@
  * RangeReaders. Everything written is handed to the WriteBack, the one owner of local versions, their
  * journal and their uploads. What is and is not POSIX here is written down in docs/semantics.md.
  */
+import type { Conflict } from './conflicts.js';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable, Transform } from 'node:stream';
@@ -128,6 +129,8 @@ export interface GatewayStatus {
   uploads: UploadStatus[];
   /** Journal entries whose library is not configured (kept, not uploaded). */
   stranded: { id: string; library: string; fullpath: string }[];
+  /** Conflicts found in this run: the other side kept as a copy, or a file deleted elsewhere brought back (conflicts.ts). */
+  conflicts: Conflict[];
   feeds: UpdatesFeedStatus[];
   localFiles: number;
   metadata: ReturnType<MetadataCache['stats']>;
@@ -540,7 +543,7 @@ export class GatewayVfs implements Vfs {
     if ((this.readers.get(key) ?? 0) > 0 && !this.writeBack.entry(lib.name, t.fullpath) && !entry.id.startsWith('local:')) {
       // Handles still read it: gone from the namespace now, removed on the service after the last one
       // (as a local disk keeps an unlinked file readable until it is closed). Journaled: a crash still deletes it.
-      await this.writeBack.deferDelete(lib.name, t.fullpath, entry.id);
+      await this.writeBack.deferDelete(lib.name, t.fullpath, entry.id, entry.contentHash);
       this.hidden.add(key);
       this.ownRemove(lib.name, t.fullpath, false);
       return;
@@ -770,6 +773,7 @@ export class GatewayVfs implements Vfs {
       libraries: [...this.libs.values()].map((l) => ({ ...this.connectivity.of(l.name), pendingUploads: wb.uploads.filter((u) => u.library === l.name).length })),
       uploads: wb.uploads,
       stranded: wb.stranded,
+      conflicts: wb.conflicts,
       feeds: [...this.libs.values()].flatMap((l) => (l.feed ? [l.feed.snapshot()] : [])),
       localFiles: wb.localFiles,
       metadata: this.cache.stats(),

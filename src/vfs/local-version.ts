@@ -43,6 +43,7 @@ import { INLINE_MAX_BYTES } from './upload-journal.js';
 import { fsErrorOf } from './fs-errors.js';
 import type { DiskFaults } from './disk-faults.js';
 import type { RemoteEntry } from './remote.js';
+import { baseAfter, baseOf, type ConflictBase } from './conflicts.js';
 import { addRange, clipRanges, gaps, type ByteRange } from './byte-ranges.js';
 import type { Sha1Stream } from './sha1-streams.js';
 import { KERNEL_WRITE_MIN_FREE_BYTES, VfsError, type DirectSpool, type DirectWritesDone, type LocalRange, type Operator } from './types.js';
@@ -162,6 +163,8 @@ export class LocalVersion implements PendingFile {
   /** True when every base byte still part of the file is in the spool. */
   baseReady: boolean;
   operator?: Operator;
+  /** What it may replace on the service without a conflict (conflicts.ts): its base's hash, then its predecessors'. */
+  replaces: ConflictBase;
   /** Spool ranges holding valid data (meaningful while !baseReady). */
   private present: ByteRange[] = [];
   private readonly openBase?: BaseOpener;
@@ -218,6 +221,7 @@ export class LocalVersion implements PendingFile {
   ) {
     this.baseSize = opts.baseSize;
     this.size = opts.baseSize;
+    this.replaces = baseOf(base);
     this.openBase = opts.openBase;
     this.fetchChunk = opts.fetchChunk ?? 1024 * 1024;
     this.newSha1Stream = opts.sha1Stream;
@@ -246,6 +250,11 @@ export class LocalVersion implements PendingFile {
     v.sealed = true;
     v.unsent = true;
     return v;
+  }
+
+  /** For the conflict check before its commit (UploadQueue's beforeCommit). */
+  conflictBase(): ConflictBase {
+    return this.replaces;
   }
 
   /** Bytes the service does not have yet (written, or journaled and not yet uploaded). */
@@ -854,6 +863,7 @@ export class LocalVersion implements PendingFile {
     next.spoolLength = this.size;
     next.ctimeMs = this.ctimeMs;
     next.operator = this.operator;
+    next.replaces = baseAfter(this.replaces, this.currentSha1());
     return next;
   }
 

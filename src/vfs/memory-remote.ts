@@ -211,6 +211,13 @@ export class MemoryRemote implements Remote {
     return Buffer.from(n.data);
   }
 
+  /** The contents the file at `fullpath` held before its current one (the service's history of it; tests). */
+  history(fullpath: string): Buffer[] {
+    const n = this.nodes.get(fullpath);
+    if (!n) return [];
+    return [...this.versions].filter(([key]) => key.startsWith(`${n.entry.id}\0`)).map(([, data]) => Buffer.from(data));
+  }
+
   /** Every path, sorted (tests). */
   paths(): string[] {
     return [...this.nodes.keys()].sort();

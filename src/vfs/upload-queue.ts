@@ -87,6 +87,11 @@ export interface UploadQueueOptions {
    * counts as done; it decides whether the journal entry can go.
    */
   onCommitted: (file: PendingFile, entry: RemoteEntry, snapshot: { generation: number; fullpath: string; library: string }) => Promise<void>;
+  /**
+   * Right before each commit, with the service at hand: may look at the service's version and keep it
+   * (conflicts.ts). What it throws fails the attempt like a failed commit.
+   */
+  beforeCommit?: (file: PendingFile, remote: Remote, opts: { signal: AbortSignal }) => Promise<void>;
   /** Before retrying an attempt that failed with ENOENT (a parent folder vanished). */
   onMissingParent?: (file: PendingFile) => Promise<void>;
   /**
@@ -326,6 +331,8 @@ export class UploadQueue {
       task.status.size = size;
       task.status.sentBytes = 0;
       task.status.progressMs = Date.now();
+      await this.opts.beforeCommit?.(file, remote, { signal: abort.signal });
+      if (task.cancelled) return;
       const entry = await remote.commit(snapshot.fullpath, { path: file.spoolPath, size, sha1, data: held?.data }, {
         operator: file.operator, signal: abort.signal,
         onProgress: (sent) => {

@@ -39,6 +39,7 @@ import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './r
 import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
 import { INLINE_MAX_BYTES, UploadJournal, orderOf, type JournalEntry } from './upload-journal.js';
 import { UploadQueue, type UploadStatus } from './upload-queue.js';
+import { baseAfter, baseOf, ConflictKeeper, type Conflict } from './conflicts.js';
 import { VfsError, type Attr, type CallContext, type DirectSpool, type EngineClose, type FileHandle, type LocalRange, type OpenFlags, type PassthroughSpool, type SideJournal } from './types.js';
 
 export interface WriteBackHost {
@@ -125,11 +126,14 @@ export interface WriteBackStatus {
   uploads: UploadStatus[];
   stranded: { id: string; library: string; fullpath: string }[];
   localFiles: number;
+  /** Conflicts found in this run (conflicts.ts). */
+  conflicts: Conflict[];
 }
 
 export class WriteBack {
   private readonly journal: UploadJournal;
   readonly uploads: UploadQueue;
+  private readonly conflicts: ConflictKeeper;
   private readonly slots = new Map<string, PathSlot>();
   /** Slots by folder (`library\0parent`), for listings: no scan of every slot per readdir. */
   private readonly byFolder = new Map<string, Set<PathSlot>>();
@@ -137,7 +141,9 @@ export class WriteBack {
   /** Folders made while their library was offline (`library\0fullpath`): journaled, made on the service when it is back. */
   private readonly pendingFolders = new Map<string, { id: string; library: string; entry: RemoteEntry }>();
   /** Deletes of files that handles still read (`library\0fullpath`): journaled, done when the last one closes. */
-  private readonly pendingDeletes = new Map<string, { id: string; library: string; fullpath: string; objectId: string; ready: boolean }>();
+  private readonly pendingDeletes = new Map<string, { id: string; library: string; fullpath: string; objectId: string; ready: boolean; contentHash?: string }>();
+  /** Paths whose deferred delete a new file cancelled: the content hash it replaces there without a conflict. */
+  private readonly replacedObjects = new Map<string, string>();
   /** The folder creation under way per library (one at a time). */
   private readonly makingFolders = new Map<string, Promise<void>>();
   private lastSeq = 0;
@@ -151,12 +157,14 @@ export class WriteBack {
     this.journal = new UploadJournal(opts.journalDir, opts.durability?.groupCommitMs ?? 1000);
     this.syncOnClose = opts.durability?.mode === 'close';
     this.unwritten = new UnwrittenSpools(opts.unwrittenSpoolBytes ?? 16 * 1024 * 1024);
+    this.conflicts = new ConflictKeeper({ logger: opts.logger, copied: (library, entry) => opts.host.uploaded(library, entry, entry.mtimeMs) });
     this.uploads = new UploadQueue({
       concurrency: opts.upload?.concurrency, smallConcurrency: opts.upload?.smallConcurrency, retryBaseMs: opts.upload?.retryBaseMs, retryMaxMs: opts.upload?.retryMaxMs, refusedRetryMs: opts.upload?.refusedRetryMs,
       hasher: opts.hasher, logger: opts.logger, foreground: opts.foreground,
       remoteFor: (name) => opts.host.remoteFor(name),
       onCommitted: (file, entry) => this.uploadedVersion(file as LocalVersion, entry),
       onMissingParent: (file) => opts.host.ensureParents(file.library, file.fullpath),
+      beforeCommit: (file, remote, o) => this.conflicts.beforeCommit(file as LocalVersion, remote, o),
     });
   }
 
@@ -242,6 +250,7 @@ export class WriteBack {
       this.opts.logger.warn({ library: e.library, path: e.fullpath, size: v.size, journaled: e.size }, 'journal replay: spool size differs from its entry');
     }
     v.operator = e.operator;
+    v.replaces = Array.isArray(e.replaces) && e.replaces.every((h) => typeof h === 'string') ? e.replaces : undefined;
     v.generation = 1;
     v.sealed = true;
     v.state = 'journaled';
@@ -281,11 +290,11 @@ export class WriteBack {
    * A file unlinked while handles still read it: journaled (fsynced), removed on the service once the last
    * of them is closed (`performDeletes`), also after a crash.
    */
-  async deferDelete(library: string, fullpath: string, objectId: string): Promise<void> {
+  async deferDelete(library: string, fullpath: string, objectId: string, contentHash?: string): Promise<void> {
     const id = this.journal.newId();
     const now = Date.now();
     await this.journal.putRecord({ id, library, fullpath, size: 0, mtimeMs: now, createdMs: now, seq: this.nextSeq(), kind: 'delete', objectId }).catch((err: unknown) => { throw fsErrorOf(err, `journaling the delete of '${fullpath}'`); });
-    this.pendingDeletes.set(keyOf(library, fullpath), { id, library, fullpath, objectId, ready: false });
+    this.pendingDeletes.set(keyOf(library, fullpath), { id, library, fullpath, objectId, ready: false, contentHash });
     // Gone from the path: its read handles no longer follow the path (a new file there is another file).
     await this.removed(library, fullpath);
   }
@@ -295,6 +304,7 @@ export class WriteBack {
     const d = this.pendingDeletes.get(keyOf(library, fullpath));
     if (!d) return;
     this.pendingDeletes.delete(keyOf(library, fullpath));
+    if (d.contentHash) this.replacedObjects.set(keyOf(library, fullpath), d.contentHash);
     await this.journal.remove(d.id).catch(() => undefined);
   }
 
@@ -519,6 +529,10 @@ export class WriteBack {
     const v = this.newVersion(library, fullpath, undefined, ctx);
     v.base = base;
     v.unsent = base === undefined;
+    // Replacing a local version: what that one may replace, and itself; else the service's version read.
+    const prior = this.slots.get(keyOf(library, fullpath))?.current;
+    if (prior) v.replaces = baseAfter(prior.replaces, prior.currentSha1());
+    else if (base) v.replaces = baseOf(base);
     v.pins++;
     try {
       await v.startEmpty();
@@ -685,6 +699,7 @@ export class WriteBack {
       uploads: this.uploads.status(),
       stranded: this.stranded.map((e) => ({ id: e.id, library: e.library, fullpath: e.fullpath })),
       localFiles: [...this.slots.values()].filter((slot) => slot.current || slot.acked || slot.session).length,
+      conflicts: this.conflicts.list(),
     };
   }
 
@@ -728,6 +743,7 @@ export class WriteBack {
         next.unsent = from.unsent;
         next.operator = from.operator;
         next.ctimeMs = from.ctimeMs;
+        next.replaces = baseAfter(from.replaces, from.currentSha1());
         return next;
       })();
       let next: LocalVersion;
@@ -1200,6 +1216,8 @@ export class WriteBack {
     v.state = 'uploaded';
     v.base = entry;
     const slot = this.slots.get(keyOf(v.library, v.fullpath));
+    // Later versions of the path replace this one on the service without a conflict.
+    if (slot) for (const x of this.versionsOf(slot)) if (x !== v) x.replaces = baseAfter(x.replaces, entry.contentHash);
     // Decided with no await before: an open from now on finds either this version or the service's.
     if (slot?.acked === v) slot.acked = undefined;
     await this.journal.remove(v.id, { keepSpool: true });
@@ -1263,11 +1281,16 @@ export class WriteBack {
       } : undefined,
     });
     v.operator = ctx?.operator;
+    const replaced = base ? undefined : this.replacedObjects.get(keyOf(library, fullpath));
+    if (replaced) {
+      v.replaces = [replaced];
+      this.replacedObjects.delete(keyOf(library, fullpath));
+    }
     return v;
   }
 
   private journalEntry(v: LocalVersion): JournalEntry {
-    return { id: v.id, library: v.library, fullpath: v.fullpath, size: v.size, mtimeMs: v.mtimeMs, createdMs: Date.now(), seq: v.seq, sha1: v.currentSha1(), operator: v.operator };
+    return { id: v.id, library: v.library, fullpath: v.fullpath, size: v.size, mtimeMs: v.mtimeMs, createdMs: Date.now(), seq: v.seq, sha1: v.currentSha1(), operator: v.operator, replaces: v.replaces?.slice() };
   }
 
   private nextSeq(): number {

@@ -1,0 +1,193 @@
+/**
+ * Conflicts keep both. A local version remembers what it may replace on the service: the content hash of
+ * the service's version it started from (its base) and the hashes of the local versions it was made from
+ * that may reach the service before it (`ConflictBase`). Right before its commit the service's current
+ * version at the path is looked at:
+ *
+ * - it is one of those (or the same bytes): no conflict, the commit replaces it;
+ * - it is another file or other bytes (someone changed or replaced it meanwhile, online or while this
+ *   gateway was offline): the service's version is first copied beside it, on the service, as
+ *   `name (conflict <who> <yyyy-mm-dd hh-mm-ss>).ext` (who changed it, and when, in UTC); then the local
+ *   version is committed at the name. Neither side leaves the folder;
+ * - it is gone (deleted elsewhere while edited here): the commit brings the file back as the edited version.
+ *
+ * The local side keeps the name: programs holding the file open here go on reading and writing it, and
+ * what a program here saved is what it finds at the name afterwards. The other side's copy is made by the
+ * service (a server-side copy: nothing downloaded). A version of unknown base (a journal entry written
+ * before bases were recorded) is committed unchecked.
+ *
+ * Every conflict is logged (warn) and listed in the gateway's status (`ctl status`, the status page).
+ */
+import type { Logger } from '../shared/log.js';
+import { baseName, joinPath, parentOf, type Remote, type RemoteEntry } from './remote.js';
+import { VfsError, type Operator } from './types.js';
+
+/**
+ * Content hashes the service may hold at the path for a version to replace it without a conflict: its
+ * base's, then those of the local versions it came from. Empty: a new file (nothing may be there).
+ * Undefined: unknown (not checked).
+ */
+export type ConflictBase = readonly string[] | undefined;
+
+/** The most hashes a version carries (the newest are kept: older ones were replaced by them). */
+const LINEAGE_MAX = 16;
+
+/** What a version made from `from` (holding `fromSha1`, when known) may replace: `from`'s, and `from` itself. */
+export function baseAfter(from: ConflictBase, fromSha1: string | undefined): ConflictBase {
+  if (from === undefined) return undefined;
+  if (fromSha1 === undefined || from.includes(fromSha1)) return from;
+  return [...from, fromSha1].slice(-LINEAGE_MAX);
+}
+
+/** A version's base from the service's entry it started from (undefined: a new file). */
+export function baseOf(entry: RemoteEntry | undefined): string[] {
+  return entry?.contentHash ? [entry.contentHash] : [];
+}
+
+export type ConflictKind =
+  /** The service's version changed or was replaced: it was kept as `copy`, the local version took the name. */
+  | 'changed'
+  /** The file was deleted elsewhere while edited here: the edited version brought it back. */
+  | 'deleted';
+
+export interface Conflict {
+  library: string;
+  /** The path the local version was committed to. */
+  fullpath: string;
+  kind: ConflictKind;
+  /** With `changed`: the path of the copy of the service's version. */
+  copy?: string;
+  /** Who made the service's version (its last modifier), when the service says. */
+  otherBy?: string;
+  /** When the service's version was made, ms since the epoch. */
+  otherMtimeMs?: number;
+  /** When the conflict was found, ms since the epoch. */
+  atMs: number;
+}
+
+/** Longest `who` in a copy's name. */
+const WHO_MAX = 40;
+
+/** `who` as a part of a file name: no slash, no control or bracket characters, bounded. */
+export function whoPart(who: string | undefined): string {
+  // eslint-disable-next-line no-control-regex
+  const clean = (who ?? '').replace(/[\u0000-\u001f\u007f/\\()]+/g, ' ').replace(/\s+/g, ' ').trim().slice(0, WHO_MAX).trim();
+  return clean === '' ? 'unknown' : clean;
+}
+
+/** `yyyy-mm-dd hh-mm-ss` in UTC (no colon: names stay valid on every file system). */
+export function whenPart(ms: number): string {
+  const iso = new Date(ms).toISOString(); // 2026-11-29T04:31:07.123Z
+  return `${iso.slice(0, 10)} ${iso.slice(11, 19).replace(/:/g, '-')}`;
+}
+
+/**
+ * The name of the copy of `fullpath` made by `who` at `whenMs`: `name (conflict who date time).ext`, the
+ * extension being what follows the last dot (none for a name whose only dot leads it, `.bashrc`). `n` > 1
+ * tells apart copies that would share a name (`… time 2).ext`).
+ */
+export function conflictCopyPath(fullpath: string, who: string | undefined, whenMs: number, n = 1): string {
+  const name = baseName(fullpath);
+  const dot = name.lastIndexOf('.');
+  const [stem, ext] = dot > 0 ? [name.slice(0, dot), name.slice(dot)] : [name, ''];
+  const tag = `conflict ${whoPart(who)} ${whenPart(whenMs)}${n > 1 ? ` ${n}` : ''}`;
+  return joinPath(parentOf(fullpath), `${stem} (${tag})${ext}`);
+}
+
+/** True for a name `conflictCopyPath` makes. */
+export function isConflictCopy(fullpath: string): boolean {
+  return / \(conflict [^()]* \d{4}-\d{2}-\d{2} \d{2}-\d{2}-\d{2}( \d+)?\)(\.[^./]*)?$/.test(baseName(fullpath));
+}
+
+/** What to do before committing over `current` a version that may replace `base`. */
+export function conflictOf(base: ConflictBase, current: RemoteEntry | null): ConflictKind | undefined {
+  if (base === undefined) return undefined;
+  if (!current) return base.length > 0 ? 'deleted' : undefined;
+  if (current.isDir) return undefined; // the commit itself is refused
+  if (current.contentHash !== undefined && base.includes(current.contentHash)) return undefined;
+  return 'changed';
+}
+
+/** A version about to be committed. */
+export interface CommitCandidate {
+  readonly library: string;
+  readonly fullpath: string;
+  readonly operator?: Operator;
+  conflictBase(): ConflictBase;
+}
+
+/** Copies tried under other names (`… 2`, `… 3`) when the copy's name is taken. */
+const COPY_TRIES = 20;
+/** Conflicts listed in the status, newest kept. */
+const LISTED_MAX = 200;
+
+/**
+ * Looks at the service's version before each commit, keeps the other side as a copy when they conflict,
+ * and lists the conflicts found in this run.
+ */
+export class ConflictKeeper {
+  private readonly found: Conflict[] = [];
+
+  constructor(private readonly opts: {
+    logger: Logger;
+    /** A copy was made on the service: the namespace shows it from now on. */
+    copied?: (library: string, entry: RemoteEntry) => void;
+    now?: () => number;
+  }) {}
+
+  /**
+   * Before `v` is committed through `remote`: nothing when the service's version is one it may replace;
+   * else the other side is kept (see the module's comment). Throws what the service answered (the upload
+   * is then retried as any failed attempt).
+   */
+  async beforeCommit(v: CommitCandidate, remote: Remote, opts: { signal?: AbortSignal } = {}): Promise<void> {
+    const base = v.conflictBase();
+    if (base === undefined) return;
+    const call = { operator: v.operator, signal: opts.signal };
+    const current = await remote.stat(v.fullpath, call);
+    const kind = conflictOf(base, current);
+    if (!kind) return;
+    const now = (this.opts.now ?? Date.now)();
+    if (kind === 'deleted') {
+      this.note({ library: v.library, fullpath: v.fullpath, kind, atMs: now });
+      this.opts.logger.warn({ library: v.library, path: v.fullpath }, 'conflict: deleted on the service while edited here; the edited version brings it back');
+      return;
+    }
+    const other = current!;
+    const copy = await this.keepCopy(remote, v.library, v.fullpath, other, call);
+    // Found again by a retry of the same upload: listed and logged once.
+    if (this.found.some((c) => c.library === v.library && c.fullpath === v.fullpath && c.copy === copy)) return;
+    this.note({ library: v.library, fullpath: v.fullpath, kind, copy, otherBy: other.lastModifiedBy, otherMtimeMs: other.mtimeMs, atMs: now });
+    this.opts.logger.warn({ library: v.library, path: v.fullpath, copy, by: other.lastModifiedBy }, 'conflict: changed on the service while edited here; kept both (the service\'s version as the copy, this edit at the name)');
+  }
+
+  /** Copies the service's version of `fullpath` to a free conflict name; its path. */
+  private async keepCopy(remote: Remote, library: string, fullpath: string, other: RemoteEntry, call: { operator?: Operator; signal?: AbortSignal }): Promise<string> {
+    for (let n = 1; n <= COPY_TRIES; n++) {
+      const to = conflictCopyPath(fullpath, other.lastModifiedBy, other.mtimeMs, n);
+      try {
+        await remote.copy(fullpath, to, call);
+      } catch (err) {
+        if (!(err instanceof VfsError && err.code === 'EEXIST')) throw err;
+        // Kept already (an attempt whose commit then failed): not copied twice.
+        const there = await remote.stat(to, call);
+        if (there && !there.isDir && there.contentHash !== undefined && there.contentHash === other.contentHash) return to;
+        continue;
+      }
+      const made = await remote.stat(to, call).catch(() => null);
+      if (made) this.opts.copied?.(library, made);
+      return to;
+    }
+    throw new VfsError('EEXIST', `'${fullpath}': no free name for a conflict copy after ${COPY_TRIES} tries`);
+  }
+
+  private note(c: Conflict): void {
+    this.found.push(c);
+    if (this.found.length > LISTED_MAX) this.found.splice(0, this.found.length - LISTED_MAX);
+  }
+
+  /** The conflicts found in this run (the newest LISTED_MAX), oldest first. */
+  list(): Conflict[] {
+    return this.found.map((c) => ({ ...c }));
+  }
+}

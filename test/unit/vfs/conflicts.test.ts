@@ -1,0 +1,208 @@
+import { describe, it, expect, afterEach } from 'vitest';
+import { Writable } from 'node:stream';
+import { createHash } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createMemoryVfs, createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../src/vfs/index.js';
+import { baseAfter, conflictCopyPath, conflictOf, isConflictCopy, whoPart } from '../../../src/vfs/conflicts.js';
+import { createLogger } from '../../../src/shared/log.js';
+import type { RemoteEntry } from '../../../src/vfs/remote.js';
+import { waitFor } from '../../support/wait-for.js';
+
+const sha1 = (s: string): string => createHash('sha1').update(s).digest('hex');
+const entry = (content: string): RemoteEntry => ({ id: 'x', fullpath: 'f', name: 'f', isDir: false, size: content.length, contentHash: sha1(content), mtimeMs: 0, ctimeMs: 0 });
+/** 2026-11-29 04:31:07 UTC */
+const WHEN = Date.UTC(2026, 10, 29, 4, 31, 7, 500);
+
+describe('conflict copy names', () => {
+  it('name (conflict who date time).ext, in UTC, in the same folder', () => {
+    expect(conflictCopyPath('docs/report.docx', 'Bob', WHEN)).toBe('docs/report (conflict Bob 2026-11-29 04-31-07).docx');
+    expect(conflictCopyPath('archive.tar.gz', 'Bob', WHEN)).toBe('archive.tar (conflict Bob 2026-11-29 04-31-07).gz');
+    expect(conflictCopyPath('Makefile', 'Bob', WHEN)).toBe('Makefile (conflict Bob 2026-11-29 04-31-07)');
+    expect(conflictCopyPath('.bashrc', 'Bob', WHEN)).toBe('.bashrc (conflict Bob 2026-11-29 04-31-07)');
+    expect(conflictCopyPath('a.txt', 'Bob', WHEN, 2)).toBe('a (conflict Bob 2026-11-29 04-31-07 2).txt');
+  });
+
+  it('who is made safe for a name: no slash or bracket, bounded, "unknown" when the service says nobody', () => {
+    expect(whoPart('a/b\\c (x)\n')).toBe('a b c x');
+    expect(whoPart(undefined)).toBe('unknown');
+    expect(whoPart('  ')).toBe('unknown');
+    expect(whoPart('x'.repeat(100))).toHaveLength(40);
+  });
+
+  it('copies are recognised by their name', () => {
+    expect(isConflictCopy(conflictCopyPath('d/r.docx', 'Bob Smith', WHEN))).toBe(true);
+    expect(isConflictCopy(conflictCopyPath('r', undefined, WHEN, 3))).toBe(true);
+    expect(isConflictCopy('d/r (copy).docx')).toBe(false);
+  });
+});
+
+describe('the conflict decision', () => {
+  it('no conflict when the service holds the base or a local predecessor; a conflict for other bytes; a delete; unknown bases unchecked', () => {
+    expect(conflictOf([sha1('v1')], entry('v1'))).toBeUndefined();
+    expect(conflictOf(baseAfter([sha1('v1')], sha1('mine')), entry('mine'))).toBeUndefined();
+    expect(conflictOf([sha1('v1')], entry('theirs'))).toBe('changed');
+    expect(conflictOf([], entry('theirs'))).toBe('changed');
+    expect(conflictOf([], null)).toBeUndefined();
+    expect(conflictOf([sha1('v1')], null)).toBe('deleted');
+    expect(conflictOf(undefined, entry('theirs'))).toBeUndefined();
+  });
+
+  it('a lineage keeps its newest hashes, each once', () => {
+    let b: readonly string[] | undefined = [];
+    for (let i = 0; i < 40; i++) b = baseAfter(b, sha1(String(i)));
+    expect(b).toHaveLength(16);
+    expect(b![15]).toBe(sha1('39'));
+    expect(baseAfter([sha1('a')], sha1('a'))).toEqual([sha1('a')]);
+    expect(baseAfter(undefined, sha1('a'))).toBeUndefined();
+  });
+});
+
+describe('conflicts keep both (through the Vfs)', { timeout: 20_000 }, () => {
+  let open: GatewayVfs[] = [];
+  const dirs: string[] = [];
+  afterEach(async () => {
+    for (const v of open) await v.close();
+    open = [];
+    for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+  });
+
+  async function setup(opts: Parameters<typeof createMemoryVfs>[0] = {}): Promise<{ vfs: GatewayVfs; remote: MemoryRemote; lines: string[] }> {
+    const lines: string[] = [];
+    const logger = createLogger({ level: 'info', destination: new Writable({ write: (c: Buffer, _e, done) => { lines.push(c.toString()); done(); } }) });
+    const r = await createMemoryVfs({ names: ['A'], upload: { retryBaseMs: 20, retryMaxMs: 100 }, feedIntervalMs: 0, logger, ...opts });
+    open.push(r.vfs);
+    return { vfs: r.vfs, remote: r.remotes.get('A')!, lines };
+  }
+
+  const copiesOf = (remote: MemoryRemote, name: string): string[] => remote.paths().filter((p) => p.startsWith(`${name} (conflict `));
+
+  it('an edit here and an edit at the service on the same file: the edit here keeps the name, the service\'s version becomes a copy naming who and when', async () => {
+    const { vfs, remote, lines } = await setup();
+    remote.putFile('doc.txt', Buffer.from('v1'));
+    const h = await vfs.open('/A/doc.txt', { read: true, write: true });
+    await h.write(0, Buffer.from('local'));
+    const theirs = remote.putFile('doc.txt', Buffer.from('other client'), { operator: { opName: 'Bob' } });
+    await h.release();
+    await vfs.flushAll();
+    expect(remote.read('doc.txt').toString()).toBe('local');
+    const copy = conflictCopyPath('doc.txt', 'Bob', theirs.mtimeMs);
+    expect(copiesOf(remote, 'doc')).toEqual([copy]);
+    expect(remote.read(copy).toString()).toBe('other client');
+    // Visible: in the folder through the gateway, in its status, in the log.
+    expect((await vfs.readdir('/A')).map((a) => a.name).sort()).toEqual([copy, 'doc.txt'].sort());
+    const c = await vfs.open(`/A/${copy}`, { read: true });
+    expect((await c.read(0, 100)).toString()).toBe('other client');
+    await c.release();
+    expect(vfs.status().conflicts).toMatchObject([{ library: 'A', fullpath: 'doc.txt', kind: 'changed', copy, otherBy: 'Bob', otherMtimeMs: theirs.mtimeMs }]);
+    expect(lines.filter((l) => l.includes('conflict: changed on the service')).map((l) => JSON.parse(l) as Record<string, unknown>)).toMatchObject([{ library: 'A', path: 'doc.txt', copy, by: 'Bob' }]);
+  });
+
+  it('the gateway\'s own successive versions are no conflict, uploaded or still waiting', async () => {
+    const { vfs, remote } = await setup();
+    await vfs.writeFile('/A/f', Buffer.from('1'));
+    const h = await vfs.open('/A/f', { write: true });
+    await h.write(0, Buffer.from('2'));
+    await h.flush();
+    await h.write(0, Buffer.from('3'));
+    await h.release();
+    await vfs.flushAll();
+    await vfs.writeFile('/A/f', Buffer.from('4'));
+    const g = await vfs.open('/A/f', { write: true });
+    await g.write(1, Buffer.from('5'));
+    await g.release();
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('45');
+    expect(copiesOf(remote, 'f')).toEqual([]);
+    expect(vfs.status().conflicts).toEqual([]);
+  });
+
+  it('a new file made here where another client made one meanwhile: both kept', async () => {
+    const { vfs, remote: inner } = await setup();
+    // Held: the other client's file comes first, whatever the machine's pace.
+    await vfs.writeFile('/A/new.txt', Buffer.from('mine'), undefined, { holdUploadMs: 60_000 });
+    inner.putFile('new.txt', Buffer.from('theirs'), { operator: { opName: 'Carol' } });
+    await vfs.flushAll();
+    expect(inner.read('new.txt').toString()).toBe('mine');
+    const copies = copiesOf(inner, 'new');
+    expect(copies).toHaveLength(1);
+    expect(copies[0]).toMatch(/^new \(conflict Carol \d{4}-\d{2}-\d{2} \d{2}-\d{2}-\d{2}\)\.txt$/);
+    expect(inner.read(copies[0]!).toString()).toBe('theirs');
+  });
+
+  it('a commit that failed after the copy was made is retried without a second copy', async () => {
+    const { vfs } = await setup({ faults: true });
+    const faulty = vfs.remoteOf('A') as FaultyRemote;
+    const inner = faulty.inner as MemoryRemote;
+    inner.putFile('f', Buffer.from('v1'));
+    const h = await vfs.open('/A/f', { write: true });
+    await h.write(0, Buffer.from('local'));
+    inner.putFile('f', Buffer.from('theirs'));
+    faulty.inject({ kind: 'fail', code: 'EIO', methods: ['commit'], times: 2 });
+    await h.release();
+    // A flush answers the failure it saw; asked again until the upload went through.
+    await waitFor('the upload to go through', async () => { await vfs.flushAll().catch(() => undefined); return vfs.status().uploads.length; }, { until: (n) => n === 0 });
+    expect(faulty.injected.fail).toBe(2);
+    expect(inner.read('f').toString()).toBe('local');
+    expect(copiesOf(inner, 'f')).toHaveLength(1);
+    expect(vfs.status().conflicts).toHaveLength(1);
+  });
+
+  it('a program holding the file open keeps reading and writing what it opened across the conflict', async () => {
+    const { vfs, remote } = await setup();
+    remote.putFile('db', Buffer.from('base'));
+    const h = await vfs.open('/A/db', { read: true, write: true });
+    await h.write(0, Buffer.from('mine'));
+    remote.putFile('db', Buffer.from('theirs'));
+    await h.fsync();
+    await vfs.flushAll();
+    // Committed with the conflict found and kept: the handle goes on with its own bytes.
+    expect(remote.read('db').toString()).toBe('mine');
+    expect((await h.read(0, 100)).toString()).toBe('mine');
+    await h.write(4, Buffer.from('+more'));
+    expect((await h.read(0, 100)).toString()).toBe('mine+more');
+    await h.release();
+    await vfs.flushAll();
+    expect(remote.read('db').toString()).toBe('mine+more');
+    // Its later version replaces its own earlier one: no second conflict.
+    expect(copiesOf(remote, 'db').map((c) => remote.read(c).toString())).toEqual(['theirs']);
+  });
+
+  it('a file deleted elsewhere while edited here comes back as the edited version, and says so', async () => {
+    const { vfs, remote, lines } = await setup();
+    remote.putFile('gone.txt', Buffer.from('v1'));
+    const h = await vfs.open('/A/gone.txt', { write: true });
+    await h.write(0, Buffer.from('edited'));
+    await remote.remove('gone.txt');
+    await h.release();
+    await vfs.flushAll();
+    expect(remote.read('gone.txt').toString()).toBe('edited');
+    expect(copiesOf(remote, 'gone')).toEqual([]);
+    expect(vfs.status().conflicts).toMatchObject([{ fullpath: 'gone.txt', kind: 'deleted' }]);
+    expect(lines.some((l) => l.includes('deleted on the service while edited here'))).toBe(true);
+  });
+
+  it('offline, across a restart: the journal keeps each version\'s base, and the conflict is found when the service is back', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-conflicts-'));
+    dirs.push(dataDir);
+    const remote = new MemoryRemote({ name: 'A', id: '1' });
+    remote.putFile('notes.md', Buffer.from('v1'));
+    const offline = new FaultyRemote(remote);
+    offline.inject({ kind: 'fail', code: 'EIO', methods: ['commit'] });
+    const first = await createVfs({ libraries: [{ name: 'A', remote: offline }], dataDir, feedIntervalMs: 0, upload: { retryBaseMs: 20, retryMaxMs: 100 } });
+    open.push(first);
+    const h = await first.open('/A/notes.md', { write: true });
+    await h.write(0, Buffer.from('offline edit'));
+    await h.release();
+    await first.close();
+    remote.putFile('notes.md', Buffer.from('edited online meanwhile'), { operator: { opName: 'Dan' } });
+    const second = await createVfs({ libraries: [{ name: 'A', remote }], dataDir, feedIntervalMs: 0, upload: { retryBaseMs: 20, retryMaxMs: 100 } });
+    open.push(second);
+    await second.flushAll();
+    expect(remote.read('notes.md').toString()).toBe('offline edit');
+    const copies = copiesOf(remote, 'notes');
+    expect(copies.map((c) => remote.read(c).toString())).toEqual(['edited online meanwhile']);
+    expect(second.status().conflicts).toMatchObject([{ fullpath: 'notes.md', kind: 'changed', copy: copies[0], otherBy: 'Dan' }]);
+  });
+});
