@@ -186,8 +186,16 @@ export class ConflictKeeper {
     if (this.found.length > LISTED_MAX) this.found.splice(0, this.found.length - LISTED_MAX);
   }
 
-  /** The conflicts found in this run (the newest LISTED_MAX), oldest first. */
-  list(): Conflict[] {
+  /**
+   * The open conflicts found in this run (the newest LISTED_MAX), oldest first. `gone`: true when a copy is
+   * known to be no longer there (removed or renamed: the conflict was dealt with); such a conflict is closed
+   * for good.
+   */
+  list(gone?: (library: string, fullpath: string) => boolean): Conflict[] {
+    if (gone) {
+      const open = this.found.filter((c) => c.copy === undefined || !gone(c.library, c.copy));
+      this.found.splice(0, this.found.length, ...open);
+    }
     return this.found.map((c) => ({ ...c }));
   }
 }

@@ -129,7 +129,7 @@ export interface GatewayStatus {
   uploads: UploadStatus[];
   /** Journal entries whose library is not configured (kept, not uploaded). */
   stranded: { id: string; library: string; fullpath: string }[];
-  /** Conflicts found in this run: the other side kept as a copy, or a file deleted elsewhere brought back (conflicts.ts). */
+  /** Open conflicts found in this run: the other side kept as a copy (until it is removed or renamed), or a file deleted elsewhere brought back (conflicts.ts). */
   conflicts: Conflict[];
   feeds: UpdatesFeedStatus[];
   localFiles: number;
@@ -768,7 +768,8 @@ export class GatewayVfs implements Vfs {
 
   /** What the gateway is doing (for the control socket). */
   status(): GatewayStatus {
-    const wb = this.writeBack.status();
+    // A conflict copy known gone (removed or renamed) closes its conflict.
+    const wb = this.writeBack.status((name, fullpath) => this.cache.getEntry(name, fullpath) === null);
     return {
       libraries: [...this.libs.values()].map((l) => ({ ...this.connectivity.of(l.name), pendingUploads: wb.uploads.filter((u) => u.library === l.name).length })),
       uploads: wb.uploads,

@@ -694,12 +694,13 @@ export class WriteBack {
     }
   }
 
-  status(): WriteBackStatus {
+  /** `copyGone`: see ConflictKeeper.list. */
+  status(copyGone?: (library: string, fullpath: string) => boolean): WriteBackStatus {
     return {
       uploads: this.uploads.status(),
       stranded: this.stranded.map((e) => ({ id: e.id, library: e.library, fullpath: e.fullpath })),
       localFiles: [...this.slots.values()].filter((slot) => slot.current || slot.acked || slot.session).length,
-      conflicts: this.conflicts.list(),
+      conflicts: this.conflicts.list(copyGone),
     };
   }
 

@@ -97,6 +97,9 @@ describe('conflicts keep both (through the Vfs)', { timeout: 20_000 }, () => {
     await c.release();
     expect(vfs.status().conflicts).toMatchObject([{ library: 'A', fullpath: 'doc.txt', kind: 'changed', copy, otherBy: 'Bob', otherMtimeMs: theirs.mtimeMs }]);
     expect(lines.filter((l) => l.includes('conflict: changed on the service')).map((l) => JSON.parse(l) as Record<string, unknown>)).toMatchObject([{ library: 'A', path: 'doc.txt', copy, by: 'Bob' }]);
+    // Dealt with (the copy removed): no longer open.
+    await vfs.unlink(`/A/${copy}`);
+    expect(vfs.status().conflicts).toEqual([]);
   });
 
   it('the gateway\'s own successive versions are no conflict, uploaded or still waiting', async () => {
