@@ -11,6 +11,10 @@
  *   version is committed at the name. Neither side leaves the folder;
  * - it is gone (deleted elsewhere while edited here): the commit brings the file back as the edited version.
  *
+ * A delete made here is based on the version it removed (`deleteKeeps`): when the service's version is no
+ * longer one of those (edited or replaced elsewhere meanwhile), it is not removed: the other edit stays at
+ * the name. The program's unlink still succeeds: the version it removed is gone.
+ *
  * The local side keeps the name: programs holding the file open here go on reading and writing it, and
  * what a program here saved is what it finds at the name afterwards. The other side's copy is made by the
  * service (a server-side copy: nothing downloaded). A version of unknown base (a journal entry written
@@ -48,7 +52,9 @@ export type ConflictKind =
   /** The service's version changed or was replaced: it was kept as `copy`, the local version took the name. */
   | 'changed'
   /** The file was deleted elsewhere while edited here: the edited version brought it back. */
-  | 'deleted';
+  | 'deleted'
+  /** The file was deleted here but changed elsewhere since the version deleted: the other version stays at the name. */
+  | 'restored';
 
 export interface Conflict {
   library: string;
@@ -108,6 +114,12 @@ export function conflictOf(base: ConflictBase, current: RemoteEntry | null): Con
   return 'changed';
 }
 
+/** True when a delete based on `base` must leave `current` be: its content is none the delete saw. */
+export function deleteKeepsOf(base: ConflictBase, current: RemoteEntry): boolean {
+  if (base === undefined || current.isDir || current.contentHash === undefined) return false;
+  return !base.includes(current.contentHash);
+}
+
 /** A version about to be committed. */
 export interface CommitCandidate {
   readonly library: string;
@@ -159,6 +171,17 @@ export class ConflictKeeper {
     if (this.found.some((c) => c.library === v.library && c.fullpath === v.fullpath && c.copy === copy)) return;
     this.note({ library: v.library, fullpath: v.fullpath, kind, copy, otherBy: other.lastModifiedBy, otherMtimeMs: other.mtimeMs, atMs: now });
     this.opts.logger.warn({ library: v.library, path: v.fullpath, copy, by: other.lastModifiedBy }, 'conflict: changed on the service while edited here; kept both (the service\'s version as the copy, this edit at the name)');
+  }
+
+  /**
+   * Before a delete of `fullpath` made here, based on `base`, removes `current` on the service: true when it
+   * must not (changed elsewhere since; see the module's comment), logged and listed.
+   */
+  deleteKeeps(library: string, fullpath: string, base: ConflictBase, current: RemoteEntry): boolean {
+    if (!deleteKeepsOf(base, current)) return false;
+    this.note({ library, fullpath, kind: 'restored', otherBy: current.lastModifiedBy, otherMtimeMs: current.mtimeMs, atMs: (this.opts.now ?? Date.now)() });
+    this.opts.logger.warn({ library, path: fullpath, by: current.lastModifiedBy }, 'conflict: deleted here but changed on the service since the version deleted; not removed, the other version stays');
+    return true;
   }
 
   /** Copies the service's version of `fullpath` to a free conflict name; its path. */

@@ -548,9 +548,15 @@ export class GatewayVfs implements Vfs {
       this.ownRemove(lib.name, t.fullpath, false);
       return;
     }
+    const base = this.writeBack.deleteBase(lib.name, t.fullpath, entry);
     await this.writeBack.removed(lib.name, t.fullpath);
     this.marks.forget(lib.name, t.fullpath);
     const remoteEntry = await lib.remote.stat(t.fullpath, this.call(ctx));
+    // Changed elsewhere since the version deleted: that version stays (conflicts.ts).
+    if (remoteEntry && this.writeBack.deleteKeeps(lib.name, t.fullpath, base, remoteEntry)) {
+      this.ownUpsert(lib.name, remoteEntry);
+      return;
+    }
     if (remoteEntry) await lib.remote.remove(t.fullpath, this.call(ctx));
     this.ownRemove(lib.name, t.fullpath, remoteEntry?.isDir ?? entry.isDir);
   }

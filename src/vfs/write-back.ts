@@ -39,7 +39,7 @@ import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './r
 import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
 import { INLINE_MAX_BYTES, UploadJournal, orderOf, type JournalEntry } from './upload-journal.js';
 import { UploadQueue, type UploadStatus } from './upload-queue.js';
-import { baseAfter, baseOf, ConflictKeeper, type Conflict } from './conflicts.js';
+import { baseAfter, baseOf, ConflictKeeper, type Conflict, type ConflictBase } from './conflicts.js';
 import { VfsError, type Attr, type CallContext, type DirectSpool, type EngineClose, type FileHandle, type LocalRange, type OpenFlags, type PassthroughSpool, type SideJournal } from './types.js';
 
 export interface WriteBackHost {
@@ -221,7 +221,7 @@ export class WriteBack {
   private async resume(e: JournalEntry): Promise<boolean> {
     if (e.kind === 'delete') {
       // Its readers went with the previous run: the delete happens now (or when the service is back).
-      this.pendingDeletes.set(keyOf(e.library, e.fullpath), { id: e.id, library: e.library, fullpath: e.fullpath, objectId: e.objectId ?? '', ready: true });
+      this.pendingDeletes.set(keyOf(e.library, e.fullpath), { id: e.id, library: e.library, fullpath: e.fullpath, objectId: e.objectId ?? '', ready: true, contentHash: typeof e.replaces?.[0] === 'string' ? e.replaces[0] : undefined });
       void this.performDeletes(e.library);
       return false;
     }
@@ -293,10 +293,26 @@ export class WriteBack {
   async deferDelete(library: string, fullpath: string, objectId: string, contentHash?: string): Promise<void> {
     const id = this.journal.newId();
     const now = Date.now();
-    await this.journal.putRecord({ id, library, fullpath, size: 0, mtimeMs: now, createdMs: now, seq: this.nextSeq(), kind: 'delete', objectId }).catch((err: unknown) => { throw fsErrorOf(err, `journaling the delete of '${fullpath}'`); });
+    await this.journal.putRecord({ id, library, fullpath, size: 0, mtimeMs: now, createdMs: now, seq: this.nextSeq(), kind: 'delete', objectId, replaces: contentHash ? [contentHash] : undefined }).catch((err: unknown) => { throw fsErrorOf(err, `journaling the delete of '${fullpath}'`); });
     this.pendingDeletes.set(keyOf(library, fullpath), { id, library, fullpath, objectId, ready: false, contentHash });
     // Gone from the path: its read handles no longer follow the path (a new file there is another file).
     await this.removed(library, fullpath);
+  }
+
+  /**
+   * What a delete of the path is based on (conflicts.ts): the local version it shows and those it came
+   * from, else `shown`, the service's version. Asked before `removed`.
+   */
+  deleteBase(library: string, fullpath: string, shown: RemoteEntry): ConflictBase {
+    const v = this.slots.get(keyOf(library, fullpath))?.current;
+    if (v) return baseAfter(v.replaces, v.currentSha1());
+    if (shown.id.startsWith('local:')) return [];
+    return shown.contentHash ? [shown.contentHash] : undefined;
+  }
+
+  /** True when a delete based on `base` must leave the service's `current` be (ConflictKeeper.deleteKeeps). */
+  deleteKeeps(library: string, fullpath: string, base: ConflictBase, current: RemoteEntry): boolean {
+    return this.conflicts.deleteKeeps(library, fullpath, base, current);
   }
 
   /** A new file at a path whose delete was deferred replaces the object instead (its readers keep their version). */
@@ -324,7 +340,15 @@ export class WriteBack {
       if (d.library !== library || !d.ready || this.closed) continue;
       try {
         const e = await remote.stat(d.fullpath);
-        if (e && !e.isDir && e.id === d.objectId) await remote.remove(d.fullpath);
+        if (e && !e.isDir && e.id === d.objectId) {
+          if (d.contentHash !== undefined && this.conflicts.deleteKeeps(library, d.fullpath, [d.contentHash], e)) {
+            this.pendingDeletes.delete(key);
+            this.opts.host.uploaded(library, e, e.mtimeMs); // the other version is what the path shows
+            await this.journal.remove(d.id).catch(() => undefined);
+            continue;
+          }
+          await remote.remove(d.fullpath);
+        }
       } catch (err) {
         if (err instanceof VfsError && err.unreachable) return; // again when the service is back
         this.opts.logger.error({ library, path: d.fullpath, err: (err as Error).message }, 'a delete deferred for open readers failed on the service');

@@ -5,7 +5,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createMemoryVfs, createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../src/vfs/index.js';
-import { baseAfter, conflictCopyPath, conflictOf, isConflictCopy, whoPart } from '../../../src/vfs/conflicts.js';
+import { baseAfter, conflictCopyPath, conflictOf, deleteKeepsOf, isConflictCopy, whoPart } from '../../../src/vfs/conflicts.js';
 import { createLogger } from '../../../src/shared/log.js';
 import type { RemoteEntry } from '../../../src/vfs/remote.js';
 import { waitFor } from '../../support/wait-for.js';
@@ -47,6 +47,14 @@ describe('the conflict decision', () => {
     expect(conflictOf([], null)).toBeUndefined();
     expect(conflictOf([sha1('v1')], null)).toBe('deleted');
     expect(conflictOf(undefined, entry('theirs'))).toBeUndefined();
+  });
+
+  it('a delete leaves the service\'s version be only when it is none the delete saw', () => {
+    expect(deleteKeepsOf([sha1('v1')], entry('v1'))).toBe(false);
+    expect(deleteKeepsOf(baseAfter([sha1('v1')], sha1('mine')), entry('mine'))).toBe(false);
+    expect(deleteKeepsOf([sha1('v1')], entry('theirs'))).toBe(true);
+    expect(deleteKeepsOf([], entry('theirs'))).toBe(true);
+    expect(deleteKeepsOf(undefined, entry('theirs'))).toBe(false);
   });
 
   it('a lineage keeps its newest hashes, each once', () => {
@@ -184,6 +192,40 @@ describe('conflicts keep both (through the Vfs)', { timeout: 20_000 }, () => {
     expect(copiesOf(remote, 'gone')).toEqual([]);
     expect(vfs.status().conflicts).toMatchObject([{ fullpath: 'gone.txt', kind: 'deleted' }]);
     expect(lines.some((l) => l.includes('deleted on the service while edited here'))).toBe(true);
+  });
+
+  it('a file edited elsewhere and deleted here stays deleted only if the delete was based on the current version', async () => {
+    const { vfs, remote, lines } = await setup();
+    // Based on the current version: deleted.
+    remote.putFile('current.txt', Buffer.from('v1'));
+    await vfs.writeFile('/A/current.txt', Buffer.from('mine'), undefined, { holdUploadMs: 60_000 });
+    await vfs.unlink('/A/current.txt');
+    expect(remote.paths()).not.toContain('current.txt');
+    // Based on v1 (a local edit of it waiting), while the service got another version meanwhile: that one stays.
+    remote.putFile('stale.txt', Buffer.from('v1'));
+    await vfs.writeFile('/A/stale.txt', Buffer.from('mine'), undefined, { holdUploadMs: 60_000 });
+    remote.putFile('stale.txt', Buffer.from('edited elsewhere'), { operator: { opName: 'Eve' } });
+    await vfs.unlink('/A/stale.txt');
+    expect(remote.read('stale.txt').toString()).toBe('edited elsewhere');
+    const h = await vfs.open('/A/stale.txt', { read: true });
+    expect((await h.read(0, 100)).toString()).toBe('edited elsewhere');
+    await h.release();
+    expect(vfs.status().conflicts).toMatchObject([{ fullpath: 'stale.txt', kind: 'restored', otherBy: 'Eve' }]);
+    expect(lines.some((l) => l.includes('deleted here but changed on the service'))).toBe(true);
+    await vfs.flushAll();
+    expect(remote.commits.map((c) => c.fullpath)).toEqual([]);
+  });
+
+  it('a delete put off while the file is read is not applied when the file changed elsewhere meanwhile', async () => {
+    const { vfs, remote } = await setup();
+    remote.putFile('read.txt', Buffer.from('v1'));
+    const r = await vfs.open('/A/read.txt', { read: true });
+    await vfs.unlink('/A/read.txt');
+    remote.putFile('read.txt', Buffer.from('edited elsewhere'));
+    await r.release();
+    await waitFor('the put-off delete to be settled', () => vfs.status().conflicts, { until: (c) => c.length === 1 });
+    expect(vfs.status().conflicts).toMatchObject([{ fullpath: 'read.txt', kind: 'restored' }]);
+    expect(remote.read('read.txt').toString()).toBe('edited elsewhere');
   });
 
   it('offline, across a restart: the journal keeps each version\'s base, and the conflict is found when the service is back', async () => {
