@@ -2,7 +2,9 @@
  * Conflicts keep both. A local version remembers what it may replace on the service: the content hash of
  * the service's version it started from (its base) and the hashes of the local versions it was made from
  * that may reach the service before it (`ConflictBase`). Right before its commit the service's current
- * version at the path is looked at:
+ * version at the path is looked at (a new file is instead committed without replacing: the service then
+ * tells at once, with no request more, whether a file took the name meanwhile; if so, that file is moved
+ * to its conflict name and the new one to the name):
  *
  * - it is one of those (or the same bytes): no conflict, the commit replaces it;
  * - it is another file or other bytes (someone changed or replaced it meanwhile, online or while this
@@ -23,7 +25,7 @@
  * Every conflict is logged (warn) and listed in the gateway's status (`ctl status`, the status page).
  */
 import type { Logger } from '../shared/log.js';
-import { baseName, joinPath, parentOf, type Remote, type RemoteEntry } from './remote.js';
+import { baseName, joinPath, parentOf, type CommitOptions, type CommitSource, type Remote, type RemoteEntry } from './remote.js';
 import { VfsError, type Operator } from './types.js';
 
 /**
@@ -142,35 +144,71 @@ export class ConflictKeeper {
 
   constructor(private readonly opts: {
     logger: Logger;
-    /** A copy was made on the service: the namespace shows it from now on. */
+    /** A conflict copy was made (or moved) on the service: the namespace shows it from now on. */
     copied?: (library: string, entry: RemoteEntry) => void;
     now?: () => number;
   }) {}
 
   /**
-   * Before `v` is committed through `remote`: nothing when the service's version is one it may replace;
-   * else the other side is kept (see the module's comment). Throws what the service answered (the upload
-   * is then retried as any failed attempt).
+   * Commits `v`'s content (`source`) to `fullpath` through `remote`, keeping the other side when the
+   * service's version is none `v` may replace (see the module's comment). Throws what the service answered
+   * (the upload is then retried as any failed attempt).
    */
-  async beforeCommit(v: CommitCandidate, remote: Remote, opts: { signal?: AbortSignal } = {}): Promise<void> {
+  async commit(v: CommitCandidate, remote: Remote, fullpath: string, source: CommitSource, opts: CommitOptions = {}): Promise<RemoteEntry> {
     const base = v.conflictBase();
-    if (base === undefined) return;
-    const call = { operator: v.operator, signal: opts.signal };
-    const current = await remote.stat(v.fullpath, call);
+    if (base === undefined) return remote.commit(fullpath, source, opts);
+    const call = { operator: opts.operator, signal: opts.signal };
+    if (base.length === 0) return this.commitNew(v.library, remote, fullpath, source, opts);
+    const current = await remote.stat(fullpath, call);
     const kind = conflictOf(base, current);
-    if (!kind) return;
-    const now = (this.opts.now ?? Date.now)();
     if (kind === 'deleted') {
-      this.note({ library: v.library, fullpath: v.fullpath, kind, atMs: now });
-      this.opts.logger.warn({ library: v.library, path: v.fullpath }, 'conflict: deleted on the service while edited here; the edited version brings it back');
-      return;
+      this.note({ library: v.library, fullpath, kind, atMs: this.now() });
+      this.opts.logger.warn({ library: v.library, path: fullpath }, 'conflict: deleted on the service while edited here; the edited version brings it back');
+    } else if (kind === 'changed') {
+      const other = current!;
+      const copy = await this.keepCopy(remote, v.library, fullpath, other, call);
+      this.noteChanged(v.library, fullpath, copy, other);
     }
-    const other = current!;
-    const copy = await this.keepCopy(remote, v.library, v.fullpath, other, call);
+    return remote.commit(fullpath, source, opts);
+  }
+
+  /**
+   * A new file: committed without replacing, so that the service itself tells, at once, whether another
+   * file took the name meanwhile (no look before: a copy of many new files costs no extra request). When
+   * one did, it is moved to its conflict name and this one to the name.
+   */
+  private async commitNew(library: string, remote: Remote, fullpath: string, source: CommitSource, opts: CommitOptions): Promise<RemoteEntry> {
+    const entry = await remote.commit(fullpath, source, { ...opts, replace: false });
+    if (entry.fullpath === fullpath) return entry;
+    const call = { operator: opts.operator, signal: opts.signal };
+    const placed = (): RemoteEntry => ({ ...entry, fullpath, name: baseName(fullpath) });
+    const other = await remote.stat(fullpath, call);
+    if (!other) {
+      await remote.move(entry.fullpath, fullpath, call); // gone again meanwhile
+      return placed();
+    }
+    if (other.isDir || other.contentHash === source.sha1) {
+      // A folder took the name (refused, as a replacing commit is), or the same bytes are there already
+      // (this upload's earlier attempt whose answer was lost): the numbered duplicate goes.
+      await remote.remove(entry.fullpath, call);
+      if (other.isDir) throw new VfsError('EISDIR', `'${fullpath}' is a folder on the service`);
+      return other;
+    }
+    const copy = await this.moveAside(remote, library, fullpath, other, call);
+    await remote.move(entry.fullpath, fullpath, call);
+    this.noteChanged(library, fullpath, copy, other);
+    return placed();
+  }
+
+  private noteChanged(library: string, fullpath: string, copy: string, other: RemoteEntry): void {
     // Found again by a retry of the same upload: listed and logged once.
-    if (this.found.some((c) => c.library === v.library && c.fullpath === v.fullpath && c.copy === copy)) return;
-    this.note({ library: v.library, fullpath: v.fullpath, kind, copy, otherBy: other.lastModifiedBy, otherMtimeMs: other.mtimeMs, atMs: now });
-    this.opts.logger.warn({ library: v.library, path: v.fullpath, copy, by: other.lastModifiedBy }, 'conflict: changed on the service while edited here; kept both (the service\'s version as the copy, this edit at the name)');
+    if (this.found.some((c) => c.library === library && c.fullpath === fullpath && c.copy === copy)) return;
+    this.note({ library, fullpath, kind: 'changed', copy, otherBy: other.lastModifiedBy, otherMtimeMs: other.mtimeMs, atMs: this.now() });
+    this.opts.logger.warn({ library, path: fullpath, copy, by: other.lastModifiedBy }, 'conflict: changed on the service while edited here; kept both (the service\'s version as the copy, this edit at the name)');
+  }
+
+  private now(): number {
+    return (this.opts.now ?? Date.now)();
   }
 
   /**
@@ -179,7 +217,7 @@ export class ConflictKeeper {
    */
   deleteKeeps(library: string, fullpath: string, base: ConflictBase, current: RemoteEntry): boolean {
     if (!deleteKeepsOf(base, current)) return false;
-    this.note({ library, fullpath, kind: 'restored', otherBy: current.lastModifiedBy, otherMtimeMs: current.mtimeMs, atMs: (this.opts.now ?? Date.now)() });
+    this.note({ library, fullpath, kind: 'restored', otherBy: current.lastModifiedBy, otherMtimeMs: current.mtimeMs, atMs: this.now() });
     this.opts.logger.warn({ library, path: fullpath, by: current.lastModifiedBy }, 'conflict: deleted here but changed on the service since the version deleted; not removed, the other version stays');
     return true;
   }
@@ -200,6 +238,22 @@ export class ConflictKeeper {
       const made = await remote.stat(to, call).catch(() => null);
       if (made) this.opts.copied?.(library, made);
       return to;
+    }
+    throw new VfsError('EEXIST', `'${fullpath}': no free name for a conflict copy after ${COPY_TRIES} tries`);
+  }
+
+  /** Moves the other file at `fullpath` to a free conflict name; its path. */
+  private async moveAside(remote: Remote, library: string, fullpath: string, other: RemoteEntry, call: { operator?: Operator; signal?: AbortSignal }): Promise<string> {
+    for (let n = 1; n <= COPY_TRIES; n++) {
+      const to = conflictCopyPath(fullpath, other.lastModifiedBy, other.mtimeMs, n);
+      try {
+        await remote.move(fullpath, to, call);
+        const moved = await remote.stat(to, call).catch(() => null);
+        if (moved) this.opts.copied?.(library, moved);
+        return to;
+      } catch (err) {
+        if (!(err instanceof VfsError && err.code === 'EEXIST')) throw err;
+      }
     }
     throw new VfsError('EEXIST', `'${fullpath}': no free name for a conflict copy after ${COPY_TRIES} tries`);
   }

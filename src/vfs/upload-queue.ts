@@ -14,7 +14,7 @@ import type { Logger } from '../shared/log.js';
 import { isTransient } from '../shared/transient.js';
 import type { FileHasher } from './file-hasher.js';
 import type { ForegroundActivity } from './foreground-activity.js';
-import type { Remote, RemoteEntry } from './remote.js';
+import type { CommitOptions, CommitSource, Remote, RemoteEntry } from './remote.js';
 import { VfsError, type Operator } from './types.js';
 
 /** What the queue needs to know about a file to upload; read afresh at each attempt (renames move it). */
@@ -88,10 +88,10 @@ export interface UploadQueueOptions {
    */
   onCommitted: (file: PendingFile, entry: RemoteEntry, snapshot: { generation: number; fullpath: string; library: string }) => Promise<void>;
   /**
-   * Right before each commit, with the service at hand: may look at the service's version and keep it
-   * (conflicts.ts). What it throws fails the attempt like a failed commit.
+   * Commits the file's content to `fullpath` (default: `remote.commit`): conflicts.ts looks at the
+   * service's version there and keeps both sides. What it throws fails the attempt like a failed commit.
    */
-  beforeCommit?: (file: PendingFile, remote: Remote, opts: { signal: AbortSignal }) => Promise<void>;
+  commit?: (file: PendingFile, remote: Remote, fullpath: string, source: CommitSource, opts: CommitOptions) => Promise<RemoteEntry>;
   /** Before retrying an attempt that failed with ENOENT (a parent folder vanished). */
   onMissingParent?: (file: PendingFile) => Promise<void>;
   /**
@@ -331,15 +331,15 @@ export class UploadQueue {
       task.status.size = size;
       task.status.sentBytes = 0;
       task.status.progressMs = Date.now();
-      await this.opts.beforeCommit?.(file, remote, { signal: abort.signal });
-      if (task.cancelled) return;
-      const entry = await remote.commit(snapshot.fullpath, { path: file.spoolPath, size, sha1, data: held?.data }, {
+      const source: CommitSource = { path: file.spoolPath, size, sha1, data: held?.data };
+      const commitOpts: CommitOptions = {
         operator: file.operator, signal: abort.signal,
         onProgress: (sent) => {
           if (sent !== task.status.sentBytes) task.status.progressMs = Date.now();
           task.status.sentBytes = sent;
         },
-      });
+      };
+      const entry = await (this.opts.commit ? this.opts.commit(file, remote, snapshot.fullpath, source, commitOpts) : remote.commit(snapshot.fullpath, source, commitOpts));
       if (task.cancelled) return;
       await this.opts.onCommitted(file, entry, snapshot);
       this.counters.committed++;

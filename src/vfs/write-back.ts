@@ -164,7 +164,7 @@ export class WriteBack {
       remoteFor: (name) => opts.host.remoteFor(name),
       onCommitted: (file, entry) => this.uploadedVersion(file as LocalVersion, entry),
       onMissingParent: (file) => opts.host.ensureParents(file.library, file.fullpath),
-      beforeCommit: (file, remote, o) => this.conflicts.beforeCommit(file as LocalVersion, remote, o),
+      commit: (file, remote, fullpath, source, o) => this.conflicts.commit(file as LocalVersion, remote, fullpath, source, o),
     });
   }
 

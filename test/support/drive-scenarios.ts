@@ -138,5 +138,23 @@ export function driveScenarios(frontEnd: string, drive: () => Drive, timeoutMs =
       expect((await d.read('scenario-both.txt')).toString()).toBe('edited here');
       expect((await d.read(copies[0]!)).toString()).toBe('edited at the service');
     });
+
+    it('a new file made here and one made at the service under the same name: both stay, the one made here at the name', async () => {
+      const d = drive();
+      await d.service.offline(true);
+      await d.write('scenario-new.txt', Buffer.from('made here'));
+      await d.service.writeElsewhere('scenario-new.txt', Buffer.from('made at the service'));
+      await d.service.offline(false);
+      await d.flush();
+      expect((await d.service.read('scenario-new.txt')).toString()).toBe('made here');
+      const names = await d.service.list();
+      const copies = names.filter((n) => n.startsWith('scenario-new (conflict '));
+      expect(copies).toHaveLength(1);
+      expect((await d.service.read(copies[0]!)).toString()).toBe('made at the service');
+      // Nothing else left beside them (the service's numbered name was only a step).
+      expect(names.filter((n) => n.startsWith('scenario-new'))).toHaveLength(2);
+      await d.settle();
+      expect(await d.list()).toEqual(expect.arrayContaining(['scenario-new.txt', copies[0]!]));
+    });
   });
 }
