@@ -161,7 +161,9 @@ export class ConflictKeeper {
     if (base.length === 0) return this.commitNew(v.library, remote, fullpath, source, opts);
     const current = await remote.stat(fullpath, call);
     const kind = conflictOf(base, current);
-    if (kind === 'deleted') {
+    // Found again by a retry of the same upload (the last one of the path): listed and logged once.
+    const last = this.found.filter((c) => c.library === v.library && c.fullpath === fullpath).pop();
+    if (kind === 'deleted' && last?.kind !== 'deleted') {
       this.note({ library: v.library, fullpath, kind, atMs: this.now() });
       this.opts.logger.warn({ library: v.library, path: fullpath }, 'conflict: deleted on the service while edited here; the edited version brings it back');
     } else if (kind === 'changed') {
@@ -264,13 +266,13 @@ export class ConflictKeeper {
   }
 
   /**
-   * The open conflicts found in this run (the newest LISTED_MAX), oldest first. `gone`: true when a copy is
-   * known to be no longer there (removed or renamed: the conflict was dealt with); such a conflict is closed
-   * for good.
+   * The open conflicts found in this run (the newest LISTED_MAX), oldest first. `gone`: true when a path is
+   * known to be no longer there (removed or renamed); a conflict whose copy (or, without a copy, whose file)
+   * is gone was dealt with, and is closed for good.
    */
   list(gone?: (library: string, fullpath: string) => boolean): Conflict[] {
     if (gone) {
-      const open = this.found.filter((c) => c.copy === undefined || !gone(c.library, c.copy));
+      const open = this.found.filter((c) => !gone(c.library, c.copy ?? c.fullpath));
       this.found.splice(0, this.found.length, ...open);
     }
     return this.found.map((c) => ({ ...c }));

@@ -192,6 +192,25 @@ describe('conflicts keep both (through the Vfs)', { timeout: 20_000 }, () => {
     expect(copiesOf(remote, 'gone')).toEqual([]);
     expect(vfs.status().conflicts).toMatchObject([{ fullpath: 'gone.txt', kind: 'deleted' }]);
     expect(lines.some((l) => l.includes('deleted on the service while edited here'))).toBe(true);
+    // Closed once the file is gone again (deleted here).
+    await vfs.unlink('/A/gone.txt');
+    expect(vfs.status().conflicts).toEqual([]);
+  });
+
+  it('a file deleted elsewhere and a commit retried: listed once', async () => {
+    const { vfs } = await setup({ faults: true });
+    const faulty = vfs.remoteOf('A') as FaultyRemote;
+    const inner = faulty.inner as MemoryRemote;
+    inner.putFile('gone.txt', Buffer.from('v1'));
+    const h = await vfs.open('/A/gone.txt', { write: true });
+    await h.write(0, Buffer.from('edited'));
+    await inner.remove('gone.txt');
+    faulty.inject({ kind: 'fail', code: 'EIO', methods: ['commit'], times: 2 });
+    await h.release();
+    await waitFor('the upload to go through', async () => { await vfs.flushAll().catch(() => undefined); return vfs.status().uploads.length; }, { until: (n) => n === 0 });
+    expect(faulty.injected.fail).toBe(2);
+    expect(inner.read('gone.txt').toString()).toBe('edited');
+    expect(vfs.status().conflicts).toMatchObject([{ fullpath: 'gone.txt', kind: 'deleted' }]);
   });
 
   it('a file edited elsewhere and deleted here stays deleted only if the delete was based on the current version', async () => {
