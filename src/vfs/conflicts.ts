@@ -30,10 +30,14 @@ import { VfsError, type Operator } from './types.js';
 
 /**
  * Content hashes the service may hold at the path for a version to replace it without a conflict: its
- * base's, then those of the local versions it came from. Empty: a new file (nothing may be there).
- * Undefined: unknown (not checked).
+ * base's, then those of the local versions it came from. `NEW_FILE` first: the lineage began here as a new
+ * file, and the service has had none of it yet (nothing at the path is then no deletion). Undefined:
+ * unknown (not checked).
  */
 export type ConflictBase = readonly string[] | undefined;
+
+/** Marks a lineage begun here as a new file that the service has had nothing of yet (never a content hash). */
+export const NEW_FILE = 'new';
 
 /** The most hashes a version carries (the newest are kept: older ones were replaced by them). */
 const LINEAGE_MAX = 16;
@@ -42,12 +46,24 @@ const LINEAGE_MAX = 16;
 export function baseAfter(from: ConflictBase, fromSha1: string | undefined): ConflictBase {
   if (from === undefined) return undefined;
   if (fromSha1 === undefined || from.includes(fromSha1)) return from;
-  return [...from, fromSha1].slice(-LINEAGE_MAX);
+  const next = [...from, fromSha1];
+  if (next.length <= LINEAGE_MAX) return next;
+  return next[0] === NEW_FILE ? [NEW_FILE, ...next.slice(-(LINEAGE_MAX - 1))] : next.slice(-LINEAGE_MAX);
+}
+
+/** After the service took `sha1` of the lineage of `from`: that may be replaced, and the lineage is no longer new. */
+export function baseUploaded(from: ConflictBase, sha1: string | undefined): ConflictBase {
+  return from === undefined ? undefined : baseAfter(from.filter((h) => h !== NEW_FILE), sha1);
 }
 
 /** A version's base from the service's entry it started from (undefined: a new file). */
 export function baseOf(entry: RemoteEntry | undefined): string[] {
-  return entry?.contentHash ? [entry.contentHash] : [];
+  return entry?.contentHash ? [entry.contentHash] : [NEW_FILE];
+}
+
+/** True for the base of a new file made here with no version before it: nothing may be at the path. */
+export function isNewFile(base: readonly string[]): boolean {
+  return base.length === 0 || (base.length === 1 && base[0] === NEW_FILE);
 }
 
 export type ConflictKind =
@@ -110,7 +126,7 @@ export function isConflictCopy(fullpath: string): boolean {
 /** What to do before committing over `current` a version that may replace `base`. */
 export function conflictOf(base: ConflictBase, current: RemoteEntry | null): ConflictKind | undefined {
   if (base === undefined) return undefined;
-  if (!current) return base.length > 0 ? 'deleted' : undefined;
+  if (!current) return base.length === 0 || base.includes(NEW_FILE) ? undefined : 'deleted';
   if (current.isDir) return undefined; // the commit itself is refused
   if (current.contentHash !== undefined && base.includes(current.contentHash)) return undefined;
   return 'changed';
@@ -158,7 +174,7 @@ export class ConflictKeeper {
     const base = v.conflictBase();
     if (base === undefined) return remote.commit(fullpath, source, opts);
     const call = { operator: opts.operator, signal: opts.signal };
-    if (base.length === 0) return this.commitNew(v.library, remote, fullpath, source, opts);
+    if (isNewFile(base)) return this.commitNew(v.library, remote, fullpath, source, opts);
     const current = await remote.stat(fullpath, call);
     const kind = conflictOf(base, current);
     // Found again by a retry of the same upload (the last one of the path): listed and logged once.

@@ -39,7 +39,7 @@ import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from './r
 import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
 import { INLINE_MAX_BYTES, UploadJournal, orderOf, type JournalEntry } from './upload-journal.js';
 import { UploadQueue, type UploadStatus } from './upload-queue.js';
-import { baseAfter, baseOf, ConflictKeeper, type Conflict, type ConflictBase } from './conflicts.js';
+import { baseAfter, baseOf, baseUploaded, ConflictKeeper, NEW_FILE, type Conflict, type ConflictBase } from './conflicts.js';
 import { VfsError, type Attr, type CallContext, type DirectSpool, type EngineClose, type FileHandle, type LocalRange, type OpenFlags, type PassthroughSpool, type SideJournal } from './types.js';
 
 export interface WriteBackHost {
@@ -306,7 +306,7 @@ export class WriteBack {
   deleteBase(library: string, fullpath: string, shown: RemoteEntry): ConflictBase {
     const v = this.slots.get(keyOf(library, fullpath))?.current;
     if (v) return baseAfter(v.replaces, v.currentSha1());
-    if (shown.id.startsWith('local:')) return [];
+    if (shown.id.startsWith('local:')) return [NEW_FILE];
     return shown.contentHash ? [shown.contentHash] : undefined;
   }
 
@@ -1241,8 +1241,9 @@ export class WriteBack {
     v.state = 'uploaded';
     v.base = entry;
     const slot = this.slots.get(keyOf(v.library, v.fullpath));
-    // Later versions of the path replace this one on the service without a conflict.
-    if (slot) for (const x of this.versionsOf(slot)) if (x !== v) x.replaces = baseAfter(x.replaces, entry.contentHash);
+    // Versions of the path made from this one replace it on the service without a conflict.
+    if (slot) for (const x of this.versionsOf(slot)) x.replaces = baseUploaded(x.replaces, entry.contentHash);
+    v.replaces = baseUploaded(v.replaces, entry.contentHash);
     // Decided with no await before: an open from now on finds either this version or the service's.
     if (slot?.acked === v) slot.acked = undefined;
     await this.journal.remove(v.id, { keepSpool: true });

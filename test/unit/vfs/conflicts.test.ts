@@ -5,7 +5,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createMemoryVfs, createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../src/vfs/index.js';
-import { baseAfter, conflictCopyPath, conflictOf, deleteKeepsOf, isConflictCopy, whoPart } from '../../../src/vfs/conflicts.js';
+import { baseAfter, baseUploaded, conflictCopyPath, conflictOf, deleteKeepsOf, isConflictCopy, NEW_FILE, whoPart } from '../../../src/vfs/conflicts.js';
 import { createLogger } from '../../../src/shared/log.js';
 import type { RemoteEntry } from '../../../src/vfs/remote.js';
 import { waitFor } from '../../support/wait-for.js';
@@ -47,6 +47,10 @@ describe('the conflict decision', () => {
     expect(conflictOf([], null)).toBeUndefined();
     expect(conflictOf([sha1('v1')], null)).toBe('deleted');
     expect(conflictOf(undefined, entry('theirs'))).toBeUndefined();
+    // A new file's lineage the service never had: nothing there is no deletion; once uploaded, it is.
+    expect(conflictOf([NEW_FILE, sha1('mine')], null)).toBeUndefined();
+    expect(conflictOf([NEW_FILE, sha1('mine')], entry('theirs'))).toBe('changed');
+    expect(conflictOf(baseUploaded([NEW_FILE], sha1('mine')), null)).toBe('deleted');
   });
 
   it('a delete leaves the service\'s version be only when it is none the delete saw', () => {
@@ -63,6 +67,10 @@ describe('the conflict decision', () => {
     expect(b).toHaveLength(16);
     expect(b![15]).toBe(sha1('39'));
     expect(baseAfter([sha1('a')], sha1('a'))).toEqual([sha1('a')]);
+    let n: readonly string[] | undefined = [NEW_FILE];
+    for (let i = 0; i < 40; i++) n = baseAfter(n, sha1(String(i)));
+    expect(n).toHaveLength(16);
+    expect(n![0]).toBe(NEW_FILE);
     expect(baseAfter(undefined, sha1('a'))).toBeUndefined();
   });
 });
@@ -112,6 +120,14 @@ describe('conflicts keep both (through the Vfs)', { timeout: 20_000 }, () => {
 
   it('the gateway\'s own successive versions are no conflict, uploaded or still waiting', async () => {
     const { vfs, remote } = await setup();
+    // A new file saved twice before its first upload: no conflict, no "deleted elsewhere".
+    await vfs.writeFile('/A/n', Buffer.from('a'), undefined, { holdUploadMs: 60_000 });
+    const n = await vfs.open('/A/n', { write: true });
+    await n.write(1, Buffer.from('b'));
+    await n.release();
+    await vfs.writeFile('/A/n', Buffer.from('abc'), undefined, { holdUploadMs: 60_000 });
+    await vfs.flushAll();
+    expect(remote.read('n').toString()).toBe('abc');
     await vfs.writeFile('/A/f', Buffer.from('1'));
     const h = await vfs.open('/A/f', { write: true });
     await h.write(0, Buffer.from('2'));
