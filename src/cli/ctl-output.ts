@@ -169,7 +169,8 @@ export function renderStatus(result: unknown): string {
   if (s.conflicts?.length) {
     out.push('', `Conflicts: ${s.conflicts.length} open (both versions kept: the edit here at the name, the other beside it)`);
     out.push(table(s.conflicts.map((c) => ({
-      path: `/${c.library}/${c.fullpath}`, other: c.kind === 'deleted' ? '(deleted elsewhere; the edit brought it back)' : `/${c.library}/${c.copy ?? ''}`,
+      path: `/${c.library}/${c.fullpath}`,
+      other: c.copy !== undefined ? `/${c.library}/${c.copy}` : c.kind === 'deleted' ? '(deleted elsewhere; the edit brought it back)' : '(changed elsewhere; kept, not deleted)',
       by: c.otherBy ?? '', found: `${formatDuration(Date.now() - c.atMs)} ago`,
     })), ['path', 'other', 'by', 'found']));
   }

@@ -63,7 +63,7 @@ export function statusContent(m: StatusPageModel): string {
   });
   const stranded = m.status.stranded.map((s) => [`<td>/${e(s.library)}/${e(s.fullpath)}</td>`]);
   const conflicts = (m.status.conflicts ?? []).map((c) => [`<td>/${e(c.library)}/${e(c.fullpath)}</td>`,
-    `<td>${c.kind === 'deleted' ? '<span class="muted">deleted elsewhere; the edit brought it back</span>' : `/${e(c.library)}/${e(c.copy ?? '')}`}</td>`,
+    `<td>${c.copy !== undefined ? `/${e(c.library)}/${e(c.copy)}` : `<span class="muted">${c.kind === 'deleted' ? 'deleted elsewhere; the edit brought it back' : 'changed elsewhere; kept, not deleted'}</span>`}</td>`,
     `<td>${e(c.otherBy ?? '')}</td>`, `<td class="num">${e(ago(m.nowMs - c.atMs))} ago</td>`]);
   const caches: [string, { bytes: number; hits: number; misses: number; maxBytes?: number }][] = [['metadata', m.status.metadata], ['blocks', m.status.blocks]];
   if (m.status.disk) caches.push(['disk', m.status.disk]);

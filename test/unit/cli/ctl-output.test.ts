@@ -46,13 +46,15 @@ describe('ctl output for people', () => {
       conflicts: [
         { library: 'Library', fullpath: 'doc.txt', kind: 'changed', copy: 'doc (conflict Bob 2026-11-29 04-31-07).txt', otherBy: 'Bob', otherMtimeMs: 0, atMs: Date.now() - 120_000 },
         { library: 'Library', fullpath: 'gone.txt', kind: 'deleted', atMs: Date.now() },
+        { library: 'Library', fullpath: 'kept.txt', kind: 'restored', otherBy: 'Eve', atMs: Date.now() },
       ],
       caches: {},
     });
-    expect(text).toContain('Conflicts: 2 open');
+    expect(text).toContain('Conflicts: 3 open');
     // Wide cells are cut to the column's width.
     expect(text).toMatch(/\/Library\/doc\.txt\s+\/Library\/doc \(conflict Bob 2026-11-29 04-31-07\)\S*\s+Bob\s+2 min ago/);
     expect(text).toMatch(/\/Library\/gone\.txt\s+\(deleted elsewhere; the edit brought it back\)/);
+    expect(text).toMatch(/\/Library\/kept\.txt\s+\(changed elsewhere; kept, not deleted\)\s+Eve/);
   });
 
   it('perm show: who, simple, allowed and denied codes', () => {
