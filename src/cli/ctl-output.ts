@@ -153,6 +153,7 @@ export function renderStatus(result: unknown): string {
   const s = result as Record<string, unknown> & {
     libraries: { name: string; online?: boolean; offlineSinceMs?: number; pendingUploads?: number }[]; feeds: FeedRow[]; uploads: { pending: number; list: UploadRow[] };
     stranded: { library: string; fullpath: string }[]; localFiles: number; caches: Record<string, CacheRow>;
+    conflicts?: { library: string; fullpath: string; kind: string; copy?: string; otherBy?: string; atMs: number }[];
   };
   const out: string[] = [];
   const facts: [string, unknown][] = [
@@ -176,6 +177,14 @@ export function renderStatus(result: unknown): string {
   if (s.stranded.length) {
     out.push('', `Stranded: ${s.stranded.length} journaled file(s) of libraries not served (kept; served again with \`ctl library add\`)`);
     out.push(table(s.stranded.map((e) => ({ path: `/${e.library}/${e.fullpath}` }))));
+  }
+  if (s.conflicts?.length) {
+    out.push('', `Conflicts: ${s.conflicts.length} open (both versions kept: the edit here at the name, the other beside it)`);
+    out.push(table(s.conflicts.map((c) => ({
+      path: `/${c.library}/${c.fullpath}`,
+      other: c.copy !== undefined ? `/${c.library}/${c.copy}` : c.kind === 'deleted' ? '(deleted elsewhere; the edit brought it back)' : '(changed elsewhere; kept, not deleted)',
+      by: c.otherBy ?? '', found: `${formatDuration(Date.now() - c.atMs)} ago`,
+    })), ['path', 'other', 'by', 'found']));
   }
   out.push('', `Local files: ${s.localFiles} (open, written or pending)`, '', 'Caches');
   out.push(table(Object.entries(s.caches).map(([name, c]) => ({

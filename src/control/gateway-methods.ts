@@ -401,6 +401,7 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
             list: allUploads().map((u) => (u.state === 'uploading' && u.progressMs !== undefined ? { ...u, stalledMs: Math.max(0, Date.now() - u.progressMs) } : u)),
           },
           stranded: s.stranded,
+          conflicts: s.conflicts,
           localFiles: s.localFiles,
           caches: {
             metadata: { ...s.metadata, hitRate: rate(s.metadata.hits, s.metadata.misses) },

@@ -62,6 +62,9 @@ export function statusContent(m: StatusPageModel): string {
     return [`<td>/${e(u.library)}/${e(u.fullpath)}</td>`, `<td>${e(u.state)}</td>`, `<td>${progress}</td>`, `<td class="num">${u.failures}</td>`, `<td>${e(u.lastError ?? '')}</td>`];
   });
   const stranded = m.status.stranded.map((s) => [`<td>/${e(s.library)}/${e(s.fullpath)}</td>`]);
+  const conflicts = (m.status.conflicts ?? []).map((c) => [`<td>/${e(c.library)}/${e(c.fullpath)}</td>`,
+    `<td>${c.copy !== undefined ? `/${e(c.library)}/${e(c.copy)}` : `<span class="muted">${c.kind === 'deleted' ? 'deleted elsewhere; the edit brought it back' : 'changed elsewhere; kept, not deleted'}</span>`}</td>`,
+    `<td>${e(c.otherBy ?? '')}</td>`, `<td class="num">${e(ago(m.nowMs - c.atMs))} ago</td>`]);
   const caches: [string, { bytes: number; hits: number; misses: number; maxBytes?: number }][] = [['metadata', m.status.metadata], ['blocks', m.status.blocks]];
   if (m.status.disk) caches.push(['disk', m.status.disk]);
   const cacheRows = caches.map(([name, c]) => {
@@ -77,6 +80,7 @@ export function statusContent(m: StatusPageModel): string {
     `<dl>${facts.map(([k, v]) => `<dt>${e(k)}</dt><dd>${e(v)}</dd>`).join('')}</dl>`,
     '<h2>Libraries</h2>', table(['Library', 'State', 'Feed lag', 'Last error'], libraries, 'No library is served.'),
     `<h2>Upload queue <span class="count">${m.status.uploads.length} pending</span></h2>`, table(['File', 'State', 'Progress', 'Failures', 'Last error'], uploads, 'Nothing waiting: every file is on the service.'),
+    ...(conflicts.length ? [`<h2>Conflicts <span class="count">${conflicts.length} open</span></h2>`, '<p class="muted">Changed here and elsewhere: the edit made here keeps the name, the other version is kept beside it.</p>', table(['File', 'Other version', 'By', 'Found'], conflicts, '')] : []),
     ...(stranded.length ? [`<h2>Stranded <span class="count">${stranded.length}</span></h2>`, '<p class="muted">Journaled for libraries not served now; uploaded once the library is served again.</p>', table(['File'], stranded, '')] : []),
     '<h2>Recent errors</h2>', table(['When', 'Level', 'What'], problems, 'No warnings or errors since the start.'),
     `<h2>Caches <span class="count">${m.status.localFiles} local files</span></h2>`, table(['Cache', 'Use', 'Hits', 'Misses', 'Hit rate'], cacheRows, ''),

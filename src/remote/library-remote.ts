@@ -180,7 +180,7 @@ export class LibraryRemote implements Remote {
     const up = await loadUploader();
     const started = Date.now();
     const res = await this.wrap(async () => up.uploadFile(this.client, await uploadSourceOf(up, source), {
-      fullpath, overwrite: true, operator: operatorParams(opts), signal: opts?.signal, onProgress: opts?.onProgress, inlineMaxBytes: this.inlineUploadMaxBytes,
+      fullpath, overwrite: opts?.replace !== false, operator: operatorParams(opts), signal: opts?.signal, onProgress: opts?.onProgress, inlineMaxBytes: this.inlineUploadMaxBytes,
     }), fullpath);
     this.downloads.forget(fullpath);
     return {

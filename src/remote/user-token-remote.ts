@@ -144,7 +144,7 @@ export class UserTokenRemote implements Remote {
     const up = await loadUploader();
     const started = Date.now();
     const res = await this.wrap(async () => up.uploadFile(this.client, await uploadSourceOf(up, source), {
-      fullpath, overwrite: true, mountId: this.mountId, signal: opts?.signal, onProgress: opts?.onProgress,
+      fullpath, overwrite: opts?.replace !== false, mountId: this.mountId, signal: opts?.signal, onProgress: opts?.onProgress,
     }), fullpath);
     this.downloads.forget(fullpath);
     return {

@@ -9,6 +9,7 @@
  * own changes). Everything written is handed to the WriteBack, the one owner of local versions, their
  * journal and their uploads. What is and is not POSIX here is written down in docs/semantics.md.
  */
+import type { Conflict } from './write-back/conflicts.js';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -52,6 +53,8 @@ export interface GatewayStatus {
   uploads: UploadStatus[];
   /** Journal entries whose library is not configured (kept, not uploaded). */
   stranded: { id: string; library: string; fullpath: string }[];
+  /** Open conflicts found in this run: the other side kept as a copy (until it is removed or renamed), or a file deleted elsewhere brought back (conflicts.ts). */
+  conflicts: Conflict[];
   feeds: UpdatesFeedStatus[];
   localFiles: number;
   metadata: ReturnType<MetadataCache['stats']>;
@@ -405,14 +408,20 @@ export class GatewayVfs implements Vfs {
     if (this.unlinked.isRead(lib.name, t.fullpath) && !this.writeBack.entry(lib.name, t.fullpath) && !isUnsent(entry)) {
       // Handles still read it: gone from the namespace now, removed on the service after the last one
       // (as a local disk keeps an unlinked file readable until it is closed). Journaled: a crash still deletes it.
-      await this.writeBack.deferDelete(lib.name, t.fullpath, entry.id);
+      await this.writeBack.deferDelete(lib.name, t.fullpath, entry.id, entry.contentHash);
       this.unlinked.hide(lib.name, t.fullpath);
       this.libs.ownRemove(lib.name, t.fullpath, false);
       return;
     }
+    const base = this.writeBack.deleteBase(lib.name, t.fullpath, entry);
     await this.writeBack.removed(lib.name, t.fullpath);
     this.marks.forget(lib.name, t.fullpath);
     const remoteEntry = await lib.remote.stat(t.fullpath, remoteCall(ctx));
+    // Changed elsewhere since the version deleted: that version stays (conflicts.ts).
+    if (remoteEntry && this.writeBack.deleteKeeps(lib.name, t.fullpath, base, remoteEntry)) {
+      this.libs.ownUpsert(lib.name, remoteEntry);
+      return;
+    }
     if (remoteEntry) await lib.remote.remove(t.fullpath, remoteCall(ctx));
     this.libs.ownRemove(lib.name, t.fullpath, remoteEntry?.isDir ?? entry.isDir);
   }
@@ -649,11 +658,13 @@ export class GatewayVfs implements Vfs {
 
   /** What the gateway is doing (for the control socket). */
   status(): GatewayStatus {
-    const wb = this.writeBack.status();
+    // A conflict copy known gone (removed or renamed) closes its conflict.
+    const wb = this.writeBack.status((name, fullpath) => this.cache.getEntry(name, fullpath) === null);
     return {
       libraries: this.libs.all().map((l) => ({ ...this.connectivity.of(l.name), pendingUploads: wb.uploads.filter((u) => u.library === l.name).length })),
       uploads: wb.uploads,
       stranded: wb.stranded,
+      conflicts: wb.conflicts,
       feeds: this.libs.feedStatus(),
       localFiles: wb.localFiles,
       metadata: this.cache.stats(),

@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { VfsError } from './types.js';
 import {
-  baseName, isWithin, parentOf,
+  baseName, isWithin, joinPath, parentOf,
   type ChangesPage, type CommitOptions, type CommitSource, type RangeCallOptions, type Remote, type RemoteCallOptions, type RemoteChange, type RemoteEntry, type RemoteHistoryItem, type RemoteInfo, type RemoteQuota,
 } from './remote.js';
 
@@ -98,8 +98,11 @@ export class MemoryRemote implements Remote {
     if (data.length !== source.size) throw new VfsError('EIO', `commit of '${fullpath}': expected ${source.size} bytes, got ${data.length}`);
     const sha1 = createHash('sha1').update(data).digest('hex');
     if (sha1 !== source.sha1) throw new VfsError('EIO', `commit of '${fullpath}': expected SHA-1 ${source.sha1}, got ${sha1}`);
-    const entry = this.putFile(fullpath, data, opts);
-    this.commits.push({ fullpath, data });
+    // Not replacing: a taken name gets the service's numbered name instead.
+    let at = fullpath;
+    for (let n = 1; opts?.replace === false && this.nodes.has(at); n++) at = numberedPath(fullpath, n);
+    const entry = this.putFile(at, data, opts);
+    this.commits.push({ fullpath: at, data });
     opts?.onProgress?.(data.length, data.length);
     return entry;
   }
@@ -226,6 +229,13 @@ export class MemoryRemote implements Remote {
     return Buffer.from(n.data);
   }
 
+  /** The contents the file at `fullpath` held before its current one (the service's history of it; tests). */
+  contentsBefore(fullpath: string): Buffer[] {
+    const n = this.nodes.get(fullpath);
+    if (!n) return [];
+    return [...this.versions].filter(([key]) => key.startsWith(`${n.entry.id}\0`)).map(([, data]) => Buffer.from(data));
+  }
+
   /** Every path, sorted (tests). */
   paths(): string[] {
     return [...this.nodes.keys()].sort();
@@ -262,3 +272,10 @@ export class MemoryRemote implements Remote {
   }
 }
 
+/** `fullpath` with ` (n)` before its extension, as the service numbers a name that is taken. */
+function numberedPath(fullpath: string, n: number): string {
+  const name = baseName(fullpath);
+  const dot = name.lastIndexOf('.');
+  const numbered = dot <= 0 ? `${name} (${n})` : `${name.slice(0, dot)} (${n})${name.slice(dot)}`;
+  return joinPath(parentOf(fullpath), numbered);
+}

@@ -62,6 +62,11 @@ export interface RemoteCallOptions {
 export interface CommitOptions extends RemoteCallOptions {
   /** Bytes of the content the service has so far, of `total` (at least once, at the end). */
   onProgress?: (sent: number, total: number) => void;
+  /**
+   * false: a file already at `fullpath` is left be, and the content lands at a numbered name the service
+   * picks (`name (1).ext`: the returned entry's fullpath), decided by the service at once. Default true.
+   */
+  replace?: boolean;
 }
 
 export interface RangeCallOptions extends RemoteCallOptions {
@@ -118,7 +123,7 @@ export interface Remote {
    * `existing`: the file's content is replaced (else a new file is added).
    */
   checkWrite?(fullpath: string, existing: boolean, opts?: RemoteCallOptions): Promise<void>;
-  /** Replaces or creates the file with the local file's bytes (overwrite; the service keeps the old version). */
+  /** Replaces or creates the file with the local file's bytes (overwrite, unless `replace` is false; the service keeps the old version). */
   commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry>;
   /** Creates a folder; EEXIST when something exists there. */
   mkdir(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry>;

@@ -40,6 +40,7 @@
  * file), engine-writes.ts (the spool written by the FUSE engine or by the kernel), this file (the states
  * and the seal).
  */
+import { baseAfter } from './conflicts.js';
 import { copyFile } from 'node:fs/promises';
 import { createHash, hash } from 'node:crypto';
 import { constants } from 'node:fs';
@@ -327,6 +328,7 @@ export class LocalVersion extends VersionEngineWrites implements PendingFile {
     next.spoolLength = this.size;
     next.ctimeMs = this.ctimeMs;
     next.operator = this.operator;
+    next.replaces = baseAfter(this.replaces, this.currentSha1());
     return next;
   }
 

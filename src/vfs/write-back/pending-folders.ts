@@ -2,6 +2,7 @@
  * WriteBackFolders: folders made while their library was offline and deletes deferred while handles
  * still read a file — both journaled, done on the service when it is back or the last reader closes.
  */
+import { baseAfter, NEW_FILE, type ConflictBase } from './conflicts.js';
 import { fsErrorOf } from '../fs-errors.js';
 import type { RemoteEntry } from '../remote.js';
 import { VfsError } from '../types.js';
@@ -36,11 +37,11 @@ export abstract class WriteBackFolders extends WriteBackReplay {
    * A file unlinked while handles still read it: journaled (fsynced), removed on the service once the last
    * of them is closed (`performDeletes`), also after a crash.
    */
-  async deferDelete(library: string, fullpath: string, objectId: string): Promise<void> {
+  async deferDelete(library: string, fullpath: string, objectId: string, contentHash?: string): Promise<void> {
     const id = this.journal.newId();
     const now = Date.now();
-    await this.journal.putRecord({ id, library, fullpath, size: 0, mtimeMs: now, createdMs: now, seq: this.nextSeq(), kind: 'delete', objectId }).catch((err: unknown) => { throw fsErrorOf(err, `journaling the delete of '${fullpath}'`); });
-    this.pendingDeletes.set(keyOf(library, fullpath), { id, library, fullpath, objectId, ready: false });
+    await this.journal.putRecord({ id, library, fullpath, size: 0, mtimeMs: now, createdMs: now, seq: this.nextSeq(), kind: 'delete', objectId, replaces: contentHash ? [contentHash] : undefined }).catch((err: unknown) => { throw fsErrorOf(err, `journaling the delete of '${fullpath}'`); });
+    this.pendingDeletes.set(keyOf(library, fullpath), { id, library, fullpath, objectId, ready: false, contentHash });
     // Gone from the path: its read handles no longer follow the path (a new file there is another file).
     await this.removed(library, fullpath);
   }
@@ -50,7 +51,24 @@ export abstract class WriteBackFolders extends WriteBackReplay {
     const d = this.pendingDeletes.get(keyOf(library, fullpath));
     if (!d) return;
     this.pendingDeletes.delete(keyOf(library, fullpath));
+    if (d.contentHash) this.replacedObjects.set(keyOf(library, fullpath), d.contentHash);
     await this.journal.remove(d.id).catch(() => undefined);
+  }
+
+  /**
+   * What a delete of the path is based on (conflicts.ts): the local version it shows and those it came
+   * from, else `shown`, the service's version. Asked before `removed`.
+   */
+  deleteBase(library: string, fullpath: string, shown: RemoteEntry): ConflictBase {
+    const v = this.slots.get(keyOf(library, fullpath))?.current;
+    if (v) return baseAfter(v.replaces, v.currentSha1());
+    if (shown.id.startsWith('local:')) return [NEW_FILE];
+    return shown.contentHash ? [shown.contentHash] : undefined;
+  }
+
+  /** True when a delete based on `base` must leave the service's `current` be (ConflictKeeper.deleteKeeps). */
+  deleteKeeps(library: string, fullpath: string, base: ConflictBase, current: RemoteEntry): boolean {
+    return this.conflicts.deleteKeeps(library, fullpath, base, current);
   }
 
   /** The last reader of a path whose delete was deferred is gone: the delete may happen now. */
@@ -69,7 +87,15 @@ export abstract class WriteBackFolders extends WriteBackReplay {
       if (d.library !== library || !d.ready || this.closed) continue;
       try {
         const e = await remote.stat(d.fullpath);
-        if (e && !e.isDir && e.id === d.objectId) await remote.remove(d.fullpath);
+        if (e && !e.isDir && e.id === d.objectId) {
+          if (d.contentHash !== undefined && this.conflicts.deleteKeeps(library, d.fullpath, [d.contentHash], e)) {
+            this.pendingDeletes.delete(key);
+            this.opts.host.uploaded(library, e, e.mtimeMs); // the other version is what the path shows
+            await this.journal.remove(d.id).catch(() => undefined);
+            continue;
+          }
+          await remote.remove(d.fullpath);
+        }
       } catch (err) {
         if (err instanceof VfsError && err.unreachable) return; // again when the service is back
         this.opts.logger.error({ library, path: d.fullpath, err: (err as Error).message }, 'a delete deferred for open readers failed on the service');

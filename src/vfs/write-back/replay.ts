@@ -61,7 +61,7 @@ export abstract class WriteBackReplay extends WriteBackLease {
   protected async resume(e: JournalEntry): Promise<boolean> {
     if (e.kind === 'delete') {
       // Its readers went with the previous run: the delete happens now (or when the service is back).
-      this.pendingDeletes.set(keyOf(e.library, e.fullpath), { id: e.id, library: e.library, fullpath: e.fullpath, objectId: e.objectId ?? '', ready: true });
+      this.pendingDeletes.set(keyOf(e.library, e.fullpath), { id: e.id, library: e.library, fullpath: e.fullpath, objectId: e.objectId ?? '', ready: true, contentHash: typeof e.replaces?.[0] === 'string' ? e.replaces[0] : undefined });
       void this.performDeletes(e.library);
       return false;
     }
@@ -89,6 +89,7 @@ export abstract class WriteBackReplay extends WriteBackLease {
       this.opts.logger.warn({ library: e.library, path: e.fullpath, size: v.size, journaled: e.size }, 'journal replay: spool size differs from its entry');
     }
     v.operator = e.operator;
+    v.replaces = Array.isArray(e.replaces) && e.replaces.every((h) => typeof h === 'string') ? e.replaces : undefined;
     v.generation = 1;
     v.sealed = true;
     v.state = 'journaled';

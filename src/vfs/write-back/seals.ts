@@ -3,6 +3,7 @@
  * one is journaled, a version journaled at a flush, fsync or close, uploaded once nobody writes it, and a
  * failed one dropped whole (see write-back.ts for the rules).
  */
+import { baseAfter, baseUploaded } from './conflicts.js';
 import { fsErrorOf } from '../fs-errors.js';
 import { LocalVersion } from './local-version.js';
 import type { RemoteEntry } from '../remote.js';
@@ -35,6 +36,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
         }
         next.unsent = from.unsent;
         next.operator = from.operator;
+        next.replaces = baseAfter(from.replaces, from.currentSha1());
         next.ctimeMs = from.ctimeMs;
         return next;
       })();
@@ -415,6 +417,9 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     v.state = 'uploaded';
     v.base = entry;
     const slot = this.slots.get(keyOf(v.library, v.fullpath));
+    // Versions of the path made from this one replace it on the service without a conflict.
+    if (slot) for (const x of this.versionsOf(slot)) x.replaces = baseUploaded(x.replaces, entry.contentHash);
+    v.replaces = baseUploaded(v.replaces, entry.contentHash);
     // Decided with no await before: an open from now on finds either this version or the service's.
     if (slot?.acked === v) slot.acked = undefined;
     await this.journal.remove(v.id, { keepSpool: true });
@@ -478,11 +483,16 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       } : undefined,
     });
     v.operator = ctx?.operator;
+    const replaced = base ? undefined : this.replacedObjects.get(keyOf(library, fullpath));
+    if (replaced) {
+      v.replaces = [replaced];
+      this.replacedObjects.delete(keyOf(library, fullpath));
+    }
     return v;
   }
 
   protected journalEntry(v: LocalVersion): JournalEntry {
-    return { id: v.id, library: v.library, fullpath: v.fullpath, size: v.size, mtimeMs: v.mtimeMs, createdMs: Date.now(), seq: v.seq, sha1: v.currentSha1(), operator: v.operator };
+    return { id: v.id, library: v.library, fullpath: v.fullpath, size: v.size, mtimeMs: v.mtimeMs, createdMs: Date.now(), seq: v.seq, sha1: v.currentSha1(), operator: v.operator, replaces: v.replaces?.slice() };
   }
 
   protected nextSeq(): number {

@@ -2,6 +2,7 @@
  * WriteBackSlots: the state the write-back's layers share, and its path slots — what each path holds
  * locally (see write-back.ts for the layers and their rules) — indexed by folder for listings.
  */
+import { ConflictKeeper, type Conflict } from './conflicts.js';
 import type { Logger } from '../../shared/log.js';
 import type { FileHasher } from './file-hasher.js';
 import type { ForegroundActivity } from '../foreground-activity.js';
@@ -101,6 +102,8 @@ export interface WriteBackStatus {
   uploads: UploadStatus[];
   stranded: { id: string; library: string; fullpath: string }[];
   localFiles: number;
+  /** Conflicts found in this run (conflicts.ts). */
+  conflicts: Conflict[];
 }
 
 export abstract class WriteBackSlots {
@@ -109,6 +112,7 @@ export abstract class WriteBackSlots {
 
   protected readonly journal: UploadJournal;
   readonly uploads: UploadQueue;
+  protected readonly conflicts: ConflictKeeper;
   protected readonly slots = new Map<string, PathSlot>();
   /** Slots by folder (`library\0parent`), for listings: no scan of every slot per readdir. */
   protected readonly byFolder = new Map<string, Set<PathSlot>>();
@@ -116,7 +120,9 @@ export abstract class WriteBackSlots {
   /** Folders made while their library was offline (`library\0fullpath`): journaled, made on the service when it is back. */
   protected readonly pendingFolders = new Map<string, { id: string; library: string; entry: RemoteEntry }>();
   /** Deletes of files that handles still read (`library\0fullpath`): journaled, done when the last one closes. */
-  protected readonly pendingDeletes = new Map<string, { id: string; library: string; fullpath: string; objectId: string; ready: boolean }>();
+  protected readonly pendingDeletes = new Map<string, { id: string; library: string; fullpath: string; objectId: string; ready: boolean; contentHash?: string }>();
+  /** Paths whose deferred delete a new file cancelled: the content hash it replaces there without a conflict. */
+  protected readonly replacedObjects = new Map<string, string>();
   /** The folder creation under way per library (one at a time). */
   protected readonly makingFolders = new Map<string, Promise<void>>();
   protected lastSeq = 0;
@@ -130,12 +136,14 @@ export abstract class WriteBackSlots {
     this.journal = new UploadJournal(opts.journalDir, opts.durability?.groupCommitMs ?? 1000);
     this.syncOnClose = opts.durability?.mode === 'close';
     this.unwritten = new UnwrittenSpools(opts.unwrittenSpoolBytes ?? 16 * 1024 * 1024);
+    this.conflicts = new ConflictKeeper({ logger: opts.logger, copied: (library, entry) => opts.host.uploaded(library, entry, entry.mtimeMs) });
     this.uploads = new UploadQueue({
       concurrency: opts.upload?.concurrency, smallConcurrency: opts.upload?.smallConcurrency, retryBaseMs: opts.upload?.retryBaseMs, retryMaxMs: opts.upload?.retryMaxMs, refusedRetryMs: opts.upload?.refusedRetryMs,
       hasher: opts.hasher, logger: opts.logger, foreground: opts.foreground,
       remoteFor: (name) => opts.host.remoteFor(name),
       onCommitted: (file, entry) => this.uploadedVersion(file as LocalVersion, entry),
       onMissingParent: (file) => opts.host.ensureParents(file.library, file.fullpath),
+      commit: (file, remote, fullpath, source, o) => this.conflicts.commit(file as LocalVersion, remote, fullpath, source, o),
     });
   }
 

@@ -73,6 +73,11 @@ export interface JournalEntry {
    */
   seq?: number;
   operator?: Operator;
+  /**
+   * Content hashes the service may hold at the path for this version to replace it without a conflict
+   * (conflicts.ts, ConflictBase): [] for a new file; absent in entries written before bases were recorded.
+   */
+  replaces?: string[];
 }
 
 /** Largest content carried in its record (a small file's spool then needs no fsync of its own). */

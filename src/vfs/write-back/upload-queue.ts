@@ -14,7 +14,7 @@ import type { Logger } from '../../shared/log.js';
 import { isTransient } from '../../shared/transient.js';
 import type { FileHasher } from './file-hasher.js';
 import type { ForegroundActivity } from '../foreground-activity.js';
-import type { Remote, RemoteEntry } from '../remote.js';
+import type { CommitOptions, CommitSource, Remote, RemoteEntry } from '../remote.js';
 import { VfsError, type Operator } from '../types.js';
 
 /** What the queue needs to know about a file to upload; read afresh at each attempt (renames move it). */
@@ -87,6 +87,11 @@ export interface UploadQueueOptions {
    * counts as done; it decides whether the journal entry can go.
    */
   onCommitted: (file: PendingFile, entry: RemoteEntry, snapshot: { generation: number; fullpath: string; library: string }) => Promise<void>;
+  /**
+   * Commits the file's content to `fullpath` (default: `remote.commit`): conflicts.ts looks at the
+   * service's version there and keeps both sides. What it throws fails the attempt like a failed commit.
+   */
+  commit?: (file: PendingFile, remote: Remote, fullpath: string, source: CommitSource, opts: CommitOptions) => Promise<RemoteEntry>;
   /** Before retrying an attempt that failed with ENOENT (a parent folder vanished). */
   onMissingParent?: (file: PendingFile) => Promise<void>;
   /**
@@ -331,13 +336,15 @@ export class UploadQueue {
       task.status.size = size;
       task.status.sentBytes = 0;
       task.status.progressMs = Date.now();
-      const entry = await remote.commit(snapshot.fullpath, { path: file.spoolPath, size, sha1, data: held?.data }, {
+      const source: CommitSource = { path: file.spoolPath, size, sha1, data: held?.data };
+      const commitOpts: CommitOptions = {
         operator: file.operator, signal: abort.signal,
         onProgress: (sent) => {
           if (sent !== task.status.sentBytes) task.status.progressMs = Date.now();
           task.status.sentBytes = sent;
         },
-      });
+      };
+      const entry = await (this.opts.commit ? this.opts.commit(file, remote, snapshot.fullpath, source, commitOpts) : remote.commit(snapshot.fullpath, source, commitOpts));
       if (task.cancelled) return;
       await this.opts.onCommitted(file, entry, snapshot);
       this.counters.committed++;

@@ -3,6 +3,7 @@
  * guarded by what) and its spool storage — bytes held in memory until needed, the spool file, absent base
  * ranges fetched on demand — the layer LocalVersion's others build on.
  */
+import { baseOf, type ConflictBase } from './conflicts.js';
 import { open, stat, type FileHandle as FsHandle } from 'node:fs/promises';
 import type { Hash } from 'node:crypto';
 import { constants } from 'node:fs';
@@ -133,6 +134,8 @@ export abstract class VersionSpool {
   /** True when every base byte still part of the file is in the spool. */
   baseReady: boolean;
   operator?: Operator;
+  /** What it may replace on the service without a conflict (conflicts.ts): its base's hash, then its predecessors'. */
+  replaces: ConflictBase;
   /** Spool ranges holding valid data (meaningful while !baseReady). */
   protected present: ByteRange[] = [];
   protected readonly openBase?: BaseOpener;
@@ -189,6 +192,7 @@ export abstract class VersionSpool {
   ) {
     this.baseSize = opts.baseSize;
     this.size = opts.baseSize;
+    this.replaces = baseOf(base);
     this.openBase = opts.openBase;
     this.fetchChunk = opts.fetchChunk ?? 1024 * 1024;
     this.newSha1Stream = opts.sha1Stream;
@@ -202,6 +206,12 @@ export abstract class VersionSpool {
     this.baseReady = opts.baseSize === 0 || !opts.openBase;
     this.mtimeMs = opts.mtimeMs ?? Date.now();
     this.ctimeMs = base?.ctimeMs ?? this.mtimeMs;
+  }
+
+  /** Bytes the service does not have yet (written, or journaled and not yet uploaded). */
+  /** For the conflict check before its commit (UploadQueue's beforeCommit). */
+  conflictBase(): ConflictBase {
+    return this.replaces;
   }
 
   /** Bytes the service does not have yet (written, or journaled and not yet uploaded). */

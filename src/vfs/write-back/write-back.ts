@@ -46,6 +46,7 @@
  * 6. The engine (a lessee): a direct writer's `stop` runs synchronously before any other change of its
  *    version (DirectSpool); a side writer's records are settled before the journal leaves its log.
  */
+import { baseAfter, baseOf } from './conflicts.js';
 import { createReadStream } from 'node:fs';
 import { copyFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
@@ -234,6 +235,10 @@ export class WriteBack extends WriteBackFolders {
     const v = this.newVersion(library, fullpath, undefined, ctx);
     v.base = base;
     v.unsent = base === undefined;
+    // Replacing a local version: what that one may replace, and itself; else the service's version read.
+    const prior = this.slots.get(keyOf(library, fullpath))?.current;
+    if (prior) v.replaces = baseAfter(prior.replaces, prior.currentSha1());
+    else if (base) v.replaces = baseOf(base);
     v.pins++;
     try {
       await v.startEmpty();
@@ -395,11 +400,13 @@ export class WriteBack extends WriteBackFolders {
     }
   }
 
-  status(): WriteBackStatus {
+  /** `copyGone`: see ConflictKeeper.list. */
+  status(copyGone?: (library: string, fullpath: string) => boolean): WriteBackStatus {
     return {
       uploads: this.uploads.status(),
       stranded: this.stranded.map((e) => ({ id: e.id, library: e.library, fullpath: e.fullpath })),
       localFiles: [...this.slots.values()].filter((slot) => slot.current || slot.acked || slot.session).length,
+      conflicts: this.conflicts.list(copyGone),
     };
   }
 

@@ -1,6 +1,6 @@
 /** The shared drive scenarios through a real FUSE mount (child process) over the embedded service. */
 import { afterAll, beforeAll } from 'vitest';
-import { readFile, stat, writeFile } from 'node:fs/promises';
+import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sh, startMount, type MountHarness } from './harness.js';
 import { driveScenarios, type Drive } from '../../support/drive-scenarios.js';
@@ -23,6 +23,7 @@ driveScenarios('the FUSE mount', (): Drive => ({
   // The shell's `echo x > file`: open with O_TRUNC, a duplicate descriptor closed (FLUSH) before the write.
   truncateThenWrite: async (path, data) => { await sh('sh', ['-c', `printf '%s' "$1" > "$2"`, 'sh', data.toString(), at(path)]); },
   read: (path) => readFile(at(path)),
+  list: () => readdir(join(h.mnt, 'Lib')),
   mtimeMs: async (path) => (await stat(at(path))).mtimeMs,
   flush: async () => { await h.call('flushAll'); },
   // Past the kernel's attribute cache (1 s here).
@@ -41,5 +42,8 @@ driveScenarios('the FUSE mount', (): Drive => ({
     read: async (path) => Buffer.from(await h.call<string>('remoteRead', { path: remote(path) }), 'base64'),
     history: (path) => h.call<number[]>('remoteHistory', { path: remote(path) }),
     lockElsewhere: async (path, locked) => { await h.call('lockAs', { path: remote(path), locked, holder: 'webdav' }); },
+    writeElsewhere: async (path, data) => { await h.call('remoteWrite', { path: remote(path), data: data.toString('base64') }); },
+    list: () => h.call<string[]>('remoteList', { path: '/Lib' }),
+    offline: async (on) => { await h.call('faults', { down: on }); },
   },
 }), 90_000);

@@ -13,6 +13,7 @@ import { ControlClient, ControlCallError } from '../../../src/control/client.js'
 import { gatewayMethods, type GatewayControlTarget } from '../../../src/control/gateway-methods.js';
 import { RpcErrorCode } from '../../../src/control/protocol.js';
 import { waitFor } from '../../support/wait-for.js';
+import { conflictCopyPath } from '../../../src/vfs/write-back/conflicts.js';
 
 let dir: string;
 let vfs: GatewayVfs;
@@ -62,6 +63,25 @@ describe('gateway control methods', { timeout: 20_000 }, () => {
     expect(s.webdav_url).toBe('http://127.0.0.1:1/');
     expect(s.caches.metadata).toHaveProperty('hitRate');
     expect(typeof s.uploads.pending).toBe('number');
+  });
+
+  it('an edit uploaded with ctl and one made at the service meanwhile: both kept, the conflict in ctl status', async () => {
+    const local = join(dir, 'doc.txt');
+    await writeFile(local, 'v1');
+    await client.call('upload', { local, path: '/A/doc.txt' });
+    // The service refuses uploads for a while: the edit waits in the journal, another client edits the file.
+    const faulty = vfs.remoteOf('A') as FaultyRemote;
+    faulty.inject({ kind: 'fail', code: 'EIO', methods: ['commit'] });
+    await writeFile(local, 'edited with ctl');
+    expect((await failure(client.call('upload', { local, path: '/A/doc.txt' }))).message).toMatch(/kept for upload/);
+    const theirs = remotes.get('A')!.putFile('doc.txt', Buffer.from('edited elsewhere'), { operator: { opName: 'Bob' } });
+    faulty.heal();
+    await vfs.flushAll();
+    const copy = conflictCopyPath('doc.txt', 'Bob', theirs.mtimeMs);
+    expect(remotes.get('A')!.read('doc.txt').toString()).toBe('edited with ctl');
+    expect(remotes.get('A')!.read(copy).toString()).toBe('edited elsewhere');
+    const s = (await client.call('status')) as { conflicts: Record<string, unknown>[] };
+    expect(s.conflicts).toMatchObject([{ library: 'A', fullpath: 'doc.txt', kind: 'changed', copy, otherBy: 'Bob' }]);
   });
 
   it('upload copies a local file to a gateway path and returns once it is on the service, with progress', async () => {

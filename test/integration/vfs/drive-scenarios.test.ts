@@ -2,9 +2,10 @@
 import { afterAll, beforeAll } from 'vitest';
 import { startTestVfs, vfsCode, type TestVfs } from '../../support/vfs.js';
 import { driveScenarios, serviceReader, type Drive } from '../../support/drive-scenarios.js';
+import type { FaultyRemote } from '../../../src/vfs/index.js';
 
 let t: TestVfs;
-beforeAll(async () => { t = await startTestVfs(); });
+beforeAll(async () => { t = await startTestVfs({ faults: true }); });
 afterAll(async () => { await t?.close(); });
 
 const at = (path: string): string => `/Library/${path}`;
@@ -36,6 +37,7 @@ driveScenarios('the Vfs', (): Drive => ({
       await h.release();
     }
   },
+  list: async () => (await t.vfs.readdir('/Library')).map((a) => a.name),
   mtimeMs: async (path) => (await t.vfs.stat(at(path))).mtimeMs,
   flush: () => t.vfs.flushAll(),
   settle: () => t.vfs.refresh(),
@@ -44,5 +46,11 @@ driveScenarios('the Vfs', (): Drive => ({
   service: {
     ...serviceReader(() => t.client),
     lockElsewhere: (path, locked) => t.vfs.setLocked(at(path), locked, { lockHolder: 'webdav' }),
+    offline: async (on) => {
+      const faulty = t.vfs.remoteOf('Library') as FaultyRemote;
+      if (on) faulty.down(3_600_000);
+      else faulty.heal();
+      await t.vfs.refresh();
+    },
   },
 }));

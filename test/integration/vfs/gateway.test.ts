@@ -87,7 +87,7 @@ describe.skipIf(!withService)('GatewayVfs over the embedded service', { timeout:
     expect(bin.list.map((r) => r.fullpath)).toContain('trash-me.txt');
   });
 
-  it('the local version wins, the other stays in history', async () => {
+  it('the local version keeps the name, the other is its conflict copy and in history', async () => {
     const { vfs, client } = t;
     await vfs.writeFile('/Library/conflict.txt', Buffer.from('v1'));
     await vfs.flushAll();
@@ -104,6 +104,8 @@ describe.skipIf(!withService)('GatewayVfs over the embedded service', { timeout:
     const history = await client.file.history({ fullpath: 'conflict.txt', size: 100 });
     const hashes = history.list.map((x) => x.filehash);
     expect(hashes).toContain(createHash('sha1').update('remote').digest('hex'));
+    const names = (await client.file.ls({ fullpath: '', start: 0, size: 100 })).list.map((e) => e.filename);
+    expect(names.filter((n) => n.startsWith('conflict (conflict '))).toHaveLength(1);
   });
 
   it('a read handle keeps the version it opened', async () => {

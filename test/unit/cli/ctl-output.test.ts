@@ -36,6 +36,25 @@ describe('ctl output for people', () => {
     expect(text).toMatch(/\/Library\/big\.bin\s+uploading\s+1\.0 MiB \/ 2\.0 MiB/);
     expect(text).toContain('Stranded: 1');
     expect(text).toMatch(/metadata\s+5\s+2\.0 KiB\s+3\s+1\s+75 %/);
+    expect(text).not.toContain('Conflicts');
+  });
+
+  it('status: open conflicts, each with the other version and who made it', () => {
+    const text = renderStatus({
+      service_url: 'http://127.0.0.1:1', embedded_service: true, webdav_url: null, mount: null, control_socket: '/d/control.sock', admin_url: null, uptime_s: 75,
+      libraries: [{ name: 'Library' }], feeds: [feed], uploads: { pending: 0, list: [] }, stranded: [], localFiles: 0,
+      conflicts: [
+        { library: 'Library', fullpath: 'doc.txt', kind: 'changed', copy: 'doc (conflict Bob 2026-11-29 04-31-07).txt', otherBy: 'Bob', otherMtimeMs: 0, atMs: Date.now() - 120_000 },
+        { library: 'Library', fullpath: 'gone.txt', kind: 'deleted', atMs: Date.now() },
+        { library: 'Library', fullpath: 'kept.txt', kind: 'restored', otherBy: 'Eve', atMs: Date.now() },
+      ],
+      caches: {},
+    });
+    expect(text).toContain('Conflicts: 3 open');
+    // Wide cells are cut to the column's width.
+    expect(text).toMatch(/\/Library\/doc\.txt\s+\/Library\/doc \(conflict Bob 2026-11-29 04-31-07\)\S*\s+Bob\s+2 min ago/);
+    expect(text).toMatch(/\/Library\/gone\.txt\s+\(deleted elsewhere; the edit brought it back\)/);
+    expect(text).toMatch(/\/Library\/kept\.txt\s+\(changed elsewhere; kept, not deleted\)\s+Eve/);
   });
 
   it('perm show: who, simple, allowed and denied codes', () => {

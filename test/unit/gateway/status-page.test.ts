@@ -36,6 +36,14 @@ describe('status page', () => {
     expect(html).toContain('<script src="/status.js" defer></script>');
   });
 
+  it('open conflicts: the file, the other version kept beside it, who made it', () => {
+    const base = model();
+    const html = statusPage(model({ status: { ...base.status, conflicts: [{ library: 'Library', fullpath: 'a <b>.txt', kind: 'changed', copy: 'a <b> (conflict Bob 2026-01-01 11-59-00).txt', otherBy: 'Bob', otherMtimeMs: now - 60_000, atMs: now - 5000 }] } }));
+    expect(html).toContain('<h2>Conflicts <span class="count">1 open</span></h2>');
+    expect(html).toContain('<td>/Library/a &lt;b&gt;.txt</td><td>/Library/a &lt;b&gt; (conflict Bob 2026-01-01 11-59-00).txt</td><td>Bob</td>');
+    expect(statusPage(model())).not.toContain('Conflicts');
+  });
+
   it('recent problems come from the log, newest first, without secrets', () => {
     const problems = new RecentProblems(2);
     const logger = createLogger({ level: 'info', destination: new Writable({ write: (_c, _e, done) => done() }), problems });

@@ -497,7 +497,7 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     expect((faulty.inner as MemoryRemote).read('f').toString()).toBe('second');
   });
 
-  it('the local version wins when the file changed on the service while open', async () => {
+  it('the local version keeps the name when the file changed on the service while open; the other is its conflict copy', async () => {
     const { vfs, remotes } = await setup();
     remotes.get('A')!.putFile('doc', Buffer.from('v1'));
     const h = await vfs.open('/A/doc', { write: true });
@@ -506,6 +506,8 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     await h.release();
     await vfs.flushAll();
     expect(remotes.get('A')!.read('doc').toString()).toBe('local');
+    const copies = remotes.get('A')!.paths().filter((p) => p.startsWith('doc (conflict '));
+    expect(copies.map((c) => remotes.get('A')!.read(c).toString())).toEqual(['other client']);
   });
 
   it('unlink of a file with a pending upload cancels it', async () => {

@@ -36,10 +36,10 @@ export function remoteContract(name: string, enabled: boolean, open: () => Promi
     let n = 0;
     const folder = (): string => `contract-${Date.now().toString(36)}-${n++}`;
 
-    async function commitBytes(path: string, data: Buffer) {
+    async function commitBytes(path: string, data: Buffer, opts?: { replace?: boolean }) {
       const file = join(tmp, `c${n++}`);
       await writeFile(file, data);
-      return remote.commit(path, { path: file, size: data.length, sha1: createHash('sha1').update(data).digest('hex') });
+      return remote.commit(path, { path: file, size: data.length, sha1: createHash('sha1').update(data).digest('hex') }, opts);
     }
 
     beforeAll(async () => {
@@ -84,6 +84,17 @@ export function remoteContract(name: string, enabled: boolean, open: () => Promi
       expect(next.id).toBe(st!.id);
       expect((await readRange(remote, `${d}/f.bin`, 0, 2)).toString()).toBe('new');
       expect((await remote.list(d)).map((x) => [x.name, x.size])).toEqual([['f.bin', 3]]);
+    });
+
+    it('a commit that does not replace lands at a numbered name when the name is taken, the file there untouched', async () => {
+      const d = folder();
+      await remote.mkdir(d);
+      const first = await commitBytes(`${d}/r.txt`, Buffer.from('theirs'), { replace: false });
+      expect(first.fullpath).toBe(`${d}/r.txt`);
+      const second = await commitBytes(`${d}/r.txt`, Buffer.from('mine'), { replace: false });
+      expect(second.fullpath).toBe(`${d}/r (1).txt`);
+      expect((await readRange(remote, `${d}/r.txt`, 0, 99)).toString()).toBe('theirs');
+      expect((await readRange(remote, `${d}/r (1).txt`, 0, 99)).toString()).toBe('mine');
     });
 
     it('lists every page of a large folder', async () => {

@@ -7,7 +7,11 @@
  * - nothing acknowledged is lost: after the last crash and a flush, the service holds each path's last
  *   acknowledged content (or the other client's, when that came last);
  * - every version the service was ever given is one a writer completed (acknowledged): never a mix of two
- *   writers, a cut-off body, or a state a handle never flushed.
+ *   writers, a cut-off body, or a state a handle never flushed;
+ * - with a second writer at the service (`other`: a change made while a local version of the path waits
+ *   for its upload, offline or not, across crashes too): no acknowledged version of either side is
+ *   missing from the folder or its history, the local one keeps the name, the other one is kept beside
+ *   it as a conflict copy, and every conflict copy is listed in a gateway's status.
  */
 import { describe, it, expect } from 'vitest';
 import fc from 'fast-check';
@@ -15,6 +19,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createVfs, FaultyRemote, MemoryRemote, type FileHandle, type GatewayVfs } from '../../../../src/vfs/index.js';
+import { isConflictCopy } from '../../../../src/vfs/write-back/conflicts.js';
 
 const PATHS = ['f', 'g'];
 const HANDLES = 3;
@@ -28,6 +33,7 @@ type Op =
   | { op: 'put'; path: string; data: Uint8Array }
   | { op: 'cutPut'; path: string; data: Uint8Array }
   | { op: 'behind'; path: string; data: Uint8Array }
+  | { op: 'other'; path: string; data: Uint8Array }
   | { op: 'read'; path: string }
   | { op: 'outage'; on: boolean }
   | { op: 'crash' };
@@ -44,6 +50,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ op: fc.constant('put' as const), path: pathArb, data: fc.uint8Array({ maxLength: 300 }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('cutPut' as const), path: pathArb, data: dataArb }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('behind' as const), path: pathArb, data: dataArb }) },
+  { weight: 3, arbitrary: fc.record({ op: fc.constant('other' as const), path: pathArb, data: dataArb }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('read' as const), path: pathArb }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('outage' as const), on: fc.boolean() }) },
   { weight: 1, arbitrary: fc.constant({ op: 'crash' as const }) },
@@ -59,6 +66,12 @@ interface PathModel {
   completed: Set<string>;
   /** The open file shared by the path's handles. */
   session?: { content: Buffer; handles: Set<number>; changed: boolean };
+  /** Who the name shows once everything is uploaded: this side's `last`, or the other writer's `otherLast`. */
+  nameSide: 'local' | 'other';
+  /** The other writer's last content. */
+  otherLast?: Buffer;
+  /** The other writer's content that met a local version waiting for its upload: it must end as a conflict copy. */
+  owed?: Buffer;
 }
 
 function patch(content: Buffer, offset: number, data: Uint8Array): Buffer {
@@ -69,13 +82,19 @@ function patch(content: Buffer, offset: number, data: Uint8Array): Buffer {
 }
 
 class Model {
-  readonly paths = new Map<string, PathModel>(PATHS.map((p) => [p, { completed: new Set() }]));
+  readonly paths = new Map<string, PathModel>(PATHS.map((p) => [p, { completed: new Set(), nameSide: 'local' }]));
   readonly handles = new Map<number, string>();
   down = false;
 
   acknowledge(m: PathModel, content: Buffer): void {
     m.last = Buffer.from(content);
     m.completed.add(content.toString('hex'));
+    m.nameSide = 'local';
+  }
+
+  /** What a fresh open shows once the gateway's view is current. */
+  shown(m: PathModel): Buffer | undefined {
+    return m.nameSide === 'local' ? m.last : m.otherLast;
   }
 }
 
@@ -182,7 +201,28 @@ describe('write-back against a reference model', () => {
                 vfs.dropCaches();
                 m.last = Buffer.from(o.data);
                 m.completed.add(m.last.toString('hex'));
+                m.nameSide = 'local';
+                m.owed = undefined;
                 m.visible = m.last;
+                break;
+              }
+              case 'other': {
+                const m = model.paths.get(o.path)!;
+                // Another client writes at any time no handle has the file open: while its local version
+                // waits for its upload (queued, retrying in an outage, or journaled before a crash) too.
+                // Not between the look at the service's version and the commit of one upload (a change
+                // landing there is in the file's history only: the service offers no conditional commit).
+                if (m.session) break;
+                const upload = vfs.status().uploads.find((u) => u.fullpath === o.path);
+                if (upload?.state === 'uploading') break;
+                const data = Buffer.from(o.data);
+                remote.putFile(o.path, data, { operator: { opName: 'other' } });
+                vfs.dropCaches();
+                m.otherLast = data;
+                // A local version waiting: it keeps the name, this one must become its conflict copy.
+                m.owed = upload ? data : undefined;
+                if (!upload) m.nameSide = 'other';
+                m.visible = model.shown(m);
                 break;
               }
               case 'read': {
@@ -212,7 +252,7 @@ describe('write-back against a reference model', () => {
                 model.down = false;
                 for (const m of model.paths.values()) {
                   m.session = undefined;
-                  m.visible = m.last;
+                  m.visible = model.shown(m);
                 }
                 await start();
                 break;
@@ -226,12 +266,27 @@ describe('write-back against a reference model', () => {
           }
           faulty.heal();
           await vfs.flushAll();
+          const listed = new Set(gateways.flatMap((g) => g.status().conflicts.map((c) => c.copy)));
           for (const [p, m] of model.paths) {
             const onService = (await remote.stat(p)) ? remote.read(p).toString('hex') : undefined;
-            expect(onService, `/A/${p} on the service`).toBe(m.last?.toString('hex'));
+            expect(onService, `/A/${p} on the service`).toBe(model.shown(m)?.toString('hex'));
+            const copies = remote.paths().filter((c) => c.startsWith(`${p} (conflict `));
+            const inFolder = new Set([onService, ...copies.map((c) => remote.read(c).toString('hex'))]);
+            const history = new Set(remote.contentsBefore(p).map((b) => b.toString('hex')));
+            // Nothing lost: either side's last version is in the folder or the file's history.
+            for (const kept of [m.last, m.otherLast]) {
+              if (kept) expect(inFolder.has(kept.toString('hex')) || history.has(kept.toString('hex')), `a version of /A/${p} lost`).toBe(true);
+            }
+            // Every conflict visible: the other side's version that met a waiting local one is a copy in the folder, listed.
+            if (m.owed) expect(copies.map((c) => remote.read(c).toString('hex')), `/A/${p}: the other writer's version kept as a copy`).toContain(m.owed.toString('hex'));
+            for (const c of copies) {
+              expect(isConflictCopy(c), c).toBe(true);
+              expect(listed.has(c), `${c} listed in a status`).toBe(true);
+            }
           }
           for (const c of remote.commits) {
-            expect(model.paths.get(c.fullpath)!.completed.has(c.data.toString('hex')), `a version of /A/${c.fullpath} nobody completed: ${c.data.length} bytes`).toBe(true);
+            // A new file's commit that found the name taken landed at the service's numbered name first.
+            expect(model.paths.get(c.fullpath.replace(/ \(\d+\)$/, ''))!.completed.has(c.data.toString('hex')), `a version of /A/${c.fullpath} nobody completed: ${c.data.length} bytes`).toBe(true);
           }
         } finally {
           for (const g of gateways.reverse()) await g.close().catch(() => undefined);
