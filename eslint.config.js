@@ -23,6 +23,9 @@ const ZONES = {
   cli: ['cli', 'gateway', 'shared', 'api', 'vfs', 'remote', 'service', 'webdav', 'fuse', 'control'].map((to) => ({ to })),
 };
 
+/** The write-back, one owner of local durable state: the rest of src/ reaches it only through its entry. */
+const PACKAGE_ENTRY = { folder: 'vfs/write-back', entry: 'vfs/write-back/index.ts' };
+
 /** Test folders and the test folders they may not import from (a unit test stands on its own). */
 const TEST_LAYERS = { unit: ['e2e'], integration: ['e2e'], support: ['e2e'] };
 
@@ -67,6 +70,9 @@ const house = {
           const folder = target.split('/')[0];
           const ok = zone.some((z) => z.to === folder && (!z.from || z.from.includes(file)) && (!z.only || z.only.includes(target)));
           if (!ok) context.report({ node, message: `src/${file.split('/')[0]}/ may not import src/${target} (import zones: docs/architecture.md)` });
+          else if (target.startsWith(`${PACKAGE_ENTRY.folder}/`) && !file.startsWith(`${PACKAGE_ENTRY.folder}/`) && target !== PACKAGE_ENTRY.entry) {
+            context.report({ node, message: `src/${target} is inside the write-back: import src/${PACKAGE_ENTRY.entry} (docs/architecture.md)` });
+          }
         };
         return {
           ImportDeclaration: (node) => check(node, node.source.value),
