@@ -21,10 +21,10 @@ import { SizeLimits } from './size-limits.js';
 import { PendingMarks } from './pending-marks.js';
 import { TimeOverrides } from './time-overrides.js';
 import { FileHasher, LocalVersion, Sha1Streams, WriteBack, type FollowedFile, type PendingFile, type UploadStatus } from './write-back/index.js';
-import type { ClosedCreate, EngineClose, SideJournal } from './types.js';
 import { ForegroundActivity } from './foreground-activity.js';
 import type { DiskFaults } from './disk-faults.js';
-import { VfsError, type Attr, type CallContext, type FileHandle, type LocalRange, type OpenFlags, type StatFs, type Vfs } from './types.js';
+import { VfsError, type Attr, type CallContext, type StatFs, type Vfs } from './types.js';
+import type { ClosedCreate, EngineClose, EngineLease, LeasedHandle, LeaseOpenFlags, LocalRange, SideJournal } from './engine-lease.js';
 import type { ResolvedLibrary } from './library-set.js';
 
 /** How long a library's quota is used before it is asked again (in the background), ms. */
@@ -364,7 +364,7 @@ export class GatewayVfs implements Vfs {
 
   // ---- reads and writes -----------------------------------------------------------------------------------
 
-  async open(path: string, flags: OpenFlags, ctx?: CallContext): Promise<FileHandle> {
+  async open(path: string, flags: LeaseOpenFlags, ctx?: CallContext): Promise<LeasedHandle> {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'open');
     const writing = !!(flags.write || flags.create || flags.truncate || flags.append);
@@ -984,6 +984,16 @@ export class GatewayVfs implements Vfs {
     if (!e.isDir) throw new VfsError('ENOTDIR', `${gatewayPathOf(lib.name, fullpath)} is a file`);
   }
 
+  // ---- the engine lease (engine-lease.ts): what the write-back lends the FUSE engine ------------------------
+
+  readonly engineLease: EngineLease = {
+    open: (path, flags, ctx, opts) => this.open(path, opts?.journalId === undefined ? flags : { ...flags, journalId: opts.journalId }, ctx),
+    cachedNames: (path, max) => this.cachedNames(path, max),
+    sideJournal: () => this.sideJournal(),
+    answeredClosesIn: (path) => this.answeredClosesIn(path),
+    createClosed: (files, ctx) => this.createClosed(files, ctx),
+  };
+
   sideJournal(): SideJournal | undefined {
     return this.opts.readOnly || this.closed ? undefined : this.writeBack.sideJournal();
   }
@@ -1121,7 +1131,7 @@ export class GatewayVfs implements Vfs {
  * A read handle on a service file (no local copy when opened); it follows the file (FollowedFile), so
  * once the file is changed through the gateway it reads the local version.
  */
-class RemoteReadHandle implements FileHandle {
+class RemoteReadHandle implements LeasedHandle {
   private releasedOnce = false;
   constructor(readonly path: string, private readonly rr: RangeReader, private readonly file: FollowedFile, private readonly attr: () => Attr, private readonly onRelease: () => void) {}
   read(position: number, length: number, ctx?: CallContext): Promise<Buffer> {

@@ -5,7 +5,7 @@
 import { mkdir, open, readdir, readFile, rename, truncate, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import type { SideLogWriter } from '../types.js';
+import type { SideLogWriter } from '../engine-lease.js';
 
 import { fsyncFolderIfSupported, removeFileIfPresent } from '../../shared/atomic-file.js';
 import { ID_RE, type JournalEntry } from './journal-records.js';

@@ -5,7 +5,7 @@
  */
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { SideLogWriter } from '../types.js';
+import type { SideLogWriter } from '../engine-lease.js';
 
 import { fsyncFolderIfSupported, removeFileIfPresent } from '../../shared/atomic-file.js';
 import { CHECK_CHARS, DATA_KEY, ID_RE, NEWLINE, SPACE, checkOf, lineAsWritten, lineOf, parseLine, validEntry, type JournalEntry, type LogRecord } from './journal-records.js';

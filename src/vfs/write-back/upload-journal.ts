@@ -36,7 +36,7 @@
  */
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { SideJournal } from '../types.js';
+import type { SideJournal } from '../engine-lease.js';
 
 import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../../shared/atomic-file.js';
 import { ID_RE, INLINE_MAX_BYTES, lineOf, orderOf, type JournalEntry } from './journal-records.js';

@@ -52,7 +52,8 @@ import type { Readable } from 'node:stream';
 import { fsErrorOf } from '../fs-errors.js';
 import { LocalVersion } from './local-version.js';
 import { parentOf, type RemoteEntry } from '../remote.js';
-import { VfsError, type Attr, type CallContext, type FileHandle, type OpenFlags } from '../types.js';
+import { VfsError, type Attr, type CallContext } from '../types.js';
+import type { LeasedHandle, LeaseOpenFlags } from '../engine-lease.js';
 import { entryOf, gatewayPath, isEmpty, keyOf, type PathSlot, type WriteBackStatus } from './slots.js';
 import { WriteBackFolders } from './pending-folders.js';
 import { FollowedFile, SessionHandle, VersionReadHandle } from './handles.js';
@@ -113,7 +114,7 @@ export class WriteBack extends WriteBackFolders {
    * service's `base`, or empty). `truncate` empties it; a new file (`base` undefined, nothing local) starts
    * empty and is listed from now on.
    */
-  async openWrite(library: string, fullpath: string, base: RemoteEntry | undefined, flags: OpenFlags, ctx?: CallContext): Promise<FileHandle> {
+  async openWrite(library: string, fullpath: string, base: RemoteEntry | undefined, flags: LeaseOpenFlags, ctx?: CallContext): Promise<LeasedHandle> {
     const slot = base ? this.slotFor(library, fullpath) : this.slotForNew(library, fullpath);
     let session = slot.session;
     if (!session) {
@@ -153,7 +154,7 @@ export class WriteBack extends WriteBackFolders {
    * A read-only handle on the path's local version, if it has one: it follows the file (FollowedFile), and
    * the version it reads stays readable until it is released.
    */
-  openRead(library: string, fullpath: string): FileHandle | undefined {
+  openRead(library: string, fullpath: string): LeasedHandle | undefined {
     if (!this.slots.get(keyOf(library, fullpath))?.current) return undefined;
     return new VersionReadHandle(gatewayPath(library, fullpath), this.follow(library, fullpath));
   }

@@ -49,7 +49,7 @@ function sideLine(e: { id: string; library: string; fullpath: string; mtimeMs: n
   return Buffer.from(`${createHash('sha1').update(json).digest('hex').slice(0, 12)} ${json}\n`);
 }
 
-/** One file made closed (Vfs.createClosed with one file). */
+/** One file made closed (EngineLease.createClosed with one file). */
 async function createClosed(vfs: GatewayVfs, path: string, journalId: string, closed: { line: Buffer; spoolMtimeNs: bigint }): Promise<boolean | undefined> {
   return (await vfs.createClosed([{ path, journalId, closed }]))[0];
 }
