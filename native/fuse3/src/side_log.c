@@ -106,7 +106,7 @@ static void lb_json(line_buf *b, const char *str) {
 #define LINE_CHECK_CHARS 12
 
 /*
- * The upload journal's put line of `c` (see src/vfs/upload-journal.ts): a check of the JSON, a space,
+ * The upload journal's put line of `c` (see src/vfs/write-back/journal-records.ts): a check of the JSON, a space,
  * {"put":{entry},"data":"<base64 of the bytes>"}, a newline. NULL when memory ran out.
  */
 static char *journal_line(const created_file *c, uint64_t seq, size_t *len) {
