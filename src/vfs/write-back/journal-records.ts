@@ -67,11 +67,11 @@ export function validEntry(e: JournalEntry): boolean {
 }
 
 /** Hex digits of a line's check (the start of the SHA-1 of its JSON). */
-export const CHECK_CHARS = 12;
-export const SPACE = 0x20;
+const CHECK_CHARS = 12;
+const SPACE = 0x20;
 export const NEWLINE = Buffer.from('\n');
 /** Where a put line's bytes start (after its entry). */
-export const DATA_KEY = ',"data":"';
+const DATA_KEY = ',"data":"';
 
 /** A line of a log (without its newline) when it matches its check and holds a valid record. */
 export function parseLine(text: string): { rec: LogRecord; check: string } | undefined {
@@ -91,7 +91,7 @@ export function parseLine(text: string): { rec: LogRecord; check: string } | und
   return undefined;
 }
 
-export function checkOf(json: string | Buffer): string {
+function checkOf(json: string | Buffer): string {
   return hash('sha1', json, 'hex').slice(0, CHECK_CHARS);
 }
 
@@ -127,3 +127,26 @@ export function lineOf(rec: LogRecord): { text: string; check: string } {
   return { text: `${check} ${json}\n`, check };
 }
 
+/** The entry a put line of a side log carries, read without its bytes; undefined when the line is not a whole, valid put with a hash. */
+export function putEntryOfLine(line: Buffer): JournalEntry | undefined {
+  const end = line[line.length - 1] === NEWLINE[0] ? line.length - 1 : line.length;
+  const start = CHECK_CHARS + 1;
+  if (end <= start || line[CHECK_CHARS] !== SPACE) return undefined;
+  if (checkOf(line.subarray(start, end)) !== line.toString('latin1', 0, CHECK_CHARS)) return undefined;
+  const data = line.indexOf(DATA_KEY, start);
+  if (data < 0) return undefined;
+  let rec: LogRecord;
+  try {
+    rec = JSON.parse(`${line.toString('utf8', start, data)}}`) as LogRecord;
+  } catch {
+    return undefined;
+  }
+  return rec.put && validEntry(rec.put) && rec.put.sha1 !== undefined ? rec.put : undefined;
+}
+
+/** The place and bytes a put line carries; undefined for a line that is not a put of a small file's bytes. */
+export function putContentOfLine(line: Buffer): { library: string; fullpath: string; data: Buffer } | undefined {
+  const rec = parseLine(line.toString('utf8').replace(/\n$/, ''))?.rec;
+  if (!rec?.put || rec.data === undefined) return undefined;
+  return { library: rec.put.library, fullpath: rec.put.fullpath, data: Buffer.from(rec.data, 'base64') };
+}

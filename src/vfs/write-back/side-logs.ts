@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { SideLogWriter } from '../engine-lease.js';
 
 import { fsyncFolderIfSupported, removeFileIfPresent } from '../../shared/atomic-file.js';
-import { CHECK_CHARS, DATA_KEY, ID_RE, NEWLINE, SPACE, checkOf, lineAsWritten, lineOf, parseLine, validEntry, type JournalEntry, type LogRecord } from './journal-records.js';
+import { ID_RE, lineAsWritten, lineOf, putContentOfLine, putEntryOfLine, type JournalEntry } from './journal-records.js';
 import { SIDE_LOG_RE } from './journal-spools.js';
 import { JournalLog } from './journal-log.js';
 
@@ -61,19 +61,7 @@ export abstract class JournalSideLogs extends JournalLog {
    * check, or is not a put of a small file's bytes.
    */
   sideRecordEntry(line: Buffer): JournalEntry | undefined {
-    const end = line[line.length - 1] === NEWLINE[0] ? line.length - 1 : line.length;
-    const start = CHECK_CHARS + 1;
-    if (end <= start || line[CHECK_CHARS] !== SPACE) return undefined;
-    if (checkOf(line.subarray(start, end)) !== line.toString('latin1', 0, CHECK_CHARS)) return undefined;
-    const data = line.indexOf(DATA_KEY, start);
-    if (data < 0) return undefined;
-    let rec: LogRecord;
-    try {
-      rec = JSON.parse(`${line.toString('utf8', start, data)}}`) as LogRecord;
-    } catch {
-      return undefined;
-    }
-    return rec.put && validEntry(rec.put) && rec.put.sha1 !== undefined ? rec.put : undefined;
+    return putEntryOfLine(line);
   }
 
   /**
@@ -81,9 +69,7 @@ export abstract class JournalSideLogs extends JournalLog {
    * the file's place and bytes; undefined for a line that is not a put of a small file's bytes.
    */
   sideRecordContent(line: Buffer): { library: string; fullpath: string; data: Buffer } | undefined {
-    const rec = parseLine(line.toString('utf8').replace(/\n$/, ''))?.rec;
-    if (!rec?.put || rec.data === undefined) return undefined;
-    return { library: rec.put.library, fullpath: rec.put.fullpath, data: Buffer.from(rec.data, 'base64') };
+    return putContentOfLine(line);
   }
 
   protected newSideLogPath(): string {
