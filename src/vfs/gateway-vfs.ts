@@ -20,7 +20,7 @@ import { Connectivity, ReportingRemote, type LibraryConnectivity } from './conne
 import { SizeLimits } from './size-limits.js';
 import { PendingMarks } from './pending-marks.js';
 import { TimeOverrides } from './time-overrides.js';
-import { FileHasher, LocalVersion, Sha1Streams, WriteBack, type FollowedFile, type PendingFile, type UploadStatus } from './write-back/index.js';
+import { FileHasher, Sha1Streams, WriteBack, type FollowedFile, type PendingFile, type UploadStatus } from './write-back/index.js';
 import { ForegroundActivity } from './foreground-activity.js';
 import type { DiskFaults } from './disk-faults.js';
 import { VfsError, type Attr, type CallContext, type StatFs, type Vfs } from './types.js';
@@ -829,12 +829,7 @@ export class GatewayVfs implements Vfs {
     const { id, path: spool } = this.writeBack.scratchSpool();
     try {
       if (!(await this.writeBack.copyCurrent(from.name, fromPath, spool))) {
-        const tmp = new LocalVersion(id, spool, to.name, toPath, src, {
-          baseSize: src.size, openBase: (start, end) => from.remote.openRange(fromPath, start, end, { ...this.call(ctx), contentHash: src.contentHash }),
-        });
-        await tmp.fillAll();
-        await tmp.sync();
-        await tmp.closeSpool();
+        await this.writeBack.fillScratch(id, spool, to.name, toPath, src, (start, end) => from.remote.openRange(fromPath, start, end, { ...this.call(ctx), contentHash: src.contentHash }));
       }
       const { sha1, size } = await this.hasher.hash(spool);
       // Bytes as the service takes them (all at once when it has the content already).

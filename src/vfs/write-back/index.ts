@@ -5,7 +5,6 @@
  * through this file (eslint.config.js). write-back.ts maps its files and writes its lock order.
  */
 export { WriteBack, type FollowedFile, type WriteBackHost, type WriteBackOptions, type WriteBackStatus } from './write-back.js';
-export { LocalVersion } from './local-version.js';
 export { FileHasher } from './file-hasher.js';
 export { Sha1Streams } from './sha1-streams.js';
 export type { PendingFile, UploadStatus } from './upload-queue.js';

@@ -50,7 +50,7 @@ import { createReadStream } from 'node:fs';
 import { copyFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { fsErrorOf } from '../fs-errors.js';
-import { LocalVersion } from './local-version.js';
+import { LocalVersion, type BaseOpener } from './local-version.js';
 import { parentOf, type RemoteEntry } from '../remote.js';
 import { VfsError, type Attr, type CallContext } from '../types.js';
 import type { LeasedHandle, LeaseOpenFlags } from '../engine-lease.js';
@@ -415,6 +415,17 @@ export class WriteBack extends WriteBackFolders {
   scratchSpool(): { id: string; path: string } {
     const id = this.journal.newId();
     return { id, path: this.journal.spoolPath(id) };
+  }
+
+  /**
+   * Fills scratch spool `spool` (scratchSpool) with the whole of service version `base`, read with
+   * `openBase`, durable and closed: a copy's source, never a version of a path (nothing journals it).
+   */
+  async fillScratch(id: string, spool: string, library: string, fullpath: string, base: RemoteEntry, openBase: BaseOpener): Promise<void> {
+    const tmp = new LocalVersion(id, spool, library, fullpath, base, { baseSize: base.size, openBase });
+    await tmp.fillAll();
+    await tmp.sync();
+    await tmp.closeSpool();
   }
 
   async discardScratch(id: string): Promise<void> {
