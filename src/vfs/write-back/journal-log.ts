@@ -76,8 +76,6 @@ export abstract class JournalLog extends JournalSpools {
     }
   }
 
-  // ---- side logs -------------------------------------------------------------------------------------
-
   /** Rewrites of the log (compactions) so far (for tests and figures). */
   get logRewrites(): number {
     return this.rewrites;

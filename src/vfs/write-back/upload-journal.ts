@@ -205,6 +205,4 @@ export class UploadJournal extends JournalSideLogs implements SideJournal {
     }
     return [...found.values()].map((f) => f.entry).sort((a, b) => orderOf(a) - orderOf(b));
   }
-
-  // ---- the log -----------------------------------------------------------------------------------------
 }

@@ -58,7 +58,6 @@ import { entryOf, gatewayPath, isEmpty, keyOf, type PathSlot, type WriteBackStat
 import { WriteBackFolders } from './pending-folders.js';
 import { FollowedFile, SessionHandle, VersionReadHandle } from './handles.js';
 
-
 export type { FollowedFile } from './handles.js';
 export type { WriteBackHost, WriteBackOptions, WriteBackStatus } from './slots.js';
 
@@ -409,7 +408,7 @@ export class WriteBack extends WriteBackFolders {
     await this.journal.close();
   }
 
-  // ---- internals: sessions and handles ---------------------------------------------------------------------
+  // ---- scratch spools, attributes, durability ---------------------------------------------------------------
 
   /** A spool file for a copy through the gateway (removed at the next start if left behind). */
   scratchSpool(): { id: string; path: string } {
