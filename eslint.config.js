@@ -10,7 +10,8 @@ const ZONES = {
   shared: [{ to: 'shared' }],
   service: [{ to: 'service' }, { to: 'shared' }],
   webdav: [{ to: 'webdav' }, { to: 'shared' }, { to: 'vfs', only: ['vfs/types.ts'] }],
-  fuse: [{ to: 'fuse' }, { to: 'shared' }, { to: 'vfs', only: ['vfs/types.ts'] }],
+  // The FUSE front end, lessee of the engine lease (vfs/engine-lease.ts) besides the Vfs contract.
+  fuse: [{ to: 'fuse' }, { to: 'shared' }, { to: 'vfs', only: ['vfs/types.ts', 'vfs/engine-lease.ts'] }],
   api: [{ to: 'api' }, { to: 'shared' }],
   vfs: [{ to: 'vfs' }, { to: 'shared' }],
   // The service-backed Remote adapter: it implements the Vfs's Remote over the client.
@@ -22,6 +23,15 @@ const ZONES = {
   // The command: anything.
   cli: ['cli', 'gateway', 'shared', 'api', 'vfs', 'remote', 'service', 'webdav', 'fuse', 'control'].map((to) => ({ to })),
 };
+
+/**
+ * The engine lease: what the write-back lends the FUSE engine. Only the Vfs that grants it and its lessee
+ * import it, whatever their zones allow: webdav/, control/ and the rest stay on the protocol-neutral contract.
+ */
+const LEASE = { file: 'vfs/engine-lease.ts', lessees: ['vfs', 'fuse'] };
+
+/** The write-back, one owner of local durable state: the rest of src/ reaches it only through its entry. */
+const PACKAGE_ENTRY = { folder: 'vfs/write-back', entry: 'vfs/write-back/index.ts' };
 
 /** Test folders and the test folders they may not import from (a unit test stands on its own). */
 const TEST_LAYERS = { unit: ['e2e'], integration: ['e2e'], support: ['e2e'] };
@@ -67,6 +77,11 @@ const house = {
           const folder = target.split('/')[0];
           const ok = zone.some((z) => z.to === folder && (!z.from || z.from.includes(file)) && (!z.only || z.only.includes(target)));
           if (!ok) context.report({ node, message: `src/${file.split('/')[0]}/ may not import src/${target} (import zones: docs/architecture.md)` });
+          else if (target === LEASE.file && !LEASE.lessees.includes(file.split('/')[0])) {
+            context.report({ node, message: `src/${file.split('/')[0]}/ may not import src/${LEASE.file}: only the engine's lessee (src/fuse/) uses the lease (docs/architecture.md)` });
+          } else if (target.startsWith(`${PACKAGE_ENTRY.folder}/`) && !file.startsWith(`${PACKAGE_ENTRY.folder}/`) && target !== PACKAGE_ENTRY.entry) {
+            context.report({ node, message: `src/${target} is inside the write-back: import src/${PACKAGE_ENTRY.entry} (docs/architecture.md)` });
+          }
         };
         return {
           ImportDeclaration: (node) => check(node, node.source.value),

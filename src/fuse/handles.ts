@@ -2,12 +2,12 @@
  * HandleTable: the numbers the kernel knows open files by (`fh`), each bound to one Vfs FileHandle.
  * Keyed by number, never by path: a rename of an open file keeps its handle.
  */
-import type { FileHandle } from '../vfs/types.js';
+import type { LeasedHandle } from '../vfs/engine-lease.js';
 import { FuseOpError } from './errno.js';
 
 export interface OpenFile {
   readonly fh: number;
-  readonly handle: FileHandle;
+  readonly handle: LeasedHandle;
   readonly writable: boolean;
 }
 
@@ -27,7 +27,7 @@ export class HandleTable {
   }
 
   /** Binds `handle` to a free number, or to `given` (numbered by the engine, above FH_MAX: EBADF if taken). */
-  add(handle: FileHandle, writable: boolean, given?: number): OpenFile {
+  add(handle: LeasedHandle, writable: boolean, given?: number): OpenFile {
     let fh: number;
     if (given !== undefined) {
       if (!(Number.isSafeInteger(given) && given > FH_MAX) || this.open.has(given)) throw new FuseOpError('EBADF', `handle ${given} is taken or not the engine's`);

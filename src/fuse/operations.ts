@@ -6,7 +6,8 @@
  * exactly once and within its deadline.
  */
 import type { Logger } from 'pino';
-import type { Attr, CallContext, ClosedCreate, EngineClose, FileHandle, LocalRange, OpenFlags, SideJournal, Vfs } from '../vfs/types.js';
+import type { Attr, CallContext, FileHandle, OpenFlags, Vfs } from '../vfs/types.js';
+import type { ClosedCreate, EngineClose, LeasedHandle, LocalRange, SideJournal } from '../vfs/engine-lease.js';
 import { Errno, FuseOpError } from './errno.js';
 import { HandleTable, type OpenFile } from './handles.js';
 import { InFlightCounter, replyWithin, type NativeCallback, type OperationResult, type OperationScope } from './reply.js';
@@ -308,7 +309,7 @@ export class FuseOperations {
     this.mutate('create', path, 'durableMs', cb, async (scope, ctx) => {
       checkNewName(path);
       const open = toOpenFlags(flags);
-      const result = await this.openFile(path, { read: true, write: true, create: true, exclusive: (flags & O_EXCL) !== 0, truncate: open.truncate, journalId }, ctx, scope, fh);
+      const result = await this.openFile(path, { read: true, write: true, create: true, exclusive: (flags & O_EXCL) !== 0, truncate: open.truncate }, ctx, scope, fh, journalId);
       this.keepCreatedMode(path, false, mode);
       return result;
     });
@@ -316,13 +317,13 @@ export class FuseOperations {
 
   /**
    * New files the engine created, had the kernel write and closed by itself, told at once
-   * (Vfs.createClosed), each with the mode it was created with: answers [0, made], `made[i]` true once
+   * (EngineLease.createClosed), each with the mode it was created with: answers [0, made], `made[i]` true once
    * file i is made closed, false when the three steps (createWithFlags, flush, release) have to make it.
    */
   createClosed(files: readonly (ClosedCreate & { mode: number })[], cb: NativeCallback): void {
     this.mutate('create', files[0]?.path ?? '/', 'durableMs', cb, async (_scope, ctx) => {
       const named = files.filter((f) => validNewName(f.path));
-      const took = named.length > 0 ? ((await this.vfs.createClosed?.(named, ctx)) ?? []) : [];
+      const took = named.length > 0 ? ((await this.vfs.engineLease?.createClosed(named, ctx)) ?? []) : [];
       const made = new Set(named.filter((_f, i) => took[i] === true));
       for (const f of made) this.keepCreatedMode(f.path, false, f.mode);
       return [0, files.map((f) => made.has(f))];
@@ -335,7 +336,7 @@ export class FuseOperations {
     this.requested.set(path, { mode: mode & 0o7777 }, { mode: permissionBits(isDir, this.own), uid: this.own.uid, gid: this.own.gid });
   }
 
-  /** Where the bytes of a read of handle `fh` are in a local file right now (FileHandle.localRange), if they are. */
+  /** Where the bytes of a read of handle `fh` are in a local file right now (LeasedHandle.localRange), if they are. */
   localRange(fh: number, position: number, length: number): LocalRange | undefined {
     try {
       return this.handles.get(fh).handle.localRange?.(position, length);
@@ -356,15 +357,15 @@ export class FuseOperations {
     });
   }
 
-  /** The journal the engine writes the records of closes it answers to (Vfs.sideJournal); undefined on a read-only mount. */
+  /** The journal the engine writes the records of closes it answers to (EngineLease.sideJournal); undefined on a read-only mount. */
   sideJournal(): SideJournal | undefined {
-    return this.own.readOnly ? undefined : this.vfs.sideJournal?.();
+    return this.own.readOnly ? undefined : this.vfs.engineLease?.sideJournal();
   }
 
-  /** Where folder `path` is in the Vfs when the engine may answer closes there (Vfs.answeredClosesIn). */
+  /** Where folder `path` is in the Vfs when the engine may answer closes there (EngineLease.answeredClosesIn). */
   answeredClosesIn(path: string): { library: string; fullpath: string } | undefined {
     try {
-      return this.vfs.answeredClosesIn?.(path);
+      return this.vfs.engineLease?.answeredClosesIn(path);
     } catch {
       return undefined;
     }
@@ -372,11 +373,11 @@ export class FuseOperations {
 
   /**
    * Names a lookup finds in folder `path` though its listing (`listed`) does not show them; undefined when
-   * the folder's lookups must all be asked (Vfs.unlistedNames).
+   * the folder's lookups must all be asked (EngineLease.unlistedNames).
    */
   unlistedNames(path: string, listed: readonly string[]): string[] | undefined {
     try {
-      return this.vfs.unlistedNames ? this.vfs.unlistedNames(path, listed) : [];
+      return this.vfs.engineLease ? this.vfs.engineLease.unlistedNames(path, listed) : [];
     } catch {
       return undefined;
     }
@@ -385,7 +386,7 @@ export class FuseOperations {
   /** Every name in folder `path` when the Vfs knows them without asking the service (at most `max`); undefined otherwise. */
   cachedNames(path: string, max: number): string[] | undefined {
     try {
-      return this.vfs.cachedNames?.(path, max);
+      return this.vfs.engineLease?.cachedNames(path, max);
     } catch {
       return undefined;
     }
@@ -411,9 +412,11 @@ export class FuseOperations {
     this.run('write', path, 'dataMs', cb, async () => this.writableFile(fh).handle.write(pos, data));
   }
 
-  private async openFile(path: string, flags: OpenFlags, ctx: CallContext, scope: OperationScope, fh?: number): Promise<OperationResult> {
+  /** Opens through the engine lease when the Vfs offers one (the handle then has the engine's members). */
+  private async openFile(path: string, flags: OpenFlags, ctx: CallContext, scope: OperationScope, fh?: number, journalId?: string): Promise<OperationResult> {
     if (this.own.readOnly && (flags.write || flags.create || flags.truncate)) throw new FuseOpError('EROFS', 'read-only mount');
-    const handle = await this.vfs.open(path, flags, ctx);
+    const lease = this.vfs.engineLease;
+    const handle: LeasedHandle = lease ? await lease.open(path, flags, ctx, { journalId }) : await this.vfs.open(path, flags, ctx);
     if (!scope.live()) {
       // The kernel was already told the open failed: nobody will ever release this handle.
       handle.release().catch((err: unknown) => this.logger.warn({ path, err: String(err) }, 'fuse: releasing a handle opened too late failed'));

@@ -31,7 +31,7 @@ import { createVfs, type CreateVfsOptions } from '../vfs/index.js';
 import { VfsError } from '../vfs/types.js';
 import type { Remote } from '../vfs/remote.js';
 import { UserTokenRemote } from '../remote/user-token-remote.js';
-import { UploadJournal, type JournalEntry } from '../vfs/write-back/upload-journal.js';
+import { UploadJournal, type JournalEntry } from '../vfs/write-back/index.js';
 import { LibraryRemote } from '../remote/library-remote.js';
 
 /** A library the gateway serves: its folder name, id on the service, its feed and its library authorization. */

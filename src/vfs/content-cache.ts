@@ -15,7 +15,7 @@ import { constants } from 'node:fs';
 import { writeFileAtomic } from '../shared/atomic-file.js';
 import type { Logger } from '../shared/log.js';
 import { addRange, covers, rangeBytes, skipBytes, type ByteRange } from './byte-ranges.js';
-import type { LocalRange } from './types.js';
+import type { LocalRange } from './engine-lease.js';
 import { systemClock, type Clock } from './clock.js';
 
 export interface ContentCacheOptions {

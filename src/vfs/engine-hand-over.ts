@@ -9,8 +9,9 @@ import type { NamespaceLookups } from './namespace-lookups.js';
 import { parentOf } from './remote.js';
 import type { LibraryFolders } from './library-folders.js';
 import type { UnlinkedWhileRead } from './unlinked-while-read.js';
-import type { WriteBack } from './write-back/write-back.js';
-import type { CallContext, ClosedCreate, EngineClose, SideJournal } from './types.js';
+import type { WriteBack } from './write-back/index.js';
+import type { CallContext } from './types.js';
+import type { ClosedCreate, EngineClose, SideJournal } from './engine-lease.js';
 
 export interface EngineHandOverOptions {
   libs: LibraryFolders;

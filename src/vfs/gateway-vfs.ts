@@ -9,15 +9,12 @@
  * own changes). Everything written is handed to the WriteBack, the one owner of local versions, their
  * journal and their uploads. What is and is not POSIX here is written down in docs/semantics.md.
  */
-import type { Conflict } from './write-back/conflicts.js';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import type { Logger } from '../shared/log.js';
 import { BlockCache } from './block-cache.js';
 import { ContentCache } from './content-cache.js';
-import { FileHasher } from './write-back/file-hasher.js';
-import { Sha1Streams } from './write-back/sha1-streams.js';
 import { gatewayPathOf, parseGatewayPath } from './gateway-path.js';
 import { MetadataCache } from './metadata-cache.js';
 import { ReadAheadBudget } from './range-reader.js';
@@ -26,15 +23,14 @@ import type { UpdatesFeedStatus } from './updates-feed.js';
 import { Connectivity, type LibraryConnectivity } from './connectivity.js';
 import { SizeLimits } from './size-limits.js';
 import { PendingMarks } from './pending-marks.js';
-import type { PendingFile, UploadStatus } from './write-back/upload-queue.js';
 import { TimeOverrides } from './time-overrides.js';
-import { WriteBack } from './write-back/write-back.js';
-import type { ClosedCreate, SideJournal } from './types.js';
+import { FileHasher, Sha1Streams, WriteBack, type Conflict, type PendingFile, type UploadStatus } from './write-back/index.js';
 import { ForegroundActivity } from './foreground-activity.js';
 import { VERSIONS_FOLDER, VersionsView } from './versions-view.js';
 import { FileStates } from './file-state.js';
 import { isOfficeLockName, isOfficeLockPath, OfficeLockFiles } from './office-lock-files.js';
-import { VfsError, type Attr, type CallContext, type FileHandle, type OpenFlags, type StatFs, type Vfs } from './types.js';
+import { VfsError, type Attr, type CallContext, type StatFs, type Vfs } from './types.js';
+import type { ClosedCreate, EngineLease, LeasedHandle, LeaseOpenFlags, SideJournal } from './engine-lease.js';
 import type { ResolvedLibrary } from './library-set.js';
 import type { GatewayVfsOptions } from './gateway-vfs-options.js';
 import { remoteCall, LibraryFolders, type Library, type LibraryTarget, type Target } from './library-folders.js';
@@ -292,7 +288,7 @@ export class GatewayVfs implements Vfs {
 
   // ---- reads and writes -----------------------------------------------------------------------------------
 
-  async open(path: string, flags: OpenFlags, ctx?: CallContext): Promise<FileHandle> {
+  async open(path: string, flags: LeaseOpenFlags, ctx?: CallContext): Promise<LeasedHandle> {
     const view = await this.versions.at(path, ctx);
     if (view) return this.versions.open(view, flags, ctx);
     const t = this.target(path);
@@ -723,6 +719,17 @@ export class GatewayVfs implements Vfs {
   sideJournal(): SideJournal | undefined {
     return this.engine.sideJournal();
   }
+
+  // ---- the engine lease (engine-lease.ts): what the write-back lends the FUSE engine ------------------------
+
+  readonly engineLease: EngineLease = {
+    open: (path, flags, ctx, opts) => this.open(path, opts?.journalId === undefined ? flags : { ...flags, journalId: opts.journalId }, ctx),
+    cachedNames: (path, max) => this.cachedNames(path, max),
+    unlistedNames: (path, listed) => this.unlistedNames(path, listed),
+    sideJournal: () => this.sideJournal(),
+    answeredClosesIn: (path) => this.answeredClosesIn(path),
+    createClosed: (files, ctx) => this.createClosed(files, ctx),
+  };
 
   async createClosed(files: readonly ClosedCreate[], ctx?: CallContext): Promise<boolean[]> {
     // Lock files the engine closed stay on the gateway: taken from their records, never journaled.

@@ -8,7 +8,7 @@ import type { MetadataCache } from './metadata-cache.js';
 import { parentOf, type RemoteEntry } from './remote.js';
 import type { Connectivity } from './connectivity.js';
 import type { TimeOverrides } from './time-overrides.js';
-import type { WriteBack } from './write-back/write-back.js';
+import type { WriteBack } from './write-back/index.js';
 import { remoteCall, type Library } from './library-folders.js';
 import type { UnlinkedWhileRead } from './unlinked-while-read.js';
 import { VfsError, type Attr, type CallContext } from './types.js';

@@ -26,7 +26,8 @@ import { pipeline } from 'node:stream/promises';
 import { Writable } from 'node:stream';
 import { writeFileAtomic } from '../shared/atomic-file.js';
 import type { Logger } from '../shared/log.js';
-import { VfsError, type Attr, type CallContext, type ClosedCreate, type FileHandle, type OpenFlags, type Operator, type PassthroughSpool, type SideJournal } from './types.js';
+import { VfsError, type Attr, type CallContext, type FileHandle, type Operator } from './types.js';
+import type { ClosedCreate, LeaseOpenFlags as OpenFlags, PassthroughSpool, SideJournal } from './engine-lease.js';
 
 const MS_PREFIX = '~$';
 const LIBRE_PREFIX = '.~lock.';

@@ -17,7 +17,8 @@ import type { BlockCache } from './block-cache.js';
 import type { ContentCache } from './content-cache.js';
 import type { Remote, RemoteCallOptions } from './remote.js';
 import { skipBytes } from './byte-ranges.js';
-import { VfsError, type LocalRange } from './types.js';
+import { VfsError } from './types.js';
+import type { LocalRange } from './engine-lease.js';
 
 export interface RangeReaderOptions {
   remote: Remote;
@@ -255,7 +256,7 @@ export class RangeReader {
   /**
    * Where the bytes of a read of `[position, position + length)` are in a local file right now (the
    * content cache on disk), clipped to the file's size, when all of them are there and no read of this
-   * reader is under way (reads keep their order); the read then counts as one (FileHandle.localRange).
+   * reader is under way (reads keep their order); the read then counts as one (LeasedHandle.localRange).
    * Undefined whenever `read` has to answer.
    */
   localRange(position: number, length: number): LocalRange | undefined {

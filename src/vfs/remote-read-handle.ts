@@ -3,8 +3,9 @@
  * once the file is changed through the gateway it reads the local version.
  */
 import type { RangeReader } from './range-reader.js';
-import type { FollowedFile } from './write-back/write-back.js';
-import { VfsError, type Attr, type CallContext, type FileHandle, type LocalRange } from './types.js';
+import type { FollowedFile } from './write-back/index.js';
+import { VfsError, type Attr, type CallContext } from './types.js';
+import type { LeasedHandle as FileHandle, LocalRange } from './engine-lease.js';
 
 export class RemoteReadHandle implements FileHandle {
   private releasedOnce = false;

@@ -12,7 +12,7 @@ import { parentOf, type RemoteEntry } from './remote.js';
 import { RemoteReadHandle } from './remote-read-handle.js';
 import { remoteCall, type Library } from './library-folders.js';
 import type { UnlinkedWhileRead } from './unlinked-while-read.js';
-import type { WriteBack } from './write-back/write-back.js';
+import type { WriteBack } from './write-back/index.js';
 import { VfsError, type Attr, type CallContext, type FileHandle } from './types.js';
 
 /** Files after the one opened whose reads are prepared when a folder is read file after file. */

@@ -9,7 +9,8 @@
  * kernel's writeback cache, passthrough) are checked when the write-back seals the version (its
  * `sizeCheck`): the close or fsync fails with the error, and the version with it.
  */
-import type { CallContext, FileHandle } from './types.js';
+import type { CallContext } from './types.js';
+import type { LeasedHandle } from './engine-lease.js';
 import { VfsError } from './types.js';
 
 export interface SizeLimitOptions {
@@ -36,7 +37,7 @@ export class SizeLimits {
   }
 
   /** `handle` with its writes and truncates checked first (everything else goes to it as it is). */
-  limit(handle: FileHandle, library: string, size: number, ctx?: CallContext): FileHandle {
+  limit(handle: LeasedHandle, library: string, size: number, ctx?: CallContext): LeasedHandle {
     let known = size;
     const check = (to: number, from: number): Promise<void> => this.check(handle.path, library, to, from, ctx);
     return {

@@ -3,13 +3,11 @@
  * local versions): each file through a local spool, committed to the target; and the removal of the
  * source after a move between libraries.
  */
-import type { FileHasher } from './write-back/file-hasher.js';
 import { gatewayPathOf } from './gateway-path.js';
-import { LocalVersion } from './write-back/local-version.js';
 import { joinPath } from './remote.js';
 import type { NamespaceLookups } from './namespace-lookups.js';
 import { remoteCall, type Library, type LibraryFolders } from './library-folders.js';
-import type { WriteBack } from './write-back/write-back.js';
+import type { FileHasher, WriteBack } from './write-back/index.js';
 import { VfsError, type CallContext } from './types.js';
 
 export class TreeTransfer {
@@ -30,12 +28,7 @@ export class TreeTransfer {
     const { id, path: spool } = writeBack.scratchSpool();
     try {
       if (!(await writeBack.copyCurrent(from.name, fromPath, spool))) {
-        const tmp = new LocalVersion(id, spool, to.name, toPath, src, {
-          baseSize: src.size, openBase: (start, end) => from.remote.openRange(fromPath, start, end, { ...remoteCall(ctx), contentHash: src.contentHash }),
-        });
-        await tmp.fillAll();
-        await tmp.sync();
-        await tmp.closeSpool();
+        await writeBack.fillScratch(id, spool, to.name, toPath, src, (start, end) => from.remote.openRange(fromPath, start, end, { ...remoteCall(ctx), contentHash: src.contentHash }));
       }
       const { sha1, size } = await hasher.hash(spool);
       // Bytes as the service takes them (all at once when it has the content already).

@@ -29,6 +29,18 @@ describe('import zones and test layers', { timeout: 60_000 }, () => {
     expect(await messages('src/gateway/zone-probe.ts', "export const load = () => import('../service/index.js');\n")).toEqual([]);
   });
 
+  it('only the FUSE front end and the Vfs import the engine lease; the write-back only through its entry', async () => {
+    const lease = "import type { EngineLease } from '../vfs/engine-lease.js';\nexport type X = EngineLease;\n";
+    expect(await messages('src/webdav/zone-probe.ts', lease)).toEqual(['src/webdav/ may not import src/vfs/engine-lease.ts (import zones: docs/architecture.md)']);
+    expect(await messages('src/control/zone-probe.ts', lease)).toEqual(['src/control/ may not import src/vfs/engine-lease.ts (import zones: docs/architecture.md)']);
+    expect(await messages('src/gateway/zone-probe.ts', lease))
+      .toEqual(["src/gateway/ may not import src/vfs/engine-lease.ts: only the engine's lessee (src/fuse/) uses the lease (docs/architecture.md)"]);
+    expect(await messages('src/fuse/zone-probe.ts', lease)).toEqual([]);
+    expect(await messages('src/vfs/zone-probe.ts', "import { WriteBack } from './write-back/write-back.js';\nexport const x = WriteBack;\n"))
+      .toEqual(['src/vfs/write-back/write-back.ts is inside the write-back: import src/vfs/write-back/index.ts (docs/architecture.md)']);
+    expect(await messages('src/vfs/zone-probe.ts', "import { WriteBack } from './write-back/index.js';\nexport const x = WriteBack;\n")).toEqual([]);
+  });
+
   it('a folder of src/ without a zone, and an import with a computed specifier, fail', async () => {
     expect(await messages('src/newfolder/zone-probe.ts', 'export const x = 1;\n'))
       .toEqual(['src/newfolder/ has no import zone (eslint.config.js, docs/architecture.md)']);

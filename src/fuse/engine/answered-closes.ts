@@ -5,7 +5,7 @@
  * engine moves to a new side log, and when every record written to the earlier ones is settled (applied
  * by the Vfs, or kept), so that those logs may go.
  */
-import type { SideLogWriter } from '../../vfs/types.js';
+import type { SideLogWriter } from '../../vfs/engine-lease.js';
 
 /** While waiting for records to be settled, the queued ones are taken this often (they travel quietly). */
 const PULL_MS = 20;

@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import type { DirectWritesDone } from '../../vfs/types.js';
+import type { DirectWritesDone } from '../../vfs/engine-lease.js';
 
 /** Request kinds, as numbered by the native part. */
 export const Op = {

@@ -18,7 +18,7 @@ import type { InodeNode, InodeTable } from './inode-table.js';
 import { AnsweredCloses } from './answered-closes.js';
 import type { DirectWriteCounters, LiveInode } from './lowlevel-mount.js';
 import { answerOf, type PathOperations } from './path-operations.js';
-import type { PassthroughSpool, SideJournal } from '../../vfs/types.js';
+import type { PassthroughSpool, SideJournal } from '../../vfs/engine-lease.js';
 
 /** What the replay needs of the mount: its tables, and the steps of dispatch a record goes through too. */
 export interface RecordsMount {
@@ -353,7 +353,7 @@ export class EngineRecords {
 
   /**
    * Files the engine created, the kernel wrote and the engine closed, all before JavaScript saw any of
-   * them: made in the Vfs as closed (Vfs.createClosed, all in one call); for each made, the handle and the
+   * them: made in the Vfs as closed (EngineLease.createClosed, all in one call); for each made, the handle and the
    * backing file are done with, as at a release. For each, false when the Vfs leaves it to the three steps.
    */
   private async madeClosed(files: readonly BoundCreate[]): Promise<boolean[]> {

@@ -14,7 +14,7 @@ import { Op, type AnsweredCounts, type Fuse3Binding, type KernelRequest, type Na
 import { InodeTable, ROOT_INO, type InodeNode } from './inode-table.js';
 import { EngineRecords } from './engine-records.js';
 import { answerOf, type PathOperations } from './path-operations.js';
-import type { DirectSpool, FileHandle } from '../../vfs/types.js';
+import type { DirectSpool, LeasedHandle } from '../../vfs/engine-lease.js';
 
 export interface LowLevelMountOptions {
   binding: Fuse3Binding;
@@ -36,12 +36,12 @@ export interface DirectWriteCounters {
   directWrites: number;
   /** Attachments that ended with the SHA-1 of the whole content computed by the engine. */
   hashedByEngine: number;
-  /** Reads answered from a local file's descriptor by the engine (FileHandle.localRange). */
+  /** Reads answered from a local file's descriptor by the engine (LeasedHandle.localRange). */
   fdReads: number;
   /** Files handed to the kernel (passthrough: it read and wrote their spools itself), and the opens answered with a backing file. */
   passthroughFiles: number;
   passthroughOpens: number;
-  /** Of those, files the engine created, had written and closed before JavaScript saw them, made closed in one step (Vfs.createClosed). */
+  /** Of those, files the engine created, had written and closed before JavaScript saw them, made closed in one step (EngineLease.createClosed). */
   madeClosed: number;
   /** Times the engine started the writeback to disk of spool bytes it wrote and hashed. */
   spoolWritebacks: number;
@@ -661,7 +661,7 @@ export class LowLevelMount {
   /**
    * Passthrough (docs/fuse.md): the backing file an open of `node` is answered with, 0 for none. An inode
    * already handed to the kernel: its backing file, whatever the open. Otherwise only a write open that
-   * is the inode's only open handle, when its version can be handed over (FileHandle.passthrough).
+   * is the inode's only open handle, when its version can be handed over (LeasedHandle.passthrough).
    */
   private async backingFor(node: InodeNode, fh: number, flags: number): Promise<number> {
     const se = this.session;
@@ -679,7 +679,7 @@ export class LowLevelMount {
     // Read-only, another handle open, or O_DIRECT (through a backing file it would follow the local
     // disk's alignment rules, which FUSE does not have).
     if ((flags & O_ACCMODE) === 0 || node.opens > 1 || flags & O_DIRECT) return 0;
-    let handle: FileHandle;
+    let handle: LeasedHandle;
     try {
       handle = this.operations.handles.get(fh).handle;
     } catch {

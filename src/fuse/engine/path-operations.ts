@@ -3,7 +3,7 @@
  * once through its callback), and answerOf, which awaits one.
  */
 import type { NativeCallback } from '../reply.js';
-import type { EngineClose } from '../../vfs/types.js';
+import type { EngineClose } from '../../vfs/engine-lease.js';
 
 export type Answer = [number, ...unknown[]];
 

@@ -8,7 +8,7 @@ import { fsErrorOf } from '../fs-errors.js';
 import { LocalVersion } from './local-version.js';
 import type { JournalEntry } from './upload-journal.js';
 import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
-import type { EngineClose, PassthroughSpool, SideJournal } from '../types.js';
+import type { EngineClose, PassthroughSpool, SideJournal } from '../engine-lease.js';
 import { keyOf, type WriteSession } from './slots.js';
 import { WriteBackSeals } from './seals.js';
 
@@ -16,14 +16,14 @@ import { WriteBackSeals } from './seals.js';
 export abstract class WriteBackLease extends WriteBackSeals {
   /**
    * The journal, for a front end that answers a new small file's close once it has written the file's
-   * record itself (Vfs.sideJournal); undefined with durability "close" (every close waits for its fsync).
+   * record itself (EngineLease.sideJournal); undefined with durability "close" (every close waits for its fsync).
    */
   sideJournal(): SideJournal | undefined {
     return this.syncOnClose || this.closed ? undefined : this.journal;
   }
 
   /**
-   * New files a front end created, had written and closed by itself (Vfs.createClosed): each version is
+   * New files a front end created, had written and closed by itself (EngineLease.createClosed): each version is
    * installed closed at its path, sealed as its record says, journaled with a put line written from the
    * record (see `journalVersion` with `closed`), and queued for upload after the write-back delay. The records
    * of all of them go to the log in one write. For each, true once made; false, with nothing changed for
@@ -94,7 +94,7 @@ export abstract class WriteBackLease extends WriteBackSeals {
     return { v, entry, data: record.data };
   }
 
-  /** The kernel is done with `v`'s spool (FileHandle.passthrough): a change it made after the last close is journaled, then the upload may go. */
+  /** The kernel is done with `v`'s spool (LeasedHandle.passthrough): a change it made after the last close is journaled, then the upload may go. */
   protected passthroughEnded(s: WriteSession, v: LocalVersion): void {
     v.passthroughEnd();
     const due = v.liveChanged && v.state !== 'writing' && !v.superseded && !v.deleted;
@@ -102,7 +102,7 @@ export abstract class WriteBackLease extends WriteBackSeals {
     written.then(() => this.schedule(s.slot), (err: unknown) => this.opts.logger.error({ path: v.fullpath, err: String(err) }, 'write-back: journaling a file the kernel changed after its close failed'));
   }
 
-  /** See FileHandle.passthrough (`adopt`: FileHandle.adoptSpool): `s`'s version handed to the kernel. */
+  /** See LeasedHandle.passthrough (`adopt`: LeasedHandle.adoptSpool): `s`'s version handed to the kernel. */
   async passthrough(s: WriteSession, opts: { adopt?: boolean } = {}): Promise<PassthroughSpool | undefined> {
     const v = s.version;
     if (!v.mutable || s.writers !== 1 || s.deleted || s.cloning) return undefined;

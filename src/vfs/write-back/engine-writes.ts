@@ -6,7 +6,9 @@
  */
 import { closeSync, constants, fstatSync, openSync, readSync, statfsSync } from 'node:fs';
 import { INLINE_MAX_BYTES } from './upload-journal.js';
-import { KERNEL_WRITE_MIN_FREE_BYTES, VfsError, type DirectSpool } from '../types.js';
+import { VfsError } from '../types.js';
+import { KERNEL_WRITE_MIN_FREE_BYTES } from '../engine-lease.js';
+import type { DirectSpool } from '../engine-lease.js';
 import type { LocalVersion } from './local-version.js';
 import { VersionSpool, type DirectAttachment } from './version-spool.js';
 
@@ -113,7 +115,7 @@ export abstract class VersionEngineWrites extends VersionSpool {
 
   /**
    * A new file held in memory, still empty, whose spool a front end made and had the kernel write
-   * (FileHandle.adoptSpool): that spool becomes this version's, taken as it is, and the version is
+   * (LeasedHandle.adoptSpool): that spool becomes this version's, taken as it is, and the version is
    * handed to the kernel (see passthroughBegin). Undefined when the version is not such a file.
    */
   async adoptSpool(): Promise<number | undefined> {

@@ -3,13 +3,14 @@
  * (VersionReadHandle), and a reader that follows a file across its versions (FollowedFile).
  */
 import { LocalVersion } from './local-version.js';
-import { VfsError, type Attr, type CallContext, type DirectSpool, type EngineClose, type FileHandle, type LocalRange, type PassthroughSpool } from '../types.js';
+import { VfsError, type Attr, type CallContext } from '../types.js';
+import type { DirectSpool, EngineClose, LocalRange, PassthroughSpool, LeasedHandle } from '../engine-lease.js';
 import type { PathSlot, WriteSession } from './slots.js';
 import type { WriteBack } from './write-back.js';
 
 
 /** A handle of a write session: reads and writes go to the session's version. */
-export class SessionHandle implements FileHandle {
+export class SessionHandle implements LeasedHandle {
   private releasedOnce = false;
 
   constructor(readonly path: string, private readonly s: WriteSession, private readonly mode: { write: boolean; append: boolean }, private readonly wb: WriteBack) {}
@@ -170,7 +171,7 @@ export class FollowedFile {
 }
 
 /** A read-only handle on a local version, following the file (FollowedFile). */
-export class VersionReadHandle implements FileHandle {
+export class VersionReadHandle implements LeasedHandle {
   private releasedOnce = false;
 
   constructor(readonly path: string, private readonly file: FollowedFile) {}

@@ -8,7 +8,6 @@ import { spoolMatches } from './spool-verification.js';
 import { folderEntry, keyOf } from './slots.js';
 import { WriteBackLease } from './engine-handover.js';
 
-
 export abstract class WriteBackReplay extends WriteBackLease {
   /** Deletes and folders of a library waiting for the service (WriteBackFolders). */
   protected abstract performDeletes(library: string): Promise<void>;
@@ -101,8 +100,4 @@ export abstract class WriteBackReplay extends WriteBackLease {
     this.schedule(slot);
     return true;
   }
-
-  // ---- what the namespace asks ---------------------------------------------------------------------------
-
-  // ---- folders made offline -------------------------------------------------------------------------------
 }

@@ -10,7 +10,8 @@ import type { RemoteEntry } from '../remote.js';
 import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
 import { INLINE_MAX_BYTES, orderOf, type JournalEntry } from './upload-journal.js';
 import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
-import { VfsError, type CallContext, type EngineClose } from '../types.js';
+import { VfsError, type CallContext } from '../types.js';
+import type { EngineClose } from '../engine-lease.js';
 import { WriteBackSlots, keyOf, type PathSlot, type WriteSession } from './slots.js';
 
 
@@ -93,7 +94,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
    * A flush, fsync or close of a write handle: what the session holds becomes a journaled version (nothing
    * to do when unchanged since). `fsync`: durable against power loss before this resolves, and queued for
    * upload now even while other writers have it open; else durable against a crash of the gateway (the
-   * group commit follows), unless the durability mode is `close`. `closed`: see FileHandle.flush.
+   * group commit follows), unless the durability mode is `close`. `closed`: see LeasedHandle.flush.
    */
   async persist(s: WriteSession, opts: { fsync: boolean; closed?: EngineClose }): Promise<void> {
     if (s.cloning) await s.cloning.catch(() => undefined);

@@ -36,7 +36,8 @@ import { mkdir, open, readdir, readFile, rename, rm, truncate, writeFile, type F
 import { createInterface } from 'node:readline';
 import { basename, join } from 'node:path';
 import { hash, randomBytes } from 'node:crypto';
-import type { Operator, SideJournal, SideLogWriter } from '../types.js';
+import type { Operator } from '../types.js';
+import type { SideJournal, SideLogWriter } from '../engine-lease.js';
 import { closeRecordEntry, decodeCloseRecord, readCloseRecords } from './engine-close-record.js';
 
 import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../../shared/atomic-file.js';

@@ -13,7 +13,8 @@ import type { DiskFaults } from '../disk-faults.js';
 import type { RemoteEntry } from '../remote.js';
 import { addRange, gaps, type ByteRange } from '../byte-ranges.js';
 import type { Sha1Stream } from './sha1-streams.js';
-import { VfsError, type DirectWritesDone, type LocalRange, type Operator } from '../types.js';
+import { VfsError, type Operator } from '../types.js';
+import type { DirectWritesDone, LocalRange } from '../engine-lease.js';
 import type { LocalVersion } from './local-version.js';
 
 
@@ -233,7 +234,7 @@ export abstract class VersionSpool {
   }
 
   /**
-   * Where a read of [position, position + length) finds its bytes in the spool right now (FileHandle.
+   * Where a read of [position, position + length) finds its bytes in the spool right now (LeasedHandle.
    * localRange): clipped to the file's size, when they are all there as they are: not while the file is
    * held in memory, while anything of the spool is under way or waiting (`exclusive`), while base bytes
    * of the range are still to be fetched, past the spool's known length (a read would stop short), or

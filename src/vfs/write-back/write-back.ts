@@ -51,13 +51,13 @@ import { createReadStream } from 'node:fs';
 import { copyFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { fsErrorOf } from '../fs-errors.js';
-import { LocalVersion } from './local-version.js';
+import { LocalVersion, type BaseOpener } from './local-version.js';
 import { parentOf, type RemoteEntry } from '../remote.js';
-import { VfsError, type Attr, type CallContext, type FileHandle, type OpenFlags } from '../types.js';
+import { VfsError, type Attr, type CallContext } from '../types.js';
+import type { LeasedHandle, LeaseOpenFlags } from '../engine-lease.js';
 import { entryOf, gatewayPath, isEmpty, keyOf, type PathSlot, type WriteBackStatus } from './slots.js';
 import { WriteBackFolders } from './pending-folders.js';
 import { FollowedFile, SessionHandle, VersionReadHandle } from './handles.js';
-
 
 export type { FollowedFile } from './handles.js';
 export type { WriteBackHost, WriteBackOptions, WriteBackStatus } from './slots.js';
@@ -125,7 +125,7 @@ export class WriteBack extends WriteBackFolders {
    * service's `base`, or empty). `truncate` empties it; a new file (`base` undefined, nothing local) starts
    * empty and is listed from now on.
    */
-  async openWrite(library: string, fullpath: string, base: RemoteEntry | undefined, flags: OpenFlags, ctx?: CallContext): Promise<FileHandle> {
+  async openWrite(library: string, fullpath: string, base: RemoteEntry | undefined, flags: LeaseOpenFlags, ctx?: CallContext): Promise<LeasedHandle> {
     const slot = base ? this.slotFor(library, fullpath) : this.slotForNew(library, fullpath);
     let session = slot.session;
     if (!session) {
@@ -165,7 +165,7 @@ export class WriteBack extends WriteBackFolders {
    * A read-only handle on the path's local version, if it has one: it follows the file (FollowedFile), and
    * the version it reads stays readable until it is released.
    */
-  openRead(library: string, fullpath: string): FileHandle | undefined {
+  openRead(library: string, fullpath: string): LeasedHandle | undefined {
     if (!this.slots.get(keyOf(library, fullpath))?.current) return undefined;
     return new VersionReadHandle(gatewayPath(library, fullpath), this.follow(library, fullpath));
   }
@@ -426,12 +426,23 @@ export class WriteBack extends WriteBackFolders {
     await this.journal.close();
   }
 
-  // ---- internals: sessions and handles ---------------------------------------------------------------------
+  // ---- scratch spools, attributes, durability ---------------------------------------------------------------
 
   /** A spool file for a copy through the gateway (removed at the next start if left behind). */
   scratchSpool(): { id: string; path: string } {
     const id = this.journal.newId();
     return { id, path: this.journal.spoolPath(id) };
+  }
+
+  /**
+   * Fills scratch spool `spool` (scratchSpool) with the whole of service version `base`, read with
+   * `openBase`, durable and closed: a copy's source, never a version of a path (nothing journals it).
+   */
+  async fillScratch(id: string, spool: string, library: string, fullpath: string, base: RemoteEntry, openBase: BaseOpener): Promise<void> {
+    const tmp = new LocalVersion(id, spool, library, fullpath, base, { baseSize: base.size, openBase });
+    await tmp.fillAll();
+    await tmp.sync();
+    await tmp.closeSpool();
   }
 
   async discardScratch(id: string): Promise<void> {

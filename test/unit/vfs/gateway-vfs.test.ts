@@ -48,7 +48,7 @@ function sideRecord(e: { id: string; library: string; fullpath: string; mtimeNs:
   return encodeCloseRecord({ ...e, createdMs: Date.now(), seq: Date.now() * 1000, data });
 }
 
-/** One file made closed (Vfs.createClosed with one file). */
+/** One file made closed (EngineLease.createClosed with one file). */
 async function createClosed(vfs: GatewayVfs, path: string, journalId: string, closed: { record: Buffer; spoolMtimeNs: bigint }): Promise<boolean | undefined> {
   return (await vfs.createClosed([{ path, journalId, closed }]))[0];
 }

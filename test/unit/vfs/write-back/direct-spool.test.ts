@@ -1,5 +1,5 @@
 /**
- * Direct spool writes (FileHandle.directSpool): a front end that receives writes off the main thread
+ * Direct spool writes (LeasedHandle.directSpool): a front end that receives writes off the main thread
  * writes a handle's data into its version's spool itself and reports each write; the version keeps its
  * size, times, failure and (when the writer kept one) its hash from those reports. Here the writer is
  * the test, with the file's descriptor (as the FUSE engine does from C).
@@ -12,7 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createVfs, MemoryRemote } from '../../../../src/vfs/index.js';
 import { FileHasher } from '../../../../src/vfs/write-back/file-hasher.js';
-import type { DirectSpool, DirectWritesDone, FileHandle, Vfs } from '../../../../src/vfs/types.js';
+import type { Vfs } from '../../../../src/vfs/types.js';
+import type { DirectSpool, DirectWritesDone, LeasedHandle } from '../../../../src/vfs/engine-lease.js';
 import { vfsCode } from '../../../support/vfs.js';
 import { waitFor } from '../../../support/wait-for.js';
 
@@ -97,7 +98,7 @@ describe('direct spool writes', () => {
   it('a file past the in-memory size hands out its spool; the writer\'s writes and hash make the version', async () => {
     const { vfs, remote } = await gateway();
     const data = content(5 * MiB + 17, 1);
-    const h: FileHandle = await vfs.open('/A/big', { write: true, create: true });
+    const h: LeasedHandle = await vfs.open('/A/big', { write: true, create: true });
     await h.write(0, data.subarray(0, MiB));
     const spool = h.directSpool!();
     expect(spool).toBeDefined();
