@@ -27,6 +27,7 @@ import { TimeOverrides } from './time-overrides.js';
 import { WriteBack, type FollowedFile } from './write-back.js';
 import type { ClosedCreate, EngineClose, SideJournal } from './types.js';
 import { ForegroundActivity } from './foreground-activity.js';
+import { ChangeEvents } from './change-events.js';
 import type { DiskFaults } from './disk-faults.js';
 import { VfsError, type Attr, type CallContext, type FileHandle, type LocalRange, type OpenFlags, type StatFs, type Vfs } from './types.js';
 import type { ResolvedLibrary } from './library-set.js';
@@ -154,6 +155,8 @@ export class GatewayVfs implements Vfs {
   private readonly hasher = new FileHasher();
   /** Front ends say here when they serve applications; the uploads give way meanwhile. */
   readonly foreground = new ForegroundActivity();
+  /** Every change the feeds bring, as events (change-events.ts). */
+  readonly changes = new ChangeEvents((err) => this.logger.warn({ err: String(err) }, 'a listener of changes failed'));
   private readonly sha1Streams = new Sha1Streams();
   /** The owner of every local version: spools, journal, uploads. */
   readonly writeBack: WriteBack;
@@ -278,6 +281,7 @@ export class GatewayVfs implements Vfs {
     lib.feed = new UpdatesFeed({
       library: lib.name, remote: lib.remote, cache: this.cache, intervalMs: interval, logger: this.logger,
       cursorFile: join(this.opts.dataDir, 'feeds', `${safeFileName(lib.id)}.json`),
+      onChange: (change, before) => this.changes.publish(lib.name, change, before),
     });
     await lib.feed.start();
   }

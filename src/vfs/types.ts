@@ -318,6 +318,8 @@ export interface Vfs {
    * (the uploads) gives way meanwhile (ForegroundActivity). Optional.
    */
   readonly foreground?: { touch(): void };
+  /** Changes made elsewhere (the updates feeds), as events, for a front end that shows them (change-events.ts). Optional. */
+  readonly changes?: ChangeSource;
 }
 
 /**
@@ -355,4 +357,35 @@ export interface SideJournal {
   startSpoolPool(): Promise<void>;
   /** A spool a front end made for a version that never came to be: removed, never pooled (the kernel may still write it). */
   dropSpool(id: string): Promise<void>;
+}
+
+/* ---- Changes made elsewhere, as events (published by change-events.ts) ---- */
+
+export type ChangeKind = 'created' | 'changed' | 'deleted' | 'moved' | 'locked' | 'unlocked';
+
+export const CHANGE_KINDS: readonly ChangeKind[] = ['created', 'changed', 'deleted', 'moved', 'locked', 'unlocked'];
+
+export interface ChangeEvent {
+  /** Numbered from 1 in the order published (per gateway run). */
+  seq: number;
+  kind: ChangeKind;
+  /** Gateway path (`/Lib/a/b.txt`): where it is now (deleted: where it was). */
+  path: string;
+  /** moved: the gateway path it had. */
+  from?: string;
+  isDir: boolean;
+  /** Bytes (files). */
+  size?: number;
+  /** Who made the change: the entry's last modifier as the service names them (absent when it does not say). */
+  by?: string;
+  /** When the service says the change was made, ms since the epoch (0 when it does not say: deletes). */
+  timeMs: number;
+}
+
+export type ChangeListener = (event: ChangeEvent) => void;
+
+/** Where a front end listens for changes (GatewayVfs.changes). */
+export interface ChangeSource {
+  /** Calls `listener` with every change from now on; returns the call that stops it. */
+  subscribe(listener: ChangeListener): () => void;
 }

@@ -1,0 +1,74 @@
+/**
+ * ChangeEvents: every change the updates feed brings, published as an event (created, changed, deleted,
+ * moved, locked, unlocked; by whom) to whoever listens: the FUSE mount (the kernel forgets what it cached
+ * of the name and file), `ctl watch` and the admin listener's event stream. What an event says is judged
+ * from what the metadata cache knew before it applied the change (`ChangeBefore`).
+ */
+import { gatewayPathOf } from './gateway-path.js';
+import type { RemoteChange, RemoteEntry } from './remote.js';
+import type { ChangeEvent, ChangeListener, ChangeSource } from './types.js';
+
+export type { ChangeEvent, ChangeKind, ChangeListener, ChangeSource } from './types.js';
+
+/** What the metadata cache knew of a change's path before applying it. */
+export interface ChangeBefore {
+  /** The entry at the path: null when known not to exist, undefined when unknown. */
+  previous: RemoteEntry | null | undefined;
+  /** The library-relative path the same object (id) had, when it was elsewhere. */
+  movedFrom?: string;
+}
+
+/** The event a feed change makes (without its seq). */
+export function changeEventOf(library: string, change: RemoteChange, before: ChangeBefore): Omit<ChangeEvent, 'seq'> {
+  const e = change.entry;
+  const path = gatewayPathOf(library, e.fullpath);
+  const base = { path, isDir: e.isDir, ...(e.isDir ? {} : { size: e.size }), ...(e.lastModifiedBy ? { by: e.lastModifiedBy } : {}), timeMs: e.mtimeMs };
+  if (change.kind === 'delete') {
+    const { size: _size, ...rest } = base;
+    return { ...rest, kind: 'deleted', isDir: before.previous ? before.previous.isDir : e.isDir };
+  }
+  if (before.movedFrom !== undefined && before.movedFrom !== e.fullpath) return { ...base, kind: 'moved', from: gatewayPathOf(library, before.movedFrom) };
+  const prev = before.previous;
+  const sameContent = !!prev && prev.id === e.id && prev.size === e.size && prev.contentHash === e.contentHash;
+  if (prev && sameContent && prev.locked !== undefined && e.locked !== undefined && prev.locked !== e.locked) return { ...base, kind: e.locked ? 'locked' : 'unlocked' };
+  // Known as something else: changed. Known missing: created. Unknown, or already shown (the gateway's own
+  // change coming back): created when the service's creation time is its last change's.
+  if (prev && !(sameContent && prev.mtimeMs === e.mtimeMs)) return { ...base, kind: 'changed' };
+  if (prev === null) return { ...base, kind: 'created' };
+  return { ...base, kind: e.ctimeMs >= e.mtimeMs ? 'created' : 'changed' };
+}
+
+/** Whether `event` concerns `path` (a gateway path) or something below it: where it is, or where it was. */
+export function changeConcerns(event: ChangeEvent, path: string): boolean {
+  const within = (p: string): boolean => path === '/' || p === path || p.startsWith(`${path}/`);
+  return within(event.path) || (event.from !== undefined && within(event.from));
+}
+
+export class ChangeEvents implements ChangeSource {
+  private readonly listeners = new Set<ChangeListener>();
+  private seq = 0;
+
+  constructor(private readonly onListenerError: (err: unknown) => void = () => undefined) {}
+
+  subscribe(listener: ChangeListener): () => void {
+    this.listeners.add(listener);
+    return () => void this.listeners.delete(listener);
+  }
+
+  get listening(): number {
+    return this.listeners.size;
+  }
+
+  /** Publishes the event of one feed change to every listener (a listener that throws is reported, not the others' loss). */
+  publish(library: string, change: RemoteChange, before: ChangeBefore): ChangeEvent {
+    const event: ChangeEvent = { seq: ++this.seq, ...changeEventOf(library, change, before) };
+    for (const listener of [...this.listeners]) {
+      try {
+        listener(event);
+      } catch (err) {
+        this.onListenerError(err);
+      }
+    }
+    return event;
+  }
+}
