@@ -307,6 +307,7 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
     },
     attrTimeoutS: opts.attrTimeoutS,
     logger,
+    changes: opts.vfs.changes,
   });
   try {
     session.mount();
