@@ -15,6 +15,7 @@ import { ServiceClient, type Credentials } from '../api/client.js';
 import { ControlServer, clearStaleSocket } from '../control/server.js';
 import { endpointMethods } from '../control/methods.js';
 import { gatewayMethods } from '../control/gateway-methods.js';
+import { watchMethod } from '../control/watch-method.js';
 import { RpcErrorCode, RpcFailure } from '../control/protocol.js';
 import type { Logger, RecentProblems } from '../shared/log.js';
 import { STATUS_SCRIPT, statusPage } from './status-page.js';
@@ -261,7 +262,7 @@ export class Gateway {
     };
     this.control = new ControlServer({
       socketPath: join(config.data, 'control.sock'),
-      methods: [...endpointMethods(controlTarget), ...gatewayMethods(controlTarget)],
+      methods: [...endpointMethods(controlTarget), ...gatewayMethods(controlTarget), watchMethod(this.vfs.changes)],
       logger: logger.child({ part: 'control' }),
     });
     await this.control.start();

@@ -8,7 +8,7 @@ import { gatewayPathOf } from './gateway-path.js';
 import type { RemoteChange, RemoteEntry } from './remote.js';
 import type { ChangeEvent, ChangeListener, ChangeSource } from './types.js';
 
-export type { ChangeEvent, ChangeKind, ChangeListener, ChangeSource } from './types.js';
+export { changeConcerns, type ChangeEvent, type ChangeKind, type ChangeListener, type ChangeSource } from './types.js';
 
 /** What the metadata cache knew of a change's path before applying it. */
 export interface ChangeBefore {
@@ -36,12 +36,6 @@ export function changeEventOf(library: string, change: RemoteChange, before: Cha
   if (prev && !(sameContent && prev.mtimeMs === e.mtimeMs)) return { ...base, kind: 'changed' };
   if (prev === null) return { ...base, kind: 'created' };
   return { ...base, kind: e.ctimeMs >= e.mtimeMs ? 'created' : 'changed' };
-}
-
-/** Whether `event` concerns `path` (a gateway path) or something below it: where it is, or where it was. */
-export function changeConcerns(event: ChangeEvent, path: string): boolean {
-  const within = (p: string): boolean => path === '/' || p === path || p.startsWith(`${path}/`);
-  return within(event.path) || (event.from !== undefined && within(event.from));
 }
 
 export class ChangeEvents implements ChangeSource {

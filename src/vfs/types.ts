@@ -389,3 +389,9 @@ export interface ChangeSource {
   /** Calls `listener` with every change from now on; returns the call that stops it. */
   subscribe(listener: ChangeListener): () => void;
 }
+
+/** Whether `event` concerns `path` (a gateway path) or something below it: where it is, or where it was. */
+export function changeConcerns(event: ChangeEvent, path: string): boolean {
+  const within = (p: string): boolean => path === '/' || p === path || p.startsWith(`${path}/`);
+  return within(event.path) || (event.from !== undefined && within(event.from));
+}
