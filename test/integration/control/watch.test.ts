@@ -1,9 +1,11 @@
 /**
  * Changes made through the service's API, as the gateway publishes them: `cloudlib ctl watch [PATH]` prints
- * them as they come (a person's lines, or JSON with --json).
+ * them as they come (a person's lines, or JSON with --json), and the admin listener streams them as
+ * Server-Sent Events (`GET /events`).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { request } from 'node:http';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -80,5 +82,32 @@ describe('changes made elsewhere, published', { timeout: 60_000 }, () => {
     await waitFor('ctl to exit', () => bad.exited(), { timeoutMs: 20_000 });
     expect(bad.err()).toMatch(/path: expected a gateway path/);
     expect(children.at(-1)!.exitCode).toBe(2);
+  });
+
+  it('the admin listener streams a change as a Server-Sent Event', async () => {
+    let body = '';
+    const req = request(`${gateway.adminUrl}/events?path=/${lib}`);
+    const status = new Promise<{ status: number; type: string }>((resolve, reject) => {
+      req.on('response', (res) => {
+        res.on('data', (c: Buffer) => { body += c.toString(); });
+        resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type']) });
+      });
+      req.on('error', reject);
+    });
+    req.end();
+    try {
+      expect(await status).toEqual({ status: 200, type: 'text/event-stream; charset=utf-8' });
+      await waitFor('the stream to open', () => body.startsWith(': changes under'), { timeoutMs: 10_000 });
+      await put('streamed.txt', 'sse');
+      await waitFor('the change event on the stream', () => /event: change\ndata: .*"path":"[^"]*\/streamed\.txt"/.test(body), { timeoutMs: 15_000, detail: () => body });
+      const data = /event: change\ndata: (.*streamed\.txt.*)\n/.exec(body)![1]!;
+      expect(JSON.parse(data)).toMatchObject({ kind: 'created', path: `/${lib}/streamed.txt`, size: 3 });
+      expect(body).toMatch(/id: \d+\nevent: change/);
+    } finally {
+      req.destroy();
+    }
+    const page = await (await fetch(`${gateway.adminUrl}/status.js`)).text();
+    expect(page).toContain("new EventSource('/events')");
+    expect((await fetch(`${gateway.adminUrl}/events?path=nope`)).status).toBe(400);
   });
 });
