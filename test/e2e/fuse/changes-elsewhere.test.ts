@@ -26,7 +26,7 @@ const SHOW_MS = 15_000;
  * `EVENT path`.
  */
 async function watch(paths: string[]): Promise<{ events: () => string[]; stop: () => void }> {
-  const child: ChildProcess = spawn('inotifywait', ['-m', '-e', 'delete,delete_self,create,moved_from,moved_to', '--format', '%e %w%f', ...paths], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn('inotifywait', ['-m', '-e', 'delete,delete_self,create,moved_from,moved_to,modify,attrib', '--format', '%e %w%f', ...paths], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stdout!.on('data', (c: Buffer) => { out += c.toString(); });
@@ -60,9 +60,18 @@ describe('changes made elsewhere show on the mount at once', () => {
     await eventually('the mount to show the first version', async () => ((await readFile(file, 'utf8').catch(() => '')) === 'first version' ? true : undefined), SHOW_MS);
     await put('/Lib/note.txt', 'other version');
     await eventually('the mount to show the second version (same size)', async () => ((await readFile(file, 'utf8')) === 'other version' ? true : undefined), SHOW_MS);
-    await put('/Lib/note.txt', 'a third, longer version');
-    await eventually('the mount to show the third version', async () => ((await readFile(file, 'utf8')) === 'a third, longer version' ? true : undefined), SHOW_MS);
-    expect((await stat(file)).size).toBe('a third, longer version'.length);
+    const w = await watch([lib, file]);
+    try {
+      await put('/Lib/note.txt', 'a third, longer version');
+      await eventually('the mount to show the third version', async () => ((await readFile(file, 'utf8')) === 'a third, longer version' ? true : undefined), SHOW_MS);
+      expect((await stat(file)).size).toBe('a third, longer version'.length);
+      // Nothing tells inotify of a file changed elsewhere: no MODIFY or ATTRIB before the marker's CREATE.
+      await writeFile(join(lib, 'marker0.txt'), 'x');
+      await waitFor('inotifywait to report the marker', () => w.events().some((e) => e.startsWith('CREATE ') && e.endsWith('marker0.txt')), { timeoutMs: SHOW_MS, detail: () => w.events().join('\n') });
+      expect(w.events().filter((e) => !e.endsWith('marker0.txt'))).toEqual([]);
+    } finally {
+      w.stop();
+    }
   }, T);
 
   it('a file created through the API is found by a name looked up before it existed', async () => {
