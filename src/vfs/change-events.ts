@@ -25,17 +25,23 @@ export function changeEventOf(library: string, change: RemoteChange, before: Cha
   const base = { path, isDir: e.isDir, ...(e.isDir ? {} : { size: e.size }), ...(e.lastModifiedBy ? { by: e.lastModifiedBy } : {}), timeMs: e.mtimeMs };
   if (change.kind === 'delete') {
     const { size: _size, ...rest } = base;
-    return { ...rest, kind: 'deleted', isDir: before.previous ? before.previous.isDir : e.isDir };
+    return { ...rest, kind: 'deleted', isDir: before.previous ? before.previous.isDir : e.isDir, ...(before.previous === null ? { shown: true as const } : {}) };
   }
   if (before.movedFrom !== undefined && before.movedFrom !== e.fullpath) return { ...base, kind: 'moved', from: gatewayPathOf(library, before.movedFrom) };
   const prev = before.previous;
-  const sameContent = !!prev && prev.id === e.id && prev.size === e.size && prev.contentHash === e.contentHash;
-  if (prev && sameContent && prev.locked !== undefined && e.locked !== undefined && prev.locked !== e.locked) return { ...base, kind: e.locked ? 'locked' : 'unlocked' };
-  // Known as something else: changed. Known missing: created. Unknown, or already shown (the gateway's own
-  // change coming back): created when the service's creation time is its last change's.
-  if (prev && !(sameContent && prev.mtimeMs === e.mtimeMs)) return { ...base, kind: 'changed' };
-  if (prev === null) return { ...base, kind: 'created' };
-  return { ...base, kind: e.ctimeMs >= e.mtimeMs ? 'created' : 'changed' };
+  const sameContent = !!prev && prev.id === e.id && prev.isDir === e.isDir && prev.size === e.size && prev.contentHash === e.contentHash;
+  const shown = sameContent && (prev.locked === undefined || e.locked === undefined || prev.locked === e.locked);
+  return { ...kindOf(e, prev, sameContent), ...base, ...(shown ? { shown: true as const } : {}) };
+}
+
+/** The kind of an upsert at the same path. */
+function kindOf(e: RemoteEntry, prev: RemoteEntry | null | undefined, sameContent: boolean): { kind: ChangeEvent['kind'] } {
+  if (prev && sameContent && prev.locked !== undefined && e.locked !== undefined && prev.locked !== e.locked) return { kind: e.locked ? 'locked' : 'unlocked' };
+  // Known with other content: changed. Known missing: created. Unknown, or with this content already (the
+  // gateway's own change coming back): created when the service's creation time is its last change's.
+  if (prev && !sameContent) return { kind: 'changed' };
+  if (prev === null) return { kind: 'created' };
+  return { kind: e.ctimeMs >= e.mtimeMs ? 'created' : 'changed' };
 }
 
 export class ChangeEvents implements ChangeSource {

@@ -380,6 +380,11 @@ export interface ChangeEvent {
   by?: string;
   /** When the service says the change was made, ms since the epoch (0 when it does not say: deletes). */
   timeMs: number;
+  /**
+   * The gateway showed this already before the feed brought it (its own change coming back, or one a
+   * lookup found first): the same object with the same content at that path, or a path known gone.
+   */
+  shown?: true;
 }
 
 export type ChangeListener = (event: ChangeEvent) => void;

@@ -11,7 +11,8 @@
  *   the new name as created.
  *
  * Only what the kernel was given (inodes in the table) is told: a name it never looked up it holds
- * nothing of. The notifications run one after the other (`notify`, the mount's queue of them).
+ * nothing of. A change the gateway showed already (its own coming back through the feed) tells nothing.
+ * The notifications run one after the other (`notify`, the mount's queue of them).
  */
 import type { Logger } from 'pino';
 import type { ChangeEvent } from '../../vfs/types.js';
@@ -45,7 +46,8 @@ export class KernelInvalidation {
 
   /** Tells the kernel what `event` makes stale. */
   changed(event: ChangeEvent): void {
-    if (!this.opts.session()) return;
+    // Shown already (this gateway's own change coming back): the kernel got it from the Vfs.
+    if (!this.opts.session() || event.shown) return;
     switch (event.kind) {
       case 'deleted':
         this.gone(event.path);
@@ -78,11 +80,8 @@ export class KernelInvalidation {
   private named(path: string): void {
     const { parent, node, name } = this.resolve(path);
     if (!parent) return;
-    if (node) {
-      // The table still has an object under that name (replaced elsewhere): a new one from the next lookup.
-      if (node.opens === 0) this.opts.inodes.removeName(parent.ino, name);
-      this.inode(node);
-    }
+    // The kernel holds that name already (made again elsewhere): what it cached of the file goes.
+    if (node) this.contentChanged(path);
     this.entry(parent, name);
     this.inode(parent);
   }

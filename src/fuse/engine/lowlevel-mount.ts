@@ -16,7 +16,7 @@ import { EngineRecords } from './engine-records.js';
 import { answerOf, type PathOperations } from './path-operations.js';
 import type { DirectSpool, FileHandle } from '../../vfs/types.js';
 import type { ChangeSource } from '../../vfs/types.js';
-import { KernelInvalidation } from './kernel-invalidation.js';
+import { KernelInvalidation, type KernelInvalidationCounters } from './kernel-invalidation.js';
 
 export interface LowLevelMountOptions {
   binding: Fuse3Binding;
@@ -56,6 +56,8 @@ export interface DirectWriteCounters {
 /** The engine's direct spool writes, and the requests it answered itself (see docs/fuse.md, The engine). */
 export interface EngineCounters extends DirectWriteCounters {
   answered: AnsweredCounts;
+  /** Notifications of the kernel about changes made elsewhere (kernel-invalidation.ts). */
+  elsewhere: KernelInvalidationCounters;
   /** How the kernel's requests reach the engine (after unmount: as they did). */
   transport: TransportState;
 }
@@ -159,6 +161,7 @@ export class LowLevelMount {
   private invalidations: Promise<void> = Promise.resolve();
   /** Stops telling the kernel of changes made elsewhere. */
   private stopFollowingChanges: (() => void) | undefined;
+  private elsewhere: KernelInvalidation | undefined;
   /** When each folder's names were last offered to the engine (ms), oldest first. */
   private readonly namesOffered = new Map<number, number>();
   private writeback = false;
@@ -210,7 +213,7 @@ export class LowLevelMount {
   mount(): void {
     this.session = this.binding.mount(this.opts.mountpoint, this.opts.mountOptions, this.opts.settings, (batch) => this.onBatch(batch));
     this.records.pullQuietRecords();
-    const elsewhere = new KernelInvalidation({
+    const elsewhere = this.elsewhere = new KernelInvalidation({
       binding: this.binding, inodes: this.inodes, session: () => this.session, isLive: (ino) => this.live.has(ino), logger: this.logger,
       notify: (what, call) => this.notifyKernel(what, call),
     });
@@ -251,7 +254,8 @@ export class LowLevelMount {
     const answered = this.session ? this.binding.answeredCounts(this.session) : { getattr: 0, writes: 0, times: 0, modes: 0, lookups: 0, creates: 0, closes: 0, spoolsMadeAhead: 0 };
     const se = this.session;
     const transport = se ? this.binding.transport(se) : (this.lastTransport ?? { transport: 'dev', why: 'not mounted', ringRequests: 0, devRequests: 0, queues: 0, depth: 0, passthrough: false });
-    return { ...this.directCounts, spoolWritebacks: se ? this.binding.spoolWritebacks(se) : 0, spoolSyncs: se ? this.binding.spoolSyncs(se) : 0, answered, transport };
+    const elsewhere = { ...(this.elsewhere?.counters ?? { entries: 0, inodes: 0, deletes: 0 }) };
+    return { ...this.directCounts, spoolWritebacks: se ? this.binding.spoolWritebacks(se) : 0, spoolSyncs: se ? this.binding.spoolSyncs(se) : 0, answered, transport, elsewhere };
   }
 
   private get se(): NativeSession {

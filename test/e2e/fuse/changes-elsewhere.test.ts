@@ -84,6 +84,20 @@ describe('changes made elsewhere show on the mount at once', () => {
     expect(await readdir(lib)).toContain('later.txt');
   }, T);
 
+  it('a file written through the mount, back through the feed, tells the kernel nothing', async () => {
+    const counters = async () => (await h.call<{ elsewhere: { entries: number; inodes: number; deletes: number } }>('mountCounters')).elsewhere;
+    await writeFile(join(lib, 'mine.txt'), 'written here');
+    await h.call('flushAll');
+    const before = await counters();
+    // Made elsewhere after the upload: once the mount shows it, the feed has brought the upload's change too.
+    await put('/Lib/sentinel.txt', 'after mine');
+    await eventually('the mount to show the sentinel', async () => ((await readFile(join(lib, 'sentinel.txt'), 'utf8').catch(() => '')) === 'after mine' ? true : undefined), SHOW_MS);
+    const after = await counters();
+    // The sentinel's name and its folder only.
+    expect({ entries: after.entries - before.entries, inodes: after.inodes - before.inodes, deletes: after.deletes - before.deletes }).toEqual({ entries: 1, inodes: 1, deletes: 0 });
+    expect(await readFile(join(lib, 'mine.txt'), 'utf8')).toBe('written here');
+  }, T);
+
   it('a delete through the API: a watch of the file sees DELETE_SELF, a watch of its folder no DELETE', async () => {
     await put('/Lib/doomed.txt', 'soon gone');
     const file = join(lib, 'doomed.txt');

@@ -52,6 +52,15 @@ describe('ChangeEvents', () => {
     expect(changeEventOf('L', { kind: 'upsert', entry: { ...prev, mtimeMs: 5000 } }, { previous: undefined }).kind).toBe('changed');
   });
 
+  it('what the gateway showed already (its own change coming back) is marked shown; another change is not', () => {
+    const prev = { id: 'x1', fullpath: 'f', name: 'f', isDir: false, size: 2, contentHash: 'h', mtimeMs: 1234, ctimeMs: 1234 };
+    const echo = changeEventOf('L', { kind: 'upsert', entry: { ...prev, mtimeMs: 1000, ctimeMs: 1000 } }, { previous: prev });
+    expect(echo).toMatchObject({ kind: 'created', shown: true });
+    expect(changeEventOf('L', { kind: 'upsert', entry: { ...prev, contentHash: 'other' } }, { previous: prev }).shown).toBeUndefined();
+    expect(changeEventOf('L', { kind: 'delete', entry: prev }, { previous: null })).toMatchObject({ kind: 'deleted', shown: true });
+    expect(changeEventOf('L', { kind: 'delete', entry: prev }, { previous: prev }).shown).toBeUndefined();
+  });
+
   it('a watch of a folder concerns what is in it, where it is or where it was', () => {
     const e = (path: string, from?: string): ChangeEvent => ({ seq: 1, kind: from ? 'moved' : 'changed', path, ...(from ? { from } : {}), isDir: false, timeMs: 0 });
     expect(changeConcerns(e('/L/a/b.txt'), '/L/a')).toBe(true);
