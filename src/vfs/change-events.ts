@@ -61,7 +61,15 @@ export class ChangeEvents implements ChangeSource {
 
   /** Publishes the event of one feed change to every listener (a listener that throws is reported, not the others' loss). */
   publish(library: string, change: RemoteChange, before: ChangeBefore): ChangeEvent {
-    const event: ChangeEvent = { seq: ++this.seq, ...changeEventOf(library, change, before) };
+    return this.emit({ seq: ++this.seq, ...changeEventOf(library, change, before) });
+  }
+
+  /** A lock taken or released through this gateway (the feed does not say locks): published at once, as shown. */
+  lockChanged(path: string, locked: boolean, by?: string): ChangeEvent {
+    return this.emit({ seq: ++this.seq, kind: locked ? 'locked' : 'unlocked', path, isDir: false, ...(by ? { by } : {}), timeMs: Date.now(), shown: true });
+  }
+
+  private emit(event: ChangeEvent): ChangeEvent {
     for (const listener of [...this.listeners]) {
       try {
         listener(event);

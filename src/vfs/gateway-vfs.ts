@@ -735,6 +735,7 @@ export class GatewayVfs implements Vfs {
       this.marks.setLock(lib.name, t.fullpath, locked, ctx?.operator);
       if (locked) this.lockHolds.set(key, holder);
       else this.lockHolds.delete(key);
+      this.changes.lockChanged(t.path, locked, ctx?.operator?.opName);
       return;
     }
     await lib.remote.lock(t.fullpath, locked, this.call(ctx));
@@ -742,6 +743,7 @@ export class GatewayVfs implements Vfs {
     else this.lockHolds.delete(key);
     this.ownForget(lib.name, t.fullpath);
     this.writeBack.patchBase(lib.name, t.fullpath, { locked });
+    this.changes.lockChanged(t.path, locked, ctx?.operator?.opName);
   }
 
   /**

@@ -77,6 +77,21 @@ describe('changes made elsewhere, published', { timeout: 60_000 }, () => {
     expect(lines[0]).toMatch(new RegExp(`^\\d\\d:\\d\\d:\\d\\d moved +/${lib}/top\\.txt -> /${lib}/inbox/top\\.txt \\(5 B\\) by \\S+$`));
   });
 
+  it('a lock taken and released through the gateway is printed as locked and unlocked, by whom', async () => {
+    const w = startCtl(['--json', 'watch', `/${lib}/locks`]);
+    await client.file.createFolder({ fullpath: 'locks' });
+    await put('locks/plan.txt', 'plan');
+    await waitFor('the watcher to listen', () => gateway.vfs.changes.listening >= 3, { timeoutMs: 20_000, stopIf: () => (w.exited() ? `ctl exited: ${w.err()}` : undefined) });
+    const events = () => w.out().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+    await gateway.vfs.setLocked(`/${lib}/locks/plan.txt`, true, { operator: { opName: 'dana' } });
+    await gateway.vfs.setLocked(`/${lib}/locks/plan.txt`, false, { operator: { opName: 'dana' } });
+    await waitFor('locked and unlocked', () => events().filter((e) => e.kind === 'locked' || e.kind === 'unlocked').length === 2, { timeoutMs: 15_000, detail: () => w.out() });
+    expect(events().filter((e) => e.kind === 'locked' || e.kind === 'unlocked').map((e) => [e.kind, e.path, e.by])).toEqual([
+      ['locked', `/${lib}/locks/plan.txt`, 'dana'],
+      ['unlocked', `/${lib}/locks/plan.txt`, 'dana'],
+    ]);
+  });
+
   it('ctl watch of a path that is not a gateway path is refused (exit 2), and nothing listens', async () => {
     const bad = startCtl(['watch', 'relative/path']);
     await waitFor('ctl to exit', () => bad.exited(), { timeoutMs: 20_000 });
