@@ -117,6 +117,22 @@ describe('changes made elsewhere show on the mount at once', () => {
     }
   }, T);
 
+  it('a folder deleted through the API is gone from the mount, and a watch of it sees DELETE_SELF', async () => {
+    await put('/Lib/gone/inner.txt', 'inside');
+    const folder = join(lib, 'gone');
+    await eventually('the mount to show the folder\'s file', async () => ((await readFile(join(folder, 'inner.txt'), 'utf8').catch(() => '')) === 'inside' ? true : undefined), SHOW_MS);
+    expect(await readdir(folder)).toEqual(['inner.txt']);
+    const w = await watch([folder]);
+    try {
+      await h.call('remoteDelete', { path: '/Lib/gone' });
+      await waitFor('inotifywait to report the folder deleted', () => w.events().includes(`DELETE_SELF ${folder}/`), { timeoutMs: SHOW_MS, detail: () => w.events().join('\n') });
+      await eventually('the folder to be gone', async () => ((await stat(folder).catch((e: NodeJS.ErrnoException) => e.code)) === 'ENOENT' ? true : undefined), SHOW_MS);
+      expect(await readdir(lib)).not.toContain('gone');
+    } finally {
+      w.stop();
+    }
+  }, T);
+
   it('a move through the API: a watch of the old name sees DELETE_SELF, the new name reads the file', async () => {
     await put('/Lib/before.txt', 'moving');
     const was = join(lib, 'before.txt');
