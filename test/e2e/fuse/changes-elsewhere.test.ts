@@ -41,6 +41,11 @@ async function watch(paths: string[]): Promise<{ events: () => string[]; stop: (
   return { events: () => out.split('\n').filter(Boolean), stop };
 }
 
+/** Waits until `file` on the mount reads `text` (a file not there yet, or another text, is not done). */
+function reads(what: string, file: string, text: string): Promise<true> {
+  return eventually(what, async () => ((await readFile(file, 'utf8').catch(() => undefined)) === text ? true : undefined), SHOW_MS);
+}
+
 describe('changes made elsewhere show on the mount at once', () => {
   let h: MountHarness;
   let lib: string;
@@ -57,13 +62,13 @@ describe('changes made elsewhere show on the mount at once', () => {
   it('a file changed through the API is read anew, of the same size too (cached pages dropped)', async () => {
     await put('/Lib/note.txt', 'first version');
     const file = join(lib, 'note.txt');
-    await eventually('the mount to show the first version', async () => ((await readFile(file, 'utf8').catch(() => '')) === 'first version' ? true : undefined), SHOW_MS);
+    await reads('the mount to show the first version', file, 'first version');
     await put('/Lib/note.txt', 'other version');
-    await eventually('the mount to show the second version (same size)', async () => ((await readFile(file, 'utf8')) === 'other version' ? true : undefined), SHOW_MS);
+    await reads('the mount to show the second version (same size)', file, 'other version');
     const w = await watch([lib, file]);
     try {
       await put('/Lib/note.txt', 'a third, longer version');
-      await eventually('the mount to show the third version', async () => ((await readFile(file, 'utf8')) === 'a third, longer version' ? true : undefined), SHOW_MS);
+      await reads('the mount to show the third version', file, 'a third, longer version');
       expect((await stat(file)).size).toBe('a third, longer version'.length);
       // Nothing tells inotify of a file changed elsewhere: no MODIFY or ATTRIB before the marker's CREATE.
       await writeFile(join(lib, 'marker0.txt'), 'x');
@@ -80,7 +85,7 @@ describe('changes made elsewhere show on the mount at once', () => {
     await expect(stat(file)).rejects.toMatchObject({ code: 'ENOENT' });
     expect(await readdir(lib)).not.toContain('later.txt');
     await put('/Lib/later.txt', 'made elsewhere');
-    await eventually('the new name to be found', async () => ((await readFile(file, 'utf8').catch(() => undefined)) === 'made elsewhere' ? true : undefined), SHOW_MS);
+    await reads('the new name to be found', file, 'made elsewhere');
     expect(await readdir(lib)).toContain('later.txt');
   }, T);
 
@@ -91,7 +96,7 @@ describe('changes made elsewhere show on the mount at once', () => {
     const before = await counters();
     // Made elsewhere after the upload: once the mount shows it, the feed has brought the upload's change too.
     await put('/Lib/sentinel.txt', 'after mine');
-    await eventually('the mount to show the sentinel', async () => ((await readFile(join(lib, 'sentinel.txt'), 'utf8').catch(() => '')) === 'after mine' ? true : undefined), SHOW_MS);
+    await reads('the mount to show the sentinel', join(lib, 'sentinel.txt'), 'after mine');
     const after = await counters();
     // The sentinel's name and its folder only.
     expect({ entries: after.entries - before.entries, inodes: after.inodes - before.inodes, deletes: after.deletes - before.deletes }).toEqual({ entries: 1, inodes: 1, deletes: 0 });
@@ -101,7 +106,7 @@ describe('changes made elsewhere show on the mount at once', () => {
   it('a delete through the API: a watch of the file sees DELETE_SELF, a watch of its folder no DELETE', async () => {
     await put('/Lib/doomed.txt', 'soon gone');
     const file = join(lib, 'doomed.txt');
-    await eventually('the mount to show the file', async () => ((await readFile(file, 'utf8').catch(() => '')) === 'soon gone' ? true : undefined), SHOW_MS);
+    await reads('the mount to show the file', file, 'soon gone');
     const w = await watch([lib, file]);
     try {
       await h.call('remoteDelete', { path: '/Lib/doomed.txt' });
@@ -120,7 +125,7 @@ describe('changes made elsewhere show on the mount at once', () => {
   it('a folder deleted through the API is gone from the mount, and a watch of it sees DELETE_SELF', async () => {
     await put('/Lib/gone/inner.txt', 'inside');
     const folder = join(lib, 'gone');
-    await eventually('the mount to show the folder\'s file', async () => ((await readFile(join(folder, 'inner.txt'), 'utf8').catch(() => '')) === 'inside' ? true : undefined), SHOW_MS);
+    await reads('the mount to show the folder\'s file', join(folder, 'inner.txt'), 'inside');
     expect(await readdir(folder)).toEqual(['inner.txt']);
     const w = await watch([folder]);
     try {
@@ -136,13 +141,13 @@ describe('changes made elsewhere show on the mount at once', () => {
   it('a move through the API: a watch of the old name sees DELETE_SELF, the new name reads the file', async () => {
     await put('/Lib/before.txt', 'moving');
     const was = join(lib, 'before.txt');
-    await eventually('the mount to show the file', async () => ((await readFile(was, 'utf8').catch(() => '')) === 'moving' ? true : undefined), SHOW_MS);
+    await reads('the mount to show the file', was, 'moving');
     await expect(stat(join(lib, 'after.txt'))).rejects.toMatchObject({ code: 'ENOENT' });
     const w = await watch([lib, was]);
     try {
       await h.call('remoteMove', { from: '/Lib/before.txt', to: '/Lib/after.txt' });
       await waitFor('inotifywait to report the old name deleted', () => w.events().includes(`DELETE_SELF ${was}`), { timeoutMs: SHOW_MS, detail: () => w.events().join('\n') });
-      await eventually('the new name to read the file', async () => ((await readFile(join(lib, 'after.txt'), 'utf8').catch(() => undefined)) === 'moving' ? true : undefined), SHOW_MS);
+      await reads('the new name to read the file', join(lib, 'after.txt'), 'moving');
       await expect(stat(was)).rejects.toMatchObject({ code: 'ENOENT' });
       await writeFile(join(lib, 'marker2.txt'), 'x');
       await waitFor('inotifywait to report the marker', () => w.events().includes(`CREATE ${join(lib, 'marker2.txt')}`), { timeoutMs: SHOW_MS, detail: () => w.events().join('\n') });
