@@ -37,12 +37,32 @@ export interface KernelInvalidationCounters {
   entries: number;
   inodes: number;
   deletes: number;
+  /** Left out because `MAX_PENDING` were still waiting (the kernel then keeps those caches until their timeout). */
+  dropped: number;
 }
 
+/**
+ * Notifications waiting for the ones before them, at most: a flood of changes (a feed's backlog of
+ * thousands) holds bounded memory; past it, a change shows when the kernel's own timeout ends.
+ */
+export const MAX_PENDING = 4096;
+
 export class KernelInvalidation {
-  readonly counters: KernelInvalidationCounters = { entries: 0, inodes: 0, deletes: 0 };
+  readonly counters: KernelInvalidationCounters = { entries: 0, inodes: 0, deletes: 0, dropped: 0 };
+  private pending = 0;
 
   constructor(private readonly opts: KernelInvalidationOptions) {}
+
+  /** Queues one notification, unless MAX_PENDING wait already; false when left out. */
+  private tell(what: Record<string, unknown>, call: (se: NativeSession) => Promise<number>): boolean {
+    if (this.pending >= MAX_PENDING) {
+      if (this.counters.dropped++ === 0) this.opts.logger.warn({ pending: this.pending }, 'fuse: too many changes made elsewhere to tell the kernel at once; the rest show when its caches time out');
+      return false;
+    }
+    this.pending++;
+    this.opts.notify(what, (se) => call(se).finally(() => void this.pending--));
+    return true;
+  }
 
   /** Tells the kernel what `event` makes stale. */
   changed(event: ChangeEvent): void {
@@ -99,13 +119,13 @@ export class KernelInvalidation {
     const childIno = node.ino;
     // A file still open here keeps its name in the table: its handles resolve through it.
     if (node.opens === 0) this.opts.inodes.removeName(parentIno, name);
-    this.counters.deletes++;
-    this.opts.notify({ name, parent: parentIno, child: childIno, call: 'notifyDelete' }, async (se) => {
+    if (!this.tell({ name, parent: parentIno, child: childIno, call: 'notifyDelete' }, async (se) => {
       const rc = await this.opts.binding.notifyDelete(se, parentIno, childIno, name);
       // A folder whose names the kernel still uses cannot be deleted there: its name is forgotten instead.
       if (rc === -Errno.ENOTEMPTY || rc === -Errno.EBUSY) return this.opts.binding.invalidateEntry(se, parentIno, name);
       return rc;
-    });
+    })) return;
+    this.counters.deletes++;
   }
 
   private contentChanged(path: string): void {
@@ -117,13 +137,11 @@ export class KernelInvalidation {
 
   private entry(parent: InodeNode, name: string): void {
     const ino = parent.ino;
-    this.counters.entries++;
-    this.opts.notify({ name, parent: ino, call: 'invalidateEntry' }, (se) => this.opts.binding.invalidateEntry(se, ino, name));
+    if (this.tell({ name, parent: ino, call: 'invalidateEntry' }, (se) => this.opts.binding.invalidateEntry(se, ino, name))) this.counters.entries++;
   }
 
   private inode(node: InodeNode): void {
     const ino = node.ino;
-    this.counters.inodes++;
-    this.opts.notify({ ino, call: 'invalidateInode' }, (se) => this.opts.binding.invalidateInode(se, ino));
+    if (this.tell({ ino, call: 'invalidateInode' }, (se) => this.opts.binding.invalidateInode(se, ino))) this.counters.inodes++;
   }
 }

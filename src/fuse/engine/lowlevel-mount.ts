@@ -254,7 +254,7 @@ export class LowLevelMount {
     const answered = this.session ? this.binding.answeredCounts(this.session) : { getattr: 0, writes: 0, times: 0, modes: 0, lookups: 0, creates: 0, closes: 0, spoolsMadeAhead: 0 };
     const se = this.session;
     const transport = se ? this.binding.transport(se) : (this.lastTransport ?? { transport: 'dev', why: 'not mounted', ringRequests: 0, devRequests: 0, queues: 0, depth: 0, passthrough: false });
-    const elsewhere = { ...(this.elsewhere?.counters ?? { entries: 0, inodes: 0, deletes: 0 }) };
+    const elsewhere = { ...(this.elsewhere?.counters ?? { entries: 0, inodes: 0, deletes: 0, dropped: 0 }) };
     return { ...this.directCounts, spoolWritebacks: se ? this.binding.spoolWritebacks(se) : 0, spoolSyncs: se ? this.binding.spoolSyncs(se) : 0, answered, transport, elsewhere };
   }
 
