@@ -3,7 +3,7 @@
     "engine_sources": [
       "src/session.c", "src/lowlevel.c", "src/queue.c", "src/attr_cache.c", "src/folder_names.c",
       "src/created.c", "src/side_log.c", "src/close_record.c", "src/spool_writer.c", "src/spool_pool.c", "src/passthrough.c",
-      "src/js_args.c", "src/js_replies.c", "src/js_calls.c", "src/rings.c"
+      "src/js_args.c", "src/js_replies.c", "src/notify.c", "src/js_calls.c", "src/rings.c"
     ]
   },
   "target_defaults": {

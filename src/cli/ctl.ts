@@ -3,6 +3,7 @@
  * every method by name, `--json` for scripts. Exit codes: 0 done, 1 the service or gateway refused,
  * 2 bad usage or parameters, 3 no gateway answering.
  */
+import { watchLine } from './watch-line.js';
 import { resolve } from 'node:path';
 import { ControlClient, ControlCallError } from '../control/client.js';
 import { RpcErrorCode } from '../control/protocol.js';
@@ -105,6 +106,8 @@ interface Verb {
   gather?(result: unknown, call: (method: string, params: Record<string, unknown>) => Promise<unknown>, params: Record<string, unknown>): Promise<unknown>;
   /** Further calls that complete the result for a person (e.g. each member's permissions). */
   follow?(result: unknown, call: (method: string, params: Record<string, unknown>) => Promise<unknown>, params: Record<string, unknown>): Promise<unknown>;
+  /** A call that streams events (`watch`): each event's line for a person, printed as it comes (--json: the event). */
+  event?(event: Record<string, unknown>): string;
 }
 
 function need(pos: string[], i: number, what: string): string {
@@ -128,6 +131,10 @@ const p0 = (call: { params: Record<string, unknown> }, k = 'fullpath') => String
 /** The everyday verbs: `<noun> <verb>` or a single word. */
 export const VERBS: Record<string, Verb> = {
   status: { usage: 'status', help: 'libraries, feeds, caches and pending uploads of the gateway', calls: ['status'], build: () => ({ method: 'status', params: {} }), render: renderStatus },
+  watch: {
+    usage: 'watch [PATH]', help: 'print changes as they come (created, changed, deleted, moved, locked; by whom), under PATH', calls: ['watch'],
+    build: (pos) => ({ method: 'watch', params: { path: pos[0] } }), event: (e) => watchLine(e), done: (r) => `watch ended after ${field(r, 'events')} changes`,
+  },
   flush: { usage: 'flush [--timeout S]', help: 'wait until every pending upload is on the service', calls: ['flush'], build: (_p, o) => ({ method: 'flush', params: { timeout_s: int(o, 'timeout') } }), done: said('all uploads are on the service') },
   'cache drop': { usage: 'cache drop', help: 'drop the metadata and block caches', calls: ['cache.drop'], build: () => ({ method: 'cache.drop', params: {} }), done: said('caches dropped') },
   'library ls': { usage: 'library ls', help: 'libraries served by the gateway', calls: ['library.ls'], build: () => ({ method: 'library.ls', params: {} }), render: renderLibraries },
@@ -506,9 +513,10 @@ export const ctlCommand: Subcommand = {
       const tty = process.stderr.isTTY === true && !json;
       const meter = new ProgressMeter();
       try {
+        const eventLine = verb?.event;
         let result = await client.call(method, params, (p) => {
           if (tty) process.stderr.write(`\r${progressLine(p, meter.sample(p))}\x1b[K`);
-        });
+        }, eventLine ? (e) => print(json ? JSON.stringify(e) : eventLine(e)) : undefined);
         if (tty) process.stderr.write('\r\x1b[K');
         if (verb?.gather) result = await verb.gather(result, (m, p) => client.call(m, p), params);
         if (!json && verb?.follow) result = await verb.follow(result, (m, p) => client.call(m, p), params);

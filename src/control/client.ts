@@ -11,7 +11,7 @@ export class ControlCallError extends Error {
 
 export class ControlClient {
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void; onProgress?: (p: Record<string, unknown>) => void }>();
+  private readonly pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void; onProgress?: (p: Record<string, unknown>) => void; onEvent?: (e: Record<string, unknown>) => void }>();
   private closed?: Error;
 
   private constructor(private readonly sock: Socket) {
@@ -34,11 +34,12 @@ export class ControlClient {
     });
   }
 
-  call(method: string, params: Record<string, unknown> = {}, onProgress?: (p: Record<string, unknown>) => void): Promise<unknown> {
+  /** `onEvent`: the event notifications of a call that streams them (`watch`), each as it comes. */
+  call(method: string, params: Record<string, unknown> = {}, onProgress?: (p: Record<string, unknown>) => void, onEvent?: (e: Record<string, unknown>) => void): Promise<unknown> {
     if (this.closed) return Promise.reject(this.closed);
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject, onProgress });
+      this.pending.set(id, { resolve, reject, onProgress, onEvent });
       this.sock.write(JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n');
     });
   }
@@ -52,6 +53,11 @@ export class ControlClient {
     try { msg = JSON.parse(line); } catch { return; }
     if (msg.method === 'progress' && msg.params) {
       this.pending.get(Number(msg.params.id))?.onProgress?.(msg.params);
+      return;
+    }
+    if (msg.method === 'event' && msg.params) {
+      const { id, ...event } = msg.params;
+      this.pending.get(Number(id))?.onEvent?.(event);
       return;
     }
     const p = this.pending.get(Number(msg.id));

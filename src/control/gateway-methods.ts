@@ -21,7 +21,7 @@ import { resolveLibrary, type CallEnv, type Progress, type ControlMethod, type C
  * What the control methods use of the gateway's file system: the Vfs's file operations, the gateway's
  * status and its cache controls (an interface of control's own, not the Vfs class).
  */
-export interface AdminVfs extends Pick<Vfs, 'stat' | 'readdir' | 'mkdir' | 'copy' | 'createReadStream' | 'writeFile' | 'flushAll'> {
+export interface AdminVfs extends Pick<Vfs, 'stat' | 'readdir' | 'mkdir' | 'copy' | 'createReadStream' | 'writeFile' | 'flushAll' | 'changes'> {
   status(): GatewayStatus;
   /** Drops cached metadata and blocks (not local files or pending uploads). */
   dropCaches(): void;

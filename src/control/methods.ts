@@ -29,6 +29,11 @@ export interface Progress {
 export interface CallEnv {
   /** Sends a progress notification to the caller (upload, download, copy, flush). */
   progress(p: Progress): void;
+  /**
+   * Sends an event notification to the caller (a call that streams, as `watch`); false when the caller does
+   * not read them as fast as they come (its backlog is over the bound): the call should end.
+   */
+  event(e: Record<string, unknown>): boolean;
   signal: AbortSignal;
 }
 

@@ -17,6 +17,9 @@ export interface ControlServerOptions {
   logger?: Logger;
 }
 
+/** Bytes of notifications a client may leave unread before a call that streams them to it is ended. */
+const MAX_EVENT_BACKLOG_BYTES = 4 * 1024 * 1024;
+
 export class ControlServer {
   private readonly methods = new Map<string, ControlMethod>();
   private server?: Server;
@@ -72,8 +75,10 @@ export class ControlServer {
   private onConnection(sock: Socket): void {
     this.sockets.add(sock);
     const abort = new AbortController();
-    const send = (msg: unknown) => {
+    /** Writes `msg`; the bytes still waiting to reach the client. */
+    const send = (msg: unknown): number => {
       if (!sock.destroyed && sock.writable) sock.write(JSON.stringify(msg) + '\n');
+      return sock.writableLength;
     };
     const splitter = new LineSplitter(
       (line) => void this.onMessage(line, send, abort.signal),
@@ -90,7 +95,7 @@ export class ControlServer {
     sock.on('close', () => { abort.abort(new Error('control client disconnected')); this.sockets.delete(sock); });
   }
 
-  private async onMessage(line: string, send: (m: unknown) => void, signal: AbortSignal): Promise<void> {
+  private async onMessage(line: string, send: (m: unknown) => number, signal: AbortSignal): Promise<void> {
     let msg: unknown;
     try {
       msg = JSON.parse(line);
@@ -112,7 +117,7 @@ export class ControlServer {
   }
 
   /** Runs one request; returns the response, or undefined for a notification. */
-  private async dispatch(msg: unknown, send: (m: unknown) => void, signal: AbortSignal): Promise<RpcResponse | undefined> {
+  private async dispatch(msg: unknown, send: (m: unknown) => number, signal: AbortSignal): Promise<RpcResponse | undefined> {
     const req = msg as RpcRequest;
     const hasId = typeof msg === 'object' && msg !== null && 'id' in msg;
     const id = hasId && (typeof req.id === 'string' || typeof req.id === 'number' || req.id === null) ? req.id : null;
@@ -129,7 +134,8 @@ export class ControlServer {
       }
       const result = await method.handler({ ...params }, {
         signal,
-        progress: (p) => hasId && send({ jsonrpc: '2.0', method: 'progress', params: { id, ...p } }),
+        progress: (p) => void (hasId && send({ jsonrpc: '2.0', method: 'progress', params: { id, ...p } })),
+        event: (e) => hasId && send({ jsonrpc: '2.0', method: 'event', params: { id, ...e } }) <= MAX_EVENT_BACKLOG_BYTES,
       });
       this.log.debug({ method: req.method, ms: Date.now() - started }, 'control call');
       return hasId ? { jsonrpc: '2.0', id, result: result ?? null } : undefined;

@@ -308,6 +308,7 @@ function mountFuse3(mnt: string, operations: FuseOperations, opts: MountOptions 
     },
     attrTimeoutS: opts.attrTimeoutS,
     logger,
+    changes: opts.vfs.changes,
   });
   try {
     session.mount();

@@ -15,9 +15,11 @@ import { ServiceClient, type Credentials } from '../api/client.js';
 import { ControlServer, clearStaleSocket } from '../control/server.js';
 import { endpointMethods } from '../control/methods.js';
 import { gatewayMethods } from '../control/gateway-methods.js';
+import { watchMethod } from '../control/watch-method.js';
 import { RpcErrorCode, RpcFailure } from '../control/protocol.js';
 import type { Logger, RecentProblems } from '../shared/log.js';
 import { STATUS_SCRIPT, statusPage } from './status-page.js';
+import { serveEventStream } from './event-stream.js';
 import { vfsFromConfig } from './vfs-from-config.js';
 import { ServedLibraries, serveLibraries } from '../remote/served-libraries.js';
 import type { GatewayVfs } from '../vfs/gateway-vfs.js';
@@ -261,7 +263,7 @@ export class Gateway {
     };
     this.control = new ControlServer({
       socketPath: join(config.data, 'control.sock'),
-      methods: [...endpointMethods(controlTarget), ...gatewayMethods(controlTarget)],
+      methods: [...endpointMethods(controlTarget), ...gatewayMethods(controlTarget), watchMethod(this.vfs.changes)],
       logger: logger.child({ part: 'control' }),
     });
     await this.control.start();
@@ -443,6 +445,8 @@ export class Gateway {
         }).end(req.method === 'HEAD' ? undefined : html);
       } else if (path === '/status.js') {
         res.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache' }).end(req.method === 'HEAD' ? undefined : STATUS_SCRIPT);
+      } else if (path === '/events') {
+        serveEventStream(req, res, this.vfs.changes);
       } else if (path === '/metrics') {
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' }).end(req.method === 'HEAD' ? undefined : this.metrics.registry.render());
       } else if (path === '/healthz') {
@@ -454,7 +458,7 @@ export class Gateway {
         const body = JSON.stringify({ ok: state === 'ok', status: state, offline, failing_feeds: failing, ...this.describe() });
         res.writeHead(state === 'ok' ? 200 : 503, { 'content-type': 'application/json' }).end(req.method === 'HEAD' ? undefined : body);
       } else {
-        res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /, /metrics or /healthz\n');
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /, /events, /metrics or /healthz\n');
       }
     });
     // GET and HEAD only, answered from memory: a request that takes long is a client holding the socket.

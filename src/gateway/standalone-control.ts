@@ -10,6 +10,7 @@ import { ControlServer } from '../control/server.js';
 import { endpointMethods } from '../control/methods.js';
 import { gatewayMethods, type AdminVfs } from '../control/gateway-methods.js';
 import { RpcErrorCode, RpcFailure } from '../control/protocol.js';
+import { watchMethod } from '../control/watch-method.js';
 import type { ServedLibrary } from '../remote/served-libraries.js';
 import type { Logger } from '../shared/log.js';
 import type { GatewayConfig } from './config.js';
@@ -56,7 +57,7 @@ export async function startStandaloneControl(opts: {
   };
   const server = new ControlServer({
     socketPath: controlSocketOf(opts.config.data),
-    methods: [...endpointMethods(target), ...gatewayMethods(target)],
+    methods: [...endpointMethods(target), ...gatewayMethods(target), watchMethod(opts.vfs.changes)],
     logger: opts.logger.child({ part: 'control' }),
   });
   try {

@@ -1,7 +1,8 @@
 /**
  * The admin listener's status page (`GET /`): server-rendered HTML, no framework, readable without
- * JavaScript. A small script (`/status.js`) fetches the page again every 2 seconds and swaps in the new
- * content, so upload progress and feed lag move while the page is open.
+ * JavaScript. A small script (`/status.js`) fetches the page again every 2 seconds, and as soon as the
+ * event stream (`/events`) brings a change, and swaps in the new content, so upload progress and feed lag
+ * move while the page is open.
  */
 import type { LoggedProblem } from '../shared/log.js';
 import type { GatewayStatus } from '../vfs/gateway-vfs.js';
@@ -122,7 +123,10 @@ ${statusContent(m)}
 `;
 }
 
-/** Fetches the page every 2 s and swaps in its content; says so when the gateway stops answering. */
+/**
+ * Fetches the page every 2 s, and at once when the event stream (`/events`) brings a change, and swaps in
+ * its content; says so when the gateway stops answering.
+ */
 export const STATUS_SCRIPT = `(() => {
   const live = document.getElementById('live');
   async function refresh() {
@@ -137,5 +141,13 @@ export const STATUS_SCRIPT = `(() => {
     }
   }
   setInterval(refresh, 2000);
+  // A change made elsewhere (the admin listener's /events stream): the page is fetched again at once.
+  if (window.EventSource) {
+    let due;
+    new EventSource('/events').addEventListener('change', () => {
+      clearTimeout(due);
+      due = setTimeout(refresh, 100);
+    });
+  }
 })();
 `;

@@ -31,6 +31,7 @@ import { FileStates } from './file-state.js';
 import { isOfficeLockName, isOfficeLockPath, OfficeLockFiles } from './office-lock-files.js';
 import { VfsError, type Attr, type CallContext, type StatFs, type Vfs } from './types.js';
 import type { ClosedCreate, EngineLease, LeasedHandle, LeaseOpenFlags, SideJournal } from './engine-lease.js';
+import { ChangeEvents } from './change-events.js';
 import type { ResolvedLibrary } from './library-set.js';
 import type { GatewayVfsOptions } from './gateway-vfs-options.js';
 import { remoteCall, LibraryFolders, type Library, type LibraryTarget, type Target } from './library-folders.js';
@@ -67,6 +68,8 @@ export class GatewayVfs implements Vfs {
   private readonly hasher = new FileHasher();
   /** Front ends say here when they serve applications; the uploads give way meanwhile. */
   readonly foreground = new ForegroundActivity();
+  /** Every change the feeds bring, as events (change-events.ts). */
+  readonly changes = new ChangeEvents((err) => this.logger.warn({ err: String(err) }, 'a listener of changes failed'));
   private readonly sha1Streams: Sha1Streams;
   /** The owner of every local version: spools, journal, uploads. */
   readonly writeBack: WriteBack;
@@ -134,7 +137,7 @@ export class GatewayVfs implements Vfs {
       list: (name, fullpath, ctx) => this.lookups.listDir(this.libs.get(name)!, fullpath, ctx),
       reader: (name, entry, ctx) => this.reads.reader(this.libs.get(name)!, entry, ctx, { exactVersion: true }),
     });
-    this.libs = new LibraryFolders({ cache: this.cache, connectivity: this.connectivity, dataDir: opts.dataDir, feedIntervalMs: opts.feedIntervalMs ?? 2000, clock, logger: opts.logger });
+    this.libs = new LibraryFolders({ cache: this.cache, connectivity: this.connectivity, dataDir: opts.dataDir, feedIntervalMs: opts.feedIntervalMs ?? 2000, clock, logger: opts.logger, onChange: (name, change, before) => this.changes.publish(name, change, before) });
     this.quotas = new LibraryQuotas(this.libs, clock, opts.logger);
     this.limits = new SizeLimits({ maxFileBytes: opts.maxFileBytes, freeBytes: (name, ctx) => this.quotas.freeBytes(name, ctx) });
     this.writeBack = new WriteBack({
@@ -626,13 +629,16 @@ export class GatewayVfs implements Vfs {
       this.marks.setLock(lib.name, t.fullpath, locked, ctx?.operator);
       this.locks.set(lib.name, t.fullpath, locked, ctx);
       this.noteLock(lib.name, t.fullpath, locked, ctx);
+      this.changes.lockChanged(t.path, locked, ctx?.operator?.opName);
       return;
     }
     await lib.remote.lock(t.fullpath, locked, remoteCall(ctx));
     this.locks.set(lib.name, t.fullpath, locked, ctx);
     this.noteLock(lib.name, t.fullpath, locked, ctx);
+    this.changes.lockChanged(t.path, locked, ctx?.operator?.opName);
     this.libs.ownForget(lib.name, t.fullpath);
     this.writeBack.patchBase(lib.name, t.fullpath, { locked });
+    this.changes.lockChanged(t.path, locked, ctx?.operator?.opName);
   }
 
   /** Who locked a file through this gateway, for its state (`locked-by <name>`). */

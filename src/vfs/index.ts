@@ -20,6 +20,7 @@ export { DiskFaults } from './disk-faults.js';
 export type { Remote, RemoteEntry } from './remote.js';
 export { resolveLibraries, type LibrarySpec, type ResolvedLibrary } from './library-set.js';
 export * from './types.js';
+export { ChangeEvents } from './change-events.js';
 
 export interface CreateVfsOptions extends Omit<GatewayVfsOptions, 'libraries' | 'logger' | 'onClose'> {
   /** The libraries, `{ name?, remote }` each (the folder name defaults to the library's name). */

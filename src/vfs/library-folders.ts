@@ -3,11 +3,12 @@
  * outcome reported to the Connectivity), its updates feed, and the gateway's own changes, shown in the
  * metadata cache at once and noted to the library's feed so that the feed does not undo them.
  */
+import type { ChangeBefore } from './change-events.js';
 import { join } from 'node:path';
 import type { Logger } from '../shared/log.js';
 import { parseGatewayPath } from './gateway-path.js';
 import type { MetadataCache } from './metadata-cache.js';
-import type { Remote, RemoteCallOptions, RemoteEntry, RemoteQuota } from './remote.js';
+import type { Remote, RemoteCallOptions, RemoteEntry, RemoteQuota, RemoteChange } from './remote.js';
 import { UpdatesFeed, type UpdatesFeedStatus } from './updates-feed.js';
 import { ReportingRemote, type Connectivity } from './connectivity.js';
 import type { Clock } from './clock.js';
@@ -45,6 +46,8 @@ export interface LibraryFoldersOptions {
   feedIntervalMs: number;
   clock: Clock;
   logger: Logger;
+  /** Each change a library's feed brings, after the cache applied it, with what the cache knew before. */
+  onChange?: (library: string, change: RemoteChange, before: ChangeBefore) => void;
 }
 
 export class LibraryFolders {
@@ -95,6 +98,7 @@ export class LibraryFolders {
     lib.feed = new UpdatesFeed({
       library: lib.name, remote: lib.remote, cache: this.opts.cache, intervalMs: interval, clock: this.opts.clock, logger: this.opts.logger,
       cursorFile: join(this.opts.dataDir, 'feeds', `${safeFileName(lib.id)}.json`),
+      onChange: (change, before) => this.opts.onChange?.(lib.name, change, before),
     });
     await lib.feed.start();
   }

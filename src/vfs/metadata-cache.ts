@@ -109,6 +109,20 @@ export class MetadataCache {
     return entry.isDir || (v.contentHash === entry.contentHash && v.size === entry.size && v.mtimeMs === entry.mtimeMs);
   }
 
+  /**
+   * What the cache knows of `entry`'s path and object before a change of it is applied: the entry there
+   * (null known missing, undefined unknown) and the path its id had when elsewhere. Counts no hit or miss.
+   */
+  before(lib: string, entry: RemoteEntry): { previous: RemoteEntry | null | undefined; movedFrom?: string } {
+    const k = key(lib, entry.fullpath);
+    const parentKey = key(lib, parentOf(entry.fullpath));
+    const v = this.entries.peek(k);
+    const listing = v === undefined && entry.fullpath !== '' && !this.unsure.get(parentKey)?.has(entry.name) ? this.listings.peek(parentKey) : undefined;
+    const previous = v === MISSING ? null : v ?? (listing ? listing.get(baseName(entry.fullpath)) ?? null : undefined);
+    const oldKey = entry.id ? this.paths.peek(`${lib}\0${entry.id}`) : undefined;
+    return oldKey !== undefined && oldKey !== k ? { previous, movedFrom: oldKey.slice(lib.length + 1) } : { previous };
+  }
+
   /** The entry, null when known missing, undefined when unknown. */
   getEntry(lib: string, fullpath: string): RemoteEntry | null | undefined {
     const v = this.entries.get(key(lib, fullpath));

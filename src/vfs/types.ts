@@ -188,10 +188,54 @@ export interface Vfs {
    * (the uploads) gives way meanwhile (ForegroundActivity). Optional.
    */
   readonly foreground?: { touch(): void };
+  /** Changes made elsewhere (the updates feeds), as events, for a front end that shows them (change-events.ts). Optional. */
+  readonly changes?: ChangeSource;
   /**
    * What a Vfs that owns its local durable state lends the FUSE engine (engine-lease.ts), when it does:
    * the one declared capability through which the engine's fast paths are granted. Optional, as a front
    * end that does without it (WebDAV) never sees it.
    */
   readonly engineLease?: EngineLease;
+}
+
+/* ---- Changes made elsewhere, as events (published by change-events.ts) ---- */
+
+export type ChangeKind = 'created' | 'changed' | 'deleted' | 'moved' | 'locked' | 'unlocked';
+
+export const CHANGE_KINDS: readonly ChangeKind[] = ['created', 'changed', 'deleted', 'moved', 'locked', 'unlocked'];
+
+export interface ChangeEvent {
+  /** Numbered from 1 in the order published (per gateway run). */
+  seq: number;
+  kind: ChangeKind;
+  /** Gateway path (`/Lib/a/b.txt`): where it is now (deleted: where it was). */
+  path: string;
+  /** moved: the gateway path it had. */
+  from?: string;
+  isDir: boolean;
+  /** Bytes (files). */
+  size?: number;
+  /** Who made the change: the entry's last modifier as the service names them (absent when it does not say). */
+  by?: string;
+  /** When the service says the change was made, ms since the epoch (0 when it does not say: deletes). */
+  timeMs: number;
+  /**
+   * The gateway showed this already before the feed brought it (its own change coming back, or one a
+   * lookup found first): the same object with the same content at that path, or a path known gone.
+   */
+  shown?: true;
+}
+
+export type ChangeListener = (event: ChangeEvent) => void;
+
+/** Where a front end listens for changes (GatewayVfs.changes). */
+export interface ChangeSource {
+  /** Calls `listener` with every change from now on; returns the call that stops it. */
+  subscribe(listener: ChangeListener): () => void;
+}
+
+/** Whether `event` concerns `path` (a gateway path) or something below it: where it is, or where it was. */
+export function changeConcerns(event: ChangeEvent, path: string): boolean {
+  const within = (p: string): boolean => path === '/' || p === path || p.startsWith(`${path}/`);
+  return within(event.path) || (event.from !== undefined && within(event.from));
 }

@@ -16,6 +16,7 @@ import type { Logger } from '../shared/log.js';
 import type { MetadataCache } from './metadata-cache.js';
 import type { Remote, RemoteChange } from './remote.js';
 import { systemClock, type Clock, type ClockTimer } from './clock.js';
+import type { ChangeBefore } from './change-events.js';
 
 export interface UpdatesFeedOptions {
   /** Library key in the cache. */
@@ -28,8 +29,8 @@ export interface UpdatesFeedOptions {
   cursorFile?: string;
   /** Pages read in one poll before the cursor is judged too old and the cache rebuilt. Default 50. */
   maxPagesPerPoll?: number;
-  /** Called for each change after the cache has applied it. */
-  onChange?: (change: RemoteChange) => void;
+  /** Called for each change after the cache has applied it, with what the cache knew of it before. */
+  onChange?: (change: RemoteChange, before: ChangeBefore) => void;
   /** The time of the polls. Default the real one. */
   clock?: Clock;
   logger: Logger;
@@ -175,12 +176,13 @@ export class UpdatesFeed {
     // A change of a path the gateway changed meanwhile may be older than the gateway's: in doubt, unless
     // the cache shows exactly what it brings (the gateway's own change coming back), which is applied as
     // any other. A doubt drops a folder's listing, and with it the names of a folder being filled.
+    const before = this.opts.onChange ? cache.before(library, change.entry) : undefined;
     const echo = change.kind === 'upsert' && cache.holds(library, change.entry);
     if (!echo && this.isTouched(change.entry.fullpath)) cache.doubt(library, change.entry.fullpath);
     else if (change.kind === 'delete') cache.remove(library, change.entry.fullpath);
     else cache.upsert(library, change.entry);
     this.status.changesApplied++;
-    this.opts.onChange?.(change);
+    if (before) this.opts.onChange?.(change, before);
   }
 
   private isTouched(fullpath: string): boolean {

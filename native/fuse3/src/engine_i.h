@@ -17,7 +17,8 @@
  *   spool_pool.c    the spool pool and the maker thread of spools made ahead
  *   passthrough.c   backing files (FUSE passthrough): registering them, the answers that carry them
  *   js_args.c       the N-API argument layer: request objects, batches, arguments of the calls
- *   js_replies.c    the reply calls (JavaScript answering a request) and invalidateEntry
+ *   js_replies.c    the reply calls (JavaScript answering a request)
+ *   notify.c        what the kernel is told to forget (invalidateEntry, invalidateInode, notifyDelete)
  *   js_calls.c      the other calls (spools, attributes, names, paths, counters, folders, the log)
  *   rings.c         the transport: FUSE over io_uring under libfuse's session (rings.h)
  *   null_fs.c       the null file system of the benchmarks, built only into fuse3_bench.node
@@ -633,7 +634,11 @@ napi_value js_reply_fd(napi_env env, napi_callback_info info);
 napi_value js_reply_dir(napi_env env, napi_callback_info info);
 napi_value js_reply_dir_plus(napi_env env, napi_callback_info info);
 napi_value js_reply_statfs(napi_env env, napi_callback_info info);
+
+/* ---- notify.c: The kernel told to forget what it cached (registered by session.c). */
 napi_value js_invalidate_entry(napi_env env, napi_callback_info info);
+napi_value js_invalidate_inode(napi_env env, napi_callback_info info);
+napi_value js_notify_delete(napi_env env, napi_callback_info info);
 
 /* ---- js_calls.c: The other calls (registered by session.c). */
 napi_value js_spool_attach(napi_env env, napi_callback_info info);

@@ -377,6 +377,8 @@ static napi_value init(napi_env env, napi_value exports) {
     { "replyDirPlus", js_reply_dir_plus },
     { "replyStatfs", js_reply_statfs },
     { "invalidateEntry", js_invalidate_entry },
+    { "invalidateInode", js_invalidate_inode },
+    { "notifyDelete", js_notify_delete },
     { "spoolAttach", js_spool_attach },
     { "spoolDetach", js_spool_detach },
     { "spoolWrite", js_spool_write },

@@ -302,6 +302,16 @@ export interface Fuse3Binding {
   spoolSyncs(session: NativeSession): number;
   /** The kernel forgets a cached name (off the main thread); resolves with libfuse's result (0 or -errno). */
   invalidateEntry(session: NativeSession, parentIno: number, name: string): Promise<number>;
+  /**
+   * The kernel forgets the attributes and cached pages of `ino` (a folder: its listing), and the engine its
+   * attributes and a folder's names (off the main thread); resolves with libfuse's result (0 or -errno).
+   */
+  invalidateInode(session: NativeSession, ino: number): Promise<number>;
+  /**
+   * `name` in folder `parentIno`, the inode `childIno`, was removed elsewhere: the kernel drops the name and
+   * tells inotify watchers (IN_DELETE); -ENOENT when it held no such name.
+   */
+  notifyDelete(session: NativeSession, parentIno: number, childIno: number, name: string): Promise<number>;
 }
 
 /** Where node-gyp puts the addons, from this file (src/fuse/engine) or its build (dist/fuse/engine). */

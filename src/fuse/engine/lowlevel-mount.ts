@@ -15,6 +15,8 @@ import { InodeTable, ROOT_INO, type InodeNode } from './inode-table.js';
 import { EngineRecords } from './engine-records.js';
 import { answerOf, type PathOperations } from './path-operations.js';
 import type { DirectSpool, LeasedHandle } from '../../vfs/engine-lease.js';
+import type { ChangeSource } from '../../vfs/types.js';
+import { KernelInvalidation, type KernelInvalidationCounters } from './kernel-invalidation.js';
 
 export interface LowLevelMountOptions {
   binding: Fuse3Binding;
@@ -26,6 +28,8 @@ export interface LowLevelMountOptions {
   /** Seconds the kernel keeps names, attributes and negative lookups. */
   attrTimeoutS: number;
   logger: Logger;
+  /** Changes made elsewhere: the kernel forgets what it cached of them (kernel-invalidation.ts). */
+  changes?: ChangeSource;
 }
 
 /** The engine's direct spool writes so far. */
@@ -52,6 +56,8 @@ export interface DirectWriteCounters {
 /** The engine's direct spool writes, and the requests it answered itself (see docs/fuse.md, The engine). */
 export interface EngineCounters extends DirectWriteCounters {
   answered: AnsweredCounts;
+  /** Notifications of the kernel about changes made elsewhere (kernel-invalidation.ts). */
+  elsewhere: KernelInvalidationCounters;
   /** How the kernel's requests reach the engine (after unmount: as they did). */
   transport: TransportState;
 }
@@ -153,6 +159,9 @@ export class LowLevelMount {
   private nextDirFh = DIR_FH_BASE;
   /** The kernel's names being forgotten, one after the other (see invalidate). */
   private invalidations: Promise<void> = Promise.resolve();
+  /** Stops telling the kernel of changes made elsewhere. */
+  private stopFollowingChanges: (() => void) | undefined;
+  private elsewhere: KernelInvalidation | undefined;
   /** When each folder's names were last offered to the engine (ms), oldest first. */
   private readonly namesOffered = new Map<number, number>();
   private writeback = false;
@@ -204,10 +213,16 @@ export class LowLevelMount {
   mount(): void {
     this.session = this.binding.mount(this.opts.mountpoint, this.opts.mountOptions, this.opts.settings, (batch) => this.onBatch(batch));
     this.records.pullQuietRecords();
+    const elsewhere = this.elsewhere = new KernelInvalidation({
+      binding: this.binding, inodes: this.inodes, session: () => this.session, isLive: (ino) => this.live.has(ino), logger: this.logger,
+      notify: (what, call) => this.notifyKernel(what, call),
+    });
+    this.stopFollowingChanges = this.opts.changes?.subscribe((event) => elsewhere.changed(event));
   }
 
   /** Unmounts (lazily, off the main thread); the readers stop once the kernel lets go of the connection. */
   async unmount(): Promise<void> {
+    this.stopFollowingChanges?.();
     if (this.session) await this.binding.unmount(this.session);
   }
 
@@ -239,7 +254,8 @@ export class LowLevelMount {
     const answered = this.session ? this.binding.answeredCounts(this.session) : { getattr: 0, writes: 0, times: 0, modes: 0, lookups: 0, creates: 0, closes: 0, spoolsMadeAhead: 0 };
     const se = this.session;
     const transport = se ? this.binding.transport(se) : (this.lastTransport ?? { transport: 'dev', why: 'not mounted', ringRequests: 0, devRequests: 0, queues: 0, depth: 0, passthrough: false });
-    return { ...this.directCounts, spoolWritebacks: se ? this.binding.spoolWritebacks(se) : 0, spoolSyncs: se ? this.binding.spoolSyncs(se) : 0, answered, transport };
+    const elsewhere = { ...(this.elsewhere?.counters ?? { entries: 0, inodes: 0, deletes: 0, dropped: 0 }) };
+    return { ...this.directCounts, spoolWritebacks: se ? this.binding.spoolWritebacks(se) : 0, spoolSyncs: se ? this.binding.spoolSyncs(se) : 0, answered, transport, elsewhere };
   }
 
   private get se(): NativeSession {
@@ -844,6 +860,19 @@ export class LowLevelMount {
         if (rc < 0 && rc !== -Errno.ENOENT) this.logger.debug({ name, rc }, 'fuse: invalidating a cached name failed');
       },
       (err: unknown) => this.logger.warn({ name, err: String(err) }, 'fuse: invalidating a cached name failed'),
+    );
+  }
+
+  /** Runs a notification of the kernel after those queued before it (see invalidate); an answer other than 0 or ENOENT is logged. */
+  private notifyKernel(what: Record<string, unknown>, call: (se: NativeSession) => Promise<number>): void {
+    this.invalidations = this.invalidations.then(() => {
+      const se = this.session;
+      return se ? call(se) : 0;
+    }).then(
+      (rc) => {
+        if (rc < 0 && rc !== -Errno.ENOENT) this.logger.debug({ ...what, rc }, 'fuse: telling the kernel of a change made elsewhere failed');
+      },
+      (err: unknown) => this.logger.warn({ ...what, err: String(err) }, 'fuse: telling the kernel of a change made elsewhere failed'),
     );
   }
 

@@ -35,6 +35,9 @@ interface Backend {
   setFaults(faults: { delayMs?: number; failWith?: string; down?: boolean }): void;
   /** Sizes of the file's versions on the service, newest first. */
   remoteHistory(path: string): Promise<number[]>;
+  /** Service backend: deletes or moves a file or folder through the service's API, as another client. */
+  remoteDelete(path: string): Promise<void>;
+  remoteMove(from: string, to: string): Promise<void>;
   /** Locks or unlocks a file through the gateway as another front end (WebDAV) would. */
   lockAs(path: string, locked: boolean, holder: string): Promise<void>;
   /** Service-process backend: sends `signal` to the service's process (SIGSTOP: a service that stops answering). */
@@ -76,6 +79,12 @@ function memoryBackend(): Backend {
     },
     async lockAs() {
       throw new Error('not supported: lock holders need the service backend');
+    },
+    async remoteDelete() {
+      throw new Error('not supported: deletes made elsewhere need the service backend');
+    },
+    async remoteMove() {
+      throw new Error('not supported: moves made elsewhere need the service backend');
     },
     async close() {},
   };
@@ -135,6 +144,12 @@ async function serviceBackend(ownProcess: boolean): Promise<Backend> {
       if (faults.down === undefined) throw new Error('not supported: the service backend takes { down: boolean } only');
       if (faults.down) faulty.down(3_600_000);
       else faulty.heal();
+    },
+    async remoteDelete(path) {
+      await svc.client.file.del({ fullpath: fullpath(path) });
+    },
+    async remoteMove(from, to) {
+      await svc.client.file.move({ fullpath: fullpath(from), dest_fullpath: fullpath(to) });
     },
     async remoteHistory(path) {
       const h = await svc.client.file.history({ fullpath: fullpath(path) });
@@ -283,6 +298,8 @@ async function main(): Promise<void> {
           if (!backend.signalService) throw new Error('not supported: the memory backend has no service process');
           return backend.signalService(String(a.signal) as NodeJS.Signals);
         }
+        case 'remoteDelete': return backend.remoteDelete(a.path);
+        case 'remoteMove': return backend.remoteMove(a.from, a.to);
         case 'flushAll': return backend.vfs.flushAll({ timeoutMs: typeof a.timeoutMs === 'number' ? a.timeoutMs : 30_000 });
         case 'populate': return populate(backend.vfs, a.path, a.count);
         case 'vfsWrite': return vfsWrite(backend.vfs, a.path, Buffer.from(a.data, 'base64'));

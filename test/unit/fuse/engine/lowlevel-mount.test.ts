@@ -66,6 +66,8 @@ function setup(overrides: Partial<Fuse3Binding> = {}) {
     },
     replyStatfs: answer('statfs'),
     invalidateEntry: async () => 0,
+    invalidateInode: async () => 0,
+    notifyDelete: async () => 0,
     // The in-memory Vfs hands out no spool: every write goes through JavaScript here.
     spoolAttach: () => { throw new Error('spoolAttach: not expected over the in-memory Vfs'); },
     spoolDetach: () => undefined,

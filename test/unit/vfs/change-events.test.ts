@@ -1,0 +1,85 @@
+import { describe, expect, it } from 'vitest';
+import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
+import { MetadataCache } from '../../../src/vfs/metadata-cache.js';
+import { UpdatesFeed } from '../../../src/vfs/updates-feed.js';
+import { ChangeEvents, changeConcerns, changeEventOf, type ChangeEvent } from '../../../src/vfs/change-events.js';
+import { silentLogger } from '../../../src/shared/log.js';
+
+/** A feed over a MemoryRemote whose changes are published; `events` collects them. */
+async function fed() {
+  const remote = new MemoryRemote();
+  const cache = new MetadataCache();
+  const changes = new ChangeEvents();
+  const events: ChangeEvent[] = [];
+  changes.subscribe((e) => events.push(e));
+  const feed = new UpdatesFeed({ library: 'L', remote, cache, intervalMs: 0, logger: silentLogger, onChange: (c, before) => changes.publish('L', c, before) });
+  await feed.start();
+  return { remote, cache, feed, events };
+}
+
+describe('ChangeEvents', () => {
+  it('tells a feed change as created, changed, moved, deleted, with gateway paths and who made it', async () => {
+    const { remote, cache, feed, events } = await fed();
+    cache.setListing('L', '', []);
+    remote.putFile('a.txt', Buffer.from('one'), { operator: { opName: 'alice' } });
+    await feed.pollNow();
+    remote.putFile('a.txt', Buffer.from('two!'), { operator: { opName: 'bob' } });
+    await feed.pollNow();
+    await remote.mkdir('d');
+    await feed.pollNow();
+    await remote.remove('a.txt');
+    await feed.pollNow();
+    expect(events.map((e) => [e.seq, e.kind, e.path, e.isDir, e.size, e.by])).toEqual([
+      [1, 'created', '/L/a.txt', false, 3, 'alice'],
+      [2, 'changed', '/L/a.txt', false, 4, 'bob'],
+      [3, 'created', '/L/d', true, undefined, undefined],
+      [4, 'deleted', '/L/a.txt', false, undefined, 'bob'],
+    ]);
+    await feed.stop();
+  });
+
+  it('an object seen at another path (same id) is moved, from where the cache knew it', () => {
+    const entry = { id: 'x1', fullpath: 'b/new.txt', name: 'new.txt', isDir: false, size: 2, mtimeMs: 2000, ctimeMs: 1000 };
+    const e = changeEventOf('L', { kind: 'upsert', entry }, { previous: null, movedFrom: 'old.txt' });
+    expect(e).toMatchObject({ kind: 'moved', path: '/L/b/new.txt', from: '/L/old.txt' });
+  });
+
+  it('a lock change the feed states is locked or unlocked; unknown before: created only when never changed since', () => {
+    const prev = { id: 'x1', fullpath: 'f', name: 'f', isDir: false, size: 2, contentHash: 'h', mtimeMs: 1000, ctimeMs: 1000, locked: false };
+    expect(changeEventOf('L', { kind: 'upsert', entry: { ...prev, mtimeMs: 2000, locked: true } }, { previous: prev }).kind).toBe('locked');
+    expect(changeEventOf('L', { kind: 'upsert', entry: { ...prev, mtimeMs: 3000, locked: false } }, { previous: { ...prev, locked: true } }).kind).toBe('unlocked');
+    expect(changeEventOf('L', { kind: 'upsert', entry: prev }, { previous: undefined }).kind).toBe('created');
+    expect(changeEventOf('L', { kind: 'upsert', entry: { ...prev, mtimeMs: 5000 } }, { previous: undefined }).kind).toBe('changed');
+  });
+
+  it('what the gateway showed already (its own change coming back) is marked shown; another change is not', () => {
+    const prev = { id: 'x1', fullpath: 'f', name: 'f', isDir: false, size: 2, contentHash: 'h', mtimeMs: 1234, ctimeMs: 1234 };
+    const echo = changeEventOf('L', { kind: 'upsert', entry: { ...prev, mtimeMs: 1000, ctimeMs: 1000 } }, { previous: prev });
+    expect(echo).toMatchObject({ kind: 'created', shown: true });
+    expect(changeEventOf('L', { kind: 'upsert', entry: { ...prev, contentHash: 'other' } }, { previous: prev }).shown).toBeUndefined();
+    expect(changeEventOf('L', { kind: 'delete', entry: prev }, { previous: null })).toMatchObject({ kind: 'deleted', shown: true });
+    expect(changeEventOf('L', { kind: 'delete', entry: prev }, { previous: prev }).shown).toBeUndefined();
+  });
+
+  it('a watch of a folder concerns what is in it, where it is or where it was', () => {
+    const e = (path: string, from?: string): ChangeEvent => ({ seq: 1, kind: from ? 'moved' : 'changed', path, ...(from ? { from } : {}), isDir: false, timeMs: 0 });
+    expect(changeConcerns(e('/L/a/b.txt'), '/L/a')).toBe(true);
+    expect(changeConcerns(e('/L/ab.txt'), '/L/a')).toBe(false);
+    expect(changeConcerns(e('/L/x.txt', '/L/a/x.txt'), '/L/a')).toBe(true);
+    expect(changeConcerns(e('/M/x.txt'), '/')).toBe(true);
+  });
+
+  it('a listener that throws is reported and the others still get the event', () => {
+    const errors: unknown[] = [];
+    const changes = new ChangeEvents((err) => errors.push(err));
+    const got: number[] = [];
+    changes.subscribe(() => { throw new Error('boom'); });
+    const stop = changes.subscribe((e) => got.push(e.seq));
+    const entry = { id: 'x', fullpath: 'f', name: 'f', isDir: false, size: 0, mtimeMs: 1, ctimeMs: 1 };
+    changes.publish('L', { kind: 'upsert', entry }, { previous: null });
+    stop();
+    changes.publish('L', { kind: 'upsert', entry }, { previous: null });
+    expect(got).toEqual([1]);
+    expect(errors).toHaveLength(2);
+  });
+});
