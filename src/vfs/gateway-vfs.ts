@@ -638,7 +638,6 @@ export class GatewayVfs implements Vfs {
     this.changes.lockChanged(t.path, locked, ctx?.operator?.opName);
     this.libs.ownForget(lib.name, t.fullpath);
     this.writeBack.patchBase(lib.name, t.fullpath, { locked });
-    this.changes.lockChanged(t.path, locked, ctx?.operator?.opName);
   }
 
   /** Who locked a file through this gateway, for its state (`locked-by <name>`). */
