@@ -107,6 +107,8 @@ export interface GatewayConfig {
     block_cache_mb: number;
     /** On-disk content cache, MiB (0 = off). Default 1024. */
     disk_cache_mb: number;
+    /** Share of the content cache's disk always left free, percent (the cache holds less when the disk fills). Default 5. */
+    min_free_percent: number;
   };
   feed: { /** Updates feed poll interval, ms. Default 2000. */ interval_ms: number };
   journal: {
@@ -231,6 +233,11 @@ function num(v: unknown, where: string, min = 0): number | undefined {
   if (v === undefined) return undefined;
   const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
   if (typeof n !== 'number' || !Number.isFinite(n) || n < min) throw new ConfigError(`${where}: expected a number ≥ ${min}, got ${JSON.stringify(v)}`);
+  return n;
+}
+function percentBelow100(v: unknown, where: string): number | undefined {
+  const n = num(v, where);
+  if (n !== undefined && n >= 100) throw new ConfigError(`${where}: expected a percentage from 0 to below 100, got ${JSON.stringify(v)}`);
   return n;
 }
 function oneOf<T extends string>(v: unknown, where: string, values: readonly T[]): T | undefined {
@@ -466,6 +473,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
       metadata_entries: num(cache.metadata_entries, 'cache.metadata_entries', 100) ?? 100_000,
       block_cache_mb: num(cache.block_cache_mb, 'cache.block_cache_mb', 1) ?? 256,
       disk_cache_mb: num(cache.disk_cache_mb, 'cache.disk_cache_mb') ?? 1024,
+      min_free_percent: percentBelow100(cache.min_free_percent, 'cache.min_free_percent') ?? 5,
     },
     feed: { interval_ms: num(env.CLOUDLIB_FEED_INTERVAL_MS ?? feed.interval_ms, 'feed.interval_ms', 100) ?? DEFAULT_FEED_INTERVAL_MS },
     journal: { durability, group_commit_ms: groupCommitMs, upload_delay_ms: uploadDelayMs, upload_concurrency: uploadConcurrency, small_upload_concurrency: smallUploadConcurrency, max_file_mb: maxFileMb },

@@ -11,6 +11,7 @@ import { Readable, Transform } from 'node:stream';
 import type { Logger } from '../shared/log.js';
 import { BlockCache } from './block-cache.js';
 import { ContentCache } from './content-cache.js';
+import { CacheBudget } from './cache-budget.js';
 import { FileHasher } from './file-hasher.js';
 import { Sha1Streams } from './sha1-streams.js';
 import { gatewayPathOf, parseGatewayPath } from './gateway-path.js';
@@ -53,6 +54,8 @@ export interface GatewayVfsOptions {
     blockSize?: number;
     /** On-disk content cache, bytes; 0 = off. Default 0. */
     diskBytes?: number;
+    /** Share of the cache's disk always left free, percent. Default 5. */
+    minFreePercent?: number;
   };
   /**
    * Read-ahead of sequential reads: first and largest window (bytes; default 1 MiB and 8 MiB), ranges
@@ -151,6 +154,8 @@ export class GatewayVfs implements Vfs {
   readonly cache: MetadataCache;
   private readonly blocks: BlockCache;
   private readonly disk: ContentCache | undefined;
+  /** The cache's limit, and what it never evicts (open content). */
+  private readonly budget: CacheBudget | undefined;
   private readonly hasher = new FileHasher();
   /** Front ends say here when they serve applications; the uploads give way meanwhile. */
   readonly foreground = new ForegroundActivity();
@@ -193,7 +198,10 @@ export class GatewayVfs implements Vfs {
     });
     this.blocks = new BlockCache({ maxBytes: opts.cache?.blockBytes, blockSize: opts.cache?.blockSize });
     this.readAheadBudget = new ReadAheadBudget(opts.readAhead?.totalBytes ?? 256 * 1024 * 1024);
-    this.disk = (opts.cache?.diskBytes ?? 0) > 0 ? new ContentCache({ dir: join(opts.dataDir, 'content'), maxBytes: opts.cache?.diskBytes, logger: opts.logger }) : undefined;
+    const diskBytes = opts.cache?.diskBytes ?? 0;
+    const contentDir = join(opts.dataDir, 'content');
+    this.budget = diskBytes > 0 ? new CacheBudget({ dir: contentDir, maxBytes: diskBytes, minFreeFraction: (opts.cache?.minFreePercent ?? 5) / 100 }) : undefined;
+    this.disk = this.budget ? new ContentCache({ dir: contentDir, maxBytes: diskBytes, budget: this.budget, logger: opts.logger }) : undefined;
     this.times = new TimeOverrides(join(opts.dataDir, 'times.jsonl'), opts.logger);
     this.marks = new PendingMarks(opts.logger);
     this.limits = new SizeLimits({ maxFileBytes: opts.maxFileBytes, freeBytes: (name, ctx) => this.freeBytes(name, ctx) });
@@ -385,7 +393,9 @@ export class GatewayVfs implements Vfs {
       await this.walkFetches.get(this.contentKey(lib, existing!));
       const key = `${lib.name}\0${t.fullpath}`;
       this.readers.set(key, (this.readers.get(key) ?? 0) + 1);
+      const unhold = this.budget?.hold(existing!.contentHash);
       const released = (): void => {
+        unhold?.();
         const left = (this.readers.get(key) ?? 1) - 1;
         if (left > 0) this.readers.set(key, left);
         else {

@@ -83,6 +83,17 @@ describe('gateway configuration', () => {
     await expect(loadConfig({ config: file }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(ConfigError);
   });
 
+  it('cache.min_free_percent: the share of the cache\'s disk left free, 5 by default; 100 or more refused', async () => {
+    expect((await loadConfig({}, {}, { fuseUsable: false, cwd: dir })).cache.min_free_percent).toBe(5);
+    const file = join(dir, 'f.json');
+    await writeFile(file, JSON.stringify({ cache: { min_free_percent: 12.5 } }));
+    expect((await loadConfig({ config: file }, {}, { fuseUsable: false, cwd: dir })).cache.min_free_percent).toBe(12.5);
+    for (const bad of [100, -1, 'lots']) {
+      await writeFile(file, JSON.stringify({ cache: { min_free_percent: bad } }));
+      await expect(loadConfig({ config: file }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/cache\.min_free_percent/);
+    }
+  });
+
   it('the embedded service\'s URL for its clients: flag, environment, file; checked', async () => {
     expect((await loadConfig({ data: 'd' }, {}, { fuseUsable: false, cwd: dir })).service_url).toBeUndefined();
     expect((await loadConfig({ data: 'd', serviceUrl: 'http://files.example.com:8081/' }, {}, { fuseUsable: false, cwd: dir })).service_url).toBe('http://files.example.com:8081');
