@@ -12,6 +12,9 @@ import type { Logger } from '../shared/log.js';
 import { BlockCache } from './block-cache.js';
 import { ContentCache } from './content-cache.js';
 import { CacheBudget } from './cache-budget.js';
+import { PinMarks } from './pin-marks.js';
+import { PinnedContent, type PinStatus } from './pinned-content.js';
+import { freeUpSpace } from './free-up-space.js';
 import { FileHasher } from './file-hasher.js';
 import { Sha1Streams } from './sha1-streams.js';
 import { gatewayPathOf, parseGatewayPath } from './gateway-path.js';
@@ -52,7 +55,7 @@ export interface GatewayVfsOptions {
     blockBytes?: number;
     /** Block size of random reads, bytes. Default 64 KiB. */
     blockSize?: number;
-    /** On-disk content cache, bytes; 0 = off. Default 0. */
+    /** On-disk content cache, bytes; 0 = off (and no pins). Default 0. */
     diskBytes?: number;
     /** Share of the cache's disk always left free, percent. Default 5. */
     minFreePercent?: number;
@@ -136,6 +139,8 @@ export interface GatewayStatus {
   metadata: ReturnType<MetadataCache['stats']>;
   blocks: ReturnType<BlockCache['stats']>;
   disk?: ReturnType<ContentCache['stats']>;
+  /** Files kept on this machine (pins): bytes, what is still being fetched, errors. */
+  pins?: PinStatus;
 }
 
 const LIB_ROOT_ATTR_TIME = Date.now();
@@ -154,8 +159,10 @@ export class GatewayVfs implements Vfs {
   readonly cache: MetadataCache;
   private readonly blocks: BlockCache;
   private readonly disk: ContentCache | undefined;
-  /** The cache's limit, and what it never evicts (open content). */
+  /** The cache's limit, and what it never evicts (pinned, open). */
   private readonly budget: CacheBudget | undefined;
+  /** Files and folders kept on this machine (pinned-content.ts); only with a disk cache. */
+  private readonly pins: PinnedContent | undefined;
   private readonly hasher = new FileHasher();
   /** Front ends say here when they serve applications; the uploads give way meanwhile. */
   readonly foreground = new ForegroundActivity();
@@ -202,6 +209,10 @@ export class GatewayVfs implements Vfs {
     const contentDir = join(opts.dataDir, 'content');
     this.budget = diskBytes > 0 ? new CacheBudget({ dir: contentDir, maxBytes: diskBytes, minFreeFraction: (opts.cache?.minFreePercent ?? 5) / 100 }) : undefined;
     this.disk = this.budget ? new ContentCache({ dir: contentDir, maxBytes: diskBytes, budget: this.budget, logger: opts.logger }) : undefined;
+    this.pins = this.disk && this.budget ? new PinnedContent({
+      marks: new PinMarks(join(opts.dataDir, 'pins', 'marks.json')), disk: this.disk, budget: this.budget, dir: join(opts.dataDir, 'pins'),
+      remoteFor: (name) => this.libs.get(name)?.remote, logger: opts.logger,
+    }) : undefined;
     this.times = new TimeOverrides(join(opts.dataDir, 'times.jsonl'), opts.logger);
     this.marks = new PendingMarks(opts.logger);
     this.limits = new SizeLimits({ maxFileBytes: opts.maxFileBytes, freeBytes: (name, ctx) => this.freeBytes(name, ctx) });
@@ -211,6 +222,7 @@ export class GatewayVfs implements Vfs {
         this.logger.info({ library: name, offlineMs }, 'library online again: uploads and folders made meanwhile go to the service');
         this.writeBack.online(name);
         void this.libs.get(name)?.feed?.pollNow().catch(() => undefined);
+        this.pins?.resync(name);
       },
     });
     this.writeBack = new WriteBack({
@@ -270,6 +282,7 @@ export class GatewayVfs implements Vfs {
     await this.writeBack.init();
     await this.times.load();
     await this.disk?.init();
+    await this.pins?.init();
     for (const l of this.opts.libraries) {
       if (this.libs.has(l.name)) throw new TypeError(`libraries: expected unique folder names, got '${l.name}' twice`);
       this.libs.set(l.name, this.library(l));
@@ -278,6 +291,7 @@ export class GatewayVfs implements Vfs {
     }
     await Promise.all([...this.libs.values()].map((l) => this.startFeed(l)));
     await this.writeBack.replay((name) => this.libs.has(name));
+    for (const l of this.libs.values()) if (this.connectivity.online(l.name)) this.pins?.resync(l.name);
   }
 
   private async startFeed(lib: Library): Promise<void> {
@@ -286,6 +300,7 @@ export class GatewayVfs implements Vfs {
     lib.feed = new UpdatesFeed({
       library: lib.name, remote: lib.remote, cache: this.cache, intervalMs: interval, logger: this.logger,
       cursorFile: join(this.opts.dataDir, 'feeds', `${safeFileName(lib.id)}.json`),
+      onChange: (change) => this.pins?.changed(lib.name, change),
     });
     await lib.feed.start();
   }
@@ -785,7 +800,51 @@ export class GatewayVfs implements Vfs {
       metadata: this.cache.stats(),
       blocks: this.blocks.stats(),
       disk: this.disk?.stats(),
+      pins: this.pins?.status(),
     };
+  }
+
+  // ---- kept on this machine (pins) and freeing up space ------------------------------------------------
+
+  /**
+   * Pins (keeps on this machine) or unpins a file or folder. A pin is refused with ENOSPC when its content
+   * would not fit in the cache beside what is pinned; its files are then fetched in the background.
+   */
+  async setPinned(path: string, pinned: boolean, _ctx?: CallContext): Promise<{ files: number; bytes: number } | undefined> {
+    const t = this.target(path);
+    const lib = this.needLibrary(t, pinned ? 'pin' : 'unpin');
+    if (!this.pins) throw new VfsError('ENOTSUP', `${t.path}: nothing can be kept on this machine without the disk cache (cache.disk_cache_mb is 0)`);
+    if (!pinned) return void (await this.pins.unpin(lib.name, t.fullpath));
+    return this.pins.pin(lib.name, t.fullpath);
+  }
+
+  /** True when the path is pinned (itself or by a folder above it). */
+  async pinned(path: string, ctx?: CallContext): Promise<boolean> {
+    const t = this.target(path);
+    if (!t.lib) return false;
+    if (!(await this.lookup(t.lib, t.fullpath, ctx))) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
+    return this.pins?.pinned(t.lib.name, t.fullpath) ?? false;
+  }
+
+  /** Resolves once every pinned file queued is fetched (or failed: see status). */
+  async pinsFetched(): Promise<void> {
+    await this.pins?.idle();
+  }
+
+  /**
+   * Free up space: drops the cached content of the files under a path that are neither pinned, nor open,
+   * nor waiting to upload (those are the write-back's, never the cache's).
+   */
+  async evict(path: string, ctx?: CallContext): Promise<{ files: number; bytes: number }> {
+    const t = this.target(path);
+    const lib = this.needLibrary(t, 'evict');
+    if (!this.disk) return { files: 0, bytes: 0 };
+    return freeUpSpace({
+      disk: this.disk, root: t.fullpath,
+      stat: (fp) => this.lookup(lib, fp, ctx),
+      list: (fp) => this.listDir(lib, fp, ctx),
+      kept: (fp) => !!this.pins?.pinned(lib.name, fp) || this.writeBack.dirty(lib.name, fp) || !!this.writeBack.entry(lib.name, fp),
+    });
   }
 
   /** Library folder names, in order. */
@@ -811,6 +870,7 @@ export class GatewayVfs implements Vfs {
     await this.writeBack.close();
     await this.hasher.close();
     await this.sha1Streams.close();
+    await this.pins?.close();
     await this.disk?.close();
     await this.times.close();
     await this.opts.onClose?.();
@@ -976,9 +1036,20 @@ export class GatewayVfs implements Vfs {
     if (cached !== undefined) return cached;
     const parent = parentOf(fullpath);
     if (parent !== '' && this.cache.getEntry(lib.name, parent) === null) return null;
-    const e = await lib.remote.stat(fullpath, this.call(ctx));
+    let e: RemoteEntry | null;
+    try {
+      e = await lib.remote.stat(fullpath, this.call(ctx));
+    } catch (err) {
+      return this.pinnedWhenAway(err, this.pins?.entry(lib.name, fullpath)); // not cached: the service's word only
+    }
     this.cache.setEntry(lib.name, fullpath, e);
     return e;
+  }
+
+  /** With the service away, what the pins know answers (pinned-content.ts); otherwise the error stands. */
+  private pinnedWhenAway<T>(err: unknown, pinned: T | undefined): T {
+    if (pinned === undefined || !(err instanceof VfsError && err.unreachable)) throw err;
+    return pinned;
   }
 
   /** As lookup, without the cache for the final answer (before a change). */
@@ -1054,9 +1125,17 @@ export class GatewayVfs implements Vfs {
         if (!self) throw new VfsError('ENOENT', `no such folder: ${gatewayPathOf(lib.name, fullpath)}`);
         if (!self.isDir) throw new VfsError('ENOTDIR', `${gatewayPathOf(lib.name, fullpath)} is a file`);
       }
-      list = await lib.remote.list(fullpath, this.call(ctx));
+      try {
+        list = await lib.remote.list(fullpath, this.call(ctx));
+      } catch (err) {
+        return this.sorted(lib, fullpath, this.pinnedWhenAway(err, this.pins?.listing(lib.name, fullpath)));
+      }
       this.cache.setListing(lib.name, fullpath, list);
     }
+    return this.sorted(lib, fullpath, list);
+  }
+
+  private sorted(lib: Library, fullpath: string, list: RemoteEntry[]): RemoteEntry[] {
     return [...this.overlaid(lib, fullpath, list).values()].sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
   }
 
