@@ -12,8 +12,8 @@ import { HandleTable, type OpenFile } from './handles.js';
 import { InFlightCounter, replyWithin, type NativeCallback, type OperationResult, type OperationScope } from './reply.js';
 import { permissionBits, toKernelStat, toKernelStatFs, type Ownership } from './stat.js';
 import {
-  XATTR_CREATE, XATTR_NAMES, XATTR_TAGS, XATTR_VALUE_MAX,
-  decodeLock, decodeTags, encodeLock, encodeTags, encodeXattrNames, fillXattrBuffer,
+  XATTR_CREATE, XATTR_NAMES, XATTR_PIN, XATTR_TAGS, XATTR_VALUE_MAX,
+  decodeLock, decodePin, decodeTags, encodeLock, encodeTags, encodeXattrNames, fillXattrBuffer,
 } from './xattr.js';
 
 /** Time budgets of operations; past it the operation answers EIO and its late result is dropped. */
@@ -427,6 +427,12 @@ export class FuseOperations {
    */
   toNative(): Record<string, Op> {
     const vfs = this.vfs;
+    /** Pins through `user.cloudlib.pin`: ENOTSUP where nothing can be kept on this machine. */
+    const setPinned = async (path: string, pinned: boolean, ctx: CallContext): Promise<number> => {
+      if (!vfs.setPinned) return -Errno.ENOTSUP;
+      await vfs.setPinned(path, pinned, ctx);
+      return 0;
+    };
     return {
       getattr: (path: string, cb: NativeCallback) =>
         this.run('getattr', path, 'metadataMs', cb, async (_s, ctx) => [0, this.stat(await vfs.stat(path, ctx))]),
@@ -635,6 +641,7 @@ export class FuseOperations {
           // Both attributes always exist: XATTR_CREATE cannot succeed, XATTR_REPLACE always can.
           if (flags & XATTR_CREATE) return -Errno.EEXIST;
           if (name === XATTR_TAGS) await vfs.setTags(path, decodeTags(copy), ctx);
+          else if (name === XATTR_PIN) return setPinned(path, decodePin(copy), ctx);
           else await vfs.setLocked(path, decodeLock(copy), ctx);
           return 0;
         });
@@ -644,6 +651,7 @@ export class FuseOperations {
         if (!XATTR_NAMES.includes(name)) return cb(-unknownXattrErrno(name));
         this.mutate('removexattr', path, 'metadataMs', cb, async (_s, ctx) => {
           if (name === XATTR_TAGS) await vfs.setTags(path, [], ctx);
+          else if (name === XATTR_PIN) return setPinned(path, false, ctx);
           else await vfs.setLocked(path, false, ctx);
           return 0;
         });
@@ -655,7 +663,8 @@ export class FuseOperations {
         // system.posix_acl_access on every file, and caches ENOTSUP per device (not ENODATA).
         if (!XATTR_NAMES.includes(name)) return cb(-unknownXattrErrno(name));
         this.run('getxattr', path, 'metadataMs', cb, async (scope, ctx) => {
-          const value = name === XATTR_TAGS ? encodeTags(await vfs.getTags(path, ctx)) : encodeLock(!!(await vfs.stat(path, ctx)).locked);
+          const value = name === XATTR_TAGS ? encodeTags(await vfs.getTags(path, ctx))
+            : name === XATTR_PIN ? encodeLock(!!(await vfs.pinned?.(path, ctx))) : encodeLock(!!(await vfs.stat(path, ctx)).locked);
           if (!scope.live()) return -Errno.EIO;
           return fillXattrBuffer(target, value);
         });
