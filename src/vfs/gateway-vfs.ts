@@ -1036,6 +1036,8 @@ export class GatewayVfs implements Vfs {
     if (cached !== undefined) return cached;
     const parent = parentOf(fullpath);
     if (parent !== '' && this.cache.getEntry(lib.name, parent) === null) return null;
+    const away = this.pinnedWhileOffline(lib, this.pins?.entry(lib.name, fullpath));
+    if (away !== undefined) return away;
     let e: RemoteEntry | null;
     try {
       e = await lib.remote.stat(fullpath, this.call(ctx));
@@ -1044,6 +1046,11 @@ export class GatewayVfs implements Vfs {
     }
     this.cache.setEntry(lib.name, fullpath, e);
     return e;
+  }
+
+  /** While the library is offline, what the pins know answers at once (the service is not asked first). */
+  private pinnedWhileOffline<T>(lib: Library, pinned: T | undefined): T | undefined {
+    return pinned !== undefined && !this.connectivity.online(lib.name) ? pinned : undefined;
   }
 
   /** With the service away, what the pins know answers (pinned-content.ts); otherwise the error stands. */
@@ -1125,6 +1132,8 @@ export class GatewayVfs implements Vfs {
         if (!self) throw new VfsError('ENOENT', `no such folder: ${gatewayPathOf(lib.name, fullpath)}`);
         if (!self.isDir) throw new VfsError('ENOTDIR', `${gatewayPathOf(lib.name, fullpath)} is a file`);
       }
+      const away = this.pinnedWhileOffline(lib, this.pins?.listing(lib.name, fullpath));
+      if (away !== undefined) return this.sorted(lib, fullpath, away);
       try {
         list = await lib.remote.list(fullpath, this.call(ctx));
       } catch (err) {
