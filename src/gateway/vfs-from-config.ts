@@ -38,6 +38,7 @@ export async function vfsFromConfig(config: GatewayConfig, logger: Logger, onExc
     },
     readOnly: config.mount.read_only,
     maxFileBytes: config.journal.max_file_mb * 1024 * 1024,
+    maxPendingBytes: config.journal.max_pending_mb * 1024 * 1024,
     logger,
     onClose: async () => { await Promise.all(clients.map((c) => c.close())); },
   });

@@ -15,6 +15,7 @@ import { CacheBudget } from './cache-budget.js';
 import { PinMarks } from './pin-marks.js';
 import { PinnedContent, type PinStatus } from './pinned-content.js';
 import { freeUpSpace } from './free-up-space.js';
+import { UploadBackpressure } from './upload-backpressure.js';
 import { FileHasher } from './file-hasher.js';
 import { Sha1Streams } from './sha1-streams.js';
 import { gatewayPathOf, parseGatewayPath } from './gateway-path.js';
@@ -104,6 +105,8 @@ export interface GatewayVfsOptions {
   readOnly?: boolean;
   /** Largest file a write may make, bytes (EFBIG beyond it); 0 or undefined for no limit. */
   maxFileBytes?: number;
+  /** Bytes waiting to upload at most: writers wait for room, ENOSPC when none comes (upload-backpressure.ts); 0 or undefined for no bound. */
+  maxPendingBytes?: number;
   logger: Logger;
   /** Called by close() after everything else (closes what the factory opened). */
   onClose?: () => Promise<void>;
@@ -215,7 +218,11 @@ export class GatewayVfs implements Vfs {
     }) : undefined;
     this.times = new TimeOverrides(join(opts.dataDir, 'times.jsonl'), opts.logger);
     this.marks = new PendingMarks(opts.logger);
-    this.limits = new SizeLimits({ maxFileBytes: opts.maxFileBytes, freeBytes: (name, ctx) => this.freeBytes(name, ctx) });
+    const backpressure = opts.maxPendingBytes ? new UploadBackpressure({ maxBytes: opts.maxPendingBytes, pendingBytes: () => this.writeBack.uploads.status().reduce((n, u) => n + (u.size ?? 0), 0) }) : undefined;
+    this.limits = new SizeLimits({
+      maxFileBytes: opts.maxFileBytes, freeBytes: (name, ctx) => this.freeBytes(name, ctx),
+      ...(backpressure ? { room: (path: string, size: number, ctx: CallContext | undefined, wait: boolean) => backpressure.admit(path, size, ctx, { wait }) } : {}),
+    });
     this.connectivity = new Connectivity({
       onOffline: (name, err) => this.logger.warn({ library: name, err: err.message }, 'library offline: the service cannot be reached; serving what is cached, writes go to the journal'),
       onOnline: (name, offlineMs) => {
