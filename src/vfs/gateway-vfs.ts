@@ -480,14 +480,14 @@ export class GatewayVfs implements Vfs {
     const local = await this.writeBack.readStream(lib.name, t.fullpath, start, end);
     if (local) return local;
     if (this.disk && entry.contentHash && this.disk.has(entry.contentHash, start, end + 1)) {
-      return Readable.from(this.diskChunks(entry.contentHash, start, end + 1));
+      return this.heldWhileRead(Readable.from(this.diskChunks(entry.contentHash, start, end + 1)), entry.contentHash);
     }
     // A large range is read as a sequential streak (several ranged windows in flight); a small one is one request.
     if (end - start + 1 > PARALLEL_STREAM_BYTES) {
       const reader = this.reader(lib, entry, ctx, { startAt: start });
       // The first bytes before the stream is handed out: a failure to open is the call's, as for one request.
       const first = await reader.readParts(start, 1024 * 1024, ctx).catch((err: unknown) => { reader.close(); throw err; });
-      return Readable.from(this.streakChunks(reader, first, start, end + 1, ctx));
+      return this.heldWhileRead(Readable.from(this.streakChunks(reader, first, start, end + 1, ctx)), entry.contentHash);
     }
     const stream = await lib.remote.openRange(t.fullpath, start, end, { ...this.call(ctx), contentHash: entry.contentHash });
     if (!this.disk || !entry.contentHash) return stream;
@@ -504,7 +504,14 @@ export class GatewayVfs implements Vfs {
     });
     stream.on('error', (err) => tee.destroy(err));
     tee.on('close', () => stream.destroy());
-    return stream.pipe(tee);
+    return this.heldWhileRead(stream.pipe(tee), hash);
+  }
+
+  /** The content of a stream being read is not evicted until the stream closes (cache-budget.ts). */
+  private heldWhileRead(stream: Readable, hash: string | undefined): Readable {
+    const release = this.budget?.hold(hash);
+    if (release) stream.once('close', release);
+    return stream;
   }
 
   /**

@@ -166,15 +166,22 @@ describe('pins', () => {
     remote.putFile('pinned.txt', Buffer.from('pinned content'));
     remote.putFile('open.txt', Buffer.from('open content'));
     remote.putFile('plain.txt', Buffer.from('plain content'));
+    remote.putFile('streamed.txt', Buffer.from('streamed content'));
     const dir = await dataDir();
     const { vfs } = await gateway(remote, dir);
     await vfs.setPinned('/A/pinned.txt', true);
     await vfs.pinsFetched();
-    for (const f of ['open.txt', 'plain.txt']) await readAll(vfs, `/A/${f}`);
+    for (const f of ['open.txt', 'plain.txt', 'streamed.txt']) await readAll(vfs, `/A/${f}`);
     await vfs.close();
     const { vfs: again, faulty } = await gateway(remote, dir);
     const h = await again.open('/A/open.txt', { read: true });
+    const stream = await again.createReadStream('/A/streamed.txt'); // as a WebDAV GET: held until it closes
     expect(await again.evict('/A')).toEqual({ files: 1, bytes: expect.any(Number) });
+    let streamed = '';
+    for await (const c of stream as AsyncIterable<Buffer>) streamed += c.toString();
+    expect(streamed).toBe('streamed content');
+    await new Promise((resolve) => (stream.closed ? resolve(undefined) : stream.once('close', resolve)));
+    expect(await again.evict('/A/streamed.txt')).toEqual({ files: 1, bytes: expect.any(Number) });
     faulty.down(3_600_000);
     await again.refresh();
     expect((await h.read(0, 4)).toString()).toBe('open');
