@@ -163,12 +163,13 @@ export class PinnedContent {
     }
     if (!this.opts.marks.pinned(library, e.fullpath)) return;
     const lib = this.lib(library);
+    const known = lib.entries.has(e.fullpath);
     this.put(library, lib, e);
     this.scheduleSave(library);
     if (!e.isDir) return this.want(library, e);
-    // A folder new or moved in: what is inside it comes with it.
+    // A folder new or moved in: what is inside it comes with it (a known one's changes come one by one).
     const remote = this.opts.remoteFor(library);
-    if (remote) {
+    if (remote && !known) {
       void this.walk(remote, library, e.fullpath).then((found) => this.replaceUnder(library, e.fullpath, found))
         .catch((err: unknown) => this.opts.logger.debug({ library, err: (err as Error).message }, 'pins: walk failed'));
     }

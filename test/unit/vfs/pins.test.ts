@@ -95,15 +95,21 @@ describe('pins', () => {
     // Changes the feed brings: a new file in the pinned folder and a changed one are fetched too.
     remote.putFile('keep/sub/new.txt', Buffer.from('new one'));
     remote.putFile('keep/a.txt', Buffer.from('alpha two'));
+    // A folder moved in brings what is inside it.
+    await remote.mkdir('outside');
+    remote.putFile('outside/moved.txt', Buffer.from('moved in'));
     await vfs.refresh();
-    await vfs.pinsFetched();
-    expect(vfs.status().pins).toMatchObject({ files: 3, bytes: 9 + 4 + 7, pendingFiles: 0 });
+    await remote.move('outside', 'keep/moved');
+    await vfs.refresh();
+    await waitFor('the folder moved in to be walked and fetched', () => vfs.status().pins!, { until: (p) => p.files === 4 && p.pendingFiles === 0 });
+    expect(vfs.status().pins).toMatchObject({ files: 4, bytes: 9 + 4 + 7 + 8, pendingFiles: 0 });
     await vfs.close();
 
     // A restart with the service gone: everything pinned is listed and read; nothing else is there.
     const again = (await gateway(remote, dir, 64 * 1024 * 1024, { down: true })).vfs;
     expect(again.status().libraries[0]!.online).toBe(false);
-    expect(await names(again, '/A/keep')).toEqual(['a.txt', 'sub']);
+    expect(await names(again, '/A/keep')).toEqual(['a.txt', 'moved', 'sub']);
+    expect(await readAll(again, '/A/keep/moved/moved.txt')).toBe('moved in');
     expect(await names(again, '/A/keep/sub')).toEqual(['b.txt', 'new.txt']);
     expect(await readAll(again, '/A/keep/a.txt')).toBe('alpha two');
     expect(await readAll(again, '/A/keep/sub/b.txt')).toBe('beta');
@@ -114,7 +120,7 @@ describe('pins', () => {
     expect(await vfsCode(again.stat('/A/keep/nothing.txt'))).toBe('ENOENT');
     expect(await vfsCode(readAll(again, '/A/other.txt'))).toBe('EIO');
     expect(await vfsCode(readAll(again, '/A/keep/skip/c.txt'))).toBe('EIO');
-    expect(again.status().pins).toMatchObject({ pins: ['/A/keep'], files: 3, pendingFiles: 0 });
+    expect(again.status().pins).toMatchObject({ pins: ['/A/keep'], files: 4, pendingFiles: 0 });
   });
 
   it('refuses a pin that does not fit in the cache beside what is pinned, changing nothing', async () => {
