@@ -4,13 +4,16 @@
  *   with a cold cache until every file is on its disk (the walk included), vs `rclone copy` of the same
  *   folder from the gateway's WebDAV (rclone's defaults, a cold gateway without a disk cache, so both read
  *   every byte from the service) into a local folder (target ≥ 0.8× of rclone's speed);
- * - one file of BENCH_PINS_LARGE_BYTES (default 256 MiB; 0 skips it), the same two ways.
+ * - one file of BENCH_PINS_LARGE_BYTES (default 256 MiB; 0 skips it), the same two ways;
+ * - that file, once pinned, read through the gateway's Vfs (createReadStream, what WebDAV GET reads:
+ *   served from the content cache) vs reading the cache's own file from the local disk (target ≥ 0.9×).
  * Each figure is the median of BENCH_PINS_ROUNDS (default 3), the two sides made in turn. Prints one JSON
  * line per figure. Run: `node --import tsx scripts/bench/pins.ts`.
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServiceVfs } from '../../src/remote/service-vfs.js';
@@ -93,7 +96,36 @@ try {
   };
 
   await figure('pins.fetch_small_files', 'small', { files: FILES, bytes_each: 4096 });
-  if (LARGE > 0) await figure('pins.fetch_large_file', 'large', { bytes: LARGE });
+  if (LARGE > 0) {
+    await figure('pins.fetch_large_file', 'large', { bytes: LARGE });
+    // Pinned content read back: through the Vfs vs the cache's file straight from the local disk (both warm).
+    const dataDir = join(scratch, 'read-pinned');
+    const vfs = await createServiceVfs({ libraries: [{ name: 'Library', client: svc.client }], dataDir, feedIntervalMs: 0, cache: { diskBytes: 2 * LARGE } });
+    try {
+      await vfs.setPinned('/Library/large', true);
+      await vfs.pinsFetched();
+      const data = (await readdir(join(dataDir, 'content'))).find((n) => n.endsWith('.data'))!;
+      const drain = async (stream: AsyncIterable<Buffer>): Promise<number> => {
+        const t0 = performance.now();
+        let n = 0;
+        for await (const c of stream) n += c.length;
+        if (n !== LARGE) throw new Error(`read ${n} bytes of ${LARGE}`);
+        return performance.now() - t0;
+      };
+      const viaVfs: number[] = [];
+      const local: number[] = [];
+      for (let r = 0; r < ROUNDS + 1; r++) {
+        const a = await drain(await vfs.createReadStream('/Library/large/big.bin') as AsyncIterable<Buffer>);
+        const b = await drain(createReadStream(join(dataDir, 'content', data), { highWaterMark: 1024 * 1024 }));
+        if (r > 0) { viaVfs.push(a); local.push(b); } // the first round warms the page cache
+      }
+      const v = median(viaVfs);
+      const l = median(local);
+      process.stdout.write(JSON.stringify({ bench: 'pins.read_pinned_large_file', bytes: LARGE, vfs_ms: Math.round(v), local_disk_ms: Math.round(l), ratio_vs_local_disk: Number((l / v).toFixed(2)), target: 0.9 }) + '\n');
+    } finally {
+      await vfs.close();
+    }
+  }
 } finally {
   await svc.close();
   await rm(scratch, { recursive: true, force: true });
