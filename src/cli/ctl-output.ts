@@ -192,7 +192,23 @@ export function renderStatus(result: unknown): string {
     size: c.maxBytes ? `${formatBytes(c.bytes)} of ${formatBytes(c.maxBytes)}` : formatBytes(c.bytes),
     hits: c.hits, misses: c.misses, 'hit rate': c.hitRate === null ? '-' : `${Math.round(c.hitRate * 100)} %`,
   })), ['cache', 'items', 'size', 'hits', 'misses', 'hit rate']));
+  const pins = s.pins as PinsRow | undefined;
+  if (pins && pins.pins.length > 0) out.push('', ...renderPins(pins));
   return out.join('\n');
+}
+
+interface PinsRow {
+  pins: string[]; files: number; bytes: number; pendingFiles: number; pendingBytes: number;
+  fetching: { path: string; done: number; size: number }[]; errors: { path: string; error: string }[];
+}
+
+/** The pins section of `ctl status`: what is kept on this machine, what is still being fetched, errors. */
+function renderPins(p: PinsRow): string[] {
+  const here = p.pendingFiles === 0 ? 'all here' : `${p.pendingFiles} file(s), ${formatBytes(p.pendingBytes)} still to fetch`;
+  const out = [`Kept on this machine: ${p.files} file(s), ${formatBytes(p.bytes)} (${here})`, table(p.pins.map((path) => ({ pinned: path })))];
+  if (p.fetching.length) out.push(table(p.fetching.map((f) => ({ fetching: f.path, progress: `${formatBytes(f.done)} / ${formatBytes(f.size)}` }))));
+  if (p.errors.length) out.push(table(p.errors.map((e) => ({ 'not fetched': e.path, error: e.error }))));
+  return out;
 }
 
 /** `ctl perm show PATH`: who has what set on the folder, simple and advanced permissions side by side. */

@@ -136,6 +136,12 @@ export const VERBS: Record<string, Verb> = {
     build: (pos) => ({ method: 'watch', params: { path: pos[0] } }), event: (e) => watchLine(e), done: (r) => `watch ended after ${field(r, 'events')} changes`,
   },
   flush: { usage: 'flush [--timeout S]', help: 'wait until every pending upload is on the service', calls: ['flush'], build: (_p, o) => ({ method: 'flush', params: { timeout_s: int(o, 'timeout') } }), done: said('all uploads are on the service') },
+  pin: { usage: 'pin PATH [--wait]', help: 'keep a file or folder on this machine: fetched now, kept current, readable without the service (refused when it does not fit in the cache); --wait returns once all of it is here', calls: ['pin'], booleans: ['wait'],
+    build: (pos, o) => ({ method: 'pin', params: { path: need(pos, 0, 'PATH'), wait: o.wait ? 1 : undefined } }),
+    done: (r) => `pinned ${field(r, 'path')}: ${field(r, 'files')} file(s), ${formatBytes(Number(field(r, 'bytes')))}` },
+  unpin: { usage: 'unpin PATH', help: 'stop keeping a file or folder on this machine (inside a pinned folder: an exception to it)', calls: ['unpin'], build: (pos) => ({ method: 'unpin', params: { path: need(pos, 0, 'PATH') } }), done: (r) => `unpinned ${field(r, 'path')}` },
+  evict: { usage: 'evict PATH', help: 'free up space: drop cached content under PATH that is neither pinned, nor open, nor waiting to upload', calls: ['evict'], build: (pos) => ({ method: 'evict', params: { path: need(pos, 0, 'PATH') } }),
+    done: (r) => `freed ${formatBytes(Number(field(r, 'bytes')))} (${field(r, 'files')} file(s)) under ${field(r, 'path')}` },
   'cache drop': { usage: 'cache drop', help: 'drop the metadata and block caches', calls: ['cache.drop'], build: () => ({ method: 'cache.drop', params: {} }), done: said('caches dropped') },
   'library ls': { usage: 'library ls', help: 'libraries served by the gateway', calls: ['library.ls'], build: () => ({ method: 'library.ls', params: {} }), render: renderLibraries },
   'library add': { usage: 'library add (ORG_CLIENT_ID --secret-env VAR | --org NAME) [--name FOLDER]', help: 'serve one more library, now and after a restart: by its authorization (the secret from an environment variable of ctl) or by its name in the enterprise', calls: ['library.add'], build: (pos, o) => {

@@ -1,6 +1,6 @@
 /**
  * The gateway's own control methods: `status`, `flush`, `cache.drop`, `library.ls|add|remove`,
- * `upload`, `download`, `version.restore`, `ls`. They act on the running gateway (its Vfs and its clients);
+ * `upload`, `download`, `version.restore`, `ls`, and `pin`, `unpin`, `evict` (pin-methods.ts). They act on the running gateway (its Vfs and its clients);
  * the endpoint methods (methods.ts) reach the service directly.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
@@ -15,13 +15,14 @@ import type { HistoryItem } from '../shared/records.js';
 import { RpcErrorCode, RpcFailure } from './protocol.js';
 import { PathFilter, PathFilterError, patternsOf } from './path-filter.js';
 import { folderListingMethod } from './folder-listing.js';
+import { pinMethods, type PinAdmin } from './pin-methods.js';
 import { resolveLibrary, type CallEnv, type Progress, type ControlMethod, type ControlTarget, type MethodParamHelp, type ServedLibrary } from './methods.js';
 
 /**
  * What the control methods use of the gateway's file system: the Vfs's file operations, the gateway's
  * status and its cache controls (an interface of control's own, not the Vfs class).
  */
-export interface AdminVfs extends Pick<Vfs, 'stat' | 'readdir' | 'mkdir' | 'copy' | 'createReadStream' | 'writeFile' | 'flushAll' | 'changes'> {
+export interface AdminVfs extends Pick<Vfs, 'stat' | 'readdir' | 'mkdir' | 'copy' | 'createReadStream' | 'writeFile' | 'flushAll' | 'changes'>, Partial<Pick<PinAdmin, 'setPinned' | 'evict' | 'pinsFetched'>> {
   status(): GatewayStatus;
   /** Drops cached metadata and blocks (not local files or pending uploads). */
   dropCaches(): void;
@@ -408,6 +409,7 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
             blocks: { ...s.blocks, hitRate: rate(s.blocks.hits, s.blocks.misses) },
             ...(s.disk ? { disk: { ...s.disk, hitRate: rate(s.disk.hits, s.disk.misses) } } : {}),
           },
+          ...(s.pins ? { pins: s.pins } : {}),
         };
       },
     },
@@ -604,5 +606,6 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
       },
     },
     folderListingMethod(target),
+    ...pinMethods(target),
   ];
 }

@@ -13,8 +13,8 @@ import { HandleTable, type OpenFile } from './handles.js';
 import { InFlightCounter, replyWithin, type NativeCallback, type OperationResult, type OperationScope } from './reply.js';
 import { permissionBits, toKernelStat, toKernelStatFs, type Ownership } from './stat.js';
 import {
-  XATTR_CREATE, XATTR_NAMES, XATTR_READABLE, XATTR_STATE, XATTR_TAGS, XATTR_VALUE_MAX,
-  decodeLock, decodeTags, encodeLock, encodeTags, encodeXattrNames, fillXattrBuffer,
+  XATTR_CREATE, XATTR_NAMES, XATTR_PIN, XATTR_READABLE, XATTR_STATE, XATTR_TAGS, XATTR_VALUE_MAX,
+  decodeLock, decodePin, decodeTags, encodeLock, encodeTags, encodeXattrNames, fillXattrBuffer,
 } from './xattr.js';
 
 /** Time budgets of operations; past it the operation answers EIO and its late result is dropped. */
@@ -442,6 +442,12 @@ export class FuseOperations {
    */
   toNative(): Record<string, Op> {
     const vfs = this.vfs;
+    /** Pins through `user.cloudlib.pin`: ENOTSUP where nothing can be kept on this machine. */
+    const setPinned = async (path: string, pinned: boolean, ctx: CallContext): Promise<number> => {
+      if (!vfs.setPinned) return -Errno.ENOTSUP;
+      await vfs.setPinned(path, pinned, ctx);
+      return 0;
+    };
     return {
       getattr: (path: string, cb: NativeCallback) =>
         this.run('getattr', path, 'metadataMs', cb, async (_s, ctx) => [0, this.stat(await vfs.stat(path, ctx))]),
@@ -651,6 +657,7 @@ export class FuseOperations {
           // Both attributes always exist: XATTR_CREATE cannot succeed, XATTR_REPLACE always can.
           if (flags & XATTR_CREATE) return -Errno.EEXIST;
           if (name === XATTR_TAGS) await vfs.setTags(path, decodeTags(copy), ctx);
+          else if (name === XATTR_PIN) return setPinned(path, decodePin(copy), ctx);
           else await vfs.setLocked(path, decodeLock(copy), ctx);
           return 0;
         });
@@ -661,6 +668,7 @@ export class FuseOperations {
         if (!XATTR_NAMES.includes(name)) return cb(-unknownXattrErrno(name));
         this.mutate('removexattr', path, 'metadataMs', cb, async (_s, ctx) => {
           if (name === XATTR_TAGS) await vfs.setTags(path, [], ctx);
+          else if (name === XATTR_PIN) return setPinned(path, false, ctx);
           else await vfs.setLocked(path, false, ctx);
           return 0;
         });
@@ -677,7 +685,8 @@ export class FuseOperations {
             const state = (await vfs.stat(path, ctx)).state;
             if (state === undefined) return -Errno.ENODATA;
             value = Buffer.from(state, 'utf8');
-          } else value = name === XATTR_TAGS ? encodeTags(await vfs.getTags(path, ctx)) : encodeLock(!!(await vfs.stat(path, ctx)).locked);
+          } else value = name === XATTR_TAGS ? encodeTags(await vfs.getTags(path, ctx))
+            : name === XATTR_PIN ? encodeLock(!!(await vfs.pinned?.(path, ctx))) : encodeLock(!!(await vfs.stat(path, ctx)).locked);
           if (!scope.live()) return -Errno.EIO;
           return fillXattrBuffer(target, value);
         });

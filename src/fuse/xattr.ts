@@ -8,6 +8,8 @@
  * - `user.cloudlib.state`: the file's state (src/vfs/file-state.ts: `synced`, `pending`, `uploading`,
  *   `offline-only`, `conflict`, `locked-by <name>`), read-only (setting or removing it is EPERM); folders
  *   and versions have none (ENODATA).
+ * - `user.cloudlib.pin`: `1` when kept on this machine (pinned, or inside a pinned folder), else `0`.
+ *   Set `1`/`0` (also `true`/`false`) to pin or unpin; removing it unpins.
  * No other attribute is stored: reading one answers ENODATA, setting one ENOTSUP.
  */
 import { FuseOpError } from './errno.js';
@@ -15,8 +17,9 @@ import { FuseOpError } from './errno.js';
 export const XATTR_TAGS = 'user.cloudlib.tags';
 export const XATTR_LOCK = 'user.cloudlib.lock';
 export const XATTR_STATE = 'user.cloudlib.state';
+export const XATTR_PIN = 'user.cloudlib.pin';
 /** The attributes that can be set. */
-export const XATTR_NAMES: readonly string[] = [XATTR_TAGS, XATTR_LOCK];
+export const XATTR_NAMES: readonly string[] = [XATTR_TAGS, XATTR_LOCK, XATTR_PIN];
 /** Every attribute (the state is read-only). */
 export const XATTR_READABLE: readonly string[] = [...XATTR_NAMES, XATTR_STATE];
 
@@ -52,6 +55,13 @@ export function decodeLock(value: Buffer): boolean {
   if (text === '1' || text === 'true' || text === 'locked') return true;
   if (text === '0' || text === 'false' || text === 'unlocked') return false;
   throw new FuseOpError('EINVAL', `${XATTR_LOCK}: expected 1 or 0, got '${text.slice(0, 40)}'`);
+}
+
+export function decodePin(value: Buffer): boolean {
+  const text = value.toString('utf8').trim().toLowerCase();
+  if (text === '1' || text === 'true') return true;
+  if (text === '0' || text === 'false') return false;
+  throw new FuseOpError('EINVAL', `${XATTR_PIN}: expected 1 or 0, got '${text.slice(0, 40)}'`);
 }
 
 /** Copies `value` into the kernel's buffer the getxattr/listxattr way: size 0 asks for the length; too small is ERANGE. */

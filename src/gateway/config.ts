@@ -107,6 +107,8 @@ export interface GatewayConfig {
     block_cache_mb: number;
     /** On-disk content cache, MiB (0 = off). Default 1024. */
     disk_cache_mb: number;
+    /** Share of the content cache's disk always left free, percent (the cache holds less when the disk fills). Default 5. */
+    min_free_percent: number;
   };
   feed: { /** Updates feed poll interval, ms. Default 2000. */ interval_ms: number };
   journal: {
@@ -126,6 +128,8 @@ export interface GatewayConfig {
     small_upload_concurrency: number;
     /** Largest file a write may make, MiB (EFBIG / 507 beyond it); 0 for no limit. Default 0. */
     max_file_mb: number;
+    /** Bytes waiting to upload at most, MiB (0: no bound): writers wait for uploads to make room, then ENOSPC. */
+    max_pending_mb: number;
   };
   /** Admin HTTP listener (status page, /metrics, /healthz), or null. Default 127.0.0.1:8082, kept like service_listen. */
   admin_listen: string | null;
@@ -231,6 +235,11 @@ function num(v: unknown, where: string, min = 0): number | undefined {
   if (v === undefined) return undefined;
   const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
   if (typeof n !== 'number' || !Number.isFinite(n) || n < min) throw new ConfigError(`${where}: expected a number ≥ ${min}, got ${JSON.stringify(v)}`);
+  return n;
+}
+function percentBelow100(v: unknown, where: string): number | undefined {
+  const n = num(v, where);
+  if (n !== undefined && n >= 100) throw new ConfigError(`${where}: expected a percentage from 0 to below 100, got ${JSON.stringify(v)}`);
   return n;
 }
 function oneOf<T extends string>(v: unknown, where: string, values: readonly T[]): T | undefined {
@@ -391,7 +400,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   const cache = obj(raw.cache, 'cache');
   const feed = obj(raw.feed, 'feed');
   const journal = obj(raw.journal, 'journal');
-  for (const k of Object.keys(journal)) if (!['durability', 'group_commit_ms', 'upload_delay_ms', 'upload_concurrency', 'small_upload_concurrency', 'max_file_mb'].includes(k)) throw new ConfigError(`journal.${k}: unknown key (docs/configuration.md lists them)`);
+  for (const k of Object.keys(journal)) if (!['durability', 'group_commit_ms', 'upload_delay_ms', 'upload_concurrency', 'small_upload_concurrency', 'max_file_mb', 'max_pending_mb'].includes(k)) throw new ConfigError(`journal.${k}: unknown key (docs/configuration.md lists them)`);
   const durability = oneOf(journal.durability, 'journal.durability', ['group', 'close'] as const) ?? 'group';
   const groupCommitMs = num(journal.group_commit_ms, 'journal.group_commit_ms', 1) ?? 1000;
   if (groupCommitMs > 60_000) throw new ConfigError(`journal.group_commit_ms: expected at most 60000, got ${groupCommitMs}`);
@@ -400,6 +409,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   const uploadConcurrency = intIn(journal.upload_concurrency, 'journal.upload_concurrency', 1, 256) ?? 4;
   const smallUploadConcurrency = intIn(journal.small_upload_concurrency, 'journal.small_upload_concurrency', 1, 256) ?? 16;
   const maxFileMb = intIn(journal.max_file_mb, 'journal.max_file_mb', 0, 2 ** 32) ?? 0;
+  const maxPendingMb = intIn(journal.max_pending_mb, 'journal.max_pending_mb', 0, 2 ** 32) ?? 0;
   const log = obj(raw.log, 'log');
   const adminListen = listenAddress(flags.adminListen, env.CLOUDLIB_ADMIN, raw.admin_listen, 'admin_listen', DEFAULT_ADMIN_LISTEN);
   const adminGiven = flags.adminListen ?? env.CLOUDLIB_ADMIN ?? (raw.admin_listen === undefined ? undefined : 'given');
@@ -466,9 +476,10 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
       metadata_entries: num(cache.metadata_entries, 'cache.metadata_entries', 100) ?? 100_000,
       block_cache_mb: num(cache.block_cache_mb, 'cache.block_cache_mb', 1) ?? 256,
       disk_cache_mb: num(cache.disk_cache_mb, 'cache.disk_cache_mb') ?? 1024,
+      min_free_percent: percentBelow100(cache.min_free_percent, 'cache.min_free_percent') ?? 5,
     },
     feed: { interval_ms: num(env.CLOUDLIB_FEED_INTERVAL_MS ?? feed.interval_ms, 'feed.interval_ms', 100) ?? DEFAULT_FEED_INTERVAL_MS },
-    journal: { durability, group_commit_ms: groupCommitMs, upload_delay_ms: uploadDelayMs, upload_concurrency: uploadConcurrency, small_upload_concurrency: smallUploadConcurrency, max_file_mb: maxFileMb },
+    journal: { durability, group_commit_ms: groupCommitMs, upload_delay_ms: uploadDelayMs, upload_concurrency: uploadConcurrency, small_upload_concurrency: smallUploadConcurrency, max_file_mb: maxFileMb, max_pending_mb: maxPendingMb },
     admin_listen: adminListen,
     log: { level, ...(logFile !== undefined ? { file: logFile } : {}) },
   };

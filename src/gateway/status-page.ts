@@ -85,7 +85,21 @@ export function statusContent(m: StatusPageModel): string {
     ...(stranded.length ? [`<h2>Stranded <span class="count">${stranded.length}</span></h2>`, '<p class="muted">Journaled for libraries not served now; uploaded once the library is served again.</p>', table(['File'], stranded, '')] : []),
     '<h2>Recent errors</h2>', table(['When', 'Level', 'What'], problems, 'No warnings or errors since the start.'),
     `<h2>Caches <span class="count">${m.status.localFiles} local files</span></h2>`, table(['Cache', 'Use', 'Hits', 'Misses', 'Hit rate'], cacheRows, ''),
+    ...pinsSection(m.status.pins),
   ].join('\n');
+}
+
+/** What is kept on this machine: pinned paths, what is still being fetched (with progress), errors. */
+function pinsSection(p: StatusPageModel['status']['pins']): string[] {
+  if (!p || p.pins.length === 0) return [];
+  const e = escapeHtml;
+  const here = p.pendingFiles === 0 ? 'all here' : `${p.pendingFiles} files, ${bytes(p.pendingBytes)} still to fetch`;
+  const rows = [
+    ...p.pins.map((path) => [`<td>${e(path)}</td>`, '<td>pinned</td>']),
+    ...p.fetching.map((f) => [`<td>${e(f.path)}</td>`, `<td><progress max="${f.size}" value="${f.done}"></progress> <span class="num">${e(bytes(f.done))} of ${e(bytes(f.size))}</span></td>`]),
+    ...p.errors.map((x) => [`<td>${e(x.path)}</td>`, `<td>${e(x.error)}</td>`]),
+  ];
+  return [`<h2>Kept on this machine <span class="count">${p.files} files, ${e(bytes(p.bytes))} · ${e(here)}</span></h2>`, table(['Path', 'State'], rows, '')];
 }
 
 const STYLE = `

@@ -34,9 +34,11 @@ export async function vfsFromConfig(config: GatewayConfig, logger: Logger, onExc
       metadataEntries: config.cache.metadata_entries,
       blockBytes: config.cache.block_cache_mb * 1024 * 1024,
       diskBytes: config.cache.disk_cache_mb * 1024 * 1024,
+      minFreePercent: config.cache.min_free_percent,
     },
     readOnly: config.mount.read_only,
     maxFileBytes: config.journal.max_file_mb * 1024 * 1024,
+    maxPendingBytes: config.journal.max_pending_mb * 1024 * 1024,
     logger,
     onClose: async () => { await Promise.all(clients.map((c) => c.close())); },
   });

@@ -8,6 +8,11 @@
  * queued writes that follow on from each other go out as one writev. Bytes waiting to be written are
  * bounded too: when the disk falls behind the network, what does not fit is not cached (counted in
  * `skippedBytes`) rather than held in memory.
+ *
+ * With a CacheBudget the limit is a hard one on what the cache holds on disk: each content counts the
+ * 4 KiB pages its ranges take plus two pages for its sidecar (and its replacement), room is reserved before a byte is written,
+ * the limit shrinks when the disk would keep less than its free share, and contents the budget keeps
+ * (pinned, open) are never evicted: what does not fit beside them is not cached.
  */
 import { mkdir, open, readFile, readdir, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -17,6 +22,7 @@ import type { Logger } from '../shared/log.js';
 import { addRange, covers, rangeBytes, skipBytes, type ByteRange } from './byte-ranges.js';
 import type { LocalRange } from './engine-lease.js';
 import { systemClock, type Clock } from './clock.js';
+import type { CacheBudget } from './cache-budget.js';
 
 export interface ContentCacheOptions {
   /** Folder of the cache. */
@@ -27,6 +33,8 @@ export interface ContentCacheOptions {
   maxPendingBytes?: number;
   /** The time of the sidecars' saves. Default the real one. */
   clock?: Clock;
+  /** The limit, and the contents never evicted; without one, `maxBytes` and none. */
+  budget?: CacheBudget;
   logger: Logger;
 }
 
@@ -38,7 +46,20 @@ interface QueuedWrite { position: number; parts: readonly Buffer[]; length: numb
 const MAX_IOV = 1024;
 const MAX_WRITE_BYTES = 16 * 1024 * 1024;
 
-interface Item { hash: string; ranges: Range[]; bytes: number; lastUse: number; fh?: FileHandle; sidecarDirty: boolean; savedAtMs: number }
+interface Item { hash: string; ranges: Range[]; bytes: number; held: number; lastUse: number; fh?: FileHandle; sidecarDirty: boolean; savedAtMs: number }
+
+/** Disk pages are counted in this size. */
+const PAGE = 4096;
+
+/**
+ * Bytes a content with these ranges takes on disk at most: its ranges' pages, and two pages of sidecar
+ * (the sidecar and its replacement, for the moment both exist while it is replaced atomically).
+ */
+function heldBytes(ranges: readonly Range[]): number {
+  let n = 2 * PAGE;
+  for (const [s, e] of ranges) n += Math.ceil(e / PAGE) * PAGE - Math.floor(s / PAGE) * PAGE;
+  return n;
+}
 
 /** The sidecar of a content being written is saved at most this often (and on close), ms. */
 const SIDECAR_EVERY_MS = 1000;
@@ -50,7 +71,11 @@ export class ContentCache {
   private readonly maxBytes: number;
   private readonly maxPendingBytes: number;
   private total = 0;
+  /** Bytes on disk (and reserved for writes under way), as heldBytes counts them. */
+  private held = 0;
   private pendingBytes = 0;
+  /** Contents with a write under way (from its room being reserved to its end): never evicted meanwhile. */
+  private readonly writing = new Set<string>();
   private useClock = 0;
   /** Writes waiting, per content, and the loop writing them out (one at a time per content). */
   private readonly queues = new Map<string, { writes: QueuedWrite[]; drained: Promise<void> }>();
@@ -71,8 +96,10 @@ export class ContentCache {
       try {
         const ranges = JSON.parse(await readFile(join(this.opts.dir, name), 'utf8')) as Range[];
         const bytes = rangeBytes(ranges);
-        this.items.set(hash, { hash, ranges, bytes, lastUse: 0, sidecarDirty: false, savedAtMs: 0 });
+        const held = heldBytes(ranges);
+        this.items.set(hash, { hash, ranges, bytes, held, lastUse: 0, sidecarDirty: false, savedAtMs: 0 });
         this.total += bytes;
+        this.held += held;
       } catch { /* a torn sidecar: ignore the content */ }
     }
   }
@@ -162,14 +189,59 @@ export class ContentCache {
       } catch (err) {
         this.opts.logger.warn({ err: (err as Error).message, hash }, 'content cache: write failed');
       } finally {
+        this.writing.delete(hash);
         this.pendingBytes -= length;
       }
     }
     this.queues.delete(hash); // at once when empty: a write queued later starts a new loop
   }
 
-  stats(): { contents: number; bytes: number; maxBytes: number; hits: number; misses: number; writtenBytes: number; skippedBytes: number; evictions: number } {
-    return { contents: this.items.size, bytes: this.total, maxBytes: this.maxBytes, ...this.counters };
+  stats(): { contents: number; bytes: number; heldBytes: number; maxBytes: number; limitBytes: number; hits: number; misses: number; writtenBytes: number; skippedBytes: number; evictions: number } {
+    return { contents: this.items.size, bytes: this.total, heldBytes: this.held, maxBytes: this.maxBytes, limitBytes: this.limitNow(), ...this.counters };
+  }
+
+  /** True when all `size` bytes of the content are on disk (nothing counted: not a read). */
+  complete(hash: string | undefined, size: number): boolean {
+    const item = hash ? this.items.get(hash) : undefined;
+    return size === 0 || (!!item && covers(item.ranges, 0, size));
+  }
+
+  /** Saves the content's sidecar now (a content that must survive a crash right after it was fetched). */
+  async persist(hash: string): Promise<void> {
+    await this.queues.get(hash)?.drained;
+    const item = this.items.get(hash);
+    if (item?.sidecarDirty) await this.saveSidecar(item);
+  }
+
+  /** Bytes the content takes on disk (0 when none of it is there). */
+  heldOf(hash: string): number {
+    return this.items.get(hash)?.held ?? 0;
+  }
+
+  /** What the cache may hold now (its budget's limit as last known, else `maxBytes`). */
+  limitNow(): number {
+    return this.opts.budget ? this.opts.budget.limitNow(this.held) : this.maxBytes;
+  }
+
+  /**
+   * Drops one content (free up space), unless the budget keeps it or a write of it is under way. Returns
+   * the bytes it took on disk (0: nothing dropped).
+   */
+  async drop(hash: string): Promise<number> {
+    const item = this.items.get(hash);
+    if (!item || this.writing.has(hash) || this.opts.budget?.keeps(hash)) return 0;
+    await this.forget(item);
+    return item.held;
+  }
+
+  /** Forgets a content at once (then closes and removes its files). */
+  private async forget(victim: Item): Promise<void> {
+    this.items.delete(victim.hash);
+    this.total -= victim.bytes;
+    this.held -= victim.held;
+    await victim.fh?.close().catch(() => undefined);
+    await rm(join(this.opts.dir, `${victim.hash}.ranges`), { force: true });
+    await rm(join(this.opts.dir, `${victim.hash}.data`), { force: true });
   }
 
   async close(): Promise<void> {
@@ -184,17 +256,28 @@ export class ContentCache {
   private async doWrite(hash: string, position: number, parts: readonly Buffer[], length: number): Promise<void> {
     let item = this.items.get(hash);
     if (!item) {
-      item = { hash, ranges: [], bytes: 0, lastUse: ++this.useClock, sidecarDirty: false, savedAtMs: 0 };
+      item = { hash, ranges: [], bytes: 0, held: heldBytes([]), lastUse: ++this.useClock, sidecarDirty: false, savedAtMs: 0 };
       this.items.set(hash, item);
+      this.held += item.held;
     }
     if (covers(item.ranges, position, position + length)) return;
     // Room first: older contents are evicted for these bytes; a content that would overrun the limit on
-    // its own stops being cached (what it has stays), the limit is never exceeded.
-    await this.evict(hash, length);
-    if (this.total + length > this.maxBytes) {
+    // its own stops being cached (what it has stays), the limit is never exceeded. The room is reserved
+    // before the write (other contents are written meanwhile).
+    const growth = heldBytes(addRange(item.ranges, position, position + length)) - item.held;
+    const limit = this.opts.budget ? await this.opts.budget.limit(this.held) : this.maxBytes;
+    await this.evict(hash, growth, limit);
+    if (this.held + growth > limit || !this.items.has(hash)) {
       this.counters.skippedBytes += length;
+      if (item.ranges.length === 0 && this.items.get(hash) === item) {
+        this.items.delete(hash);
+        this.held -= item.held;
+      }
       return;
     }
+    item.held += growth;
+    this.held += growth;
+    this.writing.add(hash);
     const fh = await this.handle(item);
     let rest = parts;
     for (let at = position, end = position + length; at < end;) {
@@ -227,18 +310,21 @@ export class ContentCache {
     item.savedAtMs = (this.opts.clock ?? systemClock).now();
   }
 
-  /** Evicts whole contents, least recently used first, until `incoming` more bytes fit (never `keep`). */
-  private async evict(keep: string, incoming: number): Promise<void> {
-    while (this.total + incoming > this.maxBytes) {
+  /**
+   * Evicts whole contents, least recently used first, until `incoming` more bytes fit in `limit` (never
+   * `keep`, a content with a write under way, or one the budget keeps).
+   */
+  private async evict(keep: string, incoming: number, limit: number): Promise<void> {
+    const budget = this.opts.budget;
+    while (this.held + incoming > limit) {
       let victim: Item | undefined;
-      for (const item of this.items.values()) if (item.hash !== keep && (!victim || item.lastUse < victim.lastUse)) victim = item;
+      for (const item of this.items.values()) {
+        if (item.hash === keep || this.writing.has(item.hash) || budget?.keeps(item.hash)) continue;
+        if (!victim || item.lastUse < victim.lastUse) victim = item;
+      }
       if (!victim) return;
-      this.items.delete(victim.hash);
-      this.total -= victim.bytes;
       this.counters.evictions++;
-      await victim.fh?.close().catch(() => undefined);
-      await rm(join(this.opts.dir, `${victim.hash}.ranges`), { force: true });
-      await rm(join(this.opts.dir, `${victim.hash}.data`), { force: true });
+      await this.forget(victim);
     }
   }
 }

@@ -21,8 +21,10 @@ export interface GatewayVfsOptions {
     blockBytes?: number;
     /** Block size of random reads, bytes. Default 64 KiB. */
     blockSize?: number;
-    /** On-disk content cache, bytes; 0 = off. Default 0. */
+    /** On-disk content cache, bytes; 0 = off (and no pins). Default 0. */
     diskBytes?: number;
+    /** Share of the cache's disk always left free, percent. Default 5. */
+    minFreePercent?: number;
   };
   /**
    * Read-ahead of sequential reads: first and largest window (bytes; default 1 MiB and 8 MiB), ranges
@@ -68,6 +70,8 @@ export interface GatewayVfsOptions {
   readOnly?: boolean;
   /** Largest file a write may make, bytes (EFBIG beyond it); 0 or undefined for no limit. */
   maxFileBytes?: number;
+  /** Bytes waiting to upload at most: writers wait for room, ENOSPC when none comes (upload-backpressure.ts); 0 or undefined for no bound. */
+  maxPendingBytes?: number;
   /** The time the gateway reads (feeds, stalls, quotas, cache ages). Default the real one; tests pass a manual one. */
   clock?: Clock;
   logger: Logger;

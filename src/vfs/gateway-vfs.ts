@@ -32,6 +32,11 @@ import { isOfficeLockName, isOfficeLockPath, OfficeLockFiles } from './office-lo
 import { VfsError, type Attr, type CallContext, type StatFs, type Vfs } from './types.js';
 import type { ClosedCreate, EngineLease, LeasedHandle, LeaseOpenFlags, SideJournal } from './engine-lease.js';
 import { ChangeEvents } from './change-events.js';
+import { CacheBudget } from './cache-budget.js';
+import { PinMarks } from './pin-marks.js';
+import { PinnedContent, type PinStatus } from './pinned-content.js';
+import { freeUpSpace } from './free-up-space.js';
+import { UploadBackpressure } from './upload-backpressure.js';
 import type { ResolvedLibrary } from './library-set.js';
 import type { GatewayVfsOptions } from './gateway-vfs-options.js';
 import { remoteCall, LibraryFolders, type Library, type LibraryTarget, type Target } from './library-folders.js';
@@ -57,6 +62,8 @@ export interface GatewayStatus {
   metadata: ReturnType<MetadataCache['stats']>;
   blocks: ReturnType<BlockCache['stats']>;
   disk?: ReturnType<ContentCache['stats']>;
+  /** Files kept on this machine (pins): bytes, what is still being fetched, errors. */
+  pins?: PinStatus;
 }
 
 export class GatewayVfs implements Vfs {
@@ -100,6 +107,10 @@ export class GatewayVfs implements Vfs {
   private readonly versions: VersionsView;
   /** Each file's state in one word (file-state.ts); `conflictOf` is set by whoever knows conflicts. */
   readonly states: FileStates;
+  /** The cache's limit, and what it never evicts (pinned, open). */
+  private readonly budget: CacheBudget | undefined;
+  /** Files and folders kept on this machine (pinned-content.ts); only with a disk cache. */
+  private readonly pins: PinnedContent | undefined;
   /** Office and LibreOffice lock files: kept here, turned into service locks of their documents. */
   private readonly lockFiles: OfficeLockFiles;
   /** close() is releasing the locks of lock files: unlocks pass though the gateway is closed. */
@@ -115,7 +126,14 @@ export class GatewayVfs implements Vfs {
       maxEntries: opts.cache?.metadataEntries, maxBytes: opts.cache?.metadataBytes, ttlMs: opts.cache?.ttlMs ?? (feedOn ? 0 : 1000), clock: opts.clock,
     });
     this.blocks = new BlockCache({ maxBytes: opts.cache?.blockBytes, blockSize: opts.cache?.blockSize });
-    this.disk = (opts.cache?.diskBytes ?? 0) > 0 ? new ContentCache({ dir: join(opts.dataDir, 'content'), maxBytes: opts.cache?.diskBytes, clock, logger: opts.logger }) : undefined;
+    const diskBytes = opts.cache?.diskBytes ?? 0;
+    const contentDir = join(opts.dataDir, 'content');
+    this.budget = diskBytes > 0 ? new CacheBudget({ dir: contentDir, maxBytes: diskBytes, minFreeFraction: (opts.cache?.minFreePercent ?? 5) / 100 }) : undefined;
+    this.disk = this.budget ? new ContentCache({ dir: contentDir, maxBytes: diskBytes, budget: this.budget, clock, logger: opts.logger }) : undefined;
+    this.pins = this.disk && this.budget ? new PinnedContent({
+      marks: new PinMarks(join(opts.dataDir, 'pins', 'marks.json')), disk: this.disk, budget: this.budget, dir: join(opts.dataDir, 'pins'),
+      remoteFor: (name) => this.libs.get(name)?.remote, logger: opts.logger,
+    }) : undefined;
     this.times = new TimeOverrides(join(opts.dataDir, 'times.jsonl'), opts.logger);
     this.marks = new PendingMarks(opts.logger);
     this.connectivity = new Connectivity({
@@ -123,6 +141,7 @@ export class GatewayVfs implements Vfs {
       onOnline: (name, offlineMs) => {
         this.logger.info({ library: name, offlineMs }, 'library online again: uploads and folders made meanwhile go to the service');
         this.writeBack.online(name);
+        this.pins?.resync(name);
         void this.libs.get(name)?.feed?.pollNow().catch(() => undefined);
       },
       clock,
@@ -137,9 +156,16 @@ export class GatewayVfs implements Vfs {
       list: (name, fullpath, ctx) => this.lookups.listDir(this.libs.get(name)!, fullpath, ctx),
       reader: (name, entry, ctx) => this.reads.reader(this.libs.get(name)!, entry, ctx, { exactVersion: true }),
     });
-    this.libs = new LibraryFolders({ cache: this.cache, connectivity: this.connectivity, dataDir: opts.dataDir, feedIntervalMs: opts.feedIntervalMs ?? 2000, clock, logger: opts.logger, onChange: (name, change, before) => this.changes.publish(name, change, before) });
+    this.libs = new LibraryFolders({ cache: this.cache, connectivity: this.connectivity, dataDir: opts.dataDir, feedIntervalMs: opts.feedIntervalMs ?? 2000, clock, logger: opts.logger, onChange: (name, change, before) => {
+      this.changes.publish(name, change, before);
+      this.pins?.changed(name, change);
+    } });
     this.quotas = new LibraryQuotas(this.libs, clock, opts.logger);
-    this.limits = new SizeLimits({ maxFileBytes: opts.maxFileBytes, freeBytes: (name, ctx) => this.quotas.freeBytes(name, ctx) });
+    const backpressure = opts.maxPendingBytes ? new UploadBackpressure({ maxBytes: opts.maxPendingBytes, pendingBytes: () => this.writeBack.uploads.status().reduce((n, u) => n + (u.size ?? 0), 0) }) : undefined;
+    this.limits = new SizeLimits({
+      maxFileBytes: opts.maxFileBytes, freeBytes: (name, ctx) => this.quotas.freeBytes(name, ctx),
+      ...(backpressure ? { room: (path: string, size: number, ctx: CallContext | undefined, wait: boolean) => backpressure.admit(path, size, ctx, { wait }) } : {}),
+    });
     this.writeBack = new WriteBack({
       journalDir: join(opts.dataDir, 'journal'), hasher: this.hasher, sha1Streams: this.sha1Streams,
       // Bytes written where no handle's write saw them (the FUSE engine's, the kernel's) are checked at the seal.
@@ -170,10 +196,10 @@ export class GatewayVfs implements Vfs {
       dataDir: opts.dataDir, logger: opts.logger, spoolFolder: () => this.writeBack.sideJournal()?.spoolFolderPath(),
       documents: { setLocked: (p, locked, ctx) => this.setLocked(p, locked, ctx), names: async (folder, ctx) => (await this.readdir(folder, ctx)).map((a) => a.name) },
     });
-    this.lookups = new NamespaceLookups({ cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, times: this.times, connectivity: this.connectivity, openedMs: clock.now(), stateOf: (name, e) => this.states.of(name, e), lockHolderOf: (name, fullpath) => this.locks.holderOf(name, fullpath) });
+    this.lookups = new NamespaceLookups({ cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, times: this.times, connectivity: this.connectivity, openedMs: clock.now(), stateOf: (name, e) => this.states.of(name, e), lockHolderOf: (name, fullpath) => this.locks.holderOf(name, fullpath), pinned: this.pins });
     this.reads = new ServiceReads({
       blocks: this.blocks, disk: this.disk, budget: new ReadAheadBudget(opts.readAhead?.totalBytes ?? 256 * 1024 * 1024), readAhead: opts.readAhead,
-      cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, logger: opts.logger,
+      cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, logger: opts.logger, hold: (hash) => this.budget?.hold(hash),
     });
     this.transfer = new TreeTransfer({ libs: this.libs, lookups: this.lookups, writeBack: this.writeBack, hasher: this.hasher });
     this.engine = new EngineHandOver({
@@ -218,6 +244,8 @@ export class GatewayVfs implements Vfs {
     await Promise.all(this.libs.all().map((l) => this.libs.startFeed(l)));
     await this.writeBack.replay((name) => this.libs.has(name));
     await this.lockFiles.start();
+    await this.pins?.init();
+    for (const l of this.libs.all()) if (this.connectivity.online(l.name)) this.pins?.resync(l.name);
   }
 
   /**
@@ -646,6 +674,49 @@ export class GatewayVfs implements Vfs {
     else this.states.lockReleased(library, fullpath);
   }
 
+  // ---- kept on this machine (pins) and freeing up space ------------------------------------------------
+
+  /**
+   * Pins (keeps on this machine) or unpins a file or folder. A pin is refused with ENOSPC when its content
+   * would not fit in the cache beside what is pinned; its files are then fetched in the background.
+   */
+  async setPinned(path: string, pinned: boolean, _ctx?: CallContext): Promise<{ files: number; bytes: number } | undefined> {
+    const t = this.target(path);
+    const lib = this.needLibrary(t, pinned ? 'pin' : 'unpin');
+    if (!this.pins) throw new VfsError('ENOTSUP', `${t.path}: nothing can be kept on this machine without the disk cache (cache.disk_cache_mb is 0)`);
+    if (!pinned) return void (await this.pins.unpin(lib.name, t.fullpath));
+    return this.pins.pin(lib.name, t.fullpath);
+  }
+
+  /** True when the path is pinned (itself or by a folder above it). */
+  async pinned(path: string, ctx?: CallContext): Promise<boolean> {
+    const t = this.target(path);
+    if (!t.lib) return false;
+    if (!(await this.lookups.lookup(t.lib, t.fullpath, ctx))) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
+    return this.pins?.pinned(t.lib.name, t.fullpath) ?? false;
+  }
+
+  /** Resolves once every pinned file queued is fetched (or failed: see status). */
+  async pinsFetched(): Promise<void> {
+    await this.pins?.idle();
+  }
+
+  /**
+   * Free up space: drops the cached content of the files under a path that are neither pinned, nor open,
+   * nor waiting to upload (those are the write-back's, never the cache's).
+   */
+  async evict(path: string, ctx?: CallContext): Promise<{ files: number; bytes: number }> {
+    const t = this.target(path);
+    const lib = this.needLibrary(t, 'evict');
+    if (!this.disk) return { files: 0, bytes: 0 };
+    return freeUpSpace({
+      disk: this.disk, root: t.fullpath,
+      stat: (fp) => this.lookups.lookup(lib, fp, ctx),
+      list: (fp) => this.lookups.listDir(lib, fp, ctx),
+      kept: (fp) => !!this.pins?.pinned(lib.name, fp) || this.writeBack.dirty(lib.name, fp) || !!this.writeBack.entry(lib.name, fp),
+    });
+  }
+
   /** Office lock files kept here (a member's session holding any is not closed for idleness). */
   lockFilesHeld(): number {
     return this.lockFiles.count();
@@ -665,6 +736,7 @@ export class GatewayVfs implements Vfs {
       libraries: this.libs.all().map((l) => ({ ...this.connectivity.of(l.name), pendingUploads: wb.uploads.filter((u) => u.library === l.name).length })),
       uploads: wb.uploads,
       stranded: wb.stranded,
+      pins: this.pins?.status(),
       conflicts: wb.conflicts,
       feeds: this.libs.feedStatus(),
       localFiles: wb.localFiles,
@@ -696,6 +768,7 @@ export class GatewayVfs implements Vfs {
     this.unlockingAtClose = true;
     await this.lockFiles.close();
     this.unlockingAtClose = false;
+    await this.pins?.close();
     await this.libs.stopFeeds();
     // Open versions reach the journal; uploads under way stop (their journal entries stay).
     await this.writeBack.close();

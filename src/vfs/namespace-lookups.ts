@@ -25,6 +25,8 @@ export interface NamespaceLookupsOptions {
   lockHolderOf?: (library: string, fullpath: string) => string | undefined;
   /** A file's state in one word (file-state.ts), shown with its attributes. */
   stateOf?: (library: string, e: RemoteEntry) => Attr['state'];
+  /** What the pins know of a path (pinned-content.ts): answered while the service is away. */
+  pinned?: { entry(library: string, fullpath: string): RemoteEntry | null | undefined; listing(library: string, fullpath: string): RemoteEntry[] | undefined };
 }
 
 export class NamespaceLookups {
@@ -42,9 +44,27 @@ export class NamespaceLookups {
     if (cached !== undefined) return cached;
     const parent = parentOf(fullpath);
     if (parent !== '' && cache.getEntry(lib.name, parent) === null) return null;
-    const e = await lib.remote.stat(fullpath, remoteCall(ctx));
+    const away = this.pinnedWhileOffline(lib, this.opts.pinned?.entry(lib.name, fullpath));
+    if (away !== undefined) return away;
+    let e: RemoteEntry | null;
+    try {
+      e = await lib.remote.stat(fullpath, remoteCall(ctx));
+    } catch (err) {
+      return this.pinnedWhenAway(err, this.opts.pinned?.entry(lib.name, fullpath)); // not cached: the service's word only
+    }
     cache.setEntry(lib.name, fullpath, e);
     return e;
+  }
+
+  /** While the library is offline, what the pins know answers at once (the service is not asked first). */
+  private pinnedWhileOffline<T>(lib: Library, pinned: T | undefined): T | undefined {
+    return pinned !== undefined && !this.opts.connectivity.online(lib.name) ? pinned : undefined;
+  }
+
+  /** With the service away, what the pins know answers (pinned-content.ts); otherwise the error stands. */
+  private pinnedWhenAway<T>(err: unknown, pinned: T | undefined): T {
+    if (pinned === undefined || !(err instanceof VfsError && err.unreachable)) throw err;
+    return pinned;
   }
 
   /** As lookup, without the cache for the final answer (before a change). */
@@ -74,9 +94,19 @@ export class NamespaceLookups {
         if (!self) throw new VfsError('ENOENT', `no such folder: ${gatewayPathOf(lib.name, fullpath)}`);
         if (!self.isDir) throw new VfsError('ENOTDIR', `${gatewayPathOf(lib.name, fullpath)} is a file`);
       }
-      list = await lib.remote.list(fullpath, remoteCall(ctx));
+      const away = this.pinnedWhileOffline(lib, this.opts.pinned?.listing(lib.name, fullpath));
+      if (away !== undefined) return this.sorted(lib, fullpath, away);
+      try {
+        list = await lib.remote.list(fullpath, remoteCall(ctx));
+      } catch (err) {
+        return this.sorted(lib, fullpath, this.pinnedWhenAway(err, this.opts.pinned?.listing(lib.name, fullpath)));
+      }
       this.opts.cache.setListing(lib.name, fullpath, list);
     }
+    return this.sorted(lib, fullpath, list);
+  }
+
+  private sorted(lib: Library, fullpath: string, list: RemoteEntry[]): RemoteEntry[] {
     return [...this.overlaid(lib, fullpath, list).values()].sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
   }
 

@@ -33,6 +33,8 @@ export interface ServiceReadsOptions {
   writeBack: WriteBack;
   unlinked: UnlinkedWhileRead;
   logger: Logger;
+  /** Content being read is not evicted until the read ends (cache-budget.ts): answers its release. */
+  hold?: (contentHash: string | undefined) => (() => void) | undefined;
 }
 
 export class ServiceReads {
@@ -48,7 +50,12 @@ export class ServiceReads {
     this.walkAhead(lib, e, ctx);
     // Fetched ahead already (a walk): its bytes are on the way, no request of its own.
     await this.walkFetches.get(this.contentKey(lib, e));
-    const released = this.opts.unlinked.opened(lib.name, at.fullpath);
+    const unlinked = this.opts.unlinked.opened(lib.name, at.fullpath);
+    const unhold = this.opts.hold?.(e.contentHash);
+    const released = (): void => {
+      unhold?.();
+      unlinked();
+    };
     const file = this.opts.writeBack.follow(lib.name, at.fullpath);
     return new RemoteReadHandle(at.path, this.reader(lib, e, ctx), file, attr, released);
   }
@@ -57,14 +64,14 @@ export class ServiceReads {
   async stream(lib: Library, entry: RemoteEntry, start: number, end: number, ctx?: CallContext): Promise<Readable> {
     const disk = this.opts.disk;
     if (disk && entry.contentHash && disk.has(entry.contentHash, start, end + 1)) {
-      return Readable.from(this.diskChunks(disk, entry.contentHash, start, end + 1));
+      return this.heldWhileRead(Readable.from(this.diskChunks(disk, entry.contentHash, start, end + 1)), entry.contentHash);
     }
     // A large range is read as a sequential streak (several ranged windows in flight); a small one is one request.
     if (end - start + 1 > PARALLEL_STREAM_BYTES) {
       const reader = this.reader(lib, entry, ctx, { startAt: start });
       // The first bytes before the stream is handed out: a failure to open is the call's, as for one request.
       const first = await reader.readParts(start, 1024 * 1024, ctx).catch((err: unknown) => { reader.close(); throw err; });
-      return Readable.from(this.streakChunks(reader, first, start, end + 1, ctx));
+      return this.heldWhileRead(Readable.from(this.streakChunks(reader, first, start, end + 1, ctx)), entry.contentHash);
     }
     const stream = await lib.remote.openRange(entry.fullpath, start, end, { ...remoteCall(ctx), contentHash: entry.contentHash });
     if (!disk || !entry.contentHash) return stream;
@@ -80,7 +87,14 @@ export class ServiceReads {
     });
     stream.on('error', (err) => tee.destroy(err));
     tee.on('close', () => stream.destroy());
-    return stream.pipe(tee);
+    return this.heldWhileRead(stream.pipe(tee), hash);
+  }
+
+  /** The content of a stream being read is not evicted until the stream closes (cache-budget.ts). */
+  private heldWhileRead(stream: Readable, hash: string | undefined): Readable {
+    const release = this.opts.hold?.(hash);
+    if (release) stream.once('close', release);
+    return stream;
   }
 
   reader(lib: Library, e: RemoteEntry, ctx?: CallContext, extra: { startAt?: number; disk?: false; exactVersion?: boolean } = {}): RangeReader {

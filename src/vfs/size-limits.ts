@@ -18,6 +18,8 @@ export interface SizeLimitOptions {
   maxFileBytes?: number;
   /** Bytes the library may still grow by, undefined when unlimited or unknown. */
   freeBytes: (library: string, ctx?: CallContext) => Promise<number | undefined>;
+  /** Room on this machine for a file of `size` bytes waiting to upload (upload-backpressure.ts); may wait unless `wait` is false. */
+  room?: (path: string, size: number, ctx: CallContext | undefined, wait: boolean) => Promise<void>;
 }
 
 export class SizeLimits {
@@ -34,6 +36,7 @@ export class SizeLimits {
     if (growth <= 0) return;
     const free = known.length > 0 ? known[0] : await this.opts.freeBytes(library, ctx);
     if (free !== undefined && growth > free) throw new VfsError('ENOSPC', `${path}: ${growth} more bytes do not fit in library '${library}' (${free} bytes free)`);
+    if (this.opts.room) await this.opts.room(path, size, ctx, known.length === 0);
   }
 
   /** `handle` with its writes and truncates checked first (everything else goes to it as it is). */
@@ -81,6 +84,7 @@ export class SizeLimits {
     for await (const piece of source) {
       total += piece.length;
       if (total > allowed) await this.check(path, library, total, oldSize, ctx);
+      else if (this.opts.room && total > oldSize) await this.opts.room(path, total, ctx, true);
       yield piece;
     }
   }

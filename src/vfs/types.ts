@@ -175,6 +175,10 @@ export interface Vfs {
   setTags(path: string, tags: string[], ctx?: CallContext): Promise<void>;
   /** Locks (or unlocks) the file on the service. */
   setLocked(path: string, locked: boolean, ctx?: CallContext): Promise<void>;
+  /** Keeps (or stops keeping) a file or folder on this machine (pins; needs the content cache). */
+  setPinned?(path: string, pinned: boolean, ctx?: CallContext): Promise<unknown>;
+  /** True when the path is kept on this machine (itself or by a pinned folder above it). */
+  pinned?(path: string, ctx?: CallContext): Promise<boolean>;
 
   /**
    * Journals what open files hold and waits until every pending upload has been confirmed by the service.

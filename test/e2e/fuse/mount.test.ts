@@ -148,14 +148,14 @@ describe('FUSE mount', () => {
     expect(list).toEqual(['file1.dat', 'file3.dat', 'file5.dat', 'file7.dat', 'file9.dat']);
   }, T);
 
-  it('tags and lock as extended attributes', async () => {
+  it('tags, lock and pin as extended attributes', async () => {
     const f = join(lib, 'tagged.txt');
     await writeFile(f, 'x');
     const py = (code: string) => sh('python3', ['-c', code, f]);
     await py(`import os,sys; os.setxattr(sys.argv[1], 'user.cloudlib.tags', b'red;green')`);
     expect((await h.call<{ tags: string[] }>('remoteStat', { path: '/Lib/tagged.txt' })).tags).toEqual(['red', 'green']);
     const got = await py(`import os,sys; print(os.getxattr(sys.argv[1], 'user.cloudlib.tags').decode()); print(sorted(os.listxattr(sys.argv[1])))`);
-    expect(got.stdout).toBe("red;green\n['user.cloudlib.lock', 'user.cloudlib.tags']\n");
+    expect(got.stdout).toBe("red;green\n['user.cloudlib.lock', 'user.cloudlib.pin', 'user.cloudlib.tags']\n");
     await py(`import os,sys; os.setxattr(sys.argv[1], 'user.cloudlib.lock', b'1')`);
     expect((await h.call<{ locked: boolean }>('remoteStat', { path: '/Lib/tagged.txt' })).locked).toBe(true);
     const denied = await py(`import os,sys\ntry:\n  open(sys.argv[1],'w')\nexcept OSError as e: print(e.errno)`);
@@ -164,6 +164,8 @@ describe('FUSE mount', () => {
     expect((await h.call<{ locked: boolean }>('remoteStat', { path: '/Lib/tagged.txt' })).locked).toBe(false);
     const missing = await py(`import os,sys\ntry:\n  os.getxattr(sys.argv[1], 'user.nothing')\nexcept OSError as e: print(e.errno)`);
     expect(missing.stdout.trim()).toBe('61');
+    // Not pinned (setting it is tested over the gateway's Vfs: unit `pin-xattr`; this backend keeps nothing).
+    expect((await py(`import os,sys; print(os.getxattr(sys.argv[1], 'user.cloudlib.pin').decode())`)).stdout.trim()).toBe('0');
   }, T);
 
   it('df shows the capacity and use of the library', async () => {

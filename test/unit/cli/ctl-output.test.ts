@@ -57,6 +57,21 @@ describe('ctl output for people', () => {
     expect(text).toMatch(/\/Library\/kept\.txt\s+\(changed elsewhere; kept, not deleted\)\s+Eve/);
   });
 
+  it('status: what is kept on this machine, what is being fetched, errors', () => {
+    const base = {
+      service_url: 'http://127.0.0.1:1', libraries: [{ name: 'Library' }], feeds: [feed], uploads: { pending: 0, list: [] }, stranded: [], localFiles: 0,
+      caches: { blocks: { blocks: 0, bytes: 0, hits: 0, misses: 0, hitRate: null } },
+    };
+    const text = renderStatus({ ...base, pins: { pins: ['/Library/docs'], files: 3, bytes: 3 * 1048576, pendingFiles: 1, pendingBytes: 1048576,
+      fetching: [{ path: '/Library/docs/a.pdf', done: 524288, size: 1048576 }], errors: [{ path: '/Library/docs/c.txt', error: 'service unreachable' }] } });
+    expect(text).not.toMatch(/[{}"]/);
+    expect(text).toContain('Kept on this machine: 3 file(s), 3.0 MiB (1 file(s), 1.0 MiB still to fetch)');
+    expect(text).toMatch(/PINNED\s*\n\/Library\/docs/);
+    expect(text).toMatch(/\/Library\/docs\/a\.pdf\s+512\.0 KiB \/ 1\.0 MiB/);
+    expect(text).toMatch(/\/Library\/docs\/c\.txt\s+service unreachable/);
+    expect(renderStatus({ ...base, pins: { pins: [], files: 0, bytes: 0, pendingFiles: 0, pendingBytes: 0, fetching: [], errors: [] } })).not.toContain('Kept on this machine');
+  });
+
   it('perm show: who, simple, allowed and denied codes', () => {
     expect(renderPermissions([{ who: 'alice@example.com', simple: [], allowed: ['pv', 'dl'], denied: ['rm'] }])).toMatch(/alice@example\.com\s+-\s+pv,dl\s+rm/);
     expect(renderPermissions([])).toContain('no permissions set');

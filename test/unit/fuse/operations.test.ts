@@ -255,6 +255,11 @@ describe('FuseOperations', () => {
     expect(await call('setxattr', '/Lib/x', 'user.other', Buffer.from('v'), 0, 0)).toEqual([-95]);
     const list = Buffer.alloc(64);
     const [n] = (await call('listxattr', '/Lib/x', list)) as [number];
-    expect(list.subarray(0, n).toString()).toBe('user.cloudlib.tags\0user.cloudlib.lock\0');
+    expect(list.subarray(0, n).toString()).toBe('user.cloudlib.tags\0user.cloudlib.lock\0user.cloudlib.pin\0');
+    // A Vfs that keeps nothing on this machine: never pinned, pinning not supported.
+    const pin = Buffer.alloc(4);
+    expect(await call('getxattr', '/Lib/x', 'user.cloudlib.pin', pin)).toEqual([1]);
+    expect(pin.subarray(0, 1).toString()).toBe('0');
+    expect(await call('setxattr', '/Lib/x', 'user.cloudlib.pin', Buffer.from('1'), 0, 0)).toEqual([-95]);
   });
 });

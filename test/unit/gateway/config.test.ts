@@ -83,6 +83,26 @@ describe('gateway configuration', () => {
     await expect(loadConfig({ config: file }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(ConfigError);
   });
 
+  it('journal.max_pending_mb: the bytes that may wait to upload, 0 (no bound) by default; a bad value is refused', async () => {
+    expect((await loadConfig({}, {}, { fuseUsable: false, cwd: dir })).journal.max_pending_mb).toBe(0);
+    const file = join(dir, 'p.json');
+    await writeFile(file, JSON.stringify({ journal: { max_pending_mb: 2048 } }));
+    expect((await loadConfig({ config: file }, {}, { fuseUsable: false, cwd: dir })).journal.max_pending_mb).toBe(2048);
+    await writeFile(file, JSON.stringify({ journal: { max_pending_mb: 1.5 } }));
+    await expect(loadConfig({ config: file }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/journal\.max_pending_mb/);
+  });
+
+  it('cache.min_free_percent: the share of the cache\'s disk left free, 5 by default; 100 or more refused', async () => {
+    expect((await loadConfig({}, {}, { fuseUsable: false, cwd: dir })).cache.min_free_percent).toBe(5);
+    const file = join(dir, 'f.json');
+    await writeFile(file, JSON.stringify({ cache: { min_free_percent: 12.5 } }));
+    expect((await loadConfig({ config: file }, {}, { fuseUsable: false, cwd: dir })).cache.min_free_percent).toBe(12.5);
+    for (const bad of [100, -1, 'lots']) {
+      await writeFile(file, JSON.stringify({ cache: { min_free_percent: bad } }));
+      await expect(loadConfig({ config: file }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/cache\.min_free_percent/);
+    }
+  });
+
   it('the embedded service\'s URL for its clients: flag, environment, file; checked', async () => {
     expect((await loadConfig({ data: 'd' }, {}, { fuseUsable: false, cwd: dir })).service_url).toBeUndefined();
     expect((await loadConfig({ data: 'd', serviceUrl: 'http://files.example.com:8081/' }, {}, { fuseUsable: false, cwd: dir })).service_url).toBe('http://files.example.com:8081');
@@ -207,9 +227,9 @@ describe('gateway configuration', () => {
 
   it('journal: durability, group commit and write-back delay; defaults, overrides, bad values refused', async () => {
     const d = await loadConfig({}, {}, { fuseUsable: false, cwd: dir });
-    expect(d.journal).toEqual({ durability: 'group', group_commit_ms: 1000, upload_delay_ms: 2000, upload_concurrency: 4, small_upload_concurrency: 16, max_file_mb: 0 });
+    expect(d.journal).toEqual({ durability: 'group', group_commit_ms: 1000, upload_delay_ms: 2000, upload_concurrency: 4, small_upload_concurrency: 16, max_file_mb: 0, max_pending_mb: 0 });
     await writeFile(join(dir, 'j.json'), JSON.stringify({ journal: { durability: 'close', upload_delay_ms: 0, upload_concurrency: 2, small_upload_concurrency: 32 } }));
-    expect((await loadConfig({ config: 'j.json' }, {}, { fuseUsable: false, cwd: dir })).journal).toEqual({ durability: 'close', group_commit_ms: 1000, upload_delay_ms: 0, upload_concurrency: 2, small_upload_concurrency: 32, max_file_mb: 0 });
+    expect((await loadConfig({ config: 'j.json' }, {}, { fuseUsable: false, cwd: dir })).journal).toEqual({ durability: 'close', group_commit_ms: 1000, upload_delay_ms: 0, upload_concurrency: 2, small_upload_concurrency: 32, max_file_mb: 0, max_pending_mb: 0 });
     for (const bad of [{ upload_delay_ms: 60_001 }, { upload_delay_ms: -1 }, { upload_delay_ms: 'soon' }]) {
       await writeFile(join(dir, 'bad.json'), JSON.stringify({ journal: bad }));
       await expect(loadConfig({ config: 'bad.json' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/journal\.upload_delay_ms/);

@@ -44,6 +44,18 @@ describe('status page', () => {
     expect(statusPage(model())).not.toContain('Conflicts');
   });
 
+  it('what is kept on this machine: pinned paths, files being fetched with progress, errors', () => {
+    const base = model();
+    const pins = { pins: ['/Library/docs'], files: 3, bytes: 3 * 1048576, pendingFiles: 1, pendingBytes: 1048576,
+      fetching: [{ path: '/Library/docs/a <b>.pdf', done: 524288, size: 1048576 }], errors: [{ path: '/Library/docs/c.txt', error: 'service unreachable' }] };
+    const html = statusPage(model({ status: { ...base.status, pins } }));
+    expect(html).toContain('<h2>Kept on this machine <span class="count">3 files, 3.0 MiB · 1 files, 1.0 MiB still to fetch</span></h2>');
+    expect(html).toContain('<td>/Library/docs</td><td>pinned</td>');
+    expect(html).toContain('<td>/Library/docs/a &lt;b&gt;.pdf</td><td><progress max="1048576" value="524288"></progress>');
+    expect(html).toContain('<td>/Library/docs/c.txt</td><td>service unreachable</td>');
+    expect(statusPage(model())).not.toContain('Kept on this machine');
+  });
+
   it('recent problems come from the log, newest first, without secrets', () => {
     const problems = new RecentProblems(2);
     const logger = createLogger({ level: 'info', destination: new Writable({ write: (_c, _e, done) => done() }), problems });

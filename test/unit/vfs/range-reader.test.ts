@@ -265,23 +265,25 @@ describe('RangeReader', { timeout: 20_000 }, () => {
   });
 
   it('the content cache evicts whole contents, least recently used first, within its bound', async () => {
-    const disk = await contentCache({ maxBytes: 1000 });
+    // The bound counts what a content takes on disk: its 4 KiB pages and two for its sidecar.
+    const page = 4096;
+    const disk = await contentCache({ maxBytes: 5 * page });
     const a = 'a'.repeat(40);
     const b = 'b'.repeat(40);
-    await disk.write(a, 0, Buffer.alloc(600, 1));
-    await disk.write(b, 0, Buffer.alloc(600, 2));
-    expect(disk.has(a, 0, 600)).toBe(false);
-    expect(disk.has(b, 0, 600)).toBe(true);
-    expect(disk.stats().bytes).toBe(600);
+    await disk.write(a, 0, Buffer.alloc(2 * page, 1));
+    await disk.write(b, 0, Buffer.alloc(2 * page, 2));
+    expect(disk.has(a, 0, 2 * page)).toBe(false);
+    expect(disk.has(b, 0, 2 * page)).toBe(true);
+    expect(disk.stats()).toMatchObject({ bytes: 2 * page, heldBytes: 4 * page });
     expect((await disk.read(b, 10, 20)).equals(Buffer.alloc(10, 2))).toBe(true);
     // One content larger than the bound (a big file being read): it stops being cached at the bound,
     // what it has stays readable, and the cache never holds more than its limit.
-    await disk.write(b, 600, Buffer.alloc(300, 2));
-    await disk.write(b, 900, Buffer.alloc(300, 2));
-    expect(disk.stats().bytes).toBeLessThanOrEqual(1000);
-    expect(disk.stats().skippedBytes).toBe(300);
-    expect(disk.has(b, 0, 900)).toBe(true);
-    expect(disk.has(b, 900, 1200)).toBe(false);
+    await disk.write(b, 2 * page, Buffer.alloc(page, 2));
+    await disk.write(b, 3 * page, Buffer.alloc(page, 2));
+    expect(disk.stats().heldBytes).toBeLessThanOrEqual(5 * page);
+    expect(disk.stats().skippedBytes).toBe(page);
+    expect(disk.has(b, 0, 3 * page)).toBe(true);
+    expect(disk.has(b, 3 * page, 4 * page)).toBe(false);
     await disk.close();
   });
 
