@@ -126,14 +126,14 @@ static notify_job *notify_args(napi_env env, napi_callback_info info, int kind, 
 }
 
 /*
- * invalidateEntry(session, parentIno, name) → Promise<rc>: the kernel forgets a name it cached (its file
- * changed, or the name was made, elsewhere), so the next path walk looks it up again. The engine forgets
- * the folder's names (a name made elsewhere would otherwise be answered "no such entry" here).
+ * invalidateEntry(session, parentIno, name) → Promise<rc>: the kernel forgets a name it cached, so the
+ * next path walk looks it up again. The engine keeps the folder's names: JavaScript tells it of its own
+ * changes, and a name made elsewhere comes with invalidateInode of the folder, which forgets them (else
+ * every rename through the mount would stop the engine answering creates in its folder).
  */
 napi_value js_invalidate_entry(napi_env env, napi_callback_info info) {
   notify_job *job = notify_args(env, info, NOTIFY_ENTRY, "invalidateEntry(session, parentIno >= 1, name)");
   if (!job) return NULL;
-  names_forget(job->s, job->parent);
   return notify_queue(env, job);
 }
 

@@ -36,7 +36,7 @@ describe('file state through the FUSE mount', () => {
     expect(await py(names, f)).toBe("['user.cloudlib.state']");
     await h.call('flushAll');
     expect(await state(f)).toBe('synced');
-    expect(await py(names, f)).toBe("['user.cloudlib.lock', 'user.cloudlib.state', 'user.cloudlib.tags']");
+    expect(await py(names, f)).toBe("['user.cloudlib.lock', 'user.cloudlib.pin', 'user.cloudlib.state', 'user.cloudlib.tags']");
     await py(`import os,sys; os.setxattr(sys.argv[1], 'user.cloudlib.lock', b'1')`, f);
     expect(await state(f)).toBe('locked-by gateway');
     await py(`import os,sys; os.setxattr(sys.argv[1], 'user.cloudlib.lock', b'0')`, f);
