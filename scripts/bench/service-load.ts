@@ -7,11 +7,14 @@
  * writes per second and their p50/p99 latency, the ratios to SQLite, the p99 of a single `ls` sent one
  * after the other during the load against its p50 with no load, and the CPU time per operation of each
  * service process and of PostgreSQL (all its processes, from /proc), so the scaling can be computed
- * when the machine lacks the cores to show it. Standalone: `node --import tsx scripts/bench/service-load.ts`.
+ * when the machine lacks the cores to show it. BENCH_LOAD_STATEMENTS=1 also prints, for the PostgreSQL
+ * row of one process, the statements PostgreSQL spent most time on (pg_stat_statements: calls, mean
+ * and total ms of execution, not counting the round trip). Standalone: `node --import tsx scripts/bench/service-load.ts`.
  */
 import { readFile, readdir } from 'node:fs/promises';
 import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import type { Postgres } from '../../test/support/postgres.js';
 import type { ServiceProcess } from '../../test/support/service-process.js';
 import { READS, prepareLoad, quantile, runLoad, type LoadResult } from './support/service-load.js';
@@ -21,11 +24,13 @@ import { startServiceSetups } from './support/service-setups.js';
 const clients = Number(process.env.BENCH_LOAD_CLIENTS ?? 4);
 const opsPerClient = Number(process.env.BENCH_LOAD_OPS ?? 500);
 const PROBES_UNLOADED = 100;
+const statements = process.env.BENCH_LOAD_STATEMENTS === '1';
+const DATABASE = 'bench_load';
 
 interface Row { setup: string; load: LoadResult; lsUnloadedP50: number; lsLoaded: number[]; serviceCpuMs: number[]; postgresCpuMs: number | undefined }
 
 export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
-  const setups = await startServiceSetups('bench_load');
+  const setups = await startServiceSetups(DATABASE, statements ? ['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all'] : []);
   const rows: Row[] = [];
   try {
     const sqlite = await setups.sqlite();
@@ -33,7 +38,9 @@ export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
     await setups.stop(sqlite);
 
     const a = await setups.postgres();
+    const top = statements ? await statementTimes(setups.pg) : undefined;
     rows.push(await measure('postgresql, 1 process', [a], setups.pg));
+    if (top) for (const s of await top()) process.stdout.write(JSON.stringify({ bench: 'service.load.statement', ...s }) + '\n');
     const b = await setups.postgres();
     rows.push(await measure('postgresql, 2 processes', [a, b], setups.pg));
   } finally {
@@ -91,6 +98,29 @@ function summary(r: Row, reference: Row): Record<string, unknown> {
     ...(r.postgresCpuMs === undefined ? {} : { postgresql_cpu_ms_per_op: round(r.postgresCpuMs, 3) }),
     p50_ms_by_kind: Object.fromEntries([...r.load.latencies].map(([k, v]) => [k, round(quantile(v, 0.5))])),
     feed_changes: r.load.feedChanges,
+  };
+}
+
+/** Resets pg_stat_statements; the function returns the statements of most total time since then. */
+async function statementTimes(server: Postgres): Promise<() => Promise<Record<string, unknown>[]>> {
+  const client = new pg.Client({ connectionString: `postgresql://cloudlib@127.0.0.1:${server.port}/${DATABASE}` });
+  await client.connect();
+  try {
+    await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+    await client.query('SELECT pg_stat_statements_reset()');
+  } catch (err) {
+    await client.end();
+    throw err;
+  }
+  return async () => {
+    try {
+      const { rows } = await client.query<{ query: string; calls: string; total: number; mean: number }>(
+        "SELECT query, calls, total_exec_time AS total, mean_exec_time AS mean FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 20",
+      );
+      return rows.map((r) => ({ calls: Number(r.calls), mean_ms: round(r.mean, 3), total_ms: round(r.total), query: r.query.replace(/\s+/g, ' ').slice(0, 160) }));
+    } finally {
+      await client.end();
+    }
   };
 }
 
