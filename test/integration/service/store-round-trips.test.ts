@@ -40,7 +40,7 @@ async function cost(fn: () => Promise<unknown>): Promise<StoreStats> {
  * replay guard's record (beside the admission check of a change, beside the work of a read).
  */
 const BOUNDS = {
-  postgresql: { create_folder: 6, create_file: 9, move: 6, del: 6, add_tag: 5, ls: 3, updates: 3 },
+  postgresql: { create_folder: 6, create_file: 7, move: 6, del: 6, add_tag: 5, ls: 3, updates: 3 },
   sqlite: { create_folder: 6, create_file: 9, move: 6, del: 7, add_tag: 5, ls: 2, updates: 2 },
 };
 
