@@ -241,7 +241,10 @@ export class FileTree {
       const parentId = await this.ensureFolder(libraryId, parentOf(to), op, found.get(parentOf(to)) ?? null);
       const below = await this.subtree(src);
       const first = await this.opClock.next(libraryId, 1 + below.length);
-      const row = (await this.db.get<EntryRow>('UPDATE entries SET parent_id = ?, fullpath = ?, name = ?, op_ms = ? WHERE id = ? RETURNING *', [parentId, to, baseOf(to), first, src.id]))!;
+      // The moved row is known without reading it back (no trigger writes these columns): the update
+      // goes with the subtree's, the event and COMMIT (on PostgreSQL one round trip).
+      const row: EntryRow = { ...src, parent_id: parentId, fullpath: to, name: baseOf(to), op_ms: first };
+      await this.db.runLater('UPDATE entries SET parent_id = ?, fullpath = ?, name = ?, op_ms = ? WHERE id = ?', [parentId, to, baseOf(to), first, src.id]);
       for (const [i, d] of below.entries()) {
         await this.db.runLater('UPDATE entries SET fullpath = ?, op_ms = ? WHERE id = ?', [to + d.fullpath.slice(from.length), first + 1 + i, d.id]);
       }

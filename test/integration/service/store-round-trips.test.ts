@@ -41,7 +41,7 @@ async function cost(fn: () => Promise<unknown>): Promise<StoreStats> {
  * change, beside the work of a read).
  */
 const BOUNDS = {
-  postgresql: { create_folder: 5, create_file: 6, move: 5, del: 5, add_tag: 4, ls: 3, updates: 3 },
+  postgresql: { create_folder: 5, create_file: 6, move: 4, del: 5, add_tag: 4, ls: 3, updates: 3 },
   sqlite: { create_folder: 5, create_file: 8, move: 5, del: 6, add_tag: 4, ls: 2, updates: 2 },
 };
 
