@@ -144,6 +144,7 @@ class PgTransaction implements MetadataSession {
    */
   private async sendIssued(): Promise<void> {
     const issued = this.issued;
+    if (issued.length === 0) return; // sent already (by COMMIT)
     this.issued = [];
     try {
       let sqls: string[] | undefined;
@@ -169,9 +170,13 @@ class PgTransaction implements MetadataSession {
       const results = await this.flush(sqls.map((sql) => ({ sql })));
       issued.forEach((q, i) => q.resolve(results[results.length - issued.length + i]!));
     } catch (err) {
+      this.failure ??= err;
       for (const q of issued) q.reject(err);
     }
   }
+
+  /** The first failure of statements sent together: the transaction is aborted, COMMIT must not pass for one. */
+  private failure: unknown;
 
   /** Sends the queued statements and `last` as one simple query; their results in order. */
   private async flush(last: { sql: string }[]): Promise<pg.QueryResult[]> {
@@ -190,7 +195,10 @@ class PgTransaction implements MetadataSession {
   insert(sql: string, params?: readonly unknown[]): Promise<number> { return this.session.insert(sql, params); }
 
   async runLater(sql: string, params: readonly unknown[] = []): Promise<void> {
-    this.later.push({ sql: inlined(numbered(sql), params, this.client) });
+    const statement = inlined(numbered(sql), params, this.client);
+    // After the statements issued in this turn and not sent yet, as it was issued after them.
+    if (this.issued.length > 0) this.issued.push({ sql: statement, params: [], resolve: () => undefined, reject: () => undefined });
+    else this.later.push({ sql: statement });
   }
 
   /**
@@ -227,6 +235,9 @@ class PgTransaction implements MetadataSession {
 
   /** Writes the clocks this transaction advanced and commits, in one round trip. */
   async commit(): Promise<void> {
+    // A statement the body left unawaited goes before COMMIT, inside the transaction.
+    if (this.issued.length > 0) await this.sendIssued();
+    if (this.failure !== undefined) throw this.failure;
     for (const [id, c] of this.clocks) if (c.advanced) this.later.push({ sql: `UPDATE libraries SET last_op_ms = ${c.last} WHERE id = ${id}` });
     this.stats.roundTrips++;
     await this.flush([{ sql: 'COMMIT' }]);

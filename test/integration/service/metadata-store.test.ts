@@ -179,6 +179,17 @@ describe.each(['sqlite', 'postgresql'])('MetadataStore on %s', (engine) => {
       // a value with no literal (a boolean, which SQLite does not bind) goes by itself, with its parameters
       const [flag, name] = await a.tx(async (s) => Promise.all([s.get<{ t: boolean }>('SELECT ? AS t', [engine === 'postgresql' ? true : 1]), s.get('SELECT name FROM departments WHERE id = ?', [9])]), { library: 1 });
       expect({ t: Boolean(flag?.t), name }).toEqual({ t: true, name: { name: "nine's" } });
+      // a statement sent later runs after one issued before it and not yet sent; a statement left
+      // unawaited runs before COMMIT
+      const before = await a.tx(async (s) => {
+        const read = s.get('SELECT orderby FROM departments WHERE id = ?', [9]);
+        await s.runLater('UPDATE departments SET orderby = 4 WHERE id = ?', [9]);
+        const seen = await read;
+        void s.run('UPDATE departments SET orderby = orderby + 1 WHERE id = ?', [9]);
+        return seen;
+      }, { library: 1 });
+      expect({ before, after: await b.get('SELECT orderby FROM departments WHERE id = 9') }).toEqual({ before: { orderby: 3 }, after: { orderby: 5 } });
+      await a.run('UPDATE departments SET orderby = 3 WHERE id = 9');
       // one failing statement fails the transaction whole, the others' work with it
       await expect(a.tx(async (s) => Promise.all([
         s.run('UPDATE departments SET orderby = 50 WHERE id = ?', [9]),
