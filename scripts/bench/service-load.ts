@@ -3,45 +3,76 @@
  * instant and chunked create_file, create_folder, moves, deletes, tags, locks, the feed polled by a
  * gateway), BENCH_LOAD_CLIENTS clients (default 4) of BENCH_LOAD_OPS operations each (default 500), in
  * one run against: one `cloudlib service` process on SQLite (the reference), one process on PostgreSQL,
- * two processes on the same PostgreSQL database (clients spread over both). Each row gives reads and
+ * two processes on the same PostgreSQL database (clients spread over both), in BENCH_LOAD_ROUNDS rounds
+ * (default 2) of the three in turn, so that the machine's other work falls on each row alike; a row
+ * sums its rounds. Each row gives reads and
  * writes per second and their p50/p99 latency, the ratios to SQLite, the p99 of a single `ls` sent one
  * after the other during the load against its p50 with no load, and the CPU time per operation of each
  * service process and of PostgreSQL (all its processes, from /proc), so the scaling can be computed
- * when the machine lacks the cores to show it. Standalone: `node --import tsx scripts/bench/service-load.ts`.
+ * when the machine lacks the cores to show it. BENCH_LOAD_STATEMENTS=1 also prints, for the PostgreSQL
+ * row of one process, the statements PostgreSQL spent most time on (pg_stat_statements: calls, mean
+ * and total ms of execution, not counting the round trip). Standalone: `node --import tsx scripts/bench/service-load.ts`.
  */
 import { readFile, readdir } from 'node:fs/promises';
 import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import type { Postgres } from '../../test/support/postgres.js';
 import type { ServiceProcess } from '../../test/support/service-process.js';
-import { READS, prepareLoad, quantile, runLoad, type LoadResult } from './support/service-load.js';
+import { READS, prepareLoad, quantile, runLoad, type LoadResult, type OpKind } from './support/service-load.js';
 import { cpuMsOf } from './support/process-cpu.js';
 import { startServiceSetups } from './support/service-setups.js';
 
 const clients = Number(process.env.BENCH_LOAD_CLIENTS ?? 4);
 const opsPerClient = Number(process.env.BENCH_LOAD_OPS ?? 500);
 const PROBES_UNLOADED = 100;
+const rounds = Number(process.env.BENCH_LOAD_ROUNDS ?? 2);
+const statements = process.env.BENCH_LOAD_STATEMENTS === '1';
+const DATABASE = 'bench_load';
 
-interface Row { setup: string; load: LoadResult; lsUnloadedP50: number; lsLoaded: number[]; serviceCpuMs: number[]; postgresCpuMs: number | undefined }
+interface Row { setup: string; ops: number; load: LoadResult; lsUnloaded: number[]; lsLoaded: number[]; serviceCpuMs: number[]; postgresCpuMs: number | undefined }
 
 export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
-  const setups = await startServiceSetups('bench_load');
-  const rows: Row[] = [];
+  const setups = await startServiceSetups(DATABASE, statements ? ['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all'] : []);
+  const measured: Row[][] = [[], [], []];
   try {
     const sqlite = await setups.sqlite();
-    rows.push(await measure('sqlite, 1 process', [sqlite], undefined));
-    await setups.stop(sqlite);
-
     const a = await setups.postgres();
-    rows.push(await measure('postgresql, 1 process', [a], setups.pg));
     const b = await setups.postgres();
-    rows.push(await measure('postgresql, 2 processes', [a, b], setups.pg));
+    const plan: [string, ServiceProcess[], Postgres | undefined][] = [
+      ['sqlite, 1 process', [sqlite], undefined], ['postgresql, 1 process', [a], setups.pg], ['postgresql, 2 processes', [a, b], setups.pg],
+    ];
+    // Rounds of the rows in turn: the machine's other work falls on every row alike.
+    for (let round = 0; round < rounds; round++) {
+      for (const [i, [setup, targets, pg]] of plan.entries()) {
+        const top = statements && round === 0 && i === 1 ? await statementTimes(setups.pg) : undefined;
+        measured[i]!.push(await measure(setup, targets, pg));
+        if (top) for (const s of await top()) process.stdout.write(JSON.stringify({ bench: 'service.load.statement', ...s }) + '\n');
+      }
+    }
   } finally {
     await setups.close();
   }
+  const rows = measured.map(merged);
   const out = rows.map((r) => summary(r, rows[0]!));
   for (const o of out) process.stdout.write(JSON.stringify(o) + '\n');
   return out;
+}
+
+/** The rounds of one row as one: latencies together, time and CPU summed over the rounds. */
+function merged(rounds: Row[]): Row {
+  const latencies = new Map<OpKind, number[]>();
+  for (const r of rounds) for (const [k, v] of r.load.latencies) latencies.set(k, [...latencies.get(k) ?? [], ...v]);
+  const ops = rounds.reduce((n, r) => n + r.ops, 0);
+  const perOp = (cpu: (r: Row) => number) => rounds.reduce((n, r) => n + cpu(r) * r.ops, 0) / ops;
+  return {
+    setup: rounds[0]!.setup, ops,
+    load: { latencies, elapsedMs: rounds.reduce((n, r) => n + r.load.elapsedMs, 0), feedChanges: rounds.reduce((n, r) => n + r.load.feedChanges, 0) },
+    lsUnloaded: rounds.flatMap((r) => r.lsUnloaded),
+    lsLoaded: rounds.flatMap((r) => r.lsLoaded),
+    serviceCpuMs: rounds[0]!.serviceCpuMs.map((_, i) => perOp((r) => r.serviceCpuMs[i]!)),
+    postgresCpuMs: rounds[0]!.postgresCpuMs === undefined ? undefined : perOp((r) => r.postgresCpuMs!),
+  };
 }
 
 let runs = 0;
@@ -67,8 +98,8 @@ async function measure(setup: string, targets: ServiceProcess[], pg: Postgres | 
   const cpu1 = await Promise.all(targets.map((t) => cpuMsOf(t.pid)));
   const pg1 = await sumCpu(postgresPids);
   return {
-    setup, load, lsLoaded,
-    lsUnloadedP50: quantile(unloaded, 0.5),
+    setup, ops, load, lsLoaded,
+    lsUnloaded: unloaded,
     serviceCpuMs: cpu1.map((ms, i) => (ms - cpu0[i]!) / ops),
     postgresCpuMs: pg ? (pg1 - pg0) / ops : undefined,
   };
@@ -80,17 +111,40 @@ function summary(r: Row, reference: Row): Record<string, unknown> {
   const reads = of(true);
   const writes = of(false);
   return {
-    bench: 'service.load', setup: r.setup, clients, ops_per_client: opsPerClient, cores: availableParallelism(), load_average: round(loadavg()[0]!, 1),
+    bench: 'service.load', setup: r.setup, clients, ops_per_client: opsPerClient, rounds, cores: availableParallelism(), load_average: round(loadavg()[0]!, 1),
     ops_per_s: round((reads.length + writes.length) / (r.load.elapsedMs / 1000)),
     reads_per_s: round(rate(r, true)), writes_per_s: round(rate(r, false)),
     reads_ratio_to_sqlite: round(rate(r, true) / rate(reference, true), 2), writes_ratio_to_sqlite: round(rate(r, false) / rate(reference, false), 2),
     read_p50_ms: round(quantile(reads, 0.5)), read_p99_ms: round(quantile(reads, 0.99)),
     write_p50_ms: round(quantile(writes, 0.5)), write_p99_ms: round(quantile(writes, 0.99)),
-    ls_unloaded_p50_ms: round(r.lsUnloadedP50), ls_loaded_p99_ms: round(quantile(r.lsLoaded, 0.99)), ls_p99_to_unloaded_p50: round(quantile(r.lsLoaded, 0.99) / r.lsUnloadedP50, 2),
+    ls_unloaded_p50_ms: round(quantile(r.lsUnloaded, 0.5)), ls_loaded_p99_ms: round(quantile(r.lsLoaded, 0.99)), ls_p99_to_unloaded_p50: round(quantile(r.lsLoaded, 0.99) / quantile(r.lsUnloaded, 0.5), 2),
     service_cpu_ms_per_op: r.serviceCpuMs.map((ms) => round(ms, 3)),
     ...(r.postgresCpuMs === undefined ? {} : { postgresql_cpu_ms_per_op: round(r.postgresCpuMs, 3) }),
     p50_ms_by_kind: Object.fromEntries([...r.load.latencies].map(([k, v]) => [k, round(quantile(v, 0.5))])),
     feed_changes: r.load.feedChanges,
+  };
+}
+
+/** Resets pg_stat_statements; the function returns the statements of most total time since then. */
+async function statementTimes(server: Postgres): Promise<() => Promise<Record<string, unknown>[]>> {
+  const client = new pg.Client({ connectionString: `postgresql://cloudlib@127.0.0.1:${server.port}/${DATABASE}` });
+  await client.connect();
+  try {
+    await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+    await client.query('SELECT pg_stat_statements_reset()');
+  } catch (err) {
+    await client.end();
+    throw err;
+  }
+  return async () => {
+    try {
+      const { rows } = await client.query<{ query: string; calls: string; total: number; mean: number }>(
+        "SELECT query, calls, total_exec_time AS total, mean_exec_time AS mean FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 20",
+      );
+      return rows.map((r) => ({ calls: Number(r.calls), mean_ms: round(r.mean, 3), total_ms: round(r.total), query: r.query.replace(/\s+/g, ' ').slice(0, 160) }));
+    } finally {
+      await client.end();
+    }
   };
 }
 

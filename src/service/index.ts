@@ -206,6 +206,8 @@ export class EmbeddedService {
         // (order renews it) are not its own.
         admit: async (endpoint, caller) => {
           if (endpoint.def.idempotent || endpoint.family === 'partner') return;
+          // A library's caller came with its enterprise's term: no statement of its own.
+          if (caller.libraryTerm !== undefined) return term.requireOpenAt(caller.libraryTerm);
           const entId = caller.library?.ent_id ?? caller.enterprise?.id ?? caller.member?.ent_id;
           if (entId !== undefined) await term.requireOpen(entId);
         },

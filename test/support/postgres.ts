@@ -31,7 +31,15 @@ export function postgresBinDir(): string {
   return join(root, versions[0]!, 'bin');
 }
 
-export async function startPostgres(): Promise<Postgres> {
+export interface PostgresStartOptions {
+  /** Server settings added to the command line (`name=value`), e.g. `shared_preload_libraries=pg_stat_statements`. */
+  settings?: readonly string[];
+}
+
+export async function startPostgres(opts: PostgresStartOptions = {}): Promise<Postgres> {
+  for (const s of opts.settings ?? []) {
+    if (!/^[a-z_.]+=[A-Za-z0-9_.,]+$/.test(s)) throw new TypeError(`setting: expected name=value (letters, digits, _ . ,), got ${JSON.stringify(s)}`);
+  }
   const bin = postgresBinDir();
   const dir = await mkdtemp(join(tmpdir(), 'cloudlib-pg-'));
   const data = join(dir, 'data');
@@ -52,7 +60,7 @@ export async function startPostgres(): Promise<Postgres> {
     await as('initdb', ['-D', data, '-U', 'cloudlib', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
     const port = await freePort();
     await as('pg_ctl', ['-D', data, '-l', join(dir, 'server.log'), '-w', '-t', '60', '-o',
-      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`, 'start']);
+      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200${(opts.settings ?? []).map((v) => ` -c ${v}`).join('')}`, 'start']);
     const url = `postgresql://cloudlib@127.0.0.1:${port}/postgres`;
     return {
       url, port,

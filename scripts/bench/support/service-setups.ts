@@ -23,13 +23,16 @@ export interface ServiceSetups {
   close(): Promise<void>;
 }
 
-/** Starts PostgreSQL with database `database` and a blobs folder; the service processes on demand. */
-export async function startServiceSetups(database: string): Promise<ServiceSetups> {
+/**
+ * Starts PostgreSQL with database `database` and a blobs folder; the service processes on demand.
+ * `settings`: server settings of the cluster (startPostgres).
+ */
+export async function startServiceSetups(database: string, settings: readonly string[] = []): Promise<ServiceSetups> {
   const shared = await mkdtemp(join(tmpdir(), `cloudlib-bench-${database}-`));
   await mkdir(join(shared, 'blobs'));
   let pg: Postgres;
   try {
-    pg = await startPostgres();
+    pg = await startPostgres({ settings });
   } catch (err) {
     await rm(shared, { recursive: true, force: true });
     throw err;

@@ -52,13 +52,15 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     }
     const basic = { hash: row.hash, dir: row.dir, fullpath: row.fullpath, filename: row.name, filehash: row.dir ? '' : content.filehash, filesize: row.dir ? 0 : content.filesize };
     if (attribute === 10) return basic;
-    const record = (await queries.records([row]))[0]!;
+    // The record and every metadata value set on the entry (lists show only the attributes named in
+    // `display`): independent reads, sent together (on PostgreSQL side by side, not one after the other).
+    const [[record], metadata] = await Promise.all([queries.records([row]), queries.metadataOf(row)]);
     // Links to the preview page and (images) the thumbnail of the version shown, valid 10 minutes.
     const links = row.dir ? undefined : parts.previews.issue({
       libraryId: lib, fullpath: row.fullpath, filehash: content.filehash, filename: row.name, filesize: content.filesize, thumbnail: true, baseUrl: parts.baseUrl,
     });
     const info: FileInfo & Record<string, unknown> = {
-      ...record, ...basic,
+      ...record!, ...basic,
       uri: row.dir ? '' : downloads.url({ sha1: content.filehash, size: content.filesize, filename: row.name, modifiedMs: row.last_ms, libraryId: lib }),
       preview: links?.url ?? '', thumbnail: links?.thumbnail ?? '', tag: tagsOf(row.tags).join(';'),
       lock: row.lock_member_name !== null ? 1 : 0,
@@ -71,8 +73,6 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
       info.permission = [];
       info.property = { ...info.property, permisson: [] };
     }
-    // every metadata value set on the entry (lists show only the attributes named in `display`)
-    const metadata = await queries.metadataOf(row);
     if (metadata) info.metadata = metadata;
     else delete info.metadata;
     if (attribute === 1) Object.assign(info, await queries.folderTotals(row));

@@ -12,6 +12,8 @@ export interface LibraryRow {
   owner_id: number; capacity: number; size_used: number; size_recycle: number; file_count: number; dir_count: number;
   last_op_ms: number; deleted: number; created_ms: number;
 }
+/** The term of an enterprise: a trial or a subscription, ending at `end_dateline` (s; 0 or less: no end). */
+export interface EnterpriseTermRow { trial: number; end_dateline: number }
 export interface LibraryAuthRow { org_client_id: string; org_client_secret: string; library_id: number; ent_client_id: string; title: string }
 export interface EnterpriseRow { id: number; partner_id: number | null; out_id: string | null; name: string; client_id: string; client_secret: string }
 export interface PartnerRow { id: number; name: string; client_id: string; client_secret: string }
@@ -144,14 +146,20 @@ export class Directory {
   }
 
   /** A library's authorization and its library (not deleted), in one statement: what a library call's authentication reads. */
-  async libraryAuthWithLibrary(orgClientId: string): Promise<{ auth: LibraryAuthRow; library: LibraryRow } | undefined> {
+  async libraryAuthWithLibrary(orgClientId: string): Promise<{ auth: LibraryAuthRow; library: LibraryRow; term: EnterpriseTermRow | null } | undefined> {
     const row = await this.db.get(
       'SELECT l.*, a.org_client_id AS auth_org_client_id, a.org_client_secret AS auth_org_client_secret, a.library_id AS auth_library_id, ' +
-      'a.ent_client_id AS auth_ent_client_id, a.title AS auth_title FROM library_auths a JOIN libraries l ON l.id = a.library_id WHERE a.org_client_id = ? AND l.deleted = 0',
+      'a.ent_client_id AS auth_ent_client_id, a.title AS auth_title, e.trial AS term_trial, e.end_dateline AS term_end_dateline ' +
+      'FROM library_auths a JOIN libraries l ON l.id = a.library_id LEFT JOIN enterprises e ON e.id = l.ent_id WHERE a.org_client_id = ? AND l.deleted = 0',
       [orgClientId],
     ) as Record<string, unknown> | undefined;
     if (!row) return undefined;
-    return { auth: prefixed(row, 'auth_') as unknown as LibraryAuthRow, library: unprefixed(row, 'auth_') as unknown as LibraryRow };
+    const term = prefixed(row, 'term_') as unknown as EnterpriseTermRow;
+    return {
+      auth: prefixed(row, 'auth_') as unknown as LibraryAuthRow,
+      library: unprefixed(unprefixed(row, 'auth_'), 'term_') as unknown as LibraryRow,
+      term: term.end_dateline === null ? null : term,
+    };
   }
 
   /** The access token, the application it was issued to and its member, in one statement (an authentication's read). */

@@ -6,6 +6,7 @@
  * which applies at once. An `end_dateline` of 0 has no end (the bootstrap enterprise).
  */
 import type { MetadataStore } from '../store/metadata-store.js';
+import type { EnterpriseTermRow } from './directory.js';
 import { FaultCode, ServiceFault } from './fault.js';
 
 export class EnterpriseTerm {
@@ -13,7 +14,11 @@ export class EnterpriseTerm {
 
   /** Refuses (403/40334) when the trial or subscription of enterprise `entId` has ended. */
   async requireOpen(entId: number): Promise<void> {
-    const row = await this.db.get<{ trial: number; end_dateline: number }>('SELECT trial, end_dateline FROM enterprises WHERE id = ?', [entId]);
+    this.requireOpenAt(await this.db.get<EnterpriseTermRow>('SELECT trial, end_dateline FROM enterprises WHERE id = ?', [entId]) ?? null);
+  }
+
+  /** The same for a term already read (null: no such enterprise, nothing to refuse). */
+  requireOpenAt(row: EnterpriseTermRow | null): void {
     if (!row || row.end_dateline <= 0 || row.end_dateline * 1000 > this.clock()) return;
     const at = new Date(row.end_dateline * 1000).toISOString().replace('.000Z', 'Z');
     throw new ServiceFault(FaultCode.EnterpriseEnded, `the enterprise's ${row.trial ? 'trial' : 'subscription'} ended at ${at}: its data can be read, nothing changed until the partner renews it`);

@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { MetadataStore } from '../store/metadata-store.js';
-import type { Directory } from './directory.js';
+import type { Directory, LibraryRow } from './directory.js';
 import { FaultCode, ServiceFault, fileMissing } from './fault.js';
 import { EntryState, tagsColumn, tagsOf, type EntryRow, type Operator } from './entries.js';
 import { OperationClock } from './op-clock.js';
@@ -152,9 +152,9 @@ export class FileTree {
   }
 
   /** Refuses growing the library by `delta` bytes past its capacity. */
-  async checkCapacity(libraryId: number, delta: number): Promise<void> {
+  async checkCapacity(libraryId: number, delta: number, library?: Promise<LibraryRow>): Promise<void> {
     if (delta <= 0) return;
-    const lib = await this.directory.requireLibrary(libraryId);
+    const lib = await (library ?? this.directory.requireLibrary(libraryId));
     if (lib.capacity >= 0 && lib.size_used + delta > lib.capacity) {
       throw new ServiceFault(FaultCode.CapacityExceeded, `library capacity exceeded: ${lib.size_used} of ${lib.capacity} bytes used, ${delta} more needed`);
     }
@@ -203,20 +203,24 @@ export class FileTree {
    * is replaced when `overwrite` (a new version), otherwise the content gets a numbered name.
    */
   async placeContent(libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator, hash?: string): Promise<EntryRow> {
-    if (!await this.pinBlob(content.sha1)) throw new ServiceFault(FaultCode.FileMissing, `content ${content.sha1} is no longer stored; upload it again`);
     const folder = parentOf(fullpath);
-    const found = await this.byPaths(libraryId, [folder, fullpath]);
+    // Independent reads, issued together (on PostgreSQL one round trip): the pin, the paths and the
+    // library row for the capacity check (read under the library's lock, before this change adds to it).
+    const library = this.directory.requireLibrary(libraryId);
+    library.catch(() => undefined); // awaited by the capacity check, or its failure is the pin's or the lookup's
+    const [pinned, found] = await Promise.all([this.pinBlob(content.sha1), this.byPaths(libraryId, [folder, fullpath])]);
+    if (!pinned) throw new ServiceFault(FaultCode.FileMissing, `content ${content.sha1} is no longer stored; upload it again`);
     const parentId = await this.ensureFolder(libraryId, folder, op, found.get(folder) ?? null);
     const existing = found.get(fullpath);
     if (existing && overwrite && !existing.dir) {
       await this.checkUnlocked(existing, op);
       if (existing.filehash === content.sha1 && existing.filesize === content.size) return existing;
-      await this.checkCapacity(libraryId, content.size - existing.filesize);
+      await this.checkCapacity(libraryId, content.size - existing.filesize, library);
       const row = (await this.db.get<EntryRow>('UPDATE entries SET filehash = ?, filesize = ?, last_member_id = ?, last_member_name = ?, last_ms = ?, op_ms = ? WHERE id = ? RETURNING *', [content.sha1, content.size, op.id, op.name, this.clock(), await this.opClock.next(libraryId), existing.id]))!;
       await this.event(row, Act.Edit, op);
       return row;
     }
-    await this.checkCapacity(libraryId, content.size);
+    await this.checkCapacity(libraryId, content.size, library);
     const name = existing ? await this.freeName(libraryId, folder, baseOf(fullpath), false) : baseOf(fullpath);
     const free = hash !== undefined && !await this.db.get('SELECT 1 FROM entries WHERE hash = ?', [hash]);
     const row = await this.insert(libraryId, parentId, joinPath(folder, name), { dir: 0, content, hash: free ? hash : undefined }, op);
@@ -237,7 +241,10 @@ export class FileTree {
       const parentId = await this.ensureFolder(libraryId, parentOf(to), op, found.get(parentOf(to)) ?? null);
       const below = await this.subtree(src);
       const first = await this.opClock.next(libraryId, 1 + below.length);
-      const row = (await this.db.get<EntryRow>('UPDATE entries SET parent_id = ?, fullpath = ?, name = ?, op_ms = ? WHERE id = ? RETURNING *', [parentId, to, baseOf(to), first, src.id]))!;
+      // The moved row is known without reading it back (no trigger writes these columns): the update
+      // goes with the subtree's, the event and COMMIT (on PostgreSQL one round trip).
+      const row: EntryRow = { ...src, parent_id: parentId, fullpath: to, name: baseOf(to), op_ms: first };
+      await this.db.runLater('UPDATE entries SET parent_id = ?, fullpath = ?, name = ?, op_ms = ? WHERE id = ?', [parentId, to, baseOf(to), first, src.id]);
       for (const [i, d] of below.entries()) {
         await this.db.runLater('UPDATE entries SET fullpath = ?, op_ms = ? WHERE id = ?', [to + d.fullpath.slice(from.length), first + 1 + i, d.id]);
       }

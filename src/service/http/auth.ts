@@ -8,7 +8,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Credential } from '../../shared/endpoints.js';
 import { signatureVariants } from '../../shared/sign.js';
-import type { ApplicationRow, Directory, EnterpriseRow, LibraryAuthRow, LibraryRow, MemberRow, PartnerRow } from '../domain/directory.js';
+import type { ApplicationRow, Directory, EnterpriseRow, EnterpriseTermRow, LibraryAuthRow, LibraryRow, MemberRow, PartnerRow } from '../domain/directory.js';
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
 import { SignatureLedger, StoredSignatureLedger, type SignatureUses } from './signature-ledger.js';
 import type { MetadataStore } from '../store/metadata-store.js';
@@ -43,6 +43,8 @@ export interface Caller {
   credential: Credential;
   library?: LibraryRow;
   libraryAuth?: LibraryAuthRow;
+  /** A library caller's enterprise term, read with its library (null: no enterprise row). */
+  libraryTerm?: EnterpriseTermRow | null;
   enterprise?: EnterpriseRow;
   partner?: PartnerRow;
   member?: MemberRow;
@@ -143,7 +145,7 @@ export class Authenticator {
         // Its library comes with it (not deleted): an authorization of a deleted library is not found.
         const found = await this.directory.libraryAuthWithLibrary(need('org_client_id'));
         if (!found) throw unknown('org_client_id');
-        return { caller: { credential, library: found.library, libraryAuth: found.auth }, secret: found.auth.org_client_secret };
+        return { caller: { credential, library: found.library, libraryAuth: found.auth, libraryTerm: found.term }, secret: found.auth.org_client_secret };
       }
       case 'enterprise': {
         const enterprise = await this.directory.enterpriseByClientId(need('client_id'));

@@ -93,9 +93,11 @@ export class SignatureLedger implements SignatureUses {
 
 /**
  * The ledger in the metadata store (table `signature_uses`), shared by every process of a service. One
- * statement records a signature or finds its first use (an `INSERT … ON CONFLICT` that takes over only an
- * expired row), so two processes recording the same signature at once agree on which use was first.
- * Expired rows are deleted at most once a second per process, at most 20 000 at a time.
+ * statement records a signature or finds its first use: an `INSERT … ON CONFLICT` that takes over only an
+ * expired row and otherwise rewrites the live row as it was, returning it, so the caller waits for one
+ * round trip either way, and two processes recording the same signature at once agree on which use was
+ * first (the conflict waits for the other's row and updates its latest version). Expired rows are deleted
+ * at most once a second per process, at most 20 000 at a time, beside the record.
  */
 export class StoredSignatureLedger implements SignatureUses {
   private nextSweepMs = 0;
@@ -104,19 +106,25 @@ export class StoredSignatureLedger implements SignatureUses {
 
   async use(sign: string, path: string, datelineMs: number | undefined, peer = ''): Promise<SignatureUse | undefined> {
     const now = this.opts.clock();
+    let swept: Promise<unknown> | undefined;
     if (now >= this.nextSweepMs) {
       this.nextSweepMs = now + 1_000;
-      await this.db.run('DELETE FROM signature_uses WHERE sign IN (SELECT sign FROM signature_uses WHERE until_ms <= ? LIMIT 20000)', [now]);
+      swept = this.db.run('DELETE FROM signature_uses WHERE sign IN (SELECT sign FROM signature_uses WHERE until_ms <= ? LIMIT 20000)', [now]);
+      swept.catch(() => undefined); // awaited below; a failure meanwhile is not unhandled
     }
     const untilMs = Math.max(datelineMs ?? now, now) + this.opts.windowMs;
-    const recorded = await this.db.get<{ path: string }>(
-      'INSERT INTO signature_uses (sign, path, peer, until_ms) VALUES (?, ?, ?, ?) ' +
-      'ON CONFLICT (sign) DO UPDATE SET path = excluded.path, peer = excluded.peer, until_ms = excluded.until_ms WHERE signature_uses.until_ms <= ? ' +
-      'RETURNING path',
-      [sign, path, peer, untilMs, now],
+    const expired = 'signature_uses.until_ms <= ?';
+    // The row after the statement: ours when recorded (new, or an expired one taken over), else the first use's.
+    const row = await this.db.get<{ path: string; peer: string }>(
+      'INSERT INTO signature_uses (sign, path, peer, until_ms) VALUES (?, ?, ?, ?) ON CONFLICT (sign) DO UPDATE SET ' +
+      `path = CASE WHEN ${expired} THEN excluded.path ELSE signature_uses.path END, ` +
+      `peer = CASE WHEN ${expired} THEN excluded.peer ELSE signature_uses.peer END, ` +
+      `until_ms = CASE WHEN ${expired} THEN excluded.until_ms ELSE signature_uses.until_ms END ` +
+      'RETURNING path, peer',
+      [sign, path, peer, untilMs, now, now, now],
     );
-    if (recorded) return undefined;
-    const prior = await this.db.get<{ path: string; peer: string }>('SELECT path, peer FROM signature_uses WHERE sign = ? AND until_ms > ?', [sign, now]);
-    return prior && prior.path !== path ? { path: prior.path, peer: prior.peer } : undefined;
+    await swept;
+    // Ours, or a first use for the same endpoint: either way no other endpoint used it.
+    return row && row.path !== path ? { path: row.path, peer: row.peer } : undefined;
   }
 }

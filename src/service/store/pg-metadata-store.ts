@@ -14,7 +14,8 @@
  * - Round trips: BEGIN and the lock wait for the body's first statement, `runLater` statements for the
  *   next one, the clocks' write for COMMIT, and each goes in that statement's round trip, in order, as
  *   one simple query (which takes no parameters: values are written into the SQL as literals, strings
- *   escaped by the driver).
+ *   escaped by the driver). Statements the body issues in one turn of the event loop (awaited together)
+ *   share a round trip the same way.
  */
 import type pg from 'pg';
 import { TransactionScope, reserveOperationTimesByStatement, type MetadataSession, type MetadataStore, type RunResult, type StoreStats, type TransactionOptions } from './metadata-store.js';
@@ -117,19 +118,69 @@ class PgTransaction implements MetadataSession {
   private readonly session: MetadataSession;
 
   constructor(private readonly client: pg.PoolClient, private readonly stats: StoreStats) {
-    this.session = sessionOf({ query: (sql: string, params: unknown[]) => this.query(sql, params) }, stats);
+    // Round trips are counted as they are sent (several statements may share one).
+    this.session = sessionOf({ query: (sql: string, params: unknown[]) => this.query(sql, params) }, stats, false);
   }
 
-  /** A statement, with the queued ones before it in its round trip. */
-  private async query(sql: string, params: unknown[]): Promise<pg.QueryResult> {
-    if (this.later.length === 0) return this.client.query(sql, params);
-    const results = await this.flush({ sql: inlined(sql, params, this.client) });
-    return results[results.length - 1]!;
+  /**
+   * A statement, with the queued ones before it and the others the body issues in the same turn of the
+   * event loop (independent statements awaited together, `Promise.all`) in its round trip. A statement
+   * alone, with nothing queued, goes with its parameters as they are.
+   */
+  private query(sql: string, params: unknown[]): Promise<pg.QueryResult> {
+    return new Promise<pg.QueryResult>((resolve, reject) => {
+      this.issued.push({ sql, params, resolve, reject });
+      if (this.issued.length === 1) queueMicrotask(() => void this.sendIssued());
+    });
   }
+
+  /** Statements issued and not sent yet, in the order issued. */
+  private issued: { sql: string; params: unknown[]; resolve: (r: pg.QueryResult) => void; reject: (e: unknown) => void }[] = [];
+
+  /**
+   * Sends what the body issued in this turn: one statement with nothing queued as itself; else all of
+   * them, after the queued ones, as one simple query (values inlined). A failure fails each of them (the
+   * transaction is aborted either way).
+   */
+  private async sendIssued(): Promise<void> {
+    const issued = this.issued;
+    if (issued.length === 0) return; // sent already (by COMMIT)
+    this.issued = [];
+    try {
+      let sqls: string[] | undefined;
+      if (this.later.length > 0 || issued.length > 1) {
+        try {
+          sqls = issued.map((q) => inlined(q.sql, q.params, this.client));
+        } catch {
+          sqls = undefined; // a value that has no literal here: each goes by itself, with its parameters
+        }
+      }
+      if (!sqls) {
+        for (const q of issued) {
+          if (this.later.length > 0) {
+            this.stats.roundTrips++;
+            await this.flush([]);
+          }
+          this.stats.roundTrips++;
+          q.resolve(await this.client.query(q.sql, q.params));
+        }
+        return;
+      }
+      this.stats.roundTrips++;
+      const results = await this.flush(sqls.map((sql) => ({ sql })));
+      issued.forEach((q, i) => q.resolve(results[results.length - issued.length + i]!));
+    } catch (err) {
+      this.failure ??= err;
+      for (const q of issued) q.reject(err);
+    }
+  }
+
+  /** The first failure of statements sent together: the transaction is aborted, COMMIT must not pass for one. */
+  private failure: unknown;
 
   /** Sends the queued statements and `last` as one simple query; their results in order. */
-  private async flush(last: { sql: string }): Promise<pg.QueryResult[]> {
-    const batch = [...this.later, last];
+  private async flush(last: { sql: string }[]): Promise<pg.QueryResult[]> {
+    const batch = [...this.later, ...last];
     this.later = [];
     const sent = await this.client.query(batch.map((b) => b.sql).join(';\n')) as unknown as pg.QueryResult | pg.QueryResult[];
     this.begunAt ??= performance.now();
@@ -144,7 +195,10 @@ class PgTransaction implements MetadataSession {
   insert(sql: string, params?: readonly unknown[]): Promise<number> { return this.session.insert(sql, params); }
 
   async runLater(sql: string, params: readonly unknown[] = []): Promise<void> {
-    this.later.push({ sql: inlined(numbered(sql), params, this.client) });
+    const statement = inlined(numbered(sql), params, this.client);
+    // After the statements issued in this turn and not sent yet, as it was issued after them.
+    if (this.issued.length > 0) this.issued.push({ sql: statement, params: [], resolve: () => undefined, reject: () => undefined });
+    else this.later.push({ sql: statement });
   }
 
   /**
@@ -181,9 +235,12 @@ class PgTransaction implements MetadataSession {
 
   /** Writes the clocks this transaction advanced and commits, in one round trip. */
   async commit(): Promise<void> {
+    // A statement the body left unawaited goes before COMMIT, inside the transaction.
+    if (this.issued.length > 0) await this.sendIssued();
+    if (this.failure !== undefined) throw this.failure;
     for (const [id, c] of this.clocks) if (c.advanced) this.later.push({ sql: `UPDATE libraries SET last_op_ms = ${c.last} WHERE id = ${id}` });
     this.stats.roundTrips++;
-    await this.flush({ sql: 'COMMIT' });
+    await this.flush([{ sql: 'COMMIT' }]);
   }
 
   private track(library: number, row: { last_op_ms: number } | undefined): void {
@@ -197,9 +254,9 @@ const lockSql = (library: number) => `SELECT last_op_ms FROM libraries WHERE id 
 /** Where a session's statements go: the pool (each by itself) or a transaction's connection. */
 interface Queryable { query(sql: string, params: unknown[]): Promise<pg.QueryResult> }
 
-function sessionOf(q: Queryable, stats: StoreStats): MetadataSession {
+function sessionOf(q: Queryable, stats: StoreStats, counted = true): MetadataSession {
   const query = (sql: string, params: readonly unknown[] = []) => {
-    stats.roundTrips++;
+    if (counted) stats.roundTrips++;
     return q.query(numbered(sql), params as unknown[]);
   };
   const get = async <T>(sql: string, params?: readonly unknown[]) => (await query(sql, params)).rows[0] as T | undefined;

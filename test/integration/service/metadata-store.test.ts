@@ -162,6 +162,46 @@ describe.each(['sqlite', 'postgresql'])('MetadataStore on %s', (engine) => {
     }
   });
 
+  it('answers statements awaited together in one transaction each with its own result, in one round trip on PostgreSQL', async () => {
+    const [a, b] = await seeded(engine);
+    try {
+      await a.run('INSERT INTO departments (id, ent_id, name, created_ms) VALUES (?, ?, ?, ?)', [9, 1, "nine's", 1]);
+      const trips = a.stats.roundTrips;
+      const [lib, dept, none, changed] = await a.tx(async (s) => Promise.all([
+        s.get('SELECT name FROM libraries WHERE id = ?', [1]),
+        s.all('SELECT name FROM departments WHERE id = ?', [9]),
+        s.get('SELECT 1 AS one FROM departments WHERE id = ?', [-1]),
+        s.run('UPDATE departments SET orderby = 3 WHERE id = ?', [9]),
+      ]), { library: 1 });
+      expect({ lib, dept, none, changed }).toEqual({ lib: { name: 'lib' }, dept: [{ name: "nine's" }], none: undefined, changed: { changes: 1 } });
+      // BEGIN, the library's lock and the four; COMMIT
+      if (engine === 'postgresql') expect(a.stats.roundTrips - trips).toBe(2);
+      // a value with no literal (a boolean, which SQLite does not bind) goes by itself, with its parameters
+      const [flag, name] = await a.tx(async (s) => Promise.all([s.get<{ t: boolean }>('SELECT ? AS t', [engine === 'postgresql' ? true : 1]), s.get('SELECT name FROM departments WHERE id = ?', [9])]), { library: 1 });
+      expect({ t: Boolean(flag?.t), name }).toEqual({ t: true, name: { name: "nine's" } });
+      // a statement sent later runs after one issued before it and not yet sent; a statement left
+      // unawaited runs before COMMIT
+      const before = await a.tx(async (s) => {
+        const read = s.get('SELECT orderby FROM departments WHERE id = ?', [9]);
+        await s.runLater('UPDATE departments SET orderby = 4 WHERE id = ?', [9]);
+        const seen = await read;
+        void s.run('UPDATE departments SET orderby = orderby + 1 WHERE id = ?', [9]);
+        return seen;
+      }, { library: 1 });
+      expect({ before, after: await b.get('SELECT orderby FROM departments WHERE id = 9') }).toEqual({ before: { orderby: 3 }, after: { orderby: 5 } });
+      await a.run('UPDATE departments SET orderby = 3 WHERE id = 9');
+      // one failing statement fails the transaction whole, the others' work with it
+      await expect(a.tx(async (s) => Promise.all([
+        s.run('UPDATE departments SET orderby = 50 WHERE id = ?', [9]),
+        s.run('INSERT INTO departments (id, ent_id, name, created_ms) VALUES (?, ?, ?, ?)', [9, 1, 'same id', 1]),
+      ]), { library: 1 })).rejects.toThrow(/duplicate|UNIQUE/i);
+      expect(await b.get('SELECT orderby FROM departments WHERE id = 9')).toEqual({ orderby: 3 });
+    } finally {
+      await a.close();
+      if (b !== a) await b.close();
+    }
+  });
+
   it("runs a library's transactions one at a time, each seeing the one before, without starting over", async () => {
     const [a, b] = await seeded(engine);
     try {
