@@ -385,6 +385,21 @@ export class LowLevelMount {
       }
       case Op.UNLINK:
         return this.unlink(id, req.ino, req.name!);
+      case Op.SYMLINK: {
+        const path = this.inodes.childPath(req.ino, req.name!);
+        this.ops.symlink(req.target!, path, (code) => {
+          if (code < 0) return void b.replyErr(se, id, -code);
+          this.ops.getattr(path, (c, st) => this.replyNewEntry(id, req.ino, req.name!, c, st as KernelStat, true));
+        });
+        return;
+      }
+      case Op.READLINK:
+        this.ops.readlink(this.inodes.path(req.ino), (code, target) => {
+          if (code < 0) return void b.replyErr(se, id, -code);
+          const bytes = Buffer.from(target as string, 'utf8');
+          b.replyData(se, id, [bytes], bytes.length);
+        });
+        return;
       case Op.RMDIR: {
         const path = this.inodes.childPath(req.ino, req.name!);
         this.ops.rmdir(path, (code) => {
@@ -963,7 +978,7 @@ export class LowLevelMount {
     if (cached && offset > 0) return send(cached);
     const node = this.inodes.get(req.ino);
     const path = this.inodes.pathOf(node);
-    this.ops.readdir(path, (code, names, stats) => {
+    this.ops.readdir(path, (code, names, stats, linkFiles) => {
       if (code < 0) return void b.replyErr(se, id, -code);
       const list = names as string[];
       const sts = stats as KernelStat[];
@@ -983,7 +998,7 @@ export class LowLevelMount {
         this.namesOfferedNow(node.ino);
         const names = list.filter((n) => n !== '.' && n !== '..');
         const unlisted = this.operations.unlistedNames(path, names);
-        if (unlisted) this.binding.folderNames(se, id, node.ino, [...names, ...unlisted], this.timeout, this.closesWhere(this.inodes.pathOf(node)));
+        if (unlisted) this.binding.folderNames(se, id, node.ino, [...names, ...unlisted, ...((linkFiles as string[] | undefined) ?? [])], this.timeout, this.closesWhere(this.inodes.pathOf(node)));
       }
       send(listing);
     });

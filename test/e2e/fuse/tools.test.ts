@@ -1,10 +1,11 @@
 /**
  * Everyday tools that set modes, owners and times (tar x, cp -a, rsync -a) exit 0 through the mount and
  * what they set shows (kept in memory by the front end); make and npm install work inside it; files
- * changed by another client, unlinked or replaced while open behave as on a local disk.
+ * changed by another client, unlinked or replaced while open behave as on a local disk; npm's links of a
+ * package's bin and of a local dependency are symbolic links (link files, docs/fuse.md).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chmod, mkdir, open, readFile, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, open, readFile, readlink, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { eventually, sh, startMount, type MountHarness } from './harness.js';
 
@@ -92,6 +93,31 @@ describe('tools through the FUSE mount', () => {
     expect(run.stdout.trim()).toBe('from the dependency');
     expect(JSON.parse(await readFile(join(app, 'package.json'), 'utf8')).dependencies['cloudlib-test-dep']).toMatch(/cloudlib-test-dep-1\.0\.0\.tgz$/);
     expect((await stat(join(app, 'package-lock.json'))).size).toBeGreaterThan(0);
+  }, T);
+
+  it('npm install of a package with a bin and a local (file:) dependency makes their links in the mount', async () => {
+    const env = { ...process.env, npm_config_cache: join(h.local, 'npm-cache'), npm_config_userconfig: join(h.local, 'npmrc') };
+    const tool = join(h.local, 'tool');
+    await mkdir(tool, { recursive: true });
+    await writeFile(join(tool, 'package.json'), JSON.stringify({ name: 'cloudlib-test-tool', version: '1.0.0', bin: { 'cloudlib-test-tool': 'cli.js' } }));
+    await writeFile(join(tool, 'cli.js'), '#!/usr/bin/env node\nconsole.log("the tool ran");\n');
+    const packed = (await sh('npm', ['pack', '--silent', '--pack-destination', h.local], { cwd: tool, env, timeoutMs: T })).stdout.trim().split('\n').pop()!;
+    const app = join(lib, 'linked-app');
+    await mkdir(join(app, 'local-dep'), { recursive: true });
+    await writeFile(join(app, 'local-dep', 'package.json'), JSON.stringify({ name: 'local-dep', version: '1.0.0', main: 'index.js' }));
+    await writeFile(join(app, 'local-dep', 'index.js'), 'module.exports = "from the local dependency";\n');
+    await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'linked-app', version: '1.0.0', private: true, dependencies: { 'local-dep': 'file:local-dep' } }));
+    await sh('npm', ['install', '--offline', '--no-audit', '--no-fund', '--silent', join(h.local, packed)], { cwd: app, env, timeoutMs: T });
+    // npm links a local dependency and a package's bin: both are symbolic links in the mount.
+    expect(await readlink(join(app, 'node_modules', 'local-dep'))).toBe('../local-dep');
+    expect(await readlink(join(app, 'node_modules', '.bin', 'cloudlib-test-tool'))).toBe('../cloudlib-test-tool/cli.js');
+    const ran = await sh(join(app, 'node_modules', '.bin', 'cloudlib-test-tool'), [], { cwd: app, timeoutMs: T });
+    expect(ran.stdout.trim()).toBe('the tool ran');
+    const required = await sh('node', ['-e', 'console.log(require("local-dep"))'], { cwd: app, timeoutMs: T });
+    expect(required.stdout.trim()).toBe('from the local dependency');
+    // A second install finds everything in place.
+    await sh('npm', ['install', '--offline', '--no-audit', '--no-fund', '--silent'], { cwd: app, env, timeoutMs: T });
+    expect(await readlink(join(app, 'node_modules', 'local-dep'))).toBe('../local-dep');
   }, T);
 
   it('chown to another owner shows it', async () => {
