@@ -141,6 +141,7 @@ export const mountCommand: Subcommand = {
       transport: config.mount.transport,
       ringDepth: config.mount.ring_depth,
       writeMode: config.mount.write_mode,
+      links: config.mount.links,
       attrTimeoutS,
       logger,
     });

@@ -96,6 +96,8 @@ export interface GatewayConfig {
     ring_depth: number;
     /** How files written through the mount reach their spools: "auto" (passthrough as root), "passthrough" or "writeback". Default "auto". */
     write_mode: 'auto' | 'passthrough' | 'writeback';
+    /** Symbolic links stored as `NAME.rclonelink` files, shown as links (docs/fuse.md, Symbolic links). Default true. */
+    links: boolean;
     /** The mount acts as this member (their account) with their permissions, `member_password` for the token endpoint. */
     member?: string;
     member_password?: string;
@@ -460,6 +462,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
       transport: oneOf(mt.transport, 'mount.transport', ['auto', 'uring', 'dev'] as const) ?? 'auto',
       ring_depth: intIn(mt.ring_depth, 'mount.ring_depth', 1, 256) ?? 16,
       write_mode: oneOf(mt.write_mode, 'mount.write_mode', ['auto', 'passthrough', 'writeback'] as const) ?? 'auto',
+      links: bool(mt.links, 'mount.links') ?? true,
       ...(mountMember !== undefined ? { member: mountMember, member_password: mountMemberPassword } : {}),
     },
     cache: {

@@ -302,6 +302,7 @@ export class Gateway {
         transport: config.mount.transport,
         ringDepth: config.mount.ring_depth,
         writeMode: config.mount.write_mode,
+        links: config.mount.links,
         attrTimeoutS: config.feed.interval_ms / 1000,
         flushTimeoutMs: 0,
         logger: logger.child({ part: 'fuse' }),

@@ -232,6 +232,14 @@ describe('gateway configuration', () => {
     }
   });
 
+  it('mount.links: on by default, off when set false, a non-boolean refused', async () => {
+    expect((await loadConfig({}, {}, { fuseUsable: false, cwd: dir })).mount.links).toBe(true);
+    await writeFile(join(dir, 'l.json'), JSON.stringify({ mount: { links: false } }));
+    expect((await loadConfig({ config: 'l.json' }, {}, { fuseUsable: false, cwd: dir })).mount.links).toBe(false);
+    await writeFile(join(dir, 'bad.json'), JSON.stringify({ mount: { links: 'yes' } }));
+    await expect(loadConfig({ config: 'bad.json' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/mount\.links/);
+  });
+
   it('parses host:port', () => {
     expect(parseHostPort('127.0.0.1:80', 'x')).toEqual({ host: '127.0.0.1', port: 80 });
     expect(parseHostPort('[::1]:8080', 'x')).toEqual({ host: '::1', port: 8080 });
