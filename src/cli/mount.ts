@@ -28,7 +28,9 @@ Options:
   --attr-timeout S     seconds the kernel trusts names and attributes (default:
                        the feed interval)
   --log-level LEVEL    trace, debug, info, warn, error (default info)
-  --log-file FILE      append log lines (JSON) to FILE instead of stderr`;
+  --log-file FILE      append log lines (JSON) to FILE instead of stderr
+  --bwlimit RATE       bandwidth limit of uploads and downloads: 10M, 512k,
+                       or UP:DOWN as 10M:2M (default off)`;
 
 function intOption(value: unknown, what: string, radix = 10): number | undefined {
   if (value === undefined) return undefined;
@@ -72,6 +74,7 @@ export const mountCommand: Subcommand = {
     'attr-timeout': { type: 'string' },
     'log-level': { type: 'string' },
     'log-file': { type: 'string' },
+    bwlimit: { type: 'string' },
   },
   async run(values, positionals) {
     if (positionals.length !== 1) {
@@ -82,7 +85,7 @@ export const mountCommand: Subcommand = {
     let uid: number | undefined, gid: number | undefined, umask: number | undefined, attrTimeoutS: number | undefined;
     try {
       config = await loadConfig(
-        { config: values.config as string | undefined, data: values.data as string | undefined, mount: positionals[0], logLevel: values['log-level'] as string | undefined, logFile: values['log-file'] as string | undefined, readOnly: values['read-only'] as boolean | undefined },
+        { config: values.config as string | undefined, data: values.data as string | undefined, mount: positionals[0], logLevel: values['log-level'] as string | undefined, logFile: values['log-file'] as string | undefined, bwlimit: values.bwlimit as string | undefined, readOnly: values['read-only'] as boolean | undefined },
         process.env,
         { fuseUsable: true },
       );

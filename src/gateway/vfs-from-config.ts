@@ -1,4 +1,5 @@
 /** The gateway's Vfs for a configuration naming a remote service (`cloudlib mount`, `cloudlib webdav`, `cloudlib up`). */
+import { bandwidthLimitOf, type BandwidthLimit } from '../shared/bandwidth-limit.js';
 import { resolve } from 'node:path';
 import { ServiceClient, type ClientOptions } from '../api/client.js';
 import type { Logger } from '../shared/log.js';
@@ -10,7 +11,7 @@ export { ServiceUnreachableAtStart } from '../remote/served-libraries.js';
 import type { GatewayConfig } from './config.js';
 
 /** The Vfs of a configuration, and the served libraries it was built over (the same entries). */
-export async function vfsFromConfig(config: GatewayConfig, logger: Logger, onExchange?: ClientOptions['onExchange']): Promise<{ vfs: GatewayVfs; libraries: ServedLibrary[] }> {
+export async function vfsFromConfig(config: GatewayConfig, logger: Logger, onExchange?: ClientOptions['onExchange'], bandwidth: BandwidthLimit = bandwidthLimitOf(config.bwlimit)): Promise<{ vfs: GatewayVfs; libraries: ServedLibrary[] }> {
   if (!config.service) {
     throw new Error('not supported: a gateway over the embedded service is started by `cloudlib up`; give a remote service (service.base_url and libraries) to mount alone');
   }
@@ -36,6 +37,7 @@ export async function vfsFromConfig(config: GatewayConfig, logger: Logger, onExc
       diskBytes: config.cache.disk_cache_mb * 1024 * 1024,
     },
     readOnly: config.mount.read_only,
+    bandwidth,
     maxFileBytes: config.journal.max_file_mb * 1024 * 1024,
     logger,
     onClose: async () => { await Promise.all(clients.map((c) => c.close())); },
