@@ -1,11 +1,12 @@
 /**
  * Symbolic links through the mount (docs/fuse.md, Symbolic links): each stored as a link file
  * NAME.rclonelink holding its target, over a real embedded service. ln -s, readlink, ls -l, rm and mv of
- * links; a link to a folder; a dangling link; the link file as the plain file it is through WebDAV and
- * the service's API; and a restart of the mount on the same service and data folder keeps them.
+ * links; a link to a folder; a dangling link; a Python virtual environment and a git tree with links; the
+ * link file as the plain file it is through WebDAV and the service's API; and a restart of the mount on
+ * the same service and data folder keeps them.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { lstat, mkdir, mkdtemp, readFile, readdir, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readFile, readdir, readlink, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sh, startMount, type MountHarness } from './harness.js';
@@ -83,6 +84,32 @@ describe('symbolic links through the FUSE mount', () => {
     expect(await readFile(join(dir, 'target.txt'), 'utf8')).toBe('the target');
   }, T);
 
+  it('a Python virtual environment made in the mount runs its python through its links', async () => {
+    const venv = join(dir, 'venv');
+    await sh('python3', ['-m', 'venv', '--without-pip', venv], { timeoutMs: 60_000 });
+    expect((await lstat(join(venv, 'bin', 'python'))).isSymbolicLink()).toBe(true);
+    const ran = await sh(join(venv, 'bin', 'python'), ['-c', 'import sys; print(sys.prefix)'], { timeoutMs: 60_000 });
+    expect(ran.stdout.trim()).toBe(venv);
+  }, T);
+
+  it('git clone of a tree with links checks them out as links, and git status is clean', async () => {
+    const repo = join(h!.local, 'repo-with-links');
+    const git = (args: string[], cwd: string) => sh('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=t', '-c', 'init.defaultBranch=main', ...args], { cwd, timeoutMs: 60_000 });
+    await mkdir(join(repo, 'docs'), { recursive: true });
+    await writeFile(join(repo, 'docs', 'guide.md'), 'guide\n');
+    await symlink('docs/guide.md', join(repo, 'GUIDE.md'));
+    await symlink('docs', join(repo, 'manual'));
+    await git(['init', '-q'], repo);
+    await git(['add', '.'], repo);
+    await git(['commit', '-q', '-m', 'links'], repo);
+    const clone = join(dir, 'clone');
+    await git(['clone', '-q', `file://${repo}`, clone], h!.local);
+    expect(await readlink(join(clone, 'GUIDE.md'))).toBe('docs/guide.md');
+    expect(await readlink(join(clone, 'manual'))).toBe('docs');
+    expect(await readFile(join(clone, 'manual', 'guide.md'), 'utf8')).toBe('guide\n');
+    expect((await git(['status', '--porcelain'], clone)).stdout).toBe('');
+  }, T);
+
   it('WebDAV shows the link file as the plain file it is', async () => {
     const url = await h!.call<string>('serveWebdav');
     const auth = { authorization: `Basic ${Buffer.from('alice:secret').toString('base64')}` };
@@ -104,6 +131,6 @@ describe('symbolic links through the FUSE mount', () => {
     expect(await readlink(join(dir, 'to-dir'))).toBe('sub');
     expect(await readlink(join(dir, 'dangling'))).toBe('../nowhere/missing');
     expect(await readFile(join(dir, 'to-file'), 'utf8')).toBe('the target');
-    expect((await readdir(dir)).sort()).toEqual(['dangling', 'sub', 'target.txt', 'to-dir', 'to-file']);
+    expect((await readdir(dir)).sort()).toEqual(['clone', 'dangling', 'sub', 'target.txt', 'to-dir', 'to-file', 'venv']);
   }, T);
 });

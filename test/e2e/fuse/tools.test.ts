@@ -5,7 +5,7 @@
  * package's bin and of a local dependency are symbolic links (link files, docs/fuse.md).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chmod, mkdir, open, readFile, readlink, stat, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, open, readFile, readlink, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { eventually, sh, startMount, type MountHarness } from './harness.js';
 
@@ -29,37 +29,50 @@ describe('tools through the FUSE mount', () => {
     await chmod(join(tree, 'private'), 0o700);
     await writeFile(join(tree, 'data.bin'), Buffer.alloc(300_000, 9));
     await sh('touch', ['-d', '2020-01-02 03:04:05', join(tree, 'data.bin')]);
+    // Links, one of them dangling: the tools copy them as links (docs/fuse.md, Symbolic links).
+    await symlink('run.sh', join(tree, 'bin', 'run'));
+    await symlink('../nowhere', join(tree, 'dangling'));
+    await sh('touch', ['-h', '-d', '2021-02-03 04:05:06', join(tree, 'bin', 'run')]);
   }, T);
   afterAll(async () => {
     await h?.stop();
   }, T);
 
   const modeOf = async (p: string): Promise<number> => (await stat(p)).mode & 0o7777;
+  /** The tree's links copied as links, with their targets and the link's own time. */
+  const expectLinks = async (copy: string): Promise<void> => {
+    expect(await readlink(join(copy, 'bin', 'run'))).toBe('run.sh');
+    expect(await readlink(join(copy, 'dangling'))).toBe('../nowhere');
+    expect((await lstat(join(copy, 'bin', 'run'))).mtimeMs).toBe((await lstat(join(tree, 'bin', 'run'))).mtimeMs);
+  };
 
   it('tar x keeping modes and owners exits 0, and the modes show', async () => {
     const archive = join(h.local, 'tree.tar');
     await sh('tar', ['-cf', archive, '-C', h.local, 'tree']);
     await mkdir(join(lib, 'tar'));
     await sh('tar', ['-xpf', archive, '-C', join(lib, 'tar'), '--same-owner']);
-    await sh('diff', ['-r', tree, join(lib, 'tar/tree')]);
+    await sh('diff', ['-r', '--no-dereference', tree, join(lib, 'tar/tree')]);
     expect(await modeOf(join(lib, 'tar/tree/bin/run.sh'))).toBe(0o755);
     expect(await modeOf(join(lib, 'tar/tree/private/key'))).toBe(0o600);
     expect(await modeOf(join(lib, 'tar/tree/private'))).toBe(0o700);
     expect((await stat(join(lib, 'tar/tree/data.bin'))).mtime.toISOString()).toBe((await stat(join(tree, 'data.bin'))).mtime.toISOString());
+    await expectLinks(join(lib, 'tar/tree'));
   }, T);
 
   it('cp -a exits 0 and keeps modes and times', async () => {
     await sh('cp', ['-a', tree, join(lib, 'cp')]);
-    await sh('diff', ['-r', tree, join(lib, 'cp')]);
+    await sh('diff', ['-r', '--no-dereference', tree, join(lib, 'cp')]);
     expect(await modeOf(join(lib, 'cp/bin/run.sh'))).toBe(0o755);
     expect(await modeOf(join(lib, 'cp/private/key'))).toBe(0o600);
     expect((await stat(join(lib, 'cp/data.bin'))).mtimeMs).toBe((await stat(join(tree, 'data.bin'))).mtimeMs);
+    await expectLinks(join(lib, 'cp'));
   }, T);
 
   it('rsync -a exits 0, and a second run finds nothing to copy', async () => {
     await sh('rsync', ['-a', `${tree}/`, join(lib, 'rsync')]);
-    await sh('diff', ['-r', tree, join(lib, 'rsync')]);
+    await sh('diff', ['-r', '--no-dereference', tree, join(lib, 'rsync')]);
     expect(await modeOf(join(lib, 'rsync/bin/run.sh'))).toBe(0o755);
+    await expectLinks(join(lib, 'rsync'));
     const again = await sh('rsync', ['-a', '--itemize-changes', `${tree}/`, join(lib, 'rsync')]);
     expect(again.stdout.trim()).toBe('');
   }, T);
