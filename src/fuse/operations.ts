@@ -621,7 +621,8 @@ export class FuseOperations {
           // Kept only where the mount would show otherwise: an access time other than the modification
           // time, a change time for a modification time set in the past (tar, cp -p, rsync -a).
           const now = Date.now();
-          const times = { atimeMs: atime !== mtime ? atime : undefined, ctimeMs: mtime < now - 1000 ? now : undefined };
+          // The time set replaces one kept for a folder whose names changed through the mount.
+          const times = { atimeMs: atime !== mtime ? atime : undefined, ctimeMs: mtime < now - 1000 ? now : undefined, mtimeMs: undefined };
           if (times.atimeMs !== undefined || times.ctimeMs !== undefined || this.requested.get(path)) this.requested.setTimes(path, times);
           return 0;
         }),

@@ -208,6 +208,9 @@ describe('FuseOperations', () => {
     expect(made).toBeGreaterThanOrEqual(after.mtime);
     expect(await call('rmdir', '/Lib/d/sub')).toEqual([0]);
     expect((await shown('/Lib/d')).mtime).toBeGreaterThanOrEqual(made);
+    // A time set on the folder afterwards (rsync -a, tar, cp -a set it last) is the one shown.
+    expect(await call('utimens', '/Lib/d', 1_000_000_000_000, 1_000_000_000_000)).toEqual([0]);
+    expect((await shown('/Lib/d')).mtime).toBe(1_000_000_000_000);
   });
 
   it('kept times are bounded: past TIMES_KEPT_MAX paths the oldest are forgotten, modes stay', () => {
