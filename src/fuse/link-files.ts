@@ -46,17 +46,32 @@ export class LinkFiles {
 
   /**
    * Attributes of `path` as a front end showing links sees them: the object at `path`, or else the link
-   * its link file holds. A link file looked up by its own name is the file.
+   * its link file holds. A link file shown as its link is not found by its own name (ENOENT), as a
+   * listing does not show it; one an object of the link's name hides is the file it is.
    */
   async stat(path: string, ctx?: CallContext): Promise<LinkAttr> {
     try {
-      return await this.vfs.stat(path, ctx);
+      const attr = await this.vfs.stat(path, ctx);
+      if (isLinkFile(attr) && !(await this.exists(path.slice(0, -LINK_SUFFIX.length), ctx))) {
+        throw new VfsError('ENOENT', `no such file or folder: ${path} (it holds the symbolic link ${attr.name.slice(0, -LINK_SUFFIX.length)})`);
+      }
+      return attr;
     } catch (err) {
       if (!notFound(err)) throw err;
       const link = await this.linkAt(path, ctx);
       if (!link) throw err;
       return link;
     }
+  }
+
+  private async exists(path: string, ctx?: CallContext): Promise<boolean> {
+    return this.vfs.stat(path, ctx).then(
+      () => true,
+      (err: unknown) => {
+        if (notFound(err)) return false;
+        throw err;
+      },
+    );
   }
 
   /** The link at `path` (its link file's attributes shown as the link), undefined when there is none. */
@@ -97,11 +112,8 @@ export class LinkFiles {
 
   /** The target of link `path`: ENOENT when there is no link there, EINVAL when `path` is no link. */
   async readTarget(path: string, ctx?: CallContext): Promise<string> {
-    const link = await this.linkAt(path, ctx);
-    if (!link) {
-      await this.vfs.stat(path, ctx); // ENOENT when nothing is there
-      throw new VfsError('EINVAL', `not a symbolic link: ${path}`);
-    }
+    const shown = await this.stat(path, ctx); // ENOENT when nothing is there
+    if (!shown.isLink) throw new VfsError('EINVAL', `not a symbolic link: ${path}`);
     const handle = await this.vfs.open(LinkFiles.fileOf(path), { read: true }, ctx);
     try {
       const data = await handle.read(0, LINK_TARGET_MAX + 1, ctx);

@@ -7,7 +7,7 @@
  */
 import type { Logger } from 'pino';
 import type { CallContext, ClosedCreate, EngineClose, FileHandle, LocalRange, OpenFlags, SideJournal, Vfs } from '../vfs/types.js';
-import { LINK_SUFFIX, LinkFiles, type LinkAttr } from './link-files.js';
+import { LinkFiles, type LinkAttr } from './link-files.js';
 import { Errno, FuseOpError } from './errno.js';
 import { HandleTable, type OpenFile } from './handles.js';
 import { InFlightCounter, replyWithin, type NativeCallback, type OperationResult, type OperationScope } from './reply.js';
@@ -398,7 +398,7 @@ export class FuseOperations {
   cachedNames(path: string, max: number): string[] | undefined {
     try {
       const names = this.vfs.cachedNames?.(path, max);
-      // A link is found by its name and its link file's: both are names a lookup finds.
+      // A link is found by its name (its link file's is kept: an extra name only sends its lookup here).
       return names && this.links ? LinkFiles.namesFound(names) : names;
     } catch {
       return undefined;
@@ -472,9 +472,7 @@ export class FuseOperations {
             names.push(e.name);
             stats.push(this.stat(e));
           }
-          // The names of the link files shown as links: a lookup finds them by these too.
-          const linkFiles = entries.filter((e) => e.isLink).map((e) => `${e.name}${LINK_SUFFIX}`);
-          return [0, names, stats, linkFiles];
+          return [0, names, stats];
         }),
 
       access: (path: string, mode: number, cb: NativeCallback) =>

@@ -978,7 +978,7 @@ export class LowLevelMount {
     if (cached && offset > 0) return send(cached);
     const node = this.inodes.get(req.ino);
     const path = this.inodes.pathOf(node);
-    this.ops.readdir(path, (code, names, stats, linkFiles) => {
+    this.ops.readdir(path, (code, names, stats) => {
       if (code < 0) return void b.replyErr(se, id, -code);
       const list = names as string[];
       const sts = stats as KernelStat[];
@@ -998,7 +998,7 @@ export class LowLevelMount {
         this.namesOfferedNow(node.ino);
         const names = list.filter((n) => n !== '.' && n !== '..');
         const unlisted = this.operations.unlistedNames(path, names);
-        if (unlisted) this.binding.folderNames(se, id, node.ino, [...names, ...unlisted, ...((linkFiles as string[] | undefined) ?? [])], this.timeout, this.closesWhere(this.inodes.pathOf(node)));
+        if (unlisted) this.binding.folderNames(se, id, node.ino, [...names, ...unlisted], this.timeout, this.closesWhere(this.inodes.pathOf(node)));
       }
       send(listing);
     });

@@ -48,8 +48,9 @@ describe('symbolic links through the FUSE mount', () => {
     expect((await lstat(join(dir, 'to-file'))).size).toBe('target.txt'.length);
     expect(await readFile(join(dir, 'to-file'), 'utf8')).toBe('the target');
     expect((await sh('ls', ['-l', dir])).stdout).toMatch(/^l[rwx-]{9} .* to-file -> target\.txt$/m);
-    // The listing shows the link, not its file.
+    // The listing shows the link, not its file, and a lookup does not find the file by its name either.
     expect((await readdir(dir)).sort()).toEqual(['sub', 'target.txt', 'to-file']);
+    await expect(lstat(join(dir, 'to-file.rclonelink'))).rejects.toMatchObject({ code: 'ENOENT' });
     await h!.call('flushAll');
     expect(await h!.call('remoteList', { path: '/Lib/links' })).toEqual(['sub', 'target.txt', 'to-file.rclonelink']);
     expect(await remoteRead('/Lib/links/to-file.rclonelink')).toBe('target.txt');
@@ -76,6 +77,8 @@ describe('symbolic links through the FUSE mount', () => {
     await sh('ln', ['-s', 'target.txt', join(dir, 'moving')]);
     await sh('mv', [join(dir, 'moving'), join(dir, 'sub', 'moved')]);
     expect(await readlink(join(dir, 'sub', 'moved'))).toBe('target.txt');
+    await expect(lstat(join(dir, 'moving'))).rejects.toMatchObject({ code: 'ENOENT' });
+    await expect(lstat(join(dir, 'sub', 'moved.rclonelink'))).rejects.toMatchObject({ code: 'ENOENT' });
     await h!.call('flushAll');
     expect(await h!.call('remoteList', { path: '/Lib/links/sub' })).toEqual(['inside.txt', 'moved.rclonelink']);
     await sh('rm', [join(dir, 'sub', 'moved')]);

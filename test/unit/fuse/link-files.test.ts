@@ -28,7 +28,11 @@ describe('link files', () => {
     const attr = await links.stat('/Lib/l');
     expect(attr).toMatchObject({ path: '/Lib/l', name: 'l', isLink: true, isDir: false, size: Buffer.byteLength('../target dir/ñ') });
     expect(await links.readTarget('/Lib/l')).toBe('../target dir/ñ');
-    // The link file by its own name is the file it is.
+    // Shown as its link, the link file is not found by its own name (a listing does not show it either).
+    expect(await codeOf(links.stat(`/Lib/l${LINK_SUFFIX}`))).toBe('ENOENT');
+    expect(await codeOf(links.readTarget(`/Lib/l${LINK_SUFFIX}`))).toBe('ENOENT');
+    // One an object of the link's name hides is the file it is.
+    await vfs.writeFile('/Lib/l', Buffer.from('plain'));
     expect((await links.stat(`/Lib/l${LINK_SUFFIX}`)).isLink).toBeUndefined();
   });
 

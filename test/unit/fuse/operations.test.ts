@@ -81,7 +81,8 @@ describe('FuseOperations', () => {
     expect(names).toEqual(['.', '..', 'l']);
     expect(stats[2]!.mode).toBe(0o120777);
     expect((await vfs.readdir('/Lib')).map((e) => e.name)).toEqual(['l.rclonelink']);
-    expect(await call('readlink', '/Lib/l.rclonelink')).toEqual([-22]);
+    expect(await call('readlink', '/Lib/l.rclonelink')).toEqual([-2]);
+    expect(await call('getattr', '/Lib/l.rclonelink')).toEqual([-2]);
     expect(await call('rename', '/Lib/l', '/Lib/m')).toEqual([0]);
     expect(await call('unlink', '/Lib/m')).toEqual([0]);
     expect(await vfs.readdir('/Lib')).toEqual([]);
