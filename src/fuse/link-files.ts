@@ -36,8 +36,53 @@ function asLink(file: Attr, path: string): LinkAttr {
   return { ...file, path, name: linkNameOf(file.name)!, isLink: true };
 }
 
+/** Targets of links kept in memory, at most (the oldest forgotten first). */
+export const TARGETS_KEPT_MAX = 10_000;
+
+interface KnownTarget {
+  target: string;
+  size: number;
+  mtimeMs: number;
+  contentHash?: string;
+}
+
 export class LinkFiles {
+  /**
+   * Targets this mount made or read, by link path, with the link file's attributes then: readlink (every
+   * path walk through a link: each exec of an npm bin) answers from it while the file shows the same.
+   */
+  private readonly targets = new Map<string, KnownTarget>();
+
   constructor(private readonly vfs: Vfs) {}
+
+  /** Targets kept in memory now. */
+  get targetsKept(): number {
+    return this.targets.size;
+  }
+
+  private keep(path: string, file: Attr, target: string): void {
+    this.targets.delete(path);
+    this.targets.set(path, { target, size: file.size, mtimeMs: file.mtimeMs, contentHash: file.contentHash });
+    if (this.targets.size > TARGETS_KEPT_MAX) this.targets.delete(this.targets.keys().next().value!);
+  }
+
+  /** The target kept for link `path` while its file `file` shows as it did, else undefined. */
+  private kept(path: string, file: Attr): string | undefined {
+    const k = this.targets.get(path);
+    if (!k) return undefined;
+    const same = k.size === file.size && k.mtimeMs === file.mtimeMs && (k.contentHash === undefined || file.contentHash === undefined || k.contentHash === file.contentHash);
+    if (same) return k.target;
+    this.targets.delete(path);
+    return undefined;
+  }
+
+  /** Forgets the targets at `path` and under it (a link moved or removed, or a folder holding links). */
+  private forget(path: string): void {
+    this.targets.delete(path);
+    if (this.targets.size === 0) return;
+    const prefix = `${path}/`;
+    for (const key of [...this.targets.keys()]) if (key.startsWith(prefix)) this.targets.delete(key);
+  }
 
   /** The link file that holds link `path`. */
   static fileOf(path: string): string {
@@ -114,14 +159,19 @@ export class LinkFiles {
   async readTarget(path: string, ctx?: CallContext): Promise<string> {
     const shown = await this.stat(path, ctx); // ENOENT when nothing is there
     if (!shown.isLink) throw new VfsError('EINVAL', `not a symbolic link: ${path}`);
+    const known = this.kept(path, shown);
+    if (known !== undefined) return known;
     const handle = await this.vfs.open(LinkFiles.fileOf(path), { read: true }, ctx);
+    let target: string;
     try {
       const data = await handle.read(0, LINK_TARGET_MAX + 1, ctx);
       if (data.length > LINK_TARGET_MAX) throw new VfsError('EIO', `link file of ${path} grew past ${LINK_TARGET_MAX} bytes`);
-      return data.toString('utf8');
+      target = data.toString('utf8');
     } finally {
       await handle.release();
     }
+    this.keep(path, shown, target);
+    return target;
   }
 
   /** Makes link `path` to `target`: EEXIST when something (an object or a link) is there already. */
@@ -135,11 +185,14 @@ export class LinkFiles {
     });
     if (existing) throw new VfsError('EEXIST', `already exists: ${path}`);
     const file = await this.vfs.writeFile(LinkFiles.fileOf(path), bytes, ctx, { size: bytes.length });
-    return asLink(file, path);
+    const link = asLink(file, path);
+    this.keep(path, link, target);
+    return link;
   }
 
   /** Removes `path`, a link or not: the link's file for a link. */
   async unlink(path: string, ctx?: CallContext): Promise<void> {
+    this.forget(path);
     try {
       await this.vfs.unlink(path, ctx);
     } catch (err) {
@@ -154,6 +207,8 @@ export class LinkFiles {
    * removes the object.
    */
   async rename(from: string, to: string, noReplace: boolean, ctx?: CallContext): Promise<void> {
+    this.forget(from);
+    this.forget(to);
     const fromLink = await this.vfs.stat(from, ctx).then(
       () => false,
       async (err: unknown) => {

@@ -3,7 +3,7 @@
  * its target; the names and attributes a front end showing links sees, and the changes it makes.
  */
 import { describe, expect, it } from 'vitest';
-import { LINK_SUFFIX, LINK_TARGET_MAX, LinkFiles, linkNameOf } from '../../../src/fuse/link-files.js';
+import { LINK_SUFFIX, LINK_TARGET_MAX, LinkFiles, TARGETS_KEPT_MAX, linkNameOf } from '../../../src/fuse/link-files.js';
 import { MemoryVfs } from '../../support/memory-vfs.js';
 
 async function read(vfs: MemoryVfs, path: string): Promise<string> {
@@ -87,5 +87,32 @@ describe('link files', () => {
     expect((await vfs.readdir('/Lib')).map((e) => e.name)).toEqual(['f']);
     expect(await codeOf(links.unlink('/Lib/l'))).toBe('ENOENT');
     expect(await links.stored('/Lib/f')).toBe('/Lib/f');
+  });
+
+  it('readlink of a link made or read here answers from memory while its file shows the same; a changed file is read again', async () => {
+    const vfs = new MemoryVfs(['Lib']);
+    const links = new LinkFiles(vfs);
+    let opens = 0;
+    const open = vfs.open.bind(vfs);
+    vfs.open = (...args: Parameters<MemoryVfs['open']>) => {
+      opens++;
+      return open(...args);
+    };
+    await links.make('first', '/Lib/l');
+    opens = 0;
+    expect(await links.readTarget('/Lib/l')).toBe('first');
+    expect(opens).toBe(0);
+    // Replaced elsewhere (another client, WebDAV): its attributes differ, the file is read.
+    await vfs.writeFile(`/Lib/l${LINK_SUFFIX}`, Buffer.from('second, longer'));
+    opens = 0;
+    expect(await links.readTarget('/Lib/l')).toBe('second, longer');
+    expect(opens).toBe(1);
+    expect(await links.readTarget('/Lib/l')).toBe('second, longer');
+    expect(opens).toBe(1);
+    await links.rename('/Lib/l', '/Lib/m', false);
+    expect(await links.readTarget('/Lib/m')).toBe('second, longer');
+    await links.unlink('/Lib/m');
+    expect(links.targetsKept).toBe(0);
+    expect(TARGETS_KEPT_MAX).toBeGreaterThan(0);
   });
 });
