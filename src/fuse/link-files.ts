@@ -209,15 +209,15 @@ export class LinkFiles {
   async rename(from: string, to: string, noReplace: boolean, ctx?: CallContext): Promise<void> {
     this.forget(from);
     this.forget(to);
-    const fromLink = await this.vfs.stat(from, ctx).then(
-      () => false,
-      async (err: unknown) => {
-        if (!notFound(err) || !(await this.linkAt(from, ctx))) throw err;
-        return true;
-      },
-    );
+    const fromObject = await this.vfs.stat(from, ctx).catch(async (err: unknown) => {
+      if (!notFound(err) || !(await this.linkAt(from, ctx))) throw err;
+      return undefined;
+    });
+    const fromLink = fromObject === undefined;
     const toLink = await this.linkAt(to, ctx);
     if (noReplace && toLink) throw new VfsError('EEXIST', `already exists: ${to}`);
+    // rename(2): a folder does not replace what is not a folder.
+    if (toLink && fromObject?.isDir) throw new VfsError('ENOTDIR', `not a folder: ${to}`);
     if (!fromLink) {
       await this.vfs.rename(from, to, { noReplace }, ctx);
       if (toLink) await this.vfs.unlink(LinkFiles.fileOf(to), ctx);

@@ -83,6 +83,11 @@ describe('link files', () => {
     await links.make('t2', '/Lib/l', undefined);
     expect(await codeOf(links.rename('/Lib/l', '/Lib/f', true))).toBe('EEXIST');
     expect(await codeOf(links.rename('/Lib/f', '/Lib/l', true))).toBe('EEXIST');
+    // A folder does not replace a link, nor a link a folder.
+    await vfs.mkdir('/Lib/dir');
+    expect(await codeOf(links.rename('/Lib/dir', '/Lib/l', false))).toBe('ENOTDIR');
+    expect(await codeOf(links.rename('/Lib/l', '/Lib/dir', false))).toBe('EISDIR');
+    await vfs.rmdir('/Lib/dir');
     await links.unlink('/Lib/l');
     expect((await vfs.readdir('/Lib')).map((e) => e.name)).toEqual(['f']);
     expect(await codeOf(links.unlink('/Lib/l'))).toBe('ENOENT');
