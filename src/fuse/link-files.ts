@@ -233,14 +233,14 @@ export class LinkFiles {
     if (toObject) await this.vfs.unlink(to, ctx);
   }
 
-  /** The Vfs path of what `path` shows: its link file for a link, else `path` itself. */
-  async stored(path: string, ctx?: CallContext): Promise<string> {
+  /** Sets the modification time of `path`, a link or not: the link file's for a link (`touch -h`, `cp -a`). */
+  async setTimes(path: string, mtimeMs: number, ctx?: CallContext): Promise<void> {
     try {
-      await this.vfs.stat(path, ctx);
-      return path;
+      await this.vfs.setTimes(path, mtimeMs, ctx);
     } catch (err) {
       if (!notFound(err) || !(await this.linkAt(path, ctx))) throw err;
-      return LinkFiles.fileOf(path);
+      this.targets.delete(path);
+      await this.vfs.setTimes(LinkFiles.fileOf(path), mtimeMs, ctx);
     }
   }
 }

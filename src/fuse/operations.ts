@@ -615,7 +615,8 @@ export class FuseOperations {
       // The service keeps the modification time; the access time is kept in memory (RequestedOwnership).
       utimens: (path: string, atime: number, mtime: number, cb: NativeCallback) =>
         this.mutate('utimens', path, 'metadataMs', cb, async (_s, ctx) => {
-          await vfs.setTimes(this.links ? await this.links.stored(path, ctx) : path, mtime, ctx);
+          if (this.links) await this.links.setTimes(path, mtime, ctx);
+          else await vfs.setTimes(path, mtime, ctx);
           // Kept only where the mount would show otherwise: an access time other than the modification
           // time, a change time for a modification time set in the past (tar, cp -p, rsync -a).
           const now = Date.now();
