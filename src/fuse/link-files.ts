@@ -209,28 +209,38 @@ export class LinkFiles {
   async rename(from: string, to: string, noReplace: boolean, ctx?: CallContext): Promise<void> {
     this.forget(from);
     this.forget(to);
-    const fromObject = await this.vfs.stat(from, ctx).catch(async (err: unknown) => {
-      if (!notFound(err) || !(await this.linkAt(from, ctx))) throw err;
-      return undefined;
-    });
-    const fromLink = fromObject === undefined;
+    // A link at `to` is looked for first; `from` is looked at only when one is, or when it is not found.
     const toLink = await this.linkAt(to, ctx);
-    if (noReplace && toLink) throw new VfsError('EEXIST', `already exists: ${to}`);
-    // rename(2): a folder does not replace what is not a folder.
-    if (toLink && fromObject?.isDir) throw new VfsError('ENOTDIR', `not a folder: ${to}`);
-    if (!fromLink) {
-      await this.vfs.rename(from, to, { noReplace }, ctx);
-      if (toLink) await this.vfs.unlink(LinkFiles.fileOf(to), ctx);
-      return;
+    if (toLink) {
+      if (noReplace) throw new VfsError('EEXIST', `already exists: ${to}`);
+      const fromObject = await this.objectAt(from, ctx);
+      // rename(2): a folder does not replace what is not a folder.
+      if (fromObject?.isDir) throw new VfsError('ENOTDIR', `not a folder: ${to}`);
     }
-    const toObject = await this.vfs.stat(to, ctx).catch((err: unknown) => {
-      if (notFound(err)) return undefined;
-      throw err;
-    });
+    try {
+      await this.vfs.rename(from, to, { noReplace }, ctx);
+    } catch (err) {
+      if (!notFound(err) || !(await this.linkAt(from, ctx))) throw err;
+      return this.renameLink(from, to, noReplace, ctx);
+    }
+    if (toLink) await this.vfs.unlink(LinkFiles.fileOf(to), ctx);
+  }
+
+  /** Moves link `from` (its file) to `to`, replacing an object there unless `noReplace`. */
+  private async renameLink(from: string, to: string, noReplace: boolean, ctx?: CallContext): Promise<void> {
+    const toObject = await this.objectAt(to, ctx);
     if (toObject && noReplace) throw new VfsError('EEXIST', `already exists: ${to}`);
     if (toObject?.isDir) throw new VfsError('EISDIR', `a folder is there: ${to}`);
     await this.vfs.rename(LinkFiles.fileOf(from), LinkFiles.fileOf(to), { noReplace }, ctx);
     if (toObject) await this.vfs.unlink(to, ctx);
+  }
+
+  /** The object at `path` (not a link), undefined when there is none. */
+  private objectAt(path: string, ctx?: CallContext): Promise<Attr | undefined> {
+    return this.vfs.stat(path, ctx).catch((err: unknown) => {
+      if (notFound(err)) return undefined;
+      throw err;
+    });
   }
 
   /** Sets the modification time of `path`, a link or not: the link file's for a link (`touch -h`, `cp -a`). */
