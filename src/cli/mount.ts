@@ -56,7 +56,7 @@ async function openMemberSessions(config: GatewayConfig, served: Awaited<ReturnT
   const { startMemberSessions } = await import('../gateway/member-setup.js');
   return startMemberSessions({
     config, baseUrl: config.service!.base_url, uploadHeaderPrefix: config.service!.upload_header_prefix, application: config.service!.application,
-    libraries: () => served.libraries, logger: logger.child({ part: 'members' }),
+    libraries: () => served.libraries, logger: logger.child({ part: 'members' }), bandwidth: served.bandwidth,
   });
 }
 

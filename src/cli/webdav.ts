@@ -89,7 +89,7 @@ export const webdavCommand: Subcommand = {
     const { vfs, libraries } = opened;
     // Members acting as themselves (webdav.member_logins, users with `member`): a Vfs of their own each.
     const members = wantsMembers(config)
-      ? startMemberSessions({ config, baseUrl: config.service!.base_url, uploadHeaderPrefix: config.service!.upload_header_prefix, application: config.service!.application, libraries: () => libraries, logger: logger.child({ part: 'members' }) })
+      ? startMemberSessions({ config, baseUrl: config.service!.base_url, uploadHeaderPrefix: config.service!.upload_header_prefix, application: config.service!.application, libraries: () => libraries, logger: logger.child({ part: 'members' }), bandwidth: opened.bandwidth })
       : undefined;
     const server = createWebdavServer({
       memberLogins: members ? webdavMemberHooks(members, config) : undefined,

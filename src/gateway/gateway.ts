@@ -241,7 +241,7 @@ export class Gateway {
       const application = service.application ?? (this.service ? embeddedApplication(this.service.credentials) : undefined);
       this.members = startMemberSessions({
         config, baseUrl: service.base_url, uploadHeaderPrefix: service.upload_header_prefix, application, libraries: () => this.libraries.list(),
-        logger: logger.child({ part: 'members' }), onExchange: this.metrics.observeExchange,
+        logger: logger.child({ part: 'members' }), onExchange: this.metrics.observeExchange, bandwidth: this.bandwidth,
       });
     }
 

@@ -68,7 +68,7 @@ export function uploadSourceOf(up: UploaderModule, source: CommitSource): Promis
 }
 
 /** `source` with its bytes taken through the upload limit, when there is one. */
-function limitedSource(source: UploadSource, limit: BandwidthLimit): UploadSource {
+export function limitedSource(source: UploadSource, limit: BandwidthLimit): UploadSource {
   const upload = limit.upload;
   if (!upload) return source;
   return { size: source.size, filehash: source.filehash, open: (start) => throttled(source.open(start), upload) };
