@@ -155,11 +155,11 @@ export const VERBS: Record<string, Verb> = {
     return { method: 'library.add', params: { org_client_id: need(pos, 0, 'ORG_CLIENT_ID (or --org NAME)'), org_client_secret: process.env[env], name: str(o.name) } };
   }, done: (r) => `serving library /${field(r, 'name')}` },
   'library remove': { usage: 'library remove NAME', help: 'stop serving a library', calls: ['library.remove'], build: (pos) => ({ method: 'library.remove', params: { name: need(pos, 0, 'NAME') } }), done: (r) => `no longer serving /${field(r, 'removed')}` },
-  upload: { usage: 'upload LOCAL PATH [--include GLOB]... [--exclude GLOB]... [--dry-run]', help: 'upload a local file, or a folder and everything in it, to a gateway path /<library>/<path>; a folder\'s files are filtered with rclone\'s glob rules (`*.txt`, `build/**`); --dry-run lists what would be uploaded', calls: ['upload'],
+  upload: { usage: 'upload LOCAL PATH [--include GLOB]... [--exclude GLOB]... [--dry-run] [--bwlimit RATE]', help: 'upload a local file, or a folder and everything in it, to a gateway path /<library>/<path>; a folder\'s files are filtered with rclone\'s glob rules (`*.txt`, `build/**`); --dry-run lists what would be uploaded; --bwlimit limits this copy as rclone\'s (10M, 512k)', calls: ['upload'],
     booleans: ['dry-run'], lists: ['include', 'exclude'],
     build: (pos, o) => ({ method: 'upload', params: { local: resolve(need(pos, 0, 'LOCAL')), path: need(pos, 1, 'PATH'), ...treeParams(o) } }),
     done: (r) => copyDone('upload', r, 'path') },
-  download: { usage: 'download PATH LOCAL [--include GLOB]... [--exclude GLOB]... [--dry-run]', help: 'download a file, or a folder and everything in it, to a local path (a folder\'s files go into LOCAL); filters and --dry-run as for upload', calls: ['download'],
+  download: { usage: 'download PATH LOCAL [--include GLOB]... [--exclude GLOB]... [--dry-run] [--bwlimit RATE]', help: 'download a file, or a folder and everything in it, to a local path (a folder\'s files go into LOCAL); filters, --dry-run and --bwlimit as for upload', calls: ['download'],
     booleans: ['dry-run'], lists: ['include', 'exclude'],
     build: (pos, o) => ({ method: 'download', params: { path: need(pos, 0, 'PATH'), local: resolve(need(pos, 1, 'LOCAL')), ...treeParams(o) } }),
     done: (r) => copyDone('download', r, 'local') },
@@ -261,7 +261,7 @@ export const VERBS: Record<string, Verb> = {
 /** The include/exclude/dry-run options of a copy as method parameters. */
 function treeParams(o: VerbOptions): Record<string, unknown> {
   const list = (v: VerbOptions[string]) => (Array.isArray(v) ? v : typeof v === 'string' ? [v] : undefined);
-  return { include: list(o.include), exclude: list(o.exclude), dry_run: o['dry-run'] ? 1 : undefined };
+  return { include: list(o.include), exclude: list(o.exclude), dry_run: o['dry-run'] ? 1 : undefined, bwlimit: typeof o.bwlimit === 'string' ? o.bwlimit : undefined };
 }
 
 /** What an upload or a download did (or, with --dry-run, would do), for a person. */

@@ -28,7 +28,9 @@ Options:
   --attr-timeout S     seconds the kernel trusts names and attributes (default:
                        the feed interval)
   --log-level LEVEL    trace, debug, info, warn, error (default info)
-  --log-file FILE      append log lines (JSON) to FILE instead of stderr`;
+  --log-file FILE      append log lines (JSON) to FILE instead of stderr
+  --bwlimit RATE       bandwidth limit of uploads and downloads: 10M, 512k,
+                       or UP:DOWN as 10M:2M (default off)`;
 
 function intOption(value: unknown, what: string, radix = 10): number | undefined {
   if (value === undefined) return undefined;
@@ -54,7 +56,7 @@ async function openMemberSessions(config: GatewayConfig, served: Awaited<ReturnT
   const { startMemberSessions } = await import('../gateway/member-setup.js');
   return startMemberSessions({
     config, baseUrl: config.service!.base_url, uploadHeaderPrefix: config.service!.upload_header_prefix, application: config.service!.application,
-    libraries: () => served.libraries, logger: logger.child({ part: 'members' }),
+    libraries: () => served.libraries, logger: logger.child({ part: 'members' }), bandwidth: served.bandwidth,
   });
 }
 
@@ -72,6 +74,7 @@ export const mountCommand: Subcommand = {
     'attr-timeout': { type: 'string' },
     'log-level': { type: 'string' },
     'log-file': { type: 'string' },
+    bwlimit: { type: 'string' },
   },
   async run(values, positionals) {
     if (positionals.length !== 1) {
@@ -82,7 +85,7 @@ export const mountCommand: Subcommand = {
     let uid: number | undefined, gid: number | undefined, umask: number | undefined, attrTimeoutS: number | undefined;
     try {
       config = await loadConfig(
-        { config: values.config as string | undefined, data: values.data as string | undefined, mount: positionals[0], logLevel: values['log-level'] as string | undefined, logFile: values['log-file'] as string | undefined, readOnly: values['read-only'] as boolean | undefined },
+        { config: values.config as string | undefined, data: values.data as string | undefined, mount: positionals[0], logLevel: values['log-level'] as string | undefined, logFile: values['log-file'] as string | undefined, bwlimit: values.bwlimit as string | undefined, readOnly: values['read-only'] as boolean | undefined },
         process.env,
         { fuseUsable: true },
       );
@@ -141,6 +144,7 @@ export const mountCommand: Subcommand = {
       transport: config.mount.transport,
       ringDepth: config.mount.ring_depth,
       writeMode: config.mount.write_mode,
+      links: config.mount.links,
       attrTimeoutS,
       logger,
     });

@@ -38,6 +38,8 @@ Options:
                          10; the rest stay journaled for the next start)
   --log-level LEVEL      trace, debug, info, warn, error (default info)
   --log-file FILE        append log lines (JSON) to FILE instead of stderr
+  --bwlimit RATE         bandwidth limit of the gateway's uploads and downloads:
+                         10M, 512k, or UP:DOWN as 10M:2M (default off)
 
 Writes <data>/endpoints.json when ready. Stop with Ctrl-C, SIGTERM or SIGHUP.`;
 
@@ -93,6 +95,7 @@ export const upCommand: Subcommand = {
     'stop-flush': { type: 'string' },
     'log-level': { type: 'string' },
     'log-file': { type: 'string' },
+    bwlimit: { type: 'string' },
   },
   async run(values, positionals) {
     if (positionals.length > 0) {
@@ -113,7 +116,7 @@ export const upCommand: Subcommand = {
         serviceListen: values['service-listen'] as string | undefined,
         serviceUrl: values['service-url'] as string | undefined,
         adminListen: admin === 'off' ? undefined : admin,
-        logLevel: values['log-level'] as string | undefined, logFile: values['log-file'] as string | undefined,
+        logLevel: values['log-level'] as string | undefined, logFile: values['log-file'] as string | undefined, bwlimit: values.bwlimit as string | undefined,
         readOnly: values['read-only'] as boolean | undefined,
       }, process.env, { fuseUsable: usable });
       if (admin === 'off') config.admin_listen = null;

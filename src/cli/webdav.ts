@@ -28,7 +28,9 @@ Options:
                        ~/.local/share/cloudlib
   --read-only          refuse every change
   --log-level LEVEL    trace, debug, info, warn, error (default info)
-  --log-file FILE      append log lines (JSON) to FILE instead of stderr`;
+  --log-file FILE      append log lines (JSON) to FILE instead of stderr
+  --bwlimit RATE       bandwidth limit of uploads and downloads: 10M, 512k,
+                       or UP:DOWN as 10M:2M (default off)`;
 
 export const webdavCommand: Subcommand = {
   summary: 'Serve every library as a WebDAV drive (remote service from the configuration)',
@@ -40,6 +42,7 @@ export const webdavCommand: Subcommand = {
     'read-only': { type: 'boolean' },
     'log-level': { type: 'string' },
     'log-file': { type: 'string' },
+    bwlimit: { type: 'string' },
   },
   async run(values, positionals) {
     if (positionals.length !== 0) {
@@ -50,7 +53,7 @@ export const webdavCommand: Subcommand = {
     let host: string, port: number;
     try {
       config = await loadConfig(
-        { config: values.config as string | undefined, data: values.data as string | undefined, webdav: values.listen as string | undefined, logLevel: values['log-level'] as string | undefined, logFile: values['log-file'] as string | undefined, readOnly: values['read-only'] as boolean | undefined, noMount: true },
+        { config: values.config as string | undefined, data: values.data as string | undefined, webdav: values.listen as string | undefined, logLevel: values['log-level'] as string | undefined, logFile: values['log-file'] as string | undefined, bwlimit: values.bwlimit as string | undefined, readOnly: values['read-only'] as boolean | undefined, noMount: true },
         process.env,
         { fuseUsable: false },
       );
@@ -86,7 +89,7 @@ export const webdavCommand: Subcommand = {
     const { vfs, libraries } = opened;
     // Members acting as themselves (webdav.member_logins, users with `member`): a Vfs of their own each.
     const members = wantsMembers(config)
-      ? startMemberSessions({ config, baseUrl: config.service!.base_url, uploadHeaderPrefix: config.service!.upload_header_prefix, application: config.service!.application, libraries: () => libraries, logger: logger.child({ part: 'members' }) })
+      ? startMemberSessions({ config, baseUrl: config.service!.base_url, uploadHeaderPrefix: config.service!.upload_header_prefix, application: config.service!.application, libraries: () => libraries, logger: logger.child({ part: 'members' }), bandwidth: opened.bandwidth })
       : undefined;
     const server = createWebdavServer({
       memberLogins: members ? webdavMemberHooks(members, config) : undefined,

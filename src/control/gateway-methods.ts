@@ -9,6 +9,7 @@ import { dirname, isAbsolute, join } from 'node:path';
 import { replaceFile } from '../shared/atomic-file.js';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
+import { bandwidthLimitOf, throttled, type TokenBucket } from '../shared/bandwidth-limit.js';
 import type { ServiceClient } from '../api/client.js';
 import type { GatewayStatus, Vfs } from '../vfs/index.js';
 import type { HistoryItem } from '../shared/records.js';
@@ -196,7 +197,27 @@ const TREE_PARAMS = [
   param('include', 'string[]', false, 'only files matching one of these globs (rclone\'s rules: `*.txt`, `docs/**`)'),
   param('exclude', 'string[]', false, 'no file or folder matching one of these globs (`node_modules/**`, `*.tmp`)'),
   param('dry_run', 'int', false, '1: say what would be copied, copy nothing'),
+  param('bwlimit', 'string', false, 'bandwidth limit of this copy, as rclone\'s --bwlimit: RATE (`10M`, `512k`) or UP:DOWN'),
 ];
+
+/**
+ * The bandwidth limit of one upload or download (`bwlimit`; the UP or DOWN part of UP:DOWN): a bucket the
+ * copy's files share, undefined for none.
+ */
+function transferLimit(params: Record<string, unknown>, direction: 'upload' | 'download'): TokenBucket | undefined {
+  if (params.bwlimit === undefined) return undefined;
+  if (typeof params.bwlimit !== 'string') throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter 'bwlimit': expected a rate such as 10M, got ${JSON.stringify(params.bwlimit)}`, { param: 'bwlimit' });
+  try {
+    return bandwidthLimitOf(params.bwlimit)[direction];
+  } catch (err) {
+    throw new RpcFailure(RpcErrorCode.InvalidParams, `parameter 'bwlimit': ${(err as Error).message.replace(/^bandwidth limit: /, '')}`, { param: 'bwlimit' });
+  }
+}
+
+/** What a limited copy took through its limit (in its answer), nothing without one. */
+function limitUsed(bucket: TokenBucket | undefined): { bwlimit?: { bytes_per_s: number; bytes: number; waits: number } } {
+  return bucket ? { bwlimit: { bytes_per_s: bucket.bytesPerSecond, bytes: bucket.counters.bytes, waits: bucket.counters.waits } } : {};
+}
 
 interface TreeFile { rel: string; size: number }
 
@@ -267,6 +288,7 @@ function treeProgress(env: CallEnv, files: TreeFile[], what: string): { add(byte
  */
 async function uploadTree(vfs: AdminVfs, local: string, path: string, params: Record<string, unknown>, env: CallEnv): Promise<unknown> {
   const { filter, dryRun } = treeOptions(params);
+  const limit = transferLimit(params, 'upload');
   const { files, skipped } = await localTree(local, filter);
   const size = files.reduce((n, f) => n + f.size, 0);
   if (dryRun) return { path, dry_run: true, files: files.length, size, list: files.map((f) => ({ path: `${path}/${f.rel}`, size: f.size })), skipped };
@@ -290,7 +312,7 @@ async function uploadTree(vfs: AdminVfs, local: string, path: string, params: Re
     }
     const source = createReadStream(join(local, f.rel));
     const counter = new Transform({ transform(chunk: Buffer, _enc, cb) { read.add(chunk.length); cb(null, chunk); } });
-    const counted = source.pipe(counter);
+    const counted = throttled(source, limit).pipe(counter);
     source.on('error', (err) => counted.destroy(err));
     await vfs.writeFile(to, counted);
     written.push(to);
@@ -322,12 +344,13 @@ async function uploadTree(vfs: AdminVfs, local: string, path: string, params: Re
   uploaded.final();
   const left = vfs.status().uploads.filter((u) => mine.has(`/${u.library}/${u.fullpath}`));
   if (left.length) throw new RpcFailure(RpcErrorCode.GatewayError, `${left.length} of ${files.length} file(s) are kept for upload but not on the service yet: ${left[0]!.lastError ?? 'retrying'}`, { pending: left.map((u) => `/${u.library}/${u.fullpath}`) });
-  return { path, files: files.length, size, skipped };
+  return { path, files: files.length, size, skipped, ...limitUsed(limit) };
 }
 
 /** A gateway folder copied to a local folder: each file written whole, then renamed into place. */
 async function downloadTree(vfs: AdminVfs, path: string, local: string, params: Record<string, unknown>, env: CallEnv): Promise<unknown> {
   const { filter, dryRun } = treeOptions(params);
+  const limit = transferLimit(params, 'download');
   const files = await gatewayTree(vfs, path, filter);
   const size = files.reduce((n, f) => n + f.size, 0);
   if (dryRun) return { local, dry_run: true, files: files.length, size, list: files.map((f) => ({ local: join(local, f.rel), size: f.size })) };
@@ -340,12 +363,12 @@ async function downloadTree(vfs: AdminVfs, path: string, local: string, params: 
     await mkdir(dirname(to), { recursive: true });
     const counter = new Transform({ transform(chunk: Buffer, _enc, cb) { received.add(chunk.length); cb(null, chunk); } });
     await replaceFile(to, async (_fh, tmp) => {
-      await pipeline(await vfs.createReadStream(`${path}/${f.rel}`), counter, createWriteStream(tmp, { flags: 'w' }), { signal: env.signal });
+      await pipeline(throttled(await vfs.createReadStream(`${path}/${f.rel}`), limit), counter, createWriteStream(tmp, { flags: 'w' }), { signal: env.signal });
     }, { durability: 'rename' });
     received.fileDone();
   }
   received.final();
-  return { local, files: files.length, size };
+  return { local, files: files.length, size, ...limitUsed(limit) };
 }
 
 /** Finds a history version of a file by its id (`hid`) or content hash. */
@@ -509,18 +532,19 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
       summary: 'Copies a local file, or a folder and everything in it, to a gateway path /<library>/<path> and waits until the service has it all',
       params: [param('local', 'string', true, 'absolute local path of a file or a folder'), PATH_PARAM, LIBRARY_PARAM, ...TREE_PARAMS],
       handler: async (params, env) => {
-        onlyKnown(params, ['local', 'path', 'library', 'include', 'exclude', 'dry_run'], 'upload');
+        onlyKnown(params, ['local', 'path', 'library', 'include', 'exclude', 'dry_run', 'bwlimit'], 'upload');
         const local = localPath(params, 'local');
         const { path } = gatewayPath(target, params, 'path');
         const st = await stat(local).catch((err: Error) => { throw new RpcFailure(RpcErrorCode.InvalidParams, `local file '${local}': ${err.message}`, { param: 'local' }); });
         if (st.isDirectory()) return uploadTree(vfs, local, path, params, env);
         if (!st.isFile()) throw new RpcFailure(RpcErrorCode.InvalidParams, `local file '${local}' is not a regular file`, { param: 'local' });
         const single = treeOptions(params);
+        const limit = transferLimit(params, 'upload');
         if (!single.filter.empty) throw new RpcFailure(RpcErrorCode.InvalidParams, 'include and exclude filter the files of a folder: the local path is a file', { param: 'include' });
         if (single.dryRun) return { path, dry_run: true, files: 1, size: st.size, list: [{ path, size: st.size }], skipped: [] };
         await mkdirParents(vfs, path);
         const source = createReadStream(local);
-        const counted = source.pipe(progressCounter(env, st.size, 'read'));
+        const counted = throttled(source, limit).pipe(progressCounter(env, st.size, 'read'));
         source.on('error', (err) => counted.destroy(err));
         const attr = await vfs.writeFile(path, counted);
         // Then the bytes the service has, from the upload queue, until it is done.
@@ -539,7 +563,7 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
         const left = vfs.status().uploads.filter((u) => `/${u.library}/${u.fullpath}` === path);
         if (left.length) throw new RpcFailure(RpcErrorCode.GatewayError, `'${path}' is kept for upload but not on the service yet: ${left[0]!.lastError ?? 'retrying'}`);
         report(attr.size, true);
-        return { path, size: attr.size };
+        return { path, size: attr.size, ...limitUsed(limit) };
       },
     },
     {
@@ -547,19 +571,20 @@ export function gatewayMethods(target: GatewayControlTarget): ControlMethod[] {
       summary: 'Copies a file, or a folder and everything in it, at a gateway path to a local path (each file written whole, then renamed into place)',
       params: [PATH_PARAM, param('local', 'string', true, 'absolute local path (for a folder: the folder its files go into)'), LIBRARY_PARAM, ...TREE_PARAMS],
       handler: async (params, env) => {
-        onlyKnown(params, ['path', 'local', 'library', 'include', 'exclude', 'dry_run'], 'download');
+        onlyKnown(params, ['path', 'local', 'library', 'include', 'exclude', 'dry_run', 'bwlimit'], 'download');
         const { path } = gatewayPath(target, params, 'path');
         const local = localPath(params, 'local');
         const attr = await vfs.stat(path);
         if (attr.isDir) return downloadTree(vfs, path, local, params, env);
         const single = treeOptions(params);
+        const limit = transferLimit(params, 'download');
         if (!single.filter.empty) throw new RpcFailure(RpcErrorCode.InvalidParams, 'include and exclude filter the files of a folder: the path is a file', { param: 'include' });
         if (single.dryRun) return { local, dry_run: true, files: 1, size: attr.size, list: [{ local, size: attr.size }] };
         // The caller's file, as cp leaves it: replaced whole, not fsynced.
         await replaceFile(local, async (_fh, tmp) => {
-          await pipeline(await vfs.createReadStream(path), progressCounter(env, attr.size, 'received'), createWriteStream(tmp, { flags: 'w' }), { signal: env.signal });
+          await pipeline(throttled(await vfs.createReadStream(path), limit), progressCounter(env, attr.size, 'received'), createWriteStream(tmp, { flags: 'w' }), { signal: env.signal });
         }, { durability: 'rename' });
-        return { local, size: attr.size };
+        return { local, size: attr.size, ...limitUsed(limit) };
       },
     },
     {

@@ -27,6 +27,8 @@ export interface MountOptions {
   allowOther?: boolean;
   /** Refuse every change with EROFS. Default false. */
   readOnly?: boolean;
+  /** Symbolic links as `NAME.rclonelink` files (link-files.ts); false shows those as plain files. Default true. */
+  links?: boolean;
   /**
    * How long the kernel trusts attributes and names, seconds (tie it to the updates feed interval: a
    * change made elsewhere shows within feed interval + this). Default 2.
@@ -178,6 +180,7 @@ export async function mountVfs(opts: MountOptions): Promise<MountedVfs> {
     ownership,
     deadlines: { ...DEFAULT_DEADLINES, ...opts.deadlines },
     logger,
+    links: opts.links,
   });
   const served = mountFuse3(mnt, operations, { ...opts, attrTimeoutS: opts.attrTimeoutS ?? 2, readOnly, uid: ownership.uid, gid: ownership.gid }, logger);
   if (opts.transport === 'uring') {

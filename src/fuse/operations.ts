@@ -8,10 +8,11 @@
 import type { Logger } from 'pino';
 import type { Attr, CallContext, FileHandle, OpenFlags, Vfs } from '../vfs/types.js';
 import type { ClosedCreate, EngineClose, LeasedHandle, LocalRange, SideJournal } from '../vfs/engine-lease.js';
+import { LinkFiles, type LinkAttr } from './link-files.js';
 import { Errno, FuseOpError } from './errno.js';
 import { HandleTable, type OpenFile } from './handles.js';
 import { InFlightCounter, replyWithin, type NativeCallback, type OperationResult, type OperationScope } from './reply.js';
-import { permissionBits, toKernelStat, toKernelStatFs, type Ownership } from './stat.js';
+import { permissionBits, showAsLink, toKernelStat, toKernelStatFs, type Ownership } from './stat.js';
 import {
   XATTR_CREATE, XATTR_NAMES, XATTR_PIN, XATTR_READABLE, XATTR_STATE, XATTR_TAGS, XATTR_VALUE_MAX,
   decodeLock, decodePin, decodeTags, encodeLock, encodeTags, encodeXattrNames, fillXattrBuffer,
@@ -41,6 +42,8 @@ export interface FuseOperationsOptions {
   ownership: Ownership;
   deadlines: OperationDeadlines;
   logger: Logger;
+  /** Show link files as symbolic links and make links as such files (src/fuse/link-files.ts). Default true. */
+  links?: boolean;
 }
 
 type Op = (...args: any[]) => void;
@@ -243,9 +246,12 @@ export class FuseOperations {
   private readonly own: Ownership;
   private readonly deadlines: OperationDeadlines;
   readonly logger: Logger;
+  /** Symbolic links as link files; undefined when the mount shows those as plain files. */
+  private readonly links: LinkFiles | undefined;
 
   constructor(opts: FuseOperationsOptions) {
     this.vfs = opts.vfs;
+    this.links = opts.links === false ? undefined : new LinkFiles(opts.vfs);
     this.own = opts.ownership;
     this.deadlines = opts.deadlines;
     this.logger = opts.logger;
@@ -271,8 +277,9 @@ export class FuseOperations {
   }
 
   /** The attributes shown for `attr`: the mount's owner and modes, or what chmod/chown asked for. */
-  stat(attr: Attr): ReturnType<typeof toKernelStat> {
+  stat(attr: LinkAttr): ReturnType<typeof toKernelStat> {
     const st = toKernelStat(attr, this.own);
+    if (attr.isLink) return showAsLink(st);
     const asked = this.requested.get(attr.path);
     if (asked) {
       if (asked.mode !== undefined) st.mode = (st.mode & ~0o7777) | asked.mode;
@@ -284,6 +291,11 @@ export class FuseOperations {
       st.ctime = Math.max(st.ctime, st.mtime, asked.ctimeMs ?? 0);
     }
     return st;
+  }
+
+  /** The attributes of what `path` shows: a link's when it is one. */
+  private statShown(path: string, ctx: CallContext): Promise<LinkAttr> {
+    return this.links ? this.links.stat(path, ctx) : this.vfs.stat(path, ctx);
   }
 
   /** `from` was renamed to `to`: what is kept of it moves, and both folders changed. */
@@ -386,7 +398,9 @@ export class FuseOperations {
   /** Every name in folder `path` when the Vfs knows them without asking the service (at most `max`); undefined otherwise. */
   cachedNames(path: string, max: number): string[] | undefined {
     try {
-      return this.vfs.engineLease?.cachedNames(path, max);
+      const names = this.vfs.engineLease?.cachedNames(path, max);
+      // A link is found by its name (its link file's is kept: an extra name only sends its lookup here).
+      return names && this.links ? LinkFiles.namesFound(names) : names;
     } catch {
       return undefined;
     }
@@ -396,7 +410,8 @@ export class FuseOperations {
   renameNoReplace(from: string, to: string, cb: NativeCallback): void {
     this.mutate('rename', from, 'metadataMs', cb, async (_s, ctx) => {
       checkNewName(to);
-      await this.vfs.rename(from, to, { noReplace: true }, ctx);
+      if (this.links) await this.links.rename(from, to, true, ctx);
+      else await this.vfs.rename(from, to, { noReplace: true }, ctx);
       this.renamed(from, to);
       return 0;
     });
@@ -450,14 +465,15 @@ export class FuseOperations {
     };
     return {
       getattr: (path: string, cb: NativeCallback) =>
-        this.run('getattr', path, 'metadataMs', cb, async (_s, ctx) => [0, this.stat(await vfs.stat(path, ctx))]),
+        this.run('getattr', path, 'metadataMs', cb, async (_s, ctx) => [0, this.stat(await this.statShown(path, ctx))]),
 
       fgetattr: (path: string, fh: number, cb: NativeCallback) =>
         this.run('fgetattr', path, 'metadataMs', cb, async () => [0, this.stat(await this.handles.get(fh).handle.stat())]),
 
       readdir: (path: string, cb: NativeCallback) =>
         this.run('readdir', path, 'metadataMs', cb, async (_s, ctx) => {
-          const entries = await vfs.readdir(path, ctx);
+          const listed = await vfs.readdir(path, ctx);
+          const entries: LinkAttr[] = this.links ? LinkFiles.shown(listed) : listed;
           const dir = toKernelStat({ path, name: '', isDir: true, size: 0, mtimeMs: 0, ctimeMs: 0 }, this.own);
           const names = ['.', '..'];
           const stats = [dir, dir];
@@ -571,7 +587,8 @@ export class FuseOperations {
 
       unlink: (path: string, cb: NativeCallback) =>
         this.mutate('unlink', path, 'metadataMs', cb, async (_s, ctx) => {
-          await vfs.unlink(path, ctx);
+          if (this.links) await this.links.unlink(path, ctx);
+          else await vfs.unlink(path, ctx);
           this.requested.drop(path);
           this.folderChanged(path);
           return 0;
@@ -598,7 +615,8 @@ export class FuseOperations {
       rename: (from: string, to: string, cb: NativeCallback) =>
         this.mutate('rename', from, 'metadataMs', cb, async (_s, ctx) => {
           checkNewName(to);
-          await vfs.rename(from, to, { noReplace: false }, ctx);
+          if (this.links) await this.links.rename(from, to, false, ctx);
+          else await vfs.rename(from, to, { noReplace: false }, ctx);
           this.renamed(from, to);
           return 0;
         }),
@@ -606,18 +624,20 @@ export class FuseOperations {
       // The service keeps the modification time; the access time is kept in memory (RequestedOwnership).
       utimens: (path: string, atime: number, mtime: number, cb: NativeCallback) =>
         this.mutate('utimens', path, 'metadataMs', cb, async (_s, ctx) => {
-          await vfs.setTimes(path, mtime, ctx);
+          if (this.links) await this.links.setTimes(path, mtime, ctx);
+          else await vfs.setTimes(path, mtime, ctx);
           // Kept only where the mount would show otherwise: an access time other than the modification
           // time, a change time for a modification time set in the past (tar, cp -p, rsync -a).
           const now = Date.now();
-          const times = { atimeMs: atime !== mtime ? atime : undefined, ctimeMs: mtime < now - 1000 ? now : undefined };
+          // The time set replaces one kept for a folder whose names changed through the mount.
+          const times = { atimeMs: atime !== mtime ? atime : undefined, ctimeMs: mtime < now - 1000 ? now : undefined, mtimeMs: undefined };
           if (times.atimeMs !== undefined || times.ctimeMs !== undefined || this.requested.get(path)) this.requested.setTimes(path, times);
           return 0;
         }),
 
       accessTime: (path: string, atime: number, cb: NativeCallback) =>
         this.mutate('utimens', path, 'metadataMs', cb, async (_s, ctx) => {
-          await vfs.stat(path, ctx);
+          await this.statShown(path, ctx);
           this.requested.setTimes(path, { atimeMs: atime, ctimeMs: Date.now() });
           return 0;
         }),
@@ -633,7 +653,7 @@ export class FuseOperations {
 
       chown: (path: string, uid: number, gid: number, cb: NativeCallback) =>
         this.mutate('chown', path, 'metadataMs', cb, async (_s, ctx) => {
-          const attr = await vfs.stat(path, ctx);
+          const attr = await this.statShown(path, ctx);
           const unchanged = (id: number): boolean => id === 0xffff_ffff || id === -1;
           const change: { uid?: number; gid?: number } = {};
           if (!unchanged(uid)) change.uid = uid;
@@ -645,7 +665,25 @@ export class FuseOperations {
 
       // POSIX: EPERM when the file system does not support links.
       link: (_from: string, _to: string, cb: NativeCallback) => cb(-Errno.EPERM),
-      symlink: (_target: string, _path: string, cb: NativeCallback) => cb(-Errno.EPERM),
+      // A symbolic link is a link file (src/fuse/link-files.ts); without those, EPERM as for hard links.
+      symlink: (target: string, path: string, cb: NativeCallback) => {
+        const links = this.links;
+        if (!links) return cb(-Errno.EPERM);
+        this.mutate('symlink', path, 'durableMs', cb, async (_s, ctx) => {
+          checkNewName(path);
+          await links.make(target, path, ctx);
+          this.requested.drop(path);
+          this.folderChanged(path);
+          return 0;
+        });
+      },
+
+      // Answers [0, target].
+      readlink: (path: string, cb: NativeCallback) => {
+        const links = this.links;
+        if (!links) return cb(-Errno.EINVAL);
+        this.run('readlink', path, 'metadataMs', cb, async (_s, ctx) => [0, await links.readTarget(path, ctx)]);
+      },
       mknod: (_path: string, _mode: number, _dev: number, cb: NativeCallback) => cb(-Errno.EPERM),
 
       setxattr: (path: string, name: string, value: Buffer, _position: number, flags: number, cb: NativeCallback) => {
@@ -694,7 +732,8 @@ export class FuseOperations {
 
       listxattr: (path: string, target: Buffer, cb: NativeCallback) =>
         this.run('listxattr', path, 'metadataMs', cb, async (scope, ctx) => {
-          const attr = await vfs.stat(path, ctx);
+          const attr = await this.statShown(path, ctx);
+          if (attr.isLink) return fillXattrBuffer(target, encodeXattrNames([]));
           const list = encodeXattrNames([...(attr.id === undefined ? [] : XATTR_NAMES), ...(attr.state === undefined ? [] : [XATTR_STATE])]);
           if (!scope.live()) return -Errno.EIO;
           return fillXattrBuffer(target, list);

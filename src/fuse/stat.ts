@@ -47,6 +47,7 @@ export interface KernelStatFs {
 
 export const S_IFDIR = 0o040000;
 export const S_IFREG = 0o100000;
+export const S_IFLNK = 0o120000;
 
 /** Preferred I/O size shown to applications (cp, dd, tar size their buffers by it), bytes. */
 export const PREFERRED_IO_SIZE = 128 * 1024;
@@ -86,6 +87,11 @@ export function toKernelStat(attr: Attr, own: Ownership): KernelStat {
     // The service keeps no status-change time; the last change of content or name is the closest.
     ctime: Math.max(mtime, attr.ctimeMs),
   };
+}
+
+/** `st` of a link file shown as the symbolic link it holds: mode 0777 as every link's, size the target's length. */
+export function showAsLink(st: KernelStat): KernelStat {
+  return { ...st, mode: S_IFLNK | 0o777, nlink: 1 };
 }
 
 /**

@@ -7,6 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { resolve, dirname, isAbsolute } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { defaultDataFolder } from './data-folder.js';
+import { parseBandwidthLimit } from '../shared/bandwidth-limit.js';
 
 export interface LibraryAuthConfig { name?: string; org_client_id: string; org_client_secret: string }
 export interface UserConfig {
@@ -96,6 +97,8 @@ export interface GatewayConfig {
     ring_depth: number;
     /** How files written through the mount reach their spools: "auto" (passthrough as root), "passthrough" or "writeback". Default "auto". */
     write_mode: 'auto' | 'passthrough' | 'writeback';
+    /** Symbolic links stored as `NAME.rclonelink` files, shown as links (docs/fuse.md, Symbolic links). Default true. */
+    links: boolean;
     /** The mount acts as this member (their account) with their permissions, `member_password` for the token endpoint. */
     member?: string;
     member_password?: string;
@@ -133,6 +136,11 @@ export interface GatewayConfig {
   };
   /** Admin HTTP listener (status page, /metrics, /healthz), or null. Default 127.0.0.1:8082, kept like service_listen. */
   admin_listen: string | null;
+  /**
+   * Bandwidth limit of the gateway's uploads and downloads, as rclone's `--bwlimit`: `RATE` for both
+   * together or `UP:DOWN` (`10M`, `512k`, `10M:2M`), bytes a second; `off` for none. Default `off`.
+   */
+  bwlimit: string;
   /** Log level; and a file the log lines are appended to instead of stderr (JSON lines). */
   log: { level: string; file?: string };
 }
@@ -156,6 +164,8 @@ export interface ConfigFlags {
   logLevel?: string;
   logFile?: string;
   readOnly?: boolean;
+  /** `--bwlimit` (see GatewayConfig.bwlimit). */
+  bwlimit?: string;
 }
 
 /** The embedded service's default address (the Docker image publishes the same port). */
@@ -264,7 +274,7 @@ const KNOWN_WEBDAV = new Set([
   'listen', 'users', 'anonymous', 'member_logins', 'member_sessions', 'member_idle_s', 'allow_anonymous_write_from_network', 'keep_junk_local', 'idle_timeout_s', 'headers_timeout_s', 'keep_alive_timeout_s',
   'request_timeout_s', 'max_connections_per_client', 'max_xml_body_bytes', 'max_properties_per_resource', 'max_property_bytes_per_resource', 'max_property_value_bytes',
 ]);
-const KNOWN_TOP = new Set(['data', 'service', 'service_listen', 'service_url', 'service_metadata', 'webdav', 'mount', 'cache', 'feed', 'journal', 'admin_listen', 'log']);
+const KNOWN_TOP = new Set(['data', 'service', 'service_listen', 'service_url', 'service_metadata', 'webdav', 'mount', 'cache', 'feed', 'journal', 'admin_listen', 'log', 'bwlimit']);
 
 /** Loads and validates the configuration. `fuseUsable` decides the default mount. */
 /**
@@ -470,6 +480,7 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
       transport: oneOf(mt.transport, 'mount.transport', ['auto', 'uring', 'dev'] as const) ?? 'auto',
       ring_depth: intIn(mt.ring_depth, 'mount.ring_depth', 1, 256) ?? 16,
       write_mode: oneOf(mt.write_mode, 'mount.write_mode', ['auto', 'passthrough', 'writeback'] as const) ?? 'auto',
+      links: bool(mt.links, 'mount.links') ?? true,
       ...(mountMember !== undefined ? { member: mountMember, member_password: mountMemberPassword } : {}),
     },
     cache: {
@@ -481,6 +492,17 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
     feed: { interval_ms: num(env.CLOUDLIB_FEED_INTERVAL_MS ?? feed.interval_ms, 'feed.interval_ms', 100) ?? DEFAULT_FEED_INTERVAL_MS },
     journal: { durability, group_commit_ms: groupCommitMs, upload_delay_ms: uploadDelayMs, upload_concurrency: uploadConcurrency, small_upload_concurrency: smallUploadConcurrency, max_file_mb: maxFileMb, max_pending_mb: maxPendingMb },
     admin_listen: adminListen,
+    bwlimit: bandwidthLimitText(flags.bwlimit ?? env.CLOUDLIB_BWLIMIT ?? str(raw.bwlimit, 'bwlimit') ?? 'off'),
     log: { level, ...(logFile !== undefined ? { file: logFile } : {}) },
   };
+}
+
+/** A `bwlimit` value, checked (a ConfigError saying what was expected otherwise). */
+function bandwidthLimitText(text: string): string {
+  try {
+    parseBandwidthLimit(text);
+  } catch (err) {
+    throw new ConfigError(`bwlimit: ${(err as Error).message.replace(/^bandwidth limit: /, '')}`);
+  }
+  return text;
 }

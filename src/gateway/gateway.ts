@@ -7,6 +7,7 @@
  */
 import { access, readFile, rm } from 'node:fs/promises';
 import { writeFileAtomic } from '../shared/atomic-file.js';
+import { bandwidthLimitOf, type BandwidthLimit, type BucketCounters } from '../shared/bandwidth-limit.js';
 import { constants } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
@@ -126,6 +127,8 @@ async function defaultWebdavUser(dataDir: string): Promise<UserConfig> {
 export class Gateway {
   readonly metrics = new GatewayMetrics();
   readonly startedMs = Date.now();
+  /** The bandwidth limit (`bwlimit`) every served library's transfers share. */
+  private bandwidth: BandwidthLimit = {};
   service?: EmbeddedServiceHandle;
   vfs!: GatewayVfs;
   /** The libraries served: the Vfs serves these entries, the control socket calls the service with their clients. */
@@ -209,7 +212,8 @@ export class Gateway {
     for (const [role, credentials] of roles) if (credentials) this.roleClients[role] = this.newClient(service.base_url, service.upload_header_prefix, credentials);
 
     // 2. The Vfs.
-    const served = await vfsFromConfig({ ...config, service }, logger.child({ part: 'vfs' }), this.metrics.observeExchange);
+    this.bandwidth = bandwidthLimitOf(config.bwlimit);
+    const served = await vfsFromConfig({ ...config, service }, logger.child({ part: 'vfs' }), this.metrics.observeExchange, this.bandwidth);
     this.vfs = served.vfs;
     this.libraries = new ServedLibraries(served.libraries);
 
@@ -239,7 +243,7 @@ export class Gateway {
       const application = service.application ?? (this.service ? embeddedApplication(this.service.credentials) : undefined);
       this.members = startMemberSessions({
         config, baseUrl: service.base_url, uploadHeaderPrefix: service.upload_header_prefix, application, libraries: () => this.libraries.list(),
-        logger: logger.child({ part: 'members' }), onExchange: this.metrics.observeExchange,
+        logger: logger.child({ part: 'members' }), onExchange: this.metrics.observeExchange, bandwidth: this.bandwidth,
       });
     }
 
@@ -304,6 +308,7 @@ export class Gateway {
         transport: config.mount.transport,
         ringDepth: config.mount.ring_depth,
         writeMode: config.mount.write_mode,
+        links: config.mount.links,
         attrTimeoutS: config.feed.interval_ms / 1000,
         flushTimeoutMs: 0,
         logger: logger.child({ part: 'fuse' }),
@@ -347,7 +352,7 @@ export class Gateway {
 
   private async addLibrary(baseUrl: string, prefix: string, auth: { org_client_id: string; org_client_secret: string; name?: string }): Promise<{ name: string; id: string }> {
     const client = this.newClient(baseUrl, prefix, { library: { org_client_id: auth.org_client_id, org_client_secret: auth.org_client_secret } });
-    const [lib] = await serveLibraries([{ name: auth.name, client }]);
+    const [lib] = await serveLibraries([{ name: auth.name, client }], undefined, this.bandwidth);
     await this.vfs.addLibrary(lib!);
     this.libraries.add(lib!);
     return { name: lib!.name, id: lib!.id };
@@ -408,6 +413,8 @@ export class Gateway {
   private registerGauges(): void {
     const reg = this.metrics.registry;
     const status = () => this.vfs.status();
+    reg.gauge('cloudlib_bwlimit_bytes', 'Bytes taken through the bandwidth limit since start, by direction (both: one limit for the two)', () => bandwidthSamples(this.bandwidth, (c) => c.bytes));
+    reg.gauge('cloudlib_bwlimit_waits', 'Transfers that waited for the bandwidth limit since start, by direction', () => bandwidthSamples(this.bandwidth, (c) => c.waits));
     reg.gauge('cloudlib_uploads_pending', 'Files waiting for or in upload', () => [{ value: status().uploads.length }]);
     reg.gauge('cloudlib_uploads_stranded', 'Journal entries of libraries not served', () => [{ value: status().stranded.length }]);
     reg.gauge('cloudlib_local_files', 'Files with local content (open, written, pending)', () => [{ value: status().localFiles }]);
@@ -507,4 +514,13 @@ export class Gateway {
     if (this.service) await step('stopping the embedded service', () => this.service!.close());
     log.info('gateway stopped');
   }
+}
+
+/** One sample a bucket of `limit` (direction `both` for a bucket the two share). */
+function bandwidthSamples(limit: BandwidthLimit, read: (c: BucketCounters) => number): { labels: { direction: string }; value: number }[] {
+  if (limit.upload && limit.upload === limit.download) return [{ labels: { direction: 'both' }, value: read(limit.upload.counters) }];
+  const out: { labels: { direction: string }; value: number }[] = [];
+  if (limit.upload) out.push({ labels: { direction: 'upload' }, value: read(limit.upload.counters) });
+  if (limit.download) out.push({ labels: { direction: 'download' }, value: read(limit.download.counters) });
+  return out;
 }

@@ -26,6 +26,7 @@ import { LRUCache } from 'lru-cache';
 import { ServiceClient, type ClientSecretPair } from '../api/client.js';
 import { ServiceError } from '../api/errors.js';
 import type { Logger } from '../shared/log.js';
+import type { BandwidthLimit } from '../shared/bandwidth-limit.js';
 import type { GatewayVfs } from '../vfs/gateway-vfs.js';
 import { createVfs, type CreateVfsOptions } from '../vfs/index.js';
 import { VfsError } from '../vfs/types.js';
@@ -63,6 +64,8 @@ export interface MemberSessionsOptions {
   /** Uploads a closing session waits for, ms (what is left stays in the member's journal). Default 10 000. */
   closeFlushMs?: number;
   onExchange?: (e: { endpoint: string; status: number; ms: number }) => void;
+  /** The gateway's bandwidth limit (`bwlimit`): the members' transfers share it with the gateway's. Default none. */
+  bandwidth?: BandwidthLimit;
   logger: Logger;
   /** Clock, ms: session idleness, refusal waits and the datelines of the service calls. Default Date.now. */
   clock?: () => number;
@@ -333,14 +336,14 @@ export class MemberSessions {
         libraries: libraries.map((l) => ({
           name: l.name,
           remote: new UserTokenRemote({
-            client, mountId: takesPart.get(l.id)!, library: { id: l.id, name: l.name }, feed: l.feed,
+            client, bandwidth: opts.bandwidth, mountId: takesPart.get(l.id)!, library: { id: l.id, name: l.name }, feed: l.feed,
             mayWrite: l.client ? async (fullpath, code, call) => {
               const states = await l.client!.file2.getMemberPermission({ fullpath: writeTarget(fullpath, code), account }, { signal: call?.signal });
               return Number(states[code]) === 1;
             } : undefined,
             // Locks and tags through the library authorization, the member named as operator.
             asMember: l.client ? {
-              remote: new LibraryRemote({ client: l.client }),
+              remote: new LibraryRemote({ client: l.client, bandwidth: opts.bandwidth }),
               operator: { opName: account },
               may: async (fullpath, code, call) => {
                 const states = await l.client!.file2.getMemberPermission({ fullpath, account }, { signal: call?.signal });

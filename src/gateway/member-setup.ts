@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { ClientSecretPair } from '../api/client.js';
 import type { ServedLibrary } from '../remote/served-libraries.js';
 import type { Logger } from '../shared/log.js';
+import type { BandwidthLimit } from '../shared/bandwidth-limit.js';
 import { VfsError, type Vfs } from '../vfs/types.js';
 import { ConfigError, type GatewayConfig, type UserConfig } from './config.js';
 import { MemberSessions } from './member-sessions.js';
@@ -34,6 +35,8 @@ export interface MemberSetupOptions {
   libraries: () => ServedLibrary[];
   logger: Logger;
   onExchange?: (e: { endpoint: string; status: number; ms: number }) => void;
+  /** The gateway's bandwidth limit, shared by the members' transfers. */
+  bandwidth?: BandwidthLimit;
 }
 
 export function startMemberSessions(opts: MemberSetupOptions): MemberSessions {
@@ -66,6 +69,7 @@ export function startMemberSessions(opts: MemberSetupOptions): MemberSessions {
     idleMs: config.webdav.member_idle_s * 1000,
     checkIntervalMs: config.feed.interval_ms,
     onExchange: opts.onExchange,
+    bandwidth: opts.bandwidth,
     logger: opts.logger,
   });
 }

@@ -1,4 +1,5 @@
 /** The gateway's Vfs for a configuration naming a remote service (`cloudlib mount`, `cloudlib webdav`, `cloudlib up`). */
+import { bandwidthLimitOf, type BandwidthLimit } from '../shared/bandwidth-limit.js';
 import { resolve } from 'node:path';
 import { ServiceClient, type ClientOptions } from '../api/client.js';
 import type { Logger } from '../shared/log.js';
@@ -10,7 +11,7 @@ export { ServiceUnreachableAtStart } from '../remote/served-libraries.js';
 import type { GatewayConfig } from './config.js';
 
 /** The Vfs of a configuration, and the served libraries it was built over (the same entries). */
-export async function vfsFromConfig(config: GatewayConfig, logger: Logger, onExchange?: ClientOptions['onExchange']): Promise<{ vfs: GatewayVfs; libraries: ServedLibrary[] }> {
+export async function vfsFromConfig(config: GatewayConfig, logger: Logger, onExchange?: ClientOptions['onExchange'], bandwidth: BandwidthLimit = bandwidthLimitOf(config.bwlimit)): Promise<{ vfs: GatewayVfs; libraries: ServedLibrary[]; bandwidth: BandwidthLimit }> {
   if (!config.service) {
     throw new Error('not supported: a gateway over the embedded service is started by `cloudlib up`; give a remote service (service.base_url and libraries) to mount alone');
   }
@@ -22,7 +23,7 @@ export async function vfsFromConfig(config: GatewayConfig, logger: Logger, onExc
     return c;
   };
   const libraries: ServiceLibrarySpec[] = svc.libraries.map((l) => ({ name: l.name, client: client({ library: { org_client_id: l.org_client_id, org_client_secret: l.org_client_secret } }) }));
-  return createServedVfs({
+  const served = await createServedVfs({
     libraries,
     enterprise: svc.enterprise && libraries.length === 0 ? { client: client({ enterprise: svc.enterprise }) } : undefined,
     dataDir: resolve(config.data, 'gateway'),
@@ -37,9 +38,11 @@ export async function vfsFromConfig(config: GatewayConfig, logger: Logger, onExc
       minFreePercent: config.cache.min_free_percent,
     },
     readOnly: config.mount.read_only,
+    bandwidth,
     maxFileBytes: config.journal.max_file_mb * 1024 * 1024,
     maxPendingBytes: config.journal.max_pending_mb * 1024 * 1024,
     logger,
     onClose: async () => { await Promise.all(clients.map((c) => c.close())); },
   });
+  return { ...served, bandwidth };
 }

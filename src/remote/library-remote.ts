@@ -16,6 +16,7 @@ import type {
   ChangesPage, CommitOptions, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteEntry, RemoteHistoryItem, RemoteInfo, RemoteQuota,
 } from '../vfs/remote.js';
 import type { FileRecord, UpdateItem, FileInfo } from '../shared/records.js';
+import { throttled, type BandwidthLimit } from '../shared/bandwidth-limit.js';
 
 export interface LibraryRemoteOptions {
   /** A client holding the library authorization (`credentials.library`). */
@@ -44,6 +45,8 @@ export interface LibraryRemoteOptions {
    * instead of four; see UploadOptions.inlineMaxBytes). Default 256 KiB; 0 = the chunked protocol always.
    */
   inlineUploadMaxBytes?: number;
+  /** The gateway's bandwidth limit (`bwlimit`), shared by the transfers of every library. Default none. */
+  bandwidth?: BandwidthLimit;
 }
 
 type UploaderModule = typeof import('../api/upload.js');
@@ -64,6 +67,13 @@ export function uploadSourceOf(up: UploaderModule, source: CommitSource): Promis
   return source.data ? Promise.resolve(up.bufferSource(source.data, source.sha1)) : up.fileSource(source.path, source.sha1);
 }
 
+/** `source` with its bytes taken through the upload limit, when there is one. */
+export function limitedSource(source: UploadSource, limit: BandwidthLimit): UploadSource {
+  const upload = limit.upload;
+  if (!upload) return source;
+  return { size: source.size, filehash: source.filehash, open: (start) => throttled(source.open(start), upload) };
+}
+
 export class LibraryRemote implements Remote {
   readonly client: ServiceClient;
   private readonly downloads: DownloadLinks;
@@ -72,10 +82,12 @@ export class LibraryRemote implements Remote {
   private readonly pageConcurrency: number;
   private readonly copyPollMs: number;
   private readonly inlineUploadMaxBytes: number;
+  private readonly bandwidth: BandwidthLimit;
 
   constructor(opts: LibraryRemoteOptions) {
     if (!opts.client.credentials.library) throw new TypeError('client: expected a client with a library authorization (credentials.library), got none');
     this.client = opts.client;
+    this.bandwidth = opts.bandwidth ?? {};
     this.pageSize = opts.pageSize ?? 1000;
     if (!Number.isInteger(this.pageSize) || this.pageSize < 1) throw new TypeError(`pageSize: expected a whole number >= 1, got ${String(opts.pageSize)}`);
     this.pageConcurrency = opts.pageConcurrency ?? 20;
@@ -173,13 +185,15 @@ export class LibraryRemote implements Remote {
 
   /** Bytes [start, end] of the file, streamed from its download link (DownloadLinks keeps links fresh). */
   openRange(fullpath: string, start: number, end: number, opts: RangeCallOptions = {}): Promise<Readable> {
-    return this.downloads.openRange(fullpath, start, end, opts);
+    const download = this.bandwidth.download;
+    const range = this.downloads.openRange(fullpath, start, end, opts);
+    return download ? range.then((r) => throttled(r, download)) : range;
   }
 
   async commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> {
     const up = await loadUploader();
     const started = Date.now();
-    const res = await this.wrap(async () => up.uploadFile(this.client, await uploadSourceOf(up, source), {
+    const res = await this.wrap(async () => up.uploadFile(this.client, limitedSource(await uploadSourceOf(up, source), this.bandwidth), {
       fullpath, overwrite: opts?.replace !== false, operator: operatorParams(opts), signal: opts?.signal, onProgress: opts?.onProgress, inlineMaxBytes: this.inlineUploadMaxBytes,
     }), fullpath);
     this.downloads.forget(fullpath);

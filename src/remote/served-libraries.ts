@@ -8,6 +8,7 @@ import type { ServiceClient } from '../api/client.js';
 import { resolveLibraries, VfsError, type LibrarySpec, type ResolvedLibrary } from '../vfs/index.js';
 import { LibraryRemote } from './library-remote.js';
 import { libraryKey, type KnownLibraries } from './known-libraries.js';
+import type { BandwidthLimit } from '../shared/bandwidth-limit.js';
 
 export interface ServedLibrary extends ResolvedLibrary {
   /** The client holding the library's authorization (`credentials.library`). */
@@ -26,11 +27,11 @@ export class ServiceUnreachableAtStart extends Error {}
  * cannot be reached for now is named as it was last seen and served offline (`unreachable`); one never
  * seen is a ServiceUnreachableAtStart.
  */
-export async function serveLibraries(specs: { name?: string; client: ServiceClient }[], known?: KnownLibraries): Promise<ServedLibrary[]> {
+export async function serveLibraries(specs: { name?: string; client: ServiceClient }[], known?: KnownLibraries, bandwidth?: BandwidthLimit): Promise<ServedLibrary[]> {
   const named: LibrarySpec[] = [];
   const seen: Parameters<KnownLibraries['remember']>[0] = [];
   for (const s of specs) {
-    const remote = new LibraryRemote({ client: s.client });
+    const remote = new LibraryRemote({ client: s.client, bandwidth });
     const orgClientId = s.client.credentials.library?.org_client_id;
     if (!known || orgClientId === undefined) {
       named.push({ name: s.name, remote });

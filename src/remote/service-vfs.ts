@@ -9,6 +9,7 @@ import type { GatewayVfs } from '../vfs/gateway-vfs.js';
 import { toVfsError } from './library-remote.js';
 import { serveLibraries, ServiceUnreachableAtStart, type ServedLibrary } from './served-libraries.js';
 import { KnownLibraries } from './known-libraries.js';
+import type { BandwidthLimit } from '../shared/bandwidth-limit.js';
 
 /** A library by authorization: a client holding `credentials.library`. */
 export interface ServiceLibrarySpec {
@@ -26,6 +27,8 @@ export interface ServiceVfsOptions extends Omit<CreateVfsOptions, 'libraries'> {
    * serves the libraries known there offline (served-libraries.ts). None: every start needs the service.
    */
   knownLibrariesFile?: string;
+  /** The bandwidth limit of every library's uploads and downloads (LibraryRemote). Default none. */
+  bandwidth?: BandwidthLimit;
 }
 
 /** The application title under which an enterprise gateway binds libraries. */
@@ -45,8 +48,8 @@ export async function createServedVfs(opts: ServiceVfsOptions): Promise<{ vfs: G
   }
   if (specs.length === 0) throw new TypeError('createServiceVfs: expected at least one library (libraries or enterprise), got none');
   const known = opts.knownLibrariesFile ? await KnownLibraries.open(opts.knownLibrariesFile) : undefined;
-  const libraries = await serveLibraries(specs, known);
-  const { libraries: _l, enterprise: _e, knownLibrariesFile: _k, ...rest } = opts;
+  const libraries = await serveLibraries(specs, known, opts.bandwidth);
+  const { libraries: _l, enterprise: _e, knownLibrariesFile: _k, bandwidth: _b, ...rest } = opts;
   return { vfs: await openVfs({ ...rest, libraries }), libraries };
 }
 

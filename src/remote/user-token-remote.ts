@@ -22,13 +22,16 @@ import type {
   ChangesPage, CommitOptions, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteChange, RemoteEntry, RemoteInfo, RemoteQuota,
 } from '../vfs/remote.js';
 import type { UserFileRecord } from '../shared/records.js';
-import { loadUploader, toVfsError, uploadSourceOf } from './library-remote.js';
+import { limitedSource, loadUploader, toVfsError, uploadSourceOf } from './library-remote.js';
+import { throttled, type BandwidthLimit } from '../shared/bandwidth-limit.js';
 import { DownloadLinks } from './download-links.js';
 import { ErrorCode } from '../shared/error-codes.js';
 
 export interface UserTokenRemoteOptions {
   /** A client holding the member's access token (`credentials.user`). */
   client: ServiceClient;
+  /** The gateway's bandwidth limit (`bwlimit`), shared with every other transfer. Default none. */
+  bandwidth?: BandwidthLimit;
   /** The library's `mount_id` (the user file API names libraries by it). */
   mountId: number;
   /** The library's id and name as the service lists them for the member (`account/mount`). */
@@ -77,6 +80,8 @@ export class UserTokenRemote implements Remote {
   private readonly downloads: DownloadLinks;
   readonly counters = { feedLookups: 0 };
 
+  private readonly bandwidth: BandwidthLimit;
+
   constructor(opts: UserTokenRemoteOptions) {
     if (!opts.client.credentials.user) throw new TypeError('client: expected a client with a user access token (credentials.user), got none');
     if (!Number.isInteger(opts.mountId) || opts.mountId < 1) throw new TypeError(`mountId: expected a whole number >= 1, got ${String(opts.mountId)}`);
@@ -86,6 +91,7 @@ export class UserTokenRemote implements Remote {
     this.feed = opts.feed;
     this.mayWrite = opts.mayWrite;
     this.asMember = opts.asMember;
+    this.bandwidth = opts.bandwidth ?? {};
     this.pageSize = opts.pageSize ?? 100;
     this.downloads = new DownloadLinks({
       issue: (fullpath, o) => this.issueLink(fullpath, o), dispatcher: this.client.retryingDispatcher,
@@ -125,7 +131,9 @@ export class UserTokenRemote implements Remote {
   }
 
   openRange(fullpath: string, start: number, end: number, opts: RangeCallOptions = {}): Promise<Readable> {
-    return this.downloads.openRange(fullpath, start, end, opts);
+    const download = this.bandwidth.download;
+    const range = this.downloads.openRange(fullpath, start, end, opts);
+    return download ? range.then((r) => throttled(r, download)) : range;
   }
 
   /** A download link of the member (`file/open`: the service checks their download right each time one is issued). */
@@ -143,7 +151,7 @@ export class UserTokenRemote implements Remote {
   async commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> {
     const up = await loadUploader();
     const started = Date.now();
-    const res = await this.wrap(async () => up.uploadFile(this.client, await uploadSourceOf(up, source), {
+    const res = await this.wrap(async () => up.uploadFile(this.client, limitedSource(await uploadSourceOf(up, source), this.bandwidth), {
       fullpath, overwrite: opts?.replace !== false, mountId: this.mountId, signal: opts?.signal, onProgress: opts?.onProgress,
     }), fullpath);
     this.downloads.forget(fullpath);

@@ -104,6 +104,9 @@ static napi_value request_object(napi_env env, session *s, queued *q) {
     case OP_RELEASE:
       set_num(env, o, "flags", q->flags);
       break;
+    case OP_SYMLINK:
+      set_str(env, o, "target", q->name2);
+      break;
     case OP_FALLOCATE:
       set_num(env, o, "offset", (double)q->offset);
       set_num(env, o, "size", (double)q->size);

@@ -557,12 +557,22 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
   enqueue(s, q);
 }
 
-/* Links, symbolic links and device nodes: the service stores none (POSIX: EPERM). */
+/* Hard links and device nodes: the service stores none (POSIX: EPERM). */
 static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev) {
   fuse_reply_err(req, EPERM);
 }
+
+/* Symbolic links: JavaScript's, stored as link files (src/fuse/link-files.ts). The name joins the folder's. */
 static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name) {
-  fuse_reply_err(req, EPERM);
+  BEGIN_NAMING(OP_SYMLINK, parent, parent, 0, parent, name);
+  q->name = strdup(name);
+  q->name2 = strdup(link);
+  enqueue(s, q);
+}
+
+static void ll_readlink(fuse_req_t req, fuse_ino_t ino) {
+  BEGIN(OP_READLINK, ino);
+  enqueue(s, q);
 }
 static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname) {
   fuse_reply_err(req, EPERM);
@@ -580,6 +590,7 @@ const struct fuse_lowlevel_ops ll_ops = {
   .unlink = ll_unlink,
   .rmdir = ll_rmdir,
   .symlink = ll_symlink,
+  .readlink = ll_readlink,
   .rename = ll_rename,
   .link = ll_link,
   .open = ll_open,

@@ -13,7 +13,8 @@ export const Op = {
   LOOKUP: 1, FORGET: 2, GETATTR: 3, SETATTR: 4, MKDIR: 5, UNLINK: 6, RMDIR: 7, RENAME: 8, OPEN: 9,
   READ: 10, WRITE: 11, FLUSH: 12, RELEASE: 13, FSYNC: 14, OPENDIR: 15, READDIR: 16, RELEASEDIR: 17,
   FSYNCDIR: 18, STATFS: 19, SETXATTR: 20, GETXATTR: 21, LISTXATTR: 22, REMOVEXATTR: 23, ACCESS: 24,
-  CREATE: 25, WROTE: 26, READDIRPLUS: 27, HASHED: 28, FALLOCATE: 29, INIT: 98, END: 99,
+  CREATE: 25, WROTE: 26, READDIRPLUS: 27, HASHED: 28, FALLOCATE: 29, SYMLINK: 30, READLINK: 31, INIT: 98,
+  END: 99,
 } as const;
 
 /** One request from the kernel; which fields are set depends on `op`. */
@@ -28,6 +29,8 @@ export interface KernelRequest {
   /** RENAME: the engine's count of renames, this one included (see pathsKept). */
   pathsEpoch?: number;
   newname?: string;
+  /** SYMLINK: the link's target (`name` the link's name in folder `ino`). */
+  target?: string;
   flags?: number;
   mode?: number;
   size?: number;

@@ -401,6 +401,21 @@ export class LowLevelMount {
       }
       case Op.UNLINK:
         return this.unlink(id, req.ino, req.name!);
+      case Op.SYMLINK: {
+        const path = this.inodes.childPath(req.ino, req.name!);
+        this.ops.symlink(req.target!, path, (code) => {
+          if (code < 0) return void b.replyErr(se, id, -code);
+          this.ops.getattr(path, (c, st) => this.replyNewEntry(id, req.ino, req.name!, c, st as KernelStat, true));
+        });
+        return;
+      }
+      case Op.READLINK:
+        this.ops.readlink(this.inodes.path(req.ino), (code, target) => {
+          if (code < 0) return void b.replyErr(se, id, -code);
+          const bytes = Buffer.from(target as string, 'utf8');
+          b.replyData(se, id, [bytes], bytes.length);
+        });
+        return;
       case Op.RMDIR: {
         const path = this.inodes.childPath(req.ino, req.name!);
         this.ops.rmdir(path, (code) => {

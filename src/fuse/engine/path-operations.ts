@@ -28,6 +28,10 @@ export interface PathOperations {
   mkdir(path: string, mode: number, cb: NativeCallback): void;
   rmdir(path: string, cb: NativeCallback): void;
   rename(from: string, to: string, cb: NativeCallback): void;
+  /** Makes symbolic link `path` to `target`. */
+  symlink(target: string, path: string, cb: NativeCallback): void;
+  /** Answers [0, target] of symbolic link `path`. */
+  readlink(path: string, cb: NativeCallback): void;
   utimens(path: string, atime: number, mtime: number, cb: NativeCallback): void;
   /** The access time alone (a setattr of atime without mtime). */
   accessTime(path: string, atime: number, cb: NativeCallback): void;

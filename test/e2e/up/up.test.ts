@@ -2,7 +2,7 @@
  * `cloudlib up` as a user runs it: a child process on a temp data folder. Files put through WebDAV are
  * seen through the service's API and the mount; SIGTERM with an upload pending keeps it in the journal
  * and the next `up` finishes it; a config file pointing `up` at a separately started `cloudlib service`
- * works like the embedded default.
+ * works like the embedded default; `--bwlimit` limits the gateway's transfers.
  */
 import { describe, it, expect, afterEach } from 'vitest';
 import { execFile } from 'node:child_process';
@@ -250,6 +250,26 @@ describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
     expect(await exited(child, 20_000)).toBe(0);
     expect(child.signalCode).toBeNull();
     expect(existsSync(join(data, 'endpoints.json'))).toBe(false);
+  });
+
+  it('--bwlimit: a limited upload reaches the service whole, its bytes counted through the limit in /metrics', async () => {
+    const data = await tempDir();
+    const { child, endpoints } = await up(data, ['--no-mount', '--bwlimit', '4M:8M']);
+    const lib = await libraryFolder(endpoints);
+    const body = randomBytes(1024 * 1024 + 3);
+    expect(await davPut(endpoints, `/${encodeURIComponent(lib)}/limited.bin`, body)).toBeLessThan(300);
+    const ctl = await ControlClient.connect(endpoints.control_socket);
+    await ctl.call('flush');
+    ctl.close();
+    const { client } = await libraryClient(endpoints.credentials!);
+    expect(Number((await client.file.info({ fullpath: 'limited.bin' })).filesize)).toBe(body.length);
+    await client.close();
+    const text = await (await request(`${endpoints.admin_url}/metrics`)).body.text();
+    const uploaded = Number(/cloudlib_bwlimit_bytes\{direction="upload"\} (\d+)/.exec(text)?.[1]);
+    expect(uploaded).toBeGreaterThanOrEqual(body.length);
+    expect(text).toMatch(/cloudlib_bwlimit_bytes\{direction="download"\} \d+/);
+    child.kill('SIGTERM');
+    expect(await exited(child, 20_000)).toBe(0);
   });
 
   it('--log-file: the log lines go to that file, JSON, and not to stderr', async () => {

@@ -1,6 +1,6 @@
 /**
  * `cloudlib ctl` as a file tool, the way an rclone user runs it: a folder uploaded and downloaded whole
- * with include/exclude filters and --dry-run, unknown options answered as such, and output for people
+ * with include/exclude filters, --dry-run and --bwlimit, unknown options answered as such, and output for people
  * (history within 80 columns, dates and sizes for people, links of every library).
  */
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
@@ -112,6 +112,21 @@ describe('ctl as a file tool', { timeout: 120_000 }, () => {
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/'\[' without '\]'/);
     expect(await gateway.vfs.stat(`/${lib}/other`).catch(() => undefined)).toBeUndefined();
+  });
+
+  it('--bwlimit limits an upload and a download of their own: each completes, its bytes taken through the limit; a bad rate changes nothing', async () => {
+    const up = await ctl('--json', 'upload', join(dir, 'project', 'docs'), `/${lib}/limited`, '--bwlimit', '64M');
+    expect(up.code, up.stderr).toBe(0);
+    const sent = JSON.parse(up.stdout) as { files: number; size: number; bwlimit: { bytes_per_s: number; bytes: number } };
+    expect(sent).toMatchObject({ files: 2, size: 9000, bwlimit: { bytes_per_s: 64 * 1024 * 1024, bytes: 9000 } });
+    const down = await ctl('--json', 'download', `/${lib}/limited/guide.md`, join(dir, 'limited-guide.md'), '--bwlimit', '1M:512k');
+    expect(down.code, down.stderr).toBe(0);
+    expect(JSON.parse(down.stdout)).toMatchObject({ size: 6000, bwlimit: { bytes_per_s: 512 * 1024, bytes: 6000 } });
+    expect(await readFile(join(dir, 'limited-guide.md'), 'utf8')).toBe('guide '.repeat(1000));
+    const bad = await ctl('upload', join(dir, 'project', 'README.md'), `/${lib}/bad-limit/README.md`, '--bwlimit', 'fast');
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/bwlimit.*expected a rate such as 10M/);
+    expect(await gateway.vfs.stat(`/${lib}/bad-limit`).catch(() => undefined)).toBeUndefined();
   });
 
   it('history within 80 columns, with dates and sizes for people; restore by the version shown', async () => {

@@ -13,6 +13,7 @@ import { UserTokenRemote } from '../../../src/remote/user-token-remote.js';
 import { MemberSessions, type MemberSessionsOptions } from '../../../src/gateway/member-sessions.js';
 import type { FaultyRemote, GatewayVfs } from '../../../src/vfs/index.js';
 import { silentLogger } from '../../../src/shared/log.js';
+import { bandwidthLimitOf } from '../../../src/shared/bandwidth-limit.js';
 import { startTestService, type TestService } from '../../support/service.js';
 import { put } from '../service/helpers.js';
 import { addMember, bootstrapApp, type TestMember } from '../service/user-fixtures.js';
@@ -90,6 +91,26 @@ describe("a member's Vfs", () => {
       expect((await t.client.file.ls({ fullpath: 'Box' })).list.map((e) => e.filename)).toEqual(['secret.txt']);
       expect(w.remoteOf('Library')).toBeInstanceOf(UserTokenRemote);
       expect(w).not.toBe(r);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("a member's uploads and downloads take their bytes through the gateway's bandwidth limit", async () => {
+    const limit = bandwidthLimitOf('64M:32M');
+    const s = sessionsWith({ bandwidth: limit });
+    try {
+      const w = await vfsOf(s, writer);
+      const data = Buffer.alloc(300_000, 5);
+      await w.writeFile('/Library/Box/limited.bin', data);
+      await w.flushAll({ timeoutMs: 30_000 });
+      expect(Number((await t.client.file.info({ fullpath: 'Box/limited.bin' })).filesize)).toBe(data.length);
+      expect(limit.upload!.counters.bytes).toBeGreaterThanOrEqual(data.length);
+      const r = await vfsOf(s, reader);
+      const chunks: Buffer[] = [];
+      for await (const c of await r.createReadStream('/Library/Box/limited.bin')) chunks.push(c as Buffer);
+      expect(Buffer.concat(chunks).equals(data)).toBe(true);
+      expect(limit.download!.counters.bytes).toBeGreaterThanOrEqual(data.length);
     } finally {
       await s.close();
     }

@@ -4,13 +4,14 @@ import { DEFAULT_DEADLINES, FuseOperations, RequestedOwnership, TIMES_KEPT_MAX, 
 import { silentLogger } from '../../../src/shared/log.js';
 import { MemoryVfs } from '../../support/memory-vfs.js';
 
-function setup(opts: { readOnly?: boolean; deadlines?: Partial<typeof DEFAULT_DEADLINES> } = {}) {
+function setup(opts: { readOnly?: boolean; deadlines?: Partial<typeof DEFAULT_DEADLINES>; links?: boolean } = {}) {
   const vfs = new MemoryVfs(['Lib']);
   const operations = new FuseOperations({
     vfs,
     ownership: { uid: 1000, gid: 100, umask: 0o027, readOnly: !!opts.readOnly },
     deadlines: { ...DEFAULT_DEADLINES, ...opts.deadlines },
     logger: silentLogger,
+    links: opts.links,
   });
   const ops = operations.toNative();
   /** Calls an operation and resolves with what it answered. */
@@ -67,7 +68,28 @@ describe('FuseOperations', () => {
     expect(await call('create', '/Lib/bad\uFFFDname', 0o644)).toEqual([-84]); // not UTF-8 at the kernel
     expect(await call('mkdir', '/Lib/\uFFFD', 0o755)).toEqual([-84]);
     expect(await call('rename', '/Lib/d/x', '/Lib/\uFFFD')).toEqual([-84]);
-    expect(await call('symlink', 'x', '/Lib/y')).toEqual([-1]);
+    expect(await call('symlink', 'x', '/Lib/d')).toEqual([-17]);
+  });
+
+  it('symlink and readlink keep a link as a link file, shown as the link (S_IFLNK); with links off, EPERM', async () => {
+    const { call, vfs } = setup();
+    expect(await call('symlink', '../t', '/Lib/l')).toEqual([0]);
+    expect(await call('readlink', '/Lib/l')).toEqual([0, '../t']);
+    const [, st] = (await call('getattr', '/Lib/l')) as [number, { mode: number; size: number }];
+    expect(st).toMatchObject({ mode: 0o120777, size: 4 });
+    const [, names, stats] = (await call('readdir', '/Lib')) as [number, string[], { mode: number }[], string[]];
+    expect(names).toEqual(['.', '..', 'l']);
+    expect(stats[2]!.mode).toBe(0o120777);
+    expect((await vfs.readdir('/Lib')).map((e) => e.name)).toEqual(['l.rclonelink']);
+    expect(await call('readlink', '/Lib/l.rclonelink')).toEqual([-2]);
+    expect(await call('getattr', '/Lib/l.rclonelink')).toEqual([-2]);
+    expect(await call('rename', '/Lib/l', '/Lib/m')).toEqual([0]);
+    expect(await call('unlink', '/Lib/m')).toEqual([0]);
+    expect(await vfs.readdir('/Lib')).toEqual([]);
+    const off = setup({ links: false });
+    expect(await off.call('symlink', 'x', '/Lib/y')).toEqual([-1]);
+    await off.vfs.writeFile('/Lib/y.rclonelink', Buffer.from('x'));
+    expect((await off.call('readdir', '/Lib'))[1]).toEqual(['.', '..', 'y.rclonelink']);
   });
 
   it('answers ENOSPC when the library is full', async () => {
@@ -187,6 +209,9 @@ describe('FuseOperations', () => {
     expect(made).toBeGreaterThanOrEqual(after.mtime);
     expect(await call('rmdir', '/Lib/d/sub')).toEqual([0]);
     expect((await shown('/Lib/d')).mtime).toBeGreaterThanOrEqual(made);
+    // A time set on the folder afterwards (rsync -a, tar, cp -a set it last) is the one shown.
+    expect(await call('utimens', '/Lib/d', 1_000_000_000_000, 1_000_000_000_000)).toEqual([0]);
+    expect((await shown('/Lib/d')).mtime).toBe(1_000_000_000_000);
   });
 
   it('kept times are bounded: past TIMES_KEPT_MAX paths the oldest are forgotten, modes stay', () => {

@@ -252,6 +252,23 @@ describe('gateway configuration', () => {
     }
   });
 
+  it('mount.links: on by default, off when set false, a non-boolean refused', async () => {
+    expect((await loadConfig({}, {}, { fuseUsable: false, cwd: dir })).mount.links).toBe(true);
+    await writeFile(join(dir, 'l.json'), JSON.stringify({ mount: { links: false } }));
+    expect((await loadConfig({ config: 'l.json' }, {}, { fuseUsable: false, cwd: dir })).mount.links).toBe(false);
+    await writeFile(join(dir, 'bad.json'), JSON.stringify({ mount: { links: 'yes' } }));
+    await expect(loadConfig({ config: 'bad.json' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/mount\.links/);
+  });
+
+  it('bwlimit: off by default; the file, CLOUDLIB_BWLIMIT and --bwlimit in rising order; a bad rate refused', async () => {
+    expect((await loadConfig({}, {}, { fuseUsable: false, cwd: dir })).bwlimit).toBe('off');
+    await writeFile(join(dir, 'bw.json'), JSON.stringify({ bwlimit: '10M:2M' }));
+    expect((await loadConfig({ config: 'bw.json' }, {}, { fuseUsable: false, cwd: dir })).bwlimit).toBe('10M:2M');
+    expect((await loadConfig({ config: 'bw.json' }, { CLOUDLIB_BWLIMIT: '1M' }, { fuseUsable: false, cwd: dir })).bwlimit).toBe('1M');
+    expect((await loadConfig({ config: 'bw.json', bwlimit: '512k' }, { CLOUDLIB_BWLIMIT: '1M' }, { fuseUsable: false, cwd: dir })).bwlimit).toBe('512k');
+    await expect(loadConfig({ bwlimit: 'fast' }, {}, { fuseUsable: false, cwd: dir })).rejects.toThrow(/bwlimit: expected a rate such as 10M/);
+  });
+
   it('parses host:port', () => {
     expect(parseHostPort('127.0.0.1:80', 'x')).toEqual({ host: '127.0.0.1', port: 80 });
     expect(parseHostPort('[::1]:8080', 'x')).toEqual({ host: '::1', port: 8080 });
