@@ -6,7 +6,7 @@
  * exactly once and within its deadline.
  */
 import type { Logger } from 'pino';
-import type { Attr, CallContext, FileHandle, OpenFlags, Vfs } from '../vfs/types.js';
+import type { CallContext, FileHandle, OpenFlags, Vfs } from '../vfs/types.js';
 import type { ClosedCreate, EngineClose, LeasedHandle, LocalRange, SideJournal } from '../vfs/engine-lease.js';
 import { LinkFiles, type LinkAttr } from './link-files.js';
 import { Errno, FuseOpError } from './errno.js';
