@@ -120,12 +120,15 @@ export class NamespaceLookups {
 
   toAttr(lib: Library, e: RemoteEntry): Attr {
     const local = !e.isDir && this.opts.writeBack.dirty(lib.name, e.fullpath);
+    // A lock taken through this gateway holds whatever an entry says (the updates feed says nothing of locks).
+    const holder = e.isDir ? undefined : this.opts.lockHolderOf?.(lib.name, e.fullpath);
+    if (holder !== undefined && !e.locked) e = { ...e, locked: true };
     const mtimeMs = isUnsent(e) ? e.mtimeMs : this.opts.times.get(lib.name, e.id, versionOf(e)) ?? e.mtimeMs;
     return {
       path: gatewayPathOf(lib.name, e.fullpath), name: e.fullpath === '' ? lib.name : e.name, isDir: e.isDir, size: e.isDir ? 0 : e.size,
       mtimeMs, ctimeMs: e.ctimeMs, id: isUnsent(e) ? undefined : e.id, contentHash: e.contentHash,
       dirty: local || undefined,
-      locked: e.locked, lockHolder: e.locked ? this.opts.lockHolderOf?.(lib.name, e.fullpath) : undefined, tags: e.tags, lastModifiedBy: e.lastModifiedBy,
+      locked: e.locked, lockHolder: e.locked ? holder : undefined, tags: e.tags, lastModifiedBy: e.lastModifiedBy,
       stale: this.opts.connectivity.online(lib.name) ? undefined : true,
       state: this.opts.stateOf?.(lib.name, e),
     };
