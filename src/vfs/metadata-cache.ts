@@ -169,9 +169,6 @@ export class MetadataCache {
   /** A file or folder was created or changed at `entry.fullpath` (a move: same id, new path). */
   upsert(lib: string, entry: RemoteEntry): void {
     const k = key(lib, entry.fullpath);
-    // An entry that says nothing of its lock (the updates feed's) keeps the lock known of the same object.
-    const known = entry.locked === undefined ? this.entries.peek(k) : undefined;
-    if (known !== undefined && known !== MISSING && known.id === entry.id && known.locked !== undefined) entry = { ...entry, locked: known.locked };
     const oldKey = this.paths.get(`${lib}\0${entry.id}`);
     if (oldKey !== undefined && oldKey !== k) {
       // Moved: the old path is gone, with everything below it.

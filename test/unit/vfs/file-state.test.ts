@@ -35,6 +35,20 @@ async function setup(): Promise<{ vfs: GatewayVfs; remote: GatedRemote }> {
 }
 
 describe('file states', { timeout: 20_000 }, () => {
+  it('regression: a lock taken here stays shown when an entry that says nothing of locks (the feed\'s) replaces the cached one', async () => {
+    const { vfs, remote } = await setup();
+    remote.putFile('doc.txt', Buffer.from('doc'));
+    await vfs.setLocked('/A/doc.txt', true, { operator: { opName: 'ann' } });
+    const shown = await remote.stat('doc.txt');
+    const { locked: _said, ...fromFeed } = shown!;
+    vfs.cache.upsert('A', fromFeed);
+    const attr = await vfs.stat('/A/doc.txt');
+    expect([attr.locked, attr.state]).toEqual([true, 'locked-by ann']);
+    await vfs.setLocked('/A/doc.txt', false, { operator: { opName: 'ann' } });
+    vfs.cache.upsert('A', fromFeed);
+    expect((await vfs.stat('/A/doc.txt')).state).toBe('synced');
+  });
+
   it('follow a file from pending to uploading to synced, then locked-by who locked it', async () => {
     const { vfs, remote } = await setup();
     await vfs.writeFile('/A/f.txt', Buffer.from('content'));

@@ -117,16 +117,3 @@ describe('MetadataCache: trust limit (ttlMs)', () => {
     expect(c.getListing('L', '')).toBeUndefined();
   });
 });
-
-describe('MetadataCache: an entry that says nothing of its lock', () => {
-  it('keeps the lock known of the same object (the updates feed carries no lock state); another object takes its own', () => {
-    const c = new MetadataCache({});
-    const locked: RemoteEntry = { id: 'a1', fullpath: 'doc.txt', name: 'doc.txt', isDir: false, size: 3, mtimeMs: 1, ctimeMs: 1, locked: true };
-    c.setEntry('L', 'doc.txt', locked);
-    const { locked: _said, ...fromFeed } = { ...locked, size: 4, mtimeMs: 2 };
-    c.upsert('L', fromFeed);
-    expect(c.getEntry('L', 'doc.txt')).toMatchObject({ size: 4, locked: true });
-    c.upsert('L', { ...fromFeed, id: 'b2' });
-    expect((c.getEntry('L', 'doc.txt') as RemoteEntry).locked).toBeUndefined();
-  });
-});
