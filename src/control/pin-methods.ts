@@ -5,17 +5,7 @@
 import { RpcErrorCode, RpcFailure } from './protocol.js';
 import type { CallEnv, ControlMethod, ControlTarget, MethodParamHelp } from './methods.js';
 import { resolveLibrary } from './methods.js';
-
-/** What is pinned and still to fetch (GatewayStatus.pins). */
-export interface PinsStatus {
-  pins: string[];
-  files: number;
-  bytes: number;
-  pendingFiles: number;
-  pendingBytes: number;
-  fetching: { path: string; done: number; size: number }[];
-  errors: { path: string; error: string }[];
-}
+import type { PinStatus } from '../vfs/index.js';
 
 /** What the pin methods need of the gateway's file system. */
 export interface PinAdmin {
@@ -23,7 +13,7 @@ export interface PinAdmin {
   evict(path: string): Promise<{ files: number; bytes: number }>;
   /** Resolves once every pinned file queued is fetched (or failed). */
   pinsFetched(): Promise<void>;
-  status(): { pins?: PinsStatus };
+  status(): { pins?: PinStatus };
 }
 
 const PROGRESS_MS = 200;

@@ -21,6 +21,7 @@ export type { Remote, RemoteEntry } from './remote.js';
 export { resolveLibraries, type LibrarySpec, type ResolvedLibrary } from './library-set.js';
 export * from './types.js';
 export { ChangeEvents } from './change-events.js';
+export type { PinStatus } from './pinned-content.js';
 
 export interface CreateVfsOptions extends Omit<GatewayVfsOptions, 'libraries' | 'logger' | 'onClose'> {
   /** The libraries, `{ name?, remote }` each (the folder name defaults to the library's name). */
