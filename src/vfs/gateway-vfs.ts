@@ -4,7 +4,7 @@
  * how the parts are wired: the libraries served and their feeds (library-folders.ts), lookups and
  * listings (namespace-lookups.ts), reads of service files (service-reads.ts), quotas (library-quotas.ts),
  * locks (lock-holds.ts), files unlinked while read (unlinked-while-read.ts), copies between libraries
- * (tree-transfer.ts) and what the FUSE engine answers itself (engine-hand-over.ts). Metadata comes from
+ * (tree-transfer.ts) and what the FUSE engine answers itself (namespace-lease.ts). Metadata comes from
  * the MetadataCache (kept coherent by one UpdatesFeed per library and updated at once by the gateway's
  * own changes). Everything written is handed to the WriteBack, the one owner of local versions, their
  * journal and their uploads. What is and is not POSIX here is written down in docs/semantics.md.
@@ -46,7 +46,7 @@ import { LibraryQuotas } from './library-quotas.js';
 import { LockHolds } from './lock-holds.js';
 import { UnlinkedWhileRead } from './unlinked-while-read.js';
 import { TreeTransfer } from './tree-transfer.js';
-import { EngineHandOver } from './engine-hand-over.js';
+import { NamespaceLease } from './namespace-lease.js';
 import { systemClock } from './clock.js';
 
 export interface GatewayStatus {
@@ -101,7 +101,7 @@ export class GatewayVfs implements Vfs {
   /** Copies between libraries (and of files with local versions), through a local spool. */
   private readonly transfer: TreeTransfer;
   /** What the FUSE engine answers by itself. */
-  private readonly engine: EngineHandOver;
+  private readonly engine: NamespaceLease;
   private readonly logger: Logger;
   /** Every version of every file, read-only, under `/<library>/.versions` (versions-view.ts). */
   private readonly versions: VersionsView;
@@ -202,7 +202,7 @@ export class GatewayVfs implements Vfs {
       cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, logger: opts.logger, hold: (hash) => this.budget?.hold(hash),
     });
     this.transfer = new TreeTransfer({ libs: this.libs, lookups: this.lookups, writeBack: this.writeBack, hasher: this.hasher });
-    this.engine = new EngineHandOver({
+    this.engine = new NamespaceLease({
       libs: this.libs, cache: this.cache, lookups: this.lookups, unlinked: this.unlinked, writeBack: this.writeBack, readOnly: !!opts.readOnly,
       writable: (path) => this.writable(path), closed: () => this.closed,
     });
@@ -792,7 +792,7 @@ export class GatewayVfs implements Vfs {
     }
   }
 
-  // ---- the FUSE engine's own answers (engine-hand-over.ts) -------------------------------------------------
+  // ---- the FUSE engine's own answers (namespace-lease.ts) -------------------------------------------------
 
   sideJournal(): SideJournal | undefined {
     return this.engine.sideJournal();

@@ -6,7 +6,7 @@ import { LocalVersion } from './local-version.js';
 import { orderOf, type JournalEntry } from './upload-journal.js';
 import { spoolMatches } from './spool-verification.js';
 import { folderEntry, keyOf } from './slots.js';
-import { WriteBackLease } from './engine-handover.js';
+import { WriteBackLease } from './write-back-lease.js';
 
 export abstract class WriteBackReplay extends WriteBackLease {
   /** Deletes and folders of a library waiting for the service (WriteBackFolders). */

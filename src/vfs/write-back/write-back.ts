@@ -25,7 +25,7 @@
  * The package, one idea a file; WriteBack's layers extend one another in this order:
  *   slots.ts            WriteBackSlots     the state the layers share; path slots, indexed by folder
  *   seals.ts            WriteBackSeals     write sessions, changes, seals, upload scheduling
- *   engine-handover.ts  WriteBackLease     what the FUSE engine is lent: the side journal, closed creates,
+ *   write-back-lease.ts WriteBackLease     what the FUSE engine is lent: the side journal, closed creates,
  *                                          versions whose spool the kernel writes (passthrough)
  *   replay.ts           WriteBackReplay    the journal of the last run taken up again
  *   pending-folders.ts  WriteBackFolders   folders made offline, deletes deferred while files are read

@@ -1,7 +1,8 @@
 /**
- * WriteBackLease: what the write-back hands to the FUSE engine (the lessee, see engine-lease.ts): the
- * journal it writes its answered closes' records to, files it created and closed before the Vfs saw
- * them, and versions whose spool the kernel writes itself (passthrough).
+ * WriteBackLease: the write-back's side of the engine lease (engine-lease.ts; the namespace's side is
+ * namespace-lease.ts): what the write-back hands the FUSE engine (the lessee): the journal it writes its
+ * answered closes' records to, files it created and closed before the Vfs saw them, and versions whose
+ * spool the kernel writes itself (passthrough).
  */
 import { statSync } from 'node:fs';
 import { fsErrorOf } from '../fs-errors.js';

@@ -1,7 +1,8 @@
 /**
- * What the gateway hands the FUSE engine so that it answers requests by itself: a folder's cached names,
- * where it may answer closes, the side journal it writes its versions' records to, and the files it
- * created, wrote and closed on its own, taken in by the WriteBack in one call (types.ts, Vfs).
+ * NamespaceLease: the namespace's side of the engine lease (engine-lease.ts; the write-back's side is
+ * write-back/write-back-lease.ts): what the gateway hands the FUSE engine so that it answers requests by
+ * itself: a folder's cached names, where it may answer closes, the side journal it writes its versions'
+ * records to, and the files it created, wrote and closed on its own, taken in by the WriteBack in one call.
  */
 import { VersionsView } from './versions-view.js';
 import type { MetadataCache } from './metadata-cache.js';
@@ -13,7 +14,7 @@ import type { WriteBack } from './write-back/index.js';
 import type { CallContext } from './types.js';
 import type { ClosedCreate, EngineClose, SideJournal } from './engine-lease.js';
 
-export interface EngineHandOverOptions {
+export interface NamespaceLeaseOptions {
   libs: LibraryFolders;
   cache: MetadataCache;
   lookups: NamespaceLookups;
@@ -25,8 +26,8 @@ export interface EngineHandOverOptions {
   closed: () => boolean;
 }
 
-export class EngineHandOver {
-  constructor(private readonly opts: EngineHandOverOptions) {}
+export class NamespaceLease {
+  constructor(private readonly opts: NamespaceLeaseOptions) {}
 
   sideJournal(): SideJournal | undefined {
     return this.opts.readOnly || this.opts.closed() ? undefined : this.opts.writeBack.sideJournal();
