@@ -4,7 +4,8 @@
  * how the parts are wired: the libraries served and their feeds (library-folders.ts), lookups and
  * listings (namespace-lookups.ts), reads of service files (service-reads.ts), quotas (library-quotas.ts),
  * locks (lock-holds.ts), files unlinked while read (unlinked-while-read.ts), copies between libraries
- * (tree-transfer.ts) and what the FUSE engine answers itself (namespace-lease.ts). Metadata comes from
+ * (tree-transfer.ts), what the FUSE engine answers itself (namespace-lease.ts) and the namespaces the
+ * gateway keeps itself, the versions view and Office lock files (gateway-namespaces.ts). Metadata comes from
  * the MetadataCache (kept coherent by one UpdatesFeed per library and updated at once by the gateway's
  * own changes). Everything written is handed to the WriteBack, the one owner of local versions, their
  * journal and their uploads. What is and is not POSIX here is written down in docs/semantics.md.
@@ -26,11 +27,14 @@ import { PendingMarks } from './pending-marks.js';
 import { TimeOverrides } from './time-overrides.js';
 import { FileHasher, Sha1Streams, WriteBack, type Conflict, type PendingFile, type UploadStatus } from './write-back/index.js';
 import { ForegroundActivity } from './foreground-activity.js';
-import { VERSIONS_FOLDER, VersionsView } from './versions-view.js';
+import { VersionsView } from './versions-view.js';
 import { FileStates } from './file-state.js';
-import { isOfficeLockName, isOfficeLockPath, OfficeLockFiles } from './office-lock-files.js';
+import { OfficeLockFiles } from './office-lock-files.js';
 import { VfsError, type Attr, type CallContext, type StatFs, type Vfs } from './types.js';
 import type { ClosedCreate, EngineLease, LeasedHandle, LeaseOpenFlags, SideJournal } from './engine-lease.js';
+import { GatewayNamespaces } from './gateway-namespaces.js';
+import { VersionsNamespace } from './versions-namespace.js';
+import { LockFileNamespace } from './lock-file-namespace.js';
 import { ChangeEvents } from './change-events.js';
 import { CacheBudget } from './cache-budget.js';
 import { PinMarks } from './pin-marks.js';
@@ -100,11 +104,11 @@ export class GatewayVfs implements Vfs {
   private readonly reads: ServiceReads;
   /** Copies between libraries (and of files with local versions), through a local spool. */
   private readonly transfer: TreeTransfer;
-  /** What the FUSE engine answers by itself. */
-  private readonly engine: NamespaceLease;
+  /** What the FUSE engine is lent to answer by itself (namespace-lease.ts; the write-back lends the rest). */
+  readonly engineLease: EngineLease;
   private readonly logger: Logger;
-  /** Every version of every file, read-only, under `/<library>/.versions` (versions-view.ts). */
-  private readonly versions: VersionsView;
+  /** The gateway's own namespaces in the libraries' folders: the versions view, Office lock files (gateway-namespaces.ts). */
+  private readonly namespaces: GatewayNamespaces;
   /** Each file's state in one word (file-state.ts); `conflictOf` is set by whoever knows conflicts. */
   readonly states: FileStates;
   /** The cache's limit, and what it never evicts (pinned, open). */
@@ -113,7 +117,7 @@ export class GatewayVfs implements Vfs {
   private readonly pins: PinnedContent | undefined;
   /** Office and LibreOffice lock files: kept here, turned into service locks of their documents. */
   private readonly lockFiles: OfficeLockFiles;
-  /** close() is releasing the locks of lock files: unlocks pass though the gateway is closed. */
+  /** close() is closing the gateway-side namespaces: the unlocks they make pass though the gateway is closed. */
   private unlockingAtClose = false;
   private closed = false;
 
@@ -150,7 +154,7 @@ export class GatewayVfs implements Vfs {
       syncState: (name, fullpath) => this.writeBack.syncState(name, fullpath),
       online: (name) => this.connectivity.online(name),
     });
-    this.versions = new VersionsView({
+    const versions = new VersionsView({
       remoteOf: (name) => this.libs.get(name)?.remote,
       lookup: (name, fullpath, ctx) => this.lookups.lookup(this.libs.get(name)!, fullpath, ctx),
       list: (name, fullpath, ctx) => this.lookups.listDir(this.libs.get(name)!, fullpath, ctx),
@@ -184,7 +188,7 @@ export class GatewayVfs implements Vfs {
           this.unlinked.removed(name, fullpath);
           this.libs.ownRemove(name, fullpath, false);
         },
-        gatewayOnly: (name, fullpath) => isOfficeLockPath(gatewayPathOf(name, fullpath)),
+        gatewayOnly: (name, fullpath) => this.namespaces.keptHere(gatewayPathOf(name, fullpath)),
         attrOf: (name, entry) => {
           const lib = this.libs.get(name);
           return lib ? this.lookups.toAttr(lib, entry) : { path: gatewayPathOf(name, entry.fullpath), name: entry.name, isDir: false, size: entry.size, mtimeMs: entry.mtimeMs, ctimeMs: entry.ctimeMs, dirty: true };
@@ -202,9 +206,16 @@ export class GatewayVfs implements Vfs {
       cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, logger: opts.logger, hold: (hash) => this.budget?.hold(hash),
     });
     this.transfer = new TreeTransfer({ libs: this.libs, lookups: this.lookups, writeBack: this.writeBack, hasher: this.hasher });
-    this.engine = new NamespaceLease({
-      libs: this.libs, cache: this.cache, lookups: this.lookups, unlinked: this.unlinked, writeBack: this.writeBack, readOnly: !!opts.readOnly,
-      writable: (path) => this.writable(path), closed: () => this.closed,
+    this.namespaces = new GatewayNamespaces([
+      new VersionsNamespace({ view: versions, libs: this.libs, gateway: this }),
+      new LockFileNamespace({
+        files: this.lockFiles, libs: this.libs, lookups: this.lookups, readOnly: !!opts.readOnly,
+        writable: (path) => this.writable(path), sideJournal: () => this.writeBack.sideJournal(),
+      }),
+    ]);
+    this.engineLease = new NamespaceLease({
+      libs: this.libs, cache: this.cache, lookups: this.lookups, unlinked: this.unlinked, writeBack: this.writeBack, namespaces: this.namespaces,
+      readOnly: !!opts.readOnly, writable: (path) => this.writable(path), closed: () => this.closed, open: (path, flags, ctx) => this.open(path, flags, ctx),
     });
   }
 
@@ -243,7 +254,7 @@ export class GatewayVfs implements Vfs {
     }
     await Promise.all(this.libs.all().map((l) => this.libs.startFeed(l)));
     await this.writeBack.replay((name) => this.libs.has(name));
-    await this.lockFiles.start();
+    await this.namespaces.start();
     await this.pins?.init();
     for (const l of this.libs.all()) if (this.connectivity.online(l.name)) this.pins?.resync(l.name);
   }
@@ -288,10 +299,9 @@ export class GatewayVfs implements Vfs {
   // ---- metadata -------------------------------------------------------------------------------------------
 
   async stat(path: string, ctx?: CallContext, opts: { fresh?: boolean } = {}): Promise<Attr> {
-    const view = await this.versions.at(path, ctx);
-    if (view) return this.versions.stat(view, ctx);
+    const own = await this.namespaces.answer('stat', path, ctx);
+    if (own) return own(path, ctx);
     const t = this.target(path);
-    if (isOfficeLockPath(t.path)) return this.lockFiles.stat(t.path);
     if (!t.lib) return this.lookups.rootAttr();
     const e = opts.fresh && t.fullpath !== '' ? await this.lookups.entryOf(t.lib, t.fullpath, ctx) : await this.lookups.lookup(t.lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
@@ -299,17 +309,17 @@ export class GatewayVfs implements Vfs {
   }
 
   async readdir(path: string, ctx?: CallContext): Promise<Attr[]> {
-    const view = await this.versions.at(path, ctx);
-    if (view) return this.versions.readdir(view, ctx);
+    const own = await this.namespaces.answer('readdir', path, ctx);
+    if (own) return own(path, ctx);
     const t = this.target(path);
     if (!t.lib) return this.libs.all().map((l) => this.lookups.libraryAttr(l));
     const entries = await this.lookups.listDir(t.lib, t.fullpath, ctx);
-    // Lock files are the gateway's own: any of the service's under such a name is not shown.
-    return [...entries.filter((e) => !isOfficeLockName(e.name)).map((e) => this.lookups.toAttr(t.lib!, e)), ...(await this.lockFiles.list(t.path))];
+    // A name a gateway-side namespace keeps in this folder is its own: any of the service's is not shown.
+    return [...entries.filter((e) => !this.namespaces.hidden(e.name)).map((e) => this.lookups.toAttr(t.lib!, e)), ...(await this.namespaces.list(t.path))];
   }
 
   async readOnlyAt(path: string, ctx?: CallContext): Promise<boolean> {
-    return (await this.versions.at(path, ctx)) !== undefined;
+    return this.namespaces.readOnlyAt(path, ctx);
   }
 
   async statfs(path: string, ctx?: CallContext): Promise<StatFs> {
@@ -320,13 +330,12 @@ export class GatewayVfs implements Vfs {
   // ---- reads and writes -----------------------------------------------------------------------------------
 
   async open(path: string, flags: LeaseOpenFlags, ctx?: CallContext): Promise<LeasedHandle> {
-    const view = await this.versions.at(path, ctx);
-    if (view) return this.versions.open(view, flags, ctx);
+    const own = await this.namespaces.answer('open', path, ctx);
+    if (own) return own(path, flags, ctx);
     const t = this.target(path);
     const lib = this.needLibrary(t, 'open');
     const writing = !!(flags.write || flags.create || flags.truncate || flags.append);
     if (writing) this.writable(t.path);
-    if (isOfficeLockPath(t.path)) return this.lookups.needFolder(lib, parentOf(t.fullpath), ctx).then(() => this.lockFiles.open(t.path, flags, ctx));
     const existing = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (existing?.isDir) throw new VfsError('EISDIR', `${t.path} is a folder`);
     if (existing && flags.create && flags.exclusive) throw new VfsError('EEXIST', `${t.path} exists`);
@@ -349,11 +358,10 @@ export class GatewayVfs implements Vfs {
   }
 
   async createReadStream(path: string, range: { start?: number; end?: number } = {}, ctx?: CallContext): Promise<Readable> {
-    const view = await this.versions.at(path, ctx);
-    if (view) return this.versions.createReadStream(view, range, ctx);
+    const own = await this.namespaces.answer('createReadStream', path, ctx);
+    if (own) return own(path, range, ctx);
     const t = this.target(path);
     const lib = this.needLibrary(t, 'read');
-    if (isOfficeLockPath(t.path)) return this.lockFiles.createReadStream(t.path, range);
     const entry = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (!entry) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (entry.isDir) throw new VfsError('EISDIR', `${t.path} is a folder`);
@@ -371,11 +379,11 @@ export class GatewayVfs implements Vfs {
    * ends normally and the new version is journaled (see WriteBack.replace).
    */
   async writeFile(path: string, source: Readable | Buffer | AsyncIterable<Buffer>, ctx?: CallContext, opts: { holdUploadMs?: number; size?: number } = {}): Promise<Attr> {
-    await this.refuseInVersions(path, ctx);
+    const own = await this.namespaces.answer('writeFile', path, ctx);
+    if (own) return own(path, source, ctx);
     const t = this.target(path);
     const lib = this.needLibrary(t, 'write');
     this.writable(t.path);
-    if (isOfficeLockPath(t.path)) return this.lookups.needFolder(lib, parentOf(t.fullpath), ctx).then(() => this.lockFiles.writeFile(t.path, source, ctx));
     const existing = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (existing?.isDir) throw new VfsError('EISDIR', `${t.path} is a folder`);
     if (existing) this.locks.assertHeld(lib.name, existing, ctx);
@@ -399,7 +407,8 @@ export class GatewayVfs implements Vfs {
     if (p.fullpath === '') throw new VfsError(this.libs.has(p.library) ? 'EEXIST' : 'EPERM', `libraries are not created through the gateway: ${p.path}`);
     const t = this.target(path);
     this.writable(t.path);
-    await this.refuseInVersions(path, ctx);
+    const own = await this.namespaces.answer('mkdir', path, ctx);
+    if (own) return own(path, ctx);
     const lib = t.lib!;
     await this.unlinked.settle(lib.name, t.fullpath);
     if (await this.lookups.lookup(lib, t.fullpath, ctx)) throw new VfsError('EEXIST', `${t.path} exists`);
@@ -426,8 +435,8 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'unlink');
     if (t.fullpath === '') throw new VfsError('EPERM', `cannot remove a library: ${t.path}`);
     this.writable(t.path);
-    await this.refuseInVersions(path, ctx);
-    if (isOfficeLockPath(t.path)) return this.lockFiles.unlink(t.path);
+    const own = await this.namespaces.answer('unlink', path, ctx);
+    if (own) return own(path, ctx);
     const entry = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (!entry) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (entry.isDir) throw new VfsError('EISDIR', `${t.path} is a folder (use rmdir)`);
@@ -458,38 +467,28 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'rmdir');
     if (t.fullpath === '') throw new VfsError('EPERM', `cannot remove a library: ${t.path}`);
     this.writable(t.path);
-    await this.refuseInVersions(path, ctx);
+    const own = await this.namespaces.answer('rmdir', path, ctx);
+    if (own) return own(path, ctx);
     const entry = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (!entry) throw new VfsError('ENOENT', `no such folder: ${t.path}`);
     if (!entry.isDir) throw new VfsError('ENOTDIR', `${t.path} is a file`);
-    // Emptiness is checked on the service itself (not the cache) and against pending local files and lock files.
+    // Emptiness is checked on the service itself (not the cache) and against pending local files and the gateway-side namespaces' names.
     const children = await lib.remote.list(t.fullpath, remoteCall(ctx));
-    const pending = this.writeBack.hasWithin(lib.name, t.fullpath) || this.lockFiles.namesIn(t.path).length > 0;
+    const pending = this.writeBack.hasWithin(lib.name, t.fullpath) || this.namespaces.namesIn(t.path).length > 0;
     if (children.length > 0 || pending) throw new VfsError('ENOTEMPTY', `${t.path} is not empty`);
     await lib.remote.remove(t.fullpath, remoteCall(ctx));
     this.libs.ownRemove(lib.name, t.fullpath, true);
   }
 
   async rename(from: string, to: string, opts: { noReplace?: boolean } = {}, ctx?: CallContext): Promise<void> {
-    await this.refuseInVersions(from, ctx);
-    await this.refuseInVersions(to, ctx);
+    const own = await this.namespaces.answerEither('rename', from, to, ctx);
+    if (own) return own(from, to, opts, ctx);
     if (this.target(from).path === this.target(to).path) {
       this.writable(from);
       return;
     }
-    if (isOfficeLockPath(this.target(from).path) || isOfficeLockPath(this.target(to).path)) return this.lockFileTransfer('rename', from, to, opts, ctx);
     await this.renameOnService(from, to, opts, ctx);
-    await this.lockFiles.moved(this.target(from).path, this.target(to).path, ctx);
-  }
-
-  /** Lock files move and copy among lock file names only (they are not the service's): else EXDEV. */
-  private async lockFileTransfer(verb: 'rename' | 'copy', from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext): Promise<void> {
-    const a = this.target(from);
-    const b = this.target(to);
-    this.writable(b.path);
-    if (!isOfficeLockPath(a.path) || !isOfficeLockPath(b.path)) throw new VfsError('EXDEV', `lock files stay on the gateway: ${a.path} → ${b.path} is not a move between lock files`);
-    await this.lookups.needFolder(this.needLibrary(b, verb), parentOf(b.fullpath), ctx);
-    await this.lockFiles[verb](a.path, b.path, opts, ctx);
+    await this.namespaces.moved(from, to, ctx);
   }
 
   private async renameOnService(from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext): Promise<void> {
@@ -528,10 +527,8 @@ export class GatewayVfs implements Vfs {
   }
 
   async copy(from: string, to: string, opts: { noReplace?: boolean } = {}, ctx?: CallContext): Promise<void> {
-    await this.refuseInVersions(to, ctx);
-    const view = await this.versions.at(from, ctx);
-    if (view) return this.copyVersion(view.path, to, opts, ctx);
-    if (isOfficeLockPath(this.target(from).path) || isOfficeLockPath(this.target(to).path)) return this.lockFileTransfer('copy', from, to, opts, ctx);
+    const own = await this.namespaces.answerEither('copy', from, to, ctx);
+    if (own) return own(from, to, opts, ctx);
     const { a, b, dst } = await this.transferEnds('copied', from, to, opts, ctx);
     if (dst) {
       if (dst.isDir) await this.transfer.removeTree(b.lib, b.fullpath, true, ctx);
@@ -544,19 +541,6 @@ export class GatewayVfs implements Vfs {
       return;
     }
     await this.transfer.copyAcross(a.lib, a.fullpath, b.lib, b.fullpath, ctx);
-  }
-
-  /** A version copied out of the view (restored): its bytes streamed into a file at `to`. */
-  private async copyVersion(from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext): Promise<void> {
-    const attr = await this.stat(from, ctx);
-    if (attr.isDir) throw new VfsError('ENOTSUP', `${from}: folders of the versions view are not copied; copy its versions one by one`);
-    if (opts.noReplace && (await this.stat(to, ctx).catch(() => undefined))) throw new VfsError('EEXIST', `${to} exists`);
-    await this.writeFile(to, await this.createReadStream(from, {}, ctx), ctx, { size: attr.size });
-  }
-
-  /** Refuses (EROFS) a change of anything in the versions view. */
-  private async refuseInVersions(path: string, ctx?: CallContext): Promise<void> {
-    if (await this.versions.at(path, ctx)) throw this.versions.refusal(path);
   }
 
   /** Both ends of a rename or copy, checked: source exists, not into itself, target's folder exists, noReplace; `localMove`: a rename of a file the service has nothing of (moved here only). */
@@ -588,8 +572,8 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'setTimes');
     this.writable(t.path);
-    await this.refuseInVersions(path, ctx);
-    if (isOfficeLockPath(t.path)) return this.lockFiles.setTimes(t.path, mtimeMs);
+    const own = await this.namespaces.answer('setTimes', path, ctx);
+    if (own) return own(path, mtimeMs, ctx);
     if (await this.writeBack.setTimes(lib.name, t.fullpath, mtimeMs)) return;
     const e = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
@@ -602,8 +586,8 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'getTags');
     if (t.fullpath === '') throw new VfsError('ENOTSUP', `libraries have no tags: ${t.path}`);
-    // Versions have no tags of their own.
-    if (await this.versions.at(path, ctx)) return [];
+    const own = await this.namespaces.answer('getTags', path, ctx);
+    if (own) return own(path, ctx);
     const local = this.writeBack.entry(lib.name, t.fullpath);
     if (local && isUnsent(local)) return this.marks.tags(lib.name, t.fullpath) ?? local.tags ?? [];
     if (lib.remote.tags) {
@@ -621,7 +605,8 @@ export class GatewayVfs implements Vfs {
     const lib = this.needLibrary(t, 'setTags');
     if (t.fullpath === '') throw new VfsError('ENOTSUP', `libraries have no tags: ${t.path}`);
     this.writable(t.path);
-    await this.refuseInVersions(path, ctx);
+    const own = await this.namespaces.answer('setTags', path, ctx);
+    if (own) return own(path, tags, ctx);
     for (const tag of tags) {
       if (typeof tag !== 'string' || tag.trim() === '' || tag.includes(';')) throw new VfsError('EINVAL', `expected tags without ';' and not empty, got ${JSON.stringify(tag)}`);
     }
@@ -643,15 +628,15 @@ export class GatewayVfs implements Vfs {
     const t = this.target(path);
     const lib = this.needLibrary(t, 'setLocked');
     if (t.fullpath === '') throw new VfsError('ENOTSUP', `libraries cannot be locked: ${t.path}`);
-    if (isOfficeLockPath(t.path)) throw new VfsError('ENOTSUP', `lock files stay on the gateway and have no service lock: ${t.path}`);
+    const own = await this.namespaces.answer('setLocked', path, ctx);
+    if (own) return own(path, locked, ctx);
     if (!(this.unlockingAtClose && !locked)) this.writable(t.path);
-    await this.refuseInVersions(path, ctx);
     const e = await this.lookups.lookup(lib, t.fullpath, ctx);
     if (!e) throw new VfsError('ENOENT', `no such file: ${t.path}`);
     if (e.isDir) throw new VfsError('ENOTSUP', `folders cannot be locked: ${t.path}`);
     this.locks.assertMayLock(lib.name, t.fullpath, t.path, ctx);
     // An unlock (a WebDAV UNLOCK, say) while the holder's Office lock file stands: the lock file keeps it.
-    if (!locked && this.lockFiles.holds(t.path, ctx?.lockHolder ?? '')) return;
+    if (!locked && this.namespaces.keepsLock(t.path, ctx?.lockHolder ?? '')) return;
     if (isUnsent(e)) {
       // Not on the service yet: the gateway holds the lock from now on, the service takes it with the file.
       this.marks.setLock(lib.name, t.fullpath, locked, ctx?.operator);
@@ -766,7 +751,7 @@ export class GatewayVfs implements Vfs {
     this.closed = true;
     // The locks lock files took go first, while the service is served (else the next start releases them).
     this.unlockingAtClose = true;
-    await this.lockFiles.close();
+    await this.namespaces.close();
     this.unlockingAtClose = false;
     await this.pins?.close();
     await this.libs.stopFeeds();
@@ -795,49 +780,19 @@ export class GatewayVfs implements Vfs {
   // ---- the FUSE engine's own answers (namespace-lease.ts) -------------------------------------------------
 
   sideJournal(): SideJournal | undefined {
-    return this.engine.sideJournal();
+    return this.engineLease.sideJournal();
   }
 
-  // ---- the engine lease (engine-lease.ts): what the write-back lends the FUSE engine ------------------------
-
-  readonly engineLease: EngineLease = {
-    open: (path, flags, ctx, opts) => this.open(path, opts?.journalId === undefined ? flags : { ...flags, journalId: opts.journalId }, ctx),
-    cachedNames: (path, max) => this.cachedNames(path, max),
-    unlistedNames: (path, listed) => this.unlistedNames(path, listed),
-    sideJournal: () => this.sideJournal(),
-    answeredClosesIn: (path) => this.answeredClosesIn(path),
-    createClosed: (files, ctx) => this.createClosed(files, ctx),
-  };
-
-  async createClosed(files: readonly ClosedCreate[], ctx?: CallContext): Promise<boolean[]> {
-    // Lock files the engine closed stay on the gateway: taken from their records, never journaled.
-    const lockFile = (f: ClosedCreate): boolean => !this.opts.readOnly && !!this.target(f.path).lib && isOfficeLockPath(this.target(f.path).path);
-    const others = files.filter((f) => !lockFile(f));
-    const made = others.length > 0 ? await this.engine.createClosed(others, ctx) : [];
-    let at = 0;
-    const out: boolean[] = [];
-    for (const f of files) out.push(lockFile(f) ? await this.lockFiles.createClosed(this.target(f.path).path, f, this.writeBack.sideJournal(), ctx).catch(() => false) : made[at++]!);
-    return out;
+  createClosed(files: readonly ClosedCreate[], ctx?: CallContext): Promise<boolean[]> {
+    return this.engineLease.createClosed(files, ctx);
   }
 
   answeredClosesIn(path: string): { library: string; fullpath: string } | undefined {
-    if (VersionsView.names(path)) return undefined;
-    return this.engine.answeredClosesIn(path);
+    return this.engineLease.answeredClosesIn(path);
   }
 
   cachedNames(path: string, max: number): string[] | undefined {
-    if (VersionsView.names(path)) return undefined;
-    const listed = this.engine.cachedNames(path, max);
-    if (!listed) return undefined;
-    const names = [...listed.filter((n) => !isOfficeLockName(n)), ...this.lockFiles.namesIn(this.target(path).path)];
-    return names.length > max ? undefined : [...names, ...this.unlistedNames(path, names)!];
-  }
-
-  unlistedNames(path: string, listed: readonly string[]): string[] | undefined {
-    if (VersionsView.names(path)) return undefined;
-    const t = this.target(path);
-    // The versions view is found by its name at a library's root, though no listing shows it.
-    return t.lib && t.fullpath === '' && this.versions.shownIn(t.lib.name, listed) ? [VERSIONS_FOLDER] : [];
+    return this.engineLease.cachedNames(path, max);
   }
 
   // ---- internals ------------------------------------------------------------------------------------------

@@ -3,8 +3,8 @@
  * write-back/write-back-lease.ts): what the gateway hands the FUSE engine so that it answers requests by
  * itself: a folder's cached names, where it may answer closes, the side journal it writes its versions'
  * records to, and the files it created, wrote and closed on its own, taken in by the WriteBack in one call.
+ * Paths of the gateway-side namespaces (gateway-namespaces.ts) are theirs: the engine answers nothing there.
  */
-import { VersionsView } from './versions-view.js';
 import type { MetadataCache } from './metadata-cache.js';
 import type { NamespaceLookups } from './namespace-lookups.js';
 import { parentOf } from './remote.js';
@@ -12,7 +12,8 @@ import type { LibraryFolders } from './library-folders.js';
 import type { UnlinkedWhileRead } from './unlinked-while-read.js';
 import type { WriteBack } from './write-back/index.js';
 import type { CallContext } from './types.js';
-import type { ClosedCreate, EngineClose, SideJournal } from './engine-lease.js';
+import type { GatewayNamespaces } from './gateway-namespaces.js';
+import type { ClosedCreate, EngineClose, EngineLease, LeasedHandle, LeaseOpenFlags, SideJournal } from './engine-lease.js';
 
 export interface NamespaceLeaseOptions {
   libs: LibraryFolders;
@@ -20,20 +21,32 @@ export interface NamespaceLeaseOptions {
   lookups: NamespaceLookups;
   unlinked: UnlinkedWhileRead;
   writeBack: WriteBack;
+  namespaces: GatewayNamespaces;
   readOnly: boolean;
   /** Throws unless changes are taken now (EROFS, EIO once closed). */
   writable: (path: string) => void;
   closed: () => boolean;
+  /** The gateway's Vfs.open. */
+  open: (path: string, flags: LeaseOpenFlags, ctx?: CallContext) => Promise<LeasedHandle>;
 }
 
-export class NamespaceLease {
+export class NamespaceLease implements EngineLease {
   constructor(private readonly opts: NamespaceLeaseOptions) {}
+
+  open(path: string, flags: LeaseOpenFlags, ctx?: CallContext, opts?: { journalId?: string }): Promise<LeasedHandle> {
+    return this.opts.open(path, opts?.journalId === undefined ? flags : { ...flags, journalId: opts.journalId }, ctx);
+  }
 
   sideJournal(): SideJournal | undefined {
     return this.opts.readOnly || this.opts.closed() ? undefined : this.opts.writeBack.sideJournal();
   }
 
-  async createClosed(files: readonly ClosedCreate[], ctx?: CallContext): Promise<boolean[]> {
+  createClosed(files: readonly ClosedCreate[], ctx?: CallContext): Promise<boolean[]> {
+    return this.opts.namespaces.createClosed(files, (rest) => this.takeClosed(rest, ctx), ctx);
+  }
+
+  /** Files of the libraries the engine closed by itself, taken in by the WriteBack in one call. */
+  private async takeClosed(files: readonly ClosedCreate[], ctx?: CallContext): Promise<boolean[]> {
     const { libs, lookups, unlinked, writeBack } = this.opts;
     const made: boolean[] = files.map(() => false);
     const takes: { at: number; library: string; fullpath: string; id: string; closed: EngineClose }[] = [];
@@ -42,7 +55,7 @@ export class NamespaceLease {
     for (let at = 0; at < files.length; at++) {
       const f = files[at]!;
       const t = libs.target(f.path);
-      if (!t.lib || t.fullpath === '' || this.opts.readOnly || t.lib.remote.checkWrite || unlinked.isHidden(t.lib.name, t.fullpath) || VersionsView.names(f.path)) continue;
+      if (!t.lib || t.fullpath === '' || this.opts.readOnly || t.lib.remote.checkWrite || unlinked.isHidden(t.lib.name, t.fullpath)) continue;
       const lib = t.lib;
       const folder = parentOf(t.fullpath);
       const key = `${lib.name}\0${folder}`;
@@ -63,6 +76,7 @@ export class NamespaceLease {
   }
 
   answeredClosesIn(path: string): { library: string; fullpath: string } | undefined {
+    if (this.opts.namespaces.named(path)) return undefined;
     const t = this.opts.libs.target(path);
     // A library whose service checks each new file against the member's rights: its closes wait for that.
     if (!t.lib || this.opts.readOnly || t.lib.remote.checkWrite) return undefined;
@@ -70,10 +84,17 @@ export class NamespaceLease {
   }
 
   cachedNames(path: string, max: number): string[] | undefined {
+    if (this.opts.namespaces.named(path)) return undefined;
     const t = this.opts.libs.target(path);
     if (!t.lib) return undefined;
     const list = this.opts.cache.getListing(t.lib.name, t.fullpath);
     if (!list || list.length > max) return undefined;
-    return [...this.opts.lookups.overlaid(t.lib, t.fullpath, list).keys()];
+    const names = this.opts.namespaces.namesShown(t.path, [...this.opts.lookups.overlaid(t.lib, t.fullpath, list).keys()]);
+    return names.length > max ? undefined : [...names, ...this.unlistedNames(path, names)!];
+  }
+
+  unlistedNames(path: string, listed: readonly string[]): string[] | undefined {
+    if (this.opts.namespaces.named(path)) return undefined;
+    return this.opts.namespaces.unlisted(path, listed);
   }
 }

@@ -1,0 +1,64 @@
+/**
+ * The versions view (versions-view.ts) as a gateway-side namespace (gateway-namespaces.ts): it owns
+ * `/<library>/.versions/…` wherever the view is shown, answers reads there (no tags: versions have none
+ * of their own), copies a version out of it (a restore), and refuses every change with EROFS. Its
+ * folder is found by its name at a library's root, though no listing shows it.
+ */
+import type { GatewayNamespace, NamespaceOp, NamespaceOps } from './gateway-namespaces.js';
+import type { LibraryFolders } from './library-folders.js';
+import { VERSIONS_FOLDER, VersionsView } from './versions-view.js';
+import { VfsError, type CallContext, type Vfs } from './types.js';
+
+export interface VersionsNamespaceOptions {
+  view: VersionsView;
+  libs: LibraryFolders;
+  /** The gateway's own stat and writeFile: where a version copied out goes. */
+  gateway: Pick<Vfs, 'stat' | 'writeFile'>;
+}
+
+export class VersionsNamespace implements GatewayNamespace {
+  readonly readOnly = true;
+  readonly ops: Partial<NamespaceOps>;
+
+  constructor(private readonly opts: VersionsNamespaceOptions) {
+    const view = opts.view;
+    // Asked only for a path `owns` found in the view: its parts are read again by name alone.
+    const at = (path: string) => VersionsView.parse(path)!;
+    this.ops = {
+      stat: (path, ctx) => view.stat(at(path), ctx),
+      readdir: (path, ctx) => view.readdir(at(path), ctx),
+      open: (path, flags, ctx) => view.open(at(path), flags, ctx),
+      createReadStream: (path, range, ctx) => view.createReadStream(at(path), range, ctx),
+      getTags: async () => [],
+      copy: (from, to, o, ctx) => this.copyOut(from, to, o, ctx),
+    };
+  }
+
+  async owns(path: string, ctx?: CallContext): Promise<boolean> {
+    return (await this.opts.view.at(path, ctx)) !== undefined;
+  }
+
+  named(path: string): boolean {
+    return VersionsView.names(path);
+  }
+
+  refusal(_op: NamespaceOp, path: string): VfsError {
+    return this.opts.view.refusal(path);
+  }
+
+  unlisted(folder: string, listed: readonly string[]): string[] {
+    const t = this.opts.libs.target(folder);
+    return t.lib && t.fullpath === '' && this.opts.view.shownIn(t.lib.name, listed) ? [VERSIONS_FOLDER] : [];
+  }
+
+  /** A version copied out of the view (restored): its bytes streamed into a file at `to`. Nothing is copied into the view. */
+  private async copyOut(from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext): Promise<void> {
+    const view = this.opts.view;
+    if (await view.at(to, ctx)) throw view.refusal(to);
+    const v = (await view.at(from, ctx))!;
+    const attr = await view.stat(v, ctx);
+    if (attr.isDir) throw new VfsError('ENOTSUP', `${v.path}: folders of the versions view are not copied; copy its versions one by one`);
+    if (opts.noReplace && (await this.opts.gateway.stat(to, ctx).catch(() => undefined))) throw new VfsError('EEXIST', `${to} exists`);
+    await this.opts.gateway.writeFile(to, await view.createReadStream(v, {}, ctx), ctx, { size: attr.size });
+  }
+}
