@@ -19,7 +19,7 @@ import { ContentCache } from './content-cache.js';
 import { gatewayPathOf, parseGatewayPath } from './gateway-path.js';
 import { MetadataCache } from './metadata-cache.js';
 import { ReadAheadBudget } from './range-reader.js';
-import { baseName, isWithin, joinPath, parentOf, type Remote, type RemoteEntry } from './remote.js';
+import { joinPath, parentOf, type Remote, type RemoteEntry } from './remote.js';
 import type { UpdatesFeedStatus } from './updates-feed.js';
 import { Connectivity, type LibraryConnectivity } from './connectivity.js';
 import { SizeLimits } from './size-limits.js';
@@ -43,13 +43,14 @@ import { freeUpSpace } from './free-up-space.js';
 import { UploadBackpressure } from './upload-backpressure.js';
 import type { ResolvedLibrary } from './library-set.js';
 import type { GatewayVfsOptions } from './gateway-vfs-options.js';
-import { remoteCall, LibraryFolders, type Library, type LibraryTarget, type Target } from './library-folders.js';
+import { remoteCall, LibraryFolders, type Library, type Target } from './library-folders.js';
 import { isUnsent, NamespaceLookups, versionOf } from './namespace-lookups.js';
 import { ServiceReads } from './service-reads.js';
 import { LibraryQuotas } from './library-quotas.js';
 import { LockHolds } from './lock-holds.js';
 import { UnlinkedWhileRead } from './unlinked-while-read.js';
 import { TreeTransfer } from './tree-transfer.js';
+import { LibraryMoves } from './library-moves.js';
 import { NamespaceLease } from './namespace-lease.js';
 import { systemClock } from './clock.js';
 
@@ -102,8 +103,8 @@ export class GatewayVfs implements Vfs {
   private readonly lookups: NamespaceLookups;
   /** Reads of files the gateway has no local version of. */
   private readonly reads: ServiceReads;
-  /** Copies between libraries (and of files with local versions), through a local spool. */
-  private readonly transfer: TreeTransfer;
+  /** Renames and copies, inside and between libraries (library-moves.ts). */
+  private readonly moves: LibraryMoves;
   /** What the FUSE engine is lent to answer by itself (namespace-lease.ts; the write-back lends the rest). */
   readonly engineLease: EngineLease;
   private readonly logger: Logger;
@@ -205,7 +206,10 @@ export class GatewayVfs implements Vfs {
       blocks: this.blocks, disk: this.disk, budget: new ReadAheadBudget(opts.readAhead?.totalBytes ?? 256 * 1024 * 1024), readAhead: opts.readAhead,
       cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, logger: opts.logger, hold: (hash) => this.budget?.hold(hash),
     });
-    this.transfer = new TreeTransfer({ libs: this.libs, lookups: this.lookups, writeBack: this.writeBack, hasher: this.hasher });
+    this.moves = new LibraryMoves({
+      libs: this.libs, cache: this.cache, lookups: this.lookups, unlinked: this.unlinked, writeBack: this.writeBack, locks: this.locks, gateway: this,
+      transfer: new TreeTransfer({ libs: this.libs, lookups: this.lookups, writeBack: this.writeBack, hasher: this.hasher }), writable: (path) => this.writable(path),
+    });
     this.namespaces = new GatewayNamespaces([
       new VersionsNamespace({ view: versions, libs: this.libs, gateway: this }),
       new LockFileNamespace({
@@ -487,84 +491,14 @@ export class GatewayVfs implements Vfs {
       this.writable(from);
       return;
     }
-    await this.renameOnService(from, to, opts, ctx);
+    await this.moves.rename(from, to, opts, ctx);
     await this.namespaces.moved(from, to, ctx);
-  }
-
-  private async renameOnService(from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext): Promise<void> {
-    const { a, b, src, dst, localMove } = await this.transferEnds('renamed', from, to, opts, ctx);
-    if (dst) {
-      if (src.isDir && !dst.isDir) throw new VfsError('ENOTDIR', `${b.path} is a file`);
-      if (!src.isDir && dst.isDir) throw new VfsError('EISDIR', `${b.path} is a folder`);
-      if (dst.isDir) await this.rmdir(b.path, ctx);
-      else await this.unlink(b.path, ctx);
-    }
-    if (a.lib !== b.lib) {
-      await this.transfer.copyAcross(a.lib, a.fullpath, b.lib, b.fullpath, ctx);
-      await this.transfer.removeTree(a.lib, a.fullpath, src.isDir, ctx);
-      return;
-    }
-    const lib = a.lib;
-    if (!src.isDir) this.locks.assertHeld(lib.name, src, ctx);
-    // Uploads under the source stop first; the local versions move with it and their uploads restart there.
-    await this.writeBack.stopUploads(lib.name, a.fullpath);
-    let onService: RemoteEntry | null = null;
-    // A file made here of which nothing was ever sent has nothing to move on the service (a file someone
-    // else made there meanwhile is theirs): no round trip (an rsync renames every file it writes).
-    if (!localMove) {
-      try {
-        onService = await lib.remote.stat(a.fullpath, remoteCall(ctx));
-        if (onService) await lib.remote.move(a.fullpath, b.fullpath, remoteCall(ctx));
-      } catch (err) {
-        this.writeBack.resumeUploads(lib.name, a.fullpath);
-        throw err;
-      }
-    }
-    await this.writeBack.moved(lib.name, a.fullpath, b.fullpath);
-    this.libs.ownRemove(lib.name, a.fullpath, src.isDir);
-    if (onService) this.libs.ownUpsert(lib.name, { ...onService, fullpath: b.fullpath, name: baseName(b.fullpath) });
-    if (src.isDir) this.cache.invalidateListing(lib.name, b.fullpath);
   }
 
   async copy(from: string, to: string, opts: { noReplace?: boolean } = {}, ctx?: CallContext): Promise<void> {
     const own = await this.namespaces.answerEither('copy', from, to, ctx);
     if (own) return own(from, to, opts, ctx);
-    const { a, b, dst } = await this.transferEnds('copied', from, to, opts, ctx);
-    if (dst) {
-      if (dst.isDir) await this.transfer.removeTree(b.lib, b.fullpath, true, ctx);
-      else await this.unlink(b.path, ctx);
-    }
-    const hasLocal = !!this.writeBack.current(a.lib.name, a.fullpath) || this.writeBack.hasWithin(a.lib.name, a.fullpath);
-    if (a.lib === b.lib && !hasLocal) {
-      await a.lib.remote.copy(a.fullpath, b.fullpath, remoteCall(ctx));
-      this.libs.ownForget(b.lib.name, b.fullpath);
-      return;
-    }
-    await this.transfer.copyAcross(a.lib, a.fullpath, b.lib, b.fullpath, ctx);
-  }
-
-  /** Both ends of a rename or copy, checked: source exists, not into itself, target's folder exists, noReplace; `localMove`: a rename of a file the service has nothing of (moved here only). */
-  private async transferEnds(verb: string, from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext):
-    Promise<{ a: LibraryTarget; b: LibraryTarget; src: RemoteEntry; dst: RemoteEntry | null; localMove: boolean }> {
-    const a = this.target(from);
-    const b = this.target(to);
-    if (!a.lib || a.fullpath === '' || !b.lib || b.fullpath === '') throw new VfsError('EPERM', `libraries cannot be ${verb} or replaced: ${a.path} → ${b.path}`);
-    this.writable(b.path);
-    const src = await this.lookups.entryOf(a.lib, a.fullpath, ctx);
-    if (!src) throw new VfsError('ENOENT', `no such file or folder: ${a.path}`);
-    if (src.isDir && a.lib === b.lib && isWithin(b.fullpath, a.fullpath)) throw new VfsError('EINVAL', `cannot put ${a.path} into itself`);
-    await this.lookups.needFolder(b.lib, parentOf(b.fullpath), ctx);
-    await this.unlinked.settle(b.lib.name, b.fullpath);
-    // A file of which the service has nothing from here moves here only: its target is found as a create
-    // finds its name (the cache, following the updates feed; a name made elsewhere meanwhile meets the
-    // upload as it would meet a new file's). Otherwise the service is asked.
-    const localMove = verb === 'renamed' && !src.isDir && a.lib === b.lib && this.writeBack.unsent(a.lib.name, a.fullpath);
-    const dst = localMove ? await this.lookups.lookup(b.lib, b.fullpath, ctx) : await this.lookups.entryOf(b.lib, b.fullpath, ctx);
-    if (dst && opts.noReplace) throw new VfsError('EEXIST', `${b.path} exists`);
-    // Its upload will be a file made (or changed) at the target: a service that checks that per member is
-    // asked now, as at a create, before anything changes.
-    if (localMove) await b.lib.remote.checkWrite?.(b.fullpath, !!dst, remoteCall(ctx));
-    return { a: a as LibraryTarget, b: b as LibraryTarget, src, dst, localMove };
+    await this.moves.copy(from, to, opts, ctx);
   }
 
   async setTimes(path: string, mtimeMs: number, ctx?: CallContext): Promise<void> {
