@@ -51,6 +51,7 @@ import { LockHolds } from './lock-holds.js';
 import { UnlinkedWhileRead } from './unlinked-while-read.js';
 import { TreeTransfer } from './tree-transfer.js';
 import { LibraryMoves } from './library-moves.js';
+import { FileMarks } from './file-marks.js';
 import { NamespaceLease } from './namespace-lease.js';
 import { systemClock } from './clock.js';
 
@@ -103,6 +104,8 @@ export class GatewayVfs implements Vfs {
   private readonly lookups: NamespaceLookups;
   /** Reads of files the gateway has no local version of. */
   private readonly reads: ServiceReads;
+  /** Tags and service locks of files (file-marks.ts). */
+  private readonly fileMarks: FileMarks;
   /** Renames and copies, inside and between libraries (library-moves.ts). */
   private readonly moves: LibraryMoves;
   /** What the FUSE engine is lent to answer by itself (namespace-lease.ts; the write-back lends the rest). */
@@ -182,7 +185,7 @@ export class GatewayVfs implements Vfs {
         uploaded: (name, entry, mtimeMs) => {
           this.libs.ownUpsert(name, entry);
           if (entry.contentHash) this.times.set(name, entry.id, versionOf(entry), mtimeMs);
-          void this.applyMarks(name, entry.fullpath);
+          void this.fileMarks.uploaded(name, entry.fullpath);
         },
         ensureParents: (name, fullpath) => this.ensureParents(name, fullpath),
         deleted: (name, fullpath) => {
@@ -206,6 +209,10 @@ export class GatewayVfs implements Vfs {
       blocks: this.blocks, disk: this.disk, budget: new ReadAheadBudget(opts.readAhead?.totalBytes ?? 256 * 1024 * 1024), readAhead: opts.readAhead,
       cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, logger: opts.logger, hold: (hash) => this.budget?.hold(hash),
     });
+    this.fileMarks = new FileMarks({
+      libs: this.libs, lookups: this.lookups, writeBack: this.writeBack, marks: this.marks, locks: this.locks, states: this.states, changes: this.changes,
+      keepsLock: (document, holder) => this.namespaces.keepsLock(document, holder),
+    });
     this.moves = new LibraryMoves({
       libs: this.libs, cache: this.cache, lookups: this.lookups, unlinked: this.unlinked, writeBack: this.writeBack, locks: this.locks, gateway: this,
       transfer: new TreeTransfer({ libs: this.libs, lookups: this.lookups, writeBack: this.writeBack, hasher: this.hasher }), writable: (path) => this.writable(path),
@@ -221,16 +228,6 @@ export class GatewayVfs implements Vfs {
       libs: this.libs, cache: this.cache, lookups: this.lookups, unlinked: this.unlinked, writeBack: this.writeBack, namespaces: this.namespaces,
       readOnly: !!opts.readOnly, writable: (path) => this.writable(path), closed: () => this.closed, open: (path, flags, ctx) => this.open(path, flags, ctx),
     });
-  }
-
-  /** What was set on a file before its upload goes to the service with it. */
-  private async applyMarks(name: string, fullpath: string): Promise<void> {
-    const lib = this.libs.get(name);
-    if (!lib) return;
-    const done = await this.marks.apply(name, fullpath, lib.remote);
-    if (done.locked === undefined && done.tags === undefined) return;
-    this.libs.ownForget(name, fullpath);
-    this.writeBack.patchBase(name, fullpath, { ...(done.locked ? { locked: true } : {}), ...(done.tags ? { tags: done.tags } : {}) });
   }
 
   /** The upload queue (status, tests). */
@@ -522,16 +519,7 @@ export class GatewayVfs implements Vfs {
     if (t.fullpath === '') throw new VfsError('ENOTSUP', `libraries have no tags: ${t.path}`);
     const own = await this.namespaces.answer('getTags', path, ctx);
     if (own) return own(path, ctx);
-    const local = this.writeBack.entry(lib.name, t.fullpath);
-    if (local && isUnsent(local)) return this.marks.tags(lib.name, t.fullpath) ?? local.tags ?? [];
-    if (lib.remote.tags) {
-      const tags = await lib.remote.tags(t.fullpath, remoteCall(ctx));
-      if (tags === null) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
-      return tags;
-    }
-    const e = await lib.remote.stat(t.fullpath, remoteCall(ctx));
-    if (!e) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
-    return e.tags ?? [];
+    return this.fileMarks.tags(lib, t, ctx);
   }
 
   async setTags(path: string, tags: string[], ctx?: CallContext): Promise<void> {
@@ -541,21 +529,7 @@ export class GatewayVfs implements Vfs {
     this.writable(t.path);
     const own = await this.namespaces.answer('setTags', path, ctx);
     if (own) return own(path, tags, ctx);
-    for (const tag of tags) {
-      if (typeof tag !== 'string' || tag.trim() === '' || tag.includes(';')) throw new VfsError('EINVAL', `expected tags without ';' and not empty, got ${JSON.stringify(tag)}`);
-    }
-    const wanted = [...new Set(tags.map((x) => x.trim()))];
-    const local = this.writeBack.entry(lib.name, t.fullpath);
-    if (local && isUnsent(local)) {
-      // Not on the service yet: the tags go there with the file.
-      this.marks.setTags(lib.name, t.fullpath, wanted);
-      return;
-    }
-    const current = await this.getTags(path, ctx);
-    await lib.remote.removeTags(t.fullpath, current.filter((x) => !wanted.includes(x)), remoteCall(ctx));
-    await lib.remote.addTags(t.fullpath, wanted.filter((x) => !current.includes(x)), remoteCall(ctx));
-    this.libs.ownForget(lib.name, t.fullpath);
-    this.writeBack.patchBase(lib.name, t.fullpath, { tags: wanted });
+    await this.fileMarks.setTags(lib, t, tags, ctx);
   }
 
   async setLocked(path: string, locked: boolean, ctx?: CallContext): Promise<void> {
@@ -565,32 +539,7 @@ export class GatewayVfs implements Vfs {
     const own = await this.namespaces.answer('setLocked', path, ctx);
     if (own) return own(path, locked, ctx);
     if (!(this.unlockingAtClose && !locked)) this.writable(t.path);
-    const e = await this.lookups.lookup(lib, t.fullpath, ctx);
-    if (!e) throw new VfsError('ENOENT', `no such file: ${t.path}`);
-    if (e.isDir) throw new VfsError('ENOTSUP', `folders cannot be locked: ${t.path}`);
-    this.locks.assertMayLock(lib.name, t.fullpath, t.path, ctx);
-    // An unlock (a WebDAV UNLOCK, say) while the holder's Office lock file stands: the lock file keeps it.
-    if (!locked && this.namespaces.keepsLock(t.path, ctx?.lockHolder ?? '')) return;
-    if (isUnsent(e)) {
-      // Not on the service yet: the gateway holds the lock from now on, the service takes it with the file.
-      this.marks.setLock(lib.name, t.fullpath, locked, ctx?.operator);
-      this.locks.set(lib.name, t.fullpath, locked, ctx);
-      this.noteLock(lib.name, t.fullpath, locked, ctx);
-      this.changes.lockChanged(t.path, locked, ctx?.operator?.opName);
-      return;
-    }
-    await lib.remote.lock(t.fullpath, locked, remoteCall(ctx));
-    this.locks.set(lib.name, t.fullpath, locked, ctx);
-    this.noteLock(lib.name, t.fullpath, locked, ctx);
-    this.changes.lockChanged(t.path, locked, ctx?.operator?.opName);
-    this.libs.ownForget(lib.name, t.fullpath);
-    this.writeBack.patchBase(lib.name, t.fullpath, { locked });
-  }
-
-  /** Who locked a file through this gateway, for its state (`locked-by <name>`). */
-  private noteLock(library: string, fullpath: string, locked: boolean, ctx?: CallContext): void {
-    if (locked) this.states.lockTaken(library, fullpath, ctx?.operator?.opName);
-    else this.states.lockReleased(library, fullpath);
+    await this.fileMarks.setLocked(lib, t, locked, ctx);
   }
 
   // ---- kept on this machine (pins) and freeing up space ------------------------------------------------
