@@ -20,12 +20,11 @@ import { gatewayPathOf, parseGatewayPath } from './gateway-path.js';
 import { MetadataCache } from './metadata-cache.js';
 import { ReadAheadBudget } from './range-reader.js';
 import { joinPath, parentOf, type Remote, type RemoteEntry } from './remote.js';
-import type { UpdatesFeedStatus } from './updates-feed.js';
-import { Connectivity, type LibraryConnectivity } from './connectivity.js';
+import { Connectivity } from './connectivity.js';
 import { SizeLimits } from './size-limits.js';
 import { PendingMarks } from './pending-marks.js';
 import { TimeOverrides } from './time-overrides.js';
-import { FileHasher, Sha1Streams, WriteBack, type Conflict, type PendingFile, type UploadStatus } from './write-back/index.js';
+import { FileHasher, Sha1Streams, WriteBack, type PendingFile } from './write-back/index.js';
 import { ForegroundActivity } from './foreground-activity.js';
 import { VersionsView } from './versions-view.js';
 import { FileStates } from './file-state.js';
@@ -38,7 +37,7 @@ import { LockFileNamespace } from './lock-file-namespace.js';
 import { ChangeEvents } from './change-events.js';
 import { CacheBudget } from './cache-budget.js';
 import { PinMarks } from './pin-marks.js';
-import { PinnedContent, type PinStatus } from './pinned-content.js';
+import { PinnedContent } from './pinned-content.js';
 import { freeUpSpace } from './free-up-space.js';
 import { UploadBackpressure } from './upload-backpressure.js';
 import type { ResolvedLibrary } from './library-set.js';
@@ -54,23 +53,9 @@ import { LibraryMoves } from './library-moves.js';
 import { FileMarks } from './file-marks.js';
 import { NamespaceLease } from './namespace-lease.js';
 import { systemClock } from './clock.js';
+import { gatewayStatus, type GatewayStatus } from './gateway-status.js';
 
-export interface GatewayStatus {
-  /** Per library: online, or offline since when (serving what it has), and its uploads waiting. */
-  libraries: (LibraryConnectivity & { pendingUploads: number })[];
-  uploads: UploadStatus[];
-  /** Journal entries whose library is not configured (kept, not uploaded). */
-  stranded: { id: string; library: string; fullpath: string }[];
-  /** Open conflicts found in this run: the other side kept as a copy (until it is removed or renamed), or a file deleted elsewhere brought back (conflicts.ts). */
-  conflicts: Conflict[];
-  feeds: UpdatesFeedStatus[];
-  localFiles: number;
-  metadata: ReturnType<MetadataCache['stats']>;
-  blocks: ReturnType<BlockCache['stats']>;
-  disk?: ReturnType<ContentCache['stats']>;
-  /** Files kept on this machine (pins): bytes, what is still being fetched, errors. */
-  pins?: PinStatus;
-}
+export type { GatewayStatus };
 
 export class GatewayVfs implements Vfs {
   /** The library folders served, their feeds, and the gateway's own changes noted to them. */
@@ -598,20 +583,7 @@ export class GatewayVfs implements Vfs {
 
   /** What the gateway is doing (for the control socket). */
   status(): GatewayStatus {
-    // A conflict copy known gone (removed or renamed) closes its conflict.
-    const wb = this.writeBack.status((name, fullpath) => this.cache.getEntry(name, fullpath) === null);
-    return {
-      libraries: this.libs.all().map((l) => ({ ...this.connectivity.of(l.name), pendingUploads: wb.uploads.filter((u) => u.library === l.name).length })),
-      uploads: wb.uploads,
-      stranded: wb.stranded,
-      pins: this.pins?.status(),
-      conflicts: wb.conflicts,
-      feeds: this.libs.feedStatus(),
-      localFiles: wb.localFiles,
-      metadata: this.cache.stats(),
-      blocks: this.blocks.stats(),
-      disk: this.disk?.stats(),
-    };
+    return gatewayStatus({ writeBack: this.writeBack, cache: this.cache, libs: this.libs, connectivity: this.connectivity, blocks: this.blocks, disk: this.disk, pins: this.pins });
   }
 
   /** Library folder names, in order. */
