@@ -19,7 +19,7 @@ import { ContentCache } from './content-cache.js';
 import { gatewayPathOf, parseGatewayPath } from './gateway-path.js';
 import { MetadataCache } from './metadata-cache.js';
 import { ReadAheadBudget } from './range-reader.js';
-import { joinPath, parentOf, type Remote, type RemoteEntry } from './remote.js';
+import { parentOf, type Remote, type RemoteEntry } from './remote.js';
 import { Connectivity } from './connectivity.js';
 import { SizeLimits } from './size-limits.js';
 import { PendingMarks } from './pending-marks.js';
@@ -172,7 +172,7 @@ export class GatewayVfs implements Vfs {
           if (entry.contentHash) this.times.set(name, entry.id, versionOf(entry), mtimeMs);
           void this.fileMarks.uploaded(name, entry.fullpath);
         },
-        ensureParents: (name, fullpath) => this.ensureParents(name, fullpath),
+        ensureParents: (name, fullpath) => this.libs.ensureParents(name, fullpath),
         deleted: (name, fullpath) => {
           this.unlinked.removed(name, fullpath);
           this.libs.ownRemove(name, fullpath, false);
@@ -617,19 +617,6 @@ export class GatewayVfs implements Vfs {
     await this.disk?.close();
     await this.times.close();
     await this.opts.onClose?.();
-  }
-
-  /** Recreates missing parent folders of a pending upload (they vanished on the service). */
-  private async ensureParents(library: string, fullpath: string): Promise<void> {
-    const lib = this.libs.get(library);
-    if (!lib) return;
-    const parts = parentOf(fullpath).split('/').filter(Boolean);
-    let at = '';
-    for (const p of parts) {
-      at = joinPath(at, p);
-      const e = await lib.remote.stat(at);
-      if (!e) this.libs.ownUpsert(lib.name, await lib.remote.mkdir(at));
-    }
   }
 
   // ---- the FUSE engine's own answers (namespace-lease.ts) -------------------------------------------------

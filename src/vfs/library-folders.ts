@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { Logger } from '../shared/log.js';
 import { parseGatewayPath } from './gateway-path.js';
 import type { MetadataCache } from './metadata-cache.js';
-import type { Remote, RemoteCallOptions, RemoteEntry, RemoteQuota, RemoteChange } from './remote.js';
+import { joinPath, parentOf, type Remote, type RemoteCallOptions, type RemoteEntry, type RemoteQuota, type RemoteChange } from './remote.js';
 import { UpdatesFeed, type UpdatesFeedStatus } from './updates-feed.js';
 import { ReportingRemote, type Connectivity } from './connectivity.js';
 import type { Clock } from './clock.js';
@@ -123,6 +123,19 @@ export class LibraryFolders {
     const lib = this.libs.get(p.library);
     if (!lib) throw new VfsError('ENOENT', `no such library: /${p.library}`);
     return { path: p.path, lib, fullpath: p.fullpath };
+  }
+
+  /** Recreates missing parent folders of a pending upload (they vanished on the service). */
+  async ensureParents(library: string, fullpath: string): Promise<void> {
+    const lib = this.get(library);
+    if (!lib) return;
+    const parts = parentOf(fullpath).split('/').filter(Boolean);
+    let at = '';
+    for (const p of parts) {
+      at = joinPath(at, p);
+      const e = await lib.remote.stat(at);
+      if (!e) this.ownUpsert(lib.name, await lib.remote.mkdir(at));
+    }
   }
 
   /** The gateway created or changed an entry: the cache shows it at once, the feed will not undo it. */
