@@ -38,11 +38,11 @@ import { ChangeEvents } from './change-events.js';
 import { CacheBudget } from './cache-budget.js';
 import { PinMarks } from './pin-marks.js';
 import { PinnedContent } from './pinned-content.js';
-import { freeUpSpace } from './free-up-space.js';
+import { KeptOnMachine } from './kept-on-machine.js';
 import { UploadBackpressure } from './upload-backpressure.js';
 import type { ResolvedLibrary } from './library-set.js';
 import type { GatewayVfsOptions } from './gateway-vfs-options.js';
-import { remoteCall, LibraryFolders, type Library, type Target } from './library-folders.js';
+import { remoteCall, LibraryFolders, type Library, type LibraryTarget, type Target } from './library-folders.js';
 import { isUnsent, NamespaceLookups, versionOf } from './namespace-lookups.js';
 import { ServiceReads } from './service-reads.js';
 import { LibraryQuotas } from './library-quotas.js';
@@ -104,6 +104,8 @@ export class GatewayVfs implements Vfs {
   private readonly budget: CacheBudget | undefined;
   /** Files and folders kept on this machine (pinned-content.ts); only with a disk cache. */
   private readonly pins: PinnedContent | undefined;
+  /** Pins and freeing up space, for paths of the namespace (kept-on-machine.ts). */
+  private readonly kept: KeptOnMachine;
   /** Office and LibreOffice lock files: kept here, turned into service locks of their documents. */
   private readonly lockFiles: OfficeLockFiles;
   /** close() is closing the gateway-side namespaces: the unlocks they make pass though the gateway is closed. */
@@ -194,6 +196,7 @@ export class GatewayVfs implements Vfs {
       blocks: this.blocks, disk: this.disk, budget: new ReadAheadBudget(opts.readAhead?.totalBytes ?? 256 * 1024 * 1024), readAhead: opts.readAhead,
       cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, logger: opts.logger, hold: (hash) => this.budget?.hold(hash),
     });
+    this.kept = new KeptOnMachine({ pins: this.pins, disk: this.disk, lookups: this.lookups, writeBack: this.writeBack });
     this.fileMarks = new FileMarks({
       libs: this.libs, lookups: this.lookups, writeBack: this.writeBack, marks: this.marks, locks: this.locks, states: this.states, changes: this.changes,
       keepsLock: (document, holder) => this.namespaces.keepsLock(document, holder),
@@ -529,45 +532,28 @@ export class GatewayVfs implements Vfs {
 
   // ---- kept on this machine (pins) and freeing up space ------------------------------------------------
 
-  /**
-   * Pins (keeps on this machine) or unpins a file or folder. A pin is refused with ENOSPC when its content
-   * would not fit in the cache beside what is pinned; its files are then fetched in the background.
-   */
+  /** Pins (keeps on this machine) or unpins a file or folder (kept-on-machine.ts). */
   async setPinned(path: string, pinned: boolean, _ctx?: CallContext): Promise<{ files: number; bytes: number } | undefined> {
     const t = this.target(path);
-    const lib = this.needLibrary(t, pinned ? 'pin' : 'unpin');
-    if (!this.pins) throw new VfsError('ENOTSUP', `${t.path}: nothing can be kept on this machine without the disk cache (cache.disk_cache_mb is 0)`);
-    if (!pinned) return void (await this.pins.unpin(lib.name, t.fullpath));
-    return this.pins.pin(lib.name, t.fullpath);
+    this.needLibrary(t, pinned ? 'pin' : 'unpin');
+    return this.kept.setPinned(t as LibraryTarget, pinned);
   }
 
   /** True when the path is pinned (itself or by a folder above it). */
   async pinned(path: string, ctx?: CallContext): Promise<boolean> {
-    const t = this.target(path);
-    if (!t.lib) return false;
-    if (!(await this.lookups.lookup(t.lib, t.fullpath, ctx))) throw new VfsError('ENOENT', `no such file or folder: ${t.path}`);
-    return this.pins?.pinned(t.lib.name, t.fullpath) ?? false;
+    return this.kept.pinned(this.target(path), ctx);
   }
 
   /** Resolves once every pinned file queued is fetched (or failed: see status). */
   async pinsFetched(): Promise<void> {
-    await this.pins?.idle();
+    await this.kept.fetched();
   }
 
-  /**
-   * Free up space: drops the cached content of the files under a path that are neither pinned, nor open,
-   * nor waiting to upload (those are the write-back's, never the cache's).
-   */
+  /** Free up space: drops the cached content of the files under a path that are not kept (kept-on-machine.ts). */
   async evict(path: string, ctx?: CallContext): Promise<{ files: number; bytes: number }> {
     const t = this.target(path);
-    const lib = this.needLibrary(t, 'evict');
-    if (!this.disk) return { files: 0, bytes: 0 };
-    return freeUpSpace({
-      disk: this.disk, root: t.fullpath,
-      stat: (fp) => this.lookups.lookup(lib, fp, ctx),
-      list: (fp) => this.lookups.listDir(lib, fp, ctx),
-      kept: (fp) => !!this.pins?.pinned(lib.name, fp) || this.writeBack.dirty(lib.name, fp) || !!this.writeBack.entry(lib.name, fp),
-    });
+    this.needLibrary(t, 'evict');
+    return this.kept.evict(t as LibraryTarget, ctx);
   }
 
   /** Office lock files kept here (a member's session holding any is not closed for idleness). */
