@@ -1,14 +1,16 @@
 /**
  * GatewayVfs: the Vfs over a set of libraries, the namespace. The root lists one folder per library;
- * inside, gateway paths map one to one to the library's `fullpath`. This file holds the operations and
- * how the parts are wired: the libraries served and their feeds (library-folders.ts), lookups and
- * listings (namespace-lookups.ts), reads of service files (service-reads.ts), quotas (library-quotas.ts),
- * locks (lock-holds.ts), files unlinked while read (unlinked-while-read.ts), copies between libraries
- * (tree-transfer.ts), what the FUSE engine answers itself (namespace-lease.ts) and the namespaces the
- * gateway keeps itself, the versions view and Office lock files (gateway-namespaces.ts). Metadata comes from
- * the MetadataCache (kept coherent by one UpdatesFeed per library and updated at once by the gateway's
- * own changes). Everything written is handed to the WriteBack, the one owner of local versions, their
- * journal and their uploads. What is and is not POSIX here is written down in docs/semantics.md.
+ * inside, gateway paths map one to one to the library's `fullpath`. This file holds the operations (the
+ * checks each makes, then the part that answers) and how the parts are wired: the libraries served and
+ * their feeds (library-folders.ts), lookups and listings (namespace-lookups.ts), reads of service files
+ * (service-reads.ts), quotas (library-quotas.ts), renames and copies (library-moves.ts), tags and service
+ * locks (file-marks.ts), files unlinked while read (unlinked-while-read.ts), pins and freed space
+ * (kept-on-machine.ts), the namespaces the gateway keeps itself, the versions view and Office lock files
+ * (gateway-namespaces.ts: asked first, each answers its own paths), what the FUSE engine answers itself
+ * (namespace-lease.ts) and the status (gateway-status.ts). Metadata comes from the MetadataCache (kept
+ * coherent by one UpdatesFeed per library and updated at once by the gateway's own changes). Everything
+ * written is handed to the WriteBack, the one owner of local versions, their journal and their uploads.
+ * What is and is not POSIX here is written down in docs/semantics.md.
  */
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -26,7 +28,6 @@ import { PendingMarks } from './pending-marks.js';
 import { TimeOverrides } from './time-overrides.js';
 import { FileHasher, Sha1Streams, WriteBack, type PendingFile } from './write-back/index.js';
 import { ForegroundActivity } from './foreground-activity.js';
-import { VersionsView } from './versions-view.js';
 import { FileStates } from './file-state.js';
 import { OfficeLockFiles } from './office-lock-files.js';
 import { VfsError, type Attr, type CallContext, type StatFs, type Vfs } from './types.js';
@@ -145,12 +146,6 @@ export class GatewayVfs implements Vfs {
       syncState: (name, fullpath) => this.writeBack.syncState(name, fullpath),
       online: (name) => this.connectivity.online(name),
     });
-    const versions = new VersionsView({
-      remoteOf: (name) => this.libs.get(name)?.remote,
-      lookup: (name, fullpath, ctx) => this.lookups.lookup(this.libs.get(name)!, fullpath, ctx),
-      list: (name, fullpath, ctx) => this.lookups.listDir(this.libs.get(name)!, fullpath, ctx),
-      reader: (name, entry, ctx) => this.reads.reader(this.libs.get(name)!, entry, ctx, { exactVersion: true }),
-    });
     this.libs = new LibraryFolders({ cache: this.cache, connectivity: this.connectivity, dataDir: opts.dataDir, feedIntervalMs: opts.feedIntervalMs ?? 2000, clock, logger: opts.logger, onChange: (name, change, before) => {
       this.changes.publish(name, change, before);
       this.pins?.changed(name, change);
@@ -206,7 +201,7 @@ export class GatewayVfs implements Vfs {
       transfer: new TreeTransfer({ libs: this.libs, lookups: this.lookups, writeBack: this.writeBack, hasher: this.hasher }), writable: (path) => this.writable(path),
     });
     this.namespaces = new GatewayNamespaces([
-      new VersionsNamespace({ view: versions, libs: this.libs, gateway: this }),
+      new VersionsNamespace({ libs: this.libs, lookups: this.lookups, reads: this.reads, gateway: this }),
       new LockFileNamespace({
         files: this.lockFiles, libs: this.libs, lookups: this.lookups, readOnly: !!opts.readOnly,
         writable: (path) => this.writable(path), sideJournal: () => this.writeBack.sideJournal(),

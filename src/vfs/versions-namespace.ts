@@ -6,12 +6,15 @@
  */
 import type { GatewayNamespace, NamespaceOp, NamespaceOps } from './gateway-namespaces.js';
 import type { LibraryFolders } from './library-folders.js';
+import type { NamespaceLookups } from './namespace-lookups.js';
+import type { ServiceReads } from './service-reads.js';
 import { VERSIONS_FOLDER, VersionsView } from './versions-view.js';
 import { VfsError, type CallContext, type Vfs } from './types.js';
 
 export interface VersionsNamespaceOptions {
-  view: VersionsView;
   libs: LibraryFolders;
+  lookups: NamespaceLookups;
+  reads: ServiceReads;
   /** The gateway's own stat and writeFile: where a version copied out goes. */
   gateway: Pick<Vfs, 'stat' | 'writeFile'>;
 }
@@ -19,9 +22,16 @@ export interface VersionsNamespaceOptions {
 export class VersionsNamespace implements GatewayNamespace {
   readonly readOnly = true;
   readonly ops: Partial<NamespaceOps>;
+  private readonly view: VersionsView;
 
   constructor(private readonly opts: VersionsNamespaceOptions) {
-    const view = opts.view;
+    const lib = (name: string) => opts.libs.get(name)!;
+    const view = (this.view = new VersionsView({
+      remoteOf: (name) => opts.libs.get(name)?.remote,
+      lookup: (name, fullpath, ctx) => opts.lookups.lookup(lib(name), fullpath, ctx),
+      list: (name, fullpath, ctx) => opts.lookups.listDir(lib(name), fullpath, ctx),
+      reader: (name, entry, ctx) => opts.reads.reader(lib(name), entry, ctx, { exactVersion: true }),
+    }));
     // Asked only for a path `owns` found in the view: its parts are read again by name alone.
     const at = (path: string) => VersionsView.parse(path)!;
     this.ops = {
@@ -35,7 +45,7 @@ export class VersionsNamespace implements GatewayNamespace {
   }
 
   async owns(path: string, ctx?: CallContext): Promise<boolean> {
-    return (await this.opts.view.at(path, ctx)) !== undefined;
+    return (await this.view.at(path, ctx)) !== undefined;
   }
 
   named(path: string): boolean {
@@ -43,17 +53,17 @@ export class VersionsNamespace implements GatewayNamespace {
   }
 
   refusal(_op: NamespaceOp, path: string): VfsError {
-    return this.opts.view.refusal(path);
+    return this.view.refusal(path);
   }
 
   unlisted(folder: string, listed: readonly string[]): string[] {
     const t = this.opts.libs.target(folder);
-    return t.lib && t.fullpath === '' && this.opts.view.shownIn(t.lib.name, listed) ? [VERSIONS_FOLDER] : [];
+    return t.lib && t.fullpath === '' && this.view.shownIn(t.lib.name, listed) ? [VERSIONS_FOLDER] : [];
   }
 
   /** A version copied out of the view (restored): its bytes streamed into a file at `to`. Nothing is copied into the view. */
   private async copyOut(from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext): Promise<void> {
-    const view = this.opts.view;
+    const view = this.view;
     if (await view.at(to, ctx)) throw view.refusal(to);
     const v = (await view.at(from, ctx))!;
     const attr = await view.stat(v, ctx);
