@@ -29,7 +29,6 @@ import { TimeOverrides } from './time-overrides.js';
 import { FileHasher, Sha1Streams, WriteBack, type PendingFile } from './write-back/index.js';
 import { ForegroundActivity } from './foreground-activity.js';
 import { FileStates } from './file-state.js';
-import { OfficeLockFiles } from './office-lock-files.js';
 import { VfsError, type Attr, type CallContext, type StatFs, type Vfs } from './types.js';
 import type { ClosedCreate, EngineLease, LeasedHandle, LeaseOpenFlags, SideJournal } from './engine-lease.js';
 import { GatewayNamespaces } from './gateway-namespaces.js';
@@ -107,8 +106,8 @@ export class GatewayVfs implements Vfs {
   private readonly pins: PinnedContent | undefined;
   /** Pins and freeing up space, for paths of the namespace (kept-on-machine.ts). */
   private readonly kept: KeptOnMachine;
-  /** Office and LibreOffice lock files: kept here, turned into service locks of their documents. */
-  private readonly lockFiles: OfficeLockFiles;
+  /** Office and LibreOffice lock files: kept here, turned into service locks of their documents (one of the namespaces). */
+  private readonly lockFiles: LockFileNamespace;
   /** close() is closing the gateway-side namespaces: the unlocks they make pass though the gateway is closed. */
   private unlockingAtClose = false;
   private closed = false;
@@ -182,10 +181,6 @@ export class GatewayVfs implements Vfs {
       },
     });
     this.unlinked = new UnlinkedWhileRead(this.writeBack);
-    this.lockFiles = new OfficeLockFiles({
-      dataDir: opts.dataDir, logger: opts.logger, spoolFolder: () => this.writeBack.sideJournal()?.spoolFolderPath(),
-      documents: { setLocked: (p, locked, ctx) => this.setLocked(p, locked, ctx), names: async (folder, ctx) => (await this.readdir(folder, ctx)).map((a) => a.name) },
-    });
     this.lookups = new NamespaceLookups({ cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, times: this.times, connectivity: this.connectivity, openedMs: clock.now(), stateOf: (name, e) => this.states.of(name, e), lockHolderOf: (name, fullpath) => this.locks.holderOf(name, fullpath), pinned: this.pins });
     this.reads = new ServiceReads({
       blocks: this.blocks, disk: this.disk, budget: new ReadAheadBudget(opts.readAhead?.totalBytes ?? 256 * 1024 * 1024), readAhead: opts.readAhead,
@@ -202,10 +197,11 @@ export class GatewayVfs implements Vfs {
     });
     this.namespaces = new GatewayNamespaces([
       new VersionsNamespace({ libs: this.libs, lookups: this.lookups, reads: this.reads, gateway: this }),
-      new LockFileNamespace({
-        files: this.lockFiles, libs: this.libs, lookups: this.lookups, readOnly: !!opts.readOnly,
+      (this.lockFiles = new LockFileNamespace({
+        dataDir: opts.dataDir, logger: opts.logger, libs: this.libs, lookups: this.lookups, readOnly: !!opts.readOnly,
+        documents: { setLocked: (p, locked, ctx) => this.setLocked(p, locked, ctx), names: async (folder, ctx) => (await this.readdir(folder, ctx)).map((a) => a.name) },
         writable: (path) => this.writable(path), sideJournal: () => this.writeBack.sideJournal(),
-      }),
+      })),
     ]);
     this.engineLease = new NamespaceLease({
       libs: this.libs, cache: this.cache, lookups: this.lookups, unlinked: this.unlinked, writeBack: this.writeBack, namespaces: this.namespaces,

@@ -8,13 +8,18 @@
 import type { GatewayNamespace, NamespaceOp, NamespaceOps } from './gateway-namespaces.js';
 import type { LibraryFolders } from './library-folders.js';
 import type { NamespaceLookups } from './namespace-lookups.js';
-import { isOfficeLockName, isOfficeLockPath, type OfficeLockFiles } from './office-lock-files.js';
+import type { Logger } from '../shared/log.js';
+import { isOfficeLockName, isOfficeLockPath, OfficeLockFiles, type DocumentLocks } from './office-lock-files.js';
 import { parentOf } from './remote.js';
 import type { SideJournal } from './engine-lease.js';
 import { VfsError, type Attr, type CallContext } from './types.js';
 
 export interface LockFileNamespaceOptions {
-  files: OfficeLockFiles;
+  /** The Vfs's data folder, where the lock files and the locks they took are kept. */
+  dataDir: string;
+  logger: Logger;
+  /** The service locks of the documents, and the names of a folder, as the Vfs has them. */
+  documents: DocumentLocks;
   libs: LibraryFolders;
   lookups: NamespaceLookups;
   readOnly: boolean;
@@ -26,9 +31,13 @@ export interface LockFileNamespaceOptions {
 
 export class LockFileNamespace implements GatewayNamespace {
   readonly ops: Partial<NamespaceOps>;
+  private readonly files: OfficeLockFiles;
 
   constructor(private readonly opts: LockFileNamespaceOptions) {
-    const { files, writable } = opts;
+    const { writable } = opts;
+    const files = (this.files = new OfficeLockFiles({
+      dataDir: opts.dataDir, logger: opts.logger, documents: opts.documents, spoolFolder: () => opts.sideJournal()?.spoolFolderPath(),
+    }));
     const path = (p: string): string => opts.libs.target(p).path;
     this.ops = {
       stat: (p) => files.stat(path(p)),
@@ -71,11 +80,16 @@ export class LockFileNamespace implements GatewayNamespace {
   }
 
   namesIn(folder: string): string[] {
-    return this.opts.files.namesIn(folder);
+    return this.files.namesIn(folder);
   }
 
   list(folder: string): Promise<Attr[]> {
-    return this.opts.files.list(folder);
+    return this.files.list(folder);
+  }
+
+  /** Lock files kept here. */
+  count(): number {
+    return this.files.count();
   }
 
   keptHere(path: string): boolean {
@@ -83,19 +97,19 @@ export class LockFileNamespace implements GatewayNamespace {
   }
 
   keepsLock(document: string, holder: string): boolean {
-    return this.opts.files.holds(document, holder);
+    return this.files.holds(document, holder);
   }
 
   moved(from: string, to: string, ctx?: CallContext): Promise<void> {
-    return this.opts.files.moved(this.opts.libs.target(from).path, this.opts.libs.target(to).path, ctx);
+    return this.files.moved(this.opts.libs.target(from).path, this.opts.libs.target(to).path, ctx);
   }
 
   start(): Promise<void> {
-    return this.opts.files.start();
+    return this.files.start();
   }
 
   close(): Promise<void> {
-    return this.opts.files.close();
+    return this.files.close();
   }
 
   /** The folder of lock file `path` must be there (as for any new file). */
@@ -113,6 +127,6 @@ export class LockFileNamespace implements GatewayNamespace {
     if (!isOfficeLockPath(a.path) || !isOfficeLockPath(b.path)) throw new VfsError('EXDEV', `lock files stay on the gateway: ${a.path} → ${b.path} is not a move between lock files`);
     if (!b.lib) throw new VfsError('EISDIR', `${verb}: the root is a folder`);
     await this.folderOf(b.path, ctx);
-    await this.opts.files[verb](a.path, b.path, opts, ctx);
+    await this.files[verb](a.path, b.path, opts, ctx);
   }
 }
