@@ -6,7 +6,7 @@
 import { statSync } from 'node:fs';
 import { fsErrorOf } from '../fs-errors.js';
 import { LocalVersion } from './local-version.js';
-import type { JournalEntry } from './upload-journal.js';
+import type { JournalEntry } from './journal-entry.js';
 import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
 import type { EngineClose, PassthroughSpool, SideJournal } from '../engine-lease.js';
 import { keyOf, type WriteSession } from './slots.js';

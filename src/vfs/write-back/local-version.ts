@@ -45,7 +45,7 @@ import { copyFile } from 'node:fs/promises';
 import { createHash, hash } from 'node:crypto';
 import { constants } from 'node:fs';
 import type { PendingFile } from './upload-queue.js';
-import { INLINE_MAX_BYTES } from './upload-journal.js';
+import { INLINE_MAX_BYTES } from './journal-entry.js';
 import { fsErrorOf } from '../fs-errors.js';
 import { addRange, clipRanges } from '../byte-ranges.js';
 import { VfsError } from '../types.js';

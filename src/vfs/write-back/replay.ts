@@ -3,7 +3,7 @@
  * version queued again, the entries of libraries not served kept until one is.
  */
 import { LocalVersion } from './local-version.js';
-import { orderOf, type JournalEntry } from './upload-journal.js';
+import { orderOf, type JournalEntry } from './journal-entry.js';
 import { spoolMatches } from './spool-verification.js';
 import { folderEntry, keyOf } from './slots.js';
 import { WriteBackLease } from './engine-handover.js';

@@ -8,7 +8,7 @@ import { fsErrorOf } from '../fs-errors.js';
 import { LocalVersion } from './local-version.js';
 import type { RemoteEntry } from '../remote.js';
 import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
-import { INLINE_MAX_BYTES, orderOf, type JournalEntry } from './upload-journal.js';
+import { INLINE_MAX_BYTES, orderOf, type JournalEntry } from './journal-entry.js';
 import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
 import { VfsError, type CallContext } from '../types.js';
 import type { EngineClose } from '../engine-lease.js';

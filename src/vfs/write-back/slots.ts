@@ -11,7 +11,8 @@ import { LocalVersion, UnwrittenSpools } from './local-version.js';
 import type { RangeReader } from '../range-reader.js';
 import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from '../remote.js';
 import type { Sha1Streams } from './sha1-streams.js';
-import { UploadJournal, type JournalEntry } from './upload-journal.js';
+import { UploadJournal } from './upload-journal.js';
+import type { JournalEntry } from './journal-entry.js';
 import { UploadQueue, type UploadStatus } from './upload-queue.js';
 import type { Attr, CallContext } from '../types.js';
 

@@ -36,53 +36,10 @@ import { mkdir, open, readdir, readFile, rename, rm, truncate, writeFile, type F
 import { createInterface } from 'node:readline';
 import { basename, join } from 'node:path';
 import { hash, randomBytes } from 'node:crypto';
-import type { Operator } from '../types.js';
 import type { SideJournal, SideLogWriter } from '../engine-lease.js';
 import { closeRecordEntry, decodeCloseRecord, readCloseRecords } from './engine-close-record.js';
-
+import { INLINE_MAX_BYTES, JOURNAL_ID_RE, orderOf, validEntry, type JournalEntry } from './journal-entry.js';
 import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../../shared/atomic-file.js';
-export interface JournalEntry {
-  id: string;
-  /** Library folder name the file belongs to. */
-  library: string;
-  /** Library-relative path to commit to. */
-  fullpath: string;
-  /** Bytes in the spool when journaled. */
-  size: number;
-  /** Local modification time, ms. */
-  mtimeMs: number;
-  /** When the entry was first written, ms. */
-  createdMs: number;
-  /** SHA-1 of the spool's content (checked at replay: a power loss may have kept the entry but not its bytes). */
-  sha1?: string;
-  /**
-   * Written by an fsync while the file was still open for writing: no hash, and the spool may hold more
-   * than `size` says (writes after the fsync); replay takes it as it is.
-   */
-  open?: boolean;
-  /**
-   * `folder`: a folder made while the library was offline, to be made on the service (no spool).
-   * `delete`: a file unlinked while handles still read it, to be removed on the service once they are
-   * closed (no spool; `objectId` names the object). Default a file.
-   */
-  kind?: 'file' | 'folder' | 'delete';
-  /** With `delete`: the service's id of the object to remove (a new file at the path is not it). */
-  objectId?: string;
-  /**
-   * Order of acknowledgement across every entry (higher is newer). Of two entries for one path, the higher
-   * wins at replay; entries of older runs without it count by `createdMs`.
-   */
-  seq?: number;
-  operator?: Operator;
-  /**
-   * Content hashes the service may hold at the path for this version to replace it without a conflict
-   * (conflicts.ts, ConflictBase): [] for a new file; absent in entries written before bases were recorded.
-   */
-  replaces?: string[];
-}
-
-/** Largest content carried in its record (a small file's spool then needs no fsync of its own). */
-export const INLINE_MAX_BYTES = 64 * 1024;
 
 /** One line of the log. */
 interface LogRecord {
@@ -102,7 +59,6 @@ interface LiveEntry {
   lines: Set<string>;
 }
 
-const ID_RE = /^[0-9a-f]{16}$/;
 /** Side logs: `closes.<16 hex digits>.log`. */
 const SIDE_LOG_RE = /^closes\.[0-9a-f]{16}\.log$/;
 
@@ -281,11 +237,11 @@ export class UploadJournal implements SideJournal {
 
   /** Whether `id` may name a new entry: 16 hex digits, no entry of it in the log. */
   freshId(id: string): boolean {
-    return ID_RE.test(id) && !this.live.has(id);
+    return JOURNAL_ID_RE.test(id) && !this.live.has(id);
   }
 
   spoolPath(id: string): string {
-    if (!ID_RE.test(id)) throw new TypeError(`journal id: expected 16 hex digits, got '${id}'`);
+    if (!JOURNAL_ID_RE.test(id)) throw new TypeError(`journal id: expected 16 hex digits, got '${id}'`);
     return join(this.spoolDir, id);
   }
 
@@ -454,7 +410,7 @@ export class UploadJournal implements SideJournal {
     // A small file's spool lost to a power loss is written again from its record.
     for (const [id, data] of carried) await restoreSpool(this.spoolPath(id), data, found.get(id)!.entry.size);
     for (const name of await readdir(this.spoolDir).catch(() => [] as string[])) {
-      if (ID_RE.test(name) && !found.has(name)) await rm(join(this.spoolDir, name), { force: true });
+      if (JOURNAL_ID_RE.test(name) && !found.has(name)) await rm(join(this.spoolDir, name), { force: true });
     }
     // A rewrite of the log cut off by a crash.
     for (const name of await readdir(this.dir).catch(() => [] as string[])) {
@@ -572,7 +528,7 @@ export class UploadJournal implements SideJournal {
 
   async sideRecordSettled(id: string): Promise<void> {
     this.settledSinceSwitch.add(id);
-    if (this.live.has(id) || !ID_RE.test(id)) return;
+    if (this.live.has(id) || !JOURNAL_ID_RE.test(id)) return;
     // The version went without a line of the journal's own (deleted, superseded, refused): one says so.
     await this.append(Buffer.from(lineOf({ rm: id }).text));
     this.scheduleGroupCommit();
@@ -865,15 +821,6 @@ export class UploadJournal implements SideJournal {
     const fh = await this.spoolFolder;
     try { await fh.sync(); } catch { /* some file systems refuse fsync on folders */ }
   }
-}
-
-/** Acknowledgement order of an entry (see JournalEntry.seq). */
-export function orderOf(e: JournalEntry): number {
-  return e.seq ?? e.createdMs * 1000;
-}
-
-function validEntry(e: JournalEntry): boolean {
-  return typeof e === 'object' && e !== null && ID_RE.test(e.id) && typeof e.library === 'string' && typeof e.fullpath === 'string';
 }
 
 /** Hex digits of a line's check (the start of the SHA-1 of its JSON). */
