@@ -31,23 +31,15 @@
  * the upload) supersede the side record. Once every record of a side log is settled (the journal has its
  * own lines for it, or a removal), the side log goes, at a compaction.
  */
-import { createReadStream, writeSync } from 'node:fs';
+import { writeSync } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, truncate, writeFile, type FileHandle } from 'node:fs/promises';
-import { createInterface } from 'node:readline';
-import { basename, join } from 'node:path';
-import { hash, randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
 import type { SideJournal, SideLogWriter } from '../engine-lease.js';
-import { closeRecordEntry, decodeCloseRecord, readCloseRecords } from './engine-close-record.js';
+import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
 import { INLINE_MAX_BYTES, JOURNAL_ID_RE, orderOf, validEntry, type JournalEntry } from './journal-entry.js';
+import { lineOf, NEWLINE, putLineOf, readLogs, SIDE_LOG_RE } from './journal-lines.js';
 import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../../shared/atomic-file.js';
-
-/** One line of the log. */
-interface LogRecord {
-  put?: JournalEntry;
-  /** With `put`: the spool's content, base64 (small files). */
-  data?: string;
-  rm?: string;
-}
 
 /** Where an entry's bytes are safe: in a record (`inline`), or in its spool file. */
 interface LiveEntry {
@@ -58,9 +50,6 @@ interface LiveEntry {
   /** The checks of its last line and of its last line carrying its bytes: the lines a rewrite keeps. */
   lines: Set<string>;
 }
-
-/** Side logs: `closes.<16 hex digits>.log`. */
-const SIDE_LOG_RE = /^closes\.[0-9a-f]{16}\.log$/;
 
 const ID_POOL_BYTES = 4096;
 /** The pool of emptied spools (see UploadJournal.recycle): its folder in the spool folder, its files' prefix, its size. */
@@ -389,7 +378,7 @@ export class UploadJournal implements SideJournal {
     const sources = [...sides, this.logPath];
     // The bytes the newest record about an id carries (a later record of an open file without them: none).
     const carried = new Map<string, Buffer>();
-    await this.eachLine(sources, async (rec, check) => {
+    await readLogs(sources, async (rec, check) => {
       if (rec.rm !== undefined) {
         found.delete(rec.rm);
         carried.delete(rec.rm);
@@ -437,7 +426,7 @@ export class UploadJournal implements SideJournal {
   async peek(): Promise<JournalEntry[]> {
     const found = new Map<string, JournalEntry>();
     for (const e of await this.legacyEntries()) found.set(e.id, e);
-    await this.eachLine([...(await this.sideLogs()), this.logPath], async (rec) => {
+    await readLogs([...(await this.sideLogs()), this.logPath], async (rec) => {
       if (rec.rm !== undefined) found.delete(rec.rm);
       else found.set(rec.put!.id, rec.put!);
     });
@@ -710,7 +699,7 @@ export class UploadJournal implements SideJournal {
         kept++;
         if (pendingBytes >= 1024 * 1024) await flush();
       };
-      await this.eachLine(sources, async (rec, check, text) => {
+      await readLogs(sources, async (rec, check, text) => {
         if (rec.put && (this.live.get(rec.put.id)?.lines.has(check) || this.keptLines.has(check))) await keep(`${text}\n`);
       });
       for (const e of extra) {
@@ -741,35 +730,6 @@ export class UploadJournal implements SideJournal {
     this.rewrites++;
     this.synced = this.written;
     for (const l of this.live.values()) l.record = this.written;
-  }
-
-  /** Calls `fn` with each record of the logs `paths`, in order, as it is read; lines that do not match their check are skipped. */
-  private async eachLine(paths: string[], fn: (rec: LogRecord, check: string, text: string) => Promise<void>): Promise<void> {
-    for (const path of paths) await this.eachLineOf(path, fn);
-  }
-
-  private async eachLineOf(path: string, fn: (rec: LogRecord, check: string, text: string) => Promise<void>): Promise<void> {
-    // An engine's side log: each record read as the put line the journal writes for it. One written by an
-    // earlier version of the engine (the journal's own lines, left by a crash before an upgrade) is read
-    // as the journal's log is.
-    if (SIDE_LOG_RE.test(basename(path)) && !(await isLegacySideLog(path))) {
-      for await (const r of readCloseRecords(path)) {
-        const rec: LogRecord = { put: closeRecordEntry(r), data: r.data.toString('base64') };
-        const { text, check } = lineOf(rec);
-        await fn(rec, check, text.slice(0, -1));
-      }
-      return;
-    }
-    const input = createReadStream(path, { encoding: 'utf8' });
-    const opened = await new Promise<boolean>((resolve, reject) => {
-      input.once('open', () => resolve(true));
-      input.once('error', (err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? resolve(false) : reject(err)));
-    });
-    if (!opened) return;
-    for await (const text of createInterface({ input, crlfDelay: Infinity })) {
-      const parsed = parseLine(text);
-      if (parsed) await fn(parsed.rec, parsed.check, text);
-    }
   }
 
   /** Entries of the earlier layout (one JSON file each), if any are left. */
@@ -820,73 +780,6 @@ export class UploadJournal implements SideJournal {
     }
     const fh = await this.spoolFolder;
     try { await fh.sync(); } catch { /* some file systems refuse fsync on folders */ }
-  }
-}
-
-/** Hex digits of a line's check (the start of the SHA-1 of its JSON). */
-const CHECK_CHARS = 12;
-const SPACE = 0x20;
-const NEWLINE = Buffer.from('\n');
-
-/** A line of a log (without its newline) when it matches its check and holds a valid record. */
-function parseLine(text: string): { rec: LogRecord; check: string } | undefined {
-  const space = text.indexOf(' ');
-  if (space <= 0) return undefined;
-  const check = text.slice(0, space);
-  const json = text.slice(space + 1);
-  if (check !== checkOf(json)) return undefined; // torn: never acknowledged as durable
-  let rec: LogRecord;
-  try {
-    rec = JSON.parse(json) as LogRecord;
-  } catch {
-    return undefined; // matched its check: cannot happen, but a bad line is never an entry
-  }
-  if (typeof rec.rm === 'string') return { rec: { rm: rec.rm }, check };
-  if (rec.put && validEntry(rec.put) && (rec.data === undefined || typeof rec.data === 'string')) return { rec, check };
-  return undefined;
-}
-
-function checkOf(json: string | Buffer): string {
-  return hash('sha1', json, 'hex').slice(0, CHECK_CHARS);
-}
-
-/**
- * The line of a put record, built straight into the Buffer that is written: the same bytes as
- * `lineOf({ put: entry, data: inline?.toString('base64') })` without the copies of the whole line that
- * building it as strings makes (a small file's line is mostly its bytes).
- */
-function putLineOf(entry: JournalEntry, inline: Buffer | undefined): { line: Buffer; check: string } {
-  const head = `{"put":${JSON.stringify(entry)}${inline ? ',"data":"' : '}'}`;
-  const data = inline ? inline.toString('base64') : '';
-  const tail = inline ? '"}' : '';
-  const start = CHECK_CHARS + 1;
-  const line = Buffer.allocUnsafe(start + Buffer.byteLength(head) + data.length + tail.length + 1);
-  let at = start + line.write(head, start, 'utf8');
-  at += line.write(data, at, 'latin1');
-  at += line.write(tail, at, 'latin1');
-  const check = checkOf(line.subarray(start, at));
-  line.write(check, 0, 'latin1');
-  line[CHECK_CHARS] = SPACE;
-  line[at] = NEWLINE[0]!;
-  return { line, check };
-}
-
-function lineOf(rec: LogRecord): { text: string; check: string } {
-  const json = JSON.stringify(rec);
-  const check = checkOf(json);
-  return { text: `${check} ${json}\n`, check };
-}
-
-/** A side log of the engine's earlier format: the journal's own lines (it starts with a line's check, never with a close record). */
-async function isLegacySideLog(path: string): Promise<boolean> {
-  const fh = await open(path, 'r').catch(() => undefined);
-  if (!fh) return false;
-  try {
-    const head = Buffer.alloc(CHECK_CHARS + 1);
-    const { bytesRead } = await fh.read(head, 0, head.length, 0);
-    return bytesRead === head.length && /^[0-9a-f]{12} $/.test(head.toString('latin1'));
-  } finally {
-    await fh.close();
   }
 }
 
