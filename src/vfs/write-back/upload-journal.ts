@@ -32,13 +32,14 @@
  * own lines for it, or a removal), the side log goes, at a compaction.
  */
 import { writeSync } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, rm, truncate, writeFile, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { SideJournal, SideLogWriter } from '../engine-lease.js';
 import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
 import { INLINE_MAX_BYTES, JOURNAL_ID_RE, orderOf, validEntry, type JournalEntry } from './journal-entry.js';
 import { lineOf, NEWLINE, putLineOf, readLogs, SIDE_LOG_RE } from './journal-lines.js';
+import { SpoolPool } from './spool-pool.js';
 import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../../shared/atomic-file.js';
 
 /** Where an entry's bytes are safe: in a record (`inline`), or in its spool file. */
@@ -52,12 +53,6 @@ interface LiveEntry {
 }
 
 const ID_POOL_BYTES = 4096;
-/** The pool of emptied spools (see UploadJournal.recycle): its folder in the spool folder, its files' prefix, its size. */
-const POOL = '.pool';
-const POOL_PREFIX = 'p';
-const POOL_MAX = 4096;
-/** A pool that looks full is counted again at most this often (a front end takes from it silently). */
-const POOL_RECOUNT_MS = 1000;
 const LOG = 'journal.log';
 /** Spools replay found different from their records (see setAside). */
 const UNVERIFIED = 'unverified';
@@ -81,12 +76,8 @@ export class UploadJournal implements SideJournal {
   /** Random bytes that new ids are cut from (one call to the random source for 512 ids). */
   private idPool = Buffer.alloc(0);
   private idPoolAt = ID_POOL_BYTES;
-  /** Files in the pool as last counted or added (a front end takes some meanwhile), and names given so far. */
-  private poolOn = false;
-  private pooled = 0;
-  private poolCountedMs = 0;
-  private poolFilling: Promise<void> = Promise.resolve();
-  private poolSerial = 0;
+  /** Emptied spools kept for reuse. */
+  private readonly pool: SpoolPool;
   /** The log, open for appending (closed after close(): each later append opens it). */
   private log: FileHandle | undefined;
   /** The spool folder, kept open for its fsyncs. */
@@ -143,6 +134,7 @@ export class UploadJournal implements SideJournal {
   constructor(readonly dir: string, private readonly groupCommitMs = 1000, opts: { slowAppendMs?: number } = {}) {
     this.slowAppendMs = opts.slowAppendMs ?? SLOW_APPEND_MS;
     this.spoolDir = join(dir, 'spool');
+    this.pool = new SpoolPool(this.spoolDir);
     this.entriesDir = join(dir, 'entries');
     this.logPath = join(dir, LOG);
   }
@@ -152,65 +144,19 @@ export class UploadJournal implements SideJournal {
   }
 
   /**
-   * From now on spools nobody needs are kept, emptied, in a pool (`poolDir`, see `recycle`), filled in the
-   * background with empty files up to POOL_MAX: for a front end that makes spools itself, many a second
-   * (the FUSE engine with passthrough).
+   * From now on spools nobody needs are kept, emptied, in a pool (`poolDir`, spool-pool.ts) filled in the
+   * background: for a front end that makes spools itself, many a second (the FUSE engine with passthrough).
    */
-  async startSpoolPool(): Promise<void> {
-    if (this.poolOn) return;
-    await mkdir(this.poolDir, { recursive: true, mode: 0o700 });
-    this.pooled = (await readdir(this.poolDir).catch(() => [] as string[])).length;
-    this.poolOn = true;
-    // In the background: a spool is made anew meanwhile (close waits for it).
-    this.poolFilling = this.fillPool().catch(() => undefined);
-  }
-
-  /** Makes empty files in the pool up to POOL_MAX (before anything waits for a spool). */
-  private async fillPool(): Promise<void> {
-    for (; this.pooled < POOL_MAX && !this.closed; this.pooled++) {
-      const fh = await open(join(this.poolDir, this.poolName()), 'wx', 0o600).catch(() => undefined);
-      if (!fh) return;
-      await fh.close();
-    }
-  }
-
-  private poolName(): string {
-    return `${POOL_PREFIX}${process.pid.toString(36)}-${Date.now().toString(36)}-${(this.poolSerial++).toString(36)}`;
+  startSpoolPool(): Promise<void> {
+    return this.pool.start();
   }
 
   /**
-   * The folder of empty spool files kept for reuse (see `recycle`): a front end that makes spools itself
-   * takes one from there (a rename into the spool folder) before it makes a new file.
+   * The folder of empty spool files kept for reuse: a front end that makes spools itself takes one from
+   * there (a rename into the spool folder) before it makes a new file.
    */
   get poolDir(): string {
-    return join(this.spoolDir, POOL);
-  }
-
-  /**
-   * A spool nobody needs any more: removed; once the pool is started (startSpoolPool), emptied and kept in the pool for a later spool, up to POOL_MAX files
-   * (else removed). Making a file costs more than reusing one: on ext4, the inodes of files removed in the
-   * last seconds are skipped one by one by the next allocations in their group, and the spool folder's
-   * group is where every spool comes and goes (measured: creates in a busy spool folder took a third of a
-   * small-file copy's CPU). A spool someone still has open must not come here: it is emptied.
-   */
-  private async recycle(path: string): Promise<void> {
-    if (!this.poolOn) return removeFileIfPresent(path);
-    if (this.pooled >= POOL_MAX && Date.now() - this.poolCountedMs >= POOL_RECOUNT_MS) {
-      // Taken from meanwhile by a front end (which says nothing): counted again, at most once a second.
-      this.poolCountedMs = Date.now();
-      this.pooled = (await readdir(this.poolDir).catch(() => [] as string[])).length;
-    }
-    if (this.pooled >= POOL_MAX) return removeFileIfPresent(path);
-    // Renamed into the pool, then emptied (a front end takes only an empty one).
-    const pooled = join(this.poolDir, this.poolName());
-    try {
-      await rename(path, pooled);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') await removeFileIfPresent(path);
-      return;
-    }
-    this.pooled++;
-    await truncate(pooled, 0).catch(() => removeFileIfPresent(pooled).catch(() => undefined));
+    return this.pool.dir;
   }
 
   /** A fresh id for a spool file (not journaled until `put`): 8 random bytes, taken from a pool. */
@@ -321,7 +267,7 @@ export class UploadJournal implements SideJournal {
       if (opts.durable !== false) await this.syncLog();
       else this.scheduleGroupCommit();
     }
-    if (!opts.keepSpool) await this.recycle(this.spoolPath(id));
+    if (!opts.keepSpool) await this.pool.recycle(this.spoolPath(id));
   }
 
   /**
@@ -347,14 +293,14 @@ export class UploadJournal implements SideJournal {
   /** Removes a spool file that was never journaled (or whose entry is gone). */
   async discardSpool(id: string): Promise<void> {
     this.unsyncedSpools.delete(this.spoolPath(id));
-    await this.recycle(this.spoolPath(id));
+    await this.pool.recycle(this.spoolPath(id));
   }
 
   /** Runs the last group commit and closes the log and the folder; later calls open them each time. */
   async close(): Promise<void> {
     await this.syncAll().catch(() => undefined);
     this.closed = true;
-    await this.poolFilling;
+    await this.pool.close();
     await this.drained();
     const log = this.log;
     this.log = undefined;
