@@ -10,4 +10,5 @@ export { Sha1Streams } from './sha1-streams.js';
 export type { PendingFile, UploadStatus } from './upload-queue.js';
 export type { Conflict } from './conflicts.js';
 export { UploadJournal } from './upload-journal.js';
+export { peekJournal } from './journal-recovery.js';
 export type { JournalEntry } from './journal-entry.js';

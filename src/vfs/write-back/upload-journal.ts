@@ -32,28 +32,18 @@
  * own lines for it, or a removal), the side log goes, at a compaction.
  */
 import { writeSync } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { SideJournal, SideLogWriter } from '../engine-lease.js';
 import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
-import { INLINE_MAX_BYTES, JOURNAL_ID_RE, orderOf, validEntry, type JournalEntry } from './journal-entry.js';
-import { lineOf, NEWLINE, putLineOf, readLogs, SIDE_LOG_RE } from './journal-lines.js';
+import { INLINE_MAX_BYTES, JOURNAL_ID_RE, orderOf, type JournalEntry } from './journal-entry.js';
+import { lineOf, NEWLINE, putLineOf, readLogs } from './journal-lines.js';
+import { LEGACY_ENTRIES, LOG, readJournalFolder, restoreSpool, sideLogsIn, type LiveEntry } from './journal-recovery.js';
 import { SpoolPool } from './spool-pool.js';
 import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../../shared/atomic-file.js';
 
-/** Where an entry's bytes are safe: in a record (`inline`), or in its spool file. */
-interface LiveEntry {
-  entry: JournalEntry;
-  inline: boolean;
-  /** Log records written when its last record was (durable once the log is synced that far). */
-  record: number;
-  /** The checks of its last line and of its last line carrying its bytes: the lines a rewrite keeps. */
-  lines: Set<string>;
-}
-
 const ID_POOL_BYTES = 4096;
-const LOG = 'journal.log';
 /** Spools replay found different from their records (see setAside). */
 const UNVERIFIED = 'unverified';
 /** The log is rewritten once it holds this many records more than live entries, and twice as many (compactionDue). */
@@ -135,7 +125,7 @@ export class UploadJournal implements SideJournal {
     this.slowAppendMs = opts.slowAppendMs ?? SLOW_APPEND_MS;
     this.spoolDir = join(dir, 'spool');
     this.pool = new SpoolPool(this.spoolDir);
-    this.entriesDir = join(dir, 'entries');
+    this.entriesDir = join(dir, LEGACY_ENTRIES);
     this.logPath = join(dir, LOG);
   }
 
@@ -316,32 +306,7 @@ export class UploadJournal implements SideJournal {
    */
   async entries(): Promise<JournalEntry[]> {
     await this.drained();
-    const found = new Map<string, LiveEntry>();
-    const legacy = await this.legacyEntries();
-    for (const e of legacy) found.set(e.id, { entry: e, inline: false, record: 0, lines: new Set() });
-    // Side logs first: the journal's own lines about an id are newer than its side record.
-    const sides = await this.sideLogs();
-    const sources = [...sides, this.logPath];
-    // The bytes the newest record about an id carries (a later record of an open file without them: none).
-    const carried = new Map<string, Buffer>();
-    await readLogs(sources, async (rec, check) => {
-      if (rec.rm !== undefined) {
-        found.delete(rec.rm);
-        carried.delete(rec.rm);
-        return;
-      }
-      const e = rec.put!;
-      const before = found.get(e.id);
-      const inline = rec.data !== undefined;
-      if (inline) carried.set(e.id, Buffer.from(rec.data!, 'base64'));
-      else if (e.open) carried.delete(e.id);
-      // A later record of the same entry (a rename, a time) keeps the line that carried its bytes; one of
-      // a file still open (an fsync) says its bytes are the spool's now.
-      const keeps = !inline && !e.open && !!before?.inline;
-      const lines = new Set([check]);
-      if (keeps) for (const c of before.lines) lines.add(c);
-      found.set(e.id, { entry: e, inline: inline || keeps, record: 0, lines });
-    });
+    const { found, legacy, sides, sources, carried } = await readJournalFolder(this.dir);
     // A small file's spool lost to a power loss is written again from its record.
     for (const [id, data] of carried) await restoreSpool(this.spoolPath(id), data, found.get(id)!.entry.size);
     for (const name of await readdir(this.spoolDir).catch(() => [] as string[])) {
@@ -363,20 +328,6 @@ export class UploadJournal implements SideJournal {
       await rm(this.entriesDir, { recursive: true, force: true });
     }
     return [...found.values()].map((f) => f.entry).sort((a, b) => orderOf(a) - orderOf(b));
-  }
-
-  /**
-   * The entries on disk as `entries()` would find them, oldest first, with nothing changed (no rewrite, no
-   * spool removed): for a journal no Vfs has open, such as a member's between sessions.
-   */
-  async peek(): Promise<JournalEntry[]> {
-    const found = new Map<string, JournalEntry>();
-    for (const e of await this.legacyEntries()) found.set(e.id, e);
-    await readLogs([...(await this.sideLogs()), this.logPath], async (rec) => {
-      if (rec.rm !== undefined) found.delete(rec.rm);
-      else found.set(rec.put!.id, rec.put!);
-    });
-    return [...found.values()].sort((a, b) => orderOf(a) - orderOf(b));
   }
 
   // ---- the log -----------------------------------------------------------------------------------------
@@ -514,12 +465,6 @@ export class UploadJournal implements SideJournal {
     return join(this.dir, `closes.${this.newId()}.log`);
   }
 
-  /** Side logs in the folder. */
-  private async sideLogs(): Promise<string[]> {
-    const names = await readdir(this.dir).catch(() => [] as string[]);
-    return names.filter((n) => SIDE_LOG_RE.test(n)).sort().map((n) => join(this.dir, n));
-  }
-
   /** Moves the side writer to a new log, then compacts, the earlier side logs dropped (all settled). */
   private async compactWithSideWriter(): Promise<void> {
     const writer = this.sideWriter;
@@ -542,7 +487,7 @@ export class UploadJournal implements SideJournal {
    * place, so that no state ever has a side record without the journal's lines that supersede it.
    */
   private async compactDroppingSideLogs(): Promise<void> {
-    const old = (await this.sideLogs()).filter((p) => p !== this.sideLog);
+    const old = (await sideLogsIn(this.dir)).filter((p) => p !== this.sideLog);
     for (const side of old) await removeFileIfPresent(side);
     if (old.length > 0) await fsyncFolderIfSupported(this.dir);
     // Records of the side log being written that were settled and are gone keep their removal lines.
@@ -678,20 +623,6 @@ export class UploadJournal implements SideJournal {
     for (const l of this.live.values()) l.record = this.written;
   }
 
-  /** Entries of the earlier layout (one JSON file each), if any are left. */
-  private async legacyEntries(): Promise<JournalEntry[]> {
-    const names = await readdir(this.entriesDir).catch(() => [] as string[]);
-    const out: JournalEntry[] = [];
-    for (const name of names) {
-      if (!name.endsWith('.json')) continue;
-      try {
-        const e = JSON.parse(await readFile(join(this.entriesDir, name), 'utf8')) as JournalEntry;
-        if (validEntry(e)) out.push(e);
-      } catch { /* written with fsync then renamed: a torn file cannot be an acknowledged one */ }
-    }
-    return out;
-  }
-
   // ---- group commit --------------------------------------------------------------------------------------
 
   private scheduleGroupCommit(): void {
@@ -727,14 +658,6 @@ export class UploadJournal implements SideJournal {
     const fh = await this.spoolFolder;
     try { await fh.sync(); } catch { /* some file systems refuse fsync on folders */ }
   }
-}
-
-/** Writes a small file's spool from its record when the file is missing or differs (lost to a power loss). */
-async function restoreSpool(path: string, data: Buffer, size: number): Promise<void> {
-  if (data.length !== size) return;
-  const now = await readFile(path).catch(() => undefined);
-  if (now && now.equals(data)) return;
-  await writeFile(path, data, { mode: 0o600 });
 }
 
 function ignoreMissing(err: unknown): void {
