@@ -31,15 +31,15 @@
  * the upload) supersede the side record. Once every record of a side log is settled (the journal has its
  * own lines for it, or a removal), the side log goes, at a compaction.
  */
-import { writeSync } from 'node:fs';
 import { mkdir, open, readdir, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { SideJournal, SideLogWriter } from '../engine-lease.js';
 import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
 import { INLINE_MAX_BYTES, JOURNAL_ID_RE, orderOf, type JournalEntry } from './journal-entry.js';
-import { lineOf, NEWLINE, putLineOf, readLogs } from './journal-lines.js';
+import { lineOf, putLineOf } from './journal-lines.js';
 import { LEGACY_ENTRIES, LOG, readJournalFolder, restoreSpool, sideLogsIn, type LiveEntry } from './journal-recovery.js';
+import { JournalLog } from './journal-log.js';
 import { SpoolPool } from './spool-pool.js';
 import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../../shared/atomic-file.js';
 
@@ -48,16 +48,6 @@ const ID_POOL_BYTES = 4096;
 const UNVERIFIED = 'unverified';
 /** The log is rewritten once it holds this many records more than live entries, and twice as many (compactionDue). */
 const COMPACT_DEAD_RECORDS = 2000;
-/**
- * Appends of up to this many bytes are written on the calling thread (a write into the page cache, a few
- * microseconds) rather than handed to the thread pool and back, two thread hand-offs on the path of every
- * close. One that takes longer than SLOW_APPEND_MS (the kernel throttling writers of a busy disk) sends the
- * appends of the next APPENDS_OFF_THREAD_MS through the thread pool, so a throttled disk holds the event
- * loop once, not at every close.
- */
-const SYNC_APPEND_MAX_BYTES = 64 * 1024;
-const SLOW_APPEND_MS = 5;
-const APPENDS_OFF_THREAD_MS = 10_000;
 
 export class UploadJournal implements SideJournal {
   readonly spoolDir: string;
@@ -68,8 +58,8 @@ export class UploadJournal implements SideJournal {
   private idPoolAt = ID_POOL_BYTES;
   /** Emptied spools kept for reuse. */
   private readonly pool: SpoolPool;
-  /** The log, open for appending (closed after close(): each later append opens it). */
-  private log: FileHandle | undefined;
+  /** The append-only log file. */
+  private readonly log: JournalLog;
   /** The spool folder, kept open for its fsyncs. */
   private spoolFolder: Promise<FileHandle> | undefined;
   private closed = false;
@@ -77,30 +67,6 @@ export class UploadJournal implements SideJournal {
   private readonly live = new Map<string, LiveEntry>();
   /** Spool files not in their record, written since their last fsync; fsynced by the next group commit. */
   private readonly unsyncedSpools = new Set<string>();
-  /** Lines waiting for the writer (one write for all of them). */
-  private queue: { line: Buffer; done: (err: Error | undefined, record: number) => void }[] = [];
-  /** A write of the queue is on the log's chain. */
-  private flushQueued = false;
-  /** Every change of the log file runs on this chain, one at a time. */
-  private chain: Promise<void> = Promise.resolve();
-  /** Records written to the log (page cache), and how many of them are durable. */
-  private written = 0;
-  private synced = 0;
-  /** Bytes of the log file (undefined until first opened), and how many of them are durable. */
-  private logBytes: number | undefined;
-  private syncedBytes = 0;
-  /** Records in the log file (live and dead), for compaction, and how many its last rewrite kept. */
-  private logRecords = 0;
-  private keptRecords = 0;
-  private rewrites = 0;
-  /** The fdatasync under way, and how far it reaches. */
-  private syncing: Promise<void> | undefined;
-  /** A write failed part way and could not be undone: the next write starts on a line of its own. */
-  private tornTail = false;
-  /** Until then appends go through the thread pool (an append on the calling thread was slow). */
-  private appendsOffThreadUntil = 0;
-  /** Appends written on the calling thread, and those sent to the thread pool (for tests and figures). */
-  readonly appendCounts = { inline: 0, pooled: 0 };
   private groupTimer: NodeJS.Timeout | undefined;
   /** The writer of side logs, and the side log it writes now. */
   private sideWriter: SideLogWriter | undefined;
@@ -114,19 +80,16 @@ export class UploadJournal implements SideJournal {
   /** The group commit under way (a sync waits for it, then runs its own). */
   private committing: Promise<void> = Promise.resolve();
 
-  private readonly slowAppendMs: number;
-
   /**
    * `groupCommitMs`: the longest a put without sync waits for its fsync. `slowAppendMs`: an append on the
-   * calling thread slower than this sends the next ones through the thread pool for a while (default
-   * SLOW_APPEND_MS).
+   * calling thread slower than this sends the next ones through the thread pool for a while (journal-log.ts).
    */
   constructor(readonly dir: string, private readonly groupCommitMs = 1000, opts: { slowAppendMs?: number } = {}) {
-    this.slowAppendMs = opts.slowAppendMs ?? SLOW_APPEND_MS;
     this.spoolDir = join(dir, 'spool');
     this.pool = new SpoolPool(this.spoolDir);
     this.entriesDir = join(dir, LEGACY_ENTRIES);
     this.logPath = join(dir, LOG);
+    this.log = new JournalLog(this.logPath, { slowAppendMs: opts.slowAppendMs, afterAppends: () => this.afterAppends() });
   }
 
   async init(): Promise<void> {
@@ -208,7 +171,7 @@ export class UploadJournal implements SideJournal {
       await this.syncSpoolFolder();
     }
     const live = this.live.get(id);
-    if (live && live.record > this.synced) await this.syncLog();
+    if (live && live.record > this.log.synced) await this.syncLog();
   }
 
   /** Runs the group commit now: everything put without sync is durable when this resolves. */
@@ -226,19 +189,19 @@ export class UploadJournal implements SideJournal {
    */
   unsyncedFiles(): string[] {
     const out = [...this.unsyncedSpools];
-    if (this.written > this.synced) out.push(this.logPath);
+    if (this.log.written > this.log.synced) out.push(this.logPath);
     return out;
   }
 
   /** The log file, and how many of its bytes are durable (a power loss now keeps at least those). */
   durableLog(): { path: string; bytes: number } {
-    return { path: this.logPath, bytes: this.syncedBytes };
+    return { path: this.logPath, bytes: this.log.durableBytes };
   }
 
   /** Rewrites an entry's metadata (a rename, a new time) of a spool already journaled. */
   async rewrite(entry: JournalEntry): Promise<void> {
     const before = this.live.get(entry.id);
-    const wasDurable = !before || before.record <= this.synced;
+    const wasDurable = !before || before.record <= this.log.synced;
     // The content is the same (a journaled version is immutable): its bytes stay where they were safe.
     await this.appendPut(entry, undefined, before);
     if (wasDurable) await this.syncLog();
@@ -291,10 +254,7 @@ export class UploadJournal implements SideJournal {
     await this.syncAll().catch(() => undefined);
     this.closed = true;
     await this.pool.close();
-    await this.drained();
-    const log = this.log;
-    this.log = undefined;
-    await log?.close().catch(() => undefined);
+    await this.log.close();
     const folder = this.spoolFolder;
     this.spoolFolder = undefined;
     await folder?.then((fh) => fh.close(), () => undefined);
@@ -346,31 +306,11 @@ export class UploadJournal implements SideJournal {
 
   /** Appends one line; resolves with the count of records written once it is in the log (page cache). */
   private append(line: Buffer): Promise<number> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ line, done: (err, record) => (err ? reject(err) : resolve(record)) });
-      if (this.flushQueued) return;
-      this.flushQueued = true;
-      void this.onLog(() => this.writeQueue());
-    });
+    return this.log.append(line);
   }
 
-  /** Everything queued goes out in one write; what is queued meanwhile goes in the next. */
-  private async writeQueue(): Promise<void> {
-    this.flushQueued = false;
-    const batch = this.queue.splice(0);
-    if (batch.length === 0) return;
-    const lines = batch.map((b) => b.line);
-    if (this.tornTail) lines.unshift(NEWLINE);
-    try {
-      await this.writeLog(lines.length === 1 ? lines[0]! : Buffer.concat(lines));
-      this.tornTail = false;
-      this.written += batch.length;
-      this.logRecords += batch.length;
-      for (const b of batch) b.done(undefined, this.written);
-    } catch (err) {
-      for (const b of batch) b.done(err as Error, 0);
-      return;
-    }
+  /** After each batch of appends, on the log's chain: a compaction when the log holds mostly dead records. */
+  private async afterAppends(): Promise<void> {
     if (this.compactionDue() && !this.closed) {
       // With a side writer, it first moves to a new side log (outside this chain: the records it waits
       // for are settled by appends that queue behind it).
@@ -422,7 +362,12 @@ export class UploadJournal implements SideJournal {
 
   /** Rewrites of the log (compactions) so far (for tests and figures). */
   get logRewrites(): number {
-    return this.rewrites;
+    return this.log.rewrites;
+  }
+
+  /** Appends written on the calling thread, and those sent to the thread pool (for tests and figures). */
+  get appendCounts(): { inline: number; pooled: number } {
+    return this.log.appendCounts;
   }
 
   /**
@@ -434,8 +379,9 @@ export class UploadJournal implements SideJournal {
    * would be rewritten at every append.
    */
   private compactionDue(): boolean {
-    return this.logRecords > this.live.size + COMPACT_DEAD_RECORDS && this.logRecords > 2 * this.live.size &&
-      this.logRecords - this.keptRecords > Math.max(COMPACT_DEAD_RECORDS, this.keptRecords);
+    const { records, keptRecords } = this.log;
+    return records > this.live.size + COMPACT_DEAD_RECORDS && records > 2 * this.live.size &&
+      records - keptRecords > Math.max(COMPACT_DEAD_RECORDS, keptRecords);
   }
 
   /**
@@ -495,132 +441,34 @@ export class UploadJournal implements SideJournal {
     await this.compact([], [this.logPath], this.sideLog ? gone : []);
   }
 
-  /** Runs `fn` with the log to itself (no other write or rewrite in between). */
   private onLog<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.chain.then(fn);
-    this.chain = run.then(() => undefined, () => undefined);
-    return run;
+    return this.log.exclusive(fn);
   }
 
-  /** Resolves once every change of the log started so far is done. */
-  private async drained(): Promise<void> {
-    let last: Promise<void> | undefined;
-    while (last !== this.chain) {
-      last = this.chain;
-      await last;
-    }
+  private drained(): Promise<void> {
+    return this.log.drained();
   }
 
-  private async writeLog(buf: Buffer): Promise<void> {
-    const fh = this.log ?? (await open(this.logPath, 'a', 0o600));
-    let done = 0;
-    try {
-      this.logBytes ??= (await fh.stat()).size;
-      if (buf.length <= SYNC_APPEND_MAX_BYTES && Date.now() >= this.appendsOffThreadUntil) {
-        const started = performance.now();
-        while (done < buf.length) done += writeSync(fh.fd, buf, done, buf.length - done);
-        this.appendCounts.inline++;
-        if (performance.now() - started > this.slowAppendMs) this.appendsOffThreadUntil = Date.now() + APPENDS_OFF_THREAD_MS;
-      } else {
-        while (done < buf.length) done += (await fh.write(buf, done, buf.length - done)).bytesWritten;
-        this.appendCounts.pooled++;
-      }
-      this.logBytes += done;
-    } catch (err) {
-      // Undo a part-written batch; if that fails too, the next batch starts on a fresh line.
-      if (done > 0 && !(this.logBytes !== undefined && (await fh.truncate(this.logBytes).then(() => true, () => false)))) {
-        this.tornTail = true;
-        this.logBytes = undefined;
-      }
-      throw err;
-    } finally {
-      if (this.closed) await fh.close();
-      else this.log = fh;
-    }
-  }
-
-  /** Makes every record written so far durable (one fdatasync serves everyone waiting meanwhile). */
-  private async syncLog(): Promise<void> {
-    const target = this.written;
-    while (this.synced < target) {
-      if (this.syncing) {
-        await this.syncing;
-        continue;
-      }
-      const upTo = this.written;
-      const upToBytes = this.logBytes ?? 0;
-      this.syncing = (async () => {
-        const fh = this.log ?? (await open(this.logPath, 'a', 0o600));
-        try {
-          await fh.datasync();
-        } finally {
-          if (fh !== this.log) await fh.close();
-        }
-        this.synced = Math.max(this.synced, upTo);
-        this.syncedBytes = Math.max(this.syncedBytes, upToBytes);
-      })().finally(() => { this.syncing = undefined; });
-      await this.syncing;
-    }
+  private syncLog(): Promise<void> {
+    return this.log.sync();
   }
 
   /**
-   * Rewrites the log with only the lines live entries need (each one's last line, and the one carrying
-   * its bytes), copied as they are: streamed, nothing fsynced but the new log. `extra`: entries with no
-   * line yet (of the earlier layout), written as new lines.
+   * Rewrites the log (on its chain) with only the lines live entries need (each one's last line, and the
+   * one carrying its bytes) and the side records kept. `extra`: entries with no line yet (of the earlier
+   * layout), written as new lines; `removed`: ids whose removal lines must stay.
    */
   private async compact(extra: JournalEntry[] = [], sources: string[] = [this.logPath], removed: string[] = []): Promise<void> {
-    const tmp = `${this.logPath}.${randomBytes(4).toString('hex')}.tmp`;
-    const out = await open(tmp, 'w', 0o600);
-    let bytes = 0;
-    let kept = 0;
-    try {
-      let pending: string[] = [];
-      let pendingBytes = 0;
-      const flush = async (): Promise<void> => {
-        const buf = Buffer.from(pending.join(''));
-        pending = [];
-        pendingBytes = 0;
-        let done = 0;
-        while (done < buf.length) done += (await out.write(buf, done, buf.length - done)).bytesWritten;
-        bytes += buf.length;
-      };
-      const keep = async (text: string): Promise<void> => {
-        pending.push(text);
-        pendingBytes += text.length;
-        kept++;
-        if (pendingBytes >= 1024 * 1024) await flush();
-      };
-      await readLogs(sources, async (rec, check, text) => {
-        if (rec.put && (this.live.get(rec.put.id)?.lines.has(check) || this.keptLines.has(check))) await keep(`${text}\n`);
-      });
-      for (const e of extra) {
-        const { text, check } = lineOf({ put: e });
-        await keep(text);
-        const l = this.live.get(e.id);
-        if (l) l.lines = new Set([check]);
-      }
-      for (const id of removed) await keep(lineOf({ rm: id }).text);
-      await flush();
-      await out.sync();
-    } catch (err) {
-      await out.close().catch(() => undefined);
-      await rm(tmp, { force: true });
-      throw err;
+    const more: string[] = [];
+    for (const e of extra) {
+      const { text, check } = lineOf({ put: e });
+      more.push(text);
+      const l = this.live.get(e.id);
+      if (l) l.lines = new Set([check]);
     }
-    await out.close();
-    await rename(tmp, this.logPath);
-    await fsyncFolderIfSupported(this.dir);
-    const old = this.log;
-    this.log = undefined;
-    await old?.close().catch(() => undefined);
-    this.tornTail = false;
-    this.logBytes = bytes;
-    this.syncedBytes = bytes;
-    this.logRecords = kept;
-    this.keptRecords = kept;
-    this.rewrites++;
-    this.synced = this.written;
-    for (const l of this.live.values()) l.record = this.written;
+    for (const id of removed) more.push(lineOf({ rm: id }).text);
+    await this.log.rewrite(sources, (rec, check) => !!rec.put && (!!this.live.get(rec.put.id)?.lines.has(check) || this.keptLines.has(check)), more);
+    for (const l of this.live.values()) l.record = this.log.written;
   }
 
   // ---- group commit --------------------------------------------------------------------------------------
