@@ -14,8 +14,9 @@ import { Op, type AnsweredCounts, type Fuse3Binding, type KernelRequest, type Na
 import { InodeTable, ROOT_INO, type InodeNode } from './inode-table.js';
 import { EngineRecords } from './engine-records.js';
 import { answerOf, type PathOperations } from './path-operations.js';
-import type { DirectSpool, LeasedHandle } from '../../vfs/engine-lease.js';
+import type { DirectSpool } from '../../vfs/engine-lease.js';
 import type { ChangeSource } from '../../vfs/types.js';
+import { PassthroughFiles } from './passthrough-files.js';
 import { KernelInvalidation, type KernelInvalidationCounters } from './kernel-invalidation.js';
 
 export interface LowLevelMountOptions {
@@ -62,18 +63,6 @@ export interface EngineCounters extends DirectWriteCounters {
   transport: TransportState;
 }
 
-/**
- * An inode handed to the kernel (passthrough): the backing file's id, the handles opened with it (every
- * open of the inode is, while any is: the kernel takes no other), the version's end, and a promise
- * settled once the first open's hand-over is decided (later opens wait for it).
- */
-export interface LiveInode {
-  backingId: number;
-  handles: Set<number>;
-  end?: () => void;
-  decided: Promise<void>;
-}
-
 /** What the kernel agreed to at INIT. */
 export interface NegotiatedSession {
   maxWrite: number;
@@ -96,7 +85,6 @@ const O_ACCMODE = 0o3;
 const O_WRONLY = 0o1;
 const O_RDWR = 0o2;
 const O_APPEND = 0o2000;
-const O_DIRECT = 0o40000;
 // renameat2 flags.
 const RENAME_NOREPLACE = 1;
 // Open reply flags of the native part.
@@ -135,10 +123,8 @@ export class LowLevelMount {
   /** File handle → the inode it was opened on, and whether for writing. */
   private readonly openInodes = new Map<number, { node: InodeNode; writable: boolean }>();
   private readonly dirs = new Map<number, DirListing | undefined>();
-  /** Inodes handed to the kernel (passthrough, see docs/fuse.md). */
-  private readonly live = new Map<number, LiveInode>();
-  /** Passthrough granted at INIT (known from the first open on). */
-  private passthroughGranted: boolean | undefined;
+  /** Files handed to the kernel (passthrough, see docs/fuse.md). */
+  private readonly passthrough: PassthroughFiles;
   /** File handles whose writes the engine makes into their spools, and the number their records are above. */
   private readonly direct = new Map<number, { spool: DirectSpool; base: number }>();
   /** Hashes of detached spools the engine's hash thread is finishing, by their HASHED record's number. */
@@ -182,6 +168,15 @@ export class LowLevelMount {
     this.ops = opts.operations.toNative() as unknown as PathOperations;
     this.logger = opts.logger;
     this.timeout = opts.attrTimeoutS;
+    this.passthrough = new PassthroughFiles({
+      binding: this.binding,
+      session: () => this.session,
+      operations: this.operations,
+      logger: this.logger,
+      openInodes: this.openInodes,
+      directCounts: this.directCounts,
+      safePath: (ino) => this.safePath(ino),
+    });
     this.records = new EngineRecords({
       inodes: this.inodes,
       binding: this.binding,
@@ -189,7 +184,7 @@ export class LowLevelMount {
       operations: this.operations,
       ops: this.ops,
       logger: this.logger,
-      live: this.live,
+      live: this.passthrough.live,
       openInodes: this.openInodes,
       directCounts: this.directCounts,
       dispatch: (req) => this.dispatchSafely(req),
@@ -199,7 +194,7 @@ export class LowLevelMount {
       answeredMade: (req) => this.answeredMade(req),
       releaseHandle: (ino, fh, done) => this.releaseHandle(ino, fh, done),
       forgetHandle: (fh) => this.forgetHandle(fh),
-      notLive: (ino, entry) => this.notLive(ino, entry),
+      notLive: (ino, entry) => this.passthrough.notLive(ino, entry),
       invalidate: (node) => this.invalidate(node),
       staleKernelTimes: (node, path) => this.staleKernelTimes(node, path),
       shown: (node, st) => this.shown(node, st),
@@ -214,7 +209,7 @@ export class LowLevelMount {
     this.session = this.binding.mount(this.opts.mountpoint, this.opts.mountOptions, this.opts.settings, (batch) => this.onBatch(batch));
     this.records.pullQuietRecords();
     const elsewhere = this.elsewhere = new KernelInvalidation({
-      binding: this.binding, inodes: this.inodes, session: () => this.session, isLive: (ino) => this.live.has(ino), logger: this.logger,
+      binding: this.binding, inodes: this.inodes, session: () => this.session, isLive: (ino) => this.passthrough.live.has(ino), logger: this.logger,
       notify: (what, call) => this.notifyKernel(what, call),
     });
     this.stopFollowingChanges = this.opts.changes?.subscribe((event) => elsewhere.changed(event));
@@ -451,7 +446,7 @@ export class LowLevelMount {
           if (code < 0) return void b.replyErr(se, id, -code);
           const handle = fh as number;
           this.opened(node, handle);
-          void this.backingFor(node, handle, req.flags!).then((backing) => {
+          void this.passthrough.backingFor(node, handle, req.flags!).then((backing) => {
             const answered = backing ? b.replyOpenBacking(se, id, handle, backing) : b.replyOpen(se, id, handle, KEEP_CACHE);
             if (!answered) this.closeUnanswered(path, handle);
           });
@@ -689,92 +684,10 @@ export class LowLevelMount {
     return open;
   }
 
-  /**
-   * Passthrough (docs/fuse.md): the backing file an open of `node` is answered with, 0 for none. An inode
-   * already handed to the kernel: its backing file, whatever the open. Otherwise only a write open that
-   * is the inode's only open handle, when its version can be handed over (LeasedHandle.passthrough).
-   */
-  private async backingFor(node: InodeNode, fh: number, flags: number): Promise<number> {
-    const se = this.session;
-    if (!se || node.isDir) return 0;
-    this.passthroughGranted ??= this.binding.transport(se).passthrough;
-    if (!this.passthroughGranted) return 0;
-    const known = this.live.get(node.ino);
-    if (known) {
-      await known.decided;
-      if (this.live.get(node.ino) !== known || !known.backingId) return 0;
-      known.handles.add(fh);
-      this.directCounts.passthroughOpens++;
-      return known.backingId;
-    }
-    // Read-only, another handle open, or O_DIRECT (through a backing file it would follow the local
-    // disk's alignment rules, which FUSE does not have).
-    if ((flags & O_ACCMODE) === 0 || node.opens > 1 || flags & O_DIRECT) return 0;
-    let handle: LeasedHandle;
-    try {
-      handle = this.operations.handles.get(fh).handle;
-    } catch {
-      return 0; // released meanwhile
-    }
-    if (!handle.passthrough) return 0;
-    let decide!: () => void;
-    const entry: LiveInode = { backingId: 0, handles: new Set([fh]), decided: new Promise((r) => (decide = r)) };
-    this.live.set(node.ino, entry);
-    try {
-      const spool = await handle.passthrough().catch(() => undefined);
-      if (!spool) return this.notLive(node.ino, entry);
-      const id = this.session === se ? this.binding.backingOpen(se, spool.fd) : -Errno.EIO;
-      if (id <= 0) {
-        spool.end();
-        if (id === -Errno.EPERM) {
-          // Not allowed to this process (CAP_SYS_ADMIN): no file will be, said once.
-          this.passthroughGranted = false;
-          this.logger.warn('fuse: the kernel lets only a process with CAP_SYS_ADMIN register backing files; files are written through the engine');
-        } else if (id !== -Errno.ENOTSUP) this.logger.warn({ path: this.safePath(node.ino), errno: -id }, 'fuse: the kernel refused a backing file; the file is written through the engine');
-        return this.notLive(node.ino, entry);
-      }
-      // No attributes of the file from the engine's cache while the kernel writes it.
-      if (!this.binding.attrLive(se, node.ino, true, spool.fd)) {
-        this.binding.backingClose(se, id);
-        spool.end();
-        return this.notLive(node.ino, entry);
-      }
-      entry.backingId = id;
-      entry.end = spool.end;
-      this.directCounts.passthroughFiles++;
-      this.directCounts.passthroughOpens++;
-      return id;
-    } finally {
-      decide();
-    }
-  }
-
-  private notLive(ino: number, entry: LiveInode): number {
-    if (this.live.get(ino) === entry) this.live.delete(ino);
-    return 0;
-  }
-
-  /** Handle `fh` of inode `ino` is closed: the last one opened with the backing file ends the hand-over. */
-  private liveHandleClosed(ino: number, fh: number): void {
-    const live = this.live.get(ino);
-    if (!live || !live.handles.delete(fh) || live.handles.size > 0) return;
-    this.live.delete(ino);
-    live.end?.();
-    // What the kernel shows of it now came from its own writes: the next attributes answered are the base
-    // a change made elsewhere is told from.
-    const open = this.openInodes.get(fh);
-    if (open) open.node.shown = undefined;
-    const se = this.session;
-    if (se && live.backingId) {
-      this.binding.backingClose(se, live.backingId);
-      this.binding.attrLive(se, ino, false);
-    }
-  }
-
   /** An open the kernel gave up on (interrupted): release what it opened. */
   private closeUnanswered(path: string, fh: number): void {
     const ino = this.openInodes.get(fh)?.node.ino;
-    if (ino !== undefined) this.liveHandleClosed(ino, fh);
+    if (ino !== undefined) this.passthrough.liveHandleClosed(ino, fh);
     this.ops.release(path, fh, () => {
       const open = this.forgetHandle(fh);
       if (open) this.inodes.closed(open.node, open.writable);
@@ -847,7 +760,7 @@ export class LowLevelMount {
   /** A file not open here whose size or mtime differs from what the kernel was last shown. */
   private changedElsewhere(node: InodeNode, st: KernelStat): boolean {
     // A file handed to the kernel changes through it, not elsewhere (see liveHandleClosed).
-    if (this.live.has(node.ino)) return false;
+    if (this.passthrough.live.has(node.ino)) return false;
     return !node.isDir && node.writers === 0 && node.shown !== undefined && (node.shown.size !== st.size || node.shown.mtimeMs !== st.mtime);
   }
 
@@ -917,7 +830,7 @@ export class LowLevelMount {
         }
         this.shown(node, stat);
         this.opened(node, handle);
-        void this.backingFor(node, handle, req.flags!).then((backing) => {
+        void this.passthrough.backingFor(node, handle, req.flags!).then((backing) => {
           const attrs = this.statArray(node.ino, stat);
           const answered = backing ? b.replyCreateBacking(se, id, attrs, this.timeout, this.timeout, handle, backing) : b.replyCreate(se, id, attrs, this.timeout, this.timeout, handle, KEEP_CACHE);
           if (!answered) {
@@ -965,7 +878,7 @@ export class LowLevelMount {
   private releaseHandle(ino: number, fh: number, done: NativeCallback): void {
     const path = this.safePath(ino);
     // Before the Vfs's release: the version takes its last size from the spool while it is still open.
-    this.liveHandleClosed(ino, fh);
+    this.passthrough.liveHandleClosed(ino, fh);
     this.ops.release(path, fh, (code) => {
       this.records.handleReleased(fh);
       this.direct.get(fh)?.spool.end();
