@@ -14,9 +14,9 @@ import { Op, type AnsweredCounts, type Fuse3Binding, type KernelRequest, type Na
 import { InodeTable, ROOT_INO, type InodeNode } from './inode-table.js';
 import { EngineRecords } from './engine-records.js';
 import { answerOf, type PathOperations } from './path-operations.js';
-import type { DirectSpool } from '../../vfs/engine-lease.js';
 import type { ChangeSource } from '../../vfs/types.js';
 import { PassthroughFiles } from './passthrough-files.js';
+import { SpoolWrites, type DirectWriteCounters } from './spool-writes.js';
 import { KernelInvalidation, type KernelInvalidationCounters } from './kernel-invalidation.js';
 
 export interface LowLevelMountOptions {
@@ -31,27 +31,6 @@ export interface LowLevelMountOptions {
   logger: Logger;
   /** Changes made elsewhere: the kernel forgets what it cached of them (kernel-invalidation.ts). */
   changes?: ChangeSource;
-}
-
-/** The engine's direct spool writes so far. */
-export interface DirectWriteCounters {
-  /** Handles (versions) whose writes the engine took over. */
-  spoolsAttached: number;
-  /** Writes it made (reported; failed ones included). */
-  directWrites: number;
-  /** Attachments that ended with the SHA-1 of the whole content computed by the engine. */
-  hashedByEngine: number;
-  /** Reads answered from a local file's descriptor by the engine (LeasedHandle.localRange). */
-  fdReads: number;
-  /** Files handed to the kernel (passthrough: it read and wrote their spools itself), and the opens answered with a backing file. */
-  passthroughFiles: number;
-  passthroughOpens: number;
-  /** Of those, files the engine created, had written and closed before JavaScript saw them, made closed in one step (EngineLease.createClosed). */
-  madeClosed: number;
-  /** Times the engine started the writeback to disk of spool bytes it wrote and hashed. */
-  spoolWritebacks: number;
-  /** Background fdatasyncs the engine made of spools it wrote. */
-  spoolSyncs: number;
 }
 
 /** The engine's direct spool writes, and the requests it answered itself (see docs/fuse.md, The engine). */
@@ -125,20 +104,8 @@ export class LowLevelMount {
   private readonly dirs = new Map<number, DirListing | undefined>();
   /** Files handed to the kernel (passthrough, see docs/fuse.md). */
   private readonly passthrough: PassthroughFiles;
-  /** File handles whose writes the engine makes into their spools, and the number their records are above. */
-  private readonly direct = new Map<number, { spool: DirectSpool; base: number }>();
-  /** Hashes of detached spools the engine's hash thread is finishing, by their HASHED record's number. */
-  private readonly hashesDue = new Map<number, { end: number; resolve: (sha1: string | undefined) => void }>();
-  /** File handles with a write under way through JavaScript, and the writes waiting behind it. */
-  private readonly writesWaiting = new Map<number, KernelRequest[]>();
-  /** Writes the engine answered already, and where their outcome goes. */
-  private readonly answeredWrites = new WeakMap<KernelRequest, NativeCallback>();
-  /**
-   * Writes the engine answered that are not made here yet, by handle. The handle gets no spool while it
-   * has any: the kernel, told they were done, may send a later write over the same bytes, which the
-   * engine would put in the spool before them.
-   */
-  private readonly answeredUnmade = new Map<number, Set<KernelRequest>>();
+  /** Writes of file handles, through the Vfs or into their spools by the engine. */
+  private readonly writes: SpoolWrites;
   private readonly directCounts: Omit<DirectWriteCounters, 'spoolWritebacks' | 'spoolSyncs'> = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0, fdReads: 0, passthroughFiles: 0, passthroughOpens: 0, madeClosed: 0 };
   /** What the engine answered itself, replayed into the Vfs (engine-records.ts). */
   private readonly records: EngineRecords;
@@ -168,6 +135,14 @@ export class LowLevelMount {
     this.ops = opts.operations.toNative() as unknown as PathOperations;
     this.logger = opts.logger;
     this.timeout = opts.attrTimeoutS;
+    this.writes = new SpoolWrites({
+      binding: this.binding,
+      session: () => this.session,
+      operations: this.operations,
+      openInodes: this.openInodes,
+      directCounts: this.directCounts,
+      safePath: (ino) => this.safePath(ino),
+    });
     this.passthrough = new PassthroughFiles({
       binding: this.binding,
       session: () => this.session,
@@ -189,9 +164,9 @@ export class LowLevelMount {
       directCounts: this.directCounts,
       dispatch: (req) => this.dispatchSafely(req),
       listingReleased: (fh) => void this.dirs.delete(fh),
-      write: (req, answered) => this.write(req, answered),
-      answeredUnmadeAdd: (req) => this.answeredUnmadeAdd(req),
-      answeredMade: (req) => this.answeredMade(req),
+      write: (req, answered) => this.writes.write(req, answered),
+      answeredUnmadeAdd: (req) => this.writes.answeredUnmadeAdd(req),
+      answeredMade: (req) => this.writes.answeredMade(req),
       releaseHandle: (ino, fh, done) => this.releaseHandle(ino, fh, done),
       forgetHandle: (fh) => this.forgetHandle(fh),
       notLive: (ino, entry) => this.passthrough.notLive(ino, entry),
@@ -232,17 +207,11 @@ export class LowLevelMount {
     this.lastTransport = this.binding.transport(this.session);
     if (!this.binding.destroy(this.session)) {
       this.logger.warn({ mountpoint: this.opts.mountpoint }, 'fuse: the connection is still held by the kernel; leaving its reader thread');
-      this.dropHashesDue();
+      this.writes.dropHashesDue();
       return;
     }
     this.session = undefined;
-    this.dropHashesDue();
-  }
-
-  /** The session is gone (or going): hashes still due will not come; their versions hash their spools. */
-  private dropHashesDue(): void {
-    for (const due of this.hashesDue.values()) due.resolve(undefined);
-    this.hashesDue.clear();
+    this.writes.dropHashesDue();
   }
 
   get counters(): EngineCounters {
@@ -470,22 +439,11 @@ export class LowLevelMount {
         return;
       }
       case Op.WRITE:
-        return this.write(req);
-      case Op.WROTE: {
-        const d = this.direct.get(req.fh!);
-        this.directCounts.directWrites++;
-        if (d && req.seq! > d.base) d.spool.wrote(req.offset!, req.size!, req.errno!);
-        this.wroteTo(req.fh!);
-        return;
-      }
-      case Op.HASHED: {
-        const due = this.hashesDue.get(req.seq!);
-        if (!due) return;
-        this.hashesDue.delete(req.seq!);
-        if (req.name !== undefined && req.size === due.end) this.directCounts.hashedByEngine++;
-        due.resolve(req.name);
-        return;
-      }
+        return this.writes.write(req);
+      case Op.WROTE:
+        return this.writes.wroteRecord(req);
+      case Op.HASHED:
+        return this.writes.hashed(req);
       case Op.FLUSH:
         this.ops.flush(this.safePath(req.ino), req.fh!, this.replyDurable(id, req.fh!));
         return;
@@ -548,111 +506,6 @@ export class LowLevelMount {
       default:
         b.replyErr(se, id, Errno.ENOSYS);
     }
-  }
-
-  /**
-   * A write that reached JavaScript. Those of one handle go to the Vfs one at a time (the version takes
-   * them one at a time anyway), the others waiting here in order: after each, the handle may get its
-   * spool (offerSpool), and then the waiting ones and all that follow are made by the engine.
-   */
-  private write(req: KernelRequest, answered?: NativeCallback): void {
-    const fh = req.fh!;
-    if (answered) this.answeredWrites.set(req, answered);
-    if (this.direct.has(fh) && this.writeDirect(req)) return;
-    const waiting = this.writesWaiting.get(fh);
-    if (waiting) return void waiting.push(req);
-    this.writesWaiting.set(fh, []);
-    this.writeThroughVfs(req);
-  }
-
-  private answeredUnmadeAdd(req: KernelRequest): void {
-    const fh = req.fh!;
-    const unmade = this.answeredUnmade.get(fh);
-    if (unmade) unmade.add(req);
-    else this.answeredUnmade.set(fh, new Set([req]));
-  }
-
-  /** An answered write is made (or will never be): it no longer holds its handle's spool back. */
-  private answeredMade(req: KernelRequest): void {
-    const unmade = this.answeredUnmade.get(req.fh!);
-    if (unmade?.delete(req) && unmade.size === 0) this.answeredUnmade.delete(req.fh!);
-  }
-
-  /** Answers a write: the kernel, or (a write the engine answered) whoever applies it. */
-  private wrote(req: KernelRequest, code: number): void {
-    const answered = this.answeredWrites.get(req);
-    if (answered) {
-      this.answeredWrites.delete(req);
-      this.answeredMade(req);
-      return answered(code);
-    }
-    if (code < 0) this.binding.replyErr(this.se, req.id, -code);
-    else this.binding.replyWrite(this.se, req.id, code);
-  }
-
-  private writeThroughVfs(req: KernelRequest): void {
-    const fh = req.fh!;
-    this.operations.writeOwned(this.safePath(req.ino), fh, req.data!, req.offset!, (code) => {
-      if (code < 0) this.wrote(req, code);
-      else {
-        this.wrote(req, code);
-        this.wroteTo(fh);
-        this.offerSpool(fh);
-      }
-      const waiting = this.writesWaiting.get(fh) ?? [];
-      let next = waiting.shift();
-      while (next && this.direct.has(fh) && this.writeDirect(next)) next = waiting.shift();
-      if (next) this.writeThroughVfs(next);
-      else this.writesWaiting.delete(fh);
-    });
-  }
-
-  /** A write made the engine's way (the handle has its spool); false when it no longer has one. */
-  private writeDirect(req: KernelRequest): boolean {
-    if (!this.session) return false;
-    const n = this.binding.spoolWrite(this.session, req.fh!, req.data!, req.offset!);
-    if (n === undefined) return false;
-    this.wrote(req, n);
-    return true;
-  }
-
-  /** What this mount wrote is no change made elsewhere: compare again from the next attributes shown. */
-  private wroteTo(fh: number): void {
-    const open = this.openInodes.get(fh);
-    if (open) open.node.shown = undefined;
-  }
-
-  /**
-   * After a write made through JavaScript: when the handle's version can take its writes directly now
-   * (its spool on disk, this handle its only writer, no write the engine answered still to be made), the
-   * engine makes the following ones itself.
-   */
-  private offerSpool(fh: number): void {
-    const se = this.session;
-    if (!se || this.direct.has(fh) || this.answeredUnmade.has(fh)) return;
-    let spool: DirectSpool | undefined;
-    try {
-      spool = this.operations.handles.get(fh).handle.directSpool?.();
-    } catch {
-      return; // released meanwhile
-    }
-    if (!spool) return;
-    const base = this.binding.spoolAttach(se, fh, spool.fd, spool.hashFrom);
-    if (base === undefined) return; // an answered write of the handle is still queued: offered again at the next write
-    const entry = { spool, base };
-    this.direct.set(fh, entry);
-    this.directCounts.spoolsAttached++;
-    spool.begin(() => {
-      if (this.direct.get(fh) === entry) this.direct.delete(fh);
-      const done = this.session ? this.binding.spoolDetach(this.session, fh) : undefined;
-      if (!done) return undefined;
-      if (done.sha1 !== undefined && done.hashed === done.end) this.directCounts.hashedByEngine++;
-      const { hashing, ...rest } = done;
-      if (hashing === undefined) return rest;
-      // The hash thread is still behind the last writes: the version waits for its HASHED record.
-      const sha1Later = new Promise<string | undefined>((resolve) => this.hashesDue.set(hashing, { end: done.end, resolve }));
-      return { ...rest, sha1Later };
-    });
   }
 
   /**
@@ -881,7 +734,7 @@ export class LowLevelMount {
     this.passthrough.liveHandleClosed(ino, fh);
     this.ops.release(path, fh, (code) => {
       this.records.handleReleased(fh);
-      this.direct.get(fh)?.spool.end();
+      this.writes.released(fh);
       done(code);
       const open = this.forgetHandle(fh);
       if (!open) return;

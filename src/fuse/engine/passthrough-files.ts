@@ -8,7 +8,7 @@ import { Errno } from '../errno.js';
 import type { FuseOperations } from '../operations.js';
 import type { Fuse3Binding, NativeSession } from './binding.js';
 import type { InodeNode } from './inode-table.js';
-import type { DirectWriteCounters } from './lowlevel-mount.js';
+import type { DirectWriteCounters } from './spool-writes.js';
 import type { LeasedHandle } from '../../vfs/engine-lease.js';
 
 /**
