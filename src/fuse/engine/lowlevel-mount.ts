@@ -11,11 +11,12 @@ import type { FuseOperations } from '../operations.js';
 import type { NativeCallback } from '../reply.js';
 import type { KernelStat, KernelStatFs } from '../stat.js';
 import { Op, type AnsweredCounts, type Fuse3Binding, type KernelRequest, type NativeSession, type SessionSettings, type TransportState } from './binding.js';
-import { InodeTable, ROOT_INO, type InodeNode } from './inode-table.js';
+import { InodeTable, type InodeNode } from './inode-table.js';
 import { EngineRecords } from './engine-records.js';
 import { answerOf, type PathOperations } from './path-operations.js';
 import type { ChangeSource } from '../../vfs/types.js';
 import { PassthroughFiles } from './passthrough-files.js';
+import { DIR_FH_BASE, FolderListings } from './folder-listings.js';
 import { SpoolWrites, type DirectWriteCounters } from './spool-writes.js';
 import { KernelInvalidation, type KernelInvalidationCounters } from './kernel-invalidation.js';
 
@@ -68,29 +69,6 @@ const O_APPEND = 0o2000;
 const RENAME_NOREPLACE = 1;
 // Open reply flags of the native part.
 const KEEP_CACHE = 2;
-/** Directory handles are numbered from here, apart from file handles (HandleTable, below 2^31). */
-const DIR_FH_BASE = 2 ** 40;
-/** Folders whose last offer of names is remembered, at most. */
-const NAMES_OFFERED_MAX = 4096;
-/** Names of one folder offered to the engine at most (a larger folder's lookups all go to the Vfs). */
-const NAMES_OFFERED_MOST = 50_000;
-/** d_ino of a listed entry the kernel has not looked up (FUSE_UNKNOWN_INO). */
-const UNKNOWN_INO = 0xffff_ffff;
-/** The smallest directory entry the kernel takes (24-byte header + name padded to 8). */
-const MIN_DIRENT = 32;
-/** Smallest entry of a readdirplus answer (fuse_entry_out and fuse_dirent with a short name), bytes. */
-const MIN_DIRENT_PLUS = 152;
-/** Fields of one stat as the native part takes them (see statArray). */
-const STAT_FIELDS = 11;
-
-interface DirListing {
-  ino: number;
-  names: string[];
-  inos: Float64Array;
-  dirs: Uint8Array;
-  stats: KernelStat[];
-}
-
 export class LowLevelMount {
   readonly inodes = new InodeTable();
   private readonly binding: Fuse3Binding;
@@ -101,22 +79,20 @@ export class LowLevelMount {
   private session: NativeSession | undefined;
   /** File handle → the inode it was opened on, and whether for writing. */
   private readonly openInodes = new Map<number, { node: InodeNode; writable: boolean }>();
-  private readonly dirs = new Map<number, DirListing | undefined>();
   /** Files handed to the kernel (passthrough, see docs/fuse.md). */
   private readonly passthrough: PassthroughFiles;
+  /** Directory handles and listings, and the names of folders given to the engine. */
+  private readonly listings: FolderListings;
   /** Writes of file handles, through the Vfs or into their spools by the engine. */
   private readonly writes: SpoolWrites;
   private readonly directCounts: Omit<DirectWriteCounters, 'spoolWritebacks' | 'spoolSyncs'> = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0, fdReads: 0, passthroughFiles: 0, passthroughOpens: 0, madeClosed: 0 };
   /** What the engine answered itself, replayed into the Vfs (engine-records.ts). */
   private readonly records: EngineRecords;
-  private nextDirFh = DIR_FH_BASE;
   /** The kernel's names being forgotten, one after the other (see invalidate). */
   private invalidations: Promise<void> = Promise.resolve();
   /** Stops telling the kernel of changes made elsewhere. */
   private stopFollowingChanges: (() => void) | undefined;
   private elsewhere: KernelInvalidation | undefined;
-  /** When each folder's names were last offered to the engine (ms), oldest first. */
-  private readonly namesOffered = new Map<number, number>();
   private writeback = false;
   private readonly scratch = new Float64Array(11);
   private endedResolve!: () => void;
@@ -135,6 +111,18 @@ export class LowLevelMount {
     this.ops = opts.operations.toNative() as unknown as PathOperations;
     this.logger = opts.logger;
     this.timeout = opts.attrTimeoutS;
+    this.listings = new FolderListings({
+      binding: this.binding,
+      session: () => this.session,
+      inodes: this.inodes,
+      ops: this.ops,
+      operations: this.operations,
+      timeout: this.timeout,
+      changedElsewhere: (node, st) => this.changedElsewhere(node, st),
+      shown: (node, st) => this.shown(node, st),
+      statArray: (ino, st) => this.statArray(ino, st),
+      closesWhere: (path) => this.closesWhere(path),
+    });
     this.writes = new SpoolWrites({
       binding: this.binding,
       session: () => this.session,
@@ -163,7 +151,7 @@ export class LowLevelMount {
       openInodes: this.openInodes,
       directCounts: this.directCounts,
       dispatch: (req) => this.dispatchSafely(req),
-      listingReleased: (fh) => void this.dirs.delete(fh),
+      listingReleased: (fh) => this.listings.released(fh),
       write: (req, answered) => this.writes.write(req, answered),
       answeredUnmadeAdd: (req) => this.writes.answeredUnmadeAdd(req),
       answeredMade: (req) => this.writes.answeredMade(req),
@@ -455,21 +443,14 @@ export class LowLevelMount {
         return;
       case Op.RELEASE:
         return this.release(id, req.ino, req.fh!);
-      case Op.OPENDIR: {
-        this.inodes.path(req.ino);
-        const fh = this.nextDirFh++;
-        this.dirs.set(fh, undefined);
-        b.replyOpen(se, id, fh, 0);
-        return;
-      }
+      case Op.OPENDIR:
+        return this.listings.open(id, req.ino);
       case Op.READDIR:
-        return this.readdir(id, req, false);
+        return this.listings.readdir(id, req, false);
       case Op.READDIRPLUS:
-        return this.readdir(id, req, true);
+        return this.listings.readdir(id, req, true);
       case Op.RELEASEDIR:
-        this.dirs.delete(req.fh!);
-        b.replyErr(se, id, 0);
-        return;
+        return this.listings.release(id, req.fh!);
       case Op.FSYNCDIR:
         this.ops.fsyncdir(this.safePath(req.ino), req.flags!, req.fh!, this.replyCode(id));
         return;
@@ -553,39 +534,11 @@ export class LowLevelMount {
     const path = this.inodes.childPath(parent, name);
     this.ops.getattr(path, (code, st) => {
       if (code === -Errno.ENOENT) {
-        this.offerNames(id, parent);
+        this.listings.offerNames(id, parent);
         return void b.replyNegative(se, id, this.timeout);
       }
       this.replyNewEntry(id, parent, name, code, st as KernelStat, false);
     });
-  }
-
-  /** The names of folder `ino` are given to the engine now (the most recent such folders are remembered). */
-  private namesOfferedNow(ino: number, now = Date.now()): void {
-    this.namesOffered.delete(ino);
-    this.namesOffered.set(ino, now);
-    if (this.namesOffered.size > NAMES_OFFERED_MAX) this.namesOffered.delete(this.namesOffered.keys().next().value!);
-  }
-
-  /**
-   * Gives the engine every name of folder `parent` when the Vfs knows them (its listing is cached), with
-   * the lookup `id` that found one missing: later lookups of names it has not are answered by the engine
-   * (see docs/fuse.md, The engine). At most once per half timeout a folder.
-   */
-  private offerNames(id: number, parent: number): void {
-    if (this.timeout <= 0) return;
-    const now = Date.now();
-    const last = this.namesOffered.get(parent);
-    if (last !== undefined && now - last < this.timeout * 500) return;
-    this.namesOfferedNow(parent, now);
-    let path: string;
-    try {
-      path = this.inodes.path(parent);
-    } catch {
-      return;
-    }
-    const names = this.operations.cachedNames(path, NAMES_OFFERED_MOST);
-    if (names) this.binding.folderNames(this.se, id, parent, names, this.timeout, this.closesWhere(path));
   }
 
   /**
@@ -750,85 +703,6 @@ export class LowLevelMount {
       }
       this.inodes.closed(node, open.writable);
     });
-  }
-
-  /**
-   * readdir, and readdirplus (`plus`): the same listing, each entry with its attributes and inode, so that
-   * `ls -l` of a folder costs no lookup a name. The kernel holds a reference to each entry it was given
-   * that way, as after a lookup: counted here for the entries that went in.
-   */
-  private readdir(id: number, req: KernelRequest, plus: boolean): void {
-    const b = this.binding;
-    const se = this.se;
-    const fh = req.fh!;
-    const offset = req.offset!;
-    const send = (listing: DirListing): void => {
-      const count = Math.floor(req.size! / (plus ? MIN_DIRENT_PLUS : MIN_DIRENT)) + 1;
-      const end = Math.min(listing.names.length, offset + count);
-      if (offset >= end) return void b.replyData(se, id, [], 0);
-      if (!plus) return void b.replyDir(se, id, req.size!, listing.names.slice(offset, end), listing.inos.subarray(offset, end), listing.dirs.subarray(offset, end), offset);
-      this.replyDirPlus(id, req.size!, listing, offset, end);
-    };
-    const cached = this.dirs.get(fh);
-    if (cached && offset > 0) return send(cached);
-    const node = this.inodes.get(req.ino);
-    const path = this.inodes.pathOf(node);
-    this.ops.readdir(path, (code, names, stats) => {
-      if (code < 0) return void b.replyErr(se, id, -code);
-      const list = names as string[];
-      const sts = stats as KernelStat[];
-      const inos = new Float64Array(list.length);
-      const dirs = new Uint8Array(list.length);
-      for (let i = 0; i < list.length; i++) {
-        const n = list[i]!;
-        dirs[i] = (sts[i]!.mode & 0o170000) === 0o040000 ? 1 : 0;
-        if (n === '.') inos[i] = node.ino;
-        else if (n === '..') inos[i] = node.parent?.ino ?? ROOT_INO;
-        else inos[i] = this.inodes.find(node.ino, n)?.ino ?? UNKNOWN_INO;
-      }
-      const listing: DirListing = { ino: node.ino, names: list, inos, dirs, stats: sts };
-      if (this.dirs.has(fh)) this.dirs.set(fh, listing);
-      // Every name of the folder, as the Vfs holds them: the engine answers lookups of others itself.
-      if (this.timeout > 0 && !node.detached && list.length <= NAMES_OFFERED_MOST + 2) {
-        this.namesOfferedNow(node.ino);
-        const names = list.filter((n) => n !== '.' && n !== '..');
-        const unlisted = this.operations.unlistedNames(path, names);
-        if (unlisted) this.binding.folderNames(se, id, node.ino, [...names, ...unlisted], this.timeout, this.closesWhere(this.inodes.pathOf(node)));
-      }
-      send(listing);
-    });
-  }
-
-  /** Entries `start` to `end` of `listing` as a readdirplus answer (see readdir). */
-  private replyDirPlus(id: number, size: number, listing: DirListing, start: number, end: number): void {
-    const dir = this.inodes.get(listing.ino);
-    // A folder removed meanwhile lists nothing but itself and its parent (its names have no inodes now).
-    const names = dir.detached ? listing.names.slice(start, end).filter((n) => n === '.' || n === '..') : listing.names.slice(start, end);
-    const stats = new Float64Array(names.length * STAT_FIELDS);
-    const counted: (InodeNode | undefined)[] = [];
-    for (let i = 0; i < names.length; i++) {
-      const name = names[i]!;
-      const st = listing.stats[start + i]!;
-      let ino: number;
-      if (name === '.' || name === '..') {
-        ino = name === '.' ? dir.ino : dir.parent?.ino ?? ROOT_INO;
-        counted.push(undefined);
-      } else {
-        const isDir = (st.mode & 0o170000) === 0o040000;
-        const known = this.inodes.find(dir.ino, name);
-        const node = this.inodes.remember(dir.ino, name, isDir, known !== undefined && this.changedElsewhere(known, st));
-        this.shown(node, st);
-        counted.push(node);
-        ino = node.ino;
-      }
-      stats.set(this.statArray(ino, st), i * STAT_FIELDS);
-    }
-    const added = this.binding.replyDirPlus(this.se, id, size, names, stats, this.timeout, this.timeout, start);
-    // Entries that did not fit (or an answer nobody waits for): the kernel holds no reference to them.
-    for (let i = Math.max(0, added); i < counted.length; i++) {
-      const node = counted[i];
-      if (node) this.inodes.forget(node.ino, 1);
-    }
   }
 
   private async setattr(req: KernelRequest): Promise<void> {
