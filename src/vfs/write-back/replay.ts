@@ -69,7 +69,7 @@ export abstract class WriteBackReplay extends WriteBackLease {
       void this.makeFolders(e.library);
       return false;
     }
-    const v = new LocalVersion(e.id, this.journal.spoolPath(e.id), e.library, e.fullpath, undefined, { baseSize: 0, mtimeMs: e.mtimeMs });
+    const v = new LocalVersion(e.id, this.journal.spoolPath(e.id), e.library, e.fullpath, undefined, { baseSize: 0, mtimeMs: e.mtimeMs, clock: this.clock });
     try {
       await v.loadSize();
     } catch {

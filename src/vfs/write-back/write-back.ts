@@ -262,7 +262,7 @@ export class WriteBack extends WriteBackFolders {
         }
         if (writing) await writing;
       }
-      if (opts.holdUploadMs) v.holdUntilMs = Date.now() + opts.holdUploadMs;
+      if (opts.holdUploadMs) v.holdUntilMs = this.clock.now() + opts.holdUploadMs;
       if (this.closed) throw new VfsError('EIO', 'the gateway is closing');
       await this.journalVersion(v, undefined, { upload: false, sync: this.syncOnClose }); // no writer has it open: queued unless held
       return entryOf(v);
@@ -418,7 +418,7 @@ export class WriteBack extends WriteBackFolders {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const t of this.holdTimers) clearTimeout(t);
+    for (const t of this.holdTimers) t.cancel();
     for (const slot of [...this.slots.values()]) {
       const s = slot.session;
       if (s && !s.deleted && s.version.mutable && s.version.generation > 0) {
@@ -443,7 +443,7 @@ export class WriteBack extends WriteBackFolders {
    * `openBase`, durable and closed: a copy's source, never a version of a path (nothing journals it).
    */
   async fillScratch(id: string, spool: string, library: string, fullpath: string, base: RemoteEntry, openBase: BaseOpener): Promise<void> {
-    const tmp = new LocalVersion(id, spool, library, fullpath, base, { baseSize: base.size, openBase });
+    const tmp = new LocalVersion(id, spool, library, fullpath, base, { baseSize: base.size, openBase, clock: this.clock });
     await tmp.fillAll();
     await tmp.sync();
     await tmp.closeSpool();
