@@ -1,9 +1,10 @@
 /**
  * RequestDispatch: the kernel's requests, each answered. A request names inodes; the InodeTable turns each
  * into a gateway path, the path-based operation table does the work (deadlines, errnos, xattrs), and the
- * answer goes back through the matching reply function. Writes (spool-writes.ts), folder listings
- * (folder-listings.ts) and files handed to the kernel (passthrough-files.ts) are parts of their own; the
- * session and the replay of what the engine answered itself are the mount's (lowlevel-mount.ts).
+ * answer goes back through the matching reply function. Open files (open-files.ts), writes
+ * (spool-writes.ts), folder listings (folder-listings.ts) and files handed to the kernel
+ * (passthrough-files.ts) are parts of their own; the session and the replay of what the engine answered
+ * itself are the mount's (lowlevel-mount.ts).
  */
 import type { Logger } from 'pino';
 import { Errno, errnoOf } from '../errno.js';
@@ -16,6 +17,7 @@ import type { InodeNode, InodeTable } from './inode-table.js';
 import { answerOf, type PathOperations } from './path-operations.js';
 import { PassthroughFiles } from './passthrough-files.js';
 import { DIR_FH_BASE, FolderListings } from './folder-listings.js';
+import { OpenFiles } from './open-files.js';
 import { SpoolWrites, type DirectWriteCounters } from './spool-writes.js';
 
 /** What the kernel agreed to at INIT. */
@@ -53,15 +55,8 @@ const SET_ATIME = 1 << 4;
 const SET_MTIME = 1 << 5;
 const SET_ATIME_NOW = 1 << 7;
 const SET_MTIME_NOW = 1 << 8;
-// open(2) flags.
-const O_ACCMODE = 0o3;
-const O_WRONLY = 0o1;
-const O_RDWR = 0o2;
-const O_APPEND = 0o2000;
 // renameat2 flags.
 const RENAME_NOREPLACE = 1;
-// Open reply flags of the native part.
-const KEEP_CACHE = 2;
 
 export class RequestDispatch {
   readonly binding: Fuse3Binding;
@@ -79,9 +74,10 @@ export class RequestDispatch {
   readonly listings: FolderListings;
   /** Writes of file handles, through the Vfs or into their spools by the engine. */
   readonly writes: SpoolWrites;
+  /** Opens, creates, releases and unlinks of open files. */
+  readonly files: OpenFiles;
   /** The kernel's names being forgotten, one after the other (see invalidate). */
   private invalidations: Promise<void> = Promise.resolve();
-  private writeback = false;
   private readonly scratch = new Float64Array(11);
 
   constructor(private readonly mount: DispatchMount) {
@@ -94,11 +90,17 @@ export class RequestDispatch {
     this.listings = new FolderListings(this);
     this.writes = new SpoolWrites(this);
     this.passthrough = new PassthroughFiles(this);
+    this.files = new OpenFiles(this);
   }
 
   /** The session while mounted. */
   session(): NativeSession | undefined {
     return this.mount.session();
+  }
+
+  /** The replay of what the engine answered itself. */
+  records(): EngineRecords {
+    return this.mount.records();
   }
 
   private get se(): NativeSession {
@@ -167,8 +169,8 @@ export class RequestDispatch {
     const id = req.id;
     switch (req.op) {
       case Op.INIT: {
-        this.writeback = !!req.writeback;
-        const negotiated = { maxWrite: req.maxWrite!, maxReadahead: req.maxReadahead!, maxBackground: req.maxBackground!, writeback: this.writeback };
+        this.files.writeback = !!req.writeback;
+        const negotiated = { maxWrite: req.maxWrite!, maxReadahead: req.maxReadahead!, maxBackground: req.maxBackground!, writeback: this.files.writeback };
         const t = b.transport(se);
         this.logger.info({ ...negotiated, transport: t.transport, ...(t.why ? { why: t.why } : { queues: t.queues, depth: t.depth }) }, 'fuse: session started (libfuse 3)');
         this.mount.initialized(negotiated);
@@ -210,7 +212,7 @@ export class RequestDispatch {
         return;
       }
       case Op.UNLINK:
-        return this.unlink(id, req.ino, req.name!);
+        return this.files.unlink(id, req.ino, req.name!);
       case Op.SYMLINK: {
         const path = this.inodes.childPath(req.ino, req.name!);
         this.ops.symlink(req.target!, path, (code) => {
@@ -254,22 +256,10 @@ export class RequestDispatch {
         else this.ops.rename(from, to, done);
         return;
       }
-      case Op.OPEN: {
-        const node = this.inodes.get(req.ino);
-        const path = this.inodes.pathOf(node);
-        this.ops.open(path, this.openFlags(req.flags!), (code, fh) => {
-          if (code < 0) return void b.replyErr(se, id, -code);
-          const handle = fh as number;
-          this.opened(node, handle);
-          void this.passthrough.backingFor(node, handle, req.flags!).then((backing) => {
-            const answered = backing ? b.replyOpenBacking(se, id, handle, backing) : b.replyOpen(se, id, handle, KEEP_CACHE);
-            if (!answered) this.closeUnanswered(path, handle);
-          });
-        });
-        return;
-      }
+      case Op.OPEN:
+        return this.files.open(id, req);
       case Op.CREATE:
-        return this.create(id, req);
+        return this.files.create(id, req);
       case Op.READ: {
         // Bytes in a local file (a spool): read by the engine from its descriptor, never entering JavaScript.
         const local = this.isFileHandle(req.fh) ? this.operations.localRange(req.fh, req.offset!, req.size!) : undefined;
@@ -300,7 +290,7 @@ export class RequestDispatch {
         this.ops.fallocate(this.safePath(req.ino), req.fh!, req.offset!, req.size!, (code) => b.replyErr(se, id, code < 0 ? -code : 0));
         return;
       case Op.RELEASE:
-        return this.release(id, req.ino, req.fh!);
+        return this.files.release(id, req.ino, req.fh!);
       case Op.OPENDIR:
         return this.listings.open(id, req.ino);
       case Op.READDIR:
@@ -345,45 +335,6 @@ export class RequestDispatch {
       default:
         b.replyErr(se, id, Errno.ENOSYS);
     }
-  }
-
-  /**
-   * open(2) flags as the Vfs should see them: with the writeback cache the kernel reads pages of files
-   * opened write-only and computes append offsets itself.
-   */
-  private openFlags(flags: number): number {
-    if (!this.writeback) return flags;
-    let f = flags;
-    if ((f & O_ACCMODE) === O_WRONLY) f = (f & ~O_ACCMODE) | O_RDWR;
-    return f & ~O_APPEND;
-  }
-
-  private opened(node: InodeNode, fh: number): void {
-    let writable = false;
-    try {
-      writable = this.operations.handles.get(fh).writable;
-    } catch {
-      // Released already (deadline): counted as read-only.
-    }
-    this.inodes.opened(node, writable);
-    this.openInodes.set(fh, { node, writable });
-  }
-
-  /** The kernel closed `fh` (or never got it). */
-  forgetHandle(fh: number): { node: InodeNode; writable: boolean } | undefined {
-    const open = this.openInodes.get(fh);
-    this.openInodes.delete(fh);
-    return open;
-  }
-
-  /** An open the kernel gave up on (interrupted): release what it opened. */
-  closeUnanswered(path: string, fh: number): void {
-    const ino = this.openInodes.get(fh)?.node.ino;
-    if (ino !== undefined) this.passthrough.liveHandleClosed(ino, fh);
-    this.ops.release(path, fh, () => {
-      const open = this.forgetHandle(fh);
-      if (open) this.inodes.closed(open.node, open.writable);
-    });
   }
 
   private lookup(id: number, parent: number, name: string): void {
@@ -466,101 +417,6 @@ export class RequestDispatch {
       },
       (err: unknown) => this.logger.warn({ ...what, err: String(err) }, 'fuse: telling the kernel of a change made elsewhere failed'),
     );
-  }
-
-  private create(id: number, req: KernelRequest): void {
-    const b = this.binding;
-    const se = this.se;
-    const parent = req.ino;
-    const name = req.name!;
-    const path = this.inodes.childPath(parent, name);
-    this.operations.createWithFlags(path, req.flags!, req.mode!, (code, fh) => {
-      if (code < 0) return void b.replyErr(se, id, -code);
-      const handle = fh as number;
-      this.ops.fgetattr(path, handle, (c, st) => {
-        if (c < 0) {
-          b.replyErr(se, id, -c);
-          this.ops.release(path, handle, () => undefined);
-          return;
-        }
-        const stat = st as KernelStat;
-        let node: InodeNode;
-        try {
-          node = this.inodes.remember(parent, name, false, true);
-        } catch (err) {
-          b.replyErr(se, id, -errnoOf(err));
-          this.ops.release(path, handle, () => undefined);
-          return;
-        }
-        this.shown(node, stat);
-        this.opened(node, handle);
-        void this.passthrough.backingFor(node, handle, req.flags!).then((backing) => {
-          const attrs = this.statArray(node.ino, stat);
-          const answered = backing ? b.replyCreateBacking(se, id, attrs, this.timeout, this.timeout, handle, backing) : b.replyCreate(se, id, attrs, this.timeout, this.timeout, handle, KEEP_CACHE);
-          if (!answered) {
-            this.inodes.forget(node.ino, 1);
-            this.closeUnanswered(path, handle);
-          }
-        });
-      });
-    });
-  }
-
-  /**
-   * unlink of a file still open here: renamed to `.fuse_hidden…` in its folder and removed at the last
-   * close (as libfuse's high-level API does), so its data stays readable and writable through the open
-   * descriptors and nothing written later recreates the name.
-   */
-  private unlink(id: number, parent: number, name: string): void {
-    const b = this.binding;
-    const se = this.se;
-    const path = this.inodes.childPath(parent, name);
-    const node = this.inodes.find(parent, name);
-    if (node && node.opens > 0 && !node.isDir) {
-      const hidden = `.fuse_hidden${node.ino.toString(16).padStart(8, '0')}${Date.now().toString(16).slice(-8)}`;
-      this.ops.rename(path, this.inodes.childPath(parent, hidden), (code) => {
-        if (code === 0) {
-          this.inodes.rename(parent, name, parent, hidden);
-          node.hidden = true;
-          this.binding.namesForget(se, parent);
-        }
-        b.replyErr(se, id, code < 0 ? -code : 0);
-      });
-      return;
-    }
-    this.ops.unlink(path, (code) => {
-      if (code === 0) this.inodes.removeName(parent, name);
-      b.replyErr(se, id, code < 0 ? -code : 0);
-    });
-  }
-
-  private release(id: number, ino: number, fh: number): void {
-    this.releaseHandle(ino, fh, (code) => this.binding.replyErr(this.se, id, code < 0 ? -code : 0));
-  }
-
-  /** Releases `fh`; `done` gets the Vfs's answer, then the inode's bookkeeping follows. */
-  releaseHandle(ino: number, fh: number, done: NativeCallback): void {
-    const path = this.safePath(ino);
-    // Before the Vfs's release: the version takes its last size from the spool while it is still open.
-    this.passthrough.liveHandleClosed(ino, fh);
-    this.ops.release(path, fh, (code) => {
-      this.mount.records().handleReleased(fh);
-      this.writes.released(fh);
-      done(code);
-      const open = this.forgetHandle(fh);
-      if (!open) return;
-      const node = open.node;
-      if (node.hidden && node.opens === 1 && !node.detached) {
-        const hiddenPath = this.inodes.pathOf(node);
-        this.ops.unlink(hiddenPath, (c) => {
-          if (c < 0) this.logger.warn({ path: hiddenPath, errno: -c }, 'fuse: removing an unlinked file at its last close failed');
-          if (!node.detached && node.parent) this.inodes.removeName(node.parent.ino, node.name);
-          this.inodes.closed(node, open.writable);
-        });
-        return;
-      }
-      this.inodes.closed(node, open.writable);
-    });
   }
 
   private async setattr(req: KernelRequest): Promise<void> {
