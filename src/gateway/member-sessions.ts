@@ -32,7 +32,7 @@ import { createVfs, type CreateVfsOptions } from '../vfs/index.js';
 import { VfsError } from '../vfs/types.js';
 import type { Remote } from '../vfs/remote.js';
 import { UserTokenRemote } from '../remote/user-token-remote.js';
-import { UploadJournal, type JournalEntry } from '../vfs/write-back/index.js';
+import { peekJournal, type JournalEntry } from '../vfs/write-back/index.js';
 import { LibraryRemote } from '../remote/library-remote.js';
 
 /** A library the gateway serves: its folder name, id on the service, its feed and its library authorization. */
@@ -162,7 +162,7 @@ export class MemberSessions {
 
   /** Reads the journal of a member without a session: kept in `idleJournals` while it holds uploads. */
   private async noteIdleJournal(key: string, account: string): Promise<void> {
-    const entries = (await new UploadJournal(join(this.opts.dataDir, key, 'journal')).peek()).filter((e) => (e.kind ?? 'file') === 'file');
+    const entries = (await peekJournal(join(this.opts.dataDir, key, 'journal'))).filter((e) => (e.kind ?? 'file') === 'file');
     // A session opened meanwhile owns the journal now.
     if (this.sessions.has(key)) return;
     if (entries.length > 0) this.idleJournals.set(key, { account, entries });

@@ -156,7 +156,7 @@ export class GatewayVfs implements Vfs {
       ...(backpressure ? { room: (path: string, size: number, ctx: CallContext | undefined, wait: boolean) => backpressure.admit(path, size, ctx, { wait }) } : {}),
     });
     this.writeBack = new WriteBack({
-      journalDir: join(opts.dataDir, 'journal'), hasher: this.hasher, sha1Streams: this.sha1Streams,
+      journalDir: join(opts.dataDir, 'journal'), hasher: this.hasher, sha1Streams: this.sha1Streams, clock,
       // Bytes written where no handle's write saw them (the FUSE engine's, the kernel's) are checked at the seal.
       sizeCheck: (name, fullpath, size, oldSize) => this.limits.check(gatewayPathOf(name, fullpath), name, size, oldSize, undefined, this.quotas.knownFreeBytes(name)),
       upload: opts.upload, foreground: this.foreground, partialFetch: opts.partialFetch, unwrittenSpoolBytes: opts.unwrittenSpoolBytes, logger: opts.logger, diskFaults: opts.diskFaults, durability: opts.durability,

@@ -16,7 +16,8 @@ import type { KernelStat } from '../stat.js';
 import { Op, type Fuse3Binding, type KernelRequest, type NativeSession } from './binding.js';
 import type { InodeNode, InodeTable } from './inode-table.js';
 import { AnsweredCloses } from './answered-closes.js';
-import type { DirectWriteCounters, LiveInode } from './lowlevel-mount.js';
+import type { DirectWriteCounters } from './spool-writes.js';
+import type { LiveInode } from './passthrough-files.js';
 import { answerOf, type PathOperations } from './path-operations.js';
 import type { PassthroughSpool, SideJournal } from '../../vfs/engine-lease.js';
 

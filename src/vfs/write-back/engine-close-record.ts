@@ -28,7 +28,7 @@
  */
 import { open } from 'node:fs/promises';
 import { hash } from 'node:crypto';
-import type { JournalEntry } from './upload-journal.js';
+import type { JournalEntry } from './journal-entry.js';
 
 export interface EngineCloseRecord {
   id: string;

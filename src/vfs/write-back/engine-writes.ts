@@ -5,7 +5,7 @@
  * `passthroughEnd`).
  */
 import { closeSync, constants, fstatSync, openSync, readSync, statfsSync } from 'node:fs';
-import { INLINE_MAX_BYTES } from './upload-journal.js';
+import { INLINE_MAX_BYTES } from './journal-entry.js';
 import { VfsError } from '../types.js';
 import { KERNEL_WRITE_MIN_FREE_BYTES } from '../engine-lease.js';
 import type { DirectSpool } from '../engine-lease.js';

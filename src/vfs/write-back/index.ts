@@ -9,4 +9,6 @@ export { FileHasher } from './file-hasher.js';
 export { Sha1Streams } from './sha1-streams.js';
 export type { PendingFile, UploadStatus } from './upload-queue.js';
 export type { Conflict } from './conflicts.js';
-export { UploadJournal, type JournalEntry } from './upload-journal.js';
+export { UploadJournal } from './upload-journal.js';
+export { peekJournal } from './journal-recovery.js';
+export type { JournalEntry } from './journal-entry.js';

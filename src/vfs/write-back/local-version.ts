@@ -41,11 +41,12 @@
  * and the seal).
  */
 import { baseAfter } from './conflicts.js';
+import type { Clock } from '../clock.js';
 import { copyFile } from 'node:fs/promises';
 import { createHash, hash } from 'node:crypto';
 import { constants } from 'node:fs';
 import type { PendingFile } from './upload-queue.js';
-import { INLINE_MAX_BYTES } from './upload-journal.js';
+import { INLINE_MAX_BYTES } from './journal-entry.js';
 import { fsErrorOf } from '../fs-errors.js';
 import { addRange, clipRanges } from '../byte-ranges.js';
 import { VfsError } from '../types.js';
@@ -61,8 +62,8 @@ export class LocalVersion extends VersionEngineWrites implements PendingFile {
    * A new file's version whose spool a front end had written and closed by itself (WriteBack.createClosed):
    * sealed at once with the content its journal record names (`sha1`, `size`), nothing read.
    */
-  static closedSpool(id: string, spoolPath: string, library: string, fullpath: string, closed: { size: number; mtimeMs: number; sha1: string }): LocalVersion {
-    const v = new LocalVersion(id, spoolPath, library, fullpath, undefined, { baseSize: 0, mtimeMs: closed.mtimeMs });
+  static closedSpool(id: string, spoolPath: string, library: string, fullpath: string, closed: { size: number; mtimeMs: number; sha1: string }, clock?: Clock): LocalVersion {
+    const v = new LocalVersion(id, spoolPath, library, fullpath, undefined, { baseSize: 0, mtimeMs: closed.mtimeMs, clock });
     v.size = closed.size;
     v.spoolLength = closed.size;
     v.generation = 1;
@@ -316,7 +317,7 @@ export class LocalVersion extends VersionEngineWrites implements PendingFile {
    * cloned where the file system can (reflink), else copied.
    */
   async derive(id: string, spoolPath: string, opts: Pick<LocalVersionOptions, 'fetchChunk'> = {}): Promise<LocalVersion> {
-    const next = new LocalVersion(id, spoolPath, this.library, this.fullpath, this.base, { baseSize: 0, mtimeMs: this.mtimeMs, fetchChunk: opts.fetchChunk });
+    const next = new LocalVersion(id, spoolPath, this.library, this.fullpath, this.base, { baseSize: 0, mtimeMs: this.mtimeMs, fetchChunk: opts.fetchChunk, clock: this.clock });
     await this.exclusive(async () => {
       if (this.state === 'retired') throw new VfsError('EIO', `'${this.fullpath}': local copy already discarded`);
       if (this.memory) await this.handle();
@@ -341,7 +342,7 @@ export class LocalVersion extends VersionEngineWrites implements PendingFile {
   /** A modification: new generation, new time. */
   touch(): void {
     this.generation++;
-    this.mtimeMs = Date.now();
+    this.mtimeMs = this.clock.now();
   }
 
   /** SHA-1 and size of the spool now: the running hash when the file was only appended to, else a full pass. */

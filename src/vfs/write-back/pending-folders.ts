@@ -17,7 +17,7 @@ export abstract class WriteBackFolders extends WriteBackReplay {
   /** A folder made while the library is offline: journaled (fsynced), shown from now on, made on the service later. */
   async pendingFolder(library: string, fullpath: string): Promise<RemoteEntry> {
     const id = this.journal.newId();
-    const now = Date.now();
+    const now = this.clock.now();
     await this.journal.putRecord({ id, library, fullpath, size: 0, mtimeMs: now, createdMs: now, seq: this.nextSeq(), kind: 'folder' }).catch((err: unknown) => { throw fsErrorOf(err, `journaling the folder '${fullpath}'`); });
     const entry = folderEntry(id, fullpath, now);
     this.pendingFolders.set(keyOf(library, fullpath), { id, library, entry });
@@ -39,7 +39,7 @@ export abstract class WriteBackFolders extends WriteBackReplay {
    */
   async deferDelete(library: string, fullpath: string, objectId: string, contentHash?: string): Promise<void> {
     const id = this.journal.newId();
-    const now = Date.now();
+    const now = this.clock.now();
     await this.journal.putRecord({ id, library, fullpath, size: 0, mtimeMs: now, createdMs: now, seq: this.nextSeq(), kind: 'delete', objectId, replaces: contentHash ? [contentHash] : undefined }).catch((err: unknown) => { throw fsErrorOf(err, `journaling the delete of '${fullpath}'`); });
     this.pendingDeletes.set(keyOf(library, fullpath), { id, library, fullpath, objectId, ready: false, contentHash });
     // Gone from the path: its read handles no longer follow the path (a new file there is another file).

@@ -3,7 +3,7 @@
  * version queued again, the entries of libraries not served kept until one is.
  */
 import { LocalVersion } from './local-version.js';
-import { orderOf, type JournalEntry } from './upload-journal.js';
+import { orderOf, type JournalEntry } from './journal-entry.js';
 import { spoolMatches } from './spool-verification.js';
 import { folderEntry, keyOf } from './slots.js';
 import { WriteBackLease } from './write-back-lease.js';
@@ -69,7 +69,7 @@ export abstract class WriteBackReplay extends WriteBackLease {
       void this.makeFolders(e.library);
       return false;
     }
-    const v = new LocalVersion(e.id, this.journal.spoolPath(e.id), e.library, e.fullpath, undefined, { baseSize: 0, mtimeMs: e.mtimeMs });
+    const v = new LocalVersion(e.id, this.journal.spoolPath(e.id), e.library, e.fullpath, undefined, { baseSize: 0, mtimeMs: e.mtimeMs, clock: this.clock });
     try {
       await v.loadSize();
     } catch {

@@ -8,7 +8,7 @@ import { fsErrorOf } from '../fs-errors.js';
 import { LocalVersion } from './local-version.js';
 import type { RemoteEntry } from '../remote.js';
 import type { Sha1Stream, Sha1Streams } from './sha1-streams.js';
-import { INLINE_MAX_BYTES, orderOf, type JournalEntry } from './upload-journal.js';
+import { INLINE_MAX_BYTES, orderOf, type JournalEntry } from './journal-entry.js';
 import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
 import { VfsError, type CallContext } from '../types.js';
 import type { EngineClose } from '../engine-lease.js';
@@ -187,7 +187,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
   protected uploadWhenQuiet(s: WriteSession, v: LocalVersion): void {
     if (s.quiet) return;
     const look = (mark: number): void => {
-      const t = setTimeout(() => {
+      const t = this.clock.after(this.opts.upload?.delayMs ?? 0, () => {
         this.holdTimers.delete(t);
         s.quiet = undefined;
         if (this.closed || this.uploads.stopped || s.deleted || s.version !== v || !v.mutable || s.writers === 0) return;
@@ -198,8 +198,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
           return;
         }
         this.journalVersion(v, s, { upload: true, sync: true }).catch((err: unknown) => this.opts.logger.warn({ path: v.fullpath, err: String(err) }, 'write-back: sealing a file kept open after its fsync failed'));
-      }, this.opts.upload?.delayMs ?? 0);
-      t.unref();
+      });
       this.holdTimers.add(t);
     };
     s.quiet = true;
@@ -319,7 +318,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     v.state = 'journaled';
     // The write-back delay: uploaded a little after the last close (a rewrite meanwhile replaces it first).
     const delayMs = this.opts.upload?.delayMs ?? 0;
-    if (!opts.upload && delayMs > 0) v.holdUntilMs = Math.max(v.holdUntilMs, Date.now() + delayMs);
+    if (!opts.upload && delayMs > 0) v.holdUntilMs = Math.max(v.holdUntilMs, this.clock.now() + delayMs);
     slot.acked = v;
     this.overtake(slot, v);
     // A session that changed on after this version was sealed shows its newer bytes; otherwise this version.
@@ -397,10 +396,9 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     if (v.isLive && !opts.force) return;
     if (!opts.force) {
       if (slot.session && slot.session.version === v && slot.session.writers > 0) return;
-      const wait = v.holdUntilMs - Date.now();
+      const wait = v.holdUntilMs - this.clock.now();
       if (wait > 0) {
-        const t = setTimeout(() => { this.holdTimers.delete(t); this.schedule(slot); }, wait);
-        t.unref();
+        const t = this.clock.after(wait, () => { this.holdTimers.delete(t); this.schedule(slot); });
         this.holdTimers.add(t);
         return;
       }
@@ -475,7 +473,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     const spool = this.journal.spoolPath(id);
     const v: LocalVersion = new LocalVersion(id, spool, library, fullpath, base, {
       baseSize: base?.size ?? 0, mtimeMs: base?.mtimeMs, fetchChunk: this.opts.partialFetch?.chunkBytes,
-      sha1Stream: sha1StreamOf(this.opts.sha1Streams, spool), faults: this.opts.diskFaults, newSpool: true, unwritten: this.unwritten,
+      sha1Stream: sha1StreamOf(this.opts.sha1Streams, spool), faults: this.opts.diskFaults, newSpool: true, unwritten: this.unwritten, clock: this.clock,
       // The base is wherever the file is now (a rename moves it on the service too), in the version it had.
       openBase: base ? (start, end) => {
         const remote = this.opts.host.remoteFor(v.library);
@@ -493,11 +491,11 @@ export abstract class WriteBackSeals extends WriteBackSlots {
   }
 
   protected journalEntry(v: LocalVersion): JournalEntry {
-    return { id: v.id, library: v.library, fullpath: v.fullpath, size: v.size, mtimeMs: v.mtimeMs, createdMs: Date.now(), seq: v.seq, sha1: v.currentSha1(), operator: v.operator, replaces: v.replaces?.slice() };
+    return { id: v.id, library: v.library, fullpath: v.fullpath, size: v.size, mtimeMs: v.mtimeMs, createdMs: this.clock.now(), seq: v.seq, sha1: v.currentSha1(), operator: v.operator, replaces: v.replaces?.slice() };
   }
 
   protected nextSeq(): number {
-    this.lastSeq = Math.max(this.lastSeq + 1, Date.now() * 1000);
+    this.lastSeq = Math.max(this.lastSeq + 1, this.clock.now() * 1000);
     return this.lastSeq;
   }
 

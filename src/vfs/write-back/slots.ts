@@ -11,9 +11,11 @@ import { LocalVersion, UnwrittenSpools } from './local-version.js';
 import type { RangeReader } from '../range-reader.js';
 import { baseName, isWithin, parentOf, type Remote, type RemoteEntry } from '../remote.js';
 import type { Sha1Streams } from './sha1-streams.js';
-import { UploadJournal, type JournalEntry } from './upload-journal.js';
+import { UploadJournal } from './upload-journal.js';
+import type { JournalEntry } from './journal-entry.js';
 import { UploadQueue, type UploadStatus } from './upload-queue.js';
 import type { Attr, CallContext } from '../types.js';
+import { systemClock, type Clock, type ClockTimer } from '../clock.js';
 
 
 export interface WriteBackHost {
@@ -34,6 +36,8 @@ export interface WriteBackHost {
 
 export interface WriteBackOptions {
   journalDir: string;
+  /** The time of versions, journal entries and the write-back delay. Default the real one. */
+  clock?: Clock;
   /**
    * When a version is safe against power loss. `group` (default): close() journals to the page cache
    * (safe against a crash of the gateway) and a group commit fsyncs within `groupCommitMs`; fsync,
@@ -126,17 +130,21 @@ export abstract class WriteBackSlots {
   /** The folder creation under way per library (one at a time). */
   protected readonly makingFolders = new Map<string, Promise<void>>();
   protected lastSeq = 0;
-  protected readonly holdTimers = new Set<NodeJS.Timeout>();
+  /** Timers of the write-back delay (on `clock`), cancelled at close. */
+  protected readonly holdTimers = new Set<ClockTimer>();
+  /** The time of versions, entries and the write-back delay (WriteBackOptions.clock). */
+  protected readonly clock: Clock;
   protected readonly syncOnClose: boolean;
   protected closed = false;
   /** Sealed small files whose spools wait in memory until needed (the upload, a reader), bounded. */
   protected readonly unwritten: UnwrittenSpools;
 
   constructor(protected readonly opts: WriteBackOptions) {
+    this.clock = opts.clock ?? systemClock;
     this.journal = new UploadJournal(opts.journalDir, opts.durability?.groupCommitMs ?? 1000);
     this.syncOnClose = opts.durability?.mode === 'close';
     this.unwritten = new UnwrittenSpools(opts.unwrittenSpoolBytes ?? 16 * 1024 * 1024);
-    this.conflicts = new ConflictKeeper({ logger: opts.logger, copied: (library, entry) => opts.host.uploaded(library, entry, entry.mtimeMs) });
+    this.conflicts = new ConflictKeeper({ logger: opts.logger, now: () => this.clock.now(), copied: (library, entry) => opts.host.uploaded(library, entry, entry.mtimeMs) });
     this.uploads = new UploadQueue({
       concurrency: opts.upload?.concurrency, smallConcurrency: opts.upload?.smallConcurrency, retryBaseMs: opts.upload?.retryBaseMs, retryMaxMs: opts.upload?.retryMaxMs, refusedRetryMs: opts.upload?.refusedRetryMs,
       hasher: opts.hasher, logger: opts.logger, foreground: opts.foreground,

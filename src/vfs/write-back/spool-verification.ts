@@ -4,7 +4,7 @@
  * spool that is not (its bytes lost to a power loss, or changed after its record) is never uploaded as
  * that version.
  */
-import type { JournalEntry } from './upload-journal.js';
+import type { JournalEntry } from './journal-entry.js';
 
 interface Hasher { hash(path: string): Promise<{ sha1: string; size: number }> }
 

@@ -31,103 +31,23 @@
  * the upload) supersede the side record. Once every record of a side log is settled (the journal has its
  * own lines for it, or a removal), the side log goes, at a compaction.
  */
-import { createReadStream, writeSync } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, rm, truncate, writeFile, type FileHandle } from 'node:fs/promises';
-import { createInterface } from 'node:readline';
-import { basename, join } from 'node:path';
-import { hash, randomBytes } from 'node:crypto';
-import type { Operator } from '../types.js';
+import { mkdir, open, readdir, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
 import type { SideJournal, SideLogWriter } from '../engine-lease.js';
-import { closeRecordEntry, decodeCloseRecord, readCloseRecords } from './engine-close-record.js';
-
+import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
+import { INLINE_MAX_BYTES, JOURNAL_ID_RE, orderOf, type JournalEntry } from './journal-entry.js';
+import { lineOf, putLineOf } from './journal-lines.js';
+import { LEGACY_ENTRIES, LOG, readJournalFolder, restoreSpool, sideLogsIn, type LiveEntry } from './journal-recovery.js';
+import { JournalLog } from './journal-log.js';
+import { SpoolPool } from './spool-pool.js';
 import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../../shared/atomic-file.js';
-export interface JournalEntry {
-  id: string;
-  /** Library folder name the file belongs to. */
-  library: string;
-  /** Library-relative path to commit to. */
-  fullpath: string;
-  /** Bytes in the spool when journaled. */
-  size: number;
-  /** Local modification time, ms. */
-  mtimeMs: number;
-  /** When the entry was first written, ms. */
-  createdMs: number;
-  /** SHA-1 of the spool's content (checked at replay: a power loss may have kept the entry but not its bytes). */
-  sha1?: string;
-  /**
-   * Written by an fsync while the file was still open for writing: no hash, and the spool may hold more
-   * than `size` says (writes after the fsync); replay takes it as it is.
-   */
-  open?: boolean;
-  /**
-   * `folder`: a folder made while the library was offline, to be made on the service (no spool).
-   * `delete`: a file unlinked while handles still read it, to be removed on the service once they are
-   * closed (no spool; `objectId` names the object). Default a file.
-   */
-  kind?: 'file' | 'folder' | 'delete';
-  /** With `delete`: the service's id of the object to remove (a new file at the path is not it). */
-  objectId?: string;
-  /**
-   * Order of acknowledgement across every entry (higher is newer). Of two entries for one path, the higher
-   * wins at replay; entries of older runs without it count by `createdMs`.
-   */
-  seq?: number;
-  operator?: Operator;
-  /**
-   * Content hashes the service may hold at the path for this version to replace it without a conflict
-   * (conflicts.ts, ConflictBase): [] for a new file; absent in entries written before bases were recorded.
-   */
-  replaces?: string[];
-}
-
-/** Largest content carried in its record (a small file's spool then needs no fsync of its own). */
-export const INLINE_MAX_BYTES = 64 * 1024;
-
-/** One line of the log. */
-interface LogRecord {
-  put?: JournalEntry;
-  /** With `put`: the spool's content, base64 (small files). */
-  data?: string;
-  rm?: string;
-}
-
-/** Where an entry's bytes are safe: in a record (`inline`), or in its spool file. */
-interface LiveEntry {
-  entry: JournalEntry;
-  inline: boolean;
-  /** Log records written when its last record was (durable once the log is synced that far). */
-  record: number;
-  /** The checks of its last line and of its last line carrying its bytes: the lines a rewrite keeps. */
-  lines: Set<string>;
-}
-
-const ID_RE = /^[0-9a-f]{16}$/;
-/** Side logs: `closes.<16 hex digits>.log`. */
-const SIDE_LOG_RE = /^closes\.[0-9a-f]{16}\.log$/;
 
 const ID_POOL_BYTES = 4096;
-/** The pool of emptied spools (see UploadJournal.recycle): its folder in the spool folder, its files' prefix, its size. */
-const POOL = '.pool';
-const POOL_PREFIX = 'p';
-const POOL_MAX = 4096;
-/** A pool that looks full is counted again at most this often (a front end takes from it silently). */
-const POOL_RECOUNT_MS = 1000;
-const LOG = 'journal.log';
 /** Spools replay found different from their records (see setAside). */
 const UNVERIFIED = 'unverified';
 /** The log is rewritten once it holds this many records more than live entries, and twice as many (compactionDue). */
 const COMPACT_DEAD_RECORDS = 2000;
-/**
- * Appends of up to this many bytes are written on the calling thread (a write into the page cache, a few
- * microseconds) rather than handed to the thread pool and back, two thread hand-offs on the path of every
- * close. One that takes longer than SLOW_APPEND_MS (the kernel throttling writers of a busy disk) sends the
- * appends of the next APPENDS_OFF_THREAD_MS through the thread pool, so a throttled disk holds the event
- * loop once, not at every close.
- */
-const SYNC_APPEND_MAX_BYTES = 64 * 1024;
-const SLOW_APPEND_MS = 5;
-const APPENDS_OFF_THREAD_MS = 10_000;
 
 export class UploadJournal implements SideJournal {
   readonly spoolDir: string;
@@ -136,14 +56,10 @@ export class UploadJournal implements SideJournal {
   /** Random bytes that new ids are cut from (one call to the random source for 512 ids). */
   private idPool = Buffer.alloc(0);
   private idPoolAt = ID_POOL_BYTES;
-  /** Files in the pool as last counted or added (a front end takes some meanwhile), and names given so far. */
-  private poolOn = false;
-  private pooled = 0;
-  private poolCountedMs = 0;
-  private poolFilling: Promise<void> = Promise.resolve();
-  private poolSerial = 0;
-  /** The log, open for appending (closed after close(): each later append opens it). */
-  private log: FileHandle | undefined;
+  /** Emptied spools kept for reuse. */
+  private readonly pool: SpoolPool;
+  /** The append-only log file. */
+  private readonly log: JournalLog;
   /** The spool folder, kept open for its fsyncs. */
   private spoolFolder: Promise<FileHandle> | undefined;
   private closed = false;
@@ -151,30 +67,6 @@ export class UploadJournal implements SideJournal {
   private readonly live = new Map<string, LiveEntry>();
   /** Spool files not in their record, written since their last fsync; fsynced by the next group commit. */
   private readonly unsyncedSpools = new Set<string>();
-  /** Lines waiting for the writer (one write for all of them). */
-  private queue: { line: Buffer; done: (err: Error | undefined, record: number) => void }[] = [];
-  /** A write of the queue is on the log's chain. */
-  private flushQueued = false;
-  /** Every change of the log file runs on this chain, one at a time. */
-  private chain: Promise<void> = Promise.resolve();
-  /** Records written to the log (page cache), and how many of them are durable. */
-  private written = 0;
-  private synced = 0;
-  /** Bytes of the log file (undefined until first opened), and how many of them are durable. */
-  private logBytes: number | undefined;
-  private syncedBytes = 0;
-  /** Records in the log file (live and dead), for compaction, and how many its last rewrite kept. */
-  private logRecords = 0;
-  private keptRecords = 0;
-  private rewrites = 0;
-  /** The fdatasync under way, and how far it reaches. */
-  private syncing: Promise<void> | undefined;
-  /** A write failed part way and could not be undone: the next write starts on a line of its own. */
-  private tornTail = false;
-  /** Until then appends go through the thread pool (an append on the calling thread was slow). */
-  private appendsOffThreadUntil = 0;
-  /** Appends written on the calling thread, and those sent to the thread pool (for tests and figures). */
-  readonly appendCounts = { inline: 0, pooled: 0 };
   private groupTimer: NodeJS.Timeout | undefined;
   /** The writer of side logs, and the side log it writes now. */
   private sideWriter: SideLogWriter | undefined;
@@ -188,18 +80,16 @@ export class UploadJournal implements SideJournal {
   /** The group commit under way (a sync waits for it, then runs its own). */
   private committing: Promise<void> = Promise.resolve();
 
-  private readonly slowAppendMs: number;
-
   /**
    * `groupCommitMs`: the longest a put without sync waits for its fsync. `slowAppendMs`: an append on the
-   * calling thread slower than this sends the next ones through the thread pool for a while (default
-   * SLOW_APPEND_MS).
+   * calling thread slower than this sends the next ones through the thread pool for a while (journal-log.ts).
    */
   constructor(readonly dir: string, private readonly groupCommitMs = 1000, opts: { slowAppendMs?: number } = {}) {
-    this.slowAppendMs = opts.slowAppendMs ?? SLOW_APPEND_MS;
     this.spoolDir = join(dir, 'spool');
-    this.entriesDir = join(dir, 'entries');
+    this.pool = new SpoolPool(this.spoolDir);
+    this.entriesDir = join(dir, LEGACY_ENTRIES);
     this.logPath = join(dir, LOG);
+    this.log = new JournalLog(this.logPath, { slowAppendMs: opts.slowAppendMs, afterAppends: () => this.afterAppends() });
   }
 
   async init(): Promise<void> {
@@ -207,65 +97,19 @@ export class UploadJournal implements SideJournal {
   }
 
   /**
-   * From now on spools nobody needs are kept, emptied, in a pool (`poolDir`, see `recycle`), filled in the
-   * background with empty files up to POOL_MAX: for a front end that makes spools itself, many a second
-   * (the FUSE engine with passthrough).
+   * From now on spools nobody needs are kept, emptied, in a pool (`poolDir`, spool-pool.ts) filled in the
+   * background: for a front end that makes spools itself, many a second (the FUSE engine with passthrough).
    */
-  async startSpoolPool(): Promise<void> {
-    if (this.poolOn) return;
-    await mkdir(this.poolDir, { recursive: true, mode: 0o700 });
-    this.pooled = (await readdir(this.poolDir).catch(() => [] as string[])).length;
-    this.poolOn = true;
-    // In the background: a spool is made anew meanwhile (close waits for it).
-    this.poolFilling = this.fillPool().catch(() => undefined);
-  }
-
-  /** Makes empty files in the pool up to POOL_MAX (before anything waits for a spool). */
-  private async fillPool(): Promise<void> {
-    for (; this.pooled < POOL_MAX && !this.closed; this.pooled++) {
-      const fh = await open(join(this.poolDir, this.poolName()), 'wx', 0o600).catch(() => undefined);
-      if (!fh) return;
-      await fh.close();
-    }
-  }
-
-  private poolName(): string {
-    return `${POOL_PREFIX}${process.pid.toString(36)}-${Date.now().toString(36)}-${(this.poolSerial++).toString(36)}`;
+  startSpoolPool(): Promise<void> {
+    return this.pool.start();
   }
 
   /**
-   * The folder of empty spool files kept for reuse (see `recycle`): a front end that makes spools itself
-   * takes one from there (a rename into the spool folder) before it makes a new file.
+   * The folder of empty spool files kept for reuse: a front end that makes spools itself takes one from
+   * there (a rename into the spool folder) before it makes a new file.
    */
   get poolDir(): string {
-    return join(this.spoolDir, POOL);
-  }
-
-  /**
-   * A spool nobody needs any more: removed; once the pool is started (startSpoolPool), emptied and kept in the pool for a later spool, up to POOL_MAX files
-   * (else removed). Making a file costs more than reusing one: on ext4, the inodes of files removed in the
-   * last seconds are skipped one by one by the next allocations in their group, and the spool folder's
-   * group is where every spool comes and goes (measured: creates in a busy spool folder took a third of a
-   * small-file copy's CPU). A spool someone still has open must not come here: it is emptied.
-   */
-  private async recycle(path: string): Promise<void> {
-    if (!this.poolOn) return removeFileIfPresent(path);
-    if (this.pooled >= POOL_MAX && Date.now() - this.poolCountedMs >= POOL_RECOUNT_MS) {
-      // Taken from meanwhile by a front end (which says nothing): counted again, at most once a second.
-      this.poolCountedMs = Date.now();
-      this.pooled = (await readdir(this.poolDir).catch(() => [] as string[])).length;
-    }
-    if (this.pooled >= POOL_MAX) return removeFileIfPresent(path);
-    // Renamed into the pool, then emptied (a front end takes only an empty one).
-    const pooled = join(this.poolDir, this.poolName());
-    try {
-      await rename(path, pooled);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') await removeFileIfPresent(path);
-      return;
-    }
-    this.pooled++;
-    await truncate(pooled, 0).catch(() => removeFileIfPresent(pooled).catch(() => undefined));
+    return this.pool.dir;
   }
 
   /** A fresh id for a spool file (not journaled until `put`): 8 random bytes, taken from a pool. */
@@ -281,11 +125,11 @@ export class UploadJournal implements SideJournal {
 
   /** Whether `id` may name a new entry: 16 hex digits, no entry of it in the log. */
   freshId(id: string): boolean {
-    return ID_RE.test(id) && !this.live.has(id);
+    return JOURNAL_ID_RE.test(id) && !this.live.has(id);
   }
 
   spoolPath(id: string): string {
-    if (!ID_RE.test(id)) throw new TypeError(`journal id: expected 16 hex digits, got '${id}'`);
+    if (!JOURNAL_ID_RE.test(id)) throw new TypeError(`journal id: expected 16 hex digits, got '${id}'`);
     return join(this.spoolDir, id);
   }
 
@@ -327,7 +171,7 @@ export class UploadJournal implements SideJournal {
       await this.syncSpoolFolder();
     }
     const live = this.live.get(id);
-    if (live && live.record > this.synced) await this.syncLog();
+    if (live && live.record > this.log.synced) await this.syncLog();
   }
 
   /** Runs the group commit now: everything put without sync is durable when this resolves. */
@@ -345,19 +189,19 @@ export class UploadJournal implements SideJournal {
    */
   unsyncedFiles(): string[] {
     const out = [...this.unsyncedSpools];
-    if (this.written > this.synced) out.push(this.logPath);
+    if (this.log.written > this.log.synced) out.push(this.logPath);
     return out;
   }
 
   /** The log file, and how many of its bytes are durable (a power loss now keeps at least those). */
   durableLog(): { path: string; bytes: number } {
-    return { path: this.logPath, bytes: this.syncedBytes };
+    return { path: this.logPath, bytes: this.log.durableBytes };
   }
 
   /** Rewrites an entry's metadata (a rename, a new time) of a spool already journaled. */
   async rewrite(entry: JournalEntry): Promise<void> {
     const before = this.live.get(entry.id);
-    const wasDurable = !before || before.record <= this.synced;
+    const wasDurable = !before || before.record <= this.log.synced;
     // The content is the same (a journaled version is immutable): its bytes stay where they were safe.
     await this.appendPut(entry, undefined, before);
     if (wasDurable) await this.syncLog();
@@ -376,7 +220,7 @@ export class UploadJournal implements SideJournal {
       if (opts.durable !== false) await this.syncLog();
       else this.scheduleGroupCommit();
     }
-    if (!opts.keepSpool) await this.recycle(this.spoolPath(id));
+    if (!opts.keepSpool) await this.pool.recycle(this.spoolPath(id));
   }
 
   /**
@@ -402,18 +246,15 @@ export class UploadJournal implements SideJournal {
   /** Removes a spool file that was never journaled (or whose entry is gone). */
   async discardSpool(id: string): Promise<void> {
     this.unsyncedSpools.delete(this.spoolPath(id));
-    await this.recycle(this.spoolPath(id));
+    await this.pool.recycle(this.spoolPath(id));
   }
 
   /** Runs the last group commit and closes the log and the folder; later calls open them each time. */
   async close(): Promise<void> {
     await this.syncAll().catch(() => undefined);
     this.closed = true;
-    await this.poolFilling;
-    await this.drained();
-    const log = this.log;
-    this.log = undefined;
-    await log?.close().catch(() => undefined);
+    await this.pool.close();
+    await this.log.close();
     const folder = this.spoolFolder;
     this.spoolFolder = undefined;
     await folder?.then((fh) => fh.close(), () => undefined);
@@ -425,36 +266,11 @@ export class UploadJournal implements SideJournal {
    */
   async entries(): Promise<JournalEntry[]> {
     await this.drained();
-    const found = new Map<string, LiveEntry>();
-    const legacy = await this.legacyEntries();
-    for (const e of legacy) found.set(e.id, { entry: e, inline: false, record: 0, lines: new Set() });
-    // Side logs first: the journal's own lines about an id are newer than its side record.
-    const sides = await this.sideLogs();
-    const sources = [...sides, this.logPath];
-    // The bytes the newest record about an id carries (a later record of an open file without them: none).
-    const carried = new Map<string, Buffer>();
-    await this.eachLine(sources, async (rec, check) => {
-      if (rec.rm !== undefined) {
-        found.delete(rec.rm);
-        carried.delete(rec.rm);
-        return;
-      }
-      const e = rec.put!;
-      const before = found.get(e.id);
-      const inline = rec.data !== undefined;
-      if (inline) carried.set(e.id, Buffer.from(rec.data!, 'base64'));
-      else if (e.open) carried.delete(e.id);
-      // A later record of the same entry (a rename, a time) keeps the line that carried its bytes; one of
-      // a file still open (an fsync) says its bytes are the spool's now.
-      const keeps = !inline && !e.open && !!before?.inline;
-      const lines = new Set([check]);
-      if (keeps) for (const c of before.lines) lines.add(c);
-      found.set(e.id, { entry: e, inline: inline || keeps, record: 0, lines });
-    });
+    const { found, legacy, sides, sources, carried } = await readJournalFolder(this.dir);
     // A small file's spool lost to a power loss is written again from its record.
     for (const [id, data] of carried) await restoreSpool(this.spoolPath(id), data, found.get(id)!.entry.size);
     for (const name of await readdir(this.spoolDir).catch(() => [] as string[])) {
-      if (ID_RE.test(name) && !found.has(name)) await rm(join(this.spoolDir, name), { force: true });
+      if (JOURNAL_ID_RE.test(name) && !found.has(name)) await rm(join(this.spoolDir, name), { force: true });
     }
     // A rewrite of the log cut off by a crash.
     for (const name of await readdir(this.dir).catch(() => [] as string[])) {
@@ -474,20 +290,6 @@ export class UploadJournal implements SideJournal {
     return [...found.values()].map((f) => f.entry).sort((a, b) => orderOf(a) - orderOf(b));
   }
 
-  /**
-   * The entries on disk as `entries()` would find them, oldest first, with nothing changed (no rewrite, no
-   * spool removed): for a journal no Vfs has open, such as a member's between sessions.
-   */
-  async peek(): Promise<JournalEntry[]> {
-    const found = new Map<string, JournalEntry>();
-    for (const e of await this.legacyEntries()) found.set(e.id, e);
-    await this.eachLine([...(await this.sideLogs()), this.logPath], async (rec) => {
-      if (rec.rm !== undefined) found.delete(rec.rm);
-      else found.set(rec.put!.id, rec.put!);
-    });
-    return [...found.values()].sort((a, b) => orderOf(a) - orderOf(b));
-  }
-
   // ---- the log -----------------------------------------------------------------------------------------
 
   /** `before`: the entry's live record this one rewrites (its bytes stay in the line that carried them). */
@@ -504,31 +306,11 @@ export class UploadJournal implements SideJournal {
 
   /** Appends one line; resolves with the count of records written once it is in the log (page cache). */
   private append(line: Buffer): Promise<number> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ line, done: (err, record) => (err ? reject(err) : resolve(record)) });
-      if (this.flushQueued) return;
-      this.flushQueued = true;
-      void this.onLog(() => this.writeQueue());
-    });
+    return this.log.append(line);
   }
 
-  /** Everything queued goes out in one write; what is queued meanwhile goes in the next. */
-  private async writeQueue(): Promise<void> {
-    this.flushQueued = false;
-    const batch = this.queue.splice(0);
-    if (batch.length === 0) return;
-    const lines = batch.map((b) => b.line);
-    if (this.tornTail) lines.unshift(NEWLINE);
-    try {
-      await this.writeLog(lines.length === 1 ? lines[0]! : Buffer.concat(lines));
-      this.tornTail = false;
-      this.written += batch.length;
-      this.logRecords += batch.length;
-      for (const b of batch) b.done(undefined, this.written);
-    } catch (err) {
-      for (const b of batch) b.done(err as Error, 0);
-      return;
-    }
+  /** After each batch of appends, on the log's chain: a compaction when the log holds mostly dead records. */
+  private async afterAppends(): Promise<void> {
     if (this.compactionDue() && !this.closed) {
       // With a side writer, it first moves to a new side log (outside this chain: the records it waits
       // for are settled by appends that queue behind it).
@@ -572,7 +354,7 @@ export class UploadJournal implements SideJournal {
 
   async sideRecordSettled(id: string): Promise<void> {
     this.settledSinceSwitch.add(id);
-    if (this.live.has(id) || !ID_RE.test(id)) return;
+    if (this.live.has(id) || !JOURNAL_ID_RE.test(id)) return;
     // The version went without a line of the journal's own (deleted, superseded, refused): one says so.
     await this.append(Buffer.from(lineOf({ rm: id }).text));
     this.scheduleGroupCommit();
@@ -580,7 +362,12 @@ export class UploadJournal implements SideJournal {
 
   /** Rewrites of the log (compactions) so far (for tests and figures). */
   get logRewrites(): number {
-    return this.rewrites;
+    return this.log.rewrites;
+  }
+
+  /** Appends written on the calling thread, and those sent to the thread pool (for tests and figures). */
+  get appendCounts(): { inline: number; pooled: number } {
+    return this.log.appendCounts;
   }
 
   /**
@@ -592,8 +379,9 @@ export class UploadJournal implements SideJournal {
    * would be rewritten at every append.
    */
   private compactionDue(): boolean {
-    return this.logRecords > this.live.size + COMPACT_DEAD_RECORDS && this.logRecords > 2 * this.live.size &&
-      this.logRecords - this.keptRecords > Math.max(COMPACT_DEAD_RECORDS, this.keptRecords);
+    const { records, keptRecords } = this.log;
+    return records > this.live.size + COMPACT_DEAD_RECORDS && records > 2 * this.live.size &&
+      records - keptRecords > Math.max(COMPACT_DEAD_RECORDS, keptRecords);
   }
 
   /**
@@ -623,12 +411,6 @@ export class UploadJournal implements SideJournal {
     return join(this.dir, `closes.${this.newId()}.log`);
   }
 
-  /** Side logs in the folder. */
-  private async sideLogs(): Promise<string[]> {
-    const names = await readdir(this.dir).catch(() => [] as string[]);
-    return names.filter((n) => SIDE_LOG_RE.test(n)).sort().map((n) => join(this.dir, n));
-  }
-
   /** Moves the side writer to a new log, then compacts, the earlier side logs dropped (all settled). */
   private async compactWithSideWriter(): Promise<void> {
     const writer = this.sideWriter;
@@ -651,7 +433,7 @@ export class UploadJournal implements SideJournal {
    * place, so that no state ever has a side record without the journal's lines that supersede it.
    */
   private async compactDroppingSideLogs(): Promise<void> {
-    const old = (await this.sideLogs()).filter((p) => p !== this.sideLog);
+    const old = (await sideLogsIn(this.dir)).filter((p) => p !== this.sideLog);
     for (const side of old) await removeFileIfPresent(side);
     if (old.length > 0) await fsyncFolderIfSupported(this.dir);
     // Records of the side log being written that were settled and are gone keep their removal lines.
@@ -659,175 +441,34 @@ export class UploadJournal implements SideJournal {
     await this.compact([], [this.logPath], this.sideLog ? gone : []);
   }
 
-  /** Runs `fn` with the log to itself (no other write or rewrite in between). */
   private onLog<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.chain.then(fn);
-    this.chain = run.then(() => undefined, () => undefined);
-    return run;
+    return this.log.exclusive(fn);
   }
 
-  /** Resolves once every change of the log started so far is done. */
-  private async drained(): Promise<void> {
-    let last: Promise<void> | undefined;
-    while (last !== this.chain) {
-      last = this.chain;
-      await last;
-    }
+  private drained(): Promise<void> {
+    return this.log.drained();
   }
 
-  private async writeLog(buf: Buffer): Promise<void> {
-    const fh = this.log ?? (await open(this.logPath, 'a', 0o600));
-    let done = 0;
-    try {
-      this.logBytes ??= (await fh.stat()).size;
-      if (buf.length <= SYNC_APPEND_MAX_BYTES && Date.now() >= this.appendsOffThreadUntil) {
-        const started = performance.now();
-        while (done < buf.length) done += writeSync(fh.fd, buf, done, buf.length - done);
-        this.appendCounts.inline++;
-        if (performance.now() - started > this.slowAppendMs) this.appendsOffThreadUntil = Date.now() + APPENDS_OFF_THREAD_MS;
-      } else {
-        while (done < buf.length) done += (await fh.write(buf, done, buf.length - done)).bytesWritten;
-        this.appendCounts.pooled++;
-      }
-      this.logBytes += done;
-    } catch (err) {
-      // Undo a part-written batch; if that fails too, the next batch starts on a fresh line.
-      if (done > 0 && !(this.logBytes !== undefined && (await fh.truncate(this.logBytes).then(() => true, () => false)))) {
-        this.tornTail = true;
-        this.logBytes = undefined;
-      }
-      throw err;
-    } finally {
-      if (this.closed) await fh.close();
-      else this.log = fh;
-    }
-  }
-
-  /** Makes every record written so far durable (one fdatasync serves everyone waiting meanwhile). */
-  private async syncLog(): Promise<void> {
-    const target = this.written;
-    while (this.synced < target) {
-      if (this.syncing) {
-        await this.syncing;
-        continue;
-      }
-      const upTo = this.written;
-      const upToBytes = this.logBytes ?? 0;
-      this.syncing = (async () => {
-        const fh = this.log ?? (await open(this.logPath, 'a', 0o600));
-        try {
-          await fh.datasync();
-        } finally {
-          if (fh !== this.log) await fh.close();
-        }
-        this.synced = Math.max(this.synced, upTo);
-        this.syncedBytes = Math.max(this.syncedBytes, upToBytes);
-      })().finally(() => { this.syncing = undefined; });
-      await this.syncing;
-    }
+  private syncLog(): Promise<void> {
+    return this.log.sync();
   }
 
   /**
-   * Rewrites the log with only the lines live entries need (each one's last line, and the one carrying
-   * its bytes), copied as they are: streamed, nothing fsynced but the new log. `extra`: entries with no
-   * line yet (of the earlier layout), written as new lines.
+   * Rewrites the log (on its chain) with only the lines live entries need (each one's last line, and the
+   * one carrying its bytes) and the side records kept. `extra`: entries with no line yet (of the earlier
+   * layout), written as new lines; `removed`: ids whose removal lines must stay.
    */
   private async compact(extra: JournalEntry[] = [], sources: string[] = [this.logPath], removed: string[] = []): Promise<void> {
-    const tmp = `${this.logPath}.${randomBytes(4).toString('hex')}.tmp`;
-    const out = await open(tmp, 'w', 0o600);
-    let bytes = 0;
-    let kept = 0;
-    try {
-      let pending: string[] = [];
-      let pendingBytes = 0;
-      const flush = async (): Promise<void> => {
-        const buf = Buffer.from(pending.join(''));
-        pending = [];
-        pendingBytes = 0;
-        let done = 0;
-        while (done < buf.length) done += (await out.write(buf, done, buf.length - done)).bytesWritten;
-        bytes += buf.length;
-      };
-      const keep = async (text: string): Promise<void> => {
-        pending.push(text);
-        pendingBytes += text.length;
-        kept++;
-        if (pendingBytes >= 1024 * 1024) await flush();
-      };
-      await this.eachLine(sources, async (rec, check, text) => {
-        if (rec.put && (this.live.get(rec.put.id)?.lines.has(check) || this.keptLines.has(check))) await keep(`${text}\n`);
-      });
-      for (const e of extra) {
-        const { text, check } = lineOf({ put: e });
-        await keep(text);
-        const l = this.live.get(e.id);
-        if (l) l.lines = new Set([check]);
-      }
-      for (const id of removed) await keep(lineOf({ rm: id }).text);
-      await flush();
-      await out.sync();
-    } catch (err) {
-      await out.close().catch(() => undefined);
-      await rm(tmp, { force: true });
-      throw err;
+    const more: string[] = [];
+    for (const e of extra) {
+      const { text, check } = lineOf({ put: e });
+      more.push(text);
+      const l = this.live.get(e.id);
+      if (l) l.lines = new Set([check]);
     }
-    await out.close();
-    await rename(tmp, this.logPath);
-    await fsyncFolderIfSupported(this.dir);
-    const old = this.log;
-    this.log = undefined;
-    await old?.close().catch(() => undefined);
-    this.tornTail = false;
-    this.logBytes = bytes;
-    this.syncedBytes = bytes;
-    this.logRecords = kept;
-    this.keptRecords = kept;
-    this.rewrites++;
-    this.synced = this.written;
-    for (const l of this.live.values()) l.record = this.written;
-  }
-
-  /** Calls `fn` with each record of the logs `paths`, in order, as it is read; lines that do not match their check are skipped. */
-  private async eachLine(paths: string[], fn: (rec: LogRecord, check: string, text: string) => Promise<void>): Promise<void> {
-    for (const path of paths) await this.eachLineOf(path, fn);
-  }
-
-  private async eachLineOf(path: string, fn: (rec: LogRecord, check: string, text: string) => Promise<void>): Promise<void> {
-    // An engine's side log: each record read as the put line the journal writes for it. One written by an
-    // earlier version of the engine (the journal's own lines, left by a crash before an upgrade) is read
-    // as the journal's log is.
-    if (SIDE_LOG_RE.test(basename(path)) && !(await isLegacySideLog(path))) {
-      for await (const r of readCloseRecords(path)) {
-        const rec: LogRecord = { put: closeRecordEntry(r), data: r.data.toString('base64') };
-        const { text, check } = lineOf(rec);
-        await fn(rec, check, text.slice(0, -1));
-      }
-      return;
-    }
-    const input = createReadStream(path, { encoding: 'utf8' });
-    const opened = await new Promise<boolean>((resolve, reject) => {
-      input.once('open', () => resolve(true));
-      input.once('error', (err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? resolve(false) : reject(err)));
-    });
-    if (!opened) return;
-    for await (const text of createInterface({ input, crlfDelay: Infinity })) {
-      const parsed = parseLine(text);
-      if (parsed) await fn(parsed.rec, parsed.check, text);
-    }
-  }
-
-  /** Entries of the earlier layout (one JSON file each), if any are left. */
-  private async legacyEntries(): Promise<JournalEntry[]> {
-    const names = await readdir(this.entriesDir).catch(() => [] as string[]);
-    const out: JournalEntry[] = [];
-    for (const name of names) {
-      if (!name.endsWith('.json')) continue;
-      try {
-        const e = JSON.parse(await readFile(join(this.entriesDir, name), 'utf8')) as JournalEntry;
-        if (validEntry(e)) out.push(e);
-      } catch { /* written with fsync then renamed: a torn file cannot be an acknowledged one */ }
-    }
-    return out;
+    for (const id of removed) more.push(lineOf({ rm: id }).text);
+    await this.log.rewrite(sources, (rec, check) => !!rec.put && (!!this.live.get(rec.put.id)?.lines.has(check) || this.keptLines.has(check)), more);
+    for (const l of this.live.values()) l.record = this.log.written;
   }
 
   // ---- group commit --------------------------------------------------------------------------------------
@@ -865,90 +506,6 @@ export class UploadJournal implements SideJournal {
     const fh = await this.spoolFolder;
     try { await fh.sync(); } catch { /* some file systems refuse fsync on folders */ }
   }
-}
-
-/** Acknowledgement order of an entry (see JournalEntry.seq). */
-export function orderOf(e: JournalEntry): number {
-  return e.seq ?? e.createdMs * 1000;
-}
-
-function validEntry(e: JournalEntry): boolean {
-  return typeof e === 'object' && e !== null && ID_RE.test(e.id) && typeof e.library === 'string' && typeof e.fullpath === 'string';
-}
-
-/** Hex digits of a line's check (the start of the SHA-1 of its JSON). */
-const CHECK_CHARS = 12;
-const SPACE = 0x20;
-const NEWLINE = Buffer.from('\n');
-
-/** A line of a log (without its newline) when it matches its check and holds a valid record. */
-function parseLine(text: string): { rec: LogRecord; check: string } | undefined {
-  const space = text.indexOf(' ');
-  if (space <= 0) return undefined;
-  const check = text.slice(0, space);
-  const json = text.slice(space + 1);
-  if (check !== checkOf(json)) return undefined; // torn: never acknowledged as durable
-  let rec: LogRecord;
-  try {
-    rec = JSON.parse(json) as LogRecord;
-  } catch {
-    return undefined; // matched its check: cannot happen, but a bad line is never an entry
-  }
-  if (typeof rec.rm === 'string') return { rec: { rm: rec.rm }, check };
-  if (rec.put && validEntry(rec.put) && (rec.data === undefined || typeof rec.data === 'string')) return { rec, check };
-  return undefined;
-}
-
-function checkOf(json: string | Buffer): string {
-  return hash('sha1', json, 'hex').slice(0, CHECK_CHARS);
-}
-
-/**
- * The line of a put record, built straight into the Buffer that is written: the same bytes as
- * `lineOf({ put: entry, data: inline?.toString('base64') })` without the copies of the whole line that
- * building it as strings makes (a small file's line is mostly its bytes).
- */
-function putLineOf(entry: JournalEntry, inline: Buffer | undefined): { line: Buffer; check: string } {
-  const head = `{"put":${JSON.stringify(entry)}${inline ? ',"data":"' : '}'}`;
-  const data = inline ? inline.toString('base64') : '';
-  const tail = inline ? '"}' : '';
-  const start = CHECK_CHARS + 1;
-  const line = Buffer.allocUnsafe(start + Buffer.byteLength(head) + data.length + tail.length + 1);
-  let at = start + line.write(head, start, 'utf8');
-  at += line.write(data, at, 'latin1');
-  at += line.write(tail, at, 'latin1');
-  const check = checkOf(line.subarray(start, at));
-  line.write(check, 0, 'latin1');
-  line[CHECK_CHARS] = SPACE;
-  line[at] = NEWLINE[0]!;
-  return { line, check };
-}
-
-function lineOf(rec: LogRecord): { text: string; check: string } {
-  const json = JSON.stringify(rec);
-  const check = checkOf(json);
-  return { text: `${check} ${json}\n`, check };
-}
-
-/** A side log of the engine's earlier format: the journal's own lines (it starts with a line's check, never with a close record). */
-async function isLegacySideLog(path: string): Promise<boolean> {
-  const fh = await open(path, 'r').catch(() => undefined);
-  if (!fh) return false;
-  try {
-    const head = Buffer.alloc(CHECK_CHARS + 1);
-    const { bytesRead } = await fh.read(head, 0, head.length, 0);
-    return bytesRead === head.length && /^[0-9a-f]{12} $/.test(head.toString('latin1'));
-  } finally {
-    await fh.close();
-  }
-}
-
-/** Writes a small file's spool from its record when the file is missing or differs (lost to a power loss). */
-async function restoreSpool(path: string, data: Buffer, size: number): Promise<void> {
-  if (data.length !== size) return;
-  const now = await readFile(path).catch(() => undefined);
-  if (now && now.equals(data)) return;
-  await writeFile(path, data, { mode: 0o600 });
 }
 
 function ignoreMissing(err: unknown): void {

@@ -16,6 +16,7 @@ import type { Sha1Stream } from './sha1-streams.js';
 import { VfsError, type Operator } from '../types.js';
 import type { DirectWritesDone, LocalRange } from '../engine-lease.js';
 import type { LocalVersion } from './local-version.js';
+import { systemClock, type Clock } from '../clock.js';
 
 
 /** Opens bytes `[start, end]` (inclusive) of the base content. */
@@ -57,6 +58,8 @@ export interface LocalVersionOptions {
   /** A SHA-1 kept up to date while the file is written front to back from empty (see Sha1Streams). */
   sha1Stream?: () => Sha1Stream;
   mtimeMs?: number;
+  /** The time of its modifications (the real one by default). */
+  clock?: Clock;
   /** Injected disk failures (tests). */
   faults?: DiskFaults;
   /** The spool does not exist yet (a fresh id): nothing to truncate or measure before the first write. */
@@ -146,6 +149,8 @@ export abstract class VersionSpool {
   protected fh: FsHandle | undefined;
   protected readonly newSha1Stream?: () => Sha1Stream;
   protected readonly faults?: DiskFaults;
+  /** The time of its modifications. */
+  protected readonly clock: Clock;
   /** Set while the spool has been written only front to back since it was emptied: its running SHA-1. */
   protected appended: Sha1Stream | undefined;
   /** The same for a file still small: hashed here as it is written (`smallBytes` of it so far). */
@@ -205,7 +210,8 @@ export abstract class VersionSpool {
     if (opts.newSpool && opts.baseSize === 0 && !opts.openBase) this.memory = [];
     this.unwritten = opts.unwritten;
     this.baseReady = opts.baseSize === 0 || !opts.openBase;
-    this.mtimeMs = opts.mtimeMs ?? Date.now();
+    this.clock = opts.clock ?? systemClock;
+    this.mtimeMs = opts.mtimeMs ?? this.clock.now();
     this.ctimeMs = base?.ctimeMs ?? this.mtimeMs;
   }
 

@@ -7,7 +7,7 @@
 import { statSync } from 'node:fs';
 import { fsErrorOf } from '../fs-errors.js';
 import { LocalVersion } from './local-version.js';
-import type { JournalEntry } from './upload-journal.js';
+import type { JournalEntry } from './journal-entry.js';
 import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
 import type { EngineClose, PassthroughSpool, SideJournal } from '../engine-lease.js';
 import { keyOf, type WriteSession } from './slots.js';
@@ -59,7 +59,7 @@ export abstract class WriteBackLease extends WriteBackSeals {
         continue;
       }
       v.state = 'journaled';
-      if (delayMs > 0) v.holdUntilMs = Date.now() + delayMs;
+      if (delayMs > 0) v.holdUntilMs = this.clock.now() + delayMs;
       slot.acked = v;
       slot.current = v;
       this.overtake(slot, v);
@@ -90,7 +90,7 @@ export abstract class WriteBackLease extends WriteBackSeals {
       return undefined;
     }
     if (st.size !== BigInt(entry.size) || st.mtimeNs !== closed.spoolMtimeNs) return undefined;
-    const v = LocalVersion.closedSpool(id, spool, library, fullpath, { size: entry.size, mtimeMs: entry.mtimeMs, sha1: entry.sha1! });
+    const v = LocalVersion.closedSpool(id, spool, library, fullpath, { size: entry.size, mtimeMs: entry.mtimeMs, sha1: entry.sha1! }, this.clock);
     v.seq = this.seqOf(entry);
     return { v, entry, data: record.data };
   }

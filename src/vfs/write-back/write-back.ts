@@ -30,7 +30,10 @@
  *   replay.ts           WriteBackReplay    the journal of the last run taken up again
  *   pending-folders.ts  WriteBackFolders   folders made offline, deletes deferred while files are read
  *   write-back.ts       WriteBack          what the namespace asks: opens, reads, replaces, moves, flushes
- *   handles.ts          the handles it gives; local-version.ts a version; upload-journal.ts the journal;
+ *   handles.ts          the handles it gives; local-version.ts a version; upload-journal.ts the journal
+ *                       (journal-entry.ts its entries, journal-lines.ts the one codec of its lines,
+ *                       journal-log.ts the log file, journal-recovery.ts reading it back, spool-pool.ts
+ *                       emptied spools kept for reuse; engine-close-record.ts the engine's records);
  *   upload-queue.ts     the uploads; file-hasher.ts and sha1-streams.ts the spools' hashes.
  *
  * Lock order. There is no mutex: all of this runs on the event loop, and these rules stand in for locks.
@@ -42,7 +45,8 @@
  * 3. Per session, `cloning`: one clone of a journaled version at a time; concurrent writes wait for it.
  * 4. Per library, `makingFolders`: one creation of offline folders at a time, parents first.
  * 5. The journal: a version's spool is durable before its record is (unless the record carries the
- *    bytes); records are ordered by `seq`, and at replay the later record of a path wins.
+ *    bytes); records are ordered by `seq`, and at replay the later record of a path wins. Every change
+ *    of the log file (an append, a rewrite) runs on JournalLog's one chain, one at a time.
  * 6. The engine (a lessee): a direct writer's `stop` runs synchronously before any other change of its
  *    version (DirectSpool); a side writer's records are settled before the journal leaves its log.
  */
@@ -258,7 +262,7 @@ export class WriteBack extends WriteBackFolders {
         }
         if (writing) await writing;
       }
-      if (opts.holdUploadMs) v.holdUntilMs = Date.now() + opts.holdUploadMs;
+      if (opts.holdUploadMs) v.holdUntilMs = this.clock.now() + opts.holdUploadMs;
       if (this.closed) throw new VfsError('EIO', 'the gateway is closing');
       await this.journalVersion(v, undefined, { upload: false, sync: this.syncOnClose }); // no writer has it open: queued unless held
       return entryOf(v);
@@ -414,7 +418,7 @@ export class WriteBack extends WriteBackFolders {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const t of this.holdTimers) clearTimeout(t);
+    for (const t of this.holdTimers) t.cancel();
     for (const slot of [...this.slots.values()]) {
       const s = slot.session;
       if (s && !s.deleted && s.version.mutable && s.version.generation > 0) {
@@ -439,7 +443,7 @@ export class WriteBack extends WriteBackFolders {
    * `openBase`, durable and closed: a copy's source, never a version of a path (nothing journals it).
    */
   async fillScratch(id: string, spool: string, library: string, fullpath: string, base: RemoteEntry, openBase: BaseOpener): Promise<void> {
-    const tmp = new LocalVersion(id, spool, library, fullpath, base, { baseSize: base.size, openBase });
+    const tmp = new LocalVersion(id, spool, library, fullpath, base, { baseSize: base.size, openBase, clock: this.clock });
     await tmp.fillAll();
     await tmp.sync();
     await tmp.closeSpool();

@@ -13,6 +13,7 @@ import { runInNewContext } from 'node:vm';
 import { createVfs, DiskFaults, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
 import { readAll, vfsCode } from '../../../support/vfs.js';
 import { pause, waitFor } from '../../../support/wait-for.js';
+import { ManualClock } from '../../../support/manual-clock.js';
 import { UploadJournal } from '../../../../src/vfs/write-back/upload-journal.js';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -23,13 +24,13 @@ afterEach(async () => {
 interface Setup { vfs: GatewayVfs; remote: MemoryRemote; faulty: FaultyRemote; dataDir: string; disk: DiskFaults }
 
 /** A gateway over one MemoryRemote (behind a FaultyRemote); `dataDir`/`remote` reuse an earlier one's. */
-async function gateway(opts: { dataDir?: string; remote?: MemoryRemote; feedIntervalMs?: number; durability?: { mode?: 'group' | 'close'; groupCommitMs?: number }; uploadDelayMs?: number; unwrittenSpoolBytes?: number } = {}): Promise<Setup> {
+async function gateway(opts: { dataDir?: string; remote?: MemoryRemote; feedIntervalMs?: number; durability?: { mode?: 'group' | 'close'; groupCommitMs?: number }; uploadDelayMs?: number; unwrittenSpoolBytes?: number; clock?: ManualClock } = {}): Promise<Setup> {
   const remote = opts.remote ?? new MemoryRemote({ name: 'A', id: '1' });
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'cloudlib-wb-')));
   if (!opts.dataDir) cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
   const faulty = new FaultyRemote(remote);
   const disk = new DiskFaults();
-  const vfs = await createVfs({ libraries: [{ name: 'A', remote: faulty }], dataDir, feedIntervalMs: opts.feedIntervalMs ?? 0, upload: { retryBaseMs: 20, retryMaxMs: 100, delayMs: opts.uploadDelayMs }, diskFaults: disk, durability: opts.durability, unwrittenSpoolBytes: opts.unwrittenSpoolBytes });
+  const vfs = await createVfs({ libraries: [{ name: 'A', remote: faulty }], dataDir, feedIntervalMs: opts.feedIntervalMs ?? 0, upload: { retryBaseMs: 20, retryMaxMs: 100, delayMs: opts.uploadDelayMs }, diskFaults: disk, durability: opts.durability, unwrittenSpoolBytes: opts.unwrittenSpoolBytes, clock: opts.clock });
   cleanups.push(() => vfs.close());
   return { vfs, remote, faulty, dataDir, disk };
 }
@@ -224,6 +225,23 @@ describe('write-back', () => {
     await h2.release();
     await vfs.flushAll();
     expect(remote.read('f').toString()).toBe(`ONEtwo${'.'.repeat(20)}`);
+  });
+
+  it('the write-back delay runs on the Vfs clock: a closed file waits for it, then is uploaded; its times are the clock\'s', async () => {
+    const clock = new ManualClock();
+    const { vfs, remote } = await gateway({ uploadDelayMs: 60_000, clock });
+    const h = await vfs.open('/A/f', { write: true, create: true });
+    await h.write(0, Buffer.from('held'));
+    await h.release();
+    // Journaled at the release: its version's time is the clock's, and its upload waits on the clock.
+    expect((await vfs.stat('/A/f')).mtimeMs).toBe(clock.now());
+    clock.advance(59_999);
+    expect(vfs.status().uploads).toEqual([]);
+    expect(remote.commits).toEqual([]);
+    clock.advance(1);
+    expect(vfs.status().uploads.map((u) => u.fullpath)).toEqual(['f']);
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('held');
   });
 
   it('regression: a write whose version another handle seals meanwhile goes to the next version, with no error', async () => {

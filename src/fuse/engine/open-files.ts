@@ -1,0 +1,208 @@
+/**
+ * Open files: the handles the kernel opens and creates through the mount, and their end — release, and
+ * unlink of a file still open here (renamed to `.fuse_hidden…` and removed at its last close, as libfuse's
+ * high-level API does). Which inode each handle is open on is kept here for the rest of the mount
+ * (`openInodes`); the backing file of an open handed to the kernel comes from passthrough-files.ts.
+ */
+import type { Logger } from 'pino';
+import { errnoOf } from '../errno.js';
+import type { FuseOperations } from '../operations.js';
+import type { NativeCallback } from '../reply.js';
+import type { KernelStat } from '../stat.js';
+import type { Fuse3Binding, KernelRequest, NativeSession } from './binding.js';
+import type { EngineRecords } from './engine-records.js';
+import type { InodeNode, InodeTable } from './inode-table.js';
+import type { PassthroughFiles } from './passthrough-files.js';
+import type { PathOperations } from './path-operations.js';
+import type { SpoolWrites } from './spool-writes.js';
+
+/** What open files need of the mount. */
+export interface OpenFilesMount {
+  readonly binding: Fuse3Binding;
+  /** The session while mounted. */
+  session(): NativeSession | undefined;
+  readonly inodes: InodeTable;
+  readonly ops: PathOperations;
+  readonly operations: FuseOperations;
+  readonly logger: Logger;
+  /** Seconds the kernel keeps names, attributes and negative lookups. */
+  readonly timeout: number;
+  /** File handle → the inode it was opened on, and whether for writing. */
+  readonly openInodes: Map<number, { node: InodeNode; writable: boolean }>;
+  readonly passthrough: PassthroughFiles;
+  readonly writes: SpoolWrites;
+  records(): EngineRecords;
+  shown(node: InodeNode, st: KernelStat): void;
+  statArray(ino: number, st: KernelStat): Float64Array;
+  safePath(ino: number): string;
+}
+
+// open(2) flags.
+const O_ACCMODE = 0o3;
+const O_WRONLY = 0o1;
+const O_RDWR = 0o2;
+const O_APPEND = 0o2000;
+// Open reply flags of the native part.
+const KEEP_CACHE = 2;
+
+export class OpenFiles {
+  /** The kernel's writeback cache was granted at INIT (it reads pages of files opened write-only). */
+  writeback = false;
+
+  constructor(private readonly mount: OpenFilesMount) {}
+
+  private get se(): NativeSession {
+    return this.mount.session()!;
+  }
+
+  /** OPEN: the Vfs opens the file; the answer carries a backing file when the kernel is handed it (passthrough). */
+  open(id: number, req: KernelRequest): void {
+    const b = this.mount.binding;
+    const se = this.se;
+    const node = this.mount.inodes.get(req.ino);
+    const path = this.mount.inodes.pathOf(node);
+    this.mount.ops.open(path, this.openFlags(req.flags!), (code, fh) => {
+      if (code < 0) return void b.replyErr(se, id, -code);
+      const handle = fh as number;
+      this.opened(node, handle);
+      void this.mount.passthrough.backingFor(node, handle, req.flags!).then((backing) => {
+        const answered = backing ? b.replyOpenBacking(se, id, handle, backing) : b.replyOpen(se, id, handle, KEEP_CACHE);
+        if (!answered) this.closeUnanswered(path, handle);
+      });
+    });
+  }
+
+  /**
+   * open(2) flags as the Vfs should see them: with the writeback cache the kernel reads pages of files
+   * opened write-only and computes append offsets itself.
+   */
+  openFlags(flags: number): number {
+    if (!this.writeback) return flags;
+    let f = flags;
+    if ((f & O_ACCMODE) === O_WRONLY) f = (f & ~O_ACCMODE) | O_RDWR;
+    return f & ~O_APPEND;
+  }
+
+  private opened(node: InodeNode, fh: number): void {
+    let writable = false;
+    try {
+      writable = this.mount.operations.handles.get(fh).writable;
+    } catch {
+      // Released already (deadline): counted as read-only.
+    }
+    this.mount.inodes.opened(node, writable);
+    this.mount.openInodes.set(fh, { node, writable });
+  }
+
+  /** The kernel closed `fh` (or never got it). */
+  forgetHandle(fh: number): { node: InodeNode; writable: boolean } | undefined {
+    const open = this.mount.openInodes.get(fh);
+    this.mount.openInodes.delete(fh);
+    return open;
+  }
+
+  /** An open the kernel gave up on (interrupted): release what it opened. */
+  closeUnanswered(path: string, fh: number): void {
+    const ino = this.mount.openInodes.get(fh)?.node.ino;
+    if (ino !== undefined) this.mount.passthrough.liveHandleClosed(ino, fh);
+    this.mount.ops.release(path, fh, () => {
+      const open = this.forgetHandle(fh);
+      if (open) this.mount.inodes.closed(open.node, open.writable);
+    });
+  }
+
+  create(id: number, req: KernelRequest): void {
+    const b = this.mount.binding;
+    const se = this.se;
+    const parent = req.ino;
+    const name = req.name!;
+    const path = this.mount.inodes.childPath(parent, name);
+    this.mount.operations.createWithFlags(path, req.flags!, req.mode!, (code, fh) => {
+      if (code < 0) return void b.replyErr(se, id, -code);
+      const handle = fh as number;
+      this.mount.ops.fgetattr(path, handle, (c, st) => {
+        if (c < 0) {
+          b.replyErr(se, id, -c);
+          this.mount.ops.release(path, handle, () => undefined);
+          return;
+        }
+        const stat = st as KernelStat;
+        let node: InodeNode;
+        try {
+          node = this.mount.inodes.remember(parent, name, false, true);
+        } catch (err) {
+          b.replyErr(se, id, -errnoOf(err));
+          this.mount.ops.release(path, handle, () => undefined);
+          return;
+        }
+        this.mount.shown(node, stat);
+        this.opened(node, handle);
+        void this.mount.passthrough.backingFor(node, handle, req.flags!).then((backing) => {
+          const attrs = this.mount.statArray(node.ino, stat);
+          const answered = backing ? b.replyCreateBacking(se, id, attrs, this.mount.timeout, this.mount.timeout, handle, backing) : b.replyCreate(se, id, attrs, this.mount.timeout, this.mount.timeout, handle, KEEP_CACHE);
+          if (!answered) {
+            this.mount.inodes.forget(node.ino, 1);
+            this.closeUnanswered(path, handle);
+          }
+        });
+      });
+    });
+  }
+
+  /**
+   * unlink of a file still open here: renamed to `.fuse_hidden…` in its folder and removed at the last
+   * close (as libfuse's high-level API does), so its data stays readable and writable through the open
+   * descriptors and nothing written later recreates the name.
+   */
+  unlink(id: number, parent: number, name: string): void {
+    const b = this.mount.binding;
+    const se = this.se;
+    const path = this.mount.inodes.childPath(parent, name);
+    const node = this.mount.inodes.find(parent, name);
+    if (node && node.opens > 0 && !node.isDir) {
+      const hidden = `.fuse_hidden${node.ino.toString(16).padStart(8, '0')}${Date.now().toString(16).slice(-8)}`;
+      this.mount.ops.rename(path, this.mount.inodes.childPath(parent, hidden), (code) => {
+        if (code === 0) {
+          this.mount.inodes.rename(parent, name, parent, hidden);
+          node.hidden = true;
+          this.mount.binding.namesForget(se, parent);
+        }
+        b.replyErr(se, id, code < 0 ? -code : 0);
+      });
+      return;
+    }
+    this.mount.ops.unlink(path, (code) => {
+      if (code === 0) this.mount.inodes.removeName(parent, name);
+      b.replyErr(se, id, code < 0 ? -code : 0);
+    });
+  }
+
+  release(id: number, ino: number, fh: number): void {
+    this.releaseHandle(ino, fh, (code) => this.mount.binding.replyErr(this.se, id, code < 0 ? -code : 0));
+  }
+
+  /** Releases `fh`; `done` gets the Vfs's answer, then the inode's bookkeeping follows. */
+  releaseHandle(ino: number, fh: number, done: NativeCallback): void {
+    const path = this.mount.safePath(ino);
+    // Before the Vfs's release: the version takes its last size from the spool while it is still open.
+    this.mount.passthrough.liveHandleClosed(ino, fh);
+    this.mount.ops.release(path, fh, (code) => {
+      this.mount.records().handleReleased(fh);
+      this.mount.writes.released(fh);
+      done(code);
+      const open = this.forgetHandle(fh);
+      if (!open) return;
+      const node = open.node;
+      if (node.hidden && node.opens === 1 && !node.detached) {
+        const hiddenPath = this.mount.inodes.pathOf(node);
+        this.mount.ops.unlink(hiddenPath, (c) => {
+          if (c < 0) this.mount.logger.warn({ path: hiddenPath, errno: -c }, 'fuse: removing an unlinked file at its last close failed');
+          if (!node.detached && node.parent) this.mount.inodes.removeName(node.parent.ino, node.name);
+          this.mount.inodes.closed(node, open.writable);
+        });
+        return;
+      }
+      this.mount.inodes.closed(node, open.writable);
+    });
+  }
+}

@@ -1,0 +1,131 @@
+/**
+ * Passthrough (docs/fuse.md): files handed to the kernel, which then reads and writes their spools itself
+ * through a backing file. An open is answered with a backing file only when the version can be handed
+ * over (LeasedHandle.passthrough); the hand-over ends with the last handle opened with it.
+ */
+import type { Logger } from 'pino';
+import { Errno } from '../errno.js';
+import type { FuseOperations } from '../operations.js';
+import type { Fuse3Binding, NativeSession } from './binding.js';
+import type { InodeNode } from './inode-table.js';
+import type { DirectWriteCounters } from './spool-writes.js';
+import type { LeasedHandle } from '../../vfs/engine-lease.js';
+
+/**
+ * An inode handed to the kernel (passthrough): the backing file's id, the handles opened with it (every
+ * open of the inode is, while any is: the kernel takes no other), the version's end, and a promise
+ * settled once the first open's hand-over is decided (later opens wait for it).
+ */
+export interface LiveInode {
+  backingId: number;
+  handles: Set<number>;
+  end?: () => void;
+  decided: Promise<void>;
+}
+
+/** What the hand-over needs of the mount. */
+export interface PassthroughMount {
+  readonly binding: Fuse3Binding;
+  /** The session while mounted. */
+  session(): NativeSession | undefined;
+  readonly operations: FuseOperations;
+  readonly logger: Logger;
+  readonly openInodes: Map<number, { node: InodeNode; writable: boolean }>;
+  readonly directCounts: Omit<DirectWriteCounters, 'spoolWritebacks' | 'spoolSyncs'>;
+  safePath(ino: number): string;
+}
+
+// open(2) flags.
+const O_ACCMODE = 0o3;
+const O_DIRECT = 0o40000;
+
+export class PassthroughFiles {
+  /** Inodes handed to the kernel. */
+  readonly live = new Map<number, LiveInode>();
+  /** Passthrough granted at INIT (known from the first open on). */
+  private granted: boolean | undefined;
+
+  constructor(private readonly mount: PassthroughMount) {}
+
+  /**
+   * Passthrough (docs/fuse.md): the backing file an open of `node` is answered with, 0 for none. An inode
+   * already handed to the kernel: its backing file, whatever the open. Otherwise only a write open that
+   * is the inode's only open handle, when its version can be handed over (LeasedHandle.passthrough).
+   */
+  async backingFor(node: InodeNode, fh: number, flags: number): Promise<number> {
+    const se = this.mount.session();
+    if (!se || node.isDir) return 0;
+    this.granted ??= this.mount.binding.transport(se).passthrough;
+    if (!this.granted) return 0;
+    const known = this.live.get(node.ino);
+    if (known) {
+      await known.decided;
+      if (this.live.get(node.ino) !== known || !known.backingId) return 0;
+      known.handles.add(fh);
+      this.mount.directCounts.passthroughOpens++;
+      return known.backingId;
+    }
+    // Read-only, another handle open, or O_DIRECT (through a backing file it would follow the local
+    // disk's alignment rules, which FUSE does not have).
+    if ((flags & O_ACCMODE) === 0 || node.opens > 1 || flags & O_DIRECT) return 0;
+    let handle: LeasedHandle;
+    try {
+      handle = this.mount.operations.handles.get(fh).handle;
+    } catch {
+      return 0; // released meanwhile
+    }
+    if (!handle.passthrough) return 0;
+    let decide!: () => void;
+    const entry: LiveInode = { backingId: 0, handles: new Set([fh]), decided: new Promise((r) => (decide = r)) };
+    this.live.set(node.ino, entry);
+    try {
+      const spool = await handle.passthrough().catch(() => undefined);
+      if (!spool) return this.notLive(node.ino, entry);
+      const id = this.mount.session() === se ? this.mount.binding.backingOpen(se, spool.fd) : -Errno.EIO;
+      if (id <= 0) {
+        spool.end();
+        if (id === -Errno.EPERM) {
+          // Not allowed to this process (CAP_SYS_ADMIN): no file will be, said once.
+          this.granted = false;
+          this.mount.logger.warn('fuse: the kernel lets only a process with CAP_SYS_ADMIN register backing files; files are written through the engine');
+        } else if (id !== -Errno.ENOTSUP) this.mount.logger.warn({ path: this.mount.safePath(node.ino), errno: -id }, 'fuse: the kernel refused a backing file; the file is written through the engine');
+        return this.notLive(node.ino, entry);
+      }
+      // No attributes of the file from the engine's cache while the kernel writes it.
+      if (!this.mount.binding.attrLive(se, node.ino, true, spool.fd)) {
+        this.mount.binding.backingClose(se, id);
+        spool.end();
+        return this.notLive(node.ino, entry);
+      }
+      entry.backingId = id;
+      entry.end = spool.end;
+      this.mount.directCounts.passthroughFiles++;
+      this.mount.directCounts.passthroughOpens++;
+      return id;
+    } finally {
+      decide();
+    }
+  }
+
+  notLive(ino: number, entry: LiveInode): number {
+    if (this.live.get(ino) === entry) this.live.delete(ino);
+    return 0;
+  }
+
+  /** Handle `fh` of inode `ino` is closed: the last one opened with the backing file ends the hand-over. */
+  liveHandleClosed(ino: number, fh: number): void {
+    const live = this.live.get(ino);
+    if (!live || !live.handles.delete(fh) || live.handles.size > 0) return;
+    this.live.delete(ino);
+    live.end?.();
+    // What the kernel shows of it now came from its own writes: the next attributes answered are the base
+    // a change made elsewhere is told from.
+    const open = this.mount.openInodes.get(fh);
+    if (open) open.node.shown = undefined;
+    const se = this.mount.session();
+    if (se && live.backingId) {
+      this.mount.binding.backingClose(se, live.backingId);
+      this.mount.binding.attrLive(se, ino, false);
+    }
+  }
+}
