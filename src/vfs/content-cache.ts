@@ -41,6 +41,8 @@ export interface ContentCacheOptions {
   budget?: CacheBudget;
   /** Writes the bytes read on their way to a reader. Default a CacheWriter of its own (closed with the cache). */
   writer?: CacheWriter;
+  /** Told after each eviction (its files removed), with what the cache holds then by its own count. */
+  onEvicted?: (e: { hash: string; freedBytes: number; heldBytes: number; limitBytes: number }) => void;
   logger: Logger;
 }
 
@@ -379,6 +381,7 @@ export class ContentCache {
       if (!victim) return;
       this.counters.evictions++;
       await this.forget(victim);
+      this.opts.onEvicted?.({ hash: victim.hash, freedBytes: victim.held, heldBytes: this.held, limitBytes: limit });
     }
   }
 }
