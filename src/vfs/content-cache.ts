@@ -4,13 +4,11 @@
  * plus a sidecar listing the byte ranges present. Bounded by total bytes; whole contents are evicted,
  * least recently used first.
  *
- * Writes are queued and done in the background, in the pieces the bytes arrived in (no join); queued
- * writes that follow on from each other go out as one. Bytes read on their way to a reader are written
- * by a CacheWriter (a thread of its own at the lowest CPU priority, cache-writer.ts), so the cache's copy
- * never takes the cores the reader needs; bytes a caller waits for (a pin's fetch: `keep`) are written
- * on the process's own threads. Bytes waiting to be written are bounded too: when the disk (or the
- * writer's thread) falls behind the network, what does not fit is not cached (counted in `skippedBytes`)
- * rather than held in memory or making the reader wait.
+ * Writes are queued and done in the background, in the pieces the bytes arrived in (no copy, no join);
+ * queued writes that follow on from each other go out as one writev (on libuv's pool: the reader's
+ * thread never copies them). Bytes waiting to be written are bounded too: when the disk falls behind
+ * the network, what does not fit is not cached (counted in `skippedBytes`) rather than held in memory
+ * or waited for; a caller that waits for each of its writes (a pin's fetch: `keep`) is never let go.
  *
  * With a CacheBudget the limit is a hard one on what the cache holds on disk: each content counts the
  * 4 KiB pages its ranges take plus two pages for its sidecar (and its replacement), room is reserved before a byte is written,
@@ -26,7 +24,6 @@ import { addRange, covers, rangeBytes, skipBytes, type ByteRange } from './byte-
 import type { LocalRange } from './engine-lease.js';
 import { systemClock, type Clock } from './clock.js';
 import type { CacheBudget } from './cache-budget.js';
-import { CacheWriter } from './cache-writer.js';
 
 export interface ContentCacheOptions {
   /** Folder of the cache. */
@@ -39,8 +36,6 @@ export interface ContentCacheOptions {
   clock?: Clock;
   /** The limit, and the contents never evicted; without one, `maxBytes` and none. */
   budget?: CacheBudget;
-  /** Writes the bytes read on their way to a reader. Default a CacheWriter of its own (closed with the cache). */
-  writer?: CacheWriter;
   /** Told after each eviction (its files removed), with what the cache holds then by its own count. */
   onEvicted?: (e: { hash: string; freedBytes: number; heldBytes: number; limitBytes: number }) => void;
   logger: Logger;
@@ -48,7 +43,7 @@ export interface ContentCacheOptions {
 
 type Range = ByteRange;
 
-interface QueuedWrite { position: number; parts: readonly Buffer[]; length: number; keep: boolean }
+interface QueuedWrite { position: number; parts: readonly Buffer[]; length: number }
 
 /** Most pieces (iovecs) and bytes in one writev when queued writes are joined up. */
 const MAX_IOV = 1024;
@@ -99,12 +94,10 @@ export class ContentCache {
   /** Writes waiting, per content, and the loop writing them out (one at a time per content). */
   private readonly queues = new Map<string, { writes: QueuedWrite[]; drained: Promise<void> }>();
   readonly counters = { hits: 0, misses: 0, writtenBytes: 0, skippedBytes: 0, evictions: 0 };
-  private readonly writer: CacheWriter;
 
   constructor(private readonly opts: ContentCacheOptions) {
     this.maxBytes = opts.maxBytes ?? 1024 * 1024 * 1024;
     this.maxPendingBytes = opts.maxPendingBytes ?? 64 * 1024 * 1024;
-    this.writer = opts.writer ?? new CacheWriter();
   }
 
   /** Loads what a previous run left. */
@@ -170,25 +163,24 @@ export class ContentCache {
    * logged). The pieces are kept as they are until written: the caller must not change them afterwards.
    * Bytes passing on their way to a reader are let go when more than `maxPendingBytes` wait already;
    * `keep` (a caller that waits for each write, as a pin's fetch does, and so bounds them itself): never
-   * let go for that, and written on the process's own threads.
+   * let go for that.
    */
   write(hash: string | undefined, position: number, pieces: Buffer | readonly Buffer[], opts: { keep?: boolean } = {}): Promise<void> {
     const parts = Buffer.isBuffer(pieces) ? [pieces] : pieces;
     let length = 0;
     for (const p of parts) length += p.length;
     if (!hash || !HASH_RE.test(hash) || length === 0 || length > this.maxBytes) return Promise.resolve();
-    const keep = !!opts.keep;
-    if (!keep && this.pendingBytes + length > this.maxPendingBytes) {
+    if (!opts.keep && this.pendingBytes + length > this.maxPendingBytes) {
       this.counters.skippedBytes += length;
       return Promise.resolve();
     }
     this.pendingBytes += length;
     const queued = this.queues.get(hash);
     if (queued) {
-      queued.writes.push({ position, parts, length, keep });
+      queued.writes.push({ position, parts, length });
       return queued.drained;
     }
-    const queue = { writes: [{ position, parts, length, keep }], drained: Promise.resolve() };
+    const queue = { writes: [{ position, parts, length }], drained: Promise.resolve() };
     this.queues.set(hash, queue);
     queue.drained = this.drain(hash, queue.writes);
     return queue.drained;
@@ -203,16 +195,14 @@ export class ContentCache {
       const first = writes.shift()!;
       let parts = [...first.parts];
       let length = first.length;
-      let keep = first.keep;
       while (writes.length > 0 && writes[0]!.position === first.position + length
         && parts.length + writes[0]!.parts.length <= MAX_IOV && length + writes[0]!.length <= MAX_WRITE_BYTES) {
         const next = writes.shift()!;
         parts = parts.concat(next.parts);
         length += next.length;
-        keep ||= next.keep;
       }
       try {
-        await this.doWrite(hash, first.position, parts, length, keep);
+        await this.doWrite(hash, first.position, parts, length);
       } catch (err) {
         this.opts.logger.warn({ err: (err as Error).message, hash }, 'content cache: write failed');
       } finally {
@@ -273,7 +263,6 @@ export class ContentCache {
 
   async close(): Promise<void> {
     await Promise.all([...this.queues.values()].map((q) => q.drained));
-    if (!this.opts.writer) await this.writer.close();
     for (const item of this.items.values()) {
       if (item.sidecarDirty) await this.saveSidecar(item).catch(() => undefined);
       await item.fh?.close().catch(() => undefined);
@@ -281,7 +270,7 @@ export class ContentCache {
     }
   }
 
-  private async doWrite(hash: string, position: number, parts: readonly Buffer[], length: number, keep: boolean): Promise<void> {
+  private async doWrite(hash: string, position: number, parts: readonly Buffer[], length: number): Promise<void> {
     let item = this.items.get(hash);
     if (!item) {
       item = { hash, ranges: [], bytes: 0, held: heldBytes([]), lastUse: ++this.useClock, sidecarDirty: false, savedAtMs: 0 };
@@ -297,8 +286,8 @@ export class ContentCache {
     const limit = this.opts.budget ? await this.opts.budget.limit(this.held) : this.maxBytes;
     await this.evict(hash, growth, limit);
     if (this.held + growth > limit && this.items.has(hash)) {
-      // What fits of it (its first bytes) is written; the rest is let go. Writes queued while the
-      // writer was busy go out joined, and a join larger than the room would otherwise be lost whole.
+      // What fits of it (its first bytes) is written; the rest is let go. Writes queued while one
+      // was under way go out joined, and a join larger than the room would otherwise be lost whole.
       const fits = this.fittingPrefix(length, limit - this.held, growthOf);
       if (fits > 0) {
         this.counters.skippedBytes += length - fits;
@@ -319,16 +308,12 @@ export class ContentCache {
     this.held += growth;
     this.writing.add(hash);
     const fh = await this.handle(item);
-    if (keep) {
-      let rest = parts;
-      for (let at = position, end = position + length; at < end;) {
-        const { bytesWritten } = await fh.writev(rest, at);
-        if (bytesWritten === 0) throw new Error(`writing the cached content at ${at}: nothing written`);
-        at += bytesWritten;
-        rest = skipBytes(rest, bytesWritten);
-      }
-    } else {
-      await this.writer.write(fh.fd, position, parts, length);
+    let rest = parts;
+    for (let at = position, end = position + length; at < end;) {
+      const { bytesWritten } = await fh.writev(rest, at);
+      if (bytesWritten === 0) throw new Error(`writing the cached content at ${at}: nothing written`);
+      at += bytesWritten;
+      rest = skipBytes(rest, bytesWritten);
     }
     const before = item.bytes;
     item.ranges = addRange(item.ranges, position, position + length);

@@ -10,7 +10,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { CacheBudget } from '../../../src/vfs/cache-budget.js';
-import { CacheWriter } from '../../../src/vfs/cache-writer.js';
 import { ContentCache } from '../../../src/vfs/content-cache.js';
 import { silentLogger } from '../../../src/shared/log.js';
 
@@ -33,12 +32,10 @@ describe('cache limit, scaled', () => {
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
     const limit = 64 * MiB;
     const budget = new CacheBudget({ dir, maxBytes: limit, minFreeFraction: 0 });
-    const writer = new CacheWriter({ nice: 0 });
-    cleanups.push(() => writer.close());
     const evictions: { heldBytes: number; limitBytes: number }[] = [];
     const sampledOnDisk: Promise<number>[] = [];
     const c = new ContentCache({
-      dir, maxBytes: limit, budget, writer, logger: silentLogger,
+      dir, maxBytes: limit, budget, logger: silentLogger,
       onEvicted: (e) => {
         evictions.push(e);
         sampledOnDisk.push(onDisk(dir));
