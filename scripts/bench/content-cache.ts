@@ -13,7 +13,8 @@
  * Two mounts side by side, each over an embedded service in a process of its own (data in memory), the
  * gateway's default write-back delay; BENCH_CACHE_ROUNDS (default 5) rounds, the sides in turn, each
  * timed window after the page cache was recycled (support/recycle-pages.ts); medians and every round are
- * printed (BENCH_CACHE_PINNED=0 leaves the pinned reads out). Prints one JSON line per figure. Run: `npm run bench -- content-cache`.
+ * printed (BENCH_CACHE_PINNED=0 leaves the pinned reads out; BENCH_CACHE_AA=1 runs both mounts without
+ * the cache: the difference between the two sides when nothing differs, this machine's noise). Prints one JSON line per figure. Run: `npm run bench -- content-cache`.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
@@ -26,6 +27,8 @@ import { cpuMsOf } from './support/process-cpu.js';
 const BYTES = Number(process.env.BENCH_CACHE_BYTES ?? 128 * 1024 * 1024);
 const ROUNDS = Number(process.env.BENCH_CACHE_ROUNDS ?? 5);
 const MIB = 1024 * 1024;
+/** Both mounts without the cache (the pinned reads left out): the noise between the two sides alone. */
+const AA = process.env.BENCH_CACHE_AA === '1';
 if (!(BYTES >= MIB && BYTES % MIB === 0)) throw new Error(`BENCH_CACHE_BYTES: expected a whole number of MiB, got ${BYTES}`);
 
 const median = (xs: number[]): number => {
@@ -81,7 +84,7 @@ async function main(): Promise<void> {
       mounts.push(h);
       return h;
     };
-    const cached = await start({ FUSE_TEST_DISK_CACHE_BYTES: String(4 * BYTES), FUSE_TEST_DATA_DIR: cachedData });
+    const cached = await start({ FUSE_TEST_DISK_CACHE_BYTES: AA ? '0' : String(4 * BYTES), FUSE_TEST_DATA_DIR: cachedData });
     const plain = await start({ FUSE_TEST_DISK_CACHE_BYTES: '0' });
     // The same bytes in both, written through each mount and uploaded (untimed).
     const source = join(scratch, 'source.bin');
@@ -140,7 +143,7 @@ async function main(): Promise<void> {
     print({ figure: 'content_cache.copy_alone', note: 'dd of the same bytes into a new local file (page cache): what keeping a copy of every byte read costs at least, against the read without the cache', bytes: BYTES, copy_ms: Math.round(median(copies)), ratio_to_read_without_cache: round(median(copies) / o, 3), rounds: ms(copies) });
     print({ figure: 'content_cache.cold_read_cost', bytes: BYTES, with_cache_ms: Math.round(w), without_cache_ms: Math.round(o), added: round(w / o - 1, 3), kept_share: kept, rounds: { with_cache_ms: ms(withCache), without_cache_ms: ms(without) }, target: 'added < 0.05' });
 
-    if (process.env.BENCH_CACHE_PINNED === '0') return;
+    if (process.env.BENCH_CACHE_PINNED === '0' || AA) return;
     // Pinned: all of it in the content cache; the mount vs the cache's own file on the local disk.
     await cached.call('pin', { path: '/Lib/big.bin' }, 600_000);
     const contentDir = join(cachedData, 'content');
