@@ -5,9 +5,10 @@
  * least recently used first.
  *
  * Writes are queued and done in the background, in the pieces the bytes arrived in (no copy, no join);
- * queued writes that follow on from each other go out as one writev. Bytes waiting to be written are
- * bounded too: when the disk falls behind the network, what does not fit is not cached (counted in
- * `skippedBytes`) rather than held in memory.
+ * queued writes that follow on from each other go out as one writev (on libuv's pool: the reader's
+ * thread never copies them). Bytes waiting to be written are bounded too: when the disk falls behind
+ * the network, what does not fit is not cached (counted in `skippedBytes`) rather than held in memory
+ * or waited for; a caller that waits for each of its writes (a pin's fetch: `keep`) is never let go.
  *
  * With a CacheBudget the limit is a hard one on what the cache holds on disk: each content counts the
  * 4 KiB pages its ranges take plus two pages for its sidecar (and its replacement), room is reserved before a byte is written,
@@ -35,6 +36,8 @@ export interface ContentCacheOptions {
   clock?: Clock;
   /** The limit, and the contents never evicted; without one, `maxBytes` and none. */
   budget?: CacheBudget;
+  /** Told after each eviction (its files removed), with what the cache holds then by its own count. */
+  onEvicted?: (e: { hash: string; freedBytes: number; heldBytes: number; limitBytes: number }) => void;
   logger: Logger;
 }
 
@@ -65,6 +68,17 @@ function heldBytes(ranges: readonly Range[]): number {
 const SIDECAR_EVERY_MS = 1000;
 
 const HASH_RE = /^[0-9a-f]{40}$/;
+
+/** The first `n` bytes of `parts`, as pieces of them (nothing copied). */
+function takeBytes(parts: readonly Buffer[], n: number): Buffer[] {
+  const out: Buffer[] = [];
+  for (const p of parts) {
+    if (n <= 0) break;
+    out.push(p.length <= n ? p : p.subarray(0, n));
+    n -= p.length;
+  }
+  return out;
+}
 
 export class ContentCache {
   private readonly items = new Map<string, Item>();
@@ -147,13 +161,16 @@ export class ContentCache {
   /**
    * Stores bytes at `position`, the pieces one after the other, in the background (failures are only
    * logged). The pieces are kept as they are until written: the caller must not change them afterwards.
+   * Bytes passing on their way to a reader are let go when more than `maxPendingBytes` wait already;
+   * `keep` (a caller that waits for each write, as a pin's fetch does, and so bounds them itself): never
+   * let go for that.
    */
-  write(hash: string | undefined, position: number, pieces: Buffer | readonly Buffer[]): Promise<void> {
+  write(hash: string | undefined, position: number, pieces: Buffer | readonly Buffer[], opts: { keep?: boolean } = {}): Promise<void> {
     const parts = Buffer.isBuffer(pieces) ? [pieces] : pieces;
     let length = 0;
     for (const p of parts) length += p.length;
     if (!hash || !HASH_RE.test(hash) || length === 0 || length > this.maxBytes) return Promise.resolve();
-    if (this.pendingBytes + length > this.maxPendingBytes) {
+    if (!opts.keep && this.pendingBytes + length > this.maxPendingBytes) {
       this.counters.skippedBytes += length;
       return Promise.resolve();
     }
@@ -264,9 +281,21 @@ export class ContentCache {
     // Room first: older contents are evicted for these bytes; a content that would overrun the limit on
     // its own stops being cached (what it has stays), the limit is never exceeded. The room is reserved
     // before the write (other contents are written meanwhile).
-    const growth = heldBytes(addRange(item.ranges, position, position + length)) - item.held;
+    const growthOf = (n: number): number => heldBytes(addRange(item.ranges, position, position + n)) - item.held;
+    let growth = growthOf(length);
     const limit = this.opts.budget ? await this.opts.budget.limit(this.held) : this.maxBytes;
     await this.evict(hash, growth, limit);
+    if (this.held + growth > limit && this.items.has(hash)) {
+      // What fits of it (its first bytes) is written; the rest is let go. Writes queued while one
+      // was under way go out joined, and a join larger than the room would otherwise be lost whole.
+      const fits = this.fittingPrefix(length, limit - this.held, growthOf);
+      if (fits > 0) {
+        this.counters.skippedBytes += length - fits;
+        parts = takeBytes(parts, fits);
+        length = fits;
+        growth = growthOf(fits);
+      }
+    }
     if (this.held + growth > limit || !this.items.has(hash)) {
       this.counters.skippedBytes += length;
       if (item.ranges.length === 0 && this.items.get(hash) === item) {
@@ -297,6 +326,18 @@ export class ContentCache {
     if (now - item.savedAtMs >= SIDECAR_EVERY_MS) await this.saveSidecar(item);
   }
 
+  /** The most bytes of a write of `length` whose growth fits in `room` (0: none), whole pages of it. */
+  private fittingPrefix(length: number, room: number, growthOf: (n: number) => number): number {
+    let lo = 0;
+    let hi = Math.floor(length / PAGE);
+    while (lo < hi) {
+      const mid = Math.ceil((lo + hi) / 2);
+      if (growthOf(mid * PAGE) <= room) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo * PAGE;
+  }
+
   private async handle(item: Item): Promise<FileHandle> {
     if (!item.fh) item.fh = await open(join(this.opts.dir, `${item.hash}.data`), constants.O_RDWR | constants.O_CREAT, 0o600);
     return item.fh;
@@ -325,6 +366,7 @@ export class ContentCache {
       if (!victim) return;
       this.counters.evictions++;
       await this.forget(victim);
+      this.opts.onEvicted?.({ hash: victim.hash, freedBytes: victim.held, heldBytes: this.held, limitBytes: limit });
     }
   }
 }

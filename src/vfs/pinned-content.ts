@@ -358,7 +358,7 @@ export class PinnedContent {
     this.fetching.set(k, progress);
     const body = await remote.openRange(e.fullpath, 0, e.size - 1, { contentHash: e.contentHash });
     for await (const chunk of body as AsyncIterable<Buffer>) {
-      await disk.write(e.contentHash, progress.done, chunk);
+      await disk.write(e.contentHash, progress.done, chunk, { keep: true });
       progress.done += chunk.length;
     }
     if (!disk.complete(e.contentHash, e.size)) {

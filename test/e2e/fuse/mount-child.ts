@@ -12,7 +12,8 @@
  * folder the service backends' data folder (spools, journal) is made in (default: the system's tmpdir);
  * FUSE_TEST_DATA_DIR: that data folder itself (kept after the child ends: a test opens it again, as the
  * next start of a gateway would); FUSE_TEST_SERVICE: JSON { baseUrl, credentials } of a service the test
- * runs (backend `service`: none is started here).
+ * runs (backend `service`: none is started here); FUSE_TEST_DISK_CACHE_BYTES: the service backends'
+ * content cache on disk (default 64 MiB; 0: none).
  */
 import { tuneGarbageCollector } from '../../../src/shared/gc-tuning.js';
 import { mountVfs, type MountedVfs } from '../../../src/fuse/index.js';
@@ -107,7 +108,7 @@ async function serviceBackend(ownProcess: boolean): Promise<Backend> {
   const svc = given ? { client: new ServiceClient(given), close: async () => undefined } : ownProcess ? await startServiceProcess({ memoryData: true }) : await startTestService();
   const keptDir = process.env.FUSE_TEST_DATA_DIR;
   const dataDir = keptDir ?? await mkdtemp(join(process.env.FUSE_TEST_DATA_PARENT ?? tmpdir(), 'cloudlib-fuse-vfs-'));
-  const vfs = await createServiceVfs({ libraries: [{ name: 'Lib', client: svc.client }], dataDir, feedIntervalMs: Number(process.env.FUSE_TEST_FEED_INTERVAL_MS ?? 300), upload: { retryBaseMs: 50, retryMaxMs: 500, delayMs: Number(process.env.FUSE_TEST_UPLOAD_DELAY_MS ?? 0) }, faults: true, cache: { diskBytes: 64 * 1024 * 1024 } });
+  const vfs = await createServiceVfs({ libraries: [{ name: 'Lib', client: svc.client }], dataDir, feedIntervalMs: Number(process.env.FUSE_TEST_FEED_INTERVAL_MS ?? 300), upload: { retryBaseMs: 50, retryMaxMs: 500, delayMs: Number(process.env.FUSE_TEST_UPLOAD_DELAY_MS ?? 0) }, faults: true, cache: { diskBytes: Number(process.env.FUSE_TEST_DISK_CACHE_BYTES ?? 64 * 1024 * 1024) } });
   const faulty = vfs.remoteOf('Lib') as import('../../../src/vfs/index.js').FaultyRemote;
   const fullpath = (path: string): string => {
     if (!path.startsWith('/Lib')) throw new Error(`the service backend has only the library folder /Lib, got ${path}`);
@@ -320,6 +321,12 @@ async function main(): Promise<void> {
         case 'holdSpoolAttach': return holdSpoolAttach(a.marker, a.release, state);
         case 'heldSpoolAttach': return state.heldAttach;
         case 'localStat': return backend.vfs.stat(a.path);
+        case 'evict': return (backend.vfs as Vfs & { evict(path: string): Promise<unknown> }).evict(a.path);
+        case 'pin': {
+          const v = backend.vfs as Vfs & { setPinned(path: string, pinned: boolean): Promise<unknown>; pinsFetched(): Promise<void> };
+          await v.setPinned(a.path, true);
+          return v.pinsFetched();
+        }
         case 'vfsStatus': return (backend.vfs as Vfs & { status?(): unknown }).status?.();
         case 'unmount': return stop();
         default: throw new Error(`unknown command ${msg.cmd}`);

@@ -333,4 +333,15 @@ describe('RangeReader', { timeout: 20_000 }, () => {
     expect((await disk.read(h, 768 * 1024, 768 * 1024 + 4)).equals(Buffer.alloc(4, 2))).toBe(true);
     await disk.close();
   });
+
+  it('the content cache never lets go a write its caller waits for (a pin\'s fetch: keep)', async () => {
+    const disk = await contentCache({ maxBytes: 16 * MiB, maxPendingBytes: MiB });
+    const h = 'f'.repeat(40);
+    const passing = disk.write(h, 0, Buffer.alloc(768 * 1024, 1));
+    const kept = disk.write(h, 768 * 1024, Buffer.alloc(512 * 1024, 2), { keep: true }); // over the bound: kept anyway
+    await Promise.all([passing, kept]);
+    expect(disk.has(h, 0, 1280 * 1024)).toBe(true);
+    expect(disk.stats().skippedBytes).toBe(0);
+    await disk.close();
+  });
 });
