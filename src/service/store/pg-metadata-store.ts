@@ -18,6 +18,7 @@
  *   share a round trip the same way.
  */
 import pg from 'pg';
+import { PreparedStatements, isStalePlan } from './pg-prepared.js';
 import { RequestAhead, type AheadStatement } from './pg-request-ahead.js';
 import { TransactionScope, reserveOperationTimesByStatement, type MetadataSession, type MetadataStore, type RunResult, type StoreStats, type TransactionOptions } from './metadata-store.js';
 
@@ -31,6 +32,7 @@ export class PgMetadataStore implements MetadataStore {
   open = true;
   private readonly scope = new TransactionScope();
   private readonly requestAhead = new RequestAhead();
+  private readonly prepared = new PreparedStatements();
 
   constructor(readonly pool: pg.Pool) {}
 
@@ -66,7 +68,13 @@ export class PgMetadataStore implements MetadataStore {
     for (const a of ahead) await this.sendAlone(a);
     // A write outside a transaction waits for the request's gates: it may not run for a refused call.
     if (!read) await Promise.all(this.requestAhead.gates());
-    return this.pool.query(sql, params);
+    try {
+      return await this.pool.query(this.prepared.query(sql, params));
+    } catch (err) {
+      if (!isStalePlan(err)) throw err;
+      this.prepared.renew();
+      return this.pool.query(this.prepared.query(sql, params));
+    }
   }
 
   /** A statement ahead in a round trip of its own (its failure is its caller's). */
@@ -132,7 +140,7 @@ export class PgMetadataStore implements MetadataStore {
       const waitFrom = performance.now();
       const client = await this.pool.connect();
       try {
-        const t = new PgTransaction(client, this.stats, this.requestAhead.gates(), (a) => this.sendAlone(a));
+        const t = new PgTransaction(client, this.stats, this.prepared, this.requestAhead.gates(), (a) => this.sendAlone(a));
         t.begin(library, this.requestAhead.take());
         const result = await this.scope.run(t, fn);
         await t.commit();
@@ -142,7 +150,9 @@ export class PgMetadataStore implements MetadataStore {
       } catch (err) {
         this.stats.roundTrips++;
         await client.query('ROLLBACK').catch(() => undefined);
-        if (attempt >= MAX_ATTEMPTS || !RETRYABLE.has((err as { code?: string }).code ?? '')) {
+        // A statement prepared under an older schema: named anew, the transaction starts over.
+        if (isStalePlan(err)) this.prepared.renew();
+        if (attempt >= MAX_ATTEMPTS || !(RETRYABLE.has((err as { code?: string }).code ?? '') || isStalePlan(err))) {
           this.stats.transactions++;
           throw err;
         }
@@ -179,6 +189,7 @@ class PgTransaction implements MetadataSession {
   constructor(
     private readonly client: pg.PoolClient,
     private readonly stats: StoreStats,
+    private readonly prepared: PreparedStatements,
     /** The request's gates: COMMIT waits for them. */
     private readonly gates: readonly Promise<unknown>[] = [],
     /** Sends a statement ahead by itself, outside this transaction. */
@@ -228,7 +239,7 @@ class PgTransaction implements MetadataSession {
             await this.flush([]);
           }
           this.stats.roundTrips++;
-          q.resolve(await this.client.query(q.sql, q.params));
+          q.resolve(await this.client.query(this.prepared.query(q.sql, q.params)));
         }
         return;
       }
