@@ -1,7 +1,7 @@
 import { defineConfig } from 'vitest/config';
 
 /** The service's test files that are about one engine (they start what they need themselves). */
-const ENGINE_TESTS = ['test/integration/service/postgres-schema.test.ts', 'test/integration/service/metadata-store.test.ts', 'test/integration/service/s3-blobs.test.ts'];
+const ENGINE_TESTS = ['test/integration/service/postgres-schema.test.ts', 'test/integration/service/metadata-store.test.ts', 'test/integration/service/s3-blobs.test.ts', 'test/integration/service/pg-prepared.test.ts'];
 /** The service's test files that need the metadata in PostgreSQL (several service processes on one database). */
 const POSTGRESQL_ONLY_TESTS = ['test/integration/service/service-processes.test.ts'];
 

@@ -7,7 +7,10 @@
  * (default 2) of the three in turn, so that the machine's other work falls on each row alike; a row
  * sums its rounds. Each row gives reads and
  * writes per second and their p50/p99 latency, the ratios to SQLite, the p99 of a single `ls` sent one
- * after the other during the load against its p50 with no load, and the CPU time per operation of each
+ * after the other during the load against its p50 with no load (and what bounds it from below, probed in
+ * turn with it: the p99 of `GET /m-open/status`, which runs no statement, against its unloaded p50; on
+ * PostgreSQL one `SELECT 1` round trip from this process; this process's event-loop delay during the
+ * load; the lone `ls`'s own p99 with no load), and the CPU time per operation of each
  * service process and of PostgreSQL (all its processes, from /proc), so the scaling can be computed
  * when the machine lacks the cores to show it. BENCH_LOAD_STATEMENTS=1 also prints, for the PostgreSQL
  * row of one process, the statements PostgreSQL spent most time on (pg_stat_statements: calls, mean
@@ -16,7 +19,9 @@
 import { readFile, readdir } from 'node:fs/promises';
 import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import pg from 'pg';
+import { request } from 'undici';
 import type { Postgres } from '../../test/support/postgres.js';
 import type { ServiceProcess } from '../../test/support/service-process.js';
 import { READS, prepareLoad, quantile, runLoad, type LoadResult, type OpKind } from './support/service-load.js';
@@ -30,7 +35,13 @@ const rounds = Number(process.env.BENCH_LOAD_ROUNDS ?? 2);
 const statements = process.env.BENCH_LOAD_STATEMENTS === '1';
 const DATABASE = 'bench_load';
 
-interface Row { setup: string; ops: number; load: LoadResult; lsUnloaded: number[]; lsLoaded: number[]; serviceCpuMs: number[]; postgresCpuMs: number | undefined }
+interface Row {
+  setup: string; ops: number; load: LoadResult; lsUnloaded: number[]; lsLoaded: number[]; serviceCpuMs: number[]; postgresCpuMs: number | undefined;
+  /** The floors under the lone `ls`: `GET /m-open/status` (no statement), and `SELECT 1` from this process. */
+  statusUnloaded: number[]; statusLoaded: number[]; selectUnloaded: number[]; selectLoaded: number[];
+  /** This process's event-loop delay during the load (ms, p99 of each round). */
+  loopDelayP99: number[];
+}
 
 export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
   const setups = await startServiceSetups(DATABASE, statements ? ['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all'] : []);
@@ -70,6 +81,11 @@ function merged(rounds: Row[]): Row {
     load: { latencies, elapsedMs: rounds.reduce((n, r) => n + r.load.elapsedMs, 0), feedChanges: rounds.reduce((n, r) => n + r.load.feedChanges, 0) },
     lsUnloaded: rounds.flatMap((r) => r.lsUnloaded),
     lsLoaded: rounds.flatMap((r) => r.lsLoaded),
+    statusUnloaded: rounds.flatMap((r) => r.statusUnloaded),
+    statusLoaded: rounds.flatMap((r) => r.statusLoaded),
+    selectUnloaded: rounds.flatMap((r) => r.selectUnloaded),
+    selectLoaded: rounds.flatMap((r) => r.selectLoaded),
+    loopDelayP99: rounds.flatMap((r) => r.loopDelayP99),
     serviceCpuMs: rounds[0]!.serviceCpuMs.map((_, i) => perOp((r) => r.serviceCpuMs[i]!)),
     postgresCpuMs: rounds[0]!.postgresCpuMs === undefined ? undefined : perOp((r) => r.postgresCpuMs!),
   };
@@ -77,31 +93,58 @@ function merged(rounds: Row[]): Row {
 
 let runs = 0;
 
-async function measure(setup: string, targets: ServiceProcess[], pg: Postgres | undefined): Promise<Row> {
+async function measure(setup: string, targets: ServiceProcess[], server: Postgres | undefined): Promise<Row> {
   const clientsOf = targets.map((t) => t.client);
   const root = `load${runs++}`;
   await prepareLoad(clientsOf[0]!, { clients, opsPerClient, root });
   const probe = clientsOf[0]!;
+  // The lone `ls`, and beside it (in turn) what it cannot go below: the service's answer with no
+  // statement (`/m-open/status`) and, on PostgreSQL, one round trip of `SELECT 1` from this process.
+  const status = async () => {
+    const res = await request(`${targets[0]!.baseUrl}/m-open/status`);
+    await res.body.arrayBuffer();
+    if (res.statusCode !== 200) throw new Error(`/m-open/status: ${res.statusCode}`);
+  };
+  const select1 = server ? new pg.Client({ connectionString: `postgresql://cloudlib@127.0.0.1:${server.port}/${DATABASE}` }) : undefined;
+  await select1?.connect();
   const unloaded: number[] = [];
-  for (let i = 0; i < PROBES_UNLOADED; i++) unloaded.push(await timed(() => probe.file.ls({ fullpath: `${root}/c0/keep`, size: 100 })));
-  const postgresPids = pg ? await postgresProcesses(pg.port) : [];
+  const statusUnloaded: number[] = [];
+  const selectUnloaded: number[] = [];
+  for (let i = 0; i < PROBES_UNLOADED; i++) {
+    unloaded.push(await timed(() => probe.file.ls({ fullpath: `${root}/c0/keep`, size: 100 })));
+    statusUnloaded.push(await timed(status));
+    if (select1) selectUnloaded.push(await timed(() => select1.query('SELECT 1')));
+  }
+  const postgresPids = server ? await postgresProcesses(server.port) : [];
   const cpu0 = await Promise.all(targets.map((t) => cpuMsOf(t.pid)));
   const pg0 = await sumCpu(postgresPids);
   let loading = true;
   const lsLoaded: number[] = [];
+  const statusLoaded: number[] = [];
+  const selectLoaded: number[] = [];
+  const loop = monitorEventLoopDelay({ resolution: 5 });
+  loop.enable();
   const probing = (async () => {
-    while (loading) lsLoaded.push(await timed(() => probe.file.ls({ fullpath: `${root}/c0/keep`, size: 100 })));
+    while (loading) {
+      lsLoaded.push(await timed(() => probe.file.ls({ fullpath: `${root}/c0/keep`, size: 100 })));
+      statusLoaded.push(await timed(status));
+      if (select1) selectLoaded.push(await timed(() => select1.query('SELECT 1')));
+    }
   })();
   const load = await runLoad(clientsOf, { clients, opsPerClient, root }).finally(() => { loading = false; });
   await probing;
-  const ops = clients * opsPerClient + lsLoaded.length;
+  loop.disable();
+  await select1?.end();
+  const ops = clients * opsPerClient + lsLoaded.length + statusLoaded.length;
   const cpu1 = await Promise.all(targets.map((t) => cpuMsOf(t.pid)));
   const pg1 = await sumCpu(postgresPids);
   return {
     setup, ops, load, lsLoaded,
     lsUnloaded: unloaded,
+    statusUnloaded, statusLoaded, selectUnloaded, selectLoaded,
+    loopDelayP99: [loop.percentile(99) / 1e6],
     serviceCpuMs: cpu1.map((ms, i) => (ms - cpu0[i]!) / ops),
-    postgresCpuMs: pg ? (pg1 - pg0) / ops : undefined,
+    postgresCpuMs: server ? (pg1 - pg0) / ops : undefined,
   };
 }
 
@@ -118,6 +161,13 @@ function summary(r: Row, reference: Row): Record<string, unknown> {
     read_p50_ms: round(quantile(reads, 0.5)), read_p99_ms: round(quantile(reads, 0.99)),
     write_p50_ms: round(quantile(writes, 0.5)), write_p99_ms: round(quantile(writes, 0.99)),
     ls_unloaded_p50_ms: round(quantile(r.lsUnloaded, 0.5)), ls_loaded_p99_ms: round(quantile(r.lsLoaded, 0.99)), ls_p99_to_unloaded_p50: round(quantile(r.lsLoaded, 0.99) / quantile(r.lsUnloaded, 0.5), 2),
+    ls_unloaded_p99_ms: round(quantile(r.lsUnloaded, 0.99)),
+    status_unloaded_p50_ms: round(quantile(r.statusUnloaded, 0.5)), status_loaded_p99_ms: round(quantile(r.statusLoaded, 0.99)),
+    status_p99_to_unloaded_p50: round(quantile(r.statusLoaded, 0.99) / quantile(r.statusUnloaded, 0.5), 2),
+    ...(r.selectLoaded.length === 0 ? {} : {
+      select1_unloaded_p50_ms: round(quantile(r.selectUnloaded, 0.5), 2), select1_loaded_p50_ms: round(quantile(r.selectLoaded, 0.5), 2), select1_loaded_p99_ms: round(quantile(r.selectLoaded, 0.99)),
+    }),
+    bench_loop_delay_p99_ms: r.loopDelayP99.map((ms) => round(ms)),
     service_cpu_ms_per_op: r.serviceCpuMs.map((ms) => round(ms, 3)),
     ...(r.postgresCpuMs === undefined ? {} : { postgresql_cpu_ms_per_op: round(r.postgresCpuMs, 3) }),
     p50_ms_by_kind: Object.fromEntries([...r.load.latencies].map(([k, v]) => [k, round(quantile(v, 0.5))])),

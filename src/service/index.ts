@@ -13,6 +13,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { mkdir, rm } from 'node:fs/promises';
 import { writeFileAtomic } from '../shared/atomic-file.js';
+import { findEndpoint } from '../shared/endpoints.js';
 import { join } from 'node:path';
 import { silentLogger, type Logger } from '../shared/log.js';
 import { metadataStoreAt } from './store/metadata-location.js';
@@ -202,6 +203,12 @@ export class EmbeddedService {
       // create_file may carry its content as a multipart part (the official SDKs' createFile)
       const router = new Router(new Authenticator(directory, clock, db, opts.replayPolicy ?? 'address'), log, {
         tempDir: join(tmp, 'forms'), fileEndpoints: ['/m-open/1/file/create_file'],
+        // The file API's changes whose work is all in the metadata store's transactions: on PostgreSQL
+        // the replay guard's record goes in their first transaction's round trip.
+        ...(db.request && db.sendAhead ? {
+          request: db.request.bind(db), sendAhead: db.sendAhead.bind(db),
+          guardAhead: (['create_folder', 'create_file', 'move', 'del', 'add_tag', 'lock'] as const).map((n) => findEndpoint('file', n)!.def.path),
+        } : {}),
         // An enterprise whose trial or subscription ended reads but changes nothing; its partner's calls
         // (order renews it) are not its own.
         admit: async (endpoint, caller) => {

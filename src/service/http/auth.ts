@@ -58,7 +58,7 @@ export class Authenticator {
    * `db`: where the replay guard keeps the signatures when several processes share the metadata
    * (PostgreSQL); on SQLite the service is one process and keeps them in memory.
    */
-  constructor(private readonly directory: Directory, private readonly clock: () => number, db?: MetadataStore, private readonly policy: ReplayPolicy = 'address') {
+  constructor(private readonly directory: Directory, private readonly clock: () => number, private readonly db?: MetadataStore, private readonly policy: ReplayPolicy = 'address') {
     // A signature is remembered while its dateline is accepted: up to the window after it.
     this.ledger = policy === 'off' ? undefined : db?.engine === 'postgresql'
       ? new StoredSignatureLedger(db, { windowMs: DATELINE_WINDOW_MS, clock })
@@ -79,8 +79,15 @@ export class Authenticator {
    * once the signature is recorded (and rejects with 401043 when the call is refused). A call may not act
    * before `guarded` settles unless it is a read (`guard` 'read' is never refused: its work may go beside
    * the record, which must be made before its answer).
+   *
+   * `ahead` (a change whose work is all in transactions of the metadata store, run inside
+   * `MetadataStore.request`): on PostgreSQL the record goes in the round trip of the change's first
+   * transaction, and every transaction of the request commits only once `guarded` has settled, rolling
+   * back when it refuses: the call may act before `guarded` settles, as its changes are held. `ahead`
+   * answers whether that is so; the caller then sends what is still queued (`MetadataStore.sendAhead`)
+   * before awaiting `guarded`.
    */
-  async authenticate(credential: Credential, path: string, params: Record<string, string>, guard: ReplayGuard = 'change', peer = ''): Promise<{ caller: Caller; guarded: Promise<void> }> {
+  async authenticate(credential: Credential, path: string, params: Record<string, string>, guard: ReplayGuard = 'change', peer = '', opts: { ahead?: boolean } = {}): Promise<{ caller: Caller; guarded: Promise<void>; ahead: boolean }> {
     // The official SDKs call the enterprise and library management APIs either with client_id or, once
     // they hold an enterprise token (partner get_token, exchanged), with `token` + `token_type=ent`.
     const entToken = credential === 'enterprise' && !params.client_id && !!params.token;
@@ -99,13 +106,15 @@ export class Authenticator {
     if (given === undefined || given === '') throw badParam('sign', 'the request signature', given ?? null);
     const ok = signatureVariants(secret, params, path).some((v) => safeEqual(v, given));
     if (!ok) throw new ServiceFault(FaultCode.SignatureFailed, 'signature verification failed');
-    const guarded = this.guard(given, path, dateline ? Number(dateline) * 1000 : undefined, guard, peer);
-    return { caller, guarded };
+    const ahead = opts.ahead === true && guard === 'change' && this.ledger instanceof StoredSignatureLedger && this.db?.ahead !== undefined && this.db.gate !== undefined;
+    const guarded = this.guard(given, path, dateline ? Number(dateline) * 1000 : undefined, guard, peer, ahead);
+    if (ahead) this.db!.gate!(guarded);
+    return { caller, guarded, ahead };
   }
 
   /** Records a verified signature's use; refuses (401043) a call the replay policy does not let through. */
-  private async guard(sign: string, path: string, datelineMs: number | undefined, guard: ReplayGuard, peer: string): Promise<void> {
-    const other = await this.ledger?.use(sign, path, datelineMs, peer);
+  private async guard(sign: string, path: string, datelineMs: number | undefined, guard: ReplayGuard, peer: string, ahead = false): Promise<void> {
+    const other = await this.ledger?.use(sign, path, datelineMs, peer, { ahead });
     if (other === undefined || guard === 'read') return;
     const sameAddress = other.peer === peer;
     if (!sameAddress || (guard === 'change' && this.policy === 'strict')) {

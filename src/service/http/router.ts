@@ -33,6 +33,15 @@ export interface RouterOptions {
   fileEndpoints?: readonly string[];
   /** Checked once the caller is known, before the parameters and the handler: throws to refuse the call. */
   admit?: (endpoint: EndpointRef, caller: Caller) => Promise<void>;
+  /**
+   * Runs one request (MetadataStore.request), and the paths of changes whose handlers do nothing but
+   * metadata work before their transactions commit (no file part): their replay guard's record goes
+   * ahead, in the round trip of their first transaction, which commits once the guard let them through.
+   */
+  request?: <T>(fn: () => Promise<T>) => Promise<T>;
+  guardAhead?: readonly string[];
+  /** Sends a request's statements ahead still queued (MetadataStore.sendAhead). */
+  sendAhead?: () => Promise<void>;
 }
 
 /** Returns the JSON body: the endpoint's result, or nothing (`{}`) where an empty object is one. */
@@ -49,9 +58,11 @@ export class Router {
   private readonly byPath = new Map<string, EndpointRef>();
 
   private readonly fileEndpoints: Set<string>;
+  private readonly guardAhead: Set<string>;
 
   constructor(private readonly auth: Authenticator, private readonly log: Logger, private readonly opts: RouterOptions = {}) {
     this.fileEndpoints = new Set(opts.tempDir ? opts.fileEndpoints ?? [] : []);
+    this.guardAhead = new Set(opts.request ? opts.guardAhead ?? [] : []);
     for (const ref of allEndpoints()) {
       if (ref.family === 'upload') continue;
       if (!this.byPath.has(ref.def.path)) this.byPath.set(ref.def.path, ref);
@@ -94,6 +105,10 @@ export class Router {
   }
 
   async handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    return this.opts.request ? this.opts.request(() => this.handleRequest(req, res, url)) : this.handleRequest(req, res, url);
+  }
+
+  private async handleRequest(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     const endpoint = this.byPath.get(url.pathname);
     let file: ReceivedFile | undefined;
     try {
@@ -103,9 +118,29 @@ export class Router {
       file = request.file;
       const entry = this.handlers.get(`${endpoint.family}.${endpoint.name}`);
       const guard = replayGuardOf(endpoint.def);
-      const { caller, guarded } = await this.auth.authenticate(endpoint.def.credential, url.pathname, raw, guard, clientAddress(req));
+      const { caller, guarded, ahead } = await this.auth.authenticate(endpoint.def.credential, url.pathname, raw, guard, clientAddress(req), {
+        ahead: this.guardAhead.has(url.pathname) && !file,
+      });
       guarded.catch(() => undefined); // awaited below; a failure meanwhile is not unhandled
       if (!entry) throw new ServiceFault(FaultCode.NotSupported, `${url.pathname} is not supported by the embedded service`);
+      if (ahead) {
+        // The record goes with the change's first transaction, which commits only once it let the call
+        // through; the guard's refusal is the answer over any failure of the work.
+        let body: unknown;
+        let failure: { err: unknown } | undefined;
+        try {
+          await this.opts.admit?.(endpoint, caller);
+          validateParams(endpoint.def, raw, { allowUnknown: true });
+          body = await entry.handler({ endpoint, params: new ParamReader(raw), caller, ip: req.socket.remoteAddress ?? '' });
+        } catch (err) {
+          failure = { err };
+        }
+        await this.opts.sendAhead?.();
+        await guarded;
+        if (failure) throw failure.err;
+        sendJson(res, 200, body ?? {});
+        return;
+      }
       // The replay guard's record and the admission check go side by side; a read's work goes beside the
       // record too (a read is never refused), which is made before its answer. Of two failures the
       // guard's is the one answered.

@@ -18,9 +18,10 @@ export interface SignatureUses {
   /**
    * Records `sign` as used for `path` by `peer` (its dateline in ms, or now when the call carries none).
    * Resolves to the first use when the signature was already used for another endpoint and is still
-   * within the window (the first use stays the one remembered).
+   * within the window (the first use stays the one remembered). `ahead`: the record may go with the
+   * request's first transaction (a ledger in the metadata store).
    */
-  use(sign: string, path: string, datelineMs: number | undefined, peer?: string): Promise<SignatureUse | undefined>;
+  use(sign: string, path: string, datelineMs: number | undefined, peer?: string, opts?: { ahead?: boolean }): Promise<SignatureUse | undefined>;
 }
 
 export interface SignatureLedgerOptions {
@@ -104,7 +105,11 @@ export class StoredSignatureLedger implements SignatureUses {
 
   constructor(private readonly db: MetadataStore, private readonly opts: { windowMs: number; clock: () => number }) {}
 
-  async use(sign: string, path: string, datelineMs: number | undefined, peer = ''): Promise<SignatureUse | undefined> {
+  /**
+   * `ahead`: the record goes ahead of the request's work (MetadataStore.ahead), in the round trip of its
+   * first transaction; the statement is idempotent (sent again, it finds its own row).
+   */
+  async use(sign: string, path: string, datelineMs: number | undefined, peer = '', opts: { ahead?: boolean } = {}): Promise<SignatureUse | undefined> {
     const now = this.opts.clock();
     let swept: Promise<unknown> | undefined;
     if (now >= this.nextSweepMs) {
@@ -115,7 +120,8 @@ export class StoredSignatureLedger implements SignatureUses {
     const untilMs = Math.max(datelineMs ?? now, now) + this.opts.windowMs;
     const expired = 'signature_uses.until_ms <= ?';
     // The row after the statement: ours when recorded (new, or an expired one taken over), else the first use's.
-    const row = await this.db.get<{ path: string; peer: string }>(
+    const send = opts.ahead && this.db.ahead ? this.db.ahead.bind(this.db) : this.db.get.bind(this.db);
+    const row = await send<{ path: string; peer: string }>(
       'INSERT INTO signature_uses (sign, path, peer, until_ms) VALUES (?, ?, ?, ?) ON CONFLICT (sign) DO UPDATE SET ' +
       `path = CASE WHEN ${expired} THEN excluded.path ELSE signature_uses.path END, ` +
       `peer = CASE WHEN ${expired} THEN excluded.peer ELSE signature_uses.peer END, ` +

@@ -76,6 +76,18 @@ export interface MetadataStore extends MetadataSession {
   /** Runs `fn` in one transaction; its result once committed. A thrown error rolls everything back. */
   tx<T>(fn: (session: MetadataSession) => Promise<T>, opts?: TransactionOptions): Promise<T>;
   close(): Promise<void>;
+  /**
+   * PostgreSQL only: runs `fn` as one request of the service, in which `ahead` statements go in the
+   * round trip of the request's first transaction (or plain read) and its transactions commit only once
+   * the promises given to `gate` have settled without failing (store/pg-request-ahead.ts).
+   */
+  request?<T>(fn: () => Promise<T>): Promise<T>;
+  /** The first row of an idempotent statement sent ahead of the request's work; outside a request, at once. */
+  ahead?<T>(sql: string, params: readonly unknown[]): Promise<T | undefined>;
+  /** The request's transactions commit once `p` has settled, and roll back when it fails. */
+  gate?(p: Promise<unknown>): void;
+  /** Sends the request's statements ahead not sent yet, each by itself. */
+  sendAhead?(): Promise<void>;
 }
 
 /**

@@ -17,7 +17,9 @@
  *   escaped by the driver). Statements the body issues in one turn of the event loop (awaited together)
  *   share a round trip the same way.
  */
-import type pg from 'pg';
+import pg from 'pg';
+import { PreparedStatements, isStalePlan } from './pg-prepared.js';
+import { RequestAhead, type AheadStatement } from './pg-request-ahead.js';
 import { TransactionScope, reserveOperationTimesByStatement, type MetadataSession, type MetadataStore, type RunResult, type StoreStats, type TransactionOptions } from './metadata-store.js';
 
 const RETRYABLE = new Set(['40001', '40P01']);
@@ -29,12 +31,77 @@ export class PgMetadataStore implements MetadataStore {
   readonly stats: StoreStats = { roundTrips: 0, transactions: 0, retries: 0, lockWaitMs: 0 };
   open = true;
   private readonly scope = new TransactionScope();
+  private readonly requestAhead = new RequestAhead();
+  private readonly prepared = new PreparedStatements();
 
   constructor(readonly pool: pg.Pool) {}
 
   /** The transaction in progress here, else the pool. */
   private session(): MetadataSession {
-    return this.scope.session() ?? sessionOf({ query: (sql, params) => this.pool.query(sql, params) }, this.stats);
+    return this.scope.session() ?? sessionOf({ query: (sql, params) => this.poolQuery(sql, params) }, this.stats);
+  }
+
+  /**
+   * A statement outside a transaction. The request's statements ahead go first: in the same round trip
+   * before a plain read, by themselves before anything else (a write must not run before their answer).
+   */
+  private async poolQuery(sql: string, params: unknown[]): Promise<pg.QueryResult> {
+    const ahead = this.requestAhead.take();
+    const read = /^\s*SELECT\b/i.test(sql) && !/\bFOR\s+UPDATE\b/i.test(sql);
+    if (ahead.length > 0 && read) {
+      let batch: string[] | undefined;
+      try {
+        batch = [...ahead.map((a) => inlined(a.sql, a.params, pg)), inlined(sql, params, pg)];
+      } catch {
+        batch = undefined; // a value that has no literal here: each goes by itself
+      }
+      if (batch) {
+        try {
+          const results = await this.pool.query(batch.join(';\n')) as unknown as pg.QueryResult[];
+          ahead.forEach((a, i) => a.resolve(results[i]!.rows));
+          return results[results.length - 1]!;
+        } catch {
+          // Which statement failed is not known: each goes again by itself, and answers for itself.
+        }
+      }
+    }
+    for (const a of ahead) await this.sendAlone(a);
+    // A write outside a transaction waits for the request's gates: it may not run for a refused call.
+    if (!read) await Promise.all(this.requestAhead.gates());
+    try {
+      return await this.pool.query(this.prepared.query(sql, params));
+    } catch (err) {
+      if (!isStalePlan(err)) throw err;
+      this.prepared.renew();
+      return this.pool.query(this.prepared.query(sql, params));
+    }
+  }
+
+  /** A statement ahead in a round trip of its own (its failure is its caller's). */
+  private async sendAlone(a: AheadStatement): Promise<void> {
+    this.stats.roundTrips++;
+    try {
+      a.resolve((await this.pool.query(a.sql, a.params as unknown[])).rows);
+    } catch (err) {
+      a.reject(err);
+    }
+  }
+
+  request<T>(fn: () => Promise<T>): Promise<T> {
+    return this.requestAhead.run(fn);
+  }
+
+  async ahead<T>(sql: string, params: readonly unknown[]): Promise<T | undefined> {
+    if (!this.requestAhead.active()) return this.get<T>(sql, params);
+    return (await this.requestAhead.queue(numbered(sql), params))[0] as T | undefined;
+  }
+
+  gate(p: Promise<unknown>): void {
+    if (this.requestAhead.active()) this.requestAhead.gate(p);
+  }
+
+  async sendAhead(): Promise<void> {
+    for (const a of this.requestAhead.take()) await this.sendAlone(a);
   }
 
   get<T>(sql: string, params?: readonly unknown[]): Promise<T | undefined> {
@@ -73,8 +140,8 @@ export class PgMetadataStore implements MetadataStore {
       const waitFrom = performance.now();
       const client = await this.pool.connect();
       try {
-        const t = new PgTransaction(client, this.stats);
-        t.begin(library);
+        const t = new PgTransaction(client, this.stats, this.prepared, this.requestAhead.gates(), (a) => this.sendAlone(a));
+        t.begin(library, this.requestAhead.take());
         const result = await this.scope.run(t, fn);
         await t.commit();
         this.stats.lockWaitMs += (t.begunAt ?? performance.now()) - waitFrom;
@@ -83,7 +150,9 @@ export class PgMetadataStore implements MetadataStore {
       } catch (err) {
         this.stats.roundTrips++;
         await client.query('ROLLBACK').catch(() => undefined);
-        if (attempt >= MAX_ATTEMPTS || !RETRYABLE.has((err as { code?: string }).code ?? '')) {
+        // A statement prepared under an older schema: named anew, the transaction starts over.
+        if (isStalePlan(err)) this.prepared.renew();
+        if (attempt >= MAX_ATTEMPTS || !(RETRYABLE.has((err as { code?: string }).code ?? '') || isStalePlan(err))) {
           this.stats.transactions++;
           throw err;
         }
@@ -110,14 +179,22 @@ class PgTransaction implements MetadataSession {
    * Statements not sent yet (BEGIN, a library's lock, `runLater` ones), as SQL with their values
    * inlined, and what to do with a result.
    */
-  private later: { sql: string; then?: (result: pg.QueryResult) => void }[] = [];
+  private later: { sql: string; then?: (result: pg.QueryResult) => void; ahead?: AheadStatement }[] = [];
   /** Libraries whose lock this transaction took or has queued. */
   private readonly locked = new Set<number>();
   /** When the round trip that sent BEGIN came back (performance.now()). */
   begunAt: number | undefined;
   private readonly session: MetadataSession;
 
-  constructor(private readonly client: pg.PoolClient, private readonly stats: StoreStats) {
+  constructor(
+    private readonly client: pg.PoolClient,
+    private readonly stats: StoreStats,
+    private readonly prepared: PreparedStatements,
+    /** The request's gates: COMMIT waits for them. */
+    private readonly gates: readonly Promise<unknown>[] = [],
+    /** Sends a statement ahead by itself, outside this transaction. */
+    private readonly sendAlone: (a: AheadStatement) => Promise<void> = async () => undefined,
+  ) {
     // Round trips are counted as they are sent (several statements may share one).
     this.session = sessionOf({ query: (sql: string, params: unknown[]) => this.query(sql, params) }, stats, false);
   }
@@ -162,7 +239,7 @@ class PgTransaction implements MetadataSession {
             await this.flush([]);
           }
           this.stats.roundTrips++;
-          q.resolve(await this.client.query(q.sql, q.params));
+          q.resolve(await this.client.query(this.prepared.query(q.sql, q.params)));
         }
         return;
       }
@@ -180,9 +257,16 @@ class PgTransaction implements MetadataSession {
 
   /** Sends the queued statements and `last` as one simple query; their results in order. */
   private async flush(last: { sql: string }[]): Promise<pg.QueryResult[]> {
-    const batch = [...this.later, ...last];
+    const batch: { sql: string; then?: (result: pg.QueryResult) => void; ahead?: AheadStatement }[] = [...this.later, ...last];
     this.later = [];
-    const sent = await this.client.query(batch.map((b) => b.sql).join(';\n')) as unknown as pg.QueryResult | pg.QueryResult[];
+    let sent: pg.QueryResult | pg.QueryResult[];
+    try {
+      sent = await this.client.query(batch.map((b) => b.sql).join(';\n')) as unknown as pg.QueryResult | pg.QueryResult[];
+    } catch (err) {
+      // Whether a statement ahead ran is not known: each goes again by itself (they are idempotent).
+      for (const b of batch) if (b.ahead) await this.sendAlone(b.ahead);
+      throw err;
+    }
     this.begunAt ??= performance.now();
     const results = Array.isArray(sent) ? sent : [sent];
     batch.forEach((b, i) => (b as { then?: (r: pg.QueryResult) => void }).then?.(results[i]!));
@@ -205,7 +289,18 @@ class PgTransaction implements MetadataSession {
    * Queues BEGIN, and for a library's transaction the lock of its row: they go in the round trip of the
    * body's first statement (or of COMMIT), which runs once the lock is held.
    */
-  begin(library: number | undefined): void {
+  begin(library: number | undefined, ahead: readonly AheadStatement[] = []): void {
+    for (const a of ahead) {
+      let sql: string;
+      try {
+        sql = inlined(a.sql, a.params, this.client);
+      } catch {
+        void this.sendAlone(a); // a value that has no literal here: by itself
+        continue;
+      }
+      // Before BEGIN, committed by itself: the transaction's fate is not the statement's.
+      this.later.push({ sql, then: (r) => a.resolve(r.rows), ahead: a }, { sql: 'COMMIT' });
+    }
     this.later.push({ sql: `BEGIN ISOLATION LEVEL ${library === undefined ? 'SERIALIZABLE' : 'READ COMMITTED'}` });
     if (library !== undefined) this.lockLibrary(library);
   }
@@ -238,6 +333,14 @@ class PgTransaction implements MetadataSession {
     // A statement the body left unawaited goes before COMMIT, inside the transaction.
     if (this.issued.length > 0) await this.sendIssued();
     if (this.failure !== undefined) throw this.failure;
+    if (this.gates.length > 0) {
+      // The gates may wait for a statement ahead still queued here: it goes first (BEGIN with it).
+      if (this.later.some((b) => b.ahead)) {
+        this.stats.roundTrips++;
+        await this.flush([]);
+      }
+      await Promise.all(this.gates);
+    }
     for (const [id, c] of this.clocks) if (c.advanced) this.later.push({ sql: `UPDATE libraries SET last_op_ms = ${c.last} WHERE id = ${id}` });
     this.stats.roundTrips++;
     await this.flush([{ sql: 'COMMIT' }]);
