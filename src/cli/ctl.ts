@@ -266,12 +266,13 @@ function treeParams(o: VerbOptions): Record<string, unknown> {
 
 /** What an upload or a download did (or, with --dry-run, would do), for a person. */
 function copyDone(verb: 'upload' | 'download', r: unknown, key: 'path' | 'local'): string {
-  const res = r as { files?: number; size: number; dry_run?: boolean; list?: Record<string, unknown>[]; skipped?: string[] } & Record<string, unknown>;
+  const res = r as { files?: number; size: number; links?: number; dry_run?: boolean; list?: Record<string, unknown>[]; skipped?: string[] } & Record<string, unknown>;
   const files = res.files ?? 1;
-  const amount = `${files} file${files === 1 ? '' : 's'}, ${formatBytes(Number(res.size))}`;
-  const skipped = res.skipped?.length ? [`skipped ${res.skipped.length} symbolic link(s) or special file(s): ${res.skipped.slice(0, 5).join(', ')}${res.skipped.length > 5 ? ', …' : ''}`] : [];
+  const links = res.links ? ` (${res.links} as symbolic link${res.links === 1 ? '' : 's'})` : '';
+  const amount = `${files} file${files === 1 ? '' : 's'}${links}, ${formatBytes(Number(res.size))}`;
+  const skipped = res.skipped?.length ? [`skipped ${res.skipped.length} special file(s) or link(s) too long to store: ${res.skipped.slice(0, 5).join(', ')}${res.skipped.length > 5 ? ', …' : ''}`] : [];
   if (res.dry_run) {
-    const lines = (res.list ?? []).map((f) => `  ${String(f[key])}  ${formatBytes(Number(f.size))}`);
+    const lines = (res.list ?? []).map((f) => `  ${String(f[key])}  ${f.link ? 'symbolic link' : formatBytes(Number(f.size))}`);
     return [...lines, `would ${verb} ${amount} (dry run: nothing was copied)`, ...skipped].join('\n');
   }
   const past = verb === 'upload' ? 'uploaded' : 'downloaded';
