@@ -155,11 +155,11 @@ export const VERBS: Record<string, Verb> = {
     return { method: 'library.add', params: { org_client_id: need(pos, 0, 'ORG_CLIENT_ID (or --org NAME)'), org_client_secret: process.env[env], name: str(o.name) } };
   }, done: (r) => `serving library /${field(r, 'name')}` },
   'library remove': { usage: 'library remove NAME', help: 'stop serving a library', calls: ['library.remove'], build: (pos) => ({ method: 'library.remove', params: { name: need(pos, 0, 'NAME') } }), done: (r) => `no longer serving /${field(r, 'removed')}` },
-  upload: { usage: 'upload LOCAL PATH [--include GLOB]... [--exclude GLOB]... [--dry-run] [--bwlimit RATE]', help: 'upload a local file, or a folder and everything in it, to a gateway path /<library>/<path>; a folder\'s files are filtered with rclone\'s glob rules (`*.txt`, `build/**`); --dry-run lists what would be uploaded; --bwlimit limits this copy as rclone\'s (10M, 512k)', calls: ['upload'],
+  upload: { usage: 'upload LOCAL PATH [--include GLOB]... [--exclude GLOB]... [--dry-run] [--bwlimit RATE]', help: 'upload a local file, or a folder and everything in it, to a gateway path /<library>/<path>; a folder\'s files are filtered with rclone\'s glob rules (`*.txt`, `build/**`); local symbolic links are stored as NAME.rclonelink files, as the mount keeps them; --dry-run lists what would be uploaded; --bwlimit limits this copy as rclone\'s (10M, 512k)', calls: ['upload'],
     booleans: ['dry-run'], lists: ['include', 'exclude'],
     build: (pos, o) => ({ method: 'upload', params: { local: resolve(need(pos, 0, 'LOCAL')), path: need(pos, 1, 'PATH'), ...treeParams(o) } }),
     done: (r) => copyDone('upload', r, 'path') },
-  download: { usage: 'download PATH LOCAL [--include GLOB]... [--exclude GLOB]... [--dry-run] [--bwlimit RATE]', help: 'download a file, or a folder and everything in it, to a local path (a folder\'s files go into LOCAL); filters, --dry-run and --bwlimit as for upload', calls: ['download'],
+  download: { usage: 'download PATH LOCAL [--include GLOB]... [--exclude GLOB]... [--dry-run] [--bwlimit RATE]', help: 'download a file, or a folder and everything in it, to a local path (a folder\'s files go into LOCAL; NAME.rclonelink files become symbolic links); filters, --dry-run and --bwlimit as for upload', calls: ['download'],
     booleans: ['dry-run'], lists: ['include', 'exclude'],
     build: (pos, o) => ({ method: 'download', params: { path: need(pos, 0, 'PATH'), local: resolve(need(pos, 1, 'LOCAL')), ...treeParams(o) } }),
     done: (r) => copyDone('download', r, 'local') },
@@ -266,12 +266,13 @@ function treeParams(o: VerbOptions): Record<string, unknown> {
 
 /** What an upload or a download did (or, with --dry-run, would do), for a person. */
 function copyDone(verb: 'upload' | 'download', r: unknown, key: 'path' | 'local'): string {
-  const res = r as { files?: number; size: number; dry_run?: boolean; list?: Record<string, unknown>[]; skipped?: string[] } & Record<string, unknown>;
+  const res = r as { files?: number; size: number; links?: number; dry_run?: boolean; list?: Record<string, unknown>[]; skipped?: string[] } & Record<string, unknown>;
   const files = res.files ?? 1;
-  const amount = `${files} file${files === 1 ? '' : 's'}, ${formatBytes(Number(res.size))}`;
-  const skipped = res.skipped?.length ? [`skipped ${res.skipped.length} symbolic link(s) or special file(s): ${res.skipped.slice(0, 5).join(', ')}${res.skipped.length > 5 ? ', …' : ''}`] : [];
+  const links = res.links ? ` (${res.links} as symbolic link${res.links === 1 ? '' : 's'})` : '';
+  const amount = `${files} file${files === 1 ? '' : 's'}${links}, ${formatBytes(Number(res.size))}`;
+  const skipped = res.skipped?.length ? [`skipped ${res.skipped.length} special file(s) or link(s) too long to store: ${res.skipped.slice(0, 5).join(', ')}${res.skipped.length > 5 ? ', …' : ''}`] : [];
   if (res.dry_run) {
-    const lines = (res.list ?? []).map((f) => `  ${String(f[key])}  ${formatBytes(Number(f.size))}`);
+    const lines = (res.list ?? []).map((f) => `  ${String(f[key])}  ${f.link ? 'symbolic link' : formatBytes(Number(f.size))}`);
     return [...lines, `would ${verb} ${amount} (dry run: nothing was copied)`, ...skipped].join('\n');
   }
   const past = verb === 'upload' ? 'uploaded' : 'downloaded';

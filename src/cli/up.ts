@@ -26,13 +26,14 @@ Options:
   --webdav HOST:PORT     WebDAV listen address (default 127.0.0.1:8080; off)
   --mount DIR            FUSE mount point (default ./mnt where FUSE is usable)
   --no-mount             no FUSE mount
-  --service-listen H:P   embedded service listen address (default 127.0.0.1:0,
-                         any free port)
+  --service-listen H:P   embedded service listen address (default 127.0.0.1:8081,
+                         another free port when taken; kept in
+                         <data>/addresses.json for every later start)
   --service-url URL      the embedded service's URL as clients reach it, in
                          links, preview and download URLs (default: its listen
                          address)
   --admin-listen H:P     status page (/), /metrics and /healthz (default
-                         127.0.0.1:0; 'off': none)
+                         127.0.0.1:8082, kept as the service's; 'off': none)
   --read-only            refuse every change
   --stop-flush S         on stop, seconds to wait for pending uploads (default
                          10; the rest stay journaled for the next start)

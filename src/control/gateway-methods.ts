@@ -4,12 +4,13 @@
  * the endpoint methods (methods.ts) reach the service directly.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, readdir, stat } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readlink, rename, rm, stat, symlink } from 'node:fs/promises';
 import { dirname, isAbsolute, join } from 'node:path';
 import { replaceFile } from '../shared/atomic-file.js';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import { bandwidthLimitOf, throttled, type TokenBucket } from '../shared/bandwidth-limit.js';
+import { LINK_TARGET_MAX, decodeLinkTarget, encodeLinkTarget, isLinkFileEntry, linkFileNameOf, linkNameOf, linkTargetProblem } from '../shared/link-file-format.js';
 import type { ServiceClient } from '../api/client.js';
 import type { GatewayStatus, Vfs } from '../vfs/index.js';
 import type { HistoryItem } from '../shared/records.js';
@@ -219,9 +220,14 @@ function limitUsed(bucket: TokenBucket | undefined): { bwlimit?: { bytes_per_s: 
   return bucket ? { bwlimit: { bytes_per_s: bucket.bytesPerSecond, bytes: bucket.counters.bytes, waits: bucket.counters.waits } } : {};
 }
 
-interface TreeFile { rel: string; size: number }
+/** A file of a folder copy; `link`: a symbolic link, kept on the service as its link file (`rel` names that file). */
+interface TreeFile { rel: string; size: number; link?: true }
 
-/** The files of a local folder a folder upload takes, sorted by path; symbolic links and special files are left out and named. */
+/**
+ * The files of a local folder a folder upload takes, sorted by path. A symbolic link is taken as its link
+ * file `NAME.rclonelink` holding the target (shared/link-file-format.ts, as the mount and rclone's
+ * `--links` store one; filters see that name); special files and links too long to store are left out and named.
+ */
 async function localTree(root: string, filter: PathFilter): Promise<{ files: TreeFile[]; skipped: string[] }> {
   const files: TreeFile[] = [];
   const skipped: string[] = [];
@@ -231,6 +237,11 @@ async function localTree(root: string, filter: PathFilter): Promise<{ files: Tre
       const r = rel ? `${rel}/${e.name}` : e.name;
       if (e.isDirectory()) {
         if (filter.walksFolder(r)) await walk(join(dir, e.name), r);
+      } else if (e.isSymbolicLink()) {
+        const target = await readlink(join(dir, e.name));
+        if (!filter.takesFile(linkFileNameOf(r))) continue;
+        if (linkTargetProblem(target)) skipped.push(r);
+        else files.push({ rel: linkFileNameOf(r), size: encodeLinkTarget(target).length, link: true });
       } else if (!filter.takesFile(r)) {
         continue;
       } else if (e.isFile()) {
@@ -242,16 +253,23 @@ async function localTree(root: string, filter: PathFilter): Promise<{ files: Tre
   return { files, skipped };
 }
 
-/** The files under a gateway folder a folder download takes, sorted by path. */
+/**
+ * The files under a gateway folder a folder download takes, sorted by path. A link file is marked `link`
+ * (made a symbolic link locally) unless an object of its link's name is beside it, as the mount shows it.
+ */
 async function gatewayTree(vfs: AdminVfs, root: string, filter: PathFilter): Promise<TreeFile[]> {
   const files: TreeFile[] = [];
   const walk = async (dir: string, rel: string): Promise<void> => {
     const entries = (await vfs.readdir(dir)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const names = new Set(entries.map((e) => e.name));
     for (const e of entries) {
       const r = rel ? `${rel}/${e.name}` : e.name;
       if (e.isDir) {
         if (filter.walksFolder(r)) await walk(`${dir}/${e.name}`, r);
-      } else if (filter.takesFile(r)) files.push({ rel: r, size: e.size });
+      } else if (filter.takesFile(r)) {
+        const link = isLinkFileEntry(e) && !names.has(linkNameOf(e.name)!);
+        files.push(link ? { rel: r, size: e.size, link } : { rel: r, size: e.size });
+      }
     }
   };
   await walk(root, '');
@@ -291,7 +309,7 @@ async function uploadTree(vfs: AdminVfs, local: string, path: string, params: Re
   const limit = transferLimit(params, 'upload');
   const { files, skipped } = await localTree(local, filter);
   const size = files.reduce((n, f) => n + f.size, 0);
-  if (dryRun) return { path, dry_run: true, files: files.length, size, list: files.map((f) => ({ path: `${path}/${f.rel}`, size: f.size })), skipped };
+  if (dryRun) return { path, dry_run: true, files: files.length, size, links: linksOf(files), list: files.map((f) => ({ path: `${path}/${f.rel}`, size: f.size, ...(f.link ? { link: true } : {}) })), skipped };
   const target = await vfs.stat(path).catch(() => undefined);
   if (target && !target.isDir) throw new RpcFailure(RpcErrorCode.InvalidParams, `'${path}' is a file, not a folder`, { param: 'path' });
   if (!target) {
@@ -309,6 +327,14 @@ async function uploadTree(vfs: AdminVfs, local: string, path: string, params: Re
     if (!made.has(parent)) {
       await mkdirParents(vfs, to);
       made.add(parent);
+    }
+    if (f.link) {
+      const content = encodeLinkTarget(await readlink(join(local, linkNameOf(f.rel)!)));
+      await vfs.writeFile(to, content, undefined, { size: content.length });
+      written.push(to);
+      read.add(content.length);
+      read.fileDone();
+      continue;
     }
     const source = createReadStream(join(local, f.rel));
     const counter = new Transform({ transform(chunk: Buffer, _enc, cb) { read.add(chunk.length); cb(null, chunk); } });
@@ -344,21 +370,61 @@ async function uploadTree(vfs: AdminVfs, local: string, path: string, params: Re
   uploaded.final();
   const left = vfs.status().uploads.filter((u) => mine.has(`/${u.library}/${u.fullpath}`));
   if (left.length) throw new RpcFailure(RpcErrorCode.GatewayError, `${left.length} of ${files.length} file(s) are kept for upload but not on the service yet: ${left[0]!.lastError ?? 'retrying'}`, { pending: left.map((u) => `/${u.library}/${u.fullpath}`) });
-  return { path, files: files.length, size, skipped, ...limitUsed(limit) };
+  return { path, files: files.length, size, links: linksOf(files), skipped, ...limitUsed(limit) };
 }
 
-/** A gateway folder copied to a local folder: each file written whole, then renamed into place. */
+/** How many of a copy's files are symbolic links. */
+function linksOf(files: TreeFile[]): number {
+  return files.reduce((n, f) => n + (f.link ? 1 : 0), 0);
+}
+
+/**
+ * The link a gateway link file `from` holds made at local path `to` (as rclone's `--links` does),
+ * replacing what is there unless a folder: the link is made beside it, then renamed into place.
+ */
+async function downloadLink(vfs: AdminVfs, from: string, to: string): Promise<void> {
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const chunk of await vfs.createReadStream(from, { start: 0, end: LINK_TARGET_MAX })) {
+    chunks.push(chunk as Buffer);
+    n += (chunk as Buffer).length;
+  }
+  const target = decodeLinkTarget(Buffer.concat(chunks, n));
+  if (target === undefined) throw new RpcFailure(RpcErrorCode.GatewayError, `'${from}' holds no link target (empty, or longer than ${LINK_TARGET_MAX} bytes)`);
+  await mkdir(dirname(to), { recursive: true });
+  const there = await lstat(to).catch(() => undefined);
+  if (there?.isDirectory()) throw new RpcFailure(RpcErrorCode.GatewayError, `local '${to}' is a folder: the symbolic link '${from}' holds is not made over it`);
+  const tmp = `${to}.${process.pid}.${Date.now().toString(36)}.link-tmp`;
+  await symlink(target, tmp);
+  try {
+    await rename(tmp, to);
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  }
+}
+
+/**
+ * A gateway folder copied to a local folder: each file written whole, then renamed into place; each link
+ * file (not hidden by an object of its link's name) made a symbolic link.
+ */
 async function downloadTree(vfs: AdminVfs, path: string, local: string, params: Record<string, unknown>, env: CallEnv): Promise<unknown> {
   const { filter, dryRun } = treeOptions(params);
   const limit = transferLimit(params, 'download');
   const files = await gatewayTree(vfs, path, filter);
   const size = files.reduce((n, f) => n + f.size, 0);
-  if (dryRun) return { local, dry_run: true, files: files.length, size, list: files.map((f) => ({ local: join(local, f.rel), size: f.size })) };
+  if (dryRun) return { local, dry_run: true, files: files.length, size, links: linksOf(files), list: files.map((f) => (f.link ? { local: join(local, linkNameOf(f.rel)!), size: f.size, link: true } : { local: join(local, f.rel), size: f.size })) };
   const st = await stat(local).catch(() => undefined);
   if (st && !st.isDirectory()) throw new RpcFailure(RpcErrorCode.InvalidParams, `local '${local}' is a file, not a folder`, { param: 'local' });
   const received = treeProgress(env, files, 'received');
   received.final();
   for (const f of files) {
+    if (f.link) {
+      await downloadLink(vfs, `${path}/${f.rel}`, join(local, linkNameOf(f.rel)!));
+      received.add(f.size);
+      received.fileDone();
+      continue;
+    }
     const to = join(local, f.rel);
     await mkdir(dirname(to), { recursive: true });
     const counter = new Transform({ transform(chunk: Buffer, _enc, cb) { received.add(chunk.length); cb(null, chunk); } });
@@ -368,7 +434,7 @@ async function downloadTree(vfs: AdminVfs, path: string, local: string, params: 
     received.fileDone();
   }
   received.final();
-  return { local, files: files.length, size, ...limitUsed(limit) };
+  return { local, files: files.length, size, links: linksOf(files), ...limitUsed(limit) };
 }
 
 /** Finds a history version of a file by its id (`hid`) or content hash. */

@@ -2,29 +2,21 @@
  * Symbolic links stored as link files. The service has no symbolic links: a link `NAME` is kept as a
  * small file `NAME.rclonelink` whose content is the link's target (UTF-8), as rclone's `--links` stores
  * them, so a tree copied with `rclone copy --links` shows its links here and the other way round. A front
- * end that shows links (the FUSE mount) maps names through LinkFiles; the others (WebDAV, ctl) show the
- * link files as the plain files they are.
+ * end that shows links (the FUSE mount) maps names through LinkFiles; the others (WebDAV) show the link files as
+ * the plain files they are. The format itself is shared/link-file-format.ts (`ctl upload`/`download` use it too).
  */
 import type { Attr, CallContext, Vfs } from '../vfs/types.js';
 import { VfsError } from '../vfs/types.js';
+import { LINK_SUFFIX, LINK_TARGET_MAX, encodeLinkTarget, isLinkFileEntry, linkFileNameOf, linkNameOf } from '../shared/link-file-format.js';
 
-/** The suffix of a link file's name. */
-export const LINK_SUFFIX = '.rclonelink';
-
-/** Longest target, bytes (PATH_MAX less its terminating zero); a longer file is no link file. */
-export const LINK_TARGET_MAX = 4095;
+export { LINK_SUFFIX, LINK_TARGET_MAX, linkNameOf } from '../shared/link-file-format.js';
 
 /** An object as a front end that shows links sees it: `isLink` for a link (its `size` the target's length). */
 export type LinkAttr = Attr & { isLink?: true };
 
-/** The name of the link a file named `name` holds, when such a name does (undefined otherwise). */
-export function linkNameOf(name: string): string | undefined {
-  return name.length > LINK_SUFFIX.length && name.endsWith(LINK_SUFFIX) ? name.slice(0, -LINK_SUFFIX.length) : undefined;
-}
-
 /** Whether `attr` is a link file: a file with the suffix, small enough to hold a target. */
 export function isLinkFile(attr: Attr): boolean {
-  return !attr.isDir && attr.size <= LINK_TARGET_MAX && linkNameOf(attr.name) !== undefined;
+  return isLinkFileEntry(attr);
 }
 
 function notFound(err: unknown): boolean {
@@ -86,7 +78,7 @@ export class LinkFiles {
 
   /** The link file that holds link `path`. */
   static fileOf(path: string): string {
-    return path + LINK_SUFFIX;
+    return linkFileNameOf(path);
   }
 
   /**
@@ -176,7 +168,7 @@ export class LinkFiles {
 
   /** Makes link `path` to `target`: EEXIST when something (an object or a link) is there already. */
   async make(target: string, path: string, ctx?: CallContext): Promise<LinkAttr> {
-    const bytes = Buffer.from(target, 'utf8');
+    const bytes = encodeLinkTarget(target);
     if (bytes.length === 0) throw new VfsError('ENOENT', `empty symbolic link target for ${path}`);
     if (bytes.length > LINK_TARGET_MAX) throw new VfsError('ENAMETOOLONG', `symbolic link target longer than ${LINK_TARGET_MAX} bytes`);
     const existing = await this.stat(path, ctx).catch((err: unknown) => {

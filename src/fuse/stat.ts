@@ -45,6 +45,8 @@ export interface KernelStatFs {
   namemax: number;
 }
 
+/** The file type bits of a mode. */
+export const S_IFMT = 0o170000;
 export const S_IFDIR = 0o040000;
 export const S_IFREG = 0o100000;
 export const S_IFLNK = 0o120000;

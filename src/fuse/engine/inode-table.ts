@@ -27,8 +27,8 @@ export interface InodeNode {
   opens: number;
   /** Of those, the ones open for writing. */
   writers: number;
-  /** Size and mtime last shown to the kernel, to tell a change made elsewhere. */
-  shown?: { size: number; mtimeMs: number };
+  /** Size, mtime and kind (mode & S_IFMT) last shown to the kernel, to tell a change made elsewhere. */
+  shown?: { size: number; mtimeMs: number; kind?: number };
   isDir: boolean;
   /** Unlinked while open: renamed to a hidden name, removed at the last close. */
   hidden?: boolean;

@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { Errno, errnoOf } from '../errno.js';
 import type { FuseOperations } from '../operations.js';
 import type { NativeCallback } from '../reply.js';
-import type { KernelStat, KernelStatFs } from '../stat.js';
+import { S_IFMT, type KernelStat, type KernelStatFs } from '../stat.js';
 import { Op, type Fuse3Binding, type KernelRequest, type NativeSession } from './binding.js';
 import type { EngineRecords } from './engine-records.js';
 import type { InodeNode, InodeTable } from './inode-table.js';
@@ -142,7 +142,16 @@ export class RequestDispatch {
   }
 
   shown(node: InodeNode, st: KernelStat): void {
-    node.shown = { size: st.size, mtimeMs: st.mtime };
+    node.shown = { size: st.size, mtimeMs: st.mtime, kind: st.mode & S_IFMT };
+  }
+
+  /**
+   * The name of `node` now holds another kind of object than the kernel was shown (a link where a file
+   * was, or the other way round). The kernel takes attributes of another kind for the same inode as a
+   * corrupt inode: it marks it bad and answers EIO to everything on it from then on (readlink, stat).
+   */
+  private kindChanged(node: InodeNode, st: KernelStat): boolean {
+    return node.shown?.kind !== undefined && node.shown.kind !== (st.mode & S_IFMT);
   }
 
   private replyCode(id: number): NativeCallback {
@@ -190,6 +199,12 @@ export class RequestDispatch {
         const reply: NativeCallback = (code, st) => {
           if (code < 0) return void b.replyErr(se, id, -code);
           const stat = st as KernelStat;
+          // The object this inode was is gone, another kind of object took its name: ENOENT for it (the
+          // next lookup of the name gives the new object an inode of its own).
+          if (this.kindChanged(node, stat)) {
+            this.invalidate(node);
+            return void b.replyErr(se, id, Errno.ENOENT);
+          }
           // Changed elsewhere: keep what was shown, so the next lookup gives the name a new inode, and
           // make the kernel look the name up again.
           if (this.changedElsewhere(node, stat)) this.invalidate(node);
@@ -375,6 +390,7 @@ export class RequestDispatch {
   /** A file not open here whose size or mtime differs from what the kernel was last shown. */
   changedElsewhere(node: InodeNode, st: KernelStat): boolean {
     // A file handed to the kernel changes through it, not elsewhere (see liveHandleClosed).
+    if (this.kindChanged(node, st)) return true;
     if (this.passthrough.live.has(node.ino)) return false;
     return !node.isDir && node.writers === 0 && node.shown !== undefined && (node.shown.size !== st.size || node.shown.mtimeMs !== st.mtime);
   }
@@ -453,6 +469,10 @@ export class RequestDispatch {
       } else if (atime !== undefined && !(await step((cb) => this.ops.accessTime(path, atime, cb)))) return;
       const [code, st] = await answerOf((cb) => (fh !== undefined ? this.ops.fgetattr(path, fh, cb) : this.ops.getattr(path, cb)));
       if (code < 0) return void b.replyErr(se, id, -code);
+      if (this.kindChanged(node, st as KernelStat)) {
+        this.invalidate(node);
+        return void b.replyErr(se, id, Errno.ENOENT);
+      }
       if (this.changedElsewhere(node, st as KernelStat)) this.invalidate(node);
       else this.shown(node, st as KernelStat);
       b.replyAttr(se, id, this.statArray(req.ino, st as KernelStat), this.timeout);

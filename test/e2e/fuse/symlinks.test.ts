@@ -6,16 +6,20 @@
  * the same service and data folder keeps them.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { lstat, mkdir, mkdtemp, readFile, readdir, readlink, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readFile, readdir, readlink, rm, stat, symlink, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sh, startMount, type MountHarness } from './harness.js';
-import { startTestService, type TestService } from '../../support/service.js';
+import { startServiceProcess, type ServiceProcess } from '../../support/service-process.js';
 
 const T = 90_000;
 
 describe('symbolic links through the FUSE mount', () => {
-  let svc: TestService;
+  // The service in a process of its own, never in this one: this process's calls on the mount hold threads
+  // of its pool (fs/promises) until the mount answers, and the mount waits for the service. Four such calls
+  // at once took every thread an in-process service needed to answer: each waited for the 30 s deadline
+  // and failed with EIO (the readlink EIO once seen here under load).
+  let svc: ServiceProcess;
   let dataDir: string;
   let h: MountHarness | undefined;
   let dir: string;
@@ -27,7 +31,7 @@ describe('symbolic links through the FUSE mount', () => {
     });
 
   beforeAll(async () => {
-    svc = await startTestService();
+    svc = await startServiceProcess();
     dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-links-'));
     h = await mount();
     dir = join(h.mnt, 'Lib', 'links');
@@ -135,5 +139,42 @@ describe('symbolic links through the FUSE mount', () => {
     expect(await readlink(join(dir, 'dangling'))).toBe('../nowhere/missing');
     expect(await readFile(join(dir, 'to-file'), 'utf8')).toBe('the target');
     expect((await readdir(dir)).sort()).toEqual(['clone', 'dangling', 'sub', 'target.txt', 'to-dir', 'to-file', 'venv']);
+  }, T);
+
+  it('readlink EIO regression: readlink and lstat loops in parallel while links are made again and files written answer every time', async () => {
+    const load = join(h!.mnt, 'Lib', 'load');
+    await mkdir(load);
+    const n = 8;
+    for (let i = 0; i < n; i++) await symlink(`target-${i}`, join(load, `k${i}`));
+    const failures: string[] = [];
+    let done = false;
+    let reads = 0;
+    const loop = async (first: number): Promise<void> => {
+      for (let k = first; !done; k++) {
+        const link = join(load, `k${k % n}`);
+        // ENOENT: caught between the removal of a link and its making again.
+        await readlink(link).then((t) => { reads++; if (!t.startsWith('target-')) failures.push(`readlink ${link}: ${t}`); }, (err: NodeJS.ErrnoException) => { if (err.code !== 'ENOENT') failures.push(`readlink ${link}: ${err.code}`); });
+        await lstat(link).catch((err: NodeJS.ErrnoException) => { if (err.code !== 'ENOENT') failures.push(`lstat ${link}: ${err.code}`); });
+      }
+    };
+    // Four at once: as many as the thread pool of this process holds by default.
+    const loops = [0, 1, 2, 3].map((i) => loop(i * 2));
+    try {
+      for (let round = 0; round < 6; round++) {
+        for (let i = 0; i < n; i += 2) {
+          await unlink(join(load, `k${i}`));
+          await symlink(`target-${i}-${round}`, join(load, `k${i}`));
+        }
+        await writeFile(join(load, `data-${round}.bin`), Buffer.alloc(256 * 1024, round));
+        if (round % 3 === 0) await h!.call('flushAll');
+      }
+    } finally {
+      done = true;
+      await Promise.all(loops);
+    }
+    expect(failures).toEqual([]);
+    expect(reads).toBeGreaterThan(0);
+    expect(await readlink(join(load, 'k0'))).toBe('target-0-5');
+    expect(await readlink(join(load, 'k1'))).toBe('target-1');
   }, T);
 });

@@ -5,7 +5,7 @@
  */
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readFile, readdir, readlink, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -74,15 +74,20 @@ describe('ctl as a file tool', { timeout: 120_000 }, () => {
     expect(dry.stdout).toContain(`/${lib}/project/docs/guide.md`);
     expect(dry.stdout).not.toContain('node_modules');
     expect(dry.stdout).not.toContain('debug.log');
-    expect(dry.stdout).toMatch(/would upload 3 files, 8\.8 KiB \(dry run: nothing was copied\)/);
-    expect(dry.stdout).toContain('skipped 1 symbolic link(s) or special file(s): link-to-readme');
+    expect(dry.stdout).toMatch(/would upload 4 files \(1 as symbolic link\), 8\.8 KiB \(dry run: nothing was copied\)/);
+    expect(dry.stdout).toContain(`/${lib}/project/link-to-readme.rclonelink  symbolic link`);
+    expect(dry.stdout).not.toContain('skipped');
     expect(await gateway.vfs.stat(`/${lib}/project`).catch(() => undefined)).toBeUndefined();
 
     const done = await ctl(...args);
     expect(done.code, done.stderr).toBe(0);
-    expect(done.stdout).toContain(`uploaded 3 files, 8.8 KiB to /${lib}/project`);
+    expect(done.stdout).toContain(`uploaded 4 files (1 as symbolic link), 8.8 KiB to /${lib}/project`);
     const listed = (await gateway.vfs.readdir(`/${lib}/project`)).map((a) => a.name).sort();
-    expect(listed).toEqual(['README.md', 'docs']);
+    expect(listed).toEqual(['README.md', 'docs', 'link-to-readme.rclonelink']);
+    // The local link, stored as the mount stores one: its link file holding the target.
+    const chunks: Buffer[] = [];
+    for await (const c of await gateway.vfs.createReadStream(`/${lib}/project/link-to-readme.rclonelink`)) chunks.push(c as Buffer);
+    expect(Buffer.concat(chunks).toString()).toBe('README.md');
     expect(gateway.vfs.status().uploads).toEqual([]);
   });
 
@@ -97,8 +102,38 @@ describe('ctl as a file tool', { timeout: 120_000 }, () => {
     expect(await files(out)).toEqual(['README.md', join('docs', 'guide.md')]);
     expect(await readFile(join(out, 'docs', 'guide.md'), 'utf8')).toBe('guide '.repeat(1000));
     const all = await ctl('--json', 'download', `/${lib}/project`, join(dir, 'all'));
-    expect(JSON.parse(all.stdout)).toMatchObject({ files: 3, size: 9010 });
+    expect(JSON.parse(all.stdout)).toMatchObject({ files: 4, links: 1, size: 9019 });
     expect(await readFile(join(dir, 'all', 'docs', 'img', 'logo.png'))).toEqual(Buffer.alloc(3000, 7));
+  });
+
+  it('links round trip: a download makes a link file a symbolic link again (over a file there), a dangling one and one to a folder too', async () => {
+    const src = join(dir, 'linked');
+    await mkdir(join(src, 'pkg', 'bin'), { recursive: true });
+    await writeFile(join(src, 'pkg', 'bin', 'tool.js'), 'run\n');
+    await symlink('../pkg/bin/tool.js', join(src, 'pkg', 'tool'));
+    await symlink('pkg', join(src, 'to-folder'));
+    await symlink('/nowhere/at/all', join(src, 'dangling'));
+    const up = await ctl('--json', 'upload', src, `/${lib}/linked`);
+    expect(up.code, up.stderr).toBe(0);
+    expect(JSON.parse(up.stdout)).toMatchObject({ files: 4, links: 3, skipped: [] });
+    expect(await gateway.vfs.readdir(`/${lib}/linked`).then((l) => l.map((a) => a.name).sort())).toEqual(['dangling.rclonelink', 'pkg', 'to-folder.rclonelink']);
+
+    const out = join(dir, 'linked-back');
+    await mkdir(join(out, 'pkg'), { recursive: true });
+    await writeFile(join(out, 'pkg', 'tool'), 'an old file where the link goes');
+    const dry = await ctl('download', `/${lib}/linked`, out, '--dry-run');
+    expect(dry.stdout).toContain(`${join(out, 'dangling')}  symbolic link`);
+    expect(await readFile(join(out, 'pkg', 'tool'), 'utf8')).toBe('an old file where the link goes');
+    const down = await ctl('download', `/${lib}/linked`, out);
+    expect(down.code, down.stderr).toBe(0);
+    expect(down.stdout).toContain('downloaded 4 files (3 as symbolic links)');
+    expect(await readlink(join(out, 'pkg', 'tool'))).toBe('../pkg/bin/tool.js');
+    expect(await readFile(join(out, 'pkg', 'tool'), 'utf8')).toBe('run\n');
+    expect(await readlink(join(out, 'to-folder'))).toBe('pkg');
+    expect(await readlink(join(out, 'dangling'))).toBe('/nowhere/at/all');
+    expect((await lstat(join(out, 'dangling'))).isSymbolicLink()).toBe(true);
+    // Nothing left beside them: each link was made aside and renamed into place.
+    expect((await readdir(out)).sort()).toEqual(['dangling', 'pkg', 'to-folder']);
   });
 
   it('an unknown option is answered "unknown option", nothing is sent; a bad pattern is refused', async () => {

@@ -140,6 +140,34 @@ describe('LowLevelMount', () => {
     expect((await send({ op: Op.RELEASE, ino, fh })).args).toEqual([0]);
   });
 
+  it('readlink EIO regression: a name that became a link elsewhere (same size and time) gets a new inode; the old one is ENOENT, never a link\'s attributes', async () => {
+    // The kernel takes attributes of another file type for a known inode as a corrupt inode: it marks it
+    // bad and answers EIO to readlink and stat on it from then on.
+    const { vfs, send } = setup();
+    const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
+    await vfs.writeFile('/Lib/k', Buffer.from('target.txt'));
+    const mtimeMs = (await vfs.stat('/Lib/k')).mtimeMs;
+    const file = (await send({ op: Op.LOOKUP, ino: libIno, name: 'k' })).args[0] as number[];
+    expect(file[1]! & 0o170000).toBe(0o100000);
+    // Elsewhere, the file is replaced by a link of the same name, size and time.
+    await vfs.unlink('/Lib/k');
+    await vfs.writeFile('/Lib/k.rclonelink', Buffer.from('target.txt'));
+    await vfs.setTimes('/Lib/k.rclonelink', mtimeMs);
+    expect(await send({ op: Op.GETATTR, ino: file[0]! })).toEqual({ kind: 'err', args: [2] });
+    const link = (await send({ op: Op.LOOKUP, ino: libIno, name: 'k' })).args[0] as number[];
+    expect(link[0]).not.toBe(file[0]);
+    expect(link[1]! & 0o170000).toBe(0o120000);
+    expect(await send({ op: Op.READLINK, ino: link[0]! })).toMatchObject({ kind: 'data', args: [Buffer.from('target.txt')] });
+    // And back: the link replaced by a file of the same size and time.
+    await vfs.unlink('/Lib/k.rclonelink');
+    await vfs.writeFile('/Lib/k', Buffer.from('target.txt'));
+    await vfs.setTimes('/Lib/k', mtimeMs);
+    expect(await send({ op: Op.GETATTR, ino: link[0]! })).toEqual({ kind: 'err', args: [2] });
+    const again = (await send({ op: Op.LOOKUP, ino: libIno, name: 'k' })).args[0] as number[];
+    expect(again[0]).not.toBe(link[0]);
+    expect(again[1]! & 0o170000).toBe(0o100000);
+  });
+
   it('RENAME_NOREPLACE answers EEXIST over an existing name', async () => {
     const { send } = setup();
     const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
