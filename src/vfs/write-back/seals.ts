@@ -20,7 +20,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
    * Before a change through a session: its version is writable (a journaled one is cloned first; `empty`
    * starts from nothing instead), the path shows it, and small files have their content local.
    */
-  async change(s: WriteSession, opts: { empty?: boolean } = {}): Promise<LocalVersion> {
+  async change(s: WriteSession, opts: { empty?: boolean; journalId?: string } = {}): Promise<LocalVersion> {
     if (s.cloning) await s.cloning.catch(() => undefined);
     if (s.version.failed) throw s.version.failed;
     if (!s.version.mutable) {
@@ -28,7 +28,8 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       // An empty version is not copied: the new one starts empty, as a new file does (held in memory, hashed as written).
       const empty = opts.empty || (from.size === 0 && from.baseReady);
       s.cloning = (async () => {
-        const next = this.newVersion(from.library, from.fullpath, from.base, undefined);
+        // Emptied by an open whose front end made the spool (LeaseOpenFlags.journalId): that spool's id, to adopt it.
+        const next = this.newVersion(from.library, from.fullpath, from.base, undefined, empty ? opts.journalId : undefined);
         if (!empty) {
           const cloned = await from.derive(next.id, next.spoolPath, { fetchChunk: this.opts.partialFetch?.chunkBytes });
           cloned.deleted = s.deleted;

@@ -151,7 +151,7 @@ export class WriteBack extends WriteBackFolders {
       // Also when the path shows another version with content (a replace made meanwhile, local or already
       // on the service): the truncate empties what it shows. An empty one shown is left as it is: nothing
       // changes, nothing to upload.
-      else if (flags.truncate && (!isEmpty(s.version) || (slot.current ? slot.current !== s.version && !isEmpty(slot.current) : (base?.size ?? 0) > 0))) await this.change(s, { empty: true });
+      else if (flags.truncate && (!isEmpty(s.version) || (slot.current ? slot.current !== s.version && !isEmpty(slot.current) : (base?.size ?? 0) > 0))) await this.change(s, { empty: true, journalId: flags.journalId });
     } catch (err) {
       s.writers--;
       await this.closeHandle(s);
