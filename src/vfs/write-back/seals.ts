@@ -3,7 +3,7 @@
  * one is journaled, a version journaled at a flush, fsync or close, uploaded once nobody writes it, and a
  * failed one dropped whole (see write-back.ts for the rules).
  */
-import { baseAfter, baseUploaded } from './conflicts.js';
+import { baseAfter, baseJoined, baseUploaded } from './conflicts.js';
 import { fsErrorOf } from '../fs-errors.js';
 import { LocalVersion } from './local-version.js';
 import type { RemoteEntry } from '../remote.js';
@@ -317,6 +317,10 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       await this.journal.remove(v.id, { keepSpool: true, durable: false });
       return;
     }
+    // Replacing one acknowledged meanwhile that it was not made from: that one is of its lineage now,
+    // and this one is of the lineage of every replace still being written.
+    if (old && old !== v) v.replaces = baseJoined(v.replaces, old.replaces, old.currentSha1());
+    for (const x of this.replacing.get(keyOf(v.library, v.fullpath)) ?? []) if (x !== v) x.replaces = baseJoined(x.replaces, v.replaces, v.currentSha1());
     v.state = 'journaled';
     // The write-back delay: uploaded a little after the last close (a rewrite meanwhile replaces it first).
     const delayMs = this.opts.upload?.delayMs ?? 0;
@@ -421,6 +425,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     const slot = this.slots.get(keyOf(v.library, v.fullpath));
     // Versions of the path made from this one replace it on the service without a conflict.
     if (slot) for (const x of this.versionsOf(slot)) x.replaces = baseUploaded(x.replaces, entry.contentHash);
+    for (const x of this.replacing.get(keyOf(v.library, v.fullpath)) ?? []) x.replaces = baseUploaded(x.replaces, entry.contentHash);
     v.replaces = baseUploaded(v.replaces, entry.contentHash);
     // Decided with no await before: an open from now on finds either this version or the service's.
     if (slot?.acked === v) slot.acked = undefined;

@@ -240,6 +240,9 @@ export class WriteBack extends WriteBackFolders {
     if (prior) v.replaces = baseAfter(prior.replaces, prior.currentSha1());
     else if (base) v.replaces = baseOf(base);
     v.pins++;
+    const key = keyOf(library, fullpath);
+    const replacing = this.replacing.get(key) ?? new Set<LocalVersion>();
+    this.replacing.set(key, replacing.add(v));
     try {
       await v.startEmpty();
       v.touch();
@@ -266,6 +269,8 @@ export class WriteBack extends WriteBackFolders {
       v.failed ??= err instanceof VfsError ? err : fsErrorOf(err, `writing '${fullpath}'`);
       throw err;
     } finally {
+      replacing.delete(v);
+      if (replacing.size === 0 && this.replacing.get(key) === replacing) this.replacing.delete(key);
       await this.unpin(v);
     }
   }
