@@ -18,7 +18,7 @@ import type { InodeNode, InodeTable } from './inode-table.js';
 import { AnsweredCloses } from './answered-closes.js';
 import type { DirectWriteCounters } from './spool-writes.js';
 import type { LiveInode } from './passthrough-files.js';
-import { answerOf, type PathOperations } from './path-operations.js';
+import { answerOf, type Answer, type PathOperations } from './path-operations.js';
 import type { PassthroughSpool, SideJournal } from '../../vfs/engine-lease.js';
 
 /** What the replay needs of the mount: its tables, and the steps of dispatch a record goes through too. */
@@ -73,6 +73,7 @@ interface BoundCreate {
 const SET_MODE = 1 << 0;
 // open(2) flags.
 const O_EXCL = 0o200;
+const O_TRUNC = 0o1000;
 /** An answered RELEASE's flags: the create it closes was interrupted, the kernel never got the file. */
 const RELEASE_NEVER_GIVEN = 1;
 /** How long a record the engine queued quietly waits for a request to travel with, at most. */
@@ -397,7 +398,12 @@ export class EngineRecords {
     let code: number;
     try {
       // Exclusive: the kernel was shown a new empty file; a name made elsewhere meanwhile is not taken over.
-      [code] = await answerOf((cb) => this.operations.createWithFlags(path, req.flags! | O_EXCL, req.mode!, cb, fh, req.journalId));
+      const create = (flags: number): Promise<Answer> => answerOf((cb) => this.operations.createWithFlags(path, flags, req.mode!, cb, fh, req.journalId));
+      [code] = await create(req.flags! | O_EXCL);
+      // Unless the program asked for an exclusive create: a file made at the name meanwhile through another
+      // front end (a WebDAV PUT) is opened emptied, as the program's O_CREAT open would have (no error a
+      // local file system would not give); its new empty file is what the kernel was shown.
+      if (code === -Errno.EEXIST && !(req.flags! & O_EXCL)) [code] = await create(req.flags! | O_TRUNC);
       if (code >= 0 && live) await this.adoptEngineSpool(path, fh, live);
     } finally {
       decide?.();

@@ -56,6 +56,19 @@ export function baseUploaded(from: ConflictBase, sha1: string | undefined): Conf
   return from === undefined ? undefined : baseAfter(from.filter((h) => h !== NEW_FILE), sha1);
 }
 
+/**
+ * What a version may replace once it takes the path over from `other`, acknowledged there meanwhile
+ * without being its ancestor (two replaces at once, a replace and a write handle): its own lineage, then
+ * `other`'s and `other` itself. When the service has had some of `other`'s lineage, this one is no
+ * longer new either.
+ */
+export function baseJoined(mine: ConflictBase, other: ConflictBase, otherSha1: string | undefined): ConflictBase {
+  if (mine === undefined || other === undefined) return mine;
+  let out: ConflictBase = other.includes(NEW_FILE) ? mine : mine.filter((h) => h !== NEW_FILE);
+  for (const h of other) if (h !== NEW_FILE) out = baseAfter(out, h);
+  return baseAfter(out, otherSha1);
+}
+
 /** A version's base from the service's entry it started from (undefined: a new file). */
 export function baseOf(entry: RemoteEntry | undefined): string[] {
   return entry?.contentHash ? [entry.contentHash] : [NEW_FILE];

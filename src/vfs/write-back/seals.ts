@@ -3,7 +3,7 @@
  * one is journaled, a version journaled at a flush, fsync or close, uploaded once nobody writes it, and a
  * failed one dropped whole (see write-back.ts for the rules).
  */
-import { baseAfter, baseUploaded } from './conflicts.js';
+import { baseAfter, baseJoined, baseUploaded } from './conflicts.js';
 import { fsErrorOf } from '../fs-errors.js';
 import { LocalVersion } from './local-version.js';
 import type { RemoteEntry } from '../remote.js';
@@ -20,7 +20,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
    * Before a change through a session: its version is writable (a journaled one is cloned first; `empty`
    * starts from nothing instead), the path shows it, and small files have their content local.
    */
-  async change(s: WriteSession, opts: { empty?: boolean } = {}): Promise<LocalVersion> {
+  async change(s: WriteSession, opts: { empty?: boolean; journalId?: string } = {}): Promise<LocalVersion> {
     if (s.cloning) await s.cloning.catch(() => undefined);
     if (s.version.failed) throw s.version.failed;
     if (!s.version.mutable) {
@@ -28,7 +28,8 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       // An empty version is not copied: the new one starts empty, as a new file does (held in memory, hashed as written).
       const empty = opts.empty || (from.size === 0 && from.baseReady);
       s.cloning = (async () => {
-        const next = this.newVersion(from.library, from.fullpath, from.base, undefined);
+        // Emptied by an open whose front end made the spool (LeaseOpenFlags.journalId): that spool's id, to adopt it.
+        const next = this.newVersion(from.library, from.fullpath, from.base, undefined, empty ? opts.journalId : undefined);
         if (!empty) {
           const cloned = await from.derive(next.id, next.spoolPath, { fetchChunk: this.opts.partialFetch?.chunkBytes });
           cloned.deleted = s.deleted;
@@ -315,6 +316,10 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       await this.journal.remove(v.id, { keepSpool: true, durable: false });
       return;
     }
+    // Replacing one acknowledged meanwhile that it was not made from: that one is of its lineage now,
+    // and this one is of the lineage of every replace still being written.
+    if (old && old !== v) v.replaces = baseJoined(v.replaces, old.replaces, old.currentSha1());
+    for (const x of this.replacing.get(keyOf(v.library, v.fullpath)) ?? []) if (x !== v) x.replaces = baseJoined(x.replaces, v.replaces, v.currentSha1());
     v.state = 'journaled';
     // The write-back delay: uploaded a little after the last close (a rewrite meanwhile replaces it first).
     const delayMs = this.opts.upload?.delayMs ?? 0;
@@ -418,6 +423,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     const slot = this.slots.get(keyOf(v.library, v.fullpath));
     // Versions of the path made from this one replace it on the service without a conflict.
     if (slot) for (const x of this.versionsOf(slot)) x.replaces = baseUploaded(x.replaces, entry.contentHash);
+    for (const x of this.replacing.get(keyOf(v.library, v.fullpath)) ?? []) x.replaces = baseUploaded(x.replaces, entry.contentHash);
     v.replaces = baseUploaded(v.replaces, entry.contentHash);
     // Decided with no await before: an open from now on finds either this version or the service's.
     if (slot?.acked === v) slot.acked = undefined;

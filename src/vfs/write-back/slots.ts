@@ -118,6 +118,8 @@ export abstract class WriteBackSlots {
   readonly uploads: UploadQueue;
   protected readonly conflicts: ConflictKeeper;
   protected readonly slots = new Map<string, PathSlot>();
+  /** Replaces whose bytes are still being written (`library\0fullpath`): not yet in a slot, yet of its lineage. */
+  protected readonly replacing = new Map<string, Set<LocalVersion>>();
   /** Slots by folder (`library\0parent`), for listings: no scan of every slot per readdir. */
   protected readonly byFolder = new Map<string, Set<PathSlot>>();
   protected readonly stranded: JournalEntry[] = [];

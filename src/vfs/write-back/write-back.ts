@@ -155,7 +155,7 @@ export class WriteBack extends WriteBackFolders {
       // Also when the path shows another version with content (a replace made meanwhile, local or already
       // on the service): the truncate empties what it shows. An empty one shown is left as it is: nothing
       // changes, nothing to upload.
-      else if (flags.truncate && (!isEmpty(s.version) || (slot.current ? slot.current !== s.version && !isEmpty(slot.current) : (base?.size ?? 0) > 0))) await this.change(s, { empty: true });
+      else if (flags.truncate && (!isEmpty(s.version) || (slot.current ? slot.current !== s.version && !isEmpty(slot.current) : (base?.size ?? 0) > 0))) await this.change(s, { empty: true, journalId: flags.journalId });
     } catch (err) {
       s.writers--;
       await this.closeHandle(s);
@@ -244,6 +244,9 @@ export class WriteBack extends WriteBackFolders {
     if (prior) v.replaces = baseAfter(prior.replaces, prior.currentSha1());
     else if (base) v.replaces = baseOf(base);
     v.pins++;
+    const key = keyOf(library, fullpath);
+    const replacing = this.replacing.get(key) ?? new Set<LocalVersion>();
+    this.replacing.set(key, replacing.add(v));
     try {
       await v.startEmpty();
       v.touch();
@@ -270,6 +273,8 @@ export class WriteBack extends WriteBackFolders {
       v.failed ??= err instanceof VfsError ? err : fsErrorOf(err, `writing '${fullpath}'`);
       throw err;
     } finally {
+      replacing.delete(v);
+      if (replacing.size === 0 && this.replacing.get(key) === replacing) this.replacing.delete(key);
       await this.unpin(v);
     }
   }

@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { expect } from 'vitest';
 import type { MountHarness } from './harness.js';
 
-const REFUSED: Array<[string, Buffer, string]> = [
+/** Names the service refuses: what each is, its bytes, and the errno its create fails with. */
+export const REFUSED: Array<[string, Buffer, string]> = [
   ['256 bytes', Buffer.from('h'.repeat(256)), 'ENAMETOOLONG'],
   ['258 bytes of UTF-8', Buffer.from('é'.repeat(129)), 'ENAMETOOLONG'],
   ['an encoded surrogate', Buffer.from([0x61, 0xed, 0xa0, 0x80]), 'EILSEQ'],

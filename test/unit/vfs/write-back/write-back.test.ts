@@ -152,6 +152,25 @@ describe('write-back', () => {
     for (const c of remote.commits) expect(['first-1 first-2 first-3', 'second-1 second-2']).toContain(c.data.toString());
   });
 
+  it('regression: two replaces of a new file at once, the second uploaded while the first is written: no conflict copy', async () => {
+    const { vfs, remote } = await gateway();
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => { open = resolve; });
+    let firstAtGate = false;
+    const first = vfs.writeFile('/A/new', slowly(['first-1 ', 'first-2'], gate, () => { firstAtGate = true; }));
+    await waitFor('the first replace under way, held at its gate', () => firstAtGate);
+    await vfs.writeFile('/A/new', slowly(['second-1 ', 'second-2']));
+    // The second is on the service before the first is acknowledged (both began with no file at the name).
+    await vfs.flushAll();
+    expect(remote.read('new').toString()).toBe('second-1 second-2');
+    open();
+    await first;
+    await vfs.flushAll();
+    expect(remote.read('new').toString()).toBe('first-1 first-2');
+    expect(remote.paths().filter((p) => !p.includes('/'))).toEqual(['new']);
+    expect(vfs.status().conflicts).toEqual([]);
+  });
+
   it('a write handle and a replace of one path: each version whole, the last acknowledged wins', async () => {
     const { vfs, remote } = await gateway();
     remote.putFile('f', Buffer.from('service'));
