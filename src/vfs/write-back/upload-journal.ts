@@ -39,7 +39,8 @@ import { hash, randomBytes } from 'node:crypto';
 import type { Operator } from '../types.js';
 import type { SideJournal, SideLogWriter } from '../engine-lease.js';
 import { closeRecordEntry, decodeCloseRecord, readCloseRecords } from './engine-close-record.js';
-import type { SpoolMark } from './spool-verification.js';
+import { currentBootId, type SpoolMark } from './spool-verification.js';
+import { UnsyncedMarks } from './unsynced-marks.js';
 
 import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../../shared/atomic-file.js';
 export interface JournalEntry {
@@ -157,6 +158,8 @@ export class UploadJournal implements SideJournal {
   private readonly live = new Map<string, LiveEntry>();
   /** Spool files not in their record, written since their last fsync; fsynced by the next group commit. */
   private readonly unsyncedSpools = new Set<string>();
+  /** Records naming a spool by its mark while its bytes are not durable yet. */
+  private readonly marks: UnsyncedMarks;
   /** Lines waiting for the writer (one write for all of them). */
   private queue: { line: Buffer; done: (err: Error | undefined, record: number) => void }[] = [];
   /** A write of the queue is on the log's chain. */
@@ -201,8 +204,9 @@ export class UploadJournal implements SideJournal {
    * calling thread slower than this sends the next ones through the thread pool for a while (default
    * SLOW_APPEND_MS).
    */
-  constructor(readonly dir: string, private readonly groupCommitMs = 1000, opts: { slowAppendMs?: number } = {}) {
+  constructor(readonly dir: string, private readonly groupCommitMs = 1000, opts: { slowAppendMs?: number; bootId?: string } = {}) {
     this.slowAppendMs = opts.slowAppendMs ?? SLOW_APPEND_MS;
+    this.marks = new UnsyncedMarks(opts.bootId ?? currentBootId());
     this.spoolDir = join(dir, 'spool');
     this.entriesDir = join(dir, 'entries');
     this.logPath = join(dir, LOG);
@@ -305,8 +309,8 @@ export class UploadJournal implements SideJournal {
     const inline = opts.inline !== undefined && opts.inline.length === entry.size && entry.size <= INLINE_MAX_BYTES ? opts.inline : undefined;
     const spool = this.spoolPath(entry.id);
     if (opts.sync === false) {
-      await this.appendPut(entry, inline);
       if (!inline && !opts.spoolSynced) this.unsyncedSpools.add(spool);
+      await this.appendPut(this.marks.recordOf(entry, !this.unsyncedSpools.has(spool)), inline);
       this.scheduleGroupCommit();
       return;
     }
@@ -315,7 +319,7 @@ export class UploadJournal implements SideJournal {
       this.unsyncedSpools.delete(spool);
       await this.syncSpoolFolder();
     }
-    await this.appendPut(entry, inline);
+    await this.appendPut(this.marks.recordOf(entry, true), inline);
     await this.syncLog();
   }
 
@@ -331,6 +335,7 @@ export class UploadJournal implements SideJournal {
     if (this.unsyncedSpools.delete(spool)) {
       await fsyncFile(spool).catch(ignoreMissing);
       await this.syncSpoolFolder();
+      await this.markedDurable([id]);
     }
     const live = this.live.get(id);
     if (live && live.record > this.synced) await this.syncLog();
@@ -365,7 +370,7 @@ export class UploadJournal implements SideJournal {
     const before = this.live.get(entry.id);
     const wasDurable = !before || before.record <= this.synced;
     // The content is the same (a journaled version is immutable): its bytes stay where they were safe.
-    await this.appendPut(entry, undefined, before);
+    await this.appendPut(this.marks.recordOf(entry, !this.unsyncedSpools.has(this.spoolPath(entry.id))), undefined, before);
     if (wasDurable) await this.syncLog();
   }
 
@@ -376,6 +381,7 @@ export class UploadJournal implements SideJournal {
    */
   async remove(id: string, opts: { keepSpool?: boolean; durable?: boolean } = {}): Promise<void> {
     if (!opts.keepSpool) this.unsyncedSpools.delete(this.spoolPath(id));
+    this.marks.forget(id);
     if (this.live.has(id)) {
       this.live.delete(id);
       await this.append(Buffer.from(lineOf({ rm: id }).text));
@@ -468,7 +474,14 @@ export class UploadJournal implements SideJournal {
     }
     await this.onLog(async () => {
       this.live.clear();
-      for (const [id, l] of found) this.live.set(id, l);
+      for (const [id, l] of found) {
+        this.live.set(id, l);
+        // Marked in this boot before its spool was durable (a crash of the gateway): made durable by the next group commit.
+        if (l.entry.spoolMark?.boot !== undefined && this.marks.follow(l.entry)) {
+          this.unsyncedSpools.add(this.spoolPath(id));
+          this.scheduleGroupCommit();
+        }
+      }
       await this.compact(legacy.filter((e) => found.get(e.id)?.lines.size === 0), sources);
       // The new log has every side record still needed: the side logs go after it is in place.
       for (const side of sides) await removeFileIfPresent(side);
@@ -856,9 +869,16 @@ export class UploadJournal implements SideJournal {
       // A spool removed since (its upload confirmed) needs nothing.
       await Promise.all(spools.map((f) => fsyncFile(f).catch(ignoreMissing)));
       await this.syncSpoolFolder();
+      await this.markedDurable(spools.map((f) => basename(f)));
     }
     await this.drained();
     await this.syncLog();
+  }
+
+  /** Records that named a spool of `ids` by its mark before it was durable: written again, as durable. */
+  private async markedDurable(ids: string[]): Promise<void> {
+    const again = this.marks.durable(ids, (id) => this.live.get(id)?.entry);
+    await Promise.all(again.map((e) => this.appendPut(e, undefined, this.live.get(e.id))));
   }
 
   private async syncSpoolFolder(): Promise<void> {

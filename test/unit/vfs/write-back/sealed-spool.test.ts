@@ -6,11 +6,14 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { closeSync, futimesSync, openSync, statSync, writeSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { waitFor } from '../../../support/wait-for.js';
+import { UploadJournal } from '../../../../src/vfs/write-back/upload-journal.js';
+import { FileHasher } from '../../../../src/vfs/write-back/file-hasher.js';
+import { spoolMatches } from '../../../../src/vfs/write-back/spool-verification.js';
 import { createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -177,5 +180,59 @@ describe('a sealed version is what its record names, or replay sets it aside', {
     const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
     await b.vfs.flushAll({ timeoutMs: 10_000 });
     expect(a.remote.read('again').equals(want)).toBe(true);
+  });
+});
+
+describe('a mark written before its spool is durable holds only in its boot', { timeout: 20_000 }, () => {
+  async function journalWithMarkedSpool(): Promise<{ dir: string; journal: UploadJournal; id: string; data: Buffer }> {
+    const root = await mkdtemp(join(tmpdir(), 'cloudlib-marks-'));
+    cleanups.push(() => rm(root, { recursive: true, force: true }));
+    const dir = join(root, 'journal');
+    // No group commit of its own during the test: syncAll runs it.
+    const journal = new UploadJournal(dir, 600_000, { bootId: 'boot-a' });
+    await journal.init();
+    cleanups.push(() => journal.close());
+    const id = journal.newId();
+    const data = largeContent(6);
+    await writeFile(journal.spoolPath(id), data);
+    return { dir, journal, id, data };
+  }
+
+  it('put without sync, its record says its boot; once the group commit fsynced the spool, a record without it follows', async () => {
+    const { dir, journal, id, data } = await journalWithMarkedSpool();
+    const mark = markOf(journal.spoolPath(id));
+    await journal.put({ id, library: 'A', fullpath: 'f', size: data.length, mtimeMs: 1, createdMs: 1, spoolMark: mark }, { sync: false });
+    expect((await puts(dirname(dir), 'f')).at(-1)!.spoolMark).toEqual({ ...mark, boot: 'boot-a' });
+    await journal.syncAll();
+    expect((await puts(dirname(dir), 'f')).at(-1)!.spoolMark).toEqual(mark);
+    // Put with sync: durable at once, no boot.
+    await journal.put({ id, library: 'A', fullpath: 'g', size: data.length, mtimeMs: 1, createdMs: 2, spoolMark: mark }, { sync: true });
+    expect((await puts(dirname(dir), 'g')).at(-1)!.spoolMark).toEqual(mark);
+  });
+
+  it('replay checks such a mark in the boot it was written in (a crash of the gateway), never in another (a power loss may have kept the times without the bytes)', async () => {
+    const { journal, id, data } = await journalWithMarkedSpool();
+    const hasher = new FileHasher();
+    cleanups.push(() => hasher.close());
+    const mark = markOf(journal.spoolPath(id));
+    const entry = { size: data.length, spoolMark: { ...mark, boot: 'boot-a' } };
+    expect(await spoolMatches(hasher, journal.spoolPath(id), entry, 'boot-a')).toBe(true);
+    expect(await spoolMatches(hasher, journal.spoolPath(id), entry, 'boot-b')).toBe(false);
+    // Durable (no boot): in any boot, as long as the spool shows its mark.
+    expect(await spoolMatches(hasher, journal.spoolPath(id), { size: data.length, spoolMark: mark }, 'boot-b')).toBe(true);
+    expect(await spoolMatches(hasher, journal.spoolPath(id), { size: data.length + 1, spoolMark: mark }, 'boot-b')).toBe(false);
+  });
+
+  it('a record read back in its boot is made durable by the next group commit', async () => {
+    const first = await journalWithMarkedSpool();
+    const mark = markOf(first.journal.spoolPath(first.id));
+    await first.journal.put({ id: first.id, library: 'A', fullpath: 'f', size: first.data.length, mtimeMs: 1, createdMs: 1, spoolMark: mark }, { sync: false });
+    // A crash: the next run (same boot) reads the record back.
+    const next = new UploadJournal(first.dir, 600_000, { bootId: 'boot-a' });
+    cleanups.push(() => next.close());
+    const [e] = await next.entries();
+    expect(e!.spoolMark).toEqual({ ...mark, boot: 'boot-a' });
+    await next.syncAll();
+    expect((await puts(dirname(first.dir), 'f')).at(-1)!.spoolMark).toEqual(mark);
   });
 });
