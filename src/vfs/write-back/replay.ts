@@ -83,7 +83,7 @@ export abstract class WriteBackReplay extends WriteBackLease {
       // commit's window), or they changed since its record (the kernel writing a spool in place). Never
       // uploaded as that version; its bytes are set aside for a person, not lost.
       const kept = await this.journal.setAside(e).catch(() => undefined);
-      const what = by === 'sha1' ? 'size or SHA-1' : 'size, mtime, ctime or inode';
+      const what = by === 'sha1' ? 'size or SHA-1' : 'size or mark, or its bytes were not durable when the machine restarted';
       this.opts.logger.error({ library: e.library, path: e.fullpath, journaled: e.size, kept }, `journal replay: the spool differs from its record (${what}): not uploaded; its bytes are kept aside`);
       return false;
     } else if (v.size !== e.size && !e.open) {
