@@ -11,6 +11,7 @@ import { KERNEL_WRITE_MIN_FREE_BYTES } from '../engine-lease.js';
 import type { DirectSpool } from '../engine-lease.js';
 import type { LocalVersion } from './local-version.js';
 import { VersionSpool, type DirectAttachment } from './version-spool.js';
+import { spoolMarkOf, type SpoolMark } from './spool-verification.js';
 
 /** A direct writer continues the running hash only of a spool this small (it reads the bytes back once). */
 const DIRECT_HASH_FROM_MAX = 8 * 1024 * 1024;
@@ -107,7 +108,8 @@ export abstract class VersionEngineWrites extends VersionSpool {
     this.hashed = undefined;
     this.directHash = undefined;
     const st = fstatSync(fd, { bigint: true });
-    this.live = { fd, size: st.size, mtimeNs: st.mtimeNs };
+    this.live = { fd, size: st.size, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, ino: st.ino };
+    this.lastLive = undefined;
     // Adopted: what the spool holds now is the version's content, a change.
     if (adopt) this.applyLiveStat(st, true);
     return fd;
@@ -151,12 +153,17 @@ export abstract class VersionEngineWrites extends VersionSpool {
     this.applyLiveStat(st, false);
   }
 
-  /** What an fstat of the live spool shows; a change (or `changed`) is a new generation. */
-  protected applyLiveStat(st: { size: bigint; mtimeNs: bigint }, changed: boolean): void {
+  /**
+   * What an fstat of the live spool shows; a change (or `changed`) is a new generation. Its ctime counts
+   * too: a seal by the spool's mark (`markLive`) names it.
+   */
+  protected applyLiveStat(st: { size: bigint; mtimeNs: bigint; ctimeNs: bigint; ino: bigint }, changed: boolean): void {
     const live = this.live!;
-    if (!changed && st.size === live.size && st.mtimeNs === live.mtimeNs) return;
+    if (!changed && st.size === live.size && st.mtimeNs === live.mtimeNs && st.ctimeNs === live.ctimeNs && st.ino === live.ino) return;
     live.size = st.size;
     live.mtimeNs = st.mtimeNs;
+    live.ctimeNs = st.ctimeNs;
+    live.ino = st.ino;
     this.generation++;
     this.size = Number(st.size);
     this.spoolLength = this.size;
@@ -186,8 +193,8 @@ export abstract class VersionEngineWrites extends VersionSpool {
 
   /**
    * Changed in place after its seal (`liveChanged`): sealed again as the spool now is. A small one is
-   * hashed again and its bytes answered (its new journal record carries them); a large one is hashed
-   * when it is uploaded.
+   * hashed again and its bytes answered (its new journal record carries them); a large one is sealed by
+   * its spool's mark (nothing read; hashed when it is uploaded).
    */
   reseal(): Buffer | undefined {
     this.refreshLive();
@@ -196,7 +203,33 @@ export abstract class VersionEngineWrites extends VersionSpool {
     const fd = this.live?.fd ?? this.fh?.fd;
     const data = fd !== undefined && this.size <= INLINE_MAX_BYTES ? readWhole(fd, this.size) : undefined;
     if (data) this.hashSmall(data);
+    else this.markLive();
     return data;
+  }
+
+  /**
+   * Seals this generation by the spool's mark as the last fstat showed it (the one that made this
+   * generation: nothing the kernel wrote after it is covered), with no byte read. A version the kernel
+   * never had keeps none.
+   */
+  protected markLive(): void {
+    const st = this.live ?? this.lastLive;
+    if (!st || st.size !== BigInt(this.size)) return;
+    this.marked = spoolMarkOf(st);
+  }
+
+  /**
+   * The spool's mark this version was last sealed by (see markLive), even when the kernel wrote on since:
+   * a record naming it is then set aside by replay, never uploaded as the spool now is, until the version
+   * is journaled again.
+   */
+  sealedMark(): SpoolMark | undefined {
+    return this.marked;
+  }
+
+  /** A version replay took up again, sealed by `mark` (its record's). */
+  sealedByMark(mark: SpoolMark): void {
+    this.marked = mark;
   }
 
   /** While live: a write made through this side (another front end's), in place as the kernel's are. */
@@ -221,6 +254,7 @@ export abstract class VersionEngineWrites extends VersionSpool {
     if (!live) return;
     this.refreshLive();
     this.live = undefined;
+    this.lastLive = { size: live.size, mtimeNs: live.mtimeNs, ctimeNs: live.ctimeNs, ino: live.ino };
     try {
       closeSync(live.fd);
     } catch {

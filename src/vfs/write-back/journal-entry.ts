@@ -5,6 +5,7 @@
  * (journal-lines.ts) and the engine's close records (engine-close-record.ts) both decode to it.
  */
 import type { Operator } from '../types.js';
+import type { SpoolMark } from './spool-verification.js';
 
 export interface JournalEntry {
   id: string;
@@ -20,6 +21,11 @@ export interface JournalEntry {
   createdMs: number;
   /** SHA-1 of the spool's content (checked at replay: a power loss may have kept the entry but not its bytes). */
   sha1?: string;
+  /**
+   * Without `sha1`: the spool's mtime, ctime and inode at the seal of a file the kernel wrote itself
+   * (passthrough; hashed at its upload), checked at replay with `size` (spool-verification.ts).
+   */
+  spoolMark?: SpoolMark;
   /**
    * Written by an fsync while the file was still open for writing: no hash, and the spool may hold more
    * than `size` says (writes after the fsync); replay takes it as it is.

@@ -24,12 +24,13 @@
  * A version may also be handed to the kernel (`passthroughBegin`: FUSE passthrough), which then reads
  * and writes the spool itself, telling nothing, until WriteBack ends it (`passthroughEnd`, once the last
  * handle opened that way is closed). Meanwhile the version is "live": its size and mtime are the spool's
- * (`refreshLive`, from fstat), it keeps no running hash (it is hashed from the spool when it is sealed:
- * a small one read whole, a large one streamed in a worker, so its journal record carries its SHA-1), it
- * is changed in place (a truncate goes to the spool even once sealed, as the kernel's writes do), and a
- * change seen after its seal makes it due for a new journal record (`liveChanged`), hashed again. Replay
- * checks a spool against its record's size and SHA-1 before anything is uploaded, so a spool changed
- * after its last record is never uploaded as that version (WriteBack.resume).
+ * (`refreshLive`, from fstat), it keeps no running hash (a small one is hashed from the spool when it is
+ * sealed, read whole; a large one is sealed by its spool's mark, mtime, ctime and inode from the same
+ * fstat, nothing read, and hashed at its upload), it is changed in place (a truncate goes to the spool
+ * even once sealed, as the kernel's writes do), and a change seen after its seal makes it due for a new
+ * journal record (`liveChanged`), sealed again the same way. Replay checks a spool against its record's
+ * size and SHA-1, or size and mark, before anything is uploaded, so a spool changed after its last record
+ * is never uploaded as that version (WriteBackReplay.resume, spool-verification.ts).
  *
  * Which field is guarded by what: `size`, `baseSize`, `present`, `baseReady`, `generation` and the spool
  * descriptor change only inside `exclusive()`, or from a direct writer's reports, which only arrive
@@ -52,6 +53,7 @@ import { addRange, clipRanges } from '../byte-ranges.js';
 import { VfsError } from '../types.js';
 import { VersionEngineWrites } from './engine-writes.js';
 import type { Hasher, LocalVersionOptions } from './version-spool.js';
+import type { SpoolMark } from './spool-verification.js';
 export { UnwrittenSpools, type BaseOpener, type LocalVersionOptions, type VersionState } from './version-spool.js';
 
 /** A file appended to from empty is hashed on the main thread up to this size (no worker round trip); beyond, by a Sha1Stream. */
@@ -147,27 +149,6 @@ export class LocalVersion extends VersionEngineWrites implements PendingFile {
     }).finally(() => this.writesUnderWay--);
   }
 
-  /**
-   * `reseal`, and a large spool hashed too (streamed, in a worker): the bytes of a small one, as `reseal`
-   * answers them.
-   */
-  async resealHashed(hasher: Hasher): Promise<Buffer | undefined> {
-    const data = this.reseal();
-    if (!data && this.live) await this.hashLive(hasher);
-    return data;
-  }
-
-  /**
-   * A live spool hashed from disk: the hash is this generation's only when the kernel wrote nothing
-   * while it was read (else the version has changed again and none is kept).
-   */
-  private async hashLive(hasher: Hasher): Promise<void> {
-    const generation = this.generation;
-    const h = await hasher.hash(this.spoolPath).catch((err: unknown) => { throw this.fail(err, 'hashing the local copy'); });
-    this.refreshLive();
-    if (this.generation === generation && h.size === this.size) this.hashed = { generation, ...h };
-  }
-
   /** The hash of this generation, from its whole content (a small live file's, read from the spool). */
   protected hashSmall(data: Buffer): void {
     this.hashed = { generation: this.generation, sha1: hash('sha1', data, 'hex'), size: data.length };
@@ -205,8 +186,9 @@ export class LocalVersion extends VersionEngineWrites implements PendingFile {
         // Written by the kernel, which tells nothing of a write the disk refused: on a full disk, the
         // version may miss bytes its writer was refused, and fails whole.
         await this.checkRoomForKernelWrites();
-        // Handed to the kernel: hashed from the spool now (a large one streamed in a worker), so that its
-        // record carries the SHA-1 replay checks it against.
+        // Handed to the kernel: a small one is hashed from the spool now (its record carries its bytes); a
+        // large one is sealed by its spool's mark, nothing read (its close waits for no pass over its
+        // bytes; it is hashed at its upload). Either is what replay checks the spool against.
         this.refreshLive();
         const closed = opts.closed;
         if (closed && this.live.size === BigInt(closed.size) && this.live.mtimeNs === closed.mtimeNs) {
@@ -214,12 +196,11 @@ export class LocalVersion extends VersionEngineWrites implements PendingFile {
         } else {
           const small = this.liveSmallContent();
           if (small) this.hashSmall(small);
-          else await this.hashLive(hasher);
+          else this.markLive();
         }
         this.live.small = undefined;
         this.sealed = true;
-        // Written on while it was hashed (another descriptor of the open file): due for a record of its own.
-        this.liveChanged = this.currentSha1() === undefined;
+        this.liveChanged = false;
         opts.onHashed?.();
         if (opts.sync !== false) await (await this.handle()).sync().catch((err: unknown) => { throw this.fail(err, 'making the local copy durable'); });
         return;
@@ -285,6 +266,15 @@ export class LocalVersion extends VersionEngineWrites implements PendingFile {
   /** SHA-1 of the content now, when the last flush hashed it and nothing changed since. */
   currentSha1(): string | undefined {
     return this.hashed && this.hashed.generation === this.generation ? this.hashed.sha1 : undefined;
+  }
+
+  /**
+   * What the version's journal record names its content by: its SHA-1 when known, else the spool's mark
+   * it was sealed by (a file the kernel wrote; see sealedMark).
+   */
+  contentNamedBy(): { sha1?: string; spoolMark?: SpoolMark } {
+    const sha1 = this.currentSha1();
+    return sha1 !== undefined ? { sha1 } : { spoolMark: this.sealedMark() };
   }
 
   /**

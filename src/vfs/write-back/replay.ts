@@ -4,7 +4,7 @@
  */
 import { LocalVersion } from './local-version.js';
 import { orderOf, type JournalEntry } from './journal-entry.js';
-import { spoolMatches } from './spool-verification.js';
+import { spoolMatches, validSpoolMark, verifiableBy } from './spool-verification.js';
 import { folderEntry, keyOf } from './slots.js';
 import { WriteBackLease } from './write-back-lease.js';
 
@@ -77,12 +77,14 @@ export abstract class WriteBackReplay extends WriteBackLease {
       await this.journal.remove(e.id);
       return false;
     }
-    if (e.sha1 !== undefined && !(await spoolMatches(this.opts.hasher, v.spoolPath, e))) {
+    const by = verifiableBy(e);
+    if (by !== undefined && !(await spoolMatches(this.opts.hasher, v.spoolPath, e))) {
       // Not the version its record names: its bytes never reached the disk (a power loss inside the group
       // commit's window), or they changed since its record (the kernel writing a spool in place). Never
       // uploaded as that version; its bytes are set aside for a person, not lost.
       const kept = await this.journal.setAside(e).catch(() => undefined);
-      this.opts.logger.error({ library: e.library, path: e.fullpath, journaled: e.size, kept }, 'journal replay: the spool differs from its record (size or SHA-1): not uploaded; its bytes are kept aside');
+      const what = by === 'sha1' ? 'size or SHA-1' : 'size or mark, or its bytes were not durable when the machine restarted';
+      this.opts.logger.error({ library: e.library, path: e.fullpath, journaled: e.size, kept }, `journal replay: the spool differs from its record (${what}): not uploaded; its bytes are kept aside`);
       return false;
     } else if (v.size !== e.size && !e.open) {
       this.opts.logger.warn({ library: e.library, path: e.fullpath, size: v.size, journaled: e.size }, 'journal replay: spool size differs from its entry');
@@ -90,6 +92,9 @@ export abstract class WriteBackReplay extends WriteBackLease {
     v.operator = e.operator;
     v.replaces = Array.isArray(e.replaces) && e.replaces.every((h) => typeof h === 'string') ? e.replaces : undefined;
     v.generation = 1;
+    // Sealed by its spool's mark (a file the kernel wrote): a record written of it again names the same.
+    const mark = by === 'mark' ? validSpoolMark(e.spoolMark) : undefined;
+    if (mark) v.sealedByMark(mark);
     v.sealed = true;
     v.state = 'journaled';
     v.seq = orderOf(e);

@@ -275,7 +275,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       if (closed && !v.sealedAs(closed.sha1!, closed.size)) {
         // The kernel wrote on meanwhile (another descriptor of the open file): sealed as the spool is now.
         closed = undefined;
-        inline = await v.resealHashed(this.opts.hasher);
+        inline = v.reseal();
       }
       // Unchanged since an fsync recorded it: its place in the order is that fsync's.
       const asFsynced = v.openRecord !== undefined && v.generation === v.openGeneration;
@@ -354,13 +354,8 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       const slot = this.slots.get(keyOf(v.library, v.fullpath));
       if (slot && !slot.acked) slot.acked = v;
     }
-    let inline: Buffer | undefined;
-    try {
-      inline = await v.resealHashed(this.opts.hasher);
-    } catch (err) {
-      await this.journal.remove(v.id, { keepSpool: true }).catch(() => undefined);
-      throw this.journalingFailed(v, err);
-    }
+    // Sealed again as the spool is now (a large one by its mark, nothing read): replay checks it by that.
+    const inline = v.reseal();
     const written = this.journal.put(this.journalEntry(v), { spoolSynced: false, sync: opts.sync, inline })
       .catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
     v.journaling = written.catch(() => undefined);
@@ -497,7 +492,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
   }
 
   protected journalEntry(v: LocalVersion): JournalEntry {
-    return { id: v.id, library: v.library, fullpath: v.fullpath, size: v.size, mtimeMs: v.mtimeMs, createdMs: this.clock.now(), seq: v.seq, sha1: v.currentSha1(), operator: v.operator, replaces: v.replaces?.slice() };
+    return { id: v.id, library: v.library, fullpath: v.fullpath, size: v.size, mtimeMs: v.mtimeMs, createdMs: this.clock.now(), seq: v.seq, ...v.contentNamedBy(), operator: v.operator, replaces: v.replaces?.slice() };
   }
 
   protected nextSeq(): number {

@@ -32,7 +32,7 @@
  * own lines for it, or a removal), the side log goes, at a compaction.
  */
 import { mkdir, open, readdir, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { SideJournal, SideLogWriter } from '../engine-lease.js';
 import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
@@ -41,6 +41,8 @@ import { lineOf, putLineOf } from './journal-lines.js';
 import { LEGACY_ENTRIES, LOG, readJournalFolder, restoreSpool, sideLogsIn, type LiveEntry } from './journal-recovery.js';
 import { JournalLog } from './journal-log.js';
 import { SpoolPool } from './spool-pool.js';
+import { currentBootId } from './spool-verification.js';
+import { UnsyncedMarks } from './unsynced-marks.js';
 import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../../shared/atomic-file.js';
 
 const ID_POOL_BYTES = 4096;
@@ -67,6 +69,8 @@ export class UploadJournal implements SideJournal {
   private readonly live = new Map<string, LiveEntry>();
   /** Spool files not in their record, written since their last fsync; fsynced by the next group commit. */
   private readonly unsyncedSpools = new Set<string>();
+  /** Records naming a spool by its mark while its bytes are not durable yet. */
+  private readonly marks: UnsyncedMarks;
   private groupTimer: NodeJS.Timeout | undefined;
   /** The writer of side logs, and the side log it writes now. */
   private sideWriter: SideLogWriter | undefined;
@@ -84,7 +88,8 @@ export class UploadJournal implements SideJournal {
    * `groupCommitMs`: the longest a put without sync waits for its fsync. `slowAppendMs`: an append on the
    * calling thread slower than this sends the next ones through the thread pool for a while (journal-log.ts).
    */
-  constructor(readonly dir: string, private readonly groupCommitMs = 1000, opts: { slowAppendMs?: number } = {}) {
+  constructor(readonly dir: string, private readonly groupCommitMs = 1000, opts: { slowAppendMs?: number; bootId?: string } = {}) {
+    this.marks = new UnsyncedMarks(opts.bootId ?? currentBootId());
     this.spoolDir = join(dir, 'spool');
     this.pool = new SpoolPool(this.spoolDir);
     this.entriesDir = join(dir, LEGACY_ENTRIES);
@@ -143,8 +148,8 @@ export class UploadJournal implements SideJournal {
     const inline = opts.inline !== undefined && opts.inline.length === entry.size && entry.size <= INLINE_MAX_BYTES ? opts.inline : undefined;
     const spool = this.spoolPath(entry.id);
     if (opts.sync === false) {
-      await this.appendPut(entry, inline);
       if (!inline && !opts.spoolSynced) this.unsyncedSpools.add(spool);
+      await this.appendPut(this.marks.recordOf(entry, !this.unsyncedSpools.has(spool)), inline);
       this.scheduleGroupCommit();
       return;
     }
@@ -153,7 +158,7 @@ export class UploadJournal implements SideJournal {
       this.unsyncedSpools.delete(spool);
       await this.syncSpoolFolder();
     }
-    await this.appendPut(entry, inline);
+    await this.appendPut(this.marks.recordOf(entry, true), inline);
     await this.syncLog();
   }
 
@@ -169,6 +174,7 @@ export class UploadJournal implements SideJournal {
     if (this.unsyncedSpools.delete(spool)) {
       await fsyncFile(spool).catch(ignoreMissing);
       await this.syncSpoolFolder();
+      await this.markedDurable([id]);
     }
     const live = this.live.get(id);
     if (live && live.record > this.log.synced) await this.syncLog();
@@ -203,7 +209,7 @@ export class UploadJournal implements SideJournal {
     const before = this.live.get(entry.id);
     const wasDurable = !before || before.record <= this.log.synced;
     // The content is the same (a journaled version is immutable): its bytes stay where they were safe.
-    await this.appendPut(entry, undefined, before);
+    await this.appendPut(this.marks.recordOf(entry, !this.unsyncedSpools.has(this.spoolPath(entry.id))), undefined, before);
     if (wasDurable) await this.syncLog();
   }
 
@@ -214,6 +220,7 @@ export class UploadJournal implements SideJournal {
    */
   async remove(id: string, opts: { keepSpool?: boolean; durable?: boolean } = {}): Promise<void> {
     if (!opts.keepSpool) this.unsyncedSpools.delete(this.spoolPath(id));
+    this.marks.forget(id);
     if (this.live.has(id)) {
       this.live.delete(id);
       await this.append(Buffer.from(lineOf({ rm: id }).text));
@@ -278,7 +285,14 @@ export class UploadJournal implements SideJournal {
     }
     await this.onLog(async () => {
       this.live.clear();
-      for (const [id, l] of found) this.live.set(id, l);
+      for (const [id, l] of found) {
+        this.live.set(id, l);
+        // Marked in this boot before its spool was durable (a crash of the gateway): made durable by the next group commit.
+        if (l.entry.spoolMark?.boot !== undefined && this.marks.follow(l.entry)) {
+          this.unsyncedSpools.add(this.spoolPath(id));
+          this.scheduleGroupCommit();
+        }
+      }
       await this.compact(legacy.filter((e) => found.get(e.id)?.lines.size === 0), sources);
       // The new log has every side record still needed: the side logs go after it is in place.
       for (const side of sides) await removeFileIfPresent(side);
@@ -491,9 +505,16 @@ export class UploadJournal implements SideJournal {
       // A spool removed since (its upload confirmed) needs nothing.
       await Promise.all(spools.map((f) => fsyncFile(f).catch(ignoreMissing)));
       await this.syncSpoolFolder();
+      await this.markedDurable(spools.map((f) => basename(f)));
     }
     await this.drained();
     await this.syncLog();
+  }
+
+  /** Records that named a spool of `ids` by its mark before it was durable: written again, as durable. */
+  private async markedDurable(ids: string[]): Promise<void> {
+    const again = this.marks.durable(ids, (id) => this.live.get(id)?.entry);
+    await Promise.all(again.map((e) => this.appendPut(e, undefined, this.live.get(e.id))));
   }
 
   private async syncSpoolFolder(): Promise<void> {

@@ -17,6 +17,7 @@ import { VfsError, type Operator } from '../types.js';
 import type { DirectWritesDone, LocalRange } from '../engine-lease.js';
 import type { LocalVersion } from './local-version.js';
 import { systemClock, type Clock } from '../clock.js';
+import type { SpoolMark } from './spool-verification.js';
 
 
 /** Opens bytes `[start, end]` (inclusive) of the base content. */
@@ -180,7 +181,11 @@ export abstract class VersionSpool {
   /** The direct writer of the spool, while it writes: how to stop it, and how many of its writes were reported. */
   protected direct: DirectAttachment | undefined;
   /** Handed to the kernel (passthrough): its spool descriptor, and the spool's size and mtime last seen. */
-  protected live: { fd: number; size: bigint; mtimeNs: bigint; small?: { generation: number; data: Buffer } } | undefined;
+  protected live: { fd: number; size: bigint; mtimeNs: bigint; ctimeNs: bigint; ino: bigint; small?: { generation: number; data: Buffer } } | undefined;
+  /** The spool as the kernel left it (`live`'s last look), once it is done with it. */
+  protected lastLive: { size: bigint; mtimeNs: bigint; ctimeNs: bigint; ino: bigint } | undefined;
+  /** Sealed by its spool's mark (a file the kernel wrote, not read at its seal): what its record names instead of a SHA-1. */
+  protected marked: SpoolMark | undefined;
   /** Changed in place after its seal (while live): due for a new journal record. */
   liveChanged = false;
   /** The SHA-1 of the content of `generation` that a stopped direct writer is still finishing (see stopDirect). */

@@ -1,14 +1,19 @@
 /**
- * A sealed version is what its journal record names, or it is never uploaded as that version: a version
- * the kernel wrote itself (FUSE passthrough, changed in place) is hashed at its seal, and replay checks
- * every spool against its record's size and SHA-1 before the upload, setting aside one that differs.
+ * A sealed version is what its journal record names, or it is never uploaded as that version: a large
+ * version the kernel wrote itself (FUSE passthrough, changed in place) is sealed by its spool's mark
+ * (mtime, ctime and inode, nothing read), others by their SHA-1, and replay checks every spool against
+ * its record's size and SHA-1 or mark before the upload, setting aside one that differs.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { closeSync, openSync, writeSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { closeSync, futimesSync, openSync, statSync, writeSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { waitFor } from '../../../support/wait-for.js';
+import { UploadJournal } from '../../../../src/vfs/write-back/upload-journal.js';
+import { FileHasher } from '../../../../src/vfs/write-back/file-hasher.js';
+import { spoolMatches } from '../../../../src/vfs/write-back/spool-verification.js';
 import { createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -39,13 +44,21 @@ async function crash(s: Setup): Promise<void> {
 }
 
 /** The put records of the journal's log for `fullpath`, newest last. */
-async function puts(dataDir: string, fullpath: string): Promise<{ id: string; size: number; sha1?: string }[]> {
+interface Put { id: string; size: number; sha1?: string; spoolMark?: { mtimeNs: string; ctimeNs: string; ino: string } }
+
+async function puts(dataDir: string, fullpath: string): Promise<Put[]> {
   const text = await readFile(join(dataDir, 'journal', 'journal.log'), 'utf8');
-  return text.split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l.slice(l.indexOf(' ') + 1)) as { put?: { id: string; fullpath: string; size: number; sha1?: string } })
+  return text.split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l.slice(l.indexOf(' ') + 1)) as { put?: Put & { fullpath: string } })
     .flatMap((r) => (r.put && r.put.fullpath === fullpath ? [r.put] : []));
 }
 
 const sha1 = (b: Buffer): string => createHash('sha1').update(b).digest('hex');
+
+/** The mark a record names the spool at `path` by, as the spool is now. */
+function markOf(path: string): { mtimeNs: string; ctimeNs: string; ino: string } {
+  const st = statSync(path, { bigint: true });
+  return { mtimeNs: String(st.mtimeNs), ctimeNs: String(st.ctimeNs), ino: String(st.ino) };
+}
 
 /** Content larger than a journal record carries (its spool is the only copy of its bytes). */
 function largeContent(seed: number): Buffer {
@@ -66,15 +79,20 @@ async function writtenByKernel(vfs: GatewayVfs, path: string, data: Buffer): Pro
 }
 
 describe('a sealed version is what its record names, or replay sets it aside', { timeout: 20_000 }, () => {
-  it('a large file the kernel wrote (passthrough) is sealed with its SHA-1: its record carries it, and after a crash it is uploaded whole', async () => {
+  it('a large file the kernel wrote (passthrough) is sealed by its spool\'s mark, nothing read: after a crash, untouched, it is uploaded whole', async () => {
     const a = await gateway();
     holdUploads(a.faulty);
     const data = largeContent(1);
     await writtenByKernel(a.vfs, '/A/big', data);
     const recorded = await puts(a.dataDir, 'big');
-    // Every record of it, its seal's first: none without the hash replay checks.
+    // Every record of it, its seal's first: its size and the spool's mark as it is, no SHA-1 (its close
+    // read none of its bytes; the upload hashes it).
     expect(recorded.length).toBeGreaterThan(0);
-    for (const r of recorded) expect(r).toMatchObject({ size: data.length, sha1: sha1(data) });
+    const mark = markOf(join(a.dataDir, 'journal', 'spool', recorded[0]!.id));
+    for (const r of recorded) {
+      expect(r).toMatchObject({ size: data.length, spoolMark: mark });
+      expect(r.sha1).toBeUndefined();
+    }
     await crash(a);
     const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
     await b.vfs.flushAll({ timeoutMs: 10_000 });
@@ -110,11 +128,111 @@ describe('a sealed version is what its record names, or replay sets it aside', {
     const aside = join(a.dataDir, 'journal', 'unverified');
     expect((await readdir(aside)).sort()).toEqual([inPlace.id, `${inPlace.id}.json`, grown.id, `${grown.id}.json`].sort());
     expect((await readFile(join(aside, inPlace.id))).equals(changed)).toBe(true);
-    expect(JSON.parse(await readFile(join(aside, `${inPlace.id}.json`), 'utf8'))).toMatchObject({ fullpath: 'in-place', size: kernel.length, sha1: sha1(kernel) });
+    expect(JSON.parse(await readFile(join(aside, `${inPlace.id}.json`), 'utf8'))).toMatchObject({ fullpath: 'in-place', size: kernel.length, spoolMark: inPlace.spoolMark });
     expect(JSON.parse(await readFile(join(aside, `${grown.id}.json`), 'utf8'))).toMatchObject({ fullpath: 'grown', size: written.length, sha1: sha1(written) });
     await crash(b);
     const c = await gateway({ dataDir: a.dataDir, remote: a.remote });
     await c.vfs.flushAll({ timeoutMs: 10_000 });
     expect(a.remote.paths()).toEqual([]);
+  });
+  it('a spool the kernel wrote, only touched after its seal (same size, same bytes, another time), is set aside, not uploaded', async () => {
+    const a = await gateway();
+    holdUploads(a.faulty);
+    const data = largeContent(4);
+    await writtenByKernel(a.vfs, '/A/touched', data);
+    const put = (await puts(a.dataDir, 'touched')).at(-1)!;
+    expect(put.spoolMark).toBeDefined();
+    const fd = openSync(join(a.dataDir, 'journal', 'spool', put.id), 'r+');
+    futimesSync(fd, 1_900_000_000, 1_900_000_000);
+    closeSync(fd);
+    await crash(a);
+
+    const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
+    await b.vfs.flushAll({ timeoutMs: 10_000 });
+    expect(await a.remote.stat('touched')).toBeNull();
+    const aside = join(a.dataDir, 'journal', 'unverified');
+    expect((await readdir(aside)).sort()).toEqual([put.id, `${put.id}.json`].sort());
+    expect((await readFile(join(aside, put.id))).equals(data)).toBe(true);
+  });
+
+  it('a file the kernel wrote on through another descriptor after its seal is journaled again by the write-back: replay checks that record and uploads what it names', async () => {
+    const a = await gateway();
+    holdUploads(a.faulty);
+    const first = largeContent(5);
+    const h = await a.vfs.open('/A/again', { write: true, create: true, exclusive: true });
+    const spool = (await h.passthrough!())!;
+    writeSync(spool.fd, first, 0, first.length, 0);
+    // One descriptor's close seals it; the kernel writes on through another before it is done with the spool.
+    await h.flush();
+    const sealed = (await puts(a.dataDir, 'again')).at(-1)!;
+    const more = Buffer.from('written through another descriptor after the seal');
+    writeSync(spool.fd, more, 0, more.length, 4096);
+    await h.release();
+    spool.end();
+    // The kernel is done with the spool: the write-back records the version as the spool is now.
+    const want = Buffer.from(first);
+    more.copy(want, 4096);
+    const spoolPath = join(a.dataDir, 'journal', 'spool', sealed.id);
+    await waitFor('a record of the spool as the kernel left it', async () => (await puts(a.dataDir, 'again')).at(-1)!.spoolMark?.ctimeNs === markOf(spoolPath).ctimeNs);
+    expect(sealed.spoolMark).not.toEqual(markOf(spoolPath));
+    await crash(a);
+
+    const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
+    await b.vfs.flushAll({ timeoutMs: 10_000 });
+    expect(a.remote.read('again').equals(want)).toBe(true);
+  });
+});
+
+describe('a mark written before its spool is durable holds only in its boot', { timeout: 20_000 }, () => {
+  async function journalWithMarkedSpool(): Promise<{ dir: string; journal: UploadJournal; id: string; data: Buffer }> {
+    const root = await mkdtemp(join(tmpdir(), 'cloudlib-marks-'));
+    cleanups.push(() => rm(root, { recursive: true, force: true }));
+    const dir = join(root, 'journal');
+    // No group commit of its own during the test: syncAll runs it.
+    const journal = new UploadJournal(dir, 600_000, { bootId: 'boot-a' });
+    await journal.init();
+    cleanups.push(() => journal.close());
+    const id = journal.newId();
+    const data = largeContent(6);
+    await writeFile(journal.spoolPath(id), data);
+    return { dir, journal, id, data };
+  }
+
+  it('put without sync, its record says its boot; once the group commit fsynced the spool, a record without it follows', async () => {
+    const { dir, journal, id, data } = await journalWithMarkedSpool();
+    const mark = markOf(journal.spoolPath(id));
+    await journal.put({ id, library: 'A', fullpath: 'f', size: data.length, mtimeMs: 1, createdMs: 1, spoolMark: mark }, { sync: false });
+    expect((await puts(dirname(dir), 'f')).at(-1)!.spoolMark).toEqual({ ...mark, boot: 'boot-a' });
+    await journal.syncAll();
+    expect((await puts(dirname(dir), 'f')).at(-1)!.spoolMark).toEqual(mark);
+    // Put with sync: durable at once, no boot.
+    await journal.put({ id, library: 'A', fullpath: 'g', size: data.length, mtimeMs: 1, createdMs: 2, spoolMark: mark }, { sync: true });
+    expect((await puts(dirname(dir), 'g')).at(-1)!.spoolMark).toEqual(mark);
+  });
+
+  it('replay checks such a mark in the boot it was written in (a crash of the gateway), never in another (a power loss may have kept the times without the bytes)', async () => {
+    const { journal, id, data } = await journalWithMarkedSpool();
+    const hasher = new FileHasher();
+    cleanups.push(() => hasher.close());
+    const mark = markOf(journal.spoolPath(id));
+    const entry = { size: data.length, spoolMark: { ...mark, boot: 'boot-a' } };
+    expect(await spoolMatches(hasher, journal.spoolPath(id), entry, 'boot-a')).toBe(true);
+    expect(await spoolMatches(hasher, journal.spoolPath(id), entry, 'boot-b')).toBe(false);
+    // Durable (no boot): in any boot, as long as the spool shows its mark.
+    expect(await spoolMatches(hasher, journal.spoolPath(id), { size: data.length, spoolMark: mark }, 'boot-b')).toBe(true);
+    expect(await spoolMatches(hasher, journal.spoolPath(id), { size: data.length + 1, spoolMark: mark }, 'boot-b')).toBe(false);
+  });
+
+  it('a record read back in its boot is made durable by the next group commit', async () => {
+    const first = await journalWithMarkedSpool();
+    const mark = markOf(first.journal.spoolPath(first.id));
+    await first.journal.put({ id: first.id, library: 'A', fullpath: 'f', size: first.data.length, mtimeMs: 1, createdMs: 1, spoolMark: mark }, { sync: false });
+    // A crash: the next run (same boot) reads the record back.
+    const next = new UploadJournal(first.dir, 600_000, { bootId: 'boot-a' });
+    cleanups.push(() => next.close());
+    const [e] = await next.entries();
+    expect(e!.spoolMark).toEqual({ ...mark, boot: 'boot-a' });
+    await next.syncAll();
+    expect((await puts(dirname(first.dir), 'f')).at(-1)!.spoolMark).toEqual(mark);
   });
 });
