@@ -70,10 +70,11 @@ export function banner(g: Gateway, config: GatewayConfig, env: NodeJS.ProcessEnv
     lines.push(`  macOS:     Finder → Go → Connect to Server → ${u}`);
     lines.push(`  Linux:     Files → Other Locations → ${u.replace(/^http/, 'dav')}`);
     if (g.webdavUser) {
-      // rclone takes the password obscured; read from the file it is kept in, never printed here.
+      // rclone takes the password obscured; read from the file it is kept in, never printed here. The
+      // owncloud vendor reads the SHA-1 checksums and sends each file's time (X-OC-Mtime) on upload.
       const file = resolve(config.data, 'webdav-user.json');
       const password = `node -p "require(${JSON.stringify(file).replace(/"/g, "'")}).password"`;
-      lines.push(`  rclone:    rclone lsd :webdav: --webdav-url ${u}/ --webdav-user ${shellWord(g.webdavUser.name)} --webdav-pass "$(${password} | rclone obscure -)"`);
+      lines.push(`  rclone:    rclone lsd :webdav: --webdav-url ${u}/ --webdav-vendor owncloud --webdav-user ${shellWord(g.webdavUser.name)} --webdav-pass "$(${password} | rclone obscure -)"`);
     }
   }
   lines.push('', 'Ctrl-C stops (pending uploads are flushed first).', '');

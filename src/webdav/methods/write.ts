@@ -2,6 +2,7 @@
 import type { Attr } from '../../vfs/types.js';
 import { DavRequest, etagOf } from '../context.js';
 import { DavError, statusOf, vfsCodeOf } from '../errors.js';
+import { OC_MTIME_ACCEPTED, OC_MTIME_HEADER, ocMtimeOf } from '../oc-mtime.js';
 import { hrefOf, isTopLevel } from '../paths.js';
 import { MULTISTATUS_CLOSE, MULTISTATUS_OPEN, statusResponse } from '../properties.js';
 import { sendStatus, sendXml } from '../reply.js';
@@ -10,6 +11,7 @@ export async function put(r: DavRequest): Promise<void> {
   r.assertWritable();
   if (isTopLevel(r.path)) throw new DavError(405, `files cannot be put at the top level: ${r.path}`);
   if (r.req.headers['content-range'] !== undefined) throw new DavError(400, 'expected a whole body, got Content-Range (partial PUT is not supported)');
+  const mtimeMs = ocMtimeOf(r.req.headers[OC_MTIME_HEADER]);
   const existing = await r.stat(r.path);
   if (existing?.isDir) throw new DavError(405, `${r.path} is a folder`);
   if (!existing) await r.assertParentFolder(r.path);
@@ -40,7 +42,18 @@ export async function put(r: DavRequest): Promise<void> {
   // The declared length is checked before any byte is taken: beyond the largest file or the library's free space, 507.
   const declared = r.req.headers['content-length'] !== undefined && /^\d+$/.test(r.req.headers['content-length']) ? Number(r.req.headers['content-length']) : undefined;
   const attr = await r.vfs.writeFile(r.path, bodyPieces(r), r.call, { holdUploadMs: !existing && empty ? r.shared.emptyCreateGraceMs : 0, size: declared });
-  sendStatus(r.res, existing ? 204 : 201, { etag: etagOf(attr) });
+  if (mtimeMs === undefined) {
+    sendStatus(r.res, existing ? 204 : 201, { etag: etagOf(attr) });
+    return;
+  }
+  // The source's time, applied as PROPPATCH applies one: through the Vfs. The body is in either way; a
+  // time not applied is told by the missing `accepted` (the client then sees the upload's time).
+  const applied = await r.vfs.setTimes(r.path, mtimeMs, r.call).then(() => true, (err: unknown) => {
+    r.shared.logger.warn({ err, path: r.path }, 'webdav: X-OC-Mtime not applied');
+    return false;
+  });
+  const shown = applied ? { ...attr, mtimeMs } : attr;
+  sendStatus(r.res, existing ? 204 : 201, { etag: etagOf(shown), ...(applied ? { [OC_MTIME_HEADER]: OC_MTIME_ACCEPTED } : {}) });
 }
 
 /** Bytes gathered from the request body before one write into the Vfs. */

@@ -107,6 +107,7 @@ describe.skipIf(!ready)('cloudlib up', { timeout: 120_000 }, () => {
     const rclone = /^ {2}rclone: +(rclone .+)$/m.exec(text)?.[1];
     expect(rclone, text).toBeDefined();
     expect(rclone).not.toContain(endpoints.webdav_password!);
+    expect(rclone).toContain('--webdav-vendor owncloud');
     if (existsSync('/usr/bin/rclone')) {
       const listed = await shell(rclone!);
       expect(listed.code, listed.stderr).toBe(0);

@@ -1,8 +1,11 @@
-/** rclone against the WebDAV server: copy a tree in, `rclone check` it back out (content compared). */
+/**
+ * rclone against the WebDAV server: copy a tree in, `rclone check` it back out (content compared); with
+ * the owncloud vendor, hashes without downloading and a sync that keeps times (X-OC-Mtime).
+ */
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { execFile, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -56,5 +59,40 @@ describe.skipIf(!haveRclone)('rclone against the WebDAV server', { timeout: 60_0
     const about = (await run('rclone', ['about', ':webdav:', ...remote, ...opts])).stdout;
     expect(about).toMatch(/Used:/);
     expect(about).not.toMatch(/Total|Free|Pi/);
+  });
+  it('syncs with the owncloud vendor keeping times (X-OC-Mtime): a second sync transfers nothing', async () => {
+    const remote = [`--webdav-url=${d.url}Library/`, '--webdav-user=alice', `--webdav-pass=${(await run('rclone', ['obscure', 'secret'])).stdout.trim()}`, '--webdav-vendor=owncloud'];
+    const opts = ['--config=/dev/null', '--retries=1', '--low-level-retries=1', '--stats-one-line', '--stats=0', '-v'];
+    const sync = async (): Promise<string> => (await run('rclone', ['sync', src, ':webdav:synced', ...remote, ...opts])).stderr;
+    const lib = d.remotes.get('Library')!;
+    const versions = async (): Promise<number[]> => Promise.all(lib.paths().filter((p) => p.startsWith('synced/')).sort().map(async (p) => (await lib.history(p, 100)).length));
+
+    // Times well before the upload: a server that kept the upload's own time would differ from them.
+    for (const f of ['top.txt', 'a/one.bin', 'a/b/two.bin', 'c d/with space.txt', 'ünïcode/é.txt', 'a/empty.txt']) await utimes(join(src, f), 1_600_000_000.5, 1_600_000_000.5);
+    const first = await sync();
+    expect(first.match(/Copied \(new\)/g)).toHaveLength(6);
+    await d.vfs.flushAll();
+    const before = await versions();
+    expect(before).toHaveLength(10); // 6 files, 4 folders
+
+    const second = await sync();
+    expect(second).not.toMatch(/Copied|Updated|Deleted/);
+    expect(second).toMatch(/There was nothing to transfer/);
+    await d.vfs.flushAll();
+    expect(await versions()).toEqual(before);
+
+    // A file changed since is the one sent again: the sync compares, it does not just skip.
+    await writeFile(join(src, 'top.txt'), 'changed');
+    await utimes(join(src, 'top.txt'), 1_700_000_000, 1_700_000_000);
+    const third = await sync();
+    expect(third.match(/Copied \(replaced existing\)/g)).toHaveLength(1);
+    expect(third).toMatch(/top\.txt: Copied/);
+    await d.vfs.flushAll();
+    const check = await run('rclone', ['check', src, ':webdav:synced', ...remote, ...opts]).catch((e: { stdout: string; stderr: string; code: number }) => e);
+    expect('code' in check ? check.stderr : '').toBe('');
+    expect(check.stderr).toMatch(/0 differences found/);
+    expect(check.stderr).toMatch(/6 matching files/);
+    const local = (await run('rclone', ['sha1sum', src, '--config=/dev/null'])).stdout.split('\n').filter(Boolean).sort();
+    expect((await run('rclone', ['sha1sum', ':webdav:synced', ...remote, '--config=/dev/null'])).stdout.split('\n').filter(Boolean).sort()).toEqual(local);
   });
 });
