@@ -341,7 +341,8 @@ export class GatewayVfs implements Vfs {
       await this.lookups.needFolder(lib, parentOf(t.fullpath), ctx);
       await this.unlinked.reuse(lib.name, t.fullpath);
     }
-    await lib.remote.checkWrite?.(t.fullpath, !!existing, remoteCall(ctx));
+    // A file made here and not sent yet is not on the service: what its upload needs is a new file's right.
+    await lib.remote.checkWrite?.(t.fullpath, !!existing && !isUnsent(existing), remoteCall(ctx));
     // The service's version is the base when nothing is local (else the local version is).
     const base = existing && !this.writeBack.current(lib.name, t.fullpath) ? existing : undefined;
     const handle = await this.writeBack.openWrite(lib.name, t.fullpath, existing ? base ?? existing : undefined, flags, ctx);
@@ -383,7 +384,7 @@ export class GatewayVfs implements Vfs {
       await this.lookups.needFolder(lib, parentOf(t.fullpath), ctx);
       await this.unlinked.reuse(lib.name, t.fullpath);
     }
-    await lib.remote.checkWrite?.(t.fullpath, !!existing, remoteCall(ctx));
+    await lib.remote.checkWrite?.(t.fullpath, !!existing && !isUnsent(existing), remoteCall(ctx));
     const oldSize = existing?.size ?? 0;
     if (Buffer.isBuffer(source)) await this.limits.check(t.path, lib.name, Math.max(source.length, opts.size ?? 0), oldSize, ctx);
     const chunks = Buffer.isBuffer(source) ? source : this.limits.limitSource(asBuffers(source), t.path, lib.name, oldSize, ctx, opts.size);
@@ -579,7 +580,7 @@ export class GatewayVfs implements Vfs {
     if (dst && opts.noReplace) throw new VfsError('EEXIST', `${b.path} exists`);
     // Its upload will be a file made (or changed) at the target: a service that checks that per member is
     // asked now, as at a create, before anything changes.
-    if (localMove) await b.lib.remote.checkWrite?.(b.fullpath, !!dst, remoteCall(ctx));
+    if (localMove) await b.lib.remote.checkWrite?.(b.fullpath, !!dst && !isUnsent(dst), remoteCall(ctx));
     return { a: a as LibraryTarget, b: b as LibraryTarget, src, dst, localMove };
   }
 
