@@ -150,6 +150,8 @@ export class GatewayVfs implements Vfs {
       syncState: (name, fullpath) => this.writeBack.syncState(name, fullpath),
       online: (name) => this.connectivity.online(name),
     });
+    // The file and the copy of an open conflict show `conflict` until the copy is known gone (as `status`).
+    this.states.conflictOf = (name, fullpath) => this.writeBack.inConflict(name, fullpath, (n, p) => this.cache.getEntry(n, p) === null);
     this.versions = new VersionsView({
       remoteOf: (name) => this.libs.get(name)?.remote,
       lookup: (name, fullpath, ctx) => this.lookups.lookup(this.libs.get(name)!, fullpath, ctx),

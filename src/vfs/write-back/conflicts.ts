@@ -282,6 +282,14 @@ export class ConflictKeeper {
   }
 
   /**
+   * True when `fullpath` is the file or the copy of an open conflict that kept both (`changed`): its copy
+   * is not known gone (`gone`, as in `list`). Nothing is closed here (a listing asks this of every entry).
+   */
+  involves(library: string, fullpath: string, gone: (library: string, fullpath: string) => boolean): boolean {
+    return this.found.some((c) => c.kind === 'changed' && c.library === library && (c.fullpath === fullpath || c.copy === fullpath) && !gone(library, c.copy!));
+  }
+
+  /**
    * The open conflicts found in this run (the newest LISTED_MAX), oldest first. `gone`: true when a path is
    * known to be no longer there (removed or renamed); a conflict whose copy (or, without a copy, whose file)
    * is gone was dealt with, and is closed for good.
