@@ -5,7 +5,8 @@
  * Bob's LOCK and PUT get 423, also after the save (LibreOffice deletes and makes its lock file again around
  * a save, and saves through a temporary file renamed over the document). Once closed, the lock is released,
  * and the saved document is the file's new version on the service: same file, an older version in its
- * history, no temporary file, lock file or conflict copy beside it.
+ * history, no temporary file, lock file or conflict copy beside it. While Bob holds the document locked,
+ * LibreOffice on the mount opens it read-only.
  *
  * One LibreOffice runs for the whole file. Skipped when LibreOffice with its Python bridge (soffice,
  * python3-uno: scripts/bootstrap installs them) is not on this machine.
@@ -13,7 +14,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { access, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { access, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -173,7 +174,7 @@ afterAll(async () => {
 }, 90_000);
 
 describe.skipIf(!canMount || !!noLibreOffice)('LibreOffice saving a document on the mount', { timeout: 300_000 }, () => {
-  it('locks it on the service for another member while open, and leaves a new version, unlocked, once closed', async () => {
+  it('locks it on the service for another member while open, and leaves a new version, unlocked, once closed; opens it read-only while another member holds it', async () => {
     const bob = basicAuth(BOB, PASSWORD);
     const folder = join(mnt, 'Library');
     const doc = join(folder, 'x.odt');
@@ -200,6 +201,12 @@ describe.skipIf(!canMount || !!noLibreOffice)('LibreOffice saving a document on 
     await ctl('flush', '--timeout', '60');
     // Released on the service: Bob locks it now (once his view has the unlock), and unlocks it again.
     const lock = await waitFor('Bob\'s LOCK to be granted once LibreOffice closed the document', () => dav(webdavUrl, 'LOCK', '/Library/x.odt', { body: LOCK_BODY(), auth: bob }), { until: (r) => r.status === 200, timeoutMs: 30_000, intervalMs: 200 });
+    // The other way round: while Bob holds it locked, LibreOffice on the mount opens it read-only (the
+    // mount shows it without write bits) and makes no lock file.
+    await waitFor('the mount to show x.odt read-only while Bob holds it locked', async () => ((await stat(doc)).mode & 0o222) === 0, { timeoutMs: 30_000, intervalMs: 200 });
+    expect(await lo!.request('LibreOffice to open x.odt locked by Bob', { op: 'open', path: doc })).toBe('read-only');
+    expect(await readdir(folder)).toEqual(['x.odt']);
+    await lo!.request('LibreOffice to close x.odt opened read-only', { op: 'close' });
     expect((await dav(webdavUrl, 'UNLOCK', '/Library/x.odt', { headers: { 'lock-token': `<${lockTokenOf(lock)}>` }, auth: bob })).status).toBe(204);
 
     child!.kill('SIGTERM');
