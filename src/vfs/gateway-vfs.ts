@@ -196,6 +196,7 @@ export class GatewayVfs implements Vfs {
     this.unlinked = new UnlinkedWhileRead(this.writeBack);
     this.lockFiles = new OfficeLockFiles({
       dataDir: opts.dataDir, logger: opts.logger, spoolFolder: () => this.writeBack.sideJournal()?.spoolFolderPath(),
+      releaseGraceMs: opts.officeLockReleaseGraceMs ?? 2000, clock,
       documents: { setLocked: (p, locked, ctx) => this.setLocked(p, locked, ctx), names: async (folder, ctx) => (await this.readdir(folder, ctx)).map((a) => a.name) },
     });
     this.lookups = new NamespaceLookups({ cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, times: this.times, connectivity: this.connectivity, openedMs: clock.now(), stateOf: (name, e) => this.states.of(name, e), lockHolderOf: (name, fullpath) => this.locks.holderOf(name, fullpath), pinned: this.pins });
