@@ -7,10 +7,13 @@ and answers once ready ({"ok": "ready"}). Requests:
 
   {"op": "new", "path": P, "text": T}   a Writer document holding T, stored as ODF at P, closed
   {"op": "open", "path": P}             loads P for editing, as a person opening it does (lock file and all)
+  {"op": "open", "url": U, "user": N, "password": W}
+                                        the same for a WebDAV URL (vnd.sun.star.webdav://HOST:PORT/…), logging
+                                        in as N
   {"op": "edit", "text": T}             replaces the text of the open document with T
   {"op": "store"}                       saves the open document in place (Ctrl+S)
   {"op": "close"}                       closes the open document
-  {"op": "text", "path": P}             the text of P, opened read-only and closed again
+  {"op": "text", "path": P}             the text of P, opened read-only and closed again (or "url" as above)
   {"op": "quit"}                        ends LibreOffice and this driver
 """
 import json
@@ -35,6 +38,21 @@ def props(**kw):
 
 def url_of(path):
     return uno.systemPathToFileUrl(os.path.abspath(path))
+
+
+def target_of(req, ctx):
+    """The URL and the load arguments of a request's document. A WebDAV login is put in LibreOffice's
+    password container for the server (for this run only), where its own interaction handler finds it
+    when the server asks, as it does for a password a person saved."""
+    if "url" not in req:
+        return url_of(req["path"]), {}
+    smgr = ctx.ServiceManager
+    handler = smgr.createInstanceWithContext("com.sun.star.task.InteractionHandler", ctx)
+    if req.get("user") is not None:
+        server = "http://" + req["url"].split("://", 1)[1].split("/", 1)[0]
+        passwords = smgr.createInstanceWithContext("com.sun.star.task.PasswordContainer", ctx)
+        passwords.add(server, req["user"], (req["password"],), handler)
+    return req["url"], {"InteractionHandler": handler}
 
 
 def answer(**kw):
@@ -79,9 +97,10 @@ def main():
                 elif op == "open":
                     if doc is not None:
                         raise RuntimeError("a document is open already")
-                    doc = desktop.loadComponentFromURL(url_of(req["path"]), "_blank", 0, props(Hidden=True))
+                    url, extra = target_of(req, ctx)
+                    doc = desktop.loadComponentFromURL(url, "_blank", 0, props(Hidden=True, **extra))
                     if doc is None:
-                        raise RuntimeError("LibreOffice did not open " + req["path"])
+                        raise RuntimeError("LibreOffice did not open " + url)
                     answer(ok=bool(doc.isReadonly()) and "read-only" or "editing")
                 elif op == "edit":
                     doc.getText().setString(req["text"])
@@ -94,7 +113,8 @@ def main():
                     doc = None
                     answer(ok=True)
                 elif op == "text":
-                    d = desktop.loadComponentFromURL(url_of(req["path"]), "_blank", 0, props(Hidden=True, ReadOnly=True))
+                    url, extra = target_of(req, ctx)
+                    d = desktop.loadComponentFromURL(url, "_blank", 0, props(Hidden=True, ReadOnly=True, **extra))
                     text = d.getText().getString()
                     d.close(True)
                     answer(ok=text)

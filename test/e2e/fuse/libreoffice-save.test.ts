@@ -6,7 +6,9 @@
  * a save, and saves through a temporary file renamed over the document). Once closed, the lock is released,
  * and the saved document is the file's new version on the service: same file, an older version in its
  * history, no temporary file, lock file or conflict copy beside it. While Bob holds the document locked,
- * LibreOffice on the mount opens it read-only.
+ * LibreOffice on the mount opens it read-only. Then the same LibreOffice, as Bob, edits it through WebDAV
+ * (LOCK, PUT, UNLOCK): Ann's mount shows it read-only and refuses her writes (EACCES) until it is closed,
+ * and Bob's save is the next version.
  *
  * One LibreOffice runs for the whole file. Skipped when LibreOffice with its Python bridge (soffice,
  * python3-uno: scripts/bootstrap installs them) is not on this machine.
@@ -108,6 +110,15 @@ let output = '';
 let webdavUrl = '';
 let lo: LibreOffice | undefined;
 
+async function errnoOf(p: Promise<unknown>): Promise<string | undefined> {
+  try {
+    await p;
+    return undefined;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code;
+  }
+}
+
 function exited(c: ChildProcess, timeoutMs: number): Promise<number | null> {
   if (c.exitCode !== null || c.signalCode !== null) return Promise.resolve(c.exitCode);
   return new Promise((resolve, reject) => {
@@ -127,7 +138,7 @@ async function onService<T>(fn: (t: Awaited<ReturnType<typeof startTestService>>
 }
 
 function ctl(...args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => execFile(process.execPath, [bin, 'ctl', '--data', data, ...args], { timeout: 60_000 }, (err, stdout, stderr) => (err ? reject(new Error(`cloudlib ctl ${args.join(' ')}: ${err.message}\n${stderr}`)) : resolve(stdout))));
+  return new Promise((resolve, reject) => execFile(process.execPath, [bin, 'ctl', '--data', data, ...args], { timeout: 60_000 }, (err, stdout, stderr) => (err ? reject(new Error(`cloudlib ctl ${args.join(' ')}: ${err.message}\n${stderr}\ncloudlib up said:\n${output}`)) : resolve(stdout))));
 }
 
 beforeAll(async () => {
@@ -208,16 +219,44 @@ describe.skipIf(!canMount || !!noLibreOffice)('LibreOffice saving a document on 
     expect(await readdir(folder)).toEqual(['x.odt']);
     await lo!.request('LibreOffice to close x.odt opened read-only', { op: 'close' });
     expect((await dav(webdavUrl, 'UNLOCK', '/Library/x.odt', { headers: { 'lock-token': `<${lockTokenOf(lock)}>` }, auth: bob })).status).toBe(204);
+    // What LibreOffice saved through the mount is the file's new version on the service (its history is
+    // checked at the end).
+    expect((await readFile(doc)).equals(saved)).toBe(true);
+  });
 
-    child!.kill('SIGTERM');
-    expect(await exited(child!, 60_000)).toBe(0);
-    await onService(async (t) => {
-      expect((await t.client.file.ls({ fullpath: '' })).list.map((e) => e.filename)).toEqual(['x.odt']);
-      const info = await t.client.file.info({ fullpath: 'x.odt' });
-      expect(Number(info.lock)).toBe(0);
-      const { urls } = await t.client.file.downloadUrl({ fullpath: 'x.odt' });
-      expect(Buffer.from(await (await fetch(urls[0]!)).arrayBuffer()).equals(saved)).toBe(true);
-      expect((await t.client.file.history({ fullpath: 'x.odt' })).list.length).toBeGreaterThanOrEqual(2);
-    });
+  it('through WebDAV: locks it while open (the mount refuses the other member with EACCES), saves a new version, unlocks it once closed', async () => {
+    const doc = join(mnt, 'Library', 'x.odt');
+    const url = `vnd.sun.star.webdav://${new URL(webdavUrl).host}/Library/x.odt`;
+    expect(await lo!.request('LibreOffice to open x.odt through WebDAV as Bob', { op: 'open', url, user: BOB, password: PASSWORD })).toBe('editing');
+    // LibreOffice took a WebDAV lock: a service lock, which Ann's mount shows read-only and refuses.
+    await waitFor('the mount to show x.odt read-only while LibreOffice has it open through WebDAV', async () => ((await stat(doc)).mode & 0o222) === 0, { timeoutMs: 30_000, intervalMs: 200 });
+    expect(await errnoOf(writeFile(doc, 'Ann'))).toBe('EACCES');
+    await lo!.request('LibreOffice to edit x.odt opened through WebDAV', { op: 'edit', text: 'saved by Bob through WebDAV' });
+    await lo!.request('LibreOffice to save x.odt through WebDAV', { op: 'store' });
+    expect(await errnoOf(writeFile(doc, 'Ann'))).toBe('EACCES');
+    await lo!.request('LibreOffice to close x.odt opened through WebDAV', { op: 'close' });
+    // Unlocked, and Bob's save is what the mount shows (once Ann's view has it).
+    await waitFor('the mount to show x.odt writable once LibreOffice closed it', async () => ((await stat(doc)).mode & 0o222) !== 0, { timeoutMs: 30_000, intervalMs: 200 });
+    await waitFor('the mount to show Bob\'s save', () => lo!.request('LibreOffice to read x.odt on the mount', { op: 'text', path: doc }), { until: (t) => t === 'saved by Bob through WebDAV', timeoutMs: 30_000, intervalMs: 500 });
+    expect(await readdir(join(mnt, 'Library'))).toEqual(['x.odt']);
+    await onServiceNow(await readFile(doc), 3);
   });
 });
+
+/**
+ * Stops the gateway, then: x.odt alone in the library, unlocked, holding `content`, with at least `versions`
+ * versions (the first, LibreOffice's save through the mount, and Bob's through WebDAV).
+ */
+async function onServiceNow(content: Buffer, versions: number): Promise<void> {
+  await ctl('flush', '--timeout', '60');
+  child!.kill('SIGTERM');
+  expect(await exited(child!, 60_000)).toBe(0);
+  await onService(async (t) => {
+    expect((await t.client.file.ls({ fullpath: '' })).list.map((e) => e.filename)).toEqual(['x.odt']);
+    const info = await t.client.file.info({ fullpath: 'x.odt' });
+    expect(Number(info.lock)).toBe(0);
+    const { urls } = await t.client.file.downloadUrl({ fullpath: 'x.odt' });
+    expect(Buffer.from(await (await fetch(urls[0]!)).arrayBuffer()).equals(content)).toBe(true);
+    expect((await t.client.file.history({ fullpath: 'x.odt' })).list.length).toBeGreaterThanOrEqual(versions);
+  });
+}
