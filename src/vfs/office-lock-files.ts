@@ -358,6 +358,15 @@ export class OfficeLockFiles {
   async moved(from: string, to: string, ctx?: CallContext): Promise<void> {
     const within = (p: string): boolean => p.startsWith(`${from}/`);
     const moved = (p: string): string => `${to}${p.slice(from.length)}`;
+    // A lock file of the folder waiting out its grace: the save it waited for is over, released now.
+    for (const [key, l] of [...this.leaving]) {
+      if (!within(l.lockFile)) continue;
+      l.timer.cancel();
+      this.leaving.delete(key);
+      const t = this.taken.get(l.lockFile);
+      if (t && within(t.document)) this.taken.set(l.lockFile, { ...t, document: moved(t.document) }); // moved already
+      await this.releaseNow(l.lockFile);
+    }
     const folders = [...this.present.keys()].filter((f) => f === from || within(f));
     if (folders.length > 0) {
       const target = this.local(to);

@@ -183,6 +183,16 @@ describe('office lock files through the Vfs', { timeout: 20_000 }, () => {
     clock.advance(1);
     await waitFor('the lock released once the grace is over', async () => !(await lockedOnService(remote, 'x.odt')));
     expect(unlocks).toEqual(['x.odt']);
+    // A folder renamed while a lock file in it waits out its grace: released then, not kept for good.
+    await vfs.mkdir('/A/d');
+    await vfs.rename('/A/x.odt', '/A/d/x.odt');
+    await make(vfs, '/A/d/.~lock.x.odt#', 'Ann');
+    expect(await lockedOnService(remote, 'd/x.odt')).toBe(true);
+    await vfs.unlink('/A/d/.~lock.x.odt#');
+    await vfs.rename('/A/d', '/A/e');
+    await vfs.flushAll();
+    expect(await lockedOnService(remote, 'e/x.odt')).toBe(false);
+    await vfs.rename('/A/e/x.odt', '/A/x.odt');
     // A clean close does not wait for the grace.
     await make(vfs, '/A/.~lock.x.odt#', 'Ann');
     await vfs.unlink('/A/.~lock.x.odt#');
