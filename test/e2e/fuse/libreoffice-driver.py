@@ -3,7 +3,8 @@ answer a line on stdout ({"ok": ...} or {"error": "..."}).
 
 Started as `python3 libreoffice-driver.py PROFILE_DIR`: runs `soffice --headless` with its own user profile
 in PROFILE_DIR (no first-start wizard, no recovery, no other LibreOffice disturbed), connects over a pipe,
-and answers once ready ({"ok": "ready"}). Requests:
+and answers once ready ({"ok": "ready", "group": G}: LibreOffice's processes are the process group G, which
+the driver ends at its own end, and its caller if the driver cannot). Requests:
 
   {"op": "new", "path": P, "text": T}   a Writer document holding T, stored as ODF at P, closed
   {"op": "open", "path": P}             loads P for editing, as a person opening it does (lock file and all)
@@ -18,6 +19,7 @@ and answers once ready ({"ok": "ready"}). Requests:
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -67,7 +69,9 @@ def main():
         ["soffice", "--headless", "--invisible", "--norestore", "--nologo", "--nodefault",
          "-env:UserInstallation=" + uno.systemPathToFileUrl(profile),
          "--accept=pipe,name=%s;urp;StarOffice.ComponentContext" % pipe],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        # Its own process group (soffice starts soffice.bin as a child): ended as a whole at the end.
+        start_new_session=True)
     local = uno.getComponentContext()
     resolver = local.ServiceManager.createInstanceWithContext("com.sun.star.bridge.UnoUrlResolver", local)
     ctx = None
@@ -81,7 +85,7 @@ def main():
         except Exception:
             time.sleep(0.2)
     desktop = ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx)
-    answer(ok="ready")
+    answer(ok="ready", group=soffice.pid)
     doc = None
     try:
         for line in sys.stdin:
@@ -133,9 +137,13 @@ def main():
         except Exception:
             pass
         try:
-            soffice.wait(timeout=30)
+            soffice.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            soffice.kill()
+            pass
+        try:
+            os.killpg(soffice.pid, signal.SIGKILL)  # whatever of it is left
+        except ProcessLookupError:
+            pass
 
 
 main()

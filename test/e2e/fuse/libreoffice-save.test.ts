@@ -52,6 +52,8 @@ class LibreOffice {
   /** The request waiting for its answer: told of each line, and of the driver's exit. */
   private waiter: ((line: string | undefined) => void) | undefined;
   private stderr = '';
+  /** LibreOffice's process group (the driver's answer when ready). */
+  private group: number | undefined;
 
   private constructor(private readonly child: ChildProcess) {
     createInterface({ input: child.stdout! }).on('line', (line) => {
@@ -64,7 +66,12 @@ class LibreOffice {
 
   static async start(profile: string): Promise<LibreOffice> {
     const lo = new LibreOffice(spawn(PYTHON, [driverScript, profile], { stdio: ['pipe', 'pipe', 'pipe'] }));
-    await lo.answer('LibreOffice to start and listen (soffice --headless)');
+    try {
+      await lo.answer('LibreOffice to start and listen (soffice --headless)');
+    } catch (err) {
+      await lo.quit();
+      throw err;
+    }
     return lo;
   }
 
@@ -83,7 +90,8 @@ class LibreOffice {
         else resolve(l);
       };
     });
-    const a = JSON.parse(line) as { ok?: unknown; error?: string };
+    const a = JSON.parse(line) as { ok?: unknown; error?: string; group?: number };
+    if (a.group !== undefined) this.group = a.group;
     if (a.error !== undefined) throw new Error(`LibreOffice failed ${what}: ${a.error}`);
     return a.ok;
   }
@@ -93,13 +101,21 @@ class LibreOffice {
     return this.answer(what);
   }
 
+  /** Ends LibreOffice and the driver; what is left of LibreOffice's process group after that is killed. */
   async quit(): Promise<void> {
-    if (this.child.exitCode !== null) return;
-    const gone = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
-    this.child.stdin!.end(`${JSON.stringify({ op: 'quit' })}\n`);
-    const t = setTimeout(() => this.child.kill('SIGKILL'), 30_000);
-    await gone;
-    clearTimeout(t);
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      const gone = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
+      this.child.stdin!.end(`${JSON.stringify({ op: 'quit' })}\n`);
+      const t = setTimeout(() => this.child.kill('SIGKILL'), 45_000);
+      await gone;
+      clearTimeout(t);
+    }
+    if (this.group === undefined) return;
+    try {
+      process.kill(-this.group, 'SIGKILL');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+    }
   }
 }
 
