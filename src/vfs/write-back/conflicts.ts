@@ -176,7 +176,9 @@ export class ConflictKeeper {
     const call = { operator: opts.operator, signal: opts.signal };
     if (isNewFile(base)) return this.commitNew(v.library, remote, fullpath, source, opts);
     const current = await remote.stat(fullpath, call);
-    const kind = conflictOf(base, current);
+    // The service holds these very bytes already (this version reached it under another name and was
+    // moved there, or an earlier attempt's answer was lost): nothing of anyone's is replaced.
+    const kind = current && !current.isDir && current.contentHash === source.sha1 ? undefined : conflictOf(base, current);
     // Found again by a retry of the same upload (the last one of the path): listed and logged once.
     const last = this.found.filter((c) => c.library === v.library && c.fullpath === fullpath).pop();
     if (kind === 'deleted' && last?.kind !== 'deleted') {

@@ -5,7 +5,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createMemoryVfs, createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
-import { baseAfter, baseUploaded, conflictCopyPath, conflictOf, deleteKeepsOf, isConflictCopy, NEW_FILE, whoPart } from '../../../../src/vfs/write-back/conflicts.js';
+import { baseAfter, baseUploaded, ConflictKeeper, conflictCopyPath, conflictOf, deleteKeepsOf, isConflictCopy, NEW_FILE, whoPart } from '../../../../src/vfs/write-back/conflicts.js';
 import { createLogger } from '../../../../src/shared/log.js';
 import type { RemoteEntry } from '../../../../src/vfs/remote.js';
 import { waitFor } from '../../../support/wait-for.js';
@@ -143,6 +143,20 @@ describe('conflicts keep both (through the Vfs)', { timeout: 20_000 }, () => {
     expect(remote.read('f').toString()).toBe('45');
     expect(copiesOf(remote, 'f')).toEqual([]);
     expect(vfs.status().conflicts).toEqual([]);
+  });
+
+  it('no conflict when the service already holds the very bytes committed (the version reached it under another name and was moved there)', async () => {
+    const sha = (t: string): string => createHash('sha1').update(t).digest('hex');
+    const remote = new MemoryRemote({ name: 'L', id: '1' });
+    // As a save through a temporary file uploaded before its rename over the document: the service has the
+    // new bytes at the name already, and the version committed there started from the old ones.
+    remote.putFile('doc.odt', Buffer.from('saved'));
+    const keeper = new ConflictKeeper({ logger: createLogger({ level: 'silent' }) });
+    const v = { library: 'L', fullpath: 'doc.odt', conflictBase: () => [sha('old')] };
+    await keeper.commit(v, remote, 'doc.odt', { path: '', data: Buffer.from('saved'), size: 5, sha1: sha('saved') });
+    expect(remote.paths().filter((p) => isConflictCopy(p))).toEqual([]);
+    expect(keeper.list()).toEqual([]);
+    expect(remote.read('doc.odt').toString()).toBe('saved');
   });
 
   it('a new file made here where another client made one meanwhile: both kept', async () => {
