@@ -9,8 +9,9 @@
  * - it is one of those (or the same bytes): no conflict, the commit replaces it;
  * - it is another file or other bytes (someone changed or replaced it meanwhile, online or while this
  *   gateway was offline): the service's version is first copied beside it, on the service, as
- *   `name (conflict <who> <yyyy-mm-dd hh-mm-ss>).ext` (who changed it, and when, in UTC); then the local
- *   version is committed at the name. Neither side leaves the folder;
+ *   `name (conflict <who> <yyyy-mm-dd hh-mm-ss>).ext` (who changed it, and when, in UTC), or moved there
+ *   where the library copies under the same name only (a member's); then the local version is committed
+ *   at the name. Neither side leaves the folder;
  * - it is gone (deleted elsewhere while edited here): the commit brings the file back as the edited version.
  *
  * A delete made here is based on the version it removed (`deleteKeeps`): when the service's version is no
@@ -186,7 +187,15 @@ export class ConflictKeeper {
       this.opts.logger.warn({ library: v.library, path: fullpath }, 'conflict: deleted on the service while edited here; the edited version brings it back');
     } else if (kind === 'changed') {
       const other = current!;
-      const copy = await this.keepCopy(remote, v.library, fullpath, other, call);
+      let copy: string;
+      try {
+        copy = await this.keepCopy(remote, v.library, fullpath, other, call);
+      } catch (err) {
+        if (!(err instanceof VfsError && err.code === 'ENOTSUP')) throw err;
+        // A library that copies under the same name only (a member's user file API): the service's version
+        // is moved to the copy's name instead, and this version committed at the name, now free.
+        copy = await this.moveAside(remote, v.library, fullpath, other, call);
+      }
       this.noteChanged(v.library, fullpath, copy, other);
     }
     return remote.commit(fullpath, source, opts);
