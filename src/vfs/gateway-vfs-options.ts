@@ -72,6 +72,12 @@ export interface GatewayVfsOptions {
   maxFileBytes?: number;
   /** Bytes waiting to upload at most: writers wait for room, ENOSPC when none comes (upload-backpressure.ts); 0 or undefined for no bound. */
   maxPendingBytes?: number;
+  /**
+   * How long a document stays locked on the service after its Office lock file is deleted, ms: the same
+   * maker making it again meanwhile (LibreOffice does around each save) keeps the lock throughout
+   * (office-lock-files.ts). Default 2000; 0 releases at once.
+   */
+  officeLockReleaseGraceMs?: number;
   /** The time the gateway reads (feeds, stalls, quotas, cache ages). Default the real one; tests pass a manual one. */
   clock?: Clock;
   logger: Logger;

@@ -145,6 +145,8 @@ export class GatewayVfs implements Vfs {
       syncState: (name, fullpath) => this.writeBack.syncState(name, fullpath),
       online: (name) => this.connectivity.online(name),
     });
+    // The file and the copy of an open conflict show `conflict` until the copy is known gone (as `status`).
+    this.states.conflictOf = (name, fullpath) => this.writeBack.inConflict(name, fullpath, (n, p) => this.cache.getEntry(n, p) === null);
     this.libs = new LibraryFolders({ cache: this.cache, connectivity: this.connectivity, dataDir: opts.dataDir, feedIntervalMs: opts.feedIntervalMs ?? 2000, clock, logger: opts.logger, onChange: (name, change, before) => {
       this.changes.publish(name, change, before);
       this.pins?.changed(name, change);
@@ -201,6 +203,7 @@ export class GatewayVfs implements Vfs {
         dataDir: opts.dataDir, logger: opts.logger, libs: this.libs, lookups: this.lookups, readOnly: !!opts.readOnly,
         documents: { setLocked: (p, locked, ctx) => this.setLocked(p, locked, ctx), names: async (folder, ctx) => (await this.readdir(folder, ctx)).map((a) => a.name) },
         writable: (path) => this.writable(path), sideJournal: () => this.writeBack.sideJournal(),
+        releaseGraceMs: opts.officeLockReleaseGraceMs ?? 2000, clock,
       })),
     ]);
     this.engineLease = new NamespaceLease({
@@ -330,7 +333,7 @@ export class GatewayVfs implements Vfs {
       await this.lookups.needFolder(lib, parentOf(t.fullpath), ctx);
       await this.unlinked.reuse(lib.name, t.fullpath);
     }
-    await lib.remote.checkWrite?.(t.fullpath, !!existing, remoteCall(ctx));
+    await lib.remote.checkWrite?.(t.fullpath, !!existing && !isUnsent(existing), remoteCall(ctx));
     // The service's version is the base when nothing is local (else the local version is).
     const base = existing && !this.writeBack.current(lib.name, t.fullpath) ? existing : undefined;
     const handle = await this.writeBack.openWrite(lib.name, t.fullpath, existing ? base ?? existing : undefined, flags, ctx);
@@ -371,7 +374,7 @@ export class GatewayVfs implements Vfs {
       await this.lookups.needFolder(lib, parentOf(t.fullpath), ctx);
       await this.unlinked.reuse(lib.name, t.fullpath);
     }
-    await lib.remote.checkWrite?.(t.fullpath, !!existing, remoteCall(ctx));
+    await lib.remote.checkWrite?.(t.fullpath, !!existing && !isUnsent(existing), remoteCall(ctx));
     const oldSize = existing?.size ?? 0;
     if (Buffer.isBuffer(source)) await this.limits.check(t.path, lib.name, Math.max(source.length, opts.size ?? 0), oldSize, ctx);
     const chunks = Buffer.isBuffer(source) ? source : this.limits.limitSource(asBuffers(source), t.path, lib.name, oldSize, ctx, opts.size);

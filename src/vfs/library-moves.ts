@@ -8,7 +8,7 @@
 import { baseName, isWithin, parentOf, type RemoteEntry } from './remote.js';
 import { remoteCall, type LibraryFolders, type LibraryTarget } from './library-folders.js';
 import type { MetadataCache } from './metadata-cache.js';
-import type { NamespaceLookups } from './namespace-lookups.js';
+import { isUnsent, type NamespaceLookups } from './namespace-lookups.js';
 import type { UnlinkedWhileRead } from './unlinked-while-read.js';
 import type { LockHolds } from './lock-holds.js';
 import type { TreeTransfer } from './tree-transfer.js';
@@ -104,7 +104,7 @@ export class LibraryMoves {
     if (dst && opts.noReplace) throw new VfsError('EEXIST', `${b.path} exists`);
     // Its upload will be a file made (or changed) at the target: a service that checks that per member is
     // asked now, as at a create, before anything changes.
-    if (localMove) await b.lib.remote.checkWrite?.(b.fullpath, !!dst, remoteCall(ctx));
+    if (localMove) await b.lib.remote.checkWrite?.(b.fullpath, !!dst && !isUnsent(dst), remoteCall(ctx));
     return { a: a as LibraryTarget, b: b as LibraryTarget, src, dst, localMove };
   }
 }

@@ -13,6 +13,7 @@ import { isOfficeLockName, isOfficeLockPath, OfficeLockFiles, type DocumentLocks
 import { parentOf } from './remote.js';
 import type { SideJournal } from './engine-lease.js';
 import { VfsError, type Attr, type CallContext } from './types.js';
+import type { Clock } from './clock.js';
 
 export interface LockFileNamespaceOptions {
   /** The Vfs's data folder, where the lock files and the locks they took are kept. */
@@ -27,6 +28,9 @@ export interface LockFileNamespaceOptions {
   writable: (path: string) => void;
   /** The journal whose records the FUSE engine wrote for the files it closed by itself. */
   sideJournal: () => SideJournal | undefined;
+  /** How long a removed lock file's lock waits before it is released (a save remakes it meanwhile). */
+  releaseGraceMs: number;
+  clock: Clock;
 }
 
 export class LockFileNamespace implements GatewayNamespace {
@@ -37,6 +41,7 @@ export class LockFileNamespace implements GatewayNamespace {
     const { writable } = opts;
     const files = (this.files = new OfficeLockFiles({
       dataDir: opts.dataDir, logger: opts.logger, documents: opts.documents, spoolFolder: () => opts.sideJournal()?.spoolFolderPath(),
+      releaseGraceMs: opts.releaseGraceMs, clock: opts.clock,
     }));
     const path = (p: string): string => opts.libs.target(p).path;
     this.ops = {

@@ -17,6 +17,9 @@
  *   name without its first two (then its first one) characters is what follows `~$`.
  * - A lock file whose document is not there, or whose document another member holds locked, is kept all
  *   the same and locks nothing (logged).
+ * - A lock file deleted is released after a short grace (`releaseGraceMs`): LibreOffice deletes its lock
+ *   file and makes it again around each save, and the document stays locked through that. A clean close
+ *   releases at once.
  */
 import { createReadStream } from 'node:fs';
 import { copyFile, mkdir, open, readFile, rename, rm, stat, utimes, type FileHandle as FsHandle } from 'node:fs/promises';
@@ -26,6 +29,7 @@ import { pipeline } from 'node:stream/promises';
 import { Writable } from 'node:stream';
 import { writeFileAtomic } from '../shared/atomic-file.js';
 import type { Logger } from '../shared/log.js';
+import { systemClock, type Clock, type ClockTimer } from './clock.js';
 import { VfsError, type Attr, type CallContext, type FileHandle, type Operator } from './types.js';
 import type { ClosedCreate, LeaseOpenFlags as OpenFlags, PassthroughSpool, SideJournal } from './engine-lease.js';
 
@@ -85,6 +89,14 @@ export interface OfficeLockFilesOptions {
    * spool of one (OpenFlags.journalId, FileHandle.adoptSpool); undefined when it makes none.
    */
   spoolFolder?: () => string | undefined;
+  /**
+   * How long a document stays locked after its lock file is deleted, ms, so that the same maker making a
+   * lock file for it again meanwhile (LibreOffice, around a save) keeps it locked throughout. Default 0
+   * (released at once).
+   */
+  releaseGraceMs?: number;
+  /** The time of the grace. Default the real one. */
+  clock?: Clock;
 }
 
 /** A service lock taken because of a lock file (what `office-locks.json` keeps). */
@@ -122,6 +134,8 @@ export class OfficeLockFiles {
   private saving: Promise<void> = Promise.resolve();
   /** The release of what an earlier run took: lock files wait for it before they lock anything. */
   private released: Promise<void> = Promise.resolve();
+  /** Releases waiting out their grace, by document and holder: the lock file deleted, its lock still taken. */
+  private readonly leaving = new Map<string, { lockFile: string; timer: ClockTimer }>();
 
   constructor(private readonly opts: OfficeLockFilesOptions) {
     this.root = join(opts.dataDir, 'office-lock-files');
@@ -153,6 +167,8 @@ export class OfficeLockFiles {
 
   /** At a clean close: every lock taken is released, the lock files removed. */
   async close(): Promise<void> {
+    for (const l of this.leaving.values()) l.timer.cancel();
+    this.leaving.clear();
     await this.released;
     const any = this.present.size > 0;
     this.present.clear();
@@ -163,7 +179,7 @@ export class OfficeLockFiles {
   /** True while a lock file of this run holds the lock of `document` for `holder`. */
   holds(document: string, holder: string): boolean {
     for (const t of this.taken.values()) if (t.document === document && t.holder === holder && this.known(t.lockFile)) return true;
-    return false;
+    return this.leaving.has(leavingKey(document, holder));
   }
 
   private async releaseAll(when: string): Promise<void> {
@@ -342,6 +358,15 @@ export class OfficeLockFiles {
   async moved(from: string, to: string, ctx?: CallContext): Promise<void> {
     const within = (p: string): boolean => p.startsWith(`${from}/`);
     const moved = (p: string): string => `${to}${p.slice(from.length)}`;
+    // A lock file of the folder waiting out its grace: the save it waited for is over, released now.
+    for (const [key, l] of [...this.leaving]) {
+      if (!within(l.lockFile)) continue;
+      l.timer.cancel();
+      this.leaving.delete(key);
+      const t = this.taken.get(l.lockFile);
+      if (t && within(t.document)) this.taken.set(l.lockFile, { ...t, document: moved(t.document) }); // moved already
+      await this.releaseNow(l.lockFile);
+    }
     const folders = [...this.present.keys()].filter((f) => f === from || within(f));
     if (folders.length > 0) {
       const target = this.local(to);
@@ -364,7 +389,7 @@ export class OfficeLockFiles {
   }
 
   private async documentReplaced(path: string, ctx?: CallContext): Promise<void> {
-    const t = [...this.taken.values()].find((x) => x.document === path && this.known(x.lockFile));
+    const t = [...this.taken.values()].find((x) => x.document === path && (this.known(x.lockFile) || this.leaving.get(leavingKey(x.document, x.holder))?.lockFile === x.lockFile));
     if (!t) return;
     try {
       await this.opts.documents.setLocked(path, true, { ...ctx, lockHolder: t.holder, operator: t.operator });
@@ -392,8 +417,15 @@ export class OfficeLockFiles {
     }
     const document = `${folder === '/' ? '' : folder}/${doc}`;
     const holder = ctx?.lockHolder ?? '';
+    // A lock file of the same maker deleted within the grace: its lock was never released, and goes on.
+    const leaving = this.leaving.get(leavingKey(document, holder));
+    if (leaving) {
+      leaving.timer.cancel();
+      this.leaving.delete(leavingKey(document, holder));
+      if (leaving.lockFile !== path) this.taken.delete(leaving.lockFile);
+    }
     // Another lock file of this run holds it already (one of an earlier run not released yet does not count).
-    const already = [...this.taken.values()].some((t) => t.document === document && t.holder === holder && t.lockFile !== path && this.known(t.lockFile));
+    const already = !!leaving || [...this.taken.values()].some((t) => t.document === document && t.holder === holder && t.lockFile !== path && this.known(t.lockFile));
     if (!already) {
       try {
         await this.opts.documents.setLocked(document, true, ctx);
@@ -407,10 +439,37 @@ export class OfficeLockFiles {
     await this.save();
   }
 
-  /** Lock file `path` went: its document's lock is released when no other lock file holds it. */
+  /**
+   * Lock file `path` went: its document's lock is released when no other lock file holds it, after the
+   * grace (at once without one).
+   */
   private async release(path: string): Promise<void> {
     const t = this.taken.get(path);
     if (!t) return;
+    const grace = this.opts.releaseGraceMs ?? 0;
+    const key = leavingKey(t.document, t.holder);
+    const still = [...this.taken.values()].some((x) => x !== t && x.document === t.document && this.known(x.lockFile));
+    if (grace > 0 && !still) {
+      if (this.leaving.has(key)) {
+        // Another lock file of the same maker for the document is waiting out its grace: that one releases.
+        this.taken.delete(path);
+        await this.save();
+        return;
+      }
+      const timer = (this.opts.clock ?? systemClock).after(grace, () => {
+        if (this.leaving.get(key)?.timer !== timer) return;
+        this.leaving.delete(key);
+        this.releaseNow(path).catch((err: unknown) => this.opts.logger.warn({ path: t.document, err: (err as Error).message }, 'office locks: the record of locks taken could not be written'));
+      });
+      this.leaving.set(key, { lockFile: path, timer });
+      return;
+    }
+    await this.releaseNow(path);
+  }
+
+  private async releaseNow(path: string): Promise<void> {
+    const t = this.taken.get(path);
+    if (!t || this.known(path)) return;
     this.taken.delete(path);
     const still = [...this.taken.values()].some((x) => x.document === t.document && this.known(x.lockFile));
     if (!still) {
@@ -477,4 +536,8 @@ class LocalLockFileHandle implements FileHandle {
   async release(): Promise<void> {
     await this.fh.close();
   }
+}
+
+function leavingKey(document: string, holder: string): string {
+  return `${holder}\0${document}`;
 }

@@ -40,7 +40,7 @@ export function registerUserApi(router: Router, parts: ServiceParts, extra: User
     if (refusal) throw new ServiceFault(FaultCode.NoPermission, refusal);
     return m;
   };
-  const opOf = (m: MemberRow): Operator => ({ id: m.id, name: m.name });
+  const opOf = (m: MemberRow): Operator => ({ id: m.id, name: m.name, account: m.account });
   const libraryByMount = async (mountId: number): Promise<LibraryRow> => {
     const lib = await tree.db.get('SELECT * FROM libraries WHERE mount_id = ? AND deleted = 0', [mountId]) as LibraryRow | undefined;
     if (!lib) throw new ServiceFault(FaultCode.LibraryMissing, `library mount_id=${mountId} not found or deleted`);

@@ -32,7 +32,12 @@ export interface EntryRow {
 }
 
 /** Who acts: a member id (0 when the operator is not a cloud user) and the name shown. */
-export interface Operator { id: number; name: string }
+/**
+ * Who makes a change: a member (`id`) or a name a library authorization gives (`id` 0). `account`: the
+ * member's account, for a member acting with their own token: a lock a library authorization took naming
+ * that account (`op_name`) is theirs.
+ */
+export interface Operator { id: number; name: string; account?: string }
 
 /** Every simple permission: the library file API acts with top authority. */
 export const ALL_PERMISSIONS = ['file_preview', 'file_read', 'file_upload', 'file_write', 'file_delete', 'file_link'];

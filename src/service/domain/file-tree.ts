@@ -379,7 +379,7 @@ export class FileTree {
 
 function sameOperator(row: EntryRow, op: Operator): boolean {
   if (row.lock_member_id && op.id) return row.lock_member_id === op.id;
-  return row.lock_member_name === op.name;
+  return row.lock_member_name === op.name || (op.account !== undefined && op.account !== '' && row.lock_member_name === op.account);
 }
 
 export function escapeLike(s: string): string {

@@ -71,7 +71,9 @@ export class PendingUploads {
     if (file && (file.sha1 !== p.filehash || file.size !== p.filesize)) {
       throw new ServiceFault(FaultCode.BadParam, `content expected sha1 ${p.filehash} and ${p.filesize} bytes, got ${file.sha1} and ${file.size} bytes`);
     }
-    const op = { id: p.op_id, name: p.op_name };
+    // A member's upload counts as theirs against a lock named with their account (Operator.account).
+    const member = p.op_id ? await this.tree.directory.member(p.op_id) : undefined;
+    const op: Operator = { id: p.op_id, name: p.op_name, ...(member ? { account: member.account } : {}) };
     const place = async () => {
       if (!await this.get(pathhash)) throw new ServiceFault(FaultCode.FileMissing, 'no pending upload with this pathhash');
       await this.tree.db.run('DELETE FROM pending_uploads WHERE pathhash = ?', [pathhash]);

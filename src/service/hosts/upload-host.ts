@@ -99,7 +99,7 @@ export class LibraryUploadHost implements UploadHost {
   private async operator(caller: UploadCaller, opId?: string, opName?: string): Promise<Operator> {
     if (caller.kind === 'user') {
       const m = await this.directory.member(caller.memberId);
-      return { id: caller.memberId, name: m?.name ?? '' };
+      return { id: caller.memberId, name: m?.name ?? '', ...(m ? { account: m.account } : {}) };
     }
     if (opId && /^\d+$/.test(opId)) return { id: Number(opId), name: (await this.directory.member(Number(opId)))?.name ?? opName ?? `member ${opId}` };
     return { id: 0, name: opName || ((await this.directory.libraryAuth(caller.orgClientId))?.title ?? '') };

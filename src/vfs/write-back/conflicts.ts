@@ -9,8 +9,9 @@
  * - it is one of those (or the same bytes): no conflict, the commit replaces it;
  * - it is another file or other bytes (someone changed or replaced it meanwhile, online or while this
  *   gateway was offline): the service's version is first copied beside it, on the service, as
- *   `name (conflict <who> <yyyy-mm-dd hh-mm-ss>).ext` (who changed it, and when, in UTC); then the local
- *   version is committed at the name. Neither side leaves the folder;
+ *   `name (conflict <who> <yyyy-mm-dd hh-mm-ss>).ext` (who changed it, and when, in UTC), or moved there
+ *   where the library copies under the same name only (a member's); then the local version is committed
+ *   at the name. Neither side leaves the folder;
  * - it is gone (deleted elsewhere while edited here): the commit brings the file back as the edited version.
  *
  * A delete made here is based on the version it removed (`deleteKeeps`): when the service's version is no
@@ -189,7 +190,9 @@ export class ConflictKeeper {
     const call = { operator: opts.operator, signal: opts.signal };
     if (isNewFile(base)) return this.commitNew(v.library, remote, fullpath, source, opts);
     const current = await remote.stat(fullpath, call);
-    const kind = conflictOf(base, current);
+    // The service holds these very bytes already (this version reached it under another name and was
+    // moved there, or an earlier attempt's answer was lost): nothing of anyone's is replaced.
+    const kind = current && !current.isDir && current.contentHash === source.sha1 ? undefined : conflictOf(base, current);
     // Found again by a retry of the same upload (the last one of the path): listed and logged once.
     const last = this.found.filter((c) => c.library === v.library && c.fullpath === fullpath).pop();
     if (kind === 'deleted' && last?.kind !== 'deleted') {
@@ -197,7 +200,15 @@ export class ConflictKeeper {
       this.opts.logger.warn({ library: v.library, path: fullpath }, 'conflict: deleted on the service while edited here; the edited version brings it back');
     } else if (kind === 'changed') {
       const other = current!;
-      const copy = await this.keepCopy(remote, v.library, fullpath, other, call);
+      let copy: string;
+      try {
+        copy = await this.keepCopy(remote, v.library, fullpath, other, call);
+      } catch (err) {
+        if (!(err instanceof VfsError && err.code === 'ENOTSUP')) throw err;
+        // A library that copies under the same name only (a member's user file API): the service's version
+        // is moved to the copy's name instead, and this version committed at the name, now free.
+        copy = await this.moveAside(remote, v.library, fullpath, other, call);
+      }
       this.noteChanged(v.library, fullpath, copy, other);
     }
     return remote.commit(fullpath, source, opts);
@@ -292,6 +303,14 @@ export class ConflictKeeper {
   private note(c: Conflict): void {
     this.found.push(c);
     if (this.found.length > LISTED_MAX) this.found.splice(0, this.found.length - LISTED_MAX);
+  }
+
+  /**
+   * True when `fullpath` is the file or the copy of an open conflict that kept both (`changed`): its copy
+   * is not known gone (`gone`, as in `list`). Nothing is closed here (a listing asks this of every entry).
+   */
+  involves(library: string, fullpath: string, gone: (library: string, fullpath: string) => boolean): boolean {
+    return this.found.some((c) => c.kind === 'changed' && c.library === library && (c.fullpath === fullpath || c.copy === fullpath) && !gone(library, c.copy!));
   }
 
   /**

@@ -409,6 +409,11 @@ export class WriteBack extends WriteBackFolders {
     }
   }
 
+  /** True while `fullpath` is the file or the copy of an open conflict (ConflictKeeper.involves). */
+  inConflict(library: string, fullpath: string, copyGone: (library: string, fullpath: string) => boolean): boolean {
+    return this.conflicts.involves(library, fullpath, copyGone);
+  }
+
   /** `copyGone`: see ConflictKeeper.list. */
   status(copyGone?: (library: string, fullpath: string) => boolean): WriteBackStatus {
     return {

@@ -1,12 +1,15 @@
 /**
  * The state of a file as the extended attribute `user.cloudlib.state` of the FUSE mount, over the
  * gateway's Vfs and a real embedded service (in the mount's child process): it follows a file from
- * pending to synced, and to locked-by when it is locked.
+ * pending to synced, and to locked-by when it is locked; and into conflict, with its copy (also as
+ * WebDAV's `state` property over the same Vfs), when it is changed through the service's API while
+ * edited on the mount, until the copy is removed.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sh, startMount, type MountHarness } from './harness.js';
+import { CLOUDLIB_NS } from '../../../src/webdav/properties.js';
 
 const T = 90_000;
 
@@ -43,5 +46,42 @@ describe('file state through the FUSE mount', () => {
     expect(await state(f)).toBe('synced');
     expect(await py(`import os,sys\ntry:\n  os.setxattr(sys.argv[1], 'user.cloudlib.state', b'synced')\nexcept OSError as e: print(e.errno)`, f)).toBe('1');
     expect(await state(join(lib, 'st'))).toBe('errno 61');
+  }, T);
+
+  it('user.cloudlib.state shows conflict on a file changed at the service while edited here, and on its copy, until the copy goes', async () => {
+    await mkdir(join(lib, 'cf'));
+    const f = join(lib, 'cf/report.txt');
+    await writeFile(f, 'first version');
+    await h.call('flushAll');
+    expect(await state(f)).toBe('synced');
+    // Edited on the mount (its upload waits), and changed through the service's API meanwhile.
+    await writeFile(f, 'edited here');
+    expect(await state(f)).toBe('pending');
+    await h.call('remoteWrite', { path: '/Lib/cf/report.txt', data: Buffer.from('edited at the service').toString('base64') });
+    await h.call('flushAll');
+    const names = await readdir(join(lib, 'cf'));
+    const copyName = names.find((n) => n.startsWith('report (conflict '));
+    expect(names.sort()).toEqual([copyName, 'report.txt']);
+    const copy = join(lib, 'cf', copyName!);
+    expect(await readFile(f, 'utf8')).toBe('edited here');
+    expect(await readFile(copy, 'utf8')).toBe('edited at the service');
+    expect(await state(f)).toBe('conflict');
+    expect(await state(copy)).toBe('conflict');
+    // The same as WebDAV's state property.
+    const url = await h.call<string>('serveWebdav');
+    const davState = async (path: string): Promise<string | undefined> => {
+      const r = await fetch(new URL(path, url), {
+        method: 'PROPFIND', body: `<?xml version="1.0"?><D:propfind xmlns:D="DAV:" xmlns:C="${CLOUDLIB_NS}"><D:prop><C:state/></D:prop></D:propfind>`,
+        headers: { authorization: `Basic ${Buffer.from('alice:secret').toString('base64')}`, depth: '0', 'content-type': 'application/xml' },
+      });
+      return /<C:state>([^<]*)<\/C:state>/.exec(await r.text())?.[1];
+    };
+    expect(await davState('Lib/cf/report.txt')).toBe('conflict');
+    expect(await davState(`Lib/cf/${encodeURIComponent(copyName!)}`)).toBe('conflict');
+    // Dealt with as docs/semantics.md says: once the copy is gone (looked at, removed), the conflict is closed.
+    await unlink(copy);
+    await h.call('flushAll');
+    expect(await state(f)).toBe('synced');
+    expect(await davState('Lib/cf/report.txt')).toBe('synced');
   }, T);
 });

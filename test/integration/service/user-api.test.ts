@@ -101,6 +101,20 @@ describe('user file API', () => {
     expect(bin.list.map((r) => r.fullpath)).toContain('docs/c.txt');
   });
 
+  it('a lock the library authorization took naming a member\'s account is that member\'s: their token changes the file, another member\'s is refused', async () => {
+    await put(t.client, 'own-lock/doc.odt', 'v1');
+    await put(t.client, 'own-lock/v2', 'v2');
+    await t.client.file.lock({ fullpath: 'own-lock/doc.odt', lock: 'lock', op_name: editor.account });
+    const other = await addMember(t, 'other', { libraryRole: 2 });
+    expect(await codeOf(other.client.user.createFile({ mount_id: mount, fullpath: 'own-lock/doc.odt', filehash: sha1('v2'), filesize: 2, overwrite: 1 }))).toBe(42301);
+    expect(await codeOf(other.client.user.del({ mount_id: mount, fullpath: 'own-lock/doc.odt' }))).toBe(42301);
+    // A save through a temporary file: the new content, then the document replaced by it.
+    expect(await editor.client.user.createFile({ mount_id: mount, fullpath: 'own-lock/doc.odt', filehash: sha1('v2'), filesize: 2, overwrite: 1 })).toMatchObject({ fullpath: 'own-lock/doc.odt' });
+    await editor.client.user.del({ mount_id: mount, fullpath: 'own-lock/doc.odt' });
+    await editor.client.user.rename({ mount_id: mount, fullpath: 'own-lock/v2', newname: 'doc.odt' });
+    expect((await t.client.file.info({ fullpath: 'own-lock/doc.odt' })).filehash).toBe(sha1('v2'));
+  });
+
   it('library/create: any member by default; with __setting_member_create_org=0 only the enterprise\'s administrators', async () => {
     const partner = clientFor(t, 'partner');
     await partner.call('partner', 'create_ent', { out_id: 'strict', ent_name: 'Strict', account: 'admin@strict.example', __setting_member_create_org: '0' });

@@ -1,7 +1,8 @@
 /**
  * Office and LibreOffice lock files through the Vfs: kept on the gateway, never uploaded, turned into the
  * service lock of their document for their maker; deleting one releases it, and a gateway abandoned with
- * lock files (a crash) releases their locks at its next start.
+ * lock files (a crash) releases their locks at its next start. Most tests release at once (no grace);
+ * one follows the grace LibreOffice's delete-and-make-again around a save needs.
  */
 import { encodeCloseRecord } from '../../../src/vfs/write-back/engine-close-record.js';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -17,6 +18,7 @@ import { documentNameOf, isOfficeLockName } from '../../../src/vfs/office-lock-f
 import { silentLogger } from '../../../src/shared/log.js';
 import { vfsCode } from '../../support/vfs.js';
 import { waitFor } from '../../support/wait-for.js';
+import { ManualClock } from '../../support/manual-clock.js';
 
 const folders: string[] = [];
 const gateways: GatewayVfs[] = [];
@@ -25,11 +27,11 @@ afterEach(async () => {
   for (const f of folders.splice(0)) await rm(f, { recursive: true, force: true });
 });
 
-/** A gateway over `remote` (library A), with its own data folder unless given one. */
-async function gateway(remote: Remote, dataDir?: string): Promise<{ vfs: GatewayVfs; dataDir: string }> {
+/** A gateway over `remote` (library A), with its own data folder unless given one; deleted lock files release at once unless told. */
+async function gateway(remote: Remote, dataDir?: string, opts: { clock?: ManualClock; graceMs?: number } = {}): Promise<{ vfs: GatewayVfs; dataDir: string }> {
   const dir = dataDir ?? (await mkdtemp(join(tmpdir(), 'cloudlib-office-locks-')));
   if (!dataDir) folders.push(dir);
-  const vfs = await createVfs({ libraries: [{ name: 'A', remote }], dataDir: dir, feedIntervalMs: 0, logger: silentLogger });
+  const vfs = await createVfs({ libraries: [{ name: 'A', remote }], dataDir: dir, feedIntervalMs: 0, logger: silentLogger, officeLockReleaseGraceMs: opts.graceMs ?? 0, ...(opts.clock ? { clock: opts.clock } : {}) });
   gateways.push(vfs);
   return { vfs, dataDir: dir };
 }
@@ -145,6 +147,56 @@ describe('office lock files through the Vfs', { timeout: 20_000 }, () => {
     expect(remote.read('x.odt').toString()).toBe('v2');
     expect(await lockedOnService(remote, 'x.odt')).toBe(true);
     await vfs.unlink('/A/.~lock.x.odt#');
+    expect(await lockedOnService(remote, 'x.odt')).toBe(false);
+  });
+
+  it('a lock file deleted and made again within the grace (LibreOffice around a save) keeps the lock throughout; released after the grace, or at a clean close', async () => {
+    const remote = new MemoryRemote({ name: 'A', id: '1' });
+    remote.putFile('x.odt', Buffer.from('v1'));
+    const unlocks: string[] = [];
+    const lock = remote.lock.bind(remote);
+    remote.lock = async (fullpath: string, locked: boolean) => {
+      if (!locked) unlocks.push(fullpath);
+      return lock(fullpath, locked);
+    };
+    const clock = new ManualClock(Date.now());
+    const { vfs } = await gateway(remote, undefined, { clock, graceMs: 2000 });
+    await make(vfs, '/A/.~lock.x.odt#', 'Ann');
+    // As LibreOffice saves: the lock file deleted, a temporary file made, the lock file made again, the
+    // temporary file renamed over the document.
+    await vfs.unlink('/A/.~lock.x.odt#');
+    expect(await lockedOnService(remote, 'x.odt')).toBe(true);
+    expect(await vfsCode(vfs.stat('/A/.~lock.x.odt#'))).toBe('ENOENT');
+    clock.advance(1000);
+    await make(vfs, '/A/lu1.tmp', 'v2');
+    await make(vfs, '/A/.~lock.x.odt#', 'Ann');
+    await vfs.rename('/A/lu1.tmp', '/A/x.odt');
+    await vfs.flushAll();
+    clock.advance(10_000);
+    expect(remote.read('x.odt').toString()).toBe('v2');
+    expect(await lockedOnService(remote, 'x.odt')).toBe(true);
+    expect(unlocks).toEqual([]);
+    // Closed: released once the grace is over.
+    await vfs.unlink('/A/.~lock.x.odt#');
+    clock.advance(1999);
+    expect(await lockedOnService(remote, 'x.odt')).toBe(true);
+    clock.advance(1);
+    await waitFor('the lock released once the grace is over', async () => !(await lockedOnService(remote, 'x.odt')));
+    expect(unlocks).toEqual(['x.odt']);
+    // A folder renamed while a lock file in it waits out its grace: released then, not kept for good.
+    await vfs.mkdir('/A/d');
+    await vfs.rename('/A/x.odt', '/A/d/x.odt');
+    await make(vfs, '/A/d/.~lock.x.odt#', 'Ann');
+    expect(await lockedOnService(remote, 'd/x.odt')).toBe(true);
+    await vfs.unlink('/A/d/.~lock.x.odt#');
+    await vfs.rename('/A/d', '/A/e');
+    await vfs.flushAll();
+    expect(await lockedOnService(remote, 'e/x.odt')).toBe(false);
+    await vfs.rename('/A/e/x.odt', '/A/x.odt');
+    // A clean close does not wait for the grace.
+    await make(vfs, '/A/.~lock.x.odt#', 'Ann');
+    await vfs.unlink('/A/.~lock.x.odt#');
+    await vfs.close();
     expect(await lockedOnService(remote, 'x.odt')).toBe(false);
   });
 

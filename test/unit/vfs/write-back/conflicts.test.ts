@@ -5,9 +5,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createMemoryVfs, createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
-import { baseAfter, baseUploaded, conflictCopyPath, conflictOf, deleteKeepsOf, isConflictCopy, NEW_FILE, whoPart } from '../../../../src/vfs/write-back/conflicts.js';
+import { baseAfter, baseUploaded, ConflictKeeper, conflictCopyPath, conflictOf, deleteKeepsOf, isConflictCopy, NEW_FILE, whoPart } from '../../../../src/vfs/write-back/conflicts.js';
 import { createLogger } from '../../../../src/shared/log.js';
 import type { RemoteEntry } from '../../../../src/vfs/remote.js';
+import { VfsError } from '../../../../src/vfs/types.js';
 import { waitFor } from '../../../support/wait-for.js';
 
 const sha1 = (s: string): string => createHash('sha1').update(s).digest('hex');
@@ -143,6 +144,40 @@ describe('conflicts keep both (through the Vfs)', { timeout: 20_000 }, () => {
     expect(remote.read('f').toString()).toBe('45');
     expect(copiesOf(remote, 'f')).toEqual([]);
     expect(vfs.status().conflicts).toEqual([]);
+  });
+
+  it('no conflict when the service already holds the very bytes committed (the version reached it under another name and was moved there)', async () => {
+    const sha = (t: string): string => createHash('sha1').update(t).digest('hex');
+    const remote = new MemoryRemote({ name: 'L', id: '1' });
+    // As a save through a temporary file uploaded before its rename over the document: the service has the
+    // new bytes at the name already, and the version committed there started from the old ones.
+    remote.putFile('doc.odt', Buffer.from('saved'));
+    const keeper = new ConflictKeeper({ logger: createLogger({ level: 'silent' }) });
+    const v = { library: 'L', fullpath: 'doc.odt', conflictBase: () => [sha('old')] };
+    await keeper.commit(v, remote, 'doc.odt', { path: '', data: Buffer.from('saved'), size: 5, sha1: sha('saved') });
+    expect(remote.paths().filter((p) => isConflictCopy(p))).toEqual([]);
+    expect(keeper.list()).toEqual([]);
+    expect(remote.read('doc.odt').toString()).toBe('saved');
+  });
+
+  it('a library that copies under the same name only (a member\'s) keeps both by moving the service\'s version to the copy\'s name', async () => {
+    const sha = (t: string): string => createHash('sha1').update(t).digest('hex');
+    class SameNameCopies extends MemoryRemote {
+      override async copy(from: string, to: string): Promise<void> {
+        if (from.split('/').pop() !== to.split('/').pop()) throw new VfsError('ENOTSUP', 'copies under the same name only');
+        return super.copy(from, to);
+      }
+    }
+    const remote = new SameNameCopies({ name: 'L', id: '1' });
+    remote.putFile('doc.odt', Buffer.from('theirs'));
+    const keeper = new ConflictKeeper({ logger: createLogger({ level: 'silent' }) });
+    const v = { library: 'L', fullpath: 'doc.odt', conflictBase: () => [sha('old')] };
+    await keeper.commit(v, remote, 'doc.odt', { path: '', data: Buffer.from('mine'), size: 4, sha1: sha('mine') });
+    const copies = remote.paths().filter((p) => isConflictCopy(p));
+    expect(copies).toHaveLength(1);
+    expect(remote.read(copies[0]!).toString()).toBe('theirs');
+    expect(remote.read('doc.odt').toString()).toBe('mine');
+    expect(keeper.list()).toMatchObject([{ fullpath: 'doc.odt', kind: 'changed', copy: copies[0] }]);
   });
 
   it('a new file made here where another client made one meanwhile: both kept', async () => {
