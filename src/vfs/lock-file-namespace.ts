@@ -11,6 +11,7 @@ import type { NamespaceLookups } from './namespace-lookups.js';
 import type { Logger } from '../shared/log.js';
 import { isOfficeLockName, isOfficeLockPath, OfficeLockFiles, type DocumentLocks } from './office-lock-files.js';
 import { parentOf } from './remote.js';
+import { parseGatewayPath } from './gateway-path.js';
 import type { SideJournal } from './engine-lease.js';
 import { VfsError, type Attr, type CallContext } from './types.js';
 import type { Clock } from './clock.js';
@@ -68,6 +69,8 @@ export class LockFileNamespace implements GatewayNamespace {
   }
 
   owns(path: string): boolean {
+    // A path of no library is no lock file (what is asked of it answers for itself).
+    if (!this.opts.libs.has(parseGatewayPath(path).library ?? '')) return false;
     return isOfficeLockPath(this.opts.libs.target(path).path);
   }
 
