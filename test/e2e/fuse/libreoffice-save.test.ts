@@ -14,22 +14,20 @@
  * python3-uno: scripts/bootstrap installs them) is not on this machine.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { access, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { fuseUsable } from '../../../src/gateway/gateway.js';
-import { AccessTokens } from '../../../src/service/domain/tokens.js';
-import { startTestService } from '../../support/service.js';
 import { basicAuth, dav, LOCK_BODY, lockTokenOf } from '../../support/dav-http.js';
 import { waitFor } from '../../support/wait-for.js';
 import { put } from '../../integration/service/helpers.js';
+import { errnoOf, startMemberUp, type MemberUp } from './member-up.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
-const bin = join(root, 'bin', 'cloudlib.js');
 const driverScript = fileURLToPath(new URL('./libreoffice-driver.py', import.meta.url));
 /** The system's Python: the one python3-uno installs `uno` for (a python3 earlier on the PATH may lack it). */
 const PYTHON = '/usr/bin/python3';
@@ -119,95 +117,40 @@ class LibreOffice {
   }
 }
 
-let data: string;
-let mnt: string;
-let child: ChildProcess | undefined;
-let output = '';
-let webdavUrl = '';
+/** LibreOffice's own folder (its profile, the document it makes first), beside the gateway's. */
+let loDir: string | undefined;
+let up: MemberUp | undefined;
 let lo: LibreOffice | undefined;
-
-async function errnoOf(p: Promise<unknown>): Promise<string | undefined> {
-  try {
-    await p;
-    return undefined;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code;
-  }
-}
-
-function exited(c: ChildProcess, timeoutMs: number): Promise<number | null> {
-  if (c.exitCode !== null || c.signalCode !== null) return Promise.resolve(c.exitCode);
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`cloudlib up did not exit within ${timeoutMs} ms`)), timeoutMs);
-    c.once('exit', (code) => { clearTimeout(t); resolve(code); });
-  });
-}
-
-/** The service's view of the library (a library client on the same data, the gateway stopped). */
-async function onService<T>(fn: (t: Awaited<ReturnType<typeof startTestService>>) => Promise<T>): Promise<T> {
-  const t = await startTestService({ dataDir: join(data, 'service') });
-  try {
-    return await fn(t);
-  } finally {
-    await t.close();
-  }
-}
-
-function ctl(...args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => execFile(process.execPath, [bin, 'ctl', '--data', data, ...args], { timeout: 60_000 }, (err, stdout, stderr) => (err ? reject(new Error(`cloudlib ctl ${args.join(' ')}: ${err.message}\n${stderr}\ncloudlib up said:\n${output}`)) : resolve(stdout))));
-}
 
 beforeAll(async () => {
   if (!canMount || noLibreOffice) return;
-  data = await mkdtemp(join(tmpdir(), 'cloudlib-libreoffice-'));
-  mnt = join(data, 'mnt');
-  lo = await LibreOffice.start(join(data, 'libreoffice-profile'));
+  loDir = await mkdtemp(join(tmpdir(), 'cloudlib-libreoffice-'));
+  lo = await LibreOffice.start(join(loDir, 'profile'));
   // The document, made by LibreOffice outside the mount and put on the service as x.odt.
-  const made = join(data, 'made.odt');
+  const made = join(loDir, 'made.odt');
   await lo.request('a new document stored outside the mount', { op: 'new', path: made, text: 'first draft' });
   const bytes = await readFile(made);
-  await onService(async (t) => {
-    const db = t.service.parts.tree.db;
-    const c = t.service.credentials;
-    for (const [account, name] of [[ANN, 'Ann'], [BOB, 'Bob']] as const) {
-      const id = await db.insert('INSERT INTO members (ent_id, account, name, email, state, created_ms) VALUES (?, ?, ?, ?, 1, ?)', [c.enterprise.ent_id, account, name, account, Date.now()]);
-      await db.run('INSERT INTO library_members (library_id, member_id, role_id) VALUES (?, ?, 2)', [c.library.org_id, id]);
-      await new AccessTokens(db, Date.now).setPassword(id, PASSWORD);
-    }
-    await put(t.client, 'x.odt', bytes);
+  up = await startMemberUp({
+    prefix: 'cloudlib-libreoffice-up-', password: PASSWORD, mountMember: ANN, memberLogins: true,
+    members: [{ account: ANN, name: 'Ann', roleId: 2 }, { account: BOB, name: 'Bob', roleId: 2 }],
+    prepare: async (t) => { await put(t.client, 'x.odt', bytes); },
   });
-  const config = join(data, 'cloudlib.toml');
-  await writeFile(config, `[mount]\nmember = "${ANN}"\nmember_password_env = "MEMBER_PW"\n\n[webdav]\nmember_logins = true\n`);
-  child = spawn(process.execPath, [bin, 'up', '--data', data, '--config', config, '--mount', mnt, '--webdav', '127.0.0.1:0', '--service-listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0'], {
-    env: { ...process.env, CLOUDLIB_LOG_LEVEL: 'warn', MEMBER_PW: PASSWORD }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stdout!.on('data', (b: Buffer) => { output += b.toString(); });
-  child.stderr!.on('data', (b: Buffer) => { output += b.toString(); });
-  const up = child;
-  const state = await waitFor('cloudlib up to write endpoints.json', async () => (up.exitCode !== null ? `exited with ${up.exitCode}` : access(join(data, 'endpoints.json')).then(() => 'ready', () => '')), { timeoutMs: 90_000, intervalMs: 100 })
-    .catch((err: Error) => { throw new Error(`${err.message}:\n${output}`); });
-  if (state !== 'ready') throw new Error(`cloudlib up ${state}:\n${output}`);
-  webdavUrl = (JSON.parse(await readFile(join(data, 'endpoints.json'), 'utf8')) as { webdav_url: string }).webdav_url;
 }, 240_000);
 
 afterAll(async () => {
   await lo?.quit();
-  if (child && child.exitCode === null && child.signalCode === null) {
-    child.kill('SIGTERM');
-    await exited(child, 30_000).catch(() => child!.kill('SIGKILL'));
-  }
-  if (mnt) await new Promise<void>((resolve) => execFile('fusermount3', ['-uz', mnt], () => resolve()));
-  if (data) await rm(data, { recursive: true, force: true });
+  await up?.close();
+  if (loDir) await rm(loDir, { recursive: true, force: true });
 }, 90_000);
 
 describe.skipIf(!canMount || !!noLibreOffice)('LibreOffice saving a document on the mount', { timeout: 300_000 }, () => {
   it('locks it on the service for another member while open, and leaves a new version, unlocked, once closed; opens it read-only while another member holds it', async () => {
     const bob = basicAuth(BOB, PASSWORD);
-    const folder = join(mnt, 'Library');
+    const folder = join(up!.mnt, 'Library');
     const doc = join(folder, 'x.odt');
     const bobRefused = async (when: string): Promise<void> => {
-      expect((await dav(webdavUrl, 'LOCK', '/Library/x.odt', { body: LOCK_BODY(), auth: bob })).status, `Bob's LOCK ${when}`).toBe(423);
-      expect((await dav(webdavUrl, 'PUT', '/Library/x.odt', { body: 'Bob', auth: bob })).status, `Bob's PUT ${when}`).toBe(423);
+      expect((await dav(up!.webdavUrl, 'LOCK', '/Library/x.odt', { body: LOCK_BODY(), auth: bob })).status, `Bob's LOCK ${when}`).toBe(423);
+      expect((await dav(up!.webdavUrl, 'PUT', '/Library/x.odt', { body: 'Bob', auth: bob })).status, `Bob's PUT ${when}`).toBe(423);
     };
 
     expect(await lo!.request('LibreOffice to open x.odt on the mount', { op: 'open', path: doc })).toBe('editing');
@@ -225,24 +168,24 @@ describe.skipIf(!canMount || !!noLibreOffice)('LibreOffice saving a document on 
     // What LibreOffice saved is what it reads back.
     expect(await lo!.request('LibreOffice to read x.odt back', { op: 'text', path: doc })).toBe('saved by LibreOffice');
     const saved = await readFile(doc);
-    await ctl('flush', '--timeout', '60');
+    await up!.ctl('flush', '--timeout', '60');
     // Released on the service: Bob locks it now (once his view has the unlock), and unlocks it again.
-    const lock = await waitFor('Bob\'s LOCK to be granted once LibreOffice closed the document', () => dav(webdavUrl, 'LOCK', '/Library/x.odt', { body: LOCK_BODY(), auth: bob }), { until: (r) => r.status === 200, timeoutMs: 30_000, intervalMs: 200 });
+    const lock = await waitFor('Bob\'s LOCK to be granted once LibreOffice closed the document', () => dav(up!.webdavUrl, 'LOCK', '/Library/x.odt', { body: LOCK_BODY(), auth: bob }), { until: (r) => r.status === 200, timeoutMs: 30_000, intervalMs: 200 });
     // The other way round: while Bob holds it locked, LibreOffice on the mount opens it read-only (the
     // mount shows it without write bits) and makes no lock file.
     await waitFor('the mount to show x.odt read-only while Bob holds it locked', async () => ((await stat(doc)).mode & 0o222) === 0, { timeoutMs: 30_000, intervalMs: 200 });
     expect(await lo!.request('LibreOffice to open x.odt locked by Bob', { op: 'open', path: doc })).toBe('read-only');
     expect(await readdir(folder)).toEqual(['x.odt']);
     await lo!.request('LibreOffice to close x.odt opened read-only', { op: 'close' });
-    expect((await dav(webdavUrl, 'UNLOCK', '/Library/x.odt', { headers: { 'lock-token': `<${lockTokenOf(lock)}>` }, auth: bob })).status).toBe(204);
+    expect((await dav(up!.webdavUrl, 'UNLOCK', '/Library/x.odt', { headers: { 'lock-token': `<${lockTokenOf(lock)}>` }, auth: bob })).status).toBe(204);
     // What LibreOffice saved through the mount is the file's new version on the service (its history is
     // checked at the end).
     expect((await readFile(doc)).equals(saved)).toBe(true);
   });
 
   it('through WebDAV: locks it while open (the mount refuses the other member with EACCES), saves a new version, unlocks it once closed', async () => {
-    const doc = join(mnt, 'Library', 'x.odt');
-    const url = `vnd.sun.star.webdav://${new URL(webdavUrl).host}/Library/x.odt`;
+    const doc = join(up!.mnt, 'Library', 'x.odt');
+    const url = `vnd.sun.star.webdav://${new URL(up!.webdavUrl).host}/Library/x.odt`;
     expect(await lo!.request('LibreOffice to open x.odt through WebDAV as Bob', { op: 'open', url, user: BOB, password: PASSWORD })).toBe('editing');
     // LibreOffice took a WebDAV lock: a service lock, which Ann's mount shows read-only and refuses.
     await waitFor('the mount to show x.odt read-only while LibreOffice has it open through WebDAV', async () => ((await stat(doc)).mode & 0o222) === 0, { timeoutMs: 30_000, intervalMs: 200 });
@@ -254,7 +197,7 @@ describe.skipIf(!canMount || !!noLibreOffice)('LibreOffice saving a document on 
     // Unlocked, and Bob's save is what the mount shows (once Ann's view has it).
     await waitFor('the mount to show x.odt writable once LibreOffice closed it', async () => ((await stat(doc)).mode & 0o222) !== 0, { timeoutMs: 30_000, intervalMs: 200 });
     await waitFor('the mount to show Bob\'s save', () => lo!.request('LibreOffice to read x.odt on the mount', { op: 'text', path: doc }), { until: (t) => t === 'saved by Bob through WebDAV', timeoutMs: 30_000, intervalMs: 500 });
-    expect(await readdir(join(mnt, 'Library'))).toEqual(['x.odt']);
+    expect(await readdir(join(up!.mnt, 'Library'))).toEqual(['x.odt']);
     await onServiceNow(await readFile(doc), 3);
   });
 });
@@ -264,10 +207,9 @@ describe.skipIf(!canMount || !!noLibreOffice)('LibreOffice saving a document on 
  * versions (the first, LibreOffice's save through the mount, and Bob's through WebDAV).
  */
 async function onServiceNow(content: Buffer, versions: number): Promise<void> {
-  await ctl('flush', '--timeout', '60');
-  child!.kill('SIGTERM');
-  expect(await exited(child!, 60_000)).toBe(0);
-  await onService(async (t) => {
+  await up!.ctl('flush', '--timeout', '60');
+  expect(await up!.stop()).toBe(0);
+  await up!.onService(async (t) => {
     expect((await t.client.file.ls({ fullpath: '' })).list.map((e) => e.filename)).toEqual(['x.odt']);
     const info = await t.client.file.info({ fullpath: 'x.odt' });
     expect(Number(info.lock)).toBe(0);
