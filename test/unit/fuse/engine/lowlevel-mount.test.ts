@@ -316,7 +316,7 @@ describe('LowLevelMount', () => {
     await file.release();
   });
 
-  it('a file the engine created is made before anything about it or its folder; one the Vfs refuses fails its close', async () => {
+  it('a file the engine created is made before anything about it or its folder; an exclusive one the Vfs refuses fails its close', async () => {
     const { vfs, mount, send, batch } = setup();
     const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
     const ino = 2 ** 44;
@@ -337,10 +337,10 @@ describe('LowLevelMount', () => {
     const file = await vfs.open('/Lib/new.txt', { read: true });
     expect((await file.read(0, 100)).toString()).toBe('made in C');
     await file.release();
-    // The name was taken meanwhile elsewhere: the handle's flush answers EEXIST, the taken file is kept.
+    // The name was taken meanwhile elsewhere, the create exclusive: the handle's flush answers EEXIST, the taken file is kept.
     await vfs.writeFile('/Lib/taken.txt', Buffer.from('first'));
     batch([
-      { op: Op.CREATE, id: 0, answered: 1, ino: libIno, name: 'taken.txt', newIno: ino + 1, fh: fh + 1, mode: 0o100644, flags: 0o1 | 0o100, mtimeMs },
+      { op: Op.CREATE, id: 0, answered: 1, ino: libIno, name: 'taken.txt', newIno: ino + 1, fh: fh + 1, mode: 0o100644, flags: 0o1 | 0o100 | 0o200, mtimeMs },
       { op: Op.WRITE, id: 0, answered: 1, ino: ino + 1, fh: fh + 1, offset: 0, data: Buffer.from('second') },
     ]);
     expect((await send({ op: Op.FLUSH, ino: ino + 1, fh: fh + 1 })).args).toEqual([17]);
@@ -349,6 +349,17 @@ describe('LowLevelMount', () => {
     const taken = await vfs.open('/Lib/taken.txt', { read: true });
     expect((await taken.read(0, 100)).toString()).toBe('first');
     await taken.release();
+    // Not exclusive: the file made meanwhile is opened emptied, as the program's O_CREAT open would have, and holds what it wrote.
+    await vfs.writeFile('/Lib/shared.txt', Buffer.from('made elsewhere'));
+    batch([
+      { op: Op.CREATE, id: 0, answered: 1, ino: libIno, name: 'shared.txt', newIno: ino + 2, fh: fh + 2, mode: 0o100644, flags: 0o1 | 0o100, mtimeMs },
+      { op: Op.WRITE, id: 0, answered: 1, ino: ino + 2, fh: fh + 2, offset: 0, data: Buffer.from('mine') },
+    ]);
+    expect((await send({ op: Op.FLUSH, ino: ino + 2, fh: fh + 2 })).args).toEqual([0]);
+    expect((await send({ op: Op.RELEASE, ino: ino + 2, fh: fh + 2 })).args).toEqual([0]);
+    const shared = await vfs.open('/Lib/shared.txt', { read: true });
+    expect((await shared.read(0, 100)).toString()).toBe('mine');
+    await shared.release();
   });
 
   it('a close the engine answered is applied before an unlink or rename of the file, or a rename of its folder, that follows it', async () => {
