@@ -174,7 +174,12 @@ export class MetadataCache {
   setListing(lib: string, fullpath: string, list: RemoteEntry[]): void {
     this.unsure.delete(key(lib, fullpath));
     this.listings.set(key(lib, fullpath), new FolderListing(list));
-    for (const e of list) this.paths.set(`${lib}\0${e.id}`, key(lib, e.fullpath));
+    for (const e of list) {
+      this.paths.set(`${lib}\0${e.id}`, key(lib, e.fullpath));
+      // The listing knows the lock the entry of the same path did not.
+      const held = this.entries.peek(key(lib, e.fullpath));
+      if (held !== undefined && held !== MISSING && this.lockUnknown.has(held)) this.entries.set(key(lib, e.fullpath), e);
+    }
   }
 
   /**

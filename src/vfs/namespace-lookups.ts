@@ -44,7 +44,7 @@ export class NamespaceLookups {
     if (unlinked.isHidden(lib.name, fullpath)) return null;
     // A path below a pending new file cannot exist; a parent known missing answers for its children.
     const cached = cache.getEntry(lib.name, fullpath);
-    if (cached && cache.lockIsUnknown(cached)) return this.withLockState(lib, cached);
+    if (cached && this.lockUnknown(lib, cached)) return this.withLockState(lib, cached);
     if (cached !== undefined) return cached;
     const parent = parentOf(fullpath);
     if (parent !== '' && cache.getEntry(lib.name, parent) === null) return null;
@@ -67,7 +67,7 @@ export class NamespaceLookups {
    * stands as it is.
    */
   private async withLockState(lib: Library, cached: RemoteEntry): Promise<RemoteEntry | null> {
-    if (this.opts.lockHolderOf?.(lib.name, cached.fullpath) !== undefined || !this.opts.connectivity.online(lib.name)) return cached;
+    if (!this.lockUnknown(lib, cached) || !this.opts.connectivity.online(lib.name)) return cached;
     const k = `${lib.name}\0${cached.fullpath}`;
     let query = this.lockQueries.get(k);
     if (!query) {
@@ -84,6 +84,11 @@ export class NamespaceLookups {
       if (err instanceof VfsError && err.unreachable) return cached;
       throw err;
     }
+  }
+
+  /** Whether the cache does not know `e`'s lock and no lock held through this gateway answers for it. */
+  private lockUnknown(lib: Library, e: RemoteEntry): boolean {
+    return this.opts.cache.lockIsUnknown(e) && this.opts.lockHolderOf?.(lib.name, e.fullpath) === undefined;
   }
 
   /** While the library is offline, what the pins know answers at once (the service is not asked first). */
@@ -118,6 +123,8 @@ export class NamespaceLookups {
   /** A folder's entries: the cached or fetched listing, with local files laid over it. */
   async listDir(lib: Library, fullpath: string, ctx?: CallContext): Promise<RemoteEntry[]> {
     let list = this.opts.cache.getListing(lib.name, fullpath);
+    // Files whose lock the feed left unknown: the listing is asked again (one `ls` carries every lock).
+    if (list && this.opts.connectivity.online(lib.name) && list.some((e) => this.lockUnknown(lib, e))) list = undefined;
     if (!list) {
       if (fullpath !== '') {
         const self = await this.lookup(lib, fullpath, ctx);

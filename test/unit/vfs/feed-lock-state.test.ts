@@ -9,6 +9,7 @@ import { ManualClock } from '../../support/manual-clock.js';
 /** The service as the updates feed shows it: items say nothing of locks (as `ls` and `info` do); stats counted. */
 class FeedWithoutLocks extends MemoryRemote {
   stats = 0;
+  lists = 0;
   override async changes(cursor: number): Promise<ChangesPage> {
     const page = await super.changes(cursor);
     return { ...page, changes: page.changes.map(({ kind, entry: { locked: _unsaid, ...entry } }) => ({ kind, entry })) };
@@ -16,6 +17,10 @@ class FeedWithoutLocks extends MemoryRemote {
   override async stat(fullpath: string): Promise<RemoteEntry | null> {
     this.stats++;
     return super.stat(fullpath);
+  }
+  override async list(fullpath: string): Promise<RemoteEntry[]> {
+    this.lists++;
+    return super.list(fullpath);
   }
 }
 
@@ -71,6 +76,20 @@ describe('lock state of an entry the updates feed brought', () => {
     const states = await Promise.all([there.stat('/A/doc.txt'), there.stat('/A/doc.txt'), there.stat('/A/doc.txt')]);
     expect(states.map((a) => a.state)).toEqual(['locked-by other', 'locked-by other', 'locked-by other']);
     expect(remote.stats - before).toBe(1);
+  });
+
+  it('a listing holding a file whose lock the feed left unknown is asked again: its state is shown right', async () => {
+    const { here, there, remote } = await twoGateways();
+    remote.putFile('doc.txt', Buffer.from('doc'));
+    remote.putFile('other.txt', Buffer.from('other'));
+    expect((await there.readdir('/A')).map((a) => a.state)).toEqual(['synced', 'synced']);
+    await here.setLocked('/A/doc.txt', true);
+    await there.refresh();
+    const [lists, stats] = [remote.lists, remote.stats];
+    expect((await there.readdir('/A')).map((a) => a.state)).toEqual(['locked-by other', 'synced']);
+    expect((await there.stat('/A/doc.txt')).state).toBe('locked-by other');
+    expect((await there.readdir('/A')).map((a) => a.state)).toEqual(['locked-by other', 'synced']);
+    expect([remote.lists - lists, remote.stats - stats]).toEqual([1, 0]);
   });
 
   it('a lock taken through this gateway is known from its holds: the feed\'s entry costs no lookup', async () => {
