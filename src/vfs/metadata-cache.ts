@@ -154,7 +154,10 @@ export class MetadataCache {
 
   setEntry(lib: string, fullpath: string, entry: RemoteEntry | null): void {
     const k = key(lib, fullpath);
-    if (fullpath !== '') this.settle(key(lib, parentOf(fullpath)), baseName(fullpath), entry);
+    if (fullpath !== '') {
+      this.settle(key(lib, parentOf(fullpath)), baseName(fullpath), entry);
+      this.lockLearned(key(lib, parentOf(fullpath)), entry);
+    }
     if (entry === null) {
       this.entries.set(k, MISSING);
       return;
@@ -299,6 +302,15 @@ export class MetadataCache {
       this.resized(parentKey, listing);
     }
     this.clearUnsure(parentKey, name);
+  }
+
+  /** An entry asked of the service replaces, in its parent's listing, the one of the same object whose lock was unknown. */
+  private lockLearned(parentKey: string, entry: RemoteEntry | null): void {
+    const listing = entry && !entry.isDir ? this.listings.peek(parentKey) : undefined;
+    const known = listing?.get(entry!.name);
+    if (!listing || !known || known.id !== entry!.id || !this.lockUnknown.has(known)) return;
+    listing.put(entry!);
+    this.resized(parentKey, listing);
   }
 
   private clearUnsure(parentKey: string, name: string): void {

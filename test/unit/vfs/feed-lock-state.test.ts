@@ -90,6 +90,13 @@ describe('lock state of an entry the updates feed brought', () => {
     expect((await there.stat('/A/doc.txt')).state).toBe('locked-by other');
     expect((await there.readdir('/A')).map((a) => a.state)).toEqual(['locked-by other', 'synced']);
     expect([remote.lists - lists, remote.stats - stats]).toEqual([1, 0]);
+    // A stat that asked the lock answers for the listing too.
+    await here.setLocked('/A/doc.txt', false);
+    await there.refresh();
+    const [lists2, stats2] = [remote.lists, remote.stats];
+    expect((await there.stat('/A/doc.txt')).state).toBe('synced');
+    expect((await there.readdir('/A')).map((a) => a.state)).toEqual(['synced', 'synced']);
+    expect([remote.lists - lists2, remote.stats - stats2]).toEqual([0, 1]);
   });
 
   it('a lock taken through this gateway is known from its holds: the feed\'s entry costs no lookup', async () => {
