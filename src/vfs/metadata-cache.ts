@@ -78,6 +78,12 @@ export class MetadataCache {
   private readonly unsure = new Map<string, Set<string>>();
   /** id → key of its path, to see a move as delete + create. */
   private readonly paths: LRUCache<string, string>;
+  /**
+   * File entries whose lock state is unknown: brought by the updates feed, whose items say nothing of
+   * locks (while a lock or unlock made elsewhere does bring an item). Neither locked nor unlocked: whoever
+   * needs the lock asks the service, and the answer replaces the entry until the feed brings the next one.
+   */
+  private readonly lockUnknown = new WeakSet<RemoteEntry>();
   /** Listings created per library, for `stats()`. */
   readonly counters = { hits: 0, misses: 0, invalidations: 0 };
 
@@ -123,6 +129,11 @@ export class MetadataCache {
     return oldKey !== undefined && oldKey !== k ? { previous, movedFrom: oldKey.slice(lib.length + 1) } : { previous };
   }
 
+  /** Whether `entry` (as this cache answered it) is a file whose lock state is unknown (see `upsert`). */
+  lockIsUnknown(entry: RemoteEntry): boolean {
+    return this.lockUnknown.has(entry);
+  }
+
   /** The entry, null when known missing, undefined when unknown. */
   getEntry(lib: string, fullpath: string): RemoteEntry | null | undefined {
     const v = this.entries.get(key(lib, fullpath));
@@ -143,7 +154,10 @@ export class MetadataCache {
 
   setEntry(lib: string, fullpath: string, entry: RemoteEntry | null): void {
     const k = key(lib, fullpath);
-    if (fullpath !== '') this.settle(key(lib, parentOf(fullpath)), baseName(fullpath), entry);
+    if (fullpath !== '') {
+      this.settle(key(lib, parentOf(fullpath)), baseName(fullpath), entry);
+      this.lockLearned(key(lib, parentOf(fullpath)), entry);
+    }
     if (entry === null) {
       this.entries.set(k, MISSING);
       return;
@@ -163,12 +177,21 @@ export class MetadataCache {
   setListing(lib: string, fullpath: string, list: RemoteEntry[]): void {
     this.unsure.delete(key(lib, fullpath));
     this.listings.set(key(lib, fullpath), new FolderListing(list));
-    for (const e of list) this.paths.set(`${lib}\0${e.id}`, key(lib, e.fullpath));
+    for (const e of list) {
+      this.paths.set(`${lib}\0${e.id}`, key(lib, e.fullpath));
+      // The listing knows the lock the entry of the same path did not.
+      const held = this.entries.peek(key(lib, e.fullpath));
+      if (held !== undefined && held !== MISSING && this.lockUnknown.has(held)) this.entries.set(key(lib, e.fullpath), e);
+    }
   }
 
-  /** A file or folder was created or changed at `entry.fullpath` (a move: same id, new path). */
-  upsert(lib: string, entry: RemoteEntry): void {
+  /**
+   * A file or folder was created or changed at `entry.fullpath` (a move: same id, new path). `fromFeed`:
+   * the updates feed brought it, and a file's entry without lock state leaves its lock unknown.
+   */
+  upsert(lib: string, entry: RemoteEntry, opts: { fromFeed?: boolean } = {}): void {
     const k = key(lib, entry.fullpath);
+    if (opts.fromFeed && !entry.isDir && entry.locked === undefined) this.lockUnknown.add(entry);
     const oldKey = this.paths.get(`${lib}\0${entry.id}`);
     if (oldKey !== undefined && oldKey !== k) {
       // Moved: the old path is gone, with everything below it.
@@ -279,6 +302,15 @@ export class MetadataCache {
       this.resized(parentKey, listing);
     }
     this.clearUnsure(parentKey, name);
+  }
+
+  /** An entry asked of the service replaces, in its parent's listing, the one of the same object whose lock was unknown. */
+  private lockLearned(parentKey: string, entry: RemoteEntry | null): void {
+    const listing = entry && !entry.isDir ? this.listings.peek(parentKey) : undefined;
+    const known = listing?.get(entry!.name);
+    if (!listing || !known || known.id !== entry!.id || !this.lockUnknown.has(known)) return;
+    listing.put(entry!);
+    this.resized(parentKey, listing);
   }
 
   private clearUnsure(parentKey: string, name: string): void {

@@ -30,6 +30,9 @@ export interface NamespaceLookupsOptions {
 }
 
 export class NamespaceLookups {
+  /** Service lookups under way of files whose lock state the cache does not know, by `library\0fullpath`. */
+  private readonly lockQueries = new Map<string, Promise<RemoteEntry | null>>();
+
   constructor(private readonly opts: NamespaceLookupsOptions) {}
 
   /** An entry as the gateway sees it: a local file first, then the cache, then the service. */
@@ -41,6 +44,7 @@ export class NamespaceLookups {
     if (unlinked.isHidden(lib.name, fullpath)) return null;
     // A path below a pending new file cannot exist; a parent known missing answers for its children.
     const cached = cache.getEntry(lib.name, fullpath);
+    if (cached && this.lockUnknown(lib, cached)) return this.withLockState(lib, cached);
     if (cached !== undefined) return cached;
     const parent = parentOf(fullpath);
     if (parent !== '' && cache.getEntry(lib.name, parent) === null) return null;
@@ -54,6 +58,37 @@ export class NamespaceLookups {
     }
     cache.setEntry(lib.name, fullpath, e);
     return e;
+  }
+
+  /**
+   * A cached file whose lock state is unknown (the feed brought it), with its lock: one lookup on the
+   * service, shared by the callers that need it meanwhile, cached until the feed brings the file again. A
+   * lock held through this gateway is known from its holds (toAttr); with the service away, the entry
+   * stands as it is.
+   */
+  private async withLockState(lib: Library, cached: RemoteEntry): Promise<RemoteEntry | null> {
+    if (!this.lockUnknown(lib, cached) || !this.opts.connectivity.online(lib.name)) return cached;
+    const k = `${lib.name}\0${cached.fullpath}`;
+    let query = this.lockQueries.get(k);
+    if (!query) {
+      // No caller's signal: the lookup is shared, one caller giving up does not end it for the others.
+      query = lib.remote.stat(cached.fullpath).then((e) => {
+        if (this.opts.cache.getEntry(lib.name, cached.fullpath) === cached) this.opts.cache.setEntry(lib.name, cached.fullpath, e);
+        return e;
+      }).finally(() => this.lockQueries.delete(k));
+      this.lockQueries.set(k, query);
+    }
+    try {
+      return await query;
+    } catch (err) {
+      if (err instanceof VfsError && err.unreachable) return cached;
+      throw err;
+    }
+  }
+
+  /** Whether the cache does not know `e`'s lock and no lock held through this gateway answers for it. */
+  private lockUnknown(lib: Library, e: RemoteEntry): boolean {
+    return this.opts.cache.lockIsUnknown(e) && this.opts.lockHolderOf?.(lib.name, e.fullpath) === undefined;
   }
 
   /** While the library is offline, what the pins know answers at once (the service is not asked first). */
@@ -88,6 +123,8 @@ export class NamespaceLookups {
   /** A folder's entries: the cached or fetched listing, with local files laid over it. */
   async listDir(lib: Library, fullpath: string, ctx?: CallContext): Promise<RemoteEntry[]> {
     let list = this.opts.cache.getListing(lib.name, fullpath);
+    // Files whose lock the feed left unknown: the listing is asked again (one `ls` carries every lock).
+    if (list && this.opts.connectivity.online(lib.name) && list.some((e) => this.lockUnknown(lib, e))) list = undefined;
     if (!list) {
       if (fullpath !== '') {
         const self = await this.lookup(lib, fullpath, ctx);

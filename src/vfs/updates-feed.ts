@@ -180,7 +180,7 @@ export class UpdatesFeed {
     const echo = change.kind === 'upsert' && cache.holds(library, change.entry);
     if (!echo && this.isTouched(change.entry.fullpath)) cache.doubt(library, change.entry.fullpath);
     else if (change.kind === 'delete') cache.remove(library, change.entry.fullpath);
-    else cache.upsert(library, change.entry);
+    else cache.upsert(library, change.entry, { fromFeed: true });
     this.status.changesApplied++;
     if (before) this.opts.onChange?.(change, before);
   }
