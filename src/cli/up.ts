@@ -26,8 +26,8 @@ Options:
   --webdav HOST:PORT     WebDAV listen address (default 127.0.0.1:8080; off)
   --mount DIR            FUSE mount point (default ./mnt where FUSE is usable)
   --no-mount             no FUSE mount
-  --service-listen H:P   embedded service listen address (default 127.0.0.1:8081,
-                         another free port when taken; kept in
+  --service-listen H:P   embedded service listen address (default
+                         127.0.0.1:8081, another free port when taken; kept in
                          <data>/addresses.json for every later start)
   --service-url URL      the embedded service's URL as clients reach it, in
                          links, preview and download URLs (default: its listen
