@@ -8,6 +8,8 @@ const POSTGRESQL_ONLY_TESTS = ['test/integration/service/service-processes.test.
 export default defineConfig({
   test: {
     testTimeout: 60_000,
+    // A test that asserts nothing fails: every test calls expect at least once.
+    expect: { requireAssertions: true },
     hookTimeout: 60_000,
     pool: 'forks',
     teardownTimeout: 20_000,
