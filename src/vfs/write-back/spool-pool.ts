@@ -61,6 +61,7 @@ export class SpoolPool {
   }
 
   private name(): string {
+    // eslint-disable-next-line no-restricted-syntax -- a name unique across runs of one process id, not a time: real whatever the clock
     return `${POOL_PREFIX}${process.pid.toString(36)}-${Date.now().toString(36)}-${(this.serial++).toString(36)}`;
   }
 
