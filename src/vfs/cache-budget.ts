@@ -6,6 +6,7 @@
  * (it lives in the write-back's journal) and so is never evicted either.
  */
 import { statfs } from 'node:fs/promises';
+import { systemClock, type Clock } from './clock.js';
 
 export interface CacheBudgetOptions {
   /** Folder of the cache (the disk whose free space is watched). */
@@ -16,6 +17,8 @@ export interface CacheBudgetOptions {
   minFreeFraction?: number;
   /** Free and total bytes of the disk holding `dir` (tests give their own). Default: statfs. */
   diskSpace?: (dir: string) => Promise<{ free: number; total: number }>;
+  /** The time the disk's figure ages in (DISK_TTL_MS). Default the real one. */
+  clock?: Clock;
 }
 
 /** How long the disk's free space is trusted before it is asked again, ms. */
@@ -78,10 +81,11 @@ export class CacheBudget {
    */
   async limit(held: number): Promise<number> {
     const d = this.disk;
-    if (!d || Date.now() - d.atMs > DISK_TTL_MS || Math.abs(held - d.heldAt) > DISK_RECHECK_BYTES) {
+    const clock = this.opts.clock ?? systemClock;
+    if (!d || clock.now() - d.atMs > DISK_TTL_MS || Math.abs(held - d.heldAt) > DISK_RECHECK_BYTES) {
       try {
         const s = await this.diskSpace(this.opts.dir);
-        this.disk = { ...s, atMs: Date.now(), heldAt: held };
+        this.disk = { ...s, atMs: clock.now(), heldAt: held };
       } catch {
         this.disk = undefined; // the disk cannot be asked: the configured limit alone
         return this.maxBytes;

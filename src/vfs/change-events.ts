@@ -4,6 +4,7 @@
  * of the name and file), `ctl watch` and the admin listener's event stream. What an event says is judged
  * from what the metadata cache knew before it applied the change (`ChangeBefore`).
  */
+import { systemClock, type Clock } from './clock.js';
 import { gatewayPathOf } from './gateway-path.js';
 import type { RemoteChange, RemoteEntry } from './remote.js';
 import type { ChangeEvent, ChangeListener, ChangeSource } from './types.js';
@@ -48,7 +49,8 @@ export class ChangeEvents implements ChangeSource {
   private readonly listeners = new Set<ChangeListener>();
   private seq = 0;
 
-  constructor(private readonly onListenerError: (err: unknown) => void = () => undefined) {}
+  /** `clock`: the time of the lock events (the feed's events carry the service's). */
+  constructor(private readonly onListenerError: (err: unknown) => void = () => undefined, private readonly clock: Clock = systemClock) {}
 
   subscribe(listener: ChangeListener): () => void {
     this.listeners.add(listener);
@@ -66,7 +68,7 @@ export class ChangeEvents implements ChangeSource {
 
   /** A lock taken or released through this gateway (the feed does not say locks): published at once, as shown. */
   lockChanged(path: string, locked: boolean, by?: string): ChangeEvent {
-    return this.emit({ seq: ++this.seq, kind: locked ? 'locked' : 'unlocked', path, isDir: false, ...(by ? { by } : {}), timeMs: Date.now(), shown: true });
+    return this.emit({ seq: ++this.seq, kind: locked ? 'locked' : 'unlocked', path, isDir: false, ...(by ? { by } : {}), timeMs: this.clock.now(), shown: true });
   }
 
   private emit(event: ChangeEvent): ChangeEvent {

@@ -25,3 +25,8 @@ export const systemClock: Clock = {
     return { cancel: () => clearTimeout(t) };
   },
 };
+
+/** Resolves `ms` from now on `clock` (a pause of a waiting loop that a test's clock moves on). */
+export function sleep(clock: Clock, ms: number): Promise<void> {
+  return new Promise((resolve) => { clock.after(ms, resolve); });
+}

@@ -9,6 +9,7 @@
  *   reaches the inner remote and then throws EIO, so the caller does not know the outcome.
  */
 import { Readable } from 'node:stream';
+import { systemClock, type Clock } from './clock.js';
 import { VfsError, type VfsErrorCode } from './types.js';
 import type { RangeCallOptions, ChangesPage, CommitOptions, CommitSource, Remote, RemoteCallOptions, RemoteEntry, RemoteInfo, RemoteQuota } from './remote.js';
 
@@ -49,7 +50,8 @@ export class FaultyRemote implements Remote {
   readonly tags?: Remote['tags'];
   readonly history?: Remote['history'];
 
-  constructor(readonly inner: Remote, private readonly clock: () => number = Date.now) {
+  /** `clock`: the time of the rules' ends and of the injected delays. */
+  constructor(readonly inner: Remote, private readonly clock: Clock = systemClock) {
     if (inner.tags) this.tags = (p, opts) => this.run('tags', p, opts, (o) => inner.tags!(p, o));
     if (inner.history) this.history = (p, max, opts) => this.run('history', p, opts, (o) => inner.history!(p, max, o));
     if (inner.checkWrite) this.checkWrite = (p, existing, opts) => this.run('checkWrite', p, opts, (o) => inner.checkWrite!(p, existing, o));
@@ -67,7 +69,7 @@ export class FaultyRemote implements Remote {
    * under way (an upload, a range) are aborted too, like connections dropped.
    */
   down(ms: number, opts: { cutInFlight?: boolean } = {}): void {
-    this.inject({ kind: 'fail', code: 'EIO', untilMs: this.clock() + ms, unreachable: true });
+    this.inject({ kind: 'fail', code: 'EIO', untilMs: this.clock.now() + ms, unreachable: true });
     if (opts.cutInFlight) {
       for (const flight of this.inFlight) flight.abort(new VfsError('EIO', 'connection cut (injected outage)', { unreachable: true }));
       this.injected.cut += this.inFlight.size;
@@ -121,7 +123,7 @@ export class FaultyRemote implements Remote {
         const delay = this.match(method, path, 'delay');
         if (delay) {
           this.injected.delay++;
-          await wait(delay.delayMs ?? 1000, flight.signal);
+          await wait(this.clock, delay.delayMs ?? 1000, flight.signal);
         }
       }
       if (kinds.includes('fail')) {
@@ -160,16 +162,16 @@ export class FaultyRemote implements Remote {
   }
 
   private expire(): void {
-    const now = this.clock();
+    const now = this.clock.now();
     this.rules = this.rules.filter((r) => r.untilMs === undefined || r.untilMs > now);
   }
 }
 
-function wait(ms: number, signal?: AbortSignal): Promise<void> {
+function wait(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(new VfsError('EIO', 'aborted'));
-    const t = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve(); }, ms);
-    const onAbort = (): void => { clearTimeout(t); reject(new VfsError('EIO', 'aborted')); };
+    const t = clock.after(ms, () => { signal?.removeEventListener('abort', onAbort); resolve(); });
+    const onAbort = (): void => { t.cancel(); reject(new VfsError('EIO', 'aborted')); };
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }

@@ -67,7 +67,7 @@ export class GatewayVfs implements Vfs {
   /** Front ends say here when they serve applications; the uploads give way meanwhile. */
   readonly foreground = new ForegroundActivity();
   /** Every change the feeds bring, as events (change-events.ts). */
-  readonly changes = new ChangeEvents((err) => this.logger.warn({ err: String(err) }, 'a listener of changes failed'));
+  readonly changes: ChangeEvents;
   private readonly sha1Streams: Sha1Streams;
   /** The owner of every local version: spools, journal, uploads. */
   readonly writeBack: WriteBack;
@@ -115,6 +115,7 @@ export class GatewayVfs implements Vfs {
   private constructor(private readonly opts: GatewayVfsOptions) {
     this.logger = opts.logger;
     const clock = opts.clock ?? systemClock;
+    this.changes = new ChangeEvents((err) => this.logger.warn({ err: String(err) }, 'a listener of changes failed'), clock);
     this.sha1Streams = new Sha1Streams(clock);
     const feedOn = (opts.feedIntervalMs ?? 2000) > 0;
     this.cache = new MetadataCache({
@@ -123,11 +124,11 @@ export class GatewayVfs implements Vfs {
     this.blocks = new BlockCache({ maxBytes: opts.cache?.blockBytes, blockSize: opts.cache?.blockSize });
     const diskBytes = opts.cache?.diskBytes ?? 0;
     const contentDir = join(opts.dataDir, 'content');
-    this.budget = diskBytes > 0 ? new CacheBudget({ dir: contentDir, maxBytes: diskBytes, minFreeFraction: (opts.cache?.minFreePercent ?? 5) / 100 }) : undefined;
+    this.budget = diskBytes > 0 ? new CacheBudget({ dir: contentDir, maxBytes: diskBytes, minFreeFraction: (opts.cache?.minFreePercent ?? 5) / 100, clock }) : undefined;
     this.disk = this.budget ? new ContentCache({ dir: contentDir, maxBytes: diskBytes, budget: this.budget, clock, logger: opts.logger }) : undefined;
     this.pins = this.disk && this.budget ? new PinnedContent({
       marks: new PinMarks(join(opts.dataDir, 'pins', 'marks.json')), disk: this.disk, budget: this.budget, dir: join(opts.dataDir, 'pins'),
-      remoteFor: (name) => this.libs.get(name)?.remote, logger: opts.logger,
+      remoteFor: (name) => this.libs.get(name)?.remote, logger: opts.logger, clock,
     }) : undefined;
     this.times = new TimeOverrides(join(opts.dataDir, 'times.jsonl'), opts.logger);
     this.marks = new PendingMarks(opts.logger);
@@ -152,7 +153,7 @@ export class GatewayVfs implements Vfs {
       this.pins?.changed(name, change);
     } });
     this.quotas = new LibraryQuotas(this.libs, clock, opts.logger);
-    const backpressure = opts.maxPendingBytes ? new UploadBackpressure({ maxBytes: opts.maxPendingBytes, pendingBytes: () => this.writeBack.uploads.status().reduce((n, u) => n + (u.size ?? 0), 0) }) : undefined;
+    const backpressure = opts.maxPendingBytes ? new UploadBackpressure({ maxBytes: opts.maxPendingBytes, clock, pendingBytes: () => this.writeBack.uploads.status().reduce((n, u) => n + (u.size ?? 0), 0) }) : undefined;
     this.limits = new SizeLimits({
       maxFileBytes: opts.maxFileBytes, freeBytes: (name, ctx) => this.quotas.freeBytes(name, ctx),
       ...(backpressure ? { room: (path: string, size: number, ctx: CallContext | undefined, wait: boolean) => backpressure.admit(path, size, ctx, { wait }) } : {}),
@@ -198,7 +199,7 @@ export class GatewayVfs implements Vfs {
       transfer: new TreeTransfer({ libs: this.libs, lookups: this.lookups, writeBack: this.writeBack, hasher: this.hasher }), writable: (path) => this.writable(path),
     });
     this.namespaces = new GatewayNamespaces([
-      new VersionsNamespace({ libs: this.libs, lookups: this.lookups, reads: this.reads, gateway: this }),
+      new VersionsNamespace({ libs: this.libs, lookups: this.lookups, reads: this.reads, gateway: this, clock }),
       (this.lockFiles = new LockFileNamespace({
         dataDir: opts.dataDir, logger: opts.logger, libs: this.libs, lookups: this.lookups, readOnly: !!opts.readOnly,
         documents: { setLocked: (p, locked, ctx) => this.setLocked(p, locked, ctx), names: async (folder, ctx) => (await this.readdir(folder, ctx)).map((a) => a.name) },

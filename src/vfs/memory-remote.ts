@@ -7,6 +7,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { Readable } from 'node:stream';
+import { systemClock } from './clock.js';
 import { VfsError } from './types.js';
 import {
   baseName, isWithin, joinPath, parentOf,
@@ -27,7 +28,7 @@ export interface MemoryRemoteOptions {
   id?: string;
   /** Capacity in bytes; undefined = unlimited. */
   capacity?: number;
-  /** Clock, ms. Default Date.now. */
+  /** Clock, ms. Default the real time (systemClock). */
   clock?: () => number;
 }
 
@@ -49,7 +50,7 @@ export class MemoryRemote implements Remote {
   capacity: number | undefined;
 
   constructor(opts: MemoryRemoteOptions = {}) {
-    this.clock = opts.clock ?? Date.now;
+    this.clock = opts.clock ?? systemClock.now;
     this.libraryName = opts.name ?? 'Library';
     this.libraryId = opts.id ?? randomBytes(4).toString('hex');
     this.capacity = opts.capacity;

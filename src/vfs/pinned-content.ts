@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { writeFileAtomic } from '../shared/atomic-file.js';
 import type { Logger } from '../shared/log.js';
 import type { CacheBudget } from './cache-budget.js';
+import { systemClock, type Clock, type ClockTimer } from './clock.js';
 import type { ContentCache } from './content-cache.js';
 import { gatewayPathOf } from './gateway-path.js';
 import type { PinMarks } from './pin-marks.js';
@@ -28,6 +29,8 @@ export interface PinnedContentOptions {
   remoteFor: (library: string) => Remote | undefined;
   /** Files fetched at once. Default 8. */
   concurrency?: number;
+  /** The time of the manifests' save delay (SAVE_DELAY_MS). Default the real one. */
+  clock?: Clock;
   logger: Logger;
 }
 
@@ -51,7 +54,7 @@ const PAGE = 4096;
 
 interface LibraryPins {
   entries: Map<string, RemoteEntry>;
-  saveTimer?: NodeJS.Timeout;
+  saveTimer?: ClockTimer;
   saving: Promise<void>;
 }
 
@@ -234,7 +237,7 @@ export class PinnedContent {
     await this.idle();
     for (const [library, pins] of this.libs) {
       if (pins.saveTimer) {
-        clearTimeout(pins.saveTimer);
+        pins.saveTimer.cancel();
         pins.saveTimer = undefined;
         pins.saving = pins.saving.then(() => this.save(library));
       }
@@ -370,12 +373,12 @@ export class PinnedContent {
   private scheduleSave(library: string): void {
     const pins = this.lib(library);
     if (pins.saveTimer || this.closed) return;
-    pins.saveTimer = setTimeout(() => {
+    pins.saveTimer = (this.opts.clock ?? systemClock).after(SAVE_DELAY_MS, () => {
       pins.saveTimer = undefined;
       pins.saving = pins.saving.then(() => this.save(library)).catch((err: unknown) => {
         this.opts.logger.warn({ library, err: (err as Error).message }, 'pins: saving the pinned entries failed');
       });
-    }, SAVE_DELAY_MS);
+    });
   }
 
   private async save(library: string): Promise<void> {

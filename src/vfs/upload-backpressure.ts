@@ -7,6 +7,7 @@
  * The bytes waiting are the sizes of the files in the upload queue (closed and journaled); the file being
  * written counts with its size so far. Files waiting for the write-back delay are not in the queue yet.
  */
+import { sleep, systemClock, type Clock } from './clock.js';
 import { VfsError, type CallContext } from './types.js';
 
 export interface UploadBackpressureOptions {
@@ -18,6 +19,8 @@ export interface UploadBackpressureOptions {
   waitMs?: number;
   /** How often the queue is looked at while a writer waits, ms. Default 50. */
   pollMs?: number;
+  /** The time of the writers' wait and of the queue's figure. Default the real one. */
+  clock?: Clock;
 }
 
 /** The queue's figure is trusted this long between writes, ms (it is summed over every upload). */
@@ -26,6 +29,7 @@ const PENDING_TTL_MS = 20;
 export class UploadBackpressure {
   private readonly waitMs: number;
   private readonly pollMs: number;
+  private readonly clock: Clock;
   private pending: { bytes: number; atMs: number } | undefined;
   /** Writers waiting now (status). */
   waiting = 0;
@@ -33,6 +37,7 @@ export class UploadBackpressure {
   constructor(private readonly opts: UploadBackpressureOptions) {
     this.waitMs = opts.waitMs ?? 30_000;
     this.pollMs = opts.pollMs ?? 50;
+    this.clock = opts.clock ?? systemClock;
     if (!Number.isFinite(opts.maxBytes) || opts.maxBytes < 0) throw new TypeError(`maxBytes: expected a number of bytes >= 0, got ${opts.maxBytes}`);
   }
 
@@ -45,15 +50,15 @@ export class UploadBackpressure {
     if (max <= 0) return;
     if (size > max) throw new VfsError('ENOSPC', `${path}: ${size} bytes can never fit in what may wait to upload on this machine (${max} bytes, journal.max_pending_mb)`);
     if (opts.wait === false || this.queued() + size <= max) return;
-    const deadline = Date.now() + this.waitMs;
+    const deadline = this.clock.now() + this.waitMs;
     this.waiting++;
     try {
       while (this.queued(true) + size > max) {
         ctx?.signal?.throwIfAborted();
-        if (Date.now() >= deadline) {
+        if (this.clock.now() >= deadline) {
           throw new VfsError('ENOSPC', `${path}: ${this.queued()} bytes wait to upload on this machine and ${size} more do not fit (${max} bytes, journal.max_pending_mb); nothing made room within ${Math.round(this.waitMs / 1000)} s`);
         }
-        await new Promise((resolve) => setTimeout(resolve, this.pollMs));
+        await sleep(this.clock, this.pollMs);
       }
     } finally {
       this.waiting--;
@@ -62,7 +67,8 @@ export class UploadBackpressure {
 
   private queued(fresh = false): number {
     const p = this.pending;
-    if (fresh || !p || Date.now() - p.atMs > PENDING_TTL_MS) this.pending = { bytes: this.opts.pendingBytes(), atMs: Date.now() };
+    const now = this.clock.now();
+    if (fresh || !p || now - p.atMs > PENDING_TTL_MS) this.pending = { bytes: this.opts.pendingBytes(), atMs: now };
     return this.pending!.bytes;
   }
 }

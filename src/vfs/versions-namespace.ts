@@ -4,6 +4,7 @@
  * of their own), copies a version out of it (a restore), and refuses every change with EROFS. Its
  * folder is found by its name at a library's root, though no listing shows it.
  */
+import type { Clock } from './clock.js';
 import type { GatewayNamespace, NamespaceOp, NamespaceOps } from './gateway-namespaces.js';
 import type { LibraryFolders } from './library-folders.js';
 import type { NamespaceLookups } from './namespace-lookups.js';
@@ -17,6 +18,8 @@ export interface VersionsNamespaceOptions {
   reads: ServiceReads;
   /** The gateway's own stat and writeFile: where a version copied out goes. */
   gateway: Pick<Vfs, 'stat' | 'writeFile'>;
+  /** The time the lists of versions are kept for. */
+  clock: Clock;
 }
 
 export class VersionsNamespace implements GatewayNamespace {
@@ -31,7 +34,7 @@ export class VersionsNamespace implements GatewayNamespace {
       lookup: (name, fullpath, ctx) => opts.lookups.lookup(lib(name), fullpath, ctx),
       list: (name, fullpath, ctx) => opts.lookups.listDir(lib(name), fullpath, ctx),
       reader: (name, entry, ctx) => opts.reads.reader(lib(name), entry, ctx, { exactVersion: true }),
-    }));
+    }, opts.clock));
     // Asked only for a path `owns` found in the view: its parts are read again by name alone.
     const at = (path: string) => VersionsView.parse(path)!;
     this.ops = {

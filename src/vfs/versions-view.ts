@@ -9,6 +9,7 @@
  */
 import { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
+import { systemClock, type Clock } from './clock.js';
 import { parseGatewayPath } from './gateway-path.js';
 import { baseName, joinPath, type Remote, type RemoteEntry, type RemoteHistoryItem } from './remote.js';
 import type { RangeReader } from './range-reader.js';
@@ -59,7 +60,8 @@ type Resolved =
 export class VersionsView {
   private readonly lists = new LRUCache<string, { atMs: number; versions: Promise<ShownVersion[]> }>({ max: 256 });
 
-  constructor(private readonly host: VersionsHost) {}
+  /** `clock`: the time a file's list of versions is kept for (VERSIONS_TTL_MS). */
+  constructor(private readonly host: VersionsHost, private readonly clock: Clock = systemClock) {}
 
   /** The path named inside a view (syntactically: `/<library>/.versions[/…]`); undefined otherwise. Throws on a bad path. */
   static parse(path: string): ViewPath | undefined {
@@ -166,7 +168,7 @@ export class VersionsView {
   private versionsOf(library: string, file: RemoteEntry, ctx?: CallContext): Promise<ShownVersion[]> {
     const key = `${library}\0${file.fullpath}\0${file.id}\0${file.contentHash ?? ''}\0${file.size}`;
     const cached = this.lists.get(key);
-    if (cached && Date.now() - cached.atMs < VERSIONS_TTL_MS) return cached.versions;
+    if (cached && this.clock.now() - cached.atMs < VERSIONS_TTL_MS) return cached.versions;
     const remote = this.host.remoteOf(library);
     if (!remote?.history) return Promise.reject(new VfsError('ENOENT', `no versions of ${file.fullpath} on this library`));
     const versions = (async () => {
@@ -180,7 +182,7 @@ export class VersionsView {
       }
       return shownVersions(items, baseName(file.fullpath));
     })();
-    this.lists.set(key, { atMs: Date.now(), versions });
+    this.lists.set(key, { atMs: this.clock.now(), versions });
     versions.catch(() => { if (this.lists.get(key)?.versions === versions) this.lists.delete(key); });
     return versions;
   }

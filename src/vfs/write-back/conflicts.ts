@@ -26,6 +26,7 @@
  * Every conflict is logged (warn) and listed in the gateway's status (`ctl status`, the status page).
  */
 import type { Logger } from '../../shared/log.js';
+import { systemClock } from '../clock.js';
 import { baseName, joinPath, parentOf, type CommitOptions, type CommitSource, type Remote, type RemoteEntry } from '../remote.js';
 import { VfsError, type Operator } from '../types.js';
 
@@ -250,7 +251,7 @@ export class ConflictKeeper {
   }
 
   private now(): number {
-    return (this.opts.now ?? Date.now)();
+    return (this.opts.now ?? systemClock.now)();
   }
 
   /**

@@ -16,6 +16,7 @@ import { dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { NEWLINE, readLogs, type LogRecord } from './journal-lines.js';
 import { fsyncFolderIfSupported } from '../../shared/atomic-file.js';
+import { systemClock, type Clock } from '../clock.js';
 
 const SYNC_APPEND_MAX_BYTES = 64 * 1024;
 const SLOW_APPEND_MS = 5;
@@ -26,6 +27,8 @@ export interface JournalLogOptions {
   slowAppendMs?: number;
   /** Called on the log's chain after each batch of appends is written (the journal decides on a compaction there). */
   afterAppends?: () => Promise<void>;
+  /** The time of the while appends go through the thread pool. Default the real one. */
+  clock?: Clock;
 }
 
 export class JournalLog {
@@ -57,9 +60,11 @@ export class JournalLog {
   /** Appends written on the calling thread, and those sent to the thread pool (for tests and figures). */
   readonly appendCounts = { inline: 0, pooled: 0 };
   private readonly slowAppendMs: number;
+  private readonly clock: Clock;
 
   constructor(readonly path: string, private readonly opts: JournalLogOptions = {}) {
     this.slowAppendMs = opts.slowAppendMs ?? SLOW_APPEND_MS;
+    this.clock = opts.clock ?? systemClock;
   }
 
   /** Records written so far (page cache), and how many of them are durable. */
@@ -141,11 +146,12 @@ export class JournalLog {
     let done = 0;
     try {
       this.bytes ??= (await fh.stat()).size;
-      if (buf.length <= SYNC_APPEND_MAX_BYTES && Date.now() >= this.appendsOffThreadUntil) {
+      if (buf.length <= SYNC_APPEND_MAX_BYTES && this.clock.now() >= this.appendsOffThreadUntil) {
+        // The append's own duration is measured, not waited for: real time whatever the clock.
         const started = performance.now();
         while (done < buf.length) done += writeSync(fh.fd, buf, done, buf.length - done);
         this.appendCounts.inline++;
-        if (performance.now() - started > this.slowAppendMs) this.appendsOffThreadUntil = Date.now() + APPENDS_OFF_THREAD_MS;
+        if (performance.now() - started > this.slowAppendMs) this.appendsOffThreadUntil = this.clock.now() + APPENDS_OFF_THREAD_MS;
       } else {
         while (done < buf.length) done += (await fh.write(buf, done, buf.length - done)).bytesWritten;
         this.appendCounts.pooled++;

@@ -143,13 +143,13 @@ export abstract class WriteBackSlots {
 
   constructor(protected readonly opts: WriteBackOptions) {
     this.clock = opts.clock ?? systemClock;
-    this.journal = new UploadJournal(opts.journalDir, opts.durability?.groupCommitMs ?? 1000);
+    this.journal = new UploadJournal(opts.journalDir, opts.durability?.groupCommitMs ?? 1000, { clock: this.clock });
     this.syncOnClose = opts.durability?.mode === 'close';
     this.unwritten = new UnwrittenSpools(opts.unwrittenSpoolBytes ?? 16 * 1024 * 1024);
     this.conflicts = new ConflictKeeper({ logger: opts.logger, now: () => this.clock.now(), copied: (library, entry) => opts.host.uploaded(library, entry, entry.mtimeMs) });
     this.uploads = new UploadQueue({
       concurrency: opts.upload?.concurrency, smallConcurrency: opts.upload?.smallConcurrency, retryBaseMs: opts.upload?.retryBaseMs, retryMaxMs: opts.upload?.retryMaxMs, refusedRetryMs: opts.upload?.refusedRetryMs,
-      hasher: opts.hasher, logger: opts.logger, foreground: opts.foreground,
+      hasher: opts.hasher, logger: opts.logger, foreground: opts.foreground, clock: this.clock,
       remoteFor: (name) => opts.host.remoteFor(name),
       onCommitted: (file, entry) => this.uploadedVersion(file as LocalVersion, entry),
       onMissingParent: (file) => opts.host.ensureParents(file.library, file.fullpath),

@@ -10,6 +10,7 @@
 import { mkdir, open, readdir, rename, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { removeFileIfPresent } from '../../shared/atomic-file.js';
+import { systemClock, type Clock } from '../clock.js';
 
 /** The pool's folder in the spool folder, its files' prefix, its size. */
 const POOL = '.pool';
@@ -29,7 +30,8 @@ export class SpoolPool {
   private serial = 0;
   private closed = false;
 
-  constructor(spoolDir: string) {
+  /** `clock`: the time between two counts of a full pool (POOL_RECOUNT_MS). */
+  constructor(spoolDir: string, private readonly clock: Clock = systemClock) {
     this.dir = join(spoolDir, POOL);
   }
 
@@ -59,6 +61,7 @@ export class SpoolPool {
   }
 
   private name(): string {
+    // eslint-disable-next-line no-restricted-syntax -- a name unique across runs of one process id, not a time: real whatever the clock
     return `${POOL_PREFIX}${process.pid.toString(36)}-${Date.now().toString(36)}-${(this.serial++).toString(36)}`;
   }
 
@@ -69,9 +72,9 @@ export class SpoolPool {
    */
   async recycle(path: string): Promise<void> {
     if (!this.on) return removeFileIfPresent(path);
-    if (this.pooled >= POOL_MAX && Date.now() - this.countedMs >= POOL_RECOUNT_MS) {
+    if (this.pooled >= POOL_MAX && this.clock.now() - this.countedMs >= POOL_RECOUNT_MS) {
       // Taken from meanwhile by a front end (which says nothing): counted again, at most once a second.
-      this.countedMs = Date.now();
+      this.countedMs = this.clock.now();
       this.pooled = (await readdir(this.dir).catch(() => [] as string[])).length;
     }
     if (this.pooled >= POOL_MAX) return removeFileIfPresent(path);

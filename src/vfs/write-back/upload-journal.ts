@@ -44,6 +44,7 @@ import { SpoolPool } from './spool-pool.js';
 import { currentBootId } from './spool-verification.js';
 import { UnsyncedMarks } from './unsynced-marks.js';
 import { fsyncFile, fsyncFolderIfSupported, removeFileIfPresent } from '../../shared/atomic-file.js';
+import { systemClock, type Clock, type ClockTimer } from '../clock.js';
 
 const ID_POOL_BYTES = 4096;
 /** Spools replay found different from their records (see setAside). */
@@ -71,7 +72,9 @@ export class UploadJournal implements SideJournal {
   private readonly unsyncedSpools = new Set<string>();
   /** Records naming a spool by its mark while its bytes are not durable yet. */
   private readonly marks: UnsyncedMarks;
-  private groupTimer: NodeJS.Timeout | undefined;
+  private groupTimer: ClockTimer | undefined;
+  /** The time of the group commit's wait (and of the log's and the pool's). */
+  private readonly clock: Clock;
   /** The writer of side logs, and the side log it writes now. */
   private sideWriter: SideLogWriter | undefined;
   private sideLog: string | undefined;
@@ -87,14 +90,16 @@ export class UploadJournal implements SideJournal {
   /**
    * `groupCommitMs`: the longest a put without sync waits for its fsync. `slowAppendMs`: an append on the
    * calling thread slower than this sends the next ones through the thread pool for a while (journal-log.ts).
+   * `clock`: the time of the group commit's wait. Default the real one.
    */
-  constructor(readonly dir: string, private readonly groupCommitMs = 1000, opts: { slowAppendMs?: number; bootId?: string } = {}) {
+  constructor(readonly dir: string, private readonly groupCommitMs = 1000, opts: { slowAppendMs?: number; bootId?: string; clock?: Clock } = {}) {
+    this.clock = opts.clock ?? systemClock;
     this.marks = new UnsyncedMarks(opts.bootId ?? currentBootId());
     this.spoolDir = join(dir, 'spool');
-    this.pool = new SpoolPool(this.spoolDir);
+    this.pool = new SpoolPool(this.spoolDir, this.clock);
     this.entriesDir = join(dir, LEGACY_ENTRIES);
     this.logPath = join(dir, LOG);
-    this.log = new JournalLog(this.logPath, { slowAppendMs: opts.slowAppendMs, afterAppends: () => this.afterAppends() });
+    this.log = new JournalLog(this.logPath, { slowAppendMs: opts.slowAppendMs, afterAppends: () => this.afterAppends(), clock: this.clock });
   }
 
   async init(): Promise<void> {
@@ -182,7 +187,7 @@ export class UploadJournal implements SideJournal {
 
   /** Runs the group commit now: everything put without sync is durable when this resolves. */
   async syncAll(): Promise<void> {
-    if (this.groupTimer) clearTimeout(this.groupTimer);
+    this.groupTimer?.cancel();
     this.groupTimer = undefined;
     const run = this.committing.then(() => this.groupCommit());
     this.committing = run.catch(() => undefined);
@@ -489,12 +494,11 @@ export class UploadJournal implements SideJournal {
 
   private scheduleGroupCommit(): void {
     if (this.groupTimer || this.closed) return;
-    this.groupTimer = setTimeout(() => {
+    this.groupTimer = this.clock.after(this.groupCommitMs, () => {
       this.groupTimer = undefined;
       const run = this.committing.then(() => this.groupCommit());
       this.committing = run.catch(() => undefined);
-    }, this.groupCommitMs);
-    this.groupTimer.unref();
+    });
   }
 
   /** fsyncs the spools written since the last group commit (not those carried in records), then the log. */

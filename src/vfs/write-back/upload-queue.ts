@@ -12,6 +12,7 @@
 import PQueue from 'p-queue';
 import type { Logger } from '../../shared/log.js';
 import { isTransient } from '../../shared/transient.js';
+import { sleep, systemClock, type Clock, type ClockTimer } from '../clock.js';
 import type { FileHasher } from './file-hasher.js';
 import type { ForegroundActivity } from '../foreground-activity.js';
 import type { CommitOptions, CommitSource, Remote, RemoteEntry } from '../remote.js';
@@ -100,6 +101,8 @@ export interface UploadQueueOptions {
    * (`settle`) goes at full width regardless.
    */
   foreground?: Pick<ForegroundActivity, 'busy'>;
+  /** The time of the retry delays, the pacing and the statuses. Default the real one. */
+  clock?: Clock;
   logger: Logger;
 }
 
@@ -112,7 +115,7 @@ interface Task {
   file: PendingFile;
   status: UploadStatus;
   abort?: AbortController;
-  timer?: NodeJS.Timeout;
+  timer?: ClockTimer;
   cancelled: boolean;
   /** Settles when the current attempt has finished. */
   attempt?: Promise<void>;
@@ -132,11 +135,12 @@ export class UploadQueue {
   private readonly smallConcurrency: number;
   /** The lanes are one upload wide (the foreground is busy). */
   private yielding = false;
-  private paceTimer: NodeJS.Timeout | undefined;
+  private paceTimer: ClockTimer | undefined;
   /** settle() calls waiting: the lanes stay at full width. */
   private settling = 0;
-  /** When the last upload started (performance.now()). */
+  /** When the last upload started (clock). */
   private lastStartMs = -Infinity;
+  private readonly clock: Clock;
 
   constructor(private readonly opts: UploadQueueOptions) {
     const concurrency = opts.concurrency ?? 4;
@@ -149,6 +153,7 @@ export class UploadQueue {
     this.smallConcurrency = smallConcurrency;
     this.queue = new PQueue({ concurrency });
     this.smallQueue = new PQueue({ concurrency: smallConcurrency });
+    this.clock = opts.clock ?? systemClock;
   }
 
   /**
@@ -165,11 +170,10 @@ export class UploadQueue {
       this.smallQueue.concurrency = yielding ? 1 : this.smallConcurrency;
     }
     if (this.tasks.size > 0 && !this.closed && !this.paceTimer) {
-      this.paceTimer = setTimeout(() => {
+      this.paceTimer = this.clock.after(PACE_MS, () => {
         this.paceTimer = undefined;
         this.pace();
-      }, PACE_MS);
-      this.paceTimer.unref();
+      });
     }
   }
 
@@ -180,11 +184,12 @@ export class UploadQueue {
   private async turn(): Promise<void> {
     const fg = this.opts.foreground;
     while (fg && !this.closed && this.settling === 0 && fg.busy()) {
-      const wait = this.lastStartMs + BUSY_START_MS - performance.now();
+      // At most BUSY_START_MS: a clock set back does not hold the uploads.
+      const wait = Math.min(BUSY_START_MS, this.lastStartMs + BUSY_START_MS - this.clock.now());
       if (wait <= 0) break;
-      await new Promise((resolve) => setTimeout(resolve, Math.ceil(wait)));
+      await sleep(this.clock, Math.ceil(wait));
     }
-    this.lastStartMs = performance.now();
+    this.lastStartMs = this.clock.now();
   }
 
   /**
@@ -197,7 +202,7 @@ export class UploadQueue {
     if (this.closed) return;
     const task: Task = {
       file, cancelled: false, failedSinceMark: false,
-      status: { id: file.id, library: file.library, fullpath: file.fullpath, state: 'queued', failures: 0, queuedMs: Date.now() },
+      status: { id: file.id, library: file.library, fullpath: file.fullpath, state: 'queued', failures: 0, queuedMs: this.clock.now() },
     };
     this.tasks.set(file.id, task);
     this.schedule(task);
@@ -219,7 +224,7 @@ export class UploadQueue {
     if (!task) return;
     task.cancelled = true;
     this.tasks.delete(id);
-    if (task.timer) clearTimeout(task.timer);
+    task.timer?.cancel();
     task.abort?.abort(new VfsError('EBUSY', 'upload cancelled: the file changed'));
     this.counters.cancelled++;
     await task.attempt?.catch(() => undefined);
@@ -248,7 +253,7 @@ export class UploadQueue {
   }
 
   private restart(task: Task): void {
-    if (task.timer) clearTimeout(task.timer);
+    task.timer?.cancel();
     task.timer = undefined;
     task.status.state = 'queued';
     task.status.nextAttemptMs = undefined;
@@ -266,17 +271,17 @@ export class UploadQueue {
    */
   async settle(timeoutMs?: number): Promise<void> {
     for (const t of this.tasks.values()) t.failedSinceMark = false;
-    const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
+    const deadline = timeoutMs === undefined ? Infinity : this.clock.now() + timeoutMs;
     // Asked for (a flush): full width, whatever the foreground does.
     this.settling++;
     this.pace();
     try {
       while (this.tasks.size > 0 && [...this.tasks.values()].some((t) => !t.failedSinceMark)) {
-        const left = deadline - Date.now();
+        const left = deadline - this.clock.now();
         if (left <= 0) return;
         await new Promise<void>((resolve) => {
-          const t = left === Infinity ? undefined : setTimeout(done, left);
-          function done(): void { if (t) clearTimeout(t); resolve(); }
+          const t = left === Infinity ? undefined : this.clock.after(left, done);
+          function done(): void { t?.cancel(); resolve(); }
           this.waiters.add(() => { done(); });
         });
       }
@@ -293,12 +298,12 @@ export class UploadQueue {
   /** Stops scheduling; running attempts are aborted (the journal keeps their data). */
   async close(): Promise<void> {
     this.closed = true;
-    if (this.paceTimer) clearTimeout(this.paceTimer);
+    this.paceTimer?.cancel();
     this.paceTimer = undefined;
     const running = [...this.tasks.values()];
     for (const t of running) {
       t.cancelled = true;
-      if (t.timer) clearTimeout(t.timer);
+      t.timer?.cancel();
       t.abort?.abort(new VfsError('EIO', 'gateway closing'));
     }
     this.queue.clear();
@@ -335,12 +340,12 @@ export class UploadQueue {
       task.status.state = 'uploading';
       task.status.size = size;
       task.status.sentBytes = 0;
-      task.status.progressMs = Date.now();
+      task.status.progressMs = this.clock.now();
       const source: CommitSource = { path: file.spoolPath, size, sha1, data: held?.data };
       const commitOpts: CommitOptions = {
         operator: file.operator, signal: abort.signal,
         onProgress: (sent) => {
-          if (sent !== task.status.sentBytes) task.status.progressMs = Date.now();
+          if (sent !== task.status.sentBytes) task.status.progressMs = this.clock.now();
           task.status.sentBytes = sent;
         },
       };
@@ -362,26 +367,25 @@ export class UploadQueue {
       if (!missingParent && !isTransient(err)) {
         const later = this.opts.refusedRetryMs ?? 600_000;
         task.status.state = 'failed';
-        task.status.nextAttemptMs = Date.now() + later;
+        task.status.nextAttemptMs = this.clock.now() + later;
         this.opts.logger.warn({ library: snapshot.library, path: snapshot.fullpath, failures, retryInMs: later, err: task.status.lastError }, 'upload refused by the service; kept in the journal, asked again at a flush, at the service\'s return or later');
-        task.timer = setTimeout(() => {
+        task.timer = this.clock.after(later, () => {
           task.timer = undefined;
           if (task.cancelled || this.closed || task.status.state !== 'failed') return;
           this.restart(task);
-        }, later);
-        task.timer.unref?.();
+        });
         return;
       }
       task.status.state = 'retrying';
-      task.status.nextAttemptMs = Date.now() + delay;
+      task.status.nextAttemptMs = this.clock.now() + delay;
       this.opts.logger.warn({ library: snapshot.library, path: snapshot.fullpath, failures, retryInMs: delay, err: task.status.lastError }, 'upload failed, will retry');
       if (missingParent) await this.opts.onMissingParent!(file).catch(() => undefined);
-      task.timer = setTimeout(() => {
+      task.timer = this.clock.after(delay, () => {
         task.timer = undefined;
         if (task.cancelled || this.closed) return;
         task.status.state = 'queued';
         this.schedule(task);
-      }, delay);
+      });
     } finally {
       task.abort = undefined;
       this.notify();

@@ -12,6 +12,7 @@ import { nameLibraries } from '../../../../src/vfs/library-set.js';
 import { MetadataCache } from '../../../../src/vfs/metadata-cache.js';
 import { silentLogger } from '../../../../src/shared/log.js';
 import { waitFor } from '../../../support/wait-for.js';
+import { ManualClock } from '../../../support/manual-clock.js';
 
 const dirs: string[] = [];
 afterEach(async () => {
@@ -142,6 +143,26 @@ describe('UploadJournal and replay', { timeout: 15_000 }, () => {
     expect((await slow.entries()).map((e) => e.fullpath)).toEqual(['s0', 's1', 's2']);
     await fast.close();
     await slow.close();
+  });
+
+  it('the group commit waits on the journal\'s clock: a put without sync is fsynced once groupCommitMs has passed on it', async () => {
+    const clock = new ManualClock();
+    const journal = new UploadJournal(join(await tempDir(), 'journal'), 60_000, { clock });
+    await journal.init();
+    const id = journal.newId();
+    await writeFile(journal.spoolPath(id), 'not durable yet');
+    await journal.put({ id, library: 'L', fullpath: 'f', size: 15, mtimeMs: 1, createdMs: 1 }, { sync: false });
+    const owed = [journal.spoolPath(id), journal.durableLog().path];
+    expect(journal.unsyncedFiles()).toEqual(owed);
+    // One timer, a minute long on the clock (real time never brings it): not due a millisecond before.
+    expect(clock.pending).toBe(1);
+    clock.advance(59_999);
+    expect(clock.pending).toBe(1);
+    expect(journal.unsyncedFiles()).toEqual(owed);
+    clock.advance(1);
+    expect(clock.pending).toBe(0);
+    await waitFor('the group commit to fsync the spool and the log', () => journal.unsyncedFiles(), { until: (f) => f.length === 0 });
+    await journal.close();
   });
 
   it('a record torn by a power loss (or a failed write) is skipped; the records around it stay', async () => {

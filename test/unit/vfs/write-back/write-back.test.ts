@@ -263,6 +263,22 @@ describe('write-back', () => {
     expect(remote.read('f').toString()).toBe('held');
   });
 
+  it('a failed upload waits out its retry delay on the Vfs clock, then is uploaded', async () => {
+    const clock = new ManualClock();
+    const { vfs, remote, faulty } = await gateway({ clock });
+    faulty.inject({ kind: 'fail', code: 'EIO', methods: ['commit'], times: 1, unreachable: true });
+    await vfs.writeFile('/A/f', Buffer.from('again'));
+    const [failed] = await waitFor('the first attempt to fail', () => vfs.status().uploads, { until: (u) => u[0]?.state === 'retrying' });
+    // The first retry comes retryBaseMs (20 ms) later on the clock, not on the real time.
+    expect(failed!.nextAttemptMs).toBe(clock.now() + 20);
+    clock.advance(19);
+    expect(vfs.status().uploads.map((u) => u.state)).toEqual(['retrying']);
+    expect(remote.commits).toEqual([]);
+    clock.advance(1);
+    await waitFor('the retried upload', () => remote.commits.length === 1);
+    expect(remote.read('f').toString()).toBe('again');
+  });
+
   it('regression: a write whose version another handle seals meanwhile goes to the next version, with no error', async () => {
     // Mount and WebDAV writers on one path got EIO "a journaled version cannot change (state writing)".
     const { vfs, remote } = await gateway();
