@@ -86,6 +86,13 @@ export interface LeasedHandle extends FileHandle {
    */
   localRange?(position: number, length: number): LocalRange | undefined;
   /**
+   * For a read-only handle: may a front end whose kernel reads a local file itself (FUSE passthrough)
+   * have it read this one instead of the handle? Granted (see CacheFileGrant) only for a handle reading
+   * the service's version of a file with no local version, whose content is wholly in the content cache
+   * (pinned or cached); undefined otherwise, and then `read` answers as before.
+   */
+  localFile?(): Promise<CacheFileGrant | undefined>;
+  /**
    * Hands the handle's version to a front end whose kernel reads and writes its spool itself (FUSE
    * passthrough): undefined unless the handle is the only writer of a version being written, every base
    * byte local. From then on nothing reads or writes the version through this handle; the version takes
@@ -124,6 +131,18 @@ export interface ClosedCreate {
 /** A version handed to the kernel (LeasedHandle.passthrough): the spool's descriptor, and its end. */
 export interface PassthroughSpool {
   readonly fd: number;
+  end(): void;
+}
+
+/**
+ * A local file a front end's kernel may read in place of a read-only handle (LeasedHandle.localFile):
+ * the content cache's file of the version the handle opened, held (never evicted, replaced or written)
+ * until `end`. `content` names the bytes: two grants with the same one are the same bytes.
+ */
+export interface CacheFileGrant {
+  readonly fd: number;
+  readonly content: string;
+  /** The kernel is done with the file (no descriptor opened with it any more): the hold goes. Once. */
   end(): void;
 }
 
