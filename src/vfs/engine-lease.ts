@@ -3,7 +3,7 @@
  * the FUSE engine (native/, driven by src/fuse/), the lessee. The engine's fast paths — writes made into a
  * spool off the main thread, reads answered from a local file, closes answered before the Vfs has the file
  * (their records written to a side log the owner reads), files created and closed before the Vfs is told,
- * the kernel writing a spool itself (passthrough) — are granted only through this one capability, offered
+ * the kernel writing a spool or reading a cache file itself (passthrough) — are granted only through this one capability, offered
  * optionally as `Vfs.engineLease` (as rclone's VFS offers its `Features`). The protocol-neutral Vfs contract
  * (types.ts) carries nothing of it, and lint keeps webdav/ and control/ off this file (eslint.config.js).
  * The owner decides every state change: the engine only ever asks, and writes what it is lent.
