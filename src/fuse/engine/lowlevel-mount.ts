@@ -142,6 +142,7 @@ export class LowLevelMount {
     }
     this.session = undefined;
     this.dispatch.writes.dropHashesDue();
+    this.dispatch.passthrough.endCacheFiles();
   }
 
   get counters(): EngineCounters {

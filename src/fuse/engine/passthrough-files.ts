@@ -153,6 +153,18 @@ export class PassthroughFiles {
     return live !== undefined && live.cacheFile === undefined;
   }
 
+  /**
+   * The session ended: the grants of cache files go (no release will come for their handles). A kernel
+   * still reading one reads its own reference to the file, which nothing writes.
+   */
+  endCacheFiles(): void {
+    for (const [ino, live] of this.live) {
+      if (live.cacheFile === undefined) continue;
+      this.live.delete(ino);
+      live.end?.();
+    }
+  }
+
   notLive(ino: number, entry: LiveInode): number {
     if (this.live.get(ino) === entry) this.live.delete(ino);
     return 0;
