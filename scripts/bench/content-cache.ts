@@ -8,8 +8,9 @@
  *   the cache's writes included) and its main thread (where the mount's reads are answered) took a read;
  * - the cache's copy alone: dd of as many bytes into a new local file, against the read without it;
  * - the same file pinned (all of it in the content cache), read through the mount (its page cache
- *   dropped) vs dd of the cache's own file on the local disk, the bytes the engine answers the mount's
- *   reads from (target ≥ 0.9×): with that file in the page cache, and with it dropped too.
+ *   dropped) vs dd of the cache's own file on the local disk, the file the kernel reads itself with
+ *   passthrough (else the engine answers the mount's reads from it) (target ≥ 0.9×): with that file in
+ *   the page cache, and with it dropped too.
  * Two mounts side by side, each over an embedded service in a process of its own (data in memory), the
  * gateway's default write-back delay; BENCH_CACHE_ROUNDS (default 5) rounds, the sides in turn, each
  * timed window after the page cache was recycled (support/recycle-pages.ts); medians and every round are
@@ -170,8 +171,8 @@ async function main(): Promise<void> {
       const d = median(viaDisk);
       print({ figure: `content_cache.read_pinned_${warm ? 'warm' : 'cold'}`, note: warm ? 'the cache file in the page cache, the mount\'s own pages dropped' : 'the cache file\'s pages dropped too: read from the disk', bytes: BYTES, mount_MBps: round(BYTES / 1e6 / (m / 1000), 0), local_disk_MBps: round(BYTES / 1e6 / (d / 1000), 0), ratio_vs_local_disk: round(d / m), rounds: { mount_ms: ms(viaMount), local_disk_ms: ms(viaDisk) }, target: 'ratio_vs_local_disk >= 0.9' });
     }
-    const counters = await cached.call<{ fdReads?: number }>('mountCounters');
-    print({ figure: 'content_cache.engine', note: 'reads the engine answered from the cache file\'s descriptor', fd_reads: counters?.fdReads ?? null });
+    const counters = await cached.call<{ fdReads?: number; passthroughReads?: number }>('mountCounters');
+    print({ figure: 'content_cache.engine', note: 'reads the engine answered from the cache file\'s descriptor; opens answered with the cache file as their backing file (the kernel read it)', fd_reads: counters?.fdReads ?? null, passthrough_reads: counters?.passthroughReads ?? null });
   } finally {
     for (const h of mounts.reverse()) await h.stop().catch(() => undefined);
     await rm(scratch, { recursive: true, force: true });

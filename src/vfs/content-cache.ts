@@ -159,6 +159,22 @@ export class ContentCache {
   }
 
   /**
+   * The descriptor of the content's file when all `size` bytes of it are on disk (opened if it was not
+   * yet), for a reader that reads the file itself; undefined otherwise (or for an empty content, which
+   * has no file). The caller holds the content (CacheBudget.hold) for as long as it reads: a complete
+   * content's file is never written again, and a held one is never evicted.
+   */
+  async wholeFile(hash: string | undefined, size: number): Promise<number | undefined> {
+    const item = hash ? this.items.get(hash) : undefined;
+    if (!item || !(size > 0) || !covers(item.ranges, 0, size)) return undefined;
+    const fh = await this.handle(item);
+    if (this.items.get(item.hash) !== item || item.fh !== fh) return undefined; // evicted meanwhile
+    item.lastUse = ++this.useClock;
+    this.counters.hits++;
+    return fh.fd;
+  }
+
+  /**
    * Stores bytes at `position`, the pieces one after the other, in the background (failures are only
    * logged). The pieces are kept as they are until written: the caller must not change them afterwards.
    * Bytes passing on their way to a reader are let go when more than `maxPendingBytes` wait already;

@@ -3,7 +3,7 @@
  * the FUSE engine (native/, driven by src/fuse/), the lessee. The engine's fast paths — writes made into a
  * spool off the main thread, reads answered from a local file, closes answered before the Vfs has the file
  * (their records written to a side log the owner reads), files created and closed before the Vfs is told,
- * the kernel writing a spool itself (passthrough) — are granted only through this one capability, offered
+ * the kernel writing a spool or reading a cache file itself (passthrough) — are granted only through this one capability, offered
  * optionally as `Vfs.engineLease` (as rclone's VFS offers its `Features`). The protocol-neutral Vfs contract
  * (types.ts) carries nothing of it, and lint keeps webdav/ and control/ off this file (eslint.config.js).
  * The owner decides every state change: the engine only ever asks, and writes what it is lent.
@@ -86,6 +86,13 @@ export interface LeasedHandle extends FileHandle {
    */
   localRange?(position: number, length: number): LocalRange | undefined;
   /**
+   * For a read-only handle: may a front end whose kernel reads a local file itself (FUSE passthrough)
+   * have it read this one instead of the handle? Granted (see CacheFileGrant) only for a handle reading
+   * the service's version of a file with no local version, whose content is wholly in the content cache
+   * (pinned or cached); undefined otherwise, and then `read` answers as before.
+   */
+  localFile?(): Promise<CacheFileGrant | undefined>;
+  /**
    * Hands the handle's version to a front end whose kernel reads and writes its spool itself (FUSE
    * passthrough): undefined unless the handle is the only writer of a version being written, every base
    * byte local. From then on nothing reads or writes the version through this handle; the version takes
@@ -124,6 +131,18 @@ export interface ClosedCreate {
 /** A version handed to the kernel (LeasedHandle.passthrough): the spool's descriptor, and its end. */
 export interface PassthroughSpool {
   readonly fd: number;
+  end(): void;
+}
+
+/**
+ * A local file a front end's kernel may read in place of a read-only handle (LeasedHandle.localFile):
+ * the content cache's file of the version the handle opened, held (never evicted, replaced or written)
+ * until `end`. `content` names the bytes: two grants with the same one are the same bytes.
+ */
+export interface CacheFileGrant {
+  readonly fd: number;
+  readonly content: string;
+  /** The kernel is done with the file (no descriptor opened with it any more): the hold goes. Once. */
   end(): void;
 }
 

@@ -10,6 +10,8 @@ import type { MetadataCache } from './metadata-cache.js';
 import { RangeReader, type ReadAheadBudget } from './range-reader.js';
 import { parentOf, type RemoteEntry } from './remote.js';
 import { RemoteReadHandle } from './remote-read-handle.js';
+import { grantCacheFile } from './cache-file-grant.js';
+import type { CacheFileGrant } from './engine-lease.js';
 import { remoteCall, type Library } from './library-folders.js';
 import type { UnlinkedWhileRead } from './unlinked-while-read.js';
 import type { WriteBack } from './write-back/index.js';
@@ -57,7 +59,11 @@ export class ServiceReads {
       unlinked();
     };
     const file = this.opts.writeBack.follow(lib.name, at.fullpath);
-    return new RemoteReadHandle(at.path, this.reader(lib, e, ctx), file, attr, released);
+    const localFile = (): Promise<CacheFileGrant | undefined> => grantCacheFile(
+      { disk: this.opts.disk, hold: this.opts.hold },
+      { contentHash: e.contentHash, size: e.size, hasLocalVersion: () => file.version() !== undefined },
+    );
+    return new RemoteReadHandle(at.path, this.reader(lib, e, ctx), file, attr, released, localFile);
   }
 
   /** Bytes [start, end] of service file `entry` as a stream (through the content cache when it has them). */

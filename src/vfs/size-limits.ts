@@ -67,6 +67,7 @@ export class SizeLimits {
       ...(handle.directSpool ? { directSpool: () => handle.directSpool!() } : {}),
       ...(handle.localRange ? { localRange: (position: number, length: number) => handle.localRange!(position, length) } : {}),
       ...(handle.passthrough ? { passthrough: () => handle.passthrough!() } : {}),
+      ...(handle.localFile ? { localFile: () => handle.localFile!() } : {}),
       ...(handle.adoptSpool ? { adoptSpool: () => handle.adoptSpool!() } : {}),
     };
   }

@@ -114,7 +114,7 @@ export class LowLevelMount {
     this.session = this.binding.mount(this.opts.mountpoint, this.opts.mountOptions, this.opts.settings, (batch) => this.onBatch(batch));
     this.records.pullQuietRecords();
     const elsewhere = this.elsewhere = new KernelInvalidation({
-      binding: this.binding, inodes: this.inodes, session: () => this.session, isLive: (ino) => this.dispatch.passthrough.live.has(ino), logger: this.logger,
+      binding: this.binding, inodes: this.inodes, session: () => this.session, isLive: (ino) => this.dispatch.passthrough.writesItself(ino), logger: this.logger,
       notify: (what, call) => this.dispatch.notifyKernel(what, call),
     });
     this.stopFollowingChanges = this.opts.changes?.subscribe((event) => elsewhere.changed(event));
@@ -142,6 +142,7 @@ export class LowLevelMount {
     }
     this.session = undefined;
     this.dispatch.writes.dropHashesDue();
+    this.dispatch.passthrough.endCacheFiles();
   }
 
   get counters(): EngineCounters {

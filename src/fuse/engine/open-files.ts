@@ -66,6 +66,11 @@ export class OpenFiles {
       const handle = fh as number;
       this.opened(node, handle);
       void this.mount.passthrough.backingFor(node, handle, req.flags!).then((backing) => {
+        if (backing < 0) {
+          // Refused (a write open of a file whose cache file the kernel reads): the handle goes.
+          b.replyErr(se, id, -backing);
+          return void this.closeUnanswered(path, handle);
+        }
         const answered = backing ? b.replyOpenBacking(se, id, handle, backing) : b.replyOpen(se, id, handle, KEEP_CACHE);
         if (!answered) this.closeUnanswered(path, handle);
       });
@@ -138,6 +143,11 @@ export class OpenFiles {
         this.mount.shown(node, stat);
         this.opened(node, handle);
         void this.mount.passthrough.backingFor(node, handle, req.flags!).then((backing) => {
+          if (backing < 0) {
+            b.replyErr(se, id, -backing);
+            this.mount.inodes.forget(node.ino, 1);
+            return void this.closeUnanswered(path, handle);
+          }
           const attrs = this.mount.statArray(node.ino, stat);
           const answered = backing ? b.replyCreateBacking(se, id, attrs, this.mount.timeout, this.mount.timeout, handle, backing) : b.replyCreate(se, id, attrs, this.mount.timeout, this.mount.timeout, handle, KEEP_CACHE);
           if (!answered) {

@@ -18,6 +18,8 @@ import type { LeasedHandle } from '../../vfs/engine-lease.js';
  */
 export interface LiveInode {
   backingId: number;
+  /** Read-only opens reading a content cache file (LeasedHandle.localFile): the content's name. */
+  cacheFile?: string;
   handles: Set<number>;
   end?: () => void;
   decided: Promise<void>;
@@ -48,9 +50,11 @@ export class PassthroughFiles {
   constructor(private readonly mount: PassthroughMount) {}
 
   /**
-   * Passthrough (docs/fuse.md): the backing file an open of `node` is answered with, 0 for none. An inode
-   * already handed to the kernel: its backing file, whatever the open. Otherwise only a write open that
-   * is the inode's only open handle, when its version can be handed over (LeasedHandle.passthrough).
+   * Passthrough (docs/fuse.md): the backing file an open of `node` is answered with, 0 for none, -errno to
+   * refuse the open. An inode already handed to the kernel: its backing file, whatever the open, except a
+   * write open of one whose cache file the kernel reads (EBUSY). Otherwise only an open that is the
+   * inode's only open handle: a write open when its version can be handed over (LeasedHandle.passthrough),
+   * a read-only one when the Vfs grants it its cache file (LeasedHandle.localFile).
    */
   async backingFor(node: InodeNode, fh: number, flags: number): Promise<number> {
     const se = this.mount.session();
@@ -61,19 +65,23 @@ export class PassthroughFiles {
     if (known) {
       await known.decided;
       if (this.live.get(node.ino) !== known || !known.backingId) return 0;
+      // The kernel takes every open of an inode with a backing file through that file: a write open
+      // would write the cache file. Refused while the kernel reads it (docs/fuse.md).
+      if (known.cacheFile !== undefined && (flags & O_ACCMODE) !== 0) return -Errno.EBUSY;
       known.handles.add(fh);
       this.mount.directCounts.passthroughOpens++;
       return known.backingId;
     }
-    // Read-only, another handle open, or O_DIRECT (through a backing file it would follow the local
-    // disk's alignment rules, which FUSE does not have).
-    if ((flags & O_ACCMODE) === 0 || node.opens > 1 || flags & O_DIRECT) return 0;
+    // Another handle open, or O_DIRECT (through a backing file it would follow the local disk's
+    // alignment rules, which FUSE does not have).
+    if (node.opens > 1 || flags & O_DIRECT) return 0;
     let handle: LeasedHandle;
     try {
       handle = this.mount.operations.handles.get(fh).handle;
     } catch {
       return 0; // released meanwhile
     }
+    if ((flags & O_ACCMODE) === 0) return this.cacheFileFor(se, node, fh, handle);
     if (!handle.passthrough) return 0;
     let decide!: () => void;
     const entry: LiveInode = { backingId: 0, handles: new Set([fh]), decided: new Promise((r) => (decide = r)) };
@@ -107,6 +115,56 @@ export class PassthroughFiles {
     }
   }
 
+  /**
+   * A read-only open: the content cache's file the Vfs grants it (LeasedHandle.localFile), registered as
+   * its backing file; the grant (its hold on the content) ends with the last handle opened with it.
+   */
+  private async cacheFileFor(se: NativeSession, node: InodeNode, fh: number, handle: LeasedHandle): Promise<number> {
+    if (!handle.localFile) return 0;
+    let decide!: () => void;
+    const entry: LiveInode = { backingId: 0, handles: new Set([fh]), decided: new Promise((r) => (decide = r)) };
+    this.live.set(node.ino, entry);
+    try {
+      const grant = await handle.localFile().catch(() => undefined);
+      if (!grant) return this.notLive(node.ino, entry);
+      const id = this.mount.session() === se ? this.mount.binding.backingOpen(se, grant.fd) : -Errno.EIO;
+      if (id <= 0) {
+        grant.end();
+        if (id === -Errno.EPERM) {
+          this.granted = false;
+          this.mount.logger.warn('fuse: the kernel lets only a process with CAP_SYS_ADMIN register backing files; cached files are read through the engine');
+        } else if (id !== -Errno.ENOTSUP) this.mount.logger.warn({ path: this.mount.safePath(node.ino), errno: -id }, 'fuse: the kernel refused a cached file as a backing file; the file is read through the engine');
+        return this.notLive(node.ino, entry);
+      }
+      entry.backingId = id;
+      entry.cacheFile = grant.content;
+      entry.end = () => grant.end();
+      this.mount.directCounts.passthroughReads++;
+      this.mount.directCounts.passthroughOpens++;
+      return id;
+    } finally {
+      decide();
+    }
+  }
+
+  /** True when the kernel writes inode `ino`'s file itself (a spool handed over, not a cache file it reads). */
+  writesItself(ino: number): boolean {
+    const live = this.live.get(ino);
+    return live !== undefined && live.cacheFile === undefined;
+  }
+
+  /**
+   * The session ended: the grants of cache files go (no release will come for their handles). A kernel
+   * still reading one reads its own reference to the file, which nothing writes.
+   */
+  endCacheFiles(): void {
+    for (const [ino, live] of this.live) {
+      if (live.cacheFile === undefined) continue;
+      this.live.delete(ino);
+      live.end?.();
+    }
+  }
+
   notLive(ino: number, entry: LiveInode): number {
     if (this.live.get(ino) === entry) this.live.delete(ino);
     return 0;
@@ -118,11 +176,16 @@ export class PassthroughFiles {
     if (!live || !live.handles.delete(fh) || live.handles.size > 0) return;
     this.live.delete(ino);
     live.end?.();
+    const se = this.mount.session();
+    if (live.cacheFile !== undefined) {
+      // Read only: the kernel changed nothing of the file.
+      if (se && live.backingId) this.mount.binding.backingClose(se, live.backingId);
+      return;
+    }
     // What the kernel shows of it now came from its own writes: the next attributes answered are the base
     // a change made elsewhere is told from.
     const open = this.mount.openInodes.get(fh);
     if (open) open.node.shown = undefined;
-    const se = this.mount.session();
     if (se && live.backingId) {
       this.mount.binding.backingClose(se, live.backingId);
       this.mount.binding.attrLive(se, ino, false);

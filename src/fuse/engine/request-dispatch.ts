@@ -67,7 +67,7 @@ export class RequestDispatch {
   readonly timeout: number;
   /** File handle → the inode it was opened on, and whether for writing. */
   readonly openInodes = new Map<number, { node: InodeNode; writable: boolean }>();
-  readonly directCounts: Omit<DirectWriteCounters, 'spoolWritebacks' | 'spoolSyncs'> = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0, fdReads: 0, passthroughFiles: 0, passthroughOpens: 0, madeClosed: 0 };
+  readonly directCounts: Omit<DirectWriteCounters, 'spoolWritebacks' | 'spoolSyncs'> = { spoolsAttached: 0, directWrites: 0, hashedByEngine: 0, fdReads: 0, passthroughFiles: 0, passthroughOpens: 0, passthroughReads: 0, madeClosed: 0 };
   /** Files handed to the kernel (passthrough, see docs/fuse.md). */
   readonly passthrough: PassthroughFiles;
   /** Directory handles and listings, and the names of folders given to the engine. */
@@ -391,7 +391,7 @@ export class RequestDispatch {
   changedElsewhere(node: InodeNode, st: KernelStat): boolean {
     // A file handed to the kernel changes through it, not elsewhere (see liveHandleClosed).
     if (this.kindChanged(node, st)) return true;
-    if (this.passthrough.live.has(node.ino)) return false;
+    if (this.passthrough.writesItself(node.ino)) return false;
     return !node.isDir && node.writers === 0 && node.shown !== undefined && (node.shown.size !== st.size || node.shown.mtimeMs !== st.mtime);
   }
 

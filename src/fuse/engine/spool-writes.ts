@@ -26,6 +26,8 @@ export interface DirectWriteCounters {
   passthroughOpens: number;
   /** Of those, files the engine created, had written and closed before JavaScript saw them, made closed in one step (EngineLease.createClosed). */
   madeClosed: number;
+  /** Read-only opens answered with the content cache's file as their backing file (the kernel reads it). */
+  passthroughReads: number;
   /** Times the engine started the writeback to disk of spool bytes it wrote and hashed. */
   spoolWritebacks: number;
   /** Background fdatasyncs the engine made of spools it wrote. */
