@@ -3,7 +3,9 @@
  * FUSE passthrough of read-only opens): the rules are the Vfs's, the front end only asks. A read handle
  * gets one only when
  * - it reads the service's version of the file (no local version: nothing written here is pending),
- * - that version's content is wholly on disk in the content cache (pinned, or cached by earlier reads),
+ * - the file is pinned (kept on this machine), and that version's content is wholly on disk in the
+ *   content cache (a write open of the file is refused while the kernel reads it: the kernel takes every
+ *   open of an inode through its one backing file; pins keep that to files the user chose),
  * - the cache keeps what it holds (a budget: the grant holds the content, so it is never evicted while the
  *   kernel reads it; a complete content's file is never written again, and a new version of the file is
  *   another content, another file).
@@ -22,6 +24,8 @@ export interface CacheFileGrantSource {
 export interface GrantedVersion {
   contentHash: string | undefined;
   size: number;
+  /** The file is pinned (PinnedContent). */
+  pinned: boolean;
   /** True when the file has a local version (written here, pending or being written). */
   hasLocalVersion: () => boolean;
 }
@@ -29,7 +33,7 @@ export interface GrantedVersion {
 /** The cache file `file` may be read from in place of its handle, held; undefined when the rules say no. */
 export async function grantCacheFile(src: CacheFileGrantSource, file: GrantedVersion): Promise<CacheFileGrant | undefined> {
   const hash = file.contentHash;
-  if (!src.disk || !src.hold || !hash || !(file.size > 0) || file.hasLocalVersion()) return undefined;
+  if (!src.disk || !src.hold || !hash || !file.pinned || !(file.size > 0) || file.hasLocalVersion()) return undefined;
   // Held before the file is looked at: from here on no eviction takes it.
   const unhold = src.hold(hash);
   if (!unhold) return undefined;

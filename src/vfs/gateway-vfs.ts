@@ -188,6 +188,7 @@ export class GatewayVfs implements Vfs {
     this.reads = new ServiceReads({
       blocks: this.blocks, disk: this.disk, budget: new ReadAheadBudget(opts.readAhead?.totalBytes ?? 256 * 1024 * 1024), readAhead: opts.readAhead,
       cache: this.cache, writeBack: this.writeBack, unlinked: this.unlinked, logger: opts.logger, hold: (hash) => this.budget?.hold(hash),
+      pinned: (name, fullpath) => this.pins?.pinned(name, fullpath) ?? false,
     });
     this.kept = new KeptOnMachine({ pins: this.pins, disk: this.disk, lookups: this.lookups, writeBack: this.writeBack });
     this.fileMarks = new FileMarks({

@@ -37,6 +37,8 @@ export interface ServiceReadsOptions {
   logger: Logger;
   /** Content being read is not evicted until the read ends (cache-budget.ts): answers its release. */
   hold?: (contentHash: string | undefined) => (() => void) | undefined;
+  /** Whether a file is pinned: only a pinned file's cache file is granted to a kernel (cache-file-grant.ts). */
+  pinned?: (library: string, fullpath: string) => boolean;
 }
 
 export class ServiceReads {
@@ -61,7 +63,7 @@ export class ServiceReads {
     const file = this.opts.writeBack.follow(lib.name, at.fullpath);
     const localFile = (): Promise<CacheFileGrant | undefined> => grantCacheFile(
       { disk: this.opts.disk, hold: this.opts.hold },
-      { contentHash: e.contentHash, size: e.size, hasLocalVersion: () => file.version() !== undefined },
+      { contentHash: e.contentHash, size: e.size, pinned: this.opts.pinned?.(lib.name, at.fullpath) ?? false, hasLocalVersion: () => file.version() !== undefined },
     );
     return new RemoteReadHandle(at.path, this.reader(lib, e, ctx), file, attr, released, localFile);
   }

@@ -1,7 +1,7 @@
 /**
  * The grant of a content cache file to a front end's kernel (LeasedHandle.localFile, cache-file-grant.ts):
- * given to a read-only handle of a file with no local version whose content is wholly cached (pinned or
- * read before), never otherwise; held against eviction until it ends; a change made elsewhere leaves the
+ * given to a read-only handle of a pinned file with no local version whose content is wholly cached, never
+ * otherwise; held against eviction until it ends; a change made elsewhere leaves the
  * grant's bytes as they were opened, and new opens get the new version's.
  */
 import { afterEach, describe, expect, it } from 'vitest';
@@ -46,10 +46,10 @@ describe('cache file grants (LeasedHandle.localFile)', () => {
     const vfs = await gateway(remote);
     await vfs.setPinned('/A/p.bin', true);
     await vfs.pinsFetched();
-    await vfs.setPinned('/A/p.bin', false); // only the grant's hold keeps it from here
     const h = await vfs.open('/A/p.bin', {}) as LeasedHandle;
     const grant = await h.localFile!();
     expect(grant).toBeDefined();
+    await vfs.setPinned('/A/p.bin', false); // only the grant's hold keeps it from here
     await h.release(); // the handle goes; the kernel may still read through the grant
     expect(readGranted(grant!, data.length).equals(data)).toBe(true);
     expect(await vfs.evict('/A/p.bin')).toEqual({ files: 0, bytes: 0 });
@@ -58,7 +58,7 @@ describe('cache file grants (LeasedHandle.localFile)', () => {
     expect((await vfs.evict('/A/p.bin')).files).toBe(1);
   });
 
-  it('not granted: content not wholly cached, an empty file, a released handle', async () => {
+  it('not granted: content not wholly cached, an empty file, a released handle, a file not pinned', async () => {
     const remote = new MemoryRemote({ name: 'A', id: '1' });
     remote.putFile('cold.bin', randomBytes(100_000));
     remote.putFile('empty', Buffer.alloc(0));
@@ -74,6 +74,18 @@ describe('cache file grants (LeasedHandle.localFile)', () => {
     const released = await vfs.open('/A/cold.bin', {}) as LeasedHandle;
     await released.release();
     expect(await released.localFile!()).toBeUndefined();
+    // Wholly cached but no longer pinned: not granted (a write open would be refused while the kernel reads it).
+    await vfs.setPinned('/A/cold.bin', false);
+    const unpinned = await vfs.open('/A/cold.bin', {}) as LeasedHandle;
+    expect(await unpinned.localFile!()).toBeUndefined();
+    await unpinned.release();
+    await vfs.setPinned('/A/cold.bin', true);
+    await vfs.pinsFetched();
+    const pinned = await vfs.open('/A/cold.bin', {}) as LeasedHandle;
+    const grant = await pinned.localFile!();
+    expect(grant).toBeDefined();
+    grant!.end();
+    await pinned.release();
   });
 
   it('not granted to a file with a local version (written here), nor to a write open', async () => {
