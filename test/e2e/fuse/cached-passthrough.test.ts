@@ -46,8 +46,7 @@ describe.runIf(granted)('read-only opens of cached content through passthrough',
     const data = randomBytes(2 * 1024 * 1024);
     await put('/Lib/cached.bin', data);
     const file = join(h.mnt, 'Lib/cached.bin');
-    // Read through the engine first (cold): the content cache keeps it; an open after that is handed over.
-    expect((await readFile(file)).equals(data)).toBe(true);
+    await h.call('pin', { path: '/Lib/cached.bin' });
     let fh = await open(file, 'r');
     const handed = async (): Promise<boolean> => {
       const before = (await counters()).passthroughReads;
@@ -56,6 +55,8 @@ describe.runIf(granted)('read-only opens of cached content through passthrough',
       return (await counters()).passthroughReads > before;
     };
     await eventually('an open of the cached file handed to the kernel', async () => ((await handed()) ? true : undefined), 10_000);
+    // Unpinned while open: only the grant's hold keeps the content from here.
+    await h.call('pin', { path: '/Lib/cached.bin', pinned: false });
     try {
       expect(await evict('/Lib/cached.bin')).toMatchObject({ files: 0 });
       const back = Buffer.alloc(data.length);

@@ -324,7 +324,7 @@ async function main(): Promise<void> {
         case 'evict': return (backend.vfs as Vfs & { evict(path: string): Promise<unknown> }).evict(a.path);
         case 'pin': {
           const v = backend.vfs as Vfs & { setPinned(path: string, pinned: boolean): Promise<unknown>; pinsFetched(): Promise<void> };
-          await v.setPinned(a.path, true);
+          await v.setPinned(a.path, a.pinned !== false);
           return v.pinsFetched();
         }
         case 'vfsStatus': return (backend.vfs as Vfs & { status?(): unknown }).status?.();
