@@ -160,6 +160,31 @@ describe('conflicts keep both (through the Vfs)', { timeout: 20_000 }, () => {
     expect(remote.read('doc.odt').toString()).toBe('saved');
   });
 
+  it('regression: a version this gateway committed at the path is no conflict for another of its lineages, nor kept by its unlink', async () => {
+    const sha = (t: string): string => createHash('sha1').update(t).digest('hex');
+    const remote = new MemoryRemote({ name: 'L', id: '1' });
+    const keeper = new ConflictKeeper({ logger: createLogger({ level: 'silent' }) });
+    const put = (v: { conflictBase: () => string[] }, t: string): Promise<RemoteEntry> =>
+      keeper.commit({ library: 'L', fullpath: 'f.txt', ...v }, remote, 'f.txt', { path: '', data: Buffer.from(t), size: t.length, sha1: sha(t) });
+    // Writers at once through both front ends: two new files of the path, neither knowing of the other.
+    await put({ conflictBase: () => [NEW_FILE] }, 'by the mount');
+    await put({ conflictBase: () => [NEW_FILE] }, 'by WebDAV');
+    // A third lineage, made from the service's version before both.
+    await put({ conflictBase: () => [sha('before')] }, 'rewritten');
+    expect(remote.paths().filter((p) => isConflictCopy(p))).toEqual([]);
+    expect(remote.paths().filter((p) => p.startsWith('f '))).toEqual([]);
+    expect(remote.read('f.txt').toString()).toBe('rewritten');
+    expect(keeper.list()).toEqual([]);
+    // An unlink made here from a lineage that did not know that version removes it all the same.
+    const current = (await remote.stat('f.txt'))!;
+    expect(keeper.deleteKeeps('L', 'f.txt', [sha('by the mount')], current)).toBe(false);
+    // Another client's version is still kept by such an unlink, and kept as a copy by such a commit.
+    remote.putFile('f.txt', Buffer.from('theirs'));
+    expect(keeper.deleteKeeps('L', 'f.txt', [sha('rewritten')], (await remote.stat('f.txt'))!)).toBe(true);
+    await put({ conflictBase: () => [sha('rewritten')] }, 'mine');
+    expect(remote.paths().filter((p) => isConflictCopy(p))).toHaveLength(1);
+  });
+
   it('a library that copies under the same name only (a member\'s) keeps both by moving the service\'s version to the copy\'s name', async () => {
     const sha = (t: string): string => createHash('sha1').update(t).digest('hex');
     class SameNameCopies extends MemoryRemote {
