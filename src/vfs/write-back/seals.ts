@@ -281,6 +281,10 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       const asFsynced = v.openRecord !== undefined && v.generation === v.openGeneration;
       v.seq = closed ? this.seqOf(closed) : asFsynced ? v.seq : this.nextSeq();
       this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
+      // The path's acknowledged version it replaces once installed (below) is of its lineage already in its
+      // record: replayed after a crash, it takes the gateway's own version at the path for no other's.
+      const ackedNow = this.slots.get(keyOf(v.library, v.fullpath))?.acked;
+      if (!closed && ackedNow && ackedNow !== v && ackedNow.seq < v.seq) v.replaces = baseJoined(v.replaces, ackedNow.replaces, ackedNow.currentSha1());
       const entry = closed ?? this.journalEntry(v);
       // Unchanged since an fsync made its spool durable: nothing of it is left to a group commit.
       const spoolSynced = (opts.sync && !inline) || v.syncedGeneration === v.generation;

@@ -323,6 +323,32 @@ describe('conflicts keep both (through the Vfs)', { timeout: 20_000 }, () => {
     expect(remote.read('read.txt').toString()).toBe('edited elsewhere');
   });
 
+  it('regression: replayed after a crash, a version that replaced another writer\'s acknowledged one takes it for the gateway\'s own', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-conflicts-'));
+    dirs.push(dataDir);
+    const remote = new MemoryRemote({ name: 'A', id: '1' });
+    remote.putFile('f.txt', Buffer.from('v1'));
+    const offline = new FaultyRemote(remote);
+    offline.inject({ kind: 'fail', code: 'EIO', methods: ['commit'] });
+    const first = await createVfs({ libraries: [{ name: 'A', remote: offline }], dataDir, feedIntervalMs: 0, upload: { retryBaseMs: 20, retryMaxMs: 100 } });
+    open.push(first);
+    // Writers at once: a handle edits the file while a replace (a WebDAV PUT) is acknowledged; the handle's
+    // close comes last and replaces it.
+    const h = await first.open('/A/f.txt', { write: true });
+    await h.write(0, Buffer.from('by the mount'));
+    await first.writeFile('/A/f.txt', Buffer.from('by WebDAV'));
+    await h.release();
+    await first.close();
+    // The replace's upload landed just before its cancel; the gateway stopped (a crash keeps the same journal).
+    remote.putFile('f.txt', Buffer.from('by WebDAV'));
+    const second = await createVfs({ libraries: [{ name: 'A', remote }], dataDir, feedIntervalMs: 0, upload: { retryBaseMs: 20, retryMaxMs: 100 } });
+    open.push(second);
+    await second.flushAll();
+    expect(remote.read('f.txt').toString()).toBe('by the mount');
+    expect(copiesOf(remote, 'f')).toEqual([]);
+    expect(second.status().conflicts).toEqual([]);
+  });
+
   it('offline, across a restart: the journal keeps each version\'s base, and the conflict is found when the service is back', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-conflicts-'));
     dirs.push(dataDir);
