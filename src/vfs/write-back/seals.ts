@@ -62,8 +62,16 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     } else if (opts.empty) {
       s.baseReader?.close();
       s.baseReader = undefined;
-      await s.version.startEmpty();
-      s.version.touch();
+      const v = s.version;
+      try {
+        await v.startEmpty();
+      } catch (err) {
+        // Sealed meanwhile by another handle's flush or close (it waited for the seal): emptied as the
+        // version made from it, as it would have been a moment later. Only a failure of its own is the writer's.
+        if (v.failed || v.mutable || s.deleted || s.version !== v) throw err;
+        return this.change(s, opts);
+      }
+      v.touch();
     } else if (!s.version.baseReady && s.version.baseSize <= (this.opts.partialFetch?.wholeMaxBytes ?? 8 * 1024 * 1024)) {
       await s.version.fillAll();
     }
