@@ -353,10 +353,11 @@ describe('LowLevelMount', () => {
     const file = await vfs.open('/Lib/new.txt', { read: true });
     expect((await file.read(0, 100)).toString()).toBe('made in C');
     await file.release();
-    // The name was taken meanwhile elsewhere: the handle's flush answers EEXIST, the taken file is kept.
+    // The name was taken meanwhile elsewhere, and the create was exclusive (O_EXCL): the handle's flush
+    // answers EEXIST, the taken file is kept.
     await vfs.writeFile('/Lib/taken.txt', Buffer.from('first'));
     batch([
-      { op: Op.CREATE, id: 0, answered: 1, ino: libIno, name: 'taken.txt', newIno: ino + 1, fh: fh + 1, mode: 0o100644, flags: 0o1 | 0o100, mtimeMs },
+      { op: Op.CREATE, id: 0, answered: 1, ino: libIno, name: 'taken.txt', newIno: ino + 1, fh: fh + 1, mode: 0o100644, flags: 0o1 | 0o100 | 0o200, mtimeMs },
       { op: Op.WRITE, id: 0, answered: 1, ino: ino + 1, fh: fh + 1, offset: 0, data: Buffer.from('second') },
     ]);
     expect((await send({ op: Op.FLUSH, ino: ino + 1, fh: fh + 1 })).args).toEqual([17]);
