@@ -158,10 +158,14 @@ int answer_flush(session *s, fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
   created_file *c = created_take(s, fi->fh);
   /* Records waiting for JavaScript stay within ANSWERED_BYTES_MAX: past it, JavaScript closes the file. */
   int ok = c && !c->spoiled && c->paths_epoch == s->paths_epoch && s->answered_bytes < ANSWERED_BYTES_MAX;
+  uint64_t waiting = s->answered_bytes;
   pthread_mutex_unlock(&s->lock);
   /* Written by the kernel (passthrough): its bytes are read back from the spool, when small, and only
    * while the disk has room (a write of it the disk refused is never seen here). */
   if (ok && c->fd >= 0) ok = spool_has_room(s, c->fd) && created_read_spool(c);
+  /* An answered close is a promise JavaScript keeps by journaling the file: never made on a disk too full
+   * for that (JavaScript then answers the close, and its error reaches the writer). */
+  if (ok) ok = journal_has_room(s, waiting + c->size);
   queued *q = ok ? new_queued(s, OP_FLUSH, NULL, ino) : NULL;
   char *written = NULL;
   size_t len = 0;

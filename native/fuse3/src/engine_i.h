@@ -556,6 +556,7 @@ int answer_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 void hex_of(const unsigned char *bytes, size_t n, char *out);
 int new_journal_id(char id[17]);
 const EVP_MD *sha1_md(void);
+int journal_has_room(session *s, uint64_t more);
 uint64_t journal_append(session *s, created_file *c, char **record, size_t *len);
 
 /* ---- close_record.c: The engine's close record (its format: close_record.c's opening comment). */

@@ -3,6 +3,8 @@
  * to it, the journal ids they carry, and SHA-1.
  */
 #include "engine_i.h"
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 void hex_of(const unsigned char *bytes, size_t n, char *out) {
   static const char digits[] = "0123456789abcdef";
@@ -71,6 +73,21 @@ static uint64_t journal_next_seq(session *s) {
   uint64_t us = (uint64_t)now.tv_sec * 1000000 + (uint64_t)now.tv_nsec / 1000;
   s->journal_seq = us > s->journal_seq ? us : s->journal_seq + 1;
   return s->journal_seq;
+}
+
+/*
+ * The log's disk has `spool_min_free` bytes free beyond `more` (records waiting for JavaScript and the
+ * one about to be written); for root, the blocks kept for it count. Always, when no minimum is set.
+ */
+int journal_has_room(session *s, uint64_t more) {
+  if (s->spool_min_free == 0) return 1;
+  struct statvfs st;
+  pthread_mutex_lock(&s->journal_lock);
+  int got = s->journal_fd >= 0 && fstatvfs(s->journal_fd, &st) == 0;
+  pthread_mutex_unlock(&s->journal_lock);
+  if (!got) return 0;
+  uint64_t blocks = geteuid() == 0 ? st.f_bfree : st.f_bavail;
+  return blocks * (uint64_t)st.f_frsize >= s->spool_min_free + more;
 }
 
 /*

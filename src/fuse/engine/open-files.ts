@@ -176,6 +176,8 @@ export class OpenFiles {
           this.mount.inodes.rename(parent, name, parent, hidden);
           node.hidden = true;
           this.mount.binding.namesForget(se, parent);
+          // Its last handle was released while it was being renamed: nothing removes it at a close now.
+          if (node.opens === 0 && !node.detached) this.removeHidden(node);
         }
         b.replyErr(se, id, code < 0 ? -code : 0);
       });
@@ -204,15 +206,20 @@ export class OpenFiles {
       if (!open) return;
       const node = open.node;
       if (node.hidden && node.opens === 1 && !node.detached) {
-        const hiddenPath = this.mount.inodes.pathOf(node);
-        this.mount.ops.unlink(hiddenPath, (c) => {
-          if (c < 0) this.mount.logger.warn({ path: hiddenPath, errno: -c }, 'fuse: removing an unlinked file at its last close failed');
-          if (!node.detached && node.parent) this.mount.inodes.removeName(node.parent.ino, node.name);
-          this.mount.inodes.closed(node, open.writable);
-        });
+        this.removeHidden(node, () => this.mount.inodes.closed(node, open.writable));
         return;
       }
       this.mount.inodes.closed(node, open.writable);
+    });
+  }
+
+  /** Removes an unlinked file kept under its `.fuse_hidden…` name once nothing has it open; then `done`. */
+  private removeHidden(node: InodeNode, done?: () => void): void {
+    const hiddenPath = this.mount.inodes.pathOf(node);
+    this.mount.ops.unlink(hiddenPath, (c) => {
+      if (c < 0) this.mount.logger.warn({ path: hiddenPath, errno: -c }, 'fuse: removing an unlinked file at its last close failed');
+      if (!node.detached && node.parent) this.mount.inodes.removeName(node.parent.ino, node.name);
+      done?.();
     });
   }
 }

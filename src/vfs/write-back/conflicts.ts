@@ -6,7 +6,8 @@
  * tells at once, with no request more, whether a file took the name meanwhile; if so, that file is moved
  * to its conflict name and the new one to the name):
  *
- * - it is one of those (or the same bytes): no conflict, the commit replaces it;
+ * - it is one of those (or the same bytes, or a version this gateway committed at the path itself, of
+ *   any lineage: writers at once through both front ends): no conflict, the commit replaces it;
  * - it is another file or other bytes (someone changed or replaced it meanwhile, online or while this
  *   gateway was offline): the service's version is first copied beside it, on the service, as
  *   `name (conflict <who> <yyyy-mm-dd hh-mm-ss>).ext` (who changed it, and when, in UTC), or moved there
@@ -16,7 +17,7 @@
  *
  * A delete made here is based on the version it removed (`deleteKeeps`): when the service's version is no
  * longer one of those (edited or replaced elsewhere meanwhile), it is not removed: the other edit stays at
- * the name. The program's unlink still succeeds: the version it removed is gone.
+ * the name. A version this gateway committed there itself is removed all the same. The program's unlink still succeeds: the version it removed is gone.
  *
  * The local side keeps the name: programs holding the file open here go on reading and writing it, and
  * what a program here saved is what it finds at the name afterwards. The other side's copy is made by the
@@ -161,6 +162,9 @@ export interface CommitCandidate {
   conflictBase(): ConflictBase;
 }
 
+/** Paths whose versions committed here are remembered (the least recently committed forgotten first). */
+const OWN_PATHS_MAX = 4096;
+
 /** Copies tried under other names (`… 2`, `… 3`) when the copy's name is taken. */
 const COPY_TRIES = 20;
 /** Conflicts listed in the status, newest kept. */
@@ -172,6 +176,13 @@ const LISTED_MAX = 200;
  */
 export class ConflictKeeper {
   private readonly found: Conflict[] = [];
+  /**
+   * The content hashes this gateway committed at each path (the newest LINEAGE_MAX): its own versions.
+   * One of them at the path is never a conflict, whatever lineage the version committed next comes from
+   * (writers at once through several front ends make lineages that do not know of each other's versions
+   * until they are acknowledged; an upload may land after a rename or an unlink made here meanwhile).
+   */
+  private readonly own = new Map<string, string[]>();
 
   constructor(private readonly opts: {
     logger: Logger;
@@ -193,7 +204,8 @@ export class ConflictKeeper {
     const current = await remote.stat(fullpath, call);
     // The service holds these very bytes already (this version reached it under another name and was
     // moved there, or an earlier attempt's answer was lost): nothing of anyone's is replaced.
-    const kind = current && !current.isDir && current.contentHash === source.sha1 ? undefined : conflictOf(base, current);
+    // This gateway's own version there (another lineage's, acknowledged meanwhile) is replaced as any.
+    const kind = current && !current.isDir && (current.contentHash === source.sha1 || this.isOwn(v.library, fullpath, current)) ? undefined : conflictOf(base, current);
     // Found again by a retry of the same upload (the last one of the path): listed and logged once.
     const last = this.found.filter((c) => c.library === v.library && c.fullpath === fullpath).pop();
     if (kind === 'deleted' && last?.kind !== 'deleted') {
@@ -212,7 +224,24 @@ export class ConflictKeeper {
       }
       this.noteChanged(v.library, fullpath, copy, other);
     }
-    return remote.commit(fullpath, source, opts);
+    return this.committed(v.library, fullpath, await remote.commit(fullpath, source, opts));
+  }
+
+  /** `entry` was committed here at `fullpath`: its content is one of the gateway's own versions there. */
+  private committed(library: string, fullpath: string, entry: RemoteEntry): RemoteEntry {
+    if (entry.contentHash === undefined) return entry;
+    const key = `${library}\0${fullpath}`;
+    const hashes = (this.own.get(key) ?? []).filter((h) => h !== entry.contentHash);
+    hashes.push(entry.contentHash);
+    this.own.delete(key);
+    this.own.set(key, hashes.slice(-LINEAGE_MAX));
+    if (this.own.size > OWN_PATHS_MAX) this.own.delete(this.own.keys().next().value!);
+    return entry;
+  }
+
+  /** True when `current` at `fullpath` holds a version this gateway committed there. */
+  private isOwn(library: string, fullpath: string, current: RemoteEntry): boolean {
+    return !current.isDir && current.contentHash !== undefined && (this.own.get(`${library}\0${fullpath}`)?.includes(current.contentHash) ?? false);
   }
 
   /**
@@ -222,25 +251,32 @@ export class ConflictKeeper {
    */
   private async commitNew(library: string, remote: Remote, fullpath: string, source: CommitSource, opts: CommitOptions): Promise<RemoteEntry> {
     const entry = await remote.commit(fullpath, source, { ...opts, replace: false });
-    if (entry.fullpath === fullpath) return entry;
+    if (entry.fullpath === fullpath) return this.committed(library, fullpath, entry);
     const call = { operator: opts.operator, signal: opts.signal };
     const placed = (): RemoteEntry => ({ ...entry, fullpath, name: baseName(fullpath) });
     const other = await remote.stat(fullpath, call);
     if (!other) {
       await remote.move(entry.fullpath, fullpath, call); // gone again meanwhile
-      return placed();
+      return this.committed(library, fullpath, placed());
     }
     if (other.isDir || other.contentHash === source.sha1) {
       // A folder took the name (refused, as a replacing commit is), or the same bytes are there already
       // (this upload's earlier attempt whose answer was lost): the numbered duplicate goes.
       await remote.remove(entry.fullpath, call);
       if (other.isDir) throw new VfsError('EISDIR', `'${fullpath}' is a folder on the service`);
-      return other;
+      return this.committed(library, fullpath, other);
+    }
+    if (this.isOwn(library, fullpath, other)) {
+      // This gateway's own version (an upload that landed after an unlink or a rename made here, or
+      // another lineage's): replaced, as a later version of the path replaces it, with no copy.
+      await remote.remove(fullpath, call);
+      await remote.move(entry.fullpath, fullpath, call);
+      return this.committed(library, fullpath, placed());
     }
     const copy = await this.moveAside(remote, library, fullpath, other, call);
     await remote.move(entry.fullpath, fullpath, call);
     this.noteChanged(library, fullpath, copy, other);
-    return placed();
+    return this.committed(library, fullpath, placed());
   }
 
   private noteChanged(library: string, fullpath: string, copy: string, other: RemoteEntry): void {
@@ -259,7 +295,8 @@ export class ConflictKeeper {
    * must not (changed elsewhere since; see the module's comment), logged and listed.
    */
   deleteKeeps(library: string, fullpath: string, base: ConflictBase, current: RemoteEntry): boolean {
-    if (!deleteKeepsOf(base, current)) return false;
+    // This gateway's own version (another of its writers' at once): the unlink made here removes it.
+    if (!deleteKeepsOf(base, current) || this.isOwn(library, fullpath, current)) return false;
     this.note({ library, fullpath, kind: 'restored', otherBy: current.lastModifiedBy, otherMtimeMs: current.mtimeMs, atMs: this.now() });
     this.opts.logger.warn({ library, path: fullpath, by: current.lastModifiedBy }, 'conflict: deleted here but changed on the service since the version deleted; not removed, the other version stays');
     return true;

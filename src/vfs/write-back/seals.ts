@@ -62,8 +62,16 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     } else if (opts.empty) {
       s.baseReader?.close();
       s.baseReader = undefined;
-      await s.version.startEmpty();
-      s.version.touch();
+      const v = s.version;
+      try {
+        await v.startEmpty();
+      } catch (err) {
+        // Sealed meanwhile by another handle's flush or close (it waited for the seal): emptied as the
+        // version made from it, as it would have been a moment later. Only a failure of its own is the writer's.
+        if (v.failed || v.mutable || s.deleted || s.version !== v) throw err;
+        return this.change(s, opts);
+      }
+      v.touch();
     } else if (!s.version.baseReady && s.version.baseSize <= (this.opts.partialFetch?.wholeMaxBytes ?? 8 * 1024 * 1024)) {
       await s.version.fillAll();
     }
@@ -281,6 +289,10 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       const asFsynced = v.openRecord !== undefined && v.generation === v.openGeneration;
       v.seq = closed ? this.seqOf(closed) : asFsynced ? v.seq : this.nextSeq();
       this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
+      // The path's acknowledged version it replaces once installed (below) is of its lineage already in its
+      // record: replayed after a crash, it takes the gateway's own version at the path for no other's.
+      const ackedNow = this.slots.get(keyOf(v.library, v.fullpath))?.acked;
+      if (!closed && ackedNow && ackedNow !== v && ackedNow.seq < v.seq) v.replaces = baseJoined(v.replaces, ackedNow.replaces, ackedNow.currentSha1());
       const entry = closed ?? this.journalEntry(v);
       // Unchanged since an fsync made its spool durable: nothing of it is left to a group commit.
       const spoolSynced = (opts.sync && !inline) || v.syncedGeneration === v.generation;

@@ -3,16 +3,17 @@
  * its own: a mount with the engine's answers and, where the kernel grants it, passthrough on.
  */
 import { constants } from 'node:fs';
-import { mkdir, open, readFile, stat } from 'node:fs/promises';
+import { mkdir, open, readFile, rm, stat, statfs, writeFile } from 'node:fs/promises';
 import { release } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startMount, type MountHarness } from './harness.js';
+import { smallDisk, startMount, type MountHarness } from './harness.js';
 
 const T = 60_000;
 const [major, minor] = release().split('.').map(Number) as [number, number];
 /** Passthrough needs Linux 6.9 and CAP_SYS_ADMIN (root here). */
 const passthrough = (major > 6 || (major === 6 && minor >= 9)) && process.getuid?.() === 0;
+const root = process.getuid?.() === 0;
 
 describe('regressions the reference model found', () => {
   let h: MountHarness;
@@ -42,5 +43,56 @@ describe('regressions the reference model found', () => {
     expect(await readFile(join(folder, 'f.txt'), 'utf8')).toBe('through the mount');
     await h.call('flushAll');
     expect(Buffer.from(await h.call<string>('remoteRead', { path: '/Lib/made-meanwhile/f.txt' }), 'base64').toString()).toBe('through the mount');
+  }, T);
+});
+
+// The data folder on a small tmpfs of its own (mounting one needs root).
+describe.runIf(root)('regressions the reference model found, the data folder nearly full', () => {
+  let h: MountHarness | undefined;
+  let disk: { path: string; remove: () => Promise<void> } | undefined;
+  beforeAll(async () => {
+    disk = await smallDisk(24);
+    h = await startMount({ mount: { attrTimeoutS: 600, ...(passthrough ? { writeMode: 'passthrough' } : {}) }, env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_UPLOAD_DELAY_MS: '600000', FUSE_TEST_DATA_PARENT: disk.path } });
+  }, T);
+  afterAll(async () => {
+    await h?.stop();
+    await disk?.remove();
+  }, T);
+
+  it('regression: with little room left the engine answers no close (the writer hears the disk): a file whose close succeeded stays', async () => {
+    const folder = join(h!.mnt, 'Lib', 'nearly-full');
+    await mkdir(folder);
+    const closes = async (): Promise<number> => (await h!.call<{ answered: { closes: number } }>('mountCounters')).answered.closes;
+    const writeClose = async (name: string, data: string): Promise<void> => {
+      const fh = await open(join(folder, name), constants.O_CREAT | constants.O_WRONLY | constants.O_TRUNC, 0o644);
+      try {
+        await fh.write(data);
+      } finally {
+        await fh.close();
+      }
+    };
+    // With room, the engine answers a small new file's close itself.
+    const before = await closes();
+    await writeClose('roomy.txt', 'written with room');
+    expect(await closes(), 'a close the engine answered with room').toBe(before + 1);
+    // Less than its minimum free (4 MiB) left: the close is JavaScript's, which journals the file first.
+    const st = await statfs(disk!.path);
+    const free = Number(st.bfree) * Number(st.bsize);
+    await writeFile(join(disk!.path, 'filler'), Buffer.alloc(Math.max(0, free - 1024 * 1024)));
+    let closed: string | undefined;
+    try {
+      // JavaScript's answer: saved, or ENOSPC (below the minimum a file the kernel writes is refused).
+      closed = await writeClose('tight.txt', 'written with 1 MiB left').then(() => 'saved', (e: NodeJS.ErrnoException) => e.code);
+      expect(['saved', 'ENOSPC'], 'the close of a file with 1 MiB free').toContain(closed);
+      expect(await closes(), 'no close answered by the engine with 1 MiB free').toBe(before + 1);
+    } finally {
+      await rm(join(disk!.path, 'filler'));
+    }
+    await h!.call('flushAll');
+    if (closed === 'saved') {
+      expect(await readFile(join(folder, 'tight.txt'), 'utf8')).toBe('written with 1 MiB left');
+      expect(Buffer.from(await h!.call<string>('remoteRead', { path: '/Lib/nearly-full/tight.txt' }), 'base64').toString()).toBe('written with 1 MiB left');
+    }
+    expect(Buffer.from(await h!.call<string>('remoteRead', { path: '/Lib/nearly-full/roomy.txt' }), 'base64').toString()).toBe('written with room');
   }, T);
 });

@@ -369,13 +369,13 @@ describe('the reference model through a mount with the engine\'s answers' + (pas
     }
   }
 
-  // Run by default: the steps the gateway passes today. The whole mix (CLOUDLIB_MODEL_ALL=1) still finds
-  // failures: a conflict copy, or a file unlinked here back at its name, made of the gateway's own
-  // versions after writers at once through both front ends or a crash (an unlink based on a version
-  // another of its writers replaced meanwhile); an O_CREAT open through the mount answered ENOENT some
-  // steps after a rename over its name; a small file whose close the engine answered gone from the mount
-  // (kept for the next start) when the data folder fills before JavaScript applies the close.
-  const today: Step['op'][] = ['writers', 'full', 'crash', 'rename'];
+  // Run by default: the steps the gateway passes today, writers at once through both front ends, a full
+  // data folder and kill -9 among them. The whole mix (CLOUDLIB_MODEL_ALL=1) adds renames, which still
+  // find a rare failure: an O_CREAT open through the mount answered ENOENT some steps after a rename over
+  // its name (seen under load, not reproduced on an idle machine). Writers at once may still, rarely,
+  // meet a create the engine answered at a name made and held open elsewhere: its spool cannot be the
+  // open file's (EIO at close, or the mount's bytes lost when the engine answered the close).
+  const today: Step['op'][] = ['rename'];
   it(`seed ${SEED}, left out: ${today.join(' ')}: every answer as a local file system's, and the mount, the service and the histories agree with the model after a flush`, () => runModel(SEED, 'model', today), T);
   it.runIf(ALL)(`seed ${SEED}, the whole mix`, () => runModel(SEED, 'model-all', []), T);
 });

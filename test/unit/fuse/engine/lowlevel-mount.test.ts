@@ -9,6 +9,7 @@ import { DEFAULT_DEADLINES, FuseOperations } from '../../../../src/fuse/operatio
 import { silentLogger } from '../../../../src/shared/log.js';
 import { MemoryVfs } from '../../../support/memory-vfs.js';
 import { ForegroundActivity } from '../../../../src/vfs/foreground-activity.js';
+import { waitFor } from '../../../support/wait-for.js';
 
 interface Reply {
   kind: string;
@@ -194,6 +195,21 @@ describe('LowLevelMount', () => {
     batch([{ op: Op.RELEASE, id: 0, answered: 1, ino, fh, flags: 0 }]);
     await mount.applyQueued();
     expect(await vfs.readdir('/Lib')).toEqual([]);
+  });
+
+  it('regression: an unlink of an open file whose last release comes while it is being hidden removes it all the same', async () => {
+    const { vfs, mount, send, batch } = setup();
+    const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
+    const c = await send({ op: Op.CREATE, ino: libIno, name: 'open.txt', mode: 0o100644, flags: 0o2 });
+    const ino = (c.args[0] as number[])[0]!;
+    const fh = c.args[3] as number;
+    // close(2) returned; the kernel's release (answered by the engine) comes while the unlink renames it.
+    const unlinked = send({ op: Op.UNLINK, ino: libIno, name: 'open.txt' });
+    batch([{ op: Op.RELEASE, id: 0, answered: 1, ino, fh, flags: 0 }]);
+    await mount.applyQueued();
+    expect((await unlinked).args).toEqual([0]);
+    // No stray `.fuse_hidden…`: nothing has it open any more.
+    await waitFor('the hidden file removed', async () => (await vfs.readdir('/Lib')).length === 0);
   });
 
   it('a folder\'s release answered by the engine: JavaScript drops the listing it held for the handle', async () => {

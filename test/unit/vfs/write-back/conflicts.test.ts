@@ -160,6 +160,31 @@ describe('conflicts keep both (through the Vfs)', { timeout: 20_000 }, () => {
     expect(remote.read('doc.odt').toString()).toBe('saved');
   });
 
+  it('regression: a version this gateway committed at the path is no conflict for another of its lineages, nor kept by its unlink', async () => {
+    const sha = (t: string): string => createHash('sha1').update(t).digest('hex');
+    const remote = new MemoryRemote({ name: 'L', id: '1' });
+    const keeper = new ConflictKeeper({ logger: createLogger({ level: 'silent' }) });
+    const put = (v: { conflictBase: () => string[] }, t: string): Promise<RemoteEntry> =>
+      keeper.commit({ library: 'L', fullpath: 'f.txt', ...v }, remote, 'f.txt', { path: '', data: Buffer.from(t), size: t.length, sha1: sha(t) });
+    // Writers at once through both front ends: two new files of the path, neither knowing of the other.
+    await put({ conflictBase: () => [NEW_FILE] }, 'by the mount');
+    await put({ conflictBase: () => [NEW_FILE] }, 'by WebDAV');
+    // A third lineage, made from the service's version before both.
+    await put({ conflictBase: () => [sha('before')] }, 'rewritten');
+    expect(remote.paths().filter((p) => isConflictCopy(p))).toEqual([]);
+    expect(remote.paths().filter((p) => p.startsWith('f '))).toEqual([]);
+    expect(remote.read('f.txt').toString()).toBe('rewritten');
+    expect(keeper.list()).toEqual([]);
+    // An unlink made here from a lineage that did not know that version removes it all the same.
+    const current = (await remote.stat('f.txt'))!;
+    expect(keeper.deleteKeeps('L', 'f.txt', [sha('by the mount')], current)).toBe(false);
+    // Another client's version is still kept by such an unlink, and kept as a copy by such a commit.
+    remote.putFile('f.txt', Buffer.from('theirs'));
+    expect(keeper.deleteKeeps('L', 'f.txt', [sha('rewritten')], (await remote.stat('f.txt'))!)).toBe(true);
+    await put({ conflictBase: () => [sha('rewritten')] }, 'mine');
+    expect(remote.paths().filter((p) => isConflictCopy(p))).toHaveLength(1);
+  });
+
   it('a library that copies under the same name only (a member\'s) keeps both by moving the service\'s version to the copy\'s name', async () => {
     const sha = (t: string): string => createHash('sha1').update(t).digest('hex');
     class SameNameCopies extends MemoryRemote {
@@ -296,6 +321,32 @@ describe('conflicts keep both (through the Vfs)', { timeout: 20_000 }, () => {
     await waitFor('the put-off delete to be settled', () => vfs.status().conflicts, { until: (c) => c.length === 1 });
     expect(vfs.status().conflicts).toMatchObject([{ fullpath: 'read.txt', kind: 'restored' }]);
     expect(remote.read('read.txt').toString()).toBe('edited elsewhere');
+  });
+
+  it('regression: replayed after a crash, a version that replaced another writer\'s acknowledged one takes it for the gateway\'s own', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-conflicts-'));
+    dirs.push(dataDir);
+    const remote = new MemoryRemote({ name: 'A', id: '1' });
+    remote.putFile('f.txt', Buffer.from('v1'));
+    const offline = new FaultyRemote(remote);
+    offline.inject({ kind: 'fail', code: 'EIO', methods: ['commit'] });
+    const first = await createVfs({ libraries: [{ name: 'A', remote: offline }], dataDir, feedIntervalMs: 0, upload: { retryBaseMs: 20, retryMaxMs: 100 } });
+    open.push(first);
+    // Writers at once: a handle edits the file while a replace (a WebDAV PUT) is acknowledged; the handle's
+    // close comes last and replaces it.
+    const h = await first.open('/A/f.txt', { write: true });
+    await h.write(0, Buffer.from('by the mount'));
+    await first.writeFile('/A/f.txt', Buffer.from('by WebDAV'));
+    await h.release();
+    await first.close();
+    // The replace's upload landed just before its cancel; the gateway stopped (a crash keeps the same journal).
+    remote.putFile('f.txt', Buffer.from('by WebDAV'));
+    const second = await createVfs({ libraries: [{ name: 'A', remote }], dataDir, feedIntervalMs: 0, upload: { retryBaseMs: 20, retryMaxMs: 100 } });
+    open.push(second);
+    await second.flushAll();
+    expect(remote.read('f.txt').toString()).toBe('by the mount');
+    expect(copiesOf(remote, 'f')).toEqual([]);
+    expect(second.status().conflicts).toEqual([]);
   });
 
   it('offline, across a restart: the journal keeps each version\'s base, and the conflict is found when the service is back', async () => {

@@ -325,6 +325,26 @@ describe('write-back', () => {
     }
   });
 
+  it('regression: a truncating open while another handle\'s close seals the file opens it emptied, with no error', async () => {
+    // Two mount writers of one file (O_TRUNC rewrites): the open of the second emptied the version the
+    // first one's close was sealing, and answered EIO ("a journaled version cannot change").
+    for (let i = 0; i < 12; i++) {
+      const { vfs, remote } = await gateway();
+      const first = await vfs.open('/A/f', { write: true, create: true, truncate: true });
+      // Large enough to be sealed from its spool (hashed while the seal holds the version).
+      await first.write(0, Buffer.alloc(4 * 1024 * 1024, 1));
+      // The open at several points of the seal: each point a turn of the event loop, not a time.
+      // eslint-disable-next-line no-restricted-syntax -- turns of the event loop, not a wait for work
+      const later = async (ticks: number): Promise<void> => { for (let t = 0; t < ticks; t++) await new Promise((r) => setImmediate(r)); };
+      const [, second] = await Promise.all([first.flush(), later(i).then(() => vfs.open('/A/f', { write: true, create: true, truncate: true }))]);
+      await second.write(0, Buffer.from('second'));
+      await first.release();
+      await second.release();
+      await vfs.flushAll();
+      expect(remote.read('f').toString()).toBe('second');
+    }
+  });
+
   it('regression: a close while the file is being sealed after its fsync returns once it is journaled', async () => {
     // The seal of a file left unchanged after an fsync (delay 0) ran while the handles closed: the closes
     // and the flush of everything returned before it was journaled, and nothing was uploaded.
