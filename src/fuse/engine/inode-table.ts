@@ -29,6 +29,8 @@ export interface InodeNode {
   writers: number;
   /** Size, mtime and kind (mode & S_IFMT) last shown to the kernel, to tell a change made elsewhere. */
   shown?: { size: number; mtimeMs: number; kind?: number };
+  /** The content hash the last open read (the kernel's pages hold that content; open-files.ts). */
+  pagesOf?: string;
   isDir: boolean;
   /** Unlinked while open: renamed to a hidden name, removed at the last close. */
   hidden?: boolean;

@@ -65,16 +65,34 @@ export class OpenFiles {
       if (code < 0) return void b.replyErr(se, id, -code);
       const handle = fh as number;
       this.opened(node, handle);
-      void this.mount.passthrough.backingFor(node, handle, req.flags!).then((backing) => {
+      void this.mount.passthrough.backingFor(node, handle, req.flags!).then(async (backing) => {
         if (backing < 0) {
           // Refused (a write open of a file whose cache file the kernel reads): the handle goes.
           b.replyErr(se, id, -backing);
           return void this.closeUnanswered(path, handle);
         }
-        const answered = backing ? b.replyOpenBacking(se, id, handle, backing) : b.replyOpen(se, id, handle, KEEP_CACHE);
+        const answered = backing ? b.replyOpenBacking(se, id, handle, backing) : b.replyOpen(se, id, handle, await this.cacheFlags(node, handle));
         if (!answered) this.closeUnanswered(path, handle);
       });
     });
+  }
+
+  /**
+   * KEEP_CACHE, unless this open reads another content than the one the kernel's pages were last filled
+   * from: then the kernel drops them at the open. A change made elsewhere is also told to the kernel when
+   * the feed brings it, but a read under way may fill pages with the old content after that; without
+   * this, same-size same-time content would be read from those pages for as long as they stay.
+   */
+  private async cacheFlags(node: InodeNode, fh: number): Promise<number> {
+    let hash: string | undefined;
+    try {
+      hash = (await this.mount.operations.handles.get(fh).handle.stat()).contentHash;
+    } catch {
+      return 0; // released meanwhile: nothing to keep
+    }
+    const before = node.pagesOf;
+    if (hash !== undefined) node.pagesOf = hash;
+    return before !== undefined && hash !== undefined && before !== hash ? 0 : KEEP_CACHE;
   }
 
   /**
