@@ -279,11 +279,17 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       if (closed && (closed.id !== v.id || closed.library !== v.library || closed.fullpath !== v.fullpath || v.operator)) closed = undefined;
       // A small file's bytes go in its journal record: its spool then needs no fsync of its own.
       let inline = closed ? record!.data : v.inlineContent();
-      await v.seal(this.opts.hasher, { sync: opts.sync && !inline && !closed, closed: closed && { size: closed.size, sha1: closed.sha1!, mtimeNs: opts.closed!.spoolMtimeNs } });
+      const readAt = v.generation;
+      const sealSynced = opts.sync && !inline && !closed;
+      await v.seal(this.opts.hasher, { sync: sealSynced, closed: closed && { size: closed.size, sha1: closed.sha1!, mtimeNs: opts.closed!.spoolMtimeNs } });
       if (closed && !v.sealedAs(closed.sha1!, closed.size)) {
         // The kernel wrote on meanwhile (another descriptor of the open file): sealed as the spool is now.
         closed = undefined;
         inline = v.reseal();
+      } else if (!closed && inline && v.generation !== readAt) {
+        // Written on between the read of its bytes and the seal (another handle, or the kernel): the
+        // record carries the bytes its SHA-1 names, or none (the spool, made durable, has them).
+        inline = v.isLive ? v.reseal() : v.inlineContent();
       }
       // Unchanged since an fsync recorded it: its place in the order is that fsync's.
       const asFsynced = v.openRecord !== undefined && v.generation === v.openGeneration;
@@ -295,7 +301,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       if (!closed && ackedNow && ackedNow !== v && ackedNow.seq < v.seq) v.replaces = baseJoined(v.replaces, ackedNow.replaces, ackedNow.currentSha1());
       const entry = closed ?? this.journalEntry(v);
       // Unchanged since an fsync made its spool durable: nothing of it is left to a group commit.
-      const spoolSynced = (opts.sync && !inline) || v.syncedGeneration === v.generation;
+      const spoolSynced = sealSynced || v.syncedGeneration === v.generation;
       await this.journal.put(entry, { spoolSynced, sync: opts.sync, inline }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
     } catch (err) {
       resolveEntry();

@@ -4,7 +4,7 @@
  * (mtime, ctime and inode, nothing read), others by their SHA-1, and replay checks every spool against
  * its record's size and SHA-1 or mark before the upload, setting aside one that differs.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { closeSync, futimesSync, openSync, statSync, writeSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { waitFor } from '../../../support/wait-for.js';
 import { UploadJournal } from '../../../../src/vfs/write-back/upload-journal.js';
+import { LocalVersion } from '../../../../src/vfs/write-back/local-version.js';
 import { FileHasher } from '../../../../src/vfs/write-back/file-hasher.js';
 import { spoolMatches } from '../../../../src/vfs/write-back/spool-verification.js';
 import { createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
@@ -134,6 +135,63 @@ describe('a sealed version is what its record names, or replay sets it aside', {
     const c = await gateway({ dataDir: a.dataDir, remote: a.remote });
     await c.vfs.flushAll({ timeoutMs: 10_000 });
     expect(a.remote.paths()).toEqual([]);
+  });
+  it('regression: a rename then a crash replays the last acknowledged version: the kernel writing between the read of a small file\'s bytes and its seal', async () => {
+    const a = await gateway();
+    holdUploads(a.faulty);
+    const first = Buffer.alloc(100, 0x61);
+    const last = Buffer.alloc(100, 0x62);
+    const h = await a.vfs.open('/A/e.db', { write: true, create: true, exclusive: true });
+    const spool = await h.passthrough!();
+    expect(spool).toBeDefined();
+    writeSync(spool!.fd, first, 0, first.length, 0);
+    // Another descriptor of the open file writes on while the close journals it: after its bytes were
+    // read for the record, before the seal hashes the spool (another time: the seal sees the change).
+    const seal = LocalVersion.prototype.seal;
+    const spy = vi.spyOn(LocalVersion.prototype, 'seal').mockImplementation(function (this: LocalVersion, ...args: Parameters<LocalVersion['seal']>) {
+      spy.mockRestore();
+      writeSync(spool!.fd, last, 0, last.length, 0);
+      futimesSync(spool!.fd, new Date(1_000_000), new Date(2_000_000));
+      return seal.apply(this, args);
+    });
+    await h.flush();
+    await h.release();
+    spool!.end();
+    expect(spy).not.toHaveBeenCalled(); // restored: the close sealed it
+    // Each record carries the bytes its SHA-1 names.
+    for (const r of await puts(a.dataDir, 'e.db')) if (r.sha1) expect(r.sha1).toBe(sha1(last));
+    await a.vfs.rename('/A/e.db', '/A/c');
+    await crash(a);
+    const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
+    await b.vfs.flushAll({ timeoutMs: 10_000 });
+    expect(a.remote.read('c').equals(last)).toBe(true);
+    expect(await a.remote.stat('e.db')).toBeNull();
+    expect(await readdir(join(a.dataDir, 'journal', 'unverified')).catch(() => [])).toEqual([]);
+  });
+  it('regression: a rename then a crash replays the last acknowledged version: another handle writing between the read of a small file\'s bytes and its seal', async () => {
+    const a = await gateway();
+    holdUploads(a.faulty);
+    const first = Buffer.alloc(100, 0x61);
+    const last = Buffer.alloc(100, 0x62);
+    const h = await a.vfs.open('/A/e.db', { write: true, create: true, exclusive: true });
+    await h.write(0, first);
+    // A write of another writer queued just before the seal: the seal hashes the spool with it.
+    const seal = LocalVersion.prototype.seal;
+    const spy = vi.spyOn(LocalVersion.prototype, 'seal').mockImplementation(function (this: LocalVersion, ...args: Parameters<LocalVersion['seal']>) {
+      spy.mockRestore();
+      void this.write(0, last);
+      return seal.apply(this, args);
+    });
+    await h.release();
+    expect(spy).not.toHaveBeenCalled(); // restored: the close sealed it
+    for (const r of await puts(a.dataDir, 'e.db')) if (r.sha1) expect(r.sha1).toBe(sha1(last));
+    await a.vfs.rename('/A/e.db', '/A/c');
+    await crash(a);
+    const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
+    await b.vfs.flushAll({ timeoutMs: 10_000 });
+    expect(a.remote.read('c').equals(last)).toBe(true);
+    expect(await a.remote.stat('e.db')).toBeNull();
+    expect(await readdir(join(a.dataDir, 'journal', 'unverified')).catch(() => [])).toEqual([]);
   });
   it('a spool the kernel wrote, only touched after its seal (same size, same bytes, another time), is set aside, not uploaded', async () => {
     const a = await gateway();
