@@ -95,8 +95,8 @@ export class EngineRecords {
   private readonly settling = new Map<number, Promise<void>>();
   /** File handles whose answered write or times failed here: the errno their next flush or fsync answers. */
   private readonly lateErrors = new Map<number, number>();
-  /** Handles of files the engine created that the Vfs refused (until released). */
-  private readonly refusedCreates = new Set<number>();
+  /** Handles of files the engine created that the Vfs refused (until released), with the errno it refused with. */
+  private readonly refusedCreates = new Map<number, number>();
   /** The closes the engine answers, and the journal their records go to (answerCloses). */
   private closes: { writer: AnsweredCloses; journal: SideJournal } | undefined;
   private quietRecords: NodeJS.Timeout | undefined;
@@ -139,6 +139,15 @@ export class EngineRecords {
     const late = this.lateErrors.get(fh);
     this.lateErrors.delete(fh);
     return late;
+  }
+
+  /**
+   * The errno the Vfs refused the file of handle `fh` with, when the engine created it and the Vfs did
+   * not take it: every later request of the handle but its release answers it (the kernel may still send
+   * some, such as the times it writes back before an fsync).
+   */
+  refusalOf(fh: number): number | undefined {
+    return this.refusedCreates.get(fh);
   }
 
   /** `fh` is released: nothing of it is kept any longer. */
@@ -333,7 +342,7 @@ export class EngineRecords {
       node = this.inodes.rememberAt(parent, name, req.newIno!);
     } catch (err) {
       this.lateErrors.set(fh, -errnoOf(err));
-      this.refusedCreates.add(fh);
+      this.refusedCreates.set(fh, -errnoOf(err));
       this.logger.warn({ parent, name, err: String(err) }, 'fuse: a file the engine created has no folder here');
       return undefined;
     }
@@ -412,7 +421,7 @@ export class EngineRecords {
     // The spool the engine made for it is nobody's (the kernel's writes to it stay until the release).
     if (live && req.journalId && this.closes) void this.closes.journal.dropSpool(req.journalId).catch(() => undefined);
     this.lateErrors.set(fh, -code);
-    this.refusedCreates.add(fh);
+    this.refusedCreates.set(fh, -code);
     this.logger.warn({ path, errno: -code }, 'fuse: making a file the engine created failed; its close answers the error');
     if (this.session) this.binding.namesForget(this.session, parent);
     this.mount.invalidate(node);

@@ -109,6 +109,9 @@ export class RequestDispatch {
 
   /** Answers a request (not a record of the engine): a failure thrown on the way is answered as its errno. */
   dispatchSafely(req: KernelRequest): void {
+    // A handle of a file the engine created and the Vfs refused: its requests answer the refusal.
+    const refused = req.fh !== undefined && req.op !== Op.RELEASE ? this.mount.records().refusalOf(req.fh) : undefined;
+    if (refused !== undefined && req.id) return void this.binding.replyErr(this.se, req.id, refused);
     try {
       this.dispatch(req);
     } catch (err) {

@@ -359,6 +359,10 @@ describe('LowLevelMount', () => {
       { op: Op.CREATE, id: 0, answered: 1, ino: libIno, name: 'taken.txt', newIno: ino + 1, fh: fh + 1, mode: 0o100644, flags: 0o1 | 0o100 | 0o200, mtimeMs },
       { op: Op.WRITE, id: 0, answered: 1, ino: ino + 1, fh: fh + 1, offset: 0, data: Buffer.from('second') },
     ]);
+    // Regression: the times the kernel writes back before an fsync (a SETATTR of the handle) answered
+    // ENOENT (the refused file's inode has no path), which the fsync then gave the program.
+    expect((await send({ op: Op.SETATTR, ino: ino + 1, fh: fh + 1, valid: 1 << 5, mtimeMs, atimeMs: mtimeMs })).args).toEqual([17]);
+    expect((await send({ op: Op.FSYNC, ino: ino + 1, fh: fh + 1, flags: 0 })).args).toEqual([17]);
     expect((await send({ op: Op.FLUSH, ino: ino + 1, fh: fh + 1 })).args).toEqual([17]);
     await send({ op: Op.RELEASE, ino: ino + 1, fh: fh + 1 });
     expect(mount.inodes.find(libIno, 'taken.txt')).toBeUndefined();
