@@ -17,6 +17,8 @@ export interface ChangeBefore {
   previous: RemoteEntry | null | undefined;
   /** The library-relative path the same object (id) had, when it was elsewhere. */
   movedFrom?: string;
+  /** The change is one of the gateway's moves under way (UpdatesFeed.ownMove): shown as it will be. */
+  own?: true;
 }
 
 /** The event a feed change makes (without its seq). */
@@ -26,9 +28,9 @@ export function changeEventOf(library: string, change: RemoteChange, before: Cha
   const base = { path, isDir: e.isDir, ...(e.isDir ? {} : { size: e.size }), ...(e.lastModifiedBy ? { by: e.lastModifiedBy } : {}), timeMs: e.mtimeMs };
   if (change.kind === 'delete') {
     const { size: _size, ...rest } = base;
-    return { ...rest, kind: 'deleted', isDir: before.previous ? before.previous.isDir : e.isDir, ...(before.previous === null ? { shown: true as const } : {}) };
+    return { ...rest, kind: 'deleted', isDir: before.previous ? before.previous.isDir : e.isDir, ...(before.previous === null || before.own ? { shown: true as const } : {}) };
   }
-  if (before.movedFrom !== undefined && before.movedFrom !== e.fullpath) return { ...base, kind: 'moved', from: gatewayPathOf(library, before.movedFrom) };
+  if (before.movedFrom !== undefined && before.movedFrom !== e.fullpath) return { ...base, kind: 'moved', from: gatewayPathOf(library, before.movedFrom), ...(before.own ? { shown: true as const } : {}) };
   const prev = before.previous;
   const sameContent = !!prev && prev.id === e.id && prev.isDir === e.isDir && prev.size === e.size && prev.contentHash === e.contentHash;
   const shown = sameContent && (prev.locked === undefined || e.locked === undefined || prev.locked === e.locked);

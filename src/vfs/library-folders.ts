@@ -150,6 +150,11 @@ export class LibraryFolders {
     this.libs.get(library)?.feed?.noteLocalChange(fullpath);
   }
 
+  /** The gateway is moving `from` to `to` on the service (UpdatesFeed.ownMove): call the returned end once the move is shown, or failed. */
+  ownMove(library: string, from: string, to: string): () => void {
+    return this.libs.get(library)?.feed?.ownMove(from, to) ?? (() => undefined);
+  }
+
   /** The gateway changed a path in a way the cache cannot patch (tags, lock, a copy): asked again next time. */
   ownForget(library: string, fullpath: string): void {
     this.opts.cache.forget(library, fullpath);

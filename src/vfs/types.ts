@@ -225,7 +225,8 @@ export interface ChangeEvent {
   timeMs: number;
   /**
    * The gateway showed this already before the feed brought it (its own change coming back, or one a
-   * lookup found first): the same object with the same content at that path, or a path known gone.
+   * lookup found first): the same object with the same content at that path, a path known gone, or a
+   * move the gateway is making (reported before the gateway applied the service's answer).
    */
   shown?: true;
 }

@@ -64,6 +64,11 @@ export class UpdatesFeed {
    * them (or below one) may predate the gateway's own: the path is forgotten (asked again) instead.
    */
   private touched = new Set<string>();
+  /**
+   * Moves the gateway asked of the service and does not show yet (`from`, `to`, how many at once): the
+   * feed may bring one before the gateway's own answer is applied, and it is then the gateway's own.
+   */
+  private readonly ownMoves = new Map<string, { from: string; to: string; count: number }>();
 
   constructor(private readonly opts: UpdatesFeedOptions) {
     this.intervalMs = opts.intervalMs ?? 2000;
@@ -102,6 +107,38 @@ export class UpdatesFeed {
   /** The gateway changed `fullpath` itself (its cache already shows the result). */
   noteLocalChange(fullpath: string): void {
     if (this.running) this.touched.add(fullpath);
+  }
+
+  /**
+   * The gateway is moving `from` to `to` on the service: until the returned end is called, the feed's
+   * report of that move (and of what moved with a folder) is the gateway's own, shown as it will be.
+   */
+  ownMove(from: string, to: string): () => void {
+    const key = `${from}\0${to}`;
+    const m = this.ownMoves.get(key) ?? { from, to, count: 0 };
+    m.count++;
+    this.ownMoves.set(key, m);
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      if (--m.count === 0) this.ownMoves.delete(key);
+    };
+  }
+
+  /**
+   * Whether `change` reports one of the gateway's moves under way: the object (or one that moved with a
+   * folder) shown at its new path, or its old path removed (a service that reports a move as both).
+   */
+  private isOwnMove(change: RemoteChange, before: ChangeBefore): boolean {
+    const at = change.entry.fullpath;
+    const within = (p: string, folder: string): boolean => p === folder || p.startsWith(`${folder}/`);
+    for (const m of this.ownMoves.values()) {
+      if (change.kind === 'delete' && within(at, m.from)) return true;
+      const from = before.movedFrom;
+      if (from !== undefined && within(from, m.from) && at === m.to + from.slice(m.from.length)) return true;
+    }
+    return false;
   }
 
   get healthy(): boolean {
@@ -176,7 +213,8 @@ export class UpdatesFeed {
     // A change of a path the gateway changed meanwhile may be older than the gateway's: in doubt, unless
     // the cache shows exactly what it brings (the gateway's own change coming back), which is applied as
     // any other. A doubt drops a folder's listing, and with it the names of a folder being filled.
-    const before = this.opts.onChange ? cache.before(library, change.entry) : undefined;
+    const before: ChangeBefore | undefined = this.opts.onChange ? cache.before(library, change.entry) : undefined;
+    if (before && this.ownMoves.size > 0 && this.isOwnMove(change, before)) before.own = true;
     const echo = change.kind === 'upsert' && cache.holds(library, change.entry);
     if (!echo && this.isTouched(change.entry.fullpath)) cache.doubt(library, change.entry.fullpath);
     else if (change.kind === 'delete') cache.remove(library, change.entry.fullpath);

@@ -61,6 +61,32 @@ describe('ChangeEvents', () => {
     expect(changeEventOf('L', { kind: 'delete', entry: prev }, { previous: prev }).shown).toBeUndefined();
   });
 
+  it('regression: the feed reporting a move the gateway is making, before its answer is applied, is shown (the mount never forgets the name being renamed)', async () => {
+    const { remote, cache, feed, events } = await fed();
+    cache.setListing('L', '', []);
+    await remote.mkdir('d');
+    remote.putFile('d/f', Buffer.from('x'));
+    await feed.pollNow();
+    const end = feed.ownMove('d', 'e');
+    await remote.move('d', 'e');
+    await feed.pollNow();
+    end();
+    await remote.move('e', 'g');
+    await feed.pollNow();
+    // This service reports a move as the old path removed and the object at the new one.
+    expect(events.slice(2).map((e) => [e.kind, e.from, e.path, e.shown])).toEqual([
+      ['deleted', undefined, '/L/d', true],
+      ['moved', '/L/d', '/L/e', true],
+      ['deleted', undefined, '/L/d/f', true],
+      ['moved', '/L/d/f', '/L/e/f', true],
+      ['deleted', undefined, '/L/e', undefined],
+      ['moved', '/L/e', '/L/g', undefined],
+      ['deleted', undefined, '/L/e/f', undefined],
+      ['moved', '/L/e/f', '/L/g/f', undefined],
+    ]);
+    await feed.stop();
+  });
+
   it('a watch of a folder concerns what is in it, where it is or where it was', () => {
     const e = (path: string, from?: string): ChangeEvent => ({ seq: 1, kind: from ? 'moved' : 'changed', path, ...(from ? { from } : {}), isDir: false, timeMs: 0 });
     expect(changeConcerns(e('/L/a/b.txt'), '/L/a')).toBe(true);
