@@ -287,6 +287,17 @@ function listenAddress(flag: string | undefined, envValue: string | undefined, f
   return given === 'off' ? null : given;
 }
 
+/**
+ * The default address of a kept listener: `envValue` (CLOUDLIB_DEFAULT_SERVICE_LISTEN or
+ * CLOUDLIB_DEFAULT_ADMIN_LISTEN) when set, else `builtIn`. Unlike an address given by flag, environment or
+ * file, a default is tried at a first start and kept, exactly as the built-in one.
+ */
+function defaultListen(envValue: string | undefined, name: string, builtIn: string): string {
+  if (envValue === undefined) return builtIn;
+  parseHostPort(envValue, name);
+  return envValue;
+}
+
 export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = process.env, opts: { fuseUsable: boolean; cwd?: string } = { fuseUsable: false }): Promise<GatewayConfig> {
   const cwd = opts.cwd ?? process.cwd();
   const file = flags.config ?? env.CLOUDLIB_CONFIG;
@@ -421,11 +432,11 @@ export async function loadConfig(flags: ConfigFlags, env: NodeJS.ProcessEnv = pr
   const maxFileMb = intIn(journal.max_file_mb, 'journal.max_file_mb', 0, 2 ** 32) ?? 0;
   const maxPendingMb = intIn(journal.max_pending_mb, 'journal.max_pending_mb', 0, 2 ** 32) ?? 0;
   const log = obj(raw.log, 'log');
-  const adminListen = listenAddress(flags.adminListen, env.CLOUDLIB_ADMIN, raw.admin_listen, 'admin_listen', DEFAULT_ADMIN_LISTEN);
+  const adminListen = listenAddress(flags.adminListen, env.CLOUDLIB_ADMIN, raw.admin_listen, 'admin_listen', defaultListen(env.CLOUDLIB_DEFAULT_ADMIN_LISTEN, 'CLOUDLIB_DEFAULT_ADMIN_LISTEN', DEFAULT_ADMIN_LISTEN));
   const adminGiven = flags.adminListen ?? env.CLOUDLIB_ADMIN ?? (raw.admin_listen === undefined ? undefined : 'given');
   if (adminListen) parseHostPort(adminListen, 'admin listen address');
   const serviceGiven = flags.serviceListen ?? env.CLOUDLIB_SERVICE_LISTEN ?? str(raw.service_listen, 'service_listen');
-  const serviceListen = serviceGiven ?? DEFAULT_SERVICE_LISTEN;
+  const serviceListen = serviceGiven ?? defaultListen(env.CLOUDLIB_DEFAULT_SERVICE_LISTEN, 'CLOUDLIB_DEFAULT_SERVICE_LISTEN', DEFAULT_SERVICE_LISTEN);
   parseHostPort(serviceListen, 'service listen address');
   const serviceUrl = flags.serviceUrl ?? env.CLOUDLIB_SERVICE_URL ?? str(raw.service_url, 'service_url');
   if (serviceUrl !== undefined && !/^https?:\/\/[^/\s]+\/?$/.test(serviceUrl)) throw new ConfigError(`service url: expected http(s)://HOST[:PORT], got '${serviceUrl}'`);

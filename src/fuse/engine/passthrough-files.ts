@@ -37,6 +37,22 @@ export interface PassthroughMount {
   safePath(ino: number): string;
 }
 
+/** A file registered as a backing file: its descriptor, and its end (once the kernel is done with it). */
+interface BackingFile {
+  readonly fd: number;
+  end(): void;
+}
+
+/** What an open does with its backing file: what is logged when the kernel refuses it, and how it is kept. */
+interface BackingUse<F extends BackingFile> {
+  /** Logged when this process may register no backing file (EPERM). */
+  notPermitted: string;
+  /** Logged, with the path and errno, when the kernel refuses this one. */
+  refused: string;
+  /** The file registered: keeps it in the live `entry` and counts it; false gives it up. */
+  adopt(entry: LiveInode, file: F): boolean;
+}
+
 // open(2) flags.
 const O_ACCMODE = 0o3;
 const O_DIRECT = 0o40000;
@@ -82,37 +98,19 @@ export class PassthroughFiles {
       return 0; // released meanwhile
     }
     if ((flags & O_ACCMODE) === 0) return this.cacheFileFor(se, node, fh, handle);
-    if (!handle.passthrough) return 0;
-    let decide!: () => void;
-    const entry: LiveInode = { backingId: 0, handles: new Set([fh]), decided: new Promise((r) => (decide = r)) };
-    this.live.set(node.ino, entry);
-    try {
-      const spool = await handle.passthrough().catch(() => undefined);
-      if (!spool) return this.notLive(node.ino, entry);
-      const id = this.mount.session() === se ? this.mount.binding.backingOpen(se, spool.fd) : -Errno.EIO;
-      if (id <= 0) {
-        spool.end();
-        if (id === -Errno.EPERM) {
-          // Not allowed to this process (CAP_SYS_ADMIN): no file will be, said once.
-          this.granted = false;
-          this.mount.logger.warn('fuse: the kernel lets only a process with CAP_SYS_ADMIN register backing files; files are written through the engine');
-        } else if (id !== -Errno.ENOTSUP) this.mount.logger.warn({ path: this.mount.safePath(node.ino), errno: -id }, 'fuse: the kernel refused a backing file; the file is written through the engine');
-        return this.notLive(node.ino, entry);
-      }
-      // No attributes of the file from the engine's cache while the kernel writes it.
-      if (!this.mount.binding.attrLive(se, node.ino, true, spool.fd)) {
-        this.mount.binding.backingClose(se, id);
-        spool.end();
-        return this.notLive(node.ino, entry);
-      }
-      entry.backingId = id;
-      entry.end = spool.end;
-      this.mount.directCounts.passthroughFiles++;
-      this.mount.directCounts.passthroughOpens++;
-      return id;
-    } finally {
-      decide();
-    }
+    const passthrough = handle.passthrough?.bind(handle);
+    if (!passthrough) return 0;
+    return this.registerBacking(se, node, fh, passthrough, {
+      notPermitted: 'fuse: the kernel lets only a process with CAP_SYS_ADMIN register backing files; files are written through the engine',
+      refused: 'fuse: the kernel refused a backing file; the file is written through the engine',
+      adopt: (entry, spool) => {
+        // No attributes of the file from the engine's cache while the kernel writes it.
+        if (!this.mount.binding.attrLive(se, node.ino, true, spool.fd)) return false;
+        entry.end = spool.end;
+        this.mount.directCounts.passthroughFiles++;
+        return true;
+      },
+    });
   }
 
   /**
@@ -120,26 +118,50 @@ export class PassthroughFiles {
    * its backing file; the grant (its hold on the content) ends with the last handle opened with it.
    */
   private async cacheFileFor(se: NativeSession, node: InodeNode, fh: number, handle: LeasedHandle): Promise<number> {
-    if (!handle.localFile) return 0;
+    const localFile = handle.localFile?.bind(handle);
+    if (!localFile) return 0;
+    return this.registerBacking(se, node, fh, localFile, {
+      notPermitted: 'fuse: the kernel lets only a process with CAP_SYS_ADMIN register backing files; cached files are read through the engine',
+      refused: 'fuse: the kernel refused a cached file as a backing file; the file is read through the engine',
+      adopt: (entry, grant) => {
+        entry.cacheFile = grant.content;
+        entry.end = () => grant.end();
+        this.mount.directCounts.passthroughReads++;
+        return true;
+      },
+    });
+  }
+
+  /**
+   * Registers the file `take` gives (a spool to hand over, a cache file to read) as the backing file of
+   * open `fh` of `node`. The inode is live meanwhile: later opens wait until this one is decided. Returns
+   * the backing file's id, or 0 when there is no file, the kernel refuses it (EPERM: no file will be
+   * registered, said once; ENOTSUP: silently; otherwise said with the path), or `adopt` gives it up; the
+   * file ends then.
+   */
+  private async registerBacking<F extends BackingFile>(se: NativeSession, node: InodeNode, fh: number, take: () => Promise<F | undefined>, use: BackingUse<F>): Promise<number> {
     let decide!: () => void;
     const entry: LiveInode = { backingId: 0, handles: new Set([fh]), decided: new Promise((r) => (decide = r)) };
     this.live.set(node.ino, entry);
     try {
-      const grant = await handle.localFile().catch(() => undefined);
-      if (!grant) return this.notLive(node.ino, entry);
-      const id = this.mount.session() === se ? this.mount.binding.backingOpen(se, grant.fd) : -Errno.EIO;
+      const file = await take().catch(() => undefined);
+      if (!file) return this.notLive(node.ino, entry);
+      const id = this.mount.session() === se ? this.mount.binding.backingOpen(se, file.fd) : -Errno.EIO;
       if (id <= 0) {
-        grant.end();
+        file.end();
         if (id === -Errno.EPERM) {
+          // Not allowed to this process (CAP_SYS_ADMIN): no file will be, said once.
           this.granted = false;
-          this.mount.logger.warn('fuse: the kernel lets only a process with CAP_SYS_ADMIN register backing files; cached files are read through the engine');
-        } else if (id !== -Errno.ENOTSUP) this.mount.logger.warn({ path: this.mount.safePath(node.ino), errno: -id }, 'fuse: the kernel refused a cached file as a backing file; the file is read through the engine');
+          this.mount.logger.warn(use.notPermitted);
+        } else if (id !== -Errno.ENOTSUP) this.mount.logger.warn({ path: this.mount.safePath(node.ino), errno: -id }, use.refused);
+        return this.notLive(node.ino, entry);
+      }
+      if (!use.adopt(entry, file)) {
+        this.mount.binding.backingClose(se, id);
+        file.end();
         return this.notLive(node.ino, entry);
       }
       entry.backingId = id;
-      entry.cacheFile = grant.content;
-      entry.end = () => grant.end();
-      this.mount.directCounts.passthroughReads++;
       this.mount.directCounts.passthroughOpens++;
       return id;
     } finally {

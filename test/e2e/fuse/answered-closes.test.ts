@@ -8,11 +8,11 @@
  * folder uploads every file as closed.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readdir, stat, writeFile } from 'node:fs/promises';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { eventually, sh, startMount, type MountHarness } from './harness.js';
+import { MountsOverService } from './mounts-over-service.js';
 import { startTestService, type TestService } from '../../support/service.js';
 import { createServiceVfs } from '../../../src/remote/service-vfs.js';
 import { readCloseRecords, type EngineCloseRecord } from '../../../src/vfs/write-back/engine-close-record.js';
@@ -49,25 +49,21 @@ describe('closes answered by the engine, then flushAll', () => {
 });
 
 describe('closes answered by the engine, then kill -9', () => {
-  let svc: TestService;
-  let dataDir: string;
-  let h: MountHarness | undefined;
+  let mounts: MountsOverService<TestService> | undefined;
 
   beforeAll(async () => {
-    svc = await startTestService();
-    dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-closes-'));
+    mounts = await MountsOverService.start(await startTestService(), 'cloudlib-closes-');
   }, T);
   afterAll(async () => {
-    await h?.stop();
-    await rm(dataDir, { recursive: true, force: true });
-    await svc?.close();
+    await mounts?.stop();
   }, T);
 
   it('files copied while JavaScript is held still, the gateway killed: the next start uploads every one as closed', async () => {
-    h = await startMount({
+    const { service: svc, dataDir } = mounts!;
+    const h = await mounts!.mount({
       mount: { attrTimeoutS: 600 },
       // Uploads held back: what the service gets comes from the journal at the next start.
-      env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_DATA_DIR: dataDir, FUSE_TEST_UPLOAD_DELAY_MS: '600000', FUSE_TEST_SERVICE: JSON.stringify({ baseUrl: svc.client.baseUrl, credentials: svc.client.credentials }) },
+      env: { FUSE_TEST_UPLOAD_DELAY_MS: '600000' },
     });
     const src = join(h.local, 'src');
     await mkdir(src);
@@ -84,11 +80,10 @@ describe('closes answered by the engine, then kill -9', () => {
     // One cp a file (a cp of several stats each file it made, which JavaScript would answer).
     await sh('sh', ['-c', 'for f in "$1"/*; do cp "$f" "$2"/ || exit 1; done', 'sh', src, join(h.mnt, 'Lib/copied')], { timeoutMs: 30_000 });
     // Acknowledged: every close returned. The gateway dies before JavaScript saw any of it.
-    const killed = new Promise<void>((resolve) => h!.child.once('exit', () => resolve()));
+    const killed = new Promise<void>((resolve) => h.child.once('exit', () => resolve()));
     h.child.kill('SIGKILL');
     await killed;
     await h.stop();
-    h = undefined;
     const sides = (await readdir(join(dataDir, 'journal'))).filter((n) => n.startsWith('closes.'));
     expect(sides.length).toBe(1);
     // The engine's own close records, one a file, each with the file's bytes.

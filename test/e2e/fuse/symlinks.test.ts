@@ -6,10 +6,10 @@
  * the same service and data folder keeps them.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { lstat, mkdir, mkdtemp, readFile, readdir, readlink, rm, stat, symlink, unlink, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { lstat, mkdir, readFile, readdir, readlink, stat, symlink, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { sh, startMount, type MountHarness } from './harness.js';
+import { sh, type MountHarness } from './harness.js';
+import { MountsOverService } from './mounts-over-service.js';
 import { startServiceProcess, type ServiceProcess } from '../../support/service-process.js';
 
 const T = 90_000;
@@ -19,20 +19,14 @@ describe('symbolic links through the FUSE mount', () => {
   // of its pool (fs/promises) until the mount answers, and the mount waits for the service. Four such calls
   // at once took every thread an in-process service needed to answer: each waited for the 30 s deadline
   // and failed with EIO (the readlink EIO once seen here under load).
-  let svc: ServiceProcess;
-  let dataDir: string;
+  let mounts: MountsOverService<ServiceProcess> | undefined;
   let h: MountHarness | undefined;
   let dir: string;
   const remoteRead = async (path: string): Promise<string> => Buffer.from(await h!.call<string>('remoteRead', { path }), 'base64').toString('utf8');
-  const mount = (): Promise<MountHarness> =>
-    startMount({
-      mount: { attrTimeoutS: 1 },
-      env: { FUSE_TEST_BACKEND: 'service', FUSE_TEST_DATA_DIR: dataDir, FUSE_TEST_SERVICE: JSON.stringify({ baseUrl: svc.client.baseUrl, credentials: svc.client.credentials }) },
-    });
+  const mount = (): Promise<MountHarness> => mounts!.mount({ mount: { attrTimeoutS: 1 } });
 
   beforeAll(async () => {
-    svc = await startServiceProcess();
-    dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-links-'));
+    mounts = await MountsOverService.start(await startServiceProcess(), 'cloudlib-links-');
     h = await mount();
     dir = join(h.mnt, 'Lib', 'links');
     await mkdir(join(dir, 'sub'), { recursive: true });
@@ -40,9 +34,7 @@ describe('symbolic links through the FUSE mount', () => {
     await writeFile(join(dir, 'sub', 'inside.txt'), 'inside');
   }, T);
   afterAll(async () => {
-    await h?.stop();
-    await rm(dataDir, { recursive: true, force: true });
-    await svc?.close();
+    await mounts?.stop();
   }, T);
 
   it('ln -s makes a link: readlink, ls -l and reads through it; the service holds NAME.rclonelink', async () => {

@@ -2,7 +2,10 @@
  * The second day with `cloudlib up`, as a person meets it: started with no `--data` in one folder, `ctl`
  * from another finds it (one data folder per user, under a temporary HOME here); a restart keeps the
  * embedded service's address (share links made before it still open) and the status page's; a kept
- * address that is taken is refused with a clear error.
+ * address that is taken is refused with a clear error. Another gateway or test run on this machine may hold
+ * the default addresses (8081, 8082): the test checks that `up` documents and derives them, then moves them
+ * to ports free now with CLOUDLIB_DEFAULT_SERVICE_LISTEN / CLOUDLIB_DEFAULT_ADMIN_LISTEN, which a first
+ * start takes and keeps exactly as it would the built-in ones.
  */
 import { describe, it, expect, afterEach } from 'vitest';
 import { execFile } from 'node:child_process';
@@ -14,6 +17,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { fuseUsable, type EndpointsFile } from '../../../src/gateway/gateway.js';
+import { loadConfig } from '../../../src/gateway/config.js';
+import { freePort } from '../../support/free-port.js';
 import { waitFor } from '../../support/wait-for.js';
 import { CloudlibProcesses, exited, jsonWrittenBy, logged, remoteService, runCloudlib as cloudlib, type CloudlibChild } from '../../support/cloudlib-processes.js';
 
@@ -33,9 +38,12 @@ afterEach(async () => {
   for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
 });
 
-/** The environment of a person with HOME at `home`: none of the variables that name a data folder or socket. */
+/** The environment of a person with HOME at `home`: none of the variables that name a data folder, socket or address. */
 function personEnv(home: string): NodeJS.ProcessEnv {
-  const { CLOUDLIB_HOME: _h, CLOUDLIB_SOCKET: _s, XDG_DATA_HOME: _x, CLOUDLIB_CONFIG: _c, CLOUDLIB_SERVICE_LISTEN: _l, CLOUDLIB_ADMIN: _a, ...rest } = process.env;
+  const {
+    CLOUDLIB_HOME: _h, CLOUDLIB_SOCKET: _s, XDG_DATA_HOME: _x, CLOUDLIB_CONFIG: _c, CLOUDLIB_SERVICE_LISTEN: _l, CLOUDLIB_ADMIN: _a,
+    CLOUDLIB_DEFAULT_SERVICE_LISTEN: _dl, CLOUDLIB_DEFAULT_ADMIN_LISTEN: _da, ...rest
+  } = process.env;
   return { ...rest, HOME: home, CLOUDLIB_LOG_LEVEL: 'warn' };
 }
 
@@ -52,11 +60,26 @@ describe.skipIf(!ready)('daily use of cloudlib up', { timeout: 120_000 }, () => 
     const started = join(base, 'project');
     const elsewhere = join(base, 'elsewhere');
     for (const d of [home, started, elsewhere]) await mkdir(d);
-    const env = personEnv(home);
+    const person = personEnv(home);
     const data = join(home, '.local', 'share', 'cloudlib');
+
+    // With no address flags, `up` says and derives the defaults 8081 and 8082, both kept.
+    const help = await cloudlib(['up', '--help'], started, person);
+    expect(help.code, help.stderr).toBe(0);
+    expect(help.stdout).toMatch(/--service-listen H:P +embedded service listen address \(default\s+127\.0\.0\.1:8081,/);
+    expect(help.stdout).toMatch(/--admin-listen H:P +status page .*\(default\s+127\.0\.0\.1:8082,/);
+    const derived = await loadConfig({ noMount: true }, person, { fuseUsable: false, cwd: started });
+    expect([derived.service_listen, derived.admin_listen, derived.keep_listen]).toEqual(['127.0.0.1:8081', '127.0.0.1:8082', { service: true, admin: true }]);
+    // The same start with those defaults moved to ports free now: taken at the first start, kept after.
+    const servicePort = await freePort();
+    let adminPort = await freePort();
+    while (adminPort === servicePort) adminPort = await freePort();
+    const defaults = { service: `127.0.0.1:${servicePort}`, admin: `127.0.0.1:${adminPort}` };
+    const env = { ...person, CLOUDLIB_DEFAULT_SERVICE_LISTEN: defaults.service, CLOUDLIB_DEFAULT_ADMIN_LISTEN: defaults.admin };
 
     let child = start(started, env);
     const first = await jsonWrittenBy<EndpointsFile>(join(data, 'endpoints.json'), child);
+    expect([first.service_url, first.admin_url], child.output()).toEqual([`http://${defaults.service}`, `http://${defaults.admin}`]);
     expect(first.control_socket).toBe(join(data, 'control.sock'));
     expect(existsSync(join(started, '.cloudlib'))).toBe(false);
 

@@ -3,33 +3,22 @@
  * `ctl status` and the status page show it; the service goes away and the gateway restarts, and WebDAV
  * still lists and reads everything pinned; `ctl evict` frees what is not pinned; bad input is refused.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ControlClient } from '../../../src/control/client.js';
-import { loadConfig, type GatewayConfig } from '../../../src/gateway/config.js';
+import type { GatewayConfig } from '../../../src/gateway/config.js';
 import { Gateway } from '../../../src/gateway/gateway.js';
 import { EmbeddedService } from '../../../src/service/index.js';
 import { silentLogger } from '../../../src/shared/log.js';
 import { dav } from '../../support/dav-http.js';
+import { gatewayConfigOver, TempDirs } from '../../support/gateway-over-service.js';
 
-const dirs: string[] = [];
+const dirs = new TempDirs();
 let service: EmbeddedService | undefined;
 let gateway: Gateway | undefined;
 
-async function tempDir(prefix: string): Promise<string> {
-  const d = await mkdtemp(join(tmpdir(), prefix));
-  dirs.push(d);
-  return d;
-}
-
 async function gatewayConfig(data: string, svc: EmbeddedService): Promise<GatewayConfig> {
-  const config = await loadConfig({ data, webdav: '127.0.0.1:0', noMount: true, adminListen: '127.0.0.1:0' }, {}, { fuseUsable: false });
-  const lib = svc.credentials.library;
-  config.service = { base_url: svc.baseUrl, upload_header_prefix: 'x-svc-', libraries: [{ org_client_id: lib.org_client_id, org_client_secret: lib.org_client_secret }] };
-  config.webdav.users = [{ name: 'alice', password: 'secret' }];
-  config.feed.interval_ms = 100;
+  const config = await gatewayConfigOver(data, svc);
   config.cache.disk_cache_mb = 8;
   config.cache.min_free_percent = 0; // the machine's disk is not the test's
   return config;
@@ -47,13 +36,13 @@ async function ctl<T>(data: string, method: string, params: Record<string, unkno
 afterAll(async () => {
   await gateway?.stop();
   await service?.close();
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
+  await dirs.removeAll();
 });
 
 describe('pins through the gateway', { timeout: 60_000 }, () => {
   it('pin --wait, status, then with the service gone and the gateway restarted WebDAV reads all of it', async () => {
-    service = await EmbeddedService.start({ dataDir: await tempDir('cloudlib-svc-'), logger: silentLogger });
-    const data = await tempDir('cloudlib-pins-');
+    service = await EmbeddedService.start({ dataDir: await dirs.make('cloudlib-svc-'), logger: silentLogger });
+    const data = await dirs.make('cloudlib-pins-');
     const config = await gatewayConfig(data, service);
     gateway = await Gateway.start({ config, logger: silentLogger, stopFlushMs: 0 });
     const lib = gateway.vfs.libraryNames()[0]!;

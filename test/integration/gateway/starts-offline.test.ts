@@ -4,54 +4,37 @@
  * of it into the journal and goes online by itself once the service answers, uploading both. A first start has
  * nothing to serve: it is refused in one line.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ServiceClient } from '../../../src/api/client.js';
 import { ControlClient } from '../../../src/control/client.js';
-import { loadConfig, type GatewayConfig } from '../../../src/gateway/config.js';
 import { Gateway } from '../../../src/gateway/gateway.js';
 import { EmbeddedService } from '../../../src/service/index.js';
 import { silentLogger } from '../../../src/shared/log.js';
 import { dav } from '../../support/dav-http.js';
+import { gatewayConfigOver, TempDirs } from '../../support/gateway-over-service.js';
 import { serviceReader } from '../../support/drive-scenarios.js';
 import { waitFor } from '../../support/wait-for.js';
 
-const dirs: string[] = [];
+const dirs = new TempDirs();
 let service: EmbeddedService | undefined;
 let gateway: Gateway | undefined;
 let client: ServiceClient | undefined;
-
-async function tempDir(prefix: string): Promise<string> {
-  const d = await mkdtemp(join(tmpdir(), prefix));
-  dirs.push(d);
-  return d;
-}
-
-async function gatewayConfig(data: string, svc: EmbeddedService): Promise<GatewayConfig> {
-  const config = await loadConfig({ data, webdav: '127.0.0.1:0', noMount: true, adminListen: '127.0.0.1:0' }, {}, { fuseUsable: false });
-  const lib = svc.credentials.library;
-  config.service = { base_url: svc.baseUrl, upload_header_prefix: 'x-svc-', libraries: [{ org_client_id: lib.org_client_id, org_client_secret: lib.org_client_secret }] };
-  config.webdav.users = [{ name: 'alice', password: 'secret' }];
-  config.feed.interval_ms = 100;
-  return config;
-}
 
 afterAll(async () => {
   await gateway?.stop();
   await client?.close();
   await service?.close();
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
+  await dirs.removeAll();
 });
 
 describe('a gateway started while the service is away', { timeout: 60_000 }, () => {
   it('serves its journal offline, takes writes, goes online and uploads when the service answers', async () => {
-    const serviceDir = await tempDir('cloudlib-svc-');
+    const serviceDir = await dirs.make('cloudlib-svc-');
     service = await EmbeddedService.start({ dataDir: serviceDir, logger: silentLogger });
     const port = new URL(service.baseUrl).port;
-    const data = await tempDir('cloudlib-offline-');
-    const config = await gatewayConfig(data, service);
+    const data = await dirs.make('cloudlib-offline-');
+    const config = await gatewayConfigOver(data, service);
 
     // An earlier run: one file uploaded, then the service goes away and one more is journaled, not uploaded.
     gateway = await Gateway.start({ config, logger: silentLogger, stopFlushMs: 0 });
@@ -67,7 +50,7 @@ describe('a gateway started while the service is away', { timeout: 60_000 }, () 
     gateway = undefined;
 
     // A first start (an empty data folder) has nothing to serve offline: refused, in one line.
-    const fresh = { ...config, data: await tempDir('cloudlib-first-') };
+    const fresh = { ...config, data: await dirs.make('cloudlib-first-') };
     const refused = await Gateway.start({ config: fresh, logger: silentLogger }).then(() => undefined, (err: Error) => err);
     expect(refused?.message).toMatch(/cannot be reached .* never served from this data folder: nothing to serve offline yet/);
     expect(refused?.message).not.toContain('\n');

@@ -37,6 +37,16 @@ describe('gateway configuration', () => {
     expect([given.service_listen, given.admin_listen, given.keep_listen]).toEqual(['127.0.0.1:0', '127.0.0.1:9000', { service: false, admin: false }]);
   });
 
+  it('CLOUDLIB_DEFAULT_SERVICE_LISTEN and CLOUDLIB_DEFAULT_ADMIN_LISTEN replace the defaults, still kept; a bad one is refused', async () => {
+    const env = { CLOUDLIB_DEFAULT_SERVICE_LISTEN: '127.0.0.1:18081', CLOUDLIB_DEFAULT_ADMIN_LISTEN: '127.0.0.1:18082' };
+    const d = await loadConfig({ data: 'd' }, env, { fuseUsable: false, cwd: dir });
+    expect([d.service_listen, d.admin_listen, d.keep_listen]).toEqual(['127.0.0.1:18081', '127.0.0.1:18082', { service: true, admin: true }]);
+    const given = await loadConfig({ data: 'd', serviceListen: '127.0.0.1:0' }, { ...env, CLOUDLIB_ADMIN: 'off' }, { fuseUsable: false, cwd: dir });
+    expect([given.service_listen, given.admin_listen, given.keep_listen]).toEqual(['127.0.0.1:0', null, { service: false, admin: false }]);
+    await expect(loadConfig({ data: 'd' }, { CLOUDLIB_DEFAULT_SERVICE_LISTEN: '8081' }, { fuseUsable: false, cwd: dir })).rejects.toThrow("CLOUDLIB_DEFAULT_SERVICE_LISTEN: expected HOST:PORT, got '8081'");
+    await expect(loadConfig({ data: 'd' }, { CLOUDLIB_DEFAULT_ADMIN_LISTEN: 'off' }, { fuseUsable: false, cwd: dir })).rejects.toThrow("CLOUDLIB_DEFAULT_ADMIN_LISTEN: expected HOST:PORT, got 'off'");
+  });
+
   it('a log file: from the flag, the environment or log.file; never inside the mount', async () => {
     expect((await loadConfig({ data: 'd', logFile: 'logs/gw.log' }, {}, { fuseUsable: false, cwd: dir })).log.file).toBe(join(dir, 'logs', 'gw.log'));
     expect((await loadConfig({ data: 'd' }, { CLOUDLIB_LOG_FILE: '/var/log/cloudlib.log' }, { fuseUsable: false, cwd: dir })).log.file).toBe('/var/log/cloudlib.log');

@@ -1,23 +1,19 @@
 /**
  * Read-only opens answered with a content cache file (passthrough-files.ts, LeasedHandle.localFile),
- * driven without a kernel: a recording stand-in for the native binding, passthrough granted, over the
- * in-memory Vfs whose read handles are granted a file. The grant ends with the last handle opened with it
- * (or the session), a write open meanwhile is refused with EBUSY, and a refused backing file leaves the
- * open answered as before.
+ * driven without a kernel: a recording stand-in for the native binding (RecordingBinding), passthrough
+ * granted, over the in-memory Vfs whose read handles are granted a file. The grant ends with the last
+ * handle opened with it (or the session), a write open meanwhile is refused with EBUSY, and a refused
+ * backing file leaves the open answered as before.
  */
 import { describe, expect, it } from 'vitest';
-import { Op, type Fuse3Binding, type KernelRequest, type NativeSession } from '../../../../src/fuse/engine/binding.js';
+import { Op } from '../../../../src/fuse/engine/binding.js';
 import { LowLevelMount } from '../../../../src/fuse/engine/lowlevel-mount.js';
 import { DEFAULT_DEADLINES, FuseOperations } from '../../../../src/fuse/operations.js';
 import { silentLogger } from '../../../../src/shared/log.js';
 import type { CacheFileGrant, LeasedHandle } from '../../../../src/vfs/engine-lease.js';
 import type { OpenFlags } from '../../../../src/vfs/types.js';
 import { MemoryVfs } from '../../../support/memory-vfs.js';
-
-interface Reply {
-  kind: string;
-  args: unknown[];
-}
+import { RecordingBinding } from '../../../support/recording-fuse-binding.js';
 
 const CACHE_FD = 99;
 const BACKING_ID = 7;
@@ -39,73 +35,26 @@ function setup(backingOpen: number = BACKING_ID) {
     return handle;
   };
   const operations = new FuseOperations({ vfs, ownership: { uid: 1000, gid: 100, umask: 0o022, readOnly: false }, deadlines: DEFAULT_DEADLINES, logger: silentLogger });
-  const waiting = new Map<number, (r: Reply) => void>();
-  let onBatch: (batch: KernelRequest[]) => void = () => undefined;
   const registered: number[] = [];
   const closed: number[] = [];
-  const answer = (kind: string) => (_s: NativeSession, id: number, ...args: unknown[]) => {
-    const w = waiting.get(id);
-    waiting.delete(id);
-    w?.({ kind, args: args.map((a) => (a instanceof Float64Array ? Array.from(a) : a)) });
-    return w !== undefined;
-  };
-  const unexpected = (what: string) => () => { throw new Error(`${what}: not expected here`); };
-  const binding = {
-    mount: (_m, _o, _s, cb) => {
-      onBatch = cb;
-      return {} as NativeSession;
+  const kernel = new RecordingBinding({
+    passthrough: true,
+    overrides: {
+      backingOpen: (_s, fd) => {
+        registered.push(fd);
+        return backingOpen;
+      },
+      backingClose: (_s, id) => {
+        closed.push(id);
+        return 0;
+      },
+      attrLive: () => { throw new Error('attrLive: not expected here'); },
     },
-    unmount: async () => undefined,
-    destroy: () => true,
-    replyErr: answer('err'),
-    replyEntry: answer('entry'),
-    replyNegative: answer('negative'),
-    replyAttr: answer('attr'),
-    replyOpen: answer('open'),
-    replyCreate: answer('create'),
-    backingOpen: (_s, fd) => {
-      registered.push(fd);
-      return backingOpen;
-    },
-    backingClose: (_s, id) => {
-      closed.push(id);
-      return 0;
-    },
-    attrLive: unexpected('attrLive'),
-    spoolFolder: () => undefined,
-    replyOpenBacking: answer('openBacking'),
-    replyCreateBacking: answer('createBacking'),
-    replyWrite: answer('write'),
-    replyData: (s, id, parts, limit) => answer('data')(s, id, Buffer.concat(parts as Buffer[]).subarray(0, limit)),
-    replyFd: unexpected('replyFd'),
-    replyDir: (s, id, _size, names) => {
-      answer('dir')(s, id, [...names]);
-      return names.length;
-    },
-    replyStatfs: answer('statfs'),
-    invalidateEntry: async () => 0,
-    invalidateInode: async () => 0,
-    notifyDelete: async () => 0,
-    attrForget: () => undefined,
-    folderNames: () => false,
-    namesForget: () => undefined,
-    pathsKept: () => true,
-    answeredCounts: () => ({ getattr: 0, writes: 0, times: 0, modes: 0, lookups: 0, creates: 0, closes: 0, spoolsMadeAhead: 0 }),
-    spoolWritebacks: () => 0,
-    spoolSyncs: () => 0,
-    transport: () => ({ transport: 'dev', why: 'a recording binding', ringRequests: 0, devRequests: 0, queues: 0, depth: 16, passthrough: true }),
-    takeQueued: () => [],
-  } as Partial<Fuse3Binding> as Fuse3Binding;
-  const mount = new LowLevelMount({ binding, operations, mountpoint: '/unused', mountOptions: [], settings: { maxWrite: 1, maxReadahead: 1, maxBackground: 1, congestionThreshold: 1, writeback: 0, asyncRead: 1, readers: 1, passthrough: 1 }, attrTimeoutS: 1, logger: silentLogger });
+  });
+  const send = kernel.send;
+  const mount = new LowLevelMount({ binding: kernel.binding, operations, mountpoint: '/unused', mountOptions: [], settings: { maxWrite: 1, maxReadahead: 1, maxBackground: 1, congestionThreshold: 1, writeback: 0, asyncRead: 1, readers: 1, passthrough: 1 }, attrTimeoutS: 1, logger: silentLogger });
   mount.mount();
-  onBatch([{ op: Op.INIT, id: 0, ino: 0, writeback: 0, maxWrite: 1 << 20, maxReadahead: 1 << 20, maxBackground: 64 }]);
-  let nextId = 1;
-  const send = (req: Omit<KernelRequest, 'id'>): Promise<Reply> =>
-    new Promise((resolve) => {
-      const id = nextId++;
-      waiting.set(id, resolve);
-      onBatch([{ ...req, id }]);
-    });
+  kernel.init(0);
   const fileIno = async (): Promise<number> => {
     const lib = await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' });
     const f = await send({ op: Op.LOOKUP, ino: (lib.args[0] as number[])[0]!, name: 'f.txt' });

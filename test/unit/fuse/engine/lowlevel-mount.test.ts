@@ -1,102 +1,26 @@
 /**
- * LowLevelMount driven without a kernel: a recording stand-in for the native binding takes the replies,
- * requests go in as the reader thread would hand them over, over the in-memory Vfs.
+ * LowLevelMount driven without a kernel: a recording stand-in for the native binding (RecordingBinding)
+ * takes the replies, requests go in as the reader thread would hand them over, over the in-memory Vfs.
  */
 import { describe, expect, it } from 'vitest';
-import { Op, type Fuse3Binding, type KernelRequest, type NativeSession } from '../../../../src/fuse/engine/binding.js';
+import { Op, type Fuse3Binding } from '../../../../src/fuse/engine/binding.js';
 import { LowLevelMount } from '../../../../src/fuse/engine/lowlevel-mount.js';
 import { DEFAULT_DEADLINES, FuseOperations } from '../../../../src/fuse/operations.js';
 import { silentLogger } from '../../../../src/shared/log.js';
 import { MemoryVfs } from '../../../support/memory-vfs.js';
+import { RecordingBinding } from '../../../support/recording-fuse-binding.js';
 import { ForegroundActivity } from '../../../../src/vfs/foreground-activity.js';
 import { waitFor } from '../../../support/wait-for.js';
-
-interface Reply {
-  kind: string;
-  args: unknown[];
-}
 
 function setup(overrides: Partial<Fuse3Binding> = {}) {
   const vfs = new MemoryVfs(['Lib']);
   const operations = new FuseOperations({ vfs, ownership: { uid: 1000, gid: 100, umask: 0o022, readOnly: false }, deadlines: DEFAULT_DEADLINES, logger: silentLogger });
-  const waiting = new Map<number, (r: Reply) => void>();
-  let onBatch: (batch: KernelRequest[]) => void = () => undefined;
-  let fits = Infinity;
-  const forgotten: number[] = [];
-  const answer = (kind: string) => (_s: NativeSession, id: number, ...args: unknown[]) => {
-    const w = waiting.get(id);
-    waiting.delete(id);
-    // Copy typed arrays: the engine reuses its stat array.
-    w?.({ kind, args: args.map((a) => (a instanceof Float64Array ? Array.from(a) : a)) });
-    return w !== undefined;
-  };
-  const binding: Fuse3Binding = {
-    mount: (_m, _o, _s, cb) => {
-      onBatch = cb;
-      return {} as NativeSession;
-    },
-    unmount: async () => undefined,
-    destroy: () => true,
-    replyErr: answer('err'),
-    replyEntry: answer('entry'),
-    replyNegative: answer('negative'),
-    replyAttr: answer('attr'),
-    replyOpen: answer('open'),
-    replyCreate: answer('create'),
-    // No passthrough granted here: no open is answered with a backing file.
-    backingOpen: () => -95,
-    backingClose: () => 0,
-    attrLive: () => true,
-    spoolFolder: () => undefined,
-    replyOpenBacking: () => { throw new Error('replyOpenBacking: not expected without passthrough'); },
-    replyCreateBacking: () => { throw new Error('replyCreateBacking: not expected without passthrough'); },
-    replyWrite: answer('write'),
-    replyXattrSize: answer('xattrSize'),
-    replyData: (s, id, parts, limit) => answer('data')(s, id, Buffer.concat(parts as Buffer[]).subarray(0, limit)),
-    // The in-memory Vfs holds no local files: no read is answered from a descriptor here.
-    replyFd: () => { throw new Error('replyFd: not expected over the in-memory Vfs'); },
-    replyDir: (s, id, size, names) => {
-      answer('dir')(s, id, [...names]);
-      return names.length;
-    },
-    // Takes as many entries as `fits` says (all by default), as the native part does with its buffer.
-    replyDirPlus: (s, id, _size, names, stats) => {
-      const n = Math.min(names.length, fits);
-      answer('dirplus')(s, id, names.slice(0, n), Array.from(stats.subarray(0, n * 11)));
-      return n;
-    },
-    replyStatfs: answer('statfs'),
-    invalidateEntry: async () => 0,
-    invalidateInode: async () => 0,
-    notifyDelete: async () => 0,
-    // The in-memory Vfs hands out no spool: every write goes through JavaScript here.
-    spoolAttach: () => { throw new Error('spoolAttach: not expected over the in-memory Vfs'); },
-    spoolDetach: () => undefined,
-    spoolWrite: () => undefined,
-    attrForget: (_s, ino) => void forgotten.push(ino),
-    folderNames: () => false,
-    namesForget: () => undefined,
-    pathsKept: () => true,
-    answeredCounts: () => ({ getattr: 0, writes: 0, times: 0, modes: 0, lookups: 0, creates: 0, closes: 0, spoolsMadeAhead: 0 }),
-    spoolWritebacks: () => 0,
-    spoolSyncs: () => 0,
-    transport: () => ({ transport: 'dev', why: 'a recording binding', ringRequests: 0, devRequests: 0, queues: 0, depth: 16, passthrough: false }),
-    takeQueued: () => [],
-    journalSwitch: () => { throw new Error('journalSwitch: not expected over the in-memory Vfs'); },
-    encodeCloseRecord: () => { throw new Error('encodeCloseRecord: not expected over the in-memory Vfs'); },
-    ...overrides,
-  };
-  const mount = new LowLevelMount({ binding, operations, mountpoint: '/unused', mountOptions: [], settings: { maxWrite: 1, maxReadahead: 1, maxBackground: 1, congestionThreshold: 1, writeback: 1, asyncRead: 1, readers: 1 }, attrTimeoutS: 1, logger: silentLogger });
+  // No passthrough granted here: no open is answered with a backing file.
+  const kernel = new RecordingBinding({ overrides });
+  const mount = new LowLevelMount({ binding: kernel.binding, operations, mountpoint: '/unused', mountOptions: [], settings: { maxWrite: 1, maxReadahead: 1, maxBackground: 1, congestionThreshold: 1, writeback: 1, asyncRead: 1, readers: 1 }, attrTimeoutS: 1, logger: silentLogger });
   mount.mount();
-  onBatch([{ op: Op.INIT, id: 0, ino: 0, writeback: 1, maxWrite: 1 << 20, maxReadahead: 1 << 20, maxBackground: 64 }]);
-  let nextId = 1;
-  const send = (req: Omit<KernelRequest, 'id'>): Promise<Reply> =>
-    new Promise((resolve) => {
-      const id = nextId++;
-      waiting.set(id, resolve);
-      onBatch([{ ...req, id }]);
-    });
-  return { vfs, operations, mount, send, forgotten, notify: (req: KernelRequest) => onBatch([req]), batch: (reqs: KernelRequest[]) => onBatch(reqs), fitOnly: (n: number) => { fits = n; } };
+  kernel.init(1);
+  return { vfs, operations, mount, send: kernel.send, forgotten: kernel.forgotten, notify: kernel.notify, batch: kernel.batch, fitOnly: kernel.fitOnly };
 }
 
 describe('LowLevelMount', () => {
