@@ -119,8 +119,12 @@ export class RequestDispatch {
   /** Answers a flush or fsync of `fh`: an answered request's failure first, else the operation's own code. */
   private replyDurable(id: number, fh: number): NativeCallback {
     return (code) => {
-      const late = this.mount.records().takeLateError(fh);
-      this.binding.replyErr(this.se, id, late ?? (code < 0 ? -code : 0));
+      const records = this.mount.records();
+      const late = records.takeLateError(fh);
+      const errno = late ?? (code < 0 ? -code : 0);
+      // A file the kernel writes into a spool the Vfs could not take over: saved from it now (engine-records.ts).
+      if (errno !== 0 || !records.strays(fh)) return void this.binding.replyErr(this.se, id, errno);
+      void records.afterFlush(fh).then((saved) => this.binding.replyErr(this.se, id, saved ?? 0));
     };
   }
 

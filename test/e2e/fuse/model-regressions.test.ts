@@ -44,6 +44,36 @@ describe('regressions the reference model found', () => {
     await h.call('flushAll');
     expect(Buffer.from(await h.call<string>('remoteRead', { path: '/Lib/made-meanwhile/f.txt' }), 'base64').toString()).toBe('through the mount');
   }, T);
+
+  // The kernel writes the spool the engine made for the file, which the Vfs cannot take over (the version
+  // at the name is another writer's): once the close answered EIO, or lost the mount's bytes.
+  it.runIf(passthrough)('regression: a file the engine created with passthrough at a name made meanwhile elsewhere and held open there keeps the mount\'s bytes, saved at its close', async () => {
+    const folder = join(h.mnt, 'Lib', 'held-elsewhere');
+    await mkdir(folder);
+    const creates = async (): Promise<number> => (await h.call<{ answered: { creates: number } }>('mountCounters')).answered.creates;
+    // A small file (its close answered by the engine, its bytes in the record) and a larger one (closed by JavaScript).
+    for (const [name, size] of [['small.bin', 5000], ['large.bin', 300_000]] as const) {
+      const path = `/Lib/held-elsewhere/${name}`;
+      // The engine holds the folder's names: it answers this lookup, and the create below, itself.
+      await expect(stat(join(folder, name))).rejects.toMatchObject({ code: 'ENOENT' });
+      // Another front end makes the name and keeps it open, past what the Vfs holds in memory written.
+      await h.call('vfsHold', { path, data: Buffer.alloc(100_000, 'w').toString('base64') });
+      const mine = Buffer.alloc(size, name[0]!);
+      const before = await creates();
+      const fh = await open(join(folder, name), constants.O_CREAT | constants.O_WRONLY | constants.O_TRUNC, 0o644);
+      try {
+        await fh.write(mine, 0, mine.length, 0);
+      } finally {
+        await fh.close();
+      }
+      expect(await creates(), `the create of ${name} answered by the engine`).toBe(before + 1);
+      expect((await readFile(join(folder, name))).equals(mine), `${name} through the mount after its close`).toBe(true);
+      // The other writer closes without writing again: the mount's close came last and stays.
+      await h.call('vfsRelease', { path });
+      await h.call('flushAll');
+      expect(Buffer.from(await h.call<string>('remoteRead', { path }), 'base64').equals(mine), `${name} on the service`).toBe(true);
+    }
+  }, T);
 });
 
 // The data folder on a small tmpfs of its own (mounting one needs root).

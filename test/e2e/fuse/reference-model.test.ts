@@ -372,9 +372,7 @@ describe('the reference model through a mount with the engine\'s answers' + (pas
   // Run by default: the steps the gateway passes today, writers at once through both front ends, a full
   // data folder and kill -9 among them. The whole mix (CLOUDLIB_MODEL_ALL=1) adds renames, which still
   // find a rare failure: an O_CREAT open through the mount answered ENOENT some steps after a rename over
-  // its name (seen under load, not reproduced on an idle machine). Writers at once may still, rarely,
-  // meet a create the engine answered at a name made and held open elsewhere: its spool cannot be the
-  // open file's (EIO at close, or the mount's bytes lost when the engine answered the close).
+  // its name (seen under load, not reproduced on an idle machine).
   const today: Step['op'][] = ['rename'];
   it(`seed ${SEED}, left out: ${today.join(' ')}: every answer as a local file system's, and the mount, the service and the histories agree with the model after a flush`, () => runModel(SEED, 'model', today), T);
   it.runIf(ALL)(`seed ${SEED}, the whole mix`, () => runModel(SEED, 'model-all', []), T);
