@@ -19,6 +19,15 @@ export interface ChangeBefore {
   movedFrom?: string;
 }
 
+/**
+ * Whether a delete the feed brings is of another object than the one the path holds as the cache knows
+ * it (`previous`): one that left the path since (renamed over, replaced by a new file, through the
+ * gateway or elsewhere, with the cache told). The path keeps what it holds.
+ */
+export function deleteOfAnother(deleted: RemoteEntry, previous: RemoteEntry | null | undefined): boolean {
+  return !!previous && previous.id !== '' && deleted.id !== '' && previous.id !== deleted.id;
+}
+
 /** The event a feed change makes (without its seq). */
 export function changeEventOf(library: string, change: RemoteChange, before: ChangeBefore): Omit<ChangeEvent, 'seq'> {
   const e = change.entry;
@@ -26,7 +35,9 @@ export function changeEventOf(library: string, change: RemoteChange, before: Cha
   const base = { path, isDir: e.isDir, ...(e.isDir ? {} : { size: e.size }), ...(e.lastModifiedBy ? { by: e.lastModifiedBy } : {}), timeMs: e.mtimeMs };
   if (change.kind === 'delete') {
     const { size: _size, ...rest } = base;
-    return { ...rest, kind: 'deleted', isDir: before.previous ? before.previous.isDir : e.isDir, ...(before.previous === null ? { shown: true as const } : {}) };
+    // Shown already: the path known empty, or holding another object than the one deleted.
+    const shown = before.previous === null || deleteOfAnother(e, before.previous);
+    return { ...rest, kind: 'deleted', isDir: before.previous ? before.previous.isDir : e.isDir, ...(shown ? { shown: true as const } : {}) };
   }
   if (before.movedFrom !== undefined && before.movedFrom !== e.fullpath) return { ...base, kind: 'moved', from: gatewayPathOf(library, before.movedFrom) };
   const prev = before.previous;

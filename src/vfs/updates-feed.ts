@@ -16,7 +16,7 @@ import type { Logger } from '../shared/log.js';
 import type { MetadataCache } from './metadata-cache.js';
 import type { Remote, RemoteChange } from './remote.js';
 import { systemClock, type Clock, type ClockTimer } from './clock.js';
-import type { ChangeBefore } from './change-events.js';
+import { deleteOfAnother, type ChangeBefore } from './change-events.js';
 
 export interface UpdatesFeedOptions {
   /** Library key in the cache. */
@@ -176,11 +176,14 @@ export class UpdatesFeed {
     // A change of a path the gateway changed meanwhile may be older than the gateway's: in doubt, unless
     // the cache shows exactly what it brings (the gateway's own change coming back), which is applied as
     // any other. A doubt drops a folder's listing, and with it the names of a folder being filled.
-    const before = this.opts.onChange ? cache.before(library, change.entry) : undefined;
+    const before = this.opts.onChange || change.kind === 'delete' ? cache.before(library, change.entry) : undefined;
     const echo = change.kind === 'upsert' && cache.holds(library, change.entry);
     if (!echo && this.isTouched(change.entry.fullpath)) cache.doubt(library, change.entry.fullpath);
-    else if (change.kind === 'delete') cache.remove(library, change.entry.fullpath);
-    else cache.upsert(library, change.entry, { fromFeed: true });
+    else if (change.kind === 'delete') {
+      // The delete of an object that left the path since (a rename over it, a new file there): the path
+      // keeps what the cache knows it holds.
+      if (!deleteOfAnother(change.entry, before!.previous)) cache.remove(library, change.entry.fullpath);
+    } else cache.upsert(library, change.entry, { fromFeed: true });
     this.status.changesApplied++;
     if (before) this.opts.onChange?.(change, before);
   }

@@ -61,6 +61,26 @@ describe('ChangeEvents', () => {
     expect(changeEventOf('L', { kind: 'delete', entry: prev }, { previous: prev }).shown).toBeUndefined();
   });
 
+  it('regression: the delete of an object that left its path since (renamed over, written anew) leaves the path and is shown', async () => {
+    const { remote, cache, feed, events } = await fed();
+    cache.setListing('L', '', []);
+    remote.putFile('over.log', Buffer.from('renamed over'));
+    remote.putFile('moved.txt', Buffer.from('moved'));
+    await feed.pollNow();
+    // The gateway renames moved.txt over over.log, telling its cache as it does (LibraryMoves.rename).
+    await remote.remove('over.log');
+    await remote.move('moved.txt', 'over.log');
+    const moved = (await remote.stat('over.log'))!;
+    cache.remove('L', 'over.log', false);
+    cache.remove('L', 'moved.txt', false);
+    cache.upsert('L', moved);
+    const seen = events.length;
+    await feed.pollNow();
+    expect(cache.getEntry('L', 'over.log')?.id, 'the path keeps the object renamed over it').toBe(moved.id);
+    expect(events.slice(seen).filter((e) => !e.shown).map((e) => `${e.kind} ${e.path}`), 'changes the gateway had not shown').toEqual([]);
+    await feed.stop();
+  });
+
   it('a watch of a folder concerns what is in it, where it is or where it was', () => {
     const e = (path: string, from?: string): ChangeEvent => ({ seq: 1, kind: from ? 'moved' : 'changed', path, ...(from ? { from } : {}), isDir: false, timeMs: 0 });
     expect(changeConcerns(e('/L/a/b.txt'), '/L/a')).toBe(true);
