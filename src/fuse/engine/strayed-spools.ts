@@ -7,8 +7,7 @@
  * later writer's close would win; the program hears that replace's failure. At the release, what the
  * spool gained since the last save is saved too, and the spool goes.
  */
-import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
+import { open, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { Errno } from '../errno.js';
@@ -25,8 +24,8 @@ export interface StrayedSpoolsOptions {
 }
 
 interface StrayedSpool {
-  /** The spool's path, the id the engine made it under, and the file. */
-  spool: string;
+  /** The spool, opened here (the journal may remove its name), the id the engine made it under, and the file. */
+  spool: Promise<FileHandle | undefined>;
   journalId: string;
   node: InodeNode;
   /** Size and modification time (ns) of the spool when last saved. */
@@ -42,7 +41,7 @@ export class StrayedSpools {
 
   /** Handle `fh` of `node` writes spool `spool` (made under `journalId`), which is not its version's. */
   add(fh: number, node: InodeNode, spool: string, journalId: string): void {
-    this.byFh.set(fh, { spool, journalId, node, queue: Promise.resolve() });
+    this.byFh.set(fh, { spool: open(spool, 'r').catch(() => undefined), journalId, node, queue: Promise.resolve() });
   }
 
   has(fh: number): boolean {
@@ -55,7 +54,8 @@ export class StrayedSpools {
       const mark = await this.markOf(s);
       if (mark === undefined) return Errno.EIO;
       if (mark === s.saved) return undefined;
-      const errno = await this.replace(s, () => createReadStream(s.spool));
+      const spool = (await s.spool)!;
+      const errno = await this.replace(s, () => spool.createReadStream({ start: 0, autoClose: false }));
       if (errno === undefined) s.saved = mark;
       return errno;
     });
@@ -80,6 +80,7 @@ export class StrayedSpools {
       if (errno !== undefined) this.opts.logger.error({ path: this.opts.pathOf(s.node), errno }, 'fuse: what the kernel wrote after the last close of a file could not be saved');
     } finally {
       this.byFh.delete(fh);
+      await (await s.spool)?.close().catch(() => undefined);
       await this.opts.dropSpool(s.journalId).catch(() => undefined);
     }
   }
@@ -94,7 +95,7 @@ export class StrayedSpools {
 
   private async markOf(s: StrayedSpool): Promise<string | undefined> {
     try {
-      const st = await stat(s.spool, { bigint: true });
+      const st = await (await s.spool)!.stat({ bigint: true });
       return `${st.size}:${st.mtimeNs}`;
     } catch {
       return undefined;
