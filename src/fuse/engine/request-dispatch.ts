@@ -264,7 +264,7 @@ export class RequestDispatch {
           if (code === 0) {
             // The moved file's ctime and the replaced one's attributes changed: the engine's copies go.
             for (const n of [this.inodes.find(req.ino, req.name!), this.inodes.find(req.newparent!, req.newname!)]) if (n) b.attrForget(se, n.ino);
-            this.inodes.rename(req.ino, req.name!, req.newparent!, req.newname!);
+            this.inodes.rename(req.ino, req.name!, req.newparent!, req.newname!, moved);
           }
           // A file moved (or did not): every folder is where it was, and the engine may go on closing files
           // in them (an rsync renames each file it wrote). Told before the answer: the next create sees it.
