@@ -17,6 +17,12 @@ export interface ChangeBefore {
   previous: RemoteEntry | null | undefined;
   /** The library-relative path the same object (id) had, when it was elsewhere. */
   movedFrom?: string;
+  /**
+   * The gateway shows a version of its own at the path that is not all on the service yet (written,
+   * journaled, being uploaded): what the feed brings there changes nothing it shows, its own upload
+   * coming back before the gateway heard it landed among them.
+   */
+  local?: true;
 }
 
 /**
@@ -42,7 +48,7 @@ export function changeEventOf(library: string, change: RemoteChange, before: Cha
   if (before.movedFrom !== undefined && before.movedFrom !== e.fullpath) return { ...base, kind: 'moved', from: gatewayPathOf(library, before.movedFrom) };
   const prev = before.previous;
   const sameContent = !!prev && prev.id === e.id && prev.isDir === e.isDir && prev.size === e.size && prev.contentHash === e.contentHash;
-  const shown = sameContent && (prev.locked === undefined || e.locked === undefined || prev.locked === e.locked);
+  const shown = before.local || (sameContent && (prev.locked === undefined || e.locked === undefined || prev.locked === e.locked));
   return { ...kindOf(e, prev, sameContent), ...base, ...(shown ? { shown: true as const } : {}) };
 }
 

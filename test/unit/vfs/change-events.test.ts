@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
+import { createMemoryVfs } from '../../../src/vfs/index.js';
 import { MetadataCache } from '../../../src/vfs/metadata-cache.js';
 import { UpdatesFeed } from '../../../src/vfs/updates-feed.js';
 import { ChangeEvents, changeConcerns, changeEventOf, type ChangeEvent } from '../../../src/vfs/change-events.js';
@@ -79,6 +80,24 @@ describe('ChangeEvents', () => {
     expect(cache.getEntry('L', 'over.log')?.id, 'the path keeps the object renamed over it').toBe(moved.id);
     expect(events.slice(seen).filter((e) => !e.shown).map((e) => `${e.kind} ${e.path}`), 'changes the gateway had not shown').toEqual([]);
     await feed.stop();
+  });
+
+  it('regression: a feed change of a file whose local content is not all on the service is shown (its own upload coming back before the gateway heard it landed)', async () => {
+    const { vfs, remotes } = await createMemoryVfs({ names: ['A'], feedIntervalMs: 3_600_000 });
+    try {
+      const events: ChangeEvent[] = [];
+      vfs.changes.subscribe((e) => events.push(e));
+      await vfs.refresh();
+      const w = await vfs.open('/A/f.txt', { write: true, create: true });
+      await w.write(0, Buffer.from('mine'));
+      // The service has content at the path before the gateway hears of it (as its upload landing).
+      remotes.get('A')!.putFile('f.txt', Buffer.from('mine'));
+      await vfs.refresh();
+      expect(events.filter((e) => e.path === '/A/f.txt').map((e) => [e.kind, e.shown])).toEqual([['created', true]]);
+      await w.release();
+    } finally {
+      await vfs.close();
+    }
   });
 
   it('a watch of a folder concerns what is in it, where it is or where it was', () => {
