@@ -23,6 +23,12 @@ export interface ChangeBefore {
    * coming back before the gateway heard it landed among them.
    */
   local?: true;
+  /**
+   * The gateway changed the path (or a move's other end) while the feed read, or is changing it on the
+   * service: what the feed brings may be its own change, or older than it; what the gateway shows comes
+   * from its own change.
+   */
+  doubted?: true;
 }
 
 /**
@@ -42,13 +48,13 @@ export function changeEventOf(library: string, change: RemoteChange, before: Cha
   if (change.kind === 'delete') {
     const { size: _size, ...rest } = base;
     // Shown already: the path known empty, or holding another object than the one deleted.
-    const shown = before.previous === null || deleteOfAnother(e, before.previous);
+    const shown = before.doubted || before.previous === null || deleteOfAnother(e, before.previous);
     return { ...rest, kind: 'deleted', isDir: before.previous ? before.previous.isDir : e.isDir, ...(shown ? { shown: true as const } : {}) };
   }
-  if (before.movedFrom !== undefined && before.movedFrom !== e.fullpath) return { ...base, kind: 'moved', from: gatewayPathOf(library, before.movedFrom) };
+  if (before.movedFrom !== undefined && before.movedFrom !== e.fullpath) return { ...base, kind: 'moved', from: gatewayPathOf(library, before.movedFrom), ...(before.doubted ? { shown: true as const } : {}) };
   const prev = before.previous;
   const sameContent = !!prev && prev.id === e.id && prev.isDir === e.isDir && prev.size === e.size && prev.contentHash === e.contentHash;
-  const shown = before.local || (sameContent && (prev.locked === undefined || e.locked === undefined || prev.locked === e.locked));
+  const shown = before.local || before.doubted || (sameContent && (prev.locked === undefined || e.locked === undefined || prev.locked === e.locked));
   return { ...kindOf(e, prev, sameContent), ...base, ...(shown ? { shown: true as const } : {}) };
 }
 

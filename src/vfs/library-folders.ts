@@ -138,6 +138,11 @@ export class LibraryFolders {
     }
   }
 
+  /** The gateway starts changing `fullpaths` on the service; the answer ends that, once the cache shows the result. */
+  ownChanging(library: string, fullpaths: readonly string[]): () => void {
+    return this.libs.get(library)?.feed?.localChangeBegins(fullpaths) ?? (() => undefined);
+  }
+
   /** The gateway created or changed an entry: the cache shows it at once, the feed will not undo it. */
   ownUpsert(library: string, entry: RemoteEntry): void {
     this.opts.cache.upsert(library, entry);

@@ -51,21 +51,27 @@ export class LibraryMoves {
     // Uploads under the source stop first; the local versions move with it and their uploads restart there.
     await this.opts.writeBack.stopUploads(lib.name, a.fullpath);
     let onService: RemoteEntry | null = null;
-    // A file made here of which nothing was ever sent has nothing to move on the service (a file someone
-    // else made there meanwhile is theirs): no round trip (an rsync renames every file it writes).
-    if (!localMove) {
-      try {
-        onService = await lib.remote.stat(a.fullpath, remoteCall(ctx));
-        if (onService) await lib.remote.move(a.fullpath, b.fullpath, remoteCall(ctx));
-      } catch (err) {
-        this.opts.writeBack.resumeUploads(lib.name, a.fullpath);
-        throw err;
+    // The feed may bring the move before its answer: in doubt until the cache shows it.
+    const moving = localMove ? undefined : this.opts.libs.ownChanging(lib.name, [a.fullpath, b.fullpath]);
+    try {
+      // A file made here of which nothing was ever sent has nothing to move on the service (a file someone
+      // else made there meanwhile is theirs): no round trip (an rsync renames every file it writes).
+      if (!localMove) {
+        try {
+          onService = await lib.remote.stat(a.fullpath, remoteCall(ctx));
+          if (onService) await lib.remote.move(a.fullpath, b.fullpath, remoteCall(ctx));
+        } catch (err) {
+          this.opts.writeBack.resumeUploads(lib.name, a.fullpath);
+          throw err;
+        }
       }
+      await this.opts.writeBack.moved(lib.name, a.fullpath, b.fullpath);
+      this.opts.libs.ownRemove(lib.name, a.fullpath, src.isDir);
+      if (onService) this.opts.libs.ownUpsert(lib.name, { ...onService, fullpath: b.fullpath, name: baseName(b.fullpath) });
+      if (src.isDir) this.opts.cache.invalidateListing(lib.name, b.fullpath);
+    } finally {
+      moving?.();
     }
-    await this.opts.writeBack.moved(lib.name, a.fullpath, b.fullpath);
-    this.opts.libs.ownRemove(lib.name, a.fullpath, src.isDir);
-    if (onService) this.opts.libs.ownUpsert(lib.name, { ...onService, fullpath: b.fullpath, name: baseName(b.fullpath) });
-    if (src.isDir) this.opts.cache.invalidateListing(lib.name, b.fullpath);
   }
 
   /** Copies `from` to `to` (a target replaced): on the service where it can, else through a local spool (tree-transfer.ts). */

@@ -64,6 +64,11 @@ export class UpdatesFeed {
    * them (or below one) may predate the gateway's own: the path is forgotten (asked again) instead.
    */
   private touched = new Set<string>();
+  /**
+   * Paths the gateway is changing on the service now (asked, not yet answered), counted: a change the
+   * feed brings of one of them may be the gateway's own, landed before the gateway heard it did.
+   */
+  private readonly changing = new Map<string, number>();
 
   constructor(private readonly opts: UpdatesFeedOptions) {
     this.intervalMs = opts.intervalMs ?? 2000;
@@ -102,6 +107,25 @@ export class UpdatesFeed {
   /** The gateway changed `fullpath` itself (its cache already shows the result). */
   noteLocalChange(fullpath: string): void {
     if (this.running) this.touched.add(fullpath);
+  }
+
+  /**
+   * The gateway starts changing `paths` on the service (a move: both ends); the call it answers ends
+   * that, once its cache shows the result. Until then a change of them the feed brings is in doubt.
+   */
+  localChangeBegins(paths: readonly string[]): () => void {
+    for (const p of paths) this.changing.set(p, (this.changing.get(p) ?? 0) + 1);
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      for (const p of paths) {
+        const n = (this.changing.get(p) ?? 1) - 1;
+        if (n > 0) this.changing.set(p, n);
+        else this.changing.delete(p);
+        this.noteLocalChange(p);
+      }
+    };
   }
 
   get healthy(): boolean {
@@ -178,20 +202,22 @@ export class UpdatesFeed {
     // any other. A doubt drops a folder's listing, and with it the names of a folder being filled.
     const before = this.opts.onChange || change.kind === 'delete' ? cache.before(library, change.entry) : undefined;
     const echo = change.kind === 'upsert' && cache.holds(library, change.entry);
-    if (!echo && this.isTouched(change.entry.fullpath)) cache.doubt(library, change.entry.fullpath);
+    // A move is in doubt by either end: the gateway may be moving the object itself.
+    const doubted = !echo && (this.isTouched(change.entry.fullpath) || (before?.movedFrom !== undefined && this.isTouched(before.movedFrom)));
+    if (doubted) cache.doubt(library, change.entry.fullpath);
     else if (change.kind === 'delete') {
       // The delete of an object that left the path since (a rename over it, a new file there): the path
       // keeps what the cache knows it holds.
       if (!deleteOfAnother(change.entry, before!.previous)) cache.remove(library, change.entry.fullpath);
     } else cache.upsert(library, change.entry, { fromFeed: true });
     this.status.changesApplied++;
-    if (before) this.opts.onChange?.(change, before);
+    if (before) this.opts.onChange?.(change, doubted ? { ...before, doubted: true } : before);
   }
 
   private isTouched(fullpath: string): boolean {
-    if (this.touched.size === 0) return false;
+    if (this.touched.size === 0 && this.changing.size === 0) return false;
     for (let p = fullpath; ; p = p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '') {
-      if (this.touched.has(p)) return true;
+      if (this.touched.has(p) || this.changing.has(p)) return true;
       if (p === '') return false;
     }
   }

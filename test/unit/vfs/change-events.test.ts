@@ -100,6 +100,39 @@ describe('ChangeEvents', () => {
     }
   });
 
+  it('regression: a move the feed brings while the gateway\'s own rename waits for its answer is shown, and the cache ends as the rename left it', async () => {
+    const { vfs, remotes } = await createMemoryVfs({ names: ['A'], feedIntervalMs: 3_600_000 });
+    try {
+      const remote = remotes.get('A')!;
+      remote.putFile('a.txt', Buffer.from('moved'));
+      await vfs.refresh();
+      await vfs.stat('/A/a.txt');
+      const events: ChangeEvent[] = [];
+      vfs.changes.subscribe((e) => events.push(e));
+      // The service moves the file, then its answer waits until the feed has read the move.
+      let moved!: () => void;
+      const landed = new Promise<void>((r) => (moved = r));
+      let answer!: () => void;
+      const answered = new Promise<void>((r) => (answer = r));
+      const move = remote.move.bind(remote);
+      remote.move = async (from: string, to: string) => {
+        await move(from, to);
+        moved();
+        await answered;
+      };
+      const renaming = vfs.rename('/A/a.txt', '/A/b.txt');
+      await landed;
+      await vfs.refresh();
+      answer();
+      await renaming;
+      expect(events.filter((e) => !e.shown).map((e) => `${e.kind} ${e.path}`), 'changes the gateway had not shown').toEqual([]);
+      await expect(vfs.stat('/A/a.txt')).rejects.toMatchObject({ code: 'ENOENT' });
+      expect((await vfs.stat('/A/b.txt')).size).toBe(5);
+    } finally {
+      await vfs.close();
+    }
+  });
+
   it('a watch of a folder concerns what is in it, where it is or where it was', () => {
     const e = (path: string, from?: string): ChangeEvent => ({ seq: 1, kind: from ? 'moved' : 'changed', path, ...(from ? { from } : {}), isDir: false, timeMs: 0 });
     expect(changeConcerns(e('/L/a/b.txt'), '/L/a')).toBe(true);
