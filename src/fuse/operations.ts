@@ -6,7 +6,6 @@
  * exactly once and within its deadline.
  */
 import type { Logger } from 'pino';
-import type { Readable } from 'node:stream';
 import type { CallContext, FileHandle, OpenFlags, Vfs } from '../vfs/types.js';
 import type { ClosedCreate, EngineClose, LeasedHandle, LocalRange, SideJournal } from '../vfs/engine-lease.js';
 import { LinkFiles, type LinkAttr } from './link-files.js';
@@ -360,14 +359,12 @@ export class FuseOperations {
 
   /**
    * Makes `path` hold `data`, created or replaced (Vfs.writeFile): a close the engine answered whose
-   * exclusive create the Vfs refused (a name made elsewhere meanwhile) is applied as a later writer's would
-   * be, and so is the close of a file the kernel wrote into a spool the Vfs could not take over (`data`
-   * then opens a stream of that spool when the replace starts).
+   * exclusive create the Vfs refused (a name made elsewhere meanwhile) is applied as a later writer's would be.
    */
-  replaceWith(path: string, data: Buffer | (() => Readable), cb: NativeCallback): void {
+  replaceWith(path: string, data: Buffer, cb: NativeCallback): void {
     this.mutate('create', path, 'durableMs', cb, async (_scope, ctx) => {
       checkNewName(path);
-      await this.vfs.writeFile(path, typeof data === 'function' ? data() : data, ctx);
+      await this.vfs.writeFile(path, data, ctx);
       return 0;
     });
   }

@@ -115,10 +115,9 @@ export class EngineRecords {
     this.openInodes = mount.openInodes;
     this.directCounts = mount.directCounts;
     this.strayed = new StrayedSpools({
-      replace: async (path, data) => (await answerOf((cb) => this.operations.replaceWith(path, data, cb)))[0],
-      pathOf: (node) => {
+      handleOf: (fh) => {
         try {
-          return this.inodes.pathOf(node);
+          return this.operations.handles.get(fh).handle;
         } catch {
           return undefined;
         }
@@ -165,16 +164,12 @@ export class EngineRecords {
   }
 
   /**
-   * After the flush or fsync of `fh` the Vfs answered: a file the kernel writes into a spool the Vfs
-   * could not take over is saved from it (strayed-spools.ts). The errno its writer hears, if any.
+   * Before a flush, fsync or release of `fh`: a file the kernel writes into a spool the Vfs could not take
+   * over has what the spool holds written into its version (strayed-spools.ts). Undefined for any other
+   * handle; else resolves with the errno its writer hears, if any.
    */
-  async afterFlush(fh: number): Promise<number | undefined> {
-    return this.strayed.has(fh) ? this.strayed.save(fh) : undefined;
-  }
-
-  /** Whether `fh` writes such a spool. */
-  strays(fh: number): boolean {
-    return this.strayed.has(fh);
+  copyStrayed(fh: number): Promise<number | undefined> | undefined {
+    return this.strayed.has(fh) ? this.strayed.copy(fh) : undefined;
   }
 
   /** Whether the engine answers closes (answerCloses). */
@@ -434,7 +429,7 @@ export class EngineRecords {
       // front end (a WebDAV PUT) is opened emptied, as the program's O_CREAT open would have (no error a
       // local file system would not give); its new empty file is what the kernel was shown.
       if (code === -Errno.EEXIST && !(req.flags! & O_EXCL)) [code] = await create(req.flags! | O_TRUNC);
-      if (code >= 0 && live) await this.adoptEngineSpool(path, node, req, live);
+      if (code >= 0 && live) await this.adoptEngineSpool(path, req, live);
     } finally {
       decide?.();
     }
@@ -455,7 +450,7 @@ export class EngineRecords {
    * kernel's bytes are not the version's: each flush and fsync of the handle saves them whole from the
    * spool (strayed-spools.ts).
    */
-  private async adoptEngineSpool(path: string, node: InodeNode, req: KernelRequest, live: LiveInode): Promise<void> {
+  private async adoptEngineSpool(path: string, req: KernelRequest, live: LiveInode): Promise<void> {
     const fh = req.fh!;
     let spool: PassthroughSpool | undefined;
     try {
@@ -470,8 +465,8 @@ export class EngineRecords {
       return;
     }
     if (this.closes && req.journalId) {
-      this.strayed.add(fh, node, join(this.closes.journal.spoolFolderPath(), req.journalId), req.journalId);
-      this.logger.warn({ path }, 'fuse: the spool of a file the engine created could not be taken over (its name was made meanwhile elsewhere); its closes save it whole');
+      this.strayed.add(fh, join(this.closes.journal.spoolFolderPath(), req.journalId), req.journalId);
+      this.logger.warn({ path }, 'fuse: the spool of a file the engine created could not be taken over (its name was made meanwhile elsewhere); its closes write it into the file');
       return;
     }
     this.lateErrors.set(fh, Errno.EIO);
@@ -571,10 +566,13 @@ export class EngineRecords {
         errno = await this.replaceRefused(req);
         if (errno === undefined) this.lateErrors.delete(fh);
       } else if (this.strayed.has(fh)) {
-        // The handle's own version first, then the bytes the record has (those the kernel wrote) over it.
-        const [code] = await answerOf((cb) => this.ops.flush(this.mount.safePath(req.ino), fh, cb));
+        // The bytes the record has (those the kernel wrote) go into the handle's version, which the flush journals.
         const put = this.closes?.journal.sideRecordContent(req.closeRecord!);
-        errno = this.lateErrors.get(fh) ?? (code < 0 ? -code : undefined) ?? (put ? await this.strayed.saveBytes(fh, put.data) : Errno.EIO);
+        errno = put ? await this.strayed.copyBytes(fh, put.data) : Errno.EIO;
+        if (errno === undefined) {
+          const [code] = await answerOf((cb) => this.ops.flush(this.mount.safePath(req.ino), fh, cb));
+          errno = this.lateErrors.get(fh) ?? (code < 0 ? -code : undefined);
+        }
         this.lateErrors.delete(fh);
       } else {
         const closed = req.spoolMtimeNs !== undefined ? { record: req.closeRecord!, spoolMtimeNs: req.spoolMtimeNs } : undefined;

@@ -119,13 +119,19 @@ export class RequestDispatch {
   /** Answers a flush or fsync of `fh`: an answered request's failure first, else the operation's own code. */
   private replyDurable(id: number, fh: number): NativeCallback {
     return (code) => {
-      const records = this.mount.records();
-      const late = records.takeLateError(fh);
-      const errno = late ?? (code < 0 ? -code : 0);
-      // A file the kernel writes into a spool the Vfs could not take over: saved from it now (engine-records.ts).
-      if (errno !== 0 || !records.strays(fh)) return void this.binding.replyErr(this.se, id, errno);
-      void records.afterFlush(fh).then((saved) => this.binding.replyErr(this.se, id, saved ?? 0));
+      const late = this.mount.records().takeLateError(fh);
+      this.binding.replyErr(this.se, id, late ?? (code < 0 ? -code : 0));
     };
+  }
+
+  /**
+   * Runs `durable` (a flush or fsync of `fh`) once a file the kernel writes into a spool the Vfs could not
+   * take over has the spool's bytes in its version (engine-records.ts); a failure of that answers instead.
+   */
+  private afterStrayedCopy(id: number, fh: number, durable: () => void): void {
+    const copying = this.mount.records().copyStrayed(fh);
+    if (!copying) return durable();
+    void copying.then((errno) => (errno ? this.binding.replyErr(this.se, id, errno) : durable()));
   }
 
   /** Attributes for the kernel, with this inode's number. */
@@ -300,11 +306,9 @@ export class RequestDispatch {
       case Op.HASHED:
         return this.writes.hashed(req);
       case Op.FLUSH:
-        this.ops.flush(this.safePath(req.ino), req.fh!, this.replyDurable(id, req.fh!));
-        return;
+        return this.afterStrayedCopy(id, req.fh!, () => this.ops.flush(this.safePath(req.ino), req.fh!, this.replyDurable(id, req.fh!)));
       case Op.FSYNC:
-        this.ops.fsync(this.safePath(req.ino), req.flags!, req.fh!, this.replyDurable(id, req.fh!));
-        return;
+        return this.afterStrayedCopy(id, req.fh!, () => this.ops.fsync(this.safePath(req.ino), req.flags!, req.fh!, this.replyDurable(id, req.fh!)));
       case Op.FALLOCATE:
         this.ops.fallocate(this.safePath(req.ino), req.fh!, req.offset!, req.size!, (code) => b.replyErr(se, id, code < 0 ? -code : 0));
         return;

@@ -1,36 +1,36 @@
 /**
  * StrayedSpools: files the engine created with passthrough whose spool the Vfs could not take over (the
  * name was made meanwhile through another front end, which holds it open for writing: the version there
- * is not a new empty one). The kernel writes the engine's spool all the same, so what the program writes
- * is there and nowhere else. At each close (flush) and fsync of such a handle, after the handle's own
- * flush, what the spool holds is saved as the file's next version, a whole replace (Vfs.writeFile), as a
- * later writer's close would win; the program hears that replace's failure. At the release, what the
- * spool gained since the last save is saved too, and the spool goes.
+ * is not a new empty one, so the create joined it, emptied, as the program's O_CREAT|O_TRUNC open would
+ * have). The kernel writes the engine's spool all the same, so what the program writes is there and
+ * nowhere else. Before each flush (a close) and fsync of such a handle, and before its release, what the
+ * spool holds is written into the handle's version, the open file both writers share, in place of what
+ * it held (as the program's writes would have been): the flush then journals it, and another writer's
+ * later writes go on from it. A failure answers that flush or fsync. At the release the spool goes.
  */
-import { open, type FileHandle } from 'node:fs/promises';
-import type { Readable } from 'node:stream';
+import { open, type FileHandle as SpoolFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
-import { Errno } from '../errno.js';
-import type { InodeNode } from './inode-table.js';
+import { Errno, errnoOf } from '../errno.js';
+import type { FileHandle } from '../../vfs/types.js';
+
+/** Bytes copied from the spool at a time (memory stays bounded whatever the file's size). */
+const COPY_CHUNK = 1024 * 1024;
 
 export interface StrayedSpoolsOptions {
-  /** Makes `path` hold what `data` gives (FuseOperations.replaceWith): 0, or a negative errno. */
-  replace(path: string, data: Buffer | (() => Readable)): Promise<number>;
-  /** The path of `node` now; undefined once it has none (unlinked, replaced). */
-  pathOf(node: InodeNode): string | undefined;
+  /** The Vfs handle of `fh` (undefined once released). */
+  handleOf(fh: number): FileHandle | undefined;
   /** Removes the spool the engine made under `journalId` (never pooled: the kernel may still hold it). */
   dropSpool(journalId: string): Promise<void>;
   logger: Logger;
 }
 
 interface StrayedSpool {
-  /** The spool, opened here (the journal may remove its name), the id the engine made it under, and the file. */
-  spool: Promise<FileHandle | undefined>;
+  /** The spool, opened here (the journal may remove its name), and the id the engine made it under. */
+  spool: Promise<SpoolFile | undefined>;
   journalId: string;
-  node: InodeNode;
-  /** Size and modification time (ns) of the spool when last saved. */
-  saved?: string;
-  /** The saves of this handle, one after the other. */
+  /** Size and modification time (ns) of the spool when last copied. */
+  copied?: string;
+  /** The copies of this handle, one after the other. */
   queue: Promise<unknown>;
 }
 
@@ -39,50 +39,52 @@ export class StrayedSpools {
 
   constructor(private readonly opts: StrayedSpoolsOptions) {}
 
-  /** Handle `fh` of `node` writes spool `spool` (made under `journalId`), which is not its version's. */
-  add(fh: number, node: InodeNode, spool: string, journalId: string): void {
-    this.byFh.set(fh, { spool: open(spool, 'r').catch(() => undefined), journalId, node, queue: Promise.resolve() });
+  /** Handle `fh` writes spool `spool` (made under `journalId`), which is not its version's. */
+  add(fh: number, spool: string, journalId: string): void {
+    this.byFh.set(fh, { spool: open(spool, 'r').catch(() => undefined), journalId, queue: Promise.resolve() });
   }
 
   has(fh: number): boolean {
     return this.byFh.has(fh);
   }
 
-  /** Saves what the spool of `fh` holds, unless it was saved so already: undefined, or the errno its writer hears. */
-  save(fh: number): Promise<number | undefined> {
+  /**
+   * Writes what the spool of `fh` holds into the handle's version, unless it was copied so already:
+   * undefined, or the errno (> 0) its writer hears.
+   */
+  copy(fh: number): Promise<number | undefined> {
     return this.then(fh, async (s) => {
-      const mark = await this.markOf(s);
-      if (mark === undefined) return Errno.EIO;
-      if (mark === s.saved) return undefined;
-      const spool = (await s.spool)!;
-      const errno = await this.replace(s, () => spool.createReadStream({ start: 0, autoClose: false }));
-      if (errno === undefined) s.saved = mark;
+      const spool = await s.spool;
+      if (!spool) return Errno.EIO;
+      const st = await spool.stat({ bigint: true }).catch(() => undefined);
+      if (!st) return Errno.EIO;
+      const mark = `${st.size}:${st.mtimeNs}`;
+      if (mark === s.copied) return undefined;
+      const errno = await this.write(fh, Number(st.size), (buf, at) => spool.read(buf, 0, buf.length, at).then((r) => r.bytesRead));
+      if (errno === undefined) s.copied = mark;
       return errno;
     });
   }
 
-  /** Saves `data`, the bytes a close the engine answered put (its record has them). */
-  saveBytes(fh: number, data: Buffer): Promise<number | undefined> {
+  /** Writes `data` into the handle's version: the bytes a close the engine answered put (its record has them). */
+  copyBytes(fh: number, data: Buffer): Promise<number | undefined> {
     return this.then(fh, async (s) => {
-      const mark = await this.markOf(s);
-      const errno = await this.replace(s, data);
-      if (errno === undefined && mark !== undefined) s.saved = mark;
+      const spool = await s.spool;
+      const st = await spool?.stat({ bigint: true }).catch(() => undefined);
+      const errno = await this.write(fh, data.length, async (buf, at) => data.copy(buf, 0, at, at + buf.length));
+      if (errno === undefined && st) s.copied = `${st.size}:${st.mtimeNs}`;
       return errno;
     });
   }
 
-  /** `fh` is released: what the spool gained since the last save is saved, and the spool goes. */
+  /** `fh` is released (after `copy`): its spool goes. */
   async released(fh: number): Promise<void> {
     const s = this.byFh.get(fh);
     if (!s) return;
-    try {
-      const errno = await this.save(fh);
-      if (errno !== undefined) this.opts.logger.error({ path: this.opts.pathOf(s.node), errno }, 'fuse: what the kernel wrote after the last close of a file could not be saved');
-    } finally {
-      this.byFh.delete(fh);
-      await (await s.spool)?.close().catch(() => undefined);
-      await this.opts.dropSpool(s.journalId).catch(() => undefined);
-    }
+    this.byFh.delete(fh);
+    await s.queue;
+    await (await s.spool)?.close().catch(() => undefined);
+    await this.opts.dropSpool(s.journalId).catch(() => undefined);
   }
 
   private then(fh: number, work: (s: StrayedSpool) => Promise<number | undefined>): Promise<number | undefined> {
@@ -93,22 +95,24 @@ export class StrayedSpools {
     return next;
   }
 
-  private async markOf(s: StrayedSpool): Promise<string | undefined> {
+  /** The handle's version becomes `size` bytes read by `read` (into a buffer, from an offset), in chunks. */
+  private async write(fh: number, size: number, read: (buf: Buffer, at: number) => Promise<number>): Promise<number | undefined> {
+    const handle = this.opts.handleOf(fh);
+    if (!handle) return Errno.EIO;
     try {
-      const st = await (await s.spool)!.stat({ bigint: true });
-      return `${st.size}:${st.mtimeNs}`;
-    } catch {
+      // Emptied, then written from the start: an appending handle appends each piece in turn.
+      await handle.truncate(0);
+      const buf = Buffer.allocUnsafe(Math.min(COPY_CHUNK, Math.max(1, size)));
+      for (let at = 0; at < size; ) {
+        const got = await read(buf.subarray(0, Math.min(buf.length, size - at)), at);
+        if (got <= 0) return Errno.EIO;
+        await handle.write(at, buf.subarray(0, got));
+        at += got;
+      }
       return undefined;
+    } catch (err) {
+      this.opts.logger.warn({ err: String(err) }, 'fuse: the bytes the kernel wrote into a spool of its own could not be written into the file');
+      return -errnoOf(err);
     }
-  }
-
-  private async replace(s: StrayedSpool, data: Buffer | (() => Readable)): Promise<number | undefined> {
-    // Gone from its name (unlinked, replaced): as for a local file, its bytes go with it.
-    const path = this.opts.pathOf(s.node);
-    if (path === undefined) return undefined;
-    const code = await this.opts.replace(path, data);
-    if (code < 0) return -code;
-    this.opts.logger.info({ path }, 'fuse: a file the kernel wrote into a spool of its own was saved whole at its close (its name was made meanwhile elsewhere)');
-    return undefined;
   }
 }

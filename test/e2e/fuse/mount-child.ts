@@ -336,6 +336,7 @@ async function main(): Promise<void> {
           held.set(a.path, w);
           return w.write(0, Buffer.from(a.data, 'base64'));
         }
+        case 'vfsHeldWrite': return held.get(a.path)!.write(a.at, Buffer.from(a.data, 'base64'));
         case 'vfsRelease': {
           const w = held.get(a.path);
           held.delete(a.path);
