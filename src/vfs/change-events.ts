@@ -17,8 +17,27 @@ export interface ChangeBefore {
   previous: RemoteEntry | null | undefined;
   /** The library-relative path the same object (id) had, when it was elsewhere. */
   movedFrom?: string;
-  /** The change is one of the gateway's moves under way (UpdatesFeed.ownMove): shown as it will be. */
-  own?: true;
+  /**
+   * The gateway shows a version of its own at the path that is not all on the service yet (written,
+   * journaled, being uploaded): what the feed brings there changes nothing it shows, its own upload
+   * coming back before the gateway heard it landed among them.
+   */
+  local?: true;
+  /**
+   * The gateway changed the path (or a move's other end) while the feed read, or is changing it on the
+   * service: what the feed brings may be its own change, or older than it; what the gateway shows comes
+   * from its own change.
+   */
+  doubted?: true;
+}
+
+/**
+ * Whether a delete the feed brings is of another object than the one the path holds as the cache knows
+ * it (`previous`): one that left the path since (renamed over, replaced by a new file, through the
+ * gateway or elsewhere, with the cache told). The path keeps what it holds.
+ */
+export function deleteOfAnother(deleted: RemoteEntry, previous: RemoteEntry | null | undefined): boolean {
+  return !!previous && previous.id !== '' && deleted.id !== '' && previous.id !== deleted.id;
 }
 
 /** The event a feed change makes (without its seq). */
@@ -28,12 +47,14 @@ export function changeEventOf(library: string, change: RemoteChange, before: Cha
   const base = { path, isDir: e.isDir, ...(e.isDir ? {} : { size: e.size }), ...(e.lastModifiedBy ? { by: e.lastModifiedBy } : {}), timeMs: e.mtimeMs };
   if (change.kind === 'delete') {
     const { size: _size, ...rest } = base;
-    return { ...rest, kind: 'deleted', isDir: before.previous ? before.previous.isDir : e.isDir, ...(before.previous === null || before.own ? { shown: true as const } : {}) };
+    // Shown already: the path known empty, or holding another object than the one deleted.
+    const shown = before.doubted || before.previous === null || deleteOfAnother(e, before.previous);
+    return { ...rest, kind: 'deleted', isDir: before.previous ? before.previous.isDir : e.isDir, ...(shown ? { shown: true as const } : {}) };
   }
-  if (before.movedFrom !== undefined && before.movedFrom !== e.fullpath) return { ...base, kind: 'moved', from: gatewayPathOf(library, before.movedFrom), ...(before.own ? { shown: true as const } : {}) };
+  if (before.movedFrom !== undefined && before.movedFrom !== e.fullpath) return { ...base, kind: 'moved', from: gatewayPathOf(library, before.movedFrom), ...(before.doubted ? { shown: true as const } : {}) };
   const prev = before.previous;
   const sameContent = !!prev && prev.id === e.id && prev.isDir === e.isDir && prev.size === e.size && prev.contentHash === e.contentHash;
-  const shown = sameContent && (prev.locked === undefined || e.locked === undefined || prev.locked === e.locked);
+  const shown = before.local || before.doubted || (sameContent && (prev.locked === undefined || e.locked === undefined || prev.locked === e.locked));
   return { ...kindOf(e, prev, sameContent), ...base, ...(shown ? { shown: true as const } : {}) };
 }
 

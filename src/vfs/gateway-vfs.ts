@@ -149,7 +149,9 @@ export class GatewayVfs implements Vfs {
     // The file and the copy of an open conflict show `conflict` until the copy is known gone (as `status`).
     this.states.conflictOf = (name, fullpath) => this.writeBack.inConflict(name, fullpath, (n, p) => this.cache.getEntry(n, p) === null);
     this.libs = new LibraryFolders({ cache: this.cache, connectivity: this.connectivity, dataDir: opts.dataDir, feedIntervalMs: opts.feedIntervalMs ?? 2000, clock, logger: opts.logger, onChange: (name, change, before) => {
-      this.changes.publish(name, change, before);
+      // A file with local content not yet all on the service shows that content, whatever the feed brings.
+      const local = change.kind === 'upsert' && !change.entry.isDir && this.writeBack.dirty(name, change.entry.fullpath);
+      this.changes.publish(name, change, local ? { ...before, local: true } : before);
       this.pins?.changed(name, change);
     } });
     this.quotas = new LibraryQuotas(this.libs, clock, opts.logger);

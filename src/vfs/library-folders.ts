@@ -138,6 +138,11 @@ export class LibraryFolders {
     }
   }
 
+  /** The gateway starts changing `fullpaths` on the service; the answer ends that, once the cache shows the result. */
+  ownChanging(library: string, fullpaths: readonly string[]): () => void {
+    return this.libs.get(library)?.feed?.localChangeBegins(fullpaths) ?? (() => undefined);
+  }
+
   /** The gateway created or changed an entry: the cache shows it at once, the feed will not undo it. */
   ownUpsert(library: string, entry: RemoteEntry): void {
     this.opts.cache.upsert(library, entry);
@@ -148,11 +153,6 @@ export class LibraryFolders {
   ownRemove(library: string, fullpath: string, isDir?: boolean): void {
     this.opts.cache.remove(library, fullpath, isDir);
     this.libs.get(library)?.feed?.noteLocalChange(fullpath);
-  }
-
-  /** The gateway is moving `from` to `to` on the service (UpdatesFeed.ownMove): call the returned end once the move is shown, or failed. */
-  ownMove(library: string, from: string, to: string): () => void {
-    return this.libs.get(library)?.feed?.ownMove(from, to) ?? (() => undefined);
   }
 
   /** The gateway changed a path in a way the cache cannot patch (tags, lock, a copy): asked again next time. */

@@ -51,11 +51,11 @@ export class LibraryMoves {
     // Uploads under the source stop first; the local versions move with it and their uploads restart there.
     await this.opts.writeBack.stopUploads(lib.name, a.fullpath);
     let onService: RemoteEntry | null = null;
-    // A file made here of which nothing was ever sent has nothing to move on the service (a file someone
-    // else made there meanwhile is theirs): no round trip (an rsync renames every file it writes).
-    // The feed may report the move before it is shown here: its report is this move's (never a name gone).
-    const shown = this.opts.libs.ownMove(lib.name, a.fullpath, b.fullpath);
+    // The feed may bring the move before its answer: in doubt until the cache shows it.
+    const moving = localMove ? undefined : this.opts.libs.ownChanging(lib.name, [a.fullpath, b.fullpath]);
     try {
+      // A file made here of which nothing was ever sent has nothing to move on the service (a file someone
+      // else made there meanwhile is theirs): no round trip (an rsync renames every file it writes).
       if (!localMove) {
         try {
           onService = await lib.remote.stat(a.fullpath, remoteCall(ctx));
@@ -70,7 +70,7 @@ export class LibraryMoves {
       if (onService) this.opts.libs.ownUpsert(lib.name, { ...onService, fullpath: b.fullpath, name: baseName(b.fullpath) });
       if (src.isDir) this.opts.cache.invalidateListing(lib.name, b.fullpath);
     } finally {
-      shown();
+      moving?.();
     }
   }
 

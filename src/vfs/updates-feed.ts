@@ -16,7 +16,7 @@ import type { Logger } from '../shared/log.js';
 import type { MetadataCache } from './metadata-cache.js';
 import type { Remote, RemoteChange } from './remote.js';
 import { systemClock, type Clock, type ClockTimer } from './clock.js';
-import type { ChangeBefore } from './change-events.js';
+import { deleteOfAnother, type ChangeBefore } from './change-events.js';
 
 export interface UpdatesFeedOptions {
   /** Library key in the cache. */
@@ -65,10 +65,10 @@ export class UpdatesFeed {
    */
   private touched = new Set<string>();
   /**
-   * Moves the gateway asked of the service and does not show yet (`from`, `to`, how many at once): the
-   * feed may bring one before the gateway's own answer is applied, and it is then the gateway's own.
+   * Paths the gateway is changing on the service now (asked, not yet answered), counted: a change the
+   * feed brings of one of them may be the gateway's own, landed before the gateway heard it did.
    */
-  private readonly ownMoves = new Map<string, { from: string; to: string; count: number }>();
+  private readonly changing = new Map<string, number>();
 
   constructor(private readonly opts: UpdatesFeedOptions) {
     this.intervalMs = opts.intervalMs ?? 2000;
@@ -110,35 +110,22 @@ export class UpdatesFeed {
   }
 
   /**
-   * The gateway is moving `from` to `to` on the service: until the returned end is called, the feed's
-   * report of that move (and of what moved with a folder) is the gateway's own, shown as it will be.
+   * The gateway starts changing `paths` on the service (a move: both ends); the call it answers ends
+   * that, once its cache shows the result. Until then a change of them the feed brings is in doubt.
    */
-  ownMove(from: string, to: string): () => void {
-    const key = `${from}\0${to}`;
-    const m = this.ownMoves.get(key) ?? { from, to, count: 0 };
-    m.count++;
-    this.ownMoves.set(key, m);
+  localChangeBegins(paths: readonly string[]): () => void {
+    for (const p of paths) this.changing.set(p, (this.changing.get(p) ?? 0) + 1);
     let ended = false;
     return () => {
       if (ended) return;
       ended = true;
-      if (--m.count === 0) this.ownMoves.delete(key);
+      for (const p of paths) {
+        const n = (this.changing.get(p) ?? 1) - 1;
+        if (n > 0) this.changing.set(p, n);
+        else this.changing.delete(p);
+        this.noteLocalChange(p);
+      }
     };
-  }
-
-  /**
-   * Whether `change` reports one of the gateway's moves under way: the object (or one that moved with a
-   * folder) shown at its new path, or its old path removed (a service that reports a move as both).
-   */
-  private isOwnMove(change: RemoteChange, before: ChangeBefore): boolean {
-    const at = change.entry.fullpath;
-    const within = (p: string, folder: string): boolean => p === folder || p.startsWith(`${folder}/`);
-    for (const m of this.ownMoves.values()) {
-      if (change.kind === 'delete' && within(at, m.from)) return true;
-      const from = before.movedFrom;
-      if (from !== undefined && within(from, m.from) && at === m.to + from.slice(m.from.length)) return true;
-    }
-    return false;
   }
 
   get healthy(): boolean {
@@ -213,20 +200,24 @@ export class UpdatesFeed {
     // A change of a path the gateway changed meanwhile may be older than the gateway's: in doubt, unless
     // the cache shows exactly what it brings (the gateway's own change coming back), which is applied as
     // any other. A doubt drops a folder's listing, and with it the names of a folder being filled.
-    const before: ChangeBefore | undefined = this.opts.onChange ? cache.before(library, change.entry) : undefined;
-    if (before && this.ownMoves.size > 0 && this.isOwnMove(change, before)) before.own = true;
+    const before = this.opts.onChange || change.kind === 'delete' ? cache.before(library, change.entry) : undefined;
     const echo = change.kind === 'upsert' && cache.holds(library, change.entry);
-    if (!echo && this.isTouched(change.entry.fullpath)) cache.doubt(library, change.entry.fullpath);
-    else if (change.kind === 'delete') cache.remove(library, change.entry.fullpath);
-    else cache.upsert(library, change.entry, { fromFeed: true });
+    // A move is in doubt by either end: the gateway may be moving the object itself.
+    const doubted = !echo && (this.isTouched(change.entry.fullpath) || (before?.movedFrom !== undefined && this.isTouched(before.movedFrom)));
+    if (doubted) cache.doubt(library, change.entry.fullpath);
+    else if (change.kind === 'delete') {
+      // The delete of an object that left the path since (a rename over it, a new file there): the path
+      // keeps what the cache knows it holds.
+      if (!deleteOfAnother(change.entry, before!.previous)) cache.remove(library, change.entry.fullpath);
+    } else cache.upsert(library, change.entry, { fromFeed: true });
     this.status.changesApplied++;
-    if (before) this.opts.onChange?.(change, before);
+    if (before) this.opts.onChange?.(change, doubted ? { ...before, doubted: true } : before);
   }
 
   private isTouched(fullpath: string): boolean {
-    if (this.touched.size === 0) return false;
+    if (this.touched.size === 0 && this.changing.size === 0) return false;
     for (let p = fullpath; ; p = p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '') {
-      if (this.touched.has(p)) return true;
+      if (this.touched.has(p) || this.changing.has(p)) return true;
       if (p === '') return false;
     }
   }

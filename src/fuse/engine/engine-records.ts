@@ -8,6 +8,7 @@
  * requests themselves go to the mount's dispatch (LowLevelMount), which this file knows only through
  * RecordsMount.
  */
+import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { Errno, errnoOf } from '../errno.js';
 import type { FuseOperations } from '../operations.js';
@@ -19,6 +20,7 @@ import { AnsweredCloses } from './answered-closes.js';
 import type { DirectWriteCounters } from './spool-writes.js';
 import type { LiveInode } from './passthrough-files.js';
 import { answerOf, type Answer, type PathOperations } from './path-operations.js';
+import { StrayedSpools } from './strayed-spools.js';
 import type { PassthroughSpool, SideJournal } from '../../vfs/engine-lease.js';
 
 /** What the replay needs of the mount: its tables, and the steps of dispatch a record goes through too. */
@@ -100,6 +102,8 @@ export class EngineRecords {
   /** The closes the engine answers, and the journal their records go to (answerCloses). */
   private closes: { writer: AnsweredCloses; journal: SideJournal } | undefined;
   private quietRecords: NodeJS.Timeout | undefined;
+  /** Handles of files the engine created whose spool the Vfs could not take over (strayed-spools.ts). */
+  private readonly strayed: StrayedSpools;
 
   constructor(private readonly mount: RecordsMount, private readonly opts: { passthrough: boolean; mountpoint: string }) {
     this.inodes = mount.inodes;
@@ -110,6 +114,17 @@ export class EngineRecords {
     this.live = mount.live;
     this.openInodes = mount.openInodes;
     this.directCounts = mount.directCounts;
+    this.strayed = new StrayedSpools({
+      handleOf: (fh) => {
+        try {
+          return this.operations.handles.get(fh).handle;
+        } catch {
+          return undefined;
+        }
+      },
+      dropSpool: (id) => this.closes?.journal.dropSpool(id) ?? Promise.resolve(),
+      logger: this.logger,
+    });
   }
 
   private get session(): NativeSession | undefined {
@@ -154,6 +169,16 @@ export class EngineRecords {
   handleReleased(fh: number): void {
     this.lateErrors.delete(fh);
     this.refusedCreates.delete(fh);
+    void this.strayed.released(fh);
+  }
+
+  /**
+   * Before a flush, fsync or release of `fh`: a file the kernel writes into a spool the Vfs could not take
+   * over has what the spool holds written into its version (strayed-spools.ts). Undefined for any other
+   * handle; else resolves with the errno its writer hears, if any.
+   */
+  copyStrayed(fh: number): Promise<number | undefined> | undefined {
+    return this.strayed.has(fh) ? this.strayed.copy(fh) : undefined;
   }
 
   /** Whether the engine answers closes (answerCloses). */
@@ -413,7 +438,7 @@ export class EngineRecords {
       // front end (a WebDAV PUT) is opened emptied, as the program's O_CREAT open would have (no error a
       // local file system would not give); its new empty file is what the kernel was shown.
       if (code === -Errno.EEXIST && !(req.flags! & O_EXCL)) [code] = await create(req.flags! | O_TRUNC);
-      if (code >= 0 && live) await this.adoptEngineSpool(path, fh, live);
+      if (code >= 0 && live) await this.adoptEngineSpool(path, req, live);
     } finally {
       decide?.();
     }
@@ -430,10 +455,12 @@ export class EngineRecords {
 
   /**
    * A file the engine created with passthrough: the spool it made (the kernel writes it) becomes the
-   * version's. Should that fail, the kernel's bytes are not the file's: the handle's next flush or fsync
-   * answers EIO.
+   * version's. Should that fail (the name was made meanwhile elsewhere and is held open there), the
+   * kernel's bytes are not the version's: each flush and fsync of the handle saves them whole from the
+   * spool (strayed-spools.ts).
    */
-  private async adoptEngineSpool(path: string, fh: number, live: LiveInode): Promise<void> {
+  private async adoptEngineSpool(path: string, req: KernelRequest, live: LiveInode): Promise<void> {
+    const fh = req.fh!;
     let spool: PassthroughSpool | undefined;
     try {
       spool = await this.operations.handles.get(fh).handle.adoptSpool?.();
@@ -444,6 +471,11 @@ export class EngineRecords {
       live.end = spool.end;
       this.directCounts.passthroughFiles++;
       this.directCounts.passthroughOpens++;
+      return;
+    }
+    if (this.closes && req.journalId) {
+      this.strayed.add(fh, join(this.closes.journal.spoolFolderPath(), req.journalId), req.journalId);
+      this.logger.warn({ path }, 'fuse: the spool of a file the engine created could not be taken over (its name was made meanwhile elsewhere); its closes write it into the file');
       return;
     }
     this.lateErrors.set(fh, Errno.EIO);
@@ -542,6 +574,15 @@ export class EngineRecords {
       if (this.refusedCreates.has(fh)) {
         errno = await this.replaceRefused(req);
         if (errno === undefined) this.lateErrors.delete(fh);
+      } else if (this.strayed.has(fh)) {
+        // The bytes the record has (those the kernel wrote) go into the handle's version, which the flush journals.
+        const put = this.closes?.journal.sideRecordContent(req.closeRecord!);
+        errno = put ? await this.strayed.copyBytes(fh, put.data) : Errno.EIO;
+        if (errno === undefined) {
+          const [code] = await answerOf((cb) => this.ops.flush(this.mount.safePath(req.ino), fh, cb));
+          errno = this.lateErrors.get(fh) ?? (code < 0 ? -code : undefined);
+        }
+        this.lateErrors.delete(fh);
       } else {
         const closed = req.spoolMtimeNs !== undefined ? { record: req.closeRecord!, spoolMtimeNs: req.spoolMtimeNs } : undefined;
         const [code] = await answerOf((cb) => this.ops.flush(this.mount.safePath(req.ino), fh, cb, closed));

@@ -142,14 +142,21 @@ export class InodeTable {
     if (node) this.detach(node);
   }
 
-  /** `name` in `parentIno` now is `newName` in `newParentIno`, subtree included; what was there is detached. */
-  rename(parentIno: number, name: string, newParentIno: number, newName: string): void {
-    const node = this.byName.get(key(parentIno, name));
+  /**
+   * `name` in `parentIno` now is `newName` in `newParentIno`, subtree included; what was there is detached.
+   * `moved`: the node the name had when the rename was asked; the kernel moved that inode, so it is bound
+   * at the new name even when something told meanwhile (a change the feed brought) detached it here.
+   */
+  rename(parentIno: number, name: string, newParentIno: number, newName: string, moved?: InodeNode): void {
+    const named = this.byName.get(key(parentIno, name));
+    const node = named ?? (moved?.detached && this.byIno.get(moved.ino) === moved ? moved : undefined);
     const target = this.byName.get(key(newParentIno, newName));
     if (target && target !== node) this.detach(target);
     if (!node) return;
     const newParent = this.get(newParentIno);
-    this.byName.delete(key(parentIno, name));
+    // Detached meanwhile: its old folder still counts it as a child (detach keeps the count).
+    node.detached = false;
+    if (named === node) this.byName.delete(key(parentIno, name));
     const oldParent = node.parent!;
     if (oldParent !== newParent) {
       newParent.children++;

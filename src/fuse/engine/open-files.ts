@@ -213,6 +213,17 @@ export class OpenFiles {
 
   /** Releases `fh`; `done` gets the Vfs's answer, then the inode's bookkeeping follows. */
   releaseHandle(ino: number, fh: number, done: NativeCallback): void {
+    // A file the kernel writes into a spool the Vfs could not take over: what it wrote since the last
+    // flush goes into the version first (engine-records.ts).
+    const copying = this.mount.records().copyStrayed(fh);
+    if (!copying) return this.releaseNow(ino, fh, done);
+    void copying.then((errno) => {
+      if (errno) this.mount.logger.error({ path: this.mount.safePath(ino), errno }, 'fuse: what the kernel wrote after the last close of a file could not be kept');
+      this.releaseNow(ino, fh, done);
+    });
+  }
+
+  private releaseNow(ino: number, fh: number, done: NativeCallback): void {
     const path = this.mount.safePath(ino);
     // Before the Vfs's release: the version takes its last size from the spool while it is still open.
     this.mount.passthrough.liveHandleClosed(ino, fh);

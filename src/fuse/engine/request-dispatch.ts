@@ -127,6 +127,16 @@ export class RequestDispatch {
     };
   }
 
+  /**
+   * Runs `durable` (a flush or fsync of `fh`) once a file the kernel writes into a spool the Vfs could not
+   * take over has the spool's bytes in its version (engine-records.ts); a failure of that answers instead.
+   */
+  private afterStrayedCopy(id: number, fh: number, durable: () => void): void {
+    const copying = this.mount.records().copyStrayed(fh);
+    if (!copying) return durable();
+    void copying.then((errno) => (errno ? this.binding.replyErr(this.se, id, errno) : durable()));
+  }
+
   /** Attributes for the kernel, with this inode's number. */
   statArray(ino: number, st: KernelStat): Float64Array {
     const a = this.scratch;
@@ -263,7 +273,7 @@ export class RequestDispatch {
           if (code === 0) {
             // The moved file's ctime and the replaced one's attributes changed: the engine's copies go.
             for (const n of [this.inodes.find(req.ino, req.name!), this.inodes.find(req.newparent!, req.newname!)]) if (n) b.attrForget(se, n.ino);
-            this.inodes.rename(req.ino, req.name!, req.newparent!, req.newname!);
+            this.inodes.rename(req.ino, req.name!, req.newparent!, req.newname!, moved);
           }
           // A file moved (or did not): every folder is where it was, and the engine may go on closing files
           // in them (an rsync renames each file it wrote). Told before the answer: the next create sees it.
@@ -299,11 +309,9 @@ export class RequestDispatch {
       case Op.HASHED:
         return this.writes.hashed(req);
       case Op.FLUSH:
-        this.ops.flush(this.safePath(req.ino), req.fh!, this.replyDurable(id, req.fh!));
-        return;
+        return this.afterStrayedCopy(id, req.fh!, () => this.ops.flush(this.safePath(req.ino), req.fh!, this.replyDurable(id, req.fh!)));
       case Op.FSYNC:
-        this.ops.fsync(this.safePath(req.ino), req.flags!, req.fh!, this.replyDurable(id, req.fh!));
-        return;
+        return this.afterStrayedCopy(id, req.fh!, () => this.ops.fsync(this.safePath(req.ino), req.flags!, req.fh!, this.replyDurable(id, req.fh!)));
       case Op.FALLOCATE:
         this.ops.fallocate(this.safePath(req.ino), req.fh!, req.offset!, req.size!, (code) => b.replyErr(se, id, code < 0 ? -code : 0));
         return;

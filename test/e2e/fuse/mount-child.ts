@@ -19,7 +19,7 @@ import { tuneGarbageCollector } from '../../../src/shared/gc-tuning.js';
 import { mountVfs, type MountedVfs } from '../../../src/fuse/index.js';
 import { loadFuse3Binding } from '../../../src/fuse/engine/binding.js';
 import { createLogger } from '../../../src/shared/log.js';
-import type { Vfs } from '../../../src/vfs/types.js';
+import type { FileHandle, Vfs } from '../../../src/vfs/types.js';
 import { MemoryVfs } from '../../support/memory-vfs.js';
 import { Readable } from 'node:stream';
 import { existsSync, writeFileSync } from 'node:fs';
@@ -264,6 +264,8 @@ async function main(): Promise<void> {
   if (!['memory', 'service', 'service-process'].includes(kind)) throw new Error(`FUSE_TEST_BACKEND: expected memory, service or service-process, got ${kind}`);
   const backend = kind === 'memory' ? memoryBackend() : await serviceBackend(kind === 'service-process');
   const state: { mounted?: MountedVfs; webdav?: { close(): Promise<void> }; heldAttach?: { attached: boolean } } = {};
+  /** Write handles of the Vfs held open by path (vfsHold, vfsRelease): another front end's writer. */
+  const held = new Map<string, FileHandle>();
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> =>
@@ -326,6 +328,19 @@ async function main(): Promise<void> {
           const v = backend.vfs as Vfs & { setPinned(path: string, pinned: boolean): Promise<unknown>; pinsFetched(): Promise<void> };
           await v.setPinned(a.path, a.pinned !== false);
           return v.pinsFetched();
+        }
+        case 'refresh': return (backend.vfs as Vfs & { refresh(): Promise<void> }).refresh();
+        case 'vfsHold': {
+          // Creates (or empties) the file, writes `data` and keeps the handle open, as a writer of another front end.
+          const w = await backend.vfs.open(a.path, { write: true, create: true, truncate: true });
+          held.set(a.path, w);
+          return w.write(0, Buffer.from(a.data, 'base64'));
+        }
+        case 'vfsHeldWrite': return held.get(a.path)!.write(a.at, Buffer.from(a.data, 'base64'));
+        case 'vfsRelease': {
+          const w = held.get(a.path);
+          held.delete(a.path);
+          return w?.release();
         }
         case 'vfsStatus': return (backend.vfs as Vfs & { status?(): unknown }).status?.();
         case 'unmount': return stop();

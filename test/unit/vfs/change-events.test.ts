@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryRemote } from '../../../src/vfs/memory-remote.js';
+import { createMemoryVfs } from '../../../src/vfs/index.js';
 import { MetadataCache } from '../../../src/vfs/metadata-cache.js';
 import { UpdatesFeed } from '../../../src/vfs/updates-feed.js';
 import { ChangeEvents, changeConcerns, changeEventOf, type ChangeEvent } from '../../../src/vfs/change-events.js';
@@ -67,24 +68,98 @@ describe('ChangeEvents', () => {
     await remote.mkdir('d');
     remote.putFile('d/f', Buffer.from('x'));
     await feed.pollNow();
-    const end = feed.ownMove('d', 'e');
+    const end = feed.localChangeBegins(['d', 'e']);
     await remote.move('d', 'e');
     await feed.pollNow();
     end();
     await remote.move('e', 'g');
     await feed.pollNow();
     // This service reports a move as the old path removed and the object at the new one.
-    expect(events.slice(2).map((e) => [e.kind, e.from, e.path, e.shown])).toEqual([
+    expect(events.slice(2, 6).map((e) => [e.kind, e.from, e.path, e.shown])).toEqual([
       ['deleted', undefined, '/L/d', true],
       ['moved', '/L/d', '/L/e', true],
       ['deleted', undefined, '/L/d/f', true],
       ['moved', '/L/d/f', '/L/e/f', true],
-      ['deleted', undefined, '/L/e', undefined],
-      ['moved', '/L/e', '/L/g', undefined],
-      ['deleted', undefined, '/L/e/f', undefined],
-      ['moved', '/L/e/f', '/L/g/f', undefined],
+    ]);
+    // Once the move is answered, a move made elsewhere is not the gateway's.
+    expect(events.slice(6).map((e) => [e.kind, e.path, e.shown])).toEqual([
+      ['deleted', '/L/e', undefined],
+      ['moved', '/L/g', undefined],
+      ['deleted', '/L/e/f', undefined],
+      ['moved', '/L/g/f', undefined],
     ]);
     await feed.stop();
+  });
+
+  it('regression: the delete of an object that left its path since (renamed over, written anew) leaves the path and is shown', async () => {
+    const { remote, cache, feed, events } = await fed();
+    cache.setListing('L', '', []);
+    remote.putFile('over.log', Buffer.from('renamed over'));
+    remote.putFile('moved.txt', Buffer.from('moved'));
+    await feed.pollNow();
+    // The gateway renames moved.txt over over.log, telling its cache as it does (LibraryMoves.rename).
+    await remote.remove('over.log');
+    await remote.move('moved.txt', 'over.log');
+    const moved = (await remote.stat('over.log'))!;
+    cache.remove('L', 'over.log', false);
+    cache.remove('L', 'moved.txt', false);
+    cache.upsert('L', moved);
+    const seen = events.length;
+    await feed.pollNow();
+    expect(cache.getEntry('L', 'over.log')?.id, 'the path keeps the object renamed over it').toBe(moved.id);
+    expect(events.slice(seen).filter((e) => !e.shown).map((e) => `${e.kind} ${e.path}`), 'changes the gateway had not shown').toEqual([]);
+    await feed.stop();
+  });
+
+  it('regression: a feed change of a file whose local content is not all on the service is shown (its own upload coming back before the gateway heard it landed)', async () => {
+    const { vfs, remotes } = await createMemoryVfs({ names: ['A'], feedIntervalMs: 3_600_000 });
+    try {
+      const events: ChangeEvent[] = [];
+      vfs.changes.subscribe((e) => events.push(e));
+      await vfs.refresh();
+      const w = await vfs.open('/A/f.txt', { write: true, create: true });
+      await w.write(0, Buffer.from('mine'));
+      // The service has content at the path before the gateway hears of it (as its upload landing).
+      remotes.get('A')!.putFile('f.txt', Buffer.from('mine'));
+      await vfs.refresh();
+      expect(events.filter((e) => e.path === '/A/f.txt').map((e) => [e.kind, e.shown])).toEqual([['created', true]]);
+      await w.release();
+    } finally {
+      await vfs.close();
+    }
+  });
+
+  it('regression: a move the feed brings while the gateway\'s own rename waits for its answer is shown, and the cache ends as the rename left it', async () => {
+    const { vfs, remotes } = await createMemoryVfs({ names: ['A'], feedIntervalMs: 3_600_000 });
+    try {
+      const remote = remotes.get('A')!;
+      remote.putFile('a.txt', Buffer.from('moved'));
+      await vfs.refresh();
+      await vfs.stat('/A/a.txt');
+      const events: ChangeEvent[] = [];
+      vfs.changes.subscribe((e) => events.push(e));
+      // The service moves the file, then its answer waits until the feed has read the move.
+      let moved!: () => void;
+      const landed = new Promise<void>((r) => (moved = r));
+      let answer!: () => void;
+      const answered = new Promise<void>((r) => (answer = r));
+      const move = remote.move.bind(remote);
+      remote.move = async (from: string, to: string) => {
+        await move(from, to);
+        moved();
+        await answered;
+      };
+      const renaming = vfs.rename('/A/a.txt', '/A/b.txt');
+      await landed;
+      await vfs.refresh();
+      answer();
+      await renaming;
+      expect(events.filter((e) => !e.shown).map((e) => `${e.kind} ${e.path}`), 'changes the gateway had not shown').toEqual([]);
+      await expect(vfs.stat('/A/a.txt')).rejects.toMatchObject({ code: 'ENOENT' });
+      expect((await vfs.stat('/A/b.txt')).size).toBe(5);
+    } finally {
+      await vfs.close();
+    }
   });
 
   it('a watch of a folder concerns what is in it, where it is or where it was', () => {

@@ -30,6 +30,25 @@ describe('InodeTable', () => {
     expect(t.size).toBe(1);
   });
 
+  it('regression: a rename binds the inode the kernel moved at the new name even when a change told meanwhile detached it', () => {
+    const t = new InodeTable();
+    const lib = t.remember(ROOT_INO, 'Lib', true);
+    const moved = t.remember(lib.ino, 'a.txt', false);
+    const target = t.remember(lib.ino, 'b.bin', false);
+    // The feed's event of the service's move comes while the rename is under way: the old name goes.
+    t.removeName(lib.ino, 'a.txt');
+    t.rename(lib.ino, 'a.txt', lib.ino, 'b.bin', moved);
+    expect(t.path(moved.ino)).toBe('/Lib/b.bin');
+    expect(t.find(lib.ino, 'b.bin')).toBe(moved);
+    expect(t.find(lib.ino, 'a.txt')).toBeUndefined();
+    expect(() => t.path(target.ino)).toThrow(/ENOENT/);
+    // Counted once in its folder: the folder goes with the last of its children.
+    t.forget(target.ino, 1);
+    t.forget(moved.ino, 1);
+    t.forget(lib.ino, 1);
+    expect(t.size).toBe(1);
+  });
+
   it('rename moves the subtree; the replaced target loses its path', () => {
     const t = new InodeTable();
     const lib = t.remember(ROOT_INO, 'Lib', true);
