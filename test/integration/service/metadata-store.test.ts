@@ -224,6 +224,78 @@ describe.each(['sqlite', 'postgresql'])('MetadataStore on %s', (engine) => {
     }
   });
 
+  it('with the lock at commit, keeps read-then-write exact and times increasing in commit order, across processes', async () => {
+    const [a, b] = await seeded(engine);
+    try {
+      await a.run("INSERT INTO departments (id, ent_id, name, orderby, created_ms) VALUES (1, 1, 'from', 100, 0), (2, 1, 'to', 0, 0)");
+      const now = 1_000;
+      // Reads before the lock, writes sent with it at commit; every fourth body waits for a write's
+      // result, which takes the lock there and then.
+      const move = (store: MetadataStore, i: number) => store.tx(async (s) => {
+        const from = (await s.get<{ orderby: number }>('SELECT orderby FROM departments WHERE id = 1'))!.orderby;
+        await tick();
+        const to = (await s.get<{ orderby: number }>('SELECT orderby FROM departments WHERE id = 2'))!.orderby;
+        const ms = await reserveOperationTimes(s, 1, now, 2);
+        if (i % 4 === 0) expect((await s.run('UPDATE departments SET orderby = ? WHERE id = 1', [from - 1])).changes).toBe(1);
+        else await s.runLater('UPDATE departments SET orderby = ? WHERE id = 1', [from - 1]);
+        await s.runLater('UPDATE departments SET orderby = ? WHERE id = 2', [to + 1]);
+        for (const k of [0, 1]) await s.runLater('INSERT INTO file_events (library_id, act, fullpath, ms) VALUES (1, 1, ?, ?)', [`m${i}-${k}`, ms + k]);
+      }, { library: 1, lockAtCommit: true });
+      const seen: number[] = [];
+      let done = false;
+      const reader = (async () => {
+        let cursor = 0;
+        for (let last = false; !last;) {
+          last = done;
+          const rows = await a.all<{ ms: number }>('SELECT ms FROM file_events WHERE library_id = 1 AND ms > ? ORDER BY ms', [cursor]);
+          for (const r of rows) seen.push(r.ms);
+          if (rows.length) cursor = rows[rows.length - 1]!.ms;
+          await tick();
+        }
+      })();
+      await Promise.all(Array.from({ length: 40 }, (_, i) => move(i % 2 ? a : b, i)));
+      done = true;
+      await reader;
+      expect(await a.all('SELECT orderby FROM departments ORDER BY id')).toEqual([{ orderby: 60 }, { orderby: 40 }]);
+      // Strictly increasing, each once (an attempt started over may leave its times unused).
+      expect(seen).toHaveLength(80);
+      expect(seen.every((ms, i) => i === 0 || ms > seen[i - 1]!)).toBe(true);
+      expect(await a.get('SELECT last_op_ms FROM libraries WHERE id = 1')).toEqual({ last_op_ms: seen[79] });
+    } finally {
+      await a.close();
+      if (b !== a) await b.close();
+    }
+  });
+
+  it('with the lock at commit, sends reads in one round trip and the rest with COMMIT; a refusal sends nothing more', async () => {
+    const [a] = await seeded(engine);
+    try {
+      await a.run("INSERT INTO departments (id, ent_id, name, orderby, created_ms) VALUES (1, 1, 'd', 5, 0)");
+      const cost = async (fn: () => Promise<unknown>) => {
+        const before = a.stats.roundTrips;
+        await fn().catch(() => undefined);
+        return a.stats.roundTrips - before;
+      };
+      const change = () => a.tx(async (s) => {
+        const [d, none] = await Promise.all([s.get<{ orderby: number }>('SELECT orderby FROM departments WHERE id = 1'), s.get('SELECT 1 FROM departments WHERE id = 2')]);
+        if (none) throw new Error('unexpected');
+        await s.runLater('UPDATE departments SET orderby = ? WHERE id = 1', [d!.orderby + 1]);
+        await reserveOperationTimes(s, 1, 7, 1);
+      }, { library: 1, lockAtCommit: true });
+      const refused = () => a.tx(async (s) => {
+        await s.get('SELECT orderby FROM departments WHERE id = 1');
+        throw new Error('refused');
+      }, { library: 1, lockAtCommit: true });
+      const counts = { change: await cost(change), refused: await cost(refused) };
+      // SQLite: each statement (the clock's reservation is one).
+      expect(counts).toEqual(engine === 'postgresql' ? { change: 2, refused: 1 } : { change: 4, refused: 1 });
+      expect(await a.get('SELECT orderby FROM departments WHERE id = 1')).toEqual({ orderby: 6 });
+      expect(await a.get('SELECT last_op_ms FROM libraries WHERE id = 1')).toEqual({ last_op_ms: 7 });
+    } finally {
+      await a.close();
+    }
+  });
+
   it("keeps operation times gapless and in commit order when library transactions and others reserve them", async () => {
     const [a, b] = await seeded(engine);
     try {
