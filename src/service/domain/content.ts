@@ -68,15 +68,6 @@ export class LibraryContent {
     return this.tree.tx(place, libraryId);
   }
 
-  /**
-   * `reuse` for a `place` through FileTree.place, which waits for no write: on PostgreSQL the library's
-   * lock is taken at commit, with the file's record (TransactionOptions.lockAtCommit).
-   */
-  async reuseAtCommit(libraryId: number, sha1: string, place: () => Promise<{ written: Promise<EntryRow> }>): Promise<EntryRow> {
-    const { written } = await this.tree.tx(place, libraryId, { lockAtCommit: true });
-    return written;
-  }
-
   /** Starts a collection soon (coalesced); errors are logged. */
   scheduleCollect(): void {
     if (this.collecting) {

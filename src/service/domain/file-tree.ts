@@ -5,8 +5,8 @@
  * OperationClock, which is what the updates feed reads.
  */
 import { randomBytes } from 'node:crypto';
-import type { MetadataStore, TransactionOptions } from '../store/metadata-store.js';
-import type { Directory, LibraryCapacity } from './directory.js';
+import type { MetadataStore } from '../store/metadata-store.js';
+import type { Directory, LibraryRow } from './directory.js';
 import { FaultCode, ServiceFault, fileMissing } from './fault.js';
 import { EntryState, tagsColumn, tagsOf, type EntryRow, type Operator } from './entries.js';
 import { OperationClock } from './op-clock.js';
@@ -27,15 +27,6 @@ export interface Content { sha1: string; size: number }
 
 export const newHash = (): string => randomBytes(20).toString('hex');
 
-/** What an event says of its entry (the entry is found by its hash, which never changes). */
-export type EventSubject = Pick<EntryRow, 'library_id' | 'hash' | 'dir' | 'fullpath' | 'filehash' | 'filesize' | 'state'>;
-
-/**
- * A change whose body waits for no write's result: on PostgreSQL its reads go before the library's
- * lock, which it takes only at commit, with its writes (TransactionOptions.lockAtCommit).
- */
-const AT_COMMIT: Omit<TransactionOptions, 'library'> = { lockAtCommit: true };
-
 export class FileTree {
   readonly opClock: OperationClock;
 
@@ -47,8 +38,8 @@ export class FileTree {
    * Runs `fn` in one transaction; with `libraryId`, under that library's write lock (what a change of
    * the library's tree needs: see store/metadata-store.ts).
    */
-  tx<T>(fn: () => Promise<T>, libraryId?: number, opts: Omit<TransactionOptions, 'library'> = {}): Promise<T> {
-    return this.db.tx(fn, libraryId === undefined ? undefined : { ...opts, library: libraryId });
+  tx<T>(fn: () => Promise<T>, libraryId?: number): Promise<T> {
+    return this.db.tx(fn, libraryId === undefined ? undefined : { library: libraryId });
   }
 
   // ---- lookups -------------------------------------------------------------------------------------
@@ -133,39 +124,19 @@ export class FileTree {
   }
 
   async insert(libraryId: number, parentId: number | null, fullpath: string, what: { dir: number; content?: Content; tags?: string; hash?: string }, op: Operator): Promise<EntryRow> {
-    return (await this.issueInsert(libraryId, parentId, fullpath, what, op)).written;
-  }
-
-  /**
-   * Issues the insert of an entry and returns once it is issued, with the entry as its event needs it and
-   * `written`, the row once written: with the library's lock at commit (AT_COMMIT), only after the
-   * commit, so such a body passes it on without waiting for it.
-   */
-  private async issueInsert(libraryId: number, parentId: number | null, fullpath: string, what: { dir: number; content?: Content; tags?: string; hash?: string }, op: Operator): Promise<{ entry: EventSubject; written: Promise<EntryRow> }> {
     const now = this.clock();
     const opMs = await this.opClock.next(libraryId);
-    const entry: EventSubject = { library_id: libraryId, hash: what.hash ?? newHash(), dir: what.dir, fullpath, filehash: what.content?.sha1 ?? '', filesize: what.content?.size ?? 0, state: EntryState.Present };
-    const written = this.db.get<EntryRow>(`INSERT INTO entries (library_id, hash, parent_id, fullpath, name, dir, filehash, filesize,
+    return (await this.db.get<EntryRow>(`INSERT INTO entries (library_id, hash, parent_id, fullpath, name, dir, filehash, filesize,
         create_member_id, create_member_name, create_ms, last_member_id, last_member_name, last_ms, op_ms, state, tags)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) RETURNING *`, [libraryId, entry.hash, parentId, fullpath, baseOf(fullpath), what.dir, entry.filehash, entry.filesize, op.id, op.name, now, op.id, op.name, now, opMs, what.tags ?? '']).then((row) => row!);
-    written.catch(() => undefined); // the transaction fails with it; whoever waits for the row sees it too
-    return { entry, written };
-  }
-
-  /** Creates an entry and its Create event (see issueInsert for `written`). */
-  private async create(libraryId: number, parentId: number | null, fullpath: string, what: { dir: number; content?: Content; hash?: string }, op: Operator): Promise<{ written: Promise<EntryRow> }> {
-    const { entry, written } = await this.issueInsert(libraryId, parentId, fullpath, what, op);
-    await this.event(entry, Act.Create, op);
-    return { written };
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) RETURNING *`, [libraryId, what.hash ?? newHash(), parentId, fullpath, baseOf(fullpath), what.dir, what.content?.sha1 ?? '', what.content?.size ?? 0, op.id, op.name, now, op.id, op.name, now, opMs, what.tags ?? '']))!;
   }
 
   /** Appends a history/log event for `row` (its current path and content unless given). */
-  async event(row: EventSubject, act: number, op: Operator, extra: { fullpath?: string; property?: Record<string, unknown> } = {}): Promise<void> {
+  async event(row: EntryRow, act: number, op: Operator, extra: { fullpath?: string; property?: Record<string, unknown> } = {}): Promise<void> {
     const filehash = row.dir ? '' : row.filehash;
     // Nothing in a change reads its own event back: it goes with the change's next statement or COMMIT.
-    // The entry by its hash: a new one is known by it before its insert answers.
     await this.db.runLater(`INSERT INTO file_events (library_id, entry_id, hash, act, dir, fullpath, filehash, filesize, member_id, member_name, ms, property, keeps_blob)
-        VALUES (?, (SELECT id FROM entries WHERE hash = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [row.library_id, row.hash, row.hash, act, row.dir, extra.fullpath ?? row.fullpath, filehash, row.dir ? 0 : row.filesize, op.id, op.name, this.clock(), JSON.stringify(extra.property ?? {}), filehash !== '' && row.state !== EntryState.Removed ? 1 : 0]);
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [row.library_id, row.id, row.hash, act, row.dir, extra.fullpath ?? row.fullpath, filehash, row.dir ? 0 : row.filesize, op.id, op.name, this.clock(), JSON.stringify(extra.property ?? {}), filehash !== '' && row.state !== EntryState.Removed ? 1 : 0]);
   }
 
   /** Refuses a change of `row` (and, for a folder, of anything below it) locked by another operator. */
@@ -181,9 +152,9 @@ export class FileTree {
   }
 
   /** Refuses growing the library by `delta` bytes past its capacity. */
-  async checkCapacity(libraryId: number, delta: number, library?: Promise<LibraryCapacity>): Promise<void> {
+  async checkCapacity(libraryId: number, delta: number, library?: Promise<LibraryRow>): Promise<void> {
     if (delta <= 0) return;
-    const lib = await (library ?? this.directory.requireCapacity(libraryId));
+    const lib = await (library ?? this.directory.requireLibrary(libraryId));
     if (lib.capacity >= 0 && lib.size_used + delta > lib.capacity) {
       throw new ServiceFault(FaultCode.CapacityExceeded, `library capacity exceeded: ${lib.size_used} of ${lib.capacity} bytes used, ${delta} more needed`);
     }
@@ -191,7 +162,7 @@ export class FileTree {
 
   /** Bytes the library may still grow by (Infinity when unlimited). */
   async remainingCapacity(libraryId: number): Promise<number> {
-    const lib = await this.directory.requireCapacity(libraryId);
+    const lib = await this.directory.requireLibrary(libraryId);
     return lib.capacity < 0 ? Infinity : Math.max(0, lib.capacity - lib.size_used);
   }
 
@@ -204,11 +175,8 @@ export class FileTree {
    * nothing): a collection removing it either committed before, or waits and then finds the reference
    * this transaction adds (PostgreSQL starts its SERIALIZABLE transaction over).
    */
-  pinBlob(sha1: string): Promise<boolean> {
-    // The pin and the read issued together (on PostgreSQL one round trip), the pin first.
-    const pinned = this.db.runLater('UPDATE blobs SET refs = refs WHERE sha1 = ?', [sha1]);
-    const stored = this.blobStored(sha1);
-    return Promise.all([pinned, stored]).then(([, s]) => s);
+  async pinBlob(sha1: string): Promise<boolean> {
+    return (await this.db.run('UPDATE blobs SET refs = refs WHERE sha1 = ?', [sha1])).changes > 0;
   }
 
   /** Records a blob that was just written to the blob store. */
@@ -220,13 +188,14 @@ export class FileTree {
 
   /** Creates a folder and its missing parents; an existing name is refused (40901). */
   async createFolder(libraryId: number, fullpath: string, op: Operator): Promise<EntryRow> {
-    const { written } = await this.tx(async () => {
+    return this.tx(async () => {
       const found = await this.byPaths(libraryId, [fullpath, parentOf(fullpath)]);
       if (found.has(fullpath)) throw new ServiceFault(FaultCode.NameExists, `${JSON.stringify(fullpath)} already exists`);
       const parentId = await this.ensureFolder(libraryId, parentOf(fullpath), op, found.get(parentOf(fullpath)) ?? null);
-      return this.create(libraryId, parentId, fullpath, { dir: 1 }, op);
-    }, libraryId, AT_COMMIT);
-    return written;
+      const created = await this.insert(libraryId, parentId, fullpath, { dir: 1 }, op);
+      await this.event(created, Act.Create, op);
+      return created;
+    }, libraryId);
   }
 
   /**
@@ -234,15 +203,10 @@ export class FileTree {
    * is replaced when `overwrite` (a new version), otherwise the content gets a numbered name.
    */
   async placeContent(libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator, hash?: string): Promise<EntryRow> {
-    return (await this.place(libraryId, fullpath, content, overwrite, op, hash)).written;
-  }
-
-  /** placeContent that returns once the change is issued; `written` as for issueInsert. */
-  async place(libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator, hash?: string): Promise<{ written: Promise<EntryRow> }> {
     const folder = parentOf(fullpath);
     // Independent reads, issued together (on PostgreSQL one round trip): the pin, the paths and the
-    // library's capacity (read in the change's transaction, before this change adds to it).
-    const library = this.directory.requireCapacity(libraryId);
+    // library row for the capacity check (read under the library's lock, before this change adds to it).
+    const library = this.directory.requireLibrary(libraryId);
     library.catch(() => undefined); // awaited by the capacity check, or its failure is the pin's or the lookup's
     const [pinned, found] = await Promise.all([this.pinBlob(content.sha1), this.byPaths(libraryId, [folder, fullpath])]);
     if (!pinned) throw new ServiceFault(FaultCode.FileMissing, `content ${content.sha1} is no longer stored; upload it again`);
@@ -250,16 +214,18 @@ export class FileTree {
     const existing = found.get(fullpath);
     if (existing && overwrite && !existing.dir) {
       await this.checkUnlocked(existing, op);
-      if (existing.filehash === content.sha1 && existing.filesize === content.size) return { written: Promise.resolve(existing) };
+      if (existing.filehash === content.sha1 && existing.filesize === content.size) return existing;
       await this.checkCapacity(libraryId, content.size - existing.filesize, library);
       const row = (await this.db.get<EntryRow>('UPDATE entries SET filehash = ?, filesize = ?, last_member_id = ?, last_member_name = ?, last_ms = ?, op_ms = ? WHERE id = ? RETURNING *', [content.sha1, content.size, op.id, op.name, this.clock(), await this.opClock.next(libraryId), existing.id]))!;
       await this.event(row, Act.Edit, op);
-      return { written: Promise.resolve(row) };
+      return row;
     }
     await this.checkCapacity(libraryId, content.size, library);
     const name = existing ? await this.freeName(libraryId, folder, baseOf(fullpath), false) : baseOf(fullpath);
     const free = hash !== undefined && !await this.db.get('SELECT 1 FROM entries WHERE hash = ?', [hash]);
-    return this.create(libraryId, parentId, joinPath(folder, name), { dir: 0, content, hash: free ? hash : undefined }, op);
+    const row = await this.insert(libraryId, parentId, joinPath(folder, name), { dir: 0, content, hash: free ? hash : undefined }, op);
+    await this.event(row, Act.Create, op);
+    return row;
   }
 
   /** Renames or moves a file or folder (with its whole subtree); `hash` is unchanged. */
@@ -284,7 +250,7 @@ export class FileTree {
       }
       await this.event(row, parentOf(from) === parentOf(to) ? Act.Rename : Act.Move, op, { property: { from } });
       return row;
-    }, libraryId, AT_COMMIT);
+    }, libraryId);
   }
 
   /** Moves a file or folder (with its subtree) to the recycle bin, or removes it for good (`destroy`). */
@@ -304,7 +270,7 @@ export class FileTree {
           await this.db.runLater('UPDATE entries SET state = 1, op_ms = ?, recycle_root = ?, recycled_ms = ?, recycled_by = ? WHERE id = ?', [first + i, row.id, now, op.name, r.id]);
         }
       }
-    }, libraryId, AT_COMMIT);
+    }, libraryId);
   }
 
   /** Deletes (to the bin, or for good) the present entries carrying any of `tags` within `path`. */
@@ -390,10 +356,9 @@ export class FileTree {
       if (row.lock_member_name !== null && !sameOperator(row, op)) {
         throw new ServiceFault(FaultCode.Locked, `${JSON.stringify(fullpath)} is locked by ${row.lock_member_name}`);
       }
-      // The event says nothing of the lock: the row read before serves it, and the update is not read back.
-      await this.db.runLater('UPDATE entries SET lock_member_id = ?, lock_member_name = ?, op_ms = ? WHERE id = ?', [lock ? op.id : null, lock ? op.name : null, await this.opClock.next(libraryId), row.id]);
-      await this.event(row, lock ? Act.Lock : Act.Unlock, op);
-    }, libraryId, AT_COMMIT);
+      const locked = (await this.db.get<EntryRow>('UPDATE entries SET lock_member_id = ?, lock_member_name = ?, op_ms = ? WHERE id = ? RETURNING *', [lock ? op.id : null, lock ? op.name : null, await this.opClock.next(libraryId), row.id]))!;
+      await this.event(locked, lock ? Act.Lock : Act.Unlock, op);
+    }, libraryId);
   }
 
   /** Adds or removes tags of a file or folder. */
@@ -403,7 +368,7 @@ export class FileTree {
       const current = tagsOf(row.tags);
       const next = add ? [...new Set([...current, ...tags])] : current.filter((t) => !tags.includes(t));
       await this.db.runLater('UPDATE entries SET tags = ?, op_ms = ? WHERE id = ?', [tagsColumn(next), await this.opClock.next(libraryId), row.id]);
-    }, libraryId, AT_COMMIT);
+    }, libraryId);
   }
 
   /** Events of removed entries no longer hold their content. */

@@ -36,7 +36,7 @@ export class PendingUploads {
     };
     if (await this.tree.blobStored(sha1)) {
       // placeContent checks again what `check` did (parent folder, lock, capacity), now under the lock
-      const row = await this.content.reuseAtCommit(libraryId, sha1, async () => this.tree.place(libraryId, fullpath, { sha1, size }, overwrite, op)).catch((err: unknown) => {
+      const row = await this.content.reuse(libraryId, sha1, async () => this.tree.placeContent(libraryId, fullpath, { sha1, size }, overwrite, op)).catch((err: unknown) => {
         if (err instanceof ServiceFault && err.code === FaultCode.FileMissing) return undefined; // collected meanwhile
         throw err;
       });

@@ -50,14 +50,6 @@ export interface MetadataSession {
 export interface TransactionOptions {
   /** The library whose tree the transaction changes: it runs under that library's write lock. */
   library?: number;
-  /**
-   * With `library`: the body's reads may run before the library's lock, which is then taken only at
-   * commit, with the body's writes, a check that every read still holds and that the operation times
-   * reserved are still the next ones, and COMMIT, in one round trip (PostgreSQL; a failed check starts
-   * the body over). For bodies that wait for no write's result (a write they wait for takes the lock
-   * there and then). The same guarantees as without it; SQLite ignores it.
-   */
-  lockAtCommit?: boolean;
 }
 
 /** What a store sent to its engine since it opened (tests count them per request; docs/service.md). */
@@ -68,11 +60,6 @@ export interface StoreStats {
   transactions: number;
   /** Transaction attempts started over after a serialization failure or a deadlock. */
   retries: number;
-  /**
-   * Attempts of transactions with the lock at commit (TransactionOptions.lockAtCommit) started over
-   * because a read, or the library's clock, changed before the lock (PostgreSQL).
-   */
-  readChanges: number;
   /**
    * Time (ms, summed over transactions) from asking for a transaction to holding it: SQLite, the wait
    * for the writer before; PostgreSQL, a pool connection and the round trip that sends BEGIN and takes
