@@ -356,8 +356,10 @@ export class FileTree {
       if (row.lock_member_name !== null && !sameOperator(row, op)) {
         throw new ServiceFault(FaultCode.Locked, `${JSON.stringify(fullpath)} is locked by ${row.lock_member_name}`);
       }
-      const locked = (await this.db.get<EntryRow>('UPDATE entries SET lock_member_id = ?, lock_member_name = ?, op_ms = ? WHERE id = ? RETURNING *', [lock ? op.id : null, lock ? op.name : null, await this.opClock.next(libraryId), row.id]))!;
-      await this.event(locked, lock ? Act.Lock : Act.Unlock, op);
+      // The event says nothing of the lock: the row read serves it, and the update, not read back, goes
+      // with the event and COMMIT (on PostgreSQL one round trip).
+      await this.db.runLater('UPDATE entries SET lock_member_id = ?, lock_member_name = ?, op_ms = ? WHERE id = ?', [lock ? op.id : null, lock ? op.name : null, await this.opClock.next(libraryId), row.id]);
+      await this.event(row, lock ? Act.Lock : Act.Unlock, op);
     }, libraryId);
   }
 

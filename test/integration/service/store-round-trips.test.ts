@@ -1,7 +1,7 @@
 /**
  * What one request costs the metadata store: statements (on PostgreSQL, round trips to the server,
  * BEGIN and COMMIT included), transactions and retries of `create_folder`, `create_file` (instant upload),
- * `move`, `del`, `add_tag`, `ls` and `updates`, each request alone, measured on the store's own counters. The
+ * `move`, `del`, `add_tag`, `lock`, `ls` and `updates`, each request alone, measured on the store's own counters. The
  * bounds are the figures of docs/service.md: a change that adds statements to a write shows here.
  * Runs on both engines (SQLite counts statements, which cost no round trip).
  */
@@ -41,8 +41,8 @@ async function cost(fn: () => Promise<unknown>): Promise<StoreStats> {
  * work; a change's goes in the round trip of its first transaction).
  */
 const BOUNDS = {
-  postgresql: { create_folder: 4, create_file: 5, move: 3, del: 4, add_tag: 3, ls: 3, updates: 3 },
-  sqlite: { create_folder: 5, create_file: 8, move: 5, del: 6, add_tag: 4, ls: 2, updates: 2 },
+  postgresql: { create_folder: 4, create_file: 5, move: 3, del: 4, add_tag: 3, lock: 3, ls: 3, updates: 3 },
+  sqlite: { create_folder: 5, create_file: 8, move: 5, del: 6, add_tag: 4, lock: 5, ls: 2, updates: 2 },
 };
 
 describe('statements per request', () => {
@@ -54,6 +54,7 @@ describe('statements per request', () => {
     seen.create_file = await cost(() => t.client.file.createFile({ fullpath: 'rt/d/copy.txt', filehash: sha1('seed'), filesize: 4 }));
     seen.move = await cost(() => t.client.file.move({ fullpath: 'rt/d/copy.txt', dest_fullpath: 'rt/d/moved.txt' }));
     seen.add_tag = await cost(() => t.client.file.addTag({ fullpath: 'rt/d/moved.txt', tag: 'red' }));
+    seen.lock = await cost(() => t.client.file.lock({ fullpath: 'rt/d/moved.txt', lock: 'lock' }));
     seen.del = await cost(() => t.client.file.del({ fullpath: 'rt/d/moved.txt' }));
     seen.ls = await cost(() => t.client.file.ls({ fullpath: 'rt/d' }));
     seen.updates = await cost(() => t.client.file.updates({ mode: 'compare', fetch_dateline: 0 }));
@@ -63,7 +64,7 @@ describe('statements per request', () => {
       expect({ op, roundTrips: s.roundTrips }).toEqual({ op, roundTrips: Math.min(s.roundTrips, bounds[op as keyof typeof bounds] + 1) });
       expect({ op, retries: s.retries }).toEqual({ op, retries: 0 });
     }
-    for (const op of ['create_folder', 'create_file', 'move', 'add_tag', 'del']) expect({ op, transactions: seen[op]!.transactions }).toEqual({ op, transactions: 1 });
+    for (const op of ['create_folder', 'create_file', 'move', 'add_tag', 'lock', 'del']) expect({ op, transactions: seen[op]!.transactions }).toEqual({ op, transactions: 1 });
     expect(seen.ls!.transactions).toBe(0);
     expect(seen.updates!.transactions).toBe(0);
   });
