@@ -156,7 +156,7 @@ export abstract class WriteBackSlots {
       onCommitted: (file, entry) => this.uploadedVersion(file as LocalVersion, entry),
       onCommittedAfterCancel: (file, entry, snapshot) => this.committedAfterCancel(file as LocalVersion, entry, snapshot),
       onMissingParent: (file) => opts.host.ensureParents(file.library, file.fullpath),
-      commit: (file, remote, fullpath, source, o) => this.conflicts.commit(file as LocalVersion, remote, fullpath, source, o),
+      commit: (file, remote, fullpath, source, o, retry) => this.conflicts.commit(file as LocalVersion, remote, fullpath, source, o, { retry }),
     });
   }
 

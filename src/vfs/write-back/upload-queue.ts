@@ -97,8 +97,9 @@ export interface UploadQueueOptions {
   /**
    * Commits the file's content to `fullpath` (default: `remote.commit`): conflicts.ts looks at the
    * service's version there and keeps both sides. What it throws fails the attempt like a failed commit.
+   * `retry`: an earlier attempt of this upload failed (its commit may have landed, its answer lost).
    */
-  commit?: (file: PendingFile, remote: Remote, fullpath: string, source: CommitSource, opts: CommitOptions) => Promise<RemoteEntry>;
+  commit?: (file: PendingFile, remote: Remote, fullpath: string, source: CommitSource, opts: CommitOptions, retry: boolean) => Promise<RemoteEntry>;
   /** Before retrying an attempt that failed with ENOENT (a parent folder vanished). */
   onMissingParent?: (file: PendingFile) => Promise<void>;
   /**
@@ -355,7 +356,7 @@ export class UploadQueue {
           task.status.sentBytes = sent;
         },
       };
-      const entry = await (this.opts.commit ? this.opts.commit(file, remote, snapshot.fullpath, source, commitOpts) : remote.commit(snapshot.fullpath, source, commitOpts));
+      const entry = await (this.opts.commit ? this.opts.commit(file, remote, snapshot.fullpath, source, commitOpts, task.status.failures > 0) : remote.commit(snapshot.fullpath, source, commitOpts));
       if (task.cancelled) {
         if (!this.closed) await this.opts.onCommittedAfterCancel?.(file, entry, snapshot);
         return;
