@@ -260,7 +260,9 @@ export class ConflictKeeper {
   private async commitNew(library: string, remote: Remote, fullpath: string, source: CommitSource, opts: CommitOptions): Promise<RemoteEntry> {
     const entry = await remote.commit(fullpath, source, { ...opts, replace: false });
     if (entry.fullpath === fullpath) return this.committed(library, fullpath, entry);
-    const call = { operator: opts.operator, signal: opts.signal };
+    // Landed at a numbered name: what follows puts it in place and is never cut by a cancel of the upload
+    // (as the commit itself is not), or the numbered name would stay, a file nobody made.
+    const call = { operator: opts.operator };
     const placed = (): RemoteEntry => ({ ...entry, fullpath, name: baseName(fullpath) });
     const other = await remote.stat(fullpath, call);
     if (!other) {
