@@ -156,7 +156,13 @@ export abstract class WriteBackSlots {
       onCommitted: (file, entry) => this.uploadedVersion(file as LocalVersion, entry),
       onCommittedAfterCancel: (file, entry, snapshot) => this.committedAfterCancel(file as LocalVersion, entry, snapshot),
       onMissingParent: (file) => opts.host.ensureParents(file.library, file.fullpath),
-      commit: (file, remote, fullpath, source, o, retry) => this.conflicts.commit(file as LocalVersion, remote, fullpath, source, o, { retry }),
+      commit: (file, remote, fullpath, source, o, retry) => {
+        const v = file as LocalVersion;
+        // A commit sent before (this upload's failed attempt, or one cancelled by a rename) may have landed.
+        const sent = retry || v.commitSent;
+        v.commitSent = true;
+        return this.conflicts.commit(v, remote, fullpath, source, o, { retry: sent });
+      },
     });
   }
 
