@@ -115,6 +115,8 @@ export class FaultyRemote implements Remote {
     const flight = new AbortController();
     const onAbort = (): void => flight.abort(opts?.signal?.reason);
     opts?.signal?.addEventListener('abort', onAbort, { once: true });
+    // Aborted before it began (the caller gave up between two calls): it never waits.
+    if (opts?.signal?.aborted) onAbort();
     this.inFlight.add(flight);
     const cutOff = (): boolean => flight.signal.aborted && !opts?.signal?.aborted;
     let result: T;

@@ -34,7 +34,7 @@ export class LibraryMoves {
 
   /** Renames `from` to `to` (a target replaced as its removal would go), on the service or, between libraries, by a copy and a removal. */
   async rename(from: string, to: string, opts: { noReplace?: boolean }, ctx?: CallContext): Promise<void> {
-    const { a, b, src, dst, localMove } = await this.ends('renamed', from, to, opts, ctx);
+    const { a, b, src, dst, localMove: unsentAtStart } = await this.ends('renamed', from, to, opts, ctx);
     if (dst) {
       if (src.isDir && !dst.isDir) throw new VfsError('ENOTDIR', `${b.path} is a file`);
       if (!src.isDir && dst.isDir) throw new VfsError('EISDIR', `${b.path} is a folder`);
@@ -50,6 +50,8 @@ export class LibraryMoves {
     if (!src.isDir) this.opts.locks.assertHeld(lib.name, src, ctx);
     // Uploads under the source stop first; the local versions move with it and their uploads restart there.
     await this.opts.writeBack.stopUploads(lib.name, a.fullpath);
+    // Handed to the uploader while the rename was decided: what it sent (if it landed) moves on the service.
+    const localMove = unsentAtStart && this.opts.writeBack.unsent(lib.name, a.fullpath);
     let onService: RemoteEntry | null = null;
     // The feed may bring the move before its answer: in doubt until the cache shows it.
     const moving = localMove ? undefined : this.opts.libs.ownChanging(lib.name, [a.fullpath, b.fullpath]);

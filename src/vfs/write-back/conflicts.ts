@@ -4,7 +4,8 @@
  * that may reach the service before it (`ConflictBase`). Right before its commit the service's current
  * version at the path is looked at (a new file is instead committed without replacing: the service then
  * tells at once, with no request more, whether a file took the name meanwhile; if so, that file is moved
- * to its conflict name and the new one to the name):
+ * to its conflict name and the new one to the name; a retry, whose earlier commit may have landed with
+ * its answer lost, looks first, and finds the same bytes its own):
  *
  * - it is one of those (or the same bytes, or a version this gateway committed at the path itself, of
  *   any lineage: writers at once through both front ends): no conflict, the commit replaces it;
@@ -194,13 +195,20 @@ export class ConflictKeeper {
   /**
    * Commits `v`'s content (`source`) to `fullpath` through `remote`, keeping the other side when the
    * service's version is none `v` may replace (see the module's comment). Throws what the service answered
-   * (the upload is then retried as any failed attempt).
+   * (the upload is then retried as any failed attempt). `retry`: an earlier attempt of this upload failed,
+   * perhaps after the service took its commit (its answer lost).
    */
-  async commit(v: CommitCandidate, remote: Remote, fullpath: string, source: CommitSource, opts: CommitOptions = {}): Promise<RemoteEntry> {
+  async commit(v: CommitCandidate, remote: Remote, fullpath: string, source: CommitSource, opts: CommitOptions = {}, attempt: { retry?: boolean } = {}): Promise<RemoteEntry> {
     const base = v.conflictBase();
     if (base === undefined) return remote.commit(fullpath, source, opts);
     const call = { operator: opts.operator, signal: opts.signal };
-    if (isNewFile(base)) return this.commitNew(v.library, remote, fullpath, source, opts);
+    if (isNewFile(base)) {
+      // Retried: the service may hold it already. Looked at first (one request, on a retry only), so that
+      // a second commit is not placed at a numbered name, only for that name to be removed again.
+      const there = attempt.retry ? await remote.stat(fullpath, call) : null;
+      if (there && !there.isDir && there.contentHash === source.sha1) return this.committed(v.library, fullpath, there);
+      return this.commitNew(v.library, remote, fullpath, source, opts);
+    }
     const current = await remote.stat(fullpath, call);
     // The service holds these very bytes already (this version reached it under another name and was
     // moved there, or an earlier attempt's answer was lost): nothing of anyone's is replaced.
@@ -252,7 +260,9 @@ export class ConflictKeeper {
   private async commitNew(library: string, remote: Remote, fullpath: string, source: CommitSource, opts: CommitOptions): Promise<RemoteEntry> {
     const entry = await remote.commit(fullpath, source, { ...opts, replace: false });
     if (entry.fullpath === fullpath) return this.committed(library, fullpath, entry);
-    const call = { operator: opts.operator, signal: opts.signal };
+    // Landed at a numbered name: what follows puts it in place and is never cut by a cancel of the upload
+    // (as the commit itself is not), or the numbered name would stay, a file nobody made.
+    const call = { operator: opts.operator };
     const placed = (): RemoteEntry => ({ ...entry, fullpath, name: baseName(fullpath) });
     const other = await remote.stat(fullpath, call);
     if (!other) {

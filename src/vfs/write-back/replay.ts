@@ -92,6 +92,8 @@ export abstract class WriteBackReplay extends WriteBackLease {
     v.operator = e.operator;
     v.replaces = Array.isArray(e.replaces) && e.replaces.every((h) => typeof h === 'string') ? e.replaces : undefined;
     v.generation = 1;
+    // The last run may have sent it before it stopped (its answer lost with it): a new file looks first.
+    v.commitSent = true;
     // Sealed by its spool's mark (a file the kernel wrote): a record written of it again names the same.
     const mark = by === 'mark' ? validSpoolMark(e.spoolMark) : undefined;
     if (mark) v.sealedByMark(mark);

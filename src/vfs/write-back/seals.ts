@@ -445,6 +445,20 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     if (slot) this.tidy(slot);
   }
 
+  /**
+   * The service answered `v`'s commit after its upload was cancelled. When a rename stopped it (its hold
+   * says so: `stopUploads`) and nothing of it changed since, the service has it at its path: it counts as
+   * uploaded there, and the rename moves it on the service (or, failing, leaves it there) with nothing
+   * sent again. A second commit would find the file at the name and be placed at a numbered one, which
+   * the gateway then removes. Any other cancel (superseded, unlinked, changed) keeps its own course.
+   */
+  protected async committedAfterCancel(v: LocalVersion, entry: RemoteEntry, snapshot: { generation: number; fullpath: string }): Promise<void> {
+    if (v.holdUntilMs !== Number.MAX_SAFE_INTEGER || v.deleted || v.superseded || v.failed || v.state !== 'uploading') return;
+    if (v.fullpath !== snapshot.fullpath || v.generation !== snapshot.generation || v.liveChanged) return;
+    if (this.slots.get(keyOf(v.library, v.fullpath))?.acked !== v) return;
+    await this.uploadedVersion(v, entry);
+  }
+
   /** A failed version: the path shows its last acknowledged version again (or nothing). */
   protected failed(slot: PathSlot, v: LocalVersion): void {
     this.dropOpenRecord(v).catch((err: unknown) => this.opts.logger.error({ path: v.fullpath, err: String(err) }, 'write-back: removing the record of a failed version failed'));

@@ -113,6 +113,8 @@ export interface WriteBackStatus {
 export abstract class WriteBackSlots {
   /** The service confirmed version `v` (WriteBackSeals). */
   protected abstract uploadedVersion(v: LocalVersion, entry: RemoteEntry): Promise<void>;
+  /** The service answered a commit of `v` after its upload was cancelled (WriteBackSeals). */
+  protected abstract committedAfterCancel(v: LocalVersion, entry: RemoteEntry, snapshot: { generation: number; fullpath: string }): Promise<void>;
 
   protected readonly journal: UploadJournal;
   readonly uploads: UploadQueue;
@@ -152,8 +154,15 @@ export abstract class WriteBackSlots {
       hasher: opts.hasher, logger: opts.logger, foreground: opts.foreground, clock: this.clock,
       remoteFor: (name) => opts.host.remoteFor(name),
       onCommitted: (file, entry) => this.uploadedVersion(file as LocalVersion, entry),
+      onCommittedAfterCancel: (file, entry, snapshot) => this.committedAfterCancel(file as LocalVersion, entry, snapshot),
       onMissingParent: (file) => opts.host.ensureParents(file.library, file.fullpath),
-      commit: (file, remote, fullpath, source, o) => this.conflicts.commit(file as LocalVersion, remote, fullpath, source, o),
+      commit: (file, remote, fullpath, source, o, retry) => {
+        const v = file as LocalVersion;
+        // A commit sent before (this upload's failed attempt, or one cancelled by a rename) may have landed.
+        const sent = retry || v.commitSent;
+        v.commitSent = true;
+        return this.conflicts.commit(v, remote, fullpath, source, o, { retry: sent });
+      },
     });
   }
 

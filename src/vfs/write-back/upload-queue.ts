@@ -89,10 +89,17 @@ export interface UploadQueueOptions {
    */
   onCommitted: (file: PendingFile, entry: RemoteEntry, snapshot: { generation: number; fullpath: string; library: string }) => Promise<void>;
   /**
+   * A commit the service answered after the upload was cancelled (the answer was on its way): the service
+   * has the content as it was at `generation` under `fullpath` all the same. Called before the cancel
+   * resolves; the task is gone either way.
+   */
+  onCommittedAfterCancel?: (file: PendingFile, entry: RemoteEntry, snapshot: { generation: number; fullpath: string; library: string }) => Promise<void>;
+  /**
    * Commits the file's content to `fullpath` (default: `remote.commit`): conflicts.ts looks at the
    * service's version there and keeps both sides. What it throws fails the attempt like a failed commit.
+   * `retry`: an earlier attempt of this upload failed (its commit may have landed, its answer lost).
    */
-  commit?: (file: PendingFile, remote: Remote, fullpath: string, source: CommitSource, opts: CommitOptions) => Promise<RemoteEntry>;
+  commit?: (file: PendingFile, remote: Remote, fullpath: string, source: CommitSource, opts: CommitOptions, retry: boolean) => Promise<RemoteEntry>;
   /** Before retrying an attempt that failed with ENOENT (a parent folder vanished). */
   onMissingParent?: (file: PendingFile) => Promise<void>;
   /**
@@ -349,8 +356,11 @@ export class UploadQueue {
           task.status.sentBytes = sent;
         },
       };
-      const entry = await (this.opts.commit ? this.opts.commit(file, remote, snapshot.fullpath, source, commitOpts) : remote.commit(snapshot.fullpath, source, commitOpts));
-      if (task.cancelled) return;
+      const entry = await (this.opts.commit ? this.opts.commit(file, remote, snapshot.fullpath, source, commitOpts, task.status.failures > 0) : remote.commit(snapshot.fullpath, source, commitOpts));
+      if (task.cancelled) {
+        if (!this.closed) await this.opts.onCommittedAfterCancel?.(file, entry, snapshot);
+        return;
+      }
       await this.opts.onCommitted(file, entry, snapshot);
       this.counters.committed++;
       if (this.tasks.get(file.id) === task) this.tasks.delete(file.id);

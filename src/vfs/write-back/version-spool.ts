@@ -104,6 +104,11 @@ export abstract class VersionSpool {
    * was handed to the uploader: the service has nothing of it from here. A replayed version never is.
    */
   unsent = false;
+  /**
+   * A commit of it was sent in this run and it is not known uploaded: the service may hold it (an answer
+   * lost, or an upload cancelled under way), at its path or, renamed since, moved there with it.
+   */
+  commitSent = false;
   /** Upload held until this time (an empty new file that content usually follows), ms since the epoch. */
   holdUntilMs = 0;
   /**

@@ -309,9 +309,11 @@ export class WriteBack extends WriteBackFolders {
     for (const slot of this.slotsWithin(library, from)) {
       if (!slot.acked) continue;
       const v = slot.acked;
+      // Held until moved() or resumeUploads(); set first: a commit answered after the cancel is one a
+      // rename stopped (committedAfterCancel), and the version then counts as uploaded at this path.
+      v.holdUntilMs = Number.MAX_SAFE_INTEGER;
       await this.uploads.cancel(v.id);
       if (v.state === 'uploading') v.state = 'journaled';
-      v.holdUntilMs = Number.MAX_SAFE_INTEGER; // held until moved() or resumeUploads()
     }
   }
 

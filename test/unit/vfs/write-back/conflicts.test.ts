@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { createMemoryVfs, createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
 import { baseAfter, baseUploaded, ConflictKeeper, conflictCopyPath, conflictOf, deleteKeepsOf, isConflictCopy, NEW_FILE, whoPart } from '../../../../src/vfs/write-back/conflicts.js';
 import { createLogger } from '../../../../src/shared/log.js';
-import type { RemoteEntry } from '../../../../src/vfs/remote.js';
+import type { CommitSource, RemoteEntry } from '../../../../src/vfs/remote.js';
 import { VfsError } from '../../../../src/vfs/types.js';
 import { waitFor } from '../../../support/wait-for.js';
 
@@ -183,6 +183,38 @@ describe('conflicts keep both (through the Vfs)', { timeout: 20_000 }, () => {
     expect(keeper.deleteKeeps('L', 'f.txt', [sha('rewritten')], (await remote.stat('f.txt'))!)).toBe(true);
     await put({ conflictBase: () => [sha('rewritten')] }, 'mine');
     expect(remote.paths().filter((p) => isConflictCopy(p))).toHaveLength(1);
+  });
+
+  it('a new file placed at a numbered name is moved to its name even when its upload is cancelled meanwhile: no numbered name stays', async () => {
+    const sha = (t: string): string => createHash('sha1').update(t).digest('hex');
+    // The client checks the signal before each exchange; the upload is cancelled once its commit landed.
+    class CancelledAfterCommit extends MemoryRemote {
+      readonly cancel = new AbortController();
+      armed = false;
+      override async commit(...args: Parameters<MemoryRemote['commit']>): Promise<RemoteEntry> {
+        const entry = await super.commit(...args);
+        if (this.armed) this.cancel.abort(new VfsError('EBUSY', 'upload cancelled'));
+        return entry;
+      }
+      override async stat(p: string, o?: { signal?: AbortSignal }): Promise<RemoteEntry | null> { o?.signal?.throwIfAborted(); return super.stat(p); }
+      override async move(a: string, b: string, o?: { signal?: AbortSignal }): Promise<void> { o?.signal?.throwIfAborted(); return super.move(a, b); }
+      override async remove(p: string, o?: { signal?: AbortSignal }): Promise<void> { o?.signal?.throwIfAborted(); return super.remove(p); }
+    }
+    const keeper = new ConflictKeeper({ logger: createLogger({ level: 'silent' }) });
+    const newFile = { library: 'L', fullpath: 'n.txt', conflictBase: () => [NEW_FILE] };
+    const content = (t: string): CommitSource => ({ path: '', data: Buffer.from(t), size: t.length, sha1: sha(t) });
+    // At the name: the same bytes (an earlier attempt's), this gateway's own other version, another client's file.
+    for (const there of ['mine', 'own', 'theirs']) {
+      const remote = new CancelledAfterCommit({ name: 'L', id: '1' });
+      if (there === 'own') await keeper.commit(newFile, remote, 'n.txt', content(there));
+      else remote.putFile('n.txt', Buffer.from(there), { operator: { opName: 'Bob' } });
+      remote.armed = true;
+      await keeper.commit(newFile, remote, 'n.txt', content('mine'), { signal: remote.cancel.signal });
+      expect(remote.cancel.signal.aborted).toBe(true);
+      expect(remote.paths().filter((p) => p.startsWith('n (') && !isConflictCopy(p)), there).toEqual([]);
+      expect(remote.paths().filter((p) => isConflictCopy(p)), there).toHaveLength(there === 'theirs' ? 1 : 0);
+      expect(remote.read('n.txt').toString(), there).toBe('mine');
+    }
   });
 
   it('a library that copies under the same name only (a member\'s) keeps both by moving the service\'s version to the copy\'s name', async () => {

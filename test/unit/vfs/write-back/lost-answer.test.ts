@@ -1,0 +1,90 @@
+/**
+ * A new file's commit whose answer was lost (the connection cut once the service had it): the upload is
+ * retried, and the retry finds the file landed instead of committing it a second time (which the service
+ * would place at a numbered name, for the gateway to remove again: a change of names nobody made).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createMemoryVfs, createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
+import { waitFor } from '../../../support/wait-for.js';
+
+describe('a new file\'s commit whose answer was lost', { timeout: 20_000 }, () => {
+  let open: GatewayVfs[] = [];
+  const dirs: string[] = [];
+  afterEach(async () => {
+    for (const v of open) await v.close();
+    open = [];
+    for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+  });
+
+  async function setup(opts: { retryBaseMs?: number } = {}): Promise<{ vfs: GatewayVfs; faulty: FaultyRemote; inner: MemoryRemote }> {
+    const retryBaseMs = opts.retryBaseMs ?? 20;
+    const { vfs } = await createMemoryVfs({ names: ['A'], faults: true, upload: { delayMs: 0, retryBaseMs, retryMaxMs: retryBaseMs * 5 }, feedIntervalMs: 0 });
+    open.push(vfs);
+    const faulty = vfs.remoteOf('A') as FaultyRemote;
+    return { vfs, faulty, inner: faulty.inner as MemoryRemote };
+  }
+
+  it('is retried, finds the file landed, and commits nothing more', async () => {
+    const { vfs, faulty, inner } = await setup();
+    faulty.inject({ kind: 'cut', methods: ['commit'], times: 1 });
+    await vfs.writeFile('/A/f', Buffer.from('landed once'));
+    await waitFor('the upload retried and done', () => faulty.injected.cut === 1 && vfs.status().uploads.length === 0);
+    expect(inner.commits.map((c) => c.fullpath)).toEqual(['f']);
+    expect(inner.paths()).toEqual(['f']);
+    expect(inner.read('f').toString()).toBe('landed once');
+    expect(vfs.status().conflicts).toEqual([]);
+  });
+
+  it('other bytes at the name by then are another file: both kept, as for any new file whose name was taken', async () => {
+    const { vfs, faulty, inner } = await setup();
+    // The answer is lost and the commit never reached the service; meanwhile another client made the name.
+    faulty.inject({ kind: 'fail', methods: ['commit'], code: 'EIO', times: 1 });
+    await vfs.writeFile('/A/g', Buffer.from('mine'));
+    await waitFor('the first attempt failed', () => faulty.injected.fail === 1);
+    inner.putFile('g', Buffer.from('theirs'), { operator: { opName: 'Bob' } });
+    await waitFor('the upload retried and done', () => vfs.status().uploads.length === 0);
+    expect(inner.read('g').toString()).toBe('mine');
+    const copies = inner.paths().filter((p) => p.startsWith('g (conflict Bob '));
+    expect(copies).toHaveLength(1);
+    expect(inner.read(copies[0]!).toString()).toBe('theirs');
+  });
+
+  it('renamed while its retry waits (a temporary file renamed into place): the landed file moves, nothing is committed again', async () => {
+    // The retry waits longer than the test: the rename moves the upload first.
+    const { vfs, faulty, inner } = await setup({ retryBaseMs: 60_000 });
+    faulty.inject({ kind: 'cut', methods: ['commit'], times: 1 });
+    await vfs.writeFile('/A/.t.tmp', Buffer.from('landed, answer lost'));
+    await waitFor('the answer lost', () => faulty.injected.cut === 1 && vfs.status().uploads[0]?.state === 'retrying');
+    await vfs.rename('/A/.t.tmp', '/A/t');
+    await vfs.flushAll();
+    expect(inner.commits.map((c) => c.fullpath)).toEqual(['.t.tmp']);
+    expect(inner.paths()).toEqual(['t']);
+    expect(inner.read('t').toString()).toBe('landed, answer lost');
+  });
+
+  it('the gateway stopped after the commit landed, its answer lost: replayed, the file is found landed, nothing is committed again', async () => {
+    const inner = new MemoryRemote({ name: 'A', id: '1' });
+    const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-lost-answer-'));
+    dirs.push(dataDir);
+    const start = async (): Promise<{ vfs: GatewayVfs; faulty: FaultyRemote }> => {
+      const faulty = new FaultyRemote(inner);
+      const vfs = await createVfs({ libraries: [{ name: 'A', remote: faulty }], dataDir, feedIntervalMs: 0, upload: { delayMs: 0, retryBaseMs: 60_000, retryMaxMs: 60_000 } });
+      open.push(vfs);
+      return { vfs, faulty };
+    };
+    const a = await start();
+    a.faulty.inject({ kind: 'cut', methods: ['commit'], times: 1 });
+    await a.vfs.writeFile('/A/h', Buffer.from('landed before the stop'));
+    await waitFor('the answer lost', () => a.faulty.injected.cut === 1 && a.vfs.status().uploads[0]?.state === 'retrying');
+    // Stopped at once (a crash): its journal still holds the file.
+    await a.vfs.writeBack.uploads.close();
+    const b = await start();
+    await b.vfs.flushAll({ timeoutMs: 10_000 });
+    expect(inner.commits.map((c) => c.fullpath)).toEqual(['h']);
+    expect(inner.paths()).toEqual(['h']);
+    expect(b.vfs.status().localFiles).toBe(0);
+  });
+});
