@@ -4,14 +4,15 @@
  * rename moves it on the service, and it is not uploaded again (which would make the service place a
  * second copy at a numbered name, then remove it).
  */
-import { afterEach, describe, expect, it } from 'vitest';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createVfs, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
 import type { CommitOptions, CommitSource, RemoteEntry } from '../../../../src/vfs/remote.js';
 import { VfsError } from '../../../../src/vfs/types.js';
 import { waitFor } from '../../../support/wait-for.js';
+import { closedAfterEach } from '../../../support/vfs-teardown.js';
 
 /**
  * A memory service that takes the first commit of a path under `held` only once its caller has given up
@@ -46,13 +47,7 @@ class CheckingRemote extends LateAnswerRemote {
 }
 
 describe('a commit that lands after its upload was stopped by a rename', { timeout: 20_000 }, () => {
-  let open: GatewayVfs[] = [];
-  const dirs: string[] = [];
-  afterEach(async () => {
-    for (const v of open) await v.close();
-    open = [];
-    for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
-  });
+  const { open, dirs } = closedAfterEach();
 
   /**
    * A Vfs over LateAnswerRemote; `reached`: once the first commit under `held` is under way.

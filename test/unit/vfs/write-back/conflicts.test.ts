@@ -1,7 +1,7 @@
-import { describe, it, expect, afterEach } from 'vitest';
+import { describe, it, expect } from 'vitest';
 import { Writable } from 'node:stream';
 import { createHash } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createMemoryVfs, createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
@@ -10,6 +10,7 @@ import { createLogger } from '../../../../src/shared/log.js';
 import type { CommitSource, RemoteEntry } from '../../../../src/vfs/remote.js';
 import { VfsError } from '../../../../src/vfs/types.js';
 import { waitFor } from '../../../support/wait-for.js';
+import { closedAfterEach } from '../../../support/vfs-teardown.js';
 
 const sha1 = (s: string): string => createHash('sha1').update(s).digest('hex');
 const entry = (content: string): RemoteEntry => ({ id: 'x', fullpath: 'f', name: 'f', isDir: false, size: content.length, contentHash: sha1(content), mtimeMs: 0, ctimeMs: 0 });
@@ -77,13 +78,7 @@ describe('the conflict decision', () => {
 });
 
 describe('conflicts keep both (through the Vfs)', { timeout: 20_000 }, () => {
-  let open: GatewayVfs[] = [];
-  const dirs: string[] = [];
-  afterEach(async () => {
-    for (const v of open) await v.close();
-    open = [];
-    for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
-  });
+  const { open, dirs } = closedAfterEach();
 
   async function setup(opts: Parameters<typeof createMemoryVfs>[0] = {}): Promise<{ vfs: GatewayVfs; remote: MemoryRemote; lines: string[] }> {
     const lines: string[] = [];

@@ -3,21 +3,16 @@
  * retried, and the retry finds the file landed instead of committing it a second time (which the service
  * would place at a numbered name, for the gateway to remove again: a change of names nobody made).
  */
-import { afterEach, describe, expect, it } from 'vitest';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createMemoryVfs, createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
 import { waitFor } from '../../../support/wait-for.js';
+import { closedAfterEach } from '../../../support/vfs-teardown.js';
 
 describe('a new file\'s commit whose answer was lost', { timeout: 20_000 }, () => {
-  let open: GatewayVfs[] = [];
-  const dirs: string[] = [];
-  afterEach(async () => {
-    for (const v of open) await v.close();
-    open = [];
-    for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
-  });
+  const { open, dirs } = closedAfterEach();
 
   async function setup(opts: { retryBaseMs?: number } = {}): Promise<{ vfs: GatewayVfs; faulty: FaultyRemote; inner: MemoryRemote }> {
     const retryBaseMs = opts.retryBaseMs ?? 20;
