@@ -11,7 +11,8 @@
  *   the new name as created.
  *
  * Only what the kernel was given (inodes in the table) is told: a name it never looked up it holds
- * nothing of. A change the gateway showed already (its own coming back through the feed) tells nothing.
+ * nothing of. A change the gateway showed already (its own coming back through the feed) tells nothing,
+ * unless the kernel was shown another size of the file (the Vfs found the change first).
  * The notifications run one after the other (`notify`, the mount's queue of them).
  */
 import type { Logger } from 'pino';
@@ -66,8 +67,14 @@ export class KernelInvalidation {
 
   /** Tells the kernel what `event` makes stale. */
   changed(event: ChangeEvent): void {
-    // Shown already (this gateway's own change coming back): the kernel got it from the Vfs.
-    if (!this.opts.session() || event.shown) return;
+    if (!this.opts.session()) return;
+    if (event.shown) {
+      // Shown already (this gateway's own change coming back, or one the Vfs found first): the kernel got
+      // it from the Vfs, unless it was shown another size of the file (the Vfs found the change for a
+      // request that gives the kernel no attributes: an open, a listing without them, another front end).
+      if (this.sizeNotShown(event)) this.contentChanged(event.path);
+      return;
+    }
     switch (event.kind) {
       case 'deleted':
         this.gone(event.path);
@@ -82,6 +89,13 @@ export class KernelInvalidation {
       default:
         this.contentChanged(event.path);
     }
+  }
+
+  /** A file's change (in place) whose size is not the one the kernel was last shown of the file. */
+  private sizeNotShown(event: ChangeEvent): boolean {
+    if (event.isDir || event.size === undefined || event.kind === 'deleted' || event.kind === 'moved') return false;
+    const shown = this.resolve(event.path).node?.shown;
+    return shown !== undefined && shown.size !== event.size;
   }
 
   /** The folder node and, when the kernel was given it, the node of the last name of gateway path `path`. */
