@@ -43,6 +43,7 @@ export interface OpenFilesMount {
 const O_ACCMODE = 0o3;
 const O_WRONLY = 0o1;
 const O_RDWR = 0o2;
+const O_TRUNC = 0o1000;
 const O_APPEND = 0o2000;
 // Open reply flags of the native part.
 const KEEP_CACHE = 2;
@@ -66,9 +67,10 @@ export class OpenFiles {
     this.mount.ops.open(path, this.openFlags(req.flags!), (code, fh) => {
       if (code < 0) return void b.replyErr(se, id, -code);
       const handle = fh as number;
-      const writtenHere = node.writers > 0;
+      // An emptying open: the kernel sets the size itself (and holds the file's lock until answered).
+      const kernelsOwnSize = node.writers > 0 || (req.flags! & O_TRUNC) !== 0;
       this.opened(node, handle);
-      void this.kernelAttributesFor(node, path, handle, writtenHere).then(() => this.mount.passthrough.backingFor(node, handle, req.flags!)).then(async (backing) => {
+      void this.kernelAttributesFor(node, path, handle, kernelsOwnSize).then(() => this.mount.passthrough.backingFor(node, handle, req.flags!)).then(async (backing) => {
         if (backing < 0) {
           // Refused (a write open of a file whose cache file the kernel reads): the handle goes.
           b.replyErr(se, id, -backing);
@@ -86,10 +88,10 @@ export class OpenFiles {
    * the file's lock for this open), the kernel and the engine forget their attributes of it. The kernel
    * reads no further than the size it holds: else this open would read the new content cut to the old
    * size, until the feed's poll (which finds the change shown already). Not of a file a handle of this
-   * mount writes (the kernel's size is its own then).
+   * mount writes, nor at an emptying open (the kernel's size is its own then).
    */
-  private async kernelAttributesFor(node: InodeNode, path: string, fh: number, writtenHere: boolean): Promise<void> {
-    if (writtenHere || node.isDir || node.shown === undefined) return;
+  private async kernelAttributesFor(node: InodeNode, path: string, fh: number, kernelsOwnSize: boolean): Promise<void> {
+    if (kernelsOwnSize || node.isDir || node.shown === undefined) return;
     try {
       const [code, st] = await answerOf((cb) => this.mount.ops.fgetattr(path, fh, cb));
       const se = this.mount.session();
