@@ -110,14 +110,19 @@ export class KernelInvalidation {
     return { parent, node: name === '' ? undefined : this.opts.inodes.find(parent.ino, name), name };
   }
 
-  /** A name made (created, or moved there): the kernel forgets a negative entry and the folder's listing. */
+  /**
+   * A name made (created, or moved there): the kernel forgets the folder's listing, then a negative entry.
+   * The folder first: that also makes the engine forget the folder's names (notify.c), from which it
+   * answers lookups of names it does not hold itself; a lookup between the two would have been answered
+   * "no such entry" again by the engine, and the kernel kept that answer for its timeout.
+   */
   private named(path: string): void {
     const { parent, node, name } = this.resolve(path);
     if (!parent) return;
     // The kernel holds that name already (made again elsewhere): what it cached of the file goes.
     if (node) this.contentChanged(path);
-    this.entry(parent, name);
     this.inode(parent);
+    this.entry(parent, name);
   }
 
   /** A name gone (deleted, or moved away). */
