@@ -11,7 +11,8 @@
  *   the new name as created.
  *
  * Only what the kernel was given (inodes in the table) is told: a name it never looked up it holds
- * nothing of. A change the gateway showed already (its own coming back through the feed) tells nothing.
+ * nothing of. A change the gateway showed already (its own coming back through the feed) tells nothing,
+ * unless the kernel was shown another size of the file (the Vfs found the change first).
  * The notifications run one after the other (`notify`, the mount's queue of them).
  */
 import type { Logger } from 'pino';
@@ -66,8 +67,14 @@ export class KernelInvalidation {
 
   /** Tells the kernel what `event` makes stale. */
   changed(event: ChangeEvent): void {
-    // Shown already (this gateway's own change coming back): the kernel got it from the Vfs.
-    if (!this.opts.session() || event.shown) return;
+    if (!this.opts.session()) return;
+    if (event.shown) {
+      // Shown already (this gateway's own change coming back, or one the Vfs found first): the kernel got
+      // it from the Vfs, unless it was shown another size of the file (the Vfs found the change for a
+      // request that gives the kernel no attributes: an open, a listing without them, another front end).
+      if (this.sizeNotShown(event)) this.contentChanged(event.path);
+      return;
+    }
     switch (event.kind) {
       case 'deleted':
         this.gone(event.path);
@@ -84,6 +91,13 @@ export class KernelInvalidation {
     }
   }
 
+  /** A file's change (in place) whose size is not the one the kernel was last shown of the file. */
+  private sizeNotShown(event: ChangeEvent): boolean {
+    if (event.isDir || event.size === undefined || event.kind === 'deleted' || event.kind === 'moved') return false;
+    const shown = this.resolve(event.path).node?.shown;
+    return shown !== undefined && shown.size !== event.size;
+  }
+
   /** The folder node and, when the kernel was given it, the node of the last name of gateway path `path`. */
   private resolve(path: string): { parent?: InodeNode; node?: InodeNode; name: string } {
     const names = path.split('/').filter((p) => p !== '');
@@ -96,14 +110,19 @@ export class KernelInvalidation {
     return { parent, node: name === '' ? undefined : this.opts.inodes.find(parent.ino, name), name };
   }
 
-  /** A name made (created, or moved there): the kernel forgets a negative entry and the folder's listing. */
+  /**
+   * A name made (created, or moved there): the kernel forgets the folder's listing, then a negative entry.
+   * The folder first: that also makes the engine forget the folder's names (notify.c), from which it
+   * answers lookups of names it does not hold itself; a lookup between the two would have been answered
+   * "no such entry" again by the engine, and the kernel kept that answer for its timeout.
+   */
   private named(path: string): void {
     const { parent, node, name } = this.resolve(path);
     if (!parent) return;
     // The kernel holds that name already (made again elsewhere): what it cached of the file goes.
     if (node) this.contentChanged(path);
-    this.entry(parent, name);
     this.inode(parent);
+    this.entry(parent, name);
   }
 
   /** A name gone (deleted, or moved away). */

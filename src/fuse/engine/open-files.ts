@@ -5,7 +5,7 @@
  * (`openInodes`); the backing file of an open handed to the kernel comes from passthrough-files.ts.
  */
 import type { Logger } from 'pino';
-import { errnoOf } from '../errno.js';
+import { Errno, errnoOf } from '../errno.js';
 import type { FuseOperations } from '../operations.js';
 import type { NativeCallback } from '../reply.js';
 import type { KernelStat } from '../stat.js';
@@ -13,7 +13,7 @@ import type { Fuse3Binding, KernelRequest, NativeSession } from './binding.js';
 import type { EngineRecords } from './engine-records.js';
 import type { InodeNode, InodeTable } from './inode-table.js';
 import type { PassthroughFiles } from './passthrough-files.js';
-import type { PathOperations } from './path-operations.js';
+import { answerOf, type PathOperations } from './path-operations.js';
 import type { SpoolWrites } from './spool-writes.js';
 
 /** What open files need of the mount. */
@@ -33,6 +33,8 @@ export interface OpenFilesMount {
   readonly writes: SpoolWrites;
   records(): EngineRecords;
   shown(node: InodeNode, st: KernelStat): void;
+  /** A file whose size or mtime differs from what the kernel was last shown. */
+  shownOtherwise(node: InodeNode, st: KernelStat): boolean;
   statArray(ino: number, st: KernelStat): Float64Array;
   safePath(ino: number): string;
 }
@@ -41,6 +43,7 @@ export interface OpenFilesMount {
 const O_ACCMODE = 0o3;
 const O_WRONLY = 0o1;
 const O_RDWR = 0o2;
+const O_TRUNC = 0o1000;
 const O_APPEND = 0o2000;
 // Open reply flags of the native part.
 const KEEP_CACHE = 2;
@@ -64,8 +67,10 @@ export class OpenFiles {
     this.mount.ops.open(path, this.openFlags(req.flags!), (code, fh) => {
       if (code < 0) return void b.replyErr(se, id, -code);
       const handle = fh as number;
+      // An emptying open: the kernel sets the size itself (and holds the file's lock until answered).
+      const kernelsOwnSize = node.writers > 0 || (req.flags! & O_TRUNC) !== 0;
       this.opened(node, handle);
-      void this.mount.passthrough.backingFor(node, handle, req.flags!).then(async (backing) => {
+      void this.kernelAttributesFor(node, path, handle, kernelsOwnSize).then(() => this.mount.passthrough.backingFor(node, handle, req.flags!)).then(async (backing) => {
         if (backing < 0) {
           // Refused (a write open of a file whose cache file the kernel reads): the handle goes.
           b.replyErr(se, id, -backing);
@@ -75,6 +80,28 @@ export class OpenFiles {
         if (!answered) this.closeUnanswered(path, handle);
       });
     });
+  }
+
+  /**
+   * Before an open is answered: when what it opened differs in size or mtime from what the kernel was last
+   * shown of the inode (a change the Vfs found before the updates feed brought it, say when it looked up
+   * the file's lock for this open), the kernel and the engine forget their attributes of it. The kernel
+   * reads no further than the size it holds: else this open would read the new content cut to the old
+   * size, until the feed's poll (which finds the change shown already). Not of a file a handle of this
+   * mount writes, nor at an emptying open (the kernel's size is its own then).
+   */
+  private async kernelAttributesFor(node: InodeNode, path: string, fh: number, kernelsOwnSize: boolean): Promise<void> {
+    if (kernelsOwnSize || node.isDir || node.shown === undefined) return;
+    try {
+      const [code, st] = await answerOf((cb) => this.mount.ops.fgetattr(path, fh, cb));
+      const se = this.mount.session();
+      if (code < 0 || !se || !this.mount.shownOtherwise(node, st as KernelStat)) return;
+      this.mount.binding.attrForget(se, node.ino);
+      const rc = await this.mount.binding.invalidateInode(se, node.ino);
+      if (rc < 0 && rc !== -Errno.ENOENT) this.mount.logger.debug({ path, rc }, 'fuse: telling the kernel of a file changed elsewhere failed');
+    } catch (err) {
+      this.mount.logger.warn({ path, err: String(err) }, 'fuse: telling the kernel of a file changed elsewhere failed');
+    }
   }
 
   /**

@@ -400,10 +400,15 @@ export class RequestDispatch {
 
   /** A file not open here whose size or mtime differs from what the kernel was last shown. */
   changedElsewhere(node: InodeNode, st: KernelStat): boolean {
-    // A file handed to the kernel changes through it, not elsewhere (see liveHandleClosed).
     if (this.kindChanged(node, st)) return true;
+    return node.writers === 0 && this.shownOtherwise(node, st);
+  }
+
+  /** A file whose size or mtime differs from what the kernel was last shown (open here or not). */
+  shownOtherwise(node: InodeNode, st: KernelStat): boolean {
+    // A file handed to the kernel changes through it, not elsewhere (see liveHandleClosed).
     if (this.passthrough.writesItself(node.ino)) return false;
-    return !node.isDir && node.writers === 0 && node.shown !== undefined && (node.shown.size !== st.size || node.shown.mtimeMs !== st.mtime);
+    return !node.isDir && node.shown !== undefined && (node.shown.size !== st.size || node.shown.mtimeMs !== st.mtime);
   }
 
   /** True when the file changed elsewhere since the kernel last saw it (then its cached times are stale). */

@@ -408,6 +408,55 @@ describe('LowLevelMount', () => {
     expect(await flagsOfOpen()).toBe(KEEP_CACHE);
   });
 
+  it('regression: an open of a file changed elsewhere that the Vfs found first makes the kernel forget its size before the answer', async () => {
+    // The kernel reads no further than the size it holds (kept for an hour in e2e `fuse/changes-elsewhere`).
+    // A change the Vfs found before the feed brought it (looking up the file's lock for this open) comes
+    // with the feed as shown already: the open read the new content cut to the old size.
+    const told: string[] = [];
+    let answerNotification: (() => void) | undefined;
+    const { vfs, send, forgotten } = setup({
+      invalidateInode: (_s, ino) => {
+        told.push(`forget inode ${ino}`);
+        if (answerNotification) return Promise.resolve(0);
+        return new Promise((resolve) => (answerNotification = () => {
+          told.push('forgotten');
+          resolve(0);
+        }));
+      },
+    });
+    await vfs.writeFile('/Lib/note.txt', Buffer.from('first version'));
+    const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
+    const entry = (await send({ op: Op.LOOKUP, ino: libIno, name: 'note.txt' })).args[0] as number[];
+    const ino = entry[0]!;
+    expect(entry[5]).toBe(13);
+    const first = await send({ op: Op.OPEN, ino, flags: 0 });
+    await send({ op: Op.RELEASE, ino, fh: first.args[0] as number });
+    expect(told).toEqual([]);
+    await vfs.writeFile('/Lib/note.txt', Buffer.from('a third, longer version'));
+    const opening = send({ op: Op.OPEN, ino, flags: 0 }).then((r) => {
+      told.push('open answered');
+      return r;
+    });
+    await waitFor('the open answered or the kernel told to forget the file', () => told.length > 0);
+    expect(told).toEqual([`forget inode ${ino}`]);
+    expect(forgotten).toContain(ino);
+    answerNotification!();
+    const opened = await opening;
+    expect(told).toEqual([`forget inode ${ino}`, 'forgotten', 'open answered']);
+    // The kernel asks for the attributes again, then reads the whole new content.
+    expect(((await send({ op: Op.GETATTR, ino })).args[0] as number[])[5]).toBe(23);
+    const fh = opened.args[0] as number;
+    expect(((await send({ op: Op.READ, ino, fh, offset: 0, size: 4096 })).args[0] as Buffer).toString()).toBe('a third, longer version');
+    await send({ op: Op.RELEASE, ino, fh });
+    // The name is looked up again (the getattr made the kernel forget it): a new inode, nothing more to tell.
+    const fresh = (await send({ op: Op.LOOKUP, ino: libIno, name: 'note.txt' })).args[0] as number[];
+    expect(fresh[0]).not.toBe(ino);
+    expect(fresh[5]).toBe(23);
+    const again = await send({ op: Op.OPEN, ino: fresh[0]!, flags: 0 });
+    await send({ op: Op.RELEASE, ino: fresh[0]!, fh: again.args[0] as number });
+    expect(told).toEqual([`forget inode ${ino}`, 'forgotten', 'open answered']);
+  });
+
   it('a rename tells the engine to forget the attributes it keeps of the moved and the replaced file', async () => {
     const { send, forgotten } = setup();
     const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
