@@ -43,7 +43,11 @@ export function replayGuardOf(def: { idempotent: boolean; issuesCredential?: boo
 
 export interface Caller {
   credential: Credential;
-  library?: LibraryRow;
+  /**
+   * A library caller's library: only what stays true while its authorization does (on PostgreSQL it may
+   * come from the authorization cache; its counters would be stale).
+   */
+  library?: Pick<LibraryRow, 'id' | 'ent_id'>;
   libraryAuth?: LibraryAuthRow;
   /** A library caller's enterprise term, read with its library (null: no enterprise row). */
   libraryTerm?: EnterpriseTermRow | null;
