@@ -44,7 +44,7 @@ export interface ServiceParts {
 }
 
 /** The library of a library-API call. */
-export function libraryOf(ctx: RequestContext): LibraryRow {
+export function libraryOf(ctx: RequestContext): Pick<LibraryRow, 'id' | 'ent_id'> {
   const lib = ctx.caller.library;
   if (!lib) throw new ServiceFault(FaultCode.NoLibraryAccess, 'this call needs a library authorization (org_client_id)');
   return lib;

@@ -146,19 +146,27 @@ export class Directory {
   }
 
   /** A library's authorization and its library (not deleted), in one statement: what a library call's authentication reads. */
-  async libraryAuthWithLibrary(orgClientId: string): Promise<{ auth: LibraryAuthRow; library: LibraryRow; term: EnterpriseTermRow | null } | undefined> {
+  /**
+   * `withEpoch`: the authorization epoch (table `authorization_epoch`) comes with the row, read in the
+   * same statement (AuthorizationCache); -1 without it.
+   */
+  async libraryAuthWithLibrary(orgClientId: string, opts: { withEpoch?: boolean } = {}): Promise<{ auth: LibraryAuthRow; library: LibraryRow; term: EnterpriseTermRow | null; epoch: number } | undefined> {
     const row = await this.db.get(
       'SELECT l.*, a.org_client_id AS auth_org_client_id, a.org_client_secret AS auth_org_client_secret, a.library_id AS auth_library_id, ' +
-      'a.ent_client_id AS auth_ent_client_id, a.title AS auth_title, e.trial AS term_trial, e.end_dateline AS term_end_dateline ' +
+      'a.ent_client_id AS auth_ent_client_id, a.title AS auth_title, e.trial AS term_trial, e.end_dateline AS term_end_dateline' +
+      (opts.withEpoch ? ', (SELECT n FROM authorization_epoch WHERE id = 1) AS epoch_n ' : ' ') +
       'FROM library_auths a JOIN libraries l ON l.id = a.library_id LEFT JOIN enterprises e ON e.id = l.ent_id WHERE a.org_client_id = ? AND l.deleted = 0',
       [orgClientId],
     ) as Record<string, unknown> | undefined;
     if (!row) return undefined;
     const term = prefixed(row, 'term_') as unknown as EnterpriseTermRow;
+    const epoch = opts.withEpoch ? Number(row.epoch_n) : -1;
+    delete row.epoch_n;
     return {
       auth: prefixed(row, 'auth_') as unknown as LibraryAuthRow,
       library: unprefixed(unprefixed(row, 'auth_'), 'term_') as unknown as LibraryRow,
       term: term.end_dateline === null ? null : term,
+      epoch,
     };
   }
 

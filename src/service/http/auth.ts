@@ -12,6 +12,8 @@ import type { ApplicationRow, Directory, EnterpriseRow, EnterpriseTermRow, Libra
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
 import { SignatureLedger, StoredSignatureLedger, type SignatureUses } from './signature-ledger.js';
 import type { MetadataStore } from '../store/metadata-store.js';
+import { EnterpriseTerm } from '../domain/enterprise-term.js';
+import { AuthorizationCache, type LibraryAuthorization } from './authorization-cache.js';
 
 /** Largest accepted distance between `dateline` and the service's clock (ms): 15 minutes. */
 export const DATELINE_WINDOW_MS = 15 * 60_000;
@@ -41,7 +43,11 @@ export function replayGuardOf(def: { idempotent: boolean; issuesCredential?: boo
 
 export interface Caller {
   credential: Credential;
-  library?: LibraryRow;
+  /**
+   * A library caller's library: only what stays true while its authorization does (on PostgreSQL it may
+   * come from the authorization cache; its counters would be stale).
+   */
+  library?: Pick<LibraryRow, 'id' | 'ent_id'>;
   libraryAuth?: LibraryAuthRow;
   /** A library caller's enterprise term, read with its library (null: no enterprise row). */
   libraryTerm?: EnterpriseTermRow | null;
@@ -53,6 +59,12 @@ export interface Caller {
 
 export class Authenticator {
   private readonly ledger: SignatureUses | undefined;
+  /**
+   * Library authorizations read before, on PostgreSQL with the replay guard on: a cached one is checked
+   * by the epoch the guard's record reads (AuthorizationCache), so it costs no round trip of its own.
+   */
+  private readonly authorizations: AuthorizationCache | undefined;
+  private readonly term: EnterpriseTerm | undefined;
 
   /**
    * `db`: where the replay guard keeps the signatures when several processes share the metadata
@@ -63,6 +75,10 @@ export class Authenticator {
     this.ledger = policy === 'off' ? undefined : db?.engine === 'postgresql'
       ? new StoredSignatureLedger(db, { windowMs: DATELINE_WINDOW_MS, clock })
       : new SignatureLedger({ windowMs: DATELINE_WINDOW_MS, clock });
+    if (this.ledger instanceof StoredSignatureLedger && db) {
+      this.authorizations = new AuthorizationCache();
+      this.term = new EnterpriseTerm(db, clock);
+    }
   }
 
   /**
@@ -91,7 +107,13 @@ export class Authenticator {
     // The official SDKs call the enterprise and library management APIs either with client_id or, once
     // they hold an enterprise token (partner get_token, exchanged), with `token` + `token_type=ent`.
     const entToken = credential === 'enterprise' && !params.client_id && !!params.token;
-    const { caller, secret } = entToken ? await this.identifyEnterpriseToken(params.token!) : await this.identify(credential, params);
+    let identified: { caller: Caller; secret: string; cached?: LibraryAuthorization } = entToken ? await this.identifyEnterpriseToken(params.token!) : await this.identify(credential, params);
+    const given = params.sign;
+    if (identified.cached && !this.cachedLetsThrough(identified.cached, params, path, guard)) {
+      // A cached authorization only lets calls through: a refusal it would make is the fresh row's.
+      identified = await this.identify(credential, params, { fresh: true });
+    }
+    const { caller, secret, cached } = identified;
     const dateline = params.dateline;
     // The user API, the token endpoint and token calls may omit dateline (the official SDKs' refresh_token
     // grant and token calls send none); when given, it must be in the window.
@@ -102,25 +124,62 @@ export class Authenticator {
         throw new ServiceFault(FaultCode.DatelineOutOfWindow, `dateline ${dateline} is more than 15 minutes away from the service's time ${Math.floor(this.clock() / 1000)}`);
       }
     }
-    const given = params.sign;
     if (given === undefined || given === '') throw badParam('sign', 'the request signature', given ?? null);
     const ok = signatureVariants(secret, params, path).some((v) => safeEqual(v, given));
     if (!ok) throw new ServiceFault(FaultCode.SignatureFailed, 'signature verification failed');
     const ahead = opts.ahead === true && guard === 'change' && this.ledger instanceof StoredSignatureLedger && this.db?.ahead !== undefined && this.db.gate !== undefined;
-    const guarded = this.guard(given, path, dateline ? Number(dateline) * 1000 : undefined, guard, peer, ahead);
+    const recheck = cached ? { found: cached, params, path } : undefined;
+    const guarded = this.guard(given, path, dateline ? Number(dateline) * 1000 : undefined, guard, peer, ahead, recheck);
     if (ahead) this.db!.gate!(guarded);
     return { caller, guarded, ahead };
   }
 
   /** Records a verified signature's use; refuses (401043) a call the replay policy does not let through. */
-  private async guard(sign: string, path: string, datelineMs: number | undefined, guard: ReplayGuard, peer: string, ahead = false): Promise<void> {
-    const other = await this.ledger?.use(sign, path, datelineMs, peer, { ahead });
+  private async guard(sign: string, path: string, datelineMs: number | undefined, guard: ReplayGuard, peer: string, ahead = false,
+    recheck?: { found: LibraryAuthorization; params: Record<string, string>; path: string }): Promise<void> {
+    let epoch: number | undefined;
+    const other = await this.ledger?.use(sign, path, datelineMs, peer, { ahead, ...(recheck ? { onEpoch: (n: number) => { epoch = n; } } : {}) });
+    if (recheck && epoch !== recheck.found.epoch) await this.recheckLibrary(recheck.found, recheck.params, recheck.path, guard, epoch);
     if (other === undefined || guard === 'read') return;
     const sameAddress = other.peer === peer;
     if (!sameAddress || (guard === 'change' && this.policy === 'strict')) {
       const where = sameAddress ? '' : ' from another address';
       throw new ServiceFault(FaultCode.SignatureReplayed, `this signature was already used for ${other.path}${where}; sign each call anew (the signature covers parameter values only)`);
     }
+  }
+
+  /** Whether a cached authorization verifies the call's signature and, for a change, has an open term. */
+  private cachedLetsThrough(found: LibraryAuthorization, params: Record<string, string>, path: string, guard: ReplayGuard): boolean {
+    const given = params.sign;
+    if (given === undefined || given === '' || !signatureVariants(found.auth.org_client_secret, params, path).some((v) => safeEqual(v, given))) return false;
+    if (guard === 'read') return true;
+    try {
+      this.term!.requireOpenAt(found.term);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * A cached library authorization used by a call whose guard read another epoch: something it carries
+   * may have changed before the call arrived. The call stands only if a fresh read lets it through as
+   * the cached one did (the same library, its signature good under the current secret, an open term for
+   * a change); otherwise it is refused as a fresh authentication would refuse it.
+   */
+  private async recheckLibrary(used: LibraryAuthorization, params: Record<string, string>, path: string, guard: ReplayGuard, epoch: number | undefined): Promise<void> {
+    if (epoch !== undefined) this.authorizations!.observe(epoch);
+    const orgClientId = used.auth.org_client_id;
+    const fresh = await this.directory.libraryAuthWithLibrary(orgClientId, { withEpoch: true });
+    if (!fresh) throw new ServiceFault(FaultCode.ClientNotFound, 'org_client_id not found');
+    this.authorizations!.put(orgClientId, fresh);
+    if (fresh.library.id !== used.library.id || fresh.library.ent_id !== used.library.ent_id) {
+      throw new ServiceFault(FaultCode.ClientNotFound, 'org_client_id not found (its library changed)');
+    }
+    if (fresh.auth.org_client_secret !== used.auth.org_client_secret && !signatureVariants(fresh.auth.org_client_secret, params, path).some((v) => safeEqual(v, params.sign ?? ''))) {
+      throw new ServiceFault(FaultCode.SignatureFailed, 'signature verification failed');
+    }
+    if (guard !== 'read') this.term!.requireOpenAt(fresh.term);
   }
 
   /** The application and member an access token was issued to (refused when unknown or expired). */
@@ -142,7 +201,8 @@ export class Authenticator {
     return { caller: { credential: 'enterprise', enterprise, member, application }, secret: application.client_secret };
   }
 
-  private async identify(credential: Credential, params: Record<string, string>): Promise<{ caller: Caller; secret: string }> {
+  /** `cached`: the library authorization came from the cache, to be checked by the guard's epoch. */
+  private async identify(credential: Credential, params: Record<string, string>, opts: { fresh?: boolean } = {}): Promise<{ caller: Caller; secret: string; cached?: LibraryAuthorization }> {
     const need = (name: string): string => {
       const v = params[name];
       if (v === undefined || v === '') throw badParam(name, 'a client id', v ?? null);
@@ -152,9 +212,12 @@ export class Authenticator {
     switch (credential) {
       case 'library': {
         // Its library comes with it (not deleted): an authorization of a deleted library is not found.
-        const found = await this.directory.libraryAuthWithLibrary(need('org_client_id'));
+        const orgClientId = need('org_client_id');
+        const cached = opts.fresh ? undefined : this.authorizations?.get(orgClientId);
+        const found = cached ?? await this.directory.libraryAuthWithLibrary(orgClientId, { withEpoch: this.authorizations !== undefined });
         if (!found) throw unknown('org_client_id');
-        return { caller: { credential, library: found.library, libraryAuth: found.auth, libraryTerm: found.term }, secret: found.auth.org_client_secret };
+        if (!cached) this.authorizations?.put(orgClientId, found);
+        return { caller: { credential, library: found.library, libraryAuth: found.auth, libraryTerm: found.term }, secret: found.auth.org_client_secret, ...(cached ? { cached } : {}) };
       }
       case 'enterprise': {
         const enterprise = await this.directory.enterpriseByClientId(need('client_id'));

@@ -152,8 +152,16 @@ export class Router {
         raw.filehash ??= file.sha1;
         raw.filesize ??= String(file.size);
       }
-      validateParams(endpoint.def, raw, { allowUnknown: true });
-      const body = await entry.handler({ endpoint, params: new ParamReader(raw), caller, ip: req.socket.remoteAddress ?? '', ...(file ? { file } : {}) });
+      let body: unknown;
+      try {
+        validateParams(endpoint.def, raw, { allowUnknown: true });
+        body = await entry.handler({ endpoint, params: new ParamReader(raw), caller, ip: req.socket.remoteAddress ?? '', ...(file ? { file } : {}) });
+      } catch (err) {
+        // The guard's refusal (a cached authorization found changed, docs/service.md) is the answer over
+        // the work's failure.
+        await guarded;
+        throw err;
+      }
       await guarded;
       sendJson(res, 200, body ?? {});
     } catch (err) {

@@ -21,7 +21,7 @@ export interface SignatureUses {
    * within the window (the first use stays the one remembered). `ahead`: the record may go with the
    * request's first transaction (a ledger in the metadata store).
    */
-  use(sign: string, path: string, datelineMs: number | undefined, peer?: string, opts?: { ahead?: boolean }): Promise<SignatureUse | undefined>;
+  use(sign: string, path: string, datelineMs: number | undefined, peer?: string, opts?: { ahead?: boolean; onEpoch?: (epoch: number) => void }): Promise<SignatureUse | undefined>;
 }
 
 export interface SignatureLedgerOptions {
@@ -109,7 +109,11 @@ export class StoredSignatureLedger implements SignatureUses {
    * `ahead`: the record goes ahead of the request's work (MetadataStore.ahead), in the round trip of its
    * first transaction; the statement is idempotent (sent again, it finds its own row).
    */
-  async use(sign: string, path: string, datelineMs: number | undefined, peer = '', opts: { ahead?: boolean } = {}): Promise<SignatureUse | undefined> {
+  /**
+   * `onEpoch`: also reads the authorization epoch (AuthorizationCache) in the record's statement, its
+   * snapshot taken after the call arrived, and hands it over before resolving.
+   */
+  async use(sign: string, path: string, datelineMs: number | undefined, peer = '', opts: { ahead?: boolean; onEpoch?: (epoch: number) => void } = {}): Promise<SignatureUse | undefined> {
     const now = this.opts.clock();
     let swept: Promise<unknown> | undefined;
     if (now >= this.nextSweepMs) {
@@ -121,15 +125,17 @@ export class StoredSignatureLedger implements SignatureUses {
     const expired = 'signature_uses.until_ms <= ?';
     // The row after the statement: ours when recorded (new, or an expired one taken over), else the first use's.
     const send = opts.ahead && this.db.ahead ? this.db.ahead.bind(this.db) : this.db.get.bind(this.db);
-    const row = await send<{ path: string; peer: string }>(
-      'INSERT INTO signature_uses (sign, path, peer, until_ms) VALUES (?, ?, ?, ?) ON CONFLICT (sign) DO UPDATE SET ' +
+    const record = 'INSERT INTO signature_uses (sign, path, peer, until_ms) VALUES (?, ?, ?, ?) ON CONFLICT (sign) DO UPDATE SET ' +
       `path = CASE WHEN ${expired} THEN excluded.path ELSE signature_uses.path END, ` +
       `peer = CASE WHEN ${expired} THEN excluded.peer ELSE signature_uses.peer END, ` +
       `until_ms = CASE WHEN ${expired} THEN excluded.until_ms ELSE signature_uses.until_ms END ` +
-      'RETURNING path, peer',
+      'RETURNING path, peer';
+    const row = await send<{ path: string; peer: string; epoch?: number | string }>(
+      opts.onEpoch ? `WITH r AS (${record}) SELECT r.path, r.peer, (SELECT n FROM authorization_epoch WHERE id = 1) AS epoch FROM r` : record,
       [sign, path, peer, untilMs, now, now, now],
     );
     await swept;
+    if (opts.onEpoch && row) opts.onEpoch(Number(row.epoch));
     // Ours, or a first use for the same endpoint: either way no other endpoint used it.
     return row && row.path !== path ? { path: row.path, peer: row.peer } : undefined;
   }

@@ -413,4 +413,24 @@ export const PG_MIGRATIONS: readonly string[] = [
     until_ms BIGINT NOT NULL
   );
   `,
+  // a counter every change of what a library call's authentication reads moves (http/authorization-cache.ts)
+  `
+  CREATE TABLE authorization_epoch (
+    id BIGINT PRIMARY KEY CHECK (id = 1),
+    n BIGINT NOT NULL
+  );
+  INSERT INTO authorization_epoch (id, n) VALUES (1, 0);
+  CREATE FUNCTION authorization_epoch_next() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    UPDATE authorization_epoch SET n = n + 1 WHERE id = 1;
+    RETURN NULL;
+  END $$;
+  CREATE TRIGGER library_auths_epoch AFTER UPDATE OR DELETE ON library_auths FOR EACH STATEMENT EXECUTE FUNCTION authorization_epoch_next();
+  CREATE TRIGGER libraries_epoch_del AFTER DELETE ON libraries FOR EACH STATEMENT EXECUTE FUNCTION authorization_epoch_next();
+  CREATE TRIGGER libraries_epoch_upd AFTER UPDATE OF deleted, ent_id ON libraries FOR EACH ROW
+    WHEN (OLD.deleted IS DISTINCT FROM NEW.deleted OR OLD.ent_id IS DISTINCT FROM NEW.ent_id) EXECUTE FUNCTION authorization_epoch_next();
+  CREATE TRIGGER enterprises_epoch_upd AFTER UPDATE OF trial, end_dateline ON enterprises FOR EACH ROW
+    WHEN (OLD.trial IS DISTINCT FROM NEW.trial OR OLD.end_dateline IS DISTINCT FROM NEW.end_dateline) EXECUTE FUNCTION authorization_epoch_next();
+  CREATE TRIGGER enterprises_epoch_del AFTER DELETE ON enterprises FOR EACH STATEMENT EXECUTE FUNCTION authorization_epoch_next();
+  `,
 ];

@@ -420,4 +420,21 @@ export const MIGRATIONS: readonly string[] = [
     until_ms INTEGER NOT NULL
   );
   `,
+  // a counter every change of what a library call's authentication reads moves (kept by PostgreSQL's
+  // processes, http/authorization-cache.ts; the same here so both schemas have the same tables)
+  `
+  CREATE TABLE authorization_epoch (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    n INTEGER NOT NULL
+  );
+  INSERT INTO authorization_epoch (id, n) VALUES (1, 0);
+  CREATE TRIGGER library_auths_epoch_upd AFTER UPDATE ON library_auths BEGIN UPDATE authorization_epoch SET n = n + 1 WHERE id = 1; END;
+  CREATE TRIGGER library_auths_epoch_del AFTER DELETE ON library_auths BEGIN UPDATE authorization_epoch SET n = n + 1 WHERE id = 1; END;
+  CREATE TRIGGER libraries_epoch_del AFTER DELETE ON libraries BEGIN UPDATE authorization_epoch SET n = n + 1 WHERE id = 1; END;
+  CREATE TRIGGER libraries_epoch_upd AFTER UPDATE OF deleted, ent_id ON libraries
+    WHEN OLD.deleted IS NOT NEW.deleted OR OLD.ent_id IS NOT NEW.ent_id BEGIN UPDATE authorization_epoch SET n = n + 1 WHERE id = 1; END;
+  CREATE TRIGGER enterprises_epoch_upd AFTER UPDATE OF trial, end_dateline ON enterprises
+    WHEN OLD.trial IS NOT NEW.trial OR OLD.end_dateline IS NOT NEW.end_dateline BEGIN UPDATE authorization_epoch SET n = n + 1 WHERE id = 1; END;
+  CREATE TRIGGER enterprises_epoch_del AFTER DELETE ON enterprises BEGIN UPDATE authorization_epoch SET n = n + 1 WHERE id = 1; END;
+  `,
 ];

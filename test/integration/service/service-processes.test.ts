@@ -5,12 +5,14 @@
  * blocks staged in the bucket) and finished on the first is listed, downloaded and seen in the updates
  * feed through the other; an aborted upload leaves no staged object; a share link made on one is served by the
  * other and its visit limit holds across both, as do the limits on wrong link passwords; a signature used on one is refused for another endpoint
- * on the other; folder copies queued through both run once each.
+ * on the other; folder copies queued through both run once each; a library authorization removed, or an
+ * enterprise's term ended, through one process is refused by the other on its next request though the
+ * other holds it in its cache.
  *
  * Runs in the vitest project `service-on-postgresql` only (the SQLite service is one process).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -23,7 +25,7 @@ import { ENDPOINTS } from '../../../src/shared/endpoints.js';
 import { serviceDatabase } from '../../support/postgres-cluster.js';
 import { listKeys, startS3Server, type S3Server } from '../../support/s3-server.js';
 import { startServiceProcess, type ServiceProcess } from '../../support/service-process.js';
-import { fetchFile, put } from './helpers.js';
+import { codeOf, fetchFile, put } from './helpers.js';
 import { waitFor } from '../../support/wait-for.js';
 
 const sha1 = (b: Buffer) => createHash('sha1').update(b).digest('hex');
@@ -175,6 +177,45 @@ describe('two service processes on one metadata database and one bucket', { time
     } finally {
       await elsewhere.close();
     }
+  });
+
+  it('an authorization unbound on A is refused by B on its next request, which held it in its cache', async () => {
+    const creds = JSON.parse(await readFile(join(a!.dir, 'credentials.json'), 'utf8')) as { enterprise: { client_id: string; client_secret: string } };
+    const ent = a!.client.withCredentials({ enterprise: creds.enterprise });
+    const { org_id } = await ent.org.create({ org_name: 'Unbound' });
+    const names = async (auth: { org_client_id: string; org_client_secret: string }) => (await b!.client.withCredentials({ library: auth }).file.ls({ fullpath: '' })).list.map((e) => e.filename);
+    // a change first (its guard's record goes with its transaction), then a read
+    const first = await ent.org.bind({ org_id: String(org_id), title: 'first' });
+    await b!.client.withCredentials({ library: first }).file.createFolder({ fullpath: 'made' });
+    expect(await names(first)).toEqual(['made']);
+    await ent.org.unbind({ org_client_id: first.org_client_id });
+    expect(await codeOf(b!.client.withCredentials({ library: first }).file.createFolder({ fullpath: 'after' }))).toBe(40103);
+    const second = await ent.org.bind({ org_id: String(org_id), title: 'second' });
+    expect(second.org_client_id).not.toBe(first.org_client_id);
+    expect(await names(second)).toEqual(['made']);
+    await ent.org.unbind({ org_client_id: second.org_client_id });
+    expect(await codeOf(b!.client.withCredentials({ library: second }).file.ls({ fullpath: '' }))).toBe(40103);
+    expect(await codeOf(b!.client.withCredentials({ library: second }).file.del({ fullpath: 'made' }))).toBe(40103);
+    // a new authorization, read afresh: nothing of the refused calls happened
+    expect(await names(await ent.org.bind({ org_id: String(org_id), title: 'third' }))).toEqual(['made']);
+  });
+
+  it("an enterprise's term ended through another process: B's next change is refused, its reads pass", async () => {
+    const onB = b!.client;
+    await onB.file.createFolder({ fullpath: 'term/open' });
+    const db = new pg.Client({ connectionString: database!.url });
+    await db.connect();
+    const { rows } = await db.query<{ id: string; end_dateline: string }>('SELECT e.id, e.end_dateline FROM enterprises e JOIN libraries l ON l.ent_id = e.id WHERE l.id = (SELECT library_id FROM library_auths WHERE org_client_id = $1)', [onB.credentials.library!.org_client_id]);
+    const { id, end_dateline } = rows[0]!;
+    try {
+      await db.query('UPDATE enterprises SET end_dateline = $1 WHERE id = $2', [Math.floor(Date.now() / 1000) - 60, id]);
+      expect(await codeOf(onB.file.createFolder({ fullpath: 'term/closed' }))).toBe(40334);
+      expect((await onB.file.ls({ fullpath: 'term' })).list.map((e) => e.filename)).toEqual(['open']);
+    } finally {
+      await db.query('UPDATE enterprises SET end_dateline = $1 WHERE id = $2', [end_dateline, id]);
+      await db.end();
+    }
+    await onB.file.createFolder({ fullpath: 'term/reopened' });
   });
 
   it('folder copies queued through both processes run once each', async () => {

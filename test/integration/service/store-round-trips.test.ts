@@ -35,13 +35,14 @@ async function cost(fn: () => Promise<unknown>): Promise<StoreStats> {
 }
 
 /**
- * Statements a request takes, per engine (docs/service.md, "What a write costs on PostgreSQL"); of each,
+ * Statements a request takes, per engine (docs/service.md, "What a write costs on PostgreSQL"); on SQLite
  * one is the authentication's (the library's authorization with its library and its enterprise's term,
- * which a change's admission check reads) and, on PostgreSQL, one a read's replay guard record (beside its
- * work; a change's goes in the round trip of its first transaction).
+ * which a change's admission check reads); on PostgreSQL the authorization comes from the process's cache,
+ * checked by the epoch the replay guard's record reads, and one round trip is a read's replay guard record
+ * (beside its work; a change's goes in the round trip of its first transaction).
  */
 const BOUNDS = {
-  postgresql: { create_folder: 4, create_file: 5, move: 3, del: 4, add_tag: 3, lock: 3, ls: 3, updates: 3 },
+  postgresql: { create_folder: 3, create_file: 4, move: 2, del: 3, add_tag: 2, lock: 2, ls: 2, updates: 2 },
   sqlite: { create_folder: 5, create_file: 8, move: 5, del: 6, add_tag: 4, lock: 5, ls: 2, updates: 2 },
 };
 
