@@ -15,6 +15,17 @@ const [major, minor] = release().split('.').map(Number) as [number, number];
 const passthrough = (major > 6 || (major === 6 && minor >= 9)) && process.getuid?.() === 0;
 const root = process.getuid?.() === 0;
 
+/** Opens `path` as a program writing a file anew does (O_CREAT, O_TRUNC), writes `data` at its start and closes it. */
+async function writeClose(path: string, data: string | Buffer): Promise<void> {
+  const fh = await open(path, constants.O_CREAT | constants.O_WRONLY | constants.O_TRUNC, 0o644);
+  try {
+    const bytes = typeof data === 'string' ? Buffer.from(data) : data;
+    await fh.write(bytes, 0, bytes.length, 0);
+  } finally {
+    await fh.close();
+  }
+}
+
 describe('regressions the reference model found', () => {
   let h: MountHarness;
   beforeAll(async () => {
@@ -33,12 +44,7 @@ describe('regressions the reference model found', () => {
     await h.call('vfsWrite', { path: '/Lib/made-meanwhile/f.txt', data: Buffer.from('by another front end').toString('base64') });
     const creates = async (): Promise<number> => (await h.call<{ answered: { creates: number } }>('mountCounters')).answered.creates;
     const before = await creates();
-    const fh = await open(join(folder, 'f.txt'), constants.O_CREAT | constants.O_WRONLY | constants.O_TRUNC, 0o644);
-    try {
-      await fh.write('through the mount');
-    } finally {
-      await fh.close();
-    }
+    await writeClose(join(folder, 'f.txt'), 'through the mount');
     expect(await creates()).toBe(before + 1);
     expect(await readFile(join(folder, 'f.txt'), 'utf8')).toBe('through the mount');
     await h.call('flushAll');
@@ -51,23 +57,16 @@ describe('regressions the reference model found', () => {
     const folder = join(h.mnt, 'Lib', 'replaced-names');
     await mkdir(folder);
     const deletes = async (): Promise<number> => (await h.call<{ elsewhere: { deletes: number } }>('mountCounters')).elsewhere.deletes;
-    const writeClose = async (name: string, data: string): Promise<void> => {
-      const fh = await open(join(folder, name), constants.O_CREAT | constants.O_WRONLY | constants.O_TRUNC, 0o644);
-      try {
-        await fh.write(data);
-      } finally {
-        await fh.close();
-      }
-    };
-    await writeClose('over.log', 'the object renamed over');
-    await writeClose('moved.txt', 'the object moved');
-    await writeClose('again.txt', 'the object unlinked');
+    const write = (name: string, data: string): Promise<void> => writeClose(join(folder, name), data);
+    await write('over.log', 'the object renamed over');
+    await write('moved.txt', 'the object moved');
+    await write('again.txt', 'the object unlinked');
     await h.call('flushAll');
     await h.call('refresh');
     const before = await deletes();
     await rename(join(folder, 'moved.txt'), join(folder, 'over.log'));
     await unlink(join(folder, 'again.txt'));
-    await writeClose('again.txt', 'written anew');
+    await write('again.txt', 'written anew');
     await h.call('flushAll');
     const inos = [(await stat(join(folder, 'over.log'))).ino, (await stat(join(folder, 'again.txt'))).ino];
     // Every change above is on the service and brought by the feed once this poll is done.
@@ -94,12 +93,7 @@ describe('regressions the reference model found', () => {
       await h.call('vfsHold', { path, data: Buffer.alloc(100_000, 'w').toString('base64') });
       const mine = Buffer.alloc(size, name[0]!);
       const before = await creates();
-      const fh = await open(join(folder, name), constants.O_CREAT | constants.O_WRONLY | constants.O_TRUNC, 0o644);
-      try {
-        await fh.write(mine, 0, mine.length, 0);
-      } finally {
-        await fh.close();
-      }
+      await writeClose(join(folder, name), mine);
       expect(await creates(), `the create of ${name} answered by the engine`).toBe(before + 1);
       expect((await readFile(join(folder, name))).equals(mine), `${name} through the mount after its close`).toBe(true);
       // The other writer writes on after it, at its end, and closes: as one open file on a local disk.
@@ -129,17 +123,10 @@ describe.runIf(root)('regressions the reference model found, the data folder nea
     const folder = join(h!.mnt, 'Lib', 'nearly-full');
     await mkdir(folder);
     const closes = async (): Promise<number> => (await h!.call<{ answered: { closes: number } }>('mountCounters')).answered.closes;
-    const writeClose = async (name: string, data: string): Promise<void> => {
-      const fh = await open(join(folder, name), constants.O_CREAT | constants.O_WRONLY | constants.O_TRUNC, 0o644);
-      try {
-        await fh.write(data);
-      } finally {
-        await fh.close();
-      }
-    };
+    const write = (name: string, data: string): Promise<void> => writeClose(join(folder, name), data);
     // With room, the engine answers a small new file's close itself.
     const before = await closes();
-    await writeClose('roomy.txt', 'written with room');
+    await write('roomy.txt', 'written with room');
     expect(await closes(), 'a close the engine answered with room').toBe(before + 1);
     // Less than its minimum free (4 MiB) left: the close is JavaScript's, which journals the file first.
     const st = await statfs(disk!.path);
@@ -148,7 +135,7 @@ describe.runIf(root)('regressions the reference model found, the data folder nea
     let closed: string | undefined;
     try {
       // JavaScript's answer: saved, or ENOSPC (below the minimum a file the kernel writes is refused).
-      closed = await writeClose('tight.txt', 'written with 1 MiB left').then(() => 'saved', (e: NodeJS.ErrnoException) => e.code);
+      closed = await write('tight.txt', 'written with 1 MiB left').then(() => 'saved', (e: NodeJS.ErrnoException) => e.code);
       expect(['saved', 'ENOSPC'], 'the close of a file with 1 MiB free').toContain(closed);
       expect(await closes(), 'no close answered by the engine with 1 MiB free').toBe(before + 1);
     } finally {
