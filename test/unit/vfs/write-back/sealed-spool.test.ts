@@ -79,6 +79,34 @@ async function writtenByKernel(vfs: GatewayVfs, path: string, data: Buffer): Pro
   spool!.end();
 }
 
+/** Runs `change` once, just before the next seal of any version (then seals as always); `ran` says whether it did. */
+function beforeNextSeal(change: (version: LocalVersion) => void): { ran: boolean } {
+  const seal = LocalVersion.prototype.seal;
+  const seen = { ran: false };
+  const spy = vi.spyOn(LocalVersion.prototype, 'seal').mockImplementation(function (this: LocalVersion, ...args: Parameters<LocalVersion['seal']>) {
+    spy.mockRestore();
+    seen.ran = true;
+    change(this);
+    return seal.apply(this, args);
+  });
+  return seen;
+}
+
+/**
+ * Each record of `/A/e.db` carries the bytes its SHA-1 names (`last`); renamed to `/A/c`, crashed and
+ * started again, the gateway uploads `last` there, nothing at the old name and nothing set aside.
+ */
+async function renamedCrashedReplayed(a: Setup, last: Buffer): Promise<void> {
+  for (const r of await puts(a.dataDir, 'e.db')) if (r.sha1) expect(r.sha1).toBe(sha1(last));
+  await a.vfs.rename('/A/e.db', '/A/c');
+  await crash(a);
+  const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
+  await b.vfs.flushAll({ timeoutMs: 10_000 });
+  expect(a.remote.read('c').equals(last)).toBe(true);
+  expect(await a.remote.stat('e.db')).toBeNull();
+  expect(await readdir(join(a.dataDir, 'journal', 'unverified')).catch(() => [])).toEqual([]);
+}
+
 describe('a sealed version is what its record names, or replay sets it aside', { timeout: 20_000 }, () => {
   it('a large file the kernel wrote (passthrough) is sealed by its spool\'s mark, nothing read: after a crash, untouched, it is uploaded whole', async () => {
     const a = await gateway();
@@ -147,26 +175,15 @@ describe('a sealed version is what its record names, or replay sets it aside', {
     writeSync(spool!.fd, first, 0, first.length, 0);
     // Another descriptor of the open file writes on while the close journals it: after its bytes were
     // read for the record, before the seal hashes the spool (another time: the seal sees the change).
-    const seal = LocalVersion.prototype.seal;
-    const spy = vi.spyOn(LocalVersion.prototype, 'seal').mockImplementation(function (this: LocalVersion, ...args: Parameters<LocalVersion['seal']>) {
-      spy.mockRestore();
+    const sealed = beforeNextSeal(() => {
       writeSync(spool!.fd, last, 0, last.length, 0);
       futimesSync(spool!.fd, new Date(1_000_000), new Date(2_000_000));
-      return seal.apply(this, args);
     });
     await h.flush();
     await h.release();
     spool!.end();
-    expect(spy).not.toHaveBeenCalled(); // restored: the close sealed it
-    // Each record carries the bytes its SHA-1 names.
-    for (const r of await puts(a.dataDir, 'e.db')) if (r.sha1) expect(r.sha1).toBe(sha1(last));
-    await a.vfs.rename('/A/e.db', '/A/c');
-    await crash(a);
-    const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
-    await b.vfs.flushAll({ timeoutMs: 10_000 });
-    expect(a.remote.read('c').equals(last)).toBe(true);
-    expect(await a.remote.stat('e.db')).toBeNull();
-    expect(await readdir(join(a.dataDir, 'journal', 'unverified')).catch(() => [])).toEqual([]);
+    expect(sealed.ran, 'the close sealed it').toBe(true);
+    await renamedCrashedReplayed(a, last);
   });
   it('regression: a rename then a crash replays the last acknowledged version: another handle writing between the read of a small file\'s bytes and its seal', async () => {
     const a = await gateway();
@@ -176,22 +193,10 @@ describe('a sealed version is what its record names, or replay sets it aside', {
     const h = await a.vfs.open('/A/e.db', { write: true, create: true, exclusive: true });
     await h.write(0, first);
     // A write of another writer queued just before the seal: the seal hashes the spool with it.
-    const seal = LocalVersion.prototype.seal;
-    const spy = vi.spyOn(LocalVersion.prototype, 'seal').mockImplementation(function (this: LocalVersion, ...args: Parameters<LocalVersion['seal']>) {
-      spy.mockRestore();
-      void this.write(0, last);
-      return seal.apply(this, args);
-    });
+    const sealed = beforeNextSeal((version) => void version.write(0, last));
     await h.release();
-    expect(spy).not.toHaveBeenCalled(); // restored: the close sealed it
-    for (const r of await puts(a.dataDir, 'e.db')) if (r.sha1) expect(r.sha1).toBe(sha1(last));
-    await a.vfs.rename('/A/e.db', '/A/c');
-    await crash(a);
-    const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
-    await b.vfs.flushAll({ timeoutMs: 10_000 });
-    expect(a.remote.read('c').equals(last)).toBe(true);
-    expect(await a.remote.stat('e.db')).toBeNull();
-    expect(await readdir(join(a.dataDir, 'journal', 'unverified')).catch(() => [])).toEqual([]);
+    expect(sealed.ran, 'the close sealed it').toBe(true);
+    await renamedCrashedReplayed(a, last);
   });
   it('a spool the kernel wrote, only touched after its seal (same size, same bytes, another time), is set aside, not uploaded', async () => {
     const a = await gateway();
