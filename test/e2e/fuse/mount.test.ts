@@ -4,9 +4,10 @@
  * backend the way another client of the service would see them.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdir, open, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { eventually, sh, startMount, type MountHarness } from './harness.js';
+import { editorSave, gitCloneInto, tarExtractInto } from './tool-scenarios.js';
 
 const T = 60_000;
 
@@ -101,49 +102,18 @@ describe('FUSE mount', () => {
   }, T);
 
   it('an editor-style save (write temp, fsync, rename over) replaces the file', async () => {
-    const target = join(lib, 'doc.txt');
-    await writeFile(target, 'version 1');
-    const tmp = join(lib, '.doc.txt.swp');
-    const fh = await open(tmp, 'w');
-    await fh.writeFile('version 2, longer than before');
-    await fh.sync();
-    await fh.close();
-    await rename(tmp, target);
-    expect(await readFile(target, 'utf8')).toBe('version 2, longer than before');
+    await editorSave(lib, 'version 2, longer than before');
+    expect(await readFile(join(lib, 'doc.txt'), 'utf8')).toBe('version 2, longer than before');
     expect(Buffer.from(await h.call<string>('remoteRead', { path: '/Lib/doc.txt' }), 'base64').toString()).toBe('version 2, longer than before');
     expect(await h.call('remoteStat', { path: '/Lib/.doc.txt.swp' })).toBeNull();
   }, T);
 
   it('git clone into the mount, then git status is clean', async () => {
-    const repo = join(h.local, 'repo');
-    const git = (args: string[], cwd: string) => sh('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=t', '-c', 'init.defaultBranch=main', ...args], { cwd, timeoutMs: 30_000 });
-    await mkdir(join(repo, 'src'), { recursive: true });
-    for (let i = 0; i < 20; i++) await writeFile(join(repo, 'src', `f${i}.txt`), `line ${i}\n`.repeat(i * 50 + 1));
-    await writeFile(join(repo, 'run.sh'), '#!/bin/sh\necho hi\n', { mode: 0o755 });
-    await git(['init', '-q'], repo);
-    await git(['add', '.'], repo);
-    await git(['commit', '-q', '-m', 'one'], repo);
-    await writeFile(join(repo, 'src/f1.txt'), 'changed\n');
-    await git(['commit', '-q', '-am', 'two'], repo);
-    await git(['clone', '-q', `file://${repo}`, join(lib, 'clone')], h.local);
-    const status = await git(['status', '--porcelain'], join(lib, 'clone'));
-    expect(status.stdout).toBe('');
-    const log = await git(['log', '--oneline'], join(lib, 'clone'));
-    expect(log.stdout.trim().split('\n')).toHaveLength(2);
-    await sh('diff', ['-r', '--exclude=.git', repo, join(lib, 'clone')]);
+    await gitCloneInto(h.local, lib, { files: 20, commits: 2, timeoutMs: 30_000 });
   }, T);
 
   it('tar extract into the mount matches the archive', async () => {
-    const tree = join(h.local, 'tree');
-    for (let d = 0; d < 5; d++) {
-      await mkdir(join(tree, `d${d}`, 'sub'), { recursive: true });
-      for (let f = 0; f < 10; f++) await writeFile(join(tree, `d${d}`, f % 2 ? 'sub' : '', `file${f}.dat`), Buffer.alloc(f * 1000 + d, d + f));
-    }
-    const archive = join(h.local, 'tree.tar');
-    await sh('tar', ['-cf', archive, '-C', h.local, 'tree']);
-    await mkdir(join(lib, 'x'));
-    await sh('tar', ['-xf', archive, '-C', join(lib, 'x'), '--no-same-owner', '--no-same-permissions']);
-    await sh('diff', ['-r', tree, join(lib, 'x/tree')]);
+    await tarExtractInto(h.local, lib, { dirs: 5, files: 10 });
     const list = await h.call<string[]>('remoteList', { path: '/Lib/x/tree/d3/sub' });
     expect(list).toEqual(['file1.dat', 'file3.dat', 'file5.dat', 'file7.dat', 'file9.dat']);
   }, T);
