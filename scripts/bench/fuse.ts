@@ -21,6 +21,9 @@
  *   and times set, renamed), once a side after its copies' uploads (no target), vs rclone's mount and
  *   local disk;
  * - `ls -l` of a 10,000-entry folder, warm (target < 0.5 s), vs rclone's mount and local disk;
+ * - the engine's answers (docs/fuse.md, The engine) against the simpler path: the same `cp -r` and
+ *   `rsync -a` into a second mount of the same kind with `engineAnswers: false` (JavaScript answers every
+ *   request), three rounds each, the two mounts in turn: what the engine's fast paths buy;
  * - the peer: rclone mounting (`rclone mount :webdav:`, --vfs-cache-mode writes) the WebDAV front end of
  *   the same gateway Vfs and service as the mount, with the same steps.
  * Before each timed window of BYTES, on either side, RECYCLE_BYTES of page cache are recycled
@@ -242,6 +245,31 @@ async function measure(root: string, name: string, listed: string, smallSrc: str
   return { writeMs: write.ms, readMs: read.ms, filesPerS, filesPerSFollowing: Math.min(...following), rsyncPerS, lsS: await lsWarm(listed) };
 }
 
+/**
+ * `cp -r` and `rsync -a` of the small files into `withEngine` and into a second mount started by
+ * `startPlain` with `engineAnswers: false`, three rounds each, the mounts in turn (the order flips), each
+ * side's uploads done before the next copy: files/s of every round on each side.
+ */
+async function engineAnswersRounds(withEngine: { mnt: string; commit: () => Promise<unknown> }, startPlain: () => Promise<Awaited<ReturnType<typeof startMount>>>, smallSrc: string): Promise<Record<'engine' | 'plain', { cp: number[]; rsync: number[] }>> {
+  const plainMount = await startPlain();
+  try {
+    const plain = { mnt: plainMount.mnt, commit: (): Promise<unknown> => plainMount.call('flushAll', { timeoutMs: 590_000 }, 600_000) };
+    const out = { engine: { cp: [] as number[], rsync: [] as number[] }, plain: { cp: [] as number[], rsync: [] as number[] } };
+    for (let i = 0; i < 3; i++) {
+      const sides = [['engine', withEngine], ['plain', plain]] as const;
+      for (const [name, side] of i % 2 ? [...sides].reverse() : sides) {
+        out[name].cp.push(await copySmallFiles(smallSrc, join(side.mnt, 'Lib', `answers-cp-${i}`)));
+        await side.commit();
+        out[name].rsync.push(await rsyncSmallFiles(smallSrc, join(side.mnt, 'Lib', `answers-rsync-${i}`)));
+        await side.commit();
+      }
+    }
+    return out;
+  } finally {
+    await plainMount.stop();
+  }
+}
+
 /** rclone's own FUSE mount of `url` (WebDAV, user alice), until `stop`. */
 async function rcloneMount(url: string, scratch: string): Promise<{ mnt: string; stop(): Promise<void> }> {
   const mnt = join(scratch, 'rclone-mnt');
@@ -281,7 +309,9 @@ async function measureAll(): Promise<void> {
   const backend = process.env.BENCH_FUSE_BACKEND ?? 'service-process';
   // The gateway's default write-back delay and feed interval (the mount's attribute timeout follows it),
   // as `cloudlib up` and `cloudlib mount` run.
-  const h = await startMount({ mount: { attrTimeoutS: DEFAULT_FEED_INTERVAL_MS / 1000, writeMode: WRITE_MODE }, env: { FUSE_TEST_BACKEND: backend, FUSE_TEST_UPLOAD_DELAY_MS: String(DEFAULT_UPLOAD_DELAY_MS), FUSE_TEST_FEED_INTERVAL_MS: String(DEFAULT_FEED_INTERVAL_MS) } });
+  const mountOptions = { attrTimeoutS: DEFAULT_FEED_INTERVAL_MS / 1000, writeMode: WRITE_MODE };
+  const env = { FUSE_TEST_BACKEND: backend, FUSE_TEST_UPLOAD_DELAY_MS: String(DEFAULT_UPLOAD_DELAY_MS), FUSE_TEST_FEED_INTERVAL_MS: String(DEFAULT_FEED_INTERVAL_MS) };
+  const h = await startMount({ mount: mountOptions, env });
   try {
     // Baselines: the Vfs driven directly, in 128 KiB and 1 MiB calls.
     const direct: Record<string, { writeMs: number; readMs: number }> = {};
@@ -413,6 +443,13 @@ async function measureAll(): Promise<void> {
     const passed = await nullMountCeiling(h.local, 'passthrough');
     print({ figure: 'fuse.passthrough_mount_ceiling', note: 'the open answered with a local file as its backing file: the kernel writes it, no request', bytes: BYTES, write_MBps: round(passed.writeMBps), write_ratio_to_vfs_1m: round(passed.writeMBps / MBps(m.writeMs)), write_ratio_to_spool_ceiling: round(passed.writeMBps / spooled.writeMBps) });
     print({ figure: 'fuse.ls_l_warm', entries: LIST_ENTRIES, mount_s: round(mount.lsS, 3), rclone_s: peer && round(peer.lsS, 3), local_s: round(localLs, 3), target_s: 0.5 });
+    const answers = await engineAnswersRounds({ mnt: h.mnt, commit }, () => startMount({ mount: { ...mountOptions, engineAnswers: false }, env }), smallSrc);
+    const ofRounds = (xs: number[]): number[] => xs.map((x) => round(x, 0));
+    for (const work of ['cp', 'rsync'] as const) {
+      const engine = median(answers.engine[work]);
+      const plain = median(answers.plain[work]);
+      print({ figure: `fuse.engine_answers_${work}`, note: `${work === 'cp' ? 'cp -r' : 'rsync -a'} of the small files with the engine's answers and with JavaScript answering every request (engineAnswers: false), in turn`, files: SMALL_FILES, engine_files_per_s: round(engine, 0), plain_files_per_s: round(plain, 0), ratio_to_plain: round(engine / plain), rounds: { engine: ofRounds(answers.engine[work]), plain: ofRounds(answers.plain[work]) } });
+    }
   } finally {
     await h.stop();
   }
