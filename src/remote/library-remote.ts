@@ -171,23 +171,13 @@ export class LibraryRemote implements Remote {
     return { list: page.list ?? [], count: Number.isNaN(count) ? Infinity : count };
   }
 
-  async stat(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null> {
-    if (fullpath === '') return { id: '', fullpath: '', name: '', isDir: true, size: 0, mtimeMs: 0, ctimeMs: 0 };
-    try {
-      const info = await this.client.file.info({ fullpath, ignores: 'favorite,permission,url,preview,thumbnail' }, { signal: opts?.signal });
-      return fromInfo(info);
-    } catch (err) {
-      const e = toVfsError(err, fullpath);
-      if (e.code === 'ENOENT') return null;
-      throw e;
-    }
+  stat(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null> {
+    return statOrNull(fullpath, async () => fromInfo(await this.client.file.info({ fullpath, ignores: 'favorite,permission,url,preview,thumbnail' }, { signal: opts?.signal })));
   }
 
   /** Bytes [start, end] of the file, streamed from its download link (DownloadLinks keeps links fresh). */
   openRange(fullpath: string, start: number, end: number, opts: RangeCallOptions = {}): Promise<Readable> {
-    const download = this.bandwidth.download;
-    const range = this.downloads.openRange(fullpath, start, end, opts);
-    return download ? range.then((r) => throttled(r, download)) : range;
+    return throttledRange(this.downloads.openRange(fullpath, start, end, opts), this.bandwidth);
   }
 
   async commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> {
@@ -435,3 +425,20 @@ function fromInfo(i: FileInfo): RemoteEntry {
   return { ...e, tags: tagsOf(i.property, i.tag), locked: i.lock === undefined ? undefined : Number(i.lock) === 1 };
 }
 
+/** The entry `info` answers for `fullpath`, the library's root as a folder, or null where nothing is. */
+export async function statOrNull(fullpath: string, info: () => Promise<RemoteEntry>): Promise<RemoteEntry | null> {
+  if (fullpath === '') return { id: '', fullpath: '', name: '', isDir: true, size: 0, mtimeMs: 0, ctimeMs: 0 };
+  try {
+    return await info();
+  } catch (err) {
+    const e = toVfsError(err, fullpath);
+    if (e.code === 'ENOENT') return null;
+    throw e;
+  }
+}
+
+/** A range being opened, read at the gateway's download limit when it has one. */
+export function throttledRange(range: Promise<Readable>, bandwidth: BandwidthLimit): Promise<Readable> {
+  const download = bandwidth.download;
+  return download ? range.then((r) => throttled(r, download)) : range;
+}

@@ -22,8 +22,8 @@ import type {
   ChangesPage, CommitOptions, CommitSource, RangeCallOptions, Remote, RemoteCallOptions, RemoteChange, RemoteEntry, RemoteInfo, RemoteQuota,
 } from '../vfs/remote.js';
 import type { UserFileRecord } from '../shared/records.js';
-import { limitedSource, loadUploader, toVfsError, uploadSourceOf } from './library-remote.js';
-import { throttled, type BandwidthLimit } from '../shared/bandwidth-limit.js';
+import { limitedSource, loadUploader, statOrNull, throttledRange, toVfsError, uploadSourceOf } from './library-remote.js';
+import type { BandwidthLimit } from '../shared/bandwidth-limit.js';
 import { DownloadLinks } from './download-links.js';
 import { ErrorCode } from '../shared/error-codes.js';
 
@@ -118,22 +118,16 @@ export class UserTokenRemote implements Remote {
     return [...out.values()];
   }
 
-  async stat(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null> {
-    if (fullpath === '') return { id: '', fullpath: '', name: '', isDir: true, size: 0, mtimeMs: 0, ctimeMs: 0 };
-    try {
+  stat(fullpath: string, opts?: RemoteCallOptions): Promise<RemoteEntry | null> {
+    return statOrNull(fullpath, async () => {
       const info = await this.client.user.info({ mount_id: this.mountId, fullpath }, { signal: opts?.signal });
-      return { ...fromUserRecord(info), locked: (info as { lock?: unknown }).lock === undefined ? undefined : Number((info as { lock?: unknown }).lock) === 1 };
-    } catch (err) {
-      const e = toVfsError(err, fullpath);
-      if (e.code === 'ENOENT') return null;
-      throw e;
-    }
+      const lock = (info as { lock?: unknown }).lock;
+      return { ...fromUserRecord(info), locked: lock === undefined ? undefined : Number(lock) === 1 };
+    });
   }
 
   openRange(fullpath: string, start: number, end: number, opts: RangeCallOptions = {}): Promise<Readable> {
-    const download = this.bandwidth.download;
-    const range = this.downloads.openRange(fullpath, start, end, opts);
-    return download ? range.then((r) => throttled(r, download)) : range;
+    return throttledRange(this.downloads.openRange(fullpath, start, end, opts), this.bandwidth);
   }
 
   /** A download link of the member (`file/open`: the service checks their download right each time one is issued). */
