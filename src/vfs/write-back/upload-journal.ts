@@ -188,6 +188,7 @@ export class UploadJournal implements SideJournal {
     }
     const live = this.live.get(id);
     if (live && live.record > this.log.synced) await this.syncLog();
+    if (this.heldBySide.has(id)) await this.syncSideLogs();
   }
 
   /** Runs the group commit now: everything put without sync is durable when this resolves. */
@@ -440,8 +441,9 @@ export class UploadJournal implements SideJournal {
   /**
    * A version applied from a side writer's close record (in a side log of the writer's now) whose put
    * line the journal could not write (a full disk): the record stays the version's record, its side log
-   * kept, and the journal writes the line at a later group commit, when the disk has room again. Needs no
-   * disk space: what the front end answered stays saved, and shown, even on a full disk.
+   * kept, and the journal writes the line at a later group commit, when the disk has room again; until
+   * then each group commit (and a sync of it) fsyncs the side logs instead. Needs no disk space: what the
+   * front end answered stays saved, and shown, even on a full disk.
    */
   holdSideRecord(entry: JournalEntry, data: Buffer): void {
     this.heldBySide.set(entry.id, { entry, data });
@@ -452,6 +454,11 @@ export class UploadJournal implements SideJournal {
   /** Versions held by their side records (holdSideRecord), for tests and status. */
   get heldBySideRecords(): number {
     return this.heldBySide.size;
+  }
+
+  /** fsyncs the side logs (the records of versions held by them): an fsync needs no new disk space. */
+  private async syncSideLogs(): Promise<void> {
+    await Promise.all((await sideLogsIn(this.dir)).map((p) => fsyncFile(p).catch(ignoreMissing)));
   }
 
   /** Writes the put lines of the versions held by their side records; answers whether none is held any more. */
@@ -561,8 +568,11 @@ export class UploadJournal implements SideJournal {
 
   /** fsyncs the spools written since the last group commit (not those carried in records), then the log. */
   private async groupCommit(): Promise<void> {
-    // Still held: tried again at the next group commit.
-    if (this.heldBySide.size > 0 && !(await this.writeHeld())) this.scheduleGroupCommit();
+    // Still held: their side records made durable instead, and tried again at the next group commit.
+    if (this.heldBySide.size > 0 && !(await this.writeHeld())) {
+      await this.syncSideLogs();
+      this.scheduleGroupCommit();
+    }
     const spools = [...this.unsyncedSpools];
     this.unsyncedSpools.clear();
     if (spools.length > 0) {
