@@ -261,6 +261,22 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     return sealing;
   }
 
+  /**
+   * Journals the entry of a version a front end closed itself from its close record (`data`: the bytes
+   * the record carries). That record is in the front end's side log already, so applying it needs no new
+   * disk space: should the journal fail to write its own line (a full disk), the record stays the
+   * version's record until the journal can (UploadJournal.holdSideRecord), and the version is made all the same.
+   */
+  protected async journalClosed(entry: JournalEntry, data: Buffer, spoolSynced: boolean): Promise<void> {
+    try {
+      this.opts.diskFaults?.check('journal', `journaling '${entry.fullpath}'`);
+      await this.journal.put(entry, { spoolSynced, sync: false, inline: data });
+    } catch (err) {
+      this.opts.logger.warn({ path: entry.fullpath, err: String(err) }, 'write-back: the journal could not write the line of a close the engine answered; its close record stands for it until it can');
+      this.journal.holdSideRecord(entry, data);
+    }
+  }
+
   protected async sealVersion(v: LocalVersion, s: WriteSession | undefined, opts: { upload: boolean; sync: boolean; closed?: EngineClose }): Promise<void> {
     // An fsync's record of it while open goes to the log before its seal's: the later line wins at replay.
     await v.recording;
@@ -294,7 +310,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       // Unchanged since an fsync recorded it: its place in the order is that fsync's.
       const asFsynced = v.openRecord !== undefined && v.generation === v.openGeneration;
       v.seq = closed ? this.seqOf(closed) : asFsynced ? v.seq : this.nextSeq();
-      this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
+      if (!closed) this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
       // The path's acknowledged version it replaces once installed (below) is of its lineage already in its
       // record: replayed after a crash, it takes the gateway's own version at the path for no other's.
       const ackedNow = this.slots.get(keyOf(v.library, v.fullpath))?.acked;
@@ -302,7 +318,8 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       const entry = closed ?? this.journalEntry(v);
       // Unchanged since an fsync made its spool durable: nothing of it is left to a group commit.
       const spoolSynced = sealSynced || v.syncedGeneration === v.generation;
-      await this.journal.put(entry, { spoolSynced, sync: opts.sync, inline }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+      if (closed) await this.journalClosed(entry, record!.data, spoolSynced);
+      else await this.journal.put(entry, { spoolSynced, sync: opts.sync, inline }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
     } catch (err) {
       resolveEntry();
       const failed = this.journalingFailed(v, err, s?.slot);

@@ -82,6 +82,11 @@ export class UploadJournal implements SideJournal {
   private readonly settledSinceSwitch = new Set<string>();
   /** Checks of side records kept in the log as they are (lines a rewrite keeps). */
   private readonly keptLines = new Set<string>();
+  /**
+   * Versions applied from a side record whose own put line the journal could not write (a full disk):
+   * the side record stays their record, and its side log stays, until the line is written (holdSideRecord).
+   */
+  private readonly heldBySide = new Map<string, { entry: JournalEntry; data: Buffer }>();
   /** A compaction that first switches the side writer to a new log is under way. */
   private sideCompaction: Promise<void> | undefined;
   /** The group commit under way (a sync waits for it, then runs its own). */
@@ -183,6 +188,7 @@ export class UploadJournal implements SideJournal {
     }
     const live = this.live.get(id);
     if (live && live.record > this.log.synced) await this.syncLog();
+    if (this.heldBySide.has(id)) await this.syncSideLogs();
   }
 
   /** Runs the group commit now: everything put without sync is durable when this resolves. */
@@ -211,6 +217,14 @@ export class UploadJournal implements SideJournal {
 
   /** Rewrites an entry's metadata (a rename, a new time) of a spool already journaled. */
   async rewrite(entry: JournalEntry): Promise<void> {
+    const held = this.heldBySide.get(entry.id);
+    if (held) {
+      // Its bytes are only in its side record, which names the old place: the new line carries them.
+      await this.appendPut(this.marks.recordOf(entry, true), held.data);
+      this.heldBySide.delete(entry.id);
+      await this.syncLog();
+      return;
+    }
     const before = this.live.get(entry.id);
     const wasDurable = !before || before.record <= this.log.synced;
     // The content is the same (a journaled version is immutable): its bytes stay where they were safe.
@@ -225,6 +239,8 @@ export class UploadJournal implements SideJournal {
    */
   async remove(id: string, opts: { keepSpool?: boolean; durable?: boolean } = {}): Promise<void> {
     if (!opts.keepSpool) this.unsyncedSpools.delete(this.spoolPath(id));
+    // Held by its side record: the removal line below supersedes that record at replay.
+    this.heldBySide.delete(id);
     this.marks.forget(id);
     if (this.live.has(id)) {
       this.live.delete(id);
@@ -265,6 +281,9 @@ export class UploadJournal implements SideJournal {
   async close(): Promise<void> {
     await this.syncAll().catch(() => undefined);
     this.closed = true;
+    // A version still held by its side record keeps it (and its side log) for the next start.
+    this.groupTimer?.cancel();
+    this.groupTimer = undefined;
     await this.pool.close();
     await this.log.close();
     const folder = this.spoolFolder;
@@ -372,6 +391,8 @@ export class UploadJournal implements SideJournal {
   }
 
   async sideRecordSettled(id: string): Promise<void> {
+    // Held by its side record: settled once the journal writes its own line (writeHeld).
+    if (this.heldBySide.has(id)) return;
     this.settledSinceSwitch.add(id);
     if (this.live.has(id) || !JOURNAL_ID_RE.test(id)) return;
     // The version went without a line of the journal's own (deleted, superseded, refused): one says so.
@@ -418,6 +439,48 @@ export class UploadJournal implements SideJournal {
   }
 
   /**
+   * A version applied from a side writer's close record (in a side log of the writer's now) whose put
+   * line the journal could not write (a full disk): the record stays the version's record, its side log
+   * kept, and the journal writes the line at a later group commit, when the disk has room again; until
+   * then each group commit (and a sync of it) fsyncs the side logs instead. Needs no disk space: what the
+   * front end answered stays saved, and shown, even on a full disk.
+   */
+  holdSideRecord(entry: JournalEntry, data: Buffer): void {
+    this.heldBySide.set(entry.id, { entry, data });
+    this.live.set(entry.id, { entry, inline: true, record: 0, lines: new Set() });
+    this.scheduleGroupCommit();
+  }
+
+  /** Versions held by their side records (holdSideRecord), for tests and status. */
+  get heldBySideRecords(): number {
+    return this.heldBySide.size;
+  }
+
+  /** fsyncs the side logs (the records of versions held by them): an fsync needs no new disk space. */
+  private async syncSideLogs(): Promise<void> {
+    await Promise.all((await sideLogsIn(this.dir)).map((p) => fsyncFile(p).catch(ignoreMissing)));
+  }
+
+  /** Writes the put lines of the versions held by their side records; answers whether none is held any more. */
+  private async writeHeld(): Promise<boolean> {
+    for (const [id, held] of [...this.heldBySide]) {
+      const { line, check } = putLineOf(this.marks.recordOf(held.entry, true), held.data);
+      let record: number;
+      try {
+        record = await this.append(line);
+      } catch {
+        continue;
+      }
+      // Removed or rewritten meanwhile: that line came after this one and decides.
+      if (this.heldBySide.get(id) !== held) continue;
+      this.heldBySide.delete(id);
+      this.live.set(id, { entry: held.entry, inline: true, record, lines: new Set([check]) });
+      this.settledSinceSwitch.add(id);
+    }
+    return this.heldBySide.size === 0;
+  }
+
+  /**
    * What an engine's close record put, for a front end that must apply it itself (the file it closed was
    * refused): the file's place and bytes; undefined for bytes that are not one whole close record.
    */
@@ -452,6 +515,8 @@ export class UploadJournal implements SideJournal {
    * place, so that no state ever has a side record without the journal's lines that supersede it.
    */
   private async compactDroppingSideLogs(): Promise<void> {
+    // A version held by its side record: its side log stays, so no rewrite until its line is written.
+    if (this.heldBySide.size > 0) return;
     const old = (await sideLogsIn(this.dir)).filter((p) => p !== this.sideLog);
     for (const side of old) await removeFileIfPresent(side);
     if (old.length > 0) await fsyncFolderIfSupported(this.dir);
@@ -503,6 +568,11 @@ export class UploadJournal implements SideJournal {
 
   /** fsyncs the spools written since the last group commit (not those carried in records), then the log. */
   private async groupCommit(): Promise<void> {
+    // Still held: their side records made durable instead, and tried again at the next group commit.
+    if (this.heldBySide.size > 0 && !(await this.writeHeld())) {
+      await this.syncSideLogs();
+      this.scheduleGroupCommit();
+    }
     const spools = [...this.unsyncedSpools];
     this.unsyncedSpools.clear();
     if (spools.length > 0) {

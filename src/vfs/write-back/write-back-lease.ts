@@ -5,7 +5,6 @@
  * spool the kernel writes itself (passthrough).
  */
 import { statSync } from 'node:fs';
-import { fsErrorOf } from '../fs-errors.js';
 import { LocalVersion } from './local-version.js';
 import type { JournalEntry } from './journal-entry.js';
 import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
@@ -29,18 +28,14 @@ export abstract class WriteBackLease extends WriteBackSeals {
    * record (see `journalVersion` with `closed`), and queued for upload after the write-back delay. The records
    * of all of them go to the log in one write. For each, true once made; false, with nothing changed for
    * it, when its path has a local version or session, its record is not a put of its id at its path, or
-   * its spool does not show the size and time the record was made from. A record that cannot be written
-   * fails them all (none is made).
+   * its spool does not show the size and time the record was made from. A record the journal cannot
+   * write a line of (a full disk) stays the version's record in its side log (journalClosed).
    */
   async createClosed(files: readonly { library: string; fullpath: string; id: string; closed: EngineClose }[]): Promise<boolean[]> {
     const made = files.map((f) => this.closedVersionOf(f.library, f.fullpath, f.id, f.closed));
-    for (const m of made) if (m) this.opts.diskFaults?.check('journal', `journaling '${m.v.fullpath}'`);
-    const puts: Promise<void>[] = [];
-    made.forEach((m) => {
-      if (m) puts.push(this.journal.put(m.entry, { sync: false, inline: m.data }));
-    });
-    // Issued together, the appends go out in one write.
-    await Promise.all(puts).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${files.length === 1 ? files[0]!.fullpath : `${files.length} files`}'`); });
+    // Issued together, the appends go out in one write. One the journal cannot write (a full disk) leaves
+    // the version held by its record, in the side log already (journalClosed).
+    await Promise.all(made.map((m) => m && this.journalClosed(m.entry, m.data, false)));
     const delayMs = this.opts.upload?.delayMs ?? 0;
     const out: boolean[] = [];
     const superseded: LocalVersion[] = [];

@@ -7,7 +7,7 @@ import { mkdir, open, readFile, rename, rm, stat, statfs, unlink, writeFile } fr
 import { release } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { smallDisk, startMount, type MountHarness } from './harness.js';
+import { eventually, smallDisk, startMount, type MountHarness } from './harness.js';
 
 const T = 60_000;
 const [major, minor] = release().split('.').map(Number) as [number, number];
@@ -147,5 +147,48 @@ describe.runIf(root)('regressions the reference model found, the data folder nea
       expect(Buffer.from(await h!.call<string>('remoteRead', { path: '/Lib/nearly-full/tight.txt' }), 'base64').toString()).toBe('written with 1 MiB left');
     }
     expect(Buffer.from(await h!.call<string>('remoteRead', { path: '/Lib/nearly-full/roomy.txt' }), 'base64').toString()).toBe('written with room');
+  }, T);
+
+  it('regression: a close the engine answered stays saved and shown when the disk fills before JavaScript applies it', async () => {
+    const folder = join(h!.mnt, 'Lib', 'filled-after');
+    await mkdir(folder);
+    await stat(folder);
+    const closes = async (): Promise<number> => (await h!.call<{ answered: { closes: number } }>('mountCounters')).answered.closes;
+    const before = await closes();
+    // Past a page: the journal's line of it needs new blocks (a smaller one may fit in the log's last page).
+    const data = Buffer.alloc(60_000, 'f');
+    const marker = join(h!.local, 'stalled-filled-after');
+    const release = join(h!.local, 'release-filled-after');
+    await h!.call('stall', { ms: 30_000, marker, release });
+    await eventually('JavaScript is held still', async () => ((await stat(marker).catch(() => undefined)) ? true : undefined), 15_000);
+    const filler = join(disk!.path, 'filler-after-close');
+    try {
+      // Answered by the engine (JavaScript is held still), then the disk filled to its last block.
+      const fh = await open(join(folder, 'answered.bin'), constants.O_CREAT | constants.O_WRONLY | constants.O_TRUNC, 0o644);
+      try {
+        await fh.write(data);
+      } finally {
+        await fh.close();
+      }
+      const fill = await open(filler, 'w');
+      try {
+        for (const size of [1024 * 1024, 4096]) {
+          const chunk = Buffer.alloc(size, 1);
+          while (await fill.write(chunk).then(() => true, (e: NodeJS.ErrnoException) => { if (e.code !== 'ENOSPC') throw e; return false; }));
+        }
+      } finally {
+        await fill.close();
+      }
+      // JavaScript applies the close on the full disk.
+      await writeFile(release, '');
+      expect(await closes(), 'the close answered by the engine').toBe(before + 1);
+      expect((await readFile(join(folder, 'answered.bin'))).equals(data), 'the file read back on the full disk').toBe(true);
+    } finally {
+      await writeFile(release, '').catch(() => undefined);
+      await rm(filler, { force: true });
+    }
+    await h!.call('flushAll');
+    expect((await readFile(join(folder, 'answered.bin'))).equals(data), 'the file read back after a flush').toBe(true);
+    expect(Buffer.from(await h!.call<string>('remoteRead', { path: '/Lib/filled-after/answered.bin' }), 'base64').equals(data), 'on the service').toBe(true);
   }, T);
 });

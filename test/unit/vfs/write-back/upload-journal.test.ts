@@ -463,6 +463,37 @@ describe('UploadJournal side logs (closes the FUSE engine answers)', { timeout: 
     await third.close();
   });
 
+  it('regression: a version held by its side record (the log took no line: a full disk) keeps its side log through rewrites of the log; its line is written at a group commit once the log takes appends', async () => {
+    const dir = join(await tempDir(), 'journal');
+    const clock = new ManualClock();
+    const journal = new UploadJournal(dir, 1000, { clock });
+    await journal.init();
+    const id = journal.newId();
+    const bytes = Buffer.from('held by its record');
+    const line = sideLine({ id, library: 'L', fullpath: 'held.txt', seq: 7 }, bytes);
+    await writeFile(join(dir, `closes.${journal.newId()}.log`), line);
+    // The log refuses every append (a folder in its place, as a full disk would).
+    await mkdir(join(dir, 'journal.log'));
+    journal.holdSideRecord(closeRecordEntry(decodeCloseRecord(line)!), bytes);
+    await journal.syncAll().catch(() => undefined);
+    expect(journal.heldBySideRecords).toBe(1);
+    await rm(join(dir, 'journal.log'), { recursive: true });
+    // Rewrites of the log come due meanwhile: none drops the side log of the held version.
+    await churn(journal);
+    expect(await sideLogs(dir)).toHaveLength(1);
+    // The next group commit writes its line; then the side log may go.
+    clock.advance(1000);
+    await waitFor('the held version\'s line written', async () => journal.heldBySideRecords, { until: (n) => n === 0 });
+    expect(await readFile(join(dir, 'journal.log'), 'utf8')).toContain(id);
+    await churn(journal);
+    await waitFor('the side log dropped', async () => (await sideLogs(dir)).length === 0);
+    await journal.close();
+    const again = new UploadJournal(dir);
+    expect((await again.entries()).map((e) => [e.id, e.fullpath])).toEqual([[id, 'held.txt']]);
+    expect(await readFile(again.spoolPath(id), 'utf8')).toBe('held by its record');
+    await again.close();
+  });
+
   it('a side record the Vfs could not apply is kept (a put line of the journal\'s own): through rewrites of the log, back at the next start', async () => {
     const { dir, journal } = await freshJournal();
     const id = journal.newId();
