@@ -40,6 +40,15 @@ export abstract class WriteBackSeals extends WriteBackSlots {
         next.operator = from.operator;
         next.replaces = baseAfter(from.replaces, from.currentSha1());
         next.ctimeMs = from.ctimeMs;
+        // Emptied before the session shows it: once shown, another handle may write and seal it before
+        // this change's turn comes (the change would then find it journaled).
+        try {
+          await next.startEmpty();
+        } catch (err) {
+          await this.dropIfUnused(next).catch(() => undefined);
+          throw err;
+        }
+        next.touch();
         return next;
       })();
       let next: LocalVersion;
@@ -55,10 +64,6 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       s.baseReader?.close();
       s.baseReader = undefined;
       await this.unpin(from);
-      if (empty) {
-        await next.startEmpty();
-        next.touch();
-      }
     } else if (opts.empty) {
       s.baseReader?.close();
       s.baseReader = undefined;

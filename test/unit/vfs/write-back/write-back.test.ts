@@ -345,6 +345,35 @@ describe('write-back', () => {
     }
   });
 
+  it('regression: a truncating open of a journaled file, joined and closed by another writer before it empties the new version: no error', async () => {
+    // Mount writers at once (O_TRUNC rewrites) of a file journaled before: the first open installed the
+    // new version, then let go of the journaled one (a slow close of its spool) before emptying it; the
+    // second open joined, wrote and closed (sealing it) meanwhile, and the first open answered EIO ("a
+    // journaled version cannot change (state journaled)").
+    const { vfs, remote } = await gateway({ uploadDelayMs: 600_000 });
+    await vfs.writeFile('/A/f', Buffer.alloc(4096, 1));
+    const journaled = vfs.writeBack.current('A', 'f')!;
+    expect(journaled.state).toBe('journaled');
+    let slowCloseEnds!: () => void;
+    const slow = new Promise<void>((resolve) => { slowCloseEnds = resolve; });
+    const closeSpool = journaled.closeSpool.bind(journaled);
+    const closing = vi.spyOn(journaled, 'closeSpool').mockImplementationOnce(async () => {
+      await slow;
+      await closeSpool();
+    });
+    const firstOpen = vfs.open('/A/f', { write: true, truncate: true });
+    firstOpen.catch(() => undefined); // awaited below
+    await waitFor('the first open letting go of the journaled version', () => closing.mock.calls.length > 0);
+    const second = await vfs.open('/A/f', { write: true, truncate: true });
+    await second.write(0, Buffer.from('second'));
+    await second.release();
+    slowCloseEnds();
+    const first = await firstOpen;
+    await first.release();
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('second');
+  });
+
   it('regression: a close while the file is being sealed after its fsync returns once it is journaled', async () => {
     // The seal of a file left unchanged after an fsync (delay 0) ran while the handles closed: the closes
     // and the flush of everything returned before it was journaled, and nothing was uploaded.
