@@ -71,9 +71,10 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       try {
         await v.startEmpty();
       } catch (err) {
-        // Sealed meanwhile by another handle's flush or close (it waited for the seal): emptied as the
-        // version made from it, as it would have been a moment later. Only a failure of its own is the writer's.
-        if (v.failed || v.mutable || s.deleted || s.version !== v) throw err;
+        // Sealed meanwhile by another handle's flush or close (it waited for the seal), the session perhaps
+        // moved on by that handle's next write: the version the session holds now is emptied, as it would
+        // have been a moment later. Only a failure of its own is the writer's.
+        if (v.failed || v.mutable || s.deleted) throw err;
         return this.change(s, opts);
       }
       v.touch();
