@@ -40,6 +40,15 @@ export abstract class WriteBackSeals extends WriteBackSlots {
         next.operator = from.operator;
         next.replaces = baseAfter(from.replaces, from.currentSha1());
         next.ctimeMs = from.ctimeMs;
+        // Emptied before the session shows it: once shown, another handle may write and seal it before
+        // this change's turn comes (the change would then find it journaled).
+        try {
+          await next.startEmpty();
+        } catch (err) {
+          await this.dropIfUnused(next).catch(() => undefined);
+          throw err;
+        }
+        next.touch();
         return next;
       })();
       let next: LocalVersion;
@@ -55,10 +64,6 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       s.baseReader?.close();
       s.baseReader = undefined;
       await this.unpin(from);
-      if (empty) {
-        await next.startEmpty();
-        next.touch();
-      }
     } else if (opts.empty) {
       s.baseReader?.close();
       s.baseReader = undefined;
@@ -66,9 +71,10 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       try {
         await v.startEmpty();
       } catch (err) {
-        // Sealed meanwhile by another handle's flush or close (it waited for the seal): emptied as the
-        // version made from it, as it would have been a moment later. Only a failure of its own is the writer's.
-        if (v.failed || v.mutable || s.deleted || s.version !== v) throw err;
+        // Sealed meanwhile by another handle's flush or close (it waited for the seal), the session perhaps
+        // moved on by that handle's next write: the version the session holds now is emptied, as it would
+        // have been a moment later. Only a failure of its own is the writer's.
+        if (v.failed || v.mutable || s.deleted) throw err;
         return this.change(s, opts);
       }
       v.touch();

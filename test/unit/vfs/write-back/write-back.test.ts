@@ -345,6 +345,64 @@ describe('write-back', () => {
     }
   });
 
+  it('regression: a truncating open of a journaled file, joined and closed by another writer before it empties the new version: no error', async () => {
+    // Mount writers at once (O_TRUNC rewrites) of a file journaled before: the first open installed the
+    // new version, then let go of the journaled one (a slow close of its spool) before emptying it; the
+    // second open joined, wrote and closed (sealing it) meanwhile, and the first open answered EIO ("a
+    // journaled version cannot change (state journaled)").
+    const { vfs, remote } = await gateway({ uploadDelayMs: 600_000 });
+    await vfs.writeFile('/A/f', Buffer.alloc(4096, 1));
+    const journaled = vfs.writeBack.current('A', 'f')!;
+    expect(journaled.state).toBe('journaled');
+    let slowCloseEnds!: () => void;
+    const slow = new Promise<void>((resolve) => { slowCloseEnds = resolve; });
+    const closeSpool = journaled.closeSpool.bind(journaled);
+    const closing = vi.spyOn(journaled, 'closeSpool').mockImplementationOnce(async () => {
+      await slow;
+      await closeSpool();
+    });
+    const firstOpen = vfs.open('/A/f', { write: true, truncate: true });
+    firstOpen.catch(() => undefined); // awaited below
+    await waitFor('the first open letting go of the journaled version', () => closing.mock.calls.length > 0);
+    const second = await vfs.open('/A/f', { write: true, truncate: true });
+    await second.write(0, Buffer.from('second'));
+    await second.release();
+    slowCloseEnds();
+    const first = await firstOpen;
+    await first.release();
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('second');
+  });
+
+  it('regression: a truncating open whose version another handle seals and writes on from before it is emptied: no error', async () => {
+    // The open waited to empty the version; another handle's flush sealed it and that handle's next write
+    // moved the session to a version made from it. The open answered EIO instead of emptying that one.
+    const { vfs, remote } = await gateway();
+    const a = await vfs.open('/A/f', { write: true, create: true });
+    await a.write(0, Buffer.from('first'));
+    const open = vfs.writeBack.current('A', 'f')!;
+    let emptyingGoesOn!: () => void;
+    const held = new Promise<void>((resolve) => { emptyingGoesOn = resolve; });
+    const startEmpty = open.startEmpty.bind(open);
+    const emptying = vi.spyOn(open, 'startEmpty').mockImplementationOnce(async () => {
+      await held;
+      await startEmpty();
+    });
+    const truncating = vfs.open('/A/f', { write: true, truncate: true });
+    truncating.catch(() => undefined); // awaited below
+    await waitFor('the truncating open emptying the version', () => emptying.mock.calls.length > 0);
+    await a.flush();
+    await a.write(0, Buffer.from('again'));
+    expect(vfs.writeBack.current('A', 'f')).not.toBe(open);
+    emptyingGoesOn();
+    const b = await truncating;
+    await b.write(0, Buffer.from('b'));
+    await b.release();
+    await a.release();
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('b');
+  });
+
   it('regression: a close while the file is being sealed after its fsync returns once it is journaled', async () => {
     // The seal of a file left unchanged after an fsync (delay 0) ran while the handles closed: the closes
     // and the flush of everything returned before it was journaled, and nothing was uploaded.
