@@ -262,18 +262,20 @@ export abstract class WriteBackSeals extends WriteBackSlots {
   }
 
   /**
-   * Journals the entry of a version a front end closed itself from its close record (`data`: the bytes
-   * the record carries). That record is in the front end's side log already, so applying it needs no new
-   * disk space: should the journal fail to write its own line (a full disk), the record stays the
-   * version's record until the journal can (UploadJournal.holdSideRecord), and the version is made all the same.
+   * Writes a version's journal entry. `standIn`: the bytes of a close record a front end wrote to its side
+   * log before it answered the close itself, of this very content. That record is durable already, so
+   * applying it needs no new disk space: should the journal fail to write its own line (a full disk), the
+   * record stands for the version until the journal can (UploadJournal.holdSideRecord), and the version is
+   * made all the same. Without one, the failure is the caller's (ENOSPC, EIO).
    */
-  protected async journalClosed(entry: JournalEntry, data: Buffer, spoolSynced: boolean): Promise<void> {
+  protected async journalPut(entry: JournalEntry, opts: { spoolSynced: boolean; sync: boolean; inline: Buffer | undefined }, standIn?: Buffer): Promise<void> {
     try {
       this.opts.diskFaults?.check('journal', `journaling '${entry.fullpath}'`);
-      await this.journal.put(entry, { spoolSynced, sync: false, inline: data });
+      await this.journal.put(entry, opts);
     } catch (err) {
+      if (!standIn || opts.sync) throw fsErrorOf(err, `journaling '${entry.fullpath}'`);
       this.opts.logger.warn({ path: entry.fullpath, err: String(err) }, 'write-back: the journal could not write the line of a close the engine answered; its close record stands for it until it can');
-      this.journal.holdSideRecord(entry, data);
+      this.journal.holdSideRecord(entry, standIn);
     }
   }
 
@@ -291,16 +293,19 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     try {
       // A close the front end journaled itself: its record is this version's when it names it, at its path.
       const record = opts.closed && !opts.sync ? decodeCloseRecord(opts.closed.record) : undefined;
-      let closed = record && closeRecordEntry(record);
-      if (closed && (closed.id !== v.id || closed.library !== v.library || closed.fullpath !== v.fullpath || v.operator)) closed = undefined;
+      let named = record && closeRecordEntry(record);
+      if (named && (named.id !== v.id || named.library !== v.library || named.fullpath !== v.fullpath || v.operator)) named = undefined;
+      // Sealed as its record says only when the kernel wrote the spool the record was read from.
+      let closed = opts.closed?.spoolMtimeNs !== undefined ? named : undefined;
       // A small file's bytes go in its journal record: its spool then needs no fsync of its own.
       let inline = closed ? record!.data : v.inlineContent();
       const readAt = v.generation;
       const sealSynced = opts.sync && !inline && !closed;
-      await v.seal(this.opts.hasher, { sync: sealSynced, closed: closed && { size: closed.size, sha1: closed.sha1!, mtimeNs: opts.closed!.spoolMtimeNs } });
+      await v.seal(this.opts.hasher, { sync: sealSynced, closed: closed && { size: closed.size, sha1: closed.sha1!, mtimeNs: opts.closed!.spoolMtimeNs! } });
       if (closed && !v.sealedAs(closed.sha1!, closed.size)) {
         // The kernel wrote on meanwhile (another descriptor of the open file): sealed as the spool is now.
         closed = undefined;
+        named = undefined;
         inline = v.reseal();
       } else if (!closed && inline && v.generation !== readAt) {
         // Written on between the read of its bytes and the seal (another handle, or the kernel): the
@@ -310,7 +315,6 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       // Unchanged since an fsync recorded it: its place in the order is that fsync's.
       const asFsynced = v.openRecord !== undefined && v.generation === v.openGeneration;
       v.seq = closed ? this.seqOf(closed) : asFsynced ? v.seq : this.nextSeq();
-      if (!closed) this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
       // The path's acknowledged version it replaces once installed (below) is of its lineage already in its
       // record: replayed after a crash, it takes the gateway's own version at the path for no other's.
       const ackedNow = this.slots.get(keyOf(v.library, v.fullpath))?.acked;
@@ -318,8 +322,9 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       const entry = closed ?? this.journalEntry(v);
       // Unchanged since an fsync made its spool durable: nothing of it is left to a group commit.
       const spoolSynced = sealSynced || v.syncedGeneration === v.generation;
-      if (closed) await this.journalClosed(entry, record!.data, spoolSynced);
-      else await this.journal.put(entry, { spoolSynced, sync: opts.sync, inline }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+      // The front end's close record, of this very content, stands for it should the journal take no line.
+      const standIn = named && v.sealedAs(named.sha1!, named.size) ? record!.data : undefined;
+      await this.journalPut(entry, { spoolSynced, sync: opts.sync, inline }, standIn);
     } catch (err) {
       resolveEntry();
       const failed = this.journalingFailed(v, err, s?.slot);
