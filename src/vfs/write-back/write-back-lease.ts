@@ -35,7 +35,7 @@ export abstract class WriteBackLease extends WriteBackSeals {
     const made = files.map((f) => this.closedVersionOf(f.library, f.fullpath, f.id, f.closed));
     // Issued together, the appends go out in one write. One the journal cannot write (a full disk) leaves
     // the version held by its record, in the side log already (journalPut).
-    await Promise.all(made.map((m) => m && this.journalPut(m.entry, { spoolSynced: false, sync: false, inline: m.data }, m.data)));
+    await Promise.all(made.map((m) => m && this.journalPut(m.entry, { spoolSynced: false, sync: false, inline: m.data }, () => m.data)));
     const delayMs = this.opts.upload?.delayMs ?? 0;
     const out: boolean[] = [];
     const superseded: LocalVersion[] = [];
