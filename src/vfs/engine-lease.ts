@@ -110,15 +110,17 @@ export interface LeasedHandle extends FileHandle {
 }
 
 /**
- * A close a front end answered itself, of a file handed over with a spool it made (LeasedHandle.adoptSpool):
- * the close record it wrote to its side log (the FUSE engine's format, write-back/engine-close-record.ts:
- * the file's place, time, SHA-1 and bytes, read back from the spool) and the spool's modification time
- * when it read them. The version is sealed as that record says, with nothing read or hashed again, when
- * the spool still shows that size and time; otherwise as the spool now is.
+ * A close a front end answered itself: the close record it wrote to its side log (the FUSE engine's
+ * format, write-back/engine-close-record.ts: the file's place, time, SHA-1 and bytes). Of a file handed
+ * over with a spool it made (LeasedHandle.adoptSpool), with the spool's modification time when it read
+ * the bytes back from it: the version is sealed as that record says, with nothing read or hashed again,
+ * when the spool still shows that size and time; otherwise as the spool now is. Either way, when the
+ * version sealed is the record's content, the record stands for it should the journal take no line of
+ * it (a full disk): applying a close the front end answered needs no new disk space.
  */
 export interface EngineClose {
   record: Buffer;
-  spoolMtimeNs: bigint;
+  spoolMtimeNs?: bigint;
 }
 
 /** A file a front end created, had written and closed by itself (EngineLease.createClosed). */

@@ -584,7 +584,7 @@ export class EngineRecords {
         }
         this.lateErrors.delete(fh);
       } else {
-        const closed = req.spoolMtimeNs !== undefined ? { record: req.closeRecord!, spoolMtimeNs: req.spoolMtimeNs } : undefined;
+        const closed = req.closeRecord ? { record: req.closeRecord, spoolMtimeNs: req.spoolMtimeNs } : undefined;
         const [code] = await answerOf((cb) => this.ops.flush(this.mount.safePath(req.ino), fh, cb, closed));
         errno = this.lateErrors.get(fh) ?? (code < 0 ? -code : undefined);
         this.lateErrors.delete(fh);

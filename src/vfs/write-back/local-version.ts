@@ -174,8 +174,8 @@ export class LocalVersion extends VersionEngineWrites implements PendingFile {
    * Ends the writing: from here on the bytes never change. Hashes the spool and, with `sync`, makes it
    * durable at the same time (the hash runs in a worker while the kernel writes the data out). `onHashed`
    * runs as soon as the hash is known, before the fsync has ended. `closed` (live): the spool's size and
-   * time when another reader hashed it; when the spool still shows them, that hash is the version's and
-   * nothing is read (see `sealedAs`).
+   * time when another reader hashed it; when the spool still shows them, that hash is the version's,
+   * nothing is read and the room left is not looked at again (see `sealedAs`).
    */
   async seal(hasher: Hasher, opts: { sync?: boolean; onHashed?: () => void; closed?: { size: number; mtimeNs: bigint; sha1: string } } = {}): Promise<void> {
     this.stopDirect();
@@ -183,15 +183,17 @@ export class LocalVersion extends VersionEngineWrites implements PendingFile {
       this.stopDirect();
       this.assertMutable();
       if (this.live) {
+        this.refreshLive();
+        const closed = opts.closed;
+        const asClosed = closed && this.live.size === BigInt(closed.size) && this.live.mtimeNs === closed.mtimeNs;
         // Written by the kernel, which tells nothing of a write the disk refused: on a full disk, the
-        // version may miss bytes its writer was refused, and fails whole.
-        await this.checkRoomForKernelWrites();
+        // version may miss bytes its writer was refused, and fails whole. A close another reader answered
+        // from the spool as it is now was checked so when answered (the engine answers none with less room).
+        if (!asClosed) await this.checkRoomForKernelWrites();
         // Handed to the kernel: a small one is hashed from the spool now (its record carries its bytes); a
         // large one is sealed by its spool's mark, nothing read (its close waits for no pass over its
         // bytes; it is hashed at its upload). Either is what replay checks the spool against.
-        this.refreshLive();
-        const closed = opts.closed;
-        if (closed && this.live.size === BigInt(closed.size) && this.live.mtimeNs === closed.mtimeNs) {
+        if (asClosed && closed) {
           this.hashed = { generation: this.generation, sha1: closed.sha1, size: closed.size };
         } else {
           const small = this.liveSmallContent();

@@ -268,19 +268,30 @@ export abstract class WriteBackSeals extends WriteBackSlots {
   }
 
   /**
-   * Journals the entry of a version a front end closed itself from its close record (`data`: the bytes
-   * the record carries). That record is in the front end's side log already, so applying it needs no new
-   * disk space: should the journal fail to write its own line (a full disk), the record stays the
-   * version's record until the journal can (UploadJournal.holdSideRecord), and the version is made all the same.
+   * Writes a version's journal entry. `standIn`: the bytes of a close record a front end wrote to its side
+   * log before it answered the close itself, of this very content. That record is durable already, so
+   * applying it needs no new disk space: should the journal fail to write its own line (a full disk), the
+   * record stands for the version until the journal can (UploadJournal.holdSideRecord), and the version is
+   * made all the same. Without one, the failure is the caller's (ENOSPC, EIO).
    */
-  protected async journalClosed(entry: JournalEntry, data: Buffer, spoolSynced: boolean): Promise<void> {
+  protected async journalPut(entry: JournalEntry, opts: { spoolSynced: boolean; sync: boolean; inline: Buffer | undefined }, standIn?: () => Buffer | undefined): Promise<void> {
     try {
       this.opts.diskFaults?.check('journal', `journaling '${entry.fullpath}'`);
-      await this.journal.put(entry, { spoolSynced, sync: false, inline: data });
+      await this.journal.put(entry, opts);
     } catch (err) {
+      const data = opts.sync ? undefined : standIn?.();
+      if (!data) throw fsErrorOf(err, `journaling '${entry.fullpath}'`);
       this.opts.logger.warn({ path: entry.fullpath, err: String(err) }, 'write-back: the journal could not write the line of a close the engine answered; its close record stands for it until it can');
       this.journal.holdSideRecord(entry, data);
     }
+  }
+
+  /** The close record `closed` carries, with its entry, when it names `v` at its path (never for an fsync). */
+  protected closeRecordOf(v: LocalVersion, closed: EngineClose | undefined, sync: boolean): { entry: JournalEntry; data: Buffer } | undefined {
+    const record = closed && !sync ? decodeCloseRecord(closed.record) : undefined;
+    const entry = record && closeRecordEntry(record);
+    if (!entry || entry.id !== v.id || entry.library !== v.library || entry.fullpath !== v.fullpath || v.operator) return undefined;
+    return { entry, data: record.data };
   }
 
   protected async sealVersion(v: LocalVersion, s: WriteSession | undefined, opts: { upload: boolean; sync: boolean; closed?: EngineClose }): Promise<void> {
@@ -295,15 +306,15 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     const entryWritten = new Promise<void>((resolve) => { resolveEntry = resolve; });
     v.journaling = entryWritten;
     try {
-      // A close the front end journaled itself: its record is this version's when it names it, at its path.
-      const record = opts.closed && !opts.sync ? decodeCloseRecord(opts.closed.record) : undefined;
-      let closed = record && closeRecordEntry(record);
-      if (closed && (closed.id !== v.id || closed.library !== v.library || closed.fullpath !== v.fullpath || v.operator)) closed = undefined;
+      // A close the front end journaled itself, of a spool the kernel wrote: sealed as its record says,
+      // when the record names this version at its path.
+      const kernels = opts.closed?.spoolMtimeNs !== undefined ? this.closeRecordOf(v, opts.closed, opts.sync) : undefined;
+      let closed = kernels?.entry;
       // A small file's bytes go in its journal record: its spool then needs no fsync of its own.
-      let inline = closed ? record!.data : v.inlineContent();
+      let inline = kernels ? kernels.data : v.inlineContent();
       const readAt = v.generation;
       const sealSynced = opts.sync && !inline && !closed;
-      await v.seal(this.opts.hasher, { sync: sealSynced, closed: closed && { size: closed.size, sha1: closed.sha1!, mtimeNs: opts.closed!.spoolMtimeNs } });
+      await v.seal(this.opts.hasher, { sync: sealSynced, closed: closed && { size: closed.size, sha1: closed.sha1!, mtimeNs: opts.closed!.spoolMtimeNs! } });
       if (closed && !v.sealedAs(closed.sha1!, closed.size)) {
         // The kernel wrote on meanwhile (another descriptor of the open file): sealed as the spool is now.
         closed = undefined;
@@ -316,7 +327,6 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       // Unchanged since an fsync recorded it: its place in the order is that fsync's.
       const asFsynced = v.openRecord !== undefined && v.generation === v.openGeneration;
       v.seq = closed ? this.seqOf(closed) : asFsynced ? v.seq : this.nextSeq();
-      if (!closed) this.opts.diskFaults?.check('journal', `journaling '${v.fullpath}'`);
       // The path's acknowledged version it replaces once installed (below) is of its lineage already in its
       // record: replayed after a crash, it takes the gateway's own version at the path for no other's.
       const ackedNow = this.slots.get(keyOf(v.library, v.fullpath))?.acked;
@@ -324,8 +334,13 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       const entry = closed ?? this.journalEntry(v);
       // Unchanged since an fsync made its spool durable: nothing of it is left to a group commit.
       const spoolSynced = sealSynced || v.syncedGeneration === v.generation;
-      if (closed) await this.journalClosed(entry, record!.data, spoolSynced);
-      else await this.journal.put(entry, { spoolSynced, sync: opts.sync, inline }).catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+      // The front end's close record, of this very content, stands for it should the journal take no line
+      // (looked at only then: a close the engine answered of bytes it had JavaScript write).
+      const standIn = (): Buffer | undefined => {
+        const r = kernels ?? this.closeRecordOf(v, opts.closed, opts.sync);
+        return r && v.sealedAs(r.entry.sha1!, r.entry.size) ? r.data : undefined;
+      };
+      await this.journalPut(entry, { spoolSynced, sync: opts.sync, inline }, opts.closed && standIn);
     } catch (err) {
       resolveEntry();
       const failed = this.journalingFailed(v, err, s?.slot);

@@ -29,13 +29,13 @@ export abstract class WriteBackLease extends WriteBackSeals {
    * of all of them go to the log in one write. For each, true once made; false, with nothing changed for
    * it, when its path has a local version or session, its record is not a put of its id at its path, or
    * its spool does not show the size and time the record was made from. A record the journal cannot
-   * write a line of (a full disk) stays the version's record in its side log (journalClosed).
+   * write a line of (a full disk) stays the version's record in its side log (journalPut).
    */
   async createClosed(files: readonly { library: string; fullpath: string; id: string; closed: EngineClose }[]): Promise<boolean[]> {
     const made = files.map((f) => this.closedVersionOf(f.library, f.fullpath, f.id, f.closed));
     // Issued together, the appends go out in one write. One the journal cannot write (a full disk) leaves
-    // the version held by its record, in the side log already (journalClosed).
-    await Promise.all(made.map((m) => m && this.journalClosed(m.entry, m.data, false)));
+    // the version held by its record, in the side log already (journalPut).
+    await Promise.all(made.map((m) => m && this.journalPut(m.entry, { spoolSynced: false, sync: false, inline: m.data }, () => m.data)));
     const delayMs = this.opts.upload?.delayMs ?? 0;
     const out: boolean[] = [];
     const superseded: LocalVersion[] = [];

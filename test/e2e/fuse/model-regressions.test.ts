@@ -191,4 +191,45 @@ describe.runIf(root)('regressions the reference model found, the data folder nea
     expect((await readFile(join(folder, 'answered.bin'))).equals(data), 'the file read back after a flush').toBe(true);
     expect(Buffer.from(await h!.call<string>('remoteRead', { path: '/Lib/filled-after/answered.bin' }), 'base64').equals(data), 'on the service').toBe(true);
   }, T);
+
+  it('regression: a close the engine answered of a file JavaScript had seen created stays saved when the disk fills before it is applied', async () => {
+    const folder = join(h!.mnt, 'Lib', 'seen-then-filled');
+    await mkdir(folder);
+    await stat(folder);
+    const closes = async (): Promise<number> => (await h!.call<{ answered: { closes: number } }>('mountCounters')).answered.closes;
+    const before = await closes();
+    const data = Buffer.alloc(60_000, 's');
+    const fh = await open(join(folder, 'seen.bin'), constants.O_CREAT | constants.O_WRONLY | constants.O_TRUNC, 0o644);
+    const filler = join(disk!.path, 'filler-seen');
+    const marker = join(h!.local, 'stalled-seen');
+    const release = join(h!.local, 'release-seen');
+    try {
+      await fh.write(data);
+      // JavaScript has the create (the Vfs knows the file) before the close.
+      await eventually('the create applied', async () => h!.call('localStat', { path: '/Lib/seen-then-filled/seen.bin' }).then(() => true, () => undefined), 15_000);
+      await h!.call('stall', { ms: 30_000, marker, release });
+      await eventually('JavaScript is held still', async () => ((await stat(marker).catch(() => undefined)) ? true : undefined), 15_000);
+    } finally {
+      await fh.close();
+    }
+    try {
+      const fill = await open(filler, 'w');
+      try {
+        for (const size of [1024 * 1024, 4096]) {
+          const chunk = Buffer.alloc(size, 1);
+          while (await fill.write(chunk).then(() => true, (e: NodeJS.ErrnoException) => { if (e.code !== 'ENOSPC') throw e; return false; }));
+        }
+      } finally {
+        await fill.close();
+      }
+      await writeFile(release, '');
+      expect(await closes(), 'the close answered by the engine').toBe(before + 1);
+      expect((await readFile(join(folder, 'seen.bin'))).equals(data), 'the file read back on the full disk').toBe(true);
+    } finally {
+      await writeFile(release, '').catch(() => undefined);
+      await rm(filler, { force: true });
+    }
+    await h!.call('flushAll');
+    expect(Buffer.from(await h!.call<string>('remoteRead', { path: '/Lib/seen-then-filled/seen.bin' }), 'base64').equals(data), 'on the service').toBe(true);
+  }, T);
 });

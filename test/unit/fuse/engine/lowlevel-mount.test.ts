@@ -366,6 +366,34 @@ describe('LowLevelMount', () => {
     expect(kept).toEqual([7]);
   });
 
+  it('regression: the close record of a close the engine answered reaches the flush, with or without a spool the kernel wrote', async () => {
+    // The record stands for the version should the journal take no line of it (a full disk): never dropped.
+    const { vfs, send, batch } = setup();
+    const seen: unknown[] = [];
+    const open = vfs.open.bind(vfs);
+    vfs.open = async (...args) => {
+      const h = await open(...args);
+      const flush = h.flush.bind(h);
+      h.flush = async (...a: unknown[]) => {
+        seen.push(a[0]);
+        await flush();
+      };
+      return h;
+    };
+    const libIno = ((await send({ op: Op.LOOKUP, ino: 1, name: 'Lib' })).args[0] as number[])[0]!;
+    const mtimeMs = Date.now();
+    const ino = 2 ** 44 + 40;
+    const fh = 2 ** 32 + 40;
+    const record = Buffer.from('a close record');
+    batch([
+      { op: Op.CREATE, id: 0, answered: 1, ino: libIno, name: 'answered.txt', newIno: ino, fh, mode: 0o100644, flags: 0o1 | 0o100, mtimeMs, journalId: '00000000000000b1' },
+      { op: Op.WRITE, id: 0, answered: 1, ino, fh, offset: 0, data: Buffer.from('closed') },
+      { op: Op.FLUSH, id: 0, answered: 1, ino, fh, record: 1, journalId: '00000000000000b1', closeRecord: record },
+    ]);
+    await send({ op: Op.RELEASE, ino, fh });
+    expect(seen).toEqual([{ record, spoolMtimeNs: undefined }]);
+  });
+
   it('a write the engine answered that fails is answered by the next flush, once', async () => {
     const { vfs, send, batch } = setup();
     vfs.capacity = 4; // the write of 5 bytes is refused: ENOSPC

@@ -103,6 +103,35 @@ describe('a close the engine answered, applied on a full disk', { timeout: 20_00
     expect(first.remote.read('kept.txt').equals(data)).toBe(true);
   });
 
+  it('regression: a close the engine answered of a file whose writes it answered too (no passthrough), applied when the journal cannot write its line, keeps the file', async () => {
+    const g = await gateway();
+    const data = Buffer.from('written and closed through the engine, applied by JavaScript after\n');
+    const id = randomBytes(8).toString('hex');
+    // The engine's answered create and writes, applied; then its close, with the record it wrote.
+    const h = await g.vfs.open('/A/mem.txt', { write: true, create: true, exclusive: true, journalId: id });
+    await h.write(0, data.subarray(0, 10));
+    await h.write(10, data.subarray(10));
+    const record = encodeCloseRecord({ id, library: 'A', fullpath: 'mem.txt', mtimeNs: BigInt(Date.now()) * 1_000_000n, createdMs: Date.now(), seq: Date.now() * 1000, data });
+    await appendFile(g.sideLog(), record);
+    g.disk.fail('journal', 'ENOSPC', 1);
+    await h.flush({ record });
+    await h.release();
+    expect(await readAll(g.vfs, '/A/mem.txt')).toBe(data.toString());
+    await g.vfs.flushAll({ timeoutMs: 10_000 });
+    expect(g.remote.read('mem.txt').equals(data)).toBe(true);
+  });
+
+  it('a record that is not the content sealed (written on since) stands for nothing: the full disk fails the close', async () => {
+    const g = await gateway();
+    const id = randomBytes(8).toString('hex');
+    const h = await g.vfs.open('/A/other.txt', { write: true, create: true, exclusive: true, journalId: id });
+    await h.write(0, Buffer.from('what the handle holds'));
+    const record = encodeCloseRecord({ id, library: 'A', fullpath: 'other.txt', mtimeNs: 1n, createdMs: Date.now(), seq: Date.now() * 1000, data: Buffer.from('something else') });
+    g.disk.fail('journal', 'ENOSPC', 1);
+    await expect(h.flush({ record })).rejects.toMatchObject({ code: 'ENOSPC' });
+    await h.release().catch(() => undefined);
+  });
+
   it('regression: files the engine made closed all by itself (createClosed) are made on a full disk, held by their records', async () => {
     const g = await gateway();
     const files = await Promise.all(['x', 'y'].map(async (name) => {
