@@ -14,10 +14,14 @@
  * service process and of PostgreSQL (all its processes, from /proc), so the scaling can be computed
  * when the machine lacks the cores to show it. BENCH_LOAD_STATEMENTS=1 also prints, for the PostgreSQL
  * row of one process, the statements PostgreSQL spent most time on (pg_stat_statements: calls, mean
- * and total ms of execution, not counting the round trip). Standalone: `node --import tsx scripts/bench/service-load.ts`.
+ * and total ms of execution, not counting the round trip). BENCH_LOAD_BASELINE=DIR (another checkout of
+ * the project, e.g. a `git worktree` of the commit before a change) measures that code's one process on
+ * PostgreSQL (a database of its own in the same cluster) in place of the two-process row: the code
+ * before and after a change in turn, in one run. Standalone: `node --import tsx scripts/bench/service-load.ts`.
  */
 import { readFile, readdir } from 'node:fs/promises';
 import { availableParallelism, loadavg } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import pg from 'pg';
@@ -25,7 +29,7 @@ import { request } from 'undici';
 import type { Postgres } from '../../test/support/postgres.js';
 import type { ServiceProcess } from '../../test/support/service-process.js';
 import { READS, prepareLoad, quantile, runLoad, type LoadResult, type OpKind } from './support/service-load.js';
-import { cpuMsOf } from './support/process-cpu.js';
+import { cpuMsOf, cpuMsWithReapedOf } from './support/process-cpu.js';
 import { startServiceSetups } from './support/service-setups.js';
 
 const clients = Number(process.env.BENCH_LOAD_CLIENTS ?? 4);
@@ -33,6 +37,8 @@ const opsPerClient = Number(process.env.BENCH_LOAD_OPS ?? 500);
 const PROBES_UNLOADED = 100;
 const rounds = Number(process.env.BENCH_LOAD_ROUNDS ?? 2);
 const statements = process.env.BENCH_LOAD_STATEMENTS === '1';
+/** Another checkout (its root folder): its code runs as a row of its own, in turn with this code's rows. */
+const baselineRoot = process.env.BENCH_LOAD_BASELINE;
 const DATABASE = 'bench_load';
 
 interface Row {
@@ -49,9 +55,11 @@ export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
   try {
     const sqlite = await setups.sqlite();
     const a = await setups.postgres();
-    const b = await setups.postgres();
+    // With a baseline, its one process on PostgreSQL takes the row of two processes.
+    const b = baselineRoot ? await setups.baseline(join(baselineRoot, 'bin', 'cloudlib.js')) : await setups.postgres();
     const plan: [string, ServiceProcess[], Postgres | undefined][] = [
-      ['sqlite, 1 process', [sqlite], undefined], ['postgresql, 1 process', [a], setups.pg], ['postgresql, 2 processes', [a, b], setups.pg],
+      ['sqlite, 1 process', [sqlite], undefined], ['postgresql, 1 process', [a], setups.pg],
+      baselineRoot ? ['postgresql, 1 process, baseline', [b], setups.pg] : ['postgresql, 2 processes', [a, b], setups.pg],
     ];
     // Rounds of the rows in turn: the machine's other work falls on every row alike.
     for (let round = 0; round < rounds; round++) {
@@ -115,9 +123,8 @@ async function measure(setup: string, targets: ServiceProcess[], server: Postgre
     statusUnloaded.push(await timed(status));
     if (select1) selectUnloaded.push(await timed(() => select1.query('SELECT 1')));
   }
-  const postgresPids = server ? await postgresProcesses(server.port) : [];
   const cpu0 = await Promise.all(targets.map((t) => cpuMsOf(t.pid)));
-  const pg0 = await sumCpu(postgresPids);
+  const pg0 = server ? await clusterCpuMs(server.port) : 0;
   let loading = true;
   const lsLoaded: number[] = [];
   const statusLoaded: number[] = [];
@@ -137,7 +144,7 @@ async function measure(setup: string, targets: ServiceProcess[], server: Postgre
   await select1?.end();
   const ops = clients * opsPerClient + lsLoaded.length + statusLoaded.length;
   const cpu1 = await Promise.all(targets.map((t) => cpuMsOf(t.pid)));
-  const pg1 = await sumCpu(postgresPids);
+  const pg1 = server ? await clusterCpuMs(server.port) : 0;
   return {
     setup, ops, load, lsLoaded,
     lsUnloaded: unloaded,
@@ -222,9 +229,14 @@ async function postgresProcesses(port: number): Promise<number[]> {
   return [postmaster, ...children];
 }
 
-async function sumCpu(pids: number[]): Promise<number> {
-  let sum = 0;
-  for (const pid of pids) sum += await cpuMsOf(pid).catch(() => 0);
+/**
+ * CPU time (ms) of the cluster on `port` so far: the postmaster with the backends it has reaped, and
+ * the children running now (backends open and close with the pools' connections during a run).
+ */
+async function clusterCpuMs(port: number): Promise<number> {
+  const [postmaster, ...children] = await postgresProcesses(port);
+  let sum = await cpuMsWithReapedOf(postmaster!);
+  for (const pid of children) sum += await cpuMsOf(pid).catch(() => 0);
   return sum;
 }
 
