@@ -29,7 +29,7 @@ import { request } from 'undici';
 import type { Postgres } from '../../test/support/postgres.js';
 import type { ServiceProcess } from '../../test/support/service-process.js';
 import { READS, prepareLoad, quantile, runLoad, type LoadResult, type OpKind } from './support/service-load.js';
-import { cpuMsOf, cpuMsWithReapedOf } from './support/process-cpu.js';
+import { cpuMsOf, reapedCpuMsOf } from './support/process-cpu.js';
 import { startServiceSetups } from './support/service-setups.js';
 
 const clients = Number(process.env.BENCH_LOAD_CLIENTS ?? 4);
@@ -43,6 +43,8 @@ const DATABASE = 'bench_load';
 
 interface Row {
   setup: string; ops: number; load: LoadResult; lsUnloaded: number[]; lsLoaded: number[]; serviceCpuMs: number[]; postgresCpuMs: number | undefined;
+  /** PostgreSQL's CPU per operation by kind of process (clusterCpuMs). */
+  postgresCpuParts: ClusterCpu | undefined;
   /** The floors under the lone `ls`: `GET /m-open/status` (no statement), and `SELECT 1` from this process. */
   statusUnloaded: number[]; statusLoaded: number[]; selectUnloaded: number[]; selectLoaded: number[];
   /** This process's event-loop delay during the load (ms, p99 of each round). */
@@ -96,6 +98,9 @@ function merged(rounds: Row[]): Row {
     loopDelayP99: rounds.flatMap((r) => r.loopDelayP99),
     serviceCpuMs: rounds[0]!.serviceCpuMs.map((_, i) => perOp((r) => r.serviceCpuMs[i]!)),
     postgresCpuMs: rounds[0]!.postgresCpuMs === undefined ? undefined : perOp((r) => r.postgresCpuMs!),
+    postgresCpuParts: rounds[0]!.postgresCpuParts === undefined ? undefined : {
+      backends: perOp((r) => r.postgresCpuParts!.backends), exited: perOp((r) => r.postgresCpuParts!.exited), background: perOp((r) => r.postgresCpuParts!.background),
+    },
   };
 }
 
@@ -124,7 +129,7 @@ async function measure(setup: string, targets: ServiceProcess[], server: Postgre
     if (select1) selectUnloaded.push(await timed(() => select1.query('SELECT 1')));
   }
   const cpu0 = await Promise.all(targets.map((t) => cpuMsOf(t.pid)));
-  const pg0 = server ? await clusterCpuMs(server.port) : 0;
+  const pg0 = server ? await clusterCpuMs(server.port) : undefined;
   let loading = true;
   const lsLoaded: number[] = [];
   const statusLoaded: number[] = [];
@@ -144,14 +149,15 @@ async function measure(setup: string, targets: ServiceProcess[], server: Postgre
   await select1?.end();
   const ops = clients * opsPerClient + lsLoaded.length + statusLoaded.length;
   const cpu1 = await Promise.all(targets.map((t) => cpuMsOf(t.pid)));
-  const pg1 = server ? await clusterCpuMs(server.port) : 0;
+  const pg1 = server ? await clusterCpuMs(server.port) : undefined;
   return {
     setup, ops, load, lsLoaded,
     lsUnloaded: unloaded,
     statusUnloaded, statusLoaded, selectUnloaded, selectLoaded,
     loopDelayP99: [loop.percentile(99) / 1e6],
     serviceCpuMs: cpu1.map((ms, i) => (ms - cpu0[i]!) / ops),
-    postgresCpuMs: server ? (pg1 - pg0) / ops : undefined,
+    postgresCpuMs: pg0 && pg1 ? (total(pg1) - total(pg0)) / ops : undefined,
+    postgresCpuParts: pg0 && pg1 ? { backends: (pg1.backends - pg0.backends) / ops, exited: (pg1.exited - pg0.exited) / ops, background: (pg1.background - pg0.background) / ops } : undefined,
   };
 }
 
@@ -177,6 +183,7 @@ function summary(r: Row, reference: Row): Record<string, unknown> {
     bench_loop_delay_p99_ms: r.loopDelayP99.map((ms) => round(ms)),
     service_cpu_ms_per_op: r.serviceCpuMs.map((ms) => round(ms, 3)),
     ...(r.postgresCpuMs === undefined ? {} : { postgresql_cpu_ms_per_op: round(r.postgresCpuMs, 3) }),
+    ...(r.postgresCpuParts === undefined ? {} : { postgresql_cpu_ms_per_op_by_process: Object.fromEntries(Object.entries(r.postgresCpuParts).map(([k, v]) => [k, round(v, 3)])) }),
     p50_ms_by_kind: Object.fromEntries([...r.load.latencies].map(([k, v]) => [k, round(quantile(v, 0.5))])),
     feed_changes: r.load.feedChanges,
   };
@@ -230,15 +237,27 @@ async function postgresProcesses(port: number): Promise<number[]> {
 }
 
 /**
- * CPU time (ms) of the cluster on `port` so far: the postmaster with the backends it has reaped, and
- * the children running now (backends open and close with the pools' connections during a run).
+ * CPU time (ms) of the cluster so far, by kind of process: `backends`, the connections' processes
+ * running now; `exited`, the children the postmaster has reaped (autovacuum workers, and connections a
+ * pool closed: a backend that closes during a round moves its time from `backends` to here); and
+ * `background`, the postmaster and its other children running now (WAL writer, checkpointer, …).
  */
-async function clusterCpuMs(port: number): Promise<number> {
+interface ClusterCpu { backends: number; exited: number; background: number }
+
+async function clusterCpuMs(port: number): Promise<ClusterCpu> {
   const [postmaster, ...children] = await postgresProcesses(port);
-  let sum = await cpuMsWithReapedOf(postmaster!);
-  for (const pid of children) sum += await cpuMsOf(pid).catch(() => 0);
-  return sum;
+  const out: ClusterCpu = { backends: 0, exited: await reapedCpuMsOf(postmaster!), background: await cpuMsOf(postmaster!) };
+  for (const pid of children) {
+    // A connection's process is titled `postgres: USER DATABASE HOST(PORT) STATE`.
+    const backend = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).startsWith('postgres: cloudlib ');
+    const ms = await cpuMsOf(pid).catch(() => 0);
+    if (backend) out.backends += ms;
+    else out.background += ms;
+  }
+  return out;
 }
+
+const total = (c: ClusterCpu) => c.backends + c.exited + c.background;
 
 function round(n: number, digits = 1): number {
   const f = 10 ** digits;
