@@ -14,10 +14,14 @@
  * service process and of PostgreSQL (all its processes, from /proc), so the scaling can be computed
  * when the machine lacks the cores to show it. BENCH_LOAD_STATEMENTS=1 also prints, for the PostgreSQL
  * row of one process, the statements PostgreSQL spent most time on (pg_stat_statements: calls, mean
- * and total ms of execution, not counting the round trip). Standalone: `node --import tsx scripts/bench/service-load.ts`.
+ * and total ms of execution, not counting the round trip). BENCH_LOAD_BASELINE=DIR (another checkout of
+ * the project, e.g. a `git worktree` of the commit before a change) measures that code's one process on
+ * PostgreSQL (a database of its own in the same cluster) in place of the two-process row: the code
+ * before and after a change in turn, in one run. Standalone: `node --import tsx scripts/bench/service-load.ts`.
  */
 import { readFile, readdir } from 'node:fs/promises';
 import { availableParallelism, loadavg } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import pg from 'pg';
@@ -25,7 +29,7 @@ import { request } from 'undici';
 import type { Postgres } from '../../test/support/postgres.js';
 import type { ServiceProcess } from '../../test/support/service-process.js';
 import { READS, prepareLoad, quantile, runLoad, type LoadResult, type OpKind } from './support/service-load.js';
-import { cpuMsOf } from './support/process-cpu.js';
+import { cpuMsOf, reapedCpuMsOf } from './support/process-cpu.js';
 import { startServiceSetups } from './support/service-setups.js';
 
 const clients = Number(process.env.BENCH_LOAD_CLIENTS ?? 4);
@@ -33,10 +37,14 @@ const opsPerClient = Number(process.env.BENCH_LOAD_OPS ?? 500);
 const PROBES_UNLOADED = 100;
 const rounds = Number(process.env.BENCH_LOAD_ROUNDS ?? 2);
 const statements = process.env.BENCH_LOAD_STATEMENTS === '1';
+/** Another checkout (its root folder): its code runs as a row of its own, in turn with this code's rows. */
+const baselineRoot = process.env.BENCH_LOAD_BASELINE;
 const DATABASE = 'bench_load';
 
 interface Row {
   setup: string; ops: number; load: LoadResult; lsUnloaded: number[]; lsLoaded: number[]; serviceCpuMs: number[]; postgresCpuMs: number | undefined;
+  /** PostgreSQL's CPU per operation by kind of process (clusterCpuMs). */
+  postgresCpuParts: ClusterCpu | undefined;
   /** The floors under the lone `ls`: `GET /m-open/status` (no statement), and `SELECT 1` from this process. */
   statusUnloaded: number[]; statusLoaded: number[]; selectUnloaded: number[]; selectLoaded: number[];
   /** This process's event-loop delay during the load (ms, p99 of each round). */
@@ -49,9 +57,11 @@ export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
   try {
     const sqlite = await setups.sqlite();
     const a = await setups.postgres();
-    const b = await setups.postgres();
+    // With a baseline, its one process on PostgreSQL takes the row of two processes.
+    const b = baselineRoot ? await setups.baseline(join(baselineRoot, 'bin', 'cloudlib.js')) : await setups.postgres();
     const plan: [string, ServiceProcess[], Postgres | undefined][] = [
-      ['sqlite, 1 process', [sqlite], undefined], ['postgresql, 1 process', [a], setups.pg], ['postgresql, 2 processes', [a, b], setups.pg],
+      ['sqlite, 1 process', [sqlite], undefined], ['postgresql, 1 process', [a], setups.pg],
+      baselineRoot ? ['postgresql, 1 process, baseline', [b], setups.pg] : ['postgresql, 2 processes', [a, b], setups.pg],
     ];
     // Rounds of the rows in turn: the machine's other work falls on every row alike.
     for (let round = 0; round < rounds; round++) {
@@ -88,6 +98,9 @@ function merged(rounds: Row[]): Row {
     loopDelayP99: rounds.flatMap((r) => r.loopDelayP99),
     serviceCpuMs: rounds[0]!.serviceCpuMs.map((_, i) => perOp((r) => r.serviceCpuMs[i]!)),
     postgresCpuMs: rounds[0]!.postgresCpuMs === undefined ? undefined : perOp((r) => r.postgresCpuMs!),
+    postgresCpuParts: rounds[0]!.postgresCpuParts === undefined ? undefined : {
+      backends: perOp((r) => r.postgresCpuParts!.backends), exited: perOp((r) => r.postgresCpuParts!.exited), background: perOp((r) => r.postgresCpuParts!.background),
+    },
   };
 }
 
@@ -115,9 +128,8 @@ async function measure(setup: string, targets: ServiceProcess[], server: Postgre
     statusUnloaded.push(await timed(status));
     if (select1) selectUnloaded.push(await timed(() => select1.query('SELECT 1')));
   }
-  const postgresPids = server ? await postgresProcesses(server.port) : [];
   const cpu0 = await Promise.all(targets.map((t) => cpuMsOf(t.pid)));
-  const pg0 = await sumCpu(postgresPids);
+  const pg0 = server ? await clusterCpuMs(server.port) : undefined;
   let loading = true;
   const lsLoaded: number[] = [];
   const statusLoaded: number[] = [];
@@ -137,14 +149,15 @@ async function measure(setup: string, targets: ServiceProcess[], server: Postgre
   await select1?.end();
   const ops = clients * opsPerClient + lsLoaded.length + statusLoaded.length;
   const cpu1 = await Promise.all(targets.map((t) => cpuMsOf(t.pid)));
-  const pg1 = await sumCpu(postgresPids);
+  const pg1 = server ? await clusterCpuMs(server.port) : undefined;
   return {
     setup, ops, load, lsLoaded,
     lsUnloaded: unloaded,
     statusUnloaded, statusLoaded, selectUnloaded, selectLoaded,
     loopDelayP99: [loop.percentile(99) / 1e6],
     serviceCpuMs: cpu1.map((ms, i) => (ms - cpu0[i]!) / ops),
-    postgresCpuMs: server ? (pg1 - pg0) / ops : undefined,
+    postgresCpuMs: pg0 && pg1 ? (total(pg1) - total(pg0)) / ops : undefined,
+    postgresCpuParts: pg0 && pg1 ? { backends: (pg1.backends - pg0.backends) / ops, exited: (pg1.exited - pg0.exited) / ops, background: (pg1.background - pg0.background) / ops } : undefined,
   };
 }
 
@@ -170,6 +183,7 @@ function summary(r: Row, reference: Row): Record<string, unknown> {
     bench_loop_delay_p99_ms: r.loopDelayP99.map((ms) => round(ms)),
     service_cpu_ms_per_op: r.serviceCpuMs.map((ms) => round(ms, 3)),
     ...(r.postgresCpuMs === undefined ? {} : { postgresql_cpu_ms_per_op: round(r.postgresCpuMs, 3) }),
+    ...(r.postgresCpuParts === undefined ? {} : { postgresql_cpu_ms_per_op_by_process: Object.fromEntries(Object.entries(r.postgresCpuParts).map(([k, v]) => [k, round(v, 3)])) }),
     p50_ms_by_kind: Object.fromEntries([...r.load.latencies].map(([k, v]) => [k, round(quantile(v, 0.5))])),
     feed_changes: r.load.feedChanges,
   };
@@ -222,11 +236,28 @@ async function postgresProcesses(port: number): Promise<number[]> {
   return [postmaster, ...children];
 }
 
-async function sumCpu(pids: number[]): Promise<number> {
-  let sum = 0;
-  for (const pid of pids) sum += await cpuMsOf(pid).catch(() => 0);
-  return sum;
+/**
+ * CPU time (ms) of the cluster so far, by kind of process: `backends`, the connections' processes
+ * running now; `exited`, the children the postmaster has reaped (autovacuum workers, and connections a
+ * pool closed: a backend that closes during a round moves its time from `backends` to here); and
+ * `background`, the postmaster and its other children running now (WAL writer, checkpointer, …).
+ */
+interface ClusterCpu { backends: number; exited: number; background: number }
+
+async function clusterCpuMs(port: number): Promise<ClusterCpu> {
+  const [postmaster, ...children] = await postgresProcesses(port);
+  const out: ClusterCpu = { backends: 0, exited: await reapedCpuMsOf(postmaster!), background: await cpuMsOf(postmaster!) };
+  for (const pid of children) {
+    // A connection's process is titled `postgres: USER DATABASE HOST(PORT) STATE`.
+    const backend = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).startsWith('postgres: cloudlib ');
+    const ms = await cpuMsOf(pid).catch(() => 0);
+    if (backend) out.backends += ms;
+    else out.background += ms;
+  }
+  return out;
 }
+
+const total = (c: ClusterCpu) => c.backends + c.exited + c.background;
 
 function round(n: number, digits = 1): number {
   const f = 10 ** digits;

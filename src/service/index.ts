@@ -203,11 +203,12 @@ export class EmbeddedService {
       // create_file may carry its content as a multipart part (the official SDKs' createFile)
       const router = new Router(new Authenticator(directory, clock, db, opts.replayPolicy ?? 'address'), log, {
         tempDir: join(tmp, 'forms'), fileEndpoints: ['/m-open/1/file/create_file'],
-        // The file API's changes whose work is all in the metadata store's transactions: on PostgreSQL
-        // the replay guard's record goes in their first transaction's round trip.
+        // The file API's changes whose work is all in the metadata store's transactions, and its reads
+        // whose work is all in its statements: on PostgreSQL the replay guard's record goes in their first
+        // transaction's round trip, or in one statement with their first read.
         ...(db.request && db.sendAhead ? {
           request: db.request.bind(db), sendAhead: db.sendAhead.bind(db),
-          guardAhead: (['create_folder', 'create_file', 'move', 'del', 'add_tag', 'lock'] as const).map((n) => findEndpoint('file', n)!.def.path),
+          guardAhead: (['create_folder', 'create_file', 'move', 'del', 'add_tag', 'lock', 'ls', 'info', 'updates'] as const).map((n) => findEndpoint('file', n)!.def.path),
         } : {}),
         // An enterprise whose trial or subscription ended reads but changes nothing; its partner's calls
         // (order renews it) are not its own.

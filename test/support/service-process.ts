@@ -39,12 +39,14 @@ export interface ServiceProcessOptions {
   serviceArgs?: string[];
   /** Extra environment variables of the service process (e.g. the object store's credentials). */
   env?: Record<string, string>;
+  /** The `cloudlib` command to run (another checkout's `bin/cloudlib.js`: a benchmark's baseline). Default this one's. */
+  bin?: string;
 }
 
 export async function startServiceProcess(opts: ServiceProcessOptions = {}): Promise<ServiceProcess> {
   const root = opts.memoryData && (await isDir('/dev/shm')) ? '/dev/shm' : tmpdir();
   const dir = await mkdtemp(join(root, 'cloudlib-svcproc-'));
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), BIN, 'service', '--data', dir, '--listen', opts.listen ?? '127.0.0.1:0', '--log-level', 'warn', ...(opts.publicUrl ? ['--public-url', opts.publicUrl] : []), ...(opts.serviceArgs ?? [])], {
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), opts.bin ?? BIN, 'service', '--data', dir, '--listen', opts.listen ?? '127.0.0.1:0', '--log-level', 'warn', ...(opts.publicUrl ? ['--public-url', opts.publicUrl] : []), ...(opts.serviceArgs ?? [])], {
     stdio: ['ignore', 'ignore', 'inherit'],
     env: { ...process.env, ...opts.env },
   });

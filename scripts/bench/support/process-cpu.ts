@@ -10,3 +10,14 @@ export async function cpuMsOf(pid: number): Promise<number> {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
 }
+
+/**
+ * User + system CPU time (ms) of a process's children it has waited for (fields 16–17): a server whose
+ * worker processes come and go (PostgreSQL's backends, its autovacuum workers) keeps their time there
+ * once they exit.
+ */
+export async function reapedCpuMsOf(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[13]) + Number(fields[14])) * 1000) / CLOCK_TICKS;
+}

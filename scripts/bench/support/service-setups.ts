@@ -15,6 +15,11 @@ export interface ServiceSetups {
   sqlite(): Promise<ServiceProcess>;
   /** A service process on the run's PostgreSQL database and blobs folder (the same for every one). */
   postgres(): Promise<ServiceProcess>;
+  /**
+   * A service process of another checkout (`bin`: its `bin/cloudlib.js`) on a database of its own in the
+   * run's cluster, with a blobs folder of its own: the code before a change, measured beside it.
+   */
+  baseline(bin: string): Promise<ServiceProcess>;
   /** Stops one process started here before the others. */
   stop(p: ServiceProcess): Promise<void>;
   /** The run's PostgreSQL cluster (its port: its processes' CPU time). */
@@ -50,6 +55,11 @@ export async function startServiceSetups(database: string, settings: readonly st
     async postgres() {
       pgArgs ??= pg.createDatabase(database).then((url) => ['--metadata', url, '--blobs', `file://${join(shared, 'blobs')}`]);
       return started(startServiceProcess({ serviceArgs: await pgArgs }));
+    },
+    async baseline(bin) {
+      const url = await pg.createDatabase(`${database}_baseline`);
+      await mkdir(join(shared, 'blobs-baseline'));
+      return started(startServiceProcess({ bin, serviceArgs: ['--metadata', url, '--blobs', `file://${join(shared, 'blobs-baseline')}`] }));
     },
     async stop(p) {
       const at = running.indexOf(p);

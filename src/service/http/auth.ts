@@ -96,9 +96,10 @@ export class Authenticator {
    * before `guarded` settles unless it is a read (`guard` 'read' is never refused: its work may go beside
    * the record, which must be made before its answer).
    *
-   * `ahead` (a change whose work is all in transactions of the metadata store, run inside
-   * `MetadataStore.request`): on PostgreSQL the record goes in the round trip of the change's first
-   * transaction, and every transaction of the request commits only once `guarded` has settled, rolling
+   * `ahead` (a change or a read whose work is all in the metadata store, run inside
+   * `MetadataStore.request`): on PostgreSQL the record goes in the round trip of the request's first
+   * transaction or, in one statement with it, of its first plain read (store/pg-combined-read.ts), and
+   * every transaction of the request commits only once `guarded` has settled, rolling
    * back when it refuses: the call may act before `guarded` settles, as its changes are held. `ahead`
    * answers whether that is so; the caller then sends what is still queued (`MetadataStore.sendAhead`)
    * before awaiting `guarded`.
@@ -127,7 +128,7 @@ export class Authenticator {
     if (given === undefined || given === '') throw badParam('sign', 'the request signature', given ?? null);
     const ok = signatureVariants(secret, params, path).some((v) => safeEqual(v, given));
     if (!ok) throw new ServiceFault(FaultCode.SignatureFailed, 'signature verification failed');
-    const ahead = opts.ahead === true && guard === 'change' && this.ledger instanceof StoredSignatureLedger && this.db?.ahead !== undefined && this.db.gate !== undefined;
+    const ahead = opts.ahead === true && guard !== 'credential' && this.ledger instanceof StoredSignatureLedger && this.db?.ahead !== undefined && this.db.gate !== undefined;
     const recheck = cached ? { found: cached, params, path } : undefined;
     const guarded = this.guard(given, path, dateline ? Number(dateline) * 1000 : undefined, guard, peer, ahead, recheck);
     if (ahead) this.db!.gate!(guarded);

@@ -35,8 +35,9 @@ export interface RouterOptions {
   admit?: (endpoint: EndpointRef, caller: Caller) => Promise<void>;
   /**
    * Runs one request (MetadataStore.request), and the paths of changes whose handlers do nothing but
-   * metadata work before their transactions commit (no file part): their replay guard's record goes
-   * ahead, in the round trip of their first transaction, which commits once the guard let them through.
+   * metadata work before their transactions commit (no file part), and of reads whose work is metadata
+   * statements: their replay guard's record goes ahead, in the round trip of their first transaction,
+   * which commits once the guard let them through, or in one statement with their first read.
    */
   request?: <T>(fn: () => Promise<T>) => Promise<T>;
   guardAhead?: readonly string[];

@@ -129,11 +129,8 @@ export class StoredSignatureLedger implements SignatureUses {
       `path = CASE WHEN ${expired} THEN excluded.path ELSE signature_uses.path END, ` +
       `peer = CASE WHEN ${expired} THEN excluded.peer ELSE signature_uses.peer END, ` +
       `until_ms = CASE WHEN ${expired} THEN excluded.until_ms ELSE signature_uses.until_ms END ` +
-      'RETURNING path, peer';
-    const row = await send<{ path: string; peer: string; epoch?: number | string }>(
-      opts.onEpoch ? `WITH r AS (${record}) SELECT r.path, r.peer, (SELECT n FROM authorization_epoch WHERE id = 1) AS epoch FROM r` : record,
-      [sign, path, peer, untilMs, now, now, now],
-    );
+      `RETURNING path, peer${opts.onEpoch ? ', (SELECT n FROM authorization_epoch WHERE id = 1) AS epoch' : ''}`;
+    const row = await send<{ path: string; peer: string; epoch?: number | string }>(record, [sign, path, peer, untilMs, now, now, now]);
     await swept;
     if (opts.onEpoch && row) opts.onEpoch(Number(row.epoch));
     // Ours, or a first use for the same endpoint: either way no other endpoint used it.

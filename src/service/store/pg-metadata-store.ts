@@ -20,6 +20,7 @@
 import pg from 'pg';
 import { PreparedStatements, isStalePlan } from './pg-prepared.js';
 import { RequestAhead, type AheadStatement } from './pg-request-ahead.js';
+import { combinableAhead, combinableRead, combinedRead, splitCombined } from './pg-combined-read.js';
 import { TransactionScope, reserveOperationTimesByStatement, type MetadataSession, type MetadataStore, type RunResult, type StoreStats, type TransactionOptions } from './metadata-store.js';
 
 const RETRYABLE = new Set(['40001', '40P01']);
@@ -48,6 +49,19 @@ export class PgMetadataStore implements MetadataStore {
   private async poolQuery(sql: string, params: unknown[]): Promise<pg.QueryResult> {
     const ahead = this.requestAhead.take();
     const read = /^\s*SELECT\b/i.test(sql) && !/\bFOR\s+UPDATE\b/i.test(sql);
+    if (ahead.length === 1 && read && combinableAhead(ahead[0]!.sql) && combinableRead(sql)) {
+      // One statement, prepared: the statement ahead and the read in one round trip.
+      const a = ahead[0]!;
+      try {
+        const { aheadRows, read: result } = splitCombined(await this.preparedQuery(combinedRead(a, { sql, params })));
+        a.resolve(aheadRows);
+        return result;
+      } catch {
+        // Which part failed is not known: each goes again by itself, and answers for itself.
+        await this.sendAlone(a);
+        return this.preparedQuery({ sql, params });
+      }
+    }
     if (ahead.length > 0 && read) {
       let batch: string[] | undefined;
       try {
@@ -68,12 +82,17 @@ export class PgMetadataStore implements MetadataStore {
     for (const a of ahead) await this.sendAlone(a);
     // A write outside a transaction waits for the request's gates: it may not run for a refused call.
     if (!read) await Promise.all(this.requestAhead.gates());
+    return this.preparedQuery({ sql, params });
+  }
+
+  /** A statement with values, named (planned once per connection); named anew once after a stale plan. */
+  private async preparedQuery(q: { sql: string; params: unknown[] }): Promise<pg.QueryResult> {
     try {
-      return await this.pool.query(this.prepared.query(sql, params));
+      return await this.pool.query(this.prepared.query(q.sql, q.params));
     } catch (err) {
       if (!isStalePlan(err)) throw err;
       this.prepared.renew();
-      return this.pool.query(this.prepared.query(sql, params));
+      return this.pool.query(this.prepared.query(q.sql, q.params));
     }
   }
 
