@@ -423,6 +423,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     }
     v.state = 'uploading';
     v.unsent = false;
+    slot.sent = true;
     void this.uploads.enqueue(v);
   }
 

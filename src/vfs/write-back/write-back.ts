@@ -319,12 +319,12 @@ export class WriteBack extends WriteBackFolders {
 
   /**
    * True when the service has nothing of the file at `fullpath` from here: every local version of it was
-   * made in this run from a new file and none was handed to the uploader (a rename then moves it here
-   * only; after stopUploads, none can be handed over before moved()).
+   * made in this run from a new file and none of the path's was handed to the uploader (a rename then moves
+   * it here only; after stopUploads, none can be handed over before moved()).
    */
   unsent(library: string, fullpath: string): boolean {
     const slot = this.slots.get(keyOf(library, fullpath));
-    if (!slot?.current) return false;
+    if (!slot?.current || slot.sent) return false;
     return this.versionsOf(slot).every((v) => v.unsent && v.base === undefined);
   }
 
