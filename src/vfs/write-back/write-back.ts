@@ -411,6 +411,11 @@ export class WriteBack extends WriteBackFolders {
     }
   }
 
+  /** A rename moved `from` to `to` on the service (ConflictKeeper.moved). */
+  movedOnService(library: string, from: string, to: string): void {
+    this.conflicts.moved(library, from, to);
+  }
+
   /** True while `fullpath` is the file or the copy of an open conflict (ConflictKeeper.involves). */
   inConflict(library: string, fullpath: string, copyGone: (library: string, fullpath: string) => boolean): boolean {
     return this.conflicts.involves(library, fullpath, copyGone);
