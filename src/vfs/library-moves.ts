@@ -61,7 +61,10 @@ export class LibraryMoves {
       if (!localMove) {
         try {
           onService = await lib.remote.stat(a.fullpath, remoteCall(ctx));
-          if (onService) await lib.remote.move(a.fullpath, b.fullpath, remoteCall(ctx));
+          if (onService) {
+            await lib.remote.move(a.fullpath, b.fullpath, remoteCall(ctx));
+            this.opts.writeBack.movedOnService(lib.name, a.fullpath, b.fullpath);
+          }
         } catch (err) {
           this.opts.writeBack.resumeUploads(lib.name, a.fullpath);
           throw err;

@@ -8,7 +8,8 @@
  * its answer lost, looks first, and finds the same bytes its own):
  *
  * - it is one of those (or the same bytes, or a version this gateway committed at the path itself, of
- *   any lineage: writers at once through both front ends): no conflict, the commit replaces it;
+ *   any lineage: writers at once through both front ends; or committed at another path and moved there
+ *   by a rename made here): no conflict, the commit replaces it;
  * - it is another file or other bytes (someone changed or replaced it meanwhile, online or while this
  *   gateway was offline): the service's version is first copied beside it, on the service, as
  *   `name (conflict <who> <yyyy-mm-dd hh-mm-ss>).ext` (who changed it, and when, in UTC), or moved there
@@ -29,7 +30,7 @@
  */
 import type { Logger } from '../../shared/log.js';
 import { systemClock } from '../clock.js';
-import { baseName, joinPath, parentOf, type CommitOptions, type CommitSource, type Remote, type RemoteEntry } from '../remote.js';
+import { baseName, isWithin, joinPath, parentOf, type CommitOptions, type CommitSource, type Remote, type RemoteEntry } from '../remote.js';
 import { VfsError, type Operator } from '../types.js';
 
 /**
@@ -245,6 +246,23 @@ export class ConflictKeeper {
     this.own.set(key, hashes.slice(-LINEAGE_MAX));
     if (this.own.size > OWN_PATHS_MAX) this.own.delete(this.own.keys().next().value!);
     return entry;
+  }
+
+  /**
+   * A rename made here moved `from` (a file, or a folder and what is in it) to `to` on the service: the
+   * versions this gateway committed there are its own at the new paths too. An upload that landed at the
+   * old path after the rename was decided, moved with it, is then no conflict for the next commit there.
+   */
+  moved(library: string, from: string, to: string): void {
+    const prefix = `${library}\0`;
+    for (const [key, hashes] of [...this.own]) {
+      if (!key.startsWith(prefix) || !isWithin(key.slice(prefix.length), from)) continue;
+      const at = `${prefix}${to}${key.slice(prefix.length + from.length)}`;
+      const merged = [...(this.own.get(at) ?? []).filter((h) => !hashes.includes(h)), ...hashes].slice(-LINEAGE_MAX);
+      this.own.delete(at);
+      this.own.set(at, merged);
+    }
+    while (this.own.size > OWN_PATHS_MAX) this.own.delete(this.own.keys().next().value!);
   }
 
   /** True when `current` at `fullpath` holds a version this gateway committed there. */

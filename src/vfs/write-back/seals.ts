@@ -461,6 +461,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     }
     v.state = 'uploading';
     v.unsent = false;
+    slot.sent = true;
     void this.uploads.enqueue(v);
   }
 

@@ -82,6 +82,12 @@ export interface PathSlot {
    */
   followers?: number;
   followed?: LocalVersion;
+  /**
+   * A version of the path was handed to the uploader in this run: the service may have some of its
+   * lineage, whatever the versions made since say (one made from a version still held by the write-back
+   * delay was made unsent, and stays so when that one is sent). Moves with the slot on a rename.
+   */
+  sent?: boolean;
 }
 
 /** The open version of a path, shared by its write handles. */

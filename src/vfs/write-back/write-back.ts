@@ -319,12 +319,12 @@ export class WriteBack extends WriteBackFolders {
 
   /**
    * True when the service has nothing of the file at `fullpath` from here: every local version of it was
-   * made in this run from a new file and none was handed to the uploader (a rename then moves it here
-   * only; after stopUploads, none can be handed over before moved()).
+   * made in this run from a new file and none of the path's was handed to the uploader (a rename then moves
+   * it here only; after stopUploads, none can be handed over before moved()).
    */
   unsent(library: string, fullpath: string): boolean {
     const slot = this.slots.get(keyOf(library, fullpath));
-    if (!slot?.current) return false;
+    if (!slot?.current || slot.sent) return false;
     return this.versionsOf(slot).every((v) => v.unsent && v.base === undefined);
   }
 
@@ -409,6 +409,11 @@ export class WriteBack extends WriteBackFolders {
       const first = failing[0]!;
       throw new VfsError(code as 'EIO', `${failing.length} upload(s) failing, still queued (first: /${first.library}/${first.fullpath}: ${first.lastError ?? 'unknown error'})`);
     }
+  }
+
+  /** A rename moved `from` to `to` on the service (ConflictKeeper.moved). */
+  movedOnService(library: string, from: string, to: string): void {
+    this.conflicts.moved(library, from, to);
   }
 
   /** True while `fullpath` is the file or the copy of an open conflict (ConflictKeeper.involves). */

@@ -375,11 +375,12 @@ describe('the reference model through a mount with the engine\'s answers' + (pas
   // after a rename over its name: the feed's delete of the object the name held before was told to the
   // kernel as the name's; see model-regressions.test.ts. So was, with seed 26, a small file whose close the
   // engine answered, missing once the next step filled the disk before JavaScript applied the close: the
-  // record now stands for the file until the journal can write its line; see model-regressions.test.ts.)
-  // Other seeds still find rare failures: a writer's open answered EIO among writers at once ("a
-  // journaled version cannot change", seed 19), and, in one of about thirty runs of 150 steps of writes
-  // and renames, a conflict copy of a name renamed over again and again (seed 306 with
-  // CLOUDLIB_MODEL_STEPS=150, not reproduced at will).
+  // record now stands for the file until the journal can write its line; see model-regressions.test.ts.
+  // So was, once in about thirty runs of 150 steps of writes and renames, a conflict copy of a name
+  // renamed over again and again: a version left at the old name by a rename made here only, then moved
+  // over the name by a later rename; unit `sent-lineage`, and `conflicts` "…moved by a rename made here…".)
+  // Other seeds still find a rare failure: a writer's open answered EIO among writers at once ("a
+  // journaled version cannot change", seed 19).
   const today: Step['op'][] = [];
   const mix = today.length > 0 ? `left out: ${today.join(' ')}` : 'the whole mix';
   it(`seed ${SEED}, ${mix}: every answer as a local file system's, and the mount, the service and the histories agree with the model after a flush`, () => runModel(SEED, 'model', today), T);

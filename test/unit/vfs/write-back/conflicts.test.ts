@@ -180,6 +180,34 @@ describe('conflicts keep both (through the Vfs)', { timeout: 20_000 }, () => {
     expect(remote.paths().filter((p) => isConflictCopy(p))).toHaveLength(1);
   });
 
+  it('regression: a version this gateway committed, moved by a rename made here, is no conflict at its new path', async () => {
+    const sha = (t: string): string => createHash('sha1').update(t).digest('hex');
+    const remote = new MemoryRemote({ name: 'L', id: '1' });
+    const keeper = new ConflictKeeper({ logger: createLogger({ level: 'silent' }) });
+    const content = (t: string): CommitSource => ({ path: '', data: Buffer.from(t), size: t.length, sha1: sha(t) });
+    // Committed at the old name (an upload that landed there after the rename was decided), then moved
+    // over the new name with a rename, a file and a folder's.
+    await remote.mkdir('d');
+    for (const at of ['a', 'd/f']) await keeper.commit({ library: 'L', fullpath: at, conflictBase: () => [NEW_FILE] }, remote, at, content(`left at ${at}`));
+    await remote.move('a', 'b');
+    keeper.moved('L', 'a', 'b');
+    await remote.move('d', 'e');
+    keeper.moved('L', 'd', 'e');
+    // A new file, and another lineage, committed there: the gateway's own version is replaced, no copy.
+    await keeper.commit({ library: 'L', fullpath: 'b', conflictBase: () => [NEW_FILE] }, remote, 'b', content('new at b'));
+    await keeper.commit({ library: 'L', fullpath: 'e/f', conflictBase: () => [sha('before')] }, remote, 'e/f', content('new at e/f'));
+    expect(remote.paths().filter((p) => isConflictCopy(p))).toEqual([]);
+    expect(remote.read('b').toString()).toBe('new at b');
+    expect(remote.read('e/f').toString()).toBe('new at e/f');
+    expect(keeper.list()).toEqual([]);
+    // Another client's file moved the same way is still kept as a copy.
+    remote.putFile('c', Buffer.from('theirs'), { operator: { opName: 'Bob' } });
+    await remote.move('c', 'g');
+    keeper.moved('L', 'c', 'g');
+    await keeper.commit({ library: 'L', fullpath: 'g', conflictBase: () => [NEW_FILE] }, remote, 'g', content('mine'));
+    expect(remote.paths().filter((p) => isConflictCopy(p))).toHaveLength(1);
+  });
+
   it('a new file placed at a numbered name is moved to its name even when its upload is cancelled meanwhile: no numbered name stays', async () => {
     const sha = (t: string): string => createHash('sha1').update(t).digest('hex');
     // The client checks the signal before each exchange; the upload is cancelled once its commit landed.
