@@ -80,6 +80,15 @@ export class LocalVersion extends VersionEngineWrites implements PendingFile {
     this.stopDirect();
     await this.exclusive(async () => {
       this.stopDirect();
+      if (!this.spoolMade && !this.memory && this.mutable) {
+        // Its spool never made (a new version, emptied before anything else): held in memory, as a new
+        // file is. A spool a front end made under its id (LeaseOpenFlags.journalId) is left alone: it
+        // stays the front end's until the version adopts it (adoptSpool), never opened here meanwhile.
+        this.memory = [];
+        this.baseSize = 0;
+        this.present = [];
+        this.baseReady = true;
+      }
       if (this.memory) {
         this.assertMutable();
         this.generation++;
