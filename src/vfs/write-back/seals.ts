@@ -473,10 +473,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     v.state = 'uploaded';
     v.base = entry;
     const slot = this.slots.get(keyOf(v.library, v.fullpath));
-    // Versions of the path made from this one replace it on the service without a conflict.
-    if (slot) for (const x of this.versionsOf(slot)) x.replaces = baseUploaded(x.replaces, entry.contentHash);
-    for (const x of this.replacing.get(keyOf(v.library, v.fullpath)) ?? []) x.replaces = baseUploaded(x.replaces, entry.contentHash);
-    v.replaces = baseUploaded(v.replaces, entry.contentHash);
+    this.reachedService(v, entry);
     // Decided with no await before: an open from now on finds either this version or the service's.
     if (slot?.acked === v) slot.acked = undefined;
     await this.journal.remove(v.id, { keepSpool: true });
@@ -489,13 +486,26 @@ export abstract class WriteBackSeals extends WriteBackSlots {
    * says so: `stopUploads`) and nothing of it changed since, the service has it at its path: it counts as
    * uploaded there, and the rename moves it on the service (or, failing, leaves it there) with nothing
    * sent again. A second commit would find the file at the name and be placed at a numbered one, which
-   * the gateway then removes. Any other cancel (superseded, unlinked, changed) keeps its own course.
+   * the gateway then removes. Any other cancel (superseded, unlinked, changed) keeps its own course,
+   * the path's versions knowing that the service has this one there (not unlinked).
    */
   protected async committedAfterCancel(v: LocalVersion, entry: RemoteEntry, snapshot: { generation: number; fullpath: string }): Promise<void> {
+    // Whatever stopped it (the kernel changed it in place, a newer version superseded it), the service has
+    // its content at the path now: the path's versions, itself included when it is sent again, replace
+    // that there. Still counted a new file, the next commit would be placed at a numbered name beside it.
+    if (!v.deleted && v.fullpath === snapshot.fullpath && entry.fullpath === snapshot.fullpath) this.reachedService(v, entry);
     if (v.holdUntilMs !== Number.MAX_SAFE_INTEGER || v.deleted || v.superseded || v.failed || v.state !== 'uploading') return;
     if (v.fullpath !== snapshot.fullpath || v.generation !== snapshot.generation || v.liveChanged) return;
     if (this.slots.get(keyOf(v.library, v.fullpath))?.acked !== v) return;
     await this.uploadedVersion(v, entry);
+  }
+
+  /** The service has `entry`, `v`'s content, at its path: versions of the path made from it replace it there without a conflict. */
+  protected reachedService(v: LocalVersion, entry: RemoteEntry): void {
+    const slot = this.slots.get(keyOf(v.library, v.fullpath));
+    if (slot) for (const x of this.versionsOf(slot)) x.replaces = baseUploaded(x.replaces, entry.contentHash);
+    for (const x of this.replacing.get(keyOf(v.library, v.fullpath)) ?? []) x.replaces = baseUploaded(x.replaces, entry.contentHash);
+    v.replaces = baseUploaded(v.replaces, entry.contentHash);
   }
 
   /** A failed version: the path shows its last acknowledged version again (or nothing). */

@@ -381,9 +381,11 @@ describe('the reference model through a mount with the engine\'s answers' + (pas
   // over the name by a later rename; unit `sent-lineage`, and `conflicts` "…moved by a rename made here…".
   // Writers at once were, for seed 19: an EIO at a truncating open whose new version another writer sealed
   // first, and a new name left empty when the engine's spool and a version shared one file; see
-  // write-back.test.ts and model-regressions.test.ts.) Still found, once in about a hundred runs of seed 19
-  // three at once: a conflict copy listed for a moment beside a file written by an fsync loop (`a (1).txt`
-  // at step 3, not reproduced at will).
+  // write-back.test.ts and model-regressions.test.ts. So was, once in about a hundred runs of seed 19
+  // three at once, `a (1).txt` listed for a moment beside a new file written by an fsync loop: an fsync
+  // after the seal stopped the upload under way, whose commit the service took all the same, and the
+  // version, still counted new, was committed again at a numbered name then moved over the name; unit
+  // `write-back/fsync-loop-passthrough`.)
   const today: Step['op'][] = [];
   const mix = today.length > 0 ? `left out: ${today.join(' ')}` : 'the whole mix';
   it(`seed ${SEED}, ${mix}: every answer as a local file system's, and the mount, the service and the histories agree with the model after a flush`, () => runModel(SEED, 'model', today), T);
