@@ -164,6 +164,10 @@ export interface CommitCandidate {
   conflictBase(): ConflictBase;
 }
 
+function keyOf(library: string, fullpath: string): string {
+  return `${library}\0${fullpath}`;
+}
+
 /** Paths whose versions committed here are remembered (the least recently committed forgotten first). */
 const OWN_PATHS_MAX = 4096;
 
@@ -185,6 +189,8 @@ export class ConflictKeeper {
    * until they are acknowledged; an upload may land after a rename or an unlink made here meanwhile).
    */
   private readonly own = new Map<string, string[]>();
+  /** Paths whose last commit here got no answer (see `sending`). */
+  private readonly unanswered = new Set<string>();
 
   constructor(private readonly opts: {
     logger: Logger;
@@ -204,10 +210,13 @@ export class ConflictKeeper {
     if (base === undefined) return remote.commit(fullpath, source, opts);
     const call = { operator: opts.operator, signal: opts.signal };
     if (isNewFile(base)) {
-      // Retried: the service may hold it already. Looked at first (one request, on a retry only), so that
-      // a second commit is not placed at a numbered name, only for that name to be removed again.
-      const there = attempt.retry ? await remote.stat(fullpath, call) : null;
+      // Retried, or an earlier commit of the path got no answer (its upload stopped: the kernel changed
+      // the file, a newer version came): the service may hold it already. Looked at first (one request,
+      // then only), so that a second commit is not placed at a numbered name, only for that name to be
+      // removed again, or its own earlier bytes kept as another's.
+      const there = attempt.retry || this.unanswered.has(keyOf(v.library, fullpath)) ? await remote.stat(fullpath, call) : null;
       if (there && !there.isDir && there.contentHash === source.sha1) return this.committed(v.library, fullpath, there);
+      if (there && this.isOwn(v.library, fullpath, there)) return this.committed(v.library, fullpath, await this.sending(v.library, fullpath, source, () => remote.commit(fullpath, source, opts)));
       return this.commitNew(v.library, remote, fullpath, source, opts);
     }
     const current = await remote.stat(fullpath, call);
@@ -233,19 +242,41 @@ export class ConflictKeeper {
       }
       this.noteChanged(v.library, fullpath, copy, other);
     }
-    return this.committed(v.library, fullpath, await remote.commit(fullpath, source, opts));
+    return this.committed(v.library, fullpath, await this.sending(v.library, fullpath, source, () => remote.commit(fullpath, source, opts)));
+  }
+
+  /**
+   * Runs a commit of `source` to `fullpath`. When it gets no answer (failed, or stopped
+   * with its request sent), the service may have taken it all the same: its content counts as one of
+   * this gateway's own versions there, and the next commit of a new file there looks first.
+   */
+  private async sending(library: string, fullpath: string, source: CommitSource, commit: () => Promise<RemoteEntry>): Promise<RemoteEntry> {
+    try {
+      const entry = await commit();
+      this.unanswered.delete(keyOf(library, fullpath));
+      return entry;
+    } catch (err) {
+      this.remember(library, fullpath, source.sha1);
+      this.unanswered.add(keyOf(library, fullpath));
+      if (this.unanswered.size > OWN_PATHS_MAX) this.unanswered.delete(this.unanswered.values().next().value!);
+      throw err;
+    }
   }
 
   /** `entry` was committed here at `fullpath`: its content is one of the gateway's own versions there. */
   private committed(library: string, fullpath: string, entry: RemoteEntry): RemoteEntry {
-    if (entry.contentHash === undefined) return entry;
-    const key = `${library}\0${fullpath}`;
-    const hashes = (this.own.get(key) ?? []).filter((h) => h !== entry.contentHash);
-    hashes.push(entry.contentHash);
+    if (entry.contentHash !== undefined) this.remember(library, fullpath, entry.contentHash);
+    return entry;
+  }
+
+  /** Content of `contentHash` was sent here to `fullpath`: one of the gateway's own versions there. */
+  private remember(library: string, fullpath: string, contentHash: string): void {
+    const key = keyOf(library, fullpath);
+    const hashes = (this.own.get(key) ?? []).filter((h) => h !== contentHash);
+    hashes.push(contentHash);
     this.own.delete(key);
     this.own.set(key, hashes.slice(-LINEAGE_MAX));
     if (this.own.size > OWN_PATHS_MAX) this.own.delete(this.own.keys().next().value!);
-    return entry;
   }
 
   /**
@@ -276,7 +307,7 @@ export class ConflictKeeper {
    * one did, it is moved to its conflict name and this one to the name.
    */
   private async commitNew(library: string, remote: Remote, fullpath: string, source: CommitSource, opts: CommitOptions): Promise<RemoteEntry> {
-    const entry = await remote.commit(fullpath, source, { ...opts, replace: false });
+    const entry = await this.sending(library, fullpath, source, () => remote.commit(fullpath, source, { ...opts, replace: false }));
     if (entry.fullpath === fullpath) return this.committed(library, fullpath, entry);
     // Landed at a numbered name: what follows puts it in place and is never cut by a cancel of the upload
     // (as the commit itself is not), or the numbered name would stay, a file nobody made.

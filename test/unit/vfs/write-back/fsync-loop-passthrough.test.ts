@@ -1,9 +1,10 @@
 /**
  * An fsync loop on one handle of a new file the kernel writes itself (FUSE passthrough): each fsync after
  * the version's seal finds the spool changed in place and journals it again, stopping its upload under
- * way. The service may take that stopped commit all the same (its answer was on its way): the file is
- * then on the service, of this lineage, and the next commit replaces it there. It is never committed as
- * a new file again, which the service would place at a numbered name (`a (1).txt`) beside it.
+ * way. The service may take that stopped commit all the same (its answer on its way, or lost): the file
+ * is then on the service, of this lineage, and the next commit replaces it there. It is never committed
+ * as a new file again, which the service would place at a numbered name (`a (1).txt`) beside it, nor are
+ * its own earlier bytes kept as another's conflict copy.
  */
 import { describe, expect, it } from 'vitest';
 import { writeSync } from 'node:fs';
@@ -12,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createVfs, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
 import type { CommitOptions, CommitSource, RemoteEntry } from '../../../../src/vfs/remote.js';
+import { VfsError } from '../../../../src/vfs/types.js';
 import { waitFor } from '../../../support/wait-for.js';
 import { closedAfterEach } from '../../../support/vfs-teardown.js';
 
@@ -22,7 +24,8 @@ import { closedAfterEach } from '../../../support/vfs-teardown.js';
  */
 class LateAnswerRemote extends MemoryRemote {
   waiting = false;
-  constructor(readonly held: string) {
+  /** `answered` false: the answer never reaches the caller (the connection cut), the commit landed all the same. */
+  constructor(readonly held: string, readonly answered = true) {
     super({ name: 'A', id: '1' });
   }
 
@@ -33,7 +36,9 @@ class LateAnswerRemote extends MemoryRemote {
       const sent = { ...source, data: source.data ?? await readFile(source.path) };
       this.waiting = true;
       if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
-      return super.commit(fullpath, sent, opts);
+      const landed = await super.commit(fullpath, sent, opts);
+      if (!this.answered) throw new VfsError('EIO', 'connection cut before the answer');
+      return landed;
     }
     return super.commit(fullpath, source, opts);
   }
@@ -49,8 +54,8 @@ function content(n: number, seed: number): Buffer {
 describe('an fsync loop on a file the kernel writes, its uploads landing meanwhile', { timeout: 20_000 }, () => {
   const { open, dirs } = closedAfterEach();
 
-  async function setup(): Promise<{ vfs: GatewayVfs; remote: LateAnswerRemote }> {
-    const remote = new LateAnswerRemote('a.txt');
+  async function setup(answered = true): Promise<{ vfs: GatewayVfs; remote: LateAnswerRemote }> {
+    const remote = new LateAnswerRemote('a.txt', answered);
     const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-fsync-loop-'));
     dirs.push(dataDir);
     // No write-back delay: a version an fsync recorded is sealed and sent while its writer keeps it open.
@@ -60,9 +65,10 @@ describe('an fsync loop on a file the kernel writes, its uploads landing meanwhi
   }
 
   // Small (sealed by its SHA-1, its bytes in its record) and large (sealed by its spool's mark, no SHA-1).
-  for (const [kind, size] of [['small', 100], ['large', 300 * 1024]] as const) {
-    it(`regression: a ${kind} new file written part by part with an fsync after each: committed at its name only, no numbered copy, no conflict`, async () => {
-      const { vfs, remote } = await setup();
+  for (const [kind, size, answered] of [['small', 100, true], ['large', 300 * 1024, true], ['small', 100, false]] as const) {
+    const how = answered ? 'its answer late' : 'its answer lost';
+    it(`regression: a ${kind} new file written part by part with an fsync after each, a stopped commit landing (${how}): committed at its name only, no numbered copy, no conflict`, async () => {
+      const { vfs, remote } = await setup(answered);
       const parts = [content(size, 1), content(size, 2), content(size, 3)];
       const h = await vfs.open('/A/a.txt', { write: true, create: true, truncate: true });
       const spool = await h.passthrough!();
