@@ -218,8 +218,7 @@ class PgTransaction implements MetadataSession {
 
   /**
    * A statement, with the queued ones before it and the others the body issues in the same turn of the
-   * event loop (independent statements awaited together, `Promise.all`) in its round trip. A statement
-   * alone, with nothing queued, goes with its parameters as they are.
+   * event loop (independent statements awaited together, `Promise.all`) in its round trip.
    */
   private query(sql: string, params: unknown[]): Promise<pg.QueryResult> {
     return new Promise<pg.QueryResult>((resolve, reject) => {
