@@ -21,6 +21,9 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   const pool = new pg.Pool({
     connectionString: url,
     max: opts.max ?? 10,
+    // Queries queued on a connection are written without waiting for the answers before them, so a
+    // transaction's statements, each prepared, share one round trip (pg-metadata-store.ts).
+    pipeline: true,
     types: { getTypeParser: (oid: number, format?: string) => (oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text')) } as pg.CustomTypesConfig,
   });
   pool.on('error', () => { /* an idle connection dropped: the pool replaces it on next use */ });

@@ -12,10 +12,11 @@
  *   `last_op_ms` and written back with COMMIT. A library locked by a nested transaction, or by a
  *   reservation inside any transaction, gets the same.
  * - Round trips: BEGIN and the lock wait for the body's first statement, `runLater` statements for the
- *   next one, the clocks' write for COMMIT, and each goes in that statement's round trip, in order, as
- *   one simple query (which takes no parameters: values are written into the SQL as literals, strings
- *   escaped by the driver). Statements the body issues in one turn of the event loop (awaited together)
- *   share a round trip the same way.
+ *   next one, the clocks' write for COMMIT, and each goes in that statement's round trip, in order,
+ *   pipelined (the pool's connections are in the driver's pipeline mode): each statement with values
+ *   is named (store/pg-prepared.ts, planned once per connection) and its Parse/Bind/Execute written
+ *   behind the others' without waiting for their answers. Statements the body issues in one turn of
+ *   the event loop (awaited together) share a round trip the same way.
  */
 import pg from 'pg';
 import { PreparedStatements, isStalePlan } from './pg-prepared.js';
@@ -194,11 +195,8 @@ export class PgMetadataStore implements MetadataStore {
 class PgTransaction implements MetadataSession {
   /** Library id → its last operation time, and whether this transaction advanced it. */
   private readonly clocks = new Map<number, { last: number; advanced: boolean }>();
-  /**
-   * Statements not sent yet (BEGIN, a library's lock, `runLater` ones), as SQL with their values
-   * inlined, and what to do with a result.
-   */
-  private later: { sql: string; then?: (result: pg.QueryResult) => void; ahead?: AheadStatement }[] = [];
+  /** Statements not sent yet (BEGIN, a library's lock, `runLater` ones), and what to do with a result. */
+  private later: Pending[] = [];
   /** Libraries whose lock this transaction took or has queued. */
   private readonly locked = new Set<number>();
   /** When the round trip that sent BEGIN came back (performance.now()). */
@@ -220,8 +218,7 @@ class PgTransaction implements MetadataSession {
 
   /**
    * A statement, with the queued ones before it and the others the body issues in the same turn of the
-   * event loop (independent statements awaited together, `Promise.all`) in its round trip. A statement
-   * alone, with nothing queued, goes with its parameters as they are.
+   * event loop (independent statements awaited together, `Promise.all`) in its round trip.
    */
   private query(sql: string, params: unknown[]): Promise<pg.QueryResult> {
     return new Promise<pg.QueryResult>((resolve, reject) => {
@@ -234,36 +231,16 @@ class PgTransaction implements MetadataSession {
   private issued: { sql: string; params: unknown[]; resolve: (r: pg.QueryResult) => void; reject: (e: unknown) => void }[] = [];
 
   /**
-   * Sends what the body issued in this turn: one statement with nothing queued as itself; else all of
-   * them, after the queued ones, as one simple query (values inlined). A failure fails each of them (the
-   * transaction is aborted either way).
+   * Sends what the body issued in this turn, after the queued statements, in one round trip. A failure
+   * fails each of them (the transaction is aborted either way).
    */
   private async sendIssued(): Promise<void> {
     const issued = this.issued;
     if (issued.length === 0) return; // sent already (by COMMIT)
     this.issued = [];
     try {
-      let sqls: string[] | undefined;
-      if (this.later.length > 0 || issued.length > 1) {
-        try {
-          sqls = issued.map((q) => inlined(q.sql, q.params, this.client));
-        } catch {
-          sqls = undefined; // a value that has no literal here: each goes by itself, with its parameters
-        }
-      }
-      if (!sqls) {
-        for (const q of issued) {
-          if (this.later.length > 0) {
-            this.stats.roundTrips++;
-            await this.flush([]);
-          }
-          this.stats.roundTrips++;
-          q.resolve(await this.client.query(this.prepared.query(q.sql, q.params)));
-        }
-        return;
-      }
       this.stats.roundTrips++;
-      const results = await this.flush(sqls.map((sql) => ({ sql })));
+      const results = await this.flush(issued.map((q) => ({ sql: q.sql, params: q.params })));
       issued.forEach((q, i) => q.resolve(results[results.length - issued.length + i]!));
     } catch (err) {
       this.failure ??= err;
@@ -274,22 +251,31 @@ class PgTransaction implements MetadataSession {
   /** The first failure of statements sent together: the transaction is aborted, COMMIT must not pass for one. */
   private failure: unknown;
 
-  /** Sends the queued statements and `last` as one simple query; their results in order. */
-  private async flush(last: { sql: string }[]): Promise<pg.QueryResult[]> {
-    const batch: { sql: string; then?: (result: pg.QueryResult) => void; ahead?: AheadStatement }[] = [...this.later, ...last];
+  /**
+   * Sends the queued statements and `last` pipelined, in one round trip; their results in order. Each
+   * statement is answered by itself: a statement ahead (before BEGIN, committed by itself) answers its
+   * caller with its own result; a failure of the transaction's statements is the first of them (those
+   * after it fail as the transaction is aborted).
+   */
+  private async flush(last: Pending[]): Promise<pg.QueryResult[]> {
+    const batch = [...this.later, ...last];
     this.later = [];
-    let sent: pg.QueryResult | pg.QueryResult[];
-    try {
-      sent = await this.client.query(batch.map((b) => b.sql).join(';\n')) as unknown as pg.QueryResult | pg.QueryResult[];
-    } catch (err) {
-      // Whether a statement ahead ran is not known: each goes again by itself (they are idempotent).
-      for (const b of batch) if (b.ahead) await this.sendAlone(b.ahead);
-      throw err;
-    }
+    const settled = await Promise.allSettled(batch.map((b) => this.client.query(this.prepared.query(b.sql, b.params ?? []))));
     this.begunAt ??= performance.now();
-    const results = Array.isArray(sent) ? sent : [sent];
-    batch.forEach((b, i) => (b as { then?: (r: pg.QueryResult) => void }).then?.(results[i]!));
-    return results;
+    let failure: { reason: unknown } | undefined;
+    settled.forEach((s, i) => {
+      const b = batch[i]!;
+      if (b.ahead) {
+        if (s.status === 'fulfilled') b.ahead.resolve(s.value.rows);
+        else b.ahead.reject(s.reason);
+      } else if (s.status === 'rejected') {
+        failure ??= { reason: s.reason };
+      } else {
+        b.then?.(s.value);
+      }
+    });
+    if (failure) throw failure.reason;
+    return settled.map((s) => (s.status === 'fulfilled' ? s.value : undefined) as pg.QueryResult);
   }
 
   get<T>(sql: string, params?: readonly unknown[]): Promise<T | undefined> { return this.session.get<T>(sql, params); }
@@ -298,10 +284,10 @@ class PgTransaction implements MetadataSession {
   insert(sql: string, params?: readonly unknown[]): Promise<number> { return this.session.insert(sql, params); }
 
   async runLater(sql: string, params: readonly unknown[] = []): Promise<void> {
-    const statement = inlined(numbered(sql), params, this.client);
+    const statement = { sql: numbered(sql), params: [...params] };
     // After the statements issued in this turn and not sent yet, as it was issued after them.
-    if (this.issued.length > 0) this.issued.push({ sql: statement, params: [], resolve: () => undefined, reject: () => undefined });
-    else this.later.push({ sql: statement });
+    if (this.issued.length > 0) this.issued.push({ ...statement, resolve: () => undefined, reject: () => undefined });
+    else this.later.push(statement);
   }
 
   /**
@@ -309,17 +295,9 @@ class PgTransaction implements MetadataSession {
    * body's first statement (or of COMMIT), which runs once the lock is held.
    */
   begin(library: number | undefined, ahead: readonly AheadStatement[] = []): void {
-    for (const a of ahead) {
-      let sql: string;
-      try {
-        sql = inlined(a.sql, a.params, this.client);
-      } catch {
-        void this.sendAlone(a); // a value that has no literal here: by itself
-        continue;
-      }
-      // Before BEGIN, committed by itself: the transaction's fate is not the statement's.
-      this.later.push({ sql, then: (r) => a.resolve(r.rows), ahead: a }, { sql: 'COMMIT' });
-    }
+    // Before BEGIN, committed by itself (outside a transaction block each pipelined statement is its
+    // own transaction): the transaction's fate is not the statement's.
+    for (const a of ahead) this.later.push({ sql: a.sql, params: [...a.params], ahead: a });
     this.later.push({ sql: `BEGIN ISOLATION LEVEL ${library === undefined ? 'SERIALIZABLE' : 'READ COMMITTED'}` });
     if (library !== undefined) this.lockLibrary(library);
   }
@@ -328,8 +306,7 @@ class PgTransaction implements MetadataSession {
   lockLibrary(library: number): void {
     if (this.locked.has(library)) return;
     this.locked.add(library);
-    // Statements sent together go as a simple query, which takes no parameters: the id is a checked integer.
-    this.later.push({ sql: lockSql(library), then: (r) => this.track(library, r.rows[0] as { last_op_ms: number } | undefined) });
+    this.later.push({ sql: LOCK_SQL, params: [library], then: (r) => this.track(library, r.rows[0] as { last_op_ms: number } | undefined) });
   }
 
   async reserveOperationTimes(libraryId: number, now: number, n: number): Promise<number> {
@@ -360,7 +337,7 @@ class PgTransaction implements MetadataSession {
       }
       await Promise.all(this.gates);
     }
-    for (const [id, c] of this.clocks) if (c.advanced) this.later.push({ sql: `UPDATE libraries SET last_op_ms = ${c.last} WHERE id = ${id}` });
+    for (const [id, c] of this.clocks) if (c.advanced) this.later.push({ sql: CLOCK_SQL, params: [c.last, id] });
     this.stats.roundTrips++;
     await this.flush([{ sql: 'COMMIT' }]);
   }
@@ -371,7 +348,17 @@ class PgTransaction implements MetadataSession {
   }
 }
 
-const lockSql = (library: number) => `SELECT last_op_ms FROM libraries WHERE id = ${library} FOR UPDATE`;
+const LOCK_SQL = 'SELECT last_op_ms FROM libraries WHERE id = $1 FOR UPDATE';
+const CLOCK_SQL = 'UPDATE libraries SET last_op_ms = $1 WHERE id = $2';
+
+/** A statement of a transaction not sent yet: `$n` placeholders and their values; what reads its result. */
+interface Pending {
+  sql: string;
+  params?: unknown[];
+  then?: (result: pg.QueryResult) => void;
+  /** A request's statement ahead: answers its caller with its own result. */
+  ahead?: AheadStatement;
+}
 
 /** Where a session's statements go: the pool (each by itself) or a transaction's connection. */
 interface Queryable { query(sql: string, params: unknown[]): Promise<pg.QueryResult> }

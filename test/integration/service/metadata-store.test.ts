@@ -176,9 +176,11 @@ describe.each(['sqlite', 'postgresql'])('MetadataStore on %s', (engine) => {
       expect({ lib, dept, none, changed }).toEqual({ lib: { name: 'lib' }, dept: [{ name: "nine's" }], none: undefined, changed: { changes: 1 } });
       // BEGIN, the library's lock and the four; COMMIT
       if (engine === 'postgresql') expect(a.stats.roundTrips - trips).toBe(2);
-      // a value with no literal (a boolean, which SQLite does not bind) goes by itself, with its parameters
+      // any value the driver binds (a boolean, which SQLite does not bind) goes in the same round trip
+      const boolTrips = a.stats.roundTrips;
       const [flag, name] = await a.tx(async (s) => Promise.all([s.get<{ t: boolean }>('SELECT ? AS t', [engine === 'postgresql' ? true : 1]), s.get('SELECT name FROM departments WHERE id = ?', [9])]), { library: 1 });
       expect({ t: Boolean(flag?.t), name }).toEqual({ t: true, name: { name: "nine's" } });
+      if (engine === 'postgresql') expect(a.stats.roundTrips - boolTrips).toBe(2);
       // a statement sent later runs after one issued before it and not yet sent; a statement left
       // unawaited runs before COMMIT
       const before = await a.tx(async (s) => {
@@ -194,6 +196,12 @@ describe.each(['sqlite', 'postgresql'])('MetadataStore on %s', (engine) => {
       await expect(a.tx(async (s) => Promise.all([
         s.run('UPDATE departments SET orderby = 50 WHERE id = ?', [9]),
         s.run('INSERT INTO departments (id, ent_id, name, created_ms) VALUES (?, ?, ?, ?)', [9, 1, 'same id', 1]),
+      ]), { library: 1 })).rejects.toThrow(/duplicate|UNIQUE/i);
+      expect(await b.get('SELECT orderby FROM departments WHERE id = 9')).toEqual({ orderby: 3 });
+      // the first failure is the answer, not the refusals of the statements sent behind it
+      await expect(a.tx(async (s) => Promise.all([
+        s.run('INSERT INTO departments (id, ent_id, name, created_ms) VALUES (?, ?, ?, ?)', [9, 1, 'same id', 1]),
+        s.run('UPDATE departments SET orderby = 60 WHERE id = ?', [9]),
       ]), { library: 1 })).rejects.toThrow(/duplicate|UNIQUE/i);
       expect(await b.get('SELECT orderby FROM departments WHERE id = 9')).toEqual({ orderby: 3 });
     } finally {
