@@ -129,7 +129,10 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       return;
     }
     if (v.mutable && v.generation > 0) {
-      if (opts.fsync && s.writers > 0) await this.keepOpen(s, v);
+      // Kept open, it stays writable; unless the path shows another version acknowledged since its last
+      // change (a replace): this fsync acknowledges it after that one, so it is the path's now, as a flush's.
+      const replacedMeanwhile = s.slot.current !== undefined && s.slot.current !== v;
+      if (opts.fsync && s.writers > 0 && !replacedMeanwhile) await this.keepOpen(s, v);
       else await this.journalVersion(v, s, { upload: opts.fsync, sync: opts.fsync || this.syncOnClose, closed: opts.closed });
       return;
     }
@@ -181,11 +184,21 @@ export abstract class WriteBackSeals extends WriteBackSlots {
 
   /**
    * `v` was acknowledged at `slot`: an open version there that an fsync recorded and that has not changed
-   * since is older than `v`, and never becomes the path's version unless it changes again.
+   * since is older than `v`, and never becomes the path's version unless it changes again. Its record,
+   * replayed after a crash, would bring back bytes older than `v`'s: it goes (after any record of it still
+   * being written; a seal under way removes it itself), and `v`'s confirmation by the service, which
+   * removes `v`'s entry, waits for that.
    */
   protected overtake(slot: PathSlot, v: LocalVersion): void {
     const open = slot.session?.version;
-    if (open && open !== v && open.openRecord && open.generation === open.openGeneration) open.overtakenAt = open.generation;
+    if (!open || open === v || !open.openRecord || open.generation !== open.openGeneration) return;
+    open.overtakenAt = open.generation;
+    const dropped = (open.recording ?? Promise.resolve())
+      .then(() => (open.overtakenAt === open.generation && open.mutable ? this.dropOpenRecord(open) : undefined))
+      .catch(() => undefined);
+    open.recording = dropped;
+    const entry = v.journaling;
+    v.journaling = Promise.all([entry, dropped]).then(() => undefined);
   }
 
   /** The record an fsync wrote of an open version that will never be one (failed, unlinked): it goes. */

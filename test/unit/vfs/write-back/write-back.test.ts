@@ -310,6 +310,38 @@ describe('write-back', () => {
     }
   });
 
+  it('regression: an fsync of a handle whose file was replaced since its last change makes it the path\'s at once', async () => {
+    // The model found it (seed -1876539661): the fsync kept the version open, so a read right after it
+    // showed the replace until the write-back delay passed, then the fsynced bytes; a flush showed them at once.
+    const { vfs, remote } = await gateway();
+    const h = await vfs.open('/A/f', { read: true, write: true, create: true });
+    await vfs.writeFile('/A/f', Buffer.from([0]));
+    await h.fsync();
+    expect(await readAll(vfs, '/A/f')).toBe('');
+    // Unchanged since, the handle's next fsync leaves a newer replace shown.
+    await vfs.writeFile('/A/f', Buffer.from('put'));
+    await h.fsync();
+    expect(await readAll(vfs, '/A/f')).toBe('put');
+    await h.release();
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('put');
+  });
+
+  it('regression: a replace after an fsync of a file kept open is what a crash leaves, not the fsynced bytes', async () => {
+    // The model found it (seed -1878345823): the fsync's record outlived the replace, uploaded before the
+    // crash, and was replayed over it after.
+    const a = await gateway();
+    const h = await a.vfs.open('/A/f', { read: true, write: true, create: true });
+    await h.fsync();
+    await a.vfs.writeFile('/A/f', Buffer.from([0]));
+    // Crash with the handle open: the first gateway is abandoned, a second starts on the same data folder.
+    await a.vfs.writeBack.uploads.close();
+    const b = await gateway({ dataDir: a.dataDir, remote: a.remote });
+    await b.vfs.flushAll();
+    expect(await readAll(b.vfs, '/A/f')).toBe('\0');
+    expect(a.remote.read('f')).toEqual(Buffer.from([0]));
+  });
+
   it('regression: a truncating open of a file whose replace is already on the service empties it', async () => {
     for (let i = 0; i < 10; i++) {
       const { vfs } = await gateway();
