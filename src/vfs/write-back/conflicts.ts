@@ -32,6 +32,7 @@ import type { Logger } from '../../shared/log.js';
 import { systemClock } from '../clock.js';
 import { baseName, isWithin, joinPath, parentOf, type CommitOptions, type CommitSource, type Remote, type RemoteEntry } from '../remote.js';
 import { VfsError, type Operator } from '../types.js';
+import { keyOf } from './path-key.js';
 
 /**
  * Content hashes the service may hold at the path for a version to replace it without a conflict: its
@@ -162,10 +163,6 @@ export interface CommitCandidate {
   readonly fullpath: string;
   readonly operator?: Operator;
   conflictBase(): ConflictBase;
-}
-
-function keyOf(library: string, fullpath: string): string {
-  return `${library}\0${fullpath}`;
 }
 
 /** Paths whose versions committed here are remembered (the least recently committed forgotten first). */

@@ -3,6 +3,7 @@
  * locally (see write-back.ts for the layers and their rules) — indexed by folder for listings.
  */
 import { ConflictKeeper, type Conflict } from './conflicts.js';
+import { keyOf } from './path-key.js';
 import type { Logger } from '../../shared/log.js';
 import type { FileHasher } from './file-hasher.js';
 import type { ForegroundActivity } from '../foreground-activity.js';
@@ -262,9 +263,7 @@ export function entryOf(v: LocalVersion): RemoteEntry {
   };
 }
 
-export function keyOf(library: string, fullpath: string): string {
-  return `${library}\0${fullpath}`;
-}
+export { keyOf };
 
 export function gatewayPath(library: string, fullpath: string): string {
   return fullpath === '' ? `/${library}` : `/${library}/${fullpath}`;
