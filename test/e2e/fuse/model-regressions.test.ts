@@ -150,16 +150,33 @@ describe.runIf(root)('regressions the reference model found, the data folder nea
     await h?.stop();
     await disk?.remove();
   }, T);
+  const answeredCloses = async (): Promise<number> => (await h!.call<{ answered: { closes: number } }>('mountCounters')).answered.closes;
+  /** Holds the mount's JavaScript still (the engine answers on) until `release` exists. */
+  const holdJavaScript = async (marker: string, release: string): Promise<void> => {
+    await h!.call('stall', { ms: 30_000, marker, release });
+    await eventually('JavaScript is held still', async () => ((await stat(marker).catch(() => undefined)) ? true : undefined), 15_000);
+  };
+  /** Fills the small disk to its last block with `filler`. */
+  const fillDisk = async (filler: string): Promise<void> => {
+    const fill = await open(filler, 'w');
+    try {
+      for (const size of [1024 * 1024, 4096]) {
+        const chunk = Buffer.alloc(size, 1);
+        while (await fill.write(chunk).then(() => true, (e: NodeJS.ErrnoException) => { if (e.code !== 'ENOSPC') throw e; return false; }));
+      }
+    } finally {
+      await fill.close();
+    }
+  };
 
   it('regression: with little room left the engine answers no close (the writer hears the disk): a file whose close succeeded stays', async () => {
     const folder = join(h!.mnt, 'Lib', 'nearly-full');
     await mkdir(folder);
-    const closes = async (): Promise<number> => (await h!.call<{ answered: { closes: number } }>('mountCounters')).answered.closes;
     const write = (name: string, data: string): Promise<void> => writeClose(join(folder, name), data);
     // With room, the engine answers a small new file's close itself.
-    const before = await closes();
+    const before = await answeredCloses();
     await write('roomy.txt', 'written with room');
-    expect(await closes(), 'a close the engine answered with room').toBe(before + 1);
+    expect(await answeredCloses(), 'a close the engine answered with room').toBe(before + 1);
     // Less than its minimum free (4 MiB) left: the close is JavaScript's, which journals the file first.
     const st = await statfs(disk!.path);
     const free = Number(st.bfree) * Number(st.bsize);
@@ -169,7 +186,7 @@ describe.runIf(root)('regressions the reference model found, the data folder nea
       // JavaScript's answer: saved, or ENOSPC (below the minimum a file the kernel writes is refused).
       closed = await write('tight.txt', 'written with 1 MiB left').then(() => 'saved', (e: NodeJS.ErrnoException) => e.code);
       expect(['saved', 'ENOSPC'], 'the close of a file with 1 MiB free').toContain(closed);
-      expect(await closes(), 'no close answered by the engine with 1 MiB free').toBe(before + 1);
+      expect(await answeredCloses(), 'no close answered by the engine with 1 MiB free').toBe(before + 1);
     } finally {
       await rm(join(disk!.path, 'filler'));
     }
@@ -185,14 +202,12 @@ describe.runIf(root)('regressions the reference model found, the data folder nea
     const folder = join(h!.mnt, 'Lib', 'filled-after');
     await mkdir(folder);
     await stat(folder);
-    const closes = async (): Promise<number> => (await h!.call<{ answered: { closes: number } }>('mountCounters')).answered.closes;
-    const before = await closes();
+    const before = await answeredCloses();
     // Past a page: the journal's line of it needs new blocks (a smaller one may fit in the log's last page).
     const data = Buffer.alloc(60_000, 'f');
     const marker = join(h!.local, 'stalled-filled-after');
     const release = join(h!.local, 'release-filled-after');
-    await h!.call('stall', { ms: 30_000, marker, release });
-    await eventually('JavaScript is held still', async () => ((await stat(marker).catch(() => undefined)) ? true : undefined), 15_000);
+    await holdJavaScript(marker, release);
     const filler = join(disk!.path, 'filler-after-close');
     try {
       // Answered by the engine (JavaScript is held still), then the disk filled to its last block.
@@ -202,18 +217,10 @@ describe.runIf(root)('regressions the reference model found, the data folder nea
       } finally {
         await fh.close();
       }
-      const fill = await open(filler, 'w');
-      try {
-        for (const size of [1024 * 1024, 4096]) {
-          const chunk = Buffer.alloc(size, 1);
-          while (await fill.write(chunk).then(() => true, (e: NodeJS.ErrnoException) => { if (e.code !== 'ENOSPC') throw e; return false; }));
-        }
-      } finally {
-        await fill.close();
-      }
+      await fillDisk(filler);
       // JavaScript applies the close on the full disk.
       await writeFile(release, '');
-      expect(await closes(), 'the close answered by the engine').toBe(before + 1);
+      expect(await answeredCloses(), 'the close answered by the engine').toBe(before + 1);
       expect((await readFile(join(folder, 'answered.bin'))).equals(data), 'the file read back on the full disk').toBe(true);
     } finally {
       await writeFile(release, '').catch(() => undefined);
@@ -228,8 +235,7 @@ describe.runIf(root)('regressions the reference model found, the data folder nea
     const folder = join(h!.mnt, 'Lib', 'seen-then-filled');
     await mkdir(folder);
     await stat(folder);
-    const closes = async (): Promise<number> => (await h!.call<{ answered: { closes: number } }>('mountCounters')).answered.closes;
-    const before = await closes();
+    const before = await answeredCloses();
     const data = Buffer.alloc(60_000, 's');
     const fh = await open(join(folder, 'seen.bin'), constants.O_CREAT | constants.O_WRONLY | constants.O_TRUNC, 0o644);
     const filler = join(disk!.path, 'filler-seen');
@@ -239,23 +245,14 @@ describe.runIf(root)('regressions the reference model found, the data folder nea
       await fh.write(data);
       // JavaScript has the create (the Vfs knows the file) before the close.
       await eventually('the create applied', async () => h!.call('localStat', { path: '/Lib/seen-then-filled/seen.bin' }).then(() => true, () => undefined), 15_000);
-      await h!.call('stall', { ms: 30_000, marker, release });
-      await eventually('JavaScript is held still', async () => ((await stat(marker).catch(() => undefined)) ? true : undefined), 15_000);
+      await holdJavaScript(marker, release);
     } finally {
       await fh.close();
     }
     try {
-      const fill = await open(filler, 'w');
-      try {
-        for (const size of [1024 * 1024, 4096]) {
-          const chunk = Buffer.alloc(size, 1);
-          while (await fill.write(chunk).then(() => true, (e: NodeJS.ErrnoException) => { if (e.code !== 'ENOSPC') throw e; return false; }));
-        }
-      } finally {
-        await fill.close();
-      }
+      await fillDisk(filler);
       await writeFile(release, '');
-      expect(await closes(), 'the close answered by the engine').toBe(before + 1);
+      expect(await answeredCloses(), 'the close answered by the engine').toBe(before + 1);
       expect((await readFile(join(folder, 'seen.bin'))).equals(data), 'the file read back on the full disk').toBe(true);
     } finally {
       await writeFile(release, '').catch(() => undefined);
