@@ -121,11 +121,12 @@ export abstract class VersionEngineWrites extends VersionSpool {
    * handed to the kernel (see passthroughBegin). Undefined when the version is not such a file.
    */
   async adoptSpool(): Promise<number | undefined> {
-    if (!this.mutable || !this.memory || this.size !== 0 || this.live || this.direct || this.writesUnderWay > 0 || this.queued > 0) return undefined;
+    if (!this.lent || !this.mutable || !this.memory || this.size !== 0 || this.live || this.direct || this.writesUnderWay > 0 || this.queued > 0) return undefined;
     // With no wait: the file's next request waits for this (its spool, made by the front end, exists);
     // the spool's own handle is opened when something needs it.
     const fd = this.goLive(true);
     if (fd === undefined) return undefined;
+    this.lent = false;
     this.memory = undefined;
     this.releaseUnwritten();
     this.spoolMade = true;

@@ -576,6 +576,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
         return remote.openRange(v.fullpath, start, end, { operator: ctx?.operator, signal: ctx?.signal, contentHash: base.contentHash });
       } : undefined,
     });
+    v.lent = id === journalId;
     v.operator = ctx?.operator;
     const replaced = base ? undefined : this.replacedObjects.get(keyOf(library, fullpath));
     if (replaced) {

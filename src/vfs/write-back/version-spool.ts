@@ -178,6 +178,11 @@ export abstract class VersionSpool {
   protected spoolLength: number | undefined;
   /** False while a new version's spool file was never made (a file held in memory): nothing to remove. */
   protected spoolMade = true;
+  /**
+   * Made under the id of a spool a front end made itself (LeaseOpenFlags.journalId), not taken over
+   * (adoptSpool): the file at `spoolPath` is the front end's, so this version never makes its own there.
+   */
+  lent = false;
   protected chain: Promise<unknown> = Promise.resolve();
   /** Runs of `exclusive` queued or under way. */
   protected queued = 0;
@@ -353,6 +358,11 @@ export abstract class VersionSpool {
     });
   }
 
+  /** A spool lent by a front end is never made or opened as this version's own (two writers of one file). */
+  protected assertOwnSpool(): void {
+    if (this.lent) throw new VfsError('EIO', `'${this.fullpath}': its spool is a front end's, not taken over`);
+  }
+
   /** Whether the spool file may exist (false: a new file held in memory whose spool was never made). */
   get mayHaveSpool(): boolean {
     return this.spoolMade;
@@ -432,6 +442,7 @@ export abstract class VersionSpool {
 
   protected async handle(): Promise<FsHandle> {
     if (this.state === 'retired') throw new VfsError('EIO', `'${this.fullpath}': local copy already discarded`);
+    this.assertOwnSpool();
     // Only a version being written makes its spool; a journaled one must find its own (never zeros for a lost file).
     if (this.memory) return this.writeOut(this.memory);
     const flags = this.state === 'writing' && !this.sealed ? constants.O_RDWR | constants.O_CREAT : constants.O_RDWR;
@@ -442,6 +453,7 @@ export abstract class VersionSpool {
 
   /** Writes a file held in memory to its spool (made now); from here on the spool holds the content. */
   protected async writeOut(memory: Buffer[]): Promise<FsHandle> {
+    this.assertOwnSpool();
     const fh = await open(this.spoolPath, constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC, 0o600).catch((err: unknown) => { throw fsErrorOf(err, `opening the local copy of '${this.fullpath}'`); });
     this.spoolMade = true;
     try {

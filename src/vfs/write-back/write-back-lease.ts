@@ -101,9 +101,11 @@ export abstract class WriteBackLease extends WriteBackSeals {
   /** See LeasedHandle.passthrough (`adopt`: LeasedHandle.adoptSpool): `s`'s version handed to the kernel. */
   async passthrough(s: WriteSession, opts: { adopt?: boolean } = {}): Promise<PassthroughSpool | undefined> {
     const v = s.version;
-    if (!v.mutable || s.writers !== 1 || s.deleted || s.cloning) return undefined;
-    const fd = await (opts.adopt ? v.adoptSpool() : v.passthroughBegin());
-    if (fd === undefined) return undefined;
+    const fd = !v.mutable || s.writers !== 1 || s.deleted || s.cloning ? undefined : await (opts.adopt ? v.adoptSpool() : v.passthroughBegin());
+    if (fd === undefined) {
+      if (opts.adopt) await this.disownLentSpool(s);
+      return undefined;
+    }
     if (s.version !== v || s.deleted) {
       v.passthroughEnd();
       return undefined;
@@ -117,5 +119,37 @@ export abstract class WriteBackLease extends WriteBackSeals {
         this.passthroughEnded(s, v);
       },
     };
+  }
+
+  /**
+   * `s`'s version was made under the id of a spool a front end made (LeaseOpenFlags.journalId) and will not
+   * take that spool over: another writer joined the new file first, or the takeover was refused. The
+   * session moves to an empty version of an id of its own, so the front end's spool keeps one writer (the
+   * kernel) and the file's bytes have a spool of their own (the front end writes its spool's bytes into
+   * the file, see LeasedHandle.adoptSpool).
+   */
+  async disownLentSpool(s: WriteSession): Promise<void> {
+    const lentStill = (v: LocalVersion): boolean => v.lent && v.mutable && v.size === 0;
+    const from = s.version;
+    if (!lentStill(from)) return;
+    const next = this.newVersion(from.library, from.fullpath, from.base);
+    next.unsent = from.unsent;
+    next.operator = from.operator;
+    next.replaces = from.replaces;
+    next.ctimeMs = from.ctimeMs;
+    await next.startEmpty();
+    next.touch();
+    // No await from the check to the swap: the session moves to its own version in one step.
+    if (s.version !== from || !lentStill(from)) {
+      await this.dropIfUnused(next);
+      return;
+    }
+    next.pins++;
+    s.version = next;
+    if (!s.deleted) {
+      s.slot.current = next;
+      this.index(s.slot);
+    }
+    await this.unpin(from);
   }
 }

@@ -132,6 +132,7 @@ export class WriteBack extends WriteBackFolders {
   async openWrite(library: string, fullpath: string, base: RemoteEntry | undefined, flags: LeaseOpenFlags, ctx?: CallContext): Promise<LeasedHandle> {
     const slot = base ? this.slotFor(library, fullpath) : this.slotForNew(library, fullpath);
     let session = slot.session;
+    const joined = !!session;
     if (!session) {
       const start = slot.current;
       // From a local version: it is shared until the first change, then cloned (it may be journaled).
@@ -148,14 +149,16 @@ export class WriteBack extends WriteBackFolders {
     if (session.writers > 1) session.version.stopDirect();
     const s = session;
     try {
+      // A new file whose spool a front end made and has not taken over yet: that spool stays the front end's.
+      if (joined && s.version.lent) await this.disownLentSpool(s);
       // Handed to the kernel (passthrough): changed in place, as the kernel writes it.
       if (s.version.isLive) {
         if (flags.truncate) await s.version.truncateLive(0);
       } else if (!slot.current && !base) await this.change(s, { empty: true });
       // Also when the path shows another version with content (a replace made meanwhile, local or already
       // on the service): the truncate empties what it shows. An empty one shown is left as it is: nothing
-      // changes, nothing to upload.
-      else if (flags.truncate && (!isEmpty(s.version) || (slot.current ? slot.current !== s.version && !isEmpty(slot.current) : (base?.size ?? 0) > 0))) await this.change(s, { empty: true, journalId: flags.journalId });
+      // changes, nothing to upload. With other writers, the front end's spool is not taken over: no id of it.
+      else if (flags.truncate && (!isEmpty(s.version) || (slot.current ? slot.current !== s.version && !isEmpty(slot.current) : (base?.size ?? 0) > 0))) await this.change(s, { empty: true, journalId: s.writers === 1 ? flags.journalId : undefined });
     } catch (err) {
       s.writers--;
       await this.closeHandle(s);
