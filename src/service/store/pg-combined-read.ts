@@ -16,6 +16,7 @@
  * string), so an ahead statement's reader takes Number() of what it reads.
  */
 import type pg from 'pg';
+import { replacePlaceholders } from './pg-placeholders.js';
 
 const AHEAD_ROW = '_ahead_row';
 const AHEAD_N = '_ahead_n';
@@ -56,22 +57,5 @@ export function splitCombined(result: pg.QueryResult): { aheadRows: unknown[]; r
 
 /** `$n` placeholders of `sql` (outside quoted strings and identifiers) moved up by `by`. */
 export function shifted(sql: string, by: number): string {
-  let quote: string | undefined;
-  let out = '';
-  for (let i = 0; i < sql.length; i++) {
-    const ch = sql[i]!;
-    if (quote) {
-      if (ch === quote) quote = undefined;
-    } else if (ch === "'" || ch === '"') {
-      quote = ch;
-    } else if (ch === '$' && /[0-9]/.test(sql[i + 1] ?? '')) {
-      let j = i + 1;
-      while (/[0-9]/.test(sql[j] ?? '')) j++;
-      out += `$${Number(sql.slice(i + 1, j)) + by}`;
-      i = j - 1;
-      continue;
-    }
-    out += ch;
-  }
-  return out;
+  return replacePlaceholders(sql, (n) => `$${n + by}`);
 }

@@ -21,6 +21,7 @@
 import pg from 'pg';
 import { PreparedStatements, isStalePlan } from './pg-prepared.js';
 import { RequestAhead, type AheadStatement } from './pg-request-ahead.js';
+import { replacePlaceholders } from './pg-placeholders.js';
 import { combinableAhead, combinableRead, combinedRead, splitCombined } from './pg-combined-read.js';
 import { TransactionScope, reserveOperationTimesByStatement, type MetadataSession, type MetadataStore, type RunResult, type StoreStats, type TransactionOptions } from './metadata-store.js';
 
@@ -392,26 +393,10 @@ export function inlined(sql: string, params: readonly unknown[], client: Pick<pg
     if (typeof v === 'string') return client.escapeLiteral(v);
     throw new TypeError(`a statement sent later takes numbers, strings and null, got ${typeof v}`);
   };
-  let quote: string | undefined;
-  let out = '';
-  for (let i = 0; i < sql.length; i++) {
-    const ch = sql[i]!;
-    if (quote) {
-      if (ch === quote) quote = undefined;
-    } else if (ch === "'" || ch === '"') {
-      quote = ch;
-    } else if (ch === '$' && /[0-9]/.test(sql[i + 1] ?? '')) {
-      let j = i + 1;
-      while (/[0-9]/.test(sql[j] ?? '')) j++;
-      const n = Number(sql.slice(i + 1, j));
-      if (n < 1 || n > params.length) throw new RangeError(`statement has $${n} but ${params.length} values`);
-      out += literal(params[n - 1]);
-      i = j - 1;
-      continue;
-    }
-    out += ch;
-  }
-  return out;
+  return replacePlaceholders(sql, (n) => {
+    if (n < 1 || n > params.length) throw new RangeError(`statement has $${n} but ${params.length} values`);
+    return literal(params[n - 1]);
+  });
 }
 
 /** `?` → `$1`, `$2`, … outside quoted strings and identifiers. */
