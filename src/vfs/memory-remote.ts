@@ -10,7 +10,7 @@ import { Readable } from 'node:stream';
 import { systemClock } from './clock.js';
 import { VfsError } from './types.js';
 import {
-  baseName, isWithin, joinPath, parentOf,
+  baseName, isWithin, numberedPath, parentOf,
   type ChangesPage, type CommitOptions, type CommitSource, type RangeCallOptions, type Remote, type RemoteCallOptions, type RemoteChange, type RemoteEntry, type RemoteHistoryItem, type RemoteInfo, type RemoteQuota,
 } from './remote.js';
 
@@ -271,12 +271,4 @@ export class MemoryRemote implements Remote {
   private record(kind: RemoteChange['kind'], entry: RemoteEntry, timeMs: number): void {
     this.log.push({ timeMs: timeMs === this.lastTime && this.log.at(-1)?.timeMs !== timeMs ? timeMs : this.tick(), change: { kind, entry: { ...entry } } });
   }
-}
-
-/** `fullpath` with ` (n)` before its extension, as the service numbers a name that is taken. */
-function numberedPath(fullpath: string, n: number): string {
-  const name = baseName(fullpath);
-  const dot = name.lastIndexOf('.');
-  const numbered = dot <= 0 ? `${name} (${n})` : `${name.slice(0, dot)} (${n})${name.slice(dot)}`;
-  return joinPath(parentOf(fullpath), numbered);
 }

@@ -174,3 +174,11 @@ export function joinPath(parent: string, child: string): string {
 export function isWithin(path: string, ancestor: string): boolean {
   return ancestor === '' || path === ancestor || path.startsWith(`${ancestor}/`);
 }
+
+/** `fullpath` with ` (n)` before its extension, as the service numbers a file's name that is taken. */
+export function numberedPath(fullpath: string, n: number): string {
+  const name = baseName(fullpath);
+  const dot = name.lastIndexOf('.');
+  const numbered = dot <= 0 ? `${name} (${n})` : `${name.slice(0, dot)} (${n})${name.slice(dot)}`;
+  return joinPath(parentOf(fullpath), numbered);
+}

@@ -30,7 +30,7 @@
  */
 import type { Logger } from '../../shared/log.js';
 import { systemClock } from '../clock.js';
-import { baseName, isWithin, joinPath, parentOf, type CommitOptions, type CommitSource, type Remote, type RemoteEntry } from '../remote.js';
+import { baseName, isWithin, joinPath, numberedPath, parentOf, type CommitOptions, type CommitSource, type Remote, type RemoteEntry } from '../remote.js';
 import { VfsError, type Operator } from '../types.js';
 import { keyOf } from './path-key.js';
 
@@ -211,9 +211,15 @@ export class ConflictKeeper {
       // the file, a newer version came): the service may hold it already. Looked at first (one request,
       // then only), so that a second commit is not placed at a numbered name, only for that name to be
       // removed again, or its own earlier bytes kept as another's.
-      const there = attempt.retry || this.unanswered.has(keyOf(v.library, fullpath)) ? await remote.stat(fullpath, call) : null;
+      const look = attempt.retry || this.unanswered.has(keyOf(v.library, fullpath));
+      const there = look ? await remote.stat(fullpath, call) : null;
       if (there && !there.isDir && there.contentHash === source.sha1) return this.committed(v.library, fullpath, there);
       if (there && this.isOwn(v.library, fullpath, there)) return this.committed(v.library, fullpath, await this.sending(v.library, fullpath, source, () => remote.commit(fullpath, source, opts)));
+      // Another file there, or none: the earlier commit may have landed at a numbered name (the name was
+      // taken then; a crash may have come between the moves that follow). Found there, it is put in place
+      // as if its answer had come.
+      const landed = look && !there?.isDir ? await this.landedNumbered(remote, fullpath, source.sha1, call) : undefined;
+      if (landed) return this.place(v.library, remote, fullpath, source, landed, { operator: opts.operator });
       return this.commitNew(v.library, remote, fullpath, source, opts);
     }
     const current = await remote.stat(fullpath, call);
@@ -308,7 +314,11 @@ export class ConflictKeeper {
     if (entry.fullpath === fullpath) return this.committed(library, fullpath, entry);
     // Landed at a numbered name: what follows puts it in place and is never cut by a cancel of the upload
     // (as the commit itself is not), or the numbered name would stay, a file nobody made.
-    const call = { operator: opts.operator };
+    return this.place(library, remote, fullpath, source, entry, { operator: opts.operator });
+  }
+
+  /** A new file's version that landed at a numbered name (`entry`) put at `fullpath`, the other file there kept. */
+  private async place(library: string, remote: Remote, fullpath: string, source: CommitSource, entry: RemoteEntry, call: { operator?: Operator }): Promise<RemoteEntry> {
     const placed = (): RemoteEntry => ({ ...entry, fullpath, name: baseName(fullpath) });
     const other = await remote.stat(fullpath, call);
     if (!other) {
@@ -333,6 +343,14 @@ export class ConflictKeeper {
     await remote.move(entry.fullpath, fullpath, call);
     this.noteChanged(library, fullpath, copy, other);
     return this.committed(library, fullpath, placed());
+  }
+
+  /** A file of `sha1` at one of `fullpath`'s numbered names (the first ten), if the service holds one. */
+  private async landedNumbered(remote: Remote, fullpath: string, sha1: string | undefined, call: { operator?: Operator; signal?: AbortSignal }): Promise<RemoteEntry | undefined> {
+    if (sha1 === undefined) return undefined;
+    const numbered = new Set(Array.from({ length: 10 }, (_, i) => numberedPath(fullpath, i + 1)));
+    const entries = await remote.list(parentOf(fullpath), call);
+    return entries.find((e) => !e.isDir && e.contentHash === sha1 && numbered.has(e.fullpath));
   }
 
   private noteChanged(library: string, fullpath: string, copy: string, other: RemoteEntry): void {

@@ -14,9 +14,9 @@ import { closedAfterEach } from '../../../support/vfs-teardown.js';
 describe('a new file\'s commit whose answer was lost', { timeout: 20_000 }, () => {
   const { open, dirs } = closedAfterEach();
 
-  async function setup(opts: { retryBaseMs?: number } = {}): Promise<{ vfs: GatewayVfs; faulty: FaultyRemote; inner: MemoryRemote }> {
+  async function setup(opts: { retryBaseMs?: number; delayMs?: number } = {}): Promise<{ vfs: GatewayVfs; faulty: FaultyRemote; inner: MemoryRemote }> {
     const retryBaseMs = opts.retryBaseMs ?? 20;
-    const { vfs } = await createMemoryVfs({ names: ['A'], faults: true, upload: { delayMs: 0, retryBaseMs, retryMaxMs: retryBaseMs * 5 }, feedIntervalMs: 0 });
+    const { vfs } = await createMemoryVfs({ names: ['A'], faults: true, upload: { delayMs: opts.delayMs ?? 0, retryBaseMs, retryMaxMs: retryBaseMs * 5 }, feedIntervalMs: 0 });
     open.push(vfs);
     const faulty = vfs.remoteOf('A') as FaultyRemote;
     return { vfs, faulty, inner: faulty.inner as MemoryRemote };
@@ -45,6 +45,40 @@ describe('a new file\'s commit whose answer was lost', { timeout: 20_000 }, () =
     const copies = inner.paths().filter((p) => p.startsWith('g (conflict Bob '));
     expect(copies).toHaveLength(1);
     expect(inner.read(copies[0]!).toString()).toBe('theirs');
+  });
+
+  it('landed at a numbered name (the name taken already), its answer lost: put in place, the other file kept, nothing committed again', async () => {
+    const { vfs, faulty, inner } = await setup({ delayMs: 600_000 });
+    await vfs.writeFile('/A/n.txt', Buffer.from('mine'));
+    // Another client made the name before the commit: the service places it at `n (1).txt`; the answer is lost.
+    inner.putFile('n.txt', Buffer.from('theirs'), { operator: { opName: 'Bob' } });
+    faulty.inject({ kind: 'cut', methods: ['commit'], times: 1 });
+    // Uploaded now (the flush may answer the first attempt's failure; the retry follows either way).
+    await vfs.flushAll().catch(() => undefined);
+    await waitFor('the upload retried and done', () => faulty.injected.cut === 1 && vfs.status().uploads.length === 0);
+    expect(inner.commits.map((c) => c.fullpath)).toEqual(['n (1).txt']);
+    expect(inner.read('n.txt').toString()).toBe('mine');
+    const copies = inner.paths().filter((p) => p.startsWith('n (conflict Bob '));
+    expect(copies).toHaveLength(1);
+    expect(inner.read(copies[0]!).toString()).toBe('theirs');
+    expect(inner.paths().sort()).toEqual(['n.txt', copies[0]!].sort());
+    expect(vfs.status().conflicts.map((c) => c.copy)).toEqual(copies);
+  });
+
+  it('landed at a numbered name, the other file moved aside, then stopped (a crash between the moves): put in place at the retry', async () => {
+    const { vfs, faulty, inner } = await setup({ delayMs: 600_000 });
+    await vfs.writeFile('/A/m.txt', Buffer.from('mine'));
+    inner.putFile('m.txt', Buffer.from('theirs'), { operator: { opName: 'Bob' } });
+    // The first attempt lands at `m (1).txt` and moves the other file to its conflict name; the move of
+    // this one to the name fails (as a crash there would leave it), and the upload is retried.
+    faulty.inject({ kind: 'fail', methods: ['move'], pathPrefix: 'm (1)', code: 'EIO', times: 1 });
+    await vfs.flushAll().catch(() => undefined);
+    await waitFor('the upload retried and done', () => faulty.injected.fail === 1 && vfs.status().uploads.length === 0);
+    expect(inner.commits.map((c) => c.fullpath)).toEqual(['m (1).txt']);
+    expect(inner.read('m.txt').toString()).toBe('mine');
+    const copies = inner.paths().filter((p) => p.startsWith('m (conflict Bob '));
+    expect(copies.map((c) => inner.read(c).toString())).toEqual(['theirs']);
+    expect(inner.paths().sort()).toEqual(['m.txt', copies[0]!].sort());
   });
 
   it('renamed while its retry waits (a temporary file renamed into place): the landed file moves, nothing is committed again', async () => {
