@@ -213,7 +213,7 @@ export class RequestedOwnership {
 }
 
 function isEmpty(k: KeptAttributes): boolean {
-  return Object.values(k).every((v) => v === undefined);
+  return k.mode === undefined && k.uid === undefined && k.gid === undefined && !hasTimes(k);
 }
 
 /** What RequestedOwnership keeps of one path. */

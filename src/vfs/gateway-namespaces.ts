@@ -37,7 +37,7 @@ export type NamespaceOp = keyof NamespaceOps;
 export interface GatewayNamespace {
   /** Whether `path` is this namespace's now (a lookup may decide: the versions view steps aside for a real `.versions`). */
   owns(path: string, ctx?: CallContext): boolean | Promise<boolean>;
-  /** Whether `path` is this namespace's by its name alone (no lookup): the FUSE engine answers nothing there itself. */
+  /** Whether `path` is this namespace's by its name alone (no lookup; every path it owns it names): the FUSE engine answers nothing there itself. */
   named(path: string): boolean;
   /** The operations it answers at paths of its own. */
   readonly ops: Partial<NamespaceOps>;
@@ -68,26 +68,30 @@ export class GatewayNamespaces {
 
   /** The namespace that owns `path`, if any. */
   private async owner(path: string, ctx?: CallContext): Promise<GatewayNamespace | undefined> {
-    for (const n of this.all) if (await n.owns(path, ctx)) return n;
+    for (const n of this.all) if (n.named(path) && (await n.owns(path, ctx))) return n;
     return undefined;
   }
 
   /**
    * Operation `op` of the namespace that owns `path`, bound; undefined when none owns it or its owner
-   * leaves `op` to the library. Throws the owner's refusal.
+   * leaves `op` to the library. Throws the owner's refusal. A namespace owns only paths it names, so a
+   * path none names (nearly every one) is the library's at once, without a lookup or an await.
    */
-  async answer<K extends NamespaceOp>(op: K, path: string, ctx?: CallContext): Promise<NamespaceOps[K] | undefined> {
-    const n = await this.owner(path, ctx);
-    return n ? this.opOf(n, op, path) : undefined;
+  answer<K extends NamespaceOp>(op: K, path: string, ctx?: CallContext): Promise<NamespaceOps[K] | undefined> | undefined {
+    if (!this.named(path)) return undefined;
+    return this.owner(path, ctx).then((n) => (n ? this.opOf(n, op, path) : undefined));
   }
 
   /** As `answer`, for an operation with two paths (rename, copy): asked of the first namespace owning either. */
-  async answerEither<K extends 'rename' | 'copy'>(op: K, from: string, to: string, ctx?: CallContext): Promise<NamespaceOps[K] | undefined> {
-    for (const n of this.all) {
-      const at = (await n.owns(from, ctx)) ? from : (await n.owns(to, ctx)) ? to : undefined;
-      if (at !== undefined) return this.opOf(n, op, at);
-    }
-    return undefined;
+  answerEither<K extends 'rename' | 'copy'>(op: K, from: string, to: string, ctx?: CallContext): Promise<NamespaceOps[K] | undefined> | undefined {
+    if (!this.named(from) && !this.named(to)) return undefined;
+    return (async () => {
+      for (const n of this.all) {
+        const at = n.named(from) && (await n.owns(from, ctx)) ? from : n.named(to) && (await n.owns(to, ctx)) ? to : undefined;
+        if (at !== undefined) return this.opOf(n, op, at);
+      }
+      return undefined;
+    })();
   }
 
   private opOf<K extends NamespaceOp>(n: GatewayNamespace, op: K, path: string): NamespaceOps[K] | undefined {

@@ -47,9 +47,16 @@ export function isOfficeLockName(name: string): boolean {
 
 /** True for a path inside a library (`/<library>/…`) whose last name is an Office or LibreOffice lock file's. */
 export function isOfficeLockPath(path: string): boolean {
-  const parts = path.split('/').filter((s) => s !== '');
-  return parts.length >= 2 && isOfficeLockName(parts[parts.length - 1]!);
+  // Asked of every path the Vfs is given: the last name alone, found without splitting the path.
+  let end = path.length;
+  while (end > 0 && path.charCodeAt(end - 1) === SLASH) end--;
+  const slash = path.lastIndexOf('/', end - 1);
+  if (!isOfficeLockName(path.slice(slash + 1, end))) return false;
+  for (let i = 0; i < slash; i++) if (path.charCodeAt(i) !== SLASH) return true;
+  return false;
 }
+
+const SLASH = 0x2f;
 
 /**
  * The name of the document lock file `lockName` stands for, among the names of its folder; undefined

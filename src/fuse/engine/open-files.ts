@@ -9,11 +9,12 @@ import { Errno, errnoOf } from '../errno.js';
 import type { FuseOperations } from '../operations.js';
 import type { NativeCallback } from '../reply.js';
 import type { KernelStat } from '../stat.js';
+import type { Attr } from '../../vfs/types.js';
 import type { Fuse3Binding, KernelRequest, NativeSession } from './binding.js';
 import type { EngineRecords } from './engine-records.js';
 import type { InodeNode, InodeTable } from './inode-table.js';
 import type { PassthroughFiles } from './passthrough-files.js';
-import { answerOf, type PathOperations } from './path-operations.js';
+import type { PathOperations } from './path-operations.js';
 import type { SpoolWrites } from './spool-writes.js';
 
 /** What open files need of the mount. */
@@ -70,13 +71,16 @@ export class OpenFiles {
       // An emptying open: the kernel sets the size itself (and holds the file's lock until answered).
       const kernelsOwnSize = node.writers > 0 || (req.flags! & O_TRUNC) !== 0;
       this.opened(node, handle);
-      void this.kernelAttributesFor(node, path, handle, kernelsOwnSize).then(() => this.mount.passthrough.backingFor(node, handle, req.flags!)).then(async (backing) => {
+      // What the open holds, looked at once for both questions below (its time and size, its content).
+      let held: Promise<Attr> | undefined;
+      const attrs = (): Promise<Attr> => (held ??= this.mount.operations.handles.get(handle).handle.stat());
+      void this.kernelAttributesFor(node, path, attrs, kernelsOwnSize).then(() => this.mount.passthrough.backingFor(node, handle, req.flags!)).then(async (backing) => {
         if (backing < 0) {
           // Refused (a write open of a file whose cache file the kernel reads): the handle goes.
           b.replyErr(se, id, -backing);
           return void this.closeUnanswered(path, handle);
         }
-        const answered = backing ? b.replyOpenBacking(se, id, handle, backing) : b.replyOpen(se, id, handle, await this.cacheFlags(node, handle));
+        const answered = backing ? b.replyOpenBacking(se, id, handle, backing) : b.replyOpen(se, id, handle, await this.cacheFlags(node, attrs));
         if (!answered) this.closeUnanswered(path, handle);
       });
     });
@@ -90,12 +94,17 @@ export class OpenFiles {
    * size, until the feed's poll (which finds the change shown already). Not of a file a handle of this
    * mount writes, nor at an emptying open (the kernel's size is its own then).
    */
-  private async kernelAttributesFor(node: InodeNode, path: string, fh: number, kernelsOwnSize: boolean): Promise<void> {
+  private async kernelAttributesFor(node: InodeNode, path: string, attrs: () => Promise<Attr>, kernelsOwnSize: boolean): Promise<void> {
     if (kernelsOwnSize || node.isDir || node.shown === undefined) return;
     try {
-      const [code, st] = await answerOf((cb) => this.mount.ops.fgetattr(path, fh, cb));
+      let st: KernelStat;
+      try {
+        st = this.mount.operations.stat(await attrs());
+      } catch {
+        return; // released meanwhile: nothing to tell
+      }
       const se = this.mount.session();
-      if (code < 0 || !se || !this.mount.shownOtherwise(node, st as KernelStat)) return;
+      if (!se || !this.mount.shownOtherwise(node, st)) return;
       this.mount.binding.attrForget(se, node.ino);
       const rc = await this.mount.binding.invalidateInode(se, node.ino);
       if (rc < 0 && rc !== -Errno.ENOENT) this.mount.logger.debug({ path, rc }, 'fuse: telling the kernel of a file changed elsewhere failed');
@@ -110,10 +119,10 @@ export class OpenFiles {
    * the feed brings it, but a read under way may fill pages with the old content after that; without
    * this, same-size same-time content would be read from those pages for as long as they stay.
    */
-  private async cacheFlags(node: InodeNode, fh: number): Promise<number> {
+  private async cacheFlags(node: InodeNode, attrs: () => Promise<Attr>): Promise<number> {
     let hash: string | undefined;
     try {
-      hash = (await this.mount.operations.handles.get(fh).handle.stat()).contentHash;
+      hash = (await attrs()).contentHash;
     } catch {
       return 0; // released meanwhile: nothing to keep
     }
