@@ -253,9 +253,9 @@ async function postgresProcesses(port: number): Promise<number[]> {
  * pool closed: a backend that closes during a round moves its time from `backends` to here); and
  * `background`, the postmaster and its other children running now (WAL writer, checkpointer, …).
  */
-interface ClusterCpu { backends: number; exited: number; background: number }
+export interface ClusterCpu { backends: number; exited: number; background: number }
 
-async function clusterCpuMs(port: number): Promise<ClusterCpu> {
+export async function clusterCpuMs(port: number): Promise<ClusterCpu> {
   const [postmaster, ...children] = await postgresProcesses(port);
   const out: ClusterCpu = { backends: 0, exited: await reapedCpuMsOf(postmaster!), background: await cpuMsOf(postmaster!) };
   for (const pid of children) {
