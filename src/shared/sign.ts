@@ -2,7 +2,7 @@
  * Request signing (spec/signature.md): HMAC-SHA1 over the parameter values sorted by name, joined by "\n".
  * Pure: shared by the client (api/) and the embedded service (service/).
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 
 export type ParamValue = string | number | boolean;
 export type Params = Record<string, ParamValue | undefined>;
@@ -47,36 +47,11 @@ export function signatureVariants(secret: string, params: Params, path: string):
   return [...out];
 }
 
-/**
- * Whether `given` is one of `signatureVariants(secret, params, path)`: the variants are signed one at a
- * time in the same order (each distinct signing string once) until one matches, so the usual variant
- * costs one HMAC. Compared in constant time.
- */
-export function matchesSignature(secret: string, params: Params, path: string, given: string): boolean {
-  const expected = Buffer.from(given);
-  const tried = new Set<string>();
-  const excludes: (readonly string[])[] = isCreateFilePath(path) ? [CREATE_FILE_UNSIGNED, []] : [[], CREATE_FILE_UNSIGNED];
-  for (const exclude of excludes) {
-    for (const skipEmpty of [false, true]) {
-      const text = signingString(params, { exclude, skipEmpty });
-      if (tried.has(text)) continue;
-      tried.add(text);
-      const mac = Buffer.from(createHmac('sha1', secret).update(text, 'utf8').digest('base64'));
-      if (mac.length === expected.length && timingSafeEqual(mac, expected)) return true;
-    }
-  }
-  return false;
-}
-
 export function valueText(v: ParamValue): string {
   if (typeof v === 'boolean') return v ? '1' : '0';
   return String(v);
 }
 
-/** Byte order of the UTF-8 forms; below U+D800 (every ASCII name) that is the strings' own order. */
 function compareBytes(a: string, b: string): number {
-  if (!WIDE.test(a) && !WIDE.test(b)) return a < b ? -1 : a > b ? 1 : 0;
   return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 }
-
-const WIDE = /[\uD800-\uFFFF]/;

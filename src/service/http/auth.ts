@@ -1,13 +1,13 @@
 /**
  * Authenticator: who sent a request and whether its signature is right (spec/signature.md). The
  * credential of the endpoint names the client id and secret; any signature variant of
- * `signatureVariants` is accepted (`matchesSignature`, one HMAC for the usual one); `dateline` must be
- * within 15 minutes of the service's clock; what
+ * `signatureVariants` is accepted; `dateline` must be within 15 minutes of the service's clock; what
  * happens to a signature already used for another endpoint within that window is the replay policy's
  * (ReplayPolicy, SignatureLedger).
  */
+import { timingSafeEqual } from 'node:crypto';
 import type { Credential } from '../../shared/endpoints.js';
-import { matchesSignature } from '../../shared/sign.js';
+import { signatureVariants } from '../../shared/sign.js';
 import type { ApplicationRow, Directory, EnterpriseRow, EnterpriseTermRow, LibraryAuthRow, LibraryRow, MemberRow, PartnerRow } from '../domain/directory.js';
 import { FaultCode, ServiceFault, badParam } from '../domain/fault.js';
 import { SignatureLedger, StoredSignatureLedger, type SignatureUses } from './signature-ledger.js';
@@ -110,12 +110,9 @@ export class Authenticator {
     const entToken = credential === 'enterprise' && !params.client_id && !!params.token;
     let identified: { caller: Caller; secret: string; cached?: LibraryAuthorization } = entToken ? await this.identifyEnterpriseToken(params.token!) : await this.identify(credential, params);
     const given = params.sign;
-    // A cached authorization that lets the call through has verified its signature under its secret.
-    let verified = false;
-    if (identified.cached) {
-      verified = this.cachedLetsThrough(identified.cached, params, path, guard);
+    if (identified.cached && !this.cachedLetsThrough(identified.cached, params, path, guard)) {
       // A cached authorization only lets calls through: a refusal it would make is the fresh row's.
-      if (!verified) identified = await this.identify(credential, params, { fresh: true });
+      identified = await this.identify(credential, params, { fresh: true });
     }
     const { caller, secret, cached } = identified;
     const dateline = params.dateline;
@@ -129,7 +126,8 @@ export class Authenticator {
       }
     }
     if (given === undefined || given === '') throw badParam('sign', 'the request signature', given ?? null);
-    if (!verified && !matchesSignature(secret, params, path, given)) throw new ServiceFault(FaultCode.SignatureFailed, 'signature verification failed');
+    const ok = signatureVariants(secret, params, path).some((v) => safeEqual(v, given));
+    if (!ok) throw new ServiceFault(FaultCode.SignatureFailed, 'signature verification failed');
     const ahead = opts.ahead === true && guard !== 'credential' && this.ledger instanceof StoredSignatureLedger && this.db?.ahead !== undefined && this.db.gate !== undefined;
     const recheck = cached ? { found: cached, params, path } : undefined;
     const guarded = this.guard(given, path, dateline ? Number(dateline) * 1000 : undefined, guard, peer, ahead, recheck);
@@ -154,7 +152,7 @@ export class Authenticator {
   /** Whether a cached authorization verifies the call's signature and, for a change, has an open term. */
   private cachedLetsThrough(found: LibraryAuthorization, params: Record<string, string>, path: string, guard: ReplayGuard): boolean {
     const given = params.sign;
-    if (given === undefined || given === '' || !matchesSignature(found.auth.org_client_secret, params, path, given)) return false;
+    if (given === undefined || given === '' || !signatureVariants(found.auth.org_client_secret, params, path).some((v) => safeEqual(v, given))) return false;
     if (guard === 'read') return true;
     try {
       this.term!.requireOpenAt(found.term);
@@ -179,7 +177,7 @@ export class Authenticator {
     if (fresh.library.id !== used.library.id || fresh.library.ent_id !== used.library.ent_id) {
       throw new ServiceFault(FaultCode.ClientNotFound, 'org_client_id not found (its library changed)');
     }
-    if (fresh.auth.org_client_secret !== used.auth.org_client_secret && !matchesSignature(fresh.auth.org_client_secret, params, path, params.sign ?? '')) {
+    if (fresh.auth.org_client_secret !== used.auth.org_client_secret && !signatureVariants(fresh.auth.org_client_secret, params, path).some((v) => safeEqual(v, params.sign ?? ''))) {
       throw new ServiceFault(FaultCode.SignatureFailed, 'signature verification failed');
     }
     if (guard !== 'read') this.term!.requireOpenAt(fresh.term);
@@ -249,3 +247,8 @@ export class Authenticator {
   }
 }
 
+function safeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
