@@ -12,7 +12,8 @@
  * PostgreSQL one `SELECT 1` round trip from this process; this process's event-loop delay during the
  * load; the lone `ls`'s own p99 with no load), and the CPU time per operation of each
  * service process and of PostgreSQL (all its processes, from /proc), so the scaling can be computed
- * when the machine lacks the cores to show it. BENCH_LOAD_STATEMENTS=1 also prints, for the PostgreSQL
+ * when the machine lacks the cores to show it (the row of two processes computes it:
+ * `scaling_with_a_core_each`). BENCH_LOAD_STATEMENTS=1 also prints, for the PostgreSQL
  * row of one process, the statements PostgreSQL spent most time on (pg_stat_statements: calls, mean
  * and total ms of execution, not counting the round trip). BENCH_LOAD_BASELINE=DIR (another checkout of
  * the project, e.g. a `git worktree` of the commit before a change) measures that code's one process on
@@ -75,7 +76,7 @@ export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
     await setups.close();
   }
   const rows = measured.map(merged);
-  const out = rows.map((r) => summary(r, rows[0]!));
+  const out = rows.map((r) => ({ ...summary(r, rows[0]!), ...scaling(r, rows[1]!) }));
   for (const o of out) process.stdout.write(JSON.stringify(o) + '\n');
   return out;
 }
@@ -189,6 +190,16 @@ function summary(r: Row, reference: Row): Record<string, unknown> {
   };
 }
 
+/**
+ * For a row of several processes: the rate they would reach over one process's, each process on a core
+ * of its own (and PostgreSQL on its own), computed from the CPU per operation: one process is bound at
+ * 1 / its CPU per operation; several at 1 / the largest share of one of them (the load split as measured).
+ */
+function scaling(r: Row, one: Row): Record<string, unknown> {
+  if (r.serviceCpuMs.length < 2 || one.serviceCpuMs.length !== 1) return {};
+  return { scaling_with_a_core_each: round(one.serviceCpuMs[0]! / Math.max(...r.serviceCpuMs), 2) };
+}
+
 /** Resets pg_stat_statements; the function returns the statements of most total time since then. */
 async function statementTimes(server: Postgres): Promise<() => Promise<Record<string, unknown>[]>> {
   const client = new pg.Client({ connectionString: `postgresql://cloudlib@127.0.0.1:${server.port}/${DATABASE}` });
@@ -242,9 +253,9 @@ async function postgresProcesses(port: number): Promise<number[]> {
  * pool closed: a backend that closes during a round moves its time from `backends` to here); and
  * `background`, the postmaster and its other children running now (WAL writer, checkpointer, …).
  */
-interface ClusterCpu { backends: number; exited: number; background: number }
+export interface ClusterCpu { backends: number; exited: number; background: number }
 
-async function clusterCpuMs(port: number): Promise<ClusterCpu> {
+export async function clusterCpuMs(port: number): Promise<ClusterCpu> {
   const [postmaster, ...children] = await postgresProcesses(port);
   const out: ClusterCpu = { backends: 0, exited: await reapedCpuMsOf(postmaster!), background: await cpuMsOf(postmaster!) };
   for (const pid of children) {

@@ -208,7 +208,7 @@ export class EmbeddedService {
         // transaction's round trip, or in one statement with their first read.
         ...(db.request && db.sendAhead ? {
           request: db.request.bind(db), sendAhead: db.sendAhead.bind(db),
-          guardAhead: (['create_folder', 'create_file', 'move', 'del', 'add_tag', 'lock', 'ls', 'info', 'updates'] as const).map((n) => findEndpoint('file', n)!.def.path),
+          guardAhead: (['create_folder', 'create_file', 'move', 'del', 'add_tag', 'lock', 'ls', 'info', 'download_url', 'updates'] as const).map((n) => findEndpoint('file', n)!.def.path),
         } : {}),
         // An enterprise whose trial or subscription ended reads but changes nothing; its partner's calls
         // (order renews it) are not its own.

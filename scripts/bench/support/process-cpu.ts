@@ -21,3 +21,10 @@ export async function reapedCpuMsOf(pid: number): Promise<number> {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return ((Number(fields[13]) + Number(fields[14])) * 1000) / CLOCK_TICKS;
 }
+
+/** User and system CPU time (ms) of a process so far, apart (fields 14 and 15). */
+export async function cpuTimesOf(pid: number): Promise<{ user: number; system: number }> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { user: (Number(fields[11]) * 1000) / CLOCK_TICKS, system: (Number(fields[12]) * 1000) / CLOCK_TICKS };
+}

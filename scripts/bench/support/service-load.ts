@@ -53,7 +53,8 @@ export async function runLoad(targets: readonly ServiceClient[], opts: LoadOptio
   const latencies = new Map<OpKind, number[]>(MIX.map(([k]) => [k, []]));
   let rand = opts.seed ?? 1;
   const random = () => { rand = (rand * 1103515245 + 12345) % 2147483648; return rand / 2147483648; };
-  const feed = new FeedWatcher(targets[0]!);
+  // The poller on the last process, the lone `ls` probe (service-load.ts) on the first: the load spread.
+  const feed = new FeedWatcher(targets[targets.length - 1]!);
   let done = false;
   const polling = feed.pollUntil(() => done);
   // A failure of the poller is reported when the load has ended (awaited below), never as an

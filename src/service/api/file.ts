@@ -43,7 +43,9 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     const attribute = p.int('attribute', 0);
     if (![0, 1, 10].includes(attribute)) throw badParam('attribute', '0, 1 or 10', p.str('attribute'));
     const nop = p.int('nop', 0, { min: 0, max: 1 }) === 1;
-    const row = await target(ctx, lib);
+    // The entry, its record and its metadata in one statement.
+    const hash = p.has('hash') && p.str('hash') !== '' ? p.str('hash') : undefined;
+    const { row, record, metadata } = await queries.details(lib, hash !== undefined ? { hash } : { fullpath: p.path('fullpath') });
     let content = { filehash: row.filehash, filesize: row.filesize };
     const hid = p.str('hid');
     if (hid) {
@@ -52,15 +54,12 @@ export function registerFileApi(router: Router, parts: ServiceParts): void {
     }
     const basic = { hash: row.hash, dir: row.dir, fullpath: row.fullpath, filename: row.name, filehash: row.dir ? '' : content.filehash, filesize: row.dir ? 0 : content.filesize };
     if (attribute === 10) return basic;
-    // The record and every metadata value set on the entry (lists show only the attributes named in
-    // `display`): independent reads, sent together (on PostgreSQL side by side, not one after the other).
-    const [[record], metadata] = await Promise.all([queries.records([row]), queries.metadataOf(row)]);
     // Links to the preview page and (images) the thumbnail of the version shown, valid 10 minutes.
     const links = row.dir ? undefined : parts.previews.issue({
       libraryId: lib, fullpath: row.fullpath, filehash: content.filehash, filename: row.name, filesize: content.filesize, thumbnail: true, baseUrl: parts.baseUrl,
     });
     const info: FileInfo & Record<string, unknown> = {
-      ...record!, ...basic,
+      ...record, ...basic,
       uri: row.dir ? '' : downloads.url({ sha1: content.filehash, size: content.filesize, filename: row.name, modifiedMs: row.last_ms, libraryId: lib }),
       preview: links?.url ?? '', thumbnail: links?.thumbnail ?? '', tag: tagsOf(row.tags).join(';'),
       lock: row.lock_member_name !== null ? 1 : 0,

@@ -5,10 +5,10 @@
 import type { FileList, FileRecord, HistoryList, LibraryStat, RecycleList, UpdateItem, Updates } from '../../shared/records.js';
 import type { MetadataStore } from '../store/metadata-store.js';
 import type { Directory } from './directory.js';
-import { FaultCode, ServiceFault, badParam } from './fault.js';
+import { FaultCode, ServiceFault, badParam, fileMissing } from './fault.js';
 import { basicFields, seconds, toFileRecord, type EntryRow } from './entries.js';
 import { ACT_NAMES, escapeLike, type FileTree } from './file-tree.js';
-import { MetadataTemplates } from './metadata.js';
+import { MetadataTemplates, shownValues } from './metadata.js';
 
 /** Items per page of `updates` (spec rule 3). */
 export const UPDATES_PAGE = 100;
@@ -49,10 +49,38 @@ export class FileQueries {
     });
   }
 
-  /** Every metadata value set on an entry: template key → attribute → value (undefined when none). */
-  async metadataOf(row: EntryRow): Promise<Record<string, Record<string, unknown>> | undefined> {
-    const all = await this.metadata.valuesOf(row.id);
-    return Object.keys(all).length ? Object.fromEntries(Object.entries(all).map(([k, v]) => [k, v.metadata])) : undefined;
+  /**
+   * An entry by `fullpath` or `hash` (the spec's one-of pair, as FileTree.resolve) with its file record
+   * (as `records` makes it) and every metadata value set on it (template key → attribute → value), in one statement: the
+   * entry joined with its metadata rows, one row per template (one row with none).
+   */
+  async details(libraryId: number, ref: { fullpath?: string; hash?: string }): Promise<{ row: EntryRow; record: FileRecord; metadata: Record<string, Record<string, unknown>> | undefined }> {
+    const byHash = ref.hash !== undefined;
+    const missing = byHash ? ref.hash! : ref.fullpath ?? '';
+    if (!byHash && missing === '') throw fileMissing(missing);
+    const rows = await this.db.all<EntryRow & { details_inherit: number | null; details_key: string | null; details_metadata: string | null; details_display: string | null }>(
+      `SELECT e.*, (SELECT i.inherit FROM folder_inherit i WHERE i.entry_id = e.id) AS details_inherit,
+          m.key AS details_key, m.metadata AS details_metadata, m.display AS details_display
+        FROM entries e LEFT JOIN entry_metadata m ON m.entry_id = e.id
+        WHERE e.library_id = ? AND ${byHash ? 'e.hash' : 'e.fullpath'} = ? AND e.state = 0 ORDER BY m.key`, [libraryId, missing]);
+    const first = rows[0];
+    if (!first) throw fileMissing(missing);
+    const { details_inherit: inherit, details_key: _k, details_metadata: _m, details_display: _d, ...row } = first;
+    const all: Record<string, Record<string, unknown>> = {};
+    const shown: Record<string, Record<string, unknown>> = {};
+    for (const r of rows) {
+      if (r.details_key === null) continue;
+      const values = JSON.parse(r.details_metadata!) as Record<string, unknown>;
+      all[r.details_key] = values;
+      const s = shownValues(values, r.details_display ?? '');
+      if (s) shown[r.details_key] = s;
+    }
+    const record = toFileRecord(row, !(row.dir && inherit === 0));
+    return {
+      row,
+      record: Object.keys(shown).length ? { ...record, metadata: shown } : record,
+      metadata: Object.keys(all).length ? all : undefined,
+    };
   }
 
   /** Children of a folder (folders first, then by name), or entries by `tag` at any depth, or by `hashs`. */

@@ -153,9 +153,8 @@ export class MetadataTemplates {
       const rows = await this.db.all<{ entry_id: number; key: string; metadata: string; display: string }>(
         `SELECT entry_id, key, metadata, display FROM entry_metadata WHERE display <> '' AND entry_id IN (${some.map(() => '?').join(', ')}) ORDER BY key`, some);
       for (const r of rows) {
-        const values = JSON.parse(r.metadata) as Record<string, unknown>;
-        const shown = Object.fromEntries(r.display.split(',').filter((k) => k in values).map((k) => [k, values[k]]));
-        if (Object.keys(shown).length === 0) continue;
+        const shown = shownValues(JSON.parse(r.metadata) as Record<string, unknown>, r.display);
+        if (!shown) continue;
         const entry = out.get(r.entry_id) ?? {};
         entry[r.key] = shown;
         out.set(r.entry_id, entry);
@@ -169,4 +168,11 @@ export class MetadataTemplates {
     const rows = await this.db.all('SELECT key, metadata, display FROM entry_metadata WHERE entry_id = ? ORDER BY key', [entryId]) as { key: string; metadata: string; display: string }[];
     return Object.fromEntries(rows.map((r) => [r.key, { metadata: JSON.parse(r.metadata) as Record<string, unknown>, display: r.display ? r.display.split(',') : [] }]));
   }
+}
+
+/** The values of the attributes a template's `display` names (comma-separated), or undefined when none is set. */
+export function shownValues(values: Record<string, unknown>, display: string): Record<string, unknown> | undefined {
+  if (display === '') return undefined;
+  const shown = Object.fromEntries(display.split(',').filter((k) => k in values).map((k) => [k, values[k]]));
+  return Object.keys(shown).length === 0 ? undefined : shown;
 }

@@ -433,4 +433,9 @@ export const PG_MIGRATIONS: readonly string[] = [
     WHEN (OLD.trial IS DISTINCT FROM NEW.trial OR OLD.end_dateline IS DISTINCT FROM NEW.end_dateline) EXECUTE FUNCTION authorization_epoch_next();
   CREATE TRIGGER enterprises_epoch_del AFTER DELETE ON enterprises FOR EACH STATEMENT EXECUTE FUNCTION authorization_epoch_next();
   `,
+  // the replay guard's records without WAL: a read's record no longer waits for a WAL flush at commit
+  // (a crash of PostgreSQL empties the table, as a restart empties SQLite's ledger in memory)
+  `
+  ALTER TABLE signature_uses SET UNLOGGED;
+  `,
 ];

@@ -437,4 +437,8 @@ export const MIGRATIONS: readonly string[] = [
     WHEN OLD.trial IS NOT NEW.trial OR OLD.end_dateline IS NOT NEW.end_dateline BEGIN UPDATE authorization_epoch SET n = n + 1 WHERE id = 1; END;
   CREATE TRIGGER enterprises_epoch_del AFTER DELETE ON enterprises BEGIN UPDATE authorization_epoch SET n = n + 1 WHERE id = 1; END;
   `,
+  // PostgreSQL's replay guard table made unlogged; here the guard is in memory and the table unused
+  `
+  SELECT 1;
+  `,
 ];

@@ -24,6 +24,9 @@ describe('PostgreSQL schema', () => {
       expect(await migratePostgres(pool)).toBe(MIGRATIONS.length);
       const { rows } = await pool.query('SELECT version FROM schema_version');
       expect(rows).toEqual([{ version: MIGRATIONS.length }]);
+      // The replay guard's records write no WAL (docs/service.md); every other table is logged.
+      const unlogged = await pool.query("SELECT relname FROM pg_class WHERE relkind = 'r' AND relpersistence = 'u'");
+      expect(unlogged.rows).toEqual([{ relname: 'signature_uses' }]);
     } finally {
       await pool.end();
     }

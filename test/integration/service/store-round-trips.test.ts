@@ -1,7 +1,7 @@
 /**
  * What one request costs the metadata store: statements (on PostgreSQL, round trips to the server,
  * BEGIN and COMMIT included), transactions and retries of `create_folder`, `create_file` (instant upload),
- * `move`, `del`, `add_tag`, `lock`, `ls`, `info` and `updates`, each request alone, measured on the store's own counters. The
+ * `move`, `del`, `add_tag`, `lock`, `ls`, `info`, `download_url` and `updates`, each request alone, measured on the store's own counters. The
  * bounds are the figures of docs/service.md: a change that adds statements to a write shows here.
  * Runs on both engines (SQLite counts statements, which cost no round trip).
  */
@@ -42,8 +42,8 @@ async function cost(fn: () => Promise<unknown>): Promise<StoreStats> {
  * (beside its work; a change's goes in the round trip of its first transaction).
  */
 const BOUNDS = {
-  postgresql: { create_folder: 3, create_file: 4, move: 2, del: 3, add_tag: 2, lock: 2, ls: 1, info: 3, updates: 1 },
-  sqlite: { create_folder: 5, create_file: 8, move: 5, del: 6, add_tag: 4, lock: 5, ls: 2, info: 4, updates: 2 },
+  postgresql: { create_folder: 3, create_file: 4, move: 2, del: 3, add_tag: 2, lock: 2, ls: 1, info: 1, download_url: 1, updates: 1 },
+  sqlite: { create_folder: 5, create_file: 8, move: 5, del: 6, add_tag: 4, lock: 5, ls: 2, info: 2, download_url: 2, updates: 2 },
 };
 
 describe('statements per request', () => {
@@ -59,6 +59,7 @@ describe('statements per request', () => {
     seen.del = await cost(() => t.client.file.del({ fullpath: 'rt/d/moved.txt' }));
     seen.ls = await cost(() => t.client.file.ls({ fullpath: 'rt/d' }));
     seen.info = await cost(() => t.client.file.info({ fullpath: 'rt/seed.txt' }));
+    seen.download_url = await cost(() => t.client.file.downloadUrl({ fullpath: 'rt/seed.txt' }));
     seen.updates = await cost(() => t.client.file.updates({ mode: 'compare', fetch_dateline: 0 }));
     process.stdout.write(`store round trips on ${engine}: ${JSON.stringify(seen)}\n`);
     for (const [op, s] of Object.entries(seen)) {
@@ -69,6 +70,7 @@ describe('statements per request', () => {
     for (const op of ['create_folder', 'create_file', 'move', 'add_tag', 'lock', 'del']) expect({ op, transactions: seen[op]!.transactions }).toEqual({ op, transactions: 1 });
     expect(seen.ls!.transactions).toBe(0);
     expect(seen.info!.transactions).toBe(0);
+    expect(seen.download_url!.transactions).toBe(0);
     expect(seen.updates!.transactions).toBe(0);
   });
 });
