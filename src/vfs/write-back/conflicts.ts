@@ -218,7 +218,7 @@ export class ConflictKeeper {
       // Another file there, or none: the earlier commit may have landed at a numbered name (the name was
       // taken then; a crash may have come between the moves that follow). Found there, it is put in place
       // as if its answer had come.
-      const landed = look && !there?.isDir ? await this.landedNumbered(remote, fullpath, source.sha1, call) : undefined;
+      const landed = look && !there?.isDir ? await this.landedNumbered(v.library, remote, fullpath, source.sha1, call) : undefined;
       if (landed) return this.place(v.library, remote, fullpath, source, landed, { operator: opts.operator });
       return this.commitNew(v.library, remote, fullpath, source, opts);
     }
@@ -345,12 +345,16 @@ export class ConflictKeeper {
     return this.committed(library, fullpath, placed());
   }
 
-  /** A file of `sha1` at one of `fullpath`'s numbered names (the first ten), if the service holds one. */
-  private async landedNumbered(remote: Remote, fullpath: string, sha1: string | undefined, call: { operator?: Operator; signal?: AbortSignal }): Promise<RemoteEntry | undefined> {
+  /**
+   * A file of `sha1` at one of `fullpath`'s numbered names (the first ten), if the service holds one. A file
+   * this gateway committed at that numbered name itself (a download saved twice: `d.pdf` and `d (1).pdf`,
+   * the same bytes) is a file of its own there, never taken for this one's landing.
+   */
+  private async landedNumbered(library: string, remote: Remote, fullpath: string, sha1: string | undefined, call: { operator?: Operator; signal?: AbortSignal }): Promise<RemoteEntry | undefined> {
     if (sha1 === undefined) return undefined;
     const numbered = new Set(Array.from({ length: 10 }, (_, i) => numberedPath(fullpath, i + 1)));
     const entries = await remote.list(parentOf(fullpath), call);
-    return entries.find((e) => !e.isDir && e.contentHash === sha1 && numbered.has(e.fullpath));
+    return entries.find((e) => !e.isDir && e.contentHash === sha1 && numbered.has(e.fullpath) && !this.isOwn(library, e.fullpath, e));
   }
 
   private noteChanged(library: string, fullpath: string, copy: string, other: RemoteEntry): void {

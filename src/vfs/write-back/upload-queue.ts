@@ -124,6 +124,8 @@ interface Task {
   abort?: AbortController;
   timer?: ClockTimer;
   cancelled: boolean;
+  /** Cancelled while its commit was under way, waiting for its answer: cuts it off at its next part. */
+  cutAtPart?: () => void;
   /** Settles when the current attempt has finished. */
   attempt?: Promise<void>;
   /** Failures counted since a flushAll() started waiting. */
@@ -132,6 +134,8 @@ interface Task {
 
 export class UploadQueue {
   private readonly tasks = new Map<string, Task>();
+  /** Cancelled tasks whose commit under way is let answer (cancel's `answered`): cut off at a close. */
+  private readonly answering = new Set<Task>();
   private readonly queue: PQueue;
   private readonly smallQueue: PQueue;
   private readonly smallMaxBytes: number;
@@ -225,16 +229,27 @@ export class UploadQueue {
     return this.tasks.has(id);
   }
 
-  /** Stops the file's upload (queued, running or waiting); resolves when a running attempt has ended. */
-  async cancel(id: string): Promise<void> {
+  /**
+   * Stops the file's upload (queued, running or waiting); resolves when a running attempt has ended.
+   * `answered`: a commit under way is not cut off where the service may take it all the same (its request
+   * sent whole, its answer on the way): the answer is waited for, so that what the service holds at the
+   * path is known once this resolves. It is cut off at its next part instead, where nothing can land.
+   */
+  async cancel(id: string, opts: { answered?: boolean } = {}): Promise<void> {
     const task = this.tasks.get(id);
     if (!task) return;
     task.cancelled = true;
     this.tasks.delete(id);
     task.timer?.cancel();
-    task.abort?.abort(new VfsError('EBUSY', 'upload cancelled: the file changed'));
+    const reason = new VfsError('EBUSY', 'upload cancelled: the file changed');
+    const abort = task.abort;
+    if (opts.answered && abort && task.status.state === 'uploading') {
+      task.cutAtPart = () => abort.abort(reason);
+      this.answering.add(task);
+    } else abort?.abort(reason);
     this.counters.cancelled++;
     await task.attempt?.catch(() => undefined);
+    this.answering.delete(task);
     this.notify();
   }
 
@@ -313,6 +328,7 @@ export class UploadQueue {
       t.timer?.cancel();
       t.abort?.abort(new VfsError('EIO', 'gateway closing'));
     }
+    for (const t of this.answering) t.abort?.abort(new VfsError('EIO', 'gateway closing'));
     this.queue.clear();
     this.smallQueue.clear();
     await Promise.all(running.map((t) => t.attempt?.catch(() => undefined)));
@@ -354,6 +370,8 @@ export class UploadQueue {
         onProgress: (sent) => {
           if (sent !== task.status.sentBytes) task.status.progressMs = this.clock.now();
           task.status.sentBytes = sent;
+          // Between two parts (or mid-body): the rest is not sent, so the service cannot take the file.
+          if (sent < size) task.cutAtPart?.();
         },
       };
       const entry = await (this.opts.commit ? this.opts.commit(file, remote, snapshot.fullpath, source, commitOpts, task.status.failures > 0) : remote.commit(snapshot.fullpath, source, commitOpts));

@@ -379,7 +379,9 @@ export class WriteBack extends WriteBackFolders {
       slot.acked = undefined;
       slot.current = undefined;
       if (acked) {
-        await this.uploads.cancel(acked.id);
+        // A commit under way may land all the same: answered, it is this gateway's own at the path, and the
+        // removal that follows removes it (cut off, it could land after that, an unlinked file back).
+        await this.uploads.cancel(acked.id, { answered: true });
         acked.deleted = true;
         await this.journal.remove(acked.id, { keepSpool: true });
       }

@@ -81,6 +81,20 @@ describe('a new file\'s commit whose answer was lost', { timeout: 20_000 }, () =
     expect(inner.paths().sort()).toEqual(['m.txt', copies[0]!].sort());
   });
 
+  it('regression: a file of its own at a numbered name with the same bytes (a download saved twice) is not taken for the landed commit', async () => {
+    const { vfs, faulty, inner } = await setup();
+    // `d (1).pdf` is a file made here (as a browser names a download saved a second time), uploaded.
+    await vfs.writeFile('/A/d (1).pdf', Buffer.from('same bytes'));
+    await vfs.flushAll();
+    // `d.pdf`, the same bytes: its first commit fails before the service has it; the retry looks for it.
+    faulty.inject({ kind: 'fail', methods: ['commit'], code: 'EIO', times: 1 });
+    await vfs.writeFile('/A/d.pdf', Buffer.from('same bytes'));
+    await waitFor('the upload retried and done', () => faulty.injected.fail === 1 && vfs.status().uploads.length === 0);
+    expect(inner.paths().sort()).toEqual(['d (1).pdf', 'd.pdf']);
+    expect(inner.commits.map((c) => c.fullpath)).toEqual(['d (1).pdf', 'd.pdf']);
+    expect(vfs.status().conflicts).toEqual([]);
+  });
+
   it('renamed while its retry waits (a temporary file renamed into place): the landed file moves, nothing is committed again', async () => {
     // The retry waits longer than the test: the rename moves the upload first.
     const { vfs, faulty, inner } = await setup({ retryBaseMs: 60_000 });
