@@ -43,6 +43,8 @@ export interface GatewayVfsOptions {
     retryMaxMs?: number;
     /** An upload the service refused (ENOSPC, a lock, EACCES) is asked again after this long, ms. Default 600 000. */
     refusedRetryMs?: number;
+    /** An unlink or rename over a file waits this long for the answer of its commit under way, ms. Default 5 000. */
+    answerWaitMs?: number;
     /**
      * Write-back delay, ms: a file closed is uploaded this long after its last close (one fsynced and kept
      * open, once it stayed unchanged this long), so a burst of writes is not competing with its own

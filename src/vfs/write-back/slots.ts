@@ -48,7 +48,7 @@ export interface WriteBackOptions {
   hasher: FileHasher;
   sha1Streams: Sha1Streams;
   /** `delayMs`: the write-back delay (see GatewayVfsOptions.upload). */
-  upload?: { concurrency?: number; smallConcurrency?: number; retryBaseMs?: number; retryMaxMs?: number; delayMs?: number; refusedRetryMs?: number };
+  upload?: { concurrency?: number; smallConcurrency?: number; retryBaseMs?: number; retryMaxMs?: number; delayMs?: number; refusedRetryMs?: number; answerWaitMs?: number };
   /** While applications are served, the uploads give way (UploadQueueOptions.foreground). */
   foreground?: Pick<ForegroundActivity, 'busy'>;
   /** See GatewayVfsOptions.unwrittenSpoolBytes. Default 16 MiB. */
@@ -157,7 +157,7 @@ export abstract class WriteBackSlots {
     this.unwritten = new UnwrittenSpools(opts.unwrittenSpoolBytes ?? 16 * 1024 * 1024);
     this.conflicts = new ConflictKeeper({ logger: opts.logger, now: () => this.clock.now(), copied: (library, entry) => opts.host.uploaded(library, entry, entry.mtimeMs) });
     this.uploads = new UploadQueue({
-      concurrency: opts.upload?.concurrency, smallConcurrency: opts.upload?.smallConcurrency, retryBaseMs: opts.upload?.retryBaseMs, retryMaxMs: opts.upload?.retryMaxMs, refusedRetryMs: opts.upload?.refusedRetryMs,
+      concurrency: opts.upload?.concurrency, smallConcurrency: opts.upload?.smallConcurrency, retryBaseMs: opts.upload?.retryBaseMs, retryMaxMs: opts.upload?.retryMaxMs, refusedRetryMs: opts.upload?.refusedRetryMs, answerWaitMs: opts.upload?.answerWaitMs,
       hasher: opts.hasher, logger: opts.logger, foreground: opts.foreground, clock: this.clock,
       remoteFor: (name) => opts.host.remoteFor(name),
       onCommitted: (file, entry) => this.uploadedVersion(file as LocalVersion, entry),

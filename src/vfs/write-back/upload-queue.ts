@@ -110,6 +110,8 @@ export interface UploadQueueOptions {
   foreground?: Pick<ForegroundActivity, 'busy'>;
   /** The time of the retry delays, the pacing and the statuses. Default the real one. */
   clock?: Clock;
+  /** How long a cancel waits for the answer of a commit under way (`cancel`'s `answered`), ms. Default 5 s. */
+  answerWaitMs?: number;
   logger: Logger;
 }
 
@@ -233,7 +235,8 @@ export class UploadQueue {
    * Stops the file's upload (queued, running or waiting); resolves when a running attempt has ended.
    * `answered`: a commit under way is not cut off where the service may take it all the same (its request
    * sent whole, its answer on the way): the answer is waited for, so that what the service holds at the
-   * path is known once this resolves. It is cut off at its next part instead, where nothing can land.
+   * path is known once this resolves. It is cut off at its next part instead, where nothing can land, or
+   * once it waited `answerWaitMs` (a silent service: the caller, an unlink, never hangs on it).
    */
   async cancel(id: string, opts: { answered?: boolean } = {}): Promise<void> {
     const task = this.tasks.get(id);
@@ -243,12 +246,15 @@ export class UploadQueue {
     task.timer?.cancel();
     const reason = new VfsError('EBUSY', 'upload cancelled: the file changed');
     const abort = task.abort;
+    let bound: ClockTimer | undefined;
     if (opts.answered && abort && task.status.state === 'uploading') {
       task.cutAtPart = () => abort.abort(reason);
       this.answering.add(task);
+      bound = this.clock.after(this.opts.answerWaitMs ?? 5_000, () => abort.abort(reason));
     } else abort?.abort(reason);
     this.counters.cancelled++;
     await task.attempt?.catch(() => undefined);
+    bound?.cancel();
     this.answering.delete(task);
     this.notify();
   }

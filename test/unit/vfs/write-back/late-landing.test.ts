@@ -2,7 +2,8 @@
  * A file removed here (an unlink, a rename over it) while its upload's commit is under way: the service
  * may take that commit all the same. Cut off, its answer lost, it could land once the removal had looked
  * and found nothing: the file back after its unlink, a rename over it refused (EEXIST), or a new file at
- * a numbered name nobody made. The removal waits for the commit's answer and removes what landed.
+ * a numbered name nobody made. The removal waits for the commit's answer (a few seconds at most) and
+ * removes what landed.
  */
 import { describe, expect, it } from 'vitest';
 import { mkdtemp } from 'node:fs/promises';
@@ -89,11 +90,11 @@ class PartsRemote extends MemoryRemote {
 describe('a file removed here while its commit is under way', { timeout: 20_000 }, () => {
   const { open, dirs } = closedAfterEach();
 
-  async function setup(held: string, afterMove = false): Promise<{ vfs: GatewayVfs; remote: LateLandingRemote }> {
+  async function setup(held: string, afterMove = false, answerWaitMs = 600_000): Promise<{ vfs: GatewayVfs; remote: LateLandingRemote }> {
     const remote = new LateLandingRemote(held, afterMove);
     const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-late-landing-'));
     dirs.push(dataDir);
-    const vfs = await createVfs({ libraries: [{ name: 'A', remote }], dataDir, upload: { delayMs: 0, retryBaseMs: 20, retryMaxMs: 100 }, feedIntervalMs: 0 });
+    const vfs = await createVfs({ libraries: [{ name: 'A', remote }], dataDir, upload: { delayMs: 0, retryBaseMs: 20, retryMaxMs: 100, answerWaitMs }, feedIntervalMs: 0 });
     open.push(vfs);
     return { vfs, remote };
   }
@@ -137,6 +138,15 @@ describe('a file removed here while its commit is under way', { timeout: 20_000 
     await vfs.flushAll();
     expect(remote.paths()).toEqual(['a']);
     expect(remote.read('a').toString()).toBe('moved here');
+  });
+
+  it('a service that never answers: the unlink waits for it no longer than answerWaitMs', async () => {
+    const { vfs, remote } = await setup('s', false, 50);
+    await vfs.writeFile('/A/s', Buffer.from('never answered'));
+    await waitFor('the commit under way', () => remote.underWay, { timeoutMs: 10_000 });
+    // No answer comes: the bound cuts the commit off and the unlink returns.
+    await vfs.unlink('/A/s');
+    await expect(vfs.stat('/A/s')).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
   it('the gateway closing meanwhile cuts the commit off: neither the close nor the unlink waits for its answer', async () => {
