@@ -432,6 +432,7 @@ export class GatewayVfs implements Vfs {
       // Handles still read it: gone from the namespace now, removed on the service after the last one
       // (as a local disk keeps an unlinked file readable until it is closed). Journaled: a crash still deletes it.
       await this.writeBack.deferDelete(lib.name, t.fullpath, entry.id, entry.contentHash);
+      this.writeBack.removedOnService(lib.name, t.fullpath);
       this.unlinked.hide(lib.name, t.fullpath);
       this.libs.ownRemove(lib.name, t.fullpath, false);
       return;
@@ -446,6 +447,7 @@ export class GatewayVfs implements Vfs {
       return;
     }
     if (remoteEntry) await lib.remote.remove(t.fullpath, remoteCall(ctx));
+    this.writeBack.removedOnService(lib.name, t.fullpath);
     this.libs.ownRemove(lib.name, t.fullpath, remoteEntry?.isDir ?? entry.isDir);
   }
 

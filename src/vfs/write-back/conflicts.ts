@@ -425,6 +425,15 @@ export class ConflictKeeper {
    * True when `fullpath` is the file or the copy of an open conflict that kept both (`changed`): its copy
    * is not known gone (`gone`, as in `list`). Nothing is closed here (a listing asks this of every entry).
    */
+  /**
+   * `fullpath` was removed or moved away through this gateway: a conflict whose copy (or, without a copy,
+   * whose file) it was is closed for good, whatever the cache forgets since.
+   */
+  gone(library: string, fullpath: string): void {
+    const open = this.found.filter((c) => !(c.library === library && (c.copy ?? c.fullpath) === fullpath));
+    if (open.length !== this.found.length) this.found.splice(0, this.found.length, ...open);
+  }
+
   involves(library: string, fullpath: string, gone: (library: string, fullpath: string) => boolean): boolean {
     return this.found.some((c) => c.kind === 'changed' && c.library === library && (c.fullpath === fullpath || c.copy === fullpath) && !gone(library, c.copy!));
   }

@@ -416,9 +416,15 @@ export class WriteBack extends WriteBackFolders {
     }
   }
 
-  /** A rename moved `from` to `to` on the service (ConflictKeeper.moved). */
+  /** A rename moved `from` to `to` on the service (ConflictKeeper.moved); a conflict's copy moved away is dealt with. */
   movedOnService(library: string, from: string, to: string): void {
     this.conflicts.moved(library, from, to);
+    this.conflicts.gone(library, from);
+  }
+
+  /** `fullpath` was removed on the service through this gateway (ConflictKeeper.gone). */
+  removedOnService(library: string, fullpath: string): void {
+    this.conflicts.gone(library, fullpath);
   }
 
   /** True while `fullpath` is the file or the copy of an open conflict (ConflictKeeper.involves). */

@@ -114,6 +114,24 @@ describe('conflicts keep both (through the Vfs)', { timeout: 20_000 }, () => {
     expect(vfs.status().conflicts).toEqual([]);
   });
 
+  it('regression: a copy removed through the gateway closes its conflict for good, whatever the cache forgets since', async () => {
+    // The file's state showed `conflict` again once the cache no longer knew the copy was gone (a feed's
+    // poll between the unlink and the look, on a busy machine).
+    const { vfs, remote } = await setup();
+    remote.putFile('r.txt', Buffer.from('v1'));
+    const h = await vfs.open('/A/r.txt', { read: true, write: true });
+    await h.write(0, Buffer.from('local'));
+    remote.putFile('r.txt', Buffer.from('other client'), { operator: { opName: 'Bob' } });
+    await h.release();
+    await vfs.flushAll();
+    const [copy] = copiesOf(remote, 'r');
+    expect((await vfs.stat('/A/r.txt')).state).toBe('conflict');
+    await vfs.unlink(`/A/${copy}`);
+    vfs.dropCaches();
+    expect((await vfs.stat('/A/r.txt')).state).toBe('synced');
+    expect(vfs.status().conflicts).toEqual([]);
+  });
+
   it('the gateway\'s own successive versions are no conflict, uploaded or still waiting', async () => {
     const { vfs, remote } = await setup();
     // A new file saved twice before its first upload: no conflict, no "deleted elsewhere".
