@@ -3,6 +3,7 @@
  * one is journaled, a version journaled at a flush, fsync or close, uploaded once nobody writes it, and a
  * failed one dropped whole (see write-back.ts for the rules).
  */
+import { existsSync } from 'node:fs';
 import { baseAfter, baseJoined, baseUploaded } from './conflicts.js';
 import { fsErrorOf } from '../fs-errors.js';
 import { LocalVersion } from './local-version.js';
@@ -576,7 +577,8 @@ export abstract class WriteBackSeals extends WriteBackSlots {
         return remote.openRange(v.fullpath, start, end, { operator: ctx?.operator, signal: ctx?.signal, contentHash: base.contentHash });
       } : undefined,
     });
-    v.lent = id === journalId;
+    // The front end made the spool itself (the FUSE engine with passthrough): its file until taken over.
+    v.lent = id === journalId && existsSync(spool);
     v.operator = ctx?.operator;
     const replaced = base ? undefined : this.replacedObjects.get(keyOf(library, fullpath));
     if (replaced) {
