@@ -314,14 +314,15 @@ export class FuseOperations {
   /**
    * create with the flags of open(2) (libfuse 3 passes them): O_EXCL fails on an existing file, O_TRUNC
    * empties one. Always open read-write: the handle also serves the writes of this open. `fh`: the
-   * handle number the engine gave the kernel already (a create it answered itself); `journalId`: the id
-   * the engine gave the file's version (it journals the version's record itself when it answers the close).
+   * handle number the engine gave the kernel already (a create it answered itself); `journal`: the id
+   * the engine gave the file's version (it journals the version's record itself when it answers the close),
+   * and whether it made the version's spool under that id (passthrough: the kernel writes it).
    */
-  createWithFlags(path: string, flags: number, mode: number, cb: NativeCallback, fh?: number, journalId?: string): void {
+  createWithFlags(path: string, flags: number, mode: number, cb: NativeCallback, fh?: number, journal?: { journalId: string; spoolMade: boolean }): void {
     this.mutate('create', path, 'durableMs', cb, async (scope, ctx) => {
       checkNewName(path);
       const open = toOpenFlags(flags);
-      const result = await this.openFile(path, { read: true, write: true, create: true, exclusive: (flags & O_EXCL) !== 0, truncate: open.truncate }, ctx, scope, fh, journalId);
+      const result = await this.openFile(path, { read: true, write: true, create: true, exclusive: (flags & O_EXCL) !== 0, truncate: open.truncate }, ctx, scope, fh, journal);
       this.keepCreatedMode(path, false, mode);
       return result;
     });
@@ -428,10 +429,10 @@ export class FuseOperations {
   }
 
   /** Opens through the engine lease when the Vfs offers one (the handle then has the engine's members). */
-  private async openFile(path: string, flags: OpenFlags, ctx: CallContext, scope: OperationScope, fh?: number, journalId?: string): Promise<OperationResult> {
+  private async openFile(path: string, flags: OpenFlags, ctx: CallContext, scope: OperationScope, fh?: number, journal?: { journalId: string; spoolMade: boolean }): Promise<OperationResult> {
     if (this.own.readOnly && (flags.write || flags.create || flags.truncate)) throw new FuseOpError('EROFS', 'read-only mount');
     const lease = this.vfs.engineLease;
-    const handle: LeasedHandle = lease ? await lease.open(path, flags, ctx, { journalId }) : await this.vfs.open(path, flags, ctx);
+    const handle: LeasedHandle = lease ? await lease.open(path, flags, ctx, journal) : await this.vfs.open(path, flags, ctx);
     if (!scope.live()) {
       // The kernel was already told the open failed: nobody will ever release this handle.
       handle.release().catch((err: unknown) => this.logger.warn({ path, err: String(err) }, 'fuse: releasing a handle opened too late failed'));

@@ -24,7 +24,7 @@ export interface EngineLease {
    * with create, for a new file, the id its version gets in the upload journal (16 hex digits), given by
    * an engine that writes the version's journal record itself (sideJournal). Ignored otherwise.
    */
-  open(path: string, flags: OpenFlags, ctx?: CallContext, opts?: { journalId?: string }): Promise<LeasedHandle>;
+  open(path: string, flags: OpenFlags, ctx?: CallContext, opts?: { journalId?: string; spoolMade?: boolean }): Promise<LeasedHandle>;
   /**
    * Every name in folder `path` when they are known without asking the service (its listing is cached)
    * and there are at most `max`, as a lookup would find them now; undefined otherwise. For a front end
@@ -62,8 +62,11 @@ export interface EngineLease {
   createClosed(files: readonly ClosedCreate[], ctx?: CallContext): Promise<boolean[]>;
 }
 
-/** Vfs.open's flags as the owner takes them from the lease (EngineLease.open's `journalId` among them). */
-export type LeaseOpenFlags = OpenFlags & { journalId?: string };
+/**
+ * Vfs.open's flags as the owner takes them from the lease (EngineLease.open's options among them):
+ * `spoolMade`, the front end made the spool under `journalId` itself (the kernel writes it: passthrough).
+ */
+export type LeaseOpenFlags = OpenFlags & { journalId?: string; spoolMade?: boolean };
 
 /** A file handle opened through the lease: a FileHandle with the engine's members. */
 export interface LeasedHandle extends FileHandle {

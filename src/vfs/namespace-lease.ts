@@ -33,8 +33,8 @@ export interface NamespaceLeaseOptions {
 export class NamespaceLease implements EngineLease {
   constructor(private readonly opts: NamespaceLeaseOptions) {}
 
-  open(path: string, flags: LeaseOpenFlags, ctx?: CallContext, opts?: { journalId?: string }): Promise<LeasedHandle> {
-    return this.opts.open(path, opts?.journalId === undefined ? flags : { ...flags, journalId: opts.journalId }, ctx);
+  open(path: string, flags: LeaseOpenFlags, ctx?: CallContext, opts?: { journalId?: string; spoolMade?: boolean }): Promise<LeasedHandle> {
+    return this.opts.open(path, opts?.journalId === undefined ? flags : { ...flags, journalId: opts.journalId, spoolMade: opts.spoolMade }, ctx);
   }
 
   sideJournal(): SideJournal | undefined {

@@ -93,7 +93,7 @@ export interface OfficeLockFilesOptions {
   logger: Logger;
   /**
    * The folder of the journal's spools, where a front end that hands new files to the kernel made the
-   * spool of one (OpenFlags.journalId, FileHandle.adoptSpool); undefined when it makes none.
+   * spool of one (OpenFlags.journalId and spoolMade, FileHandle.adoptSpool); undefined when it makes none.
    */
   spoolFolder?: () => string | undefined;
   /**
@@ -267,7 +267,7 @@ export class OfficeLockFiles {
     }
     if (!exists) await this.made(path, ctx);
     const folder = this.opts.spoolFolder?.();
-    const spool = !exists && flags.journalId && folder ? join(folder, flags.journalId) : undefined;
+    const spool = !exists && flags.spoolMade && flags.journalId && folder ? join(folder, flags.journalId) : undefined;
     return new LocalLockFileHandle(path, file, fh, writing, () => this.stat(path), spool);
   }
 

@@ -432,7 +432,7 @@ export class EngineRecords {
     let code: number;
     try {
       // Exclusive: the kernel was shown a new empty file; a name made elsewhere meanwhile is not taken over.
-      const create = (flags: number): Promise<Answer> => answerOf((cb) => this.operations.createWithFlags(path, flags, req.mode!, cb, fh, req.journalId));
+      const create = (flags: number): Promise<Answer> => answerOf((cb) => this.operations.createWithFlags(path, flags, req.mode!, cb, fh, req.journalId === undefined ? undefined : { journalId: req.journalId, spoolMade: live !== undefined }));
       [code] = await create(req.flags! | O_EXCL);
       // Unless the program asked for an exclusive create: a file made at the name meanwhile through another
       // front end (a WebDAV PUT) is opened emptied, as the program's O_CREAT open would have (no error a

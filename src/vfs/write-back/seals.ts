@@ -3,7 +3,6 @@
  * one is journaled, a version journaled at a flush, fsync or close, uploaded once nobody writes it, and a
  * failed one dropped whole (see write-back.ts for the rules).
  */
-import { existsSync } from 'node:fs';
 import { baseAfter, baseJoined, baseUploaded } from './conflicts.js';
 import { fsErrorOf } from '../fs-errors.js';
 import { LocalVersion } from './local-version.js';
@@ -21,7 +20,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
    * Before a change through a session: its version is writable (a journaled one is cloned first; `empty`
    * starts from nothing instead), the path shows it, and small files have their content local.
    */
-  async change(s: WriteSession, opts: { empty?: boolean; journalId?: string } = {}): Promise<LocalVersion> {
+  async change(s: WriteSession, opts: { empty?: boolean; journalId?: string; spoolMade?: boolean } = {}): Promise<LocalVersion> {
     if (s.cloning) await s.cloning.catch(() => undefined);
     if (s.version.failed) throw s.version.failed;
     if (!s.version.mutable) {
@@ -30,7 +29,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       const empty = opts.empty || (from.size === 0 && from.baseReady);
       s.cloning = (async () => {
         // Emptied by an open whose front end made the spool (LeaseOpenFlags.journalId): that spool's id, to adopt it.
-        const next = this.newVersion(from.library, from.fullpath, from.base, undefined, empty ? opts.journalId : undefined);
+        const next = this.newVersion(from.library, from.fullpath, from.base, undefined, empty ? opts : undefined);
         if (!empty) {
           const cloned = await from.derive(next.id, next.spoolPath, { fetchChunk: this.opts.partialFetch?.chunkBytes });
           cloned.deleted = s.deleted;
@@ -563,8 +562,12 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     if (v.mayHaveSpool) await this.journal.discardSpool(v.id).catch(() => undefined);
   }
 
-  /** `journalId`: the id a front end gave the version (it journals the version's record itself too). */
-  protected newVersion(library: string, fullpath: string, base: RemoteEntry | undefined, ctx?: CallContext, journalId?: string): LocalVersion {
+  /**
+   * `given.journalId`: the id a front end gave the version (it journals the version's record itself too);
+   * `given.spoolMade`: it made the spool under that id itself (LeaseOpenFlags).
+   */
+  protected newVersion(library: string, fullpath: string, base: RemoteEntry | undefined, ctx?: CallContext, given?: { journalId?: string; spoolMade?: boolean }): LocalVersion {
+    const journalId = given?.journalId;
     const id = journalId !== undefined && this.journal.freshId(journalId) ? journalId : this.journal.newId();
     const spool = this.journal.spoolPath(id);
     const v: LocalVersion = new LocalVersion(id, spool, library, fullpath, base, {
@@ -578,7 +581,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       } : undefined,
     });
     // The front end made the spool itself (the FUSE engine with passthrough): its file until taken over.
-    v.lent = id === journalId && existsSync(spool);
+    v.lent = id === journalId && given?.spoolMade === true;
     v.operator = ctx?.operator;
     const replaced = base ? undefined : this.replacedObjects.get(keyOf(library, fullpath));
     if (replaced) {

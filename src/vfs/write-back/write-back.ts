@@ -136,7 +136,7 @@ export class WriteBack extends WriteBackFolders {
     if (!session) {
       const start = slot.current;
       // From a local version: it is shared until the first change, then cloned (it may be journaled).
-      const version = start ?? this.newVersion(library, fullpath, base, ctx, flags.journalId);
+      const version = start ?? this.newVersion(library, fullpath, base, ctx, flags);
       if (!start && !base) version.unsent = true;
       session = { slot, version, writers: 0, handles: 0, deleted: false };
       if (!start && base) session.baseReader = this.opts.host.baseReader(library, base, ctx);
@@ -158,7 +158,7 @@ export class WriteBack extends WriteBackFolders {
       // Also when the path shows another version with content (a replace made meanwhile, local or already
       // on the service): the truncate empties what it shows. An empty one shown is left as it is: nothing
       // changes, nothing to upload. With other writers, the front end's spool is not taken over: no id of it.
-      else if (flags.truncate && (!isEmpty(s.version) || (slot.current ? slot.current !== s.version && !isEmpty(slot.current) : (base?.size ?? 0) > 0))) await this.change(s, { empty: true, journalId: s.writers === 1 ? flags.journalId : undefined });
+      else if (flags.truncate && (!isEmpty(s.version) || (slot.current ? slot.current !== s.version && !isEmpty(slot.current) : (base?.size ?? 0) > 0))) await this.change(s, { empty: true, ...(s.writers === 1 ? { journalId: flags.journalId, spoolMade: flags.spoolMade } : {}) });
     } catch (err) {
       s.writers--;
       await this.closeHandle(s);

@@ -322,7 +322,7 @@ describe('office lock files closed by the FUSE engine itself', { timeout: 20_000
     const id = randomBytes(8).toString('hex');
     const spool = join(vfs.sideJournal()!.spoolFolderPath(), id);
     await writeFile(spool, '');
-    const h = await vfs.open('/A/.~lock.x.odt#', { write: true, create: true, exclusive: true, journalId: id });
+    const h = await vfs.open('/A/.~lock.x.odt#', { write: true, create: true, exclusive: true, journalId: id, spoolMade: true });
     expect(await lockedOnService(remote, 'x.odt')).toBe(true);
     const handed = await h.adoptSpool!();
     expect(handed).toBeDefined();

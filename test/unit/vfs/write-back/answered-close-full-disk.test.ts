@@ -54,7 +54,7 @@ async function engineCreated(g: Gateway, fullpath: string, data: Buffer): Promis
   const id = randomBytes(8).toString('hex');
   const spool = join(g.vfs.sideJournal()!.spoolFolderPath(), id);
   await writeFile(spool, '');
-  const h = await g.vfs.open(`/A/${fullpath}`, { write: true, create: true, exclusive: true, journalId: id });
+  const h = await g.vfs.open(`/A/${fullpath}`, { write: true, create: true, exclusive: true, journalId: id, spoolMade: true });
   const handed = await h.adoptSpool!();
   expect(handed, 'the spool handed to the kernel').toBeDefined();
   writeSync(handed!.fd, data, 0, data.length, 0);

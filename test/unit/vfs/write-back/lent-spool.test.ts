@@ -34,7 +34,7 @@ describe('a spool a front end made for a new file', () => {
       const id = randomBytes(8).toString('hex');
       const spool = join(vfs.sideJournal()!.spoolFolderPath(), id);
       await writeFile(spool, 'the kernel wrote this');
-      const engine = await vfs.open('/A/new.bin', { write: true, create: true, exclusive: true, journalId: id });
+      const engine = await vfs.open('/A/new.bin', { write: true, create: true, exclusive: true, journalId: id, spoolMade: true });
       // Another front end's writer joins first, writes and closes.
       const other = await vfs.open('/A/new.bin', { write: true });
       const data = Buffer.alloc(bytes, 7);
