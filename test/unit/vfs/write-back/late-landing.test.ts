@@ -90,8 +90,8 @@ class PartsRemote extends MemoryRemote {
 describe('a file removed here while its commit is under way', { timeout: 20_000 }, () => {
   const { open, dirs } = closedAfterEach();
 
-  async function setup(held: string, afterMove = false, answerWaitMs = 600_000): Promise<{ vfs: GatewayVfs; remote: LateLandingRemote }> {
-    const remote = new LateLandingRemote(held, afterMove);
+  /** A gateway over `remote` that uploads at once; `answerWaitMs`: how long a removal waits for a commit's answer. */
+  async function gatewayOver<R extends MemoryRemote>(remote: R, answerWaitMs = 600_000): Promise<{ vfs: GatewayVfs; remote: R }> {
     const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-late-landing-'));
     dirs.push(dataDir);
     const vfs = await createVfs({ libraries: [{ name: 'A', remote }], dataDir, upload: { delayMs: 0, retryBaseMs: 20, retryMaxMs: 100, answerWaitMs }, feedIntervalMs: 0 });
@@ -99,9 +99,12 @@ describe('a file removed here while its commit is under way', { timeout: 20_000 
     return { vfs, remote };
   }
 
+  const setup = (held: string, afterMove = false, answerWaitMs?: number) => gatewayOver(new LateLandingRemote(held, afterMove), answerWaitMs);
+  const underWay = (remote: { underWay: boolean }) => waitFor('the commit under way', () => remote.underWay, { timeoutMs: 10_000 });
+
   /** Runs `removal` while `path`'s commit is under way; the service answers once the upload is stopped. */
   async function removeWhileCommitting(vfs: GatewayVfs, remote: LateLandingRemote, path: string, removal: () => Promise<void>): Promise<string | undefined> {
-    await waitFor('the commit under way', () => remote.underWay, { timeoutMs: 10_000 });
+    await underWay(remote);
     const done = removal().then(() => undefined, (e: Error) => e.message);
     await waitFor('the upload stopped', () => !vfs.status().uploads.some((u) => u.fullpath === path), { timeoutMs: 10_000 });
     remote.answer();
@@ -143,7 +146,7 @@ describe('a file removed here while its commit is under way', { timeout: 20_000 
   it('a service that never answers: the unlink waits for it no longer than answerWaitMs', async () => {
     const { vfs, remote } = await setup('s', false, 50);
     await vfs.writeFile('/A/s', Buffer.from('never answered'));
-    await waitFor('the commit under way', () => remote.underWay, { timeoutMs: 10_000 });
+    await underWay(remote);
     // No answer comes: the bound cuts the commit off and the unlink returns.
     await vfs.unlink('/A/s');
     await expect(vfs.stat('/A/s')).rejects.toMatchObject({ code: 'ENOENT' });
@@ -152,7 +155,7 @@ describe('a file removed here while its commit is under way', { timeout: 20_000 
   it('the gateway closing meanwhile cuts the commit off: neither the close nor the unlink waits for its answer', async () => {
     const { vfs, remote } = await setup('k');
     await vfs.writeFile('/A/k', Buffer.from('never answered'));
-    await waitFor('the commit under way', () => remote.underWay, { timeoutMs: 10_000 });
+    await underWay(remote);
     const done = vfs.unlink('/A/k').then(() => 'done', (e: Error) => e.message);
     await waitFor('the upload stopped', () => !vfs.status().uploads.some((u) => u.fullpath === 'k'), { timeoutMs: 10_000 });
     await vfs.close();
@@ -160,13 +163,9 @@ describe('a file removed here while its commit is under way', { timeout: 20_000 
   });
 
   it('its parts still being sent: the upload is cut off at the next part, the unlink waits for no answer', async () => {
-    const remote = new PartsRemote('p');
-    const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-late-landing-'));
-    dirs.push(dataDir);
-    const vfs = await createVfs({ libraries: [{ name: 'A', remote }], dataDir, upload: { delayMs: 0, retryBaseMs: 20, retryMaxMs: 100 }, feedIntervalMs: 0 });
-    open.push(vfs);
+    const { vfs, remote } = await gatewayOver(new PartsRemote('p'));
     await vfs.writeFile('/A/p', Buffer.from('sent in parts'));
-    await waitFor('the commit under way', () => remote.underWay, { timeoutMs: 10_000 });
+    await underWay(remote);
     const done = vfs.unlink('/A/p');
     await waitFor('the upload stopped', () => vfs.status().uploads.length === 0, { timeoutMs: 10_000 });
     remote.part();
