@@ -71,9 +71,21 @@ if (pg) {
 
   const query = pg.Client.prototype.query;
   pg.Client.prototype.query = function (config, values, callback) {
-    const answer = query.call(this, config, values, callback);
     const text = typeof config === 'string' ? config : config?.text;
-    if (!text || typeof answer?.then !== 'function') return answer;
+    // The pool's own queries (a statement outside a transaction) come with a callback.
+    const done = typeof callback === 'function' ? callback : typeof values === 'function' ? values : undefined;
+    if (!text || typeof config?.submit === 'function') return query.call(this, config, values, callback);
+    let settle;
+    const settled = new Promise((resolve) => { settle = resolve; });
+    let answer;
+    if (done) {
+      const traced = (err, res) => { settle(); done(err, res); };
+      answer = done === callback ? query.call(this, config, values, traced) : query.call(this, config, traced);
+    } else {
+      answer = query.call(this, config, values);
+      if (typeof answer?.then !== 'function') return answer;
+      answer.then(settle, settle);
+    }
     const now = performance.now();
     const request = requestOf.getStore();
     if (request) request.first ??= now;
@@ -108,7 +120,7 @@ if (pg) {
         this.traceTxFrom = undefined;
       }
     };
-    answer.then(answered, answered);
+    void settled.then(answered);
     return answer;
   };
 
