@@ -10,7 +10,11 @@
  * - `transaction_ms`: from the round trip that sent BEGIN to the answer of COMMIT or ROLLBACK;
  * - `pool`: the wait for a connection of the pool, and connections opened;
  * - `requests`: by path, p50 ms of the whole request and of its parts: before its first statement,
- *   from it to its last answer, and after it (the reply), and its round trips.
+ *   from it to its last answer, and after it (the reply), and its round trips;
+ * - `event_loop`: over the seconds in which the process answered 20 requests or more, the median of
+ *   each second's event-loop delay p50 and p99 (ms: what an answer arriving waits for the work ahead of
+ *   it, or for a core) and of the share of the second the loop was not idle (busy, or ready and waiting
+ *   for a core).
  * It changes nothing the service does.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
@@ -18,7 +22,7 @@ import { writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 
 const out = process.env.CLOUDLIB_ROUND_TRIP_TRACE;
 // The driver the service itself loads: resolved from its `bin/cloudlib.js`.
@@ -56,6 +60,7 @@ if (pg) {
     const path = (/^\/[^?]*/.exec(req.url ?? '')?.[0] ?? '?').replace(/\/\d+\//g, '/N/');
     res.on('finish', () => {
       const t = performance.now();
+      answered++;
       let s = requests.get(path);
       if (!s) requests.set(path, (s = { total: [], before: [], statements: [], after: [], trips: [] }));
       s.total.push(t - r.t0);
@@ -99,7 +104,7 @@ if (pg) {
     trip.kinds.push(kind);
     trip.open++;
     if (kind === 'BEGIN') { this.traceInTx = true; this.traceTxFrom = now; }
-    const answered = () => {
+    const onAnswer = () => {
       const t = performance.now();
       if (request) request.last = t;
       if (kind === 'lock') this.traceLockAt = t;
@@ -120,7 +125,7 @@ if (pg) {
         this.traceTxFrom = undefined;
       }
     };
-    void settled.then(answered);
+    void settled.then(onAnswer);
     return answer;
   };
 
@@ -135,6 +140,23 @@ if (pg) {
     return connect.call(this).then((client) => { poolWaits.push(performance.now() - t0); return client; });
   };
 
+  const loopDelay = monitorEventLoopDelay({ resolution: 1 });
+  loopDelay.enable();
+  let loopFrom = performance.eventLoopUtilization();
+  let answered = 0;
+  let answeredBefore = 0;
+  const loop = { delayP50: [], delayP99: [], busy: [] };
+  const sampleLoop = () => {
+    if (answered - answeredBefore >= 20) {
+      // The histogram holds each 1 ms timer's whole interval: its delay is the rest.
+      loop.delayP50.push(Math.max(0, loopDelay.percentile(50) / 1e6 - 1));
+      loop.delayP99.push(Math.max(0, loopDelay.percentile(99) / 1e6 - 1));
+      loop.busy.push(performance.eventLoopUtilization(loopFrom).utilization);
+    }
+    answeredBefore = answered;
+    loopFrom = performance.eventLoopUtilization();
+    loopDelay.reset();
+  };
   const write = () => {
     const trips = {};
     for (const [key, s] of [...roundTrips].sort((a, b) => b[1].total.length - a[1].total.length)) {
@@ -149,11 +171,12 @@ if (pg) {
     writeFileSync(join(out, `${process.pid}.json`), JSON.stringify({
       lock_hold_ms: { n: holds.length, p50: quantile(holds, 0.5), mean: mean(holds), p90: quantile(holds, 0.9) },
       transaction_ms: { p50: quantile(transactions, 0.5), mean: mean(transactions) },
+      event_loop: { seconds: loop.busy.length, delay_p50_ms: quantile(loop.delayP50, 0.5), delay_p99_ms: quantile(loop.delayP99, 0.5), busy: quantile(loop.busy, 0.5) },
       pool: { waits: poolWaits.length, p50_ms: quantile(poolWaits, 0.5), p99_ms: quantile(poolWaits, 0.99), connections_opened: opened },
       round_trips: trips,
       requests: byPath,
     }));
   };
-  setInterval(write, 1000).unref();
+  setInterval(() => { sampleLoop(); write(); }, 1000).unref();
   process.on('exit', write);
 }
