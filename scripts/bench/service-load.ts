@@ -21,8 +21,8 @@
  * before and after a change in turn, in one run. BENCH_LOAD_TRACE=1 loads support/round-trip-trace.mjs
  * into every service process and prints, for each process on PostgreSQL, where its statements' time
  * went (`service.load.trace`: each kind of round trip's latency and the gap before it, the hold of the
- * library's lock, the pool's wait, each request's time before, during and after its statements); read
- * it with BENCH_LOAD_BASELINE (one process a row). Standalone: `node --import tsx scripts/bench/service-load.ts`.
+ * library's lock, the pool's wait, each request's time before, during and after its statements) and,
+ * for every process, its event loop; read it with BENCH_LOAD_BASELINE (one process a row). Standalone: `node --import tsx scripts/bench/service-load.ts`.
  */
 import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
@@ -88,8 +88,7 @@ export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
     await setups.close();
   }
   if (traceDir) {
-    for (const [setup, targets, server] of plan) {
-      if (!server) continue;
+    for (const [setup, targets] of plan) {
       for (const t of targets) {
         const trace = JSON.parse(await readFile(join(traceDir, `${t.pid}.json`), 'utf8')) as Record<string, unknown>;
         process.stdout.write(JSON.stringify({ bench: 'service.load.trace', setup, pid: t.pid, ...trace }) + '\n');
