@@ -18,12 +18,16 @@
  * and total ms of execution, not counting the round trip). BENCH_LOAD_BASELINE=DIR (another checkout of
  * the project, e.g. a `git worktree` of the commit before a change) measures that code's one process on
  * PostgreSQL (a database of its own in the same cluster) in place of the two-process row: the code
- * before and after a change in turn, in one run. Standalone: `node --import tsx scripts/bench/service-load.ts`.
+ * before and after a change in turn, in one run. BENCH_LOAD_TRACE=1 loads support/round-trip-trace.mjs
+ * into every service process and prints, for each process on PostgreSQL, where its statements' time
+ * went (`service.load.trace`: each kind of round trip's latency and the gap before it, the hold of the
+ * library's lock, the pool's wait, each request's time before, during and after its statements) and,
+ * for every process, its event loop; read it with BENCH_LOAD_BASELINE (one process a row). Standalone: `node --import tsx scripts/bench/service-load.ts`.
  */
-import { readFile, readdir } from 'node:fs/promises';
-import { availableParallelism, loadavg } from 'node:os';
+import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import pg from 'pg';
 import { request } from 'undici';
@@ -53,14 +57,22 @@ interface Row {
 }
 
 export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
+  // Where the service processes write their round-trip traces (BENCH_LOAD_TRACE=1). They inherit the
+  // environment: the trace loads before the service's own code.
+  const traceDir = process.env.BENCH_LOAD_TRACE === '1' ? await mkdtemp(join(tmpdir(), 'cloudlib-bench-trace-')) : undefined;
+  if (traceDir) {
+    process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --import ${pathToFileURL(fileURLToPath(new URL('./support/round-trip-trace.mjs', import.meta.url))).href}`.trim();
+    process.env.CLOUDLIB_ROUND_TRIP_TRACE = traceDir;
+  }
   const setups = await startServiceSetups(DATABASE, statements ? ['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all'] : []);
   const measured: Row[][] = [[], [], []];
+  let plan: [string, ServiceProcess[], Postgres | undefined][] = [];
   try {
     const sqlite = await setups.sqlite();
     const a = await setups.postgres();
     // With a baseline, its one process on PostgreSQL takes the row of two processes.
     const b = baselineRoot ? await setups.baseline(join(baselineRoot, 'bin', 'cloudlib.js')) : await setups.postgres();
-    const plan: [string, ServiceProcess[], Postgres | undefined][] = [
+    plan = [
       ['sqlite, 1 process', [sqlite], undefined], ['postgresql, 1 process', [a], setups.pg],
       baselineRoot ? ['postgresql, 1 process, baseline', [b], setups.pg] : ['postgresql, 2 processes', [a, b], setups.pg],
     ];
@@ -74,6 +86,15 @@ export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
     }
   } finally {
     await setups.close();
+  }
+  if (traceDir) {
+    for (const [setup, targets] of plan) {
+      for (const t of targets) {
+        const trace = JSON.parse(await readFile(join(traceDir, `${t.pid}.json`), 'utf8')) as Record<string, unknown>;
+        process.stdout.write(JSON.stringify({ bench: 'service.load.trace', setup, pid: t.pid, ...trace }) + '\n');
+      }
+    }
+    await rm(traceDir, { recursive: true, force: true });
   }
   const rows = measured.map(merged);
   const out = rows.map((r) => ({ ...summary(r, rows[0]!), ...scaling(r, rows[1]!) }));
