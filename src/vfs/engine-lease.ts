@@ -27,8 +27,8 @@ export interface EngineLease {
   open(path: string, flags: OpenFlags, ctx?: CallContext, opts?: { journalId?: string }): Promise<LeasedHandle>;
   /**
    * Every name in folder `path` when they are known without asking the service (its listing is cached)
-   * and there are at most `max`, as a lookup would find them now; undefined otherwise. For a front end
-   * that answers lookups itself.
+   * and there are at most `max`, as a lookup would find them now (a name in doubt among them: a name left
+   * out is known missing); undefined otherwise. For a front end that answers lookups itself.
    */
   cachedNames(path: string, max: number): string[] | undefined;
   /**

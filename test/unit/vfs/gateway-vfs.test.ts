@@ -190,6 +190,23 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     expect(() => vfs.cachedNames('/Nope/d', 10)).toThrow(/ENOENT/);
   });
 
+  it('cachedNames of a folder made here, with names in doubt: offered among its names, a name never seen left out', async () => {
+    const { vfs, remotes } = await setup();
+    await vfs.mkdir('/A/made');
+    expect(vfs.cachedNames('/A/made', 10)).toEqual([]);
+    await vfs.writeFile('/A/made/a', Buffer.from('1'));
+    await vfs.flushAll({ timeoutMs: 10_000 });
+    await vfs.writeFile('/A/made/b', Buffer.from('2'));
+    remotes.get('A')!.putFile('made/elsewhere', Buffer.from('3'));
+    // The feed brought changes of these while the gateway changed them: each in doubt.
+    vfs.cache.doubt('A', 'made/a');
+    vfs.cache.doubt('A', 'made/elsewhere');
+    expect(vfs.cachedNames('/A/made', 10)!.sort()).toEqual(['a', 'b', 'elsewhere']);
+    expect(vfs.cachedNames('/A/made', 2)).toBeUndefined();
+    expect((await vfs.stat('/A/made/elsewhere')).size).toBe(1);
+    expect(vfs.cachedNames('/A/made', 10)!.sort()).toEqual(['a', 'b', 'elsewhere']);
+  });
+
   it('localRange of a service file\'s handles: bytes in the content cache, read-only and before a write\'s first change', async () => {
     const { vfs, remotes } = await setup({ cache: { diskBytes: 16 * 1024 * 1024 } });
     const data = randomBytes(1024 * 1024 + 7);
