@@ -32,6 +32,11 @@ export interface EngineLease {
    */
   cachedNames(path: string, max: number): string[] | undefined;
   /**
+   * Whether nothing is at `path`, as a lookup would find now, known without asking the service (its
+   * folder's listing is cached and has no such name, or the path is known missing); false when unknown.
+   */
+  knownMissing(path: string): boolean;
+  /**
    * Names a lookup finds in folder `path` that its listing (`listed`, what readdir gave) does not show
    * (a library root's `.versions`), for a front end that answers lookups from a listing; undefined when
    * the listing cannot answer lookups at all (a folder of the versions view: it follows the library's

@@ -96,6 +96,20 @@ export class NamespaceLease implements EngineLease {
     return names.length > max ? undefined : [...names, ...this.unlistedNames(path, names)!];
   }
 
+  knownMissing(path: string): boolean {
+    if (this.opts.namespaces.named(path)) return false;
+    let t;
+    try {
+      t = this.opts.libs.target(path);
+    } catch {
+      return false;
+    }
+    if (!t.lib || t.fullpath === '') return false;
+    // As NamespaceLookups.lookup finds it: a local file first, then a name being removed, then the cache.
+    if (this.opts.writeBack.entry(t.lib.name, t.fullpath)) return false;
+    return this.opts.unlinked.isHidden(t.lib.name, t.fullpath) || this.opts.cache.getEntry(t.lib.name, t.fullpath) === null;
+  }
+
   unlistedNames(path: string, listed: readonly string[]): string[] | undefined {
     if (this.opts.namespaces.named(path)) return undefined;
     return this.opts.namespaces.unlisted(path, listed);
