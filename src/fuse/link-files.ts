@@ -114,6 +114,8 @@ export class LinkFiles {
   /** The link at `path` (its link file's attributes shown as the link), undefined when there is none. */
   async linkAt(path: string, ctx?: CallContext): Promise<LinkAttr | undefined> {
     if (path === '/' || path.endsWith('/')) return undefined;
+    // No link file there, as the cached listing of its folder says (every rename's target asks).
+    if (this.vfs.engineLease?.knownMissing(LinkFiles.fileOf(path))) return undefined;
     let file: Attr;
     try {
       file = await this.vfs.stat(LinkFiles.fileOf(path), ctx);

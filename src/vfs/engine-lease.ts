@@ -27,10 +27,15 @@ export interface EngineLease {
   open(path: string, flags: OpenFlags, ctx?: CallContext, opts?: { journalId?: string; spoolMade?: boolean }): Promise<LeasedHandle>;
   /**
    * Every name in folder `path` when they are known without asking the service (its listing is cached)
-   * and there are at most `max`, as a lookup would find them now; undefined otherwise. For a front end
-   * that answers lookups itself.
+   * and there are at most `max`, as a lookup would find them now (a name in doubt among them: a name left
+   * out is known missing); undefined otherwise. For a front end that answers lookups itself.
    */
   cachedNames(path: string, max: number): string[] | undefined;
+  /**
+   * Whether nothing is at `path`, as a lookup would find now, known without asking the service (its
+   * folder's listing is cached and has no such name, or the path is known missing); false when unknown.
+   */
+  knownMissing(path: string): boolean;
   /**
    * Names a lookup finds in folder `path` that its listing (`listed`, what readdir gave) does not show
    * (a library root's `.versions`), for a front end that answers lookups from a listing; undefined when
@@ -119,7 +124,8 @@ export interface LeasedHandle extends FileHandle {
  * the bytes back from it: the version is sealed as that record says, with nothing read or hashed again,
  * when the spool still shows that size and time; otherwise as the spool now is. Either way, when the
  * version sealed is the record's content, the record stands for it should the journal take no line of
- * it (a full disk): applying a close the front end answered needs no new disk space.
+ * it (a full disk): applying a close the front end answered needs no new disk space. The record's bytes
+ * are those it wrote, handed over in memory: its check and SHA-1 are not computed again.
  */
 export interface EngineClose {
   record: Buffer;

@@ -174,6 +174,18 @@ export class MetadataCache {
     return v?.list();
   }
 
+  /**
+   * A folder's listing as it answers for single names (getEntry): its entries and the names in doubt in
+   * it, each of which may be there or not. Unlike getListing, a name in doubt does not make it unknown.
+   */
+  getNames(lib: string, fullpath: string): { entries: RemoteEntry[]; inDoubt: string[] } | undefined {
+    const k = key(lib, fullpath);
+    const v = this.listings.get(k);
+    if (v) this.counters.hits++;
+    else this.counters.misses++;
+    return v && { entries: v.list(), inDoubt: [...(this.unsure.get(k) ?? [])] };
+  }
+
   setListing(lib: string, fullpath: string, list: RemoteEntry[]): void {
     this.unsure.delete(key(lib, fullpath));
     this.listings.set(key(lib, fullpath), new FolderListing(list));

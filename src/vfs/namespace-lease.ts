@@ -87,10 +87,27 @@ export class NamespaceLease implements EngineLease {
     if (this.opts.namespaces.named(path)) return undefined;
     const t = this.opts.libs.target(path);
     if (!t.lib) return undefined;
-    const list = this.opts.cache.getListing(t.lib.name, t.fullpath);
-    if (!list || list.length > max) return undefined;
-    const names = this.opts.namespaces.namesShown(t.path, [...this.opts.lookups.overlaid(t.lib, t.fullpath, list).keys()]);
+    // A name in doubt (the feed brought a change of it while the gateway changed it) is offered as there:
+    // its lookup comes here, while every other name is still answered from the listing.
+    const known = this.opts.cache.getNames(t.lib.name, t.fullpath);
+    if (!known || known.entries.length + known.inDoubt.length > max) return undefined;
+    const byName = this.opts.lookups.overlaid(t.lib, t.fullpath, known.entries);
+    const names = this.opts.namespaces.namesShown(t.path, [...byName.keys(), ...known.inDoubt.filter((n) => !byName.has(n))]);
     return names.length > max ? undefined : [...names, ...this.unlistedNames(path, names)!];
+  }
+
+  knownMissing(path: string): boolean {
+    if (this.opts.namespaces.named(path)) return false;
+    let t;
+    try {
+      t = this.opts.libs.target(path);
+    } catch {
+      return false;
+    }
+    if (!t.lib || t.fullpath === '') return false;
+    // As NamespaceLookups.lookup finds it: a local file first, then a name being removed, then the cache.
+    if (this.opts.writeBack.entry(t.lib.name, t.fullpath)) return false;
+    return this.opts.unlinked.isHidden(t.lib.name, t.fullpath) || this.opts.cache.getEntry(t.lib.name, t.fullpath) === null;
   }
 
   unlistedNames(path: string, listed: readonly string[]): string[] | undefined {

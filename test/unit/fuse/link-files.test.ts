@@ -125,3 +125,39 @@ describe('link files', () => {
     expect(TARGETS_KEPT_MAX).toBeGreaterThan(0);
   });
 });
+
+describe('link files over the gateway Vfs', () => {
+  it("a rename's target is looked for as a link file only when its folder's cached listing cannot say none is there", async () => {
+    const { createMemoryVfs } = await import('../../../src/vfs/index.js');
+    const { vfs, remotes } = await createMemoryVfs({ names: ['A'] });
+    try {
+      const asked: string[] = [];
+      const counted = new Proxy(vfs, {
+        get(target, key, receiver) {
+          if (key === 'stat') return (path: string, ...rest: unknown[]) => (asked.push(path), (target.stat as (...a: unknown[]) => unknown)(path, ...rest));
+          const v = Reflect.get(target, key, receiver) as unknown;
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+      const links = new LinkFiles(counted);
+      await vfs.mkdir('/A/made');
+      await vfs.writeFile('/A/made/.f.tmp', Buffer.from('1'));
+      await links.rename('/A/made/.f.tmp', '/A/made/f', false);
+      expect(asked.filter((p) => p.endsWith(LINK_SUFFIX)), 'no link file looked for').toEqual([]);
+      // A link there: found in the listing, and replaced by the rename.
+      await links.make('f', '/A/made/l');
+      await vfs.writeFile('/A/made/.l.tmp', Buffer.from('2'));
+      await links.rename('/A/made/.l.tmp', '/A/made/l', false);
+      expect(await read(vfs as unknown as MemoryVfs, '/A/made/l')).toBe('2');
+      expect(await codeOf(vfs.stat(`/A/made/l${LINK_SUFFIX}`))).toBe('ENOENT');
+      // A folder whose listing is not cached: the link file is looked for.
+      await remotes.get('A')!.mkdir('other');
+      remotes.get('A')!.putFile('other/g', Buffer.from('3'));
+      asked.length = 0;
+      await links.rename('/A/other/g', '/A/other/h', false);
+      expect(asked).toContain(`/A/other/h${LINK_SUFFIX}`);
+    } finally {
+      await vfs.close();
+    }
+  });
+});

@@ -190,6 +190,43 @@ describe('GatewayVfs over memory libraries', { timeout: 20_000 }, () => {
     expect(() => vfs.cachedNames('/Nope/d', 10)).toThrow(/ENOENT/);
   });
 
+  it('cachedNames of a folder made here, with names in doubt: offered among its names, a name never seen left out', async () => {
+    const { vfs, remotes } = await setup();
+    await vfs.mkdir('/A/made');
+    expect(vfs.cachedNames('/A/made', 10)).toEqual([]);
+    await vfs.writeFile('/A/made/a', Buffer.from('1'));
+    await vfs.flushAll({ timeoutMs: 10_000 });
+    await vfs.writeFile('/A/made/b', Buffer.from('2'));
+    remotes.get('A')!.putFile('made/elsewhere', Buffer.from('3'));
+    // The feed brought changes of these while the gateway changed them: each in doubt.
+    vfs.cache.doubt('A', 'made/a');
+    vfs.cache.doubt('A', 'made/elsewhere');
+    expect(vfs.cachedNames('/A/made', 10)!.sort()).toEqual(['a', 'b', 'elsewhere']);
+    expect(vfs.cachedNames('/A/made', 2)).toBeUndefined();
+    expect((await vfs.stat('/A/made/elsewhere')).size).toBe(1);
+    expect(vfs.cachedNames('/A/made', 10)!.sort()).toEqual(['a', 'b', 'elsewhere']);
+  });
+
+  it('knownMissing: true only when the cache or a name being removed says nothing is there, without asking the service', async () => {
+    const { vfs, remotes } = await setup();
+    const missing = (p: string): boolean => vfs.engineLease.knownMissing(p);
+    await vfs.mkdir('/A/made');
+    expect(missing('/A/made/x.rclonelink')).toBe(true); // the listing of a folder made here: empty
+    await vfs.writeFile('/A/made/x', Buffer.from('1'));
+    expect(missing('/A/made/x')).toBe(false); // a local file
+    await vfs.flushAll({ timeoutMs: 10_000 });
+    expect(missing('/A/made/x')).toBe(false); // uploaded, in the listing
+    vfs.cache.doubt('A', 'made/x');
+    expect(missing('/A/made/x')).toBe(false); // in doubt: unknown
+    await remotes.get('A')!.mkdir('other');
+    expect(missing('/A/other/y')).toBe(false); // a folder not listed: unknown
+    await vfs.readdir('/A/other');
+    expect(missing('/A/other/y')).toBe(true);
+    await vfs.unlink('/A/made/x');
+    expect(missing('/A/made/x')).toBe(true);
+    for (const p of ['/', '/A', '/Nope/x']) expect(missing(p)).toBe(false);
+  });
+
   it('localRange of a service file\'s handles: bytes in the content cache, read-only and before a write\'s first change', async () => {
     const { vfs, remotes } = await setup({ cache: { diskBytes: 16 * 1024 * 1024 } });
     const data = randomBytes(1024 * 1024 + 7);

@@ -17,6 +17,7 @@ describe('MetadataCache: a path in doubt', () => {
     expect(c.getEntry('L', 'up/new')).toBeNull(); // a name never seen: known missing, no request
     expect(c.getEntry('L', 'up/a')).toBeUndefined(); // in doubt: looked up on its own
     expect(c.getListing('L', 'up')).toBeUndefined(); // not shown whole while a name is in doubt
+    expect(c.getNames('L', 'up')).toEqual({ entries: [b], inDoubt: ['a'] }); // its names, the doubted one apart
 
     // Looked up: the listing is whole again, with the answer.
     const a2 = file('up/a', 2);
@@ -28,6 +29,7 @@ describe('MetadataCache: a path in doubt', () => {
     c.doubt('L', 'up/b');
     c.setEntry('L', 'up/b', null);
     expect(c.getListing('L', 'up')?.map((e) => e.name)).toEqual(['a']);
+    expect(c.getNames('L', 'up')?.inDoubt).toEqual([]);
 
     // A fresh listing settles every doubt; an upsert settles its name.
     c.doubt('L', 'up/a');
