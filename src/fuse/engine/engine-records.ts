@@ -56,10 +56,15 @@ export interface RecordsMount {
   pullQueued(): void;
 }
 
-/** The flush (a close the engine journaled) and the release of a file created in the same batch (wholeLives). */
+/**
+ * The flush (a close the engine journaled) and the release of a file created in the same batch, and the
+ * modes the engine answered between its create and its release (an fchmod of the open file, as rsync
+ * makes): wholeLives.
+ */
 interface WholeLife {
   flush: KernelRequest;
   release: KernelRequest;
+  modes: KernelRequest[];
 }
 
 /** A file of a whole life (WholeLife) whose inode and handle are bound, with its backing file (createdWhole). */
@@ -73,6 +78,7 @@ interface BoundCreate {
 
 // setattr `valid` bits (FUSE_SET_ATTR_*).
 const SET_MODE = 1 << 0;
+const SET_CTIME = 1 << 10;
 // open(2) flags.
 const O_EXCL = 0o200;
 const O_TRUNC = 0o1000;
@@ -285,11 +291,11 @@ export class EngineRecords {
    * keys, mapped to the same): each such file is made in one step (createdByEngine). Undefined for none.
    */
   private wholeLives(batch: KernelRequest[]): Map<KernelRequest, WholeLife> | undefined {
-    let open: Map<number, { create: KernelRequest; flush?: KernelRequest }> | undefined;
+    let open: Map<number, { create: KernelRequest; flush?: KernelRequest; modes: KernelRequest[] }> | undefined;
     let whole: Map<KernelRequest, WholeLife> | undefined;
     for (const r of batch) {
       if (r.answered && r.op === Op.CREATE) {
-        if (r.backingId && r.journalId && this.closes) (open ??= new Map()).set(r.newIno!, { create: r });
+        if (r.backingId && r.journalId && this.closes) (open ??= new Map()).set(r.newIno!, { create: r, modes: [] });
         continue;
       }
       const f = open?.get(r.ino);
@@ -298,11 +304,15 @@ export class EngineRecords {
         f.flush = r;
         continue;
       }
+      if (r.answered && r.op === Op.SETATTR && r.valid! & SET_MODE && !(r.valid! & ~(SET_MODE | SET_CTIME))) {
+        f.modes.push(r);
+        continue;
+      }
       open!.delete(r.ino);
       if (r.fh === f.create.fh && r.answered && r.op === Op.RELEASE && f.flush && !(r.flags! & RELEASE_NEVER_GIVEN)) {
-        const life = { flush: f.flush, release: r };
+        const life = { flush: f.flush, release: r, modes: f.modes };
         whole ??= new Map();
-        for (const k of [f.create, f.flush, r]) whole.set(k, life);
+        for (const k of [f.create, f.flush, ...f.modes, r]) whole.set(k, life);
       }
     }
     return whole;
@@ -341,15 +351,27 @@ export class EngineRecords {
     this.settle(run[0]!.req.ino, async () => {
       const made = await this.madeClosed(bound);
       for (let i = 0; i < bound.length; i++) {
-        if (made[i]) bound[i]!.decide?.();
-        else await this.applyThreeSteps(bound[i]!);
+        if (made[i]) {
+          bound[i]!.decide?.();
+          await this.keepModes(bound[i]!);
+        } else await this.applyThreeSteps(bound[i]!);
       }
     }, ...bound.map((b) => b.node.ino));
   }
 
-  /** A whole life not made closed in one step: its create, flush and release applied in turn. */
+  /** A file made closed in one step: the modes set on it while open, kept as any chmod's. */
+  private async keepModes(b: BoundCreate): Promise<void> {
+    for (const m of b.life.modes) {
+      const path = this.inodes.pathOf(b.node);
+      const [code] = await answerOf((cb) => this.ops.chmod(path, m.mode!, cb));
+      if (code < 0) this.logger.warn({ path, errno: -code }, 'fuse: a mode the engine answered could not be kept');
+    }
+  }
+
+  /** A whole life not made closed in one step: its create, modes, flush and release applied in turn. */
   private async applyThreeSteps(b: BoundCreate): Promise<void> {
     await this.applyCreate(this.inodes.pathOf(b.node), b.node, b.req, b.live, b.decide);
+    for (const m of b.life.modes) await this.applyAnswered(m);
     await this.applyAnsweredClose(b.life.flush);
     await this.applyAnswered(b.life.release);
   }
@@ -383,6 +405,7 @@ export class EngineRecords {
 
   /** The flush and release of a file whose create could not be bound: applied as records. */
   private applyLife(life: WholeLife): void {
+    for (const m of life.modes) this.settle(m.ino, () => this.applyAnswered(m));
     this.settle(life.flush.ino, () => this.applyAnsweredClose(life.flush));
     this.settle(life.release.ino, () => this.applyAnswered(life.release));
   }

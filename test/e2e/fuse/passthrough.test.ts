@@ -410,6 +410,24 @@ describe.runIf(granted)('the mount with passthrough: closes the engine journaled
     expect(side.filter((r) => own.some((e) => e.id === r.id && e.fullpath === r.fullpath && e.sha1 === r.sha1 && e.size === r.data.length))).toHaveLength(20);
   }, T);
 
+  it('a mode set on the open file before its close (an fchmod, as rsync makes) still makes it in one step, the mode kept', async () => {
+    const h = kept.h!;
+    const madeClosed = async (): Promise<number> => (await h.call<{ madeClosed: number }>('mountCounters')).madeClosed;
+    const before = await madeClosed();
+    await whileHeld('fchmod', async (folder, reached) => {
+      const script = 'import os,sys\nfor i in range(10):\n  fd=os.open(os.path.join(sys.argv[1],"m%d"%i),os.O_CREAT|os.O_EXCL|os.O_WRONLY,0o644)\n  os.write(fd,b"x"*(50+i))\n  os.fchmod(fd,0o600)\n  os.close(fd)\n';
+      await sh('python3', ['-c', script, folder], { timeoutMs: 30_000 });
+      await writeFile(reached, '');
+    });
+    await eventually('the files made closed', async () => ((await madeClosed()) - before >= 10 ? true : undefined), 30_000);
+    expect((await madeClosed()) - before).toBe(10);
+    for (const i of [0, 9]) {
+      const path = join(h.mnt, 'Lib/fchmod', `m${i}`);
+      expect((await stat(path)).mode & 0o777).toBe(0o600);
+      expect((await readFile(path)).equals(Buffer.alloc(50 + i, 'x'))).toBe(true);
+    }
+  }, T);
+
   it('closes the engine answered wait for JavaScript up to 8 MiB of records: past that, JavaScript closes the files; nothing is lost', async () => {
     const h = kept.h!;
     // The engine's bound on the bytes of records not yet handed to JavaScript (ANSWERED_BYTES_MAX).
