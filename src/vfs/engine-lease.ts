@@ -124,8 +124,7 @@ export interface LeasedHandle extends FileHandle {
  * the bytes back from it: the version is sealed as that record says, with nothing read or hashed again,
  * when the spool still shows that size and time; otherwise as the spool now is. Either way, when the
  * version sealed is the record's content, the record stands for it should the journal take no line of
- * it (a full disk): applying a close the front end answered needs no new disk space. The record's bytes
- * are those it wrote, handed over in memory: its check and SHA-1 are not computed again.
+ * it (a full disk): applying a close the front end answered needs no new disk space.
  */
 export interface EngineClose {
   record: Buffer;

@@ -84,7 +84,7 @@ export function encodeCloseRecord(r: Omit<EngineCloseRecord, 'sha1'>): Buffer {
  * there; `short` when `buf` ends before the record its header announces would (more bytes may complete
  * it); undefined when none starts there.
  */
-function recordAt(buf: Buffer, at: number, checked = true): { record: EngineCloseRecord; length: number } | 'short' | undefined {
+function recordAt(buf: Buffer, at: number): { record: EngineCloseRecord; length: number } | 'short' | undefined {
   if (buf.length - at < MAGIC.length) return MAGIC.subarray(0, buf.length - at).equals(buf.subarray(at)) ? 'short' : undefined;
   if (buf.compare(MAGIC, 0, MAGIC.length, at, at + MAGIC.length) !== 0) return undefined;
   if (buf.length - at < HEAD) return 'short';
@@ -95,14 +95,14 @@ function recordAt(buf: Buffer, at: number, checked = true): { record: EngineClos
   if (size > CLOSE_RECORD_CONTENT_MAX) return undefined;
   const end = at + HEAD + libLen + pathLen + size;
   if (buf.length < end + CHECK) return 'short';
-  if (checked && !hash('sha1', buf.subarray(at, end), 'buffer').subarray(0, CHECK).equals(buf.subarray(end, end + CHECK))) return undefined;
+  if (!hash('sha1', buf.subarray(at, end), 'buffer').subarray(0, CHECK).equals(buf.subarray(end, end + CHECK))) return undefined;
   const id = buf.toString('latin1', at + 16, at + 32);
   const createdMs = Number(buf.readBigUInt64LE(at + 40));
   const seq = Number(buf.readBigUInt64LE(at + 48));
   if (!ID_RE.test(id) || !Number.isSafeInteger(createdMs) || !Number.isSafeInteger(seq)) return undefined;
   const data = Buffer.from(buf.subarray(end - size, end));
   const sha1 = buf.toString('hex', at + 56, at + 76);
-  if (checked && hash('sha1', data, 'hex') !== sha1) return undefined;
+  if (hash('sha1', data, 'hex') !== sha1) return undefined;
   const record: EngineCloseRecord = {
     id,
     library: buf.toString('utf8', at + HEAD, at + HEAD + libLen),
@@ -116,14 +116,9 @@ function recordAt(buf: Buffer, at: number, checked = true): { record: EngineClos
   return { record, length: end + CHECK - at };
 }
 
-/**
- * The one record `buf` holds, exactly; undefined when it is not one whole record matching its check.
- * `handed`: the bytes the engine handed over in memory with the close it answered (never read back from a
- * disk), whose hashes are not computed again: the check and the content's SHA-1 find bytes torn or
- * changed on disk, which records read from a side log are.
- */
-export function decodeCloseRecord(buf: Buffer, opts: { handed?: boolean } = {}): EngineCloseRecord | undefined {
-  const found = recordAt(buf, 0, !opts.handed);
+/** The one record `buf` holds, exactly; undefined when it is not one whole record matching its check. */
+export function decodeCloseRecord(buf: Buffer): EngineCloseRecord | undefined {
+  const found = recordAt(buf, 0);
   return typeof found === 'object' && found.length === buf.length ? found.record : undefined;
 }
 

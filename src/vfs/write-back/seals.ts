@@ -301,7 +301,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
 
   /** The close record `closed` carries, with its entry, when it names `v` at its path (never for an fsync). */
   protected closeRecordOf(v: LocalVersion, closed: EngineClose | undefined, sync: boolean): { entry: JournalEntry; data: Buffer } | undefined {
-    const record = closed && !sync ? decodeCloseRecord(closed.record, { handed: true }) : undefined;
+    const record = closed && !sync ? decodeCloseRecord(closed.record) : undefined;
     const entry = record && closeRecordEntry(record);
     if (!entry || entry.id !== v.id || entry.library !== v.library || entry.fullpath !== v.fullpath || v.operator) return undefined;
     return { entry, data: record.data };

@@ -71,7 +71,7 @@ export abstract class WriteBackLease extends WriteBackSeals {
    * record's entry and bytes (the journal writes its own line from them); undefined when it cannot be made.
    */
   protected closedVersionOf(library: string, fullpath: string, id: string, closed: EngineClose): { v: LocalVersion; entry: JournalEntry; data: Buffer } | undefined {
-    const record = decodeCloseRecord(closed.record, { handed: true });
+    const record = decodeCloseRecord(closed.record);
     const entry = record && closeRecordEntry(record);
     if (!record || !entry || entry.id !== id || entry.library !== library || entry.fullpath !== fullpath || !this.journal.freshId(id)) return undefined;
     const existing = this.slots.get(keyOf(library, fullpath));

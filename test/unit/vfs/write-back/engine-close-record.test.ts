@@ -84,21 +84,6 @@ describe('engine close records: the journal\'s codec decodes the golden records'
     expect(decodeCloseRecord(Buffer.concat([bytes, Buffer.from([0])]))).toBeUndefined();
   });
 
-  it('a record handed over in memory decodes as read from disk, without its hashes computed again; its layout is still checked', () => {
-    for (const file of ['ascii.ecr', 'non-ascii.ecr', 'empty.ecr']) {
-      const bytes = readFileSync(join(FIXTURES, file));
-      expect(decodeCloseRecord(bytes, { handed: true })).toEqual(decodeCloseRecord(bytes));
-    }
-    const bytes = readFileSync(join(FIXTURES, 'ascii.ecr'));
-    const changed = Buffer.from(bytes);
-    changed[changed.length - 1]! ^= 0x10; // the check: not looked at
-    expect(decodeCloseRecord(changed, { handed: true })).toEqual(decodeCloseRecord(bytes));
-    expect(decodeCloseRecord(bytes.subarray(0, bytes.length - 1), { handed: true })).toBeUndefined();
-    const magic = Buffer.from(bytes);
-    magic[0] = 0;
-    expect(decodeCloseRecord(magic, { handed: true })).toBeUndefined();
-  });
-
   it('a record cut short in the middle of a log is skipped and the records after it are read; read in pieces of any size, the same records come', async () => {
     const [a, b, c] = ['ascii', 'non-ascii', 'empty'].map((n) => encodeCloseRecord(fields(n)));
     const log = Buffer.concat([a!, b!.subarray(0, 150), c!, b!, Buffer.from('ECR')]);
