@@ -104,10 +104,7 @@ export class NamespaceLease implements EngineLease {
     } catch {
       return false;
     }
-    if (!t.lib || t.fullpath === '') return false;
-    // As NamespaceLookups.lookup finds it: a local file first, then a name being removed, then the cache.
-    if (this.opts.writeBack.entry(t.lib.name, t.fullpath)) return false;
-    return this.opts.unlinked.isHidden(t.lib.name, t.fullpath) || this.opts.cache.getEntry(t.lib.name, t.fullpath) === null;
+    return !!t.lib && t.fullpath !== '' && this.opts.lookups.knownMissing(t.lib, t.fullpath);
   }
 
   unlistedNames(path: string, listed: readonly string[]): string[] | undefined {

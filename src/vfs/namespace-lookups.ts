@@ -37,17 +37,10 @@ export class NamespaceLookups {
 
   /** An entry as the gateway sees it: a local file first, then the cache, then the service. */
   async lookup(lib: Library, fullpath: string, ctx?: CallContext): Promise<RemoteEntry | null> {
-    const { cache, writeBack, unlinked } = this.opts;
+    const { cache } = this.opts;
     if (fullpath === '') return { id: lib.id, fullpath: '', name: lib.name, isDir: true, size: 0, mtimeMs: this.opts.openedMs, ctimeMs: this.opts.openedMs };
-    const local = writeBack.entry(lib.name, fullpath);
-    if (local) return local;
-    if (unlinked.isHidden(lib.name, fullpath)) return null;
-    // A path below a pending new file cannot exist; a parent known missing answers for its children.
-    const cached = cache.getEntry(lib.name, fullpath);
-    if (cached && this.lockUnknown(lib, cached)) return this.withLockState(lib, cached);
-    if (cached !== undefined) return cached;
-    const parent = parentOf(fullpath);
-    if (parent !== '' && cache.getEntry(lib.name, parent) === null) return null;
+    const known = this.knownHere(lib, fullpath);
+    if (known) return known.cached && known.entry && this.lockUnknown(lib, known.entry) ? this.withLockState(lib, known.entry) : known.entry;
     const away = this.pinnedWhileOffline(lib, this.opts.pinned?.entry(lib.name, fullpath));
     if (away !== undefined) return away;
     let e: RemoteEntry | null;
@@ -58,6 +51,29 @@ export class NamespaceLookups {
     }
     cache.setEntry(lib.name, fullpath, e);
     return e;
+  }
+
+  /** Whether a lookup of `fullpath` (in a library, not its root) finds nothing, known without asking the service. */
+  knownMissing(lib: Library, fullpath: string): boolean {
+    return this.knownHere(lib, fullpath)?.entry === null;
+  }
+
+  /**
+   * What a lookup of `fullpath` (not the root) finds without asking the service: a local file, nothing
+   * for a name being removed, or the cache's word (`cached`; a child of a folder known missing is known
+   * missing too); undefined when only the service can tell.
+   */
+  private knownHere(lib: Library, fullpath: string): { entry: RemoteEntry | null; cached: boolean } | undefined {
+    const { cache, writeBack, unlinked } = this.opts;
+    const local = writeBack.entry(lib.name, fullpath);
+    if (local) return { entry: local, cached: false };
+    if (unlinked.isHidden(lib.name, fullpath)) return { entry: null, cached: false };
+    // A path below a pending new file cannot exist; a parent known missing answers for its children.
+    const cached = cache.getEntry(lib.name, fullpath);
+    if (cached !== undefined) return { entry: cached, cached: true };
+    const parent = parentOf(fullpath);
+    if (parent !== '' && cache.getEntry(lib.name, parent) === null) return { entry: null, cached: true };
+    return undefined;
   }
 
   /**
