@@ -111,16 +111,23 @@ describe('a file removed here while its commit is under way', { timeout: 20_000 
     return done;
   }
 
-  it('regression: a rename over it replaces it (no EEXIST), nothing of it left', async () => {
-    const { vfs, remote } = await setup('c');
-    await vfs.writeFile('/A/e', Buffer.from('the new one'));
-    await vfs.flushAll();
-    await vfs.writeFile('/A/c', Buffer.from('replaced'));
-    expect(await removeWhileCommitting(vfs, remote, 'c', () => vfs.rename('/A/e', '/A/c'))).toBeUndefined();
-    await vfs.flushAll();
-    expect(remote.paths()).toEqual(['c']);
-    expect(remote.read('c').toString()).toBe('the new one');
-  });
+  // A rename over a file whose commit is under way. A replace, cut off, would make the rename fail with
+  // EEXIST; a new file, cut off, would land once the other file took the name: at `a (1)`.
+  for (const [title, held, afterMove, moved, replaced] of [
+    ['regression: a rename over it replaces it (no EEXIST), nothing of it left', 'c', false, 'the new one', 'replaced'],
+    ['regression: a new file renamed over lands at no numbered name', 'a', true, 'moved here', 'new, replaced'],
+  ] as const) {
+    it(title, async () => {
+      const { vfs, remote } = await setup(held, afterMove);
+      await vfs.writeFile('/A/from', Buffer.from(moved));
+      await vfs.flushAll();
+      await vfs.writeFile(`/A/${held}`, Buffer.from(replaced));
+      expect(await removeWhileCommitting(vfs, remote, held, () => vfs.rename('/A/from', `/A/${held}`))).toBeUndefined();
+      await vfs.flushAll();
+      expect(remote.paths()).toEqual([held]);
+      expect(remote.read(held).toString()).toBe(moved);
+    });
+  }
 
   it('regression: unlinked, it does not come back', async () => {
     const { vfs, remote } = await setup('u');
@@ -129,18 +136,6 @@ describe('a file removed here while its commit is under way', { timeout: 20_000 
     await vfs.flushAll();
     expect(remote.paths()).toEqual([]);
     await expect(vfs.stat('/A/u')).rejects.toMatchObject({ code: 'ENOENT' });
-  });
-
-  it('regression: a new file renamed over lands at no numbered name', async () => {
-    // Cut off, it would land once the other file took the name: at `a (1)`.
-    const { vfs, remote } = await setup('a', true);
-    await vfs.writeFile('/A/x', Buffer.from('moved here'));
-    await vfs.flushAll();
-    await vfs.writeFile('/A/a', Buffer.from('new, replaced'));
-    expect(await removeWhileCommitting(vfs, remote, 'a', () => vfs.rename('/A/x', '/A/a'))).toBeUndefined();
-    await vfs.flushAll();
-    expect(remote.paths()).toEqual(['a']);
-    expect(remote.read('a').toString()).toBe('moved here');
   });
 
   it('a service that never answers: the unlink waits for it no longer than answerWaitMs', async () => {
