@@ -232,6 +232,113 @@ describe.each(['sqlite', 'postgresql'])('MetadataStore on %s', (engine) => {
     }
   });
 
+  it('with the lock at commit, keeps read-then-write exact and feed times increasing in commit order, across processes', async () => {
+    const [a, b] = await seeded(engine);
+    try {
+      await a.run("INSERT INTO departments (id, ent_id, name, orderby, created_ms) VALUES (1, 1, 'from', 100, 0), (2, 1, 'to', 0, 0)");
+      const now = 1_000;
+      // Reads before the lock, writes sent with it at commit; every fourth body waits for a write's
+      // result, which takes the lock there and then. The two processes reserve times from the same
+      // clock reading, so one's times are often taken by the other's commit and move up under the lock.
+      const move = (store: MetadataStore, i: number) => store.tx(async (s) => {
+        const from = (await s.get<{ orderby: number }>('SELECT orderby FROM departments WHERE id = 1'))!.orderby;
+        await tick();
+        const to = (await s.get<{ orderby: number }>('SELECT orderby FROM departments WHERE id = 2'))!.orderby;
+        const ms = await reserveOperationTimes(s, 1, now, 2);
+        if (i % 4 === 0) expect((await s.run('UPDATE departments SET orderby = ? WHERE id = 1', [from - 1])).changes).toBe(1);
+        else await s.runLater('UPDATE departments SET orderby = ? WHERE id = 1', [from - 1]);
+        await s.runLater('UPDATE departments SET orderby = ? WHERE id = 2', [to + 1]);
+        for (const k of [0, 1]) {
+          await s.runLater('INSERT INTO entries (library_id, hash, fullpath, name, dir, create_ms, last_ms, op_ms) VALUES (1, ?, ?, ?, 0, 0, 0, ?)', [`h${i}-${k}`, `/m${i}-${k}`, `m${i}-${k}`, ms + k]);
+        }
+      }, { library: 1, lockAtCommit: true });
+      const seen: number[] = [];
+      let done = false;
+      const reader = (async () => {
+        let cursor = 0;
+        for (let last = false; !last;) {
+          last = done;
+          const rows = await a.all<{ op_ms: number }>('SELECT op_ms FROM entries WHERE library_id = 1 AND op_ms > ? ORDER BY op_ms', [cursor]);
+          for (const r of rows) seen.push(r.op_ms);
+          if (rows.length) cursor = rows[rows.length - 1]!.op_ms;
+          await tick();
+        }
+      })();
+      await Promise.all(Array.from({ length: 40 }, (_, i) => move(i % 2 ? a : b, i)));
+      done = true;
+      await reader;
+      expect(await a.all('SELECT orderby FROM departments ORDER BY id')).toEqual([{ orderby: 60 }, { orderby: 40 }]);
+      // Strictly increasing, each once, each change's two times consecutive.
+      expect(seen).toHaveLength(80);
+      expect(seen.every((ms, i) => i === 0 || ms > seen[i - 1]!)).toBe(true);
+      const times = new Map((await a.all<{ hash: string; op_ms: number }>('SELECT hash, op_ms FROM entries WHERE library_id = 1')).map((r) => [r.hash, r.op_ms]));
+      expect(Array.from({ length: 40 }, (_, i) => times.get(`h${i}-1`)! - times.get(`h${i}-0`)!)).toEqual(Array.from({ length: 40 }, () => 1));
+      expect(await a.get('SELECT last_op_ms FROM libraries WHERE id = 1')).toEqual({ last_op_ms: seen[79] });
+    } finally {
+      await a.close();
+      if (b !== a) await b.close();
+    }
+  });
+
+  it('with the lock at commit, sends reads in one round trip and the rest with COMMIT; a refusal sends nothing more', async () => {
+    const [a] = await seeded(engine);
+    try {
+      await a.run("INSERT INTO departments (id, ent_id, name, orderby, created_ms) VALUES (1, 1, 'd', 5, 0)");
+      const cost = async (fn: () => Promise<unknown>) => {
+        const before = a.stats.roundTrips;
+        await fn().catch(() => undefined);
+        return a.stats.roundTrips - before;
+      };
+      const change = () => a.tx(async (s) => {
+        const [d, none] = await Promise.all([s.get<{ orderby: number }>('SELECT orderby FROM departments WHERE id = 1'), s.get('SELECT 1 FROM departments WHERE id = 2')]);
+        if (none) throw new Error('unexpected');
+        await s.runLater('UPDATE departments SET orderby = ? WHERE id = 1', [d!.orderby + 1]);
+        await reserveOperationTimes(s, 1, 7, 1);
+      }, { library: 1, lockAtCommit: true });
+      const refused = () => a.tx(async (s) => {
+        await s.get('SELECT orderby FROM departments WHERE id = 1');
+        throw new Error('refused');
+      }, { library: 1, lockAtCommit: true });
+      const counts = { change: await cost(change), refused: await cost(refused) };
+      // SQLite: each statement (the clock's reservation is one).
+      expect(counts).toEqual(engine === 'postgresql' ? { change: 2, refused: 1 } : { change: 4, refused: 1 });
+      expect(await a.get('SELECT orderby FROM departments WHERE id = 1')).toEqual({ orderby: 6 });
+      expect(await a.get('SELECT last_op_ms FROM libraries WHERE id = 1')).toEqual({ last_op_ms: 7 });
+    } finally {
+      await a.close();
+    }
+  });
+
+  it('with the lock at commit, starts over with the lock first when a read changed, and a read after a write sees it', async () => {
+    const [a, b] = await seeded(engine);
+    try {
+      await a.run("INSERT INTO departments (id, ent_id, name, orderby, created_ms) VALUES (1, 1, 'd', 5, 0)");
+      const before = a.stats.readChanges;
+      let attempts = 0;
+      await a.tx(async (s) => {
+        attempts++;
+        const d = (await s.get<{ orderby: number }>('SELECT orderby FROM departments WHERE id = 1'))!;
+        // Another process changes what was read, between the read and the lock (on SQLite, after it:
+        // its one writer is this transaction, so the change waits and lands after the commit).
+        if (attempts === 1 && b !== a) await b.run('UPDATE departments SET orderby = 50 WHERE id = 1');
+        await s.runLater('UPDATE departments SET orderby = ? WHERE id = 1', [d.orderby + 1]);
+        // A read after a write of the same body sees it.
+        expect(await s.get('SELECT orderby FROM departments WHERE id = 1')).toEqual({ orderby: d.orderby + 1 });
+        await s.runLater('UPDATE departments SET name = ? WHERE id = 1', ['e']);
+      }, { library: 1, lockAtCommit: true });
+      if (engine === 'postgresql') {
+        expect({ attempts, readChanges: a.stats.readChanges - before }).toEqual({ attempts: 2, readChanges: 1 });
+        expect(await a.get('SELECT orderby, name FROM departments WHERE id = 1')).toEqual({ orderby: 51, name: 'e' });
+      } else {
+        expect({ attempts, readChanges: a.stats.readChanges - before }).toEqual({ attempts: 1, readChanges: 0 });
+        expect(await a.get('SELECT orderby, name FROM departments WHERE id = 1')).toEqual({ orderby: 6, name: 'e' });
+      }
+    } finally {
+      await a.close();
+      if (b !== a) await b.close();
+    }
+  });
+
   it("keeps operation times gapless and in commit order when library transactions and others reserve them", async () => {
     const [a, b] = await seeded(engine);
     try {
