@@ -50,12 +50,6 @@ export interface MetadataSession {
 export interface TransactionOptions {
   /** The library whose tree the transaction changes: it runs under that library's write lock. */
   library?: number;
-  /**
-   * A library's transaction whose body waits for no write's result: on PostgreSQL its reads go before
-   * the library's lock, which it takes only at commit with its writes, checking there that what it read
-   * still holds (and starting over with the lock first when not); SQLite ignores it.
-   */
-  lockAtCommit?: boolean;
 }
 
 /** What a store sent to its engine since it opened (tests count them per request; docs/service.md). */
@@ -66,8 +60,6 @@ export interface StoreStats {
   transactions: number;
   /** Transaction attempts started over after a serialization failure or a deadlock. */
   retries: number;
-  /** Attempts with the lock at commit started over because what they read before it had changed. */
-  readChanges: number;
   /**
    * Time (ms, summed over transactions) from asking for a transaction to holding it: SQLite, the wait
    * for the writer before; PostgreSQL, a pool connection and the round trip that sends BEGIN and takes

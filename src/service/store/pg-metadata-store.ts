@@ -23,7 +23,6 @@ import { PreparedStatements, isStalePlan } from './pg-prepared.js';
 import { RequestAhead, type AheadStatement } from './pg-request-ahead.js';
 import { replacePlaceholders } from './pg-placeholders.js';
 import { combinableAhead, combinableRead, combinedRead, splitCombined } from './pg-combined-read.js';
-import { SHIFTED_CLOCK_SQL, SHIFT_ENTRIES_SQL, fingerprinted, isReadChanged, stillReads, takeFingerprint } from './pg-read-checks.js';
 import { TransactionScope, reserveOperationTimesByStatement, type MetadataSession, type MetadataStore, type RunResult, type StoreStats, type TransactionOptions } from './metadata-store.js';
 
 const RETRYABLE = new Set(['40001', '40P01']);
@@ -32,16 +31,11 @@ const MAX_ATTEMPTS = 100;
 
 export class PgMetadataStore implements MetadataStore {
   readonly engine = 'postgresql';
-  readonly stats: StoreStats = { roundTrips: 0, transactions: 0, retries: 0, readChanges: 0, lockWaitMs: 0 };
+  readonly stats: StoreStats = { roundTrips: 0, transactions: 0, retries: 0, lockWaitMs: 0 };
   open = true;
   private readonly scope = new TransactionScope();
   private readonly requestAhead = new RequestAhead();
   private readonly prepared = new PreparedStatements();
-  /**
-   * Library id → the last operation time this process reserved or committed: a time reserved before a
-   * lock is above it, so changes of this process seldom need theirs moved up at commit.
-   */
-  private readonly lastTimes = new Map<number, number>();
 
   constructor(readonly pool: pg.Pool) {}
 
@@ -163,46 +157,32 @@ export class PgMetadataStore implements MetadataStore {
       if (library !== undefined) (inTx as PgTransaction).lockLibrary(library);
       return fn(inTx);
     }
-    let lockAtCommit = library !== undefined && opts.lockAtCommit === true;
     for (let attempt = 1; ; attempt++) {
       const waitFrom = performance.now();
       const client = await this.pool.connect();
-      let readChanged = false;
-      let t: PgTransaction | undefined;
       try {
-        t = new PgTransaction(client, this.stats, this.prepared, this.requestAhead.gates(), (a) => this.sendAlone(a), this.lastTimes);
-        t.begin(library, this.requestAhead.take(), lockAtCommit);
+        const t = new PgTransaction(client, this.stats, this.prepared, this.requestAhead.gates(), (a) => this.sendAlone(a));
+        t.begin(library, this.requestAhead.take());
         const result = await this.scope.run(t, fn);
         await t.commit();
         this.stats.lockWaitMs += (t.begunAt ?? performance.now()) - waitFrom;
         this.stats.transactions++;
         return result;
       } catch (err) {
-        // A transaction whose lock waited for commit and never took it sent no BEGIN: nothing to roll back.
-        if (t?.begun() !== false) {
-          this.stats.roundTrips++;
-          await client.query('ROLLBACK').catch(() => undefined);
-        }
+        this.stats.roundTrips++;
+        await client.query('ROLLBACK').catch(() => undefined);
         // A statement prepared under an older schema: named anew, the transaction starts over.
         if (isStalePlan(err)) this.prepared.renew();
-        readChanged = isReadChanged(err);
-        if (attempt >= MAX_ATTEMPTS || !(RETRYABLE.has((err as { code?: string }).code ?? '') || isStalePlan(err) || readChanged)) {
+        if (attempt >= MAX_ATTEMPTS || !(RETRYABLE.has((err as { code?: string }).code ?? '') || isStalePlan(err))) {
           this.stats.transactions++;
           throw err;
         }
-        if (readChanged) {
-          // What the body read before the lock changed: it starts over with the lock taken first.
-          this.stats.readChanges++;
-          lockAtCommit = false;
-        } else {
-          this.stats.retries++;
-        }
+        this.stats.retries++;
       } finally {
         client.release();
       }
-      // Jittered backoff: of the transactions that collided, one commits per round. A read that changed
-      // before the lock met a change that has committed: at once.
-      if (!readChanged) await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 * attempt)));
+      // Jittered backoff: of the transactions that collided, one commits per round.
+      await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 * attempt)));
     }
   }
 
@@ -212,46 +192,14 @@ export class PgMetadataStore implements MetadataStore {
   }
 }
 
-/**
- * A library's transaction whose lock waits for commit (TransactionOptions.lockAtCommit), until it takes
- * it: its reads go now, outside the transaction, and their checks wait for the lock.
- */
-interface BeforeLock {
-  library: number;
-  /** Other libraries a nested transaction locks: with this one's lock. */
-  others: number[];
-  /** The request's statements ahead, for the first round trip of reads. */
-  ahead: AheadStatement[];
-  /** A statement the body waits for needs the lock (a write, or a read after a write). */
-  mustLock: boolean;
-  /** The body has queued a write (runLater): a read after it must see it, under the lock. */
-  wrote: boolean;
-  /** The checks of the reads answered, in the order answered. */
-  checks: Pending[];
-  /** Round trips of reads not answered yet. */
-  inFlight: Set<Promise<void>>;
-}
-
-/** A read: a SELECT that locks nothing. */
-const isRead = (sql: string) => /^\s*SELECT\b/i.test(sql) && !/\bFOR\s+(UPDATE|SHARE|NO\s+KEY|KEY)\b/i.test(sql);
-
 /** One transaction on its connection: its statements and the clocks of the libraries it has locked. */
 class PgTransaction implements MetadataSession {
   /** Library id → its last operation time, and whether this transaction advanced it. */
   private readonly clocks = new Map<number, { last: number; advanced: boolean }>();
-  /**
-   * Statements not sent yet (BEGIN, a library's lock, `runLater` ones; before the lock, the body's
-   * writes), and what to do with a result.
-   */
+  /** Statements not sent yet (BEGIN, a library's lock, `runLater` ones), and what to do with a result. */
   private later: Pending[] = [];
   /** Libraries whose lock this transaction took or has queued. */
   private readonly locked = new Set<number>();
-  /** Set while a transaction with its lock at commit has not taken it. */
-  private beforeLock: BeforeLock | undefined;
-  /** The round trip's preparation that takes the lock before commit, once started. */
-  private locking: Promise<void> | undefined;
-  /** Operation times reserved before the lock (moved up at commit when another change took them). */
-  private reservedBefore: { library: number; first: number; last: number } | undefined;
   /** When the round trip that sent BEGIN came back (performance.now()). */
   begunAt: number | undefined;
   private readonly session: MetadataSession;
@@ -264,8 +212,6 @@ class PgTransaction implements MetadataSession {
     private readonly gates: readonly Promise<unknown>[] = [],
     /** Sends a statement ahead by itself, outside this transaction. */
     private readonly sendAlone: (a: AheadStatement) => Promise<void> = async () => undefined,
-    /** The store's last operation times, by library (PgMetadataStore.lastTimes). */
-    private readonly lastTimes = new Map<number, number>(),
   ) {
     // Round trips are counted as they are sent (several statements may share one).
     this.session = sessionOf({ query: (sql: string, params: unknown[]) => this.query(sql, params) }, stats, false);
@@ -276,8 +222,6 @@ class PgTransaction implements MetadataSession {
    * event loop (independent statements awaited together, `Promise.all`) in its round trip.
    */
   private query(sql: string, params: unknown[]): Promise<pg.QueryResult> {
-    const b = this.beforeLock;
-    if (b && !(isRead(sql) && !b.wrote)) b.mustLock = true;
     return new Promise<pg.QueryResult>((resolve, reject) => {
       this.issued.push({ sql, params, resolve, reject });
       if (this.issued.length === 1) queueMicrotask(() => void this.sendIssued());
@@ -289,20 +233,13 @@ class PgTransaction implements MetadataSession {
 
   /**
    * Sends what the body issued in this turn, after the queued statements, in one round trip. A failure
-   * fails each of them (the transaction is aborted either way). Before the lock, reads go by themselves
-   * (sendReads), and anything else takes the lock first.
+   * fails each of them (the transaction is aborted either way).
    */
   private async sendIssued(): Promise<void> {
     const issued = this.issued;
     if (issued.length === 0) return; // sent already (by COMMIT)
     this.issued = [];
-    const b = this.beforeLock;
-    if (b && !b.mustLock) {
-      this.sendReads(b, issued);
-      return;
-    }
     try {
-      if (b) await this.takeLock(b);
       this.stats.roundTrips++;
       const results = await this.flush(issued.map((q) => ({ sql: q.sql, params: q.params })));
       issued.forEach((q, i) => q.resolve(results[results.length - issued.length + i]!));
@@ -324,7 +261,7 @@ class PgTransaction implements MetadataSession {
   private async flush(last: Pending[]): Promise<pg.QueryResult[]> {
     const batch = [...this.later, ...last];
     this.later = [];
-    const settled = await this.send(batch);
+    const settled = await Promise.allSettled(batch.map((b) => this.client.query(this.prepared.query(b.sql, b.params ?? []))));
     this.begunAt ??= performance.now();
     let failure: { reason: unknown } | undefined;
     settled.forEach((s, i) => {
@@ -342,67 +279,6 @@ class PgTransaction implements MetadataSession {
     return settled.map((s) => (s.status === 'fulfilled' ? s.value : undefined) as pg.QueryResult);
   }
 
-  /** Statements pipelined on the connection, each prepared; each one's outcome. */
-  private send(batch: readonly Pending[]): Promise<PromiseSettledResult<pg.QueryResult>[]> {
-    return Promise.allSettled(batch.map((b) => this.client.query(this.prepared.query(b.sql, b.params ?? []))));
-  }
-
-  // ---- before the lock (lockAtCommit) --------------------------------------------------------------
-
-  /**
-   * Sends reads issued before the lock in one round trip outside the transaction (the first with the
-   * request's statements ahead), each with its fingerprint, whose check then waits for the lock.
-   */
-  private sendReads(b: BeforeLock, reads: typeof this.issued): void {
-    const ahead = b.ahead.splice(0);
-    const batch: Pending[] = [
-      ...ahead.map((a) => ({ sql: a.sql, params: [...a.params], ahead: a })),
-      ...reads.map((r) => ({ sql: fingerprinted(r.sql), params: r.params })),
-    ];
-    this.stats.roundTrips++;
-    const answered = this.send(batch).then((settled) => {
-      ahead.forEach((a, i) => {
-        const s = settled[i]!;
-        if (s.status === 'fulfilled') a.resolve(s.value.rows);
-        else a.reject(s.reason);
-      });
-      reads.forEach((r, i) => {
-        const s = settled[ahead.length + i]!;
-        if (s.status === 'rejected') return r.reject(s.reason);
-        const fingerprint = takeFingerprint(s.value.rows as Record<string, unknown>[]);
-        b.checks.push({ sql: stillReads(r.sql, r.params.length), params: [...r.params, fingerprint] });
-        r.resolve(s.value);
-      });
-    });
-    b.inFlight.add(answered);
-    void answered.finally(() => b.inFlight.delete(answered));
-  }
-
-  /**
-   * Once every read before the lock is answered, queues ahead of what the body queued: the statements
-   * ahead not sent yet, BEGIN, the locks and the reads' checks. From then on the transaction is as any
-   * other.
-   */
-  private takeLock(b: BeforeLock): Promise<void> {
-    this.locking ??= (async () => {
-      while (b.inFlight.size > 0) await Promise.all([...b.inFlight]);
-      this.beforeLock = undefined;
-      this.later = [
-        ...b.ahead.splice(0).map((a) => ({ sql: a.sql, params: [...a.params], ahead: a })),
-        { sql: 'BEGIN ISOLATION LEVEL READ COMMITTED' },
-        ...[b.library, ...b.others].map((library) => this.lockOf(library)),
-        ...b.checks,
-        ...this.later,
-      ];
-    })();
-    return this.locking;
-  }
-
-  /** False while a transaction with its lock at commit has sent nothing of its own (no BEGIN). */
-  begun(): boolean {
-    return this.beforeLock === undefined;
-  }
-
   get<T>(sql: string, params?: readonly unknown[]): Promise<T | undefined> { return this.session.get<T>(sql, params); }
   all<T>(sql: string, params?: readonly unknown[]): Promise<T[]> { return this.session.all<T>(sql, params); }
   run(sql: string, params?: readonly unknown[]): Promise<RunResult> { return this.session.run(sql, params); }
@@ -410,12 +286,6 @@ class PgTransaction implements MetadataSession {
 
   async runLater(sql: string, params: readonly unknown[] = []): Promise<void> {
     const statement = { sql: numbered(sql), params: [...params] };
-    if (this.beforeLock) {
-      // Before the lock, a write waits for it (reads issued before it in this turn go before the lock).
-      this.beforeLock.wrote = true;
-      this.later.push(statement);
-      return;
-    }
     // After the statements issued in this turn and not sent yet, as it was issued after them.
     if (this.issued.length > 0) this.issued.push({ ...statement, resolve: () => undefined, reject: () => undefined });
     else this.later.push(statement);
@@ -423,15 +293,9 @@ class PgTransaction implements MetadataSession {
 
   /**
    * Queues BEGIN, and for a library's transaction the lock of its row: they go in the round trip of the
-   * body's first statement (or of COMMIT), which runs once the lock is held. With `lockAtCommit`, they
-   * wait for the round trip of the body's first statement that needs the lock, or of COMMIT.
+   * body's first statement (or of COMMIT), which runs once the lock is held.
    */
-  begin(library: number | undefined, ahead: readonly AheadStatement[] = [], lockAtCommit = false): void {
-    if (lockAtCommit && library !== undefined) {
-      this.locked.add(library);
-      this.beforeLock = { library, others: [], ahead: [...ahead], mustLock: false, wrote: false, checks: [], inFlight: new Set() };
-      return;
-    }
+  begin(library: number | undefined, ahead: readonly AheadStatement[] = []): void {
     // Before BEGIN, committed by itself (outside a transaction block each pipelined statement is its
     // own transaction): the transaction's fate is not the statement's.
     for (const a of ahead) this.later.push({ sql: a.sql, params: [...a.params], ahead: a });
@@ -443,25 +307,10 @@ class PgTransaction implements MetadataSession {
   lockLibrary(library: number): void {
     if (this.locked.has(library)) return;
     this.locked.add(library);
-    if (this.beforeLock) this.beforeLock.others.push(library);
-    else this.later.push(this.lockOf(library));
-  }
-
-  private lockOf(library: number): Pending {
-    return { sql: LOCK_SQL, params: [library], then: (r) => this.track(library, r.rows[0] as { last_op_ms: number } | undefined) };
+    this.later.push({ sql: LOCK_SQL, params: [library], then: (r) => this.track(library, r.rows[0] as { last_op_ms: number } | undefined) });
   }
 
   async reserveOperationTimes(libraryId: number, now: number, n: number): Promise<number> {
-    const b = this.beforeLock;
-    if (b && libraryId === b.library) {
-      // Before the lock: above the last this process reserved; moved up at commit if another change took
-      // the library's next times meanwhile (pg-read-checks.ts: SHIFT_ENTRIES_SQL).
-      const first = Math.max(now, (this.lastTimes.get(libraryId) ?? 0) + 1);
-      const last = first + n - 1;
-      this.lastTimes.set(libraryId, last);
-      this.reservedBefore = { library: libraryId, first: this.reservedBefore?.first ?? first, last };
-      return first;
-    }
     let clock = this.clocks.get(libraryId);
     if (!clock) {
       // The statement takes the row's lock: later reservations of this transaction are counted here.
@@ -480,48 +329,23 @@ class PgTransaction implements MetadataSession {
   async commit(): Promise<void> {
     // A statement the body left unawaited goes before COMMIT, inside the transaction.
     if (this.issued.length > 0) await this.sendIssued();
-    const b = this.beforeLock;
-    if (b) while (b.inFlight.size > 0) await Promise.all([...b.inFlight]);
     if (this.failure !== undefined) throw this.failure;
-    if (b) {
-      // The statements ahead no read took go first, by themselves: the gates may wait for them.
-      for (const a of b.ahead.splice(0)) await this.sendAlone(a);
-      await Promise.all(this.gates);
-      // Nothing written: the reads answered as they ran, and there is nothing to commit.
-      if (this.later.length === 0 && this.reservedBefore === undefined) return;
-      await this.takeLock(b);
-    } else if (this.gates.length > 0) {
+    if (this.gates.length > 0) {
       // The gates may wait for a statement ahead still queued here: it goes first (BEGIN with it).
-      if (this.later.some((q) => q.ahead)) {
+      if (this.later.some((b) => b.ahead)) {
         this.stats.roundTrips++;
         await this.flush([]);
       }
       await Promise.all(this.gates);
     }
-    const r = this.reservedBefore;
-    let reservedLast: number | undefined;
-    if (r) {
-      const range = [r.library, r.first, r.last];
-      this.later.push({ sql: SHIFT_ENTRIES_SQL, params: range });
-      // The clock: from the times reserved before when the lock comes with COMMIT, else as counted here.
-      const clock = this.clocks.get(r.library);
-      if (clock === undefined) this.later.push({ sql: SHIFTED_CLOCK_SQL, params: range, then: (res) => { reservedLast = Number((res.rows[0] as { last_op_ms: unknown } | undefined)?.last_op_ms); } });
-    }
     for (const [id, c] of this.clocks) if (c.advanced) this.later.push({ sql: CLOCK_SQL, params: [c.last, id] });
     this.stats.roundTrips++;
     await this.flush([{ sql: 'COMMIT' }]);
-    for (const [id, c] of this.clocks) this.lastTimes.set(id, Math.max(this.lastTimes.get(id) ?? 0, c.last));
-    if (r && reservedLast !== undefined && Number.isSafeInteger(reservedLast)) this.lastTimes.set(r.library, Math.max(this.lastTimes.get(r.library) ?? 0, reservedLast));
   }
 
   private track(library: number, row: { last_op_ms: number } | undefined): void {
     // A missing library is no one's to lock: reservations for it fail as they would alone.
-    if (!row) return;
-    const last = Number(row.last_op_ms);
-    const r = this.reservedBefore;
-    // Times reserved before the lock: the clock continues above them, moved up as SHIFT_ENTRIES_SQL will.
-    if (r?.library === library) this.clocks.set(library, { last: r.last + Math.max(0, last + 1 - r.first), advanced: true });
-    else this.clocks.set(library, { last, advanced: false });
+    if (row) this.clocks.set(library, { last: row.last_op_ms, advanced: false });
   }
 }
 

@@ -13,7 +13,7 @@ const STATEMENT_CACHE = 500;
 
 export class SqliteMetadataStore implements MetadataStore {
   readonly engine = 'sqlite';
-  readonly stats: StoreStats = { roundTrips: 0, transactions: 0, retries: 0, readChanges: 0, lockWaitMs: 0 };
+  readonly stats: StoreStats = { roundTrips: 0, transactions: 0, retries: 0, lockWaitMs: 0 };
   private tail: Promise<unknown> = Promise.resolve();
   private readonly direct: MetadataSession;
   private readonly scope = new TransactionScope();

@@ -31,7 +31,7 @@ async function cost(fn: () => Promise<unknown>): Promise<StoreStats> {
   const stats = t.service.parts.tree.db.stats;
   const before = { ...stats };
   await fn();
-  return { roundTrips: stats.roundTrips - before.roundTrips, transactions: stats.transactions - before.transactions, retries: stats.retries - before.retries, readChanges: stats.readChanges - before.readChanges, lockWaitMs: stats.lockWaitMs - before.lockWaitMs };
+  return { roundTrips: stats.roundTrips - before.roundTrips, transactions: stats.transactions - before.transactions, retries: stats.retries - before.retries, lockWaitMs: stats.lockWaitMs - before.lockWaitMs };
 }
 
 /**
