@@ -54,6 +54,10 @@ interface Row {
   statusUnloaded: number[]; statusLoaded: number[]; selectUnloaded: number[]; selectLoaded: number[];
   /** This process's event-loop delay during the load (ms, p99 of each round). */
   loopDelayP99: number[];
+  /** This process's CPU (the clients, the feed's poller, the probes) per operation (ms). */
+  benchCpuMs: number;
+  /** The machine's cores busy during the load, all processes (from /proc/stat), and the cores it has. */
+  machineBusyCores: number;
 }
 
 export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
@@ -118,6 +122,8 @@ function merged(rounds: Row[]): Row {
     selectUnloaded: rounds.flatMap((r) => r.selectUnloaded),
     selectLoaded: rounds.flatMap((r) => r.selectLoaded),
     loopDelayP99: rounds.flatMap((r) => r.loopDelayP99),
+    benchCpuMs: perOp((r) => r.benchCpuMs),
+    machineBusyCores: rounds.reduce((n, r) => n + r.machineBusyCores * r.load.elapsedMs, 0) / rounds.reduce((n, r) => n + r.load.elapsedMs, 0),
     serviceCpuMs: rounds[0]!.serviceCpuMs.map((_, i) => perOp((r) => r.serviceCpuMs[i]!)),
     postgresCpuMs: rounds[0]!.postgresCpuMs === undefined ? undefined : perOp((r) => r.postgresCpuMs!),
     postgresCpuParts: rounds[0]!.postgresCpuParts === undefined ? undefined : {
@@ -158,6 +164,8 @@ async function measure(setup: string, targets: ServiceProcess[], server: Postgre
   const selectLoaded: number[] = [];
   const loop = monitorEventLoopDelay({ resolution: 5 });
   loop.enable();
+  const benchCpu0 = process.cpuUsage();
+  const machine0 = await machineTicks();
   const probing = (async () => {
     while (loading) {
       lsLoaded.push(await timed(() => probe.file.ls({ fullpath: `${root}/c0/keep`, size: 100 })));
@@ -167,6 +175,8 @@ async function measure(setup: string, targets: ServiceProcess[], server: Postgre
   })();
   const load = await runLoad(clientsOf, { clients, opsPerClient, root }).finally(() => { loading = false; });
   await probing;
+  const machine1 = await machineTicks();
+  const benchCpu = process.cpuUsage(benchCpu0);
   loop.disable();
   await select1?.end();
   const ops = clients * opsPerClient + lsLoaded.length + statusLoaded.length;
@@ -177,6 +187,8 @@ async function measure(setup: string, targets: ServiceProcess[], server: Postgre
     lsUnloaded: unloaded,
     statusUnloaded, statusLoaded, selectUnloaded, selectLoaded,
     loopDelayP99: [loop.percentile(99) / 1e6],
+    benchCpuMs: (benchCpu.user + benchCpu.system) / 1000 / ops,
+    machineBusyCores: availableParallelism() * (machine1.busy - machine0.busy) / (machine1.total - machine0.total),
     serviceCpuMs: cpu1.map((ms, i) => (ms - cpu0[i]!) / ops),
     postgresCpuMs: pg0 && pg1 ? (total(pg1) - total(pg0)) / ops : undefined,
     postgresCpuParts: pg0 && pg1 ? { backends: (pg1.backends - pg0.backends) / ops, exited: (pg1.exited - pg0.exited) / ops, background: (pg1.background - pg0.background) / ops } : undefined,
@@ -203,6 +215,8 @@ function summary(r: Row, reference: Row): Record<string, unknown> {
       select1_unloaded_p50_ms: round(quantile(r.selectUnloaded, 0.5), 2), select1_loaded_p50_ms: round(quantile(r.selectLoaded, 0.5), 2), select1_loaded_p99_ms: round(quantile(r.selectLoaded, 0.99)),
     }),
     bench_loop_delay_p99_ms: r.loopDelayP99.map((ms) => round(ms)),
+    bench_cpu_ms_per_op: round(r.benchCpuMs, 3),
+    machine_busy_cores: round(r.machineBusyCores, 2),
     service_cpu_ms_per_op: r.serviceCpuMs.map((ms) => round(ms, 3)),
     ...(r.postgresCpuMs === undefined ? {} : { postgresql_cpu_ms_per_op: round(r.postgresCpuMs, 3) }),
     ...(r.postgresCpuParts === undefined ? {} : { postgresql_cpu_ms_per_op_by_process: Object.fromEntries(Object.entries(r.postgresCpuParts).map(([k, v]) => [k, round(v, 3)])) }),
@@ -242,6 +256,14 @@ async function statementTimes(server: Postgres): Promise<() => Promise<Record<st
       await client.end();
     }
   };
+}
+
+/** The machine's CPU time since boot (/proc/stat, in ticks): all of it, and the part not idle. */
+async function machineTicks(): Promise<{ total: number; busy: number }> {
+  const cpu = (await readFile('/proc/stat', 'utf8')).split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal (guest time is counted in user already)
+  const total = cpu.slice(0, 8).reduce((a, b) => a + b, 0);
+  return { total, busy: total - cpu[3]! - cpu[4]! };
 }
 
 async function timed(fn: () => Promise<unknown>): Promise<number> {
