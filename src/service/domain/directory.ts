@@ -12,6 +12,9 @@ export interface LibraryRow {
   owner_id: number; capacity: number; size_used: number; size_recycle: number; file_count: number; dir_count: number;
   last_op_ms: number; deleted: number; created_ms: number;
 }
+
+/** What a capacity check reads of a library (Directory.requireCapacity). */
+export type LibraryCapacity = Pick<LibraryRow, 'capacity' | 'size_used'>;
 /** The term of an enterprise: a trial or a subscription, ending at `end_dateline` (s; 0 or less: no end). */
 export interface EnterpriseTermRow { trial: number; end_dateline: number }
 export interface LibraryAuthRow { org_client_id: string; org_client_secret: string; library_id: number; ent_client_id: string; title: string }
@@ -103,7 +106,17 @@ export class Directory {
 
   async requireLibrary(id: number): Promise<LibraryRow> {
     const lib = await this.library(id);
-    if (!lib) throw new ServiceFault(FaultCode.LibraryMissing, `library ${id} not found or deleted`);
+    if (!lib) throw libraryMissing(id);
+    return lib;
+  }
+
+  /**
+   * A library's capacity and, when it is limited, the bytes it uses (when unlimited, 0: what is read
+   * stays the same while the library changes, so a change that read it does not collide with others).
+   */
+  async requireCapacity(id: number): Promise<LibraryCapacity> {
+    const lib = await this.db.get<LibraryCapacity>('SELECT capacity, CASE WHEN capacity < 0 THEN 0 ELSE size_used END AS size_used FROM libraries WHERE id = ? AND deleted = 0', [id]);
+    if (!lib) throw libraryMissing(id);
     return lib;
   }
 
@@ -215,4 +228,8 @@ function prefixed(row: Record<string, unknown>, prefix: string): Record<string, 
 /** The columns of `row` not named with `prefix`. */
 function unprefixed(row: Record<string, unknown>, prefix: string): Record<string, unknown> {
   return Object.fromEntries(Object.entries(row).filter(([k]) => !k.startsWith(prefix)));
+}
+
+function libraryMissing(id: number): ServiceFault {
+  return new ServiceFault(FaultCode.LibraryMissing, `library ${id} not found or deleted`);
 }

@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { MetadataStore } from '../store/metadata-store.js';
-import type { Directory, LibraryRow } from './directory.js';
+import type { Directory, LibraryCapacity } from './directory.js';
 import { FaultCode, ServiceFault, fileMissing } from './fault.js';
 import { EntryState, tagsColumn, tagsOf, type EntryRow, type Operator } from './entries.js';
 import { OperationClock } from './op-clock.js';
@@ -26,6 +26,10 @@ export const ACT_NAMES: Record<number, string> = {
 export interface Content { sha1: string; size: number }
 
 export const newHash = (): string => randomBytes(20).toString('hex');
+
+/** What an event says of its entry (the entry is found by its hash, which never changes). */
+export type EventSubject = Pick<EntryRow, 'library_id' | 'hash' | 'dir' | 'fullpath' | 'filehash' | 'filesize' | 'state'>;
+
 
 export class FileTree {
   readonly opClock: OperationClock;
@@ -124,19 +128,49 @@ export class FileTree {
   }
 
   async insert(libraryId: number, parentId: number | null, fullpath: string, what: { dir: number; content?: Content; tags?: string; hash?: string }, op: Operator): Promise<EntryRow> {
+    const { sql, params } = await this.insertStatement(libraryId, parentId, fullpath, what, op);
+    return (await this.db.get<EntryRow>(sql, params))!;
+  }
+
+  /** The insert of an entry, with its operation time reserved, and the entry as its event needs it. */
+  private async insertStatement(libraryId: number, parentId: number | null, fullpath: string, what: { dir: number; content?: Content; tags?: string; hash?: string }, op: Operator): Promise<{ sql: string; params: unknown[]; entry: EventSubject }> {
     const now = this.clock();
     const opMs = await this.opClock.next(libraryId);
-    return (await this.db.get<EntryRow>(`INSERT INTO entries (library_id, hash, parent_id, fullpath, name, dir, filehash, filesize,
+    const entry: EventSubject = { library_id: libraryId, hash: what.hash ?? newHash(), dir: what.dir, fullpath, filehash: what.content?.sha1 ?? '', filesize: what.content?.size ?? 0, state: EntryState.Present };
+    return {
+      sql: `INSERT INTO entries (library_id, hash, parent_id, fullpath, name, dir, filehash, filesize,
         create_member_id, create_member_name, create_ms, last_member_id, last_member_name, last_ms, op_ms, state, tags)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) RETURNING *`, [libraryId, what.hash ?? newHash(), parentId, fullpath, baseOf(fullpath), what.dir, what.content?.sha1 ?? '', what.content?.size ?? 0, op.id, op.name, now, op.id, op.name, now, opMs, what.tags ?? '']))!;
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) RETURNING *`,
+      params: [libraryId, entry.hash, parentId, fullpath, baseOf(fullpath), what.dir, entry.filehash, entry.filesize, op.id, op.name, now, op.id, op.name, now, opMs, what.tags ?? ''],
+      entry,
+    };
+  }
+
+  /**
+   * Creates an entry and its Create event; `written`: the row. `later`: the body does not wait for the
+   * row, which is the change's answer: the insert goes with the event and COMMIT (the row once sent).
+   */
+  private async create(libraryId: number, parentId: number | null, fullpath: string, what: { dir: number; content?: Content; hash?: string }, op: Operator, later: boolean): Promise<{ written: Promise<EntryRow> }> {
+    const { sql, params, entry } = await this.insertStatement(libraryId, parentId, fullpath, what, op);
+    if (!later) {
+      const row = (await this.db.get<EntryRow>(sql, params))!;
+      await this.event(row, Act.Create, op);
+      return { written: Promise.resolve(row) };
+    }
+    const { rows } = await this.db.runLater<EntryRow>(sql, params);
+    await this.event(entry, Act.Create, op);
+    const written = rows.then((r) => r[0]!);
+    written.catch(() => undefined); // the transaction fails with it; whoever waits for the row sees it too
+    return { written };
   }
 
   /** Appends a history/log event for `row` (its current path and content unless given). */
-  async event(row: EntryRow, act: number, op: Operator, extra: { fullpath?: string; property?: Record<string, unknown> } = {}): Promise<void> {
+  async event(row: EventSubject, act: number, op: Operator, extra: { fullpath?: string; property?: Record<string, unknown> } = {}): Promise<void> {
     const filehash = row.dir ? '' : row.filehash;
     // Nothing in a change reads its own event back: it goes with the change's next statement or COMMIT.
+    // The entry by its hash: a new one is known by it before its insert answers.
     await this.db.runLater(`INSERT INTO file_events (library_id, entry_id, hash, act, dir, fullpath, filehash, filesize, member_id, member_name, ms, property, keeps_blob)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [row.library_id, row.id, row.hash, act, row.dir, extra.fullpath ?? row.fullpath, filehash, row.dir ? 0 : row.filesize, op.id, op.name, this.clock(), JSON.stringify(extra.property ?? {}), filehash !== '' && row.state !== EntryState.Removed ? 1 : 0]);
+        VALUES (?, (SELECT id FROM entries WHERE hash = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [row.library_id, row.hash, row.hash, act, row.dir, extra.fullpath ?? row.fullpath, filehash, row.dir ? 0 : row.filesize, op.id, op.name, this.clock(), JSON.stringify(extra.property ?? {}), filehash !== '' && row.state !== EntryState.Removed ? 1 : 0]);
   }
 
   /** Refuses a change of `row` (and, for a folder, of anything below it) locked by another operator. */
@@ -152,9 +186,9 @@ export class FileTree {
   }
 
   /** Refuses growing the library by `delta` bytes past its capacity. */
-  async checkCapacity(libraryId: number, delta: number, library?: Promise<LibraryRow>): Promise<void> {
+  async checkCapacity(libraryId: number, delta: number, library?: Promise<LibraryCapacity>): Promise<void> {
     if (delta <= 0) return;
-    const lib = await (library ?? this.directory.requireLibrary(libraryId));
+    const lib = await (library ?? this.directory.requireCapacity(libraryId));
     if (lib.capacity >= 0 && lib.size_used + delta > lib.capacity) {
       throw new ServiceFault(FaultCode.CapacityExceeded, `library capacity exceeded: ${lib.size_used} of ${lib.capacity} bytes used, ${delta} more needed`);
     }
@@ -162,7 +196,7 @@ export class FileTree {
 
   /** Bytes the library may still grow by (Infinity when unlimited). */
   async remainingCapacity(libraryId: number): Promise<number> {
-    const lib = await this.directory.requireLibrary(libraryId);
+    const lib = await this.directory.requireCapacity(libraryId);
     return lib.capacity < 0 ? Infinity : Math.max(0, lib.capacity - lib.size_used);
   }
 
@@ -175,8 +209,12 @@ export class FileTree {
    * nothing): a collection removing it either committed before, or waits and then finds the reference
    * this transaction adds (PostgreSQL starts its SERIALIZABLE transaction over).
    */
-  async pinBlob(sha1: string): Promise<boolean> {
-    return (await this.db.run('UPDATE blobs SET refs = refs WHERE sha1 = ?', [sha1])).changes > 0;
+  pinBlob(sha1: string): Promise<boolean> {
+    // The pin, whose answer no one waits for, and the read after it, issued together (on PostgreSQL in
+    // one round trip, the pin first).
+    const pinned = this.db.runLater('UPDATE blobs SET refs = refs WHERE sha1 = ?', [sha1]);
+    const stored = this.blobStored(sha1);
+    return Promise.all([pinned, stored]).then(([, s]) => s);
   }
 
   /** Records a blob that was just written to the blob store. */
@@ -188,14 +226,13 @@ export class FileTree {
 
   /** Creates a folder and its missing parents; an existing name is refused (40901). */
   async createFolder(libraryId: number, fullpath: string, op: Operator): Promise<EntryRow> {
-    return this.tx(async () => {
+    const { written } = await this.tx(async () => {
       const found = await this.byPaths(libraryId, [fullpath, parentOf(fullpath)]);
       if (found.has(fullpath)) throw new ServiceFault(FaultCode.NameExists, `${JSON.stringify(fullpath)} already exists`);
       const parentId = await this.ensureFolder(libraryId, parentOf(fullpath), op, found.get(parentOf(fullpath)) ?? null);
-      const created = await this.insert(libraryId, parentId, fullpath, { dir: 1 }, op);
-      await this.event(created, Act.Create, op);
-      return created;
+      return this.create(libraryId, parentId, fullpath, { dir: 1 }, op, true);
     }, libraryId);
+    return written;
   }
 
   /**
@@ -203,10 +240,18 @@ export class FileTree {
    * is replaced when `overwrite` (a new version), otherwise the content gets a numbered name.
    */
   async placeContent(libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator, hash?: string): Promise<EntryRow> {
+    return (await this.place(libraryId, fullpath, content, overwrite, op, hash, false)).written;
+  }
+
+  /**
+   * placeContent that returns once the change is issued; `written`: the row. With `later` the body must
+   * not wait for it: it comes once the transaction has sent the insert (FileTree.create).
+   */
+  async place(libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator, hash?: string, later = true): Promise<{ written: Promise<EntryRow> }> {
     const folder = parentOf(fullpath);
-    // Independent reads, issued together (on PostgreSQL one round trip): the pin, the paths and the
-    // library row for the capacity check (read under the library's lock, before this change adds to it).
-    const library = this.directory.requireLibrary(libraryId);
+    // Independent reads, issued together (on PostgreSQL one round trip): the library's capacity (read
+    // in the change's transaction, before this change adds to it), the pin and the paths.
+    const library = this.directory.requireCapacity(libraryId);
     library.catch(() => undefined); // awaited by the capacity check, or its failure is the pin's or the lookup's
     const [pinned, found] = await Promise.all([this.pinBlob(content.sha1), this.byPaths(libraryId, [folder, fullpath])]);
     if (!pinned) throw new ServiceFault(FaultCode.FileMissing, `content ${content.sha1} is no longer stored; upload it again`);
@@ -214,18 +259,19 @@ export class FileTree {
     const existing = found.get(fullpath);
     if (existing && overwrite && !existing.dir) {
       await this.checkUnlocked(existing, op);
-      if (existing.filehash === content.sha1 && existing.filesize === content.size) return existing;
+      if (existing.filehash === content.sha1 && existing.filesize === content.size) return { written: Promise.resolve(existing) };
       await this.checkCapacity(libraryId, content.size - existing.filesize, library);
-      const row = (await this.db.get<EntryRow>('UPDATE entries SET filehash = ?, filesize = ?, last_member_id = ?, last_member_name = ?, last_ms = ?, op_ms = ? WHERE id = ? RETURNING *', [content.sha1, content.size, op.id, op.name, this.clock(), await this.opClock.next(libraryId), existing.id]))!;
+      // The new version is known without reading it back (no trigger writes these columns): the update
+      // goes with the event and COMMIT.
+      const row: EntryRow = { ...existing, filehash: content.sha1, filesize: content.size, last_member_id: op.id, last_member_name: op.name, last_ms: this.clock(), op_ms: await this.opClock.next(libraryId) };
+      await this.db.runLater('UPDATE entries SET filehash = ?, filesize = ?, last_member_id = ?, last_member_name = ?, last_ms = ?, op_ms = ? WHERE id = ?', [row.filehash, row.filesize, row.last_member_id, row.last_member_name, row.last_ms, row.op_ms, existing.id]);
       await this.event(row, Act.Edit, op);
-      return row;
+      return { written: Promise.resolve(row) };
     }
     await this.checkCapacity(libraryId, content.size, library);
     const name = existing ? await this.freeName(libraryId, folder, baseOf(fullpath), false) : baseOf(fullpath);
     const free = hash !== undefined && !await this.db.get('SELECT 1 FROM entries WHERE hash = ?', [hash]);
-    const row = await this.insert(libraryId, parentId, joinPath(folder, name), { dir: 0, content, hash: free ? hash : undefined }, op);
-    await this.event(row, Act.Create, op);
-    return row;
+    return this.create(libraryId, parentId, joinPath(folder, name), { dir: 0, content, hash: free ? hash : undefined }, op, later);
   }
 
   /** Renames or moves a file or folder (with its whole subtree); `hash` is unchanged. */
@@ -258,8 +304,9 @@ export class FileTree {
     await this.tx(async () => {
       const row = await this.require(libraryId, fullpath);
       await this.checkUnlocked(row, op);
-      await this.event(row, Act.Delete, op, { property: destroy ? { destroy: 1 } : {} });
+      // Reads before writes: the subtree, then the event, which goes with the updates and COMMIT.
       const all = [row, ...await this.subtree(row)];
+      await this.event(row, Act.Delete, op, { property: destroy ? { destroy: 1 } : {} });
       const first = await this.opClock.next(libraryId, all.length);
       const now = this.clock();
       if (destroy) {

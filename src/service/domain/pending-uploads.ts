@@ -35,8 +35,8 @@ export class PendingUploads {
       return { existing, replaces };
     };
     if (await this.tree.blobStored(sha1)) {
-      // placeContent checks again what `check` did (parent folder, lock, capacity), now under the lock
-      const row = await this.content.reuse(libraryId, sha1, async () => this.tree.placeContent(libraryId, fullpath, { sha1, size }, overwrite, op)).catch((err: unknown) => {
+      // place checks again what `check` did (parent folder, lock, capacity), now under the lock
+      const row = await this.content.reuseWritten(libraryId, sha1, async () => this.tree.place(libraryId, fullpath, { sha1, size }, overwrite, op)).catch((err: unknown) => {
         if (err instanceof ServiceFault && err.code === FaultCode.FileMissing) return undefined; // collected meanwhile
         throw err;
       });

@@ -35,16 +35,25 @@ export interface MetadataSession {
   /** Runs an INSERT into a table with an `id` column; returns the new row's id. */
   insert(sql: string, params?: readonly unknown[]): Promise<number>;
   /**
-   * Runs a statement whose result nobody needs, at the latest with the transaction's next statement or
-   * its COMMIT, in order (PostgreSQL: in that statement's round trip; SQLite and outside a transaction:
-   * at once). Its failure fails that statement or the commit, and the transaction rolls back whole.
+   * Runs a statement whose result the transaction's body does not wait for, at the latest with the
+   * transaction's next statement or its COMMIT, in order (PostgreSQL: in that statement's round trip;
+   * SQLite and outside a transaction: at once). Its failure fails that statement or the commit, and the
+   * transaction rolls back whole. Resolves once queued, with `rows`: the statement's rows once it ran
+   * (inside a transaction on PostgreSQL, at the earliest when the body issues its next statement or
+   * ends; a body that waits for them before then never ends).
    */
-  runLater(sql: string, params?: readonly unknown[]): Promise<void>;
+  runLater<T = unknown>(sql: string, params?: readonly unknown[]): Promise<LaterStatement<T>>;
   /**
    * Reserves `n` consecutive operation times of a library (ms): the first is max(now, last + 1).
    * Call it inside the transaction that writes the change.
    */
   reserveOperationTimes(libraryId: number, now: number, n: number): Promise<number>;
+}
+
+/** A statement queued by `runLater`. */
+export interface LaterStatement<T> {
+  /** Its rows once it ran; rejected with its failure. */
+  rows: Promise<T[]>;
 }
 
 export interface TransactionOptions {

@@ -23,7 +23,7 @@ import { PreparedStatements, isStalePlan } from './pg-prepared.js';
 import { RequestAhead, type AheadStatement } from './pg-request-ahead.js';
 import { replacePlaceholders } from './pg-placeholders.js';
 import { combinableAhead, combinableRead, combinedRead, splitCombined } from './pg-combined-read.js';
-import { TransactionScope, reserveOperationTimesByStatement, type MetadataSession, type MetadataStore, type RunResult, type StoreStats, type TransactionOptions } from './metadata-store.js';
+import { TransactionScope, reserveOperationTimesByStatement, type MetadataSession, type LaterStatement, type MetadataStore, type RunResult, type StoreStats, type TransactionOptions } from './metadata-store.js';
 
 const RETRYABLE = new Set(['40001', '40P01']);
 /** Attempts of one transaction: enough for the pool's connections all colliding on one row. */
@@ -141,8 +141,8 @@ export class PgMetadataStore implements MetadataStore {
     return this.session().insert(sql, params);
   }
 
-  runLater(sql: string, params?: readonly unknown[]): Promise<void> {
-    return this.session().runLater(sql, params);
+  runLater<T = unknown>(sql: string, params?: readonly unknown[]): Promise<LaterStatement<T>> {
+    return this.session().runLater<T>(sql, params);
   }
 
   reserveOperationTimes(libraryId: number, now: number, n: number): Promise<number> {
@@ -154,14 +154,20 @@ export class PgMetadataStore implements MetadataStore {
     if (library !== undefined && !Number.isSafeInteger(library)) throw new TypeError(`library: expected an integer id, got ${String(library)}`);
     const inTx = this.scope.session();
     if (inTx) {
-      if (library !== undefined) (inTx as PgTransaction).lockLibrary(library);
-      return fn(inTx);
+      const t = inTx as PgTransaction;
+      if (library !== undefined) t.lockLibrary(library);
+      const result = await fn(inTx);
+      // A nested body's queued statements whose rows someone may wait for go at its end: the body
+      // around it may wait for them before it sends anything else.
+      await t.sendQueuedRows();
+      return result;
     }
     for (let attempt = 1; ; attempt++) {
       const waitFrom = performance.now();
       const client = await this.pool.connect();
+      let t: PgTransaction | undefined;
       try {
-        const t = new PgTransaction(client, this.stats, this.prepared, this.requestAhead.gates(), (a) => this.sendAlone(a));
+        t = new PgTransaction(client, this.stats, this.prepared, this.requestAhead.gates(), (a) => this.sendAlone(a));
         t.begin(library, this.requestAhead.take());
         const result = await this.scope.run(t, fn);
         await t.commit();
@@ -169,6 +175,7 @@ export class PgMetadataStore implements MetadataStore {
         this.stats.transactions++;
         return result;
       } catch (err) {
+        t?.abandon(err);
         this.stats.roundTrips++;
         await client.query('ROLLBACK').catch(() => undefined);
         // A statement prepared under an older schema: named anew, the transaction starts over.
@@ -271,6 +278,7 @@ class PgTransaction implements MetadataSession {
         else b.ahead.reject(s.reason);
       } else if (s.status === 'rejected') {
         failure ??= { reason: s.reason };
+        b.fail?.(s.reason);
       } else {
         b.then?.(s.value);
       }
@@ -284,11 +292,15 @@ class PgTransaction implements MetadataSession {
   run(sql: string, params?: readonly unknown[]): Promise<RunResult> { return this.session.run(sql, params); }
   insert(sql: string, params?: readonly unknown[]): Promise<number> { return this.session.insert(sql, params); }
 
-  async runLater(sql: string, params: readonly unknown[] = []): Promise<void> {
+  async runLater<T = unknown>(sql: string, params: readonly unknown[] = []): Promise<LaterStatement<T>> {
+    let answer!: { resolve: (r: pg.QueryResult) => void; reject: (e: unknown) => void };
+    const rows = new Promise<pg.QueryResult>((resolve, reject) => { answer = { resolve, reject }; }).then((r) => r.rows as T[]);
+    rows.catch(() => undefined); // the transaction fails with it; whoever waits for the rows sees it too
     const statement = { sql: numbered(sql), params: [...params] };
     // After the statements issued in this turn and not sent yet, as it was issued after them.
-    if (this.issued.length > 0) this.issued.push({ ...statement, resolve: () => undefined, reject: () => undefined });
-    else this.later.push(statement);
+    if (this.issued.length > 0) this.issued.push({ ...statement, ...answer });
+    else this.later.push({ ...statement, then: answer.resolve, fail: answer.reject });
+    return { rows };
   }
 
   /**
@@ -325,6 +337,25 @@ class PgTransaction implements MetadataSession {
     return first;
   }
 
+  /** Sends the queued statements now if one of them has rows someone may wait for (runLater's `rows`). */
+  async sendQueuedRows(): Promise<void> {
+    if (this.issued.length > 0) await this.sendIssued();
+    if (!this.later.some((q) => q.fail)) return;
+    this.stats.roundTrips++;
+    try {
+      await this.flush([]);
+    } catch (err) {
+      this.failure ??= err;
+      throw err;
+    }
+  }
+
+  /** The statements still queued when the transaction fails: they never run. */
+  abandon(err: unknown): void {
+    for (const q of this.later.splice(0)) q.fail?.(err);
+    for (const q of this.issued.splice(0)) q.reject(err);
+  }
+
   /** Writes the clocks this transaction advanced and commits, in one round trip. */
   async commit(): Promise<void> {
     // A statement the body left unawaited goes before COMMIT, inside the transaction.
@@ -357,6 +388,8 @@ interface Pending {
   sql: string;
   params?: unknown[];
   then?: (result: pg.QueryResult) => void;
+  /** Told the statement's failure (or that the transaction failed before it ran). */
+  fail?: (err: unknown) => void;
   /** A request's statement ahead: answers its caller with its own result. */
   ahead?: AheadStatement;
 }
@@ -375,7 +408,7 @@ function sessionOf(q: Queryable, stats: StoreStats, counted = true): MetadataSes
     all: async <T>(sql: string, params?: readonly unknown[]) => (await query(sql, params)).rows as T[],
     run: async (sql: string, params?: readonly unknown[]) => ({ changes: (await query(sql, params)).rowCount ?? 0 }),
     insert: async (sql: string, params?: readonly unknown[]) => Number((await query(`${sql} RETURNING id`, params)).rows[0].id),
-    runLater: async (sql: string, params?: readonly unknown[]) => { await query(sql, params); },
+    runLater: async <T>(sql: string, params?: readonly unknown[]) => ({ rows: Promise.resolve((await query(sql, params)).rows as T[]) }),
     reserveOperationTimes: (libraryId: number, now: number, n: number) => reserveOperationTimesByStatement({ get }, libraryId, now, n),
   };
 }

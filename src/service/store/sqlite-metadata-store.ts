@@ -6,7 +6,7 @@
  */
 import type { Db } from './database.js';
 import type Database from 'better-sqlite3';
-import { TransactionScope, reserveOperationTimesByStatement, type MetadataSession, type MetadataStore, type RunResult, type StoreStats, type TransactionOptions } from './metadata-store.js';
+import { TransactionScope, reserveOperationTimesByStatement, type LaterStatement, type MetadataSession, type MetadataStore, type RunResult, type StoreStats, type TransactionOptions } from './metadata-store.js';
 
 /** Prepared statements kept per connection: the domain's statements are a fixed set of texts. */
 const STATEMENT_CACHE = 500;
@@ -26,7 +26,11 @@ export class SqliteMetadataStore implements MetadataStore {
       run: async (sql: string, params: readonly unknown[] = []): Promise<RunResult> => ({ changes: this.statement(sql).run(...params).changes }),
       insert: async (sql: string, params: readonly unknown[] = []) => Number(this.statement(sql).run(...params).lastInsertRowid),
       reserveOperationTimes: (libraryId: number, now: number, n: number) => reserveOperationTimesByStatement(this.direct, libraryId, now, n),
-      runLater: async (sql: string, params: readonly unknown[] = []) => { this.statement(sql).run(...params); },
+      runLater: async <T>(sql: string, params: readonly unknown[] = []) => {
+        const st = this.statement(sql);
+        // At once: a statement that returns rows (RETURNING) hands them over, others run.
+        return { rows: Promise.resolve(st.reader ? st.all(...params) as T[] : (st.run(...params), [])) };
+      },
     };
   }
 
@@ -70,8 +74,8 @@ export class SqliteMetadataStore implements MetadataStore {
     return this.serial((s) => s.insert(sql, params));
   }
 
-  runLater(sql: string, params?: readonly unknown[]): Promise<void> {
-    return this.serial((s) => s.runLater(sql, params));
+  runLater<T = unknown>(sql: string, params?: readonly unknown[]): Promise<LaterStatement<T>> {
+    return this.serial((s) => s.runLater<T>(sql, params));
   }
 
   reserveOperationTimes(libraryId: number, now: number, n: number): Promise<number> {

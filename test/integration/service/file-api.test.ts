@@ -111,6 +111,24 @@ describe('files', () => {
     expect(hist.list.map((h) => h.filehash)).toEqual([sha1('replaced'), sha1(data)]);
   });
 
+  it('create_folder and instant create_file answer the entry as written; its events name it', async () => {
+    const folder = await t.client.file.createFolder({ fullpath: 'aw/new' });
+    expect(folder).toMatchObject({ fullpath: 'aw/new', hash: (await t.client.file.info({ fullpath: 'aw/new' })).hash });
+    expect((await t.client.file.history({ fullpath: 'aw/new' })).list.map((h) => h.act)).toEqual([1]);
+    await put(t.client, 'aw/a.txt', 'first content');
+    await put(t.client, 'aw/b.txt', 'second content');
+    const copy = await t.client.file.createFile({ fullpath: 'aw/new/c.txt', filehash: sha1('first content'), filesize: 13 });
+    expect(copy).toMatchObject({ state: 1, fullpath: 'aw/new/c.txt', hash: (await t.client.file.info({ fullpath: 'aw/new/c.txt' })).hash });
+    expect((await t.client.file.history({ fullpath: 'aw/new/c.txt' })).list.map((h) => [h.act, h.filehash])).toEqual([[1, sha1('first content')]]);
+    // A new version of stored content: the same entry, its new content, an edit in its history.
+    const a = await t.client.file.info({ fullpath: 'aw/a.txt' });
+    const over = await t.client.file.createFile({ fullpath: 'aw/a.txt', filehash: sha1('second content'), filesize: 14, overwrite: 1 });
+    expect(over).toMatchObject({ state: 1, fullpath: 'aw/a.txt', hash: a.hash });
+    expect(await t.client.file.info({ fullpath: 'aw/a.txt' })).toMatchObject({ hash: a.hash, filehash: sha1('second content'), filesize: 14 });
+    expect((await t.client.file.history({ fullpath: 'aw/a.txt' })).list.map((h) => [h.act, h.filehash])).toEqual([[3, sha1('second content')], [1, sha1('first content')]]);
+    expect((await fetchFile(t.client, 'aw/a.txt')).body.toString()).toBe('second content');
+  });
+
   it('create_file refuses a size beyond the storage\'s free space (40321), before any byte is sent', async () => {
     const huge = await codeOf(t.client.file.createFile({ fullpath: 'cf/huge.bin', filehash: sha1('huge'), filesize: 1e15 }));
     expect(huge).toBe(40321);

@@ -13,7 +13,7 @@ import { openPostgres } from '../../../src/service/store/pg-database.js';
 import { PgMetadataStore, inlined, numbered } from '../../../src/service/store/pg-metadata-store.js';
 import { SqliteMetadataStore } from '../../../src/service/store/sqlite-metadata-store.js';
 import { StoredBlobLocks } from '../../../src/service/store/blob-locks.js';
-import { reserveOperationTimes, type MetadataStore } from '../../../src/service/store/metadata-store.js';
+import { reserveOperationTimes, type MetadataSession, type MetadataStore } from '../../../src/service/store/metadata-store.js';
 
 let server: Postgres;
 let scratch: string;
@@ -229,6 +229,45 @@ describe.each(['sqlite', 'postgresql'])('MetadataStore on %s', (engine) => {
     } finally {
       await a.close();
       if (b !== a) await b.close();
+    }
+  });
+
+  it('hands over the rows of a statement sent later once sent: with the next statement, at COMMIT, at a nested body\'s end', async () => {
+    const [a] = await seeded(engine);
+    try {
+      const insert = (s: MetadataSession, name: string) => s.runLater<{ id: number; name: string }>('INSERT INTO departments (ent_id, name, created_ms) VALUES (1, ?, 0) RETURNING id, name', [name]);
+      const before = a.stats.roundTrips;
+      const { first, second } = await a.tx(async (s) => {
+        const first = (await insert(s, 'first')).rows;
+        // A read after it sees it, and the rows come with that read's round trip.
+        expect(await s.get('SELECT name FROM departments WHERE name = ?', ['first'])).toEqual({ name: 'first' });
+        expect((await first)[0]!.name).toBe('first');
+        return { first, second: (await insert(s, 'second')).rows };
+      }, { library: 1 });
+      expect((await second)[0]!.name).toBe('second');
+      expect((await first)[0]!.id).toBeLessThan((await second)[0]!.id);
+      // PostgreSQL: BEGIN with the lock and the read; the second insert with COMMIT.
+      if (engine === 'postgresql') expect(a.stats.roundTrips - before).toBe(2);
+      // A body around a nested one may wait for the nested one's rows before it sends anything else.
+      const nested = await a.tx(async () => {
+        const { rows } = await a.tx(async (s) => insert(s, 'nested'), { library: 1 });
+        return (await rows)[0]!.name;
+      }, { library: 1 });
+      expect(nested).toBe('nested');
+      // A failed statement sent later fails its rows and the transaction, which rolls back whole.
+      // (SQLite runs it at once: the call itself fails.)
+      let rows: Promise<unknown[]> | undefined;
+      await expect(a.tx(async (s) => {
+        await s.runLater('UPDATE departments SET name = ? WHERE name = ?', ['renamed', 'first']);
+        const later = s.runLater('INSERT INTO no_such_table (x) VALUES (1) RETURNING x');
+        rows = later.then((l) => l.rows);
+        rows.catch(() => undefined);
+        await later;
+      }, { library: 1 })).rejects.toThrow(/no_such_table/);
+      await expect(rows).rejects.toThrow(/no_such_table/);
+      expect(await a.get('SELECT COUNT(*) AS n FROM departments WHERE name = ?', ['renamed'])).toEqual({ n: 0 });
+    } finally {
+      await a.close();
     }
   });
 
