@@ -23,7 +23,7 @@ import { parseCrc32 } from '../../shared/crc32.js';
 import type { UploadServers } from '../../shared/records.js';
 import { UploadError, UploadErrorCode, isStatusError, missingParam } from './errors.js';
 import { UploadSessions, type SessionBusy, type SessionRecord, type StoredFailure } from './upload-sessions.js';
-import type { UploadCaller, UploadHost } from './types.js';
+import type { UploadCaller, UploadedFile, UploadHost } from './types.js';
 import { WebUploadKeys } from './upload-keys.js';
 import { receiveWebUpload } from './web-upload.js';
 import { stageBlock } from './block-receiver.js';
@@ -72,6 +72,8 @@ interface LiveSession {
   hashedBytes: number;
   /** The running commit of upload_finish, in this process. */
   finishing?: Promise<void>;
+  /** The result this process committed and recorded for the session. */
+  committed?: UploadedFile;
 }
 
 const SHA1_RE = /^[0-9a-f]{40}$/;
@@ -224,13 +226,14 @@ export class UploadServer {
   }
 
   /**
-   * The session a request names, its record read from the store (another process may have changed it);
-   * 400 without the header, 401/40104 when unknown.
+   * The session a request names, its record read from the store (another process may have changed it)
+   * and, with `touch`, its last request set to now in the same statement; 400 without the header,
+   * 401/40104 when unknown.
    */
-  private async session(req: IncomingMessage): Promise<LiveSession> {
+  private async session(req: IncomingMessage, opts: { touch?: boolean } = {}): Promise<LiveSession> {
     const id = this.header(req, 'upload-session') ?? this.sessionParam(req);
     if (id === undefined) throw missingParam(this.prefix + 'upload-session');
-    const record = await this.journal.load(id);
+    const record = opts.touch ? await this.journal.loadTouched(id, this.clock()) : await this.journal.load(id);
     if (!record) {
       this.sessions.delete(id);
       throw new UploadError(401, UploadErrorCode.SessionUnknown, 'upload session unknown, expired, finished or aborted');
@@ -405,8 +408,7 @@ export class UploadServer {
   }
 
   private async req(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const s = await this.session(req);
-    await this.journal.touch(s.record.id, this.clock());
+    const s = await this.session(req, { touch: true });
     // while a block is being written, only the bytes before it are committed
     const r = s.record;
     const n = r.result ? r.filesize : this.busyNow(r) === 'part' && r.writingFrom >= 0 ? r.writingFrom : await this.committed(s);
@@ -415,8 +417,7 @@ export class UploadServer {
   }
 
   private async finish(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const s = await this.session(req);
-    await this.journal.touch(s.record.id, this.clock());
+    const s = await this.session(req, { touch: true });
     if (s.record.result) return sendJson(res, 200, s.record.result);
     const failure = s.record.failure;
     if (failure !== undefined) {
@@ -449,6 +450,8 @@ export class UploadServer {
     ]);
     clearTimeout(timer);
     if (!done) return sendJson(res, 202, {});
+    // Committed here: the result just recorded is the answer, without reading it back.
+    if (s.committed) return sendJson(res, 200, s.committed);
     return this.finish(req, res);
   }
 
@@ -469,6 +472,7 @@ export class UploadServer {
     const result = await this.host.completeUpload(record.pathhash, await this.journal.staging.finished(record.id, sha1, size));
     record.result = result;
     await this.journal.finished(record.id, result, this.clock());
+    s.committed = result;
     await this.journal.removePart(record.id);
     this.log.info({ session: record.id.slice(0, 8), fullpath: result.fullpath, size }, 'upload finished');
   }

@@ -82,6 +82,16 @@ export class UploadSessions {
     return row && fromRow(row);
   }
 
+  /**
+   * The session's record, touched (its last request now) by the same statement: what `load` then `touch`
+   * did in two.
+   */
+  async loadTouched(id: string, now: number): Promise<SessionRecord | undefined> {
+    if (!UploadSessions.isId(id)) return undefined;
+    const row = await this.db.get<SessionRow>('UPDATE upload_sessions SET touched_ms = ? WHERE id = ? RETURNING *', [now, id]);
+    return row && fromRow(row);
+  }
+
   /** The unfinished session serving create_file step `pathhash` for this content, if any. */
   async openFor(pathhash: string, filehash: string): Promise<SessionRecord | undefined> {
     const row = await this.db.get<SessionRow>('SELECT * FROM upload_sessions WHERE pathhash = ? AND filehash = ? AND result IS NULL ORDER BY created_ms LIMIT 1', [pathhash, filehash]);
