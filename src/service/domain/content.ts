@@ -10,6 +10,7 @@
 import { removeFileIfPresent } from '../../shared/atomic-file.js';
 import type { Logger } from '../../shared/log.js';
 import type { BlobStore } from '../store/blob-store.js';
+import type { BlobLocks } from '../store/blob-locks.js';
 import type { FinishedUpload } from '../store/staged-uploads.js';
 import type { EntryRow } from './entries.js';
 import type { Content, FileTree } from './file-tree.js';
@@ -28,7 +29,7 @@ export class LibraryContent {
    * `locks`: the per-blob lock; the BlobStore's own (one process) unless the processes of a service
    * share the metadata (store/blob-locks.ts).
    */
-  constructor(private readonly tree: FileTree, readonly blobs: BlobStore, private readonly log: Logger, private readonly locks: Pick<BlobStore, 'lock'> = blobs) {}
+  constructor(private readonly tree: FileTree, readonly blobs: BlobStore, private readonly log: Logger, private readonly locks: BlobLocks = blobs) {}
 
   /**
    * Ingests `file` (its SHA-1 and size verified by the caller) and runs `place` in the same transaction
@@ -38,7 +39,7 @@ export class LibraryContent {
     const content = { sha1: file.sha1, size: file.size };
     try {
       await this.tree.checkCapacity(libraryId, 0);
-      return await this.locks.lock(file.sha1, async () => {
+      return await this.locks.lock(file.sha1, async (hold) => {
         const known = await this.tree.blobStored(file.sha1);
         if ('staged' in file) {
           if (!known) await file.staged.place();
@@ -47,7 +48,9 @@ export class LibraryContent {
         try {
           return await this.tree.tx(async () => {
             await this.tree.addBlob(content);
-            return place(content);
+            const row = await place(content);
+            await hold?.releaseAtCommit();
+            return row;
           }, libraryId);
         } catch (err) {
           if (!await this.tree.blobStored(file.sha1)) await this.blobs.remove(file.sha1);
