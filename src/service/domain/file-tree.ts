@@ -179,9 +179,12 @@ export class FileTree {
     return (await this.db.run('UPDATE blobs SET refs = refs WHERE sha1 = ?', [sha1])).changes > 0;
   }
 
-  /** Records a blob that was just written to the blob store. */
+  /**
+   * Records a blob that was just written to the blob store; inside a transaction it goes with the next
+   * statement (nobody reads its result).
+   */
   async addBlob(content: Content): Promise<void> {
-    await this.db.run('INSERT INTO blobs (sha1, size, created_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [content.sha1, content.size, this.clock()]);
+    await this.db.runLater('INSERT INTO blobs (sha1, size, created_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [content.sha1, content.size, this.clock()]);
   }
 
   // ---- mutations -------------------------------------------------------------------------------------
@@ -204,10 +207,13 @@ export class FileTree {
    */
   async placeContent(libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator, hash?: string): Promise<EntryRow> {
     const folder = parentOf(fullpath);
-    // Independent reads, issued together (on PostgreSQL one round trip): the pin, the paths and the
-    // library row for the capacity check (read under the library's lock, before this change adds to it).
+    // Independent reads, issued together (on PostgreSQL one round trip): the pin, the paths, the hash
+    // and the library row for the capacity check (read under the library's lock, before this change adds to it).
     const library = this.directory.requireLibrary(libraryId);
     library.catch(() => undefined); // awaited by the capacity check, or its failure is the pin's or the lookup's
+    // A new file takes the hash `hash` when no entry has it: looked up with them.
+    const hashTaken = hash === undefined ? undefined : this.db.get('SELECT 1 FROM entries WHERE hash = ?', [hash]);
+    hashTaken?.catch(() => undefined); // awaited by the insert, or its failure is the pin's or the lookup's
     const [pinned, found] = await Promise.all([this.pinBlob(content.sha1), this.byPaths(libraryId, [folder, fullpath])]);
     if (!pinned) throw new ServiceFault(FaultCode.FileMissing, `content ${content.sha1} is no longer stored; upload it again`);
     const parentId = await this.ensureFolder(libraryId, folder, op, found.get(folder) ?? null);
@@ -222,7 +228,7 @@ export class FileTree {
     }
     await this.checkCapacity(libraryId, content.size, library);
     const name = existing ? await this.freeName(libraryId, folder, baseOf(fullpath), false) : baseOf(fullpath);
-    const free = hash !== undefined && !await this.db.get('SELECT 1 FROM entries WHERE hash = ?', [hash]);
+    const free = hashTaken !== undefined && !await hashTaken;
     const row = await this.insert(libraryId, parentId, joinPath(folder, name), { dir: 0, content, hash: free ? hash : undefined }, op);
     await this.event(row, Act.Create, op);
     return row;

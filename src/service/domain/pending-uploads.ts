@@ -75,9 +75,15 @@ export class PendingUploads {
     const member = p.op_id ? await this.tree.directory.member(p.op_id) : undefined;
     const op: Operator = { id: p.op_id, name: p.op_name, ...(member ? { account: member.account } : {}) };
     const place = async () => {
-      if (!await this.get(pathhash)) throw new ServiceFault(FaultCode.FileMissing, 'no pending upload with this pathhash');
-      await this.tree.db.run('DELETE FROM pending_uploads WHERE pathhash = ?', [pathhash]);
-      return this.tree.placeContent(p.library_id, p.fullpath, { sha1: p.filehash, size: p.filesize }, p.overwrite === 1, op, pathhash);
+      // The step is taken (its row deleted) with the file's first statements, in one round trip on
+      // PostgreSQL; a step gone meanwhile answers first, and rolls the file back.
+      const taken = this.tree.db.get('DELETE FROM pending_uploads WHERE pathhash = ? RETURNING pathhash', [pathhash]);
+      const row = this.tree.placeContent(p.library_id, p.fullpath, { sha1: p.filehash, size: p.filesize }, p.overwrite === 1, op, pathhash);
+      const [step, file] = await Promise.allSettled([taken, row]);
+      if (step.status === 'rejected') throw step.reason;
+      if (!step.value) throw new ServiceFault(FaultCode.FileMissing, 'no pending upload with this pathhash');
+      if (file.status === 'rejected') throw file.reason;
+      return file.value;
     };
     return file ? this.content.ingest(p.library_id, file, place) : this.content.reuse(p.library_id, p.filehash, place);
   }
