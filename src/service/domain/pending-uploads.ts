@@ -64,8 +64,11 @@ export class PendingUploads {
     return await this.tree.db.get('SELECT * FROM pending_uploads WHERE pathhash = ?', [pathhash]) as PendingRow | undefined;
   }
 
-  /** Writes the file of a pending upload: `file` ingested, or (null) the blob already stored. */
-  async complete(pathhash: string, file: VerifiedFile | null): Promise<EntryRow> {
+  /**
+   * Writes the file of a pending upload: `file` ingested, or (null) the blob already stored. `placed`
+   * runs in the transaction that writes the file, with its row (what commits with it).
+   */
+  async complete(pathhash: string, file: VerifiedFile | null, placed?: (row: EntryRow) => Promise<void>): Promise<EntryRow> {
     const p = await this.get(pathhash);
     if (!p) throw new ServiceFault(FaultCode.FileMissing, 'no pending upload with this pathhash');
     if (file && (file.sha1 !== p.filehash || file.size !== p.filesize)) {
@@ -83,6 +86,7 @@ export class PendingUploads {
       if (step.status === 'rejected') throw step.reason;
       if (!step.value) throw new ServiceFault(FaultCode.FileMissing, 'no pending upload with this pathhash');
       if (file.status === 'rejected') throw file.reason;
+      await placed?.(file.value);
       return file.value;
     };
     return file ? this.content.ingest(p.library_id, file, place) : this.content.reuse(p.library_id, p.filehash, place);

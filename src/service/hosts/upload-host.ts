@@ -55,8 +55,8 @@ export class LibraryUploadHost implements UploadHost {
     return this.tree.blobStored(sha1);
   }
 
-  async completeUpload(pathhash: string, content: FinishedContent | null): Promise<UploadedFile> {
-    return uploaded(await this.uploads.complete(pathhash, content));
+  async completeUpload(pathhash: string, content: FinishedContent | null, committing?: (file: UploadedFile) => Promise<void>): Promise<UploadedFile> {
+    return uploaded(await this.uploads.complete(pathhash, content, committing && ((row) => committing(uploaded(row)))));
   }
 
   async libraryOfMount(caller: UploadCaller, mountId: number): Promise<number> {

@@ -76,9 +76,11 @@ export interface UploadHost {
   blobExists(sha1: string): Promise<boolean>;
   /**
    * Commits a pending upload: ingests `content` into the blob store (null: the blob already exists, see
-   * `blobExists`) and writes the file record, in one transaction. Called once per pathhash.
+   * `blobExists`) and writes the file record, in one transaction. Called once per pathhash. `committing`,
+   * when the host calls it, runs inside that transaction with the file (the upload server records the
+   * result there, so it commits with the file).
    */
-  completeUpload(pathhash: string, content: FinishedContent | null): Promise<UploadedFile>;
+  completeUpload(pathhash: string, content: FinishedContent | null, committing?: (file: UploadedFile) => Promise<void>): Promise<UploadedFile>;
   /** Library the user token's `mount_id` designates, when the caller may upload there; throws otherwise. */
   libraryOfMount(caller: UploadCaller, mountId: number): Promise<number>;
   /** Bytes the library may still grow by (Infinity when unlimited). */

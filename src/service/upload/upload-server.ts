@@ -469,9 +469,14 @@ export class UploadServer {
         `content mismatch: received ${size} bytes with SHA-1 ${sha1}, expected ${record.filesize} bytes with SHA-1 ${record.filehash}`,
         { received: sha1, expected: record.filehash });
     }
-    const result = await this.host.completeUpload(record.pathhash, await this.journal.staging.finished(record.id, sha1, size));
+    // The result is recorded in the transaction that writes the file, when the host runs it there.
+    let recorded = false;
+    const result = await this.host.completeUpload(record.pathhash, await this.journal.staging.finished(record.id, sha1, size), async (file) => {
+      await this.journal.finished(record.id, file, this.clock());
+      recorded = true;
+    });
     record.result = result;
-    await this.journal.finished(record.id, result, this.clock());
+    if (!recorded) await this.journal.finished(record.id, result, this.clock());
     s.committed = result;
     await this.journal.removePart(record.id);
     this.log.info({ session: record.id.slice(0, 8), fullpath: result.fullpath, size }, 'upload finished');

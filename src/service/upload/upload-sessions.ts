@@ -141,8 +141,9 @@ export class UploadSessions {
     await this.db.run('UPDATE upload_sessions SET busy = NULL, busy_until_ms = 0 WHERE busy IS NOT NULL');
   }
 
+  /** Records the result; inside a transaction it goes with the next statement or COMMIT. */
   async finished(id: string, result: UploadedFile, now: number): Promise<void> {
-    await this.db.run('UPDATE upload_sessions SET result = ?, busy = NULL, busy_until_ms = 0, touched_ms = ? WHERE id = ?', [JSON.stringify(result), now, id]);
+    await this.db.runLater('UPDATE upload_sessions SET result = ?, busy = NULL, busy_until_ms = 0, touched_ms = ? WHERE id = ?', [JSON.stringify(result), now, id]);
   }
 
   async failed(id: string, failure: StoredFailure, now: number): Promise<void> {
