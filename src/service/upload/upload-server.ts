@@ -77,6 +77,8 @@ interface LiveSession {
 }
 
 const SHA1_RE = /^[0-9a-f]{40}$/;
+/** The `upload-range` header: `<first>-<last>` byte positions. */
+const RANGE_RE = /^\s*(?:bytes[= ])?(\d+)-(\d+)\s*$/;
 
 /** A session file without journal is removed once it has not changed for this long (ms): 10 minutes. */
 const STRAY_GRACE_MS = 600_000;
@@ -354,7 +356,7 @@ export class UploadServer {
   }
 
   private parseRange(text: string, filesize: number): { start: number; length: number } {
-    const m = /^\s*(?:bytes[= ])?(\d+)-(\d+)\s*$/.exec(text);
+    const m = RANGE_RE.exec(text);
     if (!m) throw new UploadError(416, UploadErrorCode.BadRange, `${this.prefix}upload-range expected "<first>-<last>" byte positions, got ${JSON.stringify(text)}`);
     const start = Number(m[1]);
     const end = Number(m[2]);
@@ -364,7 +366,30 @@ export class UploadServer {
     return { start, length: end - start + 1 };
   }
 
-  private async part(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /**
+   * A part whose headers are well formed, claimed in the statement that reads its session (one round
+   * trip): taken only when the session is unfinished, free and long enough for the block. Undefined
+   * otherwise, and nothing changed: `checkedPart` then gives the answer it always gave.
+   */
+  private async claimedPart(req: IncomingMessage): Promise<{ s: LiveSession; start: number; length: number; crc: number | undefined } | undefined> {
+    const id = this.header(req, 'upload-session') ?? this.sessionParam(req);
+    const rangeText = this.header(req, 'upload-range');
+    const m = rangeText === undefined ? null : RANGE_RE.exec(rangeText);
+    if (id === undefined || !m) return undefined;
+    const start = Number(m[1]);
+    const end = Number(m[2]);
+    const length = end - start + 1;
+    const declared = Number(req.headers['content-length'] ?? NaN);
+    if (!Number.isSafeInteger(end) || end < start || length > this.maxBlock || declared > this.maxBlock) return undefined;
+    const crcText = this.header(req, 'upload-crc');
+    const crc = crcText === undefined ? undefined : parseCrc32(crcText);
+    if (crcText !== undefined && crc === undefined) return undefined;
+    const record = await this.journal.claimPart(id, end, this.clock(), this.busyLeaseMs);
+    return record && { s: this.live(record), start, length, crc };
+  }
+
+  /** A part's session read, its headers checked in the order of the protocol's answers, then claimed. */
+  private async checkedPart(req: IncomingMessage): Promise<{ s: LiveSession; start: number; length: number; crc: number | undefined }> {
     const s = await this.session(req);
     const rangeText = this.requireHeader(req, 'upload-range');
     const crcText = this.header(req, 'upload-crc');
@@ -382,6 +407,11 @@ export class UploadServer {
       if (crc === undefined) throw new UploadError(400, UploadErrorCode.BadParam, `${this.prefix}upload-crc expected an unsigned 32-bit integer, got ${JSON.stringify(crcText)}`);
     }
     await this.claim(s, 'part');
+    return { s, start, length, crc };
+  }
+
+  private async part(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const { s, start, length, crc } = await this.claimedPart(req) ?? await this.checkedPart(req);
     try {
       const committed = await this.committed(s);
       await this.journal.setWritingFrom(s.record.id, committed);

@@ -127,6 +127,20 @@ export class UploadSessions {
     )).changes > 0;
   }
 
+  /**
+   * Takes the temporary file for a part whose last byte is `end` (as `claim`), in the statement that
+   * reads the record: the record once taken, undefined when the session is unknown, finished, held or
+   * shorter than the block (nothing changed then).
+   */
+  async claimPart(id: string, end: number, now: number, leaseMs: number): Promise<SessionRecord | undefined> {
+    if (!UploadSessions.isId(id)) return undefined;
+    const row = await this.db.get<SessionRow>(
+      'UPDATE upload_sessions SET busy = ?, busy_until_ms = ?, writing_from = -1, touched_ms = ? WHERE id = ? AND result IS NULL AND (busy IS NULL OR busy_until_ms <= ?) AND filesize > ? RETURNING *',
+      ['part', now + leaseMs, now, id, now, end],
+    );
+    return row && fromRow(row);
+  }
+
   async setWritingFrom(id: string, offset: number): Promise<void> {
     await this.db.run('UPDATE upload_sessions SET writing_from = ? WHERE id = ?', [offset, id]);
   }
