@@ -162,8 +162,7 @@ export class FileTree {
 
   /** Bytes the library may still grow by (Infinity when unlimited). */
   async remainingCapacity(libraryId: number): Promise<number> {
-    const lib = await this.directory.requireLibrary(libraryId);
-    return lib.capacity < 0 ? Infinity : Math.max(0, lib.capacity - lib.size_used);
+    return remainingBytes(await this.directory.requireLibrary(libraryId));
   }
 
   async blobStored(sha1: string): Promise<boolean> {
@@ -392,4 +391,9 @@ function sameOperator(row: EntryRow, op: Operator): boolean {
 
 export function escapeLike(s: string): string {
   return s.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
+/** Bytes a library may still grow by (Infinity when unlimited). */
+export function remainingBytes(lib: Pick<LibraryRow, 'capacity' | 'size_used'>): number {
+  return lib.capacity < 0 ? Infinity : Math.max(0, lib.capacity - lib.size_used);
 }

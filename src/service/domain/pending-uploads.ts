@@ -8,6 +8,7 @@ import type { CreateFileResult } from '../../shared/records.js';
 import type { EntryRow, Operator } from './entries.js';
 import { FaultCode, ServiceFault } from './fault.js';
 import type { FileTree } from './file-tree.js';
+import type { LibraryRow } from './directory.js';
 import type { LibraryContent, VerifiedFile } from './content.js';
 import { baseOf, joinPath, parentOf } from './paths.js';
 
@@ -58,6 +59,19 @@ export class PendingUploads {
           overwrite = excluded.overwrite, op_id = excluded.op_id, op_name = excluded.op_name, created_ms = excluded.created_ms`, [pathhash, libraryId, target, sha1, size, overwrite ? 1 : 0, op.id, op.name, this.clock()]);
       return { hash: pathhash, fullpath: target, state: 0, server };
     }, libraryId);
+  }
+
+  /**
+   * The step `pathhash` with what an upload's start decides on, in one statement: whether its content
+   * is stored, and its library's capacity and use (none when the library is gone).
+   */
+  async lookup(pathhash: string): Promise<{ step: PendingRow; blobStored: boolean; library?: Pick<LibraryRow, 'capacity' | 'size_used'> } | undefined> {
+    const row = await this.tree.db.get<PendingRow & { blob_stored: number | null; lib_capacity: number | null; lib_size_used: number | null }>(
+      `SELECT p.*, (SELECT 1 FROM blobs b WHERE b.sha1 = p.filehash) AS blob_stored, l.capacity AS lib_capacity, l.size_used AS lib_size_used
+        FROM pending_uploads p LEFT JOIN libraries l ON l.id = p.library_id AND l.deleted = 0 WHERE p.pathhash = ?`, [pathhash]);
+    if (!row) return undefined;
+    const { blob_stored: blobStored, lib_capacity: capacity, lib_size_used: sizeUsed, ...step } = row;
+    return { step, blobStored: blobStored !== null, ...(capacity !== null && sizeUsed !== null ? { library: { capacity: Number(capacity), size_used: Number(sizeUsed) } } : {}) };
   }
 
   async get(pathhash: string): Promise<PendingRow | undefined> {

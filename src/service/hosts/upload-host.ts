@@ -4,7 +4,7 @@
  */
 import type { FinishedContent, PendingUpload, UploadCaller, UploadedFile, UploadHost, VerifiedContent, WebUploadTarget } from '../upload/types.js';
 import type { Directory } from '../domain/directory.js';
-import type { FileTree } from '../domain/file-tree.js';
+import { remainingBytes, type FileTree } from '../domain/file-tree.js';
 import type { LibraryContent } from '../domain/content.js';
 import type { PendingUploads } from '../domain/pending-uploads.js';
 import type { EntryRow, Operator } from '../domain/entries.js';
@@ -46,9 +46,12 @@ export class LibraryUploadHost implements UploadHost {
   }
 
   async pendingUpload(caller: UploadCaller, pathhash: string): Promise<PendingUpload | undefined> {
-    const p = await this.uploads.get(pathhash);
-    if (!p || !await this.mayWrite(caller, p.library_id)) return undefined;
-    return { libraryId: p.library_id, fullpath: p.fullpath, filehash: p.filehash, filesize: p.filesize };
+    // With what upload_init decides on next (instant upload, capacity), read in the same statement.
+    const found = await this.uploads.lookup(pathhash);
+    if (!found) return undefined;
+    const { step: p, blobStored, library } = found;
+    if (!await this.mayWrite(caller, p.library_id)) return undefined;
+    return { libraryId: p.library_id, fullpath: p.fullpath, filehash: p.filehash, filesize: p.filesize, blobStored, ...(library ? { remaining: remainingBytes(library) } : {}) };
   }
 
   async blobExists(sha1: string): Promise<boolean> {

@@ -17,6 +17,10 @@ export interface PendingUpload {
   filehash: string;
   /** Size in bytes the content must have. */
   filesize: number;
+  /** Whether content with `filehash` is stored (see `blobExists`), when the host read it with the step. */
+  blobStored?: boolean;
+  /** Bytes the library may still grow by (see `remainingCapacity`), when the host read it with the step. */
+  remaining?: number;
 }
 
 /** Content verified by the upload server: its size and SHA-1 match what the caller declared. */

@@ -302,7 +302,7 @@ export class UploadServer {
         `upload declares filehash ${filehash} and filesize ${filesize}, expected ${pending.filehash} and ${pending.filesize} as given to create_file`);
     }
     // A session already open for this create_file step is resumed, not duplicated.
-    const resumed = await this.journal.openFor(pathhash, filehash);
+    const { resumed, idle } = await this.journal.forStep(pathhash, pending.libraryId, pending.fullpath, filehash, filesize, this.clock());
     if (resumed) {
       await this.journal.touch(resumed.id, this.clock());
       this.log.info({ session: resumed.id.slice(0, 8), fullpath: pending.fullpath }, 'upload session resumed');
@@ -312,14 +312,14 @@ export class UploadServer {
     // create_file, which gives a new file a new pathhash. The open session for the same content and target
     // is taken over by the new step, so the bytes it holds are kept (upload_req reports them) instead of
     // starting again from byte 0 and leaving the old temporary file behind.
-    const adopted = await this.adopt(pathhash, pending.libraryId, pending.fullpath, filehash, filesize);
+    const adopted = await this.adopt(pathhash, pending.fullpath, idle);
     if (adopted) return sendJson(res, 200, { session: adopted.id });
-    if (await this.host.blobExists(filehash)) {
+    if (pending.blobStored ?? await this.host.blobExists(filehash)) {
       const result = await this.host.completeUpload(pathhash, null);
       this.log.info({ fullpath: result.fullpath, size: filesize }, 'instant upload');
       return sendJson(res, 202, result);
     }
-    const remaining = await this.host.remainingCapacity(pending.libraryId);
+    const remaining = pending.remaining ?? await this.host.remainingCapacity(pending.libraryId);
     if (filesize > remaining) {
       throw new UploadError(403, UploadErrorCode.CapacityExceeded, `library capacity exceeded: upload needs ${filesize} bytes, ${Math.max(0, remaining)} left`);
     }
@@ -335,9 +335,12 @@ export class UploadServer {
     sendJson(res, 200, { session: record.id });
   }
 
-  /** Moves an idle unfinished session for the same library, path and content to the create_file step `pathhash`. */
-  private async adopt(pathhash: string, libraryId: number, fullpath: string, filehash: string, filesize: number): Promise<SessionRecord | undefined> {
-    for (const r of await this.journal.idleFor(libraryId, fullpath, filehash, filesize, this.clock())) {
+  /**
+   * Moves one of the idle unfinished sessions for the same library, path and content (`idle`, see
+   * UploadSessions.forStep) to the create_file step `pathhash`.
+   */
+  private async adopt(pathhash: string, fullpath: string, idle: readonly SessionRecord[]): Promise<SessionRecord | undefined> {
+    for (const r of idle) {
       if (this.sessions.get(r.id)?.finishing) continue;
       if ((await this.journal.committedBytes(r.id)) === undefined) continue;
       if (!await this.journal.movePathhash(r.id, r.pathhash, pathhash, this.clock())) continue;

@@ -92,19 +92,22 @@ export class UploadSessions {
     return row && fromRow(row);
   }
 
-  /** The unfinished session serving create_file step `pathhash` for this content, if any. */
-  async openFor(pathhash: string, filehash: string): Promise<SessionRecord | undefined> {
-    const row = await this.db.get<SessionRow>('SELECT * FROM upload_sessions WHERE pathhash = ? AND filehash = ? AND result IS NULL ORDER BY created_ms LIMIT 1', [pathhash, filehash]);
-    return row && fromRow(row);
-  }
-
-  /** Unfinished sessions for the same library, path and content that no request holds and no failure waits in. */
-  async idleFor(libraryId: number, fullpath: string, filehash: string, filesize: number, now: number): Promise<SessionRecord[]> {
-    const rows = await this.db.all<SessionRow>(
-      'SELECT * FROM upload_sessions WHERE library_id = ? AND fullpath = ? AND filehash = ? AND filesize = ? AND result IS NULL AND failure IS NULL AND (busy IS NULL OR busy_until_ms <= ?) ORDER BY created_ms',
-      [libraryId, fullpath, filehash, filesize, now],
-    );
-    return rows.map(fromRow);
+  /**
+   * What upload_init of create_file step `pathhash` looks for, in one statement: the unfinished session
+   * serving that step for this content (the first opened), to resume; and the unfinished sessions for
+   * the same library, path and content that no request holds and no failure waits in, which a repeated
+   * create_file may take over (oldest first).
+   */
+  async forStep(pathhash: string, libraryId: number, fullpath: string, filehash: string, filesize: number, now: number): Promise<{ resumed?: SessionRecord; idle: SessionRecord[] }> {
+    const rows = (await this.db.all<SessionRow>(
+      'SELECT * FROM upload_sessions WHERE result IS NULL AND ((pathhash = ? AND filehash = ?) OR ' +
+      '(library_id = ? AND fullpath = ? AND filehash = ? AND filesize = ? AND failure IS NULL AND (busy IS NULL OR busy_until_ms <= ?))) ORDER BY created_ms',
+      [pathhash, filehash, libraryId, fullpath, filehash, filesize, now],
+    )).map(fromRow);
+    const resumed = rows.find((r) => r.pathhash === pathhash && r.filehash === filehash);
+    const idle = rows.filter((r) => r.libraryId === libraryId && r.fullpath === fullpath && r.filehash === filehash && r.filesize === filesize &&
+      r.failure === undefined && (r.busy === null || r.busyUntil <= now));
+    return { ...(resumed ? { resumed } : {}), idle };
   }
 
   /** Moves the session from step `from` to step `to`, unless another request changed it meanwhile. */
