@@ -22,7 +22,7 @@ import { silentLogger, type Logger } from '../../shared/log.js';
 import { parseCrc32 } from '../../shared/crc32.js';
 import type { UploadServers } from '../../shared/records.js';
 import { UploadError, UploadErrorCode, isStatusError, missingParam } from './errors.js';
-import { UploadSessions, type SessionBusy, type SessionRecord, type StoredFailure } from './upload-sessions.js';
+import { PART_DONE, UploadSessions, type SessionBusy, type SessionRecord, type StoredFailure } from './upload-sessions.js';
 import type { UploadCaller, UploadedFile, UploadHost } from './types.js';
 import { WebUploadKeys } from './upload-keys.js';
 import { receiveWebUpload } from './web-upload.js';
@@ -77,6 +77,9 @@ interface LiveSession {
 }
 
 const SHA1_RE = /^[0-9a-f]{40}$/;
+/** A part's block, its session claimed; `writingFrom` as the claim left it in the record (-1: unknown). */
+interface ClaimedPart { s: LiveSession; start: number; length: number; crc: number | undefined; writingFrom: number }
+
 /** The `upload-range` header: `<first>-<last>` byte positions. */
 const RANGE_RE = /^\s*(?:bytes[= ])?(\d+)-(\d+)\s*$/;
 
@@ -326,7 +329,7 @@ export class UploadServer {
     const now = this.clock();
     const record: SessionRecord = {
       id: UploadSessions.newId(), pathhash, libraryId: pending.libraryId, fullpath: pending.fullpath, filename,
-      filehash, filesize, createdAt: now, touchedAt: now, busy: null, busyUntil: 0, writingFrom: 0,
+      filehash, filesize, createdAt: now, touchedAt: now, busy: null, busyUntil: PART_DONE, writingFrom: 0,
     };
     await this.journal.staging.create(record.id);
     await this.journal.create(record);
@@ -374,7 +377,7 @@ export class UploadServer {
    * trip): taken only when the session is unfinished, free and long enough for the block. Undefined
    * otherwise, and nothing changed: `checkedPart` then gives the answer it always gave.
    */
-  private async claimedPart(req: IncomingMessage): Promise<{ s: LiveSession; start: number; length: number; crc: number | undefined } | undefined> {
+  private async claimedPart(req: IncomingMessage): Promise<ClaimedPart | undefined> {
     const id = this.header(req, 'upload-session') ?? this.sessionParam(req);
     const rangeText = this.header(req, 'upload-range');
     const m = rangeText === undefined ? null : RANGE_RE.exec(rangeText);
@@ -388,11 +391,11 @@ export class UploadServer {
     const crc = crcText === undefined ? undefined : parseCrc32(crcText);
     if (crcText !== undefined && crc === undefined) return undefined;
     const record = await this.journal.claimPart(id, end, this.clock(), this.busyLeaseMs);
-    return record && { s: this.live(record), start, length, crc };
+    return record && { s: this.live(record), start, length, crc, writingFrom: record.writingFrom };
   }
 
   /** A part's session read, its headers checked in the order of the protocol's answers, then claimed. */
-  private async checkedPart(req: IncomingMessage): Promise<{ s: LiveSession; start: number; length: number; crc: number | undefined }> {
+  private async checkedPart(req: IncomingMessage): Promise<ClaimedPart> {
     const s = await this.session(req);
     const rangeText = this.requireHeader(req, 'upload-range');
     const crcText = this.header(req, 'upload-crc');
@@ -410,15 +413,20 @@ export class UploadServer {
       if (crc === undefined) throw new UploadError(400, UploadErrorCode.BadParam, `${this.prefix}upload-crc expected an unsigned 32-bit integer, got ${JSON.stringify(crcText)}`);
     }
     await this.claim(s, 'part');
-    return { s, start, length, crc };
+    return { s, start, length, crc, writingFrom: -1 };
   }
 
   private async part(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const { s, start, length, crc } = await this.claimedPart(req) ?? await this.checkedPart(req);
+    const { s, start, length, crc, writingFrom } = await this.claimedPart(req) ?? await this.checkedPart(req);
+    // The bytes staged when the part leaves, when it is sure of them: then the next part's claim takes
+    // them as its `writing_from` and need not write it.
+    let received: number | undefined;
     try {
       const committed = await this.committed(s);
-      await this.journal.setWritingFrom(s.record.id, committed);
+      // What upload_req answers while the block is written: the claim may have set it already.
+      if (writingFrom !== committed) await this.journal.setWritingFrom(s.record.id, committed);
       if (start !== committed) {
+        received = committed;
         throw new UploadError(409, UploadErrorCode.UnexpectedOffset, `block starts at ${start}, expected ${committed}`, { expect: committed });
       }
       if (!s.hash || s.hashedBytes !== committed) {
@@ -427,6 +435,7 @@ export class UploadServer {
       }
       s.hash = await stageBlock(this.journal.staging, s.record.id, req, { start, length, crc }, s.hash);
       s.hashedBytes = committed + length;
+      received = committed + length;
     } catch (e) {
       if (!isStatusError(e) && (req.destroyed || req.readableAborted)) {
         this.log.info({ session: s.record.id.slice(0, 8), start }, 'block cut off by the client; temporary file kept at its start');
@@ -434,7 +443,8 @@ export class UploadServer {
       }
       throw e;
     } finally {
-      await this.journal.release(s.record.id, 'part', this.clock());
+      if (received === undefined) await this.journal.release(s.record.id, 'part', this.clock());
+      else await this.journal.releasePart(s.record.id, received, this.clock());
     }
     const complete = start + length === s.record.filesize;
     sendJson(res, complete ? 202 : 200, {});

@@ -34,6 +34,10 @@ export interface SessionRecord {
   touchedAt: number;
   /** The request holding the temporary file, while its lease (`busyUntil`) lasts. */
   busy: SessionBusy | null;
+  /**
+   * End of the lease (unix ms); 0 when free, or PART_DONE (-1) when free and the last to hold it was a
+   * part that stored its block (or a new session): `writingFrom` then holds the bytes received.
+   */
   busyUntil: number;
   /** Start of the block being written while `busy` is 'part' (what upload_req reports meanwhile); -1 before writing. */
   writingFrom: number;
@@ -49,6 +53,12 @@ interface SessionRow {
 }
 
 const ID_RE = /^[0-9a-f]{32}$/;
+
+/**
+ * `busy_until_ms` of a free session whose `writing_from` is the count of bytes received, as the last
+ * part or upload_init left it: the next part takes that count with its claim (see `claimPart`).
+ */
+export const PART_DONE = -1;
 
 export class UploadSessions {
   /**
@@ -71,8 +81,8 @@ export class UploadSessions {
 
   async create(r: SessionRecord): Promise<void> {
     await this.db.run(
-      'INSERT INTO upload_sessions (id, pathhash, library_id, fullpath, filename, filehash, filesize, created_ms, touched_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-      [r.id, r.pathhash, r.libraryId, r.fullpath, r.filename, r.filehash, r.filesize, r.createdAt, r.touchedAt],
+      'INSERT INTO upload_sessions (id, pathhash, library_id, fullpath, filename, filehash, filesize, created_ms, touched_ms, busy_until_ms, writing_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      [r.id, r.pathhash, r.libraryId, r.fullpath, r.filename, r.filehash, r.filesize, r.createdAt, r.touchedAt, r.busyUntil, r.writingFrom],
     );
   }
 
@@ -133,13 +143,15 @@ export class UploadSessions {
   /**
    * Takes the temporary file for a part whose last byte is `end` (as `claim`), in the statement that
    * reads the record: the record once taken, undefined when the session is unknown, finished, held or
-   * shorter than the block (nothing changed then).
+   * shorter than the block (nothing changed then). Its `writingFrom` is the count of bytes received
+   * when the last part left it (PART_DONE), else -1 (unknown, as `claim` leaves it).
    */
   async claimPart(id: string, end: number, now: number, leaseMs: number): Promise<SessionRecord | undefined> {
     if (!UploadSessions.isId(id)) return undefined;
     const row = await this.db.get<SessionRow>(
-      'UPDATE upload_sessions SET busy = ?, busy_until_ms = ?, writing_from = -1, touched_ms = ? WHERE id = ? AND result IS NULL AND (busy IS NULL OR busy_until_ms <= ?) AND filesize > ? RETURNING *',
-      ['part', now + leaseMs, now, id, now, end],
+      'UPDATE upload_sessions SET busy = ?, busy_until_ms = ?, writing_from = (CASE WHEN busy IS NULL AND busy_until_ms = ? THEN writing_from ELSE -1 END), touched_ms = ? ' +
+      'WHERE id = ? AND result IS NULL AND (busy IS NULL OR busy_until_ms <= ?) AND filesize > ? RETURNING *',
+      ['part', now + leaseMs, PART_DONE, now, id, now, end],
     );
     return row && fromRow(row);
   }
@@ -151,6 +163,11 @@ export class UploadSessions {
   /** Gives the temporary file back. */
   async release(id: string, busy: SessionBusy, now: number): Promise<void> {
     await this.db.run('UPDATE upload_sessions SET busy = NULL, busy_until_ms = 0, touched_ms = ? WHERE id = ? AND busy = ?', [now, id, busy]);
+  }
+
+  /** Gives the temporary file back after a part that leaves `received` bytes staged (PART_DONE). */
+  async releasePart(id: string, received: number, now: number): Promise<void> {
+    await this.db.run('UPDATE upload_sessions SET busy = NULL, busy_until_ms = ?, writing_from = ?, touched_ms = ? WHERE id = ? AND busy = ?', [PART_DONE, received, now, id, 'part']);
   }
 
   /** Gives back every temporary file held (at start, when no other process shares the store). */
