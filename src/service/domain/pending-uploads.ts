@@ -17,6 +17,15 @@ export interface PendingRow {
   op_id: number; op_name: string; created_ms: number;
 }
 
+/** A pending step with what an upload's start decides on (PendingUploads.lookup). */
+export interface PendingLookup {
+  step: PendingRow;
+  /** Whether its content is stored. */
+  blobStored: boolean;
+  /** Its library's capacity and use; none when the library is gone. */
+  library?: Pick<LibraryRow, 'capacity' | 'size_used'>;
+}
+
 /** A pending upload older than this is forgotten (ms): 7 days. */
 export const PENDING_TTL_MS = 7 * 86_400_000;
 
@@ -65,13 +74,29 @@ export class PendingUploads {
    * The step `pathhash` with what an upload's start decides on, in one statement: whether its content
    * is stored, and its library's capacity and use (none when the library is gone).
    */
-  async lookup(pathhash: string): Promise<{ step: PendingRow; blobStored: boolean; library?: Pick<LibraryRow, 'capacity' | 'size_used'> } | undefined> {
+  async lookup(pathhash: string): Promise<PendingLookup | undefined> {
     const row = await this.tree.db.get<PendingRow & { blob_stored: number | null; lib_capacity: number | null; lib_size_used: number | null }>(
       `SELECT p.*, (SELECT 1 FROM blobs b WHERE b.sha1 = p.filehash) AS blob_stored, l.capacity AS lib_capacity, l.size_used AS lib_size_used
         FROM pending_uploads p LEFT JOIN libraries l ON l.id = p.library_id AND l.deleted = 0 WHERE p.pathhash = ?`, [pathhash]);
     if (!row) return undefined;
     const { blob_stored: blobStored, lib_capacity: capacity, lib_size_used: sizeUsed, ...step } = row;
     return { step, blobStored: blobStored !== null, ...(capacity !== null && sizeUsed !== null ? { library: { capacity: Number(capacity), size_used: Number(sizeUsed) } } : {}) };
+  }
+
+  /**
+   * As `lookup`, for a caller with the library authorization `orgClientId`, read with it in one
+   * statement: undefined when the authorization is unknown (or its library removed); `found` undefined
+   * when the step is not pending in that library.
+   */
+  async lookupForAuthorization(orgClientId: string, pathhash: string): Promise<{ libraryId: number; found?: PendingLookup } | undefined> {
+    const row = await this.tree.db.get<Partial<PendingRow> & { auth_library_id: number; blob_stored: number | null; lib_capacity: number; lib_size_used: number }>(
+      `SELECT a.library_id AS auth_library_id, p.*, (SELECT 1 FROM blobs b WHERE b.sha1 = p.filehash) AS blob_stored, l.capacity AS lib_capacity, l.size_used AS lib_size_used
+        FROM library_auths a JOIN libraries l ON l.id = a.library_id AND l.deleted = 0
+        LEFT JOIN pending_uploads p ON p.pathhash = ? AND p.library_id = a.library_id WHERE a.org_client_id = ?`, [pathhash, orgClientId]);
+    if (!row) return undefined;
+    const { auth_library_id: libraryId, blob_stored: blobStored, lib_capacity: capacity, lib_size_used: sizeUsed, ...step } = row;
+    if (step.pathhash === null || step.pathhash === undefined) return { libraryId: Number(libraryId) };
+    return { libraryId: Number(libraryId), found: { step: step as PendingRow, blobStored: blobStored !== null, library: { capacity: Number(capacity), size_used: Number(sizeUsed) } } };
   }
 
   async get(pathhash: string): Promise<PendingRow | undefined> {

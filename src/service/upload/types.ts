@@ -76,6 +76,11 @@ export interface UploadHost {
    * undefined otherwise.
    */
   pendingUpload(caller: UploadCaller, pathhash: string): Promise<PendingUpload | undefined>;
+  /**
+   * `authorizeLibrary(orgClientId)` then `pendingUpload` for that caller, in one go (it throws as
+   * authorizeLibrary does). Optional: without it the upload server asks the two.
+   */
+  pendingUploadOfLibrary?(orgClientId: string, pathhash: string): Promise<PendingUpload | undefined>;
   /** True when content with this SHA-1 is already in the blob store (instant upload). */
   blobExists(sha1: string): Promise<boolean>;
   /**

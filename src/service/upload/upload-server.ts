@@ -23,7 +23,7 @@ import { parseCrc32 } from '../../shared/crc32.js';
 import type { UploadServers } from '../../shared/records.js';
 import { UploadError, UploadErrorCode, isStatusError, missingParam } from './errors.js';
 import { PART_DONE, UploadSessions, type SessionBusy, type SessionRecord, type StoredFailure } from './upload-sessions.js';
-import type { UploadCaller, UploadedFile, UploadHost } from './types.js';
+import type { PendingUpload, UploadCaller, UploadedFile, UploadHost } from './types.js';
 import { WebUploadKeys } from './upload-keys.js';
 import { receiveWebUpload } from './web-upload.js';
 import { stageBlock } from './block-receiver.js';
@@ -222,6 +222,16 @@ export class UploadServer {
     return v;
   }
 
+  /**
+   * The create_file step `pathhash` when it is pending for the caller: with a library's authorization,
+   * both read in one statement when the host can.
+   */
+  private async pendingUpload(req: IncomingMessage, pathhash: string): Promise<PendingUpload | undefined> {
+    const orgClientId = new URL(req.url ?? '/', 'http://upload').searchParams.get('org_client_id');
+    if (orgClientId && this.host.pendingUploadOfLibrary) return this.host.pendingUploadOfLibrary(orgClientId, pathhash);
+    return this.host.pendingUpload(await this.caller(req), pathhash);
+  }
+
   private async caller(req: IncomingMessage): Promise<UploadCaller> {
     const orgClientId = new URL(req.url ?? '/', 'http://upload').searchParams.get('org_client_id');
     if (orgClientId) return this.host.authorizeLibrary(orgClientId);
@@ -297,8 +307,7 @@ export class UploadServer {
     if (!SHA1_RE.test(filehash)) throw new UploadError(400, UploadErrorCode.BadParam, `${this.prefix}upload-filehash expected 40 hex characters (SHA-1), got ${JSON.stringify(filehash)}`);
     if (!/^\d+$/.test(filesizeText)) throw new UploadError(400, UploadErrorCode.BadParam, `${this.prefix}upload-filesize expected a non-negative integer, got ${JSON.stringify(filesizeText)}`);
     const filesize = Number(filesizeText);
-    const caller = await this.caller(req);
-    const pending = await this.host.pendingUpload(caller, pathhash);
+    const pending = await this.pendingUpload(req, pathhash);
     if (!pending) throw new UploadError(404, UploadErrorCode.PathhashUnknown, `no pending create_file step with hash ${JSON.stringify(pathhash)} for this caller`);
     if (pending.filehash !== filehash || pending.filesize !== filesize) {
       throw new UploadError(400, UploadErrorCode.BadParam,
