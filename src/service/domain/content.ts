@@ -21,6 +21,16 @@ import type { Content, FileTree } from './file-tree.js';
  */
 export type VerifiedFile = FinishedUpload;
 
+/** What an ingest needs, read under the blob's lock (LibraryContent.ingestPrepared). */
+export interface PreparedIngest {
+  /** The library whose transaction records the file. */
+  libraryId: number;
+  /** Whether the blob is stored already. */
+  stored: boolean;
+  /** Writes the file that references the content, in that transaction. */
+  place: (content: Content) => Promise<EntryRow>;
+}
+
 export class LibraryContent {
   private collecting: Promise<void> | undefined;
   private again = false;
@@ -36,11 +46,19 @@ export class LibraryContent {
    * that records the blob. On refusal nothing stays: neither the record nor the bytes.
    */
   async ingest(libraryId: number, file: VerifiedFile, place: (content: Content) => Promise<EntryRow>): Promise<EntryRow> {
+    return this.ingestPrepared(file, async () => ({ libraryId, stored: await this.tree.blobStored(file.sha1), place }));
+  }
+
+  /**
+   * As `ingest`, with the library and the placement given under the blob's lock by `prepare`, which
+   * reads whether the blob is stored (as FileTree.blobStored) with what it needs, in one statement.
+   * What it throws refuses the content as `place` would: nothing stays.
+   */
+  async ingestPrepared(file: VerifiedFile, prepare: () => Promise<PreparedIngest>): Promise<EntryRow> {
     const content = { sha1: file.sha1, size: file.size };
     try {
-      await this.tree.checkCapacity(libraryId, 0);
       return await this.locks.lock(file.sha1, async (hold) => {
-        const known = await this.tree.blobStored(file.sha1);
+        const { libraryId, stored: known, place } = await prepare();
         if ('staged' in file) {
           if (!known) await file.staged.place();
         } else if (known) await removeFileIfPresent(file.tempFilePath);

@@ -108,19 +108,40 @@ export class PendingUploads {
    * runs in the transaction that writes the file, with its row (what commits with it).
    */
   async complete(pathhash: string, file: VerifiedFile | null, placed?: (row: EntryRow) => Promise<void>): Promise<EntryRow> {
-    const p = await this.get(pathhash);
+    if (!file) {
+      const p = this.checked(await this.get(pathhash), null);
+      const place = await this.placing(p, placed);
+      return this.content.reuse(p.library_id, p.filehash, place);
+    }
+    // Under the blob's lock, the step read with whether its content is stored: one statement.
+    return this.content.ingestPrepared(file, async () => {
+      const row = await this.tree.db.get<PendingRow & { blob_stored: number | null }>(
+        'SELECT p.*, (SELECT 1 FROM blobs b WHERE b.sha1 = ?) AS blob_stored FROM pending_uploads p WHERE p.pathhash = ?', [file.sha1, pathhash]);
+      const { blob_stored: stored, ...step } = row ?? { blob_stored: null };
+      const p = this.checked(row && (step as PendingRow), file);
+      return { libraryId: p.library_id, stored: stored !== null, place: await this.placing(p, placed) };
+    });
+  }
+
+  /** The step a completion found, checked against the content it brings. */
+  private checked(p: PendingRow | undefined, file: VerifiedFile | null): PendingRow {
     if (!p) throw new ServiceFault(FaultCode.FileMissing, 'no pending upload with this pathhash');
     if (file && (file.sha1 !== p.filehash || file.size !== p.filesize)) {
       throw new ServiceFault(FaultCode.BadParam, `content expected sha1 ${p.filehash} and ${p.filesize} bytes, got ${file.sha1} and ${file.size} bytes`);
     }
+    return p;
+  }
+
+  /** What writes the file of step `p` in its library's transaction (and `placed` with it). */
+  private async placing(p: PendingRow, placed?: (row: EntryRow) => Promise<void>): Promise<() => Promise<EntryRow>> {
     // A member's upload counts as theirs against a lock named with their account (Operator.account).
     const member = p.op_id ? await this.tree.directory.member(p.op_id) : undefined;
     const op: Operator = { id: p.op_id, name: p.op_name, ...(member ? { account: member.account } : {}) };
-    const place = async () => {
+    return async () => {
       // The step is taken (its row deleted) with the file's first statements, in one round trip on
       // PostgreSQL; a step gone meanwhile answers first, and rolls the file back.
-      const taken = this.tree.db.get('DELETE FROM pending_uploads WHERE pathhash = ? RETURNING pathhash', [pathhash]);
-      const row = this.tree.placeContent(p.library_id, p.fullpath, { sha1: p.filehash, size: p.filesize }, p.overwrite === 1, op, pathhash);
+      const taken = this.tree.db.get('DELETE FROM pending_uploads WHERE pathhash = ? RETURNING pathhash', [p.pathhash]);
+      const row = this.tree.placeContent(p.library_id, p.fullpath, { sha1: p.filehash, size: p.filesize }, p.overwrite === 1, op, p.pathhash);
       const [step, file] = await Promise.allSettled([taken, row]);
       if (step.status === 'rejected') throw step.reason;
       if (!step.value) throw new ServiceFault(FaultCode.FileMissing, 'no pending upload with this pathhash');
@@ -128,8 +149,8 @@ export class PendingUploads {
       await placed?.(file.value);
       return file.value;
     };
-    return file ? this.content.ingest(p.library_id, file, place) : this.content.reuse(p.library_id, p.filehash, place);
   }
+
 
   /** Forgets pending uploads older than PENDING_TTL_MS. */
   async expire(): Promise<number> {

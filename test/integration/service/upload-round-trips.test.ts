@@ -39,8 +39,8 @@ async function cost(fn: () => Promise<unknown>): Promise<StoreStats> {
  * the answer).
  */
 const BOUNDS = {
-  postgresql: { upload_init: 3, upload_part: 2, upload_finish: 9 },
-  sqlite: { upload_init: 3, upload_part: 2, upload_finish: 15 },
+  postgresql: { upload_init: 3, upload_part: 2, upload_finish: 8 },
+  sqlite: { upload_init: 3, upload_part: 2, upload_finish: 14 },
 };
 /** What one more upload_finish call costs while the commit runs (it answers 202): the session's read. */
 const POLL_BOUND = 2;
