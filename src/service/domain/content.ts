@@ -10,6 +10,7 @@
 import { removeFileIfPresent } from '../../shared/atomic-file.js';
 import type { Logger } from '../../shared/log.js';
 import type { BlobStore } from '../store/blob-store.js';
+import type { BlobLocks } from '../store/blob-locks.js';
 import type { FinishedUpload } from '../store/staged-uploads.js';
 import type { EntryRow } from './entries.js';
 import type { Content, FileTree } from './file-tree.js';
@@ -20,6 +21,16 @@ import type { Content, FileTree } from './file-tree.js';
  */
 export type VerifiedFile = FinishedUpload;
 
+/** What an ingest needs, read under the blob's lock (LibraryContent.ingestPrepared). */
+export interface PreparedIngest {
+  /** The library whose transaction records the file. */
+  libraryId: number;
+  /** Whether the blob is stored already. */
+  stored: boolean;
+  /** Writes the file that references the content, in that transaction. */
+  place: (content: Content) => Promise<EntryRow>;
+}
+
 export class LibraryContent {
   private collecting: Promise<void> | undefined;
   private again = false;
@@ -28,18 +39,26 @@ export class LibraryContent {
    * `locks`: the per-blob lock; the BlobStore's own (one process) unless the processes of a service
    * share the metadata (store/blob-locks.ts).
    */
-  constructor(private readonly tree: FileTree, readonly blobs: BlobStore, private readonly log: Logger, private readonly locks: Pick<BlobStore, 'lock'> = blobs) {}
+  constructor(private readonly tree: FileTree, readonly blobs: BlobStore, private readonly log: Logger, private readonly locks: BlobLocks = blobs) {}
 
   /**
    * Ingests `file` (its SHA-1 and size verified by the caller) and runs `place` in the same transaction
    * that records the blob. On refusal nothing stays: neither the record nor the bytes.
    */
   async ingest(libraryId: number, file: VerifiedFile, place: (content: Content) => Promise<EntryRow>): Promise<EntryRow> {
+    return this.ingestPrepared(file, async () => ({ libraryId, stored: await this.tree.blobStored(file.sha1), place }));
+  }
+
+  /**
+   * As `ingest`, with the library and the placement given under the blob's lock by `prepare`, which
+   * reads whether the blob is stored (as FileTree.blobStored) with what it needs, in one statement.
+   * What it throws refuses the content as `place` would: nothing stays.
+   */
+  async ingestPrepared(file: VerifiedFile, prepare: () => Promise<PreparedIngest>): Promise<EntryRow> {
     const content = { sha1: file.sha1, size: file.size };
     try {
-      await this.tree.checkCapacity(libraryId, 0);
-      return await this.locks.lock(file.sha1, async () => {
-        const known = await this.tree.blobStored(file.sha1);
+      return await this.locks.lock(file.sha1, async (hold) => {
+        const { libraryId, stored: known, place } = await prepare();
         if ('staged' in file) {
           if (!known) await file.staged.place();
         } else if (known) await removeFileIfPresent(file.tempFilePath);
@@ -47,7 +66,9 @@ export class LibraryContent {
         try {
           return await this.tree.tx(async () => {
             await this.tree.addBlob(content);
-            return place(content);
+            const row = await place(content);
+            await hold?.releaseAtCommit();
+            return row;
           }, libraryId);
         } catch (err) {
           if (!await this.tree.blobStored(file.sha1)) await this.blobs.remove(file.sha1);

@@ -196,8 +196,7 @@ export class FileTree {
 
   /** Bytes the library may still grow by (Infinity when unlimited). */
   async remainingCapacity(libraryId: number): Promise<number> {
-    const lib = await this.directory.requireCapacity(libraryId);
-    return lib.capacity < 0 ? Infinity : Math.max(0, lib.capacity - lib.size_used);
+    return remainingBytes(await this.directory.requireCapacity(libraryId));
   }
 
   async blobStored(sha1: string): Promise<boolean> {
@@ -217,9 +216,12 @@ export class FileTree {
     return Promise.all([pinned, stored]).then(([, s]) => s);
   }
 
-  /** Records a blob that was just written to the blob store. */
+  /**
+   * Records a blob that was just written to the blob store; inside a transaction it goes with the next
+   * statement (nobody reads its result).
+   */
   async addBlob(content: Content): Promise<void> {
-    await this.db.run('INSERT INTO blobs (sha1, size, created_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [content.sha1, content.size, this.clock()]);
+    await this.db.runLater('INSERT INTO blobs (sha1, size, created_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [content.sha1, content.size, this.clock()]);
   }
 
   // ---- mutations -------------------------------------------------------------------------------------
@@ -249,10 +251,13 @@ export class FileTree {
    */
   async place(libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator, hash?: string, later = true): Promise<{ written: Promise<EntryRow> }> {
     const folder = parentOf(fullpath);
-    // Independent reads, issued together (on PostgreSQL one round trip): the library's capacity (read
-    // in the change's transaction, before this change adds to it), the pin and the paths.
+    // Independent reads, issued together (on PostgreSQL one round trip): the pin, the paths, the hash and
+    // the library's capacity (read in the change's transaction, before this change adds to it).
     const library = this.directory.requireCapacity(libraryId);
     library.catch(() => undefined); // awaited by the capacity check, or its failure is the pin's or the lookup's
+    // A new file takes the hash `hash` when no entry has it: looked up with them.
+    const hashTaken = hash === undefined ? undefined : this.db.get('SELECT 1 FROM entries WHERE hash = ?', [hash]);
+    hashTaken?.catch(() => undefined); // awaited by the insert, or its failure is the pin's or the lookup's
     const [pinned, found] = await Promise.all([this.pinBlob(content.sha1), this.byPaths(libraryId, [folder, fullpath])]);
     if (!pinned) throw new ServiceFault(FaultCode.FileMissing, `content ${content.sha1} is no longer stored; upload it again`);
     const parentId = await this.ensureFolder(libraryId, folder, op, found.get(folder) ?? null);
@@ -270,7 +275,7 @@ export class FileTree {
     }
     await this.checkCapacity(libraryId, content.size, library);
     const name = existing ? await this.freeName(libraryId, folder, baseOf(fullpath), false) : baseOf(fullpath);
-    const free = hash !== undefined && !await this.db.get('SELECT 1 FROM entries WHERE hash = ?', [hash]);
+    const free = hashTaken !== undefined && !await hashTaken;
     return this.create(libraryId, parentId, joinPath(folder, name), { dir: 0, content, hash: free ? hash : undefined }, op, later);
   }
 
@@ -433,4 +438,9 @@ function sameOperator(row: EntryRow, op: Operator): boolean {
 
 export function escapeLike(s: string): string {
   return s.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
+/** Bytes a library may still grow by (Infinity when unlimited). */
+export function remainingBytes(lib: LibraryCapacity): number {
+  return lib.capacity < 0 ? Infinity : Math.max(0, lib.capacity - lib.size_used);
 }

@@ -4,9 +4,9 @@
  */
 import type { FinishedContent, PendingUpload, UploadCaller, UploadedFile, UploadHost, VerifiedContent, WebUploadTarget } from '../upload/types.js';
 import type { Directory } from '../domain/directory.js';
-import type { FileTree } from '../domain/file-tree.js';
+import { remainingBytes, type FileTree } from '../domain/file-tree.js';
 import type { LibraryContent } from '../domain/content.js';
-import type { PendingUploads } from '../domain/pending-uploads.js';
+import type { PendingLookup, PendingUploads } from '../domain/pending-uploads.js';
 import type { EntryRow, Operator } from '../domain/entries.js';
 import { FaultCode, ServiceFault } from '../domain/fault.js';
 import { joinPath, nameProblem, normalizePath } from '../domain/paths.js';
@@ -46,17 +46,25 @@ export class LibraryUploadHost implements UploadHost {
   }
 
   async pendingUpload(caller: UploadCaller, pathhash: string): Promise<PendingUpload | undefined> {
-    const p = await this.uploads.get(pathhash);
-    if (!p || !await this.mayWrite(caller, p.library_id)) return undefined;
-    return { libraryId: p.library_id, fullpath: p.fullpath, filehash: p.filehash, filesize: p.filesize };
+    // With what upload_init decides on next (instant upload, capacity), read in the same statement.
+    const found = await this.uploads.lookup(pathhash);
+    if (!found || !await this.mayWrite(caller, found.step.library_id)) return undefined;
+    return pendingOf(found);
+  }
+
+  async pendingUploadOfLibrary(orgClientId: string, pathhash: string): Promise<PendingUpload | undefined> {
+    // The authorization read with the step: a library's authorization writes to its own library only.
+    const read = await this.uploads.lookupForAuthorization(orgClientId, pathhash);
+    if (!read) throw new ServiceFault(FaultCode.ClientNotFound, 'org_client_id not found');
+    return read.found && pendingOf(read.found);
   }
 
   async blobExists(sha1: string): Promise<boolean> {
     return this.tree.blobStored(sha1);
   }
 
-  async completeUpload(pathhash: string, content: FinishedContent | null): Promise<UploadedFile> {
-    return uploaded(await this.uploads.complete(pathhash, content));
+  async completeUpload(pathhash: string, content: FinishedContent | null, committing?: (file: UploadedFile) => Promise<void>): Promise<UploadedFile> {
+    return uploaded(await this.uploads.complete(pathhash, content, committing && ((row) => committing(uploaded(row)))));
   }
 
   async libraryOfMount(caller: UploadCaller, mountId: number): Promise<number> {
@@ -104,6 +112,10 @@ export class LibraryUploadHost implements UploadHost {
     if (opId && /^\d+$/.test(opId)) return { id: Number(opId), name: (await this.directory.member(Number(opId)))?.name ?? opName ?? `member ${opId}` };
     return { id: 0, name: opName || ((await this.directory.libraryAuth(caller.orgClientId))?.title ?? '') };
   }
+}
+
+function pendingOf({ step: p, blobStored, library }: PendingLookup): PendingUpload {
+  return { libraryId: p.library_id, fullpath: p.fullpath, filehash: p.filehash, filesize: p.filesize, blobStored, ...(library ? { remaining: remainingBytes(library) } : {}) };
 }
 
 export function uploaded(row: EntryRow): UploadedFile {

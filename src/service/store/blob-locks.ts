@@ -10,6 +10,23 @@ import { randomBytes } from 'node:crypto';
 import type { BlobStore } from './blob-store.js';
 import type { MetadataStore } from './metadata-store.js';
 
+/** What a section run under a blob's lock may do with it. */
+export interface BlobLockHold {
+  /**
+   * Gives the lock back with the COMMIT of the transaction this is called in (the transaction that
+   * records what the section did); when that transaction rolls back, the lock is given back after the
+   * section as usual. Call it last in the transaction, and return once it committed.
+   */
+  releaseAtCommit(): Promise<void>;
+}
+
+/** The per-blob lock: the BlobStore's (one process) or StoredBlobLocks (the processes of a service). */
+export interface BlobLocks {
+  lock<T>(sha1: string, fn: (hold?: BlobLockHold) => Promise<T> | T): Promise<T>;
+}
+
+const RELEASE_SQL = 'DELETE FROM blob_locks WHERE sha1 = ? AND holder = ?';
+
 export interface StoredBlobLocksOptions {
   /** How long a held lock stays valid (ms); an ingest of a large blob into S3 must fit. Default 600 000 (10 min). */
   leaseMs?: number;
@@ -31,14 +48,29 @@ export class StoredBlobLocks {
     this.clock = opts.clock ?? Date.now;
   }
 
-  /** Runs `fn` while no other ingest or removal of this blob runs, in this process or any other. */
-  lock<T>(sha1: string, fn: () => Promise<T> | T): Promise<T> {
+  /**
+   * Runs `fn` while no other ingest or removal of this blob runs, in this process or any other. `fn` may
+   * have the lock given back by the transaction it runs (BlobLockHold.releaseAtCommit): it then goes
+   * with that transaction's COMMIT instead of a statement of its own afterwards.
+   */
+  lock<T>(sha1: string, fn: (hold: BlobLockHold) => Promise<T> | T): Promise<T> {
     return this.local.lock(sha1, async () => {
       await this.take(sha1);
+      let queued = false;
+      let released = false;
+      const hold: BlobLockHold = {
+        releaseAtCommit: async () => {
+          await this.db.runLater(RELEASE_SQL, [sha1, this.holder]);
+          queued = true;
+        },
+      };
       try {
-        return await fn();
+        const result = await fn(hold);
+        // `fn` returned once its transaction committed, with the release when it queued one.
+        released = queued;
+        return result;
       } finally {
-        await this.db.run('DELETE FROM blob_locks WHERE sha1 = ? AND holder = ?', [sha1, this.holder]);
+        if (!released) await this.db.run(RELEASE_SQL, [sha1, this.holder]);
       }
     });
   }

@@ -17,6 +17,10 @@ export interface PendingUpload {
   filehash: string;
   /** Size in bytes the content must have. */
   filesize: number;
+  /** Whether content with `filehash` is stored (see `blobExists`), when the host read it with the step. */
+  blobStored?: boolean;
+  /** Bytes the library may still grow by (see `remainingCapacity`), when the host read it with the step. */
+  remaining?: number;
 }
 
 /** Content verified by the upload server: its size and SHA-1 match what the caller declared. */
@@ -72,13 +76,20 @@ export interface UploadHost {
    * undefined otherwise.
    */
   pendingUpload(caller: UploadCaller, pathhash: string): Promise<PendingUpload | undefined>;
+  /**
+   * `authorizeLibrary(orgClientId)` then `pendingUpload` for that caller, in one go (it throws as
+   * authorizeLibrary does). Optional: without it the upload server asks the two.
+   */
+  pendingUploadOfLibrary?(orgClientId: string, pathhash: string): Promise<PendingUpload | undefined>;
   /** True when content with this SHA-1 is already in the blob store (instant upload). */
   blobExists(sha1: string): Promise<boolean>;
   /**
    * Commits a pending upload: ingests `content` into the blob store (null: the blob already exists, see
-   * `blobExists`) and writes the file record, in one transaction. Called once per pathhash.
+   * `blobExists`) and writes the file record, in one transaction. Called once per pathhash. `committing`,
+   * when the host calls it, runs inside that transaction with the file (the upload server records the
+   * result there, so it commits with the file).
    */
-  completeUpload(pathhash: string, content: FinishedContent | null): Promise<UploadedFile>;
+  completeUpload(pathhash: string, content: FinishedContent | null, committing?: (file: UploadedFile) => Promise<void>): Promise<UploadedFile>;
   /** Library the user token's `mount_id` designates, when the caller may upload there; throws otherwise. */
   libraryOfMount(caller: UploadCaller, mountId: number): Promise<number>;
   /** Bytes the library may still grow by (Infinity when unlimited). */

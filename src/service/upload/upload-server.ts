@@ -22,8 +22,8 @@ import { silentLogger, type Logger } from '../../shared/log.js';
 import { parseCrc32 } from '../../shared/crc32.js';
 import type { UploadServers } from '../../shared/records.js';
 import { UploadError, UploadErrorCode, isStatusError, missingParam } from './errors.js';
-import { UploadSessions, type SessionBusy, type SessionRecord, type StoredFailure } from './upload-sessions.js';
-import type { UploadCaller, UploadHost } from './types.js';
+import { PART_DONE, UploadSessions, type SessionBusy, type SessionRecord, type StoredFailure } from './upload-sessions.js';
+import type { PendingUpload, UploadCaller, UploadedFile, UploadHost } from './types.js';
 import { WebUploadKeys } from './upload-keys.js';
 import { receiveWebUpload } from './web-upload.js';
 import { stageBlock } from './block-receiver.js';
@@ -72,9 +72,16 @@ interface LiveSession {
   hashedBytes: number;
   /** The running commit of upload_finish, in this process. */
   finishing?: Promise<void>;
+  /** The result this process committed and recorded for the session. */
+  committed?: UploadedFile;
 }
 
 const SHA1_RE = /^[0-9a-f]{40}$/;
+/** A part's block, its session claimed; `writingFrom` as the claim left it in the record (-1: unknown). */
+interface ClaimedPart { s: LiveSession; start: number; length: number; crc: number | undefined; writingFrom: number }
+
+/** The `upload-range` header: `<first>-<last>` byte positions. */
+const RANGE_RE = /^\s*(?:bytes[= ])?(\d+)-(\d+)\s*$/;
 
 /** A session file without journal is removed once it has not changed for this long (ms): 10 minutes. */
 const STRAY_GRACE_MS = 600_000;
@@ -215,6 +222,16 @@ export class UploadServer {
     return v;
   }
 
+  /**
+   * The create_file step `pathhash` when it is pending for the caller: with a library's authorization,
+   * both read in one statement when the host can.
+   */
+  private async pendingUpload(req: IncomingMessage, pathhash: string): Promise<PendingUpload | undefined> {
+    const orgClientId = new URL(req.url ?? '/', 'http://upload').searchParams.get('org_client_id');
+    if (orgClientId && this.host.pendingUploadOfLibrary) return this.host.pendingUploadOfLibrary(orgClientId, pathhash);
+    return this.host.pendingUpload(await this.caller(req), pathhash);
+  }
+
   private async caller(req: IncomingMessage): Promise<UploadCaller> {
     const orgClientId = new URL(req.url ?? '/', 'http://upload').searchParams.get('org_client_id');
     if (orgClientId) return this.host.authorizeLibrary(orgClientId);
@@ -224,13 +241,14 @@ export class UploadServer {
   }
 
   /**
-   * The session a request names, its record read from the store (another process may have changed it);
-   * 400 without the header, 401/40104 when unknown.
+   * The session a request names, its record read from the store (another process may have changed it)
+   * and, with `touch`, its last request set to now in the same statement; 400 without the header,
+   * 401/40104 when unknown.
    */
-  private async session(req: IncomingMessage): Promise<LiveSession> {
+  private async session(req: IncomingMessage, opts: { touch?: boolean } = {}): Promise<LiveSession> {
     const id = this.header(req, 'upload-session') ?? this.sessionParam(req);
     if (id === undefined) throw missingParam(this.prefix + 'upload-session');
-    const record = await this.journal.load(id);
+    const record = opts.touch ? await this.journal.loadTouched(id, this.clock()) : await this.journal.load(id);
     if (!record) {
       this.sessions.delete(id);
       throw new UploadError(401, UploadErrorCode.SessionUnknown, 'upload session unknown, expired, finished or aborted');
@@ -289,15 +307,14 @@ export class UploadServer {
     if (!SHA1_RE.test(filehash)) throw new UploadError(400, UploadErrorCode.BadParam, `${this.prefix}upload-filehash expected 40 hex characters (SHA-1), got ${JSON.stringify(filehash)}`);
     if (!/^\d+$/.test(filesizeText)) throw new UploadError(400, UploadErrorCode.BadParam, `${this.prefix}upload-filesize expected a non-negative integer, got ${JSON.stringify(filesizeText)}`);
     const filesize = Number(filesizeText);
-    const caller = await this.caller(req);
-    const pending = await this.host.pendingUpload(caller, pathhash);
+    const pending = await this.pendingUpload(req, pathhash);
     if (!pending) throw new UploadError(404, UploadErrorCode.PathhashUnknown, `no pending create_file step with hash ${JSON.stringify(pathhash)} for this caller`);
     if (pending.filehash !== filehash || pending.filesize !== filesize) {
       throw new UploadError(400, UploadErrorCode.BadParam,
         `upload declares filehash ${filehash} and filesize ${filesize}, expected ${pending.filehash} and ${pending.filesize} as given to create_file`);
     }
     // A session already open for this create_file step is resumed, not duplicated.
-    const resumed = await this.journal.openFor(pathhash, filehash);
+    const { resumed, idle } = await this.journal.forStep(pathhash, pending.libraryId, pending.fullpath, filehash, filesize, this.clock());
     if (resumed) {
       await this.journal.touch(resumed.id, this.clock());
       this.log.info({ session: resumed.id.slice(0, 8), fullpath: pending.fullpath }, 'upload session resumed');
@@ -307,21 +324,21 @@ export class UploadServer {
     // create_file, which gives a new file a new pathhash. The open session for the same content and target
     // is taken over by the new step, so the bytes it holds are kept (upload_req reports them) instead of
     // starting again from byte 0 and leaving the old temporary file behind.
-    const adopted = await this.adopt(pathhash, pending.libraryId, pending.fullpath, filehash, filesize);
+    const adopted = await this.adopt(pathhash, pending.fullpath, idle);
     if (adopted) return sendJson(res, 200, { session: adopted.id });
-    if (await this.host.blobExists(filehash)) {
+    if (pending.blobStored ?? await this.host.blobExists(filehash)) {
       const result = await this.host.completeUpload(pathhash, null);
       this.log.info({ fullpath: result.fullpath, size: filesize }, 'instant upload');
       return sendJson(res, 202, result);
     }
-    const remaining = await this.host.remainingCapacity(pending.libraryId);
+    const remaining = pending.remaining ?? await this.host.remainingCapacity(pending.libraryId);
     if (filesize > remaining) {
       throw new UploadError(403, UploadErrorCode.CapacityExceeded, `library capacity exceeded: upload needs ${filesize} bytes, ${Math.max(0, remaining)} left`);
     }
     const now = this.clock();
     const record: SessionRecord = {
       id: UploadSessions.newId(), pathhash, libraryId: pending.libraryId, fullpath: pending.fullpath, filename,
-      filehash, filesize, createdAt: now, touchedAt: now, busy: null, busyUntil: 0, writingFrom: 0,
+      filehash, filesize, createdAt: now, touchedAt: now, busy: null, busyUntil: PART_DONE, writingFrom: 0,
     };
     await this.journal.staging.create(record.id);
     await this.journal.create(record);
@@ -330,9 +347,12 @@ export class UploadServer {
     sendJson(res, 200, { session: record.id });
   }
 
-  /** Moves an idle unfinished session for the same library, path and content to the create_file step `pathhash`. */
-  private async adopt(pathhash: string, libraryId: number, fullpath: string, filehash: string, filesize: number): Promise<SessionRecord | undefined> {
-    for (const r of await this.journal.idleFor(libraryId, fullpath, filehash, filesize, this.clock())) {
+  /**
+   * Moves one of the idle unfinished sessions for the same library, path and content (`idle`, see
+   * UploadSessions.forStep) to the create_file step `pathhash`.
+   */
+  private async adopt(pathhash: string, fullpath: string, idle: readonly SessionRecord[]): Promise<SessionRecord | undefined> {
+    for (const r of idle) {
       if (this.sessions.get(r.id)?.finishing) continue;
       if ((await this.journal.committedBytes(r.id)) === undefined) continue;
       if (!await this.journal.movePathhash(r.id, r.pathhash, pathhash, this.clock())) continue;
@@ -351,7 +371,7 @@ export class UploadServer {
   }
 
   private parseRange(text: string, filesize: number): { start: number; length: number } {
-    const m = /^\s*(?:bytes[= ])?(\d+)-(\d+)\s*$/.exec(text);
+    const m = RANGE_RE.exec(text);
     if (!m) throw new UploadError(416, UploadErrorCode.BadRange, `${this.prefix}upload-range expected "<first>-<last>" byte positions, got ${JSON.stringify(text)}`);
     const start = Number(m[1]);
     const end = Number(m[2]);
@@ -361,7 +381,30 @@ export class UploadServer {
     return { start, length: end - start + 1 };
   }
 
-  private async part(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /**
+   * A part whose headers are well formed, claimed in the statement that reads its session (one round
+   * trip): taken only when the session is unfinished, free and long enough for the block. Undefined
+   * otherwise, and nothing changed: `checkedPart` then gives the answer it always gave.
+   */
+  private async claimedPart(req: IncomingMessage): Promise<ClaimedPart | undefined> {
+    const id = this.header(req, 'upload-session') ?? this.sessionParam(req);
+    const rangeText = this.header(req, 'upload-range');
+    const m = rangeText === undefined ? null : RANGE_RE.exec(rangeText);
+    if (id === undefined || !m) return undefined;
+    const start = Number(m[1]);
+    const end = Number(m[2]);
+    const length = end - start + 1;
+    const declared = Number(req.headers['content-length'] ?? NaN);
+    if (!Number.isSafeInteger(end) || end < start || length > this.maxBlock || declared > this.maxBlock) return undefined;
+    const crcText = this.header(req, 'upload-crc');
+    const crc = crcText === undefined ? undefined : parseCrc32(crcText);
+    if (crcText !== undefined && crc === undefined) return undefined;
+    const record = await this.journal.claimPart(id, end, this.clock(), this.busyLeaseMs);
+    return record && { s: this.live(record), start, length, crc, writingFrom: record.writingFrom };
+  }
+
+  /** A part's session read, its headers checked in the order of the protocol's answers, then claimed. */
+  private async checkedPart(req: IncomingMessage): Promise<ClaimedPart> {
     const s = await this.session(req);
     const rangeText = this.requireHeader(req, 'upload-range');
     const crcText = this.header(req, 'upload-crc');
@@ -379,10 +422,20 @@ export class UploadServer {
       if (crc === undefined) throw new UploadError(400, UploadErrorCode.BadParam, `${this.prefix}upload-crc expected an unsigned 32-bit integer, got ${JSON.stringify(crcText)}`);
     }
     await this.claim(s, 'part');
+    return { s, start, length, crc, writingFrom: -1 };
+  }
+
+  private async part(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const { s, start, length, crc, writingFrom } = await this.claimedPart(req) ?? await this.checkedPart(req);
+    // The bytes staged when the part leaves, when it is sure of them: then the next part's claim takes
+    // them as its `writing_from` and need not write it.
+    let received: number | undefined;
     try {
       const committed = await this.committed(s);
-      await this.journal.setWritingFrom(s.record.id, committed);
+      // What upload_req answers while the block is written: the claim may have set it already.
+      if (writingFrom !== committed) await this.journal.setWritingFrom(s.record.id, committed);
       if (start !== committed) {
+        received = committed;
         throw new UploadError(409, UploadErrorCode.UnexpectedOffset, `block starts at ${start}, expected ${committed}`, { expect: committed });
       }
       if (!s.hash || s.hashedBytes !== committed) {
@@ -391,6 +444,7 @@ export class UploadServer {
       }
       s.hash = await stageBlock(this.journal.staging, s.record.id, req, { start, length, crc }, s.hash);
       s.hashedBytes = committed + length;
+      received = committed + length;
     } catch (e) {
       if (!isStatusError(e) && (req.destroyed || req.readableAborted)) {
         this.log.info({ session: s.record.id.slice(0, 8), start }, 'block cut off by the client; temporary file kept at its start');
@@ -398,15 +452,15 @@ export class UploadServer {
       }
       throw e;
     } finally {
-      await this.journal.release(s.record.id, 'part', this.clock());
+      if (received === undefined) await this.journal.release(s.record.id, 'part', this.clock());
+      else await this.journal.releasePart(s.record.id, received, this.clock());
     }
     const complete = start + length === s.record.filesize;
     sendJson(res, complete ? 202 : 200, {});
   }
 
   private async req(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const s = await this.session(req);
-    await this.journal.touch(s.record.id, this.clock());
+    const s = await this.session(req, { touch: true });
     // while a block is being written, only the bytes before it are committed
     const r = s.record;
     const n = r.result ? r.filesize : this.busyNow(r) === 'part' && r.writingFrom >= 0 ? r.writingFrom : await this.committed(s);
@@ -415,8 +469,7 @@ export class UploadServer {
   }
 
   private async finish(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const s = await this.session(req);
-    await this.journal.touch(s.record.id, this.clock());
+    const s = await this.session(req, { touch: true });
     if (s.record.result) return sendJson(res, 200, s.record.result);
     const failure = s.record.failure;
     if (failure !== undefined) {
@@ -449,6 +502,8 @@ export class UploadServer {
     ]);
     clearTimeout(timer);
     if (!done) return sendJson(res, 202, {});
+    // Committed here: the result just recorded is the answer, without reading it back.
+    if (s.committed) return sendJson(res, 200, s.committed);
     return this.finish(req, res);
   }
 
@@ -466,9 +521,15 @@ export class UploadServer {
         `content mismatch: received ${size} bytes with SHA-1 ${sha1}, expected ${record.filesize} bytes with SHA-1 ${record.filehash}`,
         { received: sha1, expected: record.filehash });
     }
-    const result = await this.host.completeUpload(record.pathhash, await this.journal.staging.finished(record.id, sha1, size));
+    // The result is recorded in the transaction that writes the file, when the host runs it there.
+    let recorded = false;
+    const result = await this.host.completeUpload(record.pathhash, await this.journal.staging.finished(record.id, sha1, size), async (file) => {
+      await this.journal.finished(record.id, file, this.clock());
+      recorded = true;
+    });
     record.result = result;
-    await this.journal.finished(record.id, result, this.clock());
+    if (!recorded) await this.journal.finished(record.id, result, this.clock());
+    s.committed = result;
     await this.journal.removePart(record.id);
     this.log.info({ session: record.id.slice(0, 8), fullpath: result.fullpath, size }, 'upload finished');
   }

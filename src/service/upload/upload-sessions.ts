@@ -34,6 +34,10 @@ export interface SessionRecord {
   touchedAt: number;
   /** The request holding the temporary file, while its lease (`busyUntil`) lasts. */
   busy: SessionBusy | null;
+  /**
+   * End of the lease (unix ms); 0 when free, or PART_DONE (-1) when free and the last to hold it was a
+   * part that stored its block (or a new session): `writingFrom` then holds the bytes received.
+   */
   busyUntil: number;
   /** Start of the block being written while `busy` is 'part' (what upload_req reports meanwhile); -1 before writing. */
   writingFrom: number;
@@ -49,6 +53,12 @@ interface SessionRow {
 }
 
 const ID_RE = /^[0-9a-f]{32}$/;
+
+/**
+ * `busy_until_ms` of a free session whose `writing_from` is the count of bytes received, as the last
+ * part or upload_init left it: the next part takes that count with its claim (see `claimPart`).
+ */
+export const PART_DONE = -1;
 
 export class UploadSessions {
   /**
@@ -71,8 +81,8 @@ export class UploadSessions {
 
   async create(r: SessionRecord): Promise<void> {
     await this.db.run(
-      'INSERT INTO upload_sessions (id, pathhash, library_id, fullpath, filename, filehash, filesize, created_ms, touched_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-      [r.id, r.pathhash, r.libraryId, r.fullpath, r.filename, r.filehash, r.filesize, r.createdAt, r.touchedAt],
+      'INSERT INTO upload_sessions (id, pathhash, library_id, fullpath, filename, filehash, filesize, created_ms, touched_ms, busy_until_ms, writing_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      [r.id, r.pathhash, r.libraryId, r.fullpath, r.filename, r.filehash, r.filesize, r.createdAt, r.touchedAt, r.busyUntil, r.writingFrom],
     );
   }
 
@@ -82,19 +92,32 @@ export class UploadSessions {
     return row && fromRow(row);
   }
 
-  /** The unfinished session serving create_file step `pathhash` for this content, if any. */
-  async openFor(pathhash: string, filehash: string): Promise<SessionRecord | undefined> {
-    const row = await this.db.get<SessionRow>('SELECT * FROM upload_sessions WHERE pathhash = ? AND filehash = ? AND result IS NULL ORDER BY created_ms LIMIT 1', [pathhash, filehash]);
+  /**
+   * The session's record, touched (its last request now) by the same statement: what `load` then `touch`
+   * did in two.
+   */
+  async loadTouched(id: string, now: number): Promise<SessionRecord | undefined> {
+    if (!UploadSessions.isId(id)) return undefined;
+    const row = await this.db.get<SessionRow>('UPDATE upload_sessions SET touched_ms = ? WHERE id = ? RETURNING *', [now, id]);
     return row && fromRow(row);
   }
 
-  /** Unfinished sessions for the same library, path and content that no request holds and no failure waits in. */
-  async idleFor(libraryId: number, fullpath: string, filehash: string, filesize: number, now: number): Promise<SessionRecord[]> {
-    const rows = await this.db.all<SessionRow>(
-      'SELECT * FROM upload_sessions WHERE library_id = ? AND fullpath = ? AND filehash = ? AND filesize = ? AND result IS NULL AND failure IS NULL AND (busy IS NULL OR busy_until_ms <= ?) ORDER BY created_ms',
-      [libraryId, fullpath, filehash, filesize, now],
-    );
-    return rows.map(fromRow);
+  /**
+   * What upload_init of create_file step `pathhash` looks for, in one statement: the unfinished session
+   * serving that step for this content (the first opened), to resume; and the unfinished sessions for
+   * the same library, path and content that no request holds and no failure waits in, which a repeated
+   * create_file may take over (oldest first).
+   */
+  async forStep(pathhash: string, libraryId: number, fullpath: string, filehash: string, filesize: number, now: number): Promise<{ resumed?: SessionRecord; idle: SessionRecord[] }> {
+    const rows = (await this.db.all<SessionRow>(
+      'SELECT * FROM upload_sessions WHERE result IS NULL AND ((pathhash = ? AND filehash = ?) OR ' +
+      '(library_id = ? AND fullpath = ? AND filehash = ? AND filesize = ? AND failure IS NULL AND (busy IS NULL OR busy_until_ms <= ?))) ORDER BY created_ms',
+      [pathhash, filehash, libraryId, fullpath, filehash, filesize, now],
+    )).map(fromRow);
+    const resumed = rows.find((r) => r.pathhash === pathhash && r.filehash === filehash);
+    const idle = rows.filter((r) => r.libraryId === libraryId && r.fullpath === fullpath && r.filehash === filehash && r.filesize === filesize &&
+      r.failure === undefined && (r.busy === null || r.busyUntil <= now));
+    return { ...(resumed ? { resumed } : {}), idle };
   }
 
   /** Moves the session from step `from` to step `to`, unless another request changed it meanwhile. */
@@ -117,6 +140,22 @@ export class UploadSessions {
     )).changes > 0;
   }
 
+  /**
+   * Takes the temporary file for a part whose last byte is `end` (as `claim`), in the statement that
+   * reads the record: the record once taken, undefined when the session is unknown, finished, held or
+   * shorter than the block (nothing changed then). Its `writingFrom` is the count of bytes received
+   * when the last part left it (PART_DONE), else -1 (unknown, as `claim` leaves it).
+   */
+  async claimPart(id: string, end: number, now: number, leaseMs: number): Promise<SessionRecord | undefined> {
+    if (!UploadSessions.isId(id)) return undefined;
+    const row = await this.db.get<SessionRow>(
+      'UPDATE upload_sessions SET busy = ?, busy_until_ms = ?, writing_from = (CASE WHEN busy IS NULL AND busy_until_ms = ? THEN writing_from ELSE -1 END), touched_ms = ? ' +
+      'WHERE id = ? AND result IS NULL AND (busy IS NULL OR busy_until_ms <= ?) AND filesize > ? RETURNING *',
+      ['part', now + leaseMs, PART_DONE, now, id, now, end],
+    );
+    return row && fromRow(row);
+  }
+
   async setWritingFrom(id: string, offset: number): Promise<void> {
     await this.db.run('UPDATE upload_sessions SET writing_from = ? WHERE id = ?', [offset, id]);
   }
@@ -126,13 +165,19 @@ export class UploadSessions {
     await this.db.run('UPDATE upload_sessions SET busy = NULL, busy_until_ms = 0, touched_ms = ? WHERE id = ? AND busy = ?', [now, id, busy]);
   }
 
+  /** Gives the temporary file back after a part that leaves `received` bytes staged (PART_DONE). */
+  async releasePart(id: string, received: number, now: number): Promise<void> {
+    await this.db.run('UPDATE upload_sessions SET busy = NULL, busy_until_ms = ?, writing_from = ?, touched_ms = ? WHERE id = ? AND busy = ?', [PART_DONE, received, now, id, 'part']);
+  }
+
   /** Gives back every temporary file held (at start, when no other process shares the store). */
   async releaseAll(): Promise<void> {
     await this.db.run('UPDATE upload_sessions SET busy = NULL, busy_until_ms = 0 WHERE busy IS NOT NULL');
   }
 
+  /** Records the result; inside a transaction it goes with the next statement or COMMIT. */
   async finished(id: string, result: UploadedFile, now: number): Promise<void> {
-    await this.db.run('UPDATE upload_sessions SET result = ?, busy = NULL, busy_until_ms = 0, touched_ms = ? WHERE id = ?', [JSON.stringify(result), now, id]);
+    await this.db.runLater('UPDATE upload_sessions SET result = ?, busy = NULL, busy_until_ms = 0, touched_ms = ? WHERE id = ?', [JSON.stringify(result), now, id]);
   }
 
   async failed(id: string, failure: StoredFailure, now: number): Promise<void> {

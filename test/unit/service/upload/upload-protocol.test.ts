@@ -1,10 +1,13 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { Readable } from 'node:stream';
+import { request } from 'undici';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { crc32 } from '../../../../src/shared/crc32.js';
 import { FakeUploadHost, listen } from './fake-host.js';
 import { UploadWire } from './wire.js';
+import { waitFor } from '../../../support/wait-for.js';
 
 const sha1 = (b: Buffer) => createHash('sha1').update(b).digest('hex');
 
@@ -101,6 +104,47 @@ describe('chunked upload: happy path', () => {
     const { session, pathhash } = await openSession(content);
     const again = await wire.init({ filename: 'a.bin', pathhash, filehash: sha1(content), filesize: content.length });
     expect(again).toMatchObject({ status: 200, json: { session } });
+  });
+});
+
+describe('chunked upload: upload_req while a block is written', () => {
+  it('answers the bytes before the block: the first block, one after a stored block, one after a refused block', { timeout: 20_000 }, async () => {
+    const MiB = 1024 * 1024;
+    await srv.close();
+    await start({ maxBlock: 4 * MiB });
+    const content = randomBytes(6 * MiB + 10);
+    const { session } = await openSession(content);
+    const part = join(host.tempDir, 'sessions', `${session}.part`);
+    /** Sends the 2 MiB block at `from`, holding its second half until upload_req answered while the first is written. */
+    const heldBlock = async (from: number): Promise<number> => {
+      const block = content.subarray(from, from + 2 * MiB);
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => { release = resolve; });
+      const body = Readable.from((async function* () {
+        yield block.subarray(0, 1.5 * MiB);
+        await gate;
+        yield block.subarray(1.5 * MiB);
+      })());
+      const headers = { 'x-svc-upload-session': session, 'x-svc-upload-range': `${from}-${from + 2 * MiB - 1}`, 'x-svc-upload-crc': String(crc32(block)) };
+      const sent = request(`${srv.url}/upload_part`, { method: 'PUT', headers, body });
+      try {
+        // the server writes a block in 1 MiB batches: the file grows once the first is written
+        await waitFor(`the first MiB of the block at ${from} in the staged file`, async () => (await stat(part)).size > from, { intervalMs: 5 });
+        expect(await wire.post('upload_req', session)).toMatchObject({ status: 200, text: String(from) });
+      } finally {
+        release();
+      }
+      const res = await sent;
+      await res.body.text();
+      return res.statusCode;
+    };
+    expect(await heldBlock(0)).toBe(200);
+    const bad = await wire.part(session, `${2 * MiB}-${4 * MiB - 1}`, content.subarray(2 * MiB, 4 * MiB), { crc: 1 });
+    expect(bad).toMatchObject({ status: 400, json: { error_code: 40001 } });
+    expect(await heldBlock(2 * MiB)).toBe(200);
+    expect(await heldBlock(4 * MiB)).toBe(200);
+    expect((await wire.part(session, `${6 * MiB}-${6 * MiB + 9}`, content.subarray(6 * MiB))).status).toBe(202);
+    expect((await wire.post('upload_finish', session)).json).toMatchObject({ filesize: content.length, filehash: sha1(content) });
   });
 });
 
