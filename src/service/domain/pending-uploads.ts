@@ -35,13 +35,16 @@ export class PendingUploads {
   async create(libraryId: number, fullpath: string, sha1: string, size: number, overwrite: boolean, op: Operator, server: string): Promise<CreateFileResult> {
     const check = async () => {
       const folder = parentOf(fullpath);
+      // Independent reads, issued together (on PostgreSQL one round trip): the paths and the capacity.
+      const library = this.tree.directory.requireCapacity(libraryId);
+      library.catch(() => undefined); // awaited by the capacity check, or its failure is the lookup's
       const found = await this.tree.byPaths(libraryId, [folder, fullpath]);
       const parent = found.get(folder);
       if (folder !== '' && parent && !parent.dir) throw new ServiceFault(FaultCode.NotAFolder, `not a folder: ${JSON.stringify(folder)}`);
       const existing = found.get(fullpath);
       const replaces = existing && overwrite && !existing.dir ? existing : undefined;
       if (replaces) await this.tree.checkUnlocked(replaces, op);
-      await this.tree.checkCapacity(libraryId, size - (replaces?.filesize ?? 0));
+      await this.tree.checkCapacity(libraryId, size - (replaces?.filesize ?? 0), library);
       return { existing, replaces };
     };
     if (await this.tree.blobStored(sha1)) {
@@ -63,7 +66,7 @@ export class PendingUploads {
       const target = existing && !replaces ? joinPath(folder, await this.tree.freeName(libraryId, folder, baseOf(fullpath), false)) : fullpath;
       // The pathhash is the hash the file will have: the replaced file's, or a fresh one for a new file.
       const pathhash = replaces?.hash ?? randomBytes(20).toString('hex');
-      await this.tree.db.run(`INSERT INTO pending_uploads (pathhash, library_id, fullpath, filehash, filesize, overwrite, op_id, op_name, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+      await this.tree.db.runLater(`INSERT INTO pending_uploads (pathhash, library_id, fullpath, filehash, filesize, overwrite, op_id, op_name, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT (pathhash) DO UPDATE SET library_id = excluded.library_id, fullpath = excluded.fullpath, filehash = excluded.filehash, filesize = excluded.filesize,
           overwrite = excluded.overwrite, op_id = excluded.op_id, op_name = excluded.op_name, created_ms = excluded.created_ms`, [pathhash, libraryId, target, sha1, size, overwrite ? 1 : 0, op.id, op.name, this.clock()]);
       return { hash: pathhash, fullpath: target, state: 0, server };
