@@ -89,12 +89,6 @@ export class LibraryContent {
     return this.tree.tx(place, libraryId);
   }
 
-  /** `reuse` for a `place` through FileTree.place, whose row comes once the transaction has sent it. */
-  async reuseWritten(libraryId: number, sha1: string, place: () => Promise<{ written: Promise<EntryRow> }>): Promise<EntryRow> {
-    const { written } = await this.tree.tx(place, libraryId);
-    return written;
-  }
-
   /** Starts a collection soon (coalesced); errors are logged. */
   scheduleCollect(): void {
     if (this.collecting) {

@@ -27,6 +27,16 @@ export interface Content { sha1: string; size: number }
 
 export const newHash = (): string => randomBytes(20).toString('hex');
 
+/** What placing content reads first (FileTree.placeReads). */
+interface PlaceReads {
+  /** The content is stored, and its blob's row locked by this transaction. */
+  pinned: boolean;
+  /** The file's path and its folder's, as found. */
+  found: Map<string, EntryRow>;
+  library: Promise<LibraryCapacity>;
+  hashTaken: Promise<unknown> | undefined;
+}
+
 /** What an event says of its entry (the entry is found by its hash, which never changes). */
 export type EventSubject = Pick<EntryRow, 'library_id' | 'hash' | 'dir' | 'fullpath' | 'filehash' | 'filesize' | 'state'>;
 
@@ -250,16 +260,39 @@ export class FileTree {
    * not wait for it: it comes once the transaction has sent the insert (FileTree.create).
    */
   async place(libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator, hash?: string, later = true): Promise<{ written: Promise<EntryRow> }> {
-    const folder = parentOf(fullpath);
-    // Independent reads, issued together (on PostgreSQL one round trip): the pin, the paths, the hash and
-    // the library's capacity (read in the change's transaction, before this change adds to it).
+    const reads = await this.placeReads(libraryId, fullpath, content.sha1, hash);
+    if (!reads.pinned) throw new ServiceFault(FaultCode.FileMissing, `content ${content.sha1} is no longer stored; upload it again`);
+    return this.placeRead(reads, libraryId, fullpath, content, overwrite, op, hash, later);
+  }
+
+  /**
+   * `place` (with `later`) when the content is stored; when it is not, nothing written and what was read
+   * for it, so that the caller takes another way in the same transaction without reading them again.
+   */
+  async placeIfStored(libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator): Promise<{ written: Promise<EntryRow> } | { missing: Pick<PlaceReads, 'found' | 'library'> }> {
+    const reads = await this.placeReads(libraryId, fullpath, content.sha1);
+    if (!reads.pinned) return { missing: reads };
+    return this.placeRead(reads, libraryId, fullpath, content, overwrite, op, undefined, true);
+  }
+
+  /**
+   * What placing content reads first, issued together (on PostgreSQL one round trip): the pin, the paths
+   * of the file and its folder, the hash `hash` and the library's capacity (read in the change's
+   * transaction, before this change adds to it).
+   */
+  private async placeReads(libraryId: number, fullpath: string, sha1: string, hash?: string): Promise<PlaceReads> {
     const library = this.directory.requireCapacity(libraryId);
     library.catch(() => undefined); // awaited by the capacity check, or its failure is the pin's or the lookup's
     // A new file takes the hash `hash` when no entry has it: looked up with them.
     const hashTaken = hash === undefined ? undefined : this.db.get('SELECT 1 FROM entries WHERE hash = ?', [hash]);
     hashTaken?.catch(() => undefined); // awaited by the insert, or its failure is the pin's or the lookup's
-    const [pinned, found] = await Promise.all([this.pinBlob(content.sha1), this.byPaths(libraryId, [folder, fullpath])]);
-    if (!pinned) throw new ServiceFault(FaultCode.FileMissing, `content ${content.sha1} is no longer stored; upload it again`);
+    const [pinned, found] = await Promise.all([this.pinBlob(sha1), this.byPaths(libraryId, [parentOf(fullpath), fullpath])]);
+    return { pinned, found, library, hashTaken };
+  }
+
+  private async placeRead(reads: PlaceReads, libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator, hash: string | undefined, later: boolean): Promise<{ written: Promise<EntryRow> }> {
+    const { found, library, hashTaken } = reads;
+    const folder = parentOf(fullpath);
     const parentId = await this.ensureFolder(libraryId, folder, op, found.get(folder) ?? null);
     const existing = found.get(fullpath);
     if (existing && overwrite && !existing.dir) {

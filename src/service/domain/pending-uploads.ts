@@ -33,44 +33,37 @@ export class PendingUploads {
   constructor(private readonly tree: FileTree, private readonly content: LibraryContent, private readonly clock: () => number) {}
 
   async create(libraryId: number, fullpath: string, sha1: string, size: number, overwrite: boolean, op: Operator, server: string): Promise<CreateFileResult> {
-    const check = async () => {
+    // The bytes must fit where they are kept, when they are to be sent: the store's free space, asked
+    // beside the transaction (it is no statement).
+    const freeBytes = this.content.blobs.freeBytes();
+    freeBytes.catch(() => undefined); // awaited when the content is not stored
+    const answer = await this.tree.tx(async () => {
+      // Content already stored is placed at once (instant); the reads for it serve the other way too.
+      const placed = await this.tree.placeIfStored(libraryId, fullpath, { sha1, size }, overwrite, op);
+      if ('written' in placed) return placed;
+      const free = await freeBytes;
+      if (free !== undefined && size > free) {
+        throw new ServiceFault(FaultCode.CapacityExceeded, `library capacity exceeded: the service's storage has ${free} bytes free, the file needs ${size}`);
+      }
       const folder = parentOf(fullpath);
-      // Independent reads, issued together (on PostgreSQL one round trip): the paths and the capacity.
-      const library = this.tree.directory.requireCapacity(libraryId);
-      library.catch(() => undefined); // awaited by the capacity check, or its failure is the lookup's
-      const found = await this.tree.byPaths(libraryId, [folder, fullpath]);
+      const { found, library } = placed.missing;
       const parent = found.get(folder);
       if (folder !== '' && parent && !parent.dir) throw new ServiceFault(FaultCode.NotAFolder, `not a folder: ${JSON.stringify(folder)}`);
       const existing = found.get(fullpath);
       const replaces = existing && overwrite && !existing.dir ? existing : undefined;
       if (replaces) await this.tree.checkUnlocked(replaces, op);
       await this.tree.checkCapacity(libraryId, size - (replaces?.filesize ?? 0), library);
-      return { existing, replaces };
-    };
-    if (await this.tree.blobStored(sha1)) {
-      // place checks again what `check` did (parent folder, lock, capacity), now under the lock
-      const row = await this.content.reuseWritten(libraryId, sha1, async () => this.tree.place(libraryId, fullpath, { sha1, size }, overwrite, op)).catch((err: unknown) => {
-        if (err instanceof ServiceFault && err.code === FaultCode.FileMissing) return undefined; // collected meanwhile
-        throw err;
-      });
-      if (row) return { hash: row.hash, fullpath: row.fullpath, state: 1, server };
-    }
-    // The bytes must fit where they are kept: a size beyond the store's free space is refused before any is sent.
-    const free = await this.content.blobs.freeBytes();
-    if (free !== undefined && size > free) {
-      throw new ServiceFault(FaultCode.CapacityExceeded, `library capacity exceeded: the service's storage has ${free} bytes free, the file needs ${size}`);
-    }
-    return this.tree.tx(async () => {
-      const { existing, replaces } = await check();
-      const folder = parentOf(fullpath);
       const target = existing && !replaces ? joinPath(folder, await this.tree.freeName(libraryId, folder, baseOf(fullpath), false)) : fullpath;
       // The pathhash is the hash the file will have: the replaced file's, or a fresh one for a new file.
       const pathhash = replaces?.hash ?? randomBytes(20).toString('hex');
       await this.tree.db.runLater(`INSERT INTO pending_uploads (pathhash, library_id, fullpath, filehash, filesize, overwrite, op_id, op_name, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT (pathhash) DO UPDATE SET library_id = excluded.library_id, fullpath = excluded.fullpath, filehash = excluded.filehash, filesize = excluded.filesize,
           overwrite = excluded.overwrite, op_id = excluded.op_id, op_name = excluded.op_name, created_ms = excluded.created_ms`, [pathhash, libraryId, target, sha1, size, overwrite ? 1 : 0, op.id, op.name, this.clock()]);
-      return { hash: pathhash, fullpath: target, state: 0, server };
+      return { pending: { hash: pathhash, fullpath: target, state: 0, server } };
     }, libraryId);
+    if ('pending' in answer) return answer.pending;
+    const row = await answer.written;
+    return { hash: row.hash, fullpath: row.fullpath, state: 1, server };
   }
 
   /**

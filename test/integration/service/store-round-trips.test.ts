@@ -42,8 +42,8 @@ async function cost(fn: () => Promise<unknown>): Promise<StoreStats> {
  * (beside its work; a change's goes in the round trip of its first transaction).
  */
 const BOUNDS = {
-  postgresql: { create_folder: 2, create_file: 3, create_file_new: 3, move: 2, del: 3, add_tag: 2, lock: 2, ls: 1, info: 1, download_url: 1, updates: 1 },
-  sqlite: { create_folder: 5, create_file: 9, create_file_new: 5, move: 5, del: 6, add_tag: 4, lock: 5, ls: 2, info: 2, download_url: 2, updates: 2 },
+  postgresql: { create_folder: 2, create_file: 2, create_file_new: 2, move: 2, del: 3, add_tag: 2, lock: 2, ls: 1, info: 1, download_url: 1, updates: 1 },
+  sqlite: { create_folder: 5, create_file: 8, create_file_new: 6, move: 5, del: 6, add_tag: 4, lock: 5, ls: 2, info: 2, download_url: 2, updates: 2 },
 };
 
 describe('statements per request', () => {
