@@ -6,6 +6,7 @@ import type { ServiceClient } from '../../../src/api/client.js';
 import { ServiceError } from '../../../src/api/errors.js';
 import { uploadFile, type UploadSource } from '../../../src/api/upload.js';
 import { ENDPOINTS, type EndpointDef, type Family } from '../../../src/shared/endpoints.js';
+import type { StoreStats } from '../../../src/service/store/metadata-store.js';
 
 export const sha1 = (data: Buffer | string): string => createHash('sha1').update(data).digest('hex');
 
@@ -64,3 +65,11 @@ export async function uncheckedCode(client: ServiceClient, family: Family, name:
   const text = await res.body.text();
   return res.statusCode < 400 ? 0 : ((JSON.parse(text) as { error_code?: number }).error_code ?? res.statusCode);
 }
+
+/** The store's counters spent by `fn` (nothing else runs meanwhile). */
+export async function storeCost(stats: StoreStats, fn: () => Promise<unknown>): Promise<StoreStats> {
+  const before = { ...stats };
+  await fn();
+  return Object.fromEntries(Object.entries(stats).map(([k, v]) => [k, v - before[k as keyof StoreStats]])) as unknown as StoreStats;
+}
+

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StoredSignatureLedger } from '../../../src/service/http/signature-ledger.js';
 import type { StoreStats } from '../../../src/service/store/metadata-store.js';
 import { startTestService, type TestService } from '../../support/service.js';
-import { put } from './helpers.js';
+import { put, storeCost } from './helpers.js';
 
 const sha1 = (s: string) => createHash('sha1').update(s).digest('hex');
 
@@ -27,12 +27,7 @@ afterAll(async () => {
 });
 
 /** The store's counters spent by `fn` (nothing else runs meanwhile). */
-async function cost(fn: () => Promise<unknown>): Promise<StoreStats> {
-  const stats = t.service.parts.tree.db.stats;
-  const before = { ...stats };
-  await fn();
-  return { roundTrips: stats.roundTrips - before.roundTrips, transactions: stats.transactions - before.transactions, retries: stats.retries - before.retries, lockWaitMs: stats.lockWaitMs - before.lockWaitMs };
-}
+const cost = (fn: () => Promise<unknown>): Promise<StoreStats> => storeCost(t.service.parts.tree.db.stats, fn);
 
 /**
  * Statements a request takes, per engine (docs/service.md, "What a write costs on PostgreSQL"); on SQLite

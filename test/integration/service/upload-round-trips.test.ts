@@ -12,7 +12,7 @@ import { normalizeServer } from '../../../src/api/normalize.js';
 import { crc32 } from '../../../src/shared/crc32.js';
 import type { StoreStats } from '../../../src/service/store/metadata-store.js';
 import { startTestService, type TestService } from '../../support/service.js';
-import { sha1 } from './helpers.js';
+import { sha1, storeCost } from './helpers.js';
 
 let t: TestService;
 
@@ -26,12 +26,7 @@ afterAll(async () => {
 });
 
 /** The store's counters spent by `fn` (nothing else runs meanwhile). */
-async function cost(fn: () => Promise<unknown>): Promise<StoreStats> {
-  const stats = t.service.parts.tree.db.stats;
-  const before = { ...stats };
-  await fn();
-  return { roundTrips: stats.roundTrips - before.roundTrips, transactions: stats.transactions - before.transactions, retries: stats.retries - before.retries, lockWaitMs: stats.lockWaitMs - before.lockWaitMs };
-}
+const cost = (fn: () => Promise<unknown>): Promise<StoreStats> => storeCost(t.service.parts.tree.db.stats, fn);
 
 /**
  * Statements a step takes, per engine. upload_finish: the call that commits, until the commit is done
