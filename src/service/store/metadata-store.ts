@@ -40,7 +40,8 @@ export interface MetadataSession {
    * SQLite and outside a transaction: at once). Its failure fails that statement or the commit, and the
    * transaction rolls back whole. Resolves once queued, with `rows`: the statement's rows once it ran
    * (inside a transaction on PostgreSQL, at the earliest when the body issues its next statement or
-   * ends; a body that waits for them before then never ends).
+   * ends, a nested body's end included for a statement with RETURNING; a body that waits for them
+   * before then never ends).
    */
   runLater<T = unknown>(sql: string, params?: readonly unknown[]): Promise<LaterStatement<T>>;
   /**

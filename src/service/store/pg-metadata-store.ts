@@ -298,8 +298,12 @@ class PgTransaction implements MetadataSession {
     rows.catch(() => undefined); // the transaction fails with it; whoever waits for the rows sees it too
     const statement = { sql: numbered(sql), params: [...params] };
     // After the statements issued in this turn and not sent yet, as it was issued after them.
-    if (this.issued.length > 0) this.issued.push({ ...statement, ...answer });
-    else this.later.push({ ...statement, then: answer.resolve, fail: answer.reject });
+    if (this.issued.length > 0) {
+      this.issued.push({ ...statement, ...answer });
+      return { rows };
+    }
+    // A statement that returns rows (RETURNING) is sent at a nested transaction's end (sendQueuedRows).
+    this.later.push({ ...statement, then: answer.resolve, fail: answer.reject, wanted: RETURNS_ROWS.test(sql) });
     return { rows };
   }
 
@@ -337,10 +341,10 @@ class PgTransaction implements MetadataSession {
     return first;
   }
 
-  /** Sends the queued statements now if one of them has rows someone may wait for (runLater's `rows`). */
+  /** Sends the queued statements now if one of them returns rows someone may wait for (runLater's `rows`). */
   async sendQueuedRows(): Promise<void> {
     if (this.issued.length > 0) await this.sendIssued();
-    if (!this.later.some((q) => q.fail)) return;
+    if (!this.later.some((q) => q.wanted)) return;
     this.stats.roundTrips++;
     try {
       await this.flush([]);
@@ -380,6 +384,8 @@ class PgTransaction implements MetadataSession {
   }
 }
 
+/** A statement that returns rows. */
+const RETURNS_ROWS = /\bRETURNING\b/i;
 const LOCK_SQL = 'SELECT last_op_ms FROM libraries WHERE id = $1 FOR UPDATE';
 const CLOCK_SQL = 'UPDATE libraries SET last_op_ms = $1 WHERE id = $2';
 
@@ -390,6 +396,8 @@ interface Pending {
   then?: (result: pg.QueryResult) => void;
   /** Told the statement's failure (or that the transaction failed before it ran). */
   fail?: (err: unknown) => void;
+  /** It returns rows someone may wait for (runLater): a nested transaction's end sends it. */
+  wanted?: boolean;
   /** A request's statement ahead: answers its caller with its own result. */
   ahead?: AheadStatement;
 }
