@@ -33,7 +33,7 @@ import pg from 'pg';
 import { request } from 'undici';
 import type { Postgres } from '../../test/support/postgres.js';
 import type { ServiceProcess } from '../../test/support/service-process.js';
-import { READS, prepareLoad, quantile, runLoad, type LoadResult, type OpKind } from './support/service-load.js';
+import { LOAD_MIXES, READS, prepareLoad, quantile, runLoad, type LoadMix, type LoadResult, type OpKind } from './support/service-load.js';
 import { cpuMsOf, reapedCpuMsOf } from './support/process-cpu.js';
 import { startServiceSetups } from './support/service-setups.js';
 
@@ -42,12 +42,17 @@ const opsPerClient = Number(process.env.BENCH_LOAD_OPS ?? 500);
 const PROBES_UNLOADED = 100;
 const rounds = Number(process.env.BENCH_LOAD_ROUNDS ?? 2);
 const statements = process.env.BENCH_LOAD_STATEMENTS === '1';
+/** The mixes measured, each with every row: the whole mix, and its reads and its changes alone. */
+const mixes = (process.env.BENCH_LOAD_MIX ?? LOAD_MIXES.join(',')).split(',').map((m) => {
+  if (!(LOAD_MIXES as readonly string[]).includes(m)) throw new Error(`BENCH_LOAD_MIX: ${JSON.stringify(m)} is none of ${LOAD_MIXES.join(', ')}`);
+  return m as LoadMix;
+});
 /** Another checkout (its root folder): its code runs as a row of its own, in turn with this code's rows. */
 const baselineRoot = process.env.BENCH_LOAD_BASELINE;
 const DATABASE = 'bench_load';
 
 interface Row {
-  setup: string; ops: number; load: LoadResult; lsUnloaded: number[]; lsLoaded: number[]; serviceCpuMs: number[]; postgresCpuMs: number | undefined;
+  setup: string; mix: LoadMix; ops: number; load: LoadResult; lsUnloaded: number[]; lsLoaded: number[]; serviceCpuMs: number[]; postgresCpuMs: number | undefined;
   /** PostgreSQL's CPU per operation by kind of process (clusterCpuMs). */
   postgresCpuParts: ClusterCpu | undefined;
   /** The floors under the lone `ls`: `GET /m-open/status` (no statement), and `SELECT 1` from this process. */
@@ -69,7 +74,7 @@ export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
     process.env.CLOUDLIB_ROUND_TRIP_TRACE = traceDir;
   }
   const setups = await startServiceSetups(DATABASE, statements ? ['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all'] : []);
-  const measured: Row[][] = [[], [], []];
+  const measured: Row[][][] = mixes.map(() => [[], [], []]);
   let plan: [string, ServiceProcess[], Postgres | undefined][] = [];
   try {
     const sqlite = await setups.sqlite();
@@ -81,11 +86,13 @@ export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
       baselineRoot ? ['postgresql, 1 process, baseline', [b], setups.pg] : ['postgresql, 2 processes', [a, b], setups.pg],
     ];
     // Rounds of the rows in turn: the machine's other work falls on every row alike.
-    for (let round = 0; round < rounds; round++) {
-      for (const [i, [setup, targets, pg]] of plan.entries()) {
-        const top = statements && round === 0 && i === 1 ? await statementTimes(setups.pg) : undefined;
-        measured[i]!.push(await measure(setup, targets, pg));
-        if (top) for (const s of await top()) process.stdout.write(JSON.stringify({ bench: 'service.load.statement', ...s }) + '\n');
+    for (const [m, mix] of mixes.entries()) {
+      for (let round = 0; round < rounds; round++) {
+        for (const [i, [setup, targets, pg]] of plan.entries()) {
+          const top = statements && m === 0 && round === 0 && i === 1 ? await statementTimes(setups.pg) : undefined;
+          measured[m]![i]!.push(await measure(setup, mix, targets, pg));
+          if (top) for (const s of await top()) process.stdout.write(JSON.stringify({ bench: 'service.load.statement', ...s }) + '\n');
+        }
       }
     }
   } finally {
@@ -100,8 +107,10 @@ export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
     }
     await rm(traceDir, { recursive: true, force: true });
   }
-  const rows = measured.map(merged);
-  const out = rows.map((r) => ({ ...summary(r, rows[0]!), ...scaling(r, rows[1]!) }));
+  const out = measured.flatMap((ofMix) => {
+    const rows = ofMix.map(merged);
+    return rows.map((r) => ({ ...summary(r, rows[0]!), ...scaling(r, rows[1]!) }));
+  });
   for (const o of out) process.stdout.write(JSON.stringify(o) + '\n');
   return out;
 }
@@ -113,7 +122,7 @@ function merged(rounds: Row[]): Row {
   const ops = rounds.reduce((n, r) => n + r.ops, 0);
   const perOp = (cpu: (r: Row) => number) => rounds.reduce((n, r) => n + cpu(r) * r.ops, 0) / ops;
   return {
-    setup: rounds[0]!.setup, ops,
+    setup: rounds[0]!.setup, mix: rounds[0]!.mix, ops,
     load: { latencies, elapsedMs: rounds.reduce((n, r) => n + r.load.elapsedMs, 0), feedChanges: rounds.reduce((n, r) => n + r.load.feedChanges, 0) },
     lsUnloaded: rounds.flatMap((r) => r.lsUnloaded),
     lsLoaded: rounds.flatMap((r) => r.lsLoaded),
@@ -134,7 +143,7 @@ function merged(rounds: Row[]): Row {
 
 let runs = 0;
 
-async function measure(setup: string, targets: ServiceProcess[], server: Postgres | undefined): Promise<Row> {
+async function measure(setup: string, mix: LoadMix, targets: ServiceProcess[], server: Postgres | undefined): Promise<Row> {
   const clientsOf = targets.map((t) => t.client);
   const root = `load${runs++}`;
   await prepareLoad(clientsOf[0]!, { clients, opsPerClient, root });
@@ -173,7 +182,7 @@ async function measure(setup: string, targets: ServiceProcess[], server: Postgre
       if (select1) selectLoaded.push(await timed(() => select1.query('SELECT 1')));
     }
   })();
-  const load = await runLoad(clientsOf, { clients, opsPerClient, root }).finally(() => { loading = false; });
+  const load = await runLoad(clientsOf, { clients, opsPerClient, root, mix }).finally(() => { loading = false; });
   await probing;
   const machine1 = await machineTicks();
   const benchCpu = process.cpuUsage(benchCpu0);
@@ -183,7 +192,7 @@ async function measure(setup: string, targets: ServiceProcess[], server: Postgre
   const cpu1 = await Promise.all(targets.map((t) => cpuMsOf(t.pid)));
   const pg1 = server ? await clusterCpuMs(server.port) : undefined;
   return {
-    setup, ops, load, lsLoaded,
+    setup, mix, ops, load, lsLoaded,
     lsUnloaded: unloaded,
     statusUnloaded, statusLoaded, selectUnloaded, selectLoaded,
     loopDelayP99: [loop.percentile(99) / 1e6],
@@ -200,11 +209,12 @@ function summary(r: Row, reference: Row): Record<string, unknown> {
   const rate = (row: Row, reads: boolean) => [...row.load.latencies].filter(([k]) => READS.includes(k) === reads).reduce((n, [, v]) => n + v.length, 0) / (row.load.elapsedMs / 1000);
   const reads = of(true);
   const writes = of(false);
+  const ratio = (ofReads: boolean) => (ofReads ? reads : writes).length === 0 ? null : round(rate(r, ofReads) / rate(reference, ofReads), 2);
   return {
-    bench: 'service.load', setup: r.setup, clients, ops_per_client: opsPerClient, rounds, cores: availableParallelism(), load_average: round(loadavg()[0]!, 1),
+    bench: 'service.load', setup: r.setup, mix: r.mix, clients, ops_per_client: opsPerClient, rounds, cores: availableParallelism(), load_average: round(loadavg()[0]!, 1),
     ops_per_s: round((reads.length + writes.length) / (r.load.elapsedMs / 1000)),
     reads_per_s: round(rate(r, true)), writes_per_s: round(rate(r, false)),
-    reads_ratio_to_sqlite: round(rate(r, true) / rate(reference, true), 2), writes_ratio_to_sqlite: round(rate(r, false) / rate(reference, false), 2),
+    reads_ratio_to_sqlite: ratio(true), writes_ratio_to_sqlite: ratio(false),
     read_p50_ms: round(quantile(reads, 0.5)), read_p99_ms: round(quantile(reads, 0.99)),
     write_p50_ms: round(quantile(writes, 0.5)), write_p99_ms: round(quantile(writes, 0.99)),
     ls_unloaded_p50_ms: round(quantile(r.lsUnloaded, 0.5)), ls_loaded_p99_ms: round(quantile(r.lsLoaded, 0.99)), ls_p99_to_unloaded_p50: round(quantile(r.lsLoaded, 0.99) / quantile(r.lsUnloaded, 0.5), 2),

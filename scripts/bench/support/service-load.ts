@@ -21,6 +21,16 @@ const MIX: readonly [OpKind, number][] = [
   ['ls', 35], ['info', 20], ['download', 8], ['create_file', 8], ['upload', 3], ['create_folder', 7], ['move', 7], ['del', 6], ['add_tag', 3], ['lock', 3],
 ];
 
+/** Which operations a run draws: the whole mix, or only its reads or only its changes (weights kept). */
+export type LoadMix = 'mixed' | 'reads' | 'writes';
+export const LOAD_MIXES: readonly LoadMix[] = ['mixed', 'reads', 'writes'];
+
+function mixOf(mix: LoadMix): [OpKind, number][] {
+  const kept = MIX.filter(([k]) => mix === 'mixed' || READS.includes(k) === (mix === 'reads'));
+  const sum = kept.reduce((n, [, w]) => n + w, 0);
+  return kept.map(([k, w]) => [k, (w * 100) / sum]);
+}
+
 export interface LoadResult {
   /** Latencies (ms) of each kind of operation, in completion order. */
   latencies: Map<OpKind, number[]>;
@@ -36,6 +46,8 @@ export interface LoadOptions {
   root: string;
   /** Deterministic draws. */
   seed?: number;
+  /** Default `mixed`. */
+  mix?: LoadMix;
 }
 
 const SEED_CONTENT = Buffer.from('content every instant create_file reuses\n');
@@ -50,7 +62,8 @@ export async function prepareLoad(client: ServiceClient, opts: LoadOptions): Pro
 }
 
 export async function runLoad(targets: readonly ServiceClient[], opts: LoadOptions): Promise<LoadResult> {
-  const latencies = new Map<OpKind, number[]>(MIX.map(([k]) => [k, []]));
+  const mix = mixOf(opts.mix ?? 'mixed');
+  const latencies = new Map<OpKind, number[]>(mix.map(([k]) => [k, []]));
   let rand = opts.seed ?? 1;
   const random = () => { rand = (rand * 1103515245 + 12345) % 2147483648; return rand / 2147483648; };
   // The poller on the last process, the lone `ls` probe (service-load.ts) on the first: the load spread.
@@ -69,7 +82,7 @@ export async function runLoad(targets: readonly ServiceClient[], opts: LoadOptio
       const folders: string[] = [];
       let n = 0;
       for (let i = 0; i < opts.opsPerClient; i++) {
-        const kind = draw(random());
+        const kind = draw(mix, random());
         const started = performance.now();
         const name = `${home}/n${i}`;
         switch (kind) {
@@ -178,13 +191,13 @@ class FeedWatcher {
   }
 }
 
-function draw(x: number): OpKind {
+function draw(mix: readonly [OpKind, number][], x: number): OpKind {
   let acc = 0;
-  for (const [kind, weight] of MIX) {
+  for (const [kind, weight] of mix) {
     acc += weight / 100;
     if (x < acc) return kind;
   }
-  return 'ls';
+  return mix[mix.length - 1]![0];
 }
 
 const sha1 = (b: Buffer) => createHash('sha1').update(b).digest('hex');
