@@ -10,7 +10,7 @@ import type { Directory, LibraryCapacity } from './directory.js';
 import { FaultCode, ServiceFault, fileMissing } from './fault.js';
 import { EntryState, tagsColumn, tagsOf, type EntryRow, type Operator } from './entries.js';
 import { OperationClock } from './op-clock.js';
-import { baseOf, isWithin, joinPath, numberedName, parentOf } from './paths.js';
+import { baseOf, isWithin, joinPath, numberedName, parentOf, pathAndAncestors } from './paths.js';
 
 /** History and log operation codes (spec/decisions.md). */
 export const Act = {
@@ -27,12 +27,21 @@ export interface Content { sha1: string; size: number }
 
 export const newHash = (): string => randomBytes(20).toString('hex');
 
+/**
+ * The folder an entry goes in: its id, null for the root, or the hash of a folder this transaction
+ * inserts and has not sent yet (the statement finds it by its hash, as an event does).
+ */
+export type ParentRef = number | null | { hash: string };
+
+/** The entries at a path and at every folder above it, as found (one statement: FileTree.lineage). */
+type Lineage = Map<string, EntryRow>;
+
 /** What placing content reads first (FileTree.placeReads). */
 interface PlaceReads {
   /** The content is stored, and its blob's row locked by this transaction. */
   pinned: boolean;
-  /** The file's path and its folder's, as found. */
-  found: Map<string, EntryRow>;
+  /** The file's path and every folder above it, as found. */
+  found: Lineage;
   library: Promise<LibraryCapacity>;
   hashTaken: Promise<unknown> | undefined;
 }
@@ -106,7 +115,33 @@ export class FileTree {
   /** Present entries below `row` (not `row` itself), parents before children. */
   async subtree(row: EntryRow): Promise<EntryRow[]> {
     if (!row.dir) return [];
-    return await this.db.all("SELECT * FROM entries WHERE library_id = ? AND state = 0 AND fullpath > ? AND fullpath < ? ORDER BY fullpath", [row.library_id, `${row.fullpath}/`, `${row.fullpath}0`]) as EntryRow[];
+    return this.below(row.library_id, row.fullpath);
+  }
+
+  /** Present entries below `fullpath`, parents before children. */
+  async below(libraryId: number, fullpath: string): Promise<EntryRow[]> {
+    return await this.db.all("SELECT * FROM entries WHERE library_id = ? AND state = 0 AND fullpath > ? AND fullpath < ? ORDER BY fullpath", [libraryId, `${fullpath}/`, `${fullpath}0`]) as EntryRow[];
+  }
+
+  /**
+   * The present entries at `fullpaths` (by path) and those below `under` (parents before children), in
+   * one statement: a change reads what is below its entry before knowing whether it is a folder.
+   */
+  async atAndBelow(libraryId: number, fullpaths: string[], under: string): Promise<{ at: Map<string, EntryRow>; below: EntryRow[] }> {
+    const wanted = [...new Set(fullpaths.filter((p) => p !== ''))];
+    const rows = await this.db.all<EntryRow>(`SELECT * FROM entries WHERE library_id = ? AND state = 0 AND (fullpath IN (${wanted.map(() => '?').join(', ')}) OR (fullpath > ? AND fullpath < ?)) ORDER BY fullpath`, [libraryId, ...wanted, `${under}/`, `${under}0`]);
+    const at = new Map<string, EntryRow>();
+    const below: EntryRow[] = [];
+    for (const r of rows) {
+      if (wanted.includes(r.fullpath)) at.set(r.fullpath, r);
+      else below.push(r);
+    }
+    return { at, below };
+  }
+
+  /** The present entries at `fullpath` and at every folder above it (one statement). */
+  lineage(libraryId: number, fullpath: string): Promise<Lineage> {
+    return this.byPaths(libraryId, pathAndAncestors(fullpath));
   }
 
   /** `name` in `folder` if free, else the first free numbered name. */
@@ -120,58 +155,64 @@ export class FileTree {
 
   // ---- building blocks (call inside a transaction) ------------------------------------------------
 
+  /** Creates the folders of `fullpath` that are missing; returns the folder's id (null for the root). */
+  async ensureFolder(libraryId: number, fullpath: string, op: Operator): Promise<number | null> {
+    const ref = await this.folderRef(libraryId, fullpath, op, await this.lineage(libraryId, fullpath));
+    return typeof ref === 'object' && ref !== null ? (await this.byHash(libraryId, ref.hash))!.id : ref;
+  }
+
   /**
-   * Creates the folders of `fullpath` that are missing; returns the folder's id (null for the root).
-   * `known`: the entry at `fullpath` when the caller has just looked it up (null: none there).
+   * The folder at `fullpath`, its missing folders created without waiting for their inserts: `found`
+   * holds what is present at `fullpath` and above it (FileTree.lineage), so nothing is looked up again.
    */
-  async ensureFolder(libraryId: number, fullpath: string, op: Operator, known?: EntryRow | null): Promise<number | null> {
+  private async folderRef(libraryId: number, fullpath: string, op: Operator, found: Lineage): Promise<ParentRef> {
     if (fullpath === '') return null;
-    const row = known === undefined ? await this.byPath(libraryId, fullpath) : known ?? undefined;
+    const row = found.get(fullpath);
     if (row) {
       if (!row.dir) throw new ServiceFault(FaultCode.NotAFolder, `not a folder: ${JSON.stringify(fullpath)}`);
       return row.id;
     }
-    const parentId = await this.ensureFolder(libraryId, parentOf(fullpath), op);
-    const created = await this.insert(libraryId, parentId, fullpath, { dir: 1 }, op);
-    await this.event(created, Act.Create, op);
-    return created.id;
+    const parent = await this.folderRef(libraryId, parentOf(fullpath), op, found);
+    const { hash } = await this.create(libraryId, parent, fullpath, { dir: 1 }, op, true);
+    return { hash };
   }
 
-  async insert(libraryId: number, parentId: number | null, fullpath: string, what: { dir: number; content?: Content; tags?: string; hash?: string }, op: Operator): Promise<EntryRow> {
-    const { sql, params } = await this.insertStatement(libraryId, parentId, fullpath, what, op);
+  async insert(libraryId: number, parent: ParentRef, fullpath: string, what: { dir: number; content?: Content; tags?: string; hash?: string }, op: Operator): Promise<EntryRow> {
+    const { sql, params } = await this.insertStatement(libraryId, parent, fullpath, what, op);
     return (await this.db.get<EntryRow>(sql, params))!;
   }
 
   /** The insert of an entry, with its operation time reserved, and the entry as its event needs it. */
-  private async insertStatement(libraryId: number, parentId: number | null, fullpath: string, what: { dir: number; content?: Content; tags?: string; hash?: string }, op: Operator): Promise<{ sql: string; params: unknown[]; entry: EventSubject }> {
+  private async insertStatement(libraryId: number, parent: ParentRef, fullpath: string, what: { dir: number; content?: Content; tags?: string; hash?: string }, op: Operator): Promise<{ sql: string; params: unknown[]; entry: EventSubject }> {
     const now = this.clock();
     const opMs = await this.opClock.next(libraryId);
     const entry: EventSubject = { library_id: libraryId, hash: what.hash ?? newHash(), dir: what.dir, fullpath, filehash: what.content?.sha1 ?? '', filesize: what.content?.size ?? 0, state: EntryState.Present };
     return {
       sql: `INSERT INTO entries (library_id, hash, parent_id, fullpath, name, dir, filehash, filesize,
         create_member_id, create_member_name, create_ms, last_member_id, last_member_name, last_ms, op_ms, state, tags)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) RETURNING *`,
-      params: [libraryId, entry.hash, parentId, fullpath, baseOf(fullpath), what.dir, entry.filehash, entry.filesize, op.id, op.name, now, op.id, op.name, now, opMs, what.tags ?? ''],
+        VALUES (?, ?, ${parentSql(parent)}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) RETURNING *`,
+      params: [libraryId, entry.hash, parentParam(parent), fullpath, baseOf(fullpath), what.dir, entry.filehash, entry.filesize, op.id, op.name, now, op.id, op.name, now, opMs, what.tags ?? ''],
       entry,
     };
   }
 
   /**
-   * Creates an entry and its Create event; `written`: the row. `later`: the body does not wait for the
-   * row, which is the change's answer: the insert goes with the event and COMMIT (the row once sent).
+   * Creates an entry and its Create event; `written`: the row, `hash`: its hash. `later`: the body does
+   * not wait for the row, which is the change's answer: the insert goes with the event and COMMIT (the
+   * row once sent).
    */
-  private async create(libraryId: number, parentId: number | null, fullpath: string, what: { dir: number; content?: Content; hash?: string }, op: Operator, later: boolean): Promise<{ written: Promise<EntryRow> }> {
-    const { sql, params, entry } = await this.insertStatement(libraryId, parentId, fullpath, what, op);
+  private async create(libraryId: number, parent: ParentRef, fullpath: string, what: { dir: number; content?: Content; hash?: string }, op: Operator, later: boolean): Promise<{ written: Promise<EntryRow>; hash: string }> {
+    const { sql, params, entry } = await this.insertStatement(libraryId, parent, fullpath, what, op);
     if (!later) {
       const row = (await this.db.get<EntryRow>(sql, params))!;
       await this.event(row, Act.Create, op);
-      return { written: Promise.resolve(row) };
+      return { written: Promise.resolve(row), hash: row.hash };
     }
     const { rows } = await this.db.runLater<EntryRow>(sql, params);
     await this.event(entry, Act.Create, op);
     const written = rows.then((r) => r[0]!);
     written.catch(() => undefined); // the transaction fails with it; whoever waits for the row sees it too
-    return { written };
+    return { written, hash: entry.hash };
   }
 
   /** Appends a history/log event for `row` (its current path and content unless given). */
@@ -183,11 +224,14 @@ export class FileTree {
         VALUES (?, (SELECT id FROM entries WHERE hash = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [row.library_id, row.hash, row.hash, act, row.dir, extra.fullpath ?? row.fullpath, filehash, row.dir ? 0 : row.filesize, op.id, op.name, this.clock(), JSON.stringify(extra.property ?? {}), filehash !== '' && row.state !== EntryState.Removed ? 1 : 0]);
   }
 
-  /** Refuses a change of `row` (and, for a folder, of anything below it) locked by another operator. */
-  async checkUnlocked(row: EntryRow, op: Operator): Promise<void> {
-    const rows = row.dir
-      ? await this.db.all("SELECT * FROM entries WHERE library_id = ? AND state = 0 AND lock_member_name IS NOT NULL AND fullpath > ? AND fullpath < ?", [row.library_id, `${row.fullpath}/`, `${row.fullpath}0`]) as EntryRow[]
-      : [];
+  /**
+   * Refuses a change of `row` (and, for a folder, of anything below it) locked by another operator;
+   * `below`: what is below `row`, when the caller has read it (FileTree.below).
+   */
+  async checkUnlocked(row: EntryRow, op: Operator, below?: readonly EntryRow[]): Promise<void> {
+    const rows = !row.dir ? []
+      : below ? below.filter((r) => r.lock_member_name !== null)
+        : await this.db.all("SELECT * FROM entries WHERE library_id = ? AND state = 0 AND lock_member_name IS NOT NULL AND fullpath > ? AND fullpath < ?", [row.library_id, `${row.fullpath}/`, `${row.fullpath}0`]) as EntryRow[];
     for (const r of [row, ...rows]) {
       if (r.lock_member_name !== null && !sameOperator(r, op)) {
         throw new ServiceFault(FaultCode.Locked, `${JSON.stringify(r.fullpath)} is locked by ${r.lock_member_name}`);
@@ -239,10 +283,10 @@ export class FileTree {
   /** Creates a folder and its missing parents; an existing name is refused (40901). */
   async createFolder(libraryId: number, fullpath: string, op: Operator): Promise<EntryRow> {
     const { written } = await this.tx(async () => {
-      const found = await this.byPaths(libraryId, [fullpath, parentOf(fullpath)]);
+      const found = await this.lineage(libraryId, fullpath);
       if (found.has(fullpath)) throw new ServiceFault(FaultCode.NameExists, `${JSON.stringify(fullpath)} already exists`);
-      const parentId = await this.ensureFolder(libraryId, parentOf(fullpath), op, found.get(parentOf(fullpath)) ?? null);
-      return this.create(libraryId, parentId, fullpath, { dir: 1 }, op, true);
+      const parent = await this.folderRef(libraryId, parentOf(fullpath), op, found);
+      return this.create(libraryId, parent, fullpath, { dir: 1 }, op, true);
     }, libraryId);
     return written;
   }
@@ -277,7 +321,7 @@ export class FileTree {
 
   /**
    * What placing content reads first, issued together (on PostgreSQL one round trip): the pin, the paths
-   * of the file and its folder, the hash `hash` and the library's capacity (read in the change's
+   * of the file and of every folder above it, the hash `hash` and the library's capacity (read in the change's
    * transaction, before this change adds to it).
    */
   private async placeReads(libraryId: number, fullpath: string, sha1: string, hash?: string): Promise<PlaceReads> {
@@ -286,14 +330,14 @@ export class FileTree {
     // A new file takes the hash `hash` when no entry has it: looked up with them.
     const hashTaken = hash === undefined ? undefined : this.db.get('SELECT 1 FROM entries WHERE hash = ?', [hash]);
     hashTaken?.catch(() => undefined); // awaited by the insert, or its failure is the pin's or the lookup's
-    const [pinned, found] = await Promise.all([this.pinBlob(sha1), this.byPaths(libraryId, [parentOf(fullpath), fullpath])]);
+    const [pinned, found] = await Promise.all([this.pinBlob(sha1), this.lineage(libraryId, fullpath)]);
     return { pinned, found, library, hashTaken };
   }
 
   private async placeRead(reads: PlaceReads, libraryId: number, fullpath: string, content: Content, overwrite: boolean, op: Operator, hash: string | undefined, later: boolean): Promise<{ written: Promise<EntryRow> }> {
     const { found, library, hashTaken } = reads;
     const folder = parentOf(fullpath);
-    const parentId = await this.ensureFolder(libraryId, folder, op, found.get(folder) ?? null);
+    const parent = await this.folderRef(libraryId, folder, op, found);
     const existing = found.get(fullpath);
     if (existing && overwrite && !existing.dir) {
       await this.checkUnlocked(existing, op);
@@ -309,41 +353,42 @@ export class FileTree {
     await this.checkCapacity(libraryId, content.size, library);
     const name = existing ? await this.freeName(libraryId, folder, baseOf(fullpath), false) : baseOf(fullpath);
     const free = hashTaken !== undefined && !await hashTaken;
-    return this.create(libraryId, parentId, joinPath(folder, name), { dir: 0, content, hash: free ? hash : undefined }, op, later);
+    return this.create(libraryId, parent, joinPath(folder, name), { dir: 0, content, hash: free ? hash : undefined }, op, later);
   }
 
   /** Renames or moves a file or folder (with its whole subtree); `hash` is unchanged. */
-  async move(libraryId: number, from: string, to: string, op: Operator): Promise<EntryRow> {
-    return this.tx(async () => {
-      const found = await this.byPaths(libraryId, [from, to, parentOf(to)]);
+  async move(libraryId: number, from: string, to: string, op: Operator): Promise<void> {
+    await this.tx(async () => {
+      // The entries at both paths and above `to`, and what is below `from` (if a folder): one statement.
+      const { at: found, below } = await this.atAndBelow(libraryId, [...pathAndAncestors(to), from], from);
       const src = found.get(from);
       if (!src) throw fileMissing(from);
-      if (to === from) return src;
+      if (to === from) return;
       if (isWithin(to, from)) throw new ServiceFault(FaultCode.MoveIntoItself, `cannot move ${JSON.stringify(from)} into itself (${JSON.stringify(to)})`);
       if (found.has(to)) throw new ServiceFault(FaultCode.NameExists, `${JSON.stringify(to)} already exists`);
-      await this.checkUnlocked(src, op);
-      const parentId = await this.ensureFolder(libraryId, parentOf(to), op, found.get(parentOf(to)) ?? null);
-      const below = await this.subtree(src);
+      await this.checkUnlocked(src, op, below);
+      const parent = await this.folderRef(libraryId, parentOf(to), op, found);
       const first = await this.opClock.next(libraryId, 1 + below.length);
-      // The moved row is known without reading it back (no trigger writes these columns): the update
-      // goes with the subtree's, the event and COMMIT (on PostgreSQL one round trip).
-      const row: EntryRow = { ...src, parent_id: parentId, fullpath: to, name: baseOf(to), op_ms: first };
-      await this.db.runLater('UPDATE entries SET parent_id = ?, fullpath = ?, name = ?, op_ms = ? WHERE id = ?', [parentId, to, baseOf(to), first, src.id]);
+      // The moved rows are not read back (no trigger writes these columns): the updates go with the
+      // event and COMMIT (on PostgreSQL one round trip).
+      await this.db.runLater(`UPDATE entries SET parent_id = ${parentSql(parent)}, fullpath = ?, name = ?, op_ms = ? WHERE id = ?`, [parentParam(parent), to, baseOf(to), first, src.id]);
       for (const [i, d] of below.entries()) {
         await this.db.runLater('UPDATE entries SET fullpath = ?, op_ms = ? WHERE id = ?', [to + d.fullpath.slice(from.length), first + 1 + i, d.id]);
       }
-      await this.event(row, parentOf(from) === parentOf(to) ? Act.Rename : Act.Move, op, { property: { from } });
-      return row;
+      await this.event({ ...src, fullpath: to }, parentOf(from) === parentOf(to) ? Act.Rename : Act.Move, op, { property: { from } });
     }, libraryId);
   }
 
   /** Moves a file or folder (with its subtree) to the recycle bin, or removes it for good (`destroy`). */
   async remove(libraryId: number, fullpath: string, destroy: boolean, op: Operator): Promise<void> {
     await this.tx(async () => {
-      const row = await this.require(libraryId, fullpath);
-      await this.checkUnlocked(row, op);
-      // Reads before writes: the subtree, then the event, which goes with the updates and COMMIT.
-      const all = [row, ...await this.subtree(row)];
+      // The entry and what is below it (if a folder): one statement. The event and the updates go with
+      // COMMIT.
+      const { at, below } = await this.atAndBelow(libraryId, [fullpath], fullpath);
+      const row = at.get(fullpath);
+      if (!row) throw fileMissing(fullpath);
+      await this.checkUnlocked(row, op, below);
+      const all = [row, ...below];
       await this.event(row, Act.Delete, op, { property: destroy ? { destroy: 1 } : {} });
       const first = await this.opClock.next(libraryId, all.length);
       const now = this.clock();
@@ -462,6 +507,15 @@ export class FileTree {
   private async releaseEvents(entryIds: number[]): Promise<void> {
     for (const id of entryIds) await this.db.runLater('UPDATE file_events SET keeps_blob = 0 WHERE entry_id = ? AND keeps_blob = 1', [id]);
   }
+}
+
+/** The SQL of a parent_id value, and its parameter. */
+function parentSql(parent: ParentRef): string {
+  return typeof parent === 'object' && parent !== null ? '(SELECT id FROM entries WHERE hash = ?)' : '?';
+}
+
+function parentParam(parent: ParentRef): number | string | null {
+  return typeof parent === 'object' && parent !== null ? parent.hash : parent;
 }
 
 function sameOperator(row: EntryRow, op: Operator): boolean {

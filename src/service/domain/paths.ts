@@ -36,6 +36,13 @@ export function parentOf(path: string): string {
   return i < 0 ? '' : path.slice(0, i);
 }
 
+/** `path` and every folder above it, nearest first (the root, '', is not among them). */
+export function pathAndAncestors(path: string): string[] {
+  const out: string[] = [];
+  for (let p = path; p !== ''; p = parentOf(p)) out.push(p);
+  return out;
+}
+
 export function baseOf(path: string): string {
   return path.slice(path.lastIndexOf('/') + 1);
 }

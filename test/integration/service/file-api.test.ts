@@ -220,6 +220,26 @@ describe('files', () => {
     await tampered.body.dump();
   });
 
+  it('create_folder, create_file and move make every missing folder above, each listed in its parent; a file on the way makes nothing', async () => {
+    await put(t.client, 'mk/seed.txt', 'seed');
+    const before = (await t.client.file.updates({ mode: 'compare', fetch_dateline: 0 })).fetch_dateline;
+    await t.client.file.createFolder({ fullpath: 'mk/a/b/c' });
+    await t.client.file.createFile({ fullpath: 'mk/f/g/one.txt', filehash: sha1('seed'), filesize: 4 });
+    await t.client.file.move({ fullpath: 'mk/f/g/one.txt', dest_fullpath: 'mk/m/n/one.txt' });
+    const names = async (p: string) => (await t.client.file.ls({ fullpath: p })).list.map((x) => x.filename);
+    expect(await names('mk')).toEqual(['a', 'f', 'm', 'seed.txt']);
+    expect(await names('mk/a')).toEqual(['b']);
+    expect(await names('mk/a/b')).toEqual(['c']);
+    expect(await names('mk/f/g')).toEqual([]);
+    expect(await names('mk/m')).toEqual(['n']);
+    expect(await names('mk/m/n')).toEqual(['one.txt']);
+    const feed = await t.client.file.updates({ mode: 'compare', fetch_dateline: before });
+    expect(feed.list.map((x) => x.fullpath)).toEqual(expect.arrayContaining(['mk/a', 'mk/a/b', 'mk/a/b/c', 'mk/f', 'mk/f/g', 'mk/m', 'mk/m/n', 'mk/m/n/one.txt']));
+    // A file where a folder is needed: refused, and none of the folders before it is made.
+    expect(await codeOf(t.client.file.createFolder({ fullpath: 'mk/m/n/one.txt/x/y' }))).toBe(40902);
+    expect(await names('mk/m/n')).toEqual(['one.txt']);
+  });
+
   it('move: rename, move with subtree, hash unchanged, into itself refused, existing target refused', async () => {
     await put(t.client, 'mv/a/x.txt', 'x');
     const a = await t.client.file.info({ fullpath: 'mv/a' });
@@ -313,6 +333,7 @@ describe('files', () => {
     expect(info.lock).toBe(1);
     expect(await codeOf(t.client.file.move({ fullpath: 'lk/doc.txt', dest_fullpath: 'lk/x.txt', op_name: 'Bob' }))).toBe(42301);
     expect(await codeOf(t.client.file.del({ fullpath: 'lk', op_name: 'Bob' }))).toBe(42301);
+    expect(await codeOf(t.client.file.move({ fullpath: 'lk', dest_fullpath: 'lk-moved', op_name: 'Bob' }))).toBe(42301);
     expect(await codeOf(t.client.file.lock({ fullpath: 'lk/doc.txt', lock: 'unlock', op_name: 'Bob' }))).toBe(42301);
     expect(await codeOf(t.client.file.createFile({ fullpath: 'lk/doc.txt', filehash: sha1('z'), filesize: 1, overwrite: 1, op_name: 'Bob' }))).toBe(42301);
     const feed = await t.client.file.updates({ mode: 'compare', fetch_dateline: before });
