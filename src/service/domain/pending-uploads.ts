@@ -26,6 +26,16 @@ export interface PendingLookup {
   library?: Pick<LibraryRow, 'capacity' | 'size_used'>;
 }
 
+/** What `lookup` reads of a step (`p`), its blob and its library (`l`), in one statement. */
+const LOOKUP_COLUMNS = 'p.*, (SELECT 1 FROM blobs b WHERE b.sha1 = p.filehash) AS blob_stored, l.capacity AS lib_capacity, l.size_used AS lib_size_used';
+
+type LookupRow = PendingRow & { blob_stored: number | null; lib_capacity: number | null; lib_size_used: number | null };
+
+function lookupOf(row: LookupRow): PendingLookup {
+  const { blob_stored: blobStored, lib_capacity: capacity, lib_size_used: sizeUsed, ...step } = row;
+  return { step, blobStored: blobStored !== null, ...(capacity !== null && sizeUsed !== null ? { library: { capacity: Number(capacity), size_used: Number(sizeUsed) } } : {}) };
+}
+
 /** A pending upload older than this is forgotten (ms): 7 days. */
 export const PENDING_TTL_MS = 7 * 86_400_000;
 
@@ -71,12 +81,9 @@ export class PendingUploads {
    * is stored, and its library's capacity and use (none when the library is gone).
    */
   async lookup(pathhash: string): Promise<PendingLookup | undefined> {
-    const row = await this.tree.db.get<PendingRow & { blob_stored: number | null; lib_capacity: number | null; lib_size_used: number | null }>(
-      `SELECT p.*, (SELECT 1 FROM blobs b WHERE b.sha1 = p.filehash) AS blob_stored, l.capacity AS lib_capacity, l.size_used AS lib_size_used
-        FROM pending_uploads p LEFT JOIN libraries l ON l.id = p.library_id AND l.deleted = 0 WHERE p.pathhash = ?`, [pathhash]);
-    if (!row) return undefined;
-    const { blob_stored: blobStored, lib_capacity: capacity, lib_size_used: sizeUsed, ...step } = row;
-    return { step, blobStored: blobStored !== null, ...(capacity !== null && sizeUsed !== null ? { library: { capacity: Number(capacity), size_used: Number(sizeUsed) } } : {}) };
+    const row = await this.tree.db.get<LookupRow>(
+      `SELECT ${LOOKUP_COLUMNS} FROM pending_uploads p LEFT JOIN libraries l ON l.id = p.library_id AND l.deleted = 0 WHERE p.pathhash = ?`, [pathhash]);
+    return row && lookupOf(row);
   }
 
   /**
@@ -85,14 +92,14 @@ export class PendingUploads {
    * when the step is not pending in that library.
    */
   async lookupForAuthorization(orgClientId: string, pathhash: string): Promise<{ libraryId: number; found?: PendingLookup } | undefined> {
-    const row = await this.tree.db.get<Partial<PendingRow> & { auth_library_id: number; blob_stored: number | null; lib_capacity: number; lib_size_used: number }>(
-      `SELECT a.library_id AS auth_library_id, p.*, (SELECT 1 FROM blobs b WHERE b.sha1 = p.filehash) AS blob_stored, l.capacity AS lib_capacity, l.size_used AS lib_size_used
+    const row = await this.tree.db.get<Partial<LookupRow> & { auth_library_id: number }>(
+      `SELECT a.library_id AS auth_library_id, ${LOOKUP_COLUMNS}
         FROM library_auths a JOIN libraries l ON l.id = a.library_id AND l.deleted = 0
         LEFT JOIN pending_uploads p ON p.pathhash = ? AND p.library_id = a.library_id WHERE a.org_client_id = ?`, [pathhash, orgClientId]);
     if (!row) return undefined;
-    const { auth_library_id: libraryId, blob_stored: blobStored, lib_capacity: capacity, lib_size_used: sizeUsed, ...step } = row;
-    if (step.pathhash === null || step.pathhash === undefined) return { libraryId: Number(libraryId) };
-    return { libraryId: Number(libraryId), found: { step: step as PendingRow, blobStored: blobStored !== null, library: { capacity: Number(capacity), size_used: Number(sizeUsed) } } };
+    const { auth_library_id: libraryId, ...found } = row;
+    if (found.pathhash === null || found.pathhash === undefined) return { libraryId: Number(libraryId) };
+    return { libraryId: Number(libraryId), found: lookupOf(found as LookupRow) };
   }
 
   async get(pathhash: string): Promise<PendingRow | undefined> {
