@@ -22,8 +22,13 @@
  * into every service process and prints, for each process on PostgreSQL, where its statements' time
  * went (`service.load.trace`: each kind of round trip's latency and the gap before it, the hold of the
  * library's lock, the pool's wait, each request's time before, during and after its statements) and,
- * for every process, its event loop; read it with BENCH_LOAD_BASELINE (one process a row). Standalone: `node --import tsx scripts/bench/service-load.ts`.
+ * for every process, its event loop; read it with BENCH_LOAD_BASELINE (one process a row).
+ * BENCH_LOAD_MIX (default `mixed,reads,writes`) names the mixes measured, each with every row: the whole
+ * mix, its reads alone and its changes alone. BENCH_LOAD_PIN=1 gives PostgreSQL a core of its own (as on
+ * a machine of its own): its processes on the last core, this process and the services on the others.
+ * Standalone: `node --import tsx scripts/bench/service-load.ts`.
  */
+import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -42,6 +47,8 @@ const opsPerClient = Number(process.env.BENCH_LOAD_OPS ?? 500);
 const PROBES_UNLOADED = 100;
 const rounds = Number(process.env.BENCH_LOAD_ROUNDS ?? 3);
 const statements = process.env.BENCH_LOAD_STATEMENTS === '1';
+/** PostgreSQL on a core of its own (its processes on the last core; this process and the services, which inherit it, on the others). */
+const pinned = process.env.BENCH_LOAD_PIN === '1';
 /** The mixes measured, each with every row: the whole mix, and its reads and its changes alone. */
 const mixes = (process.env.BENCH_LOAD_MIX ?? LOAD_MIXES.join(',')).split(',').map((m) => {
   if (!(LOAD_MIXES as readonly string[]).includes(m)) throw new Error(`BENCH_LOAD_MIX: ${JSON.stringify(m)} is none of ${LOAD_MIXES.join(', ')}`);
@@ -73,7 +80,13 @@ export async function benchServiceLoad(): Promise<Record<string, unknown>[]> {
     process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --import ${pathToFileURL(fileURLToPath(new URL('./support/round-trip-trace.mjs', import.meta.url))).href}`.trim();
     process.env.CLOUDLIB_ROUND_TRIP_TRACE = traceDir;
   }
+  const cores = availableParallelism();
+  if (pinned && cores < 2) throw new Error('BENCH_LOAD_PIN=1: PostgreSQL on a core of its own needs 2 cores or more');
+  // Everything started from here (the cluster too, until moved) inherits this process's cores.
+  if (pinned) await pin([process.pid], `0-${cores - 2}`);
   const setups = await startServiceSetups(DATABASE, statements ? ['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all'] : []);
+  // The postmaster's connections, forked later, inherit its core.
+  if (pinned) await pin(await postgresProcesses(setups.pg.port), String(cores - 1));
   const measured: Row[][][] = mixes.map(() => [[], [], []]);
   let plan: [string, ServiceProcess[], Postgres | undefined][] = [];
   try {
@@ -214,7 +227,7 @@ function summary(r: Row, reference: Row): Record<string, unknown> {
   const writes = of(false);
   const ratio = (ofReads: boolean) => (ofReads ? reads : writes).length === 0 ? null : round(rate(r, ofReads) / rate(reference, ofReads), 2);
   return {
-    bench: 'service.load', setup: r.setup, mix: r.mix, clients, ops_per_client: opsPerClient, rounds, cores: availableParallelism(), load_average: round(loadavg()[0]!, 1),
+    bench: 'service.load', setup: r.setup, mix: r.mix, ...(pinned ? { postgresql_on_a_core_of_its_own: true } : {}), clients, ops_per_client: opsPerClient, rounds, cores: availableParallelism(), load_average: round(loadavg()[0]!, 1),
     ops_per_s: round((reads.length + writes.length) / (r.load.elapsedMs / 1000)),
     reads_per_s: round(rate(r, true)), writes_per_s: round(rate(r, false)),
     reads_ratio_to_sqlite: ratio(true), writes_ratio_to_sqlite: ratio(false),
@@ -277,6 +290,14 @@ async function machineTicks(): Promise<{ total: number; busy: number }> {
   // user nice system idle iowait irq softirq steal (guest time is counted in user already)
   const total = cpu.slice(0, 8).reduce((a, b) => a + b, 0);
   return { total, busy: total - cpu[3]! - cpu[4]! };
+}
+
+/** Sets the cores (`taskset` list) of processes and all their threads. */
+async function pin(pids: number[], cpus: string): Promise<void> {
+  for (const pid of pids) {
+    const code = await new Promise<number | null>((resolve, reject) => spawn('taskset', ['-a', '-p', '-c', cpus, String(pid)], { stdio: 'ignore' }).on('error', reject).on('exit', resolve));
+    if (code !== 0) throw new Error(`taskset -a -p -c ${cpus} ${pid}: exit ${code}`);
+  }
 }
 
 async function timed(fn: () => Promise<unknown>): Promise<number> {
