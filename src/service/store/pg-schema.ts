@@ -438,4 +438,9 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE signature_uses SET UNLOGGED;
   `,
+  // whether a free session's writing_from is the count of bytes received (was busy_until_ms = -1)
+  `
+  ALTER TABLE upload_sessions ADD COLUMN received_known INTEGER NOT NULL DEFAULT 0;
+  UPDATE upload_sessions SET received_known = 1, busy_until_ms = 0 WHERE busy_until_ms = -1;
+  `,
 ];

@@ -22,7 +22,7 @@ import { silentLogger, type Logger } from '../../shared/log.js';
 import { parseCrc32 } from '../../shared/crc32.js';
 import type { UploadServers } from '../../shared/records.js';
 import { UploadError, UploadErrorCode, isStatusError, missingParam } from './errors.js';
-import { PART_DONE, UploadSessions, type SessionBusy, type SessionRecord, type StoredFailure } from './upload-sessions.js';
+import { UploadSessions, type SessionBusy, type SessionRecord, type StoredFailure } from './upload-sessions.js';
 import type { PendingUpload, UploadCaller, UploadedFile, UploadHost } from './types.js';
 import { WebUploadKeys } from './upload-keys.js';
 import { receiveWebUpload } from './web-upload.js';
@@ -338,7 +338,7 @@ export class UploadServer {
     const now = this.clock();
     const record: SessionRecord = {
       id: UploadSessions.newId(), pathhash, libraryId: pending.libraryId, fullpath: pending.fullpath, filename,
-      filehash, filesize, createdAt: now, touchedAt: now, busy: null, busyUntil: PART_DONE, writingFrom: 0,
+      filehash, filesize, createdAt: now, touchedAt: now, busy: null, busyUntil: 0, receivedKnown: true, writingFrom: 0,
     };
     await this.journal.staging.create(record.id);
     await this.journal.create(record);

@@ -34,11 +34,13 @@ export interface SessionRecord {
   touchedAt: number;
   /** The request holding the temporary file, while its lease (`busyUntil`) lasts. */
   busy: SessionBusy | null;
-  /**
-   * End of the lease (unix ms); 0 when free, or PART_DONE (-1) when free and the last to hold it was a
-   * part that stored its block (or a new session): `writingFrom` then holds the bytes received.
-   */
+  /** End of the lease (unix ms); 0 when free. */
   busyUntil: number;
+  /**
+   * Free, and the last to hold it was a part that stored its block (or it is new): `writingFrom` holds
+   * the bytes received, and the next part takes that count with its claim (see `claimPart`).
+   */
+  receivedKnown: boolean;
   /** Start of the block being written while `busy` is 'part' (what upload_req reports meanwhile); -1 before writing. */
   writingFrom: number;
   /** Set once upload_finish committed the file: repeated finish calls answer it. */
@@ -48,17 +50,11 @@ export interface SessionRecord {
 
 interface SessionRow {
   id: string; pathhash: string; library_id: number; fullpath: string; filename: string; filehash: string; filesize: number;
-  created_ms: number; touched_ms: number; busy: SessionBusy | null; busy_until_ms: number; writing_from: number;
+  created_ms: number; touched_ms: number; busy: SessionBusy | null; busy_until_ms: number; writing_from: number; received_known: number;
   result: string | null; failure: string | null;
 }
 
 const ID_RE = /^[0-9a-f]{32}$/;
-
-/**
- * `busy_until_ms` of a free session whose `writing_from` is the count of bytes received, as the last
- * part or upload_init left it: the next part takes that count with its claim (see `claimPart`).
- */
-export const PART_DONE = -1;
 
 export class UploadSessions {
   /**
@@ -81,8 +77,8 @@ export class UploadSessions {
 
   async create(r: SessionRecord): Promise<void> {
     await this.db.run(
-      'INSERT INTO upload_sessions (id, pathhash, library_id, fullpath, filename, filehash, filesize, created_ms, touched_ms, busy_until_ms, writing_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
-      [r.id, r.pathhash, r.libraryId, r.fullpath, r.filename, r.filehash, r.filesize, r.createdAt, r.touchedAt, r.busyUntil, r.writingFrom],
+      'INSERT INTO upload_sessions (id, pathhash, library_id, fullpath, filename, filehash, filesize, created_ms, touched_ms, busy_until_ms, received_known, writing_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      [r.id, r.pathhash, r.libraryId, r.fullpath, r.filename, r.filehash, r.filesize, r.createdAt, r.touchedAt, r.busyUntil, r.receivedKnown ? 1 : 0, r.writingFrom],
     );
   }
 
@@ -135,7 +131,7 @@ export class UploadSessions {
    */
   async claim(id: string, busy: SessionBusy, now: number, leaseMs: number): Promise<boolean> {
     return (await this.db.run(
-      'UPDATE upload_sessions SET busy = ?, busy_until_ms = ?, writing_from = -1, touched_ms = ? WHERE id = ? AND result IS NULL AND (busy IS NULL OR busy_until_ms <= ?)',
+      'UPDATE upload_sessions SET busy = ?, busy_until_ms = ?, writing_from = -1, received_known = 0, touched_ms = ? WHERE id = ? AND result IS NULL AND (busy IS NULL OR busy_until_ms <= ?)',
       [busy, now + leaseMs, now, id, now],
     )).changes > 0;
   }
@@ -144,14 +140,14 @@ export class UploadSessions {
    * Takes the temporary file for a part whose last byte is `end` (as `claim`), in the statement that
    * reads the record: the record once taken, undefined when the session is unknown, finished, held or
    * shorter than the block (nothing changed then). Its `writingFrom` is the count of bytes received
-   * when the last part left it (PART_DONE), else -1 (unknown, as `claim` leaves it).
+   * when the last part left it (`receivedKnown`), else -1 (unknown, as `claim` leaves it).
    */
   async claimPart(id: string, end: number, now: number, leaseMs: number): Promise<SessionRecord | undefined> {
     if (!UploadSessions.isId(id)) return undefined;
     const row = await this.db.get<SessionRow>(
-      'UPDATE upload_sessions SET busy = ?, busy_until_ms = ?, writing_from = (CASE WHEN busy IS NULL AND busy_until_ms = ? THEN writing_from ELSE -1 END), touched_ms = ? ' +
-      'WHERE id = ? AND result IS NULL AND (busy IS NULL OR busy_until_ms <= ?) AND filesize > ? RETURNING *',
-      ['part', now + leaseMs, PART_DONE, now, id, now, end],
+      'UPDATE upload_sessions SET busy = ?, busy_until_ms = ?, writing_from = (CASE WHEN busy IS NULL AND received_known = 1 THEN writing_from ELSE -1 END), ' +
+      'received_known = 0, touched_ms = ? WHERE id = ? AND result IS NULL AND (busy IS NULL OR busy_until_ms <= ?) AND filesize > ? RETURNING *',
+      ['part', now + leaseMs, now, id, now, end],
     );
     return row && fromRow(row);
   }
@@ -162,26 +158,26 @@ export class UploadSessions {
 
   /** Gives the temporary file back. */
   async release(id: string, busy: SessionBusy, now: number): Promise<void> {
-    await this.db.run('UPDATE upload_sessions SET busy = NULL, busy_until_ms = 0, touched_ms = ? WHERE id = ? AND busy = ?', [now, id, busy]);
+    await this.db.run('UPDATE upload_sessions SET busy = NULL, busy_until_ms = 0, received_known = 0, touched_ms = ? WHERE id = ? AND busy = ?', [now, id, busy]);
   }
 
-  /** Gives the temporary file back after a part that leaves `received` bytes staged (PART_DONE). */
+  /** Gives the temporary file back after a part that leaves `received` bytes staged (`receivedKnown`). */
   async releasePart(id: string, received: number, now: number): Promise<void> {
-    await this.db.run('UPDATE upload_sessions SET busy = NULL, busy_until_ms = ?, writing_from = ?, touched_ms = ? WHERE id = ? AND busy = ?', [PART_DONE, received, now, id, 'part']);
+    await this.db.run('UPDATE upload_sessions SET busy = NULL, busy_until_ms = 0, received_known = 1, writing_from = ?, touched_ms = ? WHERE id = ? AND busy = ?', [received, now, id, 'part']);
   }
 
   /** Gives back every temporary file held (at start, when no other process shares the store). */
   async releaseAll(): Promise<void> {
-    await this.db.run('UPDATE upload_sessions SET busy = NULL, busy_until_ms = 0 WHERE busy IS NOT NULL');
+    await this.db.run('UPDATE upload_sessions SET busy = NULL, busy_until_ms = 0, received_known = 0 WHERE busy IS NOT NULL');
   }
 
   /** Records the result; inside a transaction it goes with the next statement or COMMIT. */
   async finished(id: string, result: UploadedFile, now: number): Promise<void> {
-    await this.db.runLater('UPDATE upload_sessions SET result = ?, busy = NULL, busy_until_ms = 0, touched_ms = ? WHERE id = ?', [JSON.stringify(result), now, id]);
+    await this.db.runLater('UPDATE upload_sessions SET result = ?, busy = NULL, busy_until_ms = 0, received_known = 0, touched_ms = ? WHERE id = ?', [JSON.stringify(result), now, id]);
   }
 
   async failed(id: string, failure: StoredFailure, now: number): Promise<void> {
-    await this.db.run('UPDATE upload_sessions SET failure = ?, busy = NULL, busy_until_ms = 0, touched_ms = ? WHERE id = ?', [JSON.stringify(failure), now, id]);
+    await this.db.run('UPDATE upload_sessions SET failure = ?, busy = NULL, busy_until_ms = 0, received_known = 0, touched_ms = ? WHERE id = ?', [JSON.stringify(failure), now, id]);
   }
 
   /** Takes the failure waiting in the session (one caller gets it). */
@@ -248,7 +244,7 @@ function fromRow(r: SessionRow): SessionRecord {
   return {
     id: r.id, pathhash: r.pathhash, libraryId: Number(r.library_id), fullpath: r.fullpath, filename: r.filename, filehash: r.filehash,
     filesize: Number(r.filesize), createdAt: Number(r.created_ms), touchedAt: Number(r.touched_ms), busy: r.busy,
-    busyUntil: Number(r.busy_until_ms), writingFrom: Number(r.writing_from),
+    busyUntil: Number(r.busy_until_ms), receivedKnown: Number(r.received_known) === 1, writingFrom: Number(r.writing_from),
     ...(r.result !== null ? { result: JSON.parse(r.result) as UploadedFile } : {}),
     ...(r.failure !== null ? { failure: JSON.parse(r.failure) as StoredFailure } : {}),
   };

@@ -9,7 +9,9 @@ import { startPostgres, type Postgres } from '../../support/postgres.js';
 import { migratePostgres, openPostgres, redactedUrl } from '../../../src/service/store/pg-database.js';
 import { PG_MIGRATIONS } from '../../../src/service/store/pg-schema.js';
 import { MIGRATIONS } from '../../../src/service/store/schema.js';
-import { openDatabase } from '../../../src/service/store/database.js';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { migrate, openDatabase } from '../../../src/service/store/database.js';
 
 let server: Postgres;
 beforeAll(async () => { server = await startPostgres(); }, 120_000);
@@ -53,6 +55,38 @@ describe('PostgreSQL schema', () => {
     expect(err?.message).toMatch(/schema version 999 is newer than this build knows/);
     expect(err?.message).not.toContain('s3cret');
     expect(redactedUrl(withPassword)).toBe(url.replace('cloudlib@', 'cloudlib:***@'));
+  });
+
+  it('carries what a free upload session knows of its bytes from the old marker to its own column, on both engines', async () => {
+    const sessions = [['known', -1, 4096], ['held', 9_999_999_999_999, -1], ['free', 0, 512]] as const;
+    const insert = 'INSERT INTO upload_sessions (id, pathhash, library_id, fullpath, filename, filehash, filesize, created_ms, touched_ms, busy_until_ms, writing_from) VALUES ';
+    const expected = [
+      { id: 'free', busy_until_ms: 0, received_known: 0, writing_from: 512 },
+      { id: 'held', busy_until_ms: 9_999_999_999_999, received_known: 0, writing_from: -1 },
+      { id: 'known', busy_until_ms: 0, received_known: 1, writing_from: 4096 },
+    ];
+    const sqlite = new Database(':memory:');
+    try {
+      for (const [v, m] of MIGRATIONS.slice(0, -1).entries()) {
+        sqlite.exec(m);
+        sqlite.pragma(`user_version = ${v + 1}`);
+      }
+      for (const [id, until, from] of sessions) sqlite.prepare(`${insert}(?, 'h', 1, 'f', 'f', 'x', 8192, 0, 0, ?, ?)`).run(id, until, from);
+      expect(migrate(sqlite)).toBe(MIGRATIONS.length);
+      expect(sqlite.prepare('SELECT id, busy_until_ms, received_known, writing_from FROM upload_sessions ORDER BY id').all()).toEqual(expected);
+    } finally {
+      sqlite.close();
+    }
+    const pool = new pg.Pool({ connectionString: await server.createDatabase('received') });
+    try {
+      await migratePostgres(pool, PG_MIGRATIONS.slice(0, -1));
+      for (const [id, until, from] of sessions) await pool.query(`${insert}($1, 'h', 1, 'f', 'f', 'x', 8192, 0, 0, $2, $3)`, [id, until, from]);
+      expect(await migratePostgres(pool)).toBe(MIGRATIONS.length);
+      const { rows } = await pool.query('SELECT id, busy_until_ms::float8 AS busy_until_ms, received_known, writing_from::float8 AS writing_from FROM upload_sessions ORDER BY id');
+      expect(rows).toEqual(expected);
+    } finally {
+      await pool.end();
+    }
   });
 
   it('has the tables and columns of the SQLite schema', async () => {
