@@ -81,6 +81,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     } else if (!s.version.baseReady && s.version.baseSize <= (this.opts.partialFetch?.wholeMaxBytes ?? 8 * 1024 * 1024)) {
       await s.version.fillAll();
     }
+    s.unflushed = true;
     if (!s.deleted) {
       s.slot.current = s.version;
       this.index(s.slot);
@@ -122,6 +123,8 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       throw v.failed;
     }
     if (s.deleted) return;
+    const unflushed = s.unflushed;
+    s.unflushed = false;
     v.refreshLive();
     if (v.liveChanged && v.state !== 'writing') {
       await this.rejournal(v, { sync: opts.fsync || this.syncOnClose });
@@ -134,6 +137,15 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       const replacedMeanwhile = s.slot.current !== undefined && s.slot.current !== v;
       if (opts.fsync && s.writers > 0 && !replacedMeanwhile) await this.keepOpen(s, v);
       else await this.journalVersion(v, s, { upload: opts.fsync, sync: opts.fsync || this.syncOnClose, closed: opts.closed });
+      return;
+    }
+    if (unflushed && s.slot.current !== v) {
+      // Sealed by the write-back delay (uploadWhenQuiet) after a change no writer flushed, and another
+      // version acknowledged at the path since (a replace): this flush acknowledges the writers' bytes
+      // after that one, as it would had the delay not ended first. A copy of them is journaled anew.
+      const next = await this.change(s);
+      s.unflushed = false;
+      await this.journalVersion(next, s, { upload: opts.fsync, sync: opts.fsync || this.syncOnClose });
       return;
     }
     if (opts.fsync) {

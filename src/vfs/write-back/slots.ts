@@ -107,6 +107,8 @@ export interface WriteSession {
   baseReader?: RangeReader;
   /** Waiting for the version to stay unchanged after an fsync (uploadWhenQuiet). */
   quiet?: boolean;
+  /** Changed since a writer's last flush, fsync or close (a seal of the write-back's own is none). */
+  unflushed?: boolean;
 }
 
 export interface WriteBackStatus {

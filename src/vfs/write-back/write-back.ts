@@ -402,7 +402,10 @@ export class WriteBack extends WriteBackFolders {
     for (const slot of [...this.slots.values()]) {
       const s = slot.session;
       if (s?.version.journalingNow) await s.version.sealing?.catch(() => undefined);
-      if (s && !s.deleted && s.version.mutable && s.version.generation > 0) await this.journalVersion(s.version, s, { upload: true, sync: true });
+      if (s && !s.deleted && s.version.mutable && s.version.generation > 0) {
+        s.unflushed = false; // acknowledged here, as an fsync would
+        await this.journalVersion(s.version, s, { upload: true, sync: true });
+      }
     }
     await this.journal.syncAll().catch((err: unknown) => { throw fsErrorOf(err, 'making the journal durable'); });
     for (const slot of [...this.slots.values()]) this.schedule(slot, { force: true });
