@@ -26,6 +26,8 @@
  * BENCH_LOAD_MIX (default `mixed,reads,writes`) names the mixes measured, each with every row: the whole
  * mix, its reads alone and its changes alone. BENCH_LOAD_PIN=1 gives PostgreSQL a core of its own (as on
  * a machine of its own): its processes on the last core, this process and the services on the others.
+ * BENCH_LOAD_LIBRARIES=N spreads the clients over N libraries (default 1: all in one library, whose
+ * changes queue on its lock; with N = the clients, each works in a library of its own).
  * Standalone: `node --import tsx scripts/bench/service-load.ts`.
  */
 import { spawn } from 'node:child_process';
@@ -38,7 +40,8 @@ import pg from 'pg';
 import { request } from 'undici';
 import type { Postgres } from '../../test/support/postgres.js';
 import type { ServiceProcess } from '../../test/support/service-process.js';
-import { LOAD_MIXES, READS, prepareLoad, quantile, runLoad, type LoadMix, type LoadResult, type OpKind } from './support/service-load.js';
+import type { ServiceClient } from '../../src/api/client.js';
+import { LOAD_MIXES, READS, createLoadLibraries, prepareLoad, quantile, runLoad, type LoadMix, type LoadResult, type OpKind } from './support/service-load.js';
 import { cpuMsOf, reapedCpuMsOf } from './support/process-cpu.js';
 import { startServiceSetups } from './support/service-setups.js';
 
@@ -49,6 +52,8 @@ const rounds = Number(process.env.BENCH_LOAD_ROUNDS ?? 3);
 const statements = process.env.BENCH_LOAD_STATEMENTS === '1';
 /** PostgreSQL on a core of its own (its processes on the last core; this process and the services, which inherit it, on the others). */
 const pinned = process.env.BENCH_LOAD_PIN === '1';
+const libraryCount = Number(process.env.BENCH_LOAD_LIBRARIES ?? 1);
+if (!Number.isSafeInteger(libraryCount) || libraryCount < 1) throw new Error(`BENCH_LOAD_LIBRARIES: expected a whole number of 1 or more, got ${JSON.stringify(process.env.BENCH_LOAD_LIBRARIES)}`);
 /** The mixes measured, each with every row: the whole mix, and its reads and its changes alone. */
 const mixes = (process.env.BENCH_LOAD_MIX ?? LOAD_MIXES.join(',')).split(',').map((m) => {
   if (!(LOAD_MIXES as readonly string[]).includes(m)) throw new Error(`BENCH_LOAD_MIX: ${JSON.stringify(m)} is none of ${LOAD_MIXES.join(', ')}`);
@@ -162,8 +167,10 @@ let runs = 0;
 async function measure(setup: string, mix: LoadMix, targets: ServiceProcess[], server: Postgres | undefined): Promise<Row> {
   const clientsOf = targets.map((t) => t.client);
   const root = `load${runs++}`;
-  await prepareLoad(clientsOf[0]!, { clients, opsPerClient, root });
-  const probe = clientsOf[0]!;
+  const libraries = libraryCount === 1 ? undefined : await createLoadLibraries(await enterpriseOf(targets[0]!), libraryCount, root);
+  await prepareLoad(clientsOf[0]!, { clients, opsPerClient, root, libraries });
+  // In the library of client 0, whose folder it lists.
+  const probe = libraries ? clientsOf[0]!.withCredentials({ library: libraries[0]! }) : clientsOf[0]!;
   // The lone `ls`, and beside it (in turn) what it cannot go below: the service's answer with no
   // statement (`/m-open/status`) and, on PostgreSQL, one round trip of `SELECT 1` from this process.
   const status = async () => {
@@ -198,7 +205,7 @@ async function measure(setup: string, mix: LoadMix, targets: ServiceProcess[], s
       if (select1) selectLoaded.push(await timed(() => select1.query('SELECT 1')));
     }
   })();
-  const load = await runLoad(clientsOf, { clients, opsPerClient, root, mix }).finally(() => { loading = false; });
+  const load = await runLoad(clientsOf, { clients, opsPerClient, root, mix, libraries }).finally(() => { loading = false; });
   await probing;
   const machine1 = await machineTicks();
   const benchCpu = process.cpuUsage(benchCpu0);
@@ -220,6 +227,13 @@ async function measure(setup: string, mix: LoadMix, targets: ServiceProcess[], s
   };
 }
 
+/** A client of a service process with its enterprise's credentials (from its credentials.json). */
+async function enterpriseOf(p: ServiceProcess): Promise<ServiceClient> {
+  const creds = JSON.parse(await readFile(join(p.dir, 'credentials.json'), 'utf8')) as { enterprise?: { client_id: string; client_secret: string } };
+  if (!creds.enterprise) throw new Error(`BENCH_LOAD_LIBRARIES: ${join(p.dir, 'credentials.json')} holds no enterprise credentials`);
+  return p.client.withCredentials({ enterprise: creds.enterprise });
+}
+
 function summary(r: Row, reference: Row): Record<string, unknown> {
   const of = (reads: boolean) => [...r.load.latencies].filter(([k]) => READS.includes(k) === reads).flatMap(([, v]) => v);
   const rate = (row: Row, reads: boolean) => [...row.load.latencies].filter(([k]) => READS.includes(k) === reads).reduce((n, [, v]) => n + v.length, 0) / (row.load.elapsedMs / 1000);
@@ -227,7 +241,7 @@ function summary(r: Row, reference: Row): Record<string, unknown> {
   const writes = of(false);
   const ratio = (ofReads: boolean) => (ofReads ? reads : writes).length === 0 ? null : round(rate(r, ofReads) / rate(reference, ofReads), 2);
   return {
-    bench: 'service.load', setup: r.setup, mix: r.mix, ...(pinned ? { postgresql_on_a_core_of_its_own: true } : {}), clients, ops_per_client: opsPerClient, rounds, cores: availableParallelism(), load_average: round(loadavg()[0]!, 1),
+    bench: 'service.load', setup: r.setup, mix: r.mix, ...(libraryCount > 1 ? { libraries: libraryCount } : {}), ...(pinned ? { postgresql_on_a_core_of_its_own: true } : {}), clients, ops_per_client: opsPerClient, rounds, cores: availableParallelism(), load_average: round(loadavg()[0]!, 1),
     ops_per_s: round((reads.length + writes.length) / (r.load.elapsedMs / 1000)),
     reads_per_s: round(rate(r, true)), writes_per_s: round(rate(r, false)),
     reads_ratio_to_sqlite: ratio(true), writes_ratio_to_sqlite: ratio(false),

@@ -1,15 +1,15 @@
 /**
  * A realistic load on the file API of a service: `clients` clients, each in a folder of its own (so
- * their changes never refuse one another), doing `opsPerClient` operations drawn from a fixed mix —
+ * their changes never refuse one another) of one library, or each in a library of its own, doing `opsPerClient` operations drawn from a fixed mix —
  * listings, info, downloads (download_url and the bytes), create_file of content already stored
  * (instant) and of new content (chunked upload), create_folder, move, del, add_tag, lock — while a
- * gateway polls the updates feed and checks that every change it sees comes once, in order. Client n
+ * gateway polls the updates feed of each library and checks that every change it sees comes once, in order. Client n
  * talks to `targets[n % targets.length]` (a load balancer over several processes). Used by
  * scripts/bench/service-load.ts (timed) and by the tests' smoke run (untimed).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { request } from 'undici';
-import type { ServiceClient } from '../../../src/api/client.js';
+import type { LibraryCredential, ServiceClient } from '../../../src/api/client.js';
 import { uploadFile } from '../../../src/api/upload.js';
 import { bufferSource } from '../../../src/api/upload-source.js';
 
@@ -48,16 +48,43 @@ export interface LoadOptions {
   seed?: number;
   /** Default `mixed`. */
   mix?: LoadMix;
+  /**
+   * The library of each client: client n works in `libraries[n % libraries.length]`
+   * (createLoadLibraries). Default: every client in the library of the clients given.
+   */
+  libraries?: readonly LibraryCredential[];
+}
+
+/**
+ * Creates `n` libraries through the enterprise API (`enterprise`: a client with the enterprise's
+ * credentials) and binds each: their library credentials, for `LoadOptions.libraries`.
+ */
+export async function createLoadLibraries(enterprise: ServiceClient, n: number, name: string): Promise<LibraryCredential[]> {
+  const out: LibraryCredential[] = [];
+  for (let i = 0; i < n; i++) {
+    const { org_id } = await enterprise.org.create({ org_name: `${name}-${i}` });
+    out.push(await enterprise.org.bind({ org_id: String(org_id), title: 'load' }));
+  }
+  return out;
+}
+
+/** Client `c`'s view of `target`: in its own library when the load has several. */
+function clientOf(target: ServiceClient, opts: LoadOptions, c: number): ServiceClient {
+  const libraries = opts.libraries ?? [];
+  return libraries.length === 0 ? target : target.withCredentials({ library: libraries[c % libraries.length]! });
 }
 
 const SEED_CONTENT = Buffer.from('content every instant create_file reuses\n');
 
 /** Creates the folder of a run and the content its instant uploads reuse; call before `runLoad`. */
 export async function prepareLoad(client: ServiceClient, opts: LoadOptions): Promise<void> {
-  await uploadFile(client, bufferSource(SEED_CONTENT), { fullpath: `${opts.root}/seed.bin`, overwrite: true, finishWaitMs: 50 });
+  for (let l = 0; l < Math.max(1, opts.libraries?.length ?? 0); l++) {
+    await uploadFile(clientOf(client, opts, l), bufferSource(SEED_CONTENT), { fullpath: `${opts.root}/seed.bin`, overwrite: true, finishWaitMs: 50 });
+  }
   for (let c = 0; c < opts.clients; c++) {
-    await client.file.createFolder({ fullpath: `${opts.root}/c${c}/keep` });
-    for (let i = 0; i < 20; i++) await client.file.createFile({ fullpath: `${opts.root}/c${c}/keep/f${i}.bin`, filehash: sha1(SEED_CONTENT), filesize: SEED_CONTENT.length });
+    const own = clientOf(client, opts, c);
+    await own.file.createFolder({ fullpath: `${opts.root}/c${c}/keep` });
+    for (let i = 0; i < 20; i++) await own.file.createFile({ fullpath: `${opts.root}/c${c}/keep/f${i}.bin`, filehash: sha1(SEED_CONTENT), filesize: SEED_CONTENT.length });
   }
 }
 
@@ -66,17 +93,19 @@ export async function runLoad(targets: readonly ServiceClient[], opts: LoadOptio
   const latencies = new Map<OpKind, number[]>(mix.map(([k]) => [k, []]));
   let rand = opts.seed ?? 1;
   const random = () => { rand = (rand * 1103515245 + 12345) % 2147483648; return rand / 2147483648; };
-  // The poller on the last process, the lone `ls` probe (service-load.ts) on the first: the load spread.
-  const feed = new FeedWatcher(targets[targets.length - 1]!);
+  // The pollers on the last process, the lone `ls` probe (service-load.ts) on the first: the load spread.
+  // A gateway follows each library it serves.
+  const last = targets[targets.length - 1]!;
+  const feeds = (opts.libraries?.length ? opts.libraries : [undefined]).map((library) => new FeedWatcher(library ? last.withCredentials({ library }) : last));
   let done = false;
-  const polling = feed.pollUntil(() => done);
+  const polling = Promise.all(feeds.map((feed) => feed.pollUntil(() => done)));
   // A failure of the poller is reported when the load has ended (awaited below), never as an
   // unhandled rejection that would end the process before its cleanup.
   polling.catch(() => undefined);
   const t0 = performance.now();
   try {
     await Promise.all(Array.from({ length: opts.clients }, async (_, c) => {
-      const client = targets[c % targets.length]!;
+      const client = clientOf(targets[c % targets.length]!, opts, c);
       const home = `${opts.root}/c${c}`;
       const files: string[] = [];
       const folders: string[] = [];
@@ -127,8 +156,8 @@ export async function runLoad(targets: readonly ServiceClient[], opts: LoadOptio
   }
   const elapsedMs = performance.now() - t0;
   await polling;
-  await feed.verify(opts.root);
-  return { latencies, elapsedMs, feedChanges: feed.changes };
+  for (const feed of feeds) await feed.verify(opts.root);
+  return { latencies, elapsedMs, feedChanges: feeds.reduce((n, feed) => n + feed.changes, 0) };
 }
 
 /**
