@@ -123,11 +123,20 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       throw v.failed;
     }
     if (s.deleted) return;
-    const unflushed = s.unflushed;
-    s.unflushed = false;
     v.refreshLive();
+    // The kernel writes a live version in place (passthrough), through no change(): a generation past the
+    // one the writers last flushed is theirs, unflushed as well.
+    const unflushed = s.unflushed || (v.isLive && (s.flushedLive?.version !== v || s.flushedLive.generation !== v.generation));
+    s.unflushed = false;
+    s.flushedLive = v.isLive ? { version: v, generation: v.generation } : undefined;
+    const sync = opts.fsync || this.syncOnClose;
+    if (v.isLive && v.state !== 'writing' && (v.liveChanged || unflushed) && s.slot.current !== v) {
+      // Sealed by the write-back delay, then replaced: see acknowledgeAgain.
+      await this.acknowledgeAgain(s, v, { upload: opts.fsync, sync });
+      return;
+    }
     if (v.liveChanged && v.state !== 'writing') {
-      await this.rejournal(v, { sync: opts.fsync || this.syncOnClose });
+      await this.rejournal(v, { sync });
       if (opts.fsync) this.schedule(s.slot, { force: true });
       return;
     }
@@ -385,6 +394,15 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       await this.journal.remove(v.id, { keepSpool: true, durable: false });
       return;
     }
+    await this.install(v, s, opts);
+  }
+
+  /**
+   * Makes `v`, its entry journaled, the path's acknowledged version, and what the path shows unless a
+   * session changed on after its seal; the version it replaces is superseded, and `v` queued (`upload`:
+   * at once). A newer version acknowledged meanwhile supersedes `v` instead.
+   */
+  protected async install(v: LocalVersion, s: WriteSession | undefined, opts: { upload: boolean }): Promise<void> {
     // No await from here to the end of the install: the slot changes in one step.
     const predecessor = v.predecessor;
     v.predecessor = undefined;
@@ -445,6 +463,42 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     } catch (err) {
       throw this.journalingFailed(v, err);
     }
+  }
+
+  /**
+   * A live version (passthrough) sealed by the write-back delay (uploadWhenQuiet), that a replace then
+   * superseded or followed, and whose writers flush or close with bytes they had not flushed (the
+   * kernel's, before the replace or after it): those bytes are acknowledged after the replace, as a
+   * version made from it would be for a writer through the Vfs. It stays the session's version, since the
+   * kernel writes its spool: its entry is written again as the spool is now, with a place in the order
+   * after the replace's, and it becomes the path's version once more.
+   */
+  protected async acknowledgeAgain(s: WriteSession, v: LocalVersion, opts: { upload: boolean; sync: boolean }): Promise<void> {
+    if (v.deleted || v.state === 'retired') return;
+    if (v.state === 'uploading') await this.uploads.cancel(v.id);
+    try {
+      await v.checkRoomForKernelWrites();
+    } catch (err) {
+      throw this.journalingFailed(v, err, s.slot);
+    }
+    const inline = v.reseal();
+    v.seq = this.nextSeq();
+    const ackedNow = s.slot.acked;
+    if (ackedNow && ackedNow !== v) v.replaces = baseJoined(v.replaces, ackedNow.replaces, ackedNow.currentSha1());
+    const written = this.journalPut(this.journalEntry(v), { spoolSynced: false, sync: opts.sync, inline });
+    v.journaling = written.catch(() => undefined);
+    try {
+      await written;
+    } catch (err) {
+      throw this.journalingFailed(v, err, s.slot);
+    }
+    if (v.deleted || s.deleted) {
+      await this.journal.remove(v.id, { keepSpool: true });
+      return;
+    }
+    // No await from here to the install: the path's newest version again.
+    v.superseded = false;
+    await this.install(v, s, opts);
   }
 
   /** `v` could not be journaled: it fails with that error (its first), and its path shows what it did before. */

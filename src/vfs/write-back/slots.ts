@@ -109,6 +109,11 @@ export interface WriteSession {
   quiet?: boolean;
   /** Changed since a writer's last flush, fsync or close (a seal of the write-back's own is none). */
   unflushed?: boolean;
+  /**
+   * A live version (passthrough) and its generation at the writers' last flush, fsync or close: the
+   * kernel's writes since, which pass through no change(), are unflushed too.
+   */
+  flushedLive?: { version: LocalVersion; generation: number };
 }
 
 export interface WriteBackStatus {

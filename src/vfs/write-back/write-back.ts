@@ -403,7 +403,9 @@ export class WriteBack extends WriteBackFolders {
       const s = slot.session;
       if (s?.version.journalingNow) await s.version.sealing?.catch(() => undefined);
       if (s && !s.deleted && s.version.mutable && s.version.generation > 0) {
-        s.unflushed = false; // acknowledged here, as an fsync would
+        // Acknowledged here, as an fsync would.
+        s.unflushed = false;
+        s.flushedLive = s.version.isLive ? { version: s.version, generation: s.version.generation } : undefined;
         await this.journalVersion(s.version, s, { upload: true, sync: true });
       }
     }

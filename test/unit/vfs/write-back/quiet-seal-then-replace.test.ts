@@ -2,13 +2,15 @@
  * A file kept open after an fsync is sealed by the write-back itself once unchanged for the write-back
  * delay (uploadWhenQuiet). That seal is no acknowledgement of a writer: when a replace comes after it, the
  * writers' next flush or close still acknowledges what they wrote, after the replace, so the last
- * acknowledged content wins whether or not the quiet seal came first.
+ * acknowledged content wins whether or not the quiet seal came first. The same holds for a file the kernel
+ * writes itself (FUSE passthrough), whose bytes pass through no write of the Vfs.
  */
 import { describe, it, expect, afterEach } from 'vitest';
+import { writeSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createVfs, FaultyRemote, MemoryRemote } from '../../../../src/vfs/index.js';
+import { createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
 import { readAll } from '../../../support/vfs.js';
 import { waitFor } from '../../../support/wait-for.js';
 import { ManualClock } from '../../../support/manual-clock.js';
@@ -18,26 +20,35 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
 
+/** A gateway whose commits fail until healed, with a write-back delay of 1 s on a manual clock. */
+async function gateway(): Promise<{ vfs: GatewayVfs; remote: MemoryRemote; faulty: FaultyRemote; clock: ManualClock; dataDir: string }> {
+  const clock = new ManualClock();
+  const remote = new MemoryRemote({ name: 'A', id: '1' });
+  const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-wbq-'));
+  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+  const faulty = new FaultyRemote(remote);
+  const vfs = await createVfs({ libraries: [{ name: 'A', remote: faulty }], dataDir, feedIntervalMs: 0, upload: { retryBaseMs: 5, retryMaxMs: 20, delayMs: 1000 }, clock });
+  cleanups.push(() => vfs.close());
+  return { vfs, remote, faulty, clock, dataDir };
+}
+
+/** Lets the write-back delay pass with commits failing: it seals what the handle holds and queues it. */
+async function quietSeal(vfs: GatewayVfs, faulty: FaultyRemote, clock: ManualClock): Promise<void> {
+  faulty.inject({ kind: 'fail', code: 'EIO', methods: ['commit'] });
+  clock.advance(1000);
+  clock.advance(1000);
+  await waitFor('the quiet seal queued for upload', () => vfs.status().uploads.some((u) => u.fullpath === 'f'));
+}
+
 describe('a quiet seal, then a replace, then the writers\' close', () => {
   it('regression: the close acknowledges the written bytes after the replace; the service ends with them', async () => {
     // The model found it (seed 1160408617): the close found the version sealed by the write-back delay,
     // acknowledged nothing, and the replace made meanwhile was uploaded as the file's last content.
-    const clock = new ManualClock();
-    const remote = new MemoryRemote({ name: 'A', id: '1' });
-    const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-wbq-'));
-    cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
-    const faulty = new FaultyRemote(remote);
-    const vfs = await createVfs({ libraries: [{ name: 'A', remote: faulty }], dataDir, feedIntervalMs: 0, upload: { retryBaseMs: 5, retryMaxMs: 20, delayMs: 1000 }, clock });
-    cleanups.push(() => vfs.close());
-
+    const { vfs, remote, faulty, clock } = await gateway();
     const h = await vfs.open('/A/f', { read: true, write: true, create: true });
     await h.fsync();
     await h.write(1, Buffer.from([0]));
-    faulty.inject({ kind: 'fail', code: 'EIO', methods: ['commit'] });
-    // Unchanged for the delay after the write: the write-back seals what the handle holds and queues it.
-    clock.advance(1000);
-    clock.advance(1000);
-    await waitFor('the quiet seal queued for upload', () => vfs.status().uploads.some((u) => u.fullpath === 'f'));
+    await quietSeal(vfs, faulty, clock);
     await vfs.writeFile('/A/f', Buffer.alloc(0));
     expect(await readAll(vfs, '/A/f')).toBe('');
     // The close acknowledges the handle's bytes, after the replace.
@@ -47,4 +58,37 @@ describe('a quiet seal, then a replace, then the writers\' close', () => {
     await vfs.flushAll();
     expect(remote.read('f')).toEqual(Buffer.from([0, 0]));
   });
+
+  // The kernel's bytes marked nothing unflushed: the close acknowledged nothing and the replace stayed the
+  // file's content, the kernel's bytes lost from the name.
+  for (const [when, restart] of [['before', false], ['after', false], ['after', true]] as const) {
+    it(`regression, passthrough: the kernel's bytes written ${when} the replace are the file's after the close${restart ? ', and after a restart' : ''}`, async () => {
+      const { vfs, remote, faulty, clock, dataDir } = await gateway();
+      const h = await vfs.open('/A/f', { read: true, write: true, create: true });
+      const spool = await h.passthrough!();
+      expect(spool, 'the kernel writes the spool').toBeDefined();
+      await h.fsync();
+      writeSync(spool!.fd, Buffer.from([1]), 0, 1, 1);
+      await quietSeal(vfs, faulty, clock);
+      await vfs.writeFile('/A/f', Buffer.alloc(0));
+      expect(await readAll(vfs, '/A/f')).toBe('');
+      if (when === 'after') writeSync(spool!.fd, Buffer.from([2]), 0, 1, 2);
+      await h.release();
+      spool!.end();
+      const want = when === 'after' ? Buffer.from([0, 1, 2]) : Buffer.from([0, 1]);
+      expect(await readAll(vfs, '/A/f')).toBe(want.toString());
+      if (restart) {
+        // The journal alone: the close's record comes after the replace's.
+        await vfs.close();
+        const again = await createVfs({ libraries: [{ name: 'A', remote }], dataDir, feedIntervalMs: 0, upload: { retryBaseMs: 5, retryMaxMs: 20 }, clock });
+        cleanups.push(() => again.close());
+        expect(await readAll(again, '/A/f')).toBe(want.toString());
+        await again.flushAll();
+      } else {
+        faulty.heal();
+        await vfs.flushAll();
+      }
+      expect(remote.read('f')).toEqual(want);
+    });
+  }
 });
