@@ -61,16 +61,25 @@ export async function readJournalFolder(dir: string): Promise<RecoveredJournal> 
     const e = rec.put!;
     const before = found.get(e.id);
     const inline = rec.data !== undefined;
+    const keeps = keepsCarrierLine(e, inline, before);
     if (inline) carried.set(e.id, Buffer.from(rec.data!, 'base64'));
-    else if (e.open) carried.delete(e.id);
-    // A later record of the same entry (a rename, a time) keeps the line that carried its bytes; one of
-    // a file still open (an fsync) says its bytes are the spool's now.
-    const keeps = !inline && !e.open && !!before?.inline;
+    else if (!keeps) carried.delete(e.id);
     const lines = new Set([check]);
-    if (keeps) for (const c of before.lines) lines.add(c);
+    if (keeps && before) for (const c of before.lines) lines.add(c);
     found.set(e.id, { entry: e, inline: inline || keeps, record: 0, lines });
   });
   return { found, legacy, sides, sources, carried };
+}
+
+/**
+ * Whether a record of an entry that carries no bytes (`inline` false) keeps the line before it that
+ * carried them: a later record of the same sealed content does (a rename, a time). One of a file still
+ * open (an fsync) says its bytes are the spool's now; so does the seal that follows an fsync's record,
+ * since what was written after the fsync is in the spool, not in that record (regression: replay wrote
+ * the fsync's bytes over the spool, and the sealed version, differing from its record, was set aside).
+ */
+export function keepsCarrierLine(e: JournalEntry, inline: boolean, before: Pick<LiveEntry, 'entry' | 'inline'> | undefined): boolean {
+  return !inline && !e.open && !!before?.inline && !before.entry.open;
 }
 
 /**

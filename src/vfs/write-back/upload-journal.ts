@@ -38,7 +38,7 @@ import type { SideJournal, SideLogWriter } from '../engine-lease.js';
 import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
 import { INLINE_MAX_BYTES, JOURNAL_ID_RE, orderOf, type JournalEntry } from './journal-entry.js';
 import { lineOf, putLineOf } from './journal-lines.js';
-import { LEGACY_ENTRIES, LOG, readJournalFolder, restoreSpool, sideLogsIn, type LiveEntry } from './journal-recovery.js';
+import { LEGACY_ENTRIES, LOG, keepsCarrierLine, readJournalFolder, restoreSpool, sideLogsIn, type LiveEntry } from './journal-recovery.js';
 import { JournalLog } from './journal-log.js';
 import { SpoolPool } from './spool-pool.js';
 import { currentBootId } from './spool-verification.js';
@@ -336,9 +336,8 @@ export class UploadJournal implements SideJournal {
     const record = await this.append(line);
     const lines = new Set([check]);
     const carries = !!inline;
-    // A record of a file still open (an fsync) that carries no bytes: its bytes are the spool's now.
-    const keeps = !carries && !entry.open && !!before?.inline;
-    if (keeps) for (const c of before.lines) lines.add(c);
+    const keeps = keepsCarrierLine(entry, carries, before);
+    if (keeps && before) for (const c of before.lines) lines.add(c);
     this.live.set(entry.id, { entry, inline: carries || keeps, record, lines });
   }
 
