@@ -204,18 +204,20 @@ export abstract class WriteBackSeals extends WriteBackSlots {
   }
 
   /**
-   * `v` was acknowledged at `slot`: an open version there that an fsync recorded and that has not changed
-   * since is older than `v`, and never becomes the path's version unless it changes again. Its record,
-   * replayed after a crash, would bring back bytes older than `v`'s: it goes (after any record of it still
-   * being written; a seal under way removes it itself), and `v`'s confirmation by the service, which
-   * removes `v`'s entry, waits for that.
+   * `v` was acknowledged at `slot`: an open version there that an fsync recorded before is older than
+   * `v`. Unchanged since, it never becomes the path's version unless it changes again. Changed since or
+   * not, its record, replayed after a crash, would bring back the fsync's bytes over `v`'s, acknowledged
+   * after them (what changed since is the writers' and goes with a crash; regression: a replace's content
+   * uploaded, then a crash, and replay put the fsync's older bytes back at the name). So the record goes
+   * (after any record of it still being written, unless that one is newer than `v`; a seal under way
+   * removes it itself), and `v`'s confirmation by the service, which removes `v`'s entry, waits for that.
    */
   protected overtake(slot: PathSlot, v: LocalVersion): void {
     const open = slot.session?.version;
-    if (!open || open === v || !open.openRecord || open.generation !== open.openGeneration) return;
-    open.overtakenAt = open.generation;
+    if (!open || open === v || !open.openRecord || open.seq > v.seq) return;
+    if (open.generation === open.openGeneration) open.overtakenAt = open.generation;
     const dropped = (open.recording ?? Promise.resolve())
-      .then(() => (open.overtakenAt === open.generation && open.mutable ? this.dropOpenRecord(open) : undefined))
+      .then(() => (open.mutable && open.seq < v.seq ? this.dropOpenRecord(open) : undefined))
       .catch(() => undefined);
     open.recording = dropped;
     const entry = v.journaling;

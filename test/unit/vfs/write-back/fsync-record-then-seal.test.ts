@@ -1,9 +1,12 @@
 /**
- * A small file kept open after an fsync has its bytes in the fsync's journal record. Written on and then
- * flushed, it is sealed with a record that carries no bytes: what was written after the fsync is in the
- * spool. A crash (kill -9) came next: replay took the fsync's record as still carrying the version's
- * bytes, wrote them over the spool, found the sealed version different from its record and set it
- * aside, so the flushed content never reached the service (regression; the reference model found it).
+ * A file kept open after an fsync has a record of what it held then in the journal; the crashes below
+ * (kill -9) come before the writers flush again. Two regressions the reference model found:
+ * - written on and flushed, a small file is sealed with a record that carries no bytes (what was written
+ *   after the fsync is in the spool): replay took the fsync's record as still carrying the version's
+ *   bytes, wrote them over the spool, found the sealed version different from its record and set it
+ *   aside, so the flushed content never reached the service;
+ * - written on, then replaced (a WebDAV PUT) and the replace uploaded: the fsync's record stayed, since
+ *   the file had changed since it, and replay uploaded its older bytes over the replace.
  */
 import { describe, it, expect, afterEach } from 'vitest';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -12,13 +15,14 @@ import { join } from 'node:path';
 import { createVfs, MemoryRemote } from '../../../../src/vfs/index.js';
 import { readAll } from '../../../support/vfs.js';
 import { ManualClock } from '../../../support/manual-clock.js';
+import { waitFor } from '../../../support/wait-for.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
 
-describe('an fsync\'s record, then a seal of other bytes, then a crash', () => {
+describe('an fsync\'s record of a file kept open, then a crash', () => {
   it('regression: replay keeps the flushed bytes and uploads them', async () => {
     const remote = new MemoryRemote({ name: 'A', id: '1' });
     const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-fsync-seal-'));
@@ -43,5 +47,31 @@ describe('an fsync\'s record, then a seal of other bytes, then a crash', () => {
     expect(await readAll(again, '/A/f')).toBe('again');
     await again.flushAll();
     expect(remote.read('f').toString()).toBe('again');
+  });
+
+  it('regression: a replace acknowledged after the fsync stays the file\'s content', async () => {
+    const remote = new MemoryRemote({ name: 'A', id: '1' });
+    const dataDir = await mkdtemp(join(tmpdir(), 'cloudlib-fsync-replace-'));
+    cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+    // One write-back delay passes (a manual clock): the replace is uploaded; the open file, changed since
+    // its fsync, is not yet quiet.
+    const clock = new ManualClock();
+    const options = { libraries: [{ name: 'A', remote }], dataDir, feedIntervalMs: 0, upload: { retryBaseMs: 5, retryMaxMs: 20, delayMs: 1000 }, clock };
+    const vfs = await createVfs(options);
+    cleanups.push(() => vfs.close());
+
+    const h = await vfs.open('/A/f', { read: true, write: true, create: true });
+    await h.fsync();
+    await h.write(0, Buffer.from('unflushed'));
+    await vfs.writeFile('/A/f', Buffer.from('replaced'));
+    clock.advance(1000);
+    await waitFor('the replace uploaded', () => remote.commits.some((c) => c.data.toString() === 'replaced') && vfs.status().uploads.length === 0);
+    await vfs.writeBack.uploads.close();
+
+    const again = await createVfs(options);
+    cleanups.push(() => again.close());
+    await again.flushAll();
+    expect(remote.paths()).toEqual(['f']);
+    expect(remote.read('f').toString()).toBe('replaced');
   });
 });
