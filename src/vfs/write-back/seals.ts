@@ -145,7 +145,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       // change (a replace): this fsync acknowledges it after that one, so it is the path's now, as a flush's.
       const replacedMeanwhile = s.slot.current !== undefined && s.slot.current !== v;
       if (opts.fsync && s.writers > 0 && !replacedMeanwhile) await this.keepOpen(s, v);
-      else await this.journalVersion(v, s, { upload: opts.fsync, sync: opts.fsync || this.syncOnClose, closed: opts.closed });
+      else await this.journalVersion(v, s, { upload: opts.fsync, sync, closed: opts.closed });
       return;
     }
     if (unflushed && s.slot.current !== v) {
@@ -154,7 +154,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       // after that one, as it would had the delay not ended first. A copy of them is journaled anew.
       const next = await this.change(s);
       s.unflushed = false;
-      await this.journalVersion(next, s, { upload: opts.fsync, sync: opts.fsync || this.syncOnClose });
+      await this.journalVersion(next, s, { upload: opts.fsync, sync });
       return;
     }
     if (opts.fsync) {
@@ -434,36 +434,41 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     this.schedule(slot, { force: opts.upload });
   }
 
-  /**
-   * A journaled version the kernel changed in place after its seal (passthrough): its entry is written
-   * again as the spool now is (the later line about the id wins at replay). The upload's confirmation
-   * waits for it (`journaling`).
-   */
+  /** A journaled version the kernel changed in place after its seal (passthrough): journaled again. */
   protected async rejournal(v: LocalVersion, opts: { sync: boolean }): Promise<void> {
     if (v.superseded || v.deleted || v.state === 'retired' || v.state === 'writing') return;
-    // An upload of what it held before (forced: an fsync, a flush of everything) is made again after.
+    const slot = this.slots.get(keyOf(v.library, v.fullpath));
+    await this.journalAsSpoolIs(v, slot, opts, () => {
+      if (v.state === 'journaled') return;
+      v.state = 'journaled';
+      if (slot && !slot.acked) slot.acked = v;
+    });
+  }
+
+  /**
+   * Writes the entry of `v`, a live version the kernel wrote in place since its seal, again as its spool
+   * now is (a large one sealed by its mark, nothing read: replay checks it by that; the later line about
+   * the id wins). An upload of what it held before stops, to be made again after; the upload's
+   * confirmation waits for the line (`journaling`). `beforeLine` runs once the kernel's writes are known
+   * to be on the disk. When they may miss what the disk refused, neither content is the file's: the entry
+   * goes and `v` fails.
+   */
+  protected async journalAsSpoolIs(v: LocalVersion, slot: PathSlot | undefined, opts: { sync: boolean }, beforeLine: () => void): Promise<void> {
     if (v.state === 'uploading') await this.uploads.cancel(v.id);
     try {
       await v.checkRoomForKernelWrites();
     } catch (err) {
-      // The kernel's writes since its seal may miss what the disk refused: neither content is the file's.
       await this.journal.remove(v.id, { keepSpool: true }).catch(() => undefined);
-      throw this.journalingFailed(v, err);
+      throw this.journalingFailed(v, err, slot);
     }
-    if (v.state !== 'journaled') {
-      v.state = 'journaled';
-      const slot = this.slots.get(keyOf(v.library, v.fullpath));
-      if (slot && !slot.acked) slot.acked = v;
-    }
-    // Sealed again as the spool is now (a large one by its mark, nothing read): replay checks it by that.
+    beforeLine();
     const inline = v.reseal();
-    const written = this.journal.put(this.journalEntry(v), { spoolSynced: false, sync: opts.sync, inline })
-      .catch((err: unknown) => { throw fsErrorOf(err, `journaling '${v.fullpath}'`); });
+    const written = this.journalPut(this.journalEntry(v), { spoolSynced: false, sync: opts.sync, inline });
     v.journaling = written.catch(() => undefined);
     try {
       await written;
     } catch (err) {
-      throw this.journalingFailed(v, err);
+      throw this.journalingFailed(v, err, slot);
     }
   }
 
@@ -477,23 +482,11 @@ export abstract class WriteBackSeals extends WriteBackSlots {
    */
   protected async acknowledgeAgain(s: WriteSession, v: LocalVersion, opts: { upload: boolean; sync: boolean }): Promise<void> {
     if (v.deleted || v.state === 'retired') return;
-    if (v.state === 'uploading') await this.uploads.cancel(v.id);
-    try {
-      await v.checkRoomForKernelWrites();
-    } catch (err) {
-      throw this.journalingFailed(v, err, s.slot);
-    }
-    const inline = v.reseal();
-    v.seq = this.nextSeq();
-    const ackedNow = s.slot.acked;
-    if (ackedNow && ackedNow !== v) v.replaces = baseJoined(v.replaces, ackedNow.replaces, ackedNow.currentSha1());
-    const written = this.journalPut(this.journalEntry(v), { spoolSynced: false, sync: opts.sync, inline });
-    v.journaling = written.catch(() => undefined);
-    try {
-      await written;
-    } catch (err) {
-      throw this.journalingFailed(v, err, s.slot);
-    }
+    await this.journalAsSpoolIs(v, s.slot, opts, () => {
+      v.seq = this.nextSeq();
+      const ackedNow = s.slot.acked;
+      if (ackedNow && ackedNow !== v) v.replaces = baseJoined(v.replaces, ackedNow.replaces, ackedNow.currentSha1());
+    });
     if (v.deleted || s.deleted) {
       await this.journal.remove(v.id, { keepSpool: true });
       return;
