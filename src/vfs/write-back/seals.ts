@@ -233,7 +233,10 @@ export abstract class WriteBackSeals extends WriteBackSlots {
 
   /**
    * An fsynced version that writers keep open (a database, a log) is sealed and uploaded once it stayed
-   * unchanged for the write-back delay: looked at again after each delay until then.
+   * unchanged for the write-back delay: looked at again after each delay until then. Not once the path
+   * shows another version (a replace acknowledged after the fsync): a seal is no writer's acknowledgement
+   * and must not win over that one; the writers' next flush, fsync or close acknowledges their bytes
+   * after it (regression: the seal put unflushed bytes over a replace, whose content a crash then lost).
    */
   protected uploadWhenQuiet(s: WriteSession, v: LocalVersion): void {
     if (s.quiet) return;
@@ -242,6 +245,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
         this.holdTimers.delete(t);
         s.quiet = undefined;
         if (this.closed || this.uploads.stopped || s.deleted || s.version !== v || !v.mutable || s.writers === 0) return;
+        if (s.slot.current !== undefined && s.slot.current !== v) return;
         const now = v.changeMark();
         if (now !== mark) {
           s.quiet = true;

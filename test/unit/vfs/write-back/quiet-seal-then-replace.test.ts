@@ -3,7 +3,8 @@
  * delay (uploadWhenQuiet). That seal is no acknowledgement of a writer: when a replace comes after it, the
  * writers' next flush or close still acknowledges what they wrote, after the replace, so the last
  * acknowledged content wins whether or not the quiet seal came first. The same holds for a file the kernel
- * writes itself (FUSE passthrough), whose bytes pass through no write of the Vfs.
+ * writes itself (FUSE passthrough), whose bytes pass through no write of the Vfs. A replace that comes
+ * before the delay ends leaves nothing to seal: the replace stays the file's until the writers flush.
  */
 import { describe, it, expect, afterEach } from 'vitest';
 import { writeSync } from 'node:fs';
@@ -58,6 +59,36 @@ describe('a quiet seal, then a replace, then the writers\' close', () => {
     await vfs.flushAll();
     expect(remote.read('f')).toEqual(Buffer.from([0, 0]));
   });
+
+  for (const crash of [false, true]) {
+    it(`regression: a replace, then the delay: the replace stays the file's${crash ? ' across a crash' : ' until the writers\' close'}`, async () => {
+      // The delay sealed the writers' unflushed bytes over the replace acknowledged after their fsync; a
+      // crash then lost the replace, superseded before its upload.
+      const { vfs, remote, clock, dataDir } = await gateway();
+      const h = await vfs.open('/A/f', { read: true, write: true, create: true });
+      await h.write(0, Buffer.from('a'));
+      await h.fsync();
+      await h.write(1, Buffer.from('b'));
+      await vfs.writeFile('/A/f', Buffer.from('P'));
+      clock.advance(1000);
+      clock.advance(1000);
+      expect(await readAll(vfs, '/A/f')).toBe('P');
+      if (crash) {
+        // kill -9: the writers' unflushed bytes go with it; the journal stays.
+        await vfs.writeBack.uploads.close();
+        const again = await createVfs({ libraries: [{ name: 'A', remote }], dataDir, feedIntervalMs: 0, upload: { retryBaseMs: 5, retryMaxMs: 20 }, clock });
+        cleanups.push(() => again.close());
+        expect(await readAll(again, '/A/f')).toBe('P');
+        await again.flushAll();
+        expect(remote.read('f').toString()).toBe('P');
+        return;
+      }
+      await h.release();
+      expect(await readAll(vfs, '/A/f')).toBe('ab');
+      await vfs.flushAll();
+      expect(remote.read('f').toString()).toBe('ab');
+    });
+  }
 
   // The kernel's bytes marked nothing unflushed: the close acknowledged nothing and the replace stayed the
   // file's content, the kernel's bytes lost from the name.
