@@ -82,6 +82,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       await s.version.fillAll();
     }
     s.unflushed = true;
+    s.replaced = false;
     if (!s.deleted) {
       s.slot.current = s.version;
       this.index(s.slot);
@@ -141,10 +142,9 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       return;
     }
     if (v.mutable && v.generation > 0) {
-      // Kept open, it stays writable; unless the path shows another version acknowledged since its last
+      // Kept open, it stays writable; unless another version was acknowledged at the path since its last
       // change (a replace): this fsync acknowledges it after that one, so it is the path's now, as a flush's.
-      const replacedMeanwhile = s.slot.current !== undefined && s.slot.current !== v;
-      if (opts.fsync && s.writers > 0 && !replacedMeanwhile) await this.keepOpen(s, v);
+      if (opts.fsync && s.writers > 0 && !replacedSinceChange(s)) await this.keepOpen(s, v);
       else await this.journalVersion(v, s, { upload: opts.fsync, sync, closed: opts.closed });
       return;
     }
@@ -245,7 +245,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
         this.holdTimers.delete(t);
         s.quiet = undefined;
         if (this.closed || this.uploads.stopped || s.deleted || s.version !== v || !v.mutable || s.writers === 0) return;
-        if (s.slot.current !== undefined && s.slot.current !== v) return;
+        if (replacedSinceChange(s)) return;
         const now = v.changeMark();
         if (now !== mark) {
           s.quiet = true;
@@ -433,6 +433,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     this.overtake(slot, v);
     // A session that changed on after this version was sealed shows its newer bytes; otherwise this version.
     if (!s || !(slot.current && slot.current !== v && slot.current.mutable)) slot.current = v;
+    if (slot.session && slot.session !== s && slot.session.version !== v) slot.session.replaced = true;
     this.index(slot);
     if (old && old !== v) await this.supersede(old);
     this.schedule(slot, { force: opts.upload });
@@ -679,4 +680,12 @@ export abstract class WriteBackSeals extends WriteBackSlots {
  */
 function sha1StreamOf(streams: Sha1Streams, spool: string): () => Sha1Stream {
   return () => streams.open(spool);
+}
+
+/**
+ * Another version was acknowledged at the session's path since its last change: what the path shows
+ * (that one, or, once it is uploaded, nothing local) is not the session's.
+ */
+function replacedSinceChange(s: WriteSession): boolean {
+  return s.replaced === true || (s.slot.current !== undefined && s.slot.current !== s.version);
 }

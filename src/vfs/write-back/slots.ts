@@ -110,6 +110,11 @@ export interface WriteSession {
   /** Changed since a writer's last flush, fsync or close (a seal of the write-back's own is none). */
   unflushed?: boolean;
   /**
+   * Another version (a replace) was acknowledged at the path since the session's last change. The path
+   * shows that one, or nothing local once it is uploaded: the writers' next flush acknowledges theirs after it.
+   */
+  replaced?: boolean;
+  /**
    * A live version (passthrough) and its generation at the writers' last flush, fsync or close: the
    * kernel's writes since, which pass through no change(), are unflushed too.
    */

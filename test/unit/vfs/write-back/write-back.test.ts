@@ -327,6 +327,20 @@ describe('write-back', () => {
     expect(remote.read('f').toString()).toBe('put');
   });
 
+  it('regression: an fsync after a replace that reached the service makes the handle\'s bytes the path\'s', async () => {
+    // The model found it (seed 1897479444): once uploaded, the replace was no longer the path's local
+    // version, so the fsync took the file for unreplaced and kept it open; the close then acknowledged it.
+    const { vfs, remote } = await gateway();
+    const h = await vfs.open('/A/f', { read: true, write: true, create: true });
+    await vfs.writeFile('/A/f', Buffer.from('put'));
+    await waitFor('the replace on the service, its upload done', async () => (await remote.stat('f')) !== undefined && remote.read('f').toString() === 'put' && vfs.status().uploads.length === 0);
+    await h.fsync();
+    expect(await readAll(vfs, '/A/f')).toBe('');
+    await h.release();
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('');
+  });
+
   it('regression: a replace after an fsync of a file kept open is what a crash leaves, not the fsynced bytes', async () => {
     // The model found it (seed -1878345823): the fsync's record outlived the replace, uploaded before the
     // crash, and was replayed over it after.
