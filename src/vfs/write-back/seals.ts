@@ -233,10 +233,10 @@ export abstract class WriteBackSeals extends WriteBackSlots {
 
   /**
    * An fsynced version that writers keep open (a database, a log) is sealed and uploaded once it stayed
-   * unchanged for the write-back delay: looked at again after each delay until then. Not once the path
-   * shows another version (a replace acknowledged after the fsync): a seal is no writer's acknowledgement
-   * and must not win over that one; the writers' next flush, fsync or close acknowledges their bytes
-   * after it (regression: the seal put unflushed bytes over a replace, whose content a crash then lost).
+   * unchanged for the write-back delay: looked at again after each delay until then. Not once another
+   * version was acknowledged at the path since the writers' last change (a replace): a seal is no writer's
+   * acknowledgement and must not win over that one; the writers' next flush, fsync or close acknowledges
+   * their bytes after it (regression: the seal put unflushed bytes over a replace, lost in a crash then).
    */
   protected uploadWhenQuiet(s: WriteSession, v: LocalVersion): void {
     if (s.quiet) return;
