@@ -233,10 +233,10 @@ export abstract class WriteBackSeals extends WriteBackSlots {
 
   /**
    * An fsynced version that writers keep open (a database, a log) is sealed and uploaded once it stayed
-   * unchanged for the write-back delay: looked at again after each delay until then. Not once another
-   * version was acknowledged at the path since the writers' last change (a replace): a seal is no writer's
-   * acknowledgement and must not win over that one; the writers' next flush, fsync or close acknowledges
-   * their bytes after it (regression: the seal put unflushed bytes over a replace, lost in a crash then).
+   * unchanged for the write-back delay: looked at again after each delay until then. A replace stops
+   * that (install): a seal is no writer's acknowledgement and must not win over the replace; the writers'
+   * next flush, fsync or close acknowledges their bytes after it, and their next fsync starts this again
+   * (regression: the seal put unflushed bytes over a replace, lost in a crash then).
    */
   protected uploadWhenQuiet(s: WriteSession, v: LocalVersion): void {
     if (s.quiet) return;
@@ -245,18 +245,16 @@ export abstract class WriteBackSeals extends WriteBackSlots {
         this.holdTimers.delete(t);
         s.quiet = undefined;
         if (this.closed || this.uploads.stopped || s.deleted || s.version !== v || !v.mutable || s.writers === 0) return;
-        if (replacedSinceChange(s)) return;
         const now = v.changeMark();
         if (now !== mark) {
-          s.quiet = true;
           look(now);
           return;
         }
         this.journalVersion(v, s, { upload: true, sync: true }).catch((err: unknown) => this.opts.logger.warn({ path: v.fullpath, err: String(err) }, 'write-back: sealing a file kept open after its fsync failed'));
       });
+      s.quiet = t;
       this.holdTimers.add(t);
     };
-    s.quiet = true;
     look(v.changeMark());
   }
 
@@ -433,7 +431,15 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     this.overtake(slot, v);
     // A session that changed on after this version was sealed shows its newer bytes; otherwise this version.
     if (!s || !(slot.current && slot.current !== v && slot.current.mutable)) slot.current = v;
-    if (slot.session && slot.session !== s && slot.session.version !== v) slot.session.replaced = true;
+    if (slot.session && slot.session !== s && slot.session.version !== v) {
+      slot.session.replaced = true;
+      const quiet = slot.session.quiet;
+      slot.session.quiet = undefined;
+      if (quiet) {
+        quiet.cancel();
+        this.holdTimers.delete(quiet);
+      }
+    }
     this.index(slot);
     if (old && old !== v) await this.supersede(old);
     this.schedule(slot, { force: opts.upload });

@@ -105,8 +105,8 @@ export interface WriteSession {
   cloning?: Promise<LocalVersion>;
   /** Reads of the service version while nothing is changed (read-ahead). */
   baseReader?: RangeReader;
-  /** Waiting for the version to stay unchanged after an fsync (uploadWhenQuiet). */
-  quiet?: boolean;
+  /** The next look at whether the version stayed unchanged after an fsync (uploadWhenQuiet). */
+  quiet?: ClockTimer;
   /** Changed since a writer's last flush, fsync or close (a seal of the write-back's own is none). */
   unflushed?: boolean;
   /**

@@ -90,6 +90,26 @@ describe('a quiet seal, then a replace, then the writers\' close', () => {
     });
   }
 
+  it('regression: a replace stops the delay an fsync started, also when the writers change the file after it', async () => {
+    // The model found it (seed 2112472112): the delay's look, started by the fsync, went on after the
+    // replace once the writers wrote again, and sealed those unflushed bytes over the replace.
+    const { vfs, remote, clock, dataDir } = await gateway();
+    const h = await vfs.open('/A/f', { read: true, write: true, create: true });
+    await h.write(0, Buffer.from('a'));
+    await h.fsync();
+    await vfs.writeFile('/A/f', Buffer.from('P'));
+    await h.write(1, Buffer.from('b'));
+    clock.advance(1000);
+    clock.advance(1000);
+    // kill -9: the writers' unflushed bytes go with it; the journal stays.
+    await vfs.writeBack.uploads.close();
+    const again = await createVfs({ libraries: [{ name: 'A', remote }], dataDir, feedIntervalMs: 0, upload: { retryBaseMs: 5, retryMaxMs: 20 }, clock });
+    cleanups.push(() => again.close());
+    expect(await readAll(again, '/A/f')).toBe('P');
+    await again.flushAll();
+    expect(remote.read('f').toString()).toBe('P');
+  });
+
   // The kernel's bytes marked nothing unflushed: the close acknowledged nothing and the replace stayed the
   // file's content, the kernel's bytes lost from the name.
   for (const [when, restart] of [['before', false], ['after', false], ['after', true]] as const) {
