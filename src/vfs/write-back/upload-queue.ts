@@ -138,6 +138,11 @@ export class UploadQueue {
   private readonly tasks = new Map<string, Task>();
   /** Cancelled tasks whose commit under way is let answer (cancel's `answered`): cut off at a close. */
   private readonly answering = new Set<Task>();
+  /**
+   * The attempt under way at each path (library and path), cancelled ones included: a commit is not cut
+   * by a cancel and may land all the same, so the next attempt at the path waits for it to end.
+   */
+  private readonly atPath = new Map<string, Promise<void>>();
   private readonly queue: PQueue;
   private readonly smallQueue: PQueue;
   private readonly smallMaxBytes: number;
@@ -347,9 +352,21 @@ export class UploadQueue {
     const lane = task.file.size <= this.smallMaxBytes ? this.smallQueue : this.queue;
     void lane.add(async () => {
       await this.turn();
+      // One commit at a time at a path, in order: a stopped one still landing after a newer version's
+      // would put the older content over it (regression: a replace committed while the upload it
+      // superseded was under way, then undone by that one).
+      const key = `${task.file.library}\0${task.file.fullpath}`;
+      for (let before = this.atPath.get(key); before; before = this.atPath.get(key)) await before;
       if (task.cancelled || this.closed) return;
-      task.attempt = this.attempt(task);
-      await task.attempt;
+      const attempt = this.attempt(task);
+      const settled = attempt.catch(() => undefined);
+      task.attempt = attempt;
+      this.atPath.set(key, settled);
+      try {
+        await attempt;
+      } finally {
+        if (this.atPath.get(key) === settled) this.atPath.delete(key);
+      }
     });
   }
 

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { createVfs, DiskFaults, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
+import type { CommitOptions, CommitSource, RemoteEntry } from '../../../../src/vfs/remote.js';
 import { readAll, vfsCode } from '../../../support/vfs.js';
 import { pause, waitFor } from '../../../support/wait-for.js';
 import { ManualClock } from '../../../support/manual-clock.js';
@@ -325,6 +326,43 @@ describe('write-back', () => {
     await h.release();
     await vfs.flushAll();
     expect(remote.read('f').toString()).toBe('put');
+  });
+
+  it('regression: a replace committed while the upload it superseded is under way stays the file\'s', async () => {
+    // The model found it (seed 1476812247): the superseded upload's commit, which a cancel does not cut,
+    // landed after the replace's, at a numbered name (the file was new), and was then put in place over
+    // the replace as this gateway's own older version: the replace gone from the name.
+    class HeldFirstCommit extends MemoryRemote {
+      held?: { reached: boolean; release: () => void };
+      override async commit(fullpath: string, source: CommitSource, opts?: CommitOptions): Promise<RemoteEntry> {
+        const held = this.held;
+        this.held = undefined;
+        if (held) {
+          held.reached = true;
+          await new Promise<void>((resolve) => { held.release = resolve; });
+        }
+        return super.commit(fullpath, source, opts);
+      }
+    }
+    const remote = new HeldFirstCommit({ name: 'A', id: '1' });
+    const held = { reached: false, release: () => undefined };
+    remote.held = held;
+    const { vfs } = await gateway({ remote });
+    const h0 = await vfs.open('/A/f', { read: true, write: true, create: true });
+    const h2 = await vfs.open('/A/f', { read: true, write: true });
+    await h0.write(0, Buffer.from('old'));
+    await h0.release();
+    await h2.fsync(); // the closed version's upload starts, though h2 keeps the file open
+    await waitFor('the first commit under way, held', () => held.reached);
+    const put = vfs.writeFile('/A/f', Buffer.from('P'));
+    await waitFor('the replace shown', async () => (await readAll(vfs, '/A/f')) === 'P');
+    await h2.release(); // the last writer's close queues the replace's upload
+    await waitFor('the replace queued', () => vfs.status().uploads.some((u) => u.fullpath === 'f'));
+    held.release();
+    await put;
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('P');
+    expect(remote.paths()).toEqual(['f']);
   });
 
   it('regression: an fsync after a replace that reached the service makes the handle\'s bytes the path\'s', async () => {
