@@ -43,7 +43,7 @@ export class SessionHandle implements LeasedHandle {
     this.open();
     if (!Number.isInteger(size) || size < 0) throw new VfsError('EINVAL', `expected a size >= 0, got ${size}`);
     try {
-      if (this.s.version.isLive) return await this.s.version.truncateLive(size);
+      if (this.s.version.isLive) return await this.wb.truncateLive(this.s, size);
       if (size === 0) {
         await this.wb.change(this.s, { empty: true });
         return;

@@ -81,13 +81,24 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     } else if (!s.version.baseReady && s.version.baseSize <= (this.opts.partialFetch?.wholeMaxBytes ?? 8 * 1024 * 1024)) {
       await s.version.fillAll();
     }
+    this.changed(s);
+    return s.version;
+  }
+
+  /** A truncate of the version handed to the kernel (passthrough): in place, as the kernel's own writes. */
+  async truncateLive(s: WriteSession, size: number): Promise<void> {
+    await s.version.truncateLive(size);
+    this.changed(s);
+  }
+
+  /** `s` changed: what its writers wrote is unflushed, and its version is what the path shows. */
+  protected changed(s: WriteSession): void {
     s.unflushed = true;
     s.replaced = false;
     if (!s.deleted) {
       s.slot.current = s.version;
       this.index(s.slot);
     }
-    return s.version;
   }
 
   /**

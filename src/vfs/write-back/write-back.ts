@@ -153,7 +153,7 @@ export class WriteBack extends WriteBackFolders {
       if (joined && s.version.lent) await this.disownLentSpool(s);
       // Handed to the kernel (passthrough): changed in place, as the kernel writes it.
       if (s.version.isLive) {
-        if (flags.truncate) await s.version.truncateLive(0);
+        if (flags.truncate) await this.truncateLive(s, 0);
       } else if (!slot.current && !base) await this.change(s, { empty: true });
       // Also when the path shows another version with content (a replace made meanwhile, local or already
       // on the service): the truncate empties what it shows. An empty one shown is left as it is: nothing

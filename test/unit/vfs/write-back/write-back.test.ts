@@ -365,6 +365,27 @@ describe('write-back', () => {
     expect(remote.paths()).toEqual(['f']);
   });
 
+  for (const how of ['a truncating open', 'a truncate']) {
+    it(`regression: after a replace, ${how} of a file the kernel writes (passthrough) shows it emptied`, async () => {
+      // The model found it (seed 1481072769): the truncate, made in place for the kernel, changed the
+      // file without making it the path's again, so the path went on showing the replace.
+      const { vfs, remote } = await gateway();
+      const h0 = await vfs.open('/A/f', { read: true, write: true, create: true });
+      await h0.write(0, Buffer.from('abc'));
+      await vfs.writeFile('/A/f', Buffer.from('P'));
+      const spool = await h0.passthrough!();
+      expect(spool, 'the kernel writes the spool').toBeDefined();
+      const h1 = how === 'a truncate' ? undefined : await vfs.open('/A/f', { read: true, write: true, truncate: true });
+      if (how === 'a truncate') await h0.truncate(0);
+      expect(await readAll(vfs, '/A/f')).toBe('');
+      await h1?.release();
+      await h0.release();
+      spool!.end();
+      await vfs.flushAll();
+      expect(remote.read('f').toString()).toBe('');
+    });
+  }
+
   it('regression: an fsync after a replace that reached the service makes the handle\'s bytes the path\'s', async () => {
     // The model found it (seed 1897479444): once uploaded, the replace was no longer the path's local
     // version, so the fsync took the file for unreplaced and kept it open; the close then acknowledged it.
