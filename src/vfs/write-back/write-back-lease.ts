@@ -110,6 +110,9 @@ export abstract class WriteBackLease extends WriteBackSeals {
       v.passthroughEnd();
       return undefined;
     }
+    // What the kernel writes from here is the writers' and unflushed (persist); what the spool holds now
+    // is not, unless adopted (a change) or written before and never flushed (s.unflushed).
+    if (!opts.adopt && s.flushedLive?.version !== v) s.flushedLive = { version: v, generation: v.generation };
     let ended = false;
     return {
       fd,

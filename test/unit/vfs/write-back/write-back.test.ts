@@ -386,6 +386,26 @@ describe('write-back', () => {
     });
   }
 
+  for (const endFirst of [false, true]) {
+    it(`regression: a file handed to the kernel (passthrough) and left unwritten leaves a replace at its close${endFirst ? ' (the hand-over ended first, as the mount does)' : ''}`, async () => {
+      // The model found it (seed -1700023447): a version handed over and never flushed counted as written
+      // by the kernel, so its close acknowledged it again, over the replace.
+      const { vfs, remote } = await gateway();
+      await (await vfs.open('/A/f', { read: true, write: true, create: true })).release();
+      await vfs.flushAll();
+      const h = await vfs.open('/A/f', { read: true, write: true });
+      await vfs.writeFile('/A/f', Buffer.from('P'));
+      const spool = await h.passthrough!();
+      expect(spool, 'the kernel writes the spool').toBeDefined();
+      if (endFirst) spool!.end();
+      await h.release();
+      spool!.end();
+      expect(await readAll(vfs, '/A/f')).toBe('P');
+      await vfs.flushAll();
+      expect(remote.read('f').toString()).toBe('P');
+    });
+  }
+
   it('regression: an fsync after a replace that reached the service makes the handle\'s bytes the path\'s', async () => {
     // The model found it (seed 1897479444): once uploaded, the replace was no longer the path's local
     // version, so the fsync took the file for unreplaced and kept it open; the close then acknowledged it.
