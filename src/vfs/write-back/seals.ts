@@ -137,12 +137,14 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     if (s.deleted) return;
     v.refreshLive();
     // The kernel writes a live version in place (passthrough), through no change(): a generation past the
-    // one the writers last flushed is theirs, unflushed as well.
-    const unflushed = s.unflushed || (v.isLive && (s.flushedLive?.version !== v || s.flushedLive.generation !== v.generation));
+    // one the writers last flushed is theirs, unflushed as well. Also once the hand-over ended: the mount
+    // ends it just before the release.
+    const kernel = v.handedToKernel;
+    const unflushed = s.unflushed || (kernel && (s.flushedLive?.version !== v || s.flushedLive.generation !== v.generation));
     s.unflushed = false;
-    s.flushedLive = v.isLive ? { version: v, generation: v.generation } : undefined;
+    s.flushedLive = kernel ? { version: v, generation: v.generation } : undefined;
     const sync = opts.fsync || this.syncOnClose;
-    if (v.isLive && v.state !== 'writing' && (v.liveChanged || unflushed) && s.slot.current !== v) {
+    if (kernel && v.state !== 'writing' && (v.liveChanged || unflushed) && s.slot.current !== v) {
       // Sealed by the write-back delay, then replaced: see acknowledgeAgain.
       await this.acknowledgeAgain(s, v, { upload: opts.fsync, sync });
       return;
