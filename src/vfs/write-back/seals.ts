@@ -144,8 +144,9 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     s.unflushed = false;
     s.flushedLive = kernel ? { version: v, generation: v.generation } : undefined;
     const sync = opts.fsync || this.syncOnClose;
-    if (kernel && v.state !== 'writing' && (v.liveChanged || unflushed) && s.slot.current !== v) {
-      // Sealed by the write-back delay, then replaced: see acknowledgeAgain.
+    if (kernel && v.state !== 'writing' && (v.liveChanged || unflushed) && (s.slot.current !== v || v.superseded)) {
+      // Sealed (by a flush or the write-back delay), then replaced, and changed since: see acknowledgeAgain.
+      // Changed through the Vfs (a truncate), it is what the path shows again but no longer its acknowledged one.
       await this.acknowledgeAgain(s, v, { upload: opts.fsync, sync });
       return;
     }

@@ -365,16 +365,18 @@ describe('write-back', () => {
     expect(remote.paths()).toEqual(['f']);
   });
 
-  for (const how of ['a truncating open', 'a truncate']) {
-    it(`regression: after a replace, ${how} of a file the kernel writes (passthrough) shows it emptied`, async () => {
-      // The model found it (seed 1481072769): the truncate, made in place for the kernel, changed the
-      // file without making it the path's again, so the path went on showing the replace.
+  for (const [how, flushed] of [['a truncating open', false], ['a truncate', false], ['a truncating open', true]] as const) {
+    it(`regression: after a replace, ${how} of a file the kernel writes (passthrough) shows it emptied${flushed ? ', its writers having flushed before' : ''}`, async () => {
+      // The model found it (seeds 1481072769, -1102932636): the truncate, made in place for the kernel,
+      // changed the file without making it the path's again, so the path went on showing the replace;
+      // flushed before the replace, the close then took the emptied version for the path's own.
       const { vfs, remote } = await gateway();
       const h0 = await vfs.open('/A/f', { read: true, write: true, create: true });
       await h0.write(0, Buffer.from('abc'));
-      await vfs.writeFile('/A/f', Buffer.from('P'));
       const spool = await h0.passthrough!();
       expect(spool, 'the kernel writes the spool').toBeDefined();
+      if (flushed) await h0.flush();
+      await vfs.writeFile('/A/f', Buffer.from('P'));
       const h1 = how === 'a truncate' ? undefined : await vfs.open('/A/f', { read: true, write: true, truncate: true });
       if (how === 'a truncate') await h0.truncate(0);
       expect(await readAll(vfs, '/A/f')).toBe('');
