@@ -138,11 +138,6 @@ export abstract class VersionEngineWrites extends VersionSpool {
     return this.live !== undefined;
   }
 
-  /** Handed to the kernel (passthrough), now or earlier: the kernel may have written it without a request. */
-  get handedToKernel(): boolean {
-    return this.live !== undefined || this.lastLive !== undefined;
-  }
-
   /**
    * While live: takes the size and mtime from the spool. A change since the last look is a change of the
    * version (a new generation; due for a new journal record once sealed).

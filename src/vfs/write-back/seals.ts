@@ -136,13 +136,13 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     }
     if (s.deleted) return;
     v.refreshLive();
-    // The kernel writes a live version in place (passthrough), through no change(): a generation past the
-    // one the writers last flushed is theirs, unflushed as well. Also once the hand-over ended: the mount
-    // ends it just before the release.
-    const kernel = v.handedToKernel;
-    const unflushed = s.unflushed || (kernel && (s.flushedLive?.version !== v || s.flushedLive.generation !== v.generation));
+    // The kernel writes a version handed to it by this session (passthrough) in place, through no change():
+    // a generation past the one the writers last flushed is theirs, unflushed as well. Also once the
+    // hand-over ended: the mount ends it just before the release.
+    const kernel = s.flushedLive?.version === v;
+    const unflushed = s.unflushed || (kernel && s.flushedLive!.generation !== v.generation);
     s.unflushed = false;
-    s.flushedLive = kernel ? { version: v, generation: v.generation } : undefined;
+    if (kernel) s.flushedLive = { version: v, generation: v.generation };
     const sync = opts.fsync || this.syncOnClose;
     if (kernel && v.state !== 'writing' && (v.liveChanged || unflushed) && (s.slot.current !== v || v.superseded)) {
       // Sealed (by a flush or the write-back delay), then replaced, and changed since: see acknowledgeAgain.

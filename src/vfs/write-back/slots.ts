@@ -115,8 +115,9 @@ export interface WriteSession {
    */
   replaced?: boolean;
   /**
-   * A live version (passthrough) and its generation at the writers' last flush, fsync or close: the
-   * kernel's writes since, which pass through no change(), are unflushed too.
+   * The version this session handed to the kernel (passthrough) and its generation at the writers' last
+   * flush, fsync or close (before any: at the hand-over): the kernel's writes since, which pass through no
+   * change(), are unflushed too, also once the hand-over ended.
    */
   flushedLive?: { version: LocalVersion; generation: number };
 }

@@ -111,8 +111,9 @@ export abstract class WriteBackLease extends WriteBackSeals {
       return undefined;
     }
     // What the kernel writes from here is the writers' and unflushed (persist); what the spool holds now
-    // is not, unless adopted (a change) or written before and never flushed (s.unflushed).
-    if (!opts.adopt && s.flushedLive?.version !== v) s.flushedLive = { version: v, generation: v.generation };
+    // is not, unless adopted (a change: no generation matches) or written before and never flushed
+    // (s.unflushed).
+    if (s.flushedLive?.version !== v) s.flushedLive = { version: v, generation: opts.adopt ? -1 : v.generation };
     let ended = false;
     return {
       fd,

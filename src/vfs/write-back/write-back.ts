@@ -405,7 +405,7 @@ export class WriteBack extends WriteBackFolders {
       if (s && !s.deleted && s.version.mutable && s.version.generation > 0) {
         // Acknowledged here, as an fsync would.
         s.unflushed = false;
-        s.flushedLive = s.version.isLive ? { version: s.version, generation: s.version.generation } : undefined;
+        if (s.flushedLive?.version === s.version) s.flushedLive = { version: s.version, generation: s.version.generation };
         await this.journalVersion(s.version, s, { upload: true, sync: true });
       }
     }

@@ -408,6 +408,23 @@ describe('write-back', () => {
     });
   }
 
+  it('regression: a file the kernel wrote in an earlier open, opened again and left unwritten, leaves a replace', async () => {
+    // The model found it (seed -79895027): the hand-over of the earlier open counted for the new one.
+    const { vfs, remote } = await gateway();
+    const h0 = await vfs.open('/A/f', { read: true, write: true, create: true });
+    await h0.write(0, Buffer.from('old'));
+    const spool = await h0.passthrough!();
+    expect(spool, 'the kernel writes the spool').toBeDefined();
+    spool!.end();
+    await h0.release();
+    const h1 = await vfs.open('/A/f', { read: true, write: true });
+    await vfs.writeFile('/A/f', Buffer.from('P'));
+    await h1.release();
+    expect(await readAll(vfs, '/A/f')).toBe('P');
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('P');
+  });
+
   it('regression: an fsync after a replace that reached the service makes the handle\'s bytes the path\'s', async () => {
     // The model found it (seed 1897479444): once uploaded, the replace was no longer the path's local
     // version, so the fsync took the file for unreplaced and kept it open; the close then acknowledged it.
