@@ -1,8 +1,10 @@
 /**
  * Reference-model property test of the write-back: generated interleavings of several write handles on a
- * path (FUSE-style: they share one open file), whole replaces (WebDAV PUT-style, some cut off), another
- * client writing through the service, upload outages and crashes (the gateway abandoned without close,
- * a new one started on the same data folder) are applied to the Vfs and to a small model. Asserted:
+ * path (FUSE-style: they share one open file; a handle may hand its writes to the kernel, FUSE
+ * passthrough, which writes the spool with no request, the hand-over ended before the release as the
+ * mount does), whole replaces (WebDAV PUT-style, some cut off), another client writing through the
+ * service, upload outages and crashes (the gateway abandoned without close, a new one started on the same
+ * data folder) are applied to the Vfs and to a small model. Asserted:
  * - reads through a fresh open show what the model says is visible;
  * - nothing acknowledged is lost: after the last crash and a flush, the service holds each path's last
  *   acknowledged content (or the other client's, when that came last);
@@ -20,10 +22,12 @@
  */
 import { describe, it, expect } from 'vitest';
 import fc from 'fast-check';
+import { writeSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createVfs, FaultyRemote, MemoryRemote, type FileHandle, type GatewayVfs } from '../../../../src/vfs/index.js';
+import { createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
+import type { PassthroughSpool } from '../../../../src/vfs/engine-lease.js';
 import { isConflictCopy } from '../../../../src/vfs/write-back/conflicts.js';
 
 const PATHS = ['f', 'g'];
@@ -31,6 +35,7 @@ const HANDLES = 3;
 
 type Op =
   | { op: 'open'; h: number; path: string; truncate: boolean }
+  | { op: 'passthrough'; h: number }
   | { op: 'write'; h: number; offset: number; data: Uint8Array }
   | { op: 'flush'; h: number }
   | { op: 'fsync'; h: number }
@@ -48,6 +53,7 @@ const handleArb = fc.nat(HANDLES - 1);
 const dataArb = fc.uint8Array({ minLength: 1, maxLength: 300 });
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ op: fc.constant('open' as const), h: handleArb, path: pathArb, truncate: fc.boolean() }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('passthrough' as const), h: handleArb }) },
   { weight: 4, arbitrary: fc.record({ op: fc.constant('write' as const), h: handleArb, offset: fc.nat(400), data: dataArb }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('flush' as const), h: handleArb }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('fsync' as const), h: handleArb }) },
@@ -96,9 +102,11 @@ interface PathModel {
   completed: Set<string>;
   /**
    * The open file shared by the path's handles. `quiet`: fsynced while kept open, so the write-back delay
-   * may seal what it holds at any moment (with a delay of 0, between any two operations).
+   * may seal what it holds at any moment (with a delay of 0, between any two operations). `replaced`: a
+   * replace came since the handles' last change through the Vfs or flush: the kernel's writes (passthrough)
+   * do not show at the path until the next one.
    */
-  session?: { content: Buffer; handles: Set<number>; changed: boolean; quiet?: boolean };
+  session?: { content: Buffer; handles: Set<number>; changed: boolean; quiet?: boolean; replaced?: boolean };
   /** Contents such a seal may have made the path's since its last acknowledged one: a crash may show one. */
   sealable: Set<string>;
   /** Who the name shows once everything is uploaded: this side's `last`, or the other writer's `otherLast`. */
@@ -158,7 +166,9 @@ describe('write-back against a reference model', () => {
         };
         await start();
         const model = new Model();
-        const open = new Map<number, FileHandle>();
+        const open = new Map<number, Awaited<ReturnType<GatewayVfs['open']>>>();
+        /** Handles whose writes the kernel makes itself in the version's spool (FUSE passthrough). */
+        const passed = new Map<number, PassthroughSpool>();
         try {
           for (const o of ops) {
             switch (o.op) {
@@ -176,18 +186,31 @@ describe('write-back against a reference model', () => {
                   if (o.truncate && (m.session.content.length > 0 || (m.visible?.length ?? 0) > 0) || m.visible === undefined) m.session.changed = true;
                   m.session.content = Buffer.alloc(0);
                   m.visible = m.session.content;
+                  m.session.replaced = false;
                   model.mayBeSealed(m);
                 }
+                break;
+              }
+              case 'passthrough': {
+                const handle = open.get(o.h);
+                if (!handle || passed.has(o.h)) break;
+                // Granted to the only writer of a version still writable; else its writes go through the Vfs.
+                const spool = await handle.passthrough!();
+                if (spool) passed.set(o.h, spool);
                 break;
               }
               case 'write': {
                 const handle = open.get(o.h);
                 if (!handle) break;
                 const m = model.paths.get(model.handles.get(o.h)!)!;
-                await handle.write(o.offset, Buffer.from(o.data));
+                const spool = passed.get(o.h);
+                if (spool) writeSync(spool.fd, o.data, 0, o.data.length, o.offset);
+                else await handle.write(o.offset, Buffer.from(o.data));
                 m.session!.content = patch(m.session!.content, o.offset, o.data);
                 m.session!.changed = true;
-                m.visible = m.session!.content;
+                // The Vfs sees no request for the kernel's writes: after a replace they show from the next flush.
+                if (!spool) m.session!.replaced = false;
+                if (!m.session!.replaced) m.visible = m.session!.content;
                 model.mayBeSealed(m);
                 break;
               }
@@ -199,17 +222,23 @@ describe('write-back against a reference model', () => {
                 const m = model.paths.get(model.handles.get(o.h)!)!;
                 if (o.op === 'flush') await handle.flush();
                 else if (o.op === 'fsync') await handle.fsync();
-                else await handle.release();
+                else {
+                  // As the mount does: the kernel's hand-over ends before the Vfs's release.
+                  passed.get(o.h)?.end();
+                  await handle.release();
+                }
                 if (m.session!.changed) {
                   // The last acknowledged wins: what the handles flushed is what the path shows again.
                   model.acknowledge(m, m.session!.content);
                   m.visible = m.session!.content;
                   m.session!.changed = false;
+                  m.session!.replaced = false;
                   // A flush or close seals the file: a later change is a new version, sealed by no delay.
                   m.session!.quiet = false;
                 }
                 if (o.op === 'fsync') m.session!.quiet = true;
                 if (o.op === 'close') {
+                  passed.delete(o.h);
                   open.delete(o.h);
                   model.handles.delete(o.h);
                   m.session!.handles.delete(o.h);
@@ -223,7 +252,10 @@ describe('write-back against a reference model', () => {
                 model.acknowledge(m, Buffer.from(o.data));
                 m.visible = Buffer.from(o.data);
                 // The delay seals no open file a replace followed: its writers' next flush decides.
-                if (m.session) m.session.quiet = false;
+                if (m.session) {
+                  m.session.quiet = false;
+                  m.session.replaced = true;
+                }
                 break;
               }
               case 'cutPut': {
@@ -299,6 +331,7 @@ describe('write-back against a reference model', () => {
                 // uploads stop where they are (its process would be gone), none of them confirmed.
                 await vfs.writeBack.uploads.close();
                 open.clear();
+                passed.clear();
                 model.handles.clear();
                 model.down = false;
                 for (const m of model.paths.values()) {
@@ -318,7 +351,10 @@ describe('write-back against a reference model', () => {
               }
             }
           }
-          for (const handle of open.values()) await handle.release();
+          for (const [h, handle] of open) {
+            passed.get(h)?.end();
+            await handle.release();
+          }
           for (const m of model.paths.values()) {
             if (m.session?.changed) model.acknowledge(m, m.session.content);
             m.session = undefined;
