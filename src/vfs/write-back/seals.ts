@@ -264,7 +264,8 @@ export abstract class WriteBackSeals extends WriteBackSlots {
           look(now);
           return;
         }
-        this.journalVersion(v, s, { upload: true, sync: true }).catch((err: unknown) => this.opts.logger.warn({ path: v.fullpath, err: String(err) }, 'write-back: sealing a file kept open after its fsync failed'));
+        // Its place in the order is now: a replace acknowledged while it is sealed comes after it.
+        this.journalVersion(v, s, { upload: true, sync: true, seq: this.nextSeq() }).catch((err: unknown) => this.opts.logger.warn({ path: v.fullpath, err: String(err) }, 'write-back: sealing a file kept open after its fsync failed'));
       });
       s.quiet = t;
       this.holdTimers.add(t);
@@ -302,7 +303,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
    * the previous one. The upload is queued as soon as the hash is known when `upload` says so or no writer
    * has it open; its confirmation waits for the entry.
    */
-  protected async journalVersion(v: LocalVersion, s: WriteSession | undefined, opts: { upload: boolean; sync: boolean; closed?: EngineClose }): Promise<void> {
+  protected async journalVersion(v: LocalVersion, s: WriteSession | undefined, opts: SealOptions): Promise<void> {
     if (v.sealing) {
       // Another handle's flush or close is journaling it already: that covers this one's writes too.
       await v.sealing;
@@ -346,7 +347,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     return { entry, data: record.data };
   }
 
-  protected async sealVersion(v: LocalVersion, s: WriteSession | undefined, opts: { upload: boolean; sync: boolean; closed?: EngineClose }): Promise<void> {
+  protected async sealVersion(v: LocalVersion, s: WriteSession | undefined, opts: SealOptions): Promise<void> {
     // An fsync's record of it while open goes to the log before its seal's: the later line wins at replay.
     await v.recording;
     await v.fillAll();
@@ -378,7 +379,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
       }
       // Unchanged since an fsync recorded it: its place in the order is that fsync's.
       const asFsynced = v.openRecord !== undefined && v.generation === v.openGeneration;
-      v.seq = closed ? this.seqOf(closed) : asFsynced ? v.seq : this.nextSeq();
+      v.seq = closed ? this.seqOf(closed) : asFsynced ? v.seq : opts.seq ?? this.nextSeq();
       // The path's acknowledged version it replaces once installed (below) is of its lineage already in its
       // record: replayed after a crash, it takes the gateway's own version at the path for no other's.
       const ackedNow = this.slots.get(keyOf(v.library, v.fullpath))?.acked;
@@ -428,8 +429,8 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     // A replace of nothing (no file at the path) makes a new file there.
     const slot = !s && !v.base ? this.slotForNew(v.library, v.fullpath) : this.slotFor(v.library, v.fullpath);
     const old = slot.acked;
-    if (old && old.seq > v.seq) {
-      // A newer version was acknowledged meanwhile: this one is superseded at once.
+    if ((old && old.seq > v.seq) || (slot.newestSeq ?? 0) > v.seq) {
+      // A newer version was acknowledged meanwhile (perhaps uploaded already): this one is superseded at once.
       await this.journal.remove(v.id, { keepSpool: true, durable: false });
       return;
     }
@@ -442,6 +443,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     const delayMs = this.opts.upload?.delayMs ?? 0;
     if (!opts.upload && delayMs > 0) v.holdUntilMs = Math.max(v.holdUntilMs, this.clock.now() + delayMs);
     slot.acked = v;
+    slot.newestSeq = Math.max(slot.newestSeq ?? 0, v.seq);
     this.overtake(slot, v);
     // A session that changed on after this version was sealed shows its newer bytes; otherwise this version.
     if (!s || !(slot.current && slot.current !== v && slot.current.mutable)) slot.current = v;
@@ -708,4 +710,16 @@ function sha1StreamOf(streams: Sha1Streams, spool: string): () => Sha1Stream {
  */
 function replacedSinceChange(s: WriteSession): boolean {
   return s.replaced === true || (s.slot.current !== undefined && s.slot.current !== s.version);
+}
+
+/** How a version is sealed and journaled (journalVersion). */
+interface SealOptions {
+  /** Queued for upload at once, even while writers have it open. */
+  upload: boolean;
+  /** Durable against power loss before it resolves. */
+  sync: boolean;
+  /** The front end's close record of this content (see LeasedHandle.flush). */
+  closed?: EngineClose;
+  /** Its place in the order, taken when it was decided (a seal of the write-back's own); else at its seal. */
+  seq?: number;
 }

@@ -74,6 +74,11 @@ export interface PathSlot {
   current?: LocalVersion;
   /** The newest acknowledged version the service does not have yet. */
   acked?: LocalVersion;
+  /**
+   * The place in the order of the newest version installed here, uploaded or not: one sealed later with an
+   * earlier place (a seal the write-back decided before a replace) is superseded at once.
+   */
+  newestSeq?: number;
   /** The write handles' shared open version. */
   session?: WriteSession;
   /**
