@@ -91,6 +91,15 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     this.changed(s);
   }
 
+  /**
+   * The writers flushed `s`: nothing of theirs is unflushed, and of a version the session handed to the
+   * kernel, only what the kernel writes from its generation now.
+   */
+  protected flushed(s: WriteSession): void {
+    s.unflushed = false;
+    if (s.flushedLive?.version === s.version) s.flushedLive = { version: s.version, generation: s.version.generation };
+  }
+
   /** `s` changed: what its writers wrote is unflushed, and its version is what the path shows. */
   protected changed(s: WriteSession): void {
     s.unflushed = true;
@@ -141,8 +150,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     // hand-over ended: the mount ends it just before the release.
     const kernel = s.flushedLive?.version === v;
     const unflushed = s.unflushed || (kernel && s.flushedLive!.generation !== v.generation);
-    s.unflushed = false;
-    if (kernel) s.flushedLive = { version: v, generation: v.generation };
+    this.flushed(s);
     const sync = opts.fsync || this.syncOnClose;
     if (kernel && v.state !== 'writing' && (v.liveChanged || unflushed) && (s.slot.current !== v || v.superseded)) {
       // Sealed (by a flush or the write-back delay), then replaced, and changed since: see acknowledgeAgain.

@@ -404,8 +404,7 @@ export class WriteBack extends WriteBackFolders {
       if (s?.version.journalingNow) await s.version.sealing?.catch(() => undefined);
       if (s && !s.deleted && s.version.mutable && s.version.generation > 0) {
         // Acknowledged here, as an fsync would.
-        s.unflushed = false;
-        if (s.flushedLive?.version === s.version) s.flushedLive = { version: s.version, generation: s.version.generation };
+        this.flushed(s);
         await this.journalVersion(s.version, s, { upload: true, sync: true });
       }
     }
