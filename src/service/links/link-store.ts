@@ -48,6 +48,8 @@ interface LinkRow { code: string; library_id: number; record: string; visits: nu
 
 /** The settings row of the cookie secret. */
 const SECRET_SETTING = 'secret:link-cookies';
+const CODE_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+const CODE_LENGTH = 16;
 
 export class LinkStore {
   /** Signs password cookies; the same in every process, and kept across restarts. */
@@ -66,8 +68,19 @@ export class LinkStore {
     this.secret = (await this.db.get<{ value: string }>('SELECT value FROM settings WHERE name = ?', [SECRET_SETTING]))!.value;
   }
 
+  /**
+   * A new link code: 16 letters and digits (about 95 bits). Never a '-' or '_': a code is pasted into
+   * shells and command lines, where a leading '-' reads as an option.
+   */
   static newCode(): string {
-    return randomBytes(9).toString('base64url');
+    let code = '';
+    while (code.length < CODE_LENGTH) {
+      for (const b of randomBytes(CODE_LENGTH)) {
+        // 248 = 4 × 62: bytes above it are dropped so every character is equally likely.
+        if (b < 248 && code.length < CODE_LENGTH) code += CODE_ALPHABET[b % 62];
+      }
+    }
+    return code;
   }
 
   async get(code: string): Promise<LinkRecord | undefined> {

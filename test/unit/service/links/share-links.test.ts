@@ -10,6 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PasswordAttempts, StoredPasswordAttempts } from '../../../../src/service/links/password-attempts.js';
 import { LinkPages } from '../../../../src/service/links/link-pages.js';
 import { ShareLinks } from '../../../../src/service/links/share-links.js';
+import { LinkStore } from '../../../../src/service/links/link-store.js';
 import { metadataStoreAt } from '../../../../src/service/store/metadata-location.js';
 import type { MetadataStore } from '../../../../src/service/store/metadata-store.js';
 import type { LinkEntry, LinkHost } from '../../../../src/service/links/types.js';
@@ -322,6 +323,16 @@ describe('share links', () => {
     const again = new ShareLinks(host, { db, dataDir: join(dir, 'links'), baseUrl: links.baseUrl, clock: () => now });
     await again.open();
     expect(await again.store.get(r.code)).toMatchObject({ visits: 1, accessLimit: 5 });
+  });
+});
+
+describe('link codes', () => {
+  it('are 16 letters and digits, never a character a command line reads as an option', () => {
+    const codes = Array.from({ length: 2000 }, () => LinkStore.newCode());
+    for (const c of codes) expect(c).toMatch(/^[A-Za-z0-9]{16}$/);
+    expect(new Set(codes).size).toBe(codes.length);
+    // Every letter and digit is drawn: the alphabet is the whole of it (2000 × 16 draws of 62).
+    expect(new Set(codes.join('')).size).toBe(62);
   });
 });
 
