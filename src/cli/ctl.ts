@@ -55,6 +55,10 @@ export function parseVerbArgs(args: string[], booleans: string[] = [], known?: S
   const opts: VerbOptions = {};
   for (let k = 0; k < args.length; k++) {
     const a = args[k]!;
+    if (a === '--') {
+      pos.push(...args.slice(k + 1));
+      break;
+    }
     if (a.startsWith('--')) {
       const eq = a.indexOf('=');
       const name = a.slice(2, eq === -1 ? undefined : eq);
@@ -459,7 +463,7 @@ const USAGE = [
   '       cloudlib ctl call METHOD [key=value ...]     any method by name',
   '       cloudlib ctl methods | help VERB|METHOD | completion bash|zsh',
   '',
-  '`cloudlib ctl VERB --help`: one verb; `cloudlib ctl help METHOD`: one method.',
+  '`cloudlib ctl VERB --help`: one verb; `cloudlib ctl help METHOD`: one method. `--` ends the options.',
   '',
   'Verbs:',
 ].join('\n');
@@ -481,8 +485,10 @@ export const ctlCommand: Subcommand = {
     const print = (text: string) => process.stdout.write(text + '\n');
     let verb: Verb | undefined;
     try {
-      const wantsHelp = positionals.some((w) => w === '--help' || w === '-h');
-      const words = positionals.filter((w) => w !== '--help' && w !== '-h');
+      const end = positionals.indexOf('--');
+      const flags = end === -1 ? positionals : positionals.slice(0, end);
+      const wantsHelp = flags.some((w) => w === '--help' || w === '-h');
+      const words = [...flags.filter((w) => w !== '--help' && w !== '-h'), ...(end === -1 ? [] : positionals.slice(end))];
       const [first, ...rest] = words;
       if (first === 'help' || wantsHelp) {
         print(helpFor(first === 'help' ? rest : words, this.usage));

@@ -13,6 +13,10 @@ function splitDeclared(args: string[], options: Subcommand['options']): { values
   const positionals: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
+    if (a === '--') {
+      positionals.push(...args.slice(i));
+      break;
+    }
     const m = /^--([^=]+)(?:=(.*))?$/.exec(a);
     const name = m?.[1];
     const def = name !== undefined ? options[name] : undefined;

@@ -115,7 +115,10 @@ describe('cloudlib ctl against a running gateway', { timeout: 60_000 }, () => {
     expect(created.link).toContain(created.code);
     const listed = JSON.stringify(await json('link', 'ls'));
     expect(listed).toContain(created.code);
-    expect((await ctl('link', 'close', created.code)).code).toBe(0);
+    // A code is letters and digits, but `--` would pass one that starts with '-' as it is.
+    const closed = await ctl('link', 'close', '--', created.code);
+    expect(closed.code, closed.stderr).toBe(0);
+    expect(JSON.stringify(await json('link', 'ls'))).not.toContain(created.code);
   });
 
   it('trash: a deleted file is listed and restored', async () => {

@@ -42,6 +42,8 @@ describe('ctl argument parsing', () => {
   it('parses verb options', () => {
     expect(parseVerbArgs(['/a', '--expires', '7d', '--dir', '--password=x'], ['dir'])).toEqual({ pos: ['/a'], opts: { expires: '7d', dir: true, password: 'x' } });
     expect(() => parseVerbArgs(['--expires'])).toThrow(/needs a value/);
+    // `--` ends the options: what follows is positional, also when it starts with '--'.
+    expect(parseVerbArgs(['--library', 'L', '--', '--x', '--library'], [], new Set(['library']))).toEqual({ pos: ['--x', '--library'], opts: { library: 'L' } });
   });
   it('builds advanced permission objects and refuses unknown codes', () => {
     expect(permissionObject('dl,pv', 'rm')).toEqual({ role_id: 0, dl: 1, pv: 1, rm: -1 });
