@@ -31,7 +31,7 @@ export class SessionHandle implements LeasedHandle {
     this.open();
     if (!Number.isInteger(position) || position < 0) throw new VfsError('EINVAL', `expected a write position >= 0, got ${position}`);
     try {
-      if (this.s.version.isLive) return await this.s.version.writeLive(this.mode.append ? this.s.version.size : position, data);
+      if (this.s.version.isLive) return await this.wb.writeLive(this.s, this.mode.append ? this.s.version.size : position, data);
       return await this.wb.changing(this.s, (v) => v.write(this.mode.append ? v.size : position, data));
     } catch (err) {
       await this.wb.changeFailed(this.s);

@@ -85,7 +85,17 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     return s.version;
   }
 
-  /** A truncate of the version handed to the kernel (passthrough): in place, as the kernel's own writes. */
+  /**
+   * A write or truncate through the Vfs of the version handed to the kernel (passthrough): in place, as the
+   * kernel's own writes, but seen: a change of the session like any other (after a replace, the path shows
+   * the session's version again).
+   */
+  async writeLive(s: WriteSession, position: number, data: Buffer): Promise<number> {
+    const n = await s.version.writeLive(position, data);
+    this.changed(s);
+    return n;
+  }
+
   async truncateLive(s: WriteSession, size: number): Promise<void> {
     await s.version.truncateLive(size);
     this.changed(s);

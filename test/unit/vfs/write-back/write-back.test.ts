@@ -388,6 +388,24 @@ describe('write-back', () => {
     });
   }
 
+  it('regression: after a replace, a write through another handle of a file the kernel writes (passthrough) shows at once', async () => {
+    // The model found it (seed 1149010831): the write went in place for the kernel, as a truncate did
+    // before, without making the file the path's again: the path went on showing the replace.
+    const { vfs, remote } = await gateway();
+    const h0 = await vfs.open('/A/f', { read: true, write: true, create: true });
+    const spool = await h0.passthrough!();
+    expect(spool, 'the kernel writes the spool').toBeDefined();
+    const h1 = await vfs.open('/A/f', { read: true, write: true });
+    await vfs.writeFile('/A/f', Buffer.from('P'));
+    await h1.write(0, Buffer.from('x'));
+    expect(await readAll(vfs, '/A/f')).toBe('x');
+    await h1.release();
+    spool!.end();
+    await h0.release();
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('x');
+  });
+
   for (const endFirst of [false, true]) {
     it(`regression: a file handed to the kernel (passthrough) and left unwritten leaves a replace at its close${endFirst ? ' (the hand-over ended first, as the mount does)' : ''}`, async () => {
       // The model found it (seed -1700023447): a version handed over and never flushed counted as written
