@@ -142,8 +142,9 @@ export abstract class WriteBackSeals extends WriteBackSlots {
    * to do when unchanged since). `fsync`: durable against power loss before this resolves, and queued for
    * upload now even while other writers have it open; else durable against a crash of the gateway (the
    * group commit follows), unless the durability mode is `close`. `closed`: see LeasedHandle.flush.
+   * `seal`: a version also of a file writers keep open (flushAll), where an fsync alone keeps it writable.
    */
-  async persist(s: WriteSession, opts: { fsync: boolean; closed?: EngineClose }): Promise<void> {
+  async persist(s: WriteSession, opts: { fsync: boolean; closed?: EngineClose; seal?: boolean }): Promise<void> {
     if (s.cloning) await s.cloning.catch(() => undefined);
     // Being journaled already (another handle's flush, the seal of a file left unchanged after an fsync):
     // this flush returns once that is done, as its own would.
@@ -176,7 +177,7 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     if (v.mutable && v.generation > 0) {
       // Kept open, it stays writable; unless another version was acknowledged at the path since its last
       // change (a replace): this fsync acknowledges it after that one, so it is the path's now, as a flush's.
-      if (opts.fsync && s.writers > 0 && !replacedSinceChange(s)) await this.keepOpen(s, v);
+      if (opts.fsync && !opts.seal && s.writers > 0 && !replacedSinceChange(s)) await this.keepOpen(s, v);
       else await this.journalVersion(v, s, { upload: opts.fsync, sync, closed: opts.closed });
       return;
     }

@@ -401,12 +401,12 @@ export class WriteBack extends WriteBackFolders {
     await this.journal.sideSettled();
     for (const slot of [...this.slots.values()]) {
       const s = slot.session;
-      if (s?.version.journalingNow) await s.version.sealing?.catch(() => undefined);
-      if (s && !s.deleted && s.version.mutable && s.version.generation > 0) {
-        // Acknowledged here, as an fsync would.
-        this.flushed(s);
-        await this.journalVersion(s.version, s, { upload: true, sync: true });
-      }
+      // A version that failed is its writers' to hear of, at their next flush or close.
+      if (!s || s.deleted || s.version.failed) continue;
+      // Acknowledged here, as an fsync would, and sealed: the bytes the kernel wrote in place too.
+      await this.persist(s, { fsync: true, seal: true }).catch((err: unknown) => {
+        if (!s.version.failed) throw err;
+      });
     }
     await this.journal.syncAll().catch((err: unknown) => { throw fsErrorOf(err, 'making the journal durable'); });
     for (const slot of [...this.slots.values()]) this.schedule(slot, { force: true });

@@ -5,6 +5,7 @@
  * (what kill -9 leaves), with a second one opened on the same data folder.
  */
 import { describe, it, expect, afterEach, vi } from 'vitest';
+import { writeSync } from 'node:fs';
 import { mkdtemp, readdir, readlink, rm, truncate } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -404,6 +405,23 @@ describe('write-back', () => {
     await h0.release();
     await vfs.flushAll();
     expect(remote.read('f').toString()).toBe('x');
+  });
+
+  it('regression: a flush of everything uploads the bytes the kernel wrote (passthrough) after the file\'s last flush', async () => {
+    // The model found it (seed -1634597044): flushAll queued the version its flush had sealed, which the
+    // kernel had written on in place; its upload then failed on the spool's new size, again and again.
+    const { vfs, remote } = await gateway();
+    const h = await vfs.open('/A/f', { read: true, write: true, create: true });
+    const spool = await h.passthrough!();
+    expect(spool, 'the kernel writes the spool').toBeDefined();
+    await h.flush();
+    writeSync(spool!.fd, Buffer.from('k'), 0, 1, 0);
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('k');
+    spool!.end();
+    await h.release();
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('k');
   });
 
   for (const endFirst of [false, true]) {
