@@ -286,6 +286,9 @@ describe('write-back against a reference model', () => {
                     model.acknowledge(other, other.session.content);
                     other.visible = other.session.content;
                     other.session.changed = false;
+                    // Acknowledged after a replace, the session's version is the path's again.
+                    other.session.replaced = false;
+                    other.session.quiet = false;
                   }
                 }
                 remote.putFile(o.path, Buffer.from(o.data));
