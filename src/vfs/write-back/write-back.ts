@@ -151,14 +151,17 @@ export class WriteBack extends WriteBackFolders {
     try {
       // A new file whose spool a front end made and has not taken over yet: that spool stays the front end's.
       if (joined && s.version.lent) await this.disownLentSpool(s);
+      // A truncate changes the file when it empties something: the session's version, or another version
+      // with content the path shows (a replace made meanwhile, local or already on the service). An empty
+      // one shown is left as it is: nothing changes, nothing to upload.
+      s.version.refreshLive();
+      const empties = flags.truncate && (!isEmpty(s.version) || (slot.current ? slot.current !== s.version && !isEmpty(slot.current) : (base?.size ?? 0) > 0));
       // Handed to the kernel (passthrough): changed in place, as the kernel writes it.
       if (s.version.isLive) {
-        if (flags.truncate) await this.truncateLive(s, 0);
+        if (empties) await this.truncateLive(s, 0);
       } else if (!slot.current && !base) await this.change(s, { empty: true });
-      // Also when the path shows another version with content (a replace made meanwhile, local or already
-      // on the service): the truncate empties what it shows. An empty one shown is left as it is: nothing
-      // changes, nothing to upload. With other writers, the front end's spool is not taken over: no id of it.
-      else if (flags.truncate && (!isEmpty(s.version) || (slot.current ? slot.current !== s.version && !isEmpty(slot.current) : (base?.size ?? 0) > 0))) await this.change(s, { empty: true, ...(s.writers === 1 ? { journalId: flags.journalId, spoolMade: flags.spoolMade } : {}) });
+      // With other writers, the front end's spool is not taken over: no id of it.
+      else if (empties) await this.change(s, { empty: true, ...(s.writers === 1 ? { journalId: flags.journalId, spoolMade: flags.spoolMade } : {}) });
     } catch (err) {
       s.writers--;
       await this.closeHandle(s);

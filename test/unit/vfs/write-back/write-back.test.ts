@@ -407,6 +407,24 @@ describe('write-back', () => {
     expect(remote.read('f').toString()).toBe('x');
   });
 
+  it('regression: a truncating open of an empty file the kernel writes (passthrough) changes nothing: a replace after it stays', async () => {
+    // The model found it (seed 859977722): the truncate, made in place for the kernel, counted as a change
+    // although it emptied nothing, so the writers' close acknowledged the empty file over the replace.
+    const { vfs, remote } = await gateway();
+    const h0 = await vfs.open('/A/g', { read: true, write: true, create: true });
+    const spool = await h0.passthrough!();
+    expect(spool, 'the kernel writes the spool').toBeDefined();
+    await vfs.flushAll();
+    const h1 = await vfs.open('/A/g', { read: true, write: true, truncate: true });
+    await vfs.writeFile('/A/g', Buffer.from('P'));
+    spool!.end();
+    await h0.release();
+    await h1.release();
+    expect(await readAll(vfs, '/A/g')).toBe('P');
+    await vfs.flushAll();
+    expect(remote.read('g').toString()).toBe('P');
+  });
+
   it('regression: a flush of everything uploads the bytes the kernel wrote (passthrough) after the file\'s last flush', async () => {
     // The model found it (seed -1634597044): flushAll queued the version its flush had sealed, which the
     // kernel had written on in place; its upload then failed on the spool's new size, again and again.
