@@ -332,7 +332,15 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     }
     // Being journaled, it is in use: a clone made meanwhile (a write after its seal) must not drop its spool.
     v.journalingNow = true;
-    const sealing = this.sealVersion(v, s, opts).finally(() => { v.journalingNow = false; });
+    const key = keyOf(v.library, v.fullpath);
+    const at = this.sealingAt.get(key) ?? new Set<LocalVersion>();
+    this.sealingAt.set(key, at);
+    at.add(v);
+    const sealing = this.sealVersion(v, s, opts).finally(() => {
+      v.journalingNow = false;
+      at.delete(v);
+      if (at.size === 0 && this.sealingAt.get(key) === at) this.sealingAt.delete(key);
+    });
     v.sealing = sealing;
     // Superseded, unlinked or failed meanwhile: its spool goes once nothing else uses it.
     sealing.catch(() => undefined).then(() => this.dropIfUnused(v)).catch(() => undefined);
@@ -596,6 +604,11 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     this.reachedService(v, entry);
     // Decided with no await before: an open from now on finds either this version or the service's.
     if (slot?.acked === v) slot.acked = undefined;
+    // A seal under way at the path may be older (the write-back delay's, decided before this version): its
+    // entry, once written, is dropped at its end. Until then this entry stays, so that a crash never
+    // leaves that seal's entry the path's newest, to be uploaded over this one at the next start.
+    const older = [...(this.sealingAt.get(keyOf(v.library, v.fullpath)) ?? [])].filter((x) => x !== v);
+    if (older.length > 0) await Promise.all(older.map((x) => x.sealing?.catch(() => undefined)));
     await this.journal.remove(v.id, { keepSpool: true });
     await this.dropIfUnused(v);
     if (slot) this.tidy(slot);

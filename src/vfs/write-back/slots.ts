@@ -147,6 +147,12 @@ export abstract class WriteBackSlots {
   protected readonly slots = new Map<string, PathSlot>();
   /** Replaces whose bytes are still being written (`library\0fullpath`): not yet in a slot, yet of its lineage. */
   protected readonly replacing = new Map<string, Set<LocalVersion>>();
+  /**
+   * Versions being journaled (`library\0fullpath`, from journalVersion to their install or drop). A seal
+   * the write-back delay decided before a replace is ordered before it; the replace's entry stays until
+   * such a seal ended (uploadedVersion).
+   */
+  protected readonly sealingAt = new Map<string, Set<LocalVersion>>();
   /** Slots by folder (`library\0parent`), for listings: no scan of every slot per readdir. */
   protected readonly byFolder = new Map<string, Set<PathSlot>>();
   protected readonly stranded: JournalEntry[] = [];

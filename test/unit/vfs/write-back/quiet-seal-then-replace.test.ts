@@ -8,13 +8,14 @@
  */
 import { describe, it, expect, afterEach } from 'vitest';
 import { writeSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createVfs, FaultyRemote, MemoryRemote, type GatewayVfs } from '../../../../src/vfs/index.js';
 import { readAll } from '../../../support/vfs.js';
 import { waitFor } from '../../../support/wait-for.js';
 import { ManualClock } from '../../../support/manual-clock.js';
+import type { UploadJournal } from '../../../../src/vfs/write-back/upload-journal.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -150,4 +151,64 @@ describe('a quiet seal, then a replace, then the writers\' close', () => {
       expect(remote.read('f')).toEqual(want);
     });
   }
+});
+
+describe('a seal of the delay journaled after a replace it comes before', () => {
+  it('regression: a kill -9 at any line of the journal leaves the replace the file\'s, also once the service has it', async () => {
+    // The seal took its place in the order when the delay ended, before the replace, and wrote its line
+    // after: dropped at its end, but the replace, uploaded meanwhile, had left the journal first. A crash
+    // between the two brought the sealed bytes back over the replace at the next start.
+    const { vfs, remote, clock, dataDir } = await gateway();
+    const journal = (vfs.writeBack as unknown as { journal: UploadJournal }).journal;
+    const h = await vfs.open('/A/f', { read: true, write: true, create: true });
+    await h.write(0, Buffer.from('a'));
+    await h.fsync();
+    await h.write(1, Buffer.from('b'));
+    // The delay's seal is held just before its line.
+    const put = journal.put.bind(journal);
+    const held = { reached: false, release: () => undefined as void };
+    const gate = new Promise<void>((resolve) => { held.release = resolve; });
+    cleanups.push(async () => held.release());
+    const puts: string[] = [];
+    journal.put = async (...args: Parameters<UploadJournal['put']>) => {
+      puts.push(args[0].id);
+      if (puts.length === 1) {
+        held.reached = true;
+        await gate;
+      }
+      return put(...args);
+    };
+    clock.advance(1000);
+    clock.advance(1000);
+    await waitFor('the delay\'s seal at its journal line', () => held.reached);
+    await vfs.writeFile('/A/f', Buffer.from('P'));
+    clock.advance(1000);
+    await waitFor('the replace on the service', () => remote.paths().includes('f') && remote.read('f').toString() === 'P');
+    held.release();
+    // The writers' close acknowledges their bytes after the replace (it waits for the seal's end).
+    await h.release();
+    expect(await readAll(vfs, '/A/f')).toBe('ab');
+    await vfs.flushAll();
+    expect(puts.length, 'the seal, the replace, the close').toBe(3);
+    // A crash at each line from the replace's (acknowledged) to the close's: the journal's log cut there,
+    // replayed by another gateway.
+    const lines = (await readFile(join(dataDir, 'journal', 'journal.log'), 'utf8')).split('\n').filter(Boolean);
+    const lineOf = (id: string): number => lines.findIndex((l) => l.includes(`"id":"${id}"`));
+    const [replace, close] = [lineOf(puts[1]!), lineOf(puts[2]!)];
+    expect(close, 'the close\'s line after the replace\'s').toBeGreaterThan(replace);
+    expect(replace, 'the replace\'s line').toBeGreaterThanOrEqual(0);
+    for (let k = replace + 1; k <= close; k++) {
+      const copy = await mkdtemp(join(tmpdir(), 'cloudlib-wbq-cut-'));
+      cleanups.push(() => rm(copy, { recursive: true, force: true }));
+      await cp(join(dataDir, 'journal'), join(copy, 'journal'), { recursive: true });
+      await writeFile(join(copy, 'journal', 'journal.log'), lines.slice(0, k).map((l) => `${l}\n`).join(''));
+      const service = new MemoryRemote({ name: 'A', id: '1' });
+      service.putFile('f', Buffer.from('P'));
+      const again = await createVfs({ libraries: [{ name: 'A', remote: service }], dataDir: copy, feedIntervalMs: 0, upload: { retryBaseMs: 5, retryMaxMs: 20 } });
+      cleanups.push(() => again.close());
+      await again.flushAll();
+      expect(service.read('f').toString(), `the journal cut after line ${k} of ${lines.length}`).toBe('P');
+      await again.close();
+    }
+  });
 });

@@ -109,11 +109,6 @@ interface PathModel {
   session?: { content: Buffer; handles: Set<number>; changed: boolean; quiet?: boolean; replaced?: boolean };
   /** Contents such a seal may have made the path's since its last acknowledged one: a crash may show one. */
   sealable: Set<string>;
-  /**
-   * Such contents when a replace came: known gap (docs/semantics.md), a crash may bring the last one back
-   * over the replace, until the path's next acknowledgement.
-   */
-  beforeReplace: Set<string>;
   /** Who the name shows once everything is uploaded: this side's `last`, or the other writer's `otherLast`. */
   nameSide: 'local' | 'other';
   /** The other writer's last content. */
@@ -130,7 +125,7 @@ function patch(content: Buffer, offset: number, data: Uint8Array): Buffer {
 }
 
 class Model {
-  readonly paths = new Map<string, PathModel>(PATHS.map((p) => [p, { completed: new Set(), nameSide: 'local', sealable: new Set(), beforeReplace: new Set() }]));
+  readonly paths = new Map<string, PathModel>(PATHS.map((p) => [p, { completed: new Set(), nameSide: 'local', sealable: new Set() }]));
   readonly handles = new Map<number, string>();
   down = false;
 
@@ -139,7 +134,6 @@ class Model {
     m.completed.add(content.toString('hex'));
     m.nameSide = 'local';
     m.sealable.clear();
-    m.beforeReplace.clear();
   }
 
   /** What the session of `m` holds now, which a seal of the write-back delay may make the path's. */
@@ -255,9 +249,7 @@ describe('write-back against a reference model', () => {
               case 'put': {
                 const m = model.paths.get(o.path)!;
                 await vfs.writeFile(`/A/${o.path}`, Buffer.from(o.data));
-                const sealable = [...m.sealable];
                 model.acknowledge(m, Buffer.from(o.data));
-                for (const c of sealable) m.beforeReplace.add(c);
                 m.visible = Buffer.from(o.data);
                 // The delay seals no open file a replace followed: its writers' next flush decides.
                 if (m.session) {
@@ -354,12 +346,11 @@ describe('write-back against a reference model', () => {
                 }
                 await start();
                 for (const [p, m] of model.paths) {
-                  if (m.sealable.size === 0 && m.beforeReplace.size === 0) continue;
+                  if (m.sealable.size === 0) continue;
                   // A seal of the delay may have come before the crash: the path shows what it sealed last.
                   const shown = await readHex(vfs, `/A/${p}`);
-                  if (shown !== undefined && shown !== m.visible?.toString('hex') && (m.sealable.has(shown) || m.beforeReplace.has(shown))) model.acknowledge(m, Buffer.from(shown, 'hex'));
+                  if (shown !== undefined && shown !== m.visible?.toString('hex') && m.sealable.has(shown)) model.acknowledge(m, Buffer.from(shown, 'hex'));
                   m.sealable.clear();
-                  m.beforeReplace.clear();
                   m.visible = model.shown(m);
                 }
                 break;
