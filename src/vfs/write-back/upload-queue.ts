@@ -211,18 +211,22 @@ export class UploadQueue {
   }
 
   /**
-   * Queues an upload of `file` (replacing a queued or running one: it is cancelled first). A file with no
-   * task yet is registered at once (before this returns), so a settle() right after waits for it.
+   * Queues an upload of `file`, replacing a queued or running one: that one is stopped first, and the new
+   * one starts once it has. The new task is registered at once (before this returns), so a settle() right
+   * after waits for it (regression: while the one it replaced was stopping, the file had no task, and a
+   * flush took its upload for done).
    */
   async enqueue(file: PendingFile): Promise<void> {
     if (this.closed) return;
-    if (this.tasks.has(file.id)) await this.cancel(file.id);
-    if (this.closed) return;
+    const before = this.tasks.get(file.id);
     const task: Task = {
       file, cancelled: false, failedSinceMark: false,
       status: { id: file.id, library: file.library, fullpath: file.fullpath, state: 'queued', failures: 0, queuedMs: this.clock.now() },
     };
     this.tasks.set(file.id, task);
+    if (before) await this.stop(before);
+    // Cancelled meanwhile (it left the tasks then), or the queue closed.
+    if (task.cancelled || this.closed) return;
     this.schedule(task);
   }
 
@@ -246,8 +250,13 @@ export class UploadQueue {
   async cancel(id: string, opts: { answered?: boolean } = {}): Promise<void> {
     const task = this.tasks.get(id);
     if (!task) return;
-    task.cancelled = true;
     this.tasks.delete(id);
+    await this.stop(task, opts);
+  }
+
+  /** Stops `task`, no longer among the tasks (see cancel). */
+  private async stop(task: Task, opts: { answered?: boolean } = {}): Promise<void> {
+    task.cancelled = true;
     task.timer?.cancel();
     const reason = new VfsError('EBUSY', 'upload cancelled: the file changed');
     const abort = task.abort;
