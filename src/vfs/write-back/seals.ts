@@ -303,6 +303,8 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     s.baseReader?.close();
     s.baseReader = undefined;
     const v = s.version;
+    // Handed to the kernel (passthrough) and never written: the path shows the service's version again.
+    if (s.slot.current === v && v.mutable && v.generation === 0) s.slot.current = undefined;
     if (v.failed) this.failed(s.slot, v);
     await this.unpin(v);
     this.tidy(s.slot);

@@ -114,6 +114,12 @@ export abstract class WriteBackLease extends WriteBackSeals {
     // is not, unless adopted (a change: no generation matches) or written before and never flushed
     // (s.unflushed).
     if (s.flushedLive?.version !== v) s.flushedLive = { version: v, generation: opts.adopt ? -1 : v.generation };
+    // The path shows what the kernel writes, as it shows the writers' own changes: this version from now
+    // on (the service's bytes until the kernel writes), unless a replace came since their last change.
+    if (!s.replaced && s.slot.current !== v) {
+      s.slot.current = v;
+      this.index(s.slot);
+    }
     let ended = false;
     return {
       fd,

@@ -425,6 +425,39 @@ describe('write-back', () => {
     expect(remote.read('g').toString()).toBe('P');
   });
 
+  it('regression: the kernel\'s writes (passthrough) to a file opened unchanged show at its path at once', async () => {
+    // The model found it (seed 2083979810): opened without a change, the file's version was not what its
+    // path showed, so a fresh open and stat showed the service's bytes until the writers' close.
+    const { vfs, remote } = await gateway();
+    remote.putFile('f', Buffer.alloc(0)); // handed over at once: no bytes of the service's to fetch first
+    const h = await vfs.open('/A/f', { read: true, write: true });
+    const spool = await h.passthrough!();
+    expect(spool, 'the kernel writes the spool').toBeDefined();
+    writeSync(spool!.fd, Buffer.from('kernel'), 0, 6, 0);
+    expect(await readAll(vfs, '/A/f')).toBe('kernel');
+    expect((await vfs.stat('/A/f')).size).toBe(6);
+    spool!.end();
+    await h.release();
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('kernel');
+  });
+
+  it('a file handed to the kernel (passthrough) and closed unwritten shows the service\'s version again, nothing uploaded', async () => {
+    const { vfs, remote } = await gateway();
+    remote.putFile('f', Buffer.alloc(0));
+    const h = await vfs.open('/A/f', { read: true, write: true });
+    const spool = await h.passthrough!();
+    expect(spool, 'the kernel writes the spool').toBeDefined();
+    spool!.end();
+    await h.release();
+    await vfs.flushAll();
+    remote.putFile('f', Buffer.from('other'));
+    vfs.dropCaches();
+    expect(await readAll(vfs, '/A/f')).toBe('other');
+    expect(remote.commits.filter((c) => c.fullpath === 'f')).toHaveLength(0);
+    expect(vfs.status().localFiles).toBe(0);
+  });
+
   it('regression: a flush of everything uploads the bytes the kernel wrote (passthrough) after the file\'s last flush', async () => {
     // The model found it (seed -1634597044): flushAll queued the version its flush had sealed, which the
     // kernel had written on in place; its upload then failed on the spool's new size, again and again.
