@@ -12,7 +12,7 @@ import { INLINE_MAX_BYTES, orderOf, type JournalEntry } from './journal-entry.js
 import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
 import { VfsError, type CallContext } from '../types.js';
 import type { EngineClose } from '../engine-lease.js';
-import { WriteBackSlots, keyOf, type PathSlot, type WriteSession } from './slots.js';
+import { WriteBackSlots, installedSince, keyOf, type PathSlot, type WriteSession } from './slots.js';
 
 
 export abstract class WriteBackSeals extends WriteBackSlots {
@@ -163,9 +163,10 @@ export abstract class WriteBackSeals extends WriteBackSlots {
     const unflushed = s.unflushed || (kernel && s.flushedLive!.generation !== v.generation);
     this.flushed(s);
     const sync = opts.fsync || this.syncOnClose;
-    if (kernel && v.state !== 'writing' && (v.liveChanged || unflushed) && (s.slot.current !== v || v.superseded)) {
+    if (kernel && v.state !== 'writing' && (v.liveChanged || unflushed) && (s.slot.current !== v || v.superseded || installedSince(s.slot, v))) {
       // Sealed (by a flush or the write-back delay), then replaced, and changed since: see acknowledgeAgain.
-      // Changed through the Vfs (a truncate), it is what the path shows again but no longer its acknowledged one.
+      // Changed through the Vfs (a write, a truncate), it is what the path shows again but no longer its
+      // acknowledged one; uploaded before the replace came, it was superseded by nothing.
       await this.acknowledgeAgain(s, v, { upload: opts.fsync, sync });
       return;
     }

@@ -294,6 +294,11 @@ export function gatewayPath(library: string, fullpath: string): string {
 }
 
 /** A version with no bytes, all of them local (nothing left to fetch). */
+/** A version was installed at the slot's path after `v` (a replace): `v` is no longer its newest. */
+export function installedSince(slot: PathSlot, v: LocalVersion): boolean {
+  return (slot.newestSeq ?? 0) > v.seq;
+}
+
 export function isEmpty(v: LocalVersion): boolean {
   return v.size === 0 && v.baseReady;
 }

@@ -9,7 +9,7 @@ import { LocalVersion } from './local-version.js';
 import type { JournalEntry } from './journal-entry.js';
 import { closeRecordEntry, decodeCloseRecord } from './engine-close-record.js';
 import type { EngineClose, PassthroughSpool, SideJournal } from '../engine-lease.js';
-import { keyOf, type WriteSession } from './slots.js';
+import { installedSince, keyOf, type WriteSession } from './slots.js';
 import { WriteBackSeals } from './seals.js';
 
 
@@ -93,7 +93,9 @@ export abstract class WriteBackLease extends WriteBackSeals {
   /** The kernel is done with `v`'s spool (LeasedHandle.passthrough): a change it made after the last close is journaled, then the upload may go. */
   protected passthroughEnded(s: WriteSession, v: LocalVersion): void {
     v.passthroughEnd();
-    const due = v.liveChanged && v.state !== 'writing' && !v.superseded && !v.deleted;
+    // Replaced since its seal: the writers' release acknowledges the kernel's bytes after the replace
+    // (persist); a line written here would carry the older place in the order.
+    const due = v.liveChanged && v.state !== 'writing' && !v.superseded && !v.deleted && !installedSince(s.slot, v);
     const written = due ? this.rejournal(v, { sync: this.syncOnClose }) : Promise.resolve();
     written.then(() => this.schedule(s.slot), (err: unknown) => this.opts.logger.error({ path: v.fullpath, err: String(err) }, 'write-back: journaling a file the kernel changed after its close failed'));
   }

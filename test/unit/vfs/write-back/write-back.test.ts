@@ -425,6 +425,29 @@ describe('write-back', () => {
     expect(remote.read('g').toString()).toBe('P');
   });
 
+  it('regression: a write and fsync after a replace of a file the kernel writes, uploaded before the replace, win over it', async () => {
+    // The model found it (seed 2077420161): the write, in place for the kernel, made the file the path's
+    // again; the fsync then journaled it again with its earlier place in the order, not after the replace,
+    // and the replace (waiting for the service) was uploaded as the file's last content.
+    const { vfs, remote, faulty } = await gateway();
+    const h0 = await vfs.open('/A/g', { read: true, write: true, create: true });
+    const spool = await h0.passthrough!();
+    expect(spool, 'the kernel writes the spool').toBeDefined();
+    await vfs.flushAll();
+    faulty.inject({ kind: 'fail', code: 'EIO', methods: ['commit'] });
+    const h1 = await vfs.open('/A/g', { read: true, write: true });
+    await vfs.writeFile('/A/g', Buffer.from('P'));
+    await h1.write(0, Buffer.from('x'));
+    await h1.fsync();
+    expect(await readAll(vfs, '/A/g')).toBe('x');
+    faulty.heal();
+    spool!.end();
+    await h0.release();
+    await h1.release();
+    await vfs.flushAll();
+    expect(remote.read('g').toString()).toBe('x');
+  });
+
   it('regression: the kernel\'s writes (passthrough) to a file opened unchanged show at its path at once', async () => {
     // The model found it (seed 2083979810): opened without a change, the file's version was not what its
     // path showed, so a fresh open and stat showed the service's bytes until the writers' close.
