@@ -3,7 +3,8 @@
  * through the kernel): a seeded random sequence over several files at once, with the engine answering
  * creates and closes and, where the kernel grants it, passthrough on. Steps: create/write/close, O_TRUNC
  * rewrites, appends, renames, unlinks, fsync loops, writers at once on one path through the mount and
- * through WebDAV, names the service refuses (fail at open, nothing changes), ENOSPC (the data folder on a
+ * through WebDAV, a file kept open through the mount and replaced through WebDAV between its writer's fsync
+ * and close (written on after the replace, or not), names the service refuses (fail at open, nothing changes), ENOSPC (the data folder on a
  * small tmpfs: root only) and a crash (kill -9 of the mount's process, a new one on the same data folder).
  *
  * The model records what each program was told was saved (a close, an fsync, a 2xx to a PUT). Asserted:
@@ -77,6 +78,7 @@ type Step =
   | { op: 'unlink'; name: string }
   | { op: 'read'; name: string }
   | { op: 'writers'; name: string; mount: Buffer[]; webdav: Buffer[] }
+  | { op: 'replaceOpen'; name: string; first: Buffer; put: Buffer; after: Buffer }
   | { op: 'refused'; which: number }
   | { op: 'full'; name: string }
   | { op: 'crash' };
@@ -106,6 +108,13 @@ function sequence(seed: number, steps: number, withFullDisk: boolean, leftOut: r
       const name = g.pick(NAMES);
       const size = g.pick([1, 100, 5000, 70_000, 1_200_000]);
       batches.push([{ op: 'writers', name, mount: [content('mount', size), content('mount', size)], webdav: [content('webdav', size), content('webdav', size)] }]);
+      continue;
+    }
+    if (r < 0.33) {
+      // A file kept open through the mount and replaced through WebDAV between the writer's fsync and its
+      // close; the writer writes on after the replace, or not.
+      const name = g.pick(NAMES);
+      batches.push([{ op: 'replaceOpen', name, first: content(`open ${name}`), put: content(`put ${name}`), after: g.next() < 0.5 ? Buffer.alloc(0) : content(`after ${name}`) }]);
       continue;
     }
     // Several files at once: one step a name.
@@ -141,6 +150,7 @@ function describeStep(s: Step): string {
     case 'write': case 'fsyncLoop': return `${s.op} ${s.name} (${s.data.map((d) => d.length).join('+')} bytes)`;
     case 'append': return `append ${s.name} (${s.data.length} bytes)`;
     case 'writers': return `writers at once on ${s.name} (mount ${s.mount.map((d) => d.length).join(', ')}; WebDAV ${s.webdav.map((d) => d.length).join(', ')})`;
+    case 'replaceOpen': return `${s.name} written (${s.first.length} bytes) and fsynced, kept open, replaced through WebDAV (${s.put.length} bytes), ${s.after.length > 0 ? `written on (${s.after.length} bytes)` : 'not written'}, closed`;
     case 'rename': return `rename ${s.name} → ${s.to}`;
     case 'refused': return `create of a refused name (${REFUSED[s.which]![0]})`;
     case 'full': return `write of ${TOO_BIG_MIB} MiB to ${s.name} on a ${DISK_MIB} MiB disk`;
@@ -270,6 +280,30 @@ describe('the reference model through a mount with the engine\'s answers' + (pas
           return;
         }
         case 'read': return check(s.name);
+        case 'replaceOpen': {
+          const fh = await open(path, constants.O_CREAT | constants.O_WRONLY | constants.O_TRUNC, 0o644);
+          let put = 0;
+          try {
+            await fh.write(s.first, 0, s.first.length, 0);
+            await fh.sync();
+            ack(s.first);
+            const res = await fetch(new URL(`Lib/${FOLDER}/${s.name}`, davUrl), { method: 'PUT', headers: auth, body: new Uint8Array(s.put) });
+            await res.arrayBuffer();
+            put = res.status;
+            if (s.after.length > 0) await fh.write(s.after, 0, s.after.length, s.first.length);
+          } finally {
+            await fh.close();
+          }
+          if (put !== 201 && put !== 204) throw new Error(`WebDAV PUT of ${s.name} kept open: ${put}`);
+          ack(s.put);
+          // The last acknowledged wins: the writer's close, when it had written on after the replace; else
+          // the replace, which came after the writer's fsync (docs/semantics.md).
+          const last = s.after.length > 0 ? Buffer.concat([s.first, s.after]) : s.put;
+          ack(last);
+          model.set(s.name, [last]);
+          await check(s.name);
+          return;
+        }
         case 'writers': {
           const answers = await Promise.all([
             ...s.mount.map((d) => writeWhole(path, [d], false).then(() => d)),
