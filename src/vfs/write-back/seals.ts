@@ -146,6 +146,8 @@ export abstract class WriteBackSeals extends WriteBackSlots {
    */
   async persist(s: WriteSession, opts: { fsync: boolean; closed?: EngineClose; seal?: boolean }): Promise<void> {
     if (s.cloning) await s.cloning.catch(() => undefined);
+    // The kernel's last writes, journaled as its hand-over ended (the mount ends it before the release).
+    await s.handOverEnded;
     // Being journaled already (another handle's flush, the seal of a file left unchanged after an fsync):
     // this flush returns once that is done, as its own would.
     if (s.version.journalingNow) await s.version.sealing?.catch(() => undefined);

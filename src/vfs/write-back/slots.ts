@@ -125,6 +125,11 @@ export interface WriteSession {
    * change(), are unflushed too, also once the hand-over ended.
    */
   flushedLive?: { version: LocalVersion; generation: number };
+  /**
+   * The journaling of the kernel's last writes that the end of its hand-over started (passthroughEnded):
+   * the writers' flush or close that follows waits for it, and finds those writes journaled.
+   */
+  handOverEnded?: Promise<void>;
 }
 
 export interface WriteBackStatus {

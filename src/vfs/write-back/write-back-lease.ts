@@ -97,7 +97,8 @@ export abstract class WriteBackLease extends WriteBackSeals {
     // (persist); a line written here would carry the older place in the order.
     const due = v.liveChanged && v.state !== 'writing' && !v.superseded && !v.deleted && !installedSince(s.slot, v);
     const written = due ? this.rejournal(v, { sync: this.syncOnClose }) : Promise.resolve();
-    written.then(() => this.schedule(s.slot), (err: unknown) => this.opts.logger.error({ path: v.fullpath, err: String(err) }, 'write-back: journaling a file the kernel changed after its close failed'));
+    const settled = written.then(() => this.schedule(s.slot), (err: unknown) => this.opts.logger.error({ path: v.fullpath, err: String(err) }, 'write-back: journaling a file the kernel changed after its close failed'));
+    if (due) s.handOverEnded = settled;
   }
 
   /** See LeasedHandle.passthrough (`adopt`: LeasedHandle.adoptSpool): `s`'s version handed to the kernel. */

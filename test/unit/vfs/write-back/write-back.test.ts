@@ -481,6 +481,30 @@ describe('write-back', () => {
     expect(vfs.status().localFiles).toBe(0);
   });
 
+  it('the kernel\'s writes after a flush are journaled once when its hand-over ends before the release, as the mount does', async () => {
+    // The end of the hand-over journaled them, unawaited, and the release journaled them again meanwhile:
+    // two lines of one content, and an upload queued twice.
+    const { vfs, remote } = await gateway();
+    const journal = (vfs.writeBack as unknown as { journal: UploadJournal }).journal;
+    const h = await vfs.open('/A/f', { read: true, write: true, create: true });
+    const spool = await h.passthrough!();
+    expect(spool, 'the kernel writes the spool').toBeDefined();
+    await h.flush();
+    const put = journal.put.bind(journal);
+    let lines = 0;
+    journal.put = (...args: Parameters<UploadJournal['put']>) => {
+      lines++;
+      return put(...args);
+    };
+    writeSync(spool!.fd, Buffer.from('k'), 0, 1, 0);
+    spool!.end();
+    await h.release();
+    expect(await readAll(vfs, '/A/f')).toBe('k');
+    await vfs.flushAll();
+    expect(remote.read('f').toString()).toBe('k');
+    expect(lines, 'journal lines for the kernel\'s writes').toBe(1);
+  });
+
   it('regression: a flush of everything uploads the bytes the kernel wrote (passthrough) after the file\'s last flush', async () => {
     // The model found it (seed -1634597044): flushAll queued the version its flush had sealed, which the
     // kernel had written on in place; its upload then failed on the spool's new size, again and again.
