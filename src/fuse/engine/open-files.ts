@@ -92,10 +92,15 @@ export class OpenFiles {
    * the file's lock for this open), the kernel and the engine forget their attributes of it. The kernel
    * reads no further than the size it holds: else this open would read the new content cut to the old
    * size, until the feed's poll (which finds the change shown already). Not of a file a handle of this
-   * mount writes, nor at an emptying open (the kernel's size is its own then).
+   * mount writes, nor at an emptying open (the kernel's size is its own then). A file whose attributes
+   * the kernel had from the engine only (a create it answered) counts as shown otherwise, unless the
+   * kernel writes it itself: another front end may have written it while it was open here (regression: a
+   * file left empty, replaced through WebDAV while kept open, read back empty after its close).
    */
   private async kernelAttributesFor(node: InodeNode, path: string, attrs: () => Promise<Attr>, kernelsOwnSize: boolean): Promise<void> {
-    if (kernelsOwnSize || node.isDir || node.shown === undefined) return;
+    if (kernelsOwnSize || node.isDir) return;
+    const unknown = node.shown === undefined;
+    if (unknown && this.mount.passthrough.writesItself(node.ino)) return;
     try {
       let st: KernelStat;
       try {
@@ -104,7 +109,7 @@ export class OpenFiles {
         return; // released meanwhile: nothing to tell
       }
       const se = this.mount.session();
-      if (!se || !this.mount.shownOtherwise(node, st)) return;
+      if (!se || !(unknown || this.mount.shownOtherwise(node, st))) return;
       this.mount.binding.attrForget(se, node.ino);
       const rc = await this.mount.binding.invalidateInode(se, node.ino);
       if (rc < 0 && rc !== -Errno.ENOENT) this.mount.logger.debug({ path, rc }, 'fuse: telling the kernel of a file changed elsewhere failed');

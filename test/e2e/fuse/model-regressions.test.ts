@@ -51,6 +51,25 @@ describe('regressions the reference model found', () => {
     expect(Buffer.from(await h.call<string>('remoteRead', { path: '/Lib/made-meanwhile/f.txt' }), 'base64').toString()).toBe('through the mount');
   }, T);
 
+  for (const first of ['', 'the first bytes']) {
+    it(`regression: a new file ${first ? 'written' : 'left empty'}, fsynced and kept open, replaced through the gateway, then closed unwritten: the replace stays`, async () => {
+      const folder = join(h.mnt, 'Lib', `replaced-open-${first.length}`);
+      await mkdir(folder);
+      const path = join(folder, 'a.txt');
+      const fh = await open(path, constants.O_CREAT | constants.O_WRONLY | constants.O_TRUNC, 0o644);
+      try {
+        if (first) await fh.write(Buffer.from(first), 0, first.length, 0);
+        await fh.sync();
+        await h.call('vfsWrite', { path: `/Lib/replaced-open-${first.length}/a.txt`, data: Buffer.from('the replace').toString('base64') });
+      } finally {
+        await fh.close();
+      }
+      expect(await readFile(path, 'utf8')).toBe('the replace');
+      await h.call('flushAll');
+      expect(Buffer.from(await h.call<string>('remoteRead', { path: `/Lib/replaced-open-${first.length}/a.txt` }), 'base64').toString()).toBe('the replace');
+    }, T);
+  }
+
   // The feed brings the delete of the object a name held before: once applied to the name, whatever held
   // it now, so the kernel was told the file there was deleted, and an open meanwhile answered ENOENT.
   it('regression: a rename over a name, and a name written anew after an unlink, are not told to the kernel as deleted when the feed brings the old object\'s delete', async () => {
