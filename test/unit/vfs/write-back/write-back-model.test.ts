@@ -183,10 +183,14 @@ describe('write-back against a reference model', () => {
                 if (o.truncate || m.visible === undefined) {
                   // A truncate changes the file when it empties something: the session's bytes, or those the
                   // path shows (a replace made while the session was open).
-                  if (o.truncate && (m.session.content.length > 0 || (m.visible?.length ?? 0) > 0) || m.visible === undefined) m.session.changed = true;
+                  const changes = (o.truncate && (m.session.content.length > 0 || (m.visible?.length ?? 0) > 0)) || m.visible === undefined;
+                  if (changes) {
+                    m.session.changed = true;
+                    // A change: the session's file is the path's again. One that empties nothing is none.
+                    m.session.replaced = false;
+                  }
                   m.session.content = Buffer.alloc(0);
                   m.visible = m.session.content;
-                  m.session.replaced = false;
                   model.mayBeSealed(m);
                 }
                 break;
@@ -336,6 +340,10 @@ describe('write-back against a reference model', () => {
                 // kill -9: handles and unflushed bytes are gone; the journal stays. The abandoned gateway's
                 // uploads stop where they are (its process would be gone), none of them confirmed.
                 await vfs.writeBack.uploads.close();
+                // Nor does it write anything once the next one reads the journal: a seal of the delay under way
+                // ends first, as if the kill came just after it (one starting now finds the uploads stopped).
+                const sealing = (vfs.writeBack as unknown as { sealingAt: Map<string, Set<{ sealing?: Promise<void> }>> }).sealingAt;
+                await Promise.all([...sealing.values()].flatMap((at) => [...at].map((v) => v.sealing?.catch(() => undefined))));
                 open.clear();
                 passed.clear();
                 model.handles.clear();
