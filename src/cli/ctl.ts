@@ -463,7 +463,8 @@ const USAGE = [
   '       cloudlib ctl call METHOD [key=value ...]     any method by name',
   '       cloudlib ctl methods | help VERB|METHOD | completion bash|zsh',
   '',
-  '`cloudlib ctl VERB --help`: one verb; `cloudlib ctl help METHOD`: one method. `--` ends the options.',
+  '`cloudlib ctl VERB --help`: one verb; `cloudlib ctl help METHOD`: one method.',
+  '`--` ends the options: every word after it is an argument.',
   '',
   'Verbs:',
 ].join('\n');
