@@ -404,9 +404,11 @@ export abstract class WriteBackSeals extends WriteBackSlots {
         // The kernel wrote on meanwhile (another descriptor of the open file): sealed as the spool is now.
         closed = undefined;
         inline = v.reseal();
-      } else if (!closed && inline && v.generation !== readAt) {
-        // Written on between the read of its bytes and the seal (another handle, or the kernel): the
-        // record carries the bytes its SHA-1 names, or none (the spool, made durable, has them).
+      } else if (!closed && inline && (v.generation !== readAt || v.isLive)) {
+        // Written on between the read of its bytes and the seal (another handle, or the kernel, which may
+        // write on unseen at any moment): the record carries the bytes its SHA-1 names, read with them in
+        // one step, or none (the spool, made durable, has them). Regression: a record of a file the kernel
+        // wrote named one size and bytes and the SHA-1 of another, and replay set the file aside.
         inline = v.isLive ? v.reseal() : v.inlineContent();
       }
       // Unchanged since an fsync recorded it: its place in the order is that fsync's.
